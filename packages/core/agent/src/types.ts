@@ -1,0 +1,101 @@
+/**
+ * The agent contract behind `ctx.agents`: an Agent is an owner identity (the object every
+ * ownership check compares), its session log and its own Cordis scope. The agent loop turns
+ * a prompt into model calls and tool executions until the model answers with plain text.
+ */
+import type { Context } from 'cordis'
+import type { SessionLog } from '@conch/session'
+import type { ToolResult } from '@conch/tools'
+
+export type AgentState = 'live' | 'disposing' | 'disposed'
+
+export interface Agent {
+  /** `agent-1`, `agent-2`, … per service, in creation order. */
+  readonly id: string
+  readonly session: SessionLog
+  /** The agent's own Cordis scope; plugins may hang per-agent effects on it. Disposed with the agent. */
+  readonly ctx: Context
+  readonly state: AgentState
+  /** Aborted (reason: an `AgentError` `AGENT_DISPOSED`) when disposal starts. */
+  readonly signal: AbortSignal
+  /**
+   * Registers a cleanup run (and awaited) when the agent is disposed, in reverse registration
+   * order. Returns a disposer that unregisters it. On an agent that is no longer live it throws
+   * `AgentError` `AGENT_NOT_LIVE`.
+   */
+  onDispose(cleanup: () => void | Promise<void>): () => void
+}
+
+declare module '@conch/tools' {
+  interface ToolOwner extends Agent {}
+}
+
+/** A system-prompt section; sections render in ascending `order`, then by `id`. */
+export interface PromptSection {
+  id: string
+  order?: number
+  /** Returns the section text for this agent, or undefined to omit it. */
+  render(agent: Agent): string | undefined
+}
+
+/** What a run reports to its observer as it happens (for stream-json, ACP and text output). */
+export type AgentRunEvent =
+  | { type: 'text-delta'; text: string }
+  | { type: 'assistant'; text: string }
+  | { type: 'tool-call'; callId: string; name: string; arguments: unknown; title: string; kind: string }
+  | { type: 'tool-progress'; callId: string; name: string; text: string }
+  | { type: 'tool-result'; callId: string; name: string; result: ToolResult }
+
+export type RunStatus = 'completed' | 'cancelled' | 'max_steps' | 'error'
+
+export interface RunResult {
+  status: RunStatus
+  /** The final assistant text (`completed`), or the error message (`error`). */
+  text: string
+  /** Model calls made. */
+  steps: number
+  error?: Error
+}
+
+export interface RunOptions {
+  prompt: string
+  /** Cancels the turn: the model stream and the running tool see it; the run ends `cancelled`. */
+  signal?: AbortSignal
+  onEvent?: (event: AgentRunEvent) => void
+}
+
+export type AgentErrorCode = 'AGENT_NOT_LIVE' | 'AGENT_DISPOSED' | 'TURN_ACTIVE' | 'NO_AGENT'
+
+export class AgentError extends Error {
+  override readonly name = 'AgentError'
+  constructor(readonly code: AgentErrorCode, message: string) {
+    super(message)
+  }
+}
+
+/** The public surface of `ctx.agents` (implemented by the default-exported `AgentService`). */
+export interface AgentServiceApi {
+  /**
+   * Creates a live agent with a new session (or the given one), a child Cordis scope of the
+   * caller's context.
+   */
+  create(options?: { session?: SessionLog; workspaceRoot?: string }): Promise<Agent>
+  /** Disposes an agent: aborts its signal, runs its cleanups (reverse order) and awaits them. Idempotent. */
+  dispose(agent: Agent): Promise<void>
+  get(id: string): Agent | undefined
+  list(): Agent[]
+  /** Registers a system-prompt section; the disposer is tied to the caller's plugin scope. */
+  section(section: PromptSection): () => void
+  /** The system prompt for `agent`, sections joined by blank lines. */
+  systemPrompt(agent: Agent): string
+  /**
+   * Runs one turn: appends `turn/start` and `user/message`, then calls the model with the
+   * system prompt, the tools and the history; runs each tool call in order (appending
+   * `tool/call` and `tool/result`), and repeats until the model answers without tool calls
+   * (`completed`), `maxSteps` model calls were made (`max_steps`), the signal aborts
+   * (`cancelled`) or the model fails (`error`). Appends `turn/end`. Never rejects for model or
+   * tool failures; rejects with `AgentError` `TURN_ACTIVE` when a turn is already running for
+   * this agent, `AGENT_NOT_LIVE` when the agent is not live.
+   */
+  run(agent: Agent, options: RunOptions): Promise<RunResult>
+}

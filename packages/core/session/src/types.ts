@@ -1,0 +1,99 @@
+/**
+ * The event-log contract behind `ctx.sessions`.
+ *
+ * A session is the append-only history of one agent: every user message, model reply, tool
+ * call and result, turn boundary and policy change is an event. Events are persisted as JSON
+ * Lines (one `SessionEvent` per line) so a restarted harness replays the same history and the
+ * same policy decisions.
+ */
+
+/** Event types the spine itself appends. Other packages may append their own `group/name` types. */
+export type SpineEventType =
+  | 'session/start'
+  | 'user/message'
+  | 'assistant/message'
+  | 'tool/call'
+  | 'tool/result'
+  | 'turn/start'
+  | 'turn/end'
+  | 'sandbox/mode'
+
+/** One persisted event. `seq` starts at 1 and increases by one per appended event of a session. */
+export interface SessionEvent<T = unknown> {
+  readonly seq: number
+  /** ISO-8601 timestamp of the append. */
+  readonly ts: string
+  readonly sessionId: string
+  readonly type: string
+  readonly data: T
+}
+
+/** An event as presented to interceptors, before it has a `seq` and before it is stored. */
+export interface PendingEvent<T = unknown> {
+  readonly sessionId: string
+  readonly type: string
+  readonly data: T
+}
+
+/** Data of the `session/start` event, the first event of every session. */
+export interface SessionStartData {
+  /** Absolute workspace root chosen when the session was created (for example an ACP `cwd`). */
+  workspaceRoot?: string
+}
+
+/**
+ * A synchronous pre-append hook. Throwing vetoes the append: the event is not stored, not
+ * persisted, subscribers never see it, and `append()` rethrows the listener's error unchanged.
+ */
+export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
+
+/** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
+export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
+
+export interface SessionLog {
+  readonly id: string
+  /** Data of the `session/start` event. */
+  readonly start: SessionStartData
+  /** Every stored event in append order (a read-only view; do not mutate). */
+  events(): readonly SessionEvent[]
+  /** The latest event of `type`, if any. */
+  last<T = unknown>(type: string): SessionEvent<T> | undefined
+  /**
+   * Appends an event. Runs every interceptor first (synchronously, registration order); a
+   * throwing interceptor vetoes the event and its error propagates to the caller.
+   * @throws SessionError `SESSION_CLOSED` after the log was closed.
+   */
+  append<T>(type: string, data: T): SessionEvent<T>
+}
+
+export type SessionErrorCode = 'NO_SESSION' | 'SESSION_CLOSED' | 'DUPLICATE_SESSION' | 'CORRUPT_LOG'
+
+export class SessionError extends Error {
+  override readonly name = 'SessionError'
+  constructor(readonly code: SessionErrorCode, message: string) {
+    super(message)
+  }
+}
+
+/** The public surface of `ctx.sessions` (implemented by the default-exported `SessionService`). */
+export interface SessionServiceApi {
+  /**
+   * Creates a session and appends its `session/start` event.
+   * `id` defaults to `session-<8 hex>`; with persistence on, the log is `<dir>/<id>.jsonl`.
+   * @throws SessionError `DUPLICATE_SESSION` when `id` is live or already on disk.
+   */
+  create(options?: { id?: string; workspaceRoot?: string }): SessionLog
+  /**
+   * Returns a live session, or replays `<dir>/<id>.jsonl` into a live one.
+   * @throws SessionError `NO_SESSION`, or `CORRUPT_LOG` naming the file and line.
+   */
+  open(id: string): SessionLog
+  /** A live session, or undefined. */
+  get(id: string): SessionLog | undefined
+  /** Registers a vetoing pre-append hook; the disposer is tied to the caller's plugin scope. */
+  intercept(interceptor: SessionInterceptor): () => void
+  /** Registers a post-append listener; the disposer is tied to the caller's plugin scope. */
+  subscribe(subscriber: SessionSubscriber): () => void
+  /** Stops accepting appends on a session and forgets it (its file stays). */
+  close(id: string): void
+}

@@ -1,0 +1,260 @@
+/**
+ * The terminal contract behind `ctx.pty`.
+ *
+ * A **session** is one PTY with its shell (or REPL), owned by exactly one Agent. A **send**
+ * writes input and waits until the terminal is ready for more; **ready** always has a reason.
+ * Backends implement `PtyBackend`; the service owns ids, ownership, the one-send-at-a-time
+ * reservation and lifecycle, so every backend gets the same rules.
+ */
+import type { Agent } from '@conch/agent'
+
+/** Signals a model may send to a terminal's foreground process group (signal(7)). */
+export const PTY_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'] as const
+export type PtySignal = (typeof PTY_SIGNALS)[number]
+
+/**
+ * Why a send settled.
+ * - `stdin_read`: proved ready — the shell printed its own controlled prompt, or the kernel
+ *   shows the foreground process group blocked reading this terminal.
+ * - `inferred_idle`: no output for `idleSilenceMs`; a guess (a `sleep` looks the same).
+ * - `timeout`: `timeoutMs` passed; the command may still be running. Never means exited.
+ * - `session_exit`: the session's top-level shell exited.
+ */
+export type WaitReason = 'stdin_read' | 'inferred_idle' | 'timeout' | 'session_exit'
+
+export type SessionStatus =
+  | { state: 'running' }
+  | { state: 'exited'; exitCode: number | null; signal: string | null }
+
+/**
+ * What the terminal is waiting for after a send, when known.
+ * - `prompt`: a primary prompt (bash's controlled PS1, or a reader the backend has no reason to doubt).
+ * - `continuation`: a secondary prompt — bash PS2 (`> `) or Python's `... `; the next input
+ *   joins an open block. Finish it (often an empty line) or interrupt with SIGINT.
+ * - `not_reading`: the send was written while nothing in the foreground was reading the terminal.
+ */
+export type InputState = 'prompt' | 'continuation' | 'not_reading'
+
+/** Which mechanism settled a send, and what it saw. */
+export interface ReadinessEvidence {
+  tier: 'prompt' | 'proc' | 'silence' | 'timeout' | 'exit' | 'cancel' | 'fixed'
+  /**
+   * One human-readable line, e.g. `controlled prompt`,
+   * `python3[4121] pselect6 fd0 /dev/pts/3`, `no output for 3000 ms`.
+   */
+  detail: string
+  /** For `proc`: the reading task. */
+  process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
+}
+
+/** The settled outcome of one send. */
+export interface SendResult {
+  /** What a person would have seen appear during the send, as lines joined by `\n` (escape sequences removed, redraws collapsed). */
+  viewport: string
+  waitReason: WaitReason
+  sessionStatus: SessionStatus
+  /** Whether the viewport lost data to the send's byte bound. */
+  truncated: boolean
+  inputState?: InputState
+  evidence: ReadinessEvidence
+  /** Time from the write to settling, in ms. */
+  elapsedMs: number
+}
+
+/** A send in progress, returned synchronously by `startSend`. */
+export interface SendOperation {
+  /** Settles exactly once. Rejects only with `PtyError` (e.g. `SESSION_EXITED` found at write time). */
+  readonly done: Promise<SendResult>
+  /** Output produced since the previous call (as viewport lines), consumed. For background sends. */
+  readOutput(): string
+  /**
+   * Interrupts the send: input not yet written is never written; otherwise a real SIGINT goes
+   * to the foreground process group (never a written `\x03`). Resolves when the signal has been
+   * delivered (or was unnecessary); `done` then settles. The session stays reserved until then.
+   */
+  cancel(): Promise<void>
+}
+
+export interface SpawnOptions {
+  /** Backend type, e.g. `shell`. */
+  type: string
+  /** Display name, unique among the owner's sessions. */
+  name?: string
+  /** Working directory; must exist. Defaults to the owner's workspace root. */
+  cwd?: string
+}
+
+export interface SessionInfo {
+  /** `pty-1`, `pty-2`, … per service, in creation order. */
+  sessionId: string
+  name?: string
+  type: string
+  /** The top-level process (the shell, or the sandbox runner that holds it). */
+  pid?: number
+  status: SessionStatus
+  /** Whether a send is active (foreground or background). */
+  busy: boolean
+  /** ISO-8601. */
+  createdAt: string
+}
+
+export interface SpawnResult extends SessionInfo {
+  /** What the terminal printed before its first prompt, normalised like a viewport. */
+  motd: string
+}
+
+export interface ReadOptions {
+  /** Lines to skip back from the newest retained line (0 = end). Default 0. */
+  offset?: number
+  /** Lines to return. Default 500. */
+  count?: number
+}
+
+/**
+ * A page of retained scrollback. Lines are numbered from 1 = the oldest line ever retained by
+ * the session (numbers keep counting when old lines are dropped). `lineBegin..lineEnd` is
+ * inclusive; an empty page has `lineBegin = lineEnd + 1`.
+ */
+export interface ReadPage {
+  text: string
+  /** Lines the session has produced in total (including dropped ones). */
+  totalLines: number
+  /** Oldest line number still retained. */
+  firstRetainedLine: number
+  lineBegin: number
+  lineEnd: number
+  /** Whether *this* page lost data: lines it reaches for were dropped, or a line or the page was cut to the byte bound. */
+  truncated: boolean
+}
+
+export interface SignalResult {
+  signal: PtySignal
+  delivered: boolean
+  /** The foreground process group signalled. */
+  targetPgid: number
+  /** Name of the group leader, e.g. `sleep`. */
+  target: string
+}
+
+/** A process a close stopped or could not stop. */
+export interface ClosedProcess {
+  pid: number
+  name: string
+}
+
+export interface CloseResult {
+  /** Final status of the shell. */
+  status: SessionStatus
+  stopped: ClosedProcess[]
+  /** Non-empty only when the close failed (`kill` then rejects with `CLOSE_FAILED`, and may be retried). */
+  survivors: ClosedProcess[]
+}
+
+export type PtyErrorCode =
+  | 'DUPLICATE_BACKEND'
+  | 'NO_BACKEND'
+  | 'SEND_ACTIVE'
+  | 'NO_SESSION'
+  | 'FOREIGN_SESSION'
+  | 'OWNER_NOT_LIVE'
+  | 'SERVICE_DISPOSING'
+  | 'DUPLICATE_NAME'
+  | 'SESSION_EXITED'
+  | 'SIGNAL_REFUSED'
+  | 'NO_FOREGROUND'
+  | 'SPAWN_FAILED'
+  | 'CLOSE_FAILED'
+  | 'INVALID_INPUT'
+
+export class PtyError extends Error {
+  override readonly name = 'PtyError'
+  constructor(readonly code: PtyErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+// ─── Backend contract ─────────────────────────────────────────────────────────────
+
+export interface BackendSpawnRequest {
+  owner: Agent
+  /** Id the service will publish the session under. */
+  sessionId: string
+  name?: string
+  cwd?: string
+  /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
+  signal: AbortSignal
+}
+
+/**
+ * A backend's session. The service guarantees at most one active send at a time, never calls
+ * anything but `close`/`status`/`read` after `close` began, and calls `close` on every session
+ * it received, published or not.
+ */
+export interface BackendSession {
+  readonly pid: number | undefined
+  /** Startup output up to the first ready point. */
+  readonly motd: string
+  status(): SessionStatus
+  /** Registers a listener for the shell's exit (after its output is drained). Returns a disposer. */
+  onExit(listener: (status: SessionStatus) => void): () => void
+  /** Synchronous: returns at once; writing happens after. */
+  startSend(input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation
+  read(options: { offset: number; count: number }): ReadPage
+  /** @throws PtyError `SESSION_EXITED`, `SIGNAL_REFUSED` (SIGKILL to the shell), `NO_FOREGROUND`. */
+  signal(signal: PtySignal): Promise<SignalResult>
+  /**
+   * Stops the whole process tree and resolves with what it stopped. Idempotent while a close is
+   * in flight; a close that left survivors may be retried.
+   */
+  close(): Promise<CloseResult>
+}
+
+export interface PtyBackend {
+  /** Session type it serves, e.g. `shell`. */
+  readonly type: string
+  /**
+   * Starts a session and resolves once it is ready for its first send.
+   * Rejects with `signal.reason` when the signal aborts during startup (after closing what it
+   * started), or `PtyError` `SPAWN_FAILED` naming the cause.
+   */
+  spawn(request: BackendSpawnRequest): Promise<BackendSession>
+}
+
+/** The public surface of `ctx.pty` (implemented by the default-exported `PtyService`). */
+export interface PtyServiceApi {
+  /**
+   * Registers a backend; the disposer is tied to the caller's plugin scope.
+   * Unregistering a backend does not close its sessions; they stay owned by the service until
+   * their owner or the service is disposed.
+   * @throws PtyError `DUPLICATE_BACKEND`.
+   */
+  registerBackend(backend: PtyBackend): () => void
+  /** Registered backend types. */
+  types(): string[]
+  /**
+   * Opens a session for `owner`. The backend's session is published only after the caller's
+   * signal, service disposal and owner liveness are re-checked; otherwise it is closed
+   * (rolled back). A cancelled spawn rejects with the caller's exact `signal.reason`.
+   * @throws PtyError `NO_BACKEND`, `DUPLICATE_NAME`, `OWNER_NOT_LIVE`, `SERVICE_DISPOSING`, `SPAWN_FAILED`.
+   */
+  spawn(owner: Agent, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult>
+  /**
+   * Reserves the session synchronously and starts a send.
+   * @throws PtyError `SEND_ACTIVE`, `NO_SESSION`, `FOREIGN_SESSION`, `OWNER_NOT_LIVE`,
+   * `SERVICE_DISPOSING`, `SESSION_EXITED` — all before anything is written.
+   */
+  startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation
+  read(owner: Agent, sessionId: string, options?: ReadOptions): ReadPage
+  signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult>
+  /**
+   * Closes a session and resolves when its process tree is gone; the session is then forgotten.
+   * @throws PtyError `CLOSE_FAILED` listing survivors (the session stays listed; retry later).
+   */
+  kill(owner: Agent, sessionId: string): Promise<CloseResult>
+  /** The owner's sessions (running and exited-but-not-closed), in creation order. */
+  list(owner: Agent): SessionInfo[]
+  /** True while the owner has sessions, spawns in flight, or unreported cleanup failures. */
+  hasOwnerActivity(owner: Agent): boolean
+  /** Session ids (published and opening) for display in refusals. */
+  activity(owner: Agent): string[]
+}

@@ -1,0 +1,52 @@
+/**
+ * Per-session sandbox modes behind `ctx.sandboxPolicy`. A session's mode is event-sourced:
+ * the latest `sandbox/mode` event in its log wins, else the configured default, so a
+ * restarted harness replays the same policy.
+ */
+import type { SandboxMode } from '@conch/sandbox'
+import type { SessionLog } from '@conch/session'
+
+/** Data of a `sandbox/mode` session event. */
+export interface SandboxModeEventData {
+  mode: SandboxMode
+}
+
+export interface ResolvedPolicy {
+  mode: SandboxMode
+  /** Absolute canonical path: the session's `workspaceRoot` from `session/start`, else the configured one. */
+  workspaceRoot: string
+  sessionId: string
+}
+
+/**
+ * A party that must approve mode changes, such as the terminal backend (a shell started under
+ * one mode keeps it for life). `busy` returns a reason — e.g. `terminals pty-1, pty-2 are
+ * open or opening` — when the session's effective mode must not change now, else undefined.
+ */
+export interface ModeFence {
+  name: string
+  busy(sessionId: string): string | undefined
+}
+
+export type SandboxPolicyErrorCode = 'MODE_CHANGE_REFUSED' | 'INVALID_MODE'
+
+export class SandboxPolicyError extends Error {
+  override readonly name = 'SandboxPolicyError'
+  constructor(readonly code: SandboxPolicyErrorCode, message: string) {
+    super(message)
+  }
+}
+
+/** The public surface of `ctx.sandboxPolicy` (implemented by the default-exported `SandboxPolicyService`). */
+export interface SandboxPolicyServiceApi {
+  resolve(options: { session: SessionLog }): ResolvedPolicy
+  /**
+   * Appends a `sandbox/mode` event. A change of the effective mode while any fence is busy is
+   * vetoed before the append with `SandboxPolicyError` `MODE_CHANGE_REFUSED`, whose message
+   * names the reason and says to close the terminals first; a change that keeps the effective
+   * mode is allowed. The same veto applies to `sandbox/mode` events appended directly.
+   */
+  setMode(session: SessionLog, mode: SandboxMode): void
+  /** Registers a fence; the disposer is tied to the caller's plugin scope. */
+  fence(fence: ModeFence): () => void
+}

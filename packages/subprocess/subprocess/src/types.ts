@@ -1,0 +1,150 @@
+/**
+ * Process-tree primitives shared by every package that starts processes (the PTY backend,
+ * one-shot children, later providers), and the `ctx.subprocess` contract.
+ *
+ * Identity: a pid alone is never enough to signal a process, because pids are recycled. A
+ * process is identified by its pid plus its start time — on Linux field 22 (`starttime`, in
+ * clock ticks since boot) of /proc/<pid>/stat (proc(5)); on macOS `ps -o lstart`. Every
+ * signal is sent only after re-reading the identity and finding it unchanged.
+ */
+
+/** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
+export interface ProcFs {
+  /** Rejects (for example ENOENT, EACCES, ESRCH) when the file cannot be read. */
+  readFile(path: string): Promise<string>
+  readdir(path: string): Promise<string[]>
+  readlink(path: string): Promise<string>
+}
+
+/**
+ * Fields of /proc/<pid>/stat (proc(5)), parsed after the *last* `)` so a `comm` containing
+ * spaces or parentheses cannot shift them.
+ */
+export interface ProcStat {
+  pid: number
+  /** Executable name as the kernel reports it (at most 15 bytes). */
+  comm: string
+  /** Field 3: R, S, D, Z, T, t, X, I, … */
+  state: string
+  ppid: number
+  /** Field 5, process group id. */
+  pgrp: number
+  /** Field 6, session id. */
+  session: number
+  /** Field 7, controlling terminal device number. */
+  ttyNr: number
+  /** Field 8, foreground process group of the controlling terminal, -1 when none. */
+  tpgid: number
+  /** Field 22, start time in clock ticks since boot, kept as a decimal string. */
+  startTime: string
+}
+
+/** A process as listed by a `ProcessTable`. */
+export interface ProcessEntry {
+  pid: number
+  ppid: number
+  pgid: number
+  sid: number
+  /** Foreground group of its controlling terminal, -1 when none or unknown. */
+  tpgid: number
+  /** Single-letter state; `Z` is a zombie (counted as gone by teardown). */
+  state: string
+  comm: string
+  /** Start identity: Linux stat field 22, macOS `lstart` text. */
+  startTime: string
+}
+
+/** What teardown reports about one process. */
+export interface ProcessRecord {
+  pid: number
+  startTime: string
+  comm: string
+}
+
+export interface ProcessTable {
+  /** Every process visible now. Processes that vanish while listing are skipped. */
+  snapshot(): Promise<ProcessEntry[]>
+  /** One process, or undefined when it is gone (or its stat cannot be read). */
+  get(pid: number): Promise<ProcessEntry | undefined>
+  /**
+   * The value of environment variable `name` in the process's initial environment
+   * (Linux /proc/<pid>/environ; macOS `ps -E`), or undefined when absent or unreadable.
+   */
+  environ(pid: number, name: string): Promise<string | undefined>
+}
+
+/** Tags a process tree through the environment, so re-parented daemons can still be found. */
+export interface SessionTag {
+  /** Environment variable name, e.g. `CONCH_SESSION_TAG`. */
+  name: string
+  /** A value unique to one session (random, at least 96 bits). */
+  value: string
+}
+
+export interface TerminateTreeOptions {
+  /** The root of the tree (for a terminal, the shell or the sandbox runner). */
+  rootPid: number
+  /** Also stop the root after its descendants. */
+  includeRoot: boolean
+  /** Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals use SIGHUP). */
+  rootSignal?: NodeJS.Signals
+  /** How long to wait after TERM before KILL, in ms. */
+  graceMs: number
+  /** Also capture (and stop) every process whose environment carries this tag. */
+  tag?: SessionTag
+  /** Defaults to the platform table. */
+  table?: ProcessTable
+  /** Poll interval while waiting for processes to go, in ms (default 20). */
+  pollMs?: number
+}
+
+/**
+ * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
+ * `survivors` lists those still present after KILL — a non-empty list is a failed teardown
+ * that the caller may retry.
+ */
+export interface TerminateReport {
+  stopped: ProcessRecord[]
+  survivors: ProcessRecord[]
+}
+
+/** A one-shot child started by `ctx.subprocess.spawn`. */
+export interface ChildHandle {
+  readonly pid: number
+  readonly stdout: NodeJS.ReadableStream
+  readonly stderr: NodeJS.ReadableStream
+  write(data: string | Uint8Array): void
+  end(): void
+  /** Resolves when the child has exited and its stdio closed. */
+  readonly done: Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>
+  /** TERM the child's tree, KILL after `graceMs`, and resolve when everything captured is gone. */
+  terminate(options?: { graceMs?: number }): Promise<TerminateReport>
+}
+
+export interface SpawnOptions {
+  argv: [string, ...string[]]
+  cwd?: string
+  /** The complete child environment (not merged with the parent's). Use `scrubbedEnv` to derive one. */
+  env?: Record<string, string>
+  /** Aborting terminates the child's tree. */
+  signal?: AbortSignal
+}
+
+export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV'
+
+export class SubprocessError extends Error {
+  override readonly name = 'SubprocessError'
+  constructor(readonly code: SubprocessErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+/** The public surface of `ctx.subprocess` (implemented by the default-exported `SubprocessService`). */
+export interface SubprocessServiceApi {
+  /**
+   * Starts a child owned by the service (and, through the tracker, by the caller's plugin
+   * scope): disposing either terminates it and awaits its tree.
+   * @throws SubprocessError `SPAWN_FAILED` naming the program, `SERVICE_DISPOSING`.
+   */
+  spawn(options: SpawnOptions): ChildHandle
+}
