@@ -4,8 +4,9 @@
  * the snapshot suites under examples/ form the `snapshot` project (`pnpm test:snapshot`).
  */
 export const projects = [
-  'packages/*/*',
-  'packages/cli',
+  // Group folders hold no package.json; each package inside one is a project.
+  'packages/{core,tasks,subprocess,sandbox,pty,acp}/*/',
+  'packages/cli/',
   {
     test: {
       name: 'snapshot',

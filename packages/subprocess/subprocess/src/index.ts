@@ -1,1 +1,2 @@
-export * from "./types.ts"
+export * from './types.ts'
+export { parseProcStat } from './proc-stat.ts'
