@@ -65,8 +65,13 @@ export interface SendResult {
 export interface SendOperation {
   /** Settles exactly once. Rejects only with `PtyError` (e.g. `SESSION_EXITED` found at write time). */
   readonly done: Promise<SendResult>
-  /** Output produced since the previous call (as viewport lines), consumed. For background sends. */
+  /** Output produced since the previous call (as viewport lines), consumed. For background sends and live streaming. */
   readOutput(): string
+  /**
+   * Registers a listener called (synchronously, after a chunk is parsed) whenever `readOutput()`
+   * has new text, so callers can stream output without polling. Returns a disposer.
+   */
+  onOutput(listener: () => void): () => void
   /**
    * Interrupts the send: input not yet written is never written; otherwise a real SIGINT goes
    * to the foreground process group (never a written `\x03`). Resolves when the signal has been
