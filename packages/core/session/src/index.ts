@@ -1,1 +1,3 @@
 export * from './types.ts'
+export { default, default as SessionService } from './service.ts'
+export { parseSessionLog } from './replay.ts'

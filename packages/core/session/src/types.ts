@@ -66,7 +66,13 @@ export interface SessionLog {
   append<T>(type: string, data: T): SessionEvent<T>
 }
 
-export type SessionErrorCode = 'NO_SESSION' | 'SESSION_CLOSED' | 'DUPLICATE_SESSION' | 'CORRUPT_LOG'
+export type SessionErrorCode =
+  | 'NO_SESSION'
+  | 'SESSION_CLOSED'
+  | 'DUPLICATE_SESSION'
+  | 'CORRUPT_LOG'
+  /** An id that is not a safe file name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 128 characters. */
+  | 'INVALID_SESSION_ID'
 
 export class SessionError extends Error {
   override readonly name = 'SessionError'
@@ -80,12 +86,13 @@ export interface SessionServiceApi {
   /**
    * Creates a session and appends its `session/start` event.
    * `id` defaults to `session-<8 hex>`; with persistence on, the log is `<dir>/<id>.jsonl`.
-   * @throws SessionError `DUPLICATE_SESSION` when `id` is live or already on disk.
+   * @throws SessionError `DUPLICATE_SESSION` when `id` is live or already on disk,
+   *   `INVALID_SESSION_ID` when `id` is not a safe file name.
    */
   create(options?: { id?: string; workspaceRoot?: string }): SessionLog
   /**
    * Returns a live session, or replays `<dir>/<id>.jsonl` into a live one.
-   * @throws SessionError `NO_SESSION`, or `CORRUPT_LOG` naming the file and line.
+   * @throws SessionError `NO_SESSION`, `INVALID_SESSION_ID`, or `CORRUPT_LOG` naming the file and line.
    */
   open(id: string): SessionLog
   /** A live session, or undefined. */
