@@ -1,1 +1,3 @@
-export * from "./types.ts"
+export * from './types.ts'
+export { default, default as LlmService } from './service.ts'
+export { collectResponse } from './collect.ts'

@@ -1,0 +1,81 @@
+/**
+ * `ctx.llm`: the registry of model adapters, keyed by provider name.
+ */
+import { Service, type Context } from 'cordis'
+import { z } from 'zod'
+import { LlmError, type LlmServiceApi, type ModelAdapter } from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    llm: LlmService
+  }
+}
+
+class LlmService extends Service implements LlmServiceApi {
+  static Config = z
+    .object({
+      provider: z
+        .string()
+        .min(1)
+        .optional()
+        .describe('Provider used when a caller names none; unset: the only registered adapter.'),
+    })
+    .prefault({})
+
+  private readonly adapters = new Map<string, ModelAdapter>()
+
+  constructor(ctx: Context, public config: LlmService.Config) {
+    super(ctx, 'llm')
+  }
+
+  register(adapter: ModelAdapter): () => void {
+    return this.ctx.effect(() => {
+      if (this.adapters.has(adapter.provider)) {
+        throw new LlmError(
+          'DUPLICATE_PROVIDER',
+          `a model adapter for provider "${adapter.provider}" is already registered; give the second one another provider name`,
+        )
+      }
+      this.adapters.set(adapter.provider, adapter)
+      return () => {
+        if (this.adapters.get(adapter.provider) === adapter) this.adapters.delete(adapter.provider)
+      }
+    }, `llm.register(${adapter.provider})`)
+  }
+
+  get(provider: string): ModelAdapter | undefined {
+    return this.adapters.get(provider)
+  }
+
+  resolve(provider?: string): ModelAdapter {
+    const wanted = provider ?? this.config.provider
+    if (wanted !== undefined) {
+      const adapter = this.adapters.get(wanted)
+      if (adapter) return adapter
+      throw new LlmError('NO_PROVIDER', `no model adapter for provider "${wanted}"; registered: ${this.describeRegistered()}`)
+    }
+    const all = [...this.adapters.values()]
+    if (all.length === 1) return all[0]!
+    if (all.length === 0) {
+      throw new LlmError('NO_PROVIDER', 'no model adapter is registered; load @conch/llm-openai or @conch/llm-replay')
+    }
+    throw new LlmError(
+      'AMBIGUOUS_PROVIDER',
+      `several model adapters are registered (${this.providers().join(', ')}); set the llm "provider" config to choose one`,
+    )
+  }
+
+  providers(): string[] {
+    return [...this.adapters.keys()]
+  }
+
+  private describeRegistered(): string {
+    return this.adapters.size === 0 ? '(none)' : this.providers().join(', ')
+  }
+}
+
+namespace LlmService {
+  export type Config = z.output<typeof LlmService.Config>
+}
+
+export default LlmService
