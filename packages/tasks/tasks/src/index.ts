@@ -1,1 +1,3 @@
-export * from "./types.ts"
+export * from './types.ts'
+export { OutputBuffer, tailUtf8 } from './output.ts'
+export { default, default as TasksService } from './service.ts'

@@ -1,0 +1,271 @@
+/**
+ * `ctx.tasks`: background work owned by an agent. See `types.ts` for the contract.
+ *
+ * A task lives `running → completed | failed | killed`. Its `run` is called synchronously by
+ * `start`; whatever `run` does, the task ends exactly once, when `run` settles. `kill` only
+ * asks (the `cancel` hook, then the abort signal) and waits for that settling, so a task is
+ * never reported ended while its producer still runs.
+ */
+import { Service, type Context, type Logger } from 'cordis'
+import { z } from 'zod'
+import type { Agent } from '@conch/agent'
+import { OutputBuffer } from './output.ts'
+import {
+  TaskError,
+  type TaskController,
+  type TaskInfo,
+  type TaskOutcome,
+  type TaskSnapshot,
+  type TaskSpec,
+  type TaskStatus,
+  type TasksServiceApi,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    tasks: TasksService
+  }
+}
+
+const Config = z
+  .object({
+    outputLimitBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(262_144)
+      .describe('Bound on the unread output kept per task, in UTF-8 bytes; older unread output is dropped first.'),
+  })
+  .prefault({})
+
+interface TaskRecord {
+  readonly id: string
+  readonly spec: TaskSpec
+  readonly owner: Agent
+  readonly output: OutputBuffer
+  readonly abort: AbortController
+  readonly startedAt: string
+  status: TaskStatus
+  fields: Record<string, string>
+  meta: Record<string, unknown>
+  error?: string
+  endedAt?: string
+  /** Resolves (never rejects) once `run` has settled and the final status is set. */
+  settled: Promise<void>
+  /** Set by the first `kill`; later kills await the same promise. */
+  killing?: Promise<void>
+  /** Unregisters the owner-dispose cleanup. */
+  unregister: () => void
+}
+
+export default class TasksService extends Service implements TasksServiceApi {
+  static Config = Config
+
+  private readonly records = new Map<string, TaskRecord>()
+  private readonly counters = { created: 0 }
+  private readonly lifecycle = { disposing: false }
+  private readonly log: Logger
+
+  constructor(ctx: Context, public config: TasksService.Config) {
+    super(ctx, 'tasks')
+    this.log = ctx.logger('tasks')
+    ctx.effect(() => () => this.killAll(), 'tasks.dispose')
+  }
+
+  start(spec: TaskSpec): { id: string } {
+    if (this.lifecycle.disposing) {
+      throw new TaskError('SERVICE_DISPOSING', `cannot start a ${spec.kind} task: the tasks service is shutting down`)
+    }
+    if (spec.owner.state !== 'live') {
+      throw new TaskError(
+        'OWNER_NOT_LIVE',
+        `cannot start a ${spec.kind} task for ${spec.owner.id}: the agent is ${spec.owner.state}`,
+      )
+    }
+    const limit = spec.outputLimitBytes ?? this.config.outputLimitBytes
+    if (!Number.isSafeInteger(limit) || limit <= 0) {
+      throw new RangeError(`outputLimitBytes must be a positive integer number of bytes, got ${limit}`)
+    }
+    const id = `task-${++this.counters.created}`
+    const abort = new AbortController()
+    const record: TaskRecord = {
+      id,
+      spec,
+      owner: spec.owner,
+      output: new OutputBuffer(limit),
+      abort,
+      startedAt: new Date().toISOString(),
+      status: 'running',
+      fields: {},
+      meta: {},
+      settled: Promise.resolve(),
+      unregister: () => {},
+    }
+    record.unregister = spec.owner.onDispose(() => this.forget(record))
+    this.records.set(id, record)
+    const controller: TaskController = {
+      signal: abort.signal,
+      write: (text) => record.output.append(text),
+    }
+    record.settled = this.execute(record, controller)
+    return { id }
+  }
+
+  read(owner: Agent, id: string): TaskSnapshot {
+    return this.snapshot(this.lookup(owner, id))
+  }
+
+  async wait(
+    owner: Agent,
+    id: string,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<TaskSnapshot & { timedOut: boolean }> {
+    const record = this.lookup(owner, id)
+    if (record.status === 'running' && !options.signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer)
+          options.signal?.removeEventListener('abort', done)
+          resolve()
+        }
+        const timer = setTimeout(done, Math.max(0, options.timeoutMs))
+        options.signal?.addEventListener('abort', done, { once: true })
+        void record.settled.then(done)
+      })
+    }
+    const snapshot = this.snapshot(record)
+    return { ...snapshot, timedOut: snapshot.status === 'running' }
+  }
+
+  async kill(owner: Agent, id: string): Promise<TaskSnapshot> {
+    const record = this.lookup(owner, id)
+    await this.stop(record)
+    return this.snapshot(record)
+  }
+
+  list(owner: Agent): TaskInfo[] {
+    const infos: TaskInfo[] = []
+    for (const record of this.records.values()) {
+      if (record.owner !== owner) continue
+      infos.push({
+        id: record.id,
+        kind: record.spec.kind,
+        label: record.spec.label,
+        status: record.status,
+        fields: { ...record.fields },
+        startedAt: record.startedAt,
+        ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
+      })
+    }
+    return infos
+  }
+
+  /** Runs the producer and records how it ended. Never rejects. */
+  private async execute(record: TaskRecord, controller: TaskController): Promise<void> {
+    let outcome: TaskOutcome | void = undefined
+    let failure: { error: unknown } | undefined
+    try {
+      outcome = await record.spec.run(controller)
+    } catch (error) {
+      failure = { error }
+    }
+    // Pull producers: collect what was produced between the last read and the end.
+    this.drain(record)
+    if (outcome) {
+      record.fields = { ...outcome.fields }
+      record.meta = { ...outcome.meta }
+    }
+    if (record.killing) {
+      record.status = 'killed'
+    } else if (failure) {
+      record.status = 'failed'
+      record.error = describe(failure.error)
+    } else {
+      record.status = outcome?.status ?? 'completed'
+    }
+    record.endedAt = new Date().toISOString()
+    record.unregister()
+  }
+
+  /** Asks a running task to stop and waits until its `run` has settled. */
+  private stop(record: TaskRecord): Promise<void> {
+    if (record.status !== 'running') return record.settled
+    record.killing ??= (async () => {
+      try {
+        await record.spec.cancel?.()
+      } catch (error) {
+        this.log.warn('cancel hook of %s (%s) failed: %s', record.id, record.spec.kind, describe(error))
+      }
+      record.abort.abort(new DOMException(`${record.id} was killed`, 'AbortError'))
+      await record.settled
+    })()
+    return record.killing
+  }
+
+  /** The owner-dispose cleanup of one task: stop it, then drop it (its owner can no longer read it). */
+  private async forget(record: TaskRecord): Promise<void> {
+    await this.stop(record)
+    this.records.delete(record.id)
+  }
+
+  private async killAll(): Promise<void> {
+    this.lifecycle.disposing = true
+    const records = [...this.records.values()]
+    await Promise.all(records.map((record) => this.stop(record)))
+    this.records.clear()
+  }
+
+  private lookup(owner: Agent, id: string): TaskRecord {
+    const record = this.records.get(id)
+    if (!record) {
+      const own = this.list(owner).map((info) => info.id)
+      const hint = own.length ? `this agent's tasks are ${own.join(', ')}` : 'this agent has no tasks'
+      throw new TaskError('NO_TASK', `unknown task ${id}; ${hint}`)
+    }
+    if (record.owner !== owner) {
+      throw new TaskError(
+        'FOREIGN_TASK',
+        `task ${id} belongs to another agent; an agent can only read, wait for or kill its own tasks`,
+      )
+    }
+    return record
+  }
+
+  private drain(record: TaskRecord): void {
+    const drain = record.spec.drain
+    if (!drain) return
+    try {
+      record.output.append(drain.call(record.spec))
+    } catch (error) {
+      this.log.warn('drain of %s (%s) failed: %s', record.id, record.spec.kind, describe(error))
+    }
+  }
+
+  /** Reads the task: drains a running pull producer, then takes the unread output. */
+  private snapshot(record: TaskRecord): TaskSnapshot {
+    if (record.status === 'running') this.drain(record)
+    const { text, truncated } = record.output.take()
+    return {
+      id: record.id,
+      kind: record.spec.kind,
+      label: record.spec.label,
+      status: record.status,
+      output: text,
+      truncated,
+      fields: { ...record.fields },
+      meta: { ...record.meta },
+      ...(record.error === undefined ? {} : { error: record.error }),
+      startedAt: record.startedAt,
+      ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
+    }
+  }
+}
+
+export namespace TasksService {
+  export type Config = z.output<typeof Config>
+}
+
+function describe(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name
+  return String(error)
+}
