@@ -71,7 +71,12 @@ export interface ToolSpec {
   kind: ToolKind
 }
 
-export type ToolsErrorCode = 'DUPLICATE_TOOL' | 'NO_TOOL' | 'INVALID_INPUT'
+export type ToolsErrorCode =
+  | 'DUPLICATE_TOOL'
+  | 'NO_TOOL'
+  | 'INVALID_INPUT'
+  /** A definition `register()` refuses: bad name, empty description, a schema without a JSON Schema object form, or a byte bound below 64. */
+  | 'INVALID_TOOL'
 
 export class ToolsError extends Error {
   override readonly name = 'ToolsError'
@@ -84,7 +89,7 @@ export class ToolsError extends Error {
 export interface ToolsServiceApi {
   /**
    * Registers a tool; the disposer is tied to the caller's plugin scope.
-   * @throws ToolsError `DUPLICATE_TOOL`.
+   * @throws ToolsError `DUPLICATE_TOOL`, `INVALID_TOOL`.
    */
   register<S extends z.ZodType>(definition: ToolDefinition<S>): () => void
   get(name: string): ToolDefinition | undefined
