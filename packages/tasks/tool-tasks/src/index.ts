@@ -1,1 +1,135 @@
-export {}
+/**
+ * `@conch/tool-tasks`: the model-facing tools over `ctx.tasks` — `task_output`, `task_kill` and
+ * `task_list` — and a short system-prompt section that tells the model how background tasks
+ * work. A namespace plugin (no default export: the loader would prefer it and lose `inject`).
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import type { AgentServiceApi } from '@conch/agent'
+import type { TasksServiceApi, TaskSnapshot } from '@conch/tasks'
+import type { ToolResult, ToolsServiceApi } from '@conch/tools'
+import { renderList, renderSnapshot } from './render.ts'
+
+export { NO_OUTPUT, TRUNCATED, renderList, renderSnapshot, statusLine } from './render.ts'
+
+export const name = 'tool-tasks'
+export const inject = ['tasks', 'tools']
+
+export const Config = z
+  .object({
+    waitTimeoutMs: z
+      .number()
+      .int()
+      .min(0)
+      .default(30_000)
+      .describe('Default `timeoutMs` of task_output when the model waits, in ms.'),
+    maxWaitTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(600_000)
+      .describe('Largest `timeoutMs` the model may ask task_output to wait, in ms.'),
+    maxResultBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(16_384)
+      .describe('Bound of each tool result in UTF-8 bytes; task output keeps its newest bytes.'),
+    promptSection: z.boolean().default(true).describe('Add the background-task section to the system prompt.'),
+  })
+  .refine((config) => config.waitTimeoutMs <= config.maxWaitTimeoutMs, {
+    message: 'waitTimeoutMs must not exceed maxWaitTimeoutMs',
+    path: ['waitTimeoutMs'],
+  })
+  .prefault({})
+
+export type Config = z.output<typeof Config>
+
+/** The system-prompt section registered on `ctx.agents` (when an agent service is loaded). */
+export const PROMPT_SECTION =
+  'Background tasks: some tools run work in the background and return a task id (task-1, task-2, …) at once. ' +
+  'task_output returns what a task printed since your previous read and its status; pass wait: true to block ' +
+  'until it ends (up to timeoutMs) instead of polling. task_kill stops a task you no longer need; task_list shows ' +
+  'your tasks. Tasks are killed when the session ends.'
+
+export const apply = (ctx: Context, config: Config) => {
+  const tasks: TasksServiceApi = ctx.tasks
+  const tools: ToolsServiceApi = ctx.tools
+  const limits = { maxResultBytes: config.maxResultBytes }
+
+  const taskId = z.string().min(1).describe('The task id, e.g. task-1.')
+
+  tools.register({
+    name: 'task_output',
+    description:
+      'Read a background task: the output it produced since your previous read of it, then its status line ' +
+      '(e.g. [status: completed, wait: stdin_read]). Use wait: true to block until the task ends or timeoutMs ' +
+      'passes — better than calling repeatedly. Output already read is not returned again.',
+    kind: 'read',
+    ...limits,
+    input: z.object({
+      taskId,
+      wait: z.boolean().default(false).describe('Wait until the task ends (or timeoutMs passes) before reading.'),
+      timeoutMs: z
+        .number()
+        .int()
+        .min(0)
+        .max(config.maxWaitTimeoutMs)
+        .default(config.waitTimeoutMs)
+        .describe(`How long to wait when wait is true, in milliseconds (default ${config.waitTimeoutMs}).`),
+    }),
+    title: (input) => `task_output ${input.taskId}${input.wait ? ' (wait)' : ''}`,
+    async execute(input, { agent, signal }) {
+      if (!input.wait) return result(tasks.read(agent, input.taskId), config)
+      const snapshot = await tasks.wait(agent, input.taskId, { timeoutMs: input.timeoutMs, signal })
+      return result(snapshot, config, snapshot.timedOut ? input.timeoutMs : undefined)
+    },
+  })
+
+  tools.register({
+    name: 'task_kill',
+    description:
+      'Stop a background task that is stuck or no longer needed. Waits until it has stopped, then returns its ' +
+      'last output and final status ([status: killed], or how it ended if it already had).',
+    kind: 'other',
+    ...limits,
+    input: z.object({ taskId }),
+    title: (input) => `task_kill ${input.taskId}`,
+    async execute(input, { agent }) {
+      return result(await tasks.kill(agent, input.taskId), config)
+    },
+  })
+
+  tools.register({
+    name: 'task_list',
+    description:
+      'List your background tasks, one per line: id, status (running, completed, failed, killed), kind and label.',
+    kind: 'read',
+    ...limits,
+    input: z.object({}),
+    title: () => 'task_list',
+    async execute(_input, { agent }) {
+      const infos = tasks.list(agent)
+      return { content: [{ type: 'text', text: renderList(infos) }], meta: { tasks: infos } }
+    },
+  })
+
+  if (config.promptSection) {
+    ctx.inject(['agents'], (inner) => {
+      const agents = inner.get('agents') as AgentServiceApi
+      agents.section({ id: 'tasks', order: 60, render: () => PROMPT_SECTION })
+    })
+  }
+}
+
+function result(snapshot: TaskSnapshot, config: Config, waitedMs?: number): ToolResult {
+  const { output: _output, ...task } = snapshot
+  const text = renderSnapshot(snapshot, {
+    maxBytes: config.maxResultBytes,
+    ...(waitedMs === undefined ? {} : { waitedMs }),
+  })
+  return {
+    content: [{ type: 'text', text }],
+    meta: { task, ...(waitedMs === undefined ? {} : { timedOut: true }) },
+  }
+}

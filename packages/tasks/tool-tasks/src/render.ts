@@ -1,0 +1,75 @@
+/**
+ * The text the model sees for task tools. Compact and stable, because scripts and snapshot
+ * runs compare it byte for byte:
+ *
+ * ```
+ * <new output, or "(no new output)">
+ * [status: completed, wait: stdin_read]
+ * [output truncated]                 (when output was dropped)
+ * [error: disk full]                 (for failed)
+ * [still running after 30000 ms]     (a wait that timed out)
+ * ```
+ */
+import { tailUtf8, type TaskInfo, type TaskSnapshot } from '@conch/tasks'
+
+export const NO_OUTPUT = '(no new output)'
+export const TRUNCATED = '[output truncated]'
+
+export interface RenderSnapshotOptions {
+  /** Bound of the whole text in UTF-8 bytes; the output keeps its newest bytes to fit the trailer lines. */
+  maxBytes: number
+  /** Set when the call waited and the task was still running afterwards: the wait in ms. */
+  waitedMs?: number
+}
+
+/** `[status: <status>, <key>: <value>, …]` — fields in insertion order, each kept on one line. */
+export function statusLine(status: string, fields: Record<string, string>): string {
+  const parts = [`status: ${status}`]
+  for (const [key, value] of Object.entries(fields)) parts.push(`${key}: ${oneLine(value)}`)
+  return `[${parts.join(', ')}]`
+}
+
+/** Renders one read of a task (task_output, task_kill). */
+export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOptions): string {
+  const trailer = [statusLine(snapshot.status, snapshot.fields)]
+  let truncated = snapshot.truncated
+  if (snapshot.error !== undefined) trailer.push(`[error: ${oneLine(snapshot.error)}]`)
+  if (options.waitedMs !== undefined) trailer.push(`[still running after ${options.waitedMs} ms]`)
+
+  let output = snapshot.output
+  if (output === '') {
+    output = NO_OUTPUT
+  } else {
+    // Room for the output: the bound minus the trailer, the truncation notice and two newlines.
+    const reserve = utf8Bytes(trailer.join('\n')) + utf8Bytes(TRUNCATED) + 3
+    const room = Math.max(0, options.maxBytes - reserve)
+    const kept = tailUtf8(output, room)
+    if (kept.length < output.length) {
+      truncated = true
+      output = kept
+    }
+    if (output === '') output = NO_OUTPUT
+  }
+  if (truncated) trailer.splice(1, 0, TRUNCATED)
+  return `${output.endsWith('\n') ? output : `${output}\n`}${trailer.join('\n')}`
+}
+
+/** One line per task: `task-1 running pty-send "pty-1: sleep 100"`, then `[key: value, …]` when it has fields. */
+export function renderList(tasks: readonly TaskInfo[]): string {
+  if (tasks.length === 0) return '(no tasks)'
+  return tasks
+    .map((task) => {
+      const fields = Object.entries(task.fields).map(([key, value]) => `${key}: ${oneLine(value)}`)
+      const line = `${task.id} ${task.status} ${task.kind} ${JSON.stringify(task.label)}`
+      return fields.length ? `${line} [${fields.join(', ')}]` : line
+    })
+    .join('\n')
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*/g, ' ').trim()
+}
+
+function utf8Bytes(text: string): number {
+  return Buffer.byteLength(text, 'utf8')
+}

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest'
+import type { TaskSnapshot } from '@conch/tasks'
+import { renderList, renderSnapshot, statusLine } from '../src/render.ts'
+
+function snapshot(overrides: Partial<TaskSnapshot> = {}): TaskSnapshot {
+  return {
+    id: 'task-1',
+    kind: 'pty-send',
+    label: 'pty-1: make',
+    status: 'running',
+    output: '',
+    truncated: false,
+    fields: {},
+    meta: {},
+    startedAt: '2025-01-01T00:00:00.000Z',
+    ...overrides,
+  }
+}
+
+const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
+
+describe('statusLine', () => {
+  it('puts the status first, then the fields in insertion order', () => {
+    expect(statusLine('completed', { wait: 'stdin_read', session: 'running' })).toBe(
+      '[status: completed, wait: stdin_read, session: running]',
+    )
+  })
+
+  it('keeps a multi-line field value on one line', () => {
+    expect(statusLine('failed', { reason: 'first\n  second\r\n' })).toBe('[status: failed, reason: first second]')
+  })
+})
+
+describe('renderSnapshot', () => {
+  it('says (no new output) when nothing was produced since the last read', () => {
+    expect(renderSnapshot(snapshot(), { maxBytes: 4096 })).toBe('(no new output)\n[status: running]')
+  })
+
+  it('ends the output with a newline before the status line', () => {
+    expect(renderSnapshot(snapshot({ output: 'compiling' }), { maxBytes: 4096 })).toBe('compiling\n[status: running]')
+    expect(
+      renderSnapshot(snapshot({ output: 'done\n', status: 'completed', fields: { wait: 'stdin_read' } }), {
+        maxBytes: 4096,
+      }),
+    ).toBe('done\n[status: completed, wait: stdin_read]')
+  })
+
+  it('adds [output truncated] after the status line when output was dropped', () => {
+    expect(renderSnapshot(snapshot({ output: 'tail\n', truncated: true }), { maxBytes: 4096 })).toBe(
+      'tail\n[status: running]\n[output truncated]',
+    )
+  })
+
+  it('shows the failure message of a failed task on one line', () => {
+    expect(
+      renderSnapshot(snapshot({ status: 'failed', error: 'spawn bash ENOENT\nat …' }), { maxBytes: 4096 }),
+    ).toBe('(no new output)\n[status: failed]\n[error: spawn bash ENOENT at …]')
+  })
+
+  it('says how long a wait lasted when the task is still running', () => {
+    expect(renderSnapshot(snapshot({ output: '50%\n' }), { maxBytes: 4096, waitedMs: 30000 })).toBe(
+      '50%\n[status: running]\n[still running after 30000 ms]',
+    )
+  })
+
+  it('keeps the newest output and the whole trailer within the byte bound', () => {
+    const output = Array.from({ length: 400 }, (_, i) => `line ${i} 😀\n`).join('')
+    const text = renderSnapshot(snapshot({ output, status: 'completed', fields: { exit: '0' } }), { maxBytes: 1024 })
+    expect(bytes(text)).toBeLessThanOrEqual(1024)
+    expect(text).toMatch(/line 399 😀\n\[status: completed, exit: 0\]\n\[output truncated\]$/)
+    expect(text).not.toContain('\uFFFD')
+    expect(text).not.toContain('line 0 ')
+  })
+})
+
+describe('renderList', () => {
+  it('renders one line per task with a quoted label and the fields of ended tasks', () => {
+    expect(
+      renderList([
+        { id: 'task-1', kind: 'pty-send', label: 'pty-1: sleep 100', status: 'running', fields: {}, startedAt: '' },
+        {
+          id: 'task-2',
+          kind: 'pty-send',
+          label: 'pty-2: printf "a\nb"',
+          status: 'completed',
+          fields: { wait: 'stdin_read' },
+          startedAt: '',
+        },
+      ]),
+    ).toBe(
+      'task-1 running pty-send "pty-1: sleep 100"\n' + 'task-2 completed pty-send "pty-2: printf \\"a\\nb\\"" [wait: stdin_read]',
+    )
+  })
+
+  it('says (no tasks) for an empty list', () => {
+    expect(renderList([])).toBe('(no tasks)')
+  })
+})
