@@ -1,0 +1,539 @@
+/**
+ * `PtyService` (ctx.pty): the backend registry, session ids and ownership, the
+ * one-send-at-a-time reservation, and the lifecycle of spawns and sessions. Backends only
+ * start terminals and settle sends; every rule about who may touch what lives here, so every
+ * backend gets the same rules.
+ */
+import { type Context, Service } from 'cordis'
+import { z } from 'zod'
+import type { Agent } from '@conch/agent'
+import {
+  type BackendSession,
+  type CloseResult,
+  type ClosedProcess,
+  PTY_SIGNALS,
+  type PtyBackend,
+  PtyError,
+  type PtyServiceApi,
+  type PtySignal,
+  type ReadOptions,
+  type ReadPage,
+  type SendOperation,
+  type SessionInfo,
+  type SignalResult,
+  type SpawnOptions,
+  type SpawnResult,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    pty: PtyService
+  }
+}
+
+/** A published session: the backend's handle plus what the service tracks about it. */
+interface SessionEntry {
+  readonly id: string
+  readonly owner: Agent
+  readonly type: string
+  readonly name: string | undefined
+  readonly backend: BackendSession
+  readonly createdAt: string
+  /** Token of the active send; set by `startSend`, cleared when that send's `done` settles. */
+  send: object | undefined
+  /** Set once a close began: from then on only `close`, `status` and `read` reach the backend. */
+  closeStarted: boolean
+  /** The close in flight, shared by concurrent kills; cleared when it fails so a later kill retries. */
+  closing: Promise<CloseResult> | undefined
+}
+
+/** A spawn whose backend has not settled yet (or whose rollback is still running). */
+interface SpawnEntry {
+  readonly id: string
+  readonly owner: Agent
+  readonly name: string | undefined
+  /** Service-owned: aborted by the caller's signal, the owner's disposal or the service's disposal. */
+  readonly controller: AbortController
+  /** Resolves (never rejects) when the spawn has published or finished rolling back. */
+  readonly settled: Promise<void>
+}
+
+/** A rollback close that failed; kept as owner activity until a dispose reports it. */
+interface CleanupFailure {
+  readonly sessionId: string
+  readonly owner: Agent
+  readonly error: Error
+}
+
+/** No settings yet; unknown keys are refused so a misplaced setting fails at load. */
+const Config = z.strictObject({}).prefault({})
+
+/** Read page defaults (ReadOptions). */
+const DEFAULT_READ_COUNT = 500
+
+export default class PtyService extends Service implements PtyServiceApi {
+  static Config = Config
+
+  // Mutable state lives in containers: Cordis hands methods a proxied `this`.
+  private readonly backends = new Map<string, PtyBackend>()
+  private readonly sessions = new Map<string, SessionEntry>()
+  private readonly spawns = new Map<string, SpawnEntry>()
+  private readonly failures: CleanupFailure[] = []
+  /** Owners whose disposal hook is installed, with the hook's disposer. */
+  private readonly owners = new Map<Agent, () => void>()
+  private readonly state: { nextId: number; disposing: Promise<void> | undefined } = { nextId: 1, disposing: undefined }
+  private readonly warn: (message: string, error: unknown) => void
+
+  constructor(ctx: Context, public config: PtyService.Config) {
+    super(ctx, 'pty')
+    const logger = ctx.logger
+    this.warn = (message, error) => logger.warn(message, error)
+    ctx.effect(() => () => this.shutdown(), 'pty.dispose')
+  }
+
+  registerBackend(backend: PtyBackend): () => void {
+    this.assertOpen()
+    if (typeof backend?.type !== 'string' || backend.type === '') {
+      throw new PtyError('INVALID_INPUT', 'a PTY backend needs a non-empty string `type`')
+    }
+    return this.ctx.effect(() => {
+      const existing = this.backends.get(backend.type)
+      if (existing) {
+        throw new PtyError('DUPLICATE_BACKEND', `a PTY backend for type "${backend.type}" is already registered; unload it first or give this one another type`)
+      }
+      this.backends.set(backend.type, backend)
+      return () => {
+        if (this.backends.get(backend.type) === backend) this.backends.delete(backend.type)
+      }
+    }, `pty.backend(${backend.type})`)
+  }
+
+  types(): string[] {
+    return [...this.backends.keys()]
+  }
+
+  async spawn(owner: Agent, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult> {
+    this.assertOpen()
+    assertLive(owner)
+    const { type, name, cwd } = validateSpawnOptions(options)
+    const backend = this.backends.get(type)
+    if (!backend) {
+      const known = this.types()
+      throw new PtyError('NO_BACKEND', `no PTY backend for type "${type}"; registered types: ${known.length ? known.join(', ') : '(none)'}`)
+    }
+    if (name !== undefined) {
+      const holder = this.nameHolder(owner, name)
+      if (holder) throw new PtyError('DUPLICATE_NAME', `${owner.id} already has a PTY session named "${name}" (${holder}); pick another name or close it`)
+    }
+    if (signal?.aborted) throw signal.reason
+
+    this.track(owner)
+    const id = `pty-${this.state.nextId++}`
+    const controller = new AbortController()
+    const unlink = linkAbort(controller, [
+      [signal, () => signal?.reason],
+      [owner.signal, () => notLive(owner)],
+    ])
+    let markSettled!: () => void
+    const settled = new Promise<void>((resolve) => { markSettled = resolve })
+    this.spawns.set(id, { id, owner, name, controller, settled })
+    try {
+      return await this.runSpawn({ id, owner, type, name, cwd, backend, controller, signal })
+    } finally {
+      this.spawns.delete(id)
+      unlink()
+      markSettled()
+    }
+  }
+
+  startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation {
+    const entry = this.entry(owner, sessionId)
+    if (typeof input?.text !== 'string' || typeof input.submit !== 'boolean') {
+      throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a string \`text\` and a boolean \`submit\``)
+    }
+    if (entry.closeStarted) throw closing(entry.id)
+    if (entry.send) {
+      throw new PtyError('SEND_ACTIVE', `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again`)
+    }
+    const status = entry.backend.status()
+    if (status.state === 'exited') {
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
+    }
+
+    const token = {}
+    entry.send = token
+    const release = () => {
+      if (entry.send === token) entry.send = undefined
+    }
+    let operation: SendOperation
+    try {
+      operation = entry.backend.startSend({ text: input.text, submit: input.submit })
+    } catch (error) {
+      release()
+      throw error
+    }
+
+    let unlink = () => {}
+    const callerSignal = input.signal
+    if (callerSignal) {
+      const onAbort = () => {
+        operation.cancel().catch((error: unknown) => this.warn(`cancelling the send on ${entry.id} failed`, error))
+      }
+      if (callerSignal.aborted) onAbort()
+      else {
+        callerSignal.addEventListener('abort', onAbort, { once: true })
+        unlink = () => callerSignal.removeEventListener('abort', onAbort)
+      }
+    }
+    const done = operation.done.finally(() => {
+      unlink()
+      release()
+    })
+    return {
+      done,
+      readOutput: () => operation.readOutput(),
+      onOutput: (listener) => operation.onOutput(listener),
+      cancel: () => operation.cancel(),
+    }
+  }
+
+  read(owner: Agent, sessionId: string, options: ReadOptions = {}): ReadPage {
+    const entry = this.entry(owner, sessionId)
+    const offset = options.offset ?? 0
+    const count = options.count ?? DEFAULT_READ_COUNT
+    if (!isCount(offset) || !isCount(count)) {
+      throw new PtyError('INVALID_INPUT', `read ${sessionId}: offset and count must be non-negative integers (lines), got offset=${String(offset)} count=${String(count)}`)
+    }
+    return entry.backend.read({ offset, count })
+  }
+
+  async signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult> {
+    const entry = this.entry(owner, sessionId)
+    if (!(PTY_SIGNALS as readonly string[]).includes(signal)) {
+      throw new PtyError('INVALID_INPUT', `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}`)
+    }
+    if (entry.closeStarted) throw closing(entry.id)
+    const status = entry.backend.status()
+    if (status.state === 'exited') {
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); no signal was sent`)
+    }
+    return entry.backend.signal(signal)
+  }
+
+  kill(owner: Agent, sessionId: string): Promise<CloseResult> {
+    try {
+      return this.close(this.entry(owner, sessionId))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  list(owner: Agent): SessionInfo[] {
+    return [...this.sessions.values()]
+      .filter((entry) => entry.owner === owner)
+      .sort(byId)
+      .map((entry) => this.info(entry))
+  }
+
+  hasOwnerActivity(owner: Agent): boolean {
+    return this.activity(owner).length > 0
+  }
+
+  activity(owner: Agent): string[] {
+    const ids = new Set<string>()
+    for (const entry of this.sessions.values()) if (entry.owner === owner) ids.add(entry.id)
+    for (const entry of this.spawns.values()) if (entry.owner === owner) ids.add(entry.id)
+    for (const failure of this.failures) if (failure.owner === owner) ids.add(failure.sessionId)
+    return [...ids].sort((a, b) => idNumber(a) - idNumber(b))
+  }
+
+  // ─── lifecycle ──────────────────────────────────────────────────────────────────
+
+  private async runSpawn(request: {
+    id: string
+    owner: Agent
+    type: string
+    name: string | undefined
+    cwd: string | undefined
+    backend: PtyBackend
+    controller: AbortController
+    signal: AbortSignal | undefined
+  }): Promise<SpawnResult> {
+    const { id, owner, type, name, cwd, backend, controller, signal } = request
+    let session: BackendSession
+    try {
+      session = await backend.spawn({
+        owner,
+        sessionId: id,
+        ...(name !== undefined && { name }),
+        ...(cwd !== undefined && { cwd }),
+        signal: controller.signal,
+      })
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason
+      if (controller.signal.aborted) throw controller.signal.reason
+      if (error instanceof PtyError) throw error
+      throw new PtyError('SPAWN_FAILED', `could not start a "${type}" PTY session: ${messageOf(error)}`, { cause: error })
+    }
+
+    // Re-check everything that may have changed while the backend worked.
+    const refusal = signal?.aborted
+      ? { reason: signal.reason as unknown }
+      : this.state.disposing
+        ? { reason: disposingError() }
+        : owner.state !== 'live'
+          ? { reason: notLive(owner) }
+          : controller.signal.aborted
+            ? { reason: controller.signal.reason as unknown }
+            : undefined
+    if (refusal) {
+      const failure = await this.rollback(id, owner, session)
+      if (signal?.aborted) throw signal.reason
+      throw failure ?? refusal.reason
+    }
+
+    const entry: SessionEntry = {
+      id,
+      owner,
+      type,
+      name,
+      backend: session,
+      createdAt: new Date().toISOString(),
+      send: undefined,
+      closeStarted: false,
+      closing: undefined,
+    }
+    this.sessions.set(id, entry)
+    return { ...this.info(entry), motd: session.motd }
+  }
+
+  /** Closes a session that was never published. A failure is kept as pending owner activity and returned. */
+  private async rollback(sessionId: string, owner: Agent, session: BackendSession): Promise<PtyError | undefined> {
+    let failure: PtyError | undefined
+    try {
+      const result = await session.close()
+      if (result.survivors.length > 0) failure = survivorsError(sessionId, result.survivors, 'rolling back')
+    } catch (error) {
+      failure = new PtyError('CLOSE_FAILED', `rolling back PTY session ${sessionId} failed: ${messageOf(error)}`, { cause: error })
+    }
+    if (failure) this.failures.push({ sessionId, owner, error: failure })
+    return failure
+  }
+
+  /** Closes a published session; concurrent callers share one attempt, a failed attempt is not cached. */
+  private close(entry: SessionEntry): Promise<CloseResult> {
+    if (entry.closing) return entry.closing
+    entry.closeStarted = true
+    const attempt = (async () => {
+      let result: CloseResult
+      try {
+        result = await entry.backend.close()
+      } catch (error) {
+        throw new PtyError('CLOSE_FAILED', `closing PTY session ${entry.id} failed: ${messageOf(error)}; retry the close`, { cause: error })
+      }
+      if (result.survivors.length > 0) throw survivorsError(entry.id, result.survivors, 'closing')
+      if (this.sessions.get(entry.id) === entry) this.sessions.delete(entry.id)
+      return result
+    })()
+    entry.closing = attempt
+    attempt.catch(() => {
+      if (entry.closing === attempt) entry.closing = undefined
+    })
+    return attempt
+  }
+
+  /** Installs the owner's disposal hook on first use. */
+  private track(owner: Agent): void {
+    if (this.owners.has(owner)) return
+    this.owners.set(owner, owner.onDispose(() => this.disposeOwner(owner)))
+  }
+
+  /**
+   * Owner disposal: aborts the owner's spawns, closes its sessions, waits until all of it has
+   * settled, and throws every failure together (including pending rollback failures).
+   * Sessions whose close failed stay registered so the service's own disposal retries them.
+   */
+  private async disposeOwner(owner: Agent): Promise<void> {
+    this.owners.delete(owner)
+    const spawns = [...this.spawns.values()].filter((spawn) => spawn.owner === owner)
+    for (const spawn of spawns) spawn.controller.abort(notLive(owner))
+    const closes = await Promise.allSettled(
+      [...this.sessions.values()].filter((entry) => entry.owner === owner).sort(byId).map((entry) => this.close(entry)),
+    )
+    await Promise.all(spawns.map((spawn) => spawn.settled))
+    const errors = [...rejections(closes), ...this.takeFailures((failure) => failure.owner === owner)]
+    if (errors.length > 0) throw aggregate(errors, `cleaning up the PTY sessions of ${owner.id}`)
+  }
+
+  /**
+   * Service disposal: aborts every spawn, closes every session, waits until all of it has
+   * settled, then clears every registry (backends, sessions, spawns, owner hooks) even when a
+   * close failed, and rejects with an `AggregateError` of every failure (close failures and
+   * pending rollback failures). From the first call on, every method refuses with
+   * `SERVICE_DISPOSING`. Idempotent: later calls return the same promise.
+   *
+   * The plugin's own disposal calls it; Cordis only logs what a disposer throws (each inner
+   * error separately), so a host that wants the failures as a value calls it first.
+   */
+  shutdown(): Promise<void> {
+    this.state.disposing ??= (async () => {
+      const reason = disposingError()
+      const spawns = [...this.spawns.values()]
+      for (const spawn of spawns) spawn.controller.abort(reason)
+      const closes = await Promise.allSettled([...this.sessions.values()].sort(byId).map((entry) => this.close(entry)))
+      await Promise.all(spawns.map((spawn) => spawn.settled))
+      const errors = [...rejections(closes), ...this.takeFailures(() => true)]
+      for (const detach of this.owners.values()) {
+        try {
+          detach()
+        } catch {
+          // The owner is already disposing; its hook runs against an empty registry.
+        }
+      }
+      this.owners.clear()
+      this.sessions.clear()
+      this.spawns.clear()
+      this.backends.clear()
+      if (errors.length > 0) throw aggregate(errors, 'shutting down the PTY service')
+    })()
+    return this.state.disposing
+  }
+
+  // ─── checks ─────────────────────────────────────────────────────────────────────
+
+  private assertOpen(): void {
+    if (this.state.disposing) throw disposingError()
+  }
+
+  /** Every session call: service open, caller live, session known, caller is its exact owner. */
+  private entry(owner: Agent, sessionId: string): SessionEntry {
+    this.assertOpen()
+    assertLive(owner)
+    const entry = typeof sessionId === 'string' ? this.sessions.get(sessionId) : undefined
+    if (!entry) throw new PtyError('NO_SESSION', `unknown PTY session ${String(sessionId)}`)
+    if (entry.owner !== owner) throw new PtyError('FOREIGN_SESSION', `PTY session ${entry.id} belongs to another agent`)
+    return entry
+  }
+
+  /** The id holding `name` for `owner` among its sessions and spawns in flight. */
+  private nameHolder(owner: Agent, name: string): string | undefined {
+    for (const entry of this.sessions.values()) if (entry.owner === owner && entry.name === name) return entry.id
+    for (const entry of this.spawns.values()) if (entry.owner === owner && entry.name === name) return entry.id
+    return undefined
+  }
+
+  private takeFailures(match: (failure: CleanupFailure) => boolean): Error[] {
+    const taken: Error[] = []
+    for (let index = 0; index < this.failures.length; ) {
+      const failure = this.failures[index]!
+      if (match(failure)) {
+        taken.push(failure.error)
+        this.failures.splice(index, 1)
+      } else index++
+    }
+    return taken
+  }
+
+  private info(entry: SessionEntry): SessionInfo {
+    const pid = entry.backend.pid
+    return {
+      sessionId: entry.id,
+      ...(entry.name !== undefined && { name: entry.name }),
+      type: entry.type,
+      ...(pid !== undefined && { pid }),
+      status: entry.backend.status(),
+      busy: entry.send !== undefined,
+      createdAt: entry.createdAt,
+    }
+  }
+}
+
+export namespace PtyService {
+  export type Config = z.output<typeof Config>
+}
+
+// ─── helpers ──────────────────────────────────────────────────────────────────────
+
+function validateSpawnOptions(options: SpawnOptions): { type: string; name: string | undefined; cwd: string | undefined } {
+  const { type, name, cwd } = options ?? ({} as SpawnOptions)
+  if (typeof type !== 'string' || type === '') {
+    throw new PtyError('INVALID_INPUT', 'a PTY session needs a non-empty string `type`, e.g. "shell"')
+  }
+  if (name !== undefined && (typeof name !== 'string' || name === '')) {
+    throw new PtyError('INVALID_INPUT', 'a PTY session `name` must be a non-empty string when given')
+  }
+  if (cwd !== undefined && (typeof cwd !== 'string' || cwd === '')) {
+    throw new PtyError('INVALID_INPUT', 'a PTY session `cwd` must be a non-empty path when given')
+  }
+  return { type, name, cwd }
+}
+
+function assertLive(owner: Agent): void {
+  if (owner.state !== 'live') throw notLive(owner)
+}
+
+function notLive(owner: Agent): PtyError {
+  return new PtyError('OWNER_NOT_LIVE', `agent ${owner.id} is ${owner.state === 'live' ? 'being disposed' : owner.state}; its PTY sessions are closed with it`)
+}
+
+function disposingError(): PtyError {
+  return new PtyError('SERVICE_DISPOSING', 'the PTY service is shutting down; no new work is accepted')
+}
+
+function closing(sessionId: string): PtyError {
+  return new PtyError('SESSION_EXITED', `PTY session ${sessionId} is being closed; nothing was written. Retry the close if it failed, or open a new session`)
+}
+
+function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: string): PtyError {
+  const list = survivors.map((process) => `${process.name}[${process.pid}]`).join(', ')
+  return new PtyError('CLOSE_FAILED', `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close`)
+}
+
+function describeExit(status: { exitCode: number | null; signal: string | null }): string {
+  if (status.signal) return `signal ${status.signal}`
+  return `code ${status.exitCode === null ? 'unknown' : status.exitCode}`
+}
+
+function aggregate(errors: Error[], doing: string): AggregateError {
+  return new AggregateError(errors, `${doing} failed: ${errors.map((error) => error.message).join('; ')}`)
+}
+
+function rejections(results: PromiseSettledResult<unknown>[]): Error[] {
+  return results.flatMap((result) => (result.status === 'rejected' ? [asError(result.reason)] : []))
+}
+
+function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value))
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
+}
+
+function idNumber(id: string): number {
+  return Number(id.slice(id.lastIndexOf('-') + 1))
+}
+
+function byId(a: { id: string }, b: { id: string }): number {
+  return idNumber(a.id) - idNumber(b.id)
+}
+
+/** Aborts `controller` when any source aborts, with that source's reason. Returns the unlinker. */
+function linkAbort(controller: AbortController, sources: [AbortSignal | undefined, () => unknown][]): () => void {
+  const unlinks: (() => void)[] = []
+  for (const [source, reason] of sources) {
+    if (!source) continue
+    if (source.aborted) {
+      controller.abort(reason())
+      continue
+    }
+    const onAbort = () => controller.abort(reason())
+    source.addEventListener('abort', onAbort, { once: true })
+    unlinks.push(() => source.removeEventListener('abort', onAbort))
+  }
+  return () => unlinks.forEach((unlink) => unlink())
+}
