@@ -1,0 +1,642 @@
+/**
+ * The terminal output normaliser: raw PTY bytes → what a person would read on that terminal,
+ * line by line.
+ *
+ * One `OutputParser` per session is shared by every consumer of the session's output: the
+ * scrollback and the per-send buffer subscribe to committed lines (`onLine`) and read the
+ * current partial line (`partial`); the prompt detector subscribes to OSC strings (`onOsc`),
+ * records a `mark()` inside its callback, and later asks `textSince(mark)`.
+ *
+ * The escape grammar follows ECMA-48 (5th edition, §5.3–§5.6 and §8.3.2 C1 introducers) as
+ * xterm implements it (XTerm Control Sequences, "ctlseqs"), using the DEC/xterm parser model
+ * (states ground → escape → CSI / OSC / string, C0 controls executed inside sequences,
+ * CAN/SUB cancel, ESC restarts). Parser state is carried across `feed()` calls at every byte,
+ * so a chunk may end anywhere — inside a UTF-8 sequence, after a lone ESC, between the ESC and
+ * `\` of a String Terminator, inside a CSI parameter.
+ */
+
+/** Options of an `OutputParser`. */
+export interface OutputParserOptions {
+  /**
+   * Bound on the payload of one OSC, DCS, SOS, PM or APC string (and on the length of one CSI
+   * or escape sequence), in UTF-8 bytes. Default 65536.
+   *
+   * Past the bound the sequence is **abandoned**: its collected payload is discarded (no
+   * `onOsc` call), the parser returns to the ground state, and the character that would have
+   * exceeded the bound and everything after it are parsed as ordinary output. So the rest of
+   * an unterminated string appears as text, escape sequences inside it are parsed normally,
+   * and its eventual terminator (BEL, or the ESC `\` pair) is dropped as a control.
+   */
+  maxStringBytes?: number
+  /**
+   * Bound on one line, in UTF-16 code units. Default 4194304. A line that grows past it is
+   * committed in pieces of at most this length (never splitting a surrogate pair), exactly as
+   * if a line feed had been written there; this only keeps memory bounded for output that
+   * never ends a line.
+   */
+  maxLineLength?: number
+  /** Bound on the committed lines a mark keeps for `textSince`, in UTF-8 bytes. Default 65536. */
+  maxMarkBytes?: number
+}
+
+/** Receives each committed line (no terminator) and its 1-based line number in the stream. */
+export type LineListener = (text: string, lineNumber: number) => void
+/** Receives the payload of an OSC string (between `ESC ]` and its terminator, e.g. `0;title`). */
+export type OscListener = (payload: string) => void
+
+/**
+ * A position in the output, made by `OutputParser.mark()`. `line` is the 1-based number of the
+ * line it is on; `column` is a UTF-16 index into that line. While the mark's line is the current
+ * line, text written left of the column (after a CR, BS or CSI G) moves the column left to
+ * where that text starts, so `textSince` always covers every character written after the mark.
+ */
+export interface OutputMark {
+  readonly line: number
+  readonly column: number
+  /** Whether committed lines after the mark were dropped to `maxMarkBytes` (oldest first). */
+  readonly truncated: boolean
+  /** Stops keeping lines for this mark. `textSince` then still answers while the mark's line is current. */
+  release(): void
+}
+
+// Parser states (the DEC/xterm model).
+const GROUND = 0
+const ESCAPE = 1
+const ESCAPE_INTERMEDIATE = 2
+const CSI = 3
+const OSC = 4
+const IGNORED_STRING = 5
+
+// CSI flags: anything that makes the sequence one we do not honour.
+const CSI_PRIVATE = 1
+const CSI_INTERMEDIATE = 2
+const CSI_INVALID = 4
+
+const ESC = 0x1b
+const BEL = 0x07
+const BS = 0x08
+const LF = 0x0a
+const CR = 0x0d
+const CAN = 0x18
+const SUB = 0x1a
+const DEL = 0x7f
+
+/** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
+function utf8Units(c: number): number {
+  if (c < 0x80) return 1
+  if (c < 0x800) return 2
+  if (c >= 0xd800 && c <= 0xdbff) return 4
+  if (c >= 0xdc00 && c <= 0xdfff) return 0
+  return 3
+}
+
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff
+}
+
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff
+}
+
+/** Number of code points in `text[start, end)`. */
+function codePoints(text: string, start = 0, end = text.length): number {
+  let count = end - start
+  for (let i = start; i < end; i++) if (isLowSurrogate(text.charCodeAt(i))) count--
+  return count
+}
+
+/** UTF-8 length of `text`, in bytes. */
+export function utf8ByteLength(text: string): number {
+  return Buffer.byteLength(text, 'utf8')
+}
+
+/**
+ * The longest suffix of `text` whose UTF-8 encoding fits `maxBytes`, cut on a code point
+ * boundary (never between the halves of a surrogate pair).
+ */
+export function keepUtf8Tail(text: string, maxBytes: number): string {
+  if (text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes) return text
+  let bytes = 0
+  let i = text.length
+  while (i > 0) {
+    const c = text.charCodeAt(i - 1)
+    const step = isLowSurrogate(c) && i >= 2 && isHighSurrogate(text.charCodeAt(i - 2)) ? 2 : 1
+    const size = step === 2 ? 4 : c < 0x80 ? 1 : c < 0x800 ? 2 : 3
+    if (bytes + size > maxBytes) break
+    bytes += size
+    i -= step
+  }
+  return text.slice(i)
+}
+
+class Mark implements OutputMark {
+  column: number
+  truncated = false
+  released = false
+  /** Committed lines after the mark (the first one cut at `column`), oldest first from `head`. */
+  pieces: string[] = []
+  head = 0
+  bytes = 0
+
+  constructor(
+    readonly owner: OutputParser,
+    readonly line: number,
+    column: number,
+    private readonly onRelease: (mark: Mark) => void,
+  ) {
+    this.column = column
+  }
+
+  keep(text: string, maxBytes: number): void {
+    this.pieces.push(text)
+    this.bytes += utf8ByteLength(text) + 1
+    while (this.bytes > maxBytes && this.head < this.pieces.length) {
+      this.bytes -= utf8ByteLength(this.pieces[this.head] ?? '') + 1
+      this.pieces[this.head++] = ''
+      this.truncated = true
+    }
+    if (this.head > 64 && this.head * 2 > this.pieces.length) {
+      this.pieces = this.pieces.slice(this.head)
+      this.head = 0
+    }
+  }
+
+  release(): void {
+    if (this.released) return
+    this.released = true
+    this.pieces = []
+    this.head = 0
+    this.onRelease(this)
+  }
+}
+
+/**
+ * Streaming normaliser of terminal output.
+ *
+ * Removed: CSI sequences (`ESC [` … final byte 0x40–0x7E, including private ones such as
+ * bracketed paste `ESC [ ? 2004 h` / `l`), OSC strings (`ESC ]` … BEL or ST = `ESC \`), DCS,
+ * SOS, PM and APC strings (`ESC P`, `ESC X`, `ESC ^`, `ESC _` … ST), other escape sequences
+ * (`ESC 7`, `ESC =`, `ESC ( B`, …), C0 controls other than LF, CR, BS and TAB, DEL, and C1
+ * controls (U+0080–U+009F, which are removed, not interpreted). Bytes that are not valid UTF-8
+ * become U+FFFD; a sequence split across chunks is decoded whole (WHATWG streaming decoder).
+ *
+ * Line model (what a person would see, without emulating a screen):
+ * - LF commits the current line (whatever the cursor column) and starts an empty one, so CR LF,
+ *   CR CR LF and a CR at a chunk end followed by LF in the next chunk are one line break.
+ * - CR moves to column 0; later text overwrites, so `10%\r20%\r100%\n` commits `100%`.
+ * - BS moves one cell left; TAB is kept as a tab character.
+ * - CSI K (EL, ECMA-48 §8.3.41): 0 erases to the end of the line, 1 blanks the line up to and
+ *   including the cursor, 2 blanks the whole line.
+ * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
+ *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
+ *   parameter 0 erases to the end of the current line (rows below are not modelled).
+ * - Every other cursor movement, scrolling, screen erase and mode change is dropped: full-screen
+ *   programs (vim, top, less's screen redraws) are not emulated; their text appears in the
+ *   order it was written.
+ * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
+ *   (no wrapping at the terminal width), up to `maxLineLength`.
+ *
+ * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
+ * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
+ * parse: the rest of the chunk is still parsed, then `feed()` rethrows the first error.
+ */
+export class OutputParser {
+  readonly maxStringBytes: number
+  readonly maxLineLength: number
+  readonly maxMarkBytes: number
+
+  private decoder = new TextDecoder('utf-8')
+  private state = GROUND
+  /** Bytes (or characters, for CSI and escapes) of the sequence being parsed, against the bound. */
+  private sequenceBytes = 0
+  private csiParam = -1
+  private csiParamIndex = 0
+  private csiFlags = 0
+  private oscPayload = ''
+
+  private line = ''
+  /** UTF-16 index into `line`; beyond `line.length` means blank cells not yet written. */
+  private cursor = 0
+  private committed = 0
+
+  private lineListeners: LineListener[] = []
+  private oscListeners: OscListener[] = []
+  private marks: Mark[] = []
+  private listenerError: { error: unknown } | undefined
+
+  constructor(options: OutputParserOptions = {}) {
+    this.maxStringBytes = options.maxStringBytes ?? 65536
+    this.maxLineLength = options.maxLineLength ?? 4194304
+    this.maxMarkBytes = options.maxMarkBytes ?? 65536
+    for (const [key, value] of [
+      ['maxStringBytes', this.maxStringBytes],
+      ['maxLineLength', this.maxLineLength],
+      ['maxMarkBytes', this.maxMarkBytes],
+    ] as const) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
+      }
+    }
+  }
+
+  /** The current (uncommitted) line as it would be seen now; `''` right after a line feed. */
+  get partial(): string {
+    return this.line
+  }
+
+  /** Number of lines committed so far; the current line is number `lineCount + 1`. */
+  get lineCount(): number {
+    return this.committed
+  }
+
+  /** Registers a listener for committed lines. Returns a disposer. */
+  onLine(listener: LineListener): () => void {
+    this.lineListeners = [...this.lineListeners, listener]
+    return () => {
+      this.lineListeners = this.lineListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** Registers a listener for OSC payloads, called at their position in the stream. Returns a disposer. */
+  onOsc(listener: OscListener): () => void {
+    this.oscListeners = [...this.oscListeners, listener]
+    return () => {
+      this.oscListeners = this.oscListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /**
+   * Marks the current position (typically inside an `onOsc` callback, where the position is
+   * just after that OSC). The parser keeps the lines committed after the mark, up to
+   * `maxMarkBytes`, until `mark.release()`; release marks you no longer need.
+   */
+  mark(): OutputMark {
+    const mark = new Mark(this, this.committed + 1, this.cursor, (m) => {
+      this.marks = this.marks.filter((x) => x !== m)
+    })
+    this.marks.push(mark)
+    return mark
+  }
+
+  /**
+   * The printable text written after `mark`: the rest of the mark's line from its column, then
+   * each later line, joined by `\n`, ending with the current partial line (so `''` when nothing
+   * was written). Once the mark is released, only a mark on the current line still answers.
+   * @throws RangeError for a mark of another parser, or a released mark whose line was committed.
+   */
+  textSince(mark: OutputMark): string {
+    if (!(mark instanceof Mark) || mark.owner !== this) {
+      throw new RangeError('textSince: the mark was not made by this parser')
+    }
+    if (mark.line === this.committed + 1) return this.line.slice(Math.min(mark.column, this.line.length))
+    if (mark.released) throw new RangeError(`textSince: mark on line ${mark.line} was released and its line is committed`)
+    const kept = mark.pieces.slice(mark.head)
+    kept.push(this.line)
+    return kept.join('\n')
+  }
+
+  /**
+   * Parses one chunk of raw terminal output (node-pty with `encoding: null` delivers Buffers).
+   * @throws the first error a listener threw while this chunk was parsed (after parsing all of it).
+   */
+  feed(chunk: Uint8Array): void {
+    this.parse(this.decoder.decode(chunk, { stream: true }))
+    this.rethrow()
+  }
+
+  /**
+   * Ends the byte stream: an incomplete UTF-8 sequence left at the end becomes U+FFFD, and a
+   * sequence or string still open is abandoned (its payload is discarded). The current line is
+   * not committed; it stays readable as `partial`. Feeding may continue afterwards.
+   */
+  flush(): void {
+    this.parse(this.decoder.decode())
+    this.state = GROUND
+    this.oscPayload = ''
+    this.rethrow()
+  }
+
+  private rethrow(): void {
+    const failure = this.listenerError
+    if (failure === undefined) return
+    this.listenerError = undefined
+    throw failure.error
+  }
+
+  private parse(s: string): void {
+    const n = s.length
+    let i = 0
+    while (i < n) {
+      switch (this.state) {
+        case GROUND: {
+          const start = i
+          for (; i < n; i++) {
+            const c = s.charCodeAt(i)
+            // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+            if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+            break
+          }
+          if (i > start) this.print(start === 0 && i === n ? s : s.slice(start, i))
+          if (i < n) {
+            const c = s.charCodeAt(i++)
+            if (c === ESC) this.enterEscape()
+            else this.execute(c)
+          }
+          break
+        }
+        case ESCAPE: {
+          const c = s.charCodeAt(i++)
+          if (c === 0x5b) {
+            // ESC [ — CSI
+            this.state = CSI
+            this.csiParam = -1
+            this.csiParamIndex = 0
+            this.csiFlags = 0
+            this.sequenceBytes = 0
+          } else if (c === 0x5d) {
+            // ESC ] — OSC
+            this.state = OSC
+            this.oscPayload = ''
+            this.sequenceBytes = 0
+          } else if (c === 0x50 || c === 0x58 || c === 0x5e || c === 0x5f) {
+            // ESC P / X / ^ / _ — DCS, SOS, PM, APC: payload dropped up to ST.
+            this.state = IGNORED_STRING
+            this.sequenceBytes = 0
+          } else if (c >= 0x20 && c <= 0x2f) {
+            this.state = ESCAPE_INTERMEDIATE
+            this.sequenceBytes = 1
+          } else if (c >= 0x30 && c <= 0x7e) {
+            // A complete two-byte escape (ESC 7, ESC =, ESC \ ending a string, …): dropped.
+            this.state = GROUND
+          } else if (c === ESC || c === DEL) {
+            // ESC ESC restarts; DEL is ignored inside sequences.
+          } else if (c === CAN || c === SUB) {
+            this.state = GROUND
+          } else if (c < 0x20) {
+            this.execute(c)
+          } else {
+            // A non-ASCII character cannot continue an escape: abandon it and print the character.
+            this.state = GROUND
+            i--
+          }
+          break
+        }
+        case ESCAPE_INTERMEDIATE: {
+          const c = s.charCodeAt(i++)
+          if (c >= 0x20 && c <= 0x2f) {
+            if (++this.sequenceBytes > this.maxStringBytes) {
+              this.state = GROUND
+              i--
+            }
+          } else if (c >= 0x30 && c <= 0x7e) {
+            this.state = GROUND
+          } else if (c === ESC) {
+            this.enterEscape()
+          } else if (c === CAN || c === SUB) {
+            this.state = GROUND
+          } else if (c === DEL) {
+            // ignored
+          } else if (c < 0x20) {
+            this.execute(c)
+          } else {
+            this.state = GROUND
+            i--
+          }
+          break
+        }
+        case CSI: {
+          for (; i < n; i++) {
+            const c = s.charCodeAt(i)
+            if (++this.sequenceBytes > this.maxStringBytes) {
+              this.state = GROUND
+              break
+            }
+            if (c >= 0x30 && c <= 0x39) {
+              if (this.csiParamIndex === 0) {
+                this.csiParam = Math.min((this.csiParam < 0 ? 0 : this.csiParam) * 10 + (c - 0x30), 0xffff)
+              }
+              if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
+            } else if (c === 0x3b || c === 0x3a) {
+              this.csiParamIndex++
+            } else if (c >= 0x3c && c <= 0x3f) {
+              this.csiFlags |= CSI_PRIVATE
+            } else if (c >= 0x20 && c <= 0x2f) {
+              this.csiFlags |= CSI_INTERMEDIATE
+            } else if (c >= 0x40 && c <= 0x7e) {
+              this.state = GROUND
+              i++
+              if (this.csiFlags === 0) this.dispatchCsi(c)
+              break
+            } else if (c === ESC) {
+              i++
+              this.enterEscape()
+              break
+            } else if (c === CAN || c === SUB) {
+              i++
+              this.state = GROUND
+              break
+            } else if (c < 0x20) {
+              this.execute(c)
+            } else if (c !== DEL) {
+              // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
+              this.csiFlags |= CSI_INVALID
+            }
+          }
+          break
+        }
+        case OSC:
+        case IGNORED_STRING: {
+          const collect = this.state === OSC
+          let start = i
+          let overflow = false
+          for (; i < n; i++) {
+            const c = s.charCodeAt(i)
+            if (c >= 0x20) {
+              this.sequenceBytes += utf8Units(c)
+              if (this.sequenceBytes > this.maxStringBytes) {
+                overflow = true
+                break
+              }
+              continue
+            }
+            if (c === BEL || c === ESC || c === CAN || c === SUB) break
+            // Other C0 controls inside a string are ignored (not part of the payload).
+            if (collect && i > start) this.oscPayload += s.slice(start, i)
+            start = i + 1
+          }
+          if (collect && i > start) this.oscPayload += s.slice(start, i)
+          if (overflow) {
+            // Abandon the string; the character at `i` is parsed again as ordinary output.
+            this.state = GROUND
+            this.oscPayload = ''
+            break
+          }
+          if (i >= n) break
+          const c = s.charCodeAt(i++)
+          if (c === BEL && !collect) {
+            // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
+            break
+          }
+          const payload = this.oscPayload
+          this.oscPayload = ''
+          if (c === ESC) this.enterEscape()
+          else this.state = GROUND
+          // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
+          if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload)
+          break
+        }
+        default:
+          throw new Error(`unreachable parser state ${this.state}`)
+      }
+    }
+  }
+
+  private enterEscape(): void {
+    this.state = ESCAPE
+  }
+
+  /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
+  private execute(c: number): void {
+    if (c === LF) this.commit()
+    else if (c === CR) this.cursor = 0
+    else if (c === BS) this.backspace()
+    // Every other C0 control (BEL, VT, FF, SO, SI, …) and C1 control is dropped.
+  }
+
+  private dispatchCsi(final: number): void {
+    const param = this.csiParam
+    switch (final) {
+      case 0x4b: // K — EL, erase in line
+        this.eraseInLine(param < 0 ? 0 : param)
+        break
+      case 0x47: // G — CHA, cursor horizontal absolute (1-based)
+        this.moveToColumn(Math.max(param, 1) - 1)
+        break
+      case 0x4a: // J — ED; only "erase below" has a line-local meaning
+        if (param <= 0) this.eraseInLine(0)
+        break
+      default:
+        break
+    }
+  }
+
+  private dispatchOsc(payload: string): void {
+    for (const listener of this.oscListeners) {
+      try {
+        listener(payload)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
+  private print(text: string): void {
+    const line = this.line
+    const cursor = this.cursor
+    if (this.marks.length > 0) {
+      // Text written left of a mark on this line was written after it: the mark's text starts there.
+      for (const mark of this.marks) if (mark.line === this.committed + 1 && mark.column > cursor) mark.column = cursor
+    }
+    if (cursor === line.length) {
+      this.line = line + text
+      this.cursor = this.line.length
+    } else if (cursor > line.length) {
+      this.line = line + ' '.repeat(cursor - line.length) + text
+      this.cursor = this.line.length
+    } else {
+      // Overwrite as many code points as the text has, starting at the cursor.
+      let end = cursor
+      for (let left = codePoints(text); left > 0 && end < line.length; left--) {
+        end += isHighSurrogate(line.charCodeAt(end)) && isLowSurrogate(line.charCodeAt(end + 1)) ? 2 : 1
+      }
+      this.line = line.slice(0, cursor) + text + line.slice(end)
+      this.cursor = cursor + text.length
+    }
+    if (this.line.length > this.maxLineLength) this.breakLongLine()
+  }
+
+  private breakLongLine(): void {
+    while (this.line.length > this.maxLineLength) {
+      let cut = this.maxLineLength
+      if (isHighSurrogate(this.line.charCodeAt(cut - 1))) cut--
+      const rest = this.line.slice(cut)
+      const cursor = this.cursor
+      this.line = this.line.slice(0, cut)
+      this.commit()
+      this.line = rest
+      this.cursor = Math.max(0, cursor - cut)
+    }
+  }
+
+  private backspace(): void {
+    const cursor = this.cursor
+    if (cursor === 0) return
+    if (cursor > this.line.length) {
+      this.cursor = cursor - 1
+      return
+    }
+    const pair = cursor >= 2 && isLowSurrogate(this.line.charCodeAt(cursor - 1)) && isHighSurrogate(this.line.charCodeAt(cursor - 2))
+    this.cursor = cursor - (pair ? 2 : 1)
+  }
+
+  /** Moves to 0-based cell `column` of the current line (cells past the end are blank). */
+  private moveToColumn(column: number): void {
+    const line = this.line
+    let index = 0
+    let cells = 0
+    while (cells < column && index < line.length) {
+      index += isHighSurrogate(line.charCodeAt(index)) && isLowSurrogate(line.charCodeAt(index + 1)) ? 2 : 1
+      cells++
+    }
+    this.cursor = index + (column - cells)
+  }
+
+  /** The cursor as a cell count (code points before it, plus blank cells past the end). */
+  private cursorCells(): number {
+    const line = this.line
+    return this.cursor > line.length ? codePoints(line) + (this.cursor - line.length) : codePoints(line, 0, this.cursor)
+  }
+
+  /**
+   * EL (ECMA-48 §8.3.41). Erased cells are blanks; blanks at the end of the line are not
+   * represented, so erasing never leaves trailing spaces behind.
+   */
+  private eraseInLine(mode: number): void {
+    const line = this.line
+    const cursor = this.cursor
+    if (mode === 0) {
+      if (cursor < line.length) this.line = line.slice(0, cursor)
+    } else if (mode === 1) {
+      const cells = this.cursorCells()
+      if (cursor >= line.length) {
+        this.line = ''
+      } else {
+        // Blank everything up to and including the cell under the cursor.
+        const end = cursor + (isHighSurrogate(line.charCodeAt(cursor)) && isLowSurrogate(line.charCodeAt(cursor + 1)) ? 2 : 1)
+        this.line = ' '.repeat(cells + 1) + line.slice(end)
+      }
+      this.cursor = cells
+    } else if (mode === 2) {
+      const cells = this.cursorCells()
+      this.line = ''
+      this.cursor = cells
+    }
+  }
+
+  private commit(): void {
+    const text = this.line
+    const lineNumber = ++this.committed
+    this.line = ''
+    this.cursor = 0
+    for (const mark of this.marks) {
+      mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)
+    }
+    for (const listener of this.lineListeners) {
+      try {
+        listener(text, lineNumber)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+}

@@ -1,0 +1,340 @@
+import { describe, expect, it } from 'vitest'
+import { keepUtf8Tail, OutputParser, type OutputParserOptions, utf8ByteLength } from '../src/output.ts'
+
+interface Trace {
+  /** Committed lines with their numbers, and OSC payloads with the partial line at that moment, in stream order. */
+  events: string[]
+  partial: string
+}
+
+function run(chunks: Uint8Array[], options: OutputParserOptions = {}): Trace {
+  const parser = new OutputParser(options)
+  const events: string[] = []
+  parser.onLine((text, n) => events.push(`line ${n}: ${text}`))
+  parser.onOsc((payload) => events.push(`osc ${payload} @ ${parser.partial}`))
+  for (const chunk of chunks) parser.feed(chunk)
+  parser.flush()
+  return { events, partial: parser.partial }
+}
+
+function lines(trace: Trace): string[] {
+  return trace.events.filter((e) => e.startsWith('line ')).map((e) => e.replace(/^line \d+: /, ''))
+}
+
+/**
+ * Parses `input` whole, split into two chunks at every byte offset, and byte by byte, and
+ * requires the same events and partial line every time. Returns the unsplit trace.
+ */
+function everySplit(input: string | Buffer, options: OutputParserOptions = {}): Trace {
+  const bytes = typeof input === 'string' ? Buffer.from(input, 'utf8') : input
+  const whole = run([bytes], options)
+  for (let cut = 0; cut <= bytes.length; cut++) {
+    expect(run([bytes.subarray(0, cut), bytes.subarray(cut)], options), `split at byte ${cut}`).toEqual(whole)
+  }
+  const single = [...bytes].map((b) => Uint8Array.of(b))
+  expect(run(single, options), 'byte by byte').toEqual(whole)
+  return whole
+}
+
+const noControls = (text: string) => expect(text).not.toMatch(/[\x00-\x08\x0a-\x1f\x7f-\x9f]/)
+
+describe('escape sequences at every split point', () => {
+  it('removes an SGR colour sequence and keeps the coloured text (C3)', () => {
+    const trace = everySplit('\x1b[31mRED\x1b[0m\r\n')
+    expect(lines(trace)).toEqual(['RED'])
+  })
+
+  it('removes an OSC title terminated by BEL and surfaces its payload (C3)', () => {
+    const trace = everySplit('\x1b]0;title\x07VISIBLE\r\n')
+    expect(trace.events).toEqual(['osc 0;title @ ', 'line 1: VISIBLE'])
+  })
+
+  it('removes an OSC terminated by ESC backslash without leaking the backslash (C3)', () => {
+    const trace = everySplit('\x1b]0;t\x1b\\AFTER\r\n')
+    expect(trace.events).toEqual(['osc 0;t @ ', 'line 1: AFTER'])
+  })
+
+  it('drops bracketed paste toggles around a bash prompt', () => {
+    const trace = everySplit('\x1b[?2004h$ echo hi\r\n\x1b[?2004l\rhi\r\n\x1b[?2004h$ ')
+    expect(lines(trace)).toEqual(['$ echo hi', 'hi'])
+    expect(trace.partial).toBe('$ ')
+  })
+
+  it('drops DCS, SOS, PM and APC payloads up to their String Terminator', () => {
+    const trace = everySplit('\x1bPq#0;2;0;0;0#1~~\x1b\\X\x1b_Gf=24;AAAA\x1b\\Y\x1bXsos\x1b\\\x1b^pm\x07still pm\x1b\\Z\n')
+    expect(lines(trace)).toEqual(['XYZ'])
+  })
+
+  it('drops two-byte and intermediate escapes such as ESC 7, ESC =, ESC ( B and ESC # 8', () => {
+    const trace = everySplit('\x1b7\x1b=\x1b(Babc\x1b8\x1b>\x1b#8d\x1bc\n')
+    expect(lines(trace)).toEqual(['abcd'])
+  })
+
+  it('drops cursor movement, screen erase and mode changes that are not line-local', () => {
+    const trace = everySplit('\x1b[2J\x1b[H\x1b[10;5Habc\x1b[A\x1b[3C\x1b[2Ddef\x1b[?25l\x1b[>4;1m\x1b[2 q\n')
+    expect(lines(trace)).toEqual(['abcdef'])
+  })
+
+  it('cancels a sequence on CAN and SUB and prints what follows', () => {
+    const trace = everySplit('\x1b[31\x18x\x1b]0;t\x1ay\x1bP1\x18z\n')
+    expect(lines(trace)).toEqual(['xyz'])
+    expect(trace.events.some((e) => e.startsWith('osc'))).toBe(false)
+  })
+
+  it('executes C0 controls that arrive inside a CSI sequence', () => {
+    const trace = everySplit('ab\x1b[\x08Kc\n')
+    expect(lines(trace)).toEqual(['ac'])
+  })
+
+  it('ignores C0 controls inside an OSC payload', () => {
+    const trace = everySplit('\x1b]0;a\nb\x00c\x07x\n')
+    expect(trace.events).toEqual(['osc 0;abc @ ', 'line 1: x'])
+  })
+
+  it('restarts at an ESC inside a CSI and dispatches an OSC ended by an ESC that is not ST', () => {
+    const trace = everySplit('\x1b[3\x1b[32mA\x1b]2;t\x1b[0mB\n')
+    expect(trace.events).toEqual(['osc 2;t @ A', 'line 1: AB'])
+  })
+})
+
+describe('text and controls at every split point', () => {
+  it('decodes multi-byte UTF-8 split anywhere without U+FFFD', () => {
+    const trace = everySplit('é 中 😀 naïve\r\n')
+    expect(lines(trace)).toEqual(['é 中 😀 naïve'])
+  })
+
+  it('turns a genuinely invalid byte into U+FFFD', () => {
+    const trace = everySplit(Buffer.from([0x61, 0xff, 0x62, 0xe4, 0xb8, 0x63, 0x0a]))
+    expect(lines(trace)).toEqual(['a\ufffdb\ufffdc'])
+  })
+
+  it('makes exactly one line break of LF, CR LF and CR CR LF', () => {
+    const trace = everySplit('a\r\nb\r\r\nc\nd\r\n\r\ne\r')
+    expect(lines(trace)).toEqual(['a', 'b', 'c', 'd', ''])
+    expect(trace.partial).toBe('e')
+  })
+
+  it('collapses CR progress-bar redraws to their last frame', () => {
+    const trace = everySplit('10%\r20%\r100%\n[##  ]\r\x1b[K[####]\r\n')
+    expect(lines(trace)).toEqual(['100%', '[####]'])
+  })
+
+  it('overwrites only as many cells as the new text covers, as a terminal does', () => {
+    expect(lines(everySplit('100%\r50%\n'))).toEqual(['50%%'])
+  })
+
+  it('removes stray C0 controls, DEL and C1 controls but keeps TAB', () => {
+    const trace = everySplit('a\x07b\x00c\x0bd\x0ce\x7ff\tg\u0085h\u009b31mi\u009cj\n')
+    expect(lines(trace)).toEqual(['abcdef\tgh31mij'])
+  })
+
+  it('moves one cell left on BS, stepping over a whole emoji', () => {
+    const trace = everySplit('abc\b\bX\na😀\bY\nab\b\b\bZ\n')
+    expect(lines(trace)).toEqual(['aXc', 'aY', 'Zb'])
+  })
+
+  it('erases to the end of the line, to the cursor, or the whole line on CSI K 0, 1 and 2', () => {
+    const trace = everySplit('abcdef\x1b[3G\x1b[Kx\nabcdef\x1b[3G\x1b[1K\nabcdef\x1b[3G\x1b[1Kx\nabc\x1b[2Kxy\nabc\r\x1b[2Kz\n')
+    expect(lines(trace)).toEqual(['abx', '   def', '  xdef', '   xy', 'z'])
+  })
+
+  it('follows the Node REPL redraw with CSI G and CSI J', () => {
+    const trace = everySplit('\x1b[1G\x1b[0J> \x1b[3G1+\x1b[1G\x1b[0J> 1+1\x1b[6G\r\r\n\x1b[33m2\x1b[39m\r\n\x1b[1G\x1b[0J> \x1b[3G')
+    expect(lines(trace)).toEqual(['> 1+1', '2'])
+    expect(trace.partial).toBe('> ')
+  })
+
+  it('pads with blanks when text is written past the end of the line', () => {
+    expect(lines(everySplit('ab\x1b[6Gc\n'))).toEqual(['ab   c'])
+  })
+})
+
+describe('unterminated strings are bounded', () => {
+  it('abandons an OSC past maxStringBytes and prints the rest as text', () => {
+    // Payload `0;` + 14 × a = 16 bytes; the 15th `a` overflows and it and the rest are text.
+    const trace = everySplit(`\x1b]0;${'a'.repeat(20)}\x07tail\n`, { maxStringBytes: 16 })
+    expect(trace.events).toEqual(['line 1: aaaaaatail'])
+  })
+
+  it('abandons a DCS past maxStringBytes so it cannot swallow later lines', () => {
+    const trace = everySplit(`\x1bP${'x'.repeat(20)}\r\nrest\r\n\x1b\\`, { maxStringBytes: 16 })
+    expect(lines(trace)).toEqual(['xxxx', 'rest'])
+  })
+
+  it('never splits a surrogate pair at the bound', () => {
+    const trace = everySplit('\x1b]ab😀c\x07\n', { maxStringBytes: 4 })
+    expect(lines(trace)).toEqual(['😀c'])
+  })
+
+  it('abandons an over-long CSI and prints the remaining parameter bytes', () => {
+    const trace = everySplit(`\x1b[${'1;'.repeat(6)}mX\n`, { maxStringBytes: 8 })
+    expect(lines(trace)).toEqual(['1;1;mX'])
+  })
+
+  it('keeps an unterminated string at the default bound from eating the session', () => {
+    const parser = new OutputParser()
+    const seen: string[] = []
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('\x1b]0;'))
+    parser.feed(Buffer.from('z'.repeat(70000)))
+    parser.feed(Buffer.from('\r\nhello\r\n'))
+    expect(seen).toEqual(['z'.repeat(70000 - (65536 - 2)), 'hello'])
+  })
+})
+
+describe('lines', () => {
+  it('keeps a long line whole instead of wrapping it at a terminal width', () => {
+    const trace = run([Buffer.from(`${'x'.repeat(10000)}\r\n`)])
+    expect(lines(trace)).toEqual(['x'.repeat(10000)])
+  })
+
+  it('commits a line longer than maxLineLength in pieces without splitting a surrogate pair', () => {
+    const trace = everySplit('abcdefghij\nabc😀de\n', { maxLineLength: 4 })
+    expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'abc', '😀de'])
+  })
+
+  it('numbers committed lines from 1 and reports the partial line separately', () => {
+    const parser = new OutputParser()
+    parser.feed(Buffer.from('one\ntwo\nthr'))
+    expect(parser.lineCount).toBe(2)
+    expect(parser.partial).toBe('thr')
+  })
+
+  it('turns an incomplete UTF-8 sequence at flush into U+FFFD and drops an open OSC', () => {
+    const parser = new OutputParser()
+    const oscs: string[] = []
+    parser.onOsc((p) => oscs.push(p))
+    parser.feed(Buffer.from([0x61, 0xe4, 0xb8]))
+    parser.flush()
+    parser.feed(Buffer.from('\x1b]0;never'))
+    parser.flush()
+    parser.feed(Buffer.from('b'))
+    expect(parser.partial).toBe('a\ufffdb')
+    expect(oscs).toEqual([])
+  })
+
+  it('keeps parsing when a listener throws and rethrows the error after the chunk', () => {
+    const parser = new OutputParser()
+    const seen: string[] = []
+    parser.onLine((text) => {
+      if (text === 'bad') throw new Error('listener failed')
+    })
+    parser.onLine((text) => seen.push(text))
+    expect(() => parser.feed(Buffer.from('ok\nbad\nafter\n'))).toThrow('listener failed')
+    expect(seen).toEqual(['ok', 'bad', 'after'])
+    parser.feed(Buffer.from('next\n'))
+    expect(seen.at(-1)).toBe('next')
+  })
+
+  it('stops calling a listener after its disposer runs', () => {
+    const parser = new OutputParser()
+    const seen: string[] = []
+    const off = parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('a\n'))
+    off()
+    parser.feed(Buffer.from('b\n'))
+    expect(seen).toEqual(['a'])
+  })
+
+  it('rejects a bound that is not a positive integer, naming the option', () => {
+    expect(() => new OutputParser({ maxStringBytes: 0 })).toThrow('maxStringBytes')
+    expect(() => new OutputParser({ maxLineLength: 1.5 })).toThrow('maxLineLength')
+  })
+})
+
+describe('marks and textSince', () => {
+  const MARKER = '\x1b]633;P;nonce\x07'
+
+  /** Feeds chunks; on every OSC carrying the nonce, replaces the mark (as the prompt detector does). */
+  function detector(chunks: string[]) {
+    const parser = new OutputParser()
+    let mark: ReturnType<OutputParser['mark']> | undefined
+    parser.onOsc((payload) => {
+      if (!payload.endsWith('nonce')) return
+      mark?.release()
+      mark = parser.mark()
+    })
+    const after: string[] = []
+    for (const chunk of chunks) {
+      parser.feed(Buffer.from(chunk))
+      after.push(mark === undefined ? '<none>' : parser.textSince(mark))
+    }
+    return { parser, after }
+  }
+
+  it('answers nothing yet when the marker arrived and the PS1 text has not', () => {
+    expect(detector([MARKER, '$ ']).after).toEqual(['', '$ '])
+  })
+
+  it('answers the PS1 text when the marker landed mid-line after output without a newline', () => {
+    const { parser, after } = detector([`partial output${MARKER}$ `])
+    expect(after).toEqual(['$ '])
+    expect(parser.partial).toBe('partial output$ ')
+  })
+
+  it('gives the same text since the marker at every split point', () => {
+    const input = Buffer.from(`out\r\n\x1b]0;title\x07${MARKER}\x1b[?2004h$ `)
+    for (let cut = 0; cut <= input.length; cut++) {
+      const { after } = detector([input.subarray(0, cut).toString('latin1'), input.subarray(cut).toString('latin1')])
+      expect(after.at(-1), `split at ${cut}`).toBe('$ ')
+    }
+  })
+
+  it('includes lines committed after the mark, joined by newlines', () => {
+    expect(detector([`${MARKER}$ echo hi\r\nhi\r\n$ `]).after).toEqual(['$ echo hi\nhi\n$ '])
+  })
+
+  it('follows the latest marker only', () => {
+    expect(detector([`${MARKER}$ sleep 1\r\n`, `${MARKER}$ `]).after).toEqual(['$ sleep 1\n', '$ '])
+  })
+
+  it('moves a mark left when text is rewritten left of it after a CR', () => {
+    const parser = new OutputParser()
+    parser.feed(Buffer.from('abc'))
+    const mark = parser.mark()
+    parser.feed(Buffer.from('de'))
+    expect(parser.textSince(mark)).toBe('de')
+    parser.feed(Buffer.from('\rXY'))
+    expect(parser.textSince(mark)).toBe('XYcde')
+    expect(mark.column).toBe(0)
+  })
+
+  it('keeps at most maxMarkBytes of committed lines, newest first, and says so', () => {
+    const parser = new OutputParser({ maxMarkBytes: 8 })
+    const mark = parser.mark()
+    parser.feed(Buffer.from('aaaa\nbbb\ncc\nd'))
+    expect(parser.textSince(mark)).toBe('bbb\ncc\nd')
+    expect(mark.truncated).toBe(true)
+  })
+
+  it('refuses a released mark whose line was committed, and a mark of another parser', () => {
+    const parser = new OutputParser()
+    const mark = parser.mark()
+    parser.feed(Buffer.from('x'))
+    mark.release()
+    expect(parser.textSince(mark)).toBe('x')
+    parser.feed(Buffer.from('\n'))
+    expect(() => parser.textSince(mark)).toThrow('released')
+    expect(() => new OutputParser().textSince(parser.mark())).toThrow('not made by this parser')
+  })
+})
+
+describe('UTF-8 helpers', () => {
+  it('keeps the longest tail that fits, cut on code points', () => {
+    expect(keepUtf8Tail('abc😀é', 6)).toBe('😀é')
+    expect(keepUtf8Tail('abc😀é', 5)).toBe('é')
+    expect(keepUtf8Tail('abc', 3)).toBe('abc')
+    expect(keepUtf8Tail('中中', 2)).toBe('')
+    expect(utf8ByteLength('a😀')).toBe(5)
+  })
+
+  it('never produces a lone surrogate from any cut of emoji text', () => {
+    const text = '😀x😀😀y'
+    for (let max = 0; max <= utf8ByteLength(text); max++) {
+      const tail = keepUtf8Tail(text, max)
+      expect(utf8ByteLength(tail)).toBeLessThanOrEqual(max)
+      expect(Buffer.from(tail, 'utf8').toString('utf8')).toBe(tail)
+      noControls(tail)
+    }
+  })
+})
