@@ -1,0 +1,186 @@
+/**
+ * Retained scrollback of one session: the committed lines of its `OutputParser`, bounded by a
+ * line count and a byte budget, read in pages counted back from the newest line.
+ */
+import { PtyError, type ReadPage } from '@conch/pty'
+import { keepUtf8Tail, utf8ByteLength } from './output.ts'
+
+export interface ScrollbackOptions {
+  /** Most lines retained (config `scrollbackLines`). */
+  maxLines: number
+  /**
+   * Most UTF-8 bytes retained, summed over the retained lines' text (line breaks not counted)
+   * (config `scrollbackMaxBytes`).
+   */
+  maxBytes: number
+}
+
+/** Where the scrollback gets its lines: an `OutputParser` fits. */
+export interface LineSource {
+  onLine(listener: (text: string) => void): () => void
+  /** The current uncommitted line. */
+  readonly partial: string
+}
+
+/**
+ * Lines are numbered from 1 = the first line ever pushed; numbers keep counting when old lines
+ * are dropped. Oldest lines are dropped first, as soon as either bound is exceeded. A single
+ * line longer than `maxBytes` is cut to its last `maxBytes` bytes on a code-point boundary and
+ * marked, so every page that includes it reports `truncated`.
+ *
+ * The current partial line of the followed source (the text after the last line feed, e.g. a
+ * prompt) is part of every read **when it is non-empty**: it is the newest line, numbered
+ * `committed + 1`, and counted in `totalLines`. When it is later committed it keeps that number.
+ */
+export class Scrollback {
+  readonly maxLines: number
+  readonly maxBytes: number
+
+  private lines: string[] = []
+  private cut: boolean[] = []
+  private sizes: number[] = []
+  private head = 0
+  private bytes = 0
+  private pushed = 0
+  private source: LineSource | undefined
+
+  constructor(options: ScrollbackOptions) {
+    for (const key of ['maxLines', 'maxBytes'] as const) {
+      const value = options[key]
+      if (!Number.isSafeInteger(value) || value < 1) {
+        throw new RangeError(`Scrollback option ${key} must be a positive safe integer, got ${value}`)
+      }
+    }
+    this.maxLines = options.maxLines
+    this.maxBytes = options.maxBytes
+  }
+
+  /** Lines committed so far, dropped ones included (the partial line is not counted here). */
+  get committedLines(): number {
+    return this.pushed
+  }
+
+  /** Oldest line number still retained (`committedLines + 1` when none is). */
+  get firstRetainedLine(): number {
+    return this.pushed - (this.lines.length - this.head) + 1
+  }
+
+  /** UTF-8 bytes currently retained. */
+  get retainedBytes(): number {
+    return this.bytes
+  }
+
+  /**
+   * Retains every line `source` commits from now on and shows its partial line in reads.
+   * One source at a time. Returns a disposer that stops following.
+   */
+  follow(source: LineSource): () => void {
+    if (this.source !== undefined) throw new Error('Scrollback already follows a line source')
+    this.source = source
+    const off = source.onLine((text) => this.push(text))
+    return () => {
+      off()
+      if (this.source === source) this.source = undefined
+    }
+  }
+
+  /** Retains one committed line (without its terminator). */
+  push(text: string): void {
+    let line = text
+    let size = utf8ByteLength(line)
+    let wasCut = false
+    if (size > this.maxBytes) {
+      line = keepUtf8Tail(line, this.maxBytes)
+      size = utf8ByteLength(line)
+      wasCut = true
+    }
+    this.lines.push(line)
+    this.sizes.push(size)
+    this.cut.push(wasCut)
+    this.bytes += size
+    this.pushed++
+    while (this.lines.length - this.head > this.maxLines || this.bytes > this.maxBytes) {
+      this.bytes -= this.sizes[this.head] ?? 0
+      this.lines[this.head] = ''
+      this.head++
+    }
+    if (this.head > 1024 && this.head * 2 > this.lines.length) {
+      this.lines = this.lines.slice(this.head)
+      this.sizes = this.sizes.slice(this.head)
+      this.cut = this.cut.slice(this.head)
+      this.head = 0
+    }
+  }
+
+  /**
+   * One page of scrollback, counted back from the newest line.
+   *
+   * With `N = totalLines` (committed lines plus the non-empty partial line), the page asks for
+   * lines `N - offset - count + 1 … N - offset` (clamped at line 1). Then:
+   * - lines it asks for that were already dropped are not returned, and `truncated` is true;
+   * - the page's text (lines joined by `\n`) is at most `maxReadBytes` UTF-8 bytes: lines are
+   *   taken newest first; the first one that does not fit whole is cut to its tail on a code-point
+   *   boundary (when at least one byte of room is left for it) and older ones are left out, and
+   *   `truncated` is true;
+   * - a line that was cut when it was retained makes `truncated` true;
+   * - `lineBegin … lineEnd` are the lines actually returned; an empty page (count 0, an offset
+   *   past the newest line, or only dropped lines) has `lineBegin = lineEnd + 1`.
+   *
+   * @throws PtyError `INVALID_INPUT` when `offset` or `count` is not a non-negative safe
+   *   integer, or `maxReadBytes` is not a positive safe integer.
+   */
+  read(range: { offset: number; count: number }, maxReadBytes: number): ReadPage {
+    const { offset, count } = range
+    for (const [name, value] of [['offset', offset], ['count', count]] as const) {
+      if (!Number.isSafeInteger(value) || value < 0) {
+        throw new PtyError('INVALID_INPUT', `scrollback ${name} must be a non-negative integer, got ${value}`)
+      }
+    }
+    if (!Number.isSafeInteger(maxReadBytes) || maxReadBytes < 1) {
+      throw new PtyError('INVALID_INPUT', `maxReadBytes must be a positive integer, got ${maxReadBytes}`)
+    }
+
+    const partial = this.source?.partial ?? ''
+    const totalLines = this.pushed + (partial === '' ? 0 : 1)
+    const firstRetainedLine = this.firstRetainedLine
+    const lineEnd = Math.max(0, totalLines - offset)
+    let lineBegin = Math.max(1, lineEnd - count + 1)
+    let truncated = false
+    if (count === 0 || lineEnd === 0) {
+      return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated }
+    }
+    if (lineBegin < firstRetainedLine) {
+      truncated = true
+      lineBegin = firstRetainedLine
+      if (lineBegin > lineEnd) {
+        return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated }
+      }
+    }
+
+    const taken: string[] = []
+    let used = 0
+    let begin = lineEnd + 1
+    for (let number = lineEnd; number >= lineBegin; number--) {
+      const index = this.head + (number - firstRetainedLine)
+      const isPartial = number > this.pushed
+      const text = isPartial ? partial : (this.lines[index] ?? '')
+      const size = isPartial ? utf8ByteLength(text) : (this.sizes[index] ?? 0)
+      if (!isPartial && this.cut[index] === true) truncated = true
+      const separator = taken.length > 0 ? 1 : 0
+      if (used + separator + size <= maxReadBytes) {
+        taken.push(text)
+        used += separator + size
+        begin = number
+        continue
+      }
+      truncated = true
+      const room = maxReadBytes - used - separator
+      if (room > 0) {
+        taken.push(keepUtf8Tail(text, room))
+        begin = number
+      }
+      break
+    }
+    return { text: taken.reverse().join('\n'), totalLines, firstRetainedLine, lineBegin: begin, lineEnd, truncated }
+  }
+}
