@@ -1,8 +1,8 @@
-import { Context, type Fiber } from 'cordis'
+import { Context } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
 import LlmService, { LlmError, collectResponse, type ModelAdapter, type ModelChunk } from '../src/index.ts'
 
-let fiber: Fiber | undefined
+let fiber: { dispose(): Promise<void> } | undefined
 
 async function boot(config: LlmService.Config = {}): Promise<Context> {
   const ctx = new Context()

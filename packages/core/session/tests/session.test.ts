@@ -1,14 +1,14 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
-import { Context, type Fiber, type Message } from 'cordis'
+import { Context, type Message } from 'cordis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import SessionService, { SessionError, type SessionEvent } from '../src/index.ts'
 
 let dir: string
 let ctx: Context
 let logs: Message[]
-let fiber: Fiber | undefined
+let fiber: { dispose(): Promise<void> } | undefined
 
 async function boot(config: SessionService.Config = {}): Promise<SessionService> {
   ctx = new Context()

@@ -1,9 +1,9 @@
-import { Context, type Fiber } from 'cordis'
+import { Context } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import ToolsService, { ToolsError, toolResultText, utf8Bytes, type ToolDefinition, type ToolExecuteContext, type ToolOwner } from '../src/index.ts'
 
-let fiber: Fiber | undefined
+let fiber: { dispose(): Promise<void> } | undefined
 
 async function boot(maxResultBytes = 262144): Promise<Context> {
   const ctx = new Context()
