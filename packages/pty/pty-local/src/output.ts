@@ -142,6 +142,7 @@ class Mark implements OutputMark {
     readonly owner: OutputParser,
     readonly line: number,
     column: number,
+    readonly keepLines: boolean,
     private readonly onRelease: (mark: Mark) => void,
   ) {
     this.column = column
@@ -269,9 +270,13 @@ export class OutputParser {
    * Marks the current position (typically inside an `onOsc` callback, where the position is
    * just after that OSC). The parser keeps the lines committed after the mark, up to
    * `maxMarkBytes`, until `mark.release()`; release marks you no longer need.
+   *
+   * With `keepLines: false` the mark only tracks its column while its line is current and is
+   * released automatically when that line is committed (its `column` then stays final). The
+   * per-send buffer uses this to know where the send's text starts on its first line.
    */
-  mark(): OutputMark {
-    const mark = new Mark(this, this.committed + 1, this.cursor, (m) => {
+  mark(options: { keepLines?: boolean } = {}): OutputMark {
+    const mark = new Mark(this, this.committed + 1, this.cursor, options.keepLines ?? true, (m) => {
       this.marks = this.marks.filter((x) => x !== m)
     })
     this.marks.push(mark)
@@ -628,8 +633,11 @@ export class OutputParser {
     const lineNumber = ++this.committed
     this.line = ''
     this.cursor = 0
-    for (const mark of this.marks) {
-      mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)
+    if (this.marks.length > 0) {
+      for (const mark of this.marks) {
+        if (mark.keepLines) mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)
+      }
+      for (const mark of this.marks) if (!mark.keepLines) mark.release()
     }
     for (const listener of this.lineListeners) {
       try {

@@ -1,0 +1,188 @@
+/**
+ * Each send's own bounded output: what appeared on the terminal from the moment the send
+ * started until it settled, for the settled `viewport` and for background `readOutput()`.
+ */
+import { keepUtf8Tail, type OutputParser, utf8ByteLength } from './output.ts'
+
+/** The parts of an `OutputParser` a send buffer uses. */
+export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'lineCount' | 'mark'>
+
+export interface SendBufferOptions {
+  /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
+  maxBytes: number
+  /**
+   * Include the whole line the send started on (e.g. the prompt `$ ` before the echoed
+   * command) instead of only the text written on it after the start. Default false.
+   */
+  fromLineStart?: boolean
+}
+
+/** Text plus whether data was lost to the byte bound. */
+export interface SendOutput {
+  text: string
+  truncated: boolean
+}
+
+/**
+ * Collects the lines a parser commits after creation, and the partial line, bounded to
+ * `maxBytes` keeping the newest text; text is cut only on code-point boundaries.
+ *
+ * The first line is the one the send started on, from the column where the send started (text
+ * written left of that column afterwards, e.g. after a CR, counts too — see `OutputMark`).
+ * `close()` freezes the buffer when the send settles; later output is not the send's.
+ */
+export class SendBuffer {
+  readonly maxBytes: number
+  private readonly fromLineStart: boolean
+  private readonly source: SendBufferSource
+  private readonly start: ReturnType<SendBufferSource['mark']>
+  private stopListening: (() => void) | undefined
+
+  private lines: string[] = []
+  private sizes: number[] = []
+  private cut: boolean[] = []
+  private head = 0
+  /** Line number (in the parser's numbering) of `lines[head]`. */
+  private firstLine: number
+  private bytes = 0
+  private dropped = false
+  private frozenPartial: string | undefined
+
+  /** Next committed line `take()` returns. */
+  private takeNext: number
+  /** The partial line text the previous `take()` returned, while that line was still open. */
+  private taken: { line: number; text: string } | undefined
+
+  constructor(source: SendBufferSource, options: SendBufferOptions) {
+    if (!Number.isSafeInteger(options.maxBytes) || options.maxBytes < 1) {
+      throw new RangeError(`SendBuffer option maxBytes must be a positive safe integer, got ${options.maxBytes}`)
+    }
+    this.maxBytes = options.maxBytes
+    this.fromLineStart = options.fromLineStart ?? false
+    this.source = source
+    this.start = source.mark({ keepLines: false })
+    this.firstLine = this.start.line
+    this.takeNext = this.start.line
+    this.stopListening = source.onLine((text, lineNumber) => this.push(text, lineNumber))
+  }
+
+  /** Whether the buffer has lost data to its bound so far (the viewport would say `truncated`). */
+  get truncated(): boolean {
+    return this.dropped || this.cut.some((c, i) => c && i >= this.head)
+  }
+
+  /** Stops collecting: the partial line as it is now becomes the send's last line. Idempotent. */
+  close(): void {
+    if (this.stopListening === undefined) return
+    this.frozenPartial = this.partial()
+    this.stopListening()
+    this.stopListening = undefined
+    this.start.release()
+  }
+
+  /**
+   * Everything the send produced that is still buffered: its lines joined by `\n`, then the
+   * partial line when non-empty. At most `maxBytes` UTF-8 bytes, keeping the newest text.
+   */
+  viewport(): SendOutput {
+    const parts = this.lines.slice(this.head)
+    const partial = this.partial()
+    if (partial !== '') parts.push(partial)
+    const { text, cut } = joinTail(parts, this.maxBytes)
+    return { text, truncated: cut || this.truncated }
+  }
+
+  /**
+   * What the send produced since the previous `take()` (consumed). Each committed line is
+   * followed by `\n`; the open partial line is returned as far as it goes, and the next take
+   * continues it. If that line was rewritten in the meantime (CR, erase), the next take starts a
+   * new line and repeats it whole, so the concatenation of all takes reads like the terminal.
+   * `truncated` says lines produced since the previous take were dropped before being taken, or
+   * the text was cut to `maxBytes`.
+   */
+  take(): SendOutput {
+    let text = ''
+    let truncated = false
+    if (this.takeNext < this.firstLine) {
+      truncated = true
+      this.takeNext = this.firstLine
+    }
+    const end = this.firstLine + (this.lines.length - this.head)
+    let open = this.taken
+    for (let n = this.takeNext; n < end; n++) {
+      const index = this.head + (n - this.firstLine)
+      const line = this.lines[index] ?? ''
+      if (this.cut[index] === true) truncated = true
+      if (open !== undefined && open.line === n && line.startsWith(open.text)) text += `${line.slice(open.text.length)}\n`
+      else text += `${open !== undefined ? '\n' : ''}${line}\n`
+      open = undefined
+    }
+    this.takeNext = end
+    // The partial line is always the one after the last committed line, numbered `end`.
+    const partial = this.partial()
+    const current = end
+    if (open !== undefined && open.line === current && partial.startsWith(open.text)) text += partial.slice(open.text.length)
+    else text += `${open !== undefined ? '\n' : ''}${partial}`
+    this.taken = partial === '' ? undefined : { line: current, text: partial }
+    const bounded = keepUtf8Tail(text, this.maxBytes)
+    return { text: bounded, truncated: truncated || bounded.length < text.length }
+  }
+
+  /** The send's part of the current line. */
+  private partial(): string {
+    if (this.frozenPartial !== undefined) return this.frozenPartial
+    const text = this.source.partial
+    if (this.fromLineStart || this.source.lineCount + 1 !== this.start.line) return text
+    return text.slice(Math.min(this.start.column, text.length))
+  }
+
+  private push(text: string, lineNumber: number): void {
+    let line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, text.length)) : text
+    let size = utf8ByteLength(line)
+    let wasCut = false
+    if (size > this.maxBytes) {
+      line = keepUtf8Tail(line, this.maxBytes)
+      size = utf8ByteLength(line)
+      wasCut = true
+    }
+    this.lines.push(line)
+    this.sizes.push(size)
+    this.cut.push(wasCut)
+    this.bytes += size
+    // Retained text is the lines joined by `\n`: sizes plus one separator between lines. Over
+    // the bound, the oldest line goes whole, or keeps its tail when only part of it must go.
+    for (;;) {
+      const count = this.lines.length - this.head
+      const excess = this.bytes + count - 1 - this.maxBytes
+      if (excess <= 0 || count < 2) break
+      const size = this.sizes[this.head] ?? 0
+      this.dropped = true
+      if (size - excess > 0) {
+        const tail = keepUtf8Tail(this.lines[this.head] ?? '', size - excess)
+        const tailSize = utf8ByteLength(tail)
+        this.lines[this.head] = tail
+        this.bytes -= size - tailSize
+        this.sizes[this.head] = tailSize
+        this.cut[this.head] = true
+        continue
+      }
+      this.bytes -= size
+      this.lines[this.head] = ''
+      this.head++
+      this.firstLine++
+    }
+    if (this.head > 1024 && this.head * 2 > this.lines.length) {
+      this.lines = this.lines.slice(this.head)
+      this.sizes = this.sizes.slice(this.head)
+      this.cut = this.cut.slice(this.head)
+      this.head = 0
+    }
+  }
+}
+
+/** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */
+function joinTail(parts: string[], maxBytes: number): { text: string; cut: boolean } {
+  const text = parts.join('\n')
+  const kept = keepUtf8Tail(text, maxBytes)
+  return { text: kept, cut: kept.length < text.length }
+}

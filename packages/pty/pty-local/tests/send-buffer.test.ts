@@ -1,0 +1,145 @@
+import { describe, expect, it } from 'vitest'
+import { OutputParser, utf8ByteLength } from '../src/output.ts'
+import { SendBuffer } from '../src/send-buffer.ts'
+
+function setup(before: string, maxBytes = 1000, fromLineStart = false) {
+  const parser = new OutputParser()
+  parser.feed(Buffer.from(before))
+  const buffer = new SendBuffer(parser, { maxBytes, fromLineStart })
+  const feed = (text: string) => parser.feed(Buffer.from(text))
+  return { parser, buffer, feed }
+}
+
+const roundTrips = (text: string) => expect(Buffer.from(text, 'utf8').toString('utf8')).toBe(text)
+
+describe('viewport', () => {
+  it('holds what appeared after the send started, from the start column, without earlier lines', () => {
+    const { buffer, feed } = setup('old line\r\n$ ')
+    feed('echo hi\r\nhi\r\n\x1b[?2004h$ ')
+    expect(buffer.viewport()).toEqual({ text: 'echo hi\nhi\n$ ', truncated: false })
+  })
+
+  it('includes the whole start line with fromLineStart', () => {
+    const { buffer, feed } = setup('old line\r\n$ ', 1000, true)
+    feed('echo hi\r\nhi\r\n$ ')
+    expect(buffer.viewport().text).toBe('$ echo hi\nhi\n$ ')
+  })
+
+  it('counts text rewritten left of the start column after a CR', () => {
+    const { buffer, feed } = setup('$ ')
+    feed('\rXYZ')
+    expect(buffer.viewport().text).toBe('XYZ')
+    feed('\r\n')
+    expect(buffer.viewport().text).toBe('XYZ')
+  })
+
+  it('is empty when nothing was written', () => {
+    const { buffer } = setup('$ ')
+    expect(buffer.viewport()).toEqual({ text: '', truncated: false })
+  })
+
+  it('stops collecting at close and keeps the partial line as it was', () => {
+    const { buffer, feed } = setup('')
+    feed('out\r\n>>> ')
+    buffer.close()
+    buffer.close()
+    feed('late\r\nmore')
+    expect(buffer.viewport().text).toBe('out\n>>> ')
+  })
+
+  it('keeps the newest text within maxBytes and says truncated', () => {
+    const { buffer, feed } = setup('', 12)
+    feed('line 1\nline 2\nline 3\n')
+    expect(buffer.viewport()).toEqual({ text: 'ine 2\nline 3', truncated: true })
+    expect(buffer.truncated).toBe(true)
+  })
+
+  it('cuts a single line longer than maxBytes to its tail on a code point', () => {
+    const { buffer, feed } = setup('', 9)
+    feed('ab😀😀c\n')
+    expect(buffer.viewport()).toEqual({ text: '😀😀c', truncated: true })
+  })
+
+  it('never splits a code point at any bound', () => {
+    const content = 'é中😀x\n😀😀\n中é'
+    for (let max = 1; max <= utf8ByteLength(content) + 2; max++) {
+      const { buffer, feed } = setup('', max)
+      feed(content)
+      const { text } = buffer.viewport()
+      expect(utf8ByteLength(text)).toBeLessThanOrEqual(max)
+      roundTrips(text)
+      const taken = buffer.take().text
+      expect(utf8ByteLength(taken)).toBeLessThanOrEqual(max)
+      roundTrips(taken)
+    }
+  })
+
+  it('rejects a bound that is not a positive integer', () => {
+    expect(() => new SendBuffer(new OutputParser(), { maxBytes: 0 })).toThrow('maxBytes')
+  })
+})
+
+describe('take', () => {
+  it('returns only what was produced since the previous take', () => {
+    const { buffer, feed } = setup('$ ')
+    feed('echo a\r\na\r\n')
+    expect(buffer.take()).toEqual({ text: 'echo a\na\n', truncated: false })
+    expect(buffer.take()).toEqual({ text: '', truncated: false })
+    feed('b\r\n')
+    expect(buffer.take()).toEqual({ text: 'b\n', truncated: false })
+  })
+
+  it('continues a partial line it already returned', () => {
+    const { buffer, feed } = setup('')
+    feed('Password: ')
+    expect(buffer.take().text).toBe('Password: ')
+    feed('ok\r\nnext')
+    expect(buffer.take().text).toBe('ok\nnext')
+    feed(' line')
+    expect(buffer.take().text).toBe(' line')
+  })
+
+  it('starts a new line and repeats a partial line that was rewritten after it was taken', () => {
+    const { buffer, feed } = setup('')
+    feed('10%')
+    expect(buffer.take().text).toBe('10%')
+    feed('\r100%\r\ndone')
+    expect(buffer.take().text).toBe('\n100%\ndone')
+    feed('\r\x1b[KDONE')
+    expect(buffer.take().text).toBe('\nDONE')
+  })
+
+  it('says truncated when lines were dropped before they were taken', () => {
+    const { buffer, feed } = setup('', 8)
+    feed('aaa\nbbb\nccc\n')
+    expect(buffer.take()).toEqual({ text: 'bbb\nccc\n', truncated: true })
+    feed('d\n')
+    expect(buffer.take()).toEqual({ text: 'd\n', truncated: false })
+  })
+
+  it('returns the frozen partial line once after close, then nothing', () => {
+    const { buffer, feed } = setup('')
+    feed('out\r\n>>')
+    expect(buffer.take().text).toBe('out\n>>')
+    feed('> ')
+    buffer.close()
+    feed('later')
+    expect(buffer.take().text).toBe('> ')
+    expect(buffer.take().text).toBe('')
+  })
+
+  it('concatenates to the viewport text when lines are only appended', () => {
+    const stream = Buffer.from('$ seq 3\r\n1\r\n2\r\n3\r\n\x1b[?2004h$ ')
+    for (let cut = 0; cut <= stream.length; cut++) {
+      const parser = new OutputParser()
+      const buffer = new SendBuffer(parser, { maxBytes: 1000 })
+      let joined = ''
+      parser.feed(stream.subarray(0, cut))
+      joined += buffer.take().text
+      parser.feed(stream.subarray(cut))
+      buffer.close()
+      joined += buffer.take().text
+      expect(joined, `split at ${cut}`).toBe(buffer.viewport().text)
+    }
+  })
+})
