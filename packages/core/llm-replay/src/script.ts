@@ -1,0 +1,74 @@
+/**
+ * The scripted-model format (DESIGN.md, "Formats the CLI must keep stable"): JSON Lines, one
+ * line per model call, consumed in order:
+ * `{"text"?: string, "tool_calls"?: [{"name": string, "arguments": object}]}`.
+ */
+import { readFileSync } from 'node:fs'
+import { z } from 'zod'
+import { LlmError } from '@conch/llm'
+
+const ScriptLine = z.strictObject({
+  text: z.string().optional(),
+  tool_calls: z
+    .array(
+      z.strictObject({
+        name: z.string().min(1),
+        arguments: z.record(z.string(), z.unknown()),
+      }),
+    )
+    .optional(),
+})
+
+/** One model call of a script. */
+export interface ScriptStep {
+  /** 1-based line number in the file (blank lines count). */
+  line: number
+  text: string
+  toolCalls: { name: string; arguments: Record<string, unknown> }[]
+}
+
+/**
+ * Parses a script. Blank lines are skipped; every other line must be a JSON object with only
+ * `text` (string) and `tool_calls` (array of `{name, arguments: object}`), and at least one of them.
+ * @throws LlmError `SCRIPT_ERROR` with the message `<file>:<line>: <what is wrong>`.
+ */
+export function parseScript(text: string, file: string): ScriptStep[] {
+  const steps: ScriptStep[] = []
+  const lines = text.split('\n')
+  for (let index = 0; index < lines.length; index++) {
+    const source = lines[index]!.trim()
+    if (source === '') continue
+    const line = index + 1
+    const fail = (what: string) => new LlmError('SCRIPT_ERROR', `${file}:${line}: ${what}`)
+    let value: unknown
+    try {
+      value = JSON.parse(source)
+    } catch (error) {
+      throw fail(`not valid JSON (${(error as Error).message})`)
+    }
+    const parsed = ScriptLine.safeParse(value)
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((issue) => {
+        const path = issue.path.length ? issue.path.map(String).join('.') : 'the line'
+        return `${path}: ${issue.message}`
+      })
+      throw fail(`${issues.join('; ')} (expected {"text"?: string, "tool_calls"?: [{"name": string, "arguments": object}]})`)
+    }
+    const { text: reply, tool_calls: toolCalls } = parsed.data
+    if (reply === undefined && toolCalls === undefined) throw fail('the line has neither "text" nor "tool_calls"')
+    steps.push({ line, text: reply ?? '', toolCalls: toolCalls ?? [] })
+  }
+  if (steps.length === 0) throw new LlmError('SCRIPT_ERROR', `${file}: the script has no lines; write one JSON object per model call`)
+  return steps
+}
+
+/** Reads and parses `path`; `file` is how messages name it. */
+export function readScript(path: string, file: string = path): ScriptStep[] {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new LlmError('SCRIPT_ERROR', `cannot read the model script ${file}: ${(error as Error).message}`, { cause: error })
+  }
+  return parseScript(text, file)
+}
