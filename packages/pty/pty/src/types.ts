@@ -63,7 +63,10 @@ export interface SendResult {
 
 /** A send in progress, returned synchronously by `startSend`. */
 export interface SendOperation {
-  /** Settles exactly once. Rejects only with `PtyError` (e.g. `SESSION_EXITED` found at write time). */
+  /**
+   * Settles exactly once. Rejects only with `PtyError`: `SEND_CANCELLED` when cancelled before
+   * anything was written (nothing was written), or another code for a backend failure.
+   */
   readonly done: Promise<SendResult>
   /** Output produced since the previous call (as viewport lines), consumed. For background sends and live streaming. */
   readOutput(): string
@@ -159,6 +162,7 @@ export type PtyErrorCode =
   | 'DUPLICATE_BACKEND'
   | 'NO_BACKEND'
   | 'SEND_ACTIVE'
+  | 'SEND_CANCELLED'
   | 'NO_SESSION'
   | 'FOREIGN_SESSION'
   | 'OWNER_NOT_LIVE'
