@@ -1,0 +1,185 @@
+/**
+ * A memory session: the memory shell behind the `BackendSession` contract. A send is
+ * `pending → waiting → settled`: it is written in a microtask after `startSend` returns (so a
+ * cancel in between writes nothing), and settles as soon as the shell says where it stands —
+ * at once for everything except `hold`, which waits for a signal or the close.
+ */
+import {
+  type BackendSession,
+  type CloseResult,
+  PtyError,
+  type PtySignal,
+  type ReadPage,
+  type SendOperation,
+  type SendResult,
+  type SessionStatus,
+  type SignalResult,
+} from '@conch/pty'
+import { MemoryShell, type ShellOptions, type ShellState } from './shell.ts'
+import { OutputBuffer, Scrollback } from './text.ts'
+
+export interface SessionOptions extends ShellOptions {
+  sessionId: string
+  motd: string
+  /** Reported as `elapsedMs` of a send that settles `timeout`. */
+  timeoutMs: number
+  scrollbackLines: number
+  /** Bound of one read page and of one send's viewport, in UTF-8 bytes. */
+  maxReadBytes: number
+}
+
+export class MemorySession implements BackendSession {
+  readonly pid: number | undefined = undefined
+  readonly motd: string
+  private readonly shell: MemoryShell
+  private readonly scrollback: Scrollback
+  private readonly exitListeners = new Set<(status: SessionStatus) => void>()
+  private active: MemorySend | undefined
+  private closing: Promise<CloseResult> | undefined
+
+  constructor(private readonly options: SessionOptions) {
+    this.scrollback = new Scrollback(options.scrollbackLines, options.maxReadBytes)
+    this.shell = new MemoryShell(options, {
+      output: (text) => {
+        this.scrollback.write(text)
+        this.active?.append(text)
+      },
+      echo: (text) => this.scrollback.write(text),
+      exited: (status) => {
+        this.active?.check()
+        for (const listener of [...this.exitListeners]) listener(status)
+      },
+    })
+    this.shell.start(options.motd)
+    this.motd = options.motd.replace(/\n$/, '')
+  }
+
+  status(): SessionStatus {
+    return this.shell.status
+  }
+
+  onExit(listener: (status: SessionStatus) => void): () => void {
+    this.exitListeners.add(listener)
+    return () => this.exitListeners.delete(listener)
+  }
+
+  startSend(input: { text: string; submit: boolean }): SendOperation {
+    const send = new MemorySend(this.options, this.shell, input, () => {
+      if (this.active === send) this.active = undefined
+    })
+    this.active = send
+    queueMicrotask(() => send.write())
+    return send.operation
+  }
+
+  read(options: { offset: number; count: number }): ReadPage {
+    return this.scrollback.read(options.offset, options.count)
+  }
+
+  async signal(signal: PtySignal): Promise<SignalResult> {
+    const { target, pgid } = this.shell.signal(signal)
+    this.active?.check()
+    return { signal, delivered: true, targetPgid: pgid, target }
+  }
+
+  close(): Promise<CloseResult> {
+    this.closing ??= Promise.resolve().then(() => {
+      const stopped = this.shell.hangup()
+      return { status: this.shell.status, stopped, survivors: [] }
+    })
+    return this.closing
+  }
+}
+
+class MemorySend {
+  readonly operation: SendOperation
+  private phase: 'pending' | 'waiting' | 'settled' = 'pending'
+  private readonly viewport: OutputBuffer
+  private readonly unread: OutputBuffer
+  private readonly listeners = new Set<() => void>()
+  private resolve!: (result: SendResult) => void
+  private reject!: (error: PtyError) => void
+  /** Prefix of the evidence detail when a cancel ended the send. */
+  private cancelNote: string | undefined
+
+  constructor(
+    private readonly options: SessionOptions,
+    private readonly shell: MemoryShell,
+    private readonly input: { text: string; submit: boolean },
+    private readonly onSettled: () => void,
+  ) {
+    this.viewport = new OutputBuffer(options.maxReadBytes)
+    this.unread = new OutputBuffer(options.maxReadBytes)
+    const done = new Promise<SendResult>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+    this.operation = {
+      done,
+      readOutput: () => this.unread.take(),
+      onOutput: (listener) => {
+        this.listeners.add(listener)
+        return () => this.listeners.delete(listener)
+      },
+      cancel: () => this.cancel(),
+    }
+  }
+
+  write(): void {
+    if (this.phase !== 'pending') return
+    if (this.shell.status.state === 'exited') {
+      this.phase = 'settled'
+      this.onSettled()
+      this.reject(new PtyError('SESSION_EXITED', `PTY session ${this.options.sessionId} exited before the input was written; nothing was written`))
+      return
+    }
+    this.phase = 'waiting'
+    this.shell.type(this.input.text + (this.input.submit ? '\n' : ''))
+    this.check()
+  }
+
+  append(text: string): void {
+    if (this.phase === 'settled') return
+    this.viewport.append(text)
+    this.unread.append(text)
+    for (const listener of [...this.listeners]) listener()
+  }
+
+  /** Settles the send if the shell no longer holds it. */
+  check(): void {
+    if (this.phase !== 'waiting') return
+    const state = this.shell.state()
+    if (state.waitReason !== 'pending') this.settle(state)
+  }
+
+  private cancel(): Promise<void> {
+    if (this.phase === 'pending') {
+      // Not written yet: it never will be. Report where the terminal stands without touching it.
+      let state = this.shell.state({ observe: false })
+      if (state.waitReason === 'pending') state = { waitReason: 'inferred_idle', inputState: 'not_reading', detail: 'hold is running' }
+      this.cancelNote = 'cancelled before the input was written'
+      this.settle(state)
+    } else if (this.phase === 'waiting') {
+      this.cancelNote = 'interrupted with SIGINT'
+      this.shell.signal('SIGINT')
+      this.check()
+    }
+    return Promise.resolve()
+  }
+
+  private settle(state: Exclude<ShellState, { waitReason: 'pending' }>): void {
+    this.phase = 'settled'
+    this.onSettled()
+    const { text, truncated } = this.viewport.text()
+    const detail = this.cancelNote ? `${this.cancelNote}; ${state.detail}` : state.detail
+    this.resolve({
+      viewport: text.replace(/\n$/, ''),
+      waitReason: state.waitReason,
+      sessionStatus: this.shell.status,
+      truncated,
+      ...('inputState' in state && { inputState: state.inputState }),
+      evidence: { tier: 'fixed', detail },
+      elapsedMs: state.waitReason === 'inferred_idle' ? this.options.idleSilenceMs : state.waitReason === 'timeout' ? this.options.timeoutMs : 0,
+    })
+  }
+}
