@@ -1,0 +1,190 @@
+/**
+ * Command-line parsing (node:util `parseArgs`, strict). Every error names the flag.
+ */
+import { statSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import type { LogLevel } from './boot.ts'
+import { CliError } from './errors.ts'
+import type { OutputFormat } from './transcript.ts'
+
+export const USAGE = `Usage: conch <command> [options]
+
+Commands:
+  run [options] "task"   run one task to completion with a headless agent and print the transcript
+  acp [options]          serve the Agent Client Protocol over stdio (for editors such as Zed)
+
+Options:
+  -h, --help             show this help; conch run --help shows the run options
+
+Both commands boot a composition (./cordis.yml unless --config says otherwise); see
+docs/configuration.md for its format.`
+
+export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json] [--cwd DIR] "task"
+
+Boots the composition, creates one agent, runs the task until the model answers, prints, and
+shuts everything down.
+
+Options:
+  --config FILE        composition to boot (default: ./cordis.yml)
+  --script FILE        use the scripted model with this JSON Lines script (one model reply per
+                       line), whatever the composition says; no API key needed
+  --output FORMAT      text (default): a readable transcript; stream-json: one JSON object per
+                       line (tool_call, tool_result, assistant, then result)
+  --cwd DIR            the agent's workspace root (default: the current directory)
+  --log-level LEVEL    error, warn (default), info or debug; diagnostics go to stderr
+  -h, --help           show this help
+
+The live model reads DEEPSEEK_API_KEY (or OPENAI_API_KEY).
+Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
+start; 2 for a usage error or a missing API key; 130 / 143 after SIGINT / SIGTERM.`
+
+export const ACP_USAGE = `Usage: conch acp [--config FILE] [--script FILE] [--log-level LEVEL]
+
+Serves the Agent Client Protocol over stdio: stdout carries protocol frames only, diagnostics
+go to stderr.
+
+Options:
+  --config FILE        composition to boot (default: ./cordis.yml)
+  --script FILE        use the scripted model with this JSON Lines script
+  --log-level LEVEL    error, warn (default), info or debug
+  -h, --help           show this help`
+
+export interface RunArgs {
+  task: string
+  /** Absolute path of the composition. */
+  config: string
+  /** Absolute path of the script, when given. */
+  script?: string
+  output: OutputFormat
+  /** Absolute, existing directory. */
+  cwd: string
+  logLevel: LogLevel
+}
+
+export interface AcpArgs {
+  config: string
+  script?: string
+  logLevel: LogLevel
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ['error', 'warn', 'info', 'debug']
+const OUTPUTS: readonly OutputFormat[] = ['text', 'stream-json']
+
+/**
+ * Parses `conch run` arguments (after `run`). Returns `'help'` for `--help`.
+ * @throws CliError `USAGE` naming the flag or the missing task.
+ */
+export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunArgs | 'help' {
+  const { values, positionals } = parse(argv, {
+    config: { type: 'string' },
+    script: { type: 'string' },
+    output: { type: 'string' },
+    cwd: { type: 'string' },
+    'log-level': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  })
+  if (values['help']) return 'help'
+  if (positionals.length === 0) throw usage('conch run: missing the task; give it as one quoted argument, e.g. conch run "list the files"')
+  if (positionals.length > 1) {
+    throw usage(`conch run: expected one task argument, got ${positionals.length}; quote the task: conch run "${positionals.join(' ')}"`)
+  }
+  const output = oneOf('--output', values['output'], OUTPUTS, 'text')
+  const args: RunArgs = {
+    task: positionals[0]!,
+    config: resolve(cwd, stringFlag('--config', values['config']) ?? 'cordis.yml'),
+    output,
+    cwd: directory('--cwd', stringFlag('--cwd', values['cwd']), cwd),
+    logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
+  }
+  const script = stringFlag('--script', values['script'])
+  if (script !== undefined) args.script = file('--script', script, cwd)
+  return args
+}
+
+/**
+ * Parses `conch acp` arguments (after `acp`). Returns `'help'` for `--help`.
+ * @throws CliError `USAGE` naming the flag.
+ */
+export function parseAcpArgs(argv: readonly string[], cwd = process.cwd()): AcpArgs | 'help' {
+  const { values, positionals } = parse(argv, {
+    config: { type: 'string' },
+    script: { type: 'string' },
+    'log-level': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  })
+  if (values['help']) return 'help'
+  if (positionals.length) throw usage(`conch acp: unexpected argument ${JSON.stringify(positionals[0])}; conch acp takes options only`)
+  const args: AcpArgs = {
+    config: resolve(cwd, stringFlag('--config', values['config']) ?? 'cordis.yml'),
+    logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
+  }
+  const script = stringFlag('--script', values['script'])
+  if (script !== undefined) args.script = file('--script', script, cwd)
+  return args
+}
+
+type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options']
+
+function parse(argv: readonly string[], options: Options): { values: Record<string, unknown>; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: true })
+    return { values: values as Record<string, unknown>, positionals }
+  } catch (error) {
+    const code = (error as { code?: string }).code
+    const message = (error as Error).message
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      const flag = /'([^']+)'/.exec(message)?.[1] ?? message
+      throw usage(`unknown option ${flag}; see --help`)
+    }
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      const flag = /'(--[a-z-]+)/.exec(message)?.[1] ?? 'an option'
+      throw usage(`${flag} needs a value; see --help`)
+    }
+    throw usage(message)
+  }
+}
+
+function stringFlag(flag: string, value: unknown): string | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'string' || value === '') throw usage(`${flag} needs a value; see --help`)
+  return value
+}
+
+function oneOf<T extends string>(flag: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  const text = stringFlag(flag, value)
+  if (text === undefined) return fallback
+  if (!(allowed as readonly string[]).includes(text)) {
+    throw usage(`${flag} must be ${allowed.slice(0, -1).join(', ')} or ${allowed[allowed.length - 1]}, got ${JSON.stringify(text)}`)
+  }
+  return text as T
+}
+
+function directory(flag: string, value: string | undefined, cwd: string): string {
+  if (value === undefined) return cwd
+  const path = resolve(cwd, value)
+  let isDirectory = false
+  try {
+    isDirectory = statSync(path).isDirectory()
+  } catch {
+    throw usage(`${flag} ${value}: no such directory`)
+  }
+  if (!isDirectory) throw usage(`${flag} ${value}: not a directory`)
+  return path
+}
+
+function file(flag: string, value: string, cwd: string): string {
+  const path = resolve(cwd, value)
+  let isFile = false
+  try {
+    isFile = statSync(path).isFile()
+  } catch {
+    throw usage(`${flag} ${value}: no such file`)
+  }
+  if (!isFile) throw usage(`${flag} ${value}: not a file`)
+  return path
+}
+
+function usage(message: string): CliError {
+  return new CliError('USAGE', message)
+}

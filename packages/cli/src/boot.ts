@@ -1,0 +1,225 @@
+/**
+ * Booting a composition: a root Context with a readable stderr logger and an `internal/error`
+ * listener (so nothing fails silently), `@cordisjs/plugin-loader` fed with the resolved rows,
+ * then the audit — every enabled entry must be active — and, on the way out, a shutdown that
+ * disposes entries in reverse file order (dependents first: terminals close before the pty
+ * service goes) and awaits each one.
+ */
+import { dirname } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
+import Loader, { Group } from '@cordisjs/plugin-loader'
+import { type Composition, type EntryRow } from './compose.ts'
+import { BootError, CliError, type EntryFailure } from './errors.ts'
+import { enabledRows, preparePlugins } from './resolve.ts'
+
+declare module 'cordis' {
+  interface Events {
+    /** Emitted by the loader when an entry cannot be imported or created (this: the entry's context). */
+    'internal/error'(this: Context, error: unknown): void
+    'internal/warn'(this: Context, error: unknown): void
+  }
+}
+
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug'
+
+/** Cordis logger levels (`LoggerLevel`: ERROR 0 … DEBUG 3). */
+const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 }
+/** `FiberState.ACTIVE` (a const enum in cordis' typings, so not importable under isolatedModules). */
+const ACTIVE = 2
+
+export interface BootOptions {
+  /** Where diagnostics go. Default: `process.stderr`. */
+  stderr?: NodeJS.WritableStream
+  /** Least severe level printed. Default: `warn`. Errors print their stack at `debug`. */
+  logLevel?: LogLevel
+}
+
+export interface App {
+  /** The root context; services are read with `ctx.get(name)`. */
+  readonly ctx: Context
+  readonly composition: Composition
+  /** Enabled entry ids in file order (group children right after their group). */
+  readonly entries: readonly string[]
+  /**
+   * Disposes every entry in reverse file order, awaiting each, then the loader. Idempotent:
+   * later calls return the same promise. Never rejects (dispose errors are logged).
+   */
+  shutdown(): Promise<void>
+}
+
+/**
+ * Boots `composition` (rows already patched and env-interpolated). Imports every enabled
+ * plugin first; if any cannot be imported nothing is started.
+ * @throws BootError listing each enabled entry that is not active, with the reason — the import
+ *   error, the config ValidationError (field paths), the failure of its apply, or the services
+ *   it waits for — after disposing whatever did start.
+ */
+export async function boot(composition: Composition, options: BootOptions = {}): Promise<App> {
+  const stderr = options.stderr ?? process.stderr
+  const level = options.logLevel ?? 'warn'
+  const rows = enabledRows(composition.entries)
+
+  const prepared = await preparePlugins(composition.entries)
+  if (prepared.failures.length) throw new BootError(composition.file, prepared.failures)
+
+  const ctx = new Context()
+  const loaderRef: { loader?: Loader } = {}
+  const locate = (fiber: Fiber<Context> | undefined) => (fiber && loaderRef.loader ? loaderRef.loader.locate(fiber) : undefined)
+  const exporter: Exporter = {
+    colors: false,
+    levels: { default: LEVELS[level] },
+    export: (message) => stderr.write(`${formatMessage(exporter, message, level, locate)}\n`),
+  }
+  ctx.logger.exporter(exporter)
+
+  const internalErrors = new Map<string, unknown[]>()
+  const unattributed: unknown[] = []
+  const logger = ctx.logger('loader')
+  ctx.on('internal/error', function (this: Context | undefined, error: unknown) {
+    const id = entryOf(this)?.options.id
+    if (id) internalErrors.set(id, [...(internalErrors.get(id) ?? []), error])
+    else unattributed.push(error)
+    logger.error('%s%s', id ? `entry ${id}: ` : '', describeError(error, level))
+  })
+  ctx.on('internal/warn', function (this: Context | undefined, error: unknown) {
+    const id = entryOf(this)?.options.id
+    logger.warn('%s%s', id ? `entry ${id}: ` : '', describeError(error, level))
+  })
+
+  // A config that fails validation also rejects a promise nobody awaits (the loader's
+  // `fiber.await()`); the audit reports it, so only rejections nobody reports are printed.
+  const fiberErrors = (): unknown[] => rows.map((row) => fiberError(loaderRef.loader, row.id)).filter((error) => error !== undefined)
+  const onRejection = (reason: unknown) => {
+    if (fiberErrors().includes(reason)) return
+    logger.error('unhandled rejection: %s', describeError(reason, level))
+  }
+  process.on('unhandledRejection', onRejection)
+
+  const loaderFiber = await ctx.plugin(Loader, { baseUrl: pathToFileURL(dirname(composition.file)).href + '/' })
+  const loader = ctx.get('loader') as Loader
+  loaderRef.loader = loader
+  loader.builtins['group'] = Group
+
+  let stopping: Promise<void> | undefined
+  const shutdown = () =>
+    (stopping ??= (async () => {
+      for (const row of [...rows].reverse()) {
+        const fiber = entryById(loader, row.id)?.fiber
+        if (!fiber) continue
+        try {
+          await fiber.dispose()
+        } catch (error) {
+          logger.error('entry %s: dispose failed: %s', row.id, describeError(error, level))
+        }
+      }
+      try {
+        await loaderFiber.dispose()
+      } catch (error) {
+        logger.error('loader dispose failed: %s', describeError(error, level))
+      }
+      process.off('unhandledRejection', onRejection)
+    })())
+
+  await loader.root.update(prepared.options)
+  await loader.await()
+
+  const failures = audit(loader, rows, internalErrors, unattributed)
+  if (failures.length) {
+    await shutdown()
+    throw new BootError(composition.file, failures)
+  }
+  return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
+}
+
+/** Every enabled row must have an active fiber; otherwise say why, in file order. */
+function audit(
+  loader: Loader,
+  rows: readonly EntryRow[],
+  internalErrors: ReadonlyMap<string, unknown[]>,
+  unattributed: readonly unknown[],
+): EntryFailure[] {
+  const failures: EntryFailure[] = []
+  const unstarted = rows.filter((row) => !entryById(loader, row.id)?.fiber)
+  for (const row of rows) {
+    const base = { id: row.id, name: row.name }
+    const fiber = entryById(loader, row.id)?.fiber
+    if (!fiber) {
+      // Errors the loader could not pin to an entry belong to the only unstarted one, if only one.
+      const errors = internalErrors.get(row.id) ?? (unstarted.length === 1 ? unattributed : [])
+      const message = errors.map((error) => describeError(error, 'warn')).join('\n')
+      failures.push({ ...base, reason: 'not-started', message: message || 'the loader did not start it (see the errors above)' })
+      continue
+    }
+    const error = fiberError(loader, row.id)
+    if (error !== undefined) {
+      if (error instanceof Error && error.name === 'ValidationError') {
+        failures.push({ ...base, reason: 'invalid-config', message: error.message })
+      } else {
+        failures.push({ ...base, reason: 'failed', message: `failed to start: ${describeError(error, 'warn')}` })
+      }
+      continue
+    }
+    if (fiber.state === ACTIVE) continue
+    const missing = Object.keys(fiber.inject).filter((name) => !fiber.ctx.reflect._getImpl(name, true))
+    if (missing.length) {
+      const details = missing.map((name) => {
+        const impl = fiber.ctx.reflect._getImpl(name, false)
+        const provider = impl && loader.locate(impl.fiber)
+        return provider ? `${name} (from entry "${provider}", which is not active)` : `${name} (no active entry provides it)`
+      })
+      failures.push({
+        ...base,
+        reason: 'missing-services',
+        services: missing,
+        message: `waits for services that are not available: ${details.join(', ')}`,
+      })
+    } else {
+      failures.push({ ...base, reason: 'not-started', message: 'not active after loading' })
+    }
+  }
+  return failures
+}
+
+function entryById(loader: Loader | undefined, id: string) {
+  if (!loader) return undefined
+  try {
+    return loader.resolve(id)
+  } catch {
+    return undefined
+  }
+}
+
+/** The error a fiber failed with (a private field of cordis' Fiber, read for the audit). */
+function fiberError(loader: Loader | undefined, id: string): unknown {
+  const fiber = entryById(loader, id)?.fiber as { _error?: unknown } | undefined
+  return fiber?._error
+}
+
+const ENTRY = Symbol.for('cordis.entry')
+
+function entryOf(ctx: Context | undefined): { options: { id: string } } | undefined {
+  return (ctx as unknown as Record<symbol, { options: { id: string } } | undefined> | undefined)?.[ENTRY]
+}
+
+/** `message` (and its stack at debug level). */
+export function describeError(error: unknown, level: LogLevel): string {
+  if (!(error instanceof Error)) return String(error)
+  if (level === 'debug' && error.stack) return error.stack
+  if (error instanceof CliError) return error.message
+  return error.name && error.name !== 'Error' && !error.message.startsWith(error.name) ? `${error.name}: ${error.message}` : error.message
+}
+
+/** `[level] label: text`, continuation lines indented; the label is the entry id when known. */
+function formatMessage(
+  exporter: Exporter,
+  message: Message,
+  level: LogLevel,
+  locate: (fiber: Fiber<Context> | undefined) => string | undefined,
+): string {
+  const args = message.args.map((arg) => (arg instanceof Error ? describeError(arg, level) : arg))
+  const text = Logger.format(exporter, { ...message, args })
+  const entry = locate(message.fiber?.deref())
+  const label = entry && entry !== message.name ? `${message.name} (${entry})` : message.name
+  return `[${message.type}] ${label}: ${text.split('\n').join('\n    ')}`
+}

@@ -1,0 +1,127 @@
+/**
+ * The `conch` command: dispatch, signals and exit codes.
+ *
+ * Signals: the first SIGINT or SIGTERM aborts the running turn and shuts the composition down
+ * in reverse order (terminals close before their service); the command then exits 130 / 143.
+ * A second signal exits at once without waiting for the shutdown.
+ */
+import { constants } from 'node:os'
+import type { Context } from 'cordis'
+import { ACP_USAGE, parseAcpArgs, parseRunArgs, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
+import { describeError } from './boot.ts'
+import { CliError } from './errors.ts'
+import { bootFor, runCommand, type CommandIo } from './run.ts'
+
+/**
+ * What `@conch/acp` exports for `conch acp`: serve ACP on `input`/`output` with the booted
+ * composition's services, resolving when the connection closes (end of `input`) or `signal`
+ * aborts, after disposing every agent it created.
+ */
+export type RunAcp = (options: {
+  ctx: Context
+  input: NodeJS.ReadableStream
+  output: NodeJS.WritableStream
+  signal: AbortSignal
+}) => Promise<void>
+
+export interface MainIo {
+  stdin: NodeJS.ReadableStream
+  stdout: NodeJS.WritableStream
+  stderr: NodeJS.WritableStream
+  env: NodeJS.ProcessEnv
+}
+
+/** Runs the command line `argv` (without `node` and the script); resolves to the exit code. */
+export async function main(argv: readonly string[], io: MainIo): Promise<number> {
+  const [command, ...rest] = argv
+  const signals = trapSignals(io.stderr)
+  try {
+    switch (command) {
+      case undefined:
+        io.stderr.write(`${USAGE}\n`)
+        return 2
+      case '-h':
+      case '--help':
+      case 'help':
+        io.stdout.write(`${USAGE}\n`)
+        return 0
+      case 'run': {
+        const args = parseRunArgs(rest)
+        if (args === 'help') {
+          io.stdout.write(`${RUN_USAGE}\n`)
+          return 0
+        }
+        const code = await runCommand(args, { ...io, signal: signals.signal })
+        return signals.exitCode ?? code
+      }
+      case 'acp': {
+        const args = parseAcpArgs(rest)
+        if (args === 'help') {
+          io.stdout.write(`${ACP_USAGE}\n`)
+          return 0
+        }
+        const code = await acpCommand(args, { ...io, signal: signals.signal })
+        return signals.exitCode ?? code
+      }
+      default:
+        throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)
+    }
+  } catch (error) {
+    io.stderr.write(`conch: ${describeError(error, 'warn')}\n`)
+    return error instanceof CliError ? error.exitCode : 1
+  } finally {
+    signals.dispose()
+  }
+}
+
+async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.ReadableStream }): Promise<number> {
+  const runAcp = await loadAcp()
+  const app = await bootFor(args, io)
+  try {
+    if (!io.signal.aborted) await runAcp({ ctx: app.ctx, input: io.stdin, output: io.stdout, signal: io.signal })
+    return 0
+  } finally {
+    await app.shutdown()
+  }
+}
+
+async function loadAcp(): Promise<RunAcp> {
+  let exports: { runAcp?: unknown }
+  try {
+    exports = (await import('@conch/acp')) as { runAcp?: unknown }
+  } catch (error) {
+    throw new CliError('UNAVAILABLE', `conch acp is not available: @conch/acp cannot be loaded (${describeError(error, 'warn')})`)
+  }
+  if (typeof exports.runAcp !== 'function') {
+    throw new CliError('UNAVAILABLE', 'conch acp is not available yet: @conch/acp does not export runAcp')
+  }
+  return exports.runAcp as RunAcp
+}
+
+/** First SIGINT/SIGTERM: abort and let the command shut down. Second: exit at once. */
+function trapSignals(stderr: NodeJS.WritableStream) {
+  const controller = new AbortController()
+  const state: { exitCode?: number } = {}
+  const handler = (signal: NodeJS.Signals) => {
+    const code = 128 + (constants.signals[signal] ?? 0)
+    if (state.exitCode !== undefined) {
+      stderr.write(`conch: ${signal} again: exiting without waiting for the shutdown\n`)
+      process.exit(code)
+    }
+    state.exitCode = code
+    stderr.write(`conch: ${signal}: stopping the run and shutting down (send it again to exit at once)\n`)
+    controller.abort(new Error(`interrupted by ${signal}`))
+  }
+  process.on('SIGINT', handler)
+  process.on('SIGTERM', handler)
+  return {
+    signal: controller.signal,
+    get exitCode() {
+      return state.exitCode
+    },
+    dispose() {
+      process.off('SIGINT', handler)
+      process.off('SIGTERM', handler)
+    },
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * Choosing the model from the command line: `--script FILE` switches any composition to the
+ * scripted model, and without a script the live model must have an API key.
+ */
+import { applyPatches, flattenRows, type EntryRow, type Patch } from './compose.ts'
+import { CliError } from './errors.ts'
+
+export const LLM_PACKAGE = '@conch/llm'
+export const REPLAY_PACKAGE = '@conch/llm-replay'
+export const OPENAI_PACKAGE = '@conch/llm-openai'
+/** The provider name `@conch/llm-replay` registers on `ctx.llm`. */
+export const REPLAY_PROVIDER = 'replay'
+/** Where `@conch/llm-openai` looks for its key when `apiKeyEnv` is not configured, in order. */
+export const DEFAULT_KEY_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY'] as const
+
+/**
+ * Patches `entries` so the scripted model answers: the `@conch/llm-replay` row gets
+ * `config.script` (it is inserted after the `@conch/llm` row when there is none, and enabled
+ * when disabled), `@conch/llm`'s `provider` becomes the replay row's provider (`replay`
+ * unless configured), and `@conch/llm-openai` rows are disabled so no live request can happen
+ * and no key is needed.
+ * @param script absolute path of the JSON Lines script.
+ */
+export function useScript(entries: readonly EntryRow[], script: string, source: string): EntryRow[] {
+  const rows = flattenRows(entries)
+  const patches: Patch[] = []
+  const replay = rows.find((row) => row.name === REPLAY_PACKAGE)
+  const llm = rows.find((row) => row.name === LLM_PACKAGE)
+  let provider = REPLAY_PROVIDER
+  if (replay) {
+    const config = asObject(replay.config)
+    if (typeof config['provider'] === 'string') provider = config['provider']
+    patches.push({ patch: replay.id, config: { ...config, script }, disabled: false })
+  } else {
+    const ids = new Set(rows.map((row) => row.id))
+    let id = 'llm-replay'
+    for (let n = 2; ids.has(id); n++) id = `llm-replay-${n}`
+    patches.push({ insert: { id, name: REPLAY_PACKAGE, config: { script } }, ...(llm ? { after: llm.id } : {}) })
+  }
+  if (llm) patches.push({ patch: llm.id, config: { ...asObject(llm.config), provider } })
+  for (const row of rows) {
+    if (row.name === OPENAI_PACKAGE && !row.disabled) patches.push({ patch: row.id, disabled: true })
+  }
+  return applyPatches(entries, patches, source)
+}
+
+/**
+ * Without a script, an enabled `@conch/llm-openai` row needs its key in the environment —
+ * unless `@conch/llm`'s `provider` names an enabled `@conch/llm-replay` row's provider (a
+ * snapshot overlay that selects the scripted model in the yml).
+ * @throws CliError `NO_API_KEY` (exit 2) explaining how to set a key or use `--script`.
+ */
+export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv): void {
+  const rows = flattenRows(entries).filter((row) => !row.disabled)
+  const llm = rows.find((row) => row.name === LLM_PACKAGE)
+  const scripted: unknown[] = rows
+    .filter((row) => row.name === REPLAY_PACKAGE)
+    .map((row) => asObject(row.config)['provider'] ?? REPLAY_PROVIDER)
+  const provider = asObject(llm?.config)['provider']
+  if (provider !== undefined && scripted.includes(provider)) return
+  for (const row of rows.filter((row) => row.name === OPENAI_PACKAGE)) {
+    const config = asObject(row.config)
+    if (typeof config['apiKey'] === 'string') continue
+    const configured = typeof config['apiKeyEnv'] === 'string' ? [config['apiKeyEnv']] : [...DEFAULT_KEY_VARIABLES]
+    if (configured.some((name) => env[name])) continue
+    const names = configured.join(' or ')
+    throw new CliError(
+      'NO_API_KEY',
+      [
+        `no API key for the live model (entry "${row.id}" reads ${names}).`,
+        `Set one, for example:  export ${configured[0]}=sk-...`,
+        'or run a scripted session instead:  conch run --script FILE "task"',
+        '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
+      ].join('\n'),
+    )
+  }
+}
+
+function asObject(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
+}

@@ -1,0 +1,112 @@
+/**
+ * Turning a row's `name` into what the loader imports. The loader resolves bare names from its
+ * own folder, where no `@conch` package is installed, so it gets absolute URLs only:
+ *
+ * - `@conch/tasks` (a bare name) resolves from this package (`import.meta.resolve`); the cli's
+ *   package.json depends on every `@conch` plugin;
+ * - `./echo-tool.ts` and `../x.ts` resolve against the folder of the file that wrote the row;
+ * - `/abs/path.ts` and `file:` URLs are used as they are; `cordis:group` is the loader's group.
+ *
+ * Every enabled plugin is imported once here, before anything starts, so an unknown package or
+ * a module that is not a plugin is reported against its entry and no process is started.
+ */
+import { isAbsolute } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import type { EntryOptions } from '@cordisjs/plugin-loader'
+import { flattenRows, type EntryRow } from './compose.ts'
+import type { EntryFailure } from './errors.ts'
+
+export const GROUP = 'cordis:group'
+
+/** The URL the loader imports for `row`. Throws the resolution error for an unknown package. */
+export function resolvePluginUrl(row: EntryRow): string {
+  const { name } = row
+  if (name === GROUP) return name
+  if (name.startsWith('.')) return new URL(name, pathToFileURL(row.source)).href
+  if (isAbsolute(name)) return pathToFileURL(name).href
+  if (/^[a-z][a-z0-9+.-]*:/i.test(name) && !name.startsWith('@')) return name
+  return import.meta.resolve(name)
+}
+
+/**
+ * Resolves and imports every enabled row's plugin. Returns the loader's entries (the same tree
+ * with absolute names; disabled rows left out) and one failure per row that cannot be loaded.
+ */
+export async function preparePlugins(entries: readonly EntryRow[]): Promise<{ options: EntryOptions[]; failures: EntryFailure[] }> {
+  const failures: EntryFailure[] = []
+  const urls = new Map<EntryRow, string>()
+  await Promise.all(
+    enabledRows(entries).map(async (row) => {
+      let url: string
+      try {
+        url = resolvePluginUrl(row)
+      } catch (error) {
+        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot resolve ${row.name}: ${message(error)}` })
+        return
+      }
+      urls.set(row, url)
+      if (url === GROUP) return
+      let exports: unknown
+      try {
+        exports = await import(url)
+      } catch (error) {
+        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot import ${row.name}: ${message(error)}` })
+        return
+      }
+      if (!isPlugin(unwrap(exports))) {
+        failures.push({
+          id: row.id,
+          name: row.name,
+          reason: 'not-a-plugin',
+          message:
+            `${row.name} does not export a Cordis plugin: expected a default-exported class or function, ` +
+            'or a namespace with apply (and no default export)',
+        })
+      }
+    }),
+  )
+  const order = flattenRows(entries).map((row) => row.id)
+  failures.sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id))
+  return { options: toOptions(entries, urls), failures }
+}
+
+function toOptions(entries: readonly EntryRow[], urls: ReadonlyMap<EntryRow, string>): EntryOptions[] {
+  return entries
+    .filter((row) => !row.disabled)
+    .map((row) => {
+      const options: EntryOptions = { id: row.id, name: urls.get(row) ?? row.name }
+      if (row.group) {
+        options.group = true
+        options.config = toOptions(row.children ?? [], urls)
+      } else if (row.config !== undefined) {
+        options.config = row.config
+      }
+      if (row.inject) options.inject = row.inject
+      if (row.isolate) options.isolate = row.isolate
+      return options
+    })
+}
+
+/** Enabled rows in file order; a row inside a disabled group is disabled too. */
+export function enabledRows(entries: readonly EntryRow[]): EntryRow[] {
+  return entries.filter((row) => !row.disabled).flatMap((row) => [row, ...enabledRows(row.children ?? [])])
+}
+
+/** What the loader does with a module namespace (`Loader.unwrapExports`). */
+function unwrap(exports: unknown): unknown {
+  if (exports === null || typeof exports !== 'object') return exports
+  const value = (exports as { default?: unknown }).default ?? exports
+  if (value && typeof value === 'object' && (value as { __esModule?: unknown }).__esModule) {
+    return (value as { default?: unknown }).default ?? value
+  }
+  return value
+}
+
+function isPlugin(value: unknown): boolean {
+  if (typeof value === 'function') return true
+  return typeof value === 'object' && value !== null && typeof (value as { apply?: unknown }).apply === 'function'
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,125 @@
+/**
+ * `conch run`: boot the composition, create one agent with the workspace root, run the task
+ * to completion, print the transcript, dispose the agent and shut everything down.
+ */
+import type { AgentServiceApi, RunResult } from '@conch/agent'
+import type { LlmServiceApi } from '@conch/llm'
+import type { RunArgs } from './args.ts'
+import { boot, describeError, type App, type LogLevel } from './boot.ts'
+import { display, readComposition, type Composition } from './compose.ts'
+import { interpolateEnv } from './env.ts'
+import { CliError } from './errors.ts'
+import { checkApiKey, useScript } from './model.ts'
+import { createTranscript, resultStatus } from './transcript.ts'
+
+export interface CommandIo {
+  stdout: NodeJS.WritableStream
+  stderr: NodeJS.WritableStream
+  env: NodeJS.ProcessEnv
+  /** Aborted on the first SIGINT / SIGTERM; the run ends `cancelled` and everything shuts down. */
+  signal: AbortSignal
+}
+
+/**
+ * Reads a composition for a command: overlays applied, `--script` patched in (or, without a
+ * script, the live model's key checked), then environment variables substituted.
+ * @throws CliError (`CONFIG_INVALID`, `UNKNOWN_ENTRY`, `MISSING_ENV`, `NO_API_KEY`, …).
+ */
+export function loadComposition(options: { config: string; script?: string; env: NodeJS.ProcessEnv }): Composition {
+  const composition = readComposition(options.config)
+  let entries = composition.entries
+  // The script path as the user would write it, so the model's messages name it that way.
+  if (options.script !== undefined) entries = useScript(entries, display(options.script), composition.file)
+  else checkApiKey(entries, options.env)
+  return { ...composition, entries: interpolateEnv(entries, options.env) }
+}
+
+/** Loads and boots a composition for a command (see `loadComposition` and `boot`). */
+export async function bootFor(
+  options: { config: string; script?: string; logLevel: LogLevel },
+  io: CommandIo,
+): Promise<App> {
+  const composition = loadComposition({ ...options, env: io.env })
+  return boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
+}
+
+/** Runs `conch run`; resolves to the exit code (0 only for a completed run). */
+export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> {
+  const transcript = createTranscript(args.output, io.stdout)
+  const fail = (error: unknown): number => {
+    const message = describeError(error, args.logLevel)
+    // A stream-json consumer always gets its last line.
+    if (args.output === 'stream-json') transcript.finish({ status: 'error', text: message, steps: 0 })
+    io.stderr.write(`conch: ${message}\n`)
+    return error instanceof CliError ? error.exitCode : 1
+  }
+
+  let app: App
+  try {
+    app = await bootFor(args, io)
+  } catch (error) {
+    return fail(error)
+  }
+  try {
+    if (io.signal.aborted) {
+      transcript.finish({ status: 'cancelled', text: describeError(io.signal.reason, 'warn'), steps: 0 })
+      return 1
+    }
+    const agents = app.ctx.get('agents') as AgentServiceApi | undefined
+    if (!agents) {
+      return fail(
+        new CliError(
+          'CONFIG_INVALID',
+          `${display(app.composition.file)} has no agent service: add an entry {id: agents, name: '@conch/agent'}`,
+        ),
+      )
+    }
+    const agent = await agents.create({ workspaceRoot: args.cwd })
+    let result: RunResult
+    try {
+      result = await agents.run(agent, {
+        prompt: args.task,
+        signal: io.signal,
+        onEvent: (event) => transcript.onEvent(event),
+      })
+    } catch (error) {
+      result = { status: 'error', text: describeError(error, 'warn'), steps: 0 }
+    }
+    transcript.finish(result)
+    if (result.status !== 'completed') io.stderr.write(`conch: the run ended ${result.status}: ${result.text}\n`)
+    for (const note of unconsumedScripts(app)) io.stderr.write(`conch: ${note}\n`)
+    try {
+      await agents.dispose(agent)
+    } catch (error) {
+      io.stderr.write(`conch: disposing ${agent.id} failed: ${describeError(error, args.logLevel)}\n`)
+    }
+    return resultStatus(result) === 'completed' ? 0 : 1
+  } catch (error) {
+    return fail(error)
+  } finally {
+    await app.shutdown()
+  }
+}
+
+/** A scripted model (an adapter with `remaining()`, as `@conch/llm-replay`'s) with lines left over. */
+interface ScriptedAdapter {
+  file?: string
+  remaining(): number
+  consumed?(): number
+}
+
+function unconsumedScripts(app: App): string[] {
+  const llm = app.ctx.get('llm') as LlmServiceApi | undefined
+  if (!llm) return []
+  const notes: string[] = []
+  for (const provider of llm.providers()) {
+    const adapter = llm.get(provider) as Partial<ScriptedAdapter> | undefined
+    if (typeof adapter?.remaining !== 'function') continue
+    const left = adapter.remaining()
+    if (left <= 0) continue
+    const used = typeof adapter.consumed === 'function' ? `; the run used ${adapter.consumed()}` : ''
+    const name = adapter.file ?? provider
+    notes.push(`the model script ${name} has ${left} unconsumed ${left === 1 ? 'line' : 'lines'}${used}`)
+  }
+  return notes
+}

@@ -1,0 +1,126 @@
+/**
+ * What `conch run` prints on stdout. Two formats:
+ *
+ * - `stream-json` (DESIGN.md, "Formats the CLI must keep stable"): one JSON object per line —
+ *   `{"type":"tool_call","id","name","arguments"}`,
+ *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
+ *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
+ * - `text`: a readable transcript — each tool call (`> name {arguments}`), its result indented,
+ *   the assistant's text as it comes, and at the end the outcome when the run did not complete.
+ *
+ * Diagnostics never go here: they go to stderr.
+ */
+import type { AgentRunEvent, RunResult } from '@conch/agent'
+import { toolResultText } from '@conch/tools'
+
+export type OutputFormat = 'text' | 'stream-json'
+
+export interface Transcript {
+  /** Observer for `agents.run`. */
+  onEvent(event: AgentRunEvent): void
+  /** Prints the end of the run. */
+  finish(result: RunResult): void
+}
+
+/** `completed` stays `completed`; every other run status is reported as `error`. */
+export function resultStatus(result: RunResult): 'completed' | 'error' {
+  return result.status === 'completed' ? 'completed' : 'error'
+}
+
+export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableStream): Transcript {
+  switch (format) {
+    case 'stream-json':
+      return streamJson(stdout)
+    case 'text':
+      return textTranscript(stdout)
+    default: {
+      const never: never = format
+      throw new Error(`unknown output format ${String(never)}`)
+    }
+  }
+}
+
+function streamJson(stdout: NodeJS.WritableStream): Transcript {
+  const line = (value: object) => stdout.write(`${JSON.stringify(value)}\n`)
+  return {
+    onEvent(event) {
+      switch (event.type) {
+        case 'tool-call':
+          line({ type: 'tool_call', id: event.callId, name: event.name, arguments: event.arguments })
+          break
+        case 'tool-result': {
+          const { result } = event
+          line({
+            type: 'tool_result',
+            id: event.callId,
+            name: event.name,
+            isError: result.isError === true,
+            text: toolResultText(result),
+            ...(result.meta === undefined ? {} : { meta: result.meta }),
+          })
+          break
+        }
+        case 'assistant':
+          line({ type: 'assistant', text: event.text })
+          break
+        case 'text-delta':
+        case 'tool-progress':
+          // Incremental pieces; the complete assistant text and tool result follow.
+          break
+        default: {
+          const never: never = event
+          throw new Error(`unknown run event ${JSON.stringify(never)}`)
+        }
+      }
+    },
+    finish(result) {
+      line({ type: 'result', status: resultStatus(result), text: result.text })
+    },
+  }
+}
+
+function textTranscript(stdout: NodeJS.WritableStream): Transcript {
+  const write = (text: string) => stdout.write(text)
+  let printedAnswer = false
+  return {
+    onEvent(event) {
+      switch (event.type) {
+        case 'tool-call':
+          write(`> ${event.name} ${JSON.stringify(event.arguments)}\n`)
+          printedAnswer = false
+          break
+        case 'tool-result': {
+          const text = toolResultText(event.result)
+          const marker = event.result.isError ? '  [error]\n' : ''
+          write(`${marker}${indent(text)}\n\n`)
+          break
+        }
+        case 'assistant':
+          write(`${event.text}${event.text.endsWith('\n') ? '' : '\n'}\n`)
+          printedAnswer = true
+          break
+        case 'text-delta':
+        case 'tool-progress':
+          break
+        default: {
+          const never: never = event
+          throw new Error(`unknown run event ${JSON.stringify(never)}`)
+        }
+      }
+    },
+    finish(result) {
+      if (result.status === 'completed') {
+        if (!printedAnswer && result.text !== '') write(`${result.text}\n`)
+        return
+      }
+      write(`[run ended: ${result.status}: ${result.text}]\n`)
+    },
+  }
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => (line === '' ? '' : `  ${line}`))
+    .join('\n')
+}
