@@ -1,0 +1,244 @@
+import { Context } from 'cordis'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import LlmService, { LlmError, collectResponse, type ModelAdapter, type ModelRequest } from '@conch/llm'
+import * as openai from '../src/index.ts'
+import { hasApiKey, apiKeySource, toWireMessages } from '../src/index.ts'
+import { chunk, startFakeServer, type FakeServer } from './fake-server.ts'
+
+const KEY_ENV = 'CONCH_TEST_OPENAI_KEY'
+const KEY = 'sk-test-not-a-real-key'
+
+let server: FakeServer
+let ctx: Context
+let fibers: { dispose(): Promise<void> }[]
+let savedOpenAIKey: string | undefined
+
+beforeEach(async () => {
+  server = await startFakeServer()
+  ctx = new Context()
+  fibers = [await ctx.plugin(LlmService, {})]
+  process.env[KEY_ENV] = KEY
+  savedOpenAIKey = process.env['OPENAI_API_KEY']
+  delete process.env['OPENAI_API_KEY']
+})
+
+afterEach(async () => {
+  for (const fiber of fibers.reverse()) await fiber.dispose()
+  await server.close()
+  delete process.env[KEY_ENV]
+  if (savedOpenAIKey !== undefined) process.env['OPENAI_API_KEY'] = savedOpenAIKey
+})
+
+async function load(config: Partial<openai.Config> = {}): Promise<ModelAdapter> {
+  fibers.push(await ctx.plugin(openai, openai.Config.parse({ baseURL: server.baseURL, apiKeyEnv: KEY_ENV, maxRetries: 0, ...config })))
+  return ctx.llm.resolve()
+}
+
+function request(extra: Partial<ModelRequest> = {}): ModelRequest {
+  return {
+    messages: [
+      { role: 'system', content: 'You are conch.' },
+      { role: 'user', content: 'list files' },
+    ],
+    tools: [{ name: 'terminal_open', description: 'Opens a terminal.', parameters: { type: 'object', properties: {} } }],
+    ...extra,
+  }
+}
+
+async function failure(promise: Promise<unknown>): Promise<LlmError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  expect(error).toBeInstanceOf(LlmError)
+  return error as LlmError
+}
+
+describe('streaming a chat completion', () => {
+  it('maps text deltas, finish and usage, and sends the request in the wire format with the key from the environment', async () => {
+    server.replies.push({
+      kind: 'sse',
+      chunks: [
+        chunk({ role: 'assistant', content: '' }),
+        chunk({ content: 'Here are ' }),
+        chunk({ content: 'the files.' }),
+        chunk({}, 'stop'),
+        chunk({}, null, { prompt_tokens: 42, completion_tokens: 7, total_tokens: 49 }),
+      ],
+    })
+    const adapter = await load({ model: 'deepseek-chat', temperature: 0.2, provider: 'deepseek' })
+    expect(adapter.provider).toBe('deepseek')
+    expect(adapter.model).toBe('deepseek-chat')
+    const deltas: string[] = []
+    const response = await collectResponse(adapter.stream(request()), (c) => void (c.type === 'text-delta' && deltas.push(c.text)))
+    expect(response).toEqual({
+      text: 'Here are the files.',
+      toolCalls: [],
+      finishReason: 'stop',
+      usage: { inputTokens: 42, outputTokens: 7 },
+    })
+    expect(deltas).toEqual(['Here are ', 'the files.'])
+
+    const [sent] = server.received
+    expect(sent!.url).toBe('/chat/completions')
+    expect(sent!.headers.authorization).toBe(`Bearer ${KEY}`)
+    expect(sent!.body).toEqual({
+      model: 'deepseek-chat',
+      messages: [
+        { role: 'system', content: 'You are conch.' },
+        { role: 'user', content: 'list files' },
+      ],
+      stream: true,
+      stream_options: { include_usage: true },
+      tools: [{ type: 'function', function: { name: 'terminal_open', description: 'Opens a terminal.', parameters: { type: 'object', properties: {} } } }],
+      temperature: 0.2,
+    })
+  })
+
+  it('assembles tool calls whose arguments arrive split across many deltas', async () => {
+    const args0 = '{"type": "bash", "name": "main"}'
+    const args1 = '{"sessionId": "pty-1", "text": "ls -la"}'
+    const pieces = (text: string) => text.match(/.{1,5}/g)!
+    server.replies.push({
+      kind: 'sse',
+      chunks: [
+        chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_abc', type: 'function', function: { name: 'terminal_open', arguments: '' } }] }),
+        ...pieces(args0).map((part) => chunk({ tool_calls: [{ index: 0, function: { arguments: part } }] })),
+        chunk({ tool_calls: [{ index: 1, id: 'call_def', type: 'function', function: { name: 'terminal_send', arguments: '' } }] }),
+        ...pieces(args1).map((part) => chunk({ tool_calls: [{ index: 1, function: { arguments: part } }] })),
+        chunk({}, 'tool_calls'),
+      ],
+    })
+    const adapter = await load()
+    const response = await collectResponse(adapter.stream(request()))
+    expect(response.finishReason).toBe('tool_calls')
+    expect(response.toolCalls).toEqual([
+      { id: 'call_abc', name: 'terminal_open', arguments: args0 },
+      { id: 'call_def', name: 'terminal_send', arguments: args1 },
+    ])
+  })
+
+  it('sends earlier tool calls and results back in the wire format', async () => {
+    server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'ok' }, 'stop')] })
+    const adapter = await load()
+    await collectResponse(
+      adapter.stream(
+        request({
+          messages: [
+            { role: 'user', content: 'go' },
+            { role: 'assistant', content: '', toolCalls: [{ id: 'c1', name: 'terminal_open', arguments: '{}' }] },
+            { role: 'tool', toolCallId: 'c1', name: 'terminal_open', content: 'opened pty-1' },
+          ],
+          tools: [],
+        }),
+      ),
+    )
+    const body = server.received[0]!.body
+    expect(body['tools']).toBeUndefined()
+    expect(body['messages']).toEqual([
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'terminal_open', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'opened pty-1' },
+    ])
+  })
+})
+
+describe('failures and retries', () => {
+  it('retries a 429 and then streams the answer', async () => {
+    server.replies.push(
+      { kind: 'error', status: 429, body: { error: { message: 'Rate limit reached', type: 'rate_limit' } }, headers: { 'retry-after-ms': '1' } },
+      { kind: 'sse', chunks: [chunk({ content: 'after the retry' }, 'stop')] },
+    )
+    const adapter = await load({ maxRetries: 3 })
+    const response = await collectResponse(adapter.stream(request()))
+    expect(response.text).toBe('after the retry')
+    expect(server.received).toHaveLength(2)
+  })
+
+  it('gives up after maxRetries on a 500 with a MODEL_ERROR naming the endpoint and status', async () => {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      server.replies.push({ kind: 'error', status: 500, body: { error: { message: 'upstream exploded' } }, headers: { 'retry-after-ms': '1' } })
+    }
+    const adapter = await load({ maxRetries: 2 })
+    const error = await failure(collectResponse(adapter.stream(request())))
+    expect(error.code).toBe('MODEL_ERROR')
+    expect(error.message).toBe(`the model API at ${server.baseURL} answered HTTP 500 upstream exploded (after 2 retries); try again later`)
+    expect(server.received).toHaveLength(3)
+  })
+
+  it('does not retry a 401 and says where the key comes from, without showing it', async () => {
+    server.replies.push({ kind: 'error', status: 401, body: { error: { message: 'Authentication Fails' } } })
+    const adapter = await load({ maxRetries: 3 })
+    const error = await failure(collectResponse(adapter.stream(request())))
+    expect(error.message).toBe(`the model API at ${server.baseURL} answered HTTP 401 Authentication Fails; check the key in ${KEY_ENV}`)
+    expect(error.message).not.toContain(KEY)
+    expect(server.received).toHaveLength(1)
+  })
+
+  it('reports an unreachable endpoint', async () => {
+    const adapter = await load()
+    const baseURL = server.baseURL
+    await server.close()
+    const error = await failure(collectResponse(adapter.stream(request())))
+    expect(error.message).toMatch(new RegExp(`^cannot reach the model API at ${baseURL} \\(after 0 retries\\): .+; check baseURL and the network$`))
+  })
+
+  it('closes the HTTP stream and rejects with the abort reason when the signal aborts mid-stream', async () => {
+    server.replies.push({ kind: 'hang', chunks: [chunk({ content: 'partial' })] })
+    const adapter = await load()
+    const controller = new AbortController()
+    const reason = new Error('turn cancelled')
+    const seen: string[] = []
+    const result = collectResponse(adapter.stream(request({ signal: controller.signal })), (c) => {
+      if (c.type === 'text-delta') {
+        seen.push(c.text)
+        controller.abort(reason)
+      }
+    })
+    await expect(result).rejects.toBe(reason)
+    expect(seen).toEqual(['partial'])
+    await server.closed
+  })
+})
+
+describe('the API key', () => {
+  it('loads without a key and fails each call with NO_API_KEY saying what to set', async () => {
+    const adapter = await load({ apiKeyEnv: 'CONCH_TEST_UNSET_KEY' })
+    const error = await failure(collectResponse(adapter.stream(request())))
+    expect(error.code).toBe('NO_API_KEY')
+    expect(error.message).toBe(
+      'no API key for the model: set CONCH_TEST_UNSET_KEY (or OPENAI_API_KEY) in the environment, or run with --script FILE to use a scripted model',
+    )
+    expect(server.received).toHaveLength(0)
+  })
+
+  it('falls back to OPENAI_API_KEY when the configured variable is unset', async () => {
+    expect(hasApiKey({ apiKeyEnv: 'A' }, {})).toBe(false)
+    expect(apiKeySource({ apiKeyEnv: 'A' }, { A: 'k' })).toBe('A')
+    expect(apiKeySource({ apiKeyEnv: 'A' }, { A: '', OPENAI_API_KEY: 'k' })).toBe('OPENAI_API_KEY')
+    expect(apiKeySource({}, { DEEPSEEK_API_KEY: 'k' })).toBe('DEEPSEEK_API_KEY')
+
+    process.env['OPENAI_API_KEY'] = 'sk-fallback'
+    server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'ok' }, 'stop')] })
+    const adapter = await load({ apiKeyEnv: 'CONCH_TEST_UNSET_KEY' })
+    await collectResponse(adapter.stream(request()))
+    expect(server.received[0]!.headers.authorization).toBe('Bearer sk-fallback')
+  })
+
+  it('refuses a key pasted into apiKeyEnv without echoing it', async () => {
+    const error = await ctx.plugin(openai, { apiKeyEnv: 'sk-live-1234567890' } as openai.Config).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    )
+    expect(error?.message).toMatch(/must be the name of an environment variable, not a key \(at apiKeyEnv\)/)
+    expect(error?.message).not.toContain('sk-live-1234567890')
+  })
+})
+
+describe('toWireMessages', () => {
+  it('keeps the text of an assistant message that also calls tools', () => {
+    expect(toWireMessages([{ role: 'assistant', content: 'Opening.', toolCalls: [{ id: 'c', name: 't', arguments: '{}' }] }])).toEqual([
+      { role: 'assistant', content: 'Opening.', tool_calls: [{ id: 'c', type: 'function', function: { name: 't', arguments: '{}' } }] },
+    ])
+  })
+})
