@@ -1,8 +1,9 @@
 /**
  * A memory session: the memory shell behind the `BackendSession` contract. A send is
- * `pending → waiting → settled`: it is written in a microtask after `startSend` returns (so a
- * cancel in between writes nothing), and settles as soon as the shell says where it stands —
- * at once for everything except `hold`, which waits for a signal or the close.
+ * `pending → waiting → settled`: it is written in a microtask after `startSend` returns (a
+ * cancel in between writes nothing and rejects `done` with `SEND_CANCELLED`), and settles as
+ * soon as the shell says where it stands — at once for everything except `hold`, which waits
+ * for a signal, a cancel (SIGINT) or the close.
  */
 import {
   type BackendSession,
@@ -99,8 +100,8 @@ class MemorySend {
   private readonly listeners = new Set<() => void>()
   private resolve!: (result: SendResult) => void
   private reject!: (error: PtyError) => void
-  /** Prefix of the evidence detail when a cancel ended the send. */
-  private cancelNote: string | undefined
+  /** Set when a cancel interrupted the send after its write. */
+  private interrupted = false
 
   constructor(
     private readonly options: SessionOptions,
@@ -154,13 +155,12 @@ class MemorySend {
 
   private cancel(): Promise<void> {
     if (this.phase === 'pending') {
-      // Not written yet: it never will be. Report where the terminal stands without touching it.
-      let state = this.shell.state({ observe: false })
-      if (state.waitReason === 'pending') state = { waitReason: 'inferred_idle', inputState: 'not_reading', detail: 'hold is running' }
-      this.cancelNote = 'cancelled before the input was written'
-      this.settle(state)
+      // Not written yet: it never will be.
+      this.phase = 'settled'
+      this.onSettled()
+      this.reject(new PtyError('SEND_CANCELLED', `the send to ${this.options.sessionId} was cancelled before its input was written; nothing was written`))
     } else if (this.phase === 'waiting') {
-      this.cancelNote = 'interrupted with SIGINT'
+      this.interrupted = true
       this.shell.signal('SIGINT')
       this.check()
     }
@@ -171,7 +171,7 @@ class MemorySend {
     this.phase = 'settled'
     this.onSettled()
     const { text, truncated } = this.viewport.text()
-    const detail = this.cancelNote ? `${this.cancelNote}; ${state.detail}` : state.detail
+    const detail = this.interrupted ? `interrupted with SIGINT; ${state.detail}` : state.detail
     this.resolve({
       viewport: text.replace(/\n$/, ''),
       waitReason: state.waitReason,

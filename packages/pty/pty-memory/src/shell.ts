@@ -118,11 +118,10 @@ export class MemoryShell {
   }
 
   /**
-   * Where the terminal stands now, for settling a send. Observing a running `yes` prints
-   * another `yesLines` lines (it never stops printing, so a send on it can only time out);
-   * `observe: false` only looks.
+   * Where the terminal stands now, for settling a send. Each call on a running `yes` prints
+   * another `yesLines` lines (it never stops printing, so a send on it can only time out).
    */
-  state(options: { observe: boolean } = { observe: true }): ShellState {
+  state(): ShellState {
     if (this.exitStatus) return { waitReason: 'session_exit', detail: `shell exited (${describe(this.exitStatus)})` }
     const program = this.foreground
     if (!program) {
@@ -137,7 +136,7 @@ export class MemoryShell {
       case 'sleep':
         return { waitReason: 'inferred_idle', inputState: 'not_reading', detail: `${program.command} prints nothing and does not read the terminal` }
       case 'yes': {
-        if (options.observe) this.sink.output(`${program.word ?? 'y'}\n`.repeat(this.options.yesLines))
+        this.sink.output(`${program.word ?? 'y'}\n`.repeat(this.options.yesLines))
         return { waitReason: 'timeout', inputState: 'not_reading', detail: `${program.command} keeps printing and does not read the terminal` }
       }
       case 'hold':

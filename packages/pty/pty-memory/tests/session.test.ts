@@ -214,7 +214,9 @@ describe('how sends settle', () => {
     const session = await open()
     const operation = session.startSend({ text: 'export WRITTEN=yes', submit: true })
     await operation.cancel()
-    expect(await operation.done).toMatchObject({ viewport: '', waitReason: 'stdin_read', evidence: { detail: 'cancelled before the input was written; memory shell prompt' } })
+    const error = await operation.done.catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(PtyError)
+    expect(error).toMatchObject({ code: 'SEND_CANCELLED', message: 'the send to pty-1 was cancelled before its input was written; nothing was written' })
     expect(await output(session, 'echo "[$WRITTEN]"')).toBe('[]')
   })
 
