@@ -80,7 +80,8 @@ class SessionService extends Service implements SessionServiceApi {
       mkdirSync(this.dir, { recursive: true })
       file = join(this.dir, `${id}.jsonl`)
       try {
-        fd = openSync(file, 'wx')
+        // Owner-only: a session log holds tool output, which may include secrets.
+        fd = openSync(file, 'wx', 0o600)
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
           throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)

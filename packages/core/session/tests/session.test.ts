@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { Context, type Message } from 'cordis'
@@ -196,6 +196,7 @@ describe('persistence', () => {
     log.append('user/message', { text: 'héllo 🐚' })
     const lines = fileLines(join(dir, 'disk.jsonl'))
     expect(lines).toEqual(log.events())
+    expect(statSync(join(dir, 'disk.jsonl')).mode & 0o777).toBe(0o600)
     expect(lines[1]).toMatchObject({ seq: 2, type: 'user/message', data: { text: 'héllo 🐚' } })
   })
 
