@@ -1,0 +1,506 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pty from 'node-pty'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  contextSwitches,
+  identifyTerminal,
+  nodeProcReader,
+  probeTerminalReader,
+  readerRanBetween,
+  readForegroundGroup,
+  type ReadProbe,
+  type TerminalIdentity,
+} from '../src/inspect-linux.ts'
+import { OutputParser } from '../src/output.ts'
+import { parseSyscallFile, READ_SYSCALLS } from '../src/syscalls.ts'
+import { DEV_TTY, epollInfo, FakeProc, type FakeProcess, fdSet, pollfds, PTS3, PTS4, syscall } from './fixtures/fake-proc.ts'
+
+const TERMINAL: TerminalIdentity = { pid: 100, rdev: PTS3, path: '/dev/pts/3' }
+const TTY = { rdev: PTS3, path: '/dev/pts/3' }
+const STDIO = { 0: TTY, 1: TTY, 2: TTY }
+
+/** bash (pid 100) holding the terminal, with `tpgid` as the foreground group, plus the group's processes. */
+function tree(tpgid: number, members: FakeProcess[]): FakeProc {
+  const shell: FakeProcess = {
+    pid: 100,
+    comm: 'bash',
+    pgrp: 100,
+    session: 100,
+    tpgid,
+    tasks: [{ tid: 100, state: 'S', syscall: syscall(61, 0xffffffffn), switches: [40, 2] }],
+    fds: STDIO,
+  }
+  const stranger: FakeProcess = { pid: 50, comm: 'sshd', pgrp: 50, ttyNr: 0, tasks: [{ tid: 50, state: 'R', syscall: 'running', switches: [1, 1] }] }
+  return new FakeProc([stranger, ...(tpgid === 100 ? [] : [shell]), ...members.map((m) => ({ session: 100, tpgid, ...m })), ...(tpgid === 100 ? [shell] : [])])
+}
+
+const probe = (proc: FakeProc, arch = 'x64') => probeTerminalReader({ proc, terminal: TERMINAL, arch })
+
+/** Python at `>>>`: readline waits in pselect6(1, {0}, …). */
+function python(overrides: Partial<FakeProcess> = {}, nr = 270): FakeProcess {
+  return {
+    pid: 200,
+    comm: 'python3.11',
+    pgrp: 200,
+    tasks: [{ tid: 200, state: 'S', syscall: syscall(nr, 1n, 0x7000n), switches: [64, 3] }],
+    fds: STDIO,
+    memory: [{ address: 0x7000n, bytes: fdSet([0]) }],
+    ...overrides,
+  }
+}
+
+describe('the /proc probe on fixtures', () => {
+  it('finds Python blocked in pselect6 on fd 0', async () => {
+    const result = await probe(tree(200, [python()]))
+    expect(result.verdict).toBe('reading')
+    expect(result.reader).toEqual({ name: 'python3.11', pid: 200, tid: 200, syscall: 'pselect6', fd: 0, path: '/dev/pts/3' })
+    expect(result.detail).toBe('python3.11[200] pselect6 fd0 /dev/pts/3')
+    expect(result.tpgid).toBe(200)
+  })
+
+  it('finds less reading the terminal on fd 3, which it opened as /dev/tty', async () => {
+    const less: FakeProcess = {
+      pid: 300,
+      comm: 'less',
+      pgrp: 300,
+      tasks: [{ tid: 300, state: 'S', syscall: syscall(0, 3n, 0x7ffe0000n, 1n), switches: [9, 0] }],
+      fds: { ...STDIO, 0: { rdev: 0, path: 'pipe:[1234]' }, 3: { rdev: PTS3, path: '/dev/pts/3' } },
+    }
+    expect((await probe(tree(300, [less]))).reader).toMatchObject({ name: 'less', syscall: 'read', fd: 3 })
+  })
+
+  it('accepts a descriptor on /dev/tty itself when the process’s controlling terminal is this one', async () => {
+    const less = (ttyNr: number): FakeProcess => ({
+      pid: 300,
+      comm: 'less',
+      pgrp: 300,
+      ttyNr,
+      tasks: [{ tid: 300, state: 'S', syscall: syscall(0, 3n), switches: [9, 0] }],
+      fds: { 3: { rdev: DEV_TTY, path: '/dev/tty' } },
+    })
+    expect((await probe(tree(300, [less(PTS3)]))).verdict).toBe('reading')
+    expect((await probe(tree(300, [less(PTS4)]))).verdict).toBe('not_reading')
+  })
+
+  it('finds the Node REPL main thread in epoll_pwait on a re-opened tty at fd 20 while workers sit in futex', async () => {
+    const node: FakeProcess = {
+      pid: 400,
+      comm: 'node',
+      pgrp: 400,
+      tasks: [
+        { tid: 400, state: 'S', syscall: syscall(281, 5n, 0x7ffe0000n, 1024n, 0xffffffffn), switches: [120, 7] },
+        ...[401, 402, 403, 404].map((tid) => ({ tid, state: 'S', syscall: syscall(202, 0x55550000n, 0x80n), switches: [2, 0] as [number, number] })),
+      ],
+      fds: { ...STDIO, 5: { rdev: 0, path: 'anon_inode:[eventpoll]' }, 14: { rdev: 0, path: 'pipe:[88]' }, 20: { rdev: PTS3, path: '/dev/pts/3' } },
+      fdinfo: { 5: epollInfo([[14, 0x19], [20, 0x19]]) },
+    }
+    const result = await probe(tree(400, [node]))
+    expect(result.verdict).toBe('reading')
+    expect(result.reader).toEqual({ name: 'node', pid: 400, tid: 400, syscall: 'epoll_pwait', fd: 20, path: '/dev/pts/3' })
+    expect(result.tasks.filter((t) => t.syscall === '#202')).toHaveLength(4)
+    expect(result.tasks[0]?.fds).toEqual([14, 20])
+  })
+
+  it('does not count a terminal in an epoll set that waits only for output', async () => {
+    const node: FakeProcess = {
+      pid: 400,
+      comm: 'node',
+      pgrp: 400,
+      tasks: [{ tid: 400, state: 'S', syscall: syscall(232, 5n), switches: [1, 0] }],
+      fds: { 20: TTY },
+      fdinfo: { 5: epollInfo([[20, 0x4]]) },
+    }
+    expect((await probe(tree(400, [node]))).verdict).toBe('not_reading')
+  })
+
+  it('finds the reader in a pipeline whose other member is blocked writing a pipe', async () => {
+    const seq: FakeProcess = { pid: 500, comm: 'seq', pgrp: 500, tasks: [{ tid: 500, state: 'S', syscall: syscall(1, 1n), switches: [3, 0] }], fds: { 1: { rdev: 0, path: 'pipe:[9]' } } }
+    const less: FakeProcess = { pid: 501, comm: 'less', pgrp: 500, tasks: [{ tid: 501, state: 'S', syscall: syscall(0, 3n), switches: [5, 0] }], fds: { 3: TTY } }
+    const result = await probe(tree(500, [seq, less]))
+    expect(result.verdict).toBe('reading')
+    expect(result.reader).toMatchObject({ name: 'less', pid: 501 })
+    expect(result.tasks.map((t) => t.pid)).toEqual([500, 501])
+  })
+
+  it('says not reading while another member of the pipeline is running', async () => {
+    const cat: FakeProcess = { pid: 500, comm: 'cat', pgrp: 500, tasks: [{ tid: 500, state: 'R', syscall: 'running', switches: [3, 9] }] }
+    const less: FakeProcess = { pid: 501, comm: 'less', pgrp: 500, tasks: [{ tid: 501, state: 'S', syscall: syscall(0, 3n), switches: [5, 0] }], fds: { 3: TTY } }
+    const result = await probe(tree(500, [cat, less]))
+    expect(result.verdict).toBe('not_reading')
+    expect(result.detail).toBe('foreground group 500 (cat): cat[500] task 500 is running')
+  })
+
+  it('finds a read done by a thread that is not the leader', async () => {
+    const app: FakeProcess = {
+      pid: 600,
+      comm: 'app',
+      pgrp: 600,
+      tasks: [
+        { tid: 600, state: 'S', syscall: syscall(202, 0x1000n), switches: [4, 0] },
+        { tid: 607, state: 'S', syscall: syscall(0, 0n), switches: [8, 1] },
+      ],
+      fds: STDIO,
+    }
+    expect((await probe(tree(600, [app]))).reader).toMatchObject({ pid: 600, tid: 607, syscall: 'read', fd: 0 })
+  })
+
+  it('misses a process reading a different pty', async () => {
+    const other: FakeProcess = { pid: 700, comm: 'cat', pgrp: 700, tasks: [{ tid: 700, state: 'S', syscall: syscall(0, 0n), switches: [1, 0] }], fds: { 0: { rdev: PTS4, path: '/dev/pts/4' } } }
+    const result = await probe(tree(700, [other]))
+    expect(result.verdict).toBe('not_reading')
+    expect(result.tasks[0]).toMatchObject({ syscall: 'read', fds: [0] })
+    expect(result.tasks[0]?.terminalFd).toBeUndefined()
+  })
+
+  it('says not reading for a task in the running state', async () => {
+    const busy = python({ tasks: [{ tid: 200, state: 'R', syscall: 'running', switches: [1, 50] }] })
+    expect((await probe(tree(200, [busy]))).verdict).toBe('not_reading')
+  })
+
+  it('lets a running thread veto a reading one in the same process', async () => {
+    const mixed = python({
+      tasks: [
+        { tid: 200, state: 'S', syscall: syscall(270, 1n, 0x7000n), switches: [64, 3] },
+        { tid: 201, state: 'R', syscall: 'running', switches: [1, 50] },
+      ],
+    })
+    expect((await probe(tree(200, [mixed]))).verdict).toBe('not_reading')
+  })
+
+  it('does not count a task that is not in interruptible sleep, even inside read', async () => {
+    for (const state of ['D', 'T', 't']) {
+      const stopped = python({ tasks: [{ tid: 200, state, syscall: syscall(0, 0n), switches: [1, 0] }] })
+      expect((await probe(tree(200, [stopped]))).verdict, state).toBe('not_reading')
+    }
+  })
+
+  it('misses an unknown syscall number and a task blocked outside a syscall', async () => {
+    for (const text of [syscall(35, 0x7000n), syscall(999, 0n), syscall(0x40000000, 0n), '-1 0x7ffc0000 0x7f0000001234\n']) {
+      const result = await probe(tree(200, [python({ tasks: [{ tid: 200, state: 'S', syscall: text, switches: [1, 0] }] })]))
+      expect(result.verdict, text).toBe('not_reading')
+    }
+    const result = await probe(tree(200, [python({ tasks: [{ tid: 200, state: 'S', syscall: syscall(35), switches: [1, 0] }] })]))
+    expect(result.tasks[0]?.syscall).toBe('#35')
+  })
+
+  it('misses when the select set or poll array cannot be read from memory', async () => {
+    expect((await probe(tree(200, [python({ memory: [] })]))).verdict).toBe('not_reading')
+    const poller = python({ tasks: [{ tid: 200, state: 'S', syscall: syscall(7, 0x9000n, 2n), switches: [1, 0] }], memory: [] })
+    expect((await probe(tree(200, [poller]))).verdict).toBe('not_reading')
+  })
+
+  it('misses when the epoll fdinfo cannot be read', async () => {
+    const node: FakeProcess = { pid: 400, comm: 'node', pgrp: 400, tasks: [{ tid: 400, state: 'S', syscall: syscall(281, 5n), switches: [1, 0] }], fds: { 20: TTY } }
+    expect((await probe(tree(400, [node]))).verdict).toBe('not_reading')
+  })
+
+  it('decodes poll and ppoll arrays, taking only descriptors waited on with POLLIN', async () => {
+    const poller = (nr: number, entries: Array<[number, number]>) =>
+      python({
+        tasks: [{ tid: 200, state: 'S', syscall: syscall(nr, 0x9000n, BigInt(entries.length)), switches: [1, 0] }],
+        fds: { 0: TTY, 7: { rdev: 0, path: 'socket:[5]' } },
+        memory: [{ address: 0x9000n, bytes: pollfds(entries) }],
+      })
+    expect((await probe(tree(200, [poller(7, [[7, 0x4], [0, 0x1]])]))).reader).toMatchObject({ syscall: 'poll', fd: 0 })
+    expect((await probe(tree(200, [poller(271, [[7, 0x1], [0, 0x1]])]))).reader).toMatchObject({ syscall: 'ppoll', fd: 0 })
+    expect((await probe(tree(200, [poller(271, [[0, 0x4], [-1, 0x1]])]))).verdict).toBe('not_reading')
+  })
+
+  it('decodes a select read set beyond the first long', async () => {
+    const selector = python({
+      tasks: [{ tid: 200, state: 'S', syscall: syscall(23, 70n, 0x7000n), switches: [1, 0] }],
+      fds: { 65: TTY },
+      memory: [{ address: 0x7000n, bytes: fdSet([3, 65], 2) }],
+    })
+    const result = await probe(tree(200, [selector]))
+    expect(result.reader).toMatchObject({ syscall: 'select', fd: 65 })
+    expect(result.tasks[0]?.fds).toEqual([3, 65])
+  })
+
+  it('treats a task that vanished mid-probe as a miss, not a failure', async () => {
+    const vanishing = python({ tasks: [{ tid: 200, state: 'S', syscall: '', gone: true }] })
+    const result = await probe(tree(200, [vanishing]))
+    expect(result.verdict).toBe('not_reading')
+    expect(result.tasks[0]).toMatchObject({ tid: 200, state: '?', syscall: 'unreadable', switches: undefined })
+    const withReader = python({
+      tasks: [
+        { tid: 200, state: 'S', syscall: syscall(270, 1n, 0x7000n), switches: [1, 0] },
+        { tid: 201, state: 'S', syscall: '', gone: true },
+      ],
+    })
+    expect((await probe(tree(200, [withReader]))).verdict).toBe('reading')
+    const goneProcess: FakeProcess = { pid: 201, comm: 'gone', pgrp: 200, tasks: [], gone: true }
+    expect((await probe(tree(200, [python(), goneProcess]))).verdict).toBe('reading')
+  })
+
+  it('reads arm64 numbers with the arm64 table', async () => {
+    expect((await probe(tree(200, [python({}, 72)]), 'arm64')).reader).toMatchObject({ syscall: 'pselect6', fd: 0 })
+    const result = await probe(tree(200, [python({}, 270)]), 'arm64')
+    expect(result.verdict).toBe('not_reading')
+    expect(result.tasks[0]?.syscall).toBe('#270')
+  })
+
+  it('is off on an architecture without a table', async () => {
+    const result = await probe(tree(200, [python()]), 'ia32')
+    expect(result).toEqual({ verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'no read-syscall table for architecture ia32' })
+  })
+
+  it('parses a process name containing spaces and parentheses', async () => {
+    const result = await probe(tree(200, [python({ comm: 'my (odd) name) x' })]))
+    expect(result.reader?.name).toBe('my (odd) name) x')
+    expect(result.detail).toBe('my (odd) name) x[200] pselect6 fd0 /dev/pts/3')
+  })
+
+  it('says unknown when the terminal process is gone, there is no foreground group, or the group is empty', async () => {
+    expect((await probeTerminalReader({ proc: new FakeProc([]), terminal: TERMINAL, arch: 'x64' })).detail).toBe('terminal process 100 is gone')
+    expect((await probe(tree(-1, []))).verdict).toBe('unknown')
+    const empty = await probe(tree(900, []))
+    expect(empty).toMatchObject({ verdict: 'unknown', tpgid: 900, detail: 'foreground process group 900 has no processes' })
+  })
+
+  it('sees bash itself reading at its prompt when the shell is the foreground group', async () => {
+    const proc = new FakeProc([{ pid: 100, comm: 'bash', pgrp: 100, tpgid: 100, tasks: [{ tid: 100, state: 'S', syscall: syscall(0, 0n, 0x7ffe0000n, 1n), switches: [40, 2] }], fds: STDIO }])
+    expect((await probe(proc)).reader).toMatchObject({ name: 'bash', syscall: 'read', fd: 0 })
+  })
+})
+
+describe('comparing probes', () => {
+  const at = async (switches: [number, number], options: { tpgid?: number; state?: string; tid?: number } = {}): Promise<ReadProbe> => {
+    const tid = options.tid ?? 200
+    const p = python({ pgrp: options.tpgid ?? 200, pid: 200, tasks: [{ tid, state: options.state ?? 'S', syscall: syscall(270, 1n, 0x7000n), switches }] })
+    return probe(tree(options.tpgid ?? 200, [p]))
+  }
+
+  it('proves the reader ran when its context-switch count moved', async () => {
+    expect(readerRanBetween(await at([64, 3]), await at([65, 3]))).toBe(true)
+    expect(readerRanBetween(await at([64, 3]), await at([64, 4]))).toBe(true)
+  })
+
+  it('does not count the same wait with the same count as new evidence', async () => {
+    expect(readerRanBetween(await at([64, 3]), await at([64, 3]))).toBe(false)
+  })
+
+  it('counts a change of foreground group, a new task, and a task that was not reading before', async () => {
+    expect(readerRanBetween(await at([1, 0], { tpgid: 300 }), await at([1, 0]))).toBe(true)
+    expect(readerRanBetween(await at([1, 0], { tid: 201 }), await at([1, 0]))).toBe(true)
+    expect(readerRanBetween(await at([1, 0], { state: 'R' }), await at([1, 0]))).toBe(true)
+  })
+
+  it('proves nothing without a readable baseline, a readable count, or a reader now', async () => {
+    const unknown: ReadProbe = { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'x' }
+    expect(readerRanBetween(unknown, await at([1, 0]))).toBe(false)
+    const blind = await probe(tree(200, [python({ tasks: [{ tid: 200, state: 'S', syscall: syscall(270, 1n, 0x7000n) }] })]))
+    expect(readerRanBetween(blind, blind)).toBe(false)
+    expect(readerRanBetween(await at([1, 0]), await at([2, 0], { state: 'R' }))).toBe(false)
+  })
+})
+
+describe('terminal identity and foreground group on fixtures', () => {
+  it('identifies the terminal by fd 0 of the holder and refuses a non-device', async () => {
+    const proc = tree(100, [])
+    expect(await identifyTerminal({ proc, pid: 100 })).toEqual(TERMINAL)
+    expect(await identifyTerminal({ proc, pid: 999 })).toBeUndefined()
+    const piped = new FakeProc([{ pid: 100, comm: 'bash', pgrp: 100, tasks: [], fds: { 0: { rdev: 0, path: 'pipe:[1]' } } }])
+    expect(await identifyTerminal({ proc: piped, pid: 100 })).toBeUndefined()
+  })
+
+  it('reports the foreground group, its leader and whether the shell is in front', async () => {
+    const proc = tree(200, [python()])
+    expect(await readForegroundGroup({ proc, pid: 100 })).toEqual({ tpgid: 200, leader: 'python3.11', shellIsForeground: false })
+    expect(await readForegroundGroup({ proc: tree(100, []), pid: 100 })).toEqual({ tpgid: 100, leader: 'bash', shellIsForeground: true })
+    expect(await readForegroundGroup({ proc: tree(777, []), pid: 100 })).toEqual({ tpgid: 777, leader: undefined, shellIsForeground: false })
+    expect(await readForegroundGroup({ proc: tree(-1, []), pid: 100 })).toBeUndefined()
+  })
+})
+
+describe('/proc text formats', () => {
+  it('parses the three forms of the syscall file', () => {
+    expect(parseSyscallFile('running\n')).toEqual({ kind: 'running' })
+    expect(parseSyscallFile('-1 0x7ffc 0x7f00\n')).toEqual({ kind: 'blocked' })
+    expect(parseSyscallFile('270 0x1 0x7ffd7d3503d0 0x0 0x0 0x0 0x0 0x7ffd7d350340 0x7f49e9d1c954\n')).toEqual({
+      kind: 'syscall',
+      nr: 270,
+      args: [1n, 0x7ffd7d3503d0n, 0n, 0n, 0n, 0n],
+    })
+    for (const bad of ['', 'sleeping', '270 0x1', '270 1 2 3 4 5 6 7 8', '-1 0x1', '-2 0x1 0x2 0x3 0x4 0x5 0x6 0x7 0x8']) {
+      expect(parseSyscallFile(bad), bad).toBeUndefined()
+    }
+  })
+
+  it('sums voluntary and non-voluntary context switches from a status file', () => {
+    expect(contextSwitches('Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n')).toBe(15)
+    expect(contextSwitches('Name:\tx\n')).toBeUndefined()
+  })
+
+  const header = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8') : undefined)
+  const numbersIn = (text: string) => new Map([...text.matchAll(/^#define __NR_(\w+)\s+(\d+)\s*$/gm)].map((m) => [m[1] ?? '', Number(m[2])]))
+
+  // The UAPI headers come from the linux-libc-dev package; without them there is nothing to compare against.
+  const x64Header = header('/usr/include/x86_64-linux-gnu/asm/unistd_64.h')
+  it.skipIf(x64Header === undefined)('matches every x86_64 number to the installed UAPI header', () => {
+    const numbers = numbersIn(x64Header ?? '')
+    for (const [nr, name] of READ_SYSCALLS.x64) expect(numbers.get(name), name).toBe(nr)
+  })
+
+  const genericHeader = header('/usr/include/asm-generic/unistd.h')
+  it.skipIf(genericHeader === undefined)('matches every arm64 number to the generic UAPI table', () => {
+    const numbers = numbersIn(genericHeader ?? '')
+    for (const [nr, name] of READ_SYSCALLS.arm64) expect(numbers.get(name), name).toBe(nr)
+    expect(numbers.has('poll') || numbers.has('select') || numbers.has('epoll_wait')).toBe(false)
+  })
+})
+
+// ─── real processes ────────────────────────────────────────────────────────────────
+
+interface Shell {
+  pid: number
+  terminal: TerminalIdentity
+  write(text: string): void
+  /** Resolves when `token` appears in the normalised output after the last `write`. */
+  waitFor(token: string): Promise<void>
+  probe(): Promise<ReadProbe>
+}
+
+const started: pty.IPty[] = []
+
+afterEach(async () => {
+  for (const child of started.splice(0)) {
+    const exited = new Promise<void>((resolve) => child.onExit(() => resolve()))
+    const group = await readForegroundGroup({ proc: nodeProcReader, pid: child.pid })
+    if (group !== undefined && group.tpgid !== child.pid) {
+      try {
+        process.kill(-group.tpgid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    child.kill('SIGKILL')
+    await exited
+  }
+})
+
+async function startShell(): Promise<Shell> {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root', TERM: 'xterm', PS1: 'READY> ', LANG: 'C.UTF-8' }
+  if (process.env.PYENV_ROOT !== undefined) env.PYENV_ROOT = process.env.PYENV_ROOT
+  const child = pty.spawn('/bin/bash', ['--noprofile', '--norc', '-i'], { encoding: null, cols: 120, rows: 30, env })
+  started.push(child)
+  const parser = new OutputParser()
+  let seen = ''
+  let waiters: Array<{ token: string; resolve: () => void }> = []
+  const check = () => {
+    const text = `${seen}\n${parser.partial}`
+    waiters = waiters.filter((w) => (text.includes(w.token) ? (w.resolve(), false) : true))
+  }
+  parser.onLine((line) => {
+    seen += `${line}\n`
+  })
+  child.onData((data) => {
+    parser.feed(data as unknown as Buffer)
+    check()
+  })
+  const shell: Shell = {
+    pid: child.pid,
+    terminal: { pid: child.pid, rdev: 0, path: '' },
+    write(text) {
+      seen = ''
+      child.write(text)
+    },
+    waitFor(token) {
+      return new Promise((resolve) => {
+        waiters.push({ token, resolve })
+        check()
+      })
+    },
+    probe: () => probeTerminalReader({ proc: nodeProcReader, terminal: shell.terminal }),
+  }
+  await shell.waitFor('READY> ')
+  const terminal = await identifyTerminal({ proc: nodeProcReader, pid: child.pid })
+  if (terminal === undefined) throw new Error(`cannot identify the terminal of bash ${child.pid}`)
+  shell.terminal = terminal
+  return shell
+}
+
+/** Probes until `accept` holds (the kernel state settles after the program's output), returning that probe. */
+async function probeUntil(shell: Shell, accept: (probe: ReadProbe) => boolean): Promise<ReadProbe> {
+  let last: ReadProbe | undefined
+  await expect
+    .poll(async () => {
+      last = await shell.probe()
+      return accept(last)
+    }, { timeout: 20_000, interval: 50 })
+    .toBe(true)
+  if (last === undefined) throw new Error('no probe ran')
+  return last
+}
+
+const onLinux = process.platform === 'linux' && existsSync('/proc/self/syscall')
+
+// These need /proc/<pid>/syscall and /proc/<pid>/mem of the children, which Linux grants to their parent's user.
+describe.skipIf(!onLinux)('the /proc probe on real programs', () => {
+  it('says reading for bash at its own prompt', async () => {
+    const shell = await startShell()
+    const result = await probeUntil(shell, (p) => p.verdict === 'reading')
+    expect(result.reader).toMatchObject({ name: 'bash', pid: shell.pid, fd: 0, path: shell.terminal.path })
+  })
+
+  it('says reading for python3 at >>>, and proves a later wait is new after input', async () => {
+    const shell = await startShell()
+    shell.write('python3 -q\r')
+    await shell.waitFor('>>> ')
+    const before = await probeUntil(shell, (p) => p.verdict === 'reading' && p.reader?.name.startsWith('python') === true)
+    expect(before.reader).toMatchObject({ fd: 0 })
+    expect(readerRanBetween(before, await shell.probe())).toBe(false)
+    shell.write('6*7\r')
+    await shell.waitFor('42')
+    const after = await probeUntil(shell, (p) => p.verdict === 'reading' && readerRanBetween(before, p))
+    expect(after.reader?.name).toMatch(/^python/)
+  })
+
+  it('says reading for the Node REPL, found through its epoll set rather than fd 0', async () => {
+    const shell = await startShell()
+    shell.write('node\r')
+    await shell.waitFor('Welcome to Node.js')
+    const result = await probeUntil(shell, (p) => p.verdict === 'reading' && p.reader?.name === 'node')
+    expect(result.reader?.syscall).toMatch(/^epoll_/)
+    expect(result.reader?.fd).not.toBe(0)
+    expect(result.tasks.length).toBeGreaterThan(1)
+  })
+
+  it('says reading for less paging a file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-inspect-'))
+    try {
+      writeFileSync(join(dir, 'lines.txt'), Array.from({ length: 200 }, (_, i) => `row-${i + 1}`).join('\n'))
+      const shell = await startShell()
+      shell.write(`less ${join(dir, 'lines.txt')}\r`)
+      await shell.waitFor('row-20')
+      const result = await probeUntil(shell, (p) => p.verdict === 'reading' && p.reader?.name === 'less')
+      expect(result.reader?.path).toBe(shell.terminal.path)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('says reading for cat waiting on the terminal', async () => {
+    const shell = await startShell()
+    shell.write('cat\r')
+    const result = await probeUntil(shell, (p) => p.verdict === 'reading' && p.reader?.name === 'cat')
+    expect(result.reader).toMatchObject({ syscall: 'read', fd: 0 })
+  })
+
+  it('says not reading for sleep in the foreground', async () => {
+    const shell = await startShell()
+    shell.write('sleep 5\r')
+    const result = await probeUntil(shell, (p) => p.tpgid !== shell.pid && p.tasks.some((t) => t.name === 'sleep'))
+    expect(result.verdict).toBe('not_reading')
+    expect(result.reader).toBeUndefined()
+  })
+
+  it('says not reading for a busy loop in the foreground', async () => {
+    const shell = await startShell()
+    shell.write("sh -c 'while :; do :; done'\r")
+    const result = await probeUntil(shell, (p) => p.tpgid !== shell.pid && p.tasks.some((t) => t.name === 'sh' && t.state === 'R'))
+    expect(result.verdict).toBe('not_reading')
+  })
+})
