@@ -80,23 +80,26 @@ function streamJson(stdout: NodeJS.WritableStream): Transcript {
 }
 
 function textTranscript(stdout: NodeJS.WritableStream): Transcript {
-  const write = (text: string) => stdout.write(text)
+  let blocks = 0
   let printedAnswer = false
+  /** Blocks (a tool call with its result, an assistant message) are separated by a blank line. */
+  const block = (text: string) => {
+    stdout.write(`${blocks++ ? '\n' : ''}${text.endsWith('\n') ? text : `${text}\n`}`)
+  }
   return {
     onEvent(event) {
       switch (event.type) {
         case 'tool-call':
-          write(`> ${event.name} ${JSON.stringify(event.arguments)}\n`)
+          block(`> ${event.name} ${JSON.stringify(event.arguments)}`)
           printedAnswer = false
           break
         case 'tool-result': {
-          const text = toolResultText(event.result)
           const marker = event.result.isError ? '  [error]\n' : ''
-          write(`${marker}${indent(text)}\n\n`)
+          stdout.write(`${marker}${indent(toolResultText(event.result))}\n`)
           break
         }
         case 'assistant':
-          write(`${event.text}${event.text.endsWith('\n') ? '' : '\n'}\n`)
+          block(event.text)
           printedAnswer = true
           break
         case 'text-delta':
@@ -110,10 +113,10 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
     },
     finish(result) {
       if (result.status === 'completed') {
-        if (!printedAnswer && result.text !== '') write(`${result.text}\n`)
+        if (!printedAnswer && result.text !== '') block(result.text)
         return
       }
-      write(`[run ended: ${result.status}: ${result.text}]\n`)
+      block(`[run ended: ${result.status}: ${result.text}]`)
     },
   }
 }

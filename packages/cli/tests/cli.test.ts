@@ -1,0 +1,270 @@
+/**
+ * The `conch` bin as a process: exit codes, what goes to stdout and stderr, and that nothing
+ * it started outlives it.
+ */
+import { randomUUID } from 'node:crypto'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
+
+let ws: Workspace
+
+beforeEach(() => {
+  ws = workspace()
+})
+
+afterEach(() => {
+  ws.remove()
+})
+
+describe('usage', () => {
+  it('conch --help and conch run --help print usage on stdout and exit 0', async () => {
+    const top = await runConch(['--help'], { cwd: ws.dir })
+    expect(top.code).toBe(0)
+    expect(top.stdout).toMatch(/^Usage: conch <command>/)
+    expect(top.stdout).toContain('run [options] "task"')
+    const run = await runConch(['run', '--help'], { cwd: ws.dir })
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain('--script FILE')
+    expect(run.stdout).toContain('--output FORMAT')
+  })
+
+  it('an unknown flag exits 2 naming the flag, with nothing on stdout', async () => {
+    const result = await runConch(['run', '--verbose', 'task'], { cwd: ws.dir })
+    expect(result).toMatchObject({ code: 2, stdout: '' })
+    expect(result.stderr).toBe('conch: unknown option --verbose; see --help\n')
+  })
+
+  it('a bad flag value names the flag', async () => {
+    const output = await runConch(['run', '--output', 'xml', 'task'], { cwd: ws.dir })
+    expect(output.code).toBe(2)
+    expect(output.stderr).toContain('--output must be text or stream-json, got "xml"')
+    const cwd = await runConch(['run', '--cwd', 'nowhere', 'task'], { cwd: ws.dir })
+    expect(cwd.code).toBe(2)
+    expect(cwd.stderr).toContain('--cwd nowhere: no such directory')
+  })
+
+  it('conch acp says it is not available until @conch/acp provides runAcp', async () => {
+    const result = await runConch(['acp'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/conch acp is not available/)
+  })
+})
+
+describe('the model', () => {
+  it('without --script and without an API key, explains how to set one or use a script, and exits 2', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n`)
+    const result = await runConch(['run', 'list the files'], { cwd: ws.dir })
+    expect(result.code).toBe(2)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toContain('DEEPSEEK_API_KEY or OPENAI_API_KEY')
+    expect(result.stderr).toContain('--script')
+  })
+})
+
+describe('the audit', () => {
+  it('an unknown plugin fails naming the entry and the package, and exits 1', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: terminals\n  name: '@conch/no-such-plugin'\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/did not start: 1 entry is not active/)
+    expect(result.stderr).toMatch(/entry "terminals" \(@conch\/no-such-plugin\): cannot resolve @conch\/no-such-plugin: Cannot find package '@conch\/no-such-plugin'/)
+  })
+
+  it('an invalid config fails naming the entry and the field path', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimitBytes: lots\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stdout).toBe('')
+    expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Invalid input: expected number, received string \(at outputLimitBytes\)/)
+  })
+
+  it('a plugin whose services nobody provides fails naming the entry and the services', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(
+      'entry "tool-tasks" (@conch/tool-tasks): waits for services that are not available: tasks (no active entry provides it)',
+    )
+  })
+
+  it('a relative plugin that does not exist fails with the import error', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: mine\n  name: ./missing-plugin.ts\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/entry "mine" \(\.\/missing-plugin\.ts\): cannot import \.\/missing-plugin\.ts: Cannot find module/)
+  })
+
+  it('a failed audit disposes what did start, leaving no process behind', async () => {
+    const token = `conch-test-${randomUUID()}`
+    ws.fixture('child-plugin.ts')
+    ws.write(
+      'cordis.yml',
+      `${SPINE}- id: child\n  name: ./child-plugin.ts\n  config: { token: ${token} }\n- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: -5 }\n`,
+    )
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/child started \d+/)
+    expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config/)
+    expect(processesWith(token)).toEqual([])
+  })
+
+  it('a missing environment variable fails naming the variable, the entry and the field', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    label: \${CONCH_TEST_UNSET_VARIABLE}\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(
+      'cordis.yml: entry "tasks": config.label: environment variable CONCH_TEST_UNSET_VARIABLE is not set',
+    )
+  })
+
+  it('an overlay patch naming an unknown id fails before anything starts', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('over.yml', 'base: cordis.yml\npatches:\n  - patch: llm-openai\n    disabled: true\n')
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--config', 'over.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toBe(
+      'conch: over.yml: patches[0]: no entry has id "llm-openai"; the ids are sessions, tools, llm, agents\n',
+    )
+  })
+})
+
+describe('a scripted run', () => {
+  it('boots a cordis.yml with a ./ plugin and prints the turn as stream-json', async () => {
+    ws.fixture('echo-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n- id: echo\n  name: ./echo-tool.ts\n`)
+    ws.write(
+      'script.jsonl',
+      [
+        step('Echoing.', [
+          { name: 'echo', arguments: { text: 'héllo 😀' } },
+          { name: 'task_list', arguments: {} },
+        ]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const result = await runConch(['run', '--script', 'script.jsonl', '--output', 'stream-json', 'say hello'], { cwd: ws.dir })
+    expect(result.stderr).toBe('')
+    expect(result.code).toBe(0)
+    expect(jsonLines(result.stdout)).toEqual([
+      { type: 'assistant', text: 'Echoing.' },
+      { type: 'tool_call', id: 'call_1_0', name: 'echo', arguments: { text: 'héllo 😀' } },
+      { type: 'tool_result', id: 'call_1_0', name: 'echo', isError: false, text: 'echo: héllo 😀', meta: { length: 8 } },
+      { type: 'tool_call', id: 'call_1_1', name: 'task_list', arguments: {} },
+      { type: 'tool_result', id: 'call_1_1', name: 'task_list', isError: false, text: '(no tasks)', meta: { tasks: [] } },
+      { type: 'assistant', text: 'Done.' },
+      { type: 'result', status: 'completed', text: 'Done.' },
+    ])
+    // Key order is part of the format.
+    expect(result.stdout.split('\n')[2]).toBe(
+      '{"type":"tool_result","id":"call_1_0","name":"echo","isError":false,"text":"echo: héllo 😀","meta":{"length":8}}',
+    )
+  })
+
+  it('prints a readable transcript with --output text', async () => {
+    ws.fixture('echo-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
+    ws.write('s.jsonl', [step('', [{ name: 'echo', arguments: { text: 'a\nb' } }]), step('All good.')].join('\n'))
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toBe('> echo {"text":"a\\nb"}\n  echo: a\n  b\n\nAll good.\n')
+  })
+
+  it('runs the agent in the --cwd workspace root', async () => {
+    ws.fixture('echo-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
+    ws.write('s.jsonl', [step('', [{ name: 'where', arguments: {} }]), step('ok')].join('\n'))
+    const result = await runConch(['run', '--script', 's.jsonl', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(jsonLines(result.stdout)[1]).toMatchObject({ type: 'tool_result', text: '/tmp' })
+  })
+
+  it('says on stderr when the script has lines left over', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('s.jsonl', [step('first'), step('never used'), step('nor this')].join('\n'))
+    const result = await runConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(result.stderr).toBe('conch: the model script s.jsonl has 2 unconsumed lines; the run used 1\n')
+  })
+
+  it('a run that ends in a model error prints a result line with status error and exits 1', async () => {
+    ws.fixture('echo-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
+    ws.write('s.jsonl', step('', [{ name: 'echo', arguments: { text: 'x' } }]))
+    const result = await runConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    const lines = jsonLines(result.stdout)
+    expect(lines.at(-1)).toMatchObject({ type: 'result', status: 'error' })
+    expect(String(lines.at(-1)?.['text'])).toMatch(/no line for model call 2/)
+    expect(result.stderr).toMatch(/the run ended error/)
+  })
+
+  it('--script replaces the live model of an overlay composition without needing a key', async () => {
+    ws.fixture('echo-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config:\n    apiKeyEnv: CONCH_TEST_UNSET_KEY\n`)
+    ws.write('tools.yml', 'base: cordis.yml\npatches:\n  - insert: { id: echo, name: ./echo-tool.ts }\n    after: tools\n')
+    ws.write('s.jsonl', [step('', [{ name: 'echo', arguments: { text: 'over' } }]), step('fine')].join('\n'))
+    const result = await runConch(['run', '--config', 'tools.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], {
+      cwd: ws.dir,
+    })
+    expect(result.stderr).toBe('')
+    expect(result.code).toBe(0)
+    expect(jsonLines(result.stdout).map((line) => line['type'])).toEqual(['tool_call', 'tool_result', 'assistant', 'result'])
+  })
+})
+
+describe('shutdown', () => {
+  it('SIGTERM during a run cancels the turn, disposes entries in reverse order and leaves no process', async () => {
+    const token = `conch-test-${randomUUID()}`
+    ws.fixture('dispose-log.ts')
+    ws.fixture('wait-tool.ts')
+    ws.write(
+      'cordis.yml',
+      `${SPINE}` +
+        `- id: log-a\n  name: ./dispose-log.ts\n  config: { label: a }\n` +
+        `- id: waiter\n  name: ./wait-tool.ts\n` +
+        `- id: log-b\n  name: ./dispose-log.ts\n  config: { label: b }\n` +
+        `- id: log-c\n  name: ./dispose-log.ts\n  config: { label: c }\n`,
+    )
+    ws.write('s.jsonl', [step('', [{ name: 'wait_for_abort', arguments: { token } }]), step('unreachable')].join('\n'))
+    const conch = startConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    await conch.waitForStderr('TOOL_STARTED')
+    expect(processesWith(token)).toHaveLength(1)
+    conch.child.kill('SIGTERM')
+    expect(await conch.exit).toBe(143)
+    const order = conch
+      .stderr()
+      .split('\n')
+      .filter((line) => /^(apply|dispose) /.test(line))
+    expect(order).toEqual(['apply a', 'apply b', 'apply c', 'dispose c', 'dispose b', 'dispose a'])
+    const lines = jsonLines(conch.stdout())
+    expect(lines.at(-1)).toEqual({ type: 'result', status: 'error', text: 'interrupted by SIGTERM' })
+    expect(lines.find((line) => line['type'] === 'tool_result')).toMatchObject({ name: 'wait_for_abort', text: 'aborted' })
+    expect(processesWith(token)).toEqual([])
+  })
+
+  it('a second SIGINT exits at once when the shutdown hangs', async () => {
+    const token = `conch-test-${randomUUID()}`
+    ws.fixture('hang-dispose.ts')
+    ws.fixture('wait-tool.ts')
+    ws.write('cordis.yml', `${SPINE}- id: hang\n  name: ./hang-dispose.ts\n- id: waiter\n  name: ./wait-tool.ts\n`)
+    ws.write('s.jsonl', step('', [{ name: 'wait_for_abort', arguments: { token } }]))
+    const conch = startConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    await conch.waitForStderr('TOOL_STARTED')
+    conch.child.kill('SIGINT')
+    await conch.waitForStderr('DISPOSE_HANGING')
+    conch.child.kill('SIGINT')
+    expect(await conch.exit).toBe(130)
+    expect(conch.stderr()).toContain('conch: SIGINT again: exiting without waiting for the shutdown')
+    // The tool's child was stopped by the cancelled turn, before the shutdown began.
+    expect(processesWith(token)).toEqual([])
+  })
+})

@@ -1,0 +1,132 @@
+/**
+ * Running the real `conch` bin in a child process, in a temporary workspace whose plugins can
+ * import `cordis` and `zod` (a `node_modules` link to this package's) and are ES modules.
+ */
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { constants, tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const here = dirname(fileURLToPath(import.meta.url))
+export const CLI_ROOT = resolve(here, '..')
+export const BIN = join(CLI_ROOT, 'bin', 'conch.js')
+export const FIXTURES = join(here, 'fixtures')
+
+/** The spine every test composition starts from (sessions in memory). */
+export const SPINE = `- id: sessions
+  name: '@conch/session'
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: agents
+  name: '@conch/agent'
+`
+
+export interface Workspace {
+  dir: string
+  /** Writes a file (relative to the workspace) and returns its absolute path. */
+  write(name: string, text: string): string
+  /** Copies tests/fixtures/<name> into the workspace. */
+  fixture(name: string): void
+  remove(): void
+}
+
+export function workspace(): Workspace {
+  const dir = mkdtempSync(join(tmpdir(), 'conch-cli-'))
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module", "private": true }\n')
+  symlinkSync(join(CLI_ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
+  return {
+    dir,
+    write(name, text) {
+      const path = join(dir, name)
+      writeFileSync(path, text)
+      return path
+    },
+    fixture(name) {
+      copyFileSync(join(FIXTURES, name), join(dir, name))
+    },
+    remove() {
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A script line for the scripted model. */
+export function step(text: string, toolCalls: { name: string; arguments: object }[] = []): string {
+  return JSON.stringify(toolCalls.length ? { text, tool_calls: toolCalls } : { text })
+}
+
+export interface Conch {
+  child: ChildProcessWithoutNullStreams
+  stdout(): string
+  stderr(): string
+  /** Resolves when `text` has appeared on stderr. */
+  waitForStderr(text: string): Promise<void>
+  /** Resolves with the exit code (or 128 + signal number) once the process has exited. */
+  exit: Promise<number>
+}
+
+/** Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. */
+export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Conch {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
+  if (!options.env || !('DEEPSEEK_API_KEY' in options.env)) delete env['DEEPSEEK_API_KEY']
+  if (!options.env || !('OPENAI_API_KEY' in options.env)) delete env['OPENAI_API_KEY']
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env })
+  let out = ''
+  let err = ''
+  const waiters: { text: string; resolve: () => void }[] = []
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk))
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    err += chunk
+    for (const waiter of [...waiters]) {
+      if (!err.includes(waiter.text)) continue
+      waiters.splice(waiters.indexOf(waiter), 1)
+      waiter.resolve()
+    }
+  })
+  const exit = new Promise<number>((resolvePromise) => {
+    child.on('close', (code, signal) => resolvePromise(code ?? 128 + (signal ? constants.signals[signal] : 0)))
+  })
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    waitForStderr(text) {
+      if (err.includes(text)) return Promise.resolve()
+      return new Promise((resolvePromise, reject) => {
+        waiters.push({ text, resolve: resolvePromise })
+        void exit.then(() => reject(new Error(`conch exited before printing ${JSON.stringify(text)}; stderr:\n${err}`)))
+      })
+    },
+    exit,
+  }
+}
+
+/** Runs conch to completion. */
+export async function runConch(
+  args: readonly string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv },
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const conch = startConch(args, options)
+  const code = await conch.exit
+  return { code, stdout: conch.stdout(), stderr: conch.stderr() }
+}
+
+/** Pids of live processes whose command line contains `token` (Linux and macOS `ps`). */
+export function processesWith(token: string): number[] {
+  const ps = spawnSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+  return ps.stdout
+    .split('\n')
+    .filter((line) => line.includes(token) && !line.includes('ps -eo'))
+    .map((line) => Number.parseInt(line.trim(), 10))
+}
+
+/** Parses stream-json stdout: one object per non-empty line. */
+export function jsonLines(stdout: string): Record<string, unknown>[] {
+  return stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+}

@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest'
+import { checkApiKey, CliError, flattenRows, parseRunArgs, useScript, type EntryRow } from '../src/index.ts'
+
+const source = '/work/cordis.yml'
+const row = (id: string, name: string, config?: unknown, extra: Partial<EntryRow> = {}): EntryRow => ({
+  id,
+  name,
+  source,
+  ...(config === undefined ? {} : { config }),
+  ...extra,
+})
+
+function failure(fn: () => unknown): CliError {
+  try {
+    fn()
+  } catch (error) {
+    if (error instanceof CliError) return error
+    throw error
+  }
+  throw new Error('expected a CliError')
+}
+
+describe('parseRunArgs', () => {
+  it('defaults to ./cordis.yml, text output, the current directory and warn logs', () => {
+    expect(parseRunArgs(['do it'], '/work')).toEqual({
+      task: 'do it',
+      config: '/work/cordis.yml',
+      output: 'text',
+      cwd: '/work',
+      logLevel: 'warn',
+    })
+  })
+
+  it('asks for one quoted task when the task is missing or split', () => {
+    expect(failure(() => parseRunArgs([], '/')).message).toMatch(/missing the task/)
+    expect(failure(() => parseRunArgs(['list', 'files'], '/')).message).toBe(
+      'conch run: expected one task argument, got 2; quote the task: conch run "list files"',
+    )
+  })
+
+  it('names the flag of a missing script file and exits 2', () => {
+    const error = failure(() => parseRunArgs(['--script', 'nope.jsonl', 'task'], '/tmp'))
+    expect(error.message).toBe('--script nope.jsonl: no such file')
+    expect(error.exitCode).toBe(2)
+  })
+
+  it('returns help for -h', () => {
+    expect(parseRunArgs(['-h'])).toBe('help')
+  })
+})
+
+describe('useScript', () => {
+  it('inserts a replay entry after @conch/llm, selects it, and disables the live model', () => {
+    const entries = useScript(
+      [row('llm', '@conch/llm', { provider: 'openai' }), row('openai', '@conch/llm-openai'), row('agents', '@conch/agent')],
+      'demo.jsonl',
+      source,
+    )
+    expect(entries.map((entry) => [entry.id, entry.config, entry.disabled])).toEqual([
+      ['llm', { provider: 'replay' }, undefined],
+      ['llm-replay', { script: 'demo.jsonl' }, undefined],
+      ['openai', undefined, true],
+      ['agents', undefined, undefined],
+    ])
+  })
+
+  it('points an existing replay entry at the script, keeping its provider name', () => {
+    const entries = useScript(
+      [row('llm', '@conch/llm'), row('scripted', '@conch/llm-replay', { script: 'old.jsonl', provider: 'canned' }, { disabled: true })],
+      'new.jsonl',
+      source,
+    )
+    expect(flattenRows(entries).map((entry) => [entry.id, entry.config, entry.disabled])).toEqual([
+      ['llm', { provider: 'canned' }, undefined],
+      ['scripted', { script: 'new.jsonl', provider: 'canned' }, false],
+    ])
+  })
+})
+
+describe('checkApiKey', () => {
+  const live = [row('llm', '@conch/llm'), row('openai', '@conch/llm-openai')]
+
+  it('accepts DEEPSEEK_API_KEY or OPENAI_API_KEY by default', () => {
+    expect(() => checkApiKey(live, { DEEPSEEK_API_KEY: 'k' })).not.toThrow()
+    expect(() => checkApiKey(live, { OPENAI_API_KEY: 'k' })).not.toThrow()
+  })
+
+  it('without a key explains how to set one or use --script, with exit code 2', () => {
+    const error = failure(() => checkApiKey(live, {}))
+    expect(error.code).toBe('NO_API_KEY')
+    expect(error.exitCode).toBe(2)
+    expect(error.message).toContain('export DEEPSEEK_API_KEY=')
+    expect(error.message).toContain('--script FILE')
+  })
+
+  it('reads the variable named by apiKeyEnv', () => {
+    const custom = [row('openai', '@conch/llm-openai', { apiKeyEnv: 'MY_KEY' })]
+    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY')
+    expect(() => checkApiKey(custom, { MY_KEY: 'k' })).not.toThrow()
+  })
+
+  it('needs no key when the composition selects a scripted model, or the live model is disabled', () => {
+    expect(() =>
+      checkApiKey([row('llm', '@conch/llm', { provider: 'replay' }), row('r', '@conch/llm-replay', { script: 's' }), live[1]!], {}),
+    ).not.toThrow()
+    expect(() => checkApiKey([row('openai', '@conch/llm-openai', undefined, { disabled: true })], {})).not.toThrow()
+  })
+})
