@@ -96,7 +96,14 @@ export interface TerminateTreeOptions {
   table?: ProcessTable
   /** Poll interval while waiting for processes to go, in ms (default 20). */
   pollMs?: number
+  /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
+  killWaitMs?: number
+  /** Sends a signal; defaults to `process.kill`. Injectable so the identity fence is testable on fixtures. */
+  kill?: (pid: number, signal: NodeJS.Signals) => void
 }
+
+/** Options of `sweepTagged`: the teardown ladder without a root. */
+export type SweepTaggedOptions = Omit<TerminateTreeOptions, 'rootPid' | 'includeRoot' | 'rootSignal' | 'tag'>
 
 /**
  * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
@@ -130,7 +137,7 @@ export interface SpawnOptions {
   signal?: AbortSignal
 }
 
-export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV'
+export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'
 
 export class SubprocessError extends Error {
   override readonly name = 'SubprocessError'

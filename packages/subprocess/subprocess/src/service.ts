@@ -1,0 +1,224 @@
+/**
+ * `ctx.subprocess`: one-shot children with process-tree ownership. Every child runs in its own
+ * session and process group (setsid(2), Node's `detached`), carries a tag in its environment,
+ * and belongs to the service and to the calling plugin: disposing either terminates its tree
+ * (tagged daemons included) and awaits it.
+ */
+import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { Service, type Context } from 'cordis'
+import { z } from 'zod'
+import { createSessionTag, scrubbedEnv } from './env.ts'
+import { defaultProcessTable } from './table.ts'
+import { terminateTree } from './terminate.ts'
+import {
+  SubprocessError,
+  type ChildHandle,
+  type SessionTag,
+  type SpawnOptions,
+  type SubprocessServiceApi,
+  type TerminateReport,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    subprocess: SubprocessService
+  }
+}
+
+/** Environment variable carrying each child's tag (see `SessionTag`). */
+export const SUBPROCESS_TAG_VARIABLE = 'CONCH_SUBPROCESS_TAG'
+
+const Argv = z.tuple([z.string().min(1, 'the program (argv[0]) is empty')], z.string()).refine(
+  (argv) => argv.every((arg) => !arg.includes('\0')),
+  'an argument contains a NUL byte',
+)
+
+type Exit = { exitCode: number | null; signal: NodeJS.Signals | null }
+
+/** The service's record of one child: its handle, tag, and how to let go of it. */
+interface Owned {
+  readonly handle: ChildHandle
+  readonly tag: SessionTag
+  /** Unregisters the caller-scope effect without running it. */
+  release(): void
+}
+
+class SubprocessService extends Service implements SubprocessServiceApi {
+  static Config = z
+    .object({
+      graceMs: z
+        .number()
+        .int()
+        .nonnegative()
+        .default(3000)
+        .describe('How long a terminated child tree gets between SIGTERM and SIGKILL, in ms.'),
+      killWaitMs: z
+        .number()
+        .int()
+        .nonnegative()
+        .default(2000)
+        .describe('How long to wait for KILLed processes to disappear before reporting them as survivors, in ms.'),
+    })
+    .prefault({})
+
+  private readonly owned = new Set<Owned>()
+  private readonly state = { disposing: false }
+
+  constructor(ctx: Context, public config: SubprocessService.Config) {
+    super(ctx, 'subprocess')
+    ctx.effect(() => () => this.terminateAll(), 'subprocess.terminateAll')
+  }
+
+  /**
+   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group.
+   * `env` is the complete environment (default: `scrubbedEnv(process.env)`); the service adds
+   * `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they re-parent.
+   *
+   * The child is owned until it has exited *and* no process carrying its tag is left; while
+   * owned, disposing the calling plugin or the service terminates its tree and awaits it.
+   * Aborting `signal` terminates it too; an already aborted signal throws its reason.
+   * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
+   *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
+   */
+  spawn(options: SpawnOptions): ChildHandle {
+    const argv = Argv.safeParse(options.argv)
+    if (!argv.success) {
+      const reason = argv.error.issues[0]?.message ?? 'invalid argv'
+      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${JSON.stringify(options.argv)}: ${reason}`)
+    }
+    if (this.state.disposing) {
+      throw new SubprocessError('SERVICE_DISPOSING', `cannot spawn ${argv.data[0]}: the subprocess service is shutting down`)
+    }
+    options.signal?.throwIfAborted()
+
+    const [program, ...args] = argv.data
+    const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
+    const env = { ...(options.env ?? scrubbedEnv(process.env)), [tag.name]: tag.value }
+
+    // Register the ownership effect before starting anything, so an inactive caller scope
+    // throws before a process exists.
+    let owned: Owned | undefined
+    let released = false
+    const disposeEffect = this.ctx.effect(() => () => {
+      if (released || owned === undefined) return
+      return owned.handle.terminate().then(() => undefined)
+    }, 'subprocess.child')
+
+    let child: ChildProcess
+    try {
+      child = spawnChild(program, args, {
+        cwd: options.cwd,
+        env,
+        detached: true,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        windowsHide: true,
+      })
+    } catch (error) {
+      released = true
+      void disposeEffect()
+      throw new SubprocessError('SPAWN_FAILED', `cannot spawn ${program}: ${(error as Error).message}`, { cause: error })
+    }
+    // Node reports ENOENT/EACCES asynchronously, but leaves `pid` unset at once.
+    child.on('error', () => {})
+    if (child.pid === undefined) {
+      released = true
+      void disposeEffect()
+      throw new SubprocessError('SPAWN_FAILED', spawnFailure(program, options.cwd, env.PATH))
+    }
+    const pid = child.pid
+    child.stdin?.on('error', () => {})
+
+    const done = new Promise<Exit>((resolve) => {
+      child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => resolve({ exitCode, signal }))
+    })
+
+    let terminating: Promise<TerminateReport> | undefined
+    const handle: ChildHandle = {
+      pid,
+      stdout: child.stdout!,
+      stderr: child.stderr!,
+      write: (data) => {
+        if (child.stdin && !child.stdin.writableEnded) child.stdin.write(data)
+      },
+      end: () => {
+        child.stdin?.end()
+      },
+      done,
+      terminate: (terminateOptions = {}) => {
+        terminating ??= terminateTree({
+          rootPid: pid,
+          includeRoot: true,
+          graceMs: terminateOptions.graceMs ?? this.config.graceMs,
+          killWaitMs: this.config.killWaitMs,
+          tag,
+        }).finally(() => {
+          terminating = undefined
+        })
+        return terminating
+      },
+    }
+
+    const onAbort = (): void => void handle.terminate()
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+
+    owned = {
+      handle,
+      tag,
+      release: () => {
+        released = true
+        options.signal?.removeEventListener('abort', onAbort)
+        this.owned.delete(owned!)
+        void disposeEffect()
+      },
+    }
+    this.owned.add(owned)
+    const record = owned
+    void done.then(() => this.releaseWhenClean(record))
+    return handle
+  }
+
+  /** After the child exits, keeps owning it only while processes carrying its tag remain. */
+  private async releaseWhenClean(owned: Owned): Promise<void> {
+    if (!this.owned.has(owned)) return
+    try {
+      const table = defaultProcessTable()
+      const entries = await table.snapshot()
+      const values = await Promise.all(entries.map((entry) => table.environ(entry.pid, owned.tag.name)))
+      if (values.some((value) => value === owned.tag.value)) return
+    } catch {
+      return
+    }
+    owned.release()
+  }
+
+  private async terminateAll(): Promise<void> {
+    this.state.disposing = true
+    const all = [...this.owned]
+    await Promise.all(
+      all.map(async (owned) => {
+        await owned.handle.terminate()
+        owned.release()
+      }),
+    )
+  }
+}
+
+/** Explains an asynchronous ENOENT/EACCES from spawn(2) without waiting for the error event. */
+function spawnFailure(program: string, cwd: string | undefined, path: string | undefined): string {
+  if (cwd !== undefined && !existsSync(cwd)) {
+    return `cannot spawn ${program}: the working directory ${cwd} does not exist`
+  }
+  if (program.includes('/')) {
+    return existsSync(program)
+      ? `cannot spawn ${program}: it is not executable`
+      : `cannot spawn ${program}: no such file`
+  }
+  return `cannot spawn ${program}: not found (or not executable) on PATH=${path ?? ''}`
+}
+
+namespace SubprocessService {
+  export type Config = z.output<typeof SubprocessService.Config>
+}
+
+export default SubprocessService

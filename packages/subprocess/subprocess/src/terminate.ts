@@ -1,0 +1,245 @@
+/**
+ * The teardown ladder shared by every package that starts processes: capture → TERM → grace →
+ * rescan and freeze → KILL → verify. See `terminateTree` for the order and its reasons.
+ */
+import { setTimeout as delay } from 'node:timers/promises'
+import { isEnded, signalIfSame } from './signal.ts'
+import { defaultProcessTable } from './table.ts'
+import { treeOf } from './tree.ts'
+import type {
+  ProcessEntry,
+  ProcessRecord,
+  ProcessTable,
+  SessionTag,
+  SweepTaggedOptions,
+  TerminateReport,
+  TerminateTreeOptions,
+} from './types.ts'
+
+const DEFAULT_POLL_MS = 20
+const DEFAULT_KILL_WAIT_MS = 2000
+/** Rescans after freezing; each round can only find processes forked before the previous STOP landed. */
+const FREEZE_ROUNDS = 8
+
+type Kill = (pid: number, signal: NodeJS.Signals) => void
+
+interface Ladder {
+  table: ProcessTable
+  kill: Kill
+  pollMs: number
+  graceMs: number
+  killWaitMs: number
+  tag: SessionTag | undefined
+}
+
+const keyOf = (identity: { pid: number; startTime: string }): string => `${identity.pid}@${identity.startTime}`
+const recordOf = (entry: ProcessEntry): ProcessRecord => ({ pid: entry.pid, startTime: entry.startTime, comm: entry.comm })
+
+/** One teardown run: what it captured (in capture order) and how it signals and waits. */
+class Teardown {
+  readonly captured = new Map<string, ProcessRecord>()
+
+  constructor(
+    private readonly ladder: Ladder,
+    /** Never captured through the tree or the tag: init, this process, its ancestors, and the root. */
+    private readonly excluded: ReadonlySet<number>,
+  ) {}
+
+  capture(entry: ProcessEntry, force = false): ProcessRecord | undefined {
+    if (isEnded(entry.state)) return undefined
+    if (!force && this.excluded.has(entry.pid)) return undefined
+    const key = keyOf(entry)
+    if (this.captured.has(key)) return undefined
+    const record = recordOf(entry)
+    this.captured.set(key, record)
+    return record
+  }
+
+  /**
+   * Captures what is new: descendants of each anchor that still has its identity (a recycled
+   * anchor's children are strangers), and, with a tag, every process carrying it plus its
+   * descendants. Returns the newly captured records, children first within each tree.
+   */
+  async discover(anchors: readonly ProcessRecord[], listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
+    const entries = listed ?? (await this.ladder.table.snapshot())
+    const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
+    const found: ProcessRecord[] = []
+    const add = (entry: ProcessEntry): void => {
+      const record = this.capture(entry)
+      if (record) found.push(record)
+    }
+    for (const anchor of anchors) {
+      const entry = byPid.get(anchor.pid)
+      if (entry === undefined || entry.startTime !== anchor.startTime) continue
+      for (const descendant of treeOf(entries, anchor.pid, { includeRoot: false })) add(descendant)
+    }
+    const tag = this.ladder.tag
+    if (tag) {
+      const candidates = entries.filter(
+        (entry) => !isEnded(entry.state) && !this.excluded.has(entry.pid) && !this.captured.has(keyOf(entry)),
+      )
+      const values = await Promise.all(candidates.map((entry) => this.ladder.table.environ(entry.pid, tag.name)))
+      candidates.forEach((entry, index) => {
+        if (values[index] !== tag.value) return
+        for (const member of treeOf(entries, entry.pid, { includeRoot: true })) add(member)
+      })
+    }
+    return found
+  }
+
+  async isAlive(record: ProcessRecord): Promise<boolean> {
+    const entry = await this.ladder.table.get(record.pid)
+    return entry !== undefined && entry.startTime === record.startTime && !isEnded(entry.state)
+  }
+
+  async aliveOf(records: readonly ProcessRecord[]): Promise<ProcessRecord[]> {
+    const alive = await Promise.all(records.map((record) => this.isAlive(record)))
+    return records.filter((_, index) => alive[index])
+  }
+
+  /** Polls until every record is gone (zombies count) or `ms` passed; returns those still alive. */
+  async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
+    const deadline = Date.now() + ms
+    let pending = [...records]
+    while (true) {
+      pending = await this.aliveOf(pending)
+      const left = deadline - Date.now()
+      if (pending.length === 0 || left <= 0) return pending
+      await delay(Math.min(this.ladder.pollMs, left))
+    }
+  }
+
+  /** Polls until every record is stopped (state T or t) or gone, or `ms` passed. */
+  async waitStopped(records: readonly ProcessRecord[], ms: number): Promise<void> {
+    const deadline = Date.now() + ms
+    let pending = [...records]
+    while (pending.length > 0 && Date.now() < deadline) {
+      const entries = await Promise.all(pending.map((record) => this.ladder.table.get(record.pid)))
+      pending = pending.filter((record, index) => {
+        const entry = entries[index]
+        if (entry === undefined || entry.startTime !== record.startTime || isEnded(entry.state)) return false
+        return entry.state !== 'T' && entry.state !== 't'
+      })
+      if (pending.length > 0) await delay(Math.min(this.ladder.pollMs, Math.max(0, deadline - Date.now())))
+    }
+  }
+
+  /** Signals each record in order, identity-fenced. A refused signal (EPERM) leaves the process to be reported as a survivor. */
+  async send(records: readonly ProcessRecord[], signal: NodeJS.Signals): Promise<void> {
+    for (const record of records) {
+      try {
+        await signalIfSame(this.ladder.table, record, signal, { kill: this.ladder.kill })
+      } catch {
+        // Not ours to signal; it stays alive and shows up in `survivors`.
+      }
+    }
+  }
+
+  /**
+   * One rung of the ladder for `members`: `signal`, wait up to the grace for them to go, then
+   * rescan for processes forked meanwhile (children of `anchors` and of surviving members, and
+   * tagged ones). Anything left is frozen with SIGSTOP — so it cannot fork while it is looked
+   * at — rescanned until nothing new appears, and KILLed.
+   */
+  async stage(members: readonly ProcessRecord[], signal: NodeJS.Signals, anchors: readonly ProcessRecord[]): Promise<void> {
+    if (members.length === 0) return
+    await this.send(members, signal)
+    const alive = await this.waitGone(members, this.ladder.graceMs)
+    const forked = await this.discover([...anchors, ...alive])
+    if (alive.length === 0 && forked.length === 0) return
+
+    const frozen = [...forked, ...alive]
+    await this.send(frozen, 'SIGSTOP')
+    for (let round = 0; round < FREEZE_ROUNDS; round++) {
+      await this.waitStopped(frozen, this.ladder.killWaitMs)
+      const more = await this.discover([...anchors, ...frozen])
+      if (more.length === 0) break
+      await this.send(more, 'SIGSTOP')
+      frozen.push(...more)
+    }
+    await this.send(frozen, 'SIGKILL')
+    await this.waitGone(frozen, this.ladder.killWaitMs)
+  }
+
+  async report(): Promise<TerminateReport> {
+    const all = [...this.captured.values()]
+    const survivors = await this.aliveOf(all)
+    const surviving = new Set(survivors.map(keyOf))
+    return { stopped: all.filter((record) => !surviving.has(keyOf(record))), survivors }
+  }
+}
+
+function ladderOf(options: SweepTaggedOptions, tag: SessionTag | undefined): Ladder {
+  return {
+    table: options.table ?? defaultProcessTable(),
+    kill: options.kill ?? ((pid, signal) => process.kill(pid, signal)),
+    pollMs: options.pollMs ?? DEFAULT_POLL_MS,
+    graceMs: options.graceMs,
+    killWaitMs: options.killWaitMs ?? DEFAULT_KILL_WAIT_MS,
+    tag,
+  }
+}
+
+/** Pids a teardown never signals on its own: the kernel's roots, init, this process and its ancestors. */
+function protectedPids(entries: readonly ProcessEntry[]): Set<number> {
+  const excluded = new Set<number>([0, 1, process.pid])
+  const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
+  let pid = process.ppid
+  while (pid > 1 && !excluded.has(pid)) {
+    excluded.add(pid)
+    pid = byPid.get(pid)?.ppid ?? 0
+  }
+  return excluded
+}
+
+/**
+ * Stops the process tree under `rootPid` and proves it is gone.
+ *
+ * 1. Captures, before any signal, the root's descendants and (with `tag`) every process whose
+ *    environment carries the tag, with their start identities — so a pid recycled later is
+ *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found.
+ * 2. TERMs the captured processes children-first while the root still runs and can reap them,
+ *    and polls every `pollMs` until they are gone (a zombie counts as gone) or `graceMs` passed.
+ *    When everything is gone it moves on at once.
+ * 3. Rescans for children forked meanwhile and newly tagged processes; anything left is frozen
+ *    (SIGSTOP), rescanned until nothing new appears, KILLed, and awaited up to `killWaitMs`.
+ * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
+ *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan, freeze, KILL.
+ *
+ * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
+ * teardown (e.g. a process of another user, EPERM, or one stuck in uninterruptible sleep); call
+ * again to retry — nothing is cached. Init, this process and its ancestors are never signalled.
+ * @throws whatever the process table throws when it cannot list processes at all.
+ */
+export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
+  const ladder = ladderOf(options, options.tag)
+  const entries = await ladder.table.snapshot()
+  const protectedSet = protectedPids(entries)
+  const excluded = new Set(protectedSet).add(options.rootPid)
+  const teardown = new Teardown(ladder, excluded)
+
+  const rootEntry = entries.find((entry) => entry.pid === options.rootPid)
+  const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
+  const members = await teardown.discover(anchors, entries)
+  await teardown.stage(members, 'SIGTERM', anchors)
+
+  if (options.includeRoot && rootEntry && !protectedSet.has(rootEntry.pid)) {
+    const root = teardown.capture(rootEntry, true)
+    if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [])
+  }
+  return teardown.report()
+}
+
+/**
+ * Stops every process whose environment carries `tag` (and their descendants): the teardown
+ * ladder of `terminateTree` without a root. Use it for processes that escaped a tree walk,
+ * e.g. after the root has already exited.
+ */
+export async function sweepTagged(tag: SessionTag, options: SweepTaggedOptions): Promise<TerminateReport> {
+  const ladder = ladderOf(options, tag)
+  const entries = await ladder.table.snapshot()
+  const teardown = new Teardown(ladder, protectedPids(entries))
+  const members = await teardown.discover([], entries)
+  await teardown.stage(members, 'SIGTERM', [])
+  return teardown.report()
+}

@@ -1,0 +1,200 @@
+import { Context, type EffectMeta, type Message } from 'cordis'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import SubprocessService, {
+  linuxProcessTable,
+  SUBPROCESS_TAG_VARIABLE,
+  SubprocessError,
+  type ProcessEntry,
+} from '../src/index.ts'
+import { LineReader } from './lines.ts'
+
+const table = linuxProcessTable()
+let root: Context
+let fiber: { dispose(): Promise<void> } | undefined
+let logs: Message[]
+
+async function boot(config: Partial<SubprocessService.Config> = {}): Promise<SubprocessService> {
+  root = new Context()
+  logs = []
+  root.logger.exporter({ export: (message) => void logs.push(message) })
+  fiber = await root.plugin(SubprocessService, config as SubprocessService.Config)
+  return root.subprocess
+}
+
+afterEach(async () => {
+  await fiber?.dispose()
+  fiber = undefined
+  expect(logs.filter((message) => message.type === 'error').map((message) => message.args)).toEqual([])
+})
+
+async function tagged(value: string): Promise<ProcessEntry[]> {
+  const entries = await table.snapshot()
+  const values = await Promise.all(entries.map((e) => table.environ(e.pid, SUBPROCESS_TAG_VARIABLE)))
+  return entries.filter((e, i) => values[i] === value && e.state !== 'Z')
+}
+
+async function alive(pid: number, startTime: string): Promise<boolean> {
+  const entry = await table.get(pid)
+  return entry !== undefined && entry.startTime === startTime && entry.state !== 'Z'
+}
+
+function expectCode(fn: () => unknown, code: SubprocessError['code'], pattern: RegExp): void {
+  let thrown: unknown
+  try {
+    fn()
+  } catch (error) {
+    thrown = error
+  }
+  expect(thrown).toBeInstanceOf(SubprocessError)
+  expect((thrown as SubprocessError).code).toBe(code)
+  expect((thrown as SubprocessError).message).toMatch(pattern)
+}
+
+describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
+  it('pipes stdin to the child and reports its output and exit code', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'read line; echo "got $line"; echo oops >&2; exit 3'] })
+    const out = new LineReader(child.stdout)
+    const err = new LineReader(child.stderr)
+    child.write('hello\n')
+    child.end()
+    expect((await out.line(/^got.*/))[0]).toBe('got hello')
+    expect((await err.line(/oops/))[0]).toBe('oops')
+    expect(await child.done).toEqual({ exitCode: 3, signal: null })
+  })
+
+  it('starts the child in its own session and process group, in the given working directory', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'pwd; sleep 300'], cwd: '/usr' })
+    const out = new LineReader(child.stdout)
+    expect((await out.line(/^\/.*/))[0]).toBe('/usr')
+    const entry = await table.get(child.pid)
+    expect(entry).toMatchObject({ pid: child.pid, pgid: child.pid, sid: child.pid })
+    await child.terminate()
+  })
+
+  it('gives the child the scrubbed parent environment by default, plus its own tag', async () => {
+    const subprocess = await boot()
+    process.env.FOO_TOKEN = 'should-not-leak'
+    try {
+      const child = subprocess.spawn({ argv: ['env'] })
+      const out = new LineReader(child.stdout)
+      await child.done
+      await out.end()
+      expect(out.all).not.toContain('FOO_TOKEN')
+      expect(out.all).toContain('PATH=')
+      expect(out.all).toMatch(new RegExp(`^${SUBPROCESS_TAG_VARIABLE}=[0-9a-f]{32}$`, 'm'))
+    } finally {
+      delete process.env.FOO_TOKEN
+    }
+  })
+
+  it('uses an explicit environment as the complete environment', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['/usr/bin/env'], env: { ONLY: 'this' } })
+    const out = new LineReader(child.stdout)
+    await child.done
+    await out.end()
+    expect(out.all.trim().split('\n').sort()).toEqual([`${SUBPROCESS_TAG_VARIABLE}=${out.all.match(/TAG=(\w+)/)?.[1]}`, 'ONLY=this'].sort())
+  })
+
+  it('terminate() stops the child and its descendants and reports them', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'sleep 300 & echo "bg $!"; wait'] })
+    const out = new LineReader(child.stdout)
+    const bg = Number((await out.line(/^bg (\d+)/))[1])
+    const report = await child.terminate({ graceMs: 5_000 })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([bg, child.pid].sort())
+    expect((await child.done).exitCode === 0 || (await child.done).signal === 'SIGTERM').toBe(true)
+  })
+
+  it('aborting the signal terminates the child tree', async () => {
+    const subprocess = await boot()
+    const controller = new AbortController()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'trap "" TERM; echo ready; sleep 300'], signal: controller.signal })
+    await new LineReader(child.stdout).line(/^ready/)
+    controller.abort()
+    expect(await child.done).toEqual({ exitCode: null, signal: 'SIGKILL' })
+  }, 15_000)
+
+  it('throws the reason of an already aborted signal without starting anything', async () => {
+    const subprocess = await boot()
+    const reason = new Error('cancelled by the caller')
+    expect(() => subprocess.spawn({ argv: ['true'], signal: AbortSignal.abort(reason) })).toThrow(reason)
+  })
+
+  it('disposing the calling plugin terminates the children it spawned', async () => {
+    await boot()
+    let pid = 0
+    const plugin = {
+      name: 'spawner',
+      inject: ['subprocess'],
+      apply: (ctx: Context) => {
+        pid = ctx.subprocess.spawn({ argv: ['sleep', '300'] }).pid
+      },
+    }
+    const spawner = await root.plugin(plugin)
+    const entry = await table.get(pid)
+    expect(entry?.comm).toBe('sleep')
+    await spawner.dispose()
+    expect(await alive(pid, entry!.startTime)).toBe(false)
+  })
+
+  it('disposing the service terminates every child, including daemons an exited child left behind', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({
+      argv: ['bash', '-c', `setsid sleep 300 >/dev/null 2>&1 & echo "tag $${SUBPROCESS_TAG_VARIABLE}"`],
+    })
+    const tag = (await new LineReader(child.stdout).line(/^tag (\w+)/))[1]!
+    await child.done
+    const daemons = await tagged(tag)
+    expect(daemons).toHaveLength(1)
+    await fiber!.dispose()
+    fiber = undefined
+    expect(await tagged(tag)).toEqual([])
+  })
+
+  it('lets go of a child that exited and left nothing behind', async () => {
+    await boot()
+    let child: ReturnType<SubprocessService['spawn']> | undefined
+    const spawner = await root.plugin({
+      name: 'spawner',
+      inject: ['subprocess'],
+      apply: (ctx: Context) => {
+        child = ctx.subprocess.spawn({ argv: ['true'] })
+      },
+    })
+    const labels = () => spawner.getEffects().map((effect: EffectMeta) => effect.label)
+    expect(labels()).toContain('subprocess.child')
+    await child!.done
+    await vi.waitFor(() => expect(labels()).not.toContain('subprocess.child'))
+    await spawner.dispose()
+  })
+
+  it('fails a missing program or working directory with SPAWN_FAILED naming it', async () => {
+    const subprocess = await boot()
+    expectCode(() => subprocess.spawn({ argv: ['/nonexistent/prog'] }), 'SPAWN_FAILED', /\/nonexistent\/prog: no such file/)
+    expectCode(() => subprocess.spawn({ argv: ['no-such-program-anywhere'] }), 'SPAWN_FAILED', /no-such-program-anywhere: not found .*PATH=/)
+    expectCode(() => subprocess.spawn({ argv: ['true'], cwd: '/nonexistent/dir' }), 'SPAWN_FAILED', /working directory \/nonexistent\/dir does not exist/)
+  })
+
+  it('rejects an empty program or a NUL byte with INVALID_ARGV', async () => {
+    const subprocess = await boot()
+    expectCode(() => subprocess.spawn({ argv: [''] }), 'INVALID_ARGV', /program \(argv\[0\]\) is empty/)
+    expectCode(() => subprocess.spawn({ argv: ['echo', 'a\0b'] }), 'INVALID_ARGV', /NUL byte/)
+  })
+
+  it('refuses to spawn once the service is being disposed', async () => {
+    const subprocess = await boot()
+    await fiber!.dispose()
+    fiber = undefined
+    expectCode(() => subprocess.spawn({ argv: ['true'] }), 'SERVICE_DISPOSING', /shutting down/)
+  })
+
+  it('fails to load with a negative grace, naming the field', async () => {
+    root = new Context()
+    logs = []
+    await expect(root.plugin(SubprocessService, { graceMs: -1 } as SubprocessService.Config)).rejects.toThrow(/graceMs/)
+  })
+})

@@ -1,0 +1,347 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import {
+  createSessionTag,
+  linuxProcessTable,
+  signalIfSame,
+  sweepTagged,
+  terminateTree,
+  type ProcessEntry,
+  type ProcessRecord,
+  type ProcessTable,
+  type SessionTag,
+} from '../src/index.ts'
+import { LineReader } from './lines.ts'
+
+const linux = process.platform === 'linux'
+const table = linuxProcessTable()
+let dir: string
+const started: ChildProcess[] = []
+const tags: SessionTag[] = []
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'conch-terminate-'))
+})
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+afterEach(async () => {
+  const leftovers = started.splice(0).map((child) => -child.pid!)
+  for (const tag of tags.splice(0)) leftovers.push(...(await tagged(tag)).map((e) => e.pid))
+  for (const pid of leftovers) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+})
+
+/** Starts `bash <file>` in its own process group, with an optional tag in its environment. */
+function bash(script: string, tag?: SessionTag): { child: ChildProcess; out: LineReader; exited: Promise<unknown> } {
+  const file = join(dir, `script-${started.length}-${Date.now()}.sh`)
+  writeFileSync(file, script)
+  const env: Record<string, string | undefined> = { ...process.env }
+  if (tag) {
+    env[tag.name] = tag.value
+    tags.push(tag)
+  }
+  const child = spawn('bash', [file], { env, detached: true, stdio: ['ignore', 'pipe', 'inherit'] })
+  started.push(child)
+  const exited = new Promise((resolve) => child.once('exit', resolve))
+  return { child, out: new LineReader(child.stdout!), exited }
+}
+
+/** Whether the process with this identity still exists and is not a zombie. */
+async function alive(record: { pid: number; startTime: string }): Promise<boolean> {
+  const entry = await table.get(record.pid)
+  return entry !== undefined && entry.startTime === record.startTime && entry.state !== 'Z'
+}
+
+async function identity(pid: number): Promise<ProcessRecord> {
+  const entry = await table.get(pid)
+  if (!entry) throw new Error(`process ${pid} is not running`)
+  return { pid, startTime: entry.startTime, comm: entry.comm }
+}
+
+async function tagged(tag: SessionTag): Promise<ProcessEntry[]> {
+  const entries = await table.snapshot()
+  const values = await Promise.all(entries.map((e) => table.environ(e.pid, tag.name)))
+  return entries.filter((e, i) => values[i] === tag.value && e.state !== 'Z')
+}
+
+const recordingKill = (calls: Array<[number, NodeJS.Signals]>) => (pid: number, signal: NodeJS.Signals) => {
+  calls.push([pid, signal])
+  process.kill(pid, signal)
+}
+
+describe.runIf(linux)('terminateTree on real processes', () => {
+  it('stops a tree with grandchildren and reports every member stopped', async () => {
+    const { child, out } = bash(`
+      bash -c 'sleep 301 & echo "grand $!"; wait' &
+      echo "inner $!"
+      sleep 300 &
+      echo "child $!"
+      wait
+    `)
+    const grand = await identity(Number((await out.line(/^grand (\d+)/))[1]))
+    const inner = await identity(Number((await out.line(/^inner (\d+)/))[1]))
+    const sleeper = await identity(Number((await out.line(/^child (\d+)/))[1]))
+    const root = await identity(child.pid!)
+
+    const report = await terminateTree({ rootPid: root.pid, includeRoot: true, graceMs: 10_000 })
+
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([grand.pid, inner.pid, sleeper.pid, root.pid].sort())
+    for (const record of [grand, inner, sleeper, root]) expect(await alive(record)).toBe(false)
+  })
+
+  it('KILLs a child that ignores SIGTERM after the grace and reports it stopped', async () => {
+    const { child, out } = bash(`
+      trap '' TERM
+      sleep 302 &
+      echo "stubborn $!"
+      wait
+    `)
+    const stubborn = await identity(Number((await out.line(/^stubborn (\d+)/))[1]))
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 200, kill: recordingKill(calls) })
+
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toContain(stubborn.pid)
+    expect(calls).toContainEqual([stubborn.pid, 'SIGTERM'])
+    expect(calls).toContainEqual([stubborn.pid, 'SIGKILL'])
+    expect(await alive(stubborn)).toBe(false)
+  })
+
+  it('counts a zombie as gone: a child its parent never reaps is stopped without waiting for the grace', async () => {
+    const { child, out } = bash(`
+      exec python3 -c '
+import os, time
+pid = os.fork()
+if pid == 0:
+    os.execvp("sleep", ["sleep", "303"])
+print("child", pid, flush=True)
+time.sleep(300)
+'
+    `)
+    const zombie = await identity(Number((await out.line(/^child (\d+)/))[1]))
+    // A grace far longer than the test timeout: only the zombie rule lets this return.
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: false, graceMs: 600_000 })
+
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map(({ pid, startTime }) => ({ pid, startTime }))).toEqual([{ pid: zombie.pid, startTime: zombie.startTime }])
+    expect((await table.get(zombie.pid))?.state).toBe('Z')
+    expect(await alive(await identity(child.pid!))).toBe(true)
+  })
+
+  it('returns as soon as everything is gone instead of waiting the full grace', async () => {
+    const { child, out } = bash(`
+      sleep 304 & sleep 305 &
+      echo ready
+      wait
+    `)
+    await out.line(/^ready/)
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 600_000 })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.comm).sort()).toEqual(['bash', 'sleep', 'sleep'])
+  })
+
+  it('finds nohup and setsid daemons by the session tag after they re-parent away from the tree', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { child, out, exited } = bash(
+      `
+      setsid sleep 306 &
+      nohup sleep 307 >/dev/null 2>&1 &
+      (setsid sleep 308 &)
+      echo ready
+    `,
+      tag,
+    )
+    await out.line(/^ready/)
+    await exited
+    const daemons = await tagged(tag)
+    expect(daemons).toHaveLength(3)
+    expect(daemons.every((e) => e.ppid !== child.pid)).toBe(true)
+
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual(daemons.map((e) => e.pid).sort())
+    expect(await tagged(tag)).toEqual([])
+  })
+
+  it('sweeps tagged processes on their own, without a root', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { out, exited } = bash(`setsid sleep 309 & setsid bash -c 'sleep 310 & echo inner; wait' & echo ready`, tag)
+    await out.line(/^ready/)
+    await out.line(/^inner/)
+    await exited
+    expect((await tagged(tag)).length).toBeGreaterThanOrEqual(3)
+
+    const report = await sweepTagged(tag, { graceMs: 5_000 })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.comm).sort()).toEqual(['bash', 'sleep', 'sleep'])
+    expect(await tagged(tag)).toEqual([])
+  })
+
+  it('catches children the root forks while it handles SIGTERM, by rescanning before KILL', async () => {
+    const { child, out } = bash(`
+      trap 'sleep 311 & echo "forked $!"' TERM
+      echo ready
+      while :; do sleep 0.05; done
+    `)
+    await out.line(/^ready/)
+    const teardown = terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 2_000 })
+    const forkedPid = Number((await out.line(/^forked (\d+)/))[1])
+    const report = await teardown
+
+    expect(report.survivors).toEqual([])
+    const forked = report.stopped.find((r) => r.pid === forkedPid)
+    expect(forked?.comm).toBe('sleep')
+    expect(await alive(forked!)).toBe(false)
+  })
+
+  it('catches children a descendant forks while it handles SIGTERM, and leaves the root running', async () => {
+    const inner = join(dir, 'inner.sh')
+    writeFileSync(inner, `trap 'sleep 312 & echo "forked $!"' TERM\necho ready\nwhile :; do sleep 0.05; done\n`)
+    const { child, out } = bash(`bash ${inner} & wait; sleep 313`)
+    await out.line(/^ready/)
+    const teardown = terminateTree({ rootPid: child.pid!, includeRoot: false, graceMs: 2_000 })
+    const forkedPid = Number((await out.line(/^forked (\d+)/))[1])
+    const report = await teardown
+
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toContain(forkedPid)
+    expect(report.stopped.map((r) => r.pid)).not.toContain(child.pid)
+    expect(await alive(await identity(child.pid!))).toBe(true)
+  })
+
+  it('reports nothing for a root that is already gone when there is no tag', async () => {
+    const { child, exited } = bash('exit 0')
+    await exited
+    expect(await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 1_000 })).toEqual({ stopped: [], survivors: [] })
+  })
+})
+
+/** A process table over a mutable fixture, for the races that need exact ordering. */
+function fixtureTable(entries: Map<number, ProcessEntry>): ProcessTable {
+  return {
+    snapshot: async () => [...entries.values()],
+    get: async (pid) => entries.get(pid),
+    environ: async () => undefined,
+  }
+}
+
+const fixture = (pid: number, ppid: number, startTime: string, state = 'S'): ProcessEntry => ({
+  pid, ppid, pgid: pid, sid: pid, tpgid: -1, state, comm: `p${pid}`, startTime,
+})
+
+describe('the identity fence', () => {
+  it('signalIfSame sends only to the same process and tells gone from recycled', async () => {
+    const entries = new Map([
+      [100, fixture(100, 1, '500')],
+      [101, fixture(101, 100, '600', 'Z')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals) => void calls.push([pid, signal])
+    const fence = fixtureTable(entries)
+
+    expect(await signalIfSame(fence, { pid: 100, startTime: '499' }, 'SIGTERM', { kill })).toBe('recycled')
+    expect(await signalIfSame(fence, { pid: 101, startTime: '600' }, 'SIGTERM', { kill })).toBe('gone')
+    expect(await signalIfSame(fence, { pid: 102, startTime: '1' }, 'SIGTERM', { kill })).toBe('gone')
+    expect(calls).toEqual([])
+    expect(await signalIfSame(fence, { pid: 100, startTime: '500' }, 'SIGTERM', { kill })).toBe('sent')
+    expect(calls).toEqual([[100, 'SIGTERM']])
+  })
+
+  it('signalIfSame treats ESRCH as gone and rethrows any other kill error', async () => {
+    const fence = fixtureTable(new Map([[100, fixture(100, 1, '500')]]))
+    const failing = (code: string) => () => {
+      throw Object.assign(new Error(code), { code })
+    }
+    expect(await signalIfSame(fence, { pid: 100, startTime: '500' }, 'SIGKILL', { kill: failing('ESRCH') })).toBe('gone')
+    await expect(signalIfSame(fence, { pid: 100, startTime: '500' }, 'SIGKILL', { kill: failing('EPERM') })).rejects.toThrow('EPERM')
+  })
+
+  it('signals leaves before their parents and the root last', async () => {
+    const entries = new Map([
+      [500, fixture(500, 1, '1')],
+      [501, fixture(501, 500, '2')],
+      [502, fixture(502, 501, '3')],
+      [503, fixture(503, 500, '4')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      entries.delete(pid)
+    }
+    const report = await terminateTree({ rootPid: 500, includeRoot: true, graceMs: 1_000, pollMs: 5, table: fixtureTable(entries), kill })
+    const order = calls.map(([pid]) => pid)
+    expect(order.indexOf(502)).toBeLessThan(order.indexOf(501))
+    expect(order.at(-1)).toBe(500)
+    expect(calls.every(([, signal]) => signal === 'SIGTERM')).toBe(true)
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([500, 501, 502, 503])
+  })
+
+  it('never KILLs a pid that was recycled during the grace', async () => {
+    const entries = new Map([
+      [200, fixture(200, 1, '700')],
+      [201, fixture(201, 200, '800')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      // 201 ignores TERM, exits later and its pid is reused by an unrelated process.
+      if (pid === 201 && signal === 'SIGTERM') setImmediate(() => entries.set(201, fixture(201, 1, '900')))
+      if (pid === 200 && signal === 'SIGTERM') entries.delete(200)
+    }
+    const report = await terminateTree({ rootPid: 200, includeRoot: true, graceMs: 200, pollMs: 5, table: fixtureTable(entries), kill })
+
+    expect(calls).toEqual([
+      [201, 'SIGTERM'],
+      [200, 'SIGTERM'],
+    ])
+    expect(report.survivors).toEqual([])
+    expect(report.stopped).toEqual([
+      { pid: 201, startTime: '800', comm: 'p201' },
+      { pid: 200, startTime: '700', comm: 'p200' },
+    ])
+  })
+
+  it('never signals this process or its ancestors, even when they appear inside the tree', async () => {
+    const entries = new Map([
+      [300, fixture(300, 1, '1')],
+      [process.ppid, fixture(process.ppid, 300, '2')],
+      [process.pid, fixture(process.pid, process.ppid, '3')],
+      [301, fixture(301, process.pid, '4')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      if (pid === 301) entries.delete(301)
+    }
+    await terminateTree({ rootPid: 300, includeRoot: false, graceMs: 50, pollMs: 5, table: fixtureTable(entries), kill })
+    expect(calls.map(([pid]) => pid)).toEqual([301])
+  })
+
+  it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {
+    const entries = new Map([
+      [400, fixture(400, 1, '1')],
+      [401, fixture(401, 400, '2', 'D')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => void calls.push([pid, signal])
+    const options = { rootPid: 400, includeRoot: false, graceMs: 20, killWaitMs: 20, pollMs: 5, table: fixtureTable(entries), kill }
+
+    const first = await terminateTree(options)
+    expect(first).toEqual({ stopped: [], survivors: [{ pid: 401, startTime: '2', comm: 'p401' }] })
+    expect(calls).toEqual([
+      [401, 'SIGTERM'],
+      [401, 'SIGSTOP'],
+      [401, 'SIGKILL'],
+    ])
+    entries.delete(401)
+    expect(await terminateTree(options)).toEqual({ stopped: [], survivors: [] })
+  })
+})
