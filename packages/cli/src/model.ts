@@ -10,7 +10,7 @@ export const REPLAY_PACKAGE = '@conch/llm-replay'
 export const OPENAI_PACKAGE = '@conch/llm-openai'
 /** The provider name `@conch/llm-replay` registers on `ctx.llm`. */
 export const REPLAY_PROVIDER = 'replay'
-/** Where `@conch/llm-openai` looks for its key when `apiKeyEnv` is not configured, in order. */
+/** Where `@conch/llm-openai` looks for its key: `apiKeyEnv` (default the first), then the second. */
 export const DEFAULT_KEY_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY'] as const
 
 /**
@@ -59,16 +59,16 @@ export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv
   const provider = asObject(llm?.config)['provider']
   if (provider !== undefined && scripted.includes(provider)) return
   for (const row of rows.filter((row) => row.name === OPENAI_PACKAGE)) {
-    const config = asObject(row.config)
-    if (typeof config['apiKey'] === 'string') continue
-    const configured = typeof config['apiKeyEnv'] === 'string' ? [config['apiKeyEnv']] : [...DEFAULT_KEY_VARIABLES]
-    if (configured.some((name) => env[name])) continue
-    const names = configured.join(' or ')
+    // The adapter's rule: `apiKeyEnv` (default DEEPSEEK_API_KEY), then OPENAI_API_KEY.
+    const apiKeyEnv = asObject(row.config)['apiKeyEnv']
+    const primary = typeof apiKeyEnv === 'string' ? apiKeyEnv : DEFAULT_KEY_VARIABLES[0]
+    const variables = [...new Set([primary, DEFAULT_KEY_VARIABLES[1]])]
+    if (variables.some((name) => env[name])) continue
     throw new CliError(
       'NO_API_KEY',
       [
-        `no API key for the live model (entry "${row.id}" reads ${names}).`,
-        `Set one, for example:  export ${configured[0]}=sk-...`,
+        `no API key for the live model (entry "${row.id}" reads ${variables.join(' or ')}).`,
+        `Set one, for example:  export ${primary}=sk-...`,
         'or run a scripted session instead:  conch run --script FILE "task"',
         '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
       ].join('\n'),

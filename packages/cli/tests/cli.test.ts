@@ -221,6 +221,28 @@ describe('a scripted run', () => {
   })
 })
 
+describe('groups', () => {
+  it('loads group entries, nested groups included, and disposes children before their group', async () => {
+    ws.fixture('dispose-log.ts')
+    ws.write(
+      'cordis.yml',
+      `${SPINE}` +
+        `- id: outer\n  group: true\n  config:\n` +
+        `    - id: log-a\n      name: ./dispose-log.ts\n      config: { label: a }\n` +
+        `    - id: inner\n      group: true\n      config:\n` +
+        `        - id: log-b\n          name: ./dispose-log.ts\n          config: { label: b }\n` +
+        `        - id: log-off\n          name: ./dispose-log.ts\n          disabled: true\n          config: { label: off }\n` +
+        `- id: log-c\n  name: ./dispose-log.ts\n  config: { label: c }\n`,
+    )
+    ws.write('s.jsonl', step('ok'))
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    const lines = result.stderr.split('\n').filter((line) => /^(apply|dispose) /.test(line))
+    expect(lines.filter((line) => line.startsWith('apply')).sort()).toEqual(['apply a', 'apply b', 'apply c'])
+    expect(lines.filter((line) => line.startsWith('dispose'))).toEqual(['dispose c', 'dispose b', 'dispose a'])
+  })
+})
+
 describe('shutdown', () => {
   it('SIGTERM during a run cancels the turn, disposes entries in reverse order and leaves no process', async () => {
     const token = `conch-test-${randomUUID()}`

@@ -95,8 +95,9 @@ describe('checkApiKey', () => {
 
   it('reads the variable named by apiKeyEnv', () => {
     const custom = [row('openai', '@conch/llm-openai', { apiKeyEnv: 'MY_KEY' })]
-    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY')
+    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY or OPENAI_API_KEY')
     expect(() => checkApiKey(custom, { MY_KEY: 'k' })).not.toThrow()
+    expect(() => checkApiKey(custom, { OPENAI_API_KEY: 'k' })).not.toThrow()
   })
 
   it('needs no key when the composition selects a scripted model, or the live model is disabled', () => {
