@@ -36,6 +36,8 @@ export interface SandboxProvider {
   readonly name: string
   /** Platforms it can serve (`process.platform` values). */
   readonly platforms: readonly NodeJS.Platform[]
+  /** Whether confined processes may use the network (as configured), when the provider knows. */
+  readonly network?: boolean
   /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
@@ -64,4 +66,10 @@ export interface SandboxServiceApi {
    * `danger-full-access` explicitly.
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
+  /**
+   * Whether processes confined on this platform may use the network: the `network` of the first
+   * registered provider for `process.platform`, or undefined when there is none or it does not
+   * say. For describing the sandbox (e.g. in a system prompt); it does not probe.
+   */
+  networkAllowed?(): boolean | undefined
 }

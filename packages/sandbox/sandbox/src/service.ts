@@ -1,0 +1,135 @@
+/**
+ * `ctx.sandbox`: the registry of confinement providers. `confine` wraps an argv with the first
+ * provider for this platform whose probe succeeds, and otherwise fails closed with
+ * `SANDBOX_UNAVAILABLE` — it never hands back an argv that runs unconfined.
+ */
+import { isAbsolute } from 'node:path'
+import { Service, type Context } from 'cordis'
+import { z } from 'zod'
+import {
+  SandboxError,
+  type ConfineResult,
+  type SandboxPolicy,
+  type SandboxProvider,
+  type SandboxServiceApi,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    sandbox: SandboxService
+  }
+}
+
+const absolute = (field: string) =>
+  z.string().refine((path) => isAbsolute(path), { message: `${field} must be an absolute path` })
+
+const Policy = z.object({
+  mode: z.enum(['read-only', 'workspace-write'], {
+    error: (issue) =>
+      issue.input === 'danger-full-access'
+        ? 'mode danger-full-access is not confined: run the argv as it is instead of calling confine'
+        : `unknown sandbox mode ${JSON.stringify(issue.input)} (expected read-only or workspace-write)`,
+  }),
+  workspaceRoot: absolute('workspaceRoot'),
+  cwd: absolute('cwd').optional(),
+})
+
+/** What users are told when nothing can confine a process here. */
+const INSTALL_HINT =
+  'Install a sandbox (Debian/Ubuntu: `apt-get install bubblewrap`; macOS ships sandbox-exec) and load ' +
+  '@conch/sandbox-local, or run unconfined on purpose by setting `mode: danger-full-access` in the ' +
+  'sandbox-policy entry of cordis.yml.'
+
+class SandboxService extends Service implements SandboxServiceApi {
+  static Config = z.object({}).prefault({})
+
+  private readonly providers: SandboxProvider[] = []
+  /** One probe per registered provider object; failures are cached too. */
+  private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
+
+  constructor(ctx: Context, public config: SandboxService.Config) {
+    super(ctx, 'sandbox')
+  }
+
+  /**
+   * Registers `provider` (tried in registration order). The disposer — tied to the caller's
+   * plugin scope — removes it and forgets its probe verdict.
+   * @throws SandboxError `DUPLICATE_PROVIDER` when a provider of the same name is registered.
+   */
+  register(provider: SandboxProvider): () => void {
+    if (this.providers.some((other) => other.name === provider.name)) {
+      throw new SandboxError('DUPLICATE_PROVIDER', `a sandbox provider named ${provider.name} is already registered`)
+    }
+    return this.ctx.effect(() => {
+      this.providers.push(provider)
+      return () => {
+        const index = this.providers.indexOf(provider)
+        if (index >= 0) this.providers.splice(index, 1)
+        this.verdicts.delete(provider)
+      }
+    }, 'sandbox.register')
+  }
+
+  /**
+   * Wraps `argv` to run under `policy` with the first provider for `process.platform` whose
+   * probe succeeds (each provider is probed at most once; the verdict is cached).
+   * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown
+   *   mode, an empty argv); `SANDBOX_UNAVAILABLE` naming every provider's probe failure, how to
+   *   install one, and how to choose `danger-full-access` explicitly.
+   */
+  async confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult> {
+    const parsed = Policy.safeParse(policy)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      throw new SandboxError('INVALID_POLICY', `invalid sandbox policy: ${issue?.message ?? 'malformed'}`)
+    }
+    if (!Array.isArray(argv) || argv.length === 0 || typeof argv[0] !== 'string' || argv[0] === '') {
+      throw new SandboxError('INVALID_POLICY', 'cannot confine an empty argv')
+    }
+    const valid: SandboxPolicy = { mode: parsed.data.mode, workspaceRoot: parsed.data.workspaceRoot }
+    if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
+
+    const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
+    const failures: string[] = []
+    for (const provider of candidates) {
+      const verdict = await this.verdict(provider)
+      if (verdict !== true) {
+        failures.push(`${provider.name}: ${verdict}`)
+        continue
+      }
+      const result = provider.confine(argv, valid)
+      if (result.argv.length <= argv.length) {
+        // A provider that hands the argv back unchanged would run it unconfined: fail closed.
+        failures.push(`${provider.name}: returned an argv that adds no confinement`)
+        continue
+      }
+      return result
+    }
+    const reasons =
+      candidates.length === 0
+        ? `no sandbox provider is registered for ${process.platform}`
+        : `no sandbox provider works on this machine (${failures.join('; ')})`
+    throw new SandboxError('SANDBOX_UNAVAILABLE', `cannot start a confined process: ${reasons}. ${INSTALL_HINT}`)
+  }
+
+  networkAllowed(): boolean | undefined {
+    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
+  }
+
+  private verdict(provider: SandboxProvider): Promise<true | string> {
+    let verdict = this.verdicts.get(provider)
+    if (verdict === undefined) {
+      verdict = Promise.resolve()
+        .then(() => provider.probe())
+        .catch((error: unknown) => `probe failed: ${error instanceof Error ? error.message : String(error)}`)
+      this.verdicts.set(provider, verdict)
+    }
+    return verdict
+  }
+}
+
+namespace SandboxService {
+  export type Config = z.output<typeof SandboxService.Config>
+}
+
+export default SandboxService

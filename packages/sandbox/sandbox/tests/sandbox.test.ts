@@ -1,0 +1,163 @@
+import { Context, type EffectMeta, type Message } from 'cordis'
+import { afterEach, describe, expect, it } from 'vitest'
+import SandboxService, { SandboxError, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '../src/index.ts'
+
+let root: Context
+let fiber: { dispose(): Promise<void> } | undefined
+let logs: Message[]
+
+async function boot(): Promise<SandboxService> {
+  root = new Context()
+  logs = []
+  root.logger.exporter({ export: (message) => void logs.push(message) })
+  fiber = await root.plugin(SandboxService, {})
+  return root.sandbox
+}
+
+afterEach(async () => {
+  await fiber?.dispose()
+  fiber = undefined
+  expect(logs.filter((message) => message.type === 'error').map((message) => message.args)).toEqual([])
+})
+
+interface FakeProvider extends SandboxProvider {
+  probes: number
+}
+
+function fake(name: string, verdict: true | string | Error, options: { platforms?: NodeJS.Platform[]; network?: boolean } = {}): FakeProvider {
+  const provider: FakeProvider = {
+    name,
+    platforms: options.platforms ?? [process.platform],
+    probes: 0,
+    async probe() {
+      provider.probes++
+      if (verdict instanceof Error) throw verdict
+      return verdict
+    },
+    confine(argv, policy): ConfineResult {
+      return { argv: [name, policy.mode, policy.cwd ?? policy.workspaceRoot, '--', ...argv], enforcement: 'full', provider: name }
+    },
+  }
+  if (options.network !== undefined) Object.assign(provider, { network: options.network })
+  return provider
+}
+
+const policy: SandboxPolicy = { mode: 'workspace-write', workspaceRoot: '/work/x' }
+
+async function rejection(promise: Promise<unknown>): Promise<SandboxError> {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  )
+  expect(error).toBeInstanceOf(SandboxError)
+  return error as SandboxError
+}
+
+describe('ctx.sandbox', () => {
+  it('wraps the argv with the first provider for this platform whose probe succeeds', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('elsewhere', true, { platforms: ['aix'] }))
+    sandbox.register(fake('broken', 'not installed'))
+    sandbox.register(fake('works', true))
+    sandbox.register(fake('later', true))
+    const result = await sandbox.confine(['bash', '-i'], { ...policy, cwd: '/work/x/sub' })
+    expect(result).toEqual({ argv: ['works', 'workspace-write', '/work/x/sub', '--', 'bash', '-i'], enforcement: 'full', provider: 'works' })
+  })
+
+  it('probes each provider once and caches the verdict, failures included', async () => {
+    const sandbox = await boot()
+    const broken = fake('broken', 'not installed')
+    const throwing = fake('throwing', new Error('exec format error'))
+    const works = fake('works', true)
+    sandbox.register(broken)
+    sandbox.register(throwing)
+    sandbox.register(works)
+    await Promise.all([sandbox.confine(['a'], policy), sandbox.confine(['b'], policy)])
+    await sandbox.confine(['c'], policy)
+    expect([broken.probes, throwing.probes, works.probes]).toEqual([1, 1, 1])
+  })
+
+  it('fails closed with SANDBOX_UNAVAILABLE naming each probe failure, the install hint and the explicit opt-out', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('bubblewrap', 'bwrap was not found on PATH'))
+    sandbox.register(fake('other', new Error('exec format error')))
+    const error = await rejection(sandbox.confine(['bash'], policy))
+    expect(error.code).toBe('SANDBOX_UNAVAILABLE')
+    expect(error.message).toContain('bubblewrap: bwrap was not found on PATH')
+    expect(error.message).toContain('other: probe failed: exec format error')
+    expect(error.message).toContain('apt-get install bubblewrap')
+    expect(error.message).toContain('mode: danger-full-access')
+    expect(error.message).toContain('cordis.yml')
+  })
+
+  it('fails closed when no provider is registered for this platform', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('elsewhere', true, { platforms: ['aix'] }))
+    const error = await rejection(sandbox.confine(['bash'], policy))
+    expect(error.code).toBe('SANDBOX_UNAVAILABLE')
+    expect(error.message).toContain(`no sandbox provider is registered for ${process.platform}`)
+  })
+
+  it('refuses a provider that hands the argv back unconfined', async () => {
+    const sandbox = await boot()
+    const sneaky = fake('sneaky', true)
+    sneaky.confine = (argv) => ({ argv, enforcement: 'full', provider: 'sneaky' })
+    sandbox.register(sneaky)
+    const error = await rejection(sandbox.confine(['bash'], policy))
+    expect(error.code).toBe('SANDBOX_UNAVAILABLE')
+    expect(error.message).toContain('sneaky: returned an argv that adds no confinement')
+  })
+
+  it('rejects relative paths, danger-full-access, unknown modes and an empty argv as INVALID_POLICY', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('works', true))
+    const cases: Array<[unknown, unknown, RegExp]> = [
+      [['bash'], { mode: 'workspace-write', workspaceRoot: 'relative/dir' }, /workspaceRoot must be an absolute path/],
+      [['bash'], { mode: 'read-only', workspaceRoot: '/w', cwd: 'sub' }, /cwd must be an absolute path/],
+      [['bash'], { mode: 'danger-full-access', workspaceRoot: '/w' }, /danger-full-access is not confined/],
+      [['bash'], { mode: 'yolo', workspaceRoot: '/w' }, /unknown sandbox mode "yolo"/],
+      [[], policy, /empty argv/],
+    ]
+    for (const [argv, bad, pattern] of cases) {
+      const error = await rejection(sandbox.confine(argv as [string], bad as SandboxPolicy))
+      expect(error.code).toBe('INVALID_POLICY')
+      expect(error.message).toMatch(pattern)
+    }
+  })
+
+  it('rejects a second provider with the same name', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('bubblewrap', true))
+    expect(() => sandbox.register(fake('bubblewrap', true))).toThrow(
+      expect.objectContaining({ code: 'DUPLICATE_PROVIDER', message: expect.stringContaining('bubblewrap') }),
+    )
+  })
+
+  it('unregisters a provider when the plugin that registered it is disposed', async () => {
+    const sandbox = await boot()
+    const provider = fake('plugged', true)
+    const plugin = await root.plugin({
+      name: 'provider-plugin',
+      inject: ['sandbox'],
+      apply: (ctx: Context) => {
+        ctx.sandbox.register(provider)
+      },
+    })
+    expect(plugin.getEffects().map((effect: EffectMeta) => effect.label)).toContain('sandbox.register')
+    expect((await sandbox.confine(['x'], policy)).provider).toBe('plugged')
+    await plugin.dispose()
+    expect((await rejection(sandbox.confine(['x'], policy))).code).toBe('SANDBOX_UNAVAILABLE')
+    // Registering again is allowed and probes afresh.
+    sandbox.register(provider)
+    await sandbox.confine(['x'], policy)
+    expect(provider.probes).toBe(2)
+  })
+
+  it('reports the network setting of the first provider for this platform', async () => {
+    const sandbox = await boot()
+    expect(sandbox.networkAllowed()).toBeUndefined()
+    sandbox.register(fake('elsewhere', true, { platforms: ['aix'], network: true }))
+    sandbox.register(fake('here', true, { network: false }))
+    expect(sandbox.networkAllowed()).toBe(false)
+  })
+})
