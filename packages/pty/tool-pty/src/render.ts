@@ -1,0 +1,258 @@
+/**
+ * The text the model sees for terminal tools. Compact and stable — scripts and snapshot runs
+ * compare it byte for byte — and always within the byte bound: output is cut from its oldest
+ * side (the newest lines are what matter on a terminal), metadata lines are kept, long
+ * explanatory lines fall back to short forms before anything else is lost.
+ *
+ * A send renders as:
+ *
+ * ```
+ * <new output, or "(no new output)">
+ * [wait: stdin_read]
+ * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
+ * [input: continuation — …]           when the terminal waits for the rest of a block
+ * [input: not_reading — …]            when nothing in the foreground read the input
+ * [output truncated]                  when output was cut (by the backend or by this bound)
+ * [note: …]                           for inferred_idle and timeout: the command may still run
+ * ```
+ */
+import { PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundUtf8, utf8Bytes } from '@conch/tools'
+
+export const NO_OUTPUT = '(no new output)'
+export const TRUNCATED = '[output truncated]'
+
+/** A metadata line and the shorter form it falls back to when the bound is tight ('' drops it). */
+interface MetaLine {
+  text: string
+  short?: string
+}
+
+/**
+ * Joins `body` and metadata lines within `maxBytes` UTF-8 bytes. The body keeps its tail; the
+ * truncation notice goes at `noticeAt` among the metadata when anything was cut (or when
+ * `truncated` says the input was already cut). Below the size of the metadata itself the
+ * long lines shorten, then the body goes, and only then is the metadata cut (keeping its
+ * head) — so the result always fits.
+ */
+export function fit(options: {
+  body: string
+  /** Shown when the body is empty and nothing was cut. */
+  empty?: string
+  meta: MetaLine[]
+  noticeAt: number
+  truncated: boolean
+  maxBytes: number
+}): { text: string; truncated: boolean; cut: boolean } {
+  const { body, meta, noticeAt, maxBytes } = options
+  for (const compact of [false, true]) {
+    const lines = meta.map((line) => (compact && line.short !== undefined ? line.short : line.text))
+    const withNotice = [...lines.slice(0, noticeAt), TRUNCATED, ...lines.slice(noticeAt)].filter((line) => line !== '')
+    const without = lines.filter((line) => line !== '')
+    if (!options.truncated) {
+      const shown = body === '' ? (options.empty ?? '') : body
+      const text = join(shown, without)
+      if (utf8Bytes(text) <= maxBytes) return { text, truncated: false, cut: false }
+    }
+    const metaText = withNotice.join('\n')
+    const budget = maxBytes - utf8Bytes(metaText) - 1
+    if (budget >= 0) {
+      const kept = boundUtf8(body, budget, { keep: 'tail' })
+      return { text: join(wholeLines(body, kept.text), withNotice), truncated: true, cut: kept.truncated }
+    }
+  }
+  // Not even the short metadata fits: keep its head, which holds the most important lines.
+  const lines = meta.map((line) => line.short ?? line.text)
+  const metaText = [...lines.slice(0, noticeAt), TRUNCATED, ...lines.slice(noticeAt)].filter((line) => line !== '').join('\n')
+  return { text: boundUtf8(metaText, maxBytes, { keep: 'head' }).text, truncated: true, cut: body !== '' }
+}
+
+/**
+ * Drops the partial first line a tail cut leaves (`85` of `985` reads as another number),
+ * unless the kept text is a single line, whose tail is all there is to show.
+ */
+function wholeLines(body: string, kept: string): string {
+  if (kept.length === body.length || body[body.length - kept.length - 1] === '\n') return kept
+  const newline = kept.indexOf('\n')
+  return newline < 0 || newline === kept.length - 1 ? kept : kept.slice(newline + 1)
+}
+
+function join(body: string, lines: string[]): string {
+  return body === '' ? lines.join('\n') : [body, ...lines].join('\n')
+}
+
+/** `running`, `exited code=3`, `exited signal=SIGHUP`. */
+export function statusText(status: SessionStatus): string {
+  if (status.state === 'running') return 'running'
+  if (status.signal) return `exited signal=${status.signal}`
+  return `exited code=${status.exitCode ?? 'unknown'}`
+}
+
+const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
+  continuation: {
+    text: '[input: continuation — the terminal is waiting for the rest of a block or quoted line; send the rest (often an empty line) to finish it, or SIGINT to abandon it]',
+    short: '[input: continuation]',
+  },
+  not_reading: {
+    text: '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]',
+    short: '[input: not_reading]',
+  },
+}
+
+function inputLine(state: InputState | undefined): MetaLine[] {
+  switch (state) {
+    case undefined:
+    case 'prompt':
+      return []
+    case 'continuation':
+    case 'not_reading':
+      return [INPUT_LINES[state]]
+    default:
+      return exhausted(state)
+  }
+}
+
+function noteLine(waitReason: WaitReason): MetaLine[] {
+  switch (waitReason) {
+    case 'inferred_idle':
+      return [{ text: '[note: output went quiet, which does not prove the command finished; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
+    case 'timeout':
+      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
+    case 'stdin_read':
+    case 'session_exit':
+      return []
+    default:
+      return exhausted(waitReason)
+  }
+}
+
+/** A settled foreground send. `interrupted` adds a line when the turn was cancelled. */
+export function renderSend(result: SendResult, maxBytes: number, interrupted = false): { text: string; truncated: boolean } {
+  const meta: MetaLine[] = [
+    { text: `[wait: ${result.waitReason}]` },
+    { text: `[session: ${statusText(result.sessionStatus)}]` },
+    ...inputLine(result.inputState),
+  ]
+  const noticeAt = meta.length
+  meta.push(...noteLine(result.waitReason))
+  if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
+  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes })
+}
+
+/** A background send that was handed to a task. */
+export function renderBackground(taskId: string, label: string, maxBytes: number): string {
+  return fit({
+    body: '',
+    meta: [
+      { text: `[task: ${taskId} started — ${label}]`, short: `[task: ${taskId}]` },
+      { text: `Use task_output with taskId "${taskId}" for its output and final status (wait: true blocks until it ends); task_kill interrupts it with SIGINT.`, short: '' },
+    ],
+    noticeAt: 2,
+    truncated: false,
+    maxBytes,
+  }).text
+}
+
+export function renderOpen(opened: SpawnResult, maxBytes: number): string {
+  const name = opened.name === undefined ? '' : `, name "${opened.name}"`
+  return fit({
+    body: opened.motd,
+    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
+    noticeAt: 2,
+    truncated: false,
+    maxBytes,
+  }).text
+}
+
+/**
+ * A scrollback page. When it must be cut, whole lines go from the oldest side and the line
+ * numbers say exactly what is shown; only a single newest line too long for the bound is cut
+ * inside (keeping its tail).
+ */
+export function renderRead(page: ReadPage, maxBytes: number): { text: string; truncated: boolean } {
+  const lines = page.text === '' ? [] : page.text.split('\n')
+  const meta = (lineBegin: number, truncated: boolean) => {
+    const out: string[] = [lineBegin <= page.lineEnd ? `[lines: ${lineBegin}-${page.lineEnd} of ${page.totalLines}]` : `[lines: none of ${page.totalLines}]`]
+    if (truncated) out.push(TRUNCATED)
+    if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
+    if (lineBegin > page.firstRetainedLine && lineBegin <= page.lineEnd) {
+      out.push(`[older: terminal_read with offset=${page.totalLines - lineBegin + 1} shows the lines before ${lineBegin}]`)
+    }
+    return out.join('\n')
+  }
+  const whole = `${page.text === '' ? '(no lines)' : page.text}\n${meta(page.lineBegin, page.truncated)}`
+  if (utf8Bytes(whole) <= maxBytes) return { text: whole, truncated: page.truncated }
+
+  // Keep the newest lines that fit together with their metadata.
+  let kept = 0
+  let bodyBytes = -1
+  for (let count = 1; count <= lines.length; count++) {
+    const next = bodyBytes + 1 + utf8Bytes(lines[lines.length - count]!)
+    if (next + 1 + utf8Bytes(meta(page.lineEnd - count + 1, true)) > maxBytes) break
+    kept = count
+    bodyBytes = next
+  }
+  if (kept > 0) {
+    return { text: `${lines.slice(-kept).join('\n')}\n${meta(page.lineEnd - kept + 1, true)}`, truncated: true }
+  }
+  // Not even the newest line fits whole: keep its tail (or, under a tiny bound, just the metadata).
+  const last = fit({ body: lines.at(-1) ?? '', meta: [{ text: meta(page.lineEnd, false) }], noticeAt: 1, truncated: true, maxBytes })
+  return { text: last.text, truncated: true }
+}
+
+export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
+  const verb = result.delivered ? 'delivered to' : 'not delivered to'
+  return fit({
+    body: '',
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${result.target} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
+    noticeAt: 1,
+    truncated: false,
+    maxBytes,
+  }).text
+}
+
+export function renderClose(sessionId: string, result: CloseResult, maxBytes: number): string {
+  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${result.stopped.map((process) => `${process.name}[${process.pid}]`).join(', ')}`
+  return fit({
+    body: '',
+    meta: [{ text: `[closed: ${sessionId} — ${stopped}]`, short: `[closed: ${sessionId}]` }, { text: `[session: ${statusText(result.status)}]` }],
+    noticeAt: 2,
+    truncated: false,
+    maxBytes,
+  }).text
+}
+
+/** One line per session: `pty-1 shell running name=build busy`. */
+export function renderList(sessions: SessionInfo[], maxBytes: number): string {
+  if (sessions.length === 0) return fit({ body: '', meta: [{ text: '(no terminals; terminal_open starts one)', short: '(no terminals)' }], noticeAt: 1, truncated: false, maxBytes }).text
+  const lines = sessions.map((session) => {
+    const parts = [session.sessionId, session.type, statusText(session.status)]
+    if (session.name !== undefined) parts.push(`name=${session.name}`)
+    if (session.busy) parts.push('busy')
+    return parts.join(' ')
+  })
+  // Keep the newest sessions when the list must be cut.
+  return fit({ body: lines.join('\n'), meta: [], noticeAt: 0, truncated: false, maxBytes }).text
+}
+
+/** What to do next, per error code; the message already names the session. */
+const HINTS: Partial<Record<PtyError['code'], string>> = {
+  NO_SESSION: 'terminal_list shows your terminals; terminal_open starts a new one',
+  FOREIGN_SESSION: 'use a terminal you opened (terminal_list), or open one with terminal_open',
+  NO_BACKEND: 'call terminal_open with one of the registered types',
+  SIGNAL_REFUSED: 'terminal_close ends the session and everything in it',
+  NO_FOREGROUND: 'terminal_read shows the terminal; try again, or terminal_close it',
+  SPAWN_FAILED: 'check the type and cwd, then try again',
+  SEND_CANCELLED: 'send it again when ready',
+}
+
+/** An error result: `CODE: message — hint`, within the bound. */
+export function renderError(error: PtyError, maxBytes: number): string {
+  const hint = HINTS[error.code]
+  const text = `${error.code}: ${error.message}${hint ? ` — ${hint}` : ''}`
+  return boundUtf8(text, maxBytes, { keep: 'head' }).text
+}
+
+function exhausted(value: never): never {
+  throw new Error(`unhandled case ${String(value)}`)
+}

@@ -1,0 +1,133 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { fit, renderRead, renderSend, TRUNCATED } from '../src/index.ts'
+import { boot, type Harness } from './harness.ts'
+
+let harness: Harness
+
+afterEach(async () => {
+  const current = harness as Harness | undefined
+  harness = undefined as never
+  await current?.dispose()
+})
+
+const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
+const roundTrips = (text: string) => Buffer.from(text, 'utf8').toString('utf8') === text && !text.includes('\uFFFD')
+
+/** The output part of a rendered send: everything before the first metadata line. */
+function body(text: string): string {
+  const index = text.search(/(^|\n)\[wait: /)
+  return index <= 0 ? '' : text.slice(0, index)
+}
+
+describe('results within maxResultBytes', () => {
+  it('keeps the newest output and every metadata line when a send is cut', async () => {
+    harness = await boot({ toolPty: { maxResultBytes: 200 } })
+    await harness.call('terminal_open', { type: 'shell' })
+    const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 1000' })
+    const text = result.content[0]!.text
+    expect(bytes(text)).toBeLessThanOrEqual(200)
+    expect(text.endsWith('999\n1000\n[wait: stdin_read]\n[session: running]\n[output truncated]')).toBe(true)
+    const full = Array.from({ length: 1000 }, (_, index) => String(index + 1)).join('\n')
+    expect(full.endsWith(body(text))).toBe(true)
+    // Whole lines only: the first line shown is a complete number.
+    expect(full.split('\n')).toContain(body(text).split('\n')[0])
+    expect(full.endsWith(`\n${body(text)}`)).toBe(true)
+    expect(result.meta).toMatchObject({ truncated: true })
+  })
+
+  it('cuts multi-byte and emoji output on code points, within the default bound', async () => {
+    harness = await boot()
+    await harness.call('terminal_open', { type: 'shell' })
+    for (const [command, unit] of [
+      ['repeat 300000 é', 'é'],
+      ['repeat 100000 😀', '😀'],
+      ['repeat 100000 中', '中'],
+    ] as const) {
+      const text = (await harness.call('terminal_send', { sessionId: 'pty-1', text: command })).content[0]!.text
+      expect(bytes(text)).toBeLessThanOrEqual(262144)
+      expect(roundTrips(text)).toBe(true)
+      expect(text.endsWith('\n[wait: stdin_read]\n[session: running]\n[output truncated]')).toBe(true)
+      const output = body(text)
+      expect(output.length).toBeGreaterThan(0)
+      expect(output.replaceAll(unit, '')).toBe('')
+    }
+  })
+
+  it('fits every bound from 64 bytes up, keeping all metadata once it fits', async () => {
+    for (const maxResultBytes of [64, 65, 80, 100, 150, 250, 400]) {
+      harness = await boot({ toolPty: { maxResultBytes }, memory: { yesLines: 50 } })
+      await harness.call('terminal_open', { type: 'shell' })
+      const text = (await harness.call('terminal_send', { sessionId: 'pty-1', text: 'yes 😀é' })).content[0]!.text
+      expect(bytes(text)).toBeLessThanOrEqual(maxResultBytes)
+      expect(roundTrips(text)).toBe(true)
+      if (maxResultBytes >= 100) {
+        expect(text).toContain('[wait: timeout]\n[session: running]\n[input: not_reading')
+        expect(text).toContain(TRUNCATED)
+      }
+      await harness.dispose()
+      harness = undefined as never
+    }
+  })
+
+  it('bounds error results too', async () => {
+    harness = await boot({ toolPty: { maxResultBytes: 64 } })
+    const result = await harness.call('terminal_send', { sessionId: `pty-${'9'.repeat(200)}`, text: 'ls' })
+    expect(result.isError).toBe(true)
+    expect(bytes(result.content[0]!.text)).toBeLessThanOrEqual(64)
+    expect(result.content[0]!.text.startsWith('NO_SESSION: unknown PTY session pty-999')).toBe(true)
+  })
+
+  it('cuts a read page by whole lines from the oldest side and numbers what it shows', async () => {
+    harness = await boot({ toolPty: { maxResultBytes: 120 } })
+    await harness.call('terminal_open', { type: 'shell' })
+    await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 100' })
+    const text = await harness.text('terminal_read', { sessionId: 'pty-1' })
+    expect(bytes(text)).toBeLessThanOrEqual(120)
+    const match = /\[lines: (\d+)-101 of 101\]/.exec(text)
+    expect(match).not.toBeNull()
+    const begin = Number(match![1])
+    const shown = text.slice(0, text.indexOf('\n[lines: ')).split('\n')
+    expect(shown).toEqual(Array.from({ length: 101 - begin + 1 }, (_, index) => String(begin - 1 + index)))
+    expect(text).toContain(`[older: terminal_read with offset=${101 - begin + 1} shows the lines before ${begin}]`)
+    expect(text).toContain(TRUNCATED)
+  })
+})
+
+describe('fit', () => {
+  it('never exceeds the bound and keeps a suffix of the body, for every bound', () => {
+    const body = 'héllo 😀 wörld 中文 '.repeat(5)
+    const meta = [{ text: '[wait: stdin_read]' }, { text: '[session: running]' }, { text: '[note: a long explanatory line here]', short: '' }]
+    for (let maxBytes = 0; maxBytes <= bytes(body) + 120; maxBytes++) {
+      const { text } = fit({ body, meta, noticeAt: 2, truncated: false, maxBytes })
+      expect(bytes(text)).toBeLessThanOrEqual(maxBytes)
+      expect(roundTrips(text)).toBe(true)
+      if (maxBytes >= 60) {
+        expect(text).toMatch(/\[wait: stdin_read\]\n\[session: running\]/)
+        const kept = text.slice(0, text.indexOf('[wait: ')).replace(/\n$/, '')
+        expect(body.endsWith(kept)).toBe(true)
+      }
+    }
+  })
+
+  it('leaves a result that fits untouched', () => {
+    expect(fit({ body: 'ok', meta: [{ text: '[a]' }], noticeAt: 1, truncated: false, maxBytes: 100 })).toEqual({ text: 'ok\n[a]', truncated: false, cut: false })
+    expect(fit({ body: '', empty: '(none)', meta: [{ text: '[a]' }], noticeAt: 1, truncated: false, maxBytes: 100 }).text).toBe('(none)\n[a]')
+  })
+
+  it('shows the notice when the backend already cut the output, even if it fits', () => {
+    const rendered = renderSend(
+      { viewport: 'tail', waitReason: 'stdin_read', sessionStatus: { state: 'running' }, truncated: true, evidence: { tier: 'fixed', detail: '' }, elapsedMs: 0 },
+      1000,
+    )
+    expect(rendered.text).toBe('tail\n[wait: stdin_read]\n[session: running]\n[output truncated]')
+  })
+
+  it('falls back to short metadata forms before dropping output', () => {
+    const result = { viewport: 'x', waitReason: 'inferred_idle' as const, sessionStatus: { state: 'running' as const }, truncated: false, inputState: 'continuation' as const, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
+    expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[session: running]\n[input: continuation]')
+  })
+
+  it('renders a page that fits with its numbers', () => {
+    expect(renderRead({ text: 'a\nb', totalLines: 2, firstRetainedLine: 1, lineBegin: 1, lineEnd: 2, truncated: false }, 1000)).toEqual({ text: 'a\nb\n[lines: 1-2 of 2]', truncated: false })
+  })
+})
