@@ -103,7 +103,8 @@ function readFile(path: string, including: readonly string[]): { entries: EntryR
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message
     const from = including.length ? ` (the base of ${display(including[including.length - 1]!)})` : ''
-    throw new CliError('CONFIG_INVALID', `cannot read ${display(path)}${from}: ${reason}`)
+    const hint = including.length === 0 && reason === 'no such file' ? '; give the composition with --config FILE' : ''
+    throw new CliError('CONFIG_INVALID', `cannot read ${display(path)}${from}: ${reason}${hint}`)
   }
   let document: unknown
   try {

@@ -213,7 +213,7 @@ describe('task_kill and task_list', () => {
 describe('the system prompt section', () => {
   it('is registered on ctx.agents when an agent service is loaded, and removed with the plugin', async () => {
     const recorder = await ctx.plugin(SectionRecorder)
-    const agents = ctx.get('agents') as SectionRecorder
+    const agents = ctx.get('agents') as unknown as SectionRecorder
     expect(agents.sections.map((section) => section.id)).toEqual(['tasks'])
     expect(agents.sections[0]?.render(agent)).toContain('task_output')
     await plugin.dispose()
