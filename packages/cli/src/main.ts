@@ -4,6 +4,12 @@
  */
 import { main } from './cli.ts'
 
+// A reader that goes away (`conch run … | head -1`) must not crash the process before the
+// composition is shut down: later writes are dropped instead.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error
+})
+
 const code = await main(process.argv.slice(2), {
   stdin: process.stdin,
   stdout: process.stdout,
