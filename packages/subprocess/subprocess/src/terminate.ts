@@ -97,6 +97,15 @@ class Teardown {
     return records.filter((_, index) => alive[index])
   }
 
+  /** The records that are stopped now (state T or t, same identity). */
+  async stoppedOf(records: readonly ProcessRecord[]): Promise<ProcessRecord[]> {
+    const entries = await Promise.all(records.map((record) => this.ladder.table.get(record.pid)))
+    return records.filter((record, index) => {
+      const entry = entries[index]
+      return entry !== undefined && entry.startTime === record.startTime && (entry.state === 'T' || entry.state === 't')
+    })
+  }
+
   /** Polls until every record is gone (zombies count) or `ms` passed; returns those still alive. */
   async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
     const deadline = Date.now() + ms
@@ -124,11 +133,14 @@ class Teardown {
     }
   }
 
-  /** Signals each record in order, identity-fenced. A refused signal (EPERM) leaves the process to be reported as a survivor. */
-  async send(records: readonly ProcessRecord[], signal: NodeJS.Signals): Promise<void> {
+  /**
+   * Signals each record in order, identity-fenced; `signal` may choose per record. A refused
+   * signal (EPERM) leaves the process to be reported as a survivor.
+   */
+  async send(records: readonly ProcessRecord[], signal: NodeJS.Signals | ((record: ProcessRecord) => NodeJS.Signals)): Promise<void> {
     for (const record of records) {
       try {
-        await signalIfSame(this.ladder.table, record, signal, { kill: this.ladder.kill })
+        await signalIfSame(this.ladder.table, record, typeof signal === 'function' ? signal(record) : signal, { kill: this.ladder.kill })
       } catch {
         // Not ours to signal; it stays alive and shows up in `survivors`.
       }
@@ -141,9 +153,15 @@ class Teardown {
    * tagged ones). Anything left is frozen with SIGSTOP — so it cannot fork while it is looked
    * at — rescanned until nothing new appears, and KILLed.
    */
-  async stage(members: readonly ProcessRecord[], signal: NodeJS.Signals, anchors: readonly ProcessRecord[]): Promise<void> {
+  async stage(
+    members: readonly ProcessRecord[],
+    signal: NodeJS.Signals | ((record: ProcessRecord) => NodeJS.Signals),
+    anchors: readonly ProcessRecord[],
+  ): Promise<void> {
     if (members.length === 0) return
     await this.send(members, signal)
+    // A stopped process (job control, SIGTSTP) keeps the signal pending until it continues.
+    await this.send(await this.stoppedOf(members), 'SIGCONT')
     const alive = await this.waitGone(members, this.ladder.graceMs)
     const forked = await this.discover([...anchors, ...alive])
     if (alive.length === 0 && forked.length === 0) return
@@ -198,9 +216,11 @@ function protectedPids(entries: readonly ProcessEntry[]): Set<number> {
  * 1. Captures, before any signal, the root's descendants and (with `tag`) every process whose
  *    environment carries the tag, with their start identities — so a pid recycled later is
  *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found.
- * 2. TERMs the captured processes children-first while the root still runs and can reap them,
- *    and polls every `pollMs` until they are gone (a zombie counts as gone) or `graceMs` passed.
- *    When everything is gone it moves on at once.
+ * 2. TERMs the captured processes children-first while the root still runs and can reap them
+ *    (`signalFor` may choose another signal per process, e.g. SIGHUP for an interactive shell,
+ *    which ignores TERM), continues stopped ones (SIGCONT) so the signal is delivered, and polls
+ *    every `pollMs` until they are gone (a zombie counts as gone) or `graceMs` passed. When
+ *    everything is gone it moves on at once.
  * 3. Rescans for children forked meanwhile and newly tagged processes; anything left is frozen
  *    (SIGSTOP), rescanned until nothing new appears, KILLed, and awaited up to `killWaitMs`.
  * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
@@ -221,7 +241,8 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
   const rootEntry = entries.find((entry) => entry.pid === options.rootPid)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
   const members = await teardown.discover(anchors, entries)
-  await teardown.stage(members, 'SIGTERM', anchors)
+  const signalFor = options.signalFor
+  await teardown.stage(members, signalFor ? (record) => signalFor(record) ?? 'SIGTERM' : 'SIGTERM', anchors)
 
   if (options.includeRoot && rootEntry && !protectedSet.has(rootEntry.pid)) {
     const root = teardown.capture(rootEntry, true)

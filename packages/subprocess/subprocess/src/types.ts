@@ -98,6 +98,11 @@ export interface TerminateTreeOptions {
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
+  /**
+   * The first signal for a captured descendant; default SIGTERM. Interactive shells ignore
+   * SIGTERM (bash(1), SIGNALS), so a terminal's teardown hangs its shell up with SIGHUP instead.
+   */
+  signalFor?: (record: ProcessRecord) => NodeJS.Signals | undefined
   /** Sends a signal; defaults to `process.kill`. Injectable so the identity fence is testable on fixtures. */
   kill?: (pid: number, signal: NodeJS.Signals) => void
 }

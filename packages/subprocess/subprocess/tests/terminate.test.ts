@@ -145,7 +145,9 @@ time.sleep(300)
     await out.line(/^ready/)
     const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 600_000 })
     expect(report.survivors).toEqual([])
-    expect(report.stopped.map((r) => r.comm).sort()).toEqual(['bash', 'sleep', 'sleep'])
+    // The two children may still be forked copies of bash that have not exec'd sleep yet.
+    expect(report.stopped).toHaveLength(3)
+    expect(report.stopped.at(-1)?.pid).toBe(child.pid)
   })
 
   it('finds nohup and setsid daemons by the session tag after they re-parent away from the tree', async () => {
@@ -282,6 +284,29 @@ describe('the identity fence', () => {
     expect(order.at(-1)).toBe(500)
     expect(calls.every(([, signal]) => signal === 'SIGTERM')).toBe(true)
     expect(report.stopped.map((r) => r.pid).sort()).toEqual([500, 501, 502, 503])
+  })
+
+  it('continues a stopped process after TERM so the signal is delivered, and lets signalFor choose per process', async () => {
+    const entries = new Map([
+      [600, fixture(600, 1, '1')],
+      [601, fixture(601, 600, '2', 'T')],
+      [602, fixture(602, 600, '3')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      if ((pid === 601 && signal === 'SIGCONT') || (pid === 602 && signal === 'SIGHUP')) entries.delete(pid)
+    }
+    const report = await terminateTree({
+      rootPid: 600, includeRoot: false, graceMs: 200, pollMs: 5, table: fixtureTable(entries), kill,
+      signalFor: (record) => (record.pid === 602 ? 'SIGHUP' : undefined),
+    })
+    expect(calls).toContainEqual([601, 'SIGTERM'])
+    expect(calls).toContainEqual([602, 'SIGHUP'])
+    expect(calls.findIndex(([pid, signal]) => pid === 601 && signal === 'SIGCONT')).toBeGreaterThan(calls.findIndex(([pid, signal]) => pid === 601 && signal === 'SIGTERM'))
+    expect(calls).not.toContainEqual([602, 'SIGCONT'])
+    expect(calls.some(([, signal]) => signal === 'SIGKILL')).toBe(false)
+    expect(report.survivors).toEqual([])
   })
 
   it('never KILLs a pid that was recycled during the grace', async () => {
