@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { OutputBuffer, tailUtf8 } from '../src/index.ts'
+import { OutputBuffer, tailUtf8 } from '../src/output.ts'
 
 const sample = 'aé😀中\u0301z😀'
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8')

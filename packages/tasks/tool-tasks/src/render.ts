@@ -10,7 +10,8 @@
  * [still running after 30000 ms]     (a wait that timed out)
  * ```
  */
-import { tailUtf8, type TaskInfo, type TaskSnapshot } from '@conch/tasks'
+import type { TaskInfo, TaskSnapshot } from '@conch/tasks'
+import { boundUtf8, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
 export const TRUNCATED = '[output truncated]'
@@ -43,10 +44,10 @@ export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOp
     // Room for the output: the bound minus the trailer, the truncation notice and two newlines.
     const reserve = utf8Bytes(trailer.join('\n')) + utf8Bytes(TRUNCATED) + 3
     const room = Math.max(0, options.maxBytes - reserve)
-    const kept = tailUtf8(output, room)
-    if (kept.length < output.length) {
+    const kept = boundUtf8(output, room, { keep: 'tail' })
+    if (kept.truncated) {
       truncated = true
-      output = kept
+      output = kept.text
     }
     if (output === '') output = NO_OUTPUT
   }
@@ -68,8 +69,4 @@ export function renderList(tasks: readonly TaskInfo[]): string {
 
 function oneLine(text: string): string {
   return text.replace(/\s*[\r\n]+\s*/g, ' ').trim()
-}
-
-function utf8Bytes(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
 }
