@@ -254,7 +254,8 @@ export const apply = (ctx: Context, config: Config) => {
     title: () => 'terminals',
     async execute(_input, { agent }) {
       const sessions = pty.list(agent)
-      return text(renderList(sessions, config.maxResultBytes), { sessions })
+      // createdAt stays out of meta so scripted runs are byte-stable; ids give the order.
+      return text(renderList(sessions, config.maxResultBytes), { sessions: sessions.map(({ createdAt: _createdAt, ...session }) => session) })
     },
   })
 

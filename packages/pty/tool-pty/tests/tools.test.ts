@@ -216,7 +216,14 @@ describe('what the model sees', () => {
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'exit 2' })
     const held = harness.call('terminal_send', { sessionId: 'pty-2', text: 'hold' })
     await new Promise((resolve) => setImmediate(resolve))
-    expect(await harness.text('terminal_list', {})).toBe('pty-1 shell exited code=2 name=build\npty-2 shell running busy')
+    const listed = await harness.call('terminal_list', {})
+    expect(listed.content[0]!.text).toBe('pty-1 shell exited code=2 name=build\npty-2 shell running busy')
+    expect(listed.meta).toEqual({
+      sessions: [
+        { sessionId: 'pty-1', name: 'build', type: 'shell', status: { state: 'exited', exitCode: 2, signal: null }, busy: false },
+        { sessionId: 'pty-2', type: 'shell', status: { state: 'running' }, busy: true },
+      ],
+    })
     await harness.call('terminal_signal', { sessionId: 'pty-2', signal: 'SIGINT' })
     await held
   })
