@@ -3,8 +3,11 @@
  * it started outlives it.
  */
 import { randomUUID } from 'node:crypto'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
+
+// Each test starts one or two `conch` processes (tsx compiles on start); the machine is shared.
+vi.setConfig({ testTimeout: 60_000 })
 
 let ws: Workspace
 
