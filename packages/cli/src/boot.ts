@@ -118,6 +118,8 @@ export async function boot(composition: Composition, options: BootOptions = {}):
       } catch (error) {
         logger.error('loader dispose failed: %s', describeError(error, level))
       }
+      // Let rejections left by failed fibers surface (one macrotask later) while still known.
+      await new Promise((resolve) => setImmediate(resolve))
       process.off('unhandledRejection', onRejection)
     })())
 

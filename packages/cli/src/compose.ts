@@ -189,7 +189,7 @@ export function findRow(entries: EntryRow[], id: string): { list: EntryRow[]; in
 
 function parseRows(items: readonly unknown[], source: string, parents: readonly string[], label?: string): EntryRow[] {
   return items.map((item, index) => {
-    const where = label ?? `${parents.length ? `entry "${parents.join('/')}" ` : ''}entry #${index + 1}`
+    const where = label ?? `${parents.length ? `group "${parents.join('/')}" ` : ''}entry #${index + 1}`
     const parsed = RowSchema.safeParse(item)
     if (!parsed.success) {
       const id = isObject(item) && typeof item['id'] === 'string' ? ` "${item['id']}"` : ''
