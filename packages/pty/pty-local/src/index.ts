@@ -1,1 +1,12 @@
-export {}
+export { Config } from './config.ts'
+export { LocalBackend } from './backend.ts'
+export { LocalSession } from './session.ts'
+export { createControlledPrompt, CONTROLLED_PS1, MARKER_OSC } from './prompt.ts'
+export { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
+export { OutputParser, utf8ByteLength, keepUtf8Tail } from './output.ts'
+export type { OutputMark, OutputParserOptions } from './output.ts'
+export { Scrollback } from './scrollback.ts'
+export { SendBuffer } from './send-buffer.ts'
+export { isNewReadEvidence, linuxInspector } from './inspector.ts'
+export type { Baseline, TerminalInspector } from './inspector.ts'
+export { name, inject, apply } from './plugin.ts'

@@ -1,0 +1,121 @@
+/**
+ * The node-pty backend: starts a session's shell under the owner's sandbox policy and hands the
+ * ready session to ctx.pty.
+ */
+import { randomBytes } from 'node:crypto'
+import { statSync } from 'node:fs'
+import path from 'node:path'
+import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
+import type { ResolvedPolicy, SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import type { SandboxServiceApi } from '@conch/sandbox'
+import { terminateTree, type SessionTag } from '@conch/subprocess'
+import type { Config } from './config.ts'
+import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
+import type { TerminalInspector } from './inspector.ts'
+import { createControlledPrompt } from './prompt.ts'
+import { LocalSession } from './session.ts'
+import { spawnTerminal, type TerminalProcess } from './terminal.ts'
+
+export interface LocalBackendOptions {
+  config: Config
+  sandbox: SandboxServiceApi
+  sandboxPolicy: SandboxPolicyServiceApi
+  /** Builds the platform inspector for a started terminal. */
+  inspect: (terminal: TerminalProcess) => TerminalInspector
+  /** The parent environment the shell's is derived from. Default `process.env`. */
+  env?: NodeJS.ProcessEnv
+}
+
+/** A started session plus the policy it was started under (kept for its whole life). */
+export interface LocalBackendSession extends LocalSession {
+  readonly policy: ResolvedPolicy
+}
+
+export class LocalBackend implements PtyBackend {
+  readonly type: string
+
+  constructor(private readonly options: LocalBackendOptions) {
+    this.type = options.config.backendType
+  }
+
+  /**
+   * Starts a shell for `request.owner`:
+   * 1. resolves the owner's sandbox policy (`ctx.sandboxPolicy.resolve`), once — the session
+   *    keeps it for life;
+   * 2. wraps the shell argv once with `ctx.sandbox.confine` unless the mode is
+   *    `danger-full-access` (no mechanism → `SPAWN_FAILED` carrying the sandbox's explanation;
+   *    never a silent downgrade);
+   * 3. spawns it on a PTY with the session environment, and waits for the first ready point.
+   * @throws PtyError `SPAWN_FAILED` (bad cwd, no sandbox, the shell exited or never became
+   *   ready), or `request.signal.reason` when the signal aborts.
+   */
+  async spawn(request: BackendSpawnRequest): Promise<LocalSession> {
+    const { config } = this.options
+    const policy = this.options.sandboxPolicy.resolve({ session: request.owner.session })
+    const cwd = resolveCwd(request.cwd, policy.workspaceRoot)
+    let argv: [string, ...string[]] = [config.shellPath, ...config.shellArgs]
+    if (policy.mode !== 'danger-full-access') {
+      try {
+        const confined = await this.options.sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd })
+        argv = confined.argv
+      } catch (error) {
+        throw new PtyError('SPAWN_FAILED', `cannot start a ${policy.mode} terminal: ${(error as Error).message}`, { cause: error })
+      }
+    }
+    if (request.signal.aborted) throw request.signal.reason
+
+    const prompt = createControlledPrompt()
+    const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
+    const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, prompt, tag })
+    let terminal: TerminalProcess
+    try {
+      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: config.cols, rows: config.rows })
+    } catch (error) {
+      throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
+    }
+    const session: LocalSession = new LocalSession({
+      config,
+      prompt,
+      terminal,
+      inspector: this.options.inspect(terminal),
+      // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
+      // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
+      // and it passes the hangup on to its jobs), then KILL after the grace.
+      teardown: () =>
+        terminateTree({
+          rootPid: terminal.pid,
+          includeRoot: true,
+          rootSignal: 'SIGHUP',
+          graceMs: config.disposeGraceMs,
+          tag,
+          signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
+        }),
+    })
+    Object.defineProperty(session, 'policy', { value: policy, enumerable: true })
+    try {
+      await session.ready(request.signal)
+    } catch (error) {
+      // Nothing was published: stop what was started before reporting.
+      await session.close().catch(() => {})
+      throw error
+    }
+    return session
+  }
+}
+
+/**
+ * The session's working directory: `cwd` resolved against the workspace root, which must name
+ * an existing directory.
+ * @throws PtyError `SPAWN_FAILED` naming the path.
+ */
+function resolveCwd(cwd: string | undefined, workspaceRoot: string): string {
+  const resolved = cwd === undefined ? workspaceRoot : path.resolve(workspaceRoot, cwd)
+  let isDirectory = false
+  try {
+    isDirectory = statSync(resolved).isDirectory()
+  } catch {
+    // reported below
+  }
+  if (!isDirectory) throw new PtyError('SPAWN_FAILED', `cwd ${resolved} is not an existing directory`)
+  return resolved
+}

@@ -1,0 +1,51 @@
+import { z } from 'zod'
+
+const positive = () => z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
+
+/**
+ * Configuration of the node-pty backend. Every duration is in ms, every size in bytes or
+ * lines as named. Defaults live here and nowhere else.
+ */
+export const Config = z
+  .object({
+    /** Session type this backend registers on ctx.pty (`terminal_open {type}`). */
+    backendType: z.string().min(1).default('shell'),
+    /** The shell to run; bash is required for the controlled prompt (PROMPT_COMMAND). */
+    shellPath: z.string().min(1).default('/bin/bash'),
+    shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '-i']),
+    rows: positive().default(40),
+    cols: positive().default(160),
+    /** Retained scrollback, in lines. */
+    scrollbackLines: positive().default(10000),
+    /** Retained scrollback, in UTF-8 bytes. */
+    scrollbackMaxBytes: positive().default(4194304),
+    /** Bound of one read page and of one send's viewport, in UTF-8 bytes. */
+    maxReadBytes: positive().default(262144),
+    /** Interval of /proc probes while a send waits (after `exactProbeAfterMs`). */
+    pollIntervalMs: positive().default(50),
+    /** Delay before the first timer-driven /proc probe of a send; output-driven probes may come sooner. */
+    exactProbeAfterMs: positive().default(150),
+    /** Output silence after which a send settles `inferred_idle`. */
+    idleSilenceMs: positive().default(3000),
+    /** Extra silence allowed after a prompt marker was seen, for the foreground handoff race. */
+    handoffGraceMs: positive().default(500),
+    /** Upper bound of one send (and of startup), settling `timeout`. */
+    timeoutMs: positive().default(30000),
+    /** Time processes get between SIGTERM/SIGHUP and SIGKILL when a session closes. */
+    disposeGraceMs: positive().default(3000),
+    /**
+     * Environment variables passed to the shell even when their names look like secrets
+     * (`*KEY*`, `*PASSWORD*`, `*SECRET*`, `*TOKEN*`); these values win over the parent's.
+     */
+    trustedEnv: z.record(z.string(), z.string()).default({}),
+  })
+  .refine((c) => c.maxReadBytes <= c.scrollbackMaxBytes, {
+    message: 'maxReadBytes must not exceed scrollbackMaxBytes',
+    path: ['maxReadBytes'],
+  })
+  .refine((c) => c.handoffGraceMs >= c.pollIntervalMs, {
+    message: 'handoffGraceMs must be at least pollIntervalMs (a shorter grace cannot fit one readiness poll)',
+    path: ['handoffGraceMs'],
+  })
+
+export type Config = z.output<typeof Config>

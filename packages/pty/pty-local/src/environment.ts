@@ -1,0 +1,36 @@
+import { scrubbedEnv, type SessionTag } from '@conch/subprocess'
+import type { ControlledPrompt } from './prompt.ts'
+
+/** Environment variable that tags every process of one session, for the teardown sweep. */
+export const SESSION_TAG_VARIABLE = 'CONCH_SESSION_TAG'
+
+export interface ShellEnvironmentOptions {
+  parent: NodeJS.ProcessEnv
+  trusted: Record<string, string>
+  prompt: ControlledPrompt
+  tag: SessionTag
+}
+
+/**
+ * The environment a session's shell starts with:
+ * - the parent's environment without names that look like secrets (`*KEY*`, `*PASSWORD*`,
+ *   `*SECRET*`, `*TOKEN*`, case-insensitive) or belong to conch (`CONCH_*`), unless `trusted`
+ *   supplies them — a name heuristic, see `scrubbedEnv` in `@conch/subprocess`;
+ * - `PAGER`, `GIT_PAGER` and `MANPAGER` set to `cat`, so output never stops in a pager unasked;
+ * - a UTF-8 locale (`LANG=C.UTF-8`) when none of `LC_ALL`, `LC_CTYPE`, `LANG` is set;
+ * - `TERM=xterm-256color`, `HISTFILE` empty (the session's history is never written to disk);
+ * - the controlled `PS1` and `PROMPT_COMMAND` (see prompt.ts) and the session tag.
+ */
+export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {
+  const env = scrubbedEnv(options.parent, { trusted: options.trusted })
+  env.PAGER = 'cat'
+  env.GIT_PAGER = 'cat'
+  env.MANPAGER = 'cat'
+  if (!env.LC_ALL && !env.LC_CTYPE && !env.LANG) env.LANG = 'C.UTF-8'
+  env.TERM = 'xterm-256color'
+  env.HISTFILE = ''
+  env.PS1 = options.prompt.ps1
+  env.PROMPT_COMMAND = options.prompt.promptCommand
+  env[options.tag.name] = options.tag.value
+  return env
+}

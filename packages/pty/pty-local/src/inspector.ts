@@ -1,0 +1,119 @@
+/**
+ * What a local session asks the operating system about its terminal. On Linux the answers come
+ * from /proc (the exact tier, inspect-linux.ts); on macOS from `ps` (no exact tier). Sessions
+ * talk to this interface only, so every readiness rule is testable with a fake.
+ */
+import { parseProcStat } from '@conch/subprocess'
+import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
+import { contextSwitches, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+
+export type { ReadProbe } from './inspect-linux.ts'
+
+export interface TerminalInspector {
+  /** Whether `probe` can prove a read (Linux /proc); false means only the other tiers apply. */
+  readonly exact: boolean
+  /** The terminal's foreground process group, or undefined when unknown. */
+  foregroundGroup(): Promise<number | undefined>
+  /** One look at the foreground group (verdict `unknown` when there is no exact tier). */
+  probe(): Promise<ReadProbe>
+  /** Name of a process (e.g. a group leader), or undefined when it is gone. */
+  processName(pid: number): Promise<string | undefined>
+  /** Context switches of a process's main task, for a cheap baseline; undefined when unknown. */
+  taskSwitches(pid: number): Promise<number | undefined>
+  /**
+   * Whether a process's main task is blocked (state S) in a read-class syscall — for a shell at
+   * its prompt, that its input queue is empty, so everything written to it was consumed.
+   * Undefined when it cannot be told (no exact tier, unreadable).
+   */
+  blockedInRead(pid: number): Promise<boolean | undefined>
+}
+
+/**
+ * What was known about the foreground group just before a send's input was written: a full
+ * probe, or — when the shell sat at its own controlled prompt — only the shell's main task
+ * counter (the shell is its group's leader, so its pid is its pgid and its main tid).
+ */
+export type Baseline =
+  | { kind: 'probe'; probe: ReadProbe }
+  | { kind: 'shell'; pgid: number; switches: number }
+  | { kind: 'none' }
+
+/**
+ * Whether `after` is new evidence that the foreground group waits for input. Evidence from
+ * before the write never counts (PITFALLS.md): a wait by the same group counts only when the
+ * reading task provably ran since the baseline — a different group, a task not in the
+ * baseline, a task that was not waiting then, or a context-switch counter that moved
+ * (`readerRanBetween`). Without a baseline nothing counts.
+ */
+export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean {
+  const reader = after.reader
+  if (after.verdict !== 'reading' || reader === undefined) return false
+  switch (baseline.kind) {
+    case 'probe':
+      return readerRanBetween(baseline.probe, after)
+    case 'shell': {
+      if (after.tpgid !== baseline.pgid || reader.tid !== baseline.pgid) return true
+      const now = after.tasks.find((task) => task.tid === reader.tid)?.switches
+      return now !== undefined && now !== baseline.switches
+    }
+    case 'none':
+      return false
+    default: {
+      const never: never = baseline
+      throw new Error(`unhandled baseline ${JSON.stringify(never)}`)
+    }
+  }
+}
+
+/**
+ * The /proc inspector of a terminal: `terminal.pid` is the node-pty child (any process whose
+ * controlling terminal is the PTY), `terminal.rdev` the slave's device number (stat(2)
+ * `st_rdev`, read from the slave when the PTY was opened; negative when unknown, which turns
+ * the exact tier off).
+ */
+export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = nodeProcReader): TerminalInspector {
+  const pid = identity.pid
+  const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
+  const table = readSyscallTable(process.arch)
+  const readStatComm = async (target: number): Promise<string | undefined> => {
+    try {
+      const text = await proc.readFile(`/proc/${target}/stat`)
+      return text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'))
+    } catch {
+      return undefined
+    }
+  }
+  return {
+    exact: terminal !== undefined,
+    async foregroundGroup() {
+      return (await readForegroundGroup({ proc, pid }))?.tpgid
+    },
+    async probe() {
+      if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
+      return probeTerminalReader({ proc, terminal })
+    },
+    processName: readStatComm,
+    async taskSwitches(target) {
+      try {
+        return contextSwitches(await proc.readFile(`/proc/${target}/task/${target}/status`))
+      } catch {
+        return undefined
+      }
+    },
+    async blockedInRead(target) {
+      if (table === undefined) return undefined
+      try {
+        const [syscallText, statText] = await Promise.all([
+          proc.readFile(`/proc/${target}/task/${target}/syscall`),
+          proc.readFile(`/proc/${target}/task/${target}/stat`),
+        ])
+        const syscall = parseSyscallFile(syscallText)
+        const stat = parseProcStat(statText)
+        if (syscall === undefined || stat === undefined) return undefined
+        return stat.state === 'S' && syscall.kind === 'syscall' && table.has(syscall.nr)
+      } catch {
+        return undefined
+      }
+    },
+  }
+}

@@ -1,0 +1,278 @@
+/**
+ * Real-process tests of a local session: bash, python3, node and less on real PTYs. They assert
+ * what the programs print and why a send settled, never which readiness tier won.
+ */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { PtyError } from '@conch/pty'
+import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
+
+describe('a local bash session', () => {
+  it('keeps shell state across sends: the working directory, exported variables and functions', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'conch-state-'))
+    try {
+      const session = await openSession()
+      await send(session, `cd ${dir} && export GREETING=persisted && greet() { echo "fn-$GREETING"; }`)
+      const result = await send(session, 'pwd; echo "$GREETING"; greet')
+      expect(result.waitReason).toBe('stdin_read')
+      expect(linesEqual(result.viewport, dir)).toBe(1)
+      expect(linesEqual(result.viewport, 'persisted')).toBe(1)
+      expect(linesEqual(result.viewport, 'fn-persisted')).toBe(1)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('starts without variables that look like secrets, unless they are trusted', async () => {
+    const env = { ...process.env, MY_API_KEY: 'k-1', DB_PASSWORD: 'p-1', GH_TOKEN: 't-1', CLIENT_SECRET: 's-1', PLAIN_VALUE: 'v-1', CONCH_INTERNAL: 'c-1', TRUSTED_TOKEN: 'parent' }
+    const session = await openSession({ trustedEnv: { TRUSTED_TOKEN: 'from-config' } }, { env })
+    const result = await send(session, 'env | sort')
+    for (const leaked of ['k-1', 'p-1', 't-1', 's-1', 'c-1', 'parent']) expect(result.viewport).not.toContain(leaked)
+    expect(result.viewport).toContain('PLAIN_VALUE=v-1')
+    expect(result.viewport).toContain('TRUSTED_TOKEN=from-config')
+    expect(result.viewport).toContain('PAGER=cat')
+    expect(result.viewport).toContain('GIT_PAGER=cat')
+    expect(result.viewport).toMatch(/CONCH_SESSION_TAG=[0-9a-f]{32}/)
+  })
+
+  it('does not hand the prompt marker to child shells', async () => {
+    const session = await openSession()
+    const result = await send(session, 'bash -c \'echo "pc=[${PROMPT_COMMAND:-}] ps1=[${PS1:-}]"\'')
+    expect(linesEqual(result.viewport, 'pc=[] ps1=[]')).toBe(1)
+  })
+
+  it('keeps the exit status of the last command for $? and survives set -u and a user PS1', async () => {
+    const session = await openSession()
+    await send(session, 'false')
+    expect(linesEqual((await send(session, 'echo "status=$?"')).viewport, 'status=1')).toBe(1)
+    await send(session, "set -u; PS1='custom> '")
+    const after = await send(session, 'echo still-$((1+1))')
+    expect(after.waitReason).toBe('stdin_read')
+    expect(linesEqual(after.viewport, 'still-2')).toBe(1)
+    expect(after.viewport).not.toContain('unbound variable')
+  })
+
+  it('removes escape sequences, bracketed-paste toggles and the private marker from the output', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'conch-escapes-'))
+    try {
+      const file = path.join(dir, 'colored')
+      writeFileSync(file, '\x1b[31mRED\x1b[0m \x1b]0;title\x07VISIBLE\x1bP1$r0m\x1b\\ \x1b_apc\x1b\\END\r\n')
+      const session = await openSession()
+      const result = await send(session, `cat ${file}`)
+      expect(linesEqual(result.viewport, 'RED VISIBLE END')).toBe(1)
+      const page = session.read({ offset: 0, count: 100 })
+      for (const text of [result.viewport, page.text]) {
+        expect(text).not.toMatch(/\x1b|\[31m|\]0;|title|apc|2004|6973/)
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('reports the shell exit with every byte of output drained', async () => {
+    const session = await openSession()
+    const result = await send(session, 'seq 1 3000; exit 3')
+    expect(result.waitReason).toBe('session_exit')
+    expect(result.sessionStatus).toEqual({ state: 'exited', exitCode: 3, signal: null })
+    const page = session.read({ offset: 0, count: 10000 })
+    const numbers = page.text.split('\n').filter((line) => /^\d+$/.test(line))
+    expect(numbers).toHaveLength(3000)
+    expect(numbers.at(-1)).toBe('3000')
+  })
+
+  it('refuses to send or signal after the shell exited, and still reads the scrollback', async () => {
+    const session = await openSession()
+    await send(session, 'echo goodbye-token; exit 4')
+    expect(session.status()).toEqual({ state: 'exited', exitCode: 4, signal: null })
+    expect(() => session.startSend({ text: 'echo x', submit: true })).toThrowError(expect.objectContaining({ code: 'SESSION_EXITED' }))
+    await expect(session.signal('SIGINT')).rejects.toMatchObject({ code: 'SESSION_EXITED' })
+    expect(linesEqual(session.read({ offset: 0, count: 50 }).text, 'goodbye-token')).toBe(1)
+  })
+})
+
+describe('readiness of programs that read the terminal', () => {
+  it('a Python REPL is ready at >>> and evaluates each send', async () => {
+    const session = await openSession()
+    const start = await send(session, 'python3 -q')
+    expect(start.waitReason).toBe('stdin_read')
+    expect(start.viewport.endsWith('>>> ')).toBe(true)
+    const result = await send(session, '6*7')
+    expect(result.waitReason).toBe('stdin_read')
+    expect(linesEqual(result.viewport, '42')).toBe(1)
+  })
+
+  it('the Node REPL, which waits in epoll on a re-opened tty, is ready at its prompt', async () => {
+    const session = await openSession()
+    const start = await send(session, 'node')
+    expect(start.waitReason).toBe('stdin_read')
+    const result = await send(session, '6*7')
+    expect(result.waitReason).toBe('stdin_read')
+    expect(linesEqual(result.viewport, '42')).toBe(1)
+    expect(result.inputState).toBe('prompt')
+    const exit = await send(session, '.exit')
+    expect(exit.waitReason).toBe('stdin_read')
+    expect(linesEqual((await send(session, 'echo back-in-bash')).viewport, 'back-in-bash')).toBe(1)
+  })
+
+  it('a pager reading /dev/tty on fd 3 is ready, and q returns to the shell', async () => {
+    const session = await openSession()
+    const paged = await send(session, 'seq 1 500 | less')
+    expect(paged.waitReason).toBe('stdin_read')
+    for (const n of ['1', '2', '23']) expect(linesEqual(paged.viewport, n)).toBe(1)
+    const quit = await send(session, 'q', false)
+    expect(quit.waitReason).toBe('stdin_read')
+    expect(linesEqual((await send(session, 'echo after-less')).viewport, 'after-less')).toBe(1)
+  })
+
+  it('a silent busy process is not reported as reading: it settles inferred_idle, then its output follows', async () => {
+    const session = await openSession({ idleSilenceMs: 1000, handoffGraceMs: 100 })
+    const busy = await send(session, 'python3 -c "import time; time.sleep(3); print(\'py-\' + \'done\')"')
+    expect(busy.waitReason).toBe('inferred_idle')
+    expect(linesEqual(busy.viewport, 'py-done')).toBe(0)
+    await waitForScrollback(session, 'py-done')
+    const next = await send(session, 'echo next-token')
+    expect(next.waitReason).toBe('stdin_read')
+    expect(linesEqual(next.viewport, 'next-token')).toBe(1)
+  })
+
+  it('settles timeout when output never stops, and says the command may still run', async () => {
+    const session = await openSession({ timeoutMs: 800, idleSilenceMs: 5000 })
+    const result = await send(session, 'while true; do echo tick; sleep 0.05; done')
+    expect(result.waitReason).toBe('timeout')
+    expect(result.sessionStatus.state).toBe('running')
+    await session.signal('SIGINT')
+  })
+
+  it('reports a continuation prompt for an open Python block and an open bash quote', async () => {
+    const session = await openSession()
+    await send(session, 'python3 -q')
+    const block = await send(session, 'for i in range(3):\n    print(i)')
+    expect(block.waitReason).toBe('stdin_read')
+    expect(block.inputState).toBe('continuation')
+    expect(linesEqual(block.viewport, '0')).toBe(0)
+    const run = await send(session, '')
+    for (const n of ['0', '1', '2']) expect(linesEqual(run.viewport, n)).toBe(1)
+    expect(run.inputState).toBe('prompt')
+    await send(session, 'exit()')
+    const quote = await send(session, 'echo "abc')
+    expect(quote.waitReason).toBe('stdin_read')
+    expect(quote.inputState).toBe('continuation')
+  })
+})
+
+describe('signals and cancellation', () => {
+  it('SIGINT reaches the foreground process group, not the shell', async () => {
+    const session = await openSession()
+    const running = session.startSend({ text: 'sleep 100', submit: true })
+    await waitForForeground(session, 'sleep')
+    const signalled = await session.signal('SIGINT')
+    expect(signalled).toMatchObject({ signal: 'SIGINT', delivered: true, target: 'sleep' })
+    expect((await running.done).waitReason).toBe('stdin_read')
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
+  it('SIGINT at a bash continuation prompt returns to the primary prompt without eating the next input', async () => {
+    const session = await openSession()
+    await send(session, 'echo "abc')
+    await session.signal('SIGINT')
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
+  it('refuses SIGKILL to the shell itself', async () => {
+    const session = await openSession()
+    await expect(session.signal('SIGKILL')).rejects.toMatchObject({ code: 'SIGNAL_REFUSED' })
+    expect((await send(session, 'echo alive')).waitReason).toBe('stdin_read')
+  })
+
+  it('a send cancelled before its write writes nothing', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'conch-cancel-'))
+    try {
+      const session = await openSession()
+      const marker = path.join(dir, 'written')
+      const operation = session.startSend({ text: `touch ${marker}`, submit: true })
+      await operation.cancel()
+      await expect(operation.done).rejects.toMatchObject({ code: 'SEND_CANCELLED' })
+      await send(session, 'true')
+      expect(existsSync(marker)).toBe(false)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('cancelling a running send interrupts the foreground program with a real SIGINT', async () => {
+    const session = await openSession()
+    const operation = session.startSend({ text: 'sleep 100', submit: true })
+    await waitForForeground(session, 'sleep')
+    await operation.cancel()
+    const result = await operation.done
+    expect(result.sessionStatus.state).toBe('running')
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
+  it('an aborted signal cancels the send it was given to', async () => {
+    const session = await openSession()
+    const controller = new AbortController()
+    const operation = session.startSend({ text: 'sleep 100', submit: true, signal: controller.signal })
+    await waitForForeground(session, 'sleep')
+    controller.abort(new Error('turn cancelled'))
+    await operation.done
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+})
+
+describe('startup', () => {
+  it('a program that prints nothing is never published on silence; the startup timeout rejects the spawn', async () => {
+    const backend = unconfinedBackend({ shellPath: '/bin/cat', shellArgs: [], idleSilenceMs: 100, handoffGraceMs: 100, timeoutMs: 700 })
+    const spawn = backend.spawn({ owner, sessionId: 'pty-cat', signal: new AbortController().signal })
+    await expect(spawn).rejects.toMatchObject({ code: 'SPAWN_FAILED', message: expect.stringContaining('did not become ready') })
+  })
+
+  it('a cancelled startup rejects with the caller’s exact reason', async () => {
+    const backend = unconfinedBackend({ shellPath: '/bin/cat', shellArgs: [], timeoutMs: 10000 })
+    const controller = new AbortController()
+    const reason = new Error('caller gave up')
+    const spawn = backend.spawn({ owner, sessionId: 'pty-cancel', signal: controller.signal })
+    setImmediate(() => controller.abort(reason))
+    await expect(spawn).rejects.toBe(reason)
+  })
+
+  it('a shell without the controlled prompt (dash) is ready once it reads the terminal', async () => {
+    const session = await openSession({ shellPath: '/bin/sh', shellArgs: ['-i'] })
+    const result = await send(session, 'echo from-dash-$((2+3))')
+    expect(result.waitReason).toBe('stdin_read')
+    expect(linesEqual(result.viewport, 'from-dash-5')).toBe(1)
+  })
+
+  it('a cwd that is not a directory fails the spawn naming the path', async () => {
+    const backend = unconfinedBackend()
+    const spawn = backend.spawn({ owner, sessionId: 'pty-cwd', cwd: '/nonexistent/conch', signal: new AbortController().signal })
+    await expect(spawn).rejects.toBeInstanceOf(PtyError)
+    await expect(spawn).rejects.toMatchObject({ code: 'SPAWN_FAILED', message: expect.stringContaining('/nonexistent/conch') })
+  })
+})
+
+/** Waits until a line equal to `token` is in the scrollback (the child printed it). */
+async function waitForScrollback(session: { read(o: { offset: number; count: number }): { text: string } }, token: string): Promise<void> {
+  const deadline = Date.now() + 15_000
+  while (Date.now() < deadline) {
+    if (linesEqual(session.read({ offset: 0, count: 200 }).text, token) > 0) return
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`${token} never appeared in the scrollback`)
+}
+
+/** Waits until the terminal's foreground process group is led by `name` (a token from /proc, not a sleep). */
+async function waitForForeground(session: { pid: number }, name: string): Promise<void> {
+  const { readFile } = await import('node:fs/promises')
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline) {
+    const stat = await readFile(`/proc/${session.pid}/stat`, 'utf8')
+    const tpgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[5])
+    const leader = await readFile(`/proc/${tpgid}/stat`, 'utf8').catch(() => '')
+    if (leader.includes(`(${name})`)) return
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  throw new Error(`${name} never became the foreground process group`)
+}
