@@ -1,1 +1,23 @@
-export {}
+/**
+ * @conch/sandbox-local — registers this machine's sandbox mechanisms with `ctx.sandbox`:
+ * bubblewrap on Linux, sandbox-exec on macOS. Both are registered; `ctx.sandbox` picks the one
+ * for the running platform whose probe succeeds.
+ */
+import type { Context } from 'cordis'
+import type {} from '@conch/sandbox'
+import { bubblewrapProvider } from './bubblewrap.ts'
+import { Config } from './config.ts'
+import { sandboxExecProvider } from './sandbox-exec.ts'
+
+export const name = 'sandbox-local'
+export const inject = ['sandbox']
+export { Config }
+
+export const apply = (ctx: Context, config: Config): void => {
+  ctx.sandbox.register(bubblewrapProvider(config))
+  ctx.sandbox.register(sandboxExecProvider(config))
+}
+
+export { bubblewrapArgv, bubblewrapProvider, type BubblewrapOptions } from './bubblewrap.ts'
+export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'
+export { runProbe, type ProbeRunner } from './probe.ts'

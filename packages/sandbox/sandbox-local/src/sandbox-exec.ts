@@ -1,0 +1,102 @@
+/**
+ * The macOS provider: sandbox-exec(1) with a generated Seatbelt (SBPL) profile. Paths reach the
+ * profile as `-D NAME=value` parameters, so no path is ever spliced into profile text.
+ */
+import { realpathSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import type { ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import type { Config } from './config.ts'
+import { runProbe, type ProbeRunner } from './probe.ts'
+
+export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand'>
+
+/** How many path parameters a profile refers to, and whether it denies the network. */
+export interface SeatbeltShape {
+  writable: number
+  readOnly: number
+  network: boolean
+}
+
+/** What sandbox-exec leaves unenforced; reported as `gaps` with `enforcement: 'partial'`. */
+export const SANDBOX_EXEC_GAPS = [
+  'processes: no PID namespace — a daemonised child outlives the sandboxed process unless it is swept by its session tag',
+  'temporary files: /private/tmp and /private/var/folders are writable and shared with the user’s other processes',
+  'services: Mach and XPC services outside the sandbox stay reachable and may act on a sandboxed process’s behalf',
+]
+
+const params = (prefix: string, count: number): string[] =>
+  Array.from({ length: count }, (_, index) => `(subpath (param "${prefix}_${index}"))`)
+
+/**
+ * The SBPL profile text. Seatbelt applies the *last* matching rule, so the order is: allow by
+ * default; deny every file write; allow writes to terminals, the null devices and the system
+ * temporary folders; allow writes under `WRITABLE_<i>`; deny them again under `READONLY_<i>`;
+ * deny all network operations unless `network`; deny sending Apple events (which would let a
+ * sandboxed process drive an unconfined application).
+ */
+export function seatbeltProfile(shape: SeatbeltShape): string {
+  const lines = [
+    '(version 1)',
+    ';; conch: reads are allowed everywhere; writes only where listed below.',
+    '(allow default)',
+    '(deny file-write*)',
+    '(allow file-write*',
+    '  (literal "/dev/null") (literal "/dev/zero") (literal "/dev/dtracehelper")',
+    '  (literal "/dev/tty") (literal "/dev/ptmx") (regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/fd/[0-9]+$")',
+    '  (subpath "/private/tmp") (subpath "/private/var/folders"))',
+  ]
+  if (shape.writable > 0) lines.push(`(allow file-write* ${params('WRITABLE', shape.writable).join(' ')})`)
+  if (shape.readOnly > 0) lines.push(`(deny file-write* ${params('READONLY', shape.readOnly).join(' ')})`)
+  if (!shape.network) lines.push('(deny network*)')
+  lines.push('(deny appleevent-send)')
+  return `${lines.join('\n')}\n`
+}
+
+/**
+ * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -- /bin/sh
+ * -c 'cd -- "$1" && shift && exec "$@"' sh <cwd> <argv…>`. sandbox-exec has no option for the
+ * working directory, so a shell changes into it and execs the argv (no extra process remains).
+ * Under workspace-write the workspace and `readWritePaths` are writable; under read-only none is.
+ */
+export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, options: SandboxExecOptions): [string, ...string[]] {
+  const writable = policy.mode === 'workspace-write' ? [policy.workspaceRoot, ...options.readWritePaths] : []
+  const readOnly = options.readOnlyPaths
+  const profile = seatbeltProfile({ writable: writable.length, readOnly: readOnly.length, network: options.network })
+  return [
+    options.sandboxExecCommand,
+    '-p',
+    profile,
+    ...writable.flatMap((path, index) => ['-D', `WRITABLE_${index}=${path}`]),
+    ...readOnly.flatMap((path, index) => ['-D', `READONLY_${index}=${path}`]),
+    '--',
+    '/bin/sh',
+    '-c',
+    'cd -- "$1" && shift && exec "$@"',
+    'sh',
+    policy.cwd ?? policy.workspaceRoot,
+    ...argv,
+  ]
+}
+
+/**
+ * The sandbox-exec provider (`enforcement: 'partial'`, see `SANDBOX_EXEC_GAPS`). `probe` runs
+ * the same argv shape once with `/usr/bin/true`, so a profile the system refuses to compile
+ * fails the probe instead of every terminal.
+ */
+export function sandboxExecProvider(
+  config: SandboxExecOptions & Pick<Config, 'probeTimeoutMs'>,
+  run: ProbeRunner = runProbe,
+): SandboxProvider {
+  return {
+    name: 'sandbox-exec',
+    platforms: ['darwin'],
+    network: config.network,
+    probe: () => {
+      const scratch = realpathSync(tmpdir())
+      return run(sandboxExecArgv(['/usr/bin/true'], { mode: 'workspace-write', workspaceRoot: scratch }, config), config.probeTimeoutMs)
+    },
+    confine(argv, policy): ConfineResult {
+      return { argv: sandboxExecArgv(argv, policy, config), enforcement: 'partial', provider: 'sandbox-exec', gaps: [...SANDBOX_EXEC_GAPS] }
+    },
+  }
+}
