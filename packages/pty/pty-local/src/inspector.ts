@@ -3,7 +3,8 @@
  * from /proc (the exact tier, inspect-linux.ts); on macOS from `ps` (no exact tier). Sessions
  * talk to this interface only, so every readiness rule is testable with a fake.
  */
-import { parseProcStat } from '@conch/subprocess'
+import { parseProcStat, type ProcessTable } from '@conch/subprocess'
+import { processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
 import { contextSwitches, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
@@ -115,5 +116,26 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
         return undefined
       }
     },
+  }
+}
+
+/**
+ * The macOS inspector: the foreground group and process names come from ps(1); there is no
+ * exact tier (no per-task syscall view), so sends settle on the controlled prompt, silence or
+ * the timeout.
+ */
+export function macosInspector(pid: number, table?: ProcessTable): TerminalInspector {
+  const options = table === undefined ? {} : { table }
+  return {
+    exact: false,
+    async foregroundGroup() {
+      return (await readForegroundGroupMacos({ ...options, pid }))?.tpgid
+    },
+    async probe() {
+      return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'no exact readiness tier on macOS' }
+    },
+    processName: (target) => processNameMacos({ ...options, pid: target }),
+    taskSwitches: async () => undefined,
+    blockedInRead: async () => undefined,
   }
 }

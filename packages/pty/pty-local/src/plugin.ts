@@ -6,7 +6,7 @@ import type { Context } from 'cordis'
 import type { AgentServiceApi } from '@conch/agent'
 import { LocalBackend } from './backend.ts'
 import { Config } from './config.ts'
-import { linuxInspector, type TerminalInspector } from './inspector.ts'
+import { linuxInspector, macosInspector, type TerminalInspector } from './inspector.ts'
 import type { TerminalProcess } from './terminal.ts'
 
 export const name = 'pty-local'
@@ -34,7 +34,7 @@ export const apply = (ctx: Context, config: Config): void => {
 }
 
 /** The platform inspector; only Linux has the exact /proc tier. */
-function inspectorFor(terminal: TerminalProcess): TerminalInspector {
+export function inspectorFor(terminal: TerminalProcess): TerminalInspector {
   if (process.platform === 'linux') return linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath })
-  throw new Error(`no terminal inspector for ${process.platform}`)
+  return macosInspector(terminal.pid)
 }

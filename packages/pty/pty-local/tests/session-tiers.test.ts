@@ -1,0 +1,349 @@
+/**
+ * The readiness state machine with a fake terminal and a fake inspector, for the races that
+ * need exact ordering: the foreground handoff, child-shell markers, split markers, stale
+ * prompts, evidence from before the write, unstable reads, and startup without output.
+ */
+import { describe, expect, it } from 'vitest'
+import { Config } from '../src/config.ts'
+import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
+import { createControlledPrompt } from '../src/prompt.ts'
+import { LocalSession } from '../src/session.ts'
+import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
+
+const SHELL = 4000
+const CHILD = 4100
+const prompt = createControlledPrompt('f00d')
+const MARKER = (status = 0) => `\x1b]6973;f00d;prompt;${status}\x07`
+const PS1 = `${MARKER()}\x1b[?2004h$ `
+
+class FakeTerminal implements TerminalProcess {
+  readonly pid = SHELL - 1
+  readonly slavePath = '/dev/pts/42'
+  readonly slave = { dev: 1, rdev: 34858 }
+  exited = false
+  readonly writes: string[] = []
+  onWrite: ((data: string) => void) | undefined
+  private readonly data = new Set<(chunk: Buffer) => void>()
+  private readonly exits = new Set<(exit: TerminalExit) => void>()
+  private resolveExit!: (exit: TerminalExit) => void
+  readonly exit = new Promise<TerminalExit>((resolve) => (this.resolveExit = resolve))
+
+  emit(text: string): void {
+    for (const listener of [...this.data]) listener(Buffer.from(text))
+  }
+  finish(exitCode: number): void {
+    this.exited = true
+    this.resolveExit({ exitCode, signal: undefined })
+    for (const listener of [...this.exits]) listener({ exitCode, signal: undefined })
+  }
+  write(data: string): void {
+    this.writes.push(data)
+    this.onWrite?.(data)
+  }
+  resize(): void {}
+  onData(listener: (chunk: Buffer) => void): () => void {
+    this.data.add(listener)
+    return () => this.data.delete(listener)
+  }
+  onExit(listener: (exit: TerminalExit) => void): () => void {
+    this.exits.add(listener)
+    return () => this.exits.delete(listener)
+  }
+}
+
+/** A probe where task `tid` of group `pgid` is (or is not) blocked reading the terminal. */
+function probe(pgid: number, tid: number, switches: number, reading = true): ReadProbe {
+  return {
+    verdict: reading ? 'reading' : 'not_reading',
+    tpgid: pgid,
+    tasks: [{ pid: tid, tid, name: 'prog', state: reading ? 'S' : 'R', syscall: reading ? 'read' : 'running', switches, fds: reading ? [0] : [], ...(reading ? { terminalFd: 0 } : {}) }],
+    reader: reading ? { name: 'prog', pid: tid, tid, syscall: 'read', fd: 0, path: '/dev/pts/42' } : undefined,
+    detail: reading ? `prog[${tid}] read fd0 /dev/pts/42` : 'not reading',
+  }
+}
+
+class FakeInspector implements TerminalInspector {
+  exact = true
+  foreground = SHELL
+  current: ReadProbe = probe(SHELL, SHELL, 1)
+  shellBlocked: boolean | undefined = true
+  probes = 0
+  async foregroundGroup() {
+    return this.foreground
+  }
+  async probe() {
+    this.probes++
+    return this.current
+  }
+  async processName() {
+    return 'prog'
+  }
+  async taskSwitches(pid: number) {
+    return this.current.tasks.find((task) => task.tid === pid)?.switches
+  }
+  async blockedInRead() {
+    return this.shellBlocked
+  }
+}
+
+const fast = { pollIntervalMs: 10, exactProbeAfterMs: 10, idleSilenceMs: 300, handoffGraceMs: 50, timeoutMs: 3000 }
+
+async function started(overrides: Partial<Config> = {}) {
+  const terminal = new FakeTerminal()
+  const inspector = new FakeInspector()
+  const session = new LocalSession({
+    config: Config.parse({ ...fast, ...overrides }),
+    prompt,
+    terminal,
+    inspector,
+    teardown: async () => ({ stopped: [], survivors: [] }),
+  })
+  const ready = session.ready(new AbortController().signal)
+  terminal.emit(`welcome\r\n${PS1}`)
+  const motd = await ready
+  return { terminal, inspector, session, motd }
+}
+
+/** Resolves when the next write reaches the terminal. */
+function nextWrite(terminal: FakeTerminal): Promise<string> {
+  return new Promise((resolve) => {
+    terminal.onWrite = (data) => {
+      terminal.onWrite = undefined
+      resolve(data)
+    }
+  })
+}
+
+describe('the controlled prompt tier', () => {
+  it('publishes the startup output before the first prompt as the motd, and learns the shell group', async () => {
+    const { motd, session } = await started()
+    expect(motd).toBe('welcome')
+    expect(session.shellPgid).toBe(SHELL)
+  })
+
+  it('settles on the prompt that follows the input, with its PS1 arriving in a later chunk than the marker', async () => {
+    const { terminal, session } = await started()
+    const operation = session.startSend({ text: 'echo hi', submit: true })
+    expect(await nextWrite(terminal)).toBe('echo hi\r')
+    terminal.emit('echo hi\r\nhi\r\n')
+    terminal.emit(MARKER())
+    terminal.emit('\x1b[?2004h')
+    terminal.emit('$ ')
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' }, inputState: 'prompt' })
+    expect(result.viewport).toBe('echo hi\nhi\n$ ')
+  })
+
+  it('does not take the old prompt followed by echoed input for readiness', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    inspector.current = probe(SHELL, SHELL, 1, false)
+    const operation = session.startSend({ text: 'make', submit: true })
+    await nextWrite(terminal)
+    terminal.emit('make\r\n')
+    const result = await operation.done
+    expect(result.waitReason).toBe('inferred_idle')
+  })
+
+  it('waits for the shell to be in the foreground again before trusting its marker (the handoff race)', async () => {
+    const { terminal, inspector, session } = await started()
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const operation = session.startSend({ text: 'sleep 1', submit: true })
+    await nextWrite(terminal)
+    inspector.foreground = CHILD
+    terminal.emit(`sleep 1\r\n${PS1}`)
+    let settled = false
+    void operation.done.then(() => (settled = true))
+    // The marker is on screen but the kernel still shows the child in front: no settle yet.
+    await new Promise((resolve) => setTimeout(resolve, 40))
+    expect(settled).toBe(false)
+    inspector.foreground = SHELL
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
+  })
+
+  it('degrades to silence when a marker comes from a shell that is not in the foreground, and never hangs', async () => {
+    const { terminal, inspector, session } = await started()
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const operation = session.startSend({ text: 'bash', submit: true })
+    await nextWrite(terminal)
+    inspector.foreground = CHILD
+    terminal.emit(`bash\r\n${PS1}`)
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'inferred_idle', evidence: { tier: 'silence', detail: 'no output for 350 ms' } })
+  })
+
+  it('does not settle on a prompt the shell owed from before while the input still waits in its queue', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    // A command that settled on silence leaves the shell busy; its prompt is still to come.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const busy = session.startSend({ text: 'slow', submit: true })
+    await nextWrite(terminal)
+    terminal.emit('slow\r\n')
+    expect((await busy.done).waitReason).toBe('inferred_idle')
+
+    const next = session.startSend({ text: 'echo next', submit: true })
+    await nextWrite(terminal)
+    let settled = false
+    void next.done.then(() => (settled = true))
+    // `slow` ends: the shell prints the prompt it owed, then reads the typed-ahead input.
+    inspector.foreground = SHELL
+    inspector.shellBlocked = false
+    terminal.emit(PS1)
+    await new Promise((resolve) => setTimeout(resolve, 40))
+    expect(settled).toBe(false)
+    inspector.shellBlocked = true
+    terminal.emit(`echo next\r\nnext\r\n${PS1}`)
+    const result = await next.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
+    expect(result.viewport.split('\n')).toContain('next')
+  })
+})
+
+describe('the /proc tier', () => {
+  it('ignores a wait that was there before the write until the reading task provably ran', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    // A REPL in front, already blocked in its read before anything is written.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 7)
+    const operation = session.startSend({ text: '1+1', submit: true })
+    await nextWrite(terminal)
+    let settled = false
+    void operation.done.then(() => (settled = true))
+    const probesAtWrite = inspector.probes
+    while (inspector.probes < probesAtWrite + 3) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(settled).toBe(false)
+    // It wakes up, prints, and blocks in its read again: the counter moved.
+    inspector.current = probe(CHILD, CHILD, 9)
+    terminal.emit('1+1\r\n2\r\n>>> ')
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
+    expect(result.viewport).toBe('1+1\n2\n>>> ')
+  })
+
+  it('takes a different foreground group reading as new evidence', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    inspector.current = probe(SHELL, SHELL, 3)
+    const operation = session.startSend({ text: 'python3', submit: true })
+    await nextWrite(terminal)
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1)
+    terminal.emit('python3\r\n>>> ')
+    expect(await operation.done).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+  })
+
+  it('rejects a read that does not hold for the confirmation gap (a program passing through a read on its way out)', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 400 })
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1)
+    const operation = session.startSend({ text: '.exit', submit: true })
+    await nextWrite(terminal)
+    // Every probe sees the task reading, but it keeps running in between (the counter moves).
+    let switches = 2
+    inspector.probe = async () => {
+      inspector.probes++
+      return probe(CHILD, CHILD, switches++)
+    }
+    terminal.emit('.exit\r\n')
+    const result = await operation.done
+    expect(result.waitReason).toBe('inferred_idle')
+  })
+
+  it('never settles stdin_read on unknown or not_reading probes', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    inspector.foreground = CHILD
+    inspector.current = { ...probe(CHILD, CHILD, 1, false), verdict: 'unknown' }
+    const operation = session.startSend({ text: 'work', submit: true })
+    await nextWrite(terminal)
+    inspector.current = probe(CHILD, CHILD, 5, false)
+    terminal.emit('work\r\n')
+    expect((await operation.done).waitReason).toBe('inferred_idle')
+  })
+
+  it('reports a continuation for `... ` and for bash PS2 `> ` only when the shell itself reads', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    inspector.current = probe(SHELL, SHELL, 3)
+    const quote = session.startSend({ text: 'echo "abc', submit: true })
+    await nextWrite(terminal)
+    inspector.current = probe(SHELL, SHELL, 4)
+    terminal.emit('echo "abc\r\n> ')
+    expect(await quote.done).toMatchObject({ waitReason: 'stdin_read', inputState: 'continuation' })
+
+    terminal.emit('\r\n')
+    const node = session.startSend({ text: 'node', submit: true })
+    await nextWrite(terminal)
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1)
+    terminal.emit('node\r\n> ')
+    expect(await node.done).toMatchObject({ waitReason: 'stdin_read', inputState: 'prompt' })
+  })
+})
+
+describe('silence, timeout and exit', () => {
+  it('settles timeout when output never pauses long enough', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200, timeoutMs: 500 })
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const operation = session.startSend({ text: 'yes', submit: true })
+    await nextWrite(terminal)
+    const ticker = setInterval(() => terminal.emit('y\r\n'), 20)
+    try {
+      const result = await operation.done
+      expect(result).toMatchObject({ waitReason: 'timeout', sessionStatus: { state: 'running' }, evidence: { tier: 'timeout' } })
+    } finally {
+      clearInterval(ticker)
+    }
+  })
+
+  it('reports the exit after the output before the exit marker, and acknowledges the marker', async () => {
+    const { terminal, session } = await started()
+    const operation = session.startSend({ text: 'exit 3', submit: true })
+    await nextWrite(terminal)
+    terminal.emit('exit 3\r\nlast words\r\nexit\r\n\x1b]6973;f00d;exit;3\x07')
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
+    expect(result.viewport).toContain('last words')
+    expect(terminal.writes.at(-1)).toBe(prompt.exitAcknowledgement)
+    expect(() => session.startSend({ text: 'x', submit: true })).toThrowError(expect.objectContaining({ code: 'SESSION_EXITED' }))
+  })
+
+  it('ignores markers with another nonce', async () => {
+    const { terminal, session } = await started({ idleSilenceMs: 200 })
+    const operation = session.startSend({ text: 'cat forged', submit: true })
+    await nextWrite(terminal)
+    terminal.emit('cat forged\r\n\x1b]6973;beef;prompt;0\x07$ ')
+    expect((await operation.done).waitReason).toBe('inferred_idle')
+  })
+})
+
+describe('startup', () => {
+  it('never publishes a terminal that printed nothing on silence; the timeout rejects it', async () => {
+    const terminal = new FakeTerminal()
+    const inspector = new FakeInspector()
+    inspector.current = probe(SHELL, SHELL, 1)
+    const session = new LocalSession({
+      config: Config.parse({ ...fast, idleSilenceMs: 50, timeoutMs: 400 }),
+      prompt,
+      terminal,
+      inspector,
+      teardown: async () => ({ stopped: [], survivors: [] }),
+    })
+    await expect(session.ready(new AbortController().signal)).rejects.toMatchObject({ code: 'SPAWN_FAILED' })
+  })
+
+  it('rejects with the caller’s exact abort reason', async () => {
+    const terminal = new FakeTerminal()
+    const session = new LocalSession({
+      config: Config.parse(fast),
+      prompt,
+      terminal,
+      inspector: new FakeInspector(),
+      teardown: async () => ({ stopped: [], survivors: [] }),
+    })
+    const controller = new AbortController()
+    const ready = session.ready(controller.signal)
+    const reason = { why: 'gone' }
+    controller.abort(reason)
+    await expect(ready).rejects.toBe(reason)
+  })
+})
