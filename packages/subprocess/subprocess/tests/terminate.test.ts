@@ -202,7 +202,7 @@ time.sleep(300)
     const forked = report.stopped.find((r) => r.pid === forkedPid)
     expect(forked?.comm).toBe('sleep')
     expect(await alive(forked!)).toBe(false)
-  })
+  }, 20_000)
 
   it('catches children a descendant forks while it handles SIGTERM, and leaves the root running', async () => {
     const inner = join(dir, 'inner.sh')
@@ -217,7 +217,7 @@ time.sleep(300)
     expect(report.stopped.map((r) => r.pid)).toContain(forkedPid)
     expect(report.stopped.map((r) => r.pid)).not.toContain(child.pid)
     expect(await alive(await identity(child.pid!))).toBe(true)
-  })
+  }, 20_000)
 
   it('reports nothing for a root that is already gone when there is no tag', async () => {
     const { child, exited } = bash('exit 0')
