@@ -188,7 +188,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   const tpgid = holder.tpgid
   if (tpgid <= 0) return unknown(undefined, `${terminal.path} has no foreground process group`)
 
-  const members = await groupMembers(proc, tpgid)
+  const members = await groupMembers(proc, tpgid, terminal.pid)
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
   const context: TaskContext = { proc, terminal, table, maxPollFds }
@@ -282,12 +282,52 @@ async function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefine
   }
 }
 
-/** Every process whose process group is `pgid`; processes that vanish while listing are skipped. */
-async function groupMembers(proc: ProcFs, pgid: number): Promise<ProcStat[]> {
+/**
+ * Every process whose process group is `pgid`; processes that vanish while listing are skipped.
+ * The terminal's foreground group lives in the session of `root` (the node-pty child), so its
+ * members are found by walking `root`'s descendants through /proc/<pid>/task/<tid>/children
+ * (proc(5)) — a handful of reads instead of one per process on the machine. When that file is
+ * unavailable, or the walk finds no member (an orphaned group), every process is listed.
+ */
+async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
+  const walked = await descendantsInGroup(proc, pgid, root)
+  if (walked !== undefined && walked.length > 0) return walked
   const entries = await proc.readdir('/proc')
   const pids = entries.filter((name) => /^\d+$/.test(name))
   const stats = await Promise.all(pids.map((pid) => readStat(proc, `/proc/${pid}/stat`)))
   return stats.filter((s): s is ProcStat => s !== undefined && s.pgrp === pgid)
+}
+
+/** Members of `pgid` among `root` and its descendants; undefined when the children files cannot be read. */
+async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[] | undefined> {
+  const members: ProcStat[] = []
+  const seen = new Set<number>()
+  const queue = [root]
+  while (queue.length > 0) {
+    const pid = queue.shift()!
+    if (seen.has(pid)) continue
+    seen.add(pid)
+    const stat = await readStat(proc, `/proc/${pid}/stat`)
+    if (stat === undefined) continue // it exited while we walked
+    if (stat.pgrp === pgid) members.push(stat)
+    let tids: string[]
+    try {
+      tids = await proc.readdir(`/proc/${pid}/task`)
+    } catch {
+      continue
+    }
+    for (const tid of tids) {
+      let children: string
+      try {
+        children = await proc.readFile(`/proc/${pid}/task/${tid}/children`)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === String(pid) && pid === root) return undefined
+        continue
+      }
+      for (const child of children.split(/\s+/)) if (/^\d+$/.test(child)) queue.push(Number(child))
+    }
+  }
+  return members
 }
 
 async function examineProcess(context: TaskContext, member: ProcStat): Promise<TaskObservation[]> {

@@ -320,7 +320,7 @@ export class LocalSession implements BackendSession {
     const survivors = report.survivors.map(toClosed)
     if (survivors.length) return { status: this.state, stopped, survivors }
     // Everything that held the slave is gone: node-pty reaches EOF and reports the exit.
-    const exit = await Promise.race([this.terminal.exit, delay(this.config.disposeGraceMs)])
+    const exit = await within(this.terminal.exit, this.config.disposeGraceMs)
     if (exit !== undefined && this.state.state === 'running') {
       this.markExited({ state: 'exited', exitCode: exit.signal ? null : exit.exitCode, signal: exit.signal ? signalName(exit.signal) : null })
     }
@@ -491,7 +491,7 @@ class Send {
   /** Resolves when settled or after `ms`, whichever is first. */
   async settledWithin(ms: number): Promise<void> {
     if (this.state === 'settled') return
-    await Promise.race([this.done.then(noop, noop), delay(ms)])
+    await within(this.done.then(noop, noop), ms)
   }
 
   cancel(): Promise<void> {
@@ -729,7 +729,17 @@ class Send {
 // ─── Helpers ──────────────────────────────────────────────────────────────────────
 
 function delay(ms: number): Promise<undefined> {
-  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms).unref?.())
+  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
+}
+
+/** `promise`, or undefined after `ms` — without leaving a timer behind when the promise wins. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 function noop(): void {}
