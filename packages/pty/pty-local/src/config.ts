@@ -47,5 +47,7 @@ export const Config = z
     message: 'handoffGraceMs must be at least pollIntervalMs (a shorter grace cannot fit one readiness poll)',
     path: ['handoffGraceMs'],
   })
+  // A cordis.yml row without `config` passes undefined: every default applies.
+  .prefault({})
 
 export type Config = z.output<typeof Config>
