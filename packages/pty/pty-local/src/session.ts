@@ -175,6 +175,10 @@ export class LocalSession implements BackendSession {
     }
     const active = this.current
     if (active !== undefined) {
+      // A signal right after a send is meant for what the send started: wait for the input to
+      // be written and, while the shell itself is still in front, up to handoffGraceMs for the
+      // command to take the foreground (a builtin never does; then the shell is signalled).
+      await active.handedOff(this.config.handoffGraceMs)
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
       await active.settledWithin(this.config.handoffGraceMs)
@@ -370,6 +374,9 @@ class Send {
   private baseline: Baseline = { kind: 'none' }
   private inputState: InputState | undefined
   private sawOutput = false
+  /** Resolves when the input has been written (or the send settled without writing). */
+  private readonly written: Promise<void>
+  private markWritten!: () => void
   /** For `signal` watches: what the signal reached. */
   signalResult: SignalResult | undefined
   /** Output chunks seen while waiting. */
@@ -397,6 +404,8 @@ class Send {
       this.reject = reject
     })
     this.done.catch(() => {})
+    this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
+    void this.done.then(() => this.markWritten(), () => this.markWritten())
     this.buffer = new SendBuffer(session.parserRef, { maxBytes: session.configRef.maxReadBytes })
     const signal = input.signal
     if (signal !== undefined) {
@@ -451,6 +460,7 @@ class Send {
       this.promptMayBeStale = !session.knownAtPrompt
       const text = this.input.text.replace(/\r?\n/g, '\r')
       session.write(this.input.submit ? `${text}\r` : text)
+      this.markWritten()
       if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
     } else if (this.kind === 'signal' && this.signalToSend !== undefined) {
       this.signalResult = await session.signalForeground(this.signalToSend)
@@ -486,6 +496,22 @@ class Send {
   onExit(status: SessionStatus): void {
     if (this.state === 'settled') return
     this.settle('session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(status)})` })
+  }
+
+  /**
+   * Resolves once the input is written and either the foreground group is no longer the shell's,
+   * the send settled, or `ms` passed since the write.
+   */
+  async handedOff(ms: number): Promise<void> {
+    if (this.kind !== 'send') return
+    await within(this.written, this.session.configRef.timeoutMs)
+    const deadline = this.writtenAt + ms
+    const inspector = this.session.inspectorRef
+    while (!this.isSettled() && this.session.now() < deadline) {
+      const pgid = await inspector.foregroundGroup()
+      if (pgid === undefined || pgid !== this.session.shellPgid) return
+      await delay(Math.min(this.session.configRef.pollIntervalMs / 5, Math.max(0, deadline - this.session.now())))
+    }
   }
 
   /** Resolves when settled or after `ms`, whichever is first. */

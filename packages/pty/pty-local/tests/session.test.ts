@@ -173,6 +173,15 @@ describe('signals and cancellation', () => {
     expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
   })
 
+  it('a signal sent right after a send reaches the command that send started', async () => {
+    const session = await openSession()
+    const running = session.startSend({ text: 'sleep 100', submit: true })
+    const signalled = await session.signal('SIGINT')
+    expect(signalled.target).toBe('sleep')
+    expect((await running.done).waitReason).toBe('stdin_read')
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
   it('SIGINT at a bash continuation prompt returns to the primary prompt without eating the next input', async () => {
     const session = await openSession()
     await send(session, 'echo "abc')
