@@ -48,7 +48,11 @@ Options:
   --config FILE        composition to boot (default: ./cordis.yml)
   --script FILE        use the scripted model with this JSON Lines script
   --log-level LEVEL    error, warn (default), info or debug
-  -h, --help           show this help`
+  -h, --help           show this help
+
+Exit status: 0 when the client closed stdin or after SIGTERM / SIGINT, once every agent and
+terminal is disposed; 1 when the composition did not start; 2 for a usage error or a missing
+API key.`
 
 export interface RunArgs {
   task: string

@@ -60,8 +60,9 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
           io.stdout.write(`${ACP_USAGE}\n`)
           return 0
         }
-        const code = await acpCommand(args, { ...io, signal: signals.signal })
-        return signals.exitCode ?? code
+        // Stopping the server is its normal end: after SIGTERM or SIGINT, as after the client
+        // closed stdin, every agent and terminal is disposed and the exit status is 0.
+        return await acpCommand(args, { ...io, signal: signals.signal })
       }
       default:
         throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)

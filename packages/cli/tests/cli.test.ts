@@ -46,11 +46,10 @@ describe('usage', () => {
     expect(cwd.stderr).toContain('--cwd nowhere: no such directory')
   })
 
-  it('conch acp says it is not available until @conch/acp provides runAcp', async () => {
-    const result = await runConch(['acp'], { cwd: ws.dir })
-    expect(result.code).toBe(1)
-    expect(result.stdout).toBe('')
-    expect(result.stderr).toMatch(/conch acp is not available/)
+  it('conch acp --help prints its usage on stdout and exits 0', async () => {
+    const result = await runConch(['acp', '--help'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(result.stdout).toMatch(/^Usage: conch acp \[--config FILE\] \[--script FILE\]/)
   })
 })
 
@@ -291,5 +290,45 @@ describe('shutdown', () => {
     expect(conch.stderr()).toContain('conch: SIGINT again: exiting without waiting for the shutdown')
     // The tool's child was stopped by the cancelled turn, before the shutdown began.
     expect(processesWith(token)).toEqual([])
+  })
+})
+
+describe('conch acp', () => {
+  /** Writes one JSON-RPC request to conch's stdin and resolves with the response line for its id. */
+  function request(conch: ReturnType<typeof startConch>, id: number, method: string, params: object): Promise<Record<string, unknown>> {
+    return new Promise((resolvePromise, reject) => {
+      const onData = () => {
+        const line = jsonLines(conch.stdout()).find((frame) => frame['id'] === id)
+        if (line === undefined) return
+        conch.child.stdout.off('data', onData)
+        resolvePromise(line)
+      }
+      conch.child.stdout.on('data', onData)
+      void conch.exit.then(() => reject(new Error(`conch exited before answering ${method}; stderr:\n${conch.stderr()}`)))
+      conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+    })
+  }
+
+  it('serves ACP on stdio, with only protocol frames on stdout, and exits 0 when stdin closes', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+    const initialized = await request(conch, 0, 'initialize', { protocolVersion: 1 })
+    expect(initialized).toMatchObject({ jsonrpc: '2.0', id: 0, result: { protocolVersion: 1, agentInfo: { name: 'conch' } } })
+    const session = await request(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    expect(session).toMatchObject({ id: 1, result: { sessionId: expect.any(String) } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+    for (const frame of jsonLines(conch.stdout())) expect(frame['jsonrpc']).toBe('2.0')
+  })
+
+  it('exits 0 after SIGTERM once everything is shut down', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+    await request(conch, 0, 'initialize', { protocolVersion: 1 })
+    conch.child.kill('SIGTERM')
+    expect(await conch.exit).toBe(0)
+    expect(conch.stderr()).toContain('SIGTERM')
   })
 })
