@@ -27,6 +27,8 @@ export interface TerminalInspector {
    * Undefined when it cannot be told (no exact tier, unreadable).
    */
   blockedInRead(pid: number): Promise<boolean | undefined>
+  /** The program a process runs (/proc/<pid>/exe), or undefined when unknown. */
+  executable(pid: number): Promise<string | undefined>
 }
 
 /**
@@ -101,6 +103,13 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
         return undefined
       }
     },
+    async executable(target) {
+      try {
+        return await proc.readlink(`/proc/${target}/exe`)
+      } catch {
+        return undefined
+      }
+    },
     async blockedInRead(target) {
       if (table === undefined) return undefined
       try {
@@ -137,5 +146,6 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
     processName: (target) => processNameMacos({ ...options, pid: target }),
     taskSwitches: async () => undefined,
     blockedInRead: async () => undefined,
+    executable: async () => undefined,
   }
 }

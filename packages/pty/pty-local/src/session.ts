@@ -499,17 +499,25 @@ class Send {
   }
 
   /**
-   * Resolves once the input is written and either the foreground group is no longer the shell's,
-   * the send settled, or `ms` passed since the write.
+   * Resolves once the input is written and either a command other than the shell is in front
+   * — a foreground group that is not the shell's, whose leader already runs another program (a
+   * freshly forked child still runs the shell's code, and a signal that lands before its exec
+   * is handled as the shell's and lost) — or the send settled, or `ms` passed since the write.
    */
   async handedOff(ms: number): Promise<void> {
     if (this.kind !== 'send') return
     await within(this.written, this.session.configRef.timeoutMs)
     const deadline = this.writtenAt + ms
     const inspector = this.session.inspectorRef
+    const shell = this.session.shellPgid
+    const shellProgram = shell === undefined ? undefined : await inspector.executable(shell)
     while (!this.isSettled() && this.session.now() < deadline) {
       const pgid = await inspector.foregroundGroup()
-      if (pgid === undefined || pgid !== this.session.shellPgid) return
+      if (pgid === undefined) return
+      if (pgid !== shell) {
+        const program = await inspector.executable(pgid)
+        if (program === undefined || shellProgram === undefined || program !== shellProgram) return
+      }
       await delay(Math.min(this.session.configRef.pollIntervalMs / 5, Math.max(0, deadline - this.session.now())))
     }
   }

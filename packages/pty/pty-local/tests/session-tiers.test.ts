@@ -84,6 +84,9 @@ class FakeInspector implements TerminalInspector {
   async blockedInRead() {
     return this.shellBlocked
   }
+  async executable() {
+    return undefined
+  }
 }
 
 const fast = { pollIntervalMs: 10, exactProbeAfterMs: 10, idleSilenceMs: 300, handoffGraceMs: 50, timeoutMs: 3000 }
