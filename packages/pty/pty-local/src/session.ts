@@ -305,7 +305,8 @@ export class LocalSession implements BackendSession {
     // ahead of it in the stream, so the output is drained at this point. The wrapper then waits
     // for this acknowledgement before it lets go of the slave.
     this.markExited({ state: 'exited', exitCode: marker.status, signal: null })
-    this.terminal.write(this.prompt.exitAcknowledgement)
+    // While closing, the teardown ends the wrapper itself (and may already have closed the PTY).
+    if (this.closing === undefined) this.terminal.write(this.prompt.exitAcknowledgement)
   }
 
   private markExited(status: SessionStatus): void {
