@@ -1,0 +1,127 @@
+/**
+ * C8 — daemons escape the process tree (teardown).
+ * A background job, a `nohup` job, a `setsid` job, a `setsid` from a subshell (re-parented to
+ * init at once) and a foreground `sleep`: after terminal_close, within the dispose grace, no
+ * `sleep 100[1-5]` exists, no zombie child of this process remains, and the close result names
+ * what it stopped.
+ *
+ * The one way left to escape: a program that clears its environment and leaves the session —
+ * `env -i setsid sleep 1006 &` (or a daemon that double-forks and resets its environment). It
+ * carries no session tag, so the tag sweep misses it, and it is re-parented to init, so the
+ * tree walk misses it too; run unconfined it outlives the terminal. Only a PID namespace
+ * contains it: under `workspace-write` bubblewrap (`--unshare-pid`) runs the shell as the
+ * namespace's first process, and when that ends the kernel kills everything left inside. That
+ * test is below, for workspace-write only (unconfined it would leave a process behind).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { alive, bootCase, MODES, processes, waitFor, zombieChildren, type CaseHarness, type ProcEntry } from './harness.ts'
+
+/** The dispose grace of the node-pty backend (`disposeGraceMs`, default). */
+const DISPOSE_GRACE_MS = 3000
+const DAEMONS = /^sleep 100[1-6]$/
+
+/** `sleep 100[1-6]` processes that are not in `baseline` (left by something else on this machine). */
+function daemons(baseline: ReadonlySet<number>): ProcEntry[] {
+  return processes().filter((entry) => DAEMONS.test(entry.cmdline) && entry.state !== 'Z' && !baseline.has(entry.pid))
+}
+
+function describeAll(entries: ProcEntry[]): string {
+  return entries.map((entry) => `${entry.pid} ${entry.state} ppid=${entry.ppid} ${entry.cmdline}`).join('\n')
+}
+
+describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
+  let harness: CaseHarness
+  let baseline: Set<number>
+
+  beforeAll(async () => {
+    baseline = new Set(processes().filter((entry) => DAEMONS.test(entry.cmdline)).map((entry) => entry.pid))
+    harness = await bootCase({ mode })
+  })
+
+  afterAll(async () => {
+    await harness?.dispose()
+  })
+
+  it('stops background, nohup and setsid daemons and the foreground program, and says what it stopped', async () => {
+    const sessionId = await harness.open()
+    for (const command of ['sleep 1001 &', 'nohup sleep 1002 >/dev/null 2>&1 &', 'setsid sleep 1003 &', '(setsid sleep 1004 &)']) {
+      const seen = await harness.send(sessionId, command)
+      expect(seen.isError, seen.text).toBe(false)
+    }
+    await harness.sendBackground(sessionId, 'sleep 1005')
+    let started: ProcEntry[] = []
+    await waitFor('sleep 1001…1005 to run', 10_000, () => {
+      started = daemons(baseline)
+      return new Set(started.map((entry) => entry.cmdline)).size === 5
+    }, () => describeAll(daemons(baseline)))
+
+    const closed = await harness.close(sessionId)
+    expect(closed.isError, closed.text).toBe(false)
+
+    let left: ProcEntry[] = []
+    await waitFor('every sleep 100[1-5] to be gone', DISPOSE_GRACE_MS, () => {
+      left = daemons(baseline)
+      return left.length === 0
+    }).catch(() => undefined)
+    expect(describeAll(left), 'left after close').toBe('')
+    let zombies: ProcEntry[] = []
+    await waitFor('no zombie children', DISPOSE_GRACE_MS, () => {
+      zombies = zombieChildren()
+      return zombies.length === 0
+    }).catch(() => undefined)
+    expect(describeAll(zombies), 'zombie children of the test process').toBe('')
+
+    // The close result names what it stopped: every one of the five sleeps, by pid.
+    const stopped = closed.meta.stopped as { pid: number; name: string }[]
+    for (const entry of started) expect(stopped, `${entry.cmdline} (pid ${entry.pid}) in ${closed.text}`).toContainEqual({ pid: entry.pid, name: 'sleep' })
+    expect(closed.meta.survivors).toEqual([])
+    expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped .*sleep\[\d+\]/)
+    expect(harness.logged).toEqual([])
+  }, 60_000)
+})
+
+// Unconfined, this daemon escapes by design (see the comment at the top): only the sandbox's PID
+// namespace can stop it, so it runs under workspace-write alone.
+describe('C8 the environment-clearing daemon (workspace-write)', () => {
+  let harness: CaseHarness
+  let baseline: Set<number>
+
+  beforeAll(async () => {
+    baseline = new Set(processes().filter((entry) => DAEMONS.test(entry.cmdline)).map((entry) => entry.pid))
+    harness = await bootCase({ mode: 'workspace-write' })
+  })
+
+  afterAll(async () => {
+    await harness?.dispose()
+  })
+
+  it('also stops a daemon that cleared its environment and left the session', async () => {
+    const sessionId = await harness.open()
+    let escaped: ProcEntry[] = []
+    try {
+      const seen = await harness.send(sessionId, 'env -i setsid sleep 1006 &')
+      expect(seen.isError, seen.text).toBe(false)
+      await waitFor('sleep 1006 to run', 10_000, () => {
+        escaped = daemons(baseline).filter((entry) => entry.cmdline === 'sleep 1006')
+        return escaped.length === 1
+      })
+      const closed = await harness.close(sessionId)
+      expect(closed.isError, closed.text).toBe(false)
+      let left: ProcEntry[] = []
+      await waitFor('sleep 1006 to be gone', DISPOSE_GRACE_MS, () => {
+        left = daemons(baseline)
+        return left.length === 0
+      }).catch(() => undefined)
+      expect(describeAll(left), 'left after close').toBe('')
+    } finally {
+      // Never leave the escapee running on a shared machine, whatever the outcome.
+      for (const entry of escaped.filter(alive)) {
+        try {
+          process.kill(entry.pid, 'SIGKILL')
+        } catch {
+          // already gone
+        }
+      }
+    }
+  }, 30_000)
+})
