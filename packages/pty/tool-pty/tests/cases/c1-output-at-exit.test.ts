@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootCase, MODES, outputLines, type CaseHarness } from './harness.ts'
 
 const REPETITIONS = 50
+/** Sessions run at once (C1_BATCH=1 runs the repetitions one after another, for diagnosis). */
 const BATCH = Number(process.env.C1_BATCH ?? 5)
 const EXPECTED = Array.from({ length: 5000 }, (_, index) => String(index + 1))
 
