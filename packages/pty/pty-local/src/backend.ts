@@ -8,7 +8,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
 import type { ResolvedPolicy, SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
-import { terminateTree, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, signalIfSame, terminateTree, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -73,10 +73,17 @@ export class LocalBackend implements PtyBackend {
     } catch (error) {
       throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
     }
+    // The wrapper's start identity, read now, fences every later signal to it.
+    const table = defaultProcessTable()
+    const wrapper = table.get(terminal.pid)
     const session: LocalSession = new LocalSession({
       config,
       prompt,
       terminal,
+      signalWrapper: async (signal) => {
+        const identity = await wrapper
+        if (identity !== undefined) await signalIfSame(table, identity, signal)
+      },
       inspector: this.options.inspect(terminal),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,

@@ -15,7 +15,7 @@
  *
  * The shell is started by a `/bin/sh -c` wrapper that holds the PTY slave open while the shell
  * runs and, after it exits, prints `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and waits for the
- * session to acknowledge it with a line feed. Output written to a terminal is read in order, so
+ * session to acknowledge it with SIGUSR1. Output written to a terminal is read in order, so
  * when that marker is parsed every byte the shell wrote before exiting has been read: the exit
  * is reported only after the output is drained. (Relying on the master reaching EOF loses
  * output: measured here, Linux reports EIO on the master while data written just before the
@@ -43,8 +43,8 @@ export interface ControlledPrompt {
   wrap(argv: readonly string[]): [string, ...string[]]
   /** Parses an OSC payload (the text between `ESC ]` and the terminator); undefined when it is not this session's marker. */
   parse(payload: string): Marker | undefined
-  /** What to write to the terminal once the exit marker was read, so the wrapper exits. */
-  readonly exitAcknowledgement: string
+  /** The signal that tells the wrapper its exit marker was read, so it exits. */
+  readonly exitAcknowledgement: NodeJS.Signals
 }
 
 /** Creates the controlled prompt of one session with a fresh 96-bit nonce. */
@@ -55,19 +55,23 @@ export function createControlledPrompt(nonce: string = randomBytes(12).toString(
     `builtin printf '\\033]${MARKER_OSC};${nonce};prompt;%s\\007' "$__conch_status"; ` +
     `PS1='${CONTROLLED_PS1}'; ` +
     `builtin export -n PROMPT_COMMAND PS1`
-  // After the exit marker the wrapper waits for one line from the session (`acknowledgeExit`),
-  // so it keeps the slave open until the marker has been read; echo is off so the
-  // acknowledgement leaves no trace in the output. A hangup (the session gone) also ends it.
+  // After the exit marker the wrapper waits for the session's acknowledgement — a SIGUSR1 —
+  // so it keeps the slave open until the marker has been read. It must not wait by reading the
+  // terminal: a shell in a PID namespace cannot hand the terminal back to the wrapper's group,
+  // and a read from a background, orphaned process group fails at once (EIO). A hangup or TERM
+  // (the session closing) ends the wait too. The trap is set before the marker is printed, so
+  // an acknowledgement can never arrive before the wrapper is ready for it.
   const wrapper =
-    `"$@"; __conch_status=$?; stty -echo 2>/dev/null; ` +
+    `"$@"; __conch_status=$?; __conch_wait=; ` +
+    `trap 'kill $__conch_wait 2>/dev/null; exit "$__conch_status"' USR1 HUP TERM; ` +
     `printf '\\033]${MARKER_OSC};${nonce};exit;%s\\007' "$__conch_status"; ` +
-    `IFS= read -r __conch_ack 2>/dev/null; exit "$__conch_status"`
+    `while :; do sleep 86400 & __conch_wait=$!; wait "$__conch_wait"; done`
   return {
     nonce,
     ps1: CONTROLLED_PS1,
     promptCommand,
     wrap: (argv) => ['/bin/sh', '-c', wrapper, 'conch-shell', ...argv],
-    exitAcknowledgement: '\n',
+    exitAcknowledgement: 'SIGUSR1',
     parse(payload) {
       if (!payload.startsWith(head)) return undefined
       const [kind, status, ...rest] = payload.slice(head.length).split(';')

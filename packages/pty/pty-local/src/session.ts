@@ -28,6 +28,7 @@ import {
   type SignalResult,
   type WaitReason,
 } from '@conch/pty'
+import { constants } from 'node:os'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
@@ -53,6 +54,8 @@ export interface LocalSessionOptions {
   inspector: TerminalInspector
   /** Stops the session's whole process tree (see `teardown` in backend.ts). */
   teardown: () => Promise<TerminateReport>
+  /** Signals the wrapper (the node-pty child), identity-fenced; used to acknowledge its exit marker. */
+  signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   /** Monotonic clock in ms. */
   now?: () => number
 }
@@ -68,6 +71,7 @@ export class LocalSession implements BackendSession {
   private readonly terminal: TerminalProcess
   private readonly inspector: TerminalInspector
   private readonly teardown: () => Promise<TerminateReport>
+  private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   readonly now: () => number
 
   private readonly parser = new OutputParser()
@@ -97,6 +101,7 @@ export class LocalSession implements BackendSession {
     this.terminal = options.terminal
     this.inspector = options.inspector
     this.teardown = options.teardown
+    this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
@@ -303,10 +308,12 @@ export class LocalSession implements BackendSession {
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is
     // ahead of it in the stream, so the output is drained at this point. The wrapper then waits
-    // for this acknowledgement before it lets go of the slave.
-    this.markExited({ state: 'exited', exitCode: marker.status, signal: null })
-    // While closing, the teardown ends the wrapper itself (and may already have closed the PTY).
-    if (this.closing === undefined) this.terminal.write(this.prompt.exitAcknowledgement)
+    // for this acknowledgement before it lets go of the slave. A status above 128 while closing
+    // is the signal the teardown sent (sh(1) reports a death by signal n as 128 + n).
+    const killed = this.closing !== undefined && marker.status > 128 ? signalName(marker.status - 128) : null
+    this.markExited(killed !== null ? { state: 'exited', exitCode: null, signal: killed } : { state: 'exited', exitCode: marker.status, signal: null })
+    // While closing, the teardown ends the wrapper itself.
+    if (this.closing === undefined) void this.signalWrapper(this.prompt.exitAcknowledgement).catch(() => {})
   }
 
   private markExited(status: SessionStatus): void {
@@ -688,18 +695,25 @@ class Send {
   }
 
   private isReadEvidence(state: ReadProbe): boolean {
+    // The wrapper reads the terminal only for the exit handshake, after the shell exited: that
+    // is not a program waiting for input (its exit marker is on its way).
+    if (state.reader?.pid === this.session.pid) return false
     if (this.kind === 'startup') return state.verdict === 'reading' && state.reader !== undefined && this.sawOutput
     return isNewReadEvidence(this.baseline, state)
   }
 
   /**
    * Proof from /proc can arrive before the output the program wrote just before blocking has
-   * been read from the master. Let libuv poll the PTY twice more (each setImmediate runs after a
-   * poll phase) so that output belongs to this send, not the next one.
+   * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
+   * until a round brings no more output, so that output belongs to this send, not the next one.
    */
   private async drainPendingOutput(): Promise<void> {
-    await new Promise<void>((resolve) => setImmediate(resolve))
-    await new Promise<void>((resolve) => setImmediate(resolve))
+    let seen: number
+    do {
+      seen = this.outputCount
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    } while (this.outputCount !== seen && !this.isSettled())
   }
 
   private armSilence(): void {
@@ -797,8 +811,8 @@ export function describeStatus(status: SessionStatus): string {
   return `code ${status.exitCode ?? 'unknown'}`
 }
 
-const SIGNAL_NAMES: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 13: 'SIGPIPE', 15: 'SIGTERM' }
-
+/** The name of signal number `signal` on this platform (signal(7)), e.g. 1 → `SIGHUP`. */
 function signalName(signal: number): string {
-  return SIGNAL_NAMES[signal] ?? `signal ${signal}`
+  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
+  return entry?.[0] ?? `signal ${signal}`
 }

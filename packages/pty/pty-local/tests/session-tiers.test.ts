@@ -22,6 +22,7 @@ class FakeTerminal implements TerminalProcess {
   readonly slave = { dev: 1, rdev: 34858 }
   exited = false
   readonly writes: string[] = []
+  readonly signals: string[] = []
   onWrite: ((data: string) => void) | undefined
   private readonly data = new Set<(chunk: Buffer) => void>()
   private readonly exits = new Set<(exit: TerminalExit) => void>()
@@ -100,6 +101,7 @@ async function started(overrides: Partial<Config> = {}) {
     terminal,
     inspector,
     teardown: async () => ({ stopped: [], survivors: [] }),
+    signalWrapper: async (signal) => void terminal.signals.push(signal),
   })
   const ready = session.ready(new AbortController().signal)
   terminal.emit(`welcome\r\n${PS1}`)
@@ -306,7 +308,7 @@ describe('silence, timeout and exit', () => {
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
     expect(result.viewport).toContain('last words')
-    expect(terminal.writes.at(-1)).toBe(prompt.exitAcknowledgement)
+    expect(terminal.signals).toEqual([prompt.exitAcknowledgement])
     expect(() => session.startSend({ text: 'x', submit: true })).toThrowError(expect.objectContaining({ code: 'SESSION_EXITED' }))
   })
 
@@ -330,6 +332,7 @@ describe('startup', () => {
       terminal,
       inspector,
       teardown: async () => ({ stopped: [], survivors: [] }),
+      signalWrapper: async () => {},
     })
     await expect(session.ready(new AbortController().signal)).rejects.toMatchObject({ code: 'SPAWN_FAILED' })
   })
@@ -342,6 +345,7 @@ describe('startup', () => {
       terminal,
       inspector: new FakeInspector(),
       teardown: async () => ({ stopped: [], survivors: [] }),
+      signalWrapper: async () => {},
     })
     const controller = new AbortController()
     const ready = session.ready(controller.signal)
