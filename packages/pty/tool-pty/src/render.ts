@@ -57,8 +57,12 @@ export function fit(options: {
     const metaText = withNotice.join('\n')
     const budget = maxBytes - utf8Bytes(metaText) - 1
     if (budget >= 0) {
-      const kept = boundUtf8(body, budget, { keep: 'tail' })
-      return { text: join(wholeLines(body, kept.text), withNotice), truncated: true, cut: kept.truncated }
+      let kept = boundUtf8(body, budget, { keep: 'tail' })
+      if (startsMidLine(body, kept.text) && budget >= utf8Bytes(CUT_LINE)) {
+        kept = boundUtf8(body, budget - utf8Bytes(CUT_LINE), { keep: 'tail' })
+        return { text: join(CUT_LINE + kept.text, withNotice), truncated: true, cut: true }
+      }
+      return { text: join(kept.text, withNotice), truncated: true, cut: kept.truncated }
     }
   }
   // Not even the short metadata fits: keep its head, which holds the most important lines.
@@ -68,13 +72,14 @@ export function fit(options: {
 }
 
 /**
- * Drops the partial first line a tail cut leaves (`85` of `985` reads as another number),
- * unless the kept text is a single line, whose tail is all there is to show.
+ * Marks a kept tail that begins in the middle of a line, so its first characters are not read
+ * as a whole line (`85` of `985` would read as another number). Nothing is dropped: a long last
+ * line (600 KB of one character, say) still shows its newest bytes.
  */
-function wholeLines(body: string, kept: string): string {
-  if (kept.length === body.length || body[body.length - kept.length - 1] === '\n') return kept
-  const newline = kept.indexOf('\n')
-  return newline < 0 || newline === kept.length - 1 ? kept : kept.slice(newline + 1)
+const CUT_LINE = '…'
+
+function startsMidLine(body: string, kept: string): boolean {
+  return kept.length < body.length && body[body.length - kept.length - 1] !== '\n'
 }
 
 function join(body: string, lines: string[]): string {
