@@ -60,7 +60,8 @@ export function fit(options: {
       let kept = boundUtf8(body, budget, { keep: 'tail' })
       if (startsMidLine(body, kept.text) && budget >= utf8Bytes(CUT_LINE)) {
         kept = boundUtf8(body, budget - utf8Bytes(CUT_LINE), { keep: 'tail' })
-        return { text: join(CUT_LINE + kept.text, withNotice), truncated: true, cut: true }
+        const shown = startsMidLine(body, kept.text) ? CUT_LINE + kept.text : kept.text
+        return { text: join(shown, withNotice), truncated: true, cut: true }
       }
       return { text: join(kept.text, withNotice), truncated: true, cut: kept.truncated }
     }
