@@ -1,0 +1,140 @@
+/**
+ * The composition the benchmark drives: the same plugins as the root cordis.yml for terminals
+ * (sessions, tools, llm, subprocess, sandbox with bubblewrap, sandbox policy, ctx.pty with the
+ * node-pty backend, agents), plus a second backend type, `shell-silence`, that is the same
+ * `LocalBackend` with its exact tiers disabled — what a tool that waits for quiet pays.
+ *
+ * Every conch figure goes through `ctx.pty` (the seam a tool calls) unless it says otherwise.
+ */
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Context } from 'cordis'
+import AgentService, { type Agent } from '../packages/core/agent/src/index.ts'
+import LlmService from '../packages/core/llm/src/index.ts'
+import SessionService from '../packages/core/session/src/index.ts'
+import ToolsService from '../packages/core/tools/src/index.ts'
+import PtyService, { type BackendSession, type SendResult } from '../packages/pty/pty/src/index.ts'
+import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
+import { LocalBackend, linuxInspector, type TerminalInspector } from '../packages/pty/pty-local/src/index.ts'
+import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
+import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
+import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
+import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+
+/** Backend type of the silence-only sessions. */
+export const SILENCE_TYPE = 'shell-silence'
+
+export interface Composition {
+  ctx: Context
+  /** Owner of unconfined terminals (`danger-full-access`). */
+  agent: Agent
+  /** Owner of terminals confined by bubblewrap (`workspace-write`). */
+  sandboxed: Agent
+  /** The workspace root of both agents (a fresh temporary directory). */
+  workspace: string
+  /** The backend's configuration as loaded (defaults). */
+  config: ptyLocal.Config
+  /**
+   * Starts a session on the backend directly (no ctx.pty in between), with the default config
+   * and the exact tiers; the caller closes it.
+   */
+  direct(): Promise<BackendSession>
+  /** Sends `text` (submitted) on `ctx.pty` and returns the result and the wall time, ms. */
+  send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }>
+  /** Disposes agents (closing their terminals) and then every plugin in reverse order. */
+  dispose(): Promise<void>
+}
+
+/**
+ * The /proc inspector with its exact tiers switched off: `exact` is false, probes say
+ * `unknown` and the task counters and read states are unknown, so a send settles only on the
+ * controlled prompt, silence (`idleSilenceMs`) or the timeout. The foreground group is still
+ * read (signals need it).
+ */
+export function silenceOnly(inner: TerminalInspector): TerminalInspector {
+  return {
+    // Every other question (foreground group, names, executables) is answered as before.
+    ...inner,
+    exact: false,
+    probe: async () => ({ verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'exact tiers disabled (silence-only figure)' }),
+    taskSwitches: async () => undefined,
+    blockedInRead: async () => undefined,
+  }
+}
+
+/** Errors and warnings the composition logs go to stderr. */
+export async function compose(): Promise<Composition> {
+  if (process.platform !== 'linux') throw new Error(`the benchmark measures the Linux /proc tier; ${process.platform} is not supported`)
+  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-')))
+  const ctx = new Context()
+  ctx.logger.exporter({
+    export: (message) => {
+      if (message.type === 'warn' || message.type === 'error') process.stderr.write(`[cordis ${message.type}] ${message.args.map(String).join(' ')}\n`)
+    },
+  })
+  const fibers: { dispose(): Promise<void> }[] = []
+  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => {
+    fibers.push(await ctx.plugin(plugin, config))
+  }
+  const config = ptyLocal.Config.parse({})
+  await load(SessionService, SessionService.Config.parse({}))
+  await load(ToolsService, ToolsService.Config.parse({}))
+  await load(LlmService, LlmService.Config.parse({}))
+  await load(SubprocessService, SubprocessService.Config.parse({}))
+  await load(SandboxService, {})
+  await load(sandboxLocal, sandboxLocal.Config.parse({}))
+  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'danger-full-access', workspaceRoot: workspace }))
+  await load(PtyService, {})
+  await load(ptyLocal, config)
+  await load({
+    name: 'bench-silence-backend',
+    inject: ['pty', 'sandbox', 'sandboxPolicy'],
+    apply: (inner: Context) => {
+      inner.pty.registerBackend(
+        new LocalBackend({
+          config: ptyLocal.Config.parse({ backendType: SILENCE_TYPE }),
+          sandbox: inner.sandbox,
+          sandboxPolicy: inner.sandboxPolicy,
+          inspect: (terminal) => silenceOnly(linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath })),
+        }),
+      )
+    },
+  })
+  await load(AgentService, AgentService.Config.parse({}))
+
+  const agent = await ctx.agents.create({ workspaceRoot: workspace })
+  const sandboxed = await ctx.agents.create({ workspaceRoot: workspace })
+  ctx.sandboxPolicy.setMode(sandboxed.session, 'workspace-write')
+
+  const directBackend = new LocalBackend({
+    config,
+    sandbox: ctx.sandbox,
+    sandboxPolicy: ctx.sandboxPolicy,
+    inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
+  })
+  let directCount = 0
+
+  return {
+    ctx,
+    agent,
+    sandboxed,
+    workspace,
+    config,
+    direct: () => directBackend.spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
+    async send(owner, sessionId, text) {
+      const start = performance.now()
+      const result = await ctx.pty.startSend(owner, sessionId, { text, submit: true }).done
+      return { ms: performance.now() - start, result }
+    },
+    async dispose() {
+      try {
+        await ctx.agents.dispose(agent)
+        await ctx.agents.dispose(sandboxed)
+      } finally {
+        for (const fiber of fibers.reverse()) await fiber.dispose()
+        rmSync(workspace, { recursive: true, force: true })
+      }
+    },
+  }
+}

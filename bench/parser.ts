@@ -1,0 +1,123 @@
+/**
+ * `parser`: the output normaliser (`OutputParser` of the node-pty backend) alone, over a
+ * synthetic terminal stream, against a bare streaming UTF-8 decode of the same chunks.
+ */
+import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
+import { median, round } from './stats.ts'
+
+/** Size of one chunk fed to the parser, bytes (node-pty reads the master in chunks up to 64 KiB). */
+const CHUNK_BYTES = 65_536
+
+/**
+ * One screenful of what busy terminals print, repeated to fill the stream: a coloured bash
+ * prompt with bracketed-paste toggles and a window-title OSC, `ls --color` output with CJK,
+ * accented and astral (emoji) names, CR-redrawn progress bars with erase-in-line, a compiler
+ * diagnostic with SGR colours, cursor save/restore and a DCS reply, and plain ASCII lines.
+ */
+const SCREEN = [
+  '\x1b[?2004h\x1b]0;dev@box: ~/app\x07\x1b[1;32mdev@box\x1b[0m:\x1b[1;34m~/app\x1b[0m$ make test\r\n\x1b[?2004l\r',
+  '\x1b[01;34mbuild\x1b[0m  \x1b[01;32mconfigure\x1b[0m  Übersicht.txt  データ.csv  naïve-café.md  🐚🚀.log\r\n',
+  'compiling [=>                  ]  5%\r\x1b[Kcompiling [=========>          ] 48%\r\x1b[Kcompiling [===================>] 100%\r\n',
+  '取得中 ▓▓▓▓░░░░░░ 40% ⠙\r\x1b[2K取得中 ▓▓▓▓▓▓▓▓▓▓ 100% ✓\r\n',
+  '\x1b[1msrc/main.c:42:7:\x1b[0m \x1b[1;31mwarning:\x1b[0m unused variable ‘ψ’ — Ω≈ç√∫ — 😀🎉\r\n',
+  '\x1b7\x1b[1;1H\x1b[2Kstatus: ok\x1b8\x1bP+q544e\x1b\\\x1b[38;5;208morange\x1b[39m and \x1b[48;2;10;20;30mtruecolor\x1b[49m\r\n',
+  'a plain line of ASCII text, as most build logs are, with nothing special in it at all\r\n',
+].join('')
+
+/** The synthetic stream of `bytes` bytes, cut into `CHUNK_BYTES` chunks at arbitrary offsets (splitting UTF-8 and escapes). */
+export function syntheticStream(bytes: number): Buffer[] {
+  const unit = Buffer.from(SCREEN, 'utf8')
+  const stream = Buffer.alloc(bytes)
+  for (let offset = 0; offset < bytes; offset += unit.length) unit.copy(stream, offset)
+  const chunks: Buffer[] = []
+  for (let offset = 0; offset < bytes; offset += CHUNK_BYTES) chunks.push(stream.subarray(offset, offset + CHUNK_BYTES))
+  return chunks
+}
+
+/** Wall time and this process's CPU time of one run, ms. */
+interface Timing {
+  wallMs: number
+  cpuMs: number
+}
+
+function timed(run: () => void): Timing {
+  const cpu = process.cpuUsage()
+  const start = performance.now()
+  run()
+  const wallMs = performance.now() - start
+  const used = process.cpuUsage(cpu)
+  return { wallMs, cpuMs: (used.user + used.system) / 1000 }
+}
+
+function timeParser(chunks: readonly Buffer[]): Timing {
+  const parser = new OutputParser()
+  let lines = 0
+  parser.onLine(() => {
+    lines++
+  })
+  parser.onOsc(() => {})
+  const timing = timed(() => {
+    for (const chunk of chunks) parser.feed(chunk)
+    parser.flush()
+  })
+  if (lines === 0) throw new Error('the parser produced no lines from the synthetic stream')
+  return timing
+}
+
+function timeDecode(chunks: readonly Buffer[]): Timing {
+  const decoder = new TextDecoder('utf-8')
+  let chars = 0
+  const timing = timed(() => {
+    for (const chunk of chunks) chars += decoder.decode(chunk, { stream: true }).length
+    chars += decoder.decode().length
+  })
+  if (chars === 0) throw new Error('the decoder produced no text')
+  return timing
+}
+
+export interface ParserFigures {
+  /** Median over the runs, MB (10^6 bytes) per wall-clock second. */
+  mb_per_s: number
+  /** The fastest run (the least disturbed by other load on the machine). */
+  best_mb_per_s: number
+  /** Median MB per second of this process's CPU time: what the parser costs, whatever the load. */
+  cpu_mb_per_s: number
+  /** The same three for a bare streaming UTF-8 decode of the same chunks (TextDecoder). */
+  decode_mb_per_s: number
+  decode_best_mb_per_s: number
+  decode_cpu_mb_per_s: number
+  ratio_to_decode: number
+  megabytes: number
+  runs: number
+}
+
+/**
+ * Feeds `megabytes` (10^6 bytes) of the synthetic stream through a fresh parser with a line
+ * listener, once to warm up and then `runs` times, interleaved with bare decodes of the same
+ * chunks; reports rates in MB/s.
+ */
+export function measureParser(megabytes = 50, runs = 5): ParserFigures {
+  const chunks = syntheticStream(megabytes * 1e6)
+  timeParser(chunks)
+  timeDecode(chunks)
+  const parse: Timing[] = []
+  const decode: Timing[] = []
+  for (let i = 0; i < runs; i++) {
+    parse.push(timeParser(chunks))
+    decode.push(timeDecode(chunks))
+  }
+  const rate = (timings: readonly Timing[], of: keyof Timing) => timings.map((timing) => megabytes / (timing[of] / 1000))
+  const mb = median(rate(parse, 'wallMs'))
+  const decodeMb = median(rate(decode, 'wallMs'))
+  return {
+    mb_per_s: round(mb, 1),
+    best_mb_per_s: round(Math.max(...rate(parse, 'wallMs')), 1),
+    cpu_mb_per_s: round(median(rate(parse, 'cpuMs')), 1),
+    decode_mb_per_s: round(decodeMb, 1),
+    decode_best_mb_per_s: round(Math.max(...rate(decode, 'wallMs')), 1),
+    decode_cpu_mb_per_s: round(median(rate(decode, 'cpuMs')), 1),
+    ratio_to_decode: round(mb / decodeMb),
+    megabytes,
+    runs,
+  }
+}
