@@ -83,3 +83,24 @@ describe('acp-agent', () => {
     })
   }
 })
+
+describe('conch acp shutdown', () => {
+  it('exits 0 on SIGTERM in the middle of a send, leaving neither the shell nor its sleep running', async () => {
+    const dir = join(SCENARIOS, 'cancel-sleep')
+    const workspace = mkdtempSync(join(tmpdir(), 'conch-snapshot-'))
+    try {
+      const scenario = readAcpInput(dir, workspace)
+      // The cancel-sleep conversation up to the running sleep; then SIGTERM instead of a cancel.
+      const steps = scenario.steps.slice(0, scenario.steps.findIndex((step) => 'cancel' in step))
+      const run = await runAcpScenario({ exampleDir: here, scenarioDir: dir, input: { ...scenario, steps }, workspace, end: 'SIGTERM' })
+      expect(run.code, run.stderr).toBe(0)
+      expect(run.stderr).toContain('SIGTERM')
+      const pids = [...new Set([...JSON.stringify(run.frames).matchAll(/shell pid (\d+)/g)].map((match) => Number(match[1])))]
+      expect(pids).toHaveLength(1)
+      expect(alive(pids[0]!)).toBe(false)
+      expect(processesIn(workspace)).toEqual([])
+    } finally {
+      rmSync(workspace, { recursive: true, force: true })
+    }
+  })
+})

@@ -113,8 +113,17 @@ export interface AcpRun {
 /** How long one step may wait for conch (ms); a generous bound for a loaded machine, not a timing assertion. */
 const STEP_BUDGET_MS = 90_000
 
-/** Runs the scenario; its `folders` are created in `workspace` first. */
-export async function runAcpScenario(options: { exampleDir: string; scenarioDir: string; input: AcpInput; workspace: string }): Promise<AcpRun> {
+/**
+ * Runs the scenario; its `folders` are created in `workspace` first. After the last step the
+ * client closes conch's stdin, or with `end` sends conch that signal instead.
+ */
+export async function runAcpScenario(options: {
+  exampleDir: string
+  scenarioDir: string
+  input: AcpInput
+  workspace: string
+  end?: 'close-stdin' | NodeJS.Signals
+}): Promise<AcpRun> {
   for (const folder of options.input.folders) mkdirSync(join(options.workspace, folder))
   const conch = startConch(['acp', '--config', join(options.exampleDir, options.input.config), '--script', join(options.scenarioDir, 'script.jsonl')])
   const [forClient, forRecord] = readableFrom(conch.child.stdout).tee()
@@ -202,7 +211,9 @@ export async function runAcpScenario(options: { exampleDir: string; scenarioDir:
     }
   }
 
-  conch.child.stdin.end()
+  const end = options.end ?? 'close-stdin'
+  if (end === 'close-stdin') conch.child.stdin.end()
+  else conch.child.kill(end)
   const code = await conch.exit
   await recorded
   connection.close()
