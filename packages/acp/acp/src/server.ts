@@ -44,7 +44,6 @@ interface AcpSession {
   /** The ACP session id: the id of the agent's session log. */
   readonly id: string
   readonly agent: Agent
-  readonly cwd: string
   /** Containers, not reassigned fields: state read by concurrent handlers. */
   readonly state: { turn?: Turn; closing?: Promise<void> }
 }
@@ -122,11 +121,6 @@ export class AcpServer {
       })
   }
 
-  /** Live ACP session ids, in creation order. */
-  sessionIds(): string[] {
-    return [...this.sessions.keys()]
-  }
-
   /**
    * Cancels every turn and disposes every session's agent (closing its terminals), awaiting
    * all of them. Later `session/new` requests fail with `SESSION_CLOSING`. Idempotent.
@@ -167,7 +161,7 @@ export class AcpServer {
     if (this.state.disposing) throw new AcpError('SESSION_CLOSING', 'the agent is shutting down; no new sessions are accepted')
     const workspaceRoot = resolve(cwd)
     const agent = await this.agents.create({ workspaceRoot })
-    const session: AcpSession = { id: agent.session.id, agent, cwd: workspaceRoot, state: {} }
+    const session: AcpSession = { id: agent.session.id, agent, state: {} }
     this.sessions.set(session.id, session)
     this.logger.info('session %s: %s in %s', session.id, agent.id, workspaceRoot)
     return { sessionId: session.id }

@@ -1,5 +1,8 @@
+import { PassThrough } from 'node:stream'
 import { methods } from '@agentclientprotocol/sdk'
+import { Context } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
+import { AcpSetupError, runAcp } from '../src/index.ts'
 import { boot, initialize, rejection, type Harness } from './harness.ts'
 
 let harness: Harness | undefined
@@ -309,5 +312,19 @@ describe('the connection', () => {
     harness.stop()
     await harness.served
     expect(harness.ctx.agents.list()).toEqual([])
+  })
+})
+
+describe('runAcp', () => {
+  it('refuses a composition without an agent service, naming the entry to add', async () => {
+    const error = await rejection(runAcp({ ctx: new Context(), input: new PassThrough(), output: new PassThrough() }))
+    expect(error).toBeInstanceOf(AcpSetupError)
+    expect((error as unknown as AcpSetupError).code).toBe('NO_AGENT_SERVICE')
+    expect(error.message).toContain("{id: agents, name: '@conch/agent'}")
+  })
+
+  it('refuses an invalid option naming the field', async () => {
+    const error = await rejection(runAcp({ ctx: new Context(), input: new PassThrough(), output: new PassThrough(), config: { streamBytes: 10 } }))
+    expect(error.message).toContain('streamBytes')
   })
 })
