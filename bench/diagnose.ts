@@ -12,7 +12,9 @@
  *    it saw, relative to the send's start, up to the settle — to see which rule held a send back.
  * 3. Close: when the last process of the session's tree was gone (polled every ms from outside)
  *    against when `close()` resolved.
- * 4. The output pipeline without a terminal: `seq 1 3000000`-shaped bytes in 4 KiB chunks
+ * 4. Harness CPU of concurrent sends: 32 sessions × 50 `true` sends at once with the V8
+ *    profiler on (node:inspector) only for that part; the functions with the most self time.
+ * 5. The output pipeline without a terminal: `seq 1 3000000`-shaped bytes in 4 KiB chunks
  *    through the parser alone, with the scrollback, with a send buffer, and with both (what a
  *    session does with every byte during a send), in MB/s.
  *
@@ -21,6 +23,7 @@
  */
 import fs, { readdirSync } from 'node:fs'
 import fsPromises from 'node:fs/promises'
+import { Session } from 'node:inspector/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import type { Agent } from '../packages/core/agent/src/index.ts'
 import type { SandboxPolicyServiceApi } from '../packages/sandbox/sandbox-policy/src/index.ts'
@@ -189,8 +192,49 @@ async function main(): Promise<void> {
   console.log(`close with 10 descendants: p50 ${round(median(closes))} ms (${closes.map((ms) => round(ms)).join(', ')}); /proc reads per close ${JSON.stringify(since(closeReads, 5))}`)
   console.log(`  the tree was gone after p50 ${round(median(gone))} ms (${gone.map((ms) => round(ms)).join(', ')})`)
 
+  await profileConcurrentSends()
+
   console.log('\noutput pipeline on seq 1 3000000 output in 4 KiB chunks, no terminal:')
   pipeline()
+}
+
+interface ProfileNode {
+  id: number
+  callFrame: { functionName: string; url: string; lineNumber: number }
+}
+
+async function profileConcurrentSends(): Promise<void> {
+  const sessions = await Promise.all(Array.from({ length: 32 }, () => open()))
+  const inspector = new Session()
+  inspector.connect()
+  await inspector.post('Profiler.enable')
+  await inspector.post('Profiler.start')
+  const cpu = process.cpuUsage()
+  const start = performance.now()
+  await Promise.all(
+    sessions.map(async (session) => {
+      for (let i = 0; i < 50; i++) await session.startSend({ text: 'true', submit: true }).done
+    }),
+  )
+  const wallMs = performance.now() - start
+  const used = process.cpuUsage(cpu)
+  const { profile } = (await inspector.post('Profiler.stop')) as { profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] } }
+  inspector.disconnect()
+  await Promise.all(sessions.map((session) => session.close()))
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+  const self = new Map<string, number>()
+  let total = 0
+  profile.samples.forEach((id, index) => {
+    const frame = byId.get(id)!.callFrame
+    const key = `${frame.functionName || '(anonymous)'} ${frame.url.split('/').at(-1) ?? ''}`.trim()
+    const us = profile.timeDeltas[index] ?? 0
+    self.set(key, (self.get(key) ?? 0) + us)
+    total += us
+  })
+  const busy = [...self].filter(([key]) => key !== '(idle)').sort((a, b) => b[1] - a[1])
+  console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round(((used.user + used.system) / 1000 / wallMs) * 100)} % of one core, ${round((used.user + used.system) / 1000 / 1600, 3)} ms per send`)
+  console.log(`  self time of the busiest functions (of ${round(total / 1000)} ms sampled):`)
+  for (const [key, us] of busy.slice(0, 15)) console.log(`    ${round(us / 1000).toString().padStart(8)} ms  ${round((us / total) * 100, 1)} %  ${key}`)
 }
 
 /** Every descendant of `pid` (proc(5) children lists, walked). */

@@ -6,7 +6,7 @@
  * Not a test: a missed target is reported, never a failure. The exit code is non-zero only
  * when the benchmark itself fails (a phase throws, a send times out, wrong output).
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
@@ -638,12 +638,16 @@ async function benchLifecycle(c: Composition) {
 
 function machine() {
   const cpus = os.cpus()
-  let commit: string | undefined
-  try {
-    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-  } catch {
-    commit = undefined
+  const git = (...args: string[]): string | undefined => {
+    try {
+      return execFileSync('git', args, { cwd: fileURLToPath(new URL('..', import.meta.url)), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    } catch {
+      return undefined
+    }
   }
+  const commit = git('rev-parse', '--short', 'HEAD')
+  // Whether the measured packages differ from that commit (uncommitted changes under packages/).
+  const changed = git('status', '--porcelain', '--', 'packages')
   return {
     node: process.version,
     cpu_model: cpus[0]?.model ?? 'unknown',
@@ -652,7 +656,7 @@ function machine() {
     platform: `${os.platform()} ${os.release()} ${os.arch()}`,
     date: new Date().toISOString(),
     load_average_start: os.loadavg().map((load) => round(load)),
-    ...(commit !== undefined ? { commit } : {}),
+    ...(commit !== undefined ? { commit, packages_modified: changed !== undefined && changed !== '' } : {}),
     run_seconds: 0,
   }
 }
@@ -785,8 +789,24 @@ function selection(argv: readonly string[]): Set<Key> {
   return new Set(chosen as Key[])
 }
 
+/** Programs the selected figures start; a missing one fails the run at once, naming it. */
+function preflight(only: ReadonlySet<Key>): void {
+  const needs: [string, string[], boolean][] = [
+    ['bash', ['-c', 'true'], true],
+    ['python3', ['-c', 'pass'], only.has('python_repl')],
+    ['node', ['-e', ''], only.has('node_repl')],
+    ['bwrap', ['--ro-bind', '/', '/', 'true'], only.has('lifecycle')],
+  ]
+  for (const [program, args, needed] of needs) {
+    if (needed && spawnSync(program, args, { stdio: 'ignore' }).status !== 0) {
+      throw new Error(`${program} is needed for the selected figures and does not run here (\`${program} ${args.join(' ')}\` failed); install it or leave those figures out with --only`)
+    }
+  }
+}
+
 async function main(): Promise<void> {
   const only = selection(process.argv.slice(2))
+  preflight(only)
   const complete = only.size === KEYS.length
   const results: Results = { machine: machine() }
   progress(`machine: ${results.machine.cpu_model}, ${results.machine.cores} cores, load average ${results.machine.load_average_start.join(' ')}`)
