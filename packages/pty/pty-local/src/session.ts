@@ -552,6 +552,10 @@ class Send {
       return
     }
     try {
+      // Like a signal right after a send: let the command take the foreground first, or a SIGINT
+      // that reaches bash while it runs a builtin (`echo x; sleep 600`) is ignored.
+      await this.handedOff(this.session.configRef.handoffGraceMs)
+      if (this.isSettled()) return
       await this.session.signalForeground('SIGINT')
     } catch (error) {
       this.settle('timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${(error as Error).message}` })

@@ -221,6 +221,22 @@ describe('signals and cancellation', () => {
     expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
   })
 
+  it('a cancel right after the write interrupts the command, not a builtin running before it', async () => {
+    const session = await openSession()
+    const operation = session.startSend({ text: 'echo started; sleep 600; echo not-interrupted', submit: true })
+    // Cancel as soon as anything shows (the echo of the input): the shell has the command now.
+    await new Promise<void>((resolve) => {
+      const off = operation.onOutput(() => {
+        off()
+        resolve()
+      })
+    })
+    await operation.cancel()
+    const result = await operation.done
+    expect(linesEqual(result.viewport, 'not-interrupted')).toBe(0)
+    expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
   it('an aborted signal cancels the send it was given to', async () => {
     const session = await openSession()
     const controller = new AbortController()
