@@ -3,6 +3,7 @@
  * line count and a byte budget, read in pages counted back from the newest line.
  */
 import { PtyError, type ReadPage } from '@conch/pty'
+import { LineStore } from './line-store.ts'
 import { keepUtf8Tail, utf8ByteLength } from './output.ts'
 
 export interface ScrollbackOptions {
@@ -36,11 +37,7 @@ export class Scrollback {
   readonly maxLines: number
   readonly maxBytes: number
 
-  private lines: string[] = []
-  private cut: boolean[] = []
-  private sizes: number[] = []
-  private head = 0
-  private bytes = 0
+  private readonly store = new LineStore()
   private pushed = 0
   private source: LineSource | undefined
 
@@ -62,12 +59,12 @@ export class Scrollback {
 
   /** Oldest line number still retained (`committedLines + 1` when none is). */
   get firstRetainedLine(): number {
-    return this.pushed - (this.lines.length - this.head) + 1
+    return this.pushed - this.store.length + 1
   }
 
   /** UTF-8 bytes currently retained. */
   get retainedBytes(): number {
-    return this.bytes
+    return this.store.bytes
   }
 
   /**
@@ -86,31 +83,11 @@ export class Scrollback {
 
   /** Retains one committed line (without its terminator). */
   push(text: string): void {
-    let line = text
-    let size = utf8ByteLength(line)
-    let wasCut = false
-    if (size > this.maxBytes) {
-      line = keepUtf8Tail(line, this.maxBytes)
-      size = utf8ByteLength(line)
-      wasCut = true
-    }
-    this.lines.push(line)
-    this.sizes.push(size)
-    this.cut.push(wasCut)
-    this.bytes += size
+    this.store.push(text, this.maxBytes)
     this.pushed++
-    while (this.lines.length - this.head > this.maxLines || this.bytes > this.maxBytes) {
-      this.bytes -= this.sizes[this.head] ?? 0
-      this.lines[this.head] = ''
-      this.head++
-    }
-    if (this.head > 1024 && this.head * 2 > this.lines.length) {
-      this.lines = this.lines.slice(this.head)
-      this.sizes = this.sizes.slice(this.head)
-      this.cut = this.cut.slice(this.head)
-      this.head = 0
-    }
+    while (this.store.length > this.maxLines || this.store.bytes > this.maxBytes) this.store.dropOldest()
   }
+
 
   /**
    * One page of scrollback, counted back from the newest line.
@@ -161,11 +138,11 @@ export class Scrollback {
     let used = 0
     let begin = lineEnd + 1
     for (let number = lineEnd; number >= lineBegin; number--) {
-      const index = this.head + (number - firstRetainedLine)
+      const index = number - firstRetainedLine
       const isPartial = number > this.pushed
-      const text = isPartial ? partial : (this.lines[index] ?? '')
-      const size = isPartial ? utf8ByteLength(text) : (this.sizes[index] ?? 0)
-      if (!isPartial && this.cut[index] === true) truncated = true
+      const text = isPartial ? partial : this.store.text(index)
+      const size = isPartial ? utf8ByteLength(text) : this.store.size(index)
+      if (!isPartial && this.store.isCut(index)) truncated = true
       const separator = taken.length > 0 ? 1 : 0
       if (used + separator + size <= maxReadBytes) {
         taken.push(text)

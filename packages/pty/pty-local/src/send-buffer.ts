@@ -2,7 +2,8 @@
  * Each send's own bounded output: what appeared on the terminal from the moment the send
  * started until it settled, for the settled `viewport` and for background `readOutput()`.
  */
-import { keepUtf8Tail, type OutputParser, utf8ByteLength } from './output.ts'
+import { LineStore } from './line-store.ts'
+import { keepUtf8Tail, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
 export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'lineCount' | 'mark'>
@@ -38,13 +39,9 @@ export class SendBuffer {
   private readonly start: ReturnType<SendBufferSource['mark']>
   private stopListening: (() => void) | undefined
 
-  private lines: string[] = []
-  private sizes: number[] = []
-  private cut: boolean[] = []
-  private head = 0
-  /** Line number (in the parser's numbering) of `lines[head]`. */
+  private readonly store = new LineStore()
+  /** Line number (in the parser's numbering) of the oldest kept line. */
   private firstLine: number
-  private bytes = 0
   private dropped = false
   private frozenPartial: string | undefined
 
@@ -68,7 +65,7 @@ export class SendBuffer {
 
   /** Whether the buffer has lost data to its bound so far (the viewport would say `truncated`). */
   get truncated(): boolean {
-    return this.dropped || this.cut.some((c, i) => c && i >= this.head)
+    return this.dropped || this.store.anyCut()
   }
 
   /** Stops collecting: the partial line as it is now becomes the send's last line. Idempotent. */
@@ -85,7 +82,7 @@ export class SendBuffer {
    * partial line when non-empty. At most `maxBytes` UTF-8 bytes, keeping the newest text.
    */
   viewport(): SendOutput {
-    const parts = this.lines.slice(this.head)
+    const parts = this.store.all()
     const partial = this.partial()
     if (partial !== '') parts.push(partial)
     const { text, cut } = joinTail(parts, this.maxBytes)
@@ -107,12 +104,12 @@ export class SendBuffer {
       truncated = true
       this.takeNext = this.firstLine
     }
-    const end = this.firstLine + (this.lines.length - this.head)
+    const end = this.firstLine + this.store.length
     let open = this.taken
     for (let n = this.takeNext; n < end; n++) {
-      const index = this.head + (n - this.firstLine)
-      const line = this.lines[index] ?? ''
-      if (this.cut[index] === true) truncated = true
+      const index = n - this.firstLine
+      const line = this.store.text(index)
+      if (this.store.isCut(index)) truncated = true
       if (open !== undefined && open.line === n && line.startsWith(open.text)) text += `${line.slice(open.text.length)}\n`
       else text += `${open !== undefined ? '\n' : ''}${line}\n`
       open = undefined
@@ -137,47 +134,25 @@ export class SendBuffer {
   }
 
   private push(text: string, lineNumber: number): void {
-    let line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, text.length)) : text
-    let size = utf8ByteLength(line)
-    let wasCut = false
-    if (size > this.maxBytes) {
-      line = keepUtf8Tail(line, this.maxBytes)
-      size = utf8ByteLength(line)
-      wasCut = true
-    }
-    this.lines.push(line)
-    this.sizes.push(size)
-    this.cut.push(wasCut)
-    this.bytes += size
+    const line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, text.length)) : text
+    const store = this.store
+    store.push(line, this.maxBytes)
     // Retained text is the lines joined by `\n`: sizes plus one separator between lines. Over
     // the bound, the oldest line goes whole, or keeps its tail when only part of it must go.
     for (;;) {
-      const count = this.lines.length - this.head
-      const excess = this.bytes + count - 1 - this.maxBytes
-      if (excess <= 0 || count < 2) break
-      const size = this.sizes[this.head] ?? 0
+      const excess = store.bytes + store.length - 1 - this.maxBytes
+      if (excess <= 0 || store.length < 2) break
       this.dropped = true
+      const size = store.size(0)
       if (size - excess > 0) {
-        const tail = keepUtf8Tail(this.lines[this.head] ?? '', size - excess)
-        const tailSize = utf8ByteLength(tail)
-        this.lines[this.head] = tail
-        this.bytes -= size - tailSize
-        this.sizes[this.head] = tailSize
-        this.cut[this.head] = true
+        store.cutOldest(size - excess)
         continue
       }
-      this.bytes -= size
-      this.lines[this.head] = ''
-      this.head++
+      store.dropOldest()
       this.firstLine++
     }
-    if (this.head > 1024 && this.head * 2 > this.lines.length) {
-      this.lines = this.lines.slice(this.head)
-      this.sizes = this.sizes.slice(this.head)
-      this.cut = this.cut.slice(this.head)
-      this.head = 0
-    }
   }
+
 }
 
 /** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */
