@@ -28,9 +28,14 @@ export function round(value: number, digits = 2): number {
   return Math.round(value * scale) / scale
 }
 
-/** `numerator / denominator` rounded to two decimals; undefined when the denominator is not positive. */
+/**
+ * `numerator / denominator` rounded to two decimals (four below 0.1, so a small ratio does not
+ * read as 0); undefined when the denominator is not positive.
+ */
 export function ratio(numerator: number, denominator: number): number | undefined {
-  return denominator > 0 ? round(numerator / denominator) : undefined
+  if (denominator <= 0) return undefined
+  const value = numerator / denominator
+  return round(value, Math.abs(value) < 0.1 ? 4 : 2)
 }
 
 /** How often each value occurs, most common first (ties keep first-seen order). */
