@@ -1,21 +1,27 @@
 /**
- * Lines kept oldest-first with their UTF-8 sizes and whether each was cut, with O(1) removal
- * from the oldest side: the storage shared by the scrollback and each send's buffer, which
- * differ only in how they bound it.
+ * Lines kept oldest-first with their UTF-8 sizes and whether each was cut: the storage shared by
+ * the scrollback and each send's buffer, which differ only in how they bound it.
+ *
+ * A ring buffer with a power-of-two capacity that doubles when full: pushing and dropping the
+ * oldest line are O(1) without shifting or re-slicing arrays. (Measured here on
+ * `seq 1 3000000`: a head index with periodic `slice` compaction cost about 170 ns per line,
+ * this ring about 25 ns.)
  */
 import { keepUtf8Tail, utf8ByteLength } from './output.ts'
 
 export class LineStore {
-  private lines: string[] = []
-  private sizes: number[] = []
-  private cuts: boolean[] = []
-  private head = 0
+  private texts: string[] = new Array<string>(64).fill('')
+  private sizes = new Float64Array(64)
+  private cuts = new Uint8Array(64)
+  private mask = 63
+  private start = 0
+  private count = 0
   /** UTF-8 bytes of the kept lines' text (terminators not counted). */
   bytes = 0
 
   /** Lines kept. */
   get length(): number {
-    return this.lines.length - this.head
+    return this.count
   }
 
   /**
@@ -25,64 +31,82 @@ export class LineStore {
   push(text: string, maxLineBytes: number): void {
     let line = text
     let size = utf8ByteLength(line)
-    let cut = false
+    let cut = 0
     if (size > maxLineBytes) {
       line = keepUtf8Tail(line, maxLineBytes)
       size = utf8ByteLength(line)
-      cut = true
+      cut = 1
     }
-    this.lines.push(line)
-    this.sizes.push(size)
-    this.cuts.push(cut)
+    if (this.count > this.mask) this.grow()
+    const index = (this.start + this.count) & this.mask
+    this.texts[index] = line
+    this.sizes[index] = size
+    this.cuts[index] = cut
+    this.count++
     this.bytes += size
   }
 
   /** Line `index` (0 = the oldest kept). */
   text(index: number): string {
-    return this.lines[this.head + index] ?? ''
+    return this.texts[(this.start + index) & this.mask] ?? ''
   }
 
   size(index: number): number {
-    return this.sizes[this.head + index] ?? 0
+    return this.sizes[(this.start + index) & this.mask] ?? 0
   }
 
   isCut(index: number): boolean {
-    return this.cuts[this.head + index] === true
+    return this.cuts[(this.start + index) & this.mask] === 1
   }
 
   /** Whether any kept line was cut. */
   anyCut(): boolean {
-    for (let index = this.head; index < this.cuts.length; index++) if (this.cuts[index]) return true
+    for (let index = 0; index < this.count; index++) if (this.isCut(index)) return true
     return false
   }
 
   /** The kept lines, oldest first. */
   all(): string[] {
-    return this.lines.slice(this.head)
+    const lines = new Array<string>(this.count)
+    for (let index = 0; index < this.count; index++) lines[index] = this.text(index)
+    return lines
   }
 
   /** Drops the oldest line. */
   dropOldest(): void {
-    if (this.length === 0) return
-    this.bytes -= this.sizes[this.head] ?? 0
-    this.lines[this.head] = ''
-    this.head++
-    if (this.head > 1024 && this.head * 2 > this.lines.length) {
-      this.lines = this.lines.slice(this.head)
-      this.sizes = this.sizes.slice(this.head)
-      this.cuts = this.cuts.slice(this.head)
-      this.head = 0
-    }
+    if (this.count === 0) return
+    this.bytes -= this.sizes[this.start] ?? 0
+    this.texts[this.start] = ''
+    this.start = (this.start + 1) & this.mask
+    this.count--
   }
 
   /** Cuts the oldest line to its last `maxBytes` bytes and marks it cut. */
   cutOldest(maxBytes: number): void {
-    if (this.length === 0) return
-    const tail = keepUtf8Tail(this.lines[this.head] ?? '', maxBytes)
+    if (this.count === 0) return
+    const tail = keepUtf8Tail(this.texts[this.start] ?? '', maxBytes)
     const size = utf8ByteLength(tail)
-    this.bytes -= (this.sizes[this.head] ?? 0) - size
-    this.lines[this.head] = tail
-    this.sizes[this.head] = size
-    this.cuts[this.head] = true
+    this.bytes -= (this.sizes[this.start] ?? 0) - size
+    this.texts[this.start] = tail
+    this.sizes[this.start] = size
+    this.cuts[this.start] = 1
+  }
+
+  private grow(): void {
+    const capacity = (this.mask + 1) * 2
+    const texts = new Array<string>(capacity).fill('')
+    const sizes = new Float64Array(capacity)
+    const cuts = new Uint8Array(capacity)
+    for (let index = 0; index < this.count; index++) {
+      const from = (this.start + index) & this.mask
+      texts[index] = this.texts[from] ?? ''
+      sizes[index] = this.sizes[from] ?? 0
+      cuts[index] = this.cuts[from] ?? 0
+    }
+    this.texts = texts
+    this.sizes = sizes
+    this.cuts = cuts
+    this.mask = capacity - 1
+    this.start = 0
   }
 }
