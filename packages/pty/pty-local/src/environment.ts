@@ -18,7 +18,9 @@ export interface ShellEnvironmentOptions {
  *   supplies them — a name heuristic, see `scrubbedEnv` in `@conch/subprocess`;
  * - `PAGER`, `GIT_PAGER` and `MANPAGER` set to `cat`, so output never stops in a pager unasked;
  * - a UTF-8 locale (`LANG=C.UTF-8`) when none of `LC_ALL`, `LC_CTYPE`, `LANG` is set;
- * - `TERM=xterm-256color`, `HISTFILE` empty (the session's history is never written to disk);
+ * - `TERM=xterm-256color`; `HISTFILE` and `NODE_REPL_HISTORY` empty: the session's bash and Node
+ *   REPL history is never written to disk (an agent's commands stay out of the user's history
+ *   files, and the Node REPL has no history-flush timer waking it after every input);
  * - the controlled `PS1` and `PROMPT_COMMAND` (see prompt.ts) and the session tag.
  */
 export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {
@@ -29,6 +31,7 @@ export function shellEnvironment(options: ShellEnvironmentOptions): Record<strin
   if (!env.LC_ALL && !env.LC_CTYPE && !env.LANG) env.LANG = 'C.UTF-8'
   env.TERM = 'xterm-256color'
   env.HISTFILE = ''
+  env.NODE_REPL_HISTORY = ''
   env.PS1 = options.prompt.ps1
   env.PROMPT_COMMAND = options.prompt.promptCommand
   env[options.tag.name] = options.tag.value

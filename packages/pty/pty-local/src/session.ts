@@ -498,7 +498,10 @@ class Send {
       void this.checkForeground()
       return
     }
-    if (this.session.inspectorRef.exact) this.requestProbe()
+    // A shell at its own prompt announces its next prompt itself: probing on its output (the
+    // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
+    // the command starts. Otherwise output is the moment to look.
+    if (this.session.inspectorRef.exact && this.baseline.kind !== 'shell') this.requestProbe()
   }
 
   onExit(status: SessionStatus): void {
@@ -657,7 +660,8 @@ class Send {
       this.lastProbeAt = this.session.now()
     }
     if (this.state !== 'waiting') return
-    if (state !== undefined && this.isReadEvidence(state) && (await this.confirmRead(state))) {
+    const evidence = state !== undefined && this.isReadEvidence(state)
+    if (state !== undefined && evidence && (await this.confirmRead(state))) {
       await this.drainPendingOutput()
       if (this.state !== 'waiting') return
       const reader = state.reader!
@@ -668,21 +672,23 @@ class Send {
       this.settle('stdin_read', { tier: 'proc', detail: state.detail, process: { name, pid, tid, syscall, fd, path } }, inputState)
       return
     }
-    if (this.probeAgain) {
+    if (this.probeAgain || evidence) {
+      // More output arrived meanwhile, or the read did not hold yet (a program that still wakes
+      // up for a moment after answering): look again, paced by the probe gap.
       this.probeAgain = false
       this.requestProbe()
     }
   }
 
   /**
-   * A read must be stable to count: after a short gap (pollIntervalMs / 5) the same task is
+   * A read must be stable to count: after a short gap (pollIntervalMs / 10) the same task is
    * still blocked in it without having run, and no output arrived. This rejects a program that
    * passes through a read on its way out — the Node REPL re-enters epoll after `.exit` before
    * it exits.
    */
   private async confirmRead(first: ReadProbe): Promise<boolean> {
     const outputBefore = this.outputCount
-    await delay(this.session.configRef.pollIntervalMs / 5)
+    await delay(this.session.configRef.pollIntervalMs / 10)
     if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
     let again: ReadProbe
     try {
