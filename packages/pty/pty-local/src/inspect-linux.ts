@@ -25,9 +25,9 @@
  * Anything that cannot be read — an unknown syscall number, unreadable memory or fdinfo, a task
  * or process that vanished mid-probe — is a miss for that task, never a positive.
  */
-import { readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { open } from 'node:fs/promises'
-import { parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
+import { nodeProcFs, parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
 import { parseSyscallFile, type ReadSyscall, readSyscallTable, type SyscallState } from './syscalls.ts'
 
 /** `ProcFs` plus the two reads the exact tier needs. Injectable so the logic runs on fixtures. */
@@ -45,16 +45,12 @@ export interface ProcReader extends ProcFs {
 }
 
 /**
- * The real /proc. Text files, directories, links and stat are read **synchronously** (wrapped in
- * promises): the kernel generates them in memory and a read takes microseconds, while a libuv
- * thread-pool round trip per file made one probe 5–10 times slower (measured here with about 90
- * processes: p50 2–3 ms synchronous against 15–22 ms asynchronous). Process memory is read
- * asynchronously (`FileHandle.read` at a position), since it takes the target's mmap lock.
+ * The real /proc: `nodeProcFs` of `@conch/subprocess` (synchronous reads of in-memory files),
+ * plus stat(2) and process memory. Process memory is read asynchronously (`FileHandle.read` at a
+ * position), since it takes the target's mmap lock.
  */
 export const nodeProcReader: ProcReader = {
-  readFile: (path) => settle(() => readFileSync(path, 'utf8')),
-  readdir: (path) => settle(() => readdirSync(path)),
-  readlink: (path) => settle(() => readlinkSync(path)),
+  ...nodeProcFs,
   stat: (path) => settle(() => ({ rdev: statSync(path).rdev })),
   async readMemory(pid, address, length) {
     // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a

@@ -16,7 +16,9 @@ import type {
   TerminateTreeOptions,
 } from './types.ts'
 
-const DEFAULT_POLL_MS = 20
+// Waiting polls a handful of pids with synchronous /proc reads: a short interval costs little and
+// lets a close finish as soon as the tree is gone.
+const DEFAULT_POLL_MS = 5
 const DEFAULT_KILL_WAIT_MS = 2000
 /** Rescans after freezing; each round can only find processes forked before the previous STOP landed. */
 const FREEZE_ROUNDS = 8

@@ -94,7 +94,7 @@ export interface TerminateTreeOptions {
   tag?: SessionTag
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /** Poll interval while waiting for processes to go, in ms (default 20). */
+  /** Poll interval while waiting for processes to go, in ms (default 5). */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
