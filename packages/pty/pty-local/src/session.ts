@@ -652,7 +652,7 @@ class Send {
     this.probing = true
     let state: ReadProbe | undefined
     try {
-      state = await this.session.inspectorRef.probe()
+      state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
     } catch {
       state = undefined
     } finally {
@@ -678,6 +678,19 @@ class Send {
       this.probeAgain = false
       this.requestProbe()
     }
+  }
+
+  /**
+   * Whether a full probe can be skipped because the shell itself is in front and not blocked in
+   * its read (running a builtin, or between commands): then nothing can be waiting for input. Two
+   * small reads instead of a probe's dozens, for sends that started at the shell's prompt.
+   */
+  private async shellBusy(): Promise<boolean> {
+    const shell = this.session.shellPgid
+    if (this.baseline.kind !== 'shell' || shell === undefined) return false
+    const inspector = this.session.inspectorRef
+    if ((await inspector.foregroundGroup()) !== shell) return false
+    return (await inspector.blockedInRead(shell)) === false
   }
 
   /**
