@@ -2,6 +2,7 @@
  * The Agent object: the owner identity every seam compares, with its lifecycle state, its
  * abort signal and its ordered cleanups. Only `AgentService` changes its state.
  */
+import { setMaxListeners } from 'node:events'
 import type { Context } from 'cordis'
 import type { SessionLog } from '@conch/session'
 import { AgentError, type Agent, type AgentState, type RunResult } from './types.ts'
@@ -28,7 +29,11 @@ export class AgentHandle implements Agent {
     readonly id: string,
     readonly session: SessionLog,
     readonly ownsSession: boolean,
-  ) {}
+  ) {
+    // Everything the agent owns (spawns, sends, tasks, turns) listens to its signal, so dozens of
+    // listeners are normal here, not a leak (events.setMaxListeners, Node's default warns at 10).
+    setMaxListeners(0, this.controller.signal)
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal
