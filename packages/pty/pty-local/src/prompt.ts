@@ -13,15 +13,18 @@
  *
  * The nonce is random per session, so text a program prints cannot forge a marker.
  *
- * The shell is started by a `/bin/sh -c` wrapper that holds the PTY slave open while the shell
- * runs and, after it exits, prints `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and waits for the
- * session to acknowledge it with SIGUSR1. Output written to a terminal is read in order, so
+ * The shell is started by a small wrapper script (bash, or sh where there is no bash) that first
+ * closes every inherited descriptor above 2 and sets IUTF8 on the terminal, holds the PTY slave
+ * open while the shell runs and, after it exits, prints
+ * `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and waits, stopped, for the session to
+ * acknowledge it (SIGUSR1, SIGCONT). Output written to a terminal is read in order, so
  * when that marker is parsed every byte the shell wrote before exiting has been read: the exit
  * is reported only after the output is drained. (Relying on the master reaching EOF loses
  * output: measured here, Linux reports EIO on the master while data written just before the
  * last slave holder exited is still queued — about one run in six for `seq 1 5000; exit`.)
  */
 import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
 export const MARKER_OSC = '6973'
@@ -43,8 +46,13 @@ export interface ControlledPrompt {
   wrap(argv: readonly string[]): [string, ...string[]]
   /** Parses an OSC payload (the text between `ESC ]` and the terminator); undefined when it is not this session's marker. */
   parse(payload: string): Marker | undefined
-  /** The signal that tells the wrapper its exit marker was read, so it exits. */
-  readonly exitAcknowledgement: NodeJS.Signals
+  /** The signals, in order, that tell the (stopped) wrapper its exit marker was read, so it exits. */
+  readonly exitAcknowledgement: readonly NodeJS.Signals[]
+}
+
+/** bash when it is there (it can close descriptors above 9), else the POSIX sh. */
+function wrapperShell(): string {
+  return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh'
 }
 
 /** Creates the controlled prompt of one session with a fresh 96-bit nonce. */
@@ -55,23 +63,35 @@ export function createControlledPrompt(nonce: string = randomBytes(12).toString(
     `builtin printf '\\033]${MARKER_OSC};${nonce};prompt;%s\\007' "$__conch_status"; ` +
     `PS1='${CONTROLLED_PS1}'; ` +
     `builtin export -n PROMPT_COMMAND PS1`
-  // After the exit marker the wrapper waits for the session's acknowledgement — a SIGUSR1 —
-  // so it keeps the slave open until the marker has been read. It must not wait by reading the
-  // terminal: a shell in a PID namespace cannot hand the terminal back to the wrapper's group,
-  // and a read from a background, orphaned process group fails at once (EIO). A hangup or TERM
-  // (the session closing) ends the wait too. The trap is set before the marker is printed, so
-  // an acknowledgement can never arrive before the wrapper is ready for it.
-  const wrapper =
-    `"$@"; __conch_status=$?; __conch_wait=; ` +
-    `trap 'kill $__conch_wait 2>/dev/null; exit "$__conch_status"' USR1 HUP TERM; ` +
-    `printf '\\033]${MARKER_OSC};${nonce};exit;%s\\007' "$__conch_status"; ` +
-    `while :; do sleep 86400 & __conch_wait=$!; wait "$__conch_wait"; done`
+  const wrapper = [
+    // Descriptors the wrapper inherited beyond 0–2 — other terminals' PTY masters (node-pty
+    // opens them without close-on-exec), anything the harness itself inherited — must not reach
+    // the shell: through another terminal's master a command could type into that terminal,
+    // past this one's sandbox. /dev/fd lists the open descriptors (Linux and macOS); dash
+    // redirects single-digit descriptors only, bash any.
+    `for __conch_fd in /dev/fd/*; do __conch_fd=\${__conch_fd##*/}; ` +
+      `case \$__conch_fd in 0|1|2) continue ;; ? ) ;; *) [ -n "\$BASH_VERSION" ] || continue ;; esac; ` +
+      `[ -e "/dev/fd/\$__conch_fd" ] && eval "exec \$__conch_fd>&-"; done`,
+    // node-pty sets IUTF8 only for string output; with raw output it is off, and canonical-mode
+    // programs would erase half a UTF-8 character on backspace.
+    'stty iutf8 2>/dev/null',
+    '"$@"; __conch_status=$?',
+    // After the exit marker the wrapper waits, stopped, for the session's acknowledgement
+    // (SIGUSR1, then SIGCONT) so it keeps the slave open until the marker has been read. It must
+    // not wait by reading the terminal: a shell in a PID namespace cannot hand the terminal back
+    // to the wrapper's group, and a read from a background, orphaned process group fails at once
+    // (EIO). A hangup (the harness gone: the kernel sends SIGHUP and SIGCONT) or TERM ends the
+    // wait too. The trap is set before the marker is printed.
+    `trap 'exit "\$__conch_status"' USR1 HUP TERM`,
+    `printf '\\033]${MARKER_OSC};${nonce};exit;%s\\007' "\$__conch_status"`,
+    'while :; do kill -STOP $$; done',
+  ].join('; ')
   return {
     nonce,
     ps1: CONTROLLED_PS1,
     promptCommand,
-    wrap: (argv) => ['/bin/sh', '-c', wrapper, 'conch-shell', ...argv],
-    exitAcknowledgement: 'SIGUSR1',
+    wrap: (argv) => [wrapperShell(), '-c', wrapper, 'conch-shell', ...argv],
+    exitAcknowledgement: ['SIGUSR1', 'SIGCONT'],
     parse(payload) {
       if (!payload.startsWith(head)) return undefined
       const [kind, status, ...rest] = payload.slice(head.length).split(';')

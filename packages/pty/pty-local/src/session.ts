@@ -313,7 +313,16 @@ export class LocalSession implements BackendSession {
     const killed = this.closing !== undefined && marker.status > 128 ? signalName(marker.status - 128) : null
     this.markExited(killed !== null ? { state: 'exited', exitCode: null, signal: killed } : { state: 'exited', exitCode: marker.status, signal: null })
     // While closing, the teardown ends the wrapper itself.
-    if (this.closing === undefined) void this.signalWrapper(this.prompt.exitAcknowledgement).catch(() => {})
+    if (this.closing === undefined) void this.acknowledgeExit()
+  }
+
+  /** Tells the wrapper its exit marker was read (see prompt.ts), signal by signal, in order. */
+  private async acknowledgeExit(): Promise<void> {
+    try {
+      for (const signal of this.prompt.exitAcknowledgement) await this.signalWrapper(signal)
+    } catch {
+      // The wrapper is gone already; nothing holds the terminal.
+    }
   }
 
   private markExited(status: SessionStatus): void {

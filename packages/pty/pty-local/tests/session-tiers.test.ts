@@ -308,7 +308,7 @@ describe('silence, timeout and exit', () => {
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
     expect(result.viewport).toContain('last words')
-    expect(terminal.signals).toEqual([prompt.exitAcknowledgement])
+    expect(terminal.signals).toEqual([...prompt.exitAcknowledgement])
     expect(() => session.startSend({ text: 'x', submit: true })).toThrowError(expect.objectContaining({ code: 'SESSION_EXITED' }))
   })
 

@@ -37,6 +37,22 @@ describe('a local bash session', () => {
     expect(result.viewport).toMatch(/CONCH_SESSION_TAG=[0-9a-f]{32}/)
   })
 
+  it('gives the shell no descriptor of another terminal or of the harness, only its own terminal', async () => {
+    const first = await openSession()
+    const second = await openSession()
+    for (const session of [first, second]) {
+      const listing = await send(session, 'ls -l /proc/$$/fd; echo child-fds: $(ls /proc/self/fd | tr "\\n" " ")')
+      expect(listing.viewport).not.toContain('ptmx')
+      expect(listing.viewport).toMatch(/^child-fds: 0 1 2 3 ?$/m)
+    }
+  })
+
+  it('sets IUTF8 so canonical-mode programs erase whole UTF-8 characters', async () => {
+    const session = await openSession()
+    const modes = await send(session, "stty -a | tr ' ' '\\n' | grep -x -- '-*iutf8'")
+    expect(linesEqual(modes.viewport, 'iutf8')).toBe(1)
+  })
+
   it('does not hand the prompt marker to child shells', async () => {
     const session = await openSession()
     const result = await send(session, 'bash -c \'echo "pc=[${PROMPT_COMMAND:-}] ps1=[${PS1:-}]"\'')
