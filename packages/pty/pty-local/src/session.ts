@@ -81,6 +81,11 @@ export class LocalSession implements BackendSession {
   private current: Send | undefined
   /** The watch of a signal sent while no send was active. */
   private watch: Send | undefined
+  /**
+   * Output since the previous result, not yet shown in one: it opens the next send's viewport
+   * (or a signal's output). Created when a result is given; handed to the next send.
+   */
+  private unseen: SendBuffer | undefined
   private state: SessionStatus = { state: 'running' }
   private readonly exitListeners = new Set<ExitListener>()
 
@@ -194,9 +199,12 @@ export class LocalSession implements BackendSession {
     this.watch = watch
     try {
       await watch.begin()
-      await watch.done.catch(() => {})
-      if (watch.signalResult === undefined) await watch.done
-      return watch.signalResult!
+      const settled = await watch.done.catch(() => undefined)
+      if (watch.signalResult === undefined || settled === undefined) {
+        await watch.done
+        throw new PtyError('NO_FOREGROUND', 'the signal was not sent')
+      }
+      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }
@@ -252,10 +260,24 @@ export class LocalSession implements BackendSession {
     return this.parser.textSince(mark) === this.prompt.ps1
   }
 
-  /** @internal `atPrompt`: the send settled on the controlled prompt. */
-  settled(send: Send, atPrompt: boolean): void {
+  /** @internal The buffer a send or signal watch starts with: the output nobody has seen yet. */
+  takeUnseen(): SendBuffer {
+    const buffer = this.unseen ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
+    this.unseen = undefined
+    return buffer
+  }
+
+  /**
+   * @internal A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its
+   * buffer, when no result showed it (a send cancelled before its write), to open the next one;
+   * otherwise a new buffer starts collecting what comes after this result.
+   */
+  settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
     if (this.current === send) this.current = undefined
     this.atPrompt = atPrompt
+    if (this.closing !== undefined) return
+    this.unseen?.close()
+    this.unseen = unconsumed ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
   }
 
   /**
@@ -348,6 +370,8 @@ export class LocalSession implements BackendSession {
     this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
     for (const dispose of this.disposers.splice(0)) dispose()
     this.promptMark?.release()
+    this.unseen?.close()
+    this.unseen = undefined
     return { status: this.state, stopped, survivors }
   }
 }
@@ -423,7 +447,7 @@ class Send {
     this.done.catch(() => {})
     this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
     void this.done.then(() => this.markWritten(), () => this.markWritten())
-    this.buffer = new SendBuffer(session.parserRef, { maxBytes: session.configRef.maxReadBytes })
+    this.buffer = kind === 'startup' ? new SendBuffer(session.parserRef, { maxBytes: session.configRef.maxReadBytes }) : session.takeUnseen()
     const signal = input.signal
     if (signal !== undefined) {
       this.abortListener = kind === 'send' ? () => void this.cancel() : () => this.abandon(signal.reason)
@@ -447,7 +471,7 @@ class Send {
     } catch (error) {
       if (this.state === 'settled') return
       this.finish()
-      this.session.settled(this, false)
+      this.session.settled(this, false, this.kind === 'startup' ? undefined : this.buffer)
       this.reject(error instanceof PtyError ? error : new PtyError('SPAWN_FAILED', `the send failed: ${(error as Error).message}`, { cause: error }))
     }
   }
@@ -456,6 +480,7 @@ class Send {
   private abandon(reason: unknown): void {
     if (this.state === 'settled') return
     this.finish()
+    this.buffer.close()
     this.session.settled(this, false)
     this.reject(reason)
   }
@@ -557,9 +582,9 @@ class Send {
   private async runCancel(): Promise<void> {
     if (this.state === 'settled') return
     if (this.state === 'pending') {
-      // Nothing was written and nothing will be.
+      // Nothing was written and nothing will be; the output it would have shown waits for the next.
       this.finish()
-      this.session.settled(this, this.session.knownAtPrompt)
+      this.session.settled(this, this.session.knownAtPrompt, this.buffer)
       this.reject(new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'))
       return
     }
@@ -781,6 +806,7 @@ class Send {
   private settle(waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
     if (this.state === 'settled') return
     this.finish()
+    this.buffer.close()
     const viewport = this.buffer.viewport()
     const result: SendResult = {
       viewport: viewport.text,
@@ -802,7 +828,6 @@ class Send {
     clearTimeout(this.timeoutTimer)
     clearTimeout(this.pollTimer)
     clearTimeout(this.probeGapTimer)
-    this.buffer.close()
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
   }
 }

@@ -153,6 +153,17 @@ describe('readiness of programs that read the terminal', () => {
     expect(linesEqual(next.viewport, 'next-token')).toBe(1)
   })
 
+  it('shows output printed after a send settled at the start of the next send', async () => {
+    const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 100 })
+    const early = await send(session, 'sleep 1; echo late-$((40+2))')
+    expect(early.waitReason).toBe('inferred_idle')
+    await waitForScrollback(session, 'late-42')
+    const next = await send(session, 'echo next-token')
+    expect(linesEqual(next.viewport, 'late-42')).toBe(1)
+    expect(linesEqual(next.viewport, 'next-token')).toBe(1)
+    expect(linesEqual((await send(session, 'echo third')).viewport, 'late-42')).toBe(0)
+  })
+
   it('settles timeout when output never stops, and says the command may still run', async () => {
     const session = await openSession({ timeoutMs: 800, idleSilenceMs: 5000 })
     const result = await send(session, 'while true; do echo tick; sleep 0.05; done')
@@ -197,6 +208,16 @@ describe('signals and cancellation', () => {
     expect(signalled.targetPgid).not.toBe(session.shellPgid)
     expect((await running.done).waitReason).toBe('stdin_read')
     expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+
+  it('a signal with no send active returns what the interrupted program printed', async () => {
+    const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 2000 })
+    const script = 'import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("GOT-" + "INT")'
+    const started = await send(session, `python3 -c '${script}'`)
+    expect(started.waitReason).toBe('inferred_idle')
+    const signalled = await session.signal('SIGINT')
+    expect(linesEqual(signalled.output ?? '', 'GOT-INT')).toBe(1)
+    expect(linesEqual((await send(session, 'echo after')).viewport, 'GOT-INT')).toBe(0)
   })
 
   it('SIGINT at a bash continuation prompt returns to the primary prompt without eating the next input', async () => {

@@ -142,6 +142,14 @@ export interface SignalResult {
   targetPgid: number
   /** Name of the group leader, e.g. `sleep`. */
   target: string
+  /**
+   * When no send was active: what the terminal printed since the previous result, up to the
+   * moment it was ready again after the signal (e.g. a `KeyboardInterrupt` traceback), as
+   * viewport lines. Absent when a send was active — that send's result carries the output.
+   */
+  output?: string
+  /** Whether `output` lost data to the byte bound. */
+  outputTruncated?: boolean
 }
 
 /** A process a close stopped or could not stop. */

@@ -209,10 +209,10 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   return fit({
-    body: '',
+    body: result.output ?? '',
     meta: [{ text: `[signal: ${result.signal} ${verb} ${result.target} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
     noticeAt: 1,
-    truncated: false,
+    truncated: result.outputTruncated === true,
     maxBytes,
   }).text
 }
