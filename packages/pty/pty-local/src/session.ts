@@ -544,10 +544,16 @@ class Send {
   }
 
   /**
-   * Resolves once the input is written and either a command other than the shell is in front
-   * — a foreground group that is not the shell's, whose leader already runs another program (a
-   * freshly forked child still runs the shell's code, and a signal that lands before its exec
-   * is handled as the shell's and lost) — or the send settled, or `ms` passed since the write.
+   * Resolves once the input is written and the program meant to receive it has it — or the send
+   * settled, or `ms` passed since the write:
+   * - when the shell received the input: a command other than the shell is in front — a
+   *   foreground group that is not the shell's, whose leader already runs another program (a
+   *   freshly forked child still runs the shell's code, and a signal that lands before its exec
+   *   is handled as the shell's and lost);
+   * - when a program was waiting for the input (a REPL): it is busy with it, no longer blocked
+   *   reading (a SIGINT while it still reads typed-ahead lines interrupts the reading, and the
+   *   rest of the input runs afterwards) at two probes in a row, so a quick first line of a
+   *   multi-line input (`import time`) does not count as the whole.
    */
   async handedOff(ms: number): Promise<void> {
     if (this.kind !== 'send') return
@@ -556,10 +562,15 @@ class Send {
     const inspector = this.session.inspectorRef
     const shell = this.session.shellPgid
     const shellProgram = shell === undefined ? undefined : await inspector.executable(shell)
+    const waiting = this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'reading' ? this.baseline.probe.tpgid : undefined
+    let busy = 0
     while (!this.isSettled() && this.session.now() < deadline) {
       const pgid = await inspector.foregroundGroup()
       if (pgid === undefined) return
-      if (pgid !== shell) {
+      if (pgid === waiting && pgid !== shell) {
+        busy = (await inspector.probe()).verdict === 'not_reading' ? busy + 1 : 0
+        if (busy >= 2) return
+      } else if (pgid !== shell) {
         const program = await inspector.executable(pgid)
         if (program === undefined || shellProgram === undefined || program !== shellProgram) return
       }

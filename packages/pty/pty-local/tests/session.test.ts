@@ -220,6 +220,16 @@ describe('signals and cancellation', () => {
     expect(linesEqual((await send(session, 'echo after')).viewport, 'GOT-INT')).toBe(0)
   })
 
+  it('a signal right after typing a block into a REPL interrupts the block, not the typing', async () => {
+    const session = await openSession()
+    await send(session, 'python3 -q')
+    const running = session.startSend({ text: 'import time\nwhile True: time.sleep(0.01)\n', submit: true })
+    await session.signal('SIGINT')
+    const result = await running.done
+    expect(result.viewport).toContain('KeyboardInterrupt')
+    expect(linesEqual((await send(session, 'print("alive-" + "now")')).viewport, 'alive-now')).toBe(1)
+  })
+
   it('SIGINT at a bash continuation prompt returns to the primary prompt without eating the next input', async () => {
     const session = await openSession()
     await send(session, 'echo "abc')
