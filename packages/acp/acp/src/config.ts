@@ -22,6 +22,12 @@ export const Config = z
       .min(0)
       .default(100)
       .describe('Least time between two live-output updates of one tool call, in ms; output arriving sooner is merged into the next update. 0 sends one update per chunk.'),
+    shutdownGraceMs: z
+      .number()
+      .int()
+      .positive()
+      .default(5000)
+      .describe('On SIGTERM, how long running prompts get to end (their terminal sends are interrupted) and be answered `cancelled` before the connection closes, in ms.'),
   })
   .prefault({})
 

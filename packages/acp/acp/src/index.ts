@@ -61,7 +61,8 @@ export async function runAcp(options: RunAcpOptions): Promise<void> {
   const server = new AcpServer({ agents, config, logger })
   if (options.signal?.aborted) return
   const connection = server.app.connect(ndJsonStream(writableTo(options.output), readableFrom(options.input)))
-  const stop = () => connection.close()
+  // Answer every pending prompt `cancelled` (bounded) before the connection closes.
+  const stop = () => void server.cancelTurns(config.shutdownGraceMs).finally(() => setImmediate(() => connection.close()))
   options.signal?.addEventListener('abort', stop, { once: true })
   try {
     await connection.closed

@@ -38,6 +38,8 @@ export interface AcpServerOptions {
 
 interface Turn {
   controller: AbortController
+  /** Resolves when the prompt handler has returned (its response is then the SDK's to send). */
+  ended: Promise<void>
 }
 
 interface AcpSession {
@@ -183,7 +185,8 @@ export class AcpServer {
       throw new AcpError('PROMPT_ACTIVE', `session ${sessionId} is still running a prompt; wait for its response or send session/cancel`, { sessionId })
     }
     const text = promptText(params.prompt)
-    const turn: Turn = { controller: new AbortController() }
+    let markEnded!: () => void
+    const turn: Turn = { controller: new AbortController(), ended: new Promise<void>((resolve) => (markEnded = resolve)) }
     session.state.turn = turn
     const onRequestAbort = () => turn.controller.abort(new Error('the prompt request was cancelled'))
     requestSignal.addEventListener('abort', onRequestAbort, { once: true })
@@ -218,7 +221,21 @@ export class AcpServer {
       reporter.finish()
       requestSignal.removeEventListener('abort', onRequestAbort)
       if (session.state.turn === turn) delete session.state.turn
+      markEnded()
     }
+  }
+
+  /**
+   * Shutting down (SIGTERM): cancels every running turn and waits, up to `graceMs`, for their
+   * prompt handlers to return, so each pending `session/prompt` is answered `cancelled` before
+   * the connection closes.
+   */
+  async cancelTurns(graceMs: number): Promise<void> {
+    const turns = [...this.sessions.values()].flatMap((session) => (session.state.turn ? [session.state.turn] : []))
+    for (const turn of turns) turn.controller.abort(new Error('the agent is shutting down'))
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([Promise.all(turns.map((turn) => turn.ended)), new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))])
+    clearTimeout(timer)
   }
 
   /** `session/cancel`: aborts the running turn (its terminal send gets SIGINT). Unknown ids are ignored (a notification has no answer). */

@@ -304,6 +304,23 @@ describe('the connection', () => {
     expect(harness.ctx.pty.list(agent!)).toEqual([])
   })
 
+  it('answers a running prompt `cancelled` on SIGTERM before closing the connection', async () => {
+    harness = await boot({
+      script: [
+        { tool_calls: [{ name: 'terminal_open', arguments: { type: 'shell' } }] },
+        { tool_calls: [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'hold busy' } }] },
+        { text: 'stopped' },
+      ],
+    })
+    const id = await session(harness)
+    const answer = prompt(harness, id, 'busy')
+    await harness.waitForUpdate((n) => n.update.sessionUpdate === 'tool_call_update' && n.update.toolCallId === 'call_2_0' && n.update.content != null)
+    harness.stop()
+    await expect(answer).resolves.toMatchObject({ stopReason: 'cancelled' })
+    await harness.served
+    expect(harness.ctx.agents.list()).toEqual([])
+  })
+
   it('disposes every agent when its signal aborts', async () => {
     harness = await boot({ script: [{ text: 'unused' }] })
     await session(harness)
