@@ -128,7 +128,8 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (signal?.aborted) throw signal.reason
 
     this.track(owner)
-    const id = `pty-${this.state.nextId++}`
+    const number = this.state.nextId++
+    const id = `pty-${number}`
     const controller = new AbortController()
     const unlink = linkAbort(controller, [
       [signal, () => signal?.reason],
@@ -143,6 +144,10 @@ export default class PtyService extends Service implements PtyServiceApi {
       this.spawns.delete(id)
       unlink()
       markSettled()
+      // A spawn that failed gives its number back when no later spawn took one and nothing is
+      // pending under it, so ids stay consecutive for the sessions that exist (scripts name them).
+      const pending = this.failures.some((failure) => failure.sessionId === id)
+      if (!this.sessions.has(id) && !pending && this.state.nextId === number + 1) this.state.nextId = number
     }
   }
 

@@ -152,6 +152,15 @@ describe('spawn', () => {
     expect(root.pty.hasOwnerActivity(alice)).toBe(false)
   })
 
+  it('gives a failed spawn’s id back, so the next session takes it', async () => {
+    backend.auto = false
+    const failing = root.pty.spawn(alice, { type: 'shell' })
+    backend.last.result.reject(new Error('cwd missing'))
+    await rejection(failing)
+    backend.auto = true
+    expect((await root.pty.spawn(alice, { type: 'shell' })).sessionId).toBe('pty-1')
+  })
+
   it('rejects at once with the reason of a signal that is already aborted, starting nothing', async () => {
     const reason = new Error('turn cancelled')
     const error = await rejection(root.pty.spawn(alice, { type: 'shell' }, AbortSignal.abort(reason)))
