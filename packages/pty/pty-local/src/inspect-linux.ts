@@ -285,7 +285,7 @@ async function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefine
  * (proc(5)) — a handful of reads instead of one per process on the machine. When that file is
  * unavailable, or the walk finds no member (an orphaned group), every process is listed.
  */
-async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
+export async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
   const walked = await descendantsInGroup(proc, pgid, root)
   if (walked !== undefined && walked.length > 0) return walked
   const entries = await proc.readdir('/proc')

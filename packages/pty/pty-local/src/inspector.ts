@@ -4,9 +4,9 @@
  * talk to this interface only, so every readiness rule is testable with a fake.
  */
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
-import { processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
+import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, groupMembers, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -17,8 +17,10 @@ export interface TerminalInspector {
   foregroundGroup(): Promise<number | undefined>
   /** One look at the foreground group (verdict `unknown` when there is no exact tier). */
   probe(): Promise<ReadProbe>
-  /** Name of a process (e.g. a group leader), or undefined when it is gone. */
+  /** Name of a process, or undefined when it is gone. */
   processName(pid: number): Promise<string | undefined>
+  /** Name of a process group: its leader's, or (the leader gone) its first member's; undefined when empty. */
+  groupName(pgid: number): Promise<string | undefined>
   /** Context switches of a process's main task, for a cheap baseline; undefined when unknown. */
   taskSwitches(pid: number): Promise<number | undefined>
   /**
@@ -96,6 +98,9 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
       return probeTerminalReader({ proc, terminal })
     },
     processName: readStatComm,
+    async groupName(pgid) {
+      return (await readStatComm(pgid)) ?? (await groupMembers(proc, pgid, pid))[0]?.comm
+    },
     async taskSwitches(target) {
       try {
         return contextSwitches(await proc.readFile(`/proc/${target}/task/${target}/status`))
@@ -144,6 +149,12 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
       return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'no exact readiness tier on macOS' }
     },
     processName: (target) => processNameMacos({ ...options, pid: target }),
+    async groupName(pgid) {
+      const leader = await processNameMacos({ ...options, pid: pgid })
+      if (leader !== undefined) return leader
+      const [first] = await listProcessGroupMacos({ ...options, pgid })
+      return first === undefined ? undefined : processName(first.comm)
+    },
     taskSwitches: async () => undefined,
     blockedInRead: async () => undefined,
     executable: async () => undefined,

@@ -293,7 +293,7 @@ export class LocalSession implements BackendSession {
     if (signal === 'SIGKILL' && (pgid === this.shellPgid || pgid === this.pid)) {
       throw new PtyError('SIGNAL_REFUSED', 'SIGKILL would kill the shell itself; close the session instead (terminal_close)')
     }
-    const target = (await this.inspector.processName(pgid)) ?? 'unknown'
+    const target = (await this.inspector.groupName(pgid)) ?? 'unknown'
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
     }

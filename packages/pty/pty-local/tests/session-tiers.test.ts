@@ -79,6 +79,9 @@ class FakeInspector implements TerminalInspector {
   async processName() {
     return 'prog'
   }
+  async groupName() {
+    return 'prog'
+  }
   async taskSwitches(pid: number) {
     return this.current.tasks.find((task) => task.tid === pid)?.switches
   }

@@ -237,6 +237,13 @@ describe('signals and cancellation', () => {
     expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
   })
 
+  it('names a signalled pipeline by a live member when its leader already exited', async () => {
+    const session = await openSession()
+    expect((await send(session, 'seq 1 500 | less')).waitReason).toBe('stdin_read')
+    const signalled = await session.signal('SIGTERM')
+    expect(signalled.target).toBe('less')
+  })
+
   it('refuses SIGKILL to the shell itself', async () => {
     const session = await openSession()
     await expect(session.signal('SIGKILL')).rejects.toMatchObject({ code: 'SIGNAL_REFUSED' })
