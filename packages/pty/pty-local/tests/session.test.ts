@@ -212,9 +212,10 @@ describe('signals and cancellation', () => {
 
   it('a signal with no send active returns what the interrupted program printed', async () => {
     const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 2000 })
-    const script = 'import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("GOT-" + "INT")'
+    const script = 'import time\nprint("sleeping-" + "now", flush=True)\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("GOT-" + "INT")'
     const started = await send(session, `python3 -c '${script}'`)
     expect(started.waitReason).toBe('inferred_idle')
+    await waitForScrollback(session, 'sleeping-now')
     const signalled = await session.signal('SIGINT')
     expect(linesEqual(signalled.output ?? '', 'GOT-INT')).toBe(1)
     expect(linesEqual((await send(session, 'echo after')).viewport, 'GOT-INT')).toBe(0)
