@@ -32,6 +32,11 @@ const Policy = z.object({
   }),
   workspaceRoot: absolute('workspaceRoot'),
   cwd: absolute('cwd').optional(),
+}).refine((policy) => !(policy.mode === 'workspace-write' && policy.workspaceRoot === '/'), {
+  message:
+    'a workspace root of / would make the whole filesystem writable under workspace-write; ' +
+    'work in a project folder, or choose danger-full-access explicitly in cordis.yml',
+  path: ['workspaceRoot'],
 })
 
 /** What users are told when nothing can confine a process here. */

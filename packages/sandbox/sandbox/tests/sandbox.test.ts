@@ -116,6 +116,7 @@ describe('ctx.sandbox', () => {
       [['bash'], { mode: 'read-only', workspaceRoot: '/w', cwd: 'sub' }, /cwd must be an absolute path/],
       [['bash'], { mode: 'danger-full-access', workspaceRoot: '/w' }, /danger-full-access is not confined/],
       [['bash'], { mode: 'yolo', workspaceRoot: '/w' }, /unknown sandbox mode "yolo"/],
+      [['bash'], { mode: 'workspace-write', workspaceRoot: '/' }, /whole filesystem writable/],
       [[], policy, /empty argv/],
     ]
     for (const [argv, bad, pattern] of cases) {
