@@ -47,7 +47,7 @@ function bash(script: string, tag?: SessionTag): { child: ChildProcess; out: Lin
     env[tag.name] = tag.value
     tags.push(tag)
   }
-  const child = spawn('bash', [file], { env, detached: true, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn('bash', [file], { env, detached: true, stdio: ['ignore', 'pipe', 'ignore'] })
   started.push(child)
   const exited = new Promise((resolve) => child.once('exit', resolve))
   return { child, out: new LineReader(child.stdout!), exited }
