@@ -1,0 +1,517 @@
+/**
+ * One send, and its two relatives: the startup of a session and the watch after a signal. A
+ * `Send` owns every timer and probe of its wait, runs the readiness tiers (see session.ts), and
+ * settles exactly once.
+ */
+import {
+  PtyError,
+  type InputState,
+  type PtySignal,
+  type ReadinessEvidence,
+  type SendOperation,
+  type SendResult,
+  type SessionStatus,
+  type SignalResult,
+  type WaitReason,
+} from '@conch/pty'
+import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
+import { SendBuffer } from './send-buffer.ts'
+import type { LocalSession } from './session.ts'
+
+/**
+ * Whether the line a reader waits on is a secondary prompt — the rest of a block is expected:
+ * bash's default PS2 `> ` (only when the shell itself reads; the Node REPL's primary prompt is
+ * also `> `), and the `... ` of the Python and Node REPLs.
+ */
+function isContinuation(partial: string, shellReads: boolean): boolean {
+  return partial === '... ' || (shellReads && partial === '> ')
+}
+
+type SendState = 'pending' | 'writing' | 'waiting' | 'settled'
+
+/**
+ * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
+ *   counts as ready).
+ * - `send`: writes the input, then waits.
+ * - `signal`: instead of writing, signals the foreground group, then waits up to
+ *   `handoffGraceMs` for the terminal to be ready again — a program resetting its input after a
+ *   signal (readline discards typeahead after SIGINT) must not swallow the next send.
+ */
+export type SendKind = 'startup' | 'send' | 'signal'
+
+/**
+ * One send: `pending → writing → waiting → settled`. It owns every timer and probe of its
+ * wait; all of them stop when it settles, and it settles exactly once.
+ */
+export class Send {
+  readonly operation: SendOperation
+  readonly done: Promise<SendResult>
+  private resolve!: (result: SendResult) => void
+  private reject!: (error: unknown) => void
+
+  private state: SendState = 'pending'
+  private readonly buffer: SendBuffer
+  private readonly outputListeners = new Set<() => void>()
+  private writtenAt = 0
+  private markersAtWrite = 0
+  private markerSeen = false
+  /**
+   * Whether a prompt must also prove the input was consumed: when the shell was not known to sit
+   * at its prompt at the write, a prompt it owed from before (e.g. after a command that settled on
+   * silence) can arrive after the write while the input still waits in the terminal's queue.
+   */
+  private promptMayBeStale = false
+  private baseline: Baseline = { kind: 'none' }
+  private inputState: InputState | undefined
+  private sawOutput = false
+  /** Resolves when the input has been written (or the send settled without writing). */
+  private readonly written: Promise<void>
+  private markWritten!: () => void
+  /** For `signal` watches: what the signal reached. */
+  signalResult: SignalResult | undefined
+  /** Output chunks seen while waiting. */
+  private outputCount = 0
+
+  private silenceTimer: NodeJS.Timeout | undefined
+  private timeoutTimer: NodeJS.Timeout | undefined
+  private pollTimer: NodeJS.Timeout | undefined
+  private probing = false
+  private probeAgain = false
+  private lastProbeAt = -Infinity
+  private probeGapTimer: NodeJS.Timeout | undefined
+  private foregroundCheck = false
+  private cancelling: Promise<void> | undefined
+  private readonly abortListener: (() => void) | undefined
+
+  constructor(
+    private readonly session: LocalSession,
+    private readonly input: { text: string; submit: boolean; signal?: AbortSignal },
+    readonly kind: SendKind,
+    private readonly signalToSend?: PtySignal,
+  ) {
+    this.done = new Promise<SendResult>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+    this.done.catch(() => {})
+    this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
+    void this.done.then(() => this.markWritten(), () => this.markWritten())
+    this.buffer = kind === 'startup' ? new SendBuffer(session.parserRef, { maxBytes: session.configRef.maxReadBytes }) : session.takeUnseen()
+    const signal = input.signal
+    if (signal !== undefined) {
+      this.abortListener = kind === 'send' ? () => void this.cancel() : () => this.abandon(signal.reason)
+      signal.addEventListener('abort', this.abortListener, { once: true })
+    }
+    this.operation = {
+      done: this.done,
+      readOutput: () => this.buffer.take().text,
+      onOutput: (listener) => {
+        this.outputListeners.add(listener)
+        return () => this.outputListeners.delete(listener)
+      },
+      cancel: () => this.cancel(),
+    }
+  }
+
+  /** Takes the baseline, writes, and arms the tiers. Never rejects: failures settle `done`. */
+  async begin(): Promise<void> {
+    try {
+      await this.run()
+    } catch (error) {
+      if (this.state === 'settled') return
+      this.finish()
+      this.session.settled(this, false, this.kind === 'startup' ? undefined : this.buffer)
+      this.reject(error instanceof PtyError ? error : new PtyError('SPAWN_FAILED', `the send failed: ${(error as Error).message}`, { cause: error }))
+    }
+  }
+
+  /** Startup only: the caller gave up; reject with its reason. */
+  private abandon(reason: unknown): void {
+    if (this.state === 'settled') return
+    this.finish()
+    this.buffer.close()
+    this.session.settled(this, false)
+    this.reject(reason)
+  }
+
+  private async run(): Promise<void> {
+    if (this.state !== 'pending') return
+    const session = this.session
+    const config = session.configRef
+    const aborted = (): boolean => this.input.signal?.aborted === true
+    if (aborted()) return this.kind === 'send' ? void this.cancel() : this.abandon(this.input.signal?.reason)
+    if (this.kind !== 'startup') this.baseline = await this.takeBaseline()
+    if (this.state !== 'pending') return
+    if (aborted()) return this.kind === 'send' ? void this.cancel() : this.abandon(this.input.signal?.reason)
+    if (session.status().state === 'exited') return this.settle('session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
+    this.state = 'writing'
+    this.markersAtWrite = session.promptMarkerCount
+    this.writtenAt = session.now()
+    if (this.kind === 'send') {
+      this.promptMayBeStale = !session.knownAtPrompt
+      const text = this.input.text.replace(/\r?\n/g, '\r')
+      session.write(this.input.submit ? `${text}\r` : text)
+      this.markWritten()
+      if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
+    } else if (this.kind === 'signal' && this.signalToSend !== undefined) {
+      this.signalResult = await session.signalForeground(this.signalToSend)
+      if (this.isSettled()) return
+    }
+    this.state = 'waiting'
+    const deadline = this.kind === 'signal' ? config.handoffGraceMs : config.timeoutMs
+    this.timeoutTimer = setTimeout(() => void this.onTimeout(), deadline)
+    if (this.kind !== 'signal') this.armSilence()
+    if (session.inspectorRef.exact) {
+      this.pollTimer = setTimeout(() => this.onPollTick(), config.exactProbeAfterMs)
+    }
+    // Output may already be waiting (startup banners arrive before begin() runs).
+    if (this.kind === 'startup' && session.parserRef.partial !== '') this.onOutput()
+  }
+
+  /** Called after each parsed chunk. */
+  onOutput(): void {
+    if (this.state === 'settled') return
+    this.sawOutput = true
+    this.outputCount++
+    for (const listener of [...this.outputListeners]) listener()
+    if (this.state !== 'waiting') return
+    this.armSilence()
+    if (this.session.promptShown(this.markersAtWrite)) {
+      this.markerSeen = true
+      void this.checkForeground()
+      return
+    }
+    // A shell at its own prompt announces its next prompt itself: probing on its output (the
+    // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
+    // the command starts. Otherwise output is the moment to look.
+    if (this.session.inspectorRef.exact && this.baseline.kind !== 'shell') this.requestProbe()
+  }
+
+  onExit(status: SessionStatus): void {
+    if (this.state === 'settled') return
+    this.settle('session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(status)})` })
+  }
+
+  /**
+   * Resolves once the input is written and the program meant to receive it has it — or the send
+   * settled, or `ms` passed since the write:
+   * - when the shell received the input: a command other than the shell is in front — a
+   *   foreground group that is not the shell's, whose leader already runs another program (a
+   *   freshly forked child still runs the shell's code, and a signal that lands before its exec
+   *   is handled as the shell's and lost);
+   * - when a program was waiting for the input (a REPL): it is busy with it, no longer blocked
+   *   reading (a SIGINT while it still reads typed-ahead lines interrupts the reading, and the
+   *   rest of the input runs afterwards) at two probes in a row, so a quick first line of a
+   *   multi-line input (`import time`) does not count as the whole.
+   */
+  async handedOff(ms: number): Promise<void> {
+    if (this.kind !== 'send') return
+    await within(this.written, this.session.configRef.timeoutMs)
+    const deadline = this.writtenAt + ms
+    const inspector = this.session.inspectorRef
+    const shell = this.session.shellPgid
+    const shellProgram = shell === undefined ? undefined : await inspector.executable(shell)
+    const waiting = this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'reading' ? this.baseline.probe.tpgid : undefined
+    let busy = 0
+    while (!this.isSettled() && this.session.now() < deadline) {
+      const pgid = await inspector.foregroundGroup()
+      if (pgid === undefined) return
+      if (pgid === waiting && pgid !== shell) {
+        busy = (await inspector.probe()).verdict === 'not_reading' ? busy + 1 : 0
+        if (busy >= 2) return
+      } else if (pgid !== shell) {
+        const program = await inspector.executable(pgid)
+        if (program === undefined || shellProgram === undefined || program !== shellProgram) return
+      }
+      await delay(Math.min(this.session.configRef.pollIntervalMs / 5, Math.max(0, deadline - this.session.now())))
+    }
+  }
+
+  /** Resolves when settled or after `ms`, whichever is first. */
+  async settledWithin(ms: number): Promise<void> {
+    if (this.state === 'settled') return
+    await within(this.done.then(noop, noop), ms)
+  }
+
+  cancel(): Promise<void> {
+    if (this.cancelling !== undefined) return this.cancelling
+    this.cancelling = this.runCancel()
+    return this.cancelling
+  }
+
+  private async runCancel(): Promise<void> {
+    if (this.state === 'settled') return
+    if (this.state === 'pending') {
+      // Nothing was written and nothing will be; the output it would have shown waits for the next.
+      this.finish()
+      this.session.settled(this, this.session.knownAtPrompt, this.buffer)
+      this.reject(new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'))
+      return
+    }
+    try {
+      // Like a signal right after a send: let the command take the foreground first, or a SIGINT
+      // that reaches bash while it runs a builtin (`echo x; sleep 600`) is ignored.
+      await this.handedOff(this.session.configRef.handoffGraceMs)
+      if (this.isSettled()) return
+      await this.session.signalForeground('SIGINT')
+    } catch (error) {
+      this.settle('timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${(error as Error).message}` })
+      return
+    }
+    // The interrupted program normally returns to a prompt at once; give it the handoff grace.
+    if (this.isSettled()) return
+    clearTimeout(this.timeoutTimer)
+    this.timeoutTimer = setTimeout(() => {
+      this.settle('timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${this.session.configRef.handoffGraceMs} ms` })
+    }, this.session.configRef.handoffGraceMs)
+  }
+
+  /** Re-reads the state after an await (TypeScript keeps the narrowing from before it). */
+  private isSettled(): boolean {
+    return this.state === 'settled'
+  }
+
+  // ─── Tiers ──────────────────────────────────────────────────────────────────────
+
+  private async takeBaseline(): Promise<Baseline> {
+    const session = this.session
+    const inspector = session.inspectorRef
+    if (!inspector.exact) return { kind: 'none' }
+    const shell = session.shellPgid
+    if (session.knownAtPrompt && shell !== undefined) {
+      // The shell sits at its own prompt, reading: only its main task's counter is needed.
+      const switches = await inspector.taskSwitches(shell)
+      if (switches !== undefined) return { kind: 'shell', pgid: shell, switches }
+    }
+    try {
+      return { kind: 'probe', probe: await inspector.probe() }
+    } catch {
+      return { kind: 'none' }
+    }
+  }
+
+  private async checkForeground(): Promise<void> {
+    if (this.foregroundCheck || this.state !== 'waiting') return
+    this.foregroundCheck = true
+    try {
+      const inspector = this.session.inspectorRef
+      const pgid = await inspector.foregroundGroup()
+      if (this.state !== 'waiting') return
+      const shell = this.session.shellPgid
+      if (this.kind === 'startup' || (pgid !== undefined && pgid === shell)) {
+        if (this.kind === 'startup') this.session.shellPgid ??= pgid
+        if (this.promptMayBeStale && shell !== undefined) {
+          // The shell blocked in its read means its input queue is empty: the input was consumed
+          // and everything it printed before blocking is on its way; drain it, then look again.
+          if ((await inspector.blockedInRead(shell)) === false) return
+          await this.drainPendingOutput()
+          if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
+        }
+        this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
+      }
+      // Otherwise the shell printed its marker before the kernel shows it in the foreground
+      // again (or a child shell printed one): the poll tick and the silence tier take over.
+    } finally {
+      this.foregroundCheck = false
+    }
+  }
+
+  private onPollTick(): void {
+    if (this.state !== 'waiting') return
+    if (this.markerSeen && this.session.promptShown(this.markersAtWrite)) void this.checkForeground()
+    this.requestProbe()
+    this.pollTimer = setTimeout(() => this.onPollTick(), this.session.configRef.pollIntervalMs)
+  }
+
+  /** Runs a /proc probe now, or after the one in flight, at most once per pollIntervalMs / 5 when output drives it. */
+  private requestProbe(): void {
+    if (this.state !== 'waiting' || !this.session.inspectorRef.exact) return
+    if (this.probing) {
+      this.probeAgain = true
+      return
+    }
+    const gap = this.session.configRef.pollIntervalMs / 5
+    const wait = this.lastProbeAt + gap - this.session.now()
+    if (wait > 0) {
+      this.probeGapTimer ??= setTimeout(() => {
+        this.probeGapTimer = undefined
+        this.requestProbe()
+      }, wait)
+      return
+    }
+    void this.runProbe()
+  }
+
+  private async runProbe(): Promise<void> {
+    this.probing = true
+    let state: ReadProbe | undefined
+    try {
+      state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
+    } catch {
+      state = undefined
+    } finally {
+      this.probing = false
+      this.lastProbeAt = this.session.now()
+    }
+    if (this.state !== 'waiting') return
+    const evidence = state !== undefined && this.isReadEvidence(state)
+    if (state !== undefined && evidence && (await this.confirmRead(state))) {
+      await this.drainPendingOutput()
+      if (this.state !== 'waiting') return
+      const reader = state.reader!
+      const shellReads = state.tpgid !== undefined && state.tpgid === this.session.shellPgid
+      const inputState: InputState = isContinuation(this.session.parserRef.partial, shellReads) ? 'continuation' : 'prompt'
+      if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
+      const { name, pid, tid, syscall, fd, path } = reader
+      this.settle('stdin_read', { tier: 'proc', detail: state.detail, process: { name, pid, tid, syscall, fd, path } }, inputState)
+      return
+    }
+    if (this.probeAgain || evidence) {
+      // More output arrived meanwhile, or the read did not hold yet (a program that still wakes
+      // up for a moment after answering): look again, paced by the probe gap.
+      this.probeAgain = false
+      this.requestProbe()
+    }
+  }
+
+  /**
+   * Whether a full probe can be skipped because the shell itself is in front and not blocked in
+   * its read (running a builtin, or between commands): then nothing can be waiting for input. Two
+   * small reads instead of a probe's dozens, for sends that started at the shell's prompt.
+   */
+  private async shellBusy(): Promise<boolean> {
+    const shell = this.session.shellPgid
+    if (this.baseline.kind !== 'shell' || shell === undefined) return false
+    const inspector = this.session.inspectorRef
+    if ((await inspector.foregroundGroup()) !== shell) return false
+    return (await inspector.blockedInRead(shell)) === false
+  }
+
+  /**
+   * A read must be stable to count: after a short gap (pollIntervalMs / 10) the same task is
+   * still blocked in it without having run, and no output arrived. This rejects a program that
+   * passes through a read on its way out — the Node REPL re-enters epoll after `.exit` before
+   * it exits.
+   */
+  private async confirmRead(first: ReadProbe): Promise<boolean> {
+    const outputBefore = this.outputCount
+    await delay(this.session.configRef.pollIntervalMs / 10)
+    if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
+    let again: ReadProbe
+    try {
+      again = await this.session.inspectorRef.probe()
+    } catch {
+      return false
+    }
+    const reader = first.reader
+    if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
+    if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
+    const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
+    const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
+    return before !== undefined && before === after
+  }
+
+  private isReadEvidence(state: ReadProbe): boolean {
+    // The wrapper reads the terminal only for the exit handshake, after the shell exited: that
+    // is not a program waiting for input (its exit marker is on its way).
+    if (state.reader?.pid === this.session.pid) return false
+    if (this.kind === 'startup') return state.verdict === 'reading' && state.reader !== undefined && this.sawOutput
+    return isNewReadEvidence(this.baseline, state)
+  }
+
+  /**
+   * Proof from /proc can arrive before the output the program wrote just before blocking has
+   * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
+   * until a round brings no more output, so that output belongs to this send, not the next one.
+   */
+  private async drainPendingOutput(): Promise<void> {
+    let seen: number
+    do {
+      seen = this.outputCount
+      await new Promise<void>((resolve) => setImmediate(resolve))
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    } while (this.outputCount !== seen && !this.isSettled())
+  }
+
+  private armSilence(): void {
+    if (this.kind === 'signal') return
+    clearTimeout(this.silenceTimer)
+    const config = this.session.configRef
+    const wait = config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)
+    this.silenceTimer = setTimeout(() => void this.onSilence(), wait)
+  }
+
+  private async onSilence(): Promise<void> {
+    if (this.state !== 'waiting') return
+    // A startup that printed nothing is never published on silence.
+    if (this.kind === 'startup' && !this.sawOutput) return
+    if (this.session.inspectorRef.exact && !this.probing) {
+      await this.runProbe()
+      if (this.state !== 'waiting') return
+    }
+    const config = this.session.configRef
+    this.settle('inferred_idle', {
+      tier: 'silence',
+      detail: `no output for ${config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
+    })
+  }
+
+  private async onTimeout(): Promise<void> {
+    if (this.state !== 'waiting') return
+    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.session.configRef.timeoutMs} ms` })
+  }
+
+  // ─── Settling ───────────────────────────────────────────────────────────────────
+
+  private settle(waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
+    if (this.state === 'settled') return
+    this.finish()
+    this.buffer.close()
+    const viewport = this.buffer.viewport()
+    const result: SendResult = {
+      viewport: viewport.text,
+      waitReason,
+      sessionStatus: this.session.status(),
+      truncated: viewport.truncated,
+      evidence,
+      elapsedMs: Math.max(0, Math.round(this.session.now() - this.writtenAt)),
+    }
+    const state = waitReason === 'stdin_read' ? inputState : this.inputState
+    if (state !== undefined) result.inputState = state
+    this.session.settled(this, evidence.tier === 'prompt')
+    this.resolve(result)
+  }
+
+  private finish(): void {
+    this.state = 'settled'
+    clearTimeout(this.silenceTimer)
+    clearTimeout(this.timeoutTimer)
+    clearTimeout(this.pollTimer)
+    clearTimeout(this.probeGapTimer)
+    if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
+  }
+}
+
+// ─── Helpers ──────────────────────────────────────────────────────────────────────
+
+export function delay(ms: number): Promise<undefined> {
+  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
+}
+
+/** `promise`, or undefined after `ms` — without leaving a timer behind when the promise wins. */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+function noop(): void {}
+
+export function describeStatus(status: SessionStatus): string {
+  if (status.state === 'running') return 'running'
+  if (status.signal !== null) return `signal ${status.signal}`
+  return `code ${status.exitCode ?? 'unknown'}`
+}
