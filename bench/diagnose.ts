@@ -38,7 +38,7 @@ import {
   type LocalSession,
   type TerminalInspector,
 } from '../packages/pty/pty-local/src/index.ts'
-import { childPids, isGone } from './raw.ts'
+import { descendantsOf, isGone } from './raw.ts'
 import { median, round } from './stats.ts'
 
 // ─── counting /proc reads ───────────────────────────────────────────────────────────
@@ -235,19 +235,6 @@ async function profileConcurrentSends(): Promise<void> {
   console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round(((used.user + used.system) / 1000 / wallMs) * 100)} % of one core, ${round((used.user + used.system) / 1000 / 1600, 3)} ms per send`)
   console.log(`  self time of the busiest functions (of ${round(total / 1000)} ms sampled):`)
   for (const [key, us] of busy.slice(0, 15)) console.log(`    ${round(us / 1000).toString().padStart(8)} ms  ${round((us / total) * 100, 1)} %  ${key}`)
-}
-
-/** Every descendant of `pid` (proc(5) children lists, walked). */
-function descendantsOf(pid: number): number[] {
-  const out: number[] = []
-  const queue = [pid]
-  while (queue.length) {
-    for (const child of childPids(queue.shift()!)) {
-      out.push(child)
-      queue.push(child)
-    }
-  }
-  return out
 }
 
 function pipeline(): void {

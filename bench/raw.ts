@@ -202,6 +202,19 @@ function processState(pid: number): string | undefined {
   }
 }
 
+/** Every descendant of `pid` (proc(5) children lists, walked). */
+export function descendantsOf(pid: number): number[] {
+  const out: number[] = []
+  const queue = [pid]
+  while (queue.length) {
+    for (const child of childPids(queue.shift()!)) {
+      out.push(child)
+      queue.push(child)
+    }
+  }
+  return out
+}
+
 /** Whether `pid` is gone or a zombie (state `Z`/`X`: it no longer runs). */
 export function isGone(pid: number): boolean {
   const state = processState(pid)

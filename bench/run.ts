@@ -15,7 +15,7 @@ import type { SendResult } from '../packages/pty/pty/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
-import { childPids, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
+import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
 /** Sizes of every phase (the issue fixes most of them). */
@@ -530,19 +530,6 @@ async function benchIdleAndScale(c: Composition): Promise<{ idle: IdleFigures; s
 // ─── lifecycle ──────────────────────────────────────────────────────────────────────
 
 const SPAWN_DESCENDANTS = `for i in $(seq ${PLAN.descendants}); do sleep 1000 & done`
-
-/** Every descendant of `pid` (proc(5) children lists, walked). */
-function descendantsOf(pid: number): number[] {
-  const out: number[] = []
-  const queue = [pid]
-  while (queue.length) {
-    for (const child of childPids(queue.shift()!)) {
-      out.push(child)
-      queue.push(child)
-    }
-  }
-  return out
-}
 
 /** SIGKILL to `pid`, ignoring a process that is already gone. */
 function killQuietly(pid: number): void {
