@@ -6,6 +6,7 @@ import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
 import { boundWithNotice, utf8Bytes } from './bound.ts'
+import { closeObjects, unknownFields, type FieldTree } from './fields.ts'
 import {
   ToolsError,
   type ToolDefinition,
@@ -29,6 +30,8 @@ export const MIN_RESULT_BYTES = 64
 interface Registered {
   definition: ToolDefinition
   parameters: JsonSchema
+  /** The closed object levels of the input, for the unknown-field check (see fields.ts). */
+  fields: FieldTree | undefined
 }
 
 class ToolsService extends Service implements ToolsServiceApi {
@@ -51,7 +54,8 @@ class ToolsService extends Service implements ToolsServiceApi {
 
   register<S extends z.ZodType>(definition: ToolDefinition<S>): () => void {
     const parameters = checkDefinition(definition)
-    const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters }
+    const fields = closeObjects(parameters)
+    const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters, fields }
     return this.ctx.effect(() => {
       if (this.tools.has(definition.name)) {
         throw new ToolsError('DUPLICATE_TOOL', `tool ${definition.name} is already registered; tool names must be unique`)
@@ -99,8 +103,22 @@ class ToolsService extends Service implements ToolsServiceApi {
     const { definition } = registered
     const limit = definition.maxResultBytes ?? this.config.maxResultBytes
     const parsed = await definition.input.safeParseAsync(input)
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((issue) => `- ${formatPath(issue.path)}: ${issue.message}`)
+    const issues = parsed.success ? [] : parsed.error.issues.map((issue) => `- ${formatPath(issue.path)}: ${issue.message}`)
+    // zod strips keys a z.object does not know; a strict object reports them itself.
+    const reported = new Set(
+      parsed.success
+        ? []
+        : parsed.error.issues.flatMap((issue) =>
+            issue.code === 'unrecognized_keys' ? issue.keys.map((key) => formatPath([...issue.path, key])) : [],
+          ),
+    )
+    for (const field of registered.fields ? unknownFields(registered.fields, input) : []) {
+      const path = formatPath(field.path)
+      if (reported.has(path)) continue
+      const takes = field.known.length ? `it takes ${field.known.join(', ')}` : 'it takes no fields'
+      issues.push(`- ${path}: unknown field; ${takes}`)
+    }
+    if (!parsed.success || issues.length) {
       return this.bound(
         errorResult(`invalid arguments for ${name}:\n${issues.join('\n')}\nFix the arguments and call ${name} again.`, {
           errorCode: 'INVALID_INPUT',

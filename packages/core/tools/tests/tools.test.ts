@@ -119,7 +119,7 @@ describe('execute', () => {
       }),
     )
     const context = call('call_7')
-    const result = await ctx.tools.execute('echo', { text: 'hi', extra: true }, context)
+    const result = await ctx.tools.execute('echo', { text: 'hi' }, context)
     expect(result).toEqual({ content: [{ type: 'text', text: 'ok' }], meta: { n: 1 } })
     expect(seen?.input).toEqual({ text: 'hi', times: 1 })
     expect(seen?.context.agent).toBe(owner)
@@ -234,5 +234,57 @@ describe('result bounds', () => {
   it('rejects a service limit below 64 bytes at load, naming the field', async () => {
     const ctx = new Context()
     await expect(ctx.plugin(ToolsService, { maxResultBytes: 10 })).rejects.toThrow(/at maxResultBytes/)
+  })
+})
+
+describe('unknown fields', () => {
+  it('rejects a field the schema does not name, with its path and the fields the tool takes, and does not run', async () => {
+    const ctx = await boot()
+    let ran = false
+    ctx.tools.register(echo({ async execute() { ran = true; return { content: [{ type: 'text', text: 'ran' }] } } }))
+    const result = await ctx.tools.execute('echo', { text: 'hi', wait: true, options: { upper: true, loud: 1 } }, call())
+    expect(result.isError).toBe(true)
+    expect(result.meta).toEqual({ errorCode: 'INVALID_INPUT' })
+    expect(toolResultText(result)).toBe(
+      'invalid arguments for echo:\n' +
+        '- wait: unknown field; it takes text, times, options\n' +
+        '- options.loud: unknown field; it takes upper\n' +
+        'Fix the arguments and call echo again.',
+    )
+    expect(ran).toBe(false)
+  })
+
+  it('lists an unknown field next to the other issues', async () => {
+    const ctx = await boot()
+    ctx.tools.register(echo())
+    const text = toolResultText(await ctx.tools.execute('echo', { text: 3, colour: 'red' }, call()))
+    expect(text).toMatch(/^- text: .*expected string/m)
+    expect(text).toMatch(/^- colour: unknown field; it takes text, times, options$/m)
+  })
+
+  it('tells the model through the JSON Schema that no other field is accepted', async () => {
+    const ctx = await boot()
+    ctx.tools.register(echo())
+    const spec = ctx.tools.specs()[0]!
+    expect(spec.parameters['additionalProperties']).toBe(false)
+    const options = (spec.parameters['properties'] as Record<string, Record<string, unknown>>)['options']!
+    expect(options['additionalProperties']).toBe(false)
+  })
+
+  it('keeps a strict schema\'s own message for its unrecognized keys, and reports the key once', async () => {
+    const ctx = await boot()
+    const input = z.strictObject({ text: z.string() }, { error: (issue) => (issue.code === 'unrecognized_keys' ? 'that option is disabled here' : undefined) })
+    ctx.tools.register({ name: 'strict', description: 'Strict.', input, async execute() { return { content: [{ type: 'text', text: 'ok' }] } } })
+    const text = toolResultText(await ctx.tools.execute('strict', { text: 'a', extra: 1 }, call()))
+    expect(text).toBe('invalid arguments for strict:\n- (arguments): that option is disabled here\nFix the arguments and call strict again.')
+  })
+
+  it('leaves open levels open: a loose object or a record takes any key', async () => {
+    const ctx = await boot()
+    const input = z.object({ env: z.record(z.string(), z.string()), extra: z.looseObject({ a: z.string() }).optional() })
+    ctx.tools.register({ name: 'open', description: 'Open.', input, async execute(value) { return { content: [{ type: 'text', text: JSON.stringify(value) }] } } })
+    const result = await ctx.tools.execute('open', { env: { ANY: 'x' }, extra: { a: 'b', c: 'd' } }, call())
+    expect(result.isError).toBeUndefined()
+    expect(toolResultText(result)).toBe('{"env":{"ANY":"x"},"extra":{"a":"b","c":"d"}}')
   })
 })
