@@ -66,7 +66,7 @@ export class LocalBackend implements PtyBackend {
 
     const prompt = createControlledPrompt()
     const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
-    const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, prompt, tag })
+    const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, allow: config.allowEnv, prompt, tag })
     let terminal: TerminalProcess
     try {
       terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: config.cols, rows: config.rows })

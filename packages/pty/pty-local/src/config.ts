@@ -34,10 +34,15 @@ export const Config = z
     /** Time processes get between SIGTERM/SIGHUP and SIGKILL when a session closes. */
     disposeGraceMs: positive().default(3000),
     /**
-     * Environment variables passed to the shell even when their names look like secrets
-     * (`*KEY*`, `*PASSWORD*`, `*SECRET*`, `*TOKEN*`); these values win over the parent's.
+     * Environment variables passed to the shell even when the scrubbing policy of
+     * `@conch/subprocess` (`scrubbedEnv`) would drop them; these values win over the parent's.
      */
     trustedEnv: z.record(z.string(), z.string()).default({}),
+    /**
+     * Names (or `*` patterns, `npm_config_*`) of parent variables passed to the shell although
+     * the scrubbing policy would drop them.
+     */
+    allowEnv: z.array(z.string().min(1)).default([]),
   })
   .refine((c) => c.maxReadBytes <= c.scrollbackMaxBytes, {
     message: 'maxReadBytes must not exceed scrollbackMaxBytes',

@@ -7,15 +7,17 @@ export const SESSION_TAG_VARIABLE = 'CONCH_SESSION_TAG'
 export interface ShellEnvironmentOptions {
   parent: NodeJS.ProcessEnv
   trusted: Record<string, string>
+  /** Parent variables passed although the scrubbing policy drops them (`scrubbedEnv`'s `allow`). */
+  allow?: readonly string[]
   prompt: ControlledPrompt
   tag: SessionTag
 }
 
 /**
  * The environment a session's shell starts with:
- * - the parent's environment without names that look like secrets (`*KEY*`, `*PASSWORD*`,
- *   `*SECRET*`, `*TOKEN*`, case-insensitive) or belong to conch (`CONCH_*`), unless `trusted`
- *   supplies them — a name heuristic, see `scrubbedEnv` in `@conch/subprocess`;
+ * - the parent's environment under the scrubbing policy of `scrubbedEnv` in `@conch/subprocess`
+ *   (secrets by name and value, credential pointers, package-manager launch variables, `CONCH_*`),
+ *   except names in `allow`, plus the `trusted` entries;
  * - `PAGER`, `GIT_PAGER` and `MANPAGER` set to `cat`, so output never stops in a pager unasked;
  * - a UTF-8 locale (`LANG=C.UTF-8`) when none of `LC_ALL`, `LC_CTYPE`, `LANG` is set;
  * - `TERM=xterm-256color`; `HISTFILE` and `NODE_REPL_HISTORY` empty: the session's bash and Node
@@ -24,7 +26,7 @@ export interface ShellEnvironmentOptions {
  * - the controlled `PS1` and `PROMPT_COMMAND` (see prompt.ts) and the session tag.
  */
 export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {
-  const env = scrubbedEnv(options.parent, { trusted: options.trusted })
+  const env = scrubbedEnv(options.parent, { trusted: options.trusted, allow: options.allow ?? [] })
   env.PAGER = 'cat'
   env.GIT_PAGER = 'cat'
   env.MANPAGER = 'cat'

@@ -1,36 +1,181 @@
+/**
+ * The environment a confined child starts with. Every conch package that starts a program for
+ * the model — terminals, `run_code`, sub-agents, one-shot children — derives it with
+ * `scrubbedEnv`, so one policy decides what crosses the trust boundary.
+ *
+ * The default policy drops a variable when any of these holds (see `scrubEnv` for the reason
+ * strings and `README.md` for the table):
+ *
+ * 1. its **name** belongs to conch (`CONCH_*`: session tags must not be inherited);
+ * 2. its **name** looks like a secret: it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
+ *    `PASSWD`, `WEBHOOK`, `PRIVATE`, `SESSION` or `COOKIE`; or one of its words (split at `_`,
+ *    `-`, `.`) is `PWD` (but `PWD` and `OLDPWD` themselves are the shell's), `PAT`, `DSN`,
+ *    `AUTH`, starts with `CRED`, `AUTHORIZ`, `AUTHENTIC` or is `OAUTH`;
+ * 3. its **name** points at credentials: `SSH_AUTH_SOCK`, `*_CREDENTIALS`,
+ *    `GOOGLE_APPLICATION_CREDENTIALS`, `KUBECONFIG`, `NETRC`, `GIT_ASKPASS`, `SSH_ASKPASS`,
+ *    `SUDO_ASKPASS`, `DOCKER_CONFIG`, `VAULT_*`, `AWS_CONFIG_FILE`, `*PASSFILE`, `GNUPGHOME`,
+ *    `GPG_AGENT_INFO`, `DBUS_SESSION_BUS_ADDRESS`;
+ * 4. its **name** is a package manager's launch variable, set by `npm run` / `pnpm run` for
+ *    the script it starts and meaningless (or misleading) to programs the model runs:
+ *    `npm_*`, `pnpm_*` (any case; `PNPM_HOME` stays), `INIT_CWD`, `PROJECT_CWD`,
+ *    `BERRY_BIN_FOLDER`, `NODE` (npm's path to node), and `NODE_OPTIONS`, which makes every
+ *    Node program in the child load what it names (`--require`, `--import`);
+ * 5. its **value** carries a credential: a URL with a password (`scheme://user:pw@host`, also
+ *    `redis://:pw@host`), or a known token shape — GitHub `ghp_`/`gho_`/`ghs_`/`ghu_`/`ghr_`/
+ *    `github_pat_`, OpenAI-style `sk-…`, Slack `xox[abpr]-`, AWS access key ids `AKIA…`/`ASIA…`,
+ *    GitLab `glpat-`, npm `npm_…`, a JWT (`eyJ….….…`), or a PEM private key block.
+ *
+ * These are heuristics: they drop some harmless variables (`KEYBOARD_LAYOUT`,
+ * `XDG_SESSION_TYPE`) and cannot see a secret under an innocent name with an innocent-looking
+ * value. `allow` passes named variables through from the parent on purpose; `trusted` adds
+ * explicit values last.
+ */
 import { randomBytes } from 'node:crypto'
 import type { SessionTag } from './types.ts'
-
-/** Substrings (matched case-insensitively) that make a variable name look like a secret. */
-const SECRET_WORDS = ['KEY', 'PASSWORD', 'SECRET', 'TOKEN']
 
 /** Prefix of conch's own variables (session tags and the like), never inherited by a child. */
 const INTERNAL_PREFIX = 'CONCH_'
 
+/** Substrings of an upper-cased name that make it look like a secret. */
+const SECRET_SUBSTRINGS = ['KEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'WEBHOOK', 'PRIVATE', 'SESSION', 'COOKIE']
+
+/** Whole words (of an upper-cased name split at `_`, `-`, `.`) that make it look like a secret. */
+const SECRET_WORDS = ['PWD', 'PAT', 'DSN', 'AUTH', 'OAUTH']
+
+/** Word prefixes that make a name look like a secret (`CREDENTIALS`, `AUTHORIZATION`). */
+const SECRET_WORD_PREFIXES = ['CRED', 'AUTHORIZ', 'AUTHENTIC']
+
+/** Names the shell itself maintains, kept although a word of theirs is `PWD`. */
+const SHELL_NAMES = new Set(['PWD', 'OLDPWD'])
+
+/** Variables that point at credentials rather than hold them. Upper-cased names or `*` patterns. */
+const CREDENTIAL_POINTERS = [
+  'SSH_AUTH_SOCK',
+  '*_CREDENTIALS',
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'KUBECONFIG',
+  'NETRC',
+  'GIT_ASKPASS',
+  'SSH_ASKPASS',
+  'SUDO_ASKPASS',
+  'DOCKER_CONFIG',
+  'VAULT_*',
+  'AWS_CONFIG_FILE',
+  '*PASSFILE',
+  'GNUPGHOME',
+  'GPG_AGENT_INFO',
+  'DBUS_SESSION_BUS_ADDRESS',
+]
+
+/** Variables a package manager sets for the script it launches. Upper-cased names or `*` patterns. */
+const LAUNCH_VARIABLES = ['NPM_*', 'PNPM_*', 'INIT_CWD', 'PROJECT_CWD', 'BERRY_BIN_FOLDER', 'NODE', 'NODE_OPTIONS']
+
+/** Launch-variable look-alikes that are the user's own configuration. */
+const LAUNCH_KEPT = new Set(['PNPM_HOME'])
+
+/** Values that carry a credential. Each is matched anywhere in the value. */
+const SECRET_VALUES: ReadonlyArray<{ what: string; pattern: RegExp }> = [
+  // RFC 3986 userinfo with a password: scheme "://" [user] ":" password "@".
+  { what: 'a URL with a password', pattern: /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s/@:]*:[^\s/@]*@/ },
+  { what: 'a GitHub token', pattern: /(?:^|[^A-Za-z0-9])(?:gh[posur]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/ },
+  { what: 'an API secret key (sk-)', pattern: /(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}/ },
+  { what: 'a Slack token', pattern: /(?:^|[^A-Za-z0-9])xox[abpr]-[A-Za-z0-9-]{8,}/ },
+  { what: 'an AWS access key id', pattern: /(?:^|[^A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])/ },
+  { what: 'a GitLab token', pattern: /(?:^|[^A-Za-z0-9])glpat-[A-Za-z0-9_-]{16,}/ },
+  { what: 'an npm token', pattern: /(?:^|[^A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])/ },
+  { what: 'a JWT', pattern: /(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/ },
+  { what: 'a PEM private key', pattern: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/ },
+]
+
+export interface ScrubOptions {
+  /**
+   * Variables passed through from the parent although the policy would drop them: exact names
+   * (case-sensitive, `HF_TOKEN`) or patterns with `*` for any run of characters (`npm_config_*`).
+   * `CONCH_*` variables are never passed.
+   */
+  allow?: readonly string[]
+  /** Explicit values added last; they win over the parent's and over the policy. */
+  trusted?: Readonly<Record<string, string>>
+}
+
+/** A variable `scrubEnv` dropped, and why (`name looks like a secret (TOKEN)`, …). */
+export interface DroppedVariable {
+  name: string
+  reason: string
+}
+
 /**
- * The environment for a child derived from `parent`, without variables whose *name* looks like a
- * secret — containing KEY, PASSWORD, SECRET or TOKEN, case-insensitively (`GITHUB_TOKEN`,
- * `my_api_key`, but also `KEYBOARD_LAYOUT`) — and without conch's own `CONCH_*` variables.
- * Undefined values are dropped. Entries of `trusted` are added last and win, so a secret a
- * child needs can be passed on purpose.
+ * Why the default policy drops `name=value`, or undefined when it keeps it. Pure; see the
+ * module comment for the rules.
+ */
+export function dropReason(name: string, value: string): string | undefined {
+  const upper = name.toUpperCase()
+  if (upper.startsWith(INTERNAL_PREFIX)) return 'conch-internal variable'
+  const substring = SECRET_SUBSTRINGS.find((word) => upper.includes(word))
+  if (substring) return `name looks like a secret (${substring})`
+  if (!SHELL_NAMES.has(upper)) {
+    for (const word of upper.split(/[_.-]+/)) {
+      if (SECRET_WORDS.includes(word)) return `name looks like a secret (${word})`
+      const prefix = SECRET_WORD_PREFIXES.find((start) => word.startsWith(start))
+      if (prefix) return `name looks like a secret (${prefix}…)`
+    }
+  }
+  if (CREDENTIAL_POINTERS.some((pattern) => matches(pattern, upper))) return 'points at credentials'
+  if (!LAUNCH_KEPT.has(upper) && LAUNCH_VARIABLES.some((pattern) => matches(pattern, upper))) {
+    return 'package-manager launch variable'
+  }
+  const shape = SECRET_VALUES.find(({ pattern }) => pattern.test(value))
+  if (shape) return `value looks like ${shape.what}`
+  return undefined
+}
+
+/**
+ * Applies the policy to `parent`: the kept environment and what was dropped, in the parent's
+ * order. Undefined values are skipped silently. See `scrubbedEnv`.
+ */
+export function scrubEnv(
+  parent: Readonly<Record<string, string | undefined>>,
+  options: ScrubOptions = {},
+): { env: Record<string, string>; dropped: DroppedVariable[] } {
+  const allow = options.allow ?? []
+  const env: Record<string, string> = {}
+  const dropped: DroppedVariable[] = []
+  for (const [name, value] of Object.entries(parent)) {
+    if (value === undefined) continue
+    const reason = dropReason(name, value)
+    const internal = name.toUpperCase().startsWith(INTERNAL_PREFIX)
+    if (reason === undefined || (!internal && allow.some((pattern) => matches(pattern, name)))) {
+      env[name] = value
+    } else {
+      dropped.push({ name, reason })
+    }
+  }
+  Object.assign(env, options.trusted ?? {})
+  return { env, dropped }
+}
+
+/**
+ * The environment for a child derived from `parent` under the default policy (module comment):
+ * secrets by name and by value, credential pointers, package-manager launch variables and
+ * conch's own `CONCH_*` variables are dropped; names matching `allow` pass through from the
+ * parent; `trusted` entries are added last and win. Returns a new object.
  *
- * This is a heuristic over names: a secret under an innocent name (`DATABASE_URL` with a
- * password inside, `AWS_SESSION` …) passes through. Give children an explicit environment when
- * that matters.
+ * ```ts
+ * const env = scrubbedEnv(process.env, { allow: config.allowEnv, trusted: { LANG: 'C.UTF-8' } })
+ * ```
  */
 export function scrubbedEnv(
   parent: Readonly<Record<string, string | undefined>>,
-  options: { trusted?: Readonly<Record<string, string>> } = {},
+  options: ScrubOptions = {},
 ): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(parent)) {
-    if (value === undefined) continue
-    const upper = name.toUpperCase()
-    if (upper.startsWith(INTERNAL_PREFIX)) continue
-    if (SECRET_WORDS.some((word) => upper.includes(word))) continue
-    env[name] = value
-  }
-  return Object.assign(env, options.trusted ?? {})
+  return scrubEnv(parent, options).env
+}
+
+/** Whether `name` matches `pattern`: an exact name, or `*` standing for any run of characters. */
+function matches(pattern: string, name: string): boolean {
+  if (!pattern.includes('*')) return pattern === name
+  const source = pattern.split('*').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*')
+  return new RegExp(`^${source}$`).test(name)
 }
 
 /** A fresh session tag under variable `name`: 128 random bits as 32 hex digits. */

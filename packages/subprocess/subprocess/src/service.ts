@@ -59,6 +59,11 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         .nonnegative()
         .default(2000)
         .describe('How long to wait for KILLed processes to disappear before reporting them as survivors, in ms.'),
+      allowEnv: z
+        .array(z.string().min(1))
+        // Optional rather than defaulted, so configs written before it (tests build them literally) stay valid.
+        .optional()
+        .describe('Parent variables (names, or `*` patterns) a child spawned without `env` keeps although the scrubbing policy drops them.'),
     })
     .prefault({})
 
@@ -72,7 +77,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
 
   /**
    * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group.
-   * `env` is the complete environment (default: `scrubbedEnv(process.env)`); the service adds
+   * `env` is the complete environment (default: `scrubbedEnv(process.env, {allow: allowEnv})`); the service adds
    * `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they re-parent.
    *
    * The child is owned until it has exited *and* no process carrying its tag is left; while
@@ -94,7 +99,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
 
     const [program, ...args] = argv.data
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
-    const env = { ...(options.env ?? scrubbedEnv(process.env)), [tag.name]: tag.value }
+    const env = { ...(options.env ?? scrubbedEnv(process.env, { allow: this.config.allowEnv ?? [] })), [tag.name]: tag.value }
 
     // Register the ownership effect before starting anything, so an inactive caller scope
     // throws before a process exists.

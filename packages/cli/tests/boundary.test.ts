@@ -1,0 +1,115 @@
+/**
+ * Attacks on the trust boundary, tried for real: a `conch run` child process with the root
+ * composition's services (the sandbox under workspace-write, real bubblewrap), a scripted model
+ * acting as the hostile agent, and assertions on what reached the terminal and the host.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '../../subprocess/subprocess/tests/secrets.ts'
+import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+
+// Each test boots a composition and opens at least one sandboxed shell.
+vi.setConfig({ testTimeout: 90_000 })
+
+interface Rows {
+  script: string
+  mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
+  sessions?: Record<string, unknown>
+  ptyLocal?: Record<string, unknown>
+}
+
+/** The terminal composition with the scripted model; `config:` blocks as JSON (valid YAML). */
+export function composition(rows: Rows): string {
+  const config = (value: Record<string, unknown> | undefined) => (value ? `\n  config: ${JSON.stringify(value)}` : '')
+  return `
+- id: sessions
+  name: '@conch/session'${config(rows.sessions)}
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: model
+  name: '@conch/llm-replay'
+  config: ${JSON.stringify({ script: rows.script })}
+- id: tasks
+  name: '@conch/tasks'
+- id: tool-tasks
+  name: '@conch/tool-tasks'
+- id: subprocess
+  name: '@conch/subprocess'
+- id: sandbox
+  name: '@conch/sandbox'
+- id: sandbox-local
+  name: '@conch/sandbox-local'
+- id: sandbox-policy
+  name: '@conch/sandbox-policy'
+  config: ${JSON.stringify({ mode: rows.mode ?? 'workspace-write' })}
+- id: pty
+  name: '@conch/pty'
+- id: pty-local
+  name: '@conch/pty-local'${config(rows.ptyLocal)}
+- id: tool-pty
+  name: '@conch/tool-pty'
+- id: agents
+  name: '@conch/agent'
+`
+}
+
+export interface ToolResultLine {
+  type: 'tool_result'
+  name: string
+  isError: boolean
+  text: string
+  meta?: Record<string, unknown>
+}
+
+export function toolResults(stdout: string): ToolResultLine[] {
+  return jsonLines(stdout).filter((line) => line['type'] === 'tool_result') as unknown as ToolResultLine[]
+}
+
+let ws: Workspace
+
+beforeEach(() => {
+  ws = workspace()
+})
+
+afterEach(() => {
+  ws.remove()
+})
+
+describe('secret scrubbing through a real confined terminal', () => {
+  it('lets none of the secret-bearing variables reach the shell, and passes allow-listed ones', async () => {
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        // One variable per line, values base64-encoded so multi-line values stay on their line.
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'for v in $(compgen -e); do printf "%s=%s\\n" "$v" "$(printf %s "${!v}" | base64 -w0)"; done; echo env-listed' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write('cordis.yml', composition({ script, ptyLocal: { allowEnv: ['HF_TOKEN', 'npm_config_c*'] } }))
+    const env = { ...SECRET_VARIABLES, ...TOKEN_VALUES, ...KEPT_VARIABLES, PATH: process.env['PATH'] ?? '/usr/bin:/bin', HF_TOKEN: 'hf-allowed', npm_config_cache: '/allowed-cache' }
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'list the environment'], { cwd: ws.dir, env })
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    const [, listing] = toolResults(run.stdout)
+    expect(listing!.text).toContain('env-listed')
+    const seen = new Map<string, string>()
+    for (const line of listing!.text.split('\n')) {
+      const match = /^([A-Za-z_][A-Za-z0-9_]*)=([A-Za-z0-9+/=]*)$/.exec(line)
+      if (match) seen.set(match[1]!, Buffer.from(match[2]!, 'base64').toString('utf8'))
+    }
+    for (const name of [...Object.keys(SECRET_VARIABLES), ...Object.keys(TOKEN_VALUES)]) {
+      expect(seen.has(name), `${name} reached the shell`).toBe(false)
+    }
+    // The values under any name: nothing of them is anywhere in the listing.
+    for (const value of [...Object.values(SECRET_VARIABLES), ...Object.values(TOKEN_VALUES)]) {
+      for (const other of seen.values()) expect(other.includes(value), `a secret value reached the shell: ${value}`).toBe(false)
+    }
+    expect(seen.get('HF_TOKEN')).toBe('hf-allowed')
+    expect(seen.get('npm_config_cache')).toBe('/allowed-cache')
+    expect(seen.get('GIT_AUTHOR_NAME')).toBe('Ada')
+    expect(seen.get('PNPM_HOME')).toBe(KEPT_VARIABLES['PNPM_HOME'])
+    expect(seen.has('npm_config_registry')).toBe(false)
+  })
+})
