@@ -3,6 +3,8 @@
  * composition's services (the sandbox under workspace-write, real bubblewrap), a scripted model
  * acting as the hostile agent, and assertions on what reached the terminal and the host.
  */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '../../subprocess/subprocess/tests/secrets.ts'
 import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
@@ -111,5 +113,72 @@ describe('secret scrubbing through a real confined terminal', () => {
     expect(seen.get('GIT_AUTHOR_NAME')).toBe('Ada')
     expect(seen.get('PNPM_HOME')).toBe(KEPT_VARIABLES['PNPM_HOME'])
     expect(seen.has('npm_config_registry')).toBe(false)
+  })
+})
+
+describe('session logs the sandbox can neither redirect nor edit', () => {
+  it('refuses, naming the path, a log folder a confined terminal replaced with a symlink, and writes nothing where it points', async () => {
+    // The unsafe layout the attack needs: logs inside the workspace, allowed on purpose.
+    const outside = mkdtempSync('/var/tmp/conch-redirect-target-')
+    try {
+      const logs = join(ws.dir, '.conch', 'sessions')
+      const attack = ws.write(
+        'attack.jsonl',
+        [
+          step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+          step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: `rm -rf .conch/sessions && ln -s ${outside} .conch/sessions && echo planted-$((6*7))` } }]),
+          step('Planted.'),
+        ].join('\n'),
+      )
+      const sessions = { dir: logs, allowInsideWorkspace: true }
+      const first = await runConch(['run', '--config', ws.write('attack.yml', composition({ script: attack, sessions })), '--output', 'stream-json', 'plant'], { cwd: ws.dir })
+      expect(first.code, first.stderr).toBe(0)
+      expect(toolResults(first.stdout)[1]!.text).toContain('planted-42')
+
+      const next = ws.write('next.jsonl', step('Hello.'))
+      const second = await runConch(['run', '--config', ws.write('next.yml', composition({ script: next, sessions })), '--output', 'stream-json', 'next run'], { cwd: ws.dir })
+      expect(second.code).toBe(1)
+      expect(second.stderr).toContain(`session log folder component ${logs} is a symbolic link`)
+      expect(readdirSync(outside)).toEqual([])
+    } finally {
+      rmSync(outside, { recursive: true, force: true })
+    }
+  })
+
+  it('keeps logs outside the workspace by default, where a later session\'s confined terminal cannot edit them', async () => {
+    // Not under /tmp: the sandbox gives terminals a private /tmp, and the point is that the
+    // folder is visible (read-only) to them.
+    const state = mkdtempSync('/var/tmp/conch-state-')
+    try {
+      const env = { XDG_STATE_HOME: state }
+      const first = await runConch(['run', '--config', ws.write('first.yml', composition({ script: ws.write('first.jsonl', step('Remember me.')), sessions: { persist: true } })), 'remember'], { cwd: ws.dir, env })
+      expect(first.code, first.stderr).toBe(0)
+      const [folder] = readdirSync(join(state, 'conch', 'sessions'))
+      const dir = join(state, 'conch', 'sessions', folder!)
+      const [name] = readdirSync(dir)
+      const log = join(dir, name!)
+      const before = readFileSync(log, 'utf8')
+      expect(before).toContain('Remember me.')
+      expect(readdirSync(ws.dir).filter((entry) => entry.startsWith('.conch'))).toEqual([])
+
+      const edit = ws.write(
+        'edit.jsonl',
+        [
+          step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+          step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: `cat ${log} | wc -l; echo forged >> ${log}; sed -i s/Remember/Forgot/ ${log}; rm -f ${log}; echo tried-$((6*7))` } }]),
+          step('Tried.'),
+        ].join('\n'),
+      )
+      const second = await runConch(['run', '--config', ws.write('edit.yml', composition({ script: edit, sessions: { persist: true } })), '--output', 'stream-json', 'edit'], { cwd: ws.dir, env })
+      expect(second.code, second.stderr).toBe(0)
+      const attempt = toolResults(second.stdout)[1]!.text
+      expect(attempt).toContain('tried-42')
+      expect(attempt).toContain('Read-only file system')
+      expect(readFileSync(log, 'utf8')).toBe(before)
+      // The later session wrote its own log next to the first one.
+      expect(readdirSync(dir)).toHaveLength(2)
+    } finally {
+      rmSync(state, { recursive: true, force: true })
+    }
   })
 })

@@ -3,12 +3,14 @@
  * (vetoing pre-append hook) and subscriber (post-append listener) registrations.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, openSync, unlinkSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { closeSync, lstatSync, readFileSync, unlinkSync } from 'node:fs'
+import { join, resolve, sep } from 'node:path'
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
+import { openLogDir, openLogFile } from './files.ts'
 import { Session, type SessionHooks } from './log.ts'
-import { readSessionLog } from './replay.ts'
+import { parseSessionLog } from './replay.ts'
+import { canonicalWorkspace, defaultLogBase, workspaceId } from './workspace.ts'
 import {
   SessionError,
   type SessionEvent,
@@ -31,11 +33,21 @@ const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 class SessionService extends Service implements SessionServiceApi {
   static Config = z
     .object({
+      // persist and allowInsideWorkspace are optional (false when absent) rather than defaulted,
+      // so configs built literally before they existed stay valid.
+      persist: z
+        .boolean()
+        .optional()
+        .describe('Write session logs to `$XDG_STATE_HOME/conch/sessions/<workspace id>/<id>.jsonl` (outside every workspace). Setting `dir` turns persistence on too.'),
       dir: z
         .string()
         .min(1)
         .optional()
-        .describe('Folder for `<id>.jsonl` session logs; relative to the working directory. Unset: memory only.'),
+        .describe('Folder for `<id>.jsonl` session logs instead of the state folder; relative to the working directory. Unset (and `persist` false): memory only.'),
+      allowInsideWorkspace: z
+        .boolean()
+        .optional()
+        .describe("Allow a `dir` inside a session's workspace root, where its terminals can edit the log. Refused by default."),
     })
     .prefault({})
 
@@ -44,7 +56,7 @@ class SessionService extends Service implements SessionServiceApi {
   private readonly subscribers: SessionSubscriber[] = []
   private readonly hooks: SessionHooks
   private readonly logger: Logger
-  /** Absolute persistence folder, or undefined when sessions live in memory only. */
+  /** The absolute configured `dir`, or undefined (state folder or memory only; see `logDir`). */
   readonly dir: string | undefined
 
   constructor(ctx: Context, public config: SessionService.Config) {
@@ -71,22 +83,25 @@ class SessionService extends Service implements SessionServiceApi {
    *   vetoes `session/start` (nothing is left behind, not even the file).
    */
   create(options: { id?: string; workspaceRoot?: string } = {}): SessionLog {
-    const id = options.id ?? this.freshId()
+    const dir = this.checkedLogDir(options.workspaceRoot)
+    const id = options.id ?? this.freshId(dir)
     this.checkId(id)
     if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
     let file: string | undefined
     let fd: number | undefined
-    if (this.dir !== undefined) {
-      mkdirSync(this.dir, { recursive: true })
-      file = join(this.dir, `${id}.jsonl`)
+    if (dir !== undefined) {
+      file = join(dir, `${id}.jsonl`)
+      const dirFd = openLogDir(dir, { create: true })
       try {
         // Owner-only: a session log holds tool output, which may include secrets.
-        fd = openSync(file, 'wx', 0o600)
+        fd = openLogFile(dirFd, dir, `${id}.jsonl`, 'create')
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
           throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)
         }
         throw error
+      } finally {
+        closeSync(dirFd)
       }
     }
     const session = new Session(id, [], this.hooks, file, fd)
@@ -104,25 +119,62 @@ class SessionService extends Service implements SessionServiceApi {
   }
 
   /**
-   * Returns the live session `id`, or replays `<dir>/<id>.jsonl` (without running interceptors or
-   * subscribers) into a live session that appends to the same file.
+   * Returns the live session `id`, or replays `<log folder>/<id>.jsonl` (without running
+   * interceptors or subscribers) into a live session that appends to the same file.
    * @throws SessionError `NO_SESSION` (not live, and no file or persistence off),
-   *   `INVALID_SESSION_ID`, `CORRUPT_LOG` naming the file and line.
+   *   `INVALID_SESSION_ID`, `CORRUPT_LOG` naming the file and line, and the path refusals of `create`.
    */
-  open(id: string): SessionLog {
+  open(id: string, options: { workspaceRoot?: string } = {}): SessionLog {
     const existing = this.live.get(id)
     if (existing) return existing
     this.checkId(id)
-    if (this.dir === undefined) {
-      throw new SessionError('NO_SESSION', `no live session ${id}, and sessions are not persisted (set the sessions "dir" config to keep them)`)
+    const dir = this.checkedLogDir(options.workspaceRoot)
+    if (dir === undefined) {
+      throw new SessionError('NO_SESSION', `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)`)
     }
-    const file = join(this.dir, `${id}.jsonl`)
-    if (!existsSync(file)) throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
-    const events: SessionEvent[] = readSessionLog(file, id)
-    const fd = openSync(file, 'a')
+    const file = join(dir, `${id}.jsonl`)
+    let dirFd: number
+    try {
+      dirFd = openLogDir(dir, { create: false })
+    } catch (error) {
+      if (error instanceof SessionError && error.code === 'LOG_DIR_INVALID' && (error.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+        throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+      }
+      throw error
+    }
+    let events: SessionEvent[]
+    let fd: number
+    try {
+      let readFd: number
+      try {
+        readFd = openLogFile(dirFd, dir, `${id}.jsonl`, 'read')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+        throw error
+      }
+      try {
+        events = parseSessionLog(readFileSync(readFd, 'utf8'), id, file)
+      } finally {
+        closeSync(readFd)
+      }
+      fd = openLogFile(dirFd, dir, `${id}.jsonl`, 'append')
+    } finally {
+      closeSync(dirFd)
+    }
     const session = new Session(id, events, this.hooks, file, fd)
     this.live.set(id, session)
     return session
+  }
+
+  /**
+   * The absolute folder logs of sessions in `workspaceRoot` go to: the configured `dir`, else
+   * with `persist` `<state home>/conch/sessions/<workspace id>` (see workspace.ts), else
+   * undefined (memory only).
+   */
+  logDir(workspaceRoot: string = process.cwd()): string | undefined {
+    if (this.dir !== undefined) return this.dir
+    if (!this.config.persist) return undefined
+    return join(defaultLogBase(process.env), workspaceId(canonicalWorkspace(workspaceRoot)))
   }
 
   get(id: string): SessionLog | undefined {
@@ -156,11 +208,26 @@ class SessionService extends Service implements SessionServiceApi {
     session.close()
   }
 
-  private freshId(): string {
+  /** `logDir`, refusing a folder inside the workspace (its terminals could edit the history). */
+  private checkedLogDir(workspaceRoot: string | undefined): string | undefined {
+    const dir = this.logDir(workspaceRoot)
+    if (dir === undefined || this.config.allowInsideWorkspace) return dir
+    const workspace = canonicalWorkspace(workspaceRoot ?? process.cwd())
+    if (dir === workspace || dir.startsWith(workspace.endsWith(sep) ? workspace : workspace + sep)) {
+      throw new SessionError(
+        'LOG_IN_WORKSPACE',
+        `session log folder ${dir} is inside the workspace ${workspace}, where the agent's terminals can rewrite its history; leave "dir" unset (logs go to the state folder with "persist: true"), choose a folder outside the workspace, or set "allowInsideWorkspace: true"`,
+      )
+    }
+    return dir
+  }
+
+  /** A fresh id (never one the folder already holds; `create` still opens exclusively). */
+  private freshId(dir: string | undefined): string {
     while (true) {
       const id = `session-${randomBytes(4).toString('hex')}`
       if (this.live.has(id)) continue
-      if (this.dir !== undefined && existsSync(join(this.dir, `${id}.jsonl`))) continue
+      if (dir !== undefined && existsNoFollow(join(dir, `${id}.jsonl`))) continue
       return id
     }
   }
@@ -172,6 +239,15 @@ class SessionService extends Service implements SessionServiceApi {
         `invalid session id ${JSON.stringify(id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
       )
     }
+  }
+}
+
+function existsNoFollow(path: string): boolean {
+  try {
+    lstatSync(path)
+    return true
+  } catch {
+    return false
   }
 }
 

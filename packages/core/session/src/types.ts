@@ -73,11 +73,19 @@ export type SessionErrorCode =
   | 'CORRUPT_LOG'
   /** An id that is not a safe file name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 128 characters. */
   | 'INVALID_SESSION_ID'
+  /** A component of the log folder is a symbolic link (never followed). */
+  | 'LOG_DIR_SYMLINK'
+  /** The log folder is not an absolute directory path, a component is not a folder, or it changed while opened. */
+  | 'LOG_DIR_INVALID'
+  /** Something other than a regular file (a symlink, FIFO, device) is where a log file should be. */
+  | 'LOG_NOT_REGULAR'
+  /** The log folder lies inside the session's workspace, which its terminals can write. */
+  | 'LOG_IN_WORKSPACE'
 
 export class SessionError extends Error {
   override readonly name = 'SessionError'
-  constructor(readonly code: SessionErrorCode, message: string) {
-    super(message)
+  constructor(readonly code: SessionErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
   }
 }
 
@@ -85,16 +93,24 @@ export class SessionError extends Error {
 export interface SessionServiceApi {
   /**
    * Creates a session and appends its `session/start` event.
-   * `id` defaults to `session-<8 hex>`; with persistence on, the log is `<dir>/<id>.jsonl`.
+   * `id` defaults to `session-<8 hex>`; with persistence on, the log is `<logDir(workspaceRoot)>/<id>.jsonl`.
    * @throws SessionError `DUPLICATE_SESSION` when `id` is live or already on disk,
-   *   `INVALID_SESSION_ID` when `id` is not a safe file name.
+   *   `INVALID_SESSION_ID` when `id` is not a safe file name; `LOG_DIR_SYMLINK`,
+   *   `LOG_DIR_INVALID`, `LOG_NOT_REGULAR`, `LOG_IN_WORKSPACE` when the log's path is not trustworthy.
    */
   create(options?: { id?: string; workspaceRoot?: string }): SessionLog
   /**
-   * Returns a live session, or replays `<dir>/<id>.jsonl` into a live one.
-   * @throws SessionError `NO_SESSION`, `INVALID_SESSION_ID`, or `CORRUPT_LOG` naming the file and line.
+   * Returns a live session, or replays `<log folder>/<id>.jsonl` into a live one; the log folder
+   * is the one of `workspaceRoot` (default: the working directory) — see `logDir`.
+   * @throws SessionError `NO_SESSION`, `INVALID_SESSION_ID`, or `CORRUPT_LOG` naming the file and line;
+   *   `LOG_DIR_SYMLINK`, `LOG_DIR_INVALID`, `LOG_NOT_REGULAR` when the path is not trustworthy.
    */
-  open(id: string): SessionLog
+  open(id: string, options?: { workspaceRoot?: string }): SessionLog
+  /**
+   * The absolute folder that logs of sessions in `workspaceRoot` (default: the working
+   * directory) are written to, or undefined when sessions live in memory only.
+   */
+  logDir(workspaceRoot?: string): string | undefined
   /** A live session, or undefined. */
   get(id: string): SessionLog | undefined
   /** Registers a vetoing pre-append hook; the disposer is tied to the caller's plugin scope. */
