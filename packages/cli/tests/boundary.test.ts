@@ -3,11 +3,12 @@
  * composition's services (the sandbox under workspace-write, real bubblewrap), a scripted model
  * acting as the hostile agent, and assertions on what reached the terminal and the host.
  */
+import { randomInt } from 'node:crypto'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '../../subprocess/subprocess/tests/secrets.ts'
-import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
 
 // Each test boots a composition and opens at least one sandboxed shell.
 vi.setConfig({ testTimeout: 90_000 })
@@ -180,5 +181,40 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
     } finally {
       rmSync(state, { recursive: true, force: true })
     }
+  })
+})
+
+describe('task_kill of a background send whose program ignores SIGINT', () => {
+  it('escalates to SIGTERM, then SIGKILL, says which signals it took, and leaves nothing running', async () => {
+    const nap = `sleep 61.${randomInt(100000, 999999)}`
+    const stubborn = `sleep 62.${randomInt(100000, 999999)}`
+    const send = (text: string, background = false) =>
+      step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, ...(background ? { run_in_background: true } : {}) } }])
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        // Ignored signals are inherited by every command the shell starts (trap '' in bash(1)).
+        send("trap '' INT"),
+        send(nap, true),
+        step('', [{ name: 'task_kill', arguments: { taskId: 'task-1' } }]),
+        send("trap '' INT TERM"),
+        send(stubborn, true),
+        step('', [{ name: 'task_kill', arguments: { taskId: 'task-2' } }]),
+        send(`trap - INT TERM; pgrep -f "sleep 6[12][.]" || echo none-left-$((6*7))`),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write('cordis.yml', composition({ script }))
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'kill them'], { cwd: ws.dir })
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    const results = toolResults(run.stdout)
+    const kills = results.filter((result) => result.name === 'task_kill')
+    expect(kills[0]!.text).toMatch(/\[status: killed, wait: stdin_read, session: running, signals: SIGINT then SIGTERM\]$/)
+    expect(kills[1]!.text).toMatch(/\[status: killed, wait: stdin_read, session: running, signals: SIGINT then SIGTERM then SIGKILL\]$/)
+    expect(results.at(-1)!.text).toContain('none-left-42')
+    expect(processesWith(nap)).toEqual([])
+    expect(processesWith(stubborn)).toEqual([])
   })
 })

@@ -194,7 +194,7 @@ export class LocalSession implements BackendSession {
         await watch.done
         throw new PtyError('NO_FOREGROUND', 'the signal was not sent')
       }
-      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated }
+      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }

@@ -150,6 +150,12 @@ export interface SignalResult {
   output?: string
   /** Whether `output` lost data to the byte bound. */
   outputTruncated?: boolean
+  /**
+   * When no send was active: how the terminal was after the signal — `stdin_read` when it was
+   * ready for input again (the shell's prompt, or a reader the kernel shows) within the
+   * backend's wait, else the reason that wait ended. Absent when a send was active.
+   */
+  waitReason?: WaitReason
 }
 
 /** A process a close stopped or could not stop. */

@@ -7,9 +7,9 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import type { AgentServiceApi } from '@conch/agent'
-import { PTY_SIGNALS, PtyError, type PtyServiceApi, type SendOperation, type SendResult } from '@conch/pty'
-import type { TasksServiceApi } from '@conch/tasks'
+import type { Agent, AgentServiceApi } from '@conch/agent'
+import { PTY_SIGNALS, PtyError, type PtyServiceApi, type SendOperation, type SendResult, type SignalResult } from '@conch/pty'
+import type { KillReport, TasksServiceApi } from '@conch/tasks'
 import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi, utf8Bytes } from '@conch/tools'
 import { renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderSend, renderSignal, statusText } from './render.ts'
 
@@ -31,6 +31,10 @@ export const Config = z
       .default(262144)
       .describe('Bound of every terminal tool result, in UTF-8 bytes; output keeps its newest bytes, metadata lines are kept.'),
     maxInputBytes: z.number().int().positive().default(1048576).describe('Largest `text` terminal_send accepts, in UTF-8 bytes.'),
+    killEscalation: z
+      .array(z.enum(['SIGTERM', 'SIGKILL']))
+      .default(['SIGTERM', 'SIGKILL'])
+      .describe('Signals task_kill sends, in order, to the foreground process group of a background send that SIGINT did not stop; each waits for the terminal to be ready again (up to the backend\'s signal wait) before the next.'),
   })
   .prefault({})
 
@@ -151,7 +155,7 @@ export const apply = (ctx: Context, config: Config) => {
               return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result) }
             },
             drain: () => operation.readOutput(),
-            cancel: () => operation.cancel(),
+            cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
           }).id
         } catch (caught) {
           // No task took the send: take it back before anything is written.
@@ -266,6 +270,52 @@ export const apply = (ctx: Context, config: Config) => {
 }
 
 /** Outcome fields of a background send's task: `{wait, session}`, and `input` when not at a primary prompt. */
+/**
+ * Stops a background send for task_kill: SIGINT first (the send's own cancel), then each signal
+ * of `escalation` to the foreground process group while the terminal is not ready for input
+ * again. A program that ignores SIGINT (`trap '' INT`, a raw-mode program) would otherwise keep
+ * running under a task reported `killed`. Reports the signals it needed, and says so when the
+ * program survived all of them.
+ */
+async function stopBackground(
+  pty: PtyServiceApi,
+  agent: Agent,
+  sessionId: string,
+  operation: SendOperation,
+  escalation: readonly ('SIGTERM' | 'SIGKILL')[],
+): Promise<KillReport> {
+  await operation.cancel()
+  const result = await operation.done.catch(() => undefined)
+  // Rejected: cancelled before anything was written; nothing runs.
+  if (result === undefined || result.waitReason === 'stdin_read' || result.sessionStatus.state === 'exited') return {}
+  const sent = ['SIGINT']
+  let output = ''
+  let target = 'the foreground program'
+  for (const signal of escalation) {
+    let signalled: SignalResult
+    try {
+      signalled = await pty.signal(agent, sessionId, signal)
+    } catch (error) {
+      // The shell itself is in front again (SIGKILL refused), nothing is, or the terminal is gone.
+      if (error instanceof PtyError && ['SIGNAL_REFUSED', 'NO_FOREGROUND', 'SESSION_EXITED', 'NO_SESSION'].includes(error.code)) {
+        return sent.length === 1 ? { output } : { fields: { signals: sent.join(' then ') }, output }
+      }
+      throw error
+    }
+    sent.push(signal)
+    target = signalled.target
+    output += signalled.output === undefined || signalled.output === '' ? '' : `${signalled.output}\n`
+    if (signalled.waitReason === 'stdin_read' || signalled.waitReason === 'session_exit') {
+      return { fields: { wait: signalled.waitReason, signals: sent.join(' then ') }, output }
+    }
+  }
+  if (sent.length === 1) return {}
+  return {
+    fields: { signals: sent.join(' then '), stopped: `no: ${target} still runs after ${sent.at(-1)}` },
+    output,
+  }
+}
+
 function outcomeFields(result: SendResult): Record<string, string> {
   return {
     wait: result.waitReason,

@@ -12,6 +12,7 @@ import type { Agent } from '@conch/agent'
 import { OutputBuffer } from './output.ts'
 import {
   TaskError,
+  type KillReport,
   type TaskController,
   type TaskInfo,
   type TaskOutcome,
@@ -191,13 +192,16 @@ export default class TasksService extends Service implements TasksServiceApi {
   private stop(record: TaskRecord): Promise<void> {
     if (record.status !== 'running') return record.settled
     record.killing ??= (async () => {
+      let report: KillReport | void = undefined
       try {
-        await record.spec.cancel?.()
+        report = await record.spec.cancel?.()
       } catch (error) {
         this.log.warn('cancel hook of %s (%s) failed: %s', record.id, record.spec.kind, describe(error))
       }
       record.abort.abort(new DOMException(`${record.id} was killed`, 'AbortError'))
       await record.settled
+      if (report?.output) record.output.append(report.output)
+      if (report?.fields) record.fields = { ...record.fields, ...report.fields }
     })()
     return record.killing
   }

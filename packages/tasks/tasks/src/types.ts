@@ -38,8 +38,23 @@ export interface TaskSpec {
   run(controller: TaskController): Promise<TaskOutcome | void>
   /** Pull producers: returns output produced since the last call; called on every read and once after `run` settles. */
   drain?(): string
-  /** Called by `kill` before the signal aborts; the task stays `running` until `run` settles. */
-  cancel?(): void | Promise<void>
+  /**
+   * Called by `kill` before the signal aborts; the task stays `running` until `run` settles.
+   * It may report what stopping took (see `KillReport`), which the final snapshot carries.
+   */
+  cancel?(): void | KillReport | Promise<void | KillReport>
+}
+
+/**
+ * What a `cancel` hook reports. A producer that escalates (SIGINT, then SIGTERM, then SIGKILL)
+ * says so here, and says when its program survived all of it, so `killed` is never a claim
+ * that something stopped when it did not.
+ */
+export interface KillReport {
+  /** Merged over the outcome's fields of the final snapshot (e.g. `{signals: 'SIGINT then SIGTERM'}`). */
+  fields?: Record<string, string>
+  /** Output produced while stopping, appended after the task's own. */
+  output?: string
 }
 
 /** A task's state at one read. `output` is what was produced since the previous read of this task. */

@@ -304,6 +304,30 @@ describe('kill', () => {
     expect(snapshot).toMatchObject({ status: 'killed', output: 'bye\n', fields: { wait: 'session_exit' } })
   })
 
+  it('carries what the cancel hook reports about stopping: its fields over the outcome\'s, and its output last', async () => {
+    const owner = fakeAgent('agent-1')
+    const { id } = tasks.start({
+      kind: 'test',
+      label: 'x',
+      owner,
+      async run(c) {
+        await untilAborted(c.signal)
+        c.write('interrupted\n')
+        return { fields: { wait: 'timeout', session: 'running' } }
+      },
+      async cancel() {
+        return { fields: { wait: 'stdin_read', signals: 'SIGINT then SIGTERM' }, output: 'Terminated\n' }
+      },
+    })
+    const snapshot = await tasks.kill(owner, id)
+    expect(snapshot).toMatchObject({
+      status: 'killed',
+      output: 'interrupted\nTerminated\n',
+      fields: { wait: 'stdin_read', session: 'running', signals: 'SIGINT then SIGTERM' },
+    })
+    expect(Object.keys(snapshot.fields)).toEqual(['wait', 'session', 'signals'])
+  })
+
   it('reports killed even when the run rejects on abort', async () => {
     const owner = fakeAgent('agent-1')
     const { id } = tasks.start({
