@@ -8,7 +8,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
 import type { ResolvedPolicy, SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, signalIfSame, terminateTree, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -67,10 +67,14 @@ export class LocalBackend implements PtyBackend {
     const prompt = createControlledPrompt()
     const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
     const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, allow: config.allowEnv, prompt, tag })
+    // Unconfined, no PID namespace ends the session's daemons if conch itself is killed: the
+    // tag supervisor of @conch/subprocess sweeps the tag then.
+    const unwatch = policy.mode === 'danger-full-access' ? tagSupervisor().watch(tag) : () => {}
     let terminal: TerminalProcess
     try {
       terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: config.cols, rows: config.rows })
     } catch (error) {
+      unwatch()
       throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
     }
     // The wrapper's start identity, read now, fences every later signal to it.
@@ -88,15 +92,18 @@ export class LocalBackend implements PtyBackend {
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
       // and it passes the hangup on to its jobs), then KILL after the grace.
-      teardown: () =>
-        terminateTree({
+      teardown: async () => {
+        const report = await terminateTree({
           rootPid: terminal.pid,
           includeRoot: true,
           rootSignal: 'SIGHUP',
           graceMs: config.disposeGraceMs,
           tag,
           signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
-        }),
+        })
+        if (report.survivors.length === 0) unwatch()
+        return report
+      },
     })
     Object.defineProperty(session, 'policy', { value: policy, enumerable: true })
     try {

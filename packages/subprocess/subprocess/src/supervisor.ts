@@ -1,0 +1,169 @@
+/**
+ * The tag supervisor: a small detached process that outlives conch only to end what conch's
+ * unconfined processes left behind.
+ *
+ * Under `danger-full-access` there is no PID namespace to end a terminal's `nohup`/`setsid`
+ * daemons with it: conch's own teardown sweeps the session tag (see `terminateTree`), but a
+ * conch killed with SIGKILL runs no teardown. So the first unconfined session starts a
+ * supervisor and registers its tag; the supervisor holds the read end of a pipe from conch.
+ * When the pipe closes — conch exited, however it died, or the last tag was released — it
+ * sweeps `/proc/*\/environ` for every tag still registered, SIGKILLs each match (start identity
+ * re-checked just before kill(2)), repeats until a sweep finds nothing (at most `maxRounds`),
+ * and exits. It never runs longer than that sweep after its pipe closes, carries none of the
+ * tags itself, and runs in its own session (setsid), so a signal to conch's process group does
+ * not take it down before it has swept.
+ *
+ * Protocol on its stdin, one line each: `+<name>=<value>` registers a tag, `-<name>=<value>`
+ * releases it. Linux only (it reads /proc); elsewhere `watch` is a no-op.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import type { Writable } from 'node:stream'
+import type { SessionTag } from './types.ts'
+
+/** Environment variable naming the pid the supervisor watches (so tests and operators can find it). */
+export const SUPERVISOR_VARIABLE = 'CONCH_SUPERVISOR_OF'
+
+/**
+ * The supervisor's program, run as `node -e`: plain JavaScript with no imports beyond Node's,
+ * because it must start without conch's TypeScript loader.
+ */
+const PROGRAM = String.raw`
+'use strict'
+const fs = require('node:fs')
+process.title = 'conch-tag-supervisor'
+const tags = new Set()
+let buffered = ''
+process.stdin.setEncoding('utf8')
+process.stdin.on('data', (chunk) => {
+  buffered += chunk
+  let newline
+  while ((newline = buffered.indexOf('\n')) >= 0) {
+    const line = buffered.slice(0, newline)
+    buffered = buffered.slice(newline + 1)
+    if (line.startsWith('+')) tags.add(line.slice(1))
+    else if (line.startsWith('-')) tags.delete(line.slice(1))
+  }
+})
+const startTime = (pid) => {
+  try {
+    const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+  } catch {
+    return undefined
+  }
+}
+const sweep = () => {
+  let found = 0
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue
+    const pid = Number(entry)
+    if (pid === process.pid) continue
+    const before = startTime(pid)
+    if (before === undefined) continue
+    let environ
+    try {
+      environ = fs.readFileSync('/proc/' + pid + '/environ', 'latin1').split('\0')
+    } catch {
+      continue
+    }
+    if (!environ.some((variable) => tags.has(variable))) continue
+    found++
+    if (startTime(pid) !== before) continue
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {}
+  }
+  return found
+}
+const finish = () => {
+  const rounds = Number(process.argv[1]) || 50
+  const pause = new Int32Array(new SharedArrayBuffer(4))
+  for (let round = 0; round < rounds && tags.size > 0; round++) {
+    if (sweep() === 0) break
+    Atomics.wait(pause, 0, 0, 20)
+  }
+  process.exit(0)
+}
+process.stdin.on('end', finish)
+process.stdin.on('error', finish)
+`
+
+export interface TagSupervisorOptions {
+  /** The pid being watched, recorded in the supervisor's environment. Default: this process. */
+  watchedPid?: number
+  /** Sweeps at most this many rounds (20 ms apart) after the pipe closes. Default 50. */
+  maxRounds?: number
+  /** Starts the supervisor; injectable for tests. Default: `node -e` detached, stdin a pipe. */
+  start?: (program: string, args: string[], env: Record<string, string>) => ChildProcess
+}
+
+export interface TagSupervisor {
+  /**
+   * Registers `tag` so that processes carrying it are killed if this process dies before
+   * `release` runs. Starts the supervisor on first use. Returns `release`, idempotent; releasing
+   * the last tag lets the supervisor exit.
+   */
+  watch(tag: SessionTag): () => void
+}
+
+/** Creates a supervisor handle (one per conch process is enough: see `tagSupervisor`). */
+export function createTagSupervisor(options: TagSupervisorOptions = {}): TagSupervisor {
+  const watched = new Set<string>()
+  let stdin: Writable | undefined
+  const start =
+    options.start ??
+    ((program, args, env) =>
+      spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env }))
+
+  const ensure = (): Writable | undefined => {
+    if (stdin !== undefined) return stdin
+    const env: Record<string, string> = { [SUPERVISOR_VARIABLE]: String(options.watchedPid ?? process.pid) }
+    if (process.env['PATH'] !== undefined) env['PATH'] = process.env['PATH']
+    const child = start(PROGRAM, [String(options.maxRounds ?? 50)], env)
+    child.on('error', () => {})
+    child.unref()
+    const pipe = child.stdin
+    if (!pipe) return undefined
+    pipe.on('error', () => {})
+    // The pipe must not keep this process alive; it closes when this process exits.
+    ;(pipe as unknown as { unref?: () => void }).unref?.()
+    child.once('exit', () => {
+      if (stdin === pipe) stdin = undefined
+    })
+    stdin = pipe
+    // Tags registered with an earlier supervisor that has exited are registered again.
+    for (const line of watched) pipe.write(`+${line}\n`)
+    return pipe
+  }
+
+  return {
+    watch(tag) {
+      if (process.platform !== 'linux') return () => {}
+      const line = `${tag.name}=${tag.value}`
+      const fresh = stdin === undefined
+      watched.add(line)
+      const pipe = ensure()
+      if (!fresh) pipe?.write(`+${line}\n`)
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        watched.delete(line)
+        if (!stdin) return
+        stdin.write(`-${line}\n`)
+        if (watched.size === 0) {
+          stdin.end()
+          stdin = undefined
+        }
+      }
+    },
+  }
+}
+
+let shared: TagSupervisor | undefined
+
+/** The process-wide supervisor, created on first use. */
+export function tagSupervisor(): TagSupervisor {
+  shared ??= createTagSupervisor()
+  return shared
+}
