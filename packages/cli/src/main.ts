@@ -10,13 +10,23 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   if (error.code !== 'EPIPE') throw error
 })
 
+// After SIGINT or SIGTERM a reader that stopped reading must not hold the exit: the last
+// writes get FLUSH_AFTER_SIGNAL_MS once the command has returned, then are dropped.
+const FLUSH_AFTER_SIGNAL_MS = 1000
+const signalled = { value: false }
+const mark = () => void (signalled.value = true)
+process.once('SIGINT', mark)
+process.once('SIGTERM', mark)
+
 const code = await main(process.argv.slice(2), {
   stdin: process.stdin,
   stdout: process.stdout,
   stderr: process.stderr,
   env: process.env,
 })
-await Promise.all([flush(process.stdout), flush(process.stderr)])
+const flushed = Promise.all([flush(process.stdout), flush(process.stderr)])
+if (signalled.value) await Promise.race([flushed, new Promise((resolve) => setTimeout(resolve, FLUSH_AFTER_SIGNAL_MS))])
+else await flushed
 process.exit(code)
 
 function flush(stream: NodeJS.WriteStream): Promise<void> {

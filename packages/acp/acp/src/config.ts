@@ -22,6 +22,13 @@ export const Config = z
       .min(0)
       .default(100)
       .describe('Least time between two live-output updates of one tool call, in ms; output arriving sooner is merged into the next update. 0 sends one update per chunk.'),
+    maxFrameBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(1024 * 1024 * 1024)
+      .default(32 * 1024 * 1024)
+      .describe('Longest incoming JSON-RPC frame (one line), in bytes. A longer one is answered with a parse error (id null), logged, and discarded; the server keeps serving.'),
     shutdownGraceMs: z
       .number()
       .int()

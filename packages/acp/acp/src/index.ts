@@ -60,13 +60,32 @@ export async function runAcp(options: RunAcpOptions): Promise<void> {
   const logger = options.ctx.logger('acp')
   const server = new AcpServer({ agents, config, logger })
   if (options.signal?.aborted) return
-  const connection = server.app.connect(ndJsonStream(writableTo(options.output), readableFrom(options.input)))
-  // Answer every pending prompt `cancelled` (bounded) before the connection closes.
-  const stop = () => void server.cancelTurns(config.shutdownGraceMs).finally(() => setImmediate(() => connection.close()))
+  const input = readableFrom(options.input, {
+    maxFrameBytes: config.maxFrameBytes,
+    onOversized: (limit) =>
+      logger.error('an incoming frame of more than %d bytes (maxFrameBytes) was answered with a parse error and discarded', limit),
+  })
+  // The SDK's own limit sits above ours, so an oversized frame is cut here instead of closing the connection.
+  const connection = server.app.connect(ndJsonStream(writableTo(options.output), input, { maxMessageBytes: config.maxFrameBytes + 1024 }))
+  // Answer every pending prompt `cancelled` (bounded) before the connection closes. A client
+  // that stopped reading keeps the last frames unwritten forever: after the grace, stop
+  // waiting for the connection to close and dispose the sessions anyway.
+  let deadline: NodeJS.Timeout | undefined
+  let giveUp = () => {}
+  const gaveUp = new Promise<void>((resolve) => (giveUp = resolve))
+  const stop = () => {
+    // The turns get the grace; their final frames one second more.
+    deadline = setTimeout(giveUp, config.shutdownGraceMs + 1000)
+    void server.cancelTurns(config.shutdownGraceMs).finally(() => setImmediate(() => connection.close()))
+  }
   options.signal?.addEventListener('abort', stop, { once: true })
   try {
-    await connection.closed
+    await Promise.race([
+      connection.closed,
+      gaveUp.then(() => logger.warn('the client did not take the last frames within shutdownGraceMs; closing without them')),
+    ])
   } finally {
+    clearTimeout(deadline)
     options.signal?.removeEventListener('abort', stop)
     await server.dispose()
   }

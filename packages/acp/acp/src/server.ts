@@ -261,9 +261,19 @@ export class AcpServer {
   }
 }
 
-/** `session/update` notifications of one turn, sent one after another in order. */
+/**
+ * `session/update` notifications of one turn, sent one after another in order, each once the
+ * previous one was written. A client that stops reading stalls the writes; meanwhile the queue
+ * coalesces live output: a live-output update (`tool_call_update` with `content` and no
+ * `status`, which replaces the call's whole content — ACP tool-calls "Updating") takes the
+ * place of an unsent one of the same call, so a stalled client costs at most one queued live
+ * update per tool call. Every other update — results, statuses, message chunks — is kept.
+ */
 class UpdateQueue {
-  private readonly state: { tail: Promise<void> } = { tail: Promise.resolve() }
+  private readonly queue: SessionUpdate[] = []
+  private sending: Promise<void> | undefined
+  /** Live updates replaced before they were sent (for the debug log). */
+  private coalesced = 0
 
   constructor(
     private readonly client: AgentContext,
@@ -272,14 +282,42 @@ class UpdateQueue {
   ) {}
 
   push(update: SessionUpdate): void {
-    this.state.tail = this.state.tail.then(() =>
-      this.client.notify(methods.client.session.update, { sessionId: this.sessionId, update }).catch((error: unknown) => {
-        this.logger.debug('session %s: an update was not delivered: %s', this.sessionId, error)
-      }),
-    )
+    const call = liveOutputCall(update)
+    if (call !== undefined) {
+      const index = this.queue.findIndex((queued) => liveOutputCall(queued) === call)
+      if (index !== -1) {
+        this.queue[index] = update
+        this.coalesced++
+        return
+      }
+    }
+    this.queue.push(update)
+    this.sending ??= this.pump()
   }
 
+  /** Resolves once every pushed update was written (or failed). */
   drain(): Promise<void> {
-    return this.state.tail
+    return this.sending ?? Promise.resolve()
   }
+
+  private async pump(): Promise<void> {
+    while (this.queue.length > 0) {
+      const update = this.queue.shift()!
+      await this.client.notify(methods.client.session.update, { sessionId: this.sessionId, update }).catch((error: unknown) => {
+        this.logger.debug('session %s: an update was not delivered: %s', this.sessionId, error)
+      })
+    }
+    if (this.coalesced > 0) {
+      this.logger.debug('session %s: %d live-output updates were merged into later ones (the client read slowly)', this.sessionId, this.coalesced)
+      this.coalesced = 0
+    }
+    this.sending = undefined
+  }
+}
+
+/** The tool call a live-output update belongs to, or undefined for any other update. */
+function liveOutputCall(update: SessionUpdate): string | undefined {
+  if (update.sessionUpdate !== 'tool_call_update') return undefined
+  if (update.status !== undefined && update.status !== null) return undefined
+  return update.content === undefined || update.content === null ? undefined : update.toolCallId
 }

@@ -4,14 +4,54 @@
  * and released when the connection stops reading it.
  */
 
+export interface ReadableFromOptions {
+  /**
+   * Longest frame (one line, without its newline) passed on, in bytes. A longer one is cut: a
+   * newline is passed on in its place (so the JSON-RPC layer answers the cut frame with a parse
+   * error, `id: null` — JSON-RPC 2.0 §5.1) and the rest of the line is discarded. Default: no limit.
+   */
+  maxFrameBytes?: number
+  /** Called once per cut frame, with the limit. */
+  onOversized?(maxFrameBytes: number): void
+}
+
 /** Bytes of `input` until it ends (`end`), fails (`error`) or the reader cancels. */
-export function readableFrom(input: NodeJS.ReadableStream): ReadableStream<Uint8Array> {
+export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFromOptions = {}): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder()
+  const limit = options.maxFrameBytes ?? Number.POSITIVE_INFINITY
   let release = () => {}
+  /** Bytes of the current line passed on so far, and whether its rest is being discarded. */
+  const line = { bytes: 0, discarding: false }
+  const NEWLINE = new Uint8Array([10])
   return new ReadableStream<Uint8Array>({
     start(controller) {
+      const pass = (bytes: Uint8Array) => {
+        let start = 0
+        while (start < bytes.length) {
+          const newline = bytes.indexOf(10, start)
+          const end = newline === -1 ? bytes.length : newline
+          const length = end - start
+          if (!line.discarding) {
+            if (line.bytes + length > limit) {
+              const room = limit - line.bytes
+              if (room > 0) controller.enqueue(bytes.slice(start, start + room))
+              controller.enqueue(NEWLINE)
+              line.discarding = true
+              options.onOversized?.(limit)
+            } else if (length > 0) {
+              controller.enqueue(bytes.slice(start, end))
+              line.bytes += length
+            }
+          }
+          if (newline === -1) break
+          if (!line.discarding) controller.enqueue(NEWLINE)
+          line.bytes = 0
+          line.discarding = false
+          start = newline + 1
+        }
+      }
       const onData = (chunk: string | Uint8Array) => {
-        controller.enqueue(typeof chunk === 'string' ? encoder.encode(chunk) : new Uint8Array(chunk))
+        pass(typeof chunk === 'string' ? encoder.encode(chunk) : new Uint8Array(chunk))
       }
       const onEnd = () => {
         release()
