@@ -1,0 +1,131 @@
+/**
+ * The boot keeps the composition and conch's installation read-only in every sandbox: what it
+ * protects, and a real `conch run` whose confined terminal tries to rewrite its own cordis.yml
+ * into danger-full-access — after which the next run is still confined.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { readComposition } from '../src/compose.ts'
+import { compositionPaths, installationPaths, protectedPathsOf } from '../src/protect.ts'
+import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 90_000 })
+
+const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+
+let ws: Workspace
+
+beforeEach(() => {
+  ws = workspace()
+})
+
+afterEach(() => {
+  ws.remove()
+})
+
+describe('what the boot protects', () => {
+  it('every file of the overlay chain and every plugin module loaded from a path', () => {
+    ws.write('base.yml', "- id: sessions\n  name: '@conch/session'\n- id: echo\n  name: ./echo-tool.ts\n")
+    mkdirSync(join(ws.dir, 'over'))
+    ws.write('over/top.yml', "base: ../base.yml\npatches:\n  - insert: { id: local, name: ./local.ts }\n")
+    const composition = readComposition(join(ws.dir, 'over', 'top.yml'))
+    const paths = compositionPaths(composition)
+    expect(paths.slice(0, 2)).toEqual([join(ws.dir, 'over', 'top.yml'), join(ws.dir, 'base.yml')])
+    expect(paths).toEqual(expect.arrayContaining([join(ws.dir, 'echo-tool.ts'), join(ws.dir, 'over', 'local.ts')]))
+    // A package plugin's module (inside the installation) is a file too.
+    expect(paths.some((path) => path.endsWith(join('core', 'session', 'src', 'index.ts')))).toBe(true)
+  })
+
+  it('the root of the pnpm workspace conch runs from: packages, node_modules, scripts and manifests', () => {
+    const root = realpathSync(join(CLI_ROOT, '..', '..'))
+    const paths = installationPaths()
+    expect(paths).toEqual(expect.arrayContaining([process.execPath, join(root, 'packages'), join(root, 'node_modules'), join(root, 'package.json'), join(root, 'pnpm-workspace.yaml')]))
+    expect(paths).not.toContain(root)
+    expect(protectedPathsOf(readComposition(ws.write('c.yml', '[]\n')))).toEqual(expect.arrayContaining([join(ws.dir, 'c.yml'), join(root, 'packages')]))
+  })
+
+  it('installed as a dependency, the outermost node_modules and the manifest beside it', () => {
+    const project = realpathSync(mkdtempSync(join(tmpdir(), 'conch-installed-')))
+    try {
+      const cli = join(project, 'node_modules', '.pnpm', '@conch+cli@0.1.0', 'node_modules', '@conch', 'cli', 'src')
+      mkdirSync(cli, { recursive: true })
+      writeFileSync(join(project, 'package.json'), '{}\n')
+      writeFileSync(join(project, 'pnpm-workspace.yaml'), 'packages: []\n')
+      mkdirSync(join(project, 'packages'))
+      expect(installationPaths(cli)).toEqual([process.execPath, join(project, 'node_modules'), join(project, 'package.json')])
+    } finally {
+      rmSync(project, { recursive: true, force: true })
+    }
+  })
+})
+
+/** The terminal composition of a workspace, its model script included. */
+const composition = (script: string): string => `
+- id: sessions
+  name: '@conch/session'
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: model
+  name: '@conch/llm-replay'
+  config:
+    script: ${JSON.stringify(script)}
+- id: subprocess
+  name: '@conch/subprocess'
+- id: sandbox
+  name: '@conch/sandbox'
+- id: sandbox-local
+  name: '@conch/sandbox-local'
+- id: sandbox-policy
+  name: '@conch/sandbox-policy'
+  config:
+    mode: workspace-write
+- id: pty
+  name: '@conch/pty'
+- id: pty-local
+  name: '@conch/pty-local'
+- id: tool-pty
+  name: '@conch/tool-pty'
+- id: agents
+  name: '@conch/agent'
+`
+
+const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
+
+/** Runs `conch run` on the workspace's cordis.yml, with `lines` as the model's script. */
+async function conchRun(lines: string[]) {
+  ws.write('script.jsonl', [step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]), ...lines, step('Done.')].join('\n'))
+  const run = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), '--output', 'stream-json', 'task'], { cwd: ws.dir })
+  expect(run.stderr).toBe('')
+  expect(run.code).toBe(0)
+  return jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+}
+
+describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', () => {
+  it('fails (the file is a read-only mount), and the next run is still confined', async () => {
+    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')))
+    const results = await conchRun([
+      send(`sed -i 's/workspace-write/danger-full-access/' cordis.yml; echo "sed=$?"`),
+      send(`echo '    mode: danger-full-access' >> cordis.yml; echo "append=$?"`),
+      send(`grep -c danger-full-access cordis.yml`),
+    ])
+    const text = results.join('\n')
+    expect(text).toMatch(/sed: cannot rename \.\/sed\w+: Device or resource busy/)
+    expect(text).toMatch(/^sed=[1-9]$/m)
+    expect(text).toMatch(/cordis\.yml: Read-only file system/)
+    expect(text).toMatch(/^append=1$/m)
+    expect(text).toMatch(/^0$/m)
+    const written = readFileSync(join(ws.dir, 'cordis.yml'), 'utf8')
+    expect(written).toContain('mode: workspace-write')
+    expect(written).not.toContain('danger-full-access')
+
+    // The next run boots the same file: its terminal is still confined.
+    const next = await conchRun([send(`touch /etc/conch-escape-${process.pid}; echo "touch=$?"`)])
+    expect(next.join('\n')).toMatch(/Read-only file system/)
+    expect(next.join('\n')).toMatch(/^touch=1$/m)
+  })
+})
