@@ -309,6 +309,20 @@ describe('sandbox-exec (macOS)', () => {
     ])
   })
 
+  it('denies writes to protected paths and reads of denyRead paths (~/ expanded), and follows the per-confinement network', () => {
+    const options = { ...base, homeDir: '/Users/me', denyRead: ['~/.ssh', '/etc/secret'] }
+    const argv = sandboxExecArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/Users/me/w', protectedPaths: ['/Users/me/w/cordis.yml'], network: false }, options)
+    const profile = seatbeltProfile({ writable: 1, readOnly: 0, protected: 1, denyRead: 2, network: false })
+    expect(argv[2]).toBe(profile)
+    expect(profile).toContain('(deny file-write* (subpath (param "PROTECTED_0")))')
+    expect(profile).toContain('(deny file-read* file-write* (subpath (param "DENYREAD_0")) (subpath (param "DENYREAD_1")))')
+    expect(profile.indexOf('PROTECTED_0')).toBeGreaterThan(profile.indexOf('WRITABLE_0'))
+    expect(argv).toEqual(expect.arrayContaining(['PROTECTED_0=/Users/me/w/cordis.yml', 'DENYREAD_0=/Users/me/.ssh', 'DENYREAD_1=/etc/secret']))
+    expect(profile).toContain('(deny network*)')
+    const open = sandboxExecArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w', network: true }, { ...base, network: false })
+    expect(open[2]).not.toContain('network')
+  })
+
   it('makes nothing writable but temporary folders under read-only', () => {
     const argv = sandboxExecArgv(['ls'], { mode: 'read-only', workspaceRoot: '/Users/me/w' }, { ...base, readWritePaths: ['/Users/me/cache'] })
     expect(argv.filter((arg) => arg.startsWith('WRITABLE_'))).toEqual([])
