@@ -14,6 +14,7 @@ import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from '
 
 vi.setConfig({ testTimeout: 90_000 })
 
+// The real runs need bubblewrap (CI installs it); the kernel attacks need root, as CI runs.
 const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
 
 let ws: Workspace
@@ -129,3 +130,26 @@ describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', ()
     expect(next.join('\n')).toMatch(/^touch=1$/m)
   })
 })
+
+describe.runIf(hasBwrap && process.getuid?.() === 0).each(['read-only', 'workspace-write'])('a %s terminal of a real conch run, as root', (mode) => {
+  it('cannot write kernel settings, make namespaces, see the filter’s descriptor or reach the network', async () => {
+    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')).replace('mode: workspace-write', `mode: ${mode}`))
+    const before = readFileSync('/proc/sys/kernel/core_pattern', 'utf8')
+    const results = await conchRun([
+      send(`v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' "$v" > /proc/sys/kernel/core_pattern; echo "core=$?"`),
+      send(`printf '%s' "$(hostname)" > /proc/sys/kernel/hostname; echo "hostname=$?"`),
+      send(`unshare -r true; echo "unshare=$?"`),
+      send(`[ -e /proc/self/fd/9 ] && echo fd9-open || echo fd9-closed; echo "interfaces=$(tail -n +3 /proc/net/dev | wc -l)"`),
+    ])
+    const text = results.join('\n')
+    expect(text).toMatch(/\/proc\/sys\/kernel\/core_pattern: Read-only file system/)
+    expect(text).toMatch(/^core=1$/m)
+    expect(text).toMatch(/\/proc\/sys\/kernel\/hostname: Read-only file system/)
+    expect(text).toMatch(/^unshare: unshare failed: Operation not permitted$/m)
+    expect(text).toMatch(/^unshare=1$/m)
+    expect(text).toMatch(/^fd9-closed$/m)
+    expect(text).toMatch(/^interfaces=1$/m)
+    expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(before)
+  })
+})
+

@@ -9,6 +9,7 @@ import SandboxService, { type SandboxPolicy } from '@conch/sandbox'
 import SubprocessService, { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import * as local from '../src/index.ts'
 
+/** Real runs need a working bubblewrap (CI installs it with apt-get); without one they are skipped. */
 export const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
 
 export interface Harness {

@@ -24,6 +24,7 @@ afterEach(async () => {
   expect(errors).toEqual([])
 })
 
+// The sysctl and host-name attacks are root's (as CI runs); as another user the kernel refuses them anyway.
 const isRoot = process.getuid?.() === 0
 
 describe.runIf(hasBwrap).each(['read-only', 'workspace-write'] as const)('under %s, as root', (mode) => {
