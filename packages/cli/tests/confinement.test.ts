@@ -1,10 +1,12 @@
 /**
- * The boot keeps the composition and conch's installation read-only in every sandbox: what it
- * protects, and a real `conch run` whose confined terminal tries to rewrite its own cordis.yml
- * into danger-full-access — after which the next run is still confined.
+ * Confinement as a real `conch run` gives it. The boot keeps the composition and conch's
+ * installation read-only in every sandbox: what it protects, and a run whose confined terminal
+ * tries to rewrite its own cordis.yml into danger-full-access — after which the next run is
+ * still confined. Then, through the same terminals: the kernel attacks under both confined
+ * modes, and the private home with its masked credentials.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -98,9 +100,9 @@ const composition = (script: string): string => `
 const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
 
 /** Runs `conch run` on the workspace's cordis.yml, with `lines` as the model's script. */
-async function conchRun(lines: string[]) {
+async function conchRun(lines: string[], env?: NodeJS.ProcessEnv) {
   ws.write('script.jsonl', [step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]), ...lines, step('Done.')].join('\n'))
-  const run = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), '--output', 'stream-json', 'task'], { cwd: ws.dir })
+  const run = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), '--output', 'stream-json', 'task'], env ? { cwd: ws.dir, env } : { cwd: ws.dir })
   expect(run.stderr).toBe('')
   expect(run.code).toBe(0)
   return jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
@@ -150,6 +152,42 @@ describe.runIf(hasBwrap && process.getuid?.() === 0).each(['read-only', 'workspa
     expect(text).toMatch(/^fd9-closed$/m)
     expect(text).toMatch(/^interfaces=1$/m)
     expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(before)
+  })
+})
+
+describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
+  it('is private: a planted ~/.ssh/id_rsa cannot be read, vim writes its viminfo, and the home on the host gets nothing', async () => {
+    // A stand-in home on the host side, named by HOME and by the provider's homeDir.
+    const home = realpathSync(mkdtempSync(join(tmpdir(), 'conch-cli-home-')))
+    try {
+      mkdirSync(join(home, '.ssh'))
+      writeFileSync(join(home, '.ssh', 'id_rsa'), 'PRIVATE-KEY-MATERIAL', { mode: 0o600 })
+      writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = Conch Cli\n')
+      const yml = composition(join(ws.dir, 'script.jsonl')).replace(
+        "- id: sandbox-local\n  name: '@conch/sandbox-local'\n",
+        `- id: sandbox-local\n  name: '@conch/sandbox-local'\n  config:\n    homeDir: ${JSON.stringify(home)}\n`,
+      )
+      expect(yml).toContain('homeDir')
+      ws.write('cordis.yml', yml)
+      const results = await conchRun(
+        [
+          send(`cat ~/.ssh/id_rsa; echo "ssh=$?"`),
+          send(`vim -N -u NONE -i ~/.viminfo -es -c 'wviminfo' -c 'qa!' </dev/null; echo "vim=$?"; test -s ~/.viminfo && echo viminfo-written`),
+          send(`git config --global user.name`),
+        ],
+        { HOME: home },
+      )
+      const text = results.join('\n')
+      expect(text).not.toContain('PRIVATE-KEY-MATERIAL')
+      expect(text).toMatch(/^ssh=1$/m)
+      expect(text).toMatch(/^vim=0$/m)
+      expect(text).toMatch(/^viminfo-written$/m)
+      expect(text).not.toContain('E138')
+      expect(text).toMatch(/^Conch Cli$/m)
+      expect(readdirSync(home).sort()).toEqual(['.gitconfig', '.ssh'])
+    } finally {
+      rmSync(home, { recursive: true, force: true })
+    }
   })
 })
 
