@@ -94,9 +94,9 @@ export function isWithin(child: string, parent: string): boolean {
  * 5. rename fences: each folder between a writable path and a protected path inside it is bound
  *    onto itself (still writable), because a mount point cannot be renamed or removed — otherwise
  *    `mv conf conf.old; mkdir conf` would put a new file where the host reads the protected one;
- * 6. `readOnlyPaths`, then the protected paths (the policy's and the runtime folder), each
- *    `--ro-bind` when it lies inside or contains a writable path (elsewhere it is read-only or
- *    hidden already);
+ * 6. `readOnlyPaths`, then the protected paths (the policy's and the runtime folder): each one
+ *    inside a writable path `--ro-bind`, and each writable path inside a protected one
+ *    `--ro-bind` too (elsewhere everything is read-only or hidden already);
  * 7. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
  *    symlink leads to the mask too);
  * 8. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
@@ -151,9 +151,18 @@ export function bubblewrapArgv(
 
   // 5–6. Protected paths, with their rename fences.
   const protectedPaths = [...new Set([...((policy as Partial<ConfinePolicy>).protectedPaths ?? []), files.runtimeDir])]
-  const guarded = protectedPaths.filter((path) => writable.some((root) => isWithin(path, root) || isWithin(root, path)))
+  // What to bind read-only again: a protected path inside a writable one, and a writable path
+  // inside a protected one (binding the protected folder itself could cover /tmp, /proc or the
+  // private home; outside the writable paths everything is read-only already).
+  const guarded = new Set<string>()
+  for (const path of protectedPaths) {
+    for (const root of writable) {
+      if (isWithin(path, root)) guarded.add(path)
+      else if (isWithin(root, path) && root !== '/') guarded.add(root)
+    }
+  }
   const fences = new Set<string>()
-  for (const path of guarded) {
+  for (const path of protectedPaths) {
     for (const root of writable) {
       if (path === root || !isWithin(path, root)) continue
       const parts = relative(root, path).split(sep).slice(0, -1)

@@ -153,7 +153,11 @@ describe('bubblewrapArgv', () => {
 
   it('makes a workspace inside a protected folder read-only, and binds the runtime folder read-only when a writable path holds it', () => {
     const inside = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/repo/packages/x', protectedPaths: ['/repo/packages'] }, base, files, emptyHost)))
-    expect(inside.findIndex((e) => e.join(' ') === '--ro-bind /repo/packages /repo/packages')).toBeGreaterThan(inside.findIndex((e) => e[1] === '/repo/packages/x'))
+    expect(inside.findIndex((e) => e.join(' ') === '--ro-bind /repo/packages/x /repo/packages/x')).toBeGreaterThan(inside.findIndex((e) => e.join(' ') === '--bind /repo/packages/x /repo/packages/x'))
+    // A protected / never covers the fresh /proc, /dev, /tmp or the private home: only the writable paths become read-only.
+    const all = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/w', protectedPaths: ['/'] }, base, files, emptyHost)))
+    expect(all.filter((e) => e[1] === '/')).toEqual([['--ro-bind', '/', '/']])
+    expect(all).toContainEqual(['--ro-bind', '/w', '/w'])
     const run = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/run' }, base, files, emptyHost)))
     expect(run).toContainEqual(['--ro-bind', files.runtimeDir, files.runtimeDir])
   })
