@@ -593,8 +593,8 @@ async function benchLifecycle(c: Composition) {
     return { open, close }
   }
   const policy = { mode: 'workspace-write' as const, workspaceRoot: c.workspace }
-  const bwrapOptions = sandboxLocal.Config.parse({})
-  const confine = (argv: [string, ...string[]]) => sandboxLocal.bubblewrapArgv(argv, policy, bwrapOptions)
+  const bwrap = sandboxLocal.bubblewrapProvider(sandboxLocal.Config.parse({}))
+  const confine = (argv: [string, ...string[]]) => bwrap.confine(argv, { ...policy, protectedPaths: [] }).argv
 
   const plain = await conch(c.agent, 'unconfined')
   const plainRaw = await raw(undefined, 'raw')

@@ -9,8 +9,10 @@ import { dirname } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
 import Loader, { Group } from '@cordisjs/plugin-loader'
+import type { SandboxServiceApi } from '@conch/sandbox'
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
+import { protectedPathsOf } from './protect.ts'
 import { enabledRows, preparePlugins } from './resolve.ts'
 
 declare module 'cordis' {
@@ -131,6 +133,9 @@ export async function boot(composition: Composition, options: BootOptions = {}):
     await shutdown()
     throw new BootError(composition.file, failures)
   }
+  // Before any agent runs: the files this composition came from and the code it runs stay
+  // read-only in every sandbox, whatever the workspace (see protect.ts).
+  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition))
   return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
 }
 

@@ -8,6 +8,7 @@ export { applyPatches, findRow, flattenRows, readComposition, type Composition, 
 export { expand, interpolateEnv } from './env.ts'
 export { BootError, CliError, type CliErrorCode, type EntryFailure } from './errors.ts'
 export { checkApiKey, useScript, REPLAY_PROVIDER } from './model.ts'
+export { compositionPaths, installationPaths, protectedPathsOf } from './protect.ts'
 export { enabledRows, preparePlugins, resolvePluginUrl } from './resolve.ts'
 export { bootFor, loadComposition, runCommand, type CommandIo } from './run.ts'
 export { createTranscript, resultStatus, type OutputFormat, type Transcript } from './transcript.ts'

@@ -2,7 +2,7 @@
  * Terminals under the real sandbox: the pty-local plugin composed with ctx.pty, the bubblewrap
  * provider and ctx.sandboxPolicy, driven through ctx.pty as tools do.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import path from 'node:path'
 import { Context } from 'cordis'
@@ -59,15 +59,17 @@ async function send(pty: PtyService, agent: Agent, id: string, text: string) {
 const lines = (text: string) => text.split('\n')
 
 describe('a workspace-write terminal', () => {
-  it('writes inside the workspace, and gets the shell’s own error for /etc and $HOME', async () => {
+  it('writes inside the workspace, gets the shell’s own error for /etc, and writes $HOME only in its private copy', async () => {
     const { pty, agent, agents } = await compose({ mode: 'workspace-write' })
     const opened = await pty.spawn(agent, { type: 'shell' })
     const inside = await send(pty, agent, opened.sessionId, `echo data > ${workspace}/inside.txt && cat ${workspace}/inside.txt`)
     expect(lines(inside.viewport)).toContain('data')
     const etc = await send(pty, agent, opened.sessionId, 'touch /etc/conch-denied')
     expect(etc.viewport).toContain('Read-only file system')
-    const home = await send(pty, agent, opened.sessionId, `touch ${homedir()}/conch-denied`)
-    expect(home.viewport).toContain('Read-only file system')
+    const marker = `conch-private-${process.pid}`
+    const home = await send(pty, agent, opened.sessionId, `touch ${homedir()}/${marker} && echo "home-$((6*7))"`)
+    expect(lines(home.viewport)).toContain('home-42')
+    expect(existsSync(path.join(homedir(), marker))).toBe(false)
     await agents.dispose(agent)
   })
 

@@ -1,68 +1,264 @@
 /**
  * The Linux provider: bubblewrap (bwrap(1)). The whole filesystem is mounted read-only, the
- * workspace (and configured paths) writable on top under workspace-write, with a fresh /dev
- * and /proc, a private /tmp, its own PID and IPC namespaces and no capabilities.
+ * workspace (and configured paths) writable on top under workspace-write, with a fresh /dev and
+ * /proc whose kernel-control files are read-only or masked, a private /tmp and home, masked
+ * credentials, read-only protected paths, its own PID, IPC and UTS namespaces (and network,
+ * unless allowed), no capabilities, and a seccomp filter.
  */
-import type { ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
+import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
+import { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
+import { seccompArchOf, seccompProgram } from './seccomp.ts'
 
-export type BubblewrapOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'runnerCommand'>
+export type BubblewrapOptions = Pick<
+  Config,
+  'network' | 'readWritePaths' | 'readOnlyPaths' | 'runnerCommand' | 'privateHome' | 'homeDir' | 'homeReadOnly' | 'denyRead'
+>
+
+/** What the argv needs from the host's filesystem, injectable for tests. */
+export interface HostPaths {
+  /** stat(2), following symlinks: `file` (anything but a directory), `directory`, or undefined when missing. */
+  kind(path: string): 'file' | 'directory' | undefined
+  /** realpath(3), or undefined when it cannot be resolved. */
+  realpath(path: string): string | undefined
+  /** The absolute folders of the PATH confined programs inherit (default: this process's PATH). */
+  searchPath(): string[]
+}
+
+export const nodeHostPaths: HostPaths = {
+  kind(path) {
+    try {
+      return statSync(path).isDirectory() ? 'directory' : 'file'
+    } catch {
+      return undefined
+    }
+  },
+  realpath(path) {
+    try {
+      return realpathSync(path)
+    } catch {
+      return undefined
+    }
+  },
+  searchPath: () => (process.env['PATH'] ?? '').split(delimiter).filter((dir) => isAbsolute(dir)),
+}
+
+/** The host files the argv refers to (see runtime-dir.ts). */
+export interface HostFiles {
+  /** The compiled seccomp filter, opened on `SECCOMP_FD` by the argv's first process. */
+  seccompFilter: string
+  /** An empty read-only file and folder, bound over masked paths. */
+  emptyFile: string
+  emptyDir: string
+  /** The folder that holds them; kept read-only in every sandbox. */
+  runtimeDir: string
+}
+
+/** The descriptor the filter is opened on (a single digit, so any POSIX sh can redirect it). */
+export const SECCOMP_FD = 9
 
 /**
- * The bwrap argv for `argv` under `policy`, in mount order (later mounts cover earlier ones):
- *
- * - `--ro-bind / /` — everything readable, nothing writable (the root itself is bound
- *   writable only when a writable path is `/`);
- * - `--dev /dev`, `--proc /proc` — a fresh /dev (null, zero, tty, a private devpts, and the
- *   inherited terminal as /dev/console) and a /proc that shows only the sandbox's processes;
- * - `--tmpfs /tmp` — a private, writable /tmp that disappears with the sandbox;
- * - the workspace root: `--bind` under workspace-write, `--ro-bind` under read-only (so a
- *   workspace under /tmp stays visible); the same for `readWritePaths`;
- * - `--ro-bind` for each of `readOnlyPaths`, last, so they stay read-only inside writable paths;
- * - `--unshare-pid` (the sandbox's first process is PID 1 of its own namespace: when it ends,
- *   the kernel ends everything inside, daemons included), `--unshare-ipc`, `--die-with-parent`;
- * - `--cap-drop ALL` — without it, root inside the sandbox keeps CAP_SYS_ADMIN and can remount
- *   `/` writable;
- * - `--unshare-net` when `network` is false (only a loopback interface inside);
- * - `--chdir <cwd>` and `--` before the argv. No `--new-session`: an interactive shell needs
- *   the controlling terminal it inherited for job control.
+ * The program that opens the filter and becomes bubblewrap: `/bin/sh -c <this> conch-sandbox
+ * <filter> <bwrap argv…>`. The redirection happens after any descriptor clean-up the caller's
+ * own wrapper does, bubblewrap reads the filter from the descriptor and closes it before the
+ * sandboxed command starts, and `exec` leaves no extra process. A filter that cannot be opened
+ * ends the shell (a failed redirection of `exec` is fatal in a non-interactive sh) before
+ * bubblewrap runs: nothing starts unfiltered.
  */
-export function bubblewrapArgv(argv: readonly string[], policy: SandboxPolicy, options: BubblewrapOptions): [string, ...string[]] {
-  const writable = policy.mode === 'workspace-write' ? '--bind' : '--ro-bind'
-  const binds: Array<['--bind' | '--ro-bind', string]> = [
-    [writable, policy.workspaceRoot],
-    ...options.readWritePaths.map((path): ['--bind' | '--ro-bind', string] => [writable, path]),
-    ...options.readOnlyPaths.map((path): ['--bind' | '--ro-bind', string] => ['--ro-bind', path]),
-  ]
-  const rootFlag = binds.filter(([, path]) => path === '/').at(-1)?.[0] ?? '--ro-bind'
-  const out: [string, ...string[]] = [options.runnerCommand, rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
-  for (const [flag, path] of binds) {
-    if (path !== '/') out.push(flag, path, path)
-  }
-  out.push('--unshare-pid', '--unshare-ipc', '--die-with-parent', '--cap-drop', 'ALL')
-  if (!options.network) out.push('--unshare-net')
-  out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  return out
+export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exec "$@"`
+
+type Flag = '--bind' | '--ro-bind'
+
+/** `child` is `parent` or lies under it. */
+export function isWithin(child: string, parent: string): boolean {
+  if (parent === '/') return child.startsWith('/')
+  return child === parent || child.startsWith(parent + sep)
 }
 
 /**
- * The bubblewrap provider. `probe` runs the runner once with every flag conch uses (on a
- * policy rooted at `/`) and `true` as the command, so a runner that cannot create the
- * namespaces here — an unprivileged container, a missing binary — fails the probe rather
- * than the first terminal.
+ * The argv that runs `argv` under `policy`, in mount order (a later mount covers an earlier one):
+ *
+ * 1. `--ro-bind / /` — everything readable, nothing writable (the root itself is bound writable
+ *    only when a writable path is `/`);
+ * 2. `--dev /dev`, `--proc /proc`, `--tmpfs /tmp` — a fresh /dev, a /proc that shows only the
+ *    sandbox's processes, a private writable /tmp;
+ * 3. the private home (`privateHome`): `--tmpfs <home>`, then each of `homeReadOnly` that exists,
+ *    and each PATH folder inside the home, `--ro-bind` into it (one whose target is a denied path
+ *    is left out; one inside an entry already bound is not bound again);
+ * 4. the writable paths: the workspace root and `readWritePaths` (`--bind` under
+ *    workspace-write, `--ro-bind` under read-only, so a workspace under /tmp stays visible);
+ * 5. rename fences: each folder between a writable path and a protected path inside it is bound
+ *    onto itself (still writable), because a mount point cannot be renamed or removed — otherwise
+ *    `mv conf conf.old; mkdir conf` would put a new file where the host reads the protected one;
+ * 6. `readOnlyPaths`, then the protected paths (the policy's and the runtime folder): each one
+ *    inside a writable path `--ro-bind`, and each writable path inside a protected one
+ *    `--ro-bind` too (elsewhere everything is read-only or hidden already);
+ * 7. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
+ *    symlink leads to the mask too);
+ * 8. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
+ *    that exist covered by the empty folder or file;
+ * 9. `--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL`,
+ *    `--unshare-net` unless the network is allowed (`policy.network`, else `options.network`),
+ *    `--seccomp 9`, `--chdir <cwd> --` and the argv.
+ *
+ * The whole is prefixed by `/bin/sh -c SECCOMP_LAUNCHER conch-sandbox <filter>`. No
+ * `--new-session`: an interactive shell needs the controlling terminal it inherited.
+ */
+export function bubblewrapArgv(
+  argv: readonly string[],
+  policy: SandboxPolicy,
+  options: BubblewrapOptions,
+  files: HostFiles,
+  host: HostPaths = nodeHostPaths,
+): [string, ...string[]] {
+  const writableMode = policy.mode === 'workspace-write'
+  const writable = writableMode ? [policy.workspaceRoot, ...options.readWritePaths] : []
+  const visible: Array<[Flag, string]> = [policy.workspaceRoot, ...options.readWritePaths].map((path) => [writableMode ? '--bind' : '--ro-bind', path])
+  const rootFlag: Flag = writable.includes('/') ? '--bind' : '--ro-bind'
+  const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
+
+  // Resolved deny paths (real paths of those that exist), needed before the dotfiles.
+  const home = options.homeDir
+  const denied = options.denyRead
+    .map((path) => (path.startsWith('~/') ? join(home, path.slice(2)) : path))
+    .map((path) => ({ kind: host.kind(path), real: host.realpath(path) }))
+    .filter((entry): entry is { kind: 'file' | 'directory'; real: string } => entry.kind !== undefined && entry.real !== undefined)
+  const isDenied = (path: string) => denied.some((entry) => isWithin(path, entry.real))
+
+  // 3. The private home.
+  const realHome = options.privateHome && home !== '/' && host.kind(home) === 'directory' ? host.realpath(home) : undefined
+  const ownMounts = ['/tmp', '/dev', '/proc', ...(realHome ? [realHome] : [])]
+  if (realHome !== undefined && realHome !== '/') {
+    out.push('--tmpfs', realHome)
+    const onPath = host.searchPath().filter((dir) => isWithin(dir, realHome) && dir !== realHome).map((dir) => relative(realHome, dir))
+    const bound: string[] = []
+    for (const entry of [...options.homeReadOnly, ...onPath]) {
+      const source = join(realHome, entry)
+      if (bound.some((done) => isWithin(source, done))) continue
+      const real = host.kind(source) === undefined ? undefined : host.realpath(source)
+      if (real === undefined || isDenied(real) || isDenied(source)) continue
+      out.push('--ro-bind', real, source)
+      bound.push(source)
+    }
+  }
+
+  // 4. Writable (or visible) paths.
+  for (const [flag, path] of visible) if (path !== '/') out.push(flag, path, path)
+
+  // 5–6. Protected paths, with their rename fences.
+  const protectedPaths = [...new Set([...((policy as Partial<ConfinePolicy>).protectedPaths ?? []), files.runtimeDir])]
+  // What to bind read-only again: a protected path inside a writable one, and a writable path
+  // inside a protected one (binding the protected folder itself could cover /tmp, /proc or the
+  // private home; outside the writable paths everything is read-only already).
+  const guarded = new Set<string>()
+  for (const path of protectedPaths) {
+    for (const root of writable) {
+      if (isWithin(path, root)) guarded.add(path)
+      else if (isWithin(root, path) && root !== '/') guarded.add(root)
+    }
+  }
+  const fences = new Set<string>()
+  for (const path of protectedPaths) {
+    for (const root of writable) {
+      if (path === root || !isWithin(path, root)) continue
+      const parts = relative(root, path).split(sep).slice(0, -1)
+      let folder = root
+      for (const part of parts) {
+        folder = join(folder, part)
+        // Never re-bind a folder that holds one of the sandbox's own mounts (/tmp, the home), nor
+        // one inside such a mount that the writable path does not bring back: either would put
+        // the host's folder where the sandbox has its private one.
+        if (ownMounts.some((mount) => isWithin(mount, folder) || (isWithin(folder, mount) && !isWithin(root, mount)))) continue
+        fences.add(folder)
+      }
+    }
+  }
+  for (const folder of fences) out.push('--bind', folder, folder)
+  for (const path of options.readOnlyPaths) out.push('--ro-bind', path, path)
+  for (const path of guarded) out.push('--ro-bind', path, path)
+
+  // 7. Denied paths.
+  for (const entry of denied) out.push('--ro-bind', entry.kind === 'directory' ? files.emptyDir : files.emptyFile, entry.real)
+
+  // 8. Kernel paths.
+  for (const path of KERNEL_READ_ONLY_PATHS) out.push('--ro-bind-try', path, path)
+  for (const path of KERNEL_MASKED_PATHS) {
+    const kind = host.kind(path)
+    if (kind !== undefined) out.push('--ro-bind', kind === 'directory' ? files.emptyDir : files.emptyFile, path)
+  }
+
+  // 9. Namespaces, capabilities, network, seccomp.
+  out.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL')
+  if (!(policy.network ?? options.network)) out.push('--unshare-net')
+  out.push('--seccomp', String(SECCOMP_FD))
+  out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
+  return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
+}
+
+/**
+ * Why `command` cannot be executed, or undefined when it can: a name with a `/` must be an
+ * executable file; a bare name must be one in a folder of PATH (as execvp(3) searches it).
+ */
+export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
+  const executable = (path: string) => {
+    try {
+      accessSync(path, constants.X_OK)
+      return statSync(path).isFile()
+    } catch {
+      return false
+    }
+  }
+  if (command.includes('/')) return executable(command) ? undefined : `${command} was not found`
+  return searchPath.some((dir) => executable(join(dir, command))) ? undefined : `${command} was not found on PATH`
+}
+
+/**
+ * The bubblewrap provider. `probe` writes the host files (the seccomp filter for this
+ * architecture, the masks) and runs the runner once with every flag conch uses (on a read-only
+ * policy rooted at `/`) and `true` as the command, so a runner that cannot create the namespaces
+ * or load the filter here — an unprivileged container, a kernel without seccomp filters, a
+ * missing binary — fails the probe rather than the first terminal. Each `confine` checks the
+ * filter file again (rewriting it when it is not exactly what conch wrote).
  */
 export function bubblewrapProvider(
-  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs'>,
+  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir'>,
   run: ProbeRunner = runProbe,
+  host: HostPaths = nodeHostPaths,
+  arch: string = process.arch,
 ): SandboxProvider {
+  let runtime: RuntimeDir | undefined
+  const seccompArch = seccompArchOf(arch)
+  const program = seccompArch && seccompProgram({ arch: seccompArch })
+  const files = (): HostFiles => {
+    if (!program) throw new Error(`no seccomp syscall table for ${arch} (conch has tables for x86_64 and aarch64)`)
+    runtime ??= openRuntimeDir(config.runtimeDir)
+    return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
+  }
   return {
     name: 'bubblewrap',
     platforms: ['linux'],
     network: config.network,
-    probe: () => run(bubblewrapArgv(['true'], { mode: 'read-only', workspaceRoot: '/' }, config), config.probeTimeoutMs),
+    probe: () => {
+      const problem = runnerProblem(config.runnerCommand, host.searchPath())
+      if (problem !== undefined) return Promise.resolve(problem)
+      let prepared: HostFiles
+      try {
+        prepared = files()
+      } catch (error) {
+        return Promise.resolve(`cannot prepare the sandbox files: ${(error as Error).message}`)
+      }
+      const argv = bubblewrapArgv(['true'], { mode: 'read-only', workspaceRoot: '/' }, config, prepared, host)
+      // The launcher execs the runner, so a failure is the runner's: name it, not /bin/sh.
+      return run(argv, config.probeTimeoutMs).then((verdict) =>
+        verdict === true || !verdict.startsWith(`${argv[0]} `) ? verdict : `${config.runnerCommand}${verdict.slice(argv[0].length)}`,
+      )
+    },
     confine(argv, policy): ConfineResult {
-      return { argv: bubblewrapArgv(argv, policy, config), enforcement: 'full', provider: 'bubblewrap' }
+      return { argv: bubblewrapArgv(argv, policy, config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
     },
   }
 }

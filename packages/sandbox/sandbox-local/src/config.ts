@@ -1,6 +1,74 @@
 import { realpathSync } from 'node:fs'
-import { isAbsolute } from 'node:path'
+import { homedir, tmpdir } from 'node:os'
+import { isAbsolute, normalize } from 'node:path'
 import { z } from 'zod'
+
+/**
+ * What of the real home is bound read-only into the private home by default (relative to it):
+ * configuration dotfiles, and the toolchains people install there (pyenv, rustup and cargo, nvm,
+ * volta, user-installed Python packages and scripts). Folders on PATH that lie in the home are
+ * bound too, whether listed or not.
+ */
+export const DEFAULT_HOME_READ_ONLY = [
+  '.gitconfig',
+  '.config/git',
+  '.gitignore_global',
+  '.bashrc',
+  '.bash_profile',
+  '.bash_aliases',
+  '.profile',
+  '.inputrc',
+  '.editorconfig',
+  '.vimrc',
+  '.vim',
+  '.config/nvim',
+  '.nanorc',
+  '.emacs',
+  '.emacs.d',
+  '.tmux.conf',
+  '.pyenv',
+  '.cargo',
+  '.rustup',
+  '.nvm',
+  '.volta',
+  '.local/bin',
+  '.local/lib',
+]
+
+/** Credential locations masked by default under confined modes (`~/` is the home directory). */
+export const DEFAULT_DENY_READ = [
+  '~/.ssh',
+  '~/.aws',
+  '~/.config/gcloud',
+  '~/.azure',
+  '~/.kube',
+  '~/.docker/config.json',
+  '~/.netrc',
+  '~/.npmrc',
+  '~/.pypirc',
+  '~/.git-credentials',
+  '~/.gnupg',
+  '~/.config/gh',
+  '~/.cargo/credentials',
+  '~/.cargo/credentials.toml',
+]
+
+/** A path relative to the home directory, inside it (no `..`, not absolute). */
+const homeRelative = z
+  .string()
+  .min(1)
+  .refine((path) => !isAbsolute(path) && !normalize(path).startsWith('..') && normalize(path) !== '.', {
+    message: 'must be a path relative to the home directory, inside it (e.g. .gitconfig)',
+  })
+  .transform((path) => normalize(path).replace(/\/$/, ''))
+
+/** An absolute path, or `~/…` relative to the home directory. */
+const homeOrAbsolute = z
+  .string()
+  .min(1)
+  .refine((path) => isAbsolute(path) || (path.startsWith('~/') && path.length > 2), {
+    message: 'must be an absolute path or start with ~/',
+  })
 
 /** An absolute path that exists now, made canonical (symlinks resolved) at load. */
 const existingPath = z
@@ -19,8 +87,11 @@ export const Config = z
   .object({
     network: z
       .boolean()
-      .default(true)
-      .describe('Whether confined processes may use the network; false gives them no interface but loopback.'),
+      .default(false)
+      .describe(
+        'Whether confined processes may use the network; false (the default) gives them no interface but loopback. ' +
+          'A caller may override it per confinement (SandboxPolicy.network).',
+      ),
     readWritePaths: z
       .array(existingPath)
       .default([])
@@ -39,6 +110,31 @@ export const Config = z
       .min(1)
       .default('/usr/bin/sandbox-exec')
       .describe('The sandbox-exec executable (macOS).'),
+    privateHome: z
+      .boolean()
+      .default(true)
+      .describe('Give confined processes a private, writable, empty home (a tmpfs at homeDir) instead of the real one (Linux).'),
+    homeDir: z
+      .string()
+      .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+      .default(() => homedir())
+      .describe('The home directory the private home replaces; default: the home of the user running conch.'),
+    homeReadOnly: z
+      .array(homeRelative)
+      .default(DEFAULT_HOME_READ_ONLY)
+      .describe(
+        'Files and folders of the real home bound read-only into the private home, relative to it (those that exist); ' +
+          'folders on PATH inside the home are bound too.',
+      ),
+    denyRead: z
+      .array(homeOrAbsolute)
+      .default(DEFAULT_DENY_READ)
+      .describe('Paths confined processes cannot read (masked by an empty file or folder; those that exist); ~/ is homeDir.'),
+    runtimeDir: z
+      .string()
+      .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+      .default(() => tmpdir())
+      .describe('Where the host keeps the files bubblewrap reads (the seccomp filter); a private folder is made inside.'),
     probeTimeoutMs: z
       .number()
       .int()

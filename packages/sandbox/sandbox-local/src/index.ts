@@ -18,6 +18,20 @@ export const apply = (ctx: Context, config: Config): void => {
   ctx.sandbox.register(sandboxExecProvider(config))
 }
 
-export { bubblewrapArgv, bubblewrapProvider, type BubblewrapOptions } from './bubblewrap.ts'
+export {
+  bubblewrapArgv,
+  bubblewrapProvider,
+  isWithin,
+  nodeHostPaths,
+  SECCOMP_FD,
+  SECCOMP_LAUNCHER,
+  type BubblewrapOptions,
+  type HostFiles,
+  type HostPaths,
+} from './bubblewrap.ts'
+export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
+export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
+export { openRuntimeDir, RuntimeDirError, type RuntimeDir } from './runtime-dir.ts'
+export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'
 export { runProbe, type ProbeRunner } from './probe.ts'

@@ -4,16 +4,21 @@
  */
 import { realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import type { ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { join } from 'node:path'
+import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 
-export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand'>
+export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'>
 
 /** How many path parameters a profile refers to, and whether it denies the network. */
 export interface SeatbeltShape {
   writable: number
   readOnly: number
+  /** Protected paths (`ConfinePolicy.protectedPaths`): writes denied like `readOnly`. */
+  protected?: number
+  /** `denyRead` paths: reads (and writes) denied. */
+  denyRead?: number
   network: boolean
 }
 
@@ -22,6 +27,8 @@ export const SANDBOX_EXEC_GAPS = [
   'processes: no PID namespace — a daemonised child outlives the sandboxed process unless it is swept by its session tag',
   'temporary files: /private/tmp and /private/var/folders are writable and shared with the user’s other processes',
   'services: Mach and XPC services outside the sandbox stay reachable and may act on a sandboxed process’s behalf',
+  'home: the real home directory is used (readable; writable only inside the workspace), there is no private home',
+  'kernel: no seccomp filter and no namespaces; the kernel interfaces sandbox-exec allows by default stay reachable',
 ]
 
 const params = (prefix: string, count: number): string[] =>
@@ -30,9 +37,10 @@ const params = (prefix: string, count: number): string[] =>
 /**
  * The SBPL profile text. Seatbelt applies the *last* matching rule, so the order is: allow by
  * default; deny every file write; allow writes to terminals, the null devices and the system
- * temporary folders; allow writes under `WRITABLE_<i>`; deny them again under `READONLY_<i>`;
- * deny all network operations unless `network`; deny sending Apple events (which would let a
- * sandboxed process drive an unconfined application).
+ * temporary folders; allow writes under `WRITABLE_<i>`; deny them again under `READONLY_<i>` and
+ * `PROTECTED_<i>`; deny reads and writes under `DENYREAD_<i>`; deny all network operations
+ * unless `network`; deny sending Apple events (which would let a sandboxed process drive an
+ * unconfined application).
  */
 export function seatbeltProfile(shape: SeatbeltShape): string {
   const lines = [
@@ -47,27 +55,42 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
   ]
   if (shape.writable > 0) lines.push(`(allow file-write* ${params('WRITABLE', shape.writable).join(' ')})`)
   if (shape.readOnly > 0) lines.push(`(deny file-write* ${params('READONLY', shape.readOnly).join(' ')})`)
+  if ((shape.protected ?? 0) > 0) lines.push(`(deny file-write* ${params('PROTECTED', shape.protected ?? 0).join(' ')})`)
+  if ((shape.denyRead ?? 0) > 0) lines.push(`(deny file-read* file-write* ${params('DENYREAD', shape.denyRead ?? 0).join(' ')})`)
   if (!shape.network) lines.push('(deny network*)')
   lines.push('(deny appleevent-send)')
   return `${lines.join('\n')}\n`
 }
 
 /**
- * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -- /bin/sh
- * -c 'cd -- "$1" && shift && exec "$@"' sh <cwd> <argv…>`. sandbox-exec has no option for the
- * working directory, so a shell changes into it and execs the argv (no extra process remains).
- * Under workspace-write the workspace and `readWritePaths` are writable; under read-only none is.
+ * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -D
+ * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh <cwd>
+ * <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into it and
+ * execs the argv (no extra process remains). Under workspace-write the workspace and
+ * `readWritePaths` are writable; under read-only none is. Protected paths stay unwritable, and
+ * `denyRead` paths (`~/` expanded with `homeDir`) unreadable, in both. The network follows
+ * `policy.network`, else `options.network`.
  */
 export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, options: SandboxExecOptions): [string, ...string[]] {
   const writable = policy.mode === 'workspace-write' ? [policy.workspaceRoot, ...options.readWritePaths] : []
   const readOnly = options.readOnlyPaths
-  const profile = seatbeltProfile({ writable: writable.length, readOnly: readOnly.length, network: options.network })
+  const protectedPaths = (policy as Partial<ConfinePolicy>).protectedPaths ?? []
+  const denyRead = options.denyRead.map((path) => (path.startsWith('~/') ? join(options.homeDir, path.slice(2)) : path))
+  const profile = seatbeltProfile({
+    writable: writable.length,
+    readOnly: readOnly.length,
+    protected: protectedPaths.length,
+    denyRead: denyRead.length,
+    network: policy.network ?? options.network,
+  })
   return [
     options.sandboxExecCommand,
     '-p',
     profile,
     ...writable.flatMap((path, index) => ['-D', `WRITABLE_${index}=${path}`]),
     ...readOnly.flatMap((path, index) => ['-D', `READONLY_${index}=${path}`]),
+    ...protectedPaths.flatMap((path, index) => ['-D', `PROTECTED_${index}=${path}`]),
+    ...denyRead.flatMap((path, index) => ['-D', `DENYREAD_${index}=${path}`]),
     '--',
     '/bin/sh',
     '-c',

@@ -1,69 +1,277 @@
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
 import SandboxService from '@conch/sandbox'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as local from '../src/index.ts'
-import { bubblewrapArgv, bubblewrapProvider, sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS } from '../src/index.ts'
+import {
+  bubblewrapArgv,
+  bubblewrapProvider,
+  KERNEL_MASKED_PATHS,
+  KERNEL_READ_ONLY_PATHS,
+  sandboxExecArgv,
+  sandboxExecProvider,
+  SANDBOX_EXEC_GAPS,
+  SECCOMP_FD,
+  SECCOMP_LAUNCHER,
+  seatbeltProfile,
+  seccompArchOf,
+  seccompProgram,
+  type HostFiles,
+  type HostPaths,
+} from '../src/index.ts'
 
-const base = { network: true, readWritePaths: [], readOnlyPaths: [], runnerCommand: 'bwrap', sandboxExecCommand: '/usr/bin/sandbox-exec', probeTimeoutMs: 1000 }
+const base = {
+  network: true,
+  readWritePaths: [],
+  readOnlyPaths: [],
+  runnerCommand: 'bwrap',
+  sandboxExecCommand: '/usr/bin/sandbox-exec',
+  probeTimeoutMs: 1000,
+  privateHome: false,
+  homeDir: '/home/u',
+  homeReadOnly: [],
+  denyRead: [],
+  runtimeDir: '/run/x',
+}
 const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-config-')))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
 
+const files: HostFiles = {
+  seccompFilter: '/run/conch-sandbox-0/seccomp.bpf',
+  emptyFile: '/run/conch-sandbox-0/empty',
+  emptyDir: '/run/conch-sandbox-0/empty.d',
+  runtimeDir: '/run/conch-sandbox-0',
+}
+
+/** A host with exactly `entries` (path → kind, with an optional symlink target). */
+function hostWith(entries: Record<string, 'file' | 'directory' | { link: string }>): HostPaths {
+  const resolve = (path: string): string | undefined => {
+    const entry = entries[path]
+    if (entry === undefined) return undefined
+    return typeof entry === 'object' ? resolve(entry.link) : path
+  }
+  return {
+    kind: (path) => {
+      const real = resolve(path)
+      return real === undefined ? undefined : (entries[real] as 'file' | 'directory')
+    },
+    realpath: resolve,
+    searchPath: () => searchPath,
+  }
+}
+let searchPath: string[] = []
+const emptyHost = hostWith({})
+
+/** The bwrap options between the runner and the namespace flags. */
+const mounts = (argv: string[]) => argv.slice(argv.indexOf('bwrap') + 1, argv.indexOf('--unshare-pid'))
+const triples = (list: string[]) => {
+  const out: string[][] = []
+  for (let i = 0; i < list.length; ) {
+    const width = list[i] === '--tmpfs' || list[i] === '--dev' || list[i] === '--proc' ? 2 : 3
+    out.push(list.slice(i, i + width))
+    i += width
+  }
+  return out
+}
+
 describe('bubblewrapArgv', () => {
-  it('mounts everything read-only, the workspace writable, fresh /dev and /proc, a private /tmp, and its own PID namespace', () => {
-    expect(bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base)).toEqual([
-      'bwrap', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp',
-      '--bind', '/work/x', '/work/x',
-      '--unshare-pid', '--unshare-ipc', '--die-with-parent', '--cap-drop', 'ALL',
-      '--chdir', '/work/x', '--', 'bash', '-i',
+  it('starts with the launcher that opens the filter on fd 9 and becomes bwrap', () => {
+    const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base, files, emptyHost)
+    expect(argv.slice(0, 6)).toEqual(['/bin/sh', '-c', 'exec 9<"$1" || exit 126; shift; exec "$@"', 'conch-sandbox', files.seccompFilter, 'bwrap'])
+    expect(SECCOMP_LAUNCHER).toContain(`exec ${SECCOMP_FD}<`)
+    expect(argv.slice(argv.indexOf('--unshare-pid'))).toEqual([
+      '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL',
+      '--seccomp', '9', '--chdir', '/work/x', '--', 'bash', '-i',
     ])
   })
 
-  it('never passes --new-session, which would take job control away from an interactive shell', () => {
-    expect(bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/w' }, base)).not.toContain('--new-session')
+  it('mounts everything read-only, fresh /dev and /proc, a private /tmp, the workspace writable, and the kernel paths read-only', () => {
+    const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base, files, emptyHost)
+    expect(triples(mounts(argv))).toEqual([
+      ['--ro-bind', '/', '/'], ['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp'],
+      ['--bind', '/work/x', '/work/x'],
+      ...KERNEL_READ_ONLY_PATHS.map((path) => ['--ro-bind-try', path, path]),
+    ])
   })
 
-  it('binds the workspace read-only under read-only, so a workspace under /tmp stays visible', () => {
-    const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/tmp/ws', cwd: '/tmp/ws/sub' }, base)
-    expect(argv.slice(10, 13)).toEqual(['--ro-bind', '/tmp/ws', '/tmp/ws'])
-    expect(argv.indexOf('--tmpfs')).toBeLessThan(argv.indexOf('/tmp/ws'))
+  it('masks the kernel paths that exist with the empty file or folder', () => {
+    const host = hostWith({ '/proc/kcore': 'file', '/sys/firmware': 'directory' })
+    const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, base, files, host)
+    const list = triples(mounts(argv))
+    expect(list).toContainEqual(['--ro-bind', files.emptyFile, '/proc/kcore'])
+    expect(list).toContainEqual(['--ro-bind', files.emptyDir, '/sys/firmware'])
+    expect(list.filter((entry) => entry[2] === '/proc/keys')).toEqual([])
+    expect(KERNEL_MASKED_PATHS).toEqual(expect.arrayContaining(['/proc/kcore', '/proc/keys', '/proc/timer_list', '/proc/sched_debug', '/proc/acpi', '/proc/scsi', '/sys/firmware']))
+    expect(KERNEL_READ_ONLY_PATHS).toEqual(expect.arrayContaining(['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/bus', '/proc/fs']))
+  })
+
+  it('never passes --new-session, which would take job control away from an interactive shell', () => {
+    expect(bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/w' }, base, files, emptyHost)).not.toContain('--new-session')
+  })
+
+  it('binds the workspace read-only under read-only, after the private /tmp, so a workspace under /tmp stays visible', () => {
+    const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/tmp/ws', cwd: '/tmp/ws/sub' }, base, files, emptyHost)
+    expect(triples(mounts(argv))[4]).toEqual(['--ro-bind', '/tmp/ws', '/tmp/ws'])
     expect(argv.slice(argv.indexOf('--chdir'))).toEqual(['--chdir', '/tmp/ws/sub', '--', 'sh'])
   })
 
-  it('adds read-write paths under workspace-write only, and read-only paths last so they win inside writable ones', () => {
+  it('adds read-write paths under workspace-write only, and read-only paths after them so they win inside writable ones', () => {
     const options = { ...base, readWritePaths: ['/cache'], readOnlyPaths: ['/w/.git'] }
-    const write = bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/w' }, options)
-    expect(write.slice(10, 19)).toEqual(['--bind', '/w', '/w', '--bind', '/cache', '/cache', '--ro-bind', '/w/.git', '/w/.git'])
-    const read = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, options)
-    expect(read.slice(10, 19)).toEqual(['--ro-bind', '/w', '/w', '--ro-bind', '/cache', '/cache', '--ro-bind', '/w/.git', '/w/.git'])
+    const write = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/w' }, options, files, emptyHost)))
+    expect(write.slice(4, 7)).toEqual([['--bind', '/w', '/w'], ['--bind', '/cache', '/cache'], ['--ro-bind', '/w/.git', '/w/.git']])
+    const read = triples(mounts(bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, options, files, emptyHost)))
+    expect(read.slice(4, 7)).toEqual([['--ro-bind', '/w', '/w'], ['--ro-bind', '/cache', '/cache'], ['--ro-bind', '/w/.git', '/w/.git']])
   })
 
-  it('unshares the network when network is false', () => {
-    const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, { ...base, network: false })
-    expect(argv).toContain('--unshare-net')
-    expect(bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, base)).not.toContain('--unshare-net')
+  it('unshares the network unless it is allowed, and a confinement may override the configured default either way', () => {
+    const policy = { mode: 'read-only' as const, workspaceRoot: '/w' }
+    expect(bubblewrapArgv(['sh'], policy, { ...base, network: false }, files, emptyHost)).toContain('--unshare-net')
+    expect(bubblewrapArgv(['sh'], policy, base, files, emptyHost)).not.toContain('--unshare-net')
+    expect(bubblewrapArgv(['sh'], { ...policy, network: true }, { ...base, network: false }, files, emptyHost)).not.toContain('--unshare-net')
+    expect(bubblewrapArgv(['sh'], { ...policy, network: false }, base, files, emptyHost)).toContain('--unshare-net')
   })
 
   it('folds a writable root workspace into the root mount instead of covering /dev, /proc and /tmp', () => {
-    const argv = bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/' }, base)
-    expect(argv.slice(0, 10)).toEqual(['bwrap', '--bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'])
-    expect(argv.filter((arg) => arg === '/')).toHaveLength(3)
+    const argv = mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/' }, base, files, emptyHost))
+    expect(argv.slice(0, 9)).toEqual(['--bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'])
+    expect(argv.filter((arg) => arg === '/')).toHaveLength(2)
   })
 
-  it('uses the configured runner and probes it once with every flag and `true`', async () => {
+  it('binds protected paths read-only over a writable workspace, with the folders between them bound as rename fences', () => {
+    const policy = { mode: 'workspace-write' as const, workspaceRoot: '/w', protectedPaths: ['/w/cordis.yml', '/w/examples/agent/over.yml', '/elsewhere/x.yml'] }
+    const list = triples(mounts(bubblewrapArgv(['sh'], policy, base, files, emptyHost)))
+    const at = (entry: string[]) => list.findIndex((other) => other.join(' ') === entry.join(' '))
+    expect(at(['--bind', '/w/examples', '/w/examples'])).toBeGreaterThan(at(['--bind', '/w', '/w']))
+    expect(at(['--bind', '/w/examples/agent', '/w/examples/agent'])).toBeGreaterThan(at(['--bind', '/w/examples', '/w/examples']))
+    expect(at(['--ro-bind', '/w/examples/agent/over.yml', '/w/examples/agent/over.yml'])).toBeGreaterThan(at(['--bind', '/w/examples/agent', '/w/examples/agent']))
+    expect(at(['--ro-bind', '/w/cordis.yml', '/w/cordis.yml'])).toBeGreaterThan(at(['--bind', '/w', '/w']))
+    // Outside every writable path a protected path is read-only already.
+    expect(list.filter((entry) => entry[1] === '/elsewhere/x.yml')).toEqual([])
+  })
+
+  it('makes a workspace inside a protected folder read-only, and binds the runtime folder read-only when a writable path holds it', () => {
+    const inside = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/repo/packages/x', protectedPaths: ['/repo/packages'] }, base, files, emptyHost)))
+    expect(inside.findIndex((e) => e.join(' ') === '--ro-bind /repo/packages/x /repo/packages/x')).toBeGreaterThan(inside.findIndex((e) => e.join(' ') === '--bind /repo/packages/x /repo/packages/x'))
+    // A protected / never covers the fresh /proc, /dev, /tmp or the private home: only the writable paths become read-only.
+    const all = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/w', protectedPaths: ['/'] }, base, files, emptyHost)))
+    expect(all.filter((e) => e[1] === '/')).toEqual([['--ro-bind', '/', '/']])
+    expect(all).toContainEqual(['--ro-bind', '/w', '/w'])
+    const run = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/run' }, base, files, emptyHost)))
+    expect(run).toContainEqual(['--ro-bind', files.runtimeDir, files.runtimeDir])
+  })
+
+  it('never re-binds a folder that holds the private /tmp or home, or lies in them, as a rename fence', () => {
+    const options = { ...base, privateHome: true }
+    const host = hostWith({ '/home/u': 'directory' })
+    const list = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/', protectedPaths: ['/home/u/conch/cordis.yml', '/tmp/x/y.yml', '/srv/a/b.yml'] }, options, files, host)))
+    expect(list.filter((entry) => entry[0] === '--bind').map((entry) => entry[1])).toEqual(['/', '/srv', '/srv/a', '/run'])
+  })
+
+  it('gives a private home: a tmpfs with the dotfiles that exist bound read-only, before the workspace', () => {
+    const options = { ...base, privateHome: true, homeReadOnly: ['.gitconfig', '.bashrc', '.config/git', '.vimrc'] }
+    const host = hostWith({
+      '/home/u': 'directory',
+      '/home/u/.gitconfig': 'file',
+      '/home/u/.config/git': 'directory',
+      '/home/u/.bashrc': { link: '/home/u/dotfiles/bashrc' },
+      '/home/u/dotfiles/bashrc': 'file',
+    })
+    const list = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/home/u/project' }, options, files, host)))
+    expect(list.slice(4, 9)).toEqual([
+      ['--tmpfs', '/home/u'],
+      ['--ro-bind', '/home/u/.gitconfig', '/home/u/.gitconfig'],
+      ['--ro-bind', '/home/u/dotfiles/bashrc', '/home/u/.bashrc'],
+      ['--ro-bind', '/home/u/.config/git', '/home/u/.config/git'],
+      ['--bind', '/home/u/project', '/home/u/project'],
+    ])
+  })
+
+  it('binds the PATH folders that lie in the home read-only into the private home, unless an entry holds them', () => {
+    searchPath = ['/home/u/.pyenv/shims', '/home/u/bin', '/usr/bin', '/home/u/missing']
+    try {
+      const options = { ...base, privateHome: true, homeReadOnly: ['.pyenv'] }
+      const host = hostWith({ '/home/u': 'directory', '/home/u/.pyenv': 'directory', '/home/u/.pyenv/shims': 'directory', '/home/u/bin': 'directory' })
+      const list = triples(mounts(bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, options, files, host)))
+      expect(list.slice(4, 7)).toEqual([['--tmpfs', '/home/u'], ['--ro-bind', '/home/u/.pyenv', '/home/u/.pyenv'], ['--ro-bind', '/home/u/bin', '/home/u/bin']])
+    } finally {
+      searchPath = []
+    }
+  })
+
+  it('leaves the private home out for a home of / or one that does not exist', () => {
+    for (const homeDir of ['/', '/nonexistent']) {
+      const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, { ...base, privateHome: true, homeDir }, files, hostWith({ '/': 'directory' }))
+      expect(argv.filter((arg) => arg === '--tmpfs')).toHaveLength(1)
+    }
+  })
+
+  it('masks the denied paths that exist, by their real path, after every bind, and never binds a dotfile that leads into one', () => {
+    const options = { ...base, privateHome: true, homeReadOnly: ['.bashrc'], denyRead: ['~/.ssh', '~/.netrc', '~/.aws', '/etc/secret'] }
+    const host = hostWith({
+      '/home/u': 'directory',
+      '/home/u/.ssh': { link: '/data/ssh' },
+      '/data/ssh': 'directory',
+      '/data/ssh/id_rsa': 'file',
+      '/home/u/.netrc': 'file',
+      '/home/u/.bashrc': { link: '/data/ssh/id_rsa' },
+    })
+    const list = triples(mounts(bubblewrapArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/home/u' }, options, files, host)))
+    const workspace = list.findIndex((entry) => entry.join(' ') === '--bind /home/u /home/u')
+    const masks = list.filter((entry) => entry[1] === files.emptyDir || entry[1] === files.emptyFile).filter((entry) => !entry[2]!.startsWith('/proc') && !entry[2]!.startsWith('/sys'))
+    expect(masks).toEqual([['--ro-bind', files.emptyDir, '/data/ssh'], ['--ro-bind', files.emptyFile, '/home/u/.netrc']])
+    expect(list.findIndex((entry) => entry[2] === '/data/ssh')).toBeGreaterThan(workspace)
+    expect(list.filter((entry) => entry[2] === '/home/u/.bashrc')).toEqual([])
+  })
+
+  it('uses the configured runner and probes it once with every flag, the seccomp filter included, and `true`', async () => {
+    const runtimeDir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-runtime-')))
+    try {
+      const calls: string[][] = []
+      const provider = bubblewrapProvider({ ...base, runtimeDir, runnerCommand: '/bin/sh', network: false }, async (argv) => {
+        calls.push(argv)
+        return true
+      })
+      expect(await provider.probe()).toBe(true)
+      expect(calls[0]?.[5]).toBe('/bin/sh')
+      expect(calls[0]).toContain('--unshare-net')
+      expect(calls[0]).toContain('--unshare-uts')
+      expect(calls[0]?.slice(calls[0].indexOf('--seccomp'), calls[0].indexOf('--seccomp') + 2)).toEqual(['--seccomp', '9'])
+      expect(calls[0]?.slice(-2)).toEqual(['--', 'true'])
+      expect(readFileSync(calls[0]![4]!)).toEqual(seccompProgram({ arch: seccompArchOf(process.arch) ?? 'x86_64' }))
+      expect(provider).toMatchObject({ name: 'bubblewrap', platforms: ['linux'], network: false })
+      expect(provider.confine(['sh'], { mode: 'read-only', workspaceRoot: '/w', protectedPaths: [] })).toMatchObject({ enforcement: 'full', provider: 'bubblewrap' })
+    } finally {
+      rmSync(runtimeDir, { recursive: true, force: true })
+    }
+  })
+
+  it('fails the probe naming a runner that is missing, and names the runner (not the launcher) when it fails', async () => {
+    expect(await bubblewrapProvider({ ...base, runnerCommand: '/nonexistent/bwrap' }, async () => true).probe()).toBe('/nonexistent/bwrap was not found')
+    expect(await bubblewrapProvider({ ...base, runnerCommand: 'no-such-bwrap' }, async () => true, { ...emptyHost, searchPath: () => ['/usr/bin'] }).probe()).toBe(
+      'no-such-bwrap was not found on PATH',
+    )
+    const runtimeDir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-runtime-')))
+    try {
+      const failing = bubblewrapProvider({ ...base, runtimeDir, runnerCommand: 'sh' }, async () => '/bin/sh failed (exit 1): bwrap: No permissions to create new namespace', {
+        ...emptyHost,
+        searchPath: () => ['/bin', '/usr/bin'],
+      })
+      expect(await failing.probe()).toBe('sh failed (exit 1): bwrap: No permissions to create new namespace')
+    } finally {
+      rmSync(runtimeDir, { recursive: true, force: true })
+    }
+  })
+
+  it('fails the probe on an architecture it has no syscall table for, without running anything', async () => {
     const calls: string[][] = []
-    const provider = bubblewrapProvider({ ...base, runnerCommand: '/opt/bin/bwrap-compatible', network: false }, async (argv) => {
+    const provider = bubblewrapProvider({ ...base, runnerCommand: '/bin/sh' }, async (argv) => {
       calls.push(argv)
       return true
-    })
-    expect(await provider.probe()).toBe(true)
-    expect(calls[0]?.[0]).toBe('/opt/bin/bwrap-compatible')
-    expect(calls[0]).toContain('--unshare-net')
-    expect(calls[0]?.slice(-2)).toEqual(['--', 'true'])
-    expect(provider).toMatchObject({ name: 'bubblewrap', platforms: ['linux'], network: false })
-    expect(provider.confine(['sh'], { mode: 'read-only', workspaceRoot: '/w' })).toMatchObject({ enforcement: 'full', provider: 'bubblewrap' })
+    }, emptyHost, 'riscv64')
+    expect(await provider.probe()).toBe('cannot prepare the sandbox files: no seccomp syscall table for riscv64 (conch has tables for x86_64 and aarch64)')
+    expect(calls).toEqual([])
   })
 })
 
@@ -105,6 +313,20 @@ describe('sandbox-exec (macOS)', () => {
     ])
   })
 
+  it('denies writes to protected paths and reads of denyRead paths (~/ expanded), and follows the per-confinement network', () => {
+    const options = { ...base, homeDir: '/Users/me', denyRead: ['~/.ssh', '/etc/secret'] }
+    const argv = sandboxExecArgv(['sh'], { mode: 'workspace-write', workspaceRoot: '/Users/me/w', protectedPaths: ['/Users/me/w/cordis.yml'], network: false }, options)
+    const profile = seatbeltProfile({ writable: 1, readOnly: 0, protected: 1, denyRead: 2, network: false })
+    expect(argv[2]).toBe(profile)
+    expect(profile).toContain('(deny file-write* (subpath (param "PROTECTED_0")))')
+    expect(profile).toContain('(deny file-read* file-write* (subpath (param "DENYREAD_0")) (subpath (param "DENYREAD_1")))')
+    expect(profile.indexOf('PROTECTED_0')).toBeGreaterThan(profile.indexOf('WRITABLE_0'))
+    expect(argv).toEqual(expect.arrayContaining(['PROTECTED_0=/Users/me/w/cordis.yml', 'DENYREAD_0=/Users/me/.ssh', 'DENYREAD_1=/etc/secret']))
+    expect(profile).toContain('(deny network*)')
+    const open = sandboxExecArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w', network: true }, { ...base, network: false })
+    expect(open[2]).not.toContain('network')
+  })
+
   it('makes nothing writable but temporary folders under read-only', () => {
     const argv = sandboxExecArgv(['ls'], { mode: 'read-only', workspaceRoot: '/Users/me/w' }, { ...base, readWritePaths: ['/Users/me/cache'] })
     expect(argv.filter((arg) => arg.startsWith('WRITABLE_'))).toEqual([])
@@ -121,7 +343,7 @@ describe('sandbox-exec (macOS)', () => {
     expect(calls[0]?.[0]).toBe('/usr/bin/sandbox-exec')
     expect(calls[0]?.at(-1)).toBe('/usr/bin/true')
     expect(provider.platforms).toEqual(['darwin'])
-    expect(provider.confine(['sh'], { mode: 'read-only', workspaceRoot: '/w' })).toMatchObject({
+    expect(provider.confine(['sh'], { mode: 'read-only', workspaceRoot: '/w', protectedPaths: [] })).toMatchObject({
       enforcement: 'partial',
       provider: 'sandbox-exec',
       gaps: SANDBOX_EXEC_GAPS,

@@ -3,11 +3,13 @@
  * provider for this platform whose probe succeeds, and otherwise fails closed with
  * `SANDBOX_UNAVAILABLE` — it never hands back an argv that runs unconfined.
  */
+import { realpathSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import {
   SandboxError,
+  type ConfinePolicy,
   type ConfineResult,
   type SandboxPolicy,
   type SandboxProvider,
@@ -32,6 +34,8 @@ const Policy = z.object({
   }),
   workspaceRoot: absolute('workspaceRoot'),
   cwd: absolute('cwd').optional(),
+  network: z.boolean({ error: 'network must be true or false' }).optional(),
+  protectedPaths: z.array(absolute('protectedPaths')).optional(),
 }).refine((policy) => !(policy.mode === 'workspace-write' && policy.workspaceRoot === '/'), {
   message:
     'a workspace root of / would make the whole filesystem writable under workspace-write; ' +
@@ -49,6 +53,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   static Config = z.object({}).prefault({})
 
   private readonly providers: SandboxProvider[] = []
+  /** One entry per `protect` call (canonical paths), in registration order. */
+  private readonly protections: string[][] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
 
@@ -91,8 +97,13 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (!Array.isArray(argv) || argv.length === 0 || typeof argv[0] !== 'string' || argv[0] === '') {
       throw new SandboxError('INVALID_POLICY', 'cannot confine an empty argv')
     }
-    const valid: SandboxPolicy = { mode: parsed.data.mode, workspaceRoot: parsed.data.workspaceRoot }
+    const valid: ConfinePolicy = {
+      mode: parsed.data.mode,
+      workspaceRoot: parsed.data.workspaceRoot,
+      protectedPaths: unique([...this.protectedPaths(), ...canonicalPaths(parsed.data.protectedPaths ?? [])]),
+    }
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
+    if (parsed.data.network !== undefined) valid.network = parsed.data.network
 
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: string[] = []
@@ -117,6 +128,31 @@ class SandboxService extends Service implements SandboxServiceApi {
     throw new SandboxError('SANDBOX_UNAVAILABLE', `cannot start a confined process: ${reasons}. ${INSTALL_HINT}`)
   }
 
+  /**
+   * Keeps `paths` read-only in every sandbox confined while the registration lasts (see
+   * `SandboxServiceApi.protect`): made canonical now, missing ones ignored.
+   * @throws SandboxError `INVALID_POLICY` naming a relative path.
+   */
+  protect(paths: readonly string[]): () => void {
+    for (const path of paths) {
+      if (typeof path !== 'string' || !isAbsolute(path)) {
+        throw new SandboxError('INVALID_POLICY', `a protected path must be absolute: ${JSON.stringify(path)}`)
+      }
+    }
+    const entry = canonicalPaths(paths)
+    return this.ctx.effect(() => {
+      this.protections.push(entry)
+      return () => {
+        const index = this.protections.indexOf(entry)
+        if (index >= 0) this.protections.splice(index, 1)
+      }
+    }, 'sandbox.protect')
+  }
+
+  protectedPaths(): string[] {
+    return unique(this.protections.flat())
+  }
+
   networkAllowed(): boolean | undefined {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
   }
@@ -132,6 +168,21 @@ class SandboxService extends Service implements SandboxServiceApi {
     return verdict
   }
 }
+
+/** realpath(3) of each path; paths that do not exist (or cannot be resolved) are left out. */
+function canonicalPaths(paths: readonly string[]): string[] {
+  const out: string[] = []
+  for (const path of paths) {
+    try {
+      out.push(realpathSync(path))
+    } catch {
+      // A protected path that does not exist has nothing to protect.
+    }
+  }
+  return out
+}
+
+const unique = (paths: readonly string[]): string[] => [...new Set(paths)]
 
 namespace SandboxService {
   export type Config = z.output<typeof SandboxService.Config>

@@ -13,12 +13,34 @@ export type SandboxMode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
 export const SANDBOX_MODES: readonly SandboxMode[] = ['read-only', 'workspace-write', 'danger-full-access']
 
+/** What a caller asks `confine` for. */
 export interface SandboxPolicy {
   mode: Exclude<SandboxMode, 'danger-full-access'>
   /** Absolute, canonical path. */
   workspaceRoot: string
   /** Working directory inside the sandbox; defaults to `workspaceRoot`. */
   cwd?: string
+  /**
+   * Network access for this one confinement, overriding the provider's configured default:
+   * `true` for a caller that must reach a service (a sub-agent calling its model API), `false`
+   * to cut off a provider configured with the network on. Undefined: the provider's default.
+   */
+  network?: boolean
+  /**
+   * Extra absolute paths that stay read-only inside this sandbox whatever the mode and the
+   * workspace (added to the paths registered with `protect`).
+   */
+  protectedPaths?: string[]
+}
+
+/**
+ * The policy a provider receives from `confine`: validated, with `protectedPaths` the canonical
+ * union of the registered and the requested ones. Providers must keep every protected path that
+ * exists read-only inside the sandbox, even when a writable path contains it, and keep its place
+ * in the tree from being renamed away.
+ */
+export interface ConfinePolicy extends SandboxPolicy {
+  protectedPaths: string[]
 }
 
 export interface ConfineResult {
@@ -43,7 +65,7 @@ export interface SandboxProvider {
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
    */
   probe(): Promise<true | string>
-  confine(argv: [string, ...string[]], policy: SandboxPolicy): ConfineResult
+  confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
 }
 
 export type SandboxErrorCode = 'SANDBOX_UNAVAILABLE' | 'DUPLICATE_PROVIDER' | 'INVALID_POLICY'
@@ -66,6 +88,17 @@ export interface SandboxServiceApi {
    * `danger-full-access` explicitly.
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
+  /**
+   * Keeps `paths` read-only inside every sandbox confined from now on, whatever the mode and the
+   * workspace — for the files a running harness was composed from and the code it runs, so a
+   * confined process cannot rewrite the configuration that confines it. Paths must be absolute;
+   * they are made canonical (realpath(3)), and paths that do not exist are ignored. The disposer,
+   * tied to the caller's plugin scope, removes them again.
+   * @throws SandboxError `INVALID_POLICY` for a relative path.
+   */
+  protect?(paths: readonly string[]): () => void
+  /** The canonical paths registered with `protect`, in registration order, without duplicates. */
+  protectedPaths?(): string[]
   /**
    * Whether processes confined on this platform may use the network: the `network` of the first
    * registered provider for `process.platform`, or undefined when there is none or it does not

@@ -1,6 +1,9 @@
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Context, type EffectMeta, type Message } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
-import SandboxService, { SandboxError, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '../src/index.ts'
+import SandboxService, { SandboxError, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '../src/index.ts'
 
 let root: Context
 let fiber: { dispose(): Promise<void> } | undefined
@@ -160,5 +163,56 @@ describe('ctx.sandbox', () => {
     sandbox.register(fake('elsewhere', true, { platforms: ['aix'], network: true }))
     sandbox.register(fake('here', true, { network: false }))
     expect(sandbox.networkAllowed()).toBe(false)
+  })
+
+  it('hands providers the protected paths — registered ones and the request’s — canonical, and the network override', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-protect-')))
+    try {
+      writeFileSync(join(dir, 'cordis.yml'), '[]\n')
+      mkdirSync(join(dir, 'real'))
+      symlinkSync(join(dir, 'real'), join(dir, 'link'))
+      const sandbox = await boot()
+      const seen: ConfinePolicy[] = []
+      const provider = fake('works', true)
+      provider.confine = (argv, given) => {
+        seen.push(given)
+        return { argv: ['works', '--', ...argv], enforcement: 'full', provider: 'works' }
+      }
+      sandbox.register(provider)
+      const unprotect = sandbox.protect([join(dir, 'cordis.yml'), join(dir, 'link'), join(dir, 'missing')])
+      expect(sandbox.protectedPaths()).toEqual([join(dir, 'cordis.yml'), join(dir, 'real')])
+      await sandbox.confine(['x'], { ...policy, network: true, protectedPaths: [join(dir, 'link'), join(dir, 'real')] })
+      expect(seen[0]).toEqual({ ...policy, network: true, protectedPaths: [join(dir, 'cordis.yml'), join(dir, 'real')] })
+      unprotect()
+      await sandbox.confine(['x'], policy)
+      expect(seen[1]).toEqual({ ...policy, protectedPaths: [] })
+      expect(sandbox.protectedPaths()).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses a relative protected path and a network that is not a boolean', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('works', true))
+    expect(() => sandbox.protect(['relative/cordis.yml'])).toThrow(expect.objectContaining({ code: 'INVALID_POLICY', message: expect.stringContaining('relative/cordis.yml') }))
+    const relative = await rejection(sandbox.confine(['x'], { ...policy, protectedPaths: ['x.yml'] }))
+    expect(relative.message).toMatch(/protectedPaths must be an absolute path/)
+    const network = await rejection(sandbox.confine(['x'], { ...policy, network: 'yes' as unknown as boolean }))
+    expect(network.message).toMatch(/network must be true or false/)
+  })
+
+  it('removes protected paths when the plugin that registered them is disposed', async () => {
+    const sandbox = await boot()
+    const plugin = await root.plugin({
+      name: 'protecting-plugin',
+      inject: ['sandbox'],
+      apply: (ctx: Context) => {
+        ctx.sandbox.protect(['/'])
+      },
+    })
+    expect(sandbox.protectedPaths()).toEqual(['/'])
+    await plugin.dispose()
+    expect(sandbox.protectedPaths()).toEqual([])
   })
 })

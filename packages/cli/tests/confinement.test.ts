@@ -1,0 +1,193 @@
+/**
+ * Confinement as a real `conch run` gives it. The boot keeps the composition and conch's
+ * installation read-only in every sandbox: what it protects, and a run whose confined terminal
+ * tries to rewrite its own cordis.yml into danger-full-access — after which the next run is
+ * still confined. Then, through the same terminals: the kernel attacks under both confined
+ * modes, and the private home with its masked credentials.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { readComposition } from '../src/compose.ts'
+import { compositionPaths, installationPaths, protectedPathsOf } from '../src/protect.ts'
+import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 90_000 })
+
+// The real runs need bubblewrap (CI installs it); the kernel attacks need root, as CI runs.
+const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+
+let ws: Workspace
+
+beforeEach(() => {
+  ws = workspace()
+})
+
+afterEach(() => {
+  ws.remove()
+})
+
+describe('what the boot protects', () => {
+  it('every file of the overlay chain and every plugin module loaded from a path', () => {
+    ws.write('base.yml', "- id: sessions\n  name: '@conch/session'\n- id: echo\n  name: ./echo-tool.ts\n")
+    mkdirSync(join(ws.dir, 'over'))
+    ws.write('over/top.yml', "base: ../base.yml\npatches:\n  - insert: { id: local, name: ./local.ts }\n")
+    const composition = readComposition(join(ws.dir, 'over', 'top.yml'))
+    const paths = compositionPaths(composition)
+    expect(paths.slice(0, 2)).toEqual([join(ws.dir, 'over', 'top.yml'), join(ws.dir, 'base.yml')])
+    expect(paths).toEqual(expect.arrayContaining([join(ws.dir, 'echo-tool.ts'), join(ws.dir, 'over', 'local.ts')]))
+    // A package plugin's module (inside the installation) is a file too.
+    expect(paths.some((path) => path.endsWith(join('core', 'session', 'src', 'index.ts')))).toBe(true)
+  })
+
+  it('the root of the pnpm workspace conch runs from: packages, node_modules, scripts and manifests', () => {
+    const root = realpathSync(join(CLI_ROOT, '..', '..'))
+    const paths = installationPaths()
+    expect(paths).toEqual(expect.arrayContaining([process.execPath, join(root, 'packages'), join(root, 'node_modules'), join(root, 'package.json'), join(root, 'pnpm-workspace.yaml')]))
+    expect(paths).not.toContain(root)
+    expect(protectedPathsOf(readComposition(ws.write('c.yml', '[]\n')))).toEqual(expect.arrayContaining([join(ws.dir, 'c.yml'), join(root, 'packages')]))
+  })
+
+  it('installed as a dependency, the outermost node_modules and the manifest beside it', () => {
+    const project = realpathSync(mkdtempSync(join(tmpdir(), 'conch-installed-')))
+    try {
+      const cli = join(project, 'node_modules', '.pnpm', '@conch+cli@0.1.0', 'node_modules', '@conch', 'cli', 'src')
+      mkdirSync(cli, { recursive: true })
+      writeFileSync(join(project, 'package.json'), '{}\n')
+      writeFileSync(join(project, 'pnpm-workspace.yaml'), 'packages: []\n')
+      mkdirSync(join(project, 'packages'))
+      expect(installationPaths(cli)).toEqual([process.execPath, join(project, 'node_modules'), join(project, 'package.json')])
+    } finally {
+      rmSync(project, { recursive: true, force: true })
+    }
+  })
+})
+
+/** The terminal composition of a workspace, its model script included. */
+const composition = (script: string): string => `
+- id: sessions
+  name: '@conch/session'
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: model
+  name: '@conch/llm-replay'
+  config:
+    script: ${JSON.stringify(script)}
+- id: subprocess
+  name: '@conch/subprocess'
+- id: sandbox
+  name: '@conch/sandbox'
+- id: sandbox-local
+  name: '@conch/sandbox-local'
+- id: sandbox-policy
+  name: '@conch/sandbox-policy'
+  config:
+    mode: workspace-write
+- id: pty
+  name: '@conch/pty'
+- id: pty-local
+  name: '@conch/pty-local'
+- id: tool-pty
+  name: '@conch/tool-pty'
+- id: agents
+  name: '@conch/agent'
+`
+
+const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
+
+/** Runs `conch run` on the workspace's cordis.yml, with `lines` as the model's script. */
+async function conchRun(lines: string[], env?: NodeJS.ProcessEnv) {
+  ws.write('script.jsonl', [step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]), ...lines, step('Done.')].join('\n'))
+  const run = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), '--output', 'stream-json', 'task'], env ? { cwd: ws.dir, env } : { cwd: ws.dir })
+  expect(run.stderr).toBe('')
+  expect(run.code).toBe(0)
+  return jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+}
+
+describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', () => {
+  it('fails (the file is a read-only mount), and the next run is still confined', async () => {
+    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')))
+    const results = await conchRun([
+      send(`sed -i 's/workspace-write/danger-full-access/' cordis.yml; echo "sed=$?"`),
+      send(`echo '    mode: danger-full-access' >> cordis.yml; echo "append=$?"`),
+      send(`grep -c danger-full-access cordis.yml`),
+    ])
+    const text = results.join('\n')
+    expect(text).toMatch(/sed: cannot rename \.\/sed\w+: Device or resource busy/)
+    expect(text).toMatch(/^sed=[1-9]$/m)
+    expect(text).toMatch(/cordis\.yml: Read-only file system/)
+    expect(text).toMatch(/^append=1$/m)
+    expect(text).toMatch(/^0$/m)
+    const written = readFileSync(join(ws.dir, 'cordis.yml'), 'utf8')
+    expect(written).toContain('mode: workspace-write')
+    expect(written).not.toContain('danger-full-access')
+
+    // The next run boots the same file: its terminal is still confined.
+    const next = await conchRun([send(`touch /etc/conch-escape-${process.pid}; echo "touch=$?"`)])
+    expect(next.join('\n')).toMatch(/Read-only file system/)
+    expect(next.join('\n')).toMatch(/^touch=1$/m)
+  })
+})
+
+describe.runIf(hasBwrap && process.getuid?.() === 0).each(['read-only', 'workspace-write'])('a %s terminal of a real conch run, as root', (mode) => {
+  it('cannot write kernel settings, make namespaces, see the filter’s descriptor or reach the network', async () => {
+    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')).replace('mode: workspace-write', `mode: ${mode}`))
+    const before = readFileSync('/proc/sys/kernel/core_pattern', 'utf8')
+    const results = await conchRun([
+      send(`v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' "$v" > /proc/sys/kernel/core_pattern; echo "core=$?"`),
+      send(`printf '%s' "$(hostname)" > /proc/sys/kernel/hostname; echo "hostname=$?"`),
+      send(`unshare -r true; echo "unshare=$?"`),
+      send(`[ -e /proc/self/fd/9 ] && echo fd9-open || echo fd9-closed; echo "interfaces=$(tail -n +3 /proc/net/dev | wc -l)"`),
+    ])
+    const text = results.join('\n')
+    expect(text).toMatch(/\/proc\/sys\/kernel\/core_pattern: Read-only file system/)
+    expect(text).toMatch(/^core=1$/m)
+    expect(text).toMatch(/\/proc\/sys\/kernel\/hostname: Read-only file system/)
+    expect(text).toMatch(/^unshare: unshare failed: Operation not permitted$/m)
+    expect(text).toMatch(/^unshare=1$/m)
+    expect(text).toMatch(/^fd9-closed$/m)
+    expect(text).toMatch(/^interfaces=1$/m)
+    expect(readFileSync('/proc/sys/kernel/core_pattern', 'utf8')).toBe(before)
+  })
+})
+
+describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
+  it('is private: a planted ~/.ssh/id_rsa cannot be read, vim writes its viminfo, and the home on the host gets nothing', async () => {
+    // A stand-in home on the host side, named by HOME and by the provider's homeDir.
+    const home = realpathSync(mkdtempSync(join(tmpdir(), 'conch-cli-home-')))
+    try {
+      mkdirSync(join(home, '.ssh'))
+      writeFileSync(join(home, '.ssh', 'id_rsa'), 'PRIVATE-KEY-MATERIAL', { mode: 0o600 })
+      writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = Conch Cli\n')
+      const yml = composition(join(ws.dir, 'script.jsonl')).replace(
+        "- id: sandbox-local\n  name: '@conch/sandbox-local'\n",
+        `- id: sandbox-local\n  name: '@conch/sandbox-local'\n  config:\n    homeDir: ${JSON.stringify(home)}\n`,
+      )
+      expect(yml).toContain('homeDir')
+      ws.write('cordis.yml', yml)
+      const results = await conchRun(
+        [
+          send(`cat ~/.ssh/id_rsa; echo "ssh=$?"`),
+          send(`vim -N -u NONE -i ~/.viminfo -es -c 'wviminfo' -c 'qa!' </dev/null; echo "vim=$?"; test -s ~/.viminfo && echo viminfo-written`),
+          send(`git config --global user.name`),
+        ],
+        { HOME: home },
+      )
+      const text = results.join('\n')
+      expect(text).not.toContain('PRIVATE-KEY-MATERIAL')
+      expect(text).toMatch(/^ssh=1$/m)
+      expect(text).toMatch(/^vim=0$/m)
+      expect(text).toMatch(/^viminfo-written$/m)
+      expect(text).not.toContain('E138')
+      expect(text).toMatch(/^Conch Cli$/m)
+      expect(readdirSync(home).sort()).toEqual(['.gitconfig', '.ssh'])
+    } finally {
+      rmSync(home, { recursive: true, force: true })
+    }
+  })
+})
+

@@ -1,0 +1,173 @@
+/**
+ * The seccomp generator, checked by running the program it emits in a small classic-BPF
+ * interpreter (the subset the kernel's seccomp checker accepts and the program uses), and its
+ * syscall tables checked against the kernel headers installed here. The real kernel runs the
+ * filter in tests/bubblewrap.test.ts.
+ */
+import { existsSync, readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import {
+  AUDIT_ARCH,
+  BPF,
+  CLONE_NAMESPACE_FLAGS,
+  DENIED_SYSCALLS,
+  ENOSYS,
+  EPERM,
+  SECCOMP_RET,
+  SYSCALL_NUMBERS,
+  X32_SYSCALL_BIT,
+  seccompArchOf,
+  seccompInstructions,
+  seccompProgram,
+  type BpfInstruction,
+  type SeccompArch,
+} from '../src/index.ts'
+
+interface SeccompData {
+  nr: number
+  arch: number
+  args?: number[] | undefined
+}
+
+/** Runs a classic BPF program over `struct seccomp_data`; returns the action's 32-bit value. */
+function run(program: readonly BpfInstruction[], data: SeccompData): number {
+  const word = (offset: number): number => {
+    if (offset === 0) return data.nr >>> 0
+    if (offset === 4) return data.arch >>> 0
+    if (offset >= 16 && offset < 64 && offset % 4 === 0) {
+      const arg = BigInt.asUintN(64, BigInt(data.args?.[Math.floor((offset - 16) / 8)] ?? 0))
+      return Number((offset - 16) % 8 === 0 ? arg & 0xffffffffn : arg >> 32n)
+    }
+    throw new Error(`load from offset ${offset}`)
+  }
+  let accumulator = 0
+  for (let pc = 0; pc < program.length; ) {
+    const { code, jt, jf, k } = program[pc]!
+    switch (code) {
+      case BPF.LD_W_ABS:
+        accumulator = word(k)
+        pc++
+        break
+      case BPF.JEQ_K:
+        pc += 1 + (accumulator === k ? jt : jf)
+        break
+      case BPF.JGE_K:
+        pc += 1 + (accumulator >= k ? jt : jf)
+        break
+      case BPF.JSET_K:
+        pc += 1 + ((accumulator & k) !== 0 ? jt : jf)
+        break
+      case BPF.RET_K:
+        return k >>> 0
+      default:
+        throw new Error(`opcode ${code.toString(16)} at ${pc}`)
+    }
+  }
+  throw new Error('the program fell off its end')
+}
+
+const DENY = (SECCOMP_RET.ERRNO | EPERM) >>> 0
+const NOSYS = (SECCOMP_RET.ERRNO | ENOSYS) >>> 0
+const ARCHES: SeccompArch[] = ['x86_64', 'aarch64']
+
+describe.each(ARCHES)('the seccomp filter for %s', (arch) => {
+  const program = seccompInstructions({ arch })
+  const numbers = SYSCALL_NUMBERS[arch]
+  const call = (nr: number, args?: number[]) => run(program, { arch: AUDIT_ARCH[arch], nr, args })
+
+  it('denies every listed call that exists on the architecture with EPERM', () => {
+    const present = DENIED_SYSCALLS.map(([name]) => name).filter((name) => numbers[name] !== undefined)
+    expect(present.length).toBeGreaterThan(40)
+    for (const name of present) expect([name, call(numbers[name]!)]).toEqual([name, DENY])
+  })
+
+  it('allows every other call number up to 1024, ptrace included', () => {
+    const denied = new Set(DENIED_SYSCALLS.map(([name]) => numbers[name]).filter((nr) => nr !== undefined))
+    for (let nr = 0; nr < 1024; nr++) {
+      if (denied.has(nr) || nr === numbers['clone3'] || nr === numbers['clone']) continue
+      expect([nr, call(nr)]).toEqual([nr, SECCOMP_RET.ALLOW])
+    }
+    expect(call(numbers['ptrace']!)).toBe(SECCOMP_RET.ALLOW)
+  })
+
+  it('answers clone3 with ENOSYS so that libc falls back to clone', () => {
+    expect(call(numbers['clone3']!)).toBe(NOSYS)
+  })
+
+  it('denies clone with any namespace flag and allows fork- and thread-style clones', () => {
+    for (const [name, flag] of Object.entries(CLONE_NAMESPACE_FLAGS)) {
+      expect([name, call(numbers['clone']!, [flag | 17])]).toEqual([name, DENY])
+    }
+    const SIGCHLD = 17
+    const threadFlags = 0x00000100 | 0x00000200 | 0x00000400 | 0x00000800 | 0x00010000 | 0x00040000 | 0x00080000 | 0x00100000 | 0x00200000
+    expect(call(numbers['clone']!, [SIGCHLD])).toBe(SECCOMP_RET.ALLOW)
+    expect(call(numbers['clone']!, [threadFlags])).toBe(SECCOMP_RET.ALLOW)
+    // Only the low 32 bits are flags for legacy clone: high bits change nothing.
+    expect(call(numbers['clone']!, [2 ** 40 + SIGCHLD])).toBe(SECCOMP_RET.ALLOW)
+  })
+
+  it('kills a call made with a foreign architecture', () => {
+    const foreign = [0x40000003 /* i386 */, 0x40000028 /* ARM */, AUDIT_ARCH[arch === 'x86_64' ? 'aarch64' : 'x86_64']]
+    for (const other of foreign) expect(run(program, { arch: other, nr: 0 })).toBe(SECCOMP_RET.KILL_PROCESS)
+  })
+
+  it('emits 8 bytes per instruction, little-endian, starting with the arch load', () => {
+    const bytes = seccompProgram({ arch })
+    expect(bytes.length).toBe(program.length * 8)
+    expect(bytes.subarray(0, 8)).toEqual(Buffer.from([0x20, 0, 0, 0, 4, 0, 0, 0]))
+    expect(bytes.readUInt32LE(12)).toBe(AUDIT_ARCH[arch])
+    expect(program.length).toBeLessThan(256)
+  })
+})
+
+describe('x86_64 specifics', () => {
+  it('denies x32 calls (the x32 bit set), the numbers of the same calls under another ABI', () => {
+    const program = seccompInstructions({ arch: 'x86_64' })
+    expect(run(program, { arch: AUDIT_ARCH.x86_64, nr: X32_SYSCALL_BIT + 0 })).toBe(DENY)
+    expect(run(program, { arch: AUDIT_ARCH.x86_64, nr: X32_SYSCALL_BIT + 165 })).toBe(DENY)
+    expect(run(program, { arch: AUDIT_ARCH.x86_64, nr: 0 })).toBe(SECCOMP_RET.ALLOW)
+  })
+
+  it('a deny list limited to some names denies those only', () => {
+    const program = seccompInstructions({ arch: 'x86_64', deny: ['mount', 'no_such_call'] })
+    expect(run(program, { arch: AUDIT_ARCH.x86_64, nr: 165 })).toBe(DENY)
+    expect(run(program, { arch: AUDIT_ARCH.x86_64, nr: 272 })).toBe(SECCOMP_RET.ALLOW)
+  })
+})
+
+describe('seccompArchOf', () => {
+  it('maps Node architectures to the ones with a table, and nothing else', () => {
+    expect(seccompArchOf('x64')).toBe('x86_64')
+    expect(seccompArchOf('arm64')).toBe('aarch64')
+    expect(seccompArchOf('ia32')).toBeUndefined()
+    expect(seccompArchOf('riscv64')).toBeUndefined()
+  })
+})
+
+/** `__NR_<name> <number>` pairs of a UAPI header. */
+function headerNumbers(path: string): Map<string, number> {
+  const numbers = new Map<string, number>()
+  for (const match of readFileSync(path, 'utf8').matchAll(/^#define __NR(?:3264)?_(\w+)\s+(\d+)\s*$/gm)) {
+    numbers.set(match[1]!, Number(match[2]))
+  }
+  return numbers
+}
+
+const X86_HEADER = '/usr/include/x86_64-linux-gnu/asm/unistd_64.h'
+const GENERIC_HEADER = '/usr/include/asm-generic/unistd.h'
+
+describe('the syscall tables match the kernel headers', () => {
+  // The headers come with linux-libc-dev (Debian); a machine without them has nothing to compare.
+  it.runIf(existsSync(X86_HEADER))('x86_64 against asm/unistd_64.h', () => {
+    const header = headerNumbers(X86_HEADER)
+    for (const [name, nr] of Object.entries(SYSCALL_NUMBERS.x86_64)) expect([name, header.get(name)]).toEqual([name, nr])
+  })
+
+  it.runIf(existsSync(GENERIC_HEADER))('aarch64 against asm-generic/unistd.h, and calls missing there are missing in the table', () => {
+    const header = headerNumbers(GENERIC_HEADER)
+    for (const [name, nr] of Object.entries(SYSCALL_NUMBERS.aarch64)) expect([name, header.get(name)]).toEqual([name, nr])
+    for (const [name] of DENIED_SYSCALLS) {
+      if (!header.has(name)) expect([name, SYSCALL_NUMBERS.aarch64[name]]).toEqual([name, undefined])
+    }
+  })
+})
