@@ -1,0 +1,76 @@
+/**
+ * A real Cordis composition for running programs: sessions, tools, llm, agents, subprocess,
+ * sandbox (+ the bubblewrap provider), sandbox-policy, ctx.ptc and the node runtime — and a
+ * live agent whose workspace is a fresh temporary folder.
+ */
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Context } from 'cordis'
+import AgentService, { type Agent } from '@conch/agent'
+import LlmService from '@conch/llm'
+import PtcService, { type PtcBinding, type PtcRequest, type PtcResult } from '@conch/ptc'
+import SandboxService from '@conch/sandbox'
+import * as sandboxLocal from '@conch/sandbox-local'
+import SandboxPolicyService from '@conch/sandbox-policy'
+import SessionService from '@conch/session'
+import SubprocessService from '@conch/subprocess'
+import ToolsService from '@conch/tools'
+import * as ptcNode from '../src/index.ts'
+
+export interface Harness {
+  ctx: Context
+  agent: Agent
+  workspace: string
+  run(request: PtcRequest | string, options?: { bindings?: PtcBinding[]; signal?: AbortSignal; agent?: Agent }): Promise<PtcResult>
+  /** Disposes the agents and the plugins (reverse order), then removes the workspace. */
+  dispose(): Promise<void>
+}
+
+export interface BootOptions {
+  runtime?: Record<string, unknown>
+  mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
+  sandboxLocal?: Record<string, unknown> | false
+}
+
+export async function boot(options: BootOptions = {}): Promise<Harness> {
+  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ptc-')))
+  const ctx = new Context()
+  const fibers: { dispose(): Promise<void> }[] = []
+  fibers.push(await ctx.plugin(SessionService, {}))
+  fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
+  fibers.push(await ctx.plugin(LlmService, {}))
+  fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({ graceMs: 1000 })))
+  fibers.push(await ctx.plugin(SandboxService, {}))
+  if (options.sandboxLocal !== false) fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse(options.sandboxLocal ?? {})))
+  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode ?? 'workspace-write', workspaceRoot: workspace })))
+  fibers.push(await ctx.plugin(PtcService, {}))
+  fibers.push(await ctx.plugin(ptcNode, ptcNode.Config.parse({ graceMs: 1000, ...options.runtime })))
+  fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
+  const agent = await ctx.agents.create()
+  return {
+    ctx,
+    agent,
+    workspace,
+    run(request, runOptions = {}) {
+      const owner = runOptions.agent ?? agent
+      const spec = ctx.ptc.resolve(typeof request === 'string' ? { code: request } : request, owner)
+      return ctx.ptc.run(spec, { bindings: runOptions.bindings ?? [], ...(runOptions.signal && { signal: runOptions.signal }) })
+    },
+    async dispose() {
+      for (const live of ctx.agents.list()) await ctx.agents.dispose(live)
+      for (const fiber of fibers.reverse()) await fiber.dispose()
+      rmSync(workspace, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Whether a process with this pid exists (signal 0, kill(2)). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
