@@ -122,10 +122,13 @@ export class ProgramProcess {
     this.writer.write(message)
   }
 
-  /** Ends the process tree (TERM, KILL after graceMs, tagged stragglers) and waits for it. */
+  /** Ends the process tree (TERM, KILL after graceMs, tagged stragglers), then closes the channel; waits for both. */
   terminate(graceMs: number): Promise<TerminateReport> {
-    this.handle.extra[0]?.destroy()
-    return this.handle.terminate({ graceMs })
+    // The channel closes only after the tree was captured: the bootstrap exits when it closes,
+    // and descendants of an exited process could no longer be found by walking the tree.
+    const report = this.handle.terminate({ graceMs })
+    void report.finally(() => this.handle.extra[0]?.destroy())
+    return report
   }
 
   private emit(event: ProcessEvent): void {

@@ -3,7 +3,8 @@
  * sandbox (+ the bubblewrap provider), sandbox-policy, ctx.ptc and the node runtime — and a
  * live agent whose workspace is a fresh temporary folder.
  */
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
@@ -17,6 +18,7 @@ import SessionService from '@conch/session'
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 import * as ptcNode from '../src/index.ts'
+import { DEFAULT_BOOTSTRAP } from '../src/launch.ts'
 
 export interface Harness {
   ctx: Context
@@ -73,4 +75,39 @@ export function alive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
+}
+
+/**
+ * Pids of processes whose command line contains `token` (/proc/<pid>/cmdline, proc(5)),
+ * zombies excluded. A unique token in an argv finds a process on the host whatever its pid
+ * namespace.
+ */
+export function processesWith(token: string): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+      if (cmdline.includes(token) && state !== 'Z') found.push(Number(entry))
+    } catch {
+      // Gone while listing.
+    }
+  }
+  return found
+}
+
+/** A copy of the bootstrap at a unique path, so this file's program processes can be counted by their argv. */
+export function privateBootstrap(): string {
+  // Not under /tmp: the sandbox mounts a private /tmp, where the copy would not exist.
+  const dir = mkdtempSync('/var/tmp/conch-ptc-bootstrap-')
+  const path = join(dir, `bootstrap-${randomBytes(6).toString('hex')}.mjs`)
+  copyFileSync(DEFAULT_BOOTSTRAP, path)
+  return path
+}
+
+/** A unique token for a sleep argv: `sleep 1000.<digits>` is a valid GNU sleep duration. */
+export function sleepToken(): string {
+  return `1000.${Math.floor(Math.random() * 1e9)}`
 }
