@@ -12,6 +12,10 @@ import type { Duplex } from 'node:stream'
 
 export class ChannelError extends Error {
   override readonly name = 'ChannelError'
+  /** `frame`: one outbound frame is too large (the sender's problem); `peer`: the peer misbehaved. */
+  constructor(message: string, readonly reason: 'frame' | 'peer' = 'peer') {
+    super(message)
+  }
 }
 
 /** A message the program's process may send. */
@@ -37,25 +41,28 @@ export function encodeFrame(message: HostMessage | ChildMessage): Buffer {
 }
 
 /**
- * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON.
- * @throws ChannelError when a frame announces more than `maxMessageBytes`, or a body is not JSON.
+ * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON,
+ * in order, and the first violation after them (frames before a violation still count: a
+ * terminal frame followed by garbage is a terminal frame). After a violation it returns nothing.
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
   private buffered = 0
+  private broken = false
 
   constructor(private readonly maxMessageBytes: number) {}
 
-  feed(chunk: Buffer): unknown[] {
+  feed(chunk: Buffer): { frames: unknown[]; error?: ChannelError } {
+    const frames: unknown[] = []
+    if (this.broken) return { frames }
     this.chunks.push(chunk)
     this.buffered += chunk.length
-    const out: unknown[] = []
     while (this.buffered >= 4) {
       const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)
       this.chunks = [data]
       const length = data.readUInt32BE(0)
       if (length > this.maxMessageBytes) {
-        throw new ChannelError(`a control frame of ${length} bytes exceeds maxMessageBytes ${this.maxMessageBytes}`)
+        return this.fail(frames, `a control frame of ${length} bytes exceeds maxMessageBytes ${this.maxMessageBytes}`)
       }
       if (data.length < 4 + length) break
       const body = data.subarray(4, 4 + length)
@@ -63,12 +70,19 @@ export class FrameDecoder {
       this.chunks = rest.length === 0 ? [] : [rest]
       this.buffered = rest.length
       try {
-        out.push(JSON.parse(body.toString('utf8')))
+        frames.push(JSON.parse(body.toString('utf8')))
       } catch {
-        throw new ChannelError(`a control frame of ${length} bytes is not JSON`)
+        return this.fail(frames, `a control frame of ${length} bytes is not JSON`)
       }
     }
-    return out
+    return { frames }
+  }
+
+  private fail(frames: unknown[], message: string): { frames: unknown[]; error: ChannelError } {
+    this.broken = true
+    this.chunks = []
+    this.buffered = 0
+    return { frames, error: new ChannelError(message) }
   }
 }
 
@@ -124,7 +138,9 @@ export class FrameWriter {
   /** @throws ChannelError when the frame or the queue would exceed `maxMessageBytes`. */
   write(message: HostMessage): void {
     const frame = encodeFrame(message)
-    if (frame.length - 4 > this.maxMessageBytes) throw new ChannelError(`a ${frame.length}-byte frame to the program exceeds maxMessageBytes ${this.maxMessageBytes}`)
+    if (frame.length - 4 > this.maxMessageBytes) {
+      throw new ChannelError(`a ${frame.length}-byte frame to the program exceeds maxMessageBytes ${this.maxMessageBytes}`, 'frame')
+    }
     if (this.stream.writableLength + frame.length > this.maxMessageBytes) {
       throw new ChannelError(`the program is not reading its control channel: ${this.stream.writableLength} bytes are queued (maxMessageBytes ${this.maxMessageBytes})`)
     }

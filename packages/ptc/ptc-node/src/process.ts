@@ -52,8 +52,9 @@ export class ProgramProcess {
     this.writer = new FrameWriter(control, config.maxMessageBytes)
     const decoder = new FrameDecoder(config.maxMessageBytes)
     const onData = (chunk: Buffer): void => {
+      const { frames, error: broken } = decoder.feed(chunk)
       try {
-        for (const frame of decoder.feed(chunk)) {
+        for (const frame of frames) {
           const message = parseChildMessage(frame)
           if (!this.readySeen) {
             if (message.t !== 'ready') throw new ChannelError(`the bootstrap sent ${message.t} before ready`)
@@ -65,6 +66,7 @@ export class ProgramProcess {
           if (message.t === 'ready') throw new ChannelError('a second ready frame')
           this.emit({ type: 'message', message })
         }
+        if (broken) throw broken
       } catch (error) {
         control.off('data', onData)
         const text = error instanceof ChannelError ? error.message : String(error)

@@ -89,7 +89,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
         try {
           process.send({ t: 'reply', id: message.id, ...value } as never)
         } catch (error) {
-          if (error instanceof ChannelError && value.ok) {
+          if (error instanceof ChannelError && error.reason === 'frame' && value.ok) {
             // A result too large for one frame is the binding's problem, not the program's: say so.
             try {
               process.send({ t: 'reply', id: message.id, ok: false, message: `${message.ns}.${message.fn} returned more than maxMessageBytes ${config.maxMessageBytes}` })
