@@ -60,8 +60,15 @@ function oneLine(text: string): string {
   return text.replace(/\s+/g, ' ').replace(/\*\//g, '* /').trim()
 }
 
+/** Up to the first period that ends a sentence (followed by a capital or the end; "e.g." is not one), outside parentheses. */
 function firstSentence(text: string): string {
   const line = oneLine(text)
-  const end = line.search(/\.(\s|$)/)
-  return end < 0 ? line : line.slice(0, end + 1)
+  let depth = 0
+  for (let index = 0; index < line.length; index++) {
+    const char = line[index]
+    if (char === '(') depth++
+    else if (char === ')') depth = Math.max(0, depth - 1)
+    else if (char === '.' && depth === 0 && (index === line.length - 1 || /^\s+[A-Z[`]/.test(line.slice(index + 1, index + 3)))) return line.slice(0, index + 1)
+  }
+  return line
 }

@@ -145,3 +145,15 @@ describe('what the model is offered', () => {
     expect(PROMPT_SECTION.split(/\s+/).length).toBeLessThan(90)
   })
 })
+
+describe('declarations', () => {
+  it('documents each tool by its first sentence, not cut at an abbreviation or inside parentheses', async () => {
+    const { toolDeclarations } = await import('../src/declarations.ts')
+    const text = toolDeclarations([
+      { name: 'a', description: 'Read a task (e.g. task-1. Or not) and more. Second sentence.', parameters: { type: 'object', properties: {} } },
+      { name: 'b', description: 'No period', parameters: { type: 'object', properties: { n: { type: 'integer' }, k: { enum: ['x', 'y'] } }, required: ['n'] } },
+    ])
+    expect(text).toContain('/** Read a task (e.g. task-1. Or not) and more. */\n  a(args: Record<string, unknown>): Promise<ToolResult>')
+    expect(text).toContain('b(args: {\n    n: number\n    k?: "x" | "y"\n  }): Promise<ToolResult>')
+  })
+})
