@@ -3,9 +3,12 @@
  * bindings. Sandbox, environment and teardown attacks are in attacks.test.ts; the control
  * channel is attacked in protocol.test.ts.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonValue } from '@conch/ptc'
 import { boot, type Harness } from './harness.ts'
+
+// Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
+vi.setConfig({ testTimeout: 60_000 })
 
 let h: Harness
 beforeAll(async () => {

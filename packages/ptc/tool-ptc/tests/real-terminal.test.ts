@@ -2,9 +2,12 @@
  * run_code driving a real bash (node-pty, under bubblewrap) from a real node process: the
  * program sends a loop of commands until a condition holds and returns a summary.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it, vi } from 'vitest'
 import { RUN_CODE } from '../src/index.ts'
 import { boot, type Harness } from './harness.ts'
+
+// Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
+vi.setConfig({ testTimeout: 60_000 })
 
 let h: Harness
 beforeAll(async () => {

@@ -2,10 +2,13 @@
  * run_code end to end with real node processes under bubblewrap: terminals driven from code,
  * nested calls logged with their parent, tool errors as values, what the model sees.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { ToolCallData, ToolResultData } from '@conch/agent'
 import { PROMPT_SECTION, RUN_CODE } from '../src/index.ts'
 import { boot, type Harness } from './harness.ts'
+
+// Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
+vi.setConfig({ testTimeout: 60_000 })
 
 let h: Harness
 beforeAll(async () => {
@@ -93,6 +96,14 @@ describe('run_code', () => {
     expect(text).toContain('exception: Error: nope')
     expect(text).toContain('program.ts:3:7')
     expect(text).toMatch(/\[run_code: exception after \d+ ms, 1 tool call\]$/)
+  })
+
+  it('a write the sandbox denies is reported before the status line', async () => {
+    const result = await h.call(RUN_CODE, { code: 'try { require("node:fs").writeFileSync("/etc/conch-denied", "x") } catch (e) { console.log((e as Error).message) }\nreturn null' })
+    const text = result.content[0]!.text
+    expect(text).toMatch(/EROFS/)
+    expect(text).toMatch(/\[sandbox: workspace-write denied EROFS\]\n\[run_code: ok in \d+ ms, 0 tool calls\]$/)
+    expect(result.meta).toMatchObject({ sandbox: { denials: 1 } })
   })
 
   it('a timeout reports the deadline and the calls made', async () => {
