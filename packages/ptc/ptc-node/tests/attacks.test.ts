@@ -80,7 +80,8 @@ describe('environment and host flags', () => {
     process.env['AWS_SECRET_ACCESS_KEY'] = 'AKIA-host-secret-value'
     try {
       const result = await h.run(
-        'const environ = require("node:fs").readFileSync("/proc/self/environ", "utf8")\nreturn { env: { ...process.env }, keys: Object.keys(process.env).length, leaked: environ.includes("host-secret") }',
+        // /proc/self/environ is the OS environment the process started with (proc(5)); a sandbox that masks /proc hides it too.
+        'let environ = ""\ntry { environ = require("node:fs").readFileSync("/proc/self/environ", "utf8") } catch {}\nreturn { env: { ...process.env }, keys: Object.keys(process.env).length, leaked: environ.includes("host-secret") }',
       )
       expect(result).toMatchObject({ ok: true, value: { env: {}, keys: 0, leaked: false } })
     } finally {
