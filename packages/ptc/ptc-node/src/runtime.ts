@@ -1,7 +1,7 @@
 /**
  * The node runtime behind `ctx.ptc`: strips the program's types on the host (amaro, strip-only:
  * positions kept, non-erasable syntax refused), takes the owner's spare or starts a fresh
- * process, runs the program on it, and refills the spare in the background.
+ * process, runs the program on it, and then refills the spare in the background.
  */
 import { transformSync } from 'amaro'
 import { PtcError, type PtcBinding, type PtcResult, type PtcRuntime, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
@@ -68,9 +68,12 @@ export class NodeRuntime implements PtcRuntime {
         return failed('worker-exit', `cannot start the program's process: ${(error as Error).message}`)
       }
     }
-    if (this.config.spare) this.spares.refill(spec.owner, key, () => this.start(launch))
     const input = { spec, code: stripped.code, bindings: options.bindings, startedAt, ...(options.signal && { signal: options.signal }) }
-    return runOnProcess(process, input, this.config)
+    const result = await runOnProcess(process, input, this.config)
+    // The next spare boots after this run, not beside it: on a small machine the two would share
+    // the cores, and a run that comes before the spare is ready takes it while it boots.
+    if (this.config.spare && !this.disposed) this.spares.refill(spec.owner, key, () => this.start(launch))
+    return result
   }
 
   /** Closes every spare and waits for their trees. Running programs end with the subprocess service's scope. */

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, existsSync, rmSync, symlinkSync, writeFileSync 
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { boot, privateBootstrap, processesWith, sleepToken, type Harness } from './harness.ts'
+import { boot, privateBootstrap, processesWith, sleepToken, waitFor, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
 vi.setConfig({ testTimeout: 60_000 })
@@ -177,15 +177,17 @@ describe('the spare', () => {
       expect(first.ok).toBe(true)
       expect(strip(second)).toEqual(strip(first))
       expect(strip(baseline)).toEqual(strip(first))
-      expect(processesWith(warmBootstrap).length).toBeGreaterThan(0)
       // A spare belongs to its owner: another agent's run does not take it, and disposing the
       // owner closes it.
+      await waitFor(() => processesWith(warmBootstrap).length > 0)
+      const ownerOnly = processesWith(warmBootstrap).length
       const other = await warm.ctx.agents.create()
       expect(await warm.run({ code: 'return 7' }, { agent: other })).toMatchObject({ ok: true, value: 7 })
-      const withOther = processesWith(warmBootstrap).length
+      // The other agent got a spare of its own (started after its run) …
+      await waitFor(() => processesWith(warmBootstrap).length > ownerOnly)
       await warm.ctx.agents.dispose(other)
-      expect(processesWith(warmBootstrap).length).toBeLessThan(withOther)
-      expect(processesWith(warmBootstrap).length).toBeGreaterThan(0)
+      // … which its disposal ended and waited for; the first owner's spare is still there.
+      expect(processesWith(warmBootstrap).length).toBe(ownerOnly)
     } finally {
       await warm.dispose()
       await cold.dispose()
@@ -211,9 +213,8 @@ describe('the spare', () => {
     const warm = await boot({ runtime: { spare: true, bootstrapPath: idleBootstrap, spareIdleMs: 300 } })
     try {
       expect(await warm.run('return 1')).toMatchObject({ ok: true })
-      // Wait for the condition itself (the spare's processes gone), polling /proc.
-      const deadline = Date.now() + 20_000
-      while (processesWith(idleBootstrap).length > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      await waitFor(() => processesWith(idleBootstrap).length > 0)
+      await waitFor(() => processesWith(idleBootstrap).length === 0)
       expect(processesWith(idleBootstrap)).toEqual([])
     } finally {
       await warm.dispose()
