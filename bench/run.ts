@@ -15,6 +15,7 @@ import type { SendResult } from '../packages/pty/pty/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
+import { benchPtc, type PtcFigures } from './ptc.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
@@ -657,11 +658,12 @@ interface Results {
   idle?: IdleFigures
   scale?: ScaleFigures
   lifecycle?: Awaited<ReturnType<typeof benchLifecycle>>
+  ptc?: PtcFigures
   machine: ReturnType<typeof machine>
 }
 
 /** The keys of results.json, in the issue's order. */
-const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle'] as const
+const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc'] as const
 type Key = (typeof KEYS)[number]
 
 interface Target {
@@ -698,6 +700,12 @@ function targets(r: Results): Target[] {
     out.push({ figure: 'idle.cpu_percent', value: cpu, limit: '< 1', met: cpu < 1, ...(cpu >= 1 ? { missed_by: round(cpu - 1, 3) } : {}) })
   }
   if (r.scale) atMost('scale.p95_ms', r.scale.p95_ms, 3 * r.scale.single_p95_ms, `≤ 3 × single_p95_ms = ${round(3 * r.scale.single_p95_ms)}`)
+  if (r.ptc) {
+    const p = r.ptc
+    atMost('ptc.cold_p50_ms', p.cold_p50_ms, p.node_spawn_p50_ms + 15, `≤ node_spawn_p50_ms + 15 = ${round(p.node_spawn_p50_ms + 15)}`)
+    atMost('ptc.spare_p50_ms', p.spare_p50_ms, 10, '≤ 10')
+    if (p.nested_ratio !== undefined) atMost('ptc.nested_ratio', p.nested_ratio, 1.2, '≤ 1.2 × direct')
+  }
   return out
 }
 
@@ -742,6 +750,13 @@ function printTable(r: Results, checks: readonly Target[]): void {
     rows.push([`close p50 (${l.descendants} descendants)`, ms(l.close_p50_ms), `raw ${ms(l.raw_close_p50_ms)}`, x(ratio(l.close_p50_ms, l.raw_close_p50_ms)), ''])
     rows.push(['open p50, bubblewrap', ms(l.open_sandbox_p50_ms), `raw ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.open_sandbox_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
     rows.push(['close p50, bubblewrap', ms(l.close_sandbox_p50_ms), `raw ${ms(l.raw_close_sandbox_p50_ms)}`, x(ratio(l.close_sandbox_p50_ms, l.raw_close_sandbox_p50_ms)), ''])
+  }
+  if (r.ptc) {
+    const p = r.ptc
+    rows.push(['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')])
+    rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
+    rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
+    rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), verdict('ptc.nested_ratio')])
   }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)))
   const line = (row: readonly string[]) => row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd()
@@ -832,6 +847,7 @@ async function main(): Promise<void> {
       progress(`lifecycle: ${PLAN.lifecycleRuns} opens and closes each, unconfined and under bubblewrap, conch and raw`)
       results.lifecycle = await benchLifecycle(c)
     }
+    if (only.has('ptc')) results.ptc = await benchPtc(progress)
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)

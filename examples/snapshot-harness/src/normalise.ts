@@ -6,7 +6,9 @@
  * - the scenario's workspace folder (as given and as its real path) → `<workspace>`;
  * - session ids (`session-1a2b3c4d`, random) → `session-1`, `session-2`, … in order of
  *   appearance;
- * - clock times: the values of `createdAt`, `startedAt`, `endedAt` keys → `"<time>"`.
+ * - clock times: the values of `createdAt`, `startedAt`, `endedAt` keys → `"<time>"`;
+ * - the wall time of a program run in the `run_code` status line (`[run_code: ok in 41 ms, …`)
+ *   → `<ms>`: a real node process ran it even in a pinned run.
  *
  * Real runs only (node-pty, real processes):
  * - process ids: `bash[18795]` → `bash[<pid>]`, `pid 18795` → `pid <pid>`, and the values of
@@ -64,6 +66,7 @@ export class Normaliser {
     let out = text
     for (const path of this.paths) out = out.split(path).join('<workspace>')
     out = out.replace(/\bsession-[0-9a-f]{8}\b/g, (id) => this.sessionId(id))
+    out = out.replace(/(\[run_code: [a-z-]+ (?:in|after) )\d+( ms\b)/g, '$1<ms>$2')
     if (this.kind === 'real') {
       out = out
         .replace(/(\[closed: [^\]\n]*? — )stopped (?:[\w.+-]+\[\d+\](?:, )?)+\]/g, '$1stopped <processes>]')

@@ -28,6 +28,12 @@ describe('Normaliser', () => {
     expect(normaliser.text('session-1234abcd')).toBe('session-2')
   })
 
+  it('replaces the wall time of a run_code status line in every run', () => {
+    const normaliser = new Normaliser({ kind: 'pinned', workspaces: [] })
+    expect(normaliser.text('42\n[run_code: ok in 41 ms, 3 tool calls]')).toBe('42\n[run_code: ok in <ms> ms, 3 tool calls]')
+    expect(normaliser.text('[run_code: worker-exit after 7 ms, 0 tool calls]')).toBe('[run_code: worker-exit after <ms> ms, 0 tool calls]')
+  })
+
   it('replaces clock times in every run, and leaves pids and durations of a pinned run alone', () => {
     const normaliser = new Normaliser({ kind: 'pinned', workspaces: [] })
     expect(normaliser.value({ startedAt: '2026-01-05T10:00:00.000Z', elapsedMs: 3000, pid: 100, text: 'stopped bash[100]' })).toEqual({

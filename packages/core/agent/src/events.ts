@@ -25,6 +25,11 @@ export interface ToolCallData {
   name: string
   /** The parsed arguments object, or the raw text when it was not valid JSON. */
   arguments: unknown
+  /**
+   * Set on a nested call — one a tool made while it ran, such as `run_code`'s program — to the
+   * `callId` of the outer call. Nested calls are part of the log, not of the conversation.
+   */
+  parentCallId?: string
 }
 
 export interface ToolResultData {
@@ -34,6 +39,8 @@ export interface ToolResultData {
   /** What the model sees: the result's text items joined by newlines, already bounded. */
   text: string
   meta?: Record<string, unknown>
+  /** As `ToolCallData.parentCallId`: the outer call of a nested call. */
+  parentCallId?: string
 }
 
 export interface TurnEndData {

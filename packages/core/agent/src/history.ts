@@ -11,7 +11,8 @@ export const MISSING_RESULT = 'no result: the harness stopped before this call f
 /**
  * Builds the message list for a model call: the system prompt (when not empty), then
  * `user/message` → user, `assistant/message` → assistant (with its tool calls), `tool/result`
- * → tool. Other event types are not part of the conversation.
+ * → tool. Other event types, and the results of nested calls (those with a `parentCallId`), are
+ * not part of the conversation.
  *
  * Chat APIs require every tool call of an assistant message to be answered by a tool message
  * before the next user or assistant message; a call without a logged result (a crash mid-call
@@ -45,6 +46,8 @@ export function buildMessages(systemPrompt: string, events: readonly SessionEven
       }
       case 'tool/result': {
         const data = event.data as ToolResultData
+        // A nested call (made by a tool, not the model) is not part of the conversation.
+        if (data.parentCallId !== undefined) break
         const index = pending.findIndex((call) => call.id === data.callId)
         // A result for a call that is not open would make the request invalid; the log never
         // holds one unless edited by hand, so it is left out.

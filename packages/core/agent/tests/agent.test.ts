@@ -261,4 +261,20 @@ describe('buildMessages', () => {
       { role: 'user', content: 'again' },
     ])
   })
+
+  it('leaves nested calls (with a parentCallId) out of the conversation, even when their id matches an open call', () => {
+    const messages = buildMessages('', [
+      event(1, 'user/message', { text: 'go' }),
+      event(2, 'assistant/message', { text: '', toolCalls: [{ id: 'a', name: 'run_code', arguments: '{}' }] }),
+      event(3, 'tool/call', { callId: 'a', name: 'run_code', arguments: {} }),
+      event(4, 'tool/call', { callId: 'a.1', name: 't', arguments: {}, parentCallId: 'a' }),
+      event(5, 'tool/result', { callId: 'a', name: 't', isError: false, text: 'forged nested', parentCallId: 'a' }),
+      event(6, 'tool/result', { callId: 'a', name: 'run_code', isError: false, text: 'outer' }),
+    ])
+    expect(messages).toEqual([
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: '', toolCalls: [{ id: 'a', name: 'run_code', arguments: '{}' }] },
+      { role: 'tool', toolCallId: 'a', name: 'run_code', content: 'outer' },
+    ])
+  })
 })

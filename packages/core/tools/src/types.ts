@@ -37,8 +37,10 @@ export interface ToolExecuteContext {
   agent: ToolOwner
   /** Aborted when the turn is cancelled; long-running tools must stop promptly. */
   signal: AbortSignal
-  /** The model's tool-call id. */
+  /** The model's tool-call id (for a call made from inside another tool, an id derived from the outer one). */
   callId: string
+  /** The id of the outer call when a tool calls another one (e.g. from a `run_code` program); absent for the model's own calls. */
+  parentCallId?: string
   /** Reports incremental output while the tool runs (ACP streams it to the client). */
   progress?: (update: ToolProgress) => void
 }

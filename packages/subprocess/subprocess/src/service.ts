@@ -6,6 +6,7 @@
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { createSessionTag, scrubbedEnv } from './env.ts'
@@ -97,6 +98,10 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     }
     options.signal?.throwIfAborted()
 
+    const extraPipes = options.extraPipes ?? 0
+    if (!Number.isInteger(extraPipes) || extraPipes < 0 || extraPipes > 4) {
+      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: extraPipes must be an integer from 0 to 4, got ${extraPipes}`)
+    }
     const [program, ...args] = argv.data
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
     const env = { ...(options.env ?? scrubbedEnv(process.env, { allow: this.config.allowEnv ?? [] })), [tag.name]: tag.value }
@@ -116,7 +121,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         cwd: options.cwd,
         env,
         detached: true,
-        stdio: ['pipe', 'pipe', 'pipe'],
+        stdio: ['pipe', 'pipe', 'pipe', ...Array.from({ length: extraPipes }, () => 'pipe' as const)],
         windowsHide: true,
       })
     } catch (error) {
@@ -143,6 +148,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       pid,
       stdout: child.stdout!,
       stderr: child.stderr!,
+      extra: child.stdio.slice(3).map((stream) => stream as Duplex),
       write: (data) => {
         if (child.stdin && !child.stdin.writableEnded) child.stdin.write(data)
       },

@@ -7,6 +7,7 @@
  * clock ticks since boot) of /proc/<pid>/stat (proc(5)); on macOS `ps -o lstart`. Every
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
+import type { Duplex } from 'node:stream'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {
@@ -125,6 +126,11 @@ export interface ChildHandle {
   readonly pid: number
   readonly stdout: NodeJS.ReadableStream
   readonly stderr: NodeJS.ReadableStream
+  /**
+   * The extra pipes asked for with `SpawnOptions.extraPipes`: `extra[0]` is the child's fd 3,
+   * `extra[1]` its fd 4, … (duplex sockets; empty when none were asked for).
+   */
+  readonly extra: readonly Duplex[]
   write(data: string | Uint8Array): void
   end(): void
   /** Resolves when the child has exited and its stdio closed. */
@@ -140,6 +146,11 @@ export interface SpawnOptions {
   env?: Record<string, string>
   /** Aborting terminates the child's tree. */
   signal?: AbortSignal
+  /**
+   * How many pipes to open beyond stdin, stdout and stderr (default 0): the child sees them as
+   * fd 3, 4, … (a control channel that is neither stdout nor stderr). At most 4.
+   */
+  extraPipes?: number
 }
 
 export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'

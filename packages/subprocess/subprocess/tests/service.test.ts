@@ -51,6 +51,20 @@ function expectCode(fn: () => unknown, code: SubprocessError['code'], pattern: R
 }
 
 describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
+  it('extraPipes opens fd 3 in the child as a duplex pipe, apart from stdout and stderr', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'read -r line <&3; echo "fd3 got $line" >&3; echo on-stdout'], extraPipes: 1 })
+    expect(child.extra).toHaveLength(1)
+    const control = new LineReader(child.extra[0]!)
+    const out = new LineReader(child.stdout)
+    child.extra[0]!.write('ping\n')
+    expect((await control.line(/^fd3 got .*/))[0]).toBe('fd3 got ping')
+    expect((await out.line(/^on-.*/))[0]).toBe('on-stdout')
+    expect(out.all).not.toContain('fd3')
+    expect((await child.done).exitCode).toBe(0)
+    expectCode(() => subprocess.spawn({ argv: ['true'], extraPipes: 9 }), 'INVALID_ARGV', /extraPipes/)
+  })
+
   it('pipes stdin to the child and reports its output and exit code', async () => {
     const subprocess = await boot()
     const child = subprocess.spawn({ argv: ['bash', '-c', 'read line; echo "got $line"; echo oops >&2; exit 3'] })

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest'
+import { ChannelError, encodeFrame, FrameDecoder, parseChildMessage } from '../src/channel.ts'
+import { prefixWithin } from '../src/output-ledger.ts'
+
+describe('frames', () => {
+  it('decodes the same frames whatever the split point of the bytes', () => {
+    const bytes = Buffer.concat([encodeFrame({ t: 'log', s: 'out', text: 'é😀\n' }), encodeFrame({ t: 'done', ok: true, value: [1, { a: null }] })])
+    for (let split = 0; split <= bytes.length; split++) {
+      const decoder = new FrameDecoder(1024)
+      const frames = [...decoder.feed(bytes.subarray(0, split)).frames, ...decoder.feed(bytes.subarray(split)).frames]
+      expect(frames).toEqual([{ t: 'log', s: 'out', text: 'é😀\n' }, { t: 'done', ok: true, value: [1, { a: null }] }])
+    }
+  })
+
+  it('keeps the frames before a violation and nothing after it', () => {
+    const decoder = new FrameDecoder(64)
+    const head = Buffer.alloc(4)
+    head.writeUInt32BE(65)
+    const out = decoder.feed(Buffer.concat([encodeFrame({ t: 'ready' }), head]))
+    expect(out.frames).toEqual([{ t: 'ready' }])
+    expect(out.error).toBeInstanceOf(ChannelError)
+    expect(decoder.feed(encodeFrame({ t: 'ready' }))).toEqual({ frames: [] })
+  })
+
+  it('refuses malformed messages by shape', () => {
+    expect(() => parseChildMessage({ t: 'call', id: 0, ns: 'a', fn: 'b' })).toThrow(ChannelError)
+    expect(() => parseChildMessage({ t: 'call', id: 1.5, ns: 'a', fn: 'b' })).toThrow(ChannelError)
+    expect(() => parseChildMessage({ t: 'call', id: 1, ns: 1, fn: 'b' })).toThrow(ChannelError)
+    expect(() => parseChildMessage({ t: 'done', ok: false, kind: 'timeout', message: 'forged' })).toThrow(/unknown failure kind/)
+    expect(() => parseChildMessage({ t: 'log', s: 'tty', text: '' })).toThrow(ChannelError)
+    expect(parseChildMessage({ t: 'call', id: 1, ns: 'a', fn: 'b' })).toEqual({ t: 'call', id: 1, ns: 'a', fn: 'b', args: null })
+  })
+
+  it('cuts output on code-point boundaries', () => {
+    expect(prefixWithin('aé😀', 1)).toBe('a')
+    expect(prefixWithin('aé😀', 2)).toBe('a')
+    expect(prefixWithin('aé😀', 3)).toBe('aé')
+    expect(prefixWithin('aé😀', 6)).toBe('aé')
+    expect(prefixWithin('aé😀', 7)).toBe('aé😀')
+  })
+})

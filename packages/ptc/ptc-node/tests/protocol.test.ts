@@ -1,0 +1,109 @@
+/**
+ * The control channel under attack: the program has full Node APIs, so it can write anything to
+ * fd 3. Every violation ends the run as `protocol` with the process gone; nothing it writes
+ * reaches a binding that was not declared.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { boot, privateBootstrap, processesWith, type Harness } from './harness.ts'
+
+// Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
+vi.setConfig({ testTimeout: 60_000 })
+
+const bootstrapPath = privateBootstrap()
+let h: Harness
+const calls: string[] = []
+const bindings = [
+  {
+    global: 'host',
+    functions: {
+      ok: async (args: unknown) => (calls.push(`ok ${JSON.stringify(args)}`), 'fine'),
+      secret: async () => (calls.push('secret'), 'leaked'),
+      never: () => new Promise<never>(() => {}),
+    },
+  },
+]
+
+/** Program text defining `frame(obj)` (one length-prefixed frame) and `raw(buf)` (bytes) on fd 3. */
+const WRITER = 'const fs = require("node:fs")\nconst raw = (b: Buffer) => fs.writeSync(3, b)\nconst frame = (m: unknown) => { const body = Buffer.from(JSON.stringify(m)); const head = Buffer.alloc(4); head.writeUInt32BE(body.length); raw(Buffer.concat([head, body])) }\n'
+
+beforeAll(async () => {
+  h = await boot({ runtime: { spare: false, bootstrapPath, maxMessageBytes: 65_536, maxPendingCalls: 8 } })
+})
+afterAll(async () => {
+  await h.dispose()
+  expect(processesWith(bootstrapPath)).toEqual([])
+})
+
+async function expectProtocol(code: string, pattern: RegExp): Promise<void> {
+  calls.length = 0
+  const result = await h.run(WRITER + code, { bindings: bindings as never })
+  expect(result.ok, JSON.stringify(result)).toBe(false)
+  if (result.ok) return
+  expect(result.failure.kind).toBe('protocol')
+  expect(result.failure.message).toMatch(pattern)
+  expect(processesWith(bootstrapPath)).toEqual([])
+}
+
+describe('the control channel', () => {
+  it('a forged call id is protocol, and the binding does not run', async () => {
+    await expectProtocol('frame({ t: "call", id: 99, ns: "host", fn: "ok", args: 1 })\nawait new Promise(() => {})', /out of sequence/)
+    expect(calls).toEqual([])
+  })
+
+  it('a reused call id is protocol', async () => {
+    await expectProtocol('await host.ok(1)\nframe({ t: "call", id: 1, ns: "host", fn: "ok", args: 2 })\nawait new Promise(() => {})', /out of sequence/)
+  })
+
+  it('an undeclared binding name is protocol, and nothing is called', async () => {
+    await expectProtocol('frame({ t: "call", id: 1, ns: "host", fn: "hasOwnProperty", args: null })\nawait new Promise(() => {})', /undeclared binding host\.hasOwnProperty/)
+    await expectProtocol('frame({ t: "call", id: 1, ns: "other", fn: "ok", args: null })\nawait new Promise(() => {})', /undeclared binding other\.ok/)
+    expect(calls).toEqual([])
+  })
+
+  it('a frame announcing more than maxMessageBytes is protocol before its body arrives', async () => {
+    await expectProtocol('const head = Buffer.alloc(4); head.writeUInt32BE(0x7fffffff); raw(head)\nawait new Promise(() => {})', /exceeds maxMessageBytes/)
+  })
+
+  it('an oversized frame sent in pieces is protocol', async () => {
+    await expectProtocol('const body = Buffer.alloc(70_000, 0x20); const head = Buffer.alloc(4); head.writeUInt32BE(body.length); raw(head); for (let i = 0; i < 70; i++) raw(body.subarray(i * 1000, (i + 1) * 1000))\nawait new Promise(() => {})', /exceeds maxMessageBytes/)
+  })
+
+  it('a frame that is not JSON, or of an unknown type, is protocol', async () => {
+    await expectProtocol('const body = Buffer.from("{not json"); const head = Buffer.alloc(4); head.writeUInt32BE(body.length); raw(Buffer.concat([head, body]))\nawait new Promise(() => {})', /not JSON/)
+    await expectProtocol('frame({ t: "exec", cmd: "rm -rf /" })\nawait new Promise(() => {})', /unknown control frame type/)
+    await expectProtocol('frame([1, 2])\nawait new Promise(() => {})', /not a JSON object/)
+  })
+
+  it('a flood of frames is protocol, not an unbounded queue', async () => {
+    await expectProtocol('for (let i = 0; i < 100_000; i++) frame({ t: "ready" })\nawait new Promise(() => {})', /ready/)
+  })
+
+  it('exceeding maxPendingCalls is protocol', async () => {
+    await expectProtocol('const all = []\nfor (let i = 0; i < 50; i++) all.push(host.never(i))\nawait Promise.all(all)', /maxPendingCalls 8/)
+  })
+
+  it('a program that stops reading its channel cannot make the host queue without bound', async () => {
+    const big = 'x'.repeat(60_000)
+    const flood = [{ global: 'host', functions: { big: async () => big } }]
+    // The program blocks its event loop after asking for large replies, so nothing is read.
+    const result = await h.run({ code: 'for (let i = 0; i < 8; i++) void host.big(null)\nawait new Promise((r) => setTimeout(r, 10))\nwhile (true) {}', timeoutMs: 20_000 }, { bindings: flood })
+    expect(result).toMatchObject({ ok: false, failure: { kind: 'protocol', message: expect.stringMatching(/not reading its control channel/) } })
+  })
+
+  it('writes after the terminal frame are ignored: the result is the terminal frame, and the process is ended', async () => {
+    calls.length = 0
+    const result = await h.run(
+      WRITER + 'frame({ t: "done", ok: true, value: "first" })\nframe({ t: "done", ok: true, value: "second" })\nframe({ t: "call", id: 1, ns: "host", fn: "secret", args: null })\nraw(Buffer.from("garbage"))\nawait new Promise(() => {})',
+      { bindings: bindings as never },
+    )
+    expect(result, JSON.stringify(result)).toMatchObject({ ok: true, value: 'first' })
+    expect(calls).toEqual([])
+    expect(processesWith(bootstrapPath)).toEqual([])
+  })
+
+  it('a binding reply too large for one frame is an error in the program, not a crash', async () => {
+    const huge = [{ global: 'host', functions: { huge: async () => 'y'.repeat(100_000) } }]
+    const result = await h.run('try { await host.huge(null); return "got it" } catch (e) { return (e as Error).message }', { bindings: huge })
+    expect(result).toMatchObject({ ok: true, value: expect.stringMatching(/host\.huge returned more than maxMessageBytes/) })
+  })
+})

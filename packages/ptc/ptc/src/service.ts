@@ -1,0 +1,131 @@
+/**
+ * `ctx.ptc`: the seam between callers of programmatic tool calling (the `run_code` tool, service
+ * callers) and the runtime that executes programs (`@conch/ptc-node`). It owns the rules every
+ * runtime shares: how a request is resolved against its owner, which binding names are legal,
+ * and that a call after disposal is refused.
+ */
+import { isAbsolute } from 'node:path'
+import { Service, type Context } from 'cordis'
+import { z } from 'zod'
+import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import { checkBindings } from './bindings.ts'
+import {
+  PtcError,
+  type PtcOwner,
+  type PtcRequest,
+  type PtcResult,
+  type PtcRunOptions,
+  type PtcRuntime,
+  type PtcServiceApi,
+  type PtcSpec,
+  type PtcTimeouts,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    ptc: PtcService
+  }
+}
+
+const SANDBOX_MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const
+
+/** The shape `run` accepts: everything resolved, nothing left to default. */
+const Spec = z.object({
+  owner: z.custom<PtcOwner>((value) => typeof value === 'object' && value !== null, 'owner must be the Agent the program runs for'),
+  code: z.string(),
+  cwd: z.string().refine(isAbsolute, 'cwd must be an absolute path'),
+  timeoutMs: z.number().int().positive().nullable(),
+  policy: z.object({
+    mode: z.enum(SANDBOX_MODES),
+    workspaceRoot: z.string().refine(isAbsolute, 'policy.workspaceRoot must be an absolute path'),
+  }),
+})
+
+class PtcService extends Service implements PtcServiceApi {
+  static inject = ['sandboxPolicy']
+
+  static Config = z.object({}).prefault({})
+
+  private runtime: PtcRuntime | undefined
+  private readonly state = { disposed: false }
+  private readonly sandboxPolicy: SandboxPolicyServiceApi
+
+  constructor(ctx: Context, public config: PtcService.Config) {
+    super(ctx, 'ptc')
+    this.sandboxPolicy = ctx.sandboxPolicy
+    ctx.effect(() => () => {
+      this.state.disposed = true
+    }, 'ptc.dispose')
+  }
+
+  register(runtime: PtcRuntime): () => void {
+    if (this.runtime !== undefined) {
+      throw new PtcError('DUPLICATE_RUNTIME', `a ptc runtime (${this.runtime.name}) is already registered; cannot register ${runtime.name}`)
+    }
+    return this.ctx.effect(() => {
+      this.runtime = runtime
+      return () => {
+        if (this.runtime === runtime) this.runtime = undefined
+      }
+    }, `ptc.register(${runtime.name})`)
+  }
+
+  timeouts(): PtcTimeouts | undefined {
+    return this.runtime?.timeouts
+  }
+
+  resolve(request: PtcRequest, owner: PtcOwner): PtcSpec {
+    const runtime = this.live()
+    if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', 'the request must be an object {code, cwd?, timeoutMs?}')
+    if (typeof request.code !== 'string' || request.code.trim() === '') {
+      throw new PtcError('INVALID_OPTIONS', 'code is empty: pass the program text as the body of an async function')
+    }
+    const policy = this.sandboxPolicy.resolve({ session: owner.session })
+    const cwd = request.cwd ?? policy.workspaceRoot
+    if (typeof cwd !== 'string' || !isAbsolute(cwd)) throw new PtcError('INVALID_OPTIONS', `cwd must be an absolute path, got ${JSON.stringify(cwd)}`)
+    return {
+      owner,
+      code: request.code,
+      cwd,
+      timeoutMs: deadline(request.timeoutMs, runtime.timeouts),
+      policy: { mode: policy.mode, workspaceRoot: policy.workspaceRoot },
+    }
+  }
+
+  async run(spec: PtcSpec, options: PtcRunOptions = {}): Promise<PtcResult> {
+    const runtime = this.live()
+    const parsed = Spec.safeParse(spec)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      throw new PtcError('INVALID_OPTIONS', `the spec is not resolved (use ctx.ptc.resolve): ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`)
+    }
+    const bindings = checkBindings(options.bindings ?? [])
+    return runtime.run(spec, { bindings, ...(options.signal && { signal: options.signal }) })
+  }
+
+  private live(): PtcRuntime {
+    if (this.state.disposed) throw new PtcError('DISPOSED', 'the ptc service is disposed')
+    if (this.runtime === undefined) throw new PtcError('NO_RUNTIME', 'no ptc runtime is registered; load @conch/ptc-node')
+    return this.runtime
+  }
+}
+
+/**
+ * The deadline of a request: omitted → `timeoutMs`; a positive integer (ms) → itself, capped at
+ * `maxTimeoutMs`; null → no deadline.
+ * @throws PtcError `INVALID_OPTIONS` for anything else (0, negative, fractional, NaN, a string).
+ */
+function deadline(requested: number | null | undefined, timeouts: PtcTimeouts): number | null {
+  if (requested === undefined) return timeouts.timeoutMs
+  if (requested === null) return null
+  if (typeof requested !== 'number' || !Number.isInteger(requested) || requested <= 0) {
+    throw new PtcError('INVALID_OPTIONS', `timeoutMs must be a positive integer number of ms (or omitted), got ${JSON.stringify(requested)}`)
+  }
+  return Math.min(requested, timeouts.maxTimeoutMs)
+}
+
+namespace PtcService {
+  export type Config = z.output<typeof PtcService.Config>
+}
+
+export default PtcService

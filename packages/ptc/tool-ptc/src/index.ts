@@ -1,0 +1,134 @@
+/**
+ * `@conch/tool-ptc`: the `run_code` tool. The model writes one short TypeScript program (the
+ * body of an async function); every other tool it can see is bound as `tools.<name>(args)`,
+ * and each such call goes back through the full `ctx.tools.execute` pipeline with the outer
+ * call as its parent and is logged as a nested `tool/call` / `tool/result` pair. The program
+ * runs through `ctx.ptc` under the agent's sandbox policy; the model gets one bounded result.
+ *
+ * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import type { AgentServiceApi, ToolCallData, ToolResultData } from '@conch/agent'
+import { nameProblem, type JsonValue, type PtcBinding, type PtcFunction, type PtcServiceApi } from '@conch/ptc'
+import { MIN_RESULT_BYTES, toolResultText, type ToolExecuteContext, type ToolsServiceApi } from '@conch/tools'
+import { toolDeclarations } from './declarations.ts'
+import { renderResult } from './render.ts'
+
+export { renderResult, statusLine } from './render.ts'
+export { schemaToType, toolDeclarations, TOOL_RESULT_TYPE } from './declarations.ts'
+
+export const name = 'tool-ptc'
+export const inject = ['ptc', 'tools']
+
+/** The tool's own name; it is never bound inside a program. */
+export const RUN_CODE = 'run_code'
+
+export const Config = z
+  .object({
+    maxResultBytes: z
+      .number()
+      .int()
+      .min(MIN_RESULT_BYTES)
+      .default(262144)
+      .describe('Bound of the rendered result (logs, value, status line), in UTF-8 bytes.'),
+  })
+  .prefault({})
+
+export type Config = z.output<typeof Config>
+
+/** Section id and order on ctx.agents (after the terminal section). */
+export const PROMPT_SECTION_ID = 'run-code'
+export const PROMPT_SECTION_ORDER = 60
+
+/** The system-prompt section: when code beats single calls (under 120 tokens). */
+export const PROMPT_SECTION = [
+  'run_code runs one TypeScript program (the body of an async function) in a fresh, sandboxed Node process and calls your other tools from it: `await tools.terminal_send({...})` returns {text, isError, meta}.',
+  'Prefer it to single calls for loops, for polling a terminal until a condition holds, and for combining many results; return a small JSON summary. Nothing is kept between runs.',
+].join('\n')
+
+const DESCRIPTION_HEAD = [
+  'Run a short TypeScript program (the body of an async function: top-level await and return work; only erasable types — no enum or namespace) in a fresh Node process under your sandbox, and get its console output, its return value as JSON and a status line.',
+  'process.env is empty; require("node:fs") and the other Node APIs work inside the sandbox. Every other tool is callable as `await tools.<name>(args)`; a tool error is a normal result with isError: true, not an exception.',
+  'Return a JSON value (no undefined, NaN, Map or class instances). Each run starts from nothing.',
+].join(' ')
+
+export const apply = (ctx: Context, config: Config) => {
+  const ptc: PtcServiceApi = ctx.ptc
+  const tools: ToolsServiceApi & { names(): string[] } = ctx.tools
+
+  /** The tools a program may call: every registered tool but run_code whose name is a legal binding. */
+  const bindable = (): string[] => tools.names().filter((tool) => tool !== RUN_CODE && nameProblem(tool, 'function') === undefined)
+
+  const cache = { key: '', text: '' }
+  const description = (): string => {
+    const names = bindable()
+    const key = names.join(',')
+    if (key !== cache.key || cache.text === '') {
+      const specs = tools.specs().filter((spec) => names.includes(spec.name))
+      cache.key = key
+      cache.text = `${DESCRIPTION_HEAD}\n\n${names.length === 0 ? 'No other tools are registered.' : `The tools:\n\`\`\`ts\n${toolDeclarations(specs)}\n\`\`\``}`
+    }
+    return cache.text
+  }
+
+  const definition = {
+    name: RUN_CODE,
+    get description() {
+      // Read while specs() lists every tool, run_code included: the declarations list the others.
+      return inDescription.active ? DESCRIPTION_HEAD : withGuard(description)
+    },
+    kind: 'execute' as const,
+    maxResultBytes: config.maxResultBytes,
+    input: z.object({
+      code: z.string().min(1, 'code is empty: pass the program text').describe('The program: the body of an async function, erasable TypeScript.'),
+      timeoutMs: z.number().int().positive().optional().describe('Deadline in ms (default and cap set by the deployment); covers nested tool calls.'),
+    }),
+    title: (input: { code: string }) => `run_code: ${firstLine(input.code)}`,
+    async execute(input: { code: string; timeoutMs?: number | undefined }, context: ToolExecuteContext) {
+      const { agent, signal, callId } = context
+      const spec = ptc.resolve({ code: input.code, ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }) }, agent)
+      const counter = { calls: 0 }
+      const call = (tool: string): PtcFunction => async (args, { signal: runSignal }) => {
+        const nestedId = `${callId}.${++counter.calls}`
+        agent.session.append<ToolCallData>('tool/call', { callId: nestedId, name: tool, arguments: args, parentCallId: callId })
+        const result = await tools.execute(tool, args, { agent, signal: AbortSignal.any([signal, runSignal]), callId: nestedId, parentCallId: callId })
+        const text = toolResultText(result)
+        const data: ToolResultData = { callId: nestedId, name: tool, isError: result.isError === true, text, parentCallId: callId }
+        if (result.meta) data.meta = result.meta
+        agent.session.append<ToolResultData>('tool/result', data)
+        const meta = result.meta === undefined ? null : (JSON.parse(JSON.stringify(result.meta)) as JsonValue)
+        return { text, isError: result.isError === true, meta }
+      }
+      const binding: PtcBinding = { global: 'tools', functions: Object.fromEntries(bindable().map((tool) => [tool, call(tool)])) }
+      const result = await ptc.run(spec, { bindings: [binding], signal })
+      const text = renderResult(result, { toolCalls: counter.calls, timeoutMs: spec.timeoutMs, maxBytes: config.maxResultBytes })
+      const meta: Record<string, unknown> = {
+        status: result.ok ? 'ok' : result.failure.kind,
+        toolCalls: counter.calls,
+        sandbox: { mode: result.sandbox.mode, enforcement: result.sandbox.enforcement, denials: result.sandbox.denials.length },
+      }
+      return { content: [{ type: 'text' as const, text }], ...(!result.ok && { isError: true }), meta }
+    },
+  }
+  const inDescription = { active: false }
+  function withGuard(render: () => string): string {
+    inDescription.active = true
+    try {
+      return render()
+    } finally {
+      inDescription.active = false
+    }
+  }
+  tools.register(definition)
+
+  ctx.inject(['agents'], (scope) => {
+    const agents = scope.get('agents') as AgentServiceApi
+    agents.section({ id: PROMPT_SECTION_ID, order: PROMPT_SECTION_ORDER, render: () => PROMPT_SECTION })
+  })
+}
+
+function firstLine(code: string): string {
+  const line = code.split('\n').find((text) => text.trim() !== '') ?? ''
+  return line.length > 60 ? `${line.slice(0, 57)}...` : line.trim()
+}

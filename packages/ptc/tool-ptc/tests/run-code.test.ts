@@ -1,0 +1,170 @@
+/**
+ * run_code end to end with real node processes under bubblewrap: terminals driven from code,
+ * nested calls logged with their parent, tool errors as values, what the model sees.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import type { ToolCallData, ToolResultData } from '@conch/agent'
+import { PROMPT_SECTION, RUN_CODE } from '../src/index.ts'
+import { boot, type Harness } from './harness.ts'
+
+// Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
+vi.setConfig({ testTimeout: 60_000 })
+
+let h: Harness
+beforeAll(async () => {
+  h = await boot()
+})
+afterAll(async () => {
+  await h.dispose()
+})
+
+describe('run_code', () => {
+  it('drives a terminal from code: nested calls run in order and are logged with their parent call id', async () => {
+    const code = [
+      'const opened = await tools.terminal_open({ type: "shell" })',
+      'const id = opened.meta!.sessionId as string',
+      'const lines: string[] = []',
+      'for (const n of [1, 2, 3]) {',
+      '  const sent = await tools.terminal_send({ sessionId: id, text: `echo square-${n * n}` })',
+      '  lines.push(sent.text.split("\\n").find((line) => line.startsWith("square-"))!)',
+      '}',
+      'await tools.terminal_close({ sessionId: id })',
+      'console.log("done with", id)',
+      'return { id, lines }',
+    ].join('\n')
+    const before = h.agent.session.events().length
+    const result = await h.call(RUN_CODE, { code }, { callId: 'outer-1' })
+    const text = result.content[0]!.text
+    expect(result.isError, text).toBeUndefined()
+    expect(text).toContain('done with pty-1')
+    expect(text).toContain('"square-9"')
+    expect(text).toMatch(/\n\[run_code: ok in \d+ ms, 5 tool calls\]$/)
+    expect(result.meta).toMatchObject({ status: 'ok', toolCalls: 5, sandbox: { mode: 'workspace-write', enforcement: 'full' } })
+
+    const nested = h.agent.session.events().slice(before)
+    expect(nested.map((event) => `${event.type} ${(event.data as ToolCallData).name}`)).toEqual([
+      'tool/call terminal_open',
+      'tool/result terminal_open',
+      'tool/call terminal_send',
+      'tool/result terminal_send',
+      'tool/call terminal_send',
+      'tool/result terminal_send',
+      'tool/call terminal_send',
+      'tool/result terminal_send',
+      'tool/call terminal_close',
+      'tool/result terminal_close',
+    ])
+    for (const [index, event] of nested.entries()) {
+      const data = event.data as ToolCallData & ToolResultData
+      expect(data.parentCallId).toBe('outer-1')
+      expect(data.callId).toBe(`outer-1.${Math.floor(index / 2) + 1}`)
+    }
+    expect((nested[3]!.data as ToolResultData).text).toContain('square-1')
+  })
+
+  it('a tool error is a normal return value, and validation still applies to nested calls', async () => {
+    const code = 'const bad = await tools.terminal_send({ sessionId: "pty-99", text: "x" })\nconst invalid = await tools.terminal_send({ nope: 1 } as any)\nreturn { bad: [bad.isError, bad.text], invalid: [invalid.isError, invalid.text] }'
+    const result = await h.call(RUN_CODE, { code })
+    const text = result.content[0]!.text
+    expect(result.isError, text).toBeUndefined()
+    expect(text).toContain('NO_SESSION')
+    expect(text).toContain('invalid arguments for terminal_send')
+  })
+
+  it('run_code is not callable from code', async () => {
+    const result = await h.call(RUN_CODE, { code: 'return typeof (tools as any).run_code' })
+    expect(result.content[0]!.text).toContain('"undefined"')
+  })
+
+  it('another agent\'s terminal is fenced from code as from a direct call', async () => {
+    const other = await h.ctx.agents.create()
+    try {
+      const opened = await h.ctx.tools.execute('terminal_open', { type: 'shell' }, { agent: other, signal: new AbortController().signal, callId: 'x' })
+      const foreign = opened.meta!['sessionId'] as string
+      const result = await h.call(RUN_CODE, { code: `return (await tools.terminal_read({ sessionId: ${JSON.stringify(foreign)} })).text` })
+      expect(result.content[0]!.text).toMatch(/FOREIGN_SESSION|NO_SESSION/)
+    } finally {
+      await h.ctx.agents.dispose(other)
+    }
+  })
+
+  it('a failing program is isError, keeps its logs and says what failed', async () => {
+    const result = await h.call(RUN_CODE, { code: 'console.log("before the throw")\nawait tools.terminal_list({})\nthrow new Error("nope")' })
+    const text = result.content[0]!.text
+    expect(result.isError).toBe(true)
+    expect(text.split('\n')[0]).toBe('before the throw')
+    expect(text).toContain('exception: Error: nope')
+    expect(text).toContain('program.ts:3:7')
+    expect(text).toMatch(/\[run_code: exception after \d+ ms, 1 tool call\]$/)
+  })
+
+  it('a write the sandbox denies is reported before the status line', async () => {
+    const result = await h.call(RUN_CODE, { code: 'try { require("node:fs").writeFileSync("/etc/conch-denied", "x") } catch (e) { console.log((e as Error).message) }\nreturn null' })
+    const text = result.content[0]!.text
+    expect(text).toMatch(/EROFS/)
+    expect(text).toMatch(/\[sandbox: workspace-write denied EROFS\]\n\[run_code: ok in \d+ ms, 0 tool calls\]$/)
+    expect(result.meta).toMatchObject({ sandbox: { denials: 1 } })
+  })
+
+  it('a timeout reports the deadline and the calls made', async () => {
+    const result = await h.call(RUN_CODE, { code: 'await tools.terminal_list({})\nawait tools.terminal_list({})\nwhile (true) {}', timeoutMs: 1000 })
+    expect(result.isError).toBe(true)
+    expect(result.content[0]!.text).toMatch(/\[run_code: timeout after 1000 ms, 2 tool calls\]$/)
+  })
+
+  it('cancelling the call aborts the program and its nested call', async () => {
+    const controller = new AbortController()
+    const pending = h.call(RUN_CODE, { code: 'const t = await tools.terminal_open({ type: "shell" })\nawait tools.terminal_send({ sessionId: t.meta!.sessionId as string, text: "hold waiting" })\nreturn 1' }, { signal: controller.signal })
+    // The memory shell's `hold` keeps the send open until it is cancelled: wait for the nested send to start.
+    while (!h.agent.session.events().some((event) => event.type === 'tool/call' && (event.data as ToolCallData).name === 'terminal_send' && JSON.stringify(event.data).includes('hold waiting'))) {
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    controller.abort(new Error('the turn was cancelled'))
+    const result = await pending
+    expect(result.isError).toBe(true)
+    expect(result.content[0]!.text).toMatch(/\[run_code: abort after \d+ ms, 2 tool calls\]$/)
+  })
+
+  it('the result is bounded by maxResultBytes and keeps the status line', async () => {
+    const small = await boot({ toolPtc: { maxResultBytes: 300 } })
+    try {
+      const text = await small.text(RUN_CODE, { code: 'console.log("é".repeat(1000))\nreturn 1' })
+      expect(Buffer.byteLength(text)).toBeLessThanOrEqual(300)
+      expect(text).not.toContain('\uFFFD')
+      expect(text).toMatch(/bytes cut/)
+      expect(text).toMatch(/\[run_code: ok in \d+ ms, 0 tool calls\]$/)
+    } finally {
+      await small.dispose()
+    }
+  })
+})
+
+describe('what the model is offered', () => {
+  it('the description declares every other tool with its argument types', () => {
+    const spec = h.ctx.tools.specs().find((tool) => tool.name === RUN_CODE)!
+    expect(spec.description).toContain('declare const tools: {')
+    expect(spec.description).toMatch(/terminal_send\(args: \{[\s\S]*sessionId: string[\s\S]*submit\?: boolean[\s\S]*\}\): Promise<ToolResult>/)
+    expect(spec.description).toContain('type ToolResult = { text: string; isError: boolean; meta: Record<string, unknown> | null }')
+    expect(spec.description).not.toMatch(/run_code\(args/)
+    expect(spec.parameters).toMatchObject({ type: 'object', required: ['code'] })
+  })
+
+  it('the system-prompt section is under 120 tokens', () => {
+    expect(h.ctx.agents.systemPrompt(h.agent)).toContain(PROMPT_SECTION)
+    // About four characters per token for English prose: a safe upper bound on the count.
+    expect(PROMPT_SECTION.length / 4).toBeLessThan(120)
+    expect(PROMPT_SECTION.split(/\s+/).length).toBeLessThan(90)
+  })
+})
+
+describe('declarations', () => {
+  it('documents each tool by its first sentence, not cut at an abbreviation or inside parentheses', async () => {
+    const { toolDeclarations } = await import('../src/declarations.ts')
+    const text = toolDeclarations([
+      { name: 'a', description: 'Read a task (e.g. task-1. Or not) and more. Second sentence.', parameters: { type: 'object', properties: {} } },
+      { name: 'b', description: 'No period', parameters: { type: 'object', properties: { n: { type: 'integer' }, k: { enum: ['x', 'y'] } }, required: ['n'] } },
+    ])
+    expect(text).toContain('/** Read a task (e.g. task-1. Or not) and more. */\n  a(args: Record<string, unknown>): Promise<ToolResult>')
+    expect(text).toContain('b(args: {\n    n: number\n    k?: "x" | "y"\n  }): Promise<ToolResult>')
+  })
+})
