@@ -60,9 +60,11 @@ export const Config = z.object({
     .describe("The child's cordis.yml (relative: to the working directory); unset: the composition this conch booted."),
   script: z
     .string()
-    .min(1)
     .optional()
-    .describe("A scripted model for the child (`conch acp --script`; relative: to the working directory)."),
+    .transform((value) => (value === '' ? undefined : value))
+    .describe(
+      'A scripted model for the child (`conch acp --script`; relative: to the working directory). Empty: none, so a yml can write ${VARIABLE:-}.',
+    ),
   maxDepth: z
     .number()
     .int()
