@@ -21,7 +21,6 @@ import {
   type SubagentProvider,
   type SubagentServiceApi,
 } from '@conch/subagent'
-import { startAcpChild } from '@conch/subagent/acp'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 
 export const name = 'subagent-conch'
@@ -131,6 +130,8 @@ export function conchProvider(subprocess: SubprocessServiceApi, config: Config, 
         throw new SubagentError('START_FAILED', `cannot start the "${config.name}" sub-agent: its script ${script} does not exist`)
       }
       const argv: [string, ...string[]] = [...command, 'acp', '--config', composition, ...(script === undefined ? [] : ['--script', script])]
+      // The ACP SDK is loaded on the first run, not when conch starts.
+      const { startAcpChild } = await import('@conch/subagent/acp')
       return startAcpChild({
         subprocess,
         provider: config.name,
