@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Context } from 'cordis'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
 import SessionService from '@conch/session'
@@ -16,6 +16,9 @@ import SubagentService, { type SubagentRun, type SubagentUpdate } from '@conch/s
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 import * as plugin from '../src/index.ts'
+
+// Each test starts one or two conch processes (and their shells); on a loaded machine that takes seconds.
+vi.setConfig({ testTimeout: 60_000, hookTimeout: 30_000 })
 
 const bin = fileURLToPath(new URL('../../../cli/bin/conch.js', import.meta.url))
 const composition = fileURLToPath(new URL('./fixtures/child.cordis.yml', import.meta.url))
