@@ -1,0 +1,18 @@
+export * from './types.ts'
+export { default, default as SubagentService } from './service.ts'
+export {
+  AbsoluteDirectory,
+  outOfProcessConfig,
+  childCwd,
+  childEnv,
+  spawnChild,
+  raceStart,
+  disposeProcess,
+  describeExit,
+  StreamTail,
+  EXIT_WINDOW_MS,
+  type OutOfProcessConfig,
+  type SpawnChildOptions,
+  type RaceStartOptions,
+  type DisposeProcessOptions,
+} from './out-of-process.ts'
