@@ -65,13 +65,13 @@ describe('resolve', () => {
 
   it('replays the same policy when a persisted session is opened again', async () => {
     const logDir = join(dir, 'logs')
-    let policy = await boot({}, { dir: logDir })
+    let policy = await boot({}, { dir: logDir, allowInsideWorkspace: true })
     const session = root.sessions.create({ id: 'replayed', workspaceRoot: dir })
     policy.setMode(session, 'workspace-write')
     for (const fiber of fibers.reverse()) await fiber.dispose()
     fibers = []
 
-    policy = await boot({}, { dir: logDir })
+    policy = await boot({}, { dir: logDir, allowInsideWorkspace: true })
     expect(policy.resolve({ session: root.sessions.open('replayed') })).toMatchObject({ mode: 'workspace-write', workspaceRoot: dir })
   })
 })
