@@ -156,7 +156,7 @@ describe.runIf(hasBwrap && process.getuid?.() === 0).each(['read-only', 'workspa
 })
 
 describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
-  it('is private: a planted ~/.ssh/id_rsa cannot be read, vim writes its viminfo, and the home on the host gets nothing', async () => {
+  it('is private: a planted ~/.ssh/id_rsa cannot be read, dotfiles are read-only, and the home on the host gets nothing', async () => {
     // A stand-in home on the host side, named by HOME and by the provider's homeDir.
     const home = realpathSync(mkdtempSync(join(tmpdir(), 'conch-cli-home-')))
     try {
@@ -172,7 +172,7 @@ describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
       const results = await conchRun(
         [
           send(`cat ~/.ssh/id_rsa; echo "ssh=$?"`),
-          send(`vim -N -u NONE -i ~/.viminfo -es -c 'wviminfo' -c 'qa!' </dev/null; echo "vim=$?"; test -s ~/.viminfo && echo viminfo-written`),
+          send(`echo scratch > ~/.notes && cat ~/.notes; echo x >> ~/.gitconfig; echo "gitconfig=$?"`),
           send(`git config --global user.name`),
         ],
         { HOME: home },
@@ -180,9 +180,9 @@ describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
       const text = results.join('\n')
       expect(text).not.toContain('PRIVATE-KEY-MATERIAL')
       expect(text).toMatch(/^ssh=1$/m)
-      expect(text).toMatch(/^vim=0$/m)
-      expect(text).toMatch(/^viminfo-written$/m)
-      expect(text).not.toContain('E138')
+      expect(text).toMatch(/^scratch$/m)
+      expect(text).toMatch(/\.gitconfig: Read-only file system/)
+      expect(text).toMatch(/^gitconfig=1$/m)
       expect(text).toMatch(/^Conch Cli$/m)
       expect(readdirSync(home).sort()).toEqual(['.gitconfig', '.ssh'])
     } finally {

@@ -4,6 +4,7 @@
  * touches the real one.
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
@@ -15,6 +16,7 @@ let home: string
 let box: Harness | undefined
 
 const SECRET = 'ssh-private-key-material'
+const hasVim = spawnSync('vim', ['--version'], { stdio: 'ignore' }).status === 0
 
 beforeEach(() => {
   workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-home-ws-')))
@@ -60,7 +62,8 @@ describe.runIf(hasBwrap).each(['read-only', 'workspace-write'] as const)('the ho
     expect(readFileSync(join(home, '.gitconfig'), 'utf8')).toBe('[user]\n\tname = Conch Test\n')
   })
 
-  it('lets vim write its viminfo on exit (no E138), and the real home gets none', async () => {
+  // vim is not part of a minimal system; where it is missing there is no vim to test.
+  it.runIf(hasVim)('lets vim write its viminfo on exit (no E138), and the real home gets none', async () => {
     box = await harness(workspace, { homeDir: home })
     const result = await box.run(`vim -N -u NONE -i ~/.viminfo -es -c 'let g:x = 1' -c 'wviminfo' -c 'qa!' </dev/null; echo "vim=$?"; test -s ~/.viminfo && echo viminfo-written`, { mode }, env())
     expect(result.stdout).toBe('vim=0\nviminfo-written\n')
@@ -101,6 +104,7 @@ describe.runIf(hasBwrap)('credentials when the home is the workspace', () => {
   })
 })
 
+// jshell comes with a JDK, which not every machine has.
 describe.runIf(hasBwrap && existsSync('/usr/bin/jshell'))('a program that writes preferences into the home on exit', () => {
   it('jshell exits cleanly from /exit, without preference-lock errors, and writes nothing to the real home', async () => {
     box = await harness(workspace, { homeDir: home })
