@@ -11,7 +11,7 @@
 //   (node-pty and its .node binding; tsx, loaded only for `./` plugins written in TypeScript).
 import { statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { build } from 'esbuild'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -49,6 +49,29 @@ const externals = {
   },
 }
 
+/**
+ * A source that finds a file beside itself (`new URL('./bootstrap.mjs', import.meta.url)`)
+ * would look for it beside the chunk it was bundled into: point such URLs at the file in the
+ * source tree instead, resolved now (the file itself is read at run time, so it stays current).
+ */
+const SELF_LOCATING = /new URL\((['"])(\.\.?\/[^'"]+)\1,\s*import\.meta\.url\)/g
+const selfLocating = {
+  name: 'conch-self-locating',
+  setup(b) {
+    b.onLoad({ filter: /\.[cm]?ts$/ }, (args) => {
+      if (args.path.includes('node_modules')) return undefined
+      const source = readFileSync(args.path, 'utf8')
+      if (!source.includes('import.meta.url')) return undefined
+      const contents = source.replace(SELF_LOCATING, (_match, _quote, rel) => {
+        const target = resolve(dirname(args.path), rel)
+        statSync(target)
+        return `new URL(${JSON.stringify(pathToFileURL(target).href)})`
+      })
+      return { contents, loader: 'ts' }
+    })
+  },
+}
+
 rmSync(dist, { recursive: true, force: true })
 const result = await build({
   entryPoints: { conch: join(cli, 'src', 'bundle.ts') },
@@ -69,7 +92,7 @@ const result = await build({
   logLevel: 'warning',
   // Bundled CommonJS dependencies call require(); give the ES module output one.
   banner: { js: "import { createRequire as __conchCreateRequire } from 'node:module'; const require = __conchCreateRequire(import.meta.url);" },
-  plugins: [builtinPlugins, externals],
+  plugins: [builtinPlugins, externals, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went

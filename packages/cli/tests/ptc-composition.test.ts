@@ -3,7 +3,7 @@
  * program drives a real, sandboxed bash from code and returns a summary, end to end in a real
  * `conch run` process — the nested calls are in the session log with their parent call id.
  */
-import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { CLI_ROOT, jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
@@ -13,11 +13,15 @@ vi.setConfig({ testTimeout: 90_000 })
 const ROOT_CONFIG = resolve(CLI_ROOT, '..', '..', 'cordis.yml')
 
 let ws: Workspace
+let state: string
 beforeEach(() => {
   ws = workspace()
+  // The root cordis.yml keeps session logs under $XDG_STATE_HOME, outside the workspace.
+  state = mkdtempSync('/var/tmp/conch-state-')
 })
 afterEach(() => {
   ws.remove()
+  rmSync(state, { recursive: true, force: true })
 })
 
 describe('run_code from the root cordis.yml', () => {
@@ -34,7 +38,7 @@ describe('run_code from the root cordis.yml', () => {
       'return { sessionId, outputs }',
     ].join('\n')
     const script = ws.write('script.jsonl', [step('Running code.', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
-    const run = await runConch(['run', '--config', ROOT_CONFIG, '--script', script, '--output', 'stream-json', 'shout three words'], { cwd: ws.dir })
+    const run = await runConch(['run', '--config', ROOT_CONFIG, '--script', script, '--output', 'stream-json', 'shout three words'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     expect(run.stderr).toBe('')
     expect(run.code).toBe(0)
     const lines = jsonLines(run.stdout)
@@ -48,7 +52,8 @@ describe('run_code from the root cordis.yml', () => {
     // Only the model's own calls reach the transcript; the nested ones are in the session log.
     expect(lines.filter((line) => line['type'] === 'tool_call').map((line) => line['name'])).toEqual(['run_code'])
 
-    const dir = join(ws.dir, '.conch', 'sessions')
+    const [folder] = readdirSync(join(state, 'conch', 'sessions'))
+    const dir = join(state, 'conch', 'sessions', folder!)
     const [file] = readdirSync(dir)
     const events = readFileSync(join(dir, file!), 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { type: string; data: Record<string, unknown> })
     const nested = events.filter((event) => event.data['parentCallId'] === result.id)
