@@ -15,6 +15,7 @@ import type { SendResult } from '../packages/pty/pty/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
+import { benchLongLine, type LongLineFigures } from './long-line.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
@@ -27,6 +28,8 @@ const PLAN = {
   throughputLines: 3_000_000,
   throughputRuns: 3,
   parserMegabytes: 50,
+  longLineMegabytes: 50,
+  longLineRuns: 2,
   idleSessions: 32,
   idleSeconds: 10,
   idleBaselineSeconds: 5,
@@ -657,11 +660,12 @@ interface Results {
   idle?: IdleFigures
   scale?: ScaleFigures
   lifecycle?: Awaited<ReturnType<typeof benchLifecycle>>
+  long_line?: LongLineFigures
   machine: ReturnType<typeof machine>
 }
 
 /** The keys of results.json, in the issue's order. */
-const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle'] as const
+const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'long_line'] as const
 type Key = (typeof KEYS)[number]
 
 interface Target {
@@ -698,6 +702,7 @@ function targets(r: Results): Target[] {
     out.push({ figure: 'idle.cpu_percent', value: cpu, limit: '< 1', met: cpu < 1, ...(cpu >= 1 ? { missed_by: round(cpu - 1, 3) } : {}) })
   }
   if (r.scale) atMost('scale.p95_ms', r.scale.p95_ms, 3 * r.scale.single_p95_ms, `≤ 3 × single_p95_ms = ${round(3 * r.scale.single_p95_ms)}`)
+  if (r.long_line) atMost('long_line.long_ms', r.long_line.long_ms, 2 * r.long_line.short_ms, `≤ 2 × short_ms = ${round(2 * r.long_line.short_ms)}`)
   return out
 }
 
@@ -742,6 +747,10 @@ function printTable(r: Results, checks: readonly Target[]): void {
     rows.push([`close p50 (${l.descendants} descendants)`, ms(l.close_p50_ms), `raw ${ms(l.raw_close_p50_ms)}`, x(ratio(l.close_p50_ms, l.raw_close_p50_ms)), ''])
     rows.push(['open p50, bubblewrap', ms(l.open_sandbox_p50_ms), `raw ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.open_sandbox_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
     rows.push(['close p50, bubblewrap', ms(l.close_sandbox_p50_ms), `raw ${ms(l.raw_close_sandbox_p50_ms)}`, x(ratio(l.close_sandbox_p50_ms, l.raw_close_sandbox_p50_ms)), ''])
+  }
+  if (r.long_line) {
+    const l = r.long_line
+    rows.push([`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')])
   }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)))
   const line = (row: readonly string[]) => row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd()
@@ -831,6 +840,11 @@ async function main(): Promise<void> {
     if (only.has('lifecycle')) {
       progress(`lifecycle: ${PLAN.lifecycleRuns} opens and closes each, unconfined and under bubblewrap, conch and raw`)
       results.lifecycle = await benchLifecycle(c)
+    }
+    if (only.has('long_line')) {
+      progress(`long_line: one ${PLAN.longLineMegabytes} MB line against ${PLAN.longLineMegabytes} MB of 80-byte lines, ${PLAN.longLineRuns} runs`)
+      results.long_line = await benchLongLine(c.ctx.pty, c.agent, PLAN.longLineMegabytes, PLAN.longLineRuns)
+      progress(`long_line: ${results.long_line.long_ms} ms against ${results.long_line.short_ms} ms`)
     }
   } finally {
     process.off('SIGINT', onSignal)

@@ -19,6 +19,11 @@ export const Config = z
     scrollbackLines: positive().default(10000),
     /** Retained scrollback, in UTF-8 bytes. */
     scrollbackMaxBytes: positive().default(4194304),
+    /**
+     * Longest line kept whole, in UTF-16 code units; a longer line is shown in pieces of this
+     * length, as if broken by line feeds. Bounds the work per chunk on an open line.
+     */
+    maxLineLength: positive().default(16384),
     /** Bound of one read page and of one send's viewport, in UTF-8 bytes. */
     maxReadBytes: positive().default(262144),
     /** Interval of /proc probes while a send waits (after `exactProbeAfterMs`). */

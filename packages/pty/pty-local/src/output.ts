@@ -15,6 +15,8 @@
  * `\` of a String Terminator, inside a CSI parameter.
  */
 
+import { LineModel } from './line.ts'
+
 /** Options of an `OutputParser`. */
 export interface OutputParserOptions {
   /**
@@ -29,10 +31,11 @@ export interface OutputParserOptions {
    */
   maxStringBytes?: number
   /**
-   * Bound on one line, in UTF-16 code units. Default 4194304. A line that grows past it is
+   * Bound on one line, in UTF-16 code units. Default 16384. A line that grows past it is
    * committed in pieces of at most this length (never splitting a surrogate pair), exactly as
-   * if a line feed had been written there; this only keeps memory bounded for output that
-   * never ends a line.
+   * if a line feed had been written there. It bounds what any consumer does with the open line
+   * per chunk (a send buffer continuing it, a prompt check reading it), so output that never
+   * ends a line costs time linear in its length.
    */
   maxLineLength?: number
   /** Bound on the committed lines a mark keeps for `textSince`, in UTF-8 bytes. Default 65536. */
@@ -96,13 +99,6 @@ function isHighSurrogate(c: number): boolean {
 
 function isLowSurrogate(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff
-}
-
-/** Number of code points in `text[start, end)`. */
-function codePoints(text: string, start = 0, end = text.length): number {
-  let count = end - start
-  for (let i = start; i < end; i++) if (isLowSurrogate(text.charCodeAt(i))) count--
-  return count
 }
 
 /** UTF-8 length of `text`, in bytes. */
@@ -195,7 +191,8 @@ class Mark implements OutputMark {
  *   programs (vim, top, less's screen redraws) are not emulated; their text appears in the
  *   order it was written.
  * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
- *   (no wrapping at the terminal width), up to `maxLineLength`.
+ *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
+ *   `LineModel` (line.ts).
  *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
@@ -215,9 +212,8 @@ export class OutputParser {
   private csiFlags = 0
   private oscPayload = ''
 
-  private line = ''
-  /** UTF-16 index into `line`; beyond `line.length` means blank cells not yet written. */
-  private cursor = 0
+  /** The current line and its cursor. */
+  private readonly current = new LineModel()
   private committed = 0
 
   private lineListeners: LineListener[] = []
@@ -227,7 +223,7 @@ export class OutputParser {
 
   constructor(options: OutputParserOptions = {}) {
     this.maxStringBytes = options.maxStringBytes ?? 65536
-    this.maxLineLength = options.maxLineLength ?? 4194304
+    this.maxLineLength = options.maxLineLength ?? 16384
     this.maxMarkBytes = options.maxMarkBytes ?? 65536
     for (const [key, value] of [
       ['maxStringBytes', this.maxStringBytes],
@@ -242,7 +238,16 @@ export class OutputParser {
 
   /** The current (uncommitted) line as it would be seen now; `''` right after a line feed. */
   get partial(): string {
-    return this.line
+    return this.current.text
+  }
+
+  /**
+   * Changes when text already on the current line was altered (overwritten, erased) or a line
+   * was committed; appending at the end leaves it alone. A reader that saw a prefix of the
+   * partial line at the same revision may continue from that prefix's length.
+   */
+  get partialRevision(): number {
+    return this.current.revision
   }
 
   /** Number of lines committed so far; the current line is number `lineCount + 1`. */
@@ -276,7 +281,7 @@ export class OutputParser {
    * per-send buffer uses this to know where the send's text starts on its first line.
    */
   mark(options: { keepLines?: boolean } = {}): OutputMark {
-    const mark = new Mark(this, this.committed + 1, this.cursor, options.keepLines ?? true, (m) => {
+    const mark = new Mark(this, this.committed + 1, this.current.cursor, options.keepLines ?? true, (m) => {
       this.marks = this.marks.filter((x) => x !== m)
     })
     this.marks.push(mark)
@@ -293,10 +298,11 @@ export class OutputParser {
     if (!(mark instanceof Mark) || mark.owner !== this) {
       throw new RangeError('textSince: the mark was not made by this parser')
     }
-    if (mark.line === this.committed + 1) return this.line.slice(Math.min(mark.column, this.line.length))
+    const line = this.current.text
+    if (mark.line === this.committed + 1) return line.slice(Math.min(mark.column, line.length))
     if (mark.released) throw new RangeError(`textSince: mark on line ${mark.line} was released and its line is committed`)
     const kept = mark.pieces.slice(mark.head)
-    kept.push(this.line)
+    kept.push(line)
     return kept.join('\n')
   }
 
@@ -503,8 +509,8 @@ export class OutputParser {
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
     if (c === LF) this.commit()
-    else if (c === CR) this.cursor = 0
-    else if (c === BS) this.backspace()
+    else if (c === CR) this.current.carriageReturn()
+    else if (c === BS) this.current.backspace()
     // Every other C0 control (BEL, VT, FF, SO, SI, …) and C1 control is dropped.
   }
 
@@ -512,13 +518,13 @@ export class OutputParser {
     const param = this.csiParam
     switch (final) {
       case 0x4b: // K — EL, erase in line
-        this.eraseInLine(param < 0 ? 0 : param)
+        this.current.erase(param < 0 ? 0 : param)
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
-        this.moveToColumn(Math.max(param, 1) - 1)
+        this.current.moveToColumn(Math.max(param, 1) - 1)
         break
       case 0x4a: // J — ED; only "erase below" has a line-local meaning
-        if (param <= 0) this.eraseInLine(0)
+        if (param <= 0) this.current.erase(0)
         break
       default:
         break
@@ -536,103 +542,31 @@ export class OutputParser {
   }
 
   private print(text: string): void {
-    const line = this.line
-    const cursor = this.cursor
+    const current = this.current
     if (this.marks.length > 0) {
       // Text written left of a mark on this line was written after it: the mark's text starts there.
-      for (const mark of this.marks) if (mark.line === this.committed + 1 && mark.column > cursor) mark.column = cursor
-    }
-    if (cursor === line.length) {
-      this.line = line + text
-      this.cursor = this.line.length
-    } else if (cursor > line.length) {
-      this.line = line + ' '.repeat(cursor - line.length) + text
-      this.cursor = this.line.length
-    } else {
-      // Overwrite as many code points as the text has, starting at the cursor.
-      let end = cursor
-      for (let left = codePoints(text); left > 0 && end < line.length; left--) {
-        end += isHighSurrogate(line.charCodeAt(end)) && isLowSurrogate(line.charCodeAt(end + 1)) ? 2 : 1
+      const cursor = current.cursor
+      for (const mark of this.marks) {
+        if (mark.line === this.committed + 1 && mark.column > cursor) {
+          mark.column = cursor
+          current.revision++
+        }
       }
-      this.line = line.slice(0, cursor) + text + line.slice(end)
-      this.cursor = cursor + text.length
     }
-    if (this.line.length > this.maxLineLength) this.breakLongLine()
-  }
-
-  private breakLongLine(): void {
-    while (this.line.length > this.maxLineLength) {
-      let cut = this.maxLineLength
-      if (isHighSurrogate(this.line.charCodeAt(cut - 1))) cut--
-      const rest = this.line.slice(cut)
-      const cursor = this.cursor
-      this.line = this.line.slice(0, cut)
-      this.commit()
-      this.line = rest
-      this.cursor = Math.max(0, cursor - cut)
-    }
-  }
-
-  private backspace(): void {
-    const cursor = this.cursor
-    if (cursor === 0) return
-    if (cursor > this.line.length) {
-      this.cursor = cursor - 1
-      return
-    }
-    const pair = cursor >= 2 && isLowSurrogate(this.line.charCodeAt(cursor - 1)) && isHighSurrogate(this.line.charCodeAt(cursor - 2))
-    this.cursor = cursor - (pair ? 2 : 1)
-  }
-
-  /** Moves to 0-based cell `column` of the current line (cells past the end are blank). */
-  private moveToColumn(column: number): void {
-    const line = this.line
-    let index = 0
-    let cells = 0
-    while (cells < column && index < line.length) {
-      index += isHighSurrogate(line.charCodeAt(index)) && isLowSurrogate(line.charCodeAt(index + 1)) ? 2 : 1
-      cells++
-    }
-    this.cursor = index + (column - cells)
-  }
-
-  /** The cursor as a cell count (code points before it, plus blank cells past the end). */
-  private cursorCells(): number {
-    const line = this.line
-    return this.cursor > line.length ? codePoints(line) + (this.cursor - line.length) : codePoints(line, 0, this.cursor)
-  }
-
-  /**
-   * EL (ECMA-48 §8.3.41). Erased cells are blanks; blanks at the end of the line are not
-   * represented, so erasing never leaves trailing spaces behind.
-   */
-  private eraseInLine(mode: number): void {
-    const line = this.line
-    const cursor = this.cursor
-    if (mode === 0) {
-      if (cursor < line.length) this.line = line.slice(0, cursor)
-    } else if (mode === 1) {
-      const cells = this.cursorCells()
-      if (cursor >= line.length) {
-        this.line = ''
-      } else {
-        // Blank everything up to and including the cell under the cursor.
-        const end = cursor + (isHighSurrogate(line.charCodeAt(cursor)) && isLowSurrogate(line.charCodeAt(cursor + 1)) ? 2 : 1)
-        this.line = ' '.repeat(cells + 1) + line.slice(end)
-      }
-      this.cursor = cells
-    } else if (mode === 2) {
-      const cells = this.cursorCells()
-      this.line = ''
-      this.cursor = cells
-    }
+    current.print(text)
+    // A line past the cap is committed in pieces, as if a line feed had been written there.
+    while (current.text.length > this.maxLineLength) this.emit(current.splitAt(this.maxLineLength))
   }
 
   private commit(): void {
-    const text = this.line
+    const text = this.current.text
+    this.current.clear()
+    this.emit(text)
+  }
+
+  /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
+  private emit(text: string): void {
     const lineNumber = ++this.committed
-    this.line = ''
-    this.cursor = 0
     if (this.marks.length > 0) {
       for (const mark of this.marks) {
         if (mark.keepLines) mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)

@@ -64,7 +64,7 @@ export class LocalSession implements BackendSession {
   private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   readonly now: () => number
 
-  private readonly parser = new OutputParser()
+  private readonly parser: OutputParser
   private readonly scrollback: Scrollback
   private readonly disposers: (() => void)[] = []
 
@@ -99,6 +99,7 @@ export class LocalSession implements BackendSession {
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
+    this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
     this.disposers.push(this.scrollback.follow(this.parser))
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
