@@ -24,6 +24,11 @@ export const Config = z
      * length, as if broken by line feeds. Bounds the work per chunk on an open line.
      */
     maxLineLength: positive().default(16384),
+    /**
+     * A control string (OSC, DCS, SOS, PM, APC) left open while output pauses this long is
+     * abandoned, so an unterminated one cannot hide what comes after it.
+     */
+    stringTimeoutMs: positive().default(1000),
     /** Bound of one read page and of one send's viewport, in UTF-8 bytes. */
     maxReadBytes: positive().default(262144),
     /** Interval of /proc probes while a send waits (after `exactProbeAfterMs`). */

@@ -40,6 +40,15 @@ export interface OutputParserOptions {
   maxLineLength?: number
   /** Bound on the committed lines a mark keeps for `textSince`, in UTF-8 bytes. Default 65536. */
   maxMarkBytes?: number
+  /**
+   * A string (OSC, DCS, SOS, PM, APC) still open when output pauses this long, in ms, is
+   * abandoned when the next chunk arrives: the parser returns to the ground state before parsing
+   * that chunk, so the chunk is ordinary output. A program writes a control string in one go; a
+   * pause inside one means it will not be finished. Default 1000.
+   */
+  stringTimeoutMs?: number
+  /** Monotonic clock in ms, for `stringTimeoutMs`. Default `performance.now`. */
+  now?: () => number
 }
 
 /** Receives each committed line (no terminator) and its 1-based line number in the stream. */
@@ -69,6 +78,8 @@ const ESCAPE_INTERMEDIATE = 2
 const CSI = 3
 const OSC = 4
 const IGNORED_STRING = 5
+/** An ESC ended an OSC body that holds a line break; only `\` (completing ST) dispatches it. */
+const OSC_ESCAPE = 6
 
 // CSI flags: anything that makes the sequence one we do not honour.
 const CSI_PRIVATE = 1
@@ -194,6 +205,20 @@ class Mark implements OutputMark {
  *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
  *   `LineModel` (line.ts).
  *
+ * Unterminated strings. An OSC, DCS, SOS, PM or APC string that is never terminated would hide
+ * everything after it, so a pending string is abandoned (the parser returns to the ground state)
+ * when any of these comes first:
+ * - its payload passes `maxStringBytes` (the rest is parsed as output, the payload is dropped);
+ * - output pauses for `stringTimeoutMs` while it is open: the next chunk starts in the ground
+ *   state (the payload is dropped).
+ * And an OSC body that holds a CR or LF (no OSC command — titles, colours, hyperlinks,
+ * clipboard, the prompt marker — carries one, so it was most likely text) is dispatched only when
+ * it is properly terminated (BEL, or ST = `ESC \`). Ended any other way — an ESC that does not
+ * begin ST, CAN, SUB, a pause — its body as written (controls included) is parsed as ordinary
+ * output at that point: `printf 'J\e]6973;'; echo K` followed by the shell's next prompt shows the
+ * line `J6973;K`. DCS, SOS, PM and APC bodies may carry line breaks (sixel data) and are bounded
+ * by size and time only.
+ *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
  * parse: the rest of the chunk is still parsed, then `feed()` rethrows the first error.
@@ -202,6 +227,10 @@ export class OutputParser {
   readonly maxStringBytes: number
   readonly maxLineLength: number
   readonly maxMarkBytes: number
+  readonly stringTimeoutMs: number
+  private readonly now: () => number
+  /** When the previous chunk was fed, ms on `now`. */
+  private fedAt = 0
 
   private decoder = new TextDecoder('utf-8')
   private state = GROUND
@@ -211,6 +240,8 @@ export class OutputParser {
   private csiParamIndex = 0
   private csiFlags = 0
   private oscPayload = ''
+  /** The OSC body as written (controls included), kept from its first CR or LF on. */
+  private oscRaw: string | undefined
 
   /** The current line and its cursor. */
   private readonly current = new LineModel()
@@ -225,10 +256,13 @@ export class OutputParser {
     this.maxStringBytes = options.maxStringBytes ?? 65536
     this.maxLineLength = options.maxLineLength ?? 16384
     this.maxMarkBytes = options.maxMarkBytes ?? 65536
+    this.stringTimeoutMs = options.stringTimeoutMs ?? 1000
+    this.now = options.now ?? (() => performance.now())
     for (const [key, value] of [
       ['maxStringBytes', this.maxStringBytes],
       ['maxLineLength', this.maxLineLength],
       ['maxMarkBytes', this.maxMarkBytes],
+      ['stringTimeoutMs', this.stringTimeoutMs],
     ] as const) {
       if (!Number.isSafeInteger(value) || value < 1) {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
@@ -311,6 +345,15 @@ export class OutputParser {
    * @throws the first error a listener threw while this chunk was parsed (after parsing all of it).
    */
   feed(chunk: Uint8Array): void {
+    const now = this.now()
+    const state = this.state
+    if ((state === OSC || state === IGNORED_STRING || state === OSC_ESCAPE) && now - this.fedAt >= this.stringTimeoutMs) {
+      // A string left open across a pause is abandoned (see `stringTimeoutMs`).
+      if (this.oscRaw !== undefined) this.abandonOsc()
+      this.state = state === OSC_ESCAPE ? ESCAPE : GROUND
+      this.oscPayload = ''
+    }
+    this.fedAt = now
     this.parse(this.decoder.decode(chunk, { stream: true }))
     this.rethrow()
   }
@@ -324,6 +367,7 @@ export class OutputParser {
     this.parse(this.decoder.decode())
     this.state = GROUND
     this.oscPayload = ''
+    this.oscRaw = undefined
     this.rethrow()
   }
 
@@ -471,15 +515,28 @@ export class OutputParser {
               continue
             }
             if (c === BEL || c === ESC || c === CAN || c === SUB) break
-            // Other C0 controls inside a string are ignored (not part of the payload).
-            if (collect && i > start) this.oscPayload += s.slice(start, i)
+            if (collect) {
+              if (i > start) this.collectOsc(s.slice(start, i))
+              // From the first line break on, the raw body is kept too, in case it must be shown.
+              if (this.oscRaw === undefined && (c === LF || c === CR)) this.oscRaw = this.oscPayload
+              if (this.oscRaw !== undefined) {
+                if (++this.sequenceBytes > this.maxStringBytes) {
+                  overflow = true
+                  start = i
+                  break
+                }
+                this.oscRaw += s[i]
+              }
+            }
+            // Other C0 controls inside a string are not part of the payload.
             start = i + 1
           }
-          if (collect && i > start) this.oscPayload += s.slice(start, i)
+          if (collect && i > start) this.collectOsc(s.slice(start, i))
           if (overflow) {
             // Abandon the string; the character at `i` is parsed again as ordinary output.
             this.state = GROUND
             this.oscPayload = ''
+            this.oscRaw = undefined
             break
           }
           if (i >= n) break
@@ -488,18 +545,56 @@ export class OutputParser {
             // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
             break
           }
+          if (collect && this.oscRaw !== undefined && c !== BEL) {
+            // A body with a line break counts only when properly terminated: an ESC must be ST.
+            if (c === ESC) this.state = OSC_ESCAPE
+            else this.abandonOsc()
+            break
+          }
           const payload = this.oscPayload
           this.oscPayload = ''
+          this.oscRaw = undefined
           if (c === ESC) this.enterEscape()
           else this.state = GROUND
           // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
           if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload)
           break
         }
+        case OSC_ESCAPE: {
+          // After an ESC that ended an OSC body with a line break: `\` completes ST, anything
+          // else means the OSC was never going to end; its body is shown and the ESC goes on.
+          if (s.charCodeAt(i) === 0x5c) {
+            i++
+            const payload = this.oscPayload
+            this.oscPayload = ''
+            this.oscRaw = undefined
+            this.state = GROUND
+            this.dispatchOsc(payload)
+          } else {
+            this.abandonOsc()
+            this.state = ESCAPE
+          }
+          break
+        }
         default:
           throw new Error(`unreachable parser state ${this.state}`)
       }
     }
+  }
+
+  private collectOsc(text: string): void {
+    this.oscPayload += text
+    if (this.oscRaw !== undefined) this.oscRaw += text
+  }
+
+  /** Ends an OSC whose body holds a line break without dispatching it: the body is parsed as output. */
+  private abandonOsc(): void {
+    const raw = this.oscRaw ?? ''
+    this.oscPayload = ''
+    this.oscRaw = undefined
+    this.state = GROUND
+    // The raw body holds no ESC, BEL, CAN or SUB (each of them ends the body), so it ends in GROUND.
+    this.parse(raw)
   }
 
   private enterEscape(): void {

@@ -99,7 +99,7 @@ export class LocalSession implements BackendSession {
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
-    this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength })
+    this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
     this.disposers.push(this.scrollback.follow(this.parser))
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))

@@ -171,6 +171,82 @@ describe('unterminated strings are bounded', () => {
     expect(lines(trace)).toEqual(['1;1;mX'])
   })
 
+  it('shows an unterminated OSC body with a line break when the next escape ends it (every split point)', () => {
+    const trace = everySplit('J\x1b]6973;K\r\n\x1b]6973;n;prompt;0\x07$ ')
+    expect(trace.events).toEqual(['line 1: J6973;K', 'osc 6973;n;prompt;0 @ '])
+    expect(trace.partial).toBe('$ ')
+  })
+
+  it('shows an OSC body with a bare CR as written: the CR returns to column 0', () => {
+    const trace = everySplit('\x1b]0;ab\rX\n\x1b[0mrest\n')
+    expect(lines(trace)).toEqual(['X;ab', 'rest'])
+  })
+
+  it('shows an OSC body with a line break that CAN cancels', () => {
+    expect(lines(everySplit('\x1b]0;a\nb\x18c\n'))).toEqual(['0;a', 'bc'])
+  })
+
+  it('still dispatches an OSC body with a line break that ST terminates', () => {
+    const trace = everySplit('\x1b]0;a\nb\x1b\\x\n')
+    expect(trace.events).toEqual(['osc 0;ab @ ', 'line 1: x'])
+  })
+
+  it('bounds a body of controls after a line break by maxStringBytes', () => {
+    const trace = everySplit(`\x1b]0\n${'\x00'.repeat(20)}tail\n`, { maxStringBytes: 8 })
+    expect(lines(trace)).toEqual(['tail'])
+  })
+
+  it('keeps line breaks inside a DCS (sixel data) as payload', () => {
+    const trace = everySplit('\x1bPq#0\r\n#1\x1b\\after\r\n')
+    expect(lines(trace)).toEqual(['after'])
+  })
+
+  it('abandons a string left open across a pause of stringTimeoutMs, at every split point before the pause', () => {
+    for (const introducer of ['\x1b]0;title', '\x1bPq#0;2;0', '\x1bXsos', '\x1b^pm', '\x1b_apc']) {
+      const before = Buffer.from(`J${introducer}`)
+      for (let cut = 0; cut <= before.length; cut++) {
+        let clock = 0
+        const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+        const seen: string[] = []
+        const oscs: string[] = []
+        parser.onLine((text) => seen.push(text))
+        parser.onOsc((payload) => oscs.push(payload))
+        parser.feed(before.subarray(0, cut))
+        clock += 10
+        parser.feed(before.subarray(cut))
+        clock += 500
+        parser.feed(Buffer.from('K\x07\r\nnext\r\n'))
+        expect(seen, `${JSON.stringify(introducer)} split at ${cut}`).toEqual(['JK', 'next'])
+        expect(oscs).toEqual([])
+      }
+    }
+  })
+
+  it('shows an OSC body with a line break left open across a pause', () => {
+    let clock = 0
+    const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+    const seen: string[] = []
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('J\x1b]0;t\r\nmore'))
+    clock += 500
+    parser.feed(Buffer.from('X\n'))
+    expect(seen).toEqual(['J0;t', 'moreX'])
+  })
+
+  it('keeps a string open across a pause shorter than stringTimeoutMs', () => {
+    let clock = 0
+    const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+    const oscs: string[] = []
+    const seen: string[] = []
+    parser.onOsc((payload) => oscs.push(payload))
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('\x1b]0;ti'))
+    clock += 499
+    parser.feed(Buffer.from('tle\x07X\n'))
+    expect(oscs).toEqual(['0;title'])
+    expect(seen).toEqual(['X'])
+  })
+
   it('keeps an unterminated string at the default bound from eating the session', () => {
     const parser = new OutputParser()
     const seen: string[] = []
@@ -239,6 +315,7 @@ describe('lines', () => {
   it('rejects a bound that is not a positive integer, naming the option', () => {
     expect(() => new OutputParser({ maxStringBytes: 0 })).toThrow('maxStringBytes')
     expect(() => new OutputParser({ maxLineLength: 1.5 })).toThrow('maxLineLength')
+    expect(() => new OutputParser({ stringTimeoutMs: 0 })).toThrow('stringTimeoutMs')
   })
 })
 
