@@ -1,5 +1,6 @@
 import { z } from 'zod'
 
+const hexColor = () => z.string().regex(/^#[0-9a-fA-F]{6}$/, 'a colour is #rrggbb')
 const positive = () => z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 
 /**
@@ -15,6 +16,17 @@ export const Config = z
     shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '-i']),
     rows: positive().default(40),
     cols: positive().default(160),
+    /**
+     * Colours reported to programs that ask (OSC 10, 11, 12: foreground, background, cursor), as
+     * `#rrggbb`. Programs such as vim pick light or dark themes from the background.
+     */
+    colors: z
+      .object({
+        foreground: hexColor().default('#e5e5e5'),
+        background: hexColor().default('#000000'),
+        cursor: hexColor().default('#e5e5e5'),
+      })
+      .prefault({}),
     /** Retained scrollback, in lines. */
     scrollbackLines: positive().default(10000),
     /** Retained scrollback, in UTF-8 bytes. */

@@ -49,7 +49,86 @@ export interface OutputParserOptions {
   stringTimeoutMs?: number
   /** Monotonic clock in ms, for `stringTimeoutMs`. Default `performance.now`. */
   now?: () => number
+  /** Terminal size in cells, for cursor reports of the line model. Default 40 × 160. */
+  rows?: number
+  cols?: number
 }
+
+/**
+ * A query a program wrote to the terminal, recognised at its position in the stream (XTerm
+ * Control Sequences, "ctlseqs"): DSR 5 (status) and 6 (cursor position, `?6` = DECXCPR), primary
+ * and secondary DA, DECRQM (ANSI or DEC private), XTVERSION (`CSI > q`), XTWINOPS 18 (text area
+ * size in characters) and the OSC 10/11/12 colour queries. `terminator` is how an OSC query was
+ * ended (`\x07` or `\x1b\\`); its reply ends the same way.
+ */
+export type TerminalQuery =
+  | { kind: 'status' }
+  | { kind: 'cursor'; private: boolean }
+  | { kind: 'primary-attributes' }
+  | { kind: 'secondary-attributes' }
+  | { kind: 'mode'; mode: number; private: boolean }
+  | { kind: 'version' }
+  | { kind: 'text-area-size' }
+  | { kind: 'color'; index: 10 | 11 | 12; terminator: string }
+
+export type QueryListener = (query: TerminalQuery) => void
+
+/**
+ * A screen (screen.ts) the parser keeps in step with the stream while one is attached: it gets
+ * every decoded character, in order, and is brought up to date before a query is answered, so a
+ * cursor report says where the text before the query left the cursor.
+ */
+export interface ScreenSink {
+  write(text: string): void
+  /** 1-based cursor position. */
+  cursor(): { row: number; col: number }
+}
+
+/**
+ * What the parser tells the session about screens:
+ * - `needed`: a program entered the alternate screen (DECSET 47, 1047, 1049) or addressed the
+ *   cursor on the normal screen (CUP, HVP, VPA, DECSTBM, ED 2 or 3) while no screen is attached;
+ *   `sequence` is that sequence, which the listener writes to the screen it attaches (the parser
+ *   feeds it from just after the sequence on);
+ * - `left-alternate`: the program left the alternate screen (DECRST 47, 1047, 1049);
+ * - `scrolled-out`: on the normal screen, `rows` line feeds came after the last cursor-addressing
+ *   sequence, so everything visible was written as a stream and the line model is exact again.
+ */
+export type ScreenEvent =
+  | { kind: 'needed'; reason: 'alternate' | 'addressing'; sequence: string }
+  | { kind: 'left-alternate' }
+  | { kind: 'scrolled-out' }
+
+export type ScreenListener = (event: ScreenEvent) => void
+
+/** DEC private modes (DECSET/DECRST) tracked for DECRQM, with their power-on state. */
+const TRACKED_PRIVATE_MODES = new Map<number, boolean>([
+  [1, false], // DECCKM, application cursor keys
+  [6, false], // DECOM, origin mode
+  [7, true], // DECAWM, autowrap
+  [12, false], // cursor blink
+  [25, true], // DECTCEM, cursor visible
+  [47, false], // alternate screen
+  [1000, false], // mouse: button events
+  [1002, false], // mouse: button-motion events
+  [1003, false], // mouse: any-motion events
+  [1004, false], // focus events
+  [1005, false], // mouse: UTF-8 encoding
+  [1006, false], // mouse: SGR encoding
+  [1015, false], // mouse: urxvt encoding
+  [1047, false], // alternate screen
+  [1048, false], // save cursor
+  [1049, false], // alternate screen, saving the cursor
+  [2004, false], // bracketed paste
+])
+/** ANSI modes (SM/RM) tracked for DECRQM: IRM (4) and LNM (20). */
+const TRACKED_ANSI_MODES = new Map<number, boolean>([
+  [4, false],
+  [20, false],
+])
+const ALTERNATE_MODES = new Set([47, 1047, 1049])
+/** Most CSI parameters kept; later ones are parsed and ignored. */
+const MAX_CSI_PARAMS = 16
 
 /** Receives each committed line (no terminator) and its 1-based line number in the stream. */
 export type LineListener = (text: string, lineNumber: number) => void
@@ -236,9 +315,36 @@ export class OutputParser {
   private state = GROUND
   /** Bytes (or characters, for CSI and escapes) of the sequence being parsed, against the bound. */
   private sequenceBytes = 0
-  private csiParam = -1
+  /** CSI parameters (-1 = omitted), `csiParamIndex + 1` of them, up to MAX_CSI_PARAMS. */
+  private readonly csiParams = new Int32Array(MAX_CSI_PARAMS)
   private csiParamIndex = 0
   private csiFlags = 0
+  /** The private prefix (`?`, `>`, `=`, `<`) when it is the first parameter byte, else 0. */
+  private csiPrefix = 0
+  /** The last intermediate byte (0x20–0x2F), else 0. */
+  private csiIntermediate = 0
+
+  readonly privateModes = new Map(TRACKED_PRIVATE_MODES)
+  readonly ansiModes = new Map(TRACKED_ANSI_MODES)
+  /** The program is on the alternate screen. */
+  private alternate = false
+  /**
+   * The alternate screen is in effect and a screen is attached: the program's text belongs to
+   * that screen, not to the line stream. (A parser with no screen keeps every text as lines.)
+   */
+  private suspended = false
+  private rows: number
+  private cols: number
+  /** 1-based screen row of the current line, as the line model sees it. */
+  private lineRow = 1
+  private screen: ScreenSink | undefined
+  /** Line feeds on the normal screen since the last cursor-addressing sequence, while a screen is attached. */
+  private feedsSinceAddressing = 0
+  /** The decoded chunk being parsed, and how much of it the attached screen has. */
+  private chunk = ''
+  private screenWritten = 0
+  private queryListeners: QueryListener[] = []
+  private screenListeners: ScreenListener[] = []
   private oscPayload = ''
   /** The OSC body as written (controls included), kept from its first CR or LF on. */
   private oscRaw: string | undefined
@@ -258,11 +364,15 @@ export class OutputParser {
     this.maxMarkBytes = options.maxMarkBytes ?? 65536
     this.stringTimeoutMs = options.stringTimeoutMs ?? 1000
     this.now = options.now ?? (() => performance.now())
+    this.rows = options.rows ?? 40
+    this.cols = options.cols ?? 160
     for (const [key, value] of [
       ['maxStringBytes', this.maxStringBytes],
       ['maxLineLength', this.maxLineLength],
       ['maxMarkBytes', this.maxMarkBytes],
       ['stringTimeoutMs', this.stringTimeoutMs],
+      ['rows', this.rows],
+      ['cols', this.cols],
     ] as const) {
       if (!Number.isSafeInteger(value) || value < 1) {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
@@ -303,6 +413,67 @@ export class OutputParser {
     return () => {
       this.oscListeners = this.oscListeners.filter((l) => l !== listener)
     }
+  }
+
+  /** Registers a listener for terminal queries, called at their position in the stream. Returns a disposer. */
+  onQuery(listener: QueryListener): () => void {
+    this.queryListeners = [...this.queryListeners, listener]
+    return () => {
+      this.queryListeners = this.queryListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** Registers a listener for screen events (see `ScreenEvent`). Returns a disposer. */
+  onScreen(listener: ScreenListener): () => void {
+    this.screenListeners = [...this.screenListeners, listener]
+    return () => {
+      this.screenListeners = this.screenListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** Whether the program is on the alternate screen (DECSET 47, 1047 or 1049 in effect). */
+  get onAlternateScreen(): boolean {
+    return this.alternate
+  }
+
+  /** The attached screen, if any. */
+  get attachedScreen(): ScreenSink | undefined {
+    return this.screen
+  }
+
+  /**
+   * Keeps `screen` in step with the stream from the current position on (call it inside a
+   * `needed` screen event, after writing the event's sequence to it). One at a time.
+   */
+  attachScreen(screen: ScreenSink): void {
+    this.screen = screen
+    this.feedsSinceAddressing = 0
+    this.suspended = this.alternate
+  }
+
+  /** Stops feeding the attached screen; the line model alone describes the terminal again. */
+  detachScreen(): void {
+    this.screen = undefined
+    this.suspended = false
+    if (!this.alternate) this.lineRow = this.rows
+  }
+
+  /** The terminal size the cursor reports of the line model assume. */
+  resize(rows: number, cols: number): void {
+    this.rows = rows
+    this.cols = cols
+    this.lineRow = Math.min(this.lineRow, rows)
+  }
+
+  /**
+   * The 1-based cursor position a person would see: the attached screen's (brought up to the
+   * current position), or the line model's — the current line's row (lines and their wraps at
+   * `cols` since the start, up to the bottom row) and its cursor column.
+   */
+  cursorPosition(): { row: number; col: number } {
+    if (this.screen !== undefined) return this.screen.cursor()
+    const cells = this.current.cursorCells()
+    return { row: Math.min(this.rows, this.lineRow + Math.floor(cells / this.cols)), col: (cells % this.cols) + 1 }
   }
 
   /**
@@ -354,7 +525,12 @@ export class OutputParser {
       this.oscPayload = ''
     }
     this.fedAt = now
-    this.parse(this.decoder.decode(chunk, { stream: true }))
+    const text = this.decoder.decode(chunk, { stream: true })
+    this.chunk = text
+    this.screenWritten = 0
+    this.parse(text)
+    if (this.screen !== undefined && this.screenWritten < text.length) this.screen.write(this.screenWritten === 0 ? text : text.slice(this.screenWritten))
+    this.chunk = ''
     this.rethrow()
   }
 
@@ -391,7 +567,7 @@ export class OutputParser {
             if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
             break
           }
-          if (i > start) this.print(start === 0 && i === n ? s : s.slice(start, i))
+          if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
           if (i < n) {
             const c = s.charCodeAt(i++)
             if (c === ESC) this.enterEscape()
@@ -404,9 +580,11 @@ export class OutputParser {
           if (c === 0x5b) {
             // ESC [ — CSI
             this.state = CSI
-            this.csiParam = -1
+            this.csiParams[0] = -1
             this.csiParamIndex = 0
             this.csiFlags = 0
+            this.csiPrefix = 0
+            this.csiIntermediate = 0
             this.sequenceBytes = 0
           } else if (c === 0x5d) {
             // ESC ] — OSC
@@ -467,20 +645,26 @@ export class OutputParser {
               break
             }
             if (c >= 0x30 && c <= 0x39) {
-              if (this.csiParamIndex === 0) {
-                this.csiParam = Math.min((this.csiParam < 0 ? 0 : this.csiParam) * 10 + (c - 0x30), 0xffff)
+              const index = this.csiParamIndex
+              if (index < MAX_CSI_PARAMS) {
+                const param = this.csiParams[index]!
+                this.csiParams[index] = Math.min((param < 0 ? 0 : param) * 10 + (c - 0x30), 0xffff)
               }
               if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
             } else if (c === 0x3b || c === 0x3a) {
-              this.csiParamIndex++
+              if (++this.csiParamIndex < MAX_CSI_PARAMS) this.csiParams[this.csiParamIndex] = -1
             } else if (c >= 0x3c && c <= 0x3f) {
+              if (this.sequenceBytes === 1) this.csiPrefix = c
+              else this.csiFlags |= CSI_INVALID
               this.csiFlags |= CSI_PRIVATE
             } else if (c >= 0x20 && c <= 0x2f) {
               this.csiFlags |= CSI_INTERMEDIATE
+              this.csiIntermediate = c
             } else if (c >= 0x40 && c <= 0x7e) {
               this.state = GROUND
               i++
-              if (this.csiFlags === 0) this.dispatchCsi(c)
+              if (this.csiFlags === 0) this.dispatchCsi(c, i)
+              else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
               break
             } else if (c === ESC) {
               i++
@@ -557,7 +741,7 @@ export class OutputParser {
           if (c === ESC) this.enterEscape()
           else this.state = GROUND
           // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
-          if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload)
+          if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload, c === BEL ? '\x07' : '\x1b\\', i)
           break
         }
         case OSC_ESCAPE: {
@@ -569,7 +753,7 @@ export class OutputParser {
             this.oscPayload = ''
             this.oscRaw = undefined
             this.state = GROUND
-            this.dispatchOsc(payload)
+            this.dispatchOsc(payload, '\x1b\\', i)
           } else {
             this.abandonOsc()
             this.state = ESCAPE
@@ -603,30 +787,154 @@ export class OutputParser {
 
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
-    if (c === LF) this.commit()
+    if (this.suspended) return
+    if (c === LF) {
+      this.commit()
+      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) this.emitScreen({ kind: 'scrolled-out' })
+    }
     else if (c === CR) this.current.carriageReturn()
     else if (c === BS) this.current.backspace()
     // Every other C0 control (BEL, VT, FF, SO, SI, …) and C1 control is dropped.
   }
 
-  private dispatchCsi(final: number): void {
-    const param = this.csiParam
+  /** A CSI without private prefix or intermediates, ending at index `end` of the chunk. */
+  private dispatchCsi(final: number, end: number): void {
+    const param = this.csiParams[0]!
     switch (final) {
       case 0x4b: // K — EL, erase in line
-        this.current.erase(param < 0 ? 0 : param)
+        if (!this.suspended) this.current.erase(param < 0 ? 0 : param)
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
-        this.current.moveToColumn(Math.max(param, 1) - 1)
+        if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
         break
-      case 0x4a: // J — ED; only "erase below" has a line-local meaning
-        if (param <= 0) this.current.erase(0)
+      case 0x4a: // J — ED; only "erase below" has a line-local meaning, 2 and 3 clear the screen
+        if (param >= 2) this.addressed(final, end)
+        else if (param <= 0 && !this.suspended) this.current.erase(0)
+        break
+      case 0x48: // H — CUP
+      case 0x66: // f — HVP
+      case 0x64: // d — VPA
+      case 0x72: // r — DECSTBM
+        this.addressed(final, end)
+        break
+      case 0x6e: // n — DSR
+        if (param === 5) this.query({ kind: 'status' }, end)
+        else if (param === 6) this.query({ kind: 'cursor', private: false }, end)
+        break
+      case 0x63: // c — primary DA
+        if (param <= 0) this.query({ kind: 'primary-attributes' }, end)
+        break
+      case 0x74: // t — XTWINOPS; 18 reports the text area size in characters
+        if (param === 18) this.query({ kind: 'text-area-size' }, end)
+        break
+      case 0x68: // h — SM
+      case 0x6c: // l — RM
+        this.setModes(this.ansiModes, final === 0x68)
         break
       default:
         break
     }
   }
 
-  private dispatchOsc(payload: string): void {
+  /** A CSI with a private prefix or an intermediate byte (DECSET, DECRQM, DA2, XTVERSION, DECXCPR). */
+  private dispatchMarkedCsi(final: number, end: number): void {
+    const prefix = this.csiPrefix
+    const intermediate = this.csiIntermediate
+    const param = this.csiParams[0]!
+    if (prefix === 0x3f && intermediate === 0 && (final === 0x68 || final === 0x6c)) {
+      this.setModes(this.privateModes, final === 0x68, end)
+    } else if (final === 0x70 && intermediate === 0x24 && (prefix === 0 || prefix === 0x3f) && this.csiParamIndex === 0) {
+      this.query({ kind: 'mode', mode: param < 0 ? 0 : param, private: prefix === 0x3f }, end)
+    } else if (intermediate === 0 && prefix === 0x3e && final === 0x63 && param <= 0) {
+      this.query({ kind: 'secondary-attributes' }, end)
+    } else if (intermediate === 0 && prefix === 0x3e && final === 0x71 && param <= 0) {
+      this.query({ kind: 'version' }, end)
+    } else if (intermediate === 0 && prefix === 0x3f && final === 0x6e && param === 6) {
+      this.query({ kind: 'cursor', private: true }, end)
+    }
+  }
+
+  /** The current CSI as text, for a screen that starts with it. */
+  private csiText(final: number): string {
+    let params = ''
+    const count = Math.min(this.csiParamIndex + 1, MAX_CSI_PARAMS)
+    for (let k = 0; k < count; k++) {
+      const value = this.csiParams[k]!
+      params += `${k > 0 ? ';' : ''}${value < 0 ? '' : value}`
+    }
+    const prefix = this.csiPrefix === 0 ? '' : String.fromCharCode(this.csiPrefix)
+    const intermediate = this.csiIntermediate === 0 ? '' : String.fromCharCode(this.csiIntermediate)
+    return `\x1b[${prefix}${params}${intermediate}${String.fromCharCode(final)}`
+  }
+
+  /** SM/RM or DECSET/DECRST with every parameter; the alternate-screen modes switch screens. */
+  private setModes(modes: Map<number, boolean>, on: boolean, end = 0): void {
+    const count = Math.min(this.csiParamIndex + 1, MAX_CSI_PARAMS)
+    for (let k = 0; k < count; k++) {
+      const mode = this.csiParams[k]!
+      if (modes.has(mode)) modes.set(mode, on)
+      if (modes !== this.privateModes || !ALTERNATE_MODES.has(mode)) continue
+      if (on && !this.alternate) {
+        this.alternate = true
+        this.feedsSinceAddressing = 0
+        if (this.screen === undefined) this.needScreen('alternate', `\x1b[?${mode}h`, end)
+        this.suspended = this.screen !== undefined
+      } else if (!on && this.alternate) {
+        this.alternate = false
+        this.suspended = false
+        this.emitScreen({ kind: 'left-alternate' })
+      }
+    }
+  }
+
+  /** A cursor-addressing sequence: the terminal needs a screen from here on. */
+  private addressed(final: number, end: number): void {
+    this.feedsSinceAddressing = 0
+    if (this.screen === undefined) this.needScreen('addressing', this.csiText(final), end)
+  }
+
+  private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
+    this.emitScreen({ kind: 'needed', reason, sequence })
+    // The listener wrote the sequence itself; the screen is fed from just after it.
+    if (this.screen !== undefined) this.screenWritten = end
+  }
+
+  private emitScreen(event: ScreenEvent): void {
+    for (const listener of this.screenListeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
+  /** Brings the attached screen up to index `end` of the chunk and hands `query` to the listeners. */
+  private query(query: TerminalQuery, end: number): void {
+    if (this.queryListeners.length === 0) return
+    this.syncScreen(end)
+    for (const listener of this.queryListeners) {
+      try {
+        listener(query)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
+  private syncScreen(end: number): void {
+    const screen = this.screen
+    if (screen === undefined || end <= this.screenWritten || this.chunk === '') return
+    screen.write(this.chunk.slice(this.screenWritten, end))
+    this.screenWritten = end
+  }
+
+  private dispatchOsc(payload: string, terminator: string, end: number): void {
+    // OSC 10/11/12 with `?`: a colour query (foreground, background, cursor).
+    if (payload.length === 4 && payload.charCodeAt(0) === 0x31 && payload.charCodeAt(2) === 0x3b && payload.charCodeAt(3) === 0x3f) {
+      const index = payload.charCodeAt(1) - 0x30 + 10
+      if (index === 10 || index === 11 || index === 12) this.query({ kind: 'color', index, terminator }, end)
+    }
     for (const listener of this.oscListeners) {
       try {
         listener(payload)
@@ -662,6 +970,9 @@ export class OutputParser {
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
   private emit(text: string): void {
     const lineNumber = ++this.committed
+    // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
+    const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
+    this.lineRow = next < this.rows ? next : this.rows
     if (this.marks.length > 0) {
       for (const mark of this.marks) {
         if (mark.keepLines) mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)
