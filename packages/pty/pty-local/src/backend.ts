@@ -69,7 +69,7 @@ export class LocalBackend implements PtyBackend {
     const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, prompt, tag })
     let terminal: TerminalProcess
     try {
-      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: config.cols, rows: config.rows })
+      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: request.cols ?? config.cols, rows: request.rows ?? config.rows })
     } catch (error) {
       throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
     }
@@ -78,6 +78,8 @@ export class LocalBackend implements PtyBackend {
     const wrapper = table.get(terminal.pid)
     const session: LocalSession = new LocalSession({
       config,
+      rows: request.rows ?? config.rows,
+      cols: request.cols ?? config.cols,
       prompt,
       terminal,
       signalWrapper: async (signal) => {
