@@ -696,7 +696,12 @@ function targets(r: Results): Target[] {
     atLeast('throughput.mb_per_s', t.mb_per_s, t.raw_mb_per_s / 2, `≥ raw_mb_per_s / 2 = ${round(t.raw_mb_per_s / 2, 1)}`)
     atMost('throughput.rss_growth_mb', t.rss_growth_mb, t.rss_limit_mb, `≤ 2 × scrollbackMaxBytes in MiB + 16 = ${t.rss_limit_mb}`)
   }
-  if (r.parser) atLeast('parser.mb_per_s', r.parser.mb_per_s, 150, '≥ 150')
+  if (r.parser) {
+    atLeast('parser.mb_per_s', r.parser.mb_per_s, 250, '≥ 250')
+    atLeast('parser.ratio_to_decode', r.parser.ratio_to_decode, 0.4, '≥ 0.4')
+    atLeast('parser.short_mb_per_s', r.parser.short_mb_per_s, 200, '≥ 200')
+    atMost('parser.screen_render_ms', r.parser.screen_render_ms, 1, '≤ 1')
+  }
   if (r.idle) {
     const cpu = r.idle.cpu_percent
     out.push({ figure: 'idle.cpu_percent', value: cpu, limit: '< 1', met: cpu < 1, ...(cpu >= 1 ? { missed_by: round(cpu - 1, 3) } : {}) })
@@ -733,7 +738,12 @@ function printTable(r: Results, checks: readonly Target[]): void {
     rows.push(['throughput', `${t.mb_per_s} MB/s`, `raw ${t.raw_mb_per_s} MB/s`, x(t.ratio), verdict('throughput.mb_per_s')])
     rows.push(['throughput RSS growth', `${t.rss_growth_mb} MiB`, `raw ${t.raw_rss_growth_mb} MiB`, '', verdict('throughput.rss_growth_mb')])
   }
-  if (r.parser) rows.push(['parser', `${r.parser.mb_per_s} MB/s`, `decode ${r.parser.decode_mb_per_s} MB/s`, x(r.parser.ratio_to_decode), verdict('parser.mb_per_s')])
+  if (r.parser) {
+    const p = r.parser
+    rows.push(['parser', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), `${verdict('parser.mb_per_s')}; ${verdict('parser.ratio_to_decode')}`])
+    rows.push(['parser, short lines', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), verdict('parser.short_mb_per_s')])
+    rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
+  }
   if (r.idle) rows.push(['idle CPU', `${r.idle.cpu_percent} %`, `no sessions ${r.idle.baseline_cpu_percent} %`, '', verdict('idle.cpu_percent')])
   if (r.scale) {
     const sc = r.scale

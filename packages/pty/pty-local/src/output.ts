@@ -15,7 +15,13 @@
  * `\` of a String Terminator, inside a CSI parameter.
  */
 
+import { isAscii } from 'node:buffer'
 import { LineModel } from './line.ts'
+
+/** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
+function latin1(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1')
+}
 
 /** Options of an `OutputParser`. */
 export interface OutputParserOptions {
@@ -312,6 +318,8 @@ export class OutputParser {
   private fedAt = 0
 
   private decoder = new TextDecoder('utf-8')
+  /** The decoder may hold an incomplete UTF-8 sequence from the previous chunk. */
+  private decoderPending = false
   private state = GROUND
   /** Bytes (or characters, for CSI and escapes) of the sequence being parsed, against the bound. */
   private sequenceBytes = 0
@@ -525,7 +533,15 @@ export class OutputParser {
       this.oscPayload = ''
     }
     this.fedAt = now
-    const text = this.decoder.decode(chunk, { stream: true })
+    // An ASCII chunk after a complete UTF-8 sequence is its own decoding: a one-byte string.
+    let text: string
+    if (!this.decoderPending && isAscii(chunk)) {
+      text = latin1(chunk)
+    } else {
+      text = this.decoder.decode(chunk, { stream: true })
+      // The decoder may hold the start of a sequence only when the chunk ended inside one.
+      this.decoderPending = chunk.length > 0 && chunk[chunk.length - 1]! >= 0x80
+    }
     this.chunk = text
     this.screenWritten = 0
     this.parse(text)
@@ -540,6 +556,7 @@ export class OutputParser {
    * not committed; it stays readable as `partial`. Feeding may continue afterwards.
    */
   flush(): void {
+    this.decoderPending = false
     this.parse(this.decoder.decode())
     this.state = GROUND
     this.oscPayload = ''
@@ -560,18 +577,40 @@ export class OutputParser {
     while (i < n) {
       switch (this.state) {
         case GROUND: {
-          const start = i
-          for (; i < n; i++) {
-            const c = s.charCodeAt(i)
-            // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
-            if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+          const current = this.current
+          for (;;) {
+            const start = i
+            let c = 0
+            for (; i < n; i++) {
+              c = s.charCodeAt(i)
+              // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+              if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+              break
+            }
+            // Fast path for the commonest output, a whole line ended by CR LF on an empty line:
+            // the same as print, CR, LF, without touching the line model.
+            if (
+              c === CR &&
+              i + 1 < n &&
+              s.charCodeAt(i + 1) === LF &&
+              current.cursor === 0 &&
+              current.text === '' &&
+              this.marks.length === 0 &&
+              this.screen === undefined
+            ) {
+              current.revision++
+              this.emit(start === i ? '' : s.slice(start, i))
+              i += 2
+              if (i < n) continue
+              break
+            }
+            if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
+            if (i < n) {
+              i++
+              if (c === ESC) this.enterEscape()
+              else this.execute(c)
+            }
             break
-          }
-          if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
-          if (i < n) {
-            const c = s.charCodeAt(i++)
-            if (c === ESC) this.enterEscape()
-            else this.execute(c)
           }
           break
         }
