@@ -11,7 +11,7 @@
  *   program leaves the alternate screen or its addressed output scrolled out. While attached, a
  *   send's result is the rendered screen instead of its lines.
  */
-import type { OutputParser, ScreenEvent } from './output.ts'
+import { utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
 import { renderScreen, ScreenModel } from './screen.ts'
@@ -27,6 +27,8 @@ export interface TerminalDisplayOptions {
   rows: number
   cols: number
   colors: { foreground: string; background: string; cursor: string }
+  /** Bound of a rendered screen, in UTF-8 bytes (the session's `maxReadBytes`): the header and top rows are kept. */
+  maxBytes: number
   /** Writes a reply to the program's input. */
   reply: (text: string) => void
   /** Monotonic clock in ms. */
@@ -38,6 +40,7 @@ export class TerminalDisplay {
   private readonly scrollback: Scrollback
   private readonly writeReply: (text: string) => void
   private readonly now: () => number
+  private readonly maxBytes: number
   private readonly state: QueryState
   private screen: ScreenModel | undefined
   private readonly disposers: (() => void)[] = []
@@ -51,6 +54,7 @@ export class TerminalDisplay {
     this.scrollback = options.scrollback
     this.writeReply = options.reply
     this.now = options.now
+    this.maxBytes = options.maxBytes
     const parser = options.parser
     this.state = {
       rows: options.rows,
@@ -81,7 +85,7 @@ export class TerminalDisplay {
 
   /** A send's result: the rendered screen while one is attached, else the send's lines. */
   resultOf(buffer: SendBuffer): SendOutput {
-    if (this.screen !== undefined) return { text: renderScreen(this.screen.snapshot()), truncated: false }
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot()))
     return buffer.viewport()
   }
 
@@ -90,13 +94,23 @@ export class TerminalDisplay {
    * terminal — a screen built from the newest retained lines, as a person would see them now.
    */
   screenText(): string {
-    if (this.screen !== undefined) return renderScreen(this.screen.snapshot())
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot())).text
     const screen = this.seededScreen()
     try {
-      return renderScreen(screen.snapshot())
+      return this.bounded(renderScreen(screen.snapshot())).text
     } finally {
       screen.dispose()
     }
+  }
+
+  /** A rendered screen within `maxBytes`: a screen reads top-down, so the head is kept, cut on a code point. */
+  private bounded(text: string): SendOutput {
+    if (text.length <= this.maxBytes / 3 || utf8ByteLength(text) <= this.maxBytes) return { text, truncated: false }
+    const bytes = Buffer.from(text, 'utf8')
+    let end = this.maxBytes
+    // Back off continuation bytes (10xxxxxx) so the cut lands on a code point.
+    while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+    return { text: bytes.subarray(0, end).toString('utf8'), truncated: true }
   }
 
   /** New size: the screen follows; later cursor reports and size reports use it. */

@@ -113,6 +113,7 @@ export class LocalSession implements BackendSession {
       rows: options.rows ?? this.config.rows,
       cols: options.cols ?? this.config.cols,
       colors: this.config.colors,
+      maxBytes: this.config.maxReadBytes,
       reply: (text) => this.terminal.write(text),
       now: this.now,
     })
