@@ -283,9 +283,12 @@ class Mark implements OutputMark {
  * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
  *   parameter 0 erases to the end of the current line (rows below are not modelled).
- * - Every other cursor movement, scrolling, screen erase and mode change is dropped: full-screen
- *   programs (vim, top, less's screen redraws) are not emulated; their text appears in the
- *   order it was written.
+ * - Every other cursor movement, scrolling and screen erase is dropped from the line model. The
+ *   parser reports what needs a real screen instead (`onScreen`: the alternate screen, cursor
+ *   addressing) and keeps an attached screen (`ScreenSink`, screen.ts) in step; while the
+ *   alternate screen is in effect with a screen attached, its text is not part of the lines.
+ *   It tracks DEC private and ANSI modes (`privateModes`, `ansiModes`) and reports terminal
+ *   queries at their position (`onQuery`), for the session to answer (queries.ts).
  * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
  *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
  *   `LineModel` (line.ts).
