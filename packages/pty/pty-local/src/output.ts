@@ -180,6 +180,134 @@ const CAN = 0x18
 const SUB = 0x1a
 const DEL = 0x7f
 
+const STATES = 7
+
+// Character classes (UTF-16 code units; everything from U+00A0 up is K_HIGH).
+const K_C0 = 0 // C0 controls not named below
+const K_TAB = 1
+const K_LF = 2
+const K_CR = 3
+const K_BS = 4
+const K_BEL = 5
+const K_CAN_SUB = 6
+const K_ESC = 7
+const K_INTERMEDIATE = 8 // 0x20–0x2F
+const K_DIGIT = 9 // 0x30–0x39
+const K_SEPARATOR = 10 // : ;
+const K_PREFIX = 11 // < = > ?
+const K_LEFT_BRACKET = 12 // [
+const K_RIGHT_BRACKET = 13 // ]
+const K_STRING_INTRODUCER = 14 // P X ^ _
+const K_BACKSLASH = 15
+const K_FINAL = 16 // the rest of 0x40–0x7E
+const K_DEL = 17
+const K_C1 = 18 // 0x80–0x9F
+const K_HIGH = 19
+const CLASSES = 20
+
+/** The class of each code unit below U+00A0. */
+const CHARACTER_CLASS = (() => {
+  const table = new Uint8Array(0xa0)
+  for (let c = 0; c < 0xa0; c++) {
+    let k = K_C1
+    if (c < 0x20) k = c === 0x09 ? K_TAB : c === LF ? K_LF : c === CR ? K_CR : c === BS ? K_BS : c === BEL ? K_BEL : c === CAN || c === SUB ? K_CAN_SUB : c === ESC ? K_ESC : K_C0
+    else if (c <= 0x2f) k = K_INTERMEDIATE
+    else if (c <= 0x39) k = K_DIGIT
+    else if (c <= 0x3b) k = K_SEPARATOR
+    else if (c <= 0x3f) k = K_PREFIX
+    else if (c === 0x5b) k = K_LEFT_BRACKET
+    else if (c === 0x5d) k = K_RIGHT_BRACKET
+    else if (c === 0x50 || c === 0x58 || c === 0x5e || c === 0x5f) k = K_STRING_INTRODUCER
+    else if (c === 0x5c) k = K_BACKSLASH
+    else if (c <= 0x7e) k = K_FINAL
+    else if (c === DEL) k = K_DEL
+    table[c] = k
+  }
+  return table
+})()
+
+// Actions (what the parser does with the character; see `parse`).
+const A_PRINT = 1
+const A_EXECUTE = 2
+const A_IGNORE = 3
+const A_ESCAPE = 4
+const A_CSI_START = 5
+const A_OSC_START = 6
+const A_STRING_START = 7
+const A_INTERMEDIATE_START = 8
+const A_TRANSITION = 9
+const A_REPROCESS = 10
+const A_INTERMEDIATE = 11
+const A_CSI_PARAM = 12
+const A_CSI_SEPARATOR = 13
+const A_CSI_PREFIX = 14
+const A_CSI_INTERMEDIATE = 15
+const A_CSI_INVALID = 16
+const A_CSI_DISPATCH = 17
+const A_STRING_PUT = 18
+const A_STRING_END = 19
+const A_OSC_TERMINATED = 20
+const A_OSC_ABANDONED = 21
+
+/**
+ * states × classes → action | next state << 5, built once (the DEC/xterm parser model: C0
+ * controls execute inside sequences, CAN and SUB cancel, ESC restarts, DEL is ignored).
+ * `next` is used by A_TRANSITION; the other actions name their state themselves.
+ */
+const TRANSITIONS = (() => {
+  const table = new Uint8Array(STATES * CLASSES)
+  const set = (state: number, classes: readonly number[], action: number, next = state) => {
+    for (const k of classes) table[state * CLASSES + k] = action | (next << 5)
+  }
+  const all = Array.from({ length: CLASSES }, (_, k) => k)
+  const controls = [K_C0, K_LF, K_CR, K_BS, K_BEL]
+  const ascii = [K_INTERMEDIATE, K_DIGIT, K_SEPARATOR, K_PREFIX, K_LEFT_BRACKET, K_RIGHT_BRACKET, K_STRING_INTRODUCER, K_BACKSLASH, K_FINAL]
+
+  set(GROUND, all, A_PRINT)
+  set(GROUND, controls, A_EXECUTE)
+  set(GROUND, [K_CAN_SUB, K_DEL, K_C1], A_IGNORE)
+  set(GROUND, [K_ESC], A_ESCAPE)
+
+  set(ESCAPE, all, A_REPROCESS)
+  set(ESCAPE, [...controls, K_TAB], A_EXECUTE)
+  set(ESCAPE, [K_ESC, K_DEL], A_IGNORE)
+  set(ESCAPE, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(ESCAPE, [K_LEFT_BRACKET], A_CSI_START)
+  set(ESCAPE, [K_RIGHT_BRACKET], A_OSC_START)
+  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START)
+  set(ESCAPE, [K_INTERMEDIATE], A_INTERMEDIATE_START)
+  set(ESCAPE, [K_DIGIT, K_SEPARATOR, K_PREFIX, K_BACKSLASH, K_FINAL], A_TRANSITION, GROUND)
+
+  set(ESCAPE_INTERMEDIATE, all, A_REPROCESS)
+  set(ESCAPE_INTERMEDIATE, [...controls, K_TAB], A_EXECUTE)
+  set(ESCAPE_INTERMEDIATE, [K_DEL], A_IGNORE)
+  set(ESCAPE_INTERMEDIATE, [K_ESC], A_TRANSITION, ESCAPE)
+  set(ESCAPE_INTERMEDIATE, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(ESCAPE_INTERMEDIATE, [K_INTERMEDIATE], A_INTERMEDIATE)
+  set(ESCAPE_INTERMEDIATE, ascii.filter((k) => k !== K_INTERMEDIATE), A_TRANSITION, GROUND)
+
+  set(CSI, all, A_CSI_INVALID)
+  set(CSI, [...controls, K_TAB], A_EXECUTE)
+  set(CSI, [K_DEL], A_IGNORE)
+  set(CSI, [K_ESC], A_TRANSITION, ESCAPE)
+  set(CSI, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(CSI, [K_DIGIT], A_CSI_PARAM)
+  set(CSI, [K_SEPARATOR], A_CSI_SEPARATOR)
+  set(CSI, [K_PREFIX], A_CSI_PREFIX)
+  set(CSI, [K_INTERMEDIATE], A_CSI_INTERMEDIATE)
+  set(CSI, [K_LEFT_BRACKET, K_RIGHT_BRACKET, K_STRING_INTRODUCER, K_BACKSLASH, K_FINAL], A_CSI_DISPATCH)
+
+  for (const state of [OSC, IGNORED_STRING]) {
+    set(state, all, A_STRING_PUT)
+    set(state, [K_BEL, K_ESC, K_CAN_SUB], A_STRING_END)
+  }
+
+  set(OSC_ESCAPE, all, A_OSC_ABANDONED)
+  set(OSC_ESCAPE, [K_BACKSLASH], A_OSC_TERMINATED)
+  return table
+})()
+
+
 /** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
 function utf8Units(c: number): number {
   if (c < 0x80) return 1
@@ -574,16 +702,31 @@ export class OutputParser {
     throw failure.error
   }
 
+  /**
+   * The state machine: for each character, its class and the current state pick an action and
+   * the next state from `TRANSITIONS` (built once); hot state lives in locals for the whole
+   * string, and the actions that consume runs (printable text, string payloads) have their own
+   * inner loops.
+   */
   private parse(s: string): void {
     const n = s.length
+    const max = this.maxStringBytes
+    let state = this.state
     let i = 0
     while (i < n) {
-      switch (this.state) {
-        case GROUND: {
+      let c = s.charCodeAt(i)
+      if (state === CSI && ++this.sequenceBytes > max) {
+        // An over-long CSI is abandoned; this character is parsed again as output.
+        state = GROUND
+        continue
+      }
+      const entry = TRANSITIONS[state * CLASSES + (c < 0xa0 ? CHARACTER_CLASS[c]! : K_HIGH)]!
+      const next = entry >> 5
+      switch (entry & 31) {
+        case A_PRINT: {
           const current = this.current
           for (;;) {
             const start = i
-            let c = 0
             for (; i < n; i++) {
               c = s.charCodeAt(i)
               // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
@@ -604,137 +747,112 @@ export class OutputParser {
               current.revision++
               this.emit(start === i ? '' : s.slice(start, i))
               i += 2
-              if (i < n) continue
+              if (i < n && s.charCodeAt(i) >= 0x20) continue
               break
             }
             if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
-            if (i < n) {
-              i++
-              if (c === ESC) this.enterEscape()
-              else this.execute(c)
-            }
             break
           }
           break
         }
-        case ESCAPE: {
-          const c = s.charCodeAt(i++)
-          if (c === 0x5b) {
-            // ESC [ — CSI
-            this.state = CSI
-            this.csiParams[0] = -1
-            this.csiParamIndex = 0
-            this.csiFlags = 0
-            this.csiPrefix = 0
-            this.csiIntermediate = 0
-            this.sequenceBytes = 0
-          } else if (c === 0x5d) {
-            // ESC ] — OSC
-            this.state = OSC
-            this.oscPayload = ''
-            this.sequenceBytes = 0
-          } else if (c === 0x50 || c === 0x58 || c === 0x5e || c === 0x5f) {
-            // ESC P / X / ^ / _ — DCS, SOS, PM, APC: payload dropped up to ST.
-            this.state = IGNORED_STRING
-            this.sequenceBytes = 0
-          } else if (c >= 0x20 && c <= 0x2f) {
-            this.state = ESCAPE_INTERMEDIATE
-            this.sequenceBytes = 1
-          } else if (c >= 0x30 && c <= 0x7e) {
-            // A complete two-byte escape (ESC 7, ESC =, ESC \ ending a string, …): dropped.
-            this.state = GROUND
-          } else if (c === ESC || c === DEL) {
-            // ESC ESC restarts; DEL is ignored inside sequences.
-          } else if (c === CAN || c === SUB) {
-            this.state = GROUND
-          } else if (c < 0x20) {
-            this.execute(c)
+        case A_EXECUTE:
+          i++
+          this.execute(c)
+          break
+        case A_IGNORE:
+          i++
+          break
+        case A_ESCAPE:
+          // ESC [ is by far the commonest escape: go straight to CSI.
+          if (i + 1 < n && s.charCodeAt(i + 1) === 0x5b) {
+            i += 2
+            state = CSI
+            this.startCsi()
           } else {
-            // A non-ASCII character cannot continue an escape: abandon it and print the character.
-            this.state = GROUND
-            i--
+            i++
+            state = ESCAPE
           }
           break
-        }
-        case ESCAPE_INTERMEDIATE: {
-          const c = s.charCodeAt(i++)
-          if (c >= 0x20 && c <= 0x2f) {
-            if (++this.sequenceBytes > this.maxStringBytes) {
-              this.state = GROUND
-              i--
-            }
-          } else if (c >= 0x30 && c <= 0x7e) {
-            this.state = GROUND
-          } else if (c === ESC) {
-            this.enterEscape()
-          } else if (c === CAN || c === SUB) {
-            this.state = GROUND
-          } else if (c === DEL) {
-            // ignored
-          } else if (c < 0x20) {
-            this.execute(c)
-          } else {
-            this.state = GROUND
-            i--
+        case A_CSI_START:
+          i++
+          state = CSI
+          this.startCsi()
+          break
+        case A_OSC_START:
+          i++
+          state = OSC
+          this.oscPayload = ''
+          this.sequenceBytes = 0
+          break
+        case A_STRING_START:
+          i++
+          state = IGNORED_STRING
+          this.sequenceBytes = 0
+          break
+        case A_INTERMEDIATE_START:
+          i++
+          state = ESCAPE_INTERMEDIATE
+          this.sequenceBytes = 1
+          break
+        case A_TRANSITION:
+          // A complete escape (dropped), or CAN/SUB cancelling a sequence.
+          i++
+          state = next
+          break
+        case A_REPROCESS:
+          // A character that cannot continue the sequence: abandon it, parse the character again.
+          state = GROUND
+          break
+        case A_INTERMEDIATE:
+          if (++this.sequenceBytes > max) state = GROUND
+          else i++
+          break
+        case A_CSI_PARAM: {
+          i++
+          const index = this.csiParamIndex
+          if (index < MAX_CSI_PARAMS) {
+            const param = this.csiParams[index]!
+            this.csiParams[index] = Math.min((param < 0 ? 0 : param) * 10 + (c - 0x30), 0xffff)
           }
+          if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
           break
         }
-        case CSI: {
-          for (; i < n; i++) {
-            const c = s.charCodeAt(i)
-            if (++this.sequenceBytes > this.maxStringBytes) {
-              this.state = GROUND
-              break
-            }
-            if (c >= 0x30 && c <= 0x39) {
-              const index = this.csiParamIndex
-              if (index < MAX_CSI_PARAMS) {
-                const param = this.csiParams[index]!
-                this.csiParams[index] = Math.min((param < 0 ? 0 : param) * 10 + (c - 0x30), 0xffff)
-              }
-              if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
-            } else if (c === 0x3b || c === 0x3a) {
-              if (++this.csiParamIndex < MAX_CSI_PARAMS) this.csiParams[this.csiParamIndex] = -1
-            } else if (c >= 0x3c && c <= 0x3f) {
-              if (this.sequenceBytes === 1) this.csiPrefix = c
-              else this.csiFlags |= CSI_INVALID
-              this.csiFlags |= CSI_PRIVATE
-            } else if (c >= 0x20 && c <= 0x2f) {
-              this.csiFlags |= CSI_INTERMEDIATE
-              this.csiIntermediate = c
-            } else if (c >= 0x40 && c <= 0x7e) {
-              this.state = GROUND
-              i++
-              if (this.csiFlags === 0) this.dispatchCsi(c, i)
-              else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
-              break
-            } else if (c === ESC) {
-              i++
-              this.enterEscape()
-              break
-            } else if (c === CAN || c === SUB) {
-              i++
-              this.state = GROUND
-              break
-            } else if (c < 0x20) {
-              this.execute(c)
-            } else if (c !== DEL) {
-              // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
-              this.csiFlags |= CSI_INVALID
-            }
-          }
+        case A_CSI_SEPARATOR:
+          i++
+          if (++this.csiParamIndex < MAX_CSI_PARAMS) this.csiParams[this.csiParamIndex] = -1
           break
-        }
-        case OSC:
-        case IGNORED_STRING: {
-          const collect = this.state === OSC
+        case A_CSI_PREFIX:
+          i++
+          if (this.sequenceBytes === 1) this.csiPrefix = c
+          else this.csiFlags |= CSI_INVALID
+          this.csiFlags |= CSI_PRIVATE
+          break
+        case A_CSI_INTERMEDIATE:
+          i++
+          this.csiFlags |= CSI_INTERMEDIATE
+          this.csiIntermediate = c
+          break
+        case A_CSI_INVALID:
+          // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
+          i++
+          this.csiFlags |= CSI_INVALID
+          break
+        case A_CSI_DISPATCH:
+          i++
+          state = GROUND
+          this.state = GROUND
+          if (this.csiFlags === 0) this.dispatchCsi(c, i)
+          else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
+          break
+        case A_STRING_PUT: {
+          const collect = state === OSC
           let start = i
           let overflow = false
           for (; i < n; i++) {
-            const c = s.charCodeAt(i)
+            c = s.charCodeAt(i)
             if (c >= 0x20) {
               this.sequenceBytes += utf8Units(c)
-              if (this.sequenceBytes > this.maxStringBytes) {
+              if (this.sequenceBytes > max) {
                 overflow = true
                 break
               }
@@ -746,7 +864,7 @@ export class OutputParser {
               // From the first line break on, the raw body is kept too, in case it must be shown.
               if (this.oscRaw === undefined && (c === LF || c === CR)) this.oscRaw = this.oscPayload
               if (this.oscRaw !== undefined) {
-                if (++this.sequenceBytes > this.maxStringBytes) {
+                if (++this.sequenceBytes > max) {
                   overflow = true
                   start = i
                   break
@@ -760,52 +878,74 @@ export class OutputParser {
           if (collect && i > start) this.collectOsc(s.slice(start, i))
           if (overflow) {
             // Abandon the string; the character at `i` is parsed again as ordinary output.
-            this.state = GROUND
+            state = GROUND
             this.oscPayload = ''
             this.oscRaw = undefined
-            break
           }
-          if (i >= n) break
-          const c = s.charCodeAt(i++)
+          break
+        }
+        case A_STRING_END: {
+          // BEL, ESC, CAN or SUB inside a string.
+          i++
+          const collect = state === OSC
           if (c === BEL && !collect) {
             // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
             break
           }
           if (collect && this.oscRaw !== undefined && c !== BEL) {
             // A body with a line break counts only when properly terminated: an ESC must be ST.
-            if (c === ESC) this.state = OSC_ESCAPE
-            else this.abandonOsc()
+            if (c === ESC) {
+              state = OSC_ESCAPE
+            } else {
+              this.state = state
+              this.abandonOsc()
+              state = this.state
+            }
             break
           }
           const payload = this.oscPayload
           this.oscPayload = ''
           this.oscRaw = undefined
-          if (c === ESC) this.enterEscape()
-          else this.state = GROUND
+          state = c === ESC ? ESCAPE : GROUND
           // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
-          if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload, c === BEL ? '\x07' : '\x1b\\', i)
-          break
-        }
-        case OSC_ESCAPE: {
-          // After an ESC that ended an OSC body with a line break: `\` completes ST, anything
-          // else means the OSC was never going to end; its body is shown and the ESC goes on.
-          if (s.charCodeAt(i) === 0x5c) {
-            i++
-            const payload = this.oscPayload
-            this.oscPayload = ''
-            this.oscRaw = undefined
-            this.state = GROUND
-            this.dispatchOsc(payload, '\x1b\\', i)
-          } else {
-            this.abandonOsc()
-            this.state = ESCAPE
+          if (collect && c !== CAN && c !== SUB) {
+            this.state = state
+            this.dispatchOsc(payload, c === BEL ? '\x07' : '\x1b\\', i)
           }
           break
         }
+        case A_OSC_TERMINATED: {
+          // After an ESC that ended an OSC body with a line break, `\` completes ST.
+          i++
+          const payload = this.oscPayload
+          this.oscPayload = ''
+          this.oscRaw = undefined
+          state = GROUND
+          this.state = GROUND
+          this.dispatchOsc(payload, '\x1b\\', i)
+          break
+        }
+        case A_OSC_ABANDONED:
+          // Anything else after that ESC: the OSC was never going to end; its body is shown and
+          // the ESC goes on with this character.
+          this.state = state
+          this.abandonOsc()
+          state = ESCAPE
+          break
         default:
-          throw new Error(`unreachable parser state ${this.state}`)
+          throw new Error(`unreachable parser action ${entry & 31} in state ${state}`)
       }
     }
+    this.state = state
+  }
+
+  private startCsi(): void {
+    this.csiParams[0] = -1
+    this.csiParamIndex = 0
+    this.csiFlags = 0
+    this.csiPrefix = 0
+    this.csiIntermediate = 0
+    this.sequenceBytes = 0
   }
 
   private collectOsc(text: string): void {
