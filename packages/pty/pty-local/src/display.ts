@@ -18,6 +18,12 @@ import { renderScreen, ScreenModel } from './screen.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
 
 export const MAX_REPLIES_PER_SECOND = 100
+/**
+ * Most screens seeded with the retained lines per second. A program that addresses the cursor
+ * and scrolls it out over and over gets blank screens beyond this, so each cycle costs a few
+ * bytes of emulation instead of a screenful.
+ */
+export const SEEDS_PER_SECOND = 20
 /** What XTVERSION (`CSI > q`) reports. */
 export const TERMINAL_VERSION = 'conch(0.1.0)'
 
@@ -43,9 +49,13 @@ export class TerminalDisplay {
   private readonly maxBytes: number
   private readonly state: QueryState
   private screen: ScreenModel | undefined
+  /** The emulator of the last screen, kept for the next one. */
+  private spare: ScreenModel | undefined
   private readonly disposers: (() => void)[] = []
   private windowStart = -Infinity
   private repliesInWindow = 0
+  private seedWindowStart = -Infinity
+  private seedsInWindow = 0
   /** Replies dropped by the rate bound so far. */
   droppedReplies = 0
 
@@ -119,12 +129,15 @@ export class TerminalDisplay {
     this.state.cols = cols
     this.parser.resize(rows, cols)
     this.screen?.resize(rows, cols)
+    this.spare?.resize(rows, cols)
   }
 
   dispose(): void {
     for (const dispose of this.disposers.splice(0)) dispose()
     this.screen?.dispose()
+    this.spare?.dispose()
     this.screen = undefined
+    this.spare = undefined
   }
 
   private answer(reply: string | undefined): void {
@@ -143,7 +156,19 @@ export class TerminalDisplay {
 
   private onScreen(event: ScreenEvent): void {
     if (event.kind === 'needed') {
-      const screen = this.seededScreen()
+      // One emulator per session, reset and reused: a program that flips screens thousands of
+      // times a second costs a reset each time, not a new terminal.
+      const screen = this.spare ?? new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
+      this.spare = undefined
+      // A soft reset (DECSTR: modes, margins, attributes) instead of a full one, which costs
+      // about a millisecond. The alternate screen starts blank (DECSET 1049 clears it) and is
+      // left before the normal one shows again, so only cursor addressing on the normal screen
+      // needs what the lines show — seeded at most SEEDS_PER_SECOND times a second.
+      screen.write('\x1b[!p')
+      if (event.reason === 'addressing') {
+        screen.write('\x1b[H\x1b[2J')
+        if (this.takeSeed()) this.seed(screen)
+      }
       screen.write(event.sequence)
       this.screen = screen
       this.parser.attachScreen(screen)
@@ -151,19 +176,33 @@ export class TerminalDisplay {
     }
     // Left the alternate screen, or the addressed output scrolled out: lines describe it again.
     this.parser.detachScreen()
-    this.screen?.dispose()
+    this.spare = this.screen
     this.screen = undefined
   }
 
-  /** A screen holding the newest retained lines and the current line, with the cursor where the line model has it. */
+  private takeSeed(): boolean {
+    const now = this.now()
+    if (now - this.seedWindowStart >= 1000) {
+      this.seedWindowStart = now
+      this.seedsInWindow = 0
+    }
+    return ++this.seedsInWindow <= SEEDS_PER_SECOND
+  }
+
+  /** A new screen holding what the lines show now (for a screen read while none is attached). */
   private seededScreen(): ScreenModel {
     const screen = new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
+    this.seed(screen)
+    return screen
+  }
+
+  /** Writes the newest retained lines and the current line to `screen`, with the cursor where the line model has it. */
+  private seed(screen: ScreenModel): void {
     const partial = this.parser.partial
     const page = this.scrollback.read({ offset: 0, count: this.state.rows }, Number.MAX_SAFE_INTEGER)
     let text = page.text.replace(/\n/g, '\r\n')
     if (partial === '' && page.text !== '') text += '\r\n'
     const { col } = this.parser.cursorPosition()
     screen.write(`${text}\x1b[${col}G`)
-    return screen
   }
 }

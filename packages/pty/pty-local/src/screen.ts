@@ -68,6 +68,7 @@ export class ScreenModel implements ScreenSink {
     this.terminal.resize(cols, rows)
   }
 
+
   snapshot(): ScreenSnapshot {
     const buffer = this.terminal.buffer.active
     const lines: string[] = []

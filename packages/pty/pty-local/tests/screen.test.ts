@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { MAX_REPLIES_PER_SECOND } from '../src/display.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
 const QUERIES = fileURLToPath(new URL('./fixtures/queries.py', import.meta.url))
@@ -80,5 +81,36 @@ describe('cursor-addressed output on the normal screen', () => {
     const result = await send(session, 'seq 1 30')
     expect(result.viewport).not.toMatch(/^\[screen:/)
     for (const n of ['1', '15', '30']) expect(linesEqual(result.viewport, n)).toBe(1)
+  })
+})
+
+describe('a hostile program', () => {
+  it('flooding queries it never reads gets a bounded number of replies, and the terminal stays usable', async () => {
+    const session = await openSession({ idleSilenceMs: 1000 })
+    // 20000 DSR queries at once from a program that never reads; the terminal is in canonical
+    // mode with echo, so every reply written comes back echoed as `^[[0n` (as on any terminal).
+    await send(session, `python3 -c "import os,time; os.write(1, b'\\x1b[5n' * 20000); time.sleep(0.5)"; echo flood-done`)
+    const deadline = Date.now() + 15_000
+    let page = ''
+    while (Date.now() < deadline && !/flood-done/.test(page)) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      page = session.read({ offset: 0, count: 1000 }).text
+    }
+    expect(page).toMatch(/flood-done/)
+    const echoed = page.split('^[[0n').length - 1
+    expect(echoed).toBeGreaterThan(0)
+    expect(echoed).toBeLessThanOrEqual(3 * MAX_REPLIES_PER_SECOND)
+    // The replies bash read as typed input are discarded with a SIGINT; the terminal goes on.
+    await session.signal('SIGINT')
+    const next = await send(session, 'echo after-flood')
+    expect(linesEqual(next.viewport, 'after-flood')).toBe(1)
+  })
+
+  it('switching screens thousands of times ends in line mode with its output intact', async () => {
+    const session = await openSession()
+    const result = await send(session, `for i in $(seq 3000); do printf '\\033[?1049hX\\033[?1049l'; done; echo toggles-done`)
+    expect(result.waitReason).toBe('stdin_read')
+    expect(result.viewport).not.toMatch(/^\[screen:/)
+    expect(linesEqual(result.viewport, 'toggles-done')).toBe(1)
   })
 })
