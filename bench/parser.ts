@@ -3,6 +3,7 @@
  * synthetic terminal stream, against a bare streaming UTF-8 decode of the same chunks.
  */
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
+import { renderScreen, ScreenModel } from '../packages/pty/pty-local/src/screen.ts'
 import { median, round } from './stats.ts'
 
 /** Size of one chunk fed to the parser, bytes (node-pty reads the master in chunks up to 64 KiB). */
@@ -31,6 +32,21 @@ export function syntheticStream(bytes: number): Buffer[] {
   for (let offset = 0; offset < bytes; offset += unit.length) unit.copy(stream, offset)
   const chunks: Buffer[] = []
   for (let offset = 0; offset < bytes; offset += CHUNK_BYTES) chunks.push(stream.subarray(offset, offset + CHUNK_BYTES))
+  return chunks
+}
+
+/** `seq 1 N` as a terminal delivers it (CR LF line ends), `bytes` long, in `CHUNK_BYTES` chunks. */
+export function seqStream(bytes: number): Buffer[] {
+  const parts: string[] = []
+  let size = 0
+  for (let n = 1; size < bytes; n++) {
+    const line = `${n}\r\n`
+    parts.push(line)
+    size += line.length
+  }
+  const stream = Buffer.from(parts.join(''), 'latin1').subarray(0, bytes)
+  const chunks: Buffer[] = []
+  for (let offset = 0; offset < stream.length; offset += CHUNK_BYTES) chunks.push(stream.subarray(offset, offset + CHUNK_BYTES))
   return chunks
 }
 
@@ -87,17 +103,18 @@ export interface ParserFigures {
   decode_best_mb_per_s: number
   decode_cpu_mb_per_s: number
   ratio_to_decode: number
+  /** The same on `seq`-style short lines (`1\r\n2\r\n…`). */
+  short_mb_per_s: number
+  short_decode_mb_per_s: number
+  short_ratio_to_decode: number
+  /** Median time to render a full 160×40 screen (snapshot and text), ms. */
+  screen_render_ms: number
   megabytes: number
   runs: number
 }
 
-/**
- * Feeds `megabytes` (10^6 bytes) of the synthetic stream through a fresh parser with a line
- * listener, once to warm up and then `runs` times, interleaved with bare decodes of the same
- * chunks; reports rates in MB/s.
- */
-export function measureParser(megabytes = 50, runs = 5): ParserFigures {
-  const chunks = syntheticStream(megabytes * 1e6)
+/** Rates of the parser and of a bare decode over `chunks`, interleaved, after a warm-up. */
+function rates(chunks: readonly Buffer[], megabytes: number, runs: number) {
   timeParser(chunks)
   timeDecode(chunks)
   const parse: Timing[] = []
@@ -107,16 +124,49 @@ export function measureParser(megabytes = 50, runs = 5): ParserFigures {
     decode.push(timeDecode(chunks))
   }
   const rate = (timings: readonly Timing[], of: keyof Timing) => timings.map((timing) => megabytes / (timing[of] / 1000))
-  const mb = median(rate(parse, 'wallMs'))
-  const decodeMb = median(rate(decode, 'wallMs'))
+  return { parse, decode, rate }
+}
+
+/** A full 160×40 screen of mixed text, rendered `samples` times after a warm-up; median ms. */
+function timeScreenRender(samples = 200): number {
+  const screen = new ScreenModel({ rows: 40, cols: 160 })
+  const row = (y: number) => `row ${y} ${'αβγ text 界 '.repeat(14)}`.slice(0, 159)
+  screen.write(`\x1b[?1049h${Array.from({ length: 40 }, (_, y) => `\x1b[${y + 1};1H${row(y)}`).join('')}\x1b[12;5H`)
+  const times: number[] = []
+  for (let i = 0; i < samples + 20; i++) {
+    const start = performance.now()
+    const text = renderScreen(screen.snapshot())
+    if (i >= 20) times.push(performance.now() - start)
+    if (!text.startsWith('[screen: alternate 40x160, cursor 12,5]')) throw new Error(`screen render: unexpected header ${text.slice(0, 60)}`)
+  }
+  screen.dispose()
+  return median(times)
+}
+
+/**
+ * Feeds `megabytes` (10^6 bytes) of the synthetic stream through a fresh parser with a line
+ * listener, once to warm up and then `runs` times, interleaved with bare decodes of the same
+ * chunks; reports rates in MB/s.
+ */
+export function measureParser(megabytes = 50, runs = 5): ParserFigures {
+  const mixed = rates(syntheticStream(megabytes * 1e6), megabytes, runs)
+  const short = rates(seqStream(megabytes * 1e6), megabytes, runs)
+  const mb = median(mixed.rate(mixed.parse, 'wallMs'))
+  const decodeMb = median(mixed.rate(mixed.decode, 'wallMs'))
+  const shortMb = median(short.rate(short.parse, 'wallMs'))
+  const shortDecodeMb = median(short.rate(short.decode, 'wallMs'))
   return {
     mb_per_s: round(mb, 1),
-    best_mb_per_s: round(Math.max(...rate(parse, 'wallMs')), 1),
-    cpu_mb_per_s: round(median(rate(parse, 'cpuMs')), 1),
+    best_mb_per_s: round(Math.max(...mixed.rate(mixed.parse, 'wallMs')), 1),
+    cpu_mb_per_s: round(median(mixed.rate(mixed.parse, 'cpuMs')), 1),
     decode_mb_per_s: round(decodeMb, 1),
-    decode_best_mb_per_s: round(Math.max(...rate(decode, 'wallMs')), 1),
-    decode_cpu_mb_per_s: round(median(rate(decode, 'cpuMs')), 1),
+    decode_best_mb_per_s: round(Math.max(...mixed.rate(mixed.decode, 'wallMs')), 1),
+    decode_cpu_mb_per_s: round(median(mixed.rate(mixed.decode, 'cpuMs')), 1),
     ratio_to_decode: round(mb / decodeMb),
+    short_mb_per_s: round(shortMb, 1),
+    short_decode_mb_per_s: round(shortDecodeMb, 1),
+    short_ratio_to_decode: round(shortMb / shortDecodeMb),
+    screen_render_ms: round(timeScreenRender(), 3),
     megabytes,
     runs,
   }

@@ -16,6 +16,7 @@ import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
 import { benchPtc, type PtcFigures } from './ptc.ts'
+import { benchLongLine, type LongLineFigures } from './long-line.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
@@ -28,6 +29,8 @@ const PLAN = {
   throughputLines: 3_000_000,
   throughputRuns: 3,
   parserMegabytes: 50,
+  longLineMegabytes: 50,
+  longLineRuns: 2,
   idleSessions: 32,
   idleSeconds: 10,
   idleBaselineSeconds: 5,
@@ -659,11 +662,12 @@ interface Results {
   scale?: ScaleFigures
   lifecycle?: Awaited<ReturnType<typeof benchLifecycle>>
   ptc?: PtcFigures
+  long_line?: LongLineFigures
   machine: ReturnType<typeof machine>
 }
 
 /** The keys of results.json, in the issue's order. */
-const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc'] as const
+const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line'] as const
 type Key = (typeof KEYS)[number]
 
 interface Target {
@@ -694,7 +698,12 @@ function targets(r: Results): Target[] {
     atLeast('throughput.mb_per_s', t.mb_per_s, t.raw_mb_per_s / 2, `≥ raw_mb_per_s / 2 = ${round(t.raw_mb_per_s / 2, 1)}`)
     atMost('throughput.rss_growth_mb', t.rss_growth_mb, t.rss_limit_mb, `≤ 2 × scrollbackMaxBytes in MiB + 16 = ${t.rss_limit_mb}`)
   }
-  if (r.parser) atLeast('parser.mb_per_s', r.parser.mb_per_s, 150, '≥ 150')
+  if (r.parser) {
+    atLeast('parser.mb_per_s', r.parser.mb_per_s, 250, '≥ 250')
+    atLeast('parser.ratio_to_decode', r.parser.ratio_to_decode, 0.4, '≥ 0.4')
+    atLeast('parser.short_mb_per_s', r.parser.short_mb_per_s, 200, '≥ 200')
+    atMost('parser.screen_render_ms', r.parser.screen_render_ms, 1, '≤ 1')
+  }
   if (r.idle) {
     const cpu = r.idle.cpu_percent
     out.push({ figure: 'idle.cpu_percent', value: cpu, limit: '< 1', met: cpu < 1, ...(cpu >= 1 ? { missed_by: round(cpu - 1, 3) } : {}) })
@@ -706,6 +715,7 @@ function targets(r: Results): Target[] {
     atMost('ptc.spare_p50_ms', p.spare_p50_ms, 10, '≤ 10')
     if (p.nested_ratio !== undefined) atMost('ptc.nested_ratio', p.nested_ratio, 1.2, '≤ 1.2 × direct')
   }
+  if (r.long_line) atMost('long_line.long_ms', r.long_line.long_ms, 2 * r.long_line.short_ms, `≤ 2 × short_ms = ${round(2 * r.long_line.short_ms)}`)
   return out
 }
 
@@ -736,7 +746,12 @@ function printTable(r: Results, checks: readonly Target[]): void {
     rows.push(['throughput', `${t.mb_per_s} MB/s`, `raw ${t.raw_mb_per_s} MB/s`, x(t.ratio), verdict('throughput.mb_per_s')])
     rows.push(['throughput RSS growth', `${t.rss_growth_mb} MiB`, `raw ${t.raw_rss_growth_mb} MiB`, '', verdict('throughput.rss_growth_mb')])
   }
-  if (r.parser) rows.push(['parser', `${r.parser.mb_per_s} MB/s`, `decode ${r.parser.decode_mb_per_s} MB/s`, x(r.parser.ratio_to_decode), verdict('parser.mb_per_s')])
+  if (r.parser) {
+    const p = r.parser
+    rows.push(['parser', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), `${verdict('parser.mb_per_s')}; ${verdict('parser.ratio_to_decode')}`])
+    rows.push(['parser, short lines', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), verdict('parser.short_mb_per_s')])
+    rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
+  }
   if (r.idle) rows.push(['idle CPU', `${r.idle.cpu_percent} %`, `no sessions ${r.idle.baseline_cpu_percent} %`, '', verdict('idle.cpu_percent')])
   if (r.scale) {
     const sc = r.scale
@@ -757,6 +772,10 @@ function printTable(r: Results, checks: readonly Target[]): void {
     rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
     rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
     rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), verdict('ptc.nested_ratio')])
+  }
+  if (r.long_line) {
+    const l = r.long_line
+    rows.push([`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')])
   }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)))
   const line = (row: readonly string[]) => row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd()
@@ -848,6 +867,11 @@ async function main(): Promise<void> {
       results.lifecycle = await benchLifecycle(c)
     }
     if (only.has('ptc')) results.ptc = await benchPtc(progress)
+    if (only.has('long_line')) {
+      progress(`long_line: one ${PLAN.longLineMegabytes} MB line against ${PLAN.longLineMegabytes} MB of 80-byte lines, ${PLAN.longLineRuns} runs`)
+      results.long_line = await benchLongLine(c.ctx.pty, c.agent, PLAN.longLineMegabytes, PLAN.longLineRuns)
+      progress(`long_line: ${results.long_line.long_ms} ms against ${results.long_line.short_ms} ms`)
+    }
   } finally {
     process.off('SIGINT', onSignal)
     process.off('SIGTERM', onSignal)

@@ -37,6 +37,7 @@ describe('headless-agent', () => {
             'terminal_list',
             'terminal_open',
             'terminal_read',
+            'terminal_resize',
             'terminal_send',
             'terminal_signal',
           ])

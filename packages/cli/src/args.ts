@@ -20,7 +20,7 @@ Options:
 Both commands boot a composition (./cordis.yml unless --config says otherwise); see
 docs/configuration.md for its format.`
 
-export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json] [--cwd DIR] "task"
+export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] "task"
 
 Boots the composition, creates one agent, runs the task until the model answers, prints, and
 shuts everything down.
@@ -29,8 +29,11 @@ Options:
   --config FILE        composition to boot (default: ./cordis.yml)
   --script FILE        use the scripted model with this JSON Lines script (one model reply per
                        line), whatever the composition says; no API key needed
-  --output FORMAT      text (default): a readable transcript; stream-json: one JSON object per
-                       line (tool_call, tool_result, assistant, then result)
+  --output FORMAT      text (default): a readable transcript, with terminal output shown live
+                       as it arrives; stream-json: one JSON object per line (tool_call,
+                       tool_result, assistant, then result)
+  --partial            with stream-json: also emit {"type":"tool_output","id","text"} lines
+                       with a tool's live output before its tool_result
   --cwd DIR            the agent's workspace root (default: the current directory)
   --log-level LEVEL    error, warn (default), info or debug; diagnostics go to stderr
   -h, --help           show this help
@@ -61,6 +64,8 @@ export interface RunArgs {
   /** Absolute path of the script, when given. */
   script?: string
   output: OutputFormat
+  /** `--partial`: stream-json also carries live tool output (`tool_output` lines). Only set when given. */
+  partial?: true
   /** Absolute, existing directory. */
   cwd: string
   logLevel: LogLevel
@@ -84,6 +89,7 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
     config: { type: 'string' },
     script: { type: 'string' },
     output: { type: 'string' },
+    partial: { type: 'boolean' },
     cwd: { type: 'string' },
     'log-level': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
@@ -103,6 +109,10 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
   }
   const script = stringFlag('--script', values['script'])
   if (script !== undefined) args.script = file('--script', script, cwd)
+  if (values['partial'] === true) {
+    if (output !== 'stream-json') throw usage('conch run: --partial needs --output stream-json (the text transcript always shows live output)')
+    args.partial = true
+  }
   return args
 }
 

@@ -47,7 +47,7 @@ export async function bootFor(
 
 /** Runs `conch run`; resolves to the exit code (0 only for a completed run). */
 export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> {
-  const transcript = createTranscript(args.output, io.stdout)
+  const transcript = createTranscript(args.output, io.stdout, { partial: args.partial === true })
   const fail = (error: unknown): number => {
     const message = describeError(error, args.logLevel)
     // A stream-json consumer always gets its last line.

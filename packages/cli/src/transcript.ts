@@ -5,8 +5,12 @@
  *   `{"type":"tool_call","id","name","arguments"}`,
  *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
  *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
- * - `text`: a readable transcript — each tool call (`> name {arguments}`), its result indented,
- *   the assistant's text as it comes, and at the end the outcome when the run did not complete.
+ *   With `partial` (`--partial`), a tool's live output comes first as
+ *   `{"type":"tool_output","id","text"}` delta lines (terminal output as it arrives); the
+ *   `tool_result` that follows is unchanged. Off by default, so recorded runs stay byte-stable.
+ * - `text`: a readable transcript — each tool call (`> name {arguments}`), the tool's live output
+ *   as it arrives (each line prefixed `  | `), its result indented, the assistant's text as it
+ *   comes, and at the end the outcome when the run did not complete.
  *
  * Diagnostics never go here: they go to stderr.
  */
@@ -27,10 +31,10 @@ export function resultStatus(result: RunResult): 'completed' | 'error' {
   return result.status === 'completed' ? 'completed' : 'error'
 }
 
-export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableStream): Transcript {
+export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableStream, options: { partial?: boolean } = {}): Transcript {
   switch (format) {
     case 'stream-json':
-      return streamJson(stdout)
+      return streamJson(stdout, options.partial === true)
     case 'text':
       return textTranscript(stdout)
     default: {
@@ -40,7 +44,7 @@ export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableSt
   }
 }
 
-function streamJson(stdout: NodeJS.WritableStream): Transcript {
+function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript {
   const line = (value: object) => stdout.write(`${JSON.stringify(value)}\n`)
   return {
     onEvent(event) {
@@ -63,9 +67,11 @@ function streamJson(stdout: NodeJS.WritableStream): Transcript {
         case 'assistant':
           line({ type: 'assistant', text: event.text })
           break
-        case 'text-delta':
         case 'tool-progress':
-          // Incremental pieces; the complete assistant text and tool result follow.
+          if (partial && event.text !== '') line({ type: 'tool_output', id: event.callId, text: event.text })
+          break
+        case 'text-delta':
+          // Incremental pieces; the complete assistant text follows.
           break
         default: {
           const never: never = event
@@ -82,6 +88,17 @@ function streamJson(stdout: NodeJS.WritableStream): Transcript {
 function textTranscript(stdout: NodeJS.WritableStream): Transcript {
   let blocks = 0
   let printedAnswer = false
+  /** Whether live output is open mid-line (its next text continues that line). */
+  let liveMidLine = false
+  const live = (text: string) => {
+    let out = ''
+    for (const piece of text.split(/(?<=\n)/)) {
+      if (!liveMidLine) out += LIVE_PREFIX
+      out += piece
+      liveMidLine = !piece.endsWith('\n')
+    }
+    stdout.write(out)
+  }
   /** Blocks (a tool call with its result, an assistant message) are separated by a blank line. */
   const block = (text: string) => {
     stdout.write(`${blocks++ ? '\n' : ''}${text.endsWith('\n') ? text : `${text}\n`}`)
@@ -94,6 +111,8 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
           printedAnswer = false
           break
         case 'tool-result': {
+          if (liveMidLine) stdout.write('\n')
+          liveMidLine = false
           const marker = event.result.isError ? '  [error]\n' : ''
           stdout.write(`${marker}${indent(toolResultText(event.result))}\n`)
           break
@@ -102,8 +121,10 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
           block(event.text)
           printedAnswer = true
           break
-        case 'text-delta':
         case 'tool-progress':
+          if (event.text !== '') live(event.text)
+          break
+        case 'text-delta':
           break
         default: {
           const never: never = event
@@ -120,6 +141,9 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
     },
   }
 }
+
+/** Prefix of each line of a tool's live output in the text transcript. */
+export const LIVE_PREFIX = '  | '
 
 function indent(text: string): string {
   return text

@@ -72,7 +72,7 @@ export class LocalBackend implements PtyBackend {
     const unwatch = policy.mode === 'danger-full-access' ? tagSupervisor().watch(tag) : () => {}
     let terminal: TerminalProcess
     try {
-      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: config.cols, rows: config.rows })
+      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: request.cols ?? config.cols, rows: request.rows ?? config.rows })
     } catch (error) {
       unwatch()
       throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
@@ -82,6 +82,8 @@ export class LocalBackend implements PtyBackend {
     const wrapper = table.get(terminal.pid)
     const session: LocalSession = new LocalSession({
       config,
+      rows: request.rows ?? config.rows,
+      cols: request.cols ?? config.cols,
       prompt,
       terminal,
       signalWrapper: async (signal) => {

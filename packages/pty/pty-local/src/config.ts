@@ -1,5 +1,6 @@
 import { z } from 'zod'
 
+const hexColor = () => z.string().regex(/^#[0-9a-fA-F]{6}$/, 'a colour is #rrggbb')
 const positive = () => z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 
 /**
@@ -15,10 +16,31 @@ export const Config = z
     shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '-i']),
     rows: positive().default(40),
     cols: positive().default(160),
+    /**
+     * Colours reported to programs that ask (OSC 10, 11, 12: foreground, background, cursor), as
+     * `#rrggbb`. Programs such as vim pick light or dark themes from the background.
+     */
+    colors: z
+      .object({
+        foreground: hexColor().default('#e5e5e5'),
+        background: hexColor().default('#000000'),
+        cursor: hexColor().default('#e5e5e5'),
+      })
+      .prefault({}),
     /** Retained scrollback, in lines. */
     scrollbackLines: positive().default(10000),
     /** Retained scrollback, in UTF-8 bytes. */
     scrollbackMaxBytes: positive().default(4194304),
+    /**
+     * Longest line kept whole, in UTF-16 code units; a longer line is shown in pieces of this
+     * length, as if broken by line feeds. Bounds the work per chunk on an open line.
+     */
+    maxLineLength: positive().default(16384),
+    /**
+     * A control string (OSC, DCS, SOS, PM, APC) left open while output pauses this long is
+     * abandoned, so an unterminated one cannot hide what comes after it.
+     */
+    stringTimeoutMs: positive().default(1000),
     /** Bound of one read page and of one send's viewport, in UTF-8 bytes. */
     maxReadBytes: positive().default(262144),
     /** Interval of /proc probes while a send waits (after `exactProbeAfterMs`). */

@@ -15,6 +15,14 @@
  * `\` of a String Terminator, inside a CSI parameter.
  */
 
+import { isAscii } from 'node:buffer'
+import { LineModel } from './line.ts'
+
+/** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
+function latin1(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1')
+}
+
 /** Options of an `OutputParser`. */
 export interface OutputParserOptions {
   /**
@@ -29,15 +37,104 @@ export interface OutputParserOptions {
    */
   maxStringBytes?: number
   /**
-   * Bound on one line, in UTF-16 code units. Default 4194304. A line that grows past it is
+   * Bound on one line, in UTF-16 code units. Default 16384. A line that grows past it is
    * committed in pieces of at most this length (never splitting a surrogate pair), exactly as
-   * if a line feed had been written there; this only keeps memory bounded for output that
-   * never ends a line.
+   * if a line feed had been written there. It bounds what any consumer does with the open line
+   * per chunk (a send buffer continuing it, a prompt check reading it), so output that never
+   * ends a line costs time linear in its length.
    */
   maxLineLength?: number
   /** Bound on the committed lines a mark keeps for `textSince`, in UTF-8 bytes. Default 65536. */
   maxMarkBytes?: number
+  /**
+   * A string (OSC, DCS, SOS, PM, APC) still open when output pauses this long, in ms, is
+   * abandoned when the next chunk arrives: the parser returns to the ground state before parsing
+   * that chunk, so the chunk is ordinary output. A program writes a control string in one go; a
+   * pause inside one means it will not be finished. Default 1000.
+   */
+  stringTimeoutMs?: number
+  /** Monotonic clock in ms, for `stringTimeoutMs`. Default `performance.now`. */
+  now?: () => number
+  /** Terminal size in cells, for cursor reports of the line model. Default 40 × 160. */
+  rows?: number
+  cols?: number
 }
+
+/**
+ * A query a program wrote to the terminal, recognised at its position in the stream (XTerm
+ * Control Sequences, "ctlseqs"): DSR 5 (status) and 6 (cursor position, `?6` = DECXCPR), primary
+ * and secondary DA, DECRQM (ANSI or DEC private), XTVERSION (`CSI > q`), XTWINOPS 18 (text area
+ * size in characters) and the OSC 10/11/12 colour queries. `terminator` is how an OSC query was
+ * ended (`\x07` or `\x1b\\`); its reply ends the same way.
+ */
+export type TerminalQuery =
+  | { kind: 'status' }
+  | { kind: 'cursor'; private: boolean }
+  | { kind: 'primary-attributes' }
+  | { kind: 'secondary-attributes' }
+  | { kind: 'mode'; mode: number; private: boolean }
+  | { kind: 'version' }
+  | { kind: 'text-area-size' }
+  | { kind: 'color'; index: 10 | 11 | 12; terminator: string }
+
+export type QueryListener = (query: TerminalQuery) => void
+
+/**
+ * A screen (screen.ts) the parser keeps in step with the stream while one is attached: it gets
+ * every decoded character, in order, and is brought up to date before a query is answered, so a
+ * cursor report says where the text before the query left the cursor.
+ */
+export interface ScreenSink {
+  write(text: string): void
+  /** 1-based cursor position. */
+  cursor(): { row: number; col: number }
+}
+
+/**
+ * What the parser tells the session about screens:
+ * - `needed`: a program entered the alternate screen (DECSET 47, 1047, 1049) or addressed the
+ *   cursor on the normal screen (CUP, HVP, VPA, DECSTBM, ED 2 or 3) while no screen is attached;
+ *   `sequence` is that sequence, which the listener writes to the screen it attaches (the parser
+ *   feeds it from just after the sequence on);
+ * - `left-alternate`: the program left the alternate screen (DECRST 47, 1047, 1049);
+ * - `scrolled-out`: on the normal screen, `rows` line feeds came after the last cursor-addressing
+ *   sequence, so everything visible was written as a stream and the line model is exact again.
+ */
+export type ScreenEvent =
+  | { kind: 'needed'; reason: 'alternate' | 'addressing'; sequence: string }
+  | { kind: 'left-alternate' }
+  | { kind: 'scrolled-out' }
+
+export type ScreenListener = (event: ScreenEvent) => void
+
+/** DEC private modes (DECSET/DECRST) tracked for DECRQM, with their power-on state. */
+const TRACKED_PRIVATE_MODES = new Map<number, boolean>([
+  [1, false], // DECCKM, application cursor keys
+  [6, false], // DECOM, origin mode
+  [7, true], // DECAWM, autowrap
+  [12, false], // cursor blink
+  [25, true], // DECTCEM, cursor visible
+  [47, false], // alternate screen
+  [1000, false], // mouse: button events
+  [1002, false], // mouse: button-motion events
+  [1003, false], // mouse: any-motion events
+  [1004, false], // focus events
+  [1005, false], // mouse: UTF-8 encoding
+  [1006, false], // mouse: SGR encoding
+  [1015, false], // mouse: urxvt encoding
+  [1047, false], // alternate screen
+  [1048, false], // save cursor
+  [1049, false], // alternate screen, saving the cursor
+  [2004, false], // bracketed paste
+])
+/** ANSI modes (SM/RM) tracked for DECRQM: IRM (4) and LNM (20). */
+const TRACKED_ANSI_MODES = new Map<number, boolean>([
+  [4, false],
+  [20, false],
+])
+const ALTERNATE_MODES = new Set([47, 1047, 1049])
+/** Most CSI parameters kept; later ones are parsed and ignored. */
+const MAX_CSI_PARAMS = 16
 
 /** Receives each committed line (no terminator) and its 1-based line number in the stream. */
 export type LineListener = (text: string, lineNumber: number) => void
@@ -66,6 +163,8 @@ const ESCAPE_INTERMEDIATE = 2
 const CSI = 3
 const OSC = 4
 const IGNORED_STRING = 5
+/** An ESC ended an OSC body that holds a line break; only `\` (completing ST) dispatches it. */
+const OSC_ESCAPE = 6
 
 // CSI flags: anything that makes the sequence one we do not honour.
 const CSI_PRIVATE = 1
@@ -80,6 +179,134 @@ const CR = 0x0d
 const CAN = 0x18
 const SUB = 0x1a
 const DEL = 0x7f
+
+const STATES = 7
+
+// Character classes (UTF-16 code units; everything from U+00A0 up is K_HIGH).
+const K_C0 = 0 // C0 controls not named below
+const K_TAB = 1
+const K_LF = 2
+const K_CR = 3
+const K_BS = 4
+const K_BEL = 5
+const K_CAN_SUB = 6
+const K_ESC = 7
+const K_INTERMEDIATE = 8 // 0x20–0x2F
+const K_DIGIT = 9 // 0x30–0x39
+const K_SEPARATOR = 10 // : ;
+const K_PREFIX = 11 // < = > ?
+const K_LEFT_BRACKET = 12 // [
+const K_RIGHT_BRACKET = 13 // ]
+const K_STRING_INTRODUCER = 14 // P X ^ _
+const K_BACKSLASH = 15
+const K_FINAL = 16 // the rest of 0x40–0x7E
+const K_DEL = 17
+const K_C1 = 18 // 0x80–0x9F
+const K_HIGH = 19
+const CLASSES = 20
+
+/** The class of each code unit below U+00A0. */
+const CHARACTER_CLASS = (() => {
+  const table = new Uint8Array(0xa0)
+  for (let c = 0; c < 0xa0; c++) {
+    let k = K_C1
+    if (c < 0x20) k = c === 0x09 ? K_TAB : c === LF ? K_LF : c === CR ? K_CR : c === BS ? K_BS : c === BEL ? K_BEL : c === CAN || c === SUB ? K_CAN_SUB : c === ESC ? K_ESC : K_C0
+    else if (c <= 0x2f) k = K_INTERMEDIATE
+    else if (c <= 0x39) k = K_DIGIT
+    else if (c <= 0x3b) k = K_SEPARATOR
+    else if (c <= 0x3f) k = K_PREFIX
+    else if (c === 0x5b) k = K_LEFT_BRACKET
+    else if (c === 0x5d) k = K_RIGHT_BRACKET
+    else if (c === 0x50 || c === 0x58 || c === 0x5e || c === 0x5f) k = K_STRING_INTRODUCER
+    else if (c === 0x5c) k = K_BACKSLASH
+    else if (c <= 0x7e) k = K_FINAL
+    else if (c === DEL) k = K_DEL
+    table[c] = k
+  }
+  return table
+})()
+
+// Actions (what the parser does with the character; see `parse`).
+const A_PRINT = 1
+const A_EXECUTE = 2
+const A_IGNORE = 3
+const A_ESCAPE = 4
+const A_CSI_START = 5
+const A_OSC_START = 6
+const A_STRING_START = 7
+const A_INTERMEDIATE_START = 8
+const A_TRANSITION = 9
+const A_REPROCESS = 10
+const A_INTERMEDIATE = 11
+const A_CSI_PARAM = 12
+const A_CSI_SEPARATOR = 13
+const A_CSI_PREFIX = 14
+const A_CSI_INTERMEDIATE = 15
+const A_CSI_INVALID = 16
+const A_CSI_DISPATCH = 17
+const A_STRING_PUT = 18
+const A_STRING_END = 19
+const A_OSC_TERMINATED = 20
+const A_OSC_ABANDONED = 21
+
+/**
+ * states × classes → action | next state << 5, built once (the DEC/xterm parser model: C0
+ * controls execute inside sequences, CAN and SUB cancel, ESC restarts, DEL is ignored).
+ * `next` is used by A_TRANSITION; the other actions name their state themselves.
+ */
+const TRANSITIONS = (() => {
+  const table = new Uint8Array(STATES * CLASSES)
+  const set = (state: number, classes: readonly number[], action: number, next = state) => {
+    for (const k of classes) table[state * CLASSES + k] = action | (next << 5)
+  }
+  const all = Array.from({ length: CLASSES }, (_, k) => k)
+  const controls = [K_C0, K_LF, K_CR, K_BS, K_BEL]
+  const ascii = [K_INTERMEDIATE, K_DIGIT, K_SEPARATOR, K_PREFIX, K_LEFT_BRACKET, K_RIGHT_BRACKET, K_STRING_INTRODUCER, K_BACKSLASH, K_FINAL]
+
+  set(GROUND, all, A_PRINT)
+  set(GROUND, controls, A_EXECUTE)
+  set(GROUND, [K_CAN_SUB, K_DEL, K_C1], A_IGNORE)
+  set(GROUND, [K_ESC], A_ESCAPE)
+
+  set(ESCAPE, all, A_REPROCESS)
+  set(ESCAPE, [...controls, K_TAB], A_EXECUTE)
+  set(ESCAPE, [K_ESC, K_DEL], A_IGNORE)
+  set(ESCAPE, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(ESCAPE, [K_LEFT_BRACKET], A_CSI_START)
+  set(ESCAPE, [K_RIGHT_BRACKET], A_OSC_START)
+  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START)
+  set(ESCAPE, [K_INTERMEDIATE], A_INTERMEDIATE_START)
+  set(ESCAPE, [K_DIGIT, K_SEPARATOR, K_PREFIX, K_BACKSLASH, K_FINAL], A_TRANSITION, GROUND)
+
+  set(ESCAPE_INTERMEDIATE, all, A_REPROCESS)
+  set(ESCAPE_INTERMEDIATE, [...controls, K_TAB], A_EXECUTE)
+  set(ESCAPE_INTERMEDIATE, [K_DEL], A_IGNORE)
+  set(ESCAPE_INTERMEDIATE, [K_ESC], A_TRANSITION, ESCAPE)
+  set(ESCAPE_INTERMEDIATE, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(ESCAPE_INTERMEDIATE, [K_INTERMEDIATE], A_INTERMEDIATE)
+  set(ESCAPE_INTERMEDIATE, ascii.filter((k) => k !== K_INTERMEDIATE), A_TRANSITION, GROUND)
+
+  set(CSI, all, A_CSI_INVALID)
+  set(CSI, [...controls, K_TAB], A_EXECUTE)
+  set(CSI, [K_DEL], A_IGNORE)
+  set(CSI, [K_ESC], A_TRANSITION, ESCAPE)
+  set(CSI, [K_CAN_SUB], A_TRANSITION, GROUND)
+  set(CSI, [K_DIGIT], A_CSI_PARAM)
+  set(CSI, [K_SEPARATOR], A_CSI_SEPARATOR)
+  set(CSI, [K_PREFIX], A_CSI_PREFIX)
+  set(CSI, [K_INTERMEDIATE], A_CSI_INTERMEDIATE)
+  set(CSI, [K_LEFT_BRACKET, K_RIGHT_BRACKET, K_STRING_INTRODUCER, K_BACKSLASH, K_FINAL], A_CSI_DISPATCH)
+
+  for (const state of [OSC, IGNORED_STRING]) {
+    set(state, all, A_STRING_PUT)
+    set(state, [K_BEL, K_ESC, K_CAN_SUB], A_STRING_END)
+  }
+
+  set(OSC_ESCAPE, all, A_OSC_ABANDONED)
+  set(OSC_ESCAPE, [K_BACKSLASH], A_OSC_TERMINATED)
+  return table
+})()
+
 
 /** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
 function utf8Units(c: number): number {
@@ -96,13 +323,6 @@ function isHighSurrogate(c: number): boolean {
 
 function isLowSurrogate(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff
-}
-
-/** Number of code points in `text[start, end)`. */
-function codePoints(text: string, start = 0, end = text.length): number {
-  let count = end - start
-  for (let i = start; i < end; i++) if (isLowSurrogate(text.charCodeAt(i))) count--
-  return count
 }
 
 /** UTF-8 length of `text`, in bytes. */
@@ -191,11 +411,29 @@ class Mark implements OutputMark {
  * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
  *   parameter 0 erases to the end of the current line (rows below are not modelled).
- * - Every other cursor movement, scrolling, screen erase and mode change is dropped: full-screen
- *   programs (vim, top, less's screen redraws) are not emulated; their text appears in the
- *   order it was written.
+ * - Every other cursor movement, scrolling and screen erase is dropped from the line model. The
+ *   parser reports what needs a real screen instead (`onScreen`: the alternate screen, cursor
+ *   addressing) and keeps an attached screen (`ScreenSink`, screen.ts) in step; while the
+ *   alternate screen is in effect with a screen attached, its text is not part of the lines.
+ *   It tracks DEC private and ANSI modes (`privateModes`, `ansiModes`) and reports terminal
+ *   queries at their position (`onQuery`), for the session to answer (queries.ts).
  * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
- *   (no wrapping at the terminal width), up to `maxLineLength`.
+ *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
+ *   `LineModel` (line.ts).
+ *
+ * Unterminated strings. An OSC, DCS, SOS, PM or APC string that is never terminated would hide
+ * everything after it, so a pending string is abandoned (the parser returns to the ground state)
+ * when any of these comes first:
+ * - its payload passes `maxStringBytes` (the rest is parsed as output, the payload is dropped);
+ * - output pauses for `stringTimeoutMs` while it is open: the next chunk starts in the ground
+ *   state (the payload is dropped).
+ * And an OSC body that holds a CR or LF (no OSC command — titles, colours, hyperlinks,
+ * clipboard, the prompt marker — carries one, so it was most likely text) is dispatched only when
+ * it is properly terminated (BEL, or ST = `ESC \`). Ended any other way — an ESC that does not
+ * begin ST, CAN, SUB, a pause — its body as written (controls included) is parsed as ordinary
+ * output at that point: `printf 'J\e]6973;'; echo K` followed by the shell's next prompt shows the
+ * line `J6973;K`. DCS, SOS, PM and APC bodies may carry line breaks (sixel data) and are bounded
+ * by size and time only.
  *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
@@ -205,19 +443,53 @@ export class OutputParser {
   readonly maxStringBytes: number
   readonly maxLineLength: number
   readonly maxMarkBytes: number
+  readonly stringTimeoutMs: number
+  private readonly now: () => number
+  /** When the previous chunk was fed, ms on `now`. */
+  private fedAt = 0
 
   private decoder = new TextDecoder('utf-8')
+  /** The decoder may hold an incomplete UTF-8 sequence from the previous chunk. */
+  private decoderPending = false
   private state = GROUND
   /** Bytes (or characters, for CSI and escapes) of the sequence being parsed, against the bound. */
   private sequenceBytes = 0
-  private csiParam = -1
+  /** CSI parameters (-1 = omitted), `csiParamIndex + 1` of them, up to MAX_CSI_PARAMS. */
+  private readonly csiParams = new Int32Array(MAX_CSI_PARAMS)
   private csiParamIndex = 0
   private csiFlags = 0
-  private oscPayload = ''
+  /** The private prefix (`?`, `>`, `=`, `<`) when it is the first parameter byte, else 0. */
+  private csiPrefix = 0
+  /** The last intermediate byte (0x20–0x2F), else 0. */
+  private csiIntermediate = 0
 
-  private line = ''
-  /** UTF-16 index into `line`; beyond `line.length` means blank cells not yet written. */
-  private cursor = 0
+  readonly privateModes = new Map(TRACKED_PRIVATE_MODES)
+  readonly ansiModes = new Map(TRACKED_ANSI_MODES)
+  /** The program is on the alternate screen. */
+  private alternate = false
+  /**
+   * The alternate screen is in effect and a screen is attached: the program's text belongs to
+   * that screen, not to the line stream. (A parser with no screen keeps every text as lines.)
+   */
+  private suspended = false
+  private rows: number
+  private cols: number
+  /** 1-based screen row of the current line, as the line model sees it. */
+  private lineRow = 1
+  private screen: ScreenSink | undefined
+  /** Line feeds on the normal screen since the last cursor-addressing sequence, while a screen is attached. */
+  private feedsSinceAddressing = 0
+  /** The decoded chunk being parsed, and how much of it the attached screen has. */
+  private chunk = ''
+  private screenWritten = 0
+  private queryListeners: QueryListener[] = []
+  private screenListeners: ScreenListener[] = []
+  private oscPayload = ''
+  /** The OSC body as written (controls included), kept from its first CR or LF on. */
+  private oscRaw: string | undefined
+
+  /** The current line and its cursor. */
+  private readonly current = new LineModel()
   private committed = 0
 
   private lineListeners: LineListener[] = []
@@ -227,12 +499,19 @@ export class OutputParser {
 
   constructor(options: OutputParserOptions = {}) {
     this.maxStringBytes = options.maxStringBytes ?? 65536
-    this.maxLineLength = options.maxLineLength ?? 4194304
+    this.maxLineLength = options.maxLineLength ?? 16384
     this.maxMarkBytes = options.maxMarkBytes ?? 65536
+    this.stringTimeoutMs = options.stringTimeoutMs ?? 1000
+    this.now = options.now ?? (() => performance.now())
+    this.rows = options.rows ?? 40
+    this.cols = options.cols ?? 160
     for (const [key, value] of [
       ['maxStringBytes', this.maxStringBytes],
       ['maxLineLength', this.maxLineLength],
       ['maxMarkBytes', this.maxMarkBytes],
+      ['stringTimeoutMs', this.stringTimeoutMs],
+      ['rows', this.rows],
+      ['cols', this.cols],
     ] as const) {
       if (!Number.isSafeInteger(value) || value < 1) {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
@@ -242,7 +521,16 @@ export class OutputParser {
 
   /** The current (uncommitted) line as it would be seen now; `''` right after a line feed. */
   get partial(): string {
-    return this.line
+    return this.current.text
+  }
+
+  /**
+   * Changes when text already on the current line was altered (overwritten, erased) or a line
+   * was committed; appending at the end leaves it alone. A reader that saw a prefix of the
+   * partial line at the same revision may continue from that prefix's length.
+   */
+  get partialRevision(): number {
+    return this.current.revision
   }
 
   /** Number of lines committed so far; the current line is number `lineCount + 1`. */
@@ -266,6 +554,67 @@ export class OutputParser {
     }
   }
 
+  /** Registers a listener for terminal queries, called at their position in the stream. Returns a disposer. */
+  onQuery(listener: QueryListener): () => void {
+    this.queryListeners = [...this.queryListeners, listener]
+    return () => {
+      this.queryListeners = this.queryListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** Registers a listener for screen events (see `ScreenEvent`). Returns a disposer. */
+  onScreen(listener: ScreenListener): () => void {
+    this.screenListeners = [...this.screenListeners, listener]
+    return () => {
+      this.screenListeners = this.screenListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /** Whether the program is on the alternate screen (DECSET 47, 1047 or 1049 in effect). */
+  get onAlternateScreen(): boolean {
+    return this.alternate
+  }
+
+  /** The attached screen, if any. */
+  get attachedScreen(): ScreenSink | undefined {
+    return this.screen
+  }
+
+  /**
+   * Keeps `screen` in step with the stream from the current position on (call it inside a
+   * `needed` screen event, after writing the event's sequence to it). One at a time.
+   */
+  attachScreen(screen: ScreenSink): void {
+    this.screen = screen
+    this.feedsSinceAddressing = 0
+    this.suspended = this.alternate
+  }
+
+  /** Stops feeding the attached screen; the line model alone describes the terminal again. */
+  detachScreen(): void {
+    this.screen = undefined
+    this.suspended = false
+    if (!this.alternate) this.lineRow = this.rows
+  }
+
+  /** The terminal size the cursor reports of the line model assume. */
+  resize(rows: number, cols: number): void {
+    this.rows = rows
+    this.cols = cols
+    this.lineRow = Math.min(this.lineRow, rows)
+  }
+
+  /**
+   * The 1-based cursor position a person would see: the attached screen's (brought up to the
+   * current position), or the line model's — the current line's row (lines and their wraps at
+   * `cols` since the start, up to the bottom row) and its cursor column.
+   */
+  cursorPosition(): { row: number; col: number } {
+    if (this.screen !== undefined) return this.screen.cursor()
+    const cells = this.current.cursorCells()
+    return { row: Math.min(this.rows, this.lineRow + Math.floor(cells / this.cols)), col: (cells % this.cols) + 1 }
+  }
+
   /**
    * Marks the current position (typically inside an `onOsc` callback, where the position is
    * just after that OSC). The parser keeps the lines committed after the mark, up to
@@ -276,7 +625,7 @@ export class OutputParser {
    * per-send buffer uses this to know where the send's text starts on its first line.
    */
   mark(options: { keepLines?: boolean } = {}): OutputMark {
-    const mark = new Mark(this, this.committed + 1, this.cursor, options.keepLines ?? true, (m) => {
+    const mark = new Mark(this, this.committed + 1, this.current.cursor, options.keepLines ?? true, (m) => {
       this.marks = this.marks.filter((x) => x !== m)
     })
     this.marks.push(mark)
@@ -293,10 +642,11 @@ export class OutputParser {
     if (!(mark instanceof Mark) || mark.owner !== this) {
       throw new RangeError('textSince: the mark was not made by this parser')
     }
-    if (mark.line === this.committed + 1) return this.line.slice(Math.min(mark.column, this.line.length))
+    const line = this.current.text
+    if (mark.line === this.committed + 1) return line.slice(Math.min(mark.column, line.length))
     if (mark.released) throw new RangeError(`textSince: mark on line ${mark.line} was released and its line is committed`)
     const kept = mark.pieces.slice(mark.head)
-    kept.push(this.line)
+    kept.push(line)
     return kept.join('\n')
   }
 
@@ -305,7 +655,29 @@ export class OutputParser {
    * @throws the first error a listener threw while this chunk was parsed (after parsing all of it).
    */
   feed(chunk: Uint8Array): void {
-    this.parse(this.decoder.decode(chunk, { stream: true }))
+    const now = this.now()
+    const state = this.state
+    if ((state === OSC || state === IGNORED_STRING || state === OSC_ESCAPE) && now - this.fedAt >= this.stringTimeoutMs) {
+      // A string left open across a pause is abandoned (see `stringTimeoutMs`).
+      if (this.oscRaw !== undefined) this.abandonOsc()
+      this.state = state === OSC_ESCAPE ? ESCAPE : GROUND
+      this.oscPayload = ''
+    }
+    this.fedAt = now
+    // An ASCII chunk after a complete UTF-8 sequence is its own decoding: a one-byte string.
+    let text: string
+    if (!this.decoderPending && isAscii(chunk)) {
+      text = latin1(chunk)
+    } else {
+      text = this.decoder.decode(chunk, { stream: true })
+      // The decoder may hold the start of a sequence only when the chunk ended inside one.
+      this.decoderPending = chunk.length > 0 && chunk[chunk.length - 1]! >= 0x80
+    }
+    this.chunk = text
+    this.screenWritten = 0
+    this.parse(text)
+    if (this.screen !== undefined && this.screenWritten < text.length) this.screen.write(this.screenWritten === 0 ? text : text.slice(this.screenWritten))
+    this.chunk = ''
     this.rethrow()
   }
 
@@ -315,9 +687,11 @@ export class OutputParser {
    * not committed; it stays readable as `partial`. Feeding may continue afterwards.
    */
   flush(): void {
+    this.decoderPending = false
     this.parse(this.decoder.decode())
     this.state = GROUND
     this.oscPayload = ''
+    this.oscRaw = undefined
     this.rethrow()
   }
 
@@ -328,172 +702,265 @@ export class OutputParser {
     throw failure.error
   }
 
+  /**
+   * The state machine: for each character, its class and the current state pick an action and
+   * the next state from `TRANSITIONS` (built once); hot state lives in locals for the whole
+   * string, and the actions that consume runs (printable text, string payloads) have their own
+   * inner loops.
+   */
   private parse(s: string): void {
     const n = s.length
+    const max = this.maxStringBytes
+    let state = this.state
     let i = 0
     while (i < n) {
-      switch (this.state) {
-        case GROUND: {
-          const start = i
-          for (; i < n; i++) {
-            const c = s.charCodeAt(i)
-            // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
-            if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+      let c = s.charCodeAt(i)
+      if (state === CSI && ++this.sequenceBytes > max) {
+        // An over-long CSI is abandoned; this character is parsed again as output.
+        state = GROUND
+        continue
+      }
+      const entry = TRANSITIONS[state * CLASSES + (c < 0xa0 ? CHARACTER_CLASS[c]! : K_HIGH)]!
+      const next = entry >> 5
+      switch (entry & 31) {
+        case A_PRINT: {
+          const current = this.current
+          for (;;) {
+            const start = i
+            for (; i < n; i++) {
+              c = s.charCodeAt(i)
+              // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+              if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+              break
+            }
+            // Fast path for the commonest output, a whole line ended by CR LF on an empty line:
+            // the same as print, CR, LF, without touching the line model.
+            if (
+              c === CR &&
+              i + 1 < n &&
+              s.charCodeAt(i + 1) === LF &&
+              current.cursor === 0 &&
+              current.text === '' &&
+              this.marks.length === 0 &&
+              this.screen === undefined
+            ) {
+              current.revision++
+              this.emit(start === i ? '' : s.slice(start, i))
+              i += 2
+              if (i < n && s.charCodeAt(i) >= 0x20) continue
+              break
+            }
+            if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
             break
           }
-          if (i > start) this.print(start === 0 && i === n ? s : s.slice(start, i))
-          if (i < n) {
-            const c = s.charCodeAt(i++)
-            if (c === ESC) this.enterEscape()
-            else this.execute(c)
-          }
           break
         }
-        case ESCAPE: {
-          const c = s.charCodeAt(i++)
-          if (c === 0x5b) {
-            // ESC [ — CSI
-            this.state = CSI
-            this.csiParam = -1
-            this.csiParamIndex = 0
-            this.csiFlags = 0
-            this.sequenceBytes = 0
-          } else if (c === 0x5d) {
-            // ESC ] — OSC
-            this.state = OSC
-            this.oscPayload = ''
-            this.sequenceBytes = 0
-          } else if (c === 0x50 || c === 0x58 || c === 0x5e || c === 0x5f) {
-            // ESC P / X / ^ / _ — DCS, SOS, PM, APC: payload dropped up to ST.
-            this.state = IGNORED_STRING
-            this.sequenceBytes = 0
-          } else if (c >= 0x20 && c <= 0x2f) {
-            this.state = ESCAPE_INTERMEDIATE
-            this.sequenceBytes = 1
-          } else if (c >= 0x30 && c <= 0x7e) {
-            // A complete two-byte escape (ESC 7, ESC =, ESC \ ending a string, …): dropped.
-            this.state = GROUND
-          } else if (c === ESC || c === DEL) {
-            // ESC ESC restarts; DEL is ignored inside sequences.
-          } else if (c === CAN || c === SUB) {
-            this.state = GROUND
-          } else if (c < 0x20) {
-            this.execute(c)
+        case A_EXECUTE:
+          i++
+          this.execute(c)
+          break
+        case A_IGNORE:
+          i++
+          break
+        case A_ESCAPE:
+          // ESC [ is by far the commonest escape: go straight to CSI.
+          if (i + 1 < n && s.charCodeAt(i + 1) === 0x5b) {
+            i += 2
+            state = CSI
+            this.startCsi()
           } else {
-            // A non-ASCII character cannot continue an escape: abandon it and print the character.
-            this.state = GROUND
-            i--
+            i++
+            state = ESCAPE
           }
           break
-        }
-        case ESCAPE_INTERMEDIATE: {
-          const c = s.charCodeAt(i++)
-          if (c >= 0x20 && c <= 0x2f) {
-            if (++this.sequenceBytes > this.maxStringBytes) {
-              this.state = GROUND
-              i--
-            }
-          } else if (c >= 0x30 && c <= 0x7e) {
-            this.state = GROUND
-          } else if (c === ESC) {
-            this.enterEscape()
-          } else if (c === CAN || c === SUB) {
-            this.state = GROUND
-          } else if (c === DEL) {
-            // ignored
-          } else if (c < 0x20) {
-            this.execute(c)
-          } else {
-            this.state = GROUND
-            i--
+        case A_CSI_START:
+          i++
+          state = CSI
+          this.startCsi()
+          break
+        case A_OSC_START:
+          i++
+          state = OSC
+          this.oscPayload = ''
+          this.sequenceBytes = 0
+          break
+        case A_STRING_START:
+          i++
+          state = IGNORED_STRING
+          this.sequenceBytes = 0
+          break
+        case A_INTERMEDIATE_START:
+          i++
+          state = ESCAPE_INTERMEDIATE
+          this.sequenceBytes = 1
+          break
+        case A_TRANSITION:
+          // A complete escape (dropped), or CAN/SUB cancelling a sequence.
+          i++
+          state = next
+          break
+        case A_REPROCESS:
+          // A character that cannot continue the sequence: abandon it, parse the character again.
+          state = GROUND
+          break
+        case A_INTERMEDIATE:
+          if (++this.sequenceBytes > max) state = GROUND
+          else i++
+          break
+        case A_CSI_PARAM: {
+          i++
+          const index = this.csiParamIndex
+          if (index < MAX_CSI_PARAMS) {
+            const param = this.csiParams[index]!
+            this.csiParams[index] = Math.min((param < 0 ? 0 : param) * 10 + (c - 0x30), 0xffff)
           }
+          if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
           break
         }
-        case CSI: {
-          for (; i < n; i++) {
-            const c = s.charCodeAt(i)
-            if (++this.sequenceBytes > this.maxStringBytes) {
-              this.state = GROUND
-              break
-            }
-            if (c >= 0x30 && c <= 0x39) {
-              if (this.csiParamIndex === 0) {
-                this.csiParam = Math.min((this.csiParam < 0 ? 0 : this.csiParam) * 10 + (c - 0x30), 0xffff)
-              }
-              if (this.csiFlags & CSI_INTERMEDIATE) this.csiFlags |= CSI_INVALID
-            } else if (c === 0x3b || c === 0x3a) {
-              this.csiParamIndex++
-            } else if (c >= 0x3c && c <= 0x3f) {
-              this.csiFlags |= CSI_PRIVATE
-            } else if (c >= 0x20 && c <= 0x2f) {
-              this.csiFlags |= CSI_INTERMEDIATE
-            } else if (c >= 0x40 && c <= 0x7e) {
-              this.state = GROUND
-              i++
-              if (this.csiFlags === 0) this.dispatchCsi(c)
-              break
-            } else if (c === ESC) {
-              i++
-              this.enterEscape()
-              break
-            } else if (c === CAN || c === SUB) {
-              i++
-              this.state = GROUND
-              break
-            } else if (c < 0x20) {
-              this.execute(c)
-            } else if (c !== DEL) {
-              // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
-              this.csiFlags |= CSI_INVALID
-            }
-          }
+        case A_CSI_SEPARATOR:
+          i++
+          if (++this.csiParamIndex < MAX_CSI_PARAMS) this.csiParams[this.csiParamIndex] = -1
           break
-        }
-        case OSC:
-        case IGNORED_STRING: {
-          const collect = this.state === OSC
+        case A_CSI_PREFIX:
+          i++
+          if (this.sequenceBytes === 1) this.csiPrefix = c
+          else this.csiFlags |= CSI_INVALID
+          this.csiFlags |= CSI_PRIVATE
+          break
+        case A_CSI_INTERMEDIATE:
+          i++
+          this.csiFlags |= CSI_INTERMEDIATE
+          this.csiIntermediate = c
+          break
+        case A_CSI_INVALID:
+          // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
+          i++
+          this.csiFlags |= CSI_INVALID
+          break
+        case A_CSI_DISPATCH:
+          i++
+          state = GROUND
+          this.state = GROUND
+          if (this.csiFlags === 0) this.dispatchCsi(c, i)
+          else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
+          break
+        case A_STRING_PUT: {
+          const collect = state === OSC
           let start = i
           let overflow = false
           for (; i < n; i++) {
-            const c = s.charCodeAt(i)
+            c = s.charCodeAt(i)
             if (c >= 0x20) {
               this.sequenceBytes += utf8Units(c)
-              if (this.sequenceBytes > this.maxStringBytes) {
+              if (this.sequenceBytes > max) {
                 overflow = true
                 break
               }
               continue
             }
             if (c === BEL || c === ESC || c === CAN || c === SUB) break
-            // Other C0 controls inside a string are ignored (not part of the payload).
-            if (collect && i > start) this.oscPayload += s.slice(start, i)
+            if (collect) {
+              if (i > start) this.collectOsc(s.slice(start, i))
+              // From the first line break on, the raw body is kept too, in case it must be shown.
+              if (this.oscRaw === undefined && (c === LF || c === CR)) this.oscRaw = this.oscPayload
+              if (this.oscRaw !== undefined) {
+                if (++this.sequenceBytes > max) {
+                  overflow = true
+                  start = i
+                  break
+                }
+                this.oscRaw += s[i]
+              }
+            }
+            // Other C0 controls inside a string are not part of the payload.
             start = i + 1
           }
-          if (collect && i > start) this.oscPayload += s.slice(start, i)
+          if (collect && i > start) this.collectOsc(s.slice(start, i))
           if (overflow) {
             // Abandon the string; the character at `i` is parsed again as ordinary output.
-            this.state = GROUND
+            state = GROUND
             this.oscPayload = ''
-            break
+            this.oscRaw = undefined
           }
-          if (i >= n) break
-          const c = s.charCodeAt(i++)
+          break
+        }
+        case A_STRING_END: {
+          // BEL, ESC, CAN or SUB inside a string.
+          i++
+          const collect = state === OSC
           if (c === BEL && !collect) {
             // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
             break
           }
+          if (collect && this.oscRaw !== undefined && c !== BEL) {
+            // A body with a line break counts only when properly terminated: an ESC must be ST.
+            if (c === ESC) {
+              state = OSC_ESCAPE
+            } else {
+              this.state = state
+              this.abandonOsc()
+              state = this.state
+            }
+            break
+          }
           const payload = this.oscPayload
           this.oscPayload = ''
-          if (c === ESC) this.enterEscape()
-          else this.state = GROUND
+          this.oscRaw = undefined
+          state = c === ESC ? ESCAPE : GROUND
           // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
-          if (collect && c !== CAN && c !== SUB) this.dispatchOsc(payload)
+          if (collect && c !== CAN && c !== SUB) {
+            this.state = state
+            this.dispatchOsc(payload, c === BEL ? '\x07' : '\x1b\\', i)
+          }
           break
         }
+        case A_OSC_TERMINATED: {
+          // After an ESC that ended an OSC body with a line break, `\` completes ST.
+          i++
+          const payload = this.oscPayload
+          this.oscPayload = ''
+          this.oscRaw = undefined
+          state = GROUND
+          this.state = GROUND
+          this.dispatchOsc(payload, '\x1b\\', i)
+          break
+        }
+        case A_OSC_ABANDONED:
+          // Anything else after that ESC: the OSC was never going to end; its body is shown and
+          // the ESC goes on with this character.
+          this.state = state
+          this.abandonOsc()
+          state = ESCAPE
+          break
         default:
-          throw new Error(`unreachable parser state ${this.state}`)
+          throw new Error(`unreachable parser action ${entry & 31} in state ${state}`)
       }
     }
+    this.state = state
+  }
+
+  private startCsi(): void {
+    this.csiParams[0] = -1
+    this.csiParamIndex = 0
+    this.csiFlags = 0
+    this.csiPrefix = 0
+    this.csiIntermediate = 0
+    this.sequenceBytes = 0
+  }
+
+  private collectOsc(text: string): void {
+    this.oscPayload += text
+    if (this.oscRaw !== undefined) this.oscRaw += text
+  }
+
+  /** Ends an OSC whose body holds a line break without dispatching it: the body is parsed as output. */
+  private abandonOsc(): void {
+    const raw = this.oscRaw ?? ''
+    this.oscPayload = ''
+    this.oscRaw = undefined
+    this.state = GROUND
+    // The raw body holds no ESC, BEL, CAN or SUB (each of them ends the body), so it ends in GROUND.
+    this.parse(raw)
   }
 
   private enterEscape(): void {
@@ -502,30 +969,154 @@ export class OutputParser {
 
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
-    if (c === LF) this.commit()
-    else if (c === CR) this.cursor = 0
-    else if (c === BS) this.backspace()
+    if (this.suspended) return
+    if (c === LF) {
+      this.commit()
+      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) this.emitScreen({ kind: 'scrolled-out' })
+    }
+    else if (c === CR) this.current.carriageReturn()
+    else if (c === BS) this.current.backspace()
     // Every other C0 control (BEL, VT, FF, SO, SI, …) and C1 control is dropped.
   }
 
-  private dispatchCsi(final: number): void {
-    const param = this.csiParam
+  /** A CSI without private prefix or intermediates, ending at index `end` of the chunk. */
+  private dispatchCsi(final: number, end: number): void {
+    const param = this.csiParams[0]!
     switch (final) {
       case 0x4b: // K — EL, erase in line
-        this.eraseInLine(param < 0 ? 0 : param)
+        if (!this.suspended) this.current.erase(param < 0 ? 0 : param)
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
-        this.moveToColumn(Math.max(param, 1) - 1)
+        if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
         break
-      case 0x4a: // J — ED; only "erase below" has a line-local meaning
-        if (param <= 0) this.eraseInLine(0)
+      case 0x4a: // J — ED; only "erase below" has a line-local meaning, 2 and 3 clear the screen
+        if (param >= 2) this.addressed(final, end)
+        else if (param <= 0 && !this.suspended) this.current.erase(0)
+        break
+      case 0x48: // H — CUP
+      case 0x66: // f — HVP
+      case 0x64: // d — VPA
+      case 0x72: // r — DECSTBM
+        this.addressed(final, end)
+        break
+      case 0x6e: // n — DSR
+        if (param === 5) this.query({ kind: 'status' }, end)
+        else if (param === 6) this.query({ kind: 'cursor', private: false }, end)
+        break
+      case 0x63: // c — primary DA
+        if (param <= 0) this.query({ kind: 'primary-attributes' }, end)
+        break
+      case 0x74: // t — XTWINOPS; 18 reports the text area size in characters
+        if (param === 18) this.query({ kind: 'text-area-size' }, end)
+        break
+      case 0x68: // h — SM
+      case 0x6c: // l — RM
+        this.setModes(this.ansiModes, final === 0x68)
         break
       default:
         break
     }
   }
 
-  private dispatchOsc(payload: string): void {
+  /** A CSI with a private prefix or an intermediate byte (DECSET, DECRQM, DA2, XTVERSION, DECXCPR). */
+  private dispatchMarkedCsi(final: number, end: number): void {
+    const prefix = this.csiPrefix
+    const intermediate = this.csiIntermediate
+    const param = this.csiParams[0]!
+    if (prefix === 0x3f && intermediate === 0 && (final === 0x68 || final === 0x6c)) {
+      this.setModes(this.privateModes, final === 0x68, end)
+    } else if (final === 0x70 && intermediate === 0x24 && (prefix === 0 || prefix === 0x3f) && this.csiParamIndex === 0) {
+      this.query({ kind: 'mode', mode: param < 0 ? 0 : param, private: prefix === 0x3f }, end)
+    } else if (intermediate === 0 && prefix === 0x3e && final === 0x63 && param <= 0) {
+      this.query({ kind: 'secondary-attributes' }, end)
+    } else if (intermediate === 0 && prefix === 0x3e && final === 0x71 && param <= 0) {
+      this.query({ kind: 'version' }, end)
+    } else if (intermediate === 0 && prefix === 0x3f && final === 0x6e && param === 6) {
+      this.query({ kind: 'cursor', private: true }, end)
+    }
+  }
+
+  /** The current CSI as text, for a screen that starts with it. */
+  private csiText(final: number): string {
+    let params = ''
+    const count = Math.min(this.csiParamIndex + 1, MAX_CSI_PARAMS)
+    for (let k = 0; k < count; k++) {
+      const value = this.csiParams[k]!
+      params += `${k > 0 ? ';' : ''}${value < 0 ? '' : value}`
+    }
+    const prefix = this.csiPrefix === 0 ? '' : String.fromCharCode(this.csiPrefix)
+    const intermediate = this.csiIntermediate === 0 ? '' : String.fromCharCode(this.csiIntermediate)
+    return `\x1b[${prefix}${params}${intermediate}${String.fromCharCode(final)}`
+  }
+
+  /** SM/RM or DECSET/DECRST with every parameter; the alternate-screen modes switch screens. */
+  private setModes(modes: Map<number, boolean>, on: boolean, end = 0): void {
+    const count = Math.min(this.csiParamIndex + 1, MAX_CSI_PARAMS)
+    for (let k = 0; k < count; k++) {
+      const mode = this.csiParams[k]!
+      if (modes.has(mode)) modes.set(mode, on)
+      if (modes !== this.privateModes || !ALTERNATE_MODES.has(mode)) continue
+      if (on && !this.alternate) {
+        this.alternate = true
+        this.feedsSinceAddressing = 0
+        if (this.screen === undefined) this.needScreen('alternate', `\x1b[?${mode}h`, end)
+        this.suspended = this.screen !== undefined
+      } else if (!on && this.alternate) {
+        this.alternate = false
+        this.suspended = false
+        this.emitScreen({ kind: 'left-alternate' })
+      }
+    }
+  }
+
+  /** A cursor-addressing sequence: the terminal needs a screen from here on. */
+  private addressed(final: number, end: number): void {
+    this.feedsSinceAddressing = 0
+    if (this.screen === undefined) this.needScreen('addressing', this.csiText(final), end)
+  }
+
+  private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
+    this.emitScreen({ kind: 'needed', reason, sequence })
+    // The listener wrote the sequence itself; the screen is fed from just after it.
+    if (this.screen !== undefined) this.screenWritten = end
+  }
+
+  private emitScreen(event: ScreenEvent): void {
+    for (const listener of this.screenListeners) {
+      try {
+        listener(event)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
+  /** Brings the attached screen up to index `end` of the chunk and hands `query` to the listeners. */
+  private query(query: TerminalQuery, end: number): void {
+    if (this.queryListeners.length === 0) return
+    this.syncScreen(end)
+    for (const listener of this.queryListeners) {
+      try {
+        listener(query)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
+  private syncScreen(end: number): void {
+    const screen = this.screen
+    if (screen === undefined || end <= this.screenWritten || this.chunk === '') return
+    screen.write(this.chunk.slice(this.screenWritten, end))
+    this.screenWritten = end
+  }
+
+  private dispatchOsc(payload: string, terminator: string, end: number): void {
+    // OSC 10/11/12 with `?`: a colour query (foreground, background, cursor).
+    if (payload.length === 4 && payload.charCodeAt(0) === 0x31 && payload.charCodeAt(2) === 0x3b && payload.charCodeAt(3) === 0x3f) {
+      const index = payload.charCodeAt(1) - 0x30 + 10
+      if (index === 10 || index === 11 || index === 12) this.query({ kind: 'color', index, terminator }, end)
+    }
     for (const listener of this.oscListeners) {
       try {
         listener(payload)
@@ -536,103 +1127,34 @@ export class OutputParser {
   }
 
   private print(text: string): void {
-    const line = this.line
-    const cursor = this.cursor
+    const current = this.current
     if (this.marks.length > 0) {
       // Text written left of a mark on this line was written after it: the mark's text starts there.
-      for (const mark of this.marks) if (mark.line === this.committed + 1 && mark.column > cursor) mark.column = cursor
-    }
-    if (cursor === line.length) {
-      this.line = line + text
-      this.cursor = this.line.length
-    } else if (cursor > line.length) {
-      this.line = line + ' '.repeat(cursor - line.length) + text
-      this.cursor = this.line.length
-    } else {
-      // Overwrite as many code points as the text has, starting at the cursor.
-      let end = cursor
-      for (let left = codePoints(text); left > 0 && end < line.length; left--) {
-        end += isHighSurrogate(line.charCodeAt(end)) && isLowSurrogate(line.charCodeAt(end + 1)) ? 2 : 1
+      const cursor = current.cursor
+      for (const mark of this.marks) {
+        if (mark.line === this.committed + 1 && mark.column > cursor) {
+          mark.column = cursor
+          current.revision++
+        }
       }
-      this.line = line.slice(0, cursor) + text + line.slice(end)
-      this.cursor = cursor + text.length
     }
-    if (this.line.length > this.maxLineLength) this.breakLongLine()
-  }
-
-  private breakLongLine(): void {
-    while (this.line.length > this.maxLineLength) {
-      let cut = this.maxLineLength
-      if (isHighSurrogate(this.line.charCodeAt(cut - 1))) cut--
-      const rest = this.line.slice(cut)
-      const cursor = this.cursor
-      this.line = this.line.slice(0, cut)
-      this.commit()
-      this.line = rest
-      this.cursor = Math.max(0, cursor - cut)
-    }
-  }
-
-  private backspace(): void {
-    const cursor = this.cursor
-    if (cursor === 0) return
-    if (cursor > this.line.length) {
-      this.cursor = cursor - 1
-      return
-    }
-    const pair = cursor >= 2 && isLowSurrogate(this.line.charCodeAt(cursor - 1)) && isHighSurrogate(this.line.charCodeAt(cursor - 2))
-    this.cursor = cursor - (pair ? 2 : 1)
-  }
-
-  /** Moves to 0-based cell `column` of the current line (cells past the end are blank). */
-  private moveToColumn(column: number): void {
-    const line = this.line
-    let index = 0
-    let cells = 0
-    while (cells < column && index < line.length) {
-      index += isHighSurrogate(line.charCodeAt(index)) && isLowSurrogate(line.charCodeAt(index + 1)) ? 2 : 1
-      cells++
-    }
-    this.cursor = index + (column - cells)
-  }
-
-  /** The cursor as a cell count (code points before it, plus blank cells past the end). */
-  private cursorCells(): number {
-    const line = this.line
-    return this.cursor > line.length ? codePoints(line) + (this.cursor - line.length) : codePoints(line, 0, this.cursor)
-  }
-
-  /**
-   * EL (ECMA-48 §8.3.41). Erased cells are blanks; blanks at the end of the line are not
-   * represented, so erasing never leaves trailing spaces behind.
-   */
-  private eraseInLine(mode: number): void {
-    const line = this.line
-    const cursor = this.cursor
-    if (mode === 0) {
-      if (cursor < line.length) this.line = line.slice(0, cursor)
-    } else if (mode === 1) {
-      const cells = this.cursorCells()
-      if (cursor >= line.length) {
-        this.line = ''
-      } else {
-        // Blank everything up to and including the cell under the cursor.
-        const end = cursor + (isHighSurrogate(line.charCodeAt(cursor)) && isLowSurrogate(line.charCodeAt(cursor + 1)) ? 2 : 1)
-        this.line = ' '.repeat(cells + 1) + line.slice(end)
-      }
-      this.cursor = cells
-    } else if (mode === 2) {
-      const cells = this.cursorCells()
-      this.line = ''
-      this.cursor = cells
-    }
+    current.print(text)
+    // A line past the cap is committed in pieces, as if a line feed had been written there.
+    while (current.text.length > this.maxLineLength) this.emit(current.splitAt(this.maxLineLength))
   }
 
   private commit(): void {
-    const text = this.line
+    const text = this.current.text
+    this.current.clear()
+    this.emit(text)
+  }
+
+  /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
+  private emit(text: string): void {
     const lineNumber = ++this.committed
-    this.line = ''
-    this.cursor = 0
+    // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
+    const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
+    this.lineRow = next < this.rows ? next : this.rows
     if (this.marks.length > 0) {
       for (const mark of this.marks) {
         if (mark.keepLines) mark.keep(mark.line === lineNumber ? text.slice(Math.min(mark.column, text.length)) : text, this.maxMarkBytes)

@@ -6,7 +6,7 @@ import { LineStore } from './line-store.ts'
 import { keepUtf8Tail, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
-export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'lineCount' | 'mark'>
+export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
 
 export interface SendBufferOptions {
   /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
@@ -48,7 +48,7 @@ export class SendBuffer {
   /** Next committed line `take()` returns. */
   private takeNext: number
   /** The partial line text the previous `take()` returned, while that line was still open. */
-  private taken: { line: number; text: string } | undefined
+  private taken: { line: number; text: string; revision: number } | undefined
 
   constructor(source: SendBufferSource, options: SendBufferOptions) {
     if (!Number.isSafeInteger(options.maxBytes) || options.maxBytes < 1) {
@@ -118,9 +118,10 @@ export class SendBuffer {
     // The partial line is always the one after the last committed line, numbered `end`.
     const partial = this.partial()
     const current = end
-    if (open !== undefined && open.line === current && partial.startsWith(open.text)) text += partial.slice(open.text.length)
+    const revision = this.frozenPartial !== undefined ? -1 : this.source.partialRevision
+    if (open !== undefined && open.line === current && continues(open, partial, revision)) text += partial.slice(open.text.length)
     else text += `${open !== undefined ? '\n' : ''}${partial}`
-    this.taken = partial === '' ? undefined : { line: current, text: partial }
+    this.taken = partial === '' ? undefined : { line: current, text: partial, revision }
     const bounded = keepUtf8Tail(text, this.maxBytes)
     return { text: bounded, truncated: truncated || bounded.length < text.length }
   }
@@ -153,6 +154,16 @@ export class SendBuffer {
     }
   }
 
+}
+
+/**
+ * Whether `partial` continues the open line a previous take returned. At the same revision the
+ * line only grew at its end, so no comparison is needed: this keeps a long line that arrives in
+ * many chunks linear in its length. Otherwise the text decides (bounded by the parser's line cap).
+ */
+function continues(open: { text: string; revision: number }, partial: string, revision: number): boolean {
+  if (open.revision === revision && revision >= 0) return partial.length >= open.text.length
+  return partial.startsWith(open.text)
 }
 
 /** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */

@@ -467,7 +467,7 @@ export class Send {
     if (this.state === 'settled') return
     this.finish()
     this.buffer.close()
-    const viewport = this.buffer.viewport()
+    const viewport = this.session.resultOf(this.buffer)
     const result: SendResult = {
       viewport: viewport.text,
       waitReason,

@@ -33,7 +33,8 @@ import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
 import { describeStatus, Send, within } from './send.ts'
-import { SendBuffer } from './send-buffer.ts'
+import { SendBuffer, type SendOutput } from './send-buffer.ts'
+import { TerminalDisplay } from './display.ts'
 import type { TerminalProcess } from './terminal.ts'
 
 
@@ -48,6 +49,9 @@ export interface LocalSessionOptions {
   signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   /** Monotonic clock in ms. */
   now?: () => number
+  /** Terminal size the PTY was opened with; default the config's. */
+  rows?: number
+  cols?: number
 }
 
 type ExitListener = (status: SessionStatus) => void
@@ -64,8 +68,9 @@ export class LocalSession implements BackendSession {
   private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   readonly now: () => number
 
-  private readonly parser = new OutputParser()
+  private readonly parser: OutputParser
   private readonly scrollback: Scrollback
+  private readonly display: TerminalDisplay
   private readonly disposers: (() => void)[] = []
 
   private current: Send | undefined
@@ -99,8 +104,20 @@ export class LocalSession implements BackendSession {
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
+    this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
     this.disposers.push(this.scrollback.follow(this.parser))
+    this.display = new TerminalDisplay({
+      parser: this.parser,
+      scrollback: this.scrollback,
+      rows: options.rows ?? this.config.rows,
+      cols: options.cols ?? this.config.cols,
+      colors: this.config.colors,
+      maxBytes: this.config.maxReadBytes,
+      reply: (text) => this.terminal.write(text),
+      now: this.now,
+    })
+    this.disposers.push(() => this.display.dispose())
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
@@ -212,6 +229,31 @@ export class LocalSession implements BackendSession {
       },
     )
     return this.closing
+  }
+
+  // ─── The screen ───────────────────────────────────────────────────────────────────
+
+  /** The current screen, rendered (see display.ts). */
+  screen(): string {
+    return this.display.screenText()
+  }
+
+  /**
+   * Resizes the PTY (TIOCSWINSZ; the kernel sends SIGWINCH to the foreground process group) and
+   * the screen model.
+   * @throws PtyError `SESSION_EXITED` after the shell exited.
+   */
+  resize(size: { rows: number; cols: number }): void {
+    if (this.state.state === 'exited') {
+      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); the terminal was not resized`)
+    }
+    this.terminal.resize(size.cols, size.rows)
+    this.display.resize(size.rows, size.cols)
+  }
+
+  /** @internal A send's result text: the rendered screen while a program needs one, else its lines. */
+  resultOf(buffer: SendBuffer): SendOutput {
+    return this.display.resultOf(buffer)
   }
 
   // ─── Used by sends ────────────────────────────────────────────────────────────────

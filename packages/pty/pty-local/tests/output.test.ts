@@ -171,6 +171,82 @@ describe('unterminated strings are bounded', () => {
     expect(lines(trace)).toEqual(['1;1;mX'])
   })
 
+  it('shows an unterminated OSC body with a line break when the next escape ends it (every split point)', () => {
+    const trace = everySplit('J\x1b]6973;K\r\n\x1b]6973;n;prompt;0\x07$ ')
+    expect(trace.events).toEqual(['line 1: J6973;K', 'osc 6973;n;prompt;0 @ '])
+    expect(trace.partial).toBe('$ ')
+  })
+
+  it('shows an OSC body with a bare CR as written: the CR returns to column 0', () => {
+    const trace = everySplit('\x1b]0;ab\rX\n\x1b[0mrest\n')
+    expect(lines(trace)).toEqual(['X;ab', 'rest'])
+  })
+
+  it('shows an OSC body with a line break that CAN cancels', () => {
+    expect(lines(everySplit('\x1b]0;a\nb\x18c\n'))).toEqual(['0;a', 'bc'])
+  })
+
+  it('still dispatches an OSC body with a line break that ST terminates', () => {
+    const trace = everySplit('\x1b]0;a\nb\x1b\\x\n')
+    expect(trace.events).toEqual(['osc 0;ab @ ', 'line 1: x'])
+  })
+
+  it('bounds a body of controls after a line break by maxStringBytes', () => {
+    const trace = everySplit(`\x1b]0\n${'\x00'.repeat(20)}tail\n`, { maxStringBytes: 8 })
+    expect(lines(trace)).toEqual(['tail'])
+  })
+
+  it('keeps line breaks inside a DCS (sixel data) as payload', () => {
+    const trace = everySplit('\x1bPq#0\r\n#1\x1b\\after\r\n')
+    expect(lines(trace)).toEqual(['after'])
+  })
+
+  it('abandons a string left open across a pause of stringTimeoutMs, at every split point before the pause', () => {
+    for (const introducer of ['\x1b]0;title', '\x1bPq#0;2;0', '\x1bXsos', '\x1b^pm', '\x1b_apc']) {
+      const before = Buffer.from(`J${introducer}`)
+      for (let cut = 0; cut <= before.length; cut++) {
+        let clock = 0
+        const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+        const seen: string[] = []
+        const oscs: string[] = []
+        parser.onLine((text) => seen.push(text))
+        parser.onOsc((payload) => oscs.push(payload))
+        parser.feed(before.subarray(0, cut))
+        clock += 10
+        parser.feed(before.subarray(cut))
+        clock += 500
+        parser.feed(Buffer.from('K\x07\r\nnext\r\n'))
+        expect(seen, `${JSON.stringify(introducer)} split at ${cut}`).toEqual(['JK', 'next'])
+        expect(oscs).toEqual([])
+      }
+    }
+  })
+
+  it('shows an OSC body with a line break left open across a pause', () => {
+    let clock = 0
+    const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+    const seen: string[] = []
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('J\x1b]0;t\r\nmore'))
+    clock += 500
+    parser.feed(Buffer.from('X\n'))
+    expect(seen).toEqual(['J0;t', 'moreX'])
+  })
+
+  it('keeps a string open across a pause shorter than stringTimeoutMs', () => {
+    let clock = 0
+    const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+    const oscs: string[] = []
+    const seen: string[] = []
+    parser.onOsc((payload) => oscs.push(payload))
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('\x1b]0;ti'))
+    clock += 499
+    parser.feed(Buffer.from('tle\x07X\n'))
+    expect(oscs).toEqual(['0;title'])
+    expect(seen).toEqual(['X'])
+  })
+
   it('keeps an unterminated string at the default bound from eating the session', () => {
     const parser = new OutputParser()
     const seen: string[] = []
@@ -239,6 +315,7 @@ describe('lines', () => {
   it('rejects a bound that is not a positive integer, naming the option', () => {
     expect(() => new OutputParser({ maxStringBytes: 0 })).toThrow('maxStringBytes')
     expect(() => new OutputParser({ maxLineLength: 1.5 })).toThrow('maxLineLength')
+    expect(() => new OutputParser({ stringTimeoutMs: 0 })).toThrow('stringTimeoutMs')
   })
 })
 
@@ -336,5 +413,106 @@ describe('UTF-8 helpers', () => {
       expect(Buffer.from(tail, 'utf8').toString('utf8')).toBe(tail)
       noControls(tail)
     }
+  })
+})
+
+describe('terminal queries and screens', () => {
+  function queries(input: string): string[] {
+    const bytes = Buffer.from(input, 'utf8')
+    const runOnce = (chunks: Uint8Array[]) => {
+      const parser = new OutputParser()
+      const seen: string[] = []
+      parser.onQuery((query) => seen.push(JSON.stringify(query)))
+      for (const chunk of chunks) parser.feed(chunk)
+      return seen
+    }
+    const whole = runOnce([bytes])
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      expect(runOnce([bytes.subarray(0, cut), bytes.subarray(cut)]), `split at byte ${cut}`).toEqual(whole)
+    }
+    return whole
+  }
+
+  it('recognises each query at every split point, and only well-formed ones', () => {
+    const found = queries('\x1b[5n\x1b[6n\x1b[?6n\x1b[c\x1b[0c\x1b[>c\x1b[>q\x1b[18t\x1b[?2004$p\x1b[4$p\x1b]10;?\x07\x1b]11;?\x1b\\\x1b]12;?\x07' + '\x1b[7n\x1b[1c\x1b[14t\x1b[?1;2$p\x1b]13;?\x07\x1b]10;#fff\x07')
+    expect(found.map((q) => JSON.parse(q) as { kind: string })).toEqual([
+      { kind: 'status' },
+      { kind: 'cursor', private: false },
+      { kind: 'cursor', private: true },
+      { kind: 'primary-attributes' },
+      { kind: 'primary-attributes' },
+      { kind: 'secondary-attributes' },
+      { kind: 'version' },
+      { kind: 'text-area-size' },
+      { kind: 'mode', mode: 2004, private: true },
+      { kind: 'mode', mode: 4, private: false },
+      { kind: 'color', index: 10, terminator: '\x07' },
+      { kind: 'color', index: 11, terminator: '\x1b\\' },
+      { kind: 'color', index: 12, terminator: '\x07' },
+    ])
+  })
+
+  it('tracks DECSET and DECRST of several modes in one sequence', () => {
+    const parser = new OutputParser()
+    parser.feed(Buffer.from('\x1b[?2004;1h\x1b[?25l\x1b[4h'))
+    expect(parser.privateModes.get(2004)).toBe(true)
+    expect(parser.privateModes.get(1)).toBe(true)
+    expect(parser.privateModes.get(25)).toBe(false)
+    expect(parser.ansiModes.get(4)).toBe(true)
+  })
+
+  it('reports the line model cursor: the row of the current line (wraps counted) and its column', () => {
+    const parser = new OutputParser({ rows: 5, cols: 10 })
+    parser.feed(Buffer.from('one\r\n'))
+    expect(parser.cursorPosition()).toEqual({ row: 2, col: 1 })
+    parser.feed(Buffer.from(`${'x'.repeat(25)}\r\nab`))
+    expect(parser.cursorPosition()).toEqual({ row: 5, col: 3 })
+    parser.feed(Buffer.from('\r\n\r\n\r\nc'))
+    expect(parser.cursorPosition()).toEqual({ row: 5, col: 2 })
+  })
+
+  it('asks for a screen at the alternate screen or cursor addressing, with the sequence, at every split point', () => {
+    for (const [input, sequence, reason] of [
+      ['ab\x1b[?1049hvim', '\x1b[?1049h', 'alternate'],
+      ['ab\x1b[12;40Hx', '\x1b[12;40H', 'addressing'],
+      ['ab\x1b[2Jx', '\x1b[2J', 'addressing'],
+      ['ab\x1b[3;20rx', '\x1b[3;20r', 'addressing'],
+    ] as const) {
+      const bytes = Buffer.from(input)
+      for (let cut = 0; cut <= bytes.length; cut++) {
+        const parser = new OutputParser()
+        const events: string[] = []
+        const written: string[] = []
+        parser.onScreen((event) => {
+          events.push(JSON.stringify(event))
+          if (event.kind === 'needed') parser.attachScreen({ write: (text) => written.push(text), cursor: () => ({ row: 1, col: 1 }) })
+        })
+        parser.feed(bytes.subarray(0, cut))
+        parser.feed(bytes.subarray(cut))
+        expect(events, `${JSON.stringify(input)} split at ${cut}`).toEqual([JSON.stringify({ kind: 'needed', reason, sequence })])
+        expect(written.join('')).toBe(input.slice(input.indexOf(sequence) + sequence.length))
+      }
+    }
+  })
+
+  it('keeps alternate-screen text out of the lines while a screen is attached, and resumes lines after it', () => {
+    const parser = new OutputParser()
+    const lines: string[] = []
+    parser.onLine((text) => lines.push(text))
+    parser.onScreen((event) => {
+      if (event.kind === 'needed') parser.attachScreen({ write: () => {}, cursor: () => ({ row: 1, col: 1 }) })
+      else parser.detachScreen()
+    })
+    parser.feed(Buffer.from('$ vim\r\n\x1b[?1049h~\r\n~\r\n-- INSERT --\x1b[?1049l$ cat x\r\nhello\r\n'))
+    expect(lines).toEqual(['$ vim', '$ cat x', 'hello'])
+    expect(parser.attachedScreen).toBeUndefined()
+  })
+
+  it('keeps every text as lines when nobody attaches a screen', () => {
+    const parser = new OutputParser()
+    const lines: string[] = []
+    parser.onLine((text) => lines.push(text))
+    parser.feed(Buffer.from('\x1b[?1049hrow-1\r\nrow-2\r\n\x1b[?1049l'))
+    expect(lines).toEqual(['row-1', 'row-2'])
   })
 })

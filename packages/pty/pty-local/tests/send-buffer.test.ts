@@ -99,6 +99,26 @@ describe('take', () => {
     expect(buffer.take().text).toBe(' line')
   })
 
+  it('continues a partial line that was rewritten to the same prefix (compared by text)', () => {
+    const { buffer, feed } = setup('')
+    feed('abc')
+    expect(buffer.take().text).toBe('abc')
+    feed('\rab')
+    expect(buffer.take().text).toBe('')
+    feed('cdef')
+    expect(buffer.take().text).toBe('def')
+  })
+
+  it('continues an open line appended in many chunks, each take returning only the new text', () => {
+    const { buffer, feed } = setup('')
+    let joined = ''
+    for (let i = 0; i < 100; i++) {
+      feed('y'.repeat(97))
+      joined += buffer.take().text
+    }
+    expect(joined).toBe('y'.repeat(97 * 100))
+  })
+
   it('starts a new line and repeats a partial line that was rewritten after it was taken', () => {
     const { buffer, feed } = setup('')
     feed('10%')

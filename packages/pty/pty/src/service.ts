@@ -23,6 +23,9 @@ import {
   type SignalResult,
   type SpawnOptions,
   type SpawnResult,
+  type TerminalSize,
+  MAX_TERMINAL_COLS,
+  MAX_TERMINAL_ROWS,
 } from './types.ts'
 
 declare module 'cordis' {
@@ -116,6 +119,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     this.assertOpen()
     assertLive(owner)
     const { type, name, cwd } = validateSpawnOptions(options)
+    const size = validateSize(options, 'open', true)
     const backend = this.backends.get(type)
     if (!backend) {
       const known = this.types()
@@ -139,7 +143,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const settled = new Promise<void>((resolve) => { markSettled = resolve })
     this.spawns.set(id, { id, owner, name, controller, settled })
     try {
-      return await this.runSpawn({ id, owner, type, name, cwd, backend, controller, signal })
+      return await this.runSpawn({ id, owner, type, name, cwd, size, backend, controller, signal })
     } finally {
       this.spawns.delete(id)
       unlink()
@@ -212,6 +216,23 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.read({ offset, count })
   }
 
+  screen(owner: Agent, sessionId: string): string {
+    const entry = this.entry(owner, sessionId)
+    if (entry.backend.screen === undefined) {
+      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) keeps no screen model; read its scrollback instead`)
+    }
+    return entry.backend.screen()
+  }
+
+  resize(owner: Agent, sessionId: string, size: TerminalSize): void {
+    const entry = this.entry(owner, sessionId)
+    const { rows, cols } = validateSize(size, 'resize', false) as TerminalSize
+    if (entry.backend.resize === undefined) {
+      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) cannot be resized`)
+    }
+    entry.backend.resize({ rows, cols })
+  }
+
   async signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult> {
     const entry = this.entry(owner, sessionId)
     if (!(PTY_SIGNALS as readonly string[]).includes(signal)) {
@@ -260,11 +281,12 @@ export default class PtyService extends Service implements PtyServiceApi {
     type: string
     name: string | undefined
     cwd: string | undefined
+    size: Partial<TerminalSize>
     backend: PtyBackend
     controller: AbortController
     signal: AbortSignal | undefined
   }): Promise<SpawnResult> {
-    const { id, owner, type, name, cwd, backend, controller, signal } = request
+    const { id, owner, type, name, cwd, size, backend, controller, signal } = request
     let session: BackendSession
     try {
       session = await backend.spawn({
@@ -272,6 +294,7 @@ export default class PtyService extends Service implements PtyServiceApi {
         sessionId: id,
         ...(name !== undefined && { name }),
         ...(cwd !== undefined && { cwd }),
+        ...size,
         signal: controller.signal,
       })
     } catch (error) {
@@ -471,6 +494,23 @@ function validateSpawnOptions(options: SpawnOptions): { type: string; name: stri
     throw new PtyError('INVALID_INPUT', 'a PTY session `cwd` must be a non-empty path when given')
   }
   return { type, name, cwd }
+}
+
+/**
+ * `rows` and `cols` of an open (each optional) or a resize (both required): integers within
+ * 1–MAX_TERMINAL_ROWS and 1–MAX_TERMINAL_COLS.
+ */
+function validateSize(options: Partial<TerminalSize>, doing: string, optional: boolean): Partial<TerminalSize> {
+  const out: Partial<TerminalSize> = {}
+  for (const [key, max] of [['rows', MAX_TERMINAL_ROWS], ['cols', MAX_TERMINAL_COLS]] as const) {
+    const value = options?.[key]
+    if (value === undefined && optional) continue
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+      throw new PtyError('INVALID_INPUT', `${doing}: \`${key}\` must be an integer from 1 to ${max}, got ${String(value)}`)
+    }
+    out[key] = value
+  }
+  return out
 }
 
 function assertLive(owner: Agent): void {

@@ -90,6 +90,19 @@ export interface SpawnOptions {
   name?: string
   /** Working directory; must exist. Defaults to the owner's workspace root. */
   cwd?: string
+  /** Terminal size in cells, 1–`MAX_TERMINAL_ROWS` rows and 1–`MAX_TERMINAL_COLS` columns; defaults are the backend's. */
+  rows?: number
+  cols?: number
+}
+
+/** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
+export const MAX_TERMINAL_ROWS = 500
+export const MAX_TERMINAL_COLS = 1000
+
+/** A terminal size in cells. */
+export interface TerminalSize {
+  rows: number
+  cols: number
 }
 
 export interface SessionInfo {
@@ -204,6 +217,9 @@ export interface BackendSpawnRequest {
   sessionId: string
   name?: string
   cwd?: string
+  /** Terminal size asked for at open (validated by the service); absent = the backend's default. */
+  rows?: number
+  cols?: number
   /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
   signal: AbortSignal
 }
@@ -225,6 +241,16 @@ export interface BackendSession {
   read(options: { offset: number; count: number }): ReadPage
   /** @throws PtyError `SESSION_EXITED`, `SIGNAL_REFUSED` (SIGKILL to the shell), `NO_FOREGROUND`. */
   signal(signal: PtySignal): Promise<SignalResult>
+  /**
+   * The current screen as the model sees it (a header line `[screen: …]`, then the rows).
+   * Optional: a backend without a screen model leaves it out.
+   */
+  screen?(): string
+  /**
+   * Resizes the terminal (the foreground program gets SIGWINCH). Optional.
+   * @throws PtyError `SESSION_EXITED`.
+   */
+  resize?(size: TerminalSize): void
   /**
    * Stops the whole process tree and resolves with what it stopped. Idempotent while a close is
    * in flight; a close that left survivors may be retried.
@@ -268,6 +294,17 @@ export interface PtyServiceApi {
    */
   startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation
   read(owner: Agent, sessionId: string, options?: ReadOptions): ReadPage
+  /**
+   * The session's current screen, rendered.
+   * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `INVALID_INPUT` when its backend keeps no screen.
+   */
+  screen(owner: Agent, sessionId: string): string
+  /**
+   * Resizes the session's terminal; its foreground program gets SIGWINCH.
+   * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `SESSION_EXITED`, `INVALID_INPUT` (a size
+   * out of bounds, or a backend that cannot resize).
+   */
+  resize(owner: Agent, sessionId: string, size: TerminalSize): void
   signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult>
   /**
    * Closes a session and resolves when its process tree is gone; the session is then forgotten.

@@ -1,6 +1,7 @@
 /**
- * `@conch/tool-pty`: the six model-facing terminal tools over `ctx.pty` — terminal_open,
- * terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list — and the
+ * `@conch/tool-pty`: the model-facing terminal tools over `ctx.pty` — terminal_open,
+ * terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list, terminal_resize
+ * (resize.ts) — and the
  * system-prompt section that says when to use them. Background sends run as `ctx.tasks` tasks.
  *
  * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
@@ -8,12 +9,13 @@
 import type { Context } from 'cordis'
 import { z } from 'zod'
 import type { Agent, AgentServiceApi } from '@conch/agent'
-import { PTY_SIGNALS, PtyError, type PtyServiceApi, type SendOperation, type SendResult, type SignalResult } from '@conch/pty'
+import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, PTY_SIGNALS, PtyError, type PtyServiceApi, type SendOperation, type SendResult, type SignalResult } from '@conch/pty'
 import type { KillReport, TasksServiceApi } from '@conch/tasks'
 import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi, utf8Bytes } from '@conch/tools'
-import { renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderSend, renderSignal, statusText } from './render.ts'
+import { renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderScreen, renderSend, renderSignal, statusText } from './render.ts'
+import { registerResize } from './resize.ts'
 
-export { NO_OUTPUT, TRUNCATED, fit, renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderSend, renderSignal, statusText } from './render.ts'
+export { NO_OUTPUT, TRUNCATED, fit, renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderScreen, renderSend, renderSignal, statusText } from './render.ts'
 
 export const name = 'tool-pty'
 export const inject = ['pty', 'tools']
@@ -81,11 +83,14 @@ export const apply = (ctx: Context, config: Config) => {
       type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
       name: z.string().min(1).optional().describe('Optional display name, unique among your terminals.'),
       cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
     }),
     title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
     async execute(input, { agent, signal }) {
       try {
-        const opened = await pty.spawn(agent, { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }) }, signal)
+        const size = { ...(input.rows !== undefined && { rows: input.rows }), ...(input.cols !== undefined && { cols: input.cols }) }
+        const opened = await pty.spawn(agent, { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size }, signal)
         return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }) })
       } catch (caught) {
         return error(caught)
@@ -201,10 +206,15 @@ export const apply = (ctx: Context, config: Config) => {
       sessionId,
       offset: z.number().int().min(0).default(0).describe('Lines to skip back from the newest (0 = end).'),
       count: z.number().int().min(1).default(500).describe('Lines to return (default 500).'),
+      screen: z.boolean().optional().describe('Return the current screen instead (rows as a person sees them, with the cursor row marked), e.g. for a full-screen program.'),
     }),
     title: (input) => `read ${input.sessionId}`,
     async execute(input, { agent }) {
       try {
+        if (input.screen === true) {
+          const rendered = renderScreen(pty.screen(agent, input.sessionId), config.maxResultBytes)
+          return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
+        }
         const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
         const rendered = renderRead(page, config.maxResultBytes)
         return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: page.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
@@ -262,6 +272,8 @@ export const apply = (ctx: Context, config: Config) => {
       return text(renderList(sessions, config.maxResultBytes), { sessions: sessions.map(({ createdAt: _createdAt, ...session }) => session) })
     },
   })
+
+  registerResize({ tools, pty, maxResultBytes: config.maxResultBytes, sessionId, error })
 
   ctx.inject(['agents'], (inner) => {
     const agents = inner.get('agents') as AgentServiceApi

@@ -171,6 +171,17 @@ export function renderOpen(opened: SpawnResult, maxBytes: number): string {
 }
 
 /**
+ * A screen (`[screen: …]` header, then rows). Within the bound it is shown whole; otherwise the
+ * header and the top rows are kept (a screen reads top-down) and the notice says it was cut.
+ */
+export function renderScreen(screen: string, maxBytes: number): { text: string; truncated: boolean } {
+  if (utf8Bytes(screen) <= maxBytes) return { text: screen, truncated: false }
+  const budget = Math.max(0, maxBytes - utf8Bytes(TRUNCATED) - 1)
+  const kept = boundUtf8(screen, budget, { keep: 'head' })
+  return { text: `${kept.text}\n${TRUNCATED}`, truncated: true }
+}
+
+/**
  * A scrollback page. When it must be cut, whole lines go from the oldest side and the line
  * numbers say exactly what is shown; only a single newest line too long for the bound is cut
  * inside (keeping its tail).

@@ -16,7 +16,7 @@ async function opened(options: Parameters<typeof boot>[0] = {}): Promise<Harness
 }
 
 describe('tool definitions', () => {
-  it('registers six tools with their ACP kinds', async () => {
+  it('registers seven tools with their ACP kinds', async () => {
     harness = await boot()
     const specs = harness.ctx.tools.specs().filter((spec) => spec.name.startsWith('terminal_'))
     expect(specs.map((spec) => [spec.name, spec.kind])).toEqual([
@@ -24,6 +24,7 @@ describe('tool definitions', () => {
       ['terminal_list', 'read'],
       ['terminal_open', 'execute'],
       ['terminal_read', 'read'],
+      ['terminal_resize', 'execute'],
       ['terminal_send', 'execute'],
       ['terminal_signal', 'execute'],
     ])
@@ -32,11 +33,13 @@ describe('tool definitions', () => {
   it('offers the documented parameters', async () => {
     harness = await boot()
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
-    expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd'])
+    expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
     expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'run_in_background'])
     expect(parameters['terminal_send']!['required']).toEqual(['sessionId', 'text'])
     expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])
+    expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen'])
+    expect(parameters['terminal_resize']!['required']).toEqual(['sessionId', 'rows', 'cols'])
     expect((parameters['terminal_signal']!['properties'] as Record<string, { enum?: string[] }>)['signal']!.enum).toEqual(['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'])
     expect(parameters['terminal_list']!['properties']).toEqual({})
   })

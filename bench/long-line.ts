@@ -1,0 +1,78 @@
+/**
+ * `long_line`: one unbroken 50 MB line through a real terminal against the same number of bytes
+ * in ordinary 80-byte lines, in the same run and the same session. The send is watched the way
+ * `terminal_send` does when the caller streams progress: `readOutput()` after every parsed chunk,
+ * so a consumer that re-reads the open line per chunk (quadratic in the line's length) shows up.
+ */
+import type { Agent } from '../packages/core/agent/src/index.ts'
+import type { PtyServiceApi, SendResult } from '../packages/pty/pty/src/index.ts'
+import { median, ratio, round } from './stats.ts'
+
+export interface LongLineFigures {
+  /** Median wall time of the long-line send, ms. */
+  long_ms: number
+  /** Median wall time of the short-lines send (same bytes), ms. */
+  short_ms: number
+  /** long_ms / short_ms; the target is ≤ 2. */
+  ratio: number | undefined
+  /** This process's CPU during the long-line send, ms (median). */
+  long_cpu_ms: number
+  short_cpu_ms: number
+  megabytes: number
+  runs: number
+  units: string
+}
+
+async function timedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, text: string): Promise<{ ms: number; cpuMs: number; result: SendResult }> {
+  const cpu = process.cpuUsage()
+  const start = performance.now()
+  const operation = pty.startSend(agent, sessionId, { text, submit: true })
+  let streamed = 0
+  const stop = operation.onOutput(() => {
+    streamed += operation.readOutput().length
+  })
+  try {
+    const result = await operation.done
+    const used = process.cpuUsage(cpu)
+    if (streamed === 0) throw new Error('long_line: readOutput() streamed nothing')
+    return { ms: performance.now() - start, cpuMs: (used.user + used.system) / 1000, result }
+  } finally {
+    stop()
+  }
+}
+
+export async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes: number, runs: number): Promise<LongLineFigures> {
+  const bytes = megabytes * 1e6
+  // 79 x's and the newline: 80-byte lines, `bytes` in all.
+  const short = `yes ${'x'.repeat(79)} | head -c ${bytes}; echo END`
+  const long = `head -c ${bytes} /dev/zero | tr '\\0' x; echo END`
+  const { sessionId } = await pty.spawn(agent, { type: 'shell' })
+  const longMs: number[] = []
+  const shortMs: number[] = []
+  const longCpu: number[] = []
+  const shortCpu: number[] = []
+  try {
+    for (let run = 0; run < runs; run++) {
+      for (const [command, wall, cpu] of [[short, shortMs, shortCpu], [long, longMs, longCpu]] as const) {
+        const { ms, cpuMs, result } = await timedSend(pty, agent, sessionId, command)
+        if (result.waitReason !== 'stdin_read' || !/(^|\n|x)END\n/.test(result.viewport)) {
+          throw new Error(`long_line: settled ${result.waitReason} without END: ${JSON.stringify(result.viewport.slice(-200))}`)
+        }
+        wall.push(ms)
+        cpu.push(cpuMs)
+      }
+    }
+  } finally {
+    await pty.kill(agent, sessionId)
+  }
+  return {
+    long_ms: round(median(longMs)),
+    short_ms: round(median(shortMs)),
+    ratio: ratio(median(longMs), median(shortMs)),
+    long_cpu_ms: round(median(longCpu)),
+    short_cpu_ms: round(median(shortCpu)),
+    megabytes,
+    runs,
+    units: 'wall and CPU ms of one send, median over runs; MB = 10^6 bytes written by the program',
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * What the terminal shows, beyond the line stream: the answers to the program's terminal queries
+ * and the screen model while a program needs one. One per session, wired to its output parser.
+ *
+ * - Queries (`TerminalQuery`) are answered from the terminal's real state (queries.ts): the
+ *   screen's cursor while a screen is attached, else the line model's; the size; the tracked
+ *   modes; the configured colours. Replies go to the program's input and never into the output.
+ *   At most `MAX_REPLIES_PER_SECOND` are written per second; a program that floods queries gets
+ *   no more replies until the next second, so it cannot make conch buffer input it never reads.
+ * - A screen (`ScreenModel`) is attached when the parser says one is needed and detached when the
+ *   program leaves the alternate screen or its addressed output scrolled out. While attached, a
+ *   send's result is the rendered screen instead of its lines.
+ */
+import { utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
+import { replyTo, type QueryState } from './queries.ts'
+import type { Scrollback } from './scrollback.ts'
+import { renderScreen, ScreenModel } from './screen.ts'
+import type { SendBuffer, SendOutput } from './send-buffer.ts'
+
+export const MAX_REPLIES_PER_SECOND = 100
+/**
+ * Most screens seeded with the retained lines per second. A program that addresses the cursor
+ * and scrolls it out over and over gets blank screens beyond this, so each cycle costs a few
+ * bytes of emulation instead of a screenful.
+ */
+export const SEEDS_PER_SECOND = 20
+/** What XTVERSION (`CSI > q`) reports. */
+export const TERMINAL_VERSION = 'conch(0.1.0)'
+
+export interface TerminalDisplayOptions {
+  parser: OutputParser
+  scrollback: Scrollback
+  rows: number
+  cols: number
+  colors: { foreground: string; background: string; cursor: string }
+  /** Bound of a rendered screen, in UTF-8 bytes (the session's `maxReadBytes`): the header and top rows are kept. */
+  maxBytes: number
+  /** Writes a reply to the program's input. */
+  reply: (text: string) => void
+  /** Monotonic clock in ms. */
+  now: () => number
+}
+
+export class TerminalDisplay {
+  private readonly parser: OutputParser
+  private readonly scrollback: Scrollback
+  private readonly writeReply: (text: string) => void
+  private readonly now: () => number
+  private readonly maxBytes: number
+  private readonly state: QueryState
+  private screen: ScreenModel | undefined
+  /** The emulator of the last screen, kept for the next one. */
+  private spare: ScreenModel | undefined
+  private readonly disposers: (() => void)[] = []
+  private windowStart = -Infinity
+  private repliesInWindow = 0
+  private seedWindowStart = -Infinity
+  private seedsInWindow = 0
+  /** Replies dropped by the rate bound so far. */
+  droppedReplies = 0
+
+  constructor(options: TerminalDisplayOptions) {
+    this.parser = options.parser
+    this.scrollback = options.scrollback
+    this.writeReply = options.reply
+    this.now = options.now
+    this.maxBytes = options.maxBytes
+    const parser = options.parser
+    this.state = {
+      rows: options.rows,
+      cols: options.cols,
+      cursor: () => parser.cursorPosition(),
+      privateModes: parser.privateModes,
+      ansiModes: parser.ansiModes,
+      colors: options.colors,
+      version: TERMINAL_VERSION,
+    }
+    parser.resize(options.rows, options.cols)
+    this.disposers.push(parser.onQuery((query) => this.answer(replyTo(query, this.state))))
+    this.disposers.push(parser.onScreen((event) => this.onScreen(event)))
+  }
+
+  get rows(): number {
+    return this.state.rows
+  }
+
+  get cols(): number {
+    return this.state.cols
+  }
+
+  /** Whether a screen is attached (a full-screen or cursor-addressing program is in front). */
+  get screenActive(): boolean {
+    return this.screen !== undefined
+  }
+
+  /** A send's result: the rendered screen while one is attached, else the send's lines. */
+  resultOf(buffer: SendBuffer): SendOutput {
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot()))
+    return buffer.viewport()
+  }
+
+  /**
+   * The current screen, rendered: the attached one, or — when the line model alone describes the
+   * terminal — a screen built from the newest retained lines, as a person would see them now.
+   */
+  screenText(): string {
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot())).text
+    const screen = this.seededScreen()
+    try {
+      return this.bounded(renderScreen(screen.snapshot())).text
+    } finally {
+      screen.dispose()
+    }
+  }
+
+  /** A rendered screen within `maxBytes`: a screen reads top-down, so the head is kept, cut on a code point. */
+  private bounded(text: string): SendOutput {
+    if (text.length <= this.maxBytes / 3 || utf8ByteLength(text) <= this.maxBytes) return { text, truncated: false }
+    const bytes = Buffer.from(text, 'utf8')
+    let end = this.maxBytes
+    // Back off continuation bytes (10xxxxxx) so the cut lands on a code point.
+    while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+    return { text: bytes.subarray(0, end).toString('utf8'), truncated: true }
+  }
+
+  /** New size: the screen follows; later cursor reports and size reports use it. */
+  resize(rows: number, cols: number): void {
+    this.state.rows = rows
+    this.state.cols = cols
+    this.parser.resize(rows, cols)
+    this.screen?.resize(rows, cols)
+    this.spare?.resize(rows, cols)
+  }
+
+  dispose(): void {
+    for (const dispose of this.disposers.splice(0)) dispose()
+    this.screen?.dispose()
+    this.spare?.dispose()
+    this.screen = undefined
+    this.spare = undefined
+  }
+
+  private answer(reply: string | undefined): void {
+    if (reply === undefined) return
+    const now = this.now()
+    if (now - this.windowStart >= 1000) {
+      this.windowStart = now
+      this.repliesInWindow = 0
+    }
+    if (++this.repliesInWindow > MAX_REPLIES_PER_SECOND) {
+      this.droppedReplies++
+      return
+    }
+    this.writeReply(reply)
+  }
+
+  private onScreen(event: ScreenEvent): void {
+    if (event.kind === 'needed') {
+      // One emulator per session, reset and reused: a program that flips screens thousands of
+      // times a second costs a reset each time, not a new terminal.
+      const screen = this.spare ?? new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
+      this.spare = undefined
+      // A soft reset (DECSTR: modes, margins, attributes) instead of a full one, which costs
+      // about a millisecond. The alternate screen starts blank (DECSET 1049 clears it) and is
+      // left before the normal one shows again, so only cursor addressing on the normal screen
+      // needs what the lines show — seeded at most SEEDS_PER_SECOND times a second.
+      screen.write('\x1b[!p')
+      if (event.reason === 'addressing') {
+        screen.write('\x1b[H\x1b[2J')
+        if (this.takeSeed()) this.seed(screen)
+      }
+      screen.write(event.sequence)
+      this.screen = screen
+      this.parser.attachScreen(screen)
+      return
+    }
+    // Left the alternate screen, or the addressed output scrolled out: lines describe it again.
+    this.parser.detachScreen()
+    this.spare = this.screen
+    this.screen = undefined
+  }
+
+  private takeSeed(): boolean {
+    const now = this.now()
+    if (now - this.seedWindowStart >= 1000) {
+      this.seedWindowStart = now
+      this.seedsInWindow = 0
+    }
+    return ++this.seedsInWindow <= SEEDS_PER_SECOND
+  }
+
+  /** A new screen holding what the lines show now (for a screen read while none is attached). */
+  private seededScreen(): ScreenModel {
+    const screen = new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
+    this.seed(screen)
+    return screen
+  }
+
+  /** Writes the newest retained lines and the current line to `screen`, with the cursor where the line model has it. */
+  private seed(screen: ScreenModel): void {
+    const partial = this.parser.partial
+    const page = this.scrollback.read({ offset: 0, count: this.state.rows }, Number.MAX_SAFE_INTEGER)
+    let text = page.text.replace(/\n/g, '\r\n')
+    if (partial === '' && page.text !== '') text += '\r\n'
+    const { col } = this.parser.cursorPosition()
+    screen.write(`${text}\x1b[${col}G`)
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The screen model: a real terminal screen of rows × cols, kept only while a program needs one
+ * (the alternate screen, or cursor addressing on the normal screen — see `ScreenEvent` in
+ * output.ts). It is @xterm/headless, the emulator behind VS Code's terminal, fed synchronously
+ * with the decoded stream so it is exact at every point a query or a result reads it.
+ *
+ * Rendering (`renderScreen`): a header `[screen: alternate 40x160, cursor 12,5]` (buffer,
+ * rows x cols, 1-based cursor row,col), then the rows as lines with trailing blanks trimmed,
+ * empty rows after the last written row (and the cursor row) dropped, and the cursor row marked
+ * with `  ← cursor`. No escape sequences: colours and attributes are not rendered.
+ */
+import xterm from '@xterm/headless'
+import type { Terminal } from '@xterm/headless'
+import type { ScreenSink } from './output.ts'
+
+/** The internal synchronous write of xterm.js (`CoreTerminal.writeSync`), pinned with the exact version. */
+interface SyncCore {
+  writeSync(data: string): void
+}
+
+export interface ScreenSnapshot {
+  buffer: 'normal' | 'alternate'
+  rows: number
+  cols: number
+  /** 1-based cursor position. */
+  cursorRow: number
+  cursorCol: number
+  /** Every row, trailing blanks (unwritten cells and written spaces) trimmed. */
+  lines: string[]
+}
+
+export const CURSOR_MARK = '  ← cursor'
+
+export class ScreenModel implements ScreenSink {
+  private readonly terminal: Terminal
+  private readonly core: SyncCore
+
+  constructor(options: { rows: number; cols: number }) {
+    this.terminal = new xterm.Terminal({
+      rows: options.rows,
+      cols: options.cols,
+      scrollback: 0,
+      allowProposedApi: true,
+      logLevel: 'off',
+    })
+    this.core = (this.terminal as unknown as { _core: SyncCore })._core
+  }
+
+  get rows(): number {
+    return this.terminal.rows
+  }
+
+  get cols(): number {
+    return this.terminal.cols
+  }
+
+  /** Feeds decoded terminal output; processed before this returns. */
+  write(text: string): void {
+    if (text !== '') this.core.writeSync(text)
+  }
+
+  cursor(): { row: number; col: number } {
+    const buffer = this.terminal.buffer.active
+    return { row: buffer.cursorY + 1, col: Math.min(buffer.cursorX, this.terminal.cols - 1) + 1 }
+  }
+
+  resize(rows: number, cols: number): void {
+    this.terminal.resize(cols, rows)
+  }
+
+
+  snapshot(): ScreenSnapshot {
+    const buffer = this.terminal.buffer.active
+    const lines: string[] = []
+    for (let y = 0; y < this.terminal.rows; y++) lines.push((buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? '').replace(/ +$/, ''))
+    const { row, col } = this.cursor()
+    return { buffer: buffer.type, rows: this.terminal.rows, cols: this.terminal.cols, cursorRow: row, cursorCol: col, lines }
+  }
+
+  dispose(): void {
+    this.terminal.dispose()
+  }
+}
+
+/** The text the model sees for a screen (see the module docs). */
+export function renderScreen(snapshot: ScreenSnapshot): string {
+  let last = snapshot.lines.length - 1
+  while (last >= 0 && snapshot.lines[last] === '' && last !== snapshot.cursorRow - 1) last--
+  const rows = snapshot.lines.slice(0, last + 1)
+  const cursor = snapshot.cursorRow - 1
+  if (cursor >= 0 && cursor < rows.length) rows[cursor] = `${rows[cursor]}${CURSOR_MARK}`
+  const header = `[screen: ${snapshot.buffer} ${snapshot.rows}x${snapshot.cols}, cursor ${snapshot.cursorRow},${snapshot.cursorCol}]`
+  return [header, ...rows].join('\n')
+}

@@ -1,0 +1,189 @@
+/**
+ * Real full-screen and screen-asking programs: vim, git with vim as its editor, ipython
+ * (prompt_toolkit asks for the cursor position), top or htop, dialog and less.
+ */
+import { execFileSync, spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { SendResult } from '@conch/pty'
+import { linesEqual, openSession, send } from './local-harness.ts'
+
+const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+function workdir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'conch-screen-'))
+  dirs.push(dir)
+  return dir
+}
+
+/** A clean vim: no user vimrc or viminfo, so every run draws the same screen. */
+const VIM = 'vim -u NONE -i NONE -N'
+
+/** A result rendered as a screen contains no escape sequences or other control bytes. */
+function expectPlainScreen(result: SendResult, buffer: 'alternate' | 'normal' | 'alternate|normal') {
+  expect(result.viewport.split('\n')[0]).toMatch(new RegExp(`^\\[screen: (${buffer}) \\d+x\\d+, cursor \\d+,\\d+\\]$`))
+  expect(result.viewport).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/)
+}
+
+
+// Each real program is installed on the CI image (see the README's test setup); a machine without
+// one skips only that program's tests, never the rest of the file.
+describe.skipIf(!has('vim'))('vim', () => {
+  it('edits and saves a file, shows the buffer and the mode line as rows, and the next command is not lost', async () => {
+    const dir = workdir()
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
+    const opened = await send(session, `${VIM} x.txt`)
+    expect(opened.waitReason).toBe('stdin_read')
+    expectPlainScreen(opened, 'alternate')
+    const rows = opened.viewport.split('\n')
+    // An empty buffer: the cursor line, then `~` rows, then vim's message line with the file name.
+    expect(rows[2]).toBe('~')
+    expect(rows.some((row) => row.includes('"x.txt"'))).toBe(true)
+
+    // Typed text and <Esc> go in two sends: after an <Esc> vim waits for the rest of a possible
+    // key code while it reads the terminal, before it redraws.
+    const inserted = await send(session, 'ihello', false)
+    expectPlainScreen(inserted, 'alternate')
+    const editing = inserted.viewport.split('\n')
+    expect(editing[1]).toBe('hello  ← cursor')
+    expect(editing.at(-1)).toMatch(/^-- INSERT --/)
+    await send(session, '\x1b', false)
+
+    const saved = await send(session, ':wq')
+    expect(saved.viewport).not.toMatch(/^\[screen:/)
+    const cat = await send(session, 'cat x.txt')
+    expect(cat.waitReason).toBe('stdin_read')
+    expect(linesEqual(cat.viewport, 'hello')).toBe(1)
+    expect(readFileSync(join(dir, 'x.txt'), 'utf8')).toBe('hello\n')
+  }, 30_000)
+})
+
+describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => {
+  function repo(): string {
+    const dir = workdir()
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'ignore' })
+    git('init', '-q', '-b', 'main')
+    git('config', 'user.name', 'Conch Test')
+    git('config', 'user.email', 'conch@example.invalid')
+    git('config', 'core.editor', VIM)
+    for (const name of ['a', 'b']) {
+      writeFileSync(join(dir, name), `${name}\n`)
+      git('add', name)
+      git('commit', '-q', '-m', `add ${name}`)
+    }
+    return dir
+  }
+  const log = (dir: string) => execFileSync('git', ['log', '--format=%s'], { cwd: dir, encoding: 'utf8' }).trim().split('\n')
+
+  it('git commit opens vim on the message, and the message written there is committed', async () => {
+    const dir = repo()
+    writeFileSync(join(dir, 'c'), 'c\n')
+    execFileSync('git', ['add', 'c'], { cwd: dir })
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
+    const editing = await send(session, 'git commit')
+    expectPlainScreen(editing, 'alternate')
+    expect(editing.viewport).toContain('# Please enter the commit message')
+    await send(session, 'iadd c from vim\x1b', false)
+    const done = await send(session, ':wq')
+    expect(done.waitReason).toBe('stdin_read')
+    expect(log(dir)[0]).toBe('add c from vim')
+  }, 30_000)
+
+  it('git rebase -i rewords a commit with vim, both editors in turn', async () => {
+    const dir = repo()
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
+    const todo = await send(session, 'git rebase -i HEAD~1')
+    expectPlainScreen(todo, 'alternate')
+    expect(todo.viewport).toMatch(/^pick [0-9a-f]+ add b/m)
+    await send(session, 'cwreword\x1b', false)
+    const message = await send(session, ':wq')
+    expectPlainScreen(message, 'alternate')
+    expect(message.viewport.split('\n')[1]).toMatch(/^add b/)
+    await send(session, 'ccreworded b\x1b', false)
+    const done = await send(session, ':wq')
+    expect(done.waitReason).toBe('stdin_read')
+    expect(log(dir)).toEqual(['reworded b', 'add a'])
+  }, 30_000)
+})
+
+describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor position)', () => {
+  it('x = 6 * 7 then x shows Out[2]: 42, each settling stdin_read within a second', async () => {
+    const session = await openSession({ idleSilenceMs: 5000 })
+    const started = await send(session, 'ipython3 --no-banner --colors=NoColor --no-confirm-exit')
+    expect(started.waitReason).toBe('stdin_read')
+    const assign = await send(session, 'x = 6 * 7')
+    expect(assign.waitReason).toBe('stdin_read')
+    expect(assign.elapsedMs).toBeLessThan(1000)
+    const shown = await send(session, 'x')
+    expect(shown.waitReason).toBe('stdin_read')
+    expect(shown.elapsedMs).toBeLessThan(1000)
+    expect(shown.viewport).toMatch(/Out\[2\]: 42/)
+    await send(session, 'exit')
+  }, 60_000)
+})
+
+describe('top or htop, dialog and less as screens', () => {
+  it.skipIf(!has('htop') && !has('top'))('shows the header rows and the process table of htop (or top)', async () => {
+    const session = await openSession({ idleSilenceMs: 1500 })
+    const program = has('htop') ? 'htop' : 'top'
+    const result = await send(session, program)
+    expectPlainScreen(result, 'alternate')
+    if (program === 'htop') {
+      expect(result.viewport).toMatch(/PID\s+USER/)
+      expect(result.viewport).toMatch(/F1\s*Help/)
+    } else {
+      expect(result.viewport).toMatch(/^top - /m)
+      expect(result.viewport).toMatch(/PID\s+USER/)
+    }
+    await session.signal('SIGINT').catch(() => undefined)
+    await send(session, 'q', false)
+  }, 30_000)
+
+  it.skipIf(!has('dialog'))('shows a dialog --yesno box with its question and buttons, and its answer reaches the shell', async () => {
+    const session = await openSession({ idleSilenceMs: 1500 })
+    const box = await send(session, `dialog --yesno 'Delete the widgets?' 7 40; echo "answer=$?"`)
+    // dialog draws on the alternate screen or, where its terminfo entry says so, the normal one.
+    expectPlainScreen(box, 'alternate|normal')
+    expect(box.viewport).toContain('Delete the widgets?')
+    expect(box.viewport).toMatch(/<\s*Yes\s*>/)
+    expect(box.viewport).toMatch(/<\s*No\s*>/)
+    const answered = await send(session, '\r', false)
+    expect(linesEqual(answered.viewport, 'answer=0')).toBe(1)
+  }, 30_000)
+
+  it('shows less on a long file as a screen, one page of it', async () => {
+    const dir = workdir()
+    writeFileSync(join(dir, 'long.txt'), Array.from({ length: 500 }, (_, i) => `line-${i + 1}`).join('\n'))
+    const session = await openSession({ rows: 20 }, { cwd: dir })
+    const page = await send(session, 'less long.txt')
+    expectPlainScreen(page, 'alternate')
+    const rows = page.viewport.split('\n')
+    expect(rows[1]).toBe('line-1')
+    expect(rows[19]).toBe('line-19')
+    expect(page.viewport).not.toContain('line-20\n')
+    const next = await send(session, ' ', false)
+    expect(next.viewport.split('\n')[1]).toBe('line-20')
+    const quit = await send(session, 'q', false)
+    expect(quit.viewport).not.toMatch(/^\[screen:/)
+    expect(linesEqual((await send(session, 'echo after-less')).viewport, 'after-less')).toBe(1)
+  }, 30_000)
+
+  it('keeps a full-screen result within maxReadBytes and free of escape sequences on a wide screen of wide characters', async () => {
+    const dir = workdir()
+    writeFileSync(join(dir, 'wide.txt'), Array.from({ length: 100 }, () => '界'.repeat(150)).join('\n'))
+    // 60 rows of 150 wide characters are about 27 KB: more than the 16 KiB bound.
+    const session = await openSession({ rows: 60, cols: 300, maxReadBytes: 16384, scrollbackMaxBytes: 65536 }, { cwd: dir })
+    const page = await send(session, 'less -S wide.txt')
+    expectPlainScreen(page, 'alternate')
+    expect(page.truncated).toBe(true)
+    expect(Buffer.byteLength(page.viewport)).toBeLessThanOrEqual(16384)
+    expect(page.viewport.split('\n')[1]).toBe('界'.repeat(150))
+    await send(session, 'q', false)
+  }, 30_000)
+})

@@ -1,0 +1,116 @@
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { MAX_REPLIES_PER_SECOND } from '../src/display.ts'
+import { linesEqual, openSession, send } from './local-harness.ts'
+
+const QUERIES = fileURLToPath(new URL('./fixtures/queries.py', import.meta.url))
+
+/** The `name=b'…'` lines the query fixture printed, as a map. */
+function replies(viewport: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const line of viewport.split('\n')) {
+    const match = /^(\w+)=(b['"].*['"])$/.exec(line)
+    if (match) out[match[1]!] = match[2]!
+  }
+  return out
+}
+
+describe('terminal queries', () => {
+  it('answers each query byte-exactly from the terminal state, and no reply shows in the output', async () => {
+    const session = await openSession({ rows: 30, cols: 400 })
+    const names = ['dsr5', 'dsr6', 'decxcpr', 'da1', 'da2', 'osc10', 'osc11', 'osc12', 'decrqm2004', 'decrqm25', 'decrqm9999', 'decrqm4', 'xtversion', 'size']
+    const result = await send(session, `python3 ${QUERIES} text:abc ${names.join(' ')}`)
+    expect(result.viewport).toContain('QUERIES-DONE')
+    const got = replies(result.viewport)
+    expect(got).toEqual({
+      dsr5: String.raw`b'\x1b[0n'`,
+      // The echoed command is line 1 of a fresh 400-column terminal (one row); `abc` was written on line 2.
+      dsr6: String.raw`b'\x1b[2;4R'`,
+      decxcpr: String.raw`b'\x1b[?2;4R'`,
+      da1: String.raw`b'\x1b[?1;2c'`,
+      da2: String.raw`b'\x1b[>0;276;0c'`,
+      osc10: String.raw`b'\x1b]10;rgb:e5e5/e5e5/e5e5\x07'`,
+      osc11: String.raw`b'\x1b]11;rgb:0000/0000/0000\x1b\\'`,
+      osc12: String.raw`b'\x1b]12;rgb:e5e5/e5e5/e5e5\x07'`,
+      // bash turns bracketed paste off before it runs a command.
+      decrqm2004: String.raw`b'\x1b[?2004;2$y'`,
+      decrqm25: String.raw`b'\x1b[?25;1$y'`,
+      decrqm9999: String.raw`b'\x1b[?9999;0$y'`,
+      decrqm4: String.raw`b'\x1b[4;2$y'`,
+      xtversion: String.raw`b'\x1bP>|conch(0.1.0)\x1b\\'`,
+      size: String.raw`b'\x1b[8;30;400t'`,
+    })
+    // Replies went to the program only: nothing of them in what the model reads.
+    const shown = result.viewport.replace(/^\w+=b.*$/gm, '')
+    expect(shown).not.toMatch(/\d+;\d+R|rgb:|conch\(0|\$y|1;2c/)
+    expect(linesEqual(shown, 'abc')).toBe(1)
+    expect(session.read({ offset: 0, count: 100 }).text.replace(/^\w+=b.*$/gm, '')).not.toMatch(/\d+;\d+R|rgb:|conch\(0|\$y|1;2c/)
+  })
+
+  it('reports the cursor where cursor-addressed text left it', async () => {
+    const session = await openSession()
+    const result = await send(session, `printf '\\033[2J\\033[7;9HX'; python3 ${QUERIES} dsr6`)
+    expect(replies(result.viewport.replace(/^.*(dsr6=)/m, '$1')).dsr6 ?? result.viewport).toBe(String.raw`b'\x1b[7;10R'`)
+  })
+})
+
+describe('cursor-addressed output on the normal screen', () => {
+  it('places every row where a person would see it', async () => {
+    const session = await openSession({ rows: 50 })
+    const result = await send(session, `printf '\\033[2J\\033[1;1HRow one\\033[5;1HRow five\\033[40;1H\\rF1Help F10Quit\\033[K\\n'`)
+    const rows = result.viewport.split('\n')
+    expect(rows[0]).toMatch(/^\[screen: normal 50x160, cursor \d+,\d+\]$/)
+    expect(rows[1]).toBe('Row one')
+    expect(rows[5]).toBe('Row five')
+    expect(rows[40]).toBe('F1Help F10Quit')
+    expect(rows.slice(2, 5)).toEqual(['', '', ''])
+    expect(rows.at(-1)).toBe('$  ← cursor')
+  })
+
+  it('keeps rows apart that a status line would otherwise join', async () => {
+    const session = await openSession()
+    const result = await send(session, `printf '\\033[1;1Htop-left\\033[2;1Hsecond-row\\n'`)
+    const rows = result.viewport.split('\n')
+    expect(rows[1]).toMatch(/^top-left/)
+    expect(rows[2]).toBe('second-row')
+  })
+
+  it('goes back to lines once the addressed screen scrolled out', async () => {
+    const session = await openSession({ rows: 10 })
+    await send(session, 'clear')
+    const result = await send(session, 'seq 1 30')
+    expect(result.viewport).not.toMatch(/^\[screen:/)
+    for (const n of ['1', '15', '30']) expect(linesEqual(result.viewport, n)).toBe(1)
+  })
+})
+
+describe('a hostile program', () => {
+  it('flooding queries it never reads gets a bounded number of replies, and the terminal stays usable', async () => {
+    const session = await openSession({ idleSilenceMs: 1000 })
+    // 20000 DSR queries at once from a program that never reads; the terminal is in canonical
+    // mode with echo, so every reply written comes back echoed as `^[[0n` (as on any terminal).
+    await send(session, `python3 -c "import os,time; os.write(1, b'\\x1b[5n' * 20000); time.sleep(0.5)"; echo flood-done`)
+    const deadline = Date.now() + 15_000
+    let page = ''
+    while (Date.now() < deadline && !/flood-done/.test(page)) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      page = session.read({ offset: 0, count: 1000 }).text
+    }
+    expect(page).toMatch(/flood-done/)
+    const echoed = page.split('^[[0n').length - 1
+    expect(echoed).toBeGreaterThan(0)
+    expect(echoed).toBeLessThanOrEqual(3 * MAX_REPLIES_PER_SECOND)
+    // The replies bash read as typed input are discarded with a SIGINT; the terminal goes on.
+    await session.signal('SIGINT')
+    const next = await send(session, 'echo after-flood')
+    expect(linesEqual(next.viewport, 'after-flood')).toBe(1)
+  })
+
+  it('switching screens thousands of times ends in line mode with its output intact', async () => {
+    const session = await openSession()
+    const result = await send(session, `for i in $(seq 3000); do printf '\\033[?1049hX\\033[?1049l'; done; echo toggles-done`)
+    expect(result.waitReason).toBe('stdin_read')
+    expect(result.viewport).not.toMatch(/^\[screen:/)
+    expect(linesEqual(result.viewport, 'toggles-done')).toBe(1)
+  })
+})

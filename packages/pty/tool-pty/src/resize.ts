@@ -1,0 +1,45 @@
+/**
+ * `terminal_resize`: sets a terminal's size in character cells. The PTY's window size changes
+ * (TIOCSWINSZ) and the kernel sends SIGWINCH to the foreground process group, so a full-screen
+ * program redraws for the new size; the screen model follows.
+ *
+ * What the model sees: `[resized: pty-1 to 50x200]` (rows x cols).
+ */
+import { z } from 'zod'
+import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, type PtyServiceApi } from '@conch/pty'
+import type { ToolResult, ToolsServiceApi } from '@conch/tools'
+
+export interface ResizeToolOptions {
+  tools: ToolsServiceApi
+  pty: PtyServiceApi
+  maxResultBytes: number
+  sessionId: z.ZodType<string>
+  /** Renders a PtyError as the tool's error result (rethrows anything else). */
+  error: (caught: unknown) => ToolResult
+}
+
+/** Registers `terminal_resize`; returns the registry's disposer. */
+export function registerResize(options: ResizeToolOptions): () => void {
+  const { pty, maxResultBytes, error } = options
+  return options.tools.register({
+    name: 'terminal_resize',
+    description:
+      'Resize a terminal to rows x cols character cells. The program in front gets SIGWINCH and redraws for the new size (full-screen programs such as vim, less or htop). Returns [resized: pty-1 to ROWSxCOLS].',
+    kind: 'execute',
+    maxResultBytes,
+    input: z.strictObject({
+      sessionId: options.sessionId,
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).describe(`Rows (1–${MAX_TERMINAL_ROWS}).`),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).describe(`Columns (1–${MAX_TERMINAL_COLS}).`),
+    }),
+    title: (input) => `resize ${input.sessionId} ${input.rows}x${input.cols}`,
+    async execute(input, { agent }) {
+      try {
+        pty.resize(agent, input.sessionId, { rows: input.rows, cols: input.cols })
+        return { content: [{ type: 'text', text: `[resized: ${input.sessionId} to ${input.rows}x${input.cols}]` }], meta: { sessionId: input.sessionId, rows: input.rows, cols: input.cols } }
+      } catch (caught) {
+        return error(caught)
+      }
+    },
+  })
+}
