@@ -215,6 +215,39 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
 }
 
 /**
+ * Whether the main task of process `pid` is blocked (state `S`) in a read-class syscall on a
+ * descriptor that is this terminal — for a shell at its prompt: it waits for input on the
+ * terminal, and its input queue is empty. Undefined when it cannot be told (no syscall table,
+ * the process is gone); false when it runs, waits for anything else, or reads something else.
+ */
+export async function mainTaskReadsTerminal(options: { proc: ProcReader; terminal: TerminalIdentity; pid: number; arch?: string }): Promise<boolean | undefined> {
+  const { proc, terminal, pid } = options
+  const table = readSyscallTable(options.arch ?? process.arch)
+  if (table === undefined) return undefined
+  const member = await readStat(proc, `/proc/${pid}/stat`)
+  if (member === undefined) return undefined
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid)
+  if (task.syscall === 'unreadable') return undefined
+  return task.state === 'S' && task.terminalFd !== undefined
+}
+
+/**
+ * Whether process `pid` is stopped (stat state `T`, proc(5)) and has no child left
+ * (/proc/<pid>/task/<pid>/children is empty) — the wrapper after its shell exited, waiting for
+ * its acknowledgement. Undefined when it cannot be read (the process is gone).
+ */
+export async function stoppedWithoutChildren(proc: ProcFs, pid: number): Promise<boolean | undefined> {
+  const stat = await readStat(proc, `/proc/${pid}/stat`)
+  if (stat === undefined) return undefined
+  if (stat.state !== 'T' && stat.state !== 't') return false
+  try {
+    return (await proc.readFile(`/proc/${pid}/task/${pid}/children`)).trim() === ''
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * Whether the task `after` found reading provably ran since probe `before` was taken (so its
  * wait is new evidence, not the wait that was there before the write). True when the
  * foreground group changed, or the reading task did not exist at `before`, or it was not

@@ -80,6 +80,8 @@ export class Send {
   private lastProbeAt = -Infinity
   private probeGapTimer: NodeJS.Timeout | undefined
   private foregroundCheck = false
+  private promptRechecks = 0
+  private promptTimer: NodeJS.Timeout | undefined
   private cancelling: Promise<void> | undefined
   private readonly abortListener: (() => void) | undefined
 
@@ -150,8 +152,13 @@ export class Send {
     if (this.kind === 'send') {
       this.promptMayBeStale = !session.knownAtPrompt
       const text = this.input.text.replace(/\r?\n/g, '\r')
-      session.write(this.input.submit ? `${text}\r` : text)
+      // Every readiness timer starts once the whole input is in the terminal's input queue: a
+      // large paste takes as long as the reader needs to drain it, and silence while it is still
+      // being written proves nothing.
+      await session.write(this.input.submit ? `${text}\r` : text)
+      this.writtenAt = session.now()
       this.markWritten()
+      if (this.isSettled()) return
       if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
     } else if (this.kind === 'signal' && this.signalToSend !== undefined) {
       this.signalResult = await session.signalForeground(this.signalToSend)
@@ -164,8 +171,13 @@ export class Send {
     if (session.inspectorRef.exact) {
       this.pollTimer = setTimeout(() => this.onPollTick(), config.exactProbeAfterMs)
     }
-    // Output may already be waiting (startup banners arrive before begin() runs).
+    // Output may already be waiting (startup banners arrive before begin() runs), and the
+    // prompt may have come while a long input was still being written.
     if (this.kind === 'startup' && session.parserRef.partial !== '') this.onOutput()
+    else if (session.promptShown(this.markersAtWrite)) {
+      this.markerSeen = true
+      void this.checkForeground()
+    }
   }
 
   /** Called after each parsed chunk. */
@@ -290,29 +302,46 @@ export class Send {
     }
   }
 
+  /**
+   * The controlled prompt was printed after the write: it settles the send only when the kernel
+   * agrees — the shell's group is in front and the shell's main task is blocked reading this
+   * terminal (a program that printed the marker itself, in front or behind, fails one of the
+   * two; see prompt.ts). The shell prints its prompt just before it blocks, so a miss is looked
+   * at again shortly (every 1 ms, up to 20 times), then at the poll tick.
+   */
   private async checkForeground(): Promise<void> {
     if (this.foregroundCheck || this.state !== 'waiting') return
     this.foregroundCheck = true
+    let again = false
     try {
       const inspector = this.session.inspectorRef
       const pgid = await inspector.foregroundGroup()
       if (this.state !== 'waiting') return
-      const shell = this.session.shellPgid
-      if (this.kind === 'startup' || (pgid !== undefined && pgid === shell)) {
-        if (this.kind === 'startup') this.session.shellPgid ??= pgid
-        if (this.promptMayBeStale && shell !== undefined) {
-          // The shell blocked in its read means its input queue is empty: the input was consumed
-          // and everything it printed before blocking is on its way; drain it, then look again.
-          if ((await inspector.blockedInRead(shell)) === false) return
-          await this.drainPendingOutput()
-          if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
-        }
-        this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
-      }
+      const shell = this.kind === 'startup' ? pgid : this.session.shellPgid
+      if (pgid === undefined || pgid !== shell) return
       // Otherwise the shell printed its marker before the kernel shows it in the foreground
-      // again (or a child shell printed one): the poll tick and the silence tier take over.
+      // again, or another program printed one: the poll tick and the silence tier take over.
+      const reading = await inspector.blockedInRead(shell)
+      if (this.isSettled()) return
+      if (reading === false) {
+        again = true
+        return
+      }
+      if (this.promptMayBeStale && reading === true) {
+        // The shell blocked in its read means its input queue is empty: the input was consumed
+        // and everything it printed before blocking is on its way; drain it, then look again.
+        await this.drainPendingOutput()
+        if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
+      }
+      if (this.kind === 'startup') this.session.shellPgid ??= pgid
+      this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     } finally {
       this.foregroundCheck = false
+      if (again && !this.isSettled() && this.promptRechecks < 20) {
+        this.promptRechecks++
+        clearTimeout(this.promptTimer)
+        this.promptTimer = setTimeout(() => void this.checkForeground(), 1)
+      }
     }
   }
 
@@ -488,6 +517,7 @@ export class Send {
     clearTimeout(this.timeoutTimer)
     clearTimeout(this.pollTimer)
     clearTimeout(this.probeGapTimer)
+    clearTimeout(this.promptTimer)
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
   }
 }
