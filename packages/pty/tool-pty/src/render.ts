@@ -206,11 +206,43 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   return { text: last.text, truncated: true }
 }
 
+/**
+ * A process name or command line as the model sees it: a program chooses its own name
+ * (prctl(2) PR_SET_NAME, `exec -a`, argv), so nothing in it may read as a line of the result.
+ * Backslash and every control character — C0, DEL, C1, and the Unicode line and paragraph
+ * separators — are written as escapes (`\n`, `\t`, `\x1b`, `\u2028`), and the result is cut at
+ * `maxChars` code points with `…`.
+ */
+export function displayName(name: string, maxChars = 64): string {
+  let out = ''
+  let count = 0
+  for (const char of name) {
+    if (count >= maxChars) return `${out}…`
+    out += escapeChar(char)
+    count++
+  }
+  return out
+}
+
+const NAMED_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+
+function escapeChar(char: string): string {
+  const named = NAMED_ESCAPES[char]
+  if (named !== undefined) return named
+  const code = char.codePointAt(0)!
+  if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return `\\x${code.toString(16).padStart(2, '0')}`
+  if (code === 0x2028 || code === 0x2029) return `\\u${code.toString(16)}`
+  return char
+}
+
+/** At most this many processes are named in a close result; the rest are counted. */
+export const CLOSE_NAMES_SHOWN = 20
+
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${result.target} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
@@ -218,7 +250,7 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
 }
 
 export function renderClose(sessionId: string, result: CloseResult, maxBytes: number): string {
-  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${result.stopped.map((process) => `${process.name}[${process.pid}]`).join(', ')}`
+  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processList(result.stopped)}`
   return fit({
     body: '',
     meta: [{ text: `[closed: ${sessionId} — ${stopped}]`, short: `[closed: ${sessionId}]` }, { text: `[session: ${statusText(result.status)}]` }],
@@ -226,6 +258,13 @@ export function renderClose(sessionId: string, result: CloseResult, maxBytes: nu
     truncated: false,
     maxBytes,
   }).text
+}
+
+/** `bash[12], sleep[13]`, the first CLOSE_NAMES_SHOWN named, then `and N more (M processes)`. */
+function processList(processes: readonly { pid: number; name: string }[]): string {
+  const named = processes.slice(0, CLOSE_NAMES_SHOWN).map((process) => `${displayName(process.name, 32)}[${process.pid}]`)
+  const rest = processes.length - named.length
+  return rest > 0 ? `${named.join(', ')} and ${rest} more (${processes.length} processes)` : named.join(', ')
 }
 
 /** One line per session: `pty-1 shell running name=build busy`. */
