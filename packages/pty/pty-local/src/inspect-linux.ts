@@ -157,7 +157,15 @@ export interface ProbeOptions {
   arch?: string
   /** Most descriptors decoded per task from a poll array or a select set in its memory. Default 4096. */
   maxPollFds?: number
+  /**
+   * Most tasks one probe examines (all members of the group together). A larger group is
+   * `unknown`: its readiness falls to the silence and timeout tiers. Default 4096.
+   */
+  maxTasks?: number
 }
+
+/** Default of `ProbeOptions.maxTasks`. */
+export const DEFAULT_MAX_TASKS = 4096
 
 /**
  * Examines the terminal's foreground process group once.
@@ -188,7 +196,14 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
   const context: TaskContext = { proc, terminal, table, maxPollFds }
-  const perMember = await Promise.all(members.map((member) => examineProcess(context, member)))
+  const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
+  const tidsOf = await Promise.all(members.map((member) => taskIds(proc, member.pid)))
+  const taskCount = tidsOf.reduce((sum, tids) => sum + tids.length, 0)
+  if (taskCount > maxTasks) {
+    // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
+    return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
+  }
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
@@ -359,39 +374,41 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
   return members
 }
 
-async function examineProcess(context: TaskContext, member: ProcStat): Promise<TaskObservation[]> {
-  let tids: string[]
+/** The task ids of a process; none when it vanished. */
+async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
   try {
-    tids = (await context.proc.readdir(`/proc/${member.pid}/task`)).filter((name) => /^\d+$/.test(name))
+    return (await proc.readdir(`/proc/${pid}/task`)).filter((name) => /^\d+$/.test(name)).map(Number)
   } catch {
-    return [] // the process vanished
+    return []
   }
-  return Promise.all(tids.map((tid) => examineTask(context, member, Number(tid))))
 }
 
 async function examineTask(context: TaskContext, member: ProcStat, tid: number): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
-  const [stat, syscallText, status] = await Promise.all([
-    readStat(proc, `${base}/stat`),
-    proc.readFile(`${base}/syscall`).catch(() => undefined),
-    proc.readFile(`${base}/status`).catch(() => undefined),
-  ])
+  // Reads only what the verdict needs, so the cost per task stays small for programs with many
+  // threads: the state always; the syscall of a task that is not running; the context-switch
+  // counters (which only the reading task's evidence uses) of a task in a read-class syscall.
+  const stat = await readStat(proc, `${base}/stat`)
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
     name: member.comm,
     state: stat?.state ?? '?',
-    syscall: 'unreadable',
-    switches: status === undefined ? undefined : contextSwitches(status),
+    syscall: stat?.state === 'R' ? 'running' : 'unreadable',
+    switches: undefined,
     fds: [],
   }
+  if (stat === undefined || stat.state === 'R') return observation
+  const syscallText = await proc.readFile(`${base}/syscall`).catch(() => undefined)
   const syscall = syscallText === undefined ? undefined : parseSyscallFile(syscallText)
   if (syscall === undefined) return observation
   observation.syscall = describe(syscall, context.table)
   if (syscall.kind !== 'syscall' || observation.state !== 'S') return observation
   const name = context.table.get(syscall.nr)
   if (name === undefined) return observation
+  const status = await proc.readFile(`${base}/status`).catch(() => undefined)
+  observation.switches = status === undefined ? undefined : contextSwitches(status)
   observation.fds = await candidateFds(context, member.pid, name, syscall.args)
   for (const fd of observation.fds) {
     if (await isTerminal(context, member, fd)) {

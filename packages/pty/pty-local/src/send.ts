@@ -27,6 +27,9 @@ function isContinuation(partial: string, shellReads: boolean): boolean {
   return partial === '... ' || (shellReads && partial === '> ')
 }
 
+/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
+const PROBE_DUTY_GAP = 9
+
 type SendState = 'pending' | 'writing' | 'waiting' | 'settled'
 
 /**
@@ -78,6 +81,8 @@ export class Send {
   private probing = false
   private probeAgain = false
   private lastProbeAt = -Infinity
+  /** Wall time of the last probe, ms. */
+  private lastProbeCost = 0
   private probeGapTimer: NodeJS.Timeout | undefined
   private foregroundCheck = false
   private promptRechecks = 0
@@ -359,7 +364,10 @@ export class Send {
       this.probeAgain = true
       return
     }
-    const gap = this.session.configRef.pollIntervalMs / 5
+    // Probes are at most pollIntervalMs / 5 apart, and a probe that took long (a program with
+    // many threads) is followed by a gap of PROBE_DUTY_GAP times its cost: probing never takes
+    // more than about a tenth of a core, whatever the program in front.
+    const gap = Math.max(this.session.configRef.pollIntervalMs / 5, this.lastProbeCost * PROBE_DUTY_GAP)
     const wait = this.lastProbeAt + gap - this.session.now()
     if (wait > 0) {
       this.probeGapTimer ??= setTimeout(() => {
@@ -374,6 +382,7 @@ export class Send {
   private async runProbe(): Promise<void> {
     this.probing = true
     let state: ReadProbe | undefined
+    const startedAt = this.session.now()
     try {
       state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
     } catch {
@@ -381,6 +390,7 @@ export class Send {
     } finally {
       this.probing = false
       this.lastProbeAt = this.session.now()
+      this.lastProbeCost = this.lastProbeAt - startedAt
     }
     if (this.state !== 'waiting') return
     const evidence = state !== undefined && this.isReadEvidence(state)

@@ -94,3 +94,17 @@ describe('large input', () => {
     }
   })
 })
+
+describe('programs with many threads', () => {
+  it('a Python REPL with 1000 idle threads is still proved ready at its prompt', async () => {
+    const session = await openSession({ idleSilenceMs: 20000 })
+    const started = await send(session, `python3 -q -i -c 'import threading; ev = threading.Event(); [threading.Thread(target=ev.wait, daemon=True).start() for _ in range(1000)]; print("threads", threading.active_count())'`)
+    expect(started.waitReason).toBe('stdin_read')
+    expect(linesEqual(started.viewport, 'threads 1001')).toBe(1)
+    const answer = await send(session, '6*7')
+    expect(answer.waitReason).toBe('stdin_read')
+    expect(answer.evidence.tier).toBe('proc')
+    expect(linesEqual(answer.viewport, '42')).toBe(1)
+    await send(session, 'exit()')
+  }, 60000)
+})
