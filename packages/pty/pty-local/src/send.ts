@@ -8,6 +8,7 @@ import {
   type InputState,
   type PtySignal,
   type ReadinessEvidence,
+  type SendInput,
   type SendOperation,
   type SendResult,
   type SessionStatus,
@@ -53,6 +54,9 @@ export class Send {
   private reject!: (error: unknown) => void
 
   private state: SendState = 'pending'
+  /** This send's bound and silence tier (the send's own limits, else the configured ones), ms. */
+  private readonly timeoutMs: number
+  private readonly idleMs: number
   private readonly buffer: SendBuffer
   private readonly outputListeners = new Set<() => void>()
   private writtenAt = 0
@@ -92,10 +96,12 @@ export class Send {
 
   constructor(
     private readonly session: LocalSession,
-    private readonly input: { text: string; submit: boolean; signal?: AbortSignal },
+    private readonly input: SendInput,
     readonly kind: SendKind,
     private readonly signalToSend?: PtySignal,
   ) {
+    this.timeoutMs = input.timeoutMs ?? session.configRef.timeoutMs
+    this.idleMs = input.idleMs ?? session.configRef.idleSilenceMs
     this.done = new Promise<SendResult>((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject
@@ -170,7 +176,7 @@ export class Send {
       if (this.isSettled()) return
     }
     this.state = 'waiting'
-    const deadline = this.kind === 'signal' ? config.handoffGraceMs : config.timeoutMs
+    const deadline = this.kind === 'signal' ? config.handoffGraceMs : this.timeoutMs
     this.timeoutTimer = setTimeout(() => void this.onTimeout(), deadline)
     if (this.kind !== 'signal') this.armSilence()
     if (session.inspectorRef.exact) {
@@ -476,7 +482,7 @@ export class Send {
     if (this.kind === 'signal') return
     clearTimeout(this.silenceTimer)
     const config = this.session.configRef
-    const wait = config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)
+    const wait = this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)
     this.silenceTimer = setTimeout(() => void this.onSilence(), wait)
   }
 
@@ -491,13 +497,13 @@ export class Send {
     const config = this.session.configRef
     this.settle('inferred_idle', {
       tier: 'silence',
-      detail: `no output for ${config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
+      detail: `no output for ${this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
     })
   }
 
   private async onTimeout(): Promise<void> {
     if (this.state !== 'waiting') return
-    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.session.configRef.timeoutMs} ms` })
+    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.timeoutMs} ms` })
   }
 
   // ─── Settling ───────────────────────────────────────────────────────────────────

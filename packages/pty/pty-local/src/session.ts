@@ -21,6 +21,7 @@ import {
   type CloseResult,
   type PtySignal,
   type ReadPage,
+  type SendInput,
   type SendOperation,
   type SendResult,
   type SessionStatus,
@@ -160,7 +161,7 @@ export class LocalSession implements BackendSession {
     return () => this.exitListeners.delete(listener)
   }
 
-  startSend(input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation {
+  startSend(input: SendInput): SendOperation {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }

@@ -108,3 +108,25 @@ describe('programs with many threads', () => {
     await send(session, 'exit()')
   }, 60000)
 })
+
+describe('per-send time limits', () => {
+  it('a send’s own timeoutMs ends the wait on a program that prints forever, far before the configured timeout', async () => {
+    const session = await openSession({ timeoutMs: 30000, idleSilenceMs: 3000 })
+    const result = await session.startSend({ text: 'while :; do echo tick-$((1+1)); sleep 0.05; done', submit: true, timeoutMs: 700 }).done
+    expect(result.waitReason).toBe('timeout')
+    expect(result.evidence.detail).toBe('not ready after 700 ms')
+    expect(result.viewport).toContain('tick-2')
+    expect(result.elapsedMs).toBeLessThan(10000)
+  })
+
+  it('a send’s own idleMs settles on a shorter silence, and the next send uses the configured one again', async () => {
+    const session = await openSession({ idleSilenceMs: 20000 })
+    const quiet = await session.startSend({ text: 'sleep 2; echo late-$((1+1))', submit: true, idleMs: 300 }).done
+    expect(quiet.waitReason).toBe('inferred_idle')
+    expect(quiet.evidence.detail).toBe('no output for 300 ms')
+    const next = await send(session, 'echo next-$((1+1))')
+    expect(next.waitReason).toBe('stdin_read')
+    expect(linesEqual(next.viewport, 'late-2')).toBe(1)
+    expect(linesEqual(next.viewport, 'next-2')).toBe(1)
+  })
+})

@@ -18,6 +18,7 @@ import {
   type PtySignal,
   type ReadOptions,
   type ReadPage,
+  type SendInput,
   type SendOperation,
   type SessionInfo,
   type SignalResult,
@@ -151,10 +152,16 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
   }
 
-  startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation {
+  startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation {
     const entry = this.entry(owner, sessionId)
     if (typeof input?.text !== 'string' || typeof input.submit !== 'boolean') {
       throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a string \`text\` and a boolean \`submit\``)
+    }
+    for (const key of ['timeoutMs', 'idleMs'] as const) {
+      const value = input[key]
+      if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
+        throw new PtyError('INVALID_INPUT', `${key} of a send to ${sessionId} must be a positive integer of milliseconds, not ${String(value)}; nothing was written`)
+      }
     }
     if (entry.closeStarted) throw closing(entry.id)
     if (entry.send) {
@@ -172,7 +179,12 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     let operation: SendOperation
     try {
-      operation = entry.backend.startSend({ text: input.text, submit: input.submit })
+      operation = entry.backend.startSend({
+        text: input.text,
+        submit: input.submit,
+        ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
+        ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
+      })
     } catch (error) {
       release()
       throw error

@@ -31,6 +31,12 @@ export const Config = z
       .default(262144)
       .describe('Bound of every terminal tool result, in UTF-8 bytes; output keeps its newest bytes, metadata lines are kept.'),
     maxInputBytes: z.number().int().positive().default(1048576).describe('Largest `text` terminal_send accepts, in UTF-8 bytes.'),
+    maxTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .default(600000)
+      .describe('Largest `timeoutMs` (and `idleMs`) one terminal_send may ask for, in ms.'),
   })
   .prefault({})
 
@@ -93,6 +99,20 @@ export const apply = (ctx: Context, config: Config) => {
     sessionId,
     text: z.string().describe('Text to type. With submit (default) Enter follows; several lines run one after another. Control characters are sent as typed (e.g. "\\u0003" is ^C).'),
     submit: z.boolean().default(true).describe('Press Enter after the text (default true). false types without submitting, e.g. a single key for a pager.'),
+    timeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .max(config.maxTimeoutMs, `timeoutMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs); use run_in_background for longer commands`)
+      .optional()
+      .describe(`Return after at most this many ms for this send (default: the terminal's own, 30000; at most ${config.maxTimeoutMs}). The command keeps running after a timeout.`),
+    idleMs: z
+      .number()
+      .int()
+      .positive()
+      .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
+      .optional()
+      .describe("Return once output has been quiet this many ms (default: the terminal's own, 3000), for a program that pauses longer between outputs."),
   }
   const sendInput = config.enableRunInBackground
     ? z.object({
@@ -135,7 +155,7 @@ export const apply = (ctx: Context, config: Config) => {
         }
         let operation: SendOperation
         try {
-          operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit })
+          operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, ...limitsOf(input) })
         } catch (caught) {
           return error(caught)
         }
@@ -164,7 +184,7 @@ export const apply = (ctx: Context, config: Config) => {
 
       let operation: SendOperation
       try {
-        operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, signal })
+        operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, signal, ...limitsOf(input) })
       } catch (caught) {
         return error(caught)
       }
@@ -283,6 +303,14 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
     ...(result.inputState !== undefined && { inputState: result.inputState }),
     elapsedMs: result.elapsedMs,
     truncated: result.truncated,
+  }
+}
+
+/** The per-send limits the caller gave, as ctx.pty takes them (absent ones omitted). */
+function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }): { timeoutMs?: number; idleMs?: number } {
+  return {
+    ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
+    ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
   }
 }
 

@@ -123,7 +123,7 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
     case 'inferred_idle':
       return [{ text: '[note: output went quiet, which does not prove the command finished; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
     case 'timeout':
-      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
+      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]', short: '' }]
     case 'stdin_read':
     case 'session_exit':
       return []
