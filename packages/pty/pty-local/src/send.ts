@@ -15,18 +15,11 @@ import {
   type SignalResult,
   type WaitReason,
 } from '@conch/pty'
+import { isContinuation } from './continuation.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
 import { SendBuffer } from './send-buffer.ts'
 import type { LocalSession } from './session.ts'
 
-/**
- * Whether the line a reader waits on is a secondary prompt — the rest of a block is expected:
- * bash's default PS2 `> ` (only when the shell itself reads; the Node REPL's primary prompt is
- * also `> `), and the `... ` of the Python and Node REPLs.
- */
-function isContinuation(partial: string, shellReads: boolean): boolean {
-  return partial === '... ' || (shellReads && partial === '> ')
-}
 
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 const PROBE_DUTY_GAP = 9
