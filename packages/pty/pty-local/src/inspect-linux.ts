@@ -123,6 +123,12 @@ export interface TaskObservation {
   fds: number[]
   /** The first of `fds` that is this terminal. */
   terminalFd?: number
+  /**
+   * For a task in a read-class syscall: what else in its wait can wake it without input — other
+   * descriptors that are not the program's own wake-ups, and a timeout due soon (see
+   * `wakeSources`). Empty when the wait holds only the terminal and internal wake-ups.
+   */
+  sources?: string[]
 }
 
 /** The task found reading the terminal (the shape of `ReadinessEvidence.process`). */
@@ -148,6 +154,12 @@ export interface ReadProbe {
   reader: TerminalReader | undefined
   /** One line for evidence and diagnostics, e.g. `python3[4121] pselect6 fd0 /dev/pts/3`. */
   detail: string
+  /**
+   * When `reading`: what else could wake the group without input — the reader's other wait
+   * sources and other tasks of the group waiting on sources (`task 4122 read socket fd 9`). Empty
+   * means the read is proof on its own; otherwise it needs corroboration (send.ts).
+   */
+  sources?: string[]
 }
 
 export interface ProbeOptions {
@@ -221,7 +233,12 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
       fd,
       path,
     }
-    return { verdict: 'reading', tpgid, tasks, reader, detail: `${reader.name}[${reader.pid}] ${reader.syscall} fd${fd} ${path}` }
+    const sources = [...(readerTask.sources ?? [])]
+    for (const task of tasks) {
+      if (task === readerTask || task.terminalFd !== undefined) continue
+      for (const source of task.sources ?? []) sources.push(`task ${task.tid} ${task.syscall} ${source}`)
+    }
+    return { verdict: 'reading', tpgid, tasks, reader, detail: `${reader.name}[${reader.pid}] ${reader.syscall} fd${fd} ${path}`, sources }
   }
   const why = running !== undefined
     ? `${running.name}[${running.pid}] task ${running.tid} is running`
@@ -410,12 +427,12 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number):
   const status = await proc.readFile(`${base}/status`).catch(() => undefined)
   observation.switches = status === undefined ? undefined : contextSwitches(status)
   observation.fds = await candidateFds(context, member.pid, name, syscall.args)
+  const others: number[] = []
   for (const fd of observation.fds) {
-    if (await isTerminal(context, member, fd)) {
-      observation.terminalFd = fd
-      break
-    }
+    if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) observation.terminalFd = fd
+    else others.push(fd)
   }
+  observation.sources = await wakeSources(context, member.pid, name, syscall.args, others)
   return observation
 }
 
@@ -494,6 +511,109 @@ async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall
     }
   } catch {
     return [] // unreadable memory or fdinfo: a miss
+  }
+}
+
+/** A wait whose timeout ends within this many ms can wake the program without input. */
+export const NEAR_TIMEOUT_MS = 1000
+
+/** Most descriptors of a process resolved to find the other end of a pipe. */
+const MAX_OWN_FDS = 1024
+
+/**
+ * What in a task's wait can wake it without input, besides the terminal:
+ * - descriptors of the wait set that are not the program's own wake-ups — an eventfd or signalfd
+ *   (anon_inode:[eventfd], [signalfd]) or a pipe whose other end the same process holds (a
+ *   self-pipe: the same pipe inode twice among its descriptors, as libuv and gdb use) is
+ *   internal; a socket, another pipe, inotify, a timerfd or another terminal is a source;
+ * - the wait's own timeout when it ends within NEAR_TIMEOUT_MS (epoll_wait/epoll_pwait and
+ *   poll: an int of ms in argument 3 resp. 2, −1 for none; ppoll, pselect6, select and
+ *   epoll_pwait2: a pointer to a timespec/timeval, NULL for none — read from memory).
+ * An unreadable descriptor counts as a source (a miss is never proof).
+ */
+async function wakeSources(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[], fds: readonly number[]): Promise<string[]> {
+  const sources: string[] = []
+  let own: Map<string, number> | undefined
+  for (const fd of fds) {
+    let target: string
+    try {
+      target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`)
+    } catch {
+      sources.push(`fd ${fd} (unreadable)`)
+      continue
+    }
+    if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
+    if (target.startsWith('pipe:[')) {
+      own ??= await pipeCounts(context.proc, pid)
+      if ((own.get(target) ?? 0) >= 2) continue
+      sources.push(`pipe fd ${fd}`)
+      continue
+    }
+    if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
+    else if (target === 'anon_inode:inotify' || target === 'anon_inode:[inotify]') sources.push(`inotify fd ${fd}`)
+    else if (target === 'anon_inode:[timerfd]') sources.push(`timer fd ${fd}`)
+    else sources.push(`${target} fd ${fd}`)
+  }
+  const timeout = await waitTimeoutMs(context, pid, name, args)
+  if (timeout !== undefined && timeout <= NEAR_TIMEOUT_MS) sources.push(`timer in ${Math.max(0, Math.round(timeout))} ms`)
+  return sources
+}
+
+/** How many descriptors of `pid` refer to each pipe (`pipe:[inode]`). */
+async function pipeCounts(proc: ProcFs, pid: number): Promise<Map<string, number>> {
+  const counts = new Map<string, number>()
+  let names: string[]
+  try {
+    names = await proc.readdir(`/proc/${pid}/fd`)
+  } catch {
+    return counts
+  }
+  for (const name of names.slice(0, MAX_OWN_FDS)) {
+    try {
+      const target = await proc.readlink(`/proc/${pid}/fd/${name}`)
+      if (target.startsWith('pipe:[')) counts.set(target, (counts.get(target) ?? 0) + 1)
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return counts
+}
+
+/** The timeout of a read-class wait in ms; undefined when it has none (or it cannot be read: then no near deadline is claimed). */
+async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number | undefined> {
+  const asInt = (value: bigint | undefined) => (value === undefined ? -1 : Number(BigInt.asIntN(32, value)))
+  const fromMemory = async (pointer: bigint | undefined, microseconds: boolean): Promise<number | undefined> => {
+    if (pointer === undefined || pointer === 0n) return undefined
+    try {
+      const memory = await context.proc.readMemory(pid, pointer, 16)
+      const seconds = Number(memory.readBigInt64LE(0))
+      const fraction = Number(memory.readBigInt64LE(8))
+      return seconds * 1000 + (microseconds ? fraction / 1e3 : fraction / 1e6)
+    } catch {
+      return undefined
+    }
+  }
+  switch (name) {
+    case 'read':
+    case 'readv':
+      return undefined
+    case 'poll':
+      return asInt(args[2]) < 0 ? undefined : asInt(args[2])
+    case 'epoll_wait':
+    case 'epoll_pwait':
+      return asInt(args[3]) < 0 ? undefined : asInt(args[3])
+    case 'ppoll':
+      return fromMemory(args[2], false)
+    case 'epoll_pwait2':
+      return fromMemory(args[3], false)
+    case 'select':
+      return fromMemory(args[4], true)
+    case 'pselect6':
+      return fromMemory(args[4], false)
+    default: {
+      const never: never = name
+      throw new Error(`unhandled read syscall ${String(never)}`)
+    }
   }
 }
 

@@ -71,6 +71,8 @@ export class Send {
   signalResult: SignalResult | undefined
   /** Output chunks seen while waiting. */
   private outputCount = 0
+  /** `outputCount` once the input was written. */
+  private outputAtWrite = 0
 
   private silenceTimer: NodeJS.Timeout | undefined
   private timeoutTimer: NodeJS.Timeout | undefined
@@ -161,6 +163,7 @@ export class Send {
       // being written proves nothing.
       await session.write(this.input.submit ? `${text}\r` : text)
       this.writtenAt = session.now()
+      this.outputAtWrite = this.outputCount
       this.markWritten()
       if (this.isSettled()) return
       if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
@@ -393,7 +396,13 @@ export class Send {
     }
     if (this.state !== 'waiting') return
     const evidence = state !== undefined && this.isReadEvidence(state)
-    if (state !== undefined && evidence && (await this.confirmRead(state))) {
+    const sources = state?.sources ?? []
+    // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
+    // another thread waiting on one) proves nothing alone: it counts once the output ends in a
+    // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
+    const quietMs = sources.length > 0 ? this.corroborationMs(sources) : this.session.configRef.pollIntervalMs / 10
+    const shaped = sources.length === 0 || this.promptShaped()
+    if (state !== undefined && evidence && shaped && (await this.confirmRead(state, quietMs, sources.length > 0))) {
       await this.drainPendingOutput()
       if (this.state !== 'waiting') return
       const reader = state.reader!
@@ -401,7 +410,12 @@ export class Send {
       const inputState: InputState = isContinuation(this.session.parserRef.partial, shellReads) ? 'continuation' : 'prompt'
       if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
       const { name, pid, tid, syscall, fd, path } = reader
-      this.settle('stdin_read', { tier: 'proc', detail: state.detail, process: { name, pid, tid, syscall, fd, path } }, inputState)
+      const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
+      this.settle(
+        'stdin_read',
+        { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) },
+        inputState,
+      )
       return
     }
     if (this.probeAgain || evidence) {
@@ -426,14 +440,43 @@ export class Send {
   }
 
   /**
-   * A read must be stable to count: after a short gap (pollIntervalMs / 10) the same task is
-   * still blocked in it without having run, and no output arrived. This rejects a program that
-   * passes through a read on its way out — the Node REPL re-enters epoll after `.exit` before
-   * it exits.
+   * The quiet window that corroborates a read with other wake sources: twice pollIntervalMs, and
+   * past the wait's own near timeout when it has one (so a timer due inside the window wakes the
+   * reader and the check fails), at most idleMs.
    */
-  private async confirmRead(first: ReadProbe): Promise<boolean> {
+  private corroborationMs(sources: readonly string[]): number {
+    const base = this.session.configRef.pollIntervalMs * 2
+    const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
+    const window = Math.max(base, ...timers.map((ms) => ms + base))
+    return Math.min(window, this.idleMs)
+  }
+
+  /**
+   * Whether the output since the write ends in what looks like a prompt: a non-blank partial
+   * line (no line break after it) that is not the echo of the input's last line.
+   */
+  private promptShaped(): boolean {
+    if (this.outputCount === this.outputAtWrite) return false
+    const partial = this.session.parserRef.partial
+    if (partial.trim() === '') return false
+    const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
+    return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
+  }
+
+  /**
+   * A read must be stable to count: after a short gap (`gapMs`: pollIntervalMs / 10, longer when
+   * it must be corroborated) the same task is still blocked in it without having run, and no
+   * output arrived. This rejects a program that passes through a read on its way out — the Node
+   * REPL re-enters epoll after `.exit` before it exits.
+   *
+   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
+   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
+   * second and reads again; quiet output and the same read at both ends carry the window then.
+   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
+   */
+  private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
     const outputBefore = this.outputCount
-    await delay(this.session.configRef.pollIntervalMs / 10)
+    await delay(gapMs)
     if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
     let again: ReadProbe
     try {
@@ -444,6 +487,7 @@ export class Send {
     const reader = first.reader
     if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
     if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
+    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
     const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
     const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
     return before !== undefined && before === after

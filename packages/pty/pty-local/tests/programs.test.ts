@@ -113,6 +113,59 @@ describe('interactive programs settle stdin_read at their prompts', () => {
   })
 })
 
+describe('event-loop programs whose wait set holds more than the terminal', () => {
+  it.skipIf(!runs('node') || !runs('python3'))('the Node REPL (epoll on the tty, a self-pipe and an eventfd) and python3 stay exact: no corroboration needed', async () => {
+    const session = await openSession(ready)
+    for (const repl of ['node', 'python3 -q']) {
+      await send(session, repl)
+      const answer = await send(session, '6*7')
+      expect(answer.waitReason).toBe('stdin_read')
+      expect(answer.evidence.tier).toBe('proc')
+      expect(answer.evidence.corroborated).toBeUndefined()
+      expect(linesEqual(answer.viewport, '42')).toBe(1)
+      await send(session, repl === 'node' ? '.exit' : 'exit()')
+    }
+  })
+
+  it.skipIf(!runs('node'))('node inspect: ready only at debug>, and each step shows its own output', async () => {
+    writeFileSync(path.join(dir, 's.js'), 'let a = 40\na = a + 2\nconsole.log("a is", a)\nconsole.log("done")\n')
+    const session = await openSession(ready, { cwd: dir })
+    const start = await send(session, 'node inspect --port=0 s.js')
+    expect(start.waitReason).toBe('stdin_read')
+    // Its event loop also waits on the debugger's socket: the read alone proved nothing.
+    expect(start.evidence.corroborated?.sources.some((source) => source.includes('socket'))).toBe(true)
+    expect(start.viewport).toMatch(/debug> $/)
+    expect(start.viewport).toContain('Break on start')
+    const first = await send(session, 'n')
+    expect(first.waitReason).toBe('stdin_read')
+    expect(first.viewport).toMatch(/debug> $/)
+    const second = await send(session, 'n')
+    expect(second.viewport).toMatch(/debug> $/)
+    const printed = await send(session, 'n')
+    expect(printed.viewport).toMatch(/a is 42/)
+    expect(printed.viewport).toMatch(/debug> $/)
+    await send(session, '.exit')
+  }, 60000)
+
+  it.skipIf(!runs('jshell', ['--version']))('jshell: each statement’s output in its own result; /exit leaves the shell intact', async () => {
+    // The JVM starts slowly on a loaded machine: give its first prompt time.
+    const session = await openSession({ ...ready, idleSilenceMs: 30000, timeoutMs: 60000 }, { cwd: dir })
+    const start = await send(session, 'jshell')
+    expect(start.viewport).toMatch(/jshell> $/)
+    for (const [statement, shown] of [['int x = 6*7', 'x ==> 42'], ['x + 1', '$2 ==> 43'], ['Thread.sleep(1500); System.out.println("slept-" + x)', 'slept-42'], ['System.out.println("hi-" + x)', 'hi-42']] as const) {
+      const result = await send(session, statement)
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.viewport).toContain(shown)
+      expect(result.viewport).toMatch(/jshell> $/)
+    }
+    const exited = await send(session, '/exit')
+    expect(exited.waitReason).toBe('stdin_read')
+    expect(exited.viewport).toContain('Goodbye')
+    const after = await send(session, 'echo after')
+    expect(linesEqual(after.viewport, 'after')).toBe(1)
+  }, 120000)
+})
+
 describe('continuation prompts', () => {
   const cases: [string, boolean, boolean][] = [
     ['> ', true, true],

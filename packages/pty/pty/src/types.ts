@@ -45,6 +45,13 @@ export interface ReadinessEvidence {
   detail: string
   /** For `proc`: the reading task. */
   process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
+  /**
+   * For `proc`, when the read alone did not prove the program waits for input: what else could
+   * wake it (`socket fd 21`, `pipe fd 5`, `timer in 200 ms`, `task 4122 read socket fd 9`), and
+   * how the send was decided anyway — the output ended in a prompt-shaped line that stayed quiet,
+   * with the reader not running, for `quietMs`.
+   */
+  corroborated?: { sources: string[]; quietMs: number }
 }
 
 /** The settled outcome of one send. */
