@@ -4,7 +4,10 @@
  * settles exactly once.
  */
 import {
+  delay,
+  describeStatus,
   PtyError,
+  within,
   type InputState,
   type PtySignal,
   type ReadinessEvidence,
@@ -575,26 +578,4 @@ export class Send {
   }
 }
 
-// ─── Helpers ──────────────────────────────────────────────────────────────────────
-
-export function delay(ms: number): Promise<undefined> {
-  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
-}
-
-/** `promise`, or undefined after `ms` — without leaving a timer behind when the promise wins. */
-export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 function noop(): void {}
-
-export function describeStatus(status: SessionStatus): string {
-  if (status.state === 'running') return 'running'
-  if (status.signal !== null) return `signal ${status.signal}`
-  return `code ${status.exitCode ?? 'unknown'}`
-}

@@ -16,7 +16,10 @@
  * Nothing runs while no send is active: timers and probes belong to the send (send.ts).
  */
 import {
+  delay,
+  describeStatus,
   PtyError,
+  within,
   type BackendSession,
   type CloseResult,
   type PtySignal,
@@ -34,7 +37,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
-import { delay, describeStatus, Send, within } from './send.ts'
+import { Send } from './send.ts'
 import { SendBuffer } from './send-buffer.ts'
 import type { TerminalProcess } from './terminal.ts'
 

@@ -25,6 +25,7 @@ import {
   type SpawnOptions,
   type SpawnResult,
 } from './types.ts'
+import { describeStatus, displayName } from './helpers.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -169,7 +170,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
     }
 
     const token = {}
@@ -232,7 +233,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.closeStarted) throw closing(entry.id)
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); no signal was sent`)
     }
     return entry.backend.signal(signal)
   }
@@ -502,14 +503,10 @@ function closing(sessionId: string): PtyError {
 }
 
 function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: string): PtyError {
-  const list = survivors.map((process) => `${process.name}[${process.pid}]`).join(', ')
+  const list = survivors.map((process) => `${displayName(process.name, 32)}[${process.pid}]`).join(', ')
   return new PtyError('CLOSE_FAILED', `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close`)
 }
 
-function describeExit(status: { exitCode: number | null; signal: string | null }): string {
-  if (status.signal) return `signal ${status.signal}`
-  return `code ${status.exitCode === null ? 'unknown' : status.exitCode}`
-}
 
 function aggregate(errors: Error[], doing: string): AggregateError {
   return new AggregateError(errors, `${doing} failed: ${errors.map((error) => error.message).join('; ')}`)

@@ -16,7 +16,7 @@
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
  */
-import { PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { displayName, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { boundUtf8, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
@@ -204,35 +204,6 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   // Not even the newest line fits whole: keep its tail (or, under a tiny bound, just the metadata).
   const last = fit({ body: lines.at(-1) ?? '', meta: [{ text: meta(page.lineEnd, false) }], noticeAt: 1, truncated: true, maxBytes })
   return { text: last.text, truncated: true }
-}
-
-/**
- * A process name or command line as the model sees it: a program chooses its own name
- * (prctl(2) PR_SET_NAME, `exec -a`, argv), so nothing in it may read as a line of the result.
- * Backslash and every control character — C0, DEL, C1, and the Unicode line and paragraph
- * separators — are written as escapes (`\n`, `\t`, `\x1b`, `\u2028`), and the result is cut at
- * `maxChars` code points with `…`.
- */
-export function displayName(name: string, maxChars = 64): string {
-  let out = ''
-  let count = 0
-  for (const char of name) {
-    if (count >= maxChars) return `${out}…`
-    out += escapeChar(char)
-    count++
-  }
-  return out
-}
-
-const NAMED_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
-
-function escapeChar(char: string): string {
-  const named = NAMED_ESCAPES[char]
-  if (named !== undefined) return named
-  const code = char.codePointAt(0)!
-  if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return `\\x${code.toString(16).padStart(2, '0')}`
-  if (code === 0x2028 || code === 0x2029) return `\\u${code.toString(16)}`
-  return char
 }
 
 /** At most this many processes are named in a close result; the rest are counted. */

@@ -4,7 +4,7 @@
  * a large process tree must not make the close result large.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { displayName } from '../src/render.ts'
+import { displayName } from '@conch/pty'
 import { bootCase, waitForForeground, type CaseHarness } from './cases/harness.ts'
 
 /** A python3 one-liner that renames itself to `x)\n[wait: ok]` (13 bytes, within comm's 15) and waits. */
