@@ -7,6 +7,7 @@
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
+import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import {
   type BackendSession,
   type CloseResult,
@@ -91,6 +92,23 @@ export default class PtyService extends Service implements PtyServiceApi {
     const logger = ctx.logger
     this.warn = (message, error) => logger.warn(message, error)
     ctx.effect(() => () => this.shutdown(), 'pty.dispose')
+    // A shell started under one sandbox policy keeps it for life, so a mode change is refused
+    // while the session's owner has terminals (open, opening, or a failed close) — for every
+    // backend, whenever a sandbox policy service is loaded.
+    ctx.inject(['sandboxPolicy'], (scope) => {
+      const policy = scope.get('sandboxPolicy') as SandboxPolicyServiceApi
+      policy.fence({ name: 'terminals', busy: (sessionId) => this.modeChangeBlocker(sessionId) })
+    })
+  }
+
+  /**
+   * Why the sandbox mode of session log `sessionId` may not change now: `terminal pty-1 is open
+   * or opening` (its owners' activity), or undefined when nothing holds it.
+   */
+  modeChangeBlocker(sessionId: string): string | undefined {
+    const ids = [...this.owners.keys()].filter((owner) => owner.session?.id === sessionId).flatMap((owner) => this.activity(owner))
+    if (ids.length === 0) return undefined
+    return `terminal${ids.length > 1 ? 's' : ''} ${ids.join(', ')} ${ids.length > 1 ? 'are' : 'is'} open or opening`
   }
 
   registerBackend(backend: PtyBackend): () => void {
