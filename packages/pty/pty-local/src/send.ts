@@ -83,7 +83,7 @@ export class Send {
   private probing = false
   private probeAgain = false
   private lastProbeAt = -Infinity
-  /** Wall time of the last probe, ms. */
+  /** CPU time of the last probe, ms (0 below a millisecond). */
   private lastProbeCost = 0
   private probeGapTimer: NodeJS.Timeout | undefined
   private foregroundCheck = false
@@ -369,9 +369,9 @@ export class Send {
       this.probeAgain = true
       return
     }
-    // Probes are at most pollIntervalMs / 5 apart, and a probe that took long (a program with
-    // many threads) is followed by a gap of PROBE_DUTY_GAP times its cost: probing never takes
-    // more than about a tenth of a core, whatever the program in front.
+    // Probes are at most pollIntervalMs / 5 apart, and a probe that cost a millisecond of CPU or
+    // more (a program with many threads) is followed by a gap of PROBE_DUTY_GAP times its cost:
+    // probing never takes more than about a tenth of a core, whatever the program in front.
     const gap = Math.max(this.session.configRef.pollIntervalMs / 5, this.lastProbeCost * PROBE_DUTY_GAP)
     const wait = this.lastProbeAt + gap - this.session.now()
     if (wait > 0) {
@@ -387,7 +387,7 @@ export class Send {
   private async runProbe(): Promise<void> {
     this.probing = true
     let state: ReadProbe | undefined
-    const startedAt = this.session.now()
+    const cpuBefore = process.cpuUsage()
     try {
       state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
     } catch {
@@ -395,7 +395,11 @@ export class Send {
     } finally {
       this.probing = false
       this.lastProbeAt = this.session.now()
-      this.lastProbeCost = this.lastProbeAt - startedAt
+      // CPU time, not wall time: on a loaded machine a cheap probe can take long to finish, and
+      // that must not slow readiness down. Probes under a millisecond are not paced.
+      const cpu = process.cpuUsage(cpuBefore)
+      const cost = (cpu.user + cpu.system) / 1000
+      this.lastProbeCost = cost >= 1 ? cost : 0
     }
     if (this.state !== 'waiting') return
     const evidence = state !== undefined && this.isReadEvidence(state)
