@@ -71,7 +71,11 @@ class FakeInspector implements TerminalInspector {
   current: ReadProbe = probe(SHELL, SHELL, 1)
   shellBlocked: boolean | undefined = true
   probes = 0
+  /** How often the session asked for the foreground group, and whether the shell reads. */
+  foregroundLooks = 0
+  readLooks = 0
   async foregroundGroup() {
+    this.foregroundLooks++
     return this.foreground
   }
   async probe() {
@@ -88,6 +92,7 @@ class FakeInspector implements TerminalInspector {
     return this.current.tasks.find((task) => task.tid === pid)?.switches
   }
   async blockedInRead() {
+    this.readLooks++
     return this.shellBlocked
   }
   wrapperStopped: boolean | undefined = true
@@ -119,6 +124,11 @@ async function started(overrides: Partial<Config> = {}) {
   terminal.emit(`welcome\r\n${PS1}`)
   const motd = await ready
   return { terminal, inspector, session, motd }
+}
+
+/** Resolves once `condition` holds, looking after every turn of the event loop (no fixed sleep). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Resolves when the next write reaches the terminal. */
@@ -170,8 +180,10 @@ describe('the controlled prompt tier', () => {
     terminal.emit(`sleep 1\r\n${PS1}`)
     let settled = false
     void operation.done.then(() => (settled = true))
-    // The marker is on screen but the kernel still shows the child in front: no settle yet.
-    await new Promise((resolve) => setTimeout(resolve, 40))
+    // The marker is on screen but the kernel still shows the child in front: the session looks
+    // (at the marker, then at poll ticks) and does not settle.
+    const looks = inspector.foregroundLooks
+    await until(() => inspector.foregroundLooks >= looks + 3)
     expect(settled).toBe(false)
     inspector.foreground = SHELL
     const result = await operation.done
@@ -206,8 +218,10 @@ describe('the controlled prompt tier', () => {
     // `slow` ends: the shell prints the prompt it owed, then reads the typed-ahead input.
     inspector.foreground = SHELL
     inspector.shellBlocked = false
+    const reads = inspector.readLooks
     terminal.emit(PS1)
-    await new Promise((resolve) => setTimeout(resolve, 40))
+    // The session asks whether the shell reads (it does not: the input is still queued), again.
+    await until(() => inspector.readLooks >= reads + 3)
     expect(settled).toBe(false)
     inspector.shellBlocked = true
     terminal.emit(`echo next\r\nnext\r\n${PS1}`)
