@@ -51,7 +51,7 @@ export type Baseline =
 
 /**
  * Whether `after` is new evidence that the foreground group waits for input. Evidence from
- * before the write never counts (PITFALLS.md): a wait by the same group counts only when the
+ * before the write never counts (README, "Readiness"): a wait by the same group counts only when the
  * reading task provably ran since the baseline — a different group, a task not in the
  * baseline, a task that was not waiting then, or a context-switch counter that moved
  * (`readerRanBetween`). Without a baseline nothing counts.
