@@ -41,7 +41,7 @@ afterEach(async () => {
 describe('the sandbox-mode fence', () => {
   it('is registered when a sandbox policy service is loaded and reports the owner’s open terminals', async () => {
     const fiber = await root.plugin(FakePolicy)
-    const policy = root.get('sandboxPolicy') as FakePolicy
+    const policy = root.get('sandboxPolicy') as unknown as FakePolicy
     expect(policy.fences.map((fence) => fence.name)).toEqual(['terminals'])
     const [fence] = policy.fences
     expect(fence!.busy('log-alice')).toBeUndefined()
