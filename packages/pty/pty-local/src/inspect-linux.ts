@@ -123,6 +123,12 @@ export interface TaskObservation {
   fds: number[]
   /** The first of `fds` that is this terminal. */
   terminalFd?: number
+  /**
+   * For a task in a read-class syscall: what else in its wait can wake it without input — other
+   * descriptors that are not the program's own wake-ups, and a timeout due soon (see
+   * `wakeSources`). Empty when the wait holds only the terminal and internal wake-ups.
+   */
+  sources?: string[]
 }
 
 /** The task found reading the terminal (the shape of `ReadinessEvidence.process`). */
@@ -148,6 +154,12 @@ export interface ReadProbe {
   reader: TerminalReader | undefined
   /** One line for evidence and diagnostics, e.g. `python3[4121] pselect6 fd0 /dev/pts/3`. */
   detail: string
+  /**
+   * When `reading`: what else could wake the group without input — the reader's other wait
+   * sources and other tasks of the group waiting on sources (`task 4122 read socket fd 9`). Empty
+   * means the read is proof on its own; otherwise it needs corroboration (send.ts).
+   */
+  sources?: string[]
 }
 
 export interface ProbeOptions {
@@ -157,7 +169,15 @@ export interface ProbeOptions {
   arch?: string
   /** Most descriptors decoded per task from a poll array or a select set in its memory. Default 4096. */
   maxPollFds?: number
+  /**
+   * Most tasks one probe examines (all members of the group together). A larger group is
+   * `unknown`: its readiness falls to the silence and timeout tiers. Default 4096.
+   */
+  maxTasks?: number
 }
+
+/** Default of `ProbeOptions.maxTasks`. */
+export const DEFAULT_MAX_TASKS = 4096
 
 /**
  * Examines the terminal's foreground process group once.
@@ -188,7 +208,14 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
   const context: TaskContext = { proc, terminal, table, maxPollFds }
-  const perMember = await Promise.all(members.map((member) => examineProcess(context, member)))
+  const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
+  const tidsOf = await Promise.all(members.map((member) => taskIds(proc, member.pid)))
+  const taskCount = tidsOf.reduce((sum, tids) => sum + tids.length, 0)
+  if (taskCount > maxTasks) {
+    // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
+    return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
+  }
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
@@ -206,12 +233,50 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
       fd,
       path,
     }
-    return { verdict: 'reading', tpgid, tasks, reader, detail: `${reader.name}[${reader.pid}] ${reader.syscall} fd${fd} ${path}` }
+    const sources = [...(readerTask.sources ?? [])]
+    for (const task of tasks) {
+      if (task === readerTask || task.terminalFd !== undefined) continue
+      for (const source of task.sources ?? []) sources.push(`task ${task.tid} ${task.syscall} ${source}`)
+    }
+    return { verdict: 'reading', tpgid, tasks, reader, detail: `${reader.name}[${reader.pid}] ${reader.syscall} fd${fd} ${path}`, sources }
   }
   const why = running !== undefined
     ? `${running.name}[${running.pid}] task ${running.tid} is running`
     : `no task is reading ${terminal.path}`
   return { verdict: 'not_reading', tpgid, tasks, reader: undefined, detail: `${group}: ${why}` }
+}
+
+/**
+ * Whether the main task of process `pid` is blocked (state `S`) in a read-class syscall on a
+ * descriptor that is this terminal — for a shell at its prompt: it waits for input on the
+ * terminal, and its input queue is empty. Undefined when it cannot be told (no syscall table,
+ * the process is gone); false when it runs, waits for anything else, or reads something else.
+ */
+export async function mainTaskReadsTerminal(options: { proc: ProcReader; terminal: TerminalIdentity; pid: number; arch?: string }): Promise<boolean | undefined> {
+  const { proc, terminal, pid } = options
+  const table = readSyscallTable(options.arch ?? process.arch)
+  if (table === undefined) return undefined
+  const member = await readStat(proc, `/proc/${pid}/stat`)
+  if (member === undefined) return undefined
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid)
+  if (task.syscall === 'unreadable') return undefined
+  return task.state === 'S' && task.terminalFd !== undefined
+}
+
+/**
+ * Whether process `pid` is stopped (stat state `T`, proc(5)) and has no child left
+ * (/proc/<pid>/task/<pid>/children is empty) — the wrapper after its shell exited, waiting for
+ * its acknowledgement. Undefined when it cannot be read (the process is gone).
+ */
+export async function stoppedWithoutChildren(proc: ProcFs, pid: number): Promise<boolean | undefined> {
+  const stat = await readStat(proc, `/proc/${pid}/stat`)
+  if (stat === undefined) return undefined
+  if (stat.state !== 'T' && stat.state !== 't') return false
+  try {
+    return (await proc.readFile(`/proc/${pid}/task/${pid}/children`)).trim() === ''
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -326,46 +391,48 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
   return members
 }
 
-async function examineProcess(context: TaskContext, member: ProcStat): Promise<TaskObservation[]> {
-  let tids: string[]
+/** The task ids of a process; none when it vanished. */
+async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
   try {
-    tids = (await context.proc.readdir(`/proc/${member.pid}/task`)).filter((name) => /^\d+$/.test(name))
+    return (await proc.readdir(`/proc/${pid}/task`)).filter((name) => /^\d+$/.test(name)).map(Number)
   } catch {
-    return [] // the process vanished
+    return []
   }
-  return Promise.all(tids.map((tid) => examineTask(context, member, Number(tid))))
 }
 
 async function examineTask(context: TaskContext, member: ProcStat, tid: number): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
-  const [stat, syscallText, status] = await Promise.all([
-    readStat(proc, `${base}/stat`),
-    proc.readFile(`${base}/syscall`).catch(() => undefined),
-    proc.readFile(`${base}/status`).catch(() => undefined),
-  ])
+  // Reads only what the verdict needs, so the cost per task stays small for programs with many
+  // threads: the state always; the syscall of a task that is not running; the context-switch
+  // counters (which only the reading task's evidence uses) of a task in a read-class syscall.
+  const stat = await readStat(proc, `${base}/stat`)
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
     name: member.comm,
     state: stat?.state ?? '?',
-    syscall: 'unreadable',
-    switches: status === undefined ? undefined : contextSwitches(status),
+    syscall: stat?.state === 'R' ? 'running' : 'unreadable',
+    switches: undefined,
     fds: [],
   }
+  if (stat === undefined || stat.state === 'R') return observation
+  const syscallText = await proc.readFile(`${base}/syscall`).catch(() => undefined)
   const syscall = syscallText === undefined ? undefined : parseSyscallFile(syscallText)
   if (syscall === undefined) return observation
   observation.syscall = describe(syscall, context.table)
   if (syscall.kind !== 'syscall' || observation.state !== 'S') return observation
   const name = context.table.get(syscall.nr)
   if (name === undefined) return observation
+  const status = await proc.readFile(`${base}/status`).catch(() => undefined)
+  observation.switches = status === undefined ? undefined : contextSwitches(status)
   observation.fds = await candidateFds(context, member.pid, name, syscall.args)
+  const others: number[] = []
   for (const fd of observation.fds) {
-    if (await isTerminal(context, member, fd)) {
-      observation.terminalFd = fd
-      break
-    }
+    if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) observation.terminalFd = fd
+    else others.push(fd)
   }
+  observation.sources = await wakeSources(context, member.pid, name, syscall.args, others)
   return observation
 }
 
@@ -444,6 +511,109 @@ async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall
     }
   } catch {
     return [] // unreadable memory or fdinfo: a miss
+  }
+}
+
+/** A wait whose timeout ends within this many ms can wake the program without input. */
+export const NEAR_TIMEOUT_MS = 1000
+
+/** Most descriptors of a process resolved to find the other end of a pipe. */
+const MAX_OWN_FDS = 1024
+
+/**
+ * What in a task's wait can wake it without input, besides the terminal:
+ * - descriptors of the wait set that are not the program's own wake-ups — an eventfd or signalfd
+ *   (anon_inode:[eventfd], [signalfd]) or a pipe whose other end the same process holds (a
+ *   self-pipe: the same pipe inode twice among its descriptors, as libuv and gdb use) is
+ *   internal; a socket, another pipe, inotify, a timerfd or another terminal is a source;
+ * - the wait's own timeout when it ends within NEAR_TIMEOUT_MS (epoll_wait/epoll_pwait and
+ *   poll: an int of ms in argument 3 resp. 2, −1 for none; ppoll, pselect6, select and
+ *   epoll_pwait2: a pointer to a timespec/timeval, NULL for none — read from memory).
+ * An unreadable descriptor counts as a source (a miss is never proof).
+ */
+async function wakeSources(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[], fds: readonly number[]): Promise<string[]> {
+  const sources: string[] = []
+  let own: Map<string, number> | undefined
+  for (const fd of fds) {
+    let target: string
+    try {
+      target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`)
+    } catch {
+      sources.push(`fd ${fd} (unreadable)`)
+      continue
+    }
+    if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
+    if (target.startsWith('pipe:[')) {
+      own ??= await pipeCounts(context.proc, pid)
+      if ((own.get(target) ?? 0) >= 2) continue
+      sources.push(`pipe fd ${fd}`)
+      continue
+    }
+    if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
+    else if (target === 'anon_inode:inotify' || target === 'anon_inode:[inotify]') sources.push(`inotify fd ${fd}`)
+    else if (target === 'anon_inode:[timerfd]') sources.push(`timer fd ${fd}`)
+    else sources.push(`${target} fd ${fd}`)
+  }
+  const timeout = await waitTimeoutMs(context, pid, name, args)
+  if (timeout !== undefined && timeout <= NEAR_TIMEOUT_MS) sources.push(`timer in ${Math.max(0, Math.round(timeout))} ms`)
+  return sources
+}
+
+/** How many descriptors of `pid` refer to each pipe (`pipe:[inode]`). */
+async function pipeCounts(proc: ProcFs, pid: number): Promise<Map<string, number>> {
+  const counts = new Map<string, number>()
+  let names: string[]
+  try {
+    names = await proc.readdir(`/proc/${pid}/fd`)
+  } catch {
+    return counts
+  }
+  for (const name of names.slice(0, MAX_OWN_FDS)) {
+    try {
+      const target = await proc.readlink(`/proc/${pid}/fd/${name}`)
+      if (target.startsWith('pipe:[')) counts.set(target, (counts.get(target) ?? 0) + 1)
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return counts
+}
+
+/** The timeout of a read-class wait in ms; undefined when it has none (or it cannot be read: then no near deadline is claimed). */
+async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number | undefined> {
+  const asInt = (value: bigint | undefined) => (value === undefined ? -1 : Number(BigInt.asIntN(32, value)))
+  const fromMemory = async (pointer: bigint | undefined, microseconds: boolean): Promise<number | undefined> => {
+    if (pointer === undefined || pointer === 0n) return undefined
+    try {
+      const memory = await context.proc.readMemory(pid, pointer, 16)
+      const seconds = Number(memory.readBigInt64LE(0))
+      const fraction = Number(memory.readBigInt64LE(8))
+      return seconds * 1000 + (microseconds ? fraction / 1e3 : fraction / 1e6)
+    } catch {
+      return undefined
+    }
+  }
+  switch (name) {
+    case 'read':
+    case 'readv':
+      return undefined
+    case 'poll':
+      return asInt(args[2]) < 0 ? undefined : asInt(args[2])
+    case 'epoll_wait':
+    case 'epoll_pwait':
+      return asInt(args[3]) < 0 ? undefined : asInt(args[3])
+    case 'ppoll':
+      return fromMemory(args[2], false)
+    case 'epoll_pwait2':
+      return fromMemory(args[3], false)
+    case 'select':
+      return fromMemory(args[4], true)
+    case 'pselect6':
+      return fromMemory(args[4], false)
+    default: {
+      const never: never = name
+      throw new Error(`unhandled read syscall ${String(never)}`)
+    }
   }
 }
 

@@ -6,7 +6,7 @@
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, groupMembers, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, groupMembers, mainTaskReadsTerminal, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -24,11 +24,17 @@ export interface TerminalInspector {
   /** Context switches of a process's main task, for a cheap baseline; undefined when unknown. */
   taskSwitches(pid: number): Promise<number | undefined>
   /**
-   * Whether a process's main task is blocked (state S) in a read-class syscall — for a shell at
-   * its prompt, that its input queue is empty, so everything written to it was consumed.
-   * Undefined when it cannot be told (no exact tier, unreadable).
+   * Whether a process's main task is blocked (state S) in a read-class syscall on this terminal
+   * — for a shell at its prompt: it waits for input, and its input queue is empty, so
+   * everything written to it was consumed. Undefined when it cannot be told (no exact tier,
+   * unreadable).
    */
   blockedInRead(pid: number): Promise<boolean | undefined>
+  /**
+   * Whether a process is stopped with no child left (the wrapper once its shell exited, see
+   * prompt.ts). Undefined when it cannot be told (no /proc, the process is gone).
+   */
+  stoppedWithoutChildren(pid: number): Promise<boolean | undefined>
   /** The program a process runs (/proc/<pid>/exe), or undefined when unknown. */
   executable(pid: number): Promise<string | undefined>
 }
@@ -45,7 +51,7 @@ export type Baseline =
 
 /**
  * Whether `after` is new evidence that the foreground group waits for input. Evidence from
- * before the write never counts (PITFALLS.md): a wait by the same group counts only when the
+ * before the write never counts (README, "Readiness"): a wait by the same group counts only when the
  * reading task provably ran since the baseline — a different group, a task not in the
  * baseline, a task that was not waiting then, or a context-switch counter that moved
  * (`readerRanBetween`). Without a baseline nothing counts.
@@ -116,20 +122,10 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
       }
     },
     async blockedInRead(target) {
-      if (table === undefined) return undefined
-      try {
-        const [syscallText, statText] = await Promise.all([
-          proc.readFile(`/proc/${target}/task/${target}/syscall`),
-          proc.readFile(`/proc/${target}/task/${target}/stat`),
-        ])
-        const syscall = parseSyscallFile(syscallText)
-        const stat = parseProcStat(statText)
-        if (syscall === undefined || stat === undefined) return undefined
-        return stat.state === 'S' && syscall.kind === 'syscall' && table.has(syscall.nr)
-      } catch {
-        return undefined
-      }
+      if (terminal === undefined) return undefined
+      return mainTaskReadsTerminal({ proc, terminal, pid: target })
     },
+    stoppedWithoutChildren: (target) => stoppedWithoutChildren(proc, target),
   }
 }
 
@@ -157,6 +153,7 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
     },
     taskSwitches: async () => undefined,
     blockedInRead: async () => undefined,
+    stoppedWithoutChildren: async () => undefined,
     executable: async () => undefined,
   }
 }

@@ -1,9 +1,8 @@
 /**
- * The `@conch/pty-local` plugin: registers the node-pty backend on ctx.pty and a fence on
- * ctx.sandboxPolicy that refuses sandbox-mode changes while an owner has terminals.
+ * The `@conch/pty-local` plugin: registers the node-pty backend on ctx.pty. (The fence that
+ * refuses sandbox-mode changes while an owner has terminals belongs to ctx.pty itself.)
  */
 import type { Context } from 'cordis'
-import type { AgentServiceApi } from '@conch/agent'
 import { LocalBackend } from './backend.ts'
 import { Config } from './config.ts'
 import { linuxInspector, macosInspector, type TerminalInspector } from './inspector.ts'
@@ -21,16 +20,6 @@ export const apply = (ctx: Context, config: Config): void => {
     inspect: inspectorFor,
   })
   ctx.pty.registerBackend(backend)
-  ctx.sandboxPolicy.fence({
-    name: 'terminals',
-    busy(sessionId) {
-      const agents = ctx.get('agents') as AgentServiceApi | undefined
-      const owner = agents?.list().find((agent) => agent.session.id === sessionId)
-      if (owner === undefined) return undefined
-      const ids = ctx.pty.activity(owner)
-      return ids.length ? `terminal${ids.length > 1 ? 's' : ''} ${ids.join(', ')} ${ids.length > 1 ? 'are' : 'is'} open or opening` : undefined
-    },
-  })
 }
 
 /** The platform inspector; only Linux has the exact /proc tier. */

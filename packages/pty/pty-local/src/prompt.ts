@@ -1,29 +1,39 @@
 /**
- * The controlled prompt: how a local session knows, without waiting, that its shell is back at
- * its own prompt, and how it learns the shell's exit status with every byte of output drained.
+ * The controlled prompt: how a local session learns, without waiting, that its shell is back at
+ * its own prompt, and how it learns that the shell exited with every byte of output drained.
  *
  * bash runs with `--noprofile --norc -i` and two variables from its environment:
  * - `PS1` — the controlled prompt text (`$ `);
  * - `PROMPT_COMMAND` — run by bash before printing each primary prompt (bash(1), PROMPTING). It
- *   saves `$?`, prints a private OSC string `ESC ] 6973 ; <nonce> ; prompt ; <status> BEL`,
- *   re-asserts `PS1`, and un-exports `PROMPT_COMMAND` and `PS1` so child shells do not inherit
- *   the marker. bash restores `$?` after PROMPT_COMMAND, so `echo $?` still shows the last
- *   command's status. It references only variables it sets
- *   itself (robust under `set -u`) and every command in it succeeds (robust under `set -e`).
+ *   saves `$?`, prints a private OSC string `ESC ] 6973 ; prompt ; <status> BEL`, re-asserts
+ *   `PS1`, and un-exports `PROMPT_COMMAND` and `PS1` so child shells do not inherit the marker.
+ *   bash restores `$?` after PROMPT_COMMAND, so `echo $?` still shows the last command's
+ *   status. It references only variables it sets itself (robust under `set -u`) and every
+ *   command in it succeeds (robust under `set -e`).
  *
- * The nonce is random per session, so text a program prints cannot forge a marker.
+ * **A marker is a hint, never proof.** Any program on the terminal can print the same bytes,
+ * and no secret can be hidden from it: whatever the shell knows is in its environment, its
+ * variables or its memory, and a program running as the same user (or as root) reads
+ * /proc/<pid>/environ and /proc/<pid>/mem of its parent. So markers carry no secret, and the
+ * session checks each one with the kernel (see send.ts and session.ts):
+ * - a prompt marker settles a send only while the shell itself is the foreground process group
+ *   and its main task is blocked reading this terminal (/proc/<pid>/task/<tid>/syscall,
+ *   proc(5));
+ * - an exit marker counts only when the wrapper below is really stopped and has no child left
+ *   (its stat state `T` and an empty /proc/<pid>/task/<pid>/children); the exit status then
+ *   comes from the wrapper's real wait status (waitpid(2), reported by node-pty), not from the
+ *   marker's text.
  *
  * The shell is started by a small wrapper script (bash, or sh where there is no bash) that first
  * closes every inherited descriptor above 2 and sets IUTF8 on the terminal, holds the PTY slave
- * open while the shell runs and, after it exits, prints
- * `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and waits, stopped, for the session to
- * acknowledge it (SIGUSR1, SIGCONT). Output written to a terminal is read in order, so
- * when that marker is parsed every byte the shell wrote before exiting has been read: the exit
- * is reported only after the output is drained. (Relying on the master reaching EOF loses
- * output: measured here, Linux reports EIO on the master while data written just before the
- * last slave holder exited is still queued — about one run in six for `seq 1 5000; exit`.)
+ * open while the shell runs and, after it exits, prints `ESC ] 6973 ; exit ; <status> BEL` and
+ * waits, stopped, for the session to acknowledge it (SIGUSR1, SIGCONT), then exits with the
+ * shell's status. Output written to a terminal is read in order, so when that marker is parsed
+ * every byte the shell wrote before exiting has been read: the exit is reported only after the
+ * output is drained. (Relying on the master reaching EOF loses output: measured here, Linux
+ * reports EIO on the master while data written just before the last slave holder exited is
+ * still queued — about one run in six for `seq 1 5000; exit`.)
  */
-import { randomBytes } from 'node:crypto'
 import { existsSync } from 'node:fs'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
@@ -38,13 +48,12 @@ export type Marker =
   | { kind: 'exit'; status: number }
 
 export interface ControlledPrompt {
-  readonly nonce: string
   readonly ps1: string
   /** Value of the shell's `PROMPT_COMMAND` environment variable. */
   readonly promptCommand: string
   /** argv that runs `argv` under the wrapper that prints the exit marker afterwards. */
   wrap(argv: readonly string[]): [string, ...string[]]
-  /** Parses an OSC payload (the text between `ESC ]` and the terminator); undefined when it is not this session's marker. */
+  /** Parses an OSC payload (the text between `ESC ]` and the terminator); undefined when it is not a marker. */
   parse(payload: string): Marker | undefined
   /** The signals, in order, that tell the (stopped) wrapper its exit marker was read, so it exits. */
   readonly exitAcknowledgement: readonly NodeJS.Signals[]
@@ -55,12 +64,12 @@ function wrapperShell(): string {
   return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh'
 }
 
-/** Creates the controlled prompt of one session with a fresh 96-bit nonce. */
-export function createControlledPrompt(nonce: string = randomBytes(12).toString('hex')): ControlledPrompt {
-  const head = `${MARKER_OSC};${nonce};`
+/** Creates the controlled prompt of a session. */
+export function createControlledPrompt(): ControlledPrompt {
+  const head = `${MARKER_OSC};`
   const promptCommand =
     `__conch_status=$?; ` +
-    `builtin printf '\\033]${MARKER_OSC};${nonce};prompt;%s\\007' "$__conch_status"; ` +
+    `builtin printf '\\033]${MARKER_OSC};prompt;%s\\007' "$__conch_status"; ` +
     `PS1='${CONTROLLED_PS1}'; ` +
     `builtin export -n PROMPT_COMMAND PS1`
   const wrapper = [
@@ -83,11 +92,10 @@ export function createControlledPrompt(nonce: string = randomBytes(12).toString(
     // (EIO). A hangup (the harness gone: the kernel sends SIGHUP and SIGCONT) or TERM ends the
     // wait too. The trap is set before the marker is printed.
     `trap 'exit "\$__conch_status"' USR1 HUP TERM`,
-    `printf '\\033]${MARKER_OSC};${nonce};exit;%s\\007' "\$__conch_status"`,
+    `printf '\\033]${MARKER_OSC};exit;%s\\007' "\$__conch_status"`,
     'while :; do kill -STOP $$; done',
   ].join('; ')
   return {
-    nonce,
     ps1: CONTROLLED_PS1,
     promptCommand,
     wrap: (argv) => [wrapperShell(), '-c', wrapper, 'conch-shell', ...argv],

@@ -4,28 +4,28 @@
  * settles exactly once.
  */
 import {
+  delay,
+  describeStatus,
   PtyError,
+  within,
   type InputState,
   type PtySignal,
   type ReadinessEvidence,
+  type SendInput,
   type SendOperation,
   type SendResult,
   type SessionStatus,
   type SignalResult,
   type WaitReason,
 } from '@conch/pty'
+import { isContinuation } from './continuation.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
 import { SendBuffer } from './send-buffer.ts'
 import type { LocalSession } from './session.ts'
 
-/**
- * Whether the line a reader waits on is a secondary prompt — the rest of a block is expected:
- * bash's default PS2 `> ` (only when the shell itself reads; the Node REPL's primary prompt is
- * also `> `), and the `... ` of the Python and Node REPLs.
- */
-function isContinuation(partial: string, shellReads: boolean): boolean {
-  return partial === '... ' || (shellReads && partial === '> ')
-}
+
+/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
+const PROBE_DUTY_GAP = 9
 
 type SendState = 'pending' | 'writing' | 'waiting' | 'settled'
 
@@ -50,6 +50,9 @@ export class Send {
   private reject!: (error: unknown) => void
 
   private state: SendState = 'pending'
+  /** This send's bound and silence tier (the send's own limits, else the configured ones), ms. */
+  private readonly timeoutMs: number
+  private readonly idleMs: number
   private readonly buffer: SendBuffer
   private readonly outputListeners = new Set<() => void>()
   private writtenAt = 0
@@ -71,6 +74,8 @@ export class Send {
   signalResult: SignalResult | undefined
   /** Output chunks seen while waiting. */
   private outputCount = 0
+  /** `outputCount` once the input was written. */
+  private outputAtWrite = 0
 
   private silenceTimer: NodeJS.Timeout | undefined
   private timeoutTimer: NodeJS.Timeout | undefined
@@ -78,17 +83,23 @@ export class Send {
   private probing = false
   private probeAgain = false
   private lastProbeAt = -Infinity
+  /** CPU time of the last probe, ms (0 below a millisecond). */
+  private lastProbeCost = 0
   private probeGapTimer: NodeJS.Timeout | undefined
   private foregroundCheck = false
+  private promptRechecks = 0
+  private promptTimer: NodeJS.Timeout | undefined
   private cancelling: Promise<void> | undefined
   private readonly abortListener: (() => void) | undefined
 
   constructor(
     private readonly session: LocalSession,
-    private readonly input: { text: string; submit: boolean; signal?: AbortSignal },
+    private readonly input: SendInput,
     readonly kind: SendKind,
     private readonly signalToSend?: PtySignal,
   ) {
+    this.timeoutMs = input.timeoutMs ?? session.configRef.timeoutMs
+    this.idleMs = input.idleMs ?? session.configRef.idleSilenceMs
     this.done = new Promise<SendResult>((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject
@@ -150,22 +161,33 @@ export class Send {
     if (this.kind === 'send') {
       this.promptMayBeStale = !session.knownAtPrompt
       const text = this.input.text.replace(/\r?\n/g, '\r')
-      session.write(this.input.submit ? `${text}\r` : text)
+      // Every readiness timer starts once the whole input is in the terminal's input queue: a
+      // large paste takes as long as the reader needs to drain it, and silence while it is still
+      // being written proves nothing.
+      await session.write(this.input.submit ? `${text}\r` : text)
+      this.writtenAt = session.now()
+      this.outputAtWrite = this.outputCount
       this.markWritten()
+      if (this.isSettled()) return
       if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
     } else if (this.kind === 'signal' && this.signalToSend !== undefined) {
       this.signalResult = await session.signalForeground(this.signalToSend)
       if (this.isSettled()) return
     }
     this.state = 'waiting'
-    const deadline = this.kind === 'signal' ? config.handoffGraceMs : config.timeoutMs
+    const deadline = this.kind === 'signal' ? config.handoffGraceMs : this.timeoutMs
     this.timeoutTimer = setTimeout(() => void this.onTimeout(), deadline)
     if (this.kind !== 'signal') this.armSilence()
     if (session.inspectorRef.exact) {
       this.pollTimer = setTimeout(() => this.onPollTick(), config.exactProbeAfterMs)
     }
-    // Output may already be waiting (startup banners arrive before begin() runs).
+    // Output may already be waiting (startup banners arrive before begin() runs), and the
+    // prompt may have come while a long input was still being written.
     if (this.kind === 'startup' && session.parserRef.partial !== '') this.onOutput()
+    else if (session.promptShown(this.markersAtWrite)) {
+      this.markerSeen = true
+      void this.checkForeground()
+    }
   }
 
   /** Called after each parsed chunk. */
@@ -290,29 +312,46 @@ export class Send {
     }
   }
 
+  /**
+   * The controlled prompt was printed after the write: it settles the send only when the kernel
+   * agrees — the shell's group is in front and the shell's main task is blocked reading this
+   * terminal (a program that printed the marker itself, in front or behind, fails one of the
+   * two; see prompt.ts). The shell prints its prompt just before it blocks, so a miss is looked
+   * at again shortly (every 1 ms, up to 20 times), then at the poll tick.
+   */
   private async checkForeground(): Promise<void> {
     if (this.foregroundCheck || this.state !== 'waiting') return
     this.foregroundCheck = true
+    let again = false
     try {
       const inspector = this.session.inspectorRef
       const pgid = await inspector.foregroundGroup()
       if (this.state !== 'waiting') return
-      const shell = this.session.shellPgid
-      if (this.kind === 'startup' || (pgid !== undefined && pgid === shell)) {
-        if (this.kind === 'startup') this.session.shellPgid ??= pgid
-        if (this.promptMayBeStale && shell !== undefined) {
-          // The shell blocked in its read means its input queue is empty: the input was consumed
-          // and everything it printed before blocking is on its way; drain it, then look again.
-          if ((await inspector.blockedInRead(shell)) === false) return
-          await this.drainPendingOutput()
-          if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
-        }
-        this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
-      }
+      const shell = this.kind === 'startup' ? pgid : this.session.shellPgid
+      if (pgid === undefined || pgid !== shell) return
       // Otherwise the shell printed its marker before the kernel shows it in the foreground
-      // again (or a child shell printed one): the poll tick and the silence tier take over.
+      // again, or another program printed one: the poll tick and the silence tier take over.
+      const reading = await inspector.blockedInRead(shell)
+      if (this.isSettled()) return
+      if (reading === false) {
+        again = true
+        return
+      }
+      if (this.promptMayBeStale && reading === true) {
+        // The shell blocked in its read means its input queue is empty: the input was consumed
+        // and everything it printed before blocking is on its way; drain it, then look again.
+        await this.drainPendingOutput()
+        if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
+      }
+      if (this.kind === 'startup') this.session.shellPgid ??= pgid
+      this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     } finally {
       this.foregroundCheck = false
+      if (again && !this.isSettled() && this.promptRechecks < 20) {
+        this.promptRechecks++
+        clearTimeout(this.promptTimer)
+        this.promptTimer = setTimeout(() => void this.checkForeground(), 1)
+      }
     }
   }
 
@@ -330,7 +369,10 @@ export class Send {
       this.probeAgain = true
       return
     }
-    const gap = this.session.configRef.pollIntervalMs / 5
+    // Probes are at most pollIntervalMs / 5 apart, and a probe that cost a millisecond of CPU or
+    // more (a program with many threads) is followed by a gap of PROBE_DUTY_GAP times its cost:
+    // probing never takes more than about a tenth of a core, whatever the program in front.
+    const gap = Math.max(this.session.configRef.pollIntervalMs / 5, this.lastProbeCost * PROBE_DUTY_GAP)
     const wait = this.lastProbeAt + gap - this.session.now()
     if (wait > 0) {
       this.probeGapTimer ??= setTimeout(() => {
@@ -345,6 +387,7 @@ export class Send {
   private async runProbe(): Promise<void> {
     this.probing = true
     let state: ReadProbe | undefined
+    const cpuBefore = process.cpuUsage()
     try {
       state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
     } catch {
@@ -352,10 +395,21 @@ export class Send {
     } finally {
       this.probing = false
       this.lastProbeAt = this.session.now()
+      // CPU time, not wall time: on a loaded machine a cheap probe can take long to finish, and
+      // that must not slow readiness down. Probes under a millisecond are not paced.
+      const cpu = process.cpuUsage(cpuBefore)
+      const cost = (cpu.user + cpu.system) / 1000
+      this.lastProbeCost = cost >= 1 ? cost : 0
     }
     if (this.state !== 'waiting') return
     const evidence = state !== undefined && this.isReadEvidence(state)
-    if (state !== undefined && evidence && (await this.confirmRead(state))) {
+    const sources = state?.sources ?? []
+    // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
+    // another thread waiting on one) proves nothing alone: it counts once the output ends in a
+    // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
+    const quietMs = sources.length > 0 ? this.corroborationMs(sources) : this.session.configRef.pollIntervalMs / 10
+    const shaped = sources.length === 0 || this.promptShaped()
+    if (state !== undefined && evidence && shaped && (await this.confirmRead(state, quietMs, sources.length > 0))) {
       await this.drainPendingOutput()
       if (this.state !== 'waiting') return
       const reader = state.reader!
@@ -363,7 +417,12 @@ export class Send {
       const inputState: InputState = isContinuation(this.session.parserRef.partial, shellReads) ? 'continuation' : 'prompt'
       if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
       const { name, pid, tid, syscall, fd, path } = reader
-      this.settle('stdin_read', { tier: 'proc', detail: state.detail, process: { name, pid, tid, syscall, fd, path } }, inputState)
+      const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
+      this.settle(
+        'stdin_read',
+        { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) },
+        inputState,
+      )
       return
     }
     if (this.probeAgain || evidence) {
@@ -388,14 +447,43 @@ export class Send {
   }
 
   /**
-   * A read must be stable to count: after a short gap (pollIntervalMs / 10) the same task is
-   * still blocked in it without having run, and no output arrived. This rejects a program that
-   * passes through a read on its way out — the Node REPL re-enters epoll after `.exit` before
-   * it exits.
+   * The quiet window that corroborates a read with other wake sources: twice pollIntervalMs, and
+   * past the wait's own near timeout when it has one (so a timer due inside the window wakes the
+   * reader and the check fails), at most idleMs.
    */
-  private async confirmRead(first: ReadProbe): Promise<boolean> {
+  private corroborationMs(sources: readonly string[]): number {
+    const base = this.session.configRef.pollIntervalMs * 2
+    const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
+    const window = Math.max(base, ...timers.map((ms) => ms + base))
+    return Math.min(window, this.idleMs)
+  }
+
+  /**
+   * Whether the output since the write ends in what looks like a prompt: a non-blank partial
+   * line (no line break after it) that is not the echo of the input's last line.
+   */
+  private promptShaped(): boolean {
+    if (this.outputCount === this.outputAtWrite) return false
+    const partial = this.session.parserRef.partial
+    if (partial.trim() === '') return false
+    const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
+    return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
+  }
+
+  /**
+   * A read must be stable to count: after a short gap (`gapMs`: pollIntervalMs / 10, longer when
+   * it must be corroborated) the same task is still blocked in it without having run, and no
+   * output arrived. This rejects a program that passes through a read on its way out — the Node
+   * REPL re-enters epoll after `.exit` before it exits.
+   *
+   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
+   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
+   * second and reads again; quiet output and the same read at both ends carry the window then.
+   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
+   */
+  private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
     const outputBefore = this.outputCount
-    await delay(this.session.configRef.pollIntervalMs / 10)
+    await delay(gapMs)
     if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
     let again: ReadProbe
     try {
@@ -406,6 +494,7 @@ export class Send {
     const reader = first.reader
     if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
     if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
+    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
     const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
     const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
     return before !== undefined && before === after
@@ -437,7 +526,7 @@ export class Send {
     if (this.kind === 'signal') return
     clearTimeout(this.silenceTimer)
     const config = this.session.configRef
-    const wait = config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)
+    const wait = this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)
     this.silenceTimer = setTimeout(() => void this.onSilence(), wait)
   }
 
@@ -452,13 +541,13 @@ export class Send {
     const config = this.session.configRef
     this.settle('inferred_idle', {
       tier: 'silence',
-      detail: `no output for ${config.idleSilenceMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
+      detail: `no output for ${this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
     })
   }
 
   private async onTimeout(): Promise<void> {
     if (this.state !== 'waiting') return
-    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.session.configRef.timeoutMs} ms` })
+    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.timeoutMs} ms` })
   }
 
   // ─── Settling ───────────────────────────────────────────────────────────────────
@@ -488,30 +577,9 @@ export class Send {
     clearTimeout(this.timeoutTimer)
     clearTimeout(this.pollTimer)
     clearTimeout(this.probeGapTimer)
+    clearTimeout(this.promptTimer)
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
   }
 }
 
-// ─── Helpers ──────────────────────────────────────────────────────────────────────
-
-export function delay(ms: number): Promise<undefined> {
-  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
-}
-
-/** `promise`, or undefined after `ms` — without leaving a timer behind when the promise wins. */
-export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 function noop(): void {}
-
-export function describeStatus(status: SessionStatus): string {
-  if (status.state === 'running') return 'running'
-  if (status.signal !== null) return `signal ${status.signal}`
-  return `code ${status.exitCode ?? 'unknown'}`
-}

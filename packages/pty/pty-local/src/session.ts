@@ -2,9 +2,10 @@
  * One local terminal session: a node-pty process, its output pipeline (normaliser → scrollback,
  * the active send's buffer, the prompt detector), its readiness tiers and its teardown.
  *
- * Readiness, in order of strength (DESIGN.md, "The terminal contract"):
- * 1. the controlled prompt — the printable text after the latest marker of this session's nonce
- *    is exactly the controlled PS1, and the shell is the foreground process group → `stdin_read`;
+ * Readiness, in order of strength (docs/architecture.md, the terminal contract):
+ * 1. the controlled prompt — the printable text after the latest marker is exactly the
+ *    controlled PS1, the shell is the foreground process group and the kernel shows it blocked
+ *    reading this terminal → `stdin_read`;
  * 2. Linux /proc — the foreground group is blocked reading this terminal, proved to be new since
  *    the write (`isNewReadEvidence`) → `stdin_read`;
  * 3. silence — no output for `idleSilenceMs` (+ `handoffGraceMs` when a marker was seen but the
@@ -15,11 +16,15 @@
  * Nothing runs while no send is active: timers and probes belong to the send (send.ts).
  */
 import {
+  delay,
+  describeStatus,
   PtyError,
+  within,
   type BackendSession,
   type CloseResult,
   type PtySignal,
   type ReadPage,
+  type SendInput,
   type SendOperation,
   type SendResult,
   type SessionStatus,
@@ -32,7 +37,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
-import { describeStatus, Send, within } from './send.ts'
+import { Send } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
 import type { TerminalProcess } from './terminal.ts'
@@ -94,6 +99,8 @@ export class LocalSession implements BackendSession {
   /** The shell is known to sit at its controlled prompt with no output since. */
   private atPrompt = false
   private closing: Promise<CloseResult> | undefined
+  /** An exit marker is being checked with the kernel. */
+  private exitCheck = false
 
   constructor(options: LocalSessionOptions) {
     this.config = options.config
@@ -122,9 +129,12 @@ export class LocalSession implements BackendSession {
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
       this.terminal.onExit(({ exitCode, signal }) => {
-        // The wrapper's exit marker normally arrives first; this is the fallback when the
-        // wrapper itself was killed.
-        this.markExited({ state: 'exited', exitCode: signal ? null : exitCode, signal: signal ? signalName(signal) : null })
+        // The wrapper's real wait status. It exits with the shell's status once its exit marker
+        // was acknowledged; a status above 128 while closing is the signal the teardown sent
+        // (sh(1) reports a death by signal n as 128 + n).
+        if (signal) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(signal) })
+        if (this.closing !== undefined && exitCode > 128) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(exitCode - 128) })
+        this.markExited({ state: 'exited', exitCode, signal: null })
       }),
     )
   }
@@ -171,7 +181,7 @@ export class LocalSession implements BackendSession {
     return () => this.exitListeners.delete(listener)
   }
 
-  startSend(input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation {
+  startSend(input: SendInput): SendOperation {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }
@@ -278,10 +288,10 @@ export class LocalSession implements BackendSession {
     return this.atPrompt
   }
 
-  /** @internal Writes input; the caller checked the session is running. */
-  write(data: string): void {
+  /** @internal Writes input; resolves when all of it is in the kernel (or dropped at the close). The caller checked the session is running. */
+  write(data: string): Promise<void> {
     this.atPrompt = false
-    this.terminal.write(data)
+    return this.terminal.write(data)
   }
 
   /** @internal Whether the printable text after the latest marker is exactly the controlled PS1. */
@@ -361,13 +371,37 @@ export class LocalSession implements BackendSession {
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is
-    // ahead of it in the stream, so the output is drained at this point. The wrapper then waits
-    // for this acknowledgement before it lets go of the slave. A status above 128 while closing
-    // is the signal the teardown sent (sh(1) reports a death by signal n as 128 + n).
-    const killed = this.closing !== undefined && marker.status > 128 ? signalName(marker.status - 128) : null
-    this.markExited(killed !== null ? { state: 'exited', exitCode: null, signal: killed } : { state: 'exited', exitCode: marker.status, signal: null })
-    // While closing, the teardown ends the wrapper itself.
-    if (this.closing === undefined) void this.acknowledgeExit()
+    // ahead of it in the stream, so the output is drained at this point. Any program can print
+    // the same bytes, so the marker only starts a check with the kernel (see prompt.ts).
+    void this.onExitMarker()
+  }
+
+  /**
+   * An exit marker was parsed: when the kernel shows the wrapper stopped with no child left —
+   * the shell really is gone and the wrapper waits for its acknowledgement — acknowledge it; the
+   * wrapper then exits with the shell's status and node-pty reports that real wait status
+   * (the `onExit` listener above). Printed by anything else (the wrapper is not stopped, or
+   * still has the shell as a child), it is ignored. The wrapper stops itself just after printing,
+   * so the check is repeated briefly (every 2 ms, up to `handoffGraceMs`). While closing, the
+   * teardown ends the wrapper itself. Without /proc the marker is trusted (macOS).
+   */
+  private async onExitMarker(): Promise<void> {
+    if (this.exitCheck) return
+    this.exitCheck = true
+    try {
+      const deadline = this.now() + this.config.handoffGraceMs
+      for (;;) {
+        if (this.state.state === 'exited' || this.closing !== undefined) return
+        const stopped = await this.inspector.stoppedWithoutChildren(this.pid)
+        if (stopped === true || stopped === undefined) break
+        if (this.now() >= deadline) return
+        await delay(2)
+      }
+      if (this.status().state === 'exited' || this.closing !== undefined) return
+      await this.acknowledgeExit()
+    } finally {
+      this.exitCheck = false
+    }
   }
 
   /** Tells the wrapper its exit marker was read (see prompt.ts), signal by signal, in order. */

@@ -1,9 +1,15 @@
 /**
  * The one place that touches node-pty. Everything node-pty does after its child exited is
- * guarded here (PITFALLS.md): `write()` after exit silently does nothing, `resize()` throws
- * EBADF, and `kill()` would still signal the old pid number — which may by then belong to an
- * unrelated process. Signals go through the identity-fenced primitives of `@conch/subprocess`.
+ * guarded here: `write()` after exit silently does nothing, `resize()` throws EBADF, and
+ * `kill()` would still signal the old pid number — which may by then belong to an unrelated
+ * process. Signals go through the identity-fenced primitives of `@conch/subprocess`.
+ *
+ * Input is written here, not by node-pty's own queue, so that a caller learns when its input is
+ * fully in the kernel (a 1 MiB paste takes seconds while the reader drains the terminal's input
+ * queue) and so that a write still queued when the terminal closes is dropped quietly instead
+ * of failing with EBADF on a closed descriptor.
  */
+import { write as writeFd } from 'node:fs'
 import { statSync } from 'node:fs'
 import pty from 'node-pty'
 
@@ -20,8 +26,12 @@ export interface TerminalProcess {
   /** Device identity of the slave (stat(2) `st_dev` and `st_rdev`), to recognise it behind any descriptor. */
   readonly slave: { dev: number; rdev: number }
   readonly exited: boolean
-  /** Writes input; ignored once the process exited (callers report `SESSION_EXITED` first). */
-  write(data: string): void
+  /**
+   * Queues input after everything queued before it. Resolves once every byte is in the
+   * kernel's input queue of the terminal, or when the rest was dropped because the terminal
+   * closed (callers report `SESSION_EXITED` first; a write after the close is dropped quietly).
+   */
+  write(data: string): Promise<void>
   resize(cols: number, rows: number): void
   onData(listener: (chunk: Buffer) => void): () => void
   onExit(listener: (exit: TerminalExit) => void): () => void
@@ -62,10 +72,23 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
     // Without the slave's identity the exact readiness tier is off; the other tiers still work.
   }
   let exited = false
+  let closed = false
+  // The master descriptor, as node-pty's UnixTerminal exposes it (`fd`); undefined elsewhere,
+  // where node-pty's own write is used.
+  const masterFd = (child as unknown as { fd?: unknown }).fd
+  const fd = typeof masterFd === 'number' && masterFd >= 0 ? masterFd : undefined
+  const writer = new InputWriter((buffer, offset, callback) => writeFd(fd!, buffer, offset, buffer.length - offset, null, callback), () => closed || exited)
+  // node-pty emits `close` when it closed the master (EOF or EIO on read); nothing may be
+  // written to that descriptor number afterwards, since it can be reused by another file.
+  ;(child as unknown as { on?: (event: string, listener: () => void) => void }).on?.('close', () => {
+    closed = true
+    writer.drop()
+  })
   const exitListeners = new Set<(exit: TerminalExit) => void>()
   const exit = new Promise<TerminalExit>((resolve) => {
     child.onExit(({ exitCode, signal }) => {
       exited = true
+      writer.drop()
       resolve({ exitCode, signal })
       for (const listener of [...exitListeners]) listener({ exitCode, signal })
     })
@@ -78,7 +101,12 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
       return exited
     },
     write(data) {
-      if (!exited) child.write(data)
+      if (exited || closed) return Promise.resolve()
+      if (fd === undefined) {
+        child.write(data)
+        return Promise.resolve()
+      }
+      return writer.write(Buffer.from(data, 'utf8'))
     },
     resize(cols, rows) {
       if (!exited) child.resize(cols, rows)
@@ -92,5 +120,68 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
       return () => exitListeners.delete(listener)
     },
     exit,
+  }
+}
+
+type WriteCall = (buffer: Buffer, offset: number, callback: (error: NodeJS.ErrnoException | null, written: number) => void) => void
+
+/**
+ * An ordered queue of writes to a non-blocking descriptor (node-pty opens the master with
+ * O_NONBLOCK). EAGAIN (the terminal's input queue is full, write(2)) retries: at once for the
+ * first few times, then once a millisecond, so a reader slowly draining a large paste does not
+ * keep a core spinning. Any other error (EBADF, EIO once the slave side is gone) or `isClosed()`
+ * drops what is left; every queued write resolves either way.
+ */
+export class InputWriter {
+  private readonly queue: { buffer: Buffer; offset: number; done: () => void }[] = []
+  private retries = 0
+  private timer: NodeJS.Timeout | undefined
+  private immediate: NodeJS.Immediate | undefined
+
+  constructor(
+    private readonly writeCall: WriteCall,
+    private readonly isClosed: () => boolean,
+  ) {}
+
+  write(buffer: Buffer): Promise<void> {
+    if (buffer.length === 0 || this.isClosed()) return Promise.resolve()
+    return new Promise((resolve) => {
+      this.queue.push({ buffer, offset: 0, done: resolve })
+      if (this.queue.length === 1) this.next()
+    })
+  }
+
+  /** Drops every queued write (resolving them). */
+  drop(): void {
+    clearTimeout(this.timer)
+    if (this.immediate !== undefined) clearImmediate(this.immediate)
+    this.timer = undefined
+    this.immediate = undefined
+    for (const task of this.queue.splice(0)) task.done()
+  }
+
+  private next(): void {
+    this.timer = undefined
+    this.immediate = undefined
+    const task = this.queue[0]
+    if (task === undefined) return
+    if (this.isClosed()) return this.drop()
+    this.writeCall(task.buffer, task.offset, (error, written) => {
+      if (this.queue[0] !== task) return // dropped meanwhile
+      if (error !== null) {
+        if (error.code !== 'EAGAIN') return this.drop()
+        this.retries++
+        if (this.retries <= 3) this.immediate = setImmediate(() => this.next())
+        else this.timer = setTimeout(() => this.next(), 1)
+        return
+      }
+      this.retries = 0
+      task.offset += written
+      if (task.offset >= task.buffer.length) {
+        this.queue.shift()
+        task.done()
+      }
+      this.next()
+    })
   }
 }

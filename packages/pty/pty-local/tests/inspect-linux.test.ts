@@ -247,6 +247,15 @@ describe('the /proc probe on fixtures', () => {
     expect(result).toEqual({ verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'no read-syscall table for architecture ia32' })
   })
 
+  it('says unknown, examining no task, for a group with more tasks than one probe examines', async () => {
+    const workers = Array.from({ length: 8 }, (_, i) => ({ tid: 201 + i, state: 'S', syscall: syscall(202, 0n), switches: [1, 1] as [number, number] }))
+    const proc = tree(200, [python({ tasks: [...python().tasks, ...workers] })])
+    const bounded = await probeTerminalReader({ proc, terminal: TERMINAL, arch: 'x64', maxTasks: 8 })
+    expect(bounded).toMatchObject({ verdict: 'unknown', tpgid: 200, tasks: [] })
+    expect(bounded.detail).toBe('foreground process group 200 has 9 tasks, more than the 8 one probe examines')
+    expect((await probeTerminalReader({ proc, terminal: TERMINAL, arch: 'x64', maxTasks: 9 })).verdict).toBe('reading')
+  })
+
   it('parses a process name containing spaces and parentheses', async () => {
     const result = await probe(tree(200, [python({ comm: 'my (odd) name) x' })]))
     expect(result.reader?.name).toBe('my (odd) name) x')

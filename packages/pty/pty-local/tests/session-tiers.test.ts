@@ -12,8 +12,8 @@ import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 
 const SHELL = 4000
 const CHILD = 4100
-const prompt = createControlledPrompt('f00d')
-const MARKER = (status = 0) => `\x1b]6973;f00d;prompt;${status}\x07`
+const prompt = createControlledPrompt()
+const MARKER = (status = 0) => `\x1b]6973;prompt;${status}\x07`
 const PS1 = `${MARKER()}\x1b[?2004h$ `
 
 class FakeTerminal implements TerminalProcess {
@@ -23,6 +23,7 @@ class FakeTerminal implements TerminalProcess {
   exited = false
   readonly writes: string[] = []
   readonly signals: string[] = []
+  onSignal: ((signal: string) => void) | undefined
   onWrite: ((data: string) => void) | undefined
   private readonly data = new Set<(chunk: Buffer) => void>()
   private readonly exits = new Set<(exit: TerminalExit) => void>()
@@ -37,9 +38,10 @@ class FakeTerminal implements TerminalProcess {
     this.resolveExit({ exitCode, signal: undefined })
     for (const listener of [...this.exits]) listener({ exitCode, signal: undefined })
   }
-  write(data: string): void {
+  write(data: string): Promise<void> {
     this.writes.push(data)
     this.onWrite?.(data)
+    return Promise.resolve()
   }
   resize(): void {}
   onData(listener: (chunk: Buffer) => void): () => void {
@@ -69,7 +71,11 @@ class FakeInspector implements TerminalInspector {
   current: ReadProbe = probe(SHELL, SHELL, 1)
   shellBlocked: boolean | undefined = true
   probes = 0
+  /** How often the session asked for the foreground group, and whether the shell reads. */
+  foregroundLooks = 0
+  readLooks = 0
   async foregroundGroup() {
+    this.foregroundLooks++
     return this.foreground
   }
   async probe() {
@@ -86,7 +92,12 @@ class FakeInspector implements TerminalInspector {
     return this.current.tasks.find((task) => task.tid === pid)?.switches
   }
   async blockedInRead() {
+    this.readLooks++
     return this.shellBlocked
+  }
+  wrapperStopped: boolean | undefined = true
+  async stoppedWithoutChildren() {
+    return this.wrapperStopped
   }
   async executable() {
     return undefined
@@ -104,12 +115,20 @@ async function started(overrides: Partial<Config> = {}) {
     terminal,
     inspector,
     teardown: async () => ({ stopped: [], survivors: [] }),
-    signalWrapper: async (signal) => void terminal.signals.push(signal),
+    signalWrapper: async (signal) => {
+      terminal.signals.push(signal)
+      terminal.onSignal?.(signal)
+    },
   })
   const ready = session.ready(new AbortController().signal)
   terminal.emit(`welcome\r\n${PS1}`)
   const motd = await ready
   return { terminal, inspector, session, motd }
+}
+
+/** Resolves once `condition` holds, looking after every turn of the event loop (no fixed sleep). */
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Resolves when the next write reaches the terminal. */
@@ -161,8 +180,10 @@ describe('the controlled prompt tier', () => {
     terminal.emit(`sleep 1\r\n${PS1}`)
     let settled = false
     void operation.done.then(() => (settled = true))
-    // The marker is on screen but the kernel still shows the child in front: no settle yet.
-    await new Promise((resolve) => setTimeout(resolve, 40))
+    // The marker is on screen but the kernel still shows the child in front: the session looks
+    // (at the marker, then at poll ticks) and does not settle.
+    const looks = inspector.foregroundLooks
+    await until(() => inspector.foregroundLooks >= looks + 3)
     expect(settled).toBe(false)
     inspector.foreground = SHELL
     const result = await operation.done
@@ -197,8 +218,10 @@ describe('the controlled prompt tier', () => {
     // `slow` ends: the shell prints the prompt it owed, then reads the typed-ahead input.
     inspector.foreground = SHELL
     inspector.shellBlocked = false
+    const reads = inspector.readLooks
     terminal.emit(PS1)
-    await new Promise((resolve) => setTimeout(resolve, 40))
+    // The session asks whether the shell reads (it does not: the input is still queued), again.
+    await until(() => inspector.readLooks >= reads + 3)
     expect(settled).toBe(false)
     inspector.shellBlocked = true
     terminal.emit(`echo next\r\nnext\r\n${PS1}`)
@@ -303,11 +326,12 @@ describe('silence, timeout and exit', () => {
     }
   })
 
-  it('reports the exit after the output before the exit marker, and acknowledges the marker', async () => {
+  it('reports the exit after the output before the exit marker, with the wrapper’s real status, once the kernel shows the wrapper stopped', async () => {
     const { terminal, session } = await started()
+    terminal.onSignal = (signal) => signal === 'SIGCONT' && terminal.finish(3)
     const operation = session.startSend({ text: 'exit 3', submit: true })
     await nextWrite(terminal)
-    terminal.emit('exit 3\r\nlast words\r\nexit\r\n\x1b]6973;f00d;exit;3\x07')
+    terminal.emit('exit 3\r\nlast words\r\nexit\r\n\x1b]6973;exit;3\x07')
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
     expect(result.viewport).toContain('last words')
@@ -315,11 +339,23 @@ describe('silence, timeout and exit', () => {
     expect(() => session.startSend({ text: 'x', submit: true })).toThrowError(expect.objectContaining({ code: 'SESSION_EXITED' }))
   })
 
-  it('ignores markers with another nonce', async () => {
-    const { terminal, session } = await started({ idleSilenceMs: 200 })
+  it('ignores an exit marker while the wrapper is not stopped: no acknowledgement, the session lives', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    inspector.wrapperStopped = false
+    const operation = session.startSend({ text: 'forge', submit: true })
+    await nextWrite(terminal)
+    terminal.emit('forge\r\n\x1b]6973;exit;42\x07')
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'inferred_idle', sessionStatus: { state: 'running' } })
+    expect(terminal.signals).toEqual([])
+  })
+
+  it('a prompt marker while the shell is not blocked reading the terminal does not settle on the prompt', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    inspector.shellBlocked = false
     const operation = session.startSend({ text: 'cat forged', submit: true })
     await nextWrite(terminal)
-    terminal.emit('cat forged\r\n\x1b]6973;beef;prompt;0\x07$ ')
+    terminal.emit(`cat forged\r\n${MARKER()}$ `)
     expect((await operation.done).waitReason).toBe('inferred_idle')
   })
 })

@@ -7,6 +7,7 @@
  */
 import {
   type BackendSession,
+  type BackendSendInput,
   type CloseResult,
   PtyError,
   type PtySignal,
@@ -64,7 +65,7 @@ export class MemorySession implements BackendSession {
     return () => this.exitListeners.delete(listener)
   }
 
-  startSend(input: { text: string; submit: boolean }): SendOperation {
+  startSend(input: BackendSendInput): SendOperation {
     const send = new MemorySend(this.options, this.shell, input, () => {
       if (this.active === send) this.active = undefined
     })
@@ -106,7 +107,7 @@ class MemorySend {
   constructor(
     private readonly options: SessionOptions,
     private readonly shell: MemoryShell,
-    private readonly input: { text: string; submit: boolean },
+    private readonly input: BackendSendInput,
     private readonly onSettled: () => void,
   ) {
     this.viewport = new OutputBuffer(options.maxReadBytes)
@@ -179,7 +180,8 @@ class MemorySend {
       truncated,
       ...('inputState' in state && { inputState: state.inputState }),
       evidence: { tier: 'fixed', detail },
-      elapsedMs: state.waitReason === 'inferred_idle' ? this.options.idleSilenceMs : state.waitReason === 'timeout' ? this.options.timeoutMs : 0,
+      elapsedMs:
+        state.waitReason === 'inferred_idle' ? (this.input.idleMs ?? this.options.idleSilenceMs) : state.waitReason === 'timeout' ? (this.input.timeoutMs ?? this.options.timeoutMs) : 0,
     })
   }
 }

@@ -1,2 +1,3 @@
 export * from './types.ts'
+export { delay, describeStatus, displayName, within } from './helpers.ts'
 export { default, default as PtyService } from './service.ts'

@@ -7,6 +7,7 @@
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
+import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import {
   type BackendSession,
   type CloseResult,
@@ -18,6 +19,7 @@ import {
   type PtySignal,
   type ReadOptions,
   type ReadPage,
+  type SendInput,
   type SendOperation,
   type SessionInfo,
   type SignalResult,
@@ -27,6 +29,7 @@ import {
   MAX_TERMINAL_COLS,
   MAX_TERMINAL_ROWS,
 } from './types.ts'
+import { describeStatus, displayName } from './helpers.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -92,6 +95,23 @@ export default class PtyService extends Service implements PtyServiceApi {
     const logger = ctx.logger
     this.warn = (message, error) => logger.warn(message, error)
     ctx.effect(() => () => this.shutdown(), 'pty.dispose')
+    // A shell started under one sandbox policy keeps it for life, so a mode change is refused
+    // while the session's owner has terminals (open, opening, or a failed close) — for every
+    // backend, whenever a sandbox policy service is loaded.
+    ctx.inject(['sandboxPolicy'], (scope) => {
+      const policy = scope.get('sandboxPolicy') as SandboxPolicyServiceApi
+      policy.fence({ name: 'terminals', busy: (sessionId) => this.modeChangeBlocker(sessionId) })
+    })
+  }
+
+  /**
+   * Why the sandbox mode of session log `sessionId` may not change now: `terminal pty-1 is open
+   * or opening` (its owners' activity), or undefined when nothing holds it.
+   */
+  modeChangeBlocker(sessionId: string): string | undefined {
+    const ids = [...this.owners.keys()].filter((owner) => owner.session?.id === sessionId).flatMap((owner) => this.activity(owner))
+    if (ids.length === 0) return undefined
+    return `terminal${ids.length > 1 ? 's' : ''} ${ids.join(', ')} ${ids.length > 1 ? 'are' : 'is'} open or opening`
   }
 
   registerBackend(backend: PtyBackend): () => void {
@@ -155,10 +175,16 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
   }
 
-  startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation {
+  startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation {
     const entry = this.entry(owner, sessionId)
     if (typeof input?.text !== 'string' || typeof input.submit !== 'boolean') {
       throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a string \`text\` and a boolean \`submit\``)
+    }
+    for (const key of ['timeoutMs', 'idleMs'] as const) {
+      const value = input[key]
+      if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
+        throw new PtyError('INVALID_INPUT', `${key} of a send to ${sessionId} must be a positive integer of milliseconds, not ${String(value)}; nothing was written`)
+      }
     }
     if (entry.closeStarted) throw closing(entry.id)
     if (entry.send) {
@@ -166,7 +192,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
     }
 
     const token = {}
@@ -176,7 +202,12 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     let operation: SendOperation
     try {
-      operation = entry.backend.startSend({ text: input.text, submit: input.submit })
+      operation = entry.backend.startSend({
+        text: input.text,
+        submit: input.submit,
+        ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
+        ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
+      })
     } catch (error) {
       release()
       throw error
@@ -241,7 +272,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.closeStarted) throw closing(entry.id)
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeExit(status)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); no signal was sent`)
     }
     return entry.backend.signal(signal)
   }
@@ -530,14 +561,10 @@ function closing(sessionId: string): PtyError {
 }
 
 function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: string): PtyError {
-  const list = survivors.map((process) => `${process.name}[${process.pid}]`).join(', ')
+  const list = survivors.map((process) => `${displayName(process.name, 32)}[${process.pid}]`).join(', ')
   return new PtyError('CLOSE_FAILED', `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close`)
 }
 
-function describeExit(status: { exitCode: number | null; signal: string | null }): string {
-  if (status.signal) return `signal ${status.signal}`
-  return `code ${status.exitCode === null ? 'unknown' : status.exitCode}`
-}
 
 function aggregate(errors: Error[], doing: string): AggregateError {
   return new AggregateError(errors, `${doing} failed: ${errors.map((error) => error.message).join('; ')}`)

@@ -45,6 +45,13 @@ export interface ReadinessEvidence {
   detail: string
   /** For `proc`: the reading task. */
   process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
+  /**
+   * For `proc`, when the read alone did not prove the program waits for input: what else could
+   * wake it (`socket fd 21`, `pipe fd 5`, `timer in 200 ms`, `task 4122 read socket fd 9`), and
+   * how the send was decided anyway — the output ended in a prompt-shaped line that stayed quiet,
+   * with the reader not running, for `quietMs`.
+   */
+  corroborated?: { sources: string[]; quietMs: number }
 }
 
 /** The settled outcome of one send. */
@@ -59,6 +66,27 @@ export interface SendResult {
   evidence: ReadinessEvidence
   /** Time from the write to settling, in ms. */
   elapsedMs: number
+}
+
+/**
+ * Per-send time limits, in ms, replacing the backend's configured ones for this send only:
+ * `timeoutMs` bounds the send (settling `timeout`), `idleMs` is the output silence after which it
+ * settles `inferred_idle`. Positive integers; the tool caps `timeoutMs` (`maxTimeoutMs`).
+ */
+export interface SendLimits {
+  timeoutMs?: number
+  idleMs?: number
+}
+
+/** What a backend is asked to type. `submit`: Enter follows the text. */
+export interface BackendSendInput extends SendLimits {
+  text: string
+  submit: boolean
+}
+
+/** What a caller of `ctx.pty.startSend` asks for; `signal` cancels the send (SIGINT after the write). */
+export interface SendInput extends BackendSendInput {
+  signal?: AbortSignal
 }
 
 /** A send in progress, returned synchronously by `startSend`. */
@@ -237,7 +265,7 @@ export interface BackendSession {
   /** Registers a listener for the shell's exit (after its output is drained). Returns a disposer. */
   onExit(listener: (status: SessionStatus) => void): () => void
   /** Synchronous: returns at once; writing happens after. */
-  startSend(input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation
+  startSend(input: BackendSendInput): SendOperation
   read(options: { offset: number; count: number }): ReadPage
   /** @throws PtyError `SESSION_EXITED`, `SIGNAL_REFUSED` (SIGKILL to the shell), `NO_FOREGROUND`. */
   signal(signal: PtySignal): Promise<SignalResult>
@@ -292,7 +320,7 @@ export interface PtyServiceApi {
    * @throws PtyError `SEND_ACTIVE`, `NO_SESSION`, `FOREIGN_SESSION`, `OWNER_NOT_LIVE`,
    * `SERVICE_DISPOSING`, `SESSION_EXITED` — all before anything is written.
    */
-  startSend(owner: Agent, sessionId: string, input: { text: string; submit: boolean; signal?: AbortSignal }): SendOperation
+  startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation
   read(owner: Agent, sessionId: string, options?: ReadOptions): ReadPage
   /**
    * The session's current screen, rendered.

@@ -358,6 +358,18 @@ describe('send reservation', () => {
     expect(root.pty.list(alice)[0]?.busy).toBe(true)
   })
 
+  it('passes a send’s own timeoutMs and idleMs to the backend and refuses bad ones before anything is written', async () => {
+    const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
+    const session = backend.last.session
+    for (const bad of [0, -5, 1.5, Number.NaN]) {
+      expectCode(thrown(() => root.pty.startSend(alice, sessionId, { text: 'x', submit: true, timeoutMs: bad })), 'INVALID_INPUT', /timeoutMs of a send to pty-1 must be a positive integer/)
+      expectCode(thrown(() => root.pty.startSend(alice, sessionId, { text: 'x', submit: true, idleMs: bad })), 'INVALID_INPUT', /idleMs of a send to pty-1 must be a positive integer/)
+    }
+    expect(session.sends).toHaveLength(0)
+    root.pty.startSend(alice, sessionId, { text: 'watch date', submit: true, timeoutMs: 5000, idleMs: 700 })
+    expect(session.lastSend.input).toEqual({ text: 'watch date', submit: true, timeoutMs: 5000, idleMs: 700 })
+  })
+
   it('releases the reservation only when done settles, whether it resolves or rejects', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session

@@ -7,40 +7,24 @@
  * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
-import { z } from 'zod'
-import type { Agent, AgentServiceApi } from '@conch/agent'
-import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, PTY_SIGNALS, PtyError, type PtyServiceApi, type SendOperation, type SendResult, type SignalResult } from '@conch/pty'
-import type { KillReport, TasksServiceApi } from '@conch/tasks'
-import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi, utf8Bytes } from '@conch/tools'
-import { renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderScreen, renderSend, renderSignal, statusText } from './render.ts'
+import type { AgentServiceApi } from '@conch/agent'
+import { Config } from './config.ts'
+import { toolKit } from './tools/kit.ts'
+import { registerTerminalClose } from './tools/close.ts'
+import { registerTerminalList } from './tools/list.ts'
+import { registerTerminalOpen } from './tools/open.ts'
+import { registerTerminalRead } from './tools/read.ts'
+import { registerTerminalSend } from './tools/send.ts'
+import { registerTerminalSignal } from './tools/signal.ts'
 import { registerResize } from './resize.ts'
+import { sessionId } from './tools/kit.ts'
 
 export { NO_OUTPUT, TRUNCATED, fit, renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderScreen, renderSend, renderSignal, statusText } from './render.ts'
+export { firstLine } from './tools/kit.ts'
+export { Config }
 
 export const name = 'tool-pty'
 export const inject = ['pty', 'tools']
-
-export const Config = z
-  .object({
-    enableRunInBackground: z
-      .boolean()
-      .default(true)
-      .describe('Offer `run_in_background` on terminal_send (needs ctx.tasks at run time). false removes it from the schema and refuses it.'),
-    maxResultBytes: z
-      .number()
-      .int()
-      .min(MIN_RESULT_BYTES)
-      .default(262144)
-      .describe('Bound of every terminal tool result, in UTF-8 bytes; output keeps its newest bytes, metadata lines are kept.'),
-    maxInputBytes: z.number().int().positive().default(1048576).describe('Largest `text` terminal_send accepts, in UTF-8 bytes.'),
-    killEscalation: z
-      .array(z.enum(['SIGTERM', 'SIGKILL']))
-      .default(['SIGTERM', 'SIGKILL'])
-      .describe('Signals task_kill sends, in order, to the foreground process group of a background send that SIGINT did not stop; each waits for the terminal to be ready again (up to the backend\'s signal wait) before the next.'),
-  })
-  .prefault({})
-
-export type Config = z.output<typeof Config>
 
 /** Section id and order on ctx.agents (after the base instructions, before task guidance). */
 export const PROMPT_SECTION_ID = 'terminals'
@@ -61,298 +45,19 @@ export function promptSection(config: Pick<Config, 'enableRunInBackground'>): st
     .join('\n')
 }
 
-const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"').describe('The terminal, e.g. "pty-1" (from terminal_open or terminal_list).')
-
+/** Registers the seven tools (one module each under tools/, resize.ts) and the prompt section. */
 export const apply = (ctx: Context, config: Config) => {
-  const pty: PtyServiceApi = ctx.pty
-  const tools: ToolsServiceApi = ctx.tools
-  const limits = { maxResultBytes: config.maxResultBytes }
-  const error = (caught: unknown): ToolResult => {
-    if (!(caught instanceof PtyError)) throw caught
-    return { content: [{ type: 'text', text: renderError(caught, config.maxResultBytes) }], isError: true, meta: { errorCode: caught.code } }
-  }
-  const text = (value: string, meta?: Record<string, unknown>): ToolResult => ({ content: [{ type: 'text', text: value }], ...(meta && { meta }) })
-
-  tools.register({
-    name: 'terminal_open',
-    description:
-      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell].',
-    kind: 'execute',
-    ...limits,
-    input: z.object({
-      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
-      name: z.string().min(1).optional().describe('Optional display name, unique among your terminals.'),
-      cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
-      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
-      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
-    }),
-    title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
-    async execute(input, { agent, signal }) {
-      try {
-        const size = { ...(input.rows !== undefined && { rows: input.rows }), ...(input.cols !== undefined && { cols: input.cols }) }
-        const opened = await pty.spawn(agent, { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size }, signal)
-        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }) })
-      } catch (caught) {
-        return error(caught)
-      }
-    },
-  })
-
-  const sendShape = {
-    sessionId,
-    text: z.string().describe('Text to type. With submit (default) Enter follows; several lines run one after another. Control characters are sent as typed (e.g. "\\u0003" is ^C).'),
-    submit: z.boolean().default(true).describe('Press Enter after the text (default true). false types without submitting, e.g. a single key for a pager.'),
-  }
-  const sendInput = config.enableRunInBackground
-    ? z.object({
-        ...sendShape,
-        run_in_background: z
-          .boolean()
-          .optional()
-          .describe('Return a task id at once instead of waiting; read the output with task_output and interrupt with task_kill.'),
-      })
-    : z.strictObject(sendShape, {
-        error: (issue) =>
-          issue.code === 'unrecognized_keys' && issue.keys.includes('run_in_background')
-            ? 'run_in_background is disabled in this deployment; send in the foreground (omit run_in_background)'
-            : undefined,
-      })
-
-  tools.register({
-    name: 'terminal_send',
-    description:
-      'Type text into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. One send at a time per terminal.',
-    kind: 'execute',
-    ...limits,
-    input: sendInput,
-    title: (input) => `${input.sessionId}: ${firstLine(input.text)}`,
-    async execute(input, { agent, signal, progress }) {
-      const background = 'run_in_background' in input && input.run_in_background === true
-      const bytes = utf8Bytes(input.text)
-      if (bytes > config.maxInputBytes) {
-        return error(
-          new PtyError(
-            'INVALID_INPUT',
-            `text is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
-          ),
-        )
-      }
-      if (background) {
-        const tasks = ctx.get('tasks') as TasksServiceApi | undefined
-        if (!tasks) {
-          return error(new PtyError('INVALID_INPUT', 'run_in_background needs the tasks service, which is not loaded; nothing was written. Send in the foreground instead'))
-        }
-        let operation: SendOperation
-        try {
-          operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit })
-        } catch (caught) {
-          return error(caught)
-        }
-        const label = `${input.sessionId}: ${firstLine(input.text)}`
-        let taskId: string
-        try {
-          taskId = tasks.start({
-            kind: 'pty-send',
-            label,
-            owner: agent,
-            run: async () => {
-              const result = await operation.done
-              return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result) }
-            },
-            drain: () => operation.readOutput(),
-            cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
-          }).id
-        } catch (caught) {
-          // No task took the send: take it back before anything is written.
-          await operation.cancel()
-          await operation.done.catch(() => undefined)
-          throw caught
-        }
-        return text(renderBackground(taskId, label, config.maxResultBytes), { taskId, sessionId: input.sessionId })
-      }
-
-      let operation: SendOperation
-      try {
-        operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, signal })
-      } catch (caught) {
-        return error(caught)
-      }
-      const stop = progress
-        ? operation.onOutput(() => {
-            const chunk = operation.readOutput()
-            if (chunk !== '') progress({ type: 'output', text: chunk })
-          })
-        : undefined
-      let result: SendResult
-      try {
-        result = await operation.done
-      } catch (caught) {
-        return error(caught)
-      } finally {
-        stop?.()
-      }
-      const rendered = renderSend(result, config.maxResultBytes, signal.aborted)
-      return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated })
-    },
-  })
-
-  tools.register({
-    name: 'terminal_read',
-    description:
-      'Read a terminal\'s retained scrollback (what it showed, prompts and commands included), newest lines last. offset counts lines back from the newest; count is how many lines. Use it to see output that arrived after a send returned.',
-    kind: 'read',
-    ...limits,
-    input: z.object({
-      sessionId,
-      offset: z.number().int().min(0).default(0).describe('Lines to skip back from the newest (0 = end).'),
-      count: z.number().int().min(1).default(500).describe('Lines to return (default 500).'),
-      screen: z.boolean().optional().describe('Return the current screen instead (rows as a person sees them, with the cursor row marked), e.g. for a full-screen program.'),
-    }),
-    title: (input) => `read ${input.sessionId}`,
-    async execute(input, { agent }) {
-      try {
-        if (input.screen === true) {
-          const rendered = renderScreen(pty.screen(agent, input.sessionId), config.maxResultBytes)
-          return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
-        }
-        const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
-        const rendered = renderRead(page, config.maxResultBytes)
-        return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: page.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
-      } catch (caught) {
-        return error(caught)
-      }
-    },
-  })
-
-  tools.register({
-    name: 'terminal_signal',
-    description:
-      'Send a signal to the program in the foreground of a terminal (its process group): SIGINT interrupts (like Ctrl-C), SIGTERM asks it to stop, SIGKILL forces it, SIGTSTP suspends it, SIGHUP hangs it up. The shell itself cannot be SIGKILLed; use terminal_close.',
-    kind: 'execute',
-    ...limits,
-    input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS).describe('The signal to send.') }),
-    title: (input) => `${input.sessionId}: ${input.signal}`,
-    async execute(input, { agent }) {
-      try {
-        const result = await pty.signal(agent, input.sessionId, input.signal)
-        return text(renderSignal(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
-      } catch (caught) {
-        return error(caught)
-      }
-    },
-  })
-
-  tools.register({
-    name: 'terminal_close',
-    description: 'Close a terminal: stop its shell and every process it started, and forget it. Returns what was stopped.',
-    kind: 'delete',
-    ...limits,
-    input: z.object({ sessionId }),
-    title: (input) => `close ${input.sessionId}`,
-    async execute(input, { agent }) {
-      try {
-        const result = await pty.kill(agent, input.sessionId)
-        return text(renderClose(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
-      } catch (caught) {
-        return error(caught)
-      }
-    },
-  })
-
-  tools.register({
-    name: 'terminal_list',
-    description: 'List your terminals, one per line: id, type, status (running or exited with its code), name, and busy while a send runs.',
-    kind: 'read',
-    ...limits,
-    input: z.object({}),
-    title: () => 'terminals',
-    async execute(_input, { agent }) {
-      const sessions = pty.list(agent)
-      // createdAt stays out of meta so scripted runs are byte-stable; ids give the order.
-      return text(renderList(sessions, config.maxResultBytes), { sessions: sessions.map(({ createdAt: _createdAt, ...session }) => session) })
-    },
-  })
-
-  registerResize({ tools, pty, maxResultBytes: config.maxResultBytes, sessionId, error })
+  const kit = toolKit(ctx, config)
+  registerTerminalOpen(kit)
+  registerTerminalSend(kit)
+  registerTerminalRead(kit)
+  registerTerminalSignal(kit)
+  registerTerminalClose(kit)
+  registerTerminalList(kit)
+  registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, error: kit.error })
 
   ctx.inject(['agents'], (inner) => {
     const agents = inner.get('agents') as AgentServiceApi
     agents.section({ id: PROMPT_SECTION_ID, order: PROMPT_SECTION_ORDER, render: () => promptSection(config) })
   })
-}
-
-/** Outcome fields of a background send's task: `{wait, session}`, and `input` when not at a primary prompt. */
-/**
- * Stops a background send for task_kill: SIGINT first (the send's own cancel), then each signal
- * of `escalation` to the foreground process group while the terminal is not ready for input
- * again. A program that ignores SIGINT (`trap '' INT`, a raw-mode program) would otherwise keep
- * running under a task reported `killed`. Reports the signals it needed, and says so when the
- * program survived all of them.
- */
-async function stopBackground(
-  pty: PtyServiceApi,
-  agent: Agent,
-  sessionId: string,
-  operation: SendOperation,
-  escalation: readonly ('SIGTERM' | 'SIGKILL')[],
-): Promise<KillReport> {
-  await operation.cancel()
-  const result = await operation.done.catch(() => undefined)
-  // Rejected: cancelled before anything was written; nothing runs.
-  if (result === undefined || result.waitReason === 'stdin_read' || result.sessionStatus.state === 'exited') return {}
-  const sent = ['SIGINT']
-  let output = ''
-  let target = 'the foreground program'
-  for (const signal of escalation) {
-    let signalled: SignalResult
-    try {
-      signalled = await pty.signal(agent, sessionId, signal)
-    } catch (error) {
-      // The shell itself is in front again (SIGKILL refused), nothing is, or the terminal is gone.
-      if (error instanceof PtyError && ['SIGNAL_REFUSED', 'NO_FOREGROUND', 'SESSION_EXITED', 'NO_SESSION'].includes(error.code)) {
-        return sent.length === 1 ? { output } : { fields: { signals: sent.join(' then ') }, output }
-      }
-      throw error
-    }
-    sent.push(signal)
-    target = signalled.target
-    output += signalled.output === undefined || signalled.output === '' ? '' : `${signalled.output}\n`
-    if (signalled.waitReason === 'stdin_read' || signalled.waitReason === 'session_exit') {
-      return { fields: { wait: signalled.waitReason, signals: sent.join(' then ') }, output }
-    }
-  }
-  if (sent.length === 1) return {}
-  return {
-    fields: { signals: sent.join(' then '), stopped: `no: ${target} still runs after ${sent.at(-1)}` },
-    output,
-  }
-}
-
-function outcomeFields(result: SendResult): Record<string, string> {
-  return {
-    wait: result.waitReason,
-    session: statusText(result.sessionStatus),
-    ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
-  }
-}
-
-function sendMeta(sessionId: string, result: SendResult): Record<string, unknown> {
-  return {
-    sessionId,
-    waitReason: result.waitReason,
-    sessionStatus: result.sessionStatus,
-    evidence: result.evidence,
-    ...(result.inputState !== undefined && { inputState: result.inputState }),
-    elapsedMs: result.elapsedMs,
-    truncated: result.truncated,
-  }
-}
-
-/** The first non-blank line of `text` for titles and task labels: control characters as ^X, at most 80 characters. */
-export function firstLine(text: string): string {
-  const line = (text.split(/\r?\n/).find((part) => part.trim() !== '') ?? '').trim()
-  const visible = line.replace(/[\x00-\x1f\x7f]/g, (char) => (char === '\x7f' ? '^?' : `^${String.fromCharCode(char.charCodeAt(0) + 64)}`))
-  if (visible === '') return '(empty line)'
-  const points = [...visible]
-  return points.length > 80 ? `${points.slice(0, 79).join('')}…` : visible
 }

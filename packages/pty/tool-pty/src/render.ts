@@ -16,7 +16,7 @@
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
  */
-import { PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { displayName, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { boundUtf8, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
@@ -123,7 +123,7 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
     case 'inferred_idle':
       return [{ text: '[note: output went quiet, which does not prove the command finished; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
     case 'timeout':
-      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
+      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]', short: '' }]
     case 'stdin_read':
     case 'session_exit':
       return []
@@ -217,11 +217,14 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   return { text: last.text, truncated: true }
 }
 
+/** At most this many processes are named in a close result; the rest are counted. */
+export const CLOSE_NAMES_SHOWN = 20
+
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${result.target} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
@@ -229,7 +232,7 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
 }
 
 export function renderClose(sessionId: string, result: CloseResult, maxBytes: number): string {
-  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${result.stopped.map((process) => `${process.name}[${process.pid}]`).join(', ')}`
+  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processList(result.stopped)}`
   return fit({
     body: '',
     meta: [{ text: `[closed: ${sessionId} — ${stopped}]`, short: `[closed: ${sessionId}]` }, { text: `[session: ${statusText(result.status)}]` }],
@@ -237,6 +240,13 @@ export function renderClose(sessionId: string, result: CloseResult, maxBytes: nu
     truncated: false,
     maxBytes,
   }).text
+}
+
+/** `bash[12], sleep[13]`, the first CLOSE_NAMES_SHOWN named, then `and N more (M processes)`. */
+function processList(processes: readonly { pid: number; name: string }[]): string {
+  const named = processes.slice(0, CLOSE_NAMES_SHOWN).map((process) => `${displayName(process.name, 32)}[${process.pid}]`)
+  const rest = processes.length - named.length
+  return rest > 0 ? `${named.join(', ')} and ${rest} more (${processes.length} processes)` : named.join(', ')
 }
 
 /** One line per session: `pty-1 shell running name=build busy`. */

@@ -35,7 +35,7 @@ describe('tool definitions', () => {
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
     expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
-    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'run_in_background'])
+    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'timeoutMs', 'idleMs', 'run_in_background'])
     expect(parameters['terminal_send']!['required']).toEqual(['sessionId', 'text'])
     expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])
     expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen'])
@@ -48,7 +48,7 @@ describe('tool definitions', () => {
     harness = await boot({ toolPty: { enableRunInBackground: false } })
     await harness.call('terminal_open', { type: 'shell' })
     const send = harness.ctx.tools.specs().find((spec) => spec.name === 'terminal_send')!
-    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'submit'])
+    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'timeoutMs', 'idleMs'])
     expect(send.parameters['additionalProperties']).toBe(false)
     const forced = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=yes', run_in_background: true })
     expect(forced.isError).toBe(true)
@@ -147,8 +147,20 @@ describe('what the model sees', () => {
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'yes' })).toBe(
       'y\ny\n[wait: timeout]\n[session: running]\n' +
         '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]\n' +
-        '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it]',
+        '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]',
     )
+  })
+
+  it('takes a send’s own timeoutMs, capped by maxTimeoutMs', async () => {
+    await opened({ memory: { yesLines: 2 }, toolPty: { maxTimeoutMs: 60000 } })
+    const timed = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'yes', timeoutMs: 1234 })
+    expect(timed.meta).toMatchObject({ waitReason: 'timeout', elapsedMs: 1234 })
+    await harness.call('terminal_signal', { sessionId: 'pty-1', signal: 'SIGINT' })
+    const refused = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'echo x', timeoutMs: 60001 })
+    expect(refused.isError).toBe(true)
+    expect(refused.content[0]!.text).toContain('timeoutMs may be at most 60000 (maxTimeoutMs); use run_in_background for longer commands')
+    const quiet = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'sleep 100', idleMs: 4321 })
+    expect(quiet.meta).toMatchObject({ waitReason: 'inferred_idle', elapsedMs: 4321 })
   })
 
   it('renders a send that ended the shell with its exit code', async () => {

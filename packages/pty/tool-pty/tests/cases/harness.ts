@@ -1,5 +1,5 @@
 /**
- * The terminal cases (shared/cases/terminal-cases.md) run against the real composition a
+ * The terminal cases C1–C9 (one file each in this folder) run against the real composition a
  * harness mounts: the spine (sessions, tools, llm, agents, tasks and the task tools), process
  * ownership, the sandbox services, `ctx.pty` with the node-pty backend, and the six terminal
  * tools — every call goes through `ctx.tools.execute` as the agent loop makes it.

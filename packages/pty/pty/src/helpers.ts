@@ -1,0 +1,57 @@
+/**
+ * Small helpers every terminal backend and tool shares: waiting with a bound, the text of an
+ * exit status, and a process name as the model may see it.
+ */
+import type { SessionStatus } from './types.ts'
+
+/** Resolves after `ms` milliseconds. */
+export function delay(ms: number): Promise<undefined> {
+  return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
+}
+
+/** `promise`, or undefined after `ms` — without leaving a timer behind when the promise wins. */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)))])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** `running`, `code 3`, `signal SIGHUP`, `code unknown` — the status in error messages and evidence. */
+export function describeStatus(status: SessionStatus | { exitCode: number | null; signal: string | null }): string {
+  if ('state' in status && status.state === 'running') return 'running'
+  const exited = status as { exitCode: number | null; signal: string | null }
+  if (exited.signal) return `signal ${exited.signal}`
+  return `code ${exited.exitCode ?? 'unknown'}`
+}
+
+/**
+ * A process name or command line as the model may see it: a program chooses its own name
+ * (prctl(2) PR_SET_NAME, `exec -a`, argv), so nothing in it may read as a line of a result.
+ * Backslash and every control character — C0, DEL, C1, and the Unicode line and paragraph
+ * separators — are written as escapes (`\\`, `\n`, `\r`, `\t`, `\x1b`, `\u2028`), and the text is
+ * cut at `maxChars` code points with `…`.
+ */
+export function displayName(name: string, maxChars = 64): string {
+  let out = ''
+  let count = 0
+  for (const char of name) {
+    if (count >= maxChars) return `${out}…`
+    out += escapeChar(char)
+    count++
+  }
+  return out
+}
+
+const NAMED_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }
+
+function escapeChar(char: string): string {
+  const named = NAMED_ESCAPES[char]
+  if (named !== undefined) return named
+  const code = char.codePointAt(0)!
+  if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return `\\x${code.toString(16).padStart(2, '0')}`
+  if (code === 0x2028 || code === 0x2029) return `\\u${code.toString(16)}`
+  return char
+}

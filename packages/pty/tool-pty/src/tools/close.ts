@@ -1,0 +1,24 @@
+/** terminal_close: stop a terminal and everything in it. */
+import { z } from 'zod'
+import { renderClose } from '../render.ts'
+import { sessionId, type ToolKit } from './kit.ts'
+
+export function registerTerminalClose(kit: ToolKit): void {
+  const { pty, tools, config, limits, error, text } = kit
+  tools.register({
+    name: 'terminal_close',
+    description: 'Close a terminal: stop its shell and every process it started, and forget it. Returns what was stopped.',
+    kind: 'delete',
+    ...limits,
+    input: z.object({ sessionId }),
+    title: (input) => `close ${input.sessionId}`,
+    async execute(input, { agent }) {
+      try {
+        const result = await pty.kill(agent, input.sessionId)
+        return text(renderClose(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
+      } catch (caught) {
+        return error(caught)
+      }
+    },
+  })
+}

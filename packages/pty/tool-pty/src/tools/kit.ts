@@ -1,0 +1,49 @@
+/**
+ * What every terminal tool module shares: the services, the config, the result helpers and the
+ * `sessionId` field.
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import { PtyError, type PtyServiceApi } from '@conch/pty'
+import type { ToolResult, ToolsServiceApi } from '@conch/tools'
+import type { Config } from '../config.ts'
+import { renderError } from '../render.ts'
+
+export interface ToolKit {
+  ctx: Context
+  pty: PtyServiceApi
+  tools: ToolsServiceApi
+  config: Config
+  /** Spread into every registration: the bound of its results. */
+  limits: { maxResultBytes: number }
+  /** An error result for a PtyError (anything else is thrown on). */
+  error(caught: unknown): ToolResult
+  /** A text result with optional meta. */
+  text(value: string, meta?: Record<string, unknown>): ToolResult
+}
+
+export function toolKit(ctx: Context, config: Config): ToolKit {
+  return {
+    ctx,
+    pty: ctx.pty,
+    tools: ctx.tools,
+    config,
+    limits: { maxResultBytes: config.maxResultBytes },
+    error(caught) {
+      if (!(caught instanceof PtyError)) throw caught
+      return { content: [{ type: 'text', text: renderError(caught, config.maxResultBytes) }], isError: true, meta: { errorCode: caught.code } }
+    },
+    text: (value, meta) => ({ content: [{ type: 'text', text: value }], ...(meta && { meta }) }),
+  }
+}
+
+export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"').describe('The terminal, e.g. "pty-1" (from terminal_open or terminal_list).')
+
+/** The first non-blank line of `text` for titles and task labels: control characters as ^X, at most 80 characters. */
+export function firstLine(text: string): string {
+  const line = (text.split(/\r?\n/).find((part) => part.trim() !== '') ?? '').trim()
+  const visible = line.replace(/[\x00-\x1f\x7f]/g, (char) => (char === '\x7f' ? '^?' : `^${String.fromCharCode(char.charCodeAt(0) + 64)}`))
+  if (visible === '') return '(empty line)'
+  const points = [...visible]
+  return points.length > 80 ? `${points.slice(0, 79).join('')}…` : visible
+}

@@ -1,0 +1,33 @@
+/** terminal_open: start a terminal of a registered type. */
+import { z } from 'zod'
+import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS } from '@conch/pty'
+import { renderOpen } from '../render.ts'
+import type { ToolKit } from './kit.ts'
+
+export function registerTerminalOpen(kit: ToolKit): void {
+  const { pty, tools, config, limits, error, text } = kit
+  tools.register({
+    name: 'terminal_open',
+    description:
+      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell].',
+    kind: 'execute',
+    ...limits,
+    input: z.object({
+      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
+      name: z.string().min(1).optional().describe('Optional display name, unique among your terminals.'),
+      cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
+    }),
+    title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
+    async execute(input, { agent, signal }) {
+      try {
+        const size = { ...(input.rows !== undefined && { rows: input.rows }), ...(input.cols !== undefined && { cols: input.cols }) }
+        const opened = await pty.spawn(agent, { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size }, signal)
+        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }) })
+      } catch (caught) {
+        return error(caught)
+      }
+    },
+  })
+}

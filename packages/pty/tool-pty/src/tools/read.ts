@@ -1,0 +1,35 @@
+/** terminal_read: a page of a terminal's scrollback. */
+import { z } from 'zod'
+import { renderRead, renderScreen } from '../render.ts'
+import { sessionId, type ToolKit } from './kit.ts'
+
+export function registerTerminalRead(kit: ToolKit): void {
+  const { pty, tools, config, limits, error, text } = kit
+  tools.register({
+    name: 'terminal_read',
+    description:
+      'Read a terminal\'s retained scrollback (what it showed, prompts and commands included), newest lines last. offset counts lines back from the newest; count is how many lines. Use it to see output that arrived after a send returned.',
+    kind: 'read',
+    ...limits,
+    input: z.object({
+      sessionId,
+      offset: z.number().int().min(0).default(0).describe('Lines to skip back from the newest (0 = end).'),
+      count: z.number().int().min(1).default(500).describe('Lines to return (default 500).'),
+      screen: z.boolean().optional().describe('Return the current screen instead (rows as a person sees them, with the cursor row marked), e.g. for a full-screen program.'),
+    }),
+    title: (input) => `read ${input.sessionId}`,
+    async execute(input, { agent }) {
+      try {
+        if (input.screen === true) {
+          const rendered = renderScreen(pty.screen(agent, input.sessionId), config.maxResultBytes)
+          return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
+        }
+        const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
+        const rendered = renderRead(page, config.maxResultBytes)
+        return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: page.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
+      } catch (caught) {
+        return error(caught)
+      }
+    },
+  })
+}

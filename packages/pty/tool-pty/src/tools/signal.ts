@@ -1,0 +1,26 @@
+/** terminal_signal: signal the foreground process group of a terminal. */
+import { z } from 'zod'
+import { PTY_SIGNALS } from '@conch/pty'
+import { renderSignal } from '../render.ts'
+import { sessionId, type ToolKit } from './kit.ts'
+
+export function registerTerminalSignal(kit: ToolKit): void {
+  const { pty, tools, config, limits, error, text } = kit
+  tools.register({
+    name: 'terminal_signal',
+    description:
+      'Send a signal to the program in the foreground of a terminal (its process group): SIGINT interrupts (like Ctrl-C), SIGTERM asks it to stop, SIGKILL forces it, SIGTSTP suspends it, SIGHUP hangs it up. The shell itself cannot be SIGKILLed; use terminal_close.',
+    kind: 'execute',
+    ...limits,
+    input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS).describe('The signal to send.') }),
+    title: (input) => `${input.sessionId}: ${input.signal}`,
+    async execute(input, { agent }) {
+      try {
+        const result = await pty.signal(agent, input.sessionId, input.signal)
+        return text(renderSignal(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
+      } catch (caught) {
+        return error(caught)
+      }
+    },
+  })
+}
