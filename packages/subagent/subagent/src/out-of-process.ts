@@ -1,0 +1,253 @@
+/**
+ * What every provider whose child is a separate process shares: its config fields, where the
+ * child runs, what environment it gets, how its start is raced against its death, and the
+ * teardown ladder.
+ */
+import { accessSync, constants, statSync } from 'node:fs'
+import { isAbsolute } from 'node:path'
+import { z } from 'zod'
+import type { Agent } from '@conch/agent'
+import { scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
+import { SubagentError } from './types.ts'
+
+/** A directory the server can enter: absolute, existing, a directory, searchable (access(2) X_OK). */
+export const AbsoluteDirectory = z
+  .string()
+  .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+  .refine(
+    (path) => {
+      try {
+        if (!statSync(path).isDirectory()) return false
+        accessSync(path, constants.X_OK)
+        return true
+      } catch {
+        return false
+      }
+    },
+    { message: 'must be an existing directory the server can enter' },
+  )
+
+/** An environment variable name (POSIX: letters, digits, underscore, not starting with a digit). */
+const VariableName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
+
+/**
+ * Config fields of every out-of-process provider (spread into a provider's own `z.object`).
+ * Defaults live here so every provider documents and behaves the same.
+ */
+export const outOfProcessConfig = {
+  cwd: AbsoluteDirectory.optional().describe(
+    "The child's working directory; unset: the parent session's workspace root. Never the server's own cwd.",
+  ),
+  env: z
+    .array(VariableName)
+    .default([])
+    .describe(
+      'Variables passed through to the child from the server environment, by name (for example a key the child needs). Everything else comes from the scrubbed environment.',
+    ),
+  startTimeoutMs: z
+    .number()
+    .int()
+    .positive()
+    .default(30_000)
+    .describe('How long the child may take to start (spawn to ready), in ms; then the start fails and the child is torn down.'),
+  disposeEofGraceMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(6000)
+    .describe('After the protocol shutdown and closing stdin, how long the child may take to exit by itself, in ms.'),
+  disposeGraceMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(3000)
+    .describe("Between SIGTERM and SIGKILL of the child's process tree, in ms."),
+}
+
+export interface OutOfProcessConfig {
+  cwd?: string | undefined
+  env: string[]
+  startTimeoutMs: number
+  disposeEofGraceMs: number
+  disposeGraceMs: number
+}
+
+/**
+ * The child's working directory: the configured absolute directory, else the parent session's
+ * workspace root (`session/start`'s `workspaceRoot`).
+ * @throws SubagentError `START_FAILED` when neither is set — the server's own cwd is never used.
+ */
+export function childCwd(configured: string | undefined, parent: Agent, provider: string): string {
+  if (configured !== undefined) return configured
+  const root = parent.session.start.workspaceRoot
+  if (root !== undefined && isAbsolute(root)) return root
+  throw new SubagentError(
+    'START_FAILED',
+    `cannot start a "${provider}" sub-agent for agent ${parent.id}: its session has no workspace root and the provider has no cwd configured`,
+  )
+}
+
+/**
+ * The child's environment: `scrubbedEnv(source)` (no secret-looking names, no `CONCH_*`), plus
+ * each variable named in `passThrough` that is set in `source`, plus `extra` (set by the
+ * provider itself; wins).
+ */
+export function childEnv(
+  passThrough: readonly string[],
+  extra: Readonly<Record<string, string>> = {},
+  source: Readonly<Record<string, string | undefined>> = process.env,
+): Record<string, string> {
+  const trusted: Record<string, string> = {}
+  for (const name of passThrough) {
+    const value = source[name]
+    if (value !== undefined) trusted[name] = value
+  }
+  return scrubbedEnv(source, { trusted: { ...trusted, ...extra } })
+}
+
+export interface SpawnChildOptions {
+  argv: [string, ...string[]]
+  cwd: string
+  env: Record<string, string>
+  provider: string
+}
+
+/**
+ * Spawns the child through `ctx.subprocess` (its own session and process group, a tag in its
+ * environment, owned by the service).
+ * @throws SubagentError `START_FAILED` naming the program, with the `SubprocessError` as cause.
+ */
+export function spawnChild(subprocess: SubprocessServiceApi, options: SpawnChildOptions): ChildHandle {
+  try {
+    return subprocess.spawn({ argv: options.argv, cwd: options.cwd, env: options.env })
+  } catch (error) {
+    throw new SubagentError('START_FAILED', `cannot start the "${options.provider}" sub-agent: ${(error as Error).message}`, {
+      cause: error,
+    })
+  }
+}
+
+/** The tail of a stream (the child's stderr, for diagnostics), at most `maxBytes` UTF-8 bytes. */
+export class StreamTail {
+  private text = ''
+
+  constructor(stream: NodeJS.ReadableStream, private readonly maxChars = 4096) {
+    stream.setEncoding?.('utf8')
+    stream.on('data', (chunk: string | Buffer) => {
+      this.text = (this.text + chunk.toString()).slice(-this.maxChars)
+    })
+  }
+
+  /** The last line(s) of what was written, trimmed; empty when nothing was. */
+  tail(lines = 5): string {
+    return this.text.trim().split('\n').slice(-lines).join('\n')
+  }
+}
+
+/** How a child's exit reads in a diagnostic: `exited with code 3`, `was killed by SIGKILL`. */
+export function describeExit(exit: { exitCode: number | null; signal: NodeJS.Signals | null }): string {
+  if (exit.signal !== null) return `was killed by ${exit.signal}`
+  return `exited with code ${exit.exitCode ?? 'unknown'}`
+}
+
+export interface RaceStartOptions<T> {
+  /** The protocol handshake (for example ACP initialize + session/new). */
+  handshake: Promise<T>
+  child: ChildHandle
+  signal: AbortSignal
+  timeoutMs: number
+  provider: string
+  /** Text appended to diagnostics, e.g. the child's stderr tail. */
+  detail?: () => string
+}
+
+/**
+ * Races a child's handshake against its exit, the caller's signal and a timeout. Only the
+ * handshake can win: a child that exits — even cleanly, with code 0 — before answering fails
+ * the start.
+ * @throws SubagentError `START_FAILED` naming what happened.
+ */
+export async function raceStart<T>(options: RaceStartOptions<T>): Promise<T> {
+  const { provider } = options
+  const detail = (): string => {
+    const text = options.detail?.() ?? ''
+    return text === '' ? '' : `; its stderr ends with: ${text}`
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let onAbort: (() => void) | undefined
+  const failures = new Promise<never>((_, reject) => {
+    void options.child.done.then((exit) =>
+      reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}`)),
+    )
+    timer = setTimeout(
+      () => reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent was not ready within ${options.timeoutMs} ms${detail()}`)),
+      options.timeoutMs,
+    )
+    onAbort = () =>
+      reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent was cancelled while it started`, { cause: options.signal.reason }))
+    if (options.signal.aborted) onAbort()
+    else options.signal.addEventListener('abort', onAbort, { once: true })
+  })
+  try {
+    return await Promise.race([
+      options.handshake.catch((error: unknown) => {
+        if (error instanceof SubagentError) throw error
+        throw new SubagentError('START_FAILED', `the "${provider}" sub-agent failed its handshake: ${messageOf(error)}${detail()}`, {
+          cause: error,
+        })
+      }),
+      failures,
+    ])
+  } finally {
+    clearTimeout(timer)
+    if (onAbort) options.signal.removeEventListener('abort', onAbort)
+    failures.catch(() => {})
+  }
+}
+
+export interface DisposeProcessOptions {
+  child: ChildHandle
+  /** Step 1: the protocol's own cancel or shutdown; best-effort, errors are ignored. */
+  shutdown?: () => void | Promise<void>
+  eofGraceMs: number
+  graceMs: number
+  provider: string
+}
+
+/**
+ * The teardown ladder of every process-backed provider:
+ * 1. the protocol-level cancel or shutdown (bounded by the EOF grace, errors ignored);
+ * 2. close the child's stdin, so it can flush and stop by itself;
+ * 3. wait up to `eofGraceMs` for it to exit;
+ * 4. terminate its tree through `ctx.subprocess` (SIGTERM, `graceMs`, SIGKILL) — also after a
+ *    clean exit, which sweeps descendants that outlived it (found by the subprocess tag);
+ * 5. proof: the report lists no survivors.
+ * @throws SubagentError `TEARDOWN_FAILED` listing the survivors (call again to retry).
+ */
+export async function disposeProcess(options: DisposeProcessOptions): Promise<TerminateReport> {
+  const { child } = options
+  let exited = false
+  void child.done.then(() => (exited = true))
+  const deadline = Date.now() + options.eofGraceMs
+  if (options.shutdown) {
+    await withinMs(Promise.resolve().then(options.shutdown).catch(() => {}), options.eofGraceMs)
+  }
+  child.end()
+  if (!exited) await withinMs(child.done, Math.max(0, deadline - Date.now()))
+  const report = await child.terminate({ graceMs: options.graceMs })
+  if (report.survivors.length > 0) {
+    const list = report.survivors.map((record) => `${record.comm} (pid ${record.pid})`).join(', ')
+    throw new SubagentError('TEARDOWN_FAILED', `the "${options.provider}" sub-agent's processes survived SIGKILL: ${list}`)
+  }
+  return report
+}
+
+async function withinMs(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
+  clearTimeout(timer)
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,333 @@
+/**
+ * `ctx.subagents`: the provider registry and the run lifecycle every provider shares — the
+ * capability check before a provider runs, the publish boundary, local settlement on
+ * cancellation, the session-log events, and teardown after the result.
+ *
+ * A run moves through one state machine:
+ *
+ *     running ──outcome / cancel──▶ settled ──teardown──▶ disposed
+ *                                      │  ▲
+ *                                      └──┘ a failed teardown stays `settled` and may be retried
+ */
+import { setMaxListeners } from 'node:events'
+import { Service, type Context } from 'cordis'
+import { z } from 'zod'
+import {
+  SubagentError,
+  type ContentBlock,
+  type ProviderOutcome,
+  type ProviderRequest,
+  type ProviderRun,
+  type SubagentCapabilities,
+  type SubagentEndData,
+  type SubagentProvider,
+  type SubagentRequest,
+  type SubagentResult,
+  type SubagentRun,
+  type SubagentServiceApi,
+  type SubagentStartData,
+  type SubagentUpdate,
+} from './types.ts'
+
+declare module 'cordis' {
+  interface Context {
+    subagents: SubagentService
+  }
+}
+
+const PROVIDER_NAME = /^[a-z][a-z0-9-]*$/
+
+/** Request fields that need a capability, in the order they are checked. */
+const CAPABILITY_FIELDS: ReadonlyArray<[keyof SubagentCapabilities, (request: SubagentRequest) => boolean]> = [
+  ['outputSchema', (request) => request.outputSchema !== undefined],
+  ['depthLimit', (request) => request.maxDepth !== undefined],
+  ['toolFilter', (request) => request.toolFilter !== undefined],
+  ['persona', (request) => request.persona !== undefined],
+]
+
+type RunState = 'running' | 'settled' | 'disposed'
+
+/** The service's record of one published run. */
+class Run implements SubagentRun {
+  state: RunState = 'running'
+  readonly result: Promise<SubagentResult>
+  private settleResult!: (result: SubagentResult) => void
+  private readonly text: string[] = []
+  private teardown: Promise<void> | undefined
+  private providerRun: ProviderRun | undefined
+  private readonly cleanups: Array<() => void> = []
+
+  constructor(
+    readonly id: string,
+    readonly provider: string,
+    readonly controller: AbortController,
+    private readonly request: SubagentRequest,
+    private readonly startedAt: number,
+    private readonly onSettled: (run: Run, result: SubagentResult, durationMs: number) => void,
+    private readonly onGone: (run: Run) => void,
+  ) {
+    this.result = new Promise((resolve) => (this.settleResult = resolve))
+  }
+
+  get childId(): string {
+    return this.providerRun?.childId ?? ''
+  }
+
+  /** The output reported so far through `update`. */
+  partial(): ContentBlock[] {
+    const text = this.text.join('')
+    return text === '' ? [] : [{ type: 'text', text }]
+  }
+
+  update(update: SubagentUpdate): void {
+    if (this.state !== 'running') return
+    if (update.type === 'text') {
+      if (update.text === '') return
+      this.text.push(update.text)
+    }
+    try {
+      this.request.onUpdate?.(update)
+    } catch {
+      // A display callback must not break the run.
+    }
+  }
+
+  addCleanup(cleanup: () => void): void {
+    this.cleanups.push(cleanup)
+  }
+
+  /** Publishes the provider's run: from now on its outcome or a cancellation settles the result. */
+  publish(providerRun: ProviderRun): void {
+    this.providerRun = providerRun
+    const signal = this.controller.signal
+    const onAbort = (): void => this.settle({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) })
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
+    providerRun.outcome.then(
+      (outcome) => this.settle(this.fromOutcome(outcome)),
+      (error: unknown) =>
+        this.settle({ output: this.partial(), stopReason: 'error', diagnostic: messageOf(error) }),
+    )
+  }
+
+  private fromOutcome(outcome: ProviderOutcome): SubagentResult {
+    const result: SubagentResult = {
+      output: outcome.output ?? this.partial(),
+      stopReason: outcome.stopReason,
+    }
+    if (outcome.structured !== undefined) result.structured = outcome.structured
+    if (outcome.diagnostic !== undefined) result.diagnostic = outcome.diagnostic
+    else if (outcome.stopReason !== 'completed') result.diagnostic = `the child stopped: ${outcome.stopReason}`
+    return result
+  }
+
+  private settle(result: SubagentResult): void {
+    if (this.state !== 'running') return
+    this.state = 'settled'
+    this.settleResult(result)
+    this.onSettled(this, result, Date.now() - this.startedAt)
+    // Nothing of a one-shot child is useful after its result: tear it down now.
+    void this.dispose().catch(() => {})
+  }
+
+  dispose(): Promise<void> {
+    if (this.state === 'disposed') return Promise.resolve()
+    if (!this.controller.signal.aborted && this.state === 'running') {
+      this.controller.abort(new SubagentError('START_FAILED', `sub-agent run ${this.id} was disposed`))
+    }
+    this.teardown ??= this.result
+      .then(() => this.providerRun?.dispose())
+      .then(
+        () => {
+          this.state = 'disposed'
+          for (const cleanup of this.cleanups.splice(0)) cleanup()
+          this.onGone(this)
+        },
+        (error: unknown) => {
+          this.teardown = undefined
+          throw error
+        },
+      )
+    return this.teardown
+  }
+}
+
+class SubagentService extends Service implements SubagentServiceApi {
+  static Config = z.object({}).prefault({})
+
+  private readonly providers = new Map<string, SubagentProvider>()
+  private readonly runs = new Set<Run>()
+  private nextRun = 1
+  private disposing = false
+
+  constructor(ctx: Context, public config: SubagentService.Config) {
+    super(ctx, 'subagents')
+    ctx.effect(() => () => this.disposeAll(), 'subagents.disposeAll')
+  }
+
+  registerProvider(provider: SubagentProvider): () => void {
+    if (!PROVIDER_NAME.test(provider.name)) {
+      throw new SubagentError(
+        'INVALID_PROVIDER',
+        `sub-agent provider name ${JSON.stringify(provider.name)} is not [a-z][a-z0-9-]*`,
+      )
+    }
+    return this.ctx.effect(() => {
+      if (this.providers.has(provider.name)) {
+        throw new SubagentError(
+          'DUPLICATE_PROVIDER',
+          `a sub-agent provider named "${provider.name}" is already registered; give the second one another name`,
+        )
+      }
+      this.providers.set(provider.name, provider)
+      return () => {
+        if (this.providers.get(provider.name) === provider) this.providers.delete(provider.name)
+      }
+    }, `subagents.registerProvider(${provider.name})`)
+  }
+
+  getProvider(name: string): SubagentProvider | undefined {
+    return this.providers.get(name)
+  }
+
+  list(): SubagentProvider[] {
+    return [...this.providers.values()].sort((a, b) => a.name.localeCompare(b.name))
+  }
+
+  async start(name: string, request: SubagentRequest): Promise<SubagentRun> {
+    const provider = this.providers.get(name)
+    if (provider === undefined) {
+      const known = this.providers.size === 0 ? '(none)' : [...this.providers.keys()].sort().join(', ')
+      throw new SubagentError('NO_PROVIDER', `no sub-agent provider named "${name}"; registered: ${known}`)
+    }
+    for (const [capability, needed] of CAPABILITY_FIELDS) {
+      if (needed(request) && !provider.capabilities[capability]) {
+        throw new SubagentError(
+          'UNSUPPORTED_CAPABILITY',
+          `sub-agent provider "${name}" cannot enforce ${capability} on its child; remove it from the request or use a provider that supports it`,
+        )
+      }
+    }
+    if (this.disposing) {
+      throw new SubagentError('START_FAILED', `cannot start a "${name}" sub-agent: the sub-agent service is shutting down`)
+    }
+    if (request.signal?.aborted) {
+      throw new SubagentError('START_FAILED', `the "${name}" sub-agent was cancelled before it started`, {
+        cause: request.signal.reason,
+      })
+    }
+
+    const id = `subagent-${this.nextRun++}`
+    const controller = new AbortController()
+    setMaxListeners(0, controller.signal)
+    const run = new Run(
+      id,
+      name,
+      controller,
+      request,
+      Date.now(),
+      (settled, result, durationMs) => this.logEnd(settled, request, result, durationMs),
+      (gone) => this.runs.delete(gone),
+    )
+
+    // Cancellation sources: the caller's signal and the parent agent's disposal.
+    const abort = (reason: unknown): void => controller.abort(reason)
+    const onCallerAbort = (): void => abort(request.signal?.reason)
+    request.signal?.addEventListener('abort', onCallerAbort, { once: true })
+    run.addCleanup(() => request.signal?.removeEventListener('abort', onCallerAbort))
+    let unregisterParent: () => void
+    try {
+      unregisterParent = request.parent.onDispose(() => run.dispose())
+    } catch (error) {
+      request.signal?.removeEventListener('abort', onCallerAbort)
+      throw new SubagentError('START_FAILED', `cannot start a "${name}" sub-agent for agent ${request.parent.id}: ${messageOf(error)}`, {
+        cause: error,
+      })
+    }
+    run.addCleanup(unregisterParent)
+
+    const providerRequest: ProviderRequest = {
+      runId: id,
+      prompt: request.prompt,
+      parent: request.parent,
+      signal: controller.signal,
+      ...(request.label === undefined ? {} : { label: request.label }),
+      ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
+      ...(request.maxDepth === undefined ? {} : { maxDepth: request.maxDepth }),
+      ...(request.toolFilter === undefined ? {} : { toolFilter: request.toolFilter }),
+      ...(request.persona === undefined ? {} : { persona: request.persona }),
+      update: (update) => run.update(update),
+    }
+
+    let providerRun: ProviderRun
+    try {
+      providerRun = await provider.start(providerRequest)
+    } catch (error) {
+      request.signal?.removeEventListener('abort', onCallerAbort)
+      unregisterParent()
+      if (error instanceof SubagentError) throw error
+      throw new SubagentError('START_FAILED', `the "${name}" sub-agent did not start: ${messageOf(error)}`, { cause: error })
+    }
+    if (controller.signal.aborted || this.disposing) {
+      // The provider published after a cancellation it should have honoured: take it back.
+      request.signal?.removeEventListener('abort', onCallerAbort)
+      unregisterParent()
+      await providerRun.dispose().catch(() => {})
+      throw new SubagentError('START_FAILED', `the "${name}" sub-agent was cancelled while it started`, {
+        cause: controller.signal.reason,
+      })
+    }
+
+    this.runs.add(run)
+    this.append(request, 'subagent/start', {
+      runId: id,
+      provider: name,
+      ...(request.label === undefined ? {} : { label: request.label }),
+      childId: providerRun.childId,
+    } satisfies SubagentStartData)
+    run.publish(providerRun)
+    return run
+  }
+
+  private logEnd(run: Run, request: SubagentRequest, result: SubagentResult, durationMs: number): void {
+    this.append(request, 'subagent/end', {
+      runId: run.id,
+      provider: run.provider,
+      ...(request.label === undefined ? {} : { label: request.label }),
+      childId: run.childId,
+      stopReason: result.stopReason,
+      durationMs,
+      ...(result.diagnostic === undefined ? {} : { diagnostic: result.diagnostic }),
+    } satisfies SubagentEndData)
+  }
+
+  /** Appends to the parent's log; a closed log (the parent is going away) loses the event, never the run. */
+  private append(request: SubagentRequest, type: string, data: unknown): void {
+    try {
+      request.parent.session.append(type, data)
+    } catch (error) {
+      this.ctx.logger('subagents').warn('cannot record %s for agent %s: %s', type, request.parent.id, messageOf(error))
+    }
+  }
+
+  private async disposeAll(): Promise<void> {
+    this.disposing = true
+    await Promise.allSettled([...this.runs].map((run) => run.dispose()))
+  }
+}
+
+function abortDiagnostic(reason: unknown): string {
+  if (reason instanceof SubagentError) return reason.message
+  if (reason instanceof Error && reason.name !== 'AbortError') return `cancelled: ${reason.message}`
+  return 'cancelled by the caller'
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+namespace SubagentService {
+  export type Config = z.output<typeof SubagentService.Config>
+}
+
+export default SubagentService

@@ -1,0 +1,218 @@
+/**
+ * The sub-agent contract behind `ctx.subagents`: a registry of named providers, each able to
+ * hand a task to another agent (usually in another process) and give back its answer, the
+ * partial output it produced when it failed, and a stop reason the parent can act on.
+ *
+ * The publish boundary: before `start` fulfils, a failure rejects and the provider has cleaned
+ * up everything it started. After it fulfils, `result` never rejects — a child that crashes,
+ * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
+ */
+import type { Agent } from '@conch/agent'
+
+/** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
+export interface TextBlock {
+  type: 'text'
+  text: string
+}
+
+/** Prompt and answer content. Consumers must ignore block types they do not know. */
+export type ContentBlock = TextBlock
+
+/**
+ * What a provider can enforce on its child. A request that needs a capability its provider
+ * lacks is refused with `UNSUPPORTED_CAPABILITY` before the provider runs, never accepted and
+ * silently ignored.
+ */
+export interface SubagentCapabilities {
+  /** Returns `structured` output matching `request.outputSchema`. */
+  readonly outputSchema: boolean
+  /** Enforces `request.maxDepth` on the child (and its own sub-agents). */
+  readonly depthLimit: boolean
+  /** Restricts the child's tools to `request.toolFilter`. */
+  readonly toolFilter: boolean
+  /** Gives the child `request.persona` as its system prompt. */
+  readonly persona: boolean
+}
+
+/** Capabilities of a provider whose child runs in its own environment and enforces nothing. */
+export const NO_CAPABILITIES: SubagentCapabilities = Object.freeze({
+  outputSchema: false,
+  depthLimit: false,
+  toolFilter: false,
+  persona: false,
+})
+
+export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
+
+export const STOP_REASONS: readonly SubagentStopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal']
+
+/** What a settled run gives back. `output` keeps whatever the child produced, also on failure. */
+export interface SubagentResult {
+  output: ContentBlock[]
+  /** Structured output (only from providers with the `outputSchema` capability). */
+  structured?: unknown
+  stopReason: SubagentStopReason
+  /** Why a run did not complete, in one or two sentences naming the child (absent for `completed`). */
+  diagnostic?: string
+}
+
+/** Live information about a running child, for progress displays (ACP tool_call content). */
+export type SubagentUpdate =
+  /** Answer text the child streamed (appended to the run's output). */
+  | { type: 'text'; text: string }
+  /** The child started or finished one of its own tool calls. */
+  | { type: 'tool'; callId: string; title: string; status: 'running' | 'completed' | 'failed' }
+
+export interface SubagentRequest {
+  /** The task for the child. */
+  prompt: ContentBlock[]
+  /** The agent that delegates; its session log records `subagent/start` and `subagent/end`. */
+  parent: Agent
+  /** Aborting cancels the run: `result` settles `aborted` at once and the child is torn down. */
+  signal?: AbortSignal
+  /** A short name for logs and status lines. */
+  label?: string
+  /** JSON Schema of a structured answer; needs the `outputSchema` capability. */
+  outputSchema?: Record<string, unknown>
+  /** Deepest delegation chain the child may start below itself; needs the `depthLimit` capability. */
+  maxDepth?: number
+  /** Tool names the child may use; needs the `toolFilter` capability. */
+  toolFilter?: string[]
+  /** System prompt for the child; needs the `persona` capability. */
+  persona?: string
+  /** Receives live updates while the run is going (called synchronously, in order; must not throw). */
+  onUpdate?: (update: SubagentUpdate) => void
+}
+
+/** What the service hands a provider: the request, with the run's own signal and output sink. */
+export interface ProviderRequest {
+  readonly runId: string
+  readonly prompt: ContentBlock[]
+  readonly parent: Agent
+  /** Aborted when the caller cancels, the run is disposed or the service goes. */
+  readonly signal: AbortSignal
+  readonly label?: string
+  readonly outputSchema?: Record<string, unknown>
+  readonly maxDepth?: number
+  readonly toolFilter?: string[]
+  readonly persona?: string
+  /**
+   * Reports answer text or a child tool call. Text is appended to the run's output, so a run
+   * that is cancelled or crashes still returns what was reported before. Calls after the run
+   * settled are ignored.
+   */
+  update(update: SubagentUpdate): void
+}
+
+/** How a provider's run ended. `output` defaults to the text reported through `update`. */
+export interface ProviderOutcome {
+  stopReason: SubagentStopReason
+  output?: ContentBlock[]
+  structured?: unknown
+  diagnostic?: string
+}
+
+/** A started child, as a provider returns it (the provider's side of the publish boundary). */
+export interface ProviderRun {
+  /** The child's own id (an ACP session id, a Codex thread id, a pid …), for logs. */
+  readonly childId: string
+  /**
+   * Settles when the child's work ends. A rejection is turned into `error` with the
+   * rejection's message as the diagnostic; it never reaches the caller.
+   */
+  readonly outcome: Promise<ProviderOutcome>
+  /**
+   * Tears the child down and resolves when its process tree is gone. Called exactly once by
+   * the service, after the caller cancelled or the outcome settled. Rejects with a
+   * `SubagentError` `TEARDOWN_FAILED` when processes survive.
+   */
+  dispose(): Promise<void>
+}
+
+/** A registered sub-agent backend. */
+export interface SubagentProvider {
+  /** Registry key, `[a-z][a-z0-9-]*`, e.g. `acp`, `codex`, `conch`. */
+  readonly name: string
+  readonly capabilities: SubagentCapabilities
+  /**
+   * Starts a child and publishes it. Must reject (with a `SubagentError`, or any error, which
+   * the service wraps as `START_FAILED`) when the child cannot be started, after cleaning up
+   * everything it started; must reject when `request.signal` aborts before it fulfils.
+   */
+  start(request: ProviderRequest): Promise<ProviderRun>
+}
+
+/** A published run. */
+export interface SubagentRun {
+  /** `subagent-1`, `subagent-2`, … per service, in start order. */
+  readonly id: string
+  readonly provider: string
+  readonly childId: string
+  /** Never rejects. */
+  readonly result: Promise<SubagentResult>
+  /**
+   * Cancels the run if it is still going (→ `aborted`), and resolves when the result has
+   * settled and the child's process tree is gone. Idempotent: every call returns the same
+   * promise (a failed teardown may be retried by calling again).
+   */
+  dispose(): Promise<void>
+}
+
+/** Data of `subagent/start`, appended to the parent's session log when a run is published. */
+export interface SubagentStartData {
+  runId: string
+  provider: string
+  label?: string
+  childId: string
+}
+
+/** Data of `subagent/end`, appended when a run's result settles. */
+export interface SubagentEndData {
+  runId: string
+  provider: string
+  label?: string
+  childId: string
+  stopReason: SubagentStopReason
+  /** From `start` to the result, in ms. */
+  durationMs: number
+  diagnostic?: string
+}
+
+export type SubagentErrorCode =
+  | 'NO_PROVIDER'
+  | 'UNSUPPORTED_CAPABILITY'
+  | 'DUPLICATE_PROVIDER'
+  | 'START_FAILED'
+  /** A provider definition `registerProvider()` refuses (bad name). */
+  | 'INVALID_PROVIDER'
+  /** The child's process tree did not go away (survivors after KILL). */
+  | 'TEARDOWN_FAILED'
+  /** A depth-enforcing provider refused to start a child beyond the maximum depth. */
+  | 'DEPTH_EXCEEDED'
+
+export class SubagentError extends Error {
+  override readonly name = 'SubagentError'
+  constructor(readonly code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+/** The public surface of `ctx.subagents` (implemented by the default-exported `SubagentService`). */
+export interface SubagentServiceApi {
+  /**
+   * Registers a provider; the disposer is tied to the caller's plugin scope.
+   * @throws SubagentError `DUPLICATE_PROVIDER`, `INVALID_PROVIDER`.
+   */
+  registerProvider(provider: SubagentProvider): () => void
+  getProvider(name: string): SubagentProvider | undefined
+  /** Registered providers, sorted by name. */
+  list(): SubagentProvider[]
+  /**
+   * Starts a run on provider `name`.
+   * @throws SubagentError `NO_PROVIDER` (naming the registered ones), `UNSUPPORTED_CAPABILITY`
+   *   (naming the capability and the provider; the provider never ran), `START_FAILED` (the
+   *   provider's failure as the cause; nothing is left running), or the provider's own
+   *   `SubagentError` (for example `DEPTH_EXCEEDED`).
+   */
+  start(name: string, request: SubagentRequest): Promise<SubagentRun>
+}
