@@ -151,7 +151,14 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
         if (answer.httpStatus !== undefined) return httpError(res, entry, answer.httpStatus, 'api_error', `scripted HTTP ${answer.httpStatus}`)
         const model = entry.model ?? 'fake-model'
         const inputTokens = roughTokens(raw)
-        if (api === 'messages' && !entry.stream) return json(res, entry, 200, wholeMessage(entry, answer, model, inputTokens))
+        if (api === 'messages' && !entry.stream) {
+          // A whole message has no deltas: a crash anywhere in it drops the connection unanswered.
+          if (answer.closeAfterChunks !== undefined) {
+            res.destroy()
+            return finish(entry, 'closed')
+          }
+          return json(res, entry, 200, wholeMessage(entry, answer, model, inputTokens))
+        }
         const encoder = api === 'responses' ? responsesEncoder({ model, inputTokens }) : messagesEncoder({ model, inputTokens })
         void stream(res, entry, answer, encoder)
         return
@@ -194,9 +201,9 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
 
   /**
    * Writes one scripted stream. Before delta k (k = 0 … n, where k = n is just before the
-   * closing events) the knobs apply in order: `closeAfterChunks` = k destroys the
-   * connection, `stallAfterChunks` = k holds the stream until `release()`, then
-   * `firstTokenDelayMs` (k = 0) or `chunkDelayMs` (k > 0) waits.
+   * closing events) the knobs apply in order: `firstTokenDelayMs` (k = 0) or `chunkDelayMs`
+   * (0 < k < n) waits, then `closeAfterChunks` = k destroys the connection, then
+   * `stallAfterChunks` = k holds the stream until `release()`.
    */
   async function stream(res: ServerResponse, entry: FakeRequest, answer: FakeAnswer, encoder: StreamEncoder): Promise<void> {
     const gone = new AbortController()
@@ -212,6 +219,9 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
     const total = deltas.length + calls.length
     let stallSpent = false
     const gate = async (k: number): Promise<boolean> => {
+      const wait = k === 0 ? answer.firstTokenDelayMs : k < total ? answer.chunkDelayMs : undefined
+      if (wait) await delay(wait, undefined, { signal: gone.signal }).catch(() => undefined)
+      if (gone.signal.aborted || res.destroyed) return false
       if (answer.closeAfterChunks === k) {
         // Let what was written reach the client first: destroy() drops unflushed writes.
         await flushed
@@ -235,8 +245,6 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
         entry.stalled = false
         notify()
       }
-      const wait = k === 0 ? answer.firstTokenDelayMs : k < total ? answer.chunkDelayMs : undefined
-      if (wait) await delay(wait, undefined, { signal: gone.signal }).catch(() => undefined)
       return !gone.signal.aborted && !res.destroyed
     }
     try {
