@@ -33,6 +33,17 @@ if [ "$claude_platform" != "${claude_platform#linux}" ] && ldd --version 2>&1 | 
 fi
 claude_package="@anthropic-ai/claude-agent-sdk-$claude_platform"
 
+# Claude Code's own sandbox (which the claude-code provider turns on under read-only and
+# workspace-write parents) needs bubblewrap and socat on Linux; without them it refuses to start.
+if [ "$(uname -s)" = Linux ] && ! command -v socat >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing socat (apt-get), for Claude Code's sandbox" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq socat) >&2
+  else
+    echo "note: socat is not installed; Claude Code sub-agents refuse to start under a sandbox (sudo apt-get install socat)." >&2
+  fi
+fi
+
 installed_version() {
   node -e 'try { process.stdout.write(require(process.argv[1]).version) } catch {}' \
     "$products_dir/node_modules/$1/package.json" 2>/dev/null || true
