@@ -54,6 +54,8 @@ export interface SubagentResult {
   stopReason: SubagentStopReason
   /** Why a run did not complete, in one or two sentences naming the child (absent for `completed`). */
   diagnostic?: string
+  /** Set when the child streamed more than the service's `maxOutputBytes`: the oldest text was dropped. */
+  truncated?: true
 }
 
 /** Live information about a running child, for progress displays (ACP tool_call content). */
@@ -61,7 +63,14 @@ export type SubagentUpdate =
   /** Answer text the child streamed (appended to the run's output). */
   | { type: 'text'; text: string }
   /** The child started or finished one of its own tool calls. */
-  | { type: 'tool'; callId: string; title: string; status: 'running' | 'completed' | 'failed' }
+  | {
+      type: 'tool'
+      callId: string
+      title: string
+      status: 'running' | 'completed' | 'failed'
+      /** For `failed`: the start of what the tool reported, on one line (at most 300 characters). */
+      detail?: string
+    }
 
 export interface SubagentRequest {
   /** The task for the child. */
