@@ -6,6 +6,10 @@
  * - raw Codex: the native binary spawned with child_process, a fresh CODEX_HOME with the same
  *   config.toml, then initialize → initialized → thread/start → turn/start → turn/completed;
  * - raw Claude Code: the Agent SDK's query() with its own spawn and the same options;
+ * - both raw products get the environment the providers give (the scrubbed server
+ *   environment plus the pass-through), so the comparison isolates what conch adds. (A
+ *   minimal environment — PATH, HOME and the few variables the CLI needs — starts Claude
+ *   Code measurably faster than the full scrubbed one; that is the environment's cost.)
  * - conch: the provider in a composition (spine, ctx.subprocess, ctx.sandboxPolicy in
  *   read-only, ctx.subagents), spawn routed through ctx.subprocess.
  *
@@ -25,7 +29,7 @@ import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
 import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
-import SubagentService from '../packages/subagent/subagent/src/index.ts'
+import SubagentService, { childEnv } from '../packages/subagent/subagent/src/index.ts'
 import { startFakeModel } from '../packages/subagent/fake-model/src/index.ts'
 import * as codex from '../packages/subagent/subagent-codex/src/index.ts'
 import * as claude from '../packages/subagent/subagent-claude-code/src/index.ts'
@@ -64,7 +68,7 @@ async function rawCodex(): Promise<number> {
   const start = performance.now()
   const child = spawn(codexBinary!, ['app-server'], {
     cwd: workspace,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/', CODEX_HOME: home.path, FAKE_API_KEY: 'dummy' },
+    env: childEnv(['FAKE_API_KEY'], { CODEX_HOME: home.path }),
     stdio: ['pipe', 'pipe', 'ignore'],
   })
   let id = 0
@@ -112,15 +116,7 @@ async function rawClaude(): Promise<number> {
       includePartialMessages: true,
       strictMcpConfig: true,
       mcpServersDelivery: 'initialize',
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        CLAUDE_CONFIG_DIR: configDir,
-        ANTHROPIC_BASE_URL: fake.url,
-        ANTHROPIC_API_KEY: 'sk-ant-dummy',
-        CLAUDE_CODE_MAX_RETRIES: '0',
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-      },
+      env: childEnv(['ANTHROPIC_API_KEY'], { CLAUDE_CONFIG_DIR: configDir, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }),
     },
   })) {
     if (message.type === 'result') ms = performance.now() - start
