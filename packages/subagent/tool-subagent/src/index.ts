@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import type { SubagentResult, SubagentRun, SubagentServiceApi, SubagentUpdate } from '@conch/subagent'
-import type { TasksServiceApi } from '@conch/tasks'
+import type { TaskSpec, TasksServiceApi } from '@conch/tasks'
 import type { ToolExecuteContext, ToolResult, ToolsServiceApi } from '@conch/tools'
 import { answerText, formatDuration, progressText, renderResult } from './render.ts'
 
@@ -122,7 +122,7 @@ export const apply = (ctx: Context, config: Config) => {
         write(update.text)
       }
     })
-    const { id } = tasks.start({
+    const spec: TaskSpec = {
       kind: 'subagent',
       label: `${provider}: ${labelOf(text)}`,
       owner: context.agent as Agent,
@@ -142,7 +142,15 @@ export const apply = (ctx: Context, config: Config) => {
           meta: { subagent: metaOf(result, durationMs, run) },
         }
       },
-    })
+    }
+    let id: string
+    try {
+      id = tasks.start(spec).id
+    } catch (error) {
+      // No task owns the run (the agent is going away, the service is shutting down): stop it.
+      await run.dispose().catch(() => {})
+      throw error
+    }
     return {
       content: [
         {
