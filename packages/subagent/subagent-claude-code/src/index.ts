@@ -56,6 +56,8 @@ export const Config = z.object({
     .describe('Where private config dirs are created.'),
   ...outOfProcessConfig,
 })
+  // A row without `config` gets every default.
+  .prefault({})
 
 export type Config = z.output<typeof Config>
 

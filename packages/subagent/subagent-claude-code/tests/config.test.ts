@@ -55,3 +55,9 @@ describe('Config', () => {
     expect(() => Config.parse({ settingSources: ['everything'] })).toThrow(/settingSources/)
   })
 })
+
+describe('a row without config', () => {
+  it('gets every default', () => {
+    expect(Config.parse(undefined)).toMatchObject({ name: 'claude-code' })
+  })
+})

@@ -61,6 +61,8 @@ export const Config = z.object({
     .describe("Where each run's private CODEX_HOME is created (and removed after the run); must not be under the child's TMPDIR."),
   ...outOfProcessConfig,
 })
+  // A row without `config` gets every default.
+  .prefault({})
 
 export type Config = z.output<typeof Config>
 

@@ -100,3 +100,9 @@ describe('Config', () => {
     expect(Config.parse({})).toMatchObject({ name: 'codex', approvalPolicy: 'on-request', sandbox: 'inherit', config: {}, env: [] })
   })
 })
+
+describe('a row without config', () => {
+  it('gets every default', () => {
+    expect(Config.parse(undefined)).toMatchObject({ name: 'codex' })
+  })
+})
