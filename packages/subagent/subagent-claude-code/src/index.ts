@@ -1,0 +1,101 @@
+/**
+ * `@conch/subagent-claude-code`: Claude Code as a `ctx.subagents` provider, through the
+ * official Claude Agent SDK's `query()`. A namespace plugin (no default export, so the loader
+ * keeps `inject`).
+ */
+import { homedir } from 'node:os'
+import { isAbsolute, join } from 'node:path'
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import { outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
+import { isExecutableFile } from './resolve.ts'
+
+export { claudeCodeProvider, projectSandbox, WRITE_TOOLS, type ClaudeCodeProviderConfig, type ClaudeCodeProviderDeps, type SandboxMode } from './provider.ts'
+export { resolveClaudeExecutable, findProductsDir, platformPackage, NOT_FOUND_HINT } from './resolve.ts'
+export { spawnThroughSubprocess } from './spawn.ts'
+/** The SDK's own `query()`, for benchmarks that drive the raw product beside the provider. */
+export { query as sdkQuery } from '@anthropic-ai/claude-agent-sdk'
+
+export const name = 'subagent-claude-code'
+export const inject = ['subagents', 'subprocess']
+
+const ToolName = z.string().min(1)
+
+export const Config = z.object({
+  name: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
+    .default('claude-code')
+    .describe('Provider name the tool rows refer to.'),
+  executable: z
+    .string()
+    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+    .refine((path) => isExecutableFile(path), { message: 'must be an executable file (the claude binary)' })
+    .optional()
+    .describe("The claude binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), the SDK's platform package, then `claude` on PATH."),
+  model: z.string().min(1).optional().describe("Model for the child; unset: Claude Code's default."),
+  allowedTools: z
+    .array(ToolName)
+    .default([])
+    .describe("Tools the child may use without asking (permission rules such as Bash(git status:*)); every other tool needing permission is denied ('dontAsk')."),
+  disallowedTools: z.array(ToolName).default([]).describe('Tools removed from the child (AskUserQuestion always is).'),
+  settingSources: z
+    .array(z.enum(['user', 'project', 'local']))
+    .default([])
+    .describe('Claude Code settings files the child loads; none by default.'),
+  maxTurns: z.number().int().positive().optional().describe('Most model turns the child may take; unset: no limit.'),
+  configDir: z
+    .enum(['private', 'inherit'])
+    .default('private')
+    .describe("private: a fresh CLAUDE_CONFIG_DIR per run (removed after it); inherit: the server's own (needed for a login kept there)."),
+  stateRoot: z
+    .string()
+    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', 'claude-code'))
+    .describe('Where private config dirs are created.'),
+  ...outOfProcessConfig,
+})
+  // A row without `config` gets every default.
+  .prefault({})
+
+export type Config = z.output<typeof Config>
+
+interface SandboxPolicyLike {
+  resolve(options: { session: unknown }): { mode: SandboxMode }
+  fence?(fence: { name: string; busy(sessionId: string): string | undefined }): () => void
+}
+
+export const apply = (ctx: Context, config: Config) => {
+  const subagents: SubagentServiceApi = ctx.subagents
+  const live = new Map<string, Set<string>>()
+  const policy = () => ctx.get('sandboxPolicy') as SandboxPolicyLike | undefined
+  ctx.inject(['sandboxPolicy'], (scope) => {
+    const service = scope.get('sandboxPolicy') as SandboxPolicyLike
+    // A child started under one mode keeps it: refuse a change while the session has runs.
+    service.fence?.({
+      name: `${config.name} sub-agents`,
+      busy: (sessionId) => {
+        const runs = live.get(sessionId)
+        return runs && runs.size > 0 ? `${config.name} sub-agent runs ${[...runs].join(', ')} are running` : undefined
+      },
+    })
+  })
+  subagents.registerProvider(
+    claudeCodeProvider(
+      {
+        subprocess: ctx.subprocess,
+        parentMode: (request) => policy()?.resolve({ session: request.parent.session }).mode,
+        track: (request, running) => {
+          const sessionId = request.parent.session.id
+          const runs = live.get(sessionId) ?? new Set<string>()
+          if (running) runs.add(request.runId)
+          else runs.delete(request.runId)
+          if (runs.size === 0) live.delete(sessionId)
+          else live.set(sessionId, runs)
+        },
+      },
+      config as ClaudeCodeProviderConfig,
+    ),
+  )
+}

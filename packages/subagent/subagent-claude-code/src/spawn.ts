@@ -1,0 +1,76 @@
+/**
+ * The SDK's `spawnClaudeCodeProcess` hook, routed through `ctx.subprocess`: conch owns the
+ * process tree (own session and process group, tagged environment, teardown on dispose), and
+ * the SDK gets the `SpawnedProcess` shape it expects (stdin, stdout, `killed`, `exitCode`,
+ * `kill()`, `exit` / `error` events — see the SDK's `SpawnedProcess` type).
+ *
+ * `kill(signal)` never signals one pid: it runs the tree-scoped teardown (SIGTERM, grace,
+ * SIGKILL) of `ctx.subprocess`, so nothing the CLI started outlives it.
+ */
+import { EventEmitter } from 'node:events'
+import { Writable, type Readable } from 'node:stream'
+import type { SpawnedProcess, SpawnOptions } from '@anthropic-ai/claude-agent-sdk'
+import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
+
+export interface SpawnedChild {
+  /** The `SpawnedProcess` handed to the SDK. */
+  process: SpawnedProcess
+  /** The conch handle of the same child (for the teardown ladder). */
+  handle: ChildHandle
+}
+
+export function spawnThroughSubprocess(subprocess: SubprocessServiceApi, options: SpawnOptions, graceMs: number): SpawnedChild {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(options.env)) if (value !== undefined) env[name] = value
+  const handle = subprocess.spawn({
+    argv: [options.command, ...options.args],
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    env,
+  })
+  const events = new EventEmitter()
+  let killed = false
+  let exitCode: number | null = null
+  let signalCode: NodeJS.Signals | null = null
+  const stdin = new Writable({
+    write(chunk: Buffer | string, _encoding, callback) {
+      handle.write(chunk)
+      callback()
+    },
+    final(callback) {
+      handle.end()
+      callback()
+    },
+  })
+  void handle.done.then((exit) => {
+    exitCode = exit.exitCode
+    signalCode = exit.signal
+    events.emit('exit', exit.exitCode, exit.signal)
+  })
+  const terminate = () => {
+    killed = true
+    handle.terminate({ graceMs }).catch((error: unknown) => events.emit('error', error instanceof Error ? error : new Error(String(error))))
+  }
+  if (options.signal.aborted) terminate()
+  else options.signal.addEventListener('abort', terminate, { once: true })
+  const spawned: SpawnedProcess = {
+    stdin,
+    stdout: handle.stdout as Readable,
+    get killed() {
+      return killed
+    },
+    get exitCode() {
+      return exitCode
+    },
+    get signalCode() {
+      return signalCode
+    },
+    kill() {
+      terminate()
+      return true
+    },
+    on: (event: 'exit' | 'error', listener: (...args: any[]) => void) => void events.on(event, listener),
+    once: (event: 'exit' | 'error', listener: (...args: any[]) => void) => void events.once(event, listener),
+    off: (event: 'exit' | 'error', listener: (...args: any[]) => void) => void events.off(event, listener),
+  } as SpawnedProcess
+  return { process: spawned, handle }
+}
