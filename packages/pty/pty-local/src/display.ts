@@ -93,6 +93,17 @@ export class TerminalDisplay {
     return this.screen !== undefined
   }
 
+  /**
+   * The text before the cursor on the cursor's row while a screen is attached (what a person
+   * reads as the prompt of a program that draws it with cursor moves, e.g. prompt_toolkit);
+   * `undefined` while the line model alone describes the terminal.
+   */
+  cursorLine(): string | undefined {
+    if (this.screen === undefined) return undefined
+    const snapshot = this.screen.snapshot()
+    return [...(snapshot.lines[snapshot.cursorRow - 1] ?? '')].slice(0, snapshot.cursorCol - 1).join('')
+  }
+
   /** A send's result: the rendered screen while one is attached, else the send's lines. */
   resultOf(buffer: SendBuffer): SendOutput {
     if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot()))

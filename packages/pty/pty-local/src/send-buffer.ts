@@ -89,6 +89,15 @@ export class SendBuffer {
     return { text, truncated: cut || this.truncated }
   }
 
+  /** The last line of the send's output that is not blank (the open partial line included), or ''. */
+  lastNonBlankLine(): string {
+    const partial = this.partial()
+    if (partial.trim() !== '') return partial
+    const lines = this.store.all()
+    for (let index = lines.length - 1; index >= 0; index--) if (lines[index]!.trim() !== '') return lines[index]!
+    return ''
+  }
+
   /**
    * What the send produced since the previous `take()` (consumed). Each committed line is
    * followed by `\n`; the open partial line is returned as far as it goes, and the next take

@@ -414,7 +414,7 @@ export class Send {
       if (this.state !== 'waiting') return
       const reader = state.reader!
       const shellReads = state.tpgid !== undefined && state.tpgid === this.session.shellPgid
-      const inputState: InputState = isContinuation(this.session.parserRef.partial, shellReads) ? 'continuation' : 'prompt'
+      const inputState: InputState = isContinuation(this.session.promptLine(), shellReads) ? 'continuation' : 'prompt'
       if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
       const { name, pid, tid, syscall, fd, path } = reader
       const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
@@ -464,7 +464,11 @@ export class Send {
    */
   private promptShaped(): boolean {
     if (this.outputCount === this.outputAtWrite) return false
-    const partial = this.session.parserRef.partial
+    let partial = this.session.promptLine()
+    // A program that reserves rows below its prompt (prompt_toolkit prints blank lines, then
+    // moves the cursor back up) leaves the line model's open line blank: take the last line it
+    // wrote instead.
+    if (partial.trim() === '') partial = this.buffer.lastNonBlankLine()
     if (partial.trim() === '') return false
     const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
     return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
@@ -476,10 +480,9 @@ export class Send {
    * output arrived. This rejects a program that passes through a read on its way out — the Node
    * REPL re-enters epoll after `.exit` before it exits.
    *
-   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
-   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
-   * second and reads again; quiet output and the same read at both ends carry the window then.
-   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
+   * `corroborating`: the reader's counter may move — it woke for a timer and waited again —
+   * while quiet output, a prompt-shaped line and the same call at both ends carry the window.
+   * Otherwise the reader must not have run.
    */
   private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
     const outputBefore = this.outputCount
@@ -494,7 +497,12 @@ export class Send {
     const reader = first.reader
     if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
     if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
-    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
+    // Corroborating, the window itself is the evidence: the output stayed quiet, it ends in a
+    // prompt-shaped line, and the same task is blocked in the same call at both ends. A reader
+    // may have woken meanwhile — a read(2) with a termios VTIME timeout (JLine, in jshell), or an
+    // event loop's own periodic timer (prompt_toolkit's 0.5 s epoll timeout, in ipython) — and
+    // gone back to waiting without printing anything.
+    if (corroborating && again.reader?.syscall === reader.syscall) return true
     const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
     const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
     return before !== undefined && before === after

@@ -268,6 +268,14 @@ export class LocalSession implements BackendSession {
 
   // ─── Used by sends ────────────────────────────────────────────────────────────────
 
+  /**
+   * @internal The unfinished line a prompt would be on: the cursor row of an attached screen,
+   * else the line model's partial line.
+   */
+  promptLine(): string {
+    return this.display.cursorLine() ?? this.parser.partial
+  }
+
   /** @internal */ get parserRef(): OutputParser {
     return this.parser
   }

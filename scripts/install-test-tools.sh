@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the terminal programs the real-program tests drive that a fresh Debian machine may
+# lack: dialog and htop (screen tests), vim (editor tests), gdb, sqlite3, bc and ed (readiness
+# tests), a JDK for jshell, and iproute2 (network-namespace peers). Only the test path
+# (scripts/test.sh) runs it; apt-get, when run as root, and only for what is missing.
+# Elsewhere it names what to install, and the tests that need a missing program say so.
+set -euo pipefail
+missing=()
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need dialog dialog
+need htop htop
+need vim vim
+need gdb gdb
+need sqlite3 sqlite3
+need bc bc
+need ed ed
+need jshell default-jdk-headless
+need ip iproute2
+[ "${#missing[@]}" -eq 0 ] && exit 0
+if [ "$(uname -s)" = Linux ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing test programs (apt-get): ${missing[*]}" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") >&2
+else
+  echo "note: the real-program tests want these packages: ${missing[*]}" >&2
+fi
