@@ -10,6 +10,7 @@ export {
   disposeProcess,
   describeExit,
   StreamTail,
+  EXIT_WINDOW_MS,
   type OutOfProcessConfig,
   type SpawnChildOptions,
   type RaceStartOptions,

@@ -150,6 +150,12 @@ export function describeExit(exit: { exitCode: number | null; signal: NodeJS.Sig
   return `exited with code ${exit.exitCode ?? 'unknown'}`
 }
 
+/**
+ * After a pipe to the child broke, how long to look for the child's exit so a diagnostic can
+ * name it (the exit is reported after the pipe closes), in ms.
+ */
+export const EXIT_WINDOW_MS = 250
+
 export interface RaceStartOptions<T> {
   /** The protocol handshake (for example ACP initialize + session/new). */
   handshake: Promise<T>
@@ -190,8 +196,13 @@ export async function raceStart<T>(options: RaceStartOptions<T>): Promise<T> {
   })
   try {
     return await Promise.race([
-      options.handshake.catch((error: unknown) => {
+      options.handshake.catch(async (error: unknown) => {
         if (error instanceof SubagentError) throw error
+        // A handshake broken by the child's exit (closed pipe) reads better as that exit.
+        const exit = await Promise.race([options.child.done, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_WINDOW_MS))])
+        if (exit !== undefined) {
+          throw new SubagentError('START_FAILED', `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}`)
+        }
         throw new SubagentError('START_FAILED', `the "${provider}" sub-agent failed its handshake: ${messageOf(error)}${detail()}`, {
           cause: error,
         })

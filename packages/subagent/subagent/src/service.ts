@@ -52,7 +52,9 @@ class Run implements SubagentRun {
   state: RunState = 'running'
   readonly result: Promise<SubagentResult>
   private settleResult!: (result: SubagentResult) => void
-  private readonly text: string[] = []
+  private text = ''
+  private bytes = 0
+  private truncated = false
   private teardown: Promise<void> | undefined
   private providerRun: ProviderRun | undefined
   private readonly cleanups: Array<() => void> = []
@@ -63,6 +65,7 @@ class Run implements SubagentRun {
     readonly controller: AbortController,
     private readonly request: SubagentRequest,
     private readonly startedAt: number,
+    private readonly maxOutputBytes: number,
     private readonly onSettled: (run: Run, result: SubagentResult, durationMs: number) => void,
     private readonly onGone: (run: Run) => void,
   ) {
@@ -75,21 +78,34 @@ class Run implements SubagentRun {
 
   /** The output reported so far through `update`. */
   partial(): ContentBlock[] {
-    const text = this.text.join('')
-    return text === '' ? [] : [{ type: 'text', text }]
+    return this.text === '' ? [] : [{ type: 'text', text: this.text }]
   }
 
   update(update: SubagentUpdate): void {
     if (this.state !== 'running') return
     if (update.type === 'text') {
       if (update.text === '') return
-      this.text.push(update.text)
+      this.append(update.text)
     }
     try {
       this.request.onUpdate?.(update)
     } catch {
       // A display callback must not break the run.
     }
+  }
+
+  /** Appends answer text, keeping at most `maxOutputBytes` (the newest, cut on a code point). */
+  private append(text: string): void {
+    this.text += text
+    this.bytes += Buffer.byteLength(text, 'utf8')
+    if (this.bytes <= this.maxOutputBytes) return
+    const buffer = Buffer.from(this.text, 'utf8')
+    let start = buffer.length - this.maxOutputBytes
+    // Skip UTF-8 continuation bytes (10xxxxxx) so the kept text starts on a code point.
+    while (start < buffer.length && (buffer[start]! & 0xc0) === 0x80) start++
+    this.text = buffer.subarray(start).toString('utf8')
+    this.bytes = buffer.length - start
+    this.truncated = true
   }
 
   addCleanup(cleanup: () => void): void {
@@ -100,14 +116,20 @@ class Run implements SubagentRun {
   publish(providerRun: ProviderRun): void {
     this.providerRun = providerRun
     const signal = this.controller.signal
-    const onAbort = (): void => this.settle({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) })
+    const onAbort = (): void =>
+      this.settle(this.withTruncation({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) }))
     if (signal.aborted) onAbort()
     else signal.addEventListener('abort', onAbort, { once: true })
     providerRun.outcome.then(
       (outcome) => this.settle(this.fromOutcome(outcome)),
       (error: unknown) =>
-        this.settle({ output: this.partial(), stopReason: 'error', diagnostic: messageOf(error) }),
+        this.settle(this.withTruncation({ output: this.partial(), stopReason: 'error', diagnostic: messageOf(error) })),
     )
+  }
+
+  private withTruncation(result: SubagentResult): SubagentResult {
+    if (this.truncated) result.truncated = true
+    return result
   }
 
   private fromOutcome(outcome: ProviderOutcome): SubagentResult {
@@ -116,6 +138,7 @@ class Run implements SubagentRun {
       stopReason: outcome.stopReason,
     }
     if (outcome.structured !== undefined) result.structured = outcome.structured
+    if (outcome.output === undefined && this.truncated) result.truncated = true
     if (outcome.diagnostic !== undefined) result.diagnostic = outcome.diagnostic
     else if (outcome.stopReason !== 'completed') result.diagnostic = `the child stopped: ${outcome.stopReason}`
     return result
@@ -153,7 +176,16 @@ class Run implements SubagentRun {
 }
 
 class SubagentService extends Service implements SubagentServiceApi {
-  static Config = z.object({}).prefault({})
+  static Config = z
+    .object({
+      maxOutputBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(1_048_576)
+        .describe('Most answer text kept per run, in UTF-8 bytes; beyond it the oldest text is dropped and the result is marked truncated.'),
+    })
+    .prefault({})
 
   private readonly providers = new Map<string, SubagentProvider>()
   private readonly runs = new Set<Run>()
@@ -226,6 +258,7 @@ class SubagentService extends Service implements SubagentServiceApi {
       controller,
       request,
       Date.now(),
+      this.config.maxOutputBytes,
       (settled, result, durationMs) => this.logEnd(settled, request, result, durationMs),
       (gone) => this.runs.delete(gone),
     )

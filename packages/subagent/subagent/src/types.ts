@@ -54,6 +54,8 @@ export interface SubagentResult {
   stopReason: SubagentStopReason
   /** Why a run did not complete, in one or two sentences naming the child (absent for `completed`). */
   diagnostic?: string
+  /** Set when the child streamed more than the service's `maxOutputBytes`: the oldest text was dropped. */
+  truncated?: true
 }
 
 /** Live information about a running child, for progress displays (ACP tool_call content). */

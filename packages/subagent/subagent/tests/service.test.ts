@@ -21,7 +21,7 @@ async function boot(): Promise<{ ctx: Context; agent: Agent }> {
   fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(SubagentService, {}))
+  fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
   const agent = await ctx.agents.create({ workspaceRoot: '/tmp' })
   return { ctx, agent }
 }
@@ -284,5 +284,29 @@ describe('the publish boundary', () => {
     await expect(run.dispose()).rejects.toMatchObject({ code: 'TEARDOWN_FAILED' })
     await run.dispose()
     expect(attempts).toBe(2)
+  })
+})
+
+describe('bounded output', () => {
+  it('keeps the newest maxOutputBytes of streamed text, on a code point, and says so', async () => {
+    const ctx = new Context()
+    fibers.push(await ctx.plugin(SessionService, {}))
+    fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
+    fibers.push(await ctx.plugin(LlmService, {}))
+    fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
+    fibers.push(await ctx.plugin(SubagentService, { maxOutputBytes: 1024 }))
+    const agent = await ctx.agents.create({ workspaceRoot: '/tmp' })
+    const fake = manual()
+    ctx.subagents.registerProvider(fake.provider)
+    const run = await ctx.subagents.start('manual', { prompt, parent: agent })
+    fake.runs[0]!.request.update({ type: 'text', text: 'x'.repeat(1000) })
+    fake.runs[0]!.request.update({ type: 'text', text: 'é'.repeat(20) + 'END' })
+    fake.runs[0]!.finish({ stopReason: 'completed' })
+    const result = await run.result
+    const text = result.output[0]!.text
+    expect(result.truncated).toBe(true)
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(1024)
+    expect(text.endsWith('é'.repeat(20) + 'END')).toBe(true)
+    expect(text).not.toContain('\uFFFD')
   })
 })

@@ -1,0 +1,56 @@
+/**
+ * `@conch/subagent-acp`: a sub-agent provider for any agent that speaks the Agent Client
+ * Protocol over stdio. Each run spawns `command args…` through `ctx.subprocess` in the child
+ * cwd, drives it as an ACP client (initialize → session/new → session/prompt) and answers its
+ * permission requests by the configured policy. A namespace plugin (no default export).
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { startAcpChild } from '@conch/subagent/acp'
+import type { SubprocessServiceApi } from '@conch/subprocess'
+
+export const name = 'subagent-acp'
+export const inject = ['subagents', 'subprocess']
+
+export const Config = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
+      .default('acp')
+      .describe('Provider name the tool rows refer to (one row per ACP agent).'),
+    command: z.string().min(1).describe('The ACP agent program: a name looked up on PATH, or a path.'),
+    args: z.array(z.string()).default([]).describe('Arguments after the command.'),
+    permission: z
+      .enum(['reject', 'allow'])
+      .default('reject')
+      .describe("How the child's session/request_permission is answered: reject (a reject option, else cancelled) or allow."),
+    ...outOfProcessConfig,
+  })
+
+export type Config = z.output<typeof Config>
+
+/** The provider, for tests and compositions that register it by hand. */
+export function acpProvider(subprocess: SubprocessServiceApi, config: Config): SubagentProvider {
+  return {
+    name: config.name,
+    capabilities: NO_CAPABILITIES,
+    start: (request) =>
+      startAcpChild({
+        subprocess,
+        provider: config.name,
+        argv: [config.command, ...config.args],
+        cwd: childCwd(config.cwd, request.parent, config.name),
+        env: childEnv(config.env),
+        permission: config.permission,
+        timing: config,
+        request,
+      }),
+  }
+}
+
+export const apply = (ctx: Context, config: Config) => {
+  const subagents: SubagentServiceApi = ctx.subagents
+  subagents.registerProvider(acpProvider(ctx.subprocess, config))
+}

@@ -1,0 +1,223 @@
+import { mkdtempSync, realpathSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { SubagentRun, SubagentUpdate } from '@conch/subagent'
+import * as plugin from '../src/index.ts'
+import { MARK_VARIABLE, boot, freshMark, marked, type Harness } from './harness.ts'
+
+const fixture = fileURLToPath(new URL('./fixtures/acp-agent.mjs', import.meta.url))
+const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-acp-')))
+
+let harness: Harness | undefined
+let mark = ''
+
+afterEach(async () => {
+  await harness?.dispose()
+  harness = undefined
+  // Nothing a test started may outlive it.
+  expect(marked(mark)).toEqual([])
+})
+
+async function setup(config: Record<string, unknown> = {}, mode?: string): Promise<Harness> {
+  mark = freshMark()
+  harness = await boot(
+    plugin,
+    {
+      command: process.execPath,
+      args: mode === undefined ? [fixture] : [fixture, mode],
+      env: [MARK_VARIABLE],
+      disposeEofGraceMs: 2000,
+      disposeGraceMs: 500,
+      ...config,
+    },
+    workspace,
+  )
+  return harness
+}
+
+async function run(prompt: string, options: { signal?: AbortSignal; onUpdate?: (update: SubagentUpdate) => void } = {}): Promise<SubagentRun> {
+  const { ctx, agent } = harness!
+  return ctx.subagents.start('acp', { prompt: [{ type: 'text', text: prompt }], parent: agent, label: prompt, ...options })
+}
+
+describe('a completed answer', () => {
+  it("collects the child's text, reports its tool calls, and leaves no process", async () => {
+    await setup()
+    const updates: SubagentUpdate[] = []
+    const subagent = await run('text', { onUpdate: (update) => updates.push(update) })
+    expect(subagent.childId).toBe(`fixture-${workspace}`)
+    expect(await subagent.result).toEqual({ output: [{ type: 'text', text: 'hello world' }], stopReason: 'completed' })
+    expect(updates).toEqual([
+      { type: 'text', text: 'hello ' },
+      { type: 'tool', callId: 'call-1', title: 'looking around', status: 'running' },
+      { type: 'tool', callId: 'call-1', title: 'call-1', status: 'completed' },
+      { type: 'text', text: 'world' },
+    ])
+    await subagent.dispose()
+    await subagent.dispose()
+    expect(marked(mark)).toEqual([])
+    const types = harness!.agent.session.events().map((event) => event.type)
+    expect(types.filter((type) => type.startsWith('subagent/'))).toEqual(['subagent/start', 'subagent/end'])
+  })
+
+  it("runs in the parent's workspace and gets only the scrubbed environment plus the pass-through list", async () => {
+    process.env.PASSED_THROUGH = 'yes'
+    process.env.OTHER_API_KEY = 'sk-secret'
+    try {
+      await setup({ env: [MARK_VARIABLE, 'PASSED_THROUGH'] })
+      const where = await run('cwd')
+      expect((await where.result).output).toEqual([{ type: 'text', text: workspace }])
+      const env = await run('env')
+      expect((await env.result).output).toEqual([{ type: 'text', text: 'PASSED_THROUGH=yes OTHER_API_KEY=(unset) PATH=(set)' }])
+    } finally {
+      delete process.env.PASSED_THROUGH
+      delete process.env.OTHER_API_KEY
+    }
+  })
+
+  it('ignores updates the child sends for another session', async () => {
+    await setup()
+    expect((await (await run('foreign')).result).output).toEqual([{ type: 'text', text: 'mine' }])
+  })
+})
+
+describe('stop reasons', () => {
+  it('maps max_tokens, refusal and max_turn_requests', async () => {
+    await setup()
+    expect(await (await run('max')).result).toEqual({
+      output: [{ type: 'text', text: 'cut' }],
+      stopReason: 'max-tokens',
+      diagnostic: 'the child stopped: max-tokens',
+    })
+    expect((await (await run('refusal')).result).stopReason).toBe('refusal')
+    expect(await (await run('turns')).result).toEqual({
+      output: [],
+      stopReason: 'error',
+      diagnostic: 'the "acp" sub-agent stopped with max_turn_requests',
+    })
+  })
+})
+
+describe('permission requests', () => {
+  it('are rejected by default and never reach a person', async () => {
+    await setup()
+    expect((await (await run('permission')).result).output).toEqual([{ type: 'text', text: 'chosen: no' }])
+  })
+
+  it('are allowed under permission: allow', async () => {
+    await setup({ permission: 'allow' })
+    expect((await (await run('permission')).result).output).toEqual([{ type: 'text', text: 'chosen: yes' }])
+  })
+})
+
+describe('cancellation', () => {
+  it('settles aborted with the partial output at once, sends session/cancel, and tears the child down', async () => {
+    await setup()
+    const controller = new AbortController()
+    const texts: string[] = []
+    let sawPartial!: () => void
+    const partial = new Promise<void>((resolve) => (sawPartial = resolve))
+    const subagent = await run('slow', {
+      signal: controller.signal,
+      onUpdate: (update) => {
+        if (update.type === 'text') {
+          texts.push(update.text)
+          sawPartial()
+        }
+      },
+    })
+    await partial
+    controller.abort()
+    expect(await subagent.result).toEqual({
+      output: [{ type: 'text', text: 'partial answer' }],
+      stopReason: 'aborted',
+      diagnostic: 'cancelled by the caller',
+    })
+    await subagent.dispose()
+    expect(marked(mark)).toEqual([])
+  })
+})
+
+describe('a child that crashes mid-answer', () => {
+  it('resolves error with the partial output and its exit, never rejects', async () => {
+    await setup()
+    const subagent = await run('crash')
+    const result = await subagent.result
+    expect(result.stopReason).toBe('error')
+    expect(result.output).toEqual([{ type: 'text', text: 'half of it' }])
+    expect(result.diagnostic).toBe('the "acp" sub-agent exited with code 3 before it answered; its stderr ends with: segmentation fault (pretend)')
+    await subagent.dispose()
+  })
+})
+
+describe('start failures', () => {
+  it('a child that exits cleanly before initialize fails the start', async () => {
+    await setup({}, 'exit-at-once')
+    await expect(run('text')).rejects.toMatchObject({
+      code: 'START_FAILED',
+      message: 'the "acp" sub-agent exited with code 0 before it was ready; its stderr ends with: nothing to do here',
+    })
+    expect(harness!.agent.session.events().some((event) => event.type.startsWith('subagent/'))).toBe(false)
+  })
+
+  it('a child that never answers initialize fails the start after startTimeoutMs and is killed', async () => {
+    await setup({ startTimeoutMs: 1500 }, 'never-initialize')
+    await expect(run('text')).rejects.toMatchObject({
+      code: 'START_FAILED',
+      message: expect.stringMatching(/^the "acp" sub-agent was not ready within 1500 ms/),
+    })
+    expect(marked(mark)).toEqual([])
+  })
+
+  it('a missing program fails the start naming it', async () => {
+    await setup({ command: '/no/such/acp-agent', args: [] })
+    await expect(run('text')).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('/no/such/acp-agent') })
+  })
+
+  it('a cancel during the start rejects it and leaves nothing running', async () => {
+    await setup({}, 'never-initialize')
+    const controller = new AbortController()
+    const started = run('text', { signal: controller.signal })
+    setImmediate(() => controller.abort())
+    await expect(started).rejects.toMatchObject({ code: 'START_FAILED', message: 'the "acp" sub-agent was cancelled while it started' })
+    expect(marked(mark)).toEqual([])
+  })
+})
+
+describe('teardown', () => {
+  it('kills a child that ignores stdin EOF and SIGTERM', async () => {
+    await setup({ disposeEofGraceMs: 100, disposeGraceMs: 100 }, 'stubborn')
+    const subagent = await run('text')
+    expect((await subagent.result).stopReason).toBe('completed')
+    await subagent.dispose()
+    expect(marked(mark)).toEqual([])
+  })
+
+  it('sweeps a daemon the child left behind', async () => {
+    await setup({}, 'daemon')
+    const subagent = await run('text')
+    await subagent.result
+    await subagent.dispose()
+    expect(marked(mark)).toEqual([])
+  })
+
+  it('disposing the parent agent cancels its running sub-agent', async () => {
+    await setup()
+    const subagent = await run('slow')
+    await harness!.ctx.agents.dispose(harness!.agent)
+    expect((await subagent.result).stopReason).toBe('aborted')
+    await subagent.dispose()
+    expect(marked(mark)).toEqual([])
+  })
+})
+
+describe('config', () => {
+  it('refuses a relative cwd at load, naming the field', () => {
+    const parsed = plugin.Config.safeParse({ command: 'x', cwd: 'relative' })
+    expect(parsed.success).toBe(false)
+    expect(parsed.error?.issues[0]).toMatchObject({ path: ['cwd'], message: 'must be an absolute path' })
+    expect(plugin.Config.safeParse({}).error?.issues[0]?.path).toEqual(['command'])
+  })
+})

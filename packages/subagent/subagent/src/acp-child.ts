@@ -1,0 +1,225 @@
+/**
+ * Driving a child process that speaks the Agent Client Protocol, shared by every provider
+ * whose child is an ACP agent (`@conch/subagent-acp` for any agent, `@conch/subagent-conch`
+ * for `conch acp`). Exported as `@conch/subagent/acp`, so the seam itself loads no SDK.
+ *
+ * Start (ACP initialization and session setup): spawn → `initialize` → `session/new {cwd,
+ * mcpServers: []}` → publish. Run (ACP prompt turn): `session/prompt`, collecting
+ * `agent_message_chunk` text and the child's `tool_call` / `tool_call_update`s;
+ * `session/request_permission` is answered by policy and never shown to a person.
+ * Cancel: `session/cancel` (best-effort), then the teardown ladder.
+ */
+import {
+  PROTOCOL_VERSION,
+  client as clientApp,
+  methods,
+  ndJsonStream,
+  type ClientConnection,
+  type PermissionOption,
+  type PromptResponse,
+  type RequestPermissionResponse,
+  type SessionNotification,
+  type StopReason,
+} from '@agentclientprotocol/sdk'
+import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
+import {
+  EXIT_WINDOW_MS,
+  StreamTail,
+  describeExit,
+  disposeProcess,
+  raceStart,
+  spawnChild,
+  type OutOfProcessConfig,
+} from './out-of-process.ts'
+import type { ProviderOutcome, ProviderRequest, ProviderRun, SubagentStopReason } from './types.ts'
+
+/** How a permission request from the child is answered: `allow` selects an allow option, `reject` a reject option (or cancels). */
+export type PermissionPolicy = 'allow' | 'reject'
+
+export interface AcpChildOptions {
+  subprocess: SubprocessServiceApi
+  /** Provider name, for diagnostics. */
+  provider: string
+  argv: [string, ...string[]]
+  cwd: string
+  env: Record<string, string>
+  permission: PermissionPolicy
+  timing: Pick<OutOfProcessConfig, 'startTimeoutMs' | 'disposeEofGraceMs' | 'disposeGraceMs'>
+  request: ProviderRequest
+  /** Client name sent in `initialize`. */
+  clientName?: string
+  /** Called with the child right after spawning (before the handshake). */
+  onSpawn?: (child: ChildHandle) => void
+}
+
+/** ACP `StopReason` → the seam's stop reason. `max_turn_requests` has no peer: the task is not done. */
+export function stopReasonOf(reason: StopReason | string): SubagentStopReason {
+  switch (reason) {
+    case 'end_turn':
+      return 'completed'
+    case 'max_tokens':
+      return 'max-tokens'
+    case 'refusal':
+      return 'refusal'
+    case 'cancelled':
+      return 'aborted'
+    default:
+      return 'error'
+  }
+}
+
+/** The answer to `session/request_permission` under `policy` (ACP tool-calls, "Requesting Permission"). */
+export function answerPermission(options: readonly PermissionOption[], policy: PermissionPolicy): RequestPermissionResponse {
+  const kinds = policy === 'allow' ? ['allow_once', 'allow_always'] : ['reject_once', 'reject_always']
+  for (const kind of kinds) {
+    const option = options.find((candidate) => candidate.kind === kind)
+    if (option) return { outcome: { outcome: 'selected', optionId: option.optionId } }
+  }
+  return { outcome: { outcome: 'cancelled' } }
+}
+
+/** Bytes for the child's stdin, handed to `ChildHandle.write` (which queues them in order). */
+function writableTo(child: ChildHandle): WritableStream<Uint8Array> {
+  return new WritableStream<Uint8Array>({ write: (chunk) => child.write(chunk) })
+}
+
+function readableFrom(stream: NodeJS.ReadableStream): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      stream.on('data', (chunk: Buffer) => controller.enqueue(new Uint8Array(chunk)))
+      const end = (): void => {
+        try {
+          controller.close()
+        } catch {
+          // already closed
+        }
+      }
+      stream.on('end', end)
+      stream.on('close', end)
+      stream.on('error', end)
+    },
+  })
+}
+
+/**
+ * Starts an ACP child and publishes it as a `ProviderRun`. Rejects — after the child's tree is
+ * gone — when it exits or closes before answering (a clean exit never counts as a start),
+ * does not answer within `startTimeoutMs`, fails `initialize` / `session/new`, or the run is
+ * cancelled meanwhile.
+ */
+export async function startAcpChild(options: AcpChildOptions): Promise<ProviderRun> {
+  const { request, provider } = options
+  const child = spawnChild(options.subprocess, { argv: options.argv, cwd: options.cwd, env: options.env, provider })
+  options.onSpawn?.(child)
+  const stderr = new StreamTail(child.stderr)
+  let sessionId: string | undefined
+
+  const onUpdate = (notification: SessionNotification): void => {
+    // Updates for any other session are a confused or hostile child: ignore them.
+    if (sessionId === undefined || notification.sessionId !== sessionId) return
+    const update = notification.update
+    switch (update.sessionUpdate) {
+      case 'agent_message_chunk':
+        if (update.content.type === 'text') request.update({ type: 'text', text: update.content.text })
+        return
+      case 'tool_call':
+        request.update({ type: 'tool', callId: update.toolCallId, title: update.title, status: statusOf(update.status) })
+        return
+      case 'tool_call_update':
+        if (update.status === 'completed' || update.status === 'failed') {
+          request.update({ type: 'tool', callId: update.toolCallId, title: update.title ?? update.toolCallId, status: update.status })
+        }
+        return
+      default:
+        return
+    }
+  }
+
+  const app = clientApp({ name: options.clientName ?? 'conch' })
+    .onNotification(methods.client.session.update, ({ params }) => onUpdate(params))
+    .onRequest(methods.client.session.requestPermission, ({ params }) => {
+      if (params.sessionId !== sessionId) return { outcome: { outcome: 'cancelled' } }
+      return answerPermission(params.options, options.permission)
+    })
+  const connection: ClientConnection = app.connect(ndJsonStream(writableTo(child), readableFrom(child.stdout)))
+  connection.closed.catch(() => {})
+
+  const teardown = (shutdown?: () => Promise<void>) =>
+    disposeProcess({
+      child,
+      ...(shutdown ? { shutdown } : {}),
+      eofGraceMs: options.timing.disposeEofGraceMs,
+      graceMs: options.timing.disposeGraceMs,
+      provider,
+    }).finally(() => connection.close())
+
+  try {
+    sessionId = await raceStart({
+      handshake: (async () => {
+        await connection.agent.request(methods.agent.initialize, {
+          protocolVersion: PROTOCOL_VERSION,
+          clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+          clientInfo: { name: options.clientName ?? 'conch', version: '0.1.0' },
+        })
+        const session = await connection.agent.request(methods.agent.session.new, { cwd: options.cwd, mcpServers: [] })
+        return session.sessionId
+      })(),
+      child,
+      signal: request.signal,
+      timeoutMs: options.timing.startTimeoutMs,
+      provider,
+      detail: () => stderr.tail(),
+    })
+  } catch (error) {
+    // Nothing was published: no cooperative shutdown, just make sure the tree is gone.
+    connection.close()
+    await child.terminate({ graceMs: options.timing.disposeGraceMs }).catch(() => {})
+    throw error
+  }
+  const id = sessionId
+
+  let prompting = false
+  const cancel = async (): Promise<void> => {
+    if (prompting) await connection.agent.notify(methods.agent.session.cancel, { sessionId: id }).catch(() => {})
+  }
+  request.signal.addEventListener('abort', () => void cancel(), { once: true })
+
+  const outcome = (async (): Promise<ProviderOutcome> => {
+    prompting = true
+    const exited = child.done.then((exit) => {
+      const tail = stderr.tail()
+      throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+    })
+    exited.catch(() => {})
+    try {
+      const answer: Promise<PromptResponse> = connection.agent.request(methods.agent.session.prompt, { sessionId: id, prompt: request.prompt })
+      const response = await Promise.race([answer, exited])
+      const stopReason = stopReasonOf(response.stopReason)
+      return stopReason === 'error'
+        ? { stopReason, diagnostic: `the "${provider}" sub-agent stopped with ${response.stopReason}` }
+        : { stopReason }
+    } catch (error) {
+      // A closed connection usually means the child died: prefer its exit as the reason.
+      const exit = await Promise.race([child.done, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_WINDOW_MS))])
+      if (exit !== undefined) {
+        const tail = stderr.tail()
+        throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+      }
+      throw error
+    } finally {
+      prompting = false
+    }
+  })()
+
+  return {
+    childId: id,
+    outcome,
+    dispose: async () => {
+      await teardown(cancel)
+    },
+  }
+}
+
+function statusOf(status: string | null | undefined): 'running' | 'completed' | 'failed' {
+  return status === 'completed' ? 'completed' : status === 'failed' ? 'failed' : 'running'
+}

@@ -1,0 +1,189 @@
+/**
+ * `@conch/tool-subagent`: the tool the model calls to hand a task to a `ctx.subagents`
+ * provider. Mount one row per provider; each registers one tool (`toolName`, default
+ * `subagent`). In the foreground the call waits for the child's answer (streaming it as
+ * progress, which ACP clients see as the tool call's content); with `run_in_background` it
+ * returns a task id at once and the answer is read with `task_output`. A namespace plugin (no
+ * default export).
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import type { Agent } from '@conch/agent'
+import type { SubagentResult, SubagentRun, SubagentServiceApi, SubagentUpdate } from '@conch/subagent'
+import type { TasksServiceApi } from '@conch/tasks'
+import type { ToolExecuteContext, ToolResult, ToolsServiceApi } from '@conch/tools'
+import { answerText, formatDuration, progressText, renderResult } from './render.ts'
+
+export { NO_OUTPUT, answerText, formatDuration, progressText, renderResult, statusLine } from './render.ts'
+
+export const name = 'tool-subagent'
+export const inject = ['subagents', 'tools']
+
+export const Config = z.object({
+  provider: z.string().min(1).describe('The ctx.subagents provider this tool starts (e.g. conch, acp, codex).'),
+  toolName: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]*$/, 'must match [a-z][a-z0-9_]*')
+    .default('subagent')
+    .describe('Name the model calls; give each row its own when several providers are mounted.'),
+  description: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('What the model is told about this sub-agent; unset: a generic description naming the provider.'),
+  enableRunInBackground: z
+    .boolean()
+    .default(true)
+    .describe('Offer run_in_background (needs ctx.tasks): the call returns a task id at once.'),
+  maxResultBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .default(16_384)
+    .describe('Bound of the result text in UTF-8 bytes; the answer keeps its head so the status line fits.'),
+})
+
+export type Config = z.output<typeof Config>
+
+/** The description used when the row sets none. */
+export function defaultDescription(provider: string, background: boolean): string {
+  return (
+    `Hand a self-contained task to a separate "${provider}" agent running in its own process, and get back its answer. ` +
+    'The sub-agent does not see this conversation: put everything it needs in the prompt. ' +
+    'The result ends with [subagent: NAME, stop: REASON, SECONDS]; any stop other than completed is an error and shows the partial answer and why.' +
+    (background ? ' With run_in_background: true the call returns a task id at once; read the answer with task_output and stop it with task_kill.' : '')
+  )
+}
+
+/** The label of a run: the first line of the prompt, at most 60 characters. */
+export function labelOf(prompt: string): string {
+  const first = prompt.trim().split('\n')[0] ?? ''
+  return first.length > 60 ? `${first.slice(0, 59)}…` : first
+}
+
+export const apply = (ctx: Context, config: Config) => {
+  const subagents: SubagentServiceApi = ctx.subagents
+  const tools: ToolsServiceApi = ctx.tools
+  const provider = config.provider
+
+  const prompt = z.string().min(1).describe('The complete task for the sub-agent, with all context it needs.')
+  const input = config.enableRunInBackground
+    ? z.object({
+        prompt,
+        run_in_background: z
+          .boolean()
+          .default(false)
+          .describe('Return a task id at once instead of waiting; read the answer with task_output.'),
+      })
+    : z.object({ prompt })
+
+  const start = (agent: Agent, text: string, signal: AbortSignal, onUpdate: (update: SubagentUpdate) => void): Promise<SubagentRun> =>
+    subagents.start(provider, {
+      prompt: [{ type: 'text', text }],
+      parent: agent,
+      signal,
+      label: labelOf(text),
+      onUpdate,
+    })
+
+  const foreground = async (text: string, context: ToolExecuteContext): Promise<ToolResult> => {
+    const startedAt = Date.now()
+    const run = await start(context.agent as Agent, text, context.signal, (update) => {
+      const progress = progressText(update)
+      if (progress !== '') context.progress?.({ type: 'output', text: progress })
+    })
+    const result = await run.result
+    const durationMs = Date.now() - startedAt
+    const teardown = await run.dispose().then(
+      () => undefined,
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    )
+    const rendered = toolResult(result, durationMs, run)
+    if (teardown === undefined) return rendered
+    // The answer stands, but the parent must know a process of the child may still be running.
+    rendered.content[0]!.text += `\n[teardown failed: ${teardown}]`
+    rendered.isError = true
+    return rendered
+  }
+
+  const background = async (text: string, context: ToolExecuteContext): Promise<ToolResult> => {
+    const tasks = ctx.get('tasks') as TasksServiceApi | undefined
+    if (tasks === undefined) {
+      throw new Error('run_in_background needs the background task service (@conch/tasks); mount it or call without run_in_background')
+    }
+    const controller = new AbortController()
+    const startedAt = Date.now()
+    // Start first, so a start failure is this call's error, not a failed task.
+    let write: (text: string) => void = () => {}
+    const buffered: string[] = []
+    const run = await start(context.agent as Agent, text, controller.signal, (update) => {
+      if (update.type === 'text') {
+        buffered.push(update.text)
+        write(update.text)
+      }
+    })
+    const { id } = tasks.start({
+      kind: 'subagent',
+      label: `${provider}: ${labelOf(text)}`,
+      owner: context.agent as Agent,
+      cancel: () => controller.abort(),
+      run: async (task) => {
+        task.signal.addEventListener('abort', () => controller.abort(), { once: true })
+        for (const piece of buffered.splice(0)) task.write(piece)
+        write = (piece) => task.write(piece)
+        const result = await run.result
+        const durationMs = Date.now() - startedAt
+        await run.dispose()
+        const fields: Record<string, string> = { stop: result.stopReason, duration: formatDuration(durationMs) }
+        if (result.diagnostic !== undefined && result.stopReason !== 'completed') fields.diagnostic = result.diagnostic
+        return {
+          status: result.stopReason === 'completed' ? 'completed' : 'failed',
+          fields,
+          meta: { subagent: metaOf(result, durationMs, run) },
+        }
+      },
+    })
+    return {
+      content: [
+        {
+          type: 'text',
+          text: `Started the "${provider}" sub-agent in the background as ${id}. Read its answer with task_output (wait: true to block until it ends); stop it with task_kill.`,
+        },
+      ],
+      meta: { taskId: id, subagent: { runId: run.id, provider, childId: run.childId } },
+    }
+  }
+
+  const toolResult = (result: SubagentResult, durationMs: number, run: SubagentRun): ToolResult => {
+    const text = renderResult(result, { provider, durationMs, maxBytes: config.maxResultBytes })
+    return {
+      content: [{ type: 'text', text }],
+      ...(result.stopReason === 'completed' ? {} : { isError: true }),
+      meta: { subagent: metaOf(result, durationMs, run) },
+    }
+  }
+
+  tools.register({
+    name: config.toolName,
+    description: config.description ?? defaultDescription(provider, config.enableRunInBackground),
+    kind: 'other',
+    maxResultBytes: config.maxResultBytes,
+    input,
+    title: (value: { prompt: string }) => `${config.toolName} (${provider}): ${labelOf(value.prompt)}`,
+    execute: (value: { prompt: string; run_in_background?: boolean }, context) =>
+      value.run_in_background === true ? background(value.prompt, context) : foreground(value.prompt, context),
+  })
+}
+
+function metaOf(result: SubagentResult, durationMs: number, run: SubagentRun): Record<string, unknown> {
+  return {
+    runId: run.id,
+    provider: run.provider,
+    childId: run.childId,
+    stopReason: result.stopReason,
+    durationMs,
+    answerBytes: Buffer.byteLength(answerText(result), 'utf8'),
+    ...(result.diagnostic === undefined ? {} : { diagnostic: result.diagnostic }),
+    ...(result.truncated ? { truncated: true } : {}),
+  }
+}
