@@ -5,7 +5,7 @@
  */
 export const projects = [
   // Group folders hold no package.json; each package inside one is a project.
-  'packages/{core,tasks,subprocess,sandbox,pty,acp,subagent}/*/',
+  'packages/{core,tasks,subprocess,sandbox,pty,acp,subagent,pool}/*/',
   'packages/cli/',
   {
     test: {
