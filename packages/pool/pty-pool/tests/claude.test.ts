@@ -14,7 +14,7 @@ function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-claude-')
   const config = loadPoolConfig({ kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
   return new PtyPool(config, {
-    env: claudeEnv(model),
+    env: { ...claudeEnv(model), BILLING_KEY: 'sk-billing-0123456789abcdefghij' },
     // The fresh-spawn path is the one-shot provider's job; here it records what reached it.
     fallback: async ({ prompt, key }) => {
       fallbackCalls.push({ prompt, conversation: key.conversation })
@@ -135,5 +135,31 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
     expect(alive(second!)).toBe(false)
     expect(await pool.metrics.snapshot()).toMatchObject({ evicted_shutdown_total: 1 })
     await expect(pool.acquireAndInvoke(key('i'), 'Q3: closed')).rejects.toMatchObject({ code: 'POOL_CLOSED' })
+  })
+
+  it('routes by agent: fresh-spawn by default, the kill switch bypasses the pool, an API-key account takes a one-shot PTY run', async () => {
+    const pool = makePool({
+      accounts: { billing: { type: 'api-key', env: { ANTHROPIC_API_KEY: 'BILLING_KEY' } }, personal: { type: 'oauth' } },
+      agents: { keyed: { runtime: 'pty-pool', kind: 'claude', account: 'billing' }, warm: { runtime: 'pty-pool', kind: 'claude', account: 'personal' }, broken: { runtime: 42 } },
+    })
+    try {
+      expect(await pool.invokeForAgent('unrouted', 'c', 'Q1: default')).toMatchObject({ path: 'fresh-spawn', bypass: 'fresh-spawn-route', text: 'fresh: Q1: default' })
+      expect(await pool.invokeForAgent('broken', 'c', 'Q1: malformed')).toMatchObject({ path: 'fresh-spawn', bypass: 'fresh-spawn-route' })
+      const oneShot = await pool.invokeForAgent('keyed', 'c', 'Q3: one shot')
+      expect(oneShot).toMatchObject({ path: 'one-shot-pty' })
+      expect(oneShot.text).toContain('answer 3: one shot')
+      expect(pool.pids()).toEqual([])
+      expect(await pool.invokeForAgent('warm', 'c', 'Q4: warm')).toMatchObject({ path: 'booted', text: 'answer 4: warm' })
+      pool.setKillSwitch(true)
+      const spawnsBefore = (await pool.metrics.snapshot()).acquires_spawn_total
+      const off = await pool.invokeForAgent('warm', 'c', 'Q5: switched off')
+      expect(off).toMatchObject({ path: 'fresh-spawn', bypass: 'kill-switch', text: 'fresh: Q5: switched off' })
+      expect(poolNote(off)).toBe('[pool: off (kill switch) — fresh spawn]')
+      expect((await pool.metrics.snapshot()).acquires_spawn_total).toBe(spawnsBefore)
+      pool.setKillSwitch(false)
+      expect(await pool.invokeForAgent('warm', 'c', 'Q6: back on')).toMatchObject({ path: 'warm', text: 'answer 6: back on' })
+    } finally {
+      await pool.shutdown()
+    }
   })
 })
