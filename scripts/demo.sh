@@ -8,5 +8,7 @@ set -euo pipefail
 if [ -n "${DEEPSEEK_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
   exec pnpm --silent conch run --output text "$(cat examples/headless-agent/demo-task.txt)"
 else
-  exec pnpm --silent conch run --script examples/headless-agent/demo.jsonl --output text "demo"
+  # The child conch the demo delegates to answers from its own script too.
+  CONCH_SUBAGENT_SCRIPT=examples/headless-agent/demo-child.jsonl \
+    exec pnpm --silent conch run --script examples/headless-agent/demo.jsonl --output text "demo"
 fi

@@ -36,3 +36,7 @@ fi
 
 echo "== installing dependencies (pnpm install)" >&2
 pnpm install --frozen-lockfile --reporter=append-only >&2
+
+# The conch bin runs this build while it matches the sources (see scripts/build-bin.mjs).
+echo "== building the conch bin (packages/cli/dist)" >&2
+node scripts/build-bin.mjs >&2

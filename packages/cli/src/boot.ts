@@ -100,6 +100,7 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   const loader = ctx.get('loader') as Loader
   loaderRef.loader = loader
   loader.builtins['group'] = Group
+  for (const [name, exports] of prepared.builtins) loader.builtins[name] = exports
 
   let stopping: Promise<void> | undefined
   const shutdown = () =>

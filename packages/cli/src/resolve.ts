@@ -18,10 +18,26 @@ import type { EntryFailure } from './errors.ts'
 
 export const GROUP = 'cordis:group'
 
+/**
+ * Plugins compiled into the built bin (see `bundle.ts`), by package name; empty when conch runs
+ * from its sources. A row naming one is loaded from the build as the loader builtin
+ * `cordis:<name>` instead of being imported by URL.
+ */
+const builtinPlugins = new Map<string, () => Promise<unknown>>()
+/** Called once before a `./` plugin written in TypeScript is imported (the built bin loads tsx then). */
+let beforeTypeScriptImport: (() => Promise<void>) | undefined
+
+/** Registers the built bin's plugin table and its TypeScript loader (see `bundle.ts`). */
+export function useBuiltinPlugins(table: Record<string, () => Promise<unknown>>, loadTypeScript?: () => Promise<void>): void {
+  for (const [name, load] of Object.entries(table)) builtinPlugins.set(name, load)
+  beforeTypeScriptImport = loadTypeScript
+}
+
 /** The URL the loader imports for `row`. Throws the resolution error for an unknown package. */
 export function resolvePluginUrl(row: EntryRow): string {
   const { name } = row
   if (name === GROUP) return name
+  if (builtinPlugins.has(name)) return `cordis:${name}`
   if (name.startsWith('.')) return new URL(name, pathToFileURL(row.source)).href
   if (isAbsolute(name)) return pathToFileURL(name).href
   if (/^[a-z][a-z0-9+.-]*:/i.test(name) && !name.startsWith('@')) return name
@@ -32,8 +48,11 @@ export function resolvePluginUrl(row: EntryRow): string {
  * Resolves and imports every enabled row's plugin. Returns the loader's entries (the same tree
  * with absolute names; disabled rows left out) and one failure per row that cannot be loaded.
  */
-export async function preparePlugins(entries: readonly EntryRow[]): Promise<{ options: EntryOptions[]; failures: EntryFailure[] }> {
+export async function preparePlugins(
+  entries: readonly EntryRow[],
+): Promise<{ options: EntryOptions[]; failures: EntryFailure[]; builtins: Map<string, unknown> }> {
   const failures: EntryFailure[] = []
+  const builtins = new Map<string, unknown>()
   const urls = new Map<EntryRow, string>()
   await Promise.all(
     enabledRows(entries).map(async (row) => {
@@ -48,7 +67,14 @@ export async function preparePlugins(entries: readonly EntryRow[]): Promise<{ op
       if (url === GROUP) return
       let exports: unknown
       try {
-        exports = await import(url)
+        const builtin = url.startsWith('cordis:') ? builtinPlugins.get(row.name) : undefined
+        if (builtin) {
+          exports = await builtin()
+          builtins.set(url.slice('cordis:'.length), exports)
+        } else {
+          if (beforeTypeScriptImport && /\.[cm]?tsx?$/.test(url)) await beforeTypeScriptImport()
+          exports = await import(url)
+        }
       } catch (error) {
         failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot import ${row.name}: ${message(error)}` })
         return
@@ -67,7 +93,7 @@ export async function preparePlugins(entries: readonly EntryRow[]): Promise<{ op
   )
   const order = flattenRows(entries).map((row) => row.id)
   failures.sort((a, b) => order.indexOf(a.id) - order.indexOf(b.id))
-  return { options: toOptions(entries, urls), failures }
+  return { options: toOptions(entries, urls), failures, builtins }
 }
 
 function toOptions(entries: readonly EntryRow[], urls: ReadonlyMap<EntryRow, string>): EntryOptions[] {

@@ -40,6 +40,8 @@ export async function bootFor(
   io: CommandIo,
 ): Promise<App> {
   const composition = loadComposition({ ...options, env: io.env })
+  // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
+  process.env.CONCH_CONFIG = composition.file
   return boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
 }
 

@@ -7,7 +7,6 @@
 import type { Context } from 'cordis'
 import { z } from 'zod'
 import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
-import { startAcpChild } from '@conch/subagent/acp'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 
 export const name = 'subagent-acp'
@@ -36,17 +35,21 @@ export function acpProvider(subprocess: SubprocessServiceApi, config: Config): S
   return {
     name: config.name,
     capabilities: NO_CAPABILITIES,
-    start: (request) =>
-      startAcpChild({
+    async start(request) {
+      const cwd = childCwd(config.cwd, request.parent, config.name)
+      // The ACP SDK is loaded on the first run, not when conch starts.
+      const { startAcpChild } = await import('@conch/subagent/acp')
+      return startAcpChild({
         subprocess,
         provider: config.name,
         argv: [config.command, ...config.args],
-        cwd: childCwd(config.cwd, request.parent, config.name),
+        cwd,
         env: childEnv(config.env),
         permission: config.permission,
         timing: config,
         request,
-      }),
+      })
+    },
   }
 }
 

@@ -2,10 +2,13 @@ import { mkdtempSync, realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { SubagentRun, SubagentUpdate } from '@conch/subagent'
 import * as plugin from '../src/index.ts'
 import { MARK_VARIABLE, boot, freshMark, marked, type Harness } from './harness.ts'
+
+// Each test starts one to three real node processes; on a loaded machine that takes seconds.
+vi.setConfig({ testTimeout: 30_000, hookTimeout: 30_000 })
 
 const fixture = fileURLToPath(new URL('./fixtures/acp-agent.mjs', import.meta.url))
 const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-acp-')))
@@ -52,7 +55,7 @@ describe('a completed answer', () => {
     expect(updates).toEqual([
       { type: 'text', text: 'hello ' },
       { type: 'tool', callId: 'call-1', title: 'looking around', status: 'running' },
-      { type: 'tool', callId: 'call-1', title: 'call-1', status: 'completed' },
+      { type: 'tool', callId: 'call-1', title: 'looking around', status: 'completed' },
       { type: 'text', text: 'world' },
     ])
     await subagent.dispose()
@@ -80,6 +83,28 @@ describe('a completed answer', () => {
   it('ignores updates the child sends for another session', async () => {
     await setup()
     expect((await (await run('foreign')).result).output).toEqual([{ type: 'text', text: 'mine' }])
+  })
+})
+
+describe('a hostile child', () => {
+  it('cannot make the parent keep more than maxOutputBytes of its answer', async () => {
+    await setup()
+    const result = await (await run('flood')).result
+    expect(result.stopReason).toBe('completed')
+    expect(result.truncated).toBe(true)
+    const text = result.output[0]!.text
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(1_048_576)
+    expect(text.endsWith('xTAIL')).toBe(true)
+  })
+
+  it('cannot break the run with lines that are not JSON-RPC', async () => {
+    await setup()
+    expect(await (await run('garbage')).result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'still here' }] })
+  })
+
+  it('gets no permission for a session that is not its own, even under permission: allow', async () => {
+    await setup({ permission: 'allow' })
+    expect((await (await run('foreign-permission')).result).output).toEqual([{ type: 'text', text: 'foreign: cancelled' }])
   })
 })
 

@@ -20,6 +20,7 @@ import {
   type RequestPermissionResponse,
   type SessionNotification,
   type StopReason,
+  type ToolCallContent,
 } from '@agentclientprotocol/sdk'
 import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
 import {
@@ -113,6 +114,8 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
   options.onSpawn?.(child)
   const stderr = new StreamTail(child.stderr)
   let sessionId: string | undefined
+  /** Titles of the child's tool calls by id (an update may leave the title out). */
+  const titles = new Map<string, string>()
 
   const onUpdate = (notification: SessionNotification): void => {
     // Updates for any other session are a confused or hostile child: ignore them.
@@ -123,13 +126,19 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
         if (update.content.type === 'text') request.update({ type: 'text', text: update.content.text })
         return
       case 'tool_call':
+        titles.set(update.toolCallId, update.title)
         request.update({ type: 'tool', callId: update.toolCallId, title: update.title, status: statusOf(update.status) })
         return
-      case 'tool_call_update':
-        if (update.status === 'completed' || update.status === 'failed') {
-          request.update({ type: 'tool', callId: update.toolCallId, title: update.title ?? update.toolCallId, status: update.status })
+      case 'tool_call_update': {
+        if (update.title) titles.set(update.toolCallId, update.title)
+        const title = titles.get(update.toolCallId) ?? update.toolCallId
+        if (update.status === 'completed') request.update({ type: 'tool', callId: update.toolCallId, title, status: 'completed' })
+        if (update.status === 'failed') {
+          const detail = failureDetail(update.content)
+          request.update({ type: 'tool', callId: update.toolCallId, title, status: 'failed', ...(detail === '' ? {} : { detail }) })
         }
         return
+      }
       default:
         return
     }
@@ -218,6 +227,16 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
       await teardown(cancel)
     },
   }
+}
+
+/** The text of a failed tool call's content, on one line, at most 300 characters. */
+function failureDetail(content: ToolCallContent[] | null | undefined): string {
+  const text = (content ?? [])
+    .map((item) => (item.type === 'content' && item.content.type === 'text' ? item.content.text : ''))
+    .join(' ')
+    .replace(/\s+/g, ' ')
+    .trim()
+  return text.length > 300 ? `${text.slice(0, 299)}…` : text
 }
 
 function statusOf(status: string | null | undefined): 'running' | 'completed' | 'failed' {

@@ -63,7 +63,14 @@ export type SubagentUpdate =
   /** Answer text the child streamed (appended to the run's output). */
   | { type: 'text'; text: string }
   /** The child started or finished one of its own tool calls. */
-  | { type: 'tool'; callId: string; title: string; status: 'running' | 'completed' | 'failed' }
+  | {
+      type: 'tool'
+      callId: string
+      title: string
+      status: 'running' | 'completed' | 'failed'
+      /** For `failed`: the start of what the tool reported, on one line (at most 300 characters). */
+      detail?: string
+    }
 
 export interface SubagentRequest {
   /** The task for the child. */

@@ -64,7 +64,11 @@ export function progressText(update: SubagentUpdate): string {
     case 'text':
       return update.text
     case 'tool':
-      return update.status === 'running' ? `\n[tool: ${oneLine(update.title)}]\n` : update.status === 'failed' ? `\n[tool failed: ${oneLine(update.title)}]\n` : ''
+      if (update.status === 'running') return `\n[tool: ${oneLine(update.title)}]\n`
+      if (update.status === 'failed') {
+        return `\n[tool failed: ${oneLine(update.title)}${update.detail === undefined ? '' : `: ${oneLine(update.detail)}`}]\n`
+      }
+      return ''
     default: {
       const never: never = update
       return never

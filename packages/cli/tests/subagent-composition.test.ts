@@ -1,0 +1,112 @@
+/**
+ * Delegation mounted by the loader from a cordis.yml — the seam, the conch and ACP providers
+ * and their tool rows (the Codex and Claude Code rows disabled) — driven through a real
+ * `conch run` whose scripted model calls a child conch (answering from its own script) and
+ * an ACP agent.
+ */
+import { randomBytes } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
+
+// A parent conch and a child conch, each compiling on start.
+vi.setConfig({ testTimeout: 90_000 })
+
+const acpAgent = fileURLToPath(new URL('../../subagent/subagent-acp/tests/fixtures/acp-agent.mjs', import.meta.url))
+
+const composition = (options: { childScript: string; token: string }): string => `
+- id: sessions
+  name: '@conch/session'
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: tasks
+  name: '@conch/tasks'
+- id: tool-tasks
+  name: '@conch/tool-tasks'
+- id: subprocess
+  name: '@conch/subprocess'
+- id: subagents
+  name: '@conch/subagent'
+- id: subagent-conch
+  name: '@conch/subagent-conch'
+  config:
+    script: ${JSON.stringify(options.childScript)}
+- id: subagent-acp
+  name: '@conch/subagent-acp'
+  config:
+    command: ${JSON.stringify(process.execPath)}
+    args: [${JSON.stringify(acpAgent)}, ${JSON.stringify(options.token)}]
+- id: subagent-codex
+  name: '@conch/subagent-codex'
+  disabled: true
+- id: subagent-claude-code
+  name: '@conch/subagent-claude-code'
+  disabled: true
+- id: tool-subagent
+  name: '@conch/tool-subagent'
+  config:
+    provider: conch
+- id: tool-subagent-acp
+  name: '@conch/tool-subagent'
+  config:
+    provider: acp
+    toolName: subagent_acp
+- id: tool-subagent-codex
+  name: '@conch/tool-subagent'
+  disabled: true
+  config:
+    provider: codex
+    toolName: codex
+- id: agents
+  name: '@conch/agent'
+`
+
+let ws: Workspace
+
+beforeEach(() => {
+  ws = workspace()
+})
+
+afterEach(() => {
+  ws.remove()
+})
+
+describe('sub-agents from a cordis.yml', () => {
+  it('runs a scripted turn through a child conch and an ACP agent, and leaves no process', async () => {
+    const token = `run-${randomBytes(6).toString('hex')}`
+    const childScript = ws.write('child.jsonl', step('child conch here, from my own script') + '\n')
+    const script = ws.write(
+      'parent.jsonl',
+      [
+        step('Delegating.', [{ name: 'subagent', arguments: { prompt: 'introduce yourself' } }]),
+        step('', [{ name: 'subagent_acp', arguments: { prompt: 'text' } }]),
+        step('', [{ name: 'subagent', arguments: { prompt: 'in the background', run_in_background: true } }]),
+        step('', [{ name: 'task_output', arguments: { taskId: 'task-1', wait: true, timeoutMs: 60000 } }]),
+        step('Both answered.'),
+      ].join('\n') + '\n',
+    )
+    const config = ws.write('cordis.yml', composition({ childScript, token }))
+
+    const run = await runConch(['run', '--config', config, '--script', script, '--output', 'stream-json', 'delegate'], { cwd: ws.dir })
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    const lines = jsonLines(run.stdout)
+    expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Both answered.' })
+    const results = lines.filter((line) => line['type'] === 'tool_result') as Array<{ name: string; isError: boolean; text: string }>
+    expect(results.map((result) => [result.name, result.isError])).toEqual([
+      ['subagent', false],
+      ['subagent_acp', false],
+      ['subagent', false],
+      ['task_output', false],
+    ])
+    expect(results[0]!.text).toMatch(/^child conch here, from my own script\n\[subagent: conch, stop: completed, \d+\.\d s\]$/)
+    expect(results[1]!.text).toMatch(/^hello world\n\[subagent: acp, stop: completed, \d+\.\d s\]$/)
+    expect(results[2]!.text).toContain('as task-1')
+    expect(results[3]!.text).toMatch(/^child conch here, from my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
+    // The children: conch acp processes booted from this workspace's yml, the ACP agent with its token.
+    expect(processesWith(ws.dir)).toEqual([])
+    expect(processesWith(token)).toEqual([])
+  })
+})
