@@ -1,0 +1,105 @@
+/**
+ * `@conch/subagent-codex`: OpenAI Codex as a `ctx.subagents` provider, driven through
+ * `codex app-server` over stdio. A namespace plugin (no default export, so the loader keeps
+ * `inject`).
+ */
+import { homedir } from 'node:os'
+import { isAbsolute, join } from 'node:path'
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import { outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import type { CodexSandboxMode } from './protocol.ts'
+import { codexProvider, type CodexProviderConfig } from './provider.ts'
+import { isExecutableFile } from './resolve.ts'
+
+export { codexProvider, projectSandbox, type CodexProviderConfig, type CodexProviderDeps, type SandboxSetting } from './provider.ts'
+export { resolveCodexExecutable, findProductsDir, NOT_FOUND_HINT } from './resolve.ts'
+export { BASE_CONFIG, createCodexHome, mergeTables, toToml, type TomlTable, type TomlValue } from './codex-home.ts'
+export { JsonLinesConnection, RpcError } from './connection.ts'
+export { CodexSession, type SessionState } from './session.ts'
+export * from './protocol.ts'
+
+export const name = 'subagent-codex'
+export const inject = ['subagents', 'subprocess']
+
+const MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const
+
+/** TOML-able settings: strings, finite numbers, booleans, arrays and nested tables. */
+const TomlValue: z.ZodType<unknown> = z.lazy(() =>
+  z.union([z.string(), z.number().finite(), z.boolean(), z.array(TomlValue), z.record(z.string(), TomlValue)]),
+)
+
+export const Config = z.object({
+  name: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
+    .default('codex')
+    .describe('Provider name the tool rows refer to.'),
+  executable: z
+    .string()
+    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+    .refine((path) => isExecutableFile(path), { message: 'must be an executable file (the native codex binary)' })
+    .optional()
+    .describe('The native codex binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), then `codex` on PATH (an npm wrapper is followed to its binary).'),
+  model: z.string().min(1).optional().describe('Model slug for thread/start; unset: the model in `config`, else Codex\'s default.'),
+  approvalPolicy: z
+    .enum(['on-request', 'never'])
+    .default('on-request')
+    .describe('Codex approval policy. on-request: the model may ask to leave the sandbox, and conch declines; never: it cannot ask.'),
+  sandbox: z
+    .enum(['inherit', ...MODES])
+    .default('inherit')
+    .describe("Codex's sandbox: inherit projects the parent's mode; a mode narrows it further (never wider than the parent)."),
+  config: z
+    .record(z.string(), TomlValue)
+    .default({})
+    .describe('Settings written to the private config.toml over conch\'s offline defaults (model, model_provider, [model_providers.*], …).'),
+  homeRoot: z
+    .string()
+    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', 'codex'))
+    .describe("Where each run's private CODEX_HOME is created (and removed after the run); must not be under the child's TMPDIR."),
+  ...outOfProcessConfig,
+})
+
+export type Config = z.output<typeof Config>
+
+interface SandboxPolicyLike {
+  resolve(options: { session: unknown }): { mode: CodexSandboxMode }
+  fence?(fence: { name: string; busy(sessionId: string): string | undefined }): () => void
+}
+
+export const apply = (ctx: Context, config: Config) => {
+  const subagents: SubagentServiceApi = ctx.subagents
+  /** Runs per parent session, for the sandbox-mode fence. */
+  const live = new Map<string, Set<string>>()
+  const policy = () => ctx.get('sandboxPolicy') as SandboxPolicyLike | undefined
+  ctx.inject(['sandboxPolicy'], (scope) => {
+    const service = scope.get('sandboxPolicy') as SandboxPolicyLike
+    // A child started under one mode keeps it: refuse a change while the session has Codex runs.
+    service.fence?.({
+      name: `${config.name} sub-agents`,
+      busy: (sessionId) => {
+        const runs = live.get(sessionId)
+        return runs && runs.size > 0 ? `${config.name} sub-agent runs ${[...runs].join(', ')} are running` : undefined
+      },
+    })
+  })
+  subagents.registerProvider(
+    codexProvider(
+      {
+        subprocess: ctx.subprocess,
+        parentMode: (request) => policy()?.resolve({ session: request.parent.session }).mode,
+        track: (request, running) => {
+          const sessionId = request.parent.session.id
+          const runs = live.get(sessionId) ?? new Set<string>()
+          if (running) runs.add(request.runId)
+          else runs.delete(request.runId)
+          if (runs.size === 0) live.delete(sessionId)
+          else live.set(sessionId, runs)
+        },
+      },
+      config as CodexProviderConfig,
+    ),
+  )
+}
