@@ -46,6 +46,17 @@ export interface FailureLine {
   fallback: 'ok' | 'failed'
 }
 
+/** Options of one invoke. */
+export interface InvokeOptions {
+  signal?: AbortSignal
+  /** Caps this invoke below `hardCapMs`, ms. */
+  deadlineMs?: number
+  /** The CLI's working directory (default: the pool's `cwd`, else the server's). */
+  cwd?: string
+  /** The fresh-spawn path for this invoke (default: the pool's). */
+  fallback?: FallbackRunner
+}
+
 export interface PoolDeps {
   terminals?: TerminalFactory
   fallback?: FallbackRunner
@@ -158,12 +169,12 @@ export class PtyPool {
    * missing or malformed setting) → the fallback runner; `pty-pool` → an API-key account takes
    * a one-shot PTY invoke, any other the warm REPL.
    */
-  async invokeForAgent(agent: string, conversation: string, prompt: string, options: { signal?: AbortSignal; deadlineMs?: number; cwd?: string } = {}): Promise<InvokeResult> {
+  async invokeForAgent(agent: string, conversation: string, prompt: string, options: InvokeOptions = {}): Promise<InvokeResult> {
     const route = routeFor(this.config, agent)
     if (route.runtime !== 'pty-pool') {
       const started = Date.now()
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
-      const text = await this.runFallback(key, prompt, options.signal, this.cwdOf(options.cwd))
+      const text = await this.runFallback(key, prompt, options, this.cwdOf(options.cwd))
       return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
     }
     const key: PoolKey = { owner: agent, conversation, kind: route.kind, model: route.model, account: route.account, bare: route.bare }
@@ -179,7 +190,7 @@ export class PtyPool {
    * @throws PoolError `POOL_CLOSED` while draining, `INVOKE_CANCELLED` when the caller
    *   cancelled, `INVOKE_FAILED` when the fallback failed too.
    */
-  acquireAndInvoke(key: PoolKey, prompt: string, options: { signal?: AbortSignal; deadlineMs?: number; cwd?: string } = {}): Promise<InvokeResult> {
+  acquireAndInvoke(key: PoolKey, prompt: string, options: InvokeOptions = {}): Promise<InvokeResult> {
     if (this.state !== 'running') return Promise.reject(new PoolError('POOL_CLOSED', 'the pool is shutting down and admits no new invoke'))
     const work = this.invokeTracked(key, prompt, options)
     this.inFlight.add(work)
@@ -187,11 +198,11 @@ export class PtyPool {
     return work
   }
 
-  private async invokeTracked(key: PoolKey, prompt: string, options: { signal?: AbortSignal; deadlineMs?: number; cwd?: string }): Promise<InvokeResult> {
+  private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions): Promise<InvokeResult> {
     const started = Date.now()
     const cwd = this.cwdOf(options.cwd)
     if (this.killSwitchOn) {
-      const text = await this.runFallback(key, prompt, options.signal, cwd)
+      const text = await this.runFallback(key, prompt, options, cwd)
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
     }
     if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', `unknown CLI kind "${key.kind}"; known: ${Object.keys(this.config.kinds).join(', ')}`)
@@ -222,9 +233,14 @@ export class PtyPool {
         } catch (error) {
           if (!(error instanceof InvokeFailure)) throw error
           const session = this.sessions.get(id)
-          if (session && session.state === 'unhealthy' && error.reason !== 'cancelled') void this.evict(id, session, 'unhealthy')
-          if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', `the invoke on ${key.kind} was cancelled; its session is unhealthy and will be replaced`)
-          return this.fallBack(key, prompt, options.signal, cwd, error, started, bootMs)
+          if (session && session.state === 'unhealthy') {
+            // A cancelled session is closed before the cancel is reported, so a cancelled run's
+            // teardown means its CLI is gone; others close while the fallback runs.
+            if (error.reason === 'cancelled') await this.evict(id, session, 'unhealthy')
+            else void this.evict(id, session, 'unhealthy')
+          }
+          if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', `the invoke on ${key.kind} was cancelled; its session was closed and the next acquire boots a new one`)
+          return this.fallBack(key, prompt, options, cwd, error, started, bootMs)
         }
       })
     } finally {
@@ -292,7 +308,7 @@ export class PtyPool {
    * A one-shot PTY invoke for accounts whose one-shot mode works: the CLI's one-shot argv in a
    * fresh terminal, the answer is its screen when it exits. No sentinel framing.
    */
-  private async oneShot(key: PoolKey, prompt: string, options: { signal?: AbortSignal; deadlineMs?: number; cwd?: string }): Promise<InvokeResult> {
+  private async oneShot(key: PoolKey, prompt: string, options: InvokeOptions): Promise<InvokeResult> {
     const started = Date.now()
     const kind = this.config.kinds[key.kind]!
     const cwd = this.cwdOf(options.cwd)
@@ -317,10 +333,10 @@ export class PtyPool {
     } catch (error) {
       failure = new InvokeFailure('spawn', `could not start ${kind.command}: ${(error as Error).message}`, false)
     }
-    return this.fallBack(key, prompt, options.signal, cwd, failure, started, undefined)
+    return this.fallBack(key, prompt, options, cwd, failure, started, undefined)
   }
 
-  private async fallBack(key: PoolKey, prompt: string, signal: AbortSignal | undefined, cwd: string, failure: InvokeFailure, started: number, bootMs: number | undefined): Promise<InvokeResult> {
+  private async fallBack(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string, failure: InvokeFailure, started: number, bootMs: number | undefined): Promise<InvokeResult> {
     const reason = failure.reason as FailureReason
     this.metrics.fallbacks.inc({ reason })
     const poolMs = Date.now() - started
@@ -336,7 +352,7 @@ export class PtyPool {
     })
     let text: string
     try {
-      text = await this.runFallback(key, prompt, signal, cwd)
+      text = await this.runFallback(key, prompt, options, cwd)
     } catch (error) {
       this.appendFailure(line(false))
       throw new PoolError('INVOKE_FAILED', `the pool failed (${reason}: ${failure.message}) and the fresh-spawn path failed too: ${(error as Error).message}`, { cause: error })
@@ -345,9 +361,10 @@ export class PtyPool {
     return { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
   }
 
-  private runFallback(key: PoolKey, prompt: string, signal: AbortSignal | undefined, cwd: string): Promise<string> {
-    if (!this.deps.fallback) return Promise.reject(new PoolError('INVOKE_FAILED', `no fresh-spawn path is configured for kind "${key.kind}"`))
-    return this.deps.fallback({ key, prompt, cwd, ...(signal && { signal }) })
+  private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
+    const fallback = options.fallback ?? this.deps.fallback
+    if (!fallback) return Promise.reject(new PoolError('INVOKE_FAILED', `no fresh-spawn path is configured for kind "${key.kind}"`))
+    return fallback({ key, prompt, cwd, ...(options.signal && { signal: options.signal }) })
   }
 
   private appendFailure(line: FailureLine): void {

@@ -93,10 +93,11 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
       await model.waitFor((requests) => requests.some((request) => request.userText.includes('SLOW') && request.chunksSent >= 2))
       controller.abort()
       await expect(pending).rejects.toMatchObject({ code: 'INVOKE_CANCELLED' } satisfies Partial<PoolError>)
-      expect(pool.sessionStates()[0]?.state).toBe('unhealthy')
+      // The cancelled session is closed before the cancel is reported.
+      expect(pool.sessionStates()).toEqual([])
+      expect(alive(first!)).toBe(false)
       const next = await pool.acquireAndInvoke(key('x'), 'Q2: after cancel')
       expect(next).toMatchObject({ path: 'booted', text: 'answer 2: after cancel' })
-      await until(() => !alive(first!), 5000, 'the cancelled session to be gone')
       expect(await pool.metrics.snapshot()).toMatchObject({ acquires_spawn_total: 2, evicted_unhealthy_total: 1 })
     } finally {
       await pool.shutdown()

@@ -7,7 +7,8 @@
  * - `Qn: …` → `answer n: …`
  * - `REMEMBER name=value` → `noted`; `RECALL name` → the remembered value found anywhere
  *   in the conversation the CLI sent, else `unknown`
- * - `STALL` → the stream stops after the opening sentinel until released
+ * - `STALL` → for a pooled CLI, the stream stops after the opening sentinel until released;
+ *   for the fresh-spawn path (no sentinel instruction), `fresh answer`
  * - `SLOW` → one word every 300 ms
  */
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
@@ -30,6 +31,8 @@ export function ruleAnswer(request: FakeRequest): FakeAnswer {
   const text = request.userText
   if (/Generate a concise, single-line task title/i.test(text)) return { text: 'title', sentinel: 'omit' }
   const history = JSON.stringify(request.body ?? '')
+  // Only a pooled CLI (its system prompt carries the sentinel instruction) stalls; the fresh-spawn path answers.
+  if (text.includes('STALL') && !request.system.includes('<<<CONCH-')) return { text: 'fresh answer' }
   if (text.includes('STALL')) return { text: 'stalled answer here', stallAfterChunks: 1 }
   if (text.includes('SLOW')) return { text: 'a slow answer with many words to say', chunkDelayMs: 300 }
   const question = /Q(\d+): ([^\n"\\]*)/.exec(lastLine(text))
