@@ -191,6 +191,9 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
     kinds[name] = kind.data
   }
   const config: PoolConfig = { ...parsed.data, kinds }
+  if (config.worker === 'managed') {
+    throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" (a supervised pool-worker process) is not available in this build; use "in-process"')
+  }
   for (const [name, variable] of [['stallMs', 'CONCH_POOL_STALL_MS'], ['hardCapMs', 'CONCH_POOL_HARD_CAP_MS']] as const) {
     const raw = env[variable]
     if (raw === undefined || raw === '') continue

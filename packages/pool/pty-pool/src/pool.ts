@@ -29,6 +29,8 @@ export interface InvokeResult {
   fallback?: { reason: FailureReason; detail: string; midTask: boolean; afterMs: number }
   /** Set when the kill switch or the route sent the invoke straight to the fresh-spawn path. */
   bypass?: 'kill-switch' | 'fresh-spawn-route'
+  /** For `booted`: spawn → input prompt, ms. */
+  bootMs?: number
   /** `screen` or `transcript` for pooled answers. */
   source?: 'screen' | 'transcript'
   durationMs: number
@@ -229,7 +231,7 @@ export class PtyPool {
           const answer = await session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs, stallMs: this.config.stallMs })
           if (answer.text === '') this.metrics.invokesEmpty.inc()
           else this.metrics.invokesOk.inc()
-          return { text: answer.text, path: booted ? 'booted' : 'warm', source: answer.source, durationMs: Date.now() - started } satisfies InvokeResult
+          return { text: answer.text, path: booted ? 'booted' : 'warm', source: answer.source, durationMs: Date.now() - started, ...(bootMs !== undefined && { bootMs }) } satisfies InvokeResult
         } catch (error) {
           if (!(error instanceof InvokeFailure)) throw error
           const session = this.sessions.get(id)

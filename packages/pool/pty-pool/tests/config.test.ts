@@ -18,6 +18,7 @@ describe('pool config', () => {
     expect(() => loadPoolConfig({ agents: { a: { runtime: 'pty-pool', kind: 'nope' } } }, {}, BUILTIN_KINDS)).toThrow(/agents\.a\.kind: unknown kind "nope"/)
     expect(() => loadPoolConfig({ agents: { a: { runtime: 'pty-pool', kind: 'generic', account: 'x' } } }, {}, BUILTIN_KINDS)).toThrow(/agents\.a\.account/)
     expect(() => loadPoolConfig({ status: { host: '0.0.0.0' } }, {}, BUILTIN_KINDS)).toThrow(/status\.host.*loopback/)
+    expect(() => loadPoolConfig({ worker: 'managed' }, {}, BUILTIN_KINDS)).toThrow(/worker: "managed".*not available/)
     expect(() => loadPoolConfig({ status: { host: '10.0.0.1' } }, {}, BUILTIN_KINDS)).toThrow(/loopback/)
   })
 
