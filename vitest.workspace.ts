@@ -5,7 +5,7 @@
  */
 export const projects = [
   // Group folders hold no package.json; each package inside one is a project.
-  'packages/{core,tasks,subprocess,sandbox,pty,acp,ptc,subagent}/*/',
+  'packages/{core,tasks,subprocess,sandbox,pty,acp,ptc,subagent,pool}/*/',
   'packages/cli/',
   {
     test: {

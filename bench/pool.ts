@@ -1,0 +1,75 @@
+/**
+ * `pnpm bench:pool` — the warm CLI pool (@conch/pty-pool) against a fresh one-shot spawn of the
+ * same CLI for the same prompt, measured in the same run, for the real Claude Code and Codex
+ * binaries from .products/ against the fake model server on 127.0.0.1:
+ *
+ * - boot: spawn → input prompt of a pooled session, per kind;
+ * - warm invoke: one sentinel round trip on a warm session (p50, p95);
+ * - one-shot: the CLI's one-shot mode (`claude -p`, `codex exec`) in a fresh terminal, the
+ *   same prompt (p50) — the path an invoke takes without the pool.
+ *
+ * Target: warm invoke p50 ≤ 0.2 × one-shot p50. Not a test: a missed target is reported,
+ * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10).
+ */
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { BUILTIN_KINDS, loadPoolConfig, PtyPool } from '../packages/pool/pty-pool/src/index.ts'
+import { claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
+import { median, percentile, ratio, round } from './stats.ts'
+
+const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)
+const model = await startModel()
+const results: Record<string, unknown> = {}
+
+for (const kind of ['claude', 'codex'] as const) {
+  const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
+  const pool = new PtyPool(
+    loadPoolConfig({
+      kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
+      stateDir: join(dir, 'state'),
+      failuresFile: join(dir, 'failures.jsonl'),
+      cwd: dir,
+      accounts: { key: { type: 'api-key' } },
+      agents: { oneshot: { runtime: 'pty-pool', kind, account: 'key' } },
+    }, {}, BUILTIN_KINDS),
+    { env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
+  )
+  const boots: number[] = []
+  const warm: number[] = []
+  const oneShot: number[] = []
+  for (let boot = 0; boot < 3; boot++) {
+    const key = { owner: 'bench', conversation: `boot-${boot}`, kind, model: '', account: '', bare: false }
+    const result = await pool.acquireAndInvoke(key, `Q${boot}: boot`)
+    if (result.path !== 'booted') throw new Error(`boot ${boot} of ${kind} took the ${result.path} path`)
+    boots.push(result.bootMs!)
+  }
+  const key = { owner: 'bench', conversation: 'warm', kind, model: '', account: '', bare: false }
+  await pool.acquireAndInvoke(key, 'Q0: warm up')
+  // Alternate warm invokes and one-shot spawns so the machine's load hits both alike.
+  for (let run = 1; run <= RUNS; run++) {
+    const prompt = `Q${run}: the same prompt for both paths`
+    const warmResult = await pool.acquireAndInvoke(key, prompt)
+    if (warmResult.path !== 'warm' || warmResult.text !== `answer ${run}: the same prompt for both paths`) throw new Error(`warm invoke ${run} of ${kind}: ${JSON.stringify(warmResult)}`)
+    warm.push(warmResult.durationMs)
+    if (run <= Math.ceil(RUNS / 2)) {
+      const started = performance.now()
+      const fresh = await pool.invokeForAgent('oneshot', `one-${run}`, prompt)
+      if (fresh.path !== 'one-shot-pty' || !fresh.text.includes(`answer ${run}:`)) throw new Error(`one-shot ${run} of ${kind}: ${JSON.stringify(fresh).slice(0, 400)}`)
+      oneShot.push(performance.now() - started)
+    }
+    process.stderr.write(`[bench pool] ${kind} ${run}/${RUNS}\n`)
+  }
+  await pool.shutdown()
+  results[kind] = {
+    boot_p50_ms: round(median(boots)),
+    warm_invoke_p50_ms: round(median(warm)),
+    warm_invoke_p95_ms: round(percentile(warm, 95)),
+    one_shot_p50_ms: round(median(oneShot)),
+    warm_over_one_shot: ratio(median(warm), median(oneShot)),
+    target: 'warm_over_one_shot ≤ 0.2',
+    met: (ratio(median(warm), median(oneShot)) ?? 1) <= 0.2,
+  }
+}
+await model.close()
+console.log(JSON.stringify({ runs: RUNS, cores: (await import('node:os')).cpus().length, results }, null, 2))

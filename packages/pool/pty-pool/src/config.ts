@@ -1,0 +1,222 @@
+/**
+ * The pool's configuration: CLI kinds (config, not code), accounts, per-agent routing and the
+ * pool's limits. zod 4 schemas; defaults live in the schemas; a mistake fails at load naming
+ * the field.
+ */
+import { accessSync, constants, statSync } from 'node:fs'
+import { delimiter, isAbsolute, join } from 'node:path'
+import { isIP } from 'node:net'
+import { z } from 'zod'
+import { PoolError } from './errors.ts'
+
+/** A regular expression given as its source text; checked at load. */
+const Pattern = z.string().min(1).refine((source) => {
+  try {
+    new RegExp(source, 'm')
+    return true
+  } catch {
+    return false
+  }
+}, 'not a valid regular expression')
+
+/** How a transcript file is read (where the kind names one). */
+export const TranscriptConfig = z.strictObject({
+  /** `claude-jsonl`: `<dir>/**\/*.jsonl`, assistant `message.content[].text`; `codex-rollout`: `<dir>/**\/rollout-*.jsonl`, `response_item` assistant `output_text`. */
+  format: z.enum(['claude-jsonl', 'codex-rollout']),
+  /** Directory template ({home}, {cwd}). */
+  dir: z.string().min(1),
+})
+
+/** One CLI kind. Templates may use {home} (the session's private home), {cwd}, {model}, {sentinel}, {instruction} and {instructionJson}. */
+export const KindConfig = z.strictObject({
+  /** Executable: an absolute path, or a name looked up on PATH at load. */
+  command: z.string().min(1),
+  /** Arguments of the interactive REPL. */
+  args: z.array(z.string()).default([]),
+  /** Flag that carries the sentinel instruction as its next argument (Claude Code: `--append-system-prompt`); absent when a seeded file carries it. */
+  instructionFlag: z.string().optional(),
+  /** The model when the key names none (fills {model}). */
+  defaultModel: z.string().default(''),
+  /** Flag that selects the model as its next argument, when the key names one. */
+  modelFlag: z.string().optional(),
+  /** Files written into the private home before the CLI starts: relative path → content template. */
+  files: z.record(z.string(), z.string()).default({}),
+  /** Environment set for the CLI: name → template. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Variables copied from the server's environment when set. */
+  passEnv: z.array(z.string()).default([]),
+  /** A screen row matching this means the input prompt is up (boot done). */
+  readyPattern: Pattern,
+  /** While a row matches this, the CLI is busy (its "esc to interrupt" hint). */
+  busyPattern: Pattern,
+  /** Rows matching this are status lines (spinners, elapsed time) and never count as progress. */
+  statusPattern: Pattern.optional(),
+  /** Group 1 is a token count shown while the CLI works; a rising count is progress. */
+  tokenPattern: Pattern.optional(),
+  /** Decoration in front of an answer's first row (`● `, `• `), removed. */
+  answerPrefix: Pattern.optional(),
+  /** Screen text that marks a dialog the boot must not meet (any match fails the boot with the screen's text). */
+  dialogPattern: Pattern.optional(),
+  /** `separate-enter`: type the text, wait for its echo, then Enter as its own write. */
+  submit: z.enum(['separate-enter']).default('separate-enter'),
+  /** Prompts longer than this (characters) go through a file the prompt names. */
+  pasteCollapseChars: z.number().int().positive().default(800),
+  /** Keys that clear the input line (default Ctrl-U). */
+  clearKeys: z.string().default('\u0015'),
+  /** Keys that interrupt an answer (default ESC). */
+  interruptKeys: z.string().default('\u001b'),
+  /** Where an exact transcript can be read. */
+  transcript: TranscriptConfig.optional(),
+  /** Arguments of the one-shot mode for API-key accounts; `{prompt}` is the prompt. */
+  oneShotArgs: z.array(z.string()).optional(),
+  /** The sub-agent provider that runs the same prompt fresh when the pool fails (`claude-code`, `codex`). */
+  fallbackProvider: z.string().optional(),
+  /** Whether the CLI's terminal keeps network access (it must reach its model API). */
+  network: z.boolean().default(true),
+  rows: z.number().int().min(10).default(40),
+  cols: z.number().int().min(40).default(160),
+})
+export type KindConfig = z.output<typeof KindConfig>
+export type KindInput = z.input<typeof KindConfig>
+
+/** An account: its type decides the route, its variables are read from the server's environment at spawn. */
+export const AccountConfig = z.strictObject({
+  /** `api-key`: the one-shot mode works, take a one-shot PTY invoke; `oauth`: the warm REPL. */
+  type: z.enum(['api-key', 'oauth']),
+  /** CLI variable → the server's variable holding the value (values never live in config). */
+  env: z.record(z.string(), z.string()).default({}),
+})
+export type AccountConfig = z.output<typeof AccountConfig>
+
+/** Per-agent routing. */
+export const AgentRoute = z.strictObject({
+  runtime: z.enum(['fresh-spawn', 'pty-pool']).default('fresh-spawn'),
+  kind: z.string().min(1),
+  model: z.string().default(''),
+  account: z.string().default(''),
+  bare: z.boolean().default(false),
+})
+export type AgentRoute = z.output<typeof AgentRoute>
+
+const LOOPBACK_NAMES = new Set(['127.0.0.1', '::1', 'localhost'])
+
+/** True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x (RFC 1122 §3.2.1.3, RFC 4291 §2.5.3). */
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false
+  const bare = address.startsWith('::ffff:') ? address.slice(7) : address
+  if (bare === '::1') return true
+  return isIP(bare) === 4 && bare.startsWith('127.')
+}
+
+export const StatusConfig = z.strictObject({
+  /** Loopback address only; anything else is refused at load. */
+  host: z.string().default('127.0.0.1').refine((host) => LOOPBACK_NAMES.has(host) || isLoopbackAddress(host), 'the status endpoint binds loopback only (127.0.0.0/8 or ::1)'),
+  /** 0 picks a free port. */
+  port: z.number().int().min(0).max(65535).default(0),
+})
+
+export const PoolConfig = z.strictObject({
+  /** The kill switch: when true every invoke takes the fresh-spawn path. */
+  killSwitch: z.boolean().default(false),
+  /** `in-process` or `managed` (a supervised `conch pool-worker` process). */
+  worker: z.enum(['in-process', 'managed']).default('in-process'),
+  maxSessions: z.number().int().positive().default(8),
+  bootTimeoutMs: z.number().int().positive().default(30_000),
+  /** No substantive progress for this long fails the invoke (env CONCH_POOL_STALL_MS). */
+  stallMs: z.number().int().positive().default(120_000),
+  /** Absolute cap of one invoke (env CONCH_POOL_HARD_CAP_MS). */
+  hardCapMs: z.number().int().positive().default(1_800_000),
+  idleEvictMs: z.number().int().positive().default(600_000),
+  evictEveryMs: z.number().int().positive().default(60_000),
+  /** Quiet time after the closing sentinel before the answer is taken, ms. */
+  settleMs: z.number().int().min(0).default(150),
+  /** How long to wait for the prompt's echo, ms. */
+  echoTimeoutMs: z.number().int().positive().default(5_000),
+  /** Grace between TERM and KILL when a session is closed, ms. */
+  closeGraceMs: z.number().int().positive().default(2_000),
+  /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
+  stateDir: z.string().optional(),
+  /** The failure log (absolute, or relative to the server's cwd). */
+  failuresFile: z.string().default('.conch/pool-failures.jsonl'),
+  /** The session's working directory when the caller gives none. */
+  cwd: z.string().optional(),
+  /** Kinds by name; an entry named like a built-in kind (claude, codex, generic) overrides only the fields it sets. */
+  kinds: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  accounts: z.record(z.string(), AccountConfig).default({}),
+  /** Per-agent settings; a malformed entry falls back to fresh-spawn (see `routeFor`). */
+  agents: z.record(z.string(), z.unknown()).default({}),
+  status: StatusConfig.optional(),
+})
+export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: Record<string, KindConfig> }
+export type PoolConfigInput = z.input<typeof PoolConfig>
+
+/** Resolves a command on PATH (execvp(3) semantics for names without a slash). */
+export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
+  const candidates = command.includes('/') ? [command] : path.split(delimiter).filter(Boolean).map((dir) => join(dir, command))
+  for (const candidate of candidates) {
+    try {
+      if (!statSync(candidate).isFile()) continue
+      accessSync(candidate, constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
+
+/**
+ * Loads the pool's config: applies the env overrides, checks every configured kind's binary,
+ * and checks that every well-formed agent route names a known kind and account.
+ * @throws PoolError `CONFIG_INVALID` naming the field.
+ */
+export function loadPoolConfig(input: unknown, env: Readonly<Record<string, string | undefined>> = process.env, builtins: Record<string, KindInput> = {}): PoolConfig {
+  const parsed = PoolConfig.safeParse(input ?? {})
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw new PoolError('CONFIG_INVALID', `pool config: ${issue.path.join('.') || '(root)'}: ${issue.message}`)
+  }
+  const kinds: Record<string, KindConfig> = {}
+  for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.data.kinds)])) {
+    const given = parsed.data.kinds[name]
+    const kind = KindConfig.safeParse({ ...builtins[name], ...given })
+    if (!kind.success) {
+      const issue = kind.error.issues[0]!
+      throw new PoolError('CONFIG_INVALID', `pool config: kinds.${name}.${issue.path.join('.')}: ${issue.message}`)
+    }
+    // A configured kind's binary must exist now; a built-in one only when an agent routes to it.
+    if (given && !resolveCommand(kind.data.command)) {
+      throw new PoolError('CONFIG_INVALID', `pool config: kinds.${name}.command: "${kind.data.command}" is not an executable file${isAbsolute(kind.data.command) ? '' : ' on PATH'}`)
+    }
+    kinds[name] = kind.data
+  }
+  const config: PoolConfig = { ...parsed.data, kinds }
+  if (config.worker === 'managed') {
+    throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" (a supervised pool-worker process) is not available in this build; use "in-process"')
+  }
+  for (const [name, variable] of [['stallMs', 'CONCH_POOL_STALL_MS'], ['hardCapMs', 'CONCH_POOL_HARD_CAP_MS']] as const) {
+    const raw = env[variable]
+    if (raw === undefined || raw === '') continue
+    const value = Number(raw)
+    if (!Number.isInteger(value) || value <= 0) throw new PoolError('CONFIG_INVALID', `${variable}: expected a positive integer of milliseconds, got "${raw}"`)
+    config[name] = value
+  }
+  for (const [agent, raw] of Object.entries(config.agents)) {
+    const route = AgentRoute.safeParse(raw)
+    if (!route.success || route.data.runtime !== 'pty-pool') continue
+    if (!(route.data.kind in config.kinds)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.kind: unknown kind "${route.data.kind}"; known: ${Object.keys(config.kinds).join(', ')}`)
+    if (!resolveCommand(config.kinds[route.data.kind]!.command)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.kind: the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing`)
+    if (route.data.account && !(route.data.account in config.accounts)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.account: unknown account "${route.data.account}"`)
+  }
+  return config
+}
+
+/**
+ * The route of one agent. A missing or malformed setting is `fresh-spawn` (never an error), so
+ * the pool can only ever be opted into.
+ */
+export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runtime: 'fresh-spawn' } {
+  const parsed = AgentRoute.safeParse(config.agents[agent])
+  if (!parsed.success) return { runtime: 'fresh-spawn' }
+  return parsed.data
+}

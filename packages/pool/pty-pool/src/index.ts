@@ -1,0 +1,80 @@
+/**
+ * `@conch/pty-pool` — ctx.ptyPool: warm interactive agent CLIs in real terminals.
+ *
+ * Mount it with a config (see the README's table); `ctx.ptyPool.pool` is the `PtyPool`.
+ * A fresh-spawn runner is set by whoever owns the one-shot path (`setFallback`), normally
+ * `@conch/subagent-cli-pool`, which routes it through the CLI's sub-agent provider.
+ */
+import { type Context, Service } from 'cordis'
+import { z } from 'zod'
+import { loadPoolConfig, type PoolConfig } from './config.ts'
+import { BUILTIN_KINDS } from './kinds.ts'
+import { type FallbackRunner, PtyPool } from './pool.ts'
+import { startStatusListener, type StatusListener } from './status.ts'
+
+export * from './config.ts'
+export * from './errors.ts'
+export * from './sentinel.ts'
+export { BUILTIN_KINDS } from './kinds.ts'
+export { PoolMetrics } from './metrics.ts'
+export { PtyPool, poolNote, type FallbackRunner, type FailureLine, type InvokeOptions, type InvokePath, type InvokeResult, type PoolDeps } from './pool.ts'
+export { PoolSession, keyString, redactKey, prepareLaunch, lastAssistantText, type PoolKey, type SessionState } from './session.ts'
+export { startStatusListener, statusBody, type StatusListener } from './status.ts'
+export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalSpawnOptions } from './terminal.ts'
+
+declare module 'cordis' {
+  interface Context {
+    ptyPool: PtyPoolService
+  }
+}
+
+export class PtyPoolService extends Service {
+  /** Checked by `loadPoolConfig` (fields named in errors); see the README's table. */
+  static Config = z.unknown()
+  readonly pool: PtyPool
+  /** Resolves when the status listener (if configured) is bound. */
+  readonly ready: Promise<void>
+  private readonly holder: { fallback: FallbackRunner | undefined; listener: StatusListener | undefined } = { fallback: undefined, listener: undefined }
+
+  constructor(ctx: Context, input: unknown) {
+    super(ctx, 'ptyPool')
+    const config: PoolConfig = loadPoolConfig(input, process.env, BUILTIN_KINDS)
+    const holder = this.holder
+    this.pool = new PtyPool(config, {
+      fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
+      warn: (message) => ctx.logger.warn(message),
+    })
+    const status = config.status
+    this.ready = status
+      ? startStatusListener(this.pool, status).then((listener) => {
+          holder.listener = listener
+        })
+      : Promise.resolve()
+    this.ready.catch((error: unknown) => ctx.logger.warn('pool: the status listener did not start', error))
+    ctx.effect(() => () => this.stop(), 'ptyPool.dispose')
+  }
+
+  /** Sets the fresh-spawn runner; returns its disposer. */
+  setFallback(fallback: FallbackRunner): () => void {
+    this.holder.fallback = fallback
+    return () => {
+      if (this.holder.fallback === fallback) this.holder.fallback = undefined
+    }
+  }
+
+  /** The status listener's port, once it is up. */
+  statusPort(): number | undefined {
+    return this.holder.listener?.port
+  }
+
+  private async stop(): Promise<void> {
+    await this.ready.catch(() => {})
+    await this.holder.listener?.close()
+    await this.pool.shutdown()
+  }
+}
+
+export const name = 'pty-pool'
+export const apply = (ctx: Context, config: unknown) => {
+  ctx.plugin(PtyPoolService, config)
+}

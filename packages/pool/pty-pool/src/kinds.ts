@@ -1,0 +1,86 @@
+/**
+ * The built-in CLI kinds. They are config like any other (`kinds.<name>` in the pool's config
+ * overrides single fields, e.g. `command`); nothing about a CLI is code.
+ *
+ * Facts behind them (Claude Code 2.1.332, Codex 0.171.0, measured on Linux):
+ * - Claude Code boots straight to its input box only with a seeded `.claude.json`
+ *   (`hasCompletedOnboarding`, the API key's last 20 characters approved, the workspace
+ *   trusted); the trust and API-key dialogs default to "No", and the onboarding connectivity
+ *   check exits offline. The sentinel instruction rides `--append-system-prompt`. Its answers
+ *   are also written to `$CLAUDE_CONFIG_DIR/projects/<cwd-slug>/<uuid>.jsonl`.
+ * - Codex needs `--no-daemon` (otherwise a background app-server outlives the TUI), a trusted
+ *   project entry, and a model without a pending migration notice; the sentinel instruction
+ *   rides `developer_instructions` in `config.toml`. Rollouts go to `$CODEX_HOME/sessions`.
+ * - Both submit only when Enter arrives as its own write after the text; both show
+ *   "esc to interrupt" while they work.
+ */
+import type { KindInput } from './config.ts'
+
+const claude: KindInput = {
+  command: 'claude',
+  args: ['--permission-mode', 'dontAsk', '--strict-mcp-config', '--setting-sources', ''],
+  instructionFlag: '--append-system-prompt',
+  modelFlag: '--model',
+  files: {
+    '.claude/.claude.json': '{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["{apiKeyTail}"],"rejected":[]},"projects":{{cwdJson}:{"hasTrustDialogAccepted":true}}}',
+  },
+  env: {
+    HOME: '{home}',
+    CLAUDE_CONFIG_DIR: '{home}/.claude',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  },
+  passEnv: ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY'],
+  readyPattern: '^❯\\s',
+  busyPattern: 'esc to interrupt',
+  statusPattern: '^\\s*[✻✽✶✳✢·*●◐◓◑◒⏺]?\\s*\\S*…|esc to interrupt|^\\s*⏵⏵|/effort',
+  tokenPattern: '([0-9][0-9.,]*k?) tokens',
+  answerPrefix: '^\\s*[●⏺]\\s?',
+  dialogPattern: 'Do you trust|Yes, proceed|Detected a custom API key|Select login method|Choose the text style',
+  pasteCollapseChars: 800,
+  transcript: { format: 'claude-jsonl', dir: '{home}/.claude/projects' },
+  oneShotArgs: ['-p', '{prompt}', '--permission-mode', 'dontAsk', '--setting-sources', ''],
+  fallbackProvider: 'claude-code',
+}
+
+const codex: KindInput = {
+  command: 'codex',
+  args: ['--no-daemon'],
+  defaultModel: 'gpt-6-sol',
+  files: {
+    '.codex/config.toml': [
+      'model = {modelJson}',
+      'developer_instructions = {instructionJson}',
+      'check_for_update_on_startup = false',
+      '[analytics]',
+      'enabled = false',
+      '[feedback]',
+      'enabled = false',
+      '[projects.{cwdJson}]',
+      'trust_level = "trusted"',
+      '',
+    ].join('\n'),
+  },
+  env: {
+    HOME: '{home}',
+    CODEX_HOME: '{home}/.codex',
+  },
+  passEnv: ['OPENAI_API_KEY'],
+  readyPattern: '^›\\s',
+  busyPattern: 'esc to interrupt',
+  statusPattern: 'esc to interrupt|^\\s*• Working|Worked for|^\\s*GPT-|for shortcuts|for agents',
+  answerPrefix: '^\\s*•\\s?',
+  dialogPattern: 'Try new model|Do you trust|Sign in with ChatGPT|Allow Codex to work',
+  pasteCollapseChars: 1000,
+  transcript: { format: 'codex-rollout', dir: '{home}/.codex/sessions' },
+  oneShotArgs: ['exec', '--skip-git-repo-check', '{prompt}'],
+  fallbackProvider: 'codex',
+}
+
+/** Any line-oriented REPL: configure command, patterns and how the sentinel is instructed. */
+const generic: KindInput = {
+  command: 'sh',
+  readyPattern: '\\S',
+  busyPattern: '(?!x)x',
+}
+
+export const BUILTIN_KINDS: Record<string, KindInput> = { claude, codex, generic }

@@ -1,0 +1,443 @@
+/**
+ * One warm CLI session: a real terminal running an interactive agent CLI, booted once and
+ * invoked turn after turn with sentinel framing.
+ *
+ * Lifecycle (one state machine; every change goes through `to`):
+ *
+ *     booting ──ready──▶ idle ──invoke──▶ busy ──answer──▶ idle
+ *        │                 │                │
+ *        └──fail──▶ unhealthy ◀──cancel / stall / cap / exit / no sentinel
+ *                      │
+ *     any ──close──▶ closing ──tree gone──▶ closed
+ */
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { scrubbedEnv } from '@conch/subprocess'
+import type { KindConfig, PoolConfig } from './config.ts'
+import { InvokeFailure } from './errors.ts'
+import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
+import type { PoolTerminal, TerminalCloseReport, TerminalFactory } from './terminal.ts'
+
+/** What a pooled session is for. Conversations never share a session. */
+export interface PoolKey {
+  /** The owner agent's id. */
+  owner: string
+  /** The caller's conversation (the ACP session, the run's session). */
+  conversation: string
+  kind: string
+  model: string
+  /** Account id; redacted in logs. */
+  account: string
+  bare: boolean
+}
+
+export function keyString(key: PoolKey): string {
+  return JSON.stringify([key.owner, key.conversation, key.kind, key.model, key.account, key.bare])
+}
+
+/** The key as logged: the account replaced by `[redacted]` when set. */
+export function redactKey(key: PoolKey): PoolKey {
+  return { ...key, account: key.account ? '[redacted]' : '' }
+}
+
+export type SessionState = 'booting' | 'idle' | 'busy' | 'unhealthy' | 'closing' | 'closed'
+
+const TRANSITIONS: Record<SessionState, readonly SessionState[]> = {
+  booting: ['idle', 'unhealthy', 'closing'],
+  idle: ['busy', 'unhealthy', 'closing'],
+  busy: ['idle', 'unhealthy', 'closing'],
+  unhealthy: ['closing'],
+  closing: ['closed'],
+  closed: [],
+}
+
+export interface SessionEnvironment {
+  /** Parent environment the scrubbed child environment derives from. */
+  parentEnv: Readonly<Record<string, string | undefined>>
+  /** Account variables, already resolved to values (CLI variable → value). */
+  accountEnv: Record<string, string>
+  cwd: string
+  /** Directory under which the private home is made. */
+  stateDir: string
+}
+
+export interface AnswerOfTurn {
+  text: string
+  /** `transcript` when the CLI's own transcript matched the screen, else `screen`. */
+  source: 'screen' | 'transcript'
+}
+
+/** Renders `{name}` placeholders; unknown names are left as they are. */
+export function render(template: string, vars: Record<string, string>): string {
+  return template.replace(/\{([A-Za-z]+)\}/g, (whole, name: string) => (name in vars ? vars[name]! : whole))
+}
+
+/** Builds the private home, the argv and the environment of a kind. */
+export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
+  mkdirSync(environment.stateDir, { recursive: true })
+  const home = mkdtempSync(join(environment.stateDir, 'home-'))
+  const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)
+  for (const name of kind.passEnv) {
+    const value = environment.parentEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  Object.assign(env, environment.accountEnv)
+  const apiKey = Object.entries(env).find(([name]) => /API_KEY$/.test(name))?.[1] ?? ''
+  const model = key.model || kind.defaultModel
+  const instruction = extra.sentinel ? sentinelInstruction(extra.sentinel) : ''
+  const vars: Record<string, string> = {
+    home,
+    cwd: environment.cwd,
+    cwdJson: JSON.stringify(environment.cwd),
+    model,
+    modelJson: JSON.stringify(model),
+    sentinel: extra.sentinel ?? '',
+    instruction,
+    instructionJson: JSON.stringify(instruction),
+    apiKeyTail: apiKey.slice(-20),
+    prompt: extra.prompt ?? '',
+  }
+  for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
+  env.TMPDIR = join(home, 'tmp')
+  mkdirSync(env.TMPDIR, { recursive: true })
+  for (const [path, template] of Object.entries(kind.files)) {
+    const target = join(home, path)
+    mkdirSync(dirname(target), { recursive: true })
+    writeFileSync(target, render(template, vars), { mode: 0o600 })
+  }
+  const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
+  if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
+  if (key.model && kind.modelFlag) args.push(kind.modelFlag, key.model)
+  return { home, env, argv: [kind.command, ...args] as [string, ...string[]] }
+}
+
+/** Waits for `probe` to return a value, re-checking on every screen change and every `tickMs`. */
+function watch<T>(terminal: PoolTerminal, probe: () => T | undefined, tickMs = 50): { result: Promise<T>; stop: () => void } {
+  let stop = () => {}
+  const result = new Promise<T>((resolve, reject) => {
+    const check = () => {
+      try {
+        const value = probe()
+        if (value !== undefined) {
+          stop()
+          resolve(value)
+        }
+      } catch (error) {
+        stop()
+        reject(error)
+      }
+    }
+    const offChange = terminal.onChange(check)
+    const timer = setInterval(check, tickMs)
+    stop = () => {
+      offChange()
+      clearInterval(timer)
+    }
+    check()
+  })
+  return { result, stop }
+}
+
+export class PoolSession {
+  state: SessionState = 'booting'
+  readonly sentinel = newSentinel()
+  readonly createdAt = Date.now()
+  lastUsedAt = Date.now()
+  bootMs = 0
+  turns = 0
+  /** Why the session became unhealthy. */
+  unhealthyReason: string | undefined
+  private terminal: PoolTerminal | undefined
+  private home = ''
+  private closing: Promise<TerminalCloseReport> | undefined
+  private readonly patterns: {
+    ready: RegExp
+    busy: RegExp
+    status?: RegExp
+    tokens?: RegExp
+    prefix?: RegExp
+    dialog?: RegExp
+  }
+
+  constructor(
+    readonly key: PoolKey,
+    readonly kind: KindConfig,
+    private readonly config: PoolConfig,
+    private readonly environment: SessionEnvironment,
+    private readonly terminals: TerminalFactory,
+  ) {
+    this.patterns = {
+      ready: new RegExp(kind.readyPattern),
+      busy: new RegExp(kind.busyPattern),
+      ...(kind.statusPattern && { status: new RegExp(kind.statusPattern) }),
+      ...(kind.tokenPattern && { tokens: new RegExp(kind.tokenPattern, 'g') }),
+      ...(kind.answerPrefix && { prefix: new RegExp(kind.answerPrefix) }),
+      ...(kind.dialogPattern && { dialog: new RegExp(kind.dialogPattern) }),
+    }
+  }
+
+  get pid(): number | undefined {
+    return this.terminal?.pid
+  }
+
+  private to(next: SessionState): void {
+    if (this.state === next) return
+    if (!TRANSITIONS[this.state].includes(next)) throw new Error(`pool session: no transition ${this.state} → ${next}`)
+    this.state = next
+  }
+
+  markUnhealthy(reason: string): void {
+    if (this.state === 'booting' || this.state === 'idle' || this.state === 'busy') {
+      this.unhealthyReason = reason
+      this.to('unhealthy')
+    }
+  }
+
+  /**
+   * Spawns the CLI and waits for its input prompt.
+   * @throws InvokeFailure `spawn` (the program could not start) or `boot` (a dialog, an exit or
+   *   `bootTimeoutMs` without a prompt; the message carries the screen's text).
+   */
+  async boot(signal?: AbortSignal): Promise<void> {
+    const started = Date.now()
+    const launch = prepareLaunch(this.kind, this.key, this.environment, { sentinel: this.sentinel })
+    this.home = launch.home
+    try {
+      this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols })
+    } catch (error) {
+      this.markUnhealthy('spawn failed')
+      throw new InvokeFailure('spawn', `could not start ${this.kind.command}: ${(error as Error).message}`, false)
+    }
+    const terminal = this.terminal
+    const screenText = () => terminal.screen().filter((row) => row.trim() !== '').join('\n')
+    const watcher = watch(terminal, () => {
+      const rows = terminal.screen()
+      const exit = terminal.exitStatus()
+      if (exit) throw new InvokeFailure('boot', `${this.kind.command} exited during boot (code ${exit.exitCode}, signal ${exit.signal}); screen:\n${screenText()}`, false)
+      if (this.patterns.dialog && rows.some((row) => this.patterns.dialog!.test(row))) {
+        throw new InvokeFailure('boot', `${this.kind.command} showed a dialog during boot; screen:\n${screenText()}`, false)
+      }
+      if (Date.now() - started > this.config.bootTimeoutMs) {
+        throw new InvokeFailure('boot', `${this.kind.command} showed no input prompt within ${this.config.bootTimeoutMs} ms; screen:\n${screenText()}`, false)
+      }
+      if (signal?.aborted) throw new InvokeFailure('cancelled', 'boot cancelled', false)
+      return rows.some((row) => this.patterns.ready.test(row)) && !rows.some((row) => this.patterns.busy.test(row)) ? true : undefined
+    })
+    try {
+      await watcher.result
+    } catch (error) {
+      this.markUnhealthy('boot failed')
+      throw error
+    }
+    this.bootMs = Date.now() - started
+    this.to('idle')
+  }
+
+  /**
+   * One turn. Clears the input line, types the prompt (a bracketed paste when it spans lines,
+   * a file the prompt names when it is longer than the kind's paste-collapse size), waits for
+   * its echo, presses Enter as its own write, then waits for the last complete sentinel pair
+   * after the echo while the CLI is idle and the screen quiet.
+   * @throws InvokeFailure — the session is then unhealthy.
+   */
+  async invoke(prompt: string, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
+    const terminal = this.terminal
+    if (!terminal || this.state !== 'idle') throw new InvokeFailure('unhealthy', `session is ${this.state}`, false)
+    this.to('busy')
+    this.lastUsedAt = Date.now()
+    const started = Date.now()
+    let submitted = false
+    try {
+      const text = this.promptText(prompt)
+      const probe = echoProbe(text)
+      const countEcho = () => terminal.screen({ scrollback: true }).filter((row) => collapse(row).includes(probe)).length
+      const before = countEcho()
+      terminal.write(this.kind.clearKeys)
+      const multiLine = text.includes('\n')
+      if (multiLine && terminal.bracketedPaste()) terminal.write(`\u001b[200~${text}\u001b[201~`)
+      else terminal.write(multiLine ? text.replace(/\s*\n\s*/g, ' ') : text)
+      const echo = watch(terminal, () => {
+        this.checkAlive(terminal, false, options.signal)
+        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `the prompt was not echoed within ${this.config.echoTimeoutMs} ms`, false, Date.now() - started)
+        return countEcho() > before ? true : undefined
+      })
+      await echo.result
+      terminal.write('\r')
+      submitted = true
+      const answer = await this.awaitAnswer(terminal, text, started, options)
+      this.turns++
+      this.lastUsedAt = Date.now()
+      this.to('idle')
+      return answer
+    } catch (error) {
+      const failure = error instanceof InvokeFailure ? error : new InvokeFailure('unhealthy', (error as Error).message, submitted)
+      this.markUnhealthy(failure.reason)
+      if (!terminal.exitStatus()) terminal.write(this.kind.interruptKeys)
+      throw new InvokeFailure(failure.reason, failure.message, submitted || failure.midTask, failure.elapsedMs || Date.now() - started)
+    }
+  }
+
+  private promptText(prompt: string): string {
+    if (prompt.length <= this.kind.pasteCollapseChars) return prompt
+    const dir = join(this.home, 'prompts')
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, `prompt-${this.turns + 1}.md`)
+    writeFileSync(file, prompt, { mode: 0o600 })
+    return `Read the file ${file} in full and treat its content as this turn's request.`
+  }
+
+  private checkAlive(terminal: PoolTerminal, midTask: boolean, signal?: AbortSignal): void {
+    const exit = terminal.exitStatus()
+    if (exit) throw new InvokeFailure('unhealthy', `${this.kind.command} exited mid-invoke (code ${exit.exitCode}, signal ${exit.signal})`, midTask)
+    if (signal?.aborted) throw new InvokeFailure('cancelled', 'the invoke was cancelled', midTask)
+  }
+
+  private async awaitAnswer(terminal: PoolTerminal, text: string, started: number, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
+    const probe = echoProbe(text)
+    let lastChange = Date.now()
+    let lastProgress = Date.now()
+    let fingerprint = ''
+    let tokens = -1
+    let sawBusy = false
+    const offChange = terminal.onChange(() => {
+      lastChange = Date.now()
+    })
+    const watcher = watch(terminal, () => {
+      this.checkAlive(terminal, true, options.signal)
+      const now = Date.now()
+      const rows = terminal.screen({ scrollback: true })
+      let echoRow = -1
+      for (let row = rows.length - 1; row >= 0; row--) {
+        if (this.patterns.ready.test(rows[row]!) && collapse(rows[row]!).includes(probe)) {
+          echoRow = row
+          break
+        }
+      }
+      const busy = rows.some((row) => this.patterns.busy.test(row))
+      if (busy) sawBusy = true
+      // Progress: new answer text (status rows excluded) or a rising token count.
+      const after = echoRow >= 0 ? rows.slice(echoRow + 1) : []
+      const substance = after.filter((row) => !(this.patterns.status?.test(row) || this.patterns.busy.test(row))).join('\n')
+      if (substance !== fingerprint) {
+        fingerprint = substance
+        lastProgress = now
+      }
+      if (this.patterns.tokens) {
+        for (const match of after.join('\n').matchAll(this.patterns.tokens)) {
+          const count = parseCount(match[1] ?? '')
+          if (count > tokens) {
+            tokens = count
+            lastProgress = now
+          }
+        }
+      }
+      if (now - started > options.capMs) throw new InvokeFailure('hard_cap', `no answer within the hard cap of ${Math.round(options.capMs / 1000)} s`, true, now - started)
+      if (now - lastProgress > options.stallMs) throw new InvokeFailure('stall', `no progress for ${Math.round(options.stallMs / 1000)} s`, true, options.stallMs)
+      if (echoRow < 0 || busy || now - lastChange < this.config.settleMs) return undefined
+      const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
+      if (extraction) return extraction
+      if (sawBusy && now - lastChange >= Math.max(1000, this.config.settleMs)) throw new InvokeFailure('no_sentinel', `${this.kind.command} went idle without a complete sentinel pair`, true, now - started)
+      return undefined
+    })
+    try {
+      const extraction = await watcher.result
+      const transcript = await this.readTranscript(extraction.text)
+      return transcript !== undefined ? { text: transcript, source: 'transcript' } : { text: extraction.text, source: 'screen' }
+    } finally {
+      offChange()
+    }
+  }
+
+  /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands 10–140 ms after the screen). */
+  private async readTranscript(screenAnswer: string): Promise<string | undefined> {
+    const spec = this.kind.transcript
+    if (!spec) return undefined
+    const dir = render(spec.dir, { home: this.home, cwd: this.environment.cwd })
+    const deadline = Date.now() + 400
+    for (;;) {
+      const text = lastAssistantText(dir, spec.format)
+      const answer = text === undefined ? undefined : extractFromText(text, this.sentinel)
+      if (answer !== undefined && looseText(answer) === looseText(screenAnswer)) return answer
+      if (Date.now() > deadline) return undefined
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  /** Closes the terminal and its whole tree; idempotent. */
+  close(): Promise<TerminalCloseReport> {
+    if (this.state !== 'closing' && this.state !== 'closed') this.to('closing')
+    this.closing ??= (async () => {
+      const report = this.terminal ? await this.terminal.close(this.config.closeGraceMs) : { stopped: [], survivors: [] }
+      this.to('closed')
+      return report
+    })()
+    return this.closing
+  }
+}
+
+function parseCount(raw: string): number {
+  const value = Number.parseFloat(raw.replace(/,/g, ''))
+  return raw.endsWith('k') ? value * 1000 : value
+}
+
+/** Whitespace and markdown markers ignored: how a transcript answer is matched against the screen's. */
+function looseText(text: string): string {
+  return collapse(text.replace(/[*_`#>|]/g, ''))
+}
+
+function newestFile(dir: string, accept: (name: string) => boolean): string | undefined {
+  let best: { path: string; mtime: number } | undefined
+  const walk = (path: string, depth: number) => {
+    let entries
+    try {
+      entries = readdirSync(path, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const entry of entries) {
+      const full = join(path, entry.name)
+      if (entry.isDirectory() && depth < 6) walk(full, depth + 1)
+      else if (entry.isFile() && accept(entry.name)) {
+        const mtime = statSync(full).mtimeMs
+        if (!best || mtime > best.mtime) best = { path: full, mtime }
+      }
+    }
+  }
+  walk(dir, 0)
+  return best?.path
+}
+
+/** The last assistant answer in a transcript directory (the newest file), or undefined. */
+export function lastAssistantText(dir: string, format: 'claude-jsonl' | 'codex-rollout'): string | undefined {
+  const file = newestFile(dir, (name) => name.endsWith('.jsonl') && (format === 'claude-jsonl' || name.startsWith('rollout-')))
+  if (!file) return undefined
+  let last: string | undefined
+  let current: string[] = []
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line.trim() === '') continue
+    let entry: any
+    try {
+      entry = JSON.parse(line)
+    } catch {
+      continue
+    }
+    if (format === 'claude-jsonl') {
+      if (entry.type === 'user' && !isToolResult(entry)) current = []
+      if (entry.type === 'assistant' && Array.isArray(entry.message?.content)) {
+        for (const block of entry.message.content) if (block?.type === 'text' && typeof block.text === 'string') current.push(block.text)
+        last = current.join('\n')
+      }
+    } else {
+      const payload = entry.payload
+      if (entry.type === 'response_item' && payload?.type === 'message' && payload.role === 'assistant' && Array.isArray(payload.content)) {
+        last = payload.content.filter((block: any) => block?.type === 'output_text').map((block: any) => String(block.text)).join('')
+      }
+    }
+  }
+  return last
+}
+
+function isToolResult(entry: any): boolean {
+  const content = entry.message?.content
+  return Array.isArray(content) && content.some((block: any) => block?.type === 'tool_result')
+}

@@ -1,0 +1,75 @@
+/**
+ * The loopback status listener: `GET /api/runtime/status` (JSON: kill switch, counters,
+ * sessions) and `GET /metrics` (Prometheus text format). The loopback boundary is the
+ * authentication: a peer that is not a loopback address gets 403, and the listener refuses to
+ * bind anything but a loopback address.
+ */
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { isLoopbackAddress } from './config.ts'
+import { PoolError } from './errors.ts'
+import type { PtyPool } from './pool.ts'
+
+export interface StatusListener {
+  readonly port: number
+  readonly host: string
+  close(): Promise<void>
+}
+
+/** The JSON of `GET /api/runtime/status`. */
+export async function statusBody(pool: PtyPool): Promise<Record<string, unknown>> {
+  return {
+    kill_switch_active: pool.killSwitch(),
+    state: pool.state,
+    worker: pool.config.worker,
+    pool: await pool.metrics.snapshot(),
+    fallbacks: await pool.metrics.fallbacksByReason(),
+    sessions: pool.sessionStates(),
+  }
+}
+
+/**
+ * Starts the listener.
+ * @throws PoolError `CONFIG_INVALID` for a host that is not a loopback address.
+ */
+export async function startStatusListener(pool: PtyPool, options: { host: string; port: number }, statusOf: () => Promise<Record<string, unknown>> = () => statusBody(pool)): Promise<StatusListener> {
+  const host = options.host === 'localhost' ? '127.0.0.1' : options.host
+  if (!isLoopbackAddress(host)) throw new PoolError('CONFIG_INVALID', `status.host: "${options.host}" is not a loopback address; the status endpoint binds 127.0.0.0/8 or ::1 only`)
+  const server: Server = createServer((request, response) => {
+    if (!isLoopbackAddress(request.socket.remoteAddress)) {
+      response.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'FORBIDDEN', message: 'the runtime status is served to loopback peers only' }))
+      return
+    }
+    const path = (request.url ?? '/').split('?')[0]
+    if (request.method !== 'GET') {
+      response.writeHead(405, { allow: 'GET' }).end()
+      return
+    }
+    const reply = async () => {
+      if (path === '/api/runtime/status') {
+        response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(await statusOf()))
+      } else if (path === '/metrics') {
+        response.writeHead(200, { 'content-type': pool.metrics.registry.contentType }).end(await pool.metrics.registry.metrics())
+      } else {
+        response.writeHead(404).end()
+      }
+    }
+    reply().catch((error: unknown) => {
+      if (!response.headersSent) response.writeHead(500)
+      response.end(String((error as Error).message))
+    })
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port, host, () => resolve())
+  })
+  const address = server.address() as AddressInfo
+  return {
+    port: address.port,
+    host,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections()
+      server.close(() => resolve())
+    }),
+  }
+}

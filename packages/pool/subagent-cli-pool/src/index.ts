@@ -1,0 +1,86 @@
+/**
+ * `@conch/subagent-cli-pool`: a `ctx.subagents` provider whose runs go through `ctx.ptyPool`.
+ * The key is (parent agent, the parent's session = the conversation, kind, model, account,
+ * bare), so each conversation has its own warm CLI. When the pool fails, the same prompt runs
+ * through the kind's one-shot provider (`claude-code`, `codex`) on the same `ctx.subagents`.
+ *
+ * The answer the parent sees ends with the pool's note on its own line, e.g.
+ * `[pool: warm session reused]` or `[pool: fell back to a fresh spawn — stall after 120 s]`.
+ * A namespace plugin (no default export).
+ */
+import type { Context } from 'cordis'
+import { z } from 'zod'
+import { NO_CAPABILITIES, SubagentError, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { type FallbackRunner, PoolError, poolNote, type PtyPool } from '@conch/pty-pool'
+
+export const name = 'subagent-cli-pool'
+export const inject = ['subagents', 'ptyPool']
+
+export const Config = z.strictObject({
+  name: z.string().regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*').default('cli-pool').describe('Provider name the tool rows refer to.'),
+  kind: z.string().min(1).describe('The pool kind (claude, codex, generic or a configured one).'),
+  model: z.string().default('').describe('Model of the key ("" = the kind\'s default).'),
+  account: z.string().default('').describe('Account of the key (an id from the pool\'s `accounts`).'),
+  bare: z.boolean().default(false).describe('Bare mode of the key.'),
+  fallbackProvider: z.string().optional().describe('Sub-agent provider of the fresh-spawn path; default: the kind\'s `fallbackProvider`.'),
+})
+export type Config = z.output<typeof Config>
+
+function textOf(request: ProviderRequest): string {
+  return request.prompt.filter((block) => block.type === 'text').map((block) => block.text).join('\n')
+}
+
+/** The fresh-spawn path: one run on the named provider; its answer, or an error naming its stop. */
+export function subagentFallback(subagents: SubagentServiceApi, provider: string | undefined, request: ProviderRequest): FallbackRunner {
+  return async ({ prompt, signal }) => {
+    if (!provider) throw new SubagentError('NO_PROVIDER', 'the pool kind names no fresh-spawn provider (fallbackProvider)')
+    const run = await subagents.start(provider, { prompt: [{ type: 'text', text: prompt }], parent: request.parent, ...(signal && { signal }), label: `${request.label ?? 'cli-pool'} (fresh spawn)` })
+    try {
+      const result = await run.result
+      const text = result.output.map((block) => block.text).join('')
+      if (result.stopReason !== 'completed') throw new Error(`${provider} stopped with ${result.stopReason}: ${result.diagnostic ?? text.slice(0, 200)}`)
+      return text
+    } finally {
+      await run.dispose()
+    }
+  }
+}
+
+export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, config: Config): SubagentProvider {
+  const kind = pool.config.kinds[config.kind]
+  if (!kind) throw new SubagentError('INVALID_PROVIDER', `subagent-cli-pool: kind: unknown pool kind "${config.kind}"; known: ${Object.keys(pool.config.kinds).join(', ')}`)
+  const fallbackProvider = config.fallbackProvider ?? kind.fallbackProvider
+  return {
+    name: config.name,
+    capabilities: NO_CAPABILITIES,
+    async start(request) {
+      if (request.signal.aborted) throw request.signal.reason
+      const key = { owner: request.parent.id, conversation: request.parent.session.id, kind: config.kind, model: config.model, account: config.account, bare: config.bare }
+      const work = pool.acquireAndInvoke(key, textOf(request), { signal: request.signal, fallback: subagentFallback(subagents, fallbackProvider, request) })
+      const outcome: Promise<ProviderOutcome> = work.then(
+        (result) => {
+          request.update({ type: 'text', text: `${result.text}\n\n${poolNote(result)}` })
+          return { stopReason: 'completed' as const }
+        },
+        (error: unknown) => {
+          if (error instanceof PoolError && error.code === 'INVOKE_CANCELLED') return { stopReason: 'aborted' as const, diagnostic: error.message }
+          return { stopReason: 'error' as const, diagnostic: (error as Error).message }
+        },
+      )
+      return {
+        childId: `pool:${config.kind}`,
+        outcome,
+        // The warm CLI belongs to the pool and outlives the run; a cancelled run's CLI is
+        // closed by the pool before the outcome settles.
+        dispose: async () => {
+          await outcome
+        },
+      } satisfies ProviderRun
+    },
+  }
+}
+
+export const apply = (ctx: Context, config: Config) => {
+  const subagents: SubagentServiceApi = ctx.subagents
+  subagents.registerProvider(cliPoolProvider(ctx.ptyPool.pool, subagents, config))
+}
