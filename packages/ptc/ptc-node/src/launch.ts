@@ -2,6 +2,7 @@
  * How the program's process is started: the node argv, its environment, and confinement under
  * the owner's policy through `ctx.sandbox`.
  */
+import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PtcPolicy } from '@conch/ptc'
 import type { ConfineResult, SandboxServiceApi } from '@conch/sandbox'
@@ -60,7 +61,11 @@ export async function confine(
     throw new SandboxUnavailable(`cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded`)
   }
   try {
-    const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd })
+    // The program's own files — the node executable and the bootstrap — stay visible, read-only,
+    // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
+    // private /tmp.
+    const own = argv.filter((arg) => isAbsolute(arg))
+    const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own })
     return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
   } catch (error) {
     if ((error as { code?: unknown }).code === 'SANDBOX_UNAVAILABLE') throw new SandboxUnavailable((error as Error).message)

@@ -161,6 +161,16 @@ export function bubblewrapArgv(
       else if (isWithin(root, path) && root !== '/') guarded.add(root)
     }
   }
+  // A protected path inside one of the sandbox's own mounts (the private /tmp, the private home)
+  // and in no visible path would vanish under that mount: bind it back, read-only, so the files a
+  // confined program runs from (an installation under /tmp or the home) stay there to be read.
+  const visibleRoots = visible.map(([, path]) => path)
+  for (const path of (policy as Partial<ConfinePolicy>).protectedPaths ?? []) {
+    const hidden = ownMounts.some(
+      (mount) => mount !== '/dev' && mount !== '/proc' && isWithin(path, mount) && !visibleRoots.some((root) => isWithin(root, mount) && isWithin(path, root)),
+    )
+    if (hidden && !isDenied(path) && host.kind(path) !== undefined) guarded.add(path)
+  }
   const fences = new Set<string>()
   for (const path of protectedPaths) {
     for (const root of writable) {

@@ -169,6 +169,17 @@ describe('bubblewrapArgv', () => {
     expect(list.filter((entry) => entry[0] === '--bind').map((entry) => entry[1])).toEqual(['/', '/srv', '/srv/a', '/run'])
   })
 
+  it('binds back, read-only, a protected path that the private /tmp or home would hide, so an installation there stays readable', () => {
+    const options = { ...base, privateHome: true }
+    const host = hostWith({ '/home/u': 'directory', '/home/u/conch/bootstrap.mjs': 'file', '/tmp/clone/bootstrap.mjs': 'file' })
+    const policy = { mode: 'workspace-write' as const, workspaceRoot: '/w', protectedPaths: ['/home/u/conch/bootstrap.mjs', '/tmp/clone/bootstrap.mjs', '/tmp/missing.mjs'] }
+    const list = triples(mounts(bubblewrapArgv(['sh'], policy, options, files, host)))
+    const at = (entry: string[]) => list.findIndex((other) => other.join(' ') === entry.join(' '))
+    expect(at(['--ro-bind', '/tmp/clone/bootstrap.mjs', '/tmp/clone/bootstrap.mjs'])).toBeGreaterThan(at(['--tmpfs', '/tmp']))
+    expect(at(['--ro-bind', '/home/u/conch/bootstrap.mjs', '/home/u/conch/bootstrap.mjs'])).toBeGreaterThan(at(['--tmpfs', '/home/u']))
+    expect(list.filter((entry) => entry[1] === '/tmp/missing.mjs')).toEqual([])
+  })
+
   it('gives a private home: a tmpfs with the dotfiles that exist bound read-only, before the workspace', () => {
     const options = { ...base, privateHome: true, homeReadOnly: ['.gitconfig', '.bashrc', '.config/git', '.vimrc'] }
     const host = hostWith({
