@@ -12,24 +12,6 @@ import { fileURLToPath } from 'node:url'
 import { flattenRows, type Composition } from './compose.ts'
 import { resolvePluginUrl } from './resolve.ts'
 
-/**
- * Files at the root of a pnpm workspace that decide what runs: the packages and their
- * dependencies, the bundled pnpm, the launch scripts, and the manifests and settings pnpm and
- * tsx read.
- */
-const WORKSPACE_ENTRIES = [
-  'packages',
-  'node_modules',
-  '.tools',
-  'scripts',
-  'package.json',
-  'pnpm-workspace.yaml',
-  'pnpm-lock.yaml',
-  'tsconfig.json',
-  'tsconfig.base.json',
-  '.npmrc',
-]
-
 /** The composition's files and the files of its plugins that are loaded from a path (absolute). */
 export function compositionPaths(composition: Composition): string[] {
   const paths = [...composition.files]
@@ -49,8 +31,12 @@ export function compositionPaths(composition: Composition): string[] {
  * conch's installation, found from this package's own folder (`packages/cli`): installed as a
  * dependency (a `node_modules` folder above it), the outermost such `node_modules` and the
  * `package.json` beside it; otherwise, in a pnpm workspace (a folder above with
- * `pnpm-workspace.yaml`, as in a clone of the repository), the `WORKSPACE_ENTRIES` of its root.
- * Also the Node.js binary that runs conch. Only paths that exist are returned.
+ * `pnpm-workspace.yaml`, as in a clone of the repository), the whole checkout: not only the code
+ * and the launch scripts but every file a launcher or a tool reads there on the operator's next
+ * step — `.npmrc` and `.pnpmfile.cjs` (pnpm runs them), `.git` (hooks, `core.fsmonitor`), the
+ * test and CI entry points — including ones that do not exist yet. A workspace inside the
+ * checkout is therefore read-only. Also the Node.js binary that runs conch. Only paths that
+ * exist are returned.
  */
 export function installationPaths(from: string = dirname(fileURLToPath(import.meta.url))): string[] {
   const ancestors: string[] = []
@@ -62,7 +48,7 @@ export function installationPaths(from: string = dirname(fileURLToPath(import.me
   const modules = ancestors.filter((dir) => basename(dir) === 'node_modules').at(-1)
   const workspace = ancestors.find((dir) => existsSync(join(dir, 'pnpm-workspace.yaml')))
   if (modules !== undefined) paths.push(modules, join(dirname(modules), 'package.json'))
-  else if (workspace !== undefined) paths.push(...WORKSPACE_ENTRIES.map((entry) => join(workspace, entry)))
+  else if (workspace !== undefined) paths.push(workspace)
   return paths.filter((path) => existsSync(path))
 }
 

@@ -6,7 +6,7 @@
  * modes, and the private home with its masked credentials.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -42,12 +42,11 @@ describe('what the boot protects', () => {
     expect(paths.some((path) => path.endsWith(join('core', 'session', 'src', 'index.ts')))).toBe(true)
   })
 
-  it('the root of the pnpm workspace conch runs from: packages, node_modules, scripts and manifests', () => {
+  it('the whole checkout of the pnpm workspace conch runs from, files not yet written included', () => {
     const root = realpathSync(join(CLI_ROOT, '..', '..'))
     const paths = installationPaths()
-    expect(paths).toEqual(expect.arrayContaining([process.execPath, join(root, 'packages'), join(root, 'node_modules'), join(root, 'package.json'), join(root, 'pnpm-workspace.yaml')]))
-    expect(paths).not.toContain(root)
-    expect(protectedPathsOf(readComposition(ws.write('c.yml', '[]\n')))).toEqual(expect.arrayContaining([join(ws.dir, 'c.yml'), join(root, 'packages')]))
+    expect(paths).toEqual([process.execPath, root])
+    expect(protectedPathsOf(readComposition(ws.write('c.yml', '[]\n')))).toEqual(expect.arrayContaining([join(ws.dir, 'c.yml'), root]))
   })
 
   it('installed as a dependency, the outermost node_modules and the manifest beside it', () => {
@@ -130,6 +129,31 @@ describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', ()
     const next = await conchRun([send(`touch /etc/conch-escape-${process.pid}; echo "touch=$?"`)])
     expect(next.join('\n')).toMatch(/Read-only file system/)
     expect(next.join('\n')).toMatch(/^touch=1$/m)
+  })
+})
+
+describe.runIf(hasBwrap)('a confined terminal whose workspace is conch\'s own checkout', () => {
+  it('cannot plant what a launcher runs next (.npmrc, .pnpmfile.cjs), nor git hooks or settings', async () => {
+    const root = realpathSync(join(CLI_ROOT, '..', '..'))
+    const planted = ['.npmrc', '.pnpmfile.cjs', join('.git', 'hooks', 'pre-commit')].map((name) => join(root, name)).filter((path) => !existsSync(path))
+    const config = readFileSync(join(root, '.git', 'config'), 'utf8')
+    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')))
+    ws.write('script.jsonl', [
+      step('', [{ name: 'terminal_open', arguments: { type: 'shell', cwd: root } }]),
+      send(`printf 'node-options=--require=./evil.cjs\\n' > .npmrc; echo "npmrc=$?"; echo 'x' > .pnpmfile.cjs; echo "pnpmfile=$?"; echo 'touch /tmp/x' > .git/hooks/pre-commit; echo "hook=$?"; git config core.fsmonitor 'touch /tmp/x'; echo "git=$?"`),
+      step('Done.'),
+    ].join('\n'))
+    try {
+      const run = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), '--cwd', root, '--output', 'stream-json', 'task'], { cwd: root })
+      expect(run.code, run.stderr).toBe(0)
+      const text = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text'])).join('\n')
+      expect(text).toMatch(/Read-only file system/)
+      for (const name of ['npmrc', 'pnpmfile', 'hook', 'git']) expect(text).toMatch(new RegExp(`^${name}=[1-9]\\d*$`, 'm'))
+      for (const path of planted) expect(existsSync(path), path).toBe(false)
+      expect(readFileSync(join(root, '.git', 'config'), 'utf8')).toBe(config)
+    } finally {
+      for (const path of planted) rmSync(path, { force: true })
+    }
   })
 })
 

@@ -144,7 +144,11 @@ real('Claude Code as a sub-agent', { timeout: 60_000 }, () => {
     const { run } = await start(h, 'break the stream')
     const result = await run.result
     expect(result.stopReason).toBe('error')
-    expect(result.output.map((block) => block.text).join('')).toBe('first second')
+    // What reached the model before the break is kept; how much of the second chunk Claude Code
+    // forwarded before it noticed the break depends on its own batching.
+    const partial = result.output.map((block) => block.text).join('')
+    expect(partial).toMatch(/^first/)
+    expect('first second'.startsWith(partial)).toBe(true)
   })
 
   it('an error answer from the model is error, never completed', async () => {
