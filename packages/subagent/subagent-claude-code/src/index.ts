@@ -7,7 +7,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
 import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
 import { isExecutableFile } from './resolve.ts'
 
@@ -61,41 +61,9 @@ export const Config = z.object({
 
 export type Config = z.output<typeof Config>
 
-interface SandboxPolicyLike {
-  resolve(options: { session: unknown }): { mode: SandboxMode }
-  fence?(fence: { name: string; busy(sessionId: string): string | undefined }): () => void
-}
-
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  const live = new Map<string, Set<string>>()
-  const policy = () => ctx.get('sandboxPolicy') as SandboxPolicyLike | undefined
-  ctx.inject(['sandboxPolicy'], (scope) => {
-    const service = scope.get('sandboxPolicy') as SandboxPolicyLike
-    // A child started under one mode keeps it: refuse a change while the session has runs.
-    service.fence?.({
-      name: `${config.name} sub-agents`,
-      busy: (sessionId) => {
-        const runs = live.get(sessionId)
-        return runs && runs.size > 0 ? `${config.name} sub-agent runs ${[...runs].join(', ')} are running` : undefined
-      },
-    })
-  })
-  subagents.registerProvider(
-    claudeCodeProvider(
-      {
-        subprocess: ctx.subprocess,
-        parentMode: (request) => policy()?.resolve({ session: request.parent.session }).mode,
-        track: (request, running) => {
-          const sessionId = request.parent.session.id
-          const runs = live.get(sessionId) ?? new Set<string>()
-          if (running) runs.add(request.runId)
-          else runs.delete(request.runId)
-          if (runs.size === 0) live.delete(sessionId)
-          else live.set(sessionId, runs)
-        },
-      },
-      config as ClaudeCodeProviderConfig,
-    ),
-  )
+  // A child started under one mode keeps it: refuse a mode change while the session has runs.
+  const fence = modeFence<SandboxMode>(ctx, config.name)
+  subagents.registerProvider(claudeCodeProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as ClaudeCodeProviderConfig))
 }

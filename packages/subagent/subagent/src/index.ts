@@ -1,5 +1,6 @@
 export * from './types.ts'
 export { default, default as SubagentService } from './service.ts'
+export { modeFence, type ModeFence } from './mode-fence.ts'
 export {
   AbsoluteDirectory,
   outOfProcessConfig,
