@@ -480,9 +480,10 @@ export class Send {
    * output arrived. This rejects a program that passes through a read on its way out — the Node
    * REPL re-enters epoll after `.exit` before it exits.
    *
-   * `corroborating`: the reader's counter may move — it woke for a timer and waited again —
-   * while quiet output, a prompt-shaped line and the same call at both ends carry the window.
-   * Otherwise the reader must not have run.
+   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
+   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
+   * second and reads again; quiet output and the same read at both ends carry the window then.
+   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
    */
   private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
     const outputBefore = this.outputCount
@@ -497,12 +498,7 @@ export class Send {
     const reader = first.reader
     if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
     if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
-    // Corroborating, the window itself is the evidence: the output stayed quiet, it ends in a
-    // prompt-shaped line, and the same task is blocked in the same call at both ends. A reader
-    // may have woken meanwhile — a read(2) with a termios VTIME timeout (JLine, in jshell), or an
-    // event loop's own periodic timer (prompt_toolkit's 0.5 s epoll timeout, in ipython) — and
-    // gone back to waiting without printing anything.
-    if (corroborating && again.reader?.syscall === reader.syscall) return true
+    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
     const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
     const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
     return before !== undefined && before === after
