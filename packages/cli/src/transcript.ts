@@ -1,7 +1,7 @@
 /**
  * What `conch run` prints on stdout. Two formats:
  *
- * - `stream-json` (DESIGN.md, "Formats the CLI must keep stable"): one JSON object per line —
+ * - `stream-json` (packages/cli/README.md, "Output"): one JSON object per line —
  *   `{"type":"tool_call","id","name","arguments"}`,
  *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
  *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
@@ -11,6 +11,10 @@
  * - `text`: a readable transcript — each tool call (`> name {arguments}`), the tool's live output
  *   as it arrives (each line prefixed `  | `), its result indented, the assistant's text as it
  *   comes, and at the end the outcome when the run did not complete.
+ *
+ * Live output is bounded per tool call in both formats: past `LIVE_LIMIT_BYTES` (UTF-8) of one
+ * call's live text, one notice (`LIVE_CUT_NOTICE`) is printed instead of the rest; the tool's
+ * result, itself bounded by the tool, still follows complete.
  *
  * Diagnostics never go here: they go to stderr.
  */
@@ -46,6 +50,7 @@ export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableSt
 
 function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript {
   const line = (value: object) => stdout.write(`${JSON.stringify(value)}\n`)
+  const bound = liveBound()
   return {
     onEvent(event) {
       switch (event.type) {
@@ -54,6 +59,7 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
           break
         case 'tool-result': {
           const { result } = event
+          bound.end(event.callId)
           line({
             type: 'tool_result',
             id: event.callId,
@@ -68,7 +74,10 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
           line({ type: 'assistant', text: event.text })
           break
         case 'tool-progress':
-          if (partial && event.text !== '') line({ type: 'tool_output', id: event.callId, text: event.text })
+          if (partial && event.text !== '') {
+            const text = bound.take(event.callId, event.text)
+            if (text !== '') line({ type: 'tool_output', id: event.callId, text })
+          }
           break
         case 'text-delta':
           // Incremental pieces; the complete assistant text follows.
@@ -90,7 +99,10 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
   let printedAnswer = false
   /** Whether live output is open mid-line (its next text continues that line). */
   let liveMidLine = false
-  const live = (text: string) => {
+  const bound = liveBound()
+  const live = (callId: string, whole: string) => {
+    const text = bound.take(callId, whole)
+    if (text === '') return
     let out = ''
     for (const piece of text.split(/(?<=\n)/)) {
       if (!liveMidLine) out += LIVE_PREFIX
@@ -111,6 +123,7 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
           printedAnswer = false
           break
         case 'tool-result': {
+          bound.end(event.callId)
           if (liveMidLine) stdout.write('\n')
           liveMidLine = false
           const marker = event.result.isError ? '  [error]\n' : ''
@@ -122,7 +135,7 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
           printedAnswer = true
           break
         case 'tool-progress':
-          if (event.text !== '') live(event.text)
+          if (event.text !== '') live(event.callId, event.text)
           break
         case 'text-delta':
           break
@@ -144,6 +157,37 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
 
 /** Prefix of each line of a tool's live output in the text transcript. */
 export const LIVE_PREFIX = '  | '
+
+/** Live output shown per tool call, UTF-8 bytes; the rest is replaced by `LIVE_CUT_NOTICE`. */
+export const LIVE_LIMIT_BYTES = 65_536
+
+/** What replaces one call's live output past `LIVE_LIMIT_BYTES`, on a line of its own. */
+export const LIVE_CUT_NOTICE = `[live output cut after ${LIVE_LIMIT_BYTES} bytes; the result follows]`
+
+/**
+ * Per-call budget of live output: `take` returns the part of `text` still within the call's
+ * `LIVE_LIMIT_BYTES` (cut on a code-point boundary), then the notice once, then ''.
+ */
+function liveBound(): { take(callId: string, text: string): string; end(callId: string): void } {
+  const used = new Map<string, number>()
+  return {
+    end(callId) {
+      used.delete(callId)
+    },
+    take(callId, text) {
+      const spent = used.get(callId) ?? 0
+      if (spent > LIVE_LIMIT_BYTES) return ''
+      const bytes = Buffer.byteLength(text)
+      if (spent + bytes <= LIVE_LIMIT_BYTES) {
+        used.set(callId, spent + bytes)
+        return text
+      }
+      used.set(callId, LIVE_LIMIT_BYTES + 1)
+      const head = Buffer.from(text).subarray(0, LIVE_LIMIT_BYTES - spent).toString('utf8').replace(/\uFFFD$/, '')
+      return `${head}${head === '' || head.endsWith('\n') ? '' : '\n'}${LIVE_CUT_NOTICE}\n`
+    },
+  }
+}
 
 function indent(text: string): string {
   return text

@@ -3,6 +3,7 @@
  * arrives, and `--output stream-json --partial` emits `tool_output` deltas before the result.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES } from '../src/transcript.ts'
 import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
@@ -51,12 +52,12 @@ afterEach(() => {
   ws.remove()
 })
 
-function script(): string {
+function script(command = TICKS): string {
   return ws.write(
     'script.jsonl',
     [
       step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
-      step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: TICKS } }]),
+      step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: command } }]),
       step('', [{ name: 'terminal_close', arguments: { sessionId: 'pty-1' } }]),
       step('Done.'),
     ].join('\n'),
@@ -99,6 +100,28 @@ describe('live output of conch run', () => {
     expect(lines).toContain('  | tick-33')
     // The result follows the live lines and is unchanged.
     expect(lines.indexOf('  tick-33')).toBeGreaterThan(lines.indexOf('  | tick-33'))
+  })
+
+  it('bounds one call\'s live output in both formats and still prints the whole result', async () => {
+    // 3 MB of output in one send: the live view stops at the limit with one notice.
+    const flood = 'yes conch-flood | head -c 3000000; echo flood-done'
+    const config = ws.write('cordis.yml', composition(script(flood)))
+    const text = await runConch(['run', '--config', config, 'flood'], { cwd: ws.dir })
+    expect(text.code).toBe(0)
+    const live = text.stdout.split('\n').filter((line) => line.startsWith('  | '))
+    expect(live.filter((line) => line === `  | ${LIVE_CUT_NOTICE}`)).toHaveLength(1)
+    expect(Buffer.byteLength(live.join('\n'))).toBeLessThan(LIVE_LIMIT_BYTES * 2)
+    expect(text.stdout).toMatch(/^ {2}flood-done$/m)
+    expect(Buffer.byteLength(text.stdout)).toBeLessThan(1_000_000)
+
+    const json = await runConch(['run', '--config', config, '--output', 'stream-json', '--partial', 'flood'], { cwd: ws.dir })
+    expect(json.code).toBe(0)
+    const deltas = jsonLines(json.stdout).filter((line) => line['type'] === 'tool_output').map((line) => line['text'] as string)
+    const streamed = deltas.join('')
+    expect(streamed.endsWith(`${LIVE_CUT_NOTICE}\n`)).toBe(true)
+    expect(Buffer.byteLength(streamed)).toBeLessThanOrEqual(LIVE_LIMIT_BYTES + LIVE_CUT_NOTICE.length + 2)
+    const result = jsonLines(json.stdout).find((line) => line['type'] === 'tool_result' && line['name'] === 'terminal_send')!
+    expect(result['text']).toMatch(/flood-done/)
   })
 
   it('refuses --partial without stream-json', async () => {

@@ -1,5 +1,5 @@
 /**
- * The scripted-model format (DESIGN.md, "Formats the CLI must keep stable"): JSON Lines, one
+ * The scripted-model format (packages/core/llm-replay/README.md): JSON Lines, one
  * line per model call, consumed in order:
  * `{"text"?: string, "tool_calls"?: [{"name": string, "arguments": object}]}`.
  */
