@@ -59,6 +59,8 @@ export interface SessionEnvironment {
   cwd: string
   /** Directory under which the private home is made. */
   stateDir: string
+  /** Variables added after scrubbing and the kind's own (a worker's ownership tag). */
+  extraEnv?: Record<string, string>
 }
 
 export interface AnswerOfTurn {
@@ -99,6 +101,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, env
   }
   for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
   env.TMPDIR = join(home, 'tmp')
+  Object.assign(env, environment.extraEnv)
   mkdirSync(env.TMPDIR, { recursive: true })
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
