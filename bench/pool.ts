@@ -9,7 +9,8 @@
  *   same prompt (p50) — the path an invoke takes without the pool.
  *
  * Target: warm invoke p50 ≤ 0.2 × one-shot p50. Not a test: a missed target is reported,
- * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10).
+ * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10), POOL_BENCH_KINDS
+ * the kinds (default `claude,codex`).
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,10 +20,11 @@ import { claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packa
 import { median, percentile, ratio, round } from './stats.ts'
 
 const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)
+const KINDS = (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is 'claude' | 'codex' => kind === 'claude' || kind === 'codex')
 const model = await startModel()
 const results: Record<string, unknown> = {}
 
-for (const kind of ['claude', 'codex'] as const) {
+for (const kind of KINDS) {
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
   const pool = new PtyPool(
     loadPoolConfig({
@@ -38,6 +40,7 @@ for (const kind of ['claude', 'codex'] as const) {
   const boots: number[] = []
   const warm: number[] = []
   const oneShot: number[] = []
+  const phases: Record<'echo' | 'answer' | 'settle' | 'transcript', number[]> = { echo: [], answer: [], settle: [], transcript: [] }
   for (let boot = 0; boot < 3; boot++) {
     const key = { owner: 'bench', conversation: `boot-${boot}`, kind, model: '', account: '', bare: false }
     const result = await pool.acquireAndInvoke(key, `Q${boot}: boot`)
@@ -52,6 +55,7 @@ for (const kind of ['claude', 'codex'] as const) {
     const warmResult = await pool.acquireAndInvoke(key, prompt)
     if (warmResult.path !== 'warm' || warmResult.text !== `answer ${run}: the same prompt for both paths`) throw new Error(`warm invoke ${run} of ${kind}: ${JSON.stringify(warmResult)}`)
     warm.push(warmResult.durationMs)
+    for (const phase of Object.keys(phases) as Array<keyof typeof phases>) phases[phase].push(warmResult.phases?.[phase] ?? 0)
     if (run <= Math.ceil(RUNS / 2)) {
       const started = performance.now()
       const fresh = await pool.invokeForAgent('oneshot', `one-${run}`, prompt)
@@ -65,6 +69,9 @@ for (const kind of ['claude', 'codex'] as const) {
     boot_p50_ms: round(median(boots)),
     warm_invoke_p50_ms: round(median(warm)),
     warm_invoke_p95_ms: round(percentile(warm, 95)),
+    // Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete
+    // sentinel pair on the screen, pair → answer taken, transcript read after a screen settle.
+    warm_phases_p50_ms: Object.fromEntries(Object.entries(phases).map(([phase, values]) => [phase, round(median(values))])),
     one_shot_p50_ms: round(median(oneShot)),
     warm_over_one_shot: ratio(median(warm), median(oneShot)),
     target: 'warm_over_one_shot ≤ 0.2',

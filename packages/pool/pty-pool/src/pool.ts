@@ -15,7 +15,7 @@ import { type PoolConfig, routeFor } from './config.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
 import type { SessionInfo } from './protocol.ts'
-import { redactKey, type PoolKey } from './session.ts'
+import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
 import { WorkerSupervisor } from './supervisor.ts'
 import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
@@ -37,6 +37,8 @@ export interface InvokeResult {
   bootMs?: number
   /** `screen` or `transcript` for pooled answers. */
   source?: 'screen' | 'transcript'
+  /** For warm and booted answers: where the turn's time went (see `TurnPhases`). */
+  phases?: TurnPhases
   durationMs: number
 }
 
@@ -222,7 +224,7 @@ export class PtyPool {
       }
       if (answer.text === '') this.metrics.invokesEmpty.inc()
       else this.metrics.invokesOk.inc()
-      return { text: answer.text, path: answer.path, ...(answer.path !== 'one-shot-pty' && { source: answer.source }), durationMs: Date.now() - started, ...(answer.bootMs !== undefined && { bootMs: answer.bootMs }) }
+      return { text: answer.text, path: answer.path, ...(answer.path !== 'one-shot-pty' && { source: answer.source }), durationMs: Date.now() - started, ...(answer.bootMs !== undefined && { bootMs: answer.bootMs }), ...(answer.phases && { phases: answer.phases }) }
     } finally {
       end()
     }

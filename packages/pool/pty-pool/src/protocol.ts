@@ -60,6 +60,7 @@ export function workerMessageSchema(maxText: number, maxSessions: number) {
       source: z.enum(['screen', 'transcript']),
       path: z.enum(['warm', 'booted', 'one-shot-pty']),
       bootMs: z.number().nonnegative().optional(),
+      phases: z.strictObject({ echo: z.number().nonnegative(), answer: z.number().nonnegative(), settle: z.number().nonnegative(), transcript: z.number().nonnegative() }).optional(),
     }),
     z.strictObject({
       type: z.literal('result'),

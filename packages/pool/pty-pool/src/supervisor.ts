@@ -143,6 +143,15 @@ export class WorkerSupervisor implements SessionBackend {
     })
     channel.on('data', (chunk: Buffer) => this.receive(worker, chunk))
     channel.on('error', () => {})
+    // The channel closes when the worker dies, often before its exit is reported (which waits
+    // for all of its stdio); the exit's detail wins when it follows within a moment. A worker
+    // whose descriptors outlive it in another process is caught by the health pings.
+    channel.on('close', () => {
+      if (worker.failed) return
+      const timer = setTimeout(() => this.fail(worker, 'closed its channel'), 250)
+      timer.unref()
+      void handle.done.then(() => clearTimeout(timer))
+    })
     void handle.done.then(({ exitCode, signal }) => {
       worker.exited = true
       if (worker.failed) return
@@ -219,7 +228,7 @@ export class WorkerSupervisor implements SessionBackend {
         if (!pending) return this.violation(worker, `a result for invoke ${message.id}, which is not waiting for one`)
         worker.pending.delete(message.id)
         if (message.ok) {
-          pending.resolve({ text: message.text, source: message.source, path: message.path, ...(message.bootMs !== undefined && { bootMs: message.bootMs }) })
+          pending.resolve({ text: message.text, source: message.source, path: message.path, ...(message.bootMs !== undefined && { bootMs: message.bootMs }), ...(message.phases && { phases: message.phases }) })
         } else {
           const failure = new InvokeFailure(message.reason, message.message, message.midTask, message.elapsedMs)
           failure.bootMs = message.bootMs

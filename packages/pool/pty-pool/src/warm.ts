@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs'
 import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { SessionInfo, WorkerCounter } from './protocol.ts'
-import { keyString, PoolSession, prepareLaunch, redactKey, type PoolKey } from './session.ts'
+import { keyString, PoolSession, prepareLaunch, redactKey, type PoolKey, type TurnPhases } from './session.ts'
 import type { TerminalFactory } from './terminal.ts'
 
 /** A pooled answer. */
@@ -20,6 +20,8 @@ export interface WarmAnswer {
   path: 'warm' | 'booted' | 'one-shot-pty'
   /** For `booted`: spawn → input prompt, ms. */
   bootMs?: number
+  /** Where a warm or booted turn's time went. */
+  phases?: TurnPhases
 }
 
 export interface AttemptOptions {
@@ -126,7 +128,7 @@ export class WarmSessions implements SessionBackend {
         }
         const answer = await session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs: options.capMs, stallMs: options.stallMs })
         this.deps.changed?.()
-        return { text: answer.text, source: answer.source, path: bootMs === undefined ? 'warm' : 'booted', ...(bootMs !== undefined && { bootMs }) }
+        return { text: answer.text, source: answer.source, path: bootMs === undefined ? 'warm' : 'booted', phases: answer.phases, ...(bootMs !== undefined && { bootMs }) }
       } catch (error) {
         const failure = error instanceof InvokeFailure ? error : new InvokeFailure('unhealthy', (error as Error).message, false)
         if (bootMs !== undefined) failure.bootMs = bootMs

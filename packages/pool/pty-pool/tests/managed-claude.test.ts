@@ -76,6 +76,7 @@ describe('claude in a managed worker', { timeout: 90_000 }, () => {
       expect(carrying(tag)).toEqual(expect.arrayContaining([workerPid, cli]))
       process.kill(workerPid, 'SIGKILL')
       await until(() => carrying(tag).length === 0, 15_000, 'the killed worker\'s tree to be gone')
+      await until(async () => (await pool.metrics.snapshot()).worker_restarts_total === 1 && supervisor.state === 'ready', 20_000, 'the restarted worker')
       expect(alive(cli!)).toBe(false)
       const next = await pool.acquireAndInvoke(key('k'), 'Q3: after the restart')
       expect(next).toMatchObject({ path: 'booted', text: 'answer 3: after the restart' })

@@ -210,6 +210,7 @@ describe('the managed worker', { timeout: 60_000 }, () => {
       expect(carrying(tag)).toContain(cli)
       process.kill(workerPid, 'SIGKILL')
       await until(() => carrying(tag).length === 0, 10_000, 'the dead worker\'s CLI to be stopped')
+      await until(async () => (await pool.metrics.snapshot()).worker_restarts_total === 1 && supervisor.state === 'ready', 20_000, 'the restarted worker')
       expect(await pool.acquireAndInvoke(key, 'after')).toMatchObject({ path: 'booted', text: 'echo: after' })
       expect(supervisor.workerPid()).not.toBe(workerPid)
       expect(await pool.metrics.snapshot()).toMatchObject({ worker_restarts_total: 1, acquires_spawn_total: 2 })
