@@ -81,6 +81,8 @@ export class PtyPoolService extends Service {
 }
 
 export const name = 'pty-pool'
+/** `ctx.subprocess` spawns the managed worker (`worker: managed`); the pool goes before it at disposal. */
+export const inject = ['subprocess']
 export const apply = (ctx: Context, config: unknown) => {
   ctx.plugin(PtyPoolService, config)
 }

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path'
 import { Context } from 'cordis'
 import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, LineDecoder, loadPoolConfig, PtyPool, WorkerSupervisor, type InvokeResult, type PoolKey } from '../src/index.ts'
 import { alive, CONCH_BIN, tempDir, until } from './products.ts'
 
@@ -197,6 +198,24 @@ describe('the managed worker', { timeout: 60_000 }, () => {
     expect(supervisor.state).toBe('stopped')
     expect(alive(workerPid)).toBe(false)
     expect(sleepers(marker)).toEqual([])
+  })
+
+  it('mounted as a plugin with worker: managed, the pool answers through the worker, and disposing the plugin stops it', async () => {
+    const fiber = await ctx.plugin(ptyPool, {
+      ...managed(),
+      kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
+      stateDir: `${dir}/plugin/state`,
+      failuresFile: `${dir}/plugin/pool-failures.jsonl`,
+      cwd: dir,
+    })
+    const service = ctx.get('ptyPool')!
+    const supervisor = service.pool.backend as WorkerSupervisor
+    expect(await service.pool.acquireAndInvoke(key, 'through the plugin')).toMatchObject({ path: 'booted', text: 'echo: through the plugin' })
+    const workerPid = supervisor.workerPid()!
+    const tag = tagOf(workerPid)
+    await fiber.dispose()
+    expect(supervisor.state).toBe('stopped')
+    expect(carrying(tag)).toEqual([])
   })
 
   it('a worker killed with SIGKILL is restarted, its CLI is stopped, and the next invoke is answered by a new session', async () => {
