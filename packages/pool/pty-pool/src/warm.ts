@@ -126,7 +126,10 @@ export class WarmSessions implements SessionBackend {
           session = await this.bootSession(key, options.cwd, options.signal)
           bootMs = session.bootMs
         }
-        const answer = await session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs: options.capMs, stallMs: options.stallMs })
+        const turn = session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs: options.capMs, stallMs: options.stallMs })
+        // The session is busy now (invoke changes its state before its first await).
+        this.deps.changed?.()
+        const answer = await turn
         this.deps.changed?.()
         return { text: answer.text, source: answer.source, path: bootMs === undefined ? 'warm' : 'booted', phases: answer.phases, ...(bootMs !== undefined && { bootMs }) }
       } catch (error) {

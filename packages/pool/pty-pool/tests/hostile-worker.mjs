@@ -48,6 +48,8 @@ function onMessage(message) {
       // A counter the main process does not export (an attempt to reach another metric).
       return send({ type: 'count', name: '__proto__' })
     case 'mute':
+    case 'deaf':
+      // `deaf` answers pings but never an invoke, nor confirms its cancel.
       return
     case 'crash':
       process.exit(3)

@@ -200,6 +200,44 @@ describe('the managed worker', { timeout: 60_000 }, () => {
     expect(sleepers(marker)).toEqual([])
   })
 
+  it('a cancelled invoke closes its session inside the worker before the cancel is reported; the next acquire boots a new one', async () => {
+    const pool = makePool('cancel', { ...managed(), stallMs: 60_000 })
+    const supervisor = pool.backend as WorkerSupervisor
+    try {
+      await pool.acquireAndInvoke(key, 'warm up')
+      const [cli] = pool.pids()
+      const controller = new AbortController()
+      const pending = pool.acquireAndInvoke(key, 'STALL until cancelled', { signal: controller.signal })
+      await until(() => pool.sessionStates().some((session) => session.state === 'busy'), 10_000, 'the invoke to be under way')
+      controller.abort()
+      await expect(pending).rejects.toMatchObject({ code: 'INVOKE_CANCELLED' })
+      expect(alive(cli!)).toBe(false)
+      expect(await pool.acquireAndInvoke(key, 'after the cancel')).toMatchObject({ path: 'booted', text: 'echo: after the cancel' })
+      expect(await pool.metrics.snapshot()).toMatchObject({ evicted_unhealthy_total: 1, acquires_spawn_total: 2, worker_restarts_total: 0 })
+      expect(supervisor.state).toBe('ready')
+    } finally {
+      await pool.shutdown()
+    }
+  })
+
+  it('a worker that does not confirm a cancel within cancelGraceMs is stopped; the cancel is reported and a new worker starts', async () => {
+    const marker = `7198.${process.pid % 1000}`
+    const pool = makePool('deaf', { worker: 'managed', supervisor: { command: [process.execPath, HOSTILE, 'deaf', marker], cancelGraceMs: 300, backoffMs: 50 } })
+    const supervisor = pool.backend as WorkerSupervisor
+    try {
+      await until(() => supervisor.state === 'ready', 20_000, 'the deaf worker to be ready')
+      const controller = new AbortController()
+      const pending = pool.acquireAndInvoke(key, 'never answered', { signal: controller.signal })
+      controller.abort()
+      await expect(pending).rejects.toMatchObject({ code: 'INVOKE_CANCELLED' })
+      await until(async () => (await pool.metrics.snapshot()).worker_restarts_total === 1 && supervisor.state === 'ready', 20_000, 'the restart')
+      await until(() => sleepers(marker).length === 1, 5000, 'only the new worker\'s daemon')
+    } finally {
+      await pool.shutdown(0)
+    }
+    expect(sleepers(marker)).toEqual([])
+  })
+
   it('mounted as a plugin with worker: managed, the pool answers through the worker, and disposing the plugin stops it', async () => {
     const fiber = await ctx.plugin(ptyPool, {
       ...managed(),
