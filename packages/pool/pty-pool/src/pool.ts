@@ -1,6 +1,8 @@
 /**
- * The pool: warm sessions by key, one invoke per session at a time, health and eviction, the
- * routing of an agent's invoke, and the fallback chain to the fresh-spawn path.
+ * The pool's front: admission and graceful shutdown, the kill switch, the routing of an agent's
+ * invoke, metrics, and the fallback chain to the fresh-spawn path. The warm sessions behind it
+ * (by key, one invoke per session at a time, health and eviction) are a `SessionBackend`:
+ * in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`).
  *
  * Every pooled failure (boot, stall, hard cap, no sentinel, spawn, unhealthy) is recoverable:
  * the same prompt runs through the fallback (the CLI's one-shot mode, through its sub-agent
@@ -111,7 +113,6 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
 }
 
 export type PoolState = 'running' | 'draining' | 'closed'
-
 
 export class PtyPool {
   readonly metrics: PoolMetrics
