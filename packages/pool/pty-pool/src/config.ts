@@ -39,6 +39,8 @@ export const KindConfig = z.strictObject({
   defaultModel: z.string().default(''),
   /** Flag that selects the model as its next argument, when the key names one. */
   modelFlag: z.string().optional(),
+  /** Arguments added when the key's bare mode is on (Claude Code: `--bare`, its minimal mode). */
+  bareArgs: z.array(z.string()).default([]),
   /** Files written into the private home before the CLI starts: relative path → content template. */
   files: z.record(z.string(), z.string()).default({}),
   /** Environment set for the CLI: name → template. */

@@ -90,7 +90,7 @@ export function render(template: string, vars: Record<string, string>): string {
 }
 
 /** Builds the private home, the argv and the environment of a kind. */
-export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
+export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
   mkdirSync(environment.stateDir, { recursive: true })
   const home = mkdtempSync(join(environment.stateDir, 'home-'))
   const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)
@@ -126,6 +126,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, env
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
   if (key.model && kind.modelFlag) args.push(kind.modelFlag, key.model)
+  if (key.bare) args.push(...kind.bareArgs.map((arg) => render(arg, vars)))
   return { home, env, argv: [kind.command, ...args] as [string, ...string[]] }
 }
 
