@@ -10,16 +10,23 @@
  *
  * Target: warm invoke p50 ≤ 0.2 × one-shot p50. Not a test: a missed target is reported,
  * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10), POOL_BENCH_KINDS
- * the kinds (default `claude,codex`).
+ * the kinds (default `claude,codex`), POOL_BENCH_WORKER=managed runs the sessions in a
+ * supervised `conch pool-worker`.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Context } from 'cordis'
+import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool } from '../packages/pool/pty-pool/src/index.ts'
-import { claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
+import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 
 const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)
+// POOL_BENCH_WORKER=managed runs the sessions in a supervised `conch pool-worker` (one more hop per turn).
+const WORKER = process.env.POOL_BENCH_WORKER === 'managed' ? 'managed' : 'in-process'
+const ctx = new Context()
+const subprocessFiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
 const KINDS = (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is 'claude' | 'codex' => kind === 'claude' || kind === 'codex')
 const model = await startModel()
 const results: Record<string, unknown> = {}
@@ -29,13 +36,15 @@ for (const kind of KINDS) {
   const pool = new PtyPool(
     loadPoolConfig({
       kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
+      worker: WORKER,
+      supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
       stateDir: join(dir, 'state'),
       failuresFile: join(dir, 'failures.jsonl'),
       cwd: dir,
       accounts: { key: { type: 'api-key' } },
       agents: { oneshot: { runtime: 'pty-pool', kind, account: 'key' } },
     }, {}, BUILTIN_KINDS),
-    { env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
+    { subprocess: ctx.subprocess, env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
   )
   const boots: number[] = []
   const warm: number[] = []
@@ -79,4 +88,5 @@ for (const kind of KINDS) {
   }
 }
 await model.close()
-console.log(JSON.stringify({ runs: RUNS, cores: (await import('node:os')).cpus().length, results }, null, 2))
+await subprocessFiber.dispose()
+console.log(JSON.stringify({ runs: RUNS, worker: WORKER, cores: (await import('node:os')).cpus().length, results }, null, 2))
