@@ -9,35 +9,47 @@
  *   same prompt (p50) — the path an invoke takes without the pool.
  *
  * Target: warm invoke p50 ≤ 0.2 × one-shot p50. Not a test: a missed target is reported,
- * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10).
+ * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10), POOL_BENCH_KINDS
+ * the kinds (default `claude,codex`), POOL_BENCH_WORKER=managed runs the sessions in a
+ * supervised `conch pool-worker`.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Context } from 'cordis'
+import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool } from '../packages/pool/pty-pool/src/index.ts'
-import { claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
+import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 
 const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)
+// POOL_BENCH_WORKER=managed runs the sessions in a supervised `conch pool-worker` (one more hop per turn).
+const WORKER = process.env.POOL_BENCH_WORKER === 'managed' ? 'managed' : 'in-process'
+const ctx = new Context()
+const subprocessFiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
+const KINDS = (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is 'claude' | 'codex' => kind === 'claude' || kind === 'codex')
 const model = await startModel()
 const results: Record<string, unknown> = {}
 
-for (const kind of ['claude', 'codex'] as const) {
+for (const kind of KINDS) {
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
   const pool = new PtyPool(
     loadPoolConfig({
       kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
+      worker: WORKER,
+      supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
       stateDir: join(dir, 'state'),
       failuresFile: join(dir, 'failures.jsonl'),
       cwd: dir,
       accounts: { key: { type: 'api-key' } },
       agents: { oneshot: { runtime: 'pty-pool', kind, account: 'key' } },
     }, {}, BUILTIN_KINDS),
-    { env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
+    { subprocess: ctx.subprocess, env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
   )
   const boots: number[] = []
   const warm: number[] = []
   const oneShot: number[] = []
+  const phases: Record<'echo' | 'answer' | 'settle' | 'transcript', number[]> = { echo: [], answer: [], settle: [], transcript: [] }
   for (let boot = 0; boot < 3; boot++) {
     const key = { owner: 'bench', conversation: `boot-${boot}`, kind, model: '', account: '', bare: false }
     const result = await pool.acquireAndInvoke(key, `Q${boot}: boot`)
@@ -52,6 +64,7 @@ for (const kind of ['claude', 'codex'] as const) {
     const warmResult = await pool.acquireAndInvoke(key, prompt)
     if (warmResult.path !== 'warm' || warmResult.text !== `answer ${run}: the same prompt for both paths`) throw new Error(`warm invoke ${run} of ${kind}: ${JSON.stringify(warmResult)}`)
     warm.push(warmResult.durationMs)
+    for (const phase of Object.keys(phases) as Array<keyof typeof phases>) phases[phase].push(warmResult.phases?.[phase] ?? 0)
     if (run <= Math.ceil(RUNS / 2)) {
       const started = performance.now()
       const fresh = await pool.invokeForAgent('oneshot', `one-${run}`, prompt)
@@ -65,6 +78,9 @@ for (const kind of ['claude', 'codex'] as const) {
     boot_p50_ms: round(median(boots)),
     warm_invoke_p50_ms: round(median(warm)),
     warm_invoke_p95_ms: round(percentile(warm, 95)),
+    // Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete
+    // sentinel pair on the screen, pair → answer taken, transcript read after a screen settle.
+    warm_phases_p50_ms: Object.fromEntries(Object.entries(phases).map(([phase, values]) => [phase, round(median(values))])),
     one_shot_p50_ms: round(median(oneShot)),
     warm_over_one_shot: ratio(median(warm), median(oneShot)),
     target: 'warm_over_one_shot ≤ 0.2',
@@ -72,4 +88,5 @@ for (const kind of ['claude', 'codex'] as const) {
   }
 }
 await model.close()
-console.log(JSON.stringify({ runs: RUNS, cores: (await import('node:os')).cpus().length, results }, null, 2))
+await subprocessFiber.dispose()
+console.log(JSON.stringify({ runs: RUNS, worker: WORKER, cores: (await import('node:os')).cpus().length, results }, null, 2))

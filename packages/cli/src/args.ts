@@ -13,6 +13,7 @@ export const USAGE = `Usage: conch <command> [options]
 Commands:
   run [options] "task"   run one task to completion with a headless agent and print the transcript
   acp [options]          serve the Agent Client Protocol over stdio (for editors such as Zed)
+  pool-worker            host the PTY pool for a supervising conch (started by @conch/pty-pool)
 
 Options:
   -h, --help             show this help; conch run --help shows the run options
@@ -56,6 +57,14 @@ Options:
 Exit status: 0 when the client closed stdin or after SIGTERM / SIGINT, once every agent and
 terminal is disposed; 1 when the composition did not start; 2 for a usage error or a missing
 API key.`
+
+export const POOL_WORKER_USAGE = `Usage: conch pool-worker
+
+Hosts the warm sessions of the PTY pool (@conch/pty-pool, worker: managed) for the conch process
+that started it. Not for direct use: it speaks line-delimited JSON on fd 3 and expects that
+process on the other end; stdout stays empty and diagnostics go to stderr.
+
+Exit status: 0 after SIGTERM, SIGINT or the end of the channel, once every session is closed.`
 
 export interface RunArgs {
   task: string

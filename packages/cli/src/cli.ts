@@ -7,7 +7,7 @@
  */
 import { constants } from 'node:os'
 import type { Context } from 'cordis'
-import { ACP_USAGE, parseAcpArgs, parseRunArgs, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
+import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
 import { bootFor, runCommand, type CommandIo } from './run.ts'
@@ -63,6 +63,18 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         // Stopping the server is its normal end: after SIGTERM or SIGINT, as after the client
         // closed stdin, every agent and terminal is disposed and the exit status is 0.
         return await acpCommand(args, { ...io, signal: signals.signal })
+      }
+      case 'pool-worker': {
+        if (rest.length > 0 && (rest[0] === '-h' || rest[0] === '--help')) {
+          io.stdout.write(`${POOL_WORKER_USAGE}\n`)
+          return 0
+        }
+        if (rest.length > 0) throw new CliError('USAGE', `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)`)
+        // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
+        // (SIGTERM, or the channel closing) closes every session first and is a normal end.
+        const { runPoolWorker } = await import('@conch/pty-pool')
+        await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(`conch pool-worker: ${line}\n`) })
+        return 0
       }
       default:
         throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)

@@ -4,7 +4,7 @@
  * the field.
  */
 import { accessSync, constants, statSync } from 'node:fs'
-import { delimiter, isAbsolute, join } from 'node:path'
+import { basename, delimiter, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
 import { z } from 'zod'
 import { PoolError } from './errors.ts'
@@ -39,6 +39,8 @@ export const KindConfig = z.strictObject({
   defaultModel: z.string().default(''),
   /** Flag that selects the model as its next argument, when the key names one. */
   modelFlag: z.string().optional(),
+  /** Arguments added when the key's bare mode is on (Claude Code: `--bare`, its minimal mode). */
+  bareArgs: z.array(z.string()).default([]),
   /** Files written into the private home before the CLI starts: relative path → content template. */
   files: z.record(z.string(), z.string()).default({}),
   /** Environment set for the CLI: name → template. */
@@ -115,11 +117,42 @@ export const StatusConfig = z.strictObject({
   port: z.number().int().min(0).max(65535).default(0),
 })
 
+/** The supervisor of a managed worker (`worker: managed`). */
+export const SupervisorConfig = z.strictObject({
+  /** argv of the worker; default: the running conch bin with `pool-worker` (`[node, argv[1], 'pool-worker']`). */
+  command: z.array(z.string().min(1)).min(1).optional(),
+  /** Health ping period, ms. */
+  pingEveryMs: z.number().int().positive().default(2_000),
+  /** A ping without a pong within this is a health miss, ms. */
+  pingTimeoutMs: z.number().int().positive().default(1_000),
+  /** This many misses in a row: the worker is killed and restarted. */
+  maxMisses: z.number().int().positive().default(3),
+  /** First restart delay, doubled after each restart that did not stay up, ms. */
+  backoffMs: z.number().int().positive().default(250),
+  /** Largest restart delay, ms. */
+  backoffMaxMs: z.number().int().positive().default(10_000),
+  /** The worker is up this long: the next restart starts from `backoffMs` again, ms. */
+  stableMs: z.number().int().positive().default(30_000),
+  /** Spawn → the worker's `ready`, ms; an invoke waits at most this for a (re)starting worker. */
+  readyTimeoutMs: z.number().int().positive().default(15_000),
+  /** SIGTERM → SIGKILL at shutdown, ms. */
+  termGraceMs: z.number().int().positive().default(5_000),
+  /** How long a cancelled invoke waits for the worker's confirmation before the worker is killed, ms. */
+  cancelGraceMs: z.number().int().positive().default(10_000),
+  /** Largest line the worker may send, bytes. */
+  maxMessageBytes: z.number().int().min(1024).default(4 * 1024 * 1024),
+})
+export type SupervisorConfig = z.output<typeof SupervisorConfig>
+
 export const PoolConfig = z.strictObject({
   /** The kill switch: when true every invoke takes the fresh-spawn path. */
   killSwitch: z.boolean().default(false),
   /** `in-process` or `managed` (a supervised `conch pool-worker` process). */
   worker: z.enum(['in-process', 'managed']).default('in-process'),
+  /** The managed worker's supervisor. */
+  supervisor: SupervisorConfig.default(() => SupervisorConfig.parse({})),
+  /** Shutdown: how long in-flight invokes may take to finish before sessions are closed, ms. */
+  drainMs: z.number().int().nonnegative().default(10_000),
   maxSessions: z.number().int().positive().default(8),
   bootTimeoutMs: z.number().int().positive().default(30_000),
   /** No substantive progress for this long fails the invoke (env CONCH_POOL_STALL_MS). */
@@ -192,7 +225,11 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
   }
   const config: PoolConfig = { ...parsed.data, kinds }
   if (config.worker === 'managed') {
-    throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" (a supervised pool-worker process) is not available in this build; use "in-process"')
+    const command = config.supervisor.command
+    if (command && !resolveCommand(command[0]!)) throw new PoolError('CONFIG_INVALID', `pool config: supervisor.command: "${command[0]}" is not an executable file${isAbsolute(command[0]!) ? '' : ' on PATH'}`)
+    if (!command && !/^conch(\.m?js)?$/.test(basename(process.argv[1] ?? ''))) {
+      throw new PoolError('CONFIG_INVALID', `pool config: supervisor.command: this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]`)
+    }
   }
   for (const [name, variable] of [['stallMs', 'CONCH_POOL_STALL_MS'], ['hardCapMs', 'CONCH_POOL_HARD_CAP_MS']] as const) {
     const raw = env[variable]
@@ -219,4 +256,27 @@ export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runt
   const parsed = AgentRoute.safeParse(config.agents[agent])
   if (!parsed.success) return { runtime: 'fresh-spawn' }
   return parsed.data
+}
+
+/**
+ * The config as a managed worker receives it from the main process, which already ran
+ * `loadPoolConfig` (env overrides, binary checks, routes): only the shapes are checked again.
+ * @throws PoolError `CONFIG_INVALID` naming the field.
+ */
+export function parseWorkerConfig(input: unknown): PoolConfig {
+  const parsed = PoolConfig.safeParse(input)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw new PoolError('CONFIG_INVALID', `worker config: ${issue.path.join('.') || '(root)'}: ${issue.message}`)
+  }
+  const kinds: Record<string, KindConfig> = {}
+  for (const [name, raw] of Object.entries(parsed.data.kinds)) {
+    const kind = KindConfig.safeParse(raw)
+    if (!kind.success) {
+      const issue = kind.error.issues[0]!
+      throw new PoolError('CONFIG_INVALID', `worker config: kinds.${name}.${issue.path.join('.')}: ${issue.message}`)
+    }
+    kinds[name] = kind.data
+  }
+  return { ...parsed.data, kinds }
 }

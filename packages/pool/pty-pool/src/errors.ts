@@ -33,4 +33,7 @@ export class InvokeFailure extends Error {
   ) {
     super(message)
   }
+
+  /** Spawn → input prompt, ms, when a session was booted for this invoke before it failed. */
+  bootMs: number | undefined
 }

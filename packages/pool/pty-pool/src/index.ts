@@ -18,8 +18,12 @@ export * from './sentinel.ts'
 export { BUILTIN_KINDS } from './kinds.ts'
 export { PoolMetrics } from './metrics.ts'
 export { PtyPool, poolNote, type FallbackRunner, type FailureLine, type InvokeOptions, type InvokePath, type InvokeResult, type PoolDeps } from './pool.ts'
-export { PoolSession, keyString, redactKey, prepareLaunch, lastAssistantText, type PoolKey, type SessionState } from './session.ts'
+export { PoolSession, keyString, redactKey, prepareLaunch, lastAssistantText, type PoolKey, type SessionState, type TurnPhases } from './session.ts'
 export { startStatusListener, statusBody, type StatusListener } from './status.ts'
+export { WarmSessions, type SessionBackend, type WarmAnswer, type AttemptOptions } from './warm.ts'
+export { WorkerSupervisor, type SupervisorState, type SupervisorDeps } from './supervisor.ts'
+export { runPoolWorker, WORKER_CHANNEL_FD, type PoolWorkerOptions } from './worker.ts'
+export { LineDecoder, ProtocolViolation, encodeLine, workerMessageSchema, MainMessageSchema, WORKER_COUNTERS, type WorkerMessage, type MainMessage, type SessionInfo } from './protocol.ts'
 export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalSpawnOptions } from './terminal.ts'
 
 declare module 'cordis' {
@@ -41,6 +45,8 @@ export class PtyPoolService extends Service {
     const config: PoolConfig = loadPoolConfig(input, process.env, BUILTIN_KINDS)
     const holder = this.holder
     this.pool = new PtyPool(config, {
+      // `ctx.subprocess` spawns the managed worker; only `worker: managed` needs it.
+      ...(config.worker === 'managed' && { subprocess: ctx.get('subprocess') }),
       fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
       warn: (message) => ctx.logger.warn(message),
     })
@@ -75,6 +81,8 @@ export class PtyPoolService extends Service {
 }
 
 export const name = 'pty-pool'
+/** `ctx.subprocess` spawns the managed worker (`worker: managed`); the pool goes before it at disposal. */
+export const inject = ['subprocess']
 export const apply = (ctx: Context, config: unknown) => {
   ctx.plugin(PtyPoolService, config)
 }

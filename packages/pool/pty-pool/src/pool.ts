@@ -1,20 +1,26 @@
 /**
- * The pool: warm sessions by key, one invoke per session at a time, health and eviction, the
- * routing of an agent's invoke, and the fallback chain to the fresh-spawn path.
+ * The pool's front: admission and graceful shutdown, the kill switch, the routing of an agent's
+ * invoke, metrics, and the fallback chain to the fresh-spawn path. The warm sessions behind it
+ * (by key, one invoke per session at a time, health and eviction) are a `SessionBackend`:
+ * in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`).
  *
  * Every pooled failure (boot, stall, hard cap, no sentinel, spawn, unhealthy) is recoverable:
  * the same prompt runs through the fallback (the CLI's one-shot mode, through its sub-agent
  * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
  * never makes an invoke less reliable than a fresh spawn.
  */
-import { appendFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
-import { keyString, PoolSession, prepareLaunch, redactKey, type PoolKey } from './session.ts'
+import type { SessionInfo } from './protocol.ts'
+import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
+import { WorkerSupervisor } from './supervisor.ts'
 import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
+import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
 
 /** Runs a prompt through the fresh-spawn path (the CLI's one-shot mode). */
 export type FallbackRunner = (request: { key: PoolKey; prompt: string; signal?: AbortSignal; cwd: string }) => Promise<string>
@@ -33,6 +39,8 @@ export interface InvokeResult {
   bootMs?: number
   /** `screen` or `transcript` for pooled answers. */
   source?: 'screen' | 'transcript'
+  /** For warm and booted answers: where the turn's time went (see `TurnPhases`). */
+  phases?: TurnPhases
   durationMs: number
 }
 
@@ -60,6 +68,10 @@ export interface InvokeOptions {
 }
 
 export interface PoolDeps {
+  /** The warm side; default: in-process sessions, or a supervised worker for `worker: managed`. */
+  backend?: SessionBackend
+  /** Spawns the managed worker (required for `worker: managed`). */
+  subprocess?: SubprocessServiceApi | undefined
   terminals?: TerminalFactory
   fallback?: FallbackRunner
   metrics?: PoolMetrics
@@ -100,51 +112,37 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
   }
 }
 
-/** A per-key FIFO lock: one invoke per session at a time. */
-class KeyLocks {
-  private readonly tails = new Map<string, Promise<void>>()
-  async run<T>(id: string, body: () => Promise<T>): Promise<T> {
-    const previous = this.tails.get(id) ?? Promise.resolve()
-    let release!: () => void
-    const mine = new Promise<void>((resolve) => (release = resolve))
-    const tail = previous.then(() => mine)
-    this.tails.set(id, tail)
-    await previous
-    try {
-      return await body()
-    } finally {
-      release()
-      if (this.tails.get(id) === tail) this.tails.delete(id)
-    }
-  }
-  busy(id: string): boolean {
-    return this.tails.has(id)
-  }
-}
-
 export type PoolState = 'running' | 'draining' | 'closed'
 
 export class PtyPool {
   readonly metrics: PoolMetrics
-  private readonly sessions = new Map<string, PoolSession>()
-  private readonly locks = new KeyLocks()
+  readonly backend: SessionBackend
   private readonly inFlight = new Set<Promise<unknown>>()
-  private readonly terminals: TerminalFactory
-  private readonly env: Readonly<Record<string, string | undefined>>
   private readonly warn: (message: string) => void
-  private timer: NodeJS.Timeout | undefined
   private killSwitchOn: boolean
+  private closing: Promise<void> | undefined
   state: PoolState = 'running'
 
   constructor(readonly config: PoolConfig, private readonly deps: PoolDeps = {}) {
     this.metrics = deps.metrics ?? new PoolMetrics()
-    this.terminals = deps.terminals ?? spawnScreenTerminal
-    this.env = deps.env ?? process.env
     this.warn = deps.warn ?? ((message) => process.emitWarning(message))
     this.killSwitchOn = config.killSwitch
-    this.metrics.managedWorkerActive.set(config.worker === 'managed' ? 1 : 0)
-    this.timer = setInterval(() => void this.evictTick(), config.evictEveryMs)
-    this.timer.unref()
+    this.metrics.managedWorkerActive.set(0)
+    const env = deps.env ?? process.env
+    if (deps.backend) this.backend = deps.backend
+    else if (config.worker === 'managed') {
+      if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)')
+      this.backend = new WorkerSupervisor(config, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn })
+    } else {
+      const metrics = this.metrics
+      this.backend = new WarmSessions(config, {
+        terminals: deps.terminals ?? spawnScreenTerminal,
+        env,
+        warn: this.warn,
+        stateDir: this.stateDir(),
+        count: (name) => metrics[name].inc(),
+      })
+    }
   }
 
   /** The runtime toggle of the kill switch: on sends every invoke to the fresh-spawn path at once. */
@@ -156,51 +154,57 @@ export class PtyPool {
     return this.killSwitchOn
   }
 
-  /** Sessions by state, for status displays. */
-  sessionStates(): Array<{ key: PoolKey; state: string; turns: number; pid: number | undefined }> {
-    return [...this.sessions.values()].map((session) => ({ key: redactKey(session.key), state: session.state, turns: session.turns, pid: session.pid }))
+  /** Sessions by state, for status displays (in managed mode: as the worker last reported them). */
+  sessionStates(): SessionInfo[] {
+    return this.backend.sessionStates()
   }
 
   /** The pids of every live session's CLI (for tests and teardown checks). */
   pids(): number[] {
-    return [...this.sessions.values()].map((session) => session.pid).filter((pid): pid is number => pid !== undefined)
+    return this.backend.pids()
   }
 
   /**
    * Routes an agent's invoke by its per-agent setting: `fresh-spawn` (default, also for a
    * missing or malformed setting) → the fallback runner; `pty-pool` → an API-key account takes
    * a one-shot PTY invoke, any other the warm REPL.
+   * @throws PoolError as `acquireAndInvoke`.
    */
-  async invokeForAgent(agent: string, conversation: string, prompt: string, options: InvokeOptions = {}): Promise<InvokeResult> {
+  invokeForAgent(agent: string, conversation: string, prompt: string, options: InvokeOptions = {}): Promise<InvokeResult> {
     const route = routeFor(this.config, agent)
     if (route.runtime !== 'pty-pool') {
-      const started = Date.now()
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
-      const text = await this.runFallback(key, prompt, options, this.cwdOf(options.cwd))
-      return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
+      return this.track(async () => {
+        const started = Date.now()
+        const text = await this.runFallback(key, prompt, options, this.cwdOf(options.cwd))
+        return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
+      })
     }
     const key: PoolKey = { owner: agent, conversation, kind: route.kind, model: route.model, account: route.account, bare: route.bare }
-    if (route.account && this.config.accounts[route.account]?.type === 'api-key' && this.config.kinds[route.kind]?.oneShotArgs) {
-      return this.oneShot(key, prompt, options)
-    }
-    return this.acquireAndInvoke(key, prompt, options)
+    const oneShot = Boolean(route.account && this.config.accounts[route.account]?.type === 'api-key' && this.config.kinds[route.kind]?.oneShotArgs)
+    return this.track(() => this.invokeTracked(key, prompt, options, oneShot))
   }
 
   /**
-   * Takes (or boots) the key's warm session, runs one sentinel round trip and returns the
-   * session; on any pooled failure runs the fallback and logs a failure line.
+   * Takes (or boots) the key's warm session and runs one sentinel round trip; on any pooled
+   * failure runs the fallback and logs a failure line.
    * @throws PoolError `POOL_CLOSED` while draining, `INVOKE_CANCELLED` when the caller
    *   cancelled, `INVOKE_FAILED` when the fallback failed too.
    */
   acquireAndInvoke(key: PoolKey, prompt: string, options: InvokeOptions = {}): Promise<InvokeResult> {
+    return this.track(() => this.invokeTracked(key, prompt, options, false))
+  }
+
+  /** Admits an invoke while running and tracks it until it settles (shutdown drains these). */
+  private track(body: () => Promise<InvokeResult>): Promise<InvokeResult> {
     if (this.state !== 'running') return Promise.reject(new PoolError('POOL_CLOSED', 'the pool is shutting down and admits no new invoke'))
-    const work = this.invokeTracked(key, prompt, options)
+    const work = body()
     this.inFlight.add(work)
     void work.finally(() => this.inFlight.delete(work)).catch(() => {})
     return work
   }
 
-  private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions): Promise<InvokeResult> {
+  private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions, oneShot: boolean): Promise<InvokeResult> {
     const started = Date.now()
     const cwd = this.cwdOf(options.cwd)
     if (this.killSwitchOn) {
@@ -208,134 +212,33 @@ export class PtyPool {
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
     }
     if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', `unknown CLI kind "${key.kind}"; known: ${Object.keys(this.config.kinds).join(', ')}`)
-    const id = keyString(key)
     const end = this.metrics.invokeDuration.startTimer()
     try {
-      return await this.locks.run(id, async () => {
-        let booted = false
-        let bootMs: number | undefined
-        try {
-          let session = this.sessions.get(id)
-          if (session && session.state !== 'idle') {
-            // A half-finished answer must never reach the next turn: replace it.
-            await this.evict(id, session, 'unhealthy')
-            session = undefined
-          }
-          if (session) this.metrics.cacheHits.inc()
-          else {
-            session = await this.bootSession(key, cwd, options.signal)
-            booted = true
-            bootMs = session.bootMs
-          }
-          const capMs = Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY)
-          const answer = await session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs, stallMs: this.config.stallMs })
-          if (answer.text === '') this.metrics.invokesEmpty.inc()
-          else this.metrics.invokesOk.inc()
-          return { text: answer.text, path: booted ? 'booted' : 'warm', source: answer.source, durationMs: Date.now() - started, ...(bootMs !== undefined && { bootMs }) } satisfies InvokeResult
-        } catch (error) {
-          if (!(error instanceof InvokeFailure)) throw error
-          const session = this.sessions.get(id)
-          if (session && session.state === 'unhealthy') {
-            // A cancelled session is closed before the cancel is reported, so a cancelled run's
-            // teardown means its CLI is gone; others close while the fallback runs.
-            if (error.reason === 'cancelled') await this.evict(id, session, 'unhealthy')
-            else void this.evict(id, session, 'unhealthy')
-          }
-          if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', `the invoke on ${key.kind} was cancelled; its session was closed and the next acquire boots a new one`)
-          return this.fallBack(key, prompt, options, cwd, error, started, bootMs)
-        }
-      })
+      const attempt = { ...(options.signal && { signal: options.signal }), capMs: Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY), stallMs: this.config.stallMs, cwd }
+      let answer: WarmAnswer
+      try {
+        answer = oneShot ? await this.backend.oneShot(key, prompt, attempt) : await this.backend.invoke(key, prompt, attempt)
+      } catch (error) {
+        if (!(error instanceof InvokeFailure)) throw error
+        if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', `the invoke on ${key.kind} was cancelled; its session was closed and the next acquire boots a new one`)
+        return await this.fallBack(key, prompt, options, cwd, error, started, error.bootMs)
+      }
+      if (answer.text === '') this.metrics.invokesEmpty.inc()
+      else this.metrics.invokesOk.inc()
+      return { text: answer.text, path: answer.path, ...(answer.path !== 'one-shot-pty' && { source: answer.source }), durationMs: Date.now() - started, ...(answer.bootMs !== undefined && { bootMs: answer.bootMs }), ...(answer.phases && { phases: answer.phases }) }
     } finally {
       end()
     }
   }
 
-  private async bootSession(key: PoolKey, cwd: string, signal?: AbortSignal): Promise<PoolSession> {
-    await this.makeRoom()
-    const kind = this.config.kinds[key.kind]!
-    const session = new PoolSession(key, kind, this.config, { parentEnv: this.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.stateDir() }, this.terminals)
-    const id = keyString(key)
-    this.sessions.set(id, session)
-    this.metrics.spawns.inc()
-    try {
-      await session.boot(signal)
-    } catch (error) {
-      void this.evict(id, session, 'unhealthy')
-      throw error
-    }
-    return session
-  }
-
-  /** LRU eviction beyond `maxSessions`: the least recently used idle session goes. */
-  private async makeRoom(): Promise<void> {
-    while (this.sessions.size >= this.config.maxSessions) {
-      const idle = [...this.sessions.entries()].filter(([id, session]) => session.state !== 'busy' && session.state !== 'booting' && !this.locks.busy(id) || session.state === 'unhealthy')
-      if (idle.length === 0) throw new InvokeFailure('spawn', `the pool is full (${this.config.maxSessions} sessions, all busy)`, false)
-      idle.sort((a, b) => a[1].lastUsedAt - b[1].lastUsedAt)
-      const [id, session] = idle[0]!
-      await this.evict(id, session, session.state === 'unhealthy' ? 'unhealthy' : 'idle')
-    }
-  }
-
-  private async evict(id: string, session: PoolSession, why: 'idle' | 'unhealthy' | 'shutdown'): Promise<void> {
-    if (this.sessions.get(id) === session) this.sessions.delete(id)
-    if (session.state === 'closing' || session.state === 'closed') return
-    if (why === 'idle') this.metrics.evictedIdle.inc()
-    else if (why === 'unhealthy') this.metrics.evictedUnhealthy.inc()
-    else this.metrics.evictedShutdown.inc()
-    const report = await session.close()
-    if (report.survivors.length > 0) this.warn(`pool: closing the ${session.key.kind} session left processes ${report.survivors.join(', ')}`)
-  }
-
   /** One eviction tick: unhealthy sessions and sessions idle longer than `idleEvictMs` go. */
-  async evictTick(): Promise<void> {
-    const now = Date.now()
-    const work: Promise<void>[] = []
-    for (const [id, session] of [...this.sessions.entries()]) {
-      if (this.locks.busy(id)) continue
-      if (session.state === 'unhealthy') work.push(this.evict(id, session, 'unhealthy'))
-      else if (session.state === 'idle' && now - session.lastUsedAt >= this.config.idleEvictMs) work.push(this.evict(id, session, 'idle'))
-    }
-    await Promise.all(work)
+  evictTick(): Promise<void> {
+    return this.backend.evictTick()
   }
 
   /** Restarts the eviction tick with another period (tests use a short one). */
   setEvictEvery(ms: number): void {
-    if (this.timer) clearInterval(this.timer)
-    this.timer = setInterval(() => void this.evictTick(), ms)
-    this.timer.unref()
-  }
-
-  /**
-   * A one-shot PTY invoke for accounts whose one-shot mode works: the CLI's one-shot argv in a
-   * fresh terminal, the answer is its screen when it exits. No sentinel framing.
-   */
-  private async oneShot(key: PoolKey, prompt: string, options: InvokeOptions): Promise<InvokeResult> {
-    const started = Date.now()
-    const kind = this.config.kinds[key.kind]!
-    const cwd = this.cwdOf(options.cwd)
-    const launch = prepareLaunch(kind, key, { parentEnv: this.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.stateDir() }, { prompt, args: kind.oneShotArgs! })
-    let failure: InvokeFailure
-    try {
-      const terminal = await this.terminals({ argv: launch.argv, cwd, env: launch.env, rows: kind.rows, cols: kind.cols, scrollback: 10_000 })
-      const capMs = Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY)
-      let timer: NodeJS.Timeout | undefined
-      const capped = new Promise<'cap'>((resolve) => (timer = setTimeout(() => resolve('cap'), capMs)))
-      const outcome = await Promise.race([terminal.exited, capped])
-      clearTimeout(timer)
-      const text = terminal.screen({ scrollback: true }).join('\n').trim()
-      const report = await terminal.close(this.config.closeGraceMs)
-      rmSync(launch.home, { recursive: true, force: true })
-      if (report.survivors.length > 0) this.warn(`pool: a one-shot ${key.kind} run left processes ${report.survivors.join(', ')}`)
-      if (outcome !== 'cap' && outcome.exitCode === 0) {
-        this.metrics.invokesOk.inc()
-        return { text, path: 'one-shot-pty', durationMs: Date.now() - started }
-      }
-      failure = outcome === 'cap' ? new InvokeFailure('hard_cap', `no exit within ${capMs} ms`, true, capMs) : new InvokeFailure('unhealthy', `the one-shot run exited with code ${outcome.exitCode}: ${text.slice(-200)}`, true, Date.now() - started)
-    } catch (error) {
-      failure = new InvokeFailure('spawn', `could not start ${kind.command}: ${(error as Error).message}`, false)
-    }
-    return this.fallBack(key, prompt, options, cwd, failure, started, undefined)
+    this.backend.setEvictEvery(ms)
   }
 
   private async fallBack(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string, failure: InvokeFailure, started: number, bootMs: number | undefined): Promise<InvokeResult> {
@@ -393,17 +296,6 @@ export class PtyPool {
     }
   }
 
-  private accountEnv(account: string): Record<string, string> {
-    const spec = this.config.accounts[account]
-    const env: Record<string, string> = {}
-    if (!spec) return env
-    for (const [name, source] of Object.entries(spec.env)) {
-      const value = this.env[source]
-      if (value !== undefined) env[name] = value
-    }
-    return env
-  }
-
   private stateDir(): string {
     return this.config.stateDir ?? join(tmpdir(), 'conch-pool')
   }
@@ -413,17 +305,22 @@ export class PtyPool {
   }
 
   /**
-   * Graceful shutdown: stop admitting invokes → let in-flight ones finish within `drainMs` →
-   * close every session (its whole tree, with proof). Idempotent.
+   * Graceful shutdown: stop admitting invokes → let in-flight ones finish within `drainMs`
+   * (default: the config's) → close the warm side: every session's whole tree, with proof; in
+   * managed mode the worker then gets SIGTERM, SIGKILL after the supervisor's grace, and its
+   * tree is verified gone. Idempotent.
    */
-  async shutdown(drainMs = 10_000): Promise<void> {
-    if (this.state === 'closed') return
+  shutdown(drainMs = this.config.drainMs): Promise<void> {
+    this.closing ??= this.drainAndClose(drainMs)
+    return this.closing
+  }
+
+  private async drainAndClose(drainMs: number): Promise<void> {
     this.state = 'draining'
-    if (this.timer) clearInterval(this.timer)
     let timer: NodeJS.Timeout | undefined
     await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => (timer = setTimeout(resolve, drainMs)))])
     clearTimeout(timer)
-    await Promise.all([...this.sessions.entries()].map(([id, session]) => this.evict(id, session, 'shutdown')))
+    await this.backend.close()
     this.state = 'closed'
   }
 }

@@ -59,12 +59,29 @@ export interface SessionEnvironment {
   cwd: string
   /** Directory under which the private home is made. */
   stateDir: string
+  /** Variables added after scrubbing and the kind's own (a worker's ownership tag). */
+  extraEnv?: Record<string, string>
 }
 
 export interface AnswerOfTurn {
   text: string
   /** `transcript` when the CLI's own transcript matched the screen, else `screen`. */
   source: 'screen' | 'transcript'
+  /** Where the turn's time went, ms. */
+  phases: TurnPhases
+}
+
+/**
+ * Where one turn's time went, ms: `echo` first write → the prompt echoed; `answer` Enter → a
+ * complete sentinel pair below the echo; `settle` that pair → the answer taken (the CLI idle and
+ * the screen quiet, or its transcript confirming the pair); `transcript` the transcript read
+ * after a settled screen answer (0 when the transcript confirmed it).
+ */
+export interface TurnPhases {
+  echo: number
+  answer: number
+  settle: number
+  transcript: number
 }
 
 /** Renders `{name}` placeholders; unknown names are left as they are. */
@@ -73,7 +90,7 @@ export function render(template: string, vars: Record<string, string>): string {
 }
 
 /** Builds the private home, the argv and the environment of a kind. */
-export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
+export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
   mkdirSync(environment.stateDir, { recursive: true })
   const home = mkdtempSync(join(environment.stateDir, 'home-'))
   const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)
@@ -99,6 +116,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, env
   }
   for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
   env.TMPDIR = join(home, 'tmp')
+  Object.assign(env, environment.extraEnv)
   mkdirSync(env.TMPDIR, { recursive: true })
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
@@ -108,6 +126,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model'>, env
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
   if (key.model && kind.modelFlag) args.push(kind.modelFlag, key.model)
+  if (key.bare) args.push(...kind.bareArgs.map((arg) => render(arg, vars)))
   return { home, env, argv: [kind.command, ...args] as [string, ...string[]] }
 }
 
@@ -262,9 +281,11 @@ export class PoolSession {
         return countEcho() > before ? true : undefined
       })
       await echo.result
+      const echoMs = Date.now() - started
       terminal.write('\r')
       submitted = true
       const answer = await this.awaitAnswer(terminal, text, started, options)
+      answer.phases.echo = echoMs
       this.turns++
       this.lastUsedAt = Date.now()
       this.to('idle')
@@ -302,7 +323,11 @@ export class PoolSession {
     const offChange = terminal.onChange(() => {
       lastChange = Date.now()
     })
-    const watcher = watch(terminal, () => {
+    const entered = Date.now()
+    let pairAt = 0
+    let transcriptCheckedAt = 0
+    const transcriptDir = this.kind.transcript && render(this.kind.transcript.dir, { home: this.home, cwd: this.environment.cwd })
+    const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
       this.checkAlive(terminal, true, options.signal)
       const now = Date.now()
       const rows = terminal.screen({ scrollback: true })
@@ -333,19 +358,39 @@ export class PoolSession {
       }
       if (now - started > options.capMs) throw new InvokeFailure('hard_cap', `no answer within the hard cap of ${Math.round(options.capMs / 1000)} s`, true, now - started)
       if (now - lastProgress > options.stallMs) throw new InvokeFailure('stall', `no progress for ${Math.round(options.stallMs / 1000)} s`, true, options.stallMs)
-      if (echoRow < 0 || busy || now - lastChange < this.config.settleMs) return undefined
+      if (echoRow < 0 || busy) return undefined
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
-      if (extraction) return extraction
+      if (extraction && pairAt === 0) pairAt = now
+      // The CLI's own transcript holding the same pair proves the turn is over: no need to wait
+      // out the quiet time (checked at most every 15 ms; it lands 10–140 ms after the screen).
+      if (extraction && transcriptDir && now - transcriptCheckedAt >= 15) {
+        transcriptCheckedAt = now
+        const transcript = this.transcriptAnswer(transcriptDir, extraction.text)
+        if (transcript !== undefined) return { extraction, transcript }
+      }
+      if (now - lastChange < this.config.settleMs) return undefined
+      if (extraction) return { extraction }
       if (sawBusy && now - lastChange >= Math.max(1000, this.config.settleMs)) throw new InvokeFailure('no_sentinel', `${this.kind.command} went idle without a complete sentinel pair`, true, now - started)
       return undefined
-    })
+    }, 20)
     try {
-      const extraction = await watcher.result
-      const transcript = await this.readTranscript(extraction.text)
-      return transcript !== undefined ? { text: transcript, source: 'transcript' } : { text: extraction.text, source: 'screen' }
+      const found = await watcher.result
+      const settled = Date.now()
+      const phases: TurnPhases = { echo: 0, answer: (pairAt || settled) - entered, settle: settled - (pairAt || settled), transcript: 0 }
+      if (found.transcript !== undefined) return { text: found.transcript, source: 'transcript', phases }
+      const transcript = await this.readTranscript(found.extraction.text)
+      phases.transcript = Date.now() - settled
+      return transcript !== undefined ? { text: transcript, source: 'transcript', phases } : { text: found.extraction.text, source: 'screen', phases }
     } finally {
       offChange()
     }
+  }
+
+  /** The transcript's last answer when its last sentinel pair matches the screen's answer. */
+  private transcriptAnswer(dir: string, screenAnswer: string): string | undefined {
+    const text = lastAssistantText(dir, this.kind.transcript!.format)
+    const answer = text === undefined ? undefined : extractFromText(text, this.sentinel)
+    return answer !== undefined && looseText(answer) === looseText(screenAnswer) ? answer : undefined
   }
 
   /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands 10–140 ms after the screen). */
@@ -355,9 +400,8 @@ export class PoolSession {
     const dir = render(spec.dir, { home: this.home, cwd: this.environment.cwd })
     const deadline = Date.now() + 400
     for (;;) {
-      const text = lastAssistantText(dir, spec.format)
-      const answer = text === undefined ? undefined : extractFromText(text, this.sentinel)
-      if (answer !== undefined && looseText(answer) === looseText(screenAnswer)) return answer
+      const answer = this.transcriptAnswer(dir, screenAnswer)
+      if (answer !== undefined) return answer
       if (Date.now() > deadline) return undefined
       await new Promise((resolve) => setTimeout(resolve, 20))
     }

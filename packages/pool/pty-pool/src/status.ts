@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { isLoopbackAddress } from './config.ts'
 import { PoolError } from './errors.ts'
 import type { PtyPool } from './pool.ts'
+import { WorkerSupervisor } from './supervisor.ts'
 
 export interface StatusListener {
   readonly port: number
@@ -22,6 +23,7 @@ export async function statusBody(pool: PtyPool): Promise<Record<string, unknown>
     kill_switch_active: pool.killSwitch(),
     state: pool.state,
     worker: pool.config.worker,
+    ...(pool.backend instanceof WorkerSupervisor && { worker_state: pool.backend.state }),
     pool: await pool.metrics.snapshot(),
     fallbacks: await pool.metrics.fallbacksByReason(),
     sessions: pool.sessionStates(),

@@ -2,6 +2,7 @@
  * The real Claude Code TUI (the pinned binary from .products/) warm in the pool, against the
  * fake model server on 127.0.0.1.
  */
+import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, PoolError, poolNote, type PoolKey } from '../src/index.ts'
@@ -44,6 +45,22 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
       expect(results.some((result) => result.source === 'transcript')).toBe(true)
       const snapshot = await pool.metrics.snapshot()
       expect(snapshot).toMatchObject({ acquires_cache_hit_total: 4, acquires_spawn_total: 1, invokes_ok_total: 5 })
+    } finally {
+      await pool.shutdown()
+    }
+  })
+
+  it('bare mode is its own session, started with the kind\'s bareArgs (Claude Code --bare), and answers the same', async () => {
+    const pool = makePool()
+    try {
+      const bare = { ...key('b'), bare: true }
+      expect(await pool.acquireAndInvoke(bare, 'Q1: in bare mode')).toMatchObject({ path: 'booted', text: 'answer 1: in bare mode' })
+      expect(await pool.acquireAndInvoke(key('b'), 'Q2: not bare')).toMatchObject({ path: 'booted', text: 'answer 2: not bare' })
+      const argvOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+      const sessions = pool.sessionStates()
+      const pids = new Map(sessions.map((session) => [session.key.bare, session.pid!]))
+      expect(argvOf(pids.get(true)!)).toContain('--bare')
+      expect(argvOf(pids.get(false)!)).not.toContain('--bare')
     } finally {
       await pool.shutdown()
     }

@@ -18,7 +18,10 @@ describe('pool config', () => {
     expect(() => loadPoolConfig({ agents: { a: { runtime: 'pty-pool', kind: 'nope' } } }, {}, BUILTIN_KINDS)).toThrow(/agents\.a\.kind: unknown kind "nope"/)
     expect(() => loadPoolConfig({ agents: { a: { runtime: 'pty-pool', kind: 'generic', account: 'x' } } }, {}, BUILTIN_KINDS)).toThrow(/agents\.a\.account/)
     expect(() => loadPoolConfig({ status: { host: '0.0.0.0' } }, {}, BUILTIN_KINDS)).toThrow(/status\.host.*loopback/)
-    expect(() => loadPoolConfig({ worker: 'managed' }, {}, BUILTIN_KINDS)).toThrow(/worker: "managed".*not available/)
+    // Under the test runner argv[1] is not the conch bin: the worker's argv must be given.
+    expect(() => loadPoolConfig({ worker: 'managed' }, {}, BUILTIN_KINDS)).toThrow(/supervisor\.command: .* is not the conch bin/)
+    expect(() => loadPoolConfig({ worker: 'managed', supervisor: { command: ['/nonexistent/node'] } }, {}, BUILTIN_KINDS)).toThrow(/supervisor\.command: "\/nonexistent\/node" is not an executable/)
+    expect(() => loadPoolConfig({ worker: 'managed', supervisor: { pingEveryMs: 0 } }, {}, BUILTIN_KINDS)).toThrow(/supervisor\.pingEveryMs/)
     expect(() => loadPoolConfig({ status: { host: '10.0.0.1' } }, {}, BUILTIN_KINDS)).toThrow(/loopback/)
   })
 

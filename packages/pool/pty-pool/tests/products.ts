@@ -19,6 +19,8 @@ import { startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest
 const root = resolve(import.meta.dirname, '../../../..')
 const products = process.env.CONCH_PRODUCTS_DIR ?? join(root, '.products')
 export const CLAUDE_BIN = join(products, 'node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude')
+/** The conch bin; `conch pool-worker` is the managed worker. */
+export const CONCH_BIN = join(root, 'packages/cli/bin/conch.js')
 export const CODEX_BIN = join(products, 'node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex')
 
 /** A missing product is a failure, not a skip: scripts/test.sh installs them. */
@@ -132,9 +134,9 @@ export function taggedProcesses(): number[] {
 }
 
 /** Polls a condition the test cannot subscribe to (process exit), bounded. */
-export async function until(probe: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
   const deadline = Date.now() + timeoutMs
-  while (!probe()) {
+  while (!(await probe())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }

@@ -1,0 +1,157 @@
+/**
+ * The managed worker's protocol: line-delimited JSON (one UTF-8 JSON object per `\n`-ended
+ * line) on a private channel — fd 3 of the worker, never its stdout or stderr, which carry
+ * only logs.
+ *
+ * The main process treats the worker as a hostile peer: every inbound line is bounded
+ * (`maxMessageBytes`, counted before a line is complete, so unfinished bytes are bounded too),
+ * must be JSON, and must match one of the shapes below exactly (zod strict objects; strings
+ * and lists bounded). Anything else is a `ProtocolViolation`, after which the supervisor stops
+ * the worker and starts a new one.
+ *
+ * main → worker:
+ *   `init {config, env}` once, first (the pool config and the server environment the pool
+ *   reads passEnv and account variables from — sent over the pipe, not in the worker's environ);
+ *   `invoke {id, key, prompt, capMs, stallMs, cwd, oneShot}`; `cancel {id}`; `ping {id}`;
+ *   `evict_tick`; `set_evict_every {ms}`.
+ * worker → main:
+ *   `ready {pid}` after init; `pong {id}`; `result {id, ok: true, text, source, path, bootMs?}`
+ *   or `result {id, ok: false, reason, message, midTask, elapsedMs, bootMs?}` — exactly one per
+ *   invoke; `count {name}` (a pool counter went up); `sessions {sessions}` (the current set).
+ */
+import { z } from 'zod'
+import { FAILURE_REASONS } from './errors.ts'
+
+const Id = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)
+const Text = (max: number) => z.string().max(max)
+
+export const KeySchema = z.strictObject({
+  owner: Text(512),
+  conversation: Text(512),
+  kind: Text(128),
+  model: Text(256),
+  account: Text(256),
+  bare: z.boolean(),
+})
+
+/** Counters the worker may raise (the names of `PoolMetrics` fields). */
+export const WORKER_COUNTERS = ['cacheHits', 'spawns', 'evictedIdle', 'evictedUnhealthy', 'evictedShutdown'] as const
+export type WorkerCounter = (typeof WORKER_COUNTERS)[number]
+
+export const SessionInfoSchema = z.strictObject({
+  key: KeySchema,
+  state: z.enum(['booting', 'idle', 'busy', 'unhealthy', 'closing', 'closed']),
+  turns: z.number().int().nonnegative(),
+  pid: z.number().int().positive().optional(),
+})
+export type SessionInfo = z.output<typeof SessionInfoSchema>
+
+/** What the worker may send; `maxText` bounds answer and message text (characters). */
+export function workerMessageSchema(maxText: number, maxSessions: number) {
+  return z.discriminatedUnion('type', [
+    z.strictObject({ type: z.literal('ready'), pid: z.number().int().positive() }),
+    z.strictObject({ type: z.literal('pong'), id: Id }),
+    z.discriminatedUnion('ok', [
+    z.strictObject({
+      type: z.literal('result'),
+      id: Id,
+      ok: z.literal(true),
+      text: Text(maxText),
+      source: z.enum(['screen', 'transcript']),
+      path: z.enum(['warm', 'booted', 'one-shot-pty']),
+      bootMs: z.number().nonnegative().optional(),
+      phases: z.strictObject({ echo: z.number().nonnegative(), answer: z.number().nonnegative(), settle: z.number().nonnegative(), transcript: z.number().nonnegative() }).optional(),
+    }),
+    z.strictObject({
+      type: z.literal('result'),
+      id: Id,
+      ok: z.literal(false),
+      reason: z.enum([...FAILURE_REASONS, 'cancelled']),
+      message: Text(maxText),
+      midTask: z.boolean(),
+      elapsedMs: z.number().nonnegative(),
+      bootMs: z.number().nonnegative().optional(),
+    }),
+    ]),
+    z.strictObject({ type: z.literal('count'), name: z.enum(WORKER_COUNTERS) }),
+    z.strictObject({ type: z.literal('sessions'), sessions: z.array(SessionInfoSchema).max(maxSessions) }),
+  ])
+}
+export type WorkerMessage = z.output<ReturnType<typeof workerMessageSchema>>
+
+export const MainMessageSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('init'), config: z.unknown(), env: z.record(z.string(), z.string()) }),
+  z.strictObject({
+    type: z.literal('invoke'),
+    id: Id,
+    key: KeySchema,
+    prompt: z.string(),
+    capMs: z.number().positive(),
+    stallMs: z.number().positive(),
+    cwd: z.string(),
+    oneShot: z.boolean(),
+  }),
+  z.strictObject({ type: z.literal('cancel'), id: Id }),
+  z.strictObject({ type: z.literal('ping'), id: Id }),
+  z.strictObject({ type: z.literal('evict_tick') }),
+  z.strictObject({ type: z.literal('set_evict_every'), ms: z.number().int().positive() }),
+])
+export type MainMessage = z.output<typeof MainMessageSchema>
+
+/** A peer broke the protocol; the message says how. */
+export class ProtocolViolation extends Error {
+  override readonly name = 'ProtocolViolation'
+}
+
+/**
+ * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (the newline not
+ * counted) and parses each as JSON. `feed` returns the parsed values in order, then the first
+ * violation; after a violation it returns nothing more. Bytes are decoded as UTF-8 per complete
+ * line, so a character split across chunks is never mangled.
+ */
+export class LineDecoder {
+  private pending: Buffer[] = []
+  private pendingBytes = 0
+  private broken = false
+
+  constructor(private readonly maxBytes: number) {}
+
+  feed(chunk: Buffer): { values: unknown[]; violation?: ProtocolViolation } {
+    const values: unknown[] = []
+    if (this.broken) return { values }
+    let start = 0
+    for (;;) {
+      const newline = chunk.indexOf(0x0a, start)
+      const end = newline < 0 ? chunk.length : newline
+      if (this.pendingBytes + (end - start) > this.maxBytes) return this.fail(values, `a line longer than ${this.maxBytes} bytes`)
+      if (newline < 0) {
+        if (end > start) {
+          this.pending.push(chunk.subarray(start))
+          this.pendingBytes += end - start
+        }
+        return { values }
+      }
+      const line = Buffer.concat([...this.pending, chunk.subarray(start, end)]).toString('utf8')
+      this.pending = []
+      this.pendingBytes = 0
+      start = newline + 1
+      if (line.trim() === '') return this.fail(values, 'an empty line')
+      try {
+        values.push(JSON.parse(line))
+      } catch {
+        return this.fail(values, `a line that is not JSON: ${JSON.stringify(line.slice(0, 80))}`)
+      }
+    }
+  }
+
+  private fail(values: unknown[], what: string) {
+    this.broken = true
+    this.pending = []
+    return { values, violation: new ProtocolViolation(`the peer sent ${what}`) }
+  }
+}
+
+/** One line of the protocol. */
+export function encodeLine(message: MainMessage | WorkerMessage): string {
+  return `${JSON.stringify(message)}\n`
+}

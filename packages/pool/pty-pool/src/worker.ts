@@ -1,0 +1,173 @@
+/**
+ * The managed worker's side (`conch pool-worker`): hosts the warm sessions of the pool and
+ * speaks the protocol of `protocol.ts` on a private channel (fd 3). The main process keeps
+ * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
+ * only answers prompts from warm sessions or reports why it could not.
+ *
+ * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
+ * process's subprocess service finds and stops them even after the worker died with SIGKILL.
+ *
+ * The worker stops (closing every session and its tree) when `signal` aborts (the CLI aborts
+ * it on SIGTERM or SIGINT) or the channel ends; it then resolves.
+ */
+import { fstatSync } from 'node:fs'
+import { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
+import { SUBPROCESS_TAG_VARIABLE } from '@conch/subprocess'
+import { parseWorkerConfig } from './config.ts'
+import { InvokeFailure, PoolError } from './errors.ts'
+import { encodeLine, LineDecoder, MainMessageSchema, type MainMessage, type WorkerMessage } from './protocol.ts'
+import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
+import { WarmSessions } from './warm.ts'
+
+/** The descriptor of the protocol channel in the worker. */
+export const WORKER_CHANNEL_FD = 3
+
+export interface PoolWorkerOptions {
+  /** The channel; default a socket over fd 3. */
+  channel?: Duplex
+  signal?: AbortSignal
+  /** Diagnostics (stderr). */
+  log?: (line: string) => void
+  terminals?: TerminalFactory
+  /** Largest line the main process may send, bytes (prompts are bounded by it). */
+  maxMessageBytes?: number
+}
+
+/**
+ * Runs the worker until it is told to stop.
+ * @throws PoolError `CONFIG_INVALID` when there is no channel (fd 3 is not an open socket); protocol
+ *   errors from the main process end the worker with a log line instead.
+ */
+export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<void> {
+  if (!options.channel) {
+    let socket = false
+    try {
+      socket = fstatSync(WORKER_CHANNEL_FD).isSocket()
+    } catch {
+      // not open
+    }
+    if (!socket) {
+      throw new PoolError('CONFIG_INVALID', `conch pool-worker: fd ${WORKER_CHANNEL_FD} is not an open socket; the worker is started by the pool's supervisor, which speaks the protocol on it`)
+    }
+  }
+  const channel = options.channel ?? new Socket({ fd: WORKER_CHANNEL_FD, readable: true, writable: true })
+  const log = options.log ?? ((line: string) => process.stderr.write(`conch pool-worker: ${line}\n`))
+  const decoder = new LineDecoder(options.maxMessageBytes ?? 64 * 1024 * 1024)
+  const controllers = new Map<number, AbortController>()
+  let warm: WarmSessions | undefined
+  let stopping: Promise<void> | undefined
+  let finish!: () => void
+  const finished = new Promise<void>((resolve) => (finish = resolve))
+
+  const send = (message: WorkerMessage) => {
+    if (!channel.destroyed && channel.writable) channel.write(encodeLine(message))
+  }
+  const stop = (why: string) => {
+    stopping ??= (async () => {
+      log(`stopping: ${why}`)
+      for (const controller of controllers.values()) controller.abort(new Error(why))
+      await warm?.close()
+      channel.end()
+      finish()
+    })()
+  }
+
+  const handle = (message: MainMessage) => {
+    switch (message.type) {
+      case 'init': {
+        if (warm) return stop('a second init')
+        const config = parseWorkerConfig(message.config)
+        const tag = process.env[SUBPROCESS_TAG_VARIABLE]
+        let sessionsQueued = false
+        warm = new WarmSessions(config, {
+          terminals: options.terminals ?? spawnScreenTerminal,
+          env: message.env,
+          warn: log,
+          stateDir: config.stateDir!,
+          count: (name) => send({ type: 'count', name }),
+          changed: () => {
+            if (sessionsQueued) return
+            sessionsQueued = true
+            queueMicrotask(() => {
+              sessionsQueued = false
+              send({ type: 'sessions', sessions: warm!.sessionStates() })
+            })
+          },
+          ...(tag && { extraEnv: { [SUBPROCESS_TAG_VARIABLE]: tag } }),
+        })
+        send({ type: 'ready', pid: process.pid })
+        return
+      }
+      case 'invoke': {
+        if (!warm || stopping) {
+          send({ type: 'result', id: message.id, ok: false, reason: 'unhealthy', message: 'the pool worker is stopping', midTask: false, elapsedMs: 0 })
+          return
+        }
+        const controller = new AbortController()
+        controllers.set(message.id, controller)
+        const attempt = { signal: controller.signal, capMs: message.capMs, stallMs: message.stallMs, cwd: message.cwd }
+        const work = message.oneShot ? warm.oneShot(message.key, message.prompt, attempt) : warm.invoke(message.key, message.prompt, attempt)
+        const current = warm
+        void work.then(
+          (answer) => {
+            controllers.delete(message.id)
+            send({ type: 'sessions', sessions: current.sessionStates() })
+            send({ type: 'result', id: message.id, ok: true, ...answer })
+          },
+          (error: unknown) => {
+            controllers.delete(message.id)
+            const failure = error instanceof InvokeFailure ? error : new InvokeFailure('unhealthy', (error as Error).message, false)
+            send({ type: 'sessions', sessions: current.sessionStates() })
+            send({
+              type: 'result',
+              id: message.id,
+              ok: false,
+              reason: failure.reason,
+              message: failure.message,
+              midTask: failure.midTask,
+              elapsedMs: failure.elapsedMs,
+              ...(failure.bootMs !== undefined && { bootMs: failure.bootMs }),
+            })
+          },
+        )
+        return
+      }
+      case 'cancel':
+        controllers.get(message.id)?.abort(new Error('cancelled'))
+        return
+      case 'ping':
+        send({ type: 'pong', id: message.id })
+        return
+      case 'evict_tick':
+        void warm?.evictTick()
+        return
+      case 'set_evict_every':
+        warm?.setEvictEvery(message.ms)
+        return
+      default: {
+        const never: never = message
+        return never
+      }
+    }
+  }
+
+  channel.on('data', (chunk: Buffer) => {
+    const { values, violation } = decoder.feed(chunk)
+    for (const value of values) {
+      const parsed = MainMessageSchema.safeParse(value)
+      if (!parsed.success) return stop(`a message of no known shape from the main process: ${parsed.error.issues[0]?.message}`)
+      try {
+        handle(parsed.data)
+      } catch (error) {
+        return stop((error as Error).message)
+      }
+    }
+    if (violation) stop(violation.message)
+  })
+  channel.on('end', () => stop('the channel closed'))
+  channel.on('error', (error) => stop(`channel error: ${error.message}`))
+  if (options.signal?.aborted) stop('stopped before it started')
+  else options.signal?.addEventListener('abort', () => stop('stop requested (SIGTERM)'), { once: true })
+  await finished
+}
