@@ -308,6 +308,13 @@ const TRANSITIONS = (() => {
 })()
 
 
+/** The UTF-16 code units of `text` (for the parser's rare inputs that are not a fed chunk). */
+function codeUnits(text: string): Uint16Array {
+  const units = new Uint16Array(text.length)
+  Buffer.from(units.buffer).write(text, 0, 'utf16le')
+  return units
+}
+
 /** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
 function utf8Units(c: number): number {
   if (c < 0x80) return 1
@@ -449,6 +456,13 @@ export class OutputParser {
   private fedAt = 0
 
   private decoder = new TextDecoder('utf-8')
+  /**
+   * The UTF-16 code units of the chunk being parsed (reading a typed array is cheaper than
+   * `charCodeAt`), and the same memory as bytes for `Buffer.write(…, 'utf16le')`. Grows to the
+   * largest chunk.
+   */
+  private units = new Uint16Array(65536)
+  private unitBytes = Buffer.from(this.units.buffer)
   /** The decoder may hold an incomplete UTF-8 sequence from the previous chunk. */
   private decoderPending = false
   private state = GROUND
@@ -675,7 +689,12 @@ export class OutputParser {
     }
     this.chunk = text
     this.screenWritten = 0
-    this.parse(text)
+    if (text.length > this.units.length) {
+      this.units = new Uint16Array(Math.max(text.length, this.units.length * 2))
+      this.unitBytes = Buffer.from(this.units.buffer)
+    }
+    this.unitBytes.write(text, 0, 'utf16le')
+    this.parse(text, this.units)
     if (this.screen !== undefined && this.screenWritten < text.length) this.screen.write(this.screenWritten === 0 ? text : text.slice(this.screenWritten))
     this.chunk = ''
     this.rethrow()
@@ -708,13 +727,13 @@ export class OutputParser {
    * string, and the actions that consume runs (printable text, string payloads) have their own
    * inner loops.
    */
-  private parse(s: string): void {
+  private parse(s: string, u: Uint16Array = codeUnits(s)): void {
     const n = s.length
     const max = this.maxStringBytes
     let state = this.state
     let i = 0
     while (i < n) {
-      let c = s.charCodeAt(i)
+      let c = u[i]!
       if (state === CSI && ++this.sequenceBytes > max) {
         // An over-long CSI is abandoned; this character is parsed again as output.
         state = GROUND
@@ -728,30 +747,32 @@ export class OutputParser {
           for (;;) {
             const start = i
             for (; i < n; i++) {
-              c = s.charCodeAt(i)
+              c = u[i]!
               // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
               if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
               break
             }
-            // Fast path for the commonest output, a whole line ended by CR LF on an empty line:
-            // the same as print, CR, LF, without touching the line model.
-            if (
-              c === CR &&
-              i + 1 < n &&
-              s.charCodeAt(i + 1) === LF &&
-              current.cursor === 0 &&
-              current.text === '' &&
-              this.marks.length === 0 &&
-              this.screen === undefined
-            ) {
-              current.revision++
-              this.emit(start === i ? '' : s.slice(start, i))
-              i += 2
-              if (i < n && s.charCodeAt(i) >= 0x20) continue
-              break
+            // CR LF, the commonest line end, at once: a CR right before a line feed changes nothing
+            // the line feed keeps. The next line's text goes on in this loop.
+            const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
+            if (i > start && !this.suspended) {
+              const text = start === 0 && i === n ? s : s.slice(start, i)
+              if (lineEnd && current.cursor === 0 && current.text === '' && this.marks.length === 0 && this.screen === undefined) {
+                // A whole line on an empty one: committed as it is, without touching the line model.
+                current.revision++
+                this.emit(text)
+              } else {
+                this.print(text)
+                if (lineEnd) this.execute(LF)
+              }
+            } else if (lineEnd) {
+              this.execute(LF)
             }
-            if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
-            break
+            if (!lineEnd) break
+            i += 2
+            if (i >= n) break
+            c = u[i]!
+            if (!(c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09)) break
           }
           break
         }
@@ -762,17 +783,56 @@ export class OutputParser {
         case A_IGNORE:
           i++
           break
-        case A_ESCAPE:
-          // ESC [ is by far the commonest escape: go straight to CSI.
-          if (i + 1 < n && s.charCodeAt(i + 1) === 0x5b) {
+        case A_ESCAPE: {
+          if (i + 1 >= n || u[i + 1]! !== 0x5b) {
+            i++
+            state = ESCAPE
+            break
+          }
+          // ESC [ is by far the commonest escape. Fast path for a whole CSI in this chunk with
+          // an optional private prefix, digits and separators only: parsed here in locals and
+          // dispatched at once. Anything else (an intermediate, a control, the chunk's end, the
+          // bound) goes through the table from the `[` on, which parses it the same way.
+          let j = i + 2
+          let d = j < n ? u[j]! : -1
+          let prefix = 0
+          if (d >= 0x3c && d <= 0x3f) {
+            prefix = d
+            d = ++j < n ? u[j]! : -1
+          }
+          const params = this.csiParams
+          let param = -1
+          let index = 0
+          while (d >= 0x30 && d <= 0x3b) {
+            if (d <= 0x39) {
+              param = param < 0 ? d - 0x30 : param * 10 + (d - 0x30)
+              if (param > 0xffff) param = 0xffff
+            } else {
+              if (index < MAX_CSI_PARAMS) params[index] = param
+              index++
+              param = -1
+            }
+            d = ++j < n ? u[j]! : -1
+          }
+          if (d < 0x40 || d > 0x7e || j - i - 1 > max) {
             i += 2
             state = CSI
             this.startCsi()
-          } else {
-            i++
-            state = ESCAPE
+            break
           }
+          i = j + 1
+          // SGR (colours, attributes) is most of them and means nothing to the line model.
+          if (d === 0x6d && prefix === 0) break
+          if (index < MAX_CSI_PARAMS) params[index] = param
+          this.csiParamIndex = index
+          this.csiPrefix = prefix
+          this.csiIntermediate = 0
+          this.csiFlags = prefix === 0 ? 0 : CSI_PRIVATE
+          this.state = GROUND
+          if (prefix === 0) this.dispatchCsi(d, i)
+          else this.dispatchMarkedCsi(d, i)
           break
+        }
         case A_CSI_START:
           i++
           state = CSI
@@ -849,7 +909,7 @@ export class OutputParser {
           let start = i
           let overflow = false
           for (; i < n; i++) {
-            c = s.charCodeAt(i)
+            c = u[i]!
             if (c >= 0x20) {
               this.sequenceBytes += utf8Units(c)
               if (this.sequenceBytes > max) {
@@ -1161,9 +1221,10 @@ export class OutputParser {
       }
       for (const mark of this.marks) if (!mark.keepLines) mark.release()
     }
-    for (const listener of this.lineListeners) {
+    const listeners = this.lineListeners
+    for (let k = 0; k < listeners.length; k++) {
       try {
-        listener(text, lineNumber)
+        listeners[k]!(text, lineNumber)
       } catch (error) {
         this.listenerError ??= { error }
       }
