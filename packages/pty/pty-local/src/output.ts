@@ -722,10 +722,17 @@ export class OutputParser {
   }
 
   /**
-   * The state machine: for each character, its class and the current state pick an action and
-   * the next state from `TRANSITIONS` (built once); hot state lives in locals for the whole
-   * string, and the actions that consume runs (printable text, string payloads) have their own
-   * inner loops.
+   * The state machine over `s`, whose UTF-16 code units `u` holds (reading a typed array is
+   * cheaper than `charCodeAt`): for each character, its class and the current state pick an
+   * action and the next state from `TRANSITIONS` (built once); hot state lives in locals for the
+   * whole string. Fast paths, each the same as the table's character-by-character result:
+   * - printable text: one inner loop per run, handed to the line model as one slice; a CR LF
+   *   after it commits the line at once, and a whole line on an empty one is committed without
+   *   touching the line model;
+   * - `ESC [`: a CSI that is complete in this chunk and has only a private prefix, digits and
+   *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
+   *   any other goes through the table from its `[`;
+   * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
    */
   private parse(s: string, u: Uint16Array = codeUnits(s)): void {
     const n = s.length
