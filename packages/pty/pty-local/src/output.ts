@@ -749,36 +749,96 @@ export class OutputParser {
       const entry = TRANSITIONS[state * CLASSES + (c < 0xa0 ? CHARACTER_CLASS[c]! : K_HIGH)]!
       const next = entry >> 5
       switch (entry & 31) {
-        case A_PRINT: {
+        case A_PRINT:
+        case A_ESCAPE: {
+          // The ground state's common characters in one loop: runs of text, CR LF and whole CSI
+          // sequences; anything else goes back to the table.
           const current = this.current
           for (;;) {
-            const start = i
-            for (; i < n; i++) {
-              c = u[i]!
-              // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
-              if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
-              break
-            }
-            // CR LF, the commonest line end, at once: a CR right before a line feed changes nothing
-            // the line feed keeps. The next line's text goes on in this loop.
-            const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
-            if (i > start && !this.suspended) {
-              const text = start === 0 && i === n ? s : s.slice(start, i)
-              if (lineEnd && current.cursor === 0 && current.text === '' && this.marks.length === 0 && this.screen === undefined) {
-                // A whole line on an empty one: committed as it is, without touching the line model.
-                current.revision++
-                this.emit(text)
-              } else {
-                this.print(text)
-                if (lineEnd) this.execute(LF)
+            if (c === ESC) {
+              if (i + 1 >= n || u[i + 1]! !== 0x5b) {
+                i++
+                state = ESCAPE
+                break
               }
-            } else if (lineEnd) {
-              this.execute(LF)
+              // ESC [ is by far the commonest escape. A whole CSI in this chunk with an optional
+              // private prefix, digits and separators only is parsed here in locals and dispatched
+              // at once. Anything else (an intermediate, a control, the chunk's end, the bound)
+              // goes through the table from the `[` on, which parses it the same way.
+              let j = i + 2
+              let d = j < n ? u[j]! : -1
+              let prefix = 0
+              if (d >= 0x3c && d <= 0x3f) {
+                prefix = d
+                d = ++j < n ? u[j]! : -1
+              }
+              const params = this.csiParams
+              let param = -1
+              let index = 0
+              while (d >= 0x30 && d <= 0x3b) {
+                if (d <= 0x39) {
+                  param = param < 0 ? d - 0x30 : param * 10 + (d - 0x30)
+                  if (param > 0xffff) param = 0xffff
+                } else {
+                  if (index < MAX_CSI_PARAMS) params[index] = param
+                  index++
+                  param = -1
+                }
+                d = ++j < n ? u[j]! : -1
+              }
+              if (d < 0x40 || d > 0x7e || j - i - 1 > max) {
+                i += 2
+                state = CSI
+                this.startCsi()
+                break
+              }
+              i = j + 1
+              // SGR (colours, attributes) is most of them and means nothing to the line model.
+              if (d !== 0x6d || prefix !== 0) {
+                if (index < MAX_CSI_PARAMS) params[index] = param
+                this.csiParamIndex = index
+                this.csiPrefix = prefix
+                this.csiIntermediate = 0
+                this.csiFlags = prefix === 0 ? 0 : CSI_PRIVATE
+                this.state = GROUND
+                if (prefix === 0) this.dispatchCsi(d, i)
+                else this.dispatchMarkedCsi(d, i)
+              }
+            } else {
+              // A run of printable text: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+              const start = i
+              for (i++; i < n; i++) {
+                c = u[i]!
+                if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+                break
+              }
+              // CR LF, the commonest line end, at once: a CR right before a line feed changes
+              // nothing the line feed keeps.
+              const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
+              if (!this.suspended) {
+                const text = start === 0 && i === n ? s : s.slice(start, i)
+                if (lineEnd && current.cursor === 0 && current.text === '' && this.marks.length === 0 && this.screen === undefined) {
+                  // A whole line on an empty one: committed as it is, without touching the line model.
+                  current.revision++
+                  this.emit(text)
+                } else {
+                  this.print(text)
+                  if (lineEnd) this.execute(LF)
+                }
+              }
+              if (lineEnd) i += 2
             }
-            if (!lineEnd) break
-            i += 2
             if (i >= n) break
             c = u[i]!
+            if (c === ESC) continue
+            if (c === CR && i + 1 < n && u[i + 1]! === LF) {
+              // An empty line, or the end of one whose last characters were an escape sequence.
+              i += 2
+              this.execute(LF)
+              if (i >= n) break
+              c = u[i]!
+              if (c === ESC) continue
+            }
             if (!(c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09)) break
           }
           break
@@ -790,56 +850,6 @@ export class OutputParser {
         case A_IGNORE:
           i++
           break
-        case A_ESCAPE: {
-          if (i + 1 >= n || u[i + 1]! !== 0x5b) {
-            i++
-            state = ESCAPE
-            break
-          }
-          // ESC [ is by far the commonest escape. Fast path for a whole CSI in this chunk with
-          // an optional private prefix, digits and separators only: parsed here in locals and
-          // dispatched at once. Anything else (an intermediate, a control, the chunk's end, the
-          // bound) goes through the table from the `[` on, which parses it the same way.
-          let j = i + 2
-          let d = j < n ? u[j]! : -1
-          let prefix = 0
-          if (d >= 0x3c && d <= 0x3f) {
-            prefix = d
-            d = ++j < n ? u[j]! : -1
-          }
-          const params = this.csiParams
-          let param = -1
-          let index = 0
-          while (d >= 0x30 && d <= 0x3b) {
-            if (d <= 0x39) {
-              param = param < 0 ? d - 0x30 : param * 10 + (d - 0x30)
-              if (param > 0xffff) param = 0xffff
-            } else {
-              if (index < MAX_CSI_PARAMS) params[index] = param
-              index++
-              param = -1
-            }
-            d = ++j < n ? u[j]! : -1
-          }
-          if (d < 0x40 || d > 0x7e || j - i - 1 > max) {
-            i += 2
-            state = CSI
-            this.startCsi()
-            break
-          }
-          i = j + 1
-          // SGR (colours, attributes) is most of them and means nothing to the line model.
-          if (d === 0x6d && prefix === 0) break
-          if (index < MAX_CSI_PARAMS) params[index] = param
-          this.csiParamIndex = index
-          this.csiPrefix = prefix
-          this.csiIntermediate = 0
-          this.csiFlags = prefix === 0 ? 0 : CSI_PRIVATE
-          this.state = GROUND
-          if (prefix === 0) this.dispatchCsi(d, i)
-          else this.dispatchMarkedCsi(d, i)
-          break
-        }
         case A_CSI_START:
           i++
           state = CSI
