@@ -817,7 +817,7 @@ export class OutputParser {
               const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
               if (!this.suspended) {
                 const text = start === 0 && i === n ? s : s.slice(start, i)
-                if (lineEnd && current.cursor === 0 && current.text === '' && this.marks.length === 0 && this.screen === undefined) {
+                if (lineEnd && current.cursor === 0 && current.text.length === 0 && this.marks.length === 0 && this.screen === undefined) {
                   // A whole line on an empty one: committed as it is, without touching the line model.
                   current.revision++
                   this.emit(text)
