@@ -1,5 +1,5 @@
 /**
- * `pnpm bench` — terminal benchmarks (issue 6). Measures conch's terminals side by side with
+ * `pnpm bench` — terminal benchmarks. Measures conch's terminals side by side with
  * bare node-pty baselines in the same process run, prints a table to stdout, progress to
  * stderr, and writes bench/results.json. docs/performance.md explains every figure.
  *
@@ -20,7 +20,7 @@ import { benchLongLine, type LongLineFigures } from './long-line.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
-/** Sizes of every phase (the issue fixes most of them). */
+/** Sizes of every phase. */
 const PLAN = {
   bashSends: 200,
   replSends: 100,
@@ -666,7 +666,7 @@ interface Results {
   machine: ReturnType<typeof machine>
 }
 
-/** The keys of results.json, in the issue's order. */
+/** The keys of results.json, in the order docs/performance.md lists them. */
 const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line'] as const
 type Key = (typeof KEYS)[number]
 
@@ -679,7 +679,7 @@ interface Target {
   missed_by?: number
 }
 
-/** The issue's targets, for the figures that were measured. */
+/** The targets (docs/performance.md, "The figures"), for the figures that were measured. */
 function targets(r: Results): Target[] {
   const out: Target[] = []
   const atMost = (figure: string, value: number, limit: number, label: string) =>

@@ -11,6 +11,7 @@
  *   program leaves the alternate screen or its addressed output scrolled out. While attached, a
  *   send's result is the rendered screen instead of its lines.
  */
+import { boundScreenText } from '@conch/pty'
 import { utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
@@ -33,7 +34,7 @@ export interface TerminalDisplayOptions {
   rows: number
   cols: number
   colors: { foreground: string; background: string; cursor: string }
-  /** Bound of a rendered screen, in UTF-8 bytes (the session's `maxReadBytes`): the header and top rows are kept. */
+  /** Bound of a rendered screen, in UTF-8 bytes (the session's `maxReadBytes`): the header, the cursor row and the top rows are kept. */
   maxBytes: number
   /** Writes a reply to the program's input. */
   reply: (text: string) => void
@@ -124,14 +125,13 @@ export class TerminalDisplay {
     }
   }
 
-  /** A rendered screen within `maxBytes`: a screen reads top-down, so the head is kept, cut on a code point. */
+  /**
+   * A rendered screen within `maxBytes`: the header and the cursor row always, then the top rows
+   * as far as they fit (`boundScreenText` of `@conch/pty`).
+   */
   private bounded(text: string): SendOutput {
     if (text.length <= this.maxBytes / 3 || utf8ByteLength(text) <= this.maxBytes) return { text, truncated: false }
-    const bytes = Buffer.from(text, 'utf8')
-    let end = this.maxBytes
-    // Back off continuation bytes (10xxxxxx) so the cut lands on a code point.
-    while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
-    return { text: bytes.subarray(0, end).toString('utf8'), truncated: true }
+    return boundScreenText(text, this.maxBytes) ?? { text: keepUtf8Head(text, this.maxBytes), truncated: true }
   }
 
   /** New size: the screen follows; later cursor reports and size reports use it. */
@@ -216,4 +216,13 @@ export class TerminalDisplay {
     const { col } = this.parser.cursorPosition()
     screen.write(`${text}\x1b[${col}G`)
   }
+}
+
+/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut on a code point. */
+function keepUtf8Head(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, 'utf8')
+  let end = Math.min(maxBytes, bytes.length)
+  // Back off continuation bytes (10xxxxxx) so the cut lands on a code point.
+  while (end > 0 && end < bytes.length && (bytes[end]! & 0xc0) === 0x80) end--
+  return bytes.subarray(0, end).toString('utf8')
 }

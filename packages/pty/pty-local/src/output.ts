@@ -308,6 +308,13 @@ const TRANSITIONS = (() => {
 })()
 
 
+/** The UTF-16 code units of `text` (for the parser's rare inputs that are not a fed chunk). */
+function codeUnits(text: string): Uint16Array {
+  const units = new Uint16Array(text.length)
+  Buffer.from(units.buffer).write(text, 0, 'utf16le')
+  return units
+}
+
 /** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
 function utf8Units(c: number): number {
   if (c < 0x80) return 1
@@ -449,6 +456,13 @@ export class OutputParser {
   private fedAt = 0
 
   private decoder = new TextDecoder('utf-8')
+  /**
+   * The UTF-16 code units of the chunk being parsed (reading a typed array is cheaper than
+   * `charCodeAt`), and the same memory as bytes for `Buffer.write(…, 'utf16le')`. Grows to the
+   * largest chunk.
+   */
+  private units = new Uint16Array(65536)
+  private unitBytes = Buffer.from(this.units.buffer)
   /** The decoder may hold an incomplete UTF-8 sequence from the previous chunk. */
   private decoderPending = false
   private state = GROUND
@@ -675,7 +689,12 @@ export class OutputParser {
     }
     this.chunk = text
     this.screenWritten = 0
-    this.parse(text)
+    if (text.length > this.units.length) {
+      this.units = new Uint16Array(Math.max(text.length, this.units.length * 2))
+      this.unitBytes = Buffer.from(this.units.buffer)
+    }
+    this.unitBytes.write(text, 0, 'utf16le')
+    this.parse(text, this.units)
     if (this.screen !== undefined && this.screenWritten < text.length) this.screen.write(this.screenWritten === 0 ? text : text.slice(this.screenWritten))
     this.chunk = ''
     this.rethrow()
@@ -703,18 +722,25 @@ export class OutputParser {
   }
 
   /**
-   * The state machine: for each character, its class and the current state pick an action and
-   * the next state from `TRANSITIONS` (built once); hot state lives in locals for the whole
-   * string, and the actions that consume runs (printable text, string payloads) have their own
-   * inner loops.
+   * The state machine over `s`, whose UTF-16 code units `u` holds (reading a typed array is
+   * cheaper than `charCodeAt`): for each character, its class and the current state pick an
+   * action and the next state from `TRANSITIONS` (built once); hot state lives in locals for the
+   * whole string. Fast paths, each the same as the table's character-by-character result:
+   * - printable text: one inner loop per run, handed to the line model as one slice; a CR LF
+   *   after it commits the line at once, and a whole line on an empty one is committed without
+   *   touching the line model;
+   * - `ESC [`: a CSI that is complete in this chunk and has only a private prefix, digits and
+   *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
+   *   any other goes through the table from its `[`;
+   * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
    */
-  private parse(s: string): void {
+  private parse(s: string, u: Uint16Array = codeUnits(s)): void {
     const n = s.length
     const max = this.maxStringBytes
     let state = this.state
     let i = 0
     while (i < n) {
-      let c = s.charCodeAt(i)
+      let c = u[i]!
       if (state === CSI && ++this.sequenceBytes > max) {
         // An over-long CSI is abandoned; this character is parsed again as output.
         state = GROUND
@@ -723,35 +749,97 @@ export class OutputParser {
       const entry = TRANSITIONS[state * CLASSES + (c < 0xa0 ? CHARACTER_CLASS[c]! : K_HIGH)]!
       const next = entry >> 5
       switch (entry & 31) {
-        case A_PRINT: {
+        case A_PRINT:
+        case A_ESCAPE: {
+          // The ground state's common characters in one loop: runs of text, CR LF and whole CSI
+          // sequences; anything else goes back to the table.
           const current = this.current
           for (;;) {
-            const start = i
-            for (; i < n; i++) {
-              c = s.charCodeAt(i)
-              // Printable: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
-              if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
-              break
+            if (c === ESC) {
+              if (i + 1 >= n || u[i + 1]! !== 0x5b) {
+                i++
+                state = ESCAPE
+                break
+              }
+              // ESC [ is by far the commonest escape. A whole CSI in this chunk with an optional
+              // private prefix, digits and separators only is parsed here in locals and dispatched
+              // at once. Anything else (an intermediate, a control, the chunk's end, the bound)
+              // goes through the table from the `[` on, which parses it the same way.
+              let j = i + 2
+              let d = j < n ? u[j]! : -1
+              let prefix = 0
+              if (d >= 0x3c && d <= 0x3f) {
+                prefix = d
+                d = ++j < n ? u[j]! : -1
+              }
+              const params = this.csiParams
+              let param = -1
+              let index = 0
+              while (d >= 0x30 && d <= 0x3b) {
+                if (d <= 0x39) {
+                  param = param < 0 ? d - 0x30 : param * 10 + (d - 0x30)
+                  if (param > 0xffff) param = 0xffff
+                } else {
+                  if (index < MAX_CSI_PARAMS) params[index] = param
+                  index++
+                  param = -1
+                }
+                d = ++j < n ? u[j]! : -1
+              }
+              if (d < 0x40 || d > 0x7e || j - i - 1 > max) {
+                i += 2
+                state = CSI
+                this.startCsi()
+                break
+              }
+              i = j + 1
+              // SGR (colours, attributes) is most of them and means nothing to the line model.
+              if (d !== 0x6d || prefix !== 0) {
+                if (index < MAX_CSI_PARAMS) params[index] = param
+                this.csiParamIndex = index
+                this.csiPrefix = prefix
+                this.csiIntermediate = 0
+                this.csiFlags = prefix === 0 ? 0 : CSI_PRIVATE
+                this.state = GROUND
+                if (prefix === 0) this.dispatchCsi(d, i)
+                else this.dispatchMarkedCsi(d, i)
+              }
+            } else {
+              // A run of printable text: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+              const start = i
+              for (i++; i < n; i++) {
+                c = u[i]!
+                if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
+                break
+              }
+              // CR LF, the commonest line end, at once: a CR right before a line feed changes
+              // nothing the line feed keeps.
+              const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
+              if (!this.suspended) {
+                const text = start === 0 && i === n ? s : s.slice(start, i)
+                if (lineEnd && current.cursor === 0 && current.text.length === 0 && this.marks.length === 0 && this.screen === undefined) {
+                  // A whole line on an empty one: committed as it is, without touching the line model.
+                  current.revision++
+                  this.emit(text)
+                } else {
+                  this.print(text)
+                  if (lineEnd) this.execute(LF)
+                }
+              }
+              if (lineEnd) i += 2
             }
-            // Fast path for the commonest output, a whole line ended by CR LF on an empty line:
-            // the same as print, CR, LF, without touching the line model.
-            if (
-              c === CR &&
-              i + 1 < n &&
-              s.charCodeAt(i + 1) === LF &&
-              current.cursor === 0 &&
-              current.text === '' &&
-              this.marks.length === 0 &&
-              this.screen === undefined
-            ) {
-              current.revision++
-              this.emit(start === i ? '' : s.slice(start, i))
+            if (i >= n) break
+            c = u[i]!
+            if (c === ESC) continue
+            if (c === CR && i + 1 < n && u[i + 1]! === LF) {
+              // An empty line, or the end of one whose last characters were an escape sequence.
               i += 2
-              if (i < n && s.charCodeAt(i) >= 0x20) continue
-              break
+              this.execute(LF)
+              if (i >= n) break
+              c = u[i]!
+              if (c === ESC) continue
             }
-            if (i > start && !this.suspended) this.print(start === 0 && i === n ? s : s.slice(start, i))
-            break
+            if (!(c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09)) break
           }
           break
         }
@@ -761,17 +849,6 @@ export class OutputParser {
           break
         case A_IGNORE:
           i++
-          break
-        case A_ESCAPE:
-          // ESC [ is by far the commonest escape: go straight to CSI.
-          if (i + 1 < n && s.charCodeAt(i + 1) === 0x5b) {
-            i += 2
-            state = CSI
-            this.startCsi()
-          } else {
-            i++
-            state = ESCAPE
-          }
           break
         case A_CSI_START:
           i++
@@ -849,7 +926,7 @@ export class OutputParser {
           let start = i
           let overflow = false
           for (; i < n; i++) {
-            c = s.charCodeAt(i)
+            c = u[i]!
             if (c >= 0x20) {
               this.sequenceBytes += utf8Units(c)
               if (this.sequenceBytes > max) {
@@ -1161,9 +1238,10 @@ export class OutputParser {
       }
       for (const mark of this.marks) if (!mark.keepLines) mark.release()
     }
-    for (const listener of this.lineListeners) {
+    const listeners = this.lineListeners
+    for (let k = 0; k < listeners.length; k++) {
       try {
-        listener(text, lineNumber)
+        listeners[k]!(text, lineNumber)
       } catch (error) {
         this.listenerError ??= { error }
       }

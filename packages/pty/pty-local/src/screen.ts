@@ -7,10 +7,12 @@
  * Rendering (`renderScreen`): a header `[screen: alternate 40x160, cursor 12,5]` (buffer,
  * rows x cols, 1-based cursor row,col), then the rows as lines with trailing blanks trimmed,
  * empty rows after the last written row (and the cursor row) dropped, and the cursor row marked
- * with `  ← cursor`. No escape sequences: colours and attributes are not rendered.
+ * with `  ← cursor` (the format of `@conch/pty`'s screen-text.ts). No escape sequences: colours and
+ * attributes are not rendered.
  */
 import xterm from '@xterm/headless'
 import type { Terminal } from '@xterm/headless'
+import { CURSOR_MARK, screenHeader } from '@conch/pty'
 import type { ScreenSink } from './output.ts'
 
 /** The internal synchronous write of xterm.js (`CoreTerminal.writeSync`), pinned with the exact version. */
@@ -29,7 +31,7 @@ export interface ScreenSnapshot {
   lines: string[]
 }
 
-export const CURSOR_MARK = '  ← cursor'
+export { CURSOR_MARK }
 
 export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
@@ -89,6 +91,5 @@ export function renderScreen(snapshot: ScreenSnapshot): string {
   const rows = snapshot.lines.slice(0, last + 1)
   const cursor = snapshot.cursorRow - 1
   if (cursor >= 0 && cursor < rows.length) rows[cursor] = `${rows[cursor]}${CURSOR_MARK}`
-  const header = `[screen: ${snapshot.buffer} ${snapshot.rows}x${snapshot.cols}, cursor ${snapshot.cursorRow},${snapshot.cursorCol}]`
-  return [header, ...rows].join('\n')
+  return [screenHeader(snapshot), ...rows].join('\n')
 }

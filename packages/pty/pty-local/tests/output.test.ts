@@ -516,3 +516,61 @@ describe('terminal queries and screens', () => {
     expect(lines).toEqual(['row-1', 'row-2'])
   })
 })
+
+describe('fast paths against the table', () => {
+  /** Pieces of terminal output the parser's fast paths and its table both see. */
+  const PIECES = [
+    'plain text', 'é中😀', '\t', '\r\n', '\r', '\n', '\b', '\x07', '\x1b[31m', '\x1b[0m', '\x1b[38;5;208m', '\x1b[K', '\x1b[1K', '\x1b[2K',
+    '\x1b[5G', '\x1b[J', '\x1b[?2004h', '\x1b[?2004l', '\x1b[6n', '\x1b[>c', '\x1b[?1$p', '\x1b]0;title\x07', '\x1b]133;A;nonce\x07',
+    '\x1b]11;?\x1b\\', '\x1bP1$r0m\x1b\\', '\x1b7', '\x1b8', '\x1b(B', '\x1b[3;4H', '\x1b[2J', '\x1b[?1049h', '\x1b[?1049l', '\x1b[1 q',
+    '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m',
+  ]
+
+  /** Every event, the partial line and its revision after each chunk, with a mark per nonce OSC and a screen on request. */
+  function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
+    const parser = new OutputParser(options)
+    const events: string[] = []
+    let mark: ReturnType<OutputParser['mark']> | undefined
+    parser.onLine((text, n) => events.push(`line ${n}: ${JSON.stringify(text)}`))
+    parser.onOsc((payload) => {
+      events.push(`osc ${JSON.stringify(payload)} @ ${JSON.stringify(parser.partial)}`)
+      if (!payload.endsWith('nonce')) return
+      mark?.release()
+      mark = parser.mark()
+    })
+    parser.onQuery((query) => events.push(`query ${JSON.stringify(query)} at ${JSON.stringify(parser.cursorPosition())}`))
+    // A fresh screen per attachment (what it got after it was dropped does not count); its cursor
+    // says how much it was written, so a query shows that the screen was brought up to it.
+    let written = ''
+    parser.onScreen((event) => {
+      events.push(`screen ${JSON.stringify(event)}`)
+      if (event.kind === 'needed') {
+        written = ''
+        parser.attachScreen({ write: (text) => (written += text), cursor: () => ({ row: 1, col: written.length + 1 }) })
+      } else parser.detachScreen()
+    })
+    for (const chunk of chunks) {
+      parser.feed(chunk)
+      events.push(`partial ${JSON.stringify(parser.partial)}${mark === undefined ? '' : ` since ${JSON.stringify(parser.textSince(mark))}`}`)
+    }
+    if (parser.attachedScreen !== undefined) events.push(`screen text ${JSON.stringify(written)}`)
+    return events
+  }
+
+  it('gives the same lines, strings, queries, marks and screens whole and byte by byte, for random streams', () => {
+    let seed = 12
+    const random = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+      return (seed >>> 8) % n
+    }
+    for (let round = 0; round < 300; round++) {
+      const input = Buffer.from(Array.from({ length: 1 + random(40) }, () => PIECES[random(PIECES.length)]!).join(''), 'utf8')
+      const options = round % 3 === 0 ? { maxStringBytes: 8, maxLineLength: 12 } : round % 3 === 1 ? { rows: 3, cols: 10 } : {}
+      const whole = trace([input], options)
+      const single = trace([...input].map((byte) => Uint8Array.of(byte)), options)
+      // Byte by byte records the partial line after every byte: compare at the end of the input.
+      const last = (events: string[]) => events.filter((e) => !e.startsWith('partial ')).concat(events.filter((e) => e.startsWith('partial ')).slice(-1))
+      expect(last(single), JSON.stringify(input.toString('utf8'))).toEqual(last(whole))
+    }
+  })
+})

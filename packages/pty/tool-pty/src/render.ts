@@ -16,7 +16,7 @@
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
  */
-import { displayName, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { boundUtf8, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
@@ -43,6 +43,11 @@ export function fit(options: {
   noticeAt: number
   truncated: boolean
   maxBytes: number
+  /**
+   * The body is a rendered screen (`[screen: …]` header, then rows): when it must be cut it keeps
+   * its header, its cursor row and its top rows (`boundScreenText` of `@conch/pty`), not its tail.
+   */
+  screen?: boolean
 }): { text: string; truncated: boolean; cut: boolean } {
   const { body, meta, noticeAt, maxBytes } = options
   for (const compact of [false, true]) {
@@ -57,6 +62,8 @@ export function fit(options: {
     const metaText = withNotice.join('\n')
     const budget = maxBytes - utf8Bytes(metaText) - 1
     if (budget >= 0) {
+      const screen = options.screen === true ? boundScreenText(body, budget) : undefined
+      if (screen !== undefined) return { text: join(screen.text, withNotice), truncated: true, cut: screen.truncated }
       let kept = boundUtf8(body, budget, { keep: 'tail' })
       if (startsMidLine(body, kept.text) && budget >= utf8Bytes(CUT_LINE)) {
         kept = boundUtf8(body, budget - utf8Bytes(CUT_LINE), { keep: 'tail' })
@@ -142,7 +149,8 @@ export function renderSend(result: SendResult, maxBytes: number, interrupted = f
   const noticeAt = meta.length
   meta.push(...noteLine(result.waitReason))
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
-  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes })
+  const screen = parseScreenHeader(result.viewport) !== undefined
+  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen })
 }
 
 /** A background send that was handed to a task. */
@@ -171,13 +179,14 @@ export function renderOpen(opened: SpawnResult, maxBytes: number): string {
 }
 
 /**
- * A screen (`[screen: …]` header, then rows). Within the bound it is shown whole; otherwise the
- * header and the top rows are kept (a screen reads top-down) and the notice says it was cut.
+ * A screen (`[screen: …]` header, then rows). Within the bound it is shown whole; otherwise it
+ * keeps its header, its cursor row and its top rows (`boundScreenText`), and the notice says it
+ * was cut.
  */
 export function renderScreen(screen: string, maxBytes: number): { text: string; truncated: boolean } {
   if (utf8Bytes(screen) <= maxBytes) return { text: screen, truncated: false }
   const budget = Math.max(0, maxBytes - utf8Bytes(TRUNCATED) - 1)
-  const kept = boundUtf8(screen, budget, { keep: 'head' })
+  const kept = boundScreenText(screen, budget) ?? boundUtf8(screen, budget, { keep: 'head' })
   return { text: `${kept.text}\n${TRUNCATED}`, truncated: true }
 }
 

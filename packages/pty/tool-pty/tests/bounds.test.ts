@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { fit, renderRead, renderSend, TRUNCATED } from '../src/index.ts'
+import { fit, renderRead, renderScreen, renderSend, TRUNCATED } from '../src/index.ts'
 import { boot, type Harness } from './harness.ts'
 
 let harness: Harness
@@ -131,6 +131,24 @@ describe('fit', () => {
   it('falls back to short metadata forms before dropping output', () => {
     const result = { viewport: 'x', waitReason: 'inferred_idle' as const, sessionStatus: { state: 'running' as const }, truncated: false, inputState: 'continuation' as const, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
     expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[session: running]\n[input: continuation]')
+  })
+
+  it('cuts a screen result to its header, its cursor row and its top rows, not its tail', () => {
+    const rows = Array.from({ length: 40 }, (_, i) => (i === 37 ? '$ ready  ← cursor' : `row ${i + 1} ${'é'.repeat(60)}`))
+    const viewport = ['[screen: alternate 40x160, cursor 38,9]', ...rows].join('\n')
+    const result = { viewport, waitReason: 'stdin_read' as const, sessionStatus: { state: 'running' as const }, truncated: false, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
+    for (const maxBytes of [160, 300, 1000, 4000]) {
+      for (const rendered of [renderSend(result, maxBytes), renderScreen(viewport, maxBytes)]) {
+        expect(bytes(rendered.text)).toBeLessThanOrEqual(maxBytes)
+        expect(rendered.truncated).toBe(true)
+        const lines = rendered.text.split('\n')
+        expect(lines[0]).toBe('[screen: alternate 40x160, cursor 38,9]')
+        expect(lines).toContain('$ ready  ← cursor')
+        expect(lines.indexOf('$ ready  ← cursor')).toBeGreaterThan(1)
+        expect(lines).toContain(TRUNCATED)
+      }
+    }
+    expect(renderSend(result, 1000).text).toMatch(/\n\$ ready {2}← cursor\n\[rows 39-40 not shown\]\n\[wait: stdin_read\]\n\[session: running\]\n\[output truncated\]$/)
   })
 
   it('renders a page that fits with its numbers', () => {

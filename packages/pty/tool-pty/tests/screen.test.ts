@@ -51,6 +51,31 @@ describe('screen and size tools', () => {
     expect(screen.text).not.toMatch(/\x1b/)
   })
 
+  it('keeps a full-screen result\'s header and cursor row when the screen is larger than maxResultBytes', async () => {
+    harness = await bootCase({ mode: 'danger-full-access', toolPty: { maxResultBytes: 1024 } })
+    const opened = await harness.call('terminal_open', { type: 'shell', rows: 40, cols: 160 })
+    const id = opened.meta['sessionId'] as string
+    // 39 rows of 3-byte wide characters on the alternate screen (about 6 KB), then a prompt on row 40.
+    const program = `python3 -c "
+import sys
+out = ['\\x1b[?1049h']
+for row in range(1, 40): out.append('\\x1b[%d;1Hrow %d ' % (row, row) + '中' * 50)
+out.append('\\x1b[40;1Hname? ')
+sys.stdout.write(''.join(out)); sys.stdout.flush()
+sys.stdin.readline()
+"`
+    const seen = await harness.send(id, program)
+    expect(Buffer.byteLength(seen.text, 'utf8')).toBeLessThanOrEqual(1024)
+    const lines = seen.text.split('\n')
+    expect(lines[0]).toBe('[screen: alternate 40x160, cursor 40,7]')
+    expect(lines[1]).toMatch(/^row 1 中+$/)
+    expect(lines).toContain('name?  ← cursor')
+    expect(lines[lines.indexOf('name?  ← cursor') - 1]).toMatch(/^\[rows \d+-39 not shown\]$/)
+    expect(seen.text).toContain('[output truncated]')
+    expect(seen.text).not.toMatch(/\x1b/)
+    await harness.send(id, 'x')
+  })
+
   it('builds a screen from the lines when no program addressed the cursor', async () => {
     harness = await bootCase({ mode: 'danger-full-access' })
     const opened = await harness.call('terminal_open', { type: 'shell', rows: 5, cols: 40 })
