@@ -169,15 +169,21 @@ class Teardown {
     })
   }
 
-  /** Polls until every record is gone (zombies count) or `ms` passed; returns those still alive. */
+  /**
+   * Polls until every record is gone (zombies count) or `ms` passed; returns those still alive.
+   * The first looks come after 1 ms, then twice as long each time up to `pollMs`: a process that
+   * was signalled usually dies within a few ms, and a look costs one stat read per record.
+   */
   async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
     const deadline = Date.now() + ms
     let pending = [...records]
+    let interval = Math.min(1, this.ladder.pollMs)
     while (true) {
       pending = await this.aliveOf(pending)
       const left = deadline - Date.now()
       if (pending.length === 0 || left <= 0) return pending
-      await this.pause(Math.min(this.ladder.pollMs, left))
+      await this.pause(Math.min(interval, left))
+      interval = Math.min(interval * 2, this.ladder.pollMs)
     }
   }
 

@@ -121,7 +121,7 @@ export interface TerminateTreeOptions {
   rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /** Poll interval while waiting for processes to go, in ms (default 5). */
+  /** Longest poll interval while waiting for processes to go, in ms (default 5; the first polls come after 1, 2, 4 ms). */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
