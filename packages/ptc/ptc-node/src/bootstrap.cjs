@@ -50,11 +50,12 @@ function frame(message) {
   return Buffer.concat([head, body])
 }
 
-function send(message) {
+/** Sends one frame; `written` runs once the frame is in the kernel. */
+function send(message, written) {
   if (state.finished) return
   const bytes = frame(message)
   if (socket !== undefined) {
-    socket.write(bytes)
+    socket.write(bytes, written)
     return
   }
   let offset = 0
@@ -66,6 +67,7 @@ function send(message) {
       process.exit(70)
     }
   }
+  written?.()
 }
 
 /** `n` bytes read synchronously, or undefined at the end of the channel. */
@@ -126,10 +128,37 @@ function openSocket() {
 
 function finish(message) {
   if (state.finished) return
-  send(message)
+  send(message, exitIfChildless)
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
+}
+
+/**
+ * After the terminal frame, a process that has no children exits at once rather than wait for
+ * the host's SIGTERM, so its exit overlaps the host's teardown instead of following it. Nothing
+ * can be lost: the host walks the tree from this process, and without children there is no tree
+ * below it. A process with children (any thread's `/proc/self/task/<tid>/children`, proc(5), not
+ * empty) or that cannot tell keeps running: the host captures its descendants while it still
+ * holds them, then ends them all.
+ */
+function exitIfChildless() {
+  let tids
+  try {
+    tids = fs.readdirSync('/proc/self/task')
+  } catch {
+    return
+  }
+  for (const tid of tids) {
+    let children
+    try {
+      children = fs.readFileSync(`/proc/self/task/${tid}/children`, 'latin1')
+    } catch {
+      return
+    }
+    if (children.trim() !== '') return
+  }
+  process.exit(0)
 }
 
 function receive(message) {
