@@ -108,13 +108,17 @@ const PHASES = [
 async function measure(label: string, spare: boolean, mode: 'danger-full-access' | 'workspace-write', runs: number) {
   const s = await stack(spare, mode)
   const samples = new Map<string, number[]>()
+  const hostCpu: number[] = []
   try {
     for (let i = 0; i < runs + 3; i++) {
       await new Promise((resolve) => setTimeout(resolve, spare ? 150 : 20))
       for (const key of Object.keys(marks)) delete marks[key]
+      const usage = process.cpuUsage()
       mark('call')
       const result = await s.call()
       mark('result')
+      const used = process.cpuUsage(usage)
+      hostCpu.push((used.user + used.system) / 1000)
       if (result.isError) throw new Error(JSON.stringify(result))
       if (i < 3) continue
       for (const [name, from, to] of PHASES) {
@@ -132,6 +136,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
     const list = samples.get(name)
     if (list) console.log(`  ${name.padEnd(36)} ${median(list).toFixed(2)}`)
   }
+  console.log(`  ${'CPU of this process per run'.padEnd(36)} ${median(hostCpu.slice(3)).toFixed(2)}`)
 }
 
 /** Per nested call: a program making `count` `terminal_list` calls, less an empty program, against `count` direct calls. */
