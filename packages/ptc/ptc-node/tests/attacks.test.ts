@@ -144,6 +144,22 @@ describe('stopping a program', () => {
     expect(result).toMatchObject({ ok: false, failure: { kind: 'worker-exit', message: expect.stringContaining('code 3') } })
   })
 
+  it.each([
+    ['danger-full-access', false],
+    ['workspace-write', true],
+  ] as const)('a childless program that ignores SIGTERM does not hold its result for the grace: its process exits after its result (%s, spare %s)', async (mode, spare) => {
+    // A grace far beyond the test's timeout: only the process leaving by itself lets these return.
+    const runner = await boot({ runtime: { spare, bootstrapPath, graceMs: 600_000 }, mode })
+    try {
+      for (let run = 0; run < 2; run++) {
+        const result = await runner.run('process.on("SIGTERM", () => {})\nreturn process.pid')
+        expect(result).toMatchObject({ ok: true, value: expect.any(Number) })
+      }
+    } finally {
+      await runner.dispose()
+    }
+  })
+
   it.each(['workspace-write', 'danger-full-access'] as const)('a detached grandchild is gone after completion (%s)', async (mode) => {
     const runner = mode === 'workspace-write' ? h : await boot({ runtime: { spare: false, bootstrapPath }, mode })
     try {
