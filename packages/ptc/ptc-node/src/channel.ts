@@ -28,6 +28,8 @@ export type ChildMessage =
 
 /** A message the host sends. */
 export type HostMessage =
+  /** To a spare, while it waits: load what the program's binding calls will need. */
+  | { t: 'prepare' }
   | { t: 'run'; code: string; bindings: Record<string, string[]>; maxOutputBytes: number }
   | { t: 'reply'; id: number; ok: true; value: unknown }
   | { t: 'reply'; id: number; ok: false; message: string }

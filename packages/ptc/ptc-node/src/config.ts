@@ -26,7 +26,7 @@ export const Config = z
       .refine(isAbsolute, 'must be an absolute path')
       .refine(existsSync, 'does not exist')
       .optional()
-      .describe("Absolute path of a pre-installed bootstrap; default this package's src/bootstrap.mjs."),
+      .describe("Absolute path of a pre-installed bootstrap; default this package's src/bootstrap.cjs."),
     spare: z.boolean().default(true).describe('Keep one booted process per (owner, policy, cwd, heap) waiting for its program, so a run skips the cold start.'),
     spareIdleMs: z.number().int().positive().default(60_000).describe('How long an unused spare lives, in ms.'),
   })

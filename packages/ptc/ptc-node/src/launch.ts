@@ -8,8 +8,11 @@ import type { PtcPolicy } from '@conch/ptc'
 import type { ConfineResult, SandboxServiceApi } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
-/** The bootstrap shipped with this package (plain JavaScript: it needs no loader in the child). */
-export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.mjs', import.meta.url))
+/**
+ * The bootstrap shipped with this package: plain CommonJS, so the child needs no loader and does
+ * not start Node's ES module loader.
+ */
+export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
 /** Host variables the program's process keeps: the executable search path and temp paths. */
 export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const

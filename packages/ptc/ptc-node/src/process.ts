@@ -59,7 +59,11 @@ export class ProgramProcess {
           if (!this.readySeen) {
             if (message.t !== 'ready') throw new ChannelError(`the bootstrap sent ${message.t} before ready`)
             this.readySeen = true
-            if (this.state === 'booting') this.state = 'ready'
+            if (this.state === 'booting') {
+              this.state = 'ready'
+              // Nobody is waiting for this process yet: a spare prepares while it waits.
+              this.writer.write({ t: 'prepare' })
+            }
             this.settleReady.resolve()
             continue
           }
@@ -97,7 +101,16 @@ export class ProgramProcess {
     const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox)
     // Confinement can take a while (the first probe); a run cancelled meanwhile starts nothing.
     signal?.throwIfAborted()
-    const handle = deps.subprocess.spawn({ argv: confinement.argv as [string, ...string[]], cwd: spec.cwd, env: programEnv(process.env), extraPipes: 1 })
+    // The tree is walked, not scanned for the tag: the bootstrap empties the environment before
+    // the program starts, so nothing the program starts carries the tag; under bubblewrap the
+    // sandbox's PID namespace keeps every process a descendant of its init.
+    const handle = deps.subprocess.spawn({
+      argv: confinement.argv as [string, ...string[]],
+      cwd: spec.cwd,
+      env: programEnv(process.env),
+      extraPipes: 1,
+      tree: 'descendants',
+    })
     handle.end()
     return new ProgramProcess(handle, confinement, deps.config)
   }

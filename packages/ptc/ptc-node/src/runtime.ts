@@ -71,8 +71,13 @@ export class NodeRuntime implements PtcRuntime {
     const input = { spec, code: stripped.code, bindings: options.bindings, startedAt, ...(options.signal && { signal: options.signal }) }
     const result = await runOnProcess(process, input, this.config)
     // The next spare boots after this run, not beside it: on a small machine the two would share
-    // the cores, and a run that comes before the spare is ready takes it while it boots.
-    if (this.config.spare && !this.disposed) this.spares.refill(spec.owner, key, () => this.start(launch))
+    // the cores, and a run that comes before the spare is ready takes it while it boots. Starting
+    // a process blocks for a few ms (fork and exec), so it waits until the result is delivered.
+    if (this.config.spare && !this.disposed) {
+      setImmediate(() => {
+        if (!this.disposed) this.spares.refill(spec.owner, key, () => this.start(launch))
+      })
+    }
     return result
   }
 

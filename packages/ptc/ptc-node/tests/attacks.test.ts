@@ -144,6 +144,22 @@ describe('stopping a program', () => {
     expect(result).toMatchObject({ ok: false, failure: { kind: 'worker-exit', message: expect.stringContaining('code 3') } })
   })
 
+  it.each([
+    ['danger-full-access', false],
+    ['workspace-write', true],
+  ] as const)('a childless program that ignores SIGTERM does not hold its result for the grace: its process exits after its result (%s, spare %s)', async (mode, spare) => {
+    // A grace far beyond the test's timeout: only the process leaving by itself lets these return.
+    const runner = await boot({ runtime: { spare, bootstrapPath, graceMs: 600_000 }, mode })
+    try {
+      for (let run = 0; run < 2; run++) {
+        const result = await runner.run('process.on("SIGTERM", () => {})\nreturn process.pid')
+        expect(result).toMatchObject({ ok: true, value: expect.any(Number) })
+      }
+    } finally {
+      await runner.dispose()
+    }
+  })
+
   it.each(['workspace-write', 'danger-full-access'] as const)('a detached grandchild is gone after completion (%s)', async (mode) => {
     const runner = mode === 'workspace-write' ? h : await boot({ runtime: { spare: false, bootstrapPath }, mode })
     try {
@@ -157,6 +173,18 @@ describe('stopping a program', () => {
   })
 })
 
+describe('the sandbox PID namespace', () => {
+  it('a daemon that double-forks away from the program is gone after completion (workspace-write)', async () => {
+    const token = sleepToken()
+    // sh backgrounds a setsid sleep and exits: the sleep re-parents to the sandbox's init.
+    const result = await h.run(
+      `const sh = require("node:child_process").spawn("sh", ["-c", "setsid sleep ${token} >/dev/null 2>&1 &"], { stdio: "ignore" })\nawait new Promise((resolve) => sh.on("exit", resolve))\nreturn "left"`,
+    )
+    expect(result).toMatchObject({ ok: true, value: 'left' })
+    expect(processesWith(token)).toEqual([])
+  })
+})
+
 describe('the spare', () => {
   it('spare and cold paths give identical results, and no spare outlives dispose', async () => {
     const warmBootstrap = privateBootstrap()
@@ -167,14 +195,14 @@ describe('the spare', () => {
       mkdirSync(join(cold.workspace, 'sub'))
       writeFileSync(join(warm.workspace, 'sub', 'f'), 'x')
       writeFileSync(join(cold.workspace, 'sub', 'f'), 'x')
-      const code = 'console.log("hello")\nconst fs = require("node:fs")\nreturn { env: { ...process.env }, execArgv: process.execArgv, files: fs.readdirSync("sub"), cwdIsWorkspace: process.cwd() === process.argv[1] || true, globals: typeof (globalThis as any).host, value: await host.twice(21) }'
+      const code = 'console.log("hello")\nprocess.stdout.write("direct\\n")\nconst fs = require("node:fs")\nreturn { env: { ...process.env }, execArgv: process.execArgv, files: fs.readdirSync("sub"), cwdIsWorkspace: process.cwd() === process.argv[1] || true, globals: typeof (globalThis as any).host, value: await host.twice(21), imported: (await import("node:path")).join("a", "b"), stream: typeof process.stderr.on }'
       const bindings = [{ global: 'host', functions: { twice: async (n: unknown) => (n as number) * 2 } }]
       const strip = (result: { elapsedMs: number }) => ({ ...result, elapsedMs: 0 })
       const first = await warm.run({ code, cwd: warm.workspace }, { bindings })
       // The first run starts cold and leaves a spare behind; the second takes it.
       const second = await warm.run({ code, cwd: warm.workspace }, { bindings })
       const baseline = await cold.run({ code, cwd: cold.workspace }, { bindings })
-      expect(first.ok).toBe(true)
+      expect(first).toMatchObject({ ok: true, logs: 'hello\ndirect\n', value: { imported: 'a/b', stream: 'function', value: 42 } })
       expect(strip(second)).toEqual(strip(first))
       expect(strip(baseline)).toEqual(strip(first))
       // A spare belongs to its owner: another agent's run does not take it, and disposing the

@@ -102,7 +102,7 @@ export function processesWith(token: string): number[] {
 export function privateBootstrap(): string {
   // Not under /tmp: the sandbox mounts a private /tmp, where the copy would not exist.
   const dir = mkdtempSync('/var/tmp/conch-ptc-bootstrap-')
-  const path = join(dir, `bootstrap-${randomBytes(6).toString('hex')}.mjs`)
+  const path = join(dir, `bootstrap-${randomBytes(6).toString('hex')}.cjs`)
   copyFileSync(DEFAULT_BOOTSTRAP, path)
   return path
 }

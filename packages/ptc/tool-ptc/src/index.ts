@@ -89,10 +89,15 @@ export const apply = (ctx: Context, config: Config) => {
       const { agent, signal, callId } = context
       const spec = ptc.resolve({ code: input.code, ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }) }, agent)
       const counter = { calls: 0 }
+      // One signal for every nested call of this run (the run's own signal is the same object
+      // for each call): AbortSignal.any per call costs more than many a tool.
+      let combined: { run: AbortSignal; signal: AbortSignal } | undefined
+      const callSignal = (runSignal: AbortSignal): AbortSignal =>
+        combined?.run === runSignal ? combined.signal : (combined = { run: runSignal, signal: AbortSignal.any([signal, runSignal]) }).signal
       const call = (tool: string): PtcFunction => async (args, { signal: runSignal }) => {
         const nestedId = `${callId}.${++counter.calls}`
         agent.session.append<ToolCallData>('tool/call', { callId: nestedId, name: tool, arguments: args, parentCallId: callId })
-        const result = await tools.execute(tool, args, { agent, signal: AbortSignal.any([signal, runSignal]), callId: nestedId, parentCallId: callId })
+        const result = await tools.execute(tool, args, { agent, signal: callSignal(runSignal), callId: nestedId, parentCallId: callId })
         const text = toolResultText(result)
         const data: ToolResultData = { callId: nestedId, name: tool, isError: result.isError === true, text, parentCallId: callId }
         if (result.meta) data.meta = result.meta

@@ -43,6 +43,8 @@ interface Owned {
   readonly tag: SessionTag
   /** Unregisters the caller-scope effect without running it. */
   release(): void
+  /** `SpawnOptions.tree`. */
+  readonly tree: 'tagged' | 'descendants'
 }
 
 class SubprocessService extends Service implements SubprocessServiceApi {
@@ -83,7 +85,10 @@ class SubprocessService extends Service implements SubprocessServiceApi {
    *
    * The child is owned until it has exited *and* no process carrying its tag is left; while
    * owned, disposing the calling plugin or the service terminates its tree and awaits it.
-   * Aborting `signal` terminates it too; an already aborted signal throws its reason.
+   * Aborting `signal` terminates it too; an already aborted signal throws its reason. With
+   * `tree: 'descendants'` the tree is walked through the kernel's children lists instead of a
+   * scan of every process for the tag, and ownership ends when the child exits.
+   * Terminating waits for the root's reaping (its `exit` event) rather than for the next poll.
    * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
    *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
    */
@@ -101,6 +106,9 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     const extraPipes = options.extraPipes ?? 0
     if (!Number.isInteger(extraPipes) || extraPipes < 0 || extraPipes > 4) {
       throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: extraPipes must be an integer from 0 to 4, got ${extraPipes}`)
+    }
+    if (options.tree !== undefined && options.tree !== 'tagged' && options.tree !== 'descendants') {
+      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: tree must be 'tagged' or 'descendants', got ${JSON.stringify(options.tree)}`)
     }
     const [program, ...args] = argv.data
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
@@ -142,6 +150,10 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     const done = new Promise<Exit>((resolve) => {
       child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => resolve({ exitCode, signal }))
     })
+    // `exit` comes when the child is reaped, before its pipes close: a teardown waiting for the
+    // root looks again at once.
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    const tree = options.tree ?? 'tagged'
 
     let terminating: Promise<TerminateReport> | undefined
     const handle: ChildHandle = {
@@ -162,7 +174,8 @@ class SubprocessService extends Service implements SubprocessServiceApi {
           includeRoot: true,
           graceMs: terminateOptions.graceMs ?? this.config.graceMs,
           killWaitMs: this.config.killWaitMs,
-          tag,
+          rootExited: exited,
+          ...(tree === 'tagged' ? { tag } : { discovery: 'children' as const }),
         }).finally(() => {
           terminating = undefined
         })
@@ -176,6 +189,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     owned = {
       handle,
       tag,
+      tree,
       release: () => {
         released = true
         options.signal?.removeEventListener('abort', onAbort)
@@ -189,9 +203,14 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     return handle
   }
 
-  /** After the child exits, keeps owning it only while processes carrying its tag remain. */
+  /** After the child exits, keeps owning it only while processes carrying its tag remain (`tagged` trees). */
   private async releaseWhenClean(owned: Owned): Promise<void> {
     if (!this.owned.has(owned)) return
+    // A `descendants` tree cannot be found once its root is gone (or went with it): nothing to wait for.
+    if (owned.tree === 'descendants') {
+      owned.release()
+      return
+    }
     try {
       const table = defaultProcessTable()
       const entries = await table.snapshot()

@@ -1,6 +1,7 @@
 /**
  * The Linux process table, read from procfs (proc(5)): `/proc/<pid>/stat` for the tree and the
- * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags.
+ * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags,
+ * `/proc/<pid>/task/<tid>/children` for one process's children.
  */
 import { nodeProcFs } from './proc-fs.ts'
 import { parseProcStat } from './proc-stat.ts'
@@ -13,6 +14,8 @@ import type { ProcessEntry, ProcessTable, ProcFs } from './types.ts'
  * which needs the same user or root; a zombie's is empty.
  */
 export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
+  // Whether this kernel has the children files (CONFIG_PROC_CHILDREN): asked once, of this process.
+  let childrenFiles: Promise<boolean> | undefined
   const get = async (pid: number): Promise<ProcessEntry | undefined> => {
     let text: string
     try {
@@ -42,6 +45,26 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return entries.filter((entry): entry is ProcessEntry => entry !== undefined)
     },
     get,
+    async children(pid) {
+      childrenFiles ??= fs.readFile(`/proc/${process.pid}/task/${process.pid}/children`).then(
+        () => true,
+        () => false,
+      )
+      if (!(await childrenFiles)) return undefined
+      let tids: string[]
+      try {
+        tids = await fs.readdir(`/proc/${pid}/task`)
+      } catch {
+        return []
+      }
+      // A thread that exits while its list is read has no children left to list.
+      const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
+      const pids = new Set<number>()
+      for (const list of lists) {
+        for (const word of list.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
+      }
+      return [...pids]
+    },
     async environ(pid, name) {
       let text: string
       try {

@@ -32,6 +32,9 @@ interface Ladder {
   graceMs: number
   killWaitMs: number
   tag: SessionTag | undefined
+  /** Walk children lists instead of scanning every process (see `TerminateTreeOptions.discovery`). */
+  children: boolean
+  rootExited: PromiseLike<unknown> | undefined
 }
 
 const keyOf = (identity: { pid: number; startTime: string }): string => `${identity.pid}@${identity.startTime}`
@@ -40,12 +43,31 @@ const recordOf = (entry: ProcessEntry): ProcessRecord => ({ pid: entry.pid, star
 /** One teardown run: what it captured (in capture order) and how it signals and waits. */
 class Teardown {
   readonly captured = new Map<string, ProcessRecord>()
+  /** Settles once, when the root has exited; dropped after that so waits go back to polling. */
+  private wake: Promise<void> | undefined
 
   constructor(
     private readonly ladder: Ladder,
     /** Never captured through the tree or the tag: init, this process, its ancestors, and the root. */
     private readonly excluded: ReadonlySet<number>,
-  ) {}
+  ) {
+    if (ladder.rootExited) {
+      const wake: Promise<void> = Promise.resolve(ladder.rootExited).then(
+        () => {
+          if (this.wake === wake) this.wake = undefined
+        },
+        () => {
+          if (this.wake === wake) this.wake = undefined
+        },
+      )
+      this.wake = wake
+    }
+  }
+
+  /** Waits `ms`, or less when the root exits meanwhile. */
+  private pause(ms: number): Promise<unknown> {
+    return this.wake ? Promise.race([delay(ms), this.wake]) : delay(ms)
+  }
 
   capture(entry: ProcessEntry, force = false): ProcessRecord | undefined {
     if (isEnded(entry.state)) return undefined
@@ -63,6 +85,10 @@ class Teardown {
    * descendants. Returns the newly captured records, children first within each tree.
    */
   async discover(anchors: readonly ProcessRecord[], listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
+    if (this.ladder.children) {
+      const walked = await this.walk(anchors)
+      if (walked !== undefined) return walked
+    }
     const entries = listed ?? (await this.ladder.table.snapshot())
     const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
     const found: ProcessRecord[] = []
@@ -89,6 +115,41 @@ class Teardown {
     return found
   }
 
+  /**
+   * `discover` through the children lists: each anchor that still has its identity (checked
+   * before and after its lists are read, so the lists are its own), then depth-first through
+   * each child listed, children before their parents. A listed pid whose stat names another
+   * parent was recycled between the two reads and is skipped. Undefined when the table cannot
+   * list children (the caller scans instead).
+   */
+  private async walk(anchors: readonly ProcessRecord[]): Promise<ProcessRecord[] | undefined> {
+    const table = this.ladder.table
+    if (table.children === undefined) return undefined
+    const found: ProcessRecord[] = []
+    const seen = new Set<number>()
+    const visit = async (pid: number, kids: readonly number[]): Promise<void> => {
+      for (const kid of kids) {
+        if (seen.has(kid)) continue
+        seen.add(kid)
+        const entry = await table.get(kid)
+        if (entry === undefined || entry.ppid !== pid) continue
+        await visit(kid, (await table.children!(kid)) ?? [])
+        const record = this.capture(entry)
+        if (record) found.push(record)
+      }
+    }
+    for (const anchor of anchors) {
+      seen.add(anchor.pid)
+      const same = async () => (await table.get(anchor.pid))?.startTime === anchor.startTime
+      if (!(await same())) continue
+      const kids = await table.children(anchor.pid)
+      if (kids === undefined) return undefined
+      if (!(await same())) continue
+      await visit(anchor.pid, kids)
+    }
+    return found
+  }
+
   async isAlive(record: ProcessRecord): Promise<boolean> {
     const entry = await this.ladder.table.get(record.pid)
     return entry !== undefined && entry.startTime === record.startTime && !isEnded(entry.state)
@@ -108,15 +169,21 @@ class Teardown {
     })
   }
 
-  /** Polls until every record is gone (zombies count) or `ms` passed; returns those still alive. */
+  /**
+   * Polls until every record is gone (zombies count) or `ms` passed; returns those still alive.
+   * The first looks come after 1 ms, then twice as long each time up to `pollMs`: a process that
+   * was signalled usually dies within a few ms, and a look costs one stat read per record.
+   */
   async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
     const deadline = Date.now() + ms
     let pending = [...records]
+    let interval = Math.min(1, this.ladder.pollMs)
     while (true) {
       pending = await this.aliveOf(pending)
       const left = deadline - Date.now()
       if (pending.length === 0 || left <= 0) return pending
-      await delay(Math.min(this.ladder.pollMs, left))
+      await this.pause(Math.min(interval, left))
+      interval = Math.min(interval * 2, this.ladder.pollMs)
     }
   }
 
@@ -131,7 +198,7 @@ class Teardown {
         if (entry === undefined || entry.startTime !== record.startTime || isEnded(entry.state)) return false
         return entry.state !== 'T' && entry.state !== 't'
       })
-      if (pending.length > 0) await delay(Math.min(this.ladder.pollMs, Math.max(0, deadline - Date.now())))
+      if (pending.length > 0) await this.pause(Math.min(this.ladder.pollMs, Math.max(0, deadline - Date.now())))
     }
   }
 
@@ -189,8 +256,10 @@ class Teardown {
   }
 }
 
-function ladderOf(options: SweepTaggedOptions, tag: SessionTag | undefined): Ladder {
+function ladderOf(options: SweepTaggedOptions & Pick<TerminateTreeOptions, 'discovery' | 'rootExited'>, tag: SessionTag | undefined): Ladder {
   return {
+    children: options.discovery === 'children',
+    rootExited: options.rootExited,
     table: options.table ?? defaultProcessTable(),
     kill: options.kill ?? ((pid, signal) => process.kill(pid, signal)),
     pollMs: options.pollMs ?? DEFAULT_POLL_MS,
@@ -212,12 +281,25 @@ function protectedPids(entries: readonly ProcessEntry[]): Set<number> {
   return excluded
 }
 
+/** `protectedPids` without a snapshot: init, this process and its ancestors, read one by one. */
+async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
+  const excluded = new Set<number>([0, 1, process.pid])
+  let pid = process.ppid
+  while (pid > 1 && !excluded.has(pid)) {
+    excluded.add(pid)
+    pid = (await table.get(pid))?.ppid ?? 0
+  }
+  return excluded
+}
+
 /**
  * Stops the process tree under `rootPid` and proves it is gone.
  *
  * 1. Captures, before any signal, the root's descendants and (with `tag`) every process whose
  *    environment carries the tag, with their start identities — so a pid recycled later is
- *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found.
+ *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found. With
+ *    `discovery: 'children'` the descendants come from the kernel's children lists instead of
+ *    a listing of every process (no tag then), here and in every rescan.
  * 2. TERMs the captured processes children-first while the root still runs and can reap them
  *    (`signalFor` may choose another signal per process, e.g. SIGHUP for an interactive shell,
  *    which ignores TERM), continues stopped ones (SIGCONT) so the signal is delivered, and polls
@@ -234,13 +316,16 @@ function protectedPids(entries: readonly ProcessEntry[]): Set<number> {
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
+  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: a tag sweep reads every process; it needs discovery 'scan'")
   const ladder = ladderOf(options, options.tag)
-  const entries = await ladder.table.snapshot()
-  const protectedSet = protectedPids(entries)
+  const walking = ladder.children && ladder.table.children !== undefined
+  // A walk reads only the root, its members and this process's ancestors; a scan lists everything once.
+  const entries = walking ? undefined : await ladder.table.snapshot()
+  const protectedSet = entries ? protectedPids(entries) : await protectedAncestors(ladder.table)
   const excluded = new Set(protectedSet).add(options.rootPid)
   const teardown = new Teardown(ladder, excluded)
 
-  const rootEntry = entries.find((entry) => entry.pid === options.rootPid)
+  const rootEntry = entries ? entries.find((entry) => entry.pid === options.rootPid) : await ladder.table.get(options.rootPid)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
   const members = await teardown.discover(anchors, entries)
   const signalFor = options.signalFor

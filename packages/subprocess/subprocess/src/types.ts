@@ -72,6 +72,14 @@ export interface ProcessTable {
    * (Linux /proc/<pid>/environ; macOS `ps -E`), or undefined when absent or unreadable.
    */
   environ(pid: number, name: string): Promise<string | undefined>
+  /**
+   * The pids of `pid`'s children, read from the process itself rather than from a listing of
+   * every process: on Linux `/proc/<pid>/task/<tid>/children` of each of its threads (proc(5);
+   * a child is listed under the thread that forked it). `[]` when the process is gone;
+   * undefined when this kernel or platform cannot list children this way (a caller then scans
+   * with `snapshot`). Optional: tables without it are always scanned.
+   */
+  children?(pid: number): Promise<number[] | undefined>
 }
 
 /** Tags a process tree through the environment, so re-parented daemons can still be found. */
@@ -91,11 +99,29 @@ export interface TerminateTreeOptions {
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
-  /** Also capture (and stop) every process whose environment carries this tag. */
+  /** Also capture (and stop) every process whose environment carries this tag. Needs `discovery: 'scan'`. */
   tag?: SessionTag
+  /**
+   * How the tree is found (default `scan`):
+   * - `scan`: one `snapshot` of every process per discovery, descendants by ppid, plus the tag
+   *   sweep — finds `setsid`/`nohup` daemons that re-parented to init while they keep the tag;
+   * - `children`: only the root's descendants, walked through `ProcessTable.children` (the
+   *   kernel's per-thread children lists), so a teardown reads a few files per member instead of
+   *   every process's. Complete when every process of the tree stays a descendant of the root,
+   *   as in a PID namespace whose init is in the tree (bubblewrap `--unshare-pid`: an orphan
+   *   re-parents to that init, and when the init exits the kernel kills the rest —
+   *   pid_namespaces(7)). Elsewhere a daemon that re-parents away escapes, as it does from a
+   *   scan when it carries no tag. A table without `children` is scanned (without a tag).
+   */
+  discovery?: 'scan' | 'children'
+  /**
+   * Settles when the root has exited — e.g. the `exit` event of a child this process started
+   * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.
+   */
+  rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /** Poll interval while waiting for processes to go, in ms (default 5). */
+  /** Longest poll interval while waiting for processes to go, in ms (default 5; the first polls come after 1, 2, 4 ms). */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
@@ -151,6 +177,17 @@ export interface SpawnOptions {
    * fd 3, 4, … (a control channel that is neither stdout nor stderr). At most 4.
    */
   extraPipes?: number
+  /**
+   * How the child's tree is found when it is terminated (default `tagged`):
+   * - `tagged`: the root's descendants plus every process carrying the child's tag (a scan of
+   *   every process, see `TerminateTreeOptions.discovery`); the child stays owned after it
+   *   exited while a tagged process is left;
+   * - `descendants`: only the root's descendants, through the kernel's children lists (no scan);
+   *   the child is let go of when it exits. For a child whose tree cannot leave it — a sandbox
+   *   with its own PID namespace — or whose descendants cannot carry the tag anyway (a program
+   *   that empties its environment before it starts anything).
+   */
+  tree?: 'tagged' | 'descendants'
 }
 
 export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'

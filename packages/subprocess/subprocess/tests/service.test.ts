@@ -123,6 +123,39 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     expect((await child.done).exitCode === 0 || (await child.done).signal === 'SIGTERM').toBe(true)
   })
 
+  it("terminate() of a 'descendants' tree stops the child and its descendants", async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['bash', '-c', 'bash -c "sleep 301 & echo \\"grand \\$!\\"; wait" & sleep 300 & echo "bg $!"; wait'], tree: 'descendants' })
+    const out = new LineReader(child.stdout)
+    const grand = Number((await out.line(/^grand (\d+)/))[1])
+    const bg = Number((await out.line(/^bg (\d+)/))[1])
+    const report = await child.terminate({ graceMs: 5_000 })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toEqual(expect.arrayContaining([grand, bg, child.pid]))
+    for (const record of report.stopped) expect(await alive(record.pid, record.startTime)).toBe(false)
+  })
+
+  it("lets go of a 'descendants' child when it exits", async () => {
+    await boot()
+    let child: ReturnType<SubprocessService['spawn']> | undefined
+    const spawner = await root.plugin({
+      name: 'spawner',
+      inject: ['subprocess'],
+      apply: (ctx: Context) => {
+        child = ctx.subprocess.spawn({ argv: ['true'], tree: 'descendants' })
+      },
+    })
+    const labels = () => spawner.getEffects().map((effect: EffectMeta) => effect.label)
+    await child!.done
+    await vi.waitFor(() => expect(labels()).not.toContain('subprocess.child'))
+    await spawner.dispose()
+  })
+
+  it('rejects an unknown tree with INVALID_ARGV', async () => {
+    const subprocess = await boot()
+    expectCode(() => subprocess.spawn({ argv: ['true'], tree: 'all' as never }), 'INVALID_ARGV', /tree must be 'tagged' or 'descendants'/)
+  })
+
   it('aborting the signal terminates the child tree', async () => {
     const subprocess = await boot()
     const controller = new AbortController()

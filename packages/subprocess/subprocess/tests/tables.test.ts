@@ -70,6 +70,41 @@ describe('linuxProcessTable', () => {
     expect(await table.environ(41, 'PATH')).toBeUndefined()
   })
 
+  it("lists a process's children from every thread's children file, and none once it is gone", async () => {
+    const files: Record<string, string> = {
+      [`/proc/${process.pid}/task/${process.pid}/children`]: '',
+      '/proc/50/task/50/children': '51 52 ',
+      '/proc/50/task/53/children': '54 ',
+      '/proc/50/task/55/children': '',
+    }
+    const threaded: ProcFs = {
+      ...fixtureFs(files),
+      readdir: async (path) => {
+        const tids = Object.keys(files).filter((file) => file.startsWith(`${path}/`)).map((file) => file.slice(path.length + 1).split('/')[0]!)
+        if (tids.length === 0) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' })
+        return [...new Set(tids)]
+      },
+    }
+    const table = linuxProcessTable(threaded)
+    expect((await table.children!(50))?.sort()).toEqual([51, 52, 54])
+    expect(await table.children!(56)).toEqual([])
+  })
+
+  it('says it cannot list children when the kernel has no children files', async () => {
+    expect(await linuxProcessTable(fs).children!(40)).toBeUndefined()
+  })
+
+  // /proc exists on Linux only; elsewhere this shows as skipped.
+  it.skipIf(process.platform !== 'linux')('lists the real children of this process', async () => {
+    const { spawn } = await import('node:child_process')
+    const child = spawn('sleep', ['30'], { stdio: 'ignore' })
+    try {
+      expect(await linuxProcessTable().children!(process.pid)).toContain(child.pid)
+    } finally {
+      child.kill('SIGKILL')
+    }
+  })
+
   // /proc exists on Linux only; elsewhere this shows as skipped.
   it.skipIf(process.platform !== 'linux')('sees this process in the real /proc with its parent', async () => {
     const table = linuxProcessTable()

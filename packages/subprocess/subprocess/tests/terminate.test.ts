@@ -219,6 +219,50 @@ time.sleep(300)
     expect(await alive(await identity(child.pid!))).toBe(true)
   }, 20_000)
 
+  it('walks the children lists instead of listing every process when asked to', async () => {
+    const { child, out } = bash(`
+      bash -c 'sleep 314 & echo "grand $!"; wait' &
+      sleep 315 &
+      echo "child $!"
+      wait
+    `)
+    const grand = await identity(Number((await out.line(/^grand (\d+)/))[1]))
+    const sleeper = await identity(Number((await out.line(/^child (\d+)/))[1]))
+    const scans: number[] = []
+    const counting: ProcessTable = { ...table, children: table.children!, snapshot: () => (scans.push(1), table.snapshot()) }
+
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 10_000, discovery: 'children', table: counting })
+
+    expect(scans).toEqual([])
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toEqual(expect.arrayContaining([grand.pid, sleeper.pid, child.pid!]))
+    expect(report.stopped).toHaveLength(4)
+    for (const record of [grand, sleeper]) expect(await alive(record)).toBe(false)
+  })
+
+  it('catches children the root forks while it handles SIGTERM when walking the children lists', async () => {
+    const { child, out } = bash(`
+      trap 'sleep 316 & echo "forked $!"' TERM
+      echo ready
+      while :; do sleep 0.05; done
+    `)
+    await out.line(/^ready/)
+    const teardown = terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 2_000, discovery: 'children' })
+    const forkedPid = Number((await out.line(/^forked (\d+)/))[1])
+    const report = await teardown
+
+    expect(report.survivors).toEqual([])
+    const forked = report.stopped.find((r) => r.pid === forkedPid)
+    expect(forked?.comm).toBe('sleep')
+    expect(await alive(forked!)).toBe(false)
+  }, 20_000)
+
+  it('refuses a tag sweep without a scan', async () => {
+    await expect(
+      terminateTree({ rootPid: process.pid, includeRoot: false, graceMs: 0, discovery: 'children', tag: createSessionTag('CONCH_TEST_TAG') }),
+    ).rejects.toThrow(/needs discovery 'scan'/)
+  })
+
   it('reports nothing for a root that is already gone when there is no tag', async () => {
     const { child, exited } = bash('exit 0')
     await exited
@@ -348,6 +392,52 @@ describe('the identity fence', () => {
     }
     await terminateTree({ rootPid: 300, includeRoot: false, graceMs: 50, pollMs: 5, table: fixtureTable(entries), kill })
     expect(calls.map(([pid]) => pid)).toEqual([301])
+  })
+
+  it("looks again as soon as the root's exit is reported instead of waiting for the next poll", async () => {
+    const entries = new Map([[700, fixture(700, 1, '1')]])
+    let exited!: () => void
+    const rootExited = new Promise<void>((resolve) => (exited = resolve))
+    const kill = (pid: number): void => {
+      // The root goes a little after the signal, and its reaping is reported.
+      setTimeout(() => {
+        entries.delete(pid)
+        exited()
+      }, 20)
+    }
+    // Poll interval and grace beyond the test's timeout: only the exit report ends the wait.
+    const report = await terminateTree({ rootPid: 700, includeRoot: true, graceMs: 600_000, pollMs: 600_000, table: fixtureTable(entries), kill, rootExited })
+    expect(report).toEqual({ stopped: [{ pid: 700, startTime: '1', comm: 'p700' }], survivors: [] })
+  })
+
+  it('walks children lists of a fixture, skipping a listed pid that now has another parent', async () => {
+    const entries = new Map([
+      [800, fixture(800, 1, '1')],
+      [801, fixture(801, 800, '2')],
+      [802, fixture(802, 801, '3')],
+      // Listed under 800, but recycled by an unrelated process before its stat was read.
+      [803, fixture(803, 1, '4')],
+    ])
+    const lists = new Map([[800, [801, 803]], [801, [802]]])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      entries.delete(pid)
+    }
+    const walked: ProcessTable = {
+      ...fixtureTable(entries),
+      snapshot: async () => {
+        throw new Error('no scan expected')
+      },
+      children: async (pid) => (entries.has(pid) ? (lists.get(pid) ?? []) : []),
+    }
+    const report = await terminateTree({ rootPid: 800, includeRoot: true, graceMs: 1_000, pollMs: 5, table: walked, kill, discovery: 'children' })
+    expect(calls).toEqual([
+      [802, 'SIGTERM'],
+      [801, 'SIGTERM'],
+      [800, 'SIGTERM'],
+    ])
+    expect(report.survivors).toEqual([])
   })
 
   it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {

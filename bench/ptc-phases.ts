@@ -1,0 +1,191 @@
+/**
+ * Where a run_code run's time goes, phase by phase: prints the median of each phase over a
+ * number of runs, cold and with the spare, unconfined and under bubblewrap; then what one
+ * nested tool call costs over the same call made directly (`terminal_list` with no terminal open: a
+ * tool that does next to nothing, so the path is what is measured), in wall time and in this process's CPU time.
+ *
+ *   pnpm exec tsx bench/ptc-phases.ts [runs]
+ *
+ * Not part of `pnpm bench`: a diagnosis, printed, never compared with a target.
+ */
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Context } from 'cordis'
+import AgentService from '../packages/core/agent/src/index.ts'
+import LlmService from '../packages/core/llm/src/index.ts'
+import SessionService from '../packages/core/session/src/index.ts'
+import ToolsService from '../packages/core/tools/src/index.ts'
+import PtcService from '../packages/ptc/ptc/src/index.ts'
+import PtyService from '../packages/pty/pty/src/index.ts'
+import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
+import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
+import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
+import { ProgramProcess } from '../packages/ptc/ptc-node/src/process.ts'
+import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
+import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
+import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
+import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
+import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import { median } from './stats.ts'
+
+const marks: Record<string, number> = {}
+const mark = (name: string) => void (marks[name] ??= performance.now())
+
+const proto = ProgramProcess.prototype as unknown as Record<string, (...args: unknown[]) => unknown>
+const wrap = (method: string, before: string, after?: string) => {
+  const original = proto[method]!
+  proto[method] = function (this: unknown, ...args: unknown[]) {
+    mark(before)
+    const out = original.apply(this, args)
+    if (after && out instanceof Promise) void out.finally(() => mark(after))
+    return out
+  }
+}
+const originalStart = ProgramProcess.start
+ProgramProcess.start = async function (...args: Parameters<typeof ProgramProcess.start>) {
+  mark('start')
+  const started = await originalStart.apply(this, args)
+  mark('spawned')
+  void started.ready.then(() => mark('ready'), () => {})
+  return started
+}
+wrap('send', 'sent')
+wrap('terminate', 'terminate', 'terminated')
+const originalAttach = proto['attach']!
+proto['attach'] = function (this: unknown, sink: unknown) {
+  mark('attach')
+  return originalAttach.call(this, (event: { type: string; message?: { t: string } }) => {
+    if (event.type === 'message' && event.message?.t === 'done') mark('done')
+    ;(sink as (e: unknown) => void)(event)
+  })
+}
+
+async function stack(spare: boolean, mode: 'danger-full-access' | 'workspace-write') {
+  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ptc-phases-')))
+  const ctx = new Context()
+  const fibers: { dispose(): Promise<void> }[] = []
+  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => void fibers.push(await ctx.plugin(plugin, config))
+  await load(SessionService, SessionService.Config.parse({}))
+  await load(ToolsService, ToolsService.Config.parse({}))
+  await load(LlmService, LlmService.Config.parse({}))
+  await load(SubprocessService, SubprocessService.Config.parse({}))
+  await load(SandboxService, {})
+  await load(sandboxLocal, sandboxLocal.Config.parse({}))
+  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode, workspaceRoot: workspace }))
+  await load(PtyService, {})
+  await load(ptyLocal, ptyLocal.Config.parse({}))
+  await load(toolPty, toolPty.Config.parse({}))
+  await load(PtcService, {})
+  await load(ptcNode, ptcNode.Config.parse({ spare }))
+  await load(toolPtc, toolPtc.Config.parse({}))
+  await load(AgentService, AgentService.Config.parse({}))
+  const agent = await ctx.agents.create({ workspaceRoot: workspace })
+  let calls = 0
+  return {
+    execute: (name: string, input: unknown) => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `p-${++calls}` }),
+    call: () => ctx.tools.execute('run_code', { code: 'return 1+1' }, { agent, signal: new AbortController().signal, callId: `p-${++calls}` }),
+    async dispose() {
+      await ctx.agents.dispose(agent)
+      for (const fiber of fibers.reverse()) await fiber.dispose()
+      rmSync(workspace, { recursive: true, force: true })
+    },
+  }
+}
+
+const PHASES = [
+  ['call → start', 'call', 'start'],
+  ['start → spawned (confine + spawn)', 'start', 'spawned'],
+  ['spawned → ready (boot)', 'spawned', 'ready'],
+  ['call → sent', 'call', 'sent'],
+  ['sent → done', 'sent', 'done'],
+  ['done → terminate', 'done', 'terminate'],
+  ['terminate → terminated', 'terminate', 'terminated'],
+  ['terminated → result', 'terminated', 'result'],
+  ['total', 'call', 'result'],
+] as const
+
+async function measure(label: string, spare: boolean, mode: 'danger-full-access' | 'workspace-write', runs: number) {
+  const s = await stack(spare, mode)
+  const samples = new Map<string, number[]>()
+  const hostCpu: number[] = []
+  try {
+    for (let i = 0; i < runs + 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, spare ? 150 : 20))
+      for (const key of Object.keys(marks)) delete marks[key]
+      const usage = process.cpuUsage()
+      mark('call')
+      const result = await s.call()
+      mark('result')
+      const used = process.cpuUsage(usage)
+      hostCpu.push((used.user + used.system) / 1000)
+      if (result.isError) throw new Error(JSON.stringify(result))
+      if (i < 3) continue
+      for (const [name, from, to] of PHASES) {
+        if (marks[from] === undefined || marks[to] === undefined) continue
+        const list = samples.get(name) ?? []
+        list.push(marks[to]! - marks[from]!)
+        samples.set(name, list)
+      }
+    }
+  } finally {
+    await s.dispose()
+  }
+  console.log(`\n${label} (${runs} runs, p50 ms)`)
+  for (const [name] of PHASES) {
+    const list = samples.get(name)
+    if (list) console.log(`  ${name.padEnd(36)} ${median(list).toFixed(2)}`)
+  }
+  console.log(`  ${'CPU of this process per run'.padEnd(36)} ${median(hostCpu.slice(3)).toFixed(2)}`)
+}
+
+/** Per nested call: a program making `count` `terminal_list` calls, less an empty program, against `count` direct calls. */
+async function perCall(count: number, rounds: number) {
+  const s = await stack(true, 'danger-full-access')
+  const code = `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1`
+  const cpu = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
+  const nested: number[] = []
+  const nestedCpu: number[] = []
+  const direct: number[] = []
+  const directCpu: number[] = []
+  try {
+    for (let round = 0; round < rounds + 1; round++) {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      let usage = process.cpuUsage()
+      let start = performance.now()
+      await s.execute('run_code', { code: 'return 1' })
+      const emptyMs = performance.now() - start
+      const emptyCpu = cpu(process.cpuUsage(usage))
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      usage = process.cpuUsage()
+      start = performance.now()
+      const result = await s.execute('run_code', { code })
+      if (result.isError) throw new Error(JSON.stringify(result))
+      const runMs = performance.now() - start
+      const runCpu = cpu(process.cpuUsage(usage))
+      usage = process.cpuUsage()
+      start = performance.now()
+      for (let i = 0; i < count; i++) await s.execute('terminal_list', {})
+      const directMs = performance.now() - start
+      const directUsage = cpu(process.cpuUsage(usage))
+      if (round === 0) continue
+      nested.push((runMs - emptyMs) / count)
+      nestedCpu.push((runCpu - emptyCpu) / count)
+      direct.push(directMs / count)
+      directCpu.push(directUsage / count)
+    }
+  } finally {
+    await s.dispose()
+  }
+  console.log(`\none nested call against one direct call (${rounds} programs of ${count} calls, p50 ms)`)
+  console.log(`  nested: ${median(nested).toFixed(3)} wall, ${median(nestedCpu).toFixed(3)} CPU of this process`)
+  console.log(`  direct: ${median(direct).toFixed(3)} wall, ${median(directCpu).toFixed(3)} CPU`)
+}
+
+const runs = Number(process.argv[2] ?? 15)
+await measure('cold, unconfined', false, 'danger-full-access', runs)
+await measure('spare, unconfined', true, 'danger-full-access', runs)
+await measure('cold, bubblewrap', false, 'workspace-write', runs)
+await measure('spare, bubblewrap', true, 'workspace-write', runs)
+await perCall(500, 3)
+process.exit(0)
