@@ -15,16 +15,18 @@
 // - Built-in plugins: every @conch/* dependency of packages/cli/package.json, as a virtual
 //   module of lazy imports; esbuild keeps each behind an init function, so a plugin's modules
 //   are evaluated only when a yml names it.
-// - Kept out of the build, resolved to absolute paths now: node-pty (native, with its .node
-//   binding) and amaro (3.7 MB, a WebAssembly swc imported on the first run_code program),
-//   which every start would otherwise read. tsx, loaded only for `./` plugins written in
-//   TypeScript, is imported by bin/conch.js.
+// - Kept out of the build, resolved to absolute paths now and required when first used:
+//   node-pty (native, with its .node binding), amaro (3.7 MB, a WebAssembly swc, for the first
+//   run_code program), @xterm/headless (the first terminal), openai (the live model) and
+//   prom-client (the pool's metrics) — text every start would otherwise read. The Claude agent
+//   SDK, an ES module, is imported by the bin before the plugin that needs it (ESM_EXTERNAL).
+//   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
 // - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
 //   `conch acp` session ran (boot, initialize, session/new, a prompt), written by that session
 //   (CONCH_CODE_CACHE_OUT, see bin/conch.js). The manifest records the size and mtime of the
 //   bundle it belongs to; V8 itself rejects a cache of another V8 version or other flags.
 import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -33,19 +35,56 @@ import { build } from 'esbuild'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const cli = join(root, 'packages', 'cli')
 const dist = join(cli, 'dist')
-const EXTERNAL = ['node-pty', 'amaro']
+const EXTERNAL = ['node-pty', 'amaro', 'openai', '@xterm/headless', 'prom-client']
+/**
+ * ES module packages kept out of the build: the bin imports one (`__conchHost.preload`) before
+ * the plugin that depends on it is evaluated, and the bundle reads it from there synchronously.
+ * The Claude agent SDK is 1.1 MB that every start would otherwise read.
+ */
+const ESM_EXTERNAL = ['@anthropic-ai/claude-agent-sdk']
 
 const manifestOf = JSON.parse(readFileSync(join(cli, 'package.json'), 'utf8'))
 const plugins = Object.keys(manifestOf.dependencies ?? {}).filter((name) => name.startsWith('@conch/') && name !== '@conch/cli')
 
-/** `conch:builtin-plugins`: `{ '@conch/x': () => import('@conch/x'), … }`. */
+/**
+ * `conch:builtin-plugins`: `{ '@conch/x': () => import('@conch/x'), … }`; a plugin that depends
+ * on an ESM_EXTERNAL package has it preloaded first.
+ */
 const builtinPlugins = {
   name: 'conch-builtin-plugins',
   setup(b) {
     b.onResolve({ filter: /^conch:builtin-plugins$/ }, () => ({ path: 'builtin-plugins', namespace: 'conch' }))
-    b.onLoad({ filter: /.*/, namespace: 'conch' }, () => ({
-      contents: `export default {\n${plugins.map((name) => `  ${JSON.stringify(name)}: () => import(${JSON.stringify(name)}),`).join('\n')}\n}\n`,
-      resolveDir: cli,
+    b.onLoad({ filter: /.*/, namespace: 'conch' }, async () => {
+      const entries = []
+      for (const name of plugins) {
+        const dir = realpathSync(join(cli, 'node_modules', name))
+        const { dependencies = {} } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+        const preloads = []
+        for (const external of ESM_EXTERNAL.filter((external) => external in dependencies)) {
+          const resolved = await b.resolve(external, { kind: 'import-statement', resolveDir: dir, pluginData: { conchExternal: true } })
+          if (resolved.errors.length) return { errors: resolved.errors }
+          preloads.push(`await __conchHost.preload(${JSON.stringify(pathToFileURL(resolved.path).href)})`)
+        }
+        entries.push(`  ${JSON.stringify(name)}: async () => { ${preloads.map((line) => `${line}; `).join('')}return import(${JSON.stringify(name)}) },`)
+      }
+      return { contents: `export default {\n${entries.join('\n')}\n}\n`, resolveDir: cli, loader: 'js' }
+    })
+  },
+}
+
+/** An ESM_EXTERNAL package, as the module the bin preloaded (see builtinPlugins). */
+const esmExternals = {
+  name: 'conch-esm-externals',
+  setup(b) {
+    const filter = new RegExp(`^(${ESM_EXTERNAL.map((name) => name.replace(/[/.]/g, '\\$&')).join('|')})$`)
+    b.onResolve({ filter }, async (args) => {
+      if (args.pluginData?.conchExternal) return undefined
+      const resolved = await b.resolve(args.path, { kind: 'import-statement', resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
+      if (resolved.errors.length) return { errors: resolved.errors }
+      return { path: resolved.path, namespace: 'conch-esm' }
+    })
+    b.onLoad({ filter: /.*/, namespace: 'conch-esm' }, (args) => ({
+      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.path).href)})\n`,
       loader: 'js',
     }))
   },
@@ -111,7 +150,7 @@ const result = await build({
   logLevel: 'warning',
   banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
   footer: { js: '})' },
-  plugins: [builtinPlugins, externals, selfLocating],
+  plugins: [builtinPlugins, esmExternals, externals, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went

@@ -25,7 +25,19 @@ if (build) {
   if (out) process.once('exit', () => writeFileSync(out, script.createCachedData()))
   // import.meta of the bundled modules: the bundle's URL; bare names resolve from this package.
   // `import` loads an ES module for the bundle, which cannot use import() itself (see the build).
-  const host = { url: build.bundle.href, resolve: (specifier) => import.meta.resolve(specifier), import: (specifier) => import(specifier) }
+  // `preload` / `preloaded`: ES module packages left out of the build, imported before the
+  // plugin that needs them is evaluated and then read synchronously.
+  const preloaded = new Map()
+  const host = {
+    url: build.bundle.href,
+    resolve: (specifier) => import.meta.resolve(specifier),
+    import: (specifier) => import(specifier),
+    preload: async (url) => void preloaded.set(url, await import(url)),
+    preloaded: (url) => {
+      if (!preloaded.has(url)) throw new Error(`conch: ${url} was not preloaded before the plugin that needs it`)
+      return preloaded.get(url)
+    },
+  }
   script.runInThisContext()(createRequire(filename), filename, dirname(filename), host)
 } else {
   const { register } = await import('tsx/esm/api')
