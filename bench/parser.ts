@@ -3,8 +3,10 @@
  * synthetic terminal stream, against a bare streaming UTF-8 decode of the same chunks.
  */
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
-import { renderScreen, ScreenModel } from '../packages/pty/pty-local/src/screen.ts'
+import { loadScreenModel, renderScreen, ScreenModel } from '../packages/pty/pty-local/src/screen.ts'
 import { median, round } from './stats.ts'
+
+await loadScreenModel()
 
 /** Size of one chunk fed to the parser, bytes (node-pty reads the master in chunks up to 64 KiB). */
 const CHUNK_BYTES = 65_536

@@ -1,7 +1,8 @@
 /**
- * `pnpm bench` — terminal benchmarks. Measures conch's terminals side by side with
- * bare node-pty baselines in the same process run, prints a table to stdout, progress to
- * stderr, and writes bench/results.json. docs/performance.md explains every figure.
+ * `pnpm bench` — conch's benchmarks. Measures conch's terminals side by side with bare node-pty
+ * baselines, conch's startup against `node -e 0` (startup.ts) and its sub-agent runs against
+ * the raw products (subagents.ts), each baseline in the same run; prints a table to stdout,
+ * progress to stderr, and writes bench/results.json. docs/performance.md explains every figure.
  *
  * Not a test: a missed target is reported, never a failure. The exit code is non-zero only
  * when the benchmark itself fails (a phase throws, a send times out, wrong output).
@@ -17,6 +18,8 @@ import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
 import { benchPtc, type PtcFigures } from './ptc.ts'
 import { benchLongLine, type LongLineFigures } from './long-line.ts'
+import { benchStartup, type StartupFigures } from './startup.ts'
+import { benchSubagents, type SubagentFigures } from './subagents.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
@@ -663,11 +666,13 @@ interface Results {
   lifecycle?: Awaited<ReturnType<typeof benchLifecycle>>
   ptc?: PtcFigures
   long_line?: LongLineFigures
+  startup?: StartupFigures
+  subagents?: SubagentFigures
   machine: ReturnType<typeof machine>
 }
 
 /** The keys of results.json, in the order docs/performance.md lists them. */
-const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line'] as const
+const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents'] as const
 type Key = (typeof KEYS)[number]
 
 interface Target {
@@ -716,6 +721,16 @@ function targets(r: Results): Target[] {
     if (p.nested_ratio !== undefined) atMost('ptc.nested_ratio', p.nested_ratio, 1.2, '≤ 1.2 × direct')
   }
   if (r.long_line) atMost('long_line.long_ms', r.long_line.long_ms, 2 * r.long_line.short_ms, `≤ 2 × short_ms = ${round(2 * r.long_line.short_ms)}`)
+  if (r.startup) {
+    const st = r.startup
+    atMost('startup.run_built.p50_ms', st.run_built.p50_ms, 300, '≤ 300')
+    if (st.run_built.peak_rss_mib !== undefined) atMost('startup.run_built.peak_rss_mib', st.run_built.peak_rss_mib, 70, '≤ 70')
+    atMost('startup.acp_built.p50_ms', st.acp_built.p50_ms, 300, '≤ 300')
+  }
+  for (const key of ['codex', 'claude_code'] as const) {
+    const v = r.subagents?.[key]
+    if (v) atMost(`subagents.${key}.conch_p50_ms`, v.conch_p50_ms, v.raw_p50_ms + v.allowed_ms, `≤ raw + max(10 %, 30 ms) = ${round(v.raw_p50_ms + v.allowed_ms)}`)
+  }
   return out
 }
 
@@ -777,6 +792,21 @@ function printTable(r: Results, checks: readonly Target[]): void {
     const l = r.long_line
     rows.push([`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')])
   }
+  if (r.startup) {
+    const st = r.startup
+    const built = st.build_current ? (st.code_cache ? 'built' : 'built, no code cache') : 'built (stale: ran from source)'
+    const rss = st.run_built.peak_rss_mib === undefined ? '' : `, ${st.run_built.peak_rss_mib} MiB`
+    rows.push([`conch run p50 (${built})`, `${ms(st.run_built.p50_ms)}${rss}`, `node -e 0 ${ms(st.node.p50_ms)}, ${st.node.peak_rss_mib ?? ''} MiB`, x(st.run_built.ratio_to_node_p50), `${verdict('startup.run_built.p50_ms')}; ${verdict('startup.run_built.peak_rss_mib')}`])
+    rows.push([`conch acp initialize p50 (${built})`, ms(st.acp_built.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_built.ratio_to_node_p50), verdict('startup.acp_built.p50_ms')])
+    if (Number.isFinite(st.run_source.p50_ms)) {
+      rows.push(['conch run p50, from source', ms(st.run_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.run_source.ratio_to_node_p50), ''])
+      rows.push(['conch acp initialize p50, from source', ms(st.acp_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_source.ratio_to_node_p50), ''])
+    }
+  }
+  for (const [key, label] of [['codex', 'codex'], ['claude_code', 'claude-code']] as const) {
+    const v = r.subagents?.[key]
+    if (v) rows.push([`sub-agent ${label} spawn→answer p50`, ms(v.conch_p50_ms), `raw ${ms(v.raw_p50_ms)}`, x(ratio(v.conch_p50_ms, v.raw_p50_ms)), verdict(`subagents.${key}.conch_p50_ms`)])
+  }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)))
   const line = (row: readonly string[]) => row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd()
   console.log(line(rows[0]!))
@@ -784,6 +814,7 @@ function printTable(r: Results, checks: readonly Target[]): void {
   for (const row of rows.slice(1)) console.log(line(row))
   const m = r.machine
   console.log(`\n${m.cpu_model}, ${m.cores} cores, node ${m.node}, load average at start ${m.load_average_start.join(' ')}, ${m.run_seconds} s`)
+  for (const note of r.subagents?.skipped ?? []) console.log(`skipped sub-agent row: ${note}`)
   const missed = checks.filter((t) => !t.met)
   console.log(missed.length === 0 ? 'every target met' : `missed targets: ${missed.map((t) => t.figure).join(', ')}`)
 }
@@ -867,6 +898,14 @@ async function main(): Promise<void> {
       results.lifecycle = await benchLifecycle(c)
     }
     if (only.has('ptc')) results.ptc = await benchPtc(progress)
+    if (only.has('startup')) {
+      progress('startup: conch run and conch acp initialize, built and from source, against node -e 0, 9 runs each')
+      results.startup = await benchStartup(progress)
+    }
+    if (only.has('subagents')) {
+      progress('subagents: codex and claude-code spawn → answer through conch and raw, with the fake model server, 7 rounds')
+      results.subagents = await benchSubagents(progress)
+    }
     if (only.has('long_line')) {
       progress(`long_line: one ${PLAN.longLineMegabytes} MB line against ${PLAN.longLineMegabytes} MB of 80-byte lines, ${PLAN.longLineRuns} runs`)
       results.long_line = await benchLongLine(c.ctx.pty, c.agent, PLAN.longLineMegabytes, PLAN.longLineRuns)

@@ -1,5 +1,6 @@
 /**
- * `pnpm bench:startup` — how fast conch starts, against `node -e 0` measured in the same run:
+ * Startup — how fast conch starts, against `node -e 0` measured in the same run (a figure of
+ * `pnpm bench`; `pnpm bench:startup` runs it alone and prints JSON):
  *
  * - `conch run` with a one-line script (`{"text":"done"}`) on the root cordis.yml: wall time
  *   from spawn to exit, and peak RSS (GNU time's %M, when /usr/bin/time exists);
@@ -12,24 +13,40 @@
  * reported, never a failure.
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { median, percentile, ratio, round } from './stats.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const BIN = join(ROOT, 'packages', 'cli', 'bin', 'conch.js')
-const RUNS = Number(process.env.STARTUP_RUNS ?? 9)
 const TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined
-
-const dir = mkdtempSync(join(tmpdir(), 'conch-startup-'))
-const script = join(dir, 'one-line.jsonl')
-writeFileSync(script, '{"text":"done"}\n')
 
 interface Sample {
   ms: number
   rssMiB?: number
+}
+
+export interface StartupFigure {
+  p50_ms: number
+  p95_ms: number
+  peak_rss_mib?: number
+  ratio_to_node_p50?: number | undefined
+}
+
+export interface StartupFigures {
+  runs: number
+  /** Whether packages/cli/dist was current (otherwise the "built" rows ran from source). */
+  build_current: boolean
+  /** Whether the build had its V8 code cache. */
+  code_cache: boolean
+  node: StartupFigure
+  run_built: StartupFigure
+  acp_built: StartupFigure
+  run_source: StartupFigure
+  acp_source: StartupFigure
+  load_average: number[]
 }
 
 /** Runs argv to completion; wall ms and, with GNU time, the peak RSS. */
@@ -44,7 +61,7 @@ function timed(argv: string[], env: NodeJS.ProcessEnv = process.env): Sample {
 }
 
 /** Spawns `conch acp`, sends initialize, resolves with the ms until its response arrived; then closes stdin. */
-function acpInitialize(env: NodeJS.ProcessEnv): Promise<Sample> {
+function acpInitialize(script: string, env: NodeJS.ProcessEnv): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const start = performance.now()
     const child = spawn(process.execPath, [BIN, 'acp', '--script', script], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'inherit'] })
@@ -66,57 +83,86 @@ function acpInitialize(env: NodeJS.ProcessEnv): Promise<Sample> {
   })
 }
 
-const built: NodeJS.ProcessEnv = { ...process.env, CONCH_FROM_SOURCE: '0' }
-const source: NodeJS.ProcessEnv = { ...process.env, CONCH_FROM_SOURCE: '1' }
-delete built['DEEPSEEK_API_KEY']
-delete source['DEEPSEEK_API_KEY']
-
-const buildCurrent = spawnSync(process.execPath, ['-e', `
-  const { readFileSync, statSync } = require('node:fs')
+/** The manifest check of bin/build-current.js, in a child (the bench itself runs from source). */
+function buildState(): { current: boolean; cache: boolean } {
+  const probe = spawnSync(
+    process.execPath,
+    ['--input-type=module', '-e', `import { currentBuild } from ${JSON.stringify(pathToFileURL(join(ROOT, 'packages', 'cli', 'bin', 'build-current.js')).href)}
+const build = currentBuild(new URL(${JSON.stringify(pathToFileURL(join(ROOT, 'packages', 'cli', 'dist')).href + '/')}), {})
+process.stdout.write(JSON.stringify({ current: build !== undefined, cache: build?.cachedData !== undefined }))`],
+    { encoding: 'utf8' },
+  )
   try {
-    const { inputs } = JSON.parse(readFileSync(${JSON.stringify(join(ROOT, 'packages', 'cli', 'dist', 'manifest.json'))}, 'utf8'))
-    process.exit(Object.entries(inputs).every(([p, t]) => statSync(p).mtimeMs === t) ? 0 : 1)
-  } catch { process.exit(1) }
-`]).status === 0
-if (!buildCurrent) process.stderr.write('note: packages/cli/dist is missing or stale (run pnpm build); the "built" figures run from source\n')
-
-const samples: Record<string, Sample[]> = { node: [], run_built: [], run_source: [], acp_built: [], acp_source: [] }
-for (let i = 0; i < RUNS; i++) {
-  samples.node!.push(timed([process.execPath, '-e', '0']))
-  samples.run_built!.push(timed([process.execPath, BIN, 'run', '--script', script, 'start'], built))
-  samples.acp_built!.push(await acpInitialize(built))
-  samples.run_source!.push(timed([process.execPath, BIN, 'run', '--script', script, 'start'], source))
-  samples.acp_source!.push(await acpInitialize(source))
-  process.stderr.write(`[startup] ${i + 1}/${RUNS}\n`)
-}
-
-const summary = (list: Sample[]) => {
-  const ms = list.map((sample) => sample.ms)
-  const rss = list.map((sample) => sample.rssMiB).filter((value): value is number => value !== undefined)
-  return {
-    p50_ms: round(median(ms)),
-    p95_ms: round(percentile(ms, 95)),
-    ...(rss.length ? { peak_rss_mib: round(Math.max(...rss)) } : {}),
+    return JSON.parse(probe.stdout) as { current: boolean; cache: boolean }
+  } catch {
+    return { current: false, cache: false }
   }
 }
-const node = summary(samples.node!)
-const figures = Object.fromEntries(
-  Object.entries(samples).map(([key, list]) => {
+
+/**
+ * Spawns each variant `runs` times, interleaved. `sources: false` leaves out the from-source
+ * rows (about a second each).
+ */
+export async function benchStartup(progress: (message: string) => void, options: { runs?: number; sources?: boolean } = {}): Promise<StartupFigures> {
+  const runs = options.runs ?? 9
+  const sources = options.sources ?? true
+  const dir = mkdtempSync(join(tmpdir(), 'conch-startup-'))
+  const script = join(dir, 'one-line.jsonl')
+  writeFileSync(script, '{"text":"done"}\n')
+  // Session logs of the runs go to the scratch folder, not the user's state.
+  const base: NodeJS.ProcessEnv = { ...process.env, XDG_STATE_HOME: join(dir, 'state') }
+  delete base['DEEPSEEK_API_KEY']
+  const built: NodeJS.ProcessEnv = { ...base, CONCH_FROM_SOURCE: '0' }
+  const source: NodeJS.ProcessEnv = { ...base, CONCH_FROM_SOURCE: '1' }
+  const state = buildState()
+  if (!state.current) progress('startup: packages/cli/dist is missing or stale (run pnpm build); the "built" figures run from source')
+  else if (!state.cache) progress('startup: the build has no code cache (see scripts/build-bin.mjs); the "built" figures compile it afresh')
+
+  const samples: Record<'node' | 'run_built' | 'acp_built' | 'run_source' | 'acp_source', Sample[]> = { node: [], run_built: [], acp_built: [], run_source: [], acp_source: [] }
+  try {
+    for (let i = 0; i < runs; i++) {
+      samples.node.push(timed([process.execPath, '-e', '0']))
+      samples.run_built.push(timed([process.execPath, BIN, 'run', '--script', script, 'start'], built))
+      samples.acp_built.push(await acpInitialize(script, built))
+      if (sources) {
+        samples.run_source.push(timed([process.execPath, BIN, 'run', '--script', script, 'start'], source))
+        samples.acp_source.push(await acpInitialize(script, source))
+      }
+      progress(`startup: ${i + 1}/${runs}`)
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const summary = (list: Sample[]): StartupFigure => {
+    const ms = list.map((sample) => sample.ms)
+    const rss = list.map((sample) => sample.rssMiB).filter((value): value is number => value !== undefined)
+    return { p50_ms: round(median(ms)), p95_ms: round(percentile(ms, 95)), ...(rss.length ? { peak_rss_mib: round(Math.max(...rss)) } : {}) }
+  }
+  const node = summary(samples.node)
+  const relative = (list: Sample[]): StartupFigure => {
+    if (list.length === 0) return { p50_ms: Number.NaN, p95_ms: Number.NaN }
     const figure = summary(list)
-    return [key, key === 'node' ? figure : { ...figure, ratio_to_node_p50: ratio(figure.p50_ms, node.p50_ms) }]
-  }),
-)
-const runBuilt = figures['run_built'] as { p50_ms: number; peak_rss_mib?: number }
-const acpBuilt = figures['acp_built'] as { p50_ms: number }
-const report = {
-  runs: RUNS,
-  build_current: buildCurrent,
-  load_average: (await import('node:os')).loadavg().map((value) => round(value)),
-  figures,
-  targets: {
-    run_wall_le_300_ms: runBuilt.p50_ms <= 300,
-    run_rss_le_70_mib: runBuilt.peak_rss_mib === undefined ? 'not measured' : runBuilt.peak_rss_mib <= 70,
-    acp_initialize_le_300_ms: acpBuilt.p50_ms <= 300,
-  },
+    return { ...figure, ratio_to_node_p50: ratio(figure.p50_ms, node.p50_ms) }
+  }
+  return {
+    runs,
+    build_current: state.current,
+    code_cache: state.cache,
+    node,
+    run_built: relative(samples.run_built),
+    acp_built: relative(samples.acp_built),
+    run_source: relative(samples.run_source),
+    acp_source: relative(samples.acp_source),
+    load_average: os.loadavg().map((value) => round(value)),
+  }
 }
-process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const figures = await benchStartup((message) => process.stderr.write(`[startup] ${message}\n`), { runs: Number(process.env.STARTUP_RUNS ?? 9) })
+  const targets = {
+    run_wall_le_300_ms: figures.run_built.p50_ms <= 300,
+    run_rss_le_70_mib: figures.run_built.peak_rss_mib === undefined ? 'not measured' : figures.run_built.peak_rss_mib <= 70,
+    acp_initialize_le_300_ms: figures.acp_built.p50_ms <= 300,
+  }
+  process.stdout.write(`${JSON.stringify({ ...figures, targets }, null, 2)}\n`)
+}

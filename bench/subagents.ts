@@ -1,5 +1,6 @@
 /**
- * `pnpm bench:subagents` — what conch adds to a sub-agent run. For Codex and Claude Code,
+ * Sub-agents — what conch adds to a sub-agent run (a figure of `pnpm bench`;
+ * `pnpm bench:subagents` runs it alone and prints JSON). For Codex and Claude Code,
  * spawn → answer through the conch provider (`ctx.subagents.start` … `result`) against the
  * raw product driven directly with the same fake model server, in the same run:
  *
@@ -16,12 +17,15 @@
  * Teardown is not counted (the run is answered when the result is). Variants alternate so
  * drift in the machine's load hits all alike. Target: conch's p50 ≤ raw p50 × 1.10 or
  * + 30 ms, whichever is larger. Not a test: a missed target is reported, never a failure.
- * Needs the products (./scripts/install-products.sh).
+ * Needs the products (./scripts/install-products.sh); a missing one is reported and its row
+ * skipped.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
+import os from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { Context } from 'cordis'
 import AgentService from '../packages/core/agent/src/index.ts'
 import LlmService from '../packages/core/llm/src/index.ts'
@@ -35,29 +39,31 @@ import * as codex from '../packages/subagent/subagent-codex/src/index.ts'
 import * as claude from '../packages/subagent/subagent-claude-code/src/index.ts'
 import { median, percentile, round } from './stats.ts'
 
-const RUNS = Number(process.env.SUBAGENT_RUNS ?? 7)
 const ANSWER = 'the answer is 42'
 
-const startedAt = performance.now()
-const progress = (message: string) => process.stderr.write(`[bench ${((performance.now() - startedAt) / 1000).toFixed(1).padStart(6)} s] ${message}\n`)
+/** The fake model server and the scratch folders of one run (set by `benchSubagents`). */
+let fake: Awaited<ReturnType<typeof startFakeModel>>
+let scratch: string
+let workspace: string
+let homeRoot: string
+let codexSettings: codex.TomlTable
+let codexBinary: string | undefined
+let claudeBinary: string | undefined
 
-const codexBinary = codex.resolveCodexExecutable(undefined)
-const claudeBinary = claude.resolveClaudeExecutable(undefined)
-if (!codexBinary || !claudeBinary) throw new Error(`the products are missing: ${codex.NOT_FOUND_HINT}`)
-
-const fake = await startFakeModel({ defaultAnswer: { text: ANSWER } })
-const scratch = mkdtempSync('/var/tmp/conch-bench-subagents-')
-const workspace = mkdtempSync(join(scratch, 'ws-'))
-const homeRoot = join(scratch, 'homes')
-process.env.FAKE_API_KEY = 'dummy'
-process.env.ANTHROPIC_BASE_URL = fake.url
-process.env.ANTHROPIC_API_KEY = 'sk-ant-dummy'
-process.env.CLAUDE_CODE_MAX_RETRIES = '0'
-
-const codexSettings: codex.TomlTable = {
-  model: 'gpt-5.5',
-  model_provider: 'fake',
-  model_providers: { fake: { name: 'fake', base_url: fake.openaiBaseUrl, wire_api: 'responses', env_key: 'FAKE_API_KEY', request_max_retries: 0, stream_max_retries: 0 } },
+async function setup(): Promise<void> {
+  fake = await startFakeModel({ defaultAnswer: { text: ANSWER } })
+  scratch = mkdtempSync('/var/tmp/conch-bench-subagents-')
+  workspace = mkdtempSync(join(scratch, 'ws-'))
+  homeRoot = join(scratch, 'homes')
+  process.env.FAKE_API_KEY = 'dummy'
+  process.env.ANTHROPIC_BASE_URL = fake.url
+  process.env.ANTHROPIC_API_KEY = 'sk-ant-dummy'
+  process.env.CLAUDE_CODE_MAX_RETRIES = '0'
+  codexSettings = {
+    model: 'gpt-5.5',
+    model_provider: 'fake',
+    model_providers: { fake: { name: 'fake', base_url: fake.openaiBaseUrl, wire_api: 'responses', env_key: 'FAKE_API_KEY', request_max_retries: 0, stream_max_retries: 0 } },
+  }
 }
 
 // ─── raw products ───────────────────────────────────────────────────────────────
@@ -137,8 +143,8 @@ async function composition() {
   fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({})))
   fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'read-only', workspaceRoot: workspace })))
   fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
-  fibers.push(await ctx.plugin(codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })))
-  fibers.push(await ctx.plugin(claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })))
+  if (codexBinary) fibers.push(await ctx.plugin(codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })))
+  if (claudeBinary) fibers.push(await ctx.plugin(claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })))
   const agent = await ctx.agents.create({ workspaceRoot: workspace })
   return {
     ctx,
@@ -162,23 +168,27 @@ async function throughConch(c: Awaited<ReturnType<typeof composition>>, provider
 
 // ─── the run ────────────────────────────────────────────────────────────────────
 
-const c = await composition()
-const samples = { codexRaw: [] as number[], codexConch: [] as number[], claudeRaw: [] as number[], claudeConch: [] as number[] }
-// One warm-up of each (page cache, first-start costs), not counted.
-progress('warm-up')
-await rawCodex()
-await throughConch(c, 'codex')
-await rawClaude()
-await throughConch(c, 'claude-code')
-for (let i = 0; i < RUNS; i++) {
-  progress(`round ${i + 1}/${RUNS}`)
-  samples.codexRaw.push(await rawCodex())
-  samples.codexConch.push(await throughConch(c, 'codex'))
-  samples.claudeRaw.push(await rawClaude())
-  samples.claudeConch.push(await throughConch(c, 'claude-code'))
+export interface SubagentVerdict {
+  raw_p50_ms: number
+  conch_p50_ms: number
+  raw_p95_ms: number
+  conch_p95_ms: number
+  added_ms: number
+  allowed_ms: number
+  target_met: boolean
 }
 
-function verdict(raw: number[], conch: number[]) {
+export interface SubagentFigures {
+  runs: number
+  codex?: SubagentVerdict
+  claude_code?: SubagentVerdict
+  /** Products not installed, with the hint; their rows are skipped. */
+  skipped: string[]
+  load_average: number[]
+  samples_ms: Record<string, number[]>
+}
+
+function verdict(raw: number[], conch: number[]): SubagentVerdict {
   const rawP50 = median(raw)
   const conchP50 = median(conch)
   const allowed = Math.max(rawP50 * 0.1, 30)
@@ -193,16 +203,66 @@ function verdict(raw: number[], conch: number[]) {
   }
 }
 
-const report = {
-  runs: RUNS,
-  load_average: (await import('node:os')).loadavg().map((value) => round(value)),
-  cores: (await import('node:os')).cpus().length,
-  codex: verdict(samples.codexRaw, samples.codexConch),
-  claude_code: verdict(samples.claudeRaw, samples.claudeConch),
-  samples_ms: Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, values.map((value) => round(value))])),
+/** Spawn → answer through conch and raw, `runs` rounds after one warm-up of each, for every installed product. */
+export async function benchSubagents(progress: (message: string) => void, options: { runs?: number } = {}): Promise<SubagentFigures> {
+  const runs = options.runs ?? 7
+  codexBinary = codex.resolveCodexExecutable(undefined)
+  claudeBinary = claude.resolveClaudeExecutable(undefined)
+  const skipped = [
+    ...(codexBinary ? [] : [`codex: not installed (${codex.NOT_FOUND_HINT})`]),
+    ...(claudeBinary ? [] : [`claude-code: not installed (${claude.NOT_FOUND_HINT})`]),
+  ]
+  for (const note of skipped) progress(`subagents: skipping ${note}`)
+  const samples = { codexRaw: [] as number[], codexConch: [] as number[], claudeRaw: [] as number[], claudeConch: [] as number[] }
+  if (codexBinary || claudeBinary) {
+    await setup()
+    const c = await composition()
+    try {
+      const oneRound = async (counted: boolean) => {
+        if (codexBinary) {
+          const raw = await rawCodex()
+          const through = await throughConch(c, 'codex')
+          if (counted) {
+            samples.codexRaw.push(raw)
+            samples.codexConch.push(through)
+          }
+        }
+        if (claudeBinary) {
+          const raw = await rawClaude()
+          const through = await throughConch(c, 'claude-code')
+          if (counted) {
+            samples.claudeRaw.push(raw)
+            samples.claudeConch.push(through)
+          }
+        }
+      }
+      // One warm-up of each (page cache, first-start costs), not counted.
+      progress('subagents: warm-up')
+      await oneRound(false)
+      for (let i = 0; i < runs; i++) {
+        progress(`subagents: round ${i + 1}/${runs}`)
+        await oneRound(true)
+      }
+    } finally {
+      await c.dispose()
+      await fake.close()
+      rmSync(scratch, { recursive: true, force: true })
+    }
+  }
+  return {
+    runs,
+    ...(codexBinary && { codex: verdict(samples.codexRaw, samples.codexConch) }),
+    ...(claudeBinary && { claude_code: verdict(samples.claudeRaw, samples.claudeConch) }),
+    skipped,
+    load_average: os.loadavg().map((value) => round(value)),
+    samples_ms: Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, values.map((value) => round(value))])),
+  }
 }
-process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
-await c.dispose()
-await fake.close()
-rmSync(scratch, { recursive: true, force: true })
-process.exit(0)
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const startedAt = performance.now()
+  const progress = (message: string) => process.stderr.write(`[bench ${((performance.now() - startedAt) / 1000).toFixed(1).padStart(6)} s] ${message}\n`)
+  const figures = await benchSubagents(progress, { runs: Number(process.env.SUBAGENT_RUNS ?? 7) })
+  process.stdout.write(`${JSON.stringify({ ...figures, cores: os.cpus().length }, null, 2)}\n`)
+  process.exit(0)
+}

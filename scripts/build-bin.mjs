@@ -4,12 +4,30 @@
 // while every input it was built from is unchanged (packages/cli/dist/manifest.json lists
 // them with their mtimes) and falls back to the sources through tsx otherwise.
 //
-// - Entry: packages/cli/src/bundle.ts (registers the built-in plugins, then runs main.ts).
+// - Entry: packages/cli/src/bundle.ts (registers the built-in plugins, then runs the command).
+// - One script, dist/conch.cjs: a function expression `(require, __filename, __dirname,
+//   __conchHost) => …` that bin/conch.js compiles with `vm.Script` and calls. A script (not an
+//   ES module) because Node 20 can give a script V8's code cache (`cachedData`) and has no cache
+//   for ES modules. No `import()` is left in it: in Node 20 an `import()` in code that came from
+//   the cache fails ("A dynamic import callback was not specified"), so imports of bundled code
+//   are esbuild's lazy inits, of built-in and external modules `require()`, and the one import
+//   of a URL (a `./` plugin of a yml) goes through `__conchHost.import`, the bin's own.
 // - Built-in plugins: every @conch/* dependency of packages/cli/package.json, as a virtual
-//   module of lazy imports; each becomes its own chunk, loaded only when a yml names it.
-// - Kept out of the build, resolved to absolute paths now: native or self-locating packages
-//   (node-pty and its .node binding; tsx, loaded only for `./` plugins written in TypeScript).
-import { statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+//   module of lazy imports; esbuild keeps each behind an init function, so a plugin's modules
+//   are evaluated only when a yml names it.
+// - Kept out of the build, resolved to absolute paths now and required when first used:
+//   node-pty (native, with its .node binding), amaro (3.7 MB, a WebAssembly swc, for the first
+//   run_code program), @xterm/headless (the first terminal), openai (the live model) and
+//   prom-client (the pool's metrics) — text every start would otherwise read. The Claude agent
+//   SDK, an ES module, is imported by the bin before the plugin that needs it (ESM_EXTERNAL).
+//   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
+// - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
+//   `conch acp` session ran (boot, initialize, session/new, a prompt), written by that session
+//   (CONCH_CODE_CACHE_OUT, see bin/conch.js). The manifest records the size and mtime of the
+//   bundle it belongs to; V8 itself rejects a cache of another V8 version or other flags.
+import { spawn } from 'node:child_process'
+import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { build } from 'esbuild'
@@ -17,19 +35,56 @@ import { build } from 'esbuild'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const cli = join(root, 'packages', 'cli')
 const dist = join(cli, 'dist')
-const EXTERNAL = ['node-pty', 'tsx']
+const EXTERNAL = ['node-pty', 'amaro', 'openai', '@xterm/headless', 'prom-client']
+/**
+ * ES module packages kept out of the build: the bin imports one (`__conchHost.preload`) before
+ * the plugin that depends on it is evaluated, and the bundle reads it from there synchronously.
+ * The Claude agent SDK is 1.1 MB that every start would otherwise read.
+ */
+const ESM_EXTERNAL = ['@anthropic-ai/claude-agent-sdk']
 
 const manifestOf = JSON.parse(readFileSync(join(cli, 'package.json'), 'utf8'))
 const plugins = Object.keys(manifestOf.dependencies ?? {}).filter((name) => name.startsWith('@conch/') && name !== '@conch/cli')
 
-/** `conch:builtin-plugins`: `{ '@conch/x': () => import('@conch/x'), … }`. */
+/**
+ * `conch:builtin-plugins`: `{ '@conch/x': () => import('@conch/x'), … }`; a plugin that depends
+ * on an ESM_EXTERNAL package has it preloaded first.
+ */
 const builtinPlugins = {
   name: 'conch-builtin-plugins',
   setup(b) {
     b.onResolve({ filter: /^conch:builtin-plugins$/ }, () => ({ path: 'builtin-plugins', namespace: 'conch' }))
-    b.onLoad({ filter: /.*/, namespace: 'conch' }, () => ({
-      contents: `export default {\n${plugins.map((name) => `  ${JSON.stringify(name)}: () => import(${JSON.stringify(name)}),`).join('\n')}\n}\n`,
-      resolveDir: cli,
+    b.onLoad({ filter: /.*/, namespace: 'conch' }, async () => {
+      const entries = []
+      for (const name of plugins) {
+        const dir = realpathSync(join(cli, 'node_modules', name))
+        const { dependencies = {} } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+        const preloads = []
+        for (const external of ESM_EXTERNAL.filter((external) => external in dependencies)) {
+          const resolved = await b.resolve(external, { kind: 'import-statement', resolveDir: dir, pluginData: { conchExternal: true } })
+          if (resolved.errors.length) return { errors: resolved.errors }
+          preloads.push(`await __conchHost.preload(${JSON.stringify(pathToFileURL(resolved.path).href)})`)
+        }
+        entries.push(`  ${JSON.stringify(name)}: async () => { ${preloads.map((line) => `${line}; `).join('')}return import(${JSON.stringify(name)}) },`)
+      }
+      return { contents: `export default {\n${entries.join('\n')}\n}\n`, resolveDir: cli, loader: 'js' }
+    })
+  },
+}
+
+/** An ESM_EXTERNAL package, as the module the bin preloaded (see builtinPlugins). */
+const esmExternals = {
+  name: 'conch-esm-externals',
+  setup(b) {
+    const filter = new RegExp(`^(${ESM_EXTERNAL.map((name) => name.replace(/[/.]/g, '\\$&')).join('|')})$`)
+    b.onResolve({ filter }, async (args) => {
+      if (args.pluginData?.conchExternal) return undefined
+      const resolved = await b.resolve(args.path, { kind: 'import-statement', resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
+      if (resolved.errors.length) return { errors: resolved.errors }
+      return { path: resolved.path, namespace: 'conch-esm' }
+    })
+    b.onLoad({ filter: /.*/, namespace: 'conch-esm' }, (args) => ({
+      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.path).href)})\n`,
       loader: 'js',
     }))
   },
@@ -42,7 +97,8 @@ const externals = {
     const filter = new RegExp(`^(${EXTERNAL.map((name) => name.replace(/[/.]/g, '\\$&')).join('|')})(/.*)?$`)
     b.onResolve({ filter }, async (args) => {
       if (args.pluginData?.conchExternal) return undefined
-      const resolved = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
+      // The build requires every external (see above): resolve the CommonJS entry of each.
+      const resolved = await b.resolve(args.path, { kind: 'require-call', resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
       if (resolved.errors.length) return { errors: resolved.errors }
       return { path: resolved.path, external: true }
     })
@@ -73,26 +129,28 @@ const selfLocating = {
 }
 
 rmSync(dist, { recursive: true, force: true })
+const bundle = join(dist, 'conch.cjs')
 const result = await build({
-  entryPoints: { conch: join(cli, 'src', 'bundle.ts') },
-  outdir: dist,
+  entryPoints: [join(cli, 'src', 'bundle.ts')],
+  outfile: bundle,
   bundle: true,
-  splitting: true,
-  format: 'esm',
+  format: 'cjs',
   platform: 'node',
   target: 'node20',
-  outExtension: { '.js': '.mjs' },
-  chunkNames: 'chunks/[name]-[hash]',
   sourcemap: 'linked',
+  // import.meta of every bundled module is the bundle's (bin/conch.js passes it in).
+  define: { 'import.meta.url': '__conchHost.url', 'import.meta.resolve': '__conchHost.resolve' },
+  // import('x') becomes require('x') for every module outside the bundle (see above).
+  supported: { 'dynamic-import': false },
   // Less to parse on every start; names stay readable in stack traces.
   minifyWhitespace: true,
   minifySyntax: true,
   metafile: true,
   absWorkingDir: root,
   logLevel: 'warning',
-  // Bundled CommonJS dependencies call require(); give the ES module output one.
-  banner: { js: "import { createRequire as __conchCreateRequire } from 'node:module'; const require = __conchCreateRequire(import.meta.url);" },
-  plugins: [builtinPlugins, externals, selfLocating],
+  banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
+  footer: { js: '})' },
+  plugins: [builtinPlugins, esmExternals, externals, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went
@@ -104,5 +162,84 @@ for (const input of [...Object.keys(result.metafile.inputs), relative(root, join
   const path = resolve(root, input)
   inputs[path] = statSync(path).mtimeMs
 }
-writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify({ builtAt: new Date().toISOString(), plugins, inputs }, null, 1)}\n`)
-process.stderr.write(`built ${relative(root, join(dist, 'conch.mjs'))} (${plugins.length} built-in plugins, ${Object.keys(inputs).length} source files)\n`)
+// esbuild escapes non-ASCII text except inside regular expressions. While every character is
+// below U+0100 the bundle is stored as Latin-1, one byte per character, which Node decodes
+// about twice as fast as UTF-8 (a few ms per start).
+const text = readFileSync(bundle, 'utf8')
+const leftover = Object.values(result.metafile.outputs).flatMap((output) => output.imports.filter((entry) => entry.kind === 'dynamic-import'))
+if (leftover.length) {
+  throw new Error(`the bundle still contains import() of ${leftover.map((entry) => entry.path).join(', ')}; under Node 20 such an import fails in code from the code cache`)
+}
+const encoding = /[^\u0000-\u00ff]/.test(text) ? 'utf8' : 'latin1'
+if (encoding === 'latin1') writeFileSync(bundle, text, 'latin1')
+const manifest = { builtAt: new Date().toISOString(), bundle: 'conch.cjs', encoding, plugins, inputs }
+writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
+process.stderr.write(`built ${relative(root, bundle)} (${plugins.length} built-in plugins, ${Object.keys(inputs).length} source files)\n`)
+
+const cacheFile = join(dist, 'conch.cjs.cache')
+try {
+  await trainCodeCache(cacheFile)
+  const { size, mtimeMs } = statSync(bundle)
+  manifest.codeCache = { file: 'conch.cjs.cache', bundleSize: size, bundleMtimeMs: mtimeMs }
+  writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
+  process.stderr.write(`wrote ${relative(root, cacheFile)} (${Math.round(statSync(cacheFile).size / 1024)} KiB of V8 code cache)\n`)
+} catch (error) {
+  // The bin runs without a cache, only slower to start.
+  rmSync(cacheFile, { force: true })
+  process.stderr.write(`note: no code cache for the bin: ${error instanceof Error ? error.message : String(error)}\n`)
+}
+
+/**
+ * One scripted `conch acp` session on the root cordis.yml, in a scratch workspace and state
+ * folder: initialize, session/new, a prompt the script answers, then end of input. The bin
+ * writes the code cache of everything it compiled as it exits.
+ */
+async function trainCodeCache(out) {
+  const scratch = mkdtempSync(join(tmpdir(), 'conch-code-cache-'))
+  try {
+    // The session log folder must lie outside the workspace.
+    const workspace = join(scratch, 'workspace')
+    mkdirSync(workspace)
+    const script = join(scratch, 'script.jsonl')
+    writeFileSync(script, '{"text":"done"}\n')
+    const env = { ...process.env, CONCH_CODE_CACHE_OUT: out, XDG_STATE_HOME: join(scratch, 'state'), CONCH_FROM_SOURCE: '0' }
+    const child = spawn(process.execPath, [join(cli, 'bin', 'conch.js'), 'acp', '--config', join(root, 'cordis.yml'), '--script', script], {
+      cwd: workspace,
+      env,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+    const frames = [
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1 } },
+      { jsonrpc: '2.0', id: 2, method: 'session/new', params: { cwd: workspace, mcpServers: [] } },
+    ]
+    const send = (frame) => child.stdin.write(`${JSON.stringify(frame)}\n`)
+    let buffered = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk) => {
+      buffered += chunk
+      for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
+        const message = JSON.parse(buffered.slice(0, newline))
+        buffered = buffered.slice(newline + 1)
+        if (message.error) {
+          child.kill()
+          return
+        }
+        if (message.id === 1 && 'result' in message) send(frames[1])
+        else if (message.id === 2 && 'result' in message) {
+          send({ jsonrpc: '2.0', id: 3, method: 'session/prompt', params: { sessionId: message.result.sessionId, prompt: [{ type: 'text', text: 'start' }] } })
+        } else if (message.id === 3) child.stdin.end()
+      }
+    })
+    send(frames[0])
+    const timer = setTimeout(() => child.kill(), 60_000)
+    const code = await new Promise((resolve, reject) => {
+      child.on('error', reject)
+      child.on('close', resolve)
+    }).finally(() => clearTimeout(timer))
+    if (code !== 0) throw new Error(`the training session exited ${code}: ${stderr.trim()}`)
+    statSync(out)
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
+}

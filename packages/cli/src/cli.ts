@@ -24,6 +24,17 @@ export type RunAcp = (options: {
   signal: AbortSignal
 }) => Promise<void>
 
+/**
+ * What `@conch/acp` exports to answer `initialize` while the composition boots: `input` and
+ * `output` replace the process's streams for `runAcp`; `close` stops reading when nothing will
+ * serve them.
+ */
+export type AnswerInitializeEarly = (options: {
+  input: NodeJS.ReadableStream
+  output: NodeJS.WritableStream
+  onMismatch?(early: unknown, server: unknown): void
+}) => { input: NodeJS.ReadableStream; output: NodeJS.WritableStream; close(): void }
+
 export interface MainIo {
   stdin: NodeJS.ReadableStream
   stdout: NodeJS.WritableStream
@@ -87,19 +98,39 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
   }
 }
 
+/**
+ * `conch acp`: `initialize` is answered as soon as it arrives (by `@conch/acp`'s
+ * `answerInitializeEarly`), while the composition boots; the server then takes the connection
+ * over from the first byte.
+ */
 async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.ReadableStream }): Promise<number> {
-  const runAcp = await loadAcp()
-  const app = await bootFor(args, io)
+  const acp = await loadAcp()
+  const early = acp.answerInitializeEarly?.({
+    input: io.stdin,
+    output: io.stdout,
+    onMismatch: (answered, server) =>
+      io.stderr.write(`conch: the early initialize answer ${JSON.stringify(answered)} differs from the server's ${JSON.stringify(server)}\n`),
+  })
   try {
-    if (!io.signal.aborted) await runAcp({ ctx: app.ctx, input: io.stdin, output: io.stdout, signal: io.signal })
-    return 0
+    // The boot below runs mostly as one chain of microtasks, which the reading of stdin would
+    // have to wait behind. A request already in the pipe, as a client's initialize usually is
+    // by now, is read (and answered) first: two check phases of the event loop have a poll
+    // phase between them whatever phase this runs in.
+    if (early) for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
+    const app = await bootFor(args, io)
+    try {
+      if (!io.signal.aborted) await acp.runAcp({ ctx: app.ctx, input: early?.input ?? io.stdin, output: early?.output ?? io.stdout, signal: io.signal })
+      return 0
+    } finally {
+      await app.shutdown()
+    }
   } finally {
-    await app.shutdown()
+    early?.close()
   }
 }
 
-async function loadAcp(): Promise<RunAcp> {
-  let exports: { runAcp?: unknown }
+async function loadAcp(): Promise<{ runAcp: RunAcp; answerInitializeEarly?: AnswerInitializeEarly }> {
+  let exports: { runAcp?: unknown; answerInitializeEarly?: unknown }
   try {
     exports = (await import('@conch/acp')) as { runAcp?: unknown }
   } catch (error) {
@@ -108,7 +139,10 @@ async function loadAcp(): Promise<RunAcp> {
   if (typeof exports.runAcp !== 'function') {
     throw new CliError('UNAVAILABLE', 'conch acp is not available yet: @conch/acp does not export runAcp')
   }
-  return exports.runAcp as RunAcp
+  return {
+    runAcp: exports.runAcp as RunAcp,
+    ...(typeof exports.answerInitializeEarly === 'function' && { answerInitializeEarly: exports.answerInitializeEarly as AnswerInitializeEarly }),
+  }
 }
 
 /** First SIGINT/SIGTERM: abort and let the command shut down. Second: exit at once. */

@@ -2,7 +2,7 @@
  * `@conch/cli`: the `conch` command and the boot code it is made of, for hosts that compose
  * conch themselves (an ACP server, a test, an example).
  */
-export { main, type MainIo, type RunAcp } from './cli.ts'
+export { main, type AnswerInitializeEarly, type MainIo, type RunAcp } from './cli.ts'
 export { boot, describeError, type App, type BootOptions, type LogLevel } from './boot.ts'
 export { applyPatches, findRow, flattenRows, readComposition, type Composition, type EntryRow, type Patch } from './compose.ts'
 export { expand, interpolateEnv } from './env.ts'

@@ -26,11 +26,21 @@ export const GROUP = 'cordis:group'
 const builtinPlugins = new Map<string, () => Promise<unknown>>()
 /** Called once before a `./` plugin written in TypeScript is imported (the built bin loads tsx then). */
 let beforeTypeScriptImport: (() => Promise<void>) | undefined
+/** Imports a plugin module by URL (the built bin's comes from bin/conch.js). */
+let importModule = (url: string): Promise<unknown> => import(url)
 
-/** Registers the built bin's plugin table and its TypeScript loader (see `bundle.ts`). */
-export function useBuiltinPlugins(table: Record<string, () => Promise<unknown>>, loadTypeScript?: () => Promise<void>): void {
+/**
+ * Registers the built bin's plugin table, its TypeScript loader and its importer of modules
+ * outside the build (see `bundle.ts`).
+ */
+export function useBuiltinPlugins(
+  table: Record<string, () => Promise<unknown>>,
+  loadTypeScript?: () => Promise<void>,
+  importer?: (url: string) => Promise<unknown>,
+): void {
   for (const [name, load] of Object.entries(table)) builtinPlugins.set(name, load)
   beforeTypeScriptImport = loadTypeScript
+  if (importer) importModule = importer
 }
 
 /** The URL the loader imports for `row`. Throws the resolution error for an unknown package. */
@@ -73,7 +83,11 @@ export async function preparePlugins(
           builtins.set(url.slice('cordis:'.length), exports)
         } else {
           if (beforeTypeScriptImport && /\.[cm]?tsx?$/.test(url)) await beforeTypeScriptImport()
-          exports = await import(url)
+          exports = await importModule(url)
+          // The loader gets the module itself too, as the builtin `cordis:<url>`: it never
+          // imports anything on its own (the built bin has no import() of its own to give it).
+          builtins.set(url, exports)
+          urls.set(row, `cordis:${url}`)
         }
       } catch (error) {
         failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot import ${row.name}: ${message(error)}` })

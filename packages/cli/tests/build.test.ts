@@ -4,23 +4,29 @@
 import { mkdtempSync, mkdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { describe, expect, it } from 'vitest'
 // @ts-expect-error -- a plain JavaScript module of the bin, without declarations
-import { buildIsCurrent } from '../bin/build-current.js'
+import { buildIsCurrent, currentBuild } from '../bin/build-current.js'
 
-function fixture(): { dist: URL; source: string; writeManifest(inputs: Record<string, number>): void } {
+function fixture(): { dist: URL; source: string; bundle: string; writeManifest(inputs: Record<string, number>, extra?: object): void } {
   const dir = mkdtempSync(join(tmpdir(), 'conch-build-'))
   const dist = join(dir, 'dist')
   mkdirSync(dist)
   const source = join(dir, 'main.ts')
   writeFileSync(source, 'export {}\n')
+  const bundle = join(dist, 'conch.cjs')
+  writeFileSync(bundle, '(function () {})\n')
   return {
     dist: pathToFileURL(`${dist}/`),
     source,
-    writeManifest: (inputs) => writeFileSync(join(dist, 'manifest.json'), JSON.stringify({ inputs })),
+    bundle,
+    writeManifest: (inputs, extra = {}) => writeFileSync(join(dist, 'manifest.json'), JSON.stringify({ bundle: 'conch.cjs', inputs, ...extra })),
   }
 }
+
+type Build = { bundle: URL; encoding: string; cachedData?: Buffer } | undefined
+const build = (dist: URL): Build => (currentBuild as (d: URL, e: object) => Build)(dist, {})
 
 const current = (dist: URL, env: Record<string, string> = {}): boolean => (buildIsCurrent as (d: URL, e: object) => boolean)(dist, env)
 
@@ -48,5 +54,20 @@ describe('buildIsCurrent', () => {
     expect(current(dist)).toBe(false)
     writeManifest({ [source]: statSync(source).mtimeMs })
     expect(current(dist, { CONCH_FROM_SOURCE: '1' })).toBe(false)
+  })
+
+  it('gives the code cache only for the very bundle it was made from (same size and mtime)', () => {
+    const { dist, source, bundle, writeManifest } = fixture()
+    writeFileSync(join(fileURLToPath(dist), 'conch.cjs.cache'), 'cache')
+    const { size, mtimeMs } = statSync(bundle)
+    const inputs = { [source]: statSync(source).mtimeMs }
+    writeManifest(inputs, { encoding: 'latin1', codeCache: { file: 'conch.cjs.cache', bundleSize: size, bundleMtimeMs: mtimeMs } })
+    expect(build(dist)).toEqual({ bundle: new URL('conch.cjs', dist), encoding: 'latin1', cachedData: Buffer.from('cache') })
+    // Rebuilt without a new cache: the bundle runs, compiled afresh.
+    writeFileSync(bundle, '(function () { /* rebuilt */ })\n')
+    expect(build(dist)).toEqual({ bundle: new URL('conch.cjs', dist), encoding: 'latin1' })
+    // No cache recorded, and a manifest without an encoding (read as UTF-8).
+    writeManifest(inputs)
+    expect(build(dist)).toEqual({ bundle: new URL('conch.cjs', dist), encoding: 'utf8' })
   })
 })

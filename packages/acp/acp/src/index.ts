@@ -12,6 +12,7 @@ import { AcpServer } from './server.ts'
 import { readableFrom, writableTo } from './stdio.ts'
 
 export { Config, type ConfigInput } from './config.ts'
+export { answerInitializeEarly, type EarlyInitialize, type EarlyInitializeOptions } from './early.ts'
 export { AcpError, RPC, type AcpErrorCode } from './errors.ts'
 export { PROMPT_CAPABILITIES, promptText } from './prompt.ts'
 export { AcpServer, initializeResponse, stopReason, type AcpServerOptions } from './server.ts'

@@ -55,7 +55,15 @@ export interface BootOptions {
   memory?: Record<string, unknown>
 }
 
-export async function boot(options: BootOptions): Promise<Harness> {
+/** The composition alone, not served: its context, a workspace folder, and its disposal. */
+export interface Composed {
+  ctx: Context
+  logged: string[]
+  workspace: string
+  dispose(): Promise<void>
+}
+
+export async function compose(options: Omit<BootOptions, 'acp'>): Promise<Composed> {
   const dir = mkdtempSync(join(tmpdir(), 'conch-acp-'))
   const workspace = join(dir, 'workspace')
   writeFileSync(join(dir, 'script.jsonl'), options.script.map((line) => JSON.stringify(line)).join('\n') + '\n')
@@ -79,7 +87,20 @@ export async function boot(options: BootOptions): Promise<Harness> {
   fibers.push(await ctx.plugin(memory, memory.Config.parse(options.memory ?? {})))
   fibers.push(await ctx.plugin(toolPty, toolPty.Config.parse({})))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse(options.agents ?? {})))
+  return {
+    ctx,
+    logged,
+    workspace,
+    async dispose() {
+      for (const fiber of fibers.reverse()) await fiber.dispose()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
 
+export async function boot(options: BootOptions): Promise<Harness> {
+  const composed = await compose(options)
+  const { ctx, logged, workspace } = composed
   const toAgent = new PassThrough()
   const fromAgent = new PassThrough()
   const frames: unknown[] = []
@@ -129,8 +150,7 @@ export async function boot(options: BootOptions): Promise<Harness> {
       controller.abort(new Error('test over'))
       await served.catch(() => undefined)
       connection.close()
-      for (const fiber of fibers.reverse()) await fiber.dispose()
-      rmSync(dir, { recursive: true, force: true })
+      await composed.dispose()
     },
   }
 }

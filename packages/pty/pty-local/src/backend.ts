@@ -13,8 +13,9 @@ import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
 import { createControlledPrompt } from './prompt.ts'
+import { loadScreenModel } from './screen.ts'
 import { LocalSession } from './session.ts'
-import { spawnTerminal, type TerminalProcess } from './terminal.ts'
+import { loadNodePty, spawnTerminal, type TerminalProcess } from './terminal.ts'
 
 export interface LocalBackendOptions {
   config: Config
@@ -62,6 +63,11 @@ export class LocalBackend implements PtyBackend {
         throw new PtyError('SPAWN_FAILED', `cannot start a ${policy.mode} terminal: ${(error as Error).message}`, { cause: error })
       }
     }
+    if (request.signal.aborted) throw request.signal.reason
+
+    // node-pty, and the screen model a program may need at any point of its output: loaded on
+    // the first spawn, so a composition that opens no terminal does not load them at startup.
+    await Promise.all([loadNodePty(), loadScreenModel()])
     if (request.signal.aborted) throw request.signal.reason
 
     const prompt = createControlledPrompt()

@@ -10,10 +10,24 @@
  * with `  ← cursor` (the format of `@conch/pty`'s screen-text.ts). No escape sequences: colours and
  * attributes are not rendered.
  */
-import xterm from '@xterm/headless'
 import type { Terminal } from '@xterm/headless'
 import { CURSOR_MARK, screenHeader } from '@conch/pty'
 import type { ScreenSink } from './output.ts'
+
+type Xterm = typeof import('@xterm/headless')
+/** @xterm/headless once loaded (about 20 ms of CPU to evaluate, so not at import). */
+let xterm: Xterm | undefined
+let loading: Promise<void> | undefined
+
+/**
+ * Loads @xterm/headless; every `ScreenModel` needs it first. The backend awaits this before its
+ * first terminal starts, so a composition that never opens one does not pay for it at startup.
+ */
+export function loadScreenModel(): Promise<void> {
+  return (loading ??= import('@xterm/headless').then((module) => {
+    xterm = ((module as { default?: Xterm }).default ?? module) as Xterm
+  }))
+}
 
 /** The internal synchronous write of xterm.js (`CoreTerminal.writeSync`), pinned with the exact version. */
 interface SyncCore {
@@ -37,7 +51,9 @@ export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
   private readonly core: SyncCore
 
+  /** @throws Error when `loadScreenModel()` has not resolved yet (a programming error). */
   constructor(options: { rows: number; cols: number }) {
+    if (xterm === undefined) throw new Error('ScreenModel: @xterm/headless is not loaded; await loadScreenModel() first')
     this.terminal = new xterm.Terminal({
       rows: options.rows,
       cols: options.cols,

@@ -11,7 +11,18 @@
  */
 import { write as writeFd } from 'node:fs'
 import { statSync } from 'node:fs'
-import pty from 'node-pty'
+
+type NodePty = typeof import('node-pty')
+/** node-pty once loaded: a native addon, loaded on the first terminal rather than at import. */
+let pty: NodePty | undefined
+let loading: Promise<void> | undefined
+
+/** Loads node-pty; `spawnTerminal` needs it first (the backend awaits this in every spawn). */
+export function loadNodePty(): Promise<void> {
+  return (loading ??= import('node-pty').then((module) => {
+    pty = ((module as { default?: NodePty }).default ?? module) as NodePty
+  }))
+}
 
 export interface TerminalExit {
   exitCode: number
@@ -51,8 +62,12 @@ export interface SpawnTerminalOptions {
   rows: number
 }
 
-/** Starts `argv` on a new PTY. Output arrives as raw bytes (`encoding: null`). Throws what node-pty throws (e.g. a missing program). */
+/**
+ * Starts `argv` on a new PTY. Output arrives as raw bytes (`encoding: null`). Throws what
+ * node-pty throws (e.g. a missing program), and an Error when `loadNodePty()` has not resolved.
+ */
 export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
+  if (pty === undefined) throw new Error('spawnTerminal: node-pty is not loaded; await loadNodePty() first')
   const [file, ...args] = options.argv
   const child = pty.spawn(file, args, {
     name: options.env.TERM ?? 'xterm-256color',

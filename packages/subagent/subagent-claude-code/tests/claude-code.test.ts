@@ -8,7 +8,8 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startFakeModel, type FakeModelServer, type FakeResponder } from '@conch/fake-model'
-import { SubagentError, type SubagentRun, type SubagentUpdate } from '@conch/subagent'
+import { SubagentError } from '@conch/subagent'
+import { startRun } from '@conch/fake-model/harness'
 import { boot, claudeBinary, freshMark, marked, MARK_VARIABLE, type Harness } from './harness.ts'
 
 const binary = claudeBinary()
@@ -60,28 +61,8 @@ async function setup(options: { mode?: 'read-only' | 'workspace-write'; config?:
 
 const prompt = (text: string) => [{ type: 'text' as const, text }]
 
-/** Starts a run and collects its updates; `streamed(text)` resolves once the streamed text contains `text`. */
-async function start(h: Harness, text: string, signal?: AbortSignal) {
-  const updates: SubagentUpdate[] = []
-  const waiters = new Set<() => void>()
-  const streamedText = () => updates.map((update) => (update.type === 'text' ? update.text : '')).join('')
-  const onUpdate = (update: SubagentUpdate) => {
-    updates.push(update)
-    for (const waiter of [...waiters]) waiter()
-  }
-  const streamed = (needle: string) =>
-    new Promise<void>((resolve) => {
-      const check = () => {
-        if (!streamedText().includes(needle)) return
-        waiters.delete(check)
-        resolve()
-      }
-      waiters.add(check)
-      check()
-    })
-  const run: SubagentRun = await h.ctx.subagents.start('claude-code', { prompt: prompt(text), parent: h.agent, onUpdate, ...(signal ? { signal } : {}) })
-  return { run, updates, streamed }
-}
+/** Starts a run and collects its updates (see startRun). */
+const start = (h: Harness, text: string, signal?: AbortSignal) => startRun(h, 'claude-code', text, signal)
 
 const lastMessages = () => fake.requests.findLast((request) => request.api === 'messages')
 

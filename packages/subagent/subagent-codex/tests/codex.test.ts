@@ -7,7 +7,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync 
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startFakeModel, type FakeModelServer } from '@conch/fake-model'
-import { SubagentError, type SubagentRun, type SubagentUpdate } from '@conch/subagent'
+import { SubagentError } from '@conch/subagent'
+import { startRun } from '@conch/fake-model/harness'
 import { boot, codexBinary, freshMark, marked, MARK_VARIABLE, type Harness } from './harness.ts'
 
 const binary = codexBinary()
@@ -74,28 +75,8 @@ async function setup(options: { mode?: 'read-only' | 'workspace-write'; config?:
 
 const prompt = (text: string) => [{ type: 'text' as const, text }]
 
-/** Starts a run and collects its updates; `streamed(text)` resolves once the streamed text contains `text`. */
-async function start(h: Harness, text: string, signal?: AbortSignal) {
-  const updates: SubagentUpdate[] = []
-  const waiters = new Set<() => void>()
-  const streamedText = () => updates.map((update) => (update.type === 'text' ? update.text : '')).join('')
-  const onUpdate = (update: SubagentUpdate) => {
-    updates.push(update)
-    for (const waiter of [...waiters]) waiter()
-  }
-  const streamed = (needle: string) =>
-    new Promise<void>((resolve) => {
-      const check = () => {
-        if (!streamedText().includes(needle)) return
-        waiters.delete(check)
-        resolve()
-      }
-      waiters.add(check)
-      check()
-    })
-  const run: SubagentRun = await h.ctx.subagents.start('codex', { prompt: prompt(text), parent: h.agent, onUpdate, ...(signal ? { signal } : {}) })
-  return { run, updates, streamed }
-}
+/** Starts a run and collects its updates (see startRun). */
+const start = (h: Harness, text: string, signal?: AbortSignal) => startRun(h, 'codex', text, signal)
 
 real('codex app-server as a sub-agent', { timeout: 60_000 }, () => {
   it('answers with the final agent message, the commentary before it left out', async () => {

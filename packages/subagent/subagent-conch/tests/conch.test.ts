@@ -3,7 +3,7 @@
  * from tests/fixtures/child.cordis.yml.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -15,6 +15,7 @@ import SessionService from '@conch/session'
 import SubagentService, { type SubagentRun, type SubagentUpdate } from '@conch/subagent'
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
+import { markedProcesses } from '@conch/fake-model/harness'
 import * as plugin from '../src/index.ts'
 
 // Each test starts one or two conch processes (and their shells); on a loaded machine that takes seconds.
@@ -51,21 +52,7 @@ afterEach(async () => {
 })
 
 /** Live processes whose environment carries this test's mark (children, grandchildren, their shells). */
-function marked(value: string): number[] {
-  const needle = `${MARK}=${value}`
-  const found: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      if (readFileSync(`/proc/${name}/environ`, 'utf8').split('\0').includes(needle)) found.push(Number(name))
-    } catch {
-      // gone, or not readable
-    }
-  }
-  return found
-}
+const marked = (value: string): number[] => markedProcesses(MARK, value)
 
 async function boot(config: Record<string, unknown>): Promise<{ ctx: Context; agent: Agent }> {
   mark = randomBytes(8).toString('hex')
