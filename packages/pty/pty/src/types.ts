@@ -32,8 +32,11 @@ export type SessionStatus =
  * - `continuation`: a secondary prompt — bash PS2 (`> `) or Python's `... `; the next input
  *   joins an open block. Finish it (often an empty line) or interrupt with SIGINT.
  * - `not_reading`: the send was written while nothing in the foreground was reading the terminal.
+ * - `hidden`: the reader waits with echo off in canonical mode (termios(3): `ECHO` cleared,
+ *   `ICANON` set — how getpass(3), `read -s`, sudo and ssh-keygen ask for a secret); type it with
+ *   a `secret` send.
  */
-export type InputState = 'prompt' | 'continuation' | 'not_reading'
+export type InputState = 'prompt' | 'continuation' | 'not_reading' | 'hidden'
 
 /** Which mechanism settled a send, and what it saw. */
 export interface ReadinessEvidence {
@@ -76,6 +79,23 @@ export interface SendResult {
 export interface SendLimits {
   timeoutMs?: number
   idleMs?: number
+}
+
+/**
+ * One entry of a `keys` send: a key name (`Enter`, `Up`, `C-c`, `M-f`, `F5`, …; the backend
+ * lists the names it knows when one is unknown), a single character typed as itself (`q`, `:`),
+ * or `{text}` — literal text typed as it is, never read as a key name.
+ */
+export type KeyEntry = string | { text: string }
+
+/**
+ * A deployment secret to type: its configured name (the only part a result, a log or the model
+ * ever shows) and its value, read by the caller just before the send. The backend replaces the
+ * value wherever the terminal prints it with `[secret NAME]` from then on.
+ */
+export interface SecretValue {
+  name: string
+  value: string
 }
 
 /** What a backend is asked to type. `submit`: Enter follows the text. */
@@ -229,6 +249,10 @@ export type PtyErrorCode =
   | 'SPAWN_FAILED'
   | 'CLOSE_FAILED'
   | 'INVALID_INPUT'
+  | 'UNKNOWN_KEY'
+  | 'LINE_TOO_LONG'
+  | 'UNKNOWN_SECRET'
+  | 'SECRET_UNAVAILABLE'
 
 export class PtyError extends Error {
   override readonly name = 'PtyError'

@@ -12,6 +12,7 @@
  * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
  * [input: continuation — …]           when the terminal waits for the rest of a block
  * [input: not_reading — …]            when nothing in the foreground read the input
+ * [input: hidden — …]                 when the reader waits with echo off (a password prompt)
  * [output truncated]                  when output was cut (by the backend or by this bound)
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
@@ -103,6 +104,10 @@ const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
     text: '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]',
     short: '[input: not_reading]',
   },
+  hidden: {
+    text: '[input: hidden — the program is reading a secret]',
+    short: '[input: hidden]',
+  },
 }
 
 function inputLine(state: InputState | undefined): MetaLine[] {
@@ -112,6 +117,7 @@ function inputLine(state: InputState | undefined): MetaLine[] {
       return []
     case 'continuation':
     case 'not_reading':
+    case 'hidden':
       return [INPUT_LINES[state]]
     default:
       return exhausted(state)
