@@ -15,6 +15,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { createControlledPrompt } from './prompt.ts'
 import { LocalSession } from './session.ts'
 import { spawnTerminal, type TerminalProcess } from './terminal.ts'
+import type { TermiosReader } from './termios.ts'
 
 export interface LocalBackendOptions {
   config: Config
@@ -22,6 +23,8 @@ export interface LocalBackendOptions {
   sandboxPolicy: SandboxPolicyServiceApi
   /** Builds the platform inspector for a started terminal. */
   inspect: (terminal: TerminalProcess) => TerminalInspector
+  /** Reads a terminal's termios flags by its slave path (termios.ts). Absent: never read — no line is refused, no input reported hidden. */
+  termios?: TermiosReader
   /** The parent environment the shell's is derived from. Default `process.env`. */
   env?: NodeJS.ProcessEnv
 }
@@ -91,6 +94,7 @@ export class LocalBackend implements PtyBackend {
         if (identity !== undefined) await signalIfSame(table, identity, signal)
       },
       inspector: this.options.inspect(terminal),
+      ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => this.options.termios!.read(terminal.slavePath) }),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
       // and it passes the hangup on to its jobs), then KILL after the grace.

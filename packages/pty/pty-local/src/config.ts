@@ -53,6 +53,11 @@ export const Config = z
     handoffGraceMs: positive().default(500),
     /** Upper bound of one send (and of startup), settling `timeout`. */
     timeoutMs: positive().default(30000),
+    /**
+     * How long output that could be the start of a typed secret's value is held back for the
+     * rest of it to arrive (see redact.ts); then it is shown as it was.
+     */
+    secretHoldMs: positive().default(50),
     /** Time processes get between SIGTERM/SIGHUP and SIGKILL when a session closes. */
     disposeGraceMs: positive().default(3000),
     /**

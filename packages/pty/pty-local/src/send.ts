@@ -19,6 +19,7 @@ import {
   type WaitReason,
 } from '@conch/pty'
 import { isContinuation } from './continuation.ts'
+import { planInput, type InputPlan } from './input.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
 import { SendBuffer } from './send-buffer.ts'
 import type { LocalSession } from './session.ts'
@@ -70,6 +71,8 @@ export class Send {
   /** Resolves when the input has been written (or the send settled without writing). */
   private readonly written: Promise<void>
   private markWritten!: () => void
+  /** What the send types (input.ts); empty for startup and signal watches. */
+  private readonly plan: InputPlan
   /** For `signal` watches: what the signal reached. */
   signalResult: SignalResult | undefined
   /** Output chunks seen while waiting. */
@@ -99,6 +102,7 @@ export class Send {
     private readonly signalToSend?: PtySignal,
   ) {
     this.timeoutMs = input.timeoutMs ?? session.configRef.timeoutMs
+    this.plan = kind === 'send' ? planInput(input) : { steps: [], lines: '', echo: '' }
     this.idleMs = input.idleMs ?? session.configRef.idleSilenceMs
     this.done = new Promise<SendResult>((resolve, reject) => {
       this.resolve = resolve
@@ -136,6 +140,14 @@ export class Send {
     }
   }
 
+  /** Refuses the send before anything was written (e.g. a line over the canonical limit). */
+  private refuse(error: PtyError): void {
+    if (this.state === 'settled') return
+    this.finish()
+    this.session.settled(this, this.session.knownAtPrompt, this.buffer)
+    this.reject(error)
+  }
+
   /** Startup only: the caller gave up; reject with its reason. */
   private abandon(reason: unknown): void {
     if (this.state === 'settled') return
@@ -155,16 +167,21 @@ export class Send {
     if (this.state !== 'pending') return
     if (aborted()) return this.kind === 'send' ? void this.cancel() : this.abandon(this.input.signal?.reason)
     if (session.status().state === 'exited') return this.settle('session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
+    if (this.kind === 'send') {
+      // The canonical line limit, checked before anything is written (input-checks in session.ts).
+      const refusal = await session.refuseInput(this.plan)
+      if (this.state !== 'pending') return
+      if (refusal !== undefined) return this.refuse(refusal)
+    }
     this.state = 'writing'
     this.markersAtWrite = session.promptMarkerCount
     this.writtenAt = session.now()
     if (this.kind === 'send') {
       this.promptMayBeStale = !session.knownAtPrompt
-      const text = this.input.text.replace(/\r?\n/g, '\r')
       // Every readiness timer starts once the whole input is in the terminal's input queue: a
       // large paste takes as long as the reader needs to drain it, and silence while it is still
-      // being written proves nothing.
-      await session.write(this.input.submit ? `${text}\r` : text)
+      // being written proves nothing. Each step is its own write, encoded for the modes then.
+      await session.writeSteps(this.plan)
       this.writtenAt = session.now()
       this.outputAtWrite = this.outputCount
       this.markWritten()
@@ -414,7 +431,15 @@ export class Send {
       if (this.state !== 'waiting') return
       const reader = state.reader!
       const shellReads = state.tpgid !== undefined && state.tpgid === this.session.shellPgid
-      const inputState: InputState = isContinuation(this.session.promptLine(), shellReads) ? 'continuation' : 'prompt'
+      let inputState: InputState = isContinuation(this.session.promptLine(), shellReads) ? 'continuation' : 'prompt'
+      // A reader in read(2) may be asking for a secret (echo off in canonical mode): termios says.
+      if (this.kind !== 'startup' && (reader.syscall === 'read' || reader.syscall === 'readv')) {
+        const outputBefore = this.outputCount
+        const hidden = await this.session.readsHiddenInput()
+        if (this.isSettled()) return
+        if (this.outputCount !== outputBefore) return this.requestProbe()
+        if (hidden) inputState = 'hidden'
+      }
       if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
       const { name, pid, tid, syscall, fd, path } = reader
       const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
@@ -470,7 +495,7 @@ export class Send {
     // wrote instead.
     if (partial.trim() === '') partial = this.buffer.lastNonBlankLine()
     if (partial.trim() === '') return false
-    const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
+    const last = this.plan.echo
     return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
   }
 

@@ -40,6 +40,10 @@ import { Scrollback } from './scrollback.ts'
 import { Send } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
+import { encodeStep, type InputPlan } from './input.ts'
+import type { KeyModes } from './keys.ts'
+import { SecretRedactor } from './redact.ts'
+import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
 
@@ -54,6 +58,11 @@ export interface LocalSessionOptions {
   signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   /** Monotonic clock in ms. */
   now?: () => number
+  /**
+   * Reads this terminal's termios flags (termios.ts); called only when a decision needs them.
+   * Absent: unknown — no line is refused, no input reported hidden.
+   */
+  termios?: () => Promise<TermiosFlags | undefined>
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
@@ -77,6 +86,10 @@ export class LocalSession implements BackendSession {
   private readonly scrollback: Scrollback
   private readonly display: TerminalDisplay
   private readonly disposers: (() => void)[] = []
+  private readonly termios: (() => Promise<TermiosFlags | undefined>) | undefined
+  /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
+  private readonly redactor = new SecretRedactor()
+  private holdTimer: NodeJS.Timeout | undefined
 
   private current: Send | undefined
   /** The watch of a signal sent while no send was active. */
@@ -111,6 +124,7 @@ export class LocalSession implements BackendSession {
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
+    this.termios = options.termios
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
     this.disposers.push(this.scrollback.follow(this.parser))
@@ -302,6 +316,46 @@ export class LocalSession implements BackendSession {
     return this.terminal.write(data)
   }
 
+  // ─── Input checks and writes (input.ts, keys.ts, termios.ts, redact.ts) ─────────────
+
+  /** @internal The modes key encodings depend on, as the program set them (output.ts tracks them). */
+  keyModes(): KeyModes {
+    return { applicationCursor: this.parser.privateModes.get(1) === true, applicationKeypad: this.parser.applicationKeypad }
+  }
+
+  /**
+   * @internal Why `plan` must not be written, or undefined. A line longer than the kernel's
+   * canonical limit (`CANONICAL_LINE_MAX`, termios(3)) sent to a reader in canonical mode would be
+   * cut silently: refused, naming the limit. termios is read only for such a line.
+   */
+  async refuseInput(plan: InputPlan): Promise<PtyError | undefined> {
+    const long = overlongLine(plan.lines)
+    if (long === undefined || this.termios === undefined) return undefined
+    const flags = await this.termios()
+    if (flags?.canonical !== true) return undefined
+    const which = plan.steps.length > 1 || plan.lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'
+    return new PtyError(
+      'LINE_TOO_LONG',
+      `${which} ${long.bytes} bytes, longer than the ${CANONICAL_LINE_MAX} bytes a line can hold when the program reads in canonical mode (termios ICANON; the kernel drops the rest of the line); nothing was written. Write the data to a file and have the program read it (e.g. a heredoc at the shell prompt, or a redirect < file)`,
+    )
+  }
+
+  /**
+   * @internal Writes the plan's steps in order, each its own write, encoded for the terminal's
+   * modes at that moment; a secret's value is registered for redaction before it is written.
+   * Resolves when all of it is in the kernel's input queue.
+   */
+  async writeSteps(plan: InputPlan): Promise<void> {
+    if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
+    for (const step of plan.steps) await this.write(encodeStep(step, this.keyModes()))
+  }
+
+  /** @internal Whether the terminal is set for hidden input now (echo off in canonical mode; termios.ts). */
+  async readsHiddenInput(): Promise<boolean> {
+    if (this.termios === undefined) return false
+    return isHiddenInput(await this.termios())
+  }
+
   /** @internal Whether the printable text after the latest marker is exactly the controlled PS1. */
   promptShown(sinceMarkers: number): boolean {
     const mark = this.promptMark
@@ -363,7 +417,22 @@ export class LocalSession implements BackendSession {
 
   private onData(chunk: Buffer): void {
     this.atPrompt = false
+    if (this.redactor.active) {
+      clearTimeout(this.holdTimer)
+      chunk = this.redactor.push(chunk)
+      if (this.redactor.holding) this.holdTimer = setTimeout(() => this.releaseHeld(), this.config.secretHoldMs)
+      if (chunk.length === 0) return
+    }
     this.parser.feed(chunk)
+    this.current?.onOutput()
+    this.watch?.onOutput()
+  }
+
+  /** Output held back as the possible start of a secret, shown as it was once nothing completed it. */
+  private releaseHeld(): void {
+    const held = this.redactor.flush()
+    if (held.length === 0 || this.closing !== undefined) return
+    this.parser.feed(held)
     this.current?.onOutput()
     this.watch?.onOutput()
   }
@@ -443,6 +512,7 @@ export class LocalSession implements BackendSession {
     }
     this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
     for (const dispose of this.disposers.splice(0)) dispose()
+    clearTimeout(this.holdTimer)
     this.promptMark?.release()
     this.unseen?.close()
     this.unseen = undefined

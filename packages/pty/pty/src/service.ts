@@ -20,6 +20,7 @@ import {
   type ReadOptions,
   type ReadPage,
   type SendInput,
+  type SendPayload,
   type SendOperation,
   type SessionInfo,
   type SignalResult,
@@ -177,9 +178,7 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation {
     const entry = this.entry(owner, sessionId)
-    if (typeof input?.text !== 'string' || typeof input.submit !== 'boolean') {
-      throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a string \`text\` and a boolean \`submit\``)
-    }
+    const payload = payloadOf(input, sessionId)
     for (const key of ['timeoutMs', 'idleMs'] as const) {
       const value = input[key]
       if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
@@ -203,7 +202,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     let operation: SendOperation
     try {
       operation = entry.backend.startSend({
-        text: input.text,
+        ...payload,
         submit: input.submit,
         ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
         ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
@@ -608,4 +607,38 @@ function linkAbort(controller: AbortController, sources: [AbortSignal | undefine
     unlinks.push(() => source.removeEventListener('abort', onAbort))
   }
   return () => unlinks.forEach((unlink) => unlink())
+}
+
+/**
+ * The one payload of a send — `text`, `keys` or `secret`, exactly one — checked before anything
+ * is reserved or written.
+ * @throws PtyError `INVALID_INPUT` naming what is wrong.
+ */
+function payloadOf(input: SendInput, sessionId: string): SendPayload {
+  if (typeof input !== 'object' || input === null || typeof input.submit !== 'boolean') {
+    throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a boolean \`submit\` and one of \`text\`, \`keys\` or \`secret\`; nothing was written`)
+  }
+  const given = (['text', 'keys', 'secret'] as const).filter((key) => input[key] !== undefined)
+  if (given.length !== 1) {
+    throw new PtyError(
+      'INVALID_INPUT',
+      `a send to ${sessionId} takes exactly one of \`text\`, \`keys\` or \`secret\`${given.length ? `, not ${given.map((key) => `\`${key}\``).join(' and ')}` : ''}; nothing was written`,
+    )
+  }
+  if (input.text !== undefined) {
+    if (typeof input.text !== 'string') throw new PtyError('INVALID_INPUT', `\`text\` of a send to ${sessionId} must be a string; nothing was written`)
+    return { text: input.text }
+  }
+  if (input.keys !== undefined) {
+    const keys = input.keys
+    if (!Array.isArray(keys) || keys.length === 0 || !keys.every((key) => typeof key === 'string' || (typeof key === 'object' && key !== null && typeof key.text === 'string'))) {
+      throw new PtyError('INVALID_INPUT', `\`keys\` of a send to ${sessionId} must be a non-empty list of key names or {text} entries; nothing was written`)
+    }
+    return { keys: [...keys] }
+  }
+  const secret = input.secret
+  if (typeof secret !== 'object' || secret === null || typeof secret.name !== 'string' || typeof secret.value !== 'string' || secret.value === '') {
+    throw new PtyError('INVALID_INPUT', `\`secret\` of a send to ${sessionId} needs a name and a non-empty value; nothing was written`)
+  }
+  return { secret: { name: secret.name, value: secret.value } }
 }

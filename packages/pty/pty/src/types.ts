@@ -98,16 +98,23 @@ export interface SecretValue {
   value: string
 }
 
-/** What a backend is asked to type. `submit`: Enter follows the text. */
-export interface BackendSendInput extends SendLimits {
-  text: string
-  submit: boolean
-}
+/**
+ * What to type — exactly one of:
+ * - `text`: typed as given (line breaks as Enter); with `submit`, Enter follows;
+ * - `keys`: each entry its own key press, encoded for the terminal's current modes; `submit` is
+ *   ignored (name `Enter` where it belongs);
+ * - `secret`: the secret's value, then Enter.
+ */
+export type SendPayload =
+  | { text: string; keys?: undefined; secret?: undefined }
+  | { keys: readonly KeyEntry[]; text?: undefined; secret?: undefined }
+  | { secret: SecretValue; text?: undefined; keys?: undefined }
+
+/** What a backend is asked to type (see `SendPayload`). `submit`: Enter follows a `text`. */
+export type BackendSendInput = SendLimits & SendPayload & { submit: boolean }
 
 /** What a caller of `ctx.pty.startSend` asks for; `signal` cancels the send (SIGINT after the write). */
-export interface SendInput extends BackendSendInput {
-  signal?: AbortSignal
-}
+export type SendInput = BackendSendInput & { signal?: AbortSignal }
 
 /** A send in progress, returned synchronously by `startSend`. */
 export interface SendOperation {
