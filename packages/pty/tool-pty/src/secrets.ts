@@ -7,10 +7,10 @@ import { readFileSync } from 'node:fs'
 import { PtyError, type SecretValue } from '@conch/pty'
 import type { SecretSource } from './config.ts'
 
-/** `A, B` or `none are configured`, for errors, the tool description and terminal_list. */
+/** `A, B` or `none`, for errors, the tool description and terminal_list. */
 export function secretNames(secrets: Record<string, SecretSource>): string {
   const names = Object.keys(secrets)
-  return names.length === 0 ? 'none are configured' : names.join(', ')
+  return names.length === 0 ? 'none' : names.join(', ')
 }
 
 /**

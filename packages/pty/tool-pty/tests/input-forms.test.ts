@@ -66,7 +66,7 @@ describe('secrets', () => {
     process.env['CONCH_TOOL_TEST_SECRET'] = 'memory-secret-42'
     try {
       harness = await boot({ toolPty: { secrets: { DEMO_PASSWORD: { env: 'CONCH_TOOL_TEST_SECRET' } } } })
-      expect(harness.ctx.tools.get('terminal_send')!.description).toContain('configured secrets: DEMO_PASSWORD')
+      expect(harness.ctx.tools.get('terminal_send')!.description).toContain('answer it with secret (configured: DEMO_PASSWORD)')
       await harness.call('terminal_open', { type: 'shell' })
       const typed = await harness.call('terminal_send', { sessionId: 'pty-1', secret: 'DEMO_PASSWORD' })
       expect(JSON.stringify(typed)).not.toContain('memory-secret-42')

@@ -72,7 +72,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      `Type text (or key presses, or a configured secret) into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. [input: hidden] means a password prompt: answer it with secret (configured secrets: ${names}). One send at a time per terminal.`,
+      `Type text (or key presses, or a configured secret) into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. [input: hidden] means a password prompt: answer it with secret (configured: ${names}). One send at a time per terminal.`,
     kind: 'execute',
     ...limits,
     input: sendInput,
