@@ -13,7 +13,8 @@
  * 4. `timeoutMs` → `timeout`;
  * and the shell's exit (after its output is drained) → `session_exit`.
  *
- * Nothing runs while no send is active: timers and probes belong to the send (send.ts).
+ * Nothing runs while no send is active: timers and probes belong to the send (send-machine.ts,
+ * driven by send.ts).
  */
 import {
   delay,
@@ -37,7 +38,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
-import { Send } from './send.ts'
+import { Send, type SendHost, type SendKind } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
 import type { TerminalProcess } from './terminal.ts'
@@ -78,6 +79,8 @@ export class LocalSession implements BackendSession {
   private readonly display: TerminalDisplay
   private readonly disposers: (() => void)[] = []
 
+  /** What sends see of this session (send.ts declares it). */
+  private readonly host: SendHost
   private current: Send | undefined
   /** The watch of a signal sent while no send was active. */
   private watch: Send | undefined
@@ -125,6 +128,7 @@ export class LocalSession implements BackendSession {
       now: this.now,
     })
     this.disposers.push(() => this.display.dispose())
+    this.host = this.sendHost()
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
@@ -148,7 +152,7 @@ export class LocalSession implements BackendSession {
    * counts at startup).
    */
   async ready(signal: AbortSignal): Promise<string> {
-    const send = new Send(this, { text: '', submit: false, signal }, 'startup')
+    const send = new Send(this.host, { text: '', submit: false, signal }, 'startup')
     this.current = send
     send.begin()
     let result: SendResult
@@ -186,7 +190,7 @@ export class LocalSession implements BackendSession {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }
     if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
-    const send = new Send(this, input, 'send')
+    const send = new Send(this.host, input, 'send')
     this.current = send
     queueMicrotask(() => send.begin())
     return send.operation
@@ -205,17 +209,17 @@ export class LocalSession implements BackendSession {
       // A signal right after a send is meant for what the send started: wait for the input to
       // be written and, while the shell itself is still in front, up to handoffGraceMs for the
       // command to take the foreground (a builtin never does; then the shell is signalled).
-      await active.handedOff(this.config.handoffGraceMs)
+      await active.handedOff()
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
       await active.settledWithin(this.config.handoffGraceMs)
       return result
     }
     // No send: watch the terminal become ready again before returning (see SendKind).
-    const watch = new Send(this, { text: '', submit: false }, 'signal', signal)
+    const watch = new Send(this.host, { text: '', submit: false }, 'signal', signal)
     this.watch = watch
     try {
-      await watch.begin()
+      watch.begin()
       const settled = await watch.done.catch(() => undefined)
       if (watch.signalResult === undefined || settled === undefined) {
         await watch.done
@@ -261,68 +265,65 @@ export class LocalSession implements BackendSession {
     this.display.resize(size.rows, size.cols)
   }
 
-  /** @internal A send's result text: the rendered screen while a program needs one, else its lines. */
-  resultOf(buffer: SendBuffer): SendOutput {
-    return this.display.resultOf(buffer)
-  }
-
   // ─── Used by sends ────────────────────────────────────────────────────────────────
 
-  /**
-   * @internal The unfinished line a prompt would be on: the cursor row of an attached screen,
-   * else the line model's partial line.
-   */
-  promptLine(): string {
-    return this.display.cursorLine() ?? this.parser.partial
+  private sendHost(): SendHost {
+    const session = this
+    const config = this.config
+    return {
+      pid: this.pid,
+      limits: config,
+      inspector: this.inspector,
+      get shellPgid() {
+        return session.shellPgid
+      },
+      set shellPgid(pgid) {
+        session.shellPgid = pgid
+      },
+      get knownAtPrompt() {
+        return session.atPrompt
+      },
+      get promptMarkerCount() {
+        return session.promptMarkers
+      },
+      now: this.now,
+      status: () => this.state,
+      promptShown: (since) => this.promptShown(since),
+      // The cursor row of an attached screen, else the line model's partial line.
+      promptLine: () => this.display.cursorLine() ?? this.parser.partial,
+      bracketedPaste: () => this.parser.privateModes.get(2004) === true,
+      write: (data) => {
+        this.atPrompt = false
+        return this.terminal.write(data)
+      },
+      signalForeground: (signal) => this.signalForeground(signal),
+      openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
+      resultOf: (buffer) => this.display.resultOf(buffer),
+      settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
+    }
   }
 
-  /** @internal */ get parserRef(): OutputParser {
-    return this.parser
-  }
-
-  /** @internal */ get configRef(): Config {
-    return this.config
-  }
-
-  /** @internal */ get inspectorRef(): TerminalInspector {
-    return this.inspector
-  }
-
-  /** @internal */ get promptMarkerCount(): number {
-    return this.promptMarkers
-  }
-
-  /** @internal */ get knownAtPrompt(): boolean {
-    return this.atPrompt
-  }
-
-  /** @internal Writes input; resolves when all of it is in the kernel (or dropped at the close). The caller checked the session is running. */
-  write(data: string): Promise<void> {
-    this.atPrompt = false
-    return this.terminal.write(data)
-  }
-
-  /** @internal Whether the printable text after the latest marker is exactly the controlled PS1. */
-  promptShown(sinceMarkers: number): boolean {
+  /** Whether the printable text after the latest marker is exactly the controlled PS1. */
+  private promptShown(sinceMarkers: number): boolean {
     const mark = this.promptMark
     if (mark === undefined || this.promptMarkers <= sinceMarkers) return false
     if (mark.line !== this.parser.lineCount + 1) return false
     return this.parser.textSince(mark) === this.prompt.ps1
   }
 
-  /** @internal The buffer a send or signal watch starts with: the output nobody has seen yet. */
-  takeUnseen(): SendBuffer {
+  /** The buffer a send or signal watch starts with: the output nobody has seen yet. */
+  private takeUnseen(): SendBuffer {
     const buffer = this.unseen ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
     this.unseen = undefined
     return buffer
   }
 
   /**
-   * @internal A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its
-   * buffer, when no result showed it (a send cancelled before its write), to open the next one;
+   * A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its buffer,
+   * when no result showed it (a send cancelled before its write), to open the next one;
    * otherwise a new buffer starts collecting what comes after this result.
    */
-  settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
+  private settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
     if (this.current === send) this.current = undefined
     this.atPrompt = atPrompt
     if (this.closing !== undefined) return
@@ -331,11 +332,11 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * @internal Sends `signal` to the foreground process group, resolved now.
+   * Sends `signal` to the foreground process group, resolved now.
    * @throws PtyError `NO_FOREGROUND` when it cannot be resolved, `SIGNAL_REFUSED` for SIGKILL
    * to the shell itself.
    */
-  async signalForeground(signal: PtySignal): Promise<SignalResult> {
+  private async signalForeground(signal: PtySignal): Promise<SignalResult> {
     const pgid = await this.inspector.foregroundGroup()
     if (pgid === undefined || pgid <= 0) {
       throw new PtyError('NO_FOREGROUND', 'the terminal has no foreground process group right now; no signal was sent')

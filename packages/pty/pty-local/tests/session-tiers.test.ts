@@ -242,7 +242,7 @@ describe('the /proc tier', () => {
     let settled = false
     void operation.done.then(() => (settled = true))
     const probesAtWrite = inspector.probes
-    while (inspector.probes < probesAtWrite + 3) await new Promise((resolve) => setTimeout(resolve, 5))
+    await until(() => inspector.probes >= probesAtWrite + 3)
     expect(settled).toBe(false)
     // It wakes up, prints, and blocks in its read again: the counter moved.
     inspector.current = probe(CHILD, CHILD, 9)
