@@ -17,6 +17,7 @@ import { compose, SILENCE_TYPE, type Composition } from './compose.ts'
 import { measureParser, type ParserFigures } from './parser.ts'
 import { benchPtc, type PtcFigures } from './ptc.ts'
 import { benchLongLine, type LongLineFigures } from './long-line.ts'
+import { benchSubmit, type SubmitFigures } from './submit.ts'
 import { descendantsOf, destroyAllRaw, RawTerminal, rawBash, waitGone } from './raw.ts'
 import { collectGarbage, median, mostCommon, percentile, ratio, round, rssMiB, tally } from './stats.ts'
 
@@ -39,6 +40,7 @@ const PLAN = {
   lifecycleRuns: 15,
   descendants: 10,
   warmup: 5,
+  submitSends: 100,
 } as const
 
 const startedAt = performance.now()
@@ -663,11 +665,12 @@ interface Results {
   lifecycle?: Awaited<ReturnType<typeof benchLifecycle>>
   ptc?: PtcFigures
   long_line?: LongLineFigures
+  submit?: SubmitFigures
   machine: ReturnType<typeof machine>
 }
 
 /** The keys of results.json, in the issue's order. */
-const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line'] as const
+const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'submit'] as const
 type Key = (typeof KEYS)[number]
 
 interface Target {
@@ -715,6 +718,7 @@ function targets(r: Results): Target[] {
     atMost('ptc.spare_p50_ms', p.spare_p50_ms, 10, '≤ 10')
     if (p.nested_ratio !== undefined) atMost('ptc.nested_ratio', p.nested_ratio, 1.2, '≤ 1.2 × direct')
   }
+  if (r.submit) for (const [program, figures] of Object.entries(r.submit)) atMost(`submit.${program}.enter_gap_p50_ms`, figures.enter_gap_p50_ms, 1, '< 1')
   if (r.long_line) atMost('long_line.long_ms', r.long_line.long_ms, 2 * r.long_line.short_ms, `≤ 2 × short_ms = ${round(2 * r.long_line.short_ms)}`)
   return out
 }
@@ -815,7 +819,7 @@ function preflight(only: ReadonlySet<Key>): void {
   const needs: [string, string[], boolean][] = [
     ['bash', ['-c', 'true'], true],
     ['python3', ['-c', 'pass'], only.has('python_repl')],
-    ['node', ['-e', ''], only.has('node_repl')],
+    ['node', ['-e', ''], only.has('node_repl') || only.has('submit')],
     ['bwrap', ['--ro-bind', '/', '/', 'true'], only.has('lifecycle')],
   ]
   for (const [program, args, needed] of needs) {
@@ -871,6 +875,10 @@ async function main(): Promise<void> {
       progress(`long_line: one ${PLAN.longLineMegabytes} MB line against ${PLAN.longLineMegabytes} MB of 80-byte lines, ${PLAN.longLineRuns} runs`)
       results.long_line = await benchLongLine(c.ctx.pty, c.agent, PLAN.longLineMegabytes, PLAN.longLineRuns)
       progress(`long_line: ${results.long_line.long_ms} ms against ${results.long_line.short_ms} ms`)
+    }
+    if (only.has('submit')) {
+      progress(`submit: ${PLAN.submitSends} sends each at bash, python3 and node, Enter apart and glued, interleaved`)
+      results.submit = await benchSubmit(c, PLAN.submitSends, progress)
     }
   } finally {
     process.off('SIGINT', onSignal)

@@ -33,13 +33,26 @@ export const PASTE_END = '\x1b[201~'
 export const ENTER = '\r'
 
 /**
- * The write steps of a text send: the text, line breaks (`\n`, `\r\n`) as CR as typed, and with
- * `submit` an Enter (CR) after it, in one write.
+ * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
+ * - `submit: false`: the text in one write.
+ * - `submit: true`: the text, then Enter as its own write after the text was consumed, so a
+ *   raw-mode reader that takes each read as keystrokes sees Enter alone (a chunk `hello\r` reads
+ *   as a paste and does not submit). An empty text submits Enter alone.
+ * - `bracketedPaste` (the program turned on DECSET 2004) and the text spans lines: the text is
+ *   sent as one paste, `ESC [ 200 ~ … ESC [ 201 ~`, so an editor or a shell takes it as one
+ *   input instead of submitting it line by line; Enter follows separately. Without it, the
+ *   lines are typed one after another (each CR submits its line).
  */
-export function textSteps(input: { text: string; submit: boolean }, _modes: { bracketedPaste: boolean }): WriteStep[] {
+export function textSteps(input: { text: string; submit: boolean }, modes: { bracketedPaste: boolean }): WriteStep[] {
   const text = input.text.replace(/\r?\n/g, '\r')
-  const data = input.submit ? `${text}${ENTER}` : text
-  return data === '' ? [] : [{ data, afterConsumed: false, echo: lastLine(input.text) }]
+  const steps: WriteStep[] = []
+  const echo = lastLine(input.text)
+  if (text !== '') {
+    const paste = modes.bracketedPaste && text.includes('\r')
+    steps.push({ data: paste ? `${PASTE_START}${text}${PASTE_END}` : text, afterConsumed: false, echo })
+  }
+  if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
+  return steps
 }
 
 function lastLine(text: string): string {

@@ -54,6 +54,8 @@ export interface OutputView {
   promptLine(): string
   /** The last non-blank line of this send's output. */
   lastNonBlankLine(): string
+  /** The newest committed line of this send's output ('' when none). */
+  lastLine(): string
 }
 
 /** Everything a send is, fixed at creation. Durations in ms. */
@@ -426,11 +428,16 @@ function consumeCheck(s: SendState, out: SendEffect[]): void {
   out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.baseline })
 }
 
-/** Whether the echo of the step just written arrived: output since it, ending in its last line. */
+/**
+ * Whether the echo of the step just written arrived: output since it, and the open line — or
+ * the line just before it, when the program drew something below its input line (the Node
+ * REPL previews a result there) — ends with the step's last line.
+ */
 function echoed(s: SendState): boolean {
   const echo = s.spec.steps[s.step - 1]?.echo ?? ''
   if (echo === '' || s.outputCount === s.outputAtStep) return false
-  return s.spec.view.promptLine().trimEnd().endsWith(echo)
+  const view = s.spec.view
+  return view.promptLine().trimEnd().endsWith(echo) || view.lastLine().trimEnd().endsWith(echo)
 }
 
 function writeNext(s: SendState, now: number, out: SendEffect[]): void {

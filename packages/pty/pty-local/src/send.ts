@@ -110,6 +110,7 @@ export class Send {
         promptShown: (since) => host.promptShown(since),
         promptLine: () => host.promptLine(),
         lastNonBlankLine: () => buffer.lastNonBlankLine(),
+        lastLine: () => buffer.lastLine(),
       },
     })
     this.done = new Promise<SendResult>((resolve, reject) => {

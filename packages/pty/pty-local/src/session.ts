@@ -38,7 +38,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
-import { Send, type SendHost, type SendKind } from './send.ts'
+import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
 import type { TerminalProcess } from './terminal.ts'
@@ -185,7 +185,11 @@ export class LocalSession implements BackendSession {
     return () => this.exitListeners.delete(listener)
   }
 
-  startSend(input: SendInput): SendOperation {
+  /**
+   * Starts a send. `input.steps`, when given, are written instead of the text's own steps
+   * (input-steps.ts): the entry point for any input form that is not plain text.
+   */
+  startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }

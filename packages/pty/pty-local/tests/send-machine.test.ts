@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import type { ReadProbe } from '../src/inspector.ts'
-import { ENTER, textSteps, type WriteStep } from '../src/input-steps.ts'
+import { ENTER, PASTE_END, PASTE_START, textSteps } from '../src/input-steps.ts'
 import { initialState, transition, type OutputView, type SendEffect, type SendEvent, type SendSpec, type SendState } from '../src/send-machine.ts'
 
 const SHELL = 4000
@@ -26,18 +26,15 @@ class View implements OutputView {
   lastNonBlankLine() {
     return this.line
   }
+  lastLine() {
+    return ''
+  }
 }
-
-/** The text, then Enter as its own write once the text was consumed. */
-const SUBMITTED: WriteStep[] = [
-  { data: 'echo hi', afterConsumed: false, echo: 'echo hi' },
-  { data: ENTER, afterConsumed: true, echo: '' },
-]
 
 function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
   return {
     kind: 'send',
-    steps: SUBMITTED,
+    steps: textSteps({ text: 'echo hi', submit: true }, { bracketedPaste: false }),
     inputText: 'echo hi',
     timeoutMs: 30000,
     idleMs: 3000,
@@ -315,9 +312,18 @@ describe('cancel and the handoff', () => {
 })
 
 describe('write steps of a text', () => {
-  it('types the text, Enter included when submitted, line breaks as CR', () => {
-    expect(textSteps({ text: 'hello', submit: true }, { bracketedPaste: false })).toEqual([{ data: 'hello\r', afterConsumed: false, echo: 'hello' }])
-    expect(textSteps({ text: 'a\nb', submit: false }, { bracketedPaste: false })).toEqual([{ data: 'a\rb', afterConsumed: false, echo: 'b' }])
-    expect(textSteps({ text: '', submit: false }, { bracketedPaste: false })).toEqual([])
+  it('types the text, then Enter separately; without submit only the text', () => {
+    expect(textSteps({ text: 'hello', submit: true }, { bracketedPaste: true })).toEqual([
+      { data: 'hello', afterConsumed: false, echo: 'hello' },
+      { data: '\r', afterConsumed: true, echo: '' },
+    ])
+    expect(textSteps({ text: 'hello', submit: false }, { bracketedPaste: false })).toEqual([{ data: 'hello', afterConsumed: false, echo: 'hello' }])
+    expect(textSteps({ text: '', submit: true }, { bracketedPaste: false })).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
+  })
+
+  it('pastes multi-line text as one bracketed paste when the program asked for it, else types line by line', () => {
+    const text = 'for i in 1 2; do\n  echo $i\ndone'
+    expect(textSteps({ text, submit: true }, { bracketedPaste: true })[0]!.data).toBe(`${PASTE_START}for i in 1 2; do\r  echo $i\rdone${PASTE_END}`)
+    expect(textSteps({ text, submit: true }, { bracketedPaste: false })[0]!.data).toBe('for i in 1 2; do\r  echo $i\rdone')
   })
 })

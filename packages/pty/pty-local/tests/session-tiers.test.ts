@@ -151,8 +151,12 @@ describe('the controlled prompt tier', () => {
   it('settles on the prompt that follows the input, with its PS1 arriving in a later chunk than the marker', async () => {
     const { terminal, session } = await started()
     const operation = session.startSend({ text: 'echo hi', submit: true })
-    expect(await nextWrite(terminal)).toBe('echo hi\r')
-    terminal.emit('echo hi\r\nhi\r\n')
+    // The text, then Enter as its own write once the echo shows the text was read.
+    expect(await nextWrite(terminal)).toBe('echo hi')
+    const enter = nextWrite(terminal)
+    terminal.emit('echo hi')
+    expect(await enter).toBe('\r')
+    terminal.emit('\r\nhi\r\n')
     terminal.emit(MARKER())
     terminal.emit('\x1b[?2004h')
     terminal.emit('$ ')
