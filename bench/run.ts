@@ -108,7 +108,7 @@ async function benchBashTrue(c: Composition) {
       if ((i + 1) % 50 === 0) progress(`bash_true: ${i + 1}/${PLAN.bashSends}`)
     }
   } finally {
-    await c.ctx.pty.kill(c.agent, sessionId)
+    await c.ctx.pty.close(c.agent, sessionId)
     await direct.close()
     await raw.hangup()
   }
@@ -177,7 +177,7 @@ async function benchRepl(c: Composition, repl: Repl) {
       if ((i + 1) % 25 === 0) progress(`${repl.key}: ${i + 1}/${PLAN.replSends}`)
     }
   } finally {
-    await c.ctx.pty.kill(c.agent, sessionId)
+    await c.ctx.pty.close(c.agent, sessionId)
     await raw.destroy()
   }
   if (wrong > 0) throw new Error(`${repl.key}: ${wrong} of ${conch.length} viewports lack the answer 2`)
@@ -232,7 +232,7 @@ async function benchSilence(c: Composition, repls: readonly Repl[]): Promise<Map
             reasons.push(result.waitReason)
           }
         } finally {
-          await c.ctx.pty.kill(c.agent, sessionId)
+          await c.ctx.pty.close(c.agent, sessionId)
         }
       }),
     )
@@ -353,7 +353,7 @@ async function benchThroughput(c: Composition) {
       progress(`throughput: run ${run + 1}/${PLAN.throughputRuns}: conch ${round(rates.at(-1)!, 1)} MB/s, raw ${round(rawRates.at(-1)!, 1)} MB/s`)
     }
   } finally {
-    await c.ctx.pty.kill(c.agent, sessionId)
+    await c.ctx.pty.close(c.agent, sessionId)
     await raw.hangup()
   }
   const mb = median(rates)
@@ -489,7 +489,7 @@ async function benchIdleAndScale(c: Composition): Promise<{ idle: IdleFigures; s
       shells,
     )
   } finally {
-    await Promise.all(ids.map((id) => c.ctx.pty.kill(c.agent, id)))
+    await Promise.all(ids.map((id) => c.ctx.pty.close(c.agent, id)))
   }
 
   progress(`scale: the same with ${PLAN.idleSessions} bare bash loops`)
@@ -560,7 +560,7 @@ async function benchLifecycle(c: Composition) {
         const { result } = await c.send(owner, sessionId, SPAWN_DESCENDANTS)
         expectReady(`lifecycle ${label}`, result, ['stdin_read', 'inferred_idle'])
         const closeStart = performance.now()
-        const report = await c.ctx.pty.kill(owner, sessionId)
+        const report = await c.ctx.pty.close(owner, sessionId)
         close.push(performance.now() - closeStart)
         closed = true
         stopped.push(report.stopped.length)
@@ -569,7 +569,7 @@ async function benchLifecycle(c: Composition) {
           throw new Error(`lifecycle ${label}: the close stopped ${JSON.stringify(report.stopped)}, expected at least ${PLAN.descendants} processes`)
         }
       } finally {
-        if (!closed) await c.ctx.pty.kill(owner, sessionId).catch(() => {})
+        if (!closed) await c.ctx.pty.close(owner, sessionId).catch(() => {})
       }
     }
     progress(`lifecycle ${label}: open p50 ${round(median(open))} ms, close p50 ${round(median(close))} ms`)
