@@ -181,10 +181,10 @@ export interface SendState {
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 export const PROBE_DUTY_GAP = 9
 /** How often a missed controlled-prompt check is repeated right away, and how far apart (ms). */
-export const PROMPT_RECHECKS = 20
-export const PROMPT_RECHECK_MS = 1
+const PROMPT_RECHECKS = 20
+const PROMPT_RECHECK_MS = 1
 /** Pace of the consumption check while a step waits for the previous one to be consumed, ms. */
-export const CONSUME_RETRY_MS = 1
+const CONSUME_RETRY_MS = 1
 
 export function initialState(spec: SendSpec): SendState {
   return {
@@ -413,13 +413,15 @@ function writeStep(s: SendState, now: number, out: SendEffect[]): void {
 function afterStep(s: SendState, now: number, out: SendEffect[]): void {
   const steps = s.spec.steps
   s.step++
-  // A cancelled send never writes input that was not written yet.
-  if (s.step >= steps.length || s.cancel !== 'none') return finishWrite(s, now, out)
+  // Once its first step is written a send's input is written whole, also when it is cancelled
+  // meanwhile: the command it types must run before the SIGINT can interrupt it.
+  if (s.step >= steps.length) return finishWrite(s, now, out)
   if (!steps[s.step]!.afterConsumed) return writeStep(s, now, out)
   s.phase = 'submitting'
   if (echoed(s)) return writeStep(s, now, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
-  return consumeCheck(s, out)
+  // The echo usually comes first (bash, REPLs): ask the kernel only if it has not after a moment.
+  if (s.spec.exact && s.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }
 
 function consumeCheck(s: SendState, out: SendEffect[]): void {
@@ -444,7 +446,6 @@ function writeNext(s: SendState, now: number, out: SendEffect[]): void {
   clear(s, out, 'consume')
   clear(s, out, 'consumeRetry')
   s.awaiting.consume = undefined
-  if (s.cancel !== 'none') return finishWrite(s, now, out)
   return writeStep(s, now, out)
 }
 
@@ -684,9 +685,8 @@ function cancel(s: SendState, now: number, out: SendEffect[]): void {
     // Nothing was written and nothing will be; the output it would have shown waits for the next.
     return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
   }
+  // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
   s.cancel = 'handoff'
-  // Remaining steps are never written (afterStep, writeNext); a step waiting for consumption stops.
-  if (s.phase === 'submitting') return writeNext(s, now, out)
   if (s.phase === 'waiting') return cancelAfterWrite(s, now, out)
 }
 

@@ -72,7 +72,7 @@ export class LocalSession implements BackendSession {
   private readonly inspector: TerminalInspector
   private readonly teardown: () => Promise<TerminateReport>
   private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
-  readonly now: () => number
+  private readonly now: () => number
 
   private readonly parser: OutputParser
   private readonly scrollback: Scrollback
@@ -95,8 +95,6 @@ export class LocalSession implements BackendSession {
   /** Mark just after the latest prompt marker, and how many prompt markers were seen. */
   private promptMark: OutputMark | undefined
   private promptMarkers = 0
-  /** `$?` of the last command, from the latest prompt marker. */
-  lastStatus: number | undefined
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
   /** The shell is known to sit at its controlled prompt with no output since. */
@@ -380,7 +378,6 @@ export class LocalSession implements BackendSession {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
       this.promptMarkers++
-      this.lastStatus = marker.status
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is

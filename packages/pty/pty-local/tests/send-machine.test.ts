@@ -115,13 +115,15 @@ describe('a send, step by step', () => {
     expect(machine.state.phase).toBe('submitting')
     expect(afterText).toEqual([
       { type: 'arm', timer: 'consume', ms: 50 },
-      { type: 'consume', gen: 3, baseline: { kind: 'shell', pgid: SHELL, switches: 10 } },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
     ])
+    // No echo after a millisecond: ask the kernel.
+    expect(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 })).toEqual([{ type: 'consume', gen: 3, baseline: { kind: 'shell', pgid: SHELL, switches: 10 } }])
     // Output that is not yet the whole echo changes nothing.
     view.line = '$ echo'
     expect(machine.feed({ type: 'output', now: 1.1 })).toEqual([])
     view.line = '$ echo hi'
-    expect(machine.feed({ type: 'output', now: 1.2 })).toEqual([
+    expect(machine.feed({ type: 'output', now: 2.2 })).toEqual([
       { type: 'clear', timer: 'consume' },
       { type: 'write', gen: 4, data: ENTER },
     ])
@@ -138,7 +140,8 @@ describe('a send, step by step', () => {
   it('writes Enter when the kernel shows the text consumed (no echo), and at the bound without any evidence', () => {
     const machine = new Machine(new View())
     const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
-    const consume = Machine.gen(machine.feed({ type: 'written', gen: write, now: 1 }), 'consume')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
     // Not consumed yet: look again shortly.
     expect(machine.feed({ type: 'consumed', gen: consume, now: 1.1, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
     const again = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2.1 }), 'consume')
@@ -300,14 +303,15 @@ describe('cancel and the handoff', () => {
     expect(machine.feed({ type: 'timer', timer: 'deadline', now: 514 }).at(-1)).toMatchObject({ waitReason: 'timeout', evidence: { tier: 'cancel' } })
   })
 
-  it('a cancel while the text waits for consumption never writes the Enter', () => {
+  it('a cancel while the text waits for consumption still writes the Enter (the input goes whole), then interrupts', () => {
     const machine = new Machine(new View(), { exact: false })
     const write = Machine.gen(machine.feed(begin()), 'write')
     machine.feed({ type: 'written', gen: write, now: 1 })
-    const effects = machine.feed({ type: 'cancel', now: 2 })
-    expect(effects.some((effect) => effect.type === 'write')).toBe(false)
+    expect(machine.feed({ type: 'cancel', now: 2 })).toEqual([])
+    const enter = Machine.gen(machine.feed({ type: 'timer', timer: 'consume', now: 51 }), 'write')
+    const effects = machine.feed({ type: 'written', gen: enter, now: 52 })
     expect(machine.state.phase).toBe('waiting')
-    expect(machine.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([])
+    expect(effects).toContainEqual({ type: 'handoffLook', gen: enter + 1, waiting: undefined })
   })
 })
 

@@ -99,7 +99,7 @@ describe('Enter is its own key press', () => {
     const written = path.join(project, 'package.json')
     expect(existsSync(written)).toBe(true)
     expect(JSON.parse(readFileSync(written, 'utf8'))).toMatchObject({ name: 'submitted-name', version: '1.2.3', description: 'typed by conch' })
-  })
+  }, 60_000)
 })
 
 describe('bracketed paste', () => {
