@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { statSync } from 'node:fs'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
-import type { ResolvedPolicy, SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
@@ -27,11 +27,6 @@ export interface LocalBackendOptions {
   termios?: TermiosReader
   /** The parent environment the shell's is derived from. Default `process.env`. */
   env?: NodeJS.ProcessEnv
-}
-
-/** A started session plus the policy it was started under (kept for its whole life). */
-export interface LocalBackendSession extends LocalSession {
-  readonly policy: ResolvedPolicy
 }
 
 export class LocalBackend implements PtyBackend {
@@ -111,7 +106,6 @@ export class LocalBackend implements PtyBackend {
         return report
       },
     })
-    Object.defineProperty(session, 'policy', { value: policy, enumerable: true })
     try {
       await session.ready(request.signal)
     } catch (error) {

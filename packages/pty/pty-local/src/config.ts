@@ -51,6 +51,11 @@ export const Config = z
     idleSilenceMs: positive().default(3000),
     /** Extra silence allowed after a prompt marker was seen, for the foreground handoff race. */
     handoffGraceMs: positive().default(500),
+    /**
+     * Bound of the wait for the foreground program to consume a send's text before its Enter is
+     * written as a separate key press (`submit`); usually the echo or the kernel shows it far sooner.
+     */
+    submitWaitMs: positive().default(50),
     /** Upper bound of one send (and of startup), settling `timeout`. */
     timeoutMs: positive().default(30000),
     /**

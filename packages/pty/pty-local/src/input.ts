@@ -1,37 +1,37 @@
 /**
- * What a send types, as an ordered list of writes — each one a person's key press or piece of
- * typed text — plus what must be checked before the first of them. Pure: the session encodes each
- * step for the terminal's modes at the moment it is written (`encodeStep`).
+ * What a send types — `text`, `keys` or a `secret` (the `@conch/pty` contract) — as the send
+ * machine's ordered write steps (input-steps.ts), plus what must be known before the first of
+ * them is written. Pure.
  *
- * - `text`: the text (line breaks typed as Enter, CR) and, when `submit`, Enter — one write;
- * - `keys`: one step per entry (keys.ts);
- * - `secret`: the value, then Enter; the value is registered for redaction before it is written.
+ * - `text`: `textSteps` (the text, then Enter as its own key press; a bracketed paste when the
+ *   program asked for one);
+ * - `keys`: one step per entry (keys.ts), each after the program consumed the one before, as a
+ *   person presses keys one after another; a named key is encoded for the terminal's modes at
+ *   the moment it is written;
+ * - `secret`: the value, then Enter as its own key press.
  */
 import { PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
-import { encodeKey, parseKeys, type Key, type KeyModes } from './keys.ts'
+import { ENTER, textSteps, type WriteStep } from './input-steps.ts'
+import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
 import { MIN_SECRET_BYTES } from './redact.ts'
 
-export type InputStep =
-  /** Typed text, written as one write. */
-  | { kind: 'text'; data: string }
-  /** One key press. */
-  | { kind: 'key'; key: Key }
-  /** The Enter that submits (CR, what the Enter key sends; ICRNL turns it into a line feed for canonical readers). */
-  | { kind: 'enter' }
-  /** A secret's value. */
-  | { kind: 'secret'; secret: SecretValue }
-
 export interface InputPlan {
-  steps: InputStep[]
+  steps: WriteStep[]
+  /** The typed text, for the prompt-shape rule (its echo is not a prompt); '' for keys and secrets. */
+  inputText: string
   /**
    * The bytes that reach a canonical reader as lines (text, literal key text or a secret value),
-   * for the line-limit check before anything is written; '' when there are none.
+   * for the line-limit check before anything is written.
    */
   lines: string
   /** The secret this send types, to be registered for redaction before the write. */
   secret?: SecretValue
-  /** The last line of typed text, to tell its echo from a prompt ('' when it types none). */
-  echo: string
+}
+
+/** The terminal modes a plan depends on (output.ts tracks them). */
+export interface InputModes extends KeyModes {
+  /** DECSET 2004. */
+  bracketedPaste: boolean
 }
 
 /**
@@ -39,38 +39,31 @@ export interface InputPlan {
  * @throws PtyError `UNKNOWN_KEY` / `INVALID_INPUT` for bad keys, `INVALID_INPUT` for a secret value
  *   that is too short or holds a control character — before anything is written.
  */
-export function planInput(input: BackendSendInput): InputPlan {
+export function planInput(input: BackendSendInput, modes: InputModes): InputPlan {
   if (input.keys !== undefined) {
     const keys = parseKeys(input.keys)
+    const steps = keys.map((key, index): WriteStep => {
+      const data = encodeKey(key, modes)
+      const echo = key.kind === 'text' ? lastLine(key.text) : key.kind === 'char' && !key.ctrl && !key.meta ? key.char.trim() : ''
+      return { data, ...(key.kind === 'named' && { key }), afterConsumed: index > 0, echo }
+    })
     const lines = keys.map((key) => (key.kind === 'text' ? key.text : key.kind === 'char' && !key.ctrl && !key.meta ? key.char : '\r')).join('')
-    return { steps: keys.map((key) => ({ kind: 'key', key })), lines, echo: '' }
+    return { steps: steps.filter((step) => step.data !== ''), inputText: '', lines }
   }
   if (input.secret !== undefined) {
     const { name, value } = input.secret
     checkSecretValue(name, value)
-    return { steps: [{ kind: 'secret', secret: input.secret }, { kind: 'enter' }], lines: value, secret: input.secret, echo: '' }
+    return {
+      steps: [
+        { data: value, afterConsumed: false, echo: '' },
+        { data: ENTER, afterConsumed: true, echo: '' },
+      ],
+      inputText: '',
+      lines: value,
+      secret: input.secret,
+    }
   }
-  const text = input.text.replace(/\r?\n/g, '\r')
-  // Text and its Enter are one write here; the send lifecycle may split them (Enter as its own key press).
-  const data = input.submit ? `${text}\r` : text
-  const steps: InputStep[] = data === '' ? [] : [{ kind: 'text', data }]
-  return { steps, lines: text, echo: input.text.split(/\r?\n/).at(-1) ?? '' }
-}
-
-/** The bytes of one step, for the terminal's modes now. */
-export function encodeStep(step: InputStep, modes: KeyModes): string {
-  switch (step.kind) {
-    case 'text':
-      return step.data
-    case 'key':
-      return encodeKey(step.key, modes)
-    case 'enter':
-      return '\r'
-    case 'secret':
-      return step.secret.value
-    default:
-      return exhausted(step)
-  }
+  return { steps: textSteps(input, modes), inputText: input.text, lines: input.text.replace(/\r?\n/g, '\r') }
 }
 
 /**
@@ -92,6 +85,6 @@ export function checkSecretValue(name: string, value: string): void {
   }
 }
 
-function exhausted(value: never): never {
-  throw new Error(`unhandled input step ${JSON.stringify(value)}`)
+function lastLine(text: string): string {
+  return (text.split(/\r?\n|\r/).at(-1) ?? '').trim()
 }
