@@ -148,6 +148,18 @@ describe('hidden input and secrets', () => {
     expect(session.read({ offset: 0, count: 1000 }).text).not.toContain(VALUE.slice(0, 8))
   })
 
+  it('a secret drawn on a full screen, inside escape sequences or in a window title is replaced before the screen model sees it', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'SCREEN', value: VALUE }, submit: true }).done
+    const drawn = await send(session, `printf '\\033]0;%s\\007\\033[?1049h\\033[5;10H%s\\033[1mX%s' "$pw" "$pw" "$pw"; read -n1 k`)
+    expect(drawn.viewport).toContain('[secret SCREEN]')
+    const screen = session.screen()
+    expect(screen).toContain('[secret SCREEN]X[secret SCREEN]')
+    for (const text of [drawn.viewport, screen, session.read({ offset: 0, count: 1000 }).text]) expect(text).not.toContain(VALUE.slice(0, 10))
+    await keys(session, ['q'])
+  })
+
   it('output that only begins like a secret is shown as it was, once nothing completes it', async () => {
     const session = await openSession()
     await send(session, 'read -s pw')
