@@ -81,7 +81,7 @@ export class Send {
   private reject!: (error: unknown) => void
   private state: SendState
   private readonly buffer: SendBuffer
-  private readonly timers = new Map<SendTimer, NodeJS.Timeout>()
+  private readonly timers = new Map<SendTimer, { handle: NodeJS.Timeout; ms: number }>()
   private readonly outputListeners = new Set<() => void>()
   private queue: SendEvent[] | undefined
   private readonly written: Promise<void>
@@ -267,19 +267,24 @@ export class Send {
       case 'handoffLook':
         return void this.handoffLook(effect.waiting).then((look) => this.dispatch({ type: 'handoffLook', gen: effect.gen, now: now(), look }))
       case 'arm': {
-        clearTimeout(this.timers.get(effect.timer))
         const timer = effect.timer
-        this.timers.set(
-          timer,
-          setTimeout(() => {
-            this.timers.delete(timer)
-            this.dispatch({ type: 'timer', timer, now: now() })
-          }, effect.ms),
-        )
+        const armed = this.timers.get(timer)
+        // Re-arming with the same duration (the silence timer, on every chunk) restarts the
+        // timer in place instead of allocating a new one.
+        if (armed !== undefined && armed.ms === effect.ms) {
+          armed.handle.refresh()
+          return
+        }
+        if (armed !== undefined) clearTimeout(armed.handle)
+        const handle = setTimeout(() => {
+          this.timers.delete(timer)
+          this.dispatch({ type: 'timer', timer, now: now() })
+        }, effect.ms)
+        this.timers.set(timer, { handle, ms: effect.ms })
         return
       }
       case 'clear':
-        clearTimeout(this.timers.get(effect.timer))
+        clearTimeout(this.timers.get(effect.timer)?.handle)
         this.timers.delete(effect.timer)
         return
       case 'written':
@@ -329,7 +334,7 @@ export class Send {
 
   /** Everything a settled send held goes: timers, the abort listener, waiters. */
   private release(): void {
-    for (const timer of this.timers.values()) clearTimeout(timer)
+    for (const timer of this.timers.values()) clearTimeout(timer.handle)
     this.timers.clear()
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
     this.markWritten()
@@ -363,9 +368,10 @@ export class Send {
     const inspector = this.host.inspector
     try {
       if (baseline.kind === 'shell') {
-        if ((await inspector.blockedInRead(baseline.pgid)) !== true) return false
+        // The counter first: one small read, and unchanged means not consumed.
         const switches = await inspector.taskSwitches(baseline.pgid)
-        return switches !== undefined && switches !== baseline.switches
+        if (switches === undefined || switches === baseline.switches) return false
+        return (await inspector.blockedInRead(baseline.pgid)) === true
       }
       if (baseline.kind === 'probe') return isNewReadEvidence(baseline, await inspector.probe())
     } catch {
