@@ -370,6 +370,30 @@ describe('send reservation', () => {
     expect(session.lastSend.input).toEqual({ text: 'watch date', submit: true, timeoutMs: 5000, idleMs: 700 })
   })
 
+  it('passes exactly one of text, keys or secret to the backend, and refuses none, two or malformed ones before anything is written', async () => {
+    const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
+    const session = backend.last.session
+    const bad: unknown[] = [
+      { submit: true },
+      { text: 'x', keys: ['Enter'], submit: true },
+      { keys: [], submit: false },
+      { keys: ['Up', 7], submit: false },
+      { keys: [{ txt: 'x' }], submit: false },
+      { secret: { name: 'PW' }, submit: true },
+      { secret: { name: 'PW', value: '' }, submit: true },
+      { text: 'x', secret: { name: 'PW', value: 'v' }, submit: true },
+    ]
+    for (const input of bad) expectCode(thrown(() => root.pty.startSend(alice, sessionId, input as never)), 'INVALID_INPUT', /nothing was written/)
+    expect(session.sends).toHaveLength(0)
+    expect(root.pty.list(alice)[0]?.busy).toBe(false)
+    const keyed = root.pty.startSend(alice, sessionId, { keys: ['Up', { text: 'ls' }], submit: false })
+    expect(session.lastSend.input).toEqual({ keys: ['Up', { text: 'ls' }], submit: false })
+    session.lastSend.done.resolve(result())
+    await keyed.done
+    root.pty.startSend(alice, sessionId, { secret: { name: 'PW', value: 'long-enough-value' }, submit: true })
+    expect(session.lastSend.input).toEqual({ secret: { name: 'PW', value: 'long-enough-value' }, submit: true })
+  })
+
   it('releases the reservation only when done settles, whether it resolves or rejects', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session
