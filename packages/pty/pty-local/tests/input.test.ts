@@ -176,6 +176,23 @@ describe('hidden input and secrets', () => {
     expect(linesEqual(typed.viewport, `got ${VALUE.length}`)).toBe(1)
   })
 
+  it.skipIf(!has('ssh-keygen'))('ssh-keygen’s passphrase prompts are hidden, and a secret answers both', async () => {
+    const dir = workdir()
+    const session = await openSession({}, { cwd: dir })
+    const first = await send(session, 'ssh-keygen -q -t ed25519 -C test -f ./key')
+    expect(first.inputState).toBe('hidden')
+    expect(first.viewport).toMatch(/passphrase/i)
+    const again = await session.startSend({ secret: { name: 'PASSPHRASE', value: VALUE }, submit: true }).done
+    expect(again.inputState).toBe('hidden')
+    const done = await session.startSend({ secret: { name: 'PASSPHRASE', value: VALUE }, submit: true }).done
+    expect(done.waitReason).toBe('stdin_read')
+    expect(done.inputState).toBe('prompt')
+    expect(readFileSync(join(dir, 'key.pub'), 'utf8')).toMatch(/^ssh-ed25519 /)
+    // The key really has that passphrase: ssh-keygen -y needs it to print the public key.
+    const check = await send(session, `ssh-keygen -y -P "$(printf '%s' '${VALUE.replace(/'/g, "'\\''")}')" -f ./key >/dev/null && echo PASSPHRASE-OK`)
+    expect(linesEqual(check.viewport, 'PASSPHRASE-OK')).toBe(1)
+  })
+
   it('a plain canonical reader with echo on, and bash’s own prompt, are not hidden', async () => {
     const session = await openSession()
     const cat = await send(session, 'cat')
