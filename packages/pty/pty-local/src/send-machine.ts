@@ -176,6 +176,8 @@ export interface SendState {
   outputAtWrite: number
   /** Output count when the current step was written (for its echo). */
   outputAtStep: number
+  /** Consumption checks that found the step not consumed yet (paces the next). */
+  consumeChecks: number
   probeAgain: boolean
   lastProbeAt: number
   lastProbeCost: number
@@ -197,11 +199,20 @@ export interface SendState {
 
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 export const PROBE_DUTY_GAP = 9
-/** How often a missed controlled-prompt check is repeated right away, and how far apart (ms). */
-const PROMPT_RECHECKS = 20
+/**
+ * How often a missed controlled-prompt check is repeated before the poll tick takes over, and
+ * the first gap (ms), doubling up to `pollIntervalMs / 5`: on a loaded machine a shell can take
+ * tens of milliseconds from printing its prompt to blocking in its read.
+ */
+const PROMPT_RECHECKS = 40
 const PROMPT_RECHECK_MS = 1
-/** Pace of the consumption check while a step waits for the previous one to be consumed, ms. */
+/**
+ * Pace of the consumption check while a step waits for the previous one to be consumed: 1 ms,
+ * doubling up to 8 ms, so many sessions waiting at once do not crowd the event loop with /proc
+ * reads while their echoes are on the way.
+ */
 const CONSUME_RETRY_MS = 1
+const CONSUME_RETRY_MAX_MS = 8
 
 export function initialState(spec: SendSpec): SendState {
   return {
@@ -223,6 +234,7 @@ export function initialState(spec: SendSpec): SendState {
     outputCount: 0,
     outputAtWrite: 0,
     outputAtStep: 0,
+    consumeChecks: 0,
     probeAgain: false,
     lastProbeAt: -Infinity,
     lastProbeCost: 0,
@@ -280,7 +292,8 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       if (s.phase !== 'submitting' || s.awaiting.consume !== event.gen) return
       s.awaiting.consume = undefined
       if (event.consumed) return writeNext(s, event.now, out)
-      arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
+      s.consumeChecks++
+      arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(s.consumeChecks, 8), CONSUME_RETRY_MAX_MS))
       return
     }
     case 'signalled': {
@@ -335,8 +348,9 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       if (!event.inFront) return
       if (event.reading === false) {
         if (s.promptRechecks < PROMPT_RECHECKS) {
+          const gap = Math.min(PROMPT_RECHECK_MS * 2 ** Math.min(s.promptRechecks, 16), spec.pollIntervalMs / 5)
           s.promptRechecks++
-          arm(s, out, 'promptRecheck', PROMPT_RECHECK_MS)
+          arm(s, out, 'promptRecheck', gap)
         }
         return
       }
@@ -445,6 +459,7 @@ function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline
 /** Writes step `s.step`. */
 function writeStep(s: SendState, now: number, out: SendEffect[]): void {
   s.phase = 'writing'
+  s.consumeChecks = 0
   s.outputAtStep = s.outputCount
   s.awaiting.write = request(s)
   const step = s.spec.steps[s.step]!
@@ -616,8 +631,8 @@ function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[])
 /**
  * The controlled prompt was printed after the write: it settles the send only when the kernel
  * agrees — the shell's group is in front and its main task is blocked reading this terminal. A
- * miss is looked at again shortly (`PROMPT_RECHECKS` times every `PROMPT_RECHECK_MS`), then at
- * the poll tick.
+ * miss is looked at again shortly (`PROMPT_RECHECKS` times, 1 ms apart doubling up to
+ * `pollIntervalMs / 5`), and at the poll tick.
  */
 function checkForeground(s: SendState, out: SendEffect[]): void {
   if (s.awaiting.foreground !== undefined || s.phase !== 'waiting') return

@@ -145,7 +145,7 @@ describe('a send, step by step', () => {
     machine.feed({ type: 'written', gen: write, now: 1 })
     const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
     // Not consumed yet: look again shortly.
-    expect(machine.feed({ type: 'consumed', gen: consume, now: 1.1, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
+    expect(machine.feed({ type: 'consumed', gen: consume, now: 1.1, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 2 }])
     const again = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2.1 }), 'consume')
     expect(machine.feed({ type: 'consumed', gen: again, now: 2.5, consumed: true })).toEqual([
       { type: 'clear', timer: 'consume' },
