@@ -25,7 +25,7 @@ export const Config = z.object({
   timeoutMs: z.number().int().positive().default(120000).describe('Per attempt: ms until the response headers arrive.'),
   maxRetries: z.number().int().min(0).default(3).describe('Retries on 408/409/429/5xx and connection errors, with backoff.'),
   temperature: z.number().min(0).max(2).optional().describe('Sampling temperature; unset: the endpoint default.'),
-})
+}).prefault({})
 export type Config = z.output<typeof Config>
 
 /** Registers the adapter. Loads without a key; a model call then fails with `NO_API_KEY`. */

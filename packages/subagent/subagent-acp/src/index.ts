@@ -27,6 +27,7 @@ export const Config = z
       .describe("How the child's session/request_permission is answered: reject (a reject option, else cancelled) or allow."),
     ...outOfProcessConfig,
   })
+  .prefault({})
 
 export type Config = z.output<typeof Config>
 

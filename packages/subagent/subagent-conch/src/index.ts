@@ -75,7 +75,7 @@ export const Config = z.object({
     .default('reject')
     .describe("How the child's session/request_permission is answered."),
   ...outOfProcessConfig,
-})
+}).prefault({})
 
 export type Config = z.output<typeof Config>
 

@@ -41,7 +41,7 @@ export const Config = z.object({
     .min(1024)
     .default(16_384)
     .describe('Bound of the result text in UTF-8 bytes; the answer keeps its head so the status line fits.'),
-})
+}).prefault({})
 
 export type Config = z.output<typeof Config>
 

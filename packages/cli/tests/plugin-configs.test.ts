@@ -1,0 +1,34 @@
+/**
+ * A cordis.yml row may omit `config:` (the root cordis.yml does for most rows): the plugin then
+ * receives `undefined`. Every plugin's schema must either fill its defaults from that or fail
+ * naming the field that is required — never "expected object, received undefined" at the root.
+ */
+import { existsSync, readdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+
+const packages = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const entries = readdirSync(packages, { withFileTypes: true })
+  .filter((group) => group.isDirectory())
+  .flatMap((group) => readdirSync(join(packages, group.name)).map((name) => join(packages, group.name, name, 'src', 'index.ts')))
+  .filter((index) => existsSync(index))
+
+interface Schema {
+  safeParse(value: unknown): { success: true } | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } }
+}
+
+describe('a row without config', () => {
+  it.each(entries.map((index) => [index.slice(packages.length + 1).replace('/src/index.ts', ''), index]))('%s: defaults, or names the missing field', async (_name, index) => {
+    const module = (await import(index)) as { Config?: Schema }
+    if (module.Config?.safeParse === undefined) return
+    const parsed = module.Config.safeParse(undefined)
+    if (parsed.success) return
+    for (const issue of parsed.error.issues) expect(issue.path.length, issue.message).toBeGreaterThan(0)
+  })
+
+  it('covers the plugins that declare a config schema', async () => {
+    const withSchema = await Promise.all(entries.map(async (index) => ((await import(index)) as { Config?: Schema }).Config !== undefined))
+    expect(withSchema.filter(Boolean).length).toBeGreaterThanOrEqual(10)
+  })
+})
