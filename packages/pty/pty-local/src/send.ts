@@ -21,6 +21,7 @@ import {
 import { isContinuation } from './continuation.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
 import { SendBuffer } from './send-buffer.ts'
+import { corroborationCapMs, judgeWindow, promptShaped, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 import type { LocalSession } from './session.ts'
 
 
@@ -89,6 +90,10 @@ export class Send {
   private foregroundCheck = false
   private promptRechecks = 0
   private promptTimer: NodeJS.Timeout | undefined
+  /** Whether a confirmation window (`confirmRead`) is open. */
+  private confirming = false
+  /** Why the last read found could not be told from activity (for the silence tier's evidence). */
+  private ambiguousRead: string | undefined
   private cancelling: Promise<void> | undefined
   private readonly abortListener: (() => void) | undefined
 
@@ -406,10 +411,18 @@ export class Send {
     const sources = state?.sources ?? []
     // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
     // another thread waiting on one) proves nothing alone: it counts once the output ends in a
-    // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
-    const quietMs = sources.length > 0 ? this.corroborationMs(sources) : this.session.configRef.pollIntervalMs / 10
+    // prompt-shaped line and stays quiet over the corroboration window, the group idle but for
+    // the reader's own timed wake-ups (wait-evidence.ts).
+    const window = this.corroborationMs(sources)
     const shaped = sources.length === 0 || this.promptShaped()
-    if (state !== undefined && evidence && shaped && (await this.confirmRead(state, quietMs, sources.length > 0))) {
+    // One window at a time: a probe that finds the read while a window is open leaves it to that window.
+    if (this.confirming) return
+    this.confirming = state !== undefined && evidence && shaped
+    const verdict = this.confirming ? await this.confirmRead(state!, window, sources.length > 0).finally(() => (this.confirming = false)) : undefined
+    if (this.state !== 'waiting') return
+    this.ambiguousRead = verdict?.kind === 'ambiguous' ? `${state!.detail} also waits on ${sources.join(', ')}; ${verdict.why}` : undefined
+    if (state !== undefined && verdict?.kind === 'proven') {
+      const quietMs = verdict.quietMs
       await this.drainPendingOutput()
       if (this.state !== 'waiting') return
       const reader = state.reader!
@@ -417,7 +430,8 @@ export class Send {
       const inputState: InputState = isContinuation(this.session.promptLine(), shellReads) ? 'continuation' : 'prompt'
       if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
       const { name, pid, tid, syscall, fd, path } = reader
-      const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
+      const how = verdict.detail === '' ? '' : `; ${verdict.detail}`
+      const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${how}` : state.detail
       this.settle(
         'stdin_read',
         { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) },
@@ -447,15 +461,15 @@ export class Send {
   }
 
   /**
-   * The quiet window that corroborates a read with other wake sources: twice pollIntervalMs, and
-   * past the wait's own near timeout when it has one (so a timer due inside the window wakes the
-   * reader and the check fails), at most idleMs.
+   * The window that confirms a read, ms: without other wake sources a short gap
+   * (pollIntervalMs / 10); with them (corroboration) at least twice pollIntervalMs of quiet, and
+   * up to past the wait's own near timeout when it has one (`corroborationCapMs`), at most idleMs.
    */
-  private corroborationMs(sources: readonly string[]): number {
-    const base = this.session.configRef.pollIntervalMs * 2
-    const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
-    const window = Math.max(base, ...timers.map((ms) => ms + base))
-    return Math.min(window, this.idleMs)
+  private corroborationMs(sources: readonly string[]): { quietMs: number; capMs: number } {
+    const config = this.session.configRef
+    if (sources.length === 0) return { quietMs: config.pollIntervalMs / 10, capMs: config.pollIntervalMs / 10 }
+    const quietMs = Math.min(config.pollIntervalMs * 2, this.idleMs)
+    return { quietMs, capMs: corroborationCapMs(sources, quietMs, this.idleMs) }
   }
 
   /**
@@ -463,45 +477,44 @@ export class Send {
    * line (no line break after it) that is not the echo of the input's last line.
    */
   private promptShaped(): boolean {
-    if (this.outputCount === this.outputAtWrite) return false
-    let partial = this.session.promptLine()
     // A program that reserves rows below its prompt (prompt_toolkit prints blank lines, then
-    // moves the cursor back up) leaves the line model's open line blank: take the last line it
-    // wrote instead.
-    if (partial.trim() === '') partial = this.buffer.lastNonBlankLine()
-    if (partial.trim() === '') return false
-    const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
-    return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
+    // moves the cursor back up) leaves the line model's open line blank: the last line it wrote
+    // counts instead.
+    const openLine = this.session.promptLine()
+    return promptShaped({
+      outputSinceWrite: this.outputCount !== this.outputAtWrite,
+      openLine,
+      lastLine: openLine.trim() === '' ? this.buffer.lastNonBlankLine() : '',
+      input: this.input.text,
+    })
   }
 
   /**
-   * A read must be stable to count: after a short gap (`gapMs`: pollIntervalMs / 10, longer when
-   * it must be corroborated) the same task is still blocked in it without having run, and no
-   * output arrived. This rejects a program that passes through a read on its way out — the Node
-   * REPL re-enters epoll after `.exit` before it exits.
-   *
-   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
-   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
-   * second and reads again; quiet output and the same read at both ends carry the window then.
-   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
+   * A read must be stable to count: it is sampled over a window (`window`: a short gap, longer
+   * when it must be corroborated; see `corroborationMs`) while no output arrives, and
+   * `judgeWindow` (wait-evidence.ts) decides from the samples — the same task still blocked in
+   * the same wait and, for an event loop with other wake sources, the group idle but for the
+   * reader's own timed wake-ups. This also rejects a program that passes through a read on its
+   * way out — the Node REPL re-enters epoll after `.exit` before it exits.
    */
-  private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
+  private async confirmRead(first: ReadProbe, window: { quietMs: number; capMs: number }, corroborating = false): Promise<WindowVerdict> {
     const outputBefore = this.outputCount
-    await delay(gapMs)
-    if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
-    let again: ReadProbe
-    try {
-      again = await this.session.inspectorRef.probe()
-    } catch {
-      return false
+    const samples: WindowSample[] = [{ atMs: this.session.now(), probe: first }]
+    const rules = { ...window, stepMs: this.session.configRef.pollIntervalMs, corroborating }
+    for (;;) {
+      const verdict = judgeWindow(samples, rules)
+      if (verdict.kind !== 'pending') return verdict
+      await delay(verdict.nextInMs)
+      if (this.state !== 'waiting' || this.outputCount !== outputBefore) return { kind: 'refuted', why: 'output arrived' }
+      let again: ReadProbe
+      try {
+        again = await this.session.inspectorRef.probe()
+      } catch {
+        return { kind: 'refuted', why: 'the probe failed' }
+      }
+      if (this.isSettled() || this.outputCount !== outputBefore) return { kind: 'refuted', why: 'output arrived' }
+      samples.push({ atMs: this.session.now(), probe: again })
     }
-    const reader = first.reader
-    if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
-    if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
-    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
-    const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
-    const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
-    return before !== undefined && before === after
   }
 
   private isReadEvidence(state: ReadProbe): boolean {
@@ -543,9 +556,10 @@ export class Send {
       if (this.state !== 'waiting') return
     }
     const config = this.session.configRef
+    const ambiguous = this.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${this.ambiguousRead}`
     this.settle('inferred_idle', {
       tier: 'silence',
-      detail: `no output for ${this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
+      detail: `no output for ${this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms${ambiguous}`,
     })
   }
 
