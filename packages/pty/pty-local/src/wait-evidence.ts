@@ -21,7 +21,9 @@
  *   terminal size every 0.5 s, in ipython); a wake before the timeout, two wakes in one step,
  *   or bytes read is activity;
  * - a timer due soon at the start of the window must be seen to fire that way (and re-arm no
- *   sooner), so what it was set for has happened.
+ *   sooner), so what it was set for has happened;
+ * - a sample that catches the reader alone running (in the middle of such a wake-up) is left
+ *   out; the next one shows where it went, and three in a row are a program at work.
  * When a rule needs a counter the kernel does not show (no /proc/<pid>/task/<tid>/sched without
  * CONFIG_SCHED_DEBUG), the window is ambiguous, never proof: the send then settles on silence.
  */
@@ -69,10 +71,25 @@ export function timerToleranceMs(timeoutMs: number): number {
  * second and reads again — and the same read at both ends carries the window; a poll, select or
  * epoll reader is judged step by step (see the module comment).
  */
-export function judgeWindow(samples: readonly WindowSample[], rules: WindowRules): WindowVerdict {
-  const first = samples[0]
+export function judgeWindow(all: readonly WindowSample[], rules: WindowRules): WindowVerdict {
+  const first = all[0]
   const reader = first?.probe.reader
   if (first === undefined || reader === undefined || first.probe.verdict !== 'reading') return { kind: 'refuted', why: 'no read to confirm' }
+  // A sample that caught an event loop's reader in the middle of a wake-up (running, alone) is
+  // left out: the next one shows where the wake-up led. More than MAX_RUNNING_SAMPLES in a row
+  // is a program at work.
+  const eventLoopReader = rules.corroborating && reader.syscall !== 'read' && reader.syscall !== 'readv'
+  let running = 0
+  const samples: WindowSample[] = []
+  for (const sample of all) {
+    if (eventLoopReader && readerAloneRunning(sample.probe, reader.tid, first.probe.tpgid)) {
+      if (++running > MAX_RUNNING_SAMPLES) return { kind: 'refuted', why: `${reader.name}[${reader.pid}] keeps running` }
+      continue
+    }
+    running = 0
+    samples.push(sample)
+  }
+  if (samples.at(-1) !== all.at(-1)) return { kind: 'pending', nextInMs: rules.stepMs }
   const last = samples.at(-1)!
   for (const sample of samples.slice(1)) {
     const probe = sample.probe
@@ -96,7 +113,7 @@ export function judgeWindow(samples: readonly WindowSample[], rules: WindowRules
   let owedTimer = initial !== undefined && initial <= NEAR_TIMEOUT_MS ? initial : undefined
   const timeouts: number[] = []
   for (let i = 1; i < samples.length; i++) {
-    const step = judgeStep(samples[i - 1]!, samples[i]!, reader.tid, rules.stepMs * 2)
+    const step = judgeStep(samples[i - 1]!, samples[i]!, reader.tid, rules.stepMs * 3)
     if (step.kind !== 'idle' && step.kind !== 'timer') return step
     if (step.kind === 'timer') {
       timeouts.push(Math.round(step.timeoutMs))
@@ -186,6 +203,16 @@ function sleptMs(a: WakeCounters, b: WakeCounters): number | undefined {
   if (a.cpu !== undefined && a.cpu === b.cpu && a.execStartMs !== undefined && b.execStartMs !== undefined) return b.execStartMs - a.execStartMs
   if (a.execStartMonotonicMs !== undefined && b.execStartMonotonicMs !== undefined) return b.execStartMonotonicMs - a.execStartMonotonicMs
   return undefined
+}
+
+/** Most samples in a row that may catch the reader running in a window. */
+const MAX_RUNNING_SAMPLES = 2
+
+/** Whether `probe` saw the reader running and no other task of the group (`tpgid`) running. */
+function readerAloneRunning(probe: ReadProbe, readerTid: number, tpgid: number | undefined): boolean {
+  if (probe.verdict !== 'not_reading' || probe.tpgid !== tpgid) return false
+  const running = probe.tasks.filter((task) => task.state === 'R' || task.syscall === 'running')
+  return running.length === 1 && running[0]?.tid === readerTid
 }
 
 /** Most times a reader may block in one short step and still be judged a timed wake (a tick with its re-waits). */
