@@ -169,9 +169,11 @@ export class Send {
       // Every readiness timer starts once the whole input is in the terminal's input queue: a
       // large paste takes as long as the reader needs to drain it, and silence while it is still
       // being written proves nothing.
+      // Output counts as the answer from the moment the write begins: a fast program's reply can
+      // be parsed before this continuation runs (its echo is told apart by promptShaped).
+      this.outputAtWrite = this.outputCount
       await session.write(this.input.submit ? `${text}\r` : text)
       this.writtenAt = session.now()
-      this.outputAtWrite = this.outputCount
       this.markWritten()
       if (this.isSettled()) return
       if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'

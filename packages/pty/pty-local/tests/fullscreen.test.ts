@@ -118,7 +118,9 @@ describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => 
 describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor position)', () => {
   it('x = 6 * 7 then x shows Out[2]: 42, each settling stdin_read within a second', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
-    const started = await send(session, 'ipython3 --no-banner --colors=NoColor --no-confirm-exit')
+    // A cold start of ipython on a loaded machine runs silently for seconds: the start gets a
+    // longer silence tier of its own (it is busy, and the /proc tier sees it running).
+    const started = await session.startSend({ text: 'ipython3 --no-banner --colors=NoColor --no-confirm-exit', submit: true, idleMs: 30_000 }).done
     expect(started.waitReason, started.evidence.detail).toBe('stdin_read')
     const assign = await send(session, 'x = 6 * 7')
     expect(assign.waitReason, assign.evidence.detail).toBe('stdin_read')

@@ -55,7 +55,7 @@ describe('interactive programs settle stdin_read at their prompts', () => {
     const closed = await send(session, '')
     expect(linesEqual(closed.viewport, 'loop 1')).toBe(1)
     await send(session, 'exit')
-  })
+  }, 30_000)
 
   it.skipIf(!runs('gdb'))('gdb', async () => {
     const session = await openSession(ready, { cwd: dir })
@@ -206,11 +206,11 @@ describe.skipIf(!runs('python3'))('an event loop that wakes on its own or is wok
     expect(start.waitReason, start.evidence.detail).toBe('stdin_read')
     expect(start.evidence.corroborated?.sources).toContainEqual(expect.stringMatching(/^timer in \d+ ms$/))
     const answer = await send(session, 'hello')
-    expect(answer.waitReason, answer.evidence.detail).toBe('stdin_read')
+    expect(answer.waitReason, `${answer.evidence.detail}: ${JSON.stringify(answer.viewport.slice(-300))}`).toBe('stdin_read')
     expect(answer.evidence.detail).toMatch(/woke only at the end of its own timeout/)
     expect(linesEqual(answer.viewport, 'got hello')).toBe(1)
     await send(session, 'quit')
-  })
+  }, 30_000)
 
   it.each(['group', 'outside'] as const)('does not settle stdin_read at a quiet prompt while a socket peer (%s its process group) keeps waking it', async (peer) => {
     writeFileSync(path.join(dir, `loop-${peer}.py`), eventLoop(peer))
@@ -223,7 +223,7 @@ describe.skipIf(!runs('python3'))('an event loop that wakes on its own or is wok
     expect(linesEqual(answer.viewport, 'got hello')).toBe(1)
     // The peer's next send fails once the program has gone (EPIPE), and it exits.
     await send(session, 'quit')
-  })
+  }, 30_000)
 })
 
 describe('continuation prompts', () => {
