@@ -17,7 +17,9 @@ export const inject = ['llm']
 export const Config = z.object({
   script: z.string().min(1).describe('Path of the JSON Lines script; relative paths resolve against the working directory.'),
   provider: z.string().min(1).default('replay').describe('Provider name the adapter registers under.'),
-}).prefault({})
+})
+  // A row without `config:` parses as {}, so the error names the required field.
+  .prefault({} as never)
 export type Config = z.output<typeof Config>
 
 /**

@@ -23,7 +23,9 @@ export const Config = z.strictObject({
   account: z.string().default('').describe('Account of the key (an id from the pool\'s `accounts`).'),
   bare: z.boolean().default(false).describe('Bare mode of the key.'),
   fallbackProvider: z.string().optional().describe('Sub-agent provider of the fresh-spawn path; default: the kind\'s `fallbackProvider`.'),
-}).prefault({})
+})
+  // A row without `config:` parses as {}, so the error names the required field.
+  .prefault({} as never)
 export type Config = z.output<typeof Config>
 
 function textOf(request: ProviderRequest): string {

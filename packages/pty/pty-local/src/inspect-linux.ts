@@ -119,6 +119,19 @@ export interface TaskObservation {
   syscall: string
   /** Voluntary plus non-voluntary context switches; undefined when unreadable. */
   switches: number | undefined
+  /**
+   * For a task in a read-class syscall: the wait's own timeout argument in ms (the whole
+   * timeout given when the call began, not what is left of it); undefined when it has none or
+   * it could not be read.
+   */
+  timeoutMs?: number
+  /**
+   * Counters that tell a task's own timer wake-ups from activity (see wait-evidence.ts), read
+   * only for a `reading` probe whose wait holds other wake sources (`ReadProbe.sources`).
+   * Each field is undefined when its file is unreadable (/proc/<pid>/task/<tid>/sched needs a
+   * kernel with CONFIG_SCHED_DEBUG).
+   */
+  wake?: WakeCounters
   /** Descriptors the task waits to read (decoded from its syscall). */
   fds: number[]
   /** The first of `fds` that is this terminal. */
@@ -129,6 +142,80 @@ export interface TaskObservation {
    * `wakeSources`). Empty when the wait holds only the terminal and internal wake-ups.
    */
   sources?: string[]
+}
+
+/**
+ * Per-task counters of proc(5), read together:
+ * - `voluntary`: `voluntary_ctxt_switches` of /proc/<pid>/task/<tid>/status — how often the
+ *   task blocked; a task that sleeps in one wait and wakes from it once adds one;
+ * - `execStartMs`: `se.exec_start` of /proc/<pid>/task/<tid>/sched, in ms of the scheduler's
+ *   task clock — updated whenever the task stops running, so for a blocked task it is when it
+ *   entered its current wait;
+ * - `cpu`: the CPU the task last ran on (field 39, `processor`, of its stat): `execStartMs`
+ *   is on that CPU's clock. The task clocks of two CPUs differ (each leaves out its own steal
+ *   and interrupt time), so two values compare directly only on one CPU;
+ * - `execStartMonotonicMs`: `execStartMs` on the monotonic clock of the probing process
+ *   (`performance.now()`), through that CPU's offset as `SchedulerClocks` last measured it;
+ *   undefined when no recent offset is known for the CPU;
+ * - `rchar`, `syscr`: bytes read and read calls (read(2), readv(2), pread(2)) of
+ *   /proc/<pid>/task/<tid>/io — recv(2) on a socket is not counted there.
+ */
+export interface WakeCounters {
+  voluntary: number | undefined
+  execStartMs: number | undefined
+  cpu: number | undefined
+  execStartMonotonicMs: number | undefined
+  rchar: number | undefined
+  syscr: number | undefined
+}
+
+/**
+ * The offset of each CPU's scheduler task clock (`se.exec_start` in /proc/<pid>/sched, ms)
+ * against the monotonic clock of this process, measured on the probing thread itself: while it
+ * runs, its own `se.exec_start` is the current time of the CPU it runs on
+ * (/proc/thread-self/sched, with `processor` of /proc/thread-self/stat before and after). Each
+ * probe measures the CPU it happens to run on; an offset older than `maxAgeMs` is not used (it
+ * drifts by the CPU's steal and interrupt time).
+ */
+export class SchedulerClocks {
+  private readonly offsets = new Map<number, { offsetMs: number; atMs: number }>()
+
+  constructor(
+    private readonly proc: ProcFs,
+    private readonly now: () => number = () => performance.now(),
+    private readonly maxAgeMs = 2000,
+  ) {}
+
+  /** Measures the offset of the CPU this thread runs on; a read that took over a millisecond is dropped. */
+  async measure(): Promise<void> {
+    try {
+      const cpuBefore = processorOf(await this.proc.readFile('/proc/thread-self/stat'))
+      const t0 = this.now()
+      const sched = await this.proc.readFile('/proc/thread-self/sched')
+      const t1 = this.now()
+      const cpuAfter = processorOf(await this.proc.readFile('/proc/thread-self/stat'))
+      const execStart = parseWakeCounters(undefined, sched, undefined).execStartMs
+      if (cpuBefore === undefined || cpuBefore !== cpuAfter || execStart === undefined || t1 - t0 > 1) return
+      this.offsets.set(cpuBefore, { offsetMs: execStart - (t0 + t1) / 2, atMs: t1 })
+    } catch {
+      // no /proc/thread-self/sched: tasks compare on one CPU only
+    }
+  }
+
+  /** `execStartMs` of a task that last ran on `cpu`, on the monotonic clock; undefined without a recent offset. */
+  toMonotonic(cpu: number | undefined, execStartMs: number | undefined): number | undefined {
+    if (cpu === undefined || execStartMs === undefined) return undefined
+    const entry = this.offsets.get(cpu)
+    if (entry === undefined || this.now() - entry.atMs > this.maxAgeMs) return undefined
+    return execStartMs - entry.offsetMs
+  }
+}
+
+/** Field 39 (`processor`) of a stat file (proc(5)): the CPU the task last ran on. */
+function processorOf(stat: string): number | undefined {
+  const fields = stat.slice(stat.lastIndexOf(')') + 1).trim().split(/\s+/)
+  const value = fields[39 - 3]
+  return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined
 }
 
 /** The task found reading the terminal (the shape of `ReadinessEvidence.process`). */
@@ -174,6 +261,8 @@ export interface ProbeOptions {
    * `unknown`: its readiness falls to the silence and timeout tiers. Default 4096.
    */
   maxTasks?: number
+  /** The CPU clock offsets for `WakeCounters.execStartMonotonicMs`; without it that field stays undefined. */
+  clocks?: SchedulerClocks
 }
 
 /** Default of `ProbeOptions.maxTasks`. */
@@ -237,6 +326,12 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
     for (const task of tasks) {
       if (task === readerTask || task.terminalFd !== undefined) continue
       for (const source of task.sources ?? []) sources.push(`task ${task.tid} ${task.syscall} ${source}`)
+    }
+    // A read that needs corroboration is judged over a window of probes: every task's counters
+    // are needed then — the reader's wake counters, and whether any other task ran.
+    if (sources.length > 0) {
+      await options.clocks?.measure()
+      await Promise.all(tasks.map((task) => addWakeCounters(proc, task, task === readerTask, options.clocks)))
     }
     return { verdict: 'reading', tpgid, tasks, reader, detail: `${reader.name}[${reader.pid}] ${reader.syscall} fd${fd} ${path}`, sources }
   }
@@ -432,8 +527,45 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number):
     if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) observation.terminalFd = fd
     else others.push(fd)
   }
-  observation.sources = await wakeSources(context, member.pid, name, syscall.args, others)
+  const timeoutMs = await waitTimeoutMs(context, member.pid, name, syscall.args)
+  if (timeoutMs !== undefined) observation.timeoutMs = timeoutMs
+  observation.sources = wakeSources(await wakeFds(context, member.pid, others), timeoutMs)
   return observation
+}
+
+/**
+ * Fills in what a corroboration window compares: for every task its context-switch count (read
+ * here when `examineTask` skipped it: a task outside a read-class syscall), and for the reader
+ * its wake counters.
+ */
+async function addWakeCounters(proc: ProcFs, task: TaskObservation, reader: boolean, clocks: SchedulerClocks | undefined): Promise<void> {
+  if (task.switches !== undefined && !reader) return
+  const base = `/proc/${task.pid}/task/${task.tid}`
+  const read = (name: string) => proc.readFile(`${base}/${name}`).catch(() => undefined)
+  const status = await read('status')
+  if (status !== undefined) task.switches ??= contextSwitches(status)
+  if (!reader) return
+  const stat = await read('stat')
+  const wake = parseWakeCounters(status, await read('sched'), await read('io'))
+  wake.cpu = stat === undefined ? undefined : processorOf(stat)
+  wake.execStartMonotonicMs = clocks?.toMonotonic(wake.cpu, wake.execStartMs)
+  task.wake = wake
+}
+
+/** The counters of `WakeCounters` from the status, sched and io files of one task; each missing one undefined (`cpu` and the monotonic time are filled in by the caller). */
+export function parseWakeCounters(status: string | undefined, sched: string | undefined, io: string | undefined): WakeCounters {
+  const field = (text: string | undefined, pattern: RegExp): number | undefined => {
+    const value = text === undefined ? undefined : pattern.exec(text)?.[1]
+    return value === undefined ? undefined : Number(value)
+  }
+  return {
+    voluntary: field(status, /^voluntary_ctxt_switches:\s*(\d+)/m),
+    execStartMs: field(sched, /^se\.exec_start\s*:\s*(\d+(?:\.\d+)?)/m),
+    cpu: undefined,
+    execStartMonotonicMs: undefined,
+    rchar: field(io, /^rchar:\s*(\d+)/m),
+    syscr: field(io, /^syscr:\s*(\d+)/m),
+  }
 }
 
 function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>): string {
@@ -521,17 +653,23 @@ export const NEAR_TIMEOUT_MS = 1000
 const MAX_OWN_FDS = 1024
 
 /**
- * What in a task's wait can wake it without input, besides the terminal:
+ * What in a task's wait can wake it without input, besides the terminal (`fdSources`, from
+ * `wakeFds`) and the wait's own timeout when it ends within NEAR_TIMEOUT_MS.
+ */
+function wakeSources(fdSources: string[], timeoutMs: number | undefined): string[] {
+  if (timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS) return [...fdSources, `timer in ${Math.max(0, Math.round(timeoutMs))} ms`]
+  return fdSources
+}
+
+/**
+ * The descriptors of a task's wait that can wake it without input, besides the terminal:
  * - descriptors of the wait set that are not the program's own wake-ups — an eventfd or signalfd
  *   (anon_inode:[eventfd], [signalfd]) or a pipe whose other end the same process holds (a
  *   self-pipe: the same pipe inode twice among its descriptors, as libuv and gdb use) is
- *   internal; a socket, another pipe, inotify, a timerfd or another terminal is a source;
- * - the wait's own timeout when it ends within NEAR_TIMEOUT_MS (epoll_wait/epoll_pwait and
- *   poll: an int of ms in argument 3 resp. 2, −1 for none; ppoll, pselect6, select and
- *   epoll_pwait2: a pointer to a timespec/timeval, NULL for none — read from memory).
+ *   internal; a socket, another pipe, inotify, a timerfd or another terminal is a source.
  * An unreadable descriptor counts as a source (a miss is never proof).
  */
-async function wakeSources(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[], fds: readonly number[]): Promise<string[]> {
+async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]): Promise<string[]> {
   const sources: string[] = []
   let own: Map<string, number> | undefined
   for (const fd of fds) {
@@ -554,8 +692,6 @@ async function wakeSources(context: TaskContext, pid: number, name: ReadSyscall,
     else if (target === 'anon_inode:[timerfd]') sources.push(`timer fd ${fd}`)
     else sources.push(`${target} fd ${fd}`)
   }
-  const timeout = await waitTimeoutMs(context, pid, name, args)
-  if (timeout !== undefined && timeout <= NEAR_TIMEOUT_MS) sources.push(`timer in ${Math.max(0, Math.round(timeout))} ms`)
   return sources
 }
 
@@ -579,7 +715,12 @@ async function pipeCounts(proc: ProcFs, pid: number): Promise<Map<string, number
   return counts
 }
 
-/** The timeout of a read-class wait in ms; undefined when it has none (or it cannot be read: then no near deadline is claimed). */
+/**
+ * The timeout of a read-class wait in ms: epoll_wait/epoll_pwait and poll take an int of ms in
+ * argument 3 resp. 2, −1 for none; ppoll, pselect6, select and epoll_pwait2 a pointer to a
+ * timespec/timeval, NULL for none, read from memory (epoll_wait(2), poll(2), select(2)).
+ * Undefined when it has none (or it cannot be read: then no near deadline is claimed).
+ */
 async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number | undefined> {
   const asInt = (value: bigint | undefined) => (value === undefined ? -1 : Number(BigInt.asIntN(32, value)))
   const fromMemory = async (pointer: bigint | undefined, microseconds: boolean): Promise<number | undefined> => {

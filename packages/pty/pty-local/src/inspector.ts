@@ -6,7 +6,7 @@
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, groupMembers, mainTaskReadsTerminal, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, groupMembers, mainTaskReadsTerminal, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -86,6 +86,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
   const pid = identity.pid
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
   const table = readSyscallTable(process.arch)
+  const clocks = new SchedulerClocks(proc)
   const readStatComm = async (target: number): Promise<string | undefined> => {
     try {
       const text = await proc.readFile(`/proc/${target}/stat`)
@@ -101,7 +102,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
     },
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
-      return probeTerminalReader({ proc, terminal })
+      return probeTerminalReader({ proc, terminal, clocks })
     },
     processName: readStatComm,
     async groupName(pgid) {

@@ -19,7 +19,8 @@ import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
-import { confirmRead, corroborationMs, isReadEvidence, promptShaped } from './read-evidence.ts'
+import { isReadEvidence, promptShaped } from './read-evidence.ts'
+import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
 /**
  * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
@@ -183,13 +184,15 @@ export interface SendState {
   lastProbeCost: number
   promptRechecks: number
   /** A read under confirmation. */
-  confirming: { first: ReadProbe; sources: string[]; quietMs: number; outputBefore: number } | undefined
+  confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
+  /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
+  ambiguousRead: string | undefined
   /** The silence timer fired with a probe to run first: settle `inferred_idle` once it is decided. */
   silenceDue: boolean
   /** What a drain in flight settles on. */
-  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number } | undefined
+  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string } | undefined
   /** A proved read waiting for the termios answer before it settles (and the output count then). */
-  afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; outputBefore: number } | undefined
+  afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; how: string; outputBefore: number } | undefined
   /** Cancellation: `handoff` waits for the command to take the input, `signalling` sends SIGINT, `grace` waits for it to come back. */
   cancel: 'none' | 'handoff' | 'signalling' | 'grace'
   /** A handoff wait: requested, and its progress. */
@@ -240,6 +243,7 @@ export function initialState(spec: SendSpec): SendState {
     lastProbeCost: 0,
     promptRechecks: 0,
     confirming: undefined,
+    ambiguousRead: undefined,
     silenceDue: false,
     afterDrain: undefined,
     afterTermios: undefined,
@@ -372,7 +376,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
         if (!spec.view.promptShown(s.markersAtWrite)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
-      return settleProc(s, out, after.probe!, after.sources!, after.quietMs!)
+      return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
     }
     case 'inputChecked': {
       if (s.phase !== 'checking' || s.awaiting.check !== event.gen) return
@@ -389,7 +393,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       if (s.phase !== 'waiting' || after === undefined) return
       // Output meanwhile: the read proved before it may be over; look again.
       if (s.outputCount !== after.outputBefore) return requestProbe(s, event.now, out)
-      return settleProc(s, out, after.probe, after.sources, after.quietMs, event.hidden)
+      return settleProc(s, out, after.probe, after.sources, after.quietMs, after.how, event.hidden)
     }
     case 'timer':
       return onTimer(s, event.timer, event.now, out)
@@ -461,6 +465,9 @@ function writeStep(s: SendState, now: number, out: SendEffect[]): void {
   s.phase = 'writing'
   s.consumeChecks = 0
   s.outputAtStep = s.outputCount
+  // Output counts toward the answer from the moment the last write begins: a fast program's
+  // reply can be parsed before the write's completion comes back.
+  if (s.step === s.spec.steps.length - 1) s.outputAtWrite = s.outputCount
   s.awaiting.write = request(s)
   const step = s.spec.steps[s.step]!
   out.push({ type: 'write', gen: s.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
@@ -508,7 +515,7 @@ function writeNext(s: SendState, now: number, out: SendEffect[]): void {
 
 function finishWrite(s: SendState, now: number, out: SendEffect[]): void {
   s.writtenAt = now
-  s.outputAtWrite = s.outputCount
+  if (s.spec.steps.length === 0) s.outputAtWrite = s.outputCount
   s.written = true
   out.push({ type: 'written' })
   if (s.baseline.kind === 'probe' && s.baseline.probe.verdict === 'not_reading') s.inputState = 'not_reading'
@@ -666,16 +673,16 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
   // another thread waiting on one) proves nothing alone: it counts once the output ends in a
-  // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
-  const quietMs = sources.length > 0 ? corroborationMs(sources, { pollIntervalMs: spec.pollIntervalMs, idleMs: spec.idleMs }) : spec.pollIntervalMs / 10
+  // prompt-shaped line and stays quiet over the corroboration window, the group idle but for the
+  // reader's own timed wake-ups (judgeWindow, wait-evidence.ts).
   const shaped =
     sources.length === 0 ||
     promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
-    // Confirm: the same read, a quiet gap later, the reader not having run.
+    // Confirm over a window of samples; one window at a time.
     if (s.confirming === undefined) {
-      s.confirming = { first: probe, sources, quietMs, outputBefore: s.outputCount }
-      arm(s, out, 'confirm', quietMs)
+      s.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount }
+      return judge(s, now, out)
     }
     return
   }
@@ -687,14 +694,45 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
   }
 }
 
+/**
+ * The window that confirms a read, ms: without other wake sources a short gap
+ * (`pollIntervalMs / 10`); with them (corroboration) at least twice `pollIntervalMs` of quiet,
+ * and up to past the wait's own near timeout when it has one (`corroborationCapMs`), at most
+ * `idleMs`.
+ */
+function windowRules(spec: SendSpec, sources: readonly string[]): WindowRules {
+  const stepMs = spec.pollIntervalMs
+  if (sources.length === 0) return { quietMs: spec.pollIntervalMs / 10, capMs: spec.pollIntervalMs / 10, stepMs, corroborating: false }
+  const quietMs = Math.min(spec.pollIntervalMs * 2, spec.idleMs)
+  return { quietMs, capMs: corroborationCapMs(sources, quietMs, spec.idleMs), stepMs, corroborating: true }
+}
+
 function onConfirmProbe(s: SendState, event: Extract<SendEvent, { type: 'probed' }>, out: SendEffect[]): void {
   const confirming = s.confirming
-  s.confirming = undefined
   if (s.phase !== 'waiting' || confirming === undefined) return
   const again = event.probe
-  const ok = again !== undefined && s.outputCount === confirming.outputBefore && confirmRead(confirming.first, again, confirming.sources.length > 0)
-  if (!ok) return failConfirm(s, event.now, out)
-  return drain(s, out, { kind: 'proc', probe: confirming.first, sources: confirming.sources, quietMs: confirming.quietMs })
+  if (again === undefined || s.outputCount !== confirming.outputBefore) return decide(s, event.now, out, { kind: 'refuted', why: again === undefined ? 'the probe failed' : 'output arrived' })
+  confirming.samples.push({ atMs: event.now, probe: again })
+  return judge(s, event.now, out)
+}
+
+/** Asks `judgeWindow` about the open window: another sample, or a verdict. */
+function judge(s: SendState, now: number, out: SendEffect[]): void {
+  const confirming = s.confirming!
+  const verdict = judgeWindow(confirming.samples, confirming.rules)
+  if (verdict.kind === 'pending') return arm(s, out, 'confirm', verdict.nextInMs)
+  return decide(s, now, out, verdict)
+}
+
+function decide(s: SendState, now: number, out: SendEffect[], verdict: Exclude<WindowVerdict, { kind: 'pending' }>): void {
+  const confirming = s.confirming!
+  s.confirming = undefined
+  const first = confirming.samples[0]!.probe
+  if (verdict.kind === 'proven') {
+    return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail })
+  }
+  s.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.ambiguousRead
+  return failConfirm(s, now, out)
 }
 
 function failConfirm(s: SendState, now: number, out: SendEffect[]): void {
@@ -707,11 +745,11 @@ function failConfirm(s: SendState, now: number, out: SendEffect[]): void {
  * Settles a proved read. A send's reader blocked in read(2)/readv(2) may be asking for a secret
  * (echo off in canonical mode, termios.ts): unless `hidden` is known, the session is asked first.
  */
-function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, hidden?: boolean): void {
+function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, how: string, hidden?: boolean): void {
   const spec = s.spec
   const reader = probe.reader!
   if (hidden === undefined && spec.kind === 'send' && spec.readsTermios && (reader.syscall === 'read' || reader.syscall === 'readv')) {
-    s.afterTermios = { probe, sources, quietMs, outputBefore: s.outputCount }
+    s.afterTermios = { probe, sources, quietMs, how, outputBefore: s.outputCount }
     s.awaiting.termios = request(s)
     out.push({ type: 'termios', gen: s.awaiting.termios })
     return
@@ -720,7 +758,8 @@ function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: 
   const shellReads = probe.tpgid !== undefined && probe.tpgid === spec.shellPgid
   const inputState: InputState = hidden === true ? 'hidden' : isContinuation(spec.view.promptLine(), shellReads) ? 'continuation' : 'prompt'
   const { name, pid, tid, syscall, fd, path } = reader
-  const detail = sources.length > 0 ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : probe.detail
+  const judged = how === '' ? '' : `; ${how}`
+  const detail = sources.length > 0 ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${judged}` : probe.detail
   settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) }, inputState)
 }
 
@@ -743,7 +782,8 @@ function silenceMs(s: SendState): number {
 
 function settleSilence(s: SendState, out: SendEffect[]): void {
   s.silenceDue = false
-  settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms` })
+  const ambiguous = s.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${s.ambiguousRead}`
+  settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
 }
 
 function cancel(s: SendState, now: number, out: SendEffect[]): void {

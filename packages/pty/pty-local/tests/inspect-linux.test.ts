@@ -7,9 +7,11 @@ import {
   contextSwitches,
   identifyTerminal,
   nodeProcReader,
+  parseWakeCounters,
   probeTerminalReader,
   readerRanBetween,
   readForegroundGroup,
+  SchedulerClocks,
   type ReadProbe,
   type TerminalIdentity,
 } from '../src/inspect-linux.ts'
@@ -272,6 +274,80 @@ describe('the /proc probe on fixtures', () => {
   it('sees bash itself reading at its prompt when the shell is the foreground group', async () => {
     const proc = new FakeProc([{ pid: 100, comm: 'bash', pgrp: 100, tpgid: 100, tasks: [{ tid: 100, state: 'S', syscall: syscall(0, 0n, 0x7ffe0000n, 1n), switches: [40, 2] }], fds: STDIO }])
     expect((await probe(proc)).reader).toMatchObject({ name: 'bash', syscall: 'read', fd: 0 })
+  })
+})
+
+// Recorded from full ipython idle at its prompt (Linux 6.18, x86_64).
+const SCHED = 'ipython3 (30644, #threads: 3)\n-------------------------------------------------------------------\nse.exec_start                                :      10249227.027533\nse.vruntime                                  :          5015.296237\nse.sum_exec_runtime                          :           943.462249\nse.nr_migrations                             :                    5\nnr_switches                                  :                  258\nnr_voluntary_switches                        :                   84\n'
+const IO = 'rchar: 12807282\nwchar: 52011\nsyscr: 1498\nsyscw: 310\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n'
+
+describe('what a window of probes compares', () => {
+  /** prompt_toolkit: epoll_wait(5, …, 2, 500) on the terminal and asyncio's socketpair, beside a futex thread. */
+  const ipython = (): FakeProcess => ({
+    pid: 300,
+    comm: 'ipython3',
+    pgrp: 300,
+    tasks: [
+      { tid: 300, state: 'S', syscall: syscall(232, 5n, 0x7000n, 2n, 500n), switches: [84, 174], files: { sched: SCHED, io: IO } },
+      { tid: 301, state: 'S', syscall: syscall(202, 0x5000n, 0x189n) },
+    ],
+    fds: { ...STDIO, 5: { rdev: 0, path: 'anon_inode:[eventpoll]' }, 6: { rdev: 0, path: 'socket:[984895]' }, 7: { rdev: 0, path: 'socket:[984896]' } },
+    fdinfo: { 5: epollInfo([[6, 0x19], [0, 0x19]]) },
+  })
+
+  it('reads the reader’s wake counters and every task’s switch count when the wait holds other sources', async () => {
+    const proc = tree(300, [ipython()])
+    // The futex thread's status is readable only from here on: the probe reads it for the window.
+    proc.addFile('/proc/300/task/301/status', 'Name:\tipython3\nvoluntary_ctxt_switches:\t16\nnonvoluntary_ctxt_switches:\t0\n')
+    const result = await probe(proc)
+    expect(result.verdict).toBe('reading')
+    expect(result.sources).toEqual(['socket fd 6', 'timer in 500 ms'])
+    const [reader, futex] = result.tasks
+    expect(reader).toMatchObject({ tid: 300, timeoutMs: 500, switches: 258 })
+    expect(reader?.wake).toEqual({ voluntary: 84, execStartMs: 10249227.027533, cpu: 0, execStartMonotonicMs: undefined, rchar: 12807282, syscr: 1498 })
+    expect(futex).toMatchObject({ tid: 301, switches: 16 })
+    expect(futex?.wake).toBeUndefined()
+  })
+
+  it('reads none of them for a wait that is proof on its own (the Node REPL and its self-pipe)', async () => {
+    const node: FakeProcess = {
+      pid: 400,
+      comm: 'node',
+      pgrp: 400,
+      tasks: [
+        { tid: 400, state: 'S', syscall: syscall(281, 5n, 0x7ffe0000n, 1024n, 0xffffffffn), switches: [120, 7], files: { sched: SCHED, io: IO } },
+        { tid: 401, state: 'S', syscall: syscall(202, 0x55550000n, 0x80n), switches: [2, 0] },
+      ],
+      fds: { ...STDIO, 5: { rdev: 0, path: 'anon_inode:[eventpoll]' }, 14: { rdev: 0, path: 'pipe:[88]' }, 15: { rdev: 0, path: 'pipe:[88]' }, 20: TTY },
+      fdinfo: { 5: epollInfo([[14, 0x19], [20, 0x19]]) },
+    }
+    const proc = tree(400, [node])
+    const result = await probe(proc)
+    expect(result).toMatchObject({ verdict: 'reading', sources: [] })
+    expect(result.tasks[0]?.wake).toBeUndefined()
+    expect(proc.reads.filter((path) => path.endsWith('/sched') || path.endsWith('/io'))).toEqual([])
+  })
+
+  it('parses the counters of the status, sched and io files, each missing one undefined', () => {
+    expect(parseWakeCounters('voluntary_ctxt_switches:\t84\nnonvoluntary_ctxt_switches:\t174\n', SCHED, IO)).toEqual({ voluntary: 84, execStartMs: 10249227.027533, cpu: undefined, execStartMonotonicMs: undefined, rchar: 12807282, syscr: 1498 })
+    expect(parseWakeCounters(undefined, undefined, undefined)).toEqual({ voluntary: undefined, execStartMs: undefined, cpu: undefined, execStartMonotonicMs: undefined, rchar: undefined, syscr: undefined })
+  })
+
+  it('puts a CPU’s task clock on the monotonic clock through the offset measured on the probing thread, while it is recent', async () => {
+    let now = 5000
+    const files = new Map<string, string>([
+      ['/proc/thread-self/stat', `77 (node) R 1 77 77 0 -1 ${Array.from({ length: 30 }, () => '0').join(' ')} 1 0 0\n`],
+      ['/proc/thread-self/sched', 'node (77, #threads: 11)\nse.exec_start                                :      10249000.500000\n'],
+    ])
+    const proc = { readFile: async (path: string) => files.get(path) ?? Promise.reject(new Error(`ENOENT ${path}`)), readdir: async () => [], readlink: async () => '' }
+    const clocks = new SchedulerClocks(proc, () => now, 2000)
+    expect(clocks.toMonotonic(1, 10249227.027533)).toBeUndefined()
+    await clocks.measure()
+    // CPU 1 (field 39 of the stat line) reads 10249000.5 at monotonic 5000.
+    expect(clocks.toMonotonic(1, 10249227.027533)).toBeCloseTo(5226.527533, 6)
+    expect(clocks.toMonotonic(0, 10249227.027533)).toBeUndefined()
+    now += 2001
+    expect(clocks.toMonotonic(1, 10249227.027533)).toBeUndefined()
   })
 })
 

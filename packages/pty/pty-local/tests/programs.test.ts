@@ -55,7 +55,7 @@ describe('interactive programs settle stdin_read at their prompts', () => {
     const closed = await send(session, '')
     expect(linesEqual(closed.viewport, 'loop 1')).toBe(1)
     await send(session, 'exit')
-  })
+  }, 30_000)
 
   it.skipIf(!runs('gdb'))('gdb', async () => {
     const session = await openSession(ready, { cwd: dir })
@@ -164,6 +164,66 @@ describe('event-loop programs whose wait set holds more than the terminal', () =
     const after = await send(session, 'echo after')
     expect(linesEqual(after.viewport, 'after')).toBe(1)
   }, 120000)
+})
+
+/**
+ * An event loop in epoll on the terminal and a socketpair, waking on its own every 300 ms (like
+ * prompt_toolkit). `peer`: none (the socketpair is only its own self-pipe), `group` (a forked
+ * child in its process group writes a byte every 100 ms) or `outside` (the child leaves for its
+ * own session first, so the probe does not see it). Each byte is received silently: the program
+ * fakes a quiet prompt while it is woken from outside.
+ */
+function eventLoop(peer: 'none' | 'group' | 'outside'): string {
+  return [
+    'import os, selectors, socket, sys, time',
+    'a, b = socket.socketpair()',
+    `peer = ${JSON.stringify(peer)}`,
+    "if peer != 'none' and os.fork() == 0:",
+    "    if peer == 'outside': os.setsid()",
+    '    a.close()',
+    '    while True:',
+    "        b.send(b'x'); time.sleep(0.1)",
+    'sel = selectors.EpollSelector()',
+    'sel.register(0, selectors.EVENT_READ)',
+    'sel.register(a, selectors.EVENT_READ)',
+    "sys.stdout.write('loop> '); sys.stdout.flush()",
+    'while True:',
+    '    for key, _ in sel.select(timeout=0.3):',
+    '        if key.fileobj is a: a.recv(64)',
+    '        else:',
+    '            line = os.read(0, 1024).decode().strip()',
+    "            if line == 'quit': os._exit(0)",
+    "            sys.stdout.write('got ' + line + '\\nloop> '); sys.stdout.flush()",
+    '',
+  ].join('\n')
+}
+
+describe.skipIf(!runs('python3'))('an event loop that wakes on its own or is woken from outside (hostile)', () => {
+  it('settles stdin_read when its only wake-ups are its own timer, and each answer is its own result', async () => {
+    writeFileSync(path.join(dir, 'loop-none.py'), eventLoop('none'))
+    const session = await openSession({ idleSilenceMs: 3000 }, { cwd: dir })
+    const start = await send(session, 'python3 loop-none.py')
+    expect(start.waitReason, start.evidence.detail).toBe('stdin_read')
+    expect(start.evidence.corroborated?.sources).toContainEqual(expect.stringMatching(/^timer in \d+ ms$/))
+    const answer = await send(session, 'hello')
+    expect(answer.waitReason, `${answer.evidence.detail}: ${JSON.stringify(answer.viewport.slice(-300))}`).toBe('stdin_read')
+    expect(answer.evidence.detail).toMatch(/woke only at the end of its own timeout/)
+    expect(linesEqual(answer.viewport, 'got hello')).toBe(1)
+    await send(session, 'quit')
+  }, 30_000)
+
+  it.each(['group', 'outside'] as const)('does not settle stdin_read at a quiet prompt while a socket peer (%s its process group) keeps waking it', async (peer) => {
+    writeFileSync(path.join(dir, `loop-${peer}.py`), eventLoop(peer))
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
+    const start = await send(session, `python3 loop-${peer}.py`)
+    expect(start.viewport).toMatch(/loop> $/)
+    expect(start.waitReason, start.evidence.detail).toBe('inferred_idle')
+    const answer = await send(session, 'hello')
+    expect(answer.waitReason, answer.evidence.detail).toBe('inferred_idle')
+    expect(linesEqual(answer.viewport, 'got hello')).toBe(1)
+    // The peer's next send fails once the program has gone (EPIPE), and it exits.
+    await send(session, 'quit')
+  }, 30_000)
 })
 
 describe('continuation prompts', () => {

@@ -243,9 +243,10 @@ describe('the /proc tier', () => {
     expect(machine.feed({ type: 'probed', gen: second, now: 22, probe: withSocket, costMs: 0 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 100 }])
     const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 122 }), 'probe')
     const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 123, probe: withSocket, costMs: 0 }), 'drain')
+    // The evidence gives the window as measured: from the first sample (22) to the last (123).
     expect(machine.feed({ type: 'drained', gen: drain, now: 124 }).at(-1)).toMatchObject({
       waitReason: 'stdin_read',
-      evidence: { tier: 'proc', corroborated: { sources: ['socket fd 21'], quietMs: 100 } },
+      evidence: { tier: 'proc', corroborated: { sources: ['socket fd 21'], quietMs: 101 } },
     })
   })
 })

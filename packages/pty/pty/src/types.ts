@@ -67,8 +67,9 @@ export interface ReadinessEvidence {
   /**
    * For `proc`, when the read alone did not prove the program waits for input: what else could
    * wake it (`socket fd 21`, `pipe fd 5`, `timer in 200 ms`, `task 4122 read socket fd 9`), and
-   * how the send was decided anyway — the output ended in a prompt-shaped line that stayed quiet,
-   * with the reader not running, for `quietMs`.
+   * how the send was decided anyway — the output ended in a prompt-shaped line that stayed quiet
+   * for `quietMs` (ms) while the program's group acted only on its own (the reader not running,
+   * or waking only at the end of its own timeout; `detail` says which).
    */
   corroborated?: { sources: string[]; quietMs: number }
 }

@@ -27,7 +27,8 @@ export const Config = z
       .describe("How the child's session/request_permission is answered: reject (a reject option, else cancelled) or allow."),
     ...outOfProcessConfig,
   })
-  .prefault({})
+  // A row without `config:` parses as {}, so the error names the required field.
+  .prefault({} as never)
 
 export type Config = z.output<typeof Config>
 

@@ -41,7 +41,9 @@ export const Config = z.object({
     .min(1024)
     .default(16_384)
     .describe('Bound of the result text in UTF-8 bytes; the answer keeps its head so the status line fits.'),
-}).prefault({})
+})
+  // A row without `config:` parses as {}, so the error names the required field.
+  .prefault({} as never)
 
 export type Config = z.output<typeof Config>
 

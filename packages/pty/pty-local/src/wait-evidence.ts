@@ -1,0 +1,233 @@
+/**
+ * Whether a read found by the /proc probe (inspect-linux.ts) proves that the program waits for
+ * input: pure rules over probe snapshots, with no clock or I/O of their own, so every rule runs
+ * on recorded snapshots.
+ *
+ * A task blocked reading the terminal whose wait holds nothing else (read(2), or a poll, select
+ * or epoll set with only the terminal and the program's internal wake-ups) is proof after one
+ * short stability check. A wait that also holds other wake sources — sockets, foreign pipes,
+ * inotify, a timer due soon, another task of the group waiting on one — is judged over a window
+ * of snapshots (`judgeWindow`): the output stays quiet and ends in a prompt-shaped line, and
+ * nothing in the group acts on its own. Each step between two snapshots is read from the
+ * kernel's counters (proc(5)):
+ * - no task other than the reader ran (its context-switch count is unchanged) and none started
+ *   or ended: a peer in the group that works — the debuggee of `node inspect` — is activity;
+ * - the reader did not run, or it woke exactly once (`voluntary_ctxt_switches` + 1), on its own
+ *   timeout, and read nothing: it entered its wait at `se.exec_start` (sched) with a timeout of
+ *   T ms (the syscall's argument, epoll_wait(2)), and it entered the next one no earlier than T
+ *   later — a wake by a ready descriptor comes before the timeout — while `rchar` and `syscr`
+ *   (io) stayed the same (the two clock readings compare directly on one CPU, and through each
+ *   CPU's measured offset across CPUs, see `SchedulerClocks`). That is a program's own periodic tick (prompt_toolkit polls the
+ *   terminal size every 0.5 s, in ipython); a wake before the timeout, two wakes in one step,
+ *   or bytes read is activity;
+ * - a timer due soon at the start of the window must be seen to fire that way (and re-arm no
+ *   sooner), so what it was set for has happened;
+ * - a sample that catches the reader alone running (in the middle of such a wake-up) is left
+ *   out; the next one shows where it went, and three in a row are a program at work.
+ * When a rule needs a counter the kernel does not show (no /proc/<pid>/task/<tid>/sched without
+ * CONFIG_SCHED_DEBUG), the window is ambiguous, never proof: the send then settles on silence.
+ */
+import { NEAR_TIMEOUT_MS, type ReadProbe, type TaskObservation, type WakeCounters } from './inspect-linux.ts'
+
+/** One probe of a window and when it finished, in ms of the caller's clock. */
+export interface WindowSample {
+  atMs: number
+  probe: ReadProbe
+}
+
+export interface WindowRules {
+  /** Quiet time the window needs at least, ms (from the first sample to the last). */
+  quietMs: number
+  /** Longest the window may run before it is decided anyway, ms (≥ quietMs). */
+  capMs: number
+  /** Time between two samples, ms. */
+  stepMs: number
+  /** Whether the read needs corroboration (the probe found other wake sources). */
+  corroborating: boolean
+}
+
+export type WindowVerdict =
+  /** Take another sample after `nextInMs`. */
+  | { kind: 'pending'; nextInMs: number }
+  /** The read is proof; `detail` says how the wake-ups were told apart (empty when the reader did not run). */
+  | { kind: 'proven'; quietMs: number; detail: string }
+  /** Something in the group acted: not waiting for input yet. */
+  | { kind: 'refuted'; why: string }
+  /** The counters cannot tell the program's own wake-ups from activity. */
+  | { kind: 'ambiguous'; why: string }
+
+/** A timed wake may come this early against the scheduler's clock (which leaves out interrupt and steal time): T / 10, at most 10 ms. */
+export function timerToleranceMs(timeoutMs: number): number {
+  return Math.min(10, timeoutMs / 10)
+}
+
+/**
+ * Judges a window of samples of one read. `samples[0]` is the probe that found the read; the
+ * caller adds one sample every `pendingMs` of a `pending` verdict (dropping the window when
+ * output arrives meanwhile). Without corroboration one step after `quietMs` decides: the same
+ * task in the same wait, not having run (this rejects a program passing through a read on its
+ * way out). With corroboration a read(2)/readv(2) reader may have run — a reader thread that
+ * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
+ * second and reads again — and the same read at both ends carries the window; a poll, select or
+ * epoll reader is judged step by step (see the module comment).
+ */
+export function judgeWindow(all: readonly WindowSample[], rules: WindowRules): WindowVerdict {
+  const first = all[0]
+  const reader = first?.probe.reader
+  if (first === undefined || reader === undefined || first.probe.verdict !== 'reading') return { kind: 'refuted', why: 'no read to confirm' }
+  // A sample that caught an event loop's reader in the middle of a wake-up (running, alone) is
+  // left out: the next one shows where the wake-up led. More than MAX_RUNNING_SAMPLES in a row
+  // is a program at work.
+  const eventLoopReader = rules.corroborating && reader.syscall !== 'read' && reader.syscall !== 'readv'
+  let running = 0
+  const samples: WindowSample[] = []
+  for (const sample of all) {
+    if (eventLoopReader && readerAloneRunning(sample.probe, reader.tid, first.probe.tpgid)) {
+      if (++running > MAX_RUNNING_SAMPLES) return { kind: 'refuted', why: `${reader.name}[${reader.pid}] keeps running` }
+      continue
+    }
+    running = 0
+    samples.push(sample)
+  }
+  if (samples.at(-1) !== all.at(-1)) return { kind: 'pending', nextInMs: rules.stepMs }
+  const last = samples.at(-1)!
+  for (const sample of samples.slice(1)) {
+    const probe = sample.probe
+    if (probe.verdict !== 'reading' || probe.reader?.tid !== reader.tid || probe.tpgid !== first.probe.tpgid) return { kind: 'refuted', why: `${reader.name}[${reader.pid}] left its read` }
+    if (probe.reader.syscall !== reader.syscall) return { kind: 'refuted', why: `${reader.name}[${reader.pid}] waits in ${probe.reader.syscall} now` }
+  }
+  const elapsed = last.atMs - first.atMs
+  const eventLoop = reader.syscall !== 'read' && reader.syscall !== 'readv'
+
+  if (!rules.corroborating || !eventLoop) {
+    if (samples.length < 2) return { kind: 'pending', nextInMs: rules.quietMs }
+    if (rules.corroborating) return { kind: 'proven', quietMs: Math.round(elapsed), detail: '' }
+    const before = taskOf(first.probe, reader.tid)?.switches
+    const after = taskOf(last.probe, reader.tid)?.switches
+    if (before !== undefined && before === after) return { kind: 'proven', quietMs: Math.round(elapsed), detail: '' }
+    return { kind: 'refuted', why: `${reader.name}[${reader.pid}] ran` }
+  }
+
+  // An event loop: every step must show the group idle but for the reader's own timed wake-ups.
+  const initial = taskOf(first.probe, reader.tid)?.timeoutMs
+  let owedTimer = initial !== undefined && initial <= NEAR_TIMEOUT_MS ? initial : undefined
+  const timeouts: number[] = []
+  for (let i = 1; i < samples.length; i++) {
+    const step = judgeStep(samples[i - 1]!, samples[i]!, reader.tid, rules.stepMs * 3)
+    if (step.kind !== 'idle' && step.kind !== 'timer') return step
+    if (step.kind === 'timer') {
+      timeouts.push(Math.round(step.timeoutMs))
+      // The timer owed at the start fired; a timer re-armed sooner than it is owed in turn.
+      if (owedTimer !== undefined) owedTimer = step.rearmedMs !== undefined && step.rearmedMs < step.timeoutMs - timerToleranceMs(step.timeoutMs) ? step.rearmedMs : undefined
+    }
+  }
+  const covered = owedTimer === undefined
+  if (elapsed >= rules.quietMs && covered) {
+    const detail = timeouts.length === 0 ? 'the reader did not run' : `the reader woke only at the end of its own timeout (${timeouts.join(', ')} ms) and read nothing`
+    return { kind: 'proven', quietMs: Math.round(elapsed), detail: `${detail}; no other task ran` }
+  }
+  if (elapsed >= rules.capMs) {
+    return { kind: 'ambiguous', why: `its timer of ${Math.round(owedTimer ?? 0)} ms was not seen to fire within ${Math.round(elapsed)} ms` }
+  }
+  return { kind: 'pending', nextInMs: rules.stepMs }
+}
+
+type Step =
+  | { kind: 'idle' }
+  | { kind: 'timer'; timeoutMs: number; rearmedMs: number | undefined }
+  | { kind: 'refuted'; why: string }
+  | { kind: 'ambiguous'; why: string }
+
+/**
+ * One step of an event-loop window: what the group did between two samples. `shortStepMs`: the
+ * longest step in which a wake that ended past the timeout's end counts even when the reader
+ * blocked more than once in it (see `timedWake`).
+ */
+export function judgeStep(first: WindowSample, second: WindowSample, readerTid: number, shortStepMs: number): Step {
+  const before = first.probe
+  const after = second.probe
+  const was = new Map(before.tasks.map((task) => [task.tid, task]))
+  const now = new Map(after.tasks.map((task) => [task.tid, task]))
+  for (const tid of now.keys()) if (!was.has(tid)) return { kind: 'refuted', why: `task ${tid} started` }
+  for (const [tid, task] of was) {
+    const later = now.get(tid)
+    if (later === undefined) return { kind: 'refuted', why: `task ${tid} ended` }
+    if (tid === readerTid) continue
+    if (task.switches === undefined || later.switches === undefined) return { kind: 'ambiguous', why: `the switch count of task ${tid} is unreadable` }
+    if (task.switches !== later.switches) return { kind: 'refuted', why: `task ${tid} (${task.name}) ran` }
+  }
+  const a = was.get(readerTid)
+  const b = now.get(readerTid)
+  if (a === undefined || b === undefined) return { kind: 'refuted', why: `the reader ${readerTid} is gone` }
+  if (a.switches !== undefined && a.switches === b.switches) return { kind: 'idle' }
+  return timedWake(a, b, second.atMs - first.atMs <= shortStepMs)
+}
+
+/**
+ * The reader ran between `a` and `b`: whether that was a wake on its wait's own timeout that
+ * read nothing (see the module comment).
+ *
+ * One wake (one more voluntary switch) is judged exactly: it entered its next wait no earlier
+ * than its timeout after entering this one. An event loop may also block more than once per
+ * tick — asyncio waits again for a millisecond when the kernel's timeout ends just before the
+ * loop's own deadline — and the waits between two samples are not seen; then a wake counts
+ * only in a short step (`short`): the reader was still waiting at the first sample, so its
+ * timeout ended inside the step, and the wakes lay in the same short interval around it. (A
+ * descriptor wake within that interval before the timeout's end, handled without reading,
+ * printing or another task running, is the case this cannot tell apart.)
+ */
+function timedWake(a: TaskObservation, b: TaskObservation, short: boolean): Step {
+  const wa = a.wake
+  const wb = b.wake
+  if (wa?.voluntary === undefined || wb?.voluntary === undefined) return { kind: 'ambiguous', why: `the reader ${a.tid} ran, and its switch counts are unreadable` }
+  const wakes = wb.voluntary - wa.voluntary
+  if (wakes === 0) return { kind: 'refuted', why: `the reader ${a.tid} was preempted while running` }
+  if (wakes !== 1 && !short) return { kind: 'ambiguous', why: `the reader ${a.tid} blocked ${wakes} times in one long step` }
+  if (wakes > MAX_WAKES_PER_TICK) return { kind: 'refuted', why: `the reader ${a.tid} woke ${wakes} times` }
+  if (a.timeoutMs === undefined) return { kind: 'refuted', why: `the reader ${a.tid} woke from a wait without a timeout` }
+  if (wa.execStartMs === undefined || wb.execStartMs === undefined) return { kind: 'ambiguous', why: `the reader ${a.tid} woke once, and when it waited is unreadable (no /proc/<pid>/task/<tid>/sched)` }
+  const slept = sleptMs(wa, wb)
+  if (slept === undefined) return { kind: 'ambiguous', why: `the reader ${a.tid} woke once on another CPU, whose clock offset is unknown` }
+  if (slept < a.timeoutMs - timerToleranceMs(a.timeoutMs)) return { kind: 'refuted', why: `the reader ${a.tid} woke after ${Math.round(slept)} ms, before its ${a.timeoutMs} ms timeout` }
+  if (wa.rchar === undefined || wb.rchar === undefined || wa.syscr === undefined || wb.syscr === undefined) return { kind: 'ambiguous', why: `the reader ${a.tid} woke on its timeout, and its I/O counters are unreadable` }
+  if (wa.rchar !== wb.rchar || wa.syscr !== wb.syscr) return { kind: 'refuted', why: `the reader ${a.tid} read ${wb.rchar - wa.rchar} bytes when it woke` }
+  return { kind: 'timer', timeoutMs: a.timeoutMs, rearmedMs: b.timeoutMs }
+}
+
+/**
+ * How long after entering wait `a` the task entered wait `b`, ms: on one CPU straight from the
+ * two `se.exec_start` values (one clock); across CPUs through each CPU's measured offset to the
+ * monotonic clock; undefined when neither applies.
+ */
+function sleptMs(a: WakeCounters, b: WakeCounters): number | undefined {
+  if (a.cpu !== undefined && a.cpu === b.cpu && a.execStartMs !== undefined && b.execStartMs !== undefined) return b.execStartMs - a.execStartMs
+  if (a.execStartMonotonicMs !== undefined && b.execStartMonotonicMs !== undefined) return b.execStartMonotonicMs - a.execStartMonotonicMs
+  return undefined
+}
+
+/** Most samples in a row that may catch the reader running in a window. */
+const MAX_RUNNING_SAMPLES = 2
+
+/** Whether `probe` saw the reader running and no other task of the group (`tpgid`) running. */
+function readerAloneRunning(probe: ReadProbe, readerTid: number, tpgid: number | undefined): boolean {
+  if (probe.verdict !== 'not_reading' || probe.tpgid !== tpgid) return false
+  const running = probe.tasks.filter((task) => task.state === 'R' || task.syscall === 'running')
+  return running.length === 1 && running[0]?.tid === readerTid
+}
+
+/** Most times a reader may block in one short step and still be judged a timed wake (a tick with its re-waits). */
+const MAX_WAKES_PER_TICK = 3
+
+function taskOf(probe: ReadProbe, tid: number): TaskObservation | undefined {
+  return probe.tasks.find((task) => task.tid === tid)
+}
+
+/**
+ * The longest window that corroborates a read with other wake sources, ms: `quietMs`, and past
+ * the wait's own near timeout when it has one (the probe's `timer in N ms` source), so a timer
+ * due inside the window is seen to fire; at most `idleMs` (the silence tier decides then).
+ */
+export function corroborationCapMs(sources: readonly string[], quietMs: number, idleMs: number): number {
+  const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
+  return Math.min(Math.max(quietMs, ...timers.map((ms) => ms + quietMs)), idleMs)
+}
