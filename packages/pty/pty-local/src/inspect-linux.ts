@@ -325,6 +325,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
     const sources = [...(readerTask.sources ?? [])]
     for (const task of tasks) {
       if (task === readerTask || task.terminalFd !== undefined) continue
+      if (ownTimerThread(task, readerTask)) continue
       for (const source of task.sources ?? []) sources.push(`task ${task.tid} ${task.syscall} ${source}`)
     }
     // A read that needs corroboration is judged over a window of probes: every task's counters
@@ -644,6 +645,22 @@ async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall
   } catch {
     return [] // unreadable memory or fdinfo: a miss
   }
+}
+
+/**
+ * Whether `task` is a thread of the reader's own process that waits only on the process's own
+ * wake-ups and a timer (its sources are timers alone). Such a thread can make the program act
+ * only through those internal wake-ups — an eventfd or self-pipe, which `wakeFds` already counts
+ * as the program's own for the reader too — so its timer is not a source of its own: V8's
+ * delayed-task thread keeps one armed after every Node REPL preview (a 333 ms evaluation
+ * timeout), and counting it would make each Node REPL send wait out a corroboration window. A
+ * timer in another process of the group, or a thread that also waits on a socket, pipe or other
+ * descriptor, still counts.
+ */
+function ownTimerThread(task: TaskObservation, reader: TaskObservation): boolean {
+  if (task.pid !== reader.pid) return false
+  const sources = task.sources ?? []
+  return sources.length > 0 && sources.every((source) => /^timer in \d+ ms$/.test(source))
 }
 
 /** A wait whose timeout ends within this many ms can wake the program without input. */
