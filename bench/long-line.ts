@@ -63,7 +63,7 @@ export async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes:
       }
     }
   } finally {
-    await pty.kill(agent, sessionId)
+    await pty.close(agent, sessionId)
   }
   return {
     long_ms: round(median(longMs)),

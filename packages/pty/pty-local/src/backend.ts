@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { statSync } from 'node:fs'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
-import type { ResolvedPolicy, SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
@@ -15,6 +15,7 @@ import type { TerminalInspector } from './inspector.ts'
 import { createControlledPrompt } from './prompt.ts'
 import { LocalSession } from './session.ts'
 import { spawnTerminal, type TerminalProcess } from './terminal.ts'
+import type { TermiosReader } from './termios.ts'
 
 export interface LocalBackendOptions {
   config: Config
@@ -22,13 +23,10 @@ export interface LocalBackendOptions {
   sandboxPolicy: SandboxPolicyServiceApi
   /** Builds the platform inspector for a started terminal. */
   inspect: (terminal: TerminalProcess) => TerminalInspector
+  /** Reads a terminal's termios flags by its slave path (termios.ts). Absent: never read — no line is refused, no input reported hidden. */
+  termios?: TermiosReader
   /** The parent environment the shell's is derived from. Default `process.env`. */
   env?: NodeJS.ProcessEnv
-}
-
-/** A started session plus the policy it was started under (kept for its whole life). */
-export interface LocalBackendSession extends LocalSession {
-  readonly policy: ResolvedPolicy
 }
 
 export class LocalBackend implements PtyBackend {
@@ -91,6 +89,7 @@ export class LocalBackend implements PtyBackend {
         if (identity !== undefined) await signalIfSame(table, identity, signal)
       },
       inspector: this.options.inspect(terminal),
+      ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => this.options.termios!.read(terminal.slavePath) }),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
       // and it passes the hangup on to its jobs), then KILL after the grace.
@@ -107,7 +106,6 @@ export class LocalBackend implements PtyBackend {
         return report
       },
     })
-    Object.defineProperty(session, 'policy', { value: policy, enumerable: true })
     try {
       await session.ready(request.signal)
     } catch (error) {

@@ -51,8 +51,18 @@ export const Config = z
     idleSilenceMs: positive().default(3000),
     /** Extra silence allowed after a prompt marker was seen, for the foreground handoff race. */
     handoffGraceMs: positive().default(500),
+    /**
+     * Bound of the wait for the foreground program to consume a send's text before its Enter is
+     * written as a separate key press (`submit`); usually the echo or the kernel shows it far sooner.
+     */
+    submitWaitMs: positive().default(50),
     /** Upper bound of one send (and of startup), settling `timeout`. */
     timeoutMs: positive().default(30000),
+    /**
+     * How long output that could be the start of a typed secret's value is held back for the
+     * rest of it to arrive (see redact.ts); then it is shown as it was.
+     */
+    secretHoldMs: positive().default(50),
     /** Time processes get between SIGTERM/SIGHUP and SIGKILL when a session closes. */
     disposeGraceMs: positive().default(3000),
     /**

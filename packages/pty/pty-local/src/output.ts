@@ -465,6 +465,8 @@ export class OutputParser {
 
   readonly privateModes = new Map(TRACKED_PRIVATE_MODES)
   readonly ansiModes = new Map(TRACKED_ANSI_MODES)
+  /** The keypad is in application mode: DECKPAM (`ESC =`) seen last, not DECKPNM (`ESC >`); off at power-on. */
+  applicationKeypad = false
   /** The program is on the alternate screen. */
   private alternate = false
   /**
@@ -795,7 +797,9 @@ export class OutputParser {
           this.sequenceBytes = 1
           break
         case A_TRANSITION:
-          // A complete escape (dropped), or CAN/SUB cancelling a sequence.
+          // A complete escape (dropped), or CAN/SUB cancelling a sequence. DECKPAM (`ESC =`) and
+          // DECKPNM (`ESC >`) switch the keypad between application and numeric mode.
+          if (state === ESCAPE && (c === 0x3d || c === 0x3e)) this.applicationKeypad = c === 0x3d
           i++
           state = next
           break

@@ -6,6 +6,7 @@ import type { Context } from 'cordis'
 import { LocalBackend } from './backend.ts'
 import { Config } from './config.ts'
 import { linuxInspector, macosInspector, type TerminalInspector } from './inspector.ts'
+import { helperTermiosReader } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
 export const name = 'pty-local'
@@ -13,11 +14,15 @@ export const inject = ['pty', 'sandbox', 'sandboxPolicy']
 export { Config }
 
 export const apply = (ctx: Context, config: Config): void => {
+  // One termios helper for all of this backend's terminals, started on the first query.
+  const termios = helperTermiosReader()
+  ctx.effect(() => () => termios.close(), 'pty-local.termios')
   const backend = new LocalBackend({
     config,
     sandbox: ctx.sandbox,
     sandboxPolicy: ctx.sandboxPolicy,
     inspect: inspectorFor,
+    termios,
   })
   ctx.pty.registerBackend(backend)
 }

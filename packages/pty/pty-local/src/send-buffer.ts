@@ -89,6 +89,12 @@ export class SendBuffer {
     return { text, truncated: cut || this.truncated }
   }
 
+  /** The newest committed line of the send's output, or '' when it has none. */
+  lastLine(): string {
+    const count = this.store.length
+    return count === 0 ? '' : this.store.text(count - 1)
+  }
+
   /** The last line of the send's output that is not blank (the open partial line included), or ''. */
   lastNonBlankLine(): string {
     const partial = this.partial()

@@ -1,116 +1,139 @@
 /**
- * One send, and its two relatives: the startup of a session and the watch after a signal. A
- * `Send` owns every timer and probe of its wait, runs the readiness tiers (see session.ts), and
- * settles exactly once.
+ * The driver of the send machine (send-machine.ts): it feeds events to `transition`, executes
+ * the effects against the session through `SendHost` — the small interface it declares of what
+ * it needs — and turns the settle effect into the operation's result. Nothing of a send's state
+ * lives here: timers are handles of the machine's named timers, and every asynchronous result
+ * goes back to the machine with the generation it was asked under.
  */
-import {
-  delay,
-  describeStatus,
-  PtyError,
-  within,
-  type InputState,
-  type PtySignal,
-  type ReadinessEvidence,
-  type SendInput,
-  type SendOperation,
-  type SendResult,
-  type SessionStatus,
-  type SignalResult,
-  type WaitReason,
-} from '@conch/pty'
-import { isContinuation } from './continuation.ts'
-import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
-import { SendBuffer } from './send-buffer.ts'
-import type { LocalSession } from './session.ts'
+import { within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult } from '@conch/pty'
+import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
+import { textSteps, type WriteStep } from './input-steps.ts'
+import type { Key } from './keys.ts'
+import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
+import type { SendBuffer, SendOutput } from './send-buffer.ts'
 
+export type { SendKind } from './send-machine.ts'
 
-/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
-const PROBE_DUTY_GAP = 9
+/** What a send needs from its session. Durations in ms. */
+export interface SendHost {
+  /** pid of the wrapper (the node-pty child). */
+  readonly pid: number
+  readonly limits: {
+    timeoutMs: number
+    idleSilenceMs: number
+    handoffGraceMs: number
+    pollIntervalMs: number
+    exactProbeAfterMs: number
+    submitWaitMs: number
+  }
+  readonly inspector: TerminalInspector
+  /** The shell's process group, learned at startup. */
+  shellPgid: number | undefined
+  /** The shell sits at its controlled prompt with no output since. */
+  readonly knownAtPrompt: boolean
+  /** Prompt markers parsed so far. */
+  readonly promptMarkerCount: number
+  /** Monotonic clock, ms. */
+  now(): number
+  status(): SessionStatus
+  /** Whether the printable text after the latest marker (newer than the first `since`) is exactly the controlled PS1. */
+  promptShown(since: number): boolean
+  /** The unfinished line a prompt would be on. */
+  promptLine(): string
+  /** Whether the program turned on bracketed paste (DECSET 2004). */
+  bracketedPaste(): boolean
+  /** Writes input; resolves when all of it is in the kernel. */
+  write(data: string): Promise<void>
+  /** A named key's bytes for the terminal's modes now (keys.ts). */
+  encodeKey(key: Key): string
+  /** Whether the terminal is set for hidden input now (termios.ts); absent when termios cannot be read. */
+  readsHiddenInput?: () => Promise<boolean>
+  /** Signals the foreground process group, resolved now. */
+  signalForeground(signal: PtySignal): Promise<SignalResult>
+  /** The buffer a send starts with: the output nobody has seen yet (or a new one for `startup`). */
+  openBuffer(kind: SendKind): SendBuffer
+  /** A send's result text. */
+  resultOf(buffer: SendBuffer): SendOutput
+  /** A send is over (see LocalSession.settled). */
+  settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
+}
 
-type SendState = 'pending' | 'writing' | 'waiting' | 'settled'
+/** What to send: a text (written as `textSteps`), or explicit write steps. */
+export interface SendRequest extends SendLimits {
+  text: string
+  submit: boolean
+  /** Explicit write steps instead of the text's (the text then only serves the prompt-shape rule). */
+  steps?: readonly WriteStep[]
+  /**
+   * Asked once the baseline is taken, before the first write: a refusal (a `PtyError`) rejects
+   * the send with nothing written (the canonical line limit, session.ts); undefined lets it go on.
+   */
+  inputCheck?: () => Promise<unknown>
+  signal?: AbortSignal
+}
 
-/**
- * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
- *   counts as ready).
- * - `send`: writes the input, then waits.
- * - `signal`: instead of writing, signals the foreground group, then waits up to
- *   `handoffGraceMs` for the terminal to be ready again — a program resetting its input after a
- *   signal (readline discards typeahead after SIGINT) must not swallow the next send.
- */
-export type SendKind = 'startup' | 'send' | 'signal'
-
-/**
- * One send: `pending → writing → waiting → settled`. It owns every timer and probe of its
- * wait; all of them stop when it settles, and it settles exactly once.
- */
 export class Send {
   readonly operation: SendOperation
   readonly done: Promise<SendResult>
-  private resolve!: (result: SendResult) => void
-  private reject!: (error: unknown) => void
-
-  private state: SendState = 'pending'
-  /** This send's bound and silence tier (the send's own limits, else the configured ones), ms. */
-  private readonly timeoutMs: number
-  private readonly idleMs: number
-  private readonly buffer: SendBuffer
-  private readonly outputListeners = new Set<() => void>()
-  private writtenAt = 0
-  private markersAtWrite = 0
-  private markerSeen = false
-  /**
-   * Whether a prompt must also prove the input was consumed: when the shell was not known to sit
-   * at its prompt at the write, a prompt it owed from before (e.g. after a command that settled on
-   * silence) can arrive after the write while the input still waits in the terminal's queue.
-   */
-  private promptMayBeStale = false
-  private baseline: Baseline = { kind: 'none' }
-  private inputState: InputState | undefined
-  private sawOutput = false
-  /** Resolves when the input has been written (or the send settled without writing). */
-  private readonly written: Promise<void>
-  private markWritten!: () => void
   /** For `signal` watches: what the signal reached. */
   signalResult: SignalResult | undefined
-  /** Output chunks seen while waiting. */
-  private outputCount = 0
-  /** `outputCount` once the input was written. */
-  private outputAtWrite = 0
-
-  private silenceTimer: NodeJS.Timeout | undefined
-  private timeoutTimer: NodeJS.Timeout | undefined
-  private pollTimer: NodeJS.Timeout | undefined
-  private probing = false
-  private probeAgain = false
-  private lastProbeAt = -Infinity
-  /** CPU time of the last probe, ms (0 below a millisecond). */
-  private lastProbeCost = 0
-  private probeGapTimer: NodeJS.Timeout | undefined
-  private foregroundCheck = false
-  private promptRechecks = 0
-  private promptTimer: NodeJS.Timeout | undefined
+  private resolve!: (result: SendResult) => void
+  private reject!: (error: unknown) => void
+  private state: SendState
+  private readonly buffer: SendBuffer
+  private readonly timers = new Map<SendTimer, { handle: NodeJS.Timeout; ms: number }>()
+  private readonly outputListeners = new Set<() => void>()
+  private queue: SendEvent[] | undefined
+  private readonly written: Promise<void>
+  private markWritten!: () => void
+  private handoffWaiters: (() => void)[] = []
+  private cancelWaiters: (() => void)[] = []
   private cancelling: Promise<void> | undefined
+  private shellProgram: Promise<string | undefined> | undefined
   private readonly abortListener: (() => void) | undefined
 
   constructor(
-    private readonly session: LocalSession,
-    private readonly input: SendInput,
+    private readonly host: SendHost,
+    private readonly input: SendRequest,
     readonly kind: SendKind,
-    private readonly signalToSend?: PtySignal,
+    signalToSend?: PtySignal,
   ) {
-    this.timeoutMs = input.timeoutMs ?? session.configRef.timeoutMs
-    this.idleMs = input.idleMs ?? session.configRef.idleSilenceMs
+    const limits = host.limits
+    this.buffer = host.openBuffer(kind)
+    const buffer = this.buffer
+    this.state = initialState({
+      kind,
+      steps: kind === 'send' ? (input.steps ?? textSteps(input, { bracketedPaste: host.bracketedPaste() })) : [],
+      inputText: input.text,
+      ...(signalToSend !== undefined && { signal: signalToSend }),
+      timeoutMs: input.timeoutMs ?? limits.timeoutMs,
+      idleMs: input.idleMs ?? limits.idleSilenceMs,
+      handoffGraceMs: limits.handoffGraceMs,
+      pollIntervalMs: limits.pollIntervalMs,
+      exactProbeAfterMs: limits.exactProbeAfterMs,
+      submitWaitMs: limits.submitWaitMs,
+      checkInput: kind === 'send' && input.inputCheck !== undefined,
+      readsTermios: host.readsHiddenInput !== undefined,
+      exact: host.inspector.exact,
+      wrapperPid: host.pid,
+      shellPgid: host.shellPgid,
+      view: {
+        markers: () => host.promptMarkerCount,
+        promptShown: (since) => host.promptShown(since),
+        promptLine: () => host.promptLine(),
+        lastNonBlankLine: () => buffer.lastNonBlankLine(),
+        lastLine: () => buffer.lastLine(),
+      },
+    })
     this.done = new Promise<SendResult>((resolve, reject) => {
       this.resolve = resolve
       this.reject = reject
     })
     this.done.catch(() => {})
     this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
-    void this.done.then(() => this.markWritten(), () => this.markWritten())
-    this.buffer = kind === 'startup' ? new SendBuffer(session.parserRef, { maxBytes: session.configRef.maxReadBytes }) : session.takeUnseen()
     const signal = input.signal
     if (signal !== undefined) {
-      this.abortListener = kind === 'send' ? () => void this.cancel() : () => this.abandon(signal.reason)
+      this.abortListener = () => this.dispatch({ type: 'abort', now: host.now(), reason: signal.reason })
       signal.addEventListener('abort', this.abortListener, { once: true })
     }
     this.operation = {
@@ -124,188 +147,212 @@ export class Send {
     }
   }
 
-  /** Takes the baseline, writes, and arms the tiers. Never rejects: failures settle `done`. */
-  async begin(): Promise<void> {
-    try {
-      await this.run()
-    } catch (error) {
-      if (this.state === 'settled') return
-      this.finish()
-      this.session.settled(this, false, this.kind === 'startup' ? undefined : this.buffer)
-      this.reject(error instanceof PtyError ? error : new PtyError('SPAWN_FAILED', `the send failed: ${(error as Error).message}`, { cause: error }))
-    }
+  /** The machine's phase (for tests and diagnostics). */
+  get phase(): SendState['phase'] {
+    return this.state.phase
   }
 
-  /** Startup only: the caller gave up; reject with its reason. */
-  private abandon(reason: unknown): void {
-    if (this.state === 'settled') return
-    this.finish()
-    this.buffer.close()
-    this.session.settled(this, false)
-    this.reject(reason)
-  }
-
-  private async run(): Promise<void> {
-    if (this.state !== 'pending') return
-    const session = this.session
-    const config = session.configRef
-    const aborted = (): boolean => this.input.signal?.aborted === true
-    if (aborted()) return this.kind === 'send' ? void this.cancel() : this.abandon(this.input.signal?.reason)
-    if (this.kind !== 'startup') this.baseline = await this.takeBaseline()
-    if (this.state !== 'pending') return
-    if (aborted()) return this.kind === 'send' ? void this.cancel() : this.abandon(this.input.signal?.reason)
-    if (session.status().state === 'exited') return this.settle('session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
-    this.state = 'writing'
-    this.markersAtWrite = session.promptMarkerCount
-    this.writtenAt = session.now()
-    if (this.kind === 'send') {
-      this.promptMayBeStale = !session.knownAtPrompt
-      const text = this.input.text.replace(/\r?\n/g, '\r')
-      // Every readiness timer starts once the whole input is in the terminal's input queue: a
-      // large paste takes as long as the reader needs to drain it, and silence while it is still
-      // being written proves nothing.
-      await session.write(this.input.submit ? `${text}\r` : text)
-      this.writtenAt = session.now()
-      this.outputAtWrite = this.outputCount
-      this.markWritten()
-      if (this.isSettled()) return
-      if (this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'not_reading') this.inputState = 'not_reading'
-    } else if (this.kind === 'signal' && this.signalToSend !== undefined) {
-      this.signalResult = await session.signalForeground(this.signalToSend)
-      if (this.isSettled()) return
-    }
-    this.state = 'waiting'
-    const deadline = this.kind === 'signal' ? config.handoffGraceMs : this.timeoutMs
-    this.timeoutTimer = setTimeout(() => void this.onTimeout(), deadline)
-    if (this.kind !== 'signal') this.armSilence()
-    if (session.inspectorRef.exact) {
-      this.pollTimer = setTimeout(() => this.onPollTick(), config.exactProbeAfterMs)
-    }
-    // Output may already be waiting (startup banners arrive before begin() runs), and the
-    // prompt may have come while a long input was still being written.
-    if (this.kind === 'startup' && session.parserRef.partial !== '') this.onOutput()
-    else if (session.promptShown(this.markersAtWrite)) {
-      this.markerSeen = true
-      void this.checkForeground()
-    }
+  /** Starts the send. Never rejects: failures settle `done`. */
+  begin(): void {
+    this.dispatch({ type: 'begin', now: this.host.now(), ...this.checks() })
   }
 
   /** Called after each parsed chunk. */
   onOutput(): void {
-    if (this.state === 'settled') return
-    this.sawOutput = true
-    this.outputCount++
+    if (this.state.phase === 'settled') return
     for (const listener of [...this.outputListeners]) listener()
-    if (this.state !== 'waiting') return
-    this.armSilence()
-    if (this.session.promptShown(this.markersAtWrite)) {
-      this.markerSeen = true
-      void this.checkForeground()
-      return
-    }
-    // A shell at its own prompt announces its next prompt itself: probing on its output (the
-    // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
-    // the command starts. Otherwise output is the moment to look.
-    if (this.session.inspectorRef.exact && this.baseline.kind !== 'shell') this.requestProbe()
+    this.dispatch({ type: 'output', now: this.host.now() })
   }
 
   onExit(status: SessionStatus): void {
-    if (this.state === 'settled') return
-    this.settle('session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(status)})` })
+    this.dispatch({ type: 'exit', now: this.host.now(), status })
   }
 
   /**
-   * Resolves once the input is written and the program meant to receive it has it — or the send
-   * settled, or `ms` passed since the write:
-   * - when the shell received the input: a command other than the shell is in front — a
-   *   foreground group that is not the shell's, whose leader already runs another program (a
-   *   freshly forked child still runs the shell's code, and a signal that lands before its exec
-   *   is handled as the shell's and lost);
-   * - when a program was waiting for the input (a REPL): it is busy with it, no longer blocked
-   *   reading (a SIGINT while it still reads typed-ahead lines interrupts the reading, and the
-   *   rest of the input runs afterwards) at two probes in a row, so a quick first line of a
-   *   multi-line input (`import time`) does not count as the whole.
+   * Resolves once the program meant to receive the input has it (the machine's handoff wait,
+   * bounded by `handoffGraceMs` after the write), or the send settled. A no-op for startup and
+   * signal watches.
    */
-  async handedOff(ms: number): Promise<void> {
-    if (this.kind !== 'send') return
-    await within(this.written, this.session.configRef.timeoutMs)
-    const deadline = this.writtenAt + ms
-    const inspector = this.session.inspectorRef
-    const shell = this.session.shellPgid
-    const shellProgram = shell === undefined ? undefined : await inspector.executable(shell)
-    const waiting = this.baseline.kind === 'probe' && this.baseline.probe.verdict === 'reading' ? this.baseline.probe.tpgid : undefined
-    let busy = 0
-    while (!this.isSettled() && this.session.now() < deadline) {
-      const pgid = await inspector.foregroundGroup()
-      if (pgid === undefined) return
-      if (pgid === waiting && pgid !== shell) {
-        busy = (await inspector.probe()).verdict === 'not_reading' ? busy + 1 : 0
-        if (busy >= 2) return
-      } else if (pgid !== shell) {
-        const program = await inspector.executable(pgid)
-        if (program === undefined || shellProgram === undefined || program !== shellProgram) return
-      }
-      await delay(Math.min(this.session.configRef.pollIntervalMs / 5, Math.max(0, deadline - this.session.now())))
-    }
+  handedOff(): Promise<void> {
+    if (this.kind !== 'send' || this.state.phase === 'settled') return Promise.resolve()
+    return new Promise<void>((resolve) => {
+      this.handoffWaiters.push(resolve)
+      this.dispatch({ type: 'handoff', now: this.host.now() })
+    })
   }
 
   /** Resolves when settled or after `ms`, whichever is first. */
   async settledWithin(ms: number): Promise<void> {
-    if (this.state === 'settled') return
+    if (this.state.phase === 'settled') return
     await within(this.done.then(noop, noop), ms)
   }
 
   cancel(): Promise<void> {
     if (this.cancelling !== undefined) return this.cancelling
-    this.cancelling = this.runCancel()
+    if (this.state.phase === 'settled') return (this.cancelling = Promise.resolve())
+    this.cancelling = new Promise<void>((resolve) => {
+      this.cancelWaiters.push(resolve)
+      this.dispatch({ type: 'cancel', now: this.host.now() })
+    })
     return this.cancelling
   }
 
-  private async runCancel(): Promise<void> {
-    if (this.state === 'settled') return
-    if (this.state === 'pending') {
-      // Nothing was written and nothing will be; the output it would have shown waits for the next.
-      this.finish()
-      this.session.settled(this, this.session.knownAtPrompt, this.buffer)
-      this.reject(new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'))
+  // ─── The loop ───────────────────────────────────────────────────────────────────
+
+  private dispatch(event: SendEvent): void {
+    if (this.queue !== undefined) {
+      this.queue.push(event)
       return
     }
+    const queue: SendEvent[] = [event]
+    this.queue = queue
     try {
-      // Like a signal right after a send: let the command take the foreground first, or a SIGINT
-      // that reaches bash while it runs a builtin (`echo x; sleep 600`) is ignored.
-      await this.handedOff(this.session.configRef.handoffGraceMs)
-      if (this.isSettled()) return
-      await this.session.signalForeground('SIGINT')
-    } catch (error) {
-      this.settle('timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${(error as Error).message}` })
-      return
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        const [state, effects] = transition(this.state, next)
+        this.state = state
+        for (const effect of effects) this.execute(effect)
+      }
+    } finally {
+      this.queue = undefined
     }
-    // The interrupted program normally returns to a prompt at once; give it the handoff grace.
-    if (this.isSettled()) return
-    clearTimeout(this.timeoutTimer)
-    this.timeoutTimer = setTimeout(() => {
-      this.settle('timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${this.session.configRef.handoffGraceMs} ms` })
-    }, this.session.configRef.handoffGraceMs)
   }
 
-  /** Re-reads the state after an await (TypeScript keeps the narrowing from before it). */
-  private isSettled(): boolean {
-    return this.state === 'settled'
+  private checks(): { aborted: boolean; reason?: unknown; exited: boolean; knownAtPrompt: boolean } {
+    const signal = this.input.signal
+    return {
+      aborted: signal?.aborted === true,
+      ...(signal?.aborted === true && { reason: signal.reason }),
+      exited: this.host.status().state === 'exited',
+      knownAtPrompt: this.host.knownAtPrompt,
+    }
   }
 
-  // ─── Tiers ──────────────────────────────────────────────────────────────────────
+  private execute(effect: SendEffect): void {
+    const host = this.host
+    const now = () => host.now()
+    switch (effect.type) {
+      case 'baseline':
+        return void this.takeBaseline().then((baseline) => this.dispatch({ type: 'baseline', gen: effect.gen, now: now(), baseline, ...this.checks() }))
+      case 'checkInput':
+        return void (this.input.inputCheck?.() ?? Promise.resolve(undefined)).then(
+          (refusal) => this.dispatch({ type: 'inputChecked', gen: effect.gen, now: now(), refusal }),
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+        )
+      case 'termios':
+        return void (host.readsHiddenInput?.() ?? Promise.resolve(false)).then(
+          (hidden) => this.dispatch({ type: 'termios', gen: effect.gen, now: now(), hidden }),
+          () => this.dispatch({ type: 'termios', gen: effect.gen, now: now(), hidden: false }),
+        )
+      case 'write':
+        return void host.write(effect.key !== undefined ? host.encodeKey(effect.key) : effect.data).then(
+          () => this.dispatch({ type: 'written', gen: effect.gen, now: now() }),
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+        )
+      case 'consume':
+        return void this.consumed(effect.baseline).then((consumed) => this.dispatch({ type: 'consumed', gen: effect.gen, now: now(), consumed }))
+      case 'signal':
+        return void host.signalForeground(effect.signal).then(
+          (result) => {
+            if (this.kind === 'signal') this.signalResult = result
+            this.dispatch({ type: 'signalled', gen: effect.gen, now: now(), result })
+          },
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+        )
+      case 'probe':
+        return void this.probe(effect.purpose).then(({ probe, costMs }) => this.dispatch({ type: 'probed', gen: effect.gen, now: now(), probe, costMs }))
+      case 'foreground':
+        return void this.foreground(effect.shell).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: now(), ...found }))
+      case 'drain':
+        return void this.drain().then(() => this.dispatch({ type: 'drained', gen: effect.gen, now: now() }))
+      case 'handoffLook':
+        return void this.handoffLook(effect.waiting).then((look) => this.dispatch({ type: 'handoffLook', gen: effect.gen, now: now(), look }))
+      case 'arm': {
+        const timer = effect.timer
+        const armed = this.timers.get(timer)
+        // Re-arming with the same duration (the silence timer, on every chunk) restarts the
+        // timer in place instead of allocating a new one.
+        if (armed !== undefined && armed.ms === effect.ms) {
+          armed.handle.refresh()
+          return
+        }
+        if (armed !== undefined) clearTimeout(armed.handle)
+        const handle = setTimeout(() => {
+          this.timers.delete(timer)
+          this.dispatch({ type: 'timer', timer, now: now() })
+        }, effect.ms)
+        this.timers.set(timer, { handle, ms: effect.ms })
+        return
+      }
+      case 'clear':
+        clearTimeout(this.timers.get(effect.timer)?.handle)
+        this.timers.delete(effect.timer)
+        return
+      case 'written':
+        return this.markWritten()
+      case 'handedOff':
+        for (const resolve of this.handoffWaiters.splice(0)) resolve()
+        return
+      case 'cancelled':
+        for (const resolve of this.cancelWaiters.splice(0)) resolve()
+        return
+      case 'learnShell':
+        host.shellPgid ??= effect.pgid
+        return
+      case 'settle': {
+        this.release()
+        this.buffer.close()
+        const viewport = host.resultOf(this.buffer)
+        const result: SendResult = {
+          viewport: viewport.text,
+          waitReason: effect.waitReason,
+          sessionStatus: host.status(),
+          truncated: viewport.truncated,
+          evidence: effect.evidence,
+          elapsedMs: Math.max(0, Math.round(now() - effect.writtenAt)),
+        }
+        if (effect.inputState !== undefined) result.inputState = effect.inputState
+        host.settled(this, effect.atPrompt)
+        this.resolve(result)
+        return
+      }
+      case 'reject': {
+        this.release()
+        if (effect.handOn) host.settled(this, effect.keepAtPrompt && host.knownAtPrompt, this.buffer)
+        else {
+          this.buffer.close()
+          host.settled(this, false)
+        }
+        this.reject(effect.error)
+        return
+      }
+      default: {
+        const never: never = effect
+        throw new Error(`unhandled send effect ${JSON.stringify(never)}`)
+      }
+    }
+  }
+
+  /** Everything a settled send held goes: timers, the abort listener, waiters. */
+  private release(): void {
+    for (const timer of this.timers.values()) clearTimeout(timer.handle)
+    this.timers.clear()
+    if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
+    this.markWritten()
+    for (const resolve of [...this.handoffWaiters.splice(0), ...this.cancelWaiters.splice(0)]) resolve()
+  }
+
+  // ─── What the effects ask the kernel ─────────────────────────────────────────────
 
   private async takeBaseline(): Promise<Baseline> {
-    const session = this.session
-    const inspector = session.inspectorRef
-    if (!inspector.exact) return { kind: 'none' }
-    const shell = session.shellPgid
-    if (session.knownAtPrompt && shell !== undefined) {
-      // The shell sits at its own prompt, reading: only its main task's counter is needed.
-      const switches = await inspector.taskSwitches(shell)
-      if (switches !== undefined) return { kind: 'shell', pgid: shell, switches }
-    }
+    const host = this.host
+    const inspector = host.inspector
+    const shell = host.shellPgid
     try {
+      if (host.knownAtPrompt && shell !== undefined) {
+        // The shell sits at its own prompt, reading: only its main task's counter is needed.
+        const switches = await inspector.taskSwitches(shell)
+        if (switches !== undefined) return { kind: 'shell', pgid: shell, switches }
+      }
       return { kind: 'probe', probe: await inspector.probe() }
     } catch {
       return { kind: 'none' }
@@ -313,124 +360,39 @@ export class Send {
   }
 
   /**
-   * The controlled prompt was printed after the write: it settles the send only when the kernel
-   * agrees — the shell's group is in front and the shell's main task is blocked reading this
-   * terminal (a program that printed the marker itself, in front or behind, fails one of the
-   * two; see prompt.ts). The shell prints its prompt just before it blocks, so a miss is looked
-   * at again shortly (every 1 ms, up to 20 times), then at the poll tick.
+   * Whether the foreground program consumed the input written so far: the reader the baseline
+   * saw (the shell's main task, or the group's reading task) ran since and is blocked reading
+   * the terminal again — blocked in its read means its input queue is empty.
    */
-  private async checkForeground(): Promise<void> {
-    if (this.foregroundCheck || this.state !== 'waiting') return
-    this.foregroundCheck = true
-    let again = false
+  private async consumed(baseline: Baseline): Promise<boolean> {
+    const inspector = this.host.inspector
     try {
-      const inspector = this.session.inspectorRef
-      const pgid = await inspector.foregroundGroup()
-      if (this.state !== 'waiting') return
-      const shell = this.kind === 'startup' ? pgid : this.session.shellPgid
-      if (pgid === undefined || pgid !== shell) return
-      // Otherwise the shell printed its marker before the kernel shows it in the foreground
-      // again, or another program printed one: the poll tick and the silence tier take over.
-      const reading = await inspector.blockedInRead(shell)
-      if (this.isSettled()) return
-      if (reading === false) {
-        again = true
-        return
+      if (baseline.kind === 'shell') {
+        // The counter first: one small read, and unchanged means not consumed.
+        const switches = await inspector.taskSwitches(baseline.pgid)
+        if (switches === undefined || switches === baseline.switches) return false
+        return (await inspector.blockedInRead(baseline.pgid)) === true
       }
-      if (this.promptMayBeStale && reading === true) {
-        // The shell blocked in its read means its input queue is empty: the input was consumed
-        // and everything it printed before blocking is on its way; drain it, then look again.
-        await this.drainPendingOutput()
-        if (this.isSettled() || !this.session.promptShown(this.markersAtWrite)) return
-      }
-      if (this.kind === 'startup') this.session.shellPgid ??= pgid
-      this.settle('stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
-    } finally {
-      this.foregroundCheck = false
-      if (again && !this.isSettled() && this.promptRechecks < 20) {
-        this.promptRechecks++
-        clearTimeout(this.promptTimer)
-        this.promptTimer = setTimeout(() => void this.checkForeground(), 1)
-      }
-    }
-  }
-
-  private onPollTick(): void {
-    if (this.state !== 'waiting') return
-    if (this.markerSeen && this.session.promptShown(this.markersAtWrite)) void this.checkForeground()
-    this.requestProbe()
-    this.pollTimer = setTimeout(() => this.onPollTick(), this.session.configRef.pollIntervalMs)
-  }
-
-  /** Runs a /proc probe now, or after the one in flight, at most once per pollIntervalMs / 5 when output drives it. */
-  private requestProbe(): void {
-    if (this.state !== 'waiting' || !this.session.inspectorRef.exact) return
-    if (this.probing) {
-      this.probeAgain = true
-      return
-    }
-    // Probes are at most pollIntervalMs / 5 apart, and a probe that cost a millisecond of CPU or
-    // more (a program with many threads) is followed by a gap of PROBE_DUTY_GAP times its cost:
-    // probing never takes more than about a tenth of a core, whatever the program in front.
-    const gap = Math.max(this.session.configRef.pollIntervalMs / 5, this.lastProbeCost * PROBE_DUTY_GAP)
-    const wait = this.lastProbeAt + gap - this.session.now()
-    if (wait > 0) {
-      this.probeGapTimer ??= setTimeout(() => {
-        this.probeGapTimer = undefined
-        this.requestProbe()
-      }, wait)
-      return
-    }
-    void this.runProbe()
-  }
-
-  private async runProbe(): Promise<void> {
-    this.probing = true
-    let state: ReadProbe | undefined
-    const cpuBefore = process.cpuUsage()
-    try {
-      state = (await this.shellBusy()) ? undefined : await this.session.inspectorRef.probe()
+      if (baseline.kind === 'probe') return isNewReadEvidence(baseline, await inspector.probe())
     } catch {
-      state = undefined
-    } finally {
-      this.probing = false
-      this.lastProbeAt = this.session.now()
-      // CPU time, not wall time: on a loaded machine a cheap probe can take long to finish, and
-      // that must not slow readiness down. Probes under a millisecond are not paced.
-      const cpu = process.cpuUsage(cpuBefore)
-      const cost = (cpu.user + cpu.system) / 1000
-      this.lastProbeCost = cost >= 1 ? cost : 0
+      // Unreadable: no evidence; the bound decides.
     }
-    if (this.state !== 'waiting') return
-    const evidence = state !== undefined && this.isReadEvidence(state)
-    const sources = state?.sources ?? []
-    // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
-    // another thread waiting on one) proves nothing alone: it counts once the output ends in a
-    // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
-    const quietMs = sources.length > 0 ? this.corroborationMs(sources) : this.session.configRef.pollIntervalMs / 10
-    const shaped = sources.length === 0 || this.promptShaped()
-    if (state !== undefined && evidence && shaped && (await this.confirmRead(state, quietMs, sources.length > 0))) {
-      await this.drainPendingOutput()
-      if (this.state !== 'waiting') return
-      const reader = state.reader!
-      const shellReads = state.tpgid !== undefined && state.tpgid === this.session.shellPgid
-      const inputState: InputState = isContinuation(this.session.promptLine(), shellReads) ? 'continuation' : 'prompt'
-      if (this.kind === 'startup') this.session.shellPgid ??= state.tpgid
-      const { name, pid, tid, syscall, fd, path } = reader
-      const detail = sources.length > 0 ? `${state.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : state.detail
-      this.settle(
-        'stdin_read',
-        { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) },
-        inputState,
-      )
-      return
+    return false
+  }
+
+  /** A probe and its CPU cost, ms. A `look` is skipped while the shell itself is busy in front. */
+  private async probe(purpose: 'look' | 'confirm'): Promise<{ probe: ReadProbe | undefined; costMs: number }> {
+    const before = process.cpuUsage()
+    let probe: ReadProbe | undefined
+    try {
+      probe = purpose === 'look' && (await this.shellBusy()) ? undefined : await this.host.inspector.probe()
+    } catch {
+      probe = undefined
     }
-    if (this.probeAgain || evidence) {
-      // More output arrived meanwhile, or the read did not hold yet (a program that still wakes
-      // up for a moment after answering): look again, paced by the probe gap.
-      this.probeAgain = false
-      this.requestProbe()
-    }
+    // CPU time, not wall time: on a loaded machine a cheap probe can take long to finish, and
+    // that must not slow readiness down.
+    const cpu = process.cpuUsage(before)
+    return { probe, costMs: (cpu.user + cpu.system) / 1000 }
   }
 
   /**
@@ -439,77 +401,23 @@ export class Send {
    * small reads instead of a probe's dozens, for sends that started at the shell's prompt.
    */
   private async shellBusy(): Promise<boolean> {
-    const shell = this.session.shellPgid
-    if (this.baseline.kind !== 'shell' || shell === undefined) return false
-    const inspector = this.session.inspectorRef
+    const shell = this.host.shellPgid
+    if (this.state.baseline.kind !== 'shell' || shell === undefined) return false
+    const inspector = this.host.inspector
     if ((await inspector.foregroundGroup()) !== shell) return false
     return (await inspector.blockedInRead(shell)) === false
   }
 
-  /**
-   * The quiet window that corroborates a read with other wake sources: twice pollIntervalMs, and
-   * past the wait's own near timeout when it has one (so a timer due inside the window wakes the
-   * reader and the check fails), at most idleMs.
-   */
-  private corroborationMs(sources: readonly string[]): number {
-    const base = this.session.configRef.pollIntervalMs * 2
-    const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
-    const window = Math.max(base, ...timers.map((ms) => ms + base))
-    return Math.min(window, this.idleMs)
-  }
-
-  /**
-   * Whether the output since the write ends in what looks like a prompt: a non-blank partial
-   * line (no line break after it) that is not the echo of the input's last line.
-   */
-  private promptShaped(): boolean {
-    if (this.outputCount === this.outputAtWrite) return false
-    let partial = this.session.promptLine()
-    // A program that reserves rows below its prompt (prompt_toolkit prints blank lines, then
-    // moves the cursor back up) leaves the line model's open line blank: take the last line it
-    // wrote instead.
-    if (partial.trim() === '') partial = this.buffer.lastNonBlankLine()
-    if (partial.trim() === '') return false
-    const last = this.input.text.split(/\r?\n/).at(-1) ?? ''
-    return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
-  }
-
-  /**
-   * A read must be stable to count: after a short gap (`gapMs`: pollIntervalMs / 10, longer when
-   * it must be corroborated) the same task is still blocked in it without having run, and no
-   * output arrived. This rejects a program that passes through a read on its way out — the Node
-   * REPL re-enters epoll after `.exit` before it exits.
-   *
-   * `corroborating`: for a read(2)/readv(2) reader the counter may move — a reader thread that
-   * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
-   * second and reads again; quiet output and the same read at both ends carry the window then.
-   * A reader in poll/select/epoll must not have run: it wakes for its other sources.
-   */
-  private async confirmRead(first: ReadProbe, gapMs: number, corroborating = false): Promise<boolean> {
-    const outputBefore = this.outputCount
-    await delay(gapMs)
-    if (this.state !== 'waiting' || this.outputCount !== outputBefore) return false
-    let again: ReadProbe
+  private async foreground(shell: 'front' | 'shell'): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined }> {
+    const inspector = this.host.inspector
     try {
-      again = await this.session.inspectorRef.probe()
+      const pgid = await inspector.foregroundGroup()
+      const expected = shell === 'front' ? pgid : this.host.shellPgid
+      if (pgid === undefined || pgid !== expected) return { pgid, inFront: false, reading: undefined }
+      return { pgid, inFront: true, reading: await inspector.blockedInRead(pgid) }
     } catch {
-      return false
+      return { pgid: undefined, inFront: false, reading: undefined }
     }
-    const reader = first.reader
-    if (this.isSettled() || this.outputCount !== outputBefore || reader === undefined) return false
-    if (again.verdict !== 'reading' || again.reader?.tid !== reader.tid || again.tpgid !== first.tpgid) return false
-    if (corroborating && (reader.syscall === 'read' || reader.syscall === 'readv') && again.reader?.syscall === reader.syscall) return true
-    const before = first.tasks.find((task) => task.tid === reader.tid)?.switches
-    const after = again.tasks.find((task) => task.tid === reader.tid)?.switches
-    return before !== undefined && before === after
-  }
-
-  private isReadEvidence(state: ReadProbe): boolean {
-    // The wrapper reads the terminal only for the exit handshake, after the shell exited: that
-    // is not a program waiting for input (its exit marker is on its way).
-    if (state.reader?.pid === this.session.pid) return false
-    if (this.kind === 'startup') return state.verdict === 'reading' && state.reader !== undefined && this.sawOutput
-    return isNewReadEvidence(this.baseline, state)
   }
 
   /**
@@ -517,72 +425,32 @@ export class Send {
    * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
    * until a round brings no more output, so that output belongs to this send, not the next one.
    */
-  private async drainPendingOutput(): Promise<void> {
+  private async drain(): Promise<void> {
     let seen: number
     do {
-      seen = this.outputCount
+      seen = this.state.outputCount
       await new Promise<void>((resolve) => setImmediate(resolve))
       await new Promise<void>((resolve) => setImmediate(resolve))
-    } while (this.outputCount !== seen && !this.isSettled())
+    } while (this.state.outputCount !== seen && this.state.phase !== 'settled')
   }
 
-  private armSilence(): void {
-    if (this.kind === 'signal') return
-    clearTimeout(this.silenceTimer)
-    const config = this.session.configRef
-    const wait = this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)
-    this.silenceTimer = setTimeout(() => void this.onSilence(), wait)
-  }
-
-  private async onSilence(): Promise<void> {
-    if (this.state !== 'waiting') return
-    // A startup that printed nothing is never published on silence.
-    if (this.kind === 'startup' && !this.sawOutput) return
-    if (this.session.inspectorRef.exact && !this.probing) {
-      await this.runProbe()
-      if (this.state !== 'waiting') return
+  private async handoffLook(waiting: number | undefined): Promise<HandoffLook> {
+    const inspector = this.host.inspector
+    const shell = this.host.shellPgid
+    try {
+      this.shellProgram ??= shell === undefined ? Promise.resolve(undefined) : inspector.executable(shell)
+      const shellProgram = await this.shellProgram
+      const pgid = await inspector.foregroundGroup()
+      if (pgid === undefined) return { pgid }
+      if (pgid === waiting && pgid !== shell) return { pgid, waitingBusy: (await inspector.probe()).verdict === 'not_reading' }
+      if (pgid !== shell) {
+        const program = await inspector.executable(pgid)
+        return { pgid, otherProgram: program === undefined || shellProgram === undefined || program !== shellProgram }
+      }
+      return { pgid }
+    } catch {
+      return { pgid: undefined }
     }
-    const config = this.session.configRef
-    this.settle('inferred_idle', {
-      tier: 'silence',
-      detail: `no output for ${this.idleMs + (this.markerSeen ? config.handoffGraceMs : 0)} ms`,
-    })
-  }
-
-  private async onTimeout(): Promise<void> {
-    if (this.state !== 'waiting') return
-    this.settle('timeout', { tier: 'timeout', detail: `not ready after ${this.timeoutMs} ms` })
-  }
-
-  // ─── Settling ───────────────────────────────────────────────────────────────────
-
-  private settle(waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
-    if (this.state === 'settled') return
-    this.finish()
-    this.buffer.close()
-    const viewport = this.session.resultOf(this.buffer)
-    const result: SendResult = {
-      viewport: viewport.text,
-      waitReason,
-      sessionStatus: this.session.status(),
-      truncated: viewport.truncated,
-      evidence,
-      elapsedMs: Math.max(0, Math.round(this.session.now() - this.writtenAt)),
-    }
-    const state = waitReason === 'stdin_read' ? inputState : this.inputState
-    if (state !== undefined) result.inputState = state
-    this.session.settled(this, evidence.tier === 'prompt')
-    this.resolve(result)
-  }
-
-  private finish(): void {
-    this.state = 'settled'
-    clearTimeout(this.silenceTimer)
-    clearTimeout(this.timeoutTimer)
-    clearTimeout(this.pollTimer)
-    clearTimeout(this.probeGapTimer)
-    clearTimeout(this.promptTimer)
-    if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
   }
 }
 

@@ -13,7 +13,8 @@
  * 4. `timeoutMs` → `timeout`;
  * and the shell's exit (after its output is drained) → `session_exit`.
  *
- * Nothing runs while no send is active: timers and probes belong to the send (send.ts).
+ * Nothing runs while no send is active: timers and probes belong to the send (send-machine.ts,
+ * driven by send.ts).
  */
 import {
   delay,
@@ -37,9 +38,13 @@ import type { TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
-import { Send } from './send.ts'
+import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
+import { planInput } from './input.ts'
+import { encodeKey, type KeyModes } from './keys.ts'
+import { SecretRedactor } from './redact.ts'
+import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
 
@@ -54,6 +59,11 @@ export interface LocalSessionOptions {
   signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   /** Monotonic clock in ms. */
   now?: () => number
+  /**
+   * Reads this terminal's termios flags (termios.ts); called only when a decision needs them.
+   * Absent: unknown — no line is refused, no input reported hidden.
+   */
+  termios?: () => Promise<TermiosFlags | undefined>
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
@@ -71,13 +81,19 @@ export class LocalSession implements BackendSession {
   private readonly inspector: TerminalInspector
   private readonly teardown: () => Promise<TerminateReport>
   private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
-  readonly now: () => number
+  private readonly now: () => number
 
   private readonly parser: OutputParser
   private readonly scrollback: Scrollback
   private readonly display: TerminalDisplay
   private readonly disposers: (() => void)[] = []
+  private readonly termios: (() => Promise<TermiosFlags | undefined>) | undefined
+  /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
+  private readonly redactor = new SecretRedactor()
+  private holdTimer: NodeJS.Timeout | undefined
 
+  /** What sends see of this session (send.ts declares it). */
+  private readonly host: SendHost
   private current: Send | undefined
   /** The watch of a signal sent while no send was active. */
   private watch: Send | undefined
@@ -92,8 +108,6 @@ export class LocalSession implements BackendSession {
   /** Mark just after the latest prompt marker, and how many prompt markers were seen. */
   private promptMark: OutputMark | undefined
   private promptMarkers = 0
-  /** `$?` of the last command, from the latest prompt marker. */
-  lastStatus: number | undefined
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
   /** The shell is known to sit at its controlled prompt with no output since. */
@@ -111,6 +125,7 @@ export class LocalSession implements BackendSession {
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     this.pid = options.terminal.pid
+    this.termios = options.termios
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
     this.disposers.push(this.scrollback.follow(this.parser))
@@ -125,6 +140,7 @@ export class LocalSession implements BackendSession {
       now: this.now,
     })
     this.disposers.push(() => this.display.dispose())
+    this.host = this.sendHost()
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
@@ -148,7 +164,7 @@ export class LocalSession implements BackendSession {
    * counts at startup).
    */
   async ready(signal: AbortSignal): Promise<string> {
-    const send = new Send(this, { text: '', submit: false, signal }, 'startup')
+    const send = new Send(this.host, { text: '', submit: false, signal }, 'startup')
     this.current = send
     send.begin()
     let result: SendResult
@@ -181,12 +197,30 @@ export class LocalSession implements BackendSession {
     return () => this.exitListeners.delete(listener)
   }
 
-  startSend(input: SendInput): SendOperation {
+  /**
+   * Starts a send: `text`, `keys` or a `secret`, planned as write steps (input.ts) for the
+   * terminal's modes now (`input.steps`, when given, are written instead). A secret's value is registered for redaction before anything is
+   * written; a plan with a line over the canonical limit is checked against termios first.
+   * @throws PtyError `SESSION_EXITED`, `SEND_ACTIVE`, `UNKNOWN_KEY`, `INVALID_INPUT` — before anything is written.
+   */
+  startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }
     if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
-    const send = new Send(this, input, 'send')
+    const plan = planInput(input, { ...this.keyModes(), bracketedPaste: this.parser.privateModes.get(2004) === true })
+    if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
+    const request: SendRequest = {
+      text: plan.inputText,
+      submit: input.submit,
+      // Explicit steps (a bench's baseline) replace the planned ones.
+      steps: input.steps ?? plan.steps,
+      ...(overlongLine(plan.lines) !== undefined && { inputCheck: () => this.refuseLines(plan.lines) }),
+      ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
+      ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
+      ...(input.signal !== undefined && { signal: input.signal }),
+    }
+    const send = new Send(this.host, request, 'send')
     this.current = send
     queueMicrotask(() => send.begin())
     return send.operation
@@ -205,17 +239,17 @@ export class LocalSession implements BackendSession {
       // A signal right after a send is meant for what the send started: wait for the input to
       // be written and, while the shell itself is still in front, up to handoffGraceMs for the
       // command to take the foreground (a builtin never does; then the shell is signalled).
-      await active.handedOff(this.config.handoffGraceMs)
+      await active.handedOff()
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
       await active.settledWithin(this.config.handoffGraceMs)
       return result
     }
     // No send: watch the terminal become ready again before returning (see SendKind).
-    const watch = new Send(this, { text: '', submit: false }, 'signal', signal)
+    const watch = new Send(this.host, { text: '', submit: false }, 'signal', signal)
     this.watch = watch
     try {
-      await watch.begin()
+      watch.begin()
       const settled = await watch.done.catch(() => undefined)
       if (watch.signalResult === undefined || settled === undefined) {
         await watch.done
@@ -261,68 +295,91 @@ export class LocalSession implements BackendSession {
     this.display.resize(size.rows, size.cols)
   }
 
-  /** @internal A send's result text: the rendered screen while a program needs one, else its lines. */
-  resultOf(buffer: SendBuffer): SendOutput {
-    return this.display.resultOf(buffer)
-  }
-
   // ─── Used by sends ────────────────────────────────────────────────────────────────
 
+  private sendHost(): SendHost {
+    const session = this
+    const config = this.config
+    return {
+      pid: this.pid,
+      limits: config,
+      inspector: this.inspector,
+      get shellPgid() {
+        return session.shellPgid
+      },
+      set shellPgid(pgid) {
+        session.shellPgid = pgid
+      },
+      get knownAtPrompt() {
+        return session.atPrompt
+      },
+      get promptMarkerCount() {
+        return session.promptMarkers
+      },
+      now: this.now,
+      status: () => this.state,
+      promptShown: (since) => this.promptShown(since),
+      // The cursor row of an attached screen, else the line model's partial line.
+      promptLine: () => this.display.cursorLine() ?? this.parser.partial,
+      bracketedPaste: () => this.parser.privateModes.get(2004) === true,
+      write: (data) => {
+        this.atPrompt = false
+        return this.terminal.write(data)
+      },
+      encodeKey: (key) => encodeKey(key, this.keyModes()),
+      ...(this.termios !== undefined && { readsHiddenInput: async () => isHiddenInput(await this.termios!()) }),
+      signalForeground: (signal) => this.signalForeground(signal),
+      openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
+      resultOf: (buffer) => this.display.resultOf(buffer),
+      settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
+    }
+  }
+
+  // ─── Input checks (input.ts, keys.ts, termios.ts, redact.ts) ──────────────────────
+
+  /** The modes key encodings depend on, as the program set them (output.ts tracks them). */
+  keyModes(): KeyModes {
+    return { applicationCursor: this.parser.privateModes.get(1) === true, applicationKeypad: this.parser.applicationKeypad }
+  }
+
   /**
-   * @internal The unfinished line a prompt would be on: the cursor row of an attached screen,
-   * else the line model's partial line.
+   * Why the input with these `lines` must not be written, or undefined. A line longer than the
+   * kernel's canonical limit (`CANONICAL_LINE_MAX`, termios(3)) sent to a reader in canonical mode
+   * would be cut silently: refused, naming the limit. termios is read only for such a line.
    */
-  promptLine(): string {
-    return this.display.cursorLine() ?? this.parser.partial
+  private async refuseLines(lines: string): Promise<PtyError | undefined> {
+    const long = overlongLine(lines)
+    if (long === undefined || this.termios === undefined) return undefined
+    const flags = await this.termios()
+    if (flags?.canonical !== true) return undefined
+    const which = lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'
+    return new PtyError(
+      'LINE_TOO_LONG',
+      `${which} ${long.bytes} bytes, longer than the ${CANONICAL_LINE_MAX} bytes a line can hold when the program reads in canonical mode (termios ICANON; the kernel drops the rest of the line); nothing was written. Write the data to a file and have the program read it (e.g. a heredoc at the shell prompt, or a redirect < file)`,
+    )
   }
 
-  /** @internal */ get parserRef(): OutputParser {
-    return this.parser
-  }
-
-  /** @internal */ get configRef(): Config {
-    return this.config
-  }
-
-  /** @internal */ get inspectorRef(): TerminalInspector {
-    return this.inspector
-  }
-
-  /** @internal */ get promptMarkerCount(): number {
-    return this.promptMarkers
-  }
-
-  /** @internal */ get knownAtPrompt(): boolean {
-    return this.atPrompt
-  }
-
-  /** @internal Writes input; resolves when all of it is in the kernel (or dropped at the close). The caller checked the session is running. */
-  write(data: string): Promise<void> {
-    this.atPrompt = false
-    return this.terminal.write(data)
-  }
-
-  /** @internal Whether the printable text after the latest marker is exactly the controlled PS1. */
-  promptShown(sinceMarkers: number): boolean {
+  /** Whether the printable text after the latest marker is exactly the controlled PS1. */
+  private promptShown(sinceMarkers: number): boolean {
     const mark = this.promptMark
     if (mark === undefined || this.promptMarkers <= sinceMarkers) return false
     if (mark.line !== this.parser.lineCount + 1) return false
     return this.parser.textSince(mark) === this.prompt.ps1
   }
 
-  /** @internal The buffer a send or signal watch starts with: the output nobody has seen yet. */
-  takeUnseen(): SendBuffer {
+  /** The buffer a send or signal watch starts with: the output nobody has seen yet. */
+  private takeUnseen(): SendBuffer {
     const buffer = this.unseen ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
     this.unseen = undefined
     return buffer
   }
 
   /**
-   * @internal A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its
-   * buffer, when no result showed it (a send cancelled before its write), to open the next one;
+   * A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its buffer,
+   * when no result showed it (a send cancelled before its write), to open the next one;
    * otherwise a new buffer starts collecting what comes after this result.
    */
-  settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
+  private settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
     if (this.current === send) this.current = undefined
     this.atPrompt = atPrompt
     if (this.closing !== undefined) return
@@ -331,11 +388,11 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * @internal Sends `signal` to the foreground process group, resolved now.
+   * Sends `signal` to the foreground process group, resolved now.
    * @throws PtyError `NO_FOREGROUND` when it cannot be resolved, `SIGNAL_REFUSED` for SIGKILL
    * to the shell itself.
    */
-  async signalForeground(signal: PtySignal): Promise<SignalResult> {
+  private async signalForeground(signal: PtySignal): Promise<SignalResult> {
     const pgid = await this.inspector.foregroundGroup()
     if (pgid === undefined || pgid <= 0) {
       throw new PtyError('NO_FOREGROUND', 'the terminal has no foreground process group right now; no signal was sent')
@@ -363,7 +420,22 @@ export class LocalSession implements BackendSession {
 
   private onData(chunk: Buffer): void {
     this.atPrompt = false
+    if (this.redactor.active) {
+      clearTimeout(this.holdTimer)
+      chunk = this.redactor.push(chunk)
+      if (this.redactor.holding) this.holdTimer = setTimeout(() => this.releaseHeld(), this.config.secretHoldMs)
+      if (chunk.length === 0) return
+    }
     this.parser.feed(chunk)
+    this.current?.onOutput()
+    this.watch?.onOutput()
+  }
+
+  /** Output held back as the possible start of a secret, shown as it was once nothing completed it. */
+  private releaseHeld(): void {
+    const held = this.redactor.flush()
+    if (held.length === 0 || this.closing !== undefined) return
+    this.parser.feed(held)
     this.current?.onOutput()
     this.watch?.onOutput()
   }
@@ -375,7 +447,6 @@ export class LocalSession implements BackendSession {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
       this.promptMarkers++
-      this.lastStatus = marker.status
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is
@@ -443,6 +514,7 @@ export class LocalSession implements BackendSession {
     }
     this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
     for (const dispose of this.disposers.splice(0)) dispose()
+    clearTimeout(this.holdTimer)
     this.promptMark?.release()
     this.unseen?.close()
     this.unseen = undefined

@@ -23,9 +23,8 @@ export interface TerminalProcess {
   readonly pid: number
   /** Path of the PTY slave as this process sees it, e.g. `/dev/pts/3`. */
   readonly slavePath: string
-  /** Device identity of the slave (stat(2) `st_dev` and `st_rdev`), to recognise it behind any descriptor. */
-  readonly slave: { dev: number; rdev: number }
-  readonly exited: boolean
+  /** Device number of the slave (stat(2) `st_rdev`; negative when unknown), to recognise it behind any descriptor. */
+  readonly slave: { rdev: number }
   /**
    * Queues input after everything queued before it. Resolves once every byte is in the
    * kernel's input queue of the terminal, or when the rest was dropped because the terminal
@@ -64,10 +63,10 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   })
   // `ptsName` is a getter of node-pty's UnixTerminal that its typings do not declare.
   const slavePath = String((child as unknown as { ptsName?: string }).ptsName ?? '')
-  let slave = { dev: -1, rdev: -1 }
+  let slave = { rdev: -1 }
   try {
     const stat = statSync(slavePath)
-    slave = { dev: stat.dev, rdev: stat.rdev }
+    slave = { rdev: stat.rdev }
   } catch {
     // Without the slave's identity the exact readiness tier is off; the other tiers still work.
   }
@@ -97,9 +96,6 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
     pid: child.pid,
     slavePath,
     slave,
-    get exited() {
-      return exited
-    },
     write(data) {
       if (exited || closed) return Promise.resolve()
       if (fd === undefined) {
@@ -132,7 +128,7 @@ type WriteCall = (buffer: Buffer, offset: number, callback: (error: NodeJS.Errno
  * keep a core spinning. Any other error (EBADF, EIO once the slave side is gone) or `isClosed()`
  * drops what is left; every queued write resolves either way.
  */
-export class InputWriter {
+class InputWriter {
   private readonly queue: { buffer: Buffer; offset: number; done: () => void }[] = []
   private retries = 0
   private timer: NodeJS.Timeout | undefined

@@ -3,7 +3,7 @@
  * unconfined (danger-full-access) policy, a fake owner, and cleanup of every session a test
  * opened.
  */
-import { afterEach } from 'vitest'
+import { afterAll, afterEach } from 'vitest'
 import type { Agent } from '@conch/agent'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
@@ -11,8 +11,12 @@ import { LocalBackend } from '../src/backend.ts'
 import { Config } from '../src/config.ts'
 import { linuxInspector } from '../src/inspector.ts'
 import type { LocalSession } from '../src/session.ts'
+import { helperTermiosReader } from '../src/termios.ts'
 
 const opened = new Set<LocalSession>()
+/** One termios helper per test file, like one per backend plugin. */
+const termios = helperTermiosReader()
+afterAll(() => termios.close())
 
 afterEach(async () => {
   const sessions = [...opened]
@@ -35,6 +39,7 @@ export function unconfinedBackend(overrides: Partial<Config> = {}, env: NodeJS.P
     sandbox,
     sandboxPolicy,
     env,
+    termios,
     inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
   })
 }

@@ -19,7 +19,7 @@ const PS1 = `${MARKER()}\x1b[?2004h$ `
 class FakeTerminal implements TerminalProcess {
   readonly pid = SHELL - 1
   readonly slavePath = '/dev/pts/42'
-  readonly slave = { dev: 1, rdev: 34858 }
+  readonly slave = { rdev: 34858 }
   exited = false
   readonly writes: string[] = []
   readonly signals: string[] = []
@@ -151,8 +151,12 @@ describe('the controlled prompt tier', () => {
   it('settles on the prompt that follows the input, with its PS1 arriving in a later chunk than the marker', async () => {
     const { terminal, session } = await started()
     const operation = session.startSend({ text: 'echo hi', submit: true })
-    expect(await nextWrite(terminal)).toBe('echo hi\r')
-    terminal.emit('echo hi\r\nhi\r\n')
+    // The text, then Enter as its own write once the echo shows the text was read.
+    expect(await nextWrite(terminal)).toBe('echo hi')
+    const enter = nextWrite(terminal)
+    terminal.emit('echo hi')
+    expect(await enter).toBe('\r')
+    terminal.emit('\r\nhi\r\n')
     terminal.emit(MARKER())
     terminal.emit('\x1b[?2004h')
     terminal.emit('$ ')
@@ -242,7 +246,7 @@ describe('the /proc tier', () => {
     let settled = false
     void operation.done.then(() => (settled = true))
     const probesAtWrite = inspector.probes
-    while (inspector.probes < probesAtWrite + 3) await new Promise((resolve) => setTimeout(resolve, 5))
+    await until(() => inspector.probes >= probesAtWrite + 3)
     expect(settled).toBe(false)
     // It wakes up, prints, and blocks in its read again: the counter moved.
     inspector.current = probe(CHILD, CHILD, 9)

@@ -38,15 +38,25 @@ export class MemorySession implements BackendSession {
   private readonly exitListeners = new Set<(status: SessionStatus) => void>()
   private active: MemorySend | undefined
   private closing: Promise<CloseResult> | undefined
+  /** Values of secrets typed here, by value, with their names: printed output shows `[secret NAME]` instead. */
+  private readonly secrets = new Map<string, string>()
+  /** While a secret is typed: its echo shows as `[secret NAME]`, once. */
+  private typingSecret: { name: string; echoed: boolean } | undefined
 
   constructor(private readonly options: SessionOptions) {
     this.scrollback = new Scrollback(options.scrollbackLines, options.maxReadBytes)
     this.shell = new MemoryShell(options, {
       output: (text) => {
-        this.scrollback.write(text)
-        this.active?.append(text)
+        const shown = this.redact(text)
+        this.scrollback.write(shown)
+        this.active?.append(shown)
       },
-      echo: (text) => this.scrollback.write(text),
+      echo: (text) => {
+        const typing = this.typingSecret
+        if (typing === undefined) return this.scrollback.write(text)
+        if (!typing.echoed) this.scrollback.write(`[secret ${typing.name}]`)
+        typing.echoed = true
+      },
       exited: (status) => {
         this.active?.check()
         for (const listener of [...this.exitListeners]) listener(status)
@@ -66,12 +76,32 @@ export class MemorySession implements BackendSession {
   }
 
   startSend(input: BackendSendInput): SendOperation {
-    const send = new MemorySend(this.options, this.shell, input, () => {
+    const typed = typedText(input)
+    const send = new MemorySend(this.options, this.shell, (text) => this.type(text, input.secret?.name), typed, input, () => {
       if (this.active === send) this.active = undefined
     })
     this.active = send
     queueMicrotask(() => send.write())
     return send.operation
+  }
+
+  /** Types `text`; a secret's value is remembered for redaction first, and echoes as its name. */
+  private type(text: string, secret: string | undefined): void {
+    if (secret === undefined) return this.shell.type(text)
+    const value = text.replace(/\n$/, '')
+    this.secrets.set(value, secret)
+    this.typingSecret = { name: secret, echoed: false }
+    try {
+      this.shell.type(value)
+    } finally {
+      this.typingSecret = undefined
+    }
+    this.shell.type('\n')
+  }
+
+  private redact(text: string): string {
+    for (const [value, name] of this.secrets) text = text.split(value).join(`[secret ${name}]`)
+    return text
   }
 
   read(options: { offset: number; count: number }): ReadPage {
@@ -107,6 +137,8 @@ class MemorySend {
   constructor(
     private readonly options: SessionOptions,
     private readonly shell: MemoryShell,
+    private readonly type: (text: string) => void,
+    private readonly typed: string,
     private readonly input: BackendSendInput,
     private readonly onSettled: () => void,
   ) {
@@ -136,7 +168,7 @@ class MemorySend {
       return
     }
     this.phase = 'waiting'
-    this.shell.type(this.input.text + (this.input.submit ? '\n' : ''))
+    this.type(this.typed)
     this.check()
   }
 
@@ -184,4 +216,31 @@ class MemorySend {
         state.waitReason === 'inferred_idle' ? (this.input.idleMs ?? this.options.idleSilenceMs) : state.waitReason === 'timeout' ? (this.input.timeoutMs ?? this.options.timeoutMs) : 0,
     })
   }
+}
+
+/**
+ * What the memory shell's line discipline receives for a send. Keys: single characters and
+ * `{text}` as typed, `Enter`, `Tab`, `Space` and `C-a`…`C-z` as their characters
+ * (the memory shell has no cursor, history or screen, so other keys would mean nothing).
+ * @throws PtyError `UNKNOWN_KEY` for any other name, before anything is written.
+ */
+function typedText(input: BackendSendInput): string {
+  if (input.secret !== undefined) return `${input.secret.value}\n`
+  if (input.keys !== undefined) return input.keys.map((key, index) => typedKey(key, index)).join('')
+  return input.text + (input.submit ? '\n' : '')
+}
+
+const MEMORY_KEYS: Record<string, string> = { enter: '\n', tab: '\t', space: ' ' }
+
+function typedKey(key: string | { text: string }, index: number): string {
+  if (typeof key !== 'string') return key.text
+  if ([...key].length === 1) return key
+  const named = MEMORY_KEYS[key.toLowerCase()]
+  if (named !== undefined) return named
+  const control = /^C-([a-zA-Z])$/.exec(key)
+  if (control !== null) return String.fromCharCode(control[1]!.toLowerCase().charCodeAt(0) & 0x1f)
+  throw new PtyError(
+    'UNKNOWN_KEY',
+    `unknown key ${JSON.stringify(key)} (entry ${index + 1} of keys); nothing was written. The memory shell understands Enter, Tab, Space, C-a … C-z, any single character, or {"text": "…"} for literal text`,
+  )
 }

@@ -23,7 +23,7 @@ describe('plugin', () => {
     expect(result.viewport).toBe('/workspace/sub')
     await fiber.dispose()
     expect(root.pty.types()).toEqual([])
-    await expect(root.pty.kill(agent, 'pty-1')).resolves.toMatchObject({ stopped: [{ pid: 100, name: 'bash' }] })
+    await expect(root.pty.close(agent, 'pty-1')).resolves.toMatchObject({ stopped: [{ pid: 100, name: 'bash' }] })
   })
 
   it('names the field of a bad config', () => {

@@ -296,3 +296,21 @@ describe('signals and close', () => {
     expect(error).toBe(reason)
   })
 })
+
+describe('keys and secrets', () => {
+  it('types characters, {text}, Enter and C-<letter>; refuses other names before anything is written', async () => {
+    const session = await open()
+    expect((await session.startSend({ keys: [{ text: 'echo' }, 'Space', 'h', 'i', 'Enter'], submit: false }).done).viewport).toBe('hi')
+    expect(() => session.startSend({ keys: ['echo', 'Up'], submit: false })).toThrow(/unknown key "echo" \(entry 1 of keys\); nothing was written/)
+    expect(await output(session, 'echo still-clean')).toBe('still-clean')
+  })
+
+  it('types a secret, echoes its name, and shows the name wherever the value is printed', async () => {
+    const session = await open()
+    const typed = await session.startSend({ secret: { name: 'PW', value: 'memory-secret-1' }, submit: true }).done
+    expect(typed.viewport).not.toContain('memory-secret-1')
+    // Its echo in the scrollback is the name; so is a command's output that holds the value.
+    expect(session.read({ offset: 0, count: 100 }).text).toMatch(/^\$ \[secret PW\]\nbash: \[secret PW\]: command not found/)
+    expect(await output(session, 'echo memory-secret-1 and more')).toBe('[secret PW] and more')
+  })
+})

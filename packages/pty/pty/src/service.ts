@@ -6,7 +6,6 @@
  */
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
-import type { Agent } from '@conch/agent'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import {
   type BackendSession,
@@ -15,11 +14,13 @@ import {
   PTY_SIGNALS,
   type PtyBackend,
   PtyError,
+  type PtyOwner,
   type PtyServiceApi,
   type PtySignal,
   type ReadOptions,
   type ReadPage,
   type SendInput,
+  type SendPayload,
   type SendOperation,
   type SessionInfo,
   type SignalResult,
@@ -40,23 +41,34 @@ declare module 'cordis' {
 /** A published session: the backend's handle plus what the service tracks about it. */
 interface SessionEntry {
   readonly id: string
-  readonly owner: Agent
+  readonly owner: PtyOwner
   readonly type: string
   readonly name: string | undefined
   readonly backend: BackendSession
   readonly createdAt: string
-  /** Token of the active send; set by `startSend`, cleared when that send's `done` settles. */
-  send: object | undefined
-  /** Set once a close began: from then on only `close`, `status` and `read` reach the backend. */
-  closeStarted: boolean
-  /** The close in flight, shared by concurrent kills; cleared when it fails so a later kill retries. */
-  closing: Promise<CloseResult> | undefined
+  /** Where the session is in its life; the one field that says so. */
+  phase: SessionPhase
 }
+
+/**
+ * A published session's phase:
+ * - `open`: idle, ready for a send;
+ * - `busy`: a send is active (`send`: its token, so only that send's end releases it);
+ * - `closing`: a close is in flight (`attempt`, shared by concurrent closes); from here on
+ *   only `close`, `status` and `read` reach the backend;
+ * - `close-failed`: the last close failed; the session stays listed, refuses sends and
+ *   signals, and a later close retries.
+ */
+type SessionPhase =
+  | { phase: 'open' }
+  | { phase: 'busy'; send: object }
+  | { phase: 'closing'; attempt: Promise<CloseResult> }
+  | { phase: 'close-failed' }
 
 /** A spawn whose backend has not settled yet (or whose rollback is still running). */
 interface SpawnEntry {
   readonly id: string
-  readonly owner: Agent
+  readonly owner: PtyOwner
   readonly name: string | undefined
   /** Service-owned: aborted by the caller's signal, the owner's disposal or the service's disposal. */
   readonly controller: AbortController
@@ -67,7 +79,7 @@ interface SpawnEntry {
 /** A rollback close that failed; kept as owner activity until a dispose reports it. */
 interface CleanupFailure {
   readonly sessionId: string
-  readonly owner: Agent
+  readonly owner: PtyOwner
   readonly error: Error
 }
 
@@ -86,7 +98,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   private readonly spawns = new Map<string, SpawnEntry>()
   private readonly failures: CleanupFailure[] = []
   /** Owners whose disposal hook is installed, with the hook's disposer. */
-  private readonly owners = new Map<Agent, () => void>()
+  private readonly owners = new Map<PtyOwner, () => void>()
   private readonly state: { nextId: number; disposing: Promise<void> | undefined } = { nextId: 1, disposing: undefined }
   private readonly warn: (message: string, error: unknown) => void
 
@@ -135,7 +147,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     return [...this.backends.keys()]
   }
 
-  async spawn(owner: Agent, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult> {
+  async spawn(owner: PtyOwner, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult> {
     this.assertOpen()
     assertLive(owner)
     const { type, name, cwd } = validateSpawnOptions(options)
@@ -175,19 +187,17 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
   }
 
-  startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation {
+  startSend(owner: PtyOwner, sessionId: string, input: SendInput): SendOperation {
     const entry = this.entry(owner, sessionId)
-    if (typeof input?.text !== 'string' || typeof input.submit !== 'boolean') {
-      throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a string \`text\` and a boolean \`submit\``)
-    }
+    const payload = payloadOf(input, sessionId)
     for (const key of ['timeoutMs', 'idleMs'] as const) {
       const value = input[key]
       if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
         throw new PtyError('INVALID_INPUT', `${key} of a send to ${sessionId} must be a positive integer of milliseconds, not ${String(value)}; nothing was written`)
       }
     }
-    if (entry.closeStarted) throw closing(entry.id)
-    if (entry.send) {
+    if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
+    if (entry.phase.phase === 'busy') {
       throw new PtyError('SEND_ACTIVE', `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again`)
     }
     const status = entry.backend.status()
@@ -196,14 +206,14 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
 
     const token = {}
-    entry.send = token
+    entry.phase = { phase: 'busy', send: token }
     const release = () => {
-      if (entry.send === token) entry.send = undefined
+      if (entry.phase.phase === 'busy' && entry.phase.send === token) entry.phase = { phase: 'open' }
     }
     let operation: SendOperation
     try {
       operation = entry.backend.startSend({
-        text: input.text,
+        ...payload,
         submit: input.submit,
         ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
         ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
@@ -237,7 +247,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
   }
 
-  read(owner: Agent, sessionId: string, options: ReadOptions = {}): ReadPage {
+  read(owner: PtyOwner, sessionId: string, options: ReadOptions = {}): ReadPage {
     const entry = this.entry(owner, sessionId)
     const offset = options.offset ?? 0
     const count = options.count ?? DEFAULT_READ_COUNT
@@ -247,7 +257,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.read({ offset, count })
   }
 
-  screen(owner: Agent, sessionId: string): string {
+  screen(owner: PtyOwner, sessionId: string): string {
     const entry = this.entry(owner, sessionId)
     if (entry.backend.screen === undefined) {
       throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) keeps no screen model; read its scrollback instead`)
@@ -255,7 +265,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.screen()
   }
 
-  resize(owner: Agent, sessionId: string, size: TerminalSize): void {
+  resize(owner: PtyOwner, sessionId: string, size: TerminalSize): void {
     const entry = this.entry(owner, sessionId)
     const { rows, cols } = validateSize(size, 'resize', false) as TerminalSize
     if (entry.backend.resize === undefined) {
@@ -264,12 +274,12 @@ export default class PtyService extends Service implements PtyServiceApi {
     entry.backend.resize({ rows, cols })
   }
 
-  async signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult> {
+  async signal(owner: PtyOwner, sessionId: string, signal: PtySignal): Promise<SignalResult> {
     const entry = this.entry(owner, sessionId)
     if (!(PTY_SIGNALS as readonly string[]).includes(signal)) {
       throw new PtyError('INVALID_INPUT', `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}`)
     }
-    if (entry.closeStarted) throw closing(entry.id)
+    if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
     const status = entry.backend.status()
     if (status.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); no signal was sent`)
@@ -277,26 +287,26 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.signal(signal)
   }
 
-  kill(owner: Agent, sessionId: string): Promise<CloseResult> {
+  close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
     try {
-      return this.close(this.entry(owner, sessionId))
+      return this.closeEntry(this.entry(owner, sessionId))
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
-  list(owner: Agent): SessionInfo[] {
+  list(owner: PtyOwner): SessionInfo[] {
     return [...this.sessions.values()]
       .filter((entry) => entry.owner === owner)
       .sort(byId)
       .map((entry) => this.info(entry))
   }
 
-  hasOwnerActivity(owner: Agent): boolean {
+  hasOwnerActivity(owner: PtyOwner): boolean {
     return this.activity(owner).length > 0
   }
 
-  activity(owner: Agent): string[] {
+  activity(owner: PtyOwner): string[] {
     const ids = new Set<string>()
     for (const entry of this.sessions.values()) if (entry.owner === owner) ids.add(entry.id)
     for (const entry of this.spawns.values()) if (entry.owner === owner) ids.add(entry.id)
@@ -308,7 +318,7 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   private async runSpawn(request: {
     id: string
-    owner: Agent
+    owner: PtyOwner
     type: string
     name: string | undefined
     cwd: string | undefined
@@ -358,16 +368,14 @@ export default class PtyService extends Service implements PtyServiceApi {
       name,
       backend: session,
       createdAt: new Date().toISOString(),
-      send: undefined,
-      closeStarted: false,
-      closing: undefined,
+      phase: { phase: 'open' },
     }
     this.sessions.set(id, entry)
     return { ...this.info(entry), motd: session.motd }
   }
 
   /** Closes a session that was never published. A failure is kept as pending owner activity and returned. */
-  private async rollback(sessionId: string, owner: Agent, session: BackendSession): Promise<PtyError | undefined> {
+  private async rollback(sessionId: string, owner: PtyOwner, session: BackendSession): Promise<PtyError | undefined> {
     let failure: PtyError | undefined
     try {
       const result = await session.close()
@@ -380,9 +388,8 @@ export default class PtyService extends Service implements PtyServiceApi {
   }
 
   /** Closes a published session; concurrent callers share one attempt, a failed attempt is not cached. */
-  private close(entry: SessionEntry): Promise<CloseResult> {
-    if (entry.closing) return entry.closing
-    entry.closeStarted = true
+  private closeEntry(entry: SessionEntry): Promise<CloseResult> {
+    if (entry.phase.phase === 'closing') return entry.phase.attempt
     const attempt = (async () => {
       let result: CloseResult
       try {
@@ -394,15 +401,15 @@ export default class PtyService extends Service implements PtyServiceApi {
       if (this.sessions.get(entry.id) === entry) this.sessions.delete(entry.id)
       return result
     })()
-    entry.closing = attempt
+    entry.phase = { phase: 'closing', attempt }
     attempt.catch(() => {
-      if (entry.closing === attempt) entry.closing = undefined
+      if (entry.phase.phase === 'closing' && entry.phase.attempt === attempt) entry.phase = { phase: 'close-failed' }
     })
     return attempt
   }
 
   /** Installs the owner's disposal hook on first use. */
-  private track(owner: Agent): void {
+  private track(owner: PtyOwner): void {
     if (this.owners.has(owner)) return
     this.owners.set(owner, owner.onDispose(() => this.disposeOwner(owner)))
   }
@@ -412,12 +419,12 @@ export default class PtyService extends Service implements PtyServiceApi {
    * settled, and throws every failure together (including pending rollback failures).
    * Sessions whose close failed stay registered so the service's own disposal retries them.
    */
-  private async disposeOwner(owner: Agent): Promise<void> {
+  private async disposeOwner(owner: PtyOwner): Promise<void> {
     this.owners.delete(owner)
     const spawns = [...this.spawns.values()].filter((spawn) => spawn.owner === owner)
     for (const spawn of spawns) spawn.controller.abort(notLive(owner))
     const closes = await Promise.allSettled(
-      [...this.sessions.values()].filter((entry) => entry.owner === owner).sort(byId).map((entry) => this.close(entry)),
+      [...this.sessions.values()].filter((entry) => entry.owner === owner).sort(byId).map((entry) => this.closeEntry(entry)),
     )
     await Promise.all(spawns.map((spawn) => spawn.settled))
     const errors = [...rejections(closes), ...this.takeFailures((failure) => failure.owner === owner)]
@@ -439,7 +446,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       const reason = disposingError()
       const spawns = [...this.spawns.values()]
       for (const spawn of spawns) spawn.controller.abort(reason)
-      const closes = await Promise.allSettled([...this.sessions.values()].sort(byId).map((entry) => this.close(entry)))
+      const closes = await Promise.allSettled([...this.sessions.values()].sort(byId).map((entry) => this.closeEntry(entry)))
       await Promise.all(spawns.map((spawn) => spawn.settled))
       const errors = [...rejections(closes), ...this.takeFailures(() => true)]
       for (const detach of this.owners.values()) {
@@ -465,7 +472,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   }
 
   /** Every session call: service open, caller live, session known, caller is its exact owner. */
-  private entry(owner: Agent, sessionId: string): SessionEntry {
+  private entry(owner: PtyOwner, sessionId: string): SessionEntry {
     this.assertOpen()
     assertLive(owner)
     const entry = typeof sessionId === 'string' ? this.sessions.get(sessionId) : undefined
@@ -475,7 +482,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   }
 
   /** The id holding `name` for `owner` among its sessions and spawns in flight. */
-  private nameHolder(owner: Agent, name: string): string | undefined {
+  private nameHolder(owner: PtyOwner, name: string): string | undefined {
     for (const entry of this.sessions.values()) if (entry.owner === owner && entry.name === name) return entry.id
     for (const entry of this.spawns.values()) if (entry.owner === owner && entry.name === name) return entry.id
     return undefined
@@ -501,7 +508,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       type: entry.type,
       ...(pid !== undefined && { pid }),
       status: entry.backend.status(),
-      busy: entry.send !== undefined,
+      busy: entry.phase.phase === 'busy',
       createdAt: entry.createdAt,
     }
   }
@@ -544,11 +551,11 @@ function validateSize(options: Partial<TerminalSize>, doing: string, optional: b
   return out
 }
 
-function assertLive(owner: Agent): void {
+function assertLive(owner: PtyOwner): void {
   if (owner.state !== 'live') throw notLive(owner)
 }
 
-function notLive(owner: Agent): PtyError {
+function notLive(owner: PtyOwner): PtyError {
   return new PtyError('OWNER_NOT_LIVE', `agent ${owner.id} is ${owner.state === 'live' ? 'being disposed' : owner.state}; its PTY sessions are closed with it`)
 }
 
@@ -608,4 +615,38 @@ function linkAbort(controller: AbortController, sources: [AbortSignal | undefine
     unlinks.push(() => source.removeEventListener('abort', onAbort))
   }
   return () => unlinks.forEach((unlink) => unlink())
+}
+
+/**
+ * The one payload of a send — `text`, `keys` or `secret`, exactly one — checked before anything
+ * is reserved or written.
+ * @throws PtyError `INVALID_INPUT` naming what is wrong.
+ */
+function payloadOf(input: SendInput, sessionId: string): SendPayload {
+  if (typeof input !== 'object' || input === null || typeof input.submit !== 'boolean') {
+    throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a boolean \`submit\` and one of \`text\`, \`keys\` or \`secret\`; nothing was written`)
+  }
+  const given = (['text', 'keys', 'secret'] as const).filter((key) => input[key] !== undefined)
+  if (given.length !== 1) {
+    throw new PtyError(
+      'INVALID_INPUT',
+      `a send to ${sessionId} takes exactly one of \`text\`, \`keys\` or \`secret\`${given.length ? `, not ${given.map((key) => `\`${key}\``).join(' and ')}` : ''}; nothing was written`,
+    )
+  }
+  if (input.text !== undefined) {
+    if (typeof input.text !== 'string') throw new PtyError('INVALID_INPUT', `\`text\` of a send to ${sessionId} must be a string; nothing was written`)
+    return { text: input.text }
+  }
+  if (input.keys !== undefined) {
+    const keys = input.keys
+    if (!Array.isArray(keys) || keys.length === 0 || !keys.every((key) => typeof key === 'string' || (typeof key === 'object' && key !== null && typeof key.text === 'string'))) {
+      throw new PtyError('INVALID_INPUT', `\`keys\` of a send to ${sessionId} must be a non-empty list of key names or {text} entries; nothing was written`)
+    }
+    return { keys: [...keys] }
+  }
+  const secret = input.secret
+  if (typeof secret !== 'object' || secret === null || typeof secret.name !== 'string' || typeof secret.value !== 'string' || secret.value === '') {
+    throw new PtyError('INVALID_INPUT', `\`secret\` of a send to ${sessionId} needs a name and a non-empty value; nothing was written`)
+  }
+  return { secret: { name: secret.name, value: secret.value } }
 }

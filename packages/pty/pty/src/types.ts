@@ -1,12 +1,28 @@
 /**
  * The terminal contract behind `ctx.pty`.
  *
- * A **session** is one PTY with its shell (or REPL), owned by exactly one Agent. A **send**
+ * A **session** is one PTY with its shell (or REPL), owned by exactly one owner (an agent). A **send**
  * writes input and waits until the terminal is ready for more; **ready** always has a reason.
  * Backends implement `PtyBackend`; the service owns ids, ownership, the one-send-at-a-time
  * reservation and lifecycle, so every backend gets the same rules.
  */
-import type { Agent } from '@conch/agent'
+import type { SessionLog } from '@conch/session'
+
+/**
+ * The owner of terminal sessions, as the contract needs it — structural, so the seam does not
+ * depend on the agent loop; an Agent of `ctx.agents` is one. Ownership compares the exact object.
+ */
+export interface PtyOwner {
+  /** Shown in errors, e.g. `agent-1`. */
+  readonly id: string
+  /** Its session log: the sandbox policy a terminal starts under is resolved from it. */
+  readonly session: SessionLog
+  readonly state: 'live' | 'disposing' | 'disposed'
+  /** Aborted when the owner's disposal starts: its spawns stop. */
+  readonly signal: AbortSignal
+  /** Registers a cleanup awaited when the owner is disposed (its sessions close); returns a disposer. */
+  onDispose(cleanup: () => void | Promise<void>): () => void
+}
 
 /** Signals a model may send to a terminal's foreground process group (signal(7)). */
 export const PTY_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'] as const
@@ -32,8 +48,11 @@ export type SessionStatus =
  * - `continuation`: a secondary prompt — bash PS2 (`> `) or Python's `... `; the next input
  *   joins an open block. Finish it (often an empty line) or interrupt with SIGINT.
  * - `not_reading`: the send was written while nothing in the foreground was reading the terminal.
+ * - `hidden`: the reader waits with echo off in canonical mode (termios(3): `ECHO` cleared,
+ *   `ICANON` set — how getpass(3), `read -s`, sudo and ssh-keygen ask for a secret); type it with
+ *   a `secret` send.
  */
-export type InputState = 'prompt' | 'continuation' | 'not_reading'
+export type InputState = 'prompt' | 'continuation' | 'not_reading' | 'hidden'
 
 /** Which mechanism settled a send, and what it saw. */
 export interface ReadinessEvidence {
@@ -78,16 +97,40 @@ export interface SendLimits {
   idleMs?: number
 }
 
-/** What a backend is asked to type. `submit`: Enter follows the text. */
-export interface BackendSendInput extends SendLimits {
-  text: string
-  submit: boolean
+/**
+ * One entry of a `keys` send: a key name (`Enter`, `Up`, `C-c`, `M-f`, `F5`, …; the backend
+ * lists the names it knows when one is unknown), a single character typed as itself (`q`, `:`),
+ * or `{text}` — literal text typed as it is, never read as a key name.
+ */
+export type KeyEntry = string | { text: string }
+
+/**
+ * A deployment secret to type: its configured name (the only part a result, a log or the model
+ * ever shows) and its value, read by the caller just before the send. The backend replaces the
+ * value wherever the terminal prints it with `[secret NAME]` from then on.
+ */
+export interface SecretValue {
+  name: string
+  value: string
 }
 
+/**
+ * What to type — exactly one of:
+ * - `text`: typed as given (line breaks as Enter); with `submit`, Enter follows;
+ * - `keys`: each entry its own key press, encoded for the terminal's current modes; `submit` is
+ *   ignored (name `Enter` where it belongs);
+ * - `secret`: the secret's value, then Enter.
+ */
+export type SendPayload =
+  | { text: string; keys?: undefined; secret?: undefined }
+  | { keys: readonly KeyEntry[]; text?: undefined; secret?: undefined }
+  | { secret: SecretValue; text?: undefined; keys?: undefined }
+
+/** What a backend is asked to type (see `SendPayload`). `submit`: Enter follows a `text`. */
+export type BackendSendInput = SendLimits & SendPayload & { submit: boolean }
+
 /** What a caller of `ctx.pty.startSend` asks for; `signal` cancels the send (SIGINT after the write). */
-export interface SendInput extends BackendSendInput {
-  signal?: AbortSignal
-}
+export type SendInput = BackendSendInput & { signal?: AbortSignal }
 
 /** A send in progress, returned synchronously by `startSend`. */
 export interface SendOperation {
@@ -209,7 +252,7 @@ export interface CloseResult {
   /** Final status of the shell. */
   status: SessionStatus
   stopped: ClosedProcess[]
-  /** Non-empty only when the close failed (`kill` then rejects with `CLOSE_FAILED`, and may be retried). */
+  /** Non-empty only when the close failed (`close` then rejects with `CLOSE_FAILED`, and may be retried). */
   survivors: ClosedProcess[]
 }
 
@@ -229,6 +272,10 @@ export type PtyErrorCode =
   | 'SPAWN_FAILED'
   | 'CLOSE_FAILED'
   | 'INVALID_INPUT'
+  | 'UNKNOWN_KEY'
+  | 'LINE_TOO_LONG'
+  | 'UNKNOWN_SECRET'
+  | 'SECRET_UNAVAILABLE'
 
 export class PtyError extends Error {
   override readonly name = 'PtyError'
@@ -240,7 +287,7 @@ export class PtyError extends Error {
 // ─── Backend contract ─────────────────────────────────────────────────────────────
 
 export interface BackendSpawnRequest {
-  owner: Agent
+  owner: PtyOwner
   /** Id the service will publish the session under. */
   sessionId: string
   name?: string
@@ -314,35 +361,35 @@ export interface PtyServiceApi {
    * (rolled back). A cancelled spawn rejects with the caller's exact `signal.reason`.
    * @throws PtyError `NO_BACKEND`, `DUPLICATE_NAME`, `OWNER_NOT_LIVE`, `SERVICE_DISPOSING`, `SPAWN_FAILED`.
    */
-  spawn(owner: Agent, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult>
+  spawn(owner: PtyOwner, options: SpawnOptions, signal?: AbortSignal): Promise<SpawnResult>
   /**
    * Reserves the session synchronously and starts a send.
    * @throws PtyError `SEND_ACTIVE`, `NO_SESSION`, `FOREIGN_SESSION`, `OWNER_NOT_LIVE`,
    * `SERVICE_DISPOSING`, `SESSION_EXITED` — all before anything is written.
    */
-  startSend(owner: Agent, sessionId: string, input: SendInput): SendOperation
-  read(owner: Agent, sessionId: string, options?: ReadOptions): ReadPage
+  startSend(owner: PtyOwner, sessionId: string, input: SendInput): SendOperation
+  read(owner: PtyOwner, sessionId: string, options?: ReadOptions): ReadPage
   /**
    * The session's current screen, rendered.
    * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `INVALID_INPUT` when its backend keeps no screen.
    */
-  screen(owner: Agent, sessionId: string): string
+  screen(owner: PtyOwner, sessionId: string): string
   /**
    * Resizes the session's terminal; its foreground program gets SIGWINCH.
    * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `SESSION_EXITED`, `INVALID_INPUT` (a size
    * out of bounds, or a backend that cannot resize).
    */
-  resize(owner: Agent, sessionId: string, size: TerminalSize): void
-  signal(owner: Agent, sessionId: string, signal: PtySignal): Promise<SignalResult>
+  resize(owner: PtyOwner, sessionId: string, size: TerminalSize): void
+  signal(owner: PtyOwner, sessionId: string, signal: PtySignal): Promise<SignalResult>
   /**
    * Closes a session and resolves when its process tree is gone; the session is then forgotten.
    * @throws PtyError `CLOSE_FAILED` listing survivors (the session stays listed; retry later).
    */
-  kill(owner: Agent, sessionId: string): Promise<CloseResult>
+  close(owner: PtyOwner, sessionId: string): Promise<CloseResult>
   /** The owner's sessions (running and exited-but-not-closed), in creation order. */
-  list(owner: Agent): SessionInfo[]
+  list(owner: PtyOwner): SessionInfo[]
   /** True while the owner has sessions, spawns in flight, or unreported cleanup failures. */
-  hasOwnerActivity(owner: Agent): boolean
+  hasOwnerActivity(owner: PtyOwner): boolean
   /** Session ids (published and opening) for display in refusals. */
-  activity(owner: Agent): string[]
+  activity(owner: PtyOwner): string[]
 }

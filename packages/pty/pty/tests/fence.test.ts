@@ -35,7 +35,7 @@ beforeEach(async () => {
 })
 
 afterEach(async () => {
-  await root.pty.kill(alice, 'pty-1').catch(() => {})
+  await root.pty.close(alice, 'pty-1').catch(() => {})
 })
 
 describe('the sandbox-mode fence', () => {
@@ -48,7 +48,7 @@ describe('the sandbox-mode fence', () => {
     await root.pty.spawn(alice, { type: 'shell' })
     expect(fence!.busy('log-alice')).toBe('terminal pty-1 is open or opening')
     expect(fence!.busy('log-someone-else')).toBeUndefined()
-    await root.pty.kill(alice, 'pty-1')
+    await root.pty.close(alice, 'pty-1')
     expect(fence!.busy('log-alice')).toBeUndefined()
     await fiber.dispose()
   })

@@ -86,7 +86,7 @@ describe('backend registry', () => {
     expect(session.closes).toHaveLength(0)
     expect(root.pty.list(alice).map((info) => info.sessionId)).toEqual([opened.sessionId])
     expect(root.pty.read(alice, opened.sessionId).text).toBe('offset=0 count=500')
-    await expect(root.pty.kill(alice, opened.sessionId)).resolves.toEqual(CLOSED)
+    await expect(root.pty.close(alice, opened.sessionId)).resolves.toEqual(CLOSED)
     expect(root.pty.list(alice)).toEqual([])
   })
 })
@@ -128,7 +128,7 @@ describe('spawn', () => {
 
   it('frees a name when its session is closed', async () => {
     const opened = await root.pty.spawn(alice, { type: 'shell', name: 'a' })
-    await root.pty.kill(alice, opened.sessionId)
+    await root.pty.close(alice, opened.sessionId)
     await expect(root.pty.spawn(alice, { type: 'shell', name: 'a' })).resolves.toMatchObject({ name: 'a' })
   })
 
@@ -304,7 +304,7 @@ describe('ownership checks', () => {
     expectCode(thrown(() => root.pty.read(alice, 'pty-7')), 'NO_SESSION', /^unknown PTY session pty-7$/)
     expectCode(thrown(() => root.pty.startSend(alice, 'pty-7', { text: 'x', submit: true })), 'NO_SESSION')
     expectCode(await rejection(root.pty.signal(alice, 'pty-7', 'SIGINT')), 'NO_SESSION')
-    expectCode(await rejection(root.pty.kill(alice, 'pty-7')), 'NO_SESSION')
+    expectCode(await rejection(root.pty.close(alice, 'pty-7')), 'NO_SESSION')
   })
 
   it('refuses every operation on another agent’s session and touches nothing', async () => {
@@ -314,7 +314,7 @@ describe('ownership checks', () => {
     expectCode(thrown(() => root.pty.read(bob, opened.sessionId)), 'FOREIGN_SESSION', message)
     expectCode(thrown(() => root.pty.startSend(bob, opened.sessionId, { text: 'x', submit: true })), 'FOREIGN_SESSION', message)
     expectCode(await rejection(root.pty.signal(bob, opened.sessionId, 'SIGINT')), 'FOREIGN_SESSION', message)
-    expectCode(await rejection(root.pty.kill(bob, opened.sessionId)), 'FOREIGN_SESSION', message)
+    expectCode(await rejection(root.pty.close(bob, opened.sessionId)), 'FOREIGN_SESSION', message)
     expect(session.sends).toHaveLength(0)
     expect(session.signals).toHaveLength(0)
     expect(session.closes).toHaveLength(0)
@@ -341,7 +341,7 @@ describe('ownership checks', () => {
     expectCode(thrown(() => pty.read(alice, opened.sessionId)), 'SERVICE_DISPOSING', /the PTY service is shutting down/)
     expectCode(thrown(() => pty.startSend(alice, opened.sessionId, { text: 'x', submit: true })), 'SERVICE_DISPOSING')
     expectCode(await rejection(pty.spawn(alice, { type: 'shell' })), 'SERVICE_DISPOSING')
-    expectCode(await rejection(pty.kill(alice, opened.sessionId)), 'SERVICE_DISPOSING')
+    expectCode(await rejection(pty.close(alice, opened.sessionId)), 'SERVICE_DISPOSING')
     expectCode(thrown(() => pty.registerBackend(new FakeBackend('other'))), 'SERVICE_DISPOSING')
     backend.last.session.closes[0]!.resolve(CLOSED)
     await disposing
@@ -368,6 +368,30 @@ describe('send reservation', () => {
     expect(session.sends).toHaveLength(0)
     root.pty.startSend(alice, sessionId, { text: 'watch date', submit: true, timeoutMs: 5000, idleMs: 700 })
     expect(session.lastSend.input).toEqual({ text: 'watch date', submit: true, timeoutMs: 5000, idleMs: 700 })
+  })
+
+  it('passes exactly one of text, keys or secret to the backend, and refuses none, two or malformed ones before anything is written', async () => {
+    const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
+    const session = backend.last.session
+    const bad: unknown[] = [
+      { submit: true },
+      { text: 'x', keys: ['Enter'], submit: true },
+      { keys: [], submit: false },
+      { keys: ['Up', 7], submit: false },
+      { keys: [{ txt: 'x' }], submit: false },
+      { secret: { name: 'PW' }, submit: true },
+      { secret: { name: 'PW', value: '' }, submit: true },
+      { text: 'x', secret: { name: 'PW', value: 'v' }, submit: true },
+    ]
+    for (const input of bad) expectCode(thrown(() => root.pty.startSend(alice, sessionId, input as never)), 'INVALID_INPUT', /nothing was written/)
+    expect(session.sends).toHaveLength(0)
+    expect(root.pty.list(alice)[0]?.busy).toBe(false)
+    const keyed = root.pty.startSend(alice, sessionId, { keys: ['Up', { text: 'ls' }], submit: false })
+    expect(session.lastSend.input).toEqual({ keys: ['Up', { text: 'ls' }], submit: false })
+    session.lastSend.done.resolve(result())
+    await keyed.done
+    root.pty.startSend(alice, sessionId, { secret: { name: 'PW', value: 'long-enough-value' }, submit: true })
+    expect(session.lastSend.input).toEqual({ secret: { name: 'PW', value: 'long-enough-value' }, submit: true })
   })
 
   it('releases the reservation only when done settles, whether it resolves or rejects', async () => {
@@ -475,7 +499,7 @@ describe('read and signal', () => {
 describe('kill', () => {
   it('closes the session and forgets it', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
-    await expect(root.pty.kill(alice, sessionId)).resolves.toEqual(CLOSED)
+    await expect(root.pty.close(alice, sessionId)).resolves.toEqual(CLOSED)
     expect(root.pty.list(alice)).toEqual([])
     expectCode(thrown(() => root.pty.read(alice, sessionId)), 'NO_SESSION')
   })
@@ -484,12 +508,12 @@ describe('kill', () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session
     session.autoClose = { ...CLOSED, survivors: [{ pid: 1001, name: 'sleep' }, { pid: 4242, name: 'bash' }] }
-    const error = await rejection(root.pty.kill(alice, sessionId))
+    const error = await rejection(root.pty.close(alice, sessionId))
     expectCode(error, 'CLOSE_FAILED', /closing PTY session pty-1 left processes running: sleep\[1001\], bash\[4242\]; retry the close/)
     expect(root.pty.list(alice).map((info) => info.sessionId)).toEqual([sessionId])
     expect(root.pty.hasOwnerActivity(alice)).toBe(true)
     session.autoClose = CLOSED
-    await expect(root.pty.kill(alice, sessionId)).resolves.toEqual(CLOSED)
+    await expect(root.pty.close(alice, sessionId)).resolves.toEqual(CLOSED)
     expect(session.closes).toHaveLength(2)
     expect(root.pty.list(alice)).toEqual([])
   })
@@ -498,8 +522,8 @@ describe('kill', () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session
     session.autoClose = undefined
-    const first = root.pty.kill(alice, sessionId)
-    const second = root.pty.kill(alice, sessionId)
+    const first = root.pty.close(alice, sessionId)
+    const second = root.pty.close(alice, sessionId)
     expect(session.closes).toHaveLength(1)
     session.closes[0]!.resolve(CLOSED)
     await expect(Promise.all([first, second])).resolves.toEqual([CLOSED, CLOSED])
@@ -509,7 +533,7 @@ describe('kill', () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session
     session.autoClose = new Error('EPERM')
-    expectCode(await rejection(root.pty.kill(alice, sessionId)), 'CLOSE_FAILED', /closing PTY session pty-1 failed: EPERM/)
+    expectCode(await rejection(root.pty.close(alice, sessionId)), 'CLOSE_FAILED', /closing PTY session pty-1 failed: EPERM/)
     expectCode(thrown(() => root.pty.startSend(alice, sessionId, { text: 'x', submit: true })), 'SESSION_EXITED', /is being closed/)
     expectCode(await rejection(root.pty.signal(alice, sessionId, 'SIGINT')), 'SESSION_EXITED', /is being closed/)
     expect(session.sends).toHaveLength(0)
@@ -542,7 +566,7 @@ describe('list and activity', () => {
     backend.last.result.resolve(backend.last.session)
     await opening
     expect(root.pty.activity(alice)).toEqual(['pty-1'])
-    await root.pty.kill(alice, 'pty-1')
+    await root.pty.close(alice, 'pty-1')
     expect(root.pty.hasOwnerActivity(alice)).toBe(false)
   })
 })
@@ -635,7 +659,7 @@ describe('disposal', () => {
     const session = backend.last.session
     const operation = root.pty.startSend(alice, sessionId, { text: 'sleep 100', submit: true })
     session.autoClose = undefined
-    const killing = root.pty.kill(alice, sessionId)
+    const killing = root.pty.close(alice, sessionId)
     session.lastSend.done.resolve(result({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: null, signal: 'SIGTERM' } }))
     await expect(operation.done).resolves.toMatchObject({ waitReason: 'session_exit' })
     session.closes[0]!.resolve(CLOSED)

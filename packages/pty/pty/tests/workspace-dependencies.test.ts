@@ -120,6 +120,13 @@ describe('the workspace’s dependency direction', () => {
     expect(wrong).toEqual([])
   })
 
+  it('keeps the terminal contract free of the agent loop: @conch/pty and its backends need no @conch/agent', () => {
+    for (const name of ['@conch/pty', '@conch/pty-local', '@conch/pty-memory']) {
+      const entry = packages.find((candidate) => candidate.name === name)!
+      expect([...entry.dependencies, ...entry.imports]).not.toContain('@conch/agent')
+    }
+  })
+
   it('declares every workspace package it imports', () => {
     const undeclared = packages.flatMap((entry) => entry.imports.filter((name) => kinds.has(name) && !entry.dependencies.includes(name)).map((name) => `${entry.name} imports ${name}`))
     expect(undeclared).toEqual([])

@@ -1,6 +1,19 @@
 /** Configuration of the terminal tools; defaults live here and nowhere else. */
+import path from 'node:path'
 import { z } from 'zod'
 import { MIN_RESULT_BYTES } from '@conch/tools'
+
+/** Where a secret's value is read, at each send that types it (never at load, never cached). */
+export const SecretSource = z.union([
+  z.strictObject({ env: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'env must name an environment variable').describe('Environment variable of the conch process holding the value.') }),
+  z.strictObject({
+    file: z
+      .string()
+      .refine((file) => path.isAbsolute(file), 'file must be an absolute path')
+      .describe('Absolute path of a file holding the value (one trailing line break is dropped).'),
+  }),
+])
+export type SecretSource = z.output<typeof SecretSource>
 
 export const Config = z
   .object({
@@ -21,6 +34,12 @@ export const Config = z
       .positive()
       .default(600000)
       .describe('Largest `timeoutMs` (and `idleMs`) one terminal_send may ask for, in ms.'),
+    secrets: z
+      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/, 'a secret name is a letter or _, then letters, digits, _ . or -, at most 64 characters'), SecretSource)
+      .default({})
+      .describe(
+        'Secrets terminal_send can type by name (`secret: NAME`): name → {env: VARIABLE} or {file: /absolute/path}. The model sees only the names; a typed value is shown as [secret NAME] wherever the terminal prints it.',
+      ),
     killEscalation: z
       .array(z.enum(['SIGTERM', 'SIGKILL']))
       .default(['SIGTERM', 'SIGKILL'])

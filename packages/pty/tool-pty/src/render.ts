@@ -12,6 +12,7 @@
  * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
  * [input: continuation — …]           when the terminal waits for the rest of a block
  * [input: not_reading — …]            when nothing in the foreground read the input
+ * [input: hidden — …]                 when the reader waits with echo off (a password prompt)
  * [output truncated]                  when output was cut (by the backend or by this bound)
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
@@ -103,6 +104,10 @@ const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
     text: '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]',
     short: '[input: not_reading]',
   },
+  hidden: {
+    text: '[input: hidden — the program is reading a secret]',
+    short: '[input: hidden]',
+  },
 }
 
 function inputLine(state: InputState | undefined): MetaLine[] {
@@ -112,6 +117,7 @@ function inputLine(state: InputState | undefined): MetaLine[] {
       return []
     case 'continuation':
     case 'not_reading':
+    case 'hidden':
       return [INPUT_LINES[state]]
     default:
       return exhausted(state)
@@ -250,8 +256,10 @@ function processList(processes: readonly { pid: number; name: string }[]): strin
 }
 
 /** One line per session: `pty-1 shell running name=build busy`. */
-export function renderList(sessions: SessionInfo[], maxBytes: number): string {
-  if (sessions.length === 0) return fit({ body: '', meta: [{ text: '(no terminals; terminal_open starts one)', short: '(no terminals)' }], noticeAt: 1, truncated: false, maxBytes }).text
+export function renderList(sessions: SessionInfo[], maxBytes: number, secrets: readonly string[] = []): string {
+  // The deployment's secrets, by name only (terminal_send {secret}).
+  const secretLine: MetaLine[] = secrets.length === 0 ? [] : [{ text: `[secrets: ${secrets.join(', ')} — terminal_send with secret: NAME types one]`, short: `[secrets: ${secrets.join(', ')}]` }]
+  if (sessions.length === 0) return fit({ body: '', meta: [{ text: '(no terminals; terminal_open starts one)', short: '(no terminals)' }, ...secretLine], noticeAt: 1, truncated: false, maxBytes }).text
   const lines = sessions.map((session) => {
     const parts = [session.sessionId, session.type, statusText(session.status)]
     if (session.name !== undefined) parts.push(`name=${session.name}`)
@@ -259,7 +267,7 @@ export function renderList(sessions: SessionInfo[], maxBytes: number): string {
     return parts.join(' ')
   })
   // Keep the newest sessions when the list must be cut.
-  return fit({ body: lines.join('\n'), meta: [], noticeAt: 0, truncated: false, maxBytes }).text
+  return fit({ body: lines.join('\n'), meta: secretLine, noticeAt: 0, truncated: false, maxBytes }).text
 }
 
 /** What to do next, per error code; the message already names the session. */
@@ -271,6 +279,9 @@ const HINTS: Partial<Record<PtyError['code'], string>> = {
   NO_FOREGROUND: 'terminal_read shows the terminal; try again, or terminal_close it',
   SPAWN_FAILED: 'check the type and cwd, then try again',
   SEND_CANCELLED: 'send it again when ready',
+  UNKNOWN_KEY: 'fix the key names and send again',
+  LINE_TOO_LONG: 'nothing reached the program; it is still waiting for its line',
+  UNKNOWN_SECRET: 'terminal_list shows the configured secrets',
 }
 
 /** An error result: `CODE: message — hint`, within the bound. */

@@ -2,7 +2,7 @@
  * A backend whose sends settle only when the test says so, for checking the order in which
  * tools read, stream and cancel. Sessions start at once and close cleanly.
  */
-import { PtyError, type BackendSession, type BackendSpawnRequest, type PtyBackend, type SendOperation, type SendResult } from '@conch/pty'
+import { PtyError, type BackendSendInput, type BackendSession, type BackendSpawnRequest, type PtyBackend, type SendOperation, type SendResult } from '@conch/pty'
 
 export class ScriptedSend {
   written = false
@@ -12,7 +12,7 @@ export class ScriptedSend {
   private settle!: { resolve(result: SendResult): void; reject(error: unknown): void }
   readonly operation: SendOperation
 
-  constructor(readonly input: { text: string; submit: boolean }) {
+  constructor(readonly input: BackendSendInput) {
     const done = new Promise<SendResult>((resolve, reject) => (this.settle = { resolve, reject }))
     this.operation = {
       done,

@@ -35,8 +35,9 @@ describe('tool definitions', () => {
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
     expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
-    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'timeoutMs', 'idleMs', 'run_in_background'])
-    expect(parameters['terminal_send']!['required']).toEqual(['sessionId', 'text'])
+    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'run_in_background'])
+    // One of text, keys or secret: checked when called (see the send tests).
+    expect(parameters['terminal_send']!['required']).toEqual(['sessionId'])
     expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])
     expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen'])
     expect(parameters['terminal_resize']!['required']).toEqual(['sessionId', 'rows', 'cols'])
@@ -48,7 +49,7 @@ describe('tool definitions', () => {
     harness = await boot({ toolPty: { enableRunInBackground: false } })
     await harness.call('terminal_open', { type: 'shell' })
     const send = harness.ctx.tools.specs().find((spec) => spec.name === 'terminal_send')!
-    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'submit', 'timeoutMs', 'idleMs'])
+    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs'])
     expect(send.parameters['additionalProperties']).toBe(false)
     const forced = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=yes', run_in_background: true })
     expect(forced.isError).toBe(true)

@@ -14,7 +14,7 @@ export function registerTerminalClose(kit: ToolKit): void {
     title: (input) => `close ${input.sessionId}`,
     async execute(input, { agent }) {
       try {
-        const result = await pty.kill(agent, input.sessionId)
+        const result = await pty.close(agent, input.sessionId)
         return text(renderClose(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
       } catch (caught) {
         return error(caught)

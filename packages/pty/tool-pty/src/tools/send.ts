@@ -1,16 +1,33 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
-import { PtyError, type PtyServiceApi, type SendOperation, type SendResult, type SignalResult } from '@conch/pty'
+import { PtyError, type KeyEntry, type PtyServiceApi, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import type { KillReport, TasksServiceApi } from '@conch/tasks'
 import { utf8Bytes } from '@conch/tools'
 import { renderBackground, renderSend, statusText } from '../render.ts'
+import { readSecret, secretNames } from '../secrets.ts'
 import { firstLine, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalSend(kit: ToolKit): void {
   const { ctx, pty, tools, config, limits, error, text } = kit
+  const names = secretNames(config.secrets)
   const sendShape = {
     sessionId,
-    text: z.string().describe('Text to type. With submit (default) Enter follows; several lines run one after another. Control characters are sent as typed (e.g. "\\u0003" is ^C).'),
+    text: z
+      .string()
+      .optional()
+      .describe('Text to type. With submit (default) Enter follows; several lines run one after another. Control characters are sent as typed (e.g. "\\u0003" is ^C).'),
+    keys: z
+      .array(z.union([z.string(), z.strictObject({ text: z.string() })]))
+      .min(1)
+      .max(256)
+      .optional()
+      .describe(
+        'Instead of text: key presses, each its own write, encoded for the program\'s current modes. Names: Enter, Tab, S-Tab, Escape, Backspace, Space, Delete, Insert, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1–F12, C-a…C-z, M-<key> (Meta), C-/S-/M- on arrows and function keys (C-Left). A one-character string is that character; {"text": "…"} is literal text, never a key name. E.g. ["Escape", {"text": ":wq"}, "Enter"]. submit does not apply: name Enter where it belongs.',
+      ),
+    secret: z
+      .string()
+      .optional()
+      .describe(`Instead of text: the name of a deployment secret to type, followed by Enter — for a password prompt ([input: hidden]). Its value is never shown to you; the terminal shows [secret NAME] where it would appear. Configured: ${names}.`),
     submit: z.boolean().default(true).describe('Press Enter after the text (default true). false types without submitting, e.g. a single key for a pager.'),
     timeoutMs: z
       .number()
@@ -27,7 +44,7 @@ export function registerTerminalSend(kit: ToolKit): void {
       .optional()
       .describe("Return once output has been quiet this many ms (default: the terminal's own, 3000), for a program that pauses longer between outputs."),
   }
-  const sendInput = config.enableRunInBackground
+  const objectInput = config.enableRunInBackground
     ? z.object({
         ...sendShape,
         run_in_background: z
@@ -41,25 +58,42 @@ export function registerTerminalSend(kit: ToolKit): void {
             ? 'run_in_background is disabled in this deployment; send in the foreground (omit run_in_background)'
             : undefined,
       })
+  const sendInput = objectInput.superRefine((input, context) => {
+    const given = (['text', 'keys', 'secret'] as const).filter((key) => input[key] !== undefined)
+    if (given.length !== 1) {
+      context.addIssue({
+        code: 'custom',
+        message: given.length === 0 ? 'give one of text, keys or secret' : `give exactly one of text, keys or secret, not ${given.join(' and ')}`,
+        path: given.length === 0 ? ['text'] : [given[1]!],
+      })
+    }
+  })
 
   tools.register({
     name: 'terminal_send',
     description:
-      'Type text into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. One send at a time per terminal.',
+      `Type text (or key presses, or a configured secret) into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. [input: hidden] means a password prompt: answer it with secret (configured: ${names}). One send at a time per terminal.`,
     kind: 'execute',
     ...limits,
     input: sendInput,
-    title: (input) => `${input.sessionId}: ${firstLine(input.text)}`,
+    title: (input) => `${input.sessionId}: ${describeInput(input)}`,
     async execute(input, { agent, signal, progress }) {
       const background = 'run_in_background' in input && input.run_in_background === true
-      const bytes = utf8Bytes(input.text)
+      const bytes = input.text !== undefined ? utf8Bytes(input.text) : (input.keys ?? []).reduce((sum, key) => sum + utf8Bytes(typeof key === 'string' ? key : key.text), 0)
       if (bytes > config.maxInputBytes) {
         return error(
           new PtyError(
             'INVALID_INPUT',
-            `text is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
+            `${input.text !== undefined ? 'text' : 'keys'} is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
           ),
         )
+      }
+      // A secret's value is read now, and goes only to ctx.pty; the call and its log name it.
+      let payload: SendPayload
+      try {
+        payload = payloadOf(input, config.secrets)
+      } catch (caught) {
+        return error(caught)
       }
       if (background) {
         const tasks = ctx.get('tasks') as TasksServiceApi | undefined
@@ -68,11 +102,11 @@ export function registerTerminalSend(kit: ToolKit): void {
         }
         let operation: SendOperation
         try {
-          operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, ...limitsOf(input) })
+          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input) })
         } catch (caught) {
           return error(caught)
         }
-        const label = `${input.sessionId}: ${firstLine(input.text)}`
+        const label = `${input.sessionId}: ${describeInput(input)}`
         let taskId: string
         try {
           taskId = tasks.start({
@@ -97,7 +131,7 @@ export function registerTerminalSend(kit: ToolKit): void {
 
       let operation: SendOperation
       try {
-        operation = pty.startSend(agent, input.sessionId, { text: input.text, submit: input.submit, signal, ...limitsOf(input) })
+        operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, signal, ...limitsOf(input) })
       } catch (caught) {
         return error(caught)
       }
@@ -119,6 +153,20 @@ export function registerTerminalSend(kit: ToolKit): void {
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated })
     },
   })
+}
+
+/** What the send types, for ctx.pty: a secret's value is read here, at call time. */
+function payloadOf(input: { text?: string | undefined; keys?: KeyEntry[] | undefined; secret?: string | undefined }, secrets: Parameters<typeof readSecret>[0]): SendPayload {
+  if (input.secret !== undefined) return { secret: readSecret(secrets, input.secret) }
+  if (input.keys !== undefined) return { keys: input.keys }
+  return { text: input.text ?? '' }
+}
+
+/** A send in a title or task label: its first line of text, its keys, or the secret's name (never a value). */
+export function describeInput(input: { text?: string | undefined; keys?: KeyEntry[] | undefined; secret?: string | undefined }): string {
+  if (input.secret !== undefined) return `secret ${firstLine(input.secret)}`
+  if (input.keys !== undefined) return firstLine(`keys ${input.keys.map((key) => (typeof key === 'string' ? key : JSON.stringify(key.text))).join(' ')}`)
+  return firstLine(input.text ?? '')
 }
 
 /** Outcome fields of a background send's task: `{wait, session}`, and `input` when not at a primary prompt. */

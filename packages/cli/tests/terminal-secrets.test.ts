@@ -1,0 +1,119 @@
+/**
+ * A deployment secret typed into a real confined terminal by name: the model sees the hidden
+ * prompt and the name only; the value reaches the program and nothing that records or shows the
+ * run — tool results, terminal_read, task output, the stream-json transcript, the session log.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 90_000 })
+
+const VALUE = 'Sw0rdf1sh-correct-horse-4217'
+
+const composition = (script: string, secretFile: string): string => `
+- id: sessions
+  name: '@conch/session'
+  config: {"persist": true}
+- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: model
+  name: '@conch/llm-replay'
+  config: ${JSON.stringify({ script })}
+- id: tasks
+  name: '@conch/tasks'
+- id: tool-tasks
+  name: '@conch/tool-tasks'
+- id: subprocess
+  name: '@conch/subprocess'
+- id: sandbox
+  name: '@conch/sandbox'
+- id: sandbox-local
+  name: '@conch/sandbox-local'
+- id: sandbox-policy
+  name: '@conch/sandbox-policy'
+  config: {"mode": "workspace-write"}
+- id: pty
+  name: '@conch/pty'
+- id: pty-local
+  name: '@conch/pty-local'
+- id: tool-pty
+  name: '@conch/tool-pty'
+  config: ${JSON.stringify({ secrets: { DEMO_PASSWORD: { env: 'DEMO_PASSWORD' }, FROM_FILE: { file: secretFile } } })}
+- id: agents
+  name: '@conch/agent'
+`
+
+let ws: Workspace
+let state = ''
+beforeEach(() => {
+  ws = workspace()
+  state = mkdtempSync('/var/tmp/conch-secrets-')
+})
+afterEach(() => {
+  ws.remove()
+  rmSync(state, { recursive: true, force: true })
+})
+
+/** Every file under `dir`, concatenated. */
+function allFiles(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
+    .join('\n')
+}
+
+describe('secrets typed by name', () => {
+  it('a hidden prompt gets the secret; results, terminal_read, task output, the transcript and the session log show only its name', async () => {
+    const secretFile = ws.write('file-secret.txt', 'file-value-9f8e7d6c\n')
+    const send = (args: Record<string, unknown>) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', ...args } }])
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        send({ text: 'read -s -p "Password: " pw; echo "len=${#pw}"' }),
+        send({ secret: 'DEMO_PASSWORD' }),
+        send({ text: `printf '%s\\n' "$pw"; echo "env=[$DEMO_PASSWORD]"` }),
+        send({ text: `sleep 0.2; printf 'bg:%s\\n' "$pw"`, run_in_background: true }),
+        step('', [{ name: 'task_output', arguments: { taskId: 'task-1', wait: true } }]),
+        step('', [{ name: 'terminal_read', arguments: { sessionId: 'pty-1' } }]),
+        step('', [{ name: 'terminal_list', arguments: {} }]),
+        send({ secret: 'NOPE' }),
+        send({ text: 'read -s other; echo "file-len=${#other}"' }),
+        send({ secret: 'FROM_FILE' }),
+        send({ keys: ['Up', 'Bogus'] }),
+        send({ text: 'echo x', keys: ['Enter'] }),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', DEMO_PASSWORD: VALUE, XDG_STATE_HOME: state }
+    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script, secretFile)), '--output', 'stream-json', 'log in'], { cwd: ws.dir, env })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; isError: boolean; text: string }[]
+    const [, asking, typed, printed, , background, page, list, unknown, asking2, typed2, badKey, twoInputs] = results.map((result) => result!.text)
+    expect(asking).toContain('[input: hidden — the program is reading a secret]')
+    expect(typed).toMatch(new RegExp(`^len=${VALUE.length}$`, 'm'))
+    expect(printed).toMatch(/^\[secret DEMO_PASSWORD\]$/m)
+    // The value never reached the shell's environment (scrubbed by name).
+    expect(printed).toMatch(/^env=\[\]$/m)
+    expect(background).toContain('bg:[secret DEMO_PASSWORD]')
+    expect(page).toContain('[secret DEMO_PASSWORD]')
+    expect(list).toContain('[secrets: DEMO_PASSWORD, FROM_FILE — terminal_send with secret: NAME types one]')
+    expect(unknown).toContain('UNKNOWN_SECRET: unknown secret "NOPE"; configured secrets: DEMO_PASSWORD, FROM_FILE; nothing was written')
+    expect(asking2).toContain('[input: hidden')
+    expect(typed2).toMatch(/^file-len=19$/m)
+    expect(badKey).toMatch(/UNKNOWN_KEY: unknown key "Bogus" \(entry 2 of keys\); nothing was written/)
+    expect(twoInputs).toMatch(/exactly one of text, keys or secret/)
+
+    expect(run.stdout).not.toContain(VALUE)
+    expect(run.stdout).not.toContain('file-value-9f8e7d6c')
+    const logs = allFiles(join(state, 'conch', 'sessions'))
+    expect(logs).toContain('"secret":"DEMO_PASSWORD"')
+    expect(logs).not.toContain(VALUE)
+    expect(logs).not.toContain(VALUE.slice(0, 12))
+    expect(logs).not.toContain('file-value-9f8e7d6c')
+  })
+})

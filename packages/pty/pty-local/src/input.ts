@@ -1,0 +1,90 @@
+/**
+ * What a send types — `text`, `keys` or a `secret` (the `@conch/pty` contract) — as the send
+ * machine's ordered write steps (input-steps.ts), plus what must be known before the first of
+ * them is written. Pure.
+ *
+ * - `text`: `textSteps` (the text, then Enter as its own key press; a bracketed paste when the
+ *   program asked for one);
+ * - `keys`: one step per entry (keys.ts), each after the program consumed the one before, as a
+ *   person presses keys one after another; a named key is encoded for the terminal's modes at
+ *   the moment it is written;
+ * - `secret`: the value, then Enter as its own key press.
+ */
+import { PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
+import { ENTER, textSteps, type WriteStep } from './input-steps.ts'
+import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
+import { MIN_SECRET_BYTES } from './redact.ts'
+
+export interface InputPlan {
+  steps: WriteStep[]
+  /** The typed text, for the prompt-shape rule (its echo is not a prompt); '' for keys and secrets. */
+  inputText: string
+  /**
+   * The bytes that reach a canonical reader as lines (text, literal key text or a secret value),
+   * for the line-limit check before anything is written.
+   */
+  lines: string
+  /** The secret this send types, to be registered for redaction before the write. */
+  secret?: SecretValue
+}
+
+/** The terminal modes a plan depends on (output.ts tracks them). */
+export interface InputModes extends KeyModes {
+  /** DECSET 2004. */
+  bracketedPaste: boolean
+}
+
+/**
+ * The plan of one send.
+ * @throws PtyError `UNKNOWN_KEY` / `INVALID_INPUT` for bad keys, `INVALID_INPUT` for a secret value
+ *   that is too short or holds a control character — before anything is written.
+ */
+export function planInput(input: BackendSendInput, modes: InputModes): InputPlan {
+  if (input.keys !== undefined) {
+    const keys = parseKeys(input.keys)
+    const steps = keys.map((key, index): WriteStep => {
+      const data = encodeKey(key, modes)
+      const echo = key.kind === 'text' ? lastLine(key.text) : key.kind === 'char' && !key.ctrl && !key.meta ? key.char.trim() : ''
+      return { data, ...(key.kind === 'named' && { key }), afterConsumed: index > 0, echo }
+    })
+    const lines = keys.map((key) => (key.kind === 'text' ? key.text : key.kind === 'char' && !key.ctrl && !key.meta ? key.char : '\r')).join('')
+    return { steps: steps.filter((step) => step.data !== ''), inputText: '', lines }
+  }
+  if (input.secret !== undefined) {
+    const { name, value } = input.secret
+    checkSecretValue(name, value)
+    return {
+      steps: [
+        { data: value, afterConsumed: false, echo: '' },
+        { data: ENTER, afterConsumed: true, echo: '' },
+      ],
+      inputText: '',
+      lines: value,
+      secret: input.secret,
+    }
+  }
+  return { steps: textSteps(input, modes), inputText: input.text, lines: input.text.replace(/\r?\n/g, '\r') }
+}
+
+/**
+ * A value conch will type and redact: at least `MIN_SECRET_BYTES` bytes (a shorter one would be
+ * replaced all over ordinary output), and no control characters (a line break would submit part
+ * of it; the terminal would act on the others).
+ * @throws PtyError `INVALID_INPUT` naming the secret, never showing its value.
+ */
+export function checkSecretValue(name: string, value: string): void {
+  if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) {
+    throw new PtyError(
+      'INVALID_INPUT',
+      `secret ${name} is shorter than ${MIN_SECRET_BYTES} bytes; conch refuses it because it replaces a typed secret wherever the terminal prints it, and a value that short would match ordinary output; nothing was written`,
+    )
+  }
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(value)) {
+    throw new PtyError('INVALID_INPUT', `secret ${name} holds a control character (a line break, say); only its first line could be typed; nothing was written`)
+  }
+}
+
+function lastLine(text: string): string {
+  return (text.split(/\r?\n|\r/).at(-1) ?? '').trim()
+}

@@ -1,0 +1,279 @@
+/**
+ * Named keys: what a person's key press writes to a terminal, for the terminal's current modes.
+ * Pure — no I/O.
+ *
+ * The encodings are xterm's (XTerm Control Sequences, "ctlseqs": "PC-Style Function Keys",
+ * "VT220-Style Function Keys", "Cursor keys" and the numeric keypad tables), with xterm's
+ * defaults: Backspace sends DEL (`backarrowKey`), Meta sends ESC before the key
+ * (`metaSendsEscape`), Ctrl maps a letter to its C0 control (the letter's code & 0x1f).
+ *
+ * - Cursor keys (`Up`, `Down`, `Right`, `Left`, `Home`, `End` — xterm treats Home and End as
+ *   cursor keys): `CSI A` … in normal mode, `SS3 A` (`ESC O A`) when the program turned on
+ *   application cursor keys (DECCKM, DECSET 1).
+ * - Keypad keys (`KP0`…`KP9`, `KPEnter`, `KPPlus`, `KPMinus`, `KPMultiply`, `KPDivide`,
+ *   `KPDecimal`): their characters in numeric mode, `SS3 p`…`SS3 y`, `SS3 M`, … when the program
+ *   turned on the application keypad (DECKPAM, `ESC =`; DECKPNM `ESC >` turns it off).
+ * - Editing keys: `Insert` `CSI 2 ~`, `Delete` `CSI 3 ~`, `PageUp` `CSI 5 ~`, `PageDown` `CSI 6 ~`.
+ * - `F1`–`F4` `SS3 P`…`SS3 S`; `F5`–`F12` `CSI 15 ~`, `17`, `18`, `19`, `20`, `21`, `23`, `24 ~`.
+ * - Modifiers on cursor, editing and function keys use xterm's parameter `1 + shift·1 + meta·2 +
+ *   ctrl·4`: `C-Left` is `CSI 1 ; 5 D`, `S-F5` is `CSI 15 ; 2 ~`. `S-Tab` is backtab, `CSI Z`.
+ *
+ * Names are matched without regard to case (`enter`, `PAGEUP`), except a single character,
+ * which is typed as itself (`q` and `Q` differ). Prefixes `C-`, `M-` and `S-` combine (`C-M-x`).
+ */
+import { PtyError, type KeyEntry } from '@conch/pty'
+
+/** The terminal modes a key's encoding depends on (tracked from the program's output). */
+export interface KeyModes {
+  /** DECCKM (DECSET 1): cursor keys send `SS3` instead of `CSI`. */
+  applicationCursor: boolean
+  /** DECKPAM (`ESC =`): the keypad sends `SS3` sequences instead of its characters. */
+  applicationKeypad: boolean
+}
+
+/** A key press or literal text, parsed and checked; `encodeKey` turns it into bytes for the modes at write time. */
+export type Key =
+  | { kind: 'text'; text: string }
+  | { kind: 'char'; char: string; ctrl: boolean; meta: boolean }
+  | { kind: 'named'; name: NamedKey; ctrl: boolean; meta: boolean; shift: boolean }
+
+type NamedKey = (typeof NAMED_KEYS)[number]
+
+const NAMED_KEYS = [
+  'Enter',
+  'Tab',
+  'Escape',
+  'Backspace',
+  'Space',
+  'Insert',
+  'Delete',
+  'Up',
+  'Down',
+  'Left',
+  'Right',
+  'Home',
+  'End',
+  'PageUp',
+  'PageDown',
+  'F1',
+  'F2',
+  'F3',
+  'F4',
+  'F5',
+  'F6',
+  'F7',
+  'F8',
+  'F9',
+  'F10',
+  'F11',
+  'F12',
+  'KP0',
+  'KP1',
+  'KP2',
+  'KP3',
+  'KP4',
+  'KP5',
+  'KP6',
+  'KP7',
+  'KP8',
+  'KP9',
+  'KPEnter',
+  'KPPlus',
+  'KPMinus',
+  'KPMultiply',
+  'KPDivide',
+  'KPDecimal',
+] as const
+
+/** Other spellings a model is likely to use. */
+const ALIASES: Record<string, NamedKey> = {
+  return: 'Enter',
+  esc: 'Escape',
+  bspace: 'Backspace',
+  del: 'Delete',
+  ins: 'Insert',
+  pgup: 'PageUp',
+  pgdn: 'PageDown',
+  pagedn: 'PageDown',
+}
+
+const BY_LOWER = new Map<string, NamedKey>([
+  ...NAMED_KEYS.map((name) => [name.toLowerCase(), name] as const),
+  ...Object.entries(ALIASES),
+])
+
+/** Cursor keys: final byte, after `CSI` or (DECCKM) `SS3`. */
+const CURSOR: Partial<Record<NamedKey, string>> = { Up: 'A', Down: 'B', Right: 'C', Left: 'D', Home: 'H', End: 'F' }
+/** Editing and F5–F12 keys: the number of `CSI n ~`. */
+const TILDE: Partial<Record<NamedKey, number>> = {
+  Insert: 2,
+  Delete: 3,
+  PageUp: 5,
+  PageDown: 6,
+  F5: 15,
+  F6: 17,
+  F7: 18,
+  F8: 19,
+  F9: 20,
+  F10: 21,
+  F11: 23,
+  F12: 24,
+}
+/** F1–F4: final byte after `SS3` (or `CSI 1 ; m` with modifiers). */
+const PF: Partial<Record<NamedKey, string>> = { F1: 'P', F2: 'Q', F3: 'R', F4: 'S' }
+/** Keypad keys: [numeric-mode character, application-mode final after SS3]. */
+const KEYPAD: Partial<Record<NamedKey, [string, string]>> = {
+  KP0: ['0', 'p'],
+  KP1: ['1', 'q'],
+  KP2: ['2', 'r'],
+  KP3: ['3', 's'],
+  KP4: ['4', 't'],
+  KP5: ['5', 'u'],
+  KP6: ['6', 'v'],
+  KP7: ['7', 'w'],
+  KP8: ['8', 'x'],
+  KP9: ['9', 'y'],
+  KPEnter: ['\r', 'M'],
+  KPPlus: ['+', 'k'],
+  KPMinus: ['-', 'm'],
+  KPMultiply: ['*', 'j'],
+  KPDivide: ['/', 'o'],
+  KPDecimal: ['.', 'n'],
+}
+/** Keys that are one C0 character (or space) in every mode; Meta puts ESC before them. */
+const PLAIN: Partial<Record<NamedKey, string>> = { Enter: '\r', Tab: '\t', Escape: '\x1b', Backspace: '\x7f', Space: ' ' }
+/** Ctrl with a character other than a letter (the VT100's table). */
+const CTRL_SYMBOLS: Record<string, string> = { '@': '\x00', ' ': '\x00', '[': '\x1b', '\\': '\x1c', ']': '\x1d', '^': '\x1e', _: '\x1f', '?': '\x7f' }
+
+const ESC = '\x1b'
+const CSI = '\x1b['
+const SS3 = '\x1bO'
+
+/** Most entries in one `keys` send. */
+export const MAX_KEYS = 256
+
+/** What the error for an unknown name lists. */
+export const KEY_NAMES_TEXT =
+  'Enter, Tab, S-Tab, Escape, Backspace, Space, Insert, Delete, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1–F12, ' +
+  'KP0–KP9, KPEnter, KPPlus, KPMinus, KPMultiply, KPDivide, KPDecimal, C-a … C-z (also C-@ C-[ C-\\ C-] C-^ C-_ C-Space), ' +
+  'M-<key> (Meta: ESC first, e.g. M-f, M-Enter), C-/S-/M- on cursor, editing and function keys (C-Left, S-F5), ' +
+  'any single character (typed as itself), or {"text": "…"} for literal text'
+
+/**
+ * Parses and checks every entry before anything is written.
+ * @throws PtyError `UNKNOWN_KEY` naming the first bad entry (its position, 1-based) and listing the valid names;
+ *   `INVALID_INPUT` for an empty list or more than `MAX_KEYS` entries.
+ */
+export function parseKeys(entries: readonly KeyEntry[]): Key[] {
+  if (entries.length === 0) throw new PtyError('INVALID_INPUT', 'keys is empty; name at least one key; nothing was written')
+  if (entries.length > MAX_KEYS) throw new PtyError('INVALID_INPUT', `keys has ${entries.length} entries, more than ${MAX_KEYS}; send them in parts, or literal text as {"text": "…"}; nothing was written`)
+  return entries.map((entry, index) => {
+    if (typeof entry !== 'string') return { kind: 'text', text: entry.text.replace(/\r?\n/g, '\r') }
+    const key = parseKey(entry)
+    if (key === undefined) {
+      throw new PtyError('UNKNOWN_KEY', `unknown key ${JSON.stringify(entry)} (entry ${index + 1} of keys); nothing was written. Keys are: ${KEY_NAMES_TEXT}`)
+    }
+    return key
+  })
+}
+
+/** One key name, or undefined when it names no key. */
+export function parseKey(entry: string): Key | undefined {
+  if ([...entry].length === 1) return isTypable(entry) ? { kind: 'char', char: entry, ctrl: false, meta: false } : undefined
+  let ctrl = false
+  let meta = false
+  let shift = false
+  let rest = entry
+  // Prefixes, each at most once: `C-`, `M-` (also `A-`, Alt), `S-`. The base after them is at least one character.
+  for (;;) {
+    const match = /^([CMAS])-(.+)$/su.exec(rest)
+    if (match === null) break
+    const prefix = match[1]!.toUpperCase()
+    if (prefix === 'C') {
+      if (ctrl) return undefined
+      ctrl = true
+    } else if (prefix === 'S') {
+      if (shift) return undefined
+      shift = true
+    } else {
+      if (meta) return undefined
+      meta = true
+    }
+    rest = match[2]!
+  }
+  if ([...rest].length === 1 && (ctrl || meta || shift)) {
+    if (shift || !isTypable(rest)) return undefined
+    if (ctrl && ctrlChar(rest) === undefined) return undefined
+    return { kind: 'char', char: rest, ctrl, meta }
+  }
+  const name = BY_LOWER.get(rest.toLowerCase())
+  if (name === undefined) return undefined
+  // Shift and Ctrl have no encoding on these in a terminal, except backtab and C-Space.
+  if (PLAIN[name] !== undefined) {
+    if (shift && name !== 'Tab') return undefined
+    if (ctrl && name !== 'Space') return undefined
+    if (shift && (ctrl || meta)) return undefined
+  }
+  if (KEYPAD[name] !== undefined && (ctrl || shift)) return undefined
+  return { kind: 'named', name, ctrl, meta, shift }
+}
+
+/**
+ * The bytes one key writes, for `modes` as they are now.
+ */
+export function encodeKey(key: Key, modes: KeyModes): string {
+  switch (key.kind) {
+    case 'text':
+      return key.text
+    case 'char': {
+      const base = key.ctrl ? ctrlChar(key.char)! : key.char
+      return key.meta ? ESC + base : base
+    }
+    case 'named':
+      return encodeNamed(key, modes)
+    default:
+      return exhausted(key)
+  }
+}
+
+function encodeNamed(key: Extract<Key, { kind: 'named' }>, modes: KeyModes): string {
+  const { name } = key
+  const modifier = 1 + (key.shift ? 1 : 0) + (key.meta ? 2 : 0) + (key.ctrl ? 4 : 0)
+  const plain = PLAIN[name]
+  if (plain !== undefined) {
+    if (name === 'Tab' && key.shift) return CSI + 'Z'
+    if (name === 'Space' && key.ctrl) return key.meta ? ESC + '\x00' : '\x00'
+    return key.meta ? ESC + plain : plain
+  }
+  const cursor = CURSOR[name]
+  if (cursor !== undefined) {
+    if (modifier > 1) return `${CSI}1;${modifier}${cursor}`
+    return (modes.applicationCursor ? SS3 : CSI) + cursor
+  }
+  const tilde = TILDE[name]
+  if (tilde !== undefined) return modifier > 1 ? `${CSI}${tilde};${modifier}~` : `${CSI}${tilde}~`
+  const pf = PF[name]
+  if (pf !== undefined) return modifier > 1 ? `${CSI}1;${modifier}${pf}` : SS3 + pf
+  const keypad = KEYPAD[name]
+  if (keypad !== undefined) {
+    const bytes = modes.applicationKeypad ? SS3 + keypad[1] : keypad[0]
+    return key.meta ? ESC + bytes : bytes
+  }
+  throw new Error(`no encoding for key ${name}`)
+}
+
+/** Ctrl with `char`: a letter's C0 control, or the VT100's symbols; undefined for anything else. */
+function ctrlChar(char: string): string | undefined {
+  if (/^[a-zA-Z]$/.test(char)) return String.fromCharCode(char.toLowerCase().charCodeAt(0) & 0x1f)
+  return CTRL_SYMBOLS[char]
+}
+
+/** A single character that is typed as itself: printable (no C0, DEL or C1 control). */
+function isTypable(char: string): boolean {
+  const code = char.codePointAt(0)!
+  return code >= 0x20 && code !== 0x7f && !(code >= 0x80 && code < 0xa0)
+}
+
+function exhausted(value: never): never {
+  throw new Error(`unhandled key ${JSON.stringify(value)}`)
+}

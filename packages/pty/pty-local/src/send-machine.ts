@@ -1,0 +1,842 @@
+/**
+ * The send lifecycle as one pure state machine: `transition(state, event) → [state, effects]`.
+ * It performs no I/O and reads no clock: time comes in each event (`now`, ms on a monotonic
+ * clock), what the kernel showed comes in result events, and the session's parsed output is
+ * read through the read-only `OutputView` of the spec. The driver (send.ts) executes the
+ * effects and feeds their results back as events.
+ *
+ * Every asynchronous request (baseline, write, probe, foreground look, drain, handoff look,
+ * signal) carries a generation number; its result is accepted only while the state still
+ * waits for that generation, so a stale result is dropped by construction.
+ *
+ * One machine serves three kinds (`SendKind`): a startup (nothing written, waits for the
+ * shell's first ready point), a send (writes its steps, then waits), and a signal watch
+ * (signals the foreground group instead of writing, then waits up to `handoffGraceMs`). The
+ * transition table is in the package README ("Send lifecycle").
+ */
+import { describeStatus, PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
+import { isContinuation } from './continuation.ts'
+import type { Baseline, ReadProbe } from './inspector.ts'
+import type { WriteStep } from './input-steps.ts'
+import type { Key } from './keys.ts'
+import { confirmRead, corroborationMs, isReadEvidence, promptShaped } from './read-evidence.ts'
+
+/**
+ * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
+ *   counts as ready).
+ * - `send`: writes the input steps, then waits.
+ * - `signal`: instead of writing, signals the foreground group, then waits up to
+ *   `handoffGraceMs` for the terminal to be ready again — a program resetting its input after a
+ *   signal (readline discards typeahead after SIGINT) must not swallow the next send.
+ */
+export type SendKind = 'startup' | 'send' | 'signal'
+
+/**
+ * - `pending`: created, nothing asked yet;
+ * - `baseline`: the /proc baseline is being taken (nothing written);
+ * - `checking`: the session checks the input may be written (the canonical line limit; nothing written);
+ * - `writing`: a write step is on its way into the kernel;
+ * - `submitting`: a step was written and the next waits until the program consumed it;
+ * - `signalling`: a signal watch sends its signal;
+ * - `waiting`: everything is written; the readiness tiers run;
+ * - `settled`: resolved or rejected; every event is ignored.
+ */
+export type SendPhase = 'pending' | 'baseline' | 'checking' | 'writing' | 'submitting' | 'signalling' | 'waiting' | 'settled'
+
+/** Timers a send owns; each is armed and cleared by effects, and all are cleared when it settles. */
+export type SendTimer = 'deadline' | 'silence' | 'poll' | 'probeGap' | 'promptRecheck' | 'confirm' | 'consume' | 'consumeRetry' | 'handoff'
+
+/** The session's parsed output, read when an event is processed (no I/O: in-memory state only). */
+export interface OutputView {
+  /** Prompt markers parsed so far. */
+  markers(): number
+  /** Whether the printable text after the latest marker, which is newer than the first `since` markers, is exactly the controlled PS1. */
+  promptShown(since: number): boolean
+  /** The unfinished line a prompt would be on (the cursor row of a screen, else the partial line). */
+  promptLine(): string
+  /** The last non-blank line of this send's output. */
+  lastNonBlankLine(): string
+  /** The newest committed line of this send's output ('' when none). */
+  lastLine(): string
+}
+
+/** Everything a send is, fixed at creation. Durations in ms. */
+export interface SendSpec {
+  kind: SendKind
+  /** The input, in order (input-steps.ts). Empty for startup and signal. */
+  steps: readonly WriteStep[]
+  /** The text as given, for the prompt-shape rule (the echo of its last line is not a prompt). */
+  inputText: string
+  /** For `signal`: what to send. */
+  signal?: PtySignal
+  timeoutMs: number
+  idleMs: number
+  handoffGraceMs: number
+  pollIntervalMs: number
+  exactProbeAfterMs: number
+  /** Bound of the wait between a step and the next `afterConsumed` one. */
+  submitWaitMs: number
+  /** Ask the session before the first write whether the input may be written (`checkInput` effect): a line over the canonical limit. */
+  checkInput: boolean
+  /** The session can read the terminal's termios: a reader in read(2) is asked whether it reads with echo off (`hidden`). */
+  readsTermios: boolean
+  /** Whether the /proc tier exists (Linux). */
+  exact: boolean
+  /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
+  wrapperPid: number
+  /** The shell's process group, when known (after startup): a read by it at `> ` is bash's PS2. */
+  shellPgid: number | undefined
+  view: OutputView
+}
+
+/** What a handoff look found (see `handoffLook`). */
+export interface HandoffLook {
+  /** The foreground group; undefined when there is none. */
+  pgid: number | undefined
+  /** When `pgid` is the group that was reading at the write: whether a probe shows it not reading. */
+  waitingBusy?: boolean
+  /** When `pgid` is neither that group nor the shell: whether its leader runs another program than the shell. */
+  otherProgram?: boolean
+}
+
+export type SendEvent =
+  /** `aborted`/`reason`: the caller's signal; `exited`: the shell exited; `knownAtPrompt`: the shell sits at its controlled prompt. */
+  | { type: 'begin'; now: number; aborted: boolean; reason?: unknown; exited: boolean; knownAtPrompt: boolean }
+  | { type: 'baseline'; gen: number; now: number; baseline: Baseline; aborted: boolean; reason?: unknown; exited: boolean; knownAtPrompt: boolean }
+  | { type: 'written'; gen: number; now: number }
+  | { type: 'consumed'; gen: number; now: number; consumed: boolean }
+  | { type: 'signalled'; gen: number; now: number; result: SignalResult }
+  | { type: 'failed'; gen: number; now: number; error: unknown }
+  | { type: 'output'; now: number }
+  | { type: 'probed'; gen: number; now: number; probe: ReadProbe | undefined; costMs: number }
+  | { type: 'foreground'; gen: number; now: number; pgid: number | undefined; inFront: boolean; reading: boolean | undefined }
+  | { type: 'drained'; gen: number; now: number }
+  /** The session's answer to `checkInput`: a refusal (nothing may be written), or undefined. */
+  | { type: 'inputChecked'; gen: number; now: number; refusal: unknown }
+  /** The session's answer to `termios`: whether the terminal is set for hidden input. */
+  | { type: 'termios'; gen: number; now: number; hidden: boolean }
+  | { type: 'timer'; timer: SendTimer; now: number }
+  | { type: 'exit'; now: number; status: SessionStatus }
+  | { type: 'cancel'; now: number }
+  | { type: 'abort'; now: number; reason: unknown }
+  | { type: 'handoff'; now: number }
+  | { type: 'handoffLook'; gen: number; now: number; look: HandoffLook }
+
+export type SendEffect =
+  | { type: 'baseline'; gen: number }
+  /** `key`: a named key, written as its encoding for the modes at that moment (else `data`). */
+  | { type: 'write'; gen: number; data: string; key?: Key }
+  /** Whether the input may be written at all (answered by `inputChecked`). */
+  | { type: 'checkInput'; gen: number }
+  /** Whether the terminal is set for hidden input now (answered by `termios`). */
+  | { type: 'termios'; gen: number }
+  /** Whether the foreground program consumed the input so far (kernel evidence against the baseline). */
+  | { type: 'consume'; gen: number; baseline: Baseline }
+  | { type: 'signal'; gen: number; signal: PtySignal }
+  /** A /proc probe; a `look` may be skipped (undefined) while the shell itself is busy in front, a `confirm` is always taken. */
+  | { type: 'probe'; gen: number; purpose: 'look' | 'confirm' }
+  /** Foreground group, and for the shell (or at startup the group in front) whether its main task is blocked reading. */
+  | { type: 'foreground'; gen: number; shell: 'front' | 'shell' }
+  /** Let the event loop poll the PTY until a round brings no more output. */
+  | { type: 'drain'; gen: number }
+  | { type: 'handoffLook'; gen: number; waiting: number | undefined }
+  | { type: 'arm'; timer: SendTimer; ms: number }
+  | { type: 'clear'; timer: SendTimer }
+  | { type: 'written' }
+  | { type: 'handedOff' }
+  | { type: 'cancelled' }
+  | { type: 'learnShell'; pgid: number | undefined }
+  | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean }
+  /** Rejects `done`. `handOn`: the send's buffer opens the next send (nothing was shown); `keepAtPrompt`: the shell is still where it was. */
+  | { type: 'reject'; error: unknown; handOn: boolean; keepAtPrompt: boolean }
+
+type Pending = 'prompt' | 'proc'
+
+export interface SendState {
+  readonly spec: SendSpec
+  phase: SendPhase
+  /** Generation counter: every request takes the next number. */
+  gen: number
+  /** The generation each kind of in-flight request waits for (undefined: none in flight). */
+  awaiting: Partial<Record<'baseline' | 'check' | 'write' | 'consume' | 'signal' | 'probe' | 'confirm' | 'foreground' | 'drain' | 'handoff' | 'termios', number | undefined>>
+  /** Armed timers. */
+  timers: SendTimer[]
+  baseline: Baseline
+  step: number
+  writtenAt: number
+  written: boolean
+  markersAtWrite: number
+  markerSeen: boolean
+  /** The shell was not known at its prompt at the write: a prompt it owed could be stale. */
+  promptMayBeStale: boolean
+  knownAtPrompt: boolean
+  inputState: InputState | undefined
+  sawOutput: boolean
+  outputCount: number
+  outputAtWrite: number
+  /** Output count when the current step was written (for its echo). */
+  outputAtStep: number
+  probeAgain: boolean
+  lastProbeAt: number
+  lastProbeCost: number
+  promptRechecks: number
+  /** A read under confirmation. */
+  confirming: { first: ReadProbe; sources: string[]; quietMs: number; outputBefore: number } | undefined
+  /** The silence timer fired with a probe to run first: settle `inferred_idle` once it is decided. */
+  silenceDue: boolean
+  /** What a drain in flight settles on. */
+  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number } | undefined
+  /** A proved read waiting for the termios answer before it settles (and the output count then). */
+  afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; outputBefore: number } | undefined
+  /** Cancellation: `handoff` waits for the command to take the input, `signalling` sends SIGINT, `grace` waits for it to come back. */
+  cancel: 'none' | 'handoff' | 'signalling' | 'grace'
+  /** A handoff wait: requested, and its progress. */
+  handoff: { requested: boolean; deadline: number; busy: number }
+  signalResult: SignalResult | undefined
+}
+
+/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
+export const PROBE_DUTY_GAP = 9
+/** How often a missed controlled-prompt check is repeated right away, and how far apart (ms). */
+const PROMPT_RECHECKS = 20
+const PROMPT_RECHECK_MS = 1
+/** Pace of the consumption check while a step waits for the previous one to be consumed, ms. */
+const CONSUME_RETRY_MS = 1
+
+export function initialState(spec: SendSpec): SendState {
+  return {
+    spec,
+    phase: 'pending',
+    gen: 0,
+    awaiting: {},
+    timers: [],
+    baseline: { kind: 'none' },
+    step: 0,
+    writtenAt: 0,
+    written: false,
+    markersAtWrite: 0,
+    markerSeen: false,
+    promptMayBeStale: false,
+    knownAtPrompt: false,
+    inputState: undefined,
+    sawOutput: false,
+    outputCount: 0,
+    outputAtWrite: 0,
+    outputAtStep: 0,
+    probeAgain: false,
+    lastProbeAt: -Infinity,
+    lastProbeCost: 0,
+    promptRechecks: 0,
+    confirming: undefined,
+    silenceDue: false,
+    afterDrain: undefined,
+    afterTermios: undefined,
+    cancel: 'none',
+    handoff: { requested: false, deadline: 0, busy: 0 },
+    signalResult: undefined,
+  }
+}
+
+/**
+ * The next state and the effects to run, in order. `state` is not modified. Events that do not
+ * apply to the current phase, and results of a generation no longer awaited, change nothing.
+ */
+export function transition(state: SendState, event: SendEvent): [SendState, SendEffect[]] {
+  if (state.phase === 'settled') return [state, []]
+  const s: SendState = { ...state, awaiting: { ...state.awaiting }, timers: [...state.timers], handoff: { ...state.handoff } }
+  const out: SendEffect[] = []
+  step(s, event, out)
+  return [s, out]
+}
+
+// ─── The transitions ────────────────────────────────────────────────────────────────
+
+function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
+  const spec = s.spec
+  switch (event.type) {
+    case 'begin': {
+      if (s.phase !== 'pending') return
+      if (event.aborted) return abortBeforeWrite(s, out, event.reason)
+      if (spec.kind !== 'startup' && spec.exact) {
+        s.phase = 'baseline'
+        s.awaiting.baseline = request(s)
+        out.push({ type: 'baseline', gen: s.awaiting.baseline })
+        return
+      }
+      // No baseline to take (a startup, or no /proc).
+      return afterBaseline(s, { ...event, type: 'baseline', gen: 0, baseline: { kind: 'none' } }, out)
+    }
+    case 'baseline': {
+      if (s.phase !== 'baseline' || s.awaiting.baseline !== event.gen) return
+      s.awaiting.baseline = undefined
+      return afterBaseline(s, event, out)
+    }
+    case 'written': {
+      if (s.awaiting.write !== event.gen) return
+      s.awaiting.write = undefined
+      return afterStep(s, event.now, out)
+    }
+    case 'consumed': {
+      if (s.phase !== 'submitting' || s.awaiting.consume !== event.gen) return
+      s.awaiting.consume = undefined
+      if (event.consumed) return writeNext(s, event.now, out)
+      arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
+      return
+    }
+    case 'signalled': {
+      if (s.awaiting.signal !== event.gen) return
+      s.awaiting.signal = undefined
+      if (s.phase === 'signalling') {
+        s.signalResult = event.result
+        return enterWaiting(s, event.now, out)
+      }
+      if (s.cancel === 'signalling') {
+        // The interrupted program normally returns to a prompt at once; give it the handoff grace.
+        s.cancel = 'grace'
+        arm(s, out, 'deadline', spec.handoffGraceMs)
+        out.push({ type: 'cancelled' })
+      }
+      return
+    }
+    case 'failed': {
+      if (s.awaiting.signal === event.gen && s.cancel === 'signalling') {
+        s.awaiting.signal = undefined
+        settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
+        out.push({ type: 'cancelled' })
+        return
+      }
+      // A baseline, write or signal watch that failed: the send cannot go on.
+      const failed = [s.awaiting.baseline, s.awaiting.check, s.awaiting.write, s.awaiting.signal].includes(event.gen)
+      if (!failed) return
+      const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', `the send failed: ${messageOf(event.error)}`, { cause: event.error })
+      return reject(s, out, error, spec.kind !== 'startup', false)
+    }
+    case 'output':
+      return onOutput(s, event.now, out)
+    case 'probed': {
+      if (s.awaiting.confirm === event.gen) {
+        s.awaiting.confirm = undefined
+        return onConfirmProbe(s, event, out)
+      }
+      if (s.awaiting.probe !== event.gen) return
+      s.awaiting.probe = undefined
+      s.lastProbeAt = event.now
+      // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
+      s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
+      if (s.phase !== 'waiting') return
+      return onProbe(s, event.probe, event.now, out)
+    }
+    case 'foreground': {
+      if (s.awaiting.foreground !== event.gen) return
+      s.awaiting.foreground = undefined
+      if (s.phase !== 'waiting') return
+      // Not in front: the shell printed its marker before the kernel shows it in the
+      // foreground again, or another program printed one — the poll tick and silence take over.
+      if (!event.inFront) return
+      if (event.reading === false) {
+        if (s.promptRechecks < PROMPT_RECHECKS) {
+          s.promptRechecks++
+          arm(s, out, 'promptRecheck', PROMPT_RECHECK_MS)
+        }
+        return
+      }
+      if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
+      if (s.promptMayBeStale && event.reading === true) {
+        // The shell blocked in its read means its input queue is empty: the input was consumed
+        // and everything it printed before blocking is on its way; drain it, then look again.
+        return drain(s, out, { kind: 'prompt' })
+      }
+      return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
+    }
+    case 'drained': {
+      if (s.awaiting.drain !== event.gen) return
+      s.awaiting.drain = undefined
+      const after = s.afterDrain
+      s.afterDrain = undefined
+      if (s.phase !== 'waiting' || after === undefined) return
+      if (after.kind === 'prompt') {
+        if (!spec.view.promptShown(s.markersAtWrite)) return
+        return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
+      }
+      return settleProc(s, out, after.probe!, after.sources!, after.quietMs!)
+    }
+    case 'inputChecked': {
+      if (s.phase !== 'checking' || s.awaiting.check !== event.gen) return
+      s.awaiting.check = undefined
+      // Refused: nothing was written, and the output it would have shown waits for the next send.
+      if (event.refusal !== undefined) return reject(s, out, event.refusal, true, true)
+      return writeStep(s, event.now, out)
+    }
+    case 'termios': {
+      if (s.awaiting.termios !== event.gen) return
+      s.awaiting.termios = undefined
+      const after = s.afterTermios
+      s.afterTermios = undefined
+      if (s.phase !== 'waiting' || after === undefined) return
+      // Output meanwhile: the read proved before it may be over; look again.
+      if (s.outputCount !== after.outputBefore) return requestProbe(s, event.now, out)
+      return settleProc(s, out, after.probe, after.sources, after.quietMs, event.hidden)
+    }
+    case 'timer':
+      return onTimer(s, event.timer, event.now, out)
+    case 'exit':
+      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(event.status)})` })
+    case 'abort':
+      if (spec.kind === 'send') return cancel(s, event.now, out)
+      return reject(s, out, event.reason, false, false)
+    case 'cancel':
+      return cancel(s, event.now, out)
+    case 'handoff': {
+      if (spec.kind !== 'send') {
+        out.push({ type: 'handedOff' })
+        return
+      }
+      if (s.handoff.requested) return
+      s.handoff = { requested: true, deadline: 0, busy: 0 }
+      if (s.phase === 'waiting') return startHandoff(s, event.now, out)
+      // Wait for the input to be written, at most timeoutMs (a paste the program never reads).
+      arm(s, out, 'handoff', spec.timeoutMs)
+      return
+    }
+    case 'handoffLook': {
+      if (s.awaiting.handoff !== event.gen) return
+      s.awaiting.handoff = undefined
+      return onHandoffLook(s, event.look, event.now, out)
+    }
+    default: {
+      const never: never = event
+      throw new Error(`unhandled send event ${JSON.stringify(never)}`)
+    }
+  }
+}
+
+function request(s: SendState): number {
+  return ++s.gen
+}
+
+function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline' }>, out: SendEffect[]): void {
+  const spec = s.spec
+  s.baseline = event.baseline
+  if (event.aborted) return abortBeforeWrite(s, out, event.reason)
+  if (event.exited) return settle(s, out, 'session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
+  s.knownAtPrompt = event.knownAtPrompt
+  s.markersAtWrite = spec.view.markers()
+  s.writtenAt = event.now
+  if (spec.kind === 'send') {
+    s.promptMayBeStale = !event.knownAtPrompt
+    if (spec.steps.length === 0) return finishWrite(s, event.now, out)
+    if (spec.checkInput) {
+      s.phase = 'checking'
+      s.awaiting.check = request(s)
+      out.push({ type: 'checkInput', gen: s.awaiting.check })
+      return
+    }
+    return writeStep(s, event.now, out)
+  }
+  if (spec.kind === 'signal' && spec.signal !== undefined) {
+    s.phase = 'signalling'
+    s.awaiting.signal = request(s)
+    out.push({ type: 'signal', gen: s.awaiting.signal, signal: spec.signal })
+    return
+  }
+  return enterWaiting(s, event.now, out)
+}
+
+/** Writes step `s.step`. */
+function writeStep(s: SendState, now: number, out: SendEffect[]): void {
+  s.phase = 'writing'
+  s.outputAtStep = s.outputCount
+  s.awaiting.write = request(s)
+  const step = s.spec.steps[s.step]!
+  out.push({ type: 'write', gen: s.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
+}
+
+/** A step is in the kernel: the next one (after consumption when it asks), or the wait. */
+function afterStep(s: SendState, now: number, out: SendEffect[]): void {
+  const steps = s.spec.steps
+  s.step++
+  // Once its first step is written a send's input is written whole, also when it is cancelled
+  // meanwhile: the command it types must run before the SIGINT can interrupt it.
+  if (s.step >= steps.length) return finishWrite(s, now, out)
+  if (!steps[s.step]!.afterConsumed) return writeStep(s, now, out)
+  s.phase = 'submitting'
+  if (echoed(s)) return writeStep(s, now, out)
+  arm(s, out, 'consume', s.spec.submitWaitMs)
+  // The echo usually comes first (bash, REPLs): ask the kernel only if it has not after a moment.
+  if (s.spec.exact && s.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
+}
+
+function consumeCheck(s: SendState, out: SendEffect[]): void {
+  if (!s.spec.exact || s.baseline.kind === 'none') return
+  s.awaiting.consume = request(s)
+  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.baseline })
+}
+
+/**
+ * Whether the echo of the step just written arrived: output since it, and the open line — or
+ * the line just before it, when the program drew something below its input line (the Node
+ * REPL previews a result there) — ends with the step's last line.
+ */
+function echoed(s: SendState): boolean {
+  const echo = s.spec.steps[s.step - 1]?.echo ?? ''
+  if (echo === '' || s.outputCount === s.outputAtStep) return false
+  const view = s.spec.view
+  return view.promptLine().trimEnd().endsWith(echo) || view.lastLine().trimEnd().endsWith(echo)
+}
+
+function writeNext(s: SendState, now: number, out: SendEffect[]): void {
+  clear(s, out, 'consume')
+  clear(s, out, 'consumeRetry')
+  s.awaiting.consume = undefined
+  return writeStep(s, now, out)
+}
+
+function finishWrite(s: SendState, now: number, out: SendEffect[]): void {
+  s.writtenAt = now
+  s.outputAtWrite = s.outputCount
+  s.written = true
+  out.push({ type: 'written' })
+  if (s.baseline.kind === 'probe' && s.baseline.probe.verdict === 'not_reading') s.inputState = 'not_reading'
+  return enterWaiting(s, now, out)
+}
+
+function enterWaiting(s: SendState, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  s.phase = 'waiting'
+  arm(s, out, 'deadline', spec.kind === 'signal' ? spec.handoffGraceMs : spec.timeoutMs)
+  if (spec.kind !== 'signal') armSilence(s, out)
+  if (spec.exact) arm(s, out, 'poll', spec.exactProbeAfterMs)
+  // A handoff asked for while writing (a signal, or a cancel) starts now that the input is in.
+  if (s.handoff.requested) startHandoff(s, now, out)
+  else if (s.cancel === 'handoff') cancelAfterWrite(s, now, out)
+  // Output may already be waiting (startup banners arrive before the send begins), and the
+  // prompt may have come while a long input was still being written.
+  if (spec.kind === 'startup' && spec.view.promptLine() !== '') return onOutput(s, now, out)
+  if (spec.view.promptShown(s.markersAtWrite)) {
+    s.markerSeen = true
+    checkForeground(s, out)
+  }
+}
+
+function onOutput(s: SendState, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  s.sawOutput = true
+  s.outputCount++
+  if (s.confirming !== undefined && s.awaiting.confirm === undefined) {
+    // Output during the quiet window: the read is not confirmed; look again.
+    s.confirming = undefined
+    clear(s, out, 'confirm')
+    failConfirm(s, now, out)
+    if (s.phase !== 'waiting') return
+  }
+  if (s.phase === 'submitting') {
+    if (echoed(s)) writeNext(s, now, out)
+    return
+  }
+  if (s.phase !== 'waiting') return
+  armSilence(s, out)
+  if (spec.view.promptShown(s.markersAtWrite)) {
+    s.markerSeen = true
+    checkForeground(s, out)
+    return
+  }
+  // A shell at its own prompt announces its next prompt itself: probing on its output (the
+  // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
+  // the command starts. Otherwise output is the moment to look.
+  if (spec.exact && s.baseline.kind !== 'shell') requestProbe(s, now, out)
+}
+
+function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  s.timers = s.timers.filter((name) => name !== timer)
+  switch (timer) {
+    case 'deadline':
+      if (s.phase !== 'waiting') return
+      if (s.cancel === 'grace') return settle(s, out, 'timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${spec.handoffGraceMs} ms` })
+      return settle(s, out, 'timeout', { tier: 'timeout', detail: `not ready after ${spec.timeoutMs} ms` })
+    case 'silence': {
+      if (s.phase !== 'waiting') return
+      // A startup that printed nothing is never published on silence.
+      if (spec.kind === 'startup' && !s.sawOutput) return
+      if (spec.exact && s.awaiting.probe === undefined && s.confirming === undefined) {
+        // One last look first.
+        s.silenceDue = true
+        s.awaiting.probe = request(s)
+        out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
+        return
+      }
+      if (s.confirming !== undefined) {
+        s.silenceDue = true
+        return
+      }
+      return settleSilence(s, out)
+    }
+    case 'poll':
+      if (s.phase !== 'waiting') return
+      if (s.markerSeen && spec.view.promptShown(s.markersAtWrite)) checkForeground(s, out)
+      requestProbe(s, now, out)
+      arm(s, out, 'poll', spec.pollIntervalMs)
+      return
+    case 'probeGap':
+      return requestProbe(s, now, out)
+    case 'promptRecheck':
+      return checkForeground(s, out)
+    case 'confirm': {
+      const confirming = s.confirming
+      if (s.phase !== 'waiting' || confirming === undefined) return
+      if (s.outputCount !== confirming.outputBefore) {
+        s.confirming = undefined
+        return failConfirm(s, now, out)
+      }
+      s.awaiting.confirm = request(s)
+      out.push({ type: 'probe', gen: s.awaiting.confirm, purpose: 'confirm' })
+      return
+    }
+    case 'consume':
+      // The bound passed without evidence either way: write the next step.
+      if (s.phase !== 'submitting') return
+      return writeNext(s, now, out)
+    case 'consumeRetry':
+      if (s.phase !== 'submitting' || s.awaiting.consume !== undefined) return
+      return consumeCheck(s, out)
+    case 'handoff':
+      if (!s.handoff.requested) return
+      // The input is still not written after timeoutMs: give up waiting for the handoff.
+      if (s.phase !== 'waiting') return handoffDone(s, now, out)
+      return look(s, out)
+    default: {
+      const never: never = timer
+      throw new Error(`unhandled send timer ${String(never)}`)
+    }
+  }
+}
+
+// ─── The controlled prompt ──────────────────────────────────────────────────────────
+
+/**
+ * The controlled prompt was printed after the write: it settles the send only when the kernel
+ * agrees — the shell's group is in front and its main task is blocked reading this terminal. A
+ * miss is looked at again shortly (`PROMPT_RECHECKS` times every `PROMPT_RECHECK_MS`), then at
+ * the poll tick.
+ */
+function checkForeground(s: SendState, out: SendEffect[]): void {
+  if (s.awaiting.foreground !== undefined || s.phase !== 'waiting') return
+  s.awaiting.foreground = request(s)
+  out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell' })
+}
+
+// ─── The /proc tier ─────────────────────────────────────────────────────────────────
+
+/** Runs a probe now, or after the one in flight, paced (`pollIntervalMs / 5`, and `PROBE_DUTY_GAP` × the last probe's CPU cost). */
+function requestProbe(s: SendState, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  if (s.phase !== 'waiting' || !spec.exact) return
+  if (s.awaiting.probe !== undefined) {
+    s.probeAgain = true
+    return
+  }
+  const gap = Math.max(spec.pollIntervalMs / 5, s.lastProbeCost * PROBE_DUTY_GAP)
+  const wait = s.lastProbeAt + gap - now
+  if (wait > 0) {
+    if (!s.timers.includes('probeGap')) arm(s, out, 'probeGap', wait)
+    return
+  }
+  s.awaiting.probe = request(s)
+  out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
+}
+
+function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const sources = probe?.sources ?? []
+  // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
+  // another thread waiting on one) proves nothing alone: it counts once the output ends in a
+  // prompt-shaped line and stays quiet, the reader not running, for the corroboration window.
+  const quietMs = sources.length > 0 ? corroborationMs(sources, { pollIntervalMs: spec.pollIntervalMs, idleMs: spec.idleMs }) : spec.pollIntervalMs / 10
+  const shaped =
+    sources.length === 0 ||
+    promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
+  if (probe !== undefined && evidence && shaped) {
+    // Confirm: the same read, a quiet gap later, the reader not having run.
+    if (s.confirming === undefined) {
+      s.confirming = { first: probe, sources, quietMs, outputBefore: s.outputCount }
+      arm(s, out, 'confirm', quietMs)
+    }
+    return
+  }
+  if (s.silenceDue) return settleSilence(s, out)
+  if (s.probeAgain || evidence) {
+    // More output arrived meanwhile, or the read did not hold yet: look again, paced.
+    s.probeAgain = false
+    requestProbe(s, now, out)
+  }
+}
+
+function onConfirmProbe(s: SendState, event: Extract<SendEvent, { type: 'probed' }>, out: SendEffect[]): void {
+  const confirming = s.confirming
+  s.confirming = undefined
+  if (s.phase !== 'waiting' || confirming === undefined) return
+  const again = event.probe
+  const ok = again !== undefined && s.outputCount === confirming.outputBefore && confirmRead(confirming.first, again, confirming.sources.length > 0)
+  if (!ok) return failConfirm(s, event.now, out)
+  return drain(s, out, { kind: 'proc', probe: confirming.first, sources: confirming.sources, quietMs: confirming.quietMs })
+}
+
+function failConfirm(s: SendState, now: number, out: SendEffect[]): void {
+  if (s.silenceDue) return settleSilence(s, out)
+  s.probeAgain = false
+  requestProbe(s, now, out)
+}
+
+/**
+ * Settles a proved read. A send's reader blocked in read(2)/readv(2) may be asking for a secret
+ * (echo off in canonical mode, termios.ts): unless `hidden` is known, the session is asked first.
+ */
+function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, hidden?: boolean): void {
+  const spec = s.spec
+  const reader = probe.reader!
+  if (hidden === undefined && spec.kind === 'send' && spec.readsTermios && (reader.syscall === 'read' || reader.syscall === 'readv')) {
+    s.afterTermios = { probe, sources, quietMs, outputBefore: s.outputCount }
+    s.awaiting.termios = request(s)
+    out.push({ type: 'termios', gen: s.awaiting.termios })
+    return
+  }
+  if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: probe.tpgid })
+  const shellReads = probe.tpgid !== undefined && probe.tpgid === spec.shellPgid
+  const inputState: InputState = hidden === true ? 'hidden' : isContinuation(spec.view.promptLine(), shellReads) ? 'continuation' : 'prompt'
+  const { name, pid, tid, syscall, fd, path } = reader
+  const detail = sources.length > 0 ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms` : probe.detail
+  settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) }, inputState)
+}
+
+function drain(s: SendState, out: SendEffect[], after: NonNullable<SendState['afterDrain']>): void {
+  s.afterDrain = after
+  s.awaiting.drain = request(s)
+  out.push({ type: 'drain', gen: s.awaiting.drain })
+}
+
+// ─── Silence, cancel, handoff ───────────────────────────────────────────────────────
+
+function armSilence(s: SendState, out: SendEffect[]): void {
+  if (s.spec.kind === 'signal') return
+  arm(s, out, 'silence', silenceMs(s))
+}
+
+function silenceMs(s: SendState): number {
+  return s.spec.idleMs + (s.markerSeen ? s.spec.handoffGraceMs : 0)
+}
+
+function settleSilence(s: SendState, out: SendEffect[]): void {
+  s.silenceDue = false
+  settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms` })
+}
+
+function cancel(s: SendState, now: number, out: SendEffect[]): void {
+  if (s.cancel !== 'none') return
+  if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
+    // Nothing was written and nothing will be; the output it would have shown waits for the next.
+    return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
+  }
+  // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
+  s.cancel = 'handoff'
+  if (s.phase === 'waiting') return cancelAfterWrite(s, now, out)
+}
+
+/**
+ * Like a signal right after a send: let the command take the foreground first, or a SIGINT
+ * that reaches bash while it runs a builtin (`echo x; sleep 600`) is ignored.
+ */
+function cancelAfterWrite(s: SendState, now: number, out: SendEffect[]): void {
+  s.handoff = { requested: true, deadline: 0, busy: 0 }
+  startHandoff(s, now, out)
+}
+
+function startHandoff(s: SendState, now: number, out: SendEffect[]): void {
+  clear(s, out, 'handoff')
+  s.handoff.deadline = s.writtenAt + s.spec.handoffGraceMs
+  s.handoff.busy = 0
+  if (now >= s.handoff.deadline) return handoffDone(s, now, out)
+  look(s, out)
+}
+
+function look(s: SendState, out: SendEffect[]): void {
+  if (s.awaiting.handoff !== undefined) return
+  const waiting = s.baseline.kind === 'probe' && s.baseline.probe.verdict === 'reading' ? s.baseline.probe.tpgid : undefined
+  s.awaiting.handoff = request(s)
+  out.push({ type: 'handoffLook', gen: s.awaiting.handoff, waiting })
+}
+
+/**
+ * What the command the input started is doing; done when it has the input:
+ * - when the shell received the input: another program than the shell is in front (a freshly
+ *   forked child still runs the shell's code, and a signal that lands before its exec is
+ *   handled as the shell's and lost);
+ * - when a program was waiting for the input (a REPL): it is busy with it, not reading, at two
+ *   looks in a row, so a quick first line of a multi-line input does not count as the whole.
+ */
+function onHandoffLook(s: SendState, found: HandoffLook, now: number, out: SendEffect[]): void {
+  if (!s.handoff.requested) return
+  let done = found.pgid === undefined
+  if (!done && found.waitingBusy !== undefined) {
+    s.handoff.busy = found.waitingBusy ? s.handoff.busy + 1 : 0
+    done = s.handoff.busy >= 2
+  } else if (!done && found.otherProgram !== undefined) done = found.otherProgram
+  if (done || now >= s.handoff.deadline) return handoffDone(s, now, out)
+  arm(s, out, 'handoff', Math.min(s.spec.pollIntervalMs / 5, Math.max(0, s.handoff.deadline - now)))
+}
+
+function handoffDone(s: SendState, now: number, out: SendEffect[]): void {
+  s.handoff = { requested: false, deadline: 0, busy: 0 }
+  clear(s, out, 'handoff')
+  out.push({ type: 'handedOff' })
+  if (s.cancel === 'handoff') {
+    s.cancel = 'signalling'
+    s.awaiting.signal = request(s)
+    out.push({ type: 'signal', gen: s.awaiting.signal, signal: 'SIGINT' })
+  }
+}
+
+// ─── Settling ───────────────────────────────────────────────────────────────────────
+
+function arm(s: SendState, out: SendEffect[], timer: SendTimer, ms: number): void {
+  if (!s.timers.includes(timer)) s.timers.push(timer)
+  out.push({ type: 'arm', timer, ms })
+}
+
+function clear(s: SendState, out: SendEffect[], timer: SendTimer): void {
+  if (!s.timers.includes(timer)) return
+  s.timers = s.timers.filter((name) => name !== timer)
+  out.push({ type: 'clear', timer })
+}
+
+function finish(s: SendState, out: SendEffect[]): void {
+  s.phase = 'settled'
+  for (const timer of s.timers) out.push({ type: 'clear', timer })
+  s.timers = []
+  s.awaiting = {}
+  if (!s.written) out.push({ type: 'written' })
+  if (s.handoff.requested) out.push({ type: 'handedOff' })
+  if (s.cancel === 'handoff' || s.cancel === 'signalling') out.push({ type: 'cancelled' })
+}
+
+function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
+  const state = waitReason === 'stdin_read' ? inputState : s.inputState
+  const writtenAt = s.writtenAt
+  finish(s, out)
+  out.push({ type: 'settle', waitReason, evidence, inputState: state, writtenAt, atPrompt: evidence.tier === 'prompt' })
+}
+
+function reject(s: SendState, out: SendEffect[], error: unknown, handOn: boolean, keepAtPrompt: boolean): void {
+  finish(s, out)
+  out.push({ type: 'reject', error, handOn, keepAtPrompt })
+}
+
+/** An abort before anything was written: a send is cancelled, a startup or watch rejects with the reason. */
+function abortBeforeWrite(s: SendState, out: SendEffect[], reason: unknown): void {
+  if (s.spec.kind === 'send') return cancel(s, 0, out)
+  return reject(s, out, reason, false, false)
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

@@ -1,0 +1,188 @@
+/**
+ * The terminal's line discipline settings, read from the kernel: whether the foreground program
+ * reads in canonical mode (termios(3) `c_lflag & ICANON`) and whether the terminal echoes input
+ * (`ECHO`). A program sets both with tcsetattr(3) on its end of the terminal; they are a property
+ * of the terminal, so reading them through the slave's path sees what the program set.
+ *
+ * Node has no ioctl(2). The reader here keeps one small helper process for all sessions of a
+ * backend: `perl` with its core POSIX module (Debian's `perl-base`, an Essential package, ships
+ * both, and macOS ships perl), which for each path it is sent opens the terminal with `O_NOCTTY`
+ * (never becoming its controlling terminal, open(2)) and `O_NONBLOCK`, calls tcgetattr(3), closes
+ * it and answers one line. The helper starts on the first query (about 20 ms) and answers in
+ * about 0.1 ms after that; spawning `stty -F <path> -g` per query costs about 5 ms (measured on
+ * this machine, see the README). Queries are made only when a decision needs them, never on the
+ * path of an ordinary send.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+
+/** The local-mode flags conch decides on (termios(3), `c_lflag`). */
+export interface TermiosFlags {
+  /** `ICANON`: input is assembled into lines by the kernel (at most `CANONICAL_LINE_MAX` bytes each). */
+  canonical: boolean
+  /** `ECHO`: the terminal echoes input characters. */
+  echo: boolean
+}
+
+/** Reads a terminal's flags. Undefined when they cannot be read (the terminal is gone, no helper). */
+export interface TermiosReader {
+  read(path: string): Promise<TermiosFlags | undefined>
+  /** Stops the helper; later reads start a new one. */
+  close(): void
+}
+
+/**
+ * The longest line, in bytes, a canonical-mode reader receives whole. termios(3), "Canonical and
+ * noncanonical mode": "The maximum line length is 4096 chars (including the terminating newline
+ * character); lines longer than 4096 chars are truncated. After 4095 characters, … any input
+ * data after 4095 characters up to (but not including) any terminating newline is discarded."
+ * (N_TTY_BUF_SIZE in the kernel's drivers/tty/n_tty.c; the POSIX `MAX_CANON` of limits.h, 255, is
+ * only the guaranteed minimum.)
+ */
+export const CANONICAL_LINE_MAX = 4095
+
+/**
+ * The longest line of `data` as it will be written (lines end at CR or LF), in UTF-8 bytes, with
+ * its 1-based number — or undefined when no line is longer than `limit`. Cheap when the text is
+ * short: no line can exceed `limit` bytes when the whole text has at most `limit / 3` UTF-16 units.
+ */
+export function overlongLine(data: string, limit = CANONICAL_LINE_MAX): { line: number; bytes: number } | undefined {
+  if (data.length * 3 <= limit) return undefined
+  let longest: { line: number; bytes: number } | undefined
+  const lines = data.split(/\r\n|\r|\n/)
+  for (let index = 0; index < lines.length; index++) {
+    const piece = lines[index]!
+    if (piece.length <= limit / 3) continue
+    const bytes = Buffer.byteLength(piece, 'utf8')
+    if (bytes > limit && (longest === undefined || bytes > longest.bytes)) longest = { line: index + 1, bytes }
+  }
+  return longest
+}
+
+/**
+ * Whether the reader waits for a secret: echo off in canonical mode — what getpass(3) (glibc
+ * clears `ECHO` and `ISIG`, keeps `ICANON`), bash's `read -s`, sudo and ssh-keygen's
+ * readpassphrase(3) set. A raw-mode program (readline, an editor, a REPL) clears `ICANON` and
+ * `ECHO` and echoes itself: that is not hidden input.
+ */
+export function isHiddenInput(flags: TermiosFlags | undefined): boolean {
+  return flags !== undefined && flags.canonical && !flags.echo
+}
+
+/** The helper's program: one terminal path per line in, `ok <icanon> <echo>` or `err <errno>` per line out. */
+const HELPER = String.raw`
+use POSIX ();
+$| = 1;
+my $t = POSIX::Termios->new;
+while (my $p = <STDIN>) {
+  chomp $p;
+  if (sysopen(my $fh, $p, POSIX::O_RDONLY() | POSIX::O_NOCTTY() | POSIX::O_NONBLOCK())) {
+    if (defined $t->getattr(fileno($fh))) {
+      my $l = $t->getlflag();
+      print "ok ", (($l & POSIX::ICANON()) ? 1 : 0), " ", (($l & POSIX::ECHO()) ? 1 : 0), "\n";
+    } else { print "err ", ($! + 0), "\n"; }
+    close $fh;
+  } else { print "err ", ($! + 0), "\n"; }
+}
+`
+
+/** Parses one reply line of the helper. */
+export function parseTermiosReply(line: string): TermiosFlags | undefined {
+  const match = /^ok ([01]) ([01])$/.exec(line)
+  if (match === null) return undefined
+  return { canonical: match[1] === '1', echo: match[2] === '1' }
+}
+
+export interface HelperTermiosOptions {
+  /** The perl executable. Default `perl` from PATH. */
+  perl?: string
+  /** A query not answered within this many ms reads as unknown (and restarts the helper). Default 2000. */
+  timeoutMs?: number
+  /** Starts the helper; injectable for tests. */
+  spawnHelper?: (perl: string, script: string) => ChildProcess
+}
+
+/**
+ * A `TermiosReader` backed by one long-lived perl helper (see the module comment). The helper
+ * holds no reference on the event loop (it is unref'd) and is killed by `close()`. A failed or
+ * dead helper makes every read answer undefined and is replaced on the next read.
+ */
+export function helperTermiosReader(options: HelperTermiosOptions = {}): TermiosReader {
+  const perl = options.perl ?? 'perl'
+  const timeoutMs = options.timeoutMs ?? 2000
+  const start = options.spawnHelper ?? ((program: string, script: string) => spawn(program, ['-e', script], { stdio: ['pipe', 'pipe', 'ignore'] }))
+  let child: ChildProcess | undefined
+  let pending: { resolve: (flags: TermiosFlags | undefined) => void; timer: NodeJS.Timeout }[] = []
+  let buffered = ''
+
+  const failAll = () => {
+    for (const waiter of pending.splice(0)) {
+      clearTimeout(waiter.timer)
+      waiter.resolve(undefined)
+    }
+  }
+  const stop = () => {
+    const current = child
+    child = undefined
+    buffered = ''
+    if (current !== undefined) {
+      current.stdin?.destroy()
+      current.stdout?.destroy()
+      if (current.exitCode === null && current.signalCode === null) current.kill('SIGKILL')
+    }
+    failAll()
+  }
+  const ensure = (): ChildProcess | undefined => {
+    if (child !== undefined) return child
+    let started: ChildProcess
+    try {
+      started = start(perl, HELPER)
+    } catch {
+      return undefined
+    }
+    child = started
+    started.on('error', () => {
+      if (child === started) stop()
+    })
+    started.on('exit', () => {
+      if (child === started) stop()
+    })
+    started.stdin?.on('error', () => {})
+    started.stdout?.setEncoding('utf8')
+    started.stdout?.on('data', (data: string) => {
+      if (child !== started) return
+      buffered += data
+      for (let end = buffered.indexOf('\n'); end >= 0; end = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, end)
+        buffered = buffered.slice(end + 1)
+        const waiter = pending.shift()
+        if (waiter === undefined) continue
+        clearTimeout(waiter.timer)
+        waiter.resolve(parseTermiosReply(line))
+      }
+    })
+    started.unref()
+    ;(started.stdin as unknown as { unref?: () => void } | null)?.unref?.()
+    ;(started.stdout as unknown as { unref?: () => void } | null)?.unref?.()
+    return started
+  }
+
+  return {
+    read(path) {
+      // One path per line: a path with a line break (or empty) is never sent.
+      if (path === '' || /[\r\n\0]/.test(path)) return Promise.resolve(undefined)
+      const helper = ensure()
+      if (helper?.stdin == null || !helper.stdin.writable) return Promise.resolve(undefined)
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          // Replies are in order: a lost one would shift every later answer, so start over.
+          if (child === helper) stop()
+          resolve(undefined)
+        }, timeoutMs)
+        timer.unref()
+        pending.push({ resolve, timer })
+        helper.stdin!.write(`${path}\n`)
+      })
+    },
+    close: stop,
+  }
+}

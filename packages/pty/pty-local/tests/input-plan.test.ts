@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest'
+import { planInput } from '../src/input.ts'
+
+const normal = { applicationCursor: false, applicationKeypad: false, bracketedPaste: false }
+
+describe('input plans', () => {
+  it('text becomes the text steps: the text, then Enter as its own key press', () => {
+    expect(planInput({ text: 'a\nb', submit: true }, normal)).toMatchObject({
+      steps: [
+        { data: 'a\rb', afterConsumed: false },
+        { data: '\r', afterConsumed: true },
+      ],
+      inputText: 'a\nb',
+      lines: 'a\rb',
+    })
+  })
+
+  it('keys are one step each, every one after the previous was consumed, named keys carried for encoding at write time', () => {
+    const plan = planInput({ keys: ['Up', { text: 'ls' }, 'q', 'Enter'], submit: true }, { ...normal, applicationCursor: true })
+    expect(plan.steps.map((step) => [step.data, step.afterConsumed, step.echo])).toEqual([
+      ['\x1bOA', false, ''],
+      ['ls', true, 'ls'],
+      ['q', true, 'q'],
+      ['\r', true, ''],
+    ])
+    expect(plan.steps[0]!.key).toMatchObject({ kind: 'named', name: 'Up' })
+    expect(plan.steps[1]!.key).toBeUndefined()
+    expect(plan).toMatchObject({ inputText: '', lines: '\rlsq\r' })
+  })
+
+  it('a secret is its value, then Enter as its own key press, and is named for redaction', () => {
+    const plan = planInput({ secret: { name: 'DEMO', value: 'correct-horse' }, submit: false }, normal)
+    expect(plan.steps.map((step) => [step.data, step.afterConsumed])).toEqual([
+      ['correct-horse', false],
+      ['\r', true],
+    ])
+    expect(plan.secret).toEqual({ name: 'DEMO', value: 'correct-horse' })
+  })
+})

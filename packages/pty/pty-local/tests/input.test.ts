@@ -1,0 +1,213 @@
+/**
+ * What a send types, against real programs: named keys encoded for the terminal's modes, the
+ * canonical line limit read from the terminal's termios, hidden input, and secrets that never
+ * appear in what the terminal shows.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { PtyError } from '@conch/pty'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { LocalSession } from '../src/session.ts'
+import { linesEqual, openSession, send } from './local-harness.ts'
+
+const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+function workdir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'conch-input-'))
+  dirs.push(dir)
+  return dir
+}
+
+function keys(session: LocalSession, entries: (string | { text: string })[]) {
+  return session.startSend({ keys: entries, submit: false }).done
+}
+
+function refusal(run: () => unknown): PtyError {
+  try {
+    run()
+  } catch (error) {
+    return error as PtyError
+  }
+  throw new Error('the send was not refused')
+}
+
+describe('named keys', () => {
+  it('Up then Enter at bash’s prompt runs the previous command again', async () => {
+    const session = await openSession()
+    const first = await send(session, 'echo REPEAT-$((40+2))')
+    expect(linesEqual(first.viewport, 'REPEAT-42')).toBe(1)
+    const again = await keys(session, ['Up', 'Enter'])
+    expect(again.waitReason).toBe('stdin_read')
+    expect(linesEqual(again.viewport, 'REPEAT-42')).toBe(1)
+  })
+
+  it('an unknown key name is refused before anything is written, listing the valid names', async () => {
+    const session = await openSession()
+    const error = refusal(() => session.startSend({ keys: ['e', 'c', 'h', 'o', 'Spaec', 'x', 'Enter'], submit: false }))
+    expect(error).toBeInstanceOf(PtyError)
+    expect(error.code).toBe('UNKNOWN_KEY')
+    expect(error.message).toMatch(/unknown key "Spaec" \(entry 5 of keys\); nothing was written\. Keys are: Enter, Tab/)
+    // Nothing reached the shell: its line is empty, so this command runs alone.
+    const next = await send(session, 'echo CLEAN-$((1+1))')
+    expect(linesEqual(next.viewport, 'CLEAN-2')).toBe(1)
+  })
+
+  it('literal {text} entries and keys mix: C-a goes to the start of the line', async () => {
+    const session = await openSession()
+    const result = await keys(session, [{ text: 'MIXED-$((3*3))' }, 'C-a', { text: 'echo ' }, 'Enter'])
+    expect(linesEqual(result.viewport, 'MIXED-9')).toBe(1)
+  })
+
+  it.skipIf(!has('less'))('PageDown in less shows the next page', async () => {
+    const dir = workdir()
+    writeFileSync(join(dir, 'long.txt'), Array.from({ length: 500 }, (_, i) => `line-${i + 1}`).join('\n'))
+    const session = await openSession({ rows: 20 }, { cwd: dir })
+    const page = await send(session, 'less long.txt')
+    expect(page.viewport.split('\n')[1]).toBe('line-1')
+    const next = await keys(session, ['PageDown'])
+    expect(next.waitReason).toBe('stdin_read')
+    expect(next.viewport.split('\n')[1]).toBe('line-20')
+    await keys(session, ['q'])
+  }, 30_000)
+
+  it.skipIf(!has('vim'))('arrow keys move vim’s cursor in application cursor mode', async () => {
+    const dir = workdir()
+    writeFileSync(join(dir, 'x.txt'), 'alpha\nbravo\ncharlie\n')
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
+    const opened = await send(session, 'vim -u NONE -i NONE -N x.txt')
+    expect(opened.waitReason).toBe('stdin_read')
+    // vim turned on application cursor keys (terminfo smkx: DECCKM and DECKPAM).
+    expect(session.keyModes()).toEqual({ applicationCursor: true, applicationKeypad: true })
+    // Down twice, Right twice, delete the character under the cursor, save.
+    await keys(session, ['Down', 'Down', 'Right', 'Right', 'x'])
+    await keys(session, [{ text: ':wq' }, 'Enter'])
+    expect(readFileSync(join(dir, 'x.txt'), 'utf8')).toBe('alpha\nbravo\nchrlie\n')
+    expect(session.keyModes()).toEqual({ applicationCursor: false, applicationKeypad: false })
+  }, 30_000)
+})
+
+describe('the canonical line limit', () => {
+  const reader = `python3 -c "import sys; print('LEN', len(sys.stdin.readline()))"`
+
+  it('refuses a line over 4095 bytes to a canonical reader, writes nothing, and the reader still waits', async () => {
+    const session = await openSession()
+    const waiting = await send(session, reader)
+    expect(waiting.waitReason).toBe('stdin_read')
+    const refused = session.startSend({ text: 'x'.repeat(5000), submit: true }).done
+    await expect(refused).rejects.toMatchObject({ code: 'LINE_TOO_LONG' })
+    await expect(refused).rejects.toThrow(/the input is 5000 bytes, longer than the 4095 bytes .* canonical mode .*nothing was written\. Write the data to a file/)
+    const fits = await send(session, 'y'.repeat(4000))
+    expect(linesEqual(fits.viewport, 'LEN 4001')).toBe(1)
+  })
+
+  it('leaves a raw-mode reader alone: 5000 characters at bash’s prompt arrive whole', async () => {
+    const session = await openSession()
+    const result = await send(session, `echo ${'z'.repeat(5000)} | wc -c`)
+    expect(result.waitReason).toBe('stdin_read')
+    expect(linesEqual(result.viewport, '5001')).toBe(1)
+  })
+})
+
+describe('hidden input and secrets', () => {
+  const VALUE = 'Tr0ub4dor&3-horse-staple'
+
+  it('read -s reports hidden input; a secret is typed, its echo shows as its name, and the value is nowhere', async () => {
+    const session = await openSession()
+    const asking = await send(session, 'read -s -p "Password: " pw; echo "len=${#pw}"')
+    expect(asking.waitReason).toBe('stdin_read')
+    expect(asking.inputState).toBe('hidden')
+    const typed = await session.startSend({ secret: { name: 'DEMO_PASSWORD', value: VALUE }, submit: true }).done
+    expect(linesEqual(typed.viewport, `len=${VALUE.length}`)).toBe(1)
+    const printed = await send(session, `printf '%s\\n' "$pw"; printf 'again:%s:\\n' "$pw"`)
+    expect(linesEqual(printed.viewport, '[secret DEMO_PASSWORD]')).toBe(1)
+    expect(linesEqual(printed.viewport, 'again:[secret DEMO_PASSWORD]:')).toBe(1)
+    // Typed at a prompt that echoes (the model's mistake): the echo is replaced too.
+    const echoed = await session.startSend({ secret: { name: 'DEMO_PASSWORD', value: VALUE }, submit: true }).done
+    const page = session.read({ offset: 0, count: 1000 })
+    for (const text of [asking.viewport, typed.viewport, printed.viewport, echoed.viewport, page.text, session.screen()]) {
+      expect(text).not.toContain(VALUE)
+      expect(text).not.toContain(VALUE.slice(0, 12))
+    }
+    expect(page.text).toContain('[secret DEMO_PASSWORD]')
+  })
+
+  it('a program that prints the value a byte at a time, across many chunks, still shows only the name', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'DRIP', value: VALUE }, submit: true }).done
+    // One write per byte; the kernel and node-pty deliver them in separate chunks.
+    const dripped = await send(session, `python3 -c "import os,sys,time; v=sys.argv[1]; [(os.write(1, v[i].encode()), time.sleep(0.002)) for i in range(len(v))]; os.write(1, b' drip-end\\n')" "$pw"`)
+    expect(dripped.viewport).toMatch(/^\[secret DRIP\] drip-end$/m)
+    expect(dripped.viewport).not.toContain(VALUE.slice(0, 4))
+    expect(session.read({ offset: 0, count: 1000 }).text).not.toContain(VALUE.slice(0, 8))
+  })
+
+  it('a secret drawn on a full screen, inside escape sequences or in a window title is replaced before the screen model sees it', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'SCREEN', value: VALUE }, submit: true }).done
+    const drawn = await send(session, `printf '\\033]0;%s\\007\\033[?1049h\\033[5;10H%s\\033[1mX%s' "$pw" "$pw" "$pw"; read -n1 k`)
+    expect(drawn.viewport).toContain('[secret SCREEN]')
+    const screen = session.screen()
+    expect(screen).toContain('[secret SCREEN]X[secret SCREEN]')
+    for (const text of [drawn.viewport, screen, session.read({ offset: 0, count: 1000 }).text]) expect(text).not.toContain(VALUE.slice(0, 10))
+    await keys(session, ['q'])
+  })
+
+  it('output that only begins like a secret is shown as it was, once nothing completes it', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'DEMO', value: VALUE }, submit: true }).done
+    const partial = await send(session, `printf 'Tr0ub4'`)
+    expect(partial.viewport + session.read({ offset: 0, count: 5 }).text).toContain('Tr0ub4')
+  })
+
+  it.skipIf(!has('python3'))('Python getpass reports hidden input', async () => {
+    const session = await openSession()
+    const asking = await send(session, `python3 -c "import getpass; p = getpass.getpass('Secret: '); print('got', len(p))"`)
+    expect(asking.inputState).toBe('hidden')
+    const typed = await session.startSend({ secret: { name: 'DEMO', value: VALUE }, submit: true }).done
+    expect(linesEqual(typed.viewport, `got ${VALUE.length}`)).toBe(1)
+  })
+
+  it.skipIf(!has('ssh-keygen'))('ssh-keygen’s passphrase prompts are hidden, and a secret answers both', async () => {
+    const dir = workdir()
+    const session = await openSession({}, { cwd: dir })
+    const first = await send(session, 'ssh-keygen -q -t ed25519 -C test -f ./key')
+    expect(first.inputState).toBe('hidden')
+    expect(first.viewport).toMatch(/passphrase/i)
+    const again = await session.startSend({ secret: { name: 'PASSPHRASE', value: VALUE }, submit: true }).done
+    expect(again.inputState).toBe('hidden')
+    const done = await session.startSend({ secret: { name: 'PASSPHRASE', value: VALUE }, submit: true }).done
+    expect(done.waitReason).toBe('stdin_read')
+    expect(done.inputState).toBe('prompt')
+    expect(readFileSync(join(dir, 'key.pub'), 'utf8')).toMatch(/^ssh-ed25519 /)
+    // The key really has that passphrase: ssh-keygen -y needs it to print the public key.
+    const check = await send(session, `ssh-keygen -y -P "$(printf '%s' '${VALUE.replace(/'/g, "'\\''")}')" -f ./key >/dev/null && echo PASSPHRASE-OK`)
+    expect(linesEqual(check.viewport, 'PASSPHRASE-OK')).toBe(1)
+  })
+
+  it('a plain canonical reader with echo on, and bash’s own prompt, are not hidden', async () => {
+    const session = await openSession()
+    const cat = await send(session, 'cat')
+    expect(cat.waitReason).toBe('stdin_read')
+    expect(cat.inputState).not.toBe('hidden')
+    await session.signal('SIGINT')
+    const prompt = await send(session, 'true')
+    expect(prompt.inputState).toBe('prompt')
+  })
+
+  it('a secret value that is too short or holds a line break is refused before anything is written', async () => {
+    const session = await openSession()
+    expect(refusal(() => session.startSend({ secret: { name: 'PIN', value: '1234' }, submit: true })).message).toMatch(/secret PIN is shorter than 8 bytes/)
+    const broken = refusal(() => session.startSend({ secret: { name: 'TWO', value: 'first-line\nsecond-line' }, submit: true }))
+    expect(broken.message).toMatch(/secret TWO holds a control character/)
+    expect(broken.message).not.toContain('first-line')
+  })
+})

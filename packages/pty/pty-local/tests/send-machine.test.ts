@@ -1,0 +1,400 @@
+/**
+ * The send machine driven directly: events in, effects out, time given by each event (an
+ * injected clock — nothing here waits).
+ */
+import { describe, expect, it } from 'vitest'
+import type { ReadProbe } from '../src/inspector.ts'
+import { ENTER, PASTE_END, PASTE_START, textSteps } from '../src/input-steps.ts'
+import { initialState, transition, type OutputView, type SendEffect, type SendEvent, type SendSpec, type SendState } from '../src/send-machine.ts'
+
+const SHELL = 4000
+const CHILD = 4100
+
+class View implements OutputView {
+  markerCount = 0
+  prompt = false
+  line = ''
+  markers() {
+    return this.markerCount
+  }
+  promptShown(since: number) {
+    return this.prompt && this.markerCount > since
+  }
+  promptLine() {
+    return this.line
+  }
+  lastNonBlankLine() {
+    return this.line
+  }
+  lastLine() {
+    return ''
+  }
+}
+
+function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
+  return {
+    kind: 'send',
+    steps: textSteps({ text: 'echo hi', submit: true }, { bracketedPaste: false }),
+    inputText: 'echo hi',
+    timeoutMs: 30000,
+    idleMs: 3000,
+    handoffGraceMs: 500,
+    pollIntervalMs: 50,
+    exactProbeAfterMs: 150,
+    submitWaitMs: 50,
+    checkInput: false,
+    readsTermios: false,
+    exact: true,
+    wrapperPid: SHELL - 1,
+    shellPgid: SHELL,
+    view,
+    ...overrides,
+  }
+}
+
+function reading(pgid: number, tid: number, switches: number, extra: Partial<ReadProbe> = {}): ReadProbe {
+  return {
+    verdict: 'reading',
+    tpgid: pgid,
+    tasks: [{ pid: tid, tid, name: 'prog', state: 'S', syscall: 'read', switches, fds: [0], terminalFd: 0 }],
+    reader: { name: 'prog', pid: tid, tid, syscall: 'read', fd: 0, path: '/dev/pts/42' },
+    detail: `prog[${tid}] read fd0 /dev/pts/42`,
+    ...extra,
+  }
+}
+
+/** A machine under test: feeds events, keeps the state, returns each step's effects. */
+class Machine {
+  state: SendState
+  constructor(readonly view: View, overrides: Partial<SendSpec> = {}) {
+    this.state = initialState(spec(view, overrides))
+  }
+  feed(event: SendEvent): SendEffect[] {
+    const [state, effects] = transition(this.state, event)
+    this.state = state
+    return effects
+  }
+  /** The generation of the one effect of `type` in `effects`. */
+  static gen(effects: SendEffect[], type: SendEffect['type']): number {
+    const found = effects.filter((effect) => effect.type === type)
+    expect(found).toHaveLength(1)
+    return (found[0] as { gen: number }).gen
+  }
+}
+
+const begin = (now = 0): SendEvent => ({ type: 'begin', now, aborted: false, exited: false, knownAtPrompt: true })
+const baseline = (gen: number, now = 0, probe?: ReadProbe): SendEvent => ({
+  type: 'baseline',
+  gen,
+  now,
+  baseline: probe === undefined ? { kind: 'shell', pgid: SHELL, switches: 10 } : { kind: 'probe', probe },
+  aborted: false,
+  exited: false,
+  knownAtPrompt: probe === undefined,
+})
+
+/** Runs a send at the shell's prompt up to the wait (text, echo, Enter); returns the machine. */
+function written(view = new View(), overrides: Partial<SendSpec> = {}): Machine {
+  const machine = new Machine(view, overrides)
+  const base = Machine.gen(machine.feed(begin()), 'baseline')
+  const write = Machine.gen(machine.feed(baseline(base)), 'write')
+  machine.feed({ type: 'written', gen: write, now: 1 })
+  view.line = '$ echo hi'
+  const enter = machine.feed({ type: 'output', now: 1.2 })
+  machine.feed({ type: 'written', gen: Machine.gen(enter, 'write'), now: 1.3 })
+  expect(machine.state.phase).toBe('waiting')
+  return machine
+}
+
+describe('a send, step by step', () => {
+  it('takes the baseline, writes the text, writes Enter alone once the echo arrived, and arms the tiers', () => {
+    const view = new View()
+    const machine = new Machine(view)
+    expect(machine.feed(begin())).toEqual([{ type: 'baseline', gen: 1 }])
+    expect(machine.state.phase).toBe('baseline')
+    expect(machine.feed(baseline(1))).toEqual([{ type: 'write', gen: 2, data: 'echo hi' }])
+    const afterText = machine.feed({ type: 'written', gen: 2, now: 1 })
+    expect(machine.state.phase).toBe('submitting')
+    expect(afterText).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
+    ])
+    // No echo after a millisecond: ask the kernel.
+    expect(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 })).toEqual([{ type: 'consume', gen: 3, baseline: { kind: 'shell', pgid: SHELL, switches: 10 } }])
+    // Output that is not yet the whole echo changes nothing.
+    view.line = '$ echo'
+    expect(machine.feed({ type: 'output', now: 1.1 })).toEqual([])
+    view.line = '$ echo hi'
+    expect(machine.feed({ type: 'output', now: 2.2 })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: 4, data: ENTER },
+    ])
+    // The consumption check asked before the echo answers late: dropped.
+    expect(machine.feed({ type: 'consumed', gen: 3, now: 1.25, consumed: true })).toEqual([])
+    expect(machine.feed({ type: 'written', gen: 4, now: 1.3 })).toEqual([
+      { type: 'written' },
+      { type: 'arm', timer: 'deadline', ms: 30000 },
+      { type: 'arm', timer: 'silence', ms: 3000 },
+      { type: 'arm', timer: 'poll', ms: 150 },
+    ])
+  })
+
+  it('writes Enter when the kernel shows the text consumed (no echo), and at the bound without any evidence', () => {
+    const machine = new Machine(new View())
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
+    // Not consumed yet: look again shortly.
+    expect(machine.feed({ type: 'consumed', gen: consume, now: 1.1, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2.1 }), 'consume')
+    expect(machine.feed({ type: 'consumed', gen: again, now: 2.5, consumed: true })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: again + 1, data: ENTER },
+    ])
+
+    const bounded = new Machine(new View(), { exact: false })
+    const text = Machine.gen(bounded.feed(begin()), 'write')
+    expect(bounded.feed({ type: 'written', gen: text, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 50 }])
+    expect(bounded.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([{ type: 'write', gen: text + 1, data: ENTER }])
+  })
+
+  it('settles stdin_read on the controlled prompt once the kernel shows the shell in front and reading', () => {
+    const view = new View()
+    const machine = written(view)
+    view.markerCount = 1
+    view.prompt = true
+    view.line = '$ '
+    const look = Machine.gen(machine.feed({ type: 'output', now: 2 }), 'foreground')
+    // Not reading yet: looked at again in a millisecond.
+    expect(machine.feed({ type: 'foreground', gen: look, now: 2.1, pgid: SHELL, inFront: true, reading: false })).toEqual([{ type: 'arm', timer: 'promptRecheck', ms: 1 }])
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'promptRecheck', now: 3.1 }), 'foreground')
+    const effects = machine.feed({ type: 'foreground', gen: again, now: 3.2, pgid: SHELL, inFront: true, reading: true })
+    expect(effects.filter((effect) => effect.type === 'clear').map((effect) => (effect as { timer: string }).timer).sort()).toEqual(['deadline', 'poll', 'silence'])
+    expect(effects.at(-1)).toEqual({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: 'controlled prompt' }, inputState: 'prompt', writtenAt: 1.3, atPrompt: true })
+    expect(machine.state.phase).toBe('settled')
+    expect(machine.feed({ type: 'output', now: 4 })).toEqual([])
+    expect(machine.feed({ type: 'exit', now: 4, status: { state: 'exited', exitCode: 0, signal: null } })).toEqual([])
+  })
+
+  it('drops a probe result of a generation it no longer waits for', () => {
+    const view = new View()
+    const machine = written(view)
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: probe - 1, now: 151, probe: reading(CHILD, CHILD, 9), costMs: 0 })).toEqual([])
+    expect(machine.state.awaiting.probe).toBe(probe)
+  })
+})
+
+describe('the /proc tier', () => {
+  /** A send to a REPL that was reading at the write (baseline: a probe with switches 7). */
+  function toRepl(view = new View()): Machine {
+    const machine = new Machine(view, { steps: textSteps({ text: '1+1', submit: false }, { bracketedPaste: false }), inputText: '1+1' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    return machine
+  }
+
+  it('confirms a new read after a quiet gap, drains, and settles stdin_read with the reader', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '>>> '
+    const probe = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: probe, now: 21, probe: reading(CHILD, CHILD, 9), costMs: 0.2 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 5 }])
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 26 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
+    const effects = machine.feed({ type: 'drained', gen: drain, now: 27.5 })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
+  })
+
+  it('never counts the read that was there before the write, and drops a confirmation that output interrupted', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '>>> '
+    const stale = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    // The same task with the same counter: the read from before the write.
+    expect(machine.feed({ type: 'probed', gen: stale, now: 21, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toEqual([])
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 151, probe: reading(CHILD, CHILD, 9), costMs: 0 })
+    expect(machine.state.confirming).toBeDefined()
+    const output = machine.feed({ type: 'output', now: 152 })
+    expect(output).toContainEqual({ type: 'clear', timer: 'confirm' })
+    expect(machine.state.confirming).toBeUndefined()
+  })
+
+  it('paces probes by a tenth of their CPU cost (PROBE_DUTY_GAP)', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    const probe = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 30, probe: undefined, costMs: 4 })
+    expect(machine.feed({ type: 'output', now: 31 })).toContainEqual({ type: 'arm', timer: 'probeGap', ms: 35 })
+  })
+
+  it('corroborates a read with other wake sources only after a prompt-shaped line stayed quiet', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '1+1'
+    const withSocket = reading(CHILD, CHILD, 9, { sources: ['socket fd 21'] })
+    const first = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    // Only the echo so far: not prompt-shaped, look again (paced).
+    expect(machine.feed({ type: 'probed', gen: first, now: 21, probe: withSocket, costMs: 0 })).toEqual([{ type: 'arm', timer: 'probeGap', ms: 10 }])
+    view.line = 'debug> '
+    const second = Machine.gen(machine.feed({ type: 'timer', timer: 'probeGap', now: 31 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: second, now: 22, probe: withSocket, costMs: 0 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 100 }])
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 122 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 123, probe: withSocket, costMs: 0 }), 'drain')
+    expect(machine.feed({ type: 'drained', gen: drain, now: 124 }).at(-1)).toMatchObject({
+      waitReason: 'stdin_read',
+      evidence: { tier: 'proc', corroborated: { sources: ['socket fd 21'], quietMs: 100 } },
+    })
+  })
+})
+
+describe('silence, timeout, exit', () => {
+  it('takes one last probe at silence, then settles inferred_idle', () => {
+    const machine = written()
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 3001 }), 'probe')
+    const effects = machine.feed({ type: 'probed', gen: probe, now: 3002, probe: undefined, costMs: 0 })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle', evidence: { tier: 'silence', detail: 'no output for 3000 ms' } })
+  })
+
+  it('settles timeout at the deadline and session_exit on the exit', () => {
+    const timedOut = written()
+    expect(timedOut.feed({ type: 'timer', timer: 'deadline', now: 30001 }).at(-1)).toMatchObject({ waitReason: 'timeout', evidence: { detail: 'not ready after 30000 ms' } })
+    const exited = written()
+    expect(exited.feed({ type: 'exit', now: 5, status: { state: 'exited', exitCode: 3, signal: null } }).at(-1)).toMatchObject({
+      waitReason: 'session_exit',
+      evidence: { tier: 'exit', detail: 'the shell exited (code 3)' },
+    })
+  })
+
+  it('a startup never settles on silence without output', () => {
+    const view = new View()
+    const machine = new Machine(view, { kind: 'startup', steps: [], inputText: '' })
+    const effects = machine.feed(begin())
+    expect(effects).toContainEqual({ type: 'arm', timer: 'deadline', ms: 30000 })
+    expect(machine.feed({ type: 'timer', timer: 'silence', now: 3000 })).toEqual([])
+    expect(machine.state.phase).toBe('waiting')
+  })
+})
+
+describe('cancel and the handoff', () => {
+  it('rejects SEND_CANCELLED before the write, handing the buffer on', () => {
+    const machine = new Machine(new View())
+    machine.feed(begin())
+    const effects = machine.feed({ type: 'cancel', now: 0.5 })
+    expect(effects.at(-1)).toMatchObject({ type: 'reject', error: { code: 'SEND_CANCELLED' }, handOn: true, keepAtPrompt: true })
+    // The baseline that comes back later is stale.
+    expect(machine.feed(baseline(1))).toEqual([])
+  })
+
+  it('after the write: waits for the handoff, interrupts with SIGINT, then gives the program the grace', () => {
+    const machine = written()
+    const look = Machine.gen(machine.feed({ type: 'cancel', now: 2 }), 'handoffLook')
+    // The shell is still in front: look again, paced.
+    expect(machine.feed({ type: 'handoffLook', gen: look, now: 2.5, look: { pgid: SHELL } })).toEqual([{ type: 'arm', timer: 'handoff', ms: 10 }])
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'handoff', now: 12.5 }), 'handoffLook')
+    const signal = machine.feed({ type: 'handoffLook', gen: again, now: 13, look: { pgid: CHILD, otherProgram: true } })
+    expect(signal).toContainEqual({ type: 'handedOff' })
+    const gen = Machine.gen(signal, 'signal')
+    expect(signal).toContainEqual({ type: 'signal', gen, signal: 'SIGINT' })
+    expect(machine.feed({ type: 'signalled', gen, now: 14, result: { signal: 'SIGINT', delivered: true, targetPgid: CHILD, target: 'sleep' } })).toEqual([
+      { type: 'arm', timer: 'deadline', ms: 500 },
+      { type: 'cancelled' },
+    ])
+    expect(machine.feed({ type: 'timer', timer: 'deadline', now: 514 }).at(-1)).toMatchObject({ waitReason: 'timeout', evidence: { tier: 'cancel' } })
+  })
+
+  it('a cancel while the text waits for consumption still writes the Enter (the input goes whole), then interrupts', () => {
+    const machine = new Machine(new View(), { exact: false })
+    const write = Machine.gen(machine.feed(begin()), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    expect(machine.feed({ type: 'cancel', now: 2 })).toEqual([])
+    const enter = Machine.gen(machine.feed({ type: 'timer', timer: 'consume', now: 51 }), 'write')
+    const effects = machine.feed({ type: 'written', gen: enter, now: 52 })
+    expect(machine.state.phase).toBe('waiting')
+    expect(effects).toContainEqual({ type: 'handoffLook', gen: enter + 1, waiting: undefined })
+  })
+})
+
+describe('write steps of a text', () => {
+  it('types the text, then Enter separately; without submit only the text', () => {
+    expect(textSteps({ text: 'hello', submit: true }, { bracketedPaste: true })).toEqual([
+      { data: 'hello', afterConsumed: false, echo: 'hello' },
+      { data: '\r', afterConsumed: true, echo: '' },
+    ])
+    expect(textSteps({ text: 'hello', submit: false }, { bracketedPaste: false })).toEqual([{ data: 'hello', afterConsumed: false, echo: 'hello' }])
+    expect(textSteps({ text: '', submit: true }, { bracketedPaste: false })).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
+  })
+
+  it('pastes multi-line text as one bracketed paste when the program asked for it, else types line by line', () => {
+    const text = 'for i in 1 2; do\n  echo $i\ndone'
+    expect(textSteps({ text, submit: true }, { bracketedPaste: true })[0]!.data).toBe(`${PASTE_START}for i in 1 2; do\r  echo $i\rdone${PASTE_END}`)
+    expect(textSteps({ text, submit: true }, { bracketedPaste: false })[0]!.data).toBe('for i in 1 2; do\r  echo $i\rdone')
+  })
+})
+
+describe('input checks and hidden input', () => {
+  it('asks before the first write when the input must be checked; a refusal writes nothing and hands the buffer on', () => {
+    const machine = new Machine(new View(), { checkInput: true })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const check = Machine.gen(machine.feed(baseline(base)), 'checkInput')
+    expect(machine.state.phase).toBe('checking')
+    const refusal = new Error('too long')
+    const effects = machine.feed({ type: 'inputChecked', gen: check, now: 1, refusal })
+    expect(effects.some((effect) => effect.type === 'write')).toBe(false)
+    expect(effects.at(-1)).toEqual({ type: 'reject', error: refusal, handOn: true, keepAtPrompt: true })
+    expect(machine.state.phase).toBe('settled')
+  })
+
+  it('writes once the check passes, and a cancel while checking writes nothing', () => {
+    const machine = new Machine(new View(), { checkInput: true })
+    const check = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'checkInput')
+    // A stale answer is dropped.
+    expect(machine.feed({ type: 'inputChecked', gen: check + 7, now: 1, refusal: undefined })).toEqual([])
+    expect(machine.feed({ type: 'inputChecked', gen: check, now: 1, refusal: undefined })).toEqual([{ type: 'write', gen: check + 1, data: 'echo hi' }])
+
+    const cancelled = new Machine(new View(), { checkInput: true })
+    Machine.gen(cancelled.feed(baseline(Machine.gen(cancelled.feed(begin()), 'baseline'))), 'checkInput')
+    const effects = cancelled.feed({ type: 'cancel', now: 2 })
+    expect(effects.at(-1)).toMatchObject({ type: 'reject', handOn: true })
+    expect(effects.some((effect) => effect.type === 'write')).toBe(false)
+  })
+
+  it('a named key step is written as a key, encoded by the driver when it writes', () => {
+    const key = { kind: 'named' as const, name: 'Up' as const, ctrl: false, meta: false, shift: false }
+    const machine = new Machine(new View(), { steps: [{ data: '\x1b[A', key, afterConsumed: false, echo: '' }] })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    expect(machine.feed(baseline(base))).toEqual([{ type: 'write', gen: base + 1, data: '\x1b[A', key }])
+  })
+
+  it('a proved read(2) of a send asks termios before it settles, and settles hidden when echo is off', () => {
+    const view = new View()
+    const machine = written(view, { readsTermios: true })
+    view.line = 'Password: '
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 151 }), 'probe')
+    const read = reading(SHELL, SHELL, 11)
+    machine.feed({ type: 'probed', gen: probe, now: 152, probe: read, costMs: 0 })
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 157 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 158, probe: read, costMs: 0 }), 'drain')
+    const termios = Machine.gen(machine.feed({ type: 'drained', gen: drain, now: 159 }), 'termios')
+    expect(machine.state.phase).toBe('waiting')
+    const settled = machine.feed({ type: 'termios', gen: termios, now: 160, hidden: true })
+    expect(settled.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', inputState: 'hidden' })
+  })
+
+  it('output between the read and the termios answer means looking again, not settling', () => {
+    const view = new View()
+    const machine = written(view, { readsTermios: true })
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 151 }), 'probe')
+    const read = reading(SHELL, SHELL, 11)
+    machine.feed({ type: 'probed', gen: probe, now: 152, probe: read, costMs: 0 })
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 157 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 158, probe: read, costMs: 0 }), 'drain')
+    const termios = Machine.gen(machine.feed({ type: 'drained', gen: drain, now: 159 }), 'termios')
+    machine.feed({ type: 'output', now: 159.5 })
+    const after = machine.feed({ type: 'termios', gen: termios, now: 170, hidden: false })
+    expect(after.some((effect) => effect.type === 'settle')).toBe(false)
+    expect(machine.state.phase).toBe('waiting')
+  })
+})

@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process'
+import pty from 'node-pty'
+import { afterAll, describe, expect, it } from 'vitest'
+import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
+
+describe('canonical line limit', () => {
+  it('finds the longest line over the limit, in UTF-8 bytes, with its number', () => {
+    expect(overlongLine('short')).toBeUndefined()
+    expect(overlongLine('x'.repeat(CANONICAL_LINE_MAX))).toBeUndefined()
+    expect(overlongLine('x'.repeat(CANONICAL_LINE_MAX + 1))).toEqual({ line: 1, bytes: 4096 })
+    expect(overlongLine(`a\n${'é'.repeat(2048)}\r${'x'.repeat(5000)}`)).toEqual({ line: 3, bytes: 5000 })
+    // 2048 two-byte characters are 4096 bytes: over the limit though only 2048 UTF-16 units.
+    expect(overlongLine(`a\n${'é'.repeat(2048)}`)).toEqual({ line: 2, bytes: 4096 })
+    expect(overlongLine(`${'x'.repeat(4000)}\n${'y'.repeat(4000)}`)).toBeUndefined()
+  })
+
+  it('hidden input is echo off in canonical mode only', () => {
+    expect(isHiddenInput({ canonical: true, echo: false })).toBe(true)
+    expect(isHiddenInput({ canonical: false, echo: false })).toBe(false)
+    expect(isHiddenInput({ canonical: true, echo: true })).toBe(false)
+    expect(isHiddenInput(undefined)).toBe(false)
+  })
+
+  it('parses helper replies; anything else is unknown', () => {
+    expect(parseTermiosReply('ok 1 0')).toEqual({ canonical: true, echo: false })
+    expect(parseTermiosReply('ok 0 1')).toEqual({ canonical: false, echo: true })
+    expect(parseTermiosReply('err 2')).toBeUndefined()
+    expect(parseTermiosReply('ok 1 0 extra')).toBeUndefined()
+  })
+})
+
+describe('termios read from a real terminal', () => {
+  const reader = helperTermiosReader()
+  afterAll(() => reader.close())
+
+  it('sees the modes a program sets with stty on its terminal', async () => {
+    // A shell that changes its own terminal's modes on cue and says so.
+    const term = pty.spawn('/bin/sh', ['-c', 'echo READY1; read a; stty -echo; echo READY2; read b; stty -icanon echo; echo READY3; read c'], { cols: 80, rows: 24 })
+    const path = (term as unknown as { ptsName: string }).ptsName
+    let output = ''
+    term.onData((data) => (output += data))
+    const until = async (token: string) => {
+      while (!output.includes(token)) await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    try {
+      await until('READY1')
+      expect(await reader.read(path)).toEqual({ canonical: true, echo: true })
+      term.write('x\r')
+      await until('READY2')
+      expect(await reader.read(path)).toEqual({ canonical: true, echo: false })
+      term.write('y\r')
+      await until('READY3')
+      expect(await reader.read(path)).toEqual({ canonical: false, echo: true })
+    } finally {
+      term.kill()
+    }
+  })
+
+  it('answers unknown for a path that is no terminal, and refuses a path with a line break', async () => {
+    expect(await reader.read('/nonexistent/tty')).toBeUndefined()
+    expect(await reader.read('/etc/hostname')).toBeUndefined()
+    expect(await reader.read('/dev/null\n/dev/tty')).toBeUndefined()
+  })
+
+  it('a helper that cannot start answers unknown, and one that dies is replaced', async () => {
+    const broken = helperTermiosReader({ perl: '/nonexistent/perl' })
+    expect(await broken.read('/dev/null')).toBeUndefined()
+    broken.close()
+    let starts = 0
+    const flaky = helperTermiosReader({
+      spawnHelper: (perl, script) => {
+        starts++
+        // The first helper dies before answering; the second is real.
+        return starts === 1 ? spawn('/bin/sh', ['-c', 'exit 3'], { stdio: ['pipe', 'pipe', 'ignore'] }) : spawn(perl, ['-e', script], { stdio: ['pipe', 'pipe', 'ignore'] })
+      },
+    })
+    const term = pty.spawn('/bin/sh', ['-c', 'echo READY; read a'], { cols: 80, rows: 24 })
+    const path = (term as unknown as { ptsName: string }).ptsName
+    try {
+      expect(await flaky.read(path)).toBeUndefined()
+      expect(await flaky.read(path)).toEqual({ canonical: true, echo: true })
+      expect(starts).toBe(2)
+    } finally {
+      term.kill()
+      flaky.close()
+    }
+  })
+})

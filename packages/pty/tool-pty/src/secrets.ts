@@ -1,0 +1,42 @@
+/**
+ * Deployment secrets for `terminal_send {secret: NAME}`: names from the tool config, values read
+ * at the moment of the send from the environment or a file — never at load and never kept, so a
+ * rotated value takes effect at the next send. Only names ever reach a result.
+ */
+import { readFileSync } from 'node:fs'
+import { PtyError, type SecretValue } from '@conch/pty'
+import type { SecretSource } from './config.ts'
+
+/** `A, B` or `none`, for errors, the tool description and terminal_list. */
+export function secretNames(secrets: Record<string, SecretSource>): string {
+  const names = Object.keys(secrets)
+  return names.length === 0 ? 'none' : names.join(', ')
+}
+
+/**
+ * The value of secret `name`, read now.
+ * @throws PtyError `UNKNOWN_SECRET` listing the configured names; `SECRET_UNAVAILABLE` naming the
+ *   variable or file (never a value) when it is unset, empty or unreadable.
+ */
+export function readSecret(secrets: Record<string, SecretSource>, name: string, env: NodeJS.ProcessEnv = process.env): SecretValue {
+  const source = Object.hasOwn(secrets, name) ? secrets[name] : undefined
+  if (source === undefined) {
+    throw new PtyError('UNKNOWN_SECRET', `unknown secret ${JSON.stringify(name)}; configured secrets: ${secretNames(secrets)}; nothing was written`)
+  }
+  if ('env' in source) {
+    const value = env[source.env]
+    if (value === undefined || value === '') {
+      throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from the environment variable ${source.env}, which is not set in conch's environment; nothing was written`)
+    }
+    return { name, value }
+  }
+  let value: string
+  try {
+    value = readFileSync(source.file, 'utf8')
+  } catch (error) {
+    throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from ${source.file}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); nothing was written`)
+  }
+  value = value.replace(/\r?\n$/, '')
+  if (value === '') throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from ${source.file}, which is empty; nothing was written`)
+  return { name, value }
+}
