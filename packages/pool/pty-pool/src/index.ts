@@ -25,6 +25,7 @@ export { WorkerSupervisor, type SupervisorState, type SupervisorDeps } from './s
 export { runPoolWorker, WORKER_CHANNEL_FD, type PoolWorkerOptions } from './worker.ts'
 export { LineDecoder, ProtocolViolation, encodeLine, workerMessageSchema, MainMessageSchema, WORKER_COUNTERS, type WorkerMessage, type MainMessage, type SessionInfo } from './protocol.ts'
 export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalSpawnOptions } from './terminal.ts'
+export { ptyTerminals, type PtyTerminalOptions } from './pty-terminal.ts'
 
 declare module 'cordis' {
   interface Context {

@@ -222,7 +222,7 @@ export class PoolSession {
     const launch = prepareLaunch(this.kind, this.key, this.environment, { sentinel: this.sentinel })
     this.home = launch.home
     try {
-      this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols })
+      this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols, network: this.kind.network, home: launch.home })
     } catch (error) {
       this.markUnhealthy('spawn failed')
       throw new InvokeFailure('spawn', `could not start ${this.kind.command}: ${(error as Error).message}`, false)

@@ -50,6 +50,10 @@ export interface TerminalSpawnOptions {
   cols: number
   /** Scrollback rows kept by the screen model. */
   scrollback?: number
+  /** Whether the program may use the network (the kind's `network`); a confining factory passes it to its sandbox. */
+  network?: boolean
+  /** The session's private home, which a confining factory makes writable inside its sandbox. */
+  home?: string
 }
 
 /** Spawns programs in terminals; injectable so pool logic can be tested on exact orderings. */
@@ -57,7 +61,7 @@ export type TerminalFactory = (options: TerminalSpawnOptions) => Promise<PoolTer
 
 const TAG_VARIABLE = 'CONCH_POOL_TAG'
 
-/** The default factory: node-pty + @xterm/headless. */
+/** The default factory: node-pty + @xterm/headless, unconfined (`network` and `home` need no sandbox here). */
 export const spawnScreenTerminal: TerminalFactory = async (options) => {
   const tag = createSessionTag(TAG_VARIABLE)
   const screen = new Terminal({ rows: options.rows, cols: options.cols, scrollback: options.scrollback ?? 2000, allowProposedApi: true })

@@ -225,7 +225,7 @@ export class WarmSessions implements SessionBackend {
     const launch = prepareLaunch(kind, key, this.environment(key, options.cwd), { prompt, args: kind.oneShotArgs ?? [] })
     let terminal
     try {
-      terminal = await this.deps.terminals({ argv: launch.argv, cwd: options.cwd, env: launch.env, rows: kind.rows, cols: kind.cols, scrollback: 10_000 })
+      terminal = await this.deps.terminals({ argv: launch.argv, cwd: options.cwd, env: launch.env, rows: kind.rows, cols: kind.cols, scrollback: 10_000, network: kind.network, home: launch.home })
     } catch (error) {
       rmSync(launch.home, { recursive: true, force: true })
       throw new InvokeFailure('spawn', `could not start ${kind.command}: ${(error as Error).message}`, false)

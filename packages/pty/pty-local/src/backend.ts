@@ -3,7 +3,7 @@
  * ready session to ctx.pty.
  */
 import { randomBytes } from 'node:crypto'
-import { statSync } from 'node:fs'
+import { accessSync, constants, statSync } from 'node:fs'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
@@ -52,10 +52,28 @@ export class LocalBackend implements PtyBackend {
     const { config } = this.options
     const policy = this.options.sandboxPolicy.resolve({ session: request.owner.session })
     const cwd = resolveCwd(request.cwd, policy.workspaceRoot)
-    let argv: [string, ...string[]] = [config.shellPath, ...config.shellArgs]
+    const program = request.command !== undefined
+    const prompt = createControlledPrompt()
+    const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
+    const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, allow: config.allowEnv, prompt, tag })
+    if (program) {
+      // A program has no use for the controlled prompt; the caller's variables go over the
+      // scrubbed environment, and the session tag stays conch's.
+      delete env.PS1
+      delete env.PROMPT_COMMAND
+      Object.assign(env, request.env ?? {})
+      env[tag.name] = tag.value
+    }
+    let argv: [string, ...string[]] = program ? [resolveCommand(request.command!, env.PATH ?? ''), ...(request.args ?? [])] : [config.shellPath, ...config.shellArgs]
     if (policy.mode !== 'danger-full-access') {
       try {
-        const confined = await this.options.sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd })
+        const confined = await this.options.sandbox.confine(argv, {
+          mode: policy.mode,
+          workspaceRoot: policy.workspaceRoot,
+          cwd,
+          ...(request.network !== undefined && { network: request.network }),
+          ...(request.writablePaths !== undefined && { writablePaths: request.writablePaths }),
+        })
         argv = confined.argv
       } catch (error) {
         throw new PtyError('SPAWN_FAILED', `cannot start a ${policy.mode} terminal: ${(error as Error).message}`, { cause: error })
@@ -68,9 +86,6 @@ export class LocalBackend implements PtyBackend {
     await Promise.all([loadNodePty(), loadScreenModel()])
     if (request.signal.aborted) throw request.signal.reason
 
-    const prompt = createControlledPrompt()
-    const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
-    const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, allow: config.allowEnv, prompt, tag })
     // Unconfined, no PID namespace ends the session's daemons if conch itself is killed: the
     // tag supervisor of @conch/subprocess sweeps the tag then.
     const unwatch = policy.mode === 'danger-full-access' ? tagSupervisor().watch(tag) : () => {}
@@ -88,6 +103,7 @@ export class LocalBackend implements PtyBackend {
       config,
       rows: request.rows ?? config.rows,
       cols: request.cols ?? config.cols,
+      program,
       prompt,
       terminal,
       signalWrapper: async (signal) => {
@@ -112,6 +128,8 @@ export class LocalBackend implements PtyBackend {
         return report
       },
     })
+    // A program is the caller's to wait for (it prints no controlled prompt).
+    if (program) return session
     try {
       await session.ready(request.signal)
     } catch (error) {
@@ -120,6 +138,35 @@ export class LocalBackend implements PtyBackend {
       throw error
     }
     return session
+  }
+}
+
+/**
+ * `command` as an executable path: an absolute path as it is, a name with a slash against the
+ * host's cwd, otherwise the first executable `PATH` entry holding it (execvp(3)'s search, done
+ * here so that a missing program fails the open by name, before any sandbox starts).
+ * @throws PtyError `SPAWN_FAILED` naming the command.
+ */
+function resolveCommand(command: string, searchPath: string): string {
+  if (command.includes('/')) {
+    const resolved = path.resolve(command)
+    if (isExecutable(resolved)) return resolved
+    throw new PtyError('SPAWN_FAILED', `command ${resolved} is not an executable file`)
+  }
+  for (const folder of searchPath.split(':')) {
+    if (folder === '' || !path.isAbsolute(folder)) continue
+    const candidate = path.join(folder, command)
+    if (isExecutable(candidate)) return candidate
+  }
+  throw new PtyError('SPAWN_FAILED', `command ${command} was not found on the session's PATH (${searchPath || 'empty'})`)
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK)
+    return statSync(file).isFile()
+  } catch {
+    return false
   }
 }
 

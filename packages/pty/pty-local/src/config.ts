@@ -75,6 +75,11 @@ export const Config = z
      * the scrubbing policy would drop them.
      */
     allowEnv: z.array(z.string().min(1)).default([]),
+    /**
+     * Rows of scrollback the full screen model of a session opened with a `command` keeps
+     * above its viewport (`screenState({scrollback: true})`).
+     */
+    programScrollbackRows: z.number().int().min(0).max(100000).default(2000),
   })
   .refine((c) => c.maxReadBytes <= c.scrollbackMaxBytes, {
     message: 'maxReadBytes must not exceed scrollbackMaxBytes',

@@ -51,13 +51,16 @@ export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
   private readonly core: SyncCore
 
-  /** @throws Error when `loadScreenModel()` has not resolved yet (a programming error). */
-  constructor(options: { rows: number; cols: number }) {
+  /**
+   * `scrollback`: rows kept above the viewport (0, the default, for the screens attached on demand).
+   * @throws Error when `loadScreenModel()` has not resolved yet (a programming error).
+   */
+  constructor(options: { rows: number; cols: number; scrollback?: number }) {
     if (xterm === undefined) throw new Error('ScreenModel: @xterm/headless is not loaded; await loadScreenModel() first')
     this.terminal = new xterm.Terminal({
       rows: options.rows,
       cols: options.cols,
-      scrollback: 0,
+      scrollback: options.scrollback ?? 0,
       allowProposedApi: true,
       logLevel: 'off',
     })
@@ -93,6 +96,26 @@ export class ScreenModel implements ScreenSink {
     for (let y = 0; y < this.terminal.rows; y++) lines.push((buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? '').replace(/ +$/, ''))
     const { row, col } = this.cursor()
     return { buffer: buffer.type, rows: this.terminal.rows, cols: this.terminal.cols, cursorRow: row, cursorCol: col, lines }
+  }
+
+  /**
+   * The rendered rows: the viewport, or with `scrollback` every retained row from the oldest.
+   * A wrapped row is joined to the row it continues; trailing blanks and trailing empty rows
+   * are dropped.
+   */
+  renderedRows(scrollback: boolean): string[] {
+    const buffer = this.terminal.buffer.active
+    const start = scrollback ? 0 : buffer.viewportY
+    const end = scrollback ? buffer.length : buffer.viewportY + this.terminal.rows
+    const rows: string[] = []
+    for (let y = start; y < end; y++) {
+      const line = buffer.getLine(y)
+      const text = line?.translateToString(true) ?? ''
+      if (line?.isWrapped === true && rows.length > 0) rows[rows.length - 1] += text
+      else rows.push(text)
+    }
+    while (rows.length > 0 && rows[rows.length - 1] === '') rows.pop()
+    return rows
   }
 
   dispose(): void {

@@ -23,6 +23,8 @@ import {
   within,
   type BackendSession,
   type CloseResult,
+  type ScreenState,
+  type ScreenStateOptions,
   type PtySignal,
   type ReadPage,
   type SendInput,
@@ -32,6 +34,7 @@ import {
   type SignalResult,
 } from '@conch/pty'
 import { constants } from 'node:os'
+import { StringDecoder } from 'node:string_decoder'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -41,6 +44,7 @@ import { Scrollback } from './scrollback.ts'
 import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
+import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
 import { encodeKey, type KeyModes } from './keys.ts'
 import { SecretRedactor } from './redact.ts'
@@ -67,6 +71,12 @@ export interface LocalSessionOptions {
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
+  /**
+   * The session runs a program instead of the shell: no controlled prompt is waited for at
+   * startup, and a full screen model (with `programScrollbackRows` of scrollback) follows the
+   * output for `screenState`.
+   */
+  program?: boolean
 }
 
 type ExitListener = (status: SessionStatus) => void
@@ -91,6 +101,9 @@ export class LocalSession implements BackendSession {
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
   private holdTimer: NodeJS.Timeout | undefined
+  /** A program session's full screen model, fed every chunk after redaction, and its decoder. */
+  private readonly fullScreen: { model: ScreenModel; decoder: StringDecoder } | undefined
+  private readonly changeListeners = new Set<() => void>()
 
   /** What sends see of this session (send.ts declares it). */
   private readonly host: SendHost
@@ -140,6 +153,11 @@ export class LocalSession implements BackendSession {
       now: this.now,
     })
     this.disposers.push(() => this.display.dispose())
+    if (options.program === true) {
+      const model = new ScreenModel({ rows: options.rows ?? this.config.rows, cols: options.cols ?? this.config.cols, scrollback: this.config.programScrollbackRows })
+      this.fullScreen = { model, decoder: new StringDecoder('utf8') }
+      this.disposers.push(() => model.dispose())
+    }
     this.host = this.sendHost()
     this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
@@ -273,6 +291,59 @@ export class LocalSession implements BackendSession {
       },
     )
     return this.closing
+  }
+
+  // ─── Raw input and the full screen (program sessions) ─────────────────────────────
+
+  /**
+   * Writes `data` as it is (no planning, no readiness wait); resolves once it is in the
+   * terminal's input queue.
+   * @throws PtyError `SESSION_EXITED`, `SEND_ACTIVE` (a send or a signal's watch is active).
+   */
+  write(data: string): Promise<void> {
+    if (this.state.state === 'exited') {
+      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
+    }
+    if (this.current !== undefined || this.watch !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is active on this session; nothing was written')
+    this.atPrompt = false
+    return this.terminal.write(data)
+  }
+
+  /**
+   * The full screen model's rows, cursor and the DEC private modes output.ts tracks (2004
+   * bracketed paste among them, from the parser that decides how sends are framed).
+   * @throws PtyError `INVALID_INPUT` for a shell session (it keeps no full screen model).
+   */
+  screenState(options: ScreenStateOptions): ScreenState {
+    if (this.fullScreen === undefined) {
+      throw new PtyError('INVALID_INPUT', 'a shell session keeps no full screen model (only a session opened with a command does); read its screen or scrollback')
+    }
+    const snapshot = this.fullScreen.model.snapshot()
+    return {
+      buffer: snapshot.buffer,
+      rows: this.fullScreen.model.renderedRows(options.scrollback === true),
+      cursorRow: snapshot.cursorRow,
+      cursorCol: snapshot.cursorCol,
+      decModes: Object.fromEntries(this.parser.privateModes),
+    }
+  }
+
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener)
+    return () => this.changeListeners.delete(listener)
+  }
+
+  private changed(): void {
+    for (const listener of [...this.changeListeners]) listener()
+  }
+
+  /** Feeds output to the parser and, for a program, the full screen model; then tells the listeners. */
+  private feed(chunk: Buffer): void {
+    this.parser.feed(chunk)
+    if (this.fullScreen !== undefined) this.fullScreen.model.write(this.fullScreen.decoder.write(chunk))
+    this.current?.onOutput()
+    this.watch?.onOutput()
+    this.changed()
   }
 
   // ─── The screen ───────────────────────────────────────────────────────────────────
@@ -426,18 +497,14 @@ export class LocalSession implements BackendSession {
       if (this.redactor.holding) this.holdTimer = setTimeout(() => this.releaseHeld(), this.config.secretHoldMs)
       if (chunk.length === 0) return
     }
-    this.parser.feed(chunk)
-    this.current?.onOutput()
-    this.watch?.onOutput()
+    this.feed(chunk)
   }
 
   /** Output held back as the possible start of a secret, shown as it was once nothing completed it. */
   private releaseHeld(): void {
     const held = this.redactor.flush()
     if (held.length === 0 || this.closing !== undefined) return
-    this.parser.feed(held)
-    this.current?.onOutput()
-    this.watch?.onOutput()
+    this.feed(held)
   }
 
   private onOsc(payload: string): void {
@@ -498,6 +565,7 @@ export class LocalSession implements BackendSession {
     this.current?.onExit(status)
     this.watch?.onExit(status)
     for (const listener of [...this.exitListeners]) listener(status)
+    this.changed()
   }
 
   // ─── Teardown ─────────────────────────────────────────────────────────────────────
@@ -514,6 +582,7 @@ export class LocalSession implements BackendSession {
     }
     this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
     for (const dispose of this.disposers.splice(0)) dispose()
+    this.changeListeners.clear()
     clearTimeout(this.holdTimer)
     this.promptMark?.release()
     this.unseen?.close()

@@ -9,6 +9,8 @@ import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import {
   type BackendSession,
+  type ScreenState,
+  type ScreenStateOptions,
   type CloseResult,
   type ClosedProcess,
   PTY_SIGNALS,
@@ -152,6 +154,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     assertLive(owner)
     const { type, name, cwd } = validateSpawnOptions(options)
     const size = validateSize(options, 'open', true)
+    const program = validateProgram(options)
     const backend = this.backends.get(type)
     if (!backend) {
       const known = this.types()
@@ -175,7 +178,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const settled = new Promise<void>((resolve) => { markSettled = resolve })
     this.spawns.set(id, { id, owner, name, controller, settled })
     try {
-      return await this.runSpawn({ id, owner, type, name, cwd, size, backend, controller, signal })
+      return await this.runSpawn({ id, owner, type, name, cwd, size, program, backend, controller, signal })
     } finally {
       this.spawns.delete(id)
       unlink()
@@ -287,6 +290,39 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.signal(signal)
   }
 
+  async write(owner: PtyOwner, sessionId: string, data: string): Promise<void> {
+    const entry = this.entry(owner, sessionId)
+    if (typeof data !== 'string') throw new PtyError('INVALID_INPUT', `a write to ${sessionId} takes a string, not ${typeof data}; nothing was written`)
+    if (entry.backend.write === undefined) {
+      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) takes no raw writes; use a send`)
+    }
+    if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
+    if (entry.phase.phase === 'busy') {
+      throw new PtyError('SEND_ACTIVE', `PTY session ${entry.id} is running a send; a raw write would interleave with it, so nothing was written. Wait for the send or cancel it first`)
+    }
+    const status = entry.backend.status()
+    if (status.state === 'exited') {
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written`)
+    }
+    await entry.backend.write(data)
+  }
+
+  screenState(owner: PtyOwner, sessionId: string, options: ScreenStateOptions = {}): ScreenState {
+    const entry = this.entry(owner, sessionId)
+    if (entry.backend.screenState === undefined) {
+      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) keeps no full screen model; open it with a command, or read its screen or scrollback`)
+    }
+    return entry.backend.screenState({ scrollback: options.scrollback === true })
+  }
+
+  onChange(owner: PtyOwner, sessionId: string, listener: () => void): () => void {
+    const entry = this.entry(owner, sessionId)
+    if (entry.backend.onChange === undefined) {
+      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) does not report output changes`)
+    }
+    return entry.backend.onChange(listener)
+  }
+
   close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
     try {
       return this.closeEntry(this.entry(owner, sessionId))
@@ -323,11 +359,12 @@ export default class PtyService extends Service implements PtyServiceApi {
     name: string | undefined
     cwd: string | undefined
     size: Partial<TerminalSize>
+    program: ProgramOptions
     backend: PtyBackend
     controller: AbortController
     signal: AbortSignal | undefined
   }): Promise<SpawnResult> {
-    const { id, owner, type, name, cwd, size, backend, controller, signal } = request
+    const { id, owner, type, name, cwd, size, program, backend, controller, signal } = request
     let session: BackendSession
     try {
       session = await backend.spawn({
@@ -336,6 +373,7 @@ export default class PtyService extends Service implements PtyServiceApi {
         ...(name !== undefined && { name }),
         ...(cwd !== undefined && { cwd }),
         ...size,
+        ...program,
         signal: controller.signal,
       })
     } catch (error) {
@@ -532,6 +570,50 @@ function validateSpawnOptions(options: SpawnOptions): { type: string; name: stri
     throw new PtyError('INVALID_INPUT', 'a PTY session `cwd` must be a non-empty path when given')
   }
   return { type, name, cwd }
+}
+
+/** The program fields of an open, checked: what the backend receives. */
+type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' | 'writablePaths'>
+
+/**
+ * `command`, `args`, `env`, `network` and `writablePaths` of an open: a non-empty command
+ * without NUL (execve(2) takes NUL-terminated strings), string arguments and values, names
+ * without `=` or NUL, a boolean network, absolute folders.
+ * @throws PtyError `INVALID_INPUT` naming the field.
+ */
+function validateProgram(options: SpawnOptions): ProgramOptions {
+  const { command, args, env, network, writablePaths } = options
+  const out: ProgramOptions = {}
+  const clean = (value: unknown) => typeof value === 'string' && !value.includes('\0')
+  if (command !== undefined) {
+    if (!clean(command) || command === '') throw new PtyError('INVALID_INPUT', 'a PTY session `command` must be a non-empty string without NUL')
+    out.command = command
+  }
+  if (args !== undefined) {
+    if (command === undefined) throw new PtyError('INVALID_INPUT', 'a PTY session `args` needs a `command`')
+    if (!Array.isArray(args) || !args.every(clean)) throw new PtyError('INVALID_INPUT', 'a PTY session `args` must be a list of strings without NUL')
+    out.args = [...args]
+  }
+  if (env !== undefined) {
+    if (env === null || typeof env !== 'object' || Array.isArray(env)) throw new PtyError('INVALID_INPUT', 'a PTY session `env` must be an object of strings')
+    for (const [key, value] of Object.entries(env)) {
+      if (key === '' || key.includes('=') || key.includes('\0') || !clean(value)) {
+        throw new PtyError('INVALID_INPUT', `a PTY session \`env\` entry ${JSON.stringify(key)} must be a name without = or NUL with a string value`)
+      }
+    }
+    out.env = { ...env }
+  }
+  if (network !== undefined) {
+    if (typeof network !== 'boolean') throw new PtyError('INVALID_INPUT', 'a PTY session `network` must be true or false')
+    out.network = network
+  }
+  if (writablePaths !== undefined) {
+    if (!Array.isArray(writablePaths) || !writablePaths.every((path) => clean(path) && path.startsWith('/') && path !== '/')) {
+      throw new PtyError('INVALID_INPUT', 'a PTY session `writablePaths` must be a list of absolute folders other than /')
+    }
+    out.writablePaths = [...writablePaths]
+  }
+  return out
 }
 
 /**

@@ -165,6 +165,30 @@ export interface SpawnOptions {
   /** Terminal size in cells, 1–`MAX_TERMINAL_ROWS` rows and 1–`MAX_TERMINAL_COLS` columns; defaults are the backend's. */
   rows?: number
   cols?: number
+  /**
+   * A program to run in place of the backend's shell: an absolute path, or a name looked up on
+   * the session environment's PATH. The session then has no shell prompt: the open returns once
+   * the program is started (its `motd` is empty), and readiness of later sends rests on the
+   * kernel and silence tiers. The backend keeps a full screen model for it (`screenState`).
+   */
+  command?: string
+  /** Arguments of `command` (argv[1…]). */
+  args?: string[]
+  /**
+   * Variables set over the backend's scrubbed environment — never over the host's (the scrubbing
+   * still drops the host's secrets; what is given here is passed as it is).
+   */
+  env?: Record<string, string>
+  /**
+   * Network access of this terminal's sandbox, overriding the sandbox provider's default
+   * (`SandboxPolicy.network` of `@conch/sandbox`). Undefined: the provider's default.
+   */
+  network?: boolean
+  /**
+   * Absolute folders writable inside this terminal's sandbox whatever the owner's mode
+   * (`SandboxPolicy.writablePaths`): a private home the caller made for the program.
+   */
+  writablePaths?: string[]
 }
 
 /** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
@@ -296,8 +320,38 @@ export interface BackendSpawnRequest {
   /** Terminal size asked for at open (validated by the service); absent = the backend's default. */
   rows?: number
   cols?: number
+  /** The program instead of the shell, validated by the service (see `SpawnOptions`). */
+  command?: string
+  args?: string[]
+  env?: Record<string, string>
+  network?: boolean
+  writablePaths?: string[]
   /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
   signal: AbortSignal
+}
+
+/**
+ * The screen model's state, for a caller that drives a full-screen program itself.
+ * `rows` are the rendered rows (wrapped rows joined, trailing blanks trimmed, trailing empty
+ * rows dropped): the viewport, or with `scrollback` every retained row from the oldest on.
+ */
+export interface ScreenState {
+  buffer: 'normal' | 'alternate'
+  rows: string[]
+  /** 1-based cursor position in the viewport. */
+  cursorRow: number
+  cursorCol: number
+  /**
+   * DEC private modes the program set or reset (DECSET/DECRST, XTerm Control Sequences), by
+   * number: e.g. `2004` bracketed paste, `1` application cursor keys. Absent: never changed.
+   */
+  decModes: Record<number, boolean>
+}
+
+/** What `screenState` renders. */
+export interface ScreenStateOptions {
+  /** Every retained row instead of the viewport. */
+  scrollback?: boolean
 }
 
 /**
@@ -327,6 +381,21 @@ export interface BackendSession {
    * @throws PtyError `SESSION_EXITED`.
    */
   resize?(size: TerminalSize): void
+  /**
+   * Writes `data` as it is, with no readiness wait and no planning (no Enter added, no
+   * bracketed paste): for a caller that frames its own input for a full-screen program.
+   * Resolves once every byte is in the terminal's input queue. Optional; the service calls it
+   * only while no send is active.
+   * @throws PtyError `SESSION_EXITED`.
+   */
+  write?(data: string): Promise<void>
+  /** The full screen model's state (see `ScreenState`). Optional: a backend keeps one only for some sessions. */
+  screenState?(options: ScreenStateOptions): ScreenState
+  /**
+   * Registers a listener called after each chunk of output has reached the screen model, and
+   * once when the program exited. Optional. Returns a disposer.
+   */
+  onChange?(listener: () => void): () => void
   /**
    * Stops the whole process tree and resolves with what it stopped. Idempotent while a close is
    * in flight; a close that left survivors may be retried.
@@ -382,6 +451,25 @@ export interface PtyServiceApi {
    */
   resize(owner: PtyOwner, sessionId: string, size: TerminalSize): void
   signal(owner: PtyOwner, sessionId: string, signal: PtySignal): Promise<SignalResult>
+  /**
+   * Writes `data` to the session as it is: no readiness wait, no Enter, no paste framing.
+   * Resolves once it is in the terminal's input queue.
+   * @throws PtyError `SEND_ACTIVE` while a send is in flight (the send's input and readiness
+   * must not be interleaved), `NO_SESSION`, `FOREIGN_SESSION`, `SESSION_EXITED`, `INVALID_INPUT`
+   * (not a string, or a backend without raw writes) — all before anything is written.
+   */
+  write(owner: PtyOwner, sessionId: string, data: string): Promise<void>
+  /**
+   * The session's full screen model (rows with or without scrollback, cursor, DEC modes).
+   * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `INVALID_INPUT` when its backend keeps none for it.
+   */
+  screenState(owner: PtyOwner, sessionId: string, options?: ScreenStateOptions): ScreenState
+  /**
+   * Calls `listener` after each chunk of the session's output reached its screen model, and
+   * when it exited. Returns a disposer; closing the session ends the calls.
+   * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `INVALID_INPUT` for a backend that cannot report it.
+   */
+  onChange(owner: PtyOwner, sessionId: string, listener: () => void): () => void
   /**
    * Closes a session and resolves when its process tree is gone; the session is then forgotten.
    * @throws PtyError `CLOSE_FAILED` listing survivors (the session stays listed; retry later).

@@ -90,7 +90,9 @@ export function isWithin(child: string, parent: string): boolean {
  *    and each PATH folder inside the home, `--ro-bind` into it (one whose target is a denied path
  *    is left out; one inside an entry already bound is not bound again);
  * 4. the writable paths: the workspace root and `readWritePaths` (`--bind` under
- *    workspace-write, `--ro-bind` under read-only, so a workspace under /tmp stays visible);
+ *    workspace-write, `--ro-bind` under read-only, so a workspace under /tmp stays visible),
+ *    then the policy's own `writablePaths` (`--bind` in either mode, after the private /tmp and
+ *    home, so a folder under /tmp is the host's folder);
  * 5. rename fences: each folder between a writable path and a protected path inside it is bound
  *    onto itself (still writable), because a mount point cannot be renamed or removed — otherwise
  *    `mv conf conf.old; mkdir conf` would put a new file where the host reads the protected one;
@@ -116,8 +118,12 @@ export function bubblewrapArgv(
   host: HostPaths = nodeHostPaths,
 ): [string, ...string[]] {
   const writableMode = policy.mode === 'workspace-write'
-  const writable = writableMode ? [policy.workspaceRoot, ...options.readWritePaths] : []
-  const visible: Array<[Flag, string]> = [policy.workspaceRoot, ...options.readWritePaths].map((path) => [writableMode ? '--bind' : '--ro-bind', path])
+  const own = policy.writablePaths ?? []
+  const writable = [...(writableMode ? [policy.workspaceRoot, ...options.readWritePaths] : []), ...own]
+  const visible: Array<[Flag, string]> = [
+    ...[policy.workspaceRoot, ...options.readWritePaths].map((path): [Flag, string] => [writableMode ? '--bind' : '--ro-bind', path]),
+    ...own.map((path): [Flag, string] => ['--bind', path]),
+  ]
   const rootFlag: Flag = writable.includes('/') ? '--bind' : '--ro-bind'
   const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
 

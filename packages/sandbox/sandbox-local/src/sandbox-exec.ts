@@ -67,12 +67,13 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
  * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh <cwd>
  * <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into it and
  * execs the argv (no extra process remains). Under workspace-write the workspace and
- * `readWritePaths` are writable; under read-only none is. Protected paths stay unwritable, and
+ * `readWritePaths` are writable; under read-only none is. The policy's `writablePaths` are
+ * writable in both. Protected paths stay unwritable, and
  * `denyRead` paths (`~/` expanded with `homeDir`) unreadable, in both. The network follows
  * `policy.network`, else `options.network`.
  */
 export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, options: SandboxExecOptions): [string, ...string[]] {
-  const writable = policy.mode === 'workspace-write' ? [policy.workspaceRoot, ...options.readWritePaths] : []
+  const writable = [...(policy.mode === 'workspace-write' ? [policy.workspaceRoot, ...options.readWritePaths] : []), ...(policy.writablePaths ?? [])]
   const readOnly = options.readOnlyPaths
   const protectedPaths = (policy as Partial<ConfinePolicy>).protectedPaths ?? []
   const denyRead = options.denyRead.map((path) => (path.startsWith('~/') ? join(options.homeDir, path.slice(2)) : path))

@@ -128,6 +128,37 @@ describe.runIf(hasBwrap)('bubblewrap, for real', () => {
     expect(existsSync(join(workspace, name))).toBe(false)
   })
 
+  it('makes a policy’s writablePaths writable even under read-only, as the host’s folder under the private /tmp, and nothing next to them', async () => {
+    await boot()
+    const own = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-own-')))
+    const sibling = join(tmpdir(), unique('sibling'))
+    const name = unique('o')
+    try {
+      const result = await run(
+        `echo mine > ${quote(join(own, 'f'))} && cat ${quote(join(own, 'f'))}
+         echo x > ${quote(join(workspace, name))}
+         echo y > ${quote(sibling)}; test -e ${quote(sibling)} && echo sibling-inside-only`,
+        { mode: 'read-only', writablePaths: [own] },
+      )
+      expect(result.stdout).toBe('mine\nsibling-inside-only\n')
+      expect(readFileSync(join(own, 'f'), 'utf8')).toBe('mine\n')
+      expect(result.stderr).toMatch(readOnly(join(workspace, name)))
+      expect(existsSync(join(workspace, name))).toBe(false)
+      expect(existsSync(sibling)).toBe(false)
+    } finally {
+      rmSync(own, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses writablePaths that are relative or /', async () => {
+    await boot()
+    for (const writablePaths of [['relative/dir'], ['/']]) {
+      const error = await ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, writablePaths }).catch((reason: unknown) => reason)
+      expect((error as SandboxError).code).toBe('INVALID_POLICY')
+      expect((error as SandboxError).message).toContain('writablePaths')
+    }
+  })
+
   it('gives the sandbox a private, writable /tmp that the host does not share', async () => {
     await boot()
     const hostFile = join('/tmp', unique('host'))

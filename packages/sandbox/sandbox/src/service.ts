@@ -36,6 +36,7 @@ const Policy = z.object({
   cwd: absolute('cwd').optional(),
   network: z.boolean({ error: 'network must be true or false' }).optional(),
   protectedPaths: z.array(absolute('protectedPaths')).optional(),
+  writablePaths: z.array(absolute('writablePaths').refine((path) => path !== '/', { message: 'writablePaths must not hold / (that would make the whole filesystem writable)' })).optional(),
 }).refine((policy) => !(policy.mode === 'workspace-write' && policy.workspaceRoot === '/'), {
   message:
     'a workspace root of / would make the whole filesystem writable under workspace-write; ' +
@@ -104,6 +105,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     }
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
     if (parsed.data.network !== undefined) valid.network = parsed.data.network
+    if (parsed.data.writablePaths !== undefined && parsed.data.writablePaths.length > 0) valid.writablePaths = canonicalPaths(parsed.data.writablePaths)
 
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: string[] = []

@@ -27,6 +27,12 @@ export interface SandboxPolicy {
    */
   network?: boolean
   /**
+   * Extra absolute paths writable inside this one sandbox, in either mode — a private folder the
+   * caller made for the confined program (a CLI's home and config). Protected paths inside
+   * them stay read-only.
+   */
+  writablePaths?: string[]
+  /**
    * Extra absolute paths that stay read-only inside this sandbox whatever the mode and the
    * workspace (added to the paths registered with `protect`).
    */

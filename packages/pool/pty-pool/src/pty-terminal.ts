@@ -1,0 +1,146 @@
+/**
+ * `PoolTerminal` over `ctx.pty`: a pooled CLI runs in a conch terminal, opened with a `command`
+ * for one owner, so it gets that owner's sandbox policy (`ctx.sandboxPolicy` resolved from the
+ * owner's session log; `@conch/pty-local` confines it with `ctx.sandbox`), the backend's
+ * scrubbed environment with the pool's variables over it, the backend's teardown with proof and
+ * its screen model. Two per-terminal settings come from the pool: `network` (the kind's; on by
+ * default, since the CLI must reach its model API) and the private home, writable inside the
+ * sandbox (`writablePaths`), where the seeded config and the transcript live.
+ *
+ * Writes are raw (`ctx.pty.write`: no readiness wait), the screen is the backend's full screen
+ * model (`ctx.pty.screenState`, with scrollback and the DEC private modes), and changes come
+ * from `ctx.pty.onChange`.
+ */
+import { constants } from 'node:os'
+import type { PtyOwner, PtyServiceApi, ScreenState, SessionStatus } from '@conch/pty'
+import type { PoolTerminal, TerminalCloseReport, TerminalExit, TerminalFactory, TerminalSpawnOptions } from './terminal.ts'
+
+export interface PtyTerminalOptions {
+  pty: PtyServiceApi
+  /** The owner whose sandbox policy the CLIs run under (an agent of `ctx.agents`). */
+  owner: PtyOwner
+  /** The backend type that runs programs (`@conch/pty-local`: `shell`). Default `shell`. */
+  type?: string
+}
+
+/** A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of `options.owner`. */
+export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
+  return async (spawn: TerminalSpawnOptions) => {
+    const [command, ...args] = spawn.argv
+    const opened = await options.pty.spawn(options.owner, {
+      type: options.type ?? 'shell',
+      command,
+      args,
+      env: spawn.env,
+      cwd: spawn.cwd,
+      rows: spawn.rows,
+      cols: spawn.cols,
+      network: spawn.network ?? true,
+      ...(spawn.home !== undefined && { writablePaths: [spawn.home] }),
+    })
+    return new PtyTerminal(options.pty, options.owner, opened.sessionId, opened.pid ?? -1)
+  }
+}
+
+class PtyTerminal implements PoolTerminal {
+  readonly exited: Promise<TerminalExit>
+  private exit: TerminalExit | undefined
+  /** The last screen read, kept for reads after the session was closed (the service forgets it). */
+  private last: ScreenState = { buffer: 'normal', rows: [], cursorRow: 1, cursorCol: 1, decModes: {} }
+  private lastScrollback: string[] = []
+  private readonly listeners = new Set<() => void>()
+  private closing: Promise<TerminalCloseReport> | undefined
+  private readonly stopWatching: () => void
+
+  constructor(
+    private readonly pty: PtyServiceApi,
+    private readonly owner: PtyOwner,
+    readonly sessionId: string,
+    readonly pid: number,
+  ) {
+    let settle!: (exit: TerminalExit) => void
+    this.exited = new Promise((resolve) => (settle = resolve))
+    const onChange = () => {
+      if (this.exit === undefined) {
+        const status = this.status()
+        if (status?.state === 'exited') {
+          this.exit = toExit(status)
+          settle(this.exit)
+        }
+      }
+      for (const listener of [...this.listeners]) listener()
+    }
+    this.stopWatching = pty.onChange(owner, sessionId, onChange)
+    onChange()
+  }
+
+  write(data: string): void {
+    if (this.exit !== undefined || this.closing !== undefined) return
+    // Checked and queued synchronously, so writes stay in call order; a write that meets an
+    // exit is dropped like a write to a hung-up line.
+    this.pty.write(this.owner, this.sessionId, data).catch(() => {})
+  }
+
+  screen(options: { scrollback?: boolean } = {}): string[] {
+    if (this.closing === undefined) {
+      try {
+        const state = this.pty.screenState(this.owner, this.sessionId, { scrollback: options.scrollback === true })
+        if (options.scrollback === true) this.lastScrollback = state.rows
+        else this.last = state
+        return state.rows
+      } catch {
+        // closed meanwhile: the last read stands
+      }
+    }
+    return options.scrollback === true ? this.lastScrollback : this.last.rows
+  }
+
+  bracketedPaste(): boolean {
+    if (this.closing === undefined) {
+      try {
+        this.last = this.pty.screenState(this.owner, this.sessionId)
+      } catch {
+        // closed meanwhile
+      }
+    }
+    return this.last.decModes[2004] === true
+  }
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  exitStatus(): TerminalExit | undefined {
+    return this.exit
+  }
+
+  /** Closes the session through `ctx.pty` (the backend's teardown ladder and its proof); `graceMs` is the backend's. */
+  close(): Promise<TerminalCloseReport> {
+    this.closing ??= (async () => {
+      this.screen()
+      this.screen({ scrollback: true })
+      try {
+        const result = await this.pty.close(this.owner, this.sessionId)
+        this.exit ??= toExit(result.status)
+        return { stopped: result.stopped.map((entry) => entry.pid), survivors: [] }
+      } catch (error) {
+        const survivors = (error as { survivors?: { pid: number }[] }).survivors
+        return { stopped: [], survivors: survivors?.map((entry) => entry.pid) ?? [this.pid] }
+      } finally {
+        this.stopWatching()
+      }
+    })()
+    return this.closing
+  }
+
+  private status(): SessionStatus | undefined {
+    return this.pty.list(this.owner).find((info) => info.sessionId === this.sessionId)?.status
+  }
+}
+
+function toExit(status: SessionStatus): TerminalExit {
+  if (status.state !== 'exited') return { exitCode: null, signal: null }
+  const signal = status.signal === null ? null : ((constants.signals as Record<string, number>)[status.signal] ?? null)
+  return { exitCode: status.exitCode, signal }
+}
