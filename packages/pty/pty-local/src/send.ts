@@ -48,6 +48,8 @@ export interface SendHost {
   encodeKey(key: Key): string
   /** Whether the terminal is set for hidden input now (termios.ts); absent when termios cannot be read. */
   readsHiddenInput?: () => Promise<boolean>
+  /** Bytes waiting in the terminal's input queue now (termios.ts, FIONREAD); absent when termios cannot be read. */
+  inputQueued?: () => Promise<number | undefined>
   /** Signals the foreground process group, resolved now. */
   signalForeground(signal: PtySignal): Promise<SignalResult>
   /** The buffer a send starts with: the output nobody has seen yet (or a new one for `startup`). */
@@ -362,7 +364,10 @@ export class Send {
   /**
    * Whether the foreground program consumed the input written so far: the reader the baseline
    * saw (the shell's main task, or the group's reading task) ran since and is blocked reading
-   * the terminal again — blocked in its read means its input queue is empty.
+   * the terminal again — blocked in its read means its input queue is empty. For a reader other
+   * than the shell, the reader having run since the baseline with the terminal's input queue
+   * empty (FIONREAD) is enough: it took the input, and what it writes back (the echo) may come
+   * later — the Node REPL first renders a preview.
    */
   private async consumed(baseline: Baseline): Promise<boolean> {
     const inspector = this.host.inspector
@@ -373,7 +378,18 @@ export class Send {
         if (switches === undefined || switches === baseline.switches) return false
         return (await inspector.blockedInRead(baseline.pgid)) === true
       }
-      if (baseline.kind === 'probe') return isNewReadEvidence(baseline, await inspector.probe())
+      if (baseline.kind === 'probe') {
+        const reader = baseline.probe.reader
+        const before = reader === undefined ? undefined : baseline.probe.tasks.find((task) => task.tid === reader.tid)?.switches
+        if (reader !== undefined && before !== undefined && this.host.inputQueued !== undefined) {
+          // /proc/<tid> resolves a thread too, so a reader that is not the main task is read alike.
+          const switches = await inspector.taskSwitches(reader.tid)
+          if (switches === undefined || switches === before) return false
+          const queued = await this.host.inputQueued()
+          if (queued !== undefined) return queued === 0
+        }
+        return isNewReadEvidence(baseline, await inspector.probe())
+      }
     } catch {
       // Unreadable: no evidence; the bound decides.
     }

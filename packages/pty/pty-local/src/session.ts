@@ -399,6 +399,7 @@ export class LocalSession implements BackendSession {
       },
       encodeKey: (key) => encodeKey(key, this.keyModes()),
       ...(this.termios !== undefined && { readsHiddenInput: async () => isHiddenInput(await this.termios!()) }),
+      ...(this.termios !== undefined && { inputQueued: async () => (await this.termios!())?.queued }),
       signalForeground: (signal) => this.signalForeground(signal),
       openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
       resultOf: (buffer) => this.display.resultOf(buffer),

@@ -21,6 +21,11 @@ export interface TermiosFlags {
   canonical: boolean
   /** `ECHO`: the terminal echoes input characters. */
   echo: boolean
+  /**
+   * Bytes waiting in the terminal's input queue for a reader (FIONREAD, tty_ioctl(4)); in
+   * canonical mode only those of complete lines count (n_tty). Absent when it cannot be read.
+   */
+  queued?: number
 }
 
 /** Reads a terminal's flags. Undefined when they cannot be read (the terminal is gone, no helper). */
@@ -68,17 +73,24 @@ export function isHiddenInput(flags: TermiosFlags | undefined): boolean {
   return flags !== undefined && flags.canonical && !flags.echo
 }
 
-/** The helper's program: one terminal path per line in, `ok <icanon> <echo>` or `err <errno>` per line out. */
+/**
+ * The helper's program: one terminal path per line in, `ok <icanon> <echo> <queued>` or
+ * `err <errno>` per line out (`queued` -1 when FIONREAD fails). FIONREAD is 0x541B on Linux
+ * (asm-generic/ioctls.h) and 0x4004667F on macOS (sys/filio.h).
+ */
 const HELPER = String.raw`
 use POSIX ();
 $| = 1;
 my $t = POSIX::Termios->new;
+my $fionread = $^O eq 'darwin' ? 0x4004667F : 0x541B;
 while (my $p = <STDIN>) {
   chomp $p;
   if (sysopen(my $fh, $p, POSIX::O_RDONLY() | POSIX::O_NOCTTY() | POSIX::O_NONBLOCK())) {
     if (defined $t->getattr(fileno($fh))) {
       my $l = $t->getlflag();
-      print "ok ", (($l & POSIX::ICANON()) ? 1 : 0), " ", (($l & POSIX::ECHO()) ? 1 : 0), "\n";
+      my $n = pack("i", 0);
+      my $q = ioctl($fh, $fionread, $n) ? unpack("i", $n) : -1;
+      print "ok ", (($l & POSIX::ICANON()) ? 1 : 0), " ", (($l & POSIX::ECHO()) ? 1 : 0), " ", $q, "\n";
     } else { print "err ", ($! + 0), "\n"; }
     close $fh;
   } else { print "err ", ($! + 0), "\n"; }
@@ -87,9 +99,11 @@ while (my $p = <STDIN>) {
 
 /** Parses one reply line of the helper. */
 export function parseTermiosReply(line: string): TermiosFlags | undefined {
-  const match = /^ok ([01]) ([01])$/.exec(line)
+  const match = /^ok ([01]) ([01])(?: (-?\d+))?$/.exec(line)
   if (match === null) return undefined
-  return { canonical: match[1] === '1', echo: match[2] === '1' }
+  const flags: TermiosFlags = { canonical: match[1] === '1', echo: match[2] === '1' }
+  if (match[3] !== undefined && Number(match[3]) >= 0) flags.queued = Number(match[3])
+  return flags
 }
 
 export interface HelperTermiosOptions {

@@ -23,6 +23,8 @@ describe('canonical line limit', () => {
 
   it('parses helper replies; anything else is unknown', () => {
     expect(parseTermiosReply('ok 1 0')).toEqual({ canonical: true, echo: false })
+    expect(parseTermiosReply('ok 0 0 7')).toEqual({ canonical: false, echo: false, queued: 7 })
+    expect(parseTermiosReply('ok 0 0 -1')).toEqual({ canonical: false, echo: false })
     expect(parseTermiosReply('ok 0 1')).toEqual({ canonical: false, echo: true })
     expect(parseTermiosReply('err 2')).toBeUndefined()
     expect(parseTermiosReply('ok 1 0 extra')).toBeUndefined()
@@ -35,7 +37,7 @@ describe('termios read from a real terminal', () => {
 
   it('sees the modes a program sets with stty on its terminal', async () => {
     // A shell that changes its own terminal's modes on cue and says so.
-    const term = pty.spawn('/bin/sh', ['-c', 'echo READY1; read a; stty -echo; echo READY2; read b; stty -icanon echo; echo READY3; read c'], { cols: 80, rows: 24 })
+    const term = pty.spawn('/bin/sh', ['-c', 'echo READY1; read a; stty -echo; echo READY2; read b; stty -icanon echo; echo READY3; sleep 30'], { cols: 80, rows: 24 })
     const path = (term as unknown as { ptsName: string }).ptsName
     let output = ''
     term.onData((data) => (output += data))
@@ -44,13 +46,17 @@ describe('termios read from a real terminal', () => {
     }
     try {
       await until('READY1')
-      expect(await reader.read(path)).toEqual({ canonical: true, echo: true })
+      expect(await reader.read(path)).toEqual({ canonical: true, echo: true, queued: 0 })
       term.write('x\r')
       await until('READY2')
-      expect(await reader.read(path)).toEqual({ canonical: true, echo: false })
+      expect(await reader.read(path)).toEqual({ canonical: true, echo: false, queued: 0 })
       term.write('y\r')
       await until('READY3')
-      expect(await reader.read(path)).toEqual({ canonical: false, echo: true })
+      expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 0 })
+      // Nobody reads now (sleep): typed bytes wait in the input queue; their echo says they arrived.
+      term.write('abc')
+      await until('abc')
+      expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 3 })
     } finally {
       term.kill()
     }
@@ -78,7 +84,7 @@ describe('termios read from a real terminal', () => {
     const path = (term as unknown as { ptsName: string }).ptsName
     try {
       expect(await flaky.read(path)).toBeUndefined()
-      expect(await flaky.read(path)).toEqual({ canonical: true, echo: true })
+      expect(await flaky.read(path)).toMatchObject({ canonical: true, echo: true })
       expect(starts).toBe(2)
     } finally {
       term.kill()
