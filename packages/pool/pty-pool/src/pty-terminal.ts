@@ -11,7 +11,9 @@
  * model (`ctx.pty.screenState`, with scrollback and the DEC private modes), and changes come
  * from `ctx.pty.onChange`.
  */
+import { realpathSync } from 'node:fs'
 import { constants } from 'node:os'
+import { dirname, isAbsolute } from 'node:path'
 import type { PtyOwner, PtyServiceApi, ScreenState, SessionStatus } from '@conch/pty'
 import type { PoolTerminal, TerminalCloseReport, TerminalExit, TerminalFactory, TerminalSpawnOptions } from './terminal.ts'
 
@@ -21,12 +23,32 @@ export interface PtyTerminalOptions {
   owner: PtyOwner
   /** The backend type that runs programs (`@conch/pty-local`: `shell`). Default `shell`. */
   type?: string
+  /**
+   * The sandbox service (`ctx.sandbox`). When given, the folder of each CLI executable is
+   * protected with it: bound read-only into every sandbox, so a CLI installed under /tmp or a
+   * home — which the sandbox replaces with private ones — is still found, and a confined CLI
+   * cannot change the binary the fresh-spawn path later runs unconfined.
+   */
+  sandbox?: { protect?(paths: readonly string[]): () => void }
 }
 
 /** A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of `options.owner`. */
 export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
+  const protectedDirs = new Set<string>()
   return async (spawn: TerminalSpawnOptions) => {
     const [command, ...args] = spawn.argv
+    if (command !== undefined && isAbsolute(command) && options.sandbox?.protect !== undefined) {
+      let folder: string | undefined
+      try {
+        folder = dirname(realpathSync(command))
+      } catch {
+        folder = undefined // missing: the spawn below fails and names it
+      }
+      if (folder !== undefined && !protectedDirs.has(folder)) {
+        protectedDirs.add(folder)
+        options.sandbox.protect([folder])
+      }
+    }
     const opened = await options.pty.spawn(options.owner, {
       type: options.type ?? 'shell',
       command,

@@ -58,7 +58,7 @@ async function compose() {
   await load(PtyService, {})
   await load(ptyLocal, {})
   const agent = await root.agents.create()
-  return { pty: root.pty as PtyService, agent }
+  return { pty: root.pty as PtyService, agent, sandbox: root.sandbox }
 }
 
 const key: PoolKey = { owner: 'agent-1', conversation: 'c', kind: 'claude', model: '', account: '', bare: false }
@@ -72,7 +72,7 @@ function mountOptions(pid: number, target: string): string[] | undefined {
 
 describe('claude pooled in a conch terminal, under the owner’s sandbox', { timeout: 60_000 }, () => {
   it('answers warm through ctx.pty while the CLI runs confined: other namespaces, / read-only, the workspace and its home writable, no host secret', async () => {
-    const { pty, agent } = await compose()
+    const { pty, agent, sandbox } = await compose()
     const dir = tempDir('pool-sandboxed-')
     const config = loadPoolConfig(
       { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: workspace },
@@ -81,7 +81,7 @@ describe('claude pooled in a conch terminal, under the owner’s sandbox', { tim
     )
     const pool = new PtyPool(config, {
       env: { ...claudeEnv(model), BILLING_KEY: 'sk-billing-0123456789abcdefghij' },
-      terminals: ptyTerminals({ pty, owner: agent }),
+      terminals: ptyTerminals({ pty, owner: agent, sandbox }),
       fallback: async ({ prompt }) => {
         throw new Error(`the fresh-spawn path must not be needed: ${prompt}`)
       },
