@@ -48,6 +48,22 @@ export class SecretRedactor {
     this.longest = this.secrets[0]!.value.length
   }
 
+  /**
+   * `text` with every registered value replaced by its label: the second pass, over what the
+   * model reads. The byte pass (`push`) cannot see a value whose pieces arrive more than the hold
+   * apart, or are split by bytes the rendered text drops (an SGR reset, a NUL, a carriage return
+   * that overwrites, a cursor move); the rendered text shows it whole, and this pass finds it.
+   */
+  redactText(text: string): string {
+    if (this.secrets.length === 0) return text
+    let out = text
+    for (const secret of this.secrets) {
+      const value = secret.value.toString('utf8')
+      if (out.includes(value)) out = out.split(value).join(secret.label.toString('utf8'))
+    }
+    return out
+  }
+
   /** The chunk with every complete value replaced, minus a tail that may begin one (held for the next call). */
   push(chunk: Uint8Array): Buffer {
     const input = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)

@@ -56,6 +56,8 @@ export interface SendHost {
   openBuffer(kind: SendKind): SendBuffer
   /** A send's result text. */
   resultOf(buffer: SendBuffer): SendOutput
+  /** Text with every typed secret's value replaced by its name (redact.ts, `redactText`). */
+  redactText(text: string): string
   /** A send is over (see LocalSession.settled). */
   settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
 }
@@ -140,7 +142,7 @@ export class Send {
     }
     this.operation = {
       done: this.done,
-      readOutput: () => this.buffer.take().text,
+      readOutput: () => this.host.redactText(this.buffer.take().text),
       onOutput: (listener) => {
         this.outputListeners.add(listener)
         return () => this.outputListeners.delete(listener)

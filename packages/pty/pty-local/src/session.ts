@@ -100,6 +100,12 @@ export class LocalSession implements BackendSession {
   private readonly termios: (() => Promise<TermiosFlags | undefined>) | undefined
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
+  /**
+   * Text that earlier sends typed without ending its line (`submit: false`): a reader in canonical
+   * mode holds it in its line, so the canonical limit counts it with the next send's first line.
+   * Cleared by a line break, a keys or secret send, and SIGINT/SIGQUIT (ISIG flushes the queue).
+   */
+  private openLineText = ''
   private holdTimer: NodeJS.Timeout | undefined
   /** A program session's full screen model, fed every chunk after redaction, and its decoder. */
   private readonly fullScreen: { model: ScreenModel; decoder: StringDecoder } | undefined
@@ -228,30 +234,41 @@ export class LocalSession implements BackendSession {
     if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
     const plan = planInput(input, { ...this.keyModes(), bracketedPaste: this.parser.privateModes.get(2004) === true })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
+    const lines = input.text !== undefined ? this.openLineText + plan.lines : plan.lines
     const request: SendRequest = {
       text: plan.inputText,
       submit: input.submit,
       // Explicit steps (a bench's baseline) replace the planned ones.
       steps: input.steps ?? plan.steps,
-      ...(overlongLine(plan.lines) !== undefined && { inputCheck: () => this.refuseLines(plan.lines) }),
+      ...(overlongLine(lines) !== undefined && { inputCheck: () => this.refuseLines(lines, this.openLineText.length > 0) }),
       ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
       ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
       ...(input.signal !== undefined && { signal: input.signal }),
     }
     const send = new Send(this.host, request, 'send')
     this.current = send
+    // Written whole once it settles: what it leaves open on the line is counted by the next.
+    send.operation.done.then(
+      () => {
+        if (input.text === undefined || input.submit) this.openLineText = ''
+        else this.openLineText = lines.split(/\r\n|\r|\n/).at(-1) ?? ''
+      },
+      () => undefined,
+    )
     queueMicrotask(() => send.begin())
     return send.operation
   }
 
   read(options: { offset: number; count: number }): ReadPage {
-    return this.scrollback.read(options, this.config.maxReadBytes)
+    const page = this.scrollback.read(options, this.config.maxReadBytes)
+    return this.redactor.active ? { ...page, text: this.redactor.redactText(page.text) } : page
   }
 
   async signal(signal: PtySignal): Promise<SignalResult> {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
     }
+    if (signal === 'SIGINT' || signal === 'SIGQUIT') this.openLineText = ''
     const active = this.current
     if (active !== undefined) {
       // A signal right after a send is meant for what the send started: wait for the input to
@@ -350,7 +367,7 @@ export class LocalSession implements BackendSession {
 
   /** The current screen, rendered (see display.ts). */
   screen(): string {
-    return this.display.screenText()
+    return this.redactor.redactText(this.display.screenText())
   }
 
   /**
@@ -402,7 +419,11 @@ export class LocalSession implements BackendSession {
       ...(this.termios !== undefined && { inputQueued: async () => (await this.termios!())?.queued }),
       signalForeground: (signal) => this.signalForeground(signal),
       openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
-      resultOf: (buffer) => this.display.resultOf(buffer),
+      redactText: (text) => this.redactor.redactText(text),
+      resultOf: (buffer) => {
+        const output = this.display.resultOf(buffer)
+        return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output
+      },
       settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
     }
   }
@@ -419,12 +440,12 @@ export class LocalSession implements BackendSession {
    * kernel's canonical limit (`CANONICAL_LINE_MAX`, termios(3)) sent to a reader in canonical mode
    * would be cut silently: refused, naming the limit. termios is read only for such a line.
    */
-  private async refuseLines(lines: string): Promise<PtyError | undefined> {
+  private async refuseLines(lines: string, openBefore = false): Promise<PtyError | undefined> {
     const long = overlongLine(lines)
     if (long === undefined || this.termios === undefined) return undefined
     const flags = await this.termios()
     if (flags?.canonical !== true) return undefined
-    const which = lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'
+    const which = `${lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'}${openBefore && long.line === 1 ? ' (with the text earlier sends typed on it without Enter)' : ''}`
     return new PtyError(
       'LINE_TOO_LONG',
       `${which} ${long.bytes} bytes, longer than the ${CANONICAL_LINE_MAX} bytes a line can hold when the program reads in canonical mode (termios ICANON; the kernel drops the rest of the line); nothing was written. Write the data to a file and have the program read it (e.g. a heredoc at the shell prompt, or a redirect < file)`,

@@ -106,6 +106,19 @@ describe('the canonical line limit', () => {
     expect(linesEqual(fits.viewport, 'LEN 4001')).toBe(1)
   })
 
+  it('counts the text earlier sends left on the line without Enter', async () => {
+    const session = await openSession()
+    await send(session, reader)
+    // 3000 characters typed without Enter stay in the reader's line; 3000 more would overflow it.
+    await session.startSend({ text: 'z'.repeat(3000), submit: false, idleMs: 200 }).done
+    const refused = session.startSend({ text: 'w'.repeat(3000), submit: true }).done
+    await expect(refused).rejects.toMatchObject({ code: 'LINE_TOO_LONG' })
+    await expect(refused).rejects.toThrow(/the input is .*\(with the text earlier sends typed on it without Enter\) 6000 bytes/)
+    // What still fits completes the line: 3000 + 1000 characters and the newline.
+    const fits = await send(session, 'w'.repeat(1000))
+    expect(linesEqual(fits.viewport, 'LEN 4001')).toBe(1)
+  })
+
   it('leaves a raw-mode reader alone: 5000 characters at bash’s prompt arrive whole', async () => {
     const session = await openSession()
     const result = await send(session, `echo ${'z'.repeat(5000)} | wc -c`)
@@ -146,6 +159,28 @@ describe('hidden input and secrets', () => {
     expect(dripped.viewport).toMatch(/^\[secret DRIP\] drip-end$/m)
     expect(dripped.viewport).not.toContain(VALUE.slice(0, 4))
     expect(session.read({ offset: 0, count: 1000 }).text).not.toContain(VALUE.slice(0, 8))
+  })
+
+  it('a value printed in pieces apart in time, or split by bytes the text drops, still shows only the name', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'PIECES', value: VALUE }, submit: true }).done
+    const forms = [
+      // Pieces further apart than secretHoldMs: the byte pass releases the first one.
+      `printf '%s' "\${pw:0:4}"; sleep 0.2; printf '%s\\n' "\${pw:4}"`,
+      // An SGR reset, a NUL and a carriage return that overwrites: bytes the rendered text drops.
+      `printf '%s\\033[0m%s\\n' "\${pw:0:6}" "\${pw:6}"`,
+      `printf '%s\\000%s\\n' "\${pw:0:6}" "\${pw:6}"`,
+      `printf 'xxxxxx%s\\r%s\\n' "\${pw:6}" "\${pw:0:6}"`,
+    ]
+    for (const form of forms) {
+      const shown = await send(session, `${form}; echo form-done`)
+      expect(linesEqual(shown.viewport, 'form-done')).toBe(1)
+      expect(shown.viewport, form).not.toContain(VALUE)
+      expect(shown.viewport, form).toContain('[secret PIECES]')
+    }
+    expect(session.read({ offset: 0, count: 1000 }).text).not.toContain(VALUE)
+    expect(session.screen()).not.toContain(VALUE)
   })
 
   it('a secret drawn on a full screen, inside escape sequences or in a window title is replaced before the screen model sees it', async () => {
