@@ -103,7 +103,7 @@ export class LocalSession implements BackendSession {
   /**
    * Text that earlier sends typed without ending its line (`submit: false`): a reader in canonical
    * mode holds it in its line, so the canonical limit counts it with the next send's first line.
-   * Cleared by a line break, a keys or secret send, and SIGINT/SIGQUIT (ISIG flushes the queue).
+   * Cleared by a line break, a keys or secret send, and SIGINT (ISIG flushes the queue).
    */
   private openLineText = ''
   private holdTimer: NodeJS.Timeout | undefined
@@ -268,7 +268,7 @@ export class LocalSession implements BackendSession {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
     }
-    if (signal === 'SIGINT' || signal === 'SIGQUIT') this.openLineText = ''
+    if (signal === 'SIGINT') this.openLineText = ''
     const active = this.current
     if (active !== undefined) {
       // A signal right after a send is meant for what the send started: wait for the input to
