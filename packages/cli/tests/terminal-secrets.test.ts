@@ -74,6 +74,8 @@ describe('secrets typed by name', () => {
       'script.jsonl',
       [
         step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        // Reading a secret's file from the terminal, before any send typed it: only its name shows.
+        send({ text: `cat ${secretFile}; echo cat-done` }),
         send({ text: 'read -s -p "Password: " pw; echo "len=${#pw}"' }),
         send({ secret: 'DEMO_PASSWORD' }),
         send({ text: `printf '%s\\n' "$pw"; echo "env=[$DEMO_PASSWORD]"` }),
@@ -93,7 +95,9 @@ describe('secrets typed by name', () => {
     const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script, secretFile)), '--output', 'stream-json', 'log in'], { cwd: ws.dir, env })
     expect(run.code, run.stderr).toBe(0)
     const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; isError: boolean; text: string }[]
-    const [, asking, typed, printed, , background, page, list, unknown, asking2, typed2, badKey, twoInputs] = results.map((result) => result!.text)
+    const [, catFile, asking, typed, printed, , background, page, list, unknown, asking2, typed2, badKey, twoInputs] = results.map((result) => result!.text)
+    expect(catFile).toMatch(/^\[secret FROM_FILE\]$/m)
+    expect(catFile).toMatch(/^cat-done$/m)
     expect(asking).toContain('[input: hidden — the program is reading a secret]')
     expect(typed).toMatch(new RegExp(`^len=${VALUE.length}$`, 'm'))
     expect(printed).toMatch(/^\[secret DEMO_PASSWORD\]$/m)

@@ -27,6 +27,7 @@ import {
   type ScreenStateOptions,
   type PtySignal,
   type ReadPage,
+  type SecretValue,
   type SendInput,
   type SendOperation,
   type SendResult,
@@ -68,6 +69,11 @@ export interface LocalSessionOptions {
    * Absent: unknown — no line is refused, no input reported hidden.
    */
   termios?: () => Promise<TermiosFlags | undefined>
+  /**
+   * Secret values replaced by `[secret NAME]` in all output from the start (`SpawnOptions.redact`);
+   * one shorter than `MIN_SECRET_BYTES` is left out (it would match ordinary output).
+   */
+  redact?: readonly SecretValue[]
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
@@ -143,6 +149,13 @@ export class LocalSession implements BackendSession {
     this.teardown = options.teardown
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
+    for (const secret of options.redact ?? []) {
+      try {
+        this.redactor.add(secret.name, secret.value)
+      } catch {
+        // Too short to redact safely; a send that types it is refused with the reason.
+      }
+    }
     this.pid = options.terminal.pid
     this.termios = options.termios
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })

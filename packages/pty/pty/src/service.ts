@@ -22,6 +22,7 @@ import {
   type ReadOptions,
   type ReadPage,
   type SendInput,
+  type SecretValue,
   type SendPayload,
   type SendOperation,
   type SessionInfo,
@@ -573,7 +574,7 @@ function validateSpawnOptions(options: SpawnOptions): { type: string; name: stri
 }
 
 /** The program fields of an open, checked: what the backend receives. */
-type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' | 'writablePaths'>
+type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' | 'writablePaths' | 'redact'>
 
 /**
  * `command`, `args`, `env`, `network` and `writablePaths` of an open: a non-empty command
@@ -582,7 +583,7 @@ type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' 
  * @throws PtyError `INVALID_INPUT` naming the field.
  */
 function validateProgram(options: SpawnOptions): ProgramOptions {
-  const { command, args, env, network, writablePaths } = options
+  const { command, args, env, network, writablePaths, redact } = options
   const out: ProgramOptions = {}
   const clean = (value: unknown) => typeof value === 'string' && !value.includes('\0')
   if (command !== undefined) {
@@ -612,6 +613,12 @@ function validateProgram(options: SpawnOptions): ProgramOptions {
       throw new PtyError('INVALID_INPUT', 'a PTY session `writablePaths` must be a list of absolute folders other than /')
     }
     out.writablePaths = [...writablePaths]
+  }
+  if (redact !== undefined) {
+    const valid = (entry: unknown) =>
+      entry !== null && typeof entry === 'object' && typeof (entry as SecretValue).name === 'string' && (entry as SecretValue).name !== '' && typeof (entry as SecretValue).value === 'string'
+    if (!Array.isArray(redact) || !redact.every(valid)) throw new PtyError('INVALID_INPUT', 'a PTY session `redact` must be a list of {name, value} strings')
+    out.redact = redact.map(({ name, value }) => ({ name, value }))
   }
   return out
 }

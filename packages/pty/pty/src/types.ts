@@ -189,6 +189,12 @@ export interface SpawnOptions {
    * (`SandboxPolicy.writablePaths`): a private home the caller made for the program.
    */
   writablePaths?: string[]
+  /**
+   * Secret values the backend replaces with `[secret NAME]` in everything the session outputs,
+   * from the start — not only once a send types them (`tool-pty` passes the deployment's
+   * configured secrets, so a terminal that reads a secret's file shows only its name).
+   */
+  redact?: SecretValue[]
 }
 
 /** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
@@ -326,6 +332,8 @@ export interface BackendSpawnRequest {
   env?: Record<string, string>
   network?: boolean
   writablePaths?: string[]
+  /** Values to redact from the start (see `SpawnOptions.redact`). */
+  redact?: SecretValue[]
   /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
   signal: AbortSignal
 }

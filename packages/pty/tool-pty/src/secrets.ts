@@ -40,3 +40,21 @@ export function readSecret(secrets: Record<string, SecretSource>, name: string, 
   if (value === '') throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from ${source.file}, which is empty; nothing was written`)
   return { name, value }
 }
+
+/**
+ * Every configured secret whose value can be read now, for a terminal to redact from its first
+ * output (`SpawnOptions.redact`): a terminal that reads a secret's file or otherwise prints the
+ * value shows its name, also before any send typed it. Unreadable ones are left out; a send that
+ * types one says why.
+ */
+export function readableSecrets(secrets: Record<string, SecretSource>, env: NodeJS.ProcessEnv = process.env): SecretValue[] {
+  const out: SecretValue[] = []
+  for (const name of Object.keys(secrets)) {
+    try {
+      out.push(readSecret(secrets, name, env))
+    } catch {
+      // Unset, unreadable or empty now.
+    }
+  }
+  return out
+}

@@ -2,6 +2,7 @@
 import { z } from 'zod'
 import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS } from '@conch/pty'
 import { renderOpen } from '../render.ts'
+import { readableSecrets } from '../secrets.ts'
 import type { ToolKit } from './kit.ts'
 
 export function registerTerminalOpen(kit: ToolKit): void {
@@ -23,7 +24,12 @@ export function registerTerminalOpen(kit: ToolKit): void {
     async execute(input, { agent, signal }) {
       try {
         const size = { ...(input.rows !== undefined && { rows: input.rows }), ...(input.cols !== undefined && { cols: input.cols }) }
-        const opened = await pty.spawn(agent, { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size }, signal)
+        const redact = readableSecrets(config.secrets)
+        const opened = await pty.spawn(
+          agent,
+          { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }) },
+          signal,
+        )
         return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }) })
       } catch (caught) {
         return error(caught)
