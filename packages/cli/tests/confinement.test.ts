@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { readComposition } from '../src/compose.ts'
 import { compositionPaths, installationPaths, protectedPathsOf } from '../src/protect.ts'
-import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+import { CLI_ROOT, jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -65,36 +65,7 @@ describe('what the boot protects', () => {
 })
 
 /** The terminal composition of a workspace, its model script included. */
-const composition = (script: string): string => `
-- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config:
-    script: ${JSON.stringify(script)}
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config:
-    mode: workspace-write
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-- id: agents
-  name: '@conch/agent'
-`
+const composition = (script: string): string => terminalComposition({ script, mode: 'workspace-write' })
 
 const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
 

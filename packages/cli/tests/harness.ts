@@ -24,6 +24,56 @@ export const SPINE = `- id: sessions
   name: '@conch/agent'
 `
 
+/** A row's `config:` line, when it has one (JSON is YAML). */
+const configLine = (config: object | undefined): string => (config === undefined ? '' : `  config: ${JSON.stringify(config)}\n`)
+
+/**
+ * The terminal composition of a real `conch run`: the spine, the scripted model (`script`),
+ * process ownership, the sandbox services under `mode`, `@conch/pty`, `@conch/pty-local` and
+ * `@conch/tool-pty`, and with `tasks` the task services. `sessions`, `sandboxLocal` and `toolPty`
+ * are those rows' config.
+ */
+export function terminalComposition(options: {
+  script: string
+  mode: 'read-only' | 'workspace-write' | 'danger-full-access'
+  tasks?: boolean
+  sessions?: object
+  sandboxLocal?: object
+  toolPty?: object
+}): string {
+  const tasks = options.tasks === true ? `- id: tasks\n  name: '@conch/tasks'\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n` : ''
+  return `
+- id: sessions
+  name: '@conch/session'
+${configLine(options.sessions)}- id: tools
+  name: '@conch/tools'
+- id: llm
+  name: '@conch/llm'
+- id: model
+  name: '@conch/llm-replay'
+  config:
+    script: ${JSON.stringify(options.script)}
+${tasks}- id: subprocess
+  name: '@conch/subprocess'
+- id: sandbox
+  name: '@conch/sandbox'
+- id: sandbox-local
+  name: '@conch/sandbox-local'
+${configLine(options.sandboxLocal)}- id: sandbox-policy
+  name: '@conch/sandbox-policy'
+  config:
+    mode: ${options.mode}
+- id: pty
+  name: '@conch/pty'
+- id: pty-local
+  name: '@conch/pty-local'
+- id: tool-pty
+  name: '@conch/tool-pty'
+${configLine(options.toolPty)}- id: agents
+  name: '@conch/agent'
+`
+}
+
 export interface Workspace {
   dir: string
   /** Writes a file (relative to the workspace) and returns its absolute path. */

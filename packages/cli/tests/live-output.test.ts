@@ -4,40 +4,11 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES } from '../src/transcript.ts'
-import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
 
-const composition = (script: string): string => `
-- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config:
-    script: ${JSON.stringify(script)}
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config:
-    mode: danger-full-access
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-- id: agents
-  name: '@conch/agent'
-`
+const composition = (script: string): string => terminalComposition({ script, mode: 'danger-full-access' })
 
 /** Three ticks with pauses between them, so they arrive in separate chunks while the send waits. */
 const TICKS = 'for i in 1 2 3; do echo "tick-$((i * 11))"; sleep 0.3; done'

@@ -6,46 +6,20 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
 const VALUE = 'Sw0rdf1sh-correct-horse-4217'
 
-const composition = (script: string, secretFile: string): string => `
-- id: sessions
-  name: '@conch/session'
-  config: {"persist": true}
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config: ${JSON.stringify({ script })}
-- id: tasks
-  name: '@conch/tasks'
-- id: tool-tasks
-  name: '@conch/tool-tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config: {"mode": "workspace-write"}
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-  config: ${JSON.stringify({ secrets: { DEMO_PASSWORD: { env: 'DEMO_PASSWORD' }, FROM_FILE: { file: secretFile } } })}
-- id: agents
-  name: '@conch/agent'
-`
+const composition = (script: string, secretFile: string): string =>
+  terminalComposition({
+    script,
+    mode: 'workspace-write',
+    tasks: true,
+    sessions: { persist: true },
+    toolPty: { secrets: { DEMO_PASSWORD: { env: 'DEMO_PASSWORD' }, FROM_FILE: { file: secretFile } } },
+  })
 
 let ws: Workspace
 let state = ''

@@ -6,46 +6,13 @@
  */
 import { randomInt } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, processesWith, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 // One conch process that compiles on start, spawns a sandboxed shell and waits for a SIGINT'd sleep.
 vi.setConfig({ testTimeout: 90_000 })
 
 /** The composition, with the model script's path filled in. */
-const composition = (script: string): string => `
-- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config:
-    script: ${JSON.stringify(script)}
-- id: tasks
-  name: '@conch/tasks'
-- id: tool-tasks
-  name: '@conch/tool-tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config:
-    mode: workspace-write
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-- id: agents
-  name: '@conch/agent'
-`
+const composition = (script: string): string => terminalComposition({ script, mode: 'workspace-write', tasks: true })
 
 interface ToolResultLine {
   type: 'tool_result'
