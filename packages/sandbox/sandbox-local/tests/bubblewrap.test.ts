@@ -231,7 +231,9 @@ describe.runIf(hasBwrap)('bubblewrap, for real', () => {
     await vi.waitFor(() => expect(seen).toContain('started'))
     const report = await started.child.terminate({ graceMs: 300 })
     expect(report.survivors).toEqual([])
-    expect(report.stopped.map((r) => r.comm)).toEqual(expect.arrayContaining(['bwrap', 'sleep']))
+    // bwrap and what runs inside it; the names inside may still be forked copies of bash.
+    expect(report.stopped.map((r) => r.comm)).toContain('bwrap')
+    expect(report.stopped.length).toBeGreaterThanOrEqual(3)
   })
 
   it('passes the scrubbed environment through: no secret-looking variable reaches the sandbox', async () => {

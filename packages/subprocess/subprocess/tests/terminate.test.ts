@@ -202,8 +202,9 @@ time.sleep(300)
     const report = await teardown
 
     expect(report.survivors).toEqual([])
+    // Found by its pid: it may still have been a forked bash, not yet sleep, when it was seen.
     const forked = report.stopped.find((r) => r.pid === forkedPid)
-    expect(forked?.comm).toBe('sleep')
+    expect(forked).toBeDefined()
     expect(await alive(forked!)).toBe(false)
   }, 20_000)
 
@@ -255,8 +256,9 @@ time.sleep(300)
     const report = await teardown
 
     expect(report.survivors).toEqual([])
+    // Found by its pid: it may still have been a forked bash, not yet sleep, when it was seen.
     const forked = report.stopped.find((r) => r.pid === forkedPid)
-    expect(forked?.comm).toBe('sleep')
+    expect(forked).toBeDefined()
     expect(await alive(forked!)).toBe(false)
   }, 20_000)
 
