@@ -31,7 +31,9 @@ describe.each(MODES)('C3 escape sequences split across writes (%s)', (mode) => {
   let harness: CaseHarness
 
   beforeAll(async () => {
-    harness = await bootCase({ mode })
+    // The case's pause is 0.5 s; an open string is abandoned after `stringTimeoutMs` (1 s by
+    // default), a margin a loaded machine's scheduling can eat. The bound has tests of its own.
+    harness = await bootCase({ mode, ptyLocal: { stringTimeoutMs: 5000 } })
   })
 
   afterAll(async () => {
