@@ -35,6 +35,8 @@ for (const kind of KINDS) {
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
   const pool = new PtyPool(
     loadPoolConfig({
+      // The CLIs' own speed, in bare terminals (a confined terminal adds bubblewrap's start to each boot).
+      terminal: 'unconfined',
       kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
       worker: WORKER,
       supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
