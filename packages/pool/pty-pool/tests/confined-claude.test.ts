@@ -155,7 +155,7 @@ function carrying(tag: string): number[] {
 
 describe('claude pooled by default as conch terminals of its owner', { timeout: 120_000 }, () => {
   it('in-process: each owner’s CLI is its own ctx.pty terminal, confined to its own workspace', async () => {
-    const { pool, pty, a, b, wsA, wsB } = await compose({ cwd: tmpdir() })
+    const { root, pool, pty, a, b, wsA, wsB } = await compose({ cwd: tmpdir() })
     expect(await pool.acquireAndInvoke(keyOf(a), 'Q1: for a', { owner: a })).toMatchObject({ path: 'booted', text: 'answer 1: for a' })
     // The owner is found by id in ctx.agents when the invoke names none.
     expect(await pool.acquireAndInvoke(keyOf(b), 'Q2: for b')).toMatchObject({ path: 'booted', text: 'answer 2: for b' })
@@ -170,6 +170,9 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     // Another agent's id with someone else's owner object is refused before anything runs.
     await expect(pool.acquireAndInvoke(keyOf(a), 'Q4: as b', { owner: b })).rejects.toMatchObject({ code: 'INVOKE_FAILED' })
     expect(pool.readFailures()).toEqual([])
+    // A CLI keeps the sandbox it started under: while it is open the owner's mode cannot change
+    // (the terminals' fence), as for any of the owner's terminals.
+    expect(() => root.sandboxPolicy.setMode(a.session, 'danger-full-access')).toThrow(expect.objectContaining({ code: 'MODE_CHANGE_REFUSED' }))
     await pool.shutdown()
     expect(pty.list(a)).toEqual([])
     expect([cliA, cliB].filter(alive)).toEqual([])
