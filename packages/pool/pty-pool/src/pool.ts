@@ -271,10 +271,14 @@ export class PtyPool {
    */
   private terminalOwner(key: PoolKey, options: InvokeOptions): TerminalOwner | undefined {
     if (this.config.terminal !== 'conch') return undefined
-    const agent = options.owner ?? this.deps.owners?.(key.owner)
+    const found = options.owner ?? this.deps.owners?.(key.owner)
+    // Only the key's own owner: a lookup that answers with another agent is not used.
+    const agent = found?.id === key.owner ? found : undefined
     if (this.config.worker !== 'managed' || this.deps.backend) return { id: key.owner, ...(agent && { agent }) }
     if (!agent || !this.deps.policyOf) throw new InvokeFailure('spawn', `no owner agent ${key.owner} to resolve the sandbox policy of its CLI from`, false)
-    return { id: key.owner, policy: this.deps.policyOf(agent) }
+    // Exactly the fields the worker takes (its check is strict).
+    const { mode, workspaceRoot, protectedPaths } = this.deps.policyOf(agent)
+    return { id: key.owner, policy: { mode, workspaceRoot, protectedPaths: [...protectedPaths] } }
   }
 
   /** One eviction tick: unhealthy sessions and sessions idle longer than `idleEvictMs` go. */
