@@ -95,8 +95,9 @@ class PtyTerminal implements PoolTerminal {
     const onChange = () => {
       if (this.exit === undefined) {
         const status = this.status()
-        if (status?.state === 'exited') {
-          this.exit = toExit(status)
+        // A session the service no longer lists was closed (by its owner's disposal, say): gone.
+        if (status === undefined || status.state === 'exited') {
+          this.exit = status === undefined ? { exitCode: null, signal: null } : toExit(status)
           settle(this.exit)
         }
       }

@@ -257,6 +257,11 @@ export class PoolSession {
     }
     this.bootMs = Date.now() - started
     this.to('idle')
+    // A CLI that goes away between turns (it crashed; its owner was disposed, which closes the
+    // owner's terminals) leaves an unhealthy session: the tick evicts it, the next invoke replaces it.
+    void terminal.exited.then(() => {
+      if (this.state === 'idle') this.markUnhealthy('the CLI exited between turns')
+    })
   }
 
   /**

@@ -173,6 +173,13 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     // A CLI keeps the sandbox it started under: while it is open the owner's mode cannot change
     // (the terminals' fence), as for any of the owner's terminals.
     expect(() => root.sandboxPolicy.setMode(a.session, 'danger-full-access')).toThrow(expect.objectContaining({ code: 'MODE_CHANGE_REFUSED' }))
+    // Disposing an owner closes its terminals, its pooled CLI among them; the pool's session of it
+    // is then unhealthy and the tick evicts it.
+    await root.agents.dispose(b)
+    expect(alive(cliB)).toBe(false)
+    await until(() => pool.sessionStates().find((entry) => entry.key.owner === b.id)?.state === 'unhealthy', 10_000, 'b\'s session to be unhealthy')
+    await pool.evictTick()
+    expect(pool.sessionStates().map((entry) => entry.key.owner)).toEqual([a.id])
     await pool.shutdown()
     expect(pty.list(a)).toEqual([])
     expect([cliA, cliB].filter(alive)).toEqual([])
