@@ -2,9 +2,12 @@
  * The terminal a pooled CLI runs in, reduced to what the pool needs: write keys, read the
  * rendered screen, learn about exits, and tear the whole process tree down with proof.
  *
- * `PoolTerminal` is the narrow seam; `spawnScreenTerminal` implements it with node-pty and an
- * `@xterm/headless` screen model (the same emulator behind VS Code's terminal), and stops the
- * tree with `@conch/subprocess`'s teardown ladder (TERM → grace → KILL → verify).
+ * `PoolTerminal` is the narrow seam. By default (`terminal: conch`) it is a conch terminal of the
+ * CLI's owner (`ptyTerminals`, pty-terminal.ts; in a managed worker `policyTerminals`,
+ * policy-terminal.ts). `spawnScreenTerminal` here is the explicit opt-out (`terminal:
+ * unconfined`): node-pty and an `@xterm/headless` screen model (the same emulator behind VS
+ * Code's terminal) with no sandbox, stopping the tree with `@conch/subprocess`'s teardown ladder
+ * (TERM → grace → KILL → verify).
  */
 import xtermHeadless from '@xterm/headless'
 

@@ -4,6 +4,11 @@
  * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
  * only answers prompts from warm sessions or reports why it could not.
  *
+ * Under `terminal: conch` the worker composes its own conch terminals from the config sections in
+ * `init` (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs
+ * each CLI under the `policy` its invoke carries — the one the main process resolved for the
+ * owner; an invoke without one is refused.
+ *
  * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
  * process's subprocess service finds and stops them even after the worker died with SIGKILL.
  *
