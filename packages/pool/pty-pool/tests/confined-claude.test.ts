@@ -28,7 +28,7 @@ import ToolsService from '@conch/tools'
 import type { FakeModelServer } from '@conch/fake-model'
 import * as ptyPool from '../src/index.ts'
 import type { PtyPool, WorkerSupervisor } from '../src/index.ts'
-import { alive, CLAUDE_BIN, CONCH_BIN, claudeEnv, claudeKind, startModel, tempDir, until } from './products.ts'
+import { alive, CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel, tempDir, until } from './products.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`
 let model: FakeModelServer
@@ -38,7 +38,7 @@ const saved: Record<string, string | undefined> = {}
 beforeAll(async () => {
   model = await startModel()
   // The plugin reads the server's environment: the CLI's variables, and a secret it must not pass on.
-  for (const [name, value] of Object.entries({ ...claudeEnv(model), POOL_TEST_DB_PASSWORD: HOST_SECRET })) {
+  for (const [name, value] of Object.entries({ ...claudeEnv(model), ...codexEnv(), POOL_TEST_DB_PASSWORD: HOST_SECRET })) {
     saved[name] = process.env[name]
     process.env[name] = value
   }
@@ -86,22 +86,22 @@ async function compose(poolConfig: Record<string, unknown>) {
   return { root, pool: root.ptyPool.pool as PtyPool, pty: root.pty as PtyService, a, b, wsA, wsB }
 }
 
-const keyOf = (agent: Agent) => ({ owner: agent.id, conversation: agent.session.id, kind: 'claude', model: '', account: '', bare: false })
+const keyOf = (agent: Agent, kind = 'claude') => ({ owner: agent.id, conversation: agent.session.id, kind, model: '', account: '', bare: false })
 
-/** The claude process of the owner's pooled terminal (found from the host, in the terminal's tree). */
-async function cliOf(pool: PtyPool, owner: Agent): Promise<number> {
+/** The CLI process (`bin`) of the owner's pooled terminal (found from the host, in the terminal's tree). */
+async function cliOf(pool: PtyPool, owner: Agent, bin = CLAUDE_BIN): Promise<number> {
   const session = pool.sessionStates().find((entry) => entry.key.owner === owner.id)
   expect(session?.pid, `a session of ${owner.id}`).toBeDefined()
   const tree = treeOf(await linuxProcessTable().snapshot(), session!.pid!, { includeRoot: true })
   expect(tree.some((entry) => entry.comm === 'bwrap'), `bwrap among ${tree.map((entry) => entry.comm).join(', ')}`).toBe(true)
   const cli = tree.find((entry) => {
     try {
-      return readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').split('\0')[0] === CLAUDE_BIN
+      return readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').split('\0')[0] === bin
     } catch {
       return false
     }
   })
-  expect(cli, `claude among ${tree.map((entry) => entry.comm).join(', ')}`).toBeDefined()
+  expect(cli, `${path.basename(bin)} among ${tree.map((entry) => entry.comm).join(', ')}`).toBeDefined()
   return cli!.pid
 }
 
@@ -208,6 +208,15 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     await until(async () => (await pool.metrics.snapshot()).worker_restarts_total === 1 && supervisor.state === 'ready', 30_000, 'the restarted worker')
     expect(await pool.acquireAndInvoke(keyOf(a), 'Q4: after the restart', { owner: a })).toMatchObject({ path: 'booted', text: 'answer 4: after the restart' })
     expectConfined(await cliOf(pool, a), wsA, wsB)
+    await pool.shutdown()
+  })
+
+  it('managed: the real Codex TUI runs confined the same way', async () => {
+    const { pool, a, wsA, wsB } = await compose({ cwd: tmpdir(), kinds: { codex: codexKind(model) }, worker: 'managed', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] } })
+    expect(await pool.acquireAndInvoke(keyOf(a, 'codex'), 'Q1: codex in the worker', { owner: a })).toMatchObject({ path: 'booted', text: 'answer 1: codex in the worker' })
+    expect(await pool.acquireAndInvoke(keyOf(a, 'codex'), 'Q2: codex warm', { owner: a })).toMatchObject({ path: 'warm', text: 'answer 2: codex warm' })
+    expectConfined(await cliOf(pool, a, CODEX_BIN), wsA, wsB)
+    expect(pool.readFailures()).toEqual([])
     await pool.shutdown()
   })
 })
