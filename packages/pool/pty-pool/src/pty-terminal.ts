@@ -45,7 +45,7 @@ export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
   const protectedDirs = new Set<string>()
   return async (spawn: TerminalSpawnOptions) => {
     const owner = spawn.owner?.agent ?? (spawn.owner === undefined || spawn.owner.id === options.owner?.id ? options.owner : undefined)
-    if (owner === undefined) throw new Error(`no owner agent ${spawn.owner?.id ?? ''} to open the pooled CLI for: it runs only as a conch terminal of its owner`.replace('  ', ' '))
+    if (owner === undefined) throw new Error(`no owner agent${spawn.owner ? ` ${spawn.owner.id}` : ''} to open the pooled CLI for: it runs only as a conch terminal of its owner`)
     const [command, ...args] = spawn.argv
     if (command !== undefined && isAbsolute(command) && options.sandbox?.protect !== undefined) {
       let folder: string | undefined
