@@ -11,14 +11,24 @@
  * Target: warm invoke p50 ≤ 0.2 × one-shot p50. Not a test: a missed target is reported,
  * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10), POOL_BENCH_KINDS
  * the kinds (default `claude,codex`), POOL_BENCH_WORKER=managed runs the sessions in a
- * supervised `conch pool-worker`.
+ * supervised `conch pool-worker`, POOL_BENCH_TERMINAL=conch runs each CLI as a conch terminal of
+ * an agent under a workspace-write policy (bubblewrap) instead of a bare terminal.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
 import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
-import { BUILTIN_KINDS, loadPoolConfig, PtyPool } from '../packages/pool/pty-pool/src/index.ts'
+import AgentService from '../packages/core/agent/src/index.ts'
+import LlmService from '../packages/core/llm/src/index.ts'
+import SessionService from '../packages/core/session/src/index.ts'
+import ToolsService from '../packages/core/tools/src/index.ts'
+import PtyService from '../packages/pty/pty/src/index.ts'
+import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
+import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
+import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
+import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
+import { BUILTIN_KINDS, loadPoolConfig, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
 import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 
@@ -27,6 +37,27 @@ const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)
 const WORKER = process.env.POOL_BENCH_WORKER === 'managed' ? 'managed' : 'in-process'
 const ctx = new Context()
 const subprocessFiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
+// POOL_BENCH_TERMINAL=conch: each CLI a conch terminal of an agent (workspace-write, bubblewrap).
+const TERMINAL = process.env.POOL_BENCH_TERMINAL === 'conch' ? 'conch' : 'unconfined'
+const fibers: { dispose(): Promise<void> }[] = []
+if (TERMINAL === 'conch') {
+  const workspace = mkdtempSync(join('/var/tmp', 'pool-bench-ws-'))
+  for (const [plugin, config] of [[SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [sandboxLocal, {}], [SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: workspace }], [PtyService, {}], [ptyLocal, {}]] as const) {
+    fibers.push(await ctx.plugin(plugin as never, config as never))
+  }
+}
+const owner = TERMINAL === 'conch' ? await ctx.agents.create() : undefined
+/** The pool's terminal dependencies for TERMINAL (the plugin's own wiring, written out). */
+function terminalDeps(): Partial<PoolDeps> {
+  if (!owner) return {}
+  return {
+    owners: (id) => ctx.agents.get(id),
+    ...(WORKER === 'in-process'
+      ? { terminals: ptyTerminals({ pty: ctx.pty, sandbox: ctx.sandbox }) }
+      : { policyOf: (agent) => ({ ...ctx.sandboxPolicy.resolve({ session: agent.session }), protectedPaths: ctx.sandbox.protectedPaths?.() ?? [] }), terminalSections: { sandboxLocal: {}, ptyLocal: {} } }),
+  }
+}
+const OWNER = owner?.id ?? 'bench'
 const KINDS = (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is 'claude' | 'codex' => kind === 'claude' || kind === 'codex')
 const model = await startModel()
 const results: Record<string, unknown> = {}
@@ -35,6 +66,8 @@ for (const kind of KINDS) {
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
   const pool = new PtyPool(
     loadPoolConfig({
+      // By default the CLIs' own speed, in bare terminals; POOL_BENCH_TERMINAL=conch confines them.
+      terminal: TERMINAL,
       kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
       worker: WORKER,
       supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
@@ -42,21 +75,21 @@ for (const kind of KINDS) {
       failuresFile: join(dir, 'failures.jsonl'),
       cwd: dir,
       accounts: { key: { type: 'api-key' } },
-      agents: { oneshot: { runtime: 'pty-pool', kind, account: 'key' } },
+      agents: { [OWNER]: { runtime: 'pty-pool', kind, account: 'key' } },
     }, {}, BUILTIN_KINDS),
-    { subprocess: ctx.subprocess, env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
+    { ...terminalDeps(), subprocess: ctx.subprocess, env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
   )
   const boots: number[] = []
   const warm: number[] = []
   const oneShot: number[] = []
   const phases: Record<'echo' | 'answer' | 'settle' | 'transcript', number[]> = { echo: [], answer: [], settle: [], transcript: [] }
   for (let boot = 0; boot < 3; boot++) {
-    const key = { owner: 'bench', conversation: `boot-${boot}`, kind, model: '', account: '', bare: false }
+    const key = { owner: OWNER, conversation: `boot-${boot}`, kind, model: '', account: '', bare: false }
     const result = await pool.acquireAndInvoke(key, `Q${boot}: boot`)
     if (result.path !== 'booted') throw new Error(`boot ${boot} of ${kind} took the ${result.path} path`)
     boots.push(result.bootMs!)
   }
-  const key = { owner: 'bench', conversation: 'warm', kind, model: '', account: '', bare: false }
+  const key = { owner: OWNER, conversation: 'warm', kind, model: '', account: '', bare: false }
   await pool.acquireAndInvoke(key, 'Q0: warm up')
   // Alternate warm invokes and one-shot spawns so the machine's load hits both alike.
   for (let run = 1; run <= RUNS; run++) {
@@ -67,7 +100,7 @@ for (const kind of KINDS) {
     for (const phase of Object.keys(phases) as Array<keyof typeof phases>) phases[phase].push(warmResult.phases?.[phase] ?? 0)
     if (run <= Math.ceil(RUNS / 2)) {
       const started = performance.now()
-      const fresh = await pool.invokeForAgent('oneshot', `one-${run}`, prompt)
+      const fresh = await pool.invokeForAgent(OWNER, `one-${run}`, prompt)
       if (fresh.path !== 'one-shot-pty' || !fresh.text.includes(`answer ${run}:`)) throw new Error(`one-shot ${run} of ${kind}: ${JSON.stringify(fresh).slice(0, 400)}`)
       oneShot.push(performance.now() - started)
     }
@@ -88,5 +121,7 @@ for (const kind of KINDS) {
   }
 }
 await model.close()
+if (owner) await ctx.agents.dispose(owner)
+for (const fiber of fibers.reverse()) await fiber.dispose()
 await subprocessFiber.dispose()
-console.log(JSON.stringify({ runs: RUNS, worker: WORKER, cores: (await import('node:os')).cpus().length, results }, null, 2))
+console.log(JSON.stringify({ runs: RUNS, worker: WORKER, terminal: TERMINAL, cores: (await import('node:os')).cpus().length, results }, null, 2))

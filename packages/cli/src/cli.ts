@@ -83,8 +83,10 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         if (rest.length > 0) throw new CliError('USAGE', `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)`)
         // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
         // (SIGTERM, or the channel closing) closes every session first and is a normal end.
+        // Under the pool's `terminal: conch` the worker composes its own confined terminals.
         const { runPoolWorker } = await import('@conch/pty-pool')
-        await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(`conch pool-worker: ${line}\n`) })
+        const { composeWorkerTerminals } = await import('./pool-worker.ts')
+        await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(`conch pool-worker: ${line}\n`), conchTerminals: composeWorkerTerminals })
         return 0
       }
       default:

@@ -151,6 +151,13 @@ export const PoolConfig = z.strictObject({
   worker: z.enum(['in-process', 'managed']).default('in-process'),
   /** The managed worker's supervisor. */
   supervisor: SupervisorConfig.default(() => SupervisorConfig.parse({})),
+  /**
+   * Where the CLIs run. `conch`: each in a conch terminal (`ctx.pty`) of its owner agent, under
+   * that owner's sandbox policy, in both worker modes. `unconfined`: in a bare node-pty terminal
+   * with no sandbox — the CLI can then read and write whatever conch can; only its own permission
+   * mode limits its tools.
+   */
+  terminal: z.enum(['conch', 'unconfined']).default('conch'),
   /** Shutdown: how long in-flight invokes may take to finish before sessions are closed, ms. */
   drainMs: z.number().int().nonnegative().default(10_000),
   maxSessions: z.number().int().positive().default(8),

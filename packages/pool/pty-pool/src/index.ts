@@ -9,7 +9,10 @@ import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import { loadPoolConfig, type PoolConfig } from './config.ts'
 import { BUILTIN_KINDS } from './kinds.ts'
-import { type FallbackRunner, PtyPool } from './pool.ts'
+import type { PtyOwner, PtyServiceApi } from '@conch/pty'
+import { type FallbackRunner, type PoolDeps, PtyPool } from './pool.ts'
+import type { OwnerPolicy } from './protocol.ts'
+import { ptyTerminals } from './pty-terminal.ts'
 import { startStatusListener, type StatusListener } from './status.ts'
 
 export * from './config.ts'
@@ -22,10 +25,11 @@ export { PoolSession, keyString, redactKey, prepareLaunch, lastAssistantText, ty
 export { startStatusListener, statusBody, type StatusListener } from './status.ts'
 export { WarmSessions, type SessionBackend, type WarmAnswer, type AttemptOptions } from './warm.ts'
 export { WorkerSupervisor, type SupervisorState, type SupervisorDeps } from './supervisor.ts'
-export { runPoolWorker, WORKER_CHANNEL_FD, type PoolWorkerOptions } from './worker.ts'
-export { LineDecoder, ProtocolViolation, encodeLine, workerMessageSchema, MainMessageSchema, WORKER_COUNTERS, type WorkerMessage, type MainMessage, type SessionInfo } from './protocol.ts'
-export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalSpawnOptions } from './terminal.ts'
+export { runPoolWorker, WORKER_CHANNEL_FD, type PoolWorkerOptions, type WorkerTerminals } from './worker.ts'
+export { LineDecoder, ProtocolViolation, encodeLine, workerMessageSchema, MainMessageSchema, OwnerPolicySchema, TerminalSectionsSchema, WORKER_COUNTERS, type WorkerMessage, type MainMessage, type SessionInfo, type OwnerPolicy, type TerminalSections } from './protocol.ts'
+export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalOwner, type TerminalSpawnOptions } from './terminal.ts'
 export { ptyTerminals, type PtyTerminalOptions } from './pty-terminal.ts'
+export { policyTerminals, type PolicyTerminalOptions } from './policy-terminal.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -48,6 +52,7 @@ export class PtyPoolService extends Service {
     this.pool = new PtyPool(config, {
       // `ctx.subprocess` spawns the managed worker; only `worker: managed` needs it.
       ...(config.worker === 'managed' && { subprocess: ctx.get('subprocess') }),
+      ...(config.terminal === 'conch' && conchTerminalDeps(ctx, config)),
       fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
       warn: (message) => ctx.logger.warn(message),
     })
@@ -79,6 +84,42 @@ export class PtyPoolService extends Service {
     await this.holder.listener?.close()
     await this.pool.shutdown()
   }
+}
+
+/**
+ * What `terminal: conch` needs from the composition. In-process: `ctx.pty` (each CLI a terminal
+ * of its owner agent, found by id in `ctx.agents` when the invoke names none). Managed: the
+ * owner's policy from `ctx.sandboxPolicy` (with `ctx.sandbox`'s protected paths), and the config
+ * sections of the mounted `sandbox-local` and `pty-local`, which the worker composes its own
+ * terminals from. Missing services fail in `PtyPool`'s constructor, naming `terminal`.
+ */
+function conchTerminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
+  const sandbox = ctx.get('sandbox') as { protect?(paths: readonly string[]): () => void; protectedPaths?(): string[] } | undefined
+  // Read at invoke time: ctx.agents is usually mounted after the pool.
+  const deps: Partial<PoolDeps> = { owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id) }
+  if (config.worker === 'in-process') {
+    const pty = ctx.get('pty') as PtyServiceApi | undefined
+    if (pty) deps.terminals = ptyTerminals({ pty, ...(sandbox && { sandbox }) })
+    return deps
+  }
+  const policies = ctx.get('sandboxPolicy') as { resolve(options: { session: PtyOwner['session'] }): { mode: OwnerPolicy['mode']; workspaceRoot: string } } | undefined
+  if (policies) {
+    deps.policyOf = (owner) => {
+      const { mode, workspaceRoot } = policies.resolve({ session: owner.session })
+      return { mode, workspaceRoot, protectedPaths: sandbox?.protectedPaths?.() ?? [] }
+    }
+  }
+  deps.terminalSections = { sandboxLocal: mountedConfig(ctx, 'sandbox-local') ?? {}, ptyLocal: mountedConfig(ctx, 'pty-local', (config) => (config as { backendType?: string }).backendType === 'shell') ?? {} }
+  return deps
+}
+
+/** The config of the first mounted plugin named `name` (cordis's registry) that `accept` takes. */
+function mountedConfig(ctx: Context, name: string, accept: (config: unknown) => boolean = () => true): unknown {
+  for (const runtime of ctx.registry.values()) {
+    if (runtime.name !== name) continue
+    for (const fiber of runtime.fibers) if (fiber.config !== undefined && accept(fiber.config)) return fiber.config
+  }
+  return undefined
 }
 
 export const name = 'pty-pool'

@@ -12,14 +12,15 @@
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
-import type { SessionInfo } from './protocol.ts'
+import type { OwnerPolicy, SessionInfo, TerminalSections } from './protocol.ts'
 import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
 import { WorkerSupervisor } from './supervisor.ts'
-import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
+import { spawnScreenTerminal, type TerminalFactory, type TerminalOwner } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
 
 /** Runs a prompt through the fresh-spawn path (the CLI's one-shot mode). */
@@ -65,6 +66,12 @@ export interface InvokeOptions {
   cwd?: string
   /** The fresh-spawn path for this invoke (default: the pool's). */
   fallback?: FallbackRunner
+  /**
+   * The owner agent (an agent of `ctx.agents`; its id must be the key's `owner`). Under
+   * `terminal: conch` its CLI runs as a conch terminal of this owner, under its sandbox policy.
+   * Default: `PoolDeps.owners(key.owner)`.
+   */
+  owner?: PtyOwner
 }
 
 export interface PoolDeps {
@@ -72,7 +79,20 @@ export interface PoolDeps {
   backend?: SessionBackend
   /** Spawns the managed worker (required for `worker: managed`). */
   subprocess?: SubprocessServiceApi | undefined
+  /**
+   * The in-process terminal factory. Default under `terminal: unconfined`: `spawnScreenTerminal`;
+   * `terminal: conch` needs one (`ptyTerminals`), else the constructor throws `CONFIG_INVALID`.
+   */
   terminals?: TerminalFactory
+  /** Finds an owner agent by id when an invoke names none (the plugin: `ctx.agents.get`). */
+  owners?: (id: string) => PtyOwner | undefined
+  /**
+   * Managed worker under `terminal: conch`: the owner's sandbox policy, resolved in this process
+   * (`ctx.sandboxPolicy` and `ctx.sandbox.protectedPaths()`) and sent with each invoke.
+   */
+  policyOf?: (owner: PtyOwner) => OwnerPolicy
+  /** Managed worker under `terminal: conch`: the config sections it composes its terminals from. */
+  terminalSections?: TerminalSections
   fallback?: FallbackRunner
   metrics?: PoolMetrics
   env?: Readonly<Record<string, string | undefined>>
@@ -132,11 +152,21 @@ export class PtyPool {
     if (deps.backend) this.backend = deps.backend
     else if (config.worker === 'managed') {
       if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)')
-      this.backend = new WorkerSupervisor(config, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn })
+      if (config.terminal === 'conch' && !deps.policyOf) {
+        throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox')
+      }
+      this.backend = new WorkerSupervisor(config, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, ...(config.terminal === 'conch' && { terminal: deps.terminalSections ?? { sandboxLocal: {}, ptyLocal: {} } }) })
     } else {
       const metrics = this.metrics
+      let terminals = deps.terminals
+      if (!terminals) {
+        if (config.terminal === 'conch') {
+          throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) opens each CLI as a ctx.pty terminal of its owner: mount @conch/pty with @conch/pty-local (and the sandbox) before the pool, or set terminal: "unconfined" to run the CLIs with no sandbox')
+        }
+        terminals = spawnScreenTerminal
+      }
       this.backend = new WarmSessions(config, {
-        terminals: deps.terminals ?? spawnScreenTerminal,
+        terminals,
         env,
         warn: this.warn,
         stateDir: this.stateDir(),
@@ -212,11 +242,14 @@ export class PtyPool {
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
     }
     if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', `unknown CLI kind "${key.kind}"; known: ${Object.keys(this.config.kinds).join(', ')}`)
+    if (options.owner && options.owner.id !== key.owner) throw new PoolError('INVOKE_FAILED', `the invoke's owner agent ${options.owner.id} is not its key's owner ${key.owner}`)
     const end = this.metrics.invokeDuration.startTimer()
     try {
       const attempt = { ...(options.signal && { signal: options.signal }), capMs: Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY), stallMs: this.config.stallMs, cwd }
       let answer: WarmAnswer
       try {
+        const owner = this.terminalOwner(key, options)
+        if (owner) Object.assign(attempt, { owner })
         answer = oneShot ? await this.backend.oneShot(key, prompt, attempt) : await this.backend.invoke(key, prompt, attempt)
       } catch (error) {
         if (!(error instanceof InvokeFailure)) throw error
@@ -229,6 +262,23 @@ export class PtyPool {
     } finally {
       end()
     }
+  }
+
+  /**
+   * The owner the key's CLI runs for: in-process the agent object; in a managed worker its
+   * resolved policy (the agent cannot cross the process boundary). Undefined under `unconfined`.
+   * @throws InvokeFailure `spawn` when a managed worker needs the policy of an owner not found.
+   */
+  private terminalOwner(key: PoolKey, options: InvokeOptions): TerminalOwner | undefined {
+    if (this.config.terminal !== 'conch') return undefined
+    const found = options.owner ?? this.deps.owners?.(key.owner)
+    // Only the key's own owner: a lookup that answers with another agent is not used.
+    const agent = found?.id === key.owner ? found : undefined
+    if (this.config.worker !== 'managed' || this.deps.backend) return { id: key.owner, ...(agent && { agent }) }
+    if (!agent || !this.deps.policyOf) throw new InvokeFailure('spawn', `no owner agent ${key.owner} to resolve the sandbox policy of its CLI from`, false)
+    // Exactly the fields the worker takes (its check is strict).
+    const { mode, workspaceRoot, protectedPaths } = this.deps.policyOf(agent)
+    return { id: key.owner, policy: { mode, workspaceRoot, protectedPaths: [...protectedPaths] } }
   }
 
   /** One eviction tick: unhealthy sessions and sessions idle longer than `idleEvictMs` go. */

@@ -10,9 +10,11 @@
  * the worker and starts a new one.
  *
  * main → worker:
- *   `init {config, env}` once, first (the pool config and the server environment the pool
- *   reads passEnv and account variables from — sent over the pipe, not in the worker's environ);
- *   `invoke {id, key, prompt, capMs, stallMs, cwd, oneShot}`; `cancel {id}`; `ping {id}`;
+ *   `init {config, env, terminal?}` once, first (the pool config, the server environment the pool
+ *   reads passEnv and account variables from — sent over the pipe, not in the worker's environ —
+ *   and under `terminal: conch` the config sections the worker composes its own terminals from);
+ *   `invoke {id, key, prompt, capMs, stallMs, cwd, oneShot, policy?}` (`policy`: the owner's
+ *   resolved sandbox policy, required under `terminal: conch`); `cancel {id}`; `ping {id}`;
  *   `evict_tick`; `set_evict_every {ms}`.
  * worker → main:
  *   `ready {pid}` after init; `pong {id}`; `result {id, ok: true, text, source, path, bootMs?}`
@@ -79,8 +81,38 @@ export function workerMessageSchema(maxText: number, maxSessions: number) {
 }
 export type WorkerMessage = z.output<ReturnType<typeof workerMessageSchema>>
 
+/** An absolute path without NUL or `..` segments, bounded (PATH_MAX of Linux, limits.h). */
+const AbsolutePath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine((path) => path.startsWith('/') && !path.includes('\0') && !path.split('/').includes('..'), 'must be an absolute path without NUL or ".." segments')
+
+/**
+ * The owner's sandbox policy as the main process resolved it (`ctx.sandboxPolicy.resolve` of the
+ * owner's session log, plus `ctx.sandbox.protectedPaths()`): plain data, so it can cross the
+ * process boundary. The worker opens the owner's CLIs under exactly this.
+ */
+export const OwnerPolicySchema = z.strictObject({
+  mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
+  workspaceRoot: AbsolutePath,
+  protectedPaths: z.array(AbsolutePath).max(1024),
+})
+export type OwnerPolicy = z.output<typeof OwnerPolicySchema>
+
+/**
+ * The config sections a worker composes its terminals from under `terminal: conch`: those of the
+ * main process's `@conch/sandbox-local` and `@conch/pty-local` (checked again by their own
+ * schemas in the worker).
+ */
+export const TerminalSectionsSchema = z.strictObject({
+  sandboxLocal: z.unknown(),
+  ptyLocal: z.unknown(),
+})
+export type TerminalSections = z.output<typeof TerminalSectionsSchema>
+
 export const MainMessageSchema = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('init'), config: z.unknown(), env: z.record(z.string(), z.string()) }),
+  z.strictObject({ type: z.literal('init'), config: z.unknown(), env: z.record(z.string(), z.string()), terminal: TerminalSectionsSchema.optional() }),
   z.strictObject({
     type: z.literal('invoke'),
     id: Id,
@@ -90,6 +122,7 @@ export const MainMessageSchema = z.discriminatedUnion('type', [
     stallMs: z.number().positive(),
     cwd: z.string(),
     oneShot: z.boolean(),
+    policy: OwnerPolicySchema.optional(),
   }),
   z.strictObject({ type: z.literal('cancel'), id: Id }),
   z.strictObject({ type: z.literal('ping'), id: Id }),

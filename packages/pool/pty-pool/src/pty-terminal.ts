@@ -1,6 +1,6 @@
 /**
  * `PoolTerminal` over `ctx.pty`: a pooled CLI runs in a conch terminal, opened with a `command`
- * for one owner, so it gets that owner's sandbox policy (`ctx.sandboxPolicy` resolved from the
+ * for its owner agent, so it gets that owner's sandbox policy (`ctx.sandboxPolicy` resolved from the
  * owner's session log; `@conch/pty-local` confines it with `ctx.sandbox`), the backend's
  * scrubbed environment with the pool's variables over it, the backend's teardown with proof and
  * its screen model. Two per-terminal settings come from the pool: `network` (the kind's; on by
@@ -19,8 +19,12 @@ import type { PoolTerminal, TerminalCloseReport, TerminalExit, TerminalFactory, 
 
 export interface PtyTerminalOptions {
   pty: PtyServiceApi
-  /** The owner whose sandbox policy the CLIs run under (an agent of `ctx.agents`). */
-  owner: PtyOwner
+  /**
+   * The owner of terminals whose spawn names none (`TerminalSpawnOptions.owner`), or names this
+   * one's id without an agent object. A spawn that names an owner agent runs as that agent; one
+   * that names another id and no agent is refused, so no CLI ever runs as somebody else.
+   */
+  owner?: PtyOwner
   /** The backend type that runs programs (`@conch/pty-local`: `shell`). Default `shell`. */
   type?: string
   /**
@@ -32,10 +36,16 @@ export interface PtyTerminalOptions {
   sandbox?: { protect?(paths: readonly string[]): () => void }
 }
 
-/** A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of `options.owner`. */
+/**
+ * A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of its owner: the spawn's
+ * `owner.agent` (the key's owner agent), else `options.owner`.
+ * @throws Error when no owner agent is known for the spawn (the pool falls back, as for any spawn failure).
+ */
 export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
   const protectedDirs = new Set<string>()
   return async (spawn: TerminalSpawnOptions) => {
+    const owner = spawn.owner?.agent ?? (spawn.owner === undefined || spawn.owner.id === options.owner?.id ? options.owner : undefined)
+    if (owner === undefined) throw new Error(`no owner agent${spawn.owner ? ` ${spawn.owner.id}` : ''} to open the pooled CLI for: it runs only as a conch terminal of its owner`)
     const [command, ...args] = spawn.argv
     if (command !== undefined && isAbsolute(command) && options.sandbox?.protect !== undefined) {
       let folder: string | undefined
@@ -49,7 +59,7 @@ export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
         options.sandbox.protect([folder])
       }
     }
-    const opened = await options.pty.spawn(options.owner, {
+    const opened = await options.pty.spawn(owner, {
       type: options.type ?? 'shell',
       command,
       args,
@@ -60,7 +70,7 @@ export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
       network: spawn.network ?? true,
       ...(spawn.home !== undefined && { writablePaths: [spawn.home] }),
     })
-    return new PtyTerminal(options.pty, options.owner, opened.sessionId, opened.pid ?? -1)
+    return new PtyTerminal(options.pty, owner, opened.sessionId, opened.pid ?? -1)
   }
 }
 
@@ -85,8 +95,9 @@ class PtyTerminal implements PoolTerminal {
     const onChange = () => {
       if (this.exit === undefined) {
         const status = this.status()
-        if (status?.state === 'exited') {
-          this.exit = toExit(status)
+        // A session the service no longer lists was closed (by its owner's disposal, say): gone.
+        if (status === undefined || status.state === 'exited') {
+          this.exit = status === undefined ? { exitCode: null, signal: null } : toExit(status)
           settle(this.exit)
         }
       }

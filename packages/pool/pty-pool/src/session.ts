@@ -16,7 +16,7 @@ import { scrubbedEnv } from '@conch/subprocess'
 import type { KindConfig, PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
-import type { PoolTerminal, TerminalCloseReport, TerminalFactory } from './terminal.ts'
+import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
 
 /** What a pooled session is for. Conversations never share a session. */
 export interface PoolKey {
@@ -61,6 +61,8 @@ export interface SessionEnvironment {
   stateDir: string
   /** Variables added after scrubbing and the kind's own (a worker's ownership tag). */
   extraEnv?: Record<string, string>
+  /** Whose CLI this is; passed to the terminal factory, which confines it under the owner's policy. */
+  owner?: TerminalOwner
 }
 
 export interface AnswerOfTurn {
@@ -199,6 +201,11 @@ export class PoolSession {
     return this.terminal?.pid
   }
 
+  /** The owner the session's CLI runs for (see `TerminalOwner`). */
+  get owner(): TerminalOwner | undefined {
+    return this.environment.owner
+  }
+
   private to(next: SessionState): void {
     if (this.state === next) return
     if (!TRANSITIONS[this.state].includes(next)) throw new Error(`pool session: no transition ${this.state} → ${next}`)
@@ -222,7 +229,7 @@ export class PoolSession {
     const launch = prepareLaunch(this.kind, this.key, this.environment, { sentinel: this.sentinel })
     this.home = launch.home
     try {
-      this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols, network: this.kind.network, home: launch.home })
+      this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols, network: this.kind.network, home: launch.home, ...(this.environment.owner && { owner: this.environment.owner }) })
     } catch (error) {
       this.markUnhealthy('spawn failed')
       throw new InvokeFailure('spawn', `could not start ${this.kind.command}: ${(error as Error).message}`, false)
@@ -250,6 +257,11 @@ export class PoolSession {
     }
     this.bootMs = Date.now() - started
     this.to('idle')
+    // A CLI that goes away between turns (it crashed; its owner was disposed, which closes the
+    // owner's terminals) leaves an unhealthy session: the tick evicts it, the next invoke replaces it.
+    void terminal.exited.then(() => {
+      if (this.state === 'idle') this.markUnhealthy('the CLI exited between turns')
+    })
   }
 
   /**

@@ -30,7 +30,7 @@ import { defaultProcessTable, signalIfSame, type ProcessIdentity } from '@conch/
 import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { PoolMetrics } from './metrics.ts'
-import { encodeLine, LineDecoder, ProtocolViolation, workerMessageSchema, type MainMessage, type SessionInfo, type WorkerMessage } from './protocol.ts'
+import { encodeLine, LineDecoder, ProtocolViolation, workerMessageSchema, type MainMessage, type SessionInfo, type TerminalSections, type WorkerMessage } from './protocol.ts'
 import type { PoolKey } from './session.ts'
 import type { AttemptOptions, SessionBackend, WarmAnswer } from './warm.ts'
 
@@ -52,6 +52,8 @@ export interface SupervisorDeps {
   warn: (message: string) => void
   /** Observes state changes (tests, status). */
   onState?: (state: SupervisorState) => void
+  /** Under `terminal: conch`: the config sections the worker composes its terminals from; sent in `init`. */
+  terminal?: TerminalSections
 }
 
 interface Pending {
@@ -164,7 +166,7 @@ export class WorkerSupervisor implements SessionBackend {
     readyTimer.unref()
     const env: Record<string, string> = {}
     for (const [name, value] of Object.entries(this.deps.env)) if (value !== undefined) env[name] = value
-    this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? join(tmpdir(), 'conch-pool') }, env })
+    this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? join(tmpdir(), 'conch-pool') }, env, ...(this.deps.terminal && { terminal: this.deps.terminal }) })
   }
 
   private send(worker: WorkerInstance, message: MainMessage): void {
@@ -365,7 +367,7 @@ export class WorkerSupervisor implements SessionBackend {
           reject(failure)
         },
       })
-      this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot })
+      this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot, ...(options.owner?.policy && { policy: options.owner.policy }) })
       if (options.signal?.aborted) onAbort()
       else options.signal?.addEventListener('abort', onAbort, { once: true })
     })

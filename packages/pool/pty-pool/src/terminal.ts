@@ -2,16 +2,21 @@
  * The terminal a pooled CLI runs in, reduced to what the pool needs: write keys, read the
  * rendered screen, learn about exits, and tear the whole process tree down with proof.
  *
- * `PoolTerminal` is the narrow seam; `spawnScreenTerminal` implements it with node-pty and an
- * `@xterm/headless` screen model (the same emulator behind VS Code's terminal), and stops the
- * tree with `@conch/subprocess`'s teardown ladder (TERM → grace → KILL → verify).
+ * `PoolTerminal` is the narrow seam. By default (`terminal: conch`) it is a conch terminal of the
+ * CLI's owner (`ptyTerminals`, pty-terminal.ts; in a managed worker `policyTerminals`,
+ * policy-terminal.ts). `spawnScreenTerminal` here is the explicit opt-out (`terminal:
+ * unconfined`): node-pty and an `@xterm/headless` screen model (the same emulator behind VS
+ * Code's terminal) with no sandbox, stopping the tree with `@conch/subprocess`'s teardown ladder
+ * (TERM → grace → KILL → verify).
  */
 import xtermHeadless from '@xterm/headless'
 
 const { Terminal } = xtermHeadless
 type Terminal = InstanceType<typeof Terminal>
 import * as nodePty from 'node-pty'
+import type { PtyOwner } from '@conch/pty'
 import { createSessionTag, terminateTree, sweepTagged, type SessionTag } from '@conch/subprocess'
+import type { OwnerPolicy } from './protocol.ts'
 
 export interface TerminalExit {
   exitCode: number | null
@@ -54,6 +59,22 @@ export interface TerminalSpawnOptions {
   network?: boolean
   /** The session's private home, which a confining factory makes writable inside its sandbox. */
   home?: string
+  /** Whose CLI this is: a confining factory opens the terminal for this owner, under its sandbox policy. */
+  owner?: TerminalOwner
+}
+
+/**
+ * The owner of a pooled CLI, as the terminal factory needs it. In-process the factory opens the
+ * terminal for `agent` (ctx.pty resolves its sandbox policy); in a managed worker, where the
+ * agent object does not exist, it runs under `policy`, resolved by the main process.
+ */
+export interface TerminalOwner {
+  /** The owner agent's id (the key's `owner`). */
+  id: string
+  /** The owner object of ctx.agents (in-process). */
+  agent?: PtyOwner
+  /** The owner's resolved sandbox policy (data; what the main process sends a managed worker). */
+  policy?: OwnerPolicy
 }
 
 /** Spawns programs in terminals; injectable so pool logic can be tested on exact orderings. */
@@ -61,7 +82,10 @@ export type TerminalFactory = (options: TerminalSpawnOptions) => Promise<PoolTer
 
 const TAG_VARIABLE = 'CONCH_POOL_TAG'
 
-/** The default factory: node-pty + @xterm/headless, unconfined (`network` and `home` need no sandbox here). */
+/**
+ * The unconfined factory (config `terminal: unconfined`): node-pty + @xterm/headless, no sandbox —
+ * `owner`, `network` and `home` are ignored, and the CLI can read and write whatever conch can.
+ */
 export const spawnScreenTerminal: TerminalFactory = async (options) => {
   const tag = createSessionTag(TAG_VARIABLE)
   const screen = new Terminal({ rows: options.rows, cols: options.cols, scrollback: options.scrollback ?? 2000, allowProposedApi: true })

@@ -10,7 +10,7 @@ import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { SessionInfo, WorkerCounter } from './protocol.ts'
 import { keyString, PoolSession, prepareLaunch, redactKey, type PoolKey, type TurnPhases } from './session.ts'
-import type { TerminalFactory } from './terminal.ts'
+import type { TerminalFactory, TerminalOwner } from './terminal.ts'
 
 /** A pooled answer. */
 export interface WarmAnswer {
@@ -32,6 +32,8 @@ export interface AttemptOptions {
   stallMs: number
   /** The CLI's working directory. */
   cwd: string
+  /** Whose CLI it is (its key's owner); the terminal factory confines it under the owner's policy. */
+  owner?: TerminalOwner
 }
 
 /** The warm side, in-process or behind a worker. */
@@ -66,6 +68,15 @@ export interface WarmDeps {
   /** Variables added to every CLI's environment after scrubbing (the worker's ownership tag). */
   extraEnv?: Record<string, string>
   stateDir: string
+}
+
+/**
+ * Whether a session started for `before` may serve `after`: the same agent object (in-process)
+ * and the same resolved policy (managed), compared as data.
+ */
+function sameOwner(before: TerminalOwner | undefined, after: TerminalOwner | undefined): boolean {
+  if (before === undefined || after === undefined) return before === after
+  return before.id === after.id && before.agent === after.agent && JSON.stringify(before.policy ?? null) === JSON.stringify(after.policy ?? null)
 }
 
 /** A per-key FIFO lock: one invoke per session at a time. */
@@ -121,9 +132,16 @@ export class WarmSessions implements SessionBackend {
           await this.evict(id, session, 'unhealthy')
           session = undefined
         }
+        if (session && !sameOwner(session.owner, options.owner)) {
+          // A CLI keeps the sandbox it started under for life: an owner whose policy changed (or
+          // another agent object under the same id) gets a new session under the new one.
+          this.deps.warn(`pool: the ${key.kind} session of ${key.owner} was started under another owner policy; replacing it`)
+          await this.evict(id, session, 'unhealthy')
+          session = undefined
+        }
         if (session) this.deps.count('cacheHits')
         else {
-          session = await this.bootSession(key, options.cwd, options.signal)
+          session = await this.bootSession(key, options.cwd, options.signal, options.owner)
           bootMs = session.bootMs
         }
         const turn = session.invoke(prompt, { ...(options.signal && { signal: options.signal }), capMs: options.capMs, stallMs: options.stallMs })
@@ -147,10 +165,10 @@ export class WarmSessions implements SessionBackend {
     })
   }
 
-  private async bootSession(key: PoolKey, cwd: string, signal?: AbortSignal): Promise<PoolSession> {
+  private async bootSession(key: PoolKey, cwd: string, signal: AbortSignal | undefined, owner: TerminalOwner | undefined): Promise<PoolSession> {
     await this.makeRoom()
     const kind = this.config.kinds[key.kind]!
-    const session = new PoolSession(key, kind, this.config, this.environment(key, cwd), this.deps.terminals)
+    const session = new PoolSession(key, kind, this.config, this.environment(key, cwd, owner), this.deps.terminals)
     const id = keyString(key)
     this.sessions.set(id, session)
     this.deps.count('spawns')
@@ -164,8 +182,8 @@ export class WarmSessions implements SessionBackend {
     return session
   }
 
-  private environment(key: PoolKey, cwd: string) {
-    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }) }
+  private environment(key: PoolKey, cwd: string, owner: TerminalOwner | undefined) {
+    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
   }
 
   private accountEnv(account: string): Record<string, string> {
@@ -222,10 +240,10 @@ export class WarmSessions implements SessionBackend {
   async oneShot(key: PoolKey, prompt: string, options: AttemptOptions): Promise<WarmAnswer> {
     const kind = this.config.kinds[key.kind]!
     const started = Date.now()
-    const launch = prepareLaunch(kind, key, this.environment(key, options.cwd), { prompt, args: kind.oneShotArgs ?? [] })
+    const launch = prepareLaunch(kind, key, this.environment(key, options.cwd, options.owner), { prompt, args: kind.oneShotArgs ?? [] })
     let terminal
     try {
-      terminal = await this.deps.terminals({ argv: launch.argv, cwd: options.cwd, env: launch.env, rows: kind.rows, cols: kind.cols, scrollback: 10_000, network: kind.network, home: launch.home })
+      terminal = await this.deps.terminals({ argv: launch.argv, cwd: options.cwd, env: launch.env, rows: kind.rows, cols: kind.cols, scrollback: 10_000, network: kind.network, home: launch.home, ...(options.owner && { owner: options.owner }) })
     } catch (error) {
       rmSync(launch.home, { recursive: true, force: true })
       throw new InvokeFailure('spawn', `could not start ${kind.command}: ${(error as Error).message}`, false)

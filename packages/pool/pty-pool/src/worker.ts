@@ -4,6 +4,11 @@
  * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
  * only answers prompts from warm sessions or reports why it could not.
  *
+ * Under `terminal: conch` the worker composes its own conch terminals from the config sections in
+ * `init` (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs
+ * each CLI under the `policy` its invoke carries — the one the main process resolved for the
+ * owner; an invoke without one is refused.
+ *
  * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
  * process's subprocess service finds and stops them even after the worker died with SIGKILL.
  *
@@ -16,7 +21,7 @@ import type { Duplex } from 'node:stream'
 import { SUBPROCESS_TAG_VARIABLE } from '@conch/subprocess'
 import { parseWorkerConfig } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
-import { encodeLine, LineDecoder, MainMessageSchema, type MainMessage, type WorkerMessage } from './protocol.ts'
+import { encodeLine, LineDecoder, MainMessageSchema, type MainMessage, type TerminalSections, type WorkerMessage } from './protocol.ts'
 import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
 import { WarmSessions } from './warm.ts'
 
@@ -29,9 +34,23 @@ export interface PoolWorkerOptions {
   signal?: AbortSignal
   /** Diagnostics (stderr). */
   log?: (line: string) => void
+  /** A fixed terminal factory (tests); otherwise chosen by the config's `terminal`. */
   terminals?: TerminalFactory
+  /**
+   * Composes the worker's own conch terminals under `terminal: conch` — `conch pool-worker` builds
+   * ctx.pty with `@conch/pty-local` and the sandbox from the main process's config sections. The
+   * factory opens each CLI under the `policy` of its spawn's owner. Absent: a `conch` config fails
+   * the init.
+   */
+  conchTerminals?: (sections: TerminalSections) => Promise<WorkerTerminals>
   /** Largest line the main process may send, bytes (prompts are bounded by it). */
   maxMessageBytes?: number
+}
+
+/** The worker's conch terminals: the factory, and the close of what backs it (run after every session closed). */
+export interface WorkerTerminals {
+  terminals: TerminalFactory
+  close(): Promise<void>
 }
 
 /**
@@ -56,6 +75,9 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
   const decoder = new LineDecoder(options.maxMessageBytes ?? 64 * 1024 * 1024)
   const controllers = new Map<number, AbortController>()
   let warm: WarmSessions | undefined
+  let initialised = false
+  let host: WorkerTerminals | undefined
+  let confined = false
   let stopping: Promise<void> | undefined
   let finish!: () => void
   const finished = new Promise<void>((resolve) => (finish = resolve))
@@ -68,6 +90,7 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
       log(`stopping: ${why}`)
       for (const controller of controllers.values()) controller.abort(new Error(why))
       await warm?.close()
+      await host?.close().catch((error: unknown) => log(`closing the terminals failed: ${(error as Error).message}`))
       channel.end()
       finish()
     })()
@@ -76,27 +99,41 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
   const handle = (message: MainMessage) => {
     switch (message.type) {
       case 'init': {
-        if (warm) return stop('a second init')
+        if (initialised) return stop('a second init')
+        initialised = true
         const config = parseWorkerConfig(message.config)
         const tag = process.env[SUBPROCESS_TAG_VARIABLE]
-        let sessionsQueued = false
-        warm = new WarmSessions(config, {
-          terminals: options.terminals ?? spawnScreenTerminal,
-          env: message.env,
-          warn: log,
-          stateDir: config.stateDir!,
-          count: (name) => send({ type: 'count', name }),
-          changed: () => {
-            if (sessionsQueued) return
-            sessionsQueued = true
-            queueMicrotask(() => {
-              sessionsQueued = false
-              send({ type: 'sessions', sessions: warm!.sessionStates() })
-            })
-          },
-          ...(tag && { extraEnv: { [SUBPROCESS_TAG_VARIABLE]: tag } }),
-        })
-        send({ type: 'ready', pid: process.pid })
+        confined = config.terminal === 'conch' && options.terminals === undefined
+        void (async () => {
+          let terminals = options.terminals
+          if (terminals === undefined && config.terminal === 'unconfined') terminals = spawnScreenTerminal
+          if (terminals === undefined) {
+            if (!options.conchTerminals) throw new PoolError('CONFIG_INVALID', 'terminal: "conch": this worker cannot compose conch terminals')
+            const composed = await options.conchTerminals(message.terminal ?? { sandboxLocal: {}, ptyLocal: {} })
+            if (stopping) return void (await composed.close())
+            host = composed
+            terminals = composed.terminals
+          }
+          if (stopping) return
+          let sessionsQueued = false
+          warm = new WarmSessions(config, {
+            terminals,
+            env: message.env,
+            warn: log,
+            stateDir: config.stateDir!,
+            count: (name) => send({ type: 'count', name }),
+            changed: () => {
+              if (sessionsQueued) return
+              sessionsQueued = true
+              queueMicrotask(() => {
+                sessionsQueued = false
+                send({ type: 'sessions', sessions: warm!.sessionStates() })
+              })
+            },
+            ...(tag && { extraEnv: { [SUBPROCESS_TAG_VARIABLE]: tag } }),
+          })
+          send({ type: 'ready', pid: process.pid })
+        })().catch((error: unknown) => stop(`init failed: ${(error as Error).message}`))
         return
       }
       case 'invoke': {
@@ -104,9 +141,15 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
           send({ type: 'result', id: message.id, ok: false, reason: 'unhealthy', message: 'the pool worker is stopping', midTask: false, elapsedMs: 0 })
           return
         }
+        if (confined && !message.policy) {
+          // Under `terminal: conch` a CLI runs only under its owner's policy, never a default one.
+          send({ type: 'result', id: message.id, ok: false, reason: 'spawn', message: `an invoke for ${message.key.owner} without its owner's sandbox policy`, midTask: false, elapsedMs: 0 })
+          return
+        }
         const controller = new AbortController()
         controllers.set(message.id, controller)
-        const attempt = { signal: controller.signal, capMs: message.capMs, stallMs: message.stallMs, cwd: message.cwd }
+        const owner = { id: message.key.owner, ...(message.policy && { policy: message.policy }) }
+        const attempt = { signal: controller.signal, capMs: message.capMs, stallMs: message.stallMs, cwd: message.cwd, owner }
         const work = message.oneShot ? warm.oneShot(message.key, message.prompt, attempt) : warm.invoke(message.key, message.prompt, attempt)
         const current = warm
         void work.then(

@@ -11,7 +11,8 @@ let model: FakeModelServer
 
 function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-codex-')
-  const config = loadPoolConfig({ kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
+  // The pool's own behaviour with a bare terminal; confined-claude.test.ts runs the default (conch terminals).
+  const config = loadPoolConfig({ terminal: 'unconfined', kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
   return new PtyPool(config, { env: codexEnv(), fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 

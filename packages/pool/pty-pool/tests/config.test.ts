@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { BUILTIN_KINDS, extractAnswer, findEcho, isLoopbackAddress, loadPoolConfig, routeFor } from '../src/index.ts'
+import { Context } from 'cordis'
+import { BUILTIN_KINDS, extractAnswer, findEcho, isLoopbackAddress, loadPoolConfig, MainMessageSchema, PtyPool, PtyPoolService, routeFor } from '../src/index.ts'
 
 describe('pool config', () => {
   it('applies defaults and the env overrides', () => {
@@ -7,6 +8,39 @@ describe('pool config', () => {
     expect(config).toMatchObject({ stallMs: 5000, hardCapMs: 60000, idleEvictMs: 600000, evictEveryMs: 60000, maxSessions: 8, killSwitch: false, worker: 'in-process' })
     expect(Object.keys(config.kinds).sort()).toEqual(['claude', 'codex', 'generic'])
     expect(config.kinds.claude!.network).toBe(true)
+    expect(config.terminal).toBe('conch')
+  })
+
+  it('runs CLIs as conch terminals by default, and says what is missing for that at load, naming terminal', () => {
+    expect(() => loadPoolConfig({ terminal: 'bare' }, {}, BUILTIN_KINDS)).toThrow(/pool config: terminal: /)
+    // In-process with no terminal factory (the plugin: no ctx.pty).
+    expect(() => new PtyPool(loadPoolConfig({}, {}, BUILTIN_KINDS))).toThrow(/terminal: "conch" \(the default\) opens each CLI as a ctx\.pty terminal.*terminal: "unconfined"/)
+    // Managed with no way to resolve an owner's policy (the plugin: no ctx.sandboxPolicy).
+    const managed = loadPoolConfig({ worker: 'managed', supervisor: { command: [process.execPath] } }, {}, BUILTIN_KINDS)
+    expect(() => new PtyPool(managed, { subprocess: {} as never })).toThrow(/terminal: "conch" \(the default\) runs each CLI under its owner's sandbox policy/)
+    // The plugin in a composition without ctx.pty fails at load the same way.
+    expect(() => new PtyPoolService(new Context(), {})).toThrow(/CONFIG_INVALID|terminal: "conch"/)
+    // The explicit opt-out needs neither.
+    expect(new PtyPool(loadPoolConfig({ terminal: 'unconfined' }, {}, BUILTIN_KINDS)).config.terminal).toBe('unconfined')
+  })
+
+  it('the worker takes an owner policy only in its exact shape', () => {
+    const invoke = { type: 'invoke', id: 1, key: { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }, prompt: 'p', capMs: 1, stallMs: 1, cwd: '/', oneShot: false }
+    const policy = { mode: 'workspace-write', workspaceRoot: '/work/a', protectedPaths: ['/etc/conch'] }
+    expect(MainMessageSchema.safeParse({ ...invoke, policy }).success).toBe(true)
+    for (const bad of [
+      { ...policy, mode: 'everything' },
+      { ...policy, workspaceRoot: 'relative/ws' },
+      { ...policy, workspaceRoot: '/work/a/../b' },
+      { ...policy, workspaceRoot: '/work/a\0' },
+      { ...policy, protectedPaths: ['~/x'] },
+      { ...policy, protectedPaths: Array.from({ length: 1025 }, (_, index) => `/p/${index}`) },
+      { ...policy, network: true },
+      { mode: 'read-only', workspaceRoot: '/w' },
+    ]) {
+      expect(MainMessageSchema.safeParse({ ...invoke, policy: bad }).success, JSON.stringify(bad).slice(0, 120)).toBe(false)
+    }
+    expect(MainMessageSchema.safeParse({ type: 'init', config: {}, env: {}, terminal: { sandboxLocal: {}, ptyLocal: {}, extra: 1 } }).success).toBe(false)
   })
 
   it('fails at load naming the field', () => {

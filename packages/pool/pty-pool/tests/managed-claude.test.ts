@@ -29,6 +29,8 @@ afterAll(async () => {
 function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-managed-claude-')
   const config = loadPoolConfig({
+    // The worker's lifecycle with a bare terminal; confined-claude.test.ts runs the default.
+    terminal: 'unconfined',
     worker: 'managed',
     supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 },
     kinds: { claude: claudeKind(model) },

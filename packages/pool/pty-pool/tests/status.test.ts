@@ -26,6 +26,8 @@ chmodSync(repl, 0o755)
 
 const pool = new PtyPool(
   loadPoolConfig({
+    // The endpoint is under test, not the terminal: a bare one.
+    terminal: 'unconfined',
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/state`,
     failuresFile: `${dir}/pool-failures.jsonl`,

@@ -46,6 +46,9 @@ const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: ''
 
 function makePool(name: string, overrides: Record<string, unknown> = {}) {
   const config = loadPoolConfig({
+    // The supervisor and the protocol are under test here, with a bare terminal;
+    // confined-worker.test.ts runs the worker's default conch terminals.
+    terminal: 'unconfined',
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/${name}/state`,
     failuresFile: `${dir}/${name}/pool-failures.jsonl`,
@@ -241,6 +244,7 @@ describe('the managed worker', { timeout: 60_000 }, () => {
   it('mounted as a plugin with worker: managed, the pool answers through the worker, and disposing the plugin stops it', async () => {
     const fiber = await ctx.plugin(ptyPool, {
       ...managed(),
+      terminal: 'unconfined',
       kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
       stateDir: `${dir}/plugin/state`,
       failuresFile: `${dir}/plugin/pool-failures.jsonl`,

@@ -58,7 +58,9 @@ export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, co
     async start(request) {
       if (request.signal.aborted) throw request.signal.reason
       const key = { owner: request.parent.id, conversation: request.parent.session.id, kind: config.kind, model: config.model, account: config.account, bare: config.bare }
-      const work = pool.acquireAndInvoke(key, textOf(request), { signal: request.signal, fallback: subagentFallback(subagents, fallbackProvider, request) })
+      // The parent agent owns the CLI: under the pool's `terminal: conch` it runs as a conch
+      // terminal of the parent, under the parent's sandbox policy.
+      const work = pool.acquireAndInvoke(key, textOf(request), { signal: request.signal, owner: request.parent, fallback: subagentFallback(subagents, fallbackProvider, request) })
       const outcome: Promise<ProviderOutcome> = work.then(
         (result) => {
           request.update({ type: 'text', text: `${result.text}\n\n${poolNote(result)}` })

@@ -1,13 +1,18 @@
 /**
- * The provider in a real composition: ctx.subagents, ctx.ptyPool with the real Codex TUI,
- * and the real Codex one-shot provider (`codex app-server`) as the fresh-spawn path, all
- * against the fake model server.
+ * The provider in a real composition: ctx.subagents, ctx.ptyPool with the real Codex TUI — by
+ * default a conch terminal of the parent agent (ctx.pty + pty-local, under its read-only policy
+ * through bubblewrap) — and the real Codex one-shot provider (`codex app-server`) as the
+ * fresh-spawn path, all against the fake model server.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { Context } from 'cordis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
+import PtyService from '@conch/pty'
+import * as ptyLocal from '@conch/pty-local'
+import SandboxService from '@conch/sandbox'
+import * as sandboxLocal from '@conch/sandbox-local'
 import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
 import SubagentService from '@conch/subagent'
@@ -37,7 +42,11 @@ beforeAll(async () => {
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
   fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({})))
+  fibers.push(await ctx.plugin(SandboxService, {}))
+  fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse({})))
   fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'read-only', workspaceRoot: dir })))
+  fibers.push(await ctx.plugin(PtyService, {}))
+  fibers.push(await ctx.plugin(ptyLocal, ptyLocal.Config.parse({})))
   fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
   fibers.push(await ctx.plugin(codex, codex.Config.parse({
     executable: CODEX_BIN,
@@ -79,6 +88,9 @@ describe('subagent-cli-pool', { timeout: 60_000 }, () => {
     const elsewhere = await ask(other, 'Q3: another conversation')
     expect(elsewhere.text).toBe('answer 3: another conversation\n\n[pool: new warm session]')
     expect(ctx.ptyPool.pool.sessionStates()).toHaveLength(2)
+    // Each CLI is a conch terminal of the parent that asked.
+    expect(ctx.pty.list(parent)).toHaveLength(1)
+    expect(ctx.pty.list(other)).toHaveLength(1)
   })
 
   it('falls back to the real one-shot Codex provider on a stall, with the note and a failure line', async () => {

@@ -1,0 +1,96 @@
+/**
+ * The managed worker's conch terminals: a `TerminalFactory` over the worker's own `ctx.pty` that
+ * opens each CLI under the sandbox policy the main process resolved for its owner
+ * (`TerminalOwner.policy`). The owner agent lives in the main process; here each (owner id,
+ * policy) gets a stand-in owner whose session log carries that policy — its `session/start`
+ * names the workspace root and a `sandbox/mode` event the mode — so the worker's
+ * `ctx.sandboxPolicy` resolves exactly the main process's answer and the terminal backend
+ * confines the CLI with it, as it confines any terminal.
+ *
+ * The composition behind it (ctx.sessions, ctx.sandbox with its provider, ctx.sandboxPolicy,
+ * ctx.pty with its backend) is built by `conch pool-worker` from the main process's config
+ * sections.
+ */
+import type { PtyOwner, PtyServiceApi } from '@conch/pty'
+import type { OwnerPolicy } from './protocol.ts'
+import { ptyTerminals } from './pty-terminal.ts'
+import type { TerminalFactory, TerminalSpawnOptions } from './terminal.ts'
+
+type SessionLog = PtyOwner['session']
+
+export interface PolicyTerminalOptions {
+  pty: PtyServiceApi
+  /** `ctx.sessions` of the worker: makes the stand-in owners' session logs. */
+  sessions: { create(options: { workspaceRoot?: string }): SessionLog }
+  /** `ctx.sandboxPolicy` of the worker: records each stand-in's mode. */
+  sandboxPolicy: { setMode(session: SessionLog, mode: OwnerPolicy['mode']): void }
+  /** `ctx.sandbox` of the worker: the policy's protected paths (and each CLI's folder) are protected with it. */
+  sandbox?: { protect?(paths: readonly string[]): () => void }
+  /** The backend type (`@conch/pty-local`: `shell`). */
+  type?: string
+}
+
+/** An owner standing in for an agent of the main process, under one policy. */
+class PolicyOwner implements PtyOwner {
+  state: PtyOwner['state'] = 'live'
+  private readonly controller = new AbortController()
+  private readonly cleanups = new Set<() => void | Promise<void>>()
+
+  constructor(readonly id: string, readonly session: SessionLog) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  onDispose(cleanup: () => void | Promise<void>): () => void {
+    this.cleanups.add(cleanup)
+    return () => this.cleanups.delete(cleanup)
+  }
+
+  /** Closes the owner's terminals (the pty service registered their closing here). */
+  async dispose(): Promise<void> {
+    if (this.state !== 'live') return
+    this.state = 'disposing'
+    this.controller.abort(new Error(`the pool worker is closing the terminals of ${this.id}`))
+    await Promise.allSettled([...this.cleanups].map((cleanup) => cleanup()))
+    this.state = 'disposed'
+  }
+}
+
+/**
+ * The factory and its close (which disposes every stand-in owner, closing what is left open).
+ * A spawn without `owner.policy` is refused: a CLI never runs under a default policy here.
+ */
+export function policyTerminals(options: PolicyTerminalOptions): { terminals: TerminalFactory; close(): Promise<void> } {
+  const owners = new Map<string, PolicyOwner>()
+  const protectedPaths = new Set<string>()
+  const open = ptyTerminals({ pty: options.pty, ...(options.sandbox && { sandbox: options.sandbox }), ...(options.type && { type: options.type }) })
+  const ownerFor = (id: string, policy: OwnerPolicy): PolicyOwner => {
+    const name = JSON.stringify([id, policy.mode, policy.workspaceRoot])
+    let owner = owners.get(name)
+    if (owner === undefined) {
+      const session = options.sessions.create({ workspaceRoot: policy.workspaceRoot })
+      options.sandboxPolicy.setMode(session, policy.mode)
+      owner = new PolicyOwner(id, session)
+      owners.set(name, owner)
+    }
+    return owner
+  }
+  const terminals: TerminalFactory = async (spawn: TerminalSpawnOptions) => {
+    const policy = spawn.owner?.policy
+    if (spawn.owner === undefined || policy === undefined) throw new Error(`the pooled CLI of ${spawn.owner?.id ?? 'an unknown owner'} came without its owner's sandbox policy`)
+    const fresh = policy.protectedPaths.filter((path) => !protectedPaths.has(path))
+    if (fresh.length > 0 && options.sandbox?.protect) {
+      options.sandbox.protect(fresh)
+      for (const path of fresh) protectedPaths.add(path)
+    }
+    return open({ ...spawn, owner: { ...spawn.owner, agent: ownerFor(spawn.owner.id, policy) } })
+  }
+  return {
+    terminals,
+    close: async () => {
+      await Promise.all([...owners.values()].map((owner) => owner.dispose()))
+      owners.clear()
+    },
+  }
+}
