@@ -304,7 +304,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
     // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
     return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
   }
-  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
@@ -354,7 +354,7 @@ export async function mainTaskReadsTerminal(options: { proc: ProcReader; termina
   if (table === undefined) return undefined
   const member = await readStat(proc, `/proc/${pid}/stat`)
   if (member === undefined) return undefined
-  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid)
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true)
   if (task.syscall === 'unreadable') return undefined
   return task.state === 'S' && task.terminalFd !== undefined
 }
@@ -496,13 +496,16 @@ async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
   }
 }
 
-async function examineTask(context: TaskContext, member: ProcStat, tid: number): Promise<TaskObservation> {
+async function examineTask(context: TaskContext, member: ProcStat, tid: number, memberFresh = false): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
   // Reads only what the verdict needs, so the cost per task stays small for programs with many
   // threads: the state always; the syscall of a task that is not running; the context-switch
   // counters (which only the reading task's evidence uses) of a task in a read-class syscall.
-  const stat = await readStat(proc, `${base}/stat`)
+  // The state of a process's main task is the state in its own stat (proc(5)): when `member`
+  // was read just now (`memberFresh`), it is not read twice.
+  const reused = memberFresh && tid === member.pid
+  const stat = reused ? member : await readStat(proc, `${base}/stat`)
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
@@ -514,6 +517,8 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number):
   }
   if (stat === undefined || stat.state === 'R') return observation
   const syscallText = await proc.readFile(`${base}/syscall`).catch(() => undefined)
+  // A task whose files vanished since its process's stat was read: its state is not known either.
+  if (syscallText === undefined && reused) observation.state = '?'
   const syscall = syscallText === undefined ? undefined : parseSyscallFile(syscallText)
   if (syscall === undefined) return observation
   observation.syscall = describe(syscall, context.table)
