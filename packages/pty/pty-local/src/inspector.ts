@@ -7,7 +7,7 @@ import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -88,6 +88,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
   const table = readSyscallTable(process.arch)
   const clocks = new SchedulerClocks(proc)
+  const selfPipes = new SelfPipes()
   const readStatComm = async (target: number): Promise<string | undefined> => {
     try {
       const text = await proc.readFile(`/proc/${target}/stat`)
@@ -103,7 +104,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
     },
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
-      return probeTerminalReader({ proc, terminal, clocks })
+      return probeTerminalReader({ proc, terminal, clocks, selfPipes })
     },
     processName: readStatComm,
     async groupName(pgid) {
