@@ -230,6 +230,21 @@ describe('the /proc tier', () => {
     expect(machine.feed({ type: 'output', now: 31 })).toContainEqual({ type: 'arm', timer: 'probeGap', ms: 35 })
   })
 
+  it('looks again as soon as the duty cycle allows once the output ends in a prompt-shaped line', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '1+1'
+    const first = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    // The echo alone: the program is still evaluating, and the next look waits the floor.
+    expect(machine.feed({ type: 'probed', gen: first, now: 21, probe: { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }, costMs: 0.3 })).toEqual([])
+    expect(machine.feed({ type: 'output', now: 21.5 })).toContainEqual({ type: 'arm', timer: 'probeGap', ms: 9.5 })
+    // Its answer and prompt: the armed gap is brought forward to 9 × the look's CPU cost.
+    view.line = '> '
+    const eager = machine.feed({ type: 'output', now: 22 })
+    expect(eager).toContainEqual({ type: 'arm', timer: 'probeGap', ms: expect.closeTo(1.7, 5) })
+    Machine.gen(machine.feed({ type: 'timer', timer: 'probeGap', now: 23.7 }), 'probe')
+  })
+
   it('corroborates a read with other wake sources only after a prompt-shaped line stayed quiet', () => {
     const view = new View()
     const machine = toRepl(view)
