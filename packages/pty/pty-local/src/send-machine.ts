@@ -185,7 +185,7 @@ export interface SendState {
   lastProbeCost: number
   /** CPU cost of the last probe as measured, ms (paces the eager probe). */
   lastProbeCpuMs: number
-  /** `outputCount` when the newest output ended in a prompt-shaped line: probes then follow at the eager gap. */
+  /** `outputCount` when the open line of the newest output was prompt-shaped: probes then follow at the eager gap. */
   eagerAt: number
   /** When the armed `probeGap` timer fires (ms of the event clock). */
   probeGapAt: number
@@ -210,7 +210,7 @@ export interface SendState {
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 export const PROBE_DUTY_GAP = 9
 /**
- * The shortest gap between two probes when the newest output ends in a prompt-shaped line
+ * The shortest gap between two probes when the open line of the newest output is prompt-shaped
  * (read-evidence.ts, `promptShaped`), ms: a program that printed what looks like its prompt is
  * looked at as soon as the duty cycle allows, not after the `pollIntervalMs / 5` floor — a
  * REPL that prints its answer and prompt just after a look that caught it still evaluating.
@@ -584,10 +584,12 @@ function onOutput(s: SendState, now: number, out: SendEffect[]): void {
   }
   // A shell at its own prompt announces its next prompt itself: probing on its output (the
   // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
-  // the command starts. Otherwise output is the moment to look — at once when it ends in what
-  // looks like a prompt.
+  // the command starts. Otherwise output is the moment to look — at once when its open line
+  // looks like a prompt (only the open line: scanning back for the last non-blank line on every
+  // chunk would cost more than the probe it schedules).
   if (spec.exact && s.baseline.kind !== 'shell') {
-    if (promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })) s.eagerAt = s.outputCount
+    const line = spec.view.promptLine()
+    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.eagerAt = s.outputCount
     requestProbe(s, now, out)
   }
 }
@@ -676,8 +678,8 @@ function checkForeground(s: SendState, out: SendEffect[]): void {
 
 /**
  * Runs a probe now, or after the one in flight, paced: `PROBE_DUTY_GAP` × the last probe's CPU
- * cost after it, and at least `pollIntervalMs / 5` — or, while the newest output ends in a
- * prompt-shaped line, at least `EAGER_PROBE_GAP_MS` (an armed gap is then brought forward).
+ * cost after it, and at least `pollIntervalMs / 5` — or, while the open line of the newest
+ * output is prompt-shaped, at least `EAGER_PROBE_GAP_MS` (an armed gap is then brought forward).
  */
 function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = false): void {
   const spec = s.spec
