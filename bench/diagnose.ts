@@ -43,7 +43,7 @@ import { median, round } from './stats.ts'
 
 // ─── counting /proc reads ───────────────────────────────────────────────────────────
 
-const counted = ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'readFile', 'readdir', 'readlink'] as const
+const counted = ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'readFile', 'readdir', 'readlink', 'openSync', 'readSync', 'read'] as const
 type Counted = (typeof counted)[number]
 let totalReads = 0
 const counts = Object.fromEntries(counted.map((name) => [name, 0])) as Record<Counted, number>
@@ -60,7 +60,18 @@ function count(target: object, name: string, as: Counted): void {
     return original(...args)
   }
 }
-for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync'] as const) count(fs, name, name)
+for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'openSync'] as const) count(fs, name, name)
+// Reads of the /proc descriptors the inspector keeps open (src/proc-files.ts) take a descriptor,
+// not a path: every one is counted (nothing else in this process reads by descriptor).
+for (const name of ['readSync', 'read'] as const) {
+  const functions = fs as unknown as Record<string, (...args: unknown[]) => unknown>
+  const original = functions[name]!
+  functions[name] = (...args: unknown[]) => {
+    counts[name]++
+    totalReads++
+    return original(...args)
+  }
+}
 // The promise API (the process table of @conch/subprocess reads /proc through it).
 for (const name of ['readFile', 'readdir', 'readlink'] as const) count(fsPromises, name, name)
 // Named imports of node:fs and node:fs/promises in other modules follow the wrappers from here on.

@@ -110,7 +110,11 @@ export interface TaskObservation {
   tid: number
   /** The process's name (its stat `comm`). */
   name: string
-  /** State letter from the task's stat (`R`, `S`, `D`, `T`, …), `?` when unreadable. */
+  /**
+   * State letter from the task's stat (`R`, `S`, `D`, `T`, …); `R` also when its syscall file
+   * says `running`; `?` when unreadable; `-` when not read: the task is blocked in a syscall
+   * that is not read-class (so it is not running, and its exact state decides nothing).
+   */
   state: string
   /**
    * The syscall: a read-class name, `#<nr>` for another one, `running`, `none` (blocked outside
@@ -263,6 +267,27 @@ export interface ProbeOptions {
   maxTasks?: number
   /** The CPU clock offsets for `WakeCounters.execStartMonotonicMs`; without it that field stays undefined. */
   clocks?: SchedulerClocks
+  /** Where the other end of each self-pipe was found last, so a later probe checks that descriptor first (see `SelfPipes`). */
+  selfPipes?: SelfPipes
+}
+
+/**
+ * Where a process's self-pipes were found: for a pipe (`pipe:[inode]`) that a wait holds at one
+ * descriptor, the other descriptor of the same process that held the same pipe. A later probe
+ * reads that one link first instead of every descriptor of the process; the answer is the same
+ * (the link is read now, and a pipe inode at two descriptors is a self-pipe), only found sooner.
+ * Bounded: past `maxEntries` it starts over.
+ */
+export class SelfPipes {
+  private readonly other = new Map<string, number>()
+  constructor(private readonly maxEntries = 256) {}
+  get(pid: number, target: string): number | undefined {
+    return this.other.get(`${pid} ${target}`)
+  }
+  set(pid: number, target: string, fd: number): void {
+    if (this.other.size >= this.maxEntries) this.other.clear()
+    this.other.set(`${pid} ${target}`, fd)
+  }
 }
 
 /** Default of `ProbeOptions.maxTasks`. */
@@ -296,7 +321,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   const members = await groupMembers(proc, tpgid, terminal.pid)
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
-  const context: TaskContext = { proc, terminal, table, maxPollFds }
+  const context: TaskContext = { proc, terminal, table, maxPollFds, ...(options.selfPipes !== undefined && { selfPipes: options.selfPipes }) }
   const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
   const tidsOf = await Promise.all(members.map((member) => taskIds(proc, member.pid)))
   const taskCount = tidsOf.reduce((sum, tids) => sum + tids.length, 0)
@@ -304,7 +329,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
     // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
     return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
   }
-  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
@@ -354,7 +379,7 @@ export async function mainTaskReadsTerminal(options: { proc: ProcReader; termina
   if (table === undefined) return undefined
   const member = await readStat(proc, `/proc/${pid}/stat`)
   if (member === undefined) return undefined
-  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid)
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true, true)
   if (task.syscall === 'unreadable') return undefined
   return task.state === 'S' && task.terminalFd !== undefined
 }
@@ -426,7 +451,11 @@ interface TaskContext {
   terminal: TerminalIdentity
   table: ReadonlyMap<number, ReadSyscall>
   maxPollFds: number
+  selfPipes?: SelfPipes
 }
+
+/** `TaskObservation.state` of a task whose state was not read (see there). */
+const NOT_READ = '-'
 
 const POLLIN = 0x1
 const EPOLLIN = 0x1
@@ -496,38 +525,65 @@ async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
   }
 }
 
-async function examineTask(context: TaskContext, member: ProcStat, tid: number): Promise<TaskObservation> {
+/**
+ * One task of `member`. `memberFresh`: `member` was read just now (its main task's state is
+ * taken from it). `readOnly`: only whether it reads the terminal is asked — its counters,
+ * timeout and other wake sources are left out (`mainTaskReadsTerminal`).
+ */
+async function examineTask(context: TaskContext, member: ProcStat, tid: number, memberFresh = false, readOnly = false): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
   // Reads only what the verdict needs, so the cost per task stays small for programs with many
-  // threads: the state always; the syscall of a task that is not running; the context-switch
-  // counters (which only the reading task's evidence uses) of a task in a read-class syscall.
-  const stat = await readStat(proc, `${base}/stat`)
+  // threads: the syscall always — `running` for a task that runs or is runnable (state R), else
+  // where it is blocked (proc(5)); the state only of a task in a read-class syscall (only an
+  // interruptible wait, S, is a read); the context-switch counters (which only the reading
+  // task's evidence uses) of a task in a read-class syscall. The state of a process's main task
+  // is the state in its own stat: when `member` was read just now (`memberFresh`), it is used.
+  const reused = memberFresh && tid === member.pid
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
     name: member.comm,
-    state: stat?.state ?? '?',
-    syscall: stat?.state === 'R' ? 'running' : 'unreadable',
+    state: reused ? member.state : '?',
+    syscall: 'unreadable',
     switches: undefined,
     fds: [],
   }
-  if (stat === undefined || stat.state === 'R') return observation
+  if (reused && member.state === 'R') {
+    observation.syscall = 'running'
+    return observation
+  }
   const syscallText = await proc.readFile(`${base}/syscall`).catch(() => undefined)
   const syscall = syscallText === undefined ? undefined : parseSyscallFile(syscallText)
-  if (syscall === undefined) return observation
+  if (syscall === undefined) {
+    // A task whose files vanished since its process's stat was read: its state is not known either.
+    observation.state = '?'
+    return observation
+  }
   observation.syscall = describe(syscall, context.table)
-  if (syscall.kind !== 'syscall' || observation.state !== 'S') return observation
+  if (syscall.kind === 'running') observation.state = 'R'
+  else if (!reused) observation.state = NOT_READ
+  if (syscall.kind !== 'syscall') return observation
   const name = context.table.get(syscall.nr)
   if (name === undefined) return observation
-  const status = await proc.readFile(`${base}/status`).catch(() => undefined)
-  observation.switches = status === undefined ? undefined : contextSwitches(status)
+  if (!reused) {
+    const stat = await readStat(proc, `${base}/stat`)
+    observation.state = stat?.state ?? '?'
+  }
+  if (observation.state !== 'S') return observation
+  if (!readOnly) {
+    const status = await proc.readFile(`${base}/status`).catch(() => undefined)
+    observation.switches = status === undefined ? undefined : contextSwitches(status)
+  }
   observation.fds = await candidateFds(context, member.pid, name, syscall.args)
   const others: number[] = []
   for (const fd of observation.fds) {
-    if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) observation.terminalFd = fd
-    else others.push(fd)
+    if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) {
+      observation.terminalFd = fd
+      if (readOnly) return observation
+    } else others.push(fd)
   }
+  if (readOnly) return observation
   const timeoutMs = await waitTimeoutMs(context, member.pid, name, syscall.args)
   if (timeoutMs !== undefined) observation.timeoutMs = timeoutMs
   observation.sources = wakeSources(await wakeFds(context, member.pid, others), timeoutMs)
@@ -688,7 +744,8 @@ function wakeSources(fdSources: string[], timeoutMs: number | undefined): string
  */
 async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]): Promise<string[]> {
   const sources: string[] = []
-  let own: Map<string, number> | undefined
+  let names: Promise<string[]> | undefined
+  const allNames = () => (names ??= fdNames(context.proc, pid))
   for (const fd of fds) {
     let target: string
     try {
@@ -699,8 +756,7 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
     }
     if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
     if (target.startsWith('pipe:[')) {
-      own ??= await pipeCounts(context.proc, pid)
-      if ((own.get(target) ?? 0) >= 2) continue
+      if (await selfPipe(context, pid, fd, target, allNames)) continue
       sources.push(`pipe fd ${fd}`)
       continue
     }
@@ -712,24 +768,32 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
   return sources
 }
 
-/** How many descriptors of `pid` refer to each pipe (`pipe:[inode]`). */
-async function pipeCounts(proc: ProcFs, pid: number): Promise<Map<string, number>> {
-  const counts = new Map<string, number>()
-  let names: string[]
+/** The descriptor numbers of `pid` (/proc/<pid>/fd), at most MAX_OWN_FDS; none when unreadable. */
+async function fdNames(proc: ProcFs, pid: number): Promise<string[]> {
   try {
-    names = await proc.readdir(`/proc/${pid}/fd`)
+    return (await proc.readdir(`/proc/${pid}/fd`)).slice(0, MAX_OWN_FDS)
   } catch {
-    return counts
+    return []
   }
-  for (const name of names.slice(0, MAX_OWN_FDS)) {
-    try {
-      const target = await proc.readlink(`/proc/${pid}/fd/${name}`)
-      if (target.startsWith('pipe:[')) counts.set(target, (counts.get(target) ?? 0) + 1)
-    } catch {
-      // closed meanwhile
+}
+
+/**
+ * Whether another descriptor of `pid` than `fd` refers to pipe `target` (the same `pipe:[inode]`
+ * twice: a self-pipe). The descriptor where the other end was found last (`SelfPipes`) is read
+ * first; otherwise the descriptors (`names`, listed only then) are read in order until one matches.
+ */
+async function selfPipe(context: TaskContext, pid: number, fd: number, target: string, names: () => Promise<string[]>): Promise<boolean> {
+  const link = async (other: number | string): Promise<string | undefined> => context.proc.readlink(`/proc/${pid}/fd/${other}`).catch(() => undefined)
+  const known = context.selfPipes?.get(pid, target)
+  if (known !== undefined && known !== fd && (await link(known)) === target) return true
+  for (const name of await names()) {
+    if (name === String(fd) || name === String(known)) continue
+    if ((await link(name)) === target) {
+      context.selfPipes?.set(pid, target, Number(name))
+      return true
     }
   }
-  return counts
+  return false
 }
 
 /**

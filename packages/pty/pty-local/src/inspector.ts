@@ -5,8 +5,9 @@
  */
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
+import { procFiles } from './proc-files.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, groupMembers, mainTaskReadsTerminal, nodeProcReader, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -80,13 +81,14 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean
  * The /proc inspector of a terminal: `terminal.pid` is the node-pty child (any process whose
  * controlling terminal is the PTY), `terminal.rdev` the slave's device number (stat(2)
  * `st_rdev`, read from the slave when the PTY was opened; negative when unknown, which turns
- * the exact tier off).
+ * the exact tier off). `proc` defaults to the descriptors this process keeps open (proc-files.ts).
  */
-export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = nodeProcReader): TerminalInspector {
+export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = procFiles): TerminalInspector {
   const pid = identity.pid
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
   const table = readSyscallTable(process.arch)
   const clocks = new SchedulerClocks(proc)
+  const selfPipes = new SelfPipes()
   const readStatComm = async (target: number): Promise<string | undefined> => {
     try {
       const text = await proc.readFile(`/proc/${target}/stat`)
@@ -102,7 +104,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = no
     },
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
-      return probeTerminalReader({ proc, terminal, clocks })
+      return probeTerminalReader({ proc, terminal, clocks, selfPipes })
     },
     processName: readStatComm,
     async groupName(pgid) {

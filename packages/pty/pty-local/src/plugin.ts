@@ -6,6 +6,7 @@ import type { Context } from 'cordis'
 import { LocalBackend } from './backend.ts'
 import { Config } from './config.ts'
 import { linuxInspector, macosInspector, type TerminalInspector } from './inspector.ts'
+import { procFiles } from './proc-files.ts'
 import { helperTermiosReader } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
@@ -17,6 +18,8 @@ export const apply = (ctx: Context, config: Config): void => {
   // One termios helper for all of this backend's terminals, started on the first query.
   const termios = helperTermiosReader()
   ctx.effect(() => () => termios.close(), 'pty-local.termios')
+  // The /proc descriptors the inspectors keep open (proc-files.ts) close with the plugin.
+  ctx.effect(() => () => procFiles.close(), 'pty-local.proc-files')
   const backend = new LocalBackend({
     config,
     sandbox: ctx.sandbox,

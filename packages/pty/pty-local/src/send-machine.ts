@@ -181,7 +181,14 @@ export interface SendState {
   consumeChecks: number
   probeAgain: boolean
   lastProbeAt: number
+  /** CPU cost of the last probe for the pacing floor: 0 below a millisecond (not paced by cost). */
   lastProbeCost: number
+  /** CPU cost of the last probe as measured, ms (paces the eager probe). */
+  lastProbeCpuMs: number
+  /** `outputCount` when the open line of the newest output was prompt-shaped: probes then follow at the eager gap. */
+  eagerAt: number
+  /** When the armed `probeGap` timer fires (ms of the event clock). */
+  probeGapAt: number
   promptRechecks: number
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
@@ -202,6 +209,15 @@ export interface SendState {
 
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 export const PROBE_DUTY_GAP = 9
+/**
+ * The shortest gap between two probes when the open line of the newest output is prompt-shaped
+ * (read-evidence.ts, `promptShaped`), ms: a program that printed what looks like its prompt is
+ * looked at as soon as the duty cycle allows, not after the `pollIntervalMs / 5` floor — a
+ * REPL that prints its answer and prompt just after a look that caught it still evaluating.
+ */
+export const EAGER_PROBE_GAP_MS = 1
+/** Node's timers fire on whole milliseconds of the loop's clock, up to this much early. */
+const TIMER_GRANULARITY_MS = 1
 /**
  * How often a missed controlled-prompt check is repeated before the poll tick takes over, and
  * the first gap (ms), doubling up to `pollIntervalMs / 5`: on a loaded machine a shell can take
@@ -241,6 +257,9 @@ export function initialState(spec: SendSpec): SendState {
     probeAgain: false,
     lastProbeAt: -Infinity,
     lastProbeCost: 0,
+    lastProbeCpuMs: 0,
+    eagerAt: -1,
+    probeGapAt: Infinity,
     promptRechecks: 0,
     confirming: undefined,
     ambiguousRead: undefined,
@@ -340,6 +359,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       s.lastProbeAt = event.now
       // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
       s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
+      s.lastProbeCpuMs = event.costMs
       if (s.phase !== 'waiting') return
       return onProbe(s, event.probe, event.now, out)
     }
@@ -564,8 +584,14 @@ function onOutput(s: SendState, now: number, out: SendEffect[]): void {
   }
   // A shell at its own prompt announces its next prompt itself: probing on its output (the
   // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
-  // the command starts. Otherwise output is the moment to look.
-  if (spec.exact && s.baseline.kind !== 'shell') requestProbe(s, now, out)
+  // the command starts. Otherwise output is the moment to look — at once when its open line
+  // looks like a prompt (only the open line: scanning back for the last non-blank line on every
+  // chunk would cost more than the probe it schedules).
+  if (spec.exact && s.baseline.kind !== 'shell') {
+    const line = spec.view.promptLine()
+    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.eagerAt = s.outputCount
+    requestProbe(s, now, out)
+  }
 }
 
 function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[]): void {
@@ -600,7 +626,8 @@ function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[])
       arm(s, out, 'poll', spec.pollIntervalMs)
       return
     case 'probeGap':
-      return requestProbe(s, now, out)
+      s.probeGapAt = Infinity
+      return requestProbe(s, now, out, true)
     case 'promptRecheck':
       return checkForeground(s, out)
     case 'confirm': {
@@ -649,18 +676,30 @@ function checkForeground(s: SendState, out: SendEffect[]): void {
 
 // ─── The /proc tier ─────────────────────────────────────────────────────────────────
 
-/** Runs a probe now, or after the one in flight, paced (`pollIntervalMs / 5`, and `PROBE_DUTY_GAP` × the last probe's CPU cost). */
-function requestProbe(s: SendState, now: number, out: SendEffect[]): void {
+/**
+ * Runs a probe now, or after the one in flight, paced: `PROBE_DUTY_GAP` × the last probe's CPU
+ * cost after it, and at least `pollIntervalMs / 5` — or, while the open line of the newest
+ * output is prompt-shaped, at least `EAGER_PROBE_GAP_MS` (an armed gap is then brought forward).
+ */
+function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = false): void {
   const spec = s.spec
   if (s.phase !== 'waiting' || !spec.exact) return
   if (s.awaiting.probe !== undefined) {
     s.probeAgain = true
     return
   }
-  const gap = Math.max(spec.pollIntervalMs / 5, s.lastProbeCost * PROBE_DUTY_GAP)
+  const gap =
+    s.eagerAt === s.outputCount
+      ? Math.max(EAGER_PROBE_GAP_MS, s.lastProbeCpuMs * PROBE_DUTY_GAP)
+      : Math.max(spec.pollIntervalMs / 5, s.lastProbeCost * PROBE_DUTY_GAP)
   const wait = s.lastProbeAt + gap - now
-  if (wait > 0) {
-    if (!s.timers.includes('probeGap')) arm(s, out, 'probeGap', wait)
+  // A timer may fire up to a millisecond early (timers count whole milliseconds): once the
+  // `probeGap` timer ended, less than that left is due.
+  if (wait > (gapEnded ? TIMER_GRANULARITY_MS : 0)) {
+    if (!s.timers.includes('probeGap') || s.probeGapAt > now + wait) {
+      arm(s, out, 'probeGap', wait)
+      s.probeGapAt = now + wait
+    }
     return
   }
   s.awaiting.probe = request(s)

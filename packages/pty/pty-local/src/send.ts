@@ -233,43 +233,42 @@ export class Send {
 
   private execute(effect: SendEffect): void {
     const host = this.host
-    const now = () => host.now()
     switch (effect.type) {
       case 'baseline':
-        return void this.takeBaseline().then((baseline) => this.dispatch({ type: 'baseline', gen: effect.gen, now: now(), baseline, ...this.checks() }))
+        return void this.takeBaseline().then((baseline) => this.dispatch({ type: 'baseline', gen: effect.gen, now: host.now(), baseline, ...this.checks() }))
       case 'checkInput':
         return void (this.input.inputCheck?.() ?? Promise.resolve(undefined)).then(
-          (refusal) => this.dispatch({ type: 'inputChecked', gen: effect.gen, now: now(), refusal }),
-          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+          (refusal) => this.dispatch({ type: 'inputChecked', gen: effect.gen, now: host.now(), refusal }),
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: host.now(), error }),
         )
       case 'termios':
         return void (host.readsHiddenInput?.() ?? Promise.resolve(false)).then(
-          (hidden) => this.dispatch({ type: 'termios', gen: effect.gen, now: now(), hidden }),
-          () => this.dispatch({ type: 'termios', gen: effect.gen, now: now(), hidden: false }),
+          (hidden) => this.dispatch({ type: 'termios', gen: effect.gen, now: host.now(), hidden }),
+          () => this.dispatch({ type: 'termios', gen: effect.gen, now: host.now(), hidden: false }),
         )
       case 'write':
         return void host.write(effect.key !== undefined ? host.encodeKey(effect.key) : effect.data).then(
-          () => this.dispatch({ type: 'written', gen: effect.gen, now: now() }),
-          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+          () => this.dispatch({ type: 'written', gen: effect.gen, now: host.now() }),
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: host.now(), error }),
         )
       case 'consume':
-        return void this.consumed(effect.baseline).then((consumed) => this.dispatch({ type: 'consumed', gen: effect.gen, now: now(), consumed }))
+        return void this.consumed(effect.baseline).then((consumed) => this.dispatch({ type: 'consumed', gen: effect.gen, now: host.now(), consumed }))
       case 'signal':
         return void host.signalForeground(effect.signal).then(
           (result) => {
             if (this.kind === 'signal') this.signalResult = result
-            this.dispatch({ type: 'signalled', gen: effect.gen, now: now(), result })
+            this.dispatch({ type: 'signalled', gen: effect.gen, now: host.now(), result })
           },
-          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: now(), error }),
+          (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: host.now(), error }),
         )
       case 'probe':
-        return void this.probe(effect.purpose).then(({ probe, costMs }) => this.dispatch({ type: 'probed', gen: effect.gen, now: now(), probe, costMs }))
+        return void this.probe(effect.purpose).then(({ probe, costMs }) => this.dispatch({ type: 'probed', gen: effect.gen, now: host.now(), probe, costMs }))
       case 'foreground':
-        return void this.foreground(effect.shell).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: now(), ...found }))
+        return void this.foreground(effect.shell).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: host.now(), ...found }))
       case 'drain':
-        return void this.drain().then(() => this.dispatch({ type: 'drained', gen: effect.gen, now: now() }))
+        return void this.drain().then(() => this.dispatch({ type: 'drained', gen: effect.gen, now: host.now() }))
       case 'handoffLook':
-        return void this.handoffLook(effect.waiting).then((look) => this.dispatch({ type: 'handoffLook', gen: effect.gen, now: now(), look }))
+        return void this.handoffLook(effect.waiting).then((look) => this.dispatch({ type: 'handoffLook', gen: effect.gen, now: host.now(), look }))
       case 'arm': {
         const timer = effect.timer
         const armed = this.timers.get(timer)
@@ -282,7 +281,7 @@ export class Send {
         if (armed !== undefined) clearTimeout(armed.handle)
         const handle = setTimeout(() => {
           this.timers.delete(timer)
-          this.dispatch({ type: 'timer', timer, now: now() })
+          this.dispatch({ type: 'timer', timer, now: host.now() })
         }, effect.ms)
         this.timers.set(timer, { handle, ms: effect.ms })
         return
@@ -312,7 +311,7 @@ export class Send {
           sessionStatus: host.status(),
           truncated: viewport.truncated,
           evidence: effect.evidence,
-          elapsedMs: Math.max(0, Math.round(now() - effect.writtenAt)),
+          elapsedMs: Math.max(0, Math.round(host.now() - effect.writtenAt)),
         }
         if (effect.inputState !== undefined) result.inputState = effect.inputState
         host.settled(this, effect.atPrompt)

@@ -9,7 +9,7 @@
  * queue) and so that a write still queued when the terminal closes is dropped quietly instead
  * of failing with EBADF on a closed descriptor.
  */
-import { write as writeFd } from 'node:fs'
+import { write as writeFd, writeSync } from 'node:fs'
 import { statSync } from 'node:fs'
 
 type NodePty = typeof import('node-pty')
@@ -91,7 +91,7 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   // where node-pty's own write is used.
   const masterFd = (child as unknown as { fd?: unknown }).fd
   const fd = typeof masterFd === 'number' && masterFd >= 0 ? masterFd : undefined
-  const writer = new InputWriter((buffer, offset, callback) => writeFd(fd!, buffer, offset, buffer.length - offset, null, callback), () => closed || exited)
+  const writer = new InputWriter((buffer, offset, callback) => writeFd(fd!, buffer, offset, buffer.length - offset, null, callback), () => closed || exited, (buffer, offset) => writeSync(fd!, buffer, offset, buffer.length - offset))
   // node-pty emits `close` when it closed the master (EOF or EIO on read); nothing may be
   // written to that descriptor number afterwards, since it can be reused by another file.
   ;(child as unknown as { on?: (event: string, listener: () => void) => void }).on?.('close', () => {
@@ -135,6 +135,8 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
 }
 
 type WriteCall = (buffer: Buffer, offset: number, callback: (error: NodeJS.ErrnoException | null, written: number) => void) => void
+/** write(2) at once: bytes written, or throws (EAGAIN when the input queue is full). */
+type TryWrite = (buffer: Buffer, offset: number) => number
 
 /**
  * An ordered queue of writes to a non-blocking descriptor (node-pty opens the master with
@@ -142,6 +144,10 @@ type WriteCall = (buffer: Buffer, offset: number, callback: (error: NodeJS.Errno
  * first few times, then once a millisecond, so a reader slowly draining a large paste does not
  * keep a core spinning. Any other error (EBADF, EIO once the slave side is gone) or `isClosed()`
  * drops what is left; every queued write resolves either way.
+ *
+ * A write with nothing queued before it is first tried at once (`tryWrite`): the descriptor is
+ * non-blocking, so write(2) returns what fit without waiting, and a short send (a command, a
+ * key) skips the thread-pool round trip of `writeCall`; whatever did not fit goes the queued way.
  */
 class InputWriter {
   private readonly queue: { buffer: Buffer; offset: number; done: () => void }[] = []
@@ -152,12 +158,23 @@ class InputWriter {
   constructor(
     private readonly writeCall: WriteCall,
     private readonly isClosed: () => boolean,
+    private readonly tryWrite?: TryWrite,
   ) {}
 
   write(buffer: Buffer): Promise<void> {
     if (buffer.length === 0 || this.isClosed()) return Promise.resolve()
+    let offset = 0
+    if (this.queue.length === 0 && this.tryWrite !== undefined) {
+      try {
+        offset = this.tryWrite(buffer, 0)
+      } catch (error) {
+        // EAGAIN: the queue retries; any other error drops the write, as a queued one would.
+        if ((error as NodeJS.ErrnoException).code !== 'EAGAIN') return Promise.resolve()
+      }
+      if (offset >= buffer.length) return Promise.resolve()
+    }
     return new Promise((resolve) => {
-      this.queue.push({ buffer, offset: 0, done: resolve })
+      this.queue.push({ buffer, offset, done: resolve })
       if (this.queue.length === 1) this.next()
     })
   }

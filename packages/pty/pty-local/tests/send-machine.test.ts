@@ -230,6 +230,44 @@ describe('the /proc tier', () => {
     expect(machine.feed({ type: 'output', now: 31 })).toContainEqual({ type: 'arm', timer: 'probeGap', ms: 35 })
   })
 
+  it('looks again as soon as the duty cycle allows once the output ends in a prompt-shaped line', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '1+1'
+    const first = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    // The echo alone: the program is still evaluating, and the next look waits the floor.
+    expect(machine.feed({ type: 'probed', gen: first, now: 21, probe: { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }, costMs: 0.3 })).toEqual([])
+    expect(machine.feed({ type: 'output', now: 21.5 })).toContainEqual({ type: 'arm', timer: 'probeGap', ms: 9.5 })
+    // Its answer and prompt: the armed gap is brought forward to 9 × the look's CPU cost.
+    view.line = '> '
+    const eager = machine.feed({ type: 'output', now: 22 })
+    expect(eager).toContainEqual({ type: 'arm', timer: 'probeGap', ms: expect.closeTo(1.7, 5) })
+    Machine.gen(machine.feed({ type: 'timer', timer: 'probeGap', now: 23.7 }), 'probe')
+  })
+
+  it('keeps probes nine times their CPU cost apart under a flood of prompt-shaped output', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    const probes: number[] = []
+    let gen: number | undefined
+    // A program redraws a prompt-like line every 0.1 ms for 100 ms; each probe costs 0.5 ms of CPU.
+    for (let now = 20; now < 120; now += 0.1) {
+      view.line = `> ${Math.round(now * 10)}`
+      const effects = [...machine.feed({ type: 'output', now }), ...(machine.state.timers.includes('probeGap') && machine.state.probeGapAt <= now ? machine.feed({ type: 'timer', timer: 'probeGap', now }) : [])]
+      const probe = effects.find((effect) => effect.type === 'probe')
+      if (probe !== undefined) {
+        probes.push(now)
+        gen = (probe as { gen: number }).gen
+      }
+      if (gen !== undefined && now - probes.at(-1)! >= 0.2) {
+        machine.feed({ type: 'probed', gen, now, probe: { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }, costMs: 0.5 })
+        gen = undefined
+      }
+    }
+    expect(probes.length).toBeGreaterThan(5)
+    for (let i = 1; i < probes.length; i++) expect(probes[i]! - probes[i - 1]!).toBeGreaterThanOrEqual(0.2 + 4.5 - 1e-6)
+  })
+
   it('corroborates a read with other wake sources only after a prompt-shaped line stayed quiet', () => {
     const view = new View()
     const machine = toRepl(view)

@@ -213,7 +213,9 @@ describe('signals and cancellation', () => {
 
   it('a signal with no send active returns what the interrupted program printed', async () => {
     const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 2000 })
-    const script = 'import time\nprint("sleeping-" + "now", flush=True)\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("GOT-" + "INT")'
+    // The token is written whole (one write of the line) inside the try: a SIGINT that lands
+    // as soon as it shows is the handler's, and cannot split the line.
+    const script = 'import time\nimport sys\ntry:\n    sys.stdout.write("sleeping-" + "now\\n")\n    sys.stdout.flush()\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print("GOT-" + "INT")'
     const started = await send(session, `python3 -c '${script}'`)
     expect(started.waitReason).toBe('inferred_idle')
     await waitForScrollback(session, 'sleeping-now')
