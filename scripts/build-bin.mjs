@@ -81,10 +81,13 @@ const esmExternals = {
       if (args.pluginData?.conchExternal) return undefined
       const resolved = await b.resolve(args.path, { kind: 'import-statement', resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
       if (resolved.errors.length) return { errors: resolved.errors }
-      return { path: resolved.path, namespace: 'conch-esm' }
+      // A CommonJS stand-in (a `.cjs` name: esbuild treats any `.mjs` file as an ES module, and
+      // `module.exports` in an ES module exports nothing, so every named import of it would be
+      // undefined); named imports of it read the preloaded namespace's properties when used.
+      return { path: `${resolved.path}.preloaded.cjs`, namespace: 'conch-esm', pluginData: { file: resolved.path } }
     })
     b.onLoad({ filter: /.*/, namespace: 'conch-esm' }, (args) => ({
-      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.path).href)})\n`,
+      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.pluginData.file).href)})\n`,
       loader: 'js',
     }))
   },
@@ -148,6 +151,8 @@ const result = await build({
   metafile: true,
   absWorkingDir: root,
   logLevel: 'warning',
+  // A named import the bundle leaves undefined fails only when the code runs: fail the build.
+  logOverride: { 'import-is-undefined': 'error' },
   banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
   footer: { js: '})' },
   plugins: [builtinPlugins, esmExternals, externals, selfLocating],
