@@ -26,10 +26,12 @@
 //   (CONCH_CODE_CACHE_OUT, see bin/conch.js). The manifest records the size and mtime of the
 //   bundle it belongs to; V8 itself rejects a cache of another V8 version or other flags.
 import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { isDeepStrictEqual } from 'node:util'
 import { build } from 'esbuild'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -131,6 +133,49 @@ const selfLocating = {
   },
 }
 
+/**
+ * The compositions this repository ships (the root cordis.yml and the examples'), read while
+ * building. packages/cli/src/compose.ts's `parse` of `yaml` becomes, in the bundle, a lookup
+ * of a file's exact text among them — its document, parsed now — and the real parser for any
+ * other text (bundled, evaluated on first use). `yaml` spends about 20 ms of a start on the
+ * root cordis.yml, most of it running its own code for the first time. A document is known
+ * only when JSON holds it exactly (no non-finite numbers, no `undefined`).
+ */
+const composeModule = join(cli, 'src', 'compose.ts')
+// The very copy of yaml that compose.ts imports.
+const { parse: parseYaml } = createRequire(composeModule)('yaml')
+const KNOWN_COMPOSITIONS = ['cordis.yml', ...['acp-agent', 'headless-agent'].flatMap((example) => [`examples/${example}/cordis.yml`, `examples/${example}/pty.cordis.yml`])]
+const knownCompositions = {
+  name: 'conch-known-compositions',
+  setup(b) {
+    b.onResolve({ filter: /^yaml$/ }, (args) => (args.importer === composeModule ? { path: 'known-compositions', namespace: 'conch-yaml' } : undefined))
+    b.onLoad({ filter: /.*/, namespace: 'conch-yaml' }, () => {
+      const known = []
+      for (const file of KNOWN_COMPOSITIONS) {
+        let text
+        try {
+          text = readFileSync(join(root, file), 'utf8')
+        } catch {
+          continue
+        }
+        const document = parseYaml(text)
+        const json = JSON.stringify(document)
+        if (json !== undefined && isDeepStrictEqual(JSON.parse(json), document)) known.push([text, json])
+      }
+      const contents = `const known = new Map(${JSON.stringify(known)})
+let yaml
+export function parse(text, ...rest) {
+  const json = rest.length === 0 ? known.get(text) : undefined
+  if (json !== undefined) return JSON.parse(json)
+  yaml ??= require('yaml')
+  return yaml.parse(text, ...rest)
+}
+`
+      return { contents, resolveDir: dirname(composeModule), loader: 'js' }
+    })
+  },
+}
+
 rmSync(dist, { recursive: true, force: true })
 const bundle = join(dist, 'conch.cjs')
 const result = await build({
@@ -155,7 +200,7 @@ const result = await build({
   logOverride: { 'import-is-undefined': 'error' },
   banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
   footer: { js: '})' },
-  plugins: [builtinPlugins, esmExternals, externals, selfLocating],
+  plugins: [builtinPlugins, esmExternals, externals, knownCompositions, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went
