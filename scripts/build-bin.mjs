@@ -176,6 +176,37 @@ export function parse(text, ...rest) {
   },
 }
 
+/**
+ * Cordis wraps every context value it hands out in a Proxy (createTraceable, 1 800 times in a
+ * `conch run` of the root cordis.yml), and its build names each trap closure with
+ * `__name(fn, "get")`: an Object.defineProperty per closure, about 20 ms of a start. In those
+ * three functions the wrapper is dropped: a closure written as the value of a `get`, `set` or
+ * `apply` key gets that very name from the language itself, so nothing observable changes.
+ * Cordis is pinned exactly; the build fails if the text is not the one this expects.
+ */
+const CORDIS_TRAPS = { from: 'function withProps(', to: '__name(createTraceable, "createTraceable");', wrappers: 6 }
+const cordisTraps = {
+  name: 'conch-cordis-traps',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]cordis[\\/]lib[\\/]index\.js$/ }, (args) => {
+      const source = readFileSync(args.path, 'utf8')
+      const start = source.indexOf(CORDIS_TRAPS.from)
+      const end = source.indexOf(CORDIS_TRAPS.to, start)
+      if (start === -1 || end === -1) return { errors: [{ text: `cordis changed: ${args.path} has no ${CORDIS_TRAPS.from} … ${CORDIS_TRAPS.to}` }] }
+      let opened = 0
+      let closed = 0
+      const region = source
+        .slice(start, end)
+        .replace(/\/\* @__PURE__ \*\/ __name\(\(/g, () => (opened++, '(('))
+        .replace(/\}, "(get|set|apply)"\)/g, () => (closed++, '})'))
+      if (opened !== CORDIS_TRAPS.wrappers || closed !== CORDIS_TRAPS.wrappers) {
+        return { errors: [{ text: `cordis changed: expected ${CORDIS_TRAPS.wrappers} named trap closures in ${args.path}, found ${opened} / ${closed}` }] }
+      }
+      return { contents: source.slice(0, start) + region + source.slice(end), loader: 'js' }
+    })
+  },
+}
+
 rmSync(dist, { recursive: true, force: true })
 const bundle = join(dist, 'conch.cjs')
 const result = await build({
@@ -200,7 +231,7 @@ const result = await build({
   logOverride: { 'import-is-undefined': 'error' },
   banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
   footer: { js: '})' },
-  plugins: [builtinPlugins, esmExternals, externals, knownCompositions, selfLocating],
+  plugins: [builtinPlugins, esmExternals, externals, knownCompositions, cordisTraps, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went
