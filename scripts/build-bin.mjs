@@ -207,6 +207,47 @@ const cordisTraps = {
   },
 }
 
+/**
+ * Node's built-in modules that `node -e 0` does not load and a start may never use (a `conch
+ * run` without a terminal spawns nothing): the bundle's `require` gives each as a stand-in that
+ * requires the module at its first property access (esbuild reads a named import of a built-in
+ * as a property of the required module at each use). child_process alone, with the net and
+ * dgram modules it loads, is several ms of a start.
+ */
+const LAZY_BUILTINS = ['node:child_process', 'node:crypto', 'node:http', 'node:net', 'node:os', 'node:stream', 'node:string_decoder', 'node:timers/promises', 'node:fs/promises', 'node:util']
+
+/** The bundle's `require`: `load`, with LAZY_BUILTINS as stand-ins (see above). Runs inside the bundle. */
+function lazyBuiltins(load, names) {
+  const lazy = new Set(names)
+  const standIns = new Map()
+  return Object.assign((id) => {
+    if (!lazy.has(id)) return load(id)
+    let standIn = standIns.get(id)
+    if (standIn === undefined) {
+      let module
+      const real = () => (module ??= load(id))
+      standIn = new Proxy(
+        {},
+        {
+          get: (_, key) => Reflect.get(real(), key),
+          set: (_, key, value) => Reflect.set(real(), key, value),
+          has: (_, key) => Reflect.has(real(), key),
+          ownKeys: () => Reflect.ownKeys(real()),
+          getOwnPropertyDescriptor: (_, key) => {
+            const descriptor = Reflect.getOwnPropertyDescriptor(real(), key)
+            return descriptor && { ...descriptor, configurable: true }
+          },
+          defineProperty: (_, key, descriptor) => Reflect.defineProperty(real(), key, descriptor),
+          deleteProperty: (_, key) => Reflect.deleteProperty(real(), key),
+          getPrototypeOf: () => Reflect.getPrototypeOf(real()),
+        },
+      )
+      standIns.set(id, standIn)
+    }
+    return standIn
+  }, load)
+}
+
 rmSync(dist, { recursive: true, force: true })
 const bundle = join(dist, 'conch.cjs')
 const result = await build({
@@ -229,7 +270,7 @@ const result = await build({
   logLevel: 'warning',
   // A named import the bundle leaves undefined fails only when the code runs: fail the build.
   logOverride: { 'import-is-undefined': 'error' },
-  banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
+  banner: { js: `(function (require, __filename, __dirname, __conchHost) {require = (${lazyBuiltins})(require, ${JSON.stringify(LAZY_BUILTINS)});` },
   footer: { js: '})' },
   plugins: [builtinPlugins, esmExternals, externals, knownCompositions, cordisTraps, selfLocating],
 })
