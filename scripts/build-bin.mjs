@@ -23,8 +23,9 @@
 //   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
 // - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
 //   `conch acp` session ran (boot, initialize, session/new, a prompt), written by that session
-//   (CONCH_CODE_CACHE_OUT, see bin/conch.js). The manifest records the size and mtime of the
-//   bundle it belongs to; V8 itself rejects a cache of another V8 version or other flags.
+//   (CONCH_CODE_CACHE_OUT, see bin/conch.js); dist/conch.cjs.run.cache likewise from one
+//   scripted `conch run`, for that command. The manifest records the size and mtime of the
+//   bundle they belong to; V8 itself rejects a cache of another V8 version or other flags.
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -299,16 +300,58 @@ writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}
 process.stderr.write(`built ${relative(root, bundle)} (${plugins.length} built-in plugins, ${Object.keys(inputs).length} source files)\n`)
 
 const cacheFile = join(dist, 'conch.cjs.cache')
+const runCacheFile = join(dist, 'conch.cjs.run.cache')
 try {
   await trainCodeCache(cacheFile)
   const { size, mtimeMs } = statSync(bundle)
   manifest.codeCache = { file: 'conch.cjs.cache', bundleSize: size, bundleMtimeMs: mtimeMs }
   writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
   process.stderr.write(`wrote ${relative(root, cacheFile)} (${Math.round(statSync(cacheFile).size / 1024)} KiB of V8 code cache)\n`)
+  // `conch run` runs code that a session of `conch acp` does not (and not all the code it does):
+  // its own cache, from one scripted run, is the one the bin compiles `conch run` with.
+  try {
+    await trainRunCache(runCacheFile)
+    manifest.codeCache.commands = { run: 'conch.cjs.run.cache' }
+    writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
+    process.stderr.write(`wrote ${relative(root, runCacheFile)} (${Math.round(statSync(runCacheFile).size / 1024)} KiB, for conch run)\n`)
+  } catch (error) {
+    rmSync(runCacheFile, { force: true })
+    process.stderr.write(`note: conch run uses the acp session's code cache: ${error instanceof Error ? error.message : String(error)}\n`)
+  }
 } catch (error) {
   // The bin runs without a cache, only slower to start.
   rmSync(cacheFile, { force: true })
   process.stderr.write(`note: no code cache for the bin: ${error instanceof Error ? error.message : String(error)}\n`)
+}
+
+/**
+ * One scripted `conch run` on the root cordis.yml (a one-line script), in a scratch workspace
+ * and state folder; the bin writes the code cache of everything it compiled as it exits.
+ */
+async function trainRunCache(out) {
+  const scratch = mkdtempSync(join(tmpdir(), 'conch-code-cache-'))
+  try {
+    const workspace = join(scratch, 'workspace')
+    mkdirSync(workspace)
+    const script = join(scratch, 'script.jsonl')
+    writeFileSync(script, '{"text":"done"}\n')
+    const env = { ...process.env, CONCH_CODE_CACHE_OUT: out, XDG_STATE_HOME: join(scratch, 'state'), CONCH_FROM_SOURCE: '0' }
+    delete env.DEEPSEEK_API_KEY
+    delete env.OPENAI_API_KEY
+    const argv = [join(cli, 'bin', 'conch.js'), 'run', '--config', join(root, 'cordis.yml'), '--script', script, 'start']
+    const child = spawn(process.execPath, argv, { cwd: workspace, env, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+    const timer = setTimeout(() => child.kill(), 60_000)
+    const code = await new Promise((resolve, reject) => {
+      child.on('error', reject)
+      child.on('close', resolve)
+    }).finally(() => clearTimeout(timer))
+    if (code !== 0) throw new Error(`the training run exited ${code}: ${stderr.trim()}`)
+    statSync(out)
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
 }
 
 /**
