@@ -3,7 +3,8 @@
  * `pnpm bench`; `pnpm bench:startup` runs it alone and prints JSON):
  *
  * - `conch run` with a one-line script (`{"text":"done"}`) on the root cordis.yml: wall time
- *   from spawn to exit, and peak RSS (GNU time's %M, when /usr/bin/time exists);
+ *   from spawn to exit, peak RSS and CPU time (GNU time's %M, %U + %S, when /usr/bin/time
+ *   exists);
  * - `conch acp`: wall time from spawn to the `initialize` response on stdout;
  * - each for the built bin (packages/cli/dist, `pnpm build`) and from the sources
  *   (CONCH_FROM_SOURCE=1, tsx).
@@ -26,12 +27,16 @@ const TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined
 interface Sample {
   ms: number
   rssMiB?: number
+  /** User + system CPU of the process, in ms (GNU time's %U + %S: 10 ms steps). */
+  cpuMs?: number
 }
 
 export interface StartupFigure {
   p50_ms: number
   p95_ms: number
   peak_rss_mib?: number
+  /** p50 of the process's CPU time (user + system), ms; steadier than wall time on a loaded machine. */
+  cpu_p50_ms?: number
   ratio_to_node_p50?: number | undefined
 }
 
@@ -49,15 +54,17 @@ export interface StartupFigures {
   load_average: number[]
 }
 
-/** Runs argv to completion; wall ms and, with GNU time, the peak RSS. */
+/** Runs argv to completion; wall ms and, with GNU time, the peak RSS and the CPU time. */
 function timed(argv: string[], env: NodeJS.ProcessEnv = process.env): Sample {
-  const command = TIME ? [TIME, '-f', '%M', ...argv] : argv
+  const command = TIME ? [TIME, '-f', '%M %U %S', ...argv] : argv
   const start = performance.now()
   const child = spawnSync(command[0]!, command.slice(1), { cwd: ROOT, env, encoding: 'utf8' })
   const ms = performance.now() - start
   if (child.status !== 0) throw new Error(`${argv.join(' ')} exited ${child.status}: ${child.stderr}`)
-  const kib = TIME ? Number(child.stderr.trim().split('\n').at(-1)) : Number.NaN
-  return Number.isFinite(kib) ? { ms, rssMiB: kib / 1024 } : { ms }
+  const [kib, user, system] = TIME ? (child.stderr.trim().split('\n').at(-1) ?? '').split(' ').map(Number) : []
+  if (kib === undefined || !Number.isFinite(kib)) return { ms }
+  const cpuMs = (user ?? Number.NaN) * 1000 + (system ?? Number.NaN) * 1000
+  return Number.isFinite(cpuMs) ? { ms, rssMiB: kib / 1024, cpuMs } : { ms, rssMiB: kib / 1024 }
 }
 
 /** Spawns `conch acp`, sends initialize, resolves with the ms until its response arrived; then closes stdin. */
@@ -136,7 +143,13 @@ export async function benchStartup(progress: (message: string) => void, options:
   const summary = (list: Sample[]): StartupFigure => {
     const ms = list.map((sample) => sample.ms)
     const rss = list.map((sample) => sample.rssMiB).filter((value): value is number => value !== undefined)
-    return { p50_ms: round(median(ms)), p95_ms: round(percentile(ms, 95)), ...(rss.length ? { peak_rss_mib: round(Math.max(...rss)) } : {}) }
+    const cpu = list.map((sample) => sample.cpuMs).filter((value): value is number => value !== undefined)
+    return {
+      p50_ms: round(median(ms)),
+      p95_ms: round(percentile(ms, 95)),
+      ...(rss.length ? { peak_rss_mib: round(Math.max(...rss)) } : {}),
+      ...(cpu.length ? { cpu_p50_ms: round(median(cpu)) } : {}),
+    }
   }
   const node = summary(samples.node)
   const relative = (list: Sample[]): StartupFigure => {

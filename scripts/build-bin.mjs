@@ -23,13 +23,16 @@
 //   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
 // - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
 //   `conch acp` session ran (boot, initialize, session/new, a prompt), written by that session
-//   (CONCH_CODE_CACHE_OUT, see bin/conch.js). The manifest records the size and mtime of the
-//   bundle it belongs to; V8 itself rejects a cache of another V8 version or other flags.
+//   (CONCH_CODE_CACHE_OUT, see bin/conch.js); dist/conch.cjs.run.cache likewise from one
+//   scripted `conch run`, for that command. The manifest records the size and mtime of the
+//   bundle they belong to; V8 itself rejects a cache of another V8 version or other flags.
 import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
 import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { isDeepStrictEqual } from 'node:util'
 import { build } from 'esbuild'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -81,10 +84,13 @@ const esmExternals = {
       if (args.pluginData?.conchExternal) return undefined
       const resolved = await b.resolve(args.path, { kind: 'import-statement', resolveDir: args.resolveDir, pluginData: { conchExternal: true } })
       if (resolved.errors.length) return { errors: resolved.errors }
-      return { path: resolved.path, namespace: 'conch-esm' }
+      // A CommonJS stand-in (a `.cjs` name: esbuild treats any `.mjs` file as an ES module, and
+      // `module.exports` in an ES module exports nothing, so every named import of it would be
+      // undefined); named imports of it read the preloaded namespace's properties when used.
+      return { path: `${resolved.path}.preloaded.cjs`, namespace: 'conch-esm', pluginData: { file: resolved.path } }
     })
     b.onLoad({ filter: /.*/, namespace: 'conch-esm' }, (args) => ({
-      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.path).href)})\n`,
+      contents: `module.exports = __conchHost.preloaded(${JSON.stringify(pathToFileURL(args.pluginData.file).href)})\n`,
       loader: 'js',
     }))
   },
@@ -128,6 +134,121 @@ const selfLocating = {
   },
 }
 
+/**
+ * The compositions this repository ships (the root cordis.yml and the examples'), read while
+ * building. packages/cli/src/compose.ts's `parse` of `yaml` becomes, in the bundle, a lookup
+ * of a file's exact text among them — its document, parsed now — and the real parser for any
+ * other text (bundled, evaluated on first use). `yaml` spends about 20 ms of a start on the
+ * root cordis.yml, most of it running its own code for the first time. A document is known
+ * only when JSON holds it exactly (no non-finite numbers, no `undefined`).
+ */
+const composeModule = join(cli, 'src', 'compose.ts')
+// The very copy of yaml that compose.ts imports.
+const { parse: parseYaml } = createRequire(composeModule)('yaml')
+const KNOWN_COMPOSITIONS = ['cordis.yml', ...['acp-agent', 'headless-agent'].flatMap((example) => [`examples/${example}/cordis.yml`, `examples/${example}/pty.cordis.yml`])]
+const knownCompositions = {
+  name: 'conch-known-compositions',
+  setup(b) {
+    b.onResolve({ filter: /^yaml$/ }, (args) => (args.importer === composeModule ? { path: 'known-compositions', namespace: 'conch-yaml' } : undefined))
+    b.onLoad({ filter: /.*/, namespace: 'conch-yaml' }, () => {
+      const known = []
+      for (const file of KNOWN_COMPOSITIONS) {
+        let text
+        try {
+          text = readFileSync(join(root, file), 'utf8')
+        } catch {
+          continue
+        }
+        const document = parseYaml(text)
+        const json = JSON.stringify(document)
+        if (json !== undefined && isDeepStrictEqual(JSON.parse(json), document)) known.push([text, json])
+      }
+      const contents = `const known = new Map(${JSON.stringify(known)})
+let yaml
+export function parse(text, ...rest) {
+  const json = rest.length === 0 ? known.get(text) : undefined
+  if (json !== undefined) return JSON.parse(json)
+  yaml ??= require('yaml')
+  return yaml.parse(text, ...rest)
+}
+`
+      return { contents, resolveDir: dirname(composeModule), loader: 'js' }
+    })
+  },
+}
+
+/**
+ * Cordis wraps every context value it hands out in a Proxy (createTraceable, 1 800 times in a
+ * `conch run` of the root cordis.yml), and its build names each trap closure with
+ * `__name(fn, "get")`: an Object.defineProperty per closure, about 20 ms of a start. In those
+ * three functions the wrapper is dropped: a closure written as the value of a `get`, `set` or
+ * `apply` key gets that very name from the language itself, so nothing observable changes.
+ * Cordis is pinned exactly; the build fails if the text is not the one this expects.
+ */
+const CORDIS_TRAPS = { from: 'function withProps(', to: '__name(createTraceable, "createTraceable");', wrappers: 6 }
+const cordisTraps = {
+  name: 'conch-cordis-traps',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]cordis[\\/]lib[\\/]index\.js$/ }, (args) => {
+      const source = readFileSync(args.path, 'utf8')
+      const start = source.indexOf(CORDIS_TRAPS.from)
+      const end = source.indexOf(CORDIS_TRAPS.to, start)
+      if (start === -1 || end === -1) return { errors: [{ text: `cordis changed: ${args.path} has no ${CORDIS_TRAPS.from} … ${CORDIS_TRAPS.to}` }] }
+      let opened = 0
+      let closed = 0
+      const region = source
+        .slice(start, end)
+        .replace(/\/\* @__PURE__ \*\/ __name\(\(/g, () => (opened++, '(('))
+        .replace(/\}, "(get|set|apply)"\)/g, () => (closed++, '})'))
+      if (opened !== CORDIS_TRAPS.wrappers || closed !== CORDIS_TRAPS.wrappers) {
+        return { errors: [{ text: `cordis changed: expected ${CORDIS_TRAPS.wrappers} named trap closures in ${args.path}, found ${opened} / ${closed}` }] }
+      }
+      return { contents: source.slice(0, start) + region + source.slice(end), loader: 'js' }
+    })
+  },
+}
+
+/**
+ * Node's built-in modules that `node -e 0` does not load and a start may never use (a `conch
+ * run` without a terminal spawns nothing): the bundle's `require` gives each as a stand-in that
+ * requires the module at its first property access (esbuild reads a named import of a built-in
+ * as a property of the required module at each use). child_process alone, with the net and
+ * dgram modules it loads, is several ms of a start.
+ */
+const LAZY_BUILTINS = ['node:child_process', 'node:crypto', 'node:http', 'node:net', 'node:os', 'node:stream', 'node:string_decoder', 'node:timers/promises', 'node:fs/promises', 'node:util']
+
+/** The bundle's `require`: `load`, with LAZY_BUILTINS as stand-ins (see above). Runs inside the bundle. */
+function lazyBuiltins(load, names) {
+  const lazy = new Set(names)
+  const standIns = new Map()
+  return Object.assign((id) => {
+    if (!lazy.has(id)) return load(id)
+    let standIn = standIns.get(id)
+    if (standIn === undefined) {
+      let module
+      const real = () => (module ??= load(id))
+      standIn = new Proxy(
+        {},
+        {
+          get: (_, key) => Reflect.get(real(), key),
+          set: (_, key, value) => Reflect.set(real(), key, value),
+          has: (_, key) => Reflect.has(real(), key),
+          ownKeys: () => Reflect.ownKeys(real()),
+          getOwnPropertyDescriptor: (_, key) => {
+            const descriptor = Reflect.getOwnPropertyDescriptor(real(), key)
+            return descriptor && { ...descriptor, configurable: true }
+          },
+          defineProperty: (_, key, descriptor) => Reflect.defineProperty(real(), key, descriptor),
+          deleteProperty: (_, key) => Reflect.deleteProperty(real(), key),
+          getPrototypeOf: () => Reflect.getPrototypeOf(real()),
+        },
+      )
+      standIns.set(id, standIn)
+    }
+    return standIn
+  }, load)
+}
+
 rmSync(dist, { recursive: true, force: true })
 const bundle = join(dist, 'conch.cjs')
 const result = await build({
@@ -148,9 +269,11 @@ const result = await build({
   metafile: true,
   absWorkingDir: root,
   logLevel: 'warning',
-  banner: { js: '(function (require, __filename, __dirname, __conchHost) {' },
+  // A named import the bundle leaves undefined fails only when the code runs: fail the build.
+  logOverride: { 'import-is-undefined': 'error' },
+  banner: { js: `(function (require, __filename, __dirname, __conchHost) {require = (${lazyBuiltins})(require, ${JSON.stringify(LAZY_BUILTINS)});` },
   footer: { js: '})' },
-  plugins: [builtinPlugins, esmExternals, externals, selfLocating],
+  plugins: [builtinPlugins, esmExternals, externals, knownCompositions, cordisTraps, selfLocating],
 })
 
 // The inputs the bin checks before using the build: every file of this repository that went
@@ -177,16 +300,58 @@ writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}
 process.stderr.write(`built ${relative(root, bundle)} (${plugins.length} built-in plugins, ${Object.keys(inputs).length} source files)\n`)
 
 const cacheFile = join(dist, 'conch.cjs.cache')
+const runCacheFile = join(dist, 'conch.cjs.run.cache')
 try {
   await trainCodeCache(cacheFile)
   const { size, mtimeMs } = statSync(bundle)
   manifest.codeCache = { file: 'conch.cjs.cache', bundleSize: size, bundleMtimeMs: mtimeMs }
   writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
   process.stderr.write(`wrote ${relative(root, cacheFile)} (${Math.round(statSync(cacheFile).size / 1024)} KiB of V8 code cache)\n`)
+  // `conch run` runs code that a session of `conch acp` does not (and not all the code it does):
+  // its own cache, from one scripted run, is the one the bin compiles `conch run` with.
+  try {
+    await trainRunCache(runCacheFile)
+    manifest.codeCache.commands = { run: 'conch.cjs.run.cache' }
+    writeFileSync(join(dist, 'manifest.json'), `${JSON.stringify(manifest, null, 1)}\n`)
+    process.stderr.write(`wrote ${relative(root, runCacheFile)} (${Math.round(statSync(runCacheFile).size / 1024)} KiB, for conch run)\n`)
+  } catch (error) {
+    rmSync(runCacheFile, { force: true })
+    process.stderr.write(`note: conch run uses the acp session's code cache: ${error instanceof Error ? error.message : String(error)}\n`)
+  }
 } catch (error) {
   // The bin runs without a cache, only slower to start.
   rmSync(cacheFile, { force: true })
   process.stderr.write(`note: no code cache for the bin: ${error instanceof Error ? error.message : String(error)}\n`)
+}
+
+/**
+ * One scripted `conch run` on the root cordis.yml (a one-line script), in a scratch workspace
+ * and state folder; the bin writes the code cache of everything it compiled as it exits.
+ */
+async function trainRunCache(out) {
+  const scratch = mkdtempSync(join(tmpdir(), 'conch-code-cache-'))
+  try {
+    const workspace = join(scratch, 'workspace')
+    mkdirSync(workspace)
+    const script = join(scratch, 'script.jsonl')
+    writeFileSync(script, '{"text":"done"}\n')
+    const env = { ...process.env, CONCH_CODE_CACHE_OUT: out, XDG_STATE_HOME: join(scratch, 'state'), CONCH_FROM_SOURCE: '0' }
+    delete env.DEEPSEEK_API_KEY
+    delete env.OPENAI_API_KEY
+    const argv = [join(cli, 'bin', 'conch.js'), 'run', '--config', join(root, 'cordis.yml'), '--script', script, 'start']
+    const child = spawn(process.execPath, argv, { cwd: workspace, env, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+    const timer = setTimeout(() => child.kill(), 60_000)
+    const code = await new Promise((resolve, reject) => {
+      child.on('error', reject)
+      child.on('close', resolve)
+    }).finally(() => clearTimeout(timer))
+    if (code !== 0) throw new Error(`the training run exited ${code}: ${stderr.trim()}`)
+    statSync(out)
+  } finally {
+    rmSync(scratch, { recursive: true, force: true })
+  }
 }
 
 /**

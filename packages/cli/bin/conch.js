@@ -4,24 +4,31 @@
 // with CONCH_FROM_SOURCE=1 — runs the TypeScript sources directly, compiled by tsx on import.
 //
 // The build is one script, compiled here with V8's code cache from the build (Node 20 has no
-// compile cache for ES modules; a `vm.Script` takes `cachedData`). CONCH_CODE_CACHE_OUT=FILE
-// writes the code cache of everything this process compiled to FILE at exit (the build does).
-import { readFileSync, writeFileSync } from 'node:fs'
+// compile cache for ES modules; a `vm.Script` takes `cachedData`), the one made for this
+// command when there is one. CONCH_CODE_CACHE_OUT=FILE compiles without a cache and writes the
+// code cache of everything this process compiled to FILE at exit (the build does).
+//
+// Everything but node:module is loaded with `require`: each module an ES module imports, a
+// built-in too, costs a start more than a required one.
 import { createRequire } from 'node:module'
-import { dirname } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import vm from 'node:vm'
-import { currentBuild } from './build-current.js'
 
-const build = currentBuild(new URL('../dist/', import.meta.url), process.env)
+const require = createRequire(import.meta.url)
+const { readFileSync, writeFileSync } = require('node:fs')
+const { dirname } = require('node:path')
+const { fileURLToPath } = require('node:url')
+const vm = require('node:vm')
+const { currentBuild } = require('./build-current.cjs')
+
+const build = currentBuild(new URL('../dist/', import.meta.url), process.env, process.argv[2])
 
 if (build) {
   const filename = fileURLToPath(build.bundle)
+  // A cache is written from nothing: one read in would add every function it holds.
+  const out = process.env.CONCH_CODE_CACHE_OUT
   const script = new vm.Script(readFileSync(filename, build.encoding), {
     filename,
-    ...(build.cachedData ? { cachedData: build.cachedData } : {}),
+    ...(build.cachedData && !out ? { cachedData: build.cachedData } : {}),
   })
-  const out = process.env.CONCH_CODE_CACHE_OUT
   if (out) process.once('exit', () => writeFileSync(out, script.createCachedData()))
   // import.meta of the bundled modules: the bundle's URL; bare names resolve from this package.
   // `import` loads an ES module for the bundle, which cannot use import() itself (see the build).

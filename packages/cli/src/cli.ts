@@ -62,7 +62,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
           io.stdout.write(`${RUN_USAGE}\n`)
           return 0
         }
-        const code = await runCommand(args, { ...io, signal: signals.signal })
+        const code = await runCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
         return signals.exitCode ?? code
       }
       case 'acp': {

@@ -23,7 +23,10 @@ export async function runProcess(): Promise<never> {
   process.once('SIGTERM', mark)
 
   const code = await main(process.argv.slice(2), {
-    stdin: process.stdin,
+    // Read when a command uses it (conch acp): creating the stream costs a start that never reads.
+    get stdin() {
+      return process.stdin
+    },
     stdout: process.stdout,
     stderr: process.stderr,
     env: process.env,

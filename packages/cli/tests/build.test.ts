@@ -26,7 +26,7 @@ function fixture(): { dist: URL; source: string; bundle: string; writeManifest(i
 }
 
 type Build = { bundle: URL; encoding: string; cachedData?: Buffer } | undefined
-const build = (dist: URL): Build => (currentBuild as (d: URL, e: object) => Build)(dist, {})
+const build = (dist: URL, command?: string): Build => (currentBuild as (d: URL, e: object, c?: string) => Build)(dist, {}, command)
 
 const current = (dist: URL, env: Record<string, string> = {}): boolean => (buildIsCurrent as (d: URL, e: object) => boolean)(dist, env)
 
@@ -69,5 +69,19 @@ describe('buildIsCurrent', () => {
     // No cache recorded, and a manifest without an encoding (read as UTF-8).
     writeManifest(inputs)
     expect(build(dist)).toEqual({ bundle: new URL('conch.cjs', dist), encoding: 'utf8' })
+  })
+
+  it("gives a command the cache made for it, and every other command the general one", () => {
+    const { dist, source, bundle, writeManifest } = fixture()
+    writeFileSync(join(fileURLToPath(dist), 'conch.cjs.cache'), 'general')
+    writeFileSync(join(fileURLToPath(dist), 'conch.cjs.run.cache'), 'run')
+    const { size, mtimeMs } = statSync(bundle)
+    writeManifest(
+      { [source]: statSync(source).mtimeMs },
+      { codeCache: { file: 'conch.cjs.cache', bundleSize: size, bundleMtimeMs: mtimeMs, commands: { run: 'conch.cjs.run.cache' } } },
+    )
+    expect(build(dist, 'run')?.cachedData).toEqual(Buffer.from('run'))
+    expect(build(dist, 'acp')?.cachedData).toEqual(Buffer.from('general'))
+    expect(build(dist)?.cachedData).toEqual(Buffer.from('general'))
   })
 })
