@@ -1,7 +1,8 @@
 /**
  * The Linux process table, read from procfs (proc(5)): `/proc/<pid>/stat` for the tree and the
  * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags,
- * `/proc/<pid>/task/<tid>/children` for one process's children.
+ * `/proc/<pid>/task/<tid>/children` for one process's children, the `NSpid` line of
+ * `/proc/<pid>/status` for the init of a nested PID namespace.
  */
 import { nodeProcFs } from './proc-fs.ts'
 import { parseProcStat } from './proc-stat.ts'
@@ -64,6 +65,18 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
         for (const word of list.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
       }
       return [...pids]
+    },
+    async namespaceInit(pid) {
+      let text: string
+      try {
+        text = await fs.readFile(`/proc/${pid}/status`)
+      } catch {
+        return false
+      }
+      // `NSpid:\t<pid here>\t…\t<pid in its own namespace>` (Linux 4.1+): one pid per namespace level.
+      const line = /^NSpid:(.*)$/m.exec(text)?.[1]
+      const pids = line?.trim().split(/\s+/) ?? []
+      return pids.length > 1 && pids.at(-1) === '1'
     },
     async environ(pid, name) {
       let text: string
