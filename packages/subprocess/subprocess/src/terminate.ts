@@ -45,6 +45,8 @@ class Teardown {
   readonly captured = new Map<string, ProcessRecord>()
   /** Namespace inits the walk found (keys into `captured`): while one runs, its namespace may hold more. */
   readonly inits = new Set<string>()
+  /** For each captured process below a namespace init, that init's key: it is gone once the init is. */
+  private readonly within = new Map<string, string>()
   /**
    * Whether discovery lists every process (descendants by ppid and, with a tag, the tag sweep)
    * rather than walking the children lists only. A scan still walks for a rescan that needs no
@@ -149,17 +151,19 @@ class Teardown {
     const lookForInit = this.ladder.namespace && table.namespaceInit !== undefined
     const found: ProcessRecord[] = []
     const seen = new Set<number>()
-    const visit = async (pid: number, kids: readonly number[], inside: boolean): Promise<void> => {
+    /** `inside`: the key of the namespace init above `pid`, if any. */
+    const visit = async (pid: number, kids: readonly number[], inside: string | undefined): Promise<void> => {
       for (const kid of kids) {
         if (seen.has(kid)) continue
         seen.add(kid)
         const entry = await table.get(kid)
         if (entry === undefined || entry.ppid !== pid) continue
-        const init = !inside && lookForInit && !isEnded(entry.state) && (await table.namespaceInit!(kid))
-        await visit(kid, (await table.children!(kid)) ?? [], inside || init)
+        const init = inside === undefined && lookForInit && !isEnded(entry.state) && (await table.namespaceInit!(kid))
+        await visit(kid, (await table.children!(kid)) ?? [], init ? keyOf(entry) : inside)
         const record = this.capture(entry)
         if (record) found.push(record)
         if (init) this.inits.add(keyOf(entry))
+        else if (inside !== undefined) this.within.set(keyOf(entry), inside)
       }
     }
     for (const anchor of anchors) {
@@ -169,7 +173,7 @@ class Teardown {
       const kids = await table.children(anchor.pid)
       if (kids === undefined) return undefined
       if (!(await same())) continue
-      await visit(anchor.pid, kids, false)
+      await visit(anchor.pid, kids, this.within.get(keyOf(anchor)) ?? (this.inits.has(keyOf(anchor)) ? keyOf(anchor) : undefined))
     }
     return found
   }
@@ -179,8 +183,34 @@ class Teardown {
     return entry !== undefined && entry.startTime === record.startTime && !isEnded(entry.state)
   }
 
-  async aliveOf(records: readonly ProcessRecord[]): Promise<ProcessRecord[]> {
-    const alive = await Promise.all(records.map((record) => this.isAlive(record)))
+  /**
+   * The records still alive. A namespace's init is read first: once it is gone, so is every
+   * process of its namespace (pid_namespaces(7)), and those are not read. With `settled`
+   * false (a wait that goes on while anything runs), members of a namespace whose init still
+   * runs are kept as pending without being read either.
+   */
+  async aliveOf(records: readonly ProcessRecord[], settled = true): Promise<ProcessRecord[]> {
+    const initAlive = new Map<string, boolean>()
+    for (const record of records) {
+      const key = keyOf(record)
+      if (this.inits.has(key)) initAlive.set(key, await this.isAlive(record))
+    }
+    const alive = await Promise.all(
+      records.map(async (record) => {
+        const key = keyOf(record)
+        const fate = initAlive.get(key)
+        if (fate !== undefined) return fate
+        const init = this.within.get(key)
+        let initRuns = init === undefined ? undefined : initAlive.get(init)
+        if (init !== undefined && initRuns === undefined) {
+          initRuns = await this.isAlive(this.captured.get(init)!)
+          initAlive.set(init, initRuns)
+        }
+        if (initRuns === false) return false
+        if (initRuns === true && !settled) return true
+        return this.isAlive(record)
+      }),
+    )
     return records.filter((_, index) => alive[index])
   }
 
@@ -204,9 +234,10 @@ class Teardown {
     let pending = [...records]
     let interval = 0
     while (true) {
-      pending = await this.aliveOf(pending)
+      pending = await this.aliveOf(pending, false)
       const left = deadline - Date.now()
-      if (pending.length === 0 || left <= 0) return pending
+      if (pending.length === 0) return pending
+      if (left <= 0) return this.aliveOf(pending)
       if (interval === 0) {
         await nextTurn()
         interval = Math.min(1, this.ladder.pollMs)

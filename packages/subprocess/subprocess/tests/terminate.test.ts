@@ -614,6 +614,42 @@ describe('the identity fence', () => {
     expect(bare.report.stopped.map((r) => r.pid).sort()).toEqual([950, 951, 952, 953, 960])
   })
 
+  it('reads only the namespace init while it waits, and takes its namespace as gone with it', async () => {
+    const entries = new Map([
+      [970, fixture(970, 1, '1')],
+      [971, fixture(971, 970, '2')],
+      [972, fixture(972, 971, '3')],
+      [973, fixture(973, 972, '4')],
+    ])
+    const lists = new Map([[970, [971]], [971, [972]], [972, [973]]])
+    const reads: number[] = []
+    let signalled = false
+    const kill = (pid: number): void => {
+      // The launcher outside the namespace goes at once.
+      if (pid === 971) entries.delete(971)
+      if (signalled || pid === 970) return
+      signalled = true
+      // The namespace's init goes a little later; the fixture keeps its members listed, so
+      // only the rule (gone with the init) can end the wait.
+      setTimeout(() => entries.delete(972), 20)
+    }
+    const walked: ProcessTable = {
+      ...fixtureTable(entries),
+      get: async (pid) => (reads.push(pid), entries.get(pid)),
+      snapshot: async () => {
+        throw new Error('no scan expected')
+      },
+      children: async (pid) => (entries.has(pid) ? (lists.get(pid) ?? []) : []),
+      namespaceInit: async (pid) => pid === 972,
+    }
+    const report = await terminateTree({ rootPid: 970, includeRoot: false, graceMs: 10_000, pollMs: 5, table: walked, kill, discovery: 'namespace' })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([971, 972, 973])
+    // 973 is read by the walk and the fence of its signal, never by the wait or the report.
+    expect(reads.filter((pid) => pid === 973).length).toBeLessThanOrEqual(3)
+    expect(reads.filter((pid) => pid === 972).length).toBeGreaterThan(3)
+  })
+
   it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {
     const entries = new Map([
       [400, fixture(400, 1, '1')],
