@@ -118,7 +118,8 @@ export class LocalBackend implements PtyBackend {
       // and it passes the hangup on to its jobs), then KILL after the grace. Confined, the
       // sandbox's PID namespace holds the tree: the walk below the wrapper is complete once it
       // reaches the namespace's init (bubblewrap --unshare-pid), and the tag is swept only if it
-      // does not. Unconfined, the tag sweep finds the daemons that re-parented to init.
+      // does not. Unconfined, the tag sweep finds the daemons that re-parented away, among the
+      // children of init and of conch's own ancestors (where a re-parented process goes).
       teardown: async () => {
         const identity = await wrapper
         const report = await terminateTree({
@@ -128,7 +129,7 @@ export class LocalBackend implements PtyBackend {
           rootSignal: 'SIGHUP',
           graceMs: config.disposeGraceMs,
           tag,
-          ...(policy.mode !== 'danger-full-access' && { discovery: 'namespace' as const }),
+          discovery: policy.mode === 'danger-full-access' ? 'orphans' : 'namespace',
           // node-pty reaps the wrapper: its exit ends the wait for the root at once.
           rootExited: terminal.exit,
           signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),

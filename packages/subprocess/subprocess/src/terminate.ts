@@ -63,6 +63,11 @@ class Teardown {
     scanning: boolean,
     /** The root's start identity: no process that started before it can carry the tag. */
     private readonly since?: string,
+    /**
+     * With `discovery: 'orphans'`: the processes a re-parented process can hang from (init, this
+     * process and its ancestors); the tag sweep reads their children instead of every process.
+     */
+    private readonly hosts?: readonly number[],
   ) {
     this.scanning = scanning
     if (ladder.rootExited) {
@@ -101,10 +106,13 @@ class Teardown {
    * first within each tree.
    */
   async discover(anchors: readonly ProcessRecord[], sweep: boolean, listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
-    const tag = this.scanning && sweep ? this.ladder.tag : undefined
-    if (listed === undefined && (tag === undefined || !this.scanning)) {
+    const tag = sweep && (this.scanning || this.hosts !== undefined) ? this.ladder.tag : undefined
+    if (listed === undefined && !(this.scanning && tag !== undefined)) {
       const walked = await this.walk(anchors)
-      if (walked !== undefined) return walked
+      if (walked !== undefined) {
+        if (tag !== undefined) walked.push(...(await this.sweepHosts(tag)))
+        return walked
+      }
     }
     const entries = listed ?? (await this.ladder.table.snapshot())
     const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
@@ -174,6 +182,33 @@ class Teardown {
       if (kids === undefined) return undefined
       if (!(await same())) continue
       await visit(anchor.pid, kids, this.within.get(keyOf(anchor)) ?? (this.inits.has(keyOf(anchor)) ? keyOf(anchor) : undefined))
+    }
+    return found
+  }
+
+  /**
+   * The tag sweep of `discovery: 'orphans'`: each child of a host that started no earlier than
+   * the root and carries the tag, with everything below it (children first). A process whose
+   * parent exits is re-parented to the nearest ancestor that is a child subreaper, else to init
+   * (prctl(2), PR_SET_CHILD_SUBREAPER), so a tagged process that left the tree hangs from a host
+   * or from another tagged process that does — unless it was started with the tag put back
+   * into an environment that had dropped it.
+   */
+  private async sweepHosts(tag: SessionTag): Promise<ProcessRecord[]> {
+    const table = this.ladder.table
+    const found: ProcessRecord[] = []
+    for (const host of this.hosts ?? []) {
+      for (const kid of (await table.children!(host)) ?? []) {
+        if (this.excluded.has(kid)) continue
+        const entry = await table.get(kid)
+        // A pid listed under the host whose stat names another parent was recycled meanwhile.
+        if (entry === undefined || entry.ppid !== host || isEnded(entry.state) || this.captured.has(keyOf(entry))) continue
+        if (this.since !== undefined && startedBefore(entry.startTime, this.since)) continue
+        if ((await table.environ(kid, tag.name)) !== tag.value) continue
+        found.push(...((await this.walk([recordOf(entry)])) ?? []))
+        const record = this.capture(entry)
+        if (record) found.push(record)
+      }
     }
     return found
   }
@@ -393,10 +428,10 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
-  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: a tag sweep reads every process; it needs discovery 'scan'")
+  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: discovery 'children' sweeps no tag; use 'scan' or 'orphans'")
   const ladder = ladderOf(options, options.tag)
   const table = ladder.table
-  const walking = (options.discovery === 'children' || options.discovery === 'namespace') && table.children !== undefined
+  const walking = options.discovery !== undefined && options.discovery !== 'scan' && table.children !== undefined
   // A walk reads only the root, its members and this process's ancestors; a scan lists everything once.
   let entries = walking ? undefined : await table.snapshot()
   const protectedSet = entries ? protectedPids(entries) : await protectedAncestors(table)
@@ -406,7 +441,9 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
   // A root with another start identity than the caller's is a stranger on a recycled pid.
   const rootEntry = options.rootStartTime === undefined || listedRoot?.startTime === options.rootStartTime ? listedRoot : undefined
   // Only the caller's identity of the root bounds the sweep: a listed root may be a stranger that started later.
-  const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime)
+  // Where a re-parented process can hang from: init, this process and its ancestors.
+  const hosts = options.discovery === 'orphans' && walking ? [...protectedSet].filter((pid) => pid > 0) : undefined
+  const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime, hosts)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
   const members = await teardown.discover(anchors, true, entries)
   if (options.discovery === 'namespace' && walking && teardown.inits.size === 0) {

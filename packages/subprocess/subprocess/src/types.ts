@@ -114,8 +114,8 @@ export interface TerminateTreeOptions {
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
   /**
-   * Also capture (and stop) every process whose environment carries this tag. Needs `discovery:
-   * 'scan'` (or `'namespace'`, which sweeps it only when it falls back to a scan). Only processes
+   * Also capture (and stop) every process whose environment carries this tag. Needs `discovery`
+   * `'scan'` or `'orphans'` (or `'namespace'`, which sweeps it only when it falls back to a scan). Only processes
    * that started no earlier than the root inherit it, so the environment of older processes is
    * not read (see `rootStartTime`).
    */
@@ -139,8 +139,15 @@ export interface TerminateTreeOptions {
    *   that init (the sandbox's launcher) are trusted not to start daemons of their own. When no
    *   running descendant is a namespace's init, nothing proves the walk complete and the
    *   teardown scans, with `tag` when given.
+   * - `orphans`: the `children` walk for the tree, and the tag sweep over the processes a
+   *   re-parented process can hang from instead of every process: the children of init, of this
+   *   process and of its ancestors (a process whose parent exits goes to its nearest child
+   *   subreaper ancestor, else to init — prctl(2) PR_SET_CHILD_SUBREAPER), each one that started
+   *   no earlier than the root and carries the tag taken with everything below it. It misses a
+   *   process started with the tag put back into an environment that had dropped it (one that
+   *   clears its environment escapes every sweep anyway). A table without `children` is scanned.
    */
-  discovery?: 'scan' | 'children' | 'namespace'
+  discovery?: 'scan' | 'children' | 'namespace' | 'orphans'
   /**
    * Settles when the root has exited — e.g. the `exit` event of a child this process started
    * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.

@@ -164,7 +164,7 @@ time.sleep(300)
     expect(report.stopped.at(-1)?.pid).toBe(child.pid)
   })
 
-  it('finds nohup and setsid daemons by the session tag after they re-parent away from the tree', async () => {
+  it.each(['scan', 'orphans'] as const)('finds nohup and setsid daemons by the session tag after they re-parent away from the tree (discovery %s)', async (discovery) => {
     const tag = createSessionTag('CONCH_TEST_TAG')
     const { child, out, exited } = bash(
       `
@@ -181,13 +181,16 @@ time.sleep(300)
     expect(daemons).toHaveLength(3)
     expect(daemons.every((e) => e.ppid !== child.pid)).toBe(true)
 
-    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag })
+    const scans: number[] = []
+    const counting: ProcessTable = { ...table, snapshot: () => (scans.push(1), table.snapshot()) }
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag, discovery, table: counting })
     expect(report.survivors).toEqual([])
     expect(report.stopped.map((r) => r.pid).sort()).toEqual(daemons.map((e) => e.pid).sort())
     expect(await tagged(tag)).toEqual([])
+    expect(scans.length > 0).toBe(discovery === 'scan')
   })
 
-  it('catches a tagged descendant that double-forks and setsids out while it handles SIGTERM, by the sweep after the root', async () => {
+  it.each(['scan', 'orphans'] as const)('catches a tagged descendant that double-forks and setsids out while it handles SIGTERM, by the sweep after the root (discovery %s)', async (discovery) => {
     const tag = createSessionTag('CONCH_TEST_TAG')
     const inner = join(dir, 'escaping.sh')
     // On TERM: a subshell starts a new session with a sleep and exits at once, so the sleep is
@@ -196,7 +199,7 @@ time.sleep(300)
     const { child, out } = bash(`bash ${inner} & wait`, tag)
     await out.line(/^ready/)
     const root = await identity(child.pid!)
-    const report = await terminateTree({ rootPid: root.pid, rootStartTime: root.startTime, includeRoot: true, graceMs: 5_000, tag })
+    const report = await terminateTree({ rootPid: root.pid, rootStartTime: root.startTime, includeRoot: true, graceMs: 5_000, tag, discovery })
     const escaped = Number((await out.line(/^escaped (\d+)/))[1])
 
     expect(report.survivors).toEqual([])
@@ -309,7 +312,7 @@ time.sleep(300)
   it('refuses a tag sweep with discovery children', async () => {
     await expect(
       terminateTree({ rootPid: process.pid, includeRoot: false, graceMs: 0, discovery: 'children', tag: createSessionTag('CONCH_TEST_TAG') }),
-    ).rejects.toThrow(/needs discovery 'scan'/)
+    ).rejects.toThrow(/sweeps no tag/)
   })
 
   it('reports nothing for a root that is already gone when there is no tag', async () => {
@@ -648,6 +651,38 @@ describe('the identity fence', () => {
     // 973 is read by the walk and the fence of its signal, never by the wait or the report.
     expect(reads.filter((pid) => pid === 973).length).toBeLessThanOrEqual(3)
     expect(reads.filter((pid) => pid === 972).length).toBeGreaterThan(3)
+  })
+
+  it('sweeps the tag over the children of init, skipping older and recycled ones, and takes what hangs below a tagged one', async () => {
+    const entries = new Map([
+      [980, fixture(980, process.pid, '50')],
+      // Children of init: a tagged daemon started after the root, with a child of its own that
+      // dropped the tag; an older process; a pid listed under init that now has another parent.
+      [981, fixture(981, 1, '60')],
+      [982, fixture(982, 981, '61')],
+      [983, fixture(983, 1, '10')],
+      [984, fixture(984, 77, '62')],
+    ])
+    const lists = new Map([[1, [981, 983, 984]], [981, [982]]])
+    const read: number[] = []
+    const calls: number[] = []
+    const kill = (pid: number): void => {
+      calls.push(pid)
+      entries.delete(pid)
+    }
+    const hosted: ProcessTable = {
+      ...fixtureTable(entries),
+      snapshot: async () => {
+        throw new Error('no scan expected')
+      },
+      children: async (pid) => lists.get(pid) ?? [],
+      environ: async (pid) => (read.push(pid), pid === 981 || pid === 983 || pid === 984 ? 'abc' : undefined),
+    }
+    const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
+    const report = await terminateTree({ rootPid: 980, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: hosted, kill, tag, discovery: 'orphans' })
+    expect(report.survivors).toEqual([])
+    expect(calls).toEqual([982, 981, 980])
+    expect(read).toEqual([981])
   })
 
   it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {
