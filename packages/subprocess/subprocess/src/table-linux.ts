@@ -38,6 +38,28 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     }
   }
 
+  const listed = (text: string): number[] => {
+    const pids = new Set<number>()
+    for (const word of text.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
+    return [...pids]
+  }
+  const children = async (pid: number): Promise<number[] | undefined> => {
+    childrenFiles ??= fs.readFile(`/proc/${process.pid}/task/${process.pid}/children`).then(
+      () => true,
+      () => false,
+    )
+    if (!(await childrenFiles)) return undefined
+    let tids: string[]
+    try {
+      tids = await fs.readdir(`/proc/${pid}/task`)
+    } catch {
+      return []
+    }
+    // A thread that exits while its list is read has no children left to list.
+    const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
+    return listed(lists.join(' '))
+  }
+
   return {
     async snapshot() {
       const names = await fs.readdir('/proc')
@@ -46,25 +68,19 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return entries.filter((entry): entry is ProcessEntry => entry !== undefined)
     },
     get,
-    async children(pid) {
-      childrenFiles ??= fs.readFile(`/proc/${process.pid}/task/${process.pid}/children`).then(
-        () => true,
-        () => false,
-      )
-      if (!(await childrenFiles)) return undefined
-      let tids: string[]
+    children,
+    async adoptedChildren(pid) {
+      let leader: string
       try {
-        tids = await fs.readdir(`/proc/${pid}/task`)
+        leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`)
       } catch {
         return []
       }
-      // A thread that exits while its list is read has no children left to list.
-      const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
-      const pids = new Set<number>()
-      for (const list of lists) {
-        for (const word of list.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
-      }
-      return [...pids]
+      // The leader's state (after the last `)`): a zombie or dead leader adopts nothing itself.
+      const state = leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3)
+      if (state === 'Z' || state === 'X' || state === 'x') return children(pid)
+      const own = await fs.readFile(`/proc/${pid}/task/${pid}/children`).catch(() => undefined)
+      return own === undefined ? children(pid) : listed(own)
     },
     async namespaceInit(pid) {
       let text: string

@@ -198,7 +198,7 @@ class Teardown {
     const table = this.ladder.table
     const found: ProcessRecord[] = []
     for (const host of this.hosts ?? []) {
-      for (const kid of (await table.children!(host)) ?? []) {
+      for (const kid of (await (table.adoptedChildren ?? table.children)!.call(table, host)) ?? []) {
         if (this.excluded.has(kid)) continue
         const entry = await table.get(kid)
         // A pid listed under the host whose stat names another parent was recycled meanwhile.

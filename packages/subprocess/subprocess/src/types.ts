@@ -81,6 +81,15 @@ export interface ProcessTable {
    */
   children?(pid: number): Promise<number[] | undefined>
   /**
+   * The children a re-parented process would be listed under in `pid`: the kernel adopts an
+   * orphan into the first thread of its new parent that is not exiting (kernel/exit.c,
+   * `find_alive_thread`) — the thread group leader while it runs — so on Linux this reads
+   * `/proc/<pid>/task/<pid>/children` alone, and every thread's list (`children`) once the
+   * leader has exited (a zombie leader of a live process). Children that another thread forked
+   * itself are not listed. Optional: `children` is used without it.
+   */
+  adoptedChildren?(pid: number): Promise<number[] | undefined>
+  /**
    * Whether `pid` is the first process (pid 1, the "init") of a PID namespace nested below the
    * one this table reads — on Linux the `NSpid` line of `/proc/<pid>/status` (proc(5)) lists more
    * than one pid and ends in 1. False when it is not, or when the process is gone or unreadable.
