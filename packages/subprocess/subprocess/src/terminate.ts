@@ -220,33 +220,39 @@ class Teardown {
 
   /**
    * The records still alive. A namespace's init is read first: once it is gone, so is every
-   * process of its namespace (pid_namespaces(7)), and those are not read. With `settled`
-   * false (a wait that goes on while anything runs), members of a namespace whose init still
-   * runs are kept as pending without being read either.
+   * process of its namespace (pid_namespaces(7)), and those are not read. With `settled` false
+   * (a wait that goes on while anything runs) the look stops at the first record that is
+   * alive — the later ones are kept as pending without being read — and members of a namespace
+   * whose init still runs count as alive unread.
    */
   async aliveOf(records: readonly ProcessRecord[], settled = true): Promise<ProcessRecord[]> {
     const initAlive = new Map<string, boolean>()
+    const initRuns = async (key: string): Promise<boolean> => {
+      let runs = initAlive.get(key)
+      if (runs === undefined) {
+        runs = await this.isAlive(this.captured.get(key)!)
+        initAlive.set(key, runs)
+      }
+      return runs
+    }
     for (const record of records) {
       const key = keyOf(record)
-      if (this.inits.has(key)) initAlive.set(key, await this.isAlive(record))
+      if (this.inits.has(key)) await initRuns(key)
     }
-    const alive = await Promise.all(
-      records.map(async (record) => {
-        const key = keyOf(record)
-        const fate = initAlive.get(key)
-        if (fate !== undefined) return fate
-        const init = this.within.get(key)
-        let initRuns = init === undefined ? undefined : initAlive.get(init)
-        if (init !== undefined && initRuns === undefined) {
-          initRuns = await this.isAlive(this.captured.get(init)!)
-          initAlive.set(init, initRuns)
-        }
-        if (initRuns === false) return false
-        if (initRuns === true && !settled) return true
-        return this.isAlive(record)
-      }),
-    )
-    return records.filter((_, index) => alive[index])
+    const alive: ProcessRecord[] = []
+    for (const [index, record] of records.entries()) {
+      const key = keyOf(record)
+      const init = this.inits.has(key) ? key : this.within.get(key)
+      const runs = init === undefined ? undefined : await initRuns(init)
+      let isAlive: boolean
+      if (runs === false) isAlive = false
+      else if (init === key || (runs === true && !settled)) isAlive = true
+      else isAlive = await this.isAlive(record)
+      if (!isAlive) continue
+      if (!settled) return [record, ...records.slice(index + 1)]
+      alive.push(record)
+    }
+    return alive
   }
 
   /** The records that are stopped now (state T or t, same identity). */
