@@ -115,14 +115,23 @@ export class LocalBackend implements PtyBackend {
       ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => this.options.termios!.read(terminal.slavePath) }),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
-      // and it passes the hangup on to its jobs), then KILL after the grace.
+      // and it passes the hangup on to its jobs), then KILL after the grace. Confined, the
+      // sandbox's PID namespace holds the tree: the walk below the wrapper is complete once it
+      // reaches the namespace's init (bubblewrap --unshare-pid), and the tag is swept only if it
+      // does not. Unconfined, the tag sweep finds the daemons that re-parented away, among the
+      // children of init and of conch's own ancestors (where a re-parented process goes).
       teardown: async () => {
+        const identity = await wrapper
         const report = await terminateTree({
           rootPid: terminal.pid,
+          ...(identity !== undefined && { rootStartTime: identity.startTime }),
           includeRoot: true,
           rootSignal: 'SIGHUP',
           graceMs: config.disposeGraceMs,
           tag,
+          discovery: policy.mode === 'danger-full-access' ? 'orphans' : 'namespace',
+          // node-pty reaps the wrapper: its exit ends the wait for the root at once.
+          rootExited: terminal.exit,
           signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
         })
         if (report.survivors.length === 0) unwatch()

@@ -1,7 +1,8 @@
 /**
  * The Linux process table, read from procfs (proc(5)): `/proc/<pid>/stat` for the tree and the
  * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags,
- * `/proc/<pid>/task/<tid>/children` for one process's children.
+ * `/proc/<pid>/task/<tid>/children` for one process's children, the `NSpid` line of
+ * `/proc/<pid>/status` for the init of a nested PID namespace.
  */
 import { nodeProcFs } from './proc-fs.ts'
 import { parseProcStat } from './proc-stat.ts'
@@ -37,6 +38,28 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     }
   }
 
+  const listed = (text: string): number[] => {
+    const pids = new Set<number>()
+    for (const word of text.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
+    return [...pids]
+  }
+  const children = async (pid: number): Promise<number[] | undefined> => {
+    childrenFiles ??= fs.readFile(`/proc/${process.pid}/task/${process.pid}/children`).then(
+      () => true,
+      () => false,
+    )
+    if (!(await childrenFiles)) return undefined
+    let tids: string[]
+    try {
+      tids = await fs.readdir(`/proc/${pid}/task`)
+    } catch {
+      return []
+    }
+    // A thread that exits while its list is read has no children left to list.
+    const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
+    return listed(lists.join(' '))
+  }
+
   return {
     async snapshot() {
       const names = await fs.readdir('/proc')
@@ -45,25 +68,31 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return entries.filter((entry): entry is ProcessEntry => entry !== undefined)
     },
     get,
-    async children(pid) {
-      childrenFiles ??= fs.readFile(`/proc/${process.pid}/task/${process.pid}/children`).then(
-        () => true,
-        () => false,
-      )
-      if (!(await childrenFiles)) return undefined
-      let tids: string[]
+    children,
+    async adoptedChildren(pid) {
+      let leader: string
       try {
-        tids = await fs.readdir(`/proc/${pid}/task`)
+        leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`)
       } catch {
         return []
       }
-      // A thread that exits while its list is read has no children left to list.
-      const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
-      const pids = new Set<number>()
-      for (const list of lists) {
-        for (const word of list.split(' ')) if (/^\d+$/.test(word)) pids.add(Number(word))
+      // The leader's state (after the last `)`): a zombie or dead leader adopts nothing itself.
+      const state = leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3)
+      if (state === 'Z' || state === 'X' || state === 'x') return children(pid)
+      const own = await fs.readFile(`/proc/${pid}/task/${pid}/children`).catch(() => undefined)
+      return own === undefined ? children(pid) : listed(own)
+    },
+    async namespaceInit(pid) {
+      let text: string
+      try {
+        text = await fs.readFile(`/proc/${pid}/status`)
+      } catch {
+        return false
       }
-      return [...pids]
+      // `NSpid:\t<pid here>\t…\t<pid in its own namespace>` (Linux 4.1+): one pid per namespace level.
+      const line = /^NSpid:(.*)$/m.exec(text)?.[1]
+      const pids = line?.trim().split(/\s+/) ?? []
+      return pids.length > 1 && pids.at(-1) === '1'
     },
     async environ(pid, name) {
       let text: string

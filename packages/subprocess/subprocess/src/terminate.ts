@@ -2,7 +2,7 @@
  * The teardown ladder shared by every package that starts processes: capture → TERM → grace →
  * rescan and freeze → KILL → verify. See `terminateTree` for the order and its reasons.
  */
-import { setTimeout as delay } from 'node:timers/promises'
+import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
 import { isEnded, signalIfSame } from './signal.ts'
 import { defaultProcessTable } from './table.ts'
 import { treeOf } from './tree.ts'
@@ -32,8 +32,8 @@ interface Ladder {
   graceMs: number
   killWaitMs: number
   tag: SessionTag | undefined
-  /** Walk children lists instead of scanning every process (see `TerminateTreeOptions.discovery`). */
-  children: boolean
+  /** Look for the init of a PID namespace while walking (`discovery: 'namespace'`). */
+  namespace: boolean
   rootExited: PromiseLike<unknown> | undefined
 }
 
@@ -43,6 +43,16 @@ const recordOf = (entry: ProcessEntry): ProcessRecord => ({ pid: entry.pid, star
 /** One teardown run: what it captured (in capture order) and how it signals and waits. */
 class Teardown {
   readonly captured = new Map<string, ProcessRecord>()
+  /** Namespace inits the walk found (keys into `captured`): while one runs, its namespace may hold more. */
+  readonly inits = new Set<string>()
+  /** For each captured process below a namespace init, that init's key: it is gone once the init is. */
+  private readonly within = new Map<string, string>()
+  /**
+   * Whether discovery lists every process (descendants by ppid and, with a tag, the tag sweep)
+   * rather than walking the children lists only. A scan still walks for a rescan that needs no
+   * tag sweep.
+   */
+  scanning: boolean
   /** Settles once, when the root has exited; dropped after that so waits go back to polling. */
   private wake: Promise<void> | undefined
 
@@ -50,7 +60,16 @@ class Teardown {
     private readonly ladder: Ladder,
     /** Never captured through the tree or the tag: init, this process, its ancestors, and the root. */
     private readonly excluded: ReadonlySet<number>,
+    scanning: boolean,
+    /** The root's start identity: no process that started before it can carry the tag. */
+    private readonly since?: string,
+    /**
+     * With `discovery: 'orphans'`: the processes a re-parented process can hang from (init, this
+     * process and its ancestors); the tag sweep reads their children instead of every process.
+     */
+    private readonly hosts?: readonly number[],
   ) {
+    this.scanning = scanning
     if (ladder.rootExited) {
       const wake: Promise<void> = Promise.resolve(ladder.rootExited).then(
         () => {
@@ -81,13 +100,19 @@ class Teardown {
 
   /**
    * Captures what is new: descendants of each anchor that still has its identity (a recycled
-   * anchor's children are strangers), and, with a tag, every process carrying it plus its
-   * descendants. Returns the newly captured records, children first within each tree.
+   * anchor's children are strangers), and, when scanning with `sweep`, every process carrying
+   * the tag plus its descendants. A rescan without the sweep walks the children lists when the
+   * table has them, so it reads the tree only. Returns the newly captured records, children
+   * first within each tree.
    */
-  async discover(anchors: readonly ProcessRecord[], listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
-    if (this.ladder.children) {
+  async discover(anchors: readonly ProcessRecord[], sweep: boolean, listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
+    const tag = sweep && (this.scanning || this.hosts !== undefined) ? this.ladder.tag : undefined
+    if (listed === undefined && !(this.scanning && tag !== undefined)) {
       const walked = await this.walk(anchors)
-      if (walked !== undefined) return walked
+      if (walked !== undefined) {
+        if (tag !== undefined) walked.push(...(await this.sweepHosts(tag)))
+        return walked
+      }
     }
     const entries = listed ?? (await this.ladder.table.snapshot())
     const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
@@ -101,10 +126,14 @@ class Teardown {
       if (entry === undefined || entry.startTime !== anchor.startTime) continue
       for (const descendant of treeOf(entries, anchor.pid, { includeRoot: false })) add(descendant)
     }
-    const tag = this.ladder.tag
     if (tag) {
+      const since = this.since
       const candidates = entries.filter(
-        (entry) => !isEnded(entry.state) && !this.excluded.has(entry.pid) && !this.captured.has(keyOf(entry)),
+        (entry) =>
+          !isEnded(entry.state) &&
+          !this.excluded.has(entry.pid) &&
+          !this.captured.has(keyOf(entry)) &&
+          (since === undefined || !startedBefore(entry.startTime, since)),
       )
       const values = await Promise.all(candidates.map((entry) => this.ladder.table.environ(entry.pid, tag.name)))
       candidates.forEach((entry, index) => {
@@ -119,23 +148,30 @@ class Teardown {
    * `discover` through the children lists: each anchor that still has its identity (checked
    * before and after its lists are read, so the lists are its own), then depth-first through
    * each child listed, children before their parents. A listed pid whose stat names another
-   * parent was recycled between the two reads and is skipped. Undefined when the table cannot
-   * list children (the caller scans instead).
+   * parent was recycled between the two reads and is skipped. With `namespace`, the first
+   * process on each path that is a PID namespace's init is noted in `inits` (below it, every
+   * process is in its namespace). Undefined when the table cannot list children (the caller
+   * scans instead).
    */
   private async walk(anchors: readonly ProcessRecord[]): Promise<ProcessRecord[] | undefined> {
     const table = this.ladder.table
     if (table.children === undefined) return undefined
+    const lookForInit = this.ladder.namespace && table.namespaceInit !== undefined
     const found: ProcessRecord[] = []
     const seen = new Set<number>()
-    const visit = async (pid: number, kids: readonly number[]): Promise<void> => {
+    /** `inside`: the key of the namespace init above `pid`, if any. */
+    const visit = async (pid: number, kids: readonly number[], inside: string | undefined): Promise<void> => {
       for (const kid of kids) {
         if (seen.has(kid)) continue
         seen.add(kid)
         const entry = await table.get(kid)
         if (entry === undefined || entry.ppid !== pid) continue
-        await visit(kid, (await table.children!(kid)) ?? [])
+        const init = inside === undefined && lookForInit && !isEnded(entry.state) && (await table.namespaceInit!(kid))
+        await visit(kid, (await table.children!(kid)) ?? [], init ? keyOf(entry) : inside)
         const record = this.capture(entry)
         if (record) found.push(record)
+        if (init) this.inits.add(keyOf(entry))
+        else if (inside !== undefined) this.within.set(keyOf(entry), inside)
       }
     }
     for (const anchor of anchors) {
@@ -145,7 +181,34 @@ class Teardown {
       const kids = await table.children(anchor.pid)
       if (kids === undefined) return undefined
       if (!(await same())) continue
-      await visit(anchor.pid, kids)
+      await visit(anchor.pid, kids, this.within.get(keyOf(anchor)) ?? (this.inits.has(keyOf(anchor)) ? keyOf(anchor) : undefined))
+    }
+    return found
+  }
+
+  /**
+   * The tag sweep of `discovery: 'orphans'`: each child of a host that started no earlier than
+   * the root and carries the tag, with everything below it (children first). A process whose
+   * parent exits is re-parented to the nearest ancestor that is a child subreaper, else to init
+   * (prctl(2), PR_SET_CHILD_SUBREAPER), so a tagged process that left the tree hangs from a host
+   * or from another tagged process that does — unless it was started with the tag put back
+   * into an environment that had dropped it.
+   */
+  private async sweepHosts(tag: SessionTag): Promise<ProcessRecord[]> {
+    const table = this.ladder.table
+    const found: ProcessRecord[] = []
+    for (const host of this.hosts ?? []) {
+      for (const kid of (await (table.adoptedChildren ?? table.children)!.call(table, host)) ?? []) {
+        if (this.excluded.has(kid)) continue
+        const entry = await table.get(kid)
+        // A pid listed under the host whose stat names another parent was recycled meanwhile.
+        if (entry === undefined || entry.ppid !== host || isEnded(entry.state) || this.captured.has(keyOf(entry))) continue
+        if (this.since !== undefined && startedBefore(entry.startTime, this.since)) continue
+        if ((await table.environ(kid, tag.name)) !== tag.value) continue
+        found.push(...((await this.walk([recordOf(entry)])) ?? []))
+        const record = this.capture(entry)
+        if (record) found.push(record)
+      }
     }
     return found
   }
@@ -155,9 +218,41 @@ class Teardown {
     return entry !== undefined && entry.startTime === record.startTime && !isEnded(entry.state)
   }
 
-  async aliveOf(records: readonly ProcessRecord[]): Promise<ProcessRecord[]> {
-    const alive = await Promise.all(records.map((record) => this.isAlive(record)))
-    return records.filter((_, index) => alive[index])
+  /**
+   * The records still alive. A namespace's init is read first: once it is gone, so is every
+   * process of its namespace (pid_namespaces(7)), and those are not read. With `settled` false
+   * (a wait that goes on while anything runs) the look stops at the first record that is
+   * alive — the later ones are kept as pending without being read — and members of a namespace
+   * whose init still runs count as alive unread.
+   */
+  async aliveOf(records: readonly ProcessRecord[], settled = true): Promise<ProcessRecord[]> {
+    const initAlive = new Map<string, boolean>()
+    const initRuns = async (key: string): Promise<boolean> => {
+      let runs = initAlive.get(key)
+      if (runs === undefined) {
+        runs = await this.isAlive(this.captured.get(key)!)
+        initAlive.set(key, runs)
+      }
+      return runs
+    }
+    for (const record of records) {
+      const key = keyOf(record)
+      if (this.inits.has(key)) await initRuns(key)
+    }
+    const alive: ProcessRecord[] = []
+    for (const [index, record] of records.entries()) {
+      const key = keyOf(record)
+      const init = this.inits.has(key) ? key : this.within.get(key)
+      const runs = init === undefined ? undefined : await initRuns(init)
+      let isAlive: boolean
+      if (runs === false) isAlive = false
+      else if (init === key || (runs === true && !settled)) isAlive = true
+      else isAlive = await this.isAlive(record)
+      if (!isAlive) continue
+      if (!settled) return [record, ...records.slice(index + 1)]
+      alive.push(record)
+    }
+    return alive
   }
 
   /** The records that are stopped now (state T or t, same identity). */
@@ -171,19 +266,26 @@ class Teardown {
 
   /**
    * Polls until every record is gone (zombies count) or `ms` passed; returns those still alive.
-   * The first looks come after 1 ms, then twice as long each time up to `pollMs`: a process that
-   * was signalled usually dies within a few ms, and a look costs one stat read per record.
+   * The first look comes right after the call, the next in the event loop's next check phase,
+   * then after 1 ms and twice as long each time up to `pollMs`: a process that was signalled
+   * usually dies within a millisecond, and a look costs one stat read per record.
    */
   async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
     const deadline = Date.now() + ms
     let pending = [...records]
-    let interval = Math.min(1, this.ladder.pollMs)
+    let interval = 0
     while (true) {
-      pending = await this.aliveOf(pending)
+      pending = await this.aliveOf(pending, false)
       const left = deadline - Date.now()
-      if (pending.length === 0 || left <= 0) return pending
-      await this.pause(Math.min(interval, left))
-      interval = Math.min(interval * 2, this.ladder.pollMs)
+      if (pending.length === 0) return pending
+      if (left <= 0) return this.aliveOf(pending)
+      if (interval === 0) {
+        await nextTurn()
+        interval = Math.min(1, this.ladder.pollMs)
+      } else {
+        await this.pause(Math.min(interval, left))
+        interval = Math.min(interval * 2, this.ladder.pollMs)
+      }
     }
   }
 
@@ -218,28 +320,32 @@ class Teardown {
 
   /**
    * One rung of the ladder for `members`: `signal`, wait up to the grace for them to go, then
-   * rescan for processes forked meanwhile (children of `anchors` and of surviving members, and
-   * tagged ones). Anything left is frozen with SIGSTOP — so it cannot fork while it is looked
-   * at — rescanned until nothing new appears, and KILLed.
+   * rescan for processes forked meanwhile (children of `anchors` and of surviving members, and,
+   * with `sweep`, tagged ones). Anything left is frozen with SIGSTOP — so it cannot fork while it
+   * is looked at — rescanned (with the tag sweep) until nothing new appears, and KILLed.
+   *
+   * `sweep` may be false only when a later rung sweeps the tag: a process forked meanwhile that
+   * re-parented away is then caught there, frozen and KILLed like one caught here.
    */
   async stage(
     members: readonly ProcessRecord[],
     signal: NodeJS.Signals | ((record: ProcessRecord) => NodeJS.Signals),
     anchors: readonly ProcessRecord[],
+    sweep: boolean,
   ): Promise<void> {
     if (members.length === 0) return
     await this.send(members, signal)
     // A stopped process (job control, SIGTSTP) keeps the signal pending until it continues.
     await this.send(await this.stoppedOf(members), 'SIGCONT')
     const alive = await this.waitGone(members, this.ladder.graceMs)
-    const forked = await this.discover([...anchors, ...alive])
+    const forked = await this.discover([...anchors, ...alive], sweep)
     if (alive.length === 0 && forked.length === 0) return
 
     const frozen = [...forked, ...alive]
     await this.send(frozen, 'SIGSTOP')
     for (let round = 0; round < FREEZE_ROUNDS; round++) {
       await this.waitStopped(frozen, this.ladder.killWaitMs)
-      const more = await this.discover([...anchors, ...frozen])
+      const more = await this.discover([...anchors, ...frozen], true)
       if (more.length === 0) break
       await this.send(more, 'SIGSTOP')
       frozen.push(...more)
@@ -258,7 +364,7 @@ class Teardown {
 
 function ladderOf(options: SweepTaggedOptions & Pick<TerminateTreeOptions, 'discovery' | 'rootExited'>, tag: SessionTag | undefined): Ladder {
   return {
-    children: options.discovery === 'children',
+    namespace: options.discovery === 'namespace',
     rootExited: options.rootExited,
     table: options.table ?? defaultProcessTable(),
     kill: options.kill ?? ((pid, signal) => process.kill(pid, signal)),
@@ -267,6 +373,14 @@ function ladderOf(options: SweepTaggedOptions & Pick<TerminateTreeOptions, 'disc
     killWaitMs: options.killWaitMs ?? DEFAULT_KILL_WAIT_MS,
     tag,
   }
+}
+
+/**
+ * Whether start identity `a` is earlier than `b`: both Linux start times (clock ticks since
+ * boot, decimal). False when either is another platform's text, whose order is not read here.
+ */
+function startedBefore(a: string, b: string): boolean {
+  return /^\d+$/.test(a) && /^\d+$/.test(b) && BigInt(a) < BigInt(b)
 }
 
 /** Pids a teardown never signals on its own: the kernel's roots, init, this process and its ancestors. */
@@ -299,16 +413,20 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
  *    environment carries the tag, with their start identities — so a pid recycled later is
  *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found. With
  *    `discovery: 'children'` the descendants come from the kernel's children lists instead of
- *    a listing of every process (no tag then), here and in every rescan.
+ *    a listing of every process (no tag then), here and in every rescan; with `'namespace'` the
+ *    same, when the walk finds a PID namespace's init below the root (else it scans, with the tag).
  * 2. TERMs the captured processes children-first while the root still runs and can reap them
  *    (`signalFor` may choose another signal per process, e.g. SIGHUP for an interactive shell,
  *    which ignores TERM), continues stopped ones (SIGCONT) so the signal is delivered, and polls
- *    every `pollMs` until they are gone (a zombie counts as gone) or `graceMs` passed. When
- *    everything is gone it moves on at once.
- * 3. Rescans for children forked meanwhile and newly tagged processes; anything left is frozen
- *    (SIGSTOP), rescanned until nothing new appears, KILLed, and awaited up to `killWaitMs`.
+ *    until they are gone (a zombie counts as gone) or `graceMs` passed. When everything is gone
+ *    it moves on at once.
+ * 3. Rescans for children forked meanwhile (through the children lists when the table has them)
+ *    and, unless the root's rung follows and sweeps after it, newly tagged processes; anything
+ *    left is frozen (SIGSTOP), rescanned until nothing new appears, KILLed, and awaited up to
+ *    `killWaitMs`.
  * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
- *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan, freeze, KILL.
+ *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan with the tag sweep, freeze,
+ *    KILL.
  *
  * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
  * teardown (e.g. a process of another user, EPERM, or one stuck in uninterruptible sleep); call
@@ -316,24 +434,38 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
-  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: a tag sweep reads every process; it needs discovery 'scan'")
+  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: discovery 'children' sweeps no tag; use 'scan' or 'orphans'")
   const ladder = ladderOf(options, options.tag)
-  const walking = ladder.children && ladder.table.children !== undefined
+  const table = ladder.table
+  const walking = options.discovery !== undefined && options.discovery !== 'scan' && table.children !== undefined
   // A walk reads only the root, its members and this process's ancestors; a scan lists everything once.
-  const entries = walking ? undefined : await ladder.table.snapshot()
-  const protectedSet = entries ? protectedPids(entries) : await protectedAncestors(ladder.table)
+  let entries = walking ? undefined : await table.snapshot()
+  const protectedSet = entries ? protectedPids(entries) : await protectedAncestors(table)
   const excluded = new Set(protectedSet).add(options.rootPid)
-  const teardown = new Teardown(ladder, excluded)
 
-  const rootEntry = entries ? entries.find((entry) => entry.pid === options.rootPid) : await ladder.table.get(options.rootPid)
+  const listedRoot = entries ? entries.find((entry) => entry.pid === options.rootPid) : await table.get(options.rootPid)
+  // A root with another start identity than the caller's is a stranger on a recycled pid.
+  const rootEntry = options.rootStartTime === undefined || listedRoot?.startTime === options.rootStartTime ? listedRoot : undefined
+  // Only the caller's identity of the root bounds the sweep: a listed root may be a stranger that started later.
+  // Where a re-parented process can hang from: init, this process and its ancestors.
+  const hosts = options.discovery === 'orphans' && walking ? [...protectedSet].filter((pid) => pid > 0) : undefined
+  const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime, hosts)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
-  const members = await teardown.discover(anchors, entries)
+  const members = await teardown.discover(anchors, true, entries)
+  if (options.discovery === 'namespace' && walking && teardown.inits.size === 0) {
+    // No namespace holds the tree (not confined, or the root and its sandbox are gone already):
+    // nothing proves the walk complete, so list every process as a scan would.
+    teardown.scanning = true
+    entries = await table.snapshot()
+    members.push(...(await teardown.discover(anchors, true, entries)))
+  }
+  const rootRung = options.includeRoot && anchors.length > 0 && !protectedSet.has(options.rootPid)
   const signalFor = options.signalFor
-  await teardown.stage(members, signalFor ? (record) => signalFor(record) ?? 'SIGTERM' : 'SIGTERM', anchors)
+  await teardown.stage(members, signalFor ? (record) => signalFor(record) ?? 'SIGTERM' : 'SIGTERM', anchors, !rootRung)
 
-  if (options.includeRoot && rootEntry && !protectedSet.has(rootEntry.pid)) {
-    const root = teardown.capture(rootEntry, true)
-    if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [])
+  if (rootRung) {
+    const root = teardown.capture(rootEntry!, true)
+    if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
   }
   return teardown.report()
 }
@@ -346,8 +478,8 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
 export async function sweepTagged(tag: SessionTag, options: SweepTaggedOptions): Promise<TerminateReport> {
   const ladder = ladderOf(options, tag)
   const entries = await ladder.table.snapshot()
-  const teardown = new Teardown(ladder, protectedPids(entries))
-  const members = await teardown.discover([], entries)
-  await teardown.stage(members, 'SIGTERM', [])
+  const teardown = new Teardown(ladder, protectedPids(entries), true)
+  const members = await teardown.discover([], true, entries)
+  await teardown.stage(members, 'SIGTERM', [], true)
   return teardown.report()
 }

@@ -80,6 +80,22 @@ export interface ProcessTable {
    * with `snapshot`). Optional: tables without it are always scanned.
    */
   children?(pid: number): Promise<number[] | undefined>
+  /**
+   * The children a re-parented process would be listed under in `pid`: the kernel adopts an
+   * orphan into the first thread of its new parent that is not exiting (kernel/exit.c,
+   * `find_alive_thread`) — the thread group leader while it runs — so on Linux this reads
+   * `/proc/<pid>/task/<pid>/children` alone, and every thread's list (`children`) once the
+   * leader has exited (a zombie leader of a live process). Children that another thread forked
+   * itself are not listed. Optional: `children` is used without it.
+   */
+  adoptedChildren?(pid: number): Promise<number[] | undefined>
+  /**
+   * Whether `pid` is the first process (pid 1, the "init") of a PID namespace nested below the
+   * one this table reads — on Linux the `NSpid` line of `/proc/<pid>/status` (proc(5)) lists more
+   * than one pid and ends in 1. False when it is not, or when the process is gone or unreadable.
+   * Optional: tables without it never prove a tree complete through a namespace.
+   */
+  namespaceInit?(pid: number): Promise<boolean>
 }
 
 /** Tags a process tree through the environment, so re-parented daemons can still be found. */
@@ -93,13 +109,25 @@ export interface SessionTag {
 export interface TerminateTreeOptions {
   /** The root of the tree (for a terminal, the shell or the sandbox runner). */
   rootPid: number
+  /**
+   * The root's start identity (`ProcessEntry.startTime`) when it was started. Given, a process on
+   * `rootPid` with another start time is a stranger on a recycled pid (treated as a gone root),
+   * and the tag sweep skips the environment of processes older than the root (none of them can
+   * have inherited the tag). Without it the root is taken as listed and every environment read.
+   */
+  rootStartTime?: string
   /** Also stop the root after its descendants. */
   includeRoot: boolean
   /** Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals use SIGHUP). */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
-  /** Also capture (and stop) every process whose environment carries this tag. Needs `discovery: 'scan'`. */
+  /**
+   * Also capture (and stop) every process whose environment carries this tag. Needs `discovery`
+   * `'scan'` or `'orphans'` (or `'namespace'`, which sweeps it only when it falls back to a scan). Only processes
+   * that started no earlier than the root inherit it, so the environment of older processes is
+   * not read (see `rootStartTime`).
+   */
   tag?: SessionTag
   /**
    * How the tree is found (default `scan`):
@@ -112,8 +140,23 @@ export interface TerminateTreeOptions {
    *   re-parents to that init, and when the init exits the kernel kills the rest —
    *   pid_namespaces(7)). Elsewhere a daemon that re-parents away escapes, as it does from a
    *   scan when it carries no tag. A table without `children` is scanned (without a tag).
+   * - `namespace`: the `children` walk, proven complete by a PID namespace: the walk looks for
+   *   the first descendant that is a namespace's init (`ProcessTable.namespaceInit`; bubblewrap
+   *   `--unshare-pid` starts one), and everything below it lives in its namespace, cannot leave
+   *   it, and is gone once the init is gone (the kernel kills and reaps the rest of a namespace
+   *   before its init becomes a zombie — pid_namespaces(7)). The processes between the root and
+   *   that init (the sandbox's launcher) are trusted not to start daemons of their own. When no
+   *   running descendant is a namespace's init, nothing proves the walk complete and the
+   *   teardown scans, with `tag` when given.
+   * - `orphans`: the `children` walk for the tree, and the tag sweep over the processes a
+   *   re-parented process can hang from instead of every process: the children of init, of this
+   *   process and of its ancestors (a process whose parent exits goes to its nearest child
+   *   subreaper ancestor, else to init — prctl(2) PR_SET_CHILD_SUBREAPER), each one that started
+   *   no earlier than the root and carries the tag taken with everything below it. It misses a
+   *   process started with the tag put back into an environment that had dropped it (one that
+   *   clears its environment escapes every sweep anyway). A table without `children` is scanned.
    */
-  discovery?: 'scan' | 'children'
+  discovery?: 'scan' | 'children' | 'namespace' | 'orphans'
   /**
    * Settles when the root has exited — e.g. the `exit` event of a child this process started
    * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.
@@ -121,7 +164,11 @@ export interface TerminateTreeOptions {
   rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /** Longest poll interval while waiting for processes to go, in ms (default 5; the first polls come after 1, 2, 4 ms). */
+  /**
+   * Longest poll interval while waiting for processes to go, in ms (default 5). The first look
+   * comes right after the signals (in the same turn of the event loop's check phase), then after
+   * 1, 2, 4 ms.
+   */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number

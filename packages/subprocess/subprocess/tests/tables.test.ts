@@ -90,6 +90,31 @@ describe('linuxProcessTable', () => {
     expect(await table.children!(56)).toEqual([])
   })
 
+  it("lists the children an orphan is adopted into: the leader thread's alone while it runs, every thread's once it is a zombie", async () => {
+    const files: Record<string, string> = {
+      [`/proc/${process.pid}/task/${process.pid}/children`]: '',
+      '/proc/60/task/60/stat': stat(60, 'node', 'S', 1, 100),
+      '/proc/60/task/60/children': '61 ',
+      '/proc/60/task/62/children': '63 ',
+      '/proc/70/task/70/stat': stat(70, 'node', 'Z', 1, 100),
+      '/proc/70/task/70/children': '',
+      '/proc/70/task/72/children': '73 ',
+      '/proc/70/task/72/stat': stat(72, 'node', 'S', 1, 100),
+    }
+    const threaded: ProcFs = {
+      ...fixtureFs(files),
+      readdir: async (path) => {
+        const tids = Object.keys(files).filter((file) => file.startsWith(`${path}/`)).map((file) => file.slice(path.length + 1).split('/')[0]!)
+        if (tids.length === 0) throw Object.assign(new Error(`ENOENT: ${path}`), { code: 'ENOENT' })
+        return [...new Set(tids)]
+      },
+    }
+    const table = linuxProcessTable(threaded)
+    expect(await table.adoptedChildren!(60)).toEqual([61])
+    expect(await table.adoptedChildren!(70)).toEqual([73])
+    expect(await table.adoptedChildren!(80)).toEqual([])
+  })
+
   it('says it cannot list children when the kernel has no children files', async () => {
     expect(await linuxProcessTable(fs).children!(40)).toBeUndefined()
   })

@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -69,6 +69,20 @@ async function tagged(tag: SessionTag): Promise<ProcessEntry[]> {
   const entries = await table.snapshot()
   const values = await Promise.all(entries.map((e) => table.environ(e.pid, tag.name)))
   return entries.filter((e, i) => values[i] === tag.value && e.state !== 'Z')
+}
+
+/** Processes (not zombies) whose command line is exactly `argv`, read from /proc/<pid>/cmdline. */
+async function running(...argv: string[]): Promise<ProcessEntry[]> {
+  const wanted = argv.join('\0') + '\0'
+  const entries = await table.snapshot()
+  return entries.filter((entry) => {
+    if (entry.state === 'Z') return false
+    try {
+      return readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8') === wanted
+    } catch {
+      return false
+    }
+  })
 }
 
 const recordingKill = (calls: Array<[number, NodeJS.Signals]>) => (pid: number, signal: NodeJS.Signals) => {
@@ -150,7 +164,7 @@ time.sleep(300)
     expect(report.stopped.at(-1)?.pid).toBe(child.pid)
   })
 
-  it('finds nohup and setsid daemons by the session tag after they re-parent away from the tree', async () => {
+  it.each(['scan', 'orphans'] as const)('finds nohup and setsid daemons by the session tag after they re-parent away from the tree (discovery %s)', async (discovery) => {
     const tag = createSessionTag('CONCH_TEST_TAG')
     const { child, out, exited } = bash(
       `
@@ -167,9 +181,44 @@ time.sleep(300)
     expect(daemons).toHaveLength(3)
     expect(daemons.every((e) => e.ppid !== child.pid)).toBe(true)
 
-    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag })
+    const scans: number[] = []
+    const counting: ProcessTable = { ...table, snapshot: () => (scans.push(1), table.snapshot()) }
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag, discovery, table: counting })
     expect(report.survivors).toEqual([])
     expect(report.stopped.map((r) => r.pid).sort()).toEqual(daemons.map((e) => e.pid).sort())
+    expect(await tagged(tag)).toEqual([])
+    expect(scans.length > 0).toBe(discovery === 'scan')
+  })
+
+  it.each(['scan', 'orphans'] as const)('catches a tagged descendant that double-forks and setsids out while it handles SIGTERM, by the sweep after the root (discovery %s)', async (discovery) => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const inner = join(dir, 'escaping.sh')
+    // On TERM: a subshell starts a new session with a sleep and exits at once, so the sleep is
+    // re-parented to init (out of every tree walk) before the teardown looks again.
+    writeFileSync(inner, `trap '(setsid sleep 323 & echo "escaped $!"); exit 0' TERM\necho ready\nwhile :; do sleep 0.05; done\n`)
+    const { child, out } = bash(`bash ${inner} & wait`, tag)
+    await out.line(/^ready/)
+    const root = await identity(child.pid!)
+    const report = await terminateTree({ rootPid: root.pid, rootStartTime: root.startTime, includeRoot: true, graceMs: 5_000, tag, discovery })
+    const escaped = Number((await out.line(/^escaped (\d+)/))[1])
+
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toContain(escaped)
+    expect(await running('sleep', '323')).toEqual([])
+    expect(await tagged(tag)).toEqual([])
+  }, 20_000)
+
+  it('scans with the tag when discovery namespace finds no namespace holding the tree', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { child, out, exited } = bash('setsid sleep 333 & echo ready', tag)
+    await out.line(/^ready/)
+    await exited
+    // The pid, not the name: the child may still be a forked bash that has not exec'd sleep yet.
+    const daemons = await tagged(tag)
+    expect(daemons).toHaveLength(1)
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 5_000, tag, discovery: 'namespace' })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toEqual([daemons[0]!.pid])
     expect(await tagged(tag)).toEqual([])
   })
 
@@ -262,10 +311,10 @@ time.sleep(300)
     expect(await alive(forked!)).toBe(false)
   }, 20_000)
 
-  it('refuses a tag sweep without a scan', async () => {
+  it('refuses a tag sweep with discovery children', async () => {
     await expect(
       terminateTree({ rootPid: process.pid, includeRoot: false, graceMs: 0, discovery: 'children', tag: createSessionTag('CONCH_TEST_TAG') }),
-    ).rejects.toThrow(/needs discovery 'scan'/)
+    ).rejects.toThrow(/sweeps no tag/)
   })
 
   it('reports nothing for a root that is already gone when there is no tag', async () => {
@@ -273,6 +322,64 @@ time.sleep(300)
     await exited
     expect(await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 1_000 })).toEqual({ stopped: [], survivors: [] })
   })
+})
+
+// bubblewrap is what gives a tree its own PID namespace here (Debian package bubblewrap); without
+// it there is no namespace to prove a walk complete with.
+const bubblewrap = linux && spawnSync('bwrap', ['--dev-bind', '/', '/', '--unshare-pid', 'true']).status === 0
+
+describe.runIf(bubblewrap)('terminateTree through a PID namespace (bubblewrap --unshare-pid)', () => {
+  /** `bash <file>` as the first process of a new PID namespace, under bubblewrap's monitor and init. */
+  function boxed(script: string, tag: SessionTag): { child: ChildProcess; out: LineReader } {
+    const file = join(dir, `boxed-${started.length}-${Date.now()}.sh`)
+    writeFileSync(file, script)
+    tags.push(tag)
+    const argv = ['--dev-bind', '/', '/', '--proc', '/proc', '--unshare-pid', '--die-with-parent', 'bash', file]
+    const child = spawn('bwrap', argv, { env: { ...process.env, [tag.name]: tag.value }, detached: true, stdio: ['ignore', 'pipe', 'ignore'] })
+    started.push(child)
+    return { child, out: new LineReader(child.stdout!) }
+  }
+
+  it('finds the namespace init by NSpid, and only there', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { child, out } = boxed('echo ready; sleep 330', tag)
+    await out.line(/^ready/)
+    const [init] = (await table.children!(child.pid!)) ?? []
+    expect(init).toBeDefined()
+    expect(await table.namespaceInit!(init!)).toBe(true)
+    expect(await table.namespaceInit!(child.pid!)).toBe(false)
+    expect(await table.namespaceInit!(process.pid)).toBe(false)
+  })
+
+  it('walks to the init without listing every process, and nothing from inside outlives the teardown: not a TERM-ignoring process, not one that double-forks and setsids out during TERM', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const inner = join(dir, 'boxed-escaping.sh')
+    writeFileSync(inner, `trap '(setsid sleep 331 & echo "escaped $!"); exit 0' TERM\necho inner\nwhile :; do sleep 0.05; done\n`)
+    const { child, out } = boxed(`bash -c "trap '' TERM HUP; exec sleep 332" & bash ${inner} & echo ready; wait`, tag)
+    await out.line(/^ready/)
+    await out.line(/^inner/)
+    const scans: number[] = []
+    const counting: ProcessTable = { ...table, snapshot: () => (scans.push(1), table.snapshot()) }
+    const root = await identity(child.pid!)
+
+    const report = await terminateTree({
+      rootPid: root.pid,
+      rootStartTime: root.startTime,
+      includeRoot: true,
+      graceMs: 5_000,
+      tag,
+      discovery: 'namespace',
+      table: counting,
+    })
+
+    expect(scans).toEqual([])
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid)).toContain(root.pid)
+    // Checked at once: the namespace's init was gone, so everything inside was too.
+    expect(await running('sleep', '331')).toEqual([])
+    expect(await running('sleep', '332')).toEqual([])
+    expect(await tagged(tag)).toEqual([])
+  }, 20_000)
 })
 
 /** A process table over a mutable fixture, for the races that need exact ordering. */
@@ -443,6 +550,141 @@ describe('the identity fence', () => {
       [800, 'SIGTERM'],
     ])
     expect(report.survivors).toEqual([])
+  })
+
+  it('never signals a root whose pid now has another start time, and reads no environment older than the root', async () => {
+    const entries = new Map([
+      // The caller's root started at tick 50; pid 900 now belongs to a stranger.
+      [900, fixture(900, 1, '70')],
+      [901, fixture(901, 900, '71')],
+      [902, fixture(902, 1, '10')],
+      [903, fixture(903, 1, '60')],
+    ])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const read: number[] = []
+    const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      entries.delete(pid)
+    }
+    const fenced: ProcessTable = {
+      ...fixtureTable(entries),
+      environ: async (pid) => (read.push(pid), pid === 903 ? 'abc' : undefined),
+    }
+    const report = await terminateTree({ rootPid: 900, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: fenced, kill, tag })
+    expect(calls).toEqual([[903, 'SIGTERM']])
+    expect(report).toEqual({ stopped: [{ pid: 903, startTime: '60', comm: 'p903' }], survivors: [] })
+    expect(read).not.toContain(902)
+  })
+
+  it('proves a walk complete by the namespace init it reaches, and scans with the tag when it reaches none', async () => {
+    const tree = () =>
+      new Map([
+        [950, fixture(950, 1, '1')],
+        [951, fixture(951, 950, '2')],
+        [952, fixture(952, 951, '3')],
+        [953, fixture(953, 952, '4')],
+        // Re-parented away from the tree, carrying the tag.
+        [960, fixture(960, 1, '5')],
+      ])
+    const run = async (inits: number[]) => {
+      const entries = tree()
+      const calls: Array<[number, NodeJS.Signals]> = []
+      const scans: number[] = []
+      const lists = new Map([[950, [951]], [951, [952]], [952, [953]]])
+      const kill = (pid: number, signal: NodeJS.Signals): void => {
+        calls.push([pid, signal])
+        entries.delete(pid)
+      }
+      const walked: ProcessTable = {
+        ...fixtureTable(entries),
+        snapshot: async () => (scans.push(1), [...entries.values()]),
+        children: async (pid) => (entries.has(pid) ? (lists.get(pid) ?? []) : []),
+        namespaceInit: async (pid) => inits.includes(pid),
+        environ: async (pid) => (pid === 960 ? 'abc' : undefined),
+      }
+      const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
+      const report = await terminateTree({ rootPid: 950, includeRoot: true, graceMs: 1_000, pollMs: 5, table: walked, kill, tag, discovery: 'namespace' })
+      return { calls: calls.map(([pid]) => pid), scans: scans.length, report }
+    }
+
+    const boxed = await run([952])
+    expect(boxed.scans).toBe(0)
+    expect(boxed.calls).toEqual([953, 952, 951, 950])
+    expect(boxed.report.survivors).toEqual([])
+
+    const bare = await run([])
+    expect(bare.scans).toBeGreaterThan(0)
+    expect(bare.calls).toContain(960)
+    expect(bare.report.stopped.map((r) => r.pid).sort()).toEqual([950, 951, 952, 953, 960])
+  })
+
+  it('reads only the namespace init while it waits, and takes its namespace as gone with it', async () => {
+    const entries = new Map([
+      [970, fixture(970, 1, '1')],
+      [971, fixture(971, 970, '2')],
+      [972, fixture(972, 971, '3')],
+      [973, fixture(973, 972, '4')],
+    ])
+    const lists = new Map([[970, [971]], [971, [972]], [972, [973]]])
+    const reads: number[] = []
+    let signalled = false
+    const kill = (pid: number): void => {
+      // The launcher outside the namespace goes at once.
+      if (pid === 971) entries.delete(971)
+      if (signalled || pid === 970) return
+      signalled = true
+      // The namespace's init goes a little later; the fixture keeps its members listed, so
+      // only the rule (gone with the init) can end the wait.
+      setTimeout(() => entries.delete(972), 20)
+    }
+    const walked: ProcessTable = {
+      ...fixtureTable(entries),
+      get: async (pid) => (reads.push(pid), entries.get(pid)),
+      snapshot: async () => {
+        throw new Error('no scan expected')
+      },
+      children: async (pid) => (entries.has(pid) ? (lists.get(pid) ?? []) : []),
+      namespaceInit: async (pid) => pid === 972,
+    }
+    const report = await terminateTree({ rootPid: 970, includeRoot: false, graceMs: 10_000, pollMs: 5, table: walked, kill, discovery: 'namespace' })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([971, 972, 973])
+    // 973 is read by the walk and the fence of its signal, never by the wait or the report.
+    expect(reads.filter((pid) => pid === 973).length).toBeLessThanOrEqual(3)
+    expect(reads.filter((pid) => pid === 972).length).toBeGreaterThan(3)
+  })
+
+  it('sweeps the tag over the children of init, skipping older and recycled ones, and takes what hangs below a tagged one', async () => {
+    const entries = new Map([
+      [980, fixture(980, process.pid, '50')],
+      // Children of init: a tagged daemon started after the root, with a child of its own that
+      // dropped the tag; an older process; a pid listed under init that now has another parent.
+      [981, fixture(981, 1, '60')],
+      [982, fixture(982, 981, '61')],
+      [983, fixture(983, 1, '10')],
+      [984, fixture(984, 77, '62')],
+    ])
+    const lists = new Map([[1, [981, 983, 984]], [981, [982]]])
+    const read: number[] = []
+    const calls: number[] = []
+    const kill = (pid: number): void => {
+      calls.push(pid)
+      entries.delete(pid)
+    }
+    const hosted: ProcessTable = {
+      ...fixtureTable(entries),
+      snapshot: async () => {
+        throw new Error('no scan expected')
+      },
+      children: async (pid) => lists.get(pid) ?? [],
+      environ: async (pid) => (read.push(pid), pid === 981 || pid === 983 || pid === 984 ? 'abc' : undefined),
+    }
+    const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
+    const report = await terminateTree({ rootPid: 980, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: hosted, kill, tag, discovery: 'orphans' })
+    expect(report.survivors).toEqual([])
+    expect(calls).toEqual([982, 981, 980])
+    expect(read).toEqual([981])
   })
 
   it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {

@@ -13,8 +13,10 @@
  * namespace's first process, and when that ends the kernel kills everything left inside. That
  * test is below, for workspace-write only (unconfined it would leave a process behind).
  */
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { alive, bootCase, MODES, processes, waitFor, zombieChildren, type CaseHarness, type ProcEntry } from './harness.ts'
+import { alive, bootCase, MODES, processes, waitFor, zombieChildren, type CaseHarness, type ProcEntry, type Seen } from './harness.ts'
 
 /** The dispose grace of the node-pty backend (`disposeGraceMs`, default). */
 const DISPOSE_GRACE_MS = 3000
@@ -77,6 +79,45 @@ describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
     expect(closed.meta.survivors).toEqual([])
     expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped .*sleep\[\d+\]/)
     expect(harness.logged).toEqual([])
+  }, 60_000)
+
+  /** Opens a terminal, runs `commands` in it and closes it once `ready` runs; the close result and the `sleep 1007`/`1008` left at once. */
+  async function closeWith(commands: string[], ready: string): Promise<{ closed: Seen; left: ProcEntry[] }> {
+    const late = /^sleep 100[78]$/
+    const before = new Set(processes().filter((entry) => late.test(entry.cmdline)).map((entry) => entry.pid))
+    const sessionId = await harness.open()
+    for (const command of commands) {
+      const seen = await harness.send(sessionId, command)
+      expect(seen.isError, seen.text).toBe(false)
+    }
+    await waitFor(`${ready} to run`, 10_000, () => processes().some((entry) => entry.cmdline === ready && !before.has(entry.pid)))
+    const closed = await harness.close(sessionId)
+    expect(closed.isError, closed.text).toBe(false)
+    // At once, not within a grace: the close returns only when the tree is gone.
+    return { closed, left: processes().filter((entry) => late.test(entry.cmdline) && entry.state !== 'Z' && !before.has(entry.pid)) }
+  }
+
+  it('stops, before the close returns, a job that double-forks and setsids out while it handles the hangup', async () => {
+    // On TERM or HUP the job starts `sleep 1007` in a new session from a subshell that exits at
+    // once (so it is re-parented out of the tree during the close), writes its pid and exits.
+    // Its `sleep 0.0517` runs only once the trap is set.
+    const job = `bash -c 'trap "(setsid sleep 1007 & echo \\$! > escaped.pid); exit 0" TERM HUP; while :; do sleep 0.0517; done' &`
+    const { closed, left } = await closeWith([job], 'sleep 0.0517')
+    expect(describeAll(left), 'left when the close returned').toBe('')
+    expect(closed.meta.survivors).toEqual([])
+    if (mode === 'danger-full-access') {
+      // Unconfined the escapee carries the session tag: the sweep after the shell finds it and
+      // names it. (In the sandbox the namespace ends with its init, and the escapee with it.)
+      const escaped = Number(readFileSync(path.join(harness.workspace, 'escaped.pid'), 'utf8'))
+      expect((closed.meta.stopped as { pid: number }[]).map((entry) => entry.pid)).toContain(escaped)
+    }
+  }, 60_000)
+
+  it('KILLs a job that ignores TERM and HUP, and the close returns when it is gone', async () => {
+    const { closed, left } = await closeWith([`bash -c 'trap "" TERM HUP; exec sleep 1008' &`], 'sleep 1008')
+    expect(describeAll(left), 'left when the close returned').toBe('')
+    expect(closed.meta.survivors).toEqual([])
+    expect(closed.meta.stopped).toContainEqual(expect.objectContaining({ name: 'sleep' }))
   }, 60_000)
 })
 
