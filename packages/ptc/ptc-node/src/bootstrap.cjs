@@ -50,24 +50,12 @@ function frame(message) {
   return Buffer.concat([head, body])
 }
 
-/** Sends one frame; `written` runs once the frame is in the kernel. */
-function send(message, written) {
+/** Sends one frame: through the socket once it exists, else one blocking write. */
+function send(message) {
   if (state.finished) return
   const bytes = frame(message)
-  if (socket !== undefined) {
-    socket.write(bytes, written)
-    return
-  }
-  let offset = 0
-  while (offset < bytes.length) {
-    try {
-      offset += fs.writeSync(CONTROL_FD, bytes, offset)
-    } catch (error) {
-      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
-      process.exit(70)
-    }
-  }
-  written?.()
+  if (socket !== undefined) socket.write(bytes)
+  else writeSync(bytes, 0)
 }
 
 /** `n` bytes read synchronously, or undefined at the end of the channel. */
@@ -128,37 +116,92 @@ function openSocket() {
 
 function finish(message) {
   if (state.finished) return
-  send(message, exitIfChildless)
+  // Whether this process may leave as soon as the frame is out: looked at before the frame is
+  // sent, so the host never waits on a process that could have left.
+  const leave = childless()
+  const bytes = frame(message)
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
+  if (socket === undefined) {
+    writeSync(bytes, 0)
+    if (leave) die()
+    return
+  }
+  // Nothing queued on the socket: the frame goes out now, in order, and the process leaves in
+  // the same turn; else it follows the queue and the process leaves when it is written.
+  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
+  if (sent === bytes.length) {
+    if (leave) die()
+    return
+  }
+  socket.write(bytes.subarray(sent), leave ? die : undefined)
+}
+
+/** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
+function writeSync(bytes, offset) {
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
+      process.exit(70)
+    }
+  }
 }
 
 /**
- * After the terminal frame, a process that has no children exits at once rather than wait for
- * the host's SIGTERM, so its exit overlaps the host's teardown instead of following it. Nothing
- * can be lost: the host walks the tree from this process, and without children there is no tree
- * below it. A process with children (any thread's `/proc/self/task/<tid>/children`, proc(5), not
- * empty) or that cannot tell keeps running: the host captures its descendants while it still
- * holds them, then ends them all.
+ * Writes what the non-blocking descriptor takes now (the socket holds nothing queued, so the
+ * order of frames is kept); returns the byte count written, the rest goes through the socket.
  */
-function exitIfChildless() {
+function writeNow(bytes) {
+  let offset = 0
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR') continue
+      return offset
+    }
+  }
+  return offset
+}
+
+/**
+ * After the terminal frame, a process that has no children leaves at once rather than wait for
+ * the host's SIGTERM, so the host's teardown finds it gone (a zombie or reaped) instead of
+ * signalling it and waiting. Nothing can be lost: the frame is in the kernel's socket buffer,
+ * which the host still reads after the exit, and the host walks the tree from this process,
+ * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
+ * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
+ * milliseconds the result would wait for. A process with children (any thread's
+ * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
+ * host captures its descendants while it still holds them, then ends them all.
+ */
+function childless() {
   let tids
   try {
     tids = fs.readdirSync('/proc/self/task')
   } catch {
-    return
+    return false
   }
   for (const tid of tids) {
     let children
     try {
       children = fs.readFileSync(`/proc/self/task/${tid}/children`, 'latin1')
     } catch {
-      return
+      return false
     }
-    if (children.trim() !== '') return
+    if (children.trim() !== '') return false
   }
-  process.exit(0)
+  return true
+}
+
+/** The process's own kill and pid, taken before the program can replace them. */
+const selfKill = process.kill.bind(process)
+const selfPid = process.pid
+function die() {
+  selfKill(selfPid, 'SIGKILL')
 }
 
 function receive(message) {
