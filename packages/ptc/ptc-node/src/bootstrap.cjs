@@ -43,19 +43,38 @@ const pending = new Map()
 /** The asynchronous channel, once opened (see above). */
 let socket
 
+/** One frame in one buffer: the 4-byte big-endian length, then the UTF-8 JSON. */
 function frame(message) {
-  const body = Buffer.from(JSON.stringify(message), 'utf8')
-  const head = Buffer.alloc(4)
-  head.writeUInt32BE(body.length, 0)
-  return Buffer.concat([head, body])
+  const json = JSON.stringify(message)
+  const length = Buffer.byteLength(json, 'utf8')
+  const bytes = Buffer.allocUnsafe(4 + length)
+  bytes.writeUInt32BE(length, 0)
+  bytes.write(json, 4, length, 'utf8')
+  return bytes
 }
 
-/** Sends one frame: through the socket once it exists, else one blocking write. */
+/** Sends one frame. */
 function send(message) {
   if (state.finished) return
-  const bytes = frame(message)
-  if (socket !== undefined) socket.write(bytes)
-  else writeSync(bytes, 0)
+  out(frame(message))
+}
+
+/**
+ * Puts `bytes` on the channel, in order. Before the socket exists: one blocking write. After:
+ * while the socket holds nothing queued, straight to the descriptor (one write(2), without the
+ * stream's bookkeeping and its callback a turn later); what the kernel does not take now, and
+ * everything while something is queued, goes through the socket behind the queue. Returns
+ * whether all of `bytes` is in the kernel; else `written` runs once it is.
+ */
+function out(bytes, written) {
+  if (socket === undefined) {
+    writeSync(bytes, 0)
+    return true
+  }
+  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
+  if (sent === bytes.length) return true
+  socket.write(sent === 0 ? bytes : bytes.subarray(sent), written)
+  return false
 }
 
 /** `n` bytes read synchronously, or undefined at the end of the channel. */
@@ -123,19 +142,9 @@ function finish(message) {
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
-  if (socket === undefined) {
-    writeSync(bytes, 0)
-    if (leave) die()
-    return
-  }
-  // Nothing queued on the socket: the frame goes out now, in order, and the process leaves in
-  // the same turn; else it follows the queue and the process leaves when it is written.
-  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
-  if (sent === bytes.length) {
-    if (leave) die()
-    return
-  }
-  socket.write(bytes.subarray(sent), leave ? die : undefined)
+  // With nothing queued the frame is in the kernel now and the process leaves in the same
+  // turn; else it follows the queue and the process leaves once it is written.
+  if (out(bytes, leave ? die : undefined) && leave) die()
 }
 
 /** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
@@ -150,10 +159,7 @@ function writeSync(bytes, offset) {
   }
 }
 
-/**
- * Writes what the non-blocking descriptor takes now (the socket holds nothing queued, so the
- * order of frames is kept); returns the byte count written, the rest goes through the socket.
- */
+/** Writes what the non-blocking descriptor takes now; returns the byte count written. */
 function writeNow(bytes) {
   let offset = 0
   while (offset < bytes.length) {
@@ -417,6 +423,7 @@ function prepare() {
   jsonProblem({ a: [1, 'x', true, null, { b: 2.5 }] })
   describe(new Error('warm-up'))
   frame({ t: 'log', s: 'out', text: format('%s', 1) })
+  out(Buffer.alloc(0))
   socket.write(Buffer.alloc(0))
 }
 
