@@ -175,8 +175,9 @@ function writeNow(bytes) {
 
 /**
  * After the terminal frame, a process that has no children leaves at once rather than wait for
- * the host's SIGTERM, so the host's teardown finds it gone (a zombie or reaped) instead of
- * signalling it and waiting. Nothing can be lost: the frame is in the kernel's socket buffer,
+ * the host's SIGTERM, so the host's teardown usually finds it gone (a zombie or reaped) instead
+ * of signalling it and waiting (on a busy machine the host, woken by the frame, may still get
+ * there first and find it exiting). Nothing can be lost: the frame is in the kernel's socket buffer,
  * which the host still reads after the exit, and the host walks the tree from this process,
  * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
  * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
