@@ -94,14 +94,10 @@ export const apply = (ctx: Context, config: Config) => {
       let combined: { run: AbortSignal; signal: AbortSignal } | undefined
       const callSignal = (runSignal: AbortSignal): AbortSignal =>
         combined?.run === runSignal ? combined.signal : (combined = { run: runSignal, signal: AbortSignal.any([signal, runSignal]) }).signal
-      // One traced method for every nested call of this run: each read of `tools.execute` through
-      // the service's context proxy builds a new tracing wrapper (cordis), which costs more than
-      // many a tool; the same caller context is made once instead.
-      const execute = tools.execute
       const call = (tool: string): PtcFunction => async (args, { signal: runSignal }) => {
         const nestedId = `${callId}.${++counter.calls}`
         agent.session.append<ToolCallData>('tool/call', { callId: nestedId, name: tool, arguments: args, parentCallId: callId })
-        const result = await execute.call(tools, tool, args, { agent, signal: callSignal(runSignal), callId: nestedId, parentCallId: callId })
+        const result = await tools.execute(tool, args, { agent, signal: callSignal(runSignal), callId: nestedId, parentCallId: callId })
         const text = toolResultText(result)
         const data: ToolResultData = { callId: nestedId, name: tool, isError: result.isError === true, text, parentCallId: callId }
         if (result.meta) data.meta = result.meta
