@@ -2,7 +2,9 @@
  * Where a run_code run's time goes, phase by phase: prints the median of each phase over a
  * number of runs, cold and with the spare, unconfined and under bubblewrap; then what one
  * nested tool call costs over the same call made directly (`terminal_list` with no terminal open: a
- * tool that does next to nothing, so the path is what is measured), in wall time and in this process's CPU time.
+ * tool that does next to nothing, so the path is what is measured), in wall time and in this process's CPU time;
+ * and one nested call step by step on the host's side, with the program's side (its wake-up, its
+ * work and the host's wake-up) as the gap between the reply written and the next call read.
  *
  *   pnpm exec tsx bench/ptc-phases.ts [runs]
  *
@@ -21,6 +23,7 @@ import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
 import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
+import { FrameDecoder, FrameWriter, type HostMessage } from '../packages/ptc/ptc-node/src/channel.ts'
 import { ProgramProcess } from '../packages/ptc/ptc-node/src/process.ts'
 import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
@@ -182,10 +185,79 @@ async function perCall(count: number, rounds: number) {
   console.log(`  direct: ${median(direct).toFixed(3)} wall, ${median(directCpu).toFixed(3)} CPU`)
 }
 
+/**
+ * One nested call, step by step (p50 over `count` calls of `terminal_list` from one program):
+ * the host reads the call frame, decodes it, dispatches it to the binding (the call checks, the
+ * nested `tool/call` event), runs the tools pipeline, returns (the `tool/result` event, the reply
+ * value checked), encodes and writes the reply; then the program's side until the next call
+ * frame is read.
+ */
+async function nestedSteps(count: number) {
+  const s = await stack(true, 'danger-full-access')
+  const marks: [string, number][] = []
+  const at = (name: string) => void marks.push([name, performance.now()])
+  const feed = FrameDecoder.prototype.feed
+  const write = FrameWriter.prototype.write
+  const tools = ToolsService.prototype as unknown as { execute: (...args: unknown[]) => Promise<unknown> }
+  const execute = tools.execute
+  FrameDecoder.prototype.feed = function (this: FrameDecoder, chunk: Buffer) {
+    at('read')
+    const out = feed.call(this, chunk)
+    at('decoded')
+    return out
+  }
+  FrameWriter.prototype.write = function (this: FrameWriter, message: HostMessage) {
+    if (message.t === 'reply') at('encode + write')
+    write.call(this, message)
+    if (message.t === 'reply') at('written')
+  }
+  tools.execute = async function (this: unknown, ...args: unknown[]) {
+    const nested = (args[2] as { parentCallId?: string }).parentCallId !== undefined
+    if (nested) at('tools pipeline')
+    try {
+      return await execute.apply(this, args)
+    } finally {
+      if (nested) at('executed')
+    }
+  }
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    marks.length = 0
+    const result = await s.execute('run_code', { code: `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1` })
+    if (result.isError) throw new Error(JSON.stringify(result))
+  } finally {
+    FrameDecoder.prototype.feed = feed
+    FrameWriter.prototype.write = write
+    tools.execute = execute
+    await s.dispose()
+  }
+  const order = ['read', 'decoded', 'tools pipeline', 'executed', 'encode + write', 'written', 'read']
+  const labels = ['decode', 'dispatch, tool/call event', 'tools pipeline and tool', 'tool/result event, reply checked', 'encode + write the reply', 'the program: wake-ups and its work']
+  const steps = labels.map(() => [] as number[])
+  let calls = 0
+  for (let index = 0; index < marks.length; index++) {
+    if (marks[index]![0] !== 'read') continue
+    const times: number[] = []
+    let cursor = index
+    for (const name of order) {
+      while (cursor < marks.length && marks[cursor]![0] !== name) cursor++
+      if (cursor >= marks.length) break
+      times.push(marks[cursor]![1])
+      if (times.length < order.length) cursor++
+    }
+    if (times.length < order.length) break
+    if (++calls <= 3) continue
+    times.slice(1).forEach((time, step) => steps[step]!.push((time - times[step]!) * 1000))
+  }
+  console.log(`\none nested call step by step (${steps[0]!.length} calls, p50 µs)`)
+  labels.forEach((label, step) => console.log(`  ${label.padEnd(36)} ${median(steps[step]!).toFixed(0)}`))
+}
+
 const runs = Number(process.argv[2] ?? 15)
 await measure('cold, unconfined', false, 'danger-full-access', runs)
 await measure('spare, unconfined', true, 'danger-full-access', runs)
 await measure('cold, bubblewrap', false, 'workspace-write', runs)
 await measure('spare, bubblewrap', true, 'workspace-write', runs)
 await perCall(500, 3)
+await nestedSteps(300)
 process.exit(0)

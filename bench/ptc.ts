@@ -3,6 +3,13 @@
  * the same run, cold (a fresh process per run) and with the spare (a booted process waiting),
  * and 10 `terminal_send` calls made from one program against the same 10 made directly.
  *
+ * The nested figure is what the issue's target compares: one `run_code` whose program makes the
+ * 10 calls, so it includes one run's own cost (the run frame, the program's round trip, the
+ * teardown the result waits for). Each round therefore also times the same program making no
+ * call (`nested_fixed_p50_ms`), and the per-call figures compare like with like: the nested run
+ * less that fixed run against the direct calls (`nested_per_call_ratio`), and this process's CPU
+ * per call on each side, with the program's own CPU per call beside it.
+ *
  * Each figure goes through `ctx.tools.execute('run_code', …)` — validation, ctx.ptc, the node
  * runtime, rendering — as the agent loop calls it. Unconfined (`danger-full-access`) so the
  * baseline and the runs pay for the same thing; `cold_sandbox_p50_ms` adds bubblewrap.
@@ -40,6 +47,16 @@ export interface PtcFigures {
   nested_p50_ms: number
   direct_p50_ms: number
   nested_ratio: number | undefined
+  /** The same program with no call: one run's own cost, inside `nested_p50_ms`. */
+  nested_fixed_p50_ms: number
+  /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
+  nested_per_call_ratio: number | undefined
+  /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
+  nested_host_cpu_per_call_ms: number
+  /** This process's CPU per direct call, ms. */
+  direct_host_cpu_per_call_ms: number
+  /** The program's own CPU per call (its process.cpuUsage around the loop), ms. */
+  nested_program_cpu_per_call_ms: number
   runs: number
   nested_sends: number
 }
@@ -149,25 +166,54 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
     progress(`ptc: ${PTC_PLAN.nestedRounds} rounds of ${PTC_PLAN.nestedSends} terminal_send from one program against ${PTC_PLAN.nestedSends} direct`)
     const opened = await warm.call('terminal_open', { type: 'shell' })
     const sessionId = String(opened.meta?.['sessionId'])
-    const nestedCode = `for (let i = 0; i < ${PTC_PLAN.nestedSends}; i++) { const r = await tools.terminal_send({ sessionId: ${JSON.stringify(sessionId)}, text: "true" }); if (r.isError) throw new Error(r.text) }\nreturn "sent"`
-    const nested: number[] = []
-    const direct: number[] = []
+    // The program reports its own CPU for the loop (process.cpuUsage, µs) with its answer.
+    const program = (sends: number) =>
+      `const u = process.cpuUsage()\nfor (let i = 0; i < ${sends}; i++) { const r = await tools.terminal_send({ sessionId: ${JSON.stringify(sessionId)}, text: "true" }); if (r.isError) throw new Error(r.text) }\nconst c = process.cpuUsage(u)\nreturn { sent: ${sends}, cpu: c.user + c.system }`
+    const cpuMs = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
+    const runRound = async (sends: number) => {
+      const usage = process.cpuUsage()
+      const start = performance.now()
+      const result = await warm.call('run_code', { code: program(sends) })
+      const ms = performance.now() - start
+      const host = cpuMs(process.cpuUsage(usage))
+      const text = result.content.map((item) => item.text).join('\n')
+      const answer = /"sent":\s*(\d+),\s*"cpu":\s*(\d+(?:\.\d+)?)/.exec(text)
+      if (result.isError || answer === null || Number(answer[1]) !== sends) throw new Error(`unexpected result: ${text}`)
+      return { ms, host, programMs: Number(answer[2]) / 1000 }
+    }
     const directRound = async () => {
+      const usage = process.cpuUsage()
       const start = performance.now()
       for (let i = 0; i < PTC_PLAN.nestedSends; i++) {
         const result = await warm.call('terminal_send', { sessionId, text: 'true' })
         if (result.isError) throw new Error(result.content[0]?.text)
       }
-      return performance.now() - start
+      return { ms: performance.now() - start, host: cpuMs(process.cpuUsage(usage)) }
     }
+    const nested: number[] = []
+    const direct: number[] = []
+    const fixed: number[] = []
+    const perCall: number[] = []
+    const nestedCpu: number[] = []
+    const directCpu: number[] = []
+    const programCpu: number[] = []
     await directRound()
     for (let i = 0; i < PTC_PLAN.nestedRounds; i++) {
+      // Each run's spare refill starts right after its result and blocks this process while it
+      // forks (several ms): every figure waits it out first, so none includes it.
       await pause(Math.max(50, spawnP50 * 3))
-      nested.push(await timed(() => warm.call('run_code', { code: nestedCode }), '"sent"'))
-      // The run's spare refill starts right after its result and blocks this process while it
-      // forks (several ms): the direct round waits for it too, so neither figure includes it.
+      const none = await runRound(0)
       await pause(Math.max(50, spawnP50 * 3))
-      direct.push(await directRound())
+      const sends = await runRound(PTC_PLAN.nestedSends)
+      await pause(Math.max(50, spawnP50 * 3))
+      const plain = await directRound()
+      nested.push(sends.ms)
+      fixed.push(none.ms)
+      direct.push(plain.ms)
+      perCall.push((sends.ms - none.ms) / plain.ms)
+      nestedCpu.push((sends.host - none.host) / PTC_PLAN.nestedSends)
+      directCpu.push(plain.host / PTC_PLAN.nestedSends)
+      programCpu.push(sends.programMs / PTC_PLAN.nestedSends)
     }
     await warm.call('terminal_close', { sessionId })
     return {
@@ -180,6 +226,11 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       nested_p50_ms: round(median(nested)),
       direct_p50_ms: round(median(direct)),
       nested_ratio: ratio(median(nested), median(direct)),
+      nested_fixed_p50_ms: round(median(fixed)),
+      nested_per_call_ratio: round(median(perCall)),
+      nested_host_cpu_per_call_ms: round(median(nestedCpu)),
+      direct_host_cpu_per_call_ms: round(median(directCpu)),
+      nested_program_cpu_per_call_ms: round(median(programCpu)),
       runs: PTC_PLAN.runs,
       nested_sends: PTC_PLAN.nestedSends,
     }

@@ -43,31 +43,38 @@ const pending = new Map()
 /** The asynchronous channel, once opened (see above). */
 let socket
 
+/** One frame in one buffer: the 4-byte big-endian length, then the UTF-8 JSON. */
 function frame(message) {
-  const body = Buffer.from(JSON.stringify(message), 'utf8')
-  const head = Buffer.alloc(4)
-  head.writeUInt32BE(body.length, 0)
-  return Buffer.concat([head, body])
+  const json = JSON.stringify(message)
+  const length = Buffer.byteLength(json, 'utf8')
+  const bytes = Buffer.allocUnsafe(4 + length)
+  bytes.writeUInt32BE(length, 0)
+  bytes.write(json, 4, length, 'utf8')
+  return bytes
 }
 
-/** Sends one frame; `written` runs once the frame is in the kernel. */
-function send(message, written) {
+/** Sends one frame. */
+function send(message) {
   if (state.finished) return
-  const bytes = frame(message)
-  if (socket !== undefined) {
-    socket.write(bytes, written)
-    return
+  out(frame(message))
+}
+
+/**
+ * Puts `bytes` on the channel, in order. Before the socket exists: one blocking write. After:
+ * while the socket holds nothing queued, straight to the descriptor (one write(2), without the
+ * stream's bookkeeping and its callback a turn later); what the kernel does not take now, and
+ * everything while something is queued, goes through the socket behind the queue. Returns
+ * whether all of `bytes` is in the kernel; else `written` runs once it is.
+ */
+function out(bytes, written) {
+  if (socket === undefined) {
+    writeSync(bytes, 0)
+    return true
   }
-  let offset = 0
-  while (offset < bytes.length) {
-    try {
-      offset += fs.writeSync(CONTROL_FD, bytes, offset)
-    } catch (error) {
-      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
-      process.exit(70)
-    }
-  }
-  written?.()
+  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
+  if (sent === bytes.length) return true
+  socket.write(sent === 0 ? bytes : bytes.subarray(sent), written)
+  return false
 }
 
 /** `n` bytes read synchronously, or undefined at the end of the channel. */
@@ -128,37 +135,80 @@ function openSocket() {
 
 function finish(message) {
   if (state.finished) return
-  send(message, exitIfChildless)
+  // Whether this process may leave as soon as the frame is out: looked at before the frame is
+  // sent, so the host never waits on a process that could have left.
+  const leave = childless()
+  const bytes = frame(message)
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
+  // With nothing queued the frame is in the kernel now and the process leaves in the same
+  // turn; else it follows the queue and the process leaves once it is written.
+  if (out(bytes, leave ? die : undefined) && leave) die()
+}
+
+/** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
+function writeSync(bytes, offset) {
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
+      process.exit(70)
+    }
+  }
+}
+
+/** Writes what the non-blocking descriptor takes now; returns the byte count written. */
+function writeNow(bytes) {
+  let offset = 0
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR') continue
+      return offset
+    }
+  }
+  return offset
 }
 
 /**
- * After the terminal frame, a process that has no children exits at once rather than wait for
- * the host's SIGTERM, so its exit overlaps the host's teardown instead of following it. Nothing
- * can be lost: the host walks the tree from this process, and without children there is no tree
- * below it. A process with children (any thread's `/proc/self/task/<tid>/children`, proc(5), not
- * empty) or that cannot tell keeps running: the host captures its descendants while it still
- * holds them, then ends them all.
+ * After the terminal frame, a process that has no children leaves at once rather than wait for
+ * the host's SIGTERM, so the host's teardown usually finds it gone (a zombie or reaped) instead
+ * of signalling it and waiting (on a busy machine the host, woken by the frame, may still get
+ * there first and find it exiting). Nothing can be lost: the frame is in the kernel's socket buffer,
+ * which the host still reads after the exit, and the host walks the tree from this process,
+ * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
+ * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
+ * milliseconds the result would wait for. A process with children (any thread's
+ * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
+ * host captures its descendants while it still holds them, then ends them all.
  */
-function exitIfChildless() {
+function childless() {
   let tids
   try {
     tids = fs.readdirSync('/proc/self/task')
   } catch {
-    return
+    return false
   }
   for (const tid of tids) {
     let children
     try {
       children = fs.readFileSync(`/proc/self/task/${tid}/children`, 'latin1')
     } catch {
-      return
+      return false
     }
-    if (children.trim() !== '') return
+    if (children.trim() !== '') return false
   }
-  process.exit(0)
+  return true
+}
+
+/** The process's own kill and pid, taken before the program can replace them. */
+const selfKill = process.kill.bind(process)
+const selfPid = process.pid
+function die() {
+  selfKill(selfPid, 'SIGKILL')
 }
 
 function receive(message) {
@@ -374,6 +424,7 @@ function prepare() {
   jsonProblem({ a: [1, 'x', true, null, { b: 2.5 }] })
   describe(new Error('warm-up'))
   frame({ t: 'log', s: 'out', text: format('%s', 1) })
+  out(Buffer.alloc(0))
   socket.write(Buffer.alloc(0))
 }
 

@@ -34,12 +34,14 @@ export type HostMessage =
   | { t: 'reply'; id: number; ok: true; value: unknown }
   | { t: 'reply'; id: number; ok: false; message: string }
 
-/** Encodes one frame. */
+/** Encodes one frame, in one buffer. */
 export function encodeFrame(message: HostMessage | ChildMessage): Buffer {
-  const body = Buffer.from(JSON.stringify(message), 'utf8')
-  const head = Buffer.alloc(4)
-  head.writeUInt32BE(body.length, 0)
-  return Buffer.concat([head, body])
+  const json = JSON.stringify(message)
+  const length = Buffer.byteLength(json, 'utf8')
+  const frame = Buffer.allocUnsafe(4 + length)
+  frame.writeUInt32BE(length, 0)
+  frame.write(json, 4, length, 'utf8')
+  return frame
 }
 
 /**

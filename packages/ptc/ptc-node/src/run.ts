@@ -101,15 +101,21 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
           fail('protocol', error instanceof Error ? error.message : String(error))
         }
       }
-      Promise.resolve()
-        .then(() => fn(message.args as never, { signal: stop.signal }))
-        .then(
-          (value) => {
-            const problem = isLosslessJson(value)
-            reply(problem === undefined ? { ok: true, value } : { ok: false, message: `${message.ns}.${message.fn} returned a value that is not JSON: ${problem}` })
-          },
-          (error: unknown) => reply({ ok: false, message: error instanceof Error ? error.message : String(error) }),
-        )
+      // Called in the turn the frame arrived, not a microtask later; a synchronous throw is the
+      // binding's error like a rejection.
+      let returned: Promise<unknown>
+      try {
+        returned = Promise.resolve(fn(message.args as never, { signal: stop.signal }))
+      } catch (error) {
+        returned = Promise.reject(error)
+      }
+      returned.then(
+        (value) => {
+          const problem = isLosslessJson(value)
+          reply(problem === undefined ? { ok: true, value } : { ok: false, message: `${message.ns}.${message.fn} returned a value that is not JSON: ${problem}` })
+        },
+        (error: unknown) => reply({ ok: false, message: error instanceof Error ? error.message : String(error) }),
+      )
     }
 
     const onEvent = (event: ProcessEvent): void => {

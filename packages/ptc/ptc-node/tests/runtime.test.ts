@@ -98,6 +98,18 @@ describe('output', () => {
     expect(result).toMatchObject({ ok: true, logs: 'a 1\nb\nc\nd\n{ e: 1 }\nf\ng\n' })
   })
 
+  it('more output than the channel holds at once keeps its order, and the value still comes after it', async () => {
+    // After the first await the frames go straight to fd 3 until the kernel's socket buffer is
+    // full, then through the socket's queue: both must keep the order, the terminal frame last.
+    const result = await h.run(
+      'await new Promise((resolve) => setTimeout(resolve, 10))\nconst line = "x".repeat(4000)\nfor (let i = 0; i < 1000; i++) console.log(i, line)\nreturn "after"',
+    )
+    expect(result).toMatchObject({ ok: true, value: 'after' })
+    const lines = result.logs.split('\n').filter((text) => text !== '')
+    expect(lines).toHaveLength(1000)
+    lines.forEach((text, index) => expect(text).toBe(`${index} ${'x'.repeat(4000)}`))
+  })
+
   it('logs beyond maxOutputBytes end the run as output-limit and keep the prefix that fits', async () => {
     const small = await boot({ runtime: { spare: false, maxOutputBytes: 1000 } })
     try {
