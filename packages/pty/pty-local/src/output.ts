@@ -351,9 +351,25 @@ function isLowSurrogate(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff
 }
 
-/** UTF-8 length of `text`, in bytes. */
+/**
+ * UTF-8 length of `text`, in bytes, as `Buffer.byteLength(text, 'utf8')` counts it (a lone
+ * surrogate is U+FFFD, 3 bytes). Short strings are counted here: a call into Node costs about
+ * 100 ns, several times the count of a short line, and every committed line is measured.
+ */
 export function utf8ByteLength(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
+  const n = text.length
+  if (n > 32) return Buffer.byteLength(text, 'utf8')
+  let bytes = n
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) continue
+    if (c < 0x800) bytes += 1
+    else if (isHighSurrogate(c) && i + 1 < n && isLowSurrogate(text.charCodeAt(i + 1))) {
+      bytes += 2
+      i++
+    } else bytes += 2
+  }
+  return bytes
 }
 
 /**
@@ -899,6 +915,13 @@ export class OutputParser {
                 if (c >= 0x20) {
                   if (c < DEL) continue
                   if (c === DEL) break
+                  if (c >= 0xc3 && text !== undefined) {
+                    // Valid UTF-8: the whole sequence at once (its continuation bytes cannot be controls).
+                    if (c < 0xe0) i += 1
+                    else i += c < 0xf0 ? 2 : 3
+                    delta += c < 0xe0 ? 1 : 2
+                    continue
+                  }
                   if (c < 0xc0) delta++
                   else if (c >= 0xf0) delta--
                   else if (c === 0xc2 && i + 1 < to && bytes[i + 1]! >= 0x80 && bytes[i + 1]! <= 0x9f) {

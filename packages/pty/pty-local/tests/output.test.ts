@@ -426,6 +426,16 @@ describe('UTF-8 helpers', () => {
     expect(utf8ByteLength('a😀')).toBe(5)
   })
 
+  it('counts UTF-8 bytes as Buffer.byteLength does, lone surrogates included, short and long', () => {
+    const units = ['a', '\x7f', '\x80', 'é', '\u07ff', '\u0800', '中', '\uffff', '😀', '\ud83d', '\ude00', '\ud83d\ud83d']
+    let seed = 3
+    for (let round = 0; round < 500; round++) {
+      seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+      const text = Array.from({ length: 1 + (seed % 40) }, (_, k) => units[(seed >>> (k % 16)) % units.length]!).join('')
+      expect(utf8ByteLength(text), JSON.stringify(text)).toBe(Buffer.byteLength(text, 'utf8'))
+    }
+  })
+
   it('never produces a lone surrogate from any cut of emoji text', () => {
     const text = '😀x😀😀y'
     for (let max = 0; max <= utf8ByteLength(text); max++) {
