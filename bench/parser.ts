@@ -1,8 +1,13 @@
 /**
  * `parser`: the output normaliser (`OutputParser` of the node-pty backend) alone, over a
- * synthetic terminal stream, against a bare streaming UTF-8 decode of the same chunks.
+ * synthetic terminal stream, against a bare streaming UTF-8 decode of the same chunks; and the
+ * same stream through the line consumers a session attaches to it (scrollback, the per-send
+ * buffer), as the session wires them (session.ts).
  */
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
+import { Config } from '../packages/pty/pty-local/src/config.ts'
+import { Scrollback } from '../packages/pty/pty-local/src/scrollback.ts'
+import { SendBuffer } from '../packages/pty/pty-local/src/send-buffer.ts'
 import { loadScreenModel, renderScreen, ScreenModel } from '../packages/pty/pty-local/src/screen.ts'
 import { median, round } from './stats.ts'
 
@@ -67,8 +72,16 @@ function timed(run: () => void): Timing {
   return { wallMs, cpuMs: (used.user + used.system) / 1000 }
 }
 
+/** The session's defaults (config.ts) for the parser and its consumers. */
+const SESSION = Config.parse({})
+
+/** A parser made as a session makes it (session.ts), with a line listener and an OSC listener. */
+function sessionParser(): OutputParser {
+  return new OutputParser({ maxLineLength: SESSION.maxLineLength, stringTimeoutMs: SESSION.stringTimeoutMs })
+}
+
 function timeParser(chunks: readonly Buffer[]): Timing {
-  const parser = new OutputParser()
+  const parser = sessionParser()
   let lines = 0
   parser.onLine(() => {
     lines++
@@ -79,6 +92,24 @@ function timeParser(chunks: readonly Buffer[]): Timing {
     parser.flush()
   })
   if (lines === 0) throw new Error('the parser produced no lines from the synthetic stream')
+  return timing
+}
+
+/**
+ * The parser with what a session hangs on it between sends: the scrollback following it and the
+ * buffer of output not yet shown in a result (a `SendBuffer`), at the session's default bounds.
+ */
+function timePipeline(chunks: readonly Buffer[]): Timing {
+  const parser = sessionParser()
+  const scrollback = new Scrollback({ maxLines: SESSION.scrollbackLines, maxBytes: SESSION.scrollbackMaxBytes })
+  scrollback.follow(parser)
+  parser.onOsc(() => {})
+  const unseen = new SendBuffer(parser, { maxBytes: SESSION.maxReadBytes })
+  const timing = timed(() => {
+    for (const chunk of chunks) parser.feed(chunk)
+    parser.flush()
+  })
+  if (scrollback.committedLines === 0 || unseen.lastLine() === '') throw new Error('the pipeline kept no lines from the synthetic stream')
   return timing
 }
 
@@ -109,6 +140,12 @@ export interface ParserFigures {
   short_mb_per_s: number
   short_decode_mb_per_s: number
   short_ratio_to_decode: number
+  /**
+   * Median MB/s of the parser with the session's line consumers (scrollback and the unseen-output
+   * buffer), on the mixed stream and on short lines, same runs; no target (what a session pays).
+   */
+  pipeline_mb_per_s: number
+  short_pipeline_mb_per_s: number
   /** Median time to render a full 160×40 screen (snapshot and text), ms. */
   screen_render_ms: number
   megabytes: number
@@ -119,14 +156,17 @@ export interface ParserFigures {
 function rates(chunks: readonly Buffer[], megabytes: number, runs: number) {
   timeParser(chunks)
   timeDecode(chunks)
+  timePipeline(chunks)
   const parse: Timing[] = []
   const decode: Timing[] = []
+  const pipeline: Timing[] = []
   for (let i = 0; i < runs; i++) {
     parse.push(timeParser(chunks))
     decode.push(timeDecode(chunks))
+    pipeline.push(timePipeline(chunks))
   }
   const rate = (timings: readonly Timing[], of: keyof Timing) => timings.map((timing) => megabytes / (timing[of] / 1000))
-  return { parse, decode, rate }
+  return { parse, decode, pipeline, rate }
 }
 
 /** A full 160×40 screen of mixed text, rendered `samples` times after a warm-up; median ms. */
@@ -148,7 +188,7 @@ function timeScreenRender(samples = 200): number {
 /**
  * Feeds `megabytes` (10^6 bytes) of the synthetic stream through a fresh parser with a line
  * listener, once to warm up and then `runs` times, interleaved with bare decodes of the same
- * chunks; reports rates in MB/s.
+ * chunks and with runs through the session's line consumers; reports rates in MB/s.
  */
 export function measureParser(megabytes = 50, runs = 5): ParserFigures {
   const mixed = rates(syntheticStream(megabytes * 1e6), megabytes, runs)
@@ -168,6 +208,8 @@ export function measureParser(megabytes = 50, runs = 5): ParserFigures {
     short_mb_per_s: round(shortMb, 1),
     short_decode_mb_per_s: round(shortDecodeMb, 1),
     short_ratio_to_decode: round(shortMb / shortDecodeMb),
+    pipeline_mb_per_s: round(median(mixed.rate(mixed.pipeline, 'wallMs')), 1),
+    short_pipeline_mb_per_s: round(median(short.rate(short.pipeline, 'wallMs')), 1),
     screen_render_ms: round(timeScreenRender(), 3),
     megabytes,
     runs,

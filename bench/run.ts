@@ -783,6 +783,7 @@ function printTable(r: Results, checks: readonly Target[]): void {
     const p = r.parser
     rows.push(['parser', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), `${verdict('parser.mb_per_s')}; ${verdict('parser.ratio_to_decode')}`])
     rows.push(['parser, short lines', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), verdict('parser.short_mb_per_s')])
+    rows.push(['parser + scrollback + buffer', `${p.pipeline_mb_per_s} MB/s`, `short lines ${p.short_pipeline_mb_per_s} MB/s`, '', 'no target'])
     rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
   }
   if (r.idle) rows.push(['idle CPU', `${r.idle.cpu_percent} %`, `no sessions ${r.idle.baseline_cpu_percent} %`, '', verdict('idle.cpu_percent')])

@@ -15,7 +15,7 @@
  * `\` of a String Terminator, inside a CSI parameter.
  */
 
-import { isAscii } from 'node:buffer'
+import { isAscii, isUtf8 } from 'node:buffer'
 import { LineModel } from './line.ts'
 
 /** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
@@ -182,7 +182,7 @@ const DEL = 0x7f
 
 const STATES = 7
 
-// Character classes (UTF-16 code units; everything from U+00A0 up is K_HIGH).
+// Byte classes (the chunk's bytes; every byte from 0x80 up is K_HIGH, a part of a UTF-8 sequence).
 const K_C0 = 0 // C0 controls not named below
 const K_TAB = 1
 const K_LF = 2
@@ -201,15 +201,14 @@ const K_STRING_INTRODUCER = 14 // P X ^ _
 const K_BACKSLASH = 15
 const K_FINAL = 16 // the rest of 0x40–0x7E
 const K_DEL = 17
-const K_C1 = 18 // 0x80–0x9F
-const K_HIGH = 19
-const CLASSES = 20
+const K_HIGH = 18 // 0x80–0xFF
+const CLASSES = 19
 
-/** The class of each code unit below U+00A0. */
-const CHARACTER_CLASS = (() => {
-  const table = new Uint8Array(0xa0)
-  for (let c = 0; c < 0xa0; c++) {
-    let k = K_C1
+/** The class of each byte. */
+const BYTE_CLASS = (() => {
+  const table = new Uint8Array(0x100)
+  for (let c = 0; c < 0x100; c++) {
+    let k = K_HIGH
     if (c < 0x20) k = c === 0x09 ? K_TAB : c === LF ? K_LF : c === CR ? K_CR : c === BS ? K_BS : c === BEL ? K_BEL : c === CAN || c === SUB ? K_CAN_SUB : c === ESC ? K_ESC : K_C0
     else if (c <= 0x2f) k = K_INTERMEDIATE
     else if (c <= 0x39) k = K_DIGIT
@@ -265,7 +264,7 @@ const TRANSITIONS = (() => {
 
   set(GROUND, all, A_PRINT)
   set(GROUND, controls, A_EXECUTE)
-  set(GROUND, [K_CAN_SUB, K_DEL, K_C1], A_IGNORE)
+  set(GROUND, [K_CAN_SUB, K_DEL], A_IGNORE)
   set(GROUND, [K_ESC], A_ESCAPE)
 
   set(ESCAPE, all, A_REPROCESS)
@@ -308,20 +307,40 @@ const TRANSITIONS = (() => {
 })()
 
 
-/** The UTF-16 code units of `text` (for the parser's rare inputs that are not a fed chunk). */
-function codeUnits(text: string): Uint16Array {
-  const units = new Uint16Array(text.length)
-  Buffer.from(units.buffer).write(text, 0, 'utf16le')
-  return units
+/**
+ * Length of the UTF-8 sequence that `lead` begins (RFC 3629 §3): 2–4 for a lead byte, 1 for
+ * ASCII, a continuation byte or a byte that never begins a sequence.
+ */
+function sequenceLength(lead: number): number {
+  return lead < 0xc2 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : lead < 0xf5 ? 4 : 1
 }
 
-/** UTF-8 length of the UTF-16 code unit `c`: a high surrogate counts the whole pair, a low one 0. */
-function utf8Units(c: number): number {
-  if (c < 0x80) return 1
-  if (c < 0x800) return 2
-  if (c >= 0xd800 && c <= 0xdbff) return 4
-  if (c >= 0xdc00 && c <= 0xdfff) return 0
-  return 3
+/**
+ * Whether `byte` may follow `lead` as the second byte of a UTF-8 sequence: the ranges of the
+ * WHATWG Encoding Standard's UTF-8 decoder (§9.1.1; no overlong forms, no surrogates, nothing
+ * above U+10FFFF).
+ */
+function validSecond(lead: number, byte: number): boolean {
+  if (lead === 0xe0) return byte >= 0xa0 && byte <= 0xbf
+  if (lead === 0xed) return byte >= 0x80 && byte <= 0x9f
+  if (lead === 0xf0) return byte >= 0x90 && byte <= 0xbf
+  if (lead === 0xf4) return byte >= 0x80 && byte <= 0x8f
+  return byte >= 0x80 && byte <= 0xbf
+}
+
+/**
+ * Where an incomplete UTF-8 sequence at the end of `bytes[from, to)` starts (one the decoder
+ * would hold for more input: a proper prefix of a valid sequence), or `to` when there is none.
+ */
+function incompleteTail(bytes: Uint8Array, from: number, to: number): number {
+  let lead = to - 1
+  while (lead > from && lead > to - 4 && (bytes[lead]! & 0xc0) === 0x80) lead--
+  if (lead < from) return to
+  const first = bytes[lead]!
+  const have = to - lead
+  if (have >= sequenceLength(first) || first < 0xc2) return to
+  if (have >= 2 && !validSecond(first, bytes[lead + 1]!)) return to
+  return lead
 }
 
 function isHighSurrogate(c: number): boolean {
@@ -332,9 +351,25 @@ function isLowSurrogate(c: number): boolean {
   return c >= 0xdc00 && c <= 0xdfff
 }
 
-/** UTF-8 length of `text`, in bytes. */
+/**
+ * UTF-8 length of `text`, in bytes, as `Buffer.byteLength(text, 'utf8')` counts it (a lone
+ * surrogate is U+FFFD, 3 bytes). Short strings are counted here: a call into Node costs about
+ * 100 ns, several times the count of a short line, and every committed line is measured.
+ */
 export function utf8ByteLength(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
+  const n = text.length
+  if (n > 32) return Buffer.byteLength(text, 'utf8')
+  let bytes = n
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) continue
+    if (c < 0x800) bytes += 1
+    else if (isHighSurrogate(c) && i + 1 < n && isLowSurrogate(text.charCodeAt(i + 1))) {
+      bytes += 2
+      i++
+    } else bytes += 2
+  }
+  return bytes
 }
 
 /**
@@ -455,18 +490,21 @@ export class OutputParser {
   /** When the previous chunk was fed, ms on `now`. */
   private fedAt = 0
 
-  private decoder = new TextDecoder('utf-8')
   /**
-   * The UTF-16 code units of the chunk being parsed (reading a typed array is cheaper than
-   * `charCodeAt`), and the same memory as bytes for `Buffer.write(…, 'utf16le')`. Grows to the
-   * largest chunk.
+   * Decodes a chunk's bytes once the parser has cut off an incomplete sequence at its end, so it
+   * never holds bytes between calls. (`stream: true` picks Node's faster converter; with complete
+   * input it returns the same text as a one-shot decode.)
    */
-  private units = new Uint16Array(65536)
-  private unitBytes = Buffer.from(this.units.buffer)
-  /** The decoder may hold an incomplete UTF-8 sequence from the previous chunk. */
-  private decoderPending = false
+  private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true })
+  /** One-shot decodes of short byte ranges (invalid UTF-8, a sequence split across chunks, a shown OSC body). */
+  private readonly pieceDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
+  /** An incomplete UTF-8 sequence at the end of the previous chunk (`carryLength` bytes), parsed once it ends. */
+  private readonly carry = new Uint8Array(4)
+  private carryLength = 0
+  /** The chunk being fed (positions in it say how far an attached screen is written), else undefined. */
+  private chunkBytes: Uint8Array | undefined
   private state = GROUND
-  /** Bytes (or characters, for CSI and escapes) of the sequence being parsed, against the bound. */
+  /** UTF-8 bytes of the sequence being parsed (after its introducer), against the bound. */
   private sequenceBytes = 0
   /** CSI parameters (-1 = omitted), `csiParamIndex + 1` of them, up to MAX_CSI_PARAMS. */
   private readonly csiParams = new Int32Array(MAX_CSI_PARAMS)
@@ -495,9 +533,9 @@ export class OutputParser {
   private screen: ScreenSink | undefined
   /** Line feeds on the normal screen since the last cursor-addressing sequence, while a screen is attached. */
   private feedsSinceAddressing = 0
-  /** The decoded chunk being parsed, and how much of it the attached screen has. */
-  private chunk = ''
+  /** How many bytes of the chunk being fed the attached screen has, and its own streaming decoder. */
   private screenWritten = 0
+  private screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
   private queryListeners: QueryListener[] = []
   private screenListeners: ScreenListener[] = []
   private oscPayload = ''
@@ -602,6 +640,7 @@ export class OutputParser {
    */
   attachScreen(screen: ScreenSink): void {
     this.screen = screen
+    this.screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
     this.feedsSinceAddressing = 0
     this.suspended = this.alternate
   }
@@ -670,7 +709,9 @@ export class OutputParser {
    * Parses one chunk of raw terminal output (node-pty with `encoding: null` delivers Buffers).
    * @throws the first error a listener threw while this chunk was parsed (after parsing all of it).
    */
-  feed(chunk: Uint8Array): void {
+  feed(input: Uint8Array): void {
+    // One kind of array for every parse (a Buffer is a subclass): element reads stay monomorphic.
+    const chunk = input.constructor === Uint8Array ? input : new Uint8Array(input.buffer, input.byteOffset, input.byteLength)
     const now = this.now()
     const state = this.state
     if ((state === OSC || state === IGNORED_STRING || state === OSC_ESCAPE) && now - this.fedAt >= this.stringTimeoutMs) {
@@ -680,25 +721,27 @@ export class OutputParser {
       this.oscPayload = ''
     }
     this.fedAt = now
-    // An ASCII chunk after a complete UTF-8 sequence is its own decoding: a one-byte string.
-    let text: string
-    if (!this.decoderPending && isAscii(chunk)) {
-      text = latin1(chunk)
-    } else {
-      text = this.decoder.decode(chunk, { stream: true })
-      // The decoder may hold the start of a sequence only when the chunk ended inside one.
-      this.decoderPending = chunk.length > 0 && chunk[chunk.length - 1]! >= 0x80
+    const end = chunk.length
+    // A sequence the previous chunk ended inside is completed (or ended) by this chunk's first bytes.
+    const from = this.carryLength > 0 ? this.continueCarry(chunk) : 0
+    // An incomplete sequence at the end waits for the next chunk; the rest is decoded whole.
+    const to = end > from && chunk[end - 1]! >= 0x80 ? incompleteTail(chunk, from, end) : end
+    if (to < end) {
+      this.carry.set(chunk.subarray(to, end))
+      this.carryLength = end - to
     }
-    this.chunk = text
+    this.chunkBytes = chunk
     this.screenWritten = 0
-    if (text.length > this.units.length) {
-      this.units = new Uint16Array(Math.max(text.length, this.units.length * 2))
-      this.unitBytes = Buffer.from(this.units.buffer)
+    if (to > from) {
+      const core = from === 0 && to === end ? chunk : chunk.subarray(from, to)
+      if (isAscii(core)) this.parse(chunk, from, to, latin1(core))
+      else if (isUtf8(core)) this.parse(chunk, from, to, this.decoder.decode(core, { stream: true }))
+      else this.parse(chunk, from, to, undefined)
     }
-    this.unitBytes.write(text, 0, 'utf16le')
-    this.parse(text, this.units)
-    if (this.screen !== undefined && this.screenWritten < text.length) this.screen.write(this.screenWritten === 0 ? text : text.slice(this.screenWritten))
-    this.chunk = ''
+    if (this.screen !== undefined && this.screenWritten < end) {
+      this.screen.write(this.screenDecoder.decode(this.screenWritten === 0 ? chunk : chunk.subarray(this.screenWritten), { stream: true }))
+    }
+    this.chunkBytes = undefined
     this.rethrow()
   }
 
@@ -708,12 +751,51 @@ export class OutputParser {
    * not committed; it stays readable as `partial`. Feeding may continue afterwards.
    */
   flush(): void {
-    this.decoderPending = false
-    this.parse(this.decoder.decode())
+    if (this.carryLength > 0) {
+      const rest = this.carry.slice(0, this.carryLength)
+      this.carryLength = 0
+      this.parseBytes(rest)
+    }
+    // What the screen's decoder held is dropped with it (the screen never shows a half character).
+    this.screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
     this.state = GROUND
     this.oscPayload = ''
     this.oscRaw = undefined
     this.rethrow()
+  }
+
+  /**
+   * Adds the continuation bytes at the start of `chunk` to the carried incomplete sequence and
+   * parses the sequence once it is complete, or once a byte that cannot continue it comes (then
+   * it is U+FFFD, as a streaming decoder would say at that byte). Returns how many bytes of
+   * `chunk` it took.
+   */
+  private continueCarry(chunk: Uint8Array): number {
+    const carry = this.carry
+    const need = sequenceLength(carry[0]!)
+    let used = 0
+    while (this.carryLength < need && used < chunk.length) {
+      const byte = chunk[used]!
+      if ((byte & 0xc0) !== 0x80 || (this.carryLength === 1 && !validSecond(carry[0]!, byte))) break
+      carry[this.carryLength++] = byte
+      used++
+    }
+    if (this.carryLength < need && used === chunk.length) return used
+    const sequence = carry.slice(0, this.carryLength)
+    this.carryLength = 0
+    this.parseBytes(sequence)
+    return used
+  }
+
+  /** Parses bytes that are not the chunk being fed (a carried sequence, a shown OSC body), decoded in one go. */
+  private parseBytes(bytes: Uint8Array): void {
+    const chunk = this.chunkBytes
+    this.chunkBytes = undefined
+    const n = bytes.length
+    if (isAscii(bytes)) this.parse(bytes, 0, n, latin1(bytes))
+    else if (isUtf8(bytes)) this.parse(bytes, 0, n, this.pieceDecoder.decode(bytes))
+    else this.parse(bytes, 0, n, undefined)
+    this.chunkBytes = chunk
   }
 
   private rethrow(): void {
@@ -723,56 +805,73 @@ export class OutputParser {
     throw failure.error
   }
 
+  /** The text of `bytes[from, to)` decoded on its own (for input that is not valid UTF-8 as a whole). */
+  private decodePiece(bytes: Uint8Array, from: number, to: number): string {
+    return this.pieceDecoder.decode(bytes.subarray(from, to))
+  }
+
   /**
-   * The state machine over `s`, whose UTF-16 code units `u` holds (reading a typed array is
-   * cheaper than `charCodeAt`): for each character, its class and the current state pick an
-   * action and the next state from `TRANSITIONS` (built once); hot state lives in locals for the
-   * whole string. Fast paths, each the same as the table's character-by-character result:
-   * - printable text: one inner loop per run, handed to the line model as one slice; a CR LF
-   *   after it commits the line at once, and a whole line on an empty one is committed without
-   *   touching the line model;
-   * - `ESC [`: a CSI that is complete in this chunk and has only a private prefix, digits and
+   * The state machine over `bytes[from, to)`, which ends on a UTF-8 sequence boundary. `text` is
+   * those bytes decoded when they are valid UTF-8 (else undefined, and each piece of text is
+   * decoded on its own): a piece of text is a slice of it, found by counting as the bytes go by —
+   * the UTF-16 index of byte `i` (on a sequence boundary) is `i - from - delta`, where `delta`
+   * grows by one per continuation byte and shrinks by one per 4-byte lead (two code units).
+   *
+   * For each byte, its class and the current state pick an action and the next state from
+   * `TRANSITIONS` (built once); hot state lives in locals for the whole range. Fast paths, each the
+   * same as the table's byte-by-byte result:
+   * - printable text (0x20–0x7E, TAB and every UTF-8 sequence but a C1 control): one inner loop per
+   *   run, handed to the line model as one slice; a CR LF after it commits the line at once, and a
+   *   whole line on an empty one is committed without touching the line model;
+   * - `ESC [`: a CSI that is complete in this range and has only a private prefix, digits and
    *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
    *   any other goes through the table from its `[`;
    * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
    */
-  private parse(s: string, u: Uint16Array = codeUnits(s)): void {
-    const n = s.length
+  private parse(bytes: Uint8Array, start: number, end: number, text: string | undefined): void {
+    // Small integers for the compiler (`| 0`): without them V8 types the indices as any number
+    // and the loop costs half as much again.
+    const from = start | 0
+    const to = end | 0
     const max = this.maxStringBytes
     let state = this.state
-    let i = 0
-    while (i < n) {
-      let c = u[i]!
-      if (state === CSI && ++this.sequenceBytes > max) {
-        // An over-long CSI is abandoned; this character is parsed again as output.
-        state = GROUND
-        continue
+    let i = from
+    let delta = 0
+    while (i < to) {
+      let c = bytes[i]!
+      if (state === CSI) {
+        // An over-long CSI is abandoned; this byte (a whole character) is parsed again as output.
+        if (this.sequenceBytes + (c >= 0xc0 ? sequenceLength(c) : 1) > max) {
+          state = GROUND
+          continue
+        }
+        this.sequenceBytes++
       }
-      const entry = TRANSITIONS[state * CLASSES + (c < 0xa0 ? CHARACTER_CLASS[c]! : K_HIGH)]!
+      const entry = TRANSITIONS[state * CLASSES + BYTE_CLASS[c]!]!
       const next = entry >> 5
       switch (entry & 31) {
         case A_PRINT:
         case A_ESCAPE: {
-          // The ground state's common characters in one loop: runs of text, CR LF and whole CSI
+          // The ground state's common bytes in one loop: runs of text, CR LF and whole CSI
           // sequences; anything else goes back to the table.
           const current = this.current
           for (;;) {
             if (c === ESC) {
-              if (i + 1 >= n || u[i + 1]! !== 0x5b) {
+              if (i + 1 >= to || bytes[i + 1]! !== 0x5b) {
                 i++
                 state = ESCAPE
                 break
               }
-              // ESC [ is by far the commonest escape. A whole CSI in this chunk with an optional
+              // ESC [ is by far the commonest escape. A whole CSI in this range with an optional
               // private prefix, digits and separators only is parsed here in locals and dispatched
-              // at once. Anything else (an intermediate, a control, the chunk's end, the bound)
+              // at once. Anything else (an intermediate, a control, the range's end, the bound)
               // goes through the table from the `[` on, which parses it the same way.
               let j = i + 2
-              let d = j < n ? u[j]! : -1
+              let d = j < to ? bytes[j]! : -1
               let prefix = 0
               if (d >= 0x3c && d <= 0x3f) {
                 prefix = d
-                d = ++j < n ? u[j]! : -1
+                d = ++j < to ? bytes[j]! : -1
               }
               const params = this.csiParams
               let param = -1
@@ -786,7 +885,7 @@ export class OutputParser {
                   index++
                   param = -1
                 }
-                d = ++j < n ? u[j]! : -1
+                d = ++j < to ? bytes[j]! : -1
               }
               if (d < 0x40 || d > 0x7e || j - i - 1 > max) {
                 i += 2
@@ -807,41 +906,63 @@ export class OutputParser {
                 else this.dispatchMarkedCsi(d, i)
               }
             } else {
-              // A run of printable text: 0x20–0x7E, U+00A0 and above, and TAB (kept as a character).
+              // A run of printable text: 0x20–0x7E, TAB (kept as a character) and UTF-8 sequences,
+              // up to a control or a C1 control (U+0080–U+009F, C2 80–C2 9F), which is dropped.
               const start = i
-              for (i++; i < n; i++) {
-                c = u[i]!
-                if (c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09) continue
-                break
+              const startDelta = delta
+              let c1 = false
+              for (; i < to; i++) {
+                c = bytes[i]!
+                if (c >= 0x20) {
+                  if (c < DEL) continue
+                  if (c === DEL) break
+                  if (c < 0xc0) delta++
+                  else if (c >= 0xf0) delta--
+                  else if (c === 0xc2 && i + 1 < to && bytes[i + 1]! >= 0x80 && bytes[i + 1]! <= 0x9f) {
+                    c1 = true
+                    break
+                  }
+                  continue
+                }
+                if (c !== 0x09) break
               }
               // CR LF, the commonest line end, at once: a CR right before a line feed changes
               // nothing the line feed keeps.
-              const lineEnd = c === CR && i + 1 < n && u[i + 1]! === LF
-              if (!this.suspended) {
-                const text = start === 0 && i === n ? s : s.slice(start, i)
+              const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
+              if (i > start && !this.suspended) {
+                // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
+                // around it, for any number, and the loop costs half as much again.)
+                const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
                 if (lineEnd && current.cursor === 0 && current.text.length === 0 && this.marks.length === 0 && this.screen === undefined) {
                   // A whole line on an empty one: committed as it is, without touching the line model.
                   current.revision++
-                  this.emit(text)
+                  this.emit(piece)
                 } else {
-                  this.print(text)
+                  this.print(piece)
                   if (lineEnd) this.execute(LF)
                 }
+              } else if (lineEnd) {
+                this.execute(LF)
               }
               if (lineEnd) i += 2
+              else if (c1) {
+                // The C1 control is dropped (its continuation byte counts one code unit less).
+                i += 2
+                delta++
+              }
             }
-            if (i >= n) break
-            c = u[i]!
+            if (i >= to) break
+            c = bytes[i]!
             if (c === ESC) continue
-            if (c === CR && i + 1 < n && u[i + 1]! === LF) {
+            if (c === CR && i + 1 < to && bytes[i + 1]! === LF) {
               // An empty line, or the end of one whose last characters were an escape sequence.
               i += 2
               this.execute(LF)
-              if (i >= n) break
-              c = u[i]!
+              if (i >= to) break
+              c = bytes[i]!
               if (c === ESC) continue
             }
-            if (!(c >= 0x20 ? c < DEL || c > 0x9f : c === 0x09)) break
+            if (!(c >= 0x20 ? c !== DEL : c === 0x09)) break
           }
           break
         }
@@ -881,7 +1002,7 @@ export class OutputParser {
           state = next
           break
         case A_REPROCESS:
-          // A character that cannot continue the sequence: abandon it, parse the character again.
+          // A byte that cannot continue the sequence: abandon it, parse the byte again.
           state = GROUND
           break
         case A_INTERMEDIATE:
@@ -916,6 +1037,8 @@ export class OutputParser {
         case A_CSI_INVALID:
           // Non-ASCII inside a CSI: the sequence is malformed; ignore it up to its final byte.
           i++
+          if (c < 0xc0) delta++
+          else if (c >= 0xf0) delta--
           this.csiFlags |= CSI_INVALID
           break
         case A_CSI_DISPATCH:
@@ -928,35 +1051,45 @@ export class OutputParser {
         case A_STRING_PUT: {
           const collect = state === OSC
           let start = i
+          let startDelta = delta
+          let count = this.sequenceBytes
           let overflow = false
-          for (; i < n; i++) {
-            c = u[i]!
+          for (; i < to; i++) {
+            c = bytes[i]!
             if (c >= 0x20) {
-              this.sequenceBytes += utf8Units(c)
-              if (this.sequenceBytes > max) {
+              // A character counts whole against the bound: it never ends split.
+              if (count + (c >= 0xc0 ? sequenceLength(c) : 1) > max) {
                 overflow = true
                 break
+              }
+              count++
+              if (c >= 0x80) {
+                if (c < 0xc0) delta++
+                else if (c >= 0xf0) delta--
               }
               continue
             }
             if (c === BEL || c === ESC || c === CAN || c === SUB) break
             if (collect) {
-              if (i > start) this.collectOsc(s.slice(start, i))
+              if (i > start) this.collectOsc(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0))
               // From the first line break on, the raw body is kept too, in case it must be shown.
               if (this.oscRaw === undefined && (c === LF || c === CR)) this.oscRaw = this.oscPayload
               if (this.oscRaw !== undefined) {
-                if (++this.sequenceBytes > max) {
+                if (++count > max) {
                   overflow = true
                   start = i
+                  startDelta = delta
                   break
                 }
-                this.oscRaw += s[i]
+                this.oscRaw += String.fromCharCode(c)
               }
             }
             // Other C0 controls inside a string are not part of the payload.
             start = i + 1
+            startDelta = delta
           }
-          if (collect && i > start) this.collectOsc(s.slice(start, i))
+          this.sequenceBytes = count
+          if (collect && i > start) this.collectOsc(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0))
           if (overflow) {
             // Abandon the string; the character at `i` is parsed again as ordinary output.
             state = GROUND
@@ -1008,7 +1141,7 @@ export class OutputParser {
         }
         case A_OSC_ABANDONED:
           // Anything else after that ESC: the OSC was never going to end; its body is shown and
-          // the ESC goes on with this character.
+          // the ESC goes on with this byte.
           this.state = state
           this.abandonOsc()
           state = ESCAPE
@@ -1041,7 +1174,7 @@ export class OutputParser {
     this.oscRaw = undefined
     this.state = GROUND
     // The raw body holds no ESC, BEL, CAN or SUB (each of them ends the body), so it ends in GROUND.
-    this.parse(raw)
+    if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))
   }
 
   private enterEscape(): void {
@@ -1187,8 +1320,9 @@ export class OutputParser {
 
   private syncScreen(end: number): void {
     const screen = this.screen
-    if (screen === undefined || end <= this.screenWritten || this.chunk === '') return
-    screen.write(this.chunk.slice(this.screenWritten, end))
+    const chunk = this.chunkBytes
+    if (screen === undefined || chunk === undefined || end <= this.screenWritten) return
+    screen.write(this.screenDecoder.decode(chunk.subarray(this.screenWritten, end), { stream: true }))
     this.screenWritten = end
   }
 

@@ -103,6 +103,27 @@ describe('text and controls at every split point', () => {
     expect(lines(trace)).toEqual(['é 中 😀 naïve'])
   })
 
+  it('decodes any bytes as the WHATWG UTF-8 decoder does, whole and cut anywhere', () => {
+    // Random text of valid, truncated, overlong, surrogate and stray bytes between line feeds:
+    // the lines must be what TextDecoder makes of the whole stream (minus C1 controls).
+    let seed = 7
+    const random = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+      return (seed >>> 8) % n
+    }
+    const pieces = [[0x61], [0xc3, 0xa9], [0xe4, 0xb8, 0xad], [0xf0, 0x9f, 0x98, 0x80], [0xc3], [0xe4, 0xb8], [0xf0, 0x9f, 0x98], [0x80], [0xbf], [0xc0, 0x80], [0xe0, 0x80, 0x80], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xf5], [0xff], [0xc2, 0x85], [0xc2, 0xa0], [0x0a], [0x20]]
+    for (let round = 0; round < 200; round++) {
+      const bytes = Buffer.from(Array.from({ length: 1 + random(24) }, () => pieces[random(pieces.length)]!).flat())
+      const expected = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes).replace(/[\u0080-\u009f]/g, '').split('\n')
+      const whole = run([bytes])
+      expect([...lines(whole), whole.partial], bytes.toString('hex')).toEqual(expected)
+      for (let cut = 0; cut <= bytes.length; cut++) {
+        expect(run([bytes.subarray(0, cut), bytes.subarray(cut)]), `${bytes.toString('hex')} split at ${cut}`).toEqual(whole)
+      }
+      expect(run([...bytes].map((b) => Uint8Array.of(b))), `${bytes.toString('hex')} byte by byte`).toEqual(whole)
+    }
+  })
+
   it('turns a genuinely invalid byte into U+FFFD', () => {
     const trace = everySplit(Buffer.from([0x61, 0xff, 0x62, 0xe4, 0xb8, 0x63, 0x0a]))
     expect(lines(trace)).toEqual(['a\ufffdb\ufffdc'])
@@ -403,6 +424,16 @@ describe('UTF-8 helpers', () => {
     expect(keepUtf8Tail('abc', 3)).toBe('abc')
     expect(keepUtf8Tail('中中', 2)).toBe('')
     expect(utf8ByteLength('a😀')).toBe(5)
+  })
+
+  it('counts UTF-8 bytes as Buffer.byteLength does, lone surrogates included, short and long', () => {
+    const units = ['a', '\x7f', '\x80', 'é', '\u07ff', '\u0800', '中', '\uffff', '😀', '\ud83d', '\ude00', '\ud83d\ud83d']
+    let seed = 3
+    for (let round = 0; round < 500; round++) {
+      seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff
+      const text = Array.from({ length: 1 + (seed % 40) }, (_, k) => units[(seed >>> (k % 16)) % units.length]!).join('')
+      expect(utf8ByteLength(text), JSON.stringify(text)).toBe(Buffer.byteLength(text, 'utf8'))
+    }
   })
 
   it('never produces a lone surrogate from any cut of emoji text', () => {
