@@ -6,7 +6,7 @@ import { z } from 'zod'
 import packageJson from '../package.json' with { type: 'json' }
 
 export const Config = z
-  .object({
+  .strictObject({
     agentName: z.string().min(1).default('conch').describe('`agentInfo.name` in the initialize response.'),
     agentTitle: z.string().min(1).default('conch').describe('`agentInfo.title`: what a client shows for this agent.'),
     agentVersion: z.string().min(1).default(packageJson.version).describe('`agentInfo.version` (default: the @conch/acp package version).'),

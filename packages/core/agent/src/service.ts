@@ -33,7 +33,7 @@ class AgentService extends Service implements AgentServiceApi {
   static inject = ['sessions', 'tools', 'llm']
 
   static Config = z
-    .object({
+    .strictObject({
       maxSteps: z.number().int().min(1).default(50).describe('Model calls per turn before it ends with max_steps.'),
       instructions: z
         .string()

@@ -13,7 +13,7 @@ export { fromWireChunk, toFinishReason, toWireMessages, toWireTools } from './co
 export const name = 'llm-openai'
 export const inject = ['llm']
 
-export const Config = z.object({
+export const Config = z.strictObject({
   baseURL: z.url().default('https://api.deepseek.com').describe('Chat-completions endpoint base URL.'),
   model: z.string().min(1).default('deepseek-chat').describe('Model name sent with each request.'),
   apiKeyEnv: z

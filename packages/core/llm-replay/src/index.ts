@@ -14,7 +14,7 @@ export { parseScript, readScript, type ScriptStep } from './script.ts'
 export const name = 'llm-replay'
 export const inject = ['llm']
 
-export const Config = z.object({
+export const Config = z.strictObject({
   script: z.string().min(1).describe('Path of the JSON Lines script; relative paths resolve against the working directory.'),
   provider: z.string().min(1).default('replay').describe('Provider name the adapter registers under.'),
 })

@@ -13,7 +13,7 @@ declare module 'cordis' {
 
 class LlmService extends Service implements LlmServiceApi {
   static Config = z
-    .object({
+    .strictObject({
       provider: z
         .string()
         .min(1)

@@ -32,7 +32,7 @@ const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 
 class SessionService extends Service implements SessionServiceApi {
   static Config = z
-    .object({
+    .strictObject({
       // persist and allowInsideWorkspace are optional (false when absent) rather than defaulted,
       // so configs built literally before they existed stay valid.
       persist: z

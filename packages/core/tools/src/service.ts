@@ -36,7 +36,7 @@ interface Registered {
 
 class ToolsService extends Service implements ToolsServiceApi {
   static Config = z
-    .object({
+    .strictObject({
       maxResultBytes: z
         .number()
         .int()

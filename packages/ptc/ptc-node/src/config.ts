@@ -3,7 +3,7 @@ import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 
 export const Config = z
-  .object({
+  .strictObject({
     timeoutMs: z.number().int().positive().default(120_000).describe('Deadline of a program that asks for none, in ms; covers preparation, execution and nested tool calls.'),
     maxTimeoutMs: z.number().int().positive().default(600_000).describe('The largest deadline a request may ask for, in ms; larger ones are capped.'),
     maxOutputBytes: z.number().int().positive().default(67_108_864).describe('Budget of captured logs plus the JSON completion value, in UTF-8 bytes.'),

@@ -44,7 +44,7 @@ const Spec = z.object({
 class PtcService extends Service implements PtcServiceApi {
   static inject = ['sandboxPolicy']
 
-  static Config = z.object({}).prefault({})
+  static Config = z.strictObject({}).prefault({})
 
   private runtime: PtcRuntime | undefined
   private readonly state = { disposed: false }

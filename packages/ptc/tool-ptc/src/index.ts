@@ -25,7 +25,7 @@ export const inject = ['ptc', 'tools']
 export const RUN_CODE = 'run_code'
 
 export const Config = z
-  .object({
+  .strictObject({
     maxResultBytes: z
       .number()
       .int()

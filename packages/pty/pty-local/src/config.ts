@@ -8,7 +8,7 @@ const positive = () => z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
  * lines as named. Defaults live here and nowhere else.
  */
 export const Config = z
-  .object({
+  .strictObject({
     /** Session type this backend registers on ctx.pty (`terminal_open {type}`). */
     backendType: z.string().min(1).default('shell'),
     /** The shell to run; bash is required for the controlled prompt (PROMPT_COMMAND). */
@@ -21,7 +21,7 @@ export const Config = z
      * `#rrggbb`. Programs such as vim pick light or dark themes from the background.
      */
     colors: z
-      .object({
+      .strictObject({
         foreground: hexColor().default('#e5e5e5'),
         background: hexColor().default('#000000'),
         cursor: hexColor().default('#e5e5e5'),

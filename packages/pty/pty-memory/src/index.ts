@@ -21,7 +21,7 @@ const positive = () => z.number().int().positive().max(Number.MAX_SAFE_INTEGER)
 const absolute = () => z.string().startsWith('/', 'must be an absolute path')
 
 export const Config = z
-  .object({
+  .strictObject({
     type: z.string().min(1).default('shell').describe('Session type registered on ctx.pty (`terminal_open {type}`).'),
     cwd: absolute().default('/workspace').describe('Working directory of a session opened without `cwd`. Directories are not checked: every path exists.'),
     home: absolute().default('/home/conch').describe('HOME, the target of a bare `cd` and of `~`.'),

@@ -16,7 +16,7 @@ export const SecretSource = z.union([
 export type SecretSource = z.output<typeof SecretSource>
 
 export const Config = z
-  .object({
+  .strictObject({
     enableRunInBackground: z
       .boolean()
       .default(true)

@@ -84,7 +84,7 @@ const existingPath = z
   })
 
 export const Config = z
-  .object({
+  .strictObject({
     network: z
       .boolean()
       .default(false)

@@ -45,7 +45,7 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
   static inject = ['sessions']
 
   static Config = z
-    .object({
+    .strictObject({
       mode: z
         .enum(MODES)
         .default('read-only')

@@ -51,7 +51,7 @@ const INSTALL_HINT =
   'sandbox-policy entry of cordis.yml.'
 
 class SandboxService extends Service implements SandboxServiceApi {
-  static Config = z.object({}).prefault({})
+  static Config = z.strictObject({}).prefault({})
 
   private readonly providers: SandboxProvider[] = []
   /** One entry per `protect` call (canonical paths), in registration order. */

@@ -13,7 +13,7 @@ export const name = 'subagent-acp'
 export const inject = ['subagents', 'subprocess']
 
 export const Config = z
-  .object({
+  .strictObject({
     name: z
       .string()
       .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')

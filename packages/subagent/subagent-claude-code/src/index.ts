@@ -22,7 +22,7 @@ export const inject = ['subagents', 'subprocess']
 
 const ToolName = z.string().min(1)
 
-export const Config = z.object({
+export const Config = z.strictObject({
   name: z
     .string()
     .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')

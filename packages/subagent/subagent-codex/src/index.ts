@@ -29,7 +29,7 @@ const TomlValue: z.ZodType<unknown> = z.lazy(() =>
   z.union([z.string(), z.number().finite(), z.boolean(), z.array(TomlValue), z.record(z.string(), TomlValue)]),
 )
 
-export const Config = z.object({
+export const Config = z.strictObject({
   name: z
     .string()
     .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')

@@ -41,7 +41,7 @@ export const CAPABILITIES: SubagentCapabilities = Object.freeze({
   persona: false,
 })
 
-export const Config = z.object({
+export const Config = z.strictObject({
   name: z
     .string()
     .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')

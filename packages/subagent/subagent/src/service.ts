@@ -177,7 +177,7 @@ class Run implements SubagentRun {
 
 class SubagentService extends Service implements SubagentServiceApi {
   static Config = z
-    .object({
+    .strictObject({
       maxOutputBytes: z
         .number()
         .int()

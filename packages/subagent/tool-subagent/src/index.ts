@@ -19,7 +19,7 @@ export { NO_OUTPUT, answerText, formatDuration, progressText, renderResult, stat
 export const name = 'tool-subagent'
 export const inject = ['subagents', 'tools']
 
-export const Config = z.object({
+export const Config = z.strictObject({
   provider: z.string().min(1).describe('The ctx.subagents provider this tool starts (e.g. conch, acp, codex).'),
   toolName: z
     .string()

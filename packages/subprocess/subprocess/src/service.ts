@@ -49,7 +49,7 @@ interface Owned {
 
 class SubprocessService extends Service implements SubprocessServiceApi {
   static Config = z
-    .object({
+    .strictObject({
       graceMs: z
         .number()
         .int()

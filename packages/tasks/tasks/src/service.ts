@@ -29,7 +29,7 @@ declare module 'cordis' {
 }
 
 const Config = z
-  .object({
+  .strictObject({
     outputLimitBytes: z
       .number()
       .int()

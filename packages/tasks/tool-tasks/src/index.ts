@@ -16,7 +16,7 @@ export const name = 'tool-tasks'
 export const inject = ['tasks', 'tools']
 
 export const Config = z
-  .object({
+  .strictObject({
     waitTimeoutMs: z
       .number()
       .int()
