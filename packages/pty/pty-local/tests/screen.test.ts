@@ -88,8 +88,8 @@ describe('cursor-addressed output on the normal screen', () => {
 describe('a hostile program', () => {
   it('flooding queries it never reads gets a bounded number of replies, and the terminal stays usable', async () => {
     const session = await openSession({ idleSilenceMs: 1000 })
-    // 20000 DSR queries at once from a program that never reads; the terminal is in canonical
-    // mode with echo, so every reply written comes back echoed as `^[[0n` (as on any terminal).
+    // 20000 DSR queries at once from a program that never reads; the terminal echoes, so every
+    // reply written comes back echoed as `^[[0n` (as on any terminal).
     await send(session, `python3 ${QUERY_FLOOD}; echo flood-$((6 * 7))`)
     const deadline = Date.now() + 15_000
     let page = ''
