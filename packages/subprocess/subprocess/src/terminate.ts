@@ -23,6 +23,9 @@ const DEFAULT_KILL_WAIT_MS = 2000
 /** Rescans after freezing; each round can only find processes forked before the previous STOP landed. */
 const FREEZE_ROUNDS = 8
 
+/** Empty tag sweeps in a row that end the last look (`finalSweep`). */
+const FINAL_EMPTY_LOOKS = 3
+
 type Kill = (pid: number, signal: NodeJS.Signals) => void
 
 interface Ladder {
@@ -55,6 +58,15 @@ class Teardown {
   scanning: boolean
   /** Settles once, when the root has exited; dropped after that so waits go back to polling. */
   private wake: Promise<void> | undefined
+  /**
+   * Children of the hosts the tag sweep looked at and passed over (ended, untagged, started
+   * before the root): a later sweep reads only new pids. A host that reaps its children late
+   * (init in a container) lists every ended one for a while, and a process that keeps forking
+   * and leaving adds hundreds; reading each of them again would let it stay ahead of the sweep.
+   */
+  private readonly passedOver = new Set<number>()
+  /** Host children the tag sweep has read (not passed over unread): counts what a look saw. */
+  private lookedAt = 0
 
   constructor(
     private readonly ladder: Ladder,
@@ -198,13 +210,22 @@ class Teardown {
     const table = this.ladder.table
     const found: ProcessRecord[] = []
     for (const host of this.hosts ?? []) {
-      for (const kid of (await (table.adoptedChildren ?? table.children)!.call(table, host)) ?? []) {
-        if (this.excluded.has(kid)) continue
+      // Newest first: a child re-parented last is the likeliest to be still running by the time it is read.
+      for (const kid of ((await (table.adoptedChildren ?? table.children)!.call(table, host)) ?? []).slice().reverse()) {
+        if (this.excluded.has(kid) || this.passedOver.has(kid)) continue
+        this.lookedAt++
         const entry = await table.get(kid)
         // A pid listed under the host whose stat names another parent was recycled meanwhile.
-        if (entry === undefined || entry.ppid !== host || isEnded(entry.state) || this.captured.has(keyOf(entry))) continue
-        if (this.since !== undefined && startedBefore(entry.startTime, this.since)) continue
-        if ((await table.environ(kid, tag.name)) !== tag.value) continue
+        if (entry === undefined || entry.ppid !== host) continue
+        if (isEnded(entry.state) || (this.since !== undefined && startedBefore(entry.startTime, this.since))) {
+          this.passedOver.add(kid)
+          continue
+        }
+        if (this.captured.has(keyOf(entry))) continue
+        if ((await table.environ(kid, tag.name)) !== tag.value) {
+          this.passedOver.add(kid)
+          continue
+        }
         found.push(...((await this.walk([recordOf(entry)])) ?? []))
         const record = this.capture(entry)
         if (record) found.push(record)
@@ -354,6 +375,34 @@ class Teardown {
     await this.waitGone(frozen, this.ladder.killWaitMs)
   }
 
+  /**
+   * The last look before the report, with the tag sweep: a tagged process that keeps changing
+   * its pid (forking, the parent leaving at once) can be gone from each pid a rung signals.
+   * Whatever a look finds is KILLed at once, until a look finds nothing or `killWaitMs` has
+   * passed; what still runs then was captured, so the report names it as a survivor instead of
+   * claiming the tree is gone. Finds nothing when there is no tag to sweep.
+   */
+  async finalSweep(): Promise<void> {
+    if (this.ladder.tag === undefined || !(this.scanning || this.hosts !== undefined)) return
+    const until = Date.now() + this.ladder.killWaitMs
+    // A look can miss a process caught between two pids (the one listed has just left, its child
+    // is not re-parented yet). A look counts as empty only when it found nothing and read no new
+    // pid — a process that keeps changing pids leaves new ones each time — and only
+    // FINAL_EMPTY_LOOKS empty looks a millisecond apart end it.
+    let empty = 0
+    while (empty < FINAL_EMPTY_LOOKS && Date.now() < until) {
+      const before = this.lookedAt
+      const late = await this.discover([], true)
+      if (late.length === 0 && (this.hosts === undefined || this.lookedAt === before)) {
+        empty++
+        if (empty < FINAL_EMPTY_LOOKS) await this.pause(1)
+        continue
+      }
+      empty = 0
+      if (late.length > 0) await this.send(late, 'SIGKILL')
+    }
+  }
+
   async report(): Promise<TerminateReport> {
     const all = [...this.captured.values()]
     const survivors = await this.aliveOf(all)
@@ -467,6 +516,7 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
     const root = teardown.capture(rootEntry!, true)
     if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
   }
+  await teardown.finalSweep()
   return teardown.report()
 }
 
@@ -481,5 +531,6 @@ export async function sweepTagged(tag: SessionTag, options: SweepTaggedOptions):
   const teardown = new Teardown(ladder, protectedPids(entries), true)
   const members = await teardown.discover([], true, entries)
   await teardown.stage(members, 'SIGTERM', [], true)
+  await teardown.finalSweep()
   return teardown.report()
 }

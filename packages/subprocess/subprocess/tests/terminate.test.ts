@@ -222,6 +222,24 @@ time.sleep(300)
     expect(await tagged(tag)).toEqual([])
   })
 
+  it('stops a tagged process that keeps changing its pid (it forks, the parent leaves at once), unconfined', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    // One byte on stdout for each new pid (`hopping` at the 200th), for at most 60 s. stdout is the test's pipe: it ends
+    // exactly when the last process holding it is gone, so its end is the proof.
+    const hopper = join(dir, 'hopper.py')
+    writeFileSync(
+      hopper,
+      'import os, time\nend = time.time() + 60\nn = 0\nwhile time.time() < end:\n    try:\n        pid = os.fork()\n    except OSError:\n        continue\n    if pid:\n        os._exit(0)\n    n += 1\n    os.write(1, b"hopping\\n" if n == 200 else b".")\n',
+    )
+    const { child, out } = bash(`python3 ${hopper} & echo ready`, tag)
+    const ended = new Promise<void>((resolve) => child.stdout!.once('end', () => resolve()))
+    await out.line(/hopping/)
+    const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 1_000, tag, discovery: 'orphans' })
+    expect(report.survivors).toEqual([])
+    await ended
+    expect(await tagged(tag)).toEqual([])
+  }, 30_000)
+
   it('sweeps tagged processes on their own, without a root', async () => {
     const tag = createSessionTag('CONCH_TEST_TAG')
     const { out, exited } = bash(`setsid sleep 309 & setsid bash -c 'sleep 310 & echo inner; wait' & echo ready`, tag)
