@@ -9,7 +9,8 @@
  * When the pipe closes — conch exited, however it died, or the last tag was released — it
  * sweeps `/proc/*\/environ` for every tag still registered, SIGKILLs each match (start identity
  * re-checked just before kill(2)), repeats until a sweep finds nothing (at most `maxRounds`),
- * and exits. It never runs longer than that sweep after its pipe closes, carries none of the
+ * then looks where an orphan hangs (the children of init and of its own ancestors, newest first,
+ * KILLing tagged ones) until three looks a millisecond apart read no new pid, and exits. It never runs longer than that sweep after its pipe closes, carries none of the
  * tags itself, and runs in its own session (setsid), so a signal to conch's process group does
  * not take it down before it has swept.
  *
@@ -75,12 +76,81 @@ const sweep = () => {
   }
   return found
 }
+// Where a tagged orphan hangs: init and this process's ancestors (after conch died this process
+// was re-parented where conch's orphans went). Each look reads their children newest first, and
+// only pids it has not passed over before: a process that keeps forking and leaving (a new pid
+// each time) outruns full sweeps of /proc.
+const passed = new Set()
+const hosts = () => {
+  const found = [1]
+  let pid = process.ppid
+  while (pid > 1 && !found.includes(pid)) {
+    found.push(pid)
+    try {
+      const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
+      pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+    } catch {
+      break
+    }
+  }
+  return found
+}
+const orphans = (from) => {
+  let looked = 0
+  for (const host of from) {
+    let listed
+    try {
+      listed = fs.readFileSync('/proc/' + host + '/task/' + host + '/children', 'utf8').trim().split(' ').filter(Boolean).map(Number).reverse()
+    } catch {
+      continue
+    }
+    for (const pid of listed) {
+      if (pid === process.pid || passed.has(pid)) continue
+      looked++
+      let stat
+      try {
+        stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
+      } catch {
+        continue
+      }
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (fields[0] === 'Z' || fields[0] === 'X') {
+        passed.add(pid)
+        continue
+      }
+      let environ
+      try {
+        environ = fs.readFileSync('/proc/' + pid + '/environ', 'latin1').split('\0')
+      } catch {
+        continue
+      }
+      if (!environ.some((variable) => tags.has(variable))) {
+        passed.add(pid)
+        continue
+      }
+      if (startTime(pid) !== fields[19]) continue
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {}
+    }
+  }
+  return looked
+}
 const finish = () => {
   const rounds = Number(process.argv[1]) || 50
   const pause = new Int32Array(new SharedArrayBuffer(4))
   for (let round = 0; round < rounds && tags.size > 0; round++) {
     if (sweep() === 0) break
     Atomics.wait(pause, 0, 0, 20)
+  }
+  // The last looks: three in a row a millisecond apart that read no new pid end them (2 s at most).
+  const from = hosts()
+  const until = Date.now() + 2000
+  for (let quiet = 0; tags.size > 0 && quiet < 3 && Date.now() < until; ) {
+    if (orphans(from) === 0) {
+      quiet++
+      Atomics.wait(pause, 0, 0, 1)
+    } else quiet = 0
   }
   process.exit(0)
 }

@@ -79,7 +79,7 @@ class Teardown {
      * With `discovery: 'orphans'`: the processes a re-parented process can hang from (init, this
      * process and its ancestors); the tag sweep reads their children instead of every process.
      */
-    private readonly hosts?: readonly number[],
+    private hosts?: readonly number[],
   ) {
     this.scanning = scanning
     if (ladder.rootExited) {
@@ -382,7 +382,12 @@ class Teardown {
    * passed; what still runs then was captured, so the report names it as a survivor instead of
    * claiming the tree is gone. Finds nothing when there is no tag to sweep.
    */
-  async finalSweep(): Promise<void> {
+  async finalSweep(orphanHosts?: readonly number[]): Promise<void> {
+    if (orphanHosts !== undefined && this.ladder.table.children !== undefined) {
+      // Where an orphan hangs, instead of listings of every process: those are too slow for it.
+      this.hosts = orphanHosts
+      this.scanning = false
+    }
     if (this.ladder.tag === undefined || !(this.scanning || this.hosts !== undefined)) return
     const until = Date.now() + this.ladder.killWaitMs
     // A look can miss a process caught between two pids (the one listed has just left, its child
@@ -531,6 +536,8 @@ export async function sweepTagged(tag: SessionTag, options: SweepTaggedOptions):
   const teardown = new Teardown(ladder, protectedPids(entries), true)
   const members = await teardown.discover([], true, entries)
   await teardown.stage(members, 'SIGTERM', [], true)
-  await teardown.finalSweep()
+  // The processes a tagged orphan can hang from: init, this process and its ancestors (a process
+  // that runs this sweep after its parent died was re-parented where that parent's orphans went).
+  await teardown.finalSweep([...protectedPids(entries)].filter((pid) => pid > 0))
   return teardown.report()
 }

@@ -75,6 +75,32 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     expect(victim).not.toBe(spared)
   })
 
+  it('kills a tagged process that keeps changing its pid (it forks, the parent leaves at once)', async () => {
+    let supervisor: ChildProcess | undefined
+    const tag = createSessionTag('CONCH_SESSION_TAG')
+    const watching = createTagSupervisor({
+      watchedPid: 900000 + randomInt(0, 99999),
+      start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
+    })
+    watching.watch(tag)
+    // One byte on its stdout for each new pid (`hopping` at the 200th), for at most 60 s. stdout
+    // is this test's pipe: it ends exactly when the last process holding it is gone.
+    const program = 'import os, time\nend = time.time() + 60\nn = 0\nwhile time.time() < end:\n    try:\n        pid = os.fork()\n    except OSError:\n        continue\n    if pid:\n        os._exit(0)\n    n += 1\n    os.write(1, b"hopping\\n" if n == 200 else b".")\n'
+    const hopper = spawn('python3', ['-c', program], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
+    let seen = ''
+    const ended = new Promise<void>((resolve) => hopper.stdout!.once('end', () => resolve()))
+    await new Promise<void>((resolve) => {
+      hopper.stdout!.on('data', (chunk: Buffer) => {
+        seen += chunk.toString('latin1')
+        if (seen.includes('hopping')) resolve()
+      })
+    })
+    // As when this process dies: the write end of the pipe closes with the tag registered.
+    supervisor!.stdin!.destroy()
+    await ended
+    expect(withEnv(tag.name, tag.value)).toEqual([])
+  }, 30_000)
+
   it('exits at once when its last tag is released, and a later watch starts a new one', async () => {
     const watchedPid = 900000 + randomInt(0, 99999)
     const supervisors = createTagSupervisor({ watchedPid })
