@@ -5,8 +5,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomInt } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createSessionTag, createTagSupervisor, SUPERVISOR_VARIABLE } from '../src/index.ts'
+
+/** A process that keeps changing its pid (see the file). */
+const HOPPER = fileURLToPath(new URL('./fixtures/hopper.py', import.meta.url))
 
 const started: number[] = []
 
@@ -83,10 +87,8 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
       start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
     })
     watching.watch(tag)
-    // One byte on its stdout for each new pid (`hopping` at the 200th), for at most 60 s. stdout
-    // is this test's pipe: it ends exactly when the last process holding it is gone.
-    const program = 'import os, time\nend = time.time() + 60\nn = 0\nwhile time.time() < end:\n    try:\n        pid = os.fork()\n    except OSError:\n        continue\n    if pid:\n        os._exit(0)\n    n += 1\n    os.write(1, b"hopping\\n" if n == 200 else b".")\n'
-    const hopper = spawn('python3', ['-c', program], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
+    // Its stdout is this test's pipe: its end is the proof that the hopper is gone.
+    const hopper = spawn('python3', [HOPPER], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
     let seen = ''
     const ended = new Promise<void>((resolve) => hopper.stdout!.once('end', () => resolve()))
     await new Promise<void>((resolve) => {

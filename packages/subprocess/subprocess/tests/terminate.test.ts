@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import {
   createSessionTag,
@@ -15,6 +16,9 @@ import {
   type SessionTag,
 } from '../src/index.ts'
 import { LineReader } from './lines.ts'
+
+/** A process that keeps changing its pid (see the file). */
+const HOPPER = fileURLToPath(new URL('./fixtures/hopper.py', import.meta.url))
 
 const linux = process.platform === 'linux'
 const table = linuxProcessTable()
@@ -224,14 +228,8 @@ time.sleep(300)
 
   it('stops a tagged process that keeps changing its pid (it forks, the parent leaves at once), unconfined', async () => {
     const tag = createSessionTag('CONCH_TEST_TAG')
-    // One byte on stdout for each new pid (`hopping` at the 200th), for at most 60 s. stdout is the test's pipe: it ends
-    // exactly when the last process holding it is gone, so its end is the proof.
-    const hopper = join(dir, 'hopper.py')
-    writeFileSync(
-      hopper,
-      'import os, time\nend = time.time() + 60\nn = 0\nwhile time.time() < end:\n    try:\n        pid = os.fork()\n    except OSError:\n        continue\n    if pid:\n        os._exit(0)\n    n += 1\n    os.write(1, b"hopping\\n" if n == 200 else b".")\n',
-    )
-    const { child, out } = bash(`python3 ${hopper} & echo ready`, tag)
+    // stdout is the test's pipe: its end is the proof that the hopper is gone (fixtures/hopper.py).
+    const { child, out } = bash(`python3 ${HOPPER} & echo ready`, tag)
     const ended = new Promise<void>((resolve) => child.stdout!.once('end', () => resolve()))
     await out.line(/hopping/)
     const report = await terminateTree({ rootPid: child.pid!, includeRoot: true, graceMs: 1_000, tag, discovery: 'orphans' })
