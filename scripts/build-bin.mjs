@@ -340,18 +340,26 @@ async function trainRunCache(out) {
     delete env.OPENAI_API_KEY
     const argv = [join(cli, 'bin', 'conch.js'), 'run', '--config', join(root, 'cordis.yml'), '--script', script, 'start']
     const child = spawn(process.execPath, argv, { cwd: workspace, env, stdio: ['ignore', 'ignore', 'pipe'] })
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
-    const timer = setTimeout(() => child.kill(), 60_000)
-    const code = await new Promise((resolve, reject) => {
-      child.on('error', reject)
-      child.on('close', resolve)
-    }).finally(() => clearTimeout(timer))
-    if (code !== 0) throw new Error(`the training run exited ${code}: ${stderr.trim()}`)
-    statSync(out)
+    await trained(child, out, 'the training run')
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
+}
+
+/**
+ * Waits (60 s at most) for a training child to exit 0, then checks it wrote the cache `out`;
+ * `what` names it in the error, with its stderr.
+ */
+async function trained(child, out, what) {
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
+  const timer = setTimeout(() => child.kill(), 60_000)
+  const code = await new Promise((resolve, reject) => {
+    child.on('error', reject)
+    child.on('close', resolve)
+  }).finally(() => clearTimeout(timer))
+  if (code !== 0) throw new Error(`${what} exited ${code}: ${stderr.trim()}`)
+  statSync(out)
 }
 
 /**
@@ -373,8 +381,6 @@ async function trainCodeCache(out) {
       env,
       stdio: ['pipe', 'pipe', 'pipe'],
     })
-    let stderr = ''
-    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk))
     const frames = [
       { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: 1 } },
       { jsonrpc: '2.0', id: 2, method: 'session/new', params: { cwd: workspace, mcpServers: [] } },
@@ -397,13 +403,7 @@ async function trainCodeCache(out) {
       }
     })
     send(frames[0])
-    const timer = setTimeout(() => child.kill(), 60_000)
-    const code = await new Promise((resolve, reject) => {
-      child.on('error', reject)
-      child.on('close', resolve)
-    }).finally(() => clearTimeout(timer))
-    if (code !== 0) throw new Error(`the training session exited ${code}: ${stderr.trim()}`)
-    statSync(out)
+    await trained(child, out, 'the training session')
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
