@@ -15,7 +15,13 @@ const entries = readdirSync(packages, { withFileTypes: true })
   .filter((index) => existsSync(index))
 
 interface Schema {
-  safeParse(value: unknown): { success: true } | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } }
+  safeParse(value: unknown): { success: true } | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string; keys?: string[] }> } }
+}
+
+/** The schema a plugin module declares: its `Config` export, or its service class's `static Config`. */
+async function schemaOf(index: string): Promise<Schema | undefined> {
+  const module = (await import(index)) as { Config?: Schema; default?: { Config?: Schema } }
+  return module.Config?.safeParse !== undefined ? module.Config : module.default?.Config?.safeParse !== undefined ? module.default.Config : undefined
 }
 
 describe('a row without config', () => {
@@ -30,5 +36,19 @@ describe('a row without config', () => {
   it('covers the plugins that declare a config schema', async () => {
     const withSchema = await Promise.all(entries.map(async (index) => ((await import(index)) as { Config?: Schema }).Config !== undefined))
     expect(withSchema.filter(Boolean).length).toBeGreaterThanOrEqual(10)
+  })
+})
+
+// A misspelled key must not be dropped in silence: `denyread:` for `denyRead:` would leave the
+// protection it meant off. (@conch/pty-pool takes `unknown` and checks its section with a strict
+// schema of its own, tested in that package.)
+describe('a row with a key the plugin does not know', () => {
+  it.each(entries.map((index) => [index.slice(packages.length + 1).replace('/src/index.ts', ''), index]))('%s: fails at load naming the key', async (name, index) => {
+    const schema = await schemaOf(index)
+    if (schema === undefined || name === 'pool/pty-pool') return
+    const parsed = schema.safeParse({ misspelledKey: true })
+    expect(parsed.success).toBe(false)
+    if (parsed.success) return
+    expect(parsed.error.issues.some((issue) => issue.keys?.includes('misspelledKey'))).toBe(true)
   })
 })
