@@ -125,6 +125,9 @@ const orphans = (from) => {
         continue
       }
       if (!environ.some((variable) => tags.has(variable))) {
+        // Mid-execve the environment reads empty until the new image lays it out (stat field
+        // 51, env_end, still 0): look at this pid again next round instead of passing it over.
+        if (environ.length <= 1 && fields[48] === '0') continue
         passed.add(pid)
         continue
       }

@@ -98,6 +98,16 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       let text: string
       try {
         text = await fs.readFile(`/proc/${pid}/environ`)
+        // execve(2) installs the new image before it lays out the environment on its stack;
+        // in between, /proc/<pid>/environ reads empty. An empty read is an answer only once
+        // stat shows the layout done (it may finish between the two reads: read once more).
+        for (let attempt = 0; text === '' && attempt < EXEC_RETRIES; attempt++) {
+          const during = await midExec(fs, pid)
+          if (during === undefined) break
+          if (during) await new Promise((resolve) => setTimeout(resolve, EXEC_RETRY_MS))
+          text = await fs.readFile(`/proc/${pid}/environ`)
+          if (!during) break
+        }
       } catch {
         return undefined
       }
@@ -108,4 +118,33 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return undefined
     },
   }
+}
+
+/** Bound on re-reading an environment that reads empty mid-execve: 20 × 1 ms. */
+const EXEC_RETRIES = 20
+const EXEC_RETRY_MS = 1
+/** `PF_KTHREAD` in field 9 (`flags`) of /proc/<pid>/stat (include/linux/sched.h). */
+const PF_KTHREAD = 0x00200000
+
+/**
+ * Whether `pid` is between installing a new image and laying out its environment: a live user
+ * task whose /proc/<pid>/stat field 51 (`env_end`, proc(5), Linux 3.5+) is still 0. After the
+ * exec it is an address even for an empty environment; kernel threads (PF_KTHREAD) and
+ * zombies have no memory map and read 0 there for good: undefined, as for an unreadable stat.
+ */
+async function midExec(fs: ProcFs, pid: number): Promise<boolean | undefined> {
+  let text: string
+  try {
+    text = await fs.readFile(`/proc/${pid}/stat`)
+  } catch {
+    return undefined
+  }
+  // fields[0] is field 3 (state); field N is fields[N - 3].
+  const fields = text.slice(text.lastIndexOf(')') + 1).trim().split(/\s+/)
+  const state = fields[0] ?? ''
+  const flags = Number(fields[9 - 3])
+  const envEnd = fields[51 - 3]
+  if (envEnd === undefined || !Number.isSafeInteger(flags) || (flags & PF_KTHREAD) !== 0) return undefined
+  if (state === 'Z' || state === 'X') return undefined
+  return envEnd === '0'
 }

@@ -70,6 +70,39 @@ describe('linuxProcessTable', () => {
     expect(await table.environ(41, 'PATH')).toBeUndefined()
   })
 
+  it('reads again an environment that is empty while the task is mid-exec, and only then', async () => {
+    /** A /proc/<pid>/stat line to field 52 with the given state, flags (9) and env_end (51). */
+    const fullStat = (pid: number, state: string, flags: number, envEnd: string): string => {
+      const fields = Array.from({ length: 50 }, () => '0')
+      fields[0] = state
+      fields[9 - 3] = String(flags)
+      fields[51 - 3] = envEnd
+      return `${pid} (p${pid}) ${fields.join(' ')}`
+    }
+    let reads = 0
+    const files: Record<string, () => string> = {
+      // 50 is mid-exec for its first two reads: env_end 0, the environment empty.
+      '/proc/50/environ': () => (++reads < 3 ? '' : 'CONCH_SESSION_TAG=t50\0'),
+      '/proc/50/stat': () => fullStat(50, 'R', 0x400000, reads < 3 ? '0' : '140737488351200'),
+      // 51 has an empty environment (env -i): laid out, so a second read answers.
+      '/proc/51/environ': () => (reads++, ''),
+      '/proc/51/stat': () => fullStat(51, 'S', 0x400000, '140737488351200'),
+      // 52 is a kernel thread and 53 a zombie: no memory map, env_end 0 for good.
+      '/proc/52/environ': () => (reads++, ''),
+      '/proc/52/stat': () => fullStat(52, 'I', 0x208040, '0'),
+      '/proc/53/environ': () => (reads++, ''),
+      '/proc/53/stat': () => fullStat(53, 'Z', 0x400000, '0'),
+    }
+    const table = linuxProcessTable({ ...fs, readFile: async (path) => files[path]?.() ?? fs.readFile(path) })
+    expect(await table.environ(50, 'CONCH_SESSION_TAG')).toBe('t50')
+    expect(reads).toBe(3)
+    for (const [pid, expected] of [[51, 2], [52, 1], [53, 1]] as const) {
+      reads = 0
+      expect(await table.environ(pid, 'CONCH_SESSION_TAG')).toBeUndefined()
+      expect(reads).toBe(expected)
+    }
+  })
+
   it("lists a process's children from every thread's children file, and none once it is gone", async () => {
     const files: Record<string, string> = {
       [`/proc/${process.pid}/task/${process.pid}/children`]: '',
