@@ -90,6 +90,26 @@ export function freshMark(variable: string): string {
   return value
 }
 
+/**
+ * `/proc/<pid>/environ` of the process whose stat line is `stat`. Mid-execve the file reads
+ * empty until the new image has laid its environment out (stat field 51, `env_end`, still 0 in
+ * a user task: proc(5)); it is read again then, 1 ms apart, for at most 20 ms.
+ */
+function environOf(pid: string, stat: string): string {
+  let text = readFileSync(`/proc/${pid}/environ`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const kernelThread = (Number(fields[9 - 3]) & 0x00200000) !== 0
+  for (let attempt = 0; text === '' && !kernelThread && attempt < 20; attempt++) {
+    const now = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const midExec = now.slice(now.lastIndexOf(')') + 2).split(' ')[51 - 3] === '0'
+    if (midExec) Atomics.wait(PAUSE, 0, 0, 1)
+    text = readFileSync(`/proc/${pid}/environ`, 'utf8')
+    if (!midExec) break
+  }
+  return text
+}
+const PAUSE = new Int32Array(new SharedArrayBuffer(4))
+
 /** Live (non-zombie) processes whose initial environment carries `variable=value`, from /proc (proc(5): stat, environ). */
 export function markedProcesses(variable: string, value: string): number[] {
   const needle = `${variable}=${value}`
@@ -99,7 +119,7 @@ export function markedProcesses(variable: string, value: string): number[] {
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
       if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      if (readFileSync(`/proc/${name}/environ`, 'utf8').split('\0').includes(needle)) found.push(Number(name))
+      if (environOf(name, stat).split('\0').includes(needle)) found.push(Number(name))
     } catch {
       // gone while listing, or not ours to read
     }
