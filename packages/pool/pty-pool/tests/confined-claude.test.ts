@@ -28,7 +28,7 @@ import ToolsService from '@conch/tools'
 import type { FakeModelServer } from '@conch/fake-model'
 import * as ptyPool from '../src/index.ts'
 import type { PtyPool, WorkerSupervisor } from '../src/index.ts'
-import { alive, CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel, tempDir, until } from './products.ts'
+import { alive, carrying, tagOf, CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel, tempDir, until } from './products.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`
 let model: FakeModelServer
@@ -139,20 +139,6 @@ function expectConfined(pid: number, own: string, other: string) {
   expect(existsSync(theirs)).toBe(false)
 }
 
-/** Live processes whose initial environment carries `tag` (NAME=value). */
-function carrying(tag: string): number[] {
-  const found: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(tag) && alive(Number(entry))) found.push(Number(entry))
-    } catch {
-      // gone
-    }
-  }
-  return found
-}
-
 describe('claude pooled by default as conch terminals of its owner', { timeout: 120_000 }, () => {
   it('in-process: each owner’s CLI is its own ctx.pty terminal, confined to its own workspace', async () => {
     const { root, pool, pty, a, b, wsA, wsB } = await compose({ cwd: tmpdir() })
@@ -198,7 +184,7 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     expect(pool.readFailures()).toEqual([])
 
     const workerPid = supervisor.workerPid()!
-    const entry = readFileSync(`/proc/${workerPid}/environ`, 'latin1').split('\0').find((line) => line.startsWith('CONCH_SUBPROCESS_TAG='))!
+    const entry = tagOf(workerPid)
     expect(carrying(entry)).toEqual(expect.arrayContaining([workerPid, cliA, cliB]))
     process.kill(workerPid, 'SIGKILL')
     await until(() => carrying(entry).length === 0, 15_000, 'the killed worker\'s CLIs to be gone')

@@ -2,13 +2,13 @@
  * The real Claude Code TUI warm in a managed worker (`conch pool-worker` under the
  * supervisor, spawned through ctx.subprocess), against the fake model server on 127.0.0.1.
  */
-import { readdirSync, readFileSync } from 'node:fs'
+import { readdirSync } from 'node:fs'
 import { Context } from 'cordis'
 import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import type { FakeModelServer } from '@conch/fake-model'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey, type WorkerSupervisor } from '../src/index.ts'
-import { alive, CONCH_BIN, claudeEnv, claudeKind, startModel, tempDir, until } from './products.ts'
+import { alive, carrying, CONCH_BIN, claudeEnv, claudeKind, startModel, tagOf, tempDir, until } from './products.ts'
 
 let model: FakeModelServer
 let ctx: Context
@@ -44,26 +44,6 @@ function makePool(overrides: Record<string, unknown> = {}) {
 }
 
 const key = (conversation: string): PoolKey => ({ owner: 'agent-1', conversation, kind: 'claude', model: '', account: '', bare: false })
-
-function tagOf(pid: number): string {
-  const entry = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').find((line) => line.startsWith('CONCH_SUBPROCESS_TAG='))
-  if (!entry) throw new Error(`process ${pid} carries no CONCH_SUBPROCESS_TAG`)
-  return entry
-}
-
-/** Live processes whose initial environment carries `tag` (NAME=value), from the process table. */
-function carrying(tag: string): number[] {
-  const found: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(tag) && alive(Number(entry))) found.push(Number(entry))
-    } catch {
-      // gone
-    }
-  }
-  return found
-}
 
 describe('claude in a managed worker', { timeout: 90_000 }, () => {
   it('answers warm turns; killed with SIGKILL, the worker is restarted, its CLI stopped, and the next invoke succeeds', async () => {

@@ -11,10 +11,11 @@
  *   for the fresh-spawn path (no sentinel instruction), `fresh answer`
  * - `SLOW` → one word every 300 ms
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/fake-model'
+import { environOf } from '@conch/fake-model/harness'
 
 const root = resolve(import.meta.dirname, '../../../..')
 const products = process.env.CONCH_PRODUCTS_DIR ?? join(root, '.products')
@@ -119,18 +120,35 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Processes whose environment carries `CONCH_POOL_TAG` (the pool's terminals), from /proc. */
-export function taggedProcesses(): number[] {
+/** Live processes whose initial environment holds an entry that `match`es, from /proc. */
+function processesWhose(match: (entry: string) => boolean): number[] {
   const pids: number[] = []
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
     try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').includes('CONCH_POOL_TAG=') && alive(Number(entry))) pids.push(Number(entry))
+      if (environOf(entry).split('\0').some(match) && alive(Number(entry))) pids.push(Number(entry))
     } catch {
       // gone
     }
   }
   return pids
+}
+
+/** Processes whose environment carries `CONCH_POOL_TAG` (the pool's terminals), from /proc. */
+export function taggedProcesses(): number[] {
+  return processesWhose((entry) => entry.startsWith('CONCH_POOL_TAG='))
+}
+
+/** Live processes whose initial environment carries `tag` (`NAME=value`), from /proc. */
+export function carrying(tag: string): number[] {
+  return processesWhose((entry) => entry === tag)
+}
+
+/** The `CONCH_SUBPROCESS_TAG=…` entry of a process's environment (the tag its teardown sweeps). */
+export function tagOf(pid: number): string {
+  const entry = environOf(pid).split('\0').find((line) => line.startsWith('CONCH_SUBPROCESS_TAG='))
+  if (!entry) throw new Error(`process ${pid} carries no CONCH_SUBPROCESS_TAG`)
+  return entry
 }
 
 /** Polls a condition the test cannot subscribe to (process exit), bounded. */
@@ -140,4 +158,22 @@ export async function until(probe: () => boolean | Promise<boolean>, timeoutMs =
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
+}
+
+/**
+ * Writes an executable REPL of the generic kind into `dir`: it prints `> `, reads a line and
+ * answers `echo: <line>` between two `$POOL_SENTINEL` lines; a line with STALL gets no answer.
+ * Returns its path.
+ */
+export function sentinelRepl(dir: string): string {
+  const repl = join(dir, 'repl.sh')
+  writeFileSync(repl, `#!/bin/sh
+printf '> '
+while IFS= read -r line; do
+  case "$line" in *STALL*) continue ;; esac
+  printf '%s\\n%s\\n%s\\n> ' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL"
+done
+`)
+  chmodSync(repl, 0o755)
+  return repl
 }

@@ -4,25 +4,15 @@
  * own address for the loopback boundary.
  */
 import { execFileSync, execFile } from 'node:child_process'
-import { writeFileSync, chmodSync } from 'node:fs'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, startStatusListener, type PoolKey, type StatusListener } from '../src/index.ts'
-import { tempDir } from './products.ts'
+import { sentinelRepl, tempDir } from './products.ts'
 
 const run = promisify(execFile)
 const dir = tempDir('pool-status-')
-const repl = `${dir}/repl.sh`
-// Reads a line, answers between two sentinel lines; a line with STALL gets no answer.
-writeFileSync(repl, `#!/bin/sh
-printf '> '
-while IFS= read -r line; do
-  case "$line" in *STALL*) continue ;; esac
-  printf '%s\\n%s\\n%s\\n> ' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL"
-done
-`)
-chmodSync(repl, 0o755)
+const repl = sentinelRepl(dir)
 
 const pool = new PtyPool(
   loadPoolConfig({

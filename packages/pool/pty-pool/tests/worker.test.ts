@@ -6,28 +6,19 @@
  * new worker started.
  */
 import { spawnSync } from 'node:child_process'
-import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { Context } from 'cordis'
 import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, LineDecoder, loadPoolConfig, PtyPool, WorkerSupervisor, type InvokeResult, type PoolKey } from '../src/index.ts'
-import { alive, CONCH_BIN, tempDir, until } from './products.ts'
+import { alive, carrying, CONCH_BIN, sentinelRepl, tagOf, tempDir, until } from './products.ts'
 
 const HOSTILE = resolve(import.meta.dirname, 'hostile-worker.mjs')
 
 const dir = tempDir('pool-worker-')
-const repl = `${dir}/repl.sh`
-// Reads a line, answers between two sentinel lines; a line with STALL gets no answer.
-writeFileSync(repl, `#!/bin/sh
-printf '> '
-while IFS= read -r line; do
-  case "$line" in *STALL*) continue ;; esac
-  printf '%s\\n%s\\n%s\\n> ' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL"
-done
-`)
-chmodSync(repl, 0o755)
+const repl = sentinelRepl(dir)
 
 let ctx: Context
 let fiber: { dispose(): Promise<void> }
@@ -68,26 +59,6 @@ function sleepers(marker: string): number[] {
     if (!/^\d+$/.test(entry)) continue
     try {
       if (readFileSync(`/proc/${entry}/cmdline`, 'latin1') === `sleep\0${marker}\0` && alive(Number(entry))) found.push(Number(entry))
-    } catch {
-      // gone
-    }
-  }
-  return found
-}
-
-function tagOf(pid: number): string {
-  const entry = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').find((line) => line.startsWith('CONCH_SUBPROCESS_TAG='))
-  if (!entry) throw new Error(`process ${pid} carries no CONCH_SUBPROCESS_TAG`)
-  return entry
-}
-
-/** Live processes whose initial environment carries `tag` (NAME=value), from /proc. */
-function carrying(tag: string): number[] {
-  const found: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(tag) && alive(Number(entry))) found.push(Number(entry))
     } catch {
       // gone
     }

@@ -91,12 +91,13 @@ export function freshMark(variable: string): string {
 }
 
 /**
- * `/proc/<pid>/environ` of the process whose stat line is `stat`. Mid-execve the file reads
- * empty until the new image has laid its environment out (stat field 51, `env_end`, still 0 in
- * a user task: proc(5)); it is read again then, 1 ms apart, for at most 20 ms.
+ * `/proc/<pid>/environ` (NUL-separated `NAME=value`; throws when the process is gone or not
+ * readable). Mid-execve the file reads empty until the new image has laid its environment out
+ * (stat field 51, `env_end`, still 0 in a user task: proc(5)); it is read again then, 1 ms apart,
+ * for at most 20 ms. `stat` is the process's stat line when the caller has read it already.
  */
-function environOf(pid: string, stat: string): string {
-  let text = readFileSync(`/proc/${pid}/environ`, 'utf8')
+export function environOf(pid: number | string, stat = readFileSync(`/proc/${pid}/stat`, 'utf8')): string {
+  let text = readFileSync(`/proc/${pid}/environ`, 'latin1')
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   const kernelThread = (Number(fields[9 - 3]) & 0x00200000) !== 0
   for (let attempt = 0; text === '' && !kernelThread && attempt < 20; attempt++) {
