@@ -82,6 +82,17 @@ export class FrameDecoder {
     return { frames }
   }
 
+  /**
+   * What of an unfinished frame is buffered: `have` bytes (prefix included) of `announced`
+   * (4 + the prefix's length, or undefined while the prefix itself is incomplete); undefined
+   * when every byte fed belongs to a complete frame, or after a violation.
+   */
+  get unfinished(): { have: number; announced: number | undefined } | undefined {
+    if (this.broken || this.buffered === 0) return undefined
+    const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)
+    return { have: this.buffered, announced: this.buffered >= 4 ? 4 + data.readUInt32BE(0) : undefined }
+  }
+
   private fail(frames: unknown[], message: string): { frames: unknown[]; error: ChannelError } {
     this.broken = true
     this.chunks = []
@@ -103,6 +114,9 @@ export function parseChildMessage(value: unknown): ChildMessage {
       return { t: 'ready' }
     case 'log':
       if ((value['s'] !== 'out' && value['s'] !== 'err') || typeof value['text'] !== 'string') throw new ChannelError('a log frame needs s: "out"|"err" and text: string')
+      for (const key of Object.keys(value)) {
+        if (key !== 't' && key !== 's' && key !== 'text') throw new ChannelError(`a log frame has an unknown field ${JSON.stringify(key)}`)
+      }
       return { t: 'log', s: value['s'], text: value['text'] }
     case 'call': {
       const { id, ns, fn } = value

@@ -87,6 +87,13 @@ export class ProgramProcess {
       stream.on('data', (text: string) => this.emit({ type: 'output', stream: name, text }))
     }
     void handle.done.then(({ exitCode, signal }) => {
+      // Every byte the process wrote has been read by now (`done` is its pipes' close): bytes of
+      // a frame left unfinished are the program breaking its channel, not an early exit.
+      const unfinished = decoder.unfinished
+      if (this.readySeen && unfinished !== undefined) {
+        const announced = unfinished.announced === undefined ? 'a 4-byte length prefix' : `${unfinished.announced} announced`
+        this.emit({ type: 'protocol', message: `the program's process ended inside a control frame: ${unfinished.have} bytes of ${announced} arrived` })
+      }
       this.state = 'gone'
       if (!this.readySeen) this.settleReady.reject(new Error(`the node process exited (${exitCode === null ? `signal ${signal}` : `code ${exitCode}`}) before it was ready`))
       this.emit({ type: 'exit', exitCode, signal })

@@ -22,12 +22,25 @@ describe('frames', () => {
     expect(decoder.feed(encodeFrame({ t: 'ready' }))).toEqual({ frames: [] })
   })
 
+  it('says how much of an unfinished frame it holds, and nothing once every frame is complete', () => {
+    const decoder = new FrameDecoder(1024)
+    const bytes = encodeFrame({ t: 'ready' })
+    expect(decoder.unfinished).toBeUndefined()
+    decoder.feed(bytes.subarray(0, 2))
+    expect(decoder.unfinished).toEqual({ have: 2, announced: undefined })
+    decoder.feed(bytes.subarray(2, 6))
+    expect(decoder.unfinished).toEqual({ have: 6, announced: bytes.length })
+    expect(decoder.feed(bytes.subarray(6)).frames).toEqual([{ t: 'ready' }])
+    expect(decoder.unfinished).toBeUndefined()
+  })
+
   it('refuses malformed messages by shape', () => {
     expect(() => parseChildMessage({ t: 'call', id: 0, ns: 'a', fn: 'b' })).toThrow(ChannelError)
     expect(() => parseChildMessage({ t: 'call', id: 1.5, ns: 'a', fn: 'b' })).toThrow(ChannelError)
     expect(() => parseChildMessage({ t: 'call', id: 1, ns: 1, fn: 'b' })).toThrow(ChannelError)
     expect(() => parseChildMessage({ t: 'done', ok: false, kind: 'timeout', message: 'forged' })).toThrow(/unknown failure kind/)
     expect(() => parseChildMessage({ t: 'log', s: 'tty', text: '' })).toThrow(ChannelError)
+    expect(() => parseChildMessage({ t: 'log', s: 'out', text: '', more: 1 })).toThrow(/unknown field "more"/)
     expect(parseChildMessage({ t: 'call', id: 1, ns: 'a', fn: 'b' })).toEqual({ t: 'call', id: 1, ns: 'a', fn: 'b', args: null })
   })
 

@@ -74,6 +74,16 @@ describe('the control channel', () => {
     await expectProtocol('frame([1, 2])\nawait new Promise(() => {})', /not a JSON object/)
   })
 
+  it('a log frame with a field the channel does not define is protocol', async () => {
+    await expectProtocol('frame({ t: "log", s: "out", text: "x", extra: [[[]]] })\nawait new Promise(() => {})', /log frame has an unknown field "extra"/)
+  })
+
+  it('a process that ends inside a frame it began is protocol, saying how much of it arrived', async () => {
+    // The program announces 1000 bytes, sends 10, then returns: its own done frame lands inside
+    // the unfinished one, and the process ends with the frame still short.
+    await expectProtocol('const head = Buffer.alloc(4); head.writeUInt32BE(1000); raw(Buffer.concat([head, Buffer.from("{\\"t\\":\\"log\\"")]))\nreturn "real"', /ended inside a control frame: \d+ bytes of 1004 announced arrived/)
+  })
+
   it('a flood of frames is protocol, not an unbounded queue', async () => {
     await expectProtocol('for (let i = 0; i < 100_000; i++) frame({ t: "ready" })\nawait new Promise(() => {})', /ready/)
   })
