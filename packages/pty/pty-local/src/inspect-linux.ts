@@ -473,7 +473,9 @@ async function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefine
  * The terminal's foreground group lives in the session of `root` (the node-pty child), so its
  * members are found by walking `root`'s descendants through /proc/<pid>/task/<tid>/children
  * (proc(5)) — a handful of reads instead of one per process on the machine. When that file is
- * unavailable, or the walk finds no member (an orphaned group), every process is listed.
+ * unavailable, the walk finds no member (an orphaned group), or a descendant has more than
+ * `WALK_MAX_THREADS` threads (each has a children file, and a program with thousands of them
+ * would make the walk cost more than listing), every process is listed.
  */
 export async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
   const walked = await descendantsInGroup(proc, pgid, root)
@@ -484,7 +486,13 @@ export async function groupMembers(proc: ProcFs, pgid: number, root: number): Pr
   return stats.filter((s): s is ProcStat => s !== undefined && s.pgrp === pgid)
 }
 
-/** Members of `pgid` among `root` and its descendants; undefined when the children files cannot be read. */
+/** Above this many threads in one descendant, `groupMembers` lists every process instead of walking. */
+export const WALK_MAX_THREADS = 64
+
+/**
+ * Members of `pgid` among `root` and its descendants; undefined when the children files cannot
+ * be read or a descendant has more than `WALK_MAX_THREADS` threads.
+ */
 async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[] | undefined> {
   const members: ProcStat[] = []
   const seen = new Set<number>()
@@ -496,6 +504,7 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
     const stat = await readStat(proc, `/proc/${pid}/stat`)
     if (stat === undefined) continue // it exited while we walked
     if (stat.pgrp === pgid) members.push(stat)
+    if (stat.threads > WALK_MAX_THREADS) return undefined
     let tids: string[]
     try {
       tids = await proc.readdir(`/proc/${pid}/task`)

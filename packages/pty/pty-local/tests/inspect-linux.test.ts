@@ -5,6 +5,7 @@ import pty from 'node-pty'
 import { afterEach, describe, expect, it } from 'vitest'
 import {
   contextSwitches,
+  groupMembers,
   identifyTerminal,
   nodeProcReader,
   parseWakeCounters,
@@ -14,6 +15,7 @@ import {
   SchedulerClocks,
   type ReadProbe,
   type TerminalIdentity,
+  WALK_MAX_THREADS,
 } from '../src/inspect-linux.ts'
 import { OutputParser } from '../src/output.ts'
 import { parseSyscallFile, READ_SYSCALLS } from '../src/syscalls.ts'
@@ -587,5 +589,38 @@ describe.skipIf(!onLinux)('the /proc probe on real programs', () => {
     shell.write("sh -c 'while :; do :; done'\r")
     const result = await probeUntil(shell, (p) => p.tpgid !== shell.pid && p.tasks.some((t) => t.name === 'sh' && t.state === 'R'))
     expect(result.verdict).toBe('not_reading')
+  })
+})
+
+describe('groupMembers', () => {
+  const idle = syscall(61, 0xffffffffn)
+  /** bash (100) → python3 (200, group 200, `threads` tasks) → its child 300 (group 200). */
+  const walkTree = (threads: number): FakeProc =>
+    new FakeProc([
+      { pid: 100, comm: 'bash', pgrp: 100, tasks: [{ tid: 100, state: 'S', syscall: idle, files: { children: '200' } }] },
+      {
+        pid: 200,
+        comm: 'python3',
+        pgrp: 200,
+        ppid: 100,
+        session: 100,
+        tasks: Array.from({ length: threads }, (_, i) => ({ tid: 200 + i * 1000, state: 'S', syscall: idle, files: { children: i === 0 ? '300' : '' } })),
+      },
+      { pid: 300, comm: 'sleep', pgrp: 200, ppid: 200, session: 100, tasks: [{ tid: 300, state: 'S', syscall: idle, files: { children: '' } }] },
+      { pid: 400, comm: 'sshd', pgrp: 400, tasks: [{ tid: 400, state: 'S', syscall: idle, files: { children: '' } }] },
+    ])
+  const childrenReads = (proc: FakeProc): string[] => proc.reads.filter((path) => path.startsWith('/proc/200/task/') && path.endsWith('/children'))
+
+  it("walks the shell's descendants through each thread's children file", async () => {
+    const proc = walkTree(3)
+    expect((await groupMembers(proc, 200, 100)).map((member) => member.pid).sort()).toEqual([200, 300])
+    expect(childrenReads(proc)).toHaveLength(3)
+  })
+
+  it('lists every process instead when a descendant has more threads than a walk should read', async () => {
+    const proc = walkTree(WALK_MAX_THREADS + 1)
+    expect((await groupMembers(proc, 200, 100)).map((member) => member.pid).sort()).toEqual([200, 300])
+    expect(childrenReads(proc)).toEqual([])
+    expect(proc.reads).toContain('/proc')
   })
 })

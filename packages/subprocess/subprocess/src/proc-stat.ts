@@ -26,9 +26,10 @@ export function parseProcStat(text: string): ProcStat | undefined {
     session: int(6),
     ttyNr: int(7),
     tpgid: int(8),
+    threads: int(20),
     startTime: fields[22 - 3] ?? '',
   }
-  const numbers = [stat.ppid, stat.pgrp, stat.session, stat.ttyNr, stat.tpgid]
+  const numbers = [stat.ppid, stat.pgrp, stat.session, stat.ttyNr, stat.tpgid, stat.threads]
   if (numbers.some((n) => !Number.isSafeInteger(n)) || !/^\d+$/.test(stat.startTime)) return undefined
   return stat
 }

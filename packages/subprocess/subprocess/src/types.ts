@@ -36,6 +36,8 @@ export interface ProcStat {
   ttyNr: number
   /** Field 8, foreground process group of the controlling terminal, -1 when none. */
   tpgid: number
+  /** Field 20, `num_threads`: the process's threads (tasks). */
+  threads: number
   /** Field 22, start time in clock ticks since boot, kept as a decimal string. */
   startTime: string
 }

@@ -5,11 +5,11 @@ import { parseProcStat } from '../src/proc-stat.ts'
 const tail = '0 0 0 0 0 0 0 0 20 0 1 0 123456 1000 100 18446744073709551615'
 
 describe('parseProcStat', () => {
-  it('reads the fields proc(5) numbers 3 to 8 and 22', () => {
+  it('reads the fields proc(5) numbers 3 to 8, 20 and 22', () => {
     const stat = parseProcStat(`4121 (python3) S 4000 4121 4000 34816 4121 4194304 ${tail}`)
     expect(stat).toEqual({
       pid: 4121, comm: 'python3', state: 'S', ppid: 4000, pgrp: 4121, session: 4000,
-      ttyNr: 34816, tpgid: 4121, startTime: '123456',
+      ttyNr: 34816, tpgid: 4121, threads: 1, startTime: '123456',
     })
   })
 
