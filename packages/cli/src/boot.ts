@@ -162,7 +162,8 @@ function audit(
     const error = fiberError(loader, row.id)
     if (error !== undefined) {
       if (error instanceof Error && error.name === 'ValidationError') {
-        failures.push({ ...base, reason: 'invalid-config', message: error.message })
+        // Cordis prints an issue at the config's top level (an unknown key there) as `(at )`.
+        failures.push({ ...base, reason: 'invalid-config', message: error.message.replace(/ \(at \)$/gm, ' (at the top level)') })
       } else {
         failures.push({ ...base, reason: 'failed', message: `failed to start: ${describeError(error, 'warn')}` })
       }

@@ -84,6 +84,14 @@ describe('the audit', () => {
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Invalid input: expected number, received string \(at outputLimitBytes\)/)
   })
 
+  it('an unknown key at the top of a config is named, and said to be at the top level', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimit: 5\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Unrecognized key: "outputLimit" \(at the top level\)/)
+  })
+
   it('a plugin whose services nobody provides fails naming the entry and the services', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)

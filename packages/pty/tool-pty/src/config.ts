@@ -12,7 +12,7 @@ export const SecretSource = z.union([
       .refine((file) => path.isAbsolute(file), 'file must be an absolute path')
       .describe('Absolute path of a file holding the value (one trailing line break is dropped).'),
   }),
-])
+], { error: 'a secret is {env: VARIABLE} or {file: /absolute/path}: exactly one of the two keys' })
 export type SecretSource = z.output<typeof SecretSource>
 
 export const Config = z
