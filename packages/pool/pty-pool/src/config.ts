@@ -61,6 +61,13 @@ export const KindConfig = z.strictObject({
   dialogPattern: Pattern.optional(),
   /** `separate-enter`: type the text, wait for its echo, then Enter as its own write. */
   submit: z.enum(['separate-enter']).default('separate-enter'),
+  /**
+   * How the prompt is typed: `multi-line` sends it as a bracketed paste (`ESC[200~ … ESC[201~`,
+   * xterm's DECSET 2004) only when it spans lines and types a single line as keys; `always` sends
+   * every prompt as a bracketed paste while the CLI has DECSET 2004 on (a CLI that holds fast typed
+   * keys back as a possible unbracketed paste shows a paste at once).
+   */
+  paste: z.enum(['multi-line', 'always']).default('multi-line'),
   /** Prompts longer than this (characters) go through a file the prompt names. */
   pasteCollapseChars: z.number().int().positive().default(800),
   /** Keys that clear the input line (default Ctrl-U). */

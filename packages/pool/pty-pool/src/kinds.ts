@@ -13,6 +13,10 @@
  *   rides `developer_instructions` in `config.toml`. Rollouts go to `$CODEX_HOME/sessions`.
  * - Both submit only when Enter arrives as its own write after the text; both show
  *   "esc to interrupt" while they work.
+ * - Codex turns DECSET 2004 on and holds keys that arrive faster than 8 ms apart as a possible
+ *   unbracketed paste (codex-rs/tui/src/bottom_pane/paste_burst.rs): a typed prompt shows only
+ *   once that burst is flushed, 60–90 ms after the write, while a bracketed paste is one paste
+ *   event drawn in the next frame (10–20 ms). Hence `paste: always` for Codex.
  */
 import type { KindInput } from './config.ts'
 
@@ -73,6 +77,7 @@ const codex: KindInput = {
   statusPattern: 'esc to interrupt|^\\s*• Working|Worked for|^\\s*GPT-|for shortcuts|for agents',
   answerPrefix: '^\\s*•\\s?',
   dialogPattern: 'Try new model|Do you trust|Sign in with ChatGPT|Allow Codex to work',
+  paste: 'always',
   pasteCollapseChars: 1000,
   transcript: { format: 'codex-rollout', dir: '{home}/.codex/sessions' },
   oneShotArgs: ['exec', '--skip-git-repo-check', '{prompt}'],

@@ -86,6 +86,17 @@ export interface TurnPhases {
   transcript: number
 }
 
+/**
+ * The prompt as it may be typed into a terminal: CR LF and lone CR become LF, and every other
+ * control character — C0 except TAB and LF, DEL, and C1 (ECMA-48 § 5) — is removed. A prompt can
+ * therefore neither press a key of its own (CR submits, ETX is the line's SIGINT) nor start a
+ * control sequence (ESC, or the 8-bit CSI 0x9B): in particular it cannot close a bracketed paste
+ * early with `ESC[201~` (xterm ctlseqs, "Bracketed Paste Mode") and type the rest as keys.
+ */
+export function typeableText(prompt: string): string {
+  return prompt.replace(/\r\n?/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '')
+}
+
 /** Renders `{name}` placeholders; unknown names are left as they are. */
 export function render(template: string, vars: Record<string, string>): string {
   return template.replace(/\{([A-Za-z]+)\}/g, (whole, name: string) => (name in vars ? vars[name]! : whole))
@@ -265,7 +276,8 @@ export class PoolSession {
   }
 
   /**
-   * One turn. Clears the input line, types the prompt (a bracketed paste when it spans lines,
+   * One turn. Clears the input line, types the prompt (a bracketed paste when it spans lines or
+   * the kind's `paste` is `always`,
    * a file the prompt names when it is longer than the kind's paste-collapse size), waits for
    * its echo, presses Enter as its own write, then waits for the last complete sentinel pair
    * after the echo while the CLI is idle and the screen quiet.
@@ -285,7 +297,7 @@ export class PoolSession {
       const before = countEcho()
       terminal.write(this.kind.clearKeys)
       const multiLine = text.includes('\n')
-      if (multiLine && terminal.bracketedPaste()) terminal.write(`\u001b[200~${text}\u001b[201~`)
+      if ((multiLine || this.kind.paste === 'always') && terminal.bracketedPaste()) terminal.write(`\u001b[200~${text}\u001b[201~`)
       else terminal.write(multiLine ? text.replace(/\s*\n\s*/g, ' ') : text)
       const echo = watch(terminal, () => {
         this.checkAlive(terminal, false, options.signal)
@@ -311,7 +323,7 @@ export class PoolSession {
   }
 
   private promptText(prompt: string): string {
-    if (prompt.length <= this.kind.pasteCollapseChars) return prompt
+    if (prompt.length <= this.kind.pasteCollapseChars) return typeableText(prompt)
     const dir = join(this.home, 'prompts')
     mkdirSync(dir, { recursive: true })
     const file = join(dir, `prompt-${this.turns + 1}.md`)
