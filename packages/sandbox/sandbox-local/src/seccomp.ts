@@ -19,7 +19,12 @@
  * 5. `clone` with any namespace flag in its first argument (`CLONE_NEWNS`, `CLONE_NEWCGROUP`,
  *    `CLONE_NEWUTS`, `CLONE_NEWIPC`, `CLONE_NEWUSER`, `CLONE_NEWPID`, `CLONE_NEWNET`) returns
  *    `EPERM`; the kernel reads only the low 32 bits of legacy clone's flags;
- * 6. everything else is allowed — `ptrace` included: inside its own PID namespace a sandboxed
+ * 6. `ioctl` with the request `TIOCSTI` (push a byte into a terminal's input as if typed) or
+ *    `TIOCLINUX` (the console's selection paste, among others) returns `EPERM`: both inject
+ *    input into a terminal, which is how a confined program would type into a reader outside
+ *    its sandbox (tty_ioctl(4), ioctl_console(2)); the kernel takes the request as an
+ *    `unsigned int`, so only the low 32 bits of the second argument are compared;
+ * 7. everything else is allowed — `ptrace` included: inside its own PID namespace a sandboxed
  *    process can name no process outside it, and debuggers (gdb, strace) must work inside.
  *
  * Numbers come from the kernel's UAPI headers (`asm/unistd_64.h` for x86_64, the generic
@@ -51,6 +56,12 @@ export const CLONE_NAMESPACE_FLAGS = {
 } as const
 
 const CLONE_NAMESPACE_MASK = Object.values(CLONE_NAMESPACE_FLAGS).reduce((mask, flag) => mask | flag, 0) >>> 0
+
+/** Terminal ioctl requests that inject input (asm-generic/ioctls.h; the same on both arches). */
+export const INJECTING_IOCTLS = {
+  TIOCSTI: 0x5412,
+  TIOCLINUX: 0x541c,
+} as const
 
 /** Return actions (linux/seccomp.h). */
 export const SECCOMP_RET = {
@@ -128,7 +139,7 @@ export const DENIED_SYSCALLS: ReadonlyArray<readonly [name: string, reason: stri
  */
 export const SYSCALL_NUMBERS: Record<SeccompArch, Readonly<Record<string, number>>> = {
   x86_64: {
-    clone: 56, clone3: 435, ptrace: 101,
+    clone: 56, clone3: 435, ptrace: 101, ioctl: 16,
     mount: 165, umount2: 166, pivot_root: 155, move_mount: 429, open_tree: 428, fsopen: 430,
     fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442, unshare: 272, setns: 308,
     kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176,
@@ -141,7 +152,7 @@ export const SYSCALL_NUMBERS: Record<SeccompArch, Readonly<Record<string, number
     io_uring_register: 427,
   },
   aarch64: {
-    clone: 220, clone3: 435, ptrace: 117,
+    clone: 220, clone3: 435, ptrace: 117, ioctl: 29,
     mount: 40, umount2: 39, pivot_root: 41, move_mount: 429, open_tree: 428, fsopen: 430,
     fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442, unshare: 97, setns: 268,
     kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106,
@@ -181,8 +192,9 @@ export const BPF = {
 const NR = 0
 const ARCH = 4
 const ARG0_LOW = 16
+const ARG1_LOW = 24
 
-type Label = 'kill' | 'deny' | 'nosys' | 'clone'
+type Label = 'kill' | 'deny' | 'nosys' | 'clone' | 'ioctl'
 type Step =
   | { op: 'load'; offset: number }
   | { op: 'jump'; code: number; k: number; ifTrue: Label | null; ifFalse: Label | null }
@@ -214,10 +226,15 @@ export function seccompInstructions(options: SeccompOptions): BpfInstruction[] {
   steps.push(
     { op: 'jump', code: BPF.JEQ_K, k: numbers['clone3']!, ifTrue: 'nosys', ifFalse: null },
     { op: 'jump', code: BPF.JEQ_K, k: numbers['clone']!, ifTrue: 'clone', ifFalse: null },
+    { op: 'jump', code: BPF.JEQ_K, k: numbers['ioctl']!, ifTrue: 'ioctl', ifFalse: null },
     { op: 'ret', k: SECCOMP_RET.ALLOW },
     { op: 'mark', label: 'clone' },
     { op: 'load', offset: ARG0_LOW },
     { op: 'jump', code: BPF.JSET_K, k: CLONE_NAMESPACE_MASK, ifTrue: 'deny', ifFalse: null },
+    { op: 'ret', k: SECCOMP_RET.ALLOW },
+    { op: 'mark', label: 'ioctl' },
+    { op: 'load', offset: ARG1_LOW },
+    ...Object.values(INJECTING_IOCTLS).map((request): Step => ({ op: 'jump', code: BPF.JEQ_K, k: request, ifTrue: 'deny', ifFalse: null })),
     { op: 'ret', k: SECCOMP_RET.ALLOW },
     { op: 'ret', k: (SECCOMP_RET.ERRNO | EPERM) >>> 0, label: 'deny' },
     { op: 'ret', k: (SECCOMP_RET.ERRNO | ENOSYS) >>> 0, label: 'nosys' },

@@ -134,6 +134,31 @@ describe.runIf(hasBwrap)('system calls the filter decides, for real', () => {
     expect(result.stdout).toContain('fork-status 7\n')
   })
 
+  it('refuses TIOCSTI on a terminal, even its own controlling one, while other terminal ioctls work', async () => {
+    box = await harness(workspace)
+    // A new session whose controlling terminal is a pty opened in the sandbox: there TIOCSTI
+    // works for anyone the host lets (dev.tty.legacy_tiocsti), so only the filter refuses it.
+    const script = [
+      'import os, fcntl, termios',
+      'm, s = os.openpty()',
+      'name = os.ttyname(s)',
+      'pid = os.fork()',
+      'if pid == 0:',
+      '    os.setsid()',
+      '    fd = os.open(name, os.O_RDWR)',
+      '    for label, request, arg in (("tiocsti", termios.TIOCSTI, b"x"), ("winsz", termios.TIOCGWINSZ, bytes(8))):',
+      '        try:',
+      '            fcntl.ioctl(fd, request, arg); print(label, "ok")',
+      '        except OSError as error:',
+      '            print(label, error.errno)',
+      '    os._exit(0)',
+      'os.waitpid(pid, 0)',
+    ].join('\n')
+    const result = await box.run(`python3 -c ${quote(script)}`)
+    expect(result.stdout).toContain('tiocsti 1\n')
+    expect(result.stdout).toContain('winsz ok\n')
+  })
+
   it('lets a debugger trace processes inside the sandbox, and no process outside it can be named', async () => {
     box = await harness(workspace)
     const script = [

@@ -12,6 +12,7 @@ import {
   CLONE_NAMESPACE_FLAGS,
   DENIED_SYSCALLS,
   ENOSYS,
+  INJECTING_IOCTLS,
   EPERM,
   SECCOMP_RET,
   SYSCALL_NUMBERS,
@@ -106,6 +107,18 @@ describe.each(ARCHES)('the seccomp filter for %s', (arch) => {
     expect(call(numbers['clone']!, [2 ** 40 + SIGCHLD])).toBe(SECCOMP_RET.ALLOW)
   })
 
+  it('denies the ioctls that inject terminal input, on the low 32 bits of the request, and allows the rest', () => {
+    for (const [name, request] of Object.entries(INJECTING_IOCTLS)) {
+      expect([name, call(numbers['ioctl']!, [0, request])]).toEqual([name, DENY])
+      // The kernel takes the request as an unsigned int: high bits do not hide it.
+      expect([name, call(numbers['ioctl']!, [0, 2 ** 40 + request])]).toEqual([name, DENY])
+    }
+    const TCGETS = 0x5401
+    const TIOCGWINSZ = 0x5413
+    const TIOCSWINSZ = 0x5414
+    for (const request of [TCGETS, TIOCGWINSZ, TIOCSWINSZ, 0]) expect(call(numbers['ioctl']!, [0, request])).toBe(SECCOMP_RET.ALLOW)
+  })
+
   it('kills a call made with a foreign architecture', () => {
     const foreign = [0x40000003 /* i386 */, 0x40000028 /* ARM */, AUDIT_ARCH[arch === 'x86_64' ? 'aarch64' : 'x86_64']]
     for (const other of foreign) expect(run(program, { arch: other, nr: 0 })).toBe(SECCOMP_RET.KILL_PROCESS)
@@ -155,6 +168,7 @@ function headerNumbers(path: string): Map<string, number> {
 
 const X86_HEADER = '/usr/include/x86_64-linux-gnu/asm/unistd_64.h'
 const GENERIC_HEADER = '/usr/include/asm-generic/unistd.h'
+const IOCTL_HEADER = '/usr/include/asm-generic/ioctls.h'
 
 describe('the syscall tables match the kernel headers', () => {
   // The headers come with linux-libc-dev (Debian); a machine without them has nothing to compare.
@@ -169,5 +183,11 @@ describe('the syscall tables match the kernel headers', () => {
     for (const [name] of DENIED_SYSCALLS) {
       if (!header.has(name)) expect([name, SYSCALL_NUMBERS.aarch64[name]]).toEqual([name, undefined])
     }
+  })
+
+  it.runIf(existsSync(IOCTL_HEADER))('the injecting ioctls against asm-generic/ioctls.h', () => {
+    const header = new Map<string, number>()
+    for (const match of readFileSync(IOCTL_HEADER, 'utf8').matchAll(/^#define\s+(TIOC\w+)\s+(0x[0-9A-Fa-f]+)\b/gm)) header.set(match[1]!, Number(match[2]))
+    for (const [name, request] of Object.entries(INJECTING_IOCTLS)) expect([name, header.get(name)]).toEqual([name, request])
   })
 })
