@@ -118,7 +118,11 @@ export interface TerminateTreeOptions {
   rootStartTime?: string
   /** Also stop the root after its descendants. */
   includeRoot: boolean
-  /** Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals use SIGHUP). */
+  /**
+   * Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals
+   * use SIGHUP). SIGKILL skips the root's grace, and a root with no child left after it counts
+   * as stopped once the signal is delivered, before the kernel has reaped it (see `terminateTree`).
+   */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
@@ -185,7 +189,8 @@ export interface TerminateTreeOptions {
 export type SweepTaggedOptions = Omit<TerminateTreeOptions, 'rootPid' | 'includeRoot' | 'rootSignal' | 'tag'>
 
 /**
- * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
+ * Result of a teardown. `stopped` lists captured processes that are gone (zombies included, and
+ * a root KILLed with no child left, see `TerminateTreeOptions.rootSignal`);
  * `survivors` lists those still present after KILL — a non-empty list is a failed teardown
  * that the caller may retry.
  */
@@ -208,8 +213,11 @@ export interface ChildHandle {
   end(): void
   /** Resolves when the child has exited and its stdio closed. */
   readonly done: Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>
-  /** TERM the child's tree, KILL after `graceMs`, and resolve when everything captured is gone. */
-  terminate(options?: { graceMs?: number }): Promise<TerminateReport>
+  /**
+   * TERM the child's tree, KILL after `graceMs`, and resolve when everything captured is gone.
+   * `rootSignal` is the child's own first signal (default SIGTERM; see `TerminateTreeOptions`).
+   */
+  terminate(options?: { graceMs?: number; rootSignal?: NodeJS.Signals }): Promise<TerminateReport>
 }
 
 export interface SpawnOptions {
