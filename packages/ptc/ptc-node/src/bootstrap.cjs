@@ -135,16 +135,18 @@ function openSocket() {
 
 function finish(message) {
   if (state.finished) return
-  // Whether this process may leave as soon as the frame is out: looked at before the frame is
-  // sent, so the host never waits on a process that could have left.
-  const leave = childless()
   const bytes = frame(message)
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
   // With nothing queued the frame is in the kernel now and the process leaves in the same
-  // turn; else it follows the queue and the process leaves once it is written.
-  if (out(bytes, leave ? die : undefined) && leave) die()
+  // turn if it has no children (looked at after the frame is out, while the host reads it);
+  // else the frame follows the queue and the process leaves once it is written.
+  if (out(bytes, leaveIfChildless)) leaveIfChildless()
+}
+
+function leaveIfChildless() {
+  if (childless()) die()
 }
 
 /** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
@@ -175,11 +177,13 @@ function writeNow(bytes) {
 
 /**
  * After the terminal frame, a process that has no children leaves at once rather than wait for
- * the host's SIGTERM, so the host's teardown usually finds it gone (a zombie or reaped) instead
- * of signalling it and waiting (on a busy machine the host, woken by the frame, may still get
- * there first and find it exiting). Nothing can be lost: the frame is in the kernel's socket buffer,
- * which the host still reads after the exit, and the host walks the tree from this process,
- * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
+ * the host's SIGKILL, so the host's teardown often finds it gone (a zombie or reaped) instead
+ * of signalling it (on a busy machine the host, woken by the frame, may still get there first
+ * and find it running or exiting). Nothing can be lost: the frame is in the kernel's socket
+ * buffer, which the host still reads after the exit, and the host walks the tree from this
+ * process, and without children there is no tree below it. The children are looked at after
+ * the frame is out, so the frame does not wait for the look; a process with children keeps
+ * running, and the host captures them while it still holds them. It leaves by SIGKILL to itself, the kernel's
  * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
  * milliseconds the result would wait for. A process with children (any thread's
  * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
@@ -421,6 +425,7 @@ function prepare() {
   openSocket()
   installGlobals()
   compile('return 0')
+  childless()
   jsonProblem({ a: [1, 'x', true, null, { b: 2.5 }] })
   describe(new Error('warm-up'))
   frame({ t: 'log', s: 'out', text: format('%s', 1) })

@@ -1,0 +1,439 @@
+// The program's side of @conch/ptc-node: runs in a fresh `node` process, started by the host
+// with the control channel on fd 3. Plain CommonJS, so it runs on any Node 20 without a loader
+// and without starting the ES module loader (about 10 ms of a cold start). Protocol (see
+// channel.ts): frames of a 4-byte big-endian length and UTF-8 JSON.
+//
+//   child → host  {t:'ready'}                          booted, waiting for its program
+//                 {t:'log', s:'out'|'err', text}       console and process.stdout/stderr output
+//                 {t:'call', id, ns, fn, args}         a binding call (id: 1, 2, … in order)
+//                 {t:'done', ok:true, value}           the terminal frame: a lossless JSON value
+//                 {t:'done', ok:false, kind, message, stack?}
+//   host → child  {t:'prepare'}                        (a spare) get ready for calls while waiting
+//                 {t:'run', code, bindings:{ns:[fn…]}, maxOutputBytes}
+//                 {t:'reply', id, ok:true, value} | {t:'reply', id, ok:false, message}
+//
+// After the terminal frame nothing more is sent and replies are ignored; the host closes the
+// channel and ends the process tree.
+//
+// The channel starts synchronous: fd 3 is the child's end of a socketpair, in blocking mode, so
+// `ready` is one write(2) and the wait for the first frame one read(2), with nothing loaded
+// for it. Replies to binding calls and the host closing the channel need asynchronous reads,
+// which only a net.Socket gives (fs reads would occupy a thread-pool thread, and a process
+// cannot exit while one is blocked); loading net costs several ms, so the socket opens only
+// when it is needed: on `prepare` (a spare, while it waits anyway), at the program's first
+// binding call, or at the first turn of the event loop after the program started — which a
+// program that returns at once, such as `return 1+1`, finishes before. The socket makes the
+// descriptor non-blocking, so from then on every frame goes through it.
+'use strict'
+const fs = require('node:fs')
+const { createRequire } = require('node:module')
+const { format } = require('node:util')
+const vm = require('node:vm')
+
+const CONTROL_FD = 3
+const FILENAME = 'program.ts'
+const PREFIX = '(async function () {'
+
+// The program starts with an empty environment object; the OS environment the host gave this
+// process (the executable search path, temp paths, the subprocess tag) is cleared with it.
+for (const name of Object.keys(process.env)) delete process.env[name]
+
+const state = { phase: 'booting', nextId: 1, finished: false, installed: false }
+const pending = new Map()
+/** The asynchronous channel, once opened (see above). */
+let socket
+
+/** One frame in one buffer: the 4-byte big-endian length, then the UTF-8 JSON. */
+function frame(message) {
+  const json = JSON.stringify(message)
+  const length = Buffer.byteLength(json, 'utf8')
+  const bytes = Buffer.allocUnsafe(4 + length)
+  bytes.writeUInt32BE(length, 0)
+  bytes.write(json, 4, length, 'utf8')
+  return bytes
+}
+
+/** Sends one frame. */
+function send(message) {
+  if (state.finished) return
+  out(frame(message))
+}
+
+/**
+ * Puts `bytes` on the channel, in order. Before the socket exists: one blocking write. After:
+ * while the socket holds nothing queued, straight to the descriptor (one write(2), without the
+ * stream's bookkeeping and its callback a turn later); what the kernel does not take now, and
+ * everything while something is queued, goes through the socket behind the queue. Returns
+ * whether all of `bytes` is in the kernel; else `written` runs once it is.
+ */
+function out(bytes, written) {
+  if (socket === undefined) {
+    writeSync(bytes, 0)
+    return true
+  }
+  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
+  if (sent === bytes.length) return true
+  socket.write(sent === 0 ? bytes : bytes.subarray(sent), written)
+  return false
+}
+
+/** `n` bytes read synchronously, or undefined at the end of the channel. */
+function readExactly(n) {
+  const buffer = Buffer.allocUnsafe(n)
+  let offset = 0
+  while (offset < n) {
+    let count
+    try {
+      count = fs.readSync(CONTROL_FD, buffer, offset, n - offset, null)
+    } catch (error) {
+      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
+      return undefined
+    }
+    if (count === 0) return undefined
+    offset += count
+  }
+  return buffer
+}
+
+/** The next frame read synchronously (before the socket exists), or undefined at the end. */
+function readFrame() {
+  const head = readExactly(4)
+  if (head === undefined) return undefined
+  const body = readExactly(head.readUInt32BE(0))
+  if (body === undefined) return undefined
+  try {
+    return JSON.parse(body.toString('utf8'))
+  } catch {
+    process.exit(72)
+  }
+}
+
+function openSocket() {
+  if (socket !== undefined) return
+  const { Socket } = require('node:net')
+  socket = new Socket({ fd: CONTROL_FD, readable: true, writable: true })
+  socket.on('error', () => process.exit(70))
+  socket.on('end', () => process.exit(state.finished ? 0 : 71))
+  let buffer = Buffer.alloc(0)
+  socket.on('data', (chunk) => {
+    buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
+    while (buffer.length >= 4) {
+      const length = buffer.readUInt32BE(0)
+      if (buffer.length < 4 + length) break
+      const body = buffer.subarray(4, 4 + length)
+      buffer = buffer.subarray(4 + length)
+      let message
+      try {
+        message = JSON.parse(body.toString('utf8'))
+      } catch {
+        process.exit(72)
+      }
+      receive(message)
+    }
+  })
+}
+
+function finish(message) {
+  if (state.finished) return
+  // Whether this process may leave as soon as the frame is out: looked at before the frame is
+  // sent, so the host never waits on a process that could have left.
+  const leave = childless()
+  const bytes = frame(message)
+  state.finished = true
+  for (const { reject } of pending.values()) reject(new Error('the program has finished'))
+  pending.clear()
+  // With nothing queued the frame is in the kernel now and the process leaves in the same
+  // turn; else it follows the queue and the process leaves once it is written.
+  if (out(bytes, leave ? die : undefined) && leave) die()
+}
+
+/** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
+function writeSync(bytes, offset) {
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
+      process.exit(70)
+    }
+  }
+}
+
+/** Writes what the non-blocking descriptor takes now; returns the byte count written. */
+function writeNow(bytes) {
+  let offset = 0
+  while (offset < bytes.length) {
+    try {
+      offset += fs.writeSync(CONTROL_FD, bytes, offset)
+    } catch (error) {
+      if (error.code === 'EINTR') continue
+      return offset
+    }
+  }
+  return offset
+}
+
+/**
+ * After the terminal frame, a process that has no children leaves at once rather than wait for
+ * the host's SIGTERM, so the host's teardown usually finds it gone (a zombie or reaped) instead
+ * of signalling it and waiting (on a busy machine the host, woken by the frame, may still get
+ * there first and find it exiting). Nothing can be lost: the frame is in the kernel's socket buffer,
+ * which the host still reads after the exit, and the host walks the tree from this process,
+ * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
+ * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
+ * milliseconds the result would wait for. A process with children (any thread's
+ * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
+ * host captures its descendants while it still holds them, then ends them all.
+ */
+function childless() {
+  let tids
+  try {
+    tids = fs.readdirSync('/proc/self/task')
+  } catch {
+    return false
+  }
+  for (const tid of tids) {
+    let children
+    try {
+      children = fs.readFileSync(`/proc/self/task/${tid}/children`, 'latin1')
+    } catch {
+      return false
+    }
+    if (children.trim() !== '') return false
+  }
+  return true
+}
+
+/** The process's own kill and pid, taken before the program can replace them. */
+const selfKill = process.kill.bind(process)
+const selfPid = process.pid
+function die() {
+  selfKill(selfPid, 'SIGKILL')
+}
+
+function receive(message) {
+  if (state.finished) return
+  if (message.t === 'run' && state.phase === 'ready') {
+    runProgram(message)
+  } else if (message.t === 'reply') {
+    const waiter = pending.get(message.id)
+    if (waiter === undefined) return
+    pending.delete(message.id)
+    if (message.ok) waiter.resolve(message.value)
+    else waiter.reject(new Error(String(message.message)))
+  }
+}
+
+/** Why `value` is not lossless JSON (a path and a reason), or undefined. Mirrors @conch/ptc's isLosslessJson. */
+function jsonProblem(value) {
+  const stack = new Set()
+  const walk = (item, path) => {
+    switch (typeof item) {
+      case 'string':
+      case 'boolean':
+        return undefined
+      case 'number':
+        return Number.isFinite(item) ? undefined : `${path} is ${String(item)}`
+      case 'undefined':
+        return `${path} is undefined`
+      case 'bigint':
+        return `${path} is a BigInt`
+      case 'function':
+        return `${path} is a function`
+      case 'symbol':
+        return `${path} is a symbol`
+      default: {
+        if (item === null) return undefined
+        if (stack.has(item)) return `${path} is a cycle`
+        stack.add(item)
+        try {
+          if (Array.isArray(item)) {
+            for (let index = 0; index < item.length; index++) {
+              if (!(index in item)) return `${path}[${index}] is a hole`
+              const bad = walk(item[index], `${path}[${index}]`)
+              if (bad !== undefined) return bad
+            }
+            return undefined
+          }
+          const proto = Object.getPrototypeOf(item)
+          if (proto !== Object.prototype && proto !== null) return `${path} is not a plain object (${proto?.constructor?.name ?? 'unknown'})`
+          if (Object.getOwnPropertySymbols(item).length > 0) return `${path} has symbol keys`
+          for (const key of Object.keys(item)) {
+            const bad = walk(item[key], `${path}.${key}`)
+            if (bad !== undefined) return bad
+          }
+          return undefined
+        } finally {
+          stack.delete(item)
+        }
+      }
+    }
+  }
+  return walk(value, '$')
+}
+
+function log(stream, args) {
+  send({ t: 'log', s: stream, text: `${format(...args)}\n` })
+}
+
+/**
+ * `console` writes frames; so do `process.stdout.write` and `process.stderr.write`. The two
+ * streams are created by Node on first use (a pipe's costs a net.Socket), so each is patched
+ * when the program first touches it rather than up front.
+ */
+function installOutput() {
+  const shim = {
+    log: (...args) => log('out', args),
+    info: (...args) => log('out', args),
+    debug: (...args) => log('out', args),
+    warn: (...args) => log('err', args),
+    error: (...args) => log('err', args),
+  }
+  Object.defineProperty(globalThis, 'console', { value: Object.freeze(shim), writable: true, configurable: true })
+  const writer = (stream) =>
+    function write(chunk, encoding, callback) {
+      const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8')
+      send({ t: 'log', s: stream, text })
+      const done = typeof encoding === 'function' ? encoding : callback
+      if (typeof done === 'function') queueMicrotask(() => done())
+      return true
+    }
+  for (const [name, stream] of [
+    ['stdout', 'out'],
+    ['stderr', 'err'],
+  ]) {
+    const original = Object.getOwnPropertyDescriptor(process, name)
+    let patched
+    const get = () => {
+      if (patched === undefined) {
+        patched = original.get ? original.get.call(process) : original.value
+        patched.write = writer(stream)
+      }
+      return patched
+    }
+    Object.defineProperty(process, name, { configurable: true, enumerable: original.enumerable, get })
+  }
+}
+
+function call(ns, fn, args) {
+  if (state.finished) return Promise.reject(new Error('the program has finished'))
+  const problem = jsonProblem(args === undefined ? null : args)
+  if (problem !== undefined) return Promise.reject(new TypeError(`the arguments of ${ns}.${fn} are not JSON: ${problem.replace('$', 'args')}`))
+  // The reply arrives asynchronously: the socket must be there to read it.
+  openSocket()
+  const id = state.nextId++
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject })
+    send({ t: 'call', id, ns, fn, args: args === undefined ? null : args })
+  })
+}
+
+function installBindings(bindings) {
+  for (const [ns, fns] of Object.entries(bindings)) {
+    const namespace = Object.create(null)
+    for (const fn of fns) namespace[fn] = (args) => call(ns, fn, args)
+    Object.defineProperty(globalThis, ns, { value: Object.freeze(namespace), writable: false, configurable: false, enumerable: false })
+  }
+}
+
+/** `require` for the program, resolving from its working directory; made on first use. */
+function installRequire() {
+  let made
+  Object.defineProperty(globalThis, 'require', {
+    configurable: true,
+    enumerable: false,
+    get: () => (made ??= createRequire(`${process.cwd()}/`)),
+    set: (value) => Object.defineProperty(globalThis, 'require', { value, writable: true, configurable: true, enumerable: false }),
+  })
+}
+
+/** The message and the program's own frames of a thrown value's stack. */
+function describe(error) {
+  if (error instanceof Error || (typeof error === 'object' && error !== null && 'stack' in error)) {
+    const message = `${error.name ?? 'Error'}: ${error.message ?? ''}`
+    const lines = String(error.stack ?? '').split('\n')
+    const frames = lines.filter((line) => /^\s+at /.test(line) && line.includes(FILENAME)).map((line) => line.replace(/\(?(?:file:\/\/)?[^\s()]*program\.ts/, (m) => (m.startsWith('(') ? '(' : '') + FILENAME))
+    return { message, stack: [message, ...frames].join('\n') }
+  }
+  let text
+  try {
+    text = typeof error === 'string' ? error : JSON.stringify(error) ?? String(error)
+  } catch {
+    text = String(error)
+  }
+  return { message: `Uncaught ${text}` }
+}
+
+function compile(code) {
+  return new vm.Script(`${PREFIX}${code}\n})`, {
+    filename: FILENAME,
+    columnOffset: -PREFIX.length,
+    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  })
+}
+
+function runProgram({ code, bindings, maxOutputBytes }) {
+  state.phase = 'running'
+  installGlobals()
+  installBindings(bindings ?? {})
+  let program
+  try {
+    program = compile(code).runInThisContext()
+  } catch (error) {
+    finish({ t: 'done', ok: false, kind: 'exception', ...describe(error) })
+    return
+  }
+  // A program still running at the next turn of the event loop gets the asynchronous channel
+  // (replies, and the end of the channel if the host goes away).
+  setImmediate(openSocket)
+  program().then(
+    (value) => {
+      const problem = jsonProblem(value)
+      if (problem !== undefined) {
+        finish({ t: 'done', ok: false, kind: 'invalid-output', message: `the completion value is not lossless JSON: ${problem}` })
+        return
+      }
+      const text = JSON.stringify(value)
+      if (Buffer.byteLength(text, 'utf8') > maxOutputBytes) {
+        finish({ t: 'done', ok: false, kind: 'output-limit', message: `the completion value is ${Buffer.byteLength(text, 'utf8')} bytes of JSON, over maxOutputBytes ${maxOutputBytes}` })
+        return
+      }
+      finish({ t: 'done', ok: true, value })
+    },
+    (error) => finish({ t: 'done', ok: false, kind: 'exception', ...describe(error) }),
+  )
+}
+
+/** `console`, the output streams and `require`: the same for every program of this process. */
+function installGlobals() {
+  if (state.installed) return
+  state.installed = true
+  installOutput()
+  installRequire()
+}
+
+/**
+ * A spare: everything a run needs that does not depend on the program, done while it waits —
+ * the socket, the globals, and a first call of the functions a run goes through (V8 compiles a
+ * function when it is first called).
+ */
+function prepare() {
+  openSocket()
+  installGlobals()
+  compile('return 0')
+  jsonProblem({ a: [1, 'x', true, null, { b: 2.5 }] })
+  describe(new Error('warm-up'))
+  frame({ t: 'log', s: 'out', text: format('%s', 1) })
+  out(Buffer.alloc(0))
+  socket.write(Buffer.alloc(0))
+}
+
+process.on('uncaughtException', (error) => finish({ t: 'done', ok: false, kind: 'exception', ...describe(error) }))
+process.on('unhandledRejection', (error) => finish({ t: 'done', ok: false, kind: 'exception', ...describe(error) }))
+
+state.phase = 'ready'
+send({ t: 'ready' })
+const first = readFrame()
+if (first === undefined) process.exit(71)
+if (first.t === 'prepare') prepare()
+else receive(first)

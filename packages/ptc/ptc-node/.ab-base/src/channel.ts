@@ -1,0 +1,153 @@
+/**
+ * The control channel between the host and the program's process: frames of a 4-byte
+ * big-endian byte length followed by that many bytes of UTF-8 JSON, on a dedicated descriptor
+ * (fd 3 of the child), never on stdout or stderr.
+ *
+ * The peer is hostile: every inbound frame is bounded (`maxMessageBytes`, checked on the length
+ * prefix before any body byte is kept, so unfinished bytes are bounded too) and must be valid
+ * JSON of a known shape; queued outbound bytes are bounded the same way. Any violation is a
+ * `ChannelError`, which ends the run as `protocol`.
+ */
+import type { Duplex } from 'node:stream'
+
+export class ChannelError extends Error {
+  override readonly name = 'ChannelError'
+  /** `frame`: one outbound frame is too large (the sender's problem); `peer`: the peer misbehaved. */
+  constructor(message: string, readonly reason: 'frame' | 'peer' = 'peer') {
+    super(message)
+  }
+}
+
+/** A message the program's process may send. */
+export type ChildMessage =
+  | { t: 'ready' }
+  | { t: 'log'; s: 'out' | 'err'; text: string }
+  | { t: 'call'; id: number; ns: string; fn: string; args: unknown }
+  | { t: 'done'; ok: true; value: unknown }
+  | { t: 'done'; ok: false; kind: 'exception' | 'invalid-output' | 'output-limit'; message: string; stack?: string }
+
+/** A message the host sends. */
+export type HostMessage =
+  /** To a spare, while it waits: load what the program's binding calls will need. */
+  | { t: 'prepare' }
+  | { t: 'run'; code: string; bindings: Record<string, string[]>; maxOutputBytes: number }
+  | { t: 'reply'; id: number; ok: true; value: unknown }
+  | { t: 'reply'; id: number; ok: false; message: string }
+
+/** Encodes one frame, in one buffer. */
+export function encodeFrame(message: HostMessage | ChildMessage): Buffer {
+  const json = JSON.stringify(message)
+  const length = Buffer.byteLength(json, 'utf8')
+  const frame = Buffer.allocUnsafe(4 + length)
+  frame.writeUInt32BE(length, 0)
+  frame.write(json, 4, length, 'utf8')
+  return frame
+}
+
+/**
+ * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON,
+ * in order, and the first violation after them (frames before a violation still count: a
+ * terminal frame followed by garbage is a terminal frame). After a violation it returns nothing.
+ */
+export class FrameDecoder {
+  private chunks: Buffer[] = []
+  private buffered = 0
+  private broken = false
+
+  constructor(private readonly maxMessageBytes: number) {}
+
+  feed(chunk: Buffer): { frames: unknown[]; error?: ChannelError } {
+    const frames: unknown[] = []
+    if (this.broken) return { frames }
+    this.chunks.push(chunk)
+    this.buffered += chunk.length
+    while (this.buffered >= 4) {
+      const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)
+      this.chunks = [data]
+      const length = data.readUInt32BE(0)
+      if (length > this.maxMessageBytes) {
+        return this.fail(frames, `a control frame of ${length} bytes exceeds maxMessageBytes ${this.maxMessageBytes}`)
+      }
+      if (data.length < 4 + length) break
+      const body = data.subarray(4, 4 + length)
+      const rest = data.subarray(4 + length)
+      this.chunks = rest.length === 0 ? [] : [rest]
+      this.buffered = rest.length
+      try {
+        frames.push(JSON.parse(body.toString('utf8')))
+      } catch {
+        return this.fail(frames, `a control frame of ${length} bytes is not JSON`)
+      }
+    }
+    return { frames }
+  }
+
+  private fail(frames: unknown[], message: string): { frames: unknown[]; error: ChannelError } {
+    this.broken = true
+    this.chunks = []
+    this.buffered = 0
+    return { frames, error: new ChannelError(message) }
+  }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * Checks the shape of an inbound message.
+ * @throws ChannelError naming what is wrong (unknown type, a missing or mistyped field).
+ */
+export function parseChildMessage(value: unknown): ChildMessage {
+  if (!isObject(value)) throw new ChannelError('a control frame is not a JSON object')
+  switch (value['t']) {
+    case 'ready':
+      return { t: 'ready' }
+    case 'log':
+      if ((value['s'] !== 'out' && value['s'] !== 'err') || typeof value['text'] !== 'string') throw new ChannelError('a log frame needs s: "out"|"err" and text: string')
+      return { t: 'log', s: value['s'], text: value['text'] }
+    case 'call': {
+      const { id, ns, fn } = value
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new ChannelError(`a call frame has an invalid id ${JSON.stringify(id)}`)
+      if (typeof ns !== 'string' || typeof fn !== 'string') throw new ChannelError(`call ${id} does not name a binding (ns and fn must be strings)`)
+      return { t: 'call', id, ns, fn, args: value['args'] ?? null }
+    }
+    case 'done':
+      if (value['ok'] === true) {
+        if (!('value' in value)) throw new ChannelError('a done frame with ok: true has no value')
+        return { t: 'done', ok: true, value: value['value'] }
+      }
+      if (value['ok'] === false) {
+        const kind = value['kind']
+        if (kind !== 'exception' && kind !== 'invalid-output' && kind !== 'output-limit') throw new ChannelError(`a done frame names an unknown failure kind ${JSON.stringify(kind)}`)
+        if (typeof value['message'] !== 'string') throw new ChannelError('a done frame with ok: false has no message')
+        const done: ChildMessage = { t: 'done', ok: false, kind, message: value['message'] }
+        if (typeof value['stack'] === 'string') done.stack = value['stack']
+        return done
+      }
+      throw new ChannelError('a done frame needs ok: true or false')
+    default:
+      throw new ChannelError(`unknown control frame type ${JSON.stringify(value['t'])}`)
+  }
+}
+
+/**
+ * Writes frames to the child with the queue bounded: a write that would leave more than
+ * `maxMessageBytes` unflushed (the child is not reading) throws instead of buffering.
+ */
+export class FrameWriter {
+  constructor(
+    private readonly stream: Duplex,
+    private readonly maxMessageBytes: number,
+  ) {}
+
+  /** @throws ChannelError when the frame or the queue would exceed `maxMessageBytes`. */
+  write(message: HostMessage): void {
+    const frame = encodeFrame(message)
+    if (frame.length - 4 > this.maxMessageBytes) {
+      throw new ChannelError(`a ${frame.length}-byte frame to the program exceeds maxMessageBytes ${this.maxMessageBytes}`, 'frame')
+    }
+    if (this.stream.writableLength + frame.length > this.maxMessageBytes) {
+      throw new ChannelError(`the program is not reading its control channel: ${this.stream.writableLength} bytes are queued (maxMessageBytes ${this.maxMessageBytes})`)
+    }
+    if (!this.stream.writableEnded && !this.stream.destroyed) this.stream.write(frame)
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * How the program's process is started: the node argv, its environment, and confinement under
+ * the owner's policy through `ctx.sandbox`.
+ */
+import { isAbsolute } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { PtcPolicy } from '@conch/ptc'
+import type { ConfineResult, SandboxServiceApi } from '@conch/sandbox'
+import type { Config } from './config.ts'
+
+/**
+ * The bootstrap shipped with this package: plain CommonJS, so the child needs no loader and does
+ * not start Node's ES module loader.
+ */
+export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
+
+/** Host variables the program's process keeps: the executable search path and temp paths. */
+export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
+
+/**
+ * The node argv: the heap cap as `--max-old-space-size` (MiB), experimental warnings of the
+ * bootstrap's own vm loader silenced, and the bootstrap. Nothing from the host's `execArgv` or
+ * `NODE_OPTIONS` (loaders, `--require`, `--import`, inspector flags) is passed on.
+ */
+export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
+  return [
+    config.nodeExecutable,
+    `--max-old-space-size=${config.maxOldGenerationSizeMb}`,
+    '--disable-warning=ExperimentalWarning',
+    config.bootstrapPath ?? DEFAULT_BOOTSTRAP,
+  ]
+}
+
+/** The complete environment of the program's process: only `KEPT_VARIABLES` that the host has. */
+export function programEnv(host: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const name of KEPT_VARIABLES) {
+    const value = host[name]
+    if (value !== undefined) env[name] = value
+  }
+  return env
+}
+
+/** Why a confined run cannot start, as opposed to a caller mistake. */
+export class SandboxUnavailable extends Error {
+  override readonly name = 'SandboxUnavailable'
+}
+
+export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 'partial' | 'none'; provider?: string }
+
+/**
+ * Wraps `argv` for `policy`: unchanged under `danger-full-access`, else through `ctx.sandbox`.
+ * @throws SandboxUnavailable when a confined mode is asked for and there is no sandbox service
+ *   or no provider works (the sandbox's own explanation is the message); other errors as thrown.
+ */
+export async function confine(
+  argv: [string, ...string[]],
+  policy: PtcPolicy,
+  cwd: string,
+  sandbox: SandboxServiceApi | undefined,
+): Promise<Confinement> {
+  if (policy.mode === 'danger-full-access') return { argv, enforcement: 'none' }
+  if (sandbox === undefined) {
+    throw new SandboxUnavailable(`cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded`)
+  }
+  try {
+    // The program's own files — the node executable and the bootstrap — stay visible, read-only,
+    // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
+    // private /tmp.
+    const own = argv.filter((arg) => isAbsolute(arg))
+    const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own })
+    return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 'SANDBOX_UNAVAILABLE') throw new SandboxUnavailable((error as Error).message)
+    throw error
+  }
+}
