@@ -26,7 +26,6 @@ export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath'
   return [
     config.nodeExecutable,
     `--max-old-space-size=${config.maxOldGenerationSizeMb}`,
-    '--v8-pool-size=1',
     '--disable-warning=ExperimentalWarning',
     config.bootstrapPath ?? DEFAULT_BOOTSTRAP,
   ]

@@ -50,14 +50,6 @@ describe('values', () => {
   })
 })
 
-describe('the process', () => {
-  it('runs with one V8 worker thread: four threads in all, as the teardown reads them', async () => {
-    const result = await h.run('return { execArgv: process.execArgv, threads: require("node:fs").readdirSync("/proc/self/task").length }')
-    expect(result).toMatchObject({ ok: true, value: { execArgv: expect.arrayContaining(['--v8-pool-size=1']) } })
-    if (result.ok) expect((result.value as { threads: number }).threads).toBeLessThanOrEqual(4)
-  })
-})
-
 describe('the type stripper', () => {
   it('a program stripped again gets the same answer, refusals included, past the cache bound and for long texts', async () => {
     const typed = 'const n: number = 1\nreturn n'
