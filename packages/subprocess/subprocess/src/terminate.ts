@@ -67,11 +67,6 @@ class Teardown {
   private readonly passedOver = new Set<number>()
   /** Host children the tag sweep has read (not passed over unread): counts what a look saw. */
   private lookedAt = 0
-  /**
-   * Roots that SIGKILL reached and that had no child left after it (`killRoot`): they can run
-   * nothing more, so they count as gone while the kernel still tears them down.
-   */
-  private readonly condemned = new Set<string>()
 
   constructor(
     private readonly ladder: Ladder,
@@ -240,7 +235,6 @@ class Teardown {
   }
 
   async isAlive(record: ProcessRecord): Promise<boolean> {
-    if (this.condemned.has(keyOf(record))) return false
     const entry = await this.ladder.table.get(record.pid)
     return entry !== undefined && entry.startTime === record.startTime && !isEnded(entry.state)
   }
@@ -382,13 +376,13 @@ class Teardown {
   }
 
   /**
-   * The root's rung when its first signal is SIGKILL. SIGKILL cannot be caught, blocked or
-   * ignored (signal(7)); once kill(2) has returned, every thread of the process has it pending,
-   * none returns to user space, and none can complete a fork (copy_process refuses a fork with a
-   * fatal signal pending, kernel/fork.c). So a root whose children lists, read after the kill,
-   * are empty has nothing left that can run: it is taken as gone at once instead of waiting
-   * while the kernel frees its memory and reaps it. A child found then (forked after the capture,
-   * before the kill) is frozen and KILLed as in `stage`, and the root is waited for as usual.
+   * The root's rung when its first signal is SIGKILL: no grace, and its children lists are read
+   * again right after the kill, while it still holds them. SIGKILL cannot be caught or ignored
+   * (signal(7)), and once kill(2) has returned no thread of the root can complete a fork
+   * (copy_process refuses one with a fatal signal pending, kernel/fork.c), so that read sees
+   * every child it will ever have — also one forked after the capture, which a read after its
+   * exit would miss (the kernel re-parents the children of an exiting process). Such a child is
+   * KILLed as in `stage`; then the root is waited for until it is gone (a zombie counts).
    */
   async killRoot(root: ProcessRecord): Promise<void> {
     let outcome: SignalOutcome
@@ -398,13 +392,10 @@ class Teardown {
       // Not ours to signal (EPERM): the report names it as a survivor.
       return
     }
-    if (outcome !== 'sent') return
-    const forked = await this.discover([root], true)
-    if (forked.length === 0) {
-      this.condemned.add(keyOf(root))
-      return
+    if (outcome === 'sent') {
+      const forked = await this.discover([root], true)
+      if (forked.length > 0) await this.stage(forked, 'SIGKILL', [root], true)
     }
-    await this.stage(forked, 'SIGKILL', [root], true)
     await this.waitGone([root], this.ladder.killWaitMs)
   }
 
@@ -514,8 +505,7 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
  * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
  *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan with the tag sweep, freeze,
  *    KILL. A `rootSignal` of SIGKILL has no grace: the root is KILLed, its children lists are
- *    read again, and when they are empty the root counts as stopped at once (see `killRoot`:
- *    it can run nothing more) rather than once the kernel has reaped it.
+ *    read again at once (see `killRoot`), and the root is waited for until it is gone.
  *
  * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
  * teardown (e.g. a process of another user, EPERM, or one stuck in uninterruptible sleep); call

@@ -120,8 +120,8 @@ export interface TerminateTreeOptions {
   includeRoot: boolean
   /**
    * Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals
-   * use SIGHUP). SIGKILL skips the root's grace, and a root with no child left after it counts
-   * as stopped once the signal is delivered, before the kernel has reaped it (see `terminateTree`).
+   * use SIGHUP). SIGKILL skips the root's grace, and the root's children are read again right
+   * after it, so a child forked after the capture is ended too (see `terminateTree`).
    */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
@@ -189,8 +189,7 @@ export interface TerminateTreeOptions {
 export type SweepTaggedOptions = Omit<TerminateTreeOptions, 'rootPid' | 'includeRoot' | 'rootSignal' | 'tag'>
 
 /**
- * Result of a teardown. `stopped` lists captured processes that are gone (zombies included, and
- * a root KILLed with no child left, see `TerminateTreeOptions.rootSignal`);
+ * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
  * `survivors` lists those still present after KILL — a non-empty list is a failed teardown
  * that the caller may retry.
  */

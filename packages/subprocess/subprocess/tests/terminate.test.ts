@@ -553,24 +553,17 @@ describe('the identity fence', () => {
     expect(report.survivors).toEqual([])
   })
 
-  it('a root KILLed with no child left counts as stopped at once, before it is reaped', async () => {
+  it('a root KILLed first gets no grace: it is KILLed once and waited for until it is gone', async () => {
     const entries = new Map([[810, fixture(810, 1, '1')]])
     const calls: Array<[number, NodeJS.Signals]> = []
-    // The kill is delivered but the fixture keeps the root listed as running (the kernel is still tearing it down).
-    const kill = (pid: number, signal: NodeJS.Signals): void => void calls.push([pid, signal])
+    // The kill leaves the root a zombie, as the kernel does once it has ended it.
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      entries.set(pid, fixture(pid, 1, '1', 'Z'))
+    }
     const walked: ProcessTable = { ...fixtureTable(entries), children: async () => [] }
-    // Grace, poll and kill wait beyond the test's timeout: only the proof ends the teardown.
-    const report = await terminateTree({
-      rootPid: 810,
-      includeRoot: true,
-      rootSignal: 'SIGKILL',
-      graceMs: 600_000,
-      pollMs: 600_000,
-      killWaitMs: 600_000,
-      table: walked,
-      kill,
-      discovery: 'children',
-    })
+    // A grace beyond the test's timeout: only the KILL without one ends the teardown.
+    const report = await terminateTree({ rootPid: 810, includeRoot: true, rootSignal: 'SIGKILL', graceMs: 600_000, pollMs: 5, table: walked, kill, discovery: 'children' })
     expect(calls).toEqual([[810, 'SIGKILL']])
     expect(report).toEqual({ stopped: [{ pid: 810, startTime: '1', comm: 'p810' }], survivors: [] })
   })
