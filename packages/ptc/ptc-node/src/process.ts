@@ -140,8 +140,8 @@ export class ProgramProcess {
   /**
    * Ends the process tree, then closes the channel; waits for both. The program's descendants get
    * TERM and KILL after `graceMs`; the node process itself, whose run is over, gets SIGKILL at
-   * once, and without a child left after it the tree counts as ended as soon as the signal is
-   * delivered (it can run nothing more), not once the kernel has freed its memory and reaped it.
+   * once (no grace, and its children are read again right after the kill), and the tree is
+   * ended when it is gone.
    */
   terminate(graceMs: number): Promise<TerminateReport> {
     // The channel closes only after the tree was captured: the bootstrap exits when it closes,
