@@ -379,10 +379,11 @@ class Teardown {
    * The root's rung when its first signal is SIGKILL: no grace, and its children lists are read
    * again right after the kill, while it still holds them. SIGKILL cannot be caught or ignored
    * (signal(7)), and once kill(2) has returned no thread of the root can complete a fork
-   * (copy_process refuses one with a fatal signal pending, kernel/fork.c), so that read sees
-   * every child it will ever have — also one forked after the capture, which a read after its
-   * exit would miss (the kernel re-parents the children of an exiting process). Such a child is
-   * KILLed as in `stage`; then the root is waited for until it is gone (a zombie counts).
+   * (copy_process refuses one with a fatal signal pending, kernel/fork.c): no child appears after
+   * the kill, and the read, made at once, usually comes before the root's threads reach their
+   * exit, which re-parents their children. So it finds a child forked after the capture that a
+   * walk after the root's exit (the SIGTERM rung's) cannot. Such a child is KILLed as in
+   * `stage`; then the root is waited for until it is gone (a zombie counts).
    */
   async killRoot(root: ProcessRecord): Promise<void> {
     let outcome: SignalOutcome
