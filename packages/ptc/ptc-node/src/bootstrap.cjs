@@ -114,37 +114,46 @@ function openSocket() {
   socket = new Socket({ fd: CONTROL_FD, readable: true, writable: true })
   socket.on('error', () => process.exit(70))
   socket.on('end', () => process.exit(state.finished ? 0 : 71))
-  let buffer = Buffer.alloc(0)
   socket.on('data', (chunk) => {
-    buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk])
-    while (buffer.length >= 4) {
-      const length = buffer.readUInt32BE(0)
-      if (buffer.length < 4 + length) break
-      const body = buffer.subarray(4, 4 + length)
-      buffer = buffer.subarray(4 + length)
-      let message
-      try {
-        message = JSON.parse(body.toString('utf8'))
-      } catch {
-        process.exit(72)
-      }
-      receive(message)
-    }
+    unread = readFrames(unread.length === 0 ? chunk : Buffer.concat([unread, chunk]))
   })
+}
+
+/** Bytes of the asynchronous channel not yet read as frames. */
+let unread = Buffer.alloc(0)
+
+/** Hands each complete frame of `buffer` to `receive`; returns the bytes after the last one. */
+function readFrames(buffer) {
+  while (buffer.length >= 4) {
+    const length = buffer.readUInt32BE(0)
+    if (buffer.length < 4 + length) break
+    const body = buffer.subarray(4, 4 + length)
+    buffer = buffer.subarray(4 + length)
+    let message
+    try {
+      message = JSON.parse(body.toString('utf8'))
+    } catch {
+      process.exit(72)
+    }
+    receive(message)
+  }
+  return buffer
 }
 
 function finish(message) {
   if (state.finished) return
-  // Whether this process may leave as soon as the frame is out: looked at before the frame is
-  // sent, so the host never waits on a process that could have left.
-  const leave = childless()
   const bytes = frame(message)
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
   // With nothing queued the frame is in the kernel now and the process leaves in the same
-  // turn; else it follows the queue and the process leaves once it is written.
-  if (out(bytes, leave ? die : undefined) && leave) die()
+  // turn if it has no children (looked at after the frame is out, while the host reads it);
+  // else the frame follows the queue and the process leaves once it is written.
+  if (out(bytes, leaveIfChildless)) leaveIfChildless()
+}
+
+function leaveIfChildless() {
+  if (childless()) die()
 }
 
 /** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
@@ -175,11 +184,13 @@ function writeNow(bytes) {
 
 /**
  * After the terminal frame, a process that has no children leaves at once rather than wait for
- * the host's SIGTERM, so the host's teardown usually finds it gone (a zombie or reaped) instead
- * of signalling it and waiting (on a busy machine the host, woken by the frame, may still get
- * there first and find it exiting). Nothing can be lost: the frame is in the kernel's socket buffer,
- * which the host still reads after the exit, and the host walks the tree from this process,
- * and without children there is no tree below it. It leaves by SIGKILL to itself, the kernel's
+ * the host's SIGKILL, so the host's teardown often finds it gone (a zombie or reaped) instead
+ * of signalling it (on a busy machine the host, woken by the frame, may still get there first
+ * and find it running or exiting). Nothing can be lost: the frame is in the kernel's socket
+ * buffer, which the host still reads after the exit, and the host walks the tree from this
+ * process, and without children there is no tree below it. The children are looked at after
+ * the frame is out, so the frame does not wait for the look; a process with children keeps
+ * running, and the host captures them while it still holds them. It leaves by SIGKILL to itself, the kernel's
  * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
  * milliseconds the result would wait for. A process with children (any thread's
  * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
@@ -387,21 +398,20 @@ function runProgram({ code, bindings, maxOutputBytes }) {
   // (replies, and the end of the channel if the host goes away).
   setImmediate(openSocket)
   program().then(
-    (value) => {
-      const problem = jsonProblem(value)
-      if (problem !== undefined) {
-        finish({ t: 'done', ok: false, kind: 'invalid-output', message: `the completion value is not lossless JSON: ${problem}` })
-        return
-      }
-      const text = JSON.stringify(value)
-      if (Buffer.byteLength(text, 'utf8') > maxOutputBytes) {
-        finish({ t: 'done', ok: false, kind: 'output-limit', message: `the completion value is ${Buffer.byteLength(text, 'utf8')} bytes of JSON, over maxOutputBytes ${maxOutputBytes}` })
-        return
-      }
-      finish({ t: 'done', ok: true, value })
-    },
+    (value) => finish(completion(value, maxOutputBytes)),
     (error) => finish({ t: 'done', ok: false, kind: 'exception', ...describe(error) }),
   )
+}
+
+/** The terminal frame for a completion value: the value, or why it cannot be one. */
+function completion(value, maxOutputBytes) {
+  const problem = jsonProblem(value)
+  if (problem !== undefined) return { t: 'done', ok: false, kind: 'invalid-output', message: `the completion value is not lossless JSON: ${problem}` }
+  const text = JSON.stringify(value)
+  if (Buffer.byteLength(text, 'utf8') > maxOutputBytes) {
+    return { t: 'done', ok: false, kind: 'output-limit', message: `the completion value is ${Buffer.byteLength(text, 'utf8')} bytes of JSON, over maxOutputBytes ${maxOutputBytes}` }
+  }
+  return { t: 'done', ok: true, value }
 }
 
 /** `console`, the output streams and `require`: the same for every program of this process. */
@@ -421,7 +431,11 @@ function prepare() {
   openSocket()
   installGlobals()
   compile('return 0')
-  jsonProblem({ a: [1, 'x', true, null, { b: 2.5 }] })
+  childless()
+  // The frame reader and the completion check, on values that change nothing: a reply to no
+  // call is ignored, and the completion frame is only built.
+  readFrames(frame({ t: 'reply', id: 0, ok: true, value: null }))
+  completion({ a: [1, 'x', true, null, { b: 2.5 }] }, 1024)
   describe(new Error('warm-up'))
   frame({ t: 'log', s: 'out', text: format('%s', 1) })
   out(Buffer.alloc(0))

@@ -144,11 +144,16 @@ export class ProgramProcess {
     this.writer.write(message)
   }
 
-  /** Ends the process tree (TERM, KILL after graceMs, tagged stragglers), then closes the channel; waits for both. */
+  /**
+   * Ends the process tree, then closes the channel; waits for both. The program's descendants get
+   * TERM and KILL after `graceMs`; the node process itself, whose run is over, gets SIGKILL at
+   * once (no grace, and its children are read again right after the kill), and the tree is
+   * ended when it is gone.
+   */
   terminate(graceMs: number): Promise<TerminateReport> {
     // The channel closes only after the tree was captured: the bootstrap exits when it closes,
     // and descendants of an exited process could no longer be found by walking the tree.
-    const report = this.handle.terminate({ graceMs })
+    const report = this.handle.terminate({ graceMs, rootSignal: 'SIGKILL' })
     void report.finally(() => this.handle.extra[0]?.destroy())
     return report
   }

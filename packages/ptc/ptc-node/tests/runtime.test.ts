@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonValue } from '@conch/ptc'
+import { strip, STRIPPED_ENTRIES, STRIPPED_MAX_CHARS } from '../src/runtime.ts'
 import { boot, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
@@ -46,6 +47,23 @@ describe('values', () => {
   it('top-level await and return work, with erasable types stripped', async () => {
     const result = await h.run('type N = number\nconst wait = (ms: N): Promise<N> => new Promise((r) => setTimeout(() => r(ms), ms))\nconst got = await wait(5) as N\nreturn got satisfies N')
     expect(result).toMatchObject({ ok: true, value: 5 })
+  })
+})
+
+describe('the type stripper', () => {
+  it('a program stripped again gets the same answer, refusals included, past the cache bound and for long texts', async () => {
+    const typed = 'const n: number = 1\nreturn n'
+    const refused = 'enum E { A }\nreturn E.A'
+    const first = await strip(typed)
+    const refusal = await strip(refused)
+    expect(first).toEqual({ ok: true, code: 'const n         = 1\nreturn n' })
+    expect(refusal).toMatchObject({ ok: false, message: expect.stringMatching(/^TypeScript that cannot be erased: .*enum.*\(program\.ts:1:1\)$/) })
+    for (let i = 0; i < STRIPPED_ENTRIES + 1; i++) await strip(`return ${i} as number`)
+    expect(await strip(typed)).toEqual(first)
+    expect(await strip(refused)).toEqual(refusal)
+    const long = `const s: string = ${JSON.stringify('x'.repeat(STRIPPED_MAX_CHARS))}\nreturn s.length`
+    expect(await strip(long)).toEqual(await strip(long))
+    expect(await h.run(long)).toMatchObject({ ok: true, value: STRIPPED_MAX_CHARS })
   })
 })
 

@@ -173,6 +173,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
           rootPid: pid,
           includeRoot: true,
           graceMs: terminateOptions.graceMs ?? this.config.graceMs,
+          ...(terminateOptions.rootSignal !== undefined && { rootSignal: terminateOptions.rootSignal }),
           killWaitMs: this.config.killWaitMs,
           rootExited: exited,
           ...(tree === 'tagged' ? { tag } : { discovery: 'children' as const }),

@@ -3,7 +3,7 @@
  * rescan and freeze → KILL → verify. See `terminateTree` for the order and its reasons.
  */
 import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises'
-import { isEnded, signalIfSame } from './signal.ts'
+import { isEnded, signalIfSame, type SignalOutcome } from './signal.ts'
 import { defaultProcessTable } from './table.ts'
 import { treeOf } from './tree.ts'
 import type {
@@ -376,6 +376,31 @@ class Teardown {
   }
 
   /**
+   * The root's rung when its first signal is SIGKILL: no grace, and its children lists are read
+   * again right after the kill, while it still holds them. SIGKILL cannot be caught or ignored
+   * (signal(7)), and once kill(2) has returned no thread of the root can complete a fork
+   * (copy_process refuses one with a fatal signal pending, kernel/fork.c): no child appears after
+   * the kill, and the read, made at once, usually comes before the root's threads reach their
+   * exit, which re-parents their children. So it finds a child forked after the capture that a
+   * walk after the root's exit (the SIGTERM rung's) cannot. Such a child is KILLed as in
+   * `stage`; then the root is waited for until it is gone (a zombie counts).
+   */
+  async killRoot(root: ProcessRecord): Promise<void> {
+    let outcome: SignalOutcome
+    try {
+      outcome = await signalIfSame(this.ladder.table, root, 'SIGKILL', { kill: this.ladder.kill })
+    } catch {
+      // Not ours to signal (EPERM): the report names it as a survivor.
+      return
+    }
+    if (outcome === 'sent') {
+      const forked = await this.discover([root], true)
+      if (forked.length > 0) await this.stage(forked, 'SIGKILL', [root], true)
+    }
+    await this.waitGone([root], this.ladder.killWaitMs)
+  }
+
+  /**
    * The last look before the report, with the tag sweep: a tagged process that keeps changing
    * its pid (forking, the parent leaving at once) can be gone from each pid a rung signals.
    * Whatever a look finds is KILLed at once, until a look finds nothing or `killWaitMs` has
@@ -480,7 +505,8 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
  *    `killWaitMs`.
  * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
  *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan with the tag sweep, freeze,
- *    KILL.
+ *    KILL. A `rootSignal` of SIGKILL has no grace: the root is KILLed, its children lists are
+ *    read again at once (see `killRoot`), and the root is waited for until it is gone.
  *
  * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
  * teardown (e.g. a process of another user, EPERM, or one stuck in uninterruptible sleep); call
@@ -494,10 +520,14 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
   const walking = options.discovery !== undefined && options.discovery !== 'scan' && table.children !== undefined
   // A walk reads only the root, its members and this process's ancestors; a scan lists everything once.
   let entries = walking ? undefined : await table.snapshot()
-  const protectedSet = entries ? protectedPids(entries) : await protectedAncestors(table)
+  const listedRoot = entries ? entries.find((entry) => entry.pid === options.rootPid) : await table.get(options.rootPid)
+  // A `children` walk from a child of this process reads only that child's descendants, and none
+  // of them can be an ancestor of this process: the ancestors need not be read. (A namespace walk
+  // may fall back to a scan and the orphan sweep reads the ancestors' children: both need them.)
+  const ownChild = walking && options.discovery === 'children' && listedRoot?.ppid === process.pid
+  const protectedSet = entries ? protectedPids(entries) : ownChild ? new Set([0, 1, process.pid]) : await protectedAncestors(table)
   const excluded = new Set(protectedSet).add(options.rootPid)
 
-  const listedRoot = entries ? entries.find((entry) => entry.pid === options.rootPid) : await table.get(options.rootPid)
   // A root with another start identity than the caller's is a stranger on a recycled pid.
   const rootEntry = options.rootStartTime === undefined || listedRoot?.startTime === options.rootStartTime ? listedRoot : undefined
   // Only the caller's identity of the root bounds the sweep: a listed root may be a stranger that started later.
@@ -519,7 +549,8 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
 
   if (rootRung) {
     const root = teardown.capture(rootEntry!, true)
-    if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
+    if (root && options.rootSignal === 'SIGKILL') await teardown.killRoot(root)
+    else if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
   }
   await teardown.finalSweep()
   return teardown.report()

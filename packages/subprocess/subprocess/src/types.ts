@@ -120,7 +120,11 @@ export interface TerminateTreeOptions {
   rootStartTime?: string
   /** Also stop the root after its descendants. */
   includeRoot: boolean
-  /** Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals use SIGHUP). */
+  /**
+   * Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals
+   * use SIGHUP). SIGKILL skips the root's grace, and the root's children are read again right
+   * after it, so a child forked after the capture is ended too (see `terminateTree`).
+   */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
@@ -210,8 +214,11 @@ export interface ChildHandle {
   end(): void
   /** Resolves when the child has exited and its stdio closed. */
   readonly done: Promise<{ exitCode: number | null; signal: NodeJS.Signals | null }>
-  /** TERM the child's tree, KILL after `graceMs`, and resolve when everything captured is gone. */
-  terminate(options?: { graceMs?: number }): Promise<TerminateReport>
+  /**
+   * TERM the child's tree, KILL after `graceMs`, and resolve when everything captured is gone.
+   * `rootSignal` is the child's own first signal (default SIGTERM; see `TerminateTreeOptions`).
+   */
+  terminate(options?: { graceMs?: number; rootSignal?: NodeJS.Signals }): Promise<TerminateReport>
 }
 
 export interface SpawnOptions {

@@ -135,6 +135,29 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     for (const record of report.stopped) expect(await alive(record.pid, record.startTime)).toBe(false)
   })
 
+  it("terminate({ rootSignal: 'SIGKILL' }) of a 'descendants' tree TERMs the descendants and KILLs a child that ignores TERM, without its grace", async () => {
+    const subprocess = await boot()
+    const script = 'process.on("SIGTERM", () => {}); const s = require("node:child_process").spawn("sleep", ["302"], { stdio: "ignore" }); console.log("bg " + s.pid); setInterval(() => {}, 1000)'
+    const child = subprocess.spawn({ argv: [process.execPath, '-e', script], tree: 'descendants' })
+    const out = new LineReader(child.stdout)
+    const bg = Number((await out.line(/^bg (\d+)/))[1])
+    // A grace beyond the test's timeout: only the KILL of the root lets this return.
+    const report = await child.terminate({ graceMs: 600_000, rootSignal: 'SIGKILL' })
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([bg, child.pid].sort())
+    for (const record of report.stopped) expect(await alive(record.pid, record.startTime)).toBe(false)
+    expect((await child.done).signal).toBe('SIGKILL')
+  })
+
+  it("terminate({ rootSignal: 'SIGKILL' }) of a childless child reports it stopped, and it exits by that KILL", async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: [process.execPath, '-e', 'process.on("SIGTERM", () => {}); console.log("up"); setInterval(() => {}, 1000)'], tree: 'descendants' })
+    await new LineReader(child.stdout).line(/^up/)
+    const report = await child.terminate({ graceMs: 600_000, rootSignal: 'SIGKILL' })
+    expect(report).toMatchObject({ stopped: [{ pid: child.pid }], survivors: [] })
+    expect(await child.done).toEqual({ exitCode: null, signal: 'SIGKILL' })
+  })
+
   it("lets go of a 'descendants' child when it exits", async () => {
     await boot()
     let child: ReturnType<SubprocessService['spawn']> | undefined

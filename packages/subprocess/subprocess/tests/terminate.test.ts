@@ -553,6 +553,46 @@ describe('the identity fence', () => {
     expect(report.survivors).toEqual([])
   })
 
+  it('a root KILLed first gets no grace: it is KILLed once and waited for until it is gone', async () => {
+    const entries = new Map([[810, fixture(810, 1, '1')]])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    // The kill leaves the root a zombie, as the kernel does once it has ended it.
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      entries.set(pid, fixture(pid, 1, '1', 'Z'))
+    }
+    const walked: ProcessTable = { ...fixtureTable(entries), children: async () => [] }
+    // A grace beyond the test's timeout: only the KILL without one ends the teardown.
+    const report = await terminateTree({ rootPid: 810, includeRoot: true, rootSignal: 'SIGKILL', graceMs: 600_000, pollMs: 5, table: walked, kill, discovery: 'children' })
+    expect(calls).toEqual([[810, 'SIGKILL']])
+    expect(report).toEqual({ stopped: [{ pid: 810, startTime: '1', comm: 'p810' }], survivors: [] })
+  })
+
+  it('a child forked after the capture and before the KILL of the root is found after it, KILLed, and the root waited for', async () => {
+    const entries = new Map([[820, fixture(820, 1, '1')]])
+    const lists = new Map<number, number[]>([[820, []]])
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const kill = (pid: number, signal: NodeJS.Signals): void => {
+      calls.push([pid, signal])
+      if (pid === 820) {
+        // The child appeared between the capture and this kill; the root then exits (a zombie).
+        entries.set(821, fixture(821, 820, '2'))
+        lists.set(820, [821])
+        entries.set(820, fixture(820, 1, '1', 'Z'))
+      } else {
+        entries.delete(pid)
+      }
+    }
+    const walked: ProcessTable = { ...fixtureTable(entries), children: async (pid) => lists.get(pid) ?? [] }
+    const report = await terminateTree({ rootPid: 820, includeRoot: true, rootSignal: 'SIGKILL', graceMs: 600_000, pollMs: 5, table: walked, kill, discovery: 'children' })
+    expect(calls).toEqual([
+      [820, 'SIGKILL'],
+      [821, 'SIGKILL'],
+    ])
+    expect(report.survivors).toEqual([])
+    expect(report.stopped.map((record) => record.pid).sort()).toEqual([820, 821])
+  })
+
   it('never signals a root whose pid now has another start time, and reads no environment older than the root', async () => {
     const entries = new Map([
       // The caller's root started at tick 50; pid 900 now belongs to a stranger.
