@@ -17,12 +17,23 @@ interface Secret {
   value: Buffer
   /** `[secret NAME]`, what the terminal shows instead. */
   label: Buffer
+  /** The value and the label as text, for the passes over rendered text. */
+  text: string
+  labelText: string
+}
+
+/** Text around the text a pass is given: read for matching only, never changed or returned. */
+export interface RedactContext {
+  before?: string
+  after?: string
 }
 
 export class SecretRedactor {
   private secrets: Secret[] = []
   private held: Buffer = Buffer.alloc(0)
   private longest = 0
+  /** The longest value in UTF-16 code units (the text passes count in them). */
+  private longestText = 0
 
   /** Whether any value is registered (no work is done per chunk until one is). */
   get active(): boolean {
@@ -42,10 +53,12 @@ export class SecretRedactor {
     const bytes = Buffer.from(value, 'utf8')
     if (bytes.length < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !secret.value.equals(bytes))
-    this.secrets.push({ name, value: bytes, label: Buffer.from(`[secret ${name}]`, 'utf8') })
+    const labelText = `[secret ${name}]`
+    this.secrets.push({ name, value: bytes, label: Buffer.from(labelText, 'utf8'), text: value, labelText })
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
+    this.longestText = Math.max(...this.secrets.map((secret) => secret.text.length))
   }
 
   /**
@@ -53,15 +66,117 @@ export class SecretRedactor {
    * model reads. The byte pass (`push`) cannot see a value whose pieces arrive more than the hold
    * apart, or are split by bytes the rendered text drops (an SGR reset, a NUL, a carriage return
    * that overwrites, a cursor move); the rendered text shows it whole, and this pass finds it.
+   *
+   * A value is also found across line breaks (`redactRows` over the lines): the output parser
+   * cuts a line longer than its `maxLineLength` into several, so a value printed across the cut
+   * arrives as `hun\nter2…`. The text keeps its line count: the label stands where the value
+   * begins and the value's characters on later lines are removed.
+   *
+   * `context`: the text just before and after `text` where it came from (the lines around a
+   * page of scrollback), so a value only partly inside `text` is found and its part removed.
    */
-  redactText(text: string): string {
+  redactText(text: string, context?: RedactContext): string {
     if (this.secrets.length === 0) return text
-    let out = text
-    for (const secret of this.secrets) {
-      const value = secret.value.toString('utf8')
-      if (out.includes(value)) out = out.split(value).join(secret.label.toString('utf8'))
+    if (context === undefined && !text.includes('\n')) {
+      let out = text
+      for (const secret of this.secrets) if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      return out
+    }
+    return this.redactRows(text.split('\n'), context).join('\n')
+  }
+
+  /**
+   * `rows` with every registered value replaced, where a value may run on from the end of one
+   * row to the start of the next (rows are read as one text, as a screen's rows wrapped at the
+   * right margin or a long line cut in pieces are). Returns as many rows: the label stands on the
+   * row where the value begins, and the value's characters on the rows after it are removed.
+   * `context.before`/`after` are read as the text just before the first row and after the last.
+   */
+  redactRows(rows: readonly string[], context?: RedactContext): string[] {
+    if (this.secrets.length === 0) return [...rows]
+    const before = context?.before ?? ''
+    const after = context?.after ?? ''
+    const body = rows.join('')
+    const joined = before + body + after
+    const start = before.length
+    const end = start + body.length
+    const edits = this.matches(joined).flatMap((match) => {
+      const from = Math.max(match.from, start)
+      const to = Math.min(match.to, end)
+      return from < to ? [{ from, to, label: match.secret.labelText }] : []
+    })
+    if (edits.length === 0) return [...rows]
+    const out: string[] = []
+    let next = 0
+    let rowStart = start
+    for (const row of rows) {
+      const rowEnd = rowStart + row.length
+      let piece = ''
+      let at = rowStart
+      while (next < edits.length && edits[next]!.from < rowEnd) {
+        const edit = edits[next]!
+        if (edit.from >= rowStart) {
+          piece += joined.slice(at, edit.from) + edit.label
+        }
+        at = Math.min(edit.to, rowEnd)
+        if (edit.to > rowEnd) break
+        next++
+      }
+      out.push(piece + joined.slice(at, rowEnd))
+      rowStart = rowEnd
     }
     return out
+  }
+
+  /**
+   * Splits live text — the next piece of a stream the parser rendered — into what can be shown
+   * now (redacted) and a tail that could begin a value (line breaks inside it ignored), to be
+   * put before the next piece. See `LiveTextRedactor`.
+   */
+  splitLive(text: string): { shown: string; held: string } {
+    if (this.secrets.length === 0 || text === '') return { shown: text, held: '' }
+    const rows = text.split('\n')
+    const joined = rows.join('')
+    const last = this.matches(joined).at(-1)
+    const held = this.heldTextFrom(joined, last?.to ?? 0)
+    if (held === joined.length) return { shown: this.redactText(text), held: '' }
+    // Position `held` of the joined rows, in `text`: one line break more per row before its row.
+    let cut = held
+    let rowStart = 0
+    for (const row of rows) {
+      if (held < rowStart + row.length) break
+      rowStart += row.length
+      cut++
+    }
+    return { shown: this.redactText(text.slice(0, cut)), held: text.slice(cut) }
+  }
+
+  /** Every value in `text`, leftmost first (the longest where two begin at one place), not overlapping. */
+  private matches(text: string): { from: number; to: number; secret: Secret }[] {
+    const found: { from: number; to: number; secret: Secret }[] = []
+    let position = 0
+    for (;;) {
+      let best: { at: number; secret: Secret } | undefined
+      for (const secret of this.secrets) {
+        const at = text.indexOf(secret.text, position)
+        if (at >= 0 && (best === undefined || at < best.at)) best = { at, secret }
+      }
+      if (best === undefined) return found
+      position = best.at + best.secret.text.length
+      found.push({ from: best.at, to: position, secret: best.secret })
+    }
+  }
+
+  /** Where a held text tail starts: the earliest position from `from` on where the rest is a proper prefix of some value. */
+  private heldTextFrom(text: string, from: number): number {
+    const start = Math.max(from, text.length - this.longestText + 1)
+    for (let at = start; at < text.length; at++) {
+      const rest = text.length - at
+      for (const secret of this.secrets) {
+        if (rest < secret.text.length && secret.text.startsWith(text.slice(at))) return at
+      }
+    }
+    return text.length
   }
 
   /** The chunk with every complete value replaced, minus a tail that may begin one (held for the next call). */
@@ -106,5 +221,31 @@ export class SecretRedactor {
       }
     }
     return data.length
+  }
+}
+
+/**
+ * The text pass over a live stream — a send's output as it is taken in pieces (`readOutput`,
+ * which ACP clients, `conch run`'s live lines and background task output show): each piece is
+ * redacted, and a tail of it that could begin a value is held back, without a time bound (it is
+ * shorter than the longest value), until a later piece completes or refutes it, or the stream
+ * ends (`push(text, true)`), which releases it as it was. So a value the program prints in pieces
+ * apart in time — more than `secretHoldMs`, after which the byte pass lets the first piece go — or
+ * split by bytes the parser drops, shows as its label here too.
+ */
+export class LiveTextRedactor {
+  private held = ''
+
+  constructor(private readonly redactor: SecretRedactor) {}
+
+  /** The piece to show now; `end`: nothing follows (the send settled), so the held tail goes too. */
+  push(text: string, end = false): string {
+    const data = this.held + text
+    this.held = ''
+    if (!this.redactor.active) return data
+    if (end) return this.redactor.redactText(data)
+    const { shown, held } = this.redactor.splitLive(data)
+    this.held = held
+    return shown
   }
 }
