@@ -22,6 +22,38 @@ interface Secret {
   labelText: string
 }
 
+/** A value found in rows read as one text: `[from, to)` of that text is replaced by `label`. */
+interface Edit {
+  from: number
+  to: number
+  label: string
+}
+
+/**
+ * `rows` with `edits` applied, the rows read as one text that starts at `start`: each label on the
+ * row where its value begins, the value's characters removed from every row it covers.
+ */
+function applyEdits(rows: readonly string[], edits: readonly Edit[], start: number): string[] {
+  const out: string[] = []
+  let next = 0
+  let rowStart = start
+  for (const row of rows) {
+    const rowEnd = rowStart + row.length
+    let piece = ''
+    let at = rowStart
+    while (next < edits.length && edits[next]!.from < rowEnd) {
+      const edit = edits[next]!
+      if (edit.from >= rowStart) piece += row.slice(at - rowStart, edit.from - rowStart) + edit.label
+      at = Math.min(edit.to, rowEnd)
+      if (edit.to > rowEnd) break
+      next++
+    }
+    out.push(piece + row.slice(at - rowStart))
+    rowStart = rowEnd
+  }
+  return out
+}
+
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
 export interface RedactContext {
   before?: string
@@ -82,7 +114,10 @@ export class SecretRedactor {
       for (const secret of this.secrets) if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
       return out
     }
-    return this.redactRows(text.split('\n'), context).join('\n')
+    const before = context?.before ?? ''
+    const body = text.replaceAll('\n', '')
+    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
+    return edits.length === 0 ? text : applyEdits(text.split('\n'), edits, before.length).join('\n')
   }
 
   /**
@@ -95,37 +130,9 @@ export class SecretRedactor {
   redactRows(rows: readonly string[], context?: RedactContext): string[] {
     if (this.secrets.length === 0) return [...rows]
     const before = context?.before ?? ''
-    const after = context?.after ?? ''
     const body = rows.join('')
-    const joined = before + body + after
-    const start = before.length
-    const end = start + body.length
-    const edits = this.matches(joined).flatMap((match) => {
-      const from = Math.max(match.from, start)
-      const to = Math.min(match.to, end)
-      return from < to ? [{ from, to, label: match.secret.labelText }] : []
-    })
-    if (edits.length === 0) return [...rows]
-    const out: string[] = []
-    let next = 0
-    let rowStart = start
-    for (const row of rows) {
-      const rowEnd = rowStart + row.length
-      let piece = ''
-      let at = rowStart
-      while (next < edits.length && edits[next]!.from < rowEnd) {
-        const edit = edits[next]!
-        if (edit.from >= rowStart) {
-          piece += joined.slice(at, edit.from) + edit.label
-        }
-        at = Math.min(edit.to, rowEnd)
-        if (edit.to > rowEnd) break
-        next++
-      }
-      out.push(piece + joined.slice(at, rowEnd))
-      rowStart = rowEnd
-    }
-    return out
+    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
+    return edits.length === 0 ? [...rows] : applyEdits(rows, edits, before.length)
   }
 
   /**
@@ -135,20 +142,25 @@ export class SecretRedactor {
    */
   splitLive(text: string): { shown: string; held: string } {
     if (this.secrets.length === 0 || text === '') return { shown: text, held: '' }
-    const rows = text.split('\n')
-    const joined = rows.join('')
-    const last = this.matches(joined).at(-1)
-    const held = this.heldTextFrom(joined, last?.to ?? 0)
-    if (held === joined.length) return { shown: this.redactText(text), held: '' }
-    // Position `held` of the joined rows, in `text`: one line break more per row before its row.
-    let cut = held
-    let rowStart = 0
-    for (const row of rows) {
-      if (held < rowStart + row.length) break
-      rowStart += row.length
-      cut++
-    }
+    const body = text.replaceAll('\n', '')
+    const edits = this.edits(body, 0, body.length)
+    const held = this.heldTextFrom(body, edits.at(-1)?.to ?? 0)
+    if (held === body.length) return { shown: edits.length === 0 ? text : applyEdits(text.split('\n'), edits, 0).join('\n'), held: '' }
+    // Where the held tail starts in `text`: walk back from the end over its characters and the line breaks among them.
+    let cut = text.length
+    for (let left = body.length - held; left > 0; cut--) if (text.charCodeAt(cut - 1) !== 10) left--
     return { shown: this.redactText(text.slice(0, cut)), held: text.slice(cut) }
+  }
+
+  /** The values in `joined` that reach into `[start, end)`, cut to it, as replacements. */
+  private edits(joined: string, start: number, end: number): Edit[] {
+    const edits: Edit[] = []
+    for (const match of this.matches(joined)) {
+      const from = Math.max(match.from, start)
+      const to = Math.min(match.to, end)
+      if (from < to) edits.push({ from, to, label: match.secret.labelText })
+    }
+    return edits
   }
 
   /** Every value in `text`, leftmost first (the longest where two begin at one place), not overlapping. */
