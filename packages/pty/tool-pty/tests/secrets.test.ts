@@ -56,7 +56,7 @@ describe.each(MODES)('a secret the text splits (%s)', (mode) => {
     const paged = await harness.send(session, 'less -R -p 3.r s.txt')
     expect(paged.text).toMatch(/^\[screen: alternate 40x160/)
     expect(paged.text).toMatch(/^0+\[secret DEMO\]$/m)
-    seen([paged, await harness.read(session, { screen: true })], 'less')
+    seen([paged, await harness.call('terminal_read', { sessionId: session, screen: true })], 'less')
     await harness.call('terminal_send', { sessionId: session, keys: ['q'] })
   })
 
