@@ -6,7 +6,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { jsonLines, runConch, startConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -93,5 +93,78 @@ describe('secrets typed by name', () => {
     expect(logs).not.toContain(VALUE)
     expect(logs).not.toContain(VALUE.slice(0, 12))
     expect(logs).not.toContain('file-value-9f8e7d6c')
+  })
+})
+
+describe('secrets in live output', () => {
+  /** The value printed in halves 0.3 s apart, longer than the byte pass holds a tail (secretHoldMs). */
+  const HALVES = `printf 'c:%s' "\${pw:0:8}"; sleep 0.3; printf '%s\\n' "\${pw:8}"; echo c-done`
+  const steps = () => {
+    const send = (args: Record<string, unknown>) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', ...args } }])
+    return [
+      step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+      send({ text: 'read -s pw' }),
+      send({ secret: 'DEMO_PASSWORD' }),
+      send({ text: HALVES }),
+      step('Done.'),
+    ]
+  }
+  const liveComposition = (script: string) =>
+    terminalComposition({ script, mode: 'danger-full-access', toolPty: { secrets: { DEMO_PASSWORD: { env: 'DEMO_PASSWORD' } } } })
+  const env = () => ({ PATH: process.env['PATH'] ?? '/usr/bin:/bin', DEMO_PASSWORD: VALUE, XDG_STATE_HOME: state })
+  const expectNoValue = (text: string) => {
+    expect(text).not.toContain(VALUE.slice(0, 8))
+    expect(text).not.toContain(VALUE.slice(8))
+  }
+
+  it('conch run --output text and stream-json --partial show a value printed in halves only by its name', async () => {
+    const script = ws.write('script.jsonl', steps().join('\n'))
+    const config = ws.write('cordis.yml', liveComposition(script))
+    const text = await runConch(['run', '--config', config, '--output', 'text', 'halves'], { cwd: ws.dir, env: env() })
+    expect(text.code, text.stderr).toBe(0)
+    expect(text.stdout).toMatch(/^ {2}\| c:\[secret DEMO_PASSWORD\]$/m)
+    expectNoValue(text.stdout)
+    const json = await runConch(['run', '--config', config, '--output', 'stream-json', '--partial', 'halves'], { cwd: ws.dir, env: env() })
+    expect(json.code, json.stderr).toBe(0)
+    const deltas = jsonLines(json.stdout).filter((line) => line['type'] === 'tool_output')
+    expect(deltas.map((line) => line['text']).join('')).toContain('c:[secret DEMO_PASSWORD]')
+    for (const delta of deltas) expectNoValue(delta['text'] as string)
+    expectNoValue(json.stdout)
+  })
+
+  it('an ACP client’s live tool_call_update content shows a value printed in halves only by its name', async () => {
+    const script = ws.write('script.jsonl', steps().join('\n'))
+    const config = ws.write('cordis.yml', liveComposition(script))
+    const conch = startConch(['acp', '--config', config], { cwd: ws.dir, env: env() })
+    const frames: Record<string, unknown>[] = []
+    let buffered = ''
+    let answered: ((frame: Record<string, unknown>) => void) | undefined
+    let waiting: number | undefined
+    conch.child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString()
+      for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
+        const frame = JSON.parse(buffered.slice(0, newline)) as Record<string, unknown>
+        buffered = buffered.slice(newline + 1)
+        frames.push(frame)
+        if (frame['id'] === waiting && frame['method'] === undefined) answered?.(frame)
+      }
+    })
+    const request = (id: number, method: string, params: unknown) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        waiting = id
+        answered = resolve
+        void conch.exit.then(() => reject(new Error(`conch exited first; stderr:\n${conch.stderr()}`)))
+        conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+      })
+    await request(0, 'initialize', { protocolVersion: 1 })
+    const created = await request(1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    const sessionId = (created['result'] as { sessionId: string }).sessionId
+    expect(await request(2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'halves' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+    const updates = frames.filter((frame) => frame['method'] === 'session/update').map((frame) => JSON.stringify(frame['params']))
+    const live = updates.filter((update) => update.includes('"tool_call_update"') && !update.includes('"status"'))
+    expect(live.join('\n')).toContain('c:[secret DEMO_PASSWORD]')
+    for (const update of updates) expectNoValue(update)
   })
 })

@@ -15,7 +15,7 @@ import { boundScreenText } from '@conch/pty'
 import { utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
-import { renderScreen, ScreenModel } from './screen.ts'
+import { renderScreen, ScreenModel, type RowRedactor } from './screen.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
 
 export const MAX_REPLIES_PER_SECOND = 100
@@ -40,6 +40,8 @@ export interface TerminalDisplayOptions {
   reply: (text: string) => void
   /** Monotonic clock in ms. */
   now: () => number
+  /** Replaces secret values in the rendered screens, over rows wrapped at the margin too (screen.ts, `snapshot`). */
+  redactor?: RowRedactor
 }
 
 export class TerminalDisplay {
@@ -48,6 +50,7 @@ export class TerminalDisplay {
   private readonly writeReply: (text: string) => void
   private readonly now: () => number
   private readonly maxBytes: number
+  private readonly redactor: RowRedactor | undefined
   private readonly state: QueryState
   private screen: ScreenModel | undefined
   /** The emulator of the last screen, kept for the next one. */
@@ -66,6 +69,7 @@ export class TerminalDisplay {
     this.writeReply = options.reply
     this.now = options.now
     this.maxBytes = options.maxBytes
+    this.redactor = options.redactor
     const parser = options.parser
     this.state = {
       rows: options.rows,
@@ -107,7 +111,7 @@ export class TerminalDisplay {
 
   /** A send's result: the rendered screen while one is attached, else the send's lines. */
   resultOf(buffer: SendBuffer): SendOutput {
-    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot()))
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot(this.redactor)))
     return buffer.viewport()
   }
 
@@ -116,10 +120,10 @@ export class TerminalDisplay {
    * terminal — a screen built from the newest retained lines, as a person would see them now.
    */
   screenText(): string {
-    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot())).text
+    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot(this.redactor))).text
     const screen = this.seededScreen()
     try {
-      return this.bounded(renderScreen(screen.snapshot())).text
+      return this.bounded(renderScreen(screen.snapshot(this.redactor))).text
     } finally {
       screen.dispose()
     }

@@ -17,12 +17,55 @@ interface Secret {
   value: Buffer
   /** `[secret NAME]`, what the terminal shows instead. */
   label: Buffer
+  /** The value and the label as text, for the passes over rendered text. */
+  text: string
+  labelText: string
+}
+
+/** A value found in rows read as one text: `[from, to)` of that text is replaced by `label`. */
+interface Edit {
+  from: number
+  to: number
+  label: string
+}
+
+/**
+ * `rows` with `edits` applied, the rows read as one text that starts at `start`: each label on the
+ * row where its value begins, the value's characters removed from every row it covers.
+ */
+function applyEdits(rows: readonly string[], edits: readonly Edit[], start: number): string[] {
+  const out: string[] = []
+  let next = 0
+  let rowStart = start
+  for (const row of rows) {
+    const rowEnd = rowStart + row.length
+    let piece = ''
+    let at = rowStart
+    while (next < edits.length && edits[next]!.from < rowEnd) {
+      const edit = edits[next]!
+      if (edit.from >= rowStart) piece += row.slice(at - rowStart, edit.from - rowStart) + edit.label
+      at = Math.min(edit.to, rowEnd)
+      if (edit.to > rowEnd) break
+      next++
+    }
+    out.push(piece + row.slice(at - rowStart))
+    rowStart = rowEnd
+  }
+  return out
+}
+
+/** Text around the text a pass is given: read for matching only, never changed or returned. */
+export interface RedactContext {
+  before?: string
+  after?: string
 }
 
 export class SecretRedactor {
   private secrets: Secret[] = []
   private held: Buffer = Buffer.alloc(0)
   private longest = 0
+  /** The longest value in UTF-16 code units (the text passes count in them). */
+  private longestText = 0
 
   /** Whether any value is registered (no work is done per chunk until one is). */
   get active(): boolean {
@@ -42,10 +85,12 @@ export class SecretRedactor {
     const bytes = Buffer.from(value, 'utf8')
     if (bytes.length < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !secret.value.equals(bytes))
-    this.secrets.push({ name, value: bytes, label: Buffer.from(`[secret ${name}]`, 'utf8') })
+    const labelText = `[secret ${name}]`
+    this.secrets.push({ name, value: bytes, label: Buffer.from(labelText, 'utf8'), text: value, labelText })
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
+    this.longestText = Math.max(...this.secrets.map((secret) => secret.text.length))
   }
 
   /**
@@ -53,15 +98,97 @@ export class SecretRedactor {
    * model reads. The byte pass (`push`) cannot see a value whose pieces arrive more than the hold
    * apart, or are split by bytes the rendered text drops (an SGR reset, a NUL, a carriage return
    * that overwrites, a cursor move); the rendered text shows it whole, and this pass finds it.
+   *
+   * A value is also found across line breaks (`redactRows` over the lines): the output parser
+   * cuts a line longer than its `maxLineLength` into several, so a value printed across the cut
+   * arrives as `hun\nter2…`. The text keeps its line count: the label stands where the value
+   * begins and the value's characters on later lines are removed.
+   *
+   * `context`: the text just before and after `text` where it came from (the lines around a
+   * page of scrollback), so a value only partly inside `text` is found and its part removed.
    */
-  redactText(text: string): string {
+  redactText(text: string, context?: RedactContext): string {
     if (this.secrets.length === 0) return text
-    let out = text
-    for (const secret of this.secrets) {
-      const value = secret.value.toString('utf8')
-      if (out.includes(value)) out = out.split(value).join(secret.label.toString('utf8'))
+    if (context === undefined && !text.includes('\n')) {
+      let out = text
+      for (const secret of this.secrets) if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      return out
     }
-    return out
+    const before = context?.before ?? ''
+    const body = text.replaceAll('\n', '')
+    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
+    return edits.length === 0 ? text : applyEdits(text.split('\n'), edits, before.length).join('\n')
+  }
+
+  /**
+   * `rows` with every registered value replaced, where a value may run on from the end of one
+   * row to the start of the next (rows are read as one text, as a screen's rows wrapped at the
+   * right margin or a long line cut in pieces are). Returns as many rows: the label stands on the
+   * row where the value begins, and the value's characters on the rows after it are removed.
+   * `context.before`/`after` are read as the text just before the first row and after the last.
+   */
+  redactRows(rows: readonly string[], context?: RedactContext): string[] {
+    if (this.secrets.length === 0) return [...rows]
+    const before = context?.before ?? ''
+    const body = rows.join('')
+    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
+    return edits.length === 0 ? [...rows] : applyEdits(rows, edits, before.length)
+  }
+
+  /**
+   * Splits live text — the next piece of a stream the parser rendered — into what can be shown
+   * now (redacted) and a tail that could begin a value (line breaks inside it ignored), to be
+   * put before the next piece. See `LiveTextRedactor`.
+   */
+  splitLive(text: string): { shown: string; held: string } {
+    if (this.secrets.length === 0 || text === '') return { shown: text, held: '' }
+    const body = text.replaceAll('\n', '')
+    const edits = this.edits(body, 0, body.length)
+    const held = this.heldTextFrom(body, edits.at(-1)?.to ?? 0)
+    if (held === body.length) return { shown: edits.length === 0 ? text : applyEdits(text.split('\n'), edits, 0).join('\n'), held: '' }
+    // Where the held tail starts in `text`: walk back from the end over its characters and the line breaks among them.
+    let cut = text.length
+    for (let left = body.length - held; left > 0; cut--) if (text.charCodeAt(cut - 1) !== 10) left--
+    return { shown: this.redactText(text.slice(0, cut)), held: text.slice(cut) }
+  }
+
+  /** The values in `joined` that reach into `[start, end)`, cut to it, as replacements. */
+  private edits(joined: string, start: number, end: number): Edit[] {
+    const edits: Edit[] = []
+    for (const match of this.matches(joined)) {
+      const from = Math.max(match.from, start)
+      const to = Math.min(match.to, end)
+      if (from < to) edits.push({ from, to, label: match.secret.labelText })
+    }
+    return edits
+  }
+
+  /** Every value in `text`, leftmost first (the longest where two begin at one place), not overlapping. */
+  private matches(text: string): { from: number; to: number; secret: Secret }[] {
+    const found: { from: number; to: number; secret: Secret }[] = []
+    let position = 0
+    for (;;) {
+      let best: { at: number; secret: Secret } | undefined
+      for (const secret of this.secrets) {
+        const at = text.indexOf(secret.text, position)
+        if (at >= 0 && (best === undefined || at < best.at)) best = { at, secret }
+      }
+      if (best === undefined) return found
+      position = best.at + best.secret.text.length
+      found.push({ from: best.at, to: position, secret: best.secret })
+    }
+  }
+
+  /** Where a held text tail starts: the earliest position from `from` on where the rest is a proper prefix of some value. */
+  private heldTextFrom(text: string, from: number): number {
+    const start = Math.max(from, text.length - this.longestText + 1)
+    for (let at = start; at < text.length; at++) {
+      const rest = text.length - at
+      for (const secret of this.secrets) {
+        if (rest < secret.text.length && secret.text.startsWith(text.slice(at))) return at
+      }
+    }
+    return text.length
   }
 
   /** The chunk with every complete value replaced, minus a tail that may begin one (held for the next call). */
@@ -106,5 +233,31 @@ export class SecretRedactor {
       }
     }
     return data.length
+  }
+}
+
+/**
+ * The text pass over a live stream — a send's output as it is taken in pieces (`readOutput`,
+ * which ACP clients, `conch run`'s live lines and background task output show): each piece is
+ * redacted, and a tail of it that could begin a value is held back, without a time bound (it is
+ * shorter than the longest value), until a later piece completes or refutes it, or the stream
+ * ends (`push(text, true)`), which releases it as it was. So a value the program prints in pieces
+ * apart in time — more than `secretHoldMs`, after which the byte pass lets the first piece go — or
+ * split by bytes the parser drops, shows as its label here too.
+ */
+export class LiveTextRedactor {
+  private held = ''
+
+  constructor(private readonly redactor: SecretRedactor) {}
+
+  /** The piece to show now; `end`: nothing follows (the send settled), so the held tail goes too. */
+  push(text: string, end = false): string {
+    const data = this.held + text
+    this.held = ''
+    if (!this.redactor.active) return data
+    if (end) return this.redactor.redactText(data)
+    const { shown, held } = this.redactor.splitLive(data)
+    this.held = held
+    return shown
   }
 }

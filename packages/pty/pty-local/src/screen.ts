@@ -47,6 +47,12 @@ export interface ScreenSnapshot {
 
 export { CURSOR_MARK }
 
+/** What a snapshot needs of the secret redactor (redact.ts, `SecretRedactor`). */
+export interface RowRedactor {
+  readonly active: boolean
+  redactRows(rows: readonly string[]): string[]
+}
+
 export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
   private readonly core: SyncCore
@@ -90,12 +96,32 @@ export class ScreenModel implements ScreenSink {
   }
 
 
-  snapshot(): ScreenSnapshot {
+  /**
+   * The viewport's rows and the cursor. With an active `redactor`, the rows are redacted as the
+   * text they show read on from row to row (`redactRows`): a row the emulator wrapped at the
+   * right margin (the next row's `IBufferLine.isWrapped`) is joined to the next, and so is any
+   * other row written up to the margin — a program that draws a long line itself, moving to the
+   * next row, splits a value the same way. A row that ends before the margin ends in blanks, so a
+   * value never runs on from it.
+   */
+  snapshot(redactor?: RowRedactor): ScreenSnapshot {
     const buffer = this.terminal.buffer.active
-    const lines: string[] = []
-    for (let y = 0; y < this.terminal.rows; y++) lines.push((buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? '').replace(/ +$/, ''))
+    const cols = this.terminal.cols
+    let lines: string[] = []
+    if (redactor?.active === true) {
+      for (let y = 0; y < this.terminal.rows; y++) {
+        const line = buffer.getLine(buffer.viewportY + y)
+        let text = line?.translateToString(false) ?? ''
+        // A wide character that did not fit wrapped early, leaving the last cell empty: not a blank the row shows.
+        if (buffer.getLine(buffer.viewportY + y + 1)?.isWrapped === true && line?.getCell(cols - 1)?.getChars() === '') text = text.replace(/ $/, '')
+        lines.push(text)
+      }
+      lines = redactor.redactRows(lines).map((text) => text.replace(/ +$/, ''))
+    } else {
+      for (let y = 0; y < this.terminal.rows; y++) lines.push((buffer.getLine(buffer.viewportY + y)?.translateToString(true) ?? '').replace(/ +$/, ''))
+    }
     const { row, col } = this.cursor()
-    return { buffer: buffer.type, rows: this.terminal.rows, cols: this.terminal.cols, cursorRow: row, cursorCol: col, lines }
+    return { buffer: buffer.type, rows: this.terminal.rows, cols, cursorRow: row, cursorCol: col, lines }
   }
 
   /**

@@ -56,8 +56,12 @@ export interface SendHost {
   openBuffer(kind: SendKind): SendBuffer
   /** A send's result text. */
   resultOf(buffer: SendBuffer): SendOutput
-  /** Text with every typed secret's value replaced by its name (redact.ts, `redactText`). */
-  redactText(text: string): string
+  /**
+   * A new text pass for one send's live output (redact.ts, `LiveTextRedactor`): each piece with
+   * every typed secret's value replaced by its name, a tail that could begin one held until the
+   * next piece, or until `end` (the send settled).
+   */
+  liveRedactor(): { push(text: string, end: boolean): string }
   /** A send is over (see LocalSession.settled). */
   settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
 }
@@ -105,6 +109,7 @@ export class Send {
     const limits = host.limits
     this.buffer = host.openBuffer(kind)
     const buffer = this.buffer
+    const live = host.liveRedactor()
     this.state = initialState({
       kind,
       steps: kind === 'send' ? (input.steps ?? textSteps(input, { bracketedPaste: host.bracketedPaste() })) : [],
@@ -142,7 +147,7 @@ export class Send {
     }
     this.operation = {
       done: this.done,
-      readOutput: () => this.host.redactText(this.buffer.take().text),
+      readOutput: () => live.push(this.buffer.take().text, this.state.phase === 'settled'),
       onOutput: (listener) => {
         this.outputListeners.add(listener)
         return () => this.outputListeners.delete(listener)

@@ -48,7 +48,7 @@ import { TerminalDisplay } from './display.ts'
 import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
 import { encodeKey, type KeyModes } from './keys.ts'
-import { SecretRedactor } from './redact.ts'
+import { LiveTextRedactor, SecretRedactor } from './redact.ts'
 import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
@@ -170,6 +170,7 @@ export class LocalSession implements BackendSession {
       maxBytes: this.config.maxReadBytes,
       reply: (text) => this.terminal.write(text),
       now: this.now,
+      redactor: this.redactor,
     })
     this.disposers.push(() => this.display.dispose())
     if (options.program === true) {
@@ -274,7 +275,22 @@ export class LocalSession implements BackendSession {
 
   read(options: { offset: number; count: number }): ReadPage {
     const page = this.scrollback.read(options, this.config.maxReadBytes)
-    return this.redactor.active ? { ...page, text: this.redactor.redactText(page.text) } : page
+    return this.redactor.active ? { ...page, text: this.redactor.redactText(page.text, this.pageContext(page)) } : page
+  }
+
+  /**
+   * The text around a page of scrollback, for the text pass (redact.ts): the line before it and
+   * the head its first line lost to the byte bound, and the line after it — so a value the parser
+   * cut across two lines (`maxLineLength`) is found when a page holds only one of them.
+   */
+  private pageContext(page: ReadPage): { before: string; after: string } {
+    if (page.lineEnd < page.lineBegin) return { before: '', after: '' }
+    const line = (number: number) =>
+      number < page.firstRetainedLine || number > page.totalLines ? '' : this.scrollback.read({ offset: page.totalLines - number, count: 1 }, Number.MAX_SAFE_INTEGER).text
+    const first = line(page.lineBegin)
+    const shown = page.text.slice(0, page.text.includes('\n') ? page.text.indexOf('\n') : undefined)
+    const head = first.length > shown.length ? first.slice(0, first.length - shown.length) : ''
+    return { before: line(page.lineBegin - 1) + head, after: line(page.lineEnd + 1) }
   }
 
   async signal(signal: PtySignal): Promise<SignalResult> {
@@ -351,7 +367,7 @@ export class LocalSession implements BackendSession {
     const snapshot = this.fullScreen.model.snapshot()
     return {
       buffer: snapshot.buffer,
-      rows: this.fullScreen.model.renderedRows(options.scrollback === true),
+      rows: this.redactor.redactRows(this.fullScreen.model.renderedRows(options.scrollback === true)),
       cursorRow: snapshot.cursorRow,
       cursorCol: snapshot.cursorCol,
       decModes: Object.fromEntries(this.parser.privateModes),
@@ -432,7 +448,7 @@ export class LocalSession implements BackendSession {
       ...(this.termios !== undefined && { inputQueued: async () => (await this.termios!())?.queued }),
       signalForeground: (signal) => this.signalForeground(signal),
       openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
-      redactText: (text) => this.redactor.redactText(text),
+      liveRedactor: () => new LiveTextRedactor(this.redactor),
       resultOf: (buffer) => {
         const output = this.display.resultOf(buffer)
         return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output

@@ -195,6 +195,98 @@ describe('hidden input and secrets', () => {
     await keys(session, ['q'])
   })
 
+  it('a value split by the cut of a line longer than maxLineLength, with or without an SGR inside it, shows only the name in results and pages', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'LONG', value: VALUE }, submit: true }).done
+    // 16379 digits, then the value: the parser cuts the line after 16384 characters, inside it.
+    // The first half is released by the byte pass after secretHoldMs, or hidden from it by an SGR reset.
+    const forms = [`printf '%016379d%s' 0 "\${pw:0:8}"; sleep 0.2; printf '%s\\n' "\${pw:8}"`, `printf '%016379d%s\\033[0m%s\\n' 0 "\${pw:0:8}" "\${pw:8}"`]
+    for (const form of forms) {
+      const shown = await send(session, `${form}; echo cut-done`)
+      expect(linesEqual(shown.viewport, 'cut-done'), form).toBe(1)
+      expect(shown.viewport, form).toContain('[secret LONG]')
+      expect(shown.viewport, form).not.toContain(VALUE.slice(5))
+      const page = session.read({ offset: 0, count: 100 })
+      expect(page.text, form).not.toContain(VALUE.slice(5))
+      // Pages that hold only one piece of the cut line: the first ends with the value's first 5 characters.
+      for (let offset = 0; offset < 5; offset++) {
+        for (const count of [1, 2]) {
+          const text = session.read({ offset, count }).text
+          expect(text, `${form} ${offset}/${count}`).not.toContain(VALUE.slice(5))
+          expect(text, `${form} ${offset}/${count}`).not.toContain(VALUE.slice(0, 5))
+        }
+      }
+    }
+    // grep --color: the match is wrapped in SGR, so the byte pass sees the value in pieces.
+    const dir = workdir()
+    const json = await send(session, `echo "{\\"pad\\":\\"$(printf '%016362d' 0)\\",\\"token\\":\\"$pw\\"}" > ${dir}/j.json; grep --color=always 'dor' ${dir}/j.json; echo grep-done`)
+    expect(linesEqual(json.viewport, 'grep-done')).toBe(1)
+    expect(json.viewport).toContain('[secret LONG]')
+    // The value starts 3 characters before the cut.
+    const pages = [0, 1, 2, 3, 4].map((offset) => session.read({ offset, count: 1 }).text)
+    for (const text of [json.viewport, session.read({ offset: 0, count: 100 }).text, ...pages]) {
+      expect(text).not.toContain(VALUE.slice(3))
+      expect(text).not.toMatch(/Tr0$/m)
+    }
+  })
+
+  it.skipIf(!has('less'))('a value wrapped at the right margin of a screen shows only the name on the screen', async () => {
+    const session = await openSession({ rows: 40, cols: 160 })
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'WRAP', value: VALUE }, submit: true }).done
+    const dir = workdir()
+    // The value starts at column 156 of 160: the screen wraps it after its fifth character.
+    await send(session, `{ printf '%0155d%s\\n' 0 "$pw"; seq 30; } > ${dir}/s.txt; echo written`)
+    const paged = await send(session, `less -R -p dor ${dir}/s.txt`)
+    expect(paged.viewport).toMatch(/^\[screen: alternate 40x160/)
+    const screen = session.screen()
+    for (const text of [paged.viewport, screen]) {
+      expect(text).toContain('[secret WRAP]')
+      expect(text).not.toContain(VALUE.slice(5))
+    }
+    await keys(session, ['q'])
+    // A value with a space where the row ends: the rendered rows lose that blank, the screen does not.
+    const spaced = 'correct horse battery staple'
+    await send(session, 'read -s pw2')
+    await session.startSend({ secret: { name: 'SPACED', value: spaced }, submit: true }).done
+    const draw = (between: string) =>
+      `printf '\\033[?1049h\\033[H%0152d%s\\033[7m%s\\033[0m${between}%s' 0 "\${pw2:0:3}" "\${pw2:3:5}" "\${pw2:8}"; read -n1 k; printf '\\033[?1049l'`
+    // Wrapped by the terminal at the margin (the next row is marked wrapped), and drawn row by
+    // row with a cursor move (no mark); the SGR inside the value hides it from the byte pass.
+    for (const between of ['', '\\033[2;1H']) {
+      const drawn = await send(session, draw(between))
+      expect(drawn.viewport).toMatch(/^\[screen: alternate 40x160/)
+      for (const text of [drawn.viewport, session.screen()]) {
+        expect(text, between).toContain('[secret SPACED]')
+        expect(text, between).not.toContain('horse battery')
+      }
+      await keys(session, ['q'])
+    }
+  })
+
+  it('live output shows the name for a value printed in halves further apart than secretHoldMs', async () => {
+    const session = await openSession()
+    await send(session, 'read -s pw')
+    await session.startSend({ secret: { name: 'LIVE', value: VALUE }, submit: true }).done
+    const operation = session.startSend({ text: `printf 'c:%s' "\${pw:0:8}"; sleep 0.3; printf '%s\\n' "\${pw:8}"; echo live-done`, submit: true })
+    const pieces: string[] = []
+    operation.onOutput(() => {
+      const piece = operation.readOutput()
+      if (piece !== '') pieces.push(piece)
+    })
+    const result = await operation.done
+    pieces.push(operation.readOutput())
+    expect(linesEqual(result.viewport, 'live-done')).toBe(1)
+    const streamed = pieces.join('')
+    expect(streamed).toMatch(/^c:\[secret LIVE\]$/m)
+    expect(streamed).toMatch(/^live-done$/m)
+    for (const piece of pieces) {
+      expect(piece).not.toContain(VALUE.slice(0, 8))
+      expect(piece).not.toContain(VALUE.slice(8))
+    }
+  })
+
   it('output that only begins like a secret is shown as it was, once nothing completes it', async () => {
     const session = await openSession()
     await send(session, 'read -s pw')
