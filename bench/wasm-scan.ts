@@ -3,7 +3,8 @@
  * (packages/pty/pty-local/src/scan.wat) on the chunks of bench/parser.ts, before it is wired into
  * the parser: CPU time per MB of
  * - `decode`: a bare streaming `TextDecoder` decode of the chunks (the baseline);
- * - `parser`: `OutputParser` as it is (JavaScript);
+ * - `parser`: `OutputParser` with the JavaScript state machine alone (`wasmMinBytes: Infinity`);
+ * - `parser_wasm`: `OutputParser` with the pass wired in (its default);
  * - `pass`: the WebAssembly pass alone (copying each chunk in, one `scan` per stretch);
  * - `pass_lines`: the pass, one decode of its output per stretch (a one-byte string when it is
  *   ASCII) and each committed line sliced from it and handed to a listener, OSC payloads too.
@@ -32,8 +33,8 @@ function decode(chunks: Chunks): void {
   for (const chunk of chunks) decoder.decode(chunk, { stream: true })
 }
 
-function parser(chunks: Chunks): void {
-  const p = new OutputParser({ maxLineLength: 16384, stringTimeoutMs: 1000 })
+function parser(chunks: Chunks, wasmMinBytes = Infinity): void {
+  const p = new OutputParser({ maxLineLength: 16384, stringTimeoutMs: 1000, wasmMinBytes })
   p.onLine(onLine)
   p.onOsc(() => {})
   for (const chunk of chunks) p.feed(chunk)
@@ -118,7 +119,8 @@ function run(chunks: Chunks, slice: boolean): void {
 
 const CASES: Record<string, (chunks: Chunks) => unknown> = {
   decode,
-  parser,
+  parser: (chunks) => parser(chunks),
+  parser_wasm: (chunks) => parser(chunks, 64),
   pass: (chunks) => run(chunks, false),
   pass_lines: (chunks) => run(chunks, true),
 }

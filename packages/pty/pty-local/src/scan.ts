@@ -91,7 +91,11 @@ export class Scanner {
     this.output = output
   }
 
+  /** Calls of the pass so far (tests check that the pass was taken). */
+  calls = 0
+
   scan(): void {
+    this.calls++
     this.run()
   }
 }
