@@ -758,7 +758,7 @@ export class OutputParser {
       const core = from === 0 && to === end ? chunk : chunk.subarray(from, to)
       const ascii = isAscii(core)
       if (!ascii && !isUtf8(core)) this.parse(chunk, from, to, undefined)
-      else if (to - from >= this.wasmMinBytes && this.state === GROUND && this.scannable()) this.parseScanned(chunk, from, to)
+      else if (to - from >= this.wasmMinBytes && this.scannable()) this.parseScanned(chunk, from, to)
       else this.parse(chunk, from, to, ascii ? latin1(core) : this.decoder.decode(core, { stream: true }))
     }
     if (this.screen !== undefined && this.screenWritten < end) {
@@ -959,8 +959,8 @@ export class OutputParser {
                 // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
                 // around it, for any number, and the loop costs half as much again.)
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
-                if (lineEnd && current.cursor === 0 && current.text.length === 0 && this.marks.length === 0 && this.screen === undefined) {
-                  // A whole line on an empty one: committed as it is, without touching the line model.
+                if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined) {
+                  // A whole line (within the bound) on an empty one: committed as it is, without touching the line model.
                   current.revision++
                   this.emit(piece)
                 } else {
@@ -1191,7 +1191,7 @@ export class OutputParser {
   }
 
   /**
-   * `bytes[from, to)` (valid UTF-8, in the ground state) through the WebAssembly pass and, where it
+   * `bytes[from, to)` (valid UTF-8) through the WebAssembly pass and, where it
    * stops, the state machine until it is back in the ground state; the rest of the chunk in
    * JavaScript once the pass may not go on (a mark was made, a screen attached).
    */

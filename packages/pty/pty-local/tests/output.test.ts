@@ -300,6 +300,11 @@ describe('lines', () => {
     expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'abc', '😀de'])
   })
 
+  it('commits a whole CR LF line longer than maxLineLength on an empty line in pieces too', () => {
+    const trace = everySplit('abcdefghij\r\nab\r\n\x1b[1mabcdefghi\x1b[0m\r\n', { maxLineLength: 4 })
+    expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'ab', 'abcd', 'efgh', 'i'])
+  })
+
   it('numbers committed lines from 1 and reports the partial line separately', () => {
     const parser = new OutputParser()
     parser.feed(Buffer.from('one\ntwo\nthr'))
