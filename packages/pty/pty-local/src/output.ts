@@ -1275,6 +1275,12 @@ export class OutputParser {
     const events = w[S_EVENTS]! >> 2
     let li = LINES >> 2
     let ei = EVENTS >> 2
+    if (lines > li) {
+      // As `commit` leaves it: the listeners see an empty current line (and a new revision per line).
+      current.text = ''
+      current.cursor = 0
+      current.revision += (lines - li) >> 1
+    }
     for (let index = 0; ; index++) {
       for (; ei < events && words[ei + 1] === index; ei += 8) {
         if (words[ei] === EVENT_OSC) {
@@ -1294,10 +1300,6 @@ export class OutputParser {
         }
       }
       if (li >= lines) break
-      // As `commit` leaves it: the line listeners see an empty current line.
-      current.text = ''
-      current.cursor = 0
-      current.revision++
       this.emit(text.slice(words[li]!, words[li + 1]!))
       li += 2
     }

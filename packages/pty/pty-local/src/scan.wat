@@ -111,11 +111,25 @@
                 (local.set $w (i32.popcnt (local.get $d)))
                 (local.set $out (i32.add (local.get $out) (local.get $w)))
                 (local.set $i (i32.add (local.get $i) (local.get $w)))
-                (br_if $blocks (i32.eq (local.get $w) (i32.const 16)))))
+                (br_if $blocks (i32.eq (local.get $w) (i32.const 16)))
+                ;; CR LF after the text (short lines): commit here and go on with the next block.
+                (br_if $blocks_end (i32.ge_u (i32.add (local.get $i) (i32.const 1)) (local.get $end)))
+                (br_if $blocks_end (i32.ne (i32.load16_u (local.get $i)) (i32.const 0x0a0d)))
+                (br_if $blocks_end (i32.ge_u (local.get $lp) (local.get $lend)))
+                (i32.store (local.get $lp) (local.get $ls16))
+                (i32.store offset=4 (local.get $lp) (i32.add (local.get $ls16) (local.get $l16)))
+                (local.set $lp (i32.add (local.get $lp) (i32.const 8)))
+                (local.set $ls16 (i32.add (local.get $ls16) (local.get $l16)))
+                (local.set $l16 (i32.const 0))
+                (local.set $ls (local.get $out))
+                (local.set $la (i32.const 1))
+                (local.set $i (i32.add (local.get $i) (i32.const 2)))
+                (br $blocks)))
             (if (i32.ne (local.get $i) (local.get $k))
               (then
                 ;; Never stop inside a UTF-8 sequence: back to its lead byte.
-                (if (i32.eq (i32.and (i32.load8_u (local.get $i)) (i32.const 0xc0)) (i32.const 0x80))
+                (if (i32.and (i32.lt_u (local.get $i) (local.get $end))
+                             (i32.eq (i32.and (i32.load8_u (local.get $i)) (i32.const 0xc0)) (i32.const 0x80)))
                   (then
                     (block $lead_found
                       (loop $to_lead
