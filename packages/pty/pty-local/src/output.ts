@@ -1281,6 +1281,8 @@ export class OutputParser {
       current.cursor = 0
       current.revision += (lines - li) >> 1
     }
+    // Lines alone (no events), the common case, in one tight loop.
+    if (ei === events) for (; li < lines; li += 2) this.emit(text.slice(words[li]!, words[li + 1]!))
     for (let index = 0; ; index++) {
       for (; ei < events && words[ei + 1] === index; ei += 8) {
         if (words[ei] === EVENT_OSC) {
