@@ -73,6 +73,8 @@ export interface OutputParserOptions {
 
 /** Longest current line (UTF-16 code units) the WebAssembly pass is started on; a longer one stays in JavaScript. */
 const SCAN_LINE_LIMIT = 1024
+/** Largest chunk (bytes) the pass takes (its memory grows to about twice the chunk and stays); node-pty reads 64 KiB at most. */
+const SCAN_MAX_BYTES = 1 << 20
 const utf8Encoder = new TextEncoder()
 
 /**
@@ -492,6 +494,13 @@ class Mark implements OutputMark {
  * line `J6973;K`. DCS, SOS, PM and APC bodies may carry line breaks (sixel data) and are bounded
  * by size and time only.
  *
+ * Speed. A valid UTF-8 chunk of at least `wasmMinBytes` on a simple line (no screen, no marks)
+ * goes first through a WebAssembly pass (scan.wat) that does the ground state's common work —
+ * text, line ends, CR, BS, SGR and the sequences the line model ignores, EL, OSC and DEC mode
+ * changes as events — in one call per stretch; where it stops, the transition table below takes
+ * over until the ground state, and the pass goes on. The lines, payloads, queries, marks and
+ * screens are the table's own (`parseScanned`).
+ *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
  * parse: the rest of the chunk is still parsed, then `feed()` rethrows the first error.
@@ -758,7 +767,7 @@ export class OutputParser {
       const core = from === 0 && to === end ? chunk : chunk.subarray(from, to)
       const ascii = isAscii(core)
       if (!ascii && !isUtf8(core)) this.parse(chunk, from, to, undefined)
-      else if (to - from >= this.wasmMinBytes && this.scannable()) this.parseScanned(chunk, from, to)
+      else if (to - from >= this.wasmMinBytes && to - from <= SCAN_MAX_BYTES && this.scannable()) this.parseScanned(chunk, from, to)
       else this.parse(chunk, from, to, ascii ? latin1(core) : this.decoder.decode(core, { stream: true }))
     }
     if (this.screen !== undefined && this.screenWritten < end) {

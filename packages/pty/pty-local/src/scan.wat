@@ -34,7 +34,10 @@
 ;;   9 max16   bound on a line in UTF-16 code units (`maxLineLength`)
 ;;  10 maxSeq  bound on a sequence (`maxStringBytes`)
 ;;  11 lp      next free word pair in LINES: (start16, end16) of each committed line
-;;  12 ep      next free record in EVENTS: 8 words [kind, lines before it, a, b, c, d, e, f]
+;;  12 ep      next free record in EVENTS: 8 words [kind, lines committed before it, …]:
+;;             kind 2 (OSC): UTF-16 start and end of the payload in OUT decoded, 1 if ESC ended
+;;             it (else BEL), the input address after the terminator's first byte;
+;;             kind 3 (DECSET/DECRST): 1 for set, the number of modes (1-4), the modes
 ;;  13 oa      1 while everything written to OUT is ASCII
 ;;  14 mod     edits of text already on a line (overwrites, erases), counted
 ;;  15 lbase   start of LINES (to number the lines)
@@ -317,7 +320,7 @@
                 (i32.store offset=8 (local.get $ep) (local.get $ls16))
                 (i32.store offset=12 (local.get $ep) (i32.add (local.get $ls16) (local.get $w)))
                 (i32.store offset=16 (local.get $ep) (i32.eq (local.get $c) (i32.const 0x1b)))
-                (i32.store offset=20 (local.get $ep) (local.get $j))
+                (i32.store offset=20 (local.get $ep) (i32.add (local.get $j) (i32.const 1)))
                 (local.set $ep (i32.add (local.get $ep) (i32.const 32)))
                 ;; The payload stays in OUT, before the line, which starts after it.
                 (local.set $ls16 (i32.add (local.get $ls16) (local.get $w)))
