@@ -133,6 +133,16 @@ describe('the WebAssembly pass of the output parser', () => {
     }
   })
 
+  it('stops and goes on when a stretch has more lines or events than the pass records at once', () => {
+    // 64 KiB of empty lines (more than its 8192 line slots) and of titles and mode changes on
+    // empty lines (more than its 1024 event slots).
+    for (const unit of ['\r\n', '\n', '\x1b]0;t\x07\x1b[?25l\x1b[?25h\r\n', '\x1b]2;x\x1b\\\x1b[?2004;1h']) {
+      const bytes = Buffer.from(unit.repeat(Math.ceil(65536 / unit.length))).subarray(0, 65536)
+      const taken = same([bytes], {}, JSON.stringify(unit))
+      expect(taken, JSON.stringify(unit)).toBeGreaterThanOrEqual(4)
+    }
+  })
+
   /** Pieces that reach every branch of the pass, and the ones it leaves to JavaScript. */
   const PIECES = [
     'plain text', 'a'.repeat(40), 'é中😀', 'x😀'.repeat(7), 'ÿ', '\u00a0', '\u0085', '\t', '\r\n', '\r', '\n', '\b', '\b\b\b', '\x07',
