@@ -859,6 +859,9 @@ export class OutputParser {
    *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
    *   any other goes through the table from its `[`;
    * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
+   *
+   * It returns early at the first point at or past `stopAt` where it is in the ground state (the
+   * WebAssembly pass goes on from there), and returns the index it stopped at (`end` otherwise).
    */
   private parse(bytes: Uint8Array, start: number, end: number, text: string | undefined, stopAt = end): number {
     // Small integers for the compiler (`| 0`): without them V8 types the indices as any number
