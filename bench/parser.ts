@@ -140,6 +140,9 @@ export interface ParserFigures {
   short_mb_per_s: number
   short_decode_mb_per_s: number
   short_ratio_to_decode: number
+  /** Median MB per second of CPU time on short lines, the parser's and the decode's (no target; what load does not change). */
+  short_cpu_mb_per_s: number
+  short_decode_cpu_mb_per_s: number
   /**
    * Median MB/s of the parser with the session's line consumers (scrollback and the unseen-output
    * buffer), on the mixed stream and on short lines, same runs; no target (what a session pays).
@@ -208,6 +211,8 @@ export function measureParser(megabytes = 50, runs = 5): ParserFigures {
     short_mb_per_s: round(shortMb, 1),
     short_decode_mb_per_s: round(shortDecodeMb, 1),
     short_ratio_to_decode: round(shortMb / shortDecodeMb),
+    short_cpu_mb_per_s: round(median(short.rate(short.parse, 'cpuMs')), 1),
+    short_decode_cpu_mb_per_s: round(median(short.rate(short.decode, 'cpuMs')), 1),
     pipeline_mb_per_s: round(median(mixed.rate(mixed.pipeline, 'wallMs')), 1),
     short_pipeline_mb_per_s: round(median(short.rate(short.pipeline, 'wallMs')), 1),
     screen_render_ms: round(timeScreenRender(), 3),

@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { acquireScanner, releaseScanner } from '../src/scan.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
 describe('one very long line', () => {
@@ -41,3 +45,52 @@ describe('an unterminated control string', () => {
   })
 })
 
+
+describe('a large coloured, redrawn stream', () => {
+  it('arrives line for line in order, as the line model reads it, through the parser’s WebAssembly pass', async () => {
+    // 20 000 lines in one write, so the parser gets full 64 KiB chunks: SGR colours, a window
+    // title before each line, bracketed-paste toggles, a progress redraw (CR, EL) over non-ASCII
+    // text, and at the end a byte that is not UTF-8.
+    const dir = mkdtempSync(join(tmpdir(), 'conch-mixed-'))
+    const script = join(dir, 'mixed.py')
+    writeFileSync(
+      script,
+      [
+        'import sys',
+        'parts = []',
+        'for n in range(20000):',
+        '    toggle = b"\\x1b[?2004h" if n % 100 == 0 else b""',
+        '    parts.append(toggle + b"\\x1b]0;t%d\\x07L%d \\x1b[1;3%dm\\xce\\xb1\\xf0\\x9f\\x98\\x80\\x1b[0m 10%%\\r\\x1b[KL%d \\xce\\xb1\\xf0\\x9f\\x98\\x80 100%%\\r\\n" % (n, n, n % 8, n))',
+        'parts.append(b"\\x1b[?2004lBAD\\xffEND\\r\\n")',
+        'sys.stdout.buffer.write(b"".join(parts))',
+        'sys.stdout.buffer.flush()',
+      ].join('\n'),
+    )
+    const scanner = acquireScanner()!
+    releaseScanner(scanner)
+    const passes = scanner.calls
+    const session = await openSession({ timeoutMs: 60_000 })
+    const operation = session.startSend({ text: `python3 ${script}; echo MIXED-END`, submit: true })
+    let streamed = ''
+    operation.onOutput(() => {
+      streamed += operation.readOutput()
+    })
+    const result = await operation.done
+    streamed += operation.readOutput()
+    expect(result.waitReason).toBe('stdin_read')
+    const lines = streamed.split('\n')
+    // Every committed line, in order; a streaming read may also show an open line before its
+    // redraw (that line then comes again whole), never anything else.
+    const committed = lines.filter((line) => /^L\d+ α😀 100%$/.test(line))
+    expect(committed).toEqual(Array.from({ length: 20000 }, (_, n) => `L${n} α😀 100%`))
+    const others = lines.filter((line) => line.startsWith('L') && !/^L\d+ α😀 100%$/.test(line))
+    expect(others.length).toBeLessThan(200)
+    for (const line of others) expect(line).toMatch(/^L\d+( (α(😀( (1(0(0?%?)?)?)?)?)?)?)?$/)
+    expect(lines.some((line) => /[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(line))).toBe(false)
+    expect(lines).toContain('BAD\ufffdEND')
+    expect(linesEqual(streamed, 'MIXED-END')).toBe(1)
+    // The session's parser took most of it through the WebAssembly pass.
+    expect(scanner.calls - passes).toBeGreaterThan(10)
+    rmSync(dir, { recursive: true, force: true })
+  }, 90_000)
+})

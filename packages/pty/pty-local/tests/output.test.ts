@@ -7,7 +7,17 @@ interface Trace {
   partial: string
 }
 
+/**
+ * The trace of `chunks` with the WebAssembly pass on every stretch it can take, required to be
+ * the trace of the JavaScript state machine alone.
+ */
 function run(chunks: Uint8Array[], options: OutputParserOptions = {}): Trace {
+  const scanned = runOnce(chunks, { ...options, wasmMinBytes: 1 })
+  expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(runOnce(chunks, { ...options, wasmMinBytes: Infinity }))
+  return scanned
+}
+
+function runOnce(chunks: Uint8Array[], options: OutputParserOptions): Trace {
   const parser = new OutputParser(options)
   const events: string[] = []
   parser.onLine((text, n) => events.push(`line ${n}: ${text}`))
@@ -290,6 +300,11 @@ describe('lines', () => {
     expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'abc', '😀de'])
   })
 
+  it('commits a whole CR LF line longer than maxLineLength on an empty line in pieces too', () => {
+    const trace = everySplit('abcdefghij\r\nab\r\n\x1b[1mabcdefghi\x1b[0m\r\n', { maxLineLength: 4 })
+    expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'ab', 'abcd', 'efgh', 'i'])
+  })
+
   it('numbers committed lines from 1 and reports the partial line separately', () => {
     const parser = new OutputParser()
     parser.feed(Buffer.from('one\ntwo\nthr'))
@@ -557,8 +572,15 @@ describe('fast paths against the table', () => {
     '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m',
   ]
 
-  /** Every event, the partial line and its revision after each chunk, with a mark per nonce OSC and a screen on request. */
+  /** `traceOnce` with the WebAssembly pass wherever it can go, required to match JavaScript alone. */
   function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
+    const scanned = traceOnce(chunks, { ...options, wasmMinBytes: 1 })
+    expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(traceOnce(chunks, { ...options, wasmMinBytes: Infinity }))
+    return scanned
+  }
+
+  /** Every event, the partial line and its revision after each chunk, with a mark per nonce OSC and a screen on request. */
+  function traceOnce(chunks: Uint8Array[], options: OutputParserOptions): string[] {
     const parser = new OutputParser(options)
     const events: string[] = []
     let mark: ReturnType<OutputParser['mark']> | undefined
