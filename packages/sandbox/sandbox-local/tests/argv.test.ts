@@ -338,6 +338,16 @@ describe('sandbox-exec (macOS)', () => {
     expect(open[2]).not.toContain('network')
   })
 
+  it('denies reads and writes of hidden paths, and allows both again in the policy\'s own writable paths inside them', () => {
+    const policy = { mode: 'read-only' as const, workspaceRoot: '/Users/me/w', writablePaths: ['/Users/me/state/pool/home-A'], hiddenPaths: ['/Users/me/state/pool'], protectedPaths: [] }
+    const argv = sandboxExecArgv(['sh'], policy, base)
+    const profile = argv[2]!
+    expect(profile).toBe(seatbeltProfile({ writable: 1, readOnly: 0, protected: 0, denyRead: 0, hidden: 1, revealed: 1, network: true }))
+    expect(profile).toContain('(deny file-read* file-write* (subpath (param "HIDDEN_0")))')
+    expect(profile.indexOf('REVEALED_0')).toBeGreaterThan(profile.indexOf('HIDDEN_0'))
+    expect(argv).toEqual(expect.arrayContaining(['HIDDEN_0=/Users/me/state/pool', 'REVEALED_0=/Users/me/state/pool/home-A']))
+  })
+
   it('makes nothing writable but temporary folders under read-only', () => {
     const argv = sandboxExecArgv(['ls'], { mode: 'read-only', workspaceRoot: '/Users/me/w' }, { ...base, readWritePaths: ['/Users/me/cache'] })
     expect(argv.filter((arg) => arg.startsWith('WRITABLE_'))).toEqual([])
