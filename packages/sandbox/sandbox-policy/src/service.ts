@@ -9,7 +9,7 @@ import { resolve as resolvePath } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi } from '@conch/agent'
-import { sharedRootProblem, type SandboxMode, type SandboxServiceApi } from '@conch/sandbox'
+import type { SandboxMode, SandboxServiceApi } from '@conch/sandbox'
 import type { PendingEvent, SessionLog } from '@conch/session'
 import {
   SandboxPolicyError,
@@ -63,13 +63,6 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
           return real
         })
         .describe('The workspace of sessions whose session/start names none; made absolute and canonical. Default: the working directory.'),
-    })
-    .superRefine((config, ctx) => {
-      // A confined default mode over a shared temporary root would fail every terminal (ctx.sandbox
-      // refuses it): say so at load, naming the field.
-      if (config.mode === 'danger-full-access') return
-      const problem = sharedRootProblem(config.workspaceRoot)
-      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem, path: ['workspaceRoot'] })
     })
     .prefault({})
 

@@ -104,15 +104,6 @@ describe('config', () => {
     expect(await loadError({ workspaceRoot: join(dir, 'nope') })).toMatch(/nope does not exist \(at workspaceRoot\)/)
     expect(await loadError({ mode: 'yolo' })).toMatch(/\(at mode\)/)
   })
-
-  it('fails to load with a shared temporary root as the workspace of a confined default mode, and takes it under danger-full-access', async () => {
-    for (const mode of ['read-only', 'workspace-write'] as const) {
-      expect(await loadError({ mode, workspaceRoot: '/tmp' })).toMatch(/\/tmp is a temporary folder every user shares \(world-writable\).*\(at workspaceRoot\)/)
-      expect(await loadError({ mode, workspaceRoot: '/dev/shm' })).toMatch(/\/dev\/shm is a temporary folder every user shares.*\(at workspaceRoot\)/)
-    }
-    const policy = await boot({ mode: 'danger-full-access', workspaceRoot: '/tmp' })
-    expect(policy.config.workspaceRoot).toBe('/tmp')
-  })
 })
 
 describe('the mode-change veto', () => {
