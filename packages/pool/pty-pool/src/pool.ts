@@ -386,4 +386,3 @@ export class PtyPool {
     this.state = 'closed'
   }
 }
-
