@@ -226,7 +226,7 @@ export function bubblewrapArgv(
     for (const root of revealed) {
       if (!isWithin(root, entry.path)) continue
       out.push('--bind', root, root)
-      for (const folder of fences) if (isWithin(folder, root)) out.push('--bind', folder, folder)
+      for (const folder of fences) if (isWithin(folder, root) && folder !== root) out.push('--bind', folder, folder)
       for (const path of [...options.readOnlyPaths, ...guarded]) if (isWithin(path, root)) out.push('--ro-bind', path, path)
     }
     out.push('--remount-ro', entry.path)
