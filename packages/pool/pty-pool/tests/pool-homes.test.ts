@@ -22,8 +22,8 @@ import SessionService from '@conch/session'
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 import * as ptyPool from '../src/index.ts'
-import type { PtyPool } from '../src/index.ts'
-import { CONCH_BIN, tempDir } from './products.ts'
+import { BUILTIN_KINDS, loadPoolConfig, PoolMetrics, WorkerSupervisor, type PtyPool } from '../src/index.ts'
+import { CONCH_BIN, tempDir, until } from './products.ts'
 
 const SETTINGS = '{"permissions":{"allow":[]}}'
 const HOOK = '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /pwned"}]}]}}'
@@ -200,6 +200,23 @@ describe('a shared temporary root as a workspace', { timeout: 30_000 }, () => {
         await expect(root.pty.spawn(agent, { type: 'shell' })).rejects.toMatchObject({ message: expect.stringContaining(`${workspace} is a temporary folder every user shares`) })
       }
       expect(root.pty.list(agent)).toEqual([])
+    }
+  })
+})
+
+describe('a managed worker', { timeout: 60_000 }, () => {
+  it('checks the state folder again, and does not start on one directly in /tmp', async () => {
+    const root = new Context()
+    fibers.push(await root.plugin(SubprocessService, SubprocessService.Config.parse({})))
+    const warnings: string[] = []
+    const config = loadPoolConfig({ worker: 'managed', terminal: 'unconfined', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 } }, {}, BUILTIN_KINDS)
+    // As a main process that skipped its own check would send it.
+    const supervisor = new WorkerSupervisor({ ...config, stateDir: '/tmp/conch-pool' }, { subprocess: root.subprocess, env: {}, metrics: new PoolMetrics(), warn: (line) => warnings.push(line) })
+    try {
+      await until(() => warnings.some((line) => line.includes('stateDir: /tmp/conch-pool lies directly in /tmp')), 30_000, 'the worker to refuse its state folder')
+      expect(supervisor.state).not.toBe('ready')
+    } finally {
+      await supervisor.close()
     }
   })
 })
