@@ -3,6 +3,9 @@
  * it started outlives it.
  */
 import { randomUUID } from 'node:crypto'
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
 
@@ -192,9 +195,15 @@ describe('a scripted run', () => {
     ws.fixture('echo-tool.ts')
     ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
     ws.write('s.jsonl', [step('', [{ name: 'where', arguments: {} }]), step('ok')].join('\n'))
-    const result = await runConch(['run', '--script', 's.jsonl', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
-    expect(result.code).toBe(0)
-    expect(jsonLines(result.stdout)[1]).toMatchObject({ type: 'tool_result', text: '/tmp' })
+    // A folder of its own: a shared temporary root such as /tmp is no workspace for a confined terminal.
+    const project = realpathSync(mkdtempSync(join(tmpdir(), 'conch-cli-cwd-')))
+    try {
+      const result = await runConch(['run', '--script', 's.jsonl', '--cwd', project, '--output', 'stream-json', 'task'], { cwd: ws.dir })
+      expect(result.code).toBe(0)
+      expect(jsonLines(result.stdout)[1]).toMatchObject({ type: 'tool_result', text: project })
+    } finally {
+      rmSync(project, { recursive: true, force: true })
+    }
   })
 
   it('says on stderr when the script has lines left over', async () => {

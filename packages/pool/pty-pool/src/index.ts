@@ -53,6 +53,7 @@ export class PtyPoolService extends Service {
       // `ctx.subprocess` spawns the managed worker; only `worker: managed` needs it.
       ...(config.worker === 'managed' && { subprocess: ctx.get('subprocess') }),
       ...(config.terminal === 'conch' && conchTerminalDeps(ctx, config)),
+      ...workspacesOf(ctx),
       fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
       warn: (message) => ctx.logger.warn(message),
     })
@@ -64,6 +65,17 @@ export class PtyPoolService extends Service {
       : Promise.resolve()
     this.ready.catch((error: unknown) => ctx.logger.warn('pool: the status listener did not start', error))
     ctx.effect(() => () => this.stop(), 'ptyPool.dispose')
+    // The private homes are hidden in every sandbox (a pooled CLI gets its own home back as its
+    // writable path): no terminal reads or rewrites another owner's CLI config or transcripts.
+    const stateDir = this.pool.stateDir
+    ctx.inject(['sandbox'], (scope) => {
+      const sandbox = scope.get('sandbox') as { hide?(paths: readonly string[]): () => void } | undefined
+      if (sandbox?.hide === undefined) {
+        scope.logger.warn(`pool: ctx.sandbox cannot hide paths; confined terminals may read the pooled CLIs' homes in ${stateDir}`)
+        return
+      }
+      sandbox.hide([stateDir])
+    })
   }
 
   /** Sets the fresh-spawn runner; returns its disposer. */
@@ -94,7 +106,7 @@ export class PtyPoolService extends Service {
  * terminals from. Missing services fail in `PtyPool`'s constructor, naming `terminal`.
  */
 function conchTerminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
-  const sandbox = ctx.get('sandbox') as { protect?(paths: readonly string[]): () => void; protectedPaths?(): string[] } | undefined
+  const sandbox = ctx.get('sandbox') as { protect?(paths: readonly string[]): () => void; protectedPaths?(): string[]; hiddenPaths?(): string[] } | undefined
   // Read at invoke time: ctx.agents is usually mounted after the pool.
   const deps: Partial<PoolDeps> = { owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id) }
   if (config.worker === 'in-process') {
@@ -106,11 +118,17 @@ function conchTerminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> 
   if (policies) {
     deps.policyOf = (owner) => {
       const { mode, workspaceRoot } = policies.resolve({ session: owner.session })
-      return { mode, workspaceRoot, protectedPaths: sandbox?.protectedPaths?.() ?? [] }
+      return { mode, workspaceRoot, protectedPaths: sandbox?.protectedPaths?.() ?? [], hiddenPaths: sandbox?.hiddenPaths?.() ?? [] }
     }
   }
   deps.terminalSections = { sandboxLocal: mountedConfig(ctx, 'sandbox-local') ?? {}, ptyLocal: mountedConfig(ctx, 'pty-local', (config) => (config as { backendType?: string }).backendType === 'shell') ?? {} }
   return deps
+}
+
+/** The workspace a configured `stateDir` must stay out of: the sandbox policy's configured root, when mounted. */
+function workspacesOf(ctx: Context): Partial<PoolDeps> {
+  const root = (ctx.get('sandboxPolicy') as { config?: { workspaceRoot?: unknown } } | undefined)?.config?.workspaceRoot
+  return typeof root === 'string' ? { workspaces: [root] } : {}
 }
 
 /** The config of the first mounted plugin named `name` (cordis's registry) that `accept` takes. */

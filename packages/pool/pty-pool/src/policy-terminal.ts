@@ -25,7 +25,7 @@ export interface PolicyTerminalOptions {
   /** `ctx.sandboxPolicy` of the worker: records each stand-in's mode. */
   sandboxPolicy: { setMode(session: SessionLog, mode: OwnerPolicy['mode']): void }
   /** `ctx.sandbox` of the worker: the policy's protected paths (and each CLI's folder) are protected with it. */
-  sandbox?: { protect?(paths: readonly string[]): () => void }
+  sandbox?: { protect?(paths: readonly string[]): () => void; hide?(paths: readonly string[]): () => void }
   /** The backend type (`@conch/pty-local`: `shell`). */
   type?: string
 }
@@ -64,6 +64,7 @@ class PolicyOwner implements PtyOwner {
 export function policyTerminals(options: PolicyTerminalOptions): { terminals: TerminalFactory; close(): Promise<void> } {
   const owners = new Map<string, PolicyOwner>()
   const protectedPaths = new Set<string>()
+  const hiddenPaths = new Set<string>()
   const open = ptyTerminals({ pty: options.pty, ...(options.sandbox && { sandbox: options.sandbox }), ...(options.type && { type: options.type }) })
   const ownerFor = (id: string, policy: OwnerPolicy): PolicyOwner => {
     const name = JSON.stringify([id, policy.mode, policy.workspaceRoot])
@@ -83,6 +84,12 @@ export function policyTerminals(options: PolicyTerminalOptions): { terminals: Te
     if (fresh.length > 0 && options.sandbox?.protect) {
       options.sandbox.protect(fresh)
       for (const path of fresh) protectedPaths.add(path)
+    }
+    // Hidden in every sandbox of the worker (each CLI's own home is its writable path, and stays visible).
+    const hide = (policy.hiddenPaths ?? []).filter((path) => !hiddenPaths.has(path))
+    if (hide.length > 0 && options.sandbox?.hide) {
+      options.sandbox.hide(hide)
+      for (const path of hide) hiddenPaths.add(path)
     }
     return open({ ...spawn, owner: { ...spawn.owner, agent: ownerFor(spawn.owner.id, policy) } })
   }

@@ -10,8 +10,7 @@
  * never makes an invoke less reliable than a fresh spawn.
  */
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { dirname, resolve } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
@@ -19,6 +18,7 @@ import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
 import type { OwnerPolicy, SessionInfo, TerminalSections } from './protocol.ts'
 import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
+import { defaultStateDir, openStateDir } from './state-dir.ts'
 import { WorkerSupervisor } from './supervisor.ts'
 import { spawnScreenTerminal, type TerminalFactory, type TerminalOwner } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
@@ -93,6 +93,11 @@ export interface PoolDeps {
   policyOf?: (owner: PtyOwner) => OwnerPolicy
   /** Managed worker under `terminal: conch`: the config sections it composes its terminals from. */
   terminalSections?: TerminalSections
+  /**
+   * Workspace roots (canonical) a configured `stateDir` must stay out of (the plugin: the sandbox
+   * policy's configured `workspaceRoot`).
+   */
+  workspaces?: readonly string[]
   fallback?: FallbackRunner
   metrics?: PoolMetrics
   env?: Readonly<Record<string, string | undefined>>
@@ -142,6 +147,12 @@ export class PtyPool {
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
+  /**
+   * Where the private homes are made: the configured `stateDir`, else `<state home>/conch/pool`,
+   * checked and created at construction (see state-dir.ts). Hide it in every sandbox
+   * (`ctx.sandbox.hide`; the plugin does).
+   */
+  readonly stateDir: string
 
   constructor(readonly config: PoolConfig, private readonly deps: PoolDeps = {}) {
     this.metrics = deps.metrics ?? new PoolMetrics()
@@ -149,13 +160,16 @@ export class PtyPool {
     this.killSwitchOn = config.killSwitch
     this.metrics.managedWorkerActive.set(0)
     const env = deps.env ?? process.env
+    this.stateDir = config.stateDir === undefined
+      ? openStateDir(defaultStateDir(env), { field: 'stateDir (the default, under $XDG_STATE_HOME or ~/.local/state)' })
+      : openStateDir(config.stateDir, { field: 'stateDir', workspaces: deps.workspaces ?? [] })
     if (deps.backend) this.backend = deps.backend
     else if (config.worker === 'managed') {
       if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)')
       if (config.terminal === 'conch' && !deps.policyOf) {
         throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox')
       }
-      this.backend = new WorkerSupervisor(config, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, ...(config.terminal === 'conch' && { terminal: deps.terminalSections ?? { sandboxLocal: {}, ptyLocal: {} } }) })
+      this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, ...(config.terminal === 'conch' && { terminal: deps.terminalSections ?? { sandboxLocal: {}, ptyLocal: {} } }) })
     } else {
       const metrics = this.metrics
       let terminals = deps.terminals
@@ -169,7 +183,7 @@ export class PtyPool {
         terminals,
         env,
         warn: this.warn,
-        stateDir: this.stateDir(),
+        stateDir: this.stateDir,
         count: (name) => metrics[name].inc(),
       })
     }
@@ -277,8 +291,10 @@ export class PtyPool {
     if (this.config.worker !== 'managed' || this.deps.backend) return { id: key.owner, ...(agent && { agent }) }
     if (!agent || !this.deps.policyOf) throw new InvokeFailure('spawn', `no owner agent ${key.owner} to resolve the sandbox policy of its CLI from`, false)
     // Exactly the fields the worker takes (its check is strict).
-    const { mode, workspaceRoot, protectedPaths } = this.deps.policyOf(agent)
-    return { id: key.owner, policy: { mode, workspaceRoot, protectedPaths: [...protectedPaths] } }
+    const { mode, workspaceRoot, protectedPaths, hiddenPaths } = this.deps.policyOf(agent)
+    // The homes stay hidden in the worker's sandboxes too, whatever the main process's sandbox says.
+    const hidden = [...new Set([...(hiddenPaths ?? []), this.stateDir])]
+    return { id: key.owner, policy: { mode, workspaceRoot, protectedPaths: [...protectedPaths], hiddenPaths: hidden } }
   }
 
   /** One eviction tick: unhealthy sessions and sessions idle longer than `idleEvictMs` go. */
@@ -344,10 +360,6 @@ export class PtyPool {
     } catch {
       return []
     }
-  }
-
-  private stateDir(): string {
-    return this.config.stateDir ?? join(tmpdir(), 'conch-pool')
   }
 
   private cwdOf(cwd: string | undefined): string {

@@ -97,6 +97,8 @@ export const OwnerPolicySchema = z.strictObject({
   mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
   workspaceRoot: AbsolutePath,
   protectedPaths: z.array(AbsolutePath).max(1024),
+  /** Paths hidden in the CLI's sandbox (`ctx.sandbox.hiddenPaths()` and the pool's `stateDir`); its own home stays visible. */
+  hiddenPaths: z.array(AbsolutePath).max(1024).optional(),
 })
 export type OwnerPolicy = z.output<typeof OwnerPolicySchema>
 

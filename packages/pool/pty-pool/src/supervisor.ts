@@ -22,8 +22,6 @@
  * Shutdown (`close`): SIGTERM the worker (it closes its sessions and exits) → SIGKILL after
  * `termGraceMs` → the tree and every process carrying the worker's tag verified gone.
  */
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Duplex } from 'node:stream'
 import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
 import { defaultProcessTable, signalIfSame, type ProcessIdentity } from '@conch/subprocess'
@@ -31,6 +29,7 @@ import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { PoolMetrics } from './metrics.ts'
 import { encodeLine, LineDecoder, ProtocolViolation, workerMessageSchema, type MainMessage, type SessionInfo, type TerminalSections, type WorkerMessage } from './protocol.ts'
+import { defaultStateDir } from './state-dir.ts'
 import type { PoolKey } from './session.ts'
 import type { AttemptOptions, SessionBackend, WarmAnswer } from './warm.ts'
 
@@ -166,7 +165,7 @@ export class WorkerSupervisor implements SessionBackend {
     readyTimer.unref()
     const env: Record<string, string> = {}
     for (const [name, value] of Object.entries(this.deps.env)) if (value !== undefined) env[name] = value
-    this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? join(tmpdir(), 'conch-pool') }, env, ...(this.deps.terminal && { terminal: this.deps.terminal }) })
+    this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? defaultStateDir(this.deps.env) }, env, ...(this.deps.terminal && { terminal: this.deps.terminal }) })
   }
 
   private send(worker: WorkerInstance, message: MainMessage): void {

@@ -20,6 +20,7 @@ import { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
 import { SUBPROCESS_TAG_VARIABLE } from '@conch/subprocess'
 import { parseWorkerConfig } from './config.ts'
+import { openStateDir } from './state-dir.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
 import { encodeLine, LineDecoder, MainMessageSchema, type MainMessage, type TerminalSections, type WorkerMessage } from './protocol.ts'
 import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
@@ -103,6 +104,8 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
         initialised = true
         const config = parseWorkerConfig(message.config)
         const tag = process.env[SUBPROCESS_TAG_VARIABLE]
+        // Checked again here: the worker never makes a home where a link or another user could lead it.
+        const stateDir = openStateDir(config.stateDir ?? '', { field: 'stateDir' })
         confined = config.terminal === 'conch' && options.terminals === undefined
         void (async () => {
           let terminals = options.terminals
@@ -120,7 +123,7 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
             terminals,
             env: message.env,
             warn: log,
-            stateDir: config.stateDir!,
+            stateDir,
             count: (name) => send({ type: 'count', name }),
             changed: () => {
               if (sessionsQueued) return

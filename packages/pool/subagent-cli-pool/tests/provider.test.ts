@@ -32,6 +32,8 @@ const fibers: { dispose(): Promise<void> }[] = []
 const dir = tempDir('cli-pool-')
 // Codex refuses to install its sandbox helper under the child's temp dir: its homes live elsewhere.
 const codexHomes = mkdtempSync('/var/tmp/conch-cli-pool-')
+// The pool's state folder stays out of the workspace (`dir`), or the pool refuses it at load.
+const poolState = tempDir('cli-pool-state-')
 
 beforeAll(async () => {
   model = await startModel()
@@ -58,7 +60,7 @@ beforeAll(async () => {
       model_providers: { fake: { name: 'fake', base_url: model.openaiBaseUrl, wire_api: 'responses', env_key: 'FAKE_API_KEY', request_max_retries: 0, stream_max_retries: 0 } },
     },
   })))
-  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: dir, stallMs: 2000 }))
+  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${poolState}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: dir, stallMs: 2000 }))
   fibers.push(await ctx.plugin(cliPool, cliPool.Config.parse({ kind: 'codex' })))
   parent = await ctx.agents.create({ workspaceRoot: dir })
   other = await ctx.agents.create({ workspaceRoot: dir })
@@ -70,6 +72,7 @@ afterAll(async () => {
   for (const fiber of fibers.reverse()) await fiber.dispose()
   await model.close()
   rmSync(codexHomes, { recursive: true, force: true })
+  rmSync(poolState, { recursive: true, force: true })
 }, 60_000)
 
 async function ask(agent: Agent, text: string) {

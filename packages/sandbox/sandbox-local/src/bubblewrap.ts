@@ -99,11 +99,15 @@ export function isWithin(child: string, parent: string): boolean {
  * 6. `readOnlyPaths`, then the protected paths (the policy's and the runtime folder): each one
  *    inside a writable path `--ro-bind`, and each writable path inside a protected one
  *    `--ro-bind` too (elsewhere everything is read-only or hidden already);
- * 7. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
+ * 7. the hidden paths (`ConfinePolicy.hiddenPaths`) that exist: a folder `--tmpfs` (empty), then
+ *    the policy's own `writablePaths` inside it `--bind` back (with the fences and read-only paths
+ *    inside those), then `--remount-ro` of the folder; a file covered by the empty file. Steps 5–6
+ *    and 8 leave out every mount inside a hidden path that is not inside such a writable path;
+ * 8. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
  *    symlink leads to the mask too);
- * 8. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
+ * 9. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
  *    that exist covered by the empty folder or file;
- * 9. `--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL`,
+ * 10. `--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL`,
  *    `--unshare-net` unless the network is allowed (`policy.network`, else `options.network`),
  *    `--seccomp 9`, `--chdir <cwd> --` and the argv.
  *
@@ -193,21 +197,52 @@ export function bubblewrapArgv(
       }
     }
   }
-  for (const folder of fences) out.push('--bind', folder, folder)
-  for (const path of options.readOnlyPaths) out.push('--ro-bind', path, path)
-  for (const path of guarded) out.push('--ro-bind', path, path)
+  // Hidden paths (`ConfinePolicy.hiddenPaths` that exist; outer ones first) and what of them stays
+  // visible: the policy's own writable paths inside one (one that is the hidden path itself wins,
+  // and that path is not hidden). Any other mount inside a hidden path is left out — it would show
+  // what the hidden path covers.
+  const hiddenPaths = ((policy as Partial<ConfinePolicy>).hiddenPaths ?? [])
+    .filter((path) => !own.includes(path))
+    .map((path) => ({ path, kind: host.kind(path) }))
+    .filter((entry): entry is { path: string; kind: 'file' | 'directory' } => entry.kind !== undefined)
+    .sort((a, b) => a.path.length - b.path.length)
+  const revealed = own.filter((path) => hiddenPaths.some((entry) => entry.kind === 'directory' && isWithin(path, entry.path)))
+  const covered = (path: string) => hiddenPaths.some((entry) => isWithin(path, entry.path)) && !revealed.some((root) => isWithin(path, root))
+  for (const folder of fences) if (!covered(folder)) out.push('--bind', folder, folder)
+  for (const path of options.readOnlyPaths) if (!covered(path)) out.push('--ro-bind', path, path)
+  for (const path of guarded) if (!covered(path)) out.push('--ro-bind', path, path)
 
-  // 7. Denied paths.
-  for (const entry of denied) out.push('--ro-bind', entry.kind === 'directory' ? files.emptyDir : files.emptyFile, entry.real)
+  // 7. Hidden paths: a folder becomes an empty tmpfs, read-only once the policy's own writable
+  // paths inside it are bound back (with the fences and read-only paths inside those); a file is
+  // covered by the empty file. One inside another is skipped, unless it lies in a path bound back.
+  for (const entry of hiddenPaths) {
+    const outer = hiddenPaths.some((other) => other !== entry && isWithin(entry.path, other.path))
+    if (outer && !revealed.some((root) => isWithin(entry.path, root))) continue
+    if (entry.kind === 'file') {
+      out.push('--ro-bind', files.emptyFile, entry.path)
+      continue
+    }
+    out.push('--tmpfs', entry.path)
+    for (const root of revealed) {
+      if (!isWithin(root, entry.path)) continue
+      out.push('--bind', root, root)
+      for (const folder of fences) if (isWithin(folder, root) && folder !== root) out.push('--bind', folder, folder)
+      for (const path of [...options.readOnlyPaths, ...guarded]) if (isWithin(path, root)) out.push('--ro-bind', path, path)
+    }
+    out.push('--remount-ro', entry.path)
+  }
 
-  // 8. Kernel paths.
+  // 8. Denied paths.
+  for (const entry of denied) if (!covered(entry.real)) out.push('--ro-bind', entry.kind === 'directory' ? files.emptyDir : files.emptyFile, entry.real)
+
+  // 9. Kernel paths.
   for (const path of KERNEL_READ_ONLY_PATHS) out.push('--ro-bind-try', path, path)
   for (const path of KERNEL_MASKED_PATHS) {
     const kind = host.kind(path)
     if (kind !== undefined) out.push('--ro-bind', kind === 'directory' ? files.emptyDir : files.emptyFile, path)
   }
 
-  // 9. Namespaces, capabilities, network, seccomp.
+  // 10. Namespaces, capabilities, network, seccomp.
   out.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL')
   if (!(policy.network ?? options.network)) out.push('--unshare-net')
   out.push('--seccomp', String(SECCOMP_FD))

@@ -19,6 +19,10 @@ export interface SeatbeltShape {
   protected?: number
   /** `denyRead` paths: reads (and writes) denied. */
   denyRead?: number
+  /** Hidden paths (`ConfinePolicy.hiddenPaths`): reads and writes denied. */
+  hidden?: number
+  /** The policy's own writable paths inside a hidden path: readable and writable again. */
+  revealed?: number
   network: boolean
 }
 
@@ -37,7 +41,9 @@ const params = (prefix: string, count: number): string[] =>
 /**
  * The SBPL profile text. Seatbelt applies the *last* matching rule, so the order is: allow by
  * default; deny every file write; allow writes to terminals, the null devices and the system
- * temporary folders; allow writes under `WRITABLE_<i>`; deny them again under `READONLY_<i>` and
+ * temporary folders; allow writes under `WRITABLE_<i>`; deny reads and writes under `HIDDEN_<i>`
+ * and allow both again under `REVEALED_<i>` (the policy's own writable paths inside a hidden
+ * one); deny writes again under `READONLY_<i>` and
  * `PROTECTED_<i>`; deny reads and writes under `DENYREAD_<i>`; deny all network operations
  * unless `network`; deny sending Apple events (which would let a sandboxed process drive an
  * unconfined application).
@@ -54,6 +60,8 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
     '  (subpath "/private/tmp") (subpath "/private/var/folders"))',
   ]
   if (shape.writable > 0) lines.push(`(allow file-write* ${params('WRITABLE', shape.writable).join(' ')})`)
+  if ((shape.hidden ?? 0) > 0) lines.push(`(deny file-read* file-write* ${params('HIDDEN', shape.hidden ?? 0).join(' ')})`)
+  if ((shape.revealed ?? 0) > 0) lines.push(`(allow file-read* file-write* ${params('REVEALED', shape.revealed ?? 0).join(' ')})`)
   if (shape.readOnly > 0) lines.push(`(deny file-write* ${params('READONLY', shape.readOnly).join(' ')})`)
   if ((shape.protected ?? 0) > 0) lines.push(`(deny file-write* ${params('PROTECTED', shape.protected ?? 0).join(' ')})`)
   if ((shape.denyRead ?? 0) > 0) lines.push(`(deny file-read* file-write* ${params('DENYREAD', shape.denyRead ?? 0).join(' ')})`)
@@ -77,11 +85,16 @@ export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, 
   const readOnly = options.readOnlyPaths
   const protectedPaths = (policy as Partial<ConfinePolicy>).protectedPaths ?? []
   const denyRead = options.denyRead.map((path) => (path.startsWith('~/') ? join(options.homeDir, path.slice(2)) : path))
+  const own = policy.writablePaths ?? []
+  const hidden = ((policy as Partial<ConfinePolicy>).hiddenPaths ?? []).filter((path) => !own.includes(path))
+  const revealed = own.filter((path) => hidden.some((root) => path.startsWith(`${root}/`)))
   const profile = seatbeltProfile({
     writable: writable.length,
     readOnly: readOnly.length,
     protected: protectedPaths.length,
     denyRead: denyRead.length,
+    hidden: hidden.length,
+    revealed: revealed.length,
     network: policy.network ?? options.network,
   })
   return [
@@ -92,6 +105,8 @@ export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, 
     ...readOnly.flatMap((path, index) => ['-D', `READONLY_${index}=${path}`]),
     ...protectedPaths.flatMap((path, index) => ['-D', `PROTECTED_${index}=${path}`]),
     ...denyRead.flatMap((path, index) => ['-D', `DENYREAD_${index}=${path}`]),
+    ...hidden.flatMap((path, index) => ['-D', `HIDDEN_${index}=${path}`]),
+    ...revealed.flatMap((path, index) => ['-D', `REVEALED_${index}=${path}`]),
     '--',
     '/bin/sh',
     '-c',

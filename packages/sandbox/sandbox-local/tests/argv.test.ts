@@ -96,6 +96,28 @@ describe('bubblewrapArgv', () => {
     ])
   })
 
+  it('hides folders with a read-only tmpfs after the writable paths, binding back only the policy\'s own writable paths inside, outer ones first', () => {
+    const host = hostWith({ '/state': 'directory', '/state/pool': 'directory', '/state/pool/home-A': 'directory', '/secret.txt': 'file', '/missing-not': 'directory' })
+    const argv = bubblewrapArgv(
+      ['sh'],
+      { mode: 'workspace-write', workspaceRoot: '/work/x', writablePaths: ['/state/pool/home-A'], hiddenPaths: ['/state/pool', '/state', '/secret.txt', '/gone'], protectedPaths: ['/state/pool/home-A/keep', '/state/pool/other'] } as never,
+      base,
+      files,
+      host,
+    )
+    const list = mounts(argv)
+    // The tmpfs of /state covers /state/pool (not hidden again), home-A is bound back with its protected file, and /state/pool/other is not re-exposed.
+    const start = list.indexOf('/state') - 1
+    expect(list.slice(start, start + 11)).toEqual([
+      '--tmpfs', '/state', '--bind', '/state/pool/home-A', '/state/pool/home-A', '--ro-bind', '/state/pool/home-A/keep', '/state/pool/home-A/keep', '--remount-ro', '/state',
+      '--ro-bind',
+    ])
+    expect(list).toEqual(expect.arrayContaining(['--ro-bind', files.emptyFile, '/secret.txt']))
+    expect(list.filter((arg) => arg === '/state/pool/other')).toEqual([])
+    expect(list.filter((arg) => arg === '--tmpfs')).toHaveLength(2) // /tmp and /state
+    expect(list).not.toContain('/gone')
+  })
+
   it('masks the kernel paths that exist with the empty file or folder', () => {
     const host = hostWith({ '/proc/kcore': 'file', '/sys/firmware': 'directory' })
     const argv = bubblewrapArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w' }, base, files, host)
@@ -336,6 +358,16 @@ describe('sandbox-exec (macOS)', () => {
     expect(profile).toContain('(deny network*)')
     const open = sandboxExecArgv(['sh'], { mode: 'read-only', workspaceRoot: '/w', network: true }, { ...base, network: false })
     expect(open[2]).not.toContain('network')
+  })
+
+  it('denies reads and writes of hidden paths, and allows both again in the policy\'s own writable paths inside them', () => {
+    const policy = { mode: 'read-only' as const, workspaceRoot: '/Users/me/w', writablePaths: ['/Users/me/state/pool/home-A'], hiddenPaths: ['/Users/me/state/pool'], protectedPaths: [] }
+    const argv = sandboxExecArgv(['sh'], policy, base)
+    const profile = argv[2]!
+    expect(profile).toBe(seatbeltProfile({ writable: 1, readOnly: 0, protected: 0, denyRead: 0, hidden: 1, revealed: 1, network: true }))
+    expect(profile).toContain('(deny file-read* file-write* (subpath (param "HIDDEN_0")))')
+    expect(profile.indexOf('REVEALED_0')).toBeGreaterThan(profile.indexOf('HIDDEN_0'))
+    expect(argv).toEqual(expect.arrayContaining(['HIDDEN_0=/Users/me/state/pool', 'REVEALED_0=/Users/me/state/pool/home-A']))
   })
 
   it('makes nothing writable but temporary folders under read-only', () => {

@@ -1,2 +1,2 @@
 export * from './types.ts'
-export { default, default as SandboxService } from './service.ts'
+export { default, default as SandboxService, SHARED_ROOTS, sharedRootProblem } from './service.ts'

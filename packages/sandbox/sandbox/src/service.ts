@@ -3,7 +3,7 @@
  * provider for this platform whose probe succeeds, and otherwise fails closed with
  * `SANDBOX_UNAVAILABLE` — it never hands back an argv that runs unconfined.
  */
-import { realpathSync } from 'node:fs'
+import { realpathSync, statSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
@@ -37,12 +37,53 @@ const Policy = z.object({
   network: z.boolean({ error: 'network must be true or false' }).optional(),
   protectedPaths: z.array(absolute('protectedPaths')).optional(),
   writablePaths: z.array(absolute('writablePaths').refine((path) => path !== '/', { message: 'writablePaths must not hold / (that would make the whole filesystem writable)' })).optional(),
+  hiddenPaths: z.array(absolute('hiddenPaths').refine((path) => path !== '/', { message: 'hiddenPaths must not hold /' })).optional(),
 }).refine((policy) => !(policy.mode === 'workspace-write' && policy.workspaceRoot === '/'), {
   message:
     'a workspace root of / would make the whole filesystem writable under workspace-write; ' +
     'work in a project folder, or choose danger-full-access explicitly in cordis.yml',
   path: ['workspaceRoot'],
+}).superRefine((policy, ctx) => {
+  const problem = sharedRootProblem(policy.workspaceRoot)
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem, path: ['workspaceRoot'] })
 })
+
+/**
+ * The temporary roots every user of a machine shares, refused as workspace roots even where they
+ * are not world-writable (FHS 3.0 §3.18 `/tmp`, §5.15 `/var/tmp`; `/dev/shm` is the POSIX shared
+ * memory folder; macOS keeps them under `/private`).
+ */
+export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', '/run/shm', '/run/lock', '/var/lock', '/private/tmp', '/private/var/tmp']
+
+/**
+ * Why `path` cannot be the workspace root of a confined process, or undefined when it can: it is
+ * one of `SHARED_ROOTS` (as given or made canonical), or a folder every user may write (mode `o+w`,
+ * stat(2)), such as `/tmp`. A confined process may write its workspace, and in a shared folder that
+ * means every other user's and every other terminal's files there — other owners' sockets, state
+ * and caches — so conch asks for a folder of the project's own (a subfolder, e.g. `mktemp -d`).
+ */
+export function sharedRootProblem(path: string): string | undefined {
+  let canonical = path
+  try {
+    canonical = realpathSync(path)
+  } catch {
+    // missing: judged by its name
+  }
+  const named = SHARED_ROOTS.includes(path) || SHARED_ROOTS.includes(canonical)
+  let worldWritable = false
+  try {
+    const stats = statSync(canonical)
+    worldWritable = stats.isDirectory() && (stats.mode & 0o002) !== 0
+  } catch {
+    // missing: nothing to judge by
+  }
+  if (!named && !worldWritable) return undefined
+  return (
+    `${path} is a temporary folder every user shares${worldWritable ? ' (world-writable)' : ''}, not a workspace: a confined process there ` +
+    'could read or change what other terminals and users keep in it. Work in a folder of your own inside it (e.g. `mktemp -d`), ' +
+    'or choose danger-full-access explicitly in cordis.yml'
+  )
+}
 
 /** What users are told when nothing can confine a process here. */
 const INSTALL_HINT =
@@ -56,6 +97,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly providers: SandboxProvider[] = []
   /** One entry per `protect` call (canonical paths), in registration order. */
   private readonly protections: string[][] = []
+  /** One entry per `hide` call (canonical paths), in registration order. */
+  private readonly hidings: string[][] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
 
@@ -106,6 +149,8 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
     if (parsed.data.network !== undefined) valid.network = parsed.data.network
     if (parsed.data.writablePaths !== undefined && parsed.data.writablePaths.length > 0) valid.writablePaths = canonicalPaths(parsed.data.writablePaths)
+    const hidden = unique([...this.hiddenPaths(), ...canonicalPaths(parsed.data.hiddenPaths ?? [])])
+    if (hidden.length > 0) valid.hiddenPaths = hidden
 
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: string[] = []
@@ -153,6 +198,31 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   protectedPaths(): string[] {
     return unique(this.protections.flat())
+  }
+
+  /**
+   * Hides `paths` in every sandbox confined while the registration lasts (see
+   * `SandboxServiceApi.hide`): made canonical now, missing ones ignored.
+   * @throws SandboxError `INVALID_POLICY` naming a relative path, or `/`.
+   */
+  hide(paths: readonly string[]): () => void {
+    for (const path of paths) {
+      if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
+        throw new SandboxError('INVALID_POLICY', `a hidden path must be absolute and not /: ${JSON.stringify(path)}`)
+      }
+    }
+    const entry = canonicalPaths(paths).filter((path) => path !== '/')
+    return this.ctx.effect(() => {
+      this.hidings.push(entry)
+      return () => {
+        const index = this.hidings.indexOf(entry)
+        if (index >= 0) this.hidings.splice(index, 1)
+      }
+    }, 'sandbox.hide')
+  }
+
+  hiddenPaths(): string[] {
+    return unique(this.hidings.flat())
   }
 
   networkAllowed(): boolean | undefined {

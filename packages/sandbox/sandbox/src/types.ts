@@ -37,6 +37,11 @@ export interface SandboxPolicy {
    * workspace (added to the paths registered with `protect`).
    */
   protectedPaths?: string[]
+  /**
+   * Extra absolute paths hidden inside this sandbox (added to those registered with `hide`): see
+   * `SandboxServiceApi.hide`.
+   */
+  hiddenPaths?: string[]
 }
 
 /**
@@ -47,6 +52,13 @@ export interface SandboxPolicy {
  */
 export interface ConfinePolicy extends SandboxPolicy {
   protectedPaths: string[]
+  /**
+   * The canonical union of the registered and the requested hidden paths that exist; absent when
+   * there are none. A provider must make each one unreadable and unwritable inside the sandbox
+   * (covered by something empty), except the policy's own `writablePaths` that lie inside one:
+   * those stay visible and writable, and nothing else of the hidden path does.
+   */
+  hiddenPaths?: string[]
 }
 
 export interface ConfineResult {
@@ -105,6 +117,19 @@ export interface SandboxServiceApi {
   protect?(paths: readonly string[]): () => void
   /** The canonical paths registered with `protect`, in registration order, without duplicates. */
   protectedPaths?(): string[]
+  /**
+   * Hides `paths` inside every sandbox confined from now on, whatever the mode and the workspace:
+   * a confined process can neither read nor write them (a folder looks empty and read-only) —
+   * for host state no terminal may touch, such as the private homes of pooled agent CLIs. A
+   * confinement's own `writablePaths` inside a hidden path stay visible and writable (a pooled
+   * CLI keeps its own home, and sees no other). Paths must be absolute; they are made canonical,
+   * and paths that do not exist are ignored (hide a folder that exists, and what is created in
+   * it later is hidden too). The disposer, tied to the caller's plugin scope, removes them.
+   * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
+   */
+  hide?(paths: readonly string[]): () => void
+  /** The canonical paths registered with `hide`, in registration order, without duplicates. */
+  hiddenPaths?(): string[]
   /**
    * Whether processes confined on this platform may use the network: the `network` of the first
    * registered provider for `process.platform`, or undefined when there is none or it does not

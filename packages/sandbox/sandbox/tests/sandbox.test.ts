@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type EffectMeta, type Message } from 'cordis'
@@ -214,5 +214,60 @@ describe('ctx.sandbox', () => {
     expect(sandbox.protectedPaths()).toEqual(['/'])
     await plugin.dispose()
     expect(sandbox.protectedPaths()).toEqual([])
+  })
+
+  it('hands providers the hidden paths — registered and requested, canonical, missing ones left out — and forgets them at disposal', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-hide-')))
+    try {
+      mkdirSync(join(dir, 'pool'))
+      symlinkSync(join(dir, 'pool'), join(dir, 'link'))
+      mkdirSync(join(dir, 'other'))
+      const sandbox = await boot()
+      const seen: ConfinePolicy[] = []
+      const provider = fake('works', true)
+      provider.confine = (argv, given) => {
+        seen.push(given)
+        return { argv: ['works', '--', ...argv], enforcement: 'full', provider: 'works' }
+      }
+      sandbox.register(provider)
+      const plugin = await root.plugin({ name: 'hiding-plugin', inject: ['sandbox'], apply: (ctx: Context) => void ctx.sandbox.hide([join(dir, 'link'), join(dir, 'missing')]) })
+      expect(sandbox.hiddenPaths()).toEqual([join(dir, 'pool')])
+      await sandbox.confine(['x'], { ...policy, hiddenPaths: [join(dir, 'other'), join(dir, 'pool')] })
+      expect(seen[0]).toEqual({ ...policy, protectedPaths: [], hiddenPaths: [join(dir, 'pool'), join(dir, 'other')] })
+      await plugin.dispose()
+      expect(sandbox.hiddenPaths()).toEqual([])
+      await sandbox.confine(['x'], policy)
+      expect(seen[1]).toEqual({ ...policy, protectedPaths: [] })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses a relative hidden path, and / (which would hide everything)', async () => {
+    const sandbox = await boot()
+    sandbox.register(fake('works', true))
+    expect(() => sandbox.hide(['state/pool'])).toThrow(expect.objectContaining({ code: 'INVALID_POLICY', message: expect.stringContaining('state/pool') }))
+    expect(() => sandbox.hide(['/'])).toThrow(expect.objectContaining({ code: 'INVALID_POLICY' }))
+    expect((await rejection(sandbox.confine(['x'], { ...policy, hiddenPaths: ['/'] }))).message).toMatch(/hiddenPaths must not hold \//)
+  })
+
+  it('refuses a shared temporary root as the workspace root in both confined modes, naming it, and accepts a private folder inside it', async () => {
+    const shared = realpathSync(mkdtempSync(join(tmpdir(), 'conch-shared-')))
+    try {
+      chmodSync(shared, 0o1777)
+      const sandbox = await boot()
+      sandbox.register(fake('works', true))
+      for (const mode of ['workspace-write', 'read-only'] as const) {
+        for (const root of ['/tmp', '/var/tmp', '/dev/shm', shared]) {
+          const error = await rejection(sandbox.confine(['x'], { mode, workspaceRoot: root }))
+          expect(error.code).toBe('INVALID_POLICY')
+          expect(error.message).toContain(`${root} is a temporary folder every user shares`)
+        }
+        const own = mkdtempSync(join(shared, 'own-'))
+        await expect(sandbox.confine(['x'], { mode, workspaceRoot: own })).resolves.toMatchObject({ provider: 'works' })
+      }
+    } finally {
+      rmSync(shared, { recursive: true, force: true })
+    }
   })
 })
