@@ -44,6 +44,7 @@ function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
     submitWaitMs: 50,
     checkInput: false,
     readsTermios: false,
+    drainsInput: false,
     exact: true,
     wrapperPid: SHELL - 1,
     shellPgid: SHELL,
@@ -156,6 +157,69 @@ describe('a send, step by step', () => {
     const text = Machine.gen(bounded.feed(begin()), 'write')
     expect(bounded.feed({ type: 'written', gen: text, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 50 }])
     expect(bounded.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([{ type: 'write', gen: text + 1, data: ENTER }])
+  })
+
+  it('with the input queue readable, a reader other than the shell is looked at once after the write, again at once for a moment, then paced', () => {
+    const view = new View()
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const repl = reading(CHILD, CHILD, 7)
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
+    // Written: the bound is armed and the queue is looked at in the same step, no retry timer.
+    const first = machine.feed({ type: 'written', gen: write, now: 1 })
+    expect(first).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'consume', gen: write + 1, baseline: { kind: 'probe', probe: repl } },
+    ])
+    // Still queued within the first millisecond: looked at again at once.
+    expect(machine.feed({ type: 'consumed', gen: write + 1, now: 1.2, consumed: false })).toEqual([{ type: 'consume', gen: write + 2, baseline: { kind: 'probe', probe: repl } }])
+    // Still queued after it: the retry timer, doubling with each look (1 ms after a first look, 2 ms after a second).
+    expect(machine.feed({ type: 'consumed', gen: write + 2, now: 2.1, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 2 }])
+    const retry = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 4.1 }), 'consume')
+    expect(machine.feed({ type: 'consumed', gen: retry, now: 4.2, consumed: true })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: retry + 1, data: ENTER },
+    ])
+  })
+
+  it('with the input queue readable, the first output that is not the whole echo is a moment to look; later chunks wait for the timer', () => {
+    const view = new View()
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const repl = reading(CHILD, CHILD, 7)
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    // Output while the first look is on its way: nothing more is asked.
+    view.line = '> 1'
+    expect(machine.feed({ type: 'output', now: 1.05 })).toEqual([])
+    expect(machine.feed({ type: 'consumed', gen: write + 1, now: 2.5, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
+    // A later chunk that is still not the whole echo: the timer decides.
+    view.line = '> 1+'
+    expect(machine.feed({ type: 'output', now: 2.6 })).toEqual([])
+
+    // A step whose first output comes with no look in flight: looked at at once.
+    const other = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const text = Machine.gen(other.feed(baseline(Machine.gen(other.feed(begin()), 'baseline'), 0, repl)), 'write')
+    other.feed({ type: 'written', gen: text, now: 1 })
+    other.feed({ type: 'consumed', gen: text + 1, now: 2.5, consumed: false })
+    view.line = '> 1'
+    expect(other.feed({ type: 'output', now: 2.6 })).toEqual([
+      { type: 'clear', timer: 'consumeRetry' },
+      { type: 'consume', gen: text + 2, baseline: { kind: 'probe', probe: repl } },
+    ])
+    // The whole echo: Enter, and the look still on its way is dropped when it answers.
+    view.line = '> 1+1'
+    expect(other.feed({ type: 'output', now: 2.7 })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: text + 3, data: ENTER },
+    ])
+    expect(other.feed({ type: 'consumed', gen: text + 2, now: 2.8, consumed: true })).toEqual([])
+
+    // At the shell's own prompt the queue is not where consumption is looked for first.
+    const shell = new Machine(new View(), { drainsInput: true })
+    const typed = Machine.gen(shell.feed(baseline(Machine.gen(shell.feed(begin()), 'baseline'))), 'write')
+    expect(shell.feed({ type: 'written', gen: typed, now: 1 })).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
+    ])
   })
 
   it('settles stdin_read on the controlled prompt once the kernel shows the shell in front and reading', () => {
