@@ -84,7 +84,7 @@ export interface SendSpec {
   /**
    * The session can read the terminal's input queue after the pending input was moved into it
    * (send.ts, `inputQueue`): a reader other than the shell is seen to have consumed a step as
-   * soon as its read returned, so the first check is made at once and again on output.
+   * soon as its read returned, so a look is also made on the step's first output.
    */
   drainsInput: boolean
   /** Whether the /proc tier exists (Linux). */
@@ -185,8 +185,6 @@ export interface SendState {
   outputAtStep: number
   /** Consumption checks that found the step not consumed yet (paces the next). */
   consumeChecks: number
-  /** When the step now waited on was written (ms of the event clock). */
-  stepWrittenAt: number
   probeAgain: boolean
   lastProbeAt: number
   /** CPU cost of the last probe for the pacing floor: 0 below a millisecond (not paced by cost). */
@@ -236,21 +234,13 @@ const PROMPT_RECHECK_MS = 1
 /**
  * Pace of the consumption check while a step waits for the previous one to be consumed: 1 ms,
  * doubling up to 8 ms, so many sessions waiting at once do not crowd the event loop with /proc
- * reads while their echoes are on the way. With the input queue readable (`drainsInput`, a reader
- * other than the shell) the first check is made at once and the retries start at 1 ms; otherwise
- * the first check comes after 1 ms (the kernel evidence then needs the reader to block again,
- * which it cannot have done sooner) and the retries start at 2 ms.
+ * reads while their echoes are on the way. The first check comes 1 ms after the write; with the
+ * input queue readable (`drainsInput`, a reader other than the shell) the retries start at 1 ms
+ * (the queue shows a read as soon as it returned), otherwise at 2 ms (the evidence needs the
+ * reader to block again).
  */
 const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
-/**
- * For how long after a step's write, and how many times, a failed look at the input queue is
- * repeated at once (ms, looks): a reader woken by the input reads within a fraction of a
- * millisecond on an idle machine; the count bounds the loop when the answers come back at once
- * (a helper that cannot start).
- */
-const CONSUME_EAGER_MS = 1
-const CONSUME_EAGER_LOOKS = 4
 
 export function initialState(spec: SendSpec): SendState {
   return {
@@ -273,7 +263,6 @@ export function initialState(spec: SendSpec): SendState {
     outputAtWrite: 0,
     outputAtStep: 0,
     consumeChecks: 0,
-    stepWrittenAt: 0,
     probeAgain: false,
     lastProbeAt: -Infinity,
     lastProbeCost: 0,
@@ -336,9 +325,6 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       s.awaiting.consume = undefined
       if (event.consumed) return writeNext(s, event.now, out)
       s.consumeChecks++
-      // On the input queue, within the first moments after the write: look again at once (one
-      // look is one round trip to the termios helper, about 0.15 ms), as the read is due.
-      if (drainsFirst(s) && s.consumeChecks <= CONSUME_EAGER_LOOKS && event.now - s.stepWrittenAt < CONSUME_EAGER_MS) return consumeCheck(s, out)
       const doublings = drainsFirst(s) ? s.consumeChecks - 1 : s.consumeChecks
       arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(doublings, 8), CONSUME_RETRY_MAX_MS))
       return
@@ -526,15 +512,12 @@ function afterStep(s: SendState, now: number, out: SendEffect[]): void {
   if (s.step >= steps.length) return finishWrite(s, now, out)
   if (!steps[s.step]!.afterConsumed) return writeStep(s, now, out)
   s.phase = 'submitting'
-  s.stepWrittenAt = now
   if (echoed(s)) return writeStep(s, now, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
-  if (!s.spec.exact || s.baseline.kind === 'none') return
-  // The input queue shows a read as soon as it returned: ask at once (the echo may come much
-  // later — the Node REPL renders a preview first).
-  if (drainsFirst(s)) return consumeCheck(s, out)
-  // The echo usually comes first (bash): ask the kernel only if it has not after a moment.
-  arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
+  // The echo usually comes first: ask the kernel only if it has not after a moment. (Asking the
+  // input queue at once was measured and made both REPLs' gaps longer on the loaded machine:
+  // docs/performance.md, "Enter after the input queue drained".)
+  if (s.spec.exact && s.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }
 
 function consumeCheck(s: SendState, out: SendEffect[]): void {
