@@ -17,6 +17,7 @@ import ToolsService from '../packages/core/tools/src/index.ts'
 import PtyService, { type BackendSession, type SendResult } from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import { LocalBackend, linuxInspector, type TerminalInspector } from '../packages/pty/pty-local/src/index.ts'
+import { helperTermiosReader } from '../packages/pty/pty-local/src/termios.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
@@ -37,9 +38,11 @@ export interface Composition {
   config: ptyLocal.Config
   /**
    * Starts a session on the backend directly (no ctx.pty in between), with the default config
-   * and the exact tiers; the caller closes it.
+   * and the exact tiers; the caller closes it. `termios`: with a termios reader, as the plugin's
+   * backend has (src/plugin.ts) — the canonical line limit, hidden input and the input queue
+   * before Enter; without it (the default here) none of those queries is made.
    */
-  direct(): Promise<BackendSession>
+  direct(options?: { termios?: boolean }): Promise<BackendSession>
   /** Sends `text` (submitted) on `ctx.pty` and returns the result and the wall time, ms. */
   send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }>
   /** Disposes agents (closing their terminals) and then every plugin in reverse order. */
@@ -113,6 +116,15 @@ export async function compose(): Promise<Composition> {
     sandboxPolicy: ctx.sandboxPolicy,
     inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
   })
+  // One termios helper for the direct sessions that ask for it, as the plugin keeps one per backend.
+  const termios = helperTermiosReader()
+  const directTermiosBackend = new LocalBackend({
+    config,
+    sandbox: ctx.sandbox,
+    sandboxPolicy: ctx.sandboxPolicy,
+    inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
+    termios,
+  })
   let directCount = 0
 
   return {
@@ -121,7 +133,7 @@ export async function compose(): Promise<Composition> {
     sandboxed,
     workspace,
     config,
-    direct: () => directBackend.spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
+    direct: (options) => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
     async send(owner, sessionId, text) {
       const start = performance.now()
       const result = await ctx.pty.startSend(owner, sessionId, { text, submit: true }).done
@@ -132,6 +144,7 @@ export async function compose(): Promise<Composition> {
         await ctx.agents.dispose(agent)
         await ctx.agents.dispose(sandboxed)
       } finally {
+        termios.close()
         for (const fiber of fibers.reverse()) await fiber.dispose()
         rmSync(workspace, { recursive: true, force: true })
       }

@@ -81,6 +81,12 @@ export interface SendSpec {
   checkInput: boolean
   /** The session can read the terminal's termios: a reader in read(2) is asked whether it reads with echo off (`hidden`). */
   readsTermios: boolean
+  /**
+   * The session can read the terminal's input queue after the pending input was moved into it
+   * (send.ts, `inputQueue`): a reader other than the shell is seen to have consumed a step as
+   * soon as its read returned, so a look is also made on the step's first output.
+   */
+  drainsInput: boolean
   /** Whether the /proc tier exists (Linux). */
   exact: boolean
   /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
@@ -228,7 +234,10 @@ const PROMPT_RECHECK_MS = 1
 /**
  * Pace of the consumption check while a step waits for the previous one to be consumed: 1 ms,
  * doubling up to 8 ms, so many sessions waiting at once do not crowd the event loop with /proc
- * reads while their echoes are on the way.
+ * reads while their echoes are on the way. The first check comes 1 ms after the write; with the
+ * input queue readable (`drainsInput`, a reader other than the shell) the retries start at 1 ms
+ * (the queue shows a read as soon as it returned), otherwise at 2 ms (the evidence needs the
+ * reader to block again).
  */
 const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
@@ -316,7 +325,8 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       s.awaiting.consume = undefined
       if (event.consumed) return writeNext(s, event.now, out)
       s.consumeChecks++
-      arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(s.consumeChecks, 8), CONSUME_RETRY_MAX_MS))
+      const doublings = drainsFirst(s) ? s.consumeChecks - 1 : s.consumeChecks
+      arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(doublings, 8), CONSUME_RETRY_MAX_MS))
       return
     }
     case 'signalled': {
@@ -504,7 +514,9 @@ function afterStep(s: SendState, now: number, out: SendEffect[]): void {
   s.phase = 'submitting'
   if (echoed(s)) return writeStep(s, now, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
-  // The echo usually comes first (bash, REPLs): ask the kernel only if it has not after a moment.
+  // The echo usually comes first: ask the kernel only if it has not after a moment. (Asking the
+  // input queue at once was measured and made both REPLs' gaps longer on the loaded machine:
+  // docs/performance.md, "Enter after the input queue drained".)
   if (s.spec.exact && s.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }
 
@@ -512,6 +524,11 @@ function consumeCheck(s: SendState, out: SendEffect[]): void {
   if (!s.spec.exact || s.baseline.kind === 'none') return
   s.awaiting.consume = request(s)
   out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.baseline })
+}
+
+/** Whether consumption is checked on the input queue: a reader other than the shell, with the queue readable. */
+function drainsFirst(s: SendState): boolean {
+  return s.spec.drainsInput && s.baseline.kind === 'probe'
 }
 
 /**
@@ -572,7 +589,14 @@ function onOutput(s: SendState, now: number, out: SendEffect[]): void {
     if (s.phase !== 'waiting') return
   }
   if (s.phase === 'submitting') {
-    if (echoed(s)) writeNext(s, now, out)
+    if (echoed(s)) return writeNext(s, now, out)
+    // The first output since the step that is not its whole echo yet: the reader is running;
+    // look at its queue now (unless a look is on its way), not at the next retry. Later chunks
+    // wait for the retry timer, so a program printing a stream does not drive a look per chunk.
+    if (drainsFirst(s) && s.outputCount === s.outputAtStep + 1 && s.awaiting.consume === undefined) {
+      clear(s, out, 'consumeRetry')
+      consumeCheck(s, out)
+    }
     return
   }
   if (s.phase !== 'waiting') return

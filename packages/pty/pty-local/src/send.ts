@@ -48,8 +48,12 @@ export interface SendHost {
   encodeKey(key: Key): string
   /** Whether the terminal is set for hidden input now (termios.ts); absent when termios cannot be read. */
   readsHiddenInput?: () => Promise<boolean>
-  /** Bytes waiting in the terminal's input queue now (termios.ts, FIONREAD); absent when termios cannot be read. */
-  inputQueued?: () => Promise<number | undefined>
+  /**
+   * The terminal's input queue now (termios.ts): whether it is in canonical mode, and the bytes
+   * waiting for a reader once everything written before was moved into the queue (FIONREAD
+   * after a poll); undefined when unreadable, absent when termios cannot be read.
+   */
+  inputQueue?: () => Promise<{ canonical: boolean; queued: number } | undefined>
   /** Signals the foreground process group, resolved now. */
   signalForeground(signal: PtySignal): Promise<SignalResult>
   /** The buffer a send starts with: the output nobody has seen yet (or a new one for `startup`). */
@@ -123,6 +127,7 @@ export class Send {
       submitWaitMs: limits.submitWaitMs,
       checkInput: kind === 'send' && input.inputCheck !== undefined,
       readsTermios: host.readsHiddenInput !== undefined,
+      drainsInput: host.inputQueue !== undefined,
       exact: host.inspector.exact,
       wrapperPid: host.pid,
       shellPgid: host.shellPgid,
@@ -368,12 +373,16 @@ export class Send {
   }
 
   /**
-   * Whether the foreground program consumed the input written so far: the reader the baseline
-   * saw (the shell's main task, or the group's reading task) ran since and is blocked reading
-   * the terminal again — blocked in its read means its input queue is empty. For a reader other
-   * than the shell, the reader having run since the baseline with the terminal's input queue
-   * empty (FIONREAD) is enough: it took the input, and what it writes back (the echo) may come
-   * later — the Node REPL first renders a preview.
+   * Whether the foreground program consumed the input written so far.
+   * - The shell at its prompt (baseline `shell`): its main task ran since the baseline and is
+   *   blocked reading the terminal again — blocked in its read means its input queue is empty.
+   * - Another reader (baseline `probe`), the terminal in raw mode: its input queue is empty once
+   *   everything written before was moved into it (`inputQueue`, termios.ts). Exact without the
+   *   reader blocking again: the bytes left the queue by a read (or a flush). A REPL that renders
+   *   a preview before it waits again (the Node REPL) is seen as soon as its read returned.
+   * - Another reader in canonical mode, where an unfinished line never counts as queued: the
+   *   reader ran since the baseline (its context-switch counter moved) and the queue is empty;
+   *   without termios, new read evidence of a probe.
    */
   private async consumed(baseline: Baseline): Promise<boolean> {
     const inspector = this.host.inspector
@@ -385,14 +394,15 @@ export class Send {
         return (await inspector.blockedInRead(baseline.pgid)) === true
       }
       if (baseline.kind === 'probe') {
+        const queue = await this.host.inputQueue?.()
+        if (queue !== undefined && !queue.canonical) return queue.queued === 0
         const reader = baseline.probe.reader
         const before = reader === undefined ? undefined : baseline.probe.tasks.find((task) => task.tid === reader.tid)?.switches
-        if (reader !== undefined && before !== undefined && this.host.inputQueued !== undefined) {
+        if (reader !== undefined && before !== undefined && queue !== undefined) {
           // /proc/<tid> resolves a thread too, so a reader that is not the main task is read alike.
           const switches = await inspector.taskSwitches(reader.tid)
           if (switches === undefined || switches === before) return false
-          const queued = await this.host.inputQueued()
-          if (queued !== undefined) return queued === 0
+          return queue.queued === 0
         }
         return isNewReadEvidence(baseline, await inspector.probe())
       }

@@ -445,7 +445,12 @@ export class LocalSession implements BackendSession {
       },
       encodeKey: (key) => encodeKey(key, this.keyModes()),
       ...(this.termios !== undefined && { readsHiddenInput: async () => isHiddenInput(await this.termios!()) }),
-      ...(this.termios !== undefined && { inputQueued: async () => (await this.termios!())?.queued }),
+      ...(this.termios !== undefined && {
+        inputQueue: async () => {
+          const flags = await this.termios!()
+          return flags?.queued === undefined ? undefined : { canonical: flags.canonical, queued: flags.queued }
+        },
+      }),
       signalForeground: (signal) => this.signalForeground(signal),
       openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
       liveRedactor: () => new LiveTextRedactor(this.redactor),

@@ -11,7 +11,8 @@
  * it and answers one line. The helper starts on the first query (about 20 ms) and answers in
  * about 0.1 ms after that; spawning `stty -F <path> -g` per query costs about 5 ms (measured on
  * this machine, see the README). Queries are made only when a decision needs them, never on the
- * path of an ordinary send.
+ * path of an ordinary send at the shell's prompt (a send to another reader asks for the input
+ * queue before it writes Enter, send.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 
@@ -22,8 +23,11 @@ export interface TermiosFlags {
   /** `ECHO`: the terminal echoes input characters. */
   echo: boolean
   /**
-   * Bytes waiting in the terminal's input queue for a reader (FIONREAD, tty_ioctl(4)); in
-   * canonical mode only those of complete lines count (n_tty). Absent when it cannot be read.
+   * Bytes waiting in the terminal's input queue for a reader (FIONREAD, tty_ioctl(4)), read after
+   * every byte written to the master before the query was moved into that queue (see `HELPER`):
+   * 0 in raw mode means everything written before was read (or discarded by a flush). In
+   * canonical mode only the bytes of complete lines count (n_tty's `inq_canon`), so an
+   * unfinished line reads as 0. Absent when it cannot be read.
    */
   queued?: number
 }
@@ -77,6 +81,17 @@ export function isHiddenInput(flags: TermiosFlags | undefined): boolean {
  * The helper's program: one terminal path per line in, `ok <icanon> <echo> <queued>` or
  * `err <errno>` per line out (`queued` -1 when FIONREAD fails). FIONREAD is 0x541B on Linux
  * (asm-generic/ioctls.h) and 0x4004667F on macOS (sys/filio.h).
+ *
+ * Before FIONREAD it polls the terminal for input with a zero timeout (select(2)). On Linux a
+ * write to the master only appends to the slave's flip buffer and queues `flush_to_ldisc` on a
+ * workqueue (pty_write → tty_insert_flip_string_and_push_buffer, drivers/tty/pty.c and
+ * tty_buffer.c), which moves the bytes into the line discipline's read queue — the queue
+ * FIONREAD counts — later, on a kernel worker thread. So right after a write FIONREAD can read 0
+ * for bytes nobody has read yet (measured: 2 of 100 immediate queries on the loaded machine,
+ * tests/termios.test.ts). n_tty's poll, finding no input, waits for that pending work
+ * (`tty_buffer_flush_work` in n_tty_poll, drivers/tty/n_tty.c) and looks again; with input
+ * already in the queue it does not wait, but then FIONREAD is above 0 anyway. Either way a 0
+ * after the poll is exact for everything written before the query.
  */
 const HELPER = String.raw`
 use POSIX ();
@@ -88,6 +103,8 @@ while (my $p = <STDIN>) {
   if (sysopen(my $fh, $p, POSIX::O_RDONLY() | POSIX::O_NOCTTY() | POSIX::O_NONBLOCK())) {
     if (defined $t->getattr(fileno($fh))) {
       my $l = $t->getlflag();
+      my $r = ''; vec($r, fileno($fh), 1) = 1;
+      select($r, undef, undef, 0);
       my $n = pack("i", 0);
       my $q = ioctl($fh, $fionread, $n) ? unpack("i", $n) : -1;
       print "ok ", (($l & POSIX::ICANON()) ? 1 : 0), " ", (($l & POSIX::ECHO()) ? 1 : 0), " ", $q, "\n";

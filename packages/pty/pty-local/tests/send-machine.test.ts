@@ -44,6 +44,7 @@ function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
     submitWaitMs: 50,
     checkInput: false,
     readsTermios: false,
+    drainsInput: false,
     exact: true,
     wrapperPid: SHELL - 1,
     shellPgid: SHELL,
@@ -156,6 +157,62 @@ describe('a send, step by step', () => {
     const text = Machine.gen(bounded.feed(begin()), 'write')
     expect(bounded.feed({ type: 'written', gen: text, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 50 }])
     expect(bounded.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([{ type: 'write', gen: text + 1, data: ENTER }])
+  })
+
+  it('with the input queue readable, a reader other than the shell is looked at 1 ms after the write, then 1 ms doubling', () => {
+    const view = new View()
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const repl = reading(CHILD, CHILD, 7)
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
+    expect(machine.feed({ type: 'written', gen: write, now: 1 })).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
+    ])
+    const first = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
+    // Still queued: the queue shows the read as soon as it returned, so the next look is 1 ms on, then 2 ms.
+    expect(machine.feed({ type: 'consumed', gen: first, now: 2.2, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
+    const second = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 3.2 }), 'consume')
+    expect(machine.feed({ type: 'consumed', gen: second, now: 3.4, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 2 }])
+    const third = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 5.4 }), 'consume')
+    expect(machine.feed({ type: 'consumed', gen: third, now: 5.5, consumed: true })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: third + 1, data: ENTER },
+    ])
+  })
+
+  it('with the input queue readable, the first output that is not the whole echo is a moment to look; later chunks wait for the timer', () => {
+    const view = new View()
+    const repl = reading(CHILD, CHILD, 7)
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const text = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
+    machine.feed({ type: 'written', gen: text, now: 1 })
+    // The echo of the first key: the reader runs; look now instead of at the timer.
+    view.line = '> 1'
+    expect(machine.feed({ type: 'output', now: 1.3 })).toEqual([
+      { type: 'clear', timer: 'consumeRetry' },
+      { type: 'consume', gen: text + 1, baseline: { kind: 'probe', probe: repl } },
+    ])
+    // More output while that look is on its way, or after it: nothing more is asked.
+    view.line = '> 1+'
+    expect(machine.feed({ type: 'output', now: 1.4 })).toEqual([])
+    expect(machine.feed({ type: 'consumed', gen: text + 1, now: 1.5, consumed: false })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 1 }])
+    view.line = '> 1+ '
+    expect(machine.feed({ type: 'output', now: 1.6 })).toEqual([])
+    // The whole echo: Enter; a look still on its way would be dropped when it answers.
+    const look = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2.5 }), 'consume')
+    view.line = '> 1+1'
+    expect(machine.feed({ type: 'output', now: 2.6 })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: look + 1, data: ENTER },
+    ])
+    expect(machine.feed({ type: 'consumed', gen: look, now: 2.8, consumed: true })).toEqual([])
+
+    // At the shell's own prompt the first output is no moment to look (its echo comes at once).
+    const shell = new Machine(new View(), { drainsInput: true })
+    const typed = Machine.gen(shell.feed(baseline(Machine.gen(shell.feed(begin()), 'baseline'))), 'write')
+    shell.feed({ type: 'written', gen: typed, now: 1 })
+    shell.view.line = '$ echo'
+    expect(shell.feed({ type: 'output', now: 1.1 })).toEqual([])
   })
 
   it('settles stdin_read on the controlled prompt once the kernel shows the shell in front and reading', () => {

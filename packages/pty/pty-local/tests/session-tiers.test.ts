@@ -9,6 +9,7 @@ import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
 import { LocalSession } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
+import type { TermiosFlags } from '../src/termios.ts'
 
 const SHELL = 4000
 const CHILD = 4100
@@ -106,7 +107,7 @@ class FakeInspector implements TerminalInspector {
 
 const fast = { pollIntervalMs: 10, exactProbeAfterMs: 10, idleSilenceMs: 300, handoffGraceMs: 50, timeoutMs: 3000 }
 
-async function started(overrides: Partial<Config> = {}) {
+async function started(overrides: Partial<Config> = {}, termios?: () => Promise<TermiosFlags | undefined>) {
   const terminal = new FakeTerminal()
   const inspector = new FakeInspector()
   const session = new LocalSession({
@@ -114,6 +115,7 @@ async function started(overrides: Partial<Config> = {}) {
     prompt,
     terminal,
     inspector,
+    ...(termios !== undefined && { termios }),
     teardown: async () => ({ stopped: [], survivors: [] }),
     signalWrapper: async (signal) => {
       terminal.signals.push(signal)
@@ -311,6 +313,62 @@ describe('the /proc tier', () => {
     inspector.current = probe(CHILD, CHILD, 1)
     terminal.emit('node\r\n> ')
     expect(await node.done).toMatchObject({ waitReason: 'stdin_read', inputState: 'prompt' })
+  })
+})
+
+describe('Enter after the text was consumed', () => {
+  /** A terminal whose termios answers are set by the test, counting the looks. */
+  function queue(flags: TermiosFlags) {
+    const state = { flags, looks: 0 }
+    return { state, read: async () => (state.looks++, { ...state.flags }) }
+  }
+
+  it('writes Enter once the raw-mode input queue is empty, although the reader never blocked again and echoed nothing', async () => {
+    const terminal = queue({ canonical: false, echo: false, queued: 3 })
+    const { terminal: pty, inspector, session } = await started({ idleSilenceMs: 2000, submitWaitMs: 20000 }, terminal.read)
+    // A REPL in front, blocked in its read before the write; after it, it stays busy (the Node
+    // REPL renders a preview before it waits again): its counter never moves.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 7)
+    const operation = session.startSend({ text: '1+1', submit: true })
+    expect(await nextWrite(pty)).toBe('1+1')
+    const enter = nextWrite(pty)
+    let entered = false
+    void enter.then(() => (entered = true))
+    // Still in the queue: looked at, and at again, but no Enter.
+    await until(() => terminal.state.looks >= 6)
+    expect(entered).toBe(false)
+    // The reader read it: the queue is empty, nothing else changed. The next look writes Enter
+    // (not the bound, 20 s away).
+    terminal.state.flags = { canonical: false, echo: false, queued: 0 }
+    const looks = terminal.state.looks
+    await until(() => entered || terminal.state.looks > looks + 3)
+    expect(entered).toBe(true)
+    expect(await enter).toBe('\r')
+    expect(pty.writes.slice(-2)).toEqual(['1+1', '\r'])
+    inspector.current = probe(CHILD, CHILD, 9)
+    pty.emit('1+1\r\n2\r\n> ')
+    expect(await operation.done).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+  })
+
+  it('in canonical mode an empty queue alone is no proof (an unfinished line is not counted): Enter waits for the echo', async () => {
+    const terminal = queue({ canonical: true, echo: true, queued: 0 })
+    const { terminal: pty, inspector, session } = await started({ idleSilenceMs: 2000, submitWaitMs: 20000 }, terminal.read)
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 7)
+    const operation = session.startSend({ text: 'abc', submit: true })
+    expect(await nextWrite(pty)).toBe('abc')
+    const enter = nextWrite(pty)
+    let entered = false
+    void enter.then(() => (entered = true))
+    await until(() => terminal.state.looks >= 6)
+    expect(entered).toBe(false)
+    // The kernel's echo of the line so far.
+    pty.emit('abc')
+    expect(await enter).toBe('\r')
+    inspector.current = probe(CHILD, CHILD, 9)
+    pty.emit('\r\nabc\r\n? ')
+    await operation.done
   })
 })
 

@@ -43,6 +43,25 @@ process.stdin.on('data', (chunk) => {
 })
 `,
   )
+  // Reads the text, then stays busy without ever blocking again (as the Node REPL renders a
+  // preview before it waits for the next key) until Enter is waiting in its input queue — polled
+  // with a zero timeout, which never sleeps — and only then echoes. Enter written only after an
+  // echo, or only once the reader blocked again, never arrives: it gives up after 10 s.
+  writeFileSync(
+    path.join(dir, 'busy.py'),
+    `import os, select, sys, time, tty
+tty.setraw(0)
+os.write(1, b'name? ')
+text = os.read(0, 100)
+deadline = time.monotonic() + 10
+while not select.select([0], [], [], 0)[0]:
+    if time.monotonic() > deadline:
+        os.write(1, b'\\r\\nNO-ENTER\\r\\n')
+        sys.exit(1)
+enter = os.read(0, 100)
+os.write(1, text + b'\\r\\nGOT:' + repr([text.decode(), enter.decode()]).encode() + b'\\r\\n')
+`,
+  )
 })
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
@@ -65,6 +84,16 @@ describe('Enter is its own key press', () => {
     expect(result.viewport).not.toContain('PASTED')
     const status = await send(session, 'echo "status=$?"')
     expect(linesEqual(status.viewport, 'status=0')).toBe(1)
+  })
+
+  it('Enter follows as soon as a raw-mode reader has read the text, while it is still busy with it (no echo yet, not blocked again)', async () => {
+    // The bound is far away: only the evidence that the read happened can write Enter in time.
+    const session = await openSession({ ...ready, submitWaitMs: 60000 }, { cwd: dir })
+    const start = await send(session, 'python3 busy.py')
+    expect(start.viewport).toMatch(/name\? $/)
+    const result = await send(session, 'hello')
+    expect(linesEqual(result.viewport, "GOT:['hello', '\\r']")).toBe(1)
+    expect(result.viewport).not.toContain('NO-ENTER')
   })
 
   it('a prompt library that takes a chunk with CR as a paste gets the answer and submits it', async () => {

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { writeSync } from 'node:fs'
 import pty from 'node-pty'
 import { afterAll, describe, expect, it } from 'vitest'
 import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
@@ -57,6 +58,41 @@ describe('termios read from a real terminal', () => {
       term.write('abc')
       await until('abc')
       expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 3 })
+    } finally {
+      term.kill()
+    }
+  })
+
+  it('counts a byte written just before the query, every time: the pending input is moved into the queue first', async () => {
+    // A raw-mode program that never reads; on SIGUSR1 it empties its input queue and says so.
+    const program = [
+      'import os, signal, termios, tty',
+      'tty.setraw(0)',
+      'def drain(*_):',
+      '    termios.tcflush(0, termios.TCIFLUSH)',
+      "    os.write(1, b'FLUSHED\\r\\n')",
+      'signal.signal(signal.SIGUSR1, drain)',
+      "os.write(1, b'READY\\r\\n')",
+      'while True: signal.pause()',
+    ].join('\n')
+    const term = pty.spawn('python3', ['-c', program], { cols: 80, rows: 24 })
+    const path = (term as unknown as { ptsName: string }).ptsName
+    const master = (term as unknown as { fd: number }).fd
+    let output = ''
+    term.onData((data) => (output += data))
+    const count = (token: string) => output.split(token).length - 1
+    try {
+      while (!output.includes('READY')) await new Promise((resolve) => setTimeout(resolve, 5))
+      // Asked right after write(2) returned, before the kernel's worker moved the byte from the
+      // flip buffer into the line discipline: without the poll first FIONREAD often says 0.
+      const seen: number[] = []
+      for (let round = 1; round <= 100; round++) {
+        writeSync(master, 'x')
+        seen.push((await reader.read(path))?.queued ?? -1)
+        process.kill(term.pid, 'SIGUSR1')
+        while (count('FLUSHED') < round) await new Promise((resolve) => setImmediate(resolve))
+      }
+      expect(seen.filter((queued) => queued !== 1)).toEqual([])
     } finally {
       term.kill()
     }
