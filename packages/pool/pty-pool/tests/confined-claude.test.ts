@@ -12,23 +12,15 @@ import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { Context } from 'cordis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import AgentService, { type Agent } from '@conch/agent'
-import LlmService from '@conch/llm'
+import type { Agent } from '@conch/agent'
 import PtyService from '@conch/pty'
-import * as ptyLocal from '@conch/pty-local'
-import SandboxService from '@conch/sandbox'
-import * as sandboxLocal from '@conch/sandbox-local'
-import SandboxPolicyService from '@conch/sandbox-policy'
-import SessionService from '@conch/session'
-import SubprocessService from '@conch/subprocess'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
-import ToolsService from '@conch/tools'
 import type { FakeModelServer } from '@conch/fake-model'
 import * as ptyPool from '../src/index.ts'
 import type { PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { alive, carrying, tagOf, CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel, tempDir, until } from './products.ts'
+import { terminalStack } from './stack.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`
 let model: FakeModelServer
@@ -62,23 +54,10 @@ const workspace = (name: string) => realpathSync(mkdtempSync(path.join('/var/tmp
 
 /** The composition of a server: agents, the sandbox, conch terminals, the pool (its config as given). */
 async function compose(poolConfig: Record<string, unknown>) {
-  const root = new Context()
-  const load = async (plugin: unknown, config: unknown) => {
-    fibers.push(await root.plugin(plugin as never, config as never))
-  }
   const wsA = workspace('a')
   const wsB = workspace('b')
   made.push(wsA, wsB)
-  await load(SessionService, {})
-  await load(ToolsService, {})
-  await load(LlmService, {})
-  await load(AgentService, {})
-  await load(SubprocessService, {})
-  await load(SandboxService, {})
-  await load(sandboxLocal, {})
-  await load(SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: wsA })
-  await load(PtyService, {})
-  await load(ptyLocal, {})
+  const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: wsA })
   const dir = tempDir('pool-confined-')
   await load(ptyPool, { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, ...poolConfig })
   const a = await root.agents.create({ workspaceRoot: wsA })

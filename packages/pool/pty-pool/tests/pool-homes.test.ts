@@ -11,19 +11,12 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathS
 import path from 'node:path'
 import { Context } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
-import AgentService, { type Agent } from '@conch/agent'
-import LlmService from '@conch/llm'
-import PtyService from '@conch/pty'
-import * as ptyLocal from '@conch/pty-local'
-import SandboxService from '@conch/sandbox'
-import * as sandboxLocal from '@conch/sandbox-local'
-import SandboxPolicyService from '@conch/sandbox-policy'
-import SessionService from '@conch/session'
+import type { Agent } from '@conch/agent'
 import SubprocessService from '@conch/subprocess'
-import ToolsService from '@conch/tools'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, PoolMetrics, WorkerSupervisor, type PtyPool } from '../src/index.ts'
 import { CONCH_BIN, tempDir, until } from './products.ts'
+import { terminalStack } from './stack.ts'
 
 const SETTINGS = '{"permissions":{"allow":[]}}'
 const HOOK = '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /pwned"}]}]}}'
@@ -72,18 +65,7 @@ async function compose(options: { worker: 'in-process' | 'managed'; stateInWorks
   process.env.XDG_STATE_HOME = options.stateInWorkspace ? path.join(wsA, '.state') : path.join(base, 'state')
   const dir = tempDir('pool-homes-')
   made.push(dir)
-  const root = new Context()
-  const load = async (plugin: unknown, config: unknown) => void fibers.push(await root.plugin(plugin as never, config as never))
-  await load(SessionService, {})
-  await load(ToolsService, {})
-  await load(LlmService, {})
-  await load(AgentService, {})
-  await load(SubprocessService, {})
-  await load(SandboxService, {})
-  await load(sandboxLocal, {})
-  await load(SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: wsA })
-  await load(PtyService, {})
-  await load(ptyLocal, {})
+  const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: wsA })
   await load(ptyPool, {
     worker: options.worker,
     ...(options.worker === 'managed' && { supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 } }),
@@ -181,18 +163,7 @@ for (const worker of ['in-process', 'managed'] as const) {
 
 describe('a shared temporary root as a workspace', { timeout: 30_000 }, () => {
   it('is refused when a confined terminal opens there, naming the folder', async () => {
-    const root = new Context()
-    const load = async (plugin: unknown, config: unknown) => void fibers.push(await root.plugin(plugin as never, config as never))
-    await load(SessionService, {})
-    await load(ToolsService, {})
-    await load(LlmService, {})
-    await load(AgentService, {})
-    await load(SubprocessService, {})
-    await load(SandboxService, {})
-    await load(sandboxLocal, {})
-    await load(SandboxPolicyService, { mode: 'workspace-write' })
-    await load(PtyService, {})
-    await load(ptyLocal, {})
+    const { root, load } = await terminalStack(fibers, { mode: 'workspace-write' })
     for (const workspace of ['/tmp', '/var/tmp', '/dev/shm']) {
       const agent = await root.agents.create({ workspaceRoot: workspace })
       for (const mode of ['workspace-write', 'read-only'] as const) {

@@ -8,21 +8,13 @@
 import { mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
-import { Context } from 'cordis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import AgentService from '@conch/agent'
-import LlmService from '@conch/llm'
 import PtyService from '@conch/pty'
-import * as ptyLocal from '@conch/pty-local'
-import SandboxService from '@conch/sandbox'
-import * as sandboxLocal from '@conch/sandbox-local'
-import SandboxPolicyService from '@conch/sandbox-policy'
-import SessionService from '@conch/session'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
-import ToolsService from '@conch/tools'
 import type { FakeModelServer } from '@conch/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, ptyTerminals, PtyPool, type PoolKey } from '../src/index.ts'
 import { alive, CLAUDE_BIN, claudeEnv, claudeKind, startModel, tempDir } from './products.ts'
+import { terminalStack } from './stack.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`
 let model: FakeModelServer
@@ -44,19 +36,7 @@ afterEach(async () => {
 
 async function compose() {
   workspace = realpathSync(mkdtempSync(path.join(tmpdir(), 'pool-sandboxed-ws-')))
-  const root = new Context()
-  const load = async (plugin: unknown, config: unknown) => {
-    fibers.push(await root.plugin(plugin as never, config as never))
-  }
-  await load(SessionService, {})
-  await load(ToolsService, {})
-  await load(LlmService, {})
-  await load(AgentService, {})
-  await load(SandboxService, {})
-  await load(sandboxLocal, {})
-  await load(SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: workspace })
-  await load(PtyService, {})
-  await load(ptyLocal, {})
+  const { root } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: workspace }, { subprocess: false })
   const agent = await root.agents.create()
   return { pty: root.pty as PtyService, agent, sandbox: root.sandbox }
 }
