@@ -21,7 +21,7 @@
 import { isAscii } from 'node:buffer'
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { median } from './stats.ts'
+import { cpuPerMb, median } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 /** A streaming UTF-8 decoder (`TextDecoder`). */
@@ -230,13 +230,6 @@ const CASES: Record<string, (chunks: Chunks) => unknown> = {
   count_buffer_indexof: countBufferIndexOf,
 }
 
-/** This process's CPU time for `run(chunks)`, ms per MB. */
-function cpuPerMb(run: (chunks: Chunks) => unknown, chunks: Chunks, megabytes: number): number {
-  const before = process.cpuUsage()
-  run(chunks)
-  const used = process.cpuUsage(before)
-  return (used.user + used.system) / 1000 / megabytes
-}
 
 const megabytes = Number(process.argv[2] ?? 20)
 const runs = Number(process.argv[3] ?? 9)

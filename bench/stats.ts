@@ -69,3 +69,11 @@ export function collectGarbage(): void {
 export function rssMiB(): number {
   return process.memoryUsage.rss() / 2 ** 20
 }
+
+/** This process's CPU time (user + system, process.cpuUsage) for `work(input)`, in ms per MB of `megabytes`. */
+export function cpuPerMb<T>(work: (input: T) => unknown, input: T, megabytes: number): number {
+  const before = process.cpuUsage()
+  work(input)
+  const used = process.cpuUsage(before)
+  return (used.user + used.system) / 1000 / megabytes
+}

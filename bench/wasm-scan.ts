@@ -18,7 +18,7 @@ import {
   S_OUT_ASCII, S_POS, S_QUIET, INPUT, type Scanner,
 } from '../packages/pty/pty-local/src/scan.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { median } from './stats.ts'
+import { cpuPerMb, median } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 let lines = 0
@@ -125,12 +125,6 @@ const CASES: Record<string, (chunks: Chunks) => unknown> = {
   pass_lines: (chunks) => run(chunks, true),
 }
 
-function cpuPerMb(fn: (chunks: Chunks) => unknown, chunks: Chunks, megabytes: number): number {
-  const before = process.cpuUsage()
-  fn(chunks)
-  const used = process.cpuUsage(before)
-  return (used.user + used.system) / 1000 / megabytes
-}
 
 const megabytes = Number(process.argv[2] ?? 20)
 const runs = Number(process.argv[3] ?? 9)
