@@ -21,7 +21,7 @@ Options:
 Both commands boot a composition (./cordis.yml unless --config says otherwise); see
 docs/configuration.md for its format.`
 
-export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] "task"
+export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] [--log-level LEVEL] "task"
 
 Boots the composition, creates one agent, runs the task until the model answers, prints, and
 shuts everything down.

@@ -2,7 +2,7 @@
  * The terminal trio mounted by the loader from a cordis.yml — the spine, process ownership, the
  * sandbox services (workspace-write, so shells run under bubblewrap) and `@conch/pty`,
  * `@conch/pty-local`, `@conch/tool-pty` — driven through an agent by the scripted model with
- * all six terminal tools and task_output, in a real `conch run` process.
+ * all seven terminal tools and task_output, in a real `conch run` process.
  */
 import { randomInt } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'

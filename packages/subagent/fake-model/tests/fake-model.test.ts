@@ -128,7 +128,7 @@ describe('Anthropic Messages stream', () => {
     fake.enqueue({ text: 'child answer here' })
     const deltas: string[] = []
     const stream = anthropic(fake).beta.messages.stream({
-      model: 'claude-sonnet-4-5',
+      model: 'claude-fake',
       max_tokens: 100,
       system: [{ type: 'text', text: 'system one' }, { type: 'text', text: 'system two' }],
       messages: [{ role: 'user', content: [{ type: 'text', text: '<reminder>' }, { type: 'text', text: 'the task' }] }],
