@@ -73,6 +73,13 @@ export interface OutputParserOptions {
 
 /** Longest current line (UTF-16 code units) the WebAssembly pass is started on; a longer one stays in JavaScript. */
 const SCAN_LINE_LIMIT = 1024
+/**
+ * How many code units of open line one chunk may hand to the pass beyond the bytes the pass
+ * advanced. Each call hands the open line over (encoded in, decoded out), so a program that
+ * follows a long open line with sequences the pass stops at would make each stop cost the line;
+ * past this budget the rest of the chunk goes to the state machine alone.
+ */
+const SCAN_HANDOVER_SLACK = 4096
 /** Largest chunk (bytes) the pass takes (its memory grows to about twice the chunk and stays); node-pty reads 64 KiB at most. */
 const SCAN_MAX_BYTES = 1 << 20
 const utf8Encoder = new TextEncoder()
@@ -1216,13 +1223,19 @@ export class OutputParser {
     try {
       scanner.load(from === 0 && to === bytes.length ? bytes : bytes.subarray(from, to), SCAN_LINE_LIMIT * 3)
       let i = from
+      // Code units of open line handed to the pass, and bytes it advanced, in this chunk.
+      let handed = 0
+      let advanced = 0
       while (i < to) {
         if (this.state === GROUND) {
-          if (to - i < this.wasmMinBytes || !this.scannable()) {
+          if (to - i < this.wasmMinBytes || !this.scannable() || handed > advanced + SCAN_HANDOVER_SLACK) {
             this.parseRest(bytes, i, to)
             return
           }
+          handed += this.current.text.length
+          const start = i
           i = this.scanStretch(scanner, from, i, to)
+          advanced += i - start
           if (i >= to) break
         }
         // What the pass left (or a sequence still open): the state machine, back to the ground state.

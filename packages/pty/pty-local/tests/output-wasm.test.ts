@@ -143,6 +143,19 @@ describe('the WebAssembly pass of the output parser', () => {
     }
   })
 
+  it('hands a long open line over a bounded number of times per chunk when the pass keeps stopping', () => {
+    // A 1000-character open line, then sequences the pass stops at: each call would hand the
+    // line over again (encoded in, decoded out), so a chunk of them would cost the line per stop.
+    for (const stop of ['\x1b=', '\x1b[5G', '\x1b[6n', '\x1b[c']) {
+      const bytes = Buffer.from('a'.repeat(1000) + stop.repeat(Math.ceil(65536 / stop.length))).subarray(0, 65536)
+      const taken = same([bytes], {}, JSON.stringify(stop))
+      // The first call takes the 1000 characters; then 4096 code units of slack over what the
+      // pass advanced allow six handovers of the line before the chunk's rest goes to the table.
+      expect(taken, JSON.stringify(stop)).toBeLessThanOrEqual(7)
+      expect(taken, JSON.stringify(stop)).toBeGreaterThanOrEqual(1)
+    }
+  })
+
   /** Pieces that reach every branch of the pass, and the ones it leaves to JavaScript. */
   const PIECES = [
     'plain text', 'a'.repeat(40), 'é中😀', 'x😀'.repeat(7), 'ÿ', '\u00a0', '\u0085', '\t', '\r\n', '\r', '\n', '\b', '\b\b\b', '\x07',
