@@ -132,12 +132,13 @@ export class LineModel {
   }
 
   /**
-   * Cuts the line at UTF-16 index `at` (moved left off a surrogate pair's middle): returns the
+   * Cuts the line at UTF-16 index `at` (moved left off a surrogate pair's middle, or right past
+   * it when the pair is the first code point, so a cut always takes at least one): returns the
    * text before it and keeps the rest as the line, with the cursor moved along.
    */
   splitAt(at: number): string {
     let cut = at
-    if (isHighSurrogate(this.text.charCodeAt(cut - 1))) cut--
+    if (isHighSurrogate(this.text.charCodeAt(cut - 1))) cut = cut > 1 ? cut - 1 : cut + 1
     const head = this.text.slice(0, cut)
     this.text = this.text.slice(cut)
     this.cursor = Math.max(0, this.cursor - cut)

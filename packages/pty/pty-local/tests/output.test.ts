@@ -300,6 +300,11 @@ describe('lines', () => {
     expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'abc', '😀de'])
   })
 
+  it('cuts a line one code point at a time when maxLineLength is shorter than a surrogate pair', () => {
+    const trace = everySplit('x😀😀ab\n', { maxLineLength: 1 })
+    expect(lines(trace)).toEqual(['x', '😀', '😀', 'a', 'b'])
+  })
+
   it('commits a whole CR LF line longer than maxLineLength on an empty line in pieces too', () => {
     const trace = everySplit('abcdefghij\r\nab\r\n\x1b[1mabcdefghi\x1b[0m\r\n', { maxLineLength: 4 })
     expect(lines(trace)).toEqual(['abcd', 'efgh', 'ij', 'ab', 'abcd', 'efgh', 'i'])
