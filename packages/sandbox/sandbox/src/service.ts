@@ -3,7 +3,7 @@
  * provider for this platform whose probe succeeds, and otherwise fails closed with
  * `SANDBOX_UNAVAILABLE` — it never hands back an argv that runs unconfined.
  */
-import { realpathSync, statSync } from 'node:fs'
+import { lstatSync, realpathSync, statSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
@@ -97,8 +97,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly providers: SandboxProvider[] = []
   /** One entry per `protect` call (canonical paths), in registration order. */
   private readonly protections: string[][] = []
-  /** One entry per `hide` call (canonical paths), in registration order. */
-  private readonly hidings: string[][] = []
+  /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
+  private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
 
@@ -149,6 +149,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
     if (parsed.data.network !== undefined) valid.network = parsed.data.network
     if (parsed.data.writablePaths !== undefined && parsed.data.writablePaths.length > 0) valid.writablePaths = canonicalPaths(parsed.data.writablePaths)
+    this.checkHidden()
     const hidden = unique([...this.hiddenPaths(), ...canonicalPaths(parsed.data.hiddenPaths ?? [])])
     if (hidden.length > 0) valid.hiddenPaths = hidden
 
@@ -211,7 +212,12 @@ class SandboxService extends Service implements SandboxServiceApi {
         throw new SandboxError('INVALID_POLICY', `a hidden path must be absolute and not /: ${JSON.stringify(path)}`)
       }
     }
-    const entry = canonicalPaths(paths).filter((path) => path !== '/')
+    const entry = canonicalPaths(paths)
+      .filter((path) => path !== '/')
+      .flatMap((path): HiddenPath[] => {
+        const identity = identityOf(path)
+        return identity === undefined ? [] : [{ path, ...identity }]
+      })
     return this.ctx.effect(() => {
       this.hidings.push(entry)
       return () => {
@@ -222,7 +228,20 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   hiddenPaths(): string[] {
-    return unique(this.hidings.flat())
+    return unique(this.hidings.flat().map((hidden) => hidden.path))
+  }
+
+  /** @throws SandboxError `HIDDEN_PATH_MOVED` for a hidden path that is gone or another file now. */
+  private checkHidden(): void {
+    for (const hidden of this.hidings.flat()) {
+      const now = identityOf(hidden.path)
+      if (now === undefined || now.dev !== hidden.dev || now.ino !== hidden.ino) {
+        throw new SandboxError(
+          'HIDDEN_PATH_MOVED',
+          `cannot confine: the hidden folder ${hidden.path} was moved or replaced since it was hidden (a confined process can rename it or a folder above it); nothing is confined until it is back where it was`,
+        )
+      }
+    }
   }
 
   networkAllowed(): boolean | undefined {
@@ -255,6 +274,22 @@ function canonicalPaths(paths: readonly string[]): string[] {
 }
 
 const unique = (paths: readonly string[]): string[] => [...new Set(paths)]
+
+interface HiddenPath {
+  path: string
+  dev: bigint
+  ino: bigint
+}
+
+/** Device and inode of `path` itself (lstat(2): a symbolic link put in its place is another file); undefined when it is missing. */
+function identityOf(path: string): { dev: bigint; ino: bigint } | undefined {
+  try {
+    const stat = lstatSync(path, { bigint: true })
+    return { dev: stat.dev, ino: stat.ino }
+  } catch {
+    return undefined
+  }
+}
 
 namespace SandboxService {
   export type Config = z.output<typeof SandboxService.Config>

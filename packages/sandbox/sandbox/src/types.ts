@@ -86,7 +86,7 @@ export interface SandboxProvider {
   confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
 }
 
-export type SandboxErrorCode = 'SANDBOX_UNAVAILABLE' | 'DUPLICATE_PROVIDER' | 'INVALID_POLICY'
+export type SandboxErrorCode = 'SANDBOX_UNAVAILABLE' | 'DUPLICATE_PROVIDER' | 'INVALID_POLICY' | 'HIDDEN_PATH_MOVED'
 
 export class SandboxError extends Error {
   override readonly name = 'SandboxError'
@@ -125,6 +125,10 @@ export interface SandboxServiceApi {
    * CLI keeps its own home, and sees no other). Paths must be absolute; they are made canonical,
    * and paths that do not exist are ignored (hide a folder that exists, and what is created in
    * it later is hidden too). The disposer, tied to the caller's plugin scope, removes them.
+   * Each path's identity (device and inode, lstat(2)) is kept: a folder moved away or replaced
+   * since — a confined process whose workspace holds it can rename it or a folder above it —
+   * makes every later `confine` fail with `HIDDEN_PATH_MOVED` naming it, instead of hiding an
+   * empty place while the folder sits readable elsewhere.
    * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
    */
   hide?(paths: readonly string[]): () => void

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type EffectMeta, type Message } from 'cordis'
@@ -238,6 +238,35 @@ describe('ctx.sandbox', () => {
       expect(sandbox.hiddenPaths()).toEqual([])
       await sandbox.confine(['x'], policy)
       expect(seen[1]).toEqual({ ...policy, protectedPaths: [] })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('refuses to confine once a hidden folder, or a folder above it, was moved or replaced, naming it', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-hide-moved-')))
+    try {
+      mkdirSync(join(dir, 'state', 'pool'), { recursive: true })
+      const sandbox = await boot()
+      sandbox.register(fake('works', true))
+      const plugin = await root.plugin({ name: 'hiding-plugin', inject: ['sandbox'], apply: (ctx: Context) => void ctx.sandbox.hide([join(dir, 'state', 'pool')]) })
+      await sandbox.confine(['x'], policy)
+      // What a confined process whose workspace holds the folder can do: rename a folder above
+      // it, and put an empty one where it was.
+      renameSync(join(dir, 'state'), join(dir, 'moved'))
+      mkdirSync(join(dir, 'state', 'pool'), { recursive: true })
+      const refused = await rejection(sandbox.confine(['x'], policy))
+      expect(refused).toMatchObject({ code: 'HIDDEN_PATH_MOVED', message: expect.stringContaining(join(dir, 'state', 'pool')) })
+      // Put back, the same folder is hidden again.
+      rmSync(join(dir, 'state'), { recursive: true })
+      renameSync(join(dir, 'moved'), join(dir, 'state'))
+      await sandbox.confine(['x'], policy)
+      // A symbolic link in its place is another file too.
+      renameSync(join(dir, 'state', 'pool'), join(dir, 'elsewhere'))
+      symlinkSync(join(dir, 'elsewhere'), join(dir, 'state', 'pool'))
+      expect(await rejection(sandbox.confine(['x'], policy))).toMatchObject({ code: 'HIDDEN_PATH_MOVED' })
+      await plugin.dispose()
+      await sandbox.confine(['x'], policy)
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
