@@ -11,6 +11,7 @@
  *     any ──close──▶ closing ──tree gone──▶ closed
  */
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { assertStateDirUnchanged } from './state-dir.ts'
 import { dirname, join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import type { KindConfig, PoolConfig } from './config.ts'
@@ -104,6 +105,7 @@ export function render(template: string, vars: Record<string, string>): string {
 
 /** Builds the private home, the argv and the environment of a kind. */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
+  assertStateDirUnchanged(environment.stateDir)
   mkdirSync(environment.stateDir, { recursive: true })
   const home = mkdtempSync(join(environment.stateDir, 'home-'))
   const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)

@@ -94,7 +94,31 @@ export function openStateDir(path: string, options: OpenStateDirOptions): string
   if (stats.uid !== uid || (stats.mode & 0o077) !== 0) {
     throw refuse(`${path} is not a private folder of uid ${uid} (mode 0700, it is ${(stats.mode & 0o777).toString(8).padStart(4, '0')}); run \`chmod 700 ${path}\`, or choose another folder`)
   }
+  opened.set(path, { dev: stats.dev, ino: stats.ino })
   return path
+}
+
+/** Device and inode of each folder `openStateDir` accepted, by path. */
+const opened = new Map<string, { dev: number; ino: number }>()
+
+/**
+ * Checks, before a home is made in `path`, that it is still the folder `openStateDir` accepted
+ * (lstat(2): the same device and inode, a directory): a confined process whose workspace holds
+ * it could rename it or a folder above it and put its own in its place.
+ * @throws Error naming the folder when it was moved or replaced.
+ */
+export function assertStateDirUnchanged(path: string, fs: Pick<StateDirFs, 'lstat'> = nodeStateDirFs): void {
+  const was = opened.get(path)
+  if (was === undefined) return
+  let now: Stats | undefined
+  try {
+    now = fs.lstat(path)
+  } catch {
+    now = undefined
+  }
+  if (now === undefined || !now.isDirectory() || now.dev !== was.dev || now.ino !== was.ino) {
+    throw new Error(`the pool's state folder ${path} was moved or replaced since the pool opened it; no home is made there`)
+  }
 }
 
 /** lstat(2) of `path`, creating it (mode 0700) when it is missing; refuses a link or a non-directory. */

@@ -2,12 +2,12 @@
  * Where the private homes may live (`stateDir`): refusals at load, naming the field, on the real
  * file system.
  */
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs'
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { loadPoolConfig, PtyPool } from '../src/index.ts'
-import { defaultStateDir, openStateDir } from '../src/state-dir.ts'
+import { assertStateDirUnchanged, defaultStateDir, openStateDir } from '../src/state-dir.ts'
 
 const made: string[] = []
 afterEach(() => {
@@ -76,5 +76,19 @@ describe('the pool’s state folder', () => {
     )
     expect(refusal(() => openStateDir('state/pool', { field: 'stateDir' })).message).toBe('pool config: stateDir: state/pool is not an absolute path')
     expect(refusal(() => openStateDir(`${dir}/a/../b`, { field: 'stateDir' })).message).toMatch(/is not a normalised absolute path/)
+  })
+
+  it('makes no home in a folder that took the place of the one it opened (moved, replaced, or a link)', () => {
+    const dir = scratch()
+    const stateDir = openStateDir(path.join(dir, 'state', 'pool'), { field: 'stateDir' })
+    expect(() => assertStateDirUnchanged(stateDir)).not.toThrow()
+    // A confined process whose workspace holds the folder renames a folder above it and puts its own in its place.
+    renameSync(path.join(dir, 'state'), path.join(dir, 'moved'))
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 })
+    expect(() => assertStateDirUnchanged(stateDir)).toThrow(/state folder .*pool was moved or replaced since the pool opened it/)
+    rmSync(path.join(dir, 'state'), { recursive: true })
+    mkdirSync(path.join(dir, 'state'))
+    symlinkSync(path.join(dir, 'moved', 'pool'), stateDir)
+    expect(() => assertStateDirUnchanged(stateDir)).toThrow(/moved or replaced/)
   })
 })
