@@ -230,7 +230,6 @@ const CASES: Record<string, (chunks: Chunks) => unknown> = {
   count_buffer_indexof: countBufferIndexOf,
 }
 
-
 const megabytes = Number(process.argv[2] ?? 20)
 const runs = Number(process.argv[3] ?? 9)
 for (const [name, chunks] of [

@@ -125,7 +125,6 @@ const CASES: Record<string, (chunks: Chunks) => unknown> = {
   pass_lines: (chunks) => run(chunks, true),
 }
 
-
 const megabytes = Number(process.argv[2] ?? 20)
 const runs = Number(process.argv[3] ?? 9)
 for (const [name, chunks] of [
