@@ -7,7 +7,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { hidePrivateRoot, modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
 import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
 import { isExecutableFile } from './resolve.ts'
 
@@ -65,5 +65,7 @@ export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
   // A child started under one mode keeps it: refuse a mode change while the session has runs.
   const fence = modeFence<SandboxMode>(ctx, config.name)
+  // The per-run homes are nobody's terminal's business: hidden in every sandbox.
+  hidePrivateRoot(ctx, config.stateRoot, `${config.name} sub-agents`)
   subagents.registerProvider(claudeCodeProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as ClaudeCodeProviderConfig))
 }

@@ -7,7 +7,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { hidePrivateRoot, modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
 import type { CodexSandboxMode } from './protocol.ts'
 import { codexProvider, type CodexProviderConfig } from './provider.ts'
 import { isExecutableFile } from './resolve.ts'
@@ -70,5 +70,7 @@ export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
   // A child started under one mode keeps it: refuse a mode change while the session has runs.
   const fence = modeFence<CodexSandboxMode>(ctx, config.name)
+  // The per-run homes are nobody's terminal's business: hidden in every sandbox.
+  hidePrivateRoot(ctx, config.homeRoot, `${config.name} sub-agents`)
   subagents.registerProvider(codexProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as CodexProviderConfig))
 }

@@ -1,6 +1,7 @@
 export * from './types.ts'
 export { default, default as SubagentService } from './service.ts'
 export { modeFence, type ModeFence } from './mode-fence.ts'
+export { hidePrivateRoot } from './private-root.ts'
 export {
   AbsoluteDirectory,
   outOfProcessConfig,
