@@ -8,11 +8,11 @@
  */
 import { chmodSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { Context } from 'cordis'
-import SubprocessService, { linuxProcessTable, treeOf, type SubprocessServiceApi } from '@conch/subprocess'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { linuxProcessTable, treeOf } from '@conch/subprocess'
+import { afterAll, describe, expect, it } from 'vitest'
 import { BUILTIN_KINDS, loadPoolConfig, PoolMetrics, PtyPool, WorkerSupervisor, type OwnerPolicy, type PoolKey } from '../src/index.ts'
 import { CONCH_BIN, tempDir, until } from './products.ts'
+import { subprocessContext } from './stack.ts'
 
 const dir = tempDir('pool-confined-worker-')
 const repl = `${dir}/repl.sh`
@@ -32,17 +32,9 @@ chmodSync(repl, 0o755)
 // Outside /tmp, which each sandbox replaces with a private one.
 const workspace = realpathSync(mkdtempSync(path.join('/var/tmp', 'pool-confined-worker-ws-')))
 
-let ctx: Context
-let fiber: { dispose(): Promise<void> }
-let subprocess: SubprocessServiceApi
+const shared = subprocessContext()
 
-beforeAll(async () => {
-  ctx = new Context()
-  fiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
-  subprocess = ctx.subprocess
-})
 afterAll(async () => {
-  await fiber.dispose()
   rmSync(workspace, { recursive: true, force: true })
 })
 
@@ -65,7 +57,7 @@ describe('the managed worker’s conch terminals', { timeout: 90_000 }, () => {
   it('runs the CLI under bubblewrap with the owner’s policy, and replaces the session when that policy changes', async () => {
     let policy: OwnerPolicy = { mode: 'workspace-write', workspaceRoot: workspace, protectedPaths: [] }
     const pool = new PtyPool(config('policy'), {
-      subprocess,
+      subprocess: shared.subprocess,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
       owners: () => owner,
       policyOf: () => policy,
@@ -91,7 +83,7 @@ describe('the managed worker’s conch terminals', { timeout: 90_000 }, () => {
 
   it('refuses an invoke that comes without its owner’s policy', async () => {
     const metrics = new PoolMetrics()
-    const supervisor = new WorkerSupervisor(config('no-policy'), { subprocess, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, metrics, warn: () => {}, terminal: { sandboxLocal: {}, ptyLocal: {} } })
+    const supervisor = new WorkerSupervisor(config('no-policy'), { subprocess: shared.subprocess, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, metrics, warn: () => {}, terminal: { sandboxLocal: {}, ptyLocal: {} } })
     try {
       await expect(supervisor.invoke(key, 'hello', { capMs: 10_000, stallMs: 5000, cwd: workspace })).rejects.toMatchObject({ reason: 'spawn', message: expect.stringMatching(/without its owner's sandbox policy/) })
       expect(supervisor.state).toBe('ready')
@@ -102,7 +94,7 @@ describe('the managed worker’s conch terminals', { timeout: 90_000 }, () => {
 
   it('a config section the worker’s providers reject fails the worker’s start, naming the field', async () => {
     const warnings: string[] = []
-    const supervisor = new WorkerSupervisor(config('bad-section'), { subprocess, env: {}, metrics: new PoolMetrics(), warn: (line) => warnings.push(line), terminal: { sandboxLocal: { network: 'yes' }, ptyLocal: {} } })
+    const supervisor = new WorkerSupervisor(config('bad-section'), { subprocess: shared.subprocess, env: {}, metrics: new PoolMetrics(), warn: (line) => warnings.push(line), terminal: { sandboxLocal: { network: 'yes' }, ptyLocal: {} } })
     try {
       await until(() => warnings.some((line) => line.includes('terminal.sandboxLocal.network')), 30_000, 'the worker to name the bad field')
       expect(supervisor.state).not.toBe('ready')

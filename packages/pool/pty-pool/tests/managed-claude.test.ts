@@ -3,26 +3,19 @@
  * supervisor, spawned through ctx.subprocess), against the fake model server on 127.0.0.1.
  */
 import { readdirSync } from 'node:fs'
-import { Context } from 'cordis'
-import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import type { FakeModelServer } from '@conch/fake-model'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey, type WorkerSupervisor } from '../src/index.ts'
 import { alive, carrying, CONCH_BIN, claudeEnv, claudeKind, startModel, tagOf, tempDir, until } from './products.ts'
+import { subprocessContext } from './stack.ts'
 
 let model: FakeModelServer
-let ctx: Context
-let fiber: { dispose(): Promise<void> }
-let subprocess: SubprocessServiceApi
+const shared = subprocessContext()
 
 beforeAll(async () => {
   model = await startModel()
-  ctx = new Context()
-  fiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
-  subprocess = ctx.subprocess
 })
 afterAll(async () => {
-  await fiber.dispose()
   await model.close()
 })
 
@@ -39,7 +32,7 @@ function makePool(overrides: Record<string, unknown> = {}) {
     cwd: tempDir('pool-cwd-'),
     ...overrides,
   }, {}, BUILTIN_KINDS)
-  const pool = new PtyPool(config, { subprocess, env: claudeEnv(model), fallback: async ({ prompt }) => `fresh: ${prompt}` })
+  const pool = new PtyPool(config, { subprocess: shared.subprocess, env: claudeEnv(model), fallback: async ({ prompt }) => `fresh: ${prompt}` })
   return { pool, supervisor: pool.backend as WorkerSupervisor }
 }
 

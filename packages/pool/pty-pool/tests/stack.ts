@@ -5,6 +5,7 @@
  * Every fiber is pushed to `fibers`, for the test to dispose in reverse.
  */
 import { Context } from 'cordis'
+import { afterAll, beforeAll } from 'vitest'
 import AgentService from '@conch/agent'
 import LlmService from '@conch/llm'
 import PtyService from '@conch/pty'
@@ -13,7 +14,7 @@ import SandboxService from '@conch/sandbox'
 import * as sandboxLocal from '@conch/sandbox-local'
 import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
-import SubprocessService from '@conch/subprocess'
+import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 
 export interface Stack {
@@ -38,4 +39,29 @@ export async function terminalStack(fibers: { dispose(): Promise<void> }[], poli
   await load(PtyService, {})
   await load(ptyLocal, {})
   return { root, load }
+}
+
+/** A file's own Context with ctx.subprocess: loaded in `beforeAll`, disposed in `afterAll`. */
+export function subprocessContext(): { readonly ctx: Context; readonly subprocess: SubprocessServiceApi } {
+  let ctx: Context | undefined
+  let fiber: { dispose(): Promise<void> } | undefined
+  beforeAll(async () => {
+    ctx = new Context()
+    fiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
+  })
+  afterAll(async () => {
+    await fiber?.dispose()
+  })
+  const loaded = (): Context => {
+    if (ctx === undefined) throw new Error('subprocessContext() is read before its beforeAll ran')
+    return ctx
+  }
+  return {
+    get ctx() {
+      return loaded()
+    },
+    get subprocess() {
+      return loaded().subprocess
+    },
+  }
 }

@@ -8,30 +8,18 @@
 import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { Context } from 'cordis'
-import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, LineDecoder, loadPoolConfig, PtyPool, WorkerSupervisor, type InvokeResult, type PoolKey } from '../src/index.ts'
 import { alive, carrying, CONCH_BIN, sentinelRepl, tagOf, tempDir, until } from './products.ts'
+import { subprocessContext } from './stack.ts'
 
 const HOSTILE = resolve(import.meta.dirname, 'hostile-worker.mjs')
 
 const dir = tempDir('pool-worker-')
 const repl = sentinelRepl(dir)
 
-let ctx: Context
-let fiber: { dispose(): Promise<void> }
-let subprocess: SubprocessServiceApi
-
-beforeAll(async () => {
-  ctx = new Context()
-  fiber = await ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
-  subprocess = ctx.subprocess
-})
-afterAll(async () => {
-  await fiber.dispose()
-})
+const shared = subprocessContext()
 
 const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
 
@@ -47,7 +35,7 @@ function makePool(name: string, overrides: Record<string, unknown> = {}) {
     stallMs: 800,
     ...overrides,
   }, {}, BUILTIN_KINDS)
-  return new PtyPool(config, { subprocess, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
+  return new PtyPool(config, { subprocess: shared.subprocess, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 
 const managed = (supervisor: Record<string, unknown> = {}) => ({ worker: 'managed', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], ...supervisor } })
@@ -213,7 +201,7 @@ describe('the managed worker', { timeout: 60_000 }, () => {
   })
 
   it('mounted as a plugin with worker: managed, the pool answers through the worker, and disposing the plugin stops it', async () => {
-    const fiber = await ctx.plugin(ptyPool, {
+    const fiber = await shared.ctx.plugin(ptyPool, {
       ...managed(),
       terminal: 'unconfined',
       kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
@@ -221,7 +209,7 @@ describe('the managed worker', { timeout: 60_000 }, () => {
       failuresFile: `${dir}/plugin/pool-failures.jsonl`,
       cwd: dir,
     })
-    const service = ctx.get('ptyPool')!
+    const service = shared.ctx.get('ptyPool')!
     const supervisor = service.pool.backend as WorkerSupervisor
     expect(await service.pool.acquireAndInvoke(key, 'through the plugin')).toMatchObject({ path: 'booted', text: 'echo: through the plugin' })
     const workerPid = supervisor.workerPid()!
