@@ -21,7 +21,7 @@
 import { isAscii } from 'node:buffer'
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { cpuPerMb, median } from './stats.ts'
+import { interleavedCpuPerMb, median } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 /** A streaming UTF-8 decoder (`TextDecoder`). */
@@ -236,9 +236,8 @@ for (const [name, chunks] of [
   ['mixed', syntheticStream(megabytes * 1e6)],
   ['short lines', seqStream(megabytes * 1e6)],
 ] as const) {
-  const samples = new Map<string, number[]>(Object.keys(CASES).map((key) => [key, []]))
   for (const run of Object.values(CASES)) run(chunks)
-  for (let r = 0; r < runs; r++) for (const [key, run] of Object.entries(CASES)) samples.get(key)!.push(cpuPerMb(run, chunks, megabytes))
+  const samples = interleavedCpuPerMb(CASES, chunks, megabytes, runs)
   const base = median(samples.get('decode')!)
   console.log(`${name}: controls ${Math.round(countRegex(chunks) / megabytes)}/MB, ESC ${Math.round(countIndexOf(chunks) / megabytes)}/MB`)
   for (const [key, values] of samples) {

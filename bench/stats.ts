@@ -77,3 +77,13 @@ export function cpuPerMb<T>(work: (input: T) => unknown, input: T, megabytes: nu
   const used = process.cpuUsage(before)
   return (used.user + used.system) / 1000 / megabytes
 }
+
+/**
+ * `runs` rounds over `cases` in turn (interleaved, so load falls on every case alike), each
+ * timed with `cpuPerMb`; the samples by case name, in ms per MB.
+ */
+export function interleavedCpuPerMb<T>(cases: Readonly<Record<string, (input: T) => unknown>>, input: T, megabytes: number, runs: number): Map<string, number[]> {
+  const samples = new Map<string, number[]>(Object.keys(cases).map((key) => [key, []]))
+  for (let r = 0; r < runs; r++) for (const [key, work] of Object.entries(cases)) samples.get(key)!.push(cpuPerMb(work, input, megabytes))
+  return samples
+}

@@ -18,7 +18,7 @@ import {
   S_OUT_ASCII, S_POS, S_QUIET, INPUT, type Scanner,
 } from '../packages/pty/pty-local/src/scan.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { cpuPerMb, median } from './stats.ts'
+import { interleavedCpuPerMb, median } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 let lines = 0
@@ -131,12 +131,11 @@ for (const [name, chunks] of [
   ['mixed', syntheticStream(megabytes * 1e6)],
   ['short lines', seqStream(megabytes * 1e6)],
 ] as const) {
-  const samples = new Map<string, number[]>(Object.keys(CASES).map((key) => [key, []]))
   for (const fn of Object.values(CASES)) fn(chunks)
   for (const key of Object.keys(counts) as (keyof typeof counts)[]) counts[key] = 0
   run(chunks, false)
   const perMb = Object.fromEntries(Object.entries(counts).map(([key, value]) => [key, Math.round(value / megabytes)]))
-  for (let r = 0; r < runs; r++) for (const [key, fn] of Object.entries(CASES)) samples.get(key)!.push(cpuPerMb(fn, chunks, megabytes))
+  const samples = interleavedCpuPerMb(CASES, chunks, megabytes, runs)
   const base = median(samples.get('decode')!)
   console.log(`${name}: per MB ${JSON.stringify(perMb)}`)
   for (const [key, values] of samples) {
