@@ -329,6 +329,19 @@ try {
  * and state folder; the bin writes the code cache of everything it compiled as it exits.
  */
 async function trainRunCache(out) {
+  await inScratch(out, async ({ workspace, script, env }) => {
+    const argv = [join(cli, 'bin', 'conch.js'), 'run', '--config', join(root, 'cordis.yml'), '--script', script, 'start']
+    const child = spawn(process.execPath, argv, { cwd: workspace, env, stdio: ['ignore', 'ignore', 'pipe'] })
+    await trained(child, out, 'the training run')
+  })
+}
+
+/**
+ * Runs `train` with a scratch workspace (the session log folder must lie outside it), a
+ * one-line script answering `done`, and the environment of a training child (the cache goes to
+ * `out`, the state folder into the scratch, no API key); removes the scratch afterwards.
+ */
+async function inScratch(out, train) {
   const scratch = mkdtempSync(join(tmpdir(), 'conch-code-cache-'))
   try {
     const workspace = join(scratch, 'workspace')
@@ -338,9 +351,7 @@ async function trainRunCache(out) {
     const env = { ...process.env, CONCH_CODE_CACHE_OUT: out, XDG_STATE_HOME: join(scratch, 'state'), CONCH_FROM_SOURCE: '0' }
     delete env.DEEPSEEK_API_KEY
     delete env.OPENAI_API_KEY
-    const argv = [join(cli, 'bin', 'conch.js'), 'run', '--config', join(root, 'cordis.yml'), '--script', script, 'start']
-    const child = spawn(process.execPath, argv, { cwd: workspace, env, stdio: ['ignore', 'ignore', 'pipe'] })
-    await trained(child, out, 'the training run')
+    await train({ workspace, script, env })
   } finally {
     rmSync(scratch, { recursive: true, force: true })
   }
@@ -368,14 +379,7 @@ async function trained(child, out, what) {
  * writes the code cache of everything it compiled as it exits.
  */
 async function trainCodeCache(out) {
-  const scratch = mkdtempSync(join(tmpdir(), 'conch-code-cache-'))
-  try {
-    // The session log folder must lie outside the workspace.
-    const workspace = join(scratch, 'workspace')
-    mkdirSync(workspace)
-    const script = join(scratch, 'script.jsonl')
-    writeFileSync(script, '{"text":"done"}\n')
-    const env = { ...process.env, CONCH_CODE_CACHE_OUT: out, XDG_STATE_HOME: join(scratch, 'state'), CONCH_FROM_SOURCE: '0' }
+  await inScratch(out, async ({ workspace, script, env }) => {
     const child = spawn(process.execPath, [join(cli, 'bin', 'conch.js'), 'acp', '--config', join(root, 'cordis.yml'), '--script', script], {
       cwd: workspace,
       env,
@@ -404,7 +408,5 @@ async function trainCodeCache(out) {
     })
     send(frames[0])
     await trained(child, out, 'the training session')
-  } finally {
-    rmSync(scratch, { recursive: true, force: true })
-  }
+  })
 }
