@@ -1307,7 +1307,10 @@ export class OutputParser {
       current.revision += (lines - li) >> 1
     }
     // Lines alone (no events), the common case, in one tight loop.
-    if (ei === events) for (; li < lines; li += 2) this.emit(text.slice(words[li]!, words[li + 1]!))
+    if (ei === events) {
+      this.emitRun(text, words, li, lines)
+      li = lines
+    }
     for (let index = 0; ; index++) {
       for (; ei < events && words[ei + 1] === index; ei += 8) {
         if (words[ei] === EVENT_OSC) {
@@ -1546,6 +1549,33 @@ export class OutputParser {
     const text = this.current.text
     this.current.clear()
     this.emit(text)
+  }
+
+  /**
+   * `emit` for the lines the pass committed with no event between them: `words[li, lines)` holds
+   * (start, end) pairs into `text`. While no mark is open (a listener may open one), each line
+   * goes to the listeners straight from this loop.
+   */
+  private emitRun(text: string, words: Int32Array, li: number, lines: number): void {
+    const listeners = this.lineListeners
+    for (; li < lines; li += 2) {
+      const line = text.slice(words[li]!, words[li + 1]!)
+      if (this.marks.length > 0) {
+        this.emit(line)
+        continue
+      }
+      const lineNumber = ++this.committed
+      // As `emit` does, read and written each line: a listener may resize the terminal.
+      const next = this.lineRow + (line.length <= this.cols ? 1 : Math.ceil(line.length / this.cols))
+      this.lineRow = next < this.rows ? next : this.rows
+      for (let k = 0; k < listeners.length; k++) {
+        try {
+          listeners[k]!(line, lineNumber)
+        } catch (error) {
+          this.listenerError ??= { error }
+        }
+      }
+    }
   }
 
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */

@@ -156,6 +156,44 @@ describe('the WebAssembly pass of the output parser', () => {
     }
   })
 
+  it('gives line listeners that mark, resize or throw in the middle of a run of lines what the JavaScript path gives them', () => {
+    // Lines with no event between them go to the listeners in one loop; a listener may open a
+    // mark (the next lines must then go through the marks), resize (the row count must follow)
+    // or throw (the rest of the run must still be numbered and delivered, the error rethrown).
+    const bytes = Buffer.from(Array.from({ length: 3000 }, (_, n) => `${n}${n % 7 === 0 ? ' a longer line of text that wraps past ten columns' : ''}\r\n`).join(''))
+    const run = (wasmMinBytes: number) => {
+      const parser = new OutputParser({ wasmMinBytes, rows: 24, cols: 80 })
+      const seen: string[] = []
+      let mark: ReturnType<OutputParser['mark']> | undefined
+      parser.onLine((text, n) => {
+        seen.push(`${n} ${text} ${JSON.stringify(parser.cursorPosition())}`)
+        if (n === 100) mark = parser.mark()
+        if (n === 900) seen.push(`since mark: ${parser.textSince(mark!).length}`)
+        if (n === 901) mark!.release()
+        if (n === 1500) parser.resize(5, 10)
+        if (n === 2000) throw new Error('listener failed at line 2000')
+      })
+      parser.onLine((text, n) => {
+        if (n % 500 === 0) seen.push(`second listener ${n}`)
+      })
+      const thrown: string[] = []
+      for (let offset = 0; offset < bytes.length; offset += 16384) {
+        try {
+          parser.feed(bytes.subarray(offset, offset + 16384))
+        } catch (error) {
+          thrown.push((error as Error).message)
+        }
+      }
+      return { seen, thrown, lines: parser.lineCount, cursor: parser.cursorPosition() }
+    }
+    let scanned: ReturnType<typeof run> | undefined
+    expect(passes(() => (scanned = run(1)))).toBeGreaterThan(0)
+    const plain = run(Infinity)
+    expect(scanned!.thrown).toEqual(['listener failed at line 2000'])
+    expect(scanned!.seen.length).toBe(plain.seen.length)
+    expect(scanned).toEqual(plain)
+  })
+
   /** Pieces that reach every branch of the pass, and the ones it leaves to JavaScript. */
   const PIECES = [
     'plain text', 'a'.repeat(40), 'é中😀', 'x😀'.repeat(7), 'ÿ', '\u00a0', '\u0085', '\t', '\r\n', '\r', '\n', '\b', '\b\b\b', '\x07',
