@@ -712,9 +712,10 @@ function targets(r: Results): Target[] {
     atMost('throughput.rss_growth_mb', t.rss_growth_mb, t.rss_limit_mb, `≤ 2 × scrollbackMaxBytes in MiB + 16 = ${t.rss_limit_mb}`)
   }
   if (r.parser) {
-    atLeast('parser.mb_per_s', r.parser.mb_per_s, 250, '≥ 250')
-    atLeast('parser.ratio_to_decode', r.parser.ratio_to_decode, 0.4, '≥ 0.4')
-    atLeast('parser.short_mb_per_s', r.parser.short_mb_per_s, 200, '≥ 200')
+    // On CPU time: the parser's cost, which a core shared with other work does not change.
+    atLeast('parser.cpu_mb_per_s', r.parser.cpu_mb_per_s, 250, '≥ 250')
+    atLeast('parser.cpu_ratio_to_decode', r.parser.cpu_ratio_to_decode, 0.4, '≥ 0.4')
+    atLeast('parser.short_cpu_mb_per_s', r.parser.short_cpu_mb_per_s, 200, '≥ 200')
     atMost('parser.screen_render_ms', r.parser.screen_render_ms, 1, '≤ 1')
   }
   if (r.idle) {
@@ -781,9 +782,12 @@ function printTable(r: Results, checks: readonly Target[]): void {
   }
   if (r.parser) {
     const p = r.parser
-    rows.push(['parser', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), `${verdict('parser.mb_per_s')}; ${verdict('parser.ratio_to_decode')}`])
-    rows.push(['parser, short lines', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), verdict('parser.short_mb_per_s')])
+    rows.push(['parser, CPU time', `${p.cpu_mb_per_s} MB/s`, `decode ${p.decode_cpu_mb_per_s} MB/s`, x(p.cpu_ratio_to_decode), `${verdict('parser.cpu_mb_per_s')}; ${verdict('parser.cpu_ratio_to_decode')}`])
+    rows.push(['parser, short lines, CPU time', `${p.short_cpu_mb_per_s} MB/s`, `decode ${p.short_decode_cpu_mb_per_s} MB/s`, x(p.short_cpu_ratio_to_decode), verdict('parser.short_cpu_mb_per_s')])
+    rows.push(['parser, wall clock', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), 'no target'])
+    rows.push(['parser, short lines, wall clock', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), 'no target'])
     rows.push(['parser + scrollback + buffer', `${p.pipeline_mb_per_s} MB/s`, `short lines ${p.short_pipeline_mb_per_s} MB/s`, '', 'no target'])
+    rows.push(['parser after the consumers ran, CPU time', `${p.after_consumers_cpu_mb_per_s} MB/s`, `short lines ${p.short_after_consumers_cpu_mb_per_s} MB/s`, '', 'no target'])
     rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
   }
   if (r.idle) rows.push(['idle CPU', `${r.idle.cpu_percent} %`, `no sessions ${r.idle.baseline_cpu_percent} %`, '', verdict('idle.cpu_percent')])
@@ -889,7 +893,7 @@ async function main(): Promise<void> {
   if (only.has('parser')) {
     progress(`parser: ${PLAN.parserMegabytes} MB synthetic stream`)
     results.parser = measureParser(PLAN.parserMegabytes)
-    progress(`parser: ${results.parser.mb_per_s} MB/s`)
+    progress(`parser: ${results.parser.cpu_mb_per_s} MB/s of CPU time (short lines ${results.parser.short_cpu_mb_per_s})`)
   }
 
   const c = await compose()
