@@ -110,13 +110,15 @@ export class ProgramProcess {
     signal?.throwIfAborted()
     // The tree is walked, not scanned for the tag: the bootstrap empties the environment before
     // the program starts, so nothing the program starts carries the tag; under bubblewrap the
-    // sandbox's PID namespace keeps every process a descendant of its init.
+    // sandbox's PID namespace keeps every process a descendant of its init. Unconfined, a
+    // process that leaves the tree is re-parented out of it; unless it also called setsid it is
+    // still in the program's session, which the teardown then sweeps.
     const handle = deps.subprocess.spawn({
       argv: confinement.argv as [string, ...string[]],
       cwd: spec.cwd,
       env: programEnv(process.env),
       extraPipes: 1,
-      tree: 'descendants',
+      tree: confinement.enforcement === 'none' ? 'session' : 'descendants',
     })
     handle.end()
     return new ProgramProcess(handle, confinement, deps.config)

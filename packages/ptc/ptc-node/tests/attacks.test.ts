@@ -173,6 +173,24 @@ describe('stopping a program', () => {
   })
 })
 
+describe('the program session, unconfined', () => {
+  it('an orphan that left the program tree but not its session is gone after completion (danger-full-access)', async () => {
+    const runner = await boot({ runtime: { spare: false, bootstrapPath }, mode: 'danger-full-access' })
+    try {
+      const token = sleepToken()
+      // sh backgrounds a sleep from a subshell that exits: the sleep re-parents to init, outside
+      // the program's tree, with no tag (the bootstrap emptied the environment), in its session.
+      const result = await runner.run(
+        `const sh = require("node:child_process").spawn("sh", ["-c", "(sleep ${token} >/dev/null 2>&1 &)"], { stdio: "ignore" })\nawait new Promise((resolve) => sh.on("exit", resolve))\nreturn "left"`,
+      )
+      expect(result).toMatchObject({ ok: true, value: 'left' })
+      expect(processesWith(token)).toEqual([])
+    } finally {
+      await runner.dispose()
+    }
+  })
+})
+
 describe('the sandbox PID namespace', () => {
   it('a daemon that double-forks away from the program is gone after completion (workspace-write)', async () => {
     const token = sleepToken()

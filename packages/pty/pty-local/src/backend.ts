@@ -129,6 +129,9 @@ export class LocalBackend implements PtyBackend {
           rootSignal: 'SIGHUP',
           graceMs: config.disposeGraceMs,
           tag,
+          // The shell leads the terminal's session: a daemon that wiped its environment but never
+          // called setsid still has that session id.
+          session: true,
           discovery: policy.mode === 'danger-full-access' ? 'orphans' : 'namespace',
           // node-pty reaps the wrapper: its exit ends the wait for the root at once.
           rootExited: terminal.exit,

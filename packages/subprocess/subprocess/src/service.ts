@@ -44,7 +44,7 @@ interface Owned {
   /** Unregisters the caller-scope effect without running it. */
   release(): void
   /** `SpawnOptions.tree`. */
-  readonly tree: 'tagged' | 'descendants'
+  readonly tree: 'tagged' | 'descendants' | 'session'
 }
 
 class SubprocessService extends Service implements SubprocessServiceApi {
@@ -87,7 +87,8 @@ class SubprocessService extends Service implements SubprocessServiceApi {
    * owned, disposing the calling plugin or the service terminates its tree and awaits it.
    * Aborting `signal` terminates it too; an already aborted signal throws its reason. With
    * `tree: 'descendants'` the tree is walked through the kernel's children lists instead of a
-   * scan of every process for the tag, and ownership ends when the child exits.
+   * scan of every process for the tag, and ownership ends when the child exits; `tree:
+   * 'session'` walks the same and also sweeps the child's session for processes that left it.
    * Terminating waits for the root's reaping (its `exit` event) rather than for the next poll.
    * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
    *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
@@ -107,8 +108,8 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     if (!Number.isInteger(extraPipes) || extraPipes < 0 || extraPipes > 4) {
       throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: extraPipes must be an integer from 0 to 4, got ${extraPipes}`)
     }
-    if (options.tree !== undefined && options.tree !== 'tagged' && options.tree !== 'descendants') {
-      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: tree must be 'tagged' or 'descendants', got ${JSON.stringify(options.tree)}`)
+    if (options.tree !== undefined && options.tree !== 'tagged' && options.tree !== 'descendants' && options.tree !== 'session') {
+      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: tree must be 'tagged', 'descendants' or 'session', got ${JSON.stringify(options.tree)}`)
     }
     const [program, ...args] = argv.data
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
@@ -154,6 +155,9 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     // root looks again at once.
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     const tree = options.tree ?? 'tagged'
+    // The child's start identity, read while it is surely unreaped (it has just been spawned):
+    // it bounds the sweep of its session at teardown, after the pid may have been recycled.
+    const rootStartTime = tree !== 'descendants' ? defaultProcessTable().get(pid).then((entry) => entry?.startTime, () => undefined) : undefined
 
     let terminating: Promise<TerminateReport> | undefined
     const handle: ChildHandle = {
@@ -169,15 +173,20 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       },
       done,
       terminate: (terminateOptions = {}) => {
-        terminating ??= terminateTree({
+        terminating ??= (rootStartTime ?? Promise.resolve(undefined)).then((startTime) => terminateTree({
           rootPid: pid,
+          ...(startTime !== undefined && { rootStartTime: startTime }),
           includeRoot: true,
           graceMs: terminateOptions.graceMs ?? this.config.graceMs,
           ...(terminateOptions.rootSignal !== undefined && { rootSignal: terminateOptions.rootSignal }),
           killWaitMs: this.config.killWaitMs,
           rootExited: exited,
-          ...(tree === 'tagged' ? { tag } : { discovery: 'children' as const }),
-        }).finally(() => {
+          ...(tree === 'tagged'
+            ? { tag, session: true }
+            : tree === 'session'
+              ? { discovery: 'orphans' as const, session: true }
+              : { discovery: 'children' as const }),
+        })).finally(() => {
           terminating = undefined
         })
         return terminating
@@ -207,8 +216,8 @@ class SubprocessService extends Service implements SubprocessServiceApi {
   /** After the child exits, keeps owning it only while processes carrying its tag remain (`tagged` trees). */
   private async releaseWhenClean(owned: Owned): Promise<void> {
     if (!this.owned.has(owned)) return
-    // A `descendants` tree cannot be found once its root is gone (or went with it): nothing to wait for.
-    if (owned.tree === 'descendants') {
+    // A `descendants` or `session` tree cannot be found by a tag once its root is gone: nothing to wait for.
+    if (owned.tree !== 'tagged') {
       owned.release()
       return
     }

@@ -80,6 +80,11 @@ class Teardown {
      * process and its ancestors); the tag sweep reads their children instead of every process.
      */
     private hosts?: readonly number[],
+    /**
+     * The root's session id when its members count as tagged (`TerminateTreeOptions.session`):
+     * the root's pid, the root being that session's leader, with `since` its start identity.
+     */
+    private readonly session?: number,
   ) {
     this.scanning = scanning
     if (ladder.rootExited) {
@@ -118,11 +123,12 @@ class Teardown {
    * first within each tree.
    */
   async discover(anchors: readonly ProcessRecord[], sweep: boolean, listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
-    const tag = sweep && (this.scanning || this.hosts !== undefined) ? this.ladder.tag : undefined
-    if (listed === undefined && !(this.scanning && tag !== undefined)) {
+    const sweeping = sweep && this.sweeps()
+    const tag = this.ladder.tag
+    if (listed === undefined && !(this.scanning && sweeping)) {
       const walked = await this.walk(anchors)
       if (walked !== undefined) {
-        if (tag !== undefined) walked.push(...(await this.sweepHosts(tag)))
+        if (sweeping) walked.push(...(await this.sweepHosts(tag)))
         return walked
       }
     }
@@ -138,7 +144,7 @@ class Teardown {
       if (entry === undefined || entry.startTime !== anchor.startTime) continue
       for (const descendant of treeOf(entries, anchor.pid, { includeRoot: false })) add(descendant)
     }
-    if (tag) {
+    if (sweeping) {
       const since = this.since
       const candidates = entries.filter(
         (entry) =>
@@ -147,9 +153,12 @@ class Teardown {
           !this.captured.has(keyOf(entry)) &&
           (since === undefined || !startedBefore(entry.startTime, since)),
       )
-      const values = await Promise.all(candidates.map((entry) => this.ladder.table.environ(entry.pid, tag.name)))
+      const session = this.sessionOf(byPid.get(this.session ?? -1))
+      const taken = await Promise.all(
+        candidates.map(async (entry) => entry.sid === session || (tag !== undefined && (await this.ladder.table.environ(entry.pid, tag.name)) === tag.value)),
+      )
       candidates.forEach((entry, index) => {
-        if (values[index] !== tag.value) return
+        if (!taken[index]) return
         for (const member of treeOf(entries, entry.pid, { includeRoot: true })) add(member)
       })
     }
@@ -206,9 +215,15 @@ class Teardown {
    * or from another tagged process that does — unless it was started with the tag put back
    * into an environment that had dropped it.
    */
-  private async sweepHosts(tag: SessionTag): Promise<ProcessRecord[]> {
+  /** Whether discovery sweeps for processes that left the tree: a tag or a session to sweep, and a scan or hosts to look at. */
+  private sweeps(): boolean {
+    return (this.ladder.tag !== undefined || this.session !== undefined) && (this.scanning || this.hosts !== undefined)
+  }
+
+  private async sweepHosts(tag: SessionTag | undefined): Promise<ProcessRecord[]> {
     const table = this.ladder.table
     const found: ProcessRecord[] = []
+    const session = this.session === undefined ? undefined : this.sessionOf(await table.get(this.session))
     for (const host of this.hosts ?? []) {
       // Newest first: a child re-parented last is the likeliest to be still running by the time it is read.
       for (const kid of ((await (table.adoptedChildren ?? table.children)!.call(table, host)) ?? []).slice().reverse()) {
@@ -222,7 +237,7 @@ class Teardown {
           continue
         }
         if (this.captured.has(keyOf(entry))) continue
-        if ((await table.environ(kid, tag.name)) !== tag.value) {
+        if (entry.sid !== session && (tag === undefined || (await table.environ(kid, tag.name)) !== tag.value)) {
           this.passedOver.add(kid)
           continue
         }
@@ -232,6 +247,17 @@ class Teardown {
       }
     }
     return found
+  }
+
+  /**
+   * The session id whose members count as tagged, given what runs on the session's pid now:
+   * undefined when the root's session is not swept, or when that pid leads another session
+   * (the root is gone and its pid was recycled by a process that called setsid).
+   */
+  private sessionOf(leader: ProcessEntry | undefined): number | undefined {
+    if (this.session === undefined) return undefined
+    if (leader !== undefined && leader.startTime !== this.since && leader.sid === leader.pid) return undefined
+    return this.session
   }
 
   async isAlive(record: ProcessRecord): Promise<boolean> {
@@ -413,7 +439,7 @@ class Teardown {
       this.hosts = orphanHosts
       this.scanning = false
     }
-    if (this.ladder.tag === undefined || !(this.scanning || this.hosts !== undefined)) return
+    if (!this.sweeps()) return
     const until = Date.now() + this.ladder.killWaitMs
     // A look can miss a process caught between two pids (the one listed has just left, its child
     // is not re-parented yet). A look counts as empty only when it found nothing and read no new
@@ -533,7 +559,13 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
   // Only the caller's identity of the root bounds the sweep: a listed root may be a stranger that started later.
   // Where a re-parented process can hang from: init, this process and its ancestors.
   const hosts = options.discovery === 'orphans' && walking ? [...protectedSet].filter((pid) => pid > 0) : undefined
-  const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime, hosts)
+  // The root's session counts as tagged when the root's start identity is known and the root,
+  // if it still runs, leads that session. Linux allocates no pid still in use as a session id
+  // (kernel/pid.c), so members with the root's pid as their session id are the root's session
+  // unless another process now on that pid leads a session of its own (`sessionOf`).
+  if (options.discovery === 'children' && options.session) throw new TypeError("terminateTree: discovery 'children' sweeps no session; use 'scan' or 'orphans'")
+  const session = options.session && options.rootStartTime !== undefined && (rootEntry === undefined || rootEntry.sid === rootEntry.pid) ? options.rootPid : undefined
+  const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime, hosts, session)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
   const members = await teardown.discover(anchors, true, entries)
   if (options.discovery === 'namespace' && walking && teardown.inits.size === 0) {

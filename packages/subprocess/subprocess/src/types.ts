@@ -164,6 +164,16 @@ export interface TerminateTreeOptions {
    */
   discovery?: 'scan' | 'children' | 'namespace' | 'orphans'
   /**
+   * Also treat every member of the root's session as tagged, when the root leads one (its
+   * session id, stat field 6, is its pid: node-pty's forkpty and Node's `detached` spawn call
+   * setsid(2)): a process that dropped or overwrote the tag in its environment but never called
+   * setsid itself keeps the session id of the terminal it came from (credentials(7)). Taken
+   * where the tag sweep looks (`discovery` `'scan'` or `'orphans'`; with or without `tag`), only
+   * for processes that started no earlier than the root (needs `rootStartTime`), and only while
+   * the root's pid is not the leader of another session (a recycled pid).
+   */
+  session?: boolean
+  /**
    * Settles when the root has exited — e.g. the `exit` event of a child this process started
    * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.
    */
@@ -241,9 +251,15 @@ export interface SpawnOptions {
    * - `descendants`: only the root's descendants, through the kernel's children lists (no scan);
    *   the child is let go of when it exits. For a child whose tree cannot leave it — a sandbox
    *   with its own PID namespace — or whose descendants cannot carry the tag anyway (a program
-   *   that empties its environment before it starts anything).
+   *   that empties its environment before it starts anything);
+   * - `session`: the root's descendants through the children lists, plus every process of the
+   *   child's session (the service starts it with setsid(2)) that left the tree, looked for
+   *   among the children of init and of this process's ancestors, where an orphan is re-parented
+   *   (`TerminateTreeOptions.session`, discovery `orphans`). For a child whose descendants carry
+   *   no tag and are not held by a PID namespace (an unconfined program that empties its
+   *   environment); it misses only a process that also called setsid. Ownership as `descendants`.
    */
-  tree?: 'tagged' | 'descendants'
+  tree?: 'tagged' | 'descendants' | 'session'
 }
 
 export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'

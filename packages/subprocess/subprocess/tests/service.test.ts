@@ -135,6 +135,24 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     for (const record of report.stopped) expect(await alive(record.pid, record.startTime)).toBe(false)
   })
 
+  it("terminate() of a 'session' tree also stops an orphan with an emptied environment that stayed in the session; a 'descendants' tree misses it", async () => {
+    const subprocess = await boot()
+    for (const tree of ['descendants', 'session'] as const) {
+      // The orphan drops the tag (env -i) and is re-parented to init when its subshell exits.
+      const child = subprocess.spawn({ argv: ['bash', '-c', '(env -i sleep 302 & echo "orphan $!"); echo up; sleep 300'], tree })
+      const out = new LineReader(child.stdout)
+      const orphan = Number((await out.line(/^orphan (\d+)/))[1])
+      await out.line(/^up/)
+      const entry = (await table.get(orphan))!
+      expect(entry.ppid, 'the orphan left the tree').not.toBe(child.pid)
+      expect(entry.sid).toBe(child.pid)
+      const report = await child.terminate({ graceMs: 5_000 })
+      expect(report.survivors).toEqual([])
+      expect(await alive(orphan, entry.startTime), `orphan alive after a '${tree}' teardown`).toBe(tree === 'descendants')
+      if (tree === 'descendants') process.kill(orphan, 'SIGKILL')
+    }
+  })
+
   it("terminate({ rootSignal: 'SIGKILL' }) of a 'descendants' tree TERMs the descendants and KILLs a child that ignores TERM, without its grace", async () => {
     const subprocess = await boot()
     const script = 'process.on("SIGTERM", () => {}); const s = require("node:child_process").spawn("sleep", ["302"], { stdio: "ignore" }); console.log("bg " + s.pid); setInterval(() => {}, 1000)'
@@ -176,7 +194,7 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
 
   it('rejects an unknown tree with INVALID_ARGV', async () => {
     const subprocess = await boot()
-    expectCode(() => subprocess.spawn({ argv: ['true'], tree: 'all' as never }), 'INVALID_ARGV', /tree must be 'tagged' or 'descendants'/)
+    expectCode(() => subprocess.spawn({ argv: ['true'], tree: 'all' as never }), 'INVALID_ARGV', /tree must be 'tagged', 'descendants' or 'session'/)
   })
 
   it('aborting the signal terminates the child tree', async () => {

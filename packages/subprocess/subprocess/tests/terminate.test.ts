@@ -238,6 +238,32 @@ time.sleep(300)
     expect(await tagged(tag)).toEqual([])
   }, 30_000)
 
+  it("with session, stops a daemon that cleared its environment and double-forked but kept the root's session, and only with it", async () => {
+    for (const session of [false, true]) {
+      const tag = createSessionTag('CONCH_TEST_TAG')
+      // `env -i` drops the tag; the daemon leaves the tree (its parent exits) and never calls setsid.
+      const marker = `sid-orphan-${session}-${Date.now()}`
+      const { child, out } = bash(`env -i perl -e 'exit if fork; $0 = "${marker}"; print "up\\n"; close STDOUT; sleep 300' & wait; echo ready; sleep 300`, tag)
+      await out.line(/^up/)
+      await out.line(/^ready/)
+      const [daemon] = (await table.snapshot()).filter((entry) => {
+        try {
+          return entry.state !== 'Z' && readFileSync(`/proc/${entry.pid}/cmdline`, 'utf8').startsWith(marker)
+        } catch {
+          return false
+        }
+      })
+      expect(daemon, 'the daemon runs').toBeDefined()
+      expect(daemon!.sid).toBe(child.pid)
+      expect(await table.environ(daemon!.pid, tag.name)).toBeUndefined()
+      const root = await identity(child.pid!)
+      const report = await terminateTree({ rootPid: child.pid!, rootStartTime: root.startTime, includeRoot: true, graceMs: 1_000, tag, discovery: 'orphans', session })
+      expect(report.survivors).toEqual([])
+      expect(await alive(daemon!), `daemon alive after a teardown with session ${session}`).toBe(!session)
+      if (!session) process.kill(daemon!.pid, 'SIGKILL')
+    }
+  }, 30_000)
+
   it('sweeps tagged processes on their own, without a root', async () => {
     const tag = createSessionTag('CONCH_TEST_TAG')
     const { out, exited } = bash(`setsid sleep 309 & setsid bash -c 'sleep 310 & echo inner; wait' & echo ready`, tag)
@@ -726,6 +752,42 @@ describe('the identity fence', () => {
     expect(report.survivors).toEqual([])
     expect(calls).toEqual([982, 981, 980])
     expect(read).toEqual([981])
+  })
+
+  it("takes the root's session members as tagged, but not once the root's pid leads another session", async () => {
+    const run = async (leader: ProcessEntry | undefined) => {
+      const entries = new Map<number, ProcessEntry>([
+        // The root, in its own session; an orphan of its session under init that started after it
+        // and carries no tag; an older member of the session (cannot be the root's); a stranger.
+        [990, fixture(990, process.pid, '50')],
+        [991, { ...fixture(991, 1, '60'), sid: 990, pgid: 991 }],
+        [992, { ...fixture(992, 1, '40'), sid: 990, pgid: 992 }],
+        [993, fixture(993, 1, '61')],
+      ])
+      if (leader === undefined) entries.delete(990)
+      else entries.set(990, leader)
+      const calls: number[] = []
+      const kill = (pid: number): void => {
+        calls.push(pid)
+        entries.delete(pid)
+      }
+      const hosted: ProcessTable = {
+        ...fixtureTable(entries),
+        snapshot: async () => {
+          throw new Error('no scan expected')
+        },
+        children: async (pid) => (pid === 1 ? [991, 992, 993] : []),
+      }
+      const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
+      await terminateTree({ rootPid: 990, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: hosted, kill, tag, discovery: 'orphans', session: true })
+      return calls
+    }
+    // The root still runs: its session's younger member goes, then the root.
+    expect(await run(fixture(990, process.pid, '50'))).toEqual([991, 990])
+    // The root is gone: its session's member still goes.
+    expect(await run(undefined)).toEqual([991])
+    // The root's pid now leads another session (recycled): nothing of that session is taken.
+    expect(await run(fixture(990, 1, '70'))).toEqual([])
   })
 
   it('reports a process that outlives KILL as a survivor, and a retry tries again', async () => {

@@ -5,10 +5,12 @@
  * `sleep 100[1-5]` exists, no zombie child of this process remains, and the close result names
  * what it stopped.
  *
- * The one way left to escape: a program that clears its environment and leaves the session —
- * `env -i setsid sleep 1006 &` (or a daemon that double-forks and resets its environment). It
- * carries no session tag, so the tag sweep misses it, and it is re-parented to init, so the
- * tree walk misses it too; run unconfined it outlives the terminal. Only a PID namespace
+ * A daemon that clears its environment but stays in the terminal's session (`(env -i sleep
+ * 1007 &)`) is found by its session id. The one way left to escape: a program that clears its
+ * environment and leaves the session — `env -i setsid sleep 1006 &` (or a daemon that
+ * double-forks, resets its environment and calls setsid). It carries no session tag, so the tag
+ * sweep misses it, and it is re-parented to init, so the tree walk misses it too; run
+ * unconfined it outlives the terminal. Only a PID namespace
  * contains it: under `workspace-write` bubblewrap (`--unshare-pid`) runs the shell as the
  * namespace's first process, and when that ends the kernel kills everything left inside. That
  * test is below, for workspace-write only (unconfined it would leave a process behind).
@@ -111,6 +113,15 @@ describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
       const escaped = Number(readFileSync(path.join(harness.workspace, 'escaped.pid'), 'utf8'))
       expect((closed.meta.stopped as { pid: number }[]).map((entry) => entry.pid)).toContain(escaped)
     }
+  }, 60_000)
+
+  it("stops a daemon that cleared its environment and left the tree but kept the terminal's session", async () => {
+    // `env -i` drops the session tag and the subshell's exit re-parents the sleep to init; it
+    // never calls setsid, so its session id is still the shell's: the close sweeps that session.
+    const { closed, left } = await closeWith(['(env -i sleep 1007 &)'], 'sleep 1007')
+    expect(describeAll(left), 'left when the close returned').toBe('')
+    expect(closed.meta.survivors).toEqual([])
+    expect(closed.meta.stopped).toContainEqual(expect.objectContaining({ name: 'sleep' }))
   }, 60_000)
 
   it('KILLs a job that ignores TERM and HUP, and the close returns when it is gone', async () => {
