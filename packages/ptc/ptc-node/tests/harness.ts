@@ -46,7 +46,7 @@ export async function boot(options: BootOptions = {}): Promise<Harness> {
   fibers.push(await ctx.plugin(SandboxService, {}))
   if (options.sandboxLocal !== false) fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse(options.sandboxLocal ?? {})))
   fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode ?? 'workspace-write', workspaceRoot: workspace })))
-  fibers.push(await ctx.plugin(PtcService, {}))
+  fibers.push(await ctx.plugin(PtcService, PtcService.Config.parse({})))
   fibers.push(await ctx.plugin(ptcNode, ptcNode.Config.parse({ graceMs: 1000, ...options.runtime })))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
   const agent = await ctx.agents.create()

@@ -44,7 +44,15 @@ const Spec = z.object({
 class PtcService extends Service implements PtcServiceApi {
   static inject = ['sandboxPolicy']
 
-  static Config = z.strictObject({}).prefault({})
+  static Config = z
+    .strictObject({
+      /**
+       * Bound on a program's text, in UTF-8 bytes (default 1 MiB): a longer one is refused by
+       * `resolve` before anything starts (data belongs in a file the program reads).
+       */
+      maxCodeBytes: z.number().int().positive().default(1_048_576),
+    })
+    .prefault({})
 
   private runtime: PtcRuntime | undefined
   private readonly state = { disposed: false }
@@ -79,6 +87,13 @@ class PtcService extends Service implements PtcServiceApi {
     if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', 'the request must be an object {code, cwd?, timeoutMs?}')
     if (typeof request.code !== 'string' || request.code.trim() === '') {
       throw new PtcError('INVALID_OPTIONS', 'code is empty: pass the program text as the body of an async function')
+    }
+    const bytes = Buffer.byteLength(request.code, 'utf8')
+    if (bytes > this.config.maxCodeBytes) {
+      throw new PtcError(
+        'INVALID_OPTIONS',
+        `code is ${bytes} bytes, over the ${this.config.maxCodeBytes}-byte bound on a program (ptc config maxCodeBytes): write the data to a file in the workspace and read it from a shorter program`,
+      )
     }
     const policy = this.sandboxPolicy.resolve({ session: owner.session })
     const cwd = request.cwd ?? policy.workspaceRoot

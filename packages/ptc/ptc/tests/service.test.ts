@@ -32,7 +32,7 @@ beforeEach(async () => {
   await ctx.plugin(LlmService, {})
   await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: '/' }))
   await ctx.plugin(AgentService, AgentService.Config.parse({}))
-  fiber = await ctx.plugin(PtcService, {})
+  fiber = await ctx.plugin(PtcService, PtcService.Config.parse({}))
   agent = await ctx.agents.create()
 })
 afterEach(async () => {
@@ -55,6 +55,17 @@ describe('ctx.ptc', () => {
     expect(ctx.ptc.resolve({ code: '1' }, agent).policy.mode).toBe('read-only')
     await ctx.ptc.run(spec)
     expect(specs).toEqual([spec])
+  })
+
+  it('refuses a program over maxCodeBytes with its size and the bound, before the runtime sees it', async () => {
+    ctx.ptc.register(runtime)
+    const big = `return ${JSON.stringify('é'.repeat(600_000))}`
+    expect(() => ctx.ptc.resolve({ code: big }, agent)).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTIONS', message: expect.stringMatching(/^code is 1200009 bytes, over the 1048576-byte bound on a program \(ptc config maxCodeBytes\)/) }),
+    )
+    expect(ctx.ptc.resolve({ code: 'return 1' }, agent).code).toBe('return 1')
+    expect(specs).toEqual([])
+    expect(() => PtcService.Config.parse({ maxCodeBytes: 0 })).toThrow(/maxCodeBytes/)
   })
 
   it('a second runtime is DUPLICATE_RUNTIME; unregistering frees the slot', () => {

@@ -47,7 +47,7 @@ export async function boot(options: { terminals?: 'memory' | 'local'; toolPtc?: 
   if (options.terminals === 'local') fibers.push(await ctx.plugin(ptyLocal, ptyLocal.Config.parse({})))
   else fibers.push(await ctx.plugin(memory, memory.Config.parse({ motd: 'memory shell ready' })))
   fibers.push(await ctx.plugin(toolPty, toolPty.Config.parse({ enableRunInBackground: false })))
-  fibers.push(await ctx.plugin(PtcService, {}))
+  fibers.push(await ctx.plugin(PtcService, PtcService.Config.parse({})))
   fibers.push(await ctx.plugin(ptcNode, ptcNode.Config.parse({ graceMs: 1000, ...options.runtime })))
   fibers.push(await ctx.plugin(toolPtc, toolPtc.Config.parse(options.toolPtc ?? {})))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
