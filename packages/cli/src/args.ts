@@ -6,6 +6,7 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { LogLevel } from './boot.ts'
 import { CliError } from './errors.ts'
+import { nearestName } from './suggest.ts'
 import type { OutputFormat } from './transcript.ts'
 
 export const USAGE = `Usage: conch <command> [options]
@@ -158,7 +159,8 @@ function parse(argv: readonly string[], options: Options): { values: Record<stri
     const message = (error as Error).message
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       const flag = /'([^']+)'/.exec(message)?.[1] ?? message
-      throw usage(`unknown option ${flag}; see --help`)
+      const near = flag.startsWith('--') ? nearestName(flag.slice(2), Object.keys(options ?? {})) : undefined
+      throw usage(`unknown option ${flag}${near === undefined ? '' : ` (did you mean --${near}?)`}; see --help`)
     }
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
       const flag = /'(--[a-z-]+)/.exec(message)?.[1] ?? 'an option'

@@ -93,7 +93,9 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)
     }
   } catch (error) {
-    io.stderr.write(`conch: ${describeError(error, 'warn')}\n`)
+    // Messages that name their subcommand (`conch run: missing the task`) carry their own prefix.
+    const message = describeError(error, 'warn')
+    io.stderr.write(message.startsWith('conch ') ? `${message}\n` : `conch: ${message}\n`)
     return error instanceof CliError ? error.exitCode : 1
   } finally {
     signals.dispose()

@@ -40,6 +40,15 @@ describe('usage', () => {
     expect(result.stderr).toBe('conch: unknown option --verbose; see --help\n')
   })
 
+  it('a misspelt flag exits 2 suggesting the nearest one, and a missing task is said once, as conch run', async () => {
+    const result = await runConch(['run', '--outptu', 'text', 'task'], { cwd: ws.dir })
+    expect(result).toMatchObject({ code: 2, stdout: '' })
+    expect(result.stderr).toBe('conch: unknown option --outptu (did you mean --output?); see --help\n')
+    const missing = await runConch(['run'], { cwd: ws.dir })
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toMatch(/^conch run: missing the task; give it as one quoted argument/)
+  })
+
   it('a bad flag value names the flag', async () => {
     const output = await runConch(['run', '--output', 'xml', 'task'], { cwd: ws.dir })
     expect(output.code).toBe(2)
@@ -87,12 +96,47 @@ describe('the audit', () => {
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Invalid input: expected number, received string \(at outputLimitBytes\)/)
   })
 
-  it('an unknown key at the top of a config is named, and said to be at the top level', async () => {
+  it('an unknown key at the top of a config is named, and said to be at the top level, once', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimit: 5\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
     const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Unrecognized key: "outputLimit" \(at the top level\)/)
+    // Only the summary says it: cordis's own log line of the failed start is not printed as well.
+    expect(result.stderr).not.toContain('(at )')
+    expect(result.stderr.match(/outputLimit/g)).toHaveLength(1)
+    expect(result.stderr).toMatch(/^conch: the composition /)
+  })
+
+  it('an unknown config key close to a known one suggests it, for any plugin', async () => {
+    ws.write(
+      'cordis.yml',
+      `${SPINE}- id: pty\n  name: '@conch/pty'\n- id: pty-local\n  name: '@conch/pty-local'\n  config:\n    idleSilenceMS: 500\n` +
+        `- id: tasks\n  name: '@conch/tasks'\n  config: { outputlimitbytes: 5, zzz: 1 }\n`,
+    )
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('- Unrecognized key: "idleSilenceMS" (at the top level); did you mean "idleSilenceMs"?')
+    expect(result.stderr).toContain('- Unrecognized keys: "outputlimitbytes", "zzz" (at the top level); did you mean "outputLimitBytes" for "outputlimitbytes"?')
+  })
+
+  it('a service missing because its entry has an invalid config names that entry as the provider', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: lots }\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(
+      'entry "tool-tasks" (@conch/tool-tasks): waits for services that are not available: tasks (from entry "tasks", whose config is invalid)',
+    )
+  })
+
+  it('a bad --script line is said once, naming the script file and the line', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('s.jsonl', `${step('hi')}\n{not json\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result).toMatchObject({ code: 1, stdout: '' })
+    expect(result.stderr).toMatch(/^conch: the model script s\.jsonl:2: not valid JSON \([^\n]*\)\n$/)
   })
 
   it('a plugin whose services nobody provides fails naming the entry and the services', async () => {
@@ -223,7 +267,7 @@ describe('a scripted run', () => {
     const lines = jsonLines(result.stdout)
     expect(lines.at(-1)).toMatchObject({ type: 'result', status: 'error' })
     expect(String(lines.at(-1)?.['text'])).toMatch(/no line for model call 2/)
-    expect(result.stderr).toMatch(/the run ended error/)
+    expect(result.stderr).toMatch(/^conch: the run ended with an error: .*no line for model call 2/m)
   })
 
   it('--script replaces the live model of an overlay composition without needing a key', async () => {
