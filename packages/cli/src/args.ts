@@ -42,7 +42,8 @@ Options:
 
 The live model reads DEEPSEEK_API_KEY (or OPENAI_API_KEY).
 Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
-start; 2 for a usage error or a missing API key; 130 / 143 after SIGINT / SIGTERM.`
+start; 2 for a usage error, a missing API key, or a --cwd every user shares (such as /tmp) when
+the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
 
 export const ACP_USAGE = `Usage: conch acp [--config FILE] [--script FILE] [--log-level LEVEL]
 
@@ -78,6 +79,8 @@ export interface RunArgs {
   partial?: true
   /** Absolute, existing directory. */
   cwd: string
+  /** Whether `--cwd` was given (else `cwd` is the working directory). Only set when given. */
+  cwdGiven?: true
   logLevel: LogLevel
 }
 
@@ -117,6 +120,7 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
     cwd: directory('--cwd', stringFlag('--cwd', values['cwd']), cwd),
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
   }
+  if (values['cwd'] !== undefined) args.cwdGiven = true
   const script = stringFlag('--script', values['script'])
   if (script !== undefined) args.script = file('--script', script, cwd)
   if (values['partial'] === true) {

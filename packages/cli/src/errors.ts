@@ -21,6 +21,8 @@ export type CliErrorCode =
   | 'NO_API_KEY'
   /** The `--script` file cannot be read or a line of it is not a model reply; the message names the file and line. */
   | 'SCRIPT_INVALID'
+  /** `conch run`'s workspace root is a temporary folder every user shares, and its terminals would be confined there. */
+  | 'SHARED_WORKSPACE'
   /** The audit found entries that are not active; see `BootError.failures`. */
   | 'BOOT_FAILED'
   /** A subcommand whose implementation is not installed. */

@@ -4,6 +4,7 @@
  */
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
+import { sharedRootProblem } from '@conch/sandbox'
 import type { RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -93,6 +94,8 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
         ),
       )
     }
+    const shared = sharedWorkspaceProblem(app, args)
+    if (shared !== undefined) return fail(shared)
     const agent = await agents.create({ workspaceRoot: args.cwd })
     let result: RunResult
     try {
@@ -118,6 +121,27 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
   } finally {
     await app.shutdown()
   }
+}
+
+/**
+ * A workspace root (`--cwd`, by default the working directory) that is a temporary folder every
+ * user shares, when the run's terminals would be confined there (`@conch/sandbox-policy` loaded
+ * with a `mode` other than `danger-full-access`; a new session has no `sandbox/mode` event, so
+ * the configured mode is its mode). The sandbox refuses such a root at every confined spawn
+ * (`sharedRootProblem`); said here, before the agent starts, the run stops with exit 2 instead
+ * of running a task whose terminals all fail.
+ */
+function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
+  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  if (mode === undefined || mode === 'danger-full-access') return undefined
+  const problem = sharedRootProblem(args.cwd)
+  if (problem === undefined) return undefined
+  const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
+  return new CliError(
+    'SHARED_WORKSPACE',
+    `${given} cannot be the workspace under the sandbox mode ${mode}: ${problem}. Pass --cwd a folder of your own.`,
+    2,
+  )
 }
 
 /** How the stderr note says a run that did not complete ended. */

@@ -7,7 +7,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, processesWith, runConch, SPINE, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 // Each test starts one or two `conch` processes (tsx compiles on start); the machine is shared.
 vi.setConfig({ testTimeout: 60_000 })
@@ -281,6 +281,38 @@ describe('a scripted run', () => {
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout).map((line) => line['type'])).toEqual(['tool_call', 'tool_result', 'assistant', 'result'])
+  })
+})
+
+describe('a shared temporary folder as the workspace', () => {
+  it('conch run --cwd /tmp under a confining mode stops at start with exit 2, naming --cwd, why, and what to do', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(
+      /^conch: --cwd \/tmp cannot be the workspace under the sandbox mode workspace-write: \/tmp is a temporary folder every user shares.*Pass --cwd a folder of your own\.\n$/,
+    )
+    // No model call was made: the stream-json result is the refusal.
+    const lines = jsonLines(result.stdout)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatchObject({ type: 'result', status: 'error', text: expect.stringContaining('--cwd /tmp cannot be the workspace') })
+  })
+
+  it('the working directory as the default --cwd is named as such; under read-only too', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'read-only' }))
+    const result = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), 'task'], { cwd: '/tmp' })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/^conch: the working directory \/tmp \(the default --cwd\) cannot be the workspace under the sandbox mode read-only: /)
+  })
+
+  it('under danger-full-access the run goes ahead', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
+    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'hi' })
   })
 })
 
