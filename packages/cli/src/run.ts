@@ -124,22 +124,27 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
 }
 
 /**
- * A workspace root (`--cwd`, by default the working directory) that is a temporary folder every
- * user shares, when the run's terminals would be confined there (`@conch/sandbox-policy` loaded
- * with a `mode` other than `danger-full-access`; a new session has no `sandbox/mode` event, so
- * the configured mode is its mode). The sandbox refuses such a root at every confined spawn
- * (`sharedRootProblem`); said here, before the agent starts, the run stops with exit 2 instead
- * of running a task whose terminals all fail.
+ * Why `workspaceRoot` cannot be the workspace of a new session's agent: it is a temporary folder
+ * every user shares, and the session's terminals would be confined there (`@conch/sandbox-policy`
+ * loaded with a `mode` other than `danger-full-access`; a new session has no `sandbox/mode`
+ * event, so the configured mode is its mode). The sandbox refuses such a root at every confined
+ * spawn (`sharedRootProblem`); said before the agent starts, the user hears it once, at once.
  */
-function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
+export function sharedWorkspace(app: App, workspaceRoot: string): { mode: string; problem: string } | undefined {
   const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
   if (mode === undefined || mode === 'danger-full-access') return undefined
-  const problem = sharedRootProblem(args.cwd)
-  if (problem === undefined) return undefined
+  const problem = sharedRootProblem(workspaceRoot)
+  return problem === undefined ? undefined : { mode, problem }
+}
+
+/** `conch run`'s refusal of a shared `--cwd` (exit 2), before any model call. */
+function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
+  const shared = sharedWorkspace(app, args.cwd)
+  if (shared === undefined) return undefined
   const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
   return new CliError(
     'SHARED_WORKSPACE',
-    `${given} cannot be the workspace under the sandbox mode ${mode}: ${problem}. Pass --cwd a folder of your own.`,
+    `${given} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Pass --cwd a folder of your own.`,
     2,
   )
 }

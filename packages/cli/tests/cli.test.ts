@@ -418,6 +418,22 @@ describe('conch acp', () => {
     for (const frame of jsonLines(conch.stdout())) expect(frame['jsonrpc']).toBe('2.0')
   })
 
+  it('refuses session/new in a temporary folder every user shares under a confining mode, and still serves a folder of its own', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    const conch = startConch(['acp'], { cwd: ws.dir })
+    await request(conch, 0, 'initialize', { protocolVersion: 1 })
+    const refused = await request(conch, 1, 'session/new', { cwd: '/tmp', mcpServers: [] })
+    expect(refused).toMatchObject({ id: 1, error: { code: -32602, data: { errorCode: 'CWD_REFUSED', cwd: '/tmp' } } })
+    expect(String((refused['error'] as { message: string }).message)).toMatch(
+      /^cwd \/tmp cannot be the workspace under the sandbox mode workspace-write: \/tmp is a temporary folder every user shares.*Send a folder of your own as the session's cwd$/,
+    )
+    const session = await request(conch, 2, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    expect(session).toMatchObject({ id: 2, result: { sessionId: expect.any(String) } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+  })
+
   it('exits 0 after SIGTERM once everything is shut down', async () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', `${step('hi')}\n`)
