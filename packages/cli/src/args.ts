@@ -6,6 +6,7 @@ import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { LogLevel } from './boot.ts'
 import { CliError } from './errors.ts'
+import { nearestName } from './suggest.ts'
 import type { OutputFormat } from './transcript.ts'
 
 export const USAGE = `Usage: conch <command> [options]
@@ -41,7 +42,8 @@ Options:
 
 The live model reads DEEPSEEK_API_KEY (or OPENAI_API_KEY).
 Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
-start; 2 for a usage error or a missing API key; 130 / 143 after SIGINT / SIGTERM.`
+start; 2 for a usage error, a missing API key, or a --cwd every user shares (such as /tmp) when
+the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
 
 export const ACP_USAGE = `Usage: conch acp [--config FILE] [--script FILE] [--log-level LEVEL]
 
@@ -77,6 +79,8 @@ export interface RunArgs {
   partial?: true
   /** Absolute, existing directory. */
   cwd: string
+  /** Whether `--cwd` was given (else `cwd` is the working directory). Only set when given. */
+  cwdGiven?: true
   logLevel: LogLevel
 }
 
@@ -116,6 +120,7 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
     cwd: directory('--cwd', stringFlag('--cwd', values['cwd']), cwd),
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
   }
+  if (values['cwd'] !== undefined) args.cwdGiven = true
   const script = stringFlag('--script', values['script'])
   if (script !== undefined) args.script = file('--script', script, cwd)
   if (values['partial'] === true) {
@@ -158,7 +163,8 @@ function parse(argv: readonly string[], options: Options): { values: Record<stri
     const message = (error as Error).message
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       const flag = /'([^']+)'/.exec(message)?.[1] ?? message
-      throw usage(`unknown option ${flag}; see --help`)
+      const near = flag.startsWith('--') ? nearestName(flag.slice(2), Object.keys(options ?? {})) : undefined
+      throw usage(`unknown option ${flag}${near === undefined ? '' : ` (did you mean --${near}?)`}; see --help`)
     }
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
       const flag = /'(--[a-z-]+)/.exec(message)?.[1] ?? 'an option'

@@ -14,6 +14,7 @@ import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
 import { protectedPathsOf } from './protect.ts'
 import { enabledRows, preparePlugins } from './resolve.ts'
+import { suggestConfigKeys } from './suggest.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -68,12 +69,27 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   const ctx = new Context()
   const loaderRef: { loader?: Loader } = {}
   const locate = (fiber: Fiber<Context> | undefined) => (fiber && loaderRef.loader ? loaderRef.loader.locate(fiber) : undefined)
+  // Until the audit, an error logged as the error itself (cordis logs an entry's failed start so)
+  // and an `internal/error` are held back: the audit's BootError reports the errors of entries
+  // that are not active, and printing them here too would say each twice. Held errors the audit
+  // does not report are printed after it.
+  const held: { error: unknown; print: () => void }[] = []
+  let holding = true
   const exporter: Exporter = {
     colors: false,
     levels: { default: LEVELS[level] },
-    export: (message) => stderr.write(`${formatMessage(exporter, message, level, locate)}\n`),
+    export: (message) => {
+      const print = () => stderr.write(`${formatMessage(exporter, message, level, locate)}\n`)
+      const [error] = message.args
+      if (holding && message.type === 'error' && message.args.length === 1 && error instanceof Error) held.push({ error, print })
+      else print()
+    },
   }
   ctx.logger.exporter(exporter)
+  const releaseHeld = (reported: readonly unknown[]) => {
+    holding = false
+    for (const { error, print } of held.splice(0)) if (!isReported(error, reported)) print()
+  }
 
   const internalErrors = new Map<string, unknown[]>()
   const unattributed: unknown[] = []
@@ -82,7 +98,9 @@ export async function boot(composition: Composition, options: BootOptions = {}):
     const id = entryOf(this)?.options.id
     if (id) internalErrors.set(id, [...(internalErrors.get(id) ?? []), error])
     else unattributed.push(error)
-    logger.error('%s%s', id ? `entry ${id}: ` : '', describeError(error, level))
+    const print = () => logger.error('%s%s', id ? `entry ${id}: ` : '', describeError(error, level))
+    if (holding) held.push({ error, print })
+    else print()
   })
   ctx.on('internal/warn', function (this: Context | undefined, error: unknown) {
     const id = entryOf(this)?.options.id
@@ -126,10 +144,14 @@ export async function boot(composition: Composition, options: BootOptions = {}):
       process.off('unhandledRejection', onRejection)
     })())
 
-  await loader.root.update(prepared.options)
-  await loader.await()
-
-  const failures = audit(loader, rows, internalErrors, unattributed)
+  let failures: EntryFailure[] = []
+  try {
+    await loader.root.update(prepared.options)
+    await loader.await()
+    failures = audit(loader, rows, internalErrors, unattributed)
+  } finally {
+    releaseHeld(failures.flatMap((failure) => failure.errors ?? []))
+  }
   if (failures.length) {
     await shutdown()
     throw new BootError(composition.file, failures)
@@ -148,6 +170,8 @@ function audit(
   unattributed: readonly unknown[],
 ): EntryFailure[] {
   const failures: EntryFailure[] = []
+  /** For each missing-services failure: the entry whose fiber registered each service, if one did. */
+  const registeredProviders = new Map<EntryFailure, (string | undefined)[]>()
   const unstarted = rows.filter((row) => !entryById(loader, row.id)?.fiber)
   for (const row of rows) {
     const base = { id: row.id, name: row.name }
@@ -156,38 +180,67 @@ function audit(
       // Errors the loader could not pin to an entry belong to the only unstarted one, if only one.
       const errors = internalErrors.get(row.id) ?? (unstarted.length === 1 ? unattributed : [])
       const message = errors.map((error) => describeError(error, 'warn')).join('\n')
-      failures.push({ ...base, reason: 'not-started', message: message || 'the loader did not start it (see the errors above)' })
+      failures.push({ ...base, reason: 'not-started', message: message || 'the loader did not start it (see the errors above)', errors: [...errors] })
       continue
     }
     const error = fiberError(loader, row.id)
     if (error !== undefined) {
       if (error instanceof Error && error.name === 'ValidationError') {
         // Cordis prints an issue at the config's top level (an unknown key there) as `(at )`.
-        failures.push({ ...base, reason: 'invalid-config', message: error.message.replace(/ \(at \)$/gm, ' (at the top level)') })
+        const message = error.message.replace(/ \(at \)$/gm, ' (at the top level)')
+        const schema = (fiber.runtime as { Config?: unknown } | null)?.Config
+        failures.push({ ...base, reason: 'invalid-config', message: suggestConfigKeys(message, schema), errors: [error] })
       } else {
-        failures.push({ ...base, reason: 'failed', message: `failed to start: ${describeError(error, 'warn')}` })
+        failures.push({ ...base, reason: 'failed', message: `failed to start: ${describeError(error, 'warn')}`, errors: [error] })
       }
       continue
     }
     if (fiber.state === ACTIVE) continue
     const missing = Object.keys(fiber.inject).filter((name) => !fiber.ctx.reflect._getImpl(name, true))
     if (missing.length) {
-      const details = missing.map((name) => {
+      const providers = missing.map((name) => {
         const impl = fiber.ctx.reflect._getImpl(name, false)
-        const provider = impl && loader.locate(impl.fiber)
-        return provider ? `${name} (from entry "${provider}", which is not active)` : `${name} (no active entry provides it)`
+        return impl ? loader.locate(impl.fiber) : undefined
       })
-      failures.push({
-        ...base,
-        reason: 'missing-services',
-        services: missing,
-        message: `waits for services that are not available: ${details.join(', ')}`,
-      })
+      const failure: EntryFailure = { ...base, reason: 'missing-services', services: missing, message: '' }
+      registeredProviders.set(failure, providers)
+      failures.push(failure)
     } else {
       failures.push({ ...base, reason: 'not-started', message: 'not active after loading' })
     }
   }
+  // A service nobody registered because its entry did not start: that entry is named when its
+  // package is the service's by conch's naming (`@conch/sandbox-policy` provides `sandboxPolicy`).
+  for (const failure of failures) {
+    if (failure.reason !== 'missing-services') continue
+    const details = failure.services.map((name, index) => {
+      const provider = registeredProviders.get(failure)?.[index]
+      if (provider) return `${name} (from entry "${provider}", which is not active)`
+      const failed = failures.find((other) => other !== failure && serviceNameOf(other.name) === name)
+      if (failed === undefined) return `${name} (no active entry provides it)`
+      const why = failed.reason === 'invalid-config' ? 'whose config is invalid' : failed.reason === 'failed' ? 'which failed to start' : 'which is not active'
+      return `${name} (from entry "${failed.id}", ${why})`
+    })
+    failure.message = `waits for services that are not available: ${details.join(', ')}`
+  }
   return failures
+}
+
+/** The service a conch package provides by its name: `@conch/sandbox-policy` → `sandboxPolicy`; undefined for a path. */
+function serviceNameOf(packageName: string): string | undefined {
+  const match = /^@[^/]+\/([a-z0-9-]+)$/.exec(packageName)
+  return match?.[1]!.replace(/-([a-z0-9])/g, (_, letter: string) => letter.toUpperCase())
+}
+
+/** Whether the audit reported `error`, or an error it reported was caused by it (cordis logs a cause before its error). */
+function isReported(error: unknown, reported: readonly unknown[]): boolean {
+  for (let item of reported) {
+    for (let depth = 0; item !== undefined && depth < 8; depth++) {
+      if (item === error) return true
+      item = item instanceof Error ? item.cause : undefined
+    }
+  }
+  return false
 }
 
 function entryById(loader: Loader | undefined, id: string) {

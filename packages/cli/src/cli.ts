@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
-import { bootFor, runCommand, type CommandIo } from './run.ts'
+import { bootFor, runCommand, sharedWorkspace, type CommandIo } from './run.ts'
 
 /**
  * What `@conch/acp` exports for `conch acp`: serve ACP on `input`/`output` with the booted
@@ -22,6 +22,8 @@ export type RunAcp = (options: {
   input: NodeJS.ReadableStream
   output: NodeJS.WritableStream
   signal: AbortSignal
+  /** Why a session's `cwd` cannot be its workspace (`session/new` is refused with it), or undefined. */
+  workspaceProblem?: (cwd: string) => string | undefined
 }) => Promise<void>
 
 /**
@@ -93,7 +95,9 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)
     }
   } catch (error) {
-    io.stderr.write(`conch: ${describeError(error, 'warn')}\n`)
+    // Messages that name their subcommand (`conch run: missing the task`) carry their own prefix.
+    const message = describeError(error, 'warn')
+    io.stderr.write(message.startsWith('conch ') ? `${message}\n` : `conch: ${message}\n`)
     return error instanceof CliError ? error.exitCode : 1
   } finally {
     signals.dispose()
@@ -121,7 +125,15 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
     if (early) for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
     const app = await bootFor(args, io)
     try {
-      if (!io.signal.aborted) await acp.runAcp({ ctx: app.ctx, input: early?.input ?? io.stdin, output: early?.output ?? io.stdout, signal: io.signal })
+      // A session in a temporary folder every user shares, under a confining mode, is refused at
+      // session/new rather than at each of its terminals.
+      const workspaceProblem = (cwd: string): string | undefined => {
+        const shared = sharedWorkspace(app, cwd)
+        return shared && `cwd ${cwd} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Send a folder of your own as the session's cwd`
+      }
+      if (!io.signal.aborted) {
+        await acp.runAcp({ ctx: app.ctx, input: early?.input ?? io.stdin, output: early?.output ?? io.stdout, signal: io.signal, workspaceProblem })
+      }
       return 0
     } finally {
       await app.shutdown()

@@ -19,6 +19,10 @@ export type CliErrorCode =
   | 'MISSING_ENV'
   /** The live model has no API key and no script was given. */
   | 'NO_API_KEY'
+  /** The `--script` file cannot be read or a line of it is not a model reply; the message names the file and line. */
+  | 'SCRIPT_INVALID'
+  /** `conch run`'s workspace root is a temporary folder every user shares, and its terminals would be confined there. */
+  | 'SHARED_WORKSPACE'
   /** The audit found entries that are not active; see `BootError.failures`. */
   | 'BOOT_FAILED'
   /** A subcommand whose implementation is not installed. */
@@ -35,14 +39,18 @@ export class CliError extends Error {
   }
 }
 
-/** Why one enabled entry is not active after loading. */
-export type EntryFailure =
+/**
+ * Why one enabled entry is not active after loading. `errors`: the errors the message was made
+ * from (the config's ValidationError, what its apply threw, the loader's errors), when there are any.
+ */
+export type EntryFailure = (
   | { id: string; name: string; reason: 'import'; message: string }
   | { id: string; name: string; reason: 'not-a-plugin'; message: string }
   | { id: string; name: string; reason: 'invalid-config'; message: string }
   | { id: string; name: string; reason: 'failed'; message: string }
   | { id: string; name: string; reason: 'missing-services'; message: string; services: string[] }
   | { id: string; name: string; reason: 'not-started'; message: string }
+) & { errors?: unknown[] }
 
 /** The composition did not start: every enabled entry that is not active, in file order. */
 export class BootError extends CliError {

@@ -10,6 +10,8 @@ export const REPLAY_PACKAGE = '@conch/llm-replay'
 export const OPENAI_PACKAGE = '@conch/llm-openai'
 /** The provider name `@conch/llm-replay` registers on `ctx.llm`. */
 export const REPLAY_PROVIDER = 'replay'
+/** How deep a conch is in a chain of sub-agents, set by `@conch/subagent-conch` on the child it starts (unset: 0). */
+export const SUBAGENT_DEPTH_VARIABLE = 'CONCH_SUBAGENT_DEPTH'
 /** Where `@conch/llm-openai` looks for its key: `apiKeyEnv` (default the first), then the second. */
 export const DEFAULT_KEY_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY'] as const
 
@@ -48,7 +50,8 @@ export function useScript(entries: readonly EntryRow[], script: string, source: 
  * Without a script, an enabled `@conch/llm-openai` row needs its key in the environment —
  * unless `@conch/llm`'s `provider` names an enabled `@conch/llm-replay` row's provider (a
  * snapshot overlay that selects the scripted model in the yml).
- * @throws CliError `NO_API_KEY` (exit 2) explaining how to set a key or use `--script`.
+ * @throws CliError `NO_API_KEY` (exit 2) explaining how to set a key or use `--script` — or, in a
+ *   conch started as a sub-agent (`CONCH_SUBAGENT_DEPTH` ≥ 1), the parent entry's `script` and `env`.
  */
 export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv): void {
   const rows = flattenRows(entries).filter((row) => !row.disabled)
@@ -64,15 +67,22 @@ export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv
     const primary = typeof apiKeyEnv === 'string' ? apiKeyEnv : DEFAULT_KEY_VARIABLES[0]
     const variables = [...new Set([primary, DEFAULT_KEY_VARIABLES[1]])]
     if (variables.some((name) => env[name])) continue
-    throw new CliError(
-      'NO_API_KEY',
-      [
-        `no API key for the live model (entry "${row.id}" reads ${variables.join(' or ')}).`,
-        `Set one, for example:  export ${primary}=sk-...`,
-        'or run a scripted session instead:  conch run --script FILE "task"',
-        '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
-      ].join('\n'),
-    )
+    // A conch another conch started (`@conch/subagent-conch` sets the depth) gets its script or
+    // key from that parent's entry, not from a command line of its own.
+    const depth = Number(env[SUBAGENT_DEPTH_VARIABLE] ?? '0')
+    const fix =
+      Number.isInteger(depth) && depth > 0
+        ? [
+            `This conch is a sub-agent (${SUBAGENT_DEPTH_VARIABLE}=${depth}): give it a scripted model with the \`script\` setting of the parent's`,
+            '@conch/subagent-conch entry (the root cordis.yml reads CONCH_SUBAGENT_SCRIPT there), or pass it a key through that entry\'s `env`',
+            `(e.g. env: [${primary}]).`,
+          ]
+        : [
+            `Set one, for example:  export ${primary}=sk-...`,
+            'or run a scripted session instead:  conch run --script FILE "task"',
+            '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
+          ]
+    throw new CliError('NO_API_KEY', [`no API key for the live model (entry "${row.id}" reads ${variables.join(' or ')}).`, ...fix].join('\n'))
   }
 }
 

@@ -4,12 +4,13 @@
  */
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
+import { sharedRootProblem } from '@conch/sandbox'
 import type { RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
-import { CliError } from './errors.ts'
-import { checkApiKey, useScript } from './model.ts'
+import { BootError, CliError } from './errors.ts'
+import { checkApiKey, REPLAY_PACKAGE, useScript } from './model.ts'
 import { createTranscript, resultStatus } from './transcript.ts'
 
 export interface CommandIo {
@@ -42,7 +43,24 @@ export async function bootFor(
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
-  return boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
+  try {
+    return await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
+  } catch (error) {
+    throw options.script === undefined ? error : (scriptError(error) ?? error)
+  }
+}
+
+/**
+ * A boot that failed only because the `--script` file is bad, said as that: the scripted
+ * model's `SCRIPT_ERROR` names the file and the line (`s.jsonl:2: not valid JSON …`).
+ */
+function scriptError(error: unknown): CliError | undefined {
+  if (!(error instanceof BootError) || error.failures.length !== 1) return undefined
+  const [failure] = error.failures
+  const [cause] = failure!.errors ?? []
+  if (failure!.name !== REPLAY_PACKAGE || !(cause instanceof Error) || (cause as { code?: unknown }).code !== 'SCRIPT_ERROR') return undefined
+  const message = cause.message.startsWith('cannot read') ? cause.message : `the model script ${cause.message}`
+  return new CliError('SCRIPT_INVALID', message)
 }
 
 /** Runs `conch run`; resolves to the exit code (0 only for a completed run). */
@@ -76,6 +94,8 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
         ),
       )
     }
+    const shared = sharedWorkspaceProblem(app, args)
+    if (shared !== undefined) return fail(shared)
     const agent = await agents.create({ workspaceRoot: args.cwd })
     let result: RunResult
     try {
@@ -88,7 +108,7 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
       result = { status: 'error', text: describeError(error, 'warn'), steps: 0 }
     }
     transcript.finish(result)
-    if (result.status !== 'completed') io.stderr.write(`conch: the run ended ${result.status}: ${result.text}\n`)
+    if (result.status !== 'completed') io.stderr.write(`conch: ${RUN_ENDINGS[result.status]}: ${result.text}\n`)
     for (const note of unconsumedScripts(app)) io.stderr.write(`conch: ${note}\n`)
     try {
       await agents.dispose(agent)
@@ -101,6 +121,39 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
   } finally {
     await app.shutdown()
   }
+}
+
+/**
+ * Why `workspaceRoot` cannot be the workspace of a new session's agent: it is a temporary folder
+ * every user shares, and the session's terminals would be confined there (`@conch/sandbox-policy`
+ * loaded with a `mode` other than `danger-full-access`; a new session has no `sandbox/mode`
+ * event, so the configured mode is its mode). The sandbox refuses such a root at every confined
+ * spawn (`sharedRootProblem`); said before the agent starts, the user hears it once, at once.
+ */
+export function sharedWorkspace(app: App, workspaceRoot: string): { mode: string; problem: string } | undefined {
+  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  if (mode === undefined || mode === 'danger-full-access') return undefined
+  const problem = sharedRootProblem(workspaceRoot)
+  return problem === undefined ? undefined : { mode, problem }
+}
+
+/** `conch run`'s refusal of a shared `--cwd` (exit 2), before any model call. */
+function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
+  const shared = sharedWorkspace(app, args.cwd)
+  if (shared === undefined) return undefined
+  const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
+  return new CliError(
+    'SHARED_WORKSPACE',
+    `${given} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Pass --cwd a folder of your own.`,
+    2,
+  )
+}
+
+/** How the stderr note says a run that did not complete ended. */
+const RUN_ENDINGS: Record<Exclude<RunResult['status'], 'completed'>, string> = {
+  error: 'the run ended with an error',
+  cancelled: 'the run was cancelled',
+  max_steps: 'the run stopped at its step limit (max_steps)',
 }
 
 /** A scripted model (an adapter with `remaining()`, as `@conch/llm-replay`'s) with lines left over. */

@@ -7,7 +7,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
+import { jsonLines, processesWith, runConch, SPINE, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 // Each test starts one or two `conch` processes (tsx compiles on start); the machine is shared.
 vi.setConfig({ testTimeout: 60_000 })
@@ -38,6 +38,15 @@ describe('usage', () => {
     const result = await runConch(['run', '--verbose', 'task'], { cwd: ws.dir })
     expect(result).toMatchObject({ code: 2, stdout: '' })
     expect(result.stderr).toBe('conch: unknown option --verbose; see --help\n')
+  })
+
+  it('a misspelt flag exits 2 suggesting the nearest one, and a missing task is said once, as conch run', async () => {
+    const result = await runConch(['run', '--outptu', 'text', 'task'], { cwd: ws.dir })
+    expect(result).toMatchObject({ code: 2, stdout: '' })
+    expect(result.stderr).toBe('conch: unknown option --outptu (did you mean --output?); see --help\n')
+    const missing = await runConch(['run'], { cwd: ws.dir })
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toMatch(/^conch run: missing the task; give it as one quoted argument/)
   })
 
   it('a bad flag value names the flag', async () => {
@@ -87,12 +96,47 @@ describe('the audit', () => {
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Invalid input: expected number, received string \(at outputLimitBytes\)/)
   })
 
-  it('an unknown key at the top of a config is named, and said to be at the top level', async () => {
+  it('an unknown key at the top of a config is named, and said to be at the top level, once', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimit: 5\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
     const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Unrecognized key: "outputLimit" \(at the top level\)/)
+    // Only the summary says it: cordis's own log line of the failed start is not printed as well.
+    expect(result.stderr).not.toContain('(at )')
+    expect(result.stderr.match(/outputLimit/g)).toHaveLength(1)
+    expect(result.stderr).toMatch(/^conch: the composition /)
+  })
+
+  it('an unknown config key close to a known one suggests it, for any plugin', async () => {
+    ws.write(
+      'cordis.yml',
+      `${SPINE}- id: pty\n  name: '@conch/pty'\n- id: pty-local\n  name: '@conch/pty-local'\n  config:\n    idleSilenceMS: 500\n` +
+        `- id: tasks\n  name: '@conch/tasks'\n  config: { outputlimitbytes: 5, zzz: 1 }\n`,
+    )
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain('- Unrecognized key: "idleSilenceMS" (at the top level); did you mean "idleSilenceMs"?')
+    expect(result.stderr).toContain('- Unrecognized keys: "outputlimitbytes", "zzz" (at the top level); did you mean "outputLimitBytes" for "outputlimitbytes"?')
+  })
+
+  it('a service missing because its entry has an invalid config names that entry as the provider', async () => {
+    ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: lots }\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(1)
+    expect(result.stderr).toContain(
+      'entry "tool-tasks" (@conch/tool-tasks): waits for services that are not available: tasks (from entry "tasks", whose config is invalid)',
+    )
+  })
+
+  it('a bad --script line is said once, naming the script file and the line', async () => {
+    ws.write('cordis.yml', SPINE)
+    ws.write('s.jsonl', `${step('hi')}\n{not json\n`)
+    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(result).toMatchObject({ code: 1, stdout: '' })
+    expect(result.stderr).toMatch(/^conch: the model script s\.jsonl:2: not valid JSON \([^\n]*\)\n$/)
   })
 
   it('a plugin whose services nobody provides fails naming the entry and the services', async () => {
@@ -223,7 +267,7 @@ describe('a scripted run', () => {
     const lines = jsonLines(result.stdout)
     expect(lines.at(-1)).toMatchObject({ type: 'result', status: 'error' })
     expect(String(lines.at(-1)?.['text'])).toMatch(/no line for model call 2/)
-    expect(result.stderr).toMatch(/the run ended error/)
+    expect(result.stderr).toMatch(/^conch: the run ended with an error: .*no line for model call 2/m)
   })
 
   it('--script replaces the live model of an overlay composition without needing a key', async () => {
@@ -237,6 +281,38 @@ describe('a scripted run', () => {
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout).map((line) => line['type'])).toEqual(['tool_call', 'tool_result', 'assistant', 'result'])
+  })
+})
+
+describe('a shared temporary folder as the workspace', () => {
+  it('conch run --cwd /tmp under a confining mode stops at start with exit 2, naming --cwd, why, and what to do', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(
+      /^conch: --cwd \/tmp cannot be the workspace under the sandbox mode workspace-write: \/tmp is a temporary folder every user shares.*Pass --cwd a folder of your own\.\n$/,
+    )
+    // No model call was made: the stream-json result is the refusal.
+    const lines = jsonLines(result.stdout)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatchObject({ type: 'result', status: 'error', text: expect.stringContaining('--cwd /tmp cannot be the workspace') })
+  })
+
+  it('the working directory as the default --cwd is named as such; under read-only too', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'read-only' }))
+    const result = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), 'task'], { cwd: '/tmp' })
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/^conch: the working directory \/tmp \(the default --cwd\) cannot be the workspace under the sandbox mode read-only: /)
+  })
+
+  it('under danger-full-access the run goes ahead', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
+    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(result.code).toBe(0)
+    expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'hi' })
   })
 })
 
@@ -340,6 +416,22 @@ describe('conch acp', () => {
     conch.child.stdin.end()
     expect(await conch.exit).toBe(0)
     for (const frame of jsonLines(conch.stdout())) expect(frame['jsonrpc']).toBe('2.0')
+  })
+
+  it('refuses session/new in a temporary folder every user shares under a confining mode, and still serves a folder of its own', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    const conch = startConch(['acp'], { cwd: ws.dir })
+    await request(conch, 0, 'initialize', { protocolVersion: 1 })
+    const refused = await request(conch, 1, 'session/new', { cwd: '/tmp', mcpServers: [] })
+    expect(refused).toMatchObject({ id: 1, error: { code: -32602, data: { errorCode: 'CWD_REFUSED', cwd: '/tmp' } } })
+    expect(String((refused['error'] as { message: string }).message)).toMatch(
+      /^cwd \/tmp cannot be the workspace under the sandbox mode workspace-write: \/tmp is a temporary folder every user shares.*Send a folder of your own as the session's cwd$/,
+    )
+    const session = await request(conch, 2, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    expect(session).toMatchObject({ id: 2, result: { sessionId: expect.any(String) } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
   })
 
   it('exits 0 after SIGTERM once everything is shut down', async () => {

@@ -93,6 +93,14 @@ describe('checkApiKey', () => {
     expect(error.message).toContain('--script FILE')
   })
 
+  it('in a conch started as a sub-agent, names the parent entry\'s script setting instead of a command line', () => {
+    const error = failure(() => checkApiKey(live, { CONCH_SUBAGENT_DEPTH: '1' }))
+    expect(error.code).toBe('NO_API_KEY')
+    expect(error.message).toContain('This conch is a sub-agent (CONCH_SUBAGENT_DEPTH=1)')
+    expect(error.message).toContain('`script` setting of the parent\'s\n@conch/subagent-conch entry (the root cordis.yml reads CONCH_SUBAGENT_SCRIPT there)')
+    expect(error.message).not.toContain('conch run --script')
+  })
+
   it('reads the variable named by apiKeyEnv', () => {
     const custom = [row('openai', '@conch/llm-openai', { apiKeyEnv: 'MY_KEY' })]
     expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY or OPENAI_API_KEY')

@@ -7,6 +7,8 @@ import { existsSync, readdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { z } from 'zod'
+import { nearestName, suggestConfigKeys } from '../src/suggest.ts'
 
 const packages = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const entries = readdirSync(packages, { withFileTypes: true })
@@ -50,5 +52,56 @@ describe('a row with a key the plugin does not know', () => {
     expect(parsed.success).toBe(false)
     if (parsed.success) return
     expect(parsed.error.issues.some((issue) => issue.keys?.includes('misspelledKey'))).toBe(true)
+  })
+})
+
+describe('an unknown key close to a known one', () => {
+  it('every plugin: a top-level key written in the wrong case is answered with the key', async () => {
+    let checked = 0
+    for (const index of entries) {
+      const schema = await schemaOf(index)
+      const shape = (schema as { _zod?: { def?: { innerType?: { _zod?: { def?: { shape?: object } } }; shape?: object } } } | undefined)?._zod?.def
+      const keys = Object.keys(shape?.shape ?? shape?.innerType?._zod?.def?.shape ?? {})
+      for (const key of keys) {
+        const lower = key.toLowerCase()
+        if (lower === key || keys.some((other) => other !== key && other.toLowerCase() === lower)) continue
+        const line = `  - Unrecognized key: ${JSON.stringify(lower)} (at the top level)`
+        expect(suggestConfigKeys(line, schema), index).toBe(`${line}; did you mean ${JSON.stringify(key)}?`)
+        checked++
+      }
+    }
+    expect(checked).toBeGreaterThanOrEqual(10)
+  })
+
+  it('is found at a nested path, through defaults, optionals, arrays and records; a far-off key gets no suggestion', () => {
+    const schema = z
+      .strictObject({
+        pool: z.strictObject({ kinds: z.record(z.string(), z.strictObject({ command: z.string(), passEnv: z.array(z.string()) })) }).optional(),
+        list: z.array(z.strictObject({ name: z.string() })).default([]),
+      })
+      .prefault({})
+    const message = [
+      'invalid config:',
+      '  - Unrecognized key: "pasEnv" (at pool.kinds.claude)',
+      '  - Unrecognized keys: "nmae", "bogus" (at list.0)',
+      '  - Unrecognized key: "zzzz" (at )',
+      '  - Invalid input: expected string, received number (at list.1.name)',
+    ].join('\n')
+    expect(suggestConfigKeys(message, schema)).toBe(
+      [
+        'invalid config:',
+        '  - Unrecognized key: "pasEnv" (at pool.kinds.claude); did you mean "passEnv"?',
+        '  - Unrecognized keys: "nmae", "bogus" (at list.0); did you mean "name" for "nmae"?',
+        '  - Unrecognized key: "zzzz" (at )',
+        '  - Invalid input: expected string, received number (at list.1.name)',
+      ].join('\n'),
+    )
+  })
+
+  it('nearestName takes the one nearest name, and none when two are as near', () => {
+    expect(nearestName('outptu', ['output', 'script', 'config'])).toBe('output')
+    expect(nearestName('CONFIG', ['output', 'config'])).toBe('config')
+    expect(nearestName('ab', ['ax', 'ay'])).toBeUndefined()
+    expect(nearestName('verbose', ['output', 'script'])).toBeUndefined()
   })
 })

@@ -102,7 +102,8 @@ describe('sub-agents from a cordis.yml', () => {
       ['task_output', false],
     ])
     expect(results[0]!.text).toMatch(/^child conch here, from my own script\n\[subagent: conch, stop: completed, \d+\.\d s\]$/)
-    expect(results[1]!.text).toMatch(/^hello world\n\[subagent: acp, stop: completed, \d+\.\d s\]$/)
+    // The ACP agent's two messages, before and after its tool call, a blank line apart.
+    expect(results[1]!.text).toMatch(/^hello\n\nworld\n\[subagent: acp, stop: completed, \d+\.\d s\]$/)
     expect(results[2]!.text).toContain('as task-1')
     expect(results[3]!.text).toMatch(/^child conch here, from my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
     // The children: conch acp processes booted from this workspace's yml, the ACP agent with its token.

@@ -14,6 +14,8 @@ export type AcpErrorCode =
   | 'CWD_NOT_ABSOLUTE'
   /** `session/new` with a `cwd` that does not exist or is not a directory. */
   | 'CWD_NOT_DIRECTORY'
+  /** `session/new` with a `cwd` the embedding refuses as a workspace (`RunAcpOptions.workspaceProblem`: a temporary folder every user shares, under a confining sandbox mode). */
+  | 'CWD_REFUSED'
   /** A request option conch does not support and did not advertise (MCP servers, additional directories). */
   | 'UNSUPPORTED_OPTION'
   /** A prompt content block conch did not advertise (image, audio, a binary resource). */
@@ -40,6 +42,7 @@ export const RPC = {
 const RPC_CODES: Record<AcpErrorCode, number> = {
   CWD_NOT_ABSOLUTE: RPC.INVALID_PARAMS,
   CWD_NOT_DIRECTORY: RPC.INVALID_PARAMS,
+  CWD_REFUSED: RPC.INVALID_PARAMS,
   UNSUPPORTED_OPTION: RPC.INVALID_PARAMS,
   UNSUPPORTED_CONTENT: RPC.INVALID_PARAMS,
   EMPTY_PROMPT: RPC.INVALID_PARAMS,

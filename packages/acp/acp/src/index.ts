@@ -30,6 +30,12 @@ export interface RunAcpOptions {
   signal?: AbortSignal
   /** Options; see `Config`. */
   config?: ConfigInput
+  /**
+   * Why `cwd` (absolute, an existing directory) cannot be a session's workspace, or undefined
+   * when it can; a reason refuses that `session/new` with `CWD_REFUSED` and the reason as its
+   * message. `conch acp` passes the sandbox's rule for temporary folders every user shares.
+   */
+  workspaceProblem?: (cwd: string) => string | undefined
 }
 
 export type AcpSetupErrorCode = 'NO_AGENT_SERVICE'
@@ -59,7 +65,7 @@ export async function runAcp(options: RunAcpOptions): Promise<void> {
     throw new AcpSetupError('NO_AGENT_SERVICE', "the composition has no agent service: add an entry {id: agents, name: '@conch/agent'}")
   }
   const logger = options.ctx.logger('acp')
-  const server = new AcpServer({ agents, config, logger })
+  const server = new AcpServer({ agents, config, logger, ...(options.workspaceProblem && { workspaceProblem: options.workspaceProblem }) })
   if (options.signal?.aborted) return
   const input = readableFrom(options.input, {
     maxFrameBytes: config.maxFrameBytes,

@@ -34,6 +34,8 @@ export interface AcpServerOptions {
   agents: AgentServiceApi
   config: Config
   logger: Logger
+  /** See `RunAcpOptions.workspaceProblem`. */
+  workspaceProblem?: (cwd: string) => string | undefined
 }
 
 interface Turn {
@@ -102,6 +104,7 @@ export class AcpServer {
   private readonly agents: AgentServiceApi
   private readonly config: Config
   private readonly logger: Logger
+  private readonly workspaceProblem: ((cwd: string) => string | undefined) | undefined
   private readonly sessions = new Map<string, AcpSession>()
   private readonly state: { disposing?: Promise<void> } = {}
 
@@ -109,6 +112,7 @@ export class AcpServer {
     this.agents = options.agents
     this.config = options.config
     this.logger = options.logger
+    this.workspaceProblem = options.workspaceProblem
     this.app = agentApp({ name: 'conch' })
       .onRequest(methods.agent.initialize, ({ params }) => {
         this.logger.debug('initialize from %s (protocol version %d)', params.clientInfo?.name ?? 'a client', params.protocolVersion)
@@ -146,6 +150,8 @@ export class AcpServer {
       () => false,
     )
     if (!isDirectory) throw new AcpError('CWD_NOT_DIRECTORY', `cwd ${cwd} is not a directory; send an existing folder`, { cwd })
+    const problem = this.workspaceProblem?.(cwd)
+    if (problem !== undefined) throw new AcpError('CWD_REFUSED', problem, { cwd })
     if (params.mcpServers.length > 0) {
       throw new AcpError(
         'UNSUPPORTED_OPTION',

@@ -52,7 +52,7 @@ export class ReplayAdapter implements ModelAdapter {
     if (!step) {
       throw new LlmError(
         'SCRIPT_EXHAUSTED',
-        `the model script ${this.file} has no line for model call ${this.next + 1}: all ${this.steps.length} lines were used; add lines or shorten the task`,
+        `the model script ${this.file} has no line for model call ${this.next + 1}: ${this.steps.length === 1 ? 'its one line was used' : `all ${this.steps.length} lines were used`}; add lines or shorten the task`,
       )
     }
     this.next++

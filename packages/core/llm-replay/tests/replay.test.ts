@@ -109,7 +109,7 @@ describe('playing a script', () => {
     expect(error).toBeInstanceOf(LlmError)
     expect((error as LlmError).code).toBe('SCRIPT_EXHAUSTED')
     expect((error as LlmError).message).toBe(
-      `the model script ${file} has no line for model call 2: all 1 lines were used; add lines or shorten the task`,
+      `the model script ${file} has no line for model call 2: its one line was used; add lines or shorten the task`,
     )
   })
 

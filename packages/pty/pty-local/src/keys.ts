@@ -161,20 +161,112 @@ export const KEY_NAMES_TEXT =
 
 /**
  * Parses and checks every entry before anything is written.
- * @throws PtyError `UNKNOWN_KEY` naming the first bad entry (its position, 1-based) and listing the valid names;
- *   `INVALID_INPUT` for an empty list or more than `MAX_KEYS` entries.
+ * @throws PtyError `UNKNOWN_KEY` naming every bad entry (its position, 1-based, and the nearest valid name when
+ *   one is close — `suggestKey`) and listing the valid names; `INVALID_INPUT` for an empty list or more than
+ *   `MAX_KEYS` entries.
  */
 export function parseKeys(entries: readonly KeyEntry[]): Key[] {
   if (entries.length === 0) throw new PtyError('INVALID_INPUT', 'keys is empty; name at least one key; nothing was written')
   if (entries.length > MAX_KEYS) throw new PtyError('INVALID_INPUT', `keys has ${entries.length} entries, more than ${MAX_KEYS}; send them in parts, or literal text as {"text": "…"}; nothing was written`)
-  return entries.map((entry, index) => {
-    if (typeof entry !== 'string') return { kind: 'text', text: entry.text.replace(/\r?\n/g, '\r') }
-    const key = parseKey(entry)
-    if (key === undefined) {
-      throw new PtyError('UNKNOWN_KEY', `unknown key ${JSON.stringify(entry)} (entry ${index + 1} of keys); nothing was written. Keys are: ${KEY_NAMES_TEXT}`)
+  const keys: Key[] = []
+  const unknown: string[] = []
+  entries.forEach((entry, index) => {
+    if (typeof entry !== 'string') {
+      keys.push({ kind: 'text', text: entry.text.replace(/\r?\n/g, '\r') })
+      return
     }
-    return key
+    const key = parseKey(entry)
+    if (key !== undefined) {
+      keys.push(key)
+      return
+    }
+    const suggestion = suggestKey(entry)
+    const hint = suggestion === undefined ? '' : `; did you mean ${JSON.stringify(suggestion)}?`
+    unknown.push(`${JSON.stringify(entry)} (entry ${index + 1} of keys${hint})`)
   })
+  if (unknown.length > 0) {
+    const subject = unknown.length === 1 ? 'unknown key' : 'unknown keys'
+    throw new PtyError('UNKNOWN_KEY', `${subject} ${unknown.join(', ')}; nothing was written. Keys are: ${KEY_NAMES_TEXT}`)
+  }
+  return keys
+}
+
+/** Modifier spellings of other programs and keyboards (`Ctrl-C`, `Ctrl+C`, `Alt+F`, `shift-tab`), as conch's prefixes. */
+const MODIFIER_WORDS: Record<string, 'C' | 'M' | 'S'> = {
+  c: 'C',
+  ctrl: 'C',
+  ctl: 'C',
+  control: 'C',
+  m: 'M',
+  meta: 'M',
+  a: 'M',
+  alt: 'M',
+  opt: 'M',
+  option: 'M',
+  s: 'S',
+  shift: 'S',
+}
+
+/**
+ * The valid key name nearest to an unknown `entry`, or undefined when none is close. Tried in order: other
+ * spellings of the modifiers (`Ctrl-C`, `Ctrl+C`, caret notation `^C` and lower-case `c-c` are `C-c`; `Alt+f`
+ * is `M-f`), browser key names (`ArrowUp` is `Up`), a base name with spaces, `-` or `_` in it (`Page Down`), and
+ * a named key within edit distance 1 (2 for bases of five or more characters), when exactly one is that near.
+ * The result always parses (`parseKey`).
+ */
+export function suggestKey(entry: string): string | undefined {
+  let rest = entry.trim()
+  const prefixes = new Set<'C' | 'M' | 'S'>()
+  const caret = /^\^(.)$/su.exec(rest)
+  if (caret !== null) {
+    prefixes.add('C')
+    rest = caret[1]!
+  }
+  for (;;) {
+    const match = /^([a-z]+)\s*[-+_ ]\s*(.+)$/isu.exec(rest)
+    const prefix = match === null ? undefined : MODIFIER_WORDS[match[1]!.toLowerCase()]
+    if (prefix === undefined || prefixes.has(prefix)) break
+    prefixes.add(prefix)
+    rest = match![2]!
+  }
+  const base = suggestBase(rest, prefixes.has('C'))
+  if (base === undefined) return undefined
+  const candidate = (['C', 'M', 'S'] as const).filter((prefix) => prefixes.has(prefix)).map((prefix) => `${prefix}-`).join('') + base
+  return candidate !== entry && parseKey(candidate) !== undefined ? candidate : undefined
+}
+
+/** The base of a suggested key: a single character as itself (a letter lower-cased under Ctrl), else the nearest named key. */
+function suggestBase(rest: string, ctrl: boolean): string | undefined {
+  if ([...rest].length === 1) return ctrl && /^[A-Z]$/.test(rest) ? rest.toLowerCase() : rest
+  const squeezed = rest.replace(/[\s_-]+/g, '').replace(/^arrow|arrow$/i, '').toLowerCase()
+  const exact = BY_LOWER.get(squeezed)
+  if (exact !== undefined) return exact
+  const limit = squeezed.length >= 5 ? 2 : 1
+  let best: NamedKey[] = []
+  let bestDistance = limit + 1
+  for (const name of NAMED_KEYS) {
+    const distance = editDistance(squeezed, name.toLowerCase())
+    if (distance < bestDistance) {
+      best = [name]
+      bestDistance = distance
+    } else if (distance === bestDistance) {
+      best.push(name)
+    }
+  }
+  return best.length === 1 ? best[0] : undefined
+}
+
+/** Levenshtein distance (insertions, deletions and substitutions, each 1) between two short strings. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]!
 }
 
 /** One key name, or undefined when it names no key. */

@@ -47,12 +47,14 @@ describe('named keys', () => {
     expect(linesEqual(again.viewport, 'REPEAT-42')).toBe(1)
   })
 
-  it('an unknown key name is refused before anything is written, listing the valid names', async () => {
+  it('unknown key names are refused before anything is written, each named with its nearest valid name', async () => {
     const session = await openSession()
-    const error = refusal(() => session.startSend({ keys: ['e', 'c', 'h', 'o', 'Spaec', 'x', 'Enter'], submit: false }))
+    const error = refusal(() => session.startSend({ keys: ['e', 'c', 'h', 'o', 'Spaec', 'x', 'ArrowDown', 'Enter'], submit: false }))
     expect(error).toBeInstanceOf(PtyError)
     expect(error.code).toBe('UNKNOWN_KEY')
-    expect(error.message).toMatch(/unknown key "Spaec" \(entry 5 of keys\); nothing was written\. Keys are: Enter, Tab/)
+    expect(error.message).toMatch(
+      /^unknown keys "Spaec" \(entry 5 of keys; did you mean "Space"\?\), "ArrowDown" \(entry 7 of keys; did you mean "Down"\?\); nothing was written\. Keys are: Enter, Tab/,
+    )
     // Nothing reached the shell: its line is empty, so this command runs alone.
     const next = await send(session, 'echo CLEAN-$((1+1))')
     expect(linesEqual(next.viewport, 'CLEAN-2')).toBe(1)

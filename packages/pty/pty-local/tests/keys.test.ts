@@ -1,6 +1,6 @@
 import { PtyError } from '@conch/pty'
 import { describe, expect, it } from 'vitest'
-import { encodeKey, KEY_NAMES_TEXT, MAX_KEYS, parseKeys, type KeyModes } from '../src/keys.ts'
+import { encodeKey, KEY_NAMES_TEXT, MAX_KEYS, parseKey, parseKeys, suggestKey, type KeyModes } from '../src/keys.ts'
 import { OutputParser } from '../src/output.ts'
 
 const normal: KeyModes = { applicationCursor: false, applicationKeypad: false }
@@ -70,13 +70,48 @@ describe('named keys', () => {
   })
 
   it('an unknown name is refused before anything is encoded, naming the entry and listing the valid names', () => {
-    const error = unknown(['Up', 'Ctrl-x', 'Enter'])
+    const error = unknown(['Up', 'Bogus', 'Enter'])
     expect(error).toBeInstanceOf(PtyError)
     expect(error.code).toBe('UNKNOWN_KEY')
-    expect(error.message).toContain('unknown key "Ctrl-x" (entry 2 of keys); nothing was written')
+    expect(error.message).toContain('unknown key "Bogus" (entry 2 of keys); nothing was written')
     expect(error.message).toContain(KEY_NAMES_TEXT)
     for (const bad of ['hello', 'C-1', 'S-a', 'C-Enter', 'S-Enter', 'C-C-a', 'C-KP1', '\x03', 'F13', 'c-a', '']) {
       expect(unknown([bad]).code, bad).toBe('UNKNOWN_KEY')
+    }
+  })
+
+  it('every unknown entry is named at once, each with the nearest valid name when one is close', () => {
+    const error = unknown(['ArrowUp', 'Return', 'Ctrl-C', 'Bogus', 'Ctrl+C', '^C'])
+    expect(error.code).toBe('UNKNOWN_KEY')
+    expect(error.message).toBe(
+      'unknown keys "ArrowUp" (entry 1 of keys; did you mean "Up"?), "Ctrl-C" (entry 3 of keys; did you mean "C-c"?), ' +
+        '"Bogus" (entry 4 of keys), "Ctrl+C" (entry 5 of keys; did you mean "C-c"?), "^C" (entry 6 of keys; did you mean "C-c"?); ' +
+        `nothing was written. Keys are: ${KEY_NAMES_TEXT}`,
+    )
+  })
+
+  it('a suggestion is a valid key: other modifier spellings, browser names, near misses; nothing when none is close or two are', () => {
+    const cases: Record<string, string | undefined> = {
+      ArrowUp: 'Up',
+      arrowleft: 'Left',
+      'Ctrl-C': 'C-c',
+      'ctrl c': 'C-c',
+      '^C': 'C-c',
+      'c-a': 'C-a',
+      'Alt+f': 'M-f',
+      'shift-tab': 'S-Tab',
+      'Ctrl+Alt+Del': 'C-M-Delete',
+      'Page Down': 'PageDown',
+      Entr: 'Enter',
+      Escpe: 'Escape',
+      Bogus: undefined,
+      F13: undefined,
+      'C-Enter': undefined,
+      '': undefined,
+    }
+    for (const [entry, expected] of Object.entries(cases)) {
+      expect(suggestKey(entry), entry).toBe(expected)
+      if (expected !== undefined) expect(parseKey(expected), expected).toBeDefined()
     }
   })
 

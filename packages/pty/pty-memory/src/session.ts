@@ -222,25 +222,34 @@ class MemorySend {
  * What the memory shell's line discipline receives for a send. Keys: single characters and
  * `{text}` as typed, `Enter`, `Tab`, `Space` and `C-a`…`C-z` as their characters
  * (the memory shell has no cursor, history or screen, so other keys would mean nothing).
- * @throws PtyError `UNKNOWN_KEY` for any other name, before anything is written.
+ * @throws PtyError `UNKNOWN_KEY` naming every other name, before anything is written.
  */
 function typedText(input: BackendSendInput): string {
   if (input.secret !== undefined) return `${input.secret.value}\n`
-  if (input.keys !== undefined) return input.keys.map((key, index) => typedKey(key, index)).join('')
+  if (input.keys !== undefined) {
+    const typed = input.keys.map(typedKey)
+    const unknown = input.keys.flatMap((key, index) => (typed[index] === undefined ? [`${JSON.stringify(key)} (entry ${index + 1} of keys)`] : []))
+    if (unknown.length > 0) {
+      throw new PtyError(
+        'UNKNOWN_KEY',
+        `${unknown.length === 1 ? 'unknown key' : 'unknown keys'} ${unknown.join(', ')}; nothing was written. ` +
+          'The memory shell understands Enter, Tab, Space, C-a … C-z, any single character, or {"text": "…"} for literal text',
+      )
+    }
+    return typed.join('')
+  }
   return input.text + (input.submit ? '\n' : '')
 }
 
 const MEMORY_KEYS: Record<string, string> = { enter: '\n', tab: '\t', space: ' ' }
 
-function typedKey(key: string | { text: string }, index: number): string {
+/** What one key entry types, or undefined for a name the memory shell does not know. */
+function typedKey(key: string | { text: string }): string | undefined {
   if (typeof key !== 'string') return key.text
   if ([...key].length === 1) return key
   const named = MEMORY_KEYS[key.toLowerCase()]
   if (named !== undefined) return named
   const control = /^C-([a-zA-Z])$/.exec(key)
   if (control !== null) return String.fromCharCode(control[1]!.toLowerCase().charCodeAt(0) & 0x1f)
-  throw new PtyError(
-    'UNKNOWN_KEY',
-    `unknown key ${JSON.stringify(key)} (entry ${index + 1} of keys); nothing was written. The memory shell understands Enter, Tab, Space, C-a … C-z, any single character, or {"text": "…"} for literal text`,
-  )
+  return undefined
 }

@@ -298,10 +298,13 @@ describe('signals and close', () => {
 })
 
 describe('keys and secrets', () => {
-  it('types characters, {text}, Enter and C-<letter>; refuses other names before anything is written', async () => {
+  it('types characters, {text}, Enter and C-<letter>; refuses other names, every one at once, before anything is written', async () => {
     const session = await open()
     expect((await session.startSend({ keys: [{ text: 'echo' }, 'Space', 'h', 'i', 'Enter'], submit: false }).done).viewport).toBe('hi')
-    expect(() => session.startSend({ keys: ['echo', 'Up'], submit: false })).toThrow(/unknown key "echo" \(entry 1 of keys\); nothing was written/)
+    expect(() => session.startSend({ keys: ['echo', 'Up'], submit: false })).toThrow(
+      /^unknown keys "echo" \(entry 1 of keys\), "Up" \(entry 2 of keys\); nothing was written\. The memory shell understands/,
+    )
+    expect(() => session.startSend({ keys: ['a', 'Up'], submit: false })).toThrow(/^unknown key "Up" \(entry 2 of keys\); nothing was written/)
     expect(await output(session, 'echo still-clean')).toBe('still-clean')
   })
 

@@ -46,12 +46,12 @@ async function run(prompt: string, options: { signal?: AbortSignal; onUpdate?: (
 }
 
 describe('a completed answer', () => {
-  it("collects the child's text, reports its tool calls, and leaves no process", async () => {
+  it("collects the child's text, its messages a blank line apart, reports its tool calls, and leaves no process", async () => {
     await setup()
     const updates: SubagentUpdate[] = []
     const subagent = await run('text', { onUpdate: (update) => updates.push(update) })
     expect(subagent.childId).toBe(`fixture-${workspace}`)
-    expect(await subagent.result).toEqual({ output: [{ type: 'text', text: 'hello world' }], stopReason: 'completed' })
+    expect(await subagent.result).toEqual({ output: [{ type: 'text', text: 'hello\n\nworld' }], stopReason: 'completed' })
     expect(updates).toEqual([
       { type: 'text', text: 'hello ' },
       { type: 'tool', callId: 'call-1', title: 'looking around', status: 'running' },

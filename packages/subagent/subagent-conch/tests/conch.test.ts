@@ -34,7 +34,7 @@ function script(name: string, lines: unknown[]): string {
 
 const grandchild = script('grandchild', [{ text: 'grandchild says hi' }])
 const delegating = script('delegating', [
-  { text: 'asking my own sub-agent. ', tool_calls: [{ name: 'subagent', arguments: { prompt: 'say hi' } }] },
+  { text: 'asking my own sub-agent.', tool_calls: [{ name: 'subagent', arguments: { prompt: 'say hi' } }] },
   { text: 'child relayed' },
 ])
 const answering = script('answering', [{ text: 'the answer is 42' }])
@@ -99,12 +99,12 @@ describe('a child conch', () => {
     expect(marked(mark)).toEqual([])
   })
 
-  it('delegates to a grandchild conch; its tool calls stream back as progress', async () => {
+  it('delegates to a grandchild conch; its tool calls stream back as progress, and its two messages reach the parent a blank line apart', async () => {
     const { ctx, agent } = await boot({ script: delegating })
     const updates: SubagentUpdate[] = []
     const run = await start(ctx, agent, { onUpdate: (update) => updates.push(update) })
     const result = await run.result
-    expect(result).toEqual({ output: [{ type: 'text', text: 'asking my own sub-agent. child relayed' }], stopReason: 'completed' })
+    expect(result).toEqual({ output: [{ type: 'text', text: 'asking my own sub-agent.\n\nchild relayed' }], stopReason: 'completed' })
     const tools = updates.filter((update) => update.type === 'tool')
     expect(tools.map((update) => [update.status, update.title])).toEqual([
       ['running', 'subagent (conch): say hi'],

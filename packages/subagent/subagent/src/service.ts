@@ -76,6 +76,9 @@ class Run implements SubagentRun {
     return this.providerRun?.childId ?? ''
   }
 
+  /** A tool update came after answer text: the next text is a new message. */
+  private messageEnded = false
+
   /** The output reported so far through `update`. */
   partial(): ContentBlock[] {
     return this.text === '' ? [] : [{ type: 'text', text: this.text }]
@@ -85,13 +88,28 @@ class Run implements SubagentRun {
     if (this.state !== 'running') return
     if (update.type === 'text') {
       if (update.text === '') return
+      // Text after one of the child's tool calls is its next message: a blank line between them.
+      if (this.messageEnded) this.separateMessage()
+      this.messageEnded = false
       this.append(update.text)
+    } else if (update.type === 'tool') {
+      this.messageEnded = this.text !== ''
     }
     try {
       this.request.onUpdate?.(update)
     } catch {
       // A display callback must not break the run.
     }
+  }
+
+  /** Ends the text so far with one blank line (its trailing spaces and tabs dropped), before the next message. */
+  private separateMessage(): void {
+    const trimmed = this.text.replace(/[ \t]+$/, '')
+    if (trimmed !== this.text) {
+      this.text = trimmed
+      this.bytes = Buffer.byteLength(trimmed, 'utf8')
+    }
+    this.append(this.text.endsWith('\n\n') ? '' : this.text.endsWith('\n') ? '\n' : '\n\n')
   }
 
   /** Appends answer text, keeping at most `maxOutputBytes` (the newest, cut on a code point). */

@@ -60,7 +60,10 @@ export interface SubagentResult {
 
 /** Live information about a running child, for progress displays (ACP tool_call content). */
 export type SubagentUpdate =
-  /** Answer text the child streamed (appended to the run's output). */
+  /**
+   * Answer text the child streamed (appended to the run's output). Text after a `tool` update
+   * starts the child's next message: the output puts a blank line (`\n\n`) between messages.
+   */
   | { type: 'text'; text: string }
   /** The child started or finished one of its own tool calls. */
   | {

@@ -187,6 +187,23 @@ describe('the publish boundary', () => {
     expect(typeof (events[1]!.data as { durationMs: number }).durationMs).toBe('number')
   })
 
+  it('joins the messages of the child, separated by its tool calls, with a blank line; chunks of one message run on', async () => {
+    const { ctx, agent } = await boot()
+    const fake = manual()
+    ctx.subagents.registerProvider(fake.provider)
+    const run = await ctx.subagents.start('manual', { prompt, parent: agent })
+    const child = fake.runs[0]!.request
+    child.update({ type: 'tool', callId: 'c0', title: 'look first', status: 'running' })
+    child.update({ type: 'text', text: 'child ' })
+    child.update({ type: 'text', text: 'here' })
+    child.update({ type: 'tool', callId: 'c1', title: 'compute', status: 'running' })
+    child.update({ type: 'tool', callId: 'c1', title: 'compute', status: 'completed' })
+    child.update({ type: 'text', text: 'child computed 42' })
+    fake.runs[0]!.finish({ stopReason: 'completed' })
+    expect(await run.result).toEqual({ output: [{ type: 'text', text: 'child here\n\nchild computed 42' }], stopReason: 'completed' })
+    await run.dispose()
+  })
+
   it('turns a provider outcome rejection into error with the partial output; result never rejects', async () => {
     const { ctx, agent } = await boot()
     const fake = manual()

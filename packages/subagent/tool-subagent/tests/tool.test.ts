@@ -83,7 +83,8 @@ describe('the foreground call', () => {
     const result = await pending
     expect(result.isError).toBeUndefined()
     const text = result.content[0]!.text
-    expect(text).toMatch(/^a\.txt b\.txt\n\[subagent: codex, stop: completed, \d+\.\d s\]$/)
+    // The child's messages before and after its tool call, a blank line apart.
+    expect(text).toMatch(/^a\.txt\n\nb\.txt\n\[subagent: codex, stop: completed, \d+\.\d s\]$/)
     expect(progress).toEqual(['a.txt ', '\n[tool: ls -la]\n', 'b.txt\n'])
     expect(result.meta?.subagent).toMatchObject({ provider: 'codex', childId: 'thread-1', stopReason: 'completed' })
     expect(child.disposed).toBe(1)

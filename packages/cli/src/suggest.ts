@@ -1,0 +1,104 @@
+/**
+ * "Did you mean …?": the nearest known name to a misspelt one, for unknown config keys (any
+ * plugin's, read from its zod schema) and unknown command-line options.
+ */
+
+/**
+ * The known name nearest to `name`: one equal to it without regard to case, else the one
+ * within Levenshtein distance 2 (insertions, deletions, substitutions), the nearest when
+ * several are; undefined when none is that close or two are equally near.
+ */
+export function nearestName(name: string, known: Iterable<string>): string | undefined {
+  const lower = name.toLowerCase()
+  let best: string[] = []
+  let bestDistance = 3
+  for (const candidate of known) {
+    if (candidate === name) continue
+    const distance = candidate.toLowerCase() === lower ? 0 : editDistance(lower, candidate.toLowerCase())
+    if (distance < bestDistance) {
+      best = [candidate]
+      bestDistance = distance
+    } else if (distance === bestDistance && !best.includes(candidate)) {
+      best.push(candidate)
+    }
+  }
+  return best.length === 1 ? best[0] : undefined
+}
+
+/** Levenshtein distance between two short strings. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i]
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    previous = current
+  }
+  return previous[b.length]!
+}
+
+/**
+ * A config ValidationError's text with `; did you mean "key"?` after each unknown-key issue
+ * (zod's `Unrecognized key(s): "a", "b" (at path)`, as cordis formats it) for which the
+ * plugin's `Config` schema, at that path, has a near key (`nearestName`). Lines it cannot
+ * match, and schemas that are not zod objects there, are left as they are.
+ * @param message the ValidationError message, one issue a line: `  - text (at a.b)`; the top
+ *   level is `(at )` or `(at the top level)`.
+ */
+export function suggestConfigKeys(message: string, schema: unknown): string {
+  return message
+    .split('\n')
+    .map((line) => {
+      const match = /^(\s*- Unrecognized keys?: )(.*) \(at (.*)\)$/.exec(line)
+      if (match === null) return line
+      const path = match[3] === '' || match[3] === 'the top level' ? [] : match[3]!.split('.')
+      const known = objectKeys(schema, path)
+      if (known === undefined) return line
+      const hints: string[] = []
+      const keys = [...match[2]!.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((key) => key[1]!)
+      for (const key of keys) {
+        const near = nearestName(key, known)
+        if (near !== undefined) hints.push(keys.length === 1 ? JSON.stringify(near) : `${JSON.stringify(near)} for ${JSON.stringify(key)}`)
+      }
+      return hints.length === 0 ? line : `${line}; did you mean ${hints.join(', ')}?`
+    })
+    .join('\n')
+}
+
+/** Wrappers zod 4 puts around a schema (`def.type`), and where the wrapped schema is. */
+const WRAPPED: Record<string, string> = {
+  default: 'innerType',
+  prefault: 'innerType',
+  optional: 'innerType',
+  nullable: 'innerType',
+  readonly: 'innerType',
+  catch: 'innerType',
+  nonoptional: 'innerType',
+  pipe: 'in',
+}
+
+/** The keys of the zod object schema at `path` in `schema`, or undefined when there is none. */
+function objectKeys(schema: unknown, path: readonly string[]): string[] | undefined {
+  let node = schema
+  for (let index = 0; ; ) {
+    const def = (node as { _zod?: { def?: Record<string, unknown> } } | undefined)?._zod?.def
+    if (def === undefined) return undefined
+    const type = def['type'] as string
+    const inner = WRAPPED[type]
+    if (inner !== undefined) {
+      node = def[inner]
+      continue
+    }
+    if (type === 'lazy' && typeof def['getter'] === 'function') {
+      node = (def['getter'] as () => unknown)()
+      continue
+    }
+    if (index === path.length) return type === 'object' ? Object.keys(def['shape'] as object) : undefined
+    const segment = path[index++]!
+    if (type === 'object') node = (def['shape'] as Record<string, unknown>)[segment]
+    else if (type === 'array') node = def['element']
+    else if (type === 'record') node = def['valueType']
+    else return undefined
+  }
+}
