@@ -24,6 +24,7 @@
  */
 import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, writeSync, type Dirent, type Stats } from 'node:fs'
 import { dirname, basename, isAbsolute, join, relative, sep } from 'node:path'
+import { stateDirIdentity } from './state-dir.ts'
 
 /** The file-system calls this module makes, injectable for tests of races. */
 export interface HomeFs {
@@ -77,10 +78,11 @@ export interface OpenDir {
 /**
  * Opens the folder `target` (absolute, normalised) component by component from `base` when it lies
  * inside it (the pool's state folder), else from `/`, never following a link (module comment).
+ * `baseIdentity`, when given, is the device and inode `base` must still have once opened.
  * @returns undefined when a component is missing and `create` is off.
  * @throws HomePathError `HOME_PATH_UNSAFE` naming the component that is a link or not a folder.
  */
-export function openDirBeneath(base: string, target: string, options: { create: boolean; fs?: HomeFs }): OpenDir | undefined {
+export function openDirBeneath(base: string, target: string, options: { create: boolean; fs?: HomeFs; baseIdentity?: { dev: number; ino: number } }): OpenDir | undefined {
   const fs = options.fs ?? nodeHomeFs
   if (!isAbsolute(target)) throw new HomePathError('HOME_PATH_UNSAFE', `${target} is not an absolute path`)
   const inside = target === base || target.startsWith(base === sep ? sep : base + sep)
@@ -89,6 +91,15 @@ export function openDirBeneath(base: string, target: string, options: { create: 
   if (parts.some((part) => part === '.' || part === '..')) throw new HomePathError('HOME_PATH_UNSAFE', `${target} is not a normalised absolute path`)
   let path = start
   let fd = openComponent(fs, start, start)
+  if (inside && options.baseIdentity) {
+    // The folder opened must be the one checked at load (a process that can rename a folder
+    // above it could have put another in its place).
+    const opened = fs.fstat(fd)
+    if (opened.dev !== options.baseIdentity.dev || opened.ino !== options.baseIdentity.ino) {
+      fs.close(fd)
+      throw new HomePathError('HOME_PATH_UNSAFE', `the pool's state folder ${base} was moved or replaced since the pool opened it; nothing is written or read there`)
+    }
+  }
   for (const part of parts) {
     const next = join(path, part)
     const child = beneath(fd, path, part)
@@ -117,7 +128,13 @@ export function openDirBeneath(base: string, target: string, options: { create: 
 
 /** Makes the folder `dir` (and what is missing above it, mode 0700) as `openDirBeneath` walks. */
 export function makeHomeDir(base: string, dir: string, fs: HomeFs = nodeHomeFs): void {
-  fs.close(openDirBeneath(base, dir, { create: true, fs })!.fd)
+  fs.close(openDirBeneath(base, dir, { create: true, fs, ...baseCheck(base) })!.fd)
+}
+
+/** The identity `base` must keep when it is a state folder the pool opened (`stateDirIdentity`). */
+function baseCheck(base: string): { baseIdentity?: { dev: number; ino: number } } {
+  const identity = stateDirIdentity(base)
+  return identity ? { baseIdentity: identity } : {}
 }
 
 /** open(2) of one folder without following it; a link or a non-folder is `HOME_PATH_UNSAFE`. */
@@ -151,7 +168,7 @@ function openComponent(fs: HomeFs, open: string, named: string): number {
  * @throws HomePathError `HOME_PATH_UNSAFE` naming the path (a link on the way, or the name taken).
  */
 export function createHomeFile(base: string, file: string, content: string | Buffer, mode = 0o600, fs: HomeFs = nodeHomeFs): void {
-  const dir = openDirBeneath(base, dirname(file), { create: true, fs })!
+  const dir = openDirBeneath(base, dirname(file), { create: true, fs, ...baseCheck(base) })!
   let fd: number
   try {
     try {
@@ -197,7 +214,7 @@ export function newestFileBeneath(
   limits: { maxDepth: number; maxEntries: number },
   fs: HomeFs = nodeHomeFs,
 ): { file: OpenFile | undefined; truncated: boolean } {
-  const root = openDirBeneath(base, dir, { create: false, fs })
+  const root = openDirBeneath(base, dir, { create: false, fs, ...baseCheck(base) })
   if (root === undefined) return { file: undefined, truncated: false }
   let best: OpenFile | undefined
   let seen = 0
@@ -249,4 +266,74 @@ export function newestFileBeneath(
     fs.close(root.fd)
   }
   return { file: best, truncated }
+}
+
+/**
+ * Appends `text` to `file` (absolute), a log in a folder a confined process may write (the
+ * failure log lies in the workspace by default): its folder is opened from `/` as
+ * `openDirBeneath` does (missing folders made, mode 0700), and the file with
+ * `O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK` (mode 0600) through that handle; it must
+ * be a regular file with one link (a hard link to another file is refused too).
+ * @throws HomePathError `HOME_PATH_UNSAFE` naming the path; file-system errors otherwise.
+ */
+export function appendNoFollow(file: string, text: string, fs: HomeFs = nodeHomeFs): void {
+  const dir = openDirBeneath(sep, dirname(file), { create: true, fs })!
+  let fd: number
+  try {
+    try {
+      fd = fs.open(beneath(dir.fd, dir.path, basename(file)), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ELOOP' || code === 'ENXIO') throw new HomePathError('HOME_PATH_UNSAFE', `${file} is a symbolic link or a special file; the pool appends only to a regular file`, { cause: error })
+      throw error
+    }
+  } finally {
+    fs.close(dir.fd)
+  }
+  try {
+    const stats = fs.fstat(fd)
+    if (!stats.isFile() || stats.nlink !== 1) throw new HomePathError('HOME_PATH_UNSAFE', `${file} is not a regular file with a single link; the pool appends only to its own log`)
+    const bytes = Buffer.from(text)
+    let offset = 0
+    while (offset < bytes.length) offset += fs.write(fd, bytes, offset)
+  } finally {
+    fs.close(fd)
+  }
+}
+
+/**
+ * The first `maxBytes` of the regular file `file` (absolute), reached as `openDirBeneath` walks
+ * from `/` and opened with `O_RDONLY | O_NOFOLLOW | O_NONBLOCK`; undefined when it is missing.
+ * @throws HomePathError `HOME_PATH_UNSAFE` for a link or a special file on the way.
+ */
+export function readNoFollow(file: string, maxBytes: number, fs: HomeFs = nodeHomeFs): Buffer | undefined {
+  const dir = openDirBeneath(sep, dirname(file), { create: false, fs })
+  if (dir === undefined) return undefined
+  let fd: number
+  try {
+    try {
+      fd = fs.open(beneath(dir.fd, dir.path, basename(file)), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') return undefined
+      if (code === 'ELOOP') throw new HomePathError('HOME_PATH_UNSAFE', `${file} is a symbolic link; the pool reads only regular files`, { cause: error })
+      throw error
+    }
+  } finally {
+    fs.close(dir.fd)
+  }
+  try {
+    const stats = fs.fstat(fd)
+    if (!stats.isFile()) throw new HomePathError('HOME_PATH_UNSAFE', `${file} is not a regular file; the pool reads only regular files`)
+    const buffer = Buffer.allocUnsafe(Math.min(maxBytes, stats.size))
+    let got = 0
+    while (got < buffer.length) {
+      const n = fs.read(fd, buffer, got, buffer.length - got, got)
+      if (n === 0) break
+      got += n
+    }
+    return buffer.subarray(0, got)
+  } finally {
+    fs.close(fd)
+  }
 }

@@ -3,12 +3,13 @@
  * at every step refused, names that are taken refused, a FIFO in a file's place neither blocks
  * nor is written, and transcripts read incrementally within their bounds.
  */
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
+import { appendFileSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createHomeFile, HomePathError, makeHomeDir, nodeHomeFs, TranscriptReader, type HomeFs } from '../src/index.ts'
+import { openStateDir } from '../src/state-dir.ts'
+import { appendNoFollow, createHomeFile, HomePathError, makeHomeDir, readNoFollow, nodeHomeFs, TranscriptReader, type HomeFs } from '../src/index.ts'
 
 const made: string[] = []
 afterEach(() => {
@@ -103,6 +104,19 @@ describe('files the host creates in a home', () => {
   })
 })
 
+describe('the state folder the walk starts from', () => {
+  it('must still be the folder the pool opened at load', () => {
+    const { state, home } = layout()
+    openStateDir(state, { field: 'stateDir' })
+    createHomeFile(state, path.join(home, 'before.md'), 'X')
+    // A process that can rename a folder above it puts another one, with the same home in it, in its place.
+    execFileSync('mv', [state, `${state}-moved`])
+    mkdirSync(home, { recursive: true, mode: 0o700 })
+    expect(refusal(() => createHomeFile(state, path.join(home, 'after.md'), 'X')).message).toContain(`the pool's state folder ${state} was moved or replaced`)
+    expect(readdirSync(home)).toEqual([])
+  })
+})
+
 describe('a transcript read by the host', () => {
   const reader = (state: string, dir: string, bounds: { maxReadBytes?: number; maxLineBytes?: number } = {}) => {
     const warnings: string[] = []
@@ -177,5 +191,34 @@ describe('a transcript read by the host', () => {
     mkdirSync(path.join(home, 'projects'))
     symlinkSync(host, path.join(home, 'projects', 'p'))
     expect(reader(state, path.join(home, 'projects')).read.read()).toBeUndefined()
+  })
+})
+
+describe('the failure log, appended to where a terminal may write', () => {
+  it('is made with its folder, appended to, and read back at most maxBytes', () => {
+    const { host } = layout()
+    const log = path.join(host, '.conch', 'pool-failures.jsonl')
+    appendNoFollow(log, 'one\n')
+    appendNoFollow(log, 'two\n')
+    expect(readFileSync(log, 'utf8')).toBe('one\ntwo\n')
+    expect(statSync(log).mode & 0o777).toBe(0o600)
+    expect(readNoFollow(log, 5)?.toString()).toBe('one\nt')
+    expect(readNoFollow(path.join(host, 'missing', 'log'), 5)).toBeUndefined()
+  })
+
+  it('is refused as a link, below a link, as a hard link or as a FIFO, and nothing is written through it', () => {
+    const { home, host } = layout()
+    const victim = path.join(host, 'victim')
+    writeFileSync(victim, 'ORIGINAL')
+    symlinkSync(victim, path.join(home, 'link.jsonl'))
+    refusal(() => appendNoFollow(path.join(home, 'link.jsonl'), 'x\n'))
+    refusal(() => readNoFollow(path.join(home, 'link.jsonl'), 100))
+    symlinkSync(host, path.join(home, 'linked-folder'))
+    expect(refusal(() => appendNoFollow(path.join(home, 'linked-folder', 'victim'), 'x\n')).message).toContain(`${home}/linked-folder is a symbolic link`)
+    linkSync(victim, path.join(home, 'hard.jsonl'))
+    expect(refusal(() => appendNoFollow(path.join(home, 'hard.jsonl'), 'x\n')).message).toContain('single link')
+    execFileSync('mkfifo', [path.join(home, 'fifo.jsonl')])
+    refusal(() => appendNoFollow(path.join(home, 'fifo.jsonl'), 'x\n'))
+    expect(readFileSync(victim, 'utf8')).toBe('ORIGINAL')
   })
 })

@@ -4,9 +4,9 @@
  * worker modes, running a REPL of the generic kind whose `RUN <script>` lines run in its sandbox,
  * where its home is writable. The CLI links the names the host would write a long prompt to at a
  * host file, replaces its prompt folder with a link to a host folder, links its transcript (or its
- * transcript folder) at a host transcript, and plants a 400 MB sparse transcript without a line
- * end. The host writes through none of the links, reads through none of them, and reads the huge
- * transcript a bounded piece at a time.
+ * transcript folder) at a host transcript, links the failure log in its workspace at a host file,
+ * and plants a 400 MB sparse transcript without a line end. The host writes through none of the
+ * links, reads through none of them, and reads the huge transcript a bounded piece at a time.
  */
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
@@ -29,11 +29,12 @@ afterEach(async () => {
 /**
  * A REPL of the generic kind: `RUN <script>` answers the script's output, a prompt sent through a
  * file (`Read the file F in full …`) answers `file: ` and the file's first 40 bytes, anything else
- * `echo: <line>` — each between sentinel lines.
+ * `echo: <line>` — each between sentinel lines. `$REPL_PID` is its own pid.
  */
 function repl(dir: string): string {
   const file = path.join(dir, 'repl.sh')
   writeFileSync(file, `#!/bin/sh
+export REPL_PID=$$
 printf '> '
 while IFS= read -r line; do
   case "$line" in
@@ -51,7 +52,7 @@ done
 type Worker = 'in-process' | 'managed'
 
 /** The composition, with the state home and the host's own files in a folder outside /tmp. */
-async function compose(worker: Worker, transcript: boolean) {
+async function compose(worker: Worker, transcript: boolean, options: { failuresInWorkspace?: boolean } = {}) {
   const base = realpathSync(mkdtempSync(path.join('/var/tmp', 'pool-links-')))
   made.push(base)
   const ws = path.join(base, 'ws')
@@ -75,7 +76,7 @@ async function compose(worker: Worker, transcript: boolean) {
         ...(transcript && { transcript: { format: 'claude-jsonl', dir: '{home}/.claude/projects' } }),
       },
     },
-    failuresFile: path.join(dir, 'pool-failures.jsonl'),
+    failuresFile: options.failuresInWorkspace ? path.join(ws, '.conch', 'pool-failures.jsonl') : path.join(dir, 'pool-failures.jsonl'),
     cwd: ws,
     stallMs: 20_000,
   })
@@ -83,7 +84,7 @@ async function compose(worker: Worker, transcript: boolean) {
   const pool = root.ptyPool.pool as PtyPool
   const key: PoolKey = { owner: owner.id, conversation: owner.session.id, kind: 'generic', model: '', account: '', bare: false }
   const invoke = (prompt: string) => pool.acquireAndInvoke(key, prompt, { owner })
-  return { pool, host, invoke }
+  return { pool, host, ws, invoke }
 }
 
 /** The peak resident set (VmHWM, KiB) of the process doing the host's reads. */
@@ -130,6 +131,17 @@ for (const worker of ['in-process', 'managed'] as const) {
       // Refused before a byte is typed; without a fresh-spawn path configured the invoke fails and names the link.
       await expect(invoke(LONG)).rejects.toThrow(/prompts is a symbolic link/)
       expect(readdirSync(target)).toEqual([])
+    })
+
+    it('never appends a failure line through a link the CLI planted at the failure log in its workspace', async () => {
+      const { pool, host, ws, invoke } = await compose(worker, false, { failuresInWorkspace: true })
+      const victim = path.join(host, 'victim.txt')
+      writeFileSync(victim, 'ORIGINAL\n')
+      await invoke(`RUN mkdir -p ${ws}/.conch && ln -s ${victim} ${ws}/.conch/pool-failures.jsonl && echo linked`)
+      // The CLI dies mid-turn: a pooled failure, whose line the host appends to the log.
+      await expect(invoke('RUN kill -KILL $REPL_PID')).rejects.toThrow(/the pool failed \(unhealthy/)
+      expect(readFileSync(victim, 'utf8')).toBe('ORIGINAL\n')
+      expect(pool.readFailures()).toEqual([])
     })
 
     for (const plant of ['file', 'folder'] as const) {
