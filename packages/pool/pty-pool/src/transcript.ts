@@ -69,7 +69,7 @@ export interface TranscriptReaderOptions {
   maxReadBytes: number
   /** Bytes one line may have; a longer one is skipped. */
   maxLineBytes: number
-  /** Told once per file about a skipped line, and once about a truncated search. */
+  /** Told once per file about a skipped line, once about a truncated search, once about a refused path. */
   warn: (message: string) => void
   fs?: HomeFs
 }
@@ -83,6 +83,7 @@ export class TranscriptReader {
   private skipping = false
   private warnedLine = false
   private warnedWalk = false
+  private warnedPath = false
   private parser: AnswerParser
   private readonly fs: HomeFs
 
@@ -100,7 +101,12 @@ export class TranscriptReader {
     let found
     try {
       found = newestFileBeneath(this.options.base, this.options.dir, (name) => name.endsWith('.jsonl') && (format === 'claude-jsonl' || name.startsWith('rollout-')), { maxDepth: TRANSCRIPT_WALK_DEPTH, maxEntries: TRANSCRIPT_WALK_ENTRIES }, this.fs)
-    } catch {
+    } catch (error) {
+      // A link (or a file) where a folder of the transcript's path should be: nothing is read.
+      if (!this.warnedPath) {
+        this.warnedPath = true
+        this.options.warn(`pool: transcript folder ${this.options.dir} is not read: ${(error as Error).message}`)
+      }
       return undefined
     }
     if (found.truncated && !this.warnedWalk) {
