@@ -25,7 +25,12 @@ export const TranscriptConfig = z.strictObject({
   format: z.enum(['claude-jsonl', 'codex-rollout']),
   /** Directory template ({home}, {cwd}). */
   dir: z.string().min(1),
+  /** Bytes one check reads at most from where the last one stopped (the CLI writes its transcript; it may be of any size). */
+  maxReadBytes: z.number().int().positive().default(4 * 1024 * 1024),
+  /** Bytes one transcript line may have; a longer line is skipped, with a warning naming the file and this bound. */
+  maxLineBytes: z.number().int().positive().default(4 * 1024 * 1024),
 })
+export type TranscriptConfig = z.output<typeof TranscriptConfig>
 
 /** One CLI kind. Templates may use {home} (the session's private home), {cwd}, {model}, {sentinel}, {instruction} and {instructionJson}. */
 export const KindConfig = z.strictObject({

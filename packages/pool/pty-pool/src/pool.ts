@@ -9,11 +9,11 @@
  * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
  * never makes an invoke less reliable than a fresh spawn.
  */
-import { appendFileSync, mkdirSync, readFileSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
+import { appendNoFollow, readNoFollow } from './home-fs.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
 import type { OwnerPolicy, SessionInfo, TerminalSections } from './protocol.ts'
@@ -22,6 +22,9 @@ import { defaultStateDir, openStateDir } from './state-dir.ts'
 import { WorkerSupervisor } from './supervisor.ts'
 import { spawnScreenTerminal, type TerminalFactory, type TerminalOwner } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
+
+/** Bytes of the failure log `readFailures` reads at most. */
+const FAILURES_READ_BYTES = 16 * 1024 * 1024
 
 /** Runs a prompt through the fresh-spawn path (the CLI's one-shot mode). */
 export type FallbackRunner = (request: { key: PoolKey; prompt: string; signal?: AbortSignal; cwd: string }) => Promise<string>
@@ -341,8 +344,8 @@ export class PtyPool {
   private appendFailure(line: FailureLine): void {
     const file = this.failuresFile()
     try {
-      mkdirSync(dirname(file), { recursive: true })
-      appendFileSync(file, `${JSON.stringify(line)}\n`)
+      // The log lies in the workspace by default, where a confined terminal may plant a link.
+      appendNoFollow(file, `${JSON.stringify(line)}\n`)
     } catch (error) {
       this.warn(`pool: could not append to ${file}: ${(error as Error).message}`)
     }
@@ -353,10 +356,17 @@ export class PtyPool {
     return resolve(this.config.failuresFile)
   }
 
-  /** The failure lines written so far (for status and tests). */
+  /** The failure lines written so far (for status and tests), from the log's first `FAILURES_READ_BYTES`. */
   readFailures(): FailureLine[] {
     try {
-      return readFileSync(this.failuresFile(), 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as FailureLine)
+      const text = readNoFollow(this.failuresFile(), FAILURES_READ_BYTES)?.toString('utf8') ?? ''
+      return text.split('\n').filter(Boolean).flatMap((line) => {
+        try {
+          return [JSON.parse(line) as FailureLine]
+        } catch {
+          return [] // a line cut at the read bound
+        }
+      })
     } catch {
       return []
     }

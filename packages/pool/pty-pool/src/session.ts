@@ -10,14 +10,17 @@
  *                      │
  *     any ──close──▶ closing ──tree gone──▶ closed
  */
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync, mkdtempSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync } from 'node:fs'
 import { assertStateDirUnchanged } from './state-dir.ts'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import type { KindConfig, PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
+import { createHomeFile, HomePathError, makeHomeDir } from './home-fs.ts'
+import { TranscriptReader } from './transcript.ts'
 
 /** What a pooled session is for. Conversations never share a session. */
 export interface PoolKey {
@@ -64,6 +67,8 @@ export interface SessionEnvironment {
   extraEnv?: Record<string, string>
   /** Whose CLI this is; passed to the terminal factory, which confines it under the owner's policy. */
   owner?: TerminalOwner
+  /** Told about a transcript line or folder past its bound. */
+  warn?: (message: string) => void
 }
 
 export interface AnswerOfTurn {
@@ -103,10 +108,16 @@ export function render(template: string, vars: Record<string, string>): string {
   return template.replace(/\{([A-Za-z]+)\}/g, (whole, name: string) => (name in vars ? vars[name]! : whole))
 }
 
-/** Builds the private home, the argv and the environment of a kind. */
+/**
+ * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
+ * (mkdtemp(3)) in the checked state folder; its `tmp` folder and the kind's seeded `files` are made
+ * through `home-fs.ts` (no link followed, every file created `O_EXCL`).
+ * @throws HomePathError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
+ *   (absolute, `..`) or something already stands in its place.
+ */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
   assertStateDirUnchanged(environment.stateDir)
-  mkdirSync(environment.stateDir, { recursive: true })
+  mkdirSync(environment.stateDir, { recursive: true, mode: 0o700 })
   const home = mkdtempSync(join(environment.stateDir, 'home-'))
   const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)
   for (const name of kind.passEnv) {
@@ -132,11 +143,14 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
   env.TMPDIR = join(home, 'tmp')
   Object.assign(env, environment.extraEnv)
-  mkdirSync(env.TMPDIR, { recursive: true })
+  const base = environment.stateDir
+  makeHomeDir(base, join(home, 'tmp'))
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
-    mkdirSync(dirname(target), { recursive: true })
-    writeFileSync(target, render(template, vars), { mode: 0o600 })
+    if (path.startsWith('/') || !target.startsWith(home + '/')) {
+      throw new HomePathError('HOME_PATH_UNSAFE', `the kind's files: ${JSON.stringify(path)} is not a plain relative path inside the home`)
+    }
+    createHomeFile(base, target, render(template, vars), 0o600)
   }
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
@@ -183,6 +197,7 @@ export class PoolSession {
   unhealthyReason: string | undefined
   private terminal: PoolTerminal | undefined
   private home = ''
+  private transcript: TranscriptReader | undefined
   private closing: Promise<TerminalCloseReport> | undefined
   private readonly patterns: {
     ready: RegExp
@@ -241,6 +256,17 @@ export class PoolSession {
     const started = Date.now()
     const launch = prepareLaunch(this.kind, this.key, this.environment, { sentinel: this.sentinel })
     this.home = launch.home
+    const spec = this.kind.transcript
+    if (spec) {
+      this.transcript = new TranscriptReader({
+        base: this.environment.stateDir,
+        dir: render(spec.dir, { home: this.home, cwd: this.environment.cwd }),
+        format: spec.format,
+        maxReadBytes: spec.maxReadBytes,
+        maxLineBytes: spec.maxLineBytes,
+        warn: this.environment.warn ?? ((message) => process.emitWarning(message)),
+      })
+    }
     try {
       this.terminal = await this.terminals({ argv: launch.argv, cwd: this.environment.cwd, env: launch.env, rows: this.kind.rows, cols: this.kind.cols, network: this.kind.network, home: launch.home, ...(this.environment.owner && { owner: this.environment.owner }) })
     } catch (error) {
@@ -326,10 +352,11 @@ export class PoolSession {
 
   private promptText(prompt: string): string {
     if (prompt.length <= this.kind.pasteCollapseChars) return typeableText(prompt)
-    const dir = join(this.home, 'prompts')
-    mkdirSync(dir, { recursive: true })
-    const file = join(dir, `prompt-${this.turns + 1}.md`)
-    writeFileSync(file, prompt, { mode: 0o600 })
+    // The CLI writes its home: the file gets a fresh name and is created through a handle of the
+    // folder that followed no link (home-fs.ts), so nothing the CLI planted is written through.
+    assertStateDirUnchanged(this.environment.stateDir)
+    const file = join(this.home, 'prompts', `prompt-${this.turns + 1}-${randomBytes(6).toString('hex')}.md`)
+    createHomeFile(this.environment.stateDir, file, prompt, 0o600)
     return `Read the file ${file} in full and treat its content as this turn's request.`
   }
 
@@ -352,7 +379,6 @@ export class PoolSession {
     const entered = Date.now()
     let pairAt = 0
     let transcriptCheckedAt = 0
-    const transcriptDir = this.kind.transcript && render(this.kind.transcript.dir, { home: this.home, cwd: this.environment.cwd })
     const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
       this.checkAlive(terminal, true, options.signal)
       const now = Date.now()
@@ -389,9 +415,9 @@ export class PoolSession {
       if (extraction && pairAt === 0) pairAt = now
       // The CLI's own transcript holding the same pair proves the turn is over: no need to wait
       // out the quiet time (checked at most every 15 ms; it lands 10–140 ms after the screen).
-      if (extraction && transcriptDir && now - transcriptCheckedAt >= 15) {
+      if (extraction && this.transcript && now - transcriptCheckedAt >= 15) {
         transcriptCheckedAt = now
-        const transcript = this.transcriptAnswer(transcriptDir, extraction.text)
+        const transcript = this.transcriptAnswer(extraction.text)
         if (transcript !== undefined) return { extraction, transcript }
       }
       if (now - lastChange < this.config.settleMs) return undefined
@@ -413,20 +439,18 @@ export class PoolSession {
   }
 
   /** The transcript's last answer when its last sentinel pair matches the screen's answer. */
-  private transcriptAnswer(dir: string, screenAnswer: string): string | undefined {
-    const text = lastAssistantText(dir, this.kind.transcript!.format)
+  private transcriptAnswer(screenAnswer: string): string | undefined {
+    const text = this.transcript?.read()
     const answer = text === undefined ? undefined : extractFromText(text, this.sentinel)
     return answer !== undefined && looseText(answer) === looseText(screenAnswer) ? answer : undefined
   }
 
   /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands 10–140 ms after the screen). */
   private async readTranscript(screenAnswer: string): Promise<string | undefined> {
-    const spec = this.kind.transcript
-    if (!spec) return undefined
-    const dir = render(spec.dir, { home: this.home, cwd: this.environment.cwd })
+    if (!this.transcript) return undefined
     const deadline = Date.now() + 400
     for (;;) {
-      const answer = this.transcriptAnswer(dir, screenAnswer)
+      const answer = this.transcriptAnswer(screenAnswer)
       if (answer !== undefined) return answer
       if (Date.now() > deadline) return undefined
       await new Promise((resolve) => setTimeout(resolve, 20))
@@ -453,61 +477,4 @@ function parseCount(raw: string): number {
 /** Whitespace and markdown markers ignored: how a transcript answer is matched against the screen's. */
 function looseText(text: string): string {
   return collapse(text.replace(/[*_`#>|]/g, ''))
-}
-
-function newestFile(dir: string, accept: (name: string) => boolean): string | undefined {
-  let best: { path: string; mtime: number } | undefined
-  const walk = (path: string, depth: number) => {
-    let entries
-    try {
-      entries = readdirSync(path, { withFileTypes: true })
-    } catch {
-      return
-    }
-    for (const entry of entries) {
-      const full = join(path, entry.name)
-      if (entry.isDirectory() && depth < 6) walk(full, depth + 1)
-      else if (entry.isFile() && accept(entry.name)) {
-        const mtime = statSync(full).mtimeMs
-        if (!best || mtime > best.mtime) best = { path: full, mtime }
-      }
-    }
-  }
-  walk(dir, 0)
-  return best?.path
-}
-
-/** The last assistant answer in a transcript directory (the newest file), or undefined. */
-export function lastAssistantText(dir: string, format: 'claude-jsonl' | 'codex-rollout'): string | undefined {
-  const file = newestFile(dir, (name) => name.endsWith('.jsonl') && (format === 'claude-jsonl' || name.startsWith('rollout-')))
-  if (!file) return undefined
-  let last: string | undefined
-  let current: string[] = []
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
-    if (line.trim() === '') continue
-    let entry: any
-    try {
-      entry = JSON.parse(line)
-    } catch {
-      continue
-    }
-    if (format === 'claude-jsonl') {
-      if (entry.type === 'user' && !isToolResult(entry)) current = []
-      if (entry.type === 'assistant' && Array.isArray(entry.message?.content)) {
-        for (const block of entry.message.content) if (block?.type === 'text' && typeof block.text === 'string') current.push(block.text)
-        last = current.join('\n')
-      }
-    } else {
-      const payload = entry.payload
-      if (entry.type === 'response_item' && payload?.type === 'message' && payload.role === 'assistant' && Array.isArray(payload.content)) {
-        last = payload.content.filter((block: any) => block?.type === 'output_text').map((block: any) => String(block.text)).join('')
-      }
-    }
-  }
-  return last
-}
-
-function isToolResult(entry: any): boolean {
-  const content = entry.message?.content
-  return Array.isArray(content) && content.some((block: any) => block?.type === 'tool_result')
 }

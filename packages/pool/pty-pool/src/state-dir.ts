@@ -101,6 +101,11 @@ export function openStateDir(path: string, options: OpenStateDirOptions): string
 /** Device and inode of each folder `openStateDir` accepted, by path. */
 const opened = new Map<string, { dev: number; ino: number }>()
 
+/** Device and inode `openStateDir` recorded for `path`, or undefined for a folder it did not open. */
+export function stateDirIdentity(path: string): { dev: number; ino: number } | undefined {
+  return opened.get(path)
+}
+
 /**
  * Checks, before a home is made in `path`, that it is still the folder `openStateDir` accepted
  * (lstat(2): the same device and inode, a directory): a confined process whose workspace holds

@@ -183,7 +183,7 @@ export class WarmSessions implements SessionBackend {
   }
 
   private environment(key: PoolKey, cwd: string, owner: TerminalOwner | undefined) {
-    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
+    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, warn: this.deps.warn, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
   }
 
   private accountEnv(account: string): Record<string, string> {
@@ -261,8 +261,10 @@ export class WarmSessions implements SessionBackend {
     options.signal?.removeEventListener('abort', onAbort)
     const text = terminal.screen({ scrollback: true }).join('\n').trim()
     const report = await terminal.close(this.config.closeGraceMs)
-    rmSync(launch.home, { recursive: true, force: true })
-    if (report.survivors.length > 0) this.deps.warn(`pool: a one-shot ${key.kind} run left processes ${report.survivors.join(', ')}`)
+    // The home is removed only once no process of the run is left to swap a folder in it for a
+    // link while rm walks it (rm(1)'s classic race); a run with survivors keeps its home.
+    if (report.survivors.length > 0) this.deps.warn(`pool: a one-shot ${key.kind} run left processes ${report.survivors.join(', ')}; its home ${launch.home} is kept`)
+    else rmSync(launch.home, { recursive: true, force: true })
     if (outcome === 'abort') throw new InvokeFailure('cancelled', 'the one-shot run was cancelled', true, Date.now() - started)
     if (outcome === 'cap') throw new InvokeFailure('hard_cap', `no exit within ${options.capMs} ms`, true, options.capMs)
     if (outcome.exitCode !== 0) throw new InvokeFailure('unhealthy', `the one-shot run exited with code ${outcome.exitCode}: ${text.slice(-200)}`, true, Date.now() - started)

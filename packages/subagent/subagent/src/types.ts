@@ -201,6 +201,8 @@ export type SubagentErrorCode =
   | 'TEARDOWN_FAILED'
   /** A depth-enforcing provider refused to start a child beyond the maximum depth. */
   | 'DEPTH_EXCEEDED'
+  /** A provider's private state folder is a symbolic link or not a folder (`hidePrivateRoot`). */
+  | 'PRIVATE_ROOT_UNSAFE'
 
 export class SubagentError extends Error {
   override readonly name = 'SubagentError'
