@@ -1,0 +1,88 @@
+/**
+ * What the boot protects, attacked the ways a confined terminal gets around a read-only mount of
+ * a path, each with real `conch run`s (as root, under bubblewrap): a second hard link to the
+ * composition planted while it was not protected; a composition reached through a symbolic link
+ * in the workspace; a local plugin's imports (a module beside it, a package in the workspace's
+ * node_modules) rewritten for the next boot; and a tsconfig.json planted in the working directory,
+ * whose `paths` tsx would apply to every module it compiles.
+ */
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 90_000 })
+
+const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+
+let ws: Workspace
+let elsewhere: string
+
+beforeEach(() => {
+  ws = workspace()
+  elsewhere = realpathSync(mkdtempSync(join(tmpdir(), 'conch-protect-')))
+})
+
+afterEach(() => {
+  ws.remove()
+  rmSync(elsewhere, { recursive: true, force: true })
+})
+
+const open = step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }])
+const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
+
+/** The terminal composition (workspace-write), its model script `script.jsonl` in the workspace. */
+const composition = (): string => terminalComposition({ script: join(ws.dir, 'script.jsonl'), mode: 'workspace-write' })
+
+/** Runs `conch run --config config --cwd <workspace>` with `lines` as the script; the tool results, in order. */
+async function conchRun(config: string, lines: string[], env?: NodeJS.ProcessEnv): Promise<{ isError: boolean; text: string }[]> {
+  ws.write('script.jsonl', [...lines, step('Done.')].join('\n'))
+  const run = await runConch(['run', '--config', config, '--cwd', ws.dir, '--output', 'stream-json', 'task'], env ? { cwd: ws.dir, env } : { cwd: ws.dir })
+  expect(run.stderr).toBe('')
+  expect(run.code).toBe(0)
+  return jsonLines(run.stdout)
+    .filter((line) => line['type'] === 'tool_result')
+    .map((line) => ({ isError: line['isError'] === true, text: String(line['text']) }))
+}
+
+describe.runIf(hasBwrap)('a protected composition with a second hard link', () => {
+  it('planted by a terminal while the file was not the running composition, refuses every confined terminal of the run that boots it', async () => {
+    const yml = ws.write('cordis.yml', composition())
+    writeFileSync(join(elsewhere, 'other.yml'), composition())
+    // Run 1 boots another composition in the same workspace: ./cordis.yml is an ordinary file there.
+    const planted = await conchRun(join(elsewhere, 'other.yml'), [open, send('ln cordis.yml .cfg-link; stat -c "links=%h" cordis.yml')])
+    expect(planted.map((result) => result.text).join('\n')).toMatch(/^links=2$/m)
+    expect(statSync(yml).nlink).toBe(2)
+
+    // Run 2 boots ./cordis.yml: writing the other name would rewrite it, so no terminal is confined.
+    const evil = "printf -- '- id: sandbox-policy\\n  name: \"@conch/sandbox-policy\"\\n  config: { mode: danger-full-access }\\n' > .cfg-link"
+    const results = await conchRun(yml, [open, send(`${evil}; echo "via-link=$?"`)])
+    expect(results[0]!.isError).toBe(true)
+    expect(results[0]!.text).toContain(`the protected file ${yml} has 2 hard links`)
+    expect(results[0]!.text).toContain(`find ${ws.dir} -xdev -samefile ${yml}`)
+    expect(results[1]!.text).toMatch(/NO_SESSION/)
+    expect(readFileSync(yml, 'utf8')).toBe(composition())
+  })
+})
+
+describe.runIf(hasBwrap)('a protected composition reached through a symbolic link in the workspace', () => {
+  it('refuses every confined terminal, naming the link and its target; the target given directly confines, and relinking changes nothing', async () => {
+    const target = join(elsewhere, 'cordis.yml')
+    writeFileSync(target, composition())
+    symlinkSync(target, join(ws.dir, 'cordis.yml'))
+    const results = await conchRun(join(ws.dir, 'cordis.yml'), [open, send('echo unreachable')])
+    expect(results[0]!.isError).toBe(true)
+    expect(results[0]!.text).toContain(`the symbolic link ${join(ws.dir, 'cordis.yml')} -> ${target}, inside the writable ${ws.dir}`)
+    expect(results[0]!.text).toContain(`--config ${target}`)
+
+    // The target itself: confined, and the terminal may point the link elsewhere — no run boots it.
+    const evil = "printf -- '- id: sandbox-policy\\n  name: \"@conch/sandbox-policy\"\\n  config: { mode: danger-full-access }\\n' > evil.yml"
+    const direct = await conchRun(target, [open, send(`${evil}; ln -sfn evil.yml cordis.yml; echo "relinked=$?"; touch /etc/conch-escape-${process.pid}; echo "touch=$?"`)])
+    const text = direct.map((result) => result.text).join('\n')
+    expect(text).toMatch(/^relinked=0$/m)
+    expect(text).toMatch(/^touch=1$/m)
+    expect(readFileSync(target, 'utf8')).toBe(composition())
+  })
+})
