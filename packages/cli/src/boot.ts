@@ -12,8 +12,9 @@ import Loader, { Group } from '@cordisjs/plugin-loader'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
-import { protectedPathsOf } from './protect.ts'
-import { enabledRows, preparePlugins } from './resolve.ts'
+import { recordResolutions, type ClosureRecording } from './closure.ts'
+import { localPluginPaths, protectedPathsOf } from './protect.ts'
+import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -62,8 +63,17 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   const level = options.logLevel ?? 'warn'
   const rows = enabledRows(composition.entries)
 
-  const prepared = await preparePlugins(composition.entries)
-  if (prepared.failures.length) throw new BootError(composition.file, prepared.failures)
+  // What local plugins import is host code the next boot runs too: record it (see closure.ts),
+  // from the first import until every entry has started, to protect it with them.
+  const recording: ClosureRecording | undefined = localPluginPaths(composition).length > 0 ? recordResolutions(importByUrl) : undefined
+  const prepared = await preparePlugins(composition.entries).catch(async (error: unknown) => {
+    await recording?.stop()
+    throw error
+  })
+  if (prepared.failures.length) {
+    await recording?.stop()
+    throw new BootError(composition.file, prepared.failures)
+  }
 
   const ctx = new Context()
   const loaderRef: { loader?: Loader } = {}
@@ -129,14 +139,15 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   await loader.root.update(prepared.options)
   await loader.await()
 
+  const resolutions = (await recording?.stop()) ?? []
   const failures = audit(loader, rows, internalErrors, unattributed)
   if (failures.length) {
     await shutdown()
     throw new BootError(composition.file, failures)
   }
-  // Before any agent runs: the files this composition came from and the code it runs stay
-  // read-only in every sandbox, whatever the workspace (see protect.ts).
-  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition))
+  // Before any agent runs: the files this composition came from and the code it runs, with what
+  // its local plugins imported, stay read-only in every sandbox, whatever the workspace (see protect.ts).
+  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition, resolutions))
   return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
 }
 
