@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { FIXTURES, jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -84,5 +84,83 @@ describe.runIf(hasBwrap)('a protected composition reached through a symbolic lin
     expect(text).toMatch(/^relinked=0$/m)
     expect(text).toMatch(/^touch=1$/m)
     expect(readFileSync(target, 'utf8')).toBe(composition())
+  })
+})
+
+/** A local plugin of the workspace, `./tool.mts`, importing `./lib.mts` and `zod` from the workspace's node_modules. */
+function plantWorkspace(extraRows = ''): string {
+  ws.write('tool.mts', "import { z } from 'zod'\nimport { helper } from './lib.mts'\nexport const name = 'mytool'\nexport const Config = z.object({})\nexport const apply = () => helper()\n")
+  ws.write('lib.mts', 'export function helper() {}\n')
+  const rows = `- id: mytool\n  name: ./tool.mts\n  config: {}\n${extraRows}`
+  return ws.write('cordis.yml', composition().replace('- id: agents\n', `${rows}- id: agents\n`))
+}
+
+/** What the terminal writes: a lib.mts and a zod that leave a mark on the host when they run. */
+const plantLib = (mark: string) =>
+  `printf '%s\\n' 'import { writeFileSync } from "node:fs"' 'export function helper() { writeFileSync("${mark}", "host code") }' > lib.mts; echo "lib=$?"`
+const plantZod = (mark: string) => {
+  const real = join(realpathSync(join(ws.dir, 'node_modules', 'zod')), 'index.js')
+  return (
+    `rm node_modules/zod; echo "rm=$?"; mkdir -p node_modules/zod && echo '{"name":"zod","type":"module","exports":"./index.js"}' > node_modules/zod/package.json && ` +
+    `printf '%s\\n' 'import { writeFileSync } from "node:fs"' 'writeFileSync("${mark}", "zod replaced")' 'export * from "${real}"' > node_modules/zod/index.js; echo "zod=$?"`
+  )
+}
+
+describe.runIf(hasBwrap)("a local plugin's imports", () => {
+  it('cannot be rewritten by a confined terminal — the module beside it, nor the package in the node_modules — so the next boot runs neither', async () => {
+    const yml = plantWorkspace()
+    const [libMark, zodMark] = [join(elsewhere, 'pwned-lib'), join(elsewhere, 'pwned-zod')]
+    const results = await conchRun(yml, [open, send(plantLib(libMark)), send(plantZod(zodMark)), send('touch node_modules/other; echo "other=$?"; echo ok > notes.txt; echo "notes=$?"')])
+    const text = results.map((result) => result.text).join('\n')
+    expect(text).toMatch(/lib\.mts: Read-only file system/)
+    expect(text).toMatch(/^lib=1$/m)
+    expect(text).toMatch(/^rm=1$/m)
+    expect(text).toMatch(/^zod=1$/m)
+    // The node_modules holding the linked package is protected whole; the rest of the workspace is not.
+    expect(text).toMatch(/^other=1$/m)
+    expect(text).toMatch(/^notes=0$/m)
+    expect(readFileSync(join(ws.dir, 'lib.mts'), 'utf8')).toBe('export function helper() {}\n')
+
+    await conchRun(yml, [])
+    expect(existsSync(libMark)).toBe(false)
+    expect(existsSync(zodMark)).toBe(false)
+  })
+
+  it('cannot be rewritten for the child conch a `subagent` call starts in the same run', async () => {
+    const child = ws.write('child.jsonl', `${step('child conch here')}\n`)
+    const yml = plantWorkspace(
+      `- id: subagents\n  name: '@conch/subagent'\n- id: subagent-conch\n  name: '@conch/subagent-conch'\n  config:\n    script: ${JSON.stringify(child)}\n` +
+        `- id: tool-subagent\n  name: '@conch/tool-subagent'\n  config:\n    provider: conch\n`,
+    )
+    const mark = join(elsewhere, 'pwned-child')
+    const results = await conchRun(yml, [open, send(plantLib(mark)), step('', [{ name: 'subagent', arguments: { prompt: 'who are you?' } }])])
+    expect(results[1]!.text).toMatch(/^lib=1$/m)
+    expect(results[2]!.text).toMatch(/^child conch here\n\[subagent: conch, stop: completed/)
+    expect(existsSync(mark)).toBe(false)
+  })
+})
+
+describe.runIf(hasBwrap)('a tsconfig.json a confined terminal plants in the working directory', () => {
+  /** The terminal's plant: `paths` that send `zod` to a module of its own, which leaves a mark. */
+  const plantTsconfig = (mark: string) => {
+    const real = join(realpathSync(join(ws.dir, 'node_modules', 'zod')), 'index.js')
+    return (
+      `echo '{"compilerOptions":{"baseUrl":".","paths":{"zod":["./evil.mts"]}}}' > tsconfig.json; ` +
+      `printf '%s\\n' 'import { writeFileSync } from "node:fs"' 'writeFileSync("${mark}", "tsconfig paths")' 'export * from "${real}"' > evil.mts; echo "planted=$?"`
+    )
+  }
+
+  it.each([
+    ['the built bin (or the sources, when the build is stale), with a TypeScript plugin of the checkout', {}],
+    ['the sources (CONCH_FROM_SOURCE=1)', { CONCH_FROM_SOURCE: '1' }],
+  ])('is not applied to what conch compiles next: %s', async (_name, env) => {
+    const yml = ws.write('cordis.yml', composition().replace('- id: agents\n', `- id: echo\n  name: ${JSON.stringify(join(FIXTURES, 'echo-tool.ts'))}\n- id: agents\n`))
+    const mark = join(elsewhere, 'pwned-tsconfig')
+    const results = await conchRun(yml, [open, send(plantTsconfig(mark))])
+    expect(results[1]!.text).toMatch(/^planted=0$/m)
+    expect(existsSync(join(ws.dir, 'tsconfig.json'))).toBe(true)
+    const next = await conchRun(yml, [step('', [{ name: 'echo', arguments: { text: 'still here' } }])], env)
+    expect(next[0]!.text).toBe('echo: still here')
+    expect(existsSync(mark)).toBe(false)
   })
 })
