@@ -9,8 +9,10 @@
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { readComposition } from '../src/compose.ts'
+import { closurePaths, localPluginPaths } from '../src/protect.ts'
 import { FIXTURES, jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
@@ -162,5 +164,54 @@ describe.runIf(hasBwrap)('a tsconfig.json a confined terminal plants in the work
     const next = await conchRun(yml, [step('', [{ name: 'echo', arguments: { text: 'still here' } }])], env)
     expect(next[0]!.text).toBe('echo: still here')
     expect(existsSync(mark)).toBe(false)
+  })
+})
+
+describe('what the import closure of a local plugin adds', () => {
+  it('each module outside the installation, its nearest package.json, and each package resolved from a node_modules — with the folder holding a linked one', () => {
+    const project = elsewhere
+    mkdirSync(join(project, 'plugins'))
+    mkdirSync(join(project, 'node_modules', '.pnpm', 'left-pad@1', 'node_modules', 'left-pad'), { recursive: true })
+    mkdirSync(join(project, 'node_modules', '@scope', 'pkg', 'dist'), { recursive: true })
+    writeFileSync(join(project, 'package.json'), '{"type":"module"}\n')
+    writeFileSync(join(project, 'plugins', 'tool.mts'), '')
+    writeFileSync(join(project, 'plugins', 'lib.mts'), '')
+    const padFile = join(project, 'node_modules', '.pnpm', 'left-pad@1', 'node_modules', 'left-pad', 'index.js')
+    writeFileSync(padFile, '')
+    symlinkSync(dirname(padFile), join(project, 'node_modules', 'left-pad'))
+    writeFileSync(join(project, 'node_modules', '@scope', 'pkg', 'dist', 'index.js'), '')
+    const tool = join(project, 'plugins', 'tool.mts')
+    const installation = [join(project, 'installation')]
+    mkdirSync(installation[0]!)
+    writeFileSync(join(installation[0]!, 'zod.js'), '')
+    const paths = closurePaths(
+      [
+        { specifier: './lib.mts', parent: tool, path: join(project, 'plugins', 'lib.mts') },
+        { specifier: 'left-pad', parent: tool, path: padFile },
+        { specifier: '@scope/pkg/dist/index.js', parent: tool, path: join(project, 'node_modules', '@scope', 'pkg', 'dist', 'index.js') },
+        { specifier: 'zod', parent: join(installation[0]!, 'x.js'), path: join(installation[0]!, 'zod.js') },
+      ],
+      installation,
+    )
+    expect(new Set(paths)).toEqual(
+      new Set([
+        join(project, 'plugins', 'lib.mts'),
+        join(project, 'package.json'),
+        padFile,
+        dirname(padFile),
+        // left-pad is a link in node_modules: the folder holding it, so the link stays.
+        join(project, 'node_modules'),
+        join(project, 'node_modules', '@scope', 'pkg', 'dist', 'index.js'),
+        join(project, 'node_modules', '@scope', 'pkg'),
+      ]),
+    )
+  })
+
+  it('is recorded only for a composition with a plugin outside the installation', () => {
+    ws.write('tool.mts', 'export const apply = () => {}\n')
+    const local = ws.write('local.yml', "- id: sessions\n  name: '@conch/session'\n- id: tool\n  name: ./tool.mts\n")
+    const packaged = ws.write('packaged.yml', "- id: sessions\n  name: '@conch/session'\n")
+    expect(localPluginPaths(readComposition(local))).toEqual([join(ws.dir, 'tool.mts')])
+    expect(localPluginPaths(readComposition(packaged))).toEqual([])
   })
 })
