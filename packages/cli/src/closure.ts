@@ -89,6 +89,8 @@ export function recordResolutions(importModule: (url: string) => Promise<unknown
     add(message.specifier, pathOf(message.parentURL), pathOf(message.url))
   }
   installed.listeners.add(listener)
+  // Held while recording: the flush message must keep the process alive until it arrives.
+  installed.port.ref()
 
   const Module = createRequire(import.meta.url)('node:module') as CommonJsModule
   const original = Module._resolveFilename
@@ -108,6 +110,7 @@ export function recordResolutions(importModule: (url: string) => Promise<unknown
       await importModule(flush)
       await done
       installed.listeners.delete(listener)
+      installed.port.unref()
       return recorded
     },
   }
