@@ -66,14 +66,23 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   // What local plugins import is host code the next boot runs too: record it (see closure.ts),
   // from the first import until every entry has started, to protect it with them.
   const recording: ClosureRecording | undefined = localPluginPaths(composition).length > 0 ? recordResolutions(importByUrl) : undefined
-  const prepared = await preparePlugins(composition.entries).catch(async (error: unknown) => {
+  try {
+    return await bootRecorded(composition, stderr, level, rows, recording)
+  } finally {
+    // Stopped already on success; stopped here when the boot failed on the way.
     await recording?.stop()
-    throw error
-  })
-  if (prepared.failures.length) {
-    await recording?.stop()
-    throw new BootError(composition.file, prepared.failures)
   }
+}
+
+async function bootRecorded(
+  composition: Composition,
+  stderr: NodeJS.WritableStream,
+  level: LogLevel,
+  rows: readonly EntryRow[],
+  recording: ClosureRecording | undefined,
+): Promise<App> {
+  const prepared = await preparePlugins(composition.entries)
+  if (prepared.failures.length) throw new BootError(composition.file, prepared.failures)
 
   const ctx = new Context()
   const loaderRef: { loader?: Loader } = {}

@@ -8,7 +8,10 @@
 import { createRequire, register } from 'node:module'
 import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { MessageChannel, type MessagePort } from 'node:worker_threads'
+import type { MessagePort } from 'node:worker_threads'
+
+// Loaded when a recording starts: a composition without local plugins never pays for them.
+const require = createRequire(import.meta.url)
 
 /** One resolution: `specifier`, imported from `parent` (a path, when the importer is a file), became `path`. */
 export interface Resolution {
@@ -18,7 +21,7 @@ export interface Resolution {
 }
 
 export interface ClosureRecording {
-  /** Stops recording and returns every resolution to a file made since `recordResolutions`. */
+  /** Stops recording and returns every resolution to a file made since `recordResolutions` (the same promise when called again). */
   stop(): Promise<Resolution[]>
 }
 
@@ -47,6 +50,7 @@ let flushes = 0
 
 function installHooks(): NonNullable<typeof hooks> {
   if (hooks) return hooks
+  const { MessageChannel } = require('node:worker_threads') as typeof import('node:worker_threads')
   const { port1, port2 } = new MessageChannel()
   const listeners = new Set<(message: Message) => void>()
   port1.on('message', (message: Message) => {
@@ -92,7 +96,7 @@ export function recordResolutions(importModule: (url: string) => Promise<unknown
   // Held while recording: the flush message must keep the process alive until it arrives.
   installed.port.ref()
 
-  const Module = createRequire(import.meta.url)('node:module') as CommonJsModule
+  const Module = require('node:module') as CommonJsModule
   const original = Module._resolveFilename
   const recording: CommonJsModule['_resolveFilename'] = function (this: unknown, request, parent, ...rest) {
     const filename = original.call(this, request, parent, ...rest)
@@ -101,17 +105,23 @@ export function recordResolutions(importModule: (url: string) => Promise<unknown
   }
   Module._resolveFilename = recording
 
+  let stopped: Promise<Resolution[]> | undefined
   return {
-    async stop() {
-      if (Module._resolveFilename === recording) Module._resolveFilename = original
-      // Messages on one port arrive in order: once the flush module's resolution is here, so is
-      // every resolution made before it.
-      const done = new Promise<void>((resolve) => (flushed = resolve))
+    stop: () => (stopped ??= stop()),
+  }
+
+  async function stop(): Promise<Resolution[]> {
+    if (Module._resolveFilename === recording) Module._resolveFilename = original
+    // Messages on one port arrive in order: once the flush module's resolution is here, so is
+    // every resolution made before it.
+    const done = new Promise<void>((resolve) => (flushed = resolve))
+    try {
       await importModule(flush)
       await done
+    } finally {
       installed.listeners.delete(listener)
       installed.port.unref()
-      return recorded
-    },
+    }
+    return recorded
   }
 }
