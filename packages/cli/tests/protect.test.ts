@@ -165,6 +165,20 @@ describe.runIf(hasBwrap)('a tsconfig.json a confined terminal plants in the work
     expect(next[0]!.text).toBe('echo: still here')
     expect(existsSync(mark)).toBe(false)
   })
+
+  it('is not applied by the child conch a `subagent` call starts in the same run, in that working directory', async () => {
+    const child = ws.write('child.jsonl', `${step('', [{ name: 'echo', arguments: { text: 'from the child' } }])}\n${step('child done')}\n`)
+    const rows =
+      `- id: echo\n  name: ${JSON.stringify(join(FIXTURES, 'echo-tool.ts'))}\n- id: subagents\n  name: '@conch/subagent'\n` +
+      `- id: subagent-conch\n  name: '@conch/subagent-conch'\n  config:\n    script: ${JSON.stringify(child)}\n` +
+      `- id: tool-subagent\n  name: '@conch/tool-subagent'\n  config:\n    provider: conch\n`
+    const yml = ws.write('cordis.yml', composition().replace('- id: agents\n', `${rows}- id: agents\n`))
+    const mark = join(elsewhere, 'pwned-tsconfig-child')
+    const results = await conchRun(yml, [open, send(plantTsconfig(mark)), step('', [{ name: 'subagent', arguments: { prompt: 'echo something' } }])])
+    expect(results[1]!.text).toMatch(/^planted=0$/m)
+    expect(results[2]!.text).toMatch(/^child done\n\[subagent: conch, stop: completed/)
+    expect(existsSync(mark)).toBe(false)
+  })
 })
 
 describe('what the import closure of a local plugin adds', () => {
