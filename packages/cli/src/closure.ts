@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import type { MessagePort } from 'node:worker_threads'
 
 // Loaded when a recording starts: a composition without local plugins never pays for them.
-const require = createRequire(import.meta.url)
+const requireBuiltin = createRequire(import.meta.url)
 
 /** One resolution: `specifier`, imported from `parent` (a path, when the importer is a file), became `path`. */
 export interface Resolution {
@@ -50,7 +50,7 @@ let flushes = 0
 
 function installHooks(): NonNullable<typeof hooks> {
   if (hooks) return hooks
-  const { MessageChannel } = require('node:worker_threads') as typeof import('node:worker_threads')
+  const { MessageChannel } = requireBuiltin('node:worker_threads') as typeof import('node:worker_threads')
   const { port1, port2 } = new MessageChannel()
   const listeners = new Set<(message: Message) => void>()
   port1.on('message', (message: Message) => {
@@ -96,7 +96,7 @@ export function recordResolutions(importModule: (url: string) => Promise<unknown
   // Held while recording: the flush message must keep the process alive until it arrives.
   installed.port.ref()
 
-  const Module = require('node:module') as CommonJsModule
+  const Module = requireBuiltin('node:module') as CommonJsModule
   const original = Module._resolveFilename
   const recording: CommonJsModule['_resolveFilename'] = function (this: unknown, request, parent, ...rest) {
     const filename = original.call(this, request, parent, ...rest)
