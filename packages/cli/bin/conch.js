@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The conch command. Runs the build in ../dist (scripts/build-bin.mjs, run by
 // scripts/setup.sh) while every source file it was built from is unchanged; otherwise — or
-// with CONCH_FROM_SOURCE=1 — runs the TypeScript sources directly, compiled by tsx on import.
+// with CONCH_FROM_SOURCE=1 — runs the TypeScript sources directly, compiled by tsx on import,
+// with no tsconfig.json (see docs/configuration.md, "What the boot protects").
 //
 // The build is one script, compiled here with V8's code cache from the build (Node 20 has no
 // compile cache for ES modules; a `vm.Script` takes `cachedData`), the one made for this
@@ -47,7 +48,9 @@ if (build) {
   }
   script.runInThisContext()(createRequire(filename), filename, dirname(filename), host)
 } else {
+  // No tsconfig.json: tsx would read the one in the working directory — a workspace a confined
+  // terminal may write — and apply its `paths` to every module it compiles, conch's own too.
   const { register } = await import('tsx/esm/api')
-  register()
+  register({ tsconfig: false })
   await import('../src/main.ts')
 }

@@ -12,8 +12,9 @@ import Loader, { Group } from '@cordisjs/plugin-loader'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
-import { protectedPathsOf } from './protect.ts'
-import { enabledRows, preparePlugins } from './resolve.ts'
+import { recordResolutions, type ClosureRecording, type Resolution } from './closure.ts'
+import { localPluginPaths, protectedPathsOf } from './protect.ts'
+import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 import { suggestConfigKeys } from './suggest.ts'
 
 declare module 'cordis' {
@@ -63,6 +64,24 @@ export async function boot(composition: Composition, options: BootOptions = {}):
   const level = options.logLevel ?? 'warn'
   const rows = enabledRows(composition.entries)
 
+  // What local plugins import is host code the next boot runs too: record it (see closure.ts),
+  // from the first import until every entry has started, to protect it with them.
+  const recording: ClosureRecording | undefined = localPluginPaths(composition).length > 0 ? recordResolutions(importByUrl) : undefined
+  try {
+    return await bootRecorded(composition, stderr, level, rows, recording)
+  } finally {
+    // Stopped already on success; stopped here when the boot failed on the way.
+    await recording?.stop()
+  }
+}
+
+async function bootRecorded(
+  composition: Composition,
+  stderr: NodeJS.WritableStream,
+  level: LogLevel,
+  rows: readonly EntryRow[],
+  recording: ClosureRecording | undefined,
+): Promise<App> {
   const prepared = await preparePlugins(composition.entries)
   if (prepared.failures.length) throw new BootError(composition.file, prepared.failures)
 
@@ -145,9 +164,11 @@ export async function boot(composition: Composition, options: BootOptions = {}):
     })())
 
   let failures: EntryFailure[] = []
+  let resolutions: Resolution[] = []
   try {
     await loader.root.update(prepared.options)
     await loader.await()
+    resolutions = (await recording?.stop()) ?? []
     failures = audit(loader, rows, internalErrors, unattributed)
   } finally {
     releaseHeld(failures.flatMap((failure) => failure.errors ?? []))
@@ -156,9 +177,9 @@ export async function boot(composition: Composition, options: BootOptions = {}):
     await shutdown()
     throw new BootError(composition.file, failures)
   }
-  // Before any agent runs: the files this composition came from and the code it runs stay
-  // read-only in every sandbox, whatever the workspace (see protect.ts).
-  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition))
+  // Before any agent runs: the files this composition came from and the code it runs, with what
+  // its local plugins imported, stay read-only in every sandbox, whatever the workspace (see protect.ts).
+  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition, resolutions))
   return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
 }
 

@@ -18,9 +18,10 @@ declare const __conchHost: { import(specifier: string): Promise<unknown> }
 useBuiltinPlugins(
   plugins,
   async () => {
-    // tsx's ES module API (its CommonJS one cannot register the loader from here).
+    // tsx's ES module API (its CommonJS one cannot register the loader from here), with no
+    // tsconfig.json: the one in the working directory is a file a confined terminal may write.
     const { register } = (await __conchHost.import('tsx/esm/api')) as typeof import('tsx/esm/api')
-    register()
+    register({ tsconfig: false })
   },
   (url) => __conchHost.import(url),
 )

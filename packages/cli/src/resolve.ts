@@ -43,6 +43,9 @@ export function useBuiltinPlugins(
   if (importer) importModule = importer
 }
 
+/** Imports a module by URL the way plugin modules are imported (in the built bin: bin/conch.js's `import()`). */
+export const importByUrl = (url: string): Promise<unknown> => importModule(url)
+
 /** The URL the loader imports for `row`. Throws the resolution error for an unknown package. */
 export function resolvePluginUrl(row: EntryRow): string {
   const { name } = row

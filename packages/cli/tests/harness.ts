@@ -3,7 +3,7 @@
  * import `cordis` and `zod` (a `node_modules` link to this package's) and are ES modules.
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process'
-import { copyFileSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -86,7 +86,14 @@ export interface Workspace {
 export function workspace(): Workspace {
   const dir = mkdtempSync(join(tmpdir(), 'conch-cli-'))
   writeFileSync(join(dir, 'package.json'), '{ "type": "module", "private": true }\n')
-  symlinkSync(join(CLI_ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir')
+  // A folder of links (as a package manager makes it), not a link to the folder: a link in the
+  // workspace on the way to a protected package would refuse every confined terminal.
+  const packages = join(CLI_ROOT, 'node_modules')
+  const names = readdirSync(packages).filter((name) => !name.startsWith('.'))
+  for (const name of names.flatMap((name) => (name.startsWith('@') ? readdirSync(join(packages, name)).map((inner) => join(name, inner)) : [name]))) {
+    mkdirSync(dirname(join(dir, 'node_modules', name)), { recursive: true })
+    symlinkSync(join(packages, name), join(dir, 'node_modules', name), 'dir')
+  }
   return {
     dir,
     write(name, text) {

@@ -293,6 +293,7 @@ export function bubblewrapProvider(
     name: 'bubblewrap',
     platforms: ['linux'],
     network: config.network,
+    readWritePaths: config.readWritePaths,
     probe: () => {
       const problem = runnerProblem(config.runnerCommand, host.searchPath())
       if (problem !== undefined) return Promise.resolve(problem)

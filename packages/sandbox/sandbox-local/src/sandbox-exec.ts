@@ -130,6 +130,7 @@ export function sandboxExecProvider(
     name: 'sandbox-exec',
     platforms: ['darwin'],
     network: config.network,
+    readWritePaths: config.readWritePaths,
     probe: () => {
       const scratch = realpathSync(tmpdir())
       return run(sandboxExecArgv(['/usr/bin/true'], { mode: 'workspace-write', workspaceRoot: scratch }, config), config.probeTimeoutMs)

@@ -69,6 +69,15 @@ describe.runIf(hasBwrap)('protected paths inside a writable workspace', () => {
     expect(readdirSync(join(workspace, 'examples'))).toEqual(['agent'])
   })
 
+  it('cannot be given a second name: a hard link to a protected file fails across its mount (EXDEV)', async () => {
+    box = await protectedBox()
+    const result = await box.run(`ln cordis.yml .cfg-link; echo "ln=$?"; ln plugins/tool.ts tool-link.ts; echo "ln-folder=$?"`)
+    expect(result.stdout).toMatch(/^ln=1$/m)
+    expect(result.stdout).toMatch(/^ln-folder=1$/m)
+    expect(result.stderr).toMatch(/Invalid cross-device link/)
+    expect(readdirSync(workspace).sort()).toEqual(['cordis.yml', 'examples', 'plugins'])
+  })
+
   it('leave the rest of the workspace writable, the folders above a protected file included', async () => {
     box = await protectedBox()
     const result = await box.run(`echo a > examples/new.txt && echo b > examples/agent/new.txt && cat examples/new.txt examples/agent/new.txt`)

@@ -1,2 +1,3 @@
 export * from './types.ts'
 export { default, default as SandboxService, SHARED_ROOTS, sharedRootProblem } from './service.ts'
+export { protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'

@@ -7,6 +7,7 @@ import { lstatSync, realpathSync, statSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
   type ConfinePolicy,
@@ -95,8 +96,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   static Config = z.strictObject({}).prefault({})
 
   private readonly providers: SandboxProvider[] = []
-  /** One entry per `protect` call (canonical paths), in registration order. */
-  private readonly protections: string[][] = []
+  /** One entry per `protect` call (each path as given and made canonical), in registration order. */
+  private readonly protections: ProtectedPath[][] = []
   /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
   private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
@@ -141,10 +142,11 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (!Array.isArray(argv) || argv.length === 0 || typeof argv[0] !== 'string' || argv[0] === '') {
       throw new SandboxError('INVALID_POLICY', 'cannot confine an empty argv')
     }
+    const requested = protectedEntries(parsed.data.protectedPaths ?? [])
     const valid: ConfinePolicy = {
       mode: parsed.data.mode,
       workspaceRoot: parsed.data.workspaceRoot,
-      protectedPaths: unique([...this.protectedPaths(), ...canonicalPaths(parsed.data.protectedPaths ?? [])]),
+      protectedPaths: unique([...this.protectedPaths(), ...requested.map((path) => path.canonical)]),
     }
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
     if (parsed.data.network !== undefined) valid.network = parsed.data.network
@@ -161,6 +163,14 @@ class SandboxService extends Service implements SandboxServiceApi {
         failures.push(`${provider.name}: ${verdict}`)
         continue
       }
+      // A protected file with another name, or reached through a link, in a path this sandbox
+      // may write is not protected by a read-only mount of it: refuse (see protected.ts).
+      const writable = [
+        ...(valid.mode === 'workspace-write' ? [valid.workspaceRoot, ...(provider.readWritePaths ?? [])] : []),
+        ...(valid.writablePaths ?? []),
+      ]
+      const problem = protectedPathProblem([...this.protections.flat(), ...requested], canonicalPaths(writable))
+      if (problem !== undefined) throw new SandboxError(problem.code, problem.message)
       const result = provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
         // A provider that hands the argv back unchanged would run it unconfined: fail closed.
@@ -187,7 +197,7 @@ class SandboxService extends Service implements SandboxServiceApi {
         throw new SandboxError('INVALID_POLICY', `a protected path must be absolute: ${JSON.stringify(path)}`)
       }
     }
-    const entry = canonicalPaths(paths)
+    const entry = protectedEntries(paths)
     return this.ctx.effect(() => {
       this.protections.push(entry)
       return () => {
@@ -198,7 +208,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   protectedPaths(): string[] {
-    return unique(this.protections.flat())
+    return unique(this.protections.flat().map((path) => path.canonical))
   }
 
   /**
@@ -271,6 +281,11 @@ function canonicalPaths(paths: readonly string[]): string[] {
     }
   }
   return out
+}
+
+/** Each path that exists, as given and made canonical (realpath(3)). */
+function protectedEntries(paths: readonly string[]): ProtectedPath[] {
+  return paths.flatMap((given) => canonicalPaths([given]).map((canonical) => ({ given, canonical })))
 }
 
 const unique = (paths: readonly string[]): string[] => [...new Set(paths)]

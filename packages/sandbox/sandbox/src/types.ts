@@ -79,6 +79,11 @@ export interface SandboxProvider {
   /** Whether confined processes may use the network (as configured), when the provider knows. */
   readonly network?: boolean
   /**
+   * Host folders it makes writable under workspace-write besides the workspace root (absolute),
+   * so that `confine` can check the protected paths against every writable path.
+   */
+  readonly readWritePaths?: readonly string[]
+  /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
    */
@@ -86,7 +91,13 @@ export interface SandboxProvider {
   confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
 }
 
-export type SandboxErrorCode = 'SANDBOX_UNAVAILABLE' | 'DUPLICATE_PROVIDER' | 'INVALID_POLICY' | 'HIDDEN_PATH_MOVED'
+export type SandboxErrorCode =
+  | 'SANDBOX_UNAVAILABLE'
+  | 'DUPLICATE_PROVIDER'
+  | 'INVALID_POLICY'
+  | 'HIDDEN_PATH_MOVED'
+  | 'PROTECTED_PATH_LINKED'
+  | 'PROTECTED_PATH_SYMLINK'
 
 export class SandboxError extends Error {
   override readonly name = 'SandboxError'
@@ -103,7 +114,11 @@ export interface SandboxServiceApi {
    * Wraps `argv` with the first registered provider for this platform whose probe succeeds.
    * @throws SandboxError `SANDBOX_UNAVAILABLE` with a message that names each provider's probe
    * failure, how to install one (e.g. `apt-get install bubblewrap`), and how to choose
-   * `danger-full-access` explicitly.
+   * `danger-full-access` explicitly; `PROTECTED_PATH_LINKED` for a protected regular file with
+   * more than one hard link (st_nlink) on the device of a path the sandbox may write;
+   * `PROTECTED_PATH_SYMLINK` for a protected path, as given, that goes through a symbolic link
+   * whose directory entry lies in a path the sandbox may write (each names the path, the link
+   * count or the link and its target, and what to do).
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
@@ -111,7 +126,8 @@ export interface SandboxServiceApi {
    * workspace — for the files a running harness was composed from and the code it runs, so a
    * confined process cannot rewrite the configuration that confines it. Paths must be absolute;
    * they are made canonical (realpath(3)), and paths that do not exist are ignored. The disposer,
-   * tied to the caller's plugin scope, removes them again.
+   * tied to the caller's plugin scope, removes them again. Each path is also kept as given, for
+   * the checks `confine` makes of its shape (hard links, symbolic links on the way).
    * @throws SandboxError `INVALID_POLICY` for a relative path.
    */
   protect?(paths: readonly string[]): () => void

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { chmodSync, linkSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type EffectMeta, type Message } from 'cordis'
@@ -298,5 +298,91 @@ describe('ctx.sandbox', () => {
     } finally {
       rmSync(shared, { recursive: true, force: true })
     }
+  })
+})
+
+describe('ctx.sandbox: protected paths whose protection a writable path could get around', () => {
+  let dir: string
+  afterEach(() => rmSync(dir, { recursive: true, force: true }))
+
+  async function protecting(paths: string[], provider: SandboxProvider = fake('works', true)): Promise<SandboxService> {
+    const sandbox = await boot()
+    sandbox.register(provider)
+    sandbox.protect(paths)
+    return sandbox
+  }
+
+  it('refuses a protected file with another hard link on the device of the workspace, naming the file, its link count and how to find the names', async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-linked-')))
+    const file = join(dir, 'cordis.yml')
+    writeFileSync(file, '[]\n')
+    linkSync(file, join(dir, '.cfg-link'))
+    const sandbox = await protecting([file])
+    const error = await rejection(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: dir }))
+    expect(error.code).toBe('PROTECTED_PATH_LINKED')
+    expect(error.message).toContain(`the protected file ${file} has 2 hard links`)
+    expect(error.message).toContain(`find ${dir} -xdev -samefile ${file}`)
+    // A writable path of the confinement itself counts, in either mode; nothing writable: nothing to get around.
+    const own = await rejection(sandbox.confine(['x'], { mode: 'read-only', workspaceRoot: '/', writablePaths: [dir] }))
+    expect(own.code).toBe('PROTECTED_PATH_LINKED')
+    await expect(sandbox.confine(['x'], { mode: 'read-only', workspaceRoot: dir })).resolves.toMatchObject({ provider: 'works' })
+    // With one name again it confines.
+    rmSync(join(dir, '.cfg-link'))
+    await expect(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: dir })).resolves.toMatchObject({ provider: 'works' })
+  })
+
+  it("counts the provider's readWritePaths as writable under workspace-write", async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-linked-')))
+    mkdirSync(join(dir, 'rw'))
+    mkdirSync(join(dir, 'ws'))
+    const file = join(dir, 'conf.yml')
+    writeFileSync(file, '[]\n')
+    linkSync(file, join(dir, 'rw', 'other-name'))
+    const sandbox = await protecting([file], Object.assign(fake('works', true), { readWritePaths: [join(dir, 'rw')] }))
+    const error = await rejection(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws') }))
+    expect(error.code).toBe('PROTECTED_PATH_LINKED')
+    expect(error.message).toContain(`find ${join(dir, 'ws')} ${join(dir, 'rw')} -xdev -samefile ${file}`)
+  })
+
+  it('does not look into a protected folder: its files may have other names (a pnpm install hard-links them)', async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-linked-')))
+    mkdirSync(join(dir, 'install'))
+    writeFileSync(join(dir, 'install', 'index.js'), '\n')
+    linkSync(join(dir, 'install', 'index.js'), join(dir, 'store-copy'))
+    const sandbox = await protecting([join(dir, 'install')])
+    await expect(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: dir })).resolves.toMatchObject({ provider: 'works' })
+  })
+
+  it('refuses a protected path that goes through a symbolic link inside a writable path, naming the link and its target', async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-symlinked-')))
+    mkdirSync(join(dir, 'shared'))
+    mkdirSync(join(dir, 'ws'))
+    writeFileSync(join(dir, 'shared', 'cordis.yml'), '[]\n')
+    symlinkSync(join(dir, 'shared', 'cordis.yml'), join(dir, 'ws', 'cordis.yml'))
+    symlinkSync(join(dir, 'shared'), join(dir, 'ws', 'conf'))
+    const sandbox = await protecting([join(dir, 'ws', 'cordis.yml')])
+    const error = await rejection(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws') }))
+    expect(error.code).toBe('PROTECTED_PATH_SYMLINK')
+    expect(error.message).toContain(`the symbolic link ${join(dir, 'ws', 'cordis.yml')} -> ${join(dir, 'shared', 'cordis.yml')}, inside the writable ${join(dir, 'ws')}`)
+    expect(error.message).toContain(`--config ${join(dir, 'shared', 'cordis.yml')}`)
+    // A link as a folder on the way, given with the request, is refused the same way.
+    const sandbox2 = await protecting([])
+    const folder = await rejection(sandbox2.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws'), protectedPaths: [join(dir, 'ws', 'conf', 'cordis.yml')] }))
+    expect(folder.code).toBe('PROTECTED_PATH_SYMLINK')
+    expect(folder.message).toContain(`the symbolic link ${join(dir, 'ws', 'conf')} -> ${join(dir, 'shared')}`)
+  })
+
+  it('accepts a link outside every writable path, and the target given directly', async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-symlinked-')))
+    mkdirSync(join(dir, 'shared'))
+    mkdirSync(join(dir, 'ws'))
+    writeFileSync(join(dir, 'shared', 'cordis.yml'), '[]\n')
+    symlinkSync(join(dir, 'shared', 'cordis.yml'), join(dir, 'link.yml'))
+    const sandbox = await protecting([join(dir, 'link.yml'), join(dir, 'shared', 'cordis.yml')])
+    await expect(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws') })).resolves.toMatchObject({ provider: 'works' })
+    // Under read-only the workspace is not writable: its links cannot be replaced.
+    symlinkSync(join(dir, 'shared', 'cordis.yml'), join(dir, 'ws', 'cordis.yml'))
+    const inside = await protecting([join(dir, 'ws', 'cordis.yml')])
+    await expect(inside.confine(['x'], { mode: 'read-only', workspaceRoot: join(dir, 'ws') })).resolves.toMatchObject({ provider: 'works' })
   })
 })

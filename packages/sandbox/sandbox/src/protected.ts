@@ -1,0 +1,149 @@
+/**
+ * What a protected path must look like for its protection to hold. A provider binds the
+ * canonical path read-only (a mount covers the file, not a name of it), so two shapes escape it:
+ *
+ * - **another hard link** (link(2)): a regular file with `st_nlink` > 1 has other names, and one of
+ *   them inside a writable path is an ordinary writable file that rewrites the protected one
+ *   (hard links never cross a filesystem, so only a writable path on the file's device — st_dev —
+ *   can hold one). A confined process cannot make a new one (link(2) across mounts is `EXDEV`);
+ *   one made while the file was not protected, or by the host, stays.
+ * - **a symbolic link on the way** (symlink(7)): when the path as given goes through a link whose
+ *   directory entry lies inside a writable path (`cordis.yml -> /shared/cordis.yml` in the
+ *   workspace), the target is protected but the link is not: `ln -sfn evil.yml cordis.yml` points
+ *   the next run elsewhere.
+ *
+ * `protectedPathProblem` names the first such path; `ctx.sandbox.confine` refuses with it.
+ */
+import { lstatSync, readlinkSync, realpathSync, type BigIntStats } from 'node:fs'
+import { dirname, isAbsolute, join, relative, sep } from 'node:path'
+import type { SandboxErrorCode } from './types.ts'
+
+/** A path registered with `protect`: as it was given, and made canonical then. */
+export interface ProtectedPath {
+  given: string
+  canonical: string
+}
+
+/** The file system calls the checks make (injectable for tests). */
+export interface ProtectedPathFs {
+  lstat(path: string): BigIntStats | undefined
+  realpath(path: string): string | undefined
+  readlink(path: string): string | undefined
+}
+
+export const nodeProtectedPathFs: ProtectedPathFs = {
+  lstat: (path) => {
+    try {
+      return lstatSync(path, { bigint: true })
+    } catch {
+      return undefined
+    }
+  },
+  realpath: (path) => {
+    try {
+      return realpathSync(path)
+    } catch {
+      return undefined
+    }
+  },
+  readlink: (path) => {
+    try {
+      return readlinkSync(path)
+    } catch {
+      return undefined
+    }
+  },
+}
+
+export interface ProtectedPathProblem {
+  code: Extract<SandboxErrorCode, 'PROTECTED_PATH_LINKED' | 'PROTECTED_PATH_SYMLINK'>
+  message: string
+}
+
+/** Whether `path` is `root` or inside it (both canonical). */
+const isWithin = (path: string, root: string): boolean => {
+  if (root === '/') return true
+  const rest = relative(root, path)
+  return rest === '' || (!rest.startsWith(`..${sep}`) && rest !== '..' && !isAbsolute(rest))
+}
+
+/**
+ * The first protected path whose protection a process confined with `writable` (canonical,
+ * absolute folders it may write) could get around, or undefined when there is none:
+ *
+ * - `PROTECTED_PATH_SYMLINK`: a component of the path as given is a symbolic link whose own
+ *   directory entry lies inside a writable path;
+ * - `PROTECTED_PATH_LINKED`: the canonical path is a regular file with `st_nlink` > 1 on the
+ *   device of a writable path.
+ *
+ * Folders are not looked into: the files inside a protected folder are not checked for other
+ * names (a pnpm install hard-links them from its store).
+ */
+export function protectedPathProblem(
+  paths: readonly ProtectedPath[],
+  writable: readonly string[],
+  fs: ProtectedPathFs = nodeProtectedPathFs,
+): ProtectedPathProblem | undefined {
+  if (writable.length === 0) return undefined
+  const devices = new Map<string, bigint>()
+  for (const root of writable) {
+    const stat = fs.lstat(root)
+    if (stat) devices.set(root, stat.dev)
+  }
+  for (const path of paths) {
+    const link = symlinkOnTheWay(path.given, writable, fs)
+    if (link !== undefined) {
+      return {
+        code: 'PROTECTED_PATH_SYMLINK',
+        message:
+          `cannot confine: the protected path ${path.given} goes through the symbolic link ${link.link} -> ${link.target}, ` +
+          `inside the writable ${link.root}: a confined process could replace the link and point the next run at a file of its own. ` +
+          `Use the target directly (e.g. --config ${path.canonical}) or put the file itself where the link is`,
+      }
+    }
+    const stat = fs.lstat(path.canonical)
+    if (!stat || !stat.isFile() || stat.nlink <= 1n) continue
+    const roots = writable.filter((candidate) => devices.get(candidate) === stat.dev)
+    if (roots.length === 0) continue
+    return {
+      code: 'PROTECTED_PATH_LINKED',
+      message:
+        `cannot confine: the protected file ${path.canonical} has ${stat.nlink} hard links, and a writable path on its device ` +
+        `(${roots.join(', ')}) may hold another name for it, which a confined process could write to rewrite it. ` +
+        `Find the other names with \`find ${roots.join(' ')} -xdev -samefile ${path.canonical}\` and remove them ` +
+        `(or give the file a single name: \`cp ${path.canonical} x && mv x ${path.canonical}\`)`,
+    }
+  }
+  return undefined
+}
+
+/**
+ * The first symbolic link met while resolving `given` component by component whose directory
+ * entry (its canonical folder and name) lies inside one of `writable`.
+ */
+function symlinkOnTheWay(
+  given: string,
+  writable: readonly string[],
+  fs: ProtectedPathFs,
+): { link: string; target: string; root: string } | undefined {
+  let current = '/'
+  for (const part of given.split(sep).filter((segment) => segment !== '' && segment !== '.')) {
+    if (part === '..') {
+      current = dirname(current)
+      continue
+    }
+    const candidate = join(current, part)
+    const stat = fs.lstat(candidate)
+    if (!stat) return undefined // missing: nothing is protected there
+    if (!stat.isSymbolicLink()) {
+      current = candidate
+      continue
+    }
+    const root = writable.find((folder) => folder !== candidate && isWithin(candidate, folder))
+    if (root !== undefined) return { link: candidate, target: fs.readlink(candidate) ?? '?', root }
+    const resolved = fs.realpath(candidate)
+    if (resolved === undefined) return undefined
+    current = resolved
+  }
+  return undefined
+}
