@@ -103,7 +103,7 @@ describe.each(MODES)('a secret in the names of processes (%s)', (mode) => {
   /** A terminal whose shell holds the long value in $V and the short one in $W, typed as secrets. */
   const typed = async (): Promise<string> => {
     const session = await harness.open()
-    for (const [variable, name] of [['V', 'DEMO'], ['W', 'SHORT']]) {
+    for (const [variable, name] of [['V', 'DEMO'], ['W', 'SHORT']] as const) {
       expect((await harness.send(session, `read -s ${variable}`)).text).toContain('[input: hidden')
       expect((await harness.call('terminal_send', { sessionId: session, secret: name })).isError).toBe(false)
     }
@@ -124,7 +124,7 @@ describe.each(MODES)('a secret in the names of processes (%s)', (mode) => {
 
   it('terminal_signal names the foreground program by the secret, cut to 15 bytes or whole', async () => {
     const session = await typed()
-    for (const [variable, label] of [['V', '[secret DEMO]'], ['W', '[secret SHORT]']]) {
+    for (const [variable, label] of [['V', '[secret DEMO]'], ['W', '[secret SHORT]']] as const) {
       const started = await harness.call('terminal_send', { sessionId: session, text: `perl -e '$0 = shift; print "named\\n"; sleep 300' "$${variable}"`, idleMs: 300 })
       expect(started.text).toMatch(/^named$/m)
       const signalled = await harness.signal(session, 'SIGINT')
