@@ -20,7 +20,7 @@ const PS1 = `${MARKER()}\x1b[?2004h$ `
 class FakeTerminal implements TerminalProcess {
   readonly pid = SHELL - 1
   readonly slavePath = '/dev/pts/42'
-  readonly slave = { rdev: 34858 }
+  readonly slave = { dev: 26, rdev: 34858 }
   exited = false
   readonly writes: string[] = []
   readonly signals: string[] = []
