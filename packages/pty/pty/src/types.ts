@@ -158,7 +158,7 @@ export interface SendOperation {
 export interface SpawnOptions {
   /** Backend type, e.g. `shell`. */
   type: string
-  /** Display name, unique among the owner's sessions. */
+  /** Display name, unique among the owner's sessions; 1–`MAX_SESSION_NAME_CHARS` characters. */
   name?: string
   /** Working directory; must exist. Defaults to the owner's workspace root. */
   cwd?: string
@@ -196,6 +196,12 @@ export interface SpawnOptions {
    */
   redact?: SecretValue[]
 }
+
+/**
+ * Most characters (UTF-16 code units) of a session's display `name`: it is repeated in every
+ * list of the owner's sessions (tool-pty's terminal_list), so it is bounded like any other input.
+ */
+export const MAX_SESSION_NAME_CHARS = 64
 
 /** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
 export const MAX_TERMINAL_ROWS = 500
