@@ -6,6 +6,7 @@
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
+import type { SecretRedactor } from './redact.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
 import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
@@ -41,21 +42,26 @@ export interface TerminalInspector {
 }
 
 /**
- * `inspector` with every text it takes from the terminal's processes passed through `clean`
- * before it is returned: process and group names, and in a probe each task's name, the reading
+ * `inspector` with every text it takes from the terminal's processes passed through
+ * `rule.redactProcessText` (redact.ts) before it is returned: process and group names, and in a probe each task's name, the reading
  * task's name and descriptor path, the other wake sources (a descriptor's path among them) and
  * the detail line built from them. The processes are the program's: what it names them and what
  * it opens is text it chooses, and evidence, signal and close results carry it (a session wraps
- * its inspector once, session.ts). `clean` is read at every call, so a value registered later
- * applies from then on. `executable` stays as it is: it is compared, never shown.
+ * its inspector once, session.ts). The rule is applied at every call, so a value registered
+ * later applies from then on; while it has no value (`active` false) nothing is copied.
+ * `executable` stays as it is: it is compared, never shown.
  */
-export function cleanProcessText(inspector: TerminalInspector, clean: (text: string) => string): TerminalInspector {
+export function cleanProcessText(inspector: TerminalInspector, rule: Pick<SecretRedactor, 'active' | 'redactProcessText'>): TerminalInspector {
+  const clean = (text: string): string => rule.redactProcessText(text)
   return {
     get exact() {
       return inspector.exact
     },
     foregroundGroup: () => inspector.foregroundGroup(),
-    probe: async () => cleanProbe(await inspector.probe(), clean),
+    probe: async () => {
+      const probe = await inspector.probe()
+      return rule.active ? cleanProbe(probe, clean) : probe
+    },
     processName: async (pid) => mapDefined(await inspector.processName(pid), clean),
     groupName: async (pgid) => mapDefined(await inspector.groupName(pgid), clean),
     taskSwitches: (pid) => inspector.taskSwitches(pid),

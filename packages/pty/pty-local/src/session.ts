@@ -148,7 +148,7 @@ export class LocalSession implements BackendSession {
     // Everything the session learns from its processes — names, paths, probe details — passes
     // through the process-text rule of the redactor here and in `closed`, before any result,
     // evidence, meta or error can carry it.
-    this.inspector = cleanProcessText(options.inspector, (text) => this.redactor.redactProcessText(text))
+    this.inspector = cleanProcessText(options.inspector, this.redactor)
     this.teardown = options.teardown
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())

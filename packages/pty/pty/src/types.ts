@@ -62,7 +62,7 @@ export interface ReadinessEvidence {
    * `python3[4121] pselect6 fd0 /dev/pts/3`, `no output for 3000 ms`.
    */
   detail: string
-  /** For `proc`: the reading task. */
+  /** For `proc`: the reading task (its name and path redacted like `SignalResult.target`, and so in `detail`). */
   process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
   /**
    * For `proc`, when the read alone did not prove the program waits for input: what else could
@@ -261,7 +261,10 @@ export interface SignalResult {
   delivered: boolean
   /** The foreground process group signalled. */
   targetPgid: number
-  /** Name of the group leader, e.g. `sleep`. */
+  /**
+   * Name of the group leader, e.g. `sleep`. The program chooses it: a backend that redacts
+   * secrets shows a name holding a value (or a piece of one) as `[secret NAME]`.
+   */
   target: string
   /**
    * When no send was active: what the terminal printed since the previous result, up to the
@@ -282,6 +285,7 @@ export interface SignalResult {
 /** A process a close stopped or could not stop. */
 export interface ClosedProcess {
   pid: number
+  /** The process's name (`comm`), redacted like `SignalResult.target`. */
   name: string
 }
 
