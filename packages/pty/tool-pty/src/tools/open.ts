@@ -20,7 +20,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
         .min(1)
         .max(MAX_SESSION_NAME_CHARS, `name must be at most ${MAX_SESSION_NAME_CHARS} characters`)
         .optional()
-        .describe(`Optional display name, unique among your terminals (at most ${MAX_SESSION_NAME_CHARS} characters).`),
+        .describe('Optional display name, unique among your terminals.'),
       cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
       rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
       cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
