@@ -43,9 +43,9 @@ export interface TerminalInspector {
 
 /**
  * `inspector` with every text it takes from the terminal's processes passed through
- * `rule.redactProcessText` (redact.ts) before it is returned: process and group names, and in a probe each task's name, the reading
- * task's name and descriptor path, the other wake sources (a descriptor's path among them) and
- * the detail line built from them. The processes are the program's: what it names them and what
+ * `rule.redactProcessText` (redact.ts) before it is returned: process and group names, and in a
+ * probe each task's name, the reading task's name and descriptor path, the other wake sources (a
+ * descriptor's path among them) and the detail line built from them. The processes are the program's: what it names them and what
  * it opens is text it chooses, and evidence, signal and close results carry it (a session wraps
  * its inspector once, session.ts). The rule is applied at every call, so a value registered
  * later applies from then on; while it has no value (`active` false) nothing is copied.
