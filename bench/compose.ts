@@ -99,7 +99,7 @@ export async function compose(): Promise<Composition> {
           config: ptyLocal.Config.parse({ backendType: SILENCE_TYPE }),
           sandbox: inner.sandbox,
           sandboxPolicy: inner.sandboxPolicy,
-          inspect: (terminal) => silenceOnly(linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath })),
+          inspect: (terminal) => silenceOnly(linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })),
         }),
       )
     },
@@ -114,7 +114,7 @@ export async function compose(): Promise<Composition> {
     config,
     sandbox: ctx.sandbox,
     sandboxPolicy: ctx.sandboxPolicy,
-    inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
+    inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
   })
   // One termios helper for the direct sessions that ask for it, as the plugin keeps one per backend.
   const termios = helperTermiosReader()
@@ -122,7 +122,7 @@ export async function compose(): Promise<Composition> {
     config,
     sandbox: ctx.sandbox,
     sandboxPolicy: ctx.sandboxPolicy,
-    inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
+    inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
     termios,
   })
   let directCount = 0

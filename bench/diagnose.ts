@@ -126,7 +126,7 @@ const backend = new LocalBackend({
   config: Config.parse({}),
   sandbox: { confine: () => Promise.reject(new Error('unconfined diagnosis')) } as unknown as SandboxServiceApi,
   sandboxPolicy: { resolve: () => ({ mode: 'danger-full-access', workspaceRoot: process.cwd(), sessionId: owner.session.id }) } as unknown as SandboxPolicyServiceApi,
-  inspect: (terminal) => recording(linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath })),
+  inspect: (terminal) => recording(linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })),
 })
 
 let opened = 0

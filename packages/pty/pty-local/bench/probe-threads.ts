@@ -17,7 +17,7 @@ const backend = new LocalBackend({
   config,
   sandbox: { confine: () => Promise.reject(new Error('no')) } as never,
   sandboxPolicy: { resolve: () => ({ mode: 'danger-full-access', workspaceRoot: process.cwd(), sessionId: 's' }) } as never,
-  inspect: (t) => linuxInspector({ pid: t.pid, rdev: t.slave.rdev, path: t.slavePath }),
+  inspect: (t) => linuxInspector({ pid: t.pid, ...t.slave, path: t.slavePath }),
 })
 const session = await backend.spawn({ owner: { id: 'a', session: { id: 's' } } as never, sessionId: 'x', signal: new AbortController().signal })
 const op = session.startSend({ text: `python3 -c 'import threading,time; ev=threading.Event(); [threading.Thread(target=ev.wait,daemon=True).start() for _ in range(${threads})]; print("THREADS-UP", flush=True); time.sleep(600)'`, submit: true })

@@ -40,7 +40,18 @@ export const PASTE_END = '\x1b[201~'
 export const ENTER = '\r'
 
 /**
+ * The characters the line discipline turns into signals under ISIG, at their termios(3)
+ * defaults: VINTR ^C, VQUIT ^\, VSUSP ^Z.
+ */
+const SIGNAL_CHARACTER = /(?<=[\x03\x1c\x1a])/
+
+/**
  * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
+ * - A signal character (^C, ^\, ^Z) ends a write: what follows it is written as its own step
+ *   once the program consumed it (`afterConsumed`), as a person types after an interrupt. Written
+ *   together, the interrupted reader can lose what came after it: bash's readline takes the next
+ *   character before it handles the SIGINT and drops it with the line it discards
+ *   (`\x03echo hi` in one write runs `cho hi`).
  * - `submit: false`: the text in one write.
  * - `submit: true`: the text, then Enter as its own write after the text was consumed, so a
  *   raw-mode reader that takes each read as keystrokes sees Enter alone (a chunk `hello\r` reads
@@ -53,11 +64,13 @@ export const ENTER = '\r'
 export function textSteps(input: { text: string; submit: boolean }, modes: { bracketedPaste: boolean }): WriteStep[] {
   const text = input.text.replace(/\r?\n/g, '\r')
   const steps: WriteStep[] = []
-  const echo = lastLine(input.text)
-  if (text !== '') {
-    const paste = modes.bracketedPaste && text.includes('\r')
-    steps.push({ data: paste ? `${PASTE_START}${text}${PASTE_END}` : text, afterConsumed: false, echo })
-  }
+  const pieces = text === '' ? [] : text.split(SIGNAL_CHARACTER)
+  pieces.forEach((piece, index) => {
+    const paste = modes.bracketedPaste && piece.includes('\r')
+    // A piece that ends in a signal character echoes nothing to wait for (the reader redraws).
+    const echo = index === pieces.length - 1 && !/[\x03\x1c\x1a]$/.test(piece) ? lastLine(piece) : ''
+    steps.push({ data: paste ? `${PASTE_START}${piece}${PASTE_END}` : piece, afterConsumed: index > 0, echo })
+  })
   if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
   return steps
 }

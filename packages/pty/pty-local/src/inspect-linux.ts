@@ -4,8 +4,10 @@
  *
  * The terminal is identified by a process that has it as its controlling terminal (the node-pty
  * child: the shell, or the sandbox runner that holds it) and by the PTY slave's device number
- * (`st_rdev`). Descriptors are compared by device number, not by path, because inside a sandbox
- * with a fresh /dev the same terminal may have another path; the path is kept for display.
+ * (`st_rdev`) with the devpts instance it lives in (`st_dev`). Descriptors are compared by
+ * these numbers, not by path, because inside a sandbox with a fresh /dev the same terminal may
+ * have another path (the path is kept for display); and by both, because that fresh /dev has a
+ * devpts instance of its own whose ptys are numbered from 0 again (bwrap(1) `--dev`).
  *
  * One probe:
  * 1. the foreground group is field 8 (`tpgid`) of /proc/<pid>/stat of that process;
@@ -36,7 +38,7 @@ export interface ProcReader extends ProcFs {
    * stat(2), following symlinks, so `/proc/<pid>/fd/<n>` describes the open file. Rejects when
    * the path cannot be stat'ed (ENOENT when the process or descriptor is gone).
    */
-  stat(path: string): Promise<{ rdev: number }>
+  stat(path: string): Promise<{ dev: number; rdev: number }>
   /**
    * Exactly `length` bytes of process `pid`'s memory at `address` (/proc/<pid>/mem, which needs
    * ptrace access to the process). Rejects when unreadable or short.
@@ -51,7 +53,10 @@ export interface ProcReader extends ProcFs {
  */
 export const nodeProcReader: ProcReader = {
   ...nodeProcFs,
-  stat: (path) => settle(() => ({ rdev: statSync(path).rdev })),
+  stat: (path) => settle(() => {
+    const { dev, rdev } = statSync(path)
+    return { dev, rdev }
+  }),
   async readMemory(pid, address, length) {
     // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a
     // number works; user-space addresses on x86_64 and arm64 are below 2^53.
@@ -82,6 +87,12 @@ export interface TerminalIdentity {
   pid: number
   /** Device number of the slave (`st_rdev`, in the encoding of stat(2) and proc(5) `tty_nr`). */
   rdev: number
+  /**
+   * The devpts instance the slave lives in (`st_dev` of the slave). A descriptor is this terminal
+   * only when both numbers match: a program in a sandbox with its own devpts (bwrap(1) `--dev`)
+   * can open ptys there until one has the same `st_rdev`, and block reading that one.
+   */
+  dev: number
   /** Display path, e.g. `/dev/pts/3`. */
   path: string
 }
@@ -94,8 +105,8 @@ export interface TerminalIdentity {
 export async function identifyTerminal(options: { proc: ProcReader; pid: number }): Promise<TerminalIdentity | undefined> {
   const { proc, pid } = options
   try {
-    const [{ rdev }, path] = await Promise.all([proc.stat(`/proc/${pid}/fd/0`), proc.readlink(`/proc/${pid}/fd/0`)])
-    return rdev > 0 ? { pid, rdev, path } : undefined
+    const [{ dev, rdev }, path] = await Promise.all([proc.stat(`/proc/${pid}/fd/0`), proc.readlink(`/proc/${pid}/fd/0`)])
+    return rdev > 0 ? { pid, dev, rdev, path } : undefined
   } catch {
     return undefined
   }
@@ -849,13 +860,18 @@ async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscal
 }
 
 /**
- * Whether descriptor `fd` of `member` is this terminal: its device number is the slave's, or it
- * is /dev/tty (tty(4)) and the process's controlling terminal (stat field 7) is the slave.
+ * Whether descriptor `fd` of `member` is this terminal: the file it refers to (stat(2) of
+ * /proc/<pid>/fd/<n>, which follows to the open file) has the slave's device number *and* lives
+ * in the slave's devpts instance (`st_dev`) — the same device number in another instance is
+ * another terminal — or it is /dev/tty (tty(4)) and the process's controlling terminal (stat
+ * field 7) is the slave: a member of the foreground group is in the terminal's session, whose
+ * controlling terminal this is.
  */
 async function isTerminal(context: TaskContext, member: ProcStat, fd: number): Promise<boolean> {
   try {
-    const { rdev } = await context.proc.stat(`/proc/${member.pid}/fd/${fd}`)
-    return rdev === context.terminal.rdev || (rdev === DEV_TTY_RDEV && member.ttyNr === context.terminal.rdev)
+    const { dev, rdev } = await context.proc.stat(`/proc/${member.pid}/fd/${fd}`)
+    if (rdev === context.terminal.rdev) return dev === context.terminal.dev
+    return rdev === DEV_TTY_RDEV && member.ttyNr === context.terminal.rdev
   } catch {
     return false
   }

@@ -6,6 +6,7 @@
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
+import type { SecretRedactor } from './redact.ts'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
 import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
@@ -38,6 +39,67 @@ export interface TerminalInspector {
   stoppedWithoutChildren(pid: number): Promise<boolean | undefined>
   /** The program a process runs (/proc/<pid>/exe), or undefined when unknown. */
   executable(pid: number): Promise<string | undefined>
+}
+
+/**
+ * `inspector` with every text it takes from the terminal's processes passed through
+ * `rule.redactProcessText` (redact.ts) before it is returned: process and group names, and in a
+ * probe each task's name, the reading task's name and descriptor path, the other wake sources (a
+ * descriptor's path among them) and the detail line built from them. The processes are the program's: what it names them and what
+ * it opens is text it chooses, and evidence, signal and close results carry it (a session wraps
+ * its inspector once, session.ts). The rule is applied at every call, so a value registered
+ * later applies from then on; while it has no value (`active` false) nothing is copied.
+ * `executable` stays as it is: it is compared, never shown.
+ */
+export function cleanProcessText(inspector: TerminalInspector, rule: Pick<SecretRedactor, 'active' | 'redactProcessText'>): TerminalInspector {
+  const clean = (text: string): string => rule.redactProcessText(text)
+  return {
+    get exact() {
+      return inspector.exact
+    },
+    foregroundGroup: () => inspector.foregroundGroup(),
+    probe: async () => {
+      const probe = await inspector.probe()
+      return rule.active ? cleanProbe(probe, clean) : probe
+    },
+    processName: async (pid) => mapDefined(await inspector.processName(pid), clean),
+    groupName: async (pgid) => mapDefined(await inspector.groupName(pgid), clean),
+    taskSwitches: (pid) => inspector.taskSwitches(pid),
+    blockedInRead: (pid) => inspector.blockedInRead(pid),
+    stoppedWithoutChildren: (pid) => inspector.stoppedWithoutChildren(pid),
+    executable: (pid) => inspector.executable(pid),
+  }
+}
+
+function mapDefined(text: string | undefined, clean: (text: string) => string): string | undefined {
+  return text === undefined ? undefined : clean(text)
+}
+
+/**
+ * `probe` with its process texts cleaned (`cleanProcessText`); the probe itself when none
+ * changed. The detail line is built from the same texts (inspect-linux.ts), so each changed one
+ * is replaced where it occurs in it, the longest first (a name inside a longer one is then
+ * already gone).
+ */
+export function cleanProbe(probe: ReadProbe, clean: (text: string) => string): ReadProbe {
+  const changed = new Map<string, string>()
+  const take = (text: string): string => {
+    const cleaned = clean(text)
+    if (cleaned !== text) changed.set(text, cleaned)
+    return cleaned
+  }
+  const tasks = probe.tasks.map((task) => {
+    const name = take(task.name)
+    const sources = task.sources?.map(take)
+    if (name === task.name && (sources ?? []).every((source, index) => source === task.sources![index])) return task
+    return { ...task, name, ...(sources !== undefined && { sources }) }
+  })
+  const reader = probe.reader === undefined ? undefined : { ...probe.reader, name: take(probe.reader.name), path: take(probe.reader.path) }
+  const sources = probe.sources?.map(take)
+  if (changed.size === 0) return probe
+  let detail = probe.detail
+  for (const [text, cleaned] of [...changed].sort(([a], [b]) => b.length - a.length)) detail = detail.split(text).join(cleaned)
+  return { ...probe, tasks, reader, detail, ...(sources !== undefined && { sources }) }
 }
 
 /**

@@ -68,9 +68,10 @@ export class ProcFileCache implements ProcReader {
     return nodeProcFs.readlink(path)
   }
 
-  stat(path: string): Promise<{ rdev: number }> {
+  stat(path: string): Promise<{ dev: number; rdev: number }> {
     try {
-      return Promise.resolve({ rdev: statSync(path).rdev })
+      const { dev, rdev } = statSync(path)
+      return Promise.resolve({ dev, rdev })
     } catch (error) {
       return Promise.reject(error)
     }

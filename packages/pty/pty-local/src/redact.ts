@@ -12,6 +12,14 @@
 /** The shortest value accepted, in UTF-8 bytes: a shorter one would match ordinary output and be replaced all over it. */
 export const MIN_SECRET_BYTES = 8
 
+/**
+ * The shortest piece of a value recognised in text taken from a terminal's processes (a process
+ * name, a path), in characters; a value shorter than this counts whole. A process name is cut to
+ * 15 bytes (TASK_COMM_LEN 16 with its NUL; prctl(2) `PR_SET_NAME`, proc(5) `comm`), so a longer
+ * value reaches a name only in pieces — two processes named with its halves carry it whole.
+ */
+export const PROCESS_PIECE_CHARS = 6
+
 interface Secret {
   name: string
   value: Buffer
@@ -20,6 +28,8 @@ interface Secret {
   /** The value and the label as text, for the passes over rendered text. */
   text: string
   labelText: string
+  /** Every run of `min(PROCESS_PIECE_CHARS, text.length)` characters of the value (`redactProcessText`). */
+  pieces: Set<string>
 }
 
 /** A value found in rows read as one text: `[from, to)` of that text is replaced by `label`. */
@@ -54,6 +64,14 @@ function applyEdits(rows: readonly string[], edits: readonly Edit[], start: numb
   return out
 }
 
+/** Every run of `min(PROCESS_PIECE_CHARS, value.length)` UTF-16 code units of `value`. */
+function piecesOf(value: string): Set<string> {
+  const length = Math.min(PROCESS_PIECE_CHARS, value.length)
+  const pieces = new Set<string>()
+  for (let at = 0; at + length <= value.length; at++) pieces.add(value.slice(at, at + length))
+  return pieces
+}
+
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
 export interface RedactContext {
   before?: string
@@ -86,7 +104,7 @@ export class SecretRedactor {
     if (bytes.length < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !secret.value.equals(bytes))
     const labelText = `[secret ${name}]`
-    this.secrets.push({ name, value: bytes, label: Buffer.from(labelText, 'utf8'), text: value, labelText })
+    this.secrets.push({ name, value: bytes, label: Buffer.from(labelText, 'utf8'), text: value, labelText, pieces: piecesOf(value) })
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
@@ -118,6 +136,24 @@ export class SecretRedactor {
     const body = text.replaceAll('\n', '')
     const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
     return edits.length === 0 ? text : applyEdits(text.split('\n'), edits, before.length).join('\n')
+  }
+
+  /**
+   * `text` taken from the terminal's processes — a process name (stat `comm`), a path one of them
+   * holds open — as a result may show it: `[secret NAME]` in place of the whole text when it
+   * shares a run of at least `min(PROCESS_PIECE_CHARS, value length)` characters with a
+   * registered value (the first such value, longest first), otherwise the text as it is. A piece
+   * is enough because a name holds at most 15 bytes: a longer value shows there only cut, and
+   * the rest of such a name (or path) is the program's to choose, so none of it is kept.
+   */
+  redactProcessText(text: string): string {
+    for (const secret of this.secrets) {
+      const length = Math.min(PROCESS_PIECE_CHARS, secret.text.length)
+      for (let at = 0; at + length <= text.length; at++) {
+        if (secret.pieces.has(text.slice(at, at + length))) return secret.labelText
+      }
+    }
+    return text
   }
 
   /**

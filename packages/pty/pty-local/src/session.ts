@@ -38,7 +38,7 @@ import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
 import type { Config } from './config.ts'
-import type { TerminalInspector } from './inspector.ts'
+import { cleanProcessText, type TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
 import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
@@ -145,7 +145,10 @@ export class LocalSession implements BackendSession {
     this.config = options.config
     this.prompt = options.prompt
     this.terminal = options.terminal
-    this.inspector = options.inspector
+    // Everything the session learns from its processes — names, paths, probe details — passes
+    // through the process-text rule of the redactor here and in `closed`, before any result,
+    // evidence, meta or error can carry it.
+    this.inspector = cleanProcessText(options.inspector, this.redactor)
     this.teardown = options.teardown
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
@@ -626,10 +629,15 @@ export class LocalSession implements BackendSession {
 
   // ─── Teardown ─────────────────────────────────────────────────────────────────────
 
+  /** A process the teardown stopped or left, as a close result names it: its name cleaned like the inspector's (see the constructor). */
+  private closed(record: ProcessRecord): { pid: number; name: string } {
+    return { pid: record.pid, name: this.redactor.redactProcessText(record.comm) }
+  }
+
   private async runClose(): Promise<CloseResult> {
     const report = await this.teardown()
-    const stopped = report.stopped.map(toClosed)
-    const survivors = report.survivors.map(toClosed)
+    const stopped = report.stopped.map((record) => this.closed(record))
+    const survivors = report.survivors.map((record) => this.closed(record))
     if (survivors.length) return { status: this.state, stopped, survivors }
     // Everything that held the slave is gone: node-pty reaches EOF and reports the exit.
     const exit = await within(this.terminal.exit, this.config.disposeGraceMs)
@@ -652,9 +660,6 @@ export class LocalSession implements BackendSession {
 
 
 
-function toClosed(record: ProcessRecord): { pid: number; name: string } {
-  return { pid: record.pid, name: record.comm }
-}
 
 function stripPrompt(viewport: string, ps1: string): string {
   return viewport.endsWith(ps1) ? viewport.slice(0, viewport.length - ps1.length).replace(/\n$/, '') : viewport

@@ -34,8 +34,13 @@ export interface TerminalProcess {
   readonly pid: number
   /** Path of the PTY slave as this process sees it, e.g. `/dev/pts/3`. */
   readonly slavePath: string
-  /** Device number of the slave (stat(2) `st_rdev`; negative when unknown), to recognise it behind any descriptor. */
-  readonly slave: { rdev: number }
+  /**
+   * The slave's identity, to recognise it behind any descriptor (stat(2)): `rdev` its device
+   * number (`st_rdev`), `dev` the devpts instance it lives in (`st_dev`); both negative when
+   * unknown. A device number alone names a terminal only within one devpts instance: a sandbox
+   * mounts its own (bwrap(1) `--dev`), whose ptys are numbered from 0 again.
+   */
+  readonly slave: { dev: number; rdev: number }
   /**
    * Queues input after everything queued before it. Resolves once every byte is in the
    * kernel's input queue of the terminal, or when the rest was dropped because the terminal
@@ -78,10 +83,10 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   })
   // `ptsName` is a getter of node-pty's UnixTerminal that its typings do not declare.
   const slavePath = String((child as unknown as { ptsName?: string }).ptsName ?? '')
-  let slave = { rdev: -1 }
+  let slave = { dev: -1, rdev: -1 }
   try {
     const stat = statSync(slavePath)
-    slave = { rdev: stat.rdev }
+    slave = { dev: stat.dev, rdev: stat.rdev }
   } catch {
     // Without the slave's identity the exact readiness tier is off; the other tiers still work.
   }

@@ -15,6 +15,16 @@ describe('input plans', () => {
     })
   })
 
+  it('a signal character in text ends a write: the rest follows once the program consumed it', () => {
+    expect(planInput({ text: 'x\x03echo hi', submit: true }, normal).steps).toEqual([
+      { data: 'x\x03', afterConsumed: false, echo: '' },
+      { data: 'echo hi', afterConsumed: true, echo: 'echo hi' },
+      { data: '\r', afterConsumed: true, echo: '' },
+    ])
+    expect(planInput({ text: 'sleep 9\x1a', submit: false }, normal).steps).toEqual([{ data: 'sleep 9\x1a', afterConsumed: false, echo: '' }])
+    expect(planInput({ text: '\x1c\x03', submit: false }, normal).steps.map((step) => step.data)).toEqual(['\x1c', '\x03'])
+  })
+
   it('keys are one step each, every one after the previous was consumed, named keys carried for encoding at write time', () => {
     const plan = planInput({ keys: ['Up', { text: 'ls' }, 'q', 'Enter'], submit: true }, { ...normal, applicationCursor: true })
     expect(plan.steps.map((step) => [step.data, step.afterConsumed, step.echo])).toEqual([

@@ -19,9 +19,9 @@ import {
 } from '../src/inspect-linux.ts'
 import { OutputParser } from '../src/output.ts'
 import { parseSyscallFile, READ_SYSCALLS } from '../src/syscalls.ts'
-import { DEV_TTY, epollInfo, FakeProc, type FakeProcess, fdSet, pollfds, PTS3, PTS4, syscall } from './fixtures/fake-proc.ts'
+import { DEV_TTY, epollInfo, FakeProc, type FakeProcess, fdSet, HOST_DEVPTS, makedev, pollfds, PTS3, PTS4, syscall } from './fixtures/fake-proc.ts'
 
-const TERMINAL: TerminalIdentity = { pid: 100, rdev: PTS3, path: '/dev/pts/3' }
+const TERMINAL: TerminalIdentity = { pid: 100, dev: HOST_DEVPTS, rdev: PTS3, path: '/dev/pts/3' }
 const TTY = { rdev: PTS3, path: '/dev/pts/3' }
 const STDIO = { 0: TTY, 1: TTY, 2: TTY }
 
@@ -155,6 +155,14 @@ describe('the /proc probe on fixtures', () => {
     const result = await probe(tree(700, [other]))
     expect(result.verdict).toBe('not_reading')
     expect(result.tasks[0]).toMatchObject({ syscall: 'read', fds: [0] })
+    expect(result.tasks[0]?.terminalFd).toBeUndefined()
+  })
+
+  it('misses a process reading a pty with the terminal’s device number in another devpts instance (a sandbox’s own /dev/pts)', async () => {
+    const fake: FakeProcess = { pid: 710, comm: 'python3', pgrp: 710, tasks: [{ tid: 710, state: 'S', syscall: syscall(0, 4n), switches: [1, 0] }], fds: { ...STDIO, 4: { dev: makedev(0, 52), rdev: PTS3, path: '/dev/pts/3' } } }
+    const result = await probe(tree(710, [fake]))
+    expect(result.verdict).toBe('not_reading')
+    expect(result.tasks[0]).toMatchObject({ syscall: 'read', fds: [4] })
     expect(result.tasks[0]?.terminalFd).toBeUndefined()
   })
 
@@ -489,7 +497,7 @@ async function startShell(): Promise<Shell> {
   })
   const shell: Shell = {
     pid: child.pid,
-    terminal: { pid: child.pid, rdev: 0, path: '' },
+    terminal: { pid: child.pid, dev: 0, rdev: 0, path: '' },
     write(text) {
       seen = ''
       child.write(text)

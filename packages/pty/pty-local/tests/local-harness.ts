@@ -40,7 +40,7 @@ export function unconfinedBackend(overrides: Partial<Config> = {}, env: NodeJS.P
     sandboxPolicy,
     env,
     termios,
-    inspect: (terminal) => linuxInspector({ pid: terminal.pid, rdev: terminal.slave.rdev, path: terminal.slavePath }),
+    inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
   })
 }
 

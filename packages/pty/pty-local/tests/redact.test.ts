@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { LiveTextRedactor, MIN_SECRET_BYTES, SecretRedactor } from '../src/redact.ts'
+import { cleanProbe, type ReadProbe } from '../src/inspector.ts'
+import { LiveTextRedactor, MIN_SECRET_BYTES, PROCESS_PIECE_CHARS, SecretRedactor } from '../src/redact.ts'
 
 const VALUE = 'hunter2-Correct-Horse'
 
@@ -113,5 +114,53 @@ describe('the live text pass', () => {
     expect(live(['prompt> hunt', 'er2 is not it\n'])).toEqual(['prompt> ', 'hunter2 is not it\n', ''])
     expect(live(['a:hunter2-'])).toEqual(['a:', 'hunter2-'])
     expect(live(['no secret here\n'])).toEqual(['no secret here\n', ''])
+  })
+})
+
+describe('the process-text pass', () => {
+  const redactor = new SecretRedactor()
+  redactor.add('DEMO', 'hunter2-S3cretValue')
+  redactor.add('SHORT', 'pw-12-chars!')
+
+  it('replaces a name holding a value whole, or a piece of one, by the secret', () => {
+    expect(redactor.redactProcessText('pw-12-chars!')).toBe('[secret SHORT]')
+    // A 19-character value as a process name: cut to 15 bytes, or split over two names.
+    expect(redactor.redactProcessText('hunter2-S3cretV')).toBe('[secret DEMO]')
+    expect(redactor.redactProcessText('hunter2-S3cr')).toBe('[secret DEMO]')
+    expect(redactor.redactProcessText('etValue')).toBe('[secret DEMO]')
+    // The whole text goes, not just the piece: what is around it is the program's to choose.
+    expect(redactor.redactProcessText('/tmp/w/x-S3cretV-y.fifo fd 3')).toBe('[secret DEMO]')
+  })
+
+  it(`keeps names that share fewer than ${PROCESS_PIECE_CHARS} characters with every value`, () => {
+    for (const name of ['bash', 'hunte', 'Value', 'S3cre', 'chars', 'python3', 'perl']) expect(redactor.redactProcessText(name), name).toBe(name)
+    expect(redactor.redactProcessText('hunter')).toBe('[secret DEMO]')
+    expect(redactor.redactProcessText('chars!')).toBe('[secret SHORT]')
+    expect(new SecretRedactor().redactProcessText('hunter2-S3cretV')).toBe('hunter2-S3cretV')
+  })
+
+  it('cleans every process text of a probe, and its detail line built from them', () => {
+    const clean = (text: string) => redactor.redactProcessText(text)
+    const raw: ReadProbe = {
+      verdict: 'reading',
+      tpgid: 50,
+      tasks: [
+        { pid: 50, tid: 50, name: 'hunter2-S3cretV', state: 'S', syscall: 'pselect6', switches: 1, fds: [0, 3], terminalFd: 0, sources: ['/w/hunter2-S3cretValue.fifo fd 3'] },
+        { pid: 50, tid: 51, name: 'hunter2-S3cretV', state: 'S', syscall: 'read', switches: 1, fds: [] },
+        { pid: 52, tid: 52, name: 'cat', state: 'S', syscall: 'read', switches: 1, fds: [] },
+      ],
+      reader: { name: 'hunter2-S3cretV', pid: 50, tid: 50, syscall: 'pselect6', fd: 0, path: '/dev/pts/0' },
+      detail: 'hunter2-S3cretV[50] pselect6 fd0 /dev/pts/0',
+      sources: ['/w/hunter2-S3cretValue.fifo fd 3'],
+    }
+    const cleaned = cleanProbe(raw, clean)
+    expect(cleaned.detail).toBe('[secret DEMO][50] pselect6 fd0 /dev/pts/0')
+    expect(cleaned.reader).toEqual({ ...raw.reader, name: '[secret DEMO]' })
+    expect(cleaned.tasks.map((task) => task.name)).toEqual(['[secret DEMO]', '[secret DEMO]', 'cat'])
+    expect(cleaned.tasks[0]!.sources).toEqual(['[secret DEMO]'])
+    expect(cleaned.tasks[2]).toBe(raw.tasks[2])
+    expect(cleaned.sources).toEqual(['[secret DEMO]'])
+    const plain: ReadProbe = { ...raw, tasks: [raw.tasks[2]!], reader: { ...raw.reader!, name: 'cat' }, detail: 'cat[52] read fd0 /dev/pts/0', sources: [] }
+    expect(cleanProbe(plain, clean)).toBe(plain)
   })
 })

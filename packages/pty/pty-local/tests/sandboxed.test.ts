@@ -2,7 +2,7 @@
  * Terminals under the real sandbox: the pty-local plugin composed with ctx.pty, the bubblewrap
  * provider and ctx.sandboxPolicy, driven through ctx.pty as tools do.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import path from 'node:path'
 import { Context } from 'cordis'
@@ -88,6 +88,51 @@ describe('a workspace-write terminal', () => {
     await agents.dispose(agent)
   })
 
+  it('does not take a read of a pty in the sandbox’s own devpts, numbered like the terminal, for a read of the terminal', async () => {
+    // bwrap --dev mounts a devpts instance of its own, numbered from 0 again: the program opens
+    // ptys there until one has the terminal's device number, then blocks reading that one.
+    writeFileSync(path.join(workspace, 'fakepty.py'), [
+      'import os',
+      'want = os.fstat(0).st_rdev',
+      'keep = []',
+      'for _ in range(os.minor(want) + 1):',
+      '    master, slave = os.openpty()',
+      '    keep.append((master, slave))',
+      '    if os.fstat(slave).st_rdev == want:',
+      '        print("fake-pty", "fd", slave, flush=True)',
+      '        os.read(slave, 1)',
+      'print("no pty with that number", flush=True)',
+      '',
+    ].join('\n'))
+    const { pty, agent, agents } = await compose({ mode: 'workspace-write' })
+    const { sessionId, pid } = await pty.spawn(agent, { type: 'shell' })
+    const blocked = await pty.startSend(agent, sessionId, { text: `python3 ${workspace}/fakepty.py`, submit: true, idleMs: 500 }).done
+    // Never proved ready (the send may settle before the program blocks, on a loaded machine).
+    expect(blocked.waitReason).toBe('inferred_idle')
+    let fd: string | undefined
+    await until(() => (fd = /^fake-pty fd (\d+)$/m.exec(pty.read(agent, sessionId, { offset: 0, count: 50 }).text)?.[1]) !== undefined)
+    // What the kernel shows from the host: the program's fd 0 is the terminal exactly as the
+    // session recorded it at spawn (the wrapper's fd 0, outside the sandbox); the fake has the
+    // same device number in another devpts instance.
+    const [program] = runningPids(new RegExp(`python3 ${workspace}/fakepty\\.py$`))
+    expect(program).toBeDefined()
+    const identity = (file: string) => {
+      const { dev, rdev } = statSync(file)
+      return { dev, rdev }
+    }
+    const terminal = identity(`/proc/${pid}/fd/0`)
+    expect(identity(`/proc/${program}/fd/0`)).toEqual(terminal)
+    const fake = identity(`/proc/${program}/fd/${fd}`)
+    expect(fake.rdev).toBe(terminal.rdev)
+    expect(fake.dev).not.toBe(terminal.dev)
+    // With the program blocked on the fake, the next text is reported as typed to nobody.
+    const ahead = await pty.startSend(agent, sessionId, { text: 'echo typed-ahead', submit: true, idleMs: 300, timeoutMs: 2000 }).done
+    expect(ahead.waitReason).not.toBe('stdin_read')
+    expect(ahead.inputState).toBe('not_reading')
+    await pty.signal(agent, sessionId, 'SIGINT')
+    await agents.dispose(agent)
+  })
+
   it('closing leaves nothing running, including a setsid daemon', async () => {
     const { pty, agent, agents } = await compose({ mode: 'workspace-write' })
     const { sessionId } = await pty.spawn(agent, { type: 'shell' })
@@ -162,6 +207,21 @@ async function until(condition: () => boolean): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition never held')
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
+}
+
+/** Pids of running processes whose command line matches `pattern`. */
+function runningPids(pattern: RegExp): number[] {
+  const found: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ')
+      if (pattern.test(cmdline)) found.push(Number(entry))
+    } catch {
+      // gone
+    }
+  }
+  return found
 }
 
 /** Command lines of running processes matching `pattern`. */

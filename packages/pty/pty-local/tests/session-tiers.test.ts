@@ -20,7 +20,7 @@ const PS1 = `${MARKER()}\x1b[?2004h$ `
 class FakeTerminal implements TerminalProcess {
   readonly pid = SHELL - 1
   readonly slavePath = '/dev/pts/42'
-  readonly slave = { rdev: 34858 }
+  readonly slave = { dev: 26, rdev: 34858 }
   exited = false
   readonly writes: string[] = []
   readonly signals: string[] = []
@@ -453,5 +453,30 @@ describe('startup', () => {
     const reason = { why: 'gone' }
     controller.abort(reason)
     await expect(ready).rejects.toBe(reason)
+  })
+})
+
+describe('process names', () => {
+  it('a close names processes the teardown stopped or left by the secret they carry, whole or cut', async () => {
+    const terminal = new FakeTerminal()
+    const session = new LocalSession({
+      config: Config.parse(fast),
+      prompt,
+      terminal,
+      inspector: new FakeInspector(),
+      redact: [{ name: 'DEMO', value: 'hunter2-S3cretValue' }],
+      teardown: async () => ({
+        stopped: [{ pid: 11, startTime: '1', comm: 'hunter2-S3cr' }, { pid: 12, startTime: '1', comm: 'bash' }],
+        survivors: [{ pid: 13, startTime: '1', comm: 'etValue' }, { pid: 14, startTime: '1', comm: 'Value' }],
+      }),
+      signalWrapper: async () => {},
+    })
+    const ready = session.ready(new AbortController().signal)
+    terminal.emit(`welcome\r\n${PS1}`)
+    await ready
+    const closed = await session.close()
+    expect(closed.stopped).toEqual([{ pid: 11, name: '[secret DEMO]' }, { pid: 12, name: 'bash' }])
+    // Five characters are below the piece the rule recognises (PROCESS_PIECE_CHARS).
+    expect(closed.survivors).toEqual([{ pid: 13, name: '[secret DEMO]' }, { pid: 14, name: 'Value' }])
   })
 })

@@ -145,3 +145,14 @@ describe('bracketed paste', () => {
     expect(linesEqual(history.viewport, 'count=2')).toBe(1)
   })
 })
+
+describe('signal characters in text', () => {
+  it('text after a ^C reaches the shell whole: it is typed once the interrupted prompt reads again', async () => {
+    const session = await openSession(ready, { cwd: dir })
+    for (const text of ['\x03echo "after-$((6*7))"', '\x00\x03echo "after-$((6*7))"', 'half typed\x03echo "after-$((6*7))"']) {
+      const result = await send(session, text)
+      expect(result.waitReason).toBe('stdin_read')
+      expect(linesEqual(result.viewport, 'after-42'), JSON.stringify(result.viewport)).toBe(1)
+    }
+  })
+})

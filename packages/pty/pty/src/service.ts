@@ -30,6 +30,7 @@ import {
   type SpawnOptions,
   type SpawnResult,
   type TerminalSize,
+  MAX_SESSION_NAME_CHARS,
   MAX_TERMINAL_COLS,
   MAX_TERMINAL_ROWS,
 } from './types.ts'
@@ -566,6 +567,9 @@ function validateSpawnOptions(options: SpawnOptions): { type: string; name: stri
   }
   if (name !== undefined && (typeof name !== 'string' || name === '')) {
     throw new PtyError('INVALID_INPUT', 'a PTY session `name` must be a non-empty string when given')
+  }
+  if (name !== undefined && name.length > MAX_SESSION_NAME_CHARS) {
+    throw new PtyError('INVALID_INPUT', `a PTY session \`name\` must be at most ${MAX_SESSION_NAME_CHARS} characters (this one has ${name.length})`)
   }
   if (cwd !== undefined && (typeof cwd !== 'string' || cwd === '')) {
     throw new PtyError('INVALID_INPUT', 'a PTY session `cwd` must be a non-empty path when given')

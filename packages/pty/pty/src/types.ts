@@ -62,7 +62,7 @@ export interface ReadinessEvidence {
    * `python3[4121] pselect6 fd0 /dev/pts/3`, `no output for 3000 ms`.
    */
   detail: string
-  /** For `proc`: the reading task. */
+  /** For `proc`: the reading task (its name and path redacted like `SignalResult.target`, and so in `detail`). */
   process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
   /**
    * For `proc`, when the read alone did not prove the program waits for input: what else could
@@ -158,7 +158,7 @@ export interface SendOperation {
 export interface SpawnOptions {
   /** Backend type, e.g. `shell`. */
   type: string
-  /** Display name, unique among the owner's sessions. */
+  /** Display name, unique among the owner's sessions; 1–`MAX_SESSION_NAME_CHARS` characters. */
   name?: string
   /** Working directory; must exist. Defaults to the owner's workspace root. */
   cwd?: string
@@ -196,6 +196,12 @@ export interface SpawnOptions {
    */
   redact?: SecretValue[]
 }
+
+/**
+ * Most characters (UTF-16 code units) of a session's display `name`: it is repeated in every
+ * list of the owner's sessions (tool-pty's terminal_list), so it is bounded like any other input.
+ */
+export const MAX_SESSION_NAME_CHARS = 64
 
 /** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
 export const MAX_TERMINAL_ROWS = 500
@@ -255,7 +261,10 @@ export interface SignalResult {
   delivered: boolean
   /** The foreground process group signalled. */
   targetPgid: number
-  /** Name of the group leader, e.g. `sleep`. */
+  /**
+   * Name of the group leader, e.g. `sleep`. The program chooses it: a backend that redacts
+   * secrets shows a name holding a value (or a piece of one) as `[secret NAME]`.
+   */
   target: string
   /**
    * When no send was active: what the terminal printed since the previous result, up to the
@@ -276,6 +285,7 @@ export interface SignalResult {
 /** A process a close stopped or could not stop. */
 export interface ClosedProcess {
   pid: number
+  /** The process's name (`comm`), redacted like `SignalResult.target`. */
   name: string
 }
 

@@ -135,7 +135,9 @@ describe('spawn', () => {
   it('rejects bad options with INVALID_INPUT before reaching a backend', async () => {
     expectCode(await rejection(root.pty.spawn(alice, { type: '' })), 'INVALID_INPUT', /non-empty string `type`/)
     expectCode(await rejection(root.pty.spawn(alice, { type: 'shell', name: '' })), 'INVALID_INPUT', /`name`/)
+    expectCode(await rejection(root.pty.spawn(alice, { type: 'shell', name: 'x'.repeat(10_000) })), 'INVALID_INPUT', /`name` must be at most 64 characters \(this one has 10000\)/)
     expect(backend.spawns).toHaveLength(0)
+    await expect(root.pty.spawn(alice, { type: 'shell', name: 'x'.repeat(64) })).resolves.toMatchObject({ name: 'x'.repeat(64) })
   })
 
   it('refuses an owner that is not live', async () => {

@@ -19,6 +19,17 @@ function body(text: string): string {
   return index <= 0 ? '' : text.slice(0, index)
 }
 
+describe('terminal_open', () => {
+  it('refuses a name over 64 characters, naming the field and the bound, and opens nothing', async () => {
+    harness = await boot()
+    const result = await harness.call('terminal_open', { type: 'shell', name: 'x'.repeat(10_000) })
+    expect(result.isError).toBe(true)
+    expect(result.content[0]!.text).toMatch(/^invalid arguments for terminal_open:\n- name: name must be at most 64 characters\n/)
+    expect(result.content[0]!.text.length).toBeLessThan(200)
+    expect(await harness.text('terminal_list', {})).toBe('(no terminals; terminal_open starts one)')
+  })
+})
+
 describe('results within maxResultBytes', () => {
   it('keeps the newest output and every metadata line when a send is cut', async () => {
     harness = await boot({ toolPty: { maxResultBytes: 200 } })

@@ -1,6 +1,6 @@
 /** terminal_open: start a terminal of a registered type. */
 import { z } from 'zod'
-import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS } from '@conch/pty'
+import { MAX_SESSION_NAME_CHARS, MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS } from '@conch/pty'
 import { renderOpen } from '../render.ts'
 import { readableSecrets } from '../secrets.ts'
 import type { ToolKit } from './kit.ts'
@@ -15,7 +15,12 @@ export function registerTerminalOpen(kit: ToolKit): void {
     ...limits,
     input: z.object({
       type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
-      name: z.string().min(1).optional().describe('Optional display name, unique among your terminals.'),
+      name: z
+        .string()
+        .min(1)
+        .max(MAX_SESSION_NAME_CHARS, `name must be at most ${MAX_SESSION_NAME_CHARS} characters`)
+        .optional()
+        .describe('Optional display name, unique among your terminals.'),
       cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
       rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
       cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
