@@ -2,6 +2,7 @@
  * "Did you mean …?": the nearest known name to a misspelt one, for unknown config keys (any
  * plugin's, read from its zod schema) and unknown command-line options.
  */
+import { distance as editDistance } from 'fastest-levenshtein'
 
 /**
  * The known name nearest to `name`: one equal to it without regard to case, else the one
@@ -23,19 +24,6 @@ export function nearestName(name: string, known: Iterable<string>): string | und
     }
   }
   return best.length === 1 ? best[0] : undefined
-}
-
-/** Levenshtein distance between two short strings. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    }
-    previous = current
-  }
-  return previous[b.length]!
 }
 
 /**

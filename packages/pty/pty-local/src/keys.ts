@@ -22,6 +22,7 @@
  * which is typed as itself (`q` and `Q` differ). Prefixes `C-`, `M-` and `S-` combine (`C-M-x`).
  */
 import { PtyError, type KeyEntry } from '@conch/pty'
+import { distance as editDistance } from 'fastest-levenshtein'
 
 /** The terminal modes a key's encoding depends on (tracked from the program's output). */
 export interface KeyModes {
@@ -254,19 +255,6 @@ function suggestBase(rest: string, ctrl: boolean): string | undefined {
     }
   }
   return best.length === 1 ? best[0] : undefined
-}
-
-/** Levenshtein distance (insertions, deletions and substitutions, each 1) between two short strings. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, index) => index)
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i]
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
-    }
-    previous = current
-  }
-  return previous[b.length]!
 }
 
 /** One key name, or undefined when it names no key. */
