@@ -13,7 +13,7 @@ import type { SandboxServiceApi } from '@conch/sandbox'
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
 import { recordResolutions, type ClosureRecording, type Resolution } from './closure.ts'
-import { localPluginPaths, protectedPathsOf } from './protect.ts'
+import { localCodePaths, localPluginPaths, protectedPathsOf } from './protect.ts'
 import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 import { suggestConfigKeys } from './suggest.ts'
 
@@ -179,7 +179,11 @@ async function bootRecorded(
   }
   // Before any agent runs: the files this composition came from and the code it runs, with what
   // its local plugins imported, stay read-only in every sandbox, whatever the workspace (see protect.ts).
-  ;(ctx.get('sandbox') as SandboxServiceApi | undefined)?.protect?.(protectedPathsOf(composition, resolutions))
+  const sandbox = ctx.get('sandbox') as SandboxServiceApi | undefined
+  sandbox?.protect?.(protectedPathsOf(composition, resolutions))
+  // The local plugins and what they import must also stay out of every writable path (see protect.ts).
+  const code = localCodePaths(composition, resolutions)
+  if (code.length > 0) sandbox?.protect?.(code, { code: true })
   return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
 }
 

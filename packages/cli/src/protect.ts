@@ -106,6 +106,19 @@ export function closurePaths(resolutions: readonly Resolution[], installation: r
 }
 
 /**
+ * The code the host runs from outside the installation: the local plugin modules and the import
+ * closure they add (`closurePaths`). Registered with `protect(paths, {code: true})`: a confined
+ * process may write none of its folders, since a read-only mount of these paths does not cover
+ * what Node would resolve instead (a `lib.ts` that tsx prefers to the `lib.js` imported, a nearer
+ * `node_modules` or `package.json`), what a plugin imports after the boot, nor another hard link
+ * to a file inside a protected package folder.
+ */
+export function localCodePaths(composition: Composition, resolutions: readonly Resolution[] = []): string[] {
+  const installation = installationPaths()
+  return [...new Set([...localPluginPaths(composition, installation), ...closurePaths(resolutions, installation)])]
+}
+
+/**
  * Everything `boot` protects for `composition`: its files, its plugin modules, the import closure
  * of its local plugins (`resolutions`, see `closurePaths`) and the installation; a path inside
  * another one that is protected is left out (the folder covers it).

@@ -108,37 +108,64 @@ const plantZod = (mark: string) => {
   )
 }
 
+/** Runs `conch run --config config --cwd cwd` with `lines` (written to a script outside both); the tool results, in order. */
+async function conchRunIn(config: string, cwd: string, lines: string[]): Promise<{ isError: boolean; text: string }[]> {
+  const script = join(elsewhere, `script-${Date.now()}.jsonl`)
+  writeFileSync(script, [...lines, step('Done.')].join('\n'))
+  const yml = readFileSync(config, 'utf8').replace(JSON.stringify(join(ws.dir, 'script.jsonl')), JSON.stringify(script))
+  const file = join(elsewhere, `cordis-${Date.now()}.yml`)
+  writeFileSync(file, yml.replace('name: ./tool.mts', `name: ${JSON.stringify(join(ws.dir, 'tool.mts'))}`))
+  const run = await runConch(['run', '--config', file, '--cwd', cwd, '--output', 'stream-json', 'task'], { cwd })
+  expect(run.stderr).toBe('')
+  expect(run.code).toBe(0)
+  return jsonLines(run.stdout)
+    .filter((line) => line['type'] === 'tool_result')
+    .map((line) => ({ isError: line['isError'] === true, text: String(line['text']) }))
+}
+
 describe.runIf(hasBwrap)("a local plugin's imports", () => {
-  it('cannot be rewritten by a confined terminal — the module beside it, nor the package in the node_modules — so the next boot runs neither', async () => {
+  it('in the workspace: every confined terminal is refused, naming the workspace and the code, and nothing can be planted for the next boot', async () => {
     const yml = plantWorkspace()
     const [libMark, zodMark] = [join(elsewhere, 'pwned-lib'), join(elsewhere, 'pwned-zod')]
-    const results = await conchRun(yml, [open, send(plantLib(libMark)), send(plantZod(zodMark)), send('touch node_modules/other; echo "other=$?"; echo ok > notes.txt; echo "notes=$?"')])
-    const text = results.map((result) => result.text).join('\n')
-    expect(text).toMatch(/lib\.mts: Read-only file system/)
-    expect(text).toMatch(/^lib=1$/m)
-    expect(text).toMatch(/^rm=1$/m)
-    expect(text).toMatch(/^zod=1$/m)
-    // The node_modules holding the linked package is protected whole; the rest of the workspace is not.
-    expect(text).toMatch(/^other=1$/m)
-    expect(text).toMatch(/^notes=0$/m)
+    const results = await conchRun(yml, [open, send(plantLib(libMark)), send(plantZod(zodMark))])
+    expect(results[0]!.isError).toBe(true)
+    expect(results[0]!.text).toContain(`cannot confine a process that may write ${realpathSync(ws.dir)}: it holds code this conch runs outside its installation`)
+    expect(results[0]!.text).toContain(join(realpathSync(ws.dir), 'tool.mts'))
+    expect(results[0]!.text).toMatch(/outside the workspace, or give the terminal another workspace \(--cwd\)/)
     expect(readFileSync(join(ws.dir, 'lib.mts'), 'utf8')).toBe('export function helper() {}\n')
-
     await conchRun(yml, [])
     expect(existsSync(libMark)).toBe(false)
     expect(existsSync(zodMark)).toBe(false)
   })
 
-  it('cannot be rewritten for the child conch a `subagent` call starts in the same run', async () => {
+  it('outside the workspace: a terminal there confines and can rewrite neither the module beside the plugin nor its package, for the next boot or a child conch', async () => {
     const child = ws.write('child.jsonl', `${step('child conch here')}\n`)
     const yml = plantWorkspace(
       `- id: subagents\n  name: '@conch/subagent'\n- id: subagent-conch\n  name: '@conch/subagent-conch'\n  config:\n    script: ${JSON.stringify(child)}\n` +
         `- id: tool-subagent\n  name: '@conch/tool-subagent'\n  config:\n    provider: conch\n`,
     )
-    const mark = join(elsewhere, 'pwned-child')
-    const results = await conchRun(yml, [open, send(plantLib(mark)), step('', [{ name: 'subagent', arguments: { prompt: 'who are you?' } }])])
-    expect(results[1]!.text).toMatch(/^lib=1$/m)
-    expect(results[2]!.text).toMatch(/^child conch here\n\[subagent: conch, stop: completed/)
-    expect(existsSync(mark)).toBe(false)
+    const work = realpathSync(mkdtempSync(join(tmpdir(), 'conch-protect-work-')))
+    try {
+      const [libMark, zodMark] = [join(elsewhere, 'pwned-lib'), join(elsewhere, 'pwned-zod')]
+      const lib = join(ws.dir, 'lib.mts')
+      const results = await conchRunIn(yml, work, [
+        open,
+        send(`cd ${JSON.stringify(ws.dir)} && ${plantLib(libMark)}`),
+        send(`cd ${JSON.stringify(ws.dir)} && ${plantZod(zodMark)}`),
+        step('', [{ name: 'subagent', arguments: { prompt: 'who are you?' } }]),
+      ])
+      expect(results[0]!.isError, results[0]!.text).toBe(false)
+      expect(results[1]!.text).toMatch(/^lib=1$/m)
+      expect(results[2]!.text).toMatch(/^rm=1$/m)
+      expect(results[2]!.text).toMatch(/^zod=1$/m)
+      expect(results[3]!.text).toMatch(/^child conch here\n\[subagent: conch, stop: completed/)
+      expect(readFileSync(lib, 'utf8')).toBe('export function helper() {}\n')
+      await conchRunIn(yml, work, [])
+      expect(existsSync(libMark)).toBe(false)
+      expect(existsSync(zodMark)).toBe(false)
+    } finally {
+      rmSync(work, { recursive: true, force: true })
+    }
   })
 })
 

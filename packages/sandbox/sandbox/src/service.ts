@@ -98,6 +98,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly providers: SandboxProvider[] = []
   /** One entry per `protect` call (each path as given and made canonical), in registration order. */
   private readonly protections: ProtectedPath[][] = []
+  /** The canonical paths of `protect(…, {code: true})` calls, one entry per call. */
+  private readonly code: string[][] = []
   /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
   private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
@@ -169,8 +171,11 @@ class SandboxService extends Service implements SandboxServiceApi {
         ...(valid.mode === 'workspace-write' ? [valid.workspaceRoot, ...(provider.readWritePaths ?? [])] : []),
         ...(valid.writablePaths ?? []),
       ]
-      const problem = protectedPathProblem([...this.protections.flat(), ...requested], canonicalPaths(writable))
+      const writableCanonical = canonicalPaths(writable)
+      const problem = protectedPathProblem([...this.protections.flat(), ...requested], writableCanonical)
       if (problem !== undefined) throw new SandboxError(problem.code, problem.message)
+      const code = writableCode(this.code.flat(), writableCanonical)
+      if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', code)
       const result = provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
         // A provider that hands the argv back unchanged would run it unconfined: fail closed.
@@ -191,18 +196,22 @@ class SandboxService extends Service implements SandboxServiceApi {
    * `SandboxServiceApi.protect`): made canonical now, missing ones ignored.
    * @throws SandboxError `INVALID_POLICY` naming a relative path.
    */
-  protect(paths: readonly string[]): () => void {
+  protect(paths: readonly string[], options: { code?: boolean } = {}): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path)) {
         throw new SandboxError('INVALID_POLICY', `a protected path must be absolute: ${JSON.stringify(path)}`)
       }
     }
     const entry = protectedEntries(paths)
+    const code = options.code === true ? entry.map((path) => path.canonical) : undefined
     return this.ctx.effect(() => {
       this.protections.push(entry)
+      if (code !== undefined) this.code.push(code)
       return () => {
         const index = this.protections.indexOf(entry)
         if (index >= 0) this.protections.splice(index, 1)
+        const at = code === undefined ? -1 : this.code.indexOf(code)
+        if (at >= 0) this.code.splice(at, 1)
       }
     }, 'sandbox.protect')
   }
@@ -284,6 +293,30 @@ function canonicalPaths(paths: readonly string[]): string[] {
 }
 
 /** Each path that exists, as given and made canonical (realpath(3)). */
+/**
+ * The refusal for the first writable path that holds code registered with `{code: true}` (the
+ * code path inside it, or the writable path inside a code folder), or undefined when none does.
+ */
+function writableCode(code: readonly string[], writable: readonly string[]): string | undefined {
+  for (const root of writable) {
+    const held = code.filter((path) => within(path, root) || within(root, path))
+    if (held.length === 0) continue
+    const named = held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
+    return (
+      `cannot confine a process that may write ${root}: it holds code this conch runs outside its installation (${named}), ` +
+      'which a confined process could rewrite or shadow for the next boot (a file Node would resolve first, a module imported later, another hard link). ' +
+      "Keep the composition's local plugins and what they import outside the workspace, or give the terminal another workspace (--cwd)"
+    )
+  }
+  return undefined
+}
+
+/** Whether `path` is `root` or lies below it. */
+function within(path: string, root: string): boolean {
+  if (root === '/') return true
+  return path === root || path.startsWith(`${root}/`)
+}
+
 function protectedEntries(paths: readonly string[]): ProtectedPath[] {
   return paths.flatMap((given) => canonicalPaths([given]).map((canonical) => ({ given, canonical })))
 }

@@ -98,6 +98,7 @@ export type SandboxErrorCode =
   | 'HIDDEN_PATH_MOVED'
   | 'PROTECTED_PATH_LINKED'
   | 'PROTECTED_PATH_SYMLINK'
+  | 'PROTECTED_CODE_WRITABLE'
 
 export class SandboxError extends Error {
   override readonly name = 'SandboxError'
@@ -118,7 +119,8 @@ export interface SandboxServiceApi {
    * more than one hard link (st_nlink) on the device of a path the sandbox may write;
    * `PROTECTED_PATH_SYMLINK` for a protected path, as given, that goes through a symbolic link
    * whose directory entry lies in a path the sandbox may write (each names the path, the link
-   * count or the link and its target, and what to do).
+   * count or the link and its target, and what to do); `PROTECTED_CODE_WRITABLE` for a path the
+   * sandbox may write that holds code registered with `protect(paths, {code: true})`.
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
@@ -128,9 +130,17 @@ export interface SandboxServiceApi {
    * they are made canonical (realpath(3)), and paths that do not exist are ignored. The disposer,
    * tied to the caller's plugin scope, removes them again. Each path is also kept as given, for
    * the checks `confine` makes of its shape (hard links, symbolic links on the way).
+   *
+   * With `code: true` the paths are code the host runs that lives outside the installation (a
+   * composition's local plugins and what they import): besides being read-only, none may lie
+   * inside a path a sandbox may write. Node's resolution looks for files that need not exist yet
+   * (a `lib.ts` tsx prefers to `lib.js`, a nearer `node_modules` or `package.json`), a plugin may
+   * import more after the boot, and a file inside a protected folder may have another name in the
+   * writable path: none of that a read-only mount of the paths covers, so `confine` refuses such a
+   * sandbox (`PROTECTED_CODE_WRITABLE`) instead.
    * @throws SandboxError `INVALID_POLICY` for a relative path.
    */
-  protect?(paths: readonly string[]): () => void
+  protect?(paths: readonly string[], options?: { code?: boolean }): () => void
   /** The canonical paths registered with `protect`, in registration order, without duplicates. */
   protectedPaths?(): string[]
   /**

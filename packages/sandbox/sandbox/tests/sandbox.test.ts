@@ -372,6 +372,30 @@ describe('ctx.sandbox: protected paths whose protection a writable path could ge
     expect(folder.message).toContain(`the symbolic link ${join(dir, 'ws', 'conf')} -> ${join(dir, 'shared')}`)
   })
 
+  it('refuses any writable path that holds code registered with code: true, or lies inside a code folder; read-only and other workspaces confine', async () => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-code-')))
+    mkdirSync(join(dir, 'ws', 'plugins'), { recursive: true })
+    mkdirSync(join(dir, 'other'))
+    mkdirSync(join(dir, 'pkg', 'sub'), { recursive: true })
+    writeFileSync(join(dir, 'ws', 'plugins', 'tool.mts'), '\n')
+    const sandbox = await boot()
+    sandbox.register(fake('works', true))
+    const off = sandbox.protect([join(dir, 'ws', 'plugins', 'tool.mts'), join(dir, 'pkg')], { code: true })
+    const error = await rejection(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws') }))
+    expect(error.code).toBe('PROTECTED_CODE_WRITABLE')
+    expect(error.message).toContain(`cannot confine a process that may write ${join(dir, 'ws')}: it holds code this conch runs outside its installation (${join(dir, 'ws', 'plugins', 'tool.mts')})`)
+    // A writable path inside a code folder, given with the request, is refused the same way.
+    const inner = await rejection(sandbox.confine(['x'], { mode: 'read-only', workspaceRoot: join(dir, 'other'), writablePaths: [join(dir, 'pkg', 'sub')] }))
+    expect(inner.code).toBe('PROTECTED_CODE_WRITABLE')
+    await expect(sandbox.confine(['x'], { mode: 'read-only', workspaceRoot: join(dir, 'ws') })).resolves.toMatchObject({ provider: 'works' })
+    const other = await sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'other') })
+    expect(other.provider).toBe('works')
+    // Code stays protected (read-only) like any protected path, and the registration ends with its disposer.
+    expect(sandbox.protectedPaths()).toEqual(expect.arrayContaining([join(dir, 'ws', 'plugins', 'tool.mts'), join(dir, 'pkg')]))
+    off()
+    await expect(sandbox.confine(['x'], { mode: 'workspace-write', workspaceRoot: join(dir, 'ws') })).resolves.toMatchObject({ provider: 'works' })
+  })
+
   it('accepts a link outside every writable path, and the target given directly', async () => {
     dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-symlinked-')))
     mkdirSync(join(dir, 'shared'))
