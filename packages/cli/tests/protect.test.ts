@@ -41,7 +41,12 @@ const composition = (): string => terminalComposition({ script: join(ws.dir, 'sc
 /** Runs `conch run --config config --cwd <workspace>` with `lines` as the script; the tool results, in order. */
 async function conchRun(config: string, lines: string[], env?: NodeJS.ProcessEnv): Promise<{ isError: boolean; text: string }[]> {
   ws.write('script.jsonl', [...lines, step('Done.')].join('\n'))
-  const run = await runConch(['run', '--config', config, '--cwd', ws.dir, '--output', 'stream-json', 'task'], env ? { cwd: ws.dir, env } : { cwd: ws.dir })
+  return toolResults(config, ws.dir, env)
+}
+
+/** `conch run --config config --cwd cwd` (stream-json), which must exit 0 and say nothing on stderr; its tool results, in order. */
+async function toolResults(config: string, cwd: string, env?: NodeJS.ProcessEnv): Promise<{ isError: boolean; text: string }[]> {
+  const run = await runConch(['run', '--config', config, '--cwd', cwd, '--output', 'stream-json', 'task'], env ? { cwd, env } : { cwd })
   expect(run.stderr).toBe('')
   expect(run.code).toBe(0)
   return jsonLines(run.stdout)
@@ -115,12 +120,7 @@ async function conchRunIn(config: string, cwd: string, lines: string[]): Promise
   const yml = readFileSync(config, 'utf8').replace(JSON.stringify(join(ws.dir, 'script.jsonl')), JSON.stringify(script))
   const file = join(elsewhere, `cordis-${Date.now()}.yml`)
   writeFileSync(file, yml.replace('name: ./tool.mts', `name: ${JSON.stringify(join(ws.dir, 'tool.mts'))}`))
-  const run = await runConch(['run', '--config', file, '--cwd', cwd, '--output', 'stream-json', 'task'], { cwd })
-  expect(run.stderr).toBe('')
-  expect(run.code).toBe(0)
-  return jsonLines(run.stdout)
-    .filter((line) => line['type'] === 'tool_result')
-    .map((line) => ({ isError: line['isError'] === true, text: String(line['text']) }))
+  return toolResults(file, cwd)
 }
 
 describe.runIf(hasBwrap)("a local plugin's imports", () => {
