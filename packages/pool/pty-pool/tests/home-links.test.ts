@@ -8,23 +8,16 @@
  * and plants a 400 MB sparse transcript without a line end. The host writes through none of the
  * links, reads through none of them, and reads the huge transcript a bounded piece at a time.
  */
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import type { PoolKey, PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { carrying, CONCH_BIN, tagOf, tempDir } from './products.ts'
-import { terminalStack } from './stack.ts'
+import { poolScratch, terminalStack } from './stack.ts'
 
-const fibers: { dispose(): Promise<void> }[] = []
-const made: string[] = []
-let savedState: string | undefined
-afterEach(async () => {
-  for (const fiber of fibers.splice(0).reverse()) await fiber.dispose()
-  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true })
-  if (savedState === undefined) delete process.env.XDG_STATE_HOME
-  else process.env.XDG_STATE_HOME = savedState
-})
+const scratch = poolScratch()
+const { fibers, made } = scratch
 
 /**
  * A REPL of the generic kind: `RUN <script>` answers the script's output, a prompt sent through a
@@ -53,14 +46,12 @@ type Worker = 'in-process' | 'managed'
 
 /** The composition, with the state home and the host's own files in a folder outside /tmp. */
 async function compose(worker: Worker, transcript: boolean, options: { failuresInWorkspace?: boolean } = {}) {
-  const base = realpathSync(mkdtempSync(path.join('/var/tmp', 'pool-links-')))
-  made.push(base)
+  const base = scratch.folder('pool-links-')
   const ws = path.join(base, 'ws')
   const host = path.join(base, 'host')
   mkdirSync(ws)
   mkdirSync(host)
-  savedState = process.env.XDG_STATE_HOME
-  process.env.XDG_STATE_HOME = path.join(base, 'state')
+  scratch.stateHome(path.join(base, 'state'))
   const dir = tempDir('pool-links-')
   made.push(dir)
   const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: ws })

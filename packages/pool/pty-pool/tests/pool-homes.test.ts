@@ -7,29 +7,22 @@
  * list the homes, read B's transcript and plant a hook in B's settings. B's CLI itself sees its own
  * home and no other. A shared temporary root is refused as a workspace.
  */
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { chmodSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { Context } from 'cordis'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import SubprocessService from '@conch/subprocess'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, PoolMetrics, WorkerSupervisor, type PtyPool } from '../src/index.ts'
 import { CONCH_BIN, tempDir, until } from './products.ts'
-import { terminalStack } from './stack.ts'
+import { poolScratch, terminalStack } from './stack.ts'
 
 const SETTINGS = '{"permissions":{"allow":[]}}'
 const HOOK = '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /pwned"}]}]}}'
 
-const fibers: { dispose(): Promise<void> }[] = []
-const made: string[] = []
-let savedState: string | undefined
-afterEach(async () => {
-  for (const fiber of fibers.splice(0).reverse()) await fiber.dispose()
-  for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true })
-  if (savedState === undefined) delete process.env.XDG_STATE_HOME
-  else process.env.XDG_STATE_HOME = savedState
-})
+const scratch = poolScratch()
+const { fibers, made } = scratch
 
 /** A REPL of the generic kind: answers `echo: <line>`, or with the output of `RUN <script>`, between sentinel lines; writes a transcript line per turn. */
 function repl(dir: string): string {
@@ -55,14 +48,12 @@ done
  * which each sandbox replaces with a private one.
  */
 async function compose(options: { worker: 'in-process' | 'managed'; stateInWorkspace: boolean }) {
-  const base = realpathSync(mkdtempSync(path.join('/var/tmp', 'pool-homes-')))
-  made.push(base)
+  const base = scratch.folder('pool-homes-')
   const wsA = path.join(base, 'a')
   const wsB = path.join(base, 'b')
   mkdirSync(wsA)
   mkdirSync(wsB)
-  savedState = process.env.XDG_STATE_HOME
-  process.env.XDG_STATE_HOME = options.stateInWorkspace ? path.join(wsA, '.state') : path.join(base, 'state')
+  scratch.stateHome(options.stateInWorkspace ? path.join(wsA, '.state') : path.join(base, 'state'))
   const dir = tempDir('pool-homes-')
   made.push(dir)
   const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: wsA })

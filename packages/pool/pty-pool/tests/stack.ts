@@ -5,7 +5,9 @@
  * Every fiber is pushed to `fibers`, for the test to dispose in reverse.
  */
 import { Context } from 'cordis'
-import { afterAll, beforeAll } from 'vitest'
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import path from 'node:path'
+import { afterAll, afterEach, beforeAll } from 'vitest'
 import AgentService from '@conch/agent'
 import LlmService from '@conch/llm'
 import PtyService from '@conch/pty'
@@ -62,6 +64,40 @@ export function subprocessContext(): { readonly ctx: Context; readonly subproces
     },
     get subprocess() {
       return loaded().subprocess
+    },
+  }
+}
+
+/**
+ * A test file's scratch for compositions with a pool state home of their own: after each test the
+ * fibers pushed to `fibers` are disposed (newest first), the folders made by `folder()` or pushed
+ * to `made` removed, and `XDG_STATE_HOME` put back as it was before `stateHome` changed it.
+ */
+export function poolScratch(): { fibers: { dispose(): Promise<void> }[]; made: string[]; folder(prefix: string): string; stateHome(dir: string): void } {
+  const fibers: { dispose(): Promise<void> }[] = []
+  const made: string[] = []
+  let saved: { value: string | undefined } | undefined
+  afterEach(async () => {
+    for (const fiber of fibers.splice(0).reverse()) await fiber.dispose()
+    for (const dir of made.splice(0)) rmSync(dir, { recursive: true, force: true })
+    if (saved !== undefined) {
+      if (saved.value === undefined) delete process.env.XDG_STATE_HOME
+      else process.env.XDG_STATE_HOME = saved.value
+      saved = undefined
+    }
+  })
+  return {
+    fibers,
+    made,
+    // Outside /tmp, which each sandbox replaces with a private one.
+    folder: (prefix) => {
+      const dir = realpathSync(mkdtempSync(path.join('/var/tmp', prefix)))
+      made.push(dir)
+      return dir
+    },
+    stateHome: (dir) => {
+      saved ??= { value: process.env.XDG_STATE_HOME }
+      process.env.XDG_STATE_HOME = dir
     },
   }
 }
