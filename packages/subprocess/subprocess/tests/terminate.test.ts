@@ -418,6 +418,26 @@ function fixtureTable(entries: Map<number, ProcessEntry>): ProcessTable {
   }
 }
 
+/** A fixture table with children lists (and `environ`, else none set) that fails if a teardown lists every process. */
+function walkOnlyTable(entries: Map<number, ProcessEntry>, children: (pid: number) => number[], environ?: ProcessTable['environ']): ProcessTable {
+  return {
+    ...fixtureTable(entries),
+    snapshot: async () => {
+      throw new Error('no scan expected')
+    },
+    children: async (pid) => children(pid),
+    ...(environ !== undefined && { environ }),
+  }
+}
+
+/** A kill that records each pid in `calls` and takes the process out of `entries` (it is gone at once). */
+function removingKill(entries: Map<number, ProcessEntry>, calls: number[]): (pid: number) => void {
+  return (pid) => {
+    calls.push(pid)
+    entries.delete(pid)
+  }
+}
+
 const fixture = (pid: number, ppid: number, startTime: string, state = 'S'): ProcessEntry => ({
   pid, ppid, pgid: pid, sid: pid, tpgid: -1, state, comm: `p${pid}`, startTime,
 })
@@ -735,18 +755,8 @@ describe('the identity fence', () => {
     const lists = new Map([[1, [981, 983, 984]], [981, [982]]])
     const read: number[] = []
     const calls: number[] = []
-    const kill = (pid: number): void => {
-      calls.push(pid)
-      entries.delete(pid)
-    }
-    const hosted: ProcessTable = {
-      ...fixtureTable(entries),
-      snapshot: async () => {
-        throw new Error('no scan expected')
-      },
-      children: async (pid) => lists.get(pid) ?? [],
-      environ: async (pid) => (read.push(pid), pid === 981 || pid === 983 || pid === 984 ? 'abc' : undefined),
-    }
+    const kill = removingKill(entries, calls)
+    const hosted = walkOnlyTable(entries, (pid) => lists.get(pid) ?? [], async (pid) => (read.push(pid), pid === 981 || pid === 983 || pid === 984 ? 'abc' : undefined))
     const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
     const report = await terminateTree({ rootPid: 980, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: hosted, kill, tag, discovery: 'orphans' })
     expect(report.survivors).toEqual([])
@@ -767,17 +777,8 @@ describe('the identity fence', () => {
       if (leader === undefined) entries.delete(990)
       else entries.set(990, leader)
       const calls: number[] = []
-      const kill = (pid: number): void => {
-        calls.push(pid)
-        entries.delete(pid)
-      }
-      const hosted: ProcessTable = {
-        ...fixtureTable(entries),
-        snapshot: async () => {
-          throw new Error('no scan expected')
-        },
-        children: async (pid) => (pid === 1 ? [991, 992, 993] : []),
-      }
+      const kill = removingKill(entries, calls)
+      const hosted = walkOnlyTable(entries, (pid) => (pid === 1 ? [991, 992, 993] : []))
       const tag = { name: 'CONCH_TEST_TAG', value: 'abc' }
       await terminateTree({ rootPid: 990, rootStartTime: '50', includeRoot: true, graceMs: 1_000, pollMs: 5, table: hosted, kill, tag, discovery: 'orphans', session: true })
       return calls
