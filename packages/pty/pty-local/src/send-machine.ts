@@ -173,6 +173,12 @@ export interface SendState {
   writtenAt: number
   written: boolean
   markersAtWrite: number
+  /**
+   * `view.markers()` when the last step was written. A prompt the shell owed from before the
+   * send (`promptMayBeStale`) is printed before it reads the text, so before the echo that lets
+   * Enter go: only a marker after the last step answers the input.
+   */
+  markersAtLastWrite: number
   markerSeen: boolean
   /** The shell was not known at its prompt at the write: a prompt it owed could be stale. */
   promptMayBeStale: boolean
@@ -254,6 +260,7 @@ export function initialState(spec: SendSpec): SendState {
     writtenAt: 0,
     written: false,
     markersAtWrite: 0,
+    markersAtLastWrite: 0,
     markerSeen: false,
     promptMayBeStale: false,
     knownAtPrompt: false,
@@ -403,7 +410,10 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       s.afterDrain = undefined
       if (s.phase !== 'waiting' || after === undefined) return
       if (after.kind === 'prompt') {
-        if (!spec.view.promptShown(s.markersAtWrite)) return
+        // Blocked in its read is not proof that the shell has read the Enter written last (the
+        // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
+        // before the send, shown before that write, does not answer it; the next one will.
+        if (!spec.view.promptShown(s.promptMayBeStale ? s.markersAtLastWrite : s.markersAtWrite)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
       return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
@@ -469,6 +479,7 @@ function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline
   if (event.exited) return settle(s, out, 'session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
   s.knownAtPrompt = event.knownAtPrompt
   s.markersAtWrite = spec.view.markers()
+  s.markersAtLastWrite = s.markersAtWrite
   s.writtenAt = event.now
   if (spec.kind === 'send') {
     s.promptMayBeStale = !event.knownAtPrompt
@@ -497,7 +508,10 @@ function writeStep(s: SendState, now: number, out: SendEffect[]): void {
   s.outputAtStep = s.outputCount
   // Output counts toward the answer from the moment the last write begins: a fast program's
   // reply can be parsed before the write's completion comes back.
-  if (s.step === s.spec.steps.length - 1) s.outputAtWrite = s.outputCount
+  if (s.step === s.spec.steps.length - 1) {
+    s.outputAtWrite = s.outputCount
+    s.markersAtLastWrite = s.spec.view.markers()
+  }
   s.awaiting.write = request(s)
   const step = s.spec.steps[s.step]!
   out.push({ type: 'write', gen: s.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })

@@ -107,6 +107,35 @@ function written(view = new View(), overrides: Partial<SendSpec> = {}): Machine 
   return machine
 }
 
+describe('a prompt the shell owed from before the send', () => {
+  it('does not settle the send when it was shown before Enter was written; the prompt after Enter does', () => {
+    const view = new View()
+    const machine = new Machine(view)
+    const base = Machine.gen(machine.feed({ type: 'begin', now: 0, aborted: false, exited: false, knownAtPrompt: false }), 'baseline')
+    const write = Machine.gen(machine.feed({ ...(baseline(base) as Extract<SendEvent, { type: 'baseline' }>), knownAtPrompt: false }), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    // The owed prompt, then the echo of the text: Enter goes.
+    view.markerCount = 1
+    view.prompt = true
+    view.line = '$ echo hi'
+    const enter = machine.feed({ type: 'output', now: 1.2 })
+    // Its marker is after the send's first write, so the shell is asked for at once; it is
+    // blocked in its read (the Enter may still be on its way to it): drain, then the owed prompt
+    // is not enough.
+    const foreground = Machine.gen(machine.feed({ type: 'written', gen: Machine.gen(enter, 'write'), now: 1.3 }), 'foreground')
+    expect(machine.state.phase).toBe('waiting')
+    const drain = Machine.gen(machine.feed({ type: 'foreground', gen: foreground, now: 1.5, inFront: true, reading: true, pgid: SHELL }), 'drain')
+    expect(machine.feed({ type: 'drained', gen: drain, now: 1.6 })).toEqual([])
+    expect(machine.state.phase).toBe('waiting')
+    // The answer and the next prompt arrive: that one settles it.
+    view.markerCount = 2
+    const again = Machine.gen(machine.feed({ type: 'output', now: 2 }), 'foreground')
+    const drain2 = Machine.gen(machine.feed({ type: 'foreground', gen: again, now: 2.1, inFront: true, reading: true, pgid: SHELL }), 'drain')
+    const settled = machine.feed({ type: 'drained', gen: drain2, now: 2.2 })
+    expect(settled).toContainEqual(expect.objectContaining({ type: 'settle', waitReason: 'stdin_read' }))
+  })
+})
+
 describe('a send, step by step', () => {
   it('takes the baseline, writes the text, writes Enter alone once the echo arrived, and arms the tiers', () => {
     const view = new View()
