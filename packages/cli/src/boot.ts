@@ -5,6 +5,7 @@
  * disposes entries in reverse file order (dependents first: terminals close before the pty
  * service goes) and awaits each one.
  */
+import { realpathSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
@@ -45,6 +46,12 @@ export interface App {
   readonly composition: Composition
   /** Enabled entry ids in file order (group children right after their group). */
   readonly entries: readonly string[]
+  /**
+   * The code this composition runs from outside conch's installation — its local plugins and
+   * their import closure (`localCodePaths`), canonical: no confined terminal may write a folder
+   * holding any of it.
+   */
+  readonly code: readonly string[]
   /**
    * Disposes every entry in reverse file order, awaiting each, then the loader. Idempotent:
    * later calls return the same promise. Never rejects (dispose errors are logged).
@@ -184,7 +191,14 @@ async function bootRecorded(
   // The local plugins and what they import must also stay out of every writable path (see protect.ts).
   const code = localCodePaths(composition, resolutions)
   if (code.length > 0) sandbox?.protect?.(code, { code: true })
-  return { ctx, composition, entries: rows.map((row) => row.id), shutdown }
+  const canonicalCode = code.flatMap((path) => {
+    try {
+      return [realpathSync(path)]
+    } catch {
+      return []
+    }
+  })
+  return { ctx, composition, entries: rows.map((row) => row.id), code: canonicalCode, shutdown }
 }
 
 /** Every enabled row must have an active fiber; otherwise say why, in file order. */

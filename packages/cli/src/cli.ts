@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
-import { bootFor, runCommand, sharedWorkspace, type CommandIo } from './run.ts'
+import { bootFor, codeWorkspace, runCommand, sharedWorkspace, type CommandIo } from './run.ts'
 
 /**
  * What `@conch/acp` exports for `conch acp`: serve ACP on `input`/`output` with the booted
@@ -129,7 +129,9 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
       // session/new rather than at each of its terminals.
       const workspaceProblem = (cwd: string): string | undefined => {
         const shared = sharedWorkspace(app, cwd)
-        return shared && `cwd ${cwd} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Send a folder of your own as the session's cwd`
+        if (shared !== undefined) return `cwd ${cwd} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Send a folder of your own as the session's cwd`
+        const code = codeWorkspace(app, cwd)
+        return code && `cwd ${cwd} cannot be the workspace under the sandbox mode workspace-write: ${code}. Send the project the agent works on as the session's cwd`
       }
       if (!io.signal.aborted) {
         await acp.runAcp({ ctx: app.ctx, input: early?.input ?? io.stdin, output: early?.output ?? io.stdout, signal: io.signal, workspaceProblem })

@@ -23,6 +23,8 @@ export type CliErrorCode =
   | 'SCRIPT_INVALID'
   /** `conch run`'s workspace root is a temporary folder every user shares, and its terminals would be confined there. */
   | 'SHARED_WORKSPACE'
+  /** `conch run`'s workspace root holds code the composition runs (its local plugins), and its terminals would be confined there. */
+  | 'WORKSPACE_HOLDS_CODE'
   /** The audit found entries that are not active; see `BootError.failures`. */
   | 'BOOT_FAILED'
   /** A subcommand whose implementation is not installed. */

@@ -2,6 +2,7 @@
  * `conch run`: boot the composition, create one agent with the workspace root, run the task
  * to completion, print the transcript, dispose the agent and shut everything down.
  */
+import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { sharedRootProblem } from '@conch/sandbox'
@@ -137,14 +138,44 @@ export function sharedWorkspace(app: App, workspaceRoot: string): { mode: string
   return problem === undefined ? undefined : { mode, problem }
 }
 
-/** `conch run`'s refusal of a shared `--cwd` (exit 2), before any model call. */
+/**
+ * Why `workspaceRoot` cannot be a session's workspace under `workspace-write`: it holds, or lies
+ * inside, code the composition runs from outside conch's installation (`App.code`), which the
+ * sandbox refuses to let a confined process write (`PROTECTED_CODE_WRITABLE`, at every confined
+ * spawn); said before the agent starts, at once.
+ */
+export function codeWorkspace(app: App, workspaceRoot: string): string | undefined {
+  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  if (mode !== 'workspace-write' || app.code.length === 0) return undefined
+  let root: string
+  try {
+    root = realpathSync(workspaceRoot)
+  } catch {
+    return undefined
+  }
+  const within = (path: string, folder: string) => folder === '/' || path === folder || path.startsWith(`${folder}/`)
+  const held = app.code.filter((path) => within(path, root) || within(root, path))
+  if (held.length === 0) return undefined
+  const named = held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
+  return `it holds code this composition runs outside conch's installation (${named}), which a terminal confined there could rewrite or shadow for the next boot`
+}
+
+/** `conch run`'s refusal of a shared `--cwd`, or of one that holds the composition's local code (exit 2), before any model call. */
 function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
-  const shared = sharedWorkspace(app, args.cwd)
-  if (shared === undefined) return undefined
   const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
+  const shared = sharedWorkspace(app, args.cwd)
+  if (shared !== undefined) {
+    return new CliError(
+      'SHARED_WORKSPACE',
+      `${given} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Pass --cwd a folder of your own.`,
+      2,
+    )
+  }
+  const code = codeWorkspace(app, args.cwd)
+  if (code === undefined) return undefined
   return new CliError(
-    'SHARED_WORKSPACE',
-    `${given} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Pass --cwd a folder of your own.`,
+    'WORKSPACE_HOLDS_CODE',
+    `${given} cannot be the workspace under the sandbox mode workspace-write: ${code}. Keep the harness (the composition and its plugins) in a folder of its own and pass --cwd the project the agent works on.`,
     2,
   )
 }

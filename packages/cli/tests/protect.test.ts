@@ -124,16 +124,21 @@ async function conchRunIn(config: string, cwd: string, lines: string[]): Promise
 }
 
 describe.runIf(hasBwrap)("a local plugin's imports", () => {
-  it('in the workspace: every confined terminal is refused, naming the workspace and the code, and nothing can be planted for the next boot', async () => {
+  it('in the workspace: conch run refuses to start there (exit 2, naming the code), and nothing can be planted for the next boot', async () => {
     const yml = plantWorkspace()
     const [libMark, zodMark] = [join(elsewhere, 'pwned-lib'), join(elsewhere, 'pwned-zod')]
-    const results = await conchRun(yml, [open, send(plantLib(libMark)), send(plantZod(zodMark))])
-    expect(results[0]!.isError).toBe(true)
-    expect(results[0]!.text).toContain(`cannot confine a process that may write ${realpathSync(ws.dir)}: it holds code this conch runs outside its installation`)
-    expect(results[0]!.text).toContain(join(realpathSync(ws.dir), 'tool.mts'))
-    expect(results[0]!.text).toMatch(/outside the workspace, or give the terminal another workspace \(--cwd\)/)
+    ws.write('script.jsonl', [open, send(plantLib(libMark)), send(plantZod(zodMark)), step('Done.')].join('\n'))
+    const run = await runConch(['run', '--config', yml, '--cwd', ws.dir, '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    expect(run.code).toBe(2)
+    // stream-json says it as the run's result line; no tool ran.
+    const lines = jsonLines(run.stdout)
+    expect(lines.filter((line) => line['type'] === 'tool_result')).toEqual([])
+    const result = lines.find((line) => line['type'] === 'result')!
+    expect(result['status']).toBe('error')
+    expect(result['text']).toContain(`--cwd ${ws.dir} cannot be the workspace under the sandbox mode workspace-write: it holds code this composition runs outside conch's installation (`)
+    expect(result['text']).toContain(join(realpathSync(ws.dir), 'tool.mts'))
+    expect(result['text']).toMatch(/pass --cwd the project the agent works on/)
     expect(readFileSync(join(ws.dir, 'lib.mts'), 'utf8')).toBe('export function helper() {}\n')
-    await conchRun(yml, [])
     expect(existsSync(libMark)).toBe(false)
     expect(existsSync(zodMark)).toBe(false)
   })
