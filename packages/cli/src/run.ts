@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
-import { sharedRootProblem } from '@conch/sandbox'
+import { codeHeldBy, sharedRootProblem } from '@conch/sandbox'
 import type { RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -153,10 +153,8 @@ export function codeWorkspace(app: App, workspaceRoot: string): string | undefin
   } catch {
     return undefined
   }
-  const within = (path: string, folder: string) => folder === '/' || path === folder || path.startsWith(`${folder}/`)
-  const held = app.code.filter((path) => within(path, root) || within(root, path))
-  if (held.length === 0) return undefined
-  const named = held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
+  const named = codeHeldBy(app.code, root)
+  if (named === undefined) return undefined
   return `it holds code this composition runs outside conch's installation (${named}), which a terminal confined there could rewrite or shadow for the next boot`
 }
 

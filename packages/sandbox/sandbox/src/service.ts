@@ -299,9 +299,8 @@ function canonicalPaths(paths: readonly string[]): string[] {
  */
 function writableCode(code: readonly string[], writable: readonly string[]): string | undefined {
   for (const root of writable) {
-    const held = code.filter((path) => within(path, root) || within(root, path))
-    if (held.length === 0) continue
-    const named = held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
+    const named = codeHeldBy(code, root)
+    if (named === undefined) continue
     return (
       `cannot confine a process that may write ${root}: it holds code this conch runs outside its installation (${named}), ` +
       'which a confined process could rewrite or shadow for the next boot (a file Node would resolve first, a module imported later, another hard link). ' +
@@ -309,6 +308,16 @@ function writableCode(code: readonly string[], writable: readonly string[]): str
     )
   }
   return undefined
+}
+
+/**
+ * The code paths (canonical) that the folder `root` (canonical) holds, or that hold it, named as
+ * a refusal names them (the first three, then how many more); undefined when there are none.
+ */
+export function codeHeldBy(code: readonly string[], root: string): string | undefined {
+  const held = code.filter((path) => within(path, root) || within(root, path))
+  if (held.length === 0) return undefined
+  return held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
 }
 
 /** Whether `path` is `root` or lies below it. */
