@@ -21,7 +21,7 @@
 import { isAscii } from 'node:buffer'
 import { OutputParser } from '../packages/pty/pty-local/src/index.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { interleavedCpuPerMb, median } from './stats.ts'
+import { interleavedCpuPerMb, printAgainstDecode } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 /** A streaming UTF-8 decoder (`TextDecoder`). */
@@ -238,11 +238,7 @@ for (const [name, chunks] of [
 ] as const) {
   for (const run of Object.values(CASES)) run(chunks)
   const samples = interleavedCpuPerMb(CASES, chunks, megabytes, runs)
-  const base = median(samples.get('decode')!)
   console.log(`${name}: controls ${Math.round(countRegex(chunks) / megabytes)}/MB, ESC ${Math.round(countIndexOf(chunks) / megabytes)}/MB`)
-  for (const [key, values] of samples) {
-    const ms = median(values)
-    console.log(`  ${key.padEnd(22)} ${ms.toFixed(2)} ms/MB  ×${(base / ms).toFixed(2)} of decode`)
-  }
+  printAgainstDecode(samples, 22)
 }
 if (lines === 0) throw new Error('no lines were produced')

@@ -87,3 +87,15 @@ export function interleavedCpuPerMb<T>(cases: Readonly<Record<string, (input: T)
   for (let r = 0; r < runs; r++) for (const [key, work] of Object.entries(cases)) samples.get(key)!.push(cpuPerMb(work, input, megabytes))
   return samples
 }
+
+/**
+ * One line per case of `samples` (from `interleavedCpuPerMb`, with a `decode` case): its median
+ * ms per MB, the ratio of the decode's median to it and the MB/s it makes, names padded to `pad`.
+ */
+export function printAgainstDecode(samples: ReadonlyMap<string, number[]>, pad: number): void {
+  const base = median(samples.get('decode')!)
+  for (const [key, values] of samples) {
+    const ms = median(values)
+    console.log(`  ${key.padEnd(pad)} ${ms.toFixed(2)} ms/MB  ×${(base / ms).toFixed(2)} of decode  (${(1000 / ms).toFixed(0)} MB/s)`)
+  }
+}

@@ -18,7 +18,7 @@ import {
   S_OUT_ASCII, S_POS, S_QUIET, INPUT, type Scanner,
 } from '../packages/pty/pty-local/src/scan.ts'
 import { seqStream, syntheticStream } from './parser.ts'
-import { interleavedCpuPerMb, median } from './stats.ts'
+import { interleavedCpuPerMb, printAgainstDecode } from './stats.ts'
 
 type Chunks = readonly Buffer[]
 let lines = 0
@@ -136,11 +136,7 @@ for (const [name, chunks] of [
   run(chunks, false)
   const perMb = Object.fromEntries(Object.entries(counts).map(([key, value]) => [key, Math.round(value / megabytes)]))
   const samples = interleavedCpuPerMb(CASES, chunks, megabytes, runs)
-  const base = median(samples.get('decode')!)
   console.log(`${name}: per MB ${JSON.stringify(perMb)}`)
-  for (const [key, values] of samples) {
-    const ms = median(values)
-    console.log(`  ${key.padEnd(12)} ${ms.toFixed(2)} ms/MB  ×${(base / ms).toFixed(2)} of decode  (${(1000 / ms).toFixed(0)} MB/s)`)
-  }
+  printAgainstDecode(samples, 12)
 }
 if (lines === 0 || oscs < 0) throw new Error('no lines were produced')
