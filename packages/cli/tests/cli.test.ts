@@ -7,7 +7,7 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, SPINE, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { acpRequest, jsonLines, processesWith, runConch, SPINE, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 // Each test starts one or two `conch` processes (tsx compiles on start); the machine is shared.
 vi.setConfig({ testTimeout: 60_000 })
@@ -390,20 +390,7 @@ describe('shutdown', () => {
 })
 
 describe('conch acp', () => {
-  /** Writes one JSON-RPC request to conch's stdin and resolves with the response line for its id. */
-  function request(conch: ReturnType<typeof startConch>, id: number, method: string, params: object): Promise<Record<string, unknown>> {
-    return new Promise((resolvePromise, reject) => {
-      const onData = () => {
-        const line = jsonLines(conch.stdout()).find((frame) => frame['id'] === id)
-        if (line === undefined) return
-        conch.child.stdout.off('data', onData)
-        resolvePromise(line)
-      }
-      conch.child.stdout.on('data', onData)
-      void conch.exit.then(() => reject(new Error(`conch exited before answering ${method}; stderr:\n${conch.stderr()}`)))
-      conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
-    })
-  }
+  const request = acpRequest
 
   it('serves ACP on stdio, with only protocol frames on stdout, and exits 0 when stdin closes', async () => {
     ws.write('cordis.yml', SPINE)

@@ -125,6 +125,21 @@ export interface Conch {
   exit: Promise<number>
 }
 
+/** Writes one JSON-RPC request to conch's stdin and resolves with the response line for its id. */
+export function acpRequest(conch: Conch, id: number, method: string, params: object): Promise<Record<string, unknown>> {
+  return new Promise((resolvePromise, reject) => {
+    const onData = () => {
+      const line = jsonLines(conch.stdout()).find((frame) => frame['id'] === id)
+      if (line === undefined) return
+      conch.child.stdout.off('data', onData)
+      resolvePromise(line)
+    }
+    conch.child.stdout.on('data', onData)
+    void conch.exit.then(() => reject(new Error(`conch exited before answering ${method}; stderr:\n${conch.stderr()}`)))
+    conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+  })
+}
+
 /** Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. */
 export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Conch {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }

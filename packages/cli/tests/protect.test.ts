@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { readComposition } from '../src/compose.ts'
 import { closurePaths, localPluginPaths } from '../src/protect.ts'
-import { FIXTURES, jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { acpRequest, FIXTURES, jsonLines, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -141,6 +141,26 @@ describe.runIf(hasBwrap)("a local plugin's imports", () => {
     expect(readFileSync(join(ws.dir, 'lib.mts'), 'utf8')).toBe('export function helper() {}\n')
     expect(existsSync(libMark)).toBe(false)
     expect(existsSync(zodMark)).toBe(false)
+  })
+
+  it('in the workspace: conch acp refuses a session there (CWD_REFUSED, naming the code) and serves one in another folder', async () => {
+    const yml = plantWorkspace()
+    ws.write('script.jsonl', `${step('hi')}\n`)
+    const work = realpathSync(mkdtempSync(join(tmpdir(), 'conch-protect-work-')))
+    const conch = startConch(['acp', '--config', yml], { cwd: work })
+    try {
+      await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+      const refused = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+      expect(refused).toMatchObject({ id: 1, error: { code: -32602, data: { errorCode: 'CWD_REFUSED', cwd: ws.dir } } })
+      expect(String((refused['error'] as { message: string }).message)).toContain(
+        `cwd ${ws.dir} cannot be the workspace under the sandbox mode workspace-write: it holds code this composition runs outside conch's installation (${join(realpathSync(ws.dir), 'tool.mts')}`,
+      )
+      expect(await acpRequest(conch, 2, 'session/new', { cwd: work, mcpServers: [] })).toMatchObject({ id: 2, result: { sessionId: expect.any(String) } })
+      conch.child.stdin.end()
+      expect(await conch.exit).toBe(0)
+    } finally {
+      rmSync(work, { recursive: true, force: true })
+    }
   })
 
   it('outside the workspace: a terminal there confines and can rewrite neither the module beside the plugin nor its package, for the next boot or a child conch', async () => {
