@@ -50,7 +50,7 @@ export async function boot(options: BootOptions = {}): Promise<Harness> {
   fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(PtyService, options.pty ?? {}))
+  fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse(options.pty ?? {})))
   if (options.tasks !== false) {
     fibers.push(await ctx.plugin(TasksService, TasksService.Config.parse({})))
     fibers.push(await ctx.plugin(toolTasks, toolTasks.Config.parse({})))
