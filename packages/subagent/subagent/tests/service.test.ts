@@ -311,7 +311,7 @@ describe('bounded output', () => {
     fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
     fibers.push(await ctx.plugin(LlmService, {}))
     fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-    fibers.push(await ctx.plugin(SubagentService, { maxOutputBytes: 1024 }))
+    fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({ maxOutputBytes: 1024 })))
     const agent = await ctx.agents.create({ workspaceRoot: '/tmp' })
     const fake = manual()
     ctx.subagents.registerProvider(fake.provider)
