@@ -11,7 +11,7 @@ export interface ReadableFromOptions {
    * error, `id: null` — JSON-RPC 2.0 §5.1) and the rest of the line is discarded. Default: no limit.
    */
   maxFrameBytes?: number
-  /** Called once per cut frame, with the limit and the frame's first bytes (at most `HEAD_BYTES`). */
+  /** Called once per cut frame, with the limit and the frame's first bytes (`HEAD_BYTES`, or the limit when smaller). */
   onOversized?(maxFrameBytes: number, head: Uint8Array): void
 }
 
@@ -22,6 +22,7 @@ export const HEAD_BYTES = 120
 export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFromOptions = {}): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder()
   const limit = options.maxFrameBytes ?? Number.POSITIVE_INFINITY
+  const headBytes = options.onOversized ? Math.min(HEAD_BYTES, limit) : 0
   let release = () => {}
   /** Bytes of the current line passed on so far (the first ones kept), and whether its rest is being discarded. */
   const line: { bytes: number; head: Uint8Array; discarding: boolean } = { bytes: 0, head: new Uint8Array(0), discarding: false }
@@ -35,8 +36,8 @@ export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFrom
           const end = newline === -1 ? bytes.length : newline
           const length = end - start
           if (!line.discarding) {
-            if (line.head.length < HEAD_BYTES && options.onOversized) {
-              line.head = concat(line.head, bytes.subarray(start, Math.min(end, start + HEAD_BYTES - line.head.length)))
+            if (line.head.length < headBytes) {
+              line.head = concat(line.head, bytes.subarray(start, Math.min(end, start + headBytes - line.head.length)))
             }
             if (line.bytes + length > limit) {
               const room = limit - line.bytes
