@@ -241,12 +241,18 @@ class SessionService extends Service implements SessionServiceApi {
   }
 }
 
-/** Opens `<dir>/<name>` for appending with the same path checks as when it was created. */
+/**
+ * Opens `<dir>/<name>` for appending with the same path checks as when it was created.
+ * @throws SessionError `NO_SESSION` when the file was deleted or moved while the session was live.
+ */
 function appender(dir: string, name: string): () => number {
   return () => {
     const dirFd = openLogDir(dir, { create: false })
     try {
       return openLogFile(dirFd, dir, name, 'append')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      throw new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause: error })
     } finally {
       closeSync(dirFd)
     }
