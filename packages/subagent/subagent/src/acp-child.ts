@@ -22,8 +22,7 @@ import {
   type StopReason,
   type ToolCallContent,
 } from '@agentclientprotocol/sdk'
-import { readableFrom } from '@conch/acp/stdio'
-import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
+import { readableFrom, type ChildHandle, type SubprocessServiceApi } from '@conch/subprocess'
 import {
   EXIT_WINDOW_MS,
   StreamTail,

@@ -1,7 +1,6 @@
 import { PassThrough } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { HEAD_BYTES } from '../src/stdio.ts'
-import { readableFrom } from '../src/index.ts'
+import { HEAD_BYTES, readableFrom } from '../src/index.ts'
 
 async function lines(chunks: string[], maxFrameBytes: number): Promise<{ text: string; oversized: number; heads: string[] }> {
   const input = new PassThrough()
