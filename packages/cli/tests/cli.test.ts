@@ -3,7 +3,7 @@
  * it started outlives it.
  */
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -419,6 +419,43 @@ describe('conch acp', () => {
     expect(session).toMatchObject({ id: 2, result: { sessionId: expect.any(String) } })
     conch.child.stdin.end()
     expect(await conch.exit).toBe(0)
+  })
+
+  it('refuses session/new past maxSessions with a JSON-RPC error naming the cap, holds no descriptor per idle session log, and keeps serving', async () => {
+    const logs = realpathSync(mkdtempSync(join(tmpdir(), 'conch-acp-logs-')))
+    try {
+      ws.write('cordis.yml', SPINE.replace("name: '@conch/session'\n", `name: '@conch/session'\n  config: ${JSON.stringify({ dir: logs })}\n`))
+      ws.write('s.jsonl', `${step('still here')}\n`)
+      const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+      const descriptors = () => readdirSync(`/proc/${conch.child.pid}/fd`).length
+      await request(conch, 0, 'initialize', { protocolVersion: 1 })
+      const first = await request(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+      const afterOne = descriptors()
+      for (let id = 2; id <= 64; id++) {
+        expect(await request(conch, id, 'session/new', { cwd: ws.dir, mcpServers: [] })).toMatchObject({ result: { sessionId: expect.any(String) } })
+      }
+      // 64 sessions, each with its log file: the descriptors of 63 more idle logs are not held.
+      expect(readdirSync(logs)).toHaveLength(64)
+      expect(descriptors() - afterOne).toBeLessThan(8)
+      const refused = await request(conch, 65, 'session/new', { cwd: ws.dir, mcpServers: [] })
+      expect(refused).toMatchObject({
+        id: 65,
+        error: {
+          code: -32600,
+          message: 'this connection already has 64 open sessions (maxSessions: 64); close one with session/close first',
+          data: { errorCode: 'TOO_MANY_SESSIONS', maxSessions: 64 },
+        },
+      })
+      const sessionId = (first['result'] as { sessionId: string }).sessionId
+      expect(await request(conch, 66, 'session/close', { sessionId })).toMatchObject({ id: 66, result: {} })
+      const again = await request(conch, 67, 'session/new', { cwd: ws.dir, mcpServers: [] })
+      const prompted = await request(conch, 68, 'session/prompt', { sessionId: (again['result'] as { sessionId: string }).sessionId, prompt: [{ type: 'text', text: 'hi' }] })
+      expect(prompted).toMatchObject({ id: 68, result: { stopReason: 'end_turn' } })
+      conch.child.stdin.end()
+      expect(await conch.exit).toBe(0)
+    } finally {
+      rmSync(logs, { recursive: true, force: true })
+    }
   })
 
   it('exits 0 after SIGTERM once everything is shut down', async () => {

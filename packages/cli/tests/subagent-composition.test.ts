@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
+import { acpRequest, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 // A parent conch and a child conch, each compiling on start.
 vi.setConfig({ testTimeout: 90_000 })
@@ -108,6 +108,41 @@ describe('sub-agents from a cordis.yml', () => {
     expect(results[3]!.text).toMatch(/^child conch here, from my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
     // The children: conch acp processes booted from this workspace's yml, the ACP agent with its token.
     expect(processesWith(ws.dir)).toEqual([])
+    expect(processesWith(token)).toEqual([])
+  })
+
+  it('conch acp outlives a sub-agent that writes a 40 MB protocol line: that call fails as protocol and every session goes on', async () => {
+    const token = `acp-${randomBytes(6).toString('hex')}`
+    const childScript = ws.write('child.jsonl', step('unused') + '\n')
+    const script = ws.write(
+      'parent.jsonl',
+      [step('', [{ name: 'subagent_acp', arguments: { prompt: 'huge-line' } }]), step('first session goes on'), step('second session answers')].join('\n') + '\n',
+    )
+    const config = ws.write('cordis.yml', composition({ childScript, token }))
+    const conch = startConch(['acp', '--config', config, '--script', script], { cwd: ws.dir })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    const ids = [] as string[]
+    for (const id of [1, 2]) ids.push(((await acpRequest(conch, id, 'session/new', { cwd: ws.dir, mcpServers: [] }))['result'] as { sessionId: string }).sessionId)
+    const prompt = (id: number, sessionId: string) => acpRequest(conch, id, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'go' }] })
+    expect(await prompt(3, ids[0]!)).toMatchObject({ result: { stopReason: 'end_turn' } })
+    expect(await prompt(4, ids[1]!)).toMatchObject({ result: { stopReason: 'end_turn' } })
+    type Update = { sessionId: string; update: { sessionUpdate: string; status?: string; content?: unknown } }
+    const updates = jsonLines(conch.stdout())
+      .filter((frame) => frame['method'] === 'session/update')
+      .map((frame) => frame['params'] as Update)
+    const said = (sessionId: string) =>
+      updates
+        .filter((params) => params.sessionId === sessionId && params.update.sessionUpdate === 'agent_message_chunk')
+        .map((params) => (params.update.content as { text: string }).text)
+        .join('')
+    expect(said(ids[0]!)).toBe('first session goes on')
+    expect(said(ids[1]!)).toBe('second session answers')
+    const failed = updates.find((params) => params.update.status === 'failed')!
+    expect((failed.update.content as Array<{ content: { text: string } }>)[0]!.content.text).toMatch(
+      /^before the flood\n\[subagent: acp, stop: protocol, \d+\.\d s\]\n\[diagnostic: the "acp" sub-agent sent a protocol line of more than 16777216 bytes \(maxFrameBytes\), starting "\{\\"jsonrpc\\":\\"2\.0\\",\\"method\\":\\"session\/update\\"/,
+    )
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
     expect(processesWith(token)).toEqual([])
   })
 })

@@ -29,6 +29,12 @@ export const Config = z
       .max(1024 * 1024 * 1024)
       .default(32 * 1024 * 1024)
       .describe('Longest incoming JSON-RPC frame (one line), in bytes. A longer one is answered with a parse error (id null), logged, and discarded; the server keeps serving.'),
+    maxSessions: z
+      .number()
+      .int()
+      .positive()
+      .default(64)
+      .describe('Most sessions one connection has at once (open, opening, or closing); one more session/new is answered TOO_MANY_SESSIONS.'),
     shutdownGraceMs: z
       .number()
       .int()

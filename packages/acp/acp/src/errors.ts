@@ -28,6 +28,8 @@ export type AcpErrorCode =
   | 'PROMPT_ACTIVE'
   /** The session is being closed (or the connection is shutting down). */
   | 'SESSION_CLOSING'
+  /** `session/new` while the connection has `maxSessions` sessions (open, opening or closing). */
+  | 'TOO_MANY_SESSIONS'
   /** The model failed during the turn (network, API error, an exhausted script). */
   | 'MODEL_ERROR'
 
@@ -49,6 +51,7 @@ const RPC_CODES: Record<AcpErrorCode, number> = {
   UNKNOWN_SESSION: RPC.RESOURCE_NOT_FOUND,
   PROMPT_ACTIVE: RPC.INVALID_REQUEST,
   SESSION_CLOSING: RPC.INVALID_REQUEST,
+  TOO_MANY_SESSIONS: RPC.INVALID_REQUEST,
   MODEL_ERROR: RPC.INTERNAL_ERROR,
 }
 

@@ -9,14 +9,14 @@ import type { Context } from 'cordis'
 import type { AgentServiceApi } from '@conch/agent'
 import { Config, type ConfigInput } from './config.ts'
 import { AcpServer } from './server.ts'
-import { readableFrom, writableTo } from './stdio.ts'
+import { readableFrom, writableTo } from '@conch/subprocess'
 
 export { Config, type ConfigInput } from './config.ts'
 export { answerInitializeEarly, type EarlyInitialize, type EarlyInitializeOptions } from './early.ts'
 export { AcpError, RPC, type AcpErrorCode } from './errors.ts'
 export { PROMPT_CAPABILITIES, promptText } from './prompt.ts'
 export { AcpServer, initializeResponse, stopReason, type AcpServerOptions } from './server.ts'
-export { readableFrom, writableTo } from './stdio.ts'
+export { readableFrom, writableTo } from '@conch/subprocess'
 export { acpToolKind, TurnReporter, type TurnReporterOptions } from './updates.ts'
 
 export interface RunAcpOptions {

@@ -106,7 +106,8 @@ export class AcpServer {
   private readonly logger: Logger
   private readonly workspaceProblem: ((cwd: string) => string | undefined) | undefined
   private readonly sessions = new Map<string, AcpSession>()
-  private readonly state: { disposing?: Promise<void> } = {}
+  /** `opening`: `session/new` requests past the cap check whose agent is not created yet. */
+  private readonly state: { disposing?: Promise<void>; opening: number } = { opening: 0 }
 
   constructor(options: AcpServerOptions) {
     this.agents = options.agents
@@ -167,8 +168,22 @@ export class AcpServer {
       )
     }
     if (this.state.disposing) throw new AcpError('SESSION_CLOSING', 'the agent is shutting down; no new sessions are accepted')
+    const held = this.sessions.size + this.state.opening
+    if (held >= this.config.maxSessions) {
+      throw new AcpError(
+        'TOO_MANY_SESSIONS',
+        `this connection already has ${held} open sessions (maxSessions: ${this.config.maxSessions}); close one with session/close first`,
+        { maxSessions: this.config.maxSessions },
+      )
+    }
     const workspaceRoot = resolve(cwd)
-    const agent = await this.agents.create({ workspaceRoot })
+    this.state.opening++
+    let agent: Agent
+    try {
+      agent = await this.agents.create({ workspaceRoot })
+    } finally {
+      this.state.opening--
+    }
     const session: AcpSession = { id: agent.session.id, agent, state: {} }
     this.sessions.set(session.id, session)
     this.logger.info('session %s: %s in %s', session.id, agent.id, workspaceRoot)

@@ -83,7 +83,7 @@ export async function compose(options: Omit<BootOptions, 'acp'>): Promise<Compos
   fibers.push(await ctx.plugin(replay, replay.Config.parse({ script: join(dir, 'script.jsonl') })))
   fibers.push(await ctx.plugin(TasksService, TasksService.Config.parse({})))
   fibers.push(await ctx.plugin(toolTasks, toolTasks.Config.parse({})))
-  fibers.push(await ctx.plugin(PtyService, {}))
+  fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse({})))
   fibers.push(await ctx.plugin(memory, memory.Config.parse(options.memory ?? {})))
   fibers.push(await ctx.plugin(toolPty, toolPty.Config.parse({})))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse(options.agents ?? {})))

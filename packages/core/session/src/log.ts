@@ -1,6 +1,7 @@
 /**
- * One live session: the in-memory event list, the optional open JSONL file, and the append
- * pipeline (interceptors → seq → write → store → subscribers).
+ * One live session: the in-memory event list, the optional JSONL file, and the append
+ * pipeline (interceptors → seq → write → store → subscribers). The file is open only while a
+ * line is written, so idle sessions hold no descriptor.
  */
 import { appendFileSync, closeSync } from 'node:fs'
 import {
@@ -26,14 +27,15 @@ export class Session implements SessionLog {
 
   /**
    * @param events replayed history (empty for a new session; its first append must be `session/start`)
-   * @param fd an open file descriptor of `file` in append mode, or undefined without persistence
+   * @param openFile opens `file` for appending (the caller's path checks) and returns its
+   *   descriptor, or undefined without persistence
    */
   constructor(
     readonly id: string,
     events: SessionEvent[],
     private readonly hooks: SessionHooks,
     readonly file: string | undefined,
-    private fd: number | undefined,
+    private readonly openFile: (() => number) | undefined,
   ) {
     this.stored = events
   }
@@ -86,7 +88,14 @@ export class Session implements SessionLog {
       data,
     })
     const event = JSON.parse(line) as SessionEvent<T>
-    if (this.fd !== undefined) appendFileSync(this.fd, line + '\n')
+    if (this.openFile !== undefined) {
+      const fd = this.openFile()
+      try {
+        appendFileSync(fd, line + '\n')
+      } finally {
+        closeSync(fd)
+      }
+    }
     this.stored.push(event)
     for (const subscriber of [...this.hooks.subscribers()]) {
       try {
@@ -98,13 +107,8 @@ export class Session implements SessionLog {
     return event
   }
 
-  /** Stops accepting appends and closes the file. Idempotent. */
+  /** Stops accepting appends. Idempotent. */
   close(): void {
     this.closed = true
-    if (this.fd !== undefined) {
-      const fd = this.fd
-      this.fd = undefined
-      closeSync(fd)
-    }
   }
 }

@@ -88,13 +88,12 @@ class SessionService extends Service implements SessionServiceApi {
     this.checkId(id)
     if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
     let file: string | undefined
-    let fd: number | undefined
     if (dir !== undefined) {
       file = join(dir, `${id}.jsonl`)
       const dirFd = openLogDir(dir, { create: true })
       try {
         // Owner-only: a session log holds tool output, which may include secrets.
-        fd = openLogFile(dirFd, dir, `${id}.jsonl`, 'create')
+        closeSync(openLogFile(dirFd, dir, `${id}.jsonl`, 'create'))
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
           throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)
@@ -104,7 +103,7 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(dirFd)
       }
     }
-    const session = new Session(id, [], this.hooks, file, fd)
+    const session = new Session(id, [], this.hooks, file, dir === undefined ? undefined : appender(dir, `${id}.jsonl`))
     const start: SessionStartData = {}
     if (options.workspaceRoot !== undefined) start.workspaceRoot = resolve(options.workspaceRoot)
     try {
@@ -143,7 +142,6 @@ class SessionService extends Service implements SessionServiceApi {
       throw error
     }
     let events: SessionEvent[]
-    let fd: number
     try {
       let readFd: number
       try {
@@ -157,11 +155,12 @@ class SessionService extends Service implements SessionServiceApi {
       } finally {
         closeSync(readFd)
       }
-      fd = openLogFile(dirFd, dir, `${id}.jsonl`, 'append')
+      // Appending must work: a log that cannot be opened for writing is refused now, not at the first event.
+      closeSync(openLogFile(dirFd, dir, `${id}.jsonl`, 'append'))
     } finally {
       closeSync(dirFd)
     }
-    const session = new Session(id, events, this.hooks, file, fd)
+    const session = new Session(id, events, this.hooks, file, appender(dir, `${id}.jsonl`))
     this.live.set(id, session)
     return session
   }
@@ -238,6 +237,24 @@ class SessionService extends Service implements SessionServiceApi {
         'INVALID_SESSION_ID',
         `invalid session id ${JSON.stringify(id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
       )
+    }
+  }
+}
+
+/**
+ * Opens `<dir>/<name>` for appending with the same path checks as when it was created.
+ * @throws SessionError `NO_SESSION` when the file was deleted or moved while the session was live.
+ */
+function appender(dir: string, name: string): () => number {
+  return () => {
+    const dirFd = openLogDir(dir, { create: false })
+    try {
+      return openLogFile(dirFd, dir, name, 'append')
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      throw new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause: error })
+    } finally {
+      closeSync(dirFd)
     }
   }
 }

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { Context, type Message } from 'cordis'
@@ -256,6 +256,18 @@ describe('persistence', () => {
     await fiber!.dispose()
     const memory = await boot()
     expectSessionError(() => memory.open('ghost'), 'NO_SESSION', /not persisted \(set the sessions "dir" config/)
+  })
+
+  it('holds no descriptor between appends, and refuses an append once its log is gone, naming it', async () => {
+    const sessions = await boot({ dir })
+    const descriptors = () => readdirSync('/proc/self/fd').length
+    const before = descriptors()
+    const logs = Array.from({ length: 200 }, (_, index) => sessions.create({ id: `many-${index}` }))
+    for (const log of logs) log.append('user/message', { text: 'hi' })
+    expect(descriptors() - before).toBeLessThan(5)
+    unlinkSync(join(dir, 'many-0.jsonl'))
+    expectSessionError(() => logs[0]!.append('user/message', { text: 'lost' }), 'NO_SESSION', new RegExp(`^session log ${join(dir, 'many-0.jsonl')} is gone`))
+    expect(logs[0]!.events()).toHaveLength(2)
   })
 
   it('keeps memory-only sessions out of the filesystem', async () => {

@@ -47,7 +47,7 @@ beforeAll(async () => {
   fibers.push(await ctx.plugin(SandboxService, {}))
   fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse({})))
   fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'read-only', workspaceRoot: dir })))
-  fibers.push(await ctx.plugin(PtyService, {}))
+  fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse({})))
   fibers.push(await ctx.plugin(ptyLocal, ptyLocal.Config.parse({})))
   fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
   fibers.push(await ctx.plugin(codex, codex.Config.parse({

@@ -43,7 +43,7 @@ export async function boot(options: { terminals?: 'memory' | 'local'; toolPtc?: 
   fibers.push(await ctx.plugin(SandboxService, {}))
   fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse({})))
   fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace })))
-  fibers.push(await ctx.plugin(PtyService, {}))
+  fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse({})))
   if (options.terminals === 'local') fibers.push(await ctx.plugin(ptyLocal, ptyLocal.Config.parse({})))
   else fibers.push(await ctx.plugin(memory, memory.Config.parse({ motd: 'memory shell ready' })))
   fibers.push(await ctx.plugin(toolPty, toolPty.Config.parse({ enableRunInBackground: false })))

@@ -12,7 +12,7 @@ function owner(id: string): Agent {
 describe('plugin', () => {
   it('registers its type on ctx.pty and serves sessions through the service', async () => {
     const root = new Context()
-    await root.plugin(PtyService, {})
+    await root.plugin(PtyService, PtyService.Config.parse({}))
     const fiber = await root.plugin(memory, memory.Config.parse({ type: 'memsh' }))
     expect(root.pty.types()).toEqual(['memsh'])
     const agent = owner('agent-1')

@@ -87,8 +87,17 @@ interface CleanupFailure {
   readonly error: Error
 }
 
-/** No settings yet; unknown keys are refused so a misplaced setting fails at load. */
-const Config = z.strictObject({}).prefault({})
+/** Unknown keys are refused so a misplaced setting fails at load. */
+const Config = z
+  .strictObject({
+    maxSessionsPerOwner: z
+      .number()
+      .int()
+      .positive()
+      .default(32)
+      .describe('Most terminals one agent may hold at once (open, opening, or closing after a failed close); one more spawn fails with TOO_MANY_SESSIONS.'),
+  })
+  .prefault({})
 
 /** Read page defaults (ReadOptions). */
 const DEFAULT_READ_COUNT = 500
@@ -165,6 +174,10 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (name !== undefined) {
       const holder = this.nameHolder(owner, name)
       if (holder) throw new PtyError('DUPLICATE_NAME', `${owner.id} already has a PTY session named "${name}" (${holder}); pick another name or close it`)
+    }
+    const held = this.activity(owner).length
+    if (held >= this.config.maxSessionsPerOwner) {
+      throw new PtyError('TOO_MANY_SESSIONS', `${owner.id} already has ${held} open terminals (pty.maxSessionsPerOwner: ${this.config.maxSessionsPerOwner}); close one first`)
     }
     if (signal?.aborted) throw signal.reason
 

@@ -317,6 +317,8 @@ export type PtyErrorCode =
   | 'LINE_TOO_LONG'
   | 'UNKNOWN_SECRET'
   | 'SECRET_UNAVAILABLE'
+  /** The owner already holds `maxSessionsPerOwner` terminals. */
+  | 'TOO_MANY_SESSIONS'
 
 export class PtyError extends Error {
   override readonly name = 'PtyError'

@@ -27,7 +27,7 @@ let alice: FakeAgent
 
 beforeEach(async () => {
   root = new Context()
-  await root.plugin(PtyService, {})
+  await root.plugin(PtyService, PtyService.Config.parse({}))
   backend = new FakeBackend('shell')
   await root.plugin({ name: 'backend', inject: ['pty'], apply: (ctx: Context) => void ctx.pty.registerBackend(backend) })
   alice = fakeAgent(root, 'agent-1')

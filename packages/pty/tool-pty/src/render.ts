@@ -291,6 +291,7 @@ const HINTS: Partial<Record<PtyError['code'], string>> = {
   UNKNOWN_KEY: 'fix the key names and send again',
   LINE_TOO_LONG: 'nothing reached the program; it is still waiting for its line',
   UNKNOWN_SECRET: 'terminal_list shows the configured secrets',
+  TOO_MANY_SESSIONS: 'terminal_list shows them; terminal_close the ones you no longer need',
 }
 
 /** An error result: `CODE: message — hint`, within the bound. */

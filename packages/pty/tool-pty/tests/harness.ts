@@ -28,6 +28,8 @@ export interface Harness {
 
 export interface BootOptions {
   toolPty?: Record<string, unknown>
+  /** Config of the PTY service (`@conch/pty`). */
+  pty?: Record<string, unknown>
   memory?: Record<string, unknown>
   /** Load ctx.tasks and the task tools (default true). */
   tasks?: boolean
@@ -48,7 +50,7 @@ export async function boot(options: BootOptions = {}): Promise<Harness> {
   fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(PtyService, {}))
+  fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse(options.pty ?? {})))
   if (options.tasks !== false) {
     fibers.push(await ctx.plugin(TasksService, TasksService.Config.parse({})))
     fibers.push(await ctx.plugin(toolTasks, toolTasks.Config.parse({})))

@@ -351,6 +351,21 @@ describe('bad input', () => {
     )
   })
 
+  it('refuses a terminal past the per-agent cap, naming the cap and its setting, until one is closed', async () => {
+    harness = await boot({ pty: { maxSessionsPerOwner: 2 } })
+    await harness.call('terminal_open', { type: 'shell' })
+    await harness.call('terminal_open', { type: 'shell' })
+    const refused = await harness.call('terminal_open', { type: 'shell' })
+    expect(refused.isError).toBe(true)
+    expect(refused.content[0]!.text).toBe(
+      'TOO_MANY_SESSIONS: agent-1 already has 2 open terminals (pty.maxSessionsPerOwner: 2); close one first — terminal_list shows them; terminal_close the ones you no longer need',
+    )
+    // The cap is per agent: another agent still opens its own.
+    expect((await harness.call('terminal_open', { type: 'shell' }, { agent: harness.other })).isError).toBeFalsy()
+    await harness.call('terminal_close', { sessionId: 'pty-1' })
+    expect(await harness.text('terminal_open', { type: 'shell' })).toMatch(/^\[opened: pty-4, type shell\]/)
+  })
+
   it('refuses text over maxInputBytes, counting UTF-8 bytes, and writes nothing', async () => {
     await opened({ toolPty: { maxInputBytes: 20 } })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=ééééé' })

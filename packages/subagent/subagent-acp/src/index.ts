@@ -6,7 +6,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, acpChildConfig, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 
 export const name = 'subagent-acp'
@@ -26,6 +26,7 @@ export const Config = z
       .default('reject')
       .describe("How the child's session/request_permission is answered: reject (a reject option, else cancelled) or allow."),
     ...outOfProcessConfig,
+    ...acpChildConfig,
   })
   // A row without `config:` parses as {}, so the error names the required field.
   .prefault({} as never)

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { SubagentRun, SubagentUpdate } from '@conch/subagent'
+import * as toolSubagent from '@conch/tool-subagent'
 import * as plugin from '../src/index.ts'
 import { MARK_VARIABLE, boot, freshMark, marked, type Harness } from './harness.ts'
 
@@ -102,9 +103,69 @@ describe('a hostile child', () => {
     expect(await (await run('garbage')).result).toMatchObject({ stopReason: 'completed', output: [{ type: 'text', text: 'still here' }] })
   })
 
+  it('cannot take the parent down with a line over maxFrameBytes: its run ends protocol, naming what arrived, and other runs go on', async () => {
+    await setup()
+    const other = await run('slow')
+    const updates: SubagentUpdate[] = []
+    const result = await (await run('huge-line', { onUpdate: (update) => updates.push(update) })).result
+    expect(result).toMatchObject({ stopReason: 'protocol', output: [{ type: 'text', text: 'before the flood' }] })
+    expect(result.diagnostic).toMatch(
+      /^the "acp" sub-agent sent a protocol line of more than 16777216 bytes \(maxFrameBytes\), starting "\{\\"jsonrpc\\":\\"2\.0\\",\\"method\\":\\"session\/update\\"/,
+    )
+    expect(updates).toEqual([{ type: 'text', text: 'before the flood' }])
+    // The parent still serves: a run that was going and a new one both answer.
+    expect(await (await run('text')).result).toMatchObject({ stopReason: 'completed' })
+    await other.dispose()
+    expect(await other.result).toMatchObject({ stopReason: 'aborted', output: [{ type: 'text', text: 'partial answer' }] })
+  })
+
   it('gets no permission for a session that is not its own, even under permission: allow', async () => {
     await setup({ permission: 'allow' })
     expect((await (await run('foreign-permission')).result).output).toEqual([{ type: 'text', text: 'foreign: cancelled' }])
+  })
+})
+
+describe('through the subagent tool', () => {
+  async function withTool(): Promise<Harness> {
+    const h = await setup()
+    await h.ctx.plugin(toolSubagent, toolSubagent.Config.parse({ provider: 'acp', enableRunInBackground: false }))
+    return h
+  }
+  const call = (h: Harness, input: object, signal = new AbortController().signal) =>
+    h.ctx.tools.execute('subagent', input, { agent: h.agent, signal, callId: `call-${Math.random()}` })
+  const started = (h: Harness, count: number) =>
+    new Promise<void>((resolve) => {
+      const check = () => h.agent.session.events().filter((event) => event.type === 'subagent/start').length >= count && resolve()
+      h.ctx.sessions.subscribe(check)
+      check()
+    })
+
+  it('refuses a fifth concurrent sub-agent of one agent, naming maxRunsPerParent, and takes one again once a run ended', async () => {
+    const h = await withTool()
+    const controllers = [1, 2, 3, 4].map(() => new AbortController())
+    const running = controllers.map((controller) => call(h, { prompt: 'slow' }, controller.signal))
+    await started(h, 4)
+    const refused = await call(h, { prompt: 'text' })
+    expect(refused.isError).toBe(true)
+    expect(refused.content[0]!.text).toBe(
+      `TOO_MANY_RUNS: ${h.agent.id} already has 4 sub-agents running (subagents.maxRunsPerParent: 4); wait for one to end first`,
+    )
+    controllers[0]!.abort()
+    expect((await running[0]!).content[0]!.text).toMatch(/\[subagent: acp, stop: aborted,/)
+    expect((await call(h, { prompt: 'text' })).content[0]!.text).toMatch(/^hello\n\nworld\n\[subagent: acp, stop: completed,/)
+    for (const controller of controllers) controller.abort()
+    await Promise.all(running)
+  })
+
+  it("stops a child that never answers at the call's timeoutMs, with its partial output, and tears it down", async () => {
+    const h = await withTool()
+    const result = await call(h, { prompt: 'silent', timeoutMs: 1500 })
+    expect(result.isError).toBe(true)
+    expect(result.content[0]!.text).toMatch(
+      /^thinking\n\[subagent: acp, stop: timeout, \d+\.\d s\]\n\[diagnostic: the "acp" sub-agent did not finish within 1500 ms \(its deadline\) and was stopped\]$/,
+    )
+    // The foreground call returns after the teardown: nothing of the child is left.
+    expect(marked(mark)).toEqual([])
   })
 })
 

@@ -137,9 +137,9 @@ export class CodexSession {
     this.answer(request)
   }
 
-  /** The protocol broke (a bad line): the run ends as an error. */
+  /** The protocol broke (a bad line): the run ends as `protocol`. */
   onViolation(reason: string): void {
-    this.end({ stopReason: 'error', diagnostic: reason })
+    this.end({ stopReason: 'protocol', diagnostic: reason })
   }
 
   /** The child's output ended or it exited: an unfinished run ends as an error. */

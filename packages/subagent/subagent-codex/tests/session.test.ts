@@ -195,12 +195,12 @@ describe('how a turn ends', () => {
     expect(await w.session.outcome).toEqual({ stopReason: 'error', diagnostic: 'codex was killed by SIGKILL before the turn completed; its stderr ends with: stderr tail' })
   })
 
-  it('a line that is not JSON breaks the protocol: error, pending requests rejected', async () => {
+  it('a line that is not JSON breaks the protocol: protocol, pending requests rejected', async () => {
     const w = await running()
     const interrupt = w.session.interrupt()
     w.connection.feed('this is not json\n')
     await interrupt
-    expect(await w.session.outcome).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('a line that is not JSON') })
+    expect(await w.session.outcome).toMatchObject({ stopReason: 'protocol', diagnostic: expect.stringContaining('a line that is not JSON') })
   })
 
   it('an endless line is cut off at the limit', () => {
@@ -213,7 +213,7 @@ describe('how a turn ends', () => {
   it('a response to a request never sent is a violation', async () => {
     const w = await running()
     w.serve({ id: 999, result: {} })
-    expect(await w.session.outcome).toMatchObject({ stopReason: 'error', diagnostic: expect.stringContaining('never sent') })
+    expect(await w.session.outcome).toMatchObject({ stopReason: 'protocol', diagnostic: expect.stringContaining('never sent') })
   })
 
   it('handles lines split across chunks', async () => {

@@ -17,6 +17,7 @@ import {
   childCwd,
   childEnv,
   outOfProcessConfig,
+  acpChildConfig,
   type SubagentCapabilities,
   type SubagentProvider,
   type SubagentServiceApi,
@@ -75,6 +76,7 @@ export const Config = z.strictObject({
     .default('reject')
     .describe("How the child's session/request_permission is answered."),
   ...outOfProcessConfig,
+  ...acpChildConfig,
 }).prefault({})
 
 export type Config = z.output<typeof Config>

@@ -188,6 +188,18 @@ describe('failures', () => {
     await run.dispose()
   })
 
+  it('a child whose tool call carries a 40 MB argument ends as protocol, naming the line, and leaves the parent serving', async () => {
+    const huge = script('huge', [{ text: 'calling. ', tool_calls: [{ name: 'wait_for_cancel', arguments: { blob: 'z'.repeat(40 * 1024 * 1024) } }] }])
+    const { ctx, agent } = await boot({ script: huge })
+    const run = await start(ctx, agent)
+    const result = await run.result
+    expect(result).toMatchObject({ stopReason: 'protocol', output: [{ type: 'text', text: 'calling. ' }] })
+    expect(result.diagnostic).toMatch(/^the "conch" sub-agent sent a protocol line of more than 16777216 bytes \(maxFrameBytes\), starting "\{/)
+    await run.dispose()
+    // The parent process is still here and its log records the end.
+    expect(agent.session.last('subagent/end')?.data).toMatchObject({ stopReason: 'protocol' })
+  })
+
   it('a composition that does not boot fails the start with the child exit and stderr', async () => {
     const broken = join(workspace, 'broken.cordis.yml')
     writeFileSync(broken, "- id: nope\n  name: '@conch/no-such-package'\n")

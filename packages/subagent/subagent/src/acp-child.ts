@@ -22,7 +22,7 @@ import {
   type StopReason,
   type ToolCallContent,
 } from '@agentclientprotocol/sdk'
-import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
+import { readableFrom, type ChildHandle, type SubprocessServiceApi } from '@conch/subprocess'
 import {
   EXIT_WINDOW_MS,
   StreamTail,
@@ -30,9 +30,10 @@ import {
   disposeProcess,
   raceStart,
   spawnChild,
+  type AcpChildConfig,
   type OutOfProcessConfig,
 } from './out-of-process.ts'
-import type { ProviderOutcome, ProviderRequest, ProviderRun, SubagentStopReason } from './types.ts'
+import { SubagentError, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentStopReason } from './types.ts'
 
 /** How a permission request from the child is answered: `allow` selects an allow option, `reject` a reject option (or cancels). */
 export type PermissionPolicy = 'allow' | 'reject'
@@ -45,7 +46,7 @@ export interface AcpChildOptions {
   cwd: string
   env: Record<string, string>
   permission: PermissionPolicy
-  timing: Pick<OutOfProcessConfig, 'startTimeoutMs' | 'disposeEofGraceMs' | 'disposeGraceMs'>
+  timing: Pick<OutOfProcessConfig, 'startTimeoutMs' | 'disposeEofGraceMs' | 'disposeGraceMs'> & AcpChildConfig
   request: ProviderRequest
   /** Client name sent in `initialize`. */
   clientName?: string
@@ -82,24 +83,6 @@ export function answerPermission(options: readonly PermissionOption[], policy: P
 /** Bytes for the child's stdin, handed to `ChildHandle.write` (which queues them in order). */
 function writableTo(child: ChildHandle): WritableStream<Uint8Array> {
   return new WritableStream<Uint8Array>({ write: (chunk) => child.write(chunk) })
-}
-
-function readableFrom(stream: NodeJS.ReadableStream): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      stream.on('data', (chunk: Buffer) => controller.enqueue(new Uint8Array(chunk)))
-      const end = (): void => {
-        try {
-          controller.close()
-        } catch {
-          // already closed
-        }
-      }
-      stream.on('end', end)
-      stream.on('close', end)
-      stream.on('error', end)
-    },
-  })
 }
 
 /**
@@ -150,7 +133,20 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
       if (params.sessionId !== sessionId) return { outcome: { outcome: 'cancelled' } }
       return answerPermission(params.options, options.permission)
     })
-  const connection: ClientConnection = app.connect(ndJsonStream(writableTo(child), readableFrom(child.stdout)))
+  // A line over maxFrameBytes breaks the protocol: the run ends `protocol`, naming what arrived.
+  let violated: (diagnostic: string) => void = () => {}
+  const violation = new Promise<string>((resolve) => (violated = resolve))
+  const input = readableFrom(child.stdout, {
+    maxFrameBytes: options.timing.maxFrameBytes,
+    onOversized: (limit, head) =>
+      violated(
+        `the "${provider}" sub-agent sent a protocol line of more than ${limit} bytes (maxFrameBytes), starting ${JSON.stringify(new TextDecoder().decode(head))}`,
+      ),
+  })
+  // The SDK's own limit sits above ours, so an oversized line is cut here instead of closing the connection.
+  const connection: ClientConnection = app.connect(
+    ndJsonStream(writableTo(child), input, { maxMessageBytes: options.timing.maxFrameBytes + 1024 }),
+  )
   connection.closed.catch(() => {})
 
   const teardown = (shutdown?: () => Promise<void>) =>
@@ -164,15 +160,20 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
 
   try {
     sessionId = await raceStart({
-      handshake: (async () => {
-        await connection.agent.request(methods.agent.initialize, {
-          protocolVersion: PROTOCOL_VERSION,
-          clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-          clientInfo: { name: options.clientName ?? 'conch', version: '0.1.0' },
-        })
-        const session = await connection.agent.request(methods.agent.session.new, { cwd: options.cwd, mcpServers: [] })
-        return session.sessionId
-      })(),
+      handshake: Promise.race([
+        (async () => {
+          await connection.agent.request(methods.agent.initialize, {
+            protocolVersion: PROTOCOL_VERSION,
+            clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+            clientInfo: { name: options.clientName ?? 'conch', version: '0.1.0' },
+          })
+          const session = await connection.agent.request(methods.agent.session.new, { cwd: options.cwd, mcpServers: [] })
+          return session.sessionId
+        })(),
+        violation.then((diagnostic): never => {
+          throw new SubagentError('START_FAILED', diagnostic)
+        }),
+      ]),
       child,
       signal: request.signal,
       timeoutMs: options.timing.startTimeoutMs,
@@ -202,7 +203,8 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
     exited.catch(() => {})
     try {
       const answer: Promise<PromptResponse> = connection.agent.request(methods.agent.session.prompt, { sessionId: id, prompt: request.prompt })
-      const response = await Promise.race([answer, exited])
+      const response = await Promise.race([answer, exited, violation.then((diagnostic) => ({ violation: diagnostic }))])
+      if ('violation' in response) return { stopReason: 'protocol', diagnostic: response.violation }
       const stopReason = stopReasonOf(response.stopReason)
       return stopReason === 'error'
         ? { stopReason, diagnostic: `the "${provider}" sub-agent stopped with ${response.stopReason}` }

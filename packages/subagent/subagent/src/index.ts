@@ -5,6 +5,7 @@ export { hidePrivateRoot } from './private-root.ts'
 export {
   AbsoluteDirectory,
   outOfProcessConfig,
+  acpChildConfig,
   childCwd,
   childEnv,
   spawnChild,
@@ -14,6 +15,7 @@ export {
   StreamTail,
   EXIT_WINDOW_MS,
   type OutOfProcessConfig,
+  type AcpChildConfig,
   type SpawnChildOptions,
   type RaceStartOptions,
   type DisposeProcessOptions,

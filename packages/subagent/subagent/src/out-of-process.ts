@@ -64,6 +64,23 @@ export const outOfProcessConfig = {
     .describe("Between SIGTERM and SIGKILL of the child's process tree, in ms."),
 }
 
+/** Config fields of providers whose child speaks ACP (`startAcpChild`), spread beside `outOfProcessConfig`. */
+export const acpChildConfig = {
+  maxFrameBytes: z
+    .number()
+    .int()
+    .min(1024)
+    .max(1024 * 1024 * 1024)
+    .default(16 * 1024 * 1024)
+    .describe(
+      'Longest line the child may send on its protocol stream, in bytes. A longer one ends the run as `protocol`, naming its start; the parent keeps serving.',
+    ),
+}
+
+export interface AcpChildConfig {
+  maxFrameBytes: number
+}
+
 export interface OutOfProcessConfig {
   cwd?: string | undefined
   env: string[]

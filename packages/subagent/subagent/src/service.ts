@@ -57,6 +57,7 @@ class Run implements SubagentRun {
   private truncated = false
   private teardown: Promise<void> | undefined
   private providerRun: ProviderRun | undefined
+  private deadline: ReturnType<typeof setTimeout> | undefined
   private readonly cleanups: Array<() => void> = []
 
   constructor(
@@ -65,6 +66,8 @@ class Run implements SubagentRun {
     readonly controller: AbortController,
     private readonly request: SubagentRequest,
     private readonly startedAt: number,
+    /** When the run must have ended, in ms from `startedAt`. */
+    private readonly timeoutMs: number,
     private readonly maxOutputBytes: number,
     private readonly onSettled: (run: Run, result: SubagentResult, durationMs: number) => void,
     private readonly onGone: (run: Run) => void,
@@ -130,9 +133,20 @@ class Run implements SubagentRun {
     this.cleanups.push(cleanup)
   }
 
-  /** Publishes the provider's run: from now on its outcome or a cancellation settles the result. */
+  /** Publishes the provider's run: from now on its outcome, a cancellation or the deadline settles the result. */
   publish(providerRun: ProviderRun): void {
     this.providerRun = providerRun
+    this.deadline = setTimeout(
+      () =>
+        this.settle(
+          this.withTruncation({
+            output: this.partial(),
+            stopReason: 'timeout',
+            diagnostic: `the "${this.provider}" sub-agent did not finish within ${this.timeoutMs} ms (its deadline) and was stopped`,
+          }),
+        ),
+      Math.max(0, this.startedAt + this.timeoutMs - Date.now()),
+    )
     const signal = this.controller.signal
     const onAbort = (): void =>
       this.settle(this.withTruncation({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) }))
@@ -165,6 +179,7 @@ class Run implements SubagentRun {
   private settle(result: SubagentResult): void {
     if (this.state !== 'running') return
     this.state = 'settled'
+    clearTimeout(this.deadline)
     this.settleResult(result)
     this.onSettled(this, result, Date.now() - this.startedAt)
     // Nothing of a one-shot child is useful after its result: tear it down now.
@@ -202,11 +217,31 @@ class SubagentService extends Service implements SubagentServiceApi {
         .min(1024)
         .default(1_048_576)
         .describe('Most answer text kept per run, in UTF-8 bytes; beyond it the oldest text is dropped and the result is marked truncated.'),
+      maxRunsPerParent: z
+        .number()
+        .int()
+        .positive()
+        .default(4)
+        .describe('Most runs one agent has at once (starting, running, or being torn down); one more start fails with TOO_MANY_RUNS.'),
+      timeoutMs: z
+        .number()
+        .int()
+        .positive()
+        .default(1_800_000)
+        .describe('Deadline of a run that asks for none, in ms from its start; then it settles `timeout` with its partial output and the child is torn down.'),
+      maxTimeoutMs: z
+        .number()
+        .int()
+        .positive()
+        .default(7_200_000)
+        .describe('Largest deadline a request may ask for, in ms; a longer one is cut to this.'),
     })
     .prefault({})
 
   private readonly providers = new Map<string, SubagentProvider>()
   private readonly runs = new Set<Run>()
+  /** Runs each parent holds, counted from the start call until the run is gone. */
+  private readonly held = new Map<SubagentRequest['parent'], number>()
   private nextRun = 1
   private disposing = false
 
@@ -266,7 +301,37 @@ class SubagentService extends Service implements SubagentServiceApi {
         cause: request.signal.reason,
       })
     }
+    const timeoutMs = Math.min(request.timeoutMs ?? this.config.timeoutMs, this.config.maxTimeoutMs)
+    if (!(Number.isSafeInteger(timeoutMs) && timeoutMs > 0)) {
+      throw new SubagentError('INVALID_REQUEST', `timeoutMs of a "${name}" sub-agent must be a positive integer of ms, not ${String(request.timeoutMs)}`)
+    }
+    const parent = request.parent
+    const held = this.held.get(parent) ?? 0
+    if (held >= this.config.maxRunsPerParent) {
+      throw new SubagentError(
+        'TOO_MANY_RUNS',
+        `${parent.id} already has ${held} sub-agents running (subagents.maxRunsPerParent: ${this.config.maxRunsPerParent}); wait for one to end first`,
+      )
+    }
+    this.held.set(parent, held + 1)
+    let released = false
+    const release = (): void => {
+      if (released) return
+      released = true
+      const count = (this.held.get(parent) ?? 1) - 1
+      if (count === 0) this.held.delete(parent)
+      else this.held.set(parent, count)
+    }
+    try {
+      return await this.startHeld(name, provider, request, timeoutMs, release)
+    } catch (error) {
+      release()
+      throw error
+    }
+  }
 
+  /** `start` once the parent's hold is taken; `release` gives it back when the run is gone. */
+  private async startHeld(name: string, provider: SubagentProvider, request: SubagentRequest, timeoutMs: number, release: () => void): Promise<Run> {
     const id = `subagent-${this.nextRun++}`
     const controller = new AbortController()
     setMaxListeners(0, controller.signal)
@@ -276,10 +341,12 @@ class SubagentService extends Service implements SubagentServiceApi {
       controller,
       request,
       Date.now(),
+      timeoutMs,
       this.config.maxOutputBytes,
       (settled, result, durationMs) => this.logEnd(settled, request, result, durationMs),
       (gone) => this.runs.delete(gone),
     )
+    run.addCleanup(release)
 
     // Cancellation sources: the caller's signal and the parent agent's disposal.
     const abort = (reason: unknown): void => controller.abort(reason)

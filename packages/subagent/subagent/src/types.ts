@@ -42,9 +42,14 @@ export const NO_CAPABILITIES: SubagentCapabilities = Object.freeze({
   persona: false,
 })
 
-export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal'
+/**
+ * Why a run ended. `protocol`: the child broke its protocol (for example a line over the
+ * reader's bound), so nothing more it sends can be trusted; `timeout`: the run's deadline
+ * passed.
+ */
+export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal' | 'protocol' | 'timeout'
 
-export const STOP_REASONS: readonly SubagentStopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal']
+export const STOP_REASONS: readonly SubagentStopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal', 'protocol', 'timeout']
 
 /** What a settled run gives back. `output` keeps whatever the child produced, also on failure. */
 export interface SubagentResult {
@@ -94,6 +99,12 @@ export interface SubagentRequest {
   persona?: string
   /** Receives live updates while the run is going (called synchronously, in order; must not throw). */
   onUpdate?: (update: SubagentUpdate) => void
+  /**
+   * Deadline of the run from `start`, in ms: omitted → the service's `timeoutMs`; capped at its
+   * `maxTimeoutMs`. When it passes, `result` settles `timeout` with the partial output and the
+   * child is torn down.
+   */
+  timeoutMs?: number
 }
 
 /** What the service hands a provider: the request, with the run's own signal and output sink. */
@@ -203,6 +214,10 @@ export type SubagentErrorCode =
   | 'DEPTH_EXCEEDED'
   /** A provider's private state folder is a symbolic link or not a folder (`hidePrivateRoot`). */
   | 'PRIVATE_ROOT_UNSAFE'
+  /** The parent already has `maxRunsPerParent` runs going (started, running, or being torn down). */
+  | 'TOO_MANY_RUNS'
+  /** A request field the service cannot take (for example a `timeoutMs` that is not a positive integer). */
+  | 'INVALID_REQUEST'
 
 export class SubagentError extends Error {
   override readonly name = 'SubagentError'
@@ -225,7 +240,8 @@ export interface SubagentServiceApi {
    * Starts a run on provider `name`.
    * @throws SubagentError `NO_PROVIDER` (naming the registered ones), `UNSUPPORTED_CAPABILITY`
    *   (naming the capability and the provider; the provider never ran), `START_FAILED` (the
-   *   provider's failure as the cause; nothing is left running), or the provider's own
+   *   provider's failure as the cause; nothing is left running), `TOO_MANY_RUNS` (the parent
+   *   has `maxRunsPerParent` runs), `INVALID_REQUEST` (a bad `timeoutMs`), or the provider's own
    *   `SubagentError` (for example `DEPTH_EXCEEDED`).
    */
   start(name: string, request: SubagentRequest): Promise<SubagentRun>

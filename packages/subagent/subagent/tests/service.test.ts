@@ -15,13 +15,13 @@ import SubagentService, {
 
 let fibers: { dispose(): Promise<void> }[] = []
 
-async function boot(): Promise<{ ctx: Context; agent: Agent }> {
+async function boot(config: Record<string, unknown> = {}): Promise<{ ctx: Context; agent: Agent }> {
   const ctx = new Context()
   fibers.push(await ctx.plugin(SessionService, {}))
   fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
+  fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse(config)))
   const agent = await ctx.agents.create({ workspaceRoot: '/tmp' })
   return { ctx, agent }
 }
@@ -304,6 +304,53 @@ describe('the publish boundary', () => {
   })
 })
 
+describe('limits', () => {
+  it('counts starts still in flight against maxRunsPerParent, per parent, and gives the hold back once a run is gone', async () => {
+    const { ctx, agent } = await boot({ maxRunsPerParent: 2 })
+    const other = await ctx.agents.create({ workspaceRoot: '/tmp' })
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    const fake = manual()
+    ctx.subagents.registerProvider({ ...fake.provider, start: async (request) => (await gate, fake.provider.start(request)) })
+    const starting = [ctx.subagents.start('manual', { prompt, parent: agent }), ctx.subagents.start('manual', { prompt, parent: agent })]
+    const refused = await rejection(ctx.subagents.start('manual', { prompt, parent: agent }))
+    expect(refused.code).toBe('TOO_MANY_RUNS')
+    expect(refused.message).toBe(`${agent.id} already has 2 sub-agents running (subagents.maxRunsPerParent: 2); wait for one to end first`)
+    const elsewhere = ctx.subagents.start('manual', { prompt, parent: other })
+    release()
+    const [first] = await Promise.all([...starting, elsewhere])
+    await first!.dispose()
+    const third = await ctx.subagents.start('manual', { prompt, parent: agent })
+    expect(third.id).toBe('subagent-4')
+  })
+
+  it('settles timeout at the deadline with the partial output, capping a request at maxTimeoutMs, and tears the child down', async () => {
+    const { ctx, agent } = await boot({ maxTimeoutMs: 50 })
+    const fake = manual()
+    ctx.subagents.registerProvider(fake.provider)
+    const run = await ctx.subagents.start('manual', { prompt, parent: agent, timeoutMs: 3_600_000 })
+    fake.runs[0]!.request.update({ type: 'text', text: 'so far' })
+    expect(await run.result).toEqual({
+      output: [{ type: 'text', text: 'so far' }],
+      stopReason: 'timeout',
+      diagnostic: 'the "manual" sub-agent did not finish within 50 ms (its deadline) and was stopped',
+    })
+    await run.dispose()
+    expect(fake.runs[0]!.disposed).toBe(1)
+    expect(agent.session.last('subagent/end')?.data).toMatchObject({ stopReason: 'timeout' })
+  })
+
+  it('refuses a timeoutMs that is not a positive integer before the provider runs', async () => {
+    const { ctx, agent } = await boot()
+    const fake = manual()
+    ctx.subagents.registerProvider(fake.provider)
+    for (const timeoutMs of [0, -5, 1.5, Number.NaN]) {
+      expect((await rejection(ctx.subagents.start('manual', { prompt, parent: agent, timeoutMs }))).code).toBe('INVALID_REQUEST')
+    }
+    expect(fake.runs).toHaveLength(0)
+  })
+})
+
 describe('bounded output', () => {
   it('keeps the newest maxOutputBytes of streamed text, on a code point, and says so', async () => {
     const ctx = new Context()
@@ -311,7 +358,7 @@ describe('bounded output', () => {
     fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
     fibers.push(await ctx.plugin(LlmService, {}))
     fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-    fibers.push(await ctx.plugin(SubagentService, { maxOutputBytes: 1024 }))
+    fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({ maxOutputBytes: 1024 })))
     const agent = await ctx.agents.create({ workspaceRoot: '/tmp' })
     const fake = manual()
     ctx.subagents.registerProvider(fake.provider)

@@ -69,28 +69,39 @@ export const apply = (ctx: Context, config: Config) => {
   const provider = config.provider
 
   const prompt = z.string().min(1).describe('The complete task for the sub-agent, with all context it needs.')
+  const timeoutMs = z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Deadline in ms (default and cap set by the deployment); then the sub-agent is stopped and its partial answer returned with stop: timeout.')
   const input = config.enableRunInBackground
     ? z.object({
         prompt,
+        timeoutMs,
         run_in_background: z
           .boolean()
           .default(false)
           .describe('Return a task id at once instead of waiting; read the answer with task_output.'),
       })
-    : z.object({ prompt })
+    : z.object({ prompt, timeoutMs })
 
-  const start = (agent: Agent, text: string, signal: AbortSignal, onUpdate: (update: SubagentUpdate) => void): Promise<SubagentRun> =>
+  /** The model's input: the prompt and its own deadline. */
+  type Input = { prompt: string; timeoutMs?: number | undefined; run_in_background?: boolean }
+
+  const start = (agent: Agent, value: Input, signal: AbortSignal, onUpdate: (update: SubagentUpdate) => void): Promise<SubagentRun> =>
     subagents.start(provider, {
-      prompt: [{ type: 'text', text }],
+      prompt: [{ type: 'text', text: value.prompt }],
       parent: agent,
       signal,
-      label: labelOf(text),
+      label: labelOf(value.prompt),
       onUpdate,
+      ...(value.timeoutMs === undefined ? {} : { timeoutMs: value.timeoutMs }),
     })
 
-  const foreground = async (text: string, context: ToolExecuteContext): Promise<ToolResult> => {
+  const foreground = async (value: Input, context: ToolExecuteContext): Promise<ToolResult> => {
     const startedAt = Date.now()
-    const run = await start(context.agent as Agent, text, context.signal, (update) => {
+    const run = await start(context.agent as Agent, value, context.signal, (update) => {
       const progress = progressText(update)
       if (progress !== '') context.progress?.({ type: 'output', text: progress })
     })
@@ -108,7 +119,8 @@ export const apply = (ctx: Context, config: Config) => {
     return rendered
   }
 
-  const background = async (text: string, context: ToolExecuteContext): Promise<ToolResult> => {
+  const background = async (value: Input, context: ToolExecuteContext): Promise<ToolResult> => {
+    const text = value.prompt
     const tasks = ctx.get('tasks') as TasksServiceApi | undefined
     if (tasks === undefined) {
       throw new Error('run_in_background needs the background task service (@conch/tasks); mount it or call without run_in_background')
@@ -118,7 +130,7 @@ export const apply = (ctx: Context, config: Config) => {
     // Start first, so a start failure is this call's error, not a failed task.
     let write: (text: string) => void = () => {}
     const buffered: string[] = []
-    const run = await start(context.agent as Agent, text, controller.signal, (update) => {
+    const run = await start(context.agent as Agent, value, controller.signal, (update) => {
       if (update.type === 'text') {
         buffered.push(update.text)
         write(update.text)
@@ -180,8 +192,7 @@ export const apply = (ctx: Context, config: Config) => {
     maxResultBytes: config.maxResultBytes,
     input,
     title: (value: { prompt: string }) => `${config.toolName} (${provider}): ${labelOf(value.prompt)}`,
-    execute: (value: { prompt: string; run_in_background?: boolean }, context) =>
-      value.run_in_background === true ? background(value.prompt, context) : foreground(value.prompt, context),
+    execute: (value: Input, context) => (value.run_in_background === true ? background(value, context) : foreground(value, context)),
   })
 }
 

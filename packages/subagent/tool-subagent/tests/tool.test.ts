@@ -189,7 +189,7 @@ describe('the background call', () => {
   it('is not offered when enableRunInBackground is false', async () => {
     const { ctx } = await boot({ enableRunInBackground: false, toolName: 'ask_codex' })
     const spec = ctx.tools.specs().find((candidate) => candidate.name === 'ask_codex')!
-    expect(Object.keys((spec.parameters as { properties: object }).properties)).toEqual(['prompt'])
+    expect(Object.keys((spec.parameters as { properties: object }).properties)).toEqual(['prompt', 'timeoutMs'])
     expect(spec.description).not.toContain('run_in_background')
   })
 })

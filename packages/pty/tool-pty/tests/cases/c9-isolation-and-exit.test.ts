@@ -14,6 +14,23 @@ function expectOk(seen: Seen, what: string): void {
   expect(seen.isError, `${what}\n${seen.text}`).toBe(false)
 }
 
+describe.each(MODES)('C9 the per-agent terminal cap (%s)', (mode) => {
+  it('refuses a real shell past maxSessionsPerOwner, leaves another agent its own, and opens again after a close', async () => {
+    const harness = await bootCase({ mode, pty: { maxSessionsPerOwner: 2 } })
+    try {
+      const first = await harness.open()
+      await harness.open()
+      const refused = await harness.call('terminal_open', { type: 'shell' })
+      expect(refused).toMatchObject({ isError: true, text: expect.stringMatching(/^TOO_MANY_SESSIONS: agent-\d+ already has 2 open terminals \(pty\.maxSessionsPerOwner: 2\); close one first/) })
+      expectOk(await harness.call('terminal_open', { type: 'shell' }, harness.other), 'the other agent opens its own')
+      expectOk(await harness.close(first), 'close one')
+      expectOk(await harness.call('terminal_open', { type: 'shell' }), 'open again')
+    } finally {
+      await harness.dispose()
+    }
+  })
+})
+
 describe.each(MODES)('C9 isolation and life after exit (%s)', (mode) => {
   let harness: CaseHarness
 

@@ -38,6 +38,8 @@ export interface CaseOptions {
   /** Overrides of the node-pty backend's config (e.g. a longer `idleSilenceMs`). */
   ptyLocal?: Partial<ptyLocal.Config>
   toolPty?: Partial<toolPty.Config>
+  /** Overrides of the PTY service's config (e.g. a small `maxSessionsPerOwner`). */
+  pty?: { maxSessionsPerOwner?: number }
 }
 
 /** A result as the model sees it plus its structured meta. */
@@ -111,7 +113,7 @@ export async function bootCase(options: CaseOptions): Promise<CaseHarness> {
   await load(SandboxService, SandboxService.Config.parse({}))
   await load(sandboxLocal, sandboxLocal.Config.parse({}))
   await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode, workspaceRoot: workspace }))
-  await load(PtyService, PtyService.Config.parse({}))
+  await load(PtyService, PtyService.Config.parse(options.pty ?? {}))
   await load(ptyLocal, ptyLocal.Config.parse(options.ptyLocal ?? {}))
   await load(toolPty, toolPty.Config.parse(options.toolPty ?? {}))
   await load(AgentService, AgentService.Config.parse({}))

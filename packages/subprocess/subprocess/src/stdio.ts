@@ -1,7 +1,8 @@
 /**
- * Node streams as the web streams `ndJsonStream` reads and writes. The output is never ended
- * (it is usually the process's stdout, which outlives the connection); the input is paused
- * and released when the connection stops reading it.
+ * Node streams as the web streams a line protocol (ACP's `ndJsonStream`) reads and writes,
+ * for a process's own stdio (`conch acp`) and a child's pipes (`@conch/subagent`'s ACP
+ * children). The output is never ended (it is usually the process's stdout, which outlives
+ * the connection); the input is paused and released when the connection stops reading it.
  */
 
 export interface ReadableFromOptions {
@@ -11,17 +12,21 @@ export interface ReadableFromOptions {
    * error, `id: null` — JSON-RPC 2.0 §5.1) and the rest of the line is discarded. Default: no limit.
    */
   maxFrameBytes?: number
-  /** Called once per cut frame, with the limit. */
-  onOversized?(maxFrameBytes: number): void
+  /** Called once per cut frame, with the limit and the frame's first bytes (`HEAD_BYTES`, or the limit when smaller). */
+  onOversized?(maxFrameBytes: number, head: Uint8Array): void
 }
+
+/** How much of a cut frame `onOversized` gets, in bytes: enough to name what it was. */
+export const HEAD_BYTES = 120
 
 /** Bytes of `input` until it ends (`end`), fails (`error`) or the reader cancels. */
 export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFromOptions = {}): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder()
   const limit = options.maxFrameBytes ?? Number.POSITIVE_INFINITY
+  const headBytes = options.onOversized ? Math.min(HEAD_BYTES, limit) : 0
   let release = () => {}
-  /** Bytes of the current line passed on so far, and whether its rest is being discarded. */
-  const line = { bytes: 0, discarding: false }
+  /** Bytes of the current line passed on so far (the first ones kept), and whether its rest is being discarded. */
+  const line: { bytes: number; head: Uint8Array; discarding: boolean } = { bytes: 0, head: new Uint8Array(0), discarding: false }
   const NEWLINE = new Uint8Array([10])
   return new ReadableStream<Uint8Array>({
     start(controller) {
@@ -32,12 +37,15 @@ export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFrom
           const end = newline === -1 ? bytes.length : newline
           const length = end - start
           if (!line.discarding) {
+            if (line.head.length < headBytes) {
+              line.head = concat(line.head, bytes.subarray(start, Math.min(end, start + headBytes - line.head.length)))
+            }
             if (line.bytes + length > limit) {
               const room = limit - line.bytes
               if (room > 0) controller.enqueue(bytes.slice(start, start + room))
               controller.enqueue(NEWLINE)
               line.discarding = true
-              options.onOversized?.(limit)
+              options.onOversized?.(limit, line.head)
             } else if (length > 0) {
               controller.enqueue(bytes.slice(start, end))
               line.bytes += length
@@ -46,6 +54,7 @@ export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFrom
           if (newline === -1) break
           if (!line.discarding) controller.enqueue(NEWLINE)
           line.bytes = 0
+          line.head = new Uint8Array(0)
           line.discarding = false
           start = newline + 1
         }
@@ -78,6 +87,13 @@ export function readableFrom(input: NodeJS.ReadableStream, options: ReadableFrom
       release()
     },
   })
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const joined = new Uint8Array(a.length + b.length)
+  joined.set(a)
+  joined.set(b, a.length)
+  return joined
 }
 
 /** Writes each chunk to `output`, resolving when it was handed to the OS (the write callback). */
