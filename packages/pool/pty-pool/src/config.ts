@@ -127,7 +127,16 @@ export const StatusConfig = z.strictObject({
   host: z.string().default('127.0.0.1').refine((host) => LOOPBACK_NAMES.has(host) || isLoopbackAddress(host), 'the status endpoint binds loopback only (127.0.0.0/8 or ::1)'),
   /** 0 picks a free port. */
   port: z.number().int().min(0).max(65535).default(0),
-})
+  /** Connections open at once; more are closed as they arrive (each holds a descriptor of this process). */
+  maxConnections: z.number().int().positive().default(32),
+  /** A connection that has not sent its complete request headers within this is closed, ms. */
+  headersTimeoutMs: z.number().int().positive().default(5_000),
+  /** A connection whose request is not complete within this is closed, ms (at least `headersTimeoutMs`). */
+  requestTimeoutMs: z.number().int().positive().default(10_000),
+  /** An idle keep-alive connection is closed after this, ms. */
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+}).refine((status) => status.requestTimeoutMs >= status.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] })
+export type StatusConfig = z.output<typeof StatusConfig>
 
 /** The supervisor of a managed worker (`worker: managed`). */
 export const SupervisorConfig = z.strictObject({
