@@ -9,7 +9,7 @@
  * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
  * never makes an invoke less reliable than a fresh spawn.
  */
-import { resolve } from 'node:path'
+import { isAbsolute, resolve } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
@@ -223,7 +223,7 @@ export class PtyPool {
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
       return this.track(async () => {
         const started = Date.now()
-        const text = await this.runFallback(key, prompt, options, this.cwdOf(options.cwd))
+        const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
         return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
       })
     }
@@ -253,7 +253,7 @@ export class PtyPool {
 
   private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions, oneShot: boolean): Promise<InvokeResult> {
     const started = Date.now()
-    const cwd = this.cwdOf(options.cwd)
+    const cwd = this.cwdOf(key, options)
     if (this.killSwitchOn) {
       const text = await this.runFallback(key, prompt, options, cwd)
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
@@ -372,8 +372,16 @@ export class PtyPool {
     }
   }
 
-  private cwdOf(cwd: string | undefined): string {
-    return cwd ?? this.config.cwd ?? process.cwd()
+  /**
+   * The CLI's working directory: the invoke's `cwd`, else its owner agent's workspace (the root of
+   * its session: under `conch acp` the ACP session's cwd, under `conch run` its `--cwd`), as the
+   * fresh-spawn path uses; else the pool's `cwd`, else the server's.
+   */
+  private cwdOf(key: PoolKey, options: InvokeOptions): string {
+    if (options.cwd !== undefined) return options.cwd
+    const owner = options.owner ?? this.deps.owners?.(key.owner)
+    const workspace = owner?.id === key.owner ? owner.session.start.workspaceRoot : undefined
+    return workspace !== undefined && isAbsolute(workspace) ? workspace : (this.config.cwd ?? process.cwd())
   }
 
   /**

@@ -39,7 +39,7 @@ afterAll(async () => {
 })
 
 const key: PoolKey = { owner: 'agent-1', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
-const owner = { id: 'agent-1' } as never
+const owner = { id: 'agent-1', session: { start: { workspaceRoot: workspace } } } as never
 
 function config(name: string) {
   return loadPoolConfig({

@@ -91,9 +91,10 @@ describe('subagent-cli-pool', { timeout: 60_000 }, () => {
     const elsewhere = await ask(other, 'Q3: another conversation')
     expect(elsewhere.text).toBe('answer 3: another conversation\n\n[pool: new warm session]')
     expect(ctx.ptyPool.pool.sessionStates()).toHaveLength(2)
-    // Each CLI is a conch terminal of the parent that asked.
-    expect(ctx.pty.list(parent)).toHaveLength(1)
-    expect(ctx.pty.list(other)).toHaveLength(1)
+    // Each CLI runs for the parent that asked, and is none of the parent's own terminals.
+    expect(ctx.ptyPool.pool.sessionStates().map((session) => session.key.owner).sort()).toEqual([parent.id, other.id].sort())
+    expect(ctx.pty.list(parent)).toEqual([])
+    expect(ctx.pty.list(other)).toEqual([])
   })
 
   it('falls back to the real one-shot Codex provider on a stall, with the note and a failure line', async () => {
