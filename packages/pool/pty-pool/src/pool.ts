@@ -9,7 +9,7 @@
  * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
  * never makes an invoke less reliable than a fresh spawn.
  */
-import { isAbsolute, resolve } from 'node:path'
+import { isAbsolute, join } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
@@ -132,7 +132,8 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
     case 'boot':
       return 'the CLI did not boot'
     case 'spawn':
-      return 'the CLI could not be spawned'
+      // What was missing or refused, e.g. `claude was not found on PATH or in .products/`.
+      return detail.detail.split('\n')[0]!.slice(0, 200) || 'the CLI could not be spawned'
     case 'no_sentinel':
       return 'no sentinel in the answer'
     case 'unhealthy':
@@ -147,6 +148,8 @@ export class PtyPool {
   readonly backend: SessionBackend
   private readonly inFlight = new Set<Promise<unknown>>()
   private readonly warn: (message: string) => void
+  /** The fallback notes already warned about (each is warned once). */
+  private readonly warnedNotes = new Set<string>()
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
@@ -332,7 +335,13 @@ export class PtyPool {
       throw new PoolError('INVOKE_FAILED', `the pool failed (${reason}: ${failure.message}) and the fresh-spawn path failed too: ${(error as Error).message}`, { cause: error })
     }
     this.appendFailure(line(true))
-    return { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
+    const result: InvokeResult = { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
+    const note = poolNote({ ...result, fallback: { ...result.fallback!, afterMs: 0 } })
+    if (!this.warnedNotes.has(note)) {
+      this.warnedNotes.add(note)
+      this.warn(`${poolNote(result)}; every fallback is logged in ${this.failuresFile()}`)
+    }
+    return result
   }
 
   private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
@@ -344,16 +353,16 @@ export class PtyPool {
   private appendFailure(line: FailureLine): void {
     const file = this.failuresFile()
     try {
-      // The log lies in the workspace by default, where a confined terminal may plant a link.
+      // In the state folder, which no sandbox shows; appended to without following a link all the same.
       appendNoFollow(file, `${JSON.stringify(line)}\n`)
     } catch (error) {
       this.warn(`pool: could not append to ${file}: ${(error as Error).message}`)
     }
   }
 
-  /** The failure log's absolute path. */
+  /** The failure log: `pool-failures.jsonl` in the state folder (never in a checkout or a workspace). */
   failuresFile(): string {
-    return resolve(this.config.failuresFile)
+    return join(this.stateDir, 'pool-failures.jsonl')
   }
 
   /** The failure lines written so far (for status and tests), from the log's first `FAILURES_READ_BYTES`. */

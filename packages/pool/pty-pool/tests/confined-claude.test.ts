@@ -61,7 +61,7 @@ async function compose(poolConfig: Record<string, unknown>) {
   made.push(wsA, wsB)
   const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: wsA })
   const dir = tempDir('pool-confined-')
-  await load(ptyPool, { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, ...poolConfig })
+  await load(ptyPool, { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, ...poolConfig })
   await load(toolPty, toolPty.Config.parse({}))
   const a = await root.agents.create({ workspaceRoot: wsA })
   const b = await root.agents.create({ workspaceRoot: wsB })

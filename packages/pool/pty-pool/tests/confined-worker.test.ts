@@ -47,7 +47,6 @@ function config(name: string) {
     supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 },
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/${name}/state`,
-    failuresFile: `${dir}/${name}/pool-failures.jsonl`,
     cwd: workspace,
     stallMs: 5000,
   }, {}, BUILTIN_KINDS)

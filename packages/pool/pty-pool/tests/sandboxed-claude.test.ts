@@ -55,7 +55,7 @@ describe('claude pooled in a conch terminal, under the owner’s sandbox', { tim
     const { pty, agent, sandbox } = await compose()
     const dir = tempDir('pool-sandboxed-')
     const config = loadPoolConfig(
-      { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: workspace },
+      { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, cwd: workspace },
       {},
       BUILTIN_KINDS,
     )

@@ -60,7 +60,7 @@ beforeAll(async () => {
       model_providers: { fake: { name: 'fake', base_url: model.openaiBaseUrl, wire_api: 'responses', env_key: 'FAKE_API_KEY', request_max_retries: 0, stream_max_retries: 0 } },
     },
   })))
-  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${poolState}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: dir, stallMs: 2000 }))
+  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${poolState}/state`, cwd: dir, stallMs: 2000 }))
   fibers.push(await ctx.plugin(cliPool, cliPool.Config.parse({ kind: 'codex' })))
   parent = await ctx.agents.create({ workspaceRoot: dir })
   other = await ctx.agents.create({ workspaceRoot: dir })
