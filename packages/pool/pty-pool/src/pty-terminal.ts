@@ -46,6 +46,8 @@ export interface PtyTerminalOptions {
  */
 export class PoolOwner implements PtyOwner {
   state: PtyOwner['state'] = 'live'
+  /** Its CLIs are `pool-1`, `pool-2`, …: the model's own terminals stay `pty-1`, `pty-2`, … */
+  readonly sessionPrefix = 'pool'
   private readonly controller = new AbortController()
   private readonly cleanups = new Set<() => void | Promise<void>>()
 

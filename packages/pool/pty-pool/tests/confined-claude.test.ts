@@ -77,11 +77,12 @@ async function tool(root: Context, agent: Agent, name: string, input: Record<str
 /**
  * The owner's model tries to reach its pooled CLI with its terminal tools: the list shows none, and
  * typing into, reading, interrupting or closing it by every id the service has given out is
- * refused; the model's own first terminal is the one it lists. The CLI answers afterwards as before.
+ * refused; the model's own first terminal is `pty-1`, as if no CLI ran. The CLI answers afterwards
+ * as before.
  */
 async function expectUnreachable(root: Context, agent: Agent) {
-  expect(await tool(root, agent, 'terminal_list', {})).toMatchObject({ isError: false, text: expect.not.stringMatching(/pty-\d/) })
-  for (const sessionId of ['pty-1', 'pty-2', 'pty-3']) {
+  expect(await tool(root, agent, 'terminal_list', {})).toMatchObject({ isError: false, text: expect.not.stringMatching(/(pty|pool)-\d/) })
+  for (const sessionId of ['pty-1', 'pty-2', 'pool-1', 'pool-2']) {
     for (const [name, input] of [['terminal_send', { text: '/exit' }], ['terminal_read', {}], ['terminal_signal', { signal: 'SIGINT' }], ['terminal_close', {}]] as const) {
       const result = await tool(root, agent, name, { sessionId, ...input })
       expect(result.isError, `${name} ${sessionId}: ${result.text}`).toBe(true)
@@ -89,7 +90,8 @@ async function expectUnreachable(root: Context, agent: Agent) {
   }
   const opened = await tool(root, agent, 'terminal_open', { type: 'shell' })
   const own = /pty-\d+/.exec(opened.text)![0]
-  expect((await tool(root, agent, 'terminal_list', {})).text.match(/pty-\d+/g)).toEqual([own])
+  expect(own).toBe('pty-1')
+  expect((await tool(root, agent, 'terminal_list', {})).text.match(/(pty|pool)-\d+/g)).toEqual([own])
   expect(await tool(root, agent, 'terminal_close', { sessionId: own })).toMatchObject({ isError: false })
 }
 
