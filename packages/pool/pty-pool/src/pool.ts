@@ -148,8 +148,8 @@ export class PtyPool {
   readonly backend: SessionBackend
   private readonly inFlight = new Set<Promise<unknown>>()
   private readonly warn: (message: string) => void
-  /** The fallback notes already warned about (each is warned once). */
-  private readonly warnedNotes = new Set<string>()
+  /** The fallback causes already warned about (each is warned once). */
+  private readonly warnedCauses = new Set<string>()
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
@@ -336,9 +336,10 @@ export class PtyPool {
     }
     this.appendFailure(line(true))
     const result: InvokeResult = { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
-    const note = poolNote({ ...result, fallback: { ...result.fallback!, afterMs: 0 } })
-    if (!this.warnedNotes.has(note)) {
-      this.warnedNotes.add(note)
+    // Once per reason (per cause, for a CLI that could not start): the log has every one.
+    const cause = reason === 'spawn' ? `spawn: ${failure.message}` : reason
+    if (!this.warnedCauses.has(cause)) {
+      this.warnedCauses.add(cause)
       this.warn(`${poolNote(result)}; every fallback is logged in ${this.failuresFile()}`)
     }
     return result
