@@ -72,7 +72,6 @@ for (const kind of KINDS) {
       worker: WORKER,
       supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
       stateDir: join(dir, 'state'),
-      failuresFile: join(dir, 'failures.jsonl'),
       cwd: dir,
       accounts: { key: { type: 'api-key' } },
       agents: { [OWNER]: { runtime: 'pty-pool', kind, account: 'key' } },

@@ -8,6 +8,7 @@ import { basename, delimiter, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
 import { z } from 'zod'
 import { PoolError } from './errors.ts'
+import { findBuiltinCommand } from './kinds.ts'
 
 /** A regular expression given as its source text; checked at load. */
 const Pattern = z.string().min(1).refine((source) => {
@@ -34,7 +35,7 @@ export type TranscriptConfig = z.output<typeof TranscriptConfig>
 
 /** One CLI kind. Templates may use {home} (the session's private home), {cwd}, {model}, {sentinel}, {instruction} and {instructionJson}. */
 export const KindConfig = z.strictObject({
-  /** Executable: an absolute path, or a name looked up on PATH at load. */
+  /** Executable: an absolute path, or a name looked up on PATH at load (built-in claude and codex: in `.products/` first, as the sub-agent providers look). */
   command: z.string().min(1),
   /** Arguments of the interactive REPL. */
   args: z.array(z.string()).default([]),
@@ -127,7 +128,16 @@ export const StatusConfig = z.strictObject({
   host: z.string().default('127.0.0.1').refine((host) => LOOPBACK_NAMES.has(host) || isLoopbackAddress(host), 'the status endpoint binds loopback only (127.0.0.0/8 or ::1)'),
   /** 0 picks a free port. */
   port: z.number().int().min(0).max(65535).default(0),
-})
+  /** Connections open at once; more are closed as they arrive (each holds a descriptor of this process). */
+  maxConnections: z.number().int().positive().default(32),
+  /** A connection that has not sent its complete request headers within this is closed, ms. */
+  headersTimeoutMs: z.number().int().positive().default(5_000),
+  /** A connection whose request is not complete within this is closed, ms (at least `headersTimeoutMs`). */
+  requestTimeoutMs: z.number().int().positive().default(10_000),
+  /** An idle keep-alive connection is closed after this, ms. */
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+}).refine((status) => status.requestTimeoutMs >= status.headersTimeoutMs, { message: 'requestTimeoutMs must be at least headersTimeoutMs', path: ['requestTimeoutMs'] })
+export type StatusConfig = z.output<typeof StatusConfig>
 
 /** The supervisor of a managed worker (`worker: managed`). */
 export const SupervisorConfig = z.strictObject({
@@ -188,8 +198,6 @@ export const PoolConfig = z.strictObject({
   closeGraceMs: z.number().int().positive().default(2_000),
   /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
   stateDir: z.string().optional(),
-  /** The failure log (absolute, or relative to the server's cwd). */
-  failuresFile: z.string().default('.conch/pool-failures.jsonl'),
   /** The session's working directory when the caller gives none. */
   cwd: z.string().optional(),
   /** Kinds by name; an entry named like a built-in kind (claude, codex, generic) overrides only the fields it sets. */
@@ -231,7 +239,8 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
   const kinds: Record<string, KindConfig> = {}
   for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.data.kinds)])) {
     const given = parsed.data.kinds[name]
-    const kind = KindConfig.safeParse({ ...builtins[name], ...given })
+    const found = builtins[name] !== undefined && given?.command === undefined ? findBuiltinCommand(name, env) : undefined
+    const kind = KindConfig.safeParse({ ...builtins[name], ...(found !== undefined && { command: found }), ...given })
     if (!kind.success) {
       const issue = kind.error.issues[0]!
       throw new PoolError('CONFIG_INVALID', `pool config: kinds.${name}.${issue.path.join('.')}: ${issue.message}`)

@@ -18,6 +18,7 @@
  *   once that burst is flushed, 60–90 ms after the write, while a bracketed paste is one paste
  *   event drawn in the next frame (10–20 ms). Hence `paste: always` for Codex.
  */
+import { productsEnv, resolveClaudeExecutable, resolveCodexExecutable } from '@conch/subagent'
 import type { KindInput } from './config.ts'
 
 const claude: KindInput = {
@@ -92,3 +93,13 @@ const generic: KindInput = {
 }
 
 export const BUILTIN_KINDS: Record<string, KindInput> = { claude, codex, generic }
+
+/**
+ * Where a built-in kind's binary is when its `command` is not configured: the search the sub-agent
+ * providers use (`.products/`, then `PATH`), so the pool runs the binary its fresh-spawn path runs.
+ */
+export function findBuiltinCommand(kind: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  if (kind === 'claude') return resolveClaudeExecutable(productsEnv({ env }))
+  if (kind === 'codex') return resolveCodexExecutable(productsEnv({ env }))
+  return undefined
+}

@@ -13,7 +13,7 @@
  */
 import type { PtyOwner, PtyServiceApi } from '@conch/pty'
 import type { OwnerPolicy } from './protocol.ts'
-import { ptyTerminals } from './pty-terminal.ts'
+import { PoolOwner, ptyTerminals } from './pty-terminal.ts'
 import type { TerminalFactory, TerminalSpawnOptions } from './terminal.ts'
 
 type SessionLog = PtyOwner['session']
@@ -30,49 +30,22 @@ export interface PolicyTerminalOptions {
   type?: string
 }
 
-/** An owner standing in for an agent of the main process, under one policy. */
-class PolicyOwner implements PtyOwner {
-  state: PtyOwner['state'] = 'live'
-  private readonly controller = new AbortController()
-  private readonly cleanups = new Set<() => void | Promise<void>>()
-
-  constructor(readonly id: string, readonly session: SessionLog) {}
-
-  get signal(): AbortSignal {
-    return this.controller.signal
-  }
-
-  onDispose(cleanup: () => void | Promise<void>): () => void {
-    this.cleanups.add(cleanup)
-    return () => this.cleanups.delete(cleanup)
-  }
-
-  /** Closes the owner's terminals (the pty service registered their closing here). */
-  async dispose(): Promise<void> {
-    if (this.state !== 'live') return
-    this.state = 'disposing'
-    this.controller.abort(new Error(`the pool worker is closing the terminals of ${this.id}`))
-    await Promise.allSettled([...this.cleanups].map((cleanup) => cleanup()))
-    this.state = 'disposed'
-  }
-}
-
 /**
  * The factory and its close (which disposes every stand-in owner, closing what is left open).
  * A spawn without `owner.policy` is refused: a CLI never runs under a default policy here.
  */
 export function policyTerminals(options: PolicyTerminalOptions): { terminals: TerminalFactory; close(): Promise<void> } {
-  const owners = new Map<string, PolicyOwner>()
+  const owners = new Map<string, PoolOwner>()
   const protectedPaths = new Set<string>()
   const hiddenPaths = new Set<string>()
   const open = ptyTerminals({ pty: options.pty, ...(options.sandbox && { sandbox: options.sandbox }), ...(options.type && { type: options.type }) })
-  const ownerFor = (id: string, policy: OwnerPolicy): PolicyOwner => {
+  const ownerFor = (id: string, policy: OwnerPolicy): PoolOwner => {
     const name = JSON.stringify([id, policy.mode, policy.workspaceRoot])
     let owner = owners.get(name)
     if (owner === undefined) {
       const session = options.sessions.create({ workspaceRoot: policy.workspaceRoot })
       options.sandboxPolicy.setMode(session, policy.mode)
-      owner = new PolicyOwner(id, session)
+      owner = new PoolOwner(id, session)
       owners.set(name, owner)
     }
     return owner

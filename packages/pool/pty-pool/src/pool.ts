@@ -9,7 +9,7 @@
  * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
  * never makes an invoke less reliable than a fresh spawn.
  */
-import { resolve } from 'node:path'
+import { isAbsolute, join } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
@@ -132,7 +132,8 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
     case 'boot':
       return 'the CLI did not boot'
     case 'spawn':
-      return 'the CLI could not be spawned'
+      // What was missing or refused, e.g. `claude was not found on PATH or in .products/`.
+      return detail.detail.split('\n')[0]!.slice(0, 200) || 'the CLI could not be spawned'
     case 'no_sentinel':
       return 'no sentinel in the answer'
     case 'unhealthy':
@@ -147,6 +148,8 @@ export class PtyPool {
   readonly backend: SessionBackend
   private readonly inFlight = new Set<Promise<unknown>>()
   private readonly warn: (message: string) => void
+  /** The fallback causes already warned about (each is warned once). */
+  private readonly warnedCauses = new Set<string>()
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
@@ -223,7 +226,7 @@ export class PtyPool {
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
       return this.track(async () => {
         const started = Date.now()
-        const text = await this.runFallback(key, prompt, options, this.cwdOf(options.cwd))
+        const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
         return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
       })
     }
@@ -253,7 +256,7 @@ export class PtyPool {
 
   private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions, oneShot: boolean): Promise<InvokeResult> {
     const started = Date.now()
-    const cwd = this.cwdOf(options.cwd)
+    const cwd = this.cwdOf(key, options)
     if (this.killSwitchOn) {
       const text = await this.runFallback(key, prompt, options, cwd)
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
@@ -332,7 +335,14 @@ export class PtyPool {
       throw new PoolError('INVOKE_FAILED', `the pool failed (${reason}: ${failure.message}) and the fresh-spawn path failed too: ${(error as Error).message}`, { cause: error })
     }
     this.appendFailure(line(true))
-    return { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
+    const result: InvokeResult = { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
+    // Once per reason (per cause, for a CLI that could not start): the log has every one.
+    const cause = reason === 'spawn' ? `spawn: ${failure.message}` : reason
+    if (!this.warnedCauses.has(cause)) {
+      this.warnedCauses.add(cause)
+      this.warn(`${poolNote(result)}; every fallback is logged in ${this.failuresFile()}`)
+    }
+    return result
   }
 
   private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
@@ -344,16 +354,16 @@ export class PtyPool {
   private appendFailure(line: FailureLine): void {
     const file = this.failuresFile()
     try {
-      // The log lies in the workspace by default, where a confined terminal may plant a link.
+      // In the state folder, which no sandbox shows; appended to without following a link all the same.
       appendNoFollow(file, `${JSON.stringify(line)}\n`)
     } catch (error) {
       this.warn(`pool: could not append to ${file}: ${(error as Error).message}`)
     }
   }
 
-  /** The failure log's absolute path. */
+  /** The failure log: `pool-failures.jsonl` in the state folder (never in a checkout or a workspace). */
   failuresFile(): string {
-    return resolve(this.config.failuresFile)
+    return join(this.stateDir, 'pool-failures.jsonl')
   }
 
   /** The failure lines written so far (for status and tests), from the log's first `FAILURES_READ_BYTES`. */
@@ -372,8 +382,16 @@ export class PtyPool {
     }
   }
 
-  private cwdOf(cwd: string | undefined): string {
-    return cwd ?? this.config.cwd ?? process.cwd()
+  /**
+   * The CLI's working directory: the invoke's `cwd`, else its owner agent's workspace (the root of
+   * its session: under `conch acp` the ACP session's cwd, under `conch run` its `--cwd`), as the
+   * fresh-spawn path uses; else the pool's `cwd`, else the server's.
+   */
+  private cwdOf(key: PoolKey, options: InvokeOptions): string {
+    if (options.cwd !== undefined) return options.cwd
+    const owner = options.owner ?? this.deps.owners?.(key.owner)
+    const workspace = owner?.id === key.owner ? owner.session.start.workspaceRoot : undefined
+    return workspace !== undefined && isAbsolute(workspace) ? workspace : (this.config.cwd ?? process.cwd())
   }
 
   /**

@@ -37,15 +37,65 @@ export interface PtyTerminalOptions {
 }
 
 /**
- * A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of its owner: the spawn's
- * `owner.agent` (the key's owner agent), else `options.owner`.
- * @throws Error when no owner agent is known for the spawn (the pool falls back, as for any spawn failure).
+ * The owner of an agent's pooled CLIs in `ctx.pty`: it carries the agent's id and session log, so
+ * the CLI runs under exactly the agent's sandbox policy (and holds the agent's mode fence while
+ * open), but it is another owner object. The agent's terminal tools (which act as the agent) do
+ * not list its terminals and get `FOREIGN_SESSION` for them: the model can neither see, type into,
+ * read nor close its own pooled CLI. The agent's disposal disposes it (closing its terminals).
+ * The managed worker makes one per (owner id, policy) over a session log carrying that policy.
+ */
+export class PoolOwner implements PtyOwner {
+  state: PtyOwner['state'] = 'live'
+  /** Its CLIs are `pool-1`, `pool-2`, …: the model's own terminals stay `pty-1`, `pty-2`, … */
+  readonly sessionPrefix = 'pool'
+  private readonly controller = new AbortController()
+  private readonly cleanups = new Set<() => void | Promise<void>>()
+
+  constructor(readonly id: string, readonly session: PtyOwner['session']) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  onDispose(cleanup: () => void | Promise<void>): () => void {
+    this.cleanups.add(cleanup)
+    return () => this.cleanups.delete(cleanup)
+  }
+
+  /** Closes the owner's terminals (the pty service registered their closing here). */
+  async dispose(): Promise<void> {
+    if (this.state !== 'live') return
+    this.state = 'disposing'
+    this.controller.abort(new Error(`the pooled CLIs of ${this.id} are closing`))
+    await Promise.allSettled([...this.cleanups].map((cleanup) => cleanup()))
+    this.state = 'disposed'
+  }
+}
+
+/**
+ * A `TerminalFactory` that opens each pooled CLI as a `ctx.pty` session of the `PoolOwner` of its
+ * owner agent: the spawn's `owner.agent` (the key's owner agent), else `options.owner`.
+ * @throws Error when no live owner agent is known for the spawn (the pool falls back, as for any spawn failure).
  */
 export function ptyTerminals(options: PtyTerminalOptions): TerminalFactory {
   const protectedDirs = new Set<string>()
+  const poolOwners = new WeakMap<PtyOwner, PoolOwner>()
+  const poolOwnerOf = (agent: PtyOwner): PoolOwner => {
+    if (agent instanceof PoolOwner) return agent
+    if (agent.state !== 'live') throw new Error(`the owner agent ${agent.id} is ${agent.state}: its pooled CLI is not opened`)
+    let owner = poolOwners.get(agent)
+    if (owner === undefined) {
+      const made = new PoolOwner(agent.id, agent.session)
+      agent.onDispose(() => made.dispose())
+      poolOwners.set(agent, made)
+      owner = made
+    }
+    return owner
+  }
   return async (spawn: TerminalSpawnOptions) => {
-    const owner = spawn.owner?.agent ?? (spawn.owner === undefined || spawn.owner.id === options.owner?.id ? options.owner : undefined)
-    if (owner === undefined) throw new Error(`no owner agent${spawn.owner ? ` ${spawn.owner.id}` : ''} to open the pooled CLI for: it runs only as a conch terminal of its owner`)
+    const agent = spawn.owner?.agent ?? (spawn.owner === undefined || spawn.owner.id === options.owner?.id ? options.owner : undefined)
+    if (agent === undefined) throw new Error(`no owner agent${spawn.owner ? ` ${spawn.owner.id}` : ''} to open the pooled CLI for: it runs only as a conch terminal of its owner`)
+    const owner = poolOwnerOf(agent)
     const [command, ...args] = spawn.argv
     if (command !== undefined && isAbsolute(command) && options.sandbox?.protect !== undefined) {
       let folder: string | undefined

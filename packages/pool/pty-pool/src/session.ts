@@ -15,7 +15,7 @@ import { mkdirSync, mkdtempSync } from 'node:fs'
 import { assertStateDirUnchanged } from './state-dir.ts'
 import { join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
-import type { KindConfig, PoolConfig } from './config.ts'
+import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
@@ -114,8 +114,10 @@ export function render(template: string, vars: Record<string, string>): string {
  * through `home-fs.ts` (no link followed, every file created `O_EXCL`).
  * @throws HomePathError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
  *   (absolute, `..`) or something already stands in its place.
+ * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
+  if (resolveCommand(kind.command, environment.parentEnv.PATH ?? '') === undefined) throw new InvokeFailure('spawn', `${kind.command} was not found on PATH or in .products/`, false)
   assertStateDirUnchanged(environment.stateDir)
   mkdirSync(environment.stateDir, { recursive: true, mode: 0o700 })
   const home = mkdtempSync(join(environment.stateDir, 'home-'))

@@ -2,11 +2,15 @@
  * The loopback status listener: `GET /api/runtime/status` (JSON: kill switch, counters,
  * sessions) and `GET /metrics` (Prometheus text format). The loopback boundary is the
  * authentication: a peer that is not a loopback address gets 403, and the listener refuses to
- * bind anything but a loopback address.
+ * bind anything but a loopback address. Every pooled CLI and every terminal with network access
+ * is such a peer, so the body names no owner, conversation or process, and the listener bounds
+ * what it holds: `maxConnections` at once, and timeouts for headers, requests and idle
+ * keep-alive connections.
  */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { isLoopbackAddress } from './config.ts'
+import type { z } from 'zod'
+import { isLoopbackAddress, StatusConfig } from './config.ts'
 import { PoolError } from './errors.ts'
 import type { PtyPool } from './pool.ts'
 import { WorkerSupervisor } from './supervisor.ts'
@@ -26,18 +30,28 @@ export async function statusBody(pool: PtyPool): Promise<Record<string, unknown>
     ...(pool.backend instanceof WorkerSupervisor && { worker_state: pool.backend.state }),
     pool: await pool.metrics.snapshot(),
     fallbacks: await pool.metrics.fallbacksByReason(),
-    sessions: pool.sessionStates(),
+    // Kinds and states only: a peer on loopback may be another owner's CLI.
+    sessions: pool.sessionStates().map(({ key, state, turns }) => ({ kind: key.kind, model: key.model, bare: key.bare, state, turns })),
   }
 }
 
 /**
- * Starts the listener.
+ * Starts the listener; `options` is the pool's `status` config (defaults from its schema).
  * @throws PoolError `CONFIG_INVALID` for a host that is not a loopback address.
  */
-export async function startStatusListener(pool: PtyPool, options: { host: string; port: number }, statusOf: () => Promise<Record<string, unknown>> = () => statusBody(pool)): Promise<StatusListener> {
+export async function startStatusListener(pool: PtyPool, input: z.input<typeof StatusConfig>, statusOf: () => Promise<Record<string, unknown>> = () => statusBody(pool)): Promise<StatusListener> {
+  const checked = StatusConfig.safeParse(input)
+  if (!checked.success) throw new PoolError('CONFIG_INVALID', `status.${checked.error.issues[0]!.path.join('.')}: ${checked.error.issues[0]!.message}`)
+  const options = checked.data
   const host = options.host === 'localhost' ? '127.0.0.1' : options.host
   if (!isLoopbackAddress(host)) throw new PoolError('CONFIG_INVALID', `status.host: "${options.host}" is not a loopback address; the status endpoint binds 127.0.0.0/8 or ::1 only`)
-  const server: Server = createServer((request, response) => {
+  const server: Server = createServer({
+    headersTimeout: options.headersTimeoutMs,
+    requestTimeout: options.requestTimeoutMs,
+    keepAliveTimeout: options.keepAliveTimeoutMs,
+    // How often the two timeouts above are checked (node's default is 30 s).
+    connectionsCheckingInterval: Math.min(1_000, options.headersTimeoutMs),
+  }, (request, response) => {
     if (!isLoopbackAddress(request.socket.remoteAddress)) {
       response.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'FORBIDDEN', message: 'the runtime status is served to loopback peers only' }))
       return
@@ -61,6 +75,8 @@ export async function startStatusListener(pool: PtyPool, options: { host: string
       response.end(String((error as Error).message))
     })
   })
+  // Node closes a connection that arrives while this many are open (net.Server maxConnections).
+  server.maxConnections = options.maxConnections
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(options.port, host, () => resolve())

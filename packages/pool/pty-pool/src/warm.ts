@@ -6,6 +6,7 @@
  * runs a `WarmSessions` inside `conch pool-worker`).
  */
 import { rmSync } from 'node:fs'
+import { defaultProcessTable, isEnded } from '@conch/subprocess'
 import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { SessionInfo, WorkerCounter } from './protocol.ts'
@@ -77,6 +78,16 @@ export interface WarmDeps {
 function sameOwner(before: TerminalOwner | undefined, after: TerminalOwner | undefined): boolean {
   if (before === undefined || after === undefined) return before === after
   return before.id === after.id && before.agent === after.agent && JSON.stringify(before.policy ?? null) === JSON.stringify(after.policy ?? null)
+}
+
+/**
+ * The reported survivors of a close that are still running (not gone, not a zombie): a terminal
+ * closed meanwhile by its owner's disposal reports its CLI without knowing whether it is left.
+ */
+async function stillRunning(pids: readonly number[]): Promise<number[]> {
+  const table = defaultProcessTable()
+  const entries = await Promise.all(pids.map((pid) => table.get(pid)))
+  return pids.filter((_, index) => entries[index] !== undefined && !isEnded(entries[index]!.state))
 }
 
 /** A per-key FIFO lock: one invoke per session at a time. */
@@ -213,8 +224,8 @@ export class WarmSessions implements SessionBackend {
     if (session.state === 'closing' || session.state === 'closed') return
     this.deps.count(why === 'idle' ? 'evictedIdle' : why === 'unhealthy' ? 'evictedUnhealthy' : 'evictedShutdown')
     this.deps.changed?.()
-    const report = await session.close()
-    if (report.survivors.length > 0) this.deps.warn(`pool: closing the ${session.key.kind} session left processes ${report.survivors.join(', ')}`)
+    const left = await stillRunning((await session.close()).survivors)
+    if (left.length > 0) this.deps.warn(`pool: closing the ${session.key.kind} session left processes ${left.join(', ')}`)
   }
 
   /** One eviction tick: unhealthy sessions and sessions idle longer than `idleEvictMs` go. */
@@ -260,10 +271,10 @@ export class WarmSessions implements SessionBackend {
     clearTimeout(timer)
     options.signal?.removeEventListener('abort', onAbort)
     const text = terminal.screen({ scrollback: true }).join('\n').trim()
-    const report = await terminal.close(this.config.closeGraceMs)
+    const left = await stillRunning((await terminal.close(this.config.closeGraceMs)).survivors)
     // The home is removed only once no process of the run is left to swap a folder in it for a
     // link while rm walks it (rm(1)'s classic race); a run with survivors keeps its home.
-    if (report.survivors.length > 0) this.deps.warn(`pool: a one-shot ${key.kind} run left processes ${report.survivors.join(', ')}; its home ${launch.home} is kept`)
+    if (left.length > 0) this.deps.warn(`pool: a one-shot ${key.kind} run left processes ${left.join(', ')}; its home ${launch.home} is kept`)
     else rmSync(launch.home, { recursive: true, force: true })
     if (outcome === 'abort') throw new InvokeFailure('cancelled', 'the one-shot run was cancelled', true, Date.now() - started)
     if (outcome === 'cap') throw new InvokeFailure('hard_cap', `no exit within ${options.capMs} ms`, true, options.capMs)

@@ -14,7 +14,7 @@ const fallbackCalls: Array<{ prompt: string; conversation: string }> = []
 function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-claude-')
   // The pool's own behaviour with a bare terminal; confined-claude.test.ts runs the default (conch terminals).
-  const config = loadPoolConfig({ terminal: 'unconfined', kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
+  const config = loadPoolConfig({ terminal: 'unconfined', kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
   return new PtyPool(config, {
     env: { ...claudeEnv(model), BILLING_KEY: 'sk-billing-0123456789abcdefghij' },
     // The fresh-spawn path is the one-shot provider's job; here it records what reached it.

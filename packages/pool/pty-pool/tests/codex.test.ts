@@ -12,7 +12,7 @@ let model: FakeModelServer
 function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-codex-')
   // The pool's own behaviour with a bare terminal; confined-claude.test.ts runs the default (conch terminals).
-  const config = loadPoolConfig({ terminal: 'unconfined', kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
+  const config = loadPoolConfig({ terminal: 'unconfined', kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
   return new PtyPool(config, { env: codexEnv(), fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 

@@ -14,7 +14,9 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
+import type { Context } from 'cordis'
 import PtyService from '@conch/pty'
+import * as toolPty from '@conch/tool-pty'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
 import type { FakeModelServer } from '@conch/fake-model'
 import * as ptyPool from '../src/index.ts'
@@ -59,10 +61,38 @@ async function compose(poolConfig: Record<string, unknown>) {
   made.push(wsA, wsB)
   const { root, load } = await terminalStack(fibers, { mode: 'workspace-write', workspaceRoot: wsA })
   const dir = tempDir('pool-confined-')
-  await load(ptyPool, { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, failuresFile: `${dir}/pool-failures.jsonl`, ...poolConfig })
+  await load(ptyPool, { kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, ...poolConfig })
+  await load(toolPty, toolPty.Config.parse({}))
   const a = await root.agents.create({ workspaceRoot: wsA })
   const b = await root.agents.create({ workspaceRoot: wsB })
   return { root, pool: root.ptyPool.pool as PtyPool, pty: root.pty as PtyService, a, b, wsA, wsB }
+}
+
+/** What the owner's model gets from its terminal tools (it acts as the owner agent). */
+async function tool(root: Context, agent: Agent, name: string, input: Record<string, unknown>): Promise<{ text: string; isError: boolean }> {
+  const result = await root.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `call-${name}` })
+  return { text: result.content.map((item) => item.text).join('\n'), isError: result.isError === true }
+}
+
+/**
+ * The owner's model tries to reach its pooled CLI with its terminal tools: the list shows none, and
+ * typing into, reading, interrupting or closing it by every id the service has given out is
+ * refused; the model's own first terminal is `pty-1`, as if no CLI ran. The CLI answers afterwards
+ * as before.
+ */
+async function expectUnreachable(root: Context, agent: Agent) {
+  expect(await tool(root, agent, 'terminal_list', {})).toMatchObject({ isError: false, text: expect.not.stringMatching(/(pty|pool)-\d/) })
+  for (const sessionId of ['pty-1', 'pty-2', 'pool-1', 'pool-2']) {
+    for (const [name, input] of [['terminal_send', { text: '/exit' }], ['terminal_read', {}], ['terminal_signal', { signal: 'SIGINT' }], ['terminal_close', {}]] as const) {
+      const result = await tool(root, agent, name, { sessionId, ...input })
+      expect(result.isError, `${name} ${sessionId}: ${result.text}`).toBe(true)
+    }
+  }
+  const opened = await tool(root, agent, 'terminal_open', { type: 'shell' })
+  const own = /pty-\d+/.exec(opened.text)![0]
+  expect(own).toBe('pty-1')
+  expect((await tool(root, agent, 'terminal_list', {})).text.match(/(pty|pool)-\d+/g)).toEqual([own])
+  expect(await tool(root, agent, 'terminal_close', { sessionId: own })).toMatchObject({ isError: false })
 }
 
 const keyOf = (agent: Agent, kind = 'claude') => ({ owner: agent.id, conversation: agent.session.id, kind, model: '', account: '', bare: false })
@@ -125,12 +155,18 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     // The owner is found by id in ctx.agents when the invoke names none.
     expect(await pool.acquireAndInvoke(keyOf(b), 'Q2: for b')).toMatchObject({ path: 'booted', text: 'answer 2: for b' })
     expect(await pool.acquireAndInvoke(keyOf(a), 'Q3: a again', { owner: a })).toMatchObject({ path: 'warm', text: 'answer 3: a again' })
-    expect(pty.list(a)).toHaveLength(1)
-    expect(pty.list(b)).toHaveLength(1)
+    // The CLIs are not among the owners' own terminals.
+    expect(pty.list(a)).toEqual([])
+    expect(pty.list(b)).toEqual([])
     const cliA = await cliOf(pool, a)
     const cliB = await cliOf(pool, b)
     expectConfined(cliA, wsA, wsB)
     expectConfined(cliB, wsB, wsA)
+    // Each works in its owner's workspace (the pool's configured cwd is another folder).
+    expect(readlinkSync(`/proc/${cliA}/cwd`)).toBe(wsA)
+    expect(readlinkSync(`/proc/${cliB}/cwd`)).toBe(wsB)
+    await expectUnreachable(root, a)
+    expect(await pool.acquireAndInvoke(keyOf(a), 'Q5: a after the tools', { owner: a })).toMatchObject({ path: 'warm', text: 'answer 5: a after the tools' })
     expect(readlinkSync(`/proc/${cliA}/ns/mnt`)).not.toBe(readlinkSync(`/proc/${cliB}/ns/mnt`))
     // Another agent's id with someone else's owner object is refused before anything runs.
     await expect(pool.acquireAndInvoke(keyOf(a), 'Q4: as b', { owner: b })).rejects.toMatchObject({ code: 'INVOKE_FAILED' })
@@ -146,12 +182,11 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     await pool.evictTick()
     expect(pool.sessionStates().map((entry) => entry.key.owner)).toEqual([a.id])
     await pool.shutdown()
-    expect(pty.list(a)).toEqual([])
     expect([cliA, cliB].filter(alive)).toEqual([])
   })
 
   it('managed: the worker runs each owner’s CLI under the policy the main process resolved, and a worker killed with SIGKILL leaves none behind', async () => {
-    const { pool, a, b, wsA, wsB } = await compose({ cwd: tmpdir(), worker: 'managed', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 } })
+    const { root, pool, a, b, wsA, wsB } = await compose({ cwd: tmpdir(), worker: 'managed', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 } })
     const supervisor = pool.backend as WorkerSupervisor
     expect(await pool.acquireAndInvoke(keyOf(a), 'Q1: for a in the worker', { owner: a })).toMatchObject({ path: 'booted', text: 'answer 1: for a in the worker' })
     expect(await pool.acquireAndInvoke(keyOf(b), 'Q2: for b in the worker', { owner: b })).toMatchObject({ path: 'booted', text: 'answer 2: for b in the worker' })
@@ -160,6 +195,9 @@ describe('claude pooled by default as conch terminals of its owner', { timeout: 
     const cliB = await cliOf(pool, b)
     expectConfined(cliA, wsA, wsB)
     expectConfined(cliB, wsB, wsA)
+    expect(readlinkSync(`/proc/${cliA}/cwd`)).toBe(wsA)
+    expect(readlinkSync(`/proc/${cliB}/cwd`)).toBe(wsB)
+    await expectUnreachable(root, a)
     expect(pool.readFailures()).toEqual([])
 
     const workerPid = supervisor.workerPid()!

@@ -39,7 +39,7 @@ afterAll(async () => {
 })
 
 const key: PoolKey = { owner: 'agent-1', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
-const owner = { id: 'agent-1' } as never
+const owner = { id: 'agent-1', session: { start: { workspaceRoot: workspace } } } as never
 
 function config(name: string) {
   return loadPoolConfig({
@@ -47,7 +47,6 @@ function config(name: string) {
     supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 },
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/${name}/state`,
-    failuresFile: `${dir}/${name}/pool-failures.jsonl`,
     cwd: workspace,
     stallMs: 5000,
   }, {}, BUILTIN_KINDS)

@@ -45,7 +45,7 @@ done
 type Worker = 'in-process' | 'managed'
 
 /** The composition, with the state home and the host's own files in a folder outside /tmp. */
-async function compose(worker: Worker, transcript: boolean, options: { failuresInWorkspace?: boolean } = {}) {
+async function compose(worker: Worker, transcript: boolean) {
   const base = scratch.folder('pool-links-')
   const ws = path.join(base, 'ws')
   const host = path.join(base, 'host')
@@ -67,7 +67,6 @@ async function compose(worker: Worker, transcript: boolean, options: { failuresI
         ...(transcript && { transcript: { format: 'claude-jsonl', dir: '{home}/.claude/projects' } }),
       },
     },
-    failuresFile: options.failuresInWorkspace ? path.join(ws, '.conch', 'pool-failures.jsonl') : path.join(dir, 'pool-failures.jsonl'),
     cwd: ws,
     stallMs: 20_000,
   })
@@ -124,15 +123,19 @@ for (const worker of ['in-process', 'managed'] as const) {
       expect(readdirSync(target)).toEqual([])
     })
 
-    it('never appends a failure line through a link the CLI planted at the failure log in its workspace', async () => {
-      const { pool, host, ws, invoke } = await compose(worker, false, { failuresInWorkspace: true })
+    it('keeps the failure log in the state folder, where the CLI can plant no link, and writes nothing in the workspace', async () => {
+      const { pool, host, ws, invoke } = await compose(worker, false)
       const victim = path.join(host, 'victim.txt')
       writeFileSync(victim, 'ORIGINAL\n')
-      await invoke(`RUN mkdir -p ${ws}/.conch && ln -s ${victim} ${ws}/.conch/pool-failures.jsonl && echo linked`)
+      const log = pool.failuresFile()
+      expect(path.dirname(log)).toBe(pool.stateDir)
+      const planted = await invoke(`RUN ln -s ${victim} ${log} 2>/dev/null && echo linked || echo refused`)
+      expect(planted.text.trim()).toBe('refused')
       // The CLI dies mid-turn: a pooled failure, whose line the host appends to the log.
       await expect(invoke('RUN kill -KILL $REPL_PID')).rejects.toThrow(/the pool failed \(unhealthy/)
       expect(readFileSync(victim, 'utf8')).toBe('ORIGINAL\n')
-      expect(pool.readFailures()).toEqual([])
+      expect(pool.readFailures()).toMatchObject([{ reason: 'unhealthy', fallback: 'failed' }])
+      expect(readdirSync(ws)).toEqual([])
     })
 
     for (const plant of ['file', 'folder'] as const) {

@@ -28,7 +28,6 @@ function makePool(overrides: Record<string, unknown> = {}) {
     supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], backoffMs: 50 },
     kinds: { claude: claudeKind(model) },
     stateDir: `${dir}/state`,
-    failuresFile: `${dir}/pool-failures.jsonl`,
     cwd: tempDir('pool-cwd-'),
     ...overrides,
   }, {}, BUILTIN_KINDS)

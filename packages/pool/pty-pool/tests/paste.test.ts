@@ -40,7 +40,6 @@ function makePool(name: string, command: string, paste?: 'always' | 'multi-line'
     terminal: 'unconfined',
     kinds: { generic: { command, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x', ...(paste && { paste }) } },
     stateDir: `${dir}/${name}/state`,
-    failuresFile: `${dir}/${name}/pool-failures.jsonl`,
     cwd: dir,
   }, {}, BUILTIN_KINDS)
   return new PtyPool(config, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })

@@ -69,7 +69,6 @@ async function compose(options: { worker: 'in-process' | 'managed'; stateInWorks
         busyPattern: '(?!x)x',
       },
     },
-    failuresFile: `${dir}/pool-failures.jsonl`,
     cwd: wsB,
     stallMs: 10_000,
   })

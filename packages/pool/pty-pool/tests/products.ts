@@ -14,7 +14,7 @@
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/fake-model'
+import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/fake-model'
 import { environOf } from '@conch/fake-model/harness'
 
 const root = resolve(import.meta.dirname, '../../../..')
@@ -56,7 +56,7 @@ function lastLine(text: string): string {
 }
 
 export async function startModel(): Promise<FakeModelServer> {
-  return startFakeModel({ respond: ruleAnswer, frame: (text, sentinel) => `${sentinel}\n${text}\n${sentinel}` })
+  return startFakeModel({ respond: ruleAnswer, frame: pairFrame })
 }
 
 export function tempDir(prefix: string): string {

@@ -20,7 +20,6 @@ const pool = new PtyPool(
     terminal: 'unconfined',
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/state`,
-    failuresFile: `${dir}/pool-failures.jsonl`,
     cwd: dir,
     stallMs: 800,
   }, {}, BUILTIN_KINDS),

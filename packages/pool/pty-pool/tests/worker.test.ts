@@ -30,7 +30,6 @@ function makePool(name: string, overrides: Record<string, unknown> = {}) {
     terminal: 'unconfined',
     kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
     stateDir: `${dir}/${name}/state`,
-    failuresFile: `${dir}/${name}/pool-failures.jsonl`,
     cwd: dir,
     stallMs: 800,
     ...overrides,
@@ -206,7 +205,6 @@ describe('the managed worker', { timeout: 60_000 }, () => {
       terminal: 'unconfined',
       kinds: { generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } },
       stateDir: `${dir}/plugin/state`,
-      failuresFile: `${dir}/plugin/pool-failures.jsonl`,
       cwd: dir,
     })
     const service = shared.ctx.get('ptyPool')!

@@ -60,7 +60,7 @@ beforeAll(async () => {
       model_providers: { fake: { name: 'fake', base_url: model.openaiBaseUrl, wire_api: 'responses', env_key: 'FAKE_API_KEY', request_max_retries: 0, stream_max_retries: 0 } },
     },
   })))
-  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${poolState}/state`, failuresFile: `${dir}/pool-failures.jsonl`, cwd: dir, stallMs: 2000 }))
+  fibers.push(await ctx.plugin(ptyPool, { kinds: { codex: codexKind(model) }, stateDir: `${poolState}/state`, cwd: dir, stallMs: 2000 }))
   fibers.push(await ctx.plugin(cliPool, cliPool.Config.parse({ kind: 'codex' })))
   parent = await ctx.agents.create({ workspaceRoot: dir })
   other = await ctx.agents.create({ workspaceRoot: dir })
@@ -91,9 +91,10 @@ describe('subagent-cli-pool', { timeout: 60_000 }, () => {
     const elsewhere = await ask(other, 'Q3: another conversation')
     expect(elsewhere.text).toBe('answer 3: another conversation\n\n[pool: new warm session]')
     expect(ctx.ptyPool.pool.sessionStates()).toHaveLength(2)
-    // Each CLI is a conch terminal of the parent that asked.
-    expect(ctx.pty.list(parent)).toHaveLength(1)
-    expect(ctx.pty.list(other)).toHaveLength(1)
+    // Each CLI runs for the parent that asked, and is none of the parent's own terminals.
+    expect(ctx.ptyPool.pool.sessionStates().map((session) => session.key.owner).sort()).toEqual([parent.id, other.id].sort())
+    expect(ctx.pty.list(parent)).toEqual([])
+    expect(ctx.pty.list(other)).toEqual([])
   })
 
   it('falls back to the real one-shot Codex provider on a stall, with the note and a failure line', async () => {

@@ -112,7 +112,9 @@ export default class PtyService extends Service implements PtyServiceApi {
   private readonly failures: CleanupFailure[] = []
   /** Owners whose disposal hook is installed, with the hook's disposer. */
   private readonly owners = new Map<PtyOwner, () => void>()
-  private readonly state: { nextId: number; disposing: Promise<void> | undefined } = { nextId: 1, disposing: undefined }
+  /** The next session number per id prefix (`PtyOwner.sessionPrefix`, default `pty`). */
+  private readonly nextIds = new Map<string, number>()
+  private readonly state: { disposing: Promise<void> | undefined } = { disposing: undefined }
   private readonly warn: (message: string, error: unknown) => void
 
   constructor(ctx: Context, public config: PtyService.Config) {
@@ -182,8 +184,11 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (signal?.aborted) throw signal.reason
 
     this.track(owner)
-    const number = this.state.nextId++
-    const id = `pty-${number}`
+    const prefix = owner.sessionPrefix ?? 'pty'
+    if (!/^[a-z][a-z0-9]*$/.test(prefix)) throw new PtyError('INVALID_INPUT', `${owner.id}: a session id prefix is lower-case letters and digits, not ${JSON.stringify(prefix)}`)
+    const number = this.nextIds.get(prefix) ?? 1
+    this.nextIds.set(prefix, number + 1)
+    const id = `${prefix}-${number}`
     const controller = new AbortController()
     const unlink = linkAbort(controller, [
       [signal, () => signal?.reason],
@@ -201,7 +206,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       // A spawn that failed gives its number back when no later spawn took one and nothing is
       // pending under it, so ids stay consecutive for the sessions that exist (scripts name them).
       const pending = this.failures.some((failure) => failure.sessionId === id)
-      if (!this.sessions.has(id) && !pending && this.state.nextId === number + 1) this.state.nextId = number
+      if (!this.sessions.has(id) && !pending && this.nextIds.get(prefix) === number + 1) this.nextIds.set(prefix, number)
     }
   }
 

@@ -22,6 +22,12 @@ export interface PtyOwner {
   readonly signal: AbortSignal
   /** Registers a cleanup awaited when the owner is disposed (its sessions close); returns a disposer. */
   onDispose(cleanup: () => void | Promise<void>): () => void
+  /**
+   * The prefix of this owner's session ids, numbered on their own (default `pty`: `pty-1`, `pty-2`,
+   * …). An owner whose terminals are not the model's (the pool's CLIs: `pool`) takes another, so the
+   * model's ids stay consecutive from `pty-1`. Letters and digits.
+   */
+  readonly sessionPrefix?: string
 }
 
 /** Signals a model may send to a terminal's foreground process group (signal(7)). */

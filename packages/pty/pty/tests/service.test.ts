@@ -113,6 +113,17 @@ describe('spawn', () => {
     expect(root.pty.list(alice).map((info) => info.sessionId)).toEqual(['pty-1', 'pty-2'])
   })
 
+  it('numbers the sessions of an owner with its own id prefix on their own, so the default ids stay consecutive', async () => {
+    const pool = Object.assign(Object.create(bob) as typeof bob, { sessionPrefix: 'pool' })
+    expect((await root.pty.spawn(pool, { type: 'shell' })).sessionId).toBe('pool-1')
+    expect((await root.pty.spawn(alice, { type: 'shell' })).sessionId).toBe('pty-1')
+    expect((await root.pty.spawn(pool, { type: 'shell' })).sessionId).toBe('pool-2')
+    expect(root.pty.list(alice).map((info) => info.sessionId)).toEqual(['pty-1'])
+    expectCode(thrown(() => root.pty.read(alice, 'pool-1')), 'FOREIGN_SESSION')
+    const odd = Object.assign(Object.create(bob) as typeof bob, { sessionPrefix: 'Pty/' })
+    expectCode(await rejection(root.pty.spawn(odd, { type: 'shell' })), 'INVALID_INPUT', /lower-case letters and digits/)
+  })
+
   it('refuses a name the owner already uses on a session or on a spawn in flight', async () => {
     await root.pty.spawn(alice, { type: 'shell', name: 'a' })
     expectCode(await rejection(root.pty.spawn(alice, { type: 'shell', name: 'a' })), 'DUPLICATE_NAME', /agent-1 already has a PTY session named "a" \(pty-1\)/)

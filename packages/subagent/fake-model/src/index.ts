@@ -1,4 +1,4 @@
 export * from './types.ts'
 export { startFakeModel, splitWords, type FakeModelServer } from './server.ts'
-export { DEFAULT_SENTINEL_PATTERN, chooseSentinel, defaultFrame } from './sentinel.ts'
+export { DEFAULT_SENTINEL_PATTERN, chooseSentinel, defaultFrame, pairFrame } from './sentinel.ts'
 export { parseMessagesBody, parseResponsesBody, type ParsedBody } from './parse.ts'

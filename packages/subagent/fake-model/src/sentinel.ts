@@ -17,6 +17,14 @@ export function defaultFrame(text: string, sentinel: string): string {
 }
 
 /**
+ * Pair framing, what `@conch/pty-pool` asks for: the sentinel, the text and the sentinel again, each
+ * on lines of their own (the pool takes the text between the last complete pair).
+ */
+export function pairFrame(text: string, sentinel: string): string {
+  return `${sentinel}\n${text}${text.endsWith('\n') ? '' : '\n'}${sentinel}`
+}
+
+/**
  * The sentinel an answer closes with: `'omit'` → none; an explicit string → that string;
  * `'auto'` → the first match of `pattern` in `system`, if any.
  */

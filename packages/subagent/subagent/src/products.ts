@@ -1,0 +1,143 @@
+/**
+ * Finding the native `claude` and `codex` binaries, for every part of conch that runs them (the
+ * one-shot sub-agent providers and the pool's warm CLIs) — one search, so they find the same one.
+ * scripts/install-products.sh installs the pinned versions under `.products/`.
+ *
+ * - claude: the Claude Agent SDK ships it as one npm package per platform
+ *   (`@anthropic-ai/claude-agent-sdk-<platform>`, an optional dependency the workspace does not
+ *   install). Order: the products folder; the platform package beside the SDK, for a caller that
+ *   can resolve the SDK (`besideSdk`); `claude` on `PATH`.
+ * - codex: the npm package `@openai/codex` is a Node wrapper (`bin/codex.js`) around a platform
+ *   package (`@openai/codex-<platform>`) holding the static binary at
+ *   `vendor/<target triple>/bin/codex`. On Node 20 the wrapper keeps an extra Node process alive
+ *   for the child's whole life, so the binary is spawned directly. Order: the products folder;
+ *   `codex` on `PATH`, following an npm wrapper to its binary.
+ *
+ * The products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
+ */
+import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs'
+import { delimiter, dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+export interface ProductsEnv {
+  platform: string
+  arch: string
+  /** `glibc` (default) or `musl` (Linux only; claude's platform package differs). */
+  libc?: 'glibc' | 'musl'
+  env: Readonly<Record<string, string | undefined>>
+  /** Where the search for `.products/` starts. */
+  from: string
+}
+
+function detectLibc(): 'glibc' | 'musl' {
+  const report = process.report?.getReport?.() as { header?: { glibcVersionRuntime?: string } } | undefined
+  return report?.header?.glibcVersionRuntime ? 'glibc' : 'musl'
+}
+
+/** This machine, this process's environment, the search starting at this package. */
+export function productsEnv(overrides: Partial<ProductsEnv> = {}): ProductsEnv {
+  return {
+    platform: process.platform,
+    arch: process.arch,
+    libc: process.platform === 'linux' ? detectLibc() : 'glibc',
+    env: process.env,
+    from: dirname(fileURLToPath(import.meta.url)),
+    ...overrides,
+  }
+}
+
+export function isExecutableFile(path: string): boolean {
+  try {
+    if (!statSync(path).isFile()) return false
+    accessSync(path, constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** The nearest `.products/` folder at or above `from` (or `CONCH_PRODUCTS_DIR` when set). */
+export function findProductsDir(from: string, env: Readonly<Record<string, string | undefined>> = process.env): string | undefined {
+  const configured = env.CONCH_PRODUCTS_DIR
+  if (configured) return existsSync(configured) ? configured : undefined
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, '.products')
+    if (existsSync(candidate)) return candidate
+    if (dirname(dir) === dir) return undefined
+  }
+}
+
+function onPath(name: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  for (const dir of (env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue
+    const candidate = join(dir, name)
+    if (isExecutableFile(candidate)) return candidate
+  }
+  return undefined
+}
+
+/** `@anthropic-ai/claude-agent-sdk-<platform>` for this machine (the SDK's optional dependency names). */
+export function platformPackage(where: Pick<ProductsEnv, 'platform' | 'arch' | 'libc'>): string | undefined {
+  if (where.arch !== 'x64' && where.arch !== 'arm64') return undefined
+  if (where.platform === 'linux') return `@anthropic-ai/claude-agent-sdk-linux-${where.arch}${where.libc === 'musl' ? '-musl' : ''}`
+  if (where.platform === 'darwin') return `@anthropic-ai/claude-agent-sdk-darwin-${where.arch}`
+  return undefined
+}
+
+/**
+ * The native claude binary, or undefined when none is found.
+ * @param besideSdk the binary of a platform package installed beside the SDK, for a caller that depends on it.
+ */
+export function resolveClaudeExecutable(where: ProductsEnv = productsEnv(), besideSdk: (pkg: string) => string | undefined = () => undefined): string | undefined {
+  const pkg = platformPackage(where)
+  if (pkg !== undefined) {
+    const products = findProductsDir(where.from, where.env)
+    const fromProducts = products && join(products, 'node_modules', pkg, 'claude')
+    if (fromProducts && isExecutableFile(fromProducts)) return fromProducts
+    const sdk = besideSdk(pkg)
+    if (sdk) return sdk
+  }
+  return onPath('claude', where.env)
+}
+
+/** `@openai/codex-<platform>` and the target triple of its `vendor/` folder, per Node platform and arch. */
+const CODEX_PLATFORMS: Record<string, { pkg: string; triple: string }> = {
+  'linux-x64': { pkg: 'codex-linux-x64', triple: 'x86_64-unknown-linux-musl' },
+  'linux-arm64': { pkg: 'codex-linux-arm64', triple: 'aarch64-unknown-linux-musl' },
+  'darwin-x64': { pkg: 'codex-darwin-x64', triple: 'x86_64-apple-darwin' },
+  'darwin-arm64': { pkg: 'codex-darwin-arm64', triple: 'aarch64-apple-darwin' },
+}
+
+/** The codex binary inside a `node_modules` folder that holds `@openai/codex-<platform>`, if any. */
+function codexIn(nodeModules: string, where: ProductsEnv): string | undefined {
+  const platform = CODEX_PLATFORMS[`${where.platform}-${where.arch}`]
+  if (!platform) return undefined
+  const binary = join(nodeModules, '@openai', platform.pkg, 'vendor', platform.triple, 'bin', 'codex')
+  return isExecutableFile(binary) ? binary : undefined
+}
+
+/** `codex` on PATH: the binary itself, or the binary an npm wrapper (`…/@openai/codex/bin/codex.js`) would start. */
+function codexOnPath(where: ProductsEnv): string | undefined {
+  for (const dir of (where.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue
+    const candidate = join(dir, 'codex')
+    if (!isExecutableFile(candidate)) continue
+    let real: string
+    try {
+      real = realpathSync(candidate)
+    } catch {
+      continue
+    }
+    if (!real.endsWith('.js')) return candidate
+    // …/node_modules/@openai/codex/bin/codex.js: the platform package is nested or a sibling.
+    const wrapper = dirname(dirname(real))
+    return codexIn(join(wrapper, 'node_modules'), where) ?? codexIn(dirname(dirname(wrapper)), where)
+  }
+  return undefined
+}
+
+/** The native codex binary, or undefined when none is found. */
+export function resolveCodexExecutable(where: ProductsEnv = productsEnv()): string | undefined {
+  const products = findProductsDir(where.from, where.env)
+  return (products && codexIn(join(products, 'node_modules'), where)) ?? codexOnPath(where)
+}
