@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
-import { bootFor, codeWorkspace, runCommand, sharedWorkspace, type CommandIo } from './run.ts'
+import { bootFor, runCommand, workspaceRefusal, type CommandIo } from './run.ts'
 
 /**
  * What `@conch/acp` exports for `conch acp`: serve ACP on `input`/`output` with the booted
@@ -125,13 +125,13 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
     if (early) for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
     const app = await bootFor(args, io)
     try {
-      // A session in a temporary folder every user shares, under a confining mode, is refused at
-      // session/new rather than at each of its terminals.
+      // A session cwd conch run would refuse as its --cwd is refused at session/new, rather than
+      // at each of its terminals (or not at all).
       const workspaceProblem = (cwd: string): string | undefined => {
-        const shared = sharedWorkspace(app, cwd)
-        if (shared !== undefined) return `cwd ${cwd} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Send a folder of your own as the session's cwd`
-        const code = codeWorkspace(app, cwd)
-        return code && `cwd ${cwd} cannot be the workspace under the sandbox mode workspace-write: ${code}. Send the project the agent works on as the session's cwd`
+        const refusal = workspaceRefusal(app, cwd)
+        if (refusal === undefined) return undefined
+        const fix = refusal.code === 'CWD_REFUSED' ? "Send a folder of your own as the session's cwd" : "Send the project the agent works on as the session's cwd"
+        return `cwd ${cwd} ${refusal.reason}. ${fix}`
       }
       if (!io.signal.aborted) {
         await acp.runAcp({ ctx: app.ctx, input: early?.input ?? io.stdin, output: early?.output ?? io.stdout, signal: io.signal, workspaceProblem })

@@ -21,8 +21,8 @@ export type CliErrorCode =
   | 'NO_API_KEY'
   /** The `--script` file cannot be read or a line of it is not a model reply; the message names the file and line. */
   | 'SCRIPT_INVALID'
-  /** `conch run`'s workspace root is a temporary folder every user shares, and its terminals would be confined there. */
-  | 'SHARED_WORKSPACE'
+  /** `conch run`'s workspace root is `/`, a system folder, one of conch's own folders, or (confined) a temporary folder every user shares. */
+  | 'CWD_REFUSED'
   /** `conch run`'s workspace root holds code the composition runs (its local plugins), and its terminals would be confined there. */
   | 'WORKSPACE_HOLDS_CODE'
   /** The audit found entries that are not active; see `BootError.failures`. */

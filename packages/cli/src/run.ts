@@ -5,7 +5,8 @@
 import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
-import { codeHeldBy, sharedRootProblem } from '@conch/sandbox'
+import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
+import { stateHome } from '@conch/session'
 import type { RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -95,8 +96,8 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
         ),
       )
     }
-    const shared = sharedWorkspaceProblem(app, args)
-    if (shared !== undefined) return fail(shared)
+    const refused = cwdProblem(app, args)
+    if (refused !== undefined) return fail(refused)
     const agent = await agents.create({ workspaceRoot: args.cwd })
     let result: RunResult
     try {
@@ -125,27 +126,24 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
 }
 
 /**
- * Why `workspaceRoot` cannot be the workspace of a new session's agent: it is a temporary folder
- * every user shares, and the session's terminals would be confined there (`@conch/sandbox-policy`
- * loaded with a `mode` other than `danger-full-access`; a new session has no `sandbox/mode`
- * event, so the configured mode is its mode). The sandbox refuses such a root at every confined
- * spawn (`sharedRootProblem`); said before the agent starts, the user hears it once, at once.
+ * Why `workspaceRoot` cannot be the workspace of a new agent, said before the agent starts (the
+ * user hears it once, at once): `code` and the reason (`cannot be the workspace …: …`), or
+ * undefined. One rule for `conch run --cwd` and `conch acp`'s `session/new`:
+ *
+ * - `CWD_REFUSED`: the sandbox's `workspaceRootProblem` — `/` and the system folders, conch's own
+ *   folders (`conchFolders`) and, when the session's terminals are confined
+ *   (`@conch/sandbox-policy` loaded with a `mode` other than `danger-full-access`; a new session
+ *   has no `sandbox/mode` event, so the configured mode is its mode), a temporary folder every
+ *   user shares. The sandbox refuses the system and shared ones at every confined spawn too;
+ * - `WORKSPACE_HOLDS_CODE`: under `workspace-write`, it holds, or lies inside, code the
+ *   composition runs from outside conch's installation (`App.code`), which the sandbox refuses to
+ *   let a confined process write (`PROTECTED_CODE_WRITABLE`, at every confined spawn).
  */
-export function sharedWorkspace(app: App, workspaceRoot: string): { mode: string; problem: string } | undefined {
+export function workspaceRefusal(app: App, workspaceRoot: string): { code: 'CWD_REFUSED' | 'WORKSPACE_HOLDS_CODE'; reason: string } | undefined {
   const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
-  if (mode === undefined || mode === 'danger-full-access') return undefined
-  const problem = sharedRootProblem(workspaceRoot)
-  return problem === undefined ? undefined : { mode, problem }
-}
-
-/**
- * Why `workspaceRoot` cannot be a session's workspace under `workspace-write`: it holds, or lies
- * inside, code the composition runs from outside conch's installation (`App.code`), which the
- * sandbox refuses to let a confined process write (`PROTECTED_CODE_WRITABLE`, at every confined
- * spawn); said before the agent starts, at once.
- */
-export function codeWorkspace(app: App, workspaceRoot: string): string | undefined {
-  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  const confined = mode !== undefined && mode !== 'danger-full-access'
+  const problem = workspaceRootProblem(workspaceRoot, { ...conchFolders(app), shared: confined })
+  if (problem !== undefined) return { code: 'CWD_REFUSED', reason: `cannot be the workspace${confined ? ` under the sandbox mode ${mode}` : ''}: ${problem}` }
   if (mode !== 'workspace-write' || app.code.length === 0) return undefined
   let root: string
   try {
@@ -155,27 +153,41 @@ export function codeWorkspace(app: App, workspaceRoot: string): string | undefin
   }
   const named = codeHeldBy(app.code, root)
   if (named === undefined) return undefined
-  return `it holds code this composition runs outside conch's installation (${named}), which a terminal confined there could rewrite or shadow for the next boot`
+  return {
+    code: 'WORKSPACE_HOLDS_CODE',
+    reason: `cannot be the workspace under the sandbox mode workspace-write: it holds code this composition runs outside conch's installation (${named}), which a terminal confined there could rewrite or shadow for the next boot`,
+  }
 }
 
-/** `conch run`'s refusal of a shared `--cwd`, or of one that holds the composition's local code (exit 2), before any model call. */
-function sharedWorkspaceProblem(app: App, args: RunArgs): CliError | undefined {
-  const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
-  const shared = sharedWorkspace(app, args.cwd)
-  if (shared !== undefined) {
-    return new CliError(
-      'SHARED_WORKSPACE',
-      `${given} cannot be the workspace under the sandbox mode ${shared.mode}: ${shared.problem}. Pass --cwd a folder of your own.`,
-      2,
-    )
+/**
+ * The folders conch keeps its own state in (`workspaceRootProblem`'s `own`, which a workspace may
+ * neither hold nor lie in, and `inside`, which it may hold but not lie in): the state home
+ * (`$XDG_STATE_HOME`, else `~/.local/state`: session logs, the pool's homes) and the sessions'
+ * configured `dir` (held only when `allowInsideWorkspace` says so); the sandbox's `ownFolders`
+ * (its hidden paths, such as the pool's and sub-agents' private homes, and the provider's runtime
+ * folder), which every sandbox hides or keeps read-only wherever they lie.
+ */
+function conchFolders(app: App): { own: string[]; inside: string[] } {
+  const sessions = app.ctx.get('sessions') as { dir?: string; config?: { allowInsideWorkspace?: boolean } } | undefined
+  const sandbox = app.ctx.get('sandbox') as SandboxServiceApi | undefined
+  const logs = sessions?.dir === undefined ? [] : [sessions.dir]
+  const holdable = sessions?.config?.allowInsideWorkspace === true
+  return {
+    own: [stateHome(process.env), ...(holdable ? [] : logs)],
+    inside: [...(sandbox?.ownFolders?.() ?? []), ...(holdable ? logs : [])],
   }
-  const code = codeWorkspace(app, args.cwd)
-  if (code === undefined) return undefined
-  return new CliError(
-    'WORKSPACE_HOLDS_CODE',
-    `${given} cannot be the workspace under the sandbox mode workspace-write: ${code}. Keep the harness (the composition and its plugins) in a folder of its own and pass --cwd the project the agent works on.`,
-    2,
-  )
+}
+
+/** `conch run`'s refusal of its `--cwd` (`workspaceRefusal`; exit 2), before any model call. */
+function cwdProblem(app: App, args: RunArgs): CliError | undefined {
+  const refusal = workspaceRefusal(app, args.cwd)
+  if (refusal === undefined) return undefined
+  const given = args.cwdGiven === true ? `--cwd ${args.cwd}` : `the working directory ${args.cwd} (the default --cwd)`
+  const fix =
+    refusal.code === 'CWD_REFUSED'
+      ? 'Pass --cwd a folder of your own.'
+      : 'Keep the harness (the composition and its plugins) in a folder of its own and pass --cwd the project the agent works on.'
+  return new CliError(refusal.code, `${given} ${refusal.reason}. ${fix}`, 2)
 }
 
 /** How the stderr note says a run that did not complete ended. */

@@ -14,7 +14,7 @@ export type AcpErrorCode =
   | 'CWD_NOT_ABSOLUTE'
   /** `session/new` with a `cwd` that does not exist or is not a directory. */
   | 'CWD_NOT_DIRECTORY'
-  /** `session/new` with a `cwd` the embedding refuses as a workspace (`RunAcpOptions.workspaceProblem`: a temporary folder every user shares, under a confining sandbox mode). */
+  /** `session/new` with a `cwd` the embedding refuses as a workspace (`RunAcpOptions.workspaceProblem`: under `conch acp`, `/`, a system folder, conch's own folders, a shared temporary folder under a confining sandbox mode). */
   | 'CWD_REFUSED'
   /** A request option conch does not support and did not advertise (MCP servers, additional directories). */
   | 'UNSUPPORTED_OPTION'

@@ -8,7 +8,7 @@
  * `session/close`. The SDK answers every other method with -32601 (method not found) and
  * rejects requests before `initialize` with -32600.
  */
-import { stat } from 'node:fs/promises'
+import { realpath, stat } from 'node:fs/promises'
 import { isAbsolute, resolve } from 'node:path'
 import {
   agent as agentApp,
@@ -146,12 +146,17 @@ export class AcpServer {
     if (!isAbsolute(cwd)) {
       throw new AcpError('CWD_NOT_ABSOLUTE', `cwd must be an absolute path, got ${JSON.stringify(cwd)}; send the project folder as an absolute path`, { cwd })
     }
-    const isDirectory = await stat(cwd).then(
-      (stats) => stats.isDirectory(),
-      () => false,
-    )
+    // The workspace is the folder `cwd` leads to now (links resolved once), and that is what is
+    // judged too: a link changed after the check cannot move the session into a refused folder.
+    const workspaceRoot = await realpath(cwd).catch(() => undefined)
+    const isDirectory =
+      workspaceRoot !== undefined &&
+      (await stat(workspaceRoot).then(
+        (stats) => stats.isDirectory(),
+        () => false,
+      ))
     if (!isDirectory) throw new AcpError('CWD_NOT_DIRECTORY', `cwd ${cwd} is not a directory; send an existing folder`, { cwd })
-    const problem = this.workspaceProblem?.(cwd)
+    const problem = this.workspaceProblem?.(cwd) ?? (workspaceRoot === resolve(cwd) ? undefined : this.workspaceProblem?.(workspaceRoot))
     if (problem !== undefined) throw new AcpError('CWD_REFUSED', problem, { cwd })
     if (params.mcpServers.length > 0) {
       throw new AcpError(
@@ -176,7 +181,6 @@ export class AcpServer {
         { maxSessions: this.config.maxSessions },
       )
     }
-    const workspaceRoot = resolve(cwd)
     this.state.opening++
     let agent: Agent
     try {

@@ -1,3 +1,5 @@
+import { mkdirSync, realpathSync, rmSync, symlinkSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { methods } from '@agentclientprotocol/sdk'
 import { Context } from 'cordis'
@@ -64,6 +66,36 @@ describe('session/new', () => {
     const error = await rejection(harness.agent.request(methods.agent.session.new, { cwd: `${harness.workspace}/missing`, mcpServers: [] }))
     expect(error.code).toBe(-32602)
     expect(error.data).toMatchObject({ errorCode: 'CWD_NOT_DIRECTORY' })
+  })
+
+  it('judges and works in the folder a linked cwd leads to when the session starts: a link re-pointed during the check does not move it', async () => {
+    const asked: string[] = []
+    let link = ''
+    let refused = ''
+    harness = await boot({
+      script: [{ text: 'unused' }],
+      // The check passes the link, which is then re-pointed at a folder the check refuses.
+      workspaceProblem: (cwd) => {
+        asked.push(cwd)
+        if (cwd === link) {
+          rmSync(link)
+          symlinkSync(refused, link)
+          return undefined
+        }
+        return cwd === refused ? `cwd ${cwd} is refused` : undefined
+      },
+    })
+    link = join(dirname(harness.workspace), 'link')
+    refused = join(dirname(harness.workspace), 'refused')
+    mkdirSync(refused)
+    symlinkSync(harness.workspace, link)
+    await initialize(harness.agent)
+    await harness.agent.request(methods.agent.session.new, { cwd: link, mcpServers: [] })
+    expect(asked).toEqual([link, realpathSync(harness.workspace)])
+    expect(harness.ctx.agents.list()[0]!.session.start).toEqual({ workspaceRoot: realpathSync(harness.workspace) })
+    // A link to a refused folder is judged by where it leads.
+    const error = await rejection(harness.agent.request(methods.agent.session.new, { cwd: link, mcpServers: [] }))
+    expect(error).toMatchObject({ code: -32602, message: `cwd ${refused} is refused`, data: { errorCode: 'CWD_REFUSED', cwd: link } })
   })
 
   it('refuses MCP servers and additional directories, which it does not advertise', async () => {

@@ -51,6 +51,8 @@ export interface Harness {
 export interface BootOptions {
   script: ScriptLine[]
   acp?: ConfigInput
+  /** `runAcp`'s `workspaceProblem`. */
+  workspaceProblem?: (cwd: string) => string | undefined
   agents?: Record<string, unknown>
   memory?: Record<string, unknown>
 }
@@ -114,7 +116,14 @@ export async function boot(options: BootOptions): Promise<Harness> {
     }
   })
   const controller = new AbortController()
-  const served = runAcp({ ctx, input: toAgent, output: fromAgent, signal: controller.signal, ...(options.acp && { config: options.acp }) })
+  const served = runAcp({
+    ctx,
+    input: toAgent,
+    output: fromAgent,
+    signal: controller.signal,
+    ...(options.acp && { config: options.acp }),
+    ...(options.workspaceProblem && { workspaceProblem: options.workspaceProblem }),
+  })
 
   const notifications: SessionNotification[] = []
   const waiters: { match: (n: SessionNotification) => boolean; resolve: (n: SessionNotification) => void }[] = []

@@ -14,12 +14,16 @@ import { realpathSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { basename, isAbsolute, join, resolve } from 'node:path'
 
-/** `<state home>/conch/sessions`, from `env` (`XDG_STATE_HOME`, `HOME`). */
-export function defaultLogBase(env: Readonly<Record<string, string | undefined>>): string {
+/** The state home (see above), from `env` (`XDG_STATE_HOME`, `HOME`). */
+export function stateHome(env: Readonly<Record<string, string | undefined>>): string {
   const state = env['XDG_STATE_HOME']
   const home = env['HOME'] && isAbsolute(env['HOME']) ? env['HOME'] : homedir()
-  const base = state && isAbsolute(state) ? state : join(home, '.local', 'state')
-  return join(resolve(base), 'conch', 'sessions')
+  return resolve(state && isAbsolute(state) ? state : join(home, '.local', 'state'))
+}
+
+/** `<state home>/conch/sessions`, from `env` (`XDG_STATE_HOME`, `HOME`). */
+export function defaultLogBase(env: Readonly<Record<string, string | undefined>>): string {
+  return join(stateHome(env), 'conch', 'sessions')
 }
 
 /** The workspace's canonical absolute path: symlinks resolved (realpath(3)) when it exists. */

@@ -189,6 +189,8 @@ const OSC = 4
 const IGNORED_STRING = 5
 /** An ESC ended an OSC body that holds a line break; only `\` (completing ST) dispatches it. */
 const OSC_ESCAPE = 6
+/** An ESC ended a DCS, SOS, PM or APC body that holds a line break; only `\` (completing ST) drops it. */
+const STRING_ESCAPE = 7
 
 // CSI flags: anything that makes the sequence one we do not honour.
 const CSI_PRIVATE = 1
@@ -204,7 +206,7 @@ const CAN = 0x18
 const SUB = 0x1a
 const DEL = 0x7f
 
-const STATES = 7
+const STATES = 8
 
 // Byte classes (the chunk's bytes; every byte from 0x80 up is K_HIGH, a part of a UTF-8 sequence).
 const K_C0 = 0 // C0 controls not named below
@@ -269,8 +271,8 @@ const A_CSI_INVALID = 16
 const A_CSI_DISPATCH = 17
 const A_STRING_PUT = 18
 const A_STRING_END = 19
-const A_OSC_TERMINATED = 20
-const A_OSC_ABANDONED = 21
+const A_STRING_TERMINATED = 20
+const A_STRING_ABANDONED = 21
 
 /**
  * states × classes → action | next state << 5, built once (the DEC/xterm parser model: C0
@@ -325,8 +327,10 @@ const TRANSITIONS = (() => {
     set(state, [K_BEL, K_ESC, K_CAN_SUB], A_STRING_END)
   }
 
-  set(OSC_ESCAPE, all, A_OSC_ABANDONED)
-  set(OSC_ESCAPE, [K_BACKSLASH], A_OSC_TERMINATED)
+  for (const state of [OSC_ESCAPE, STRING_ESCAPE]) {
+    set(state, all, A_STRING_ABANDONED)
+    set(state, [K_BACKSLASH], A_STRING_TERMINATED)
+  }
   return table
 })()
 
@@ -493,13 +497,14 @@ class Mark implements OutputMark {
  * - its payload passes `maxStringBytes` (the rest is parsed as output, the payload is dropped);
  * - output pauses for `stringTimeoutMs` while it is open: the next chunk starts in the ground
  *   state (the payload is dropped).
- * And an OSC body that holds a CR or LF (no OSC command — titles, colours, hyperlinks,
- * clipboard, the prompt marker — carries one, so it was most likely text) is dispatched only when
- * it is properly terminated (BEL, or ST = `ESC \`). Ended any other way — an ESC that does not
- * begin ST, CAN, SUB, a pause — its body as written (controls included) is parsed as ordinary
- * output at that point: `printf 'J\e]6973;'; echo K` followed by the shell's next prompt shows the
- * line `J6973;K`. DCS, SOS, PM and APC bodies may carry line breaks (sixel data) and are bounded
- * by size and time only.
+ * And a string body that holds a CR or LF is taken as a string only when it is properly
+ * terminated (ST = `ESC \`, or BEL for an OSC): no OSC command — titles, colours, hyperlinks,
+ * clipboard, the prompt marker — carries one, and a DCS, SOS, PM or APC that does (sixel data)
+ * ends with ST, so it was most likely text after a stray introducer. Ended any other way — an ESC
+ * that does not begin ST, CAN, SUB, a pause — its body as written (controls included) is parsed
+ * as ordinary output at that point: `printf 'J\e]6973;'; echo K` followed by the shell's next
+ * prompt shows the line `J6973;K`, and `printf 'P\eP'; echo Q54; seq 1 3` the lines `PQ54`, `1`,
+ * `2`, `3`. A properly terminated OSC is dispatched, any other string dropped.
  *
  * Speed. A valid UTF-8 chunk of at least `wasmMinBytes` on a simple line (no screen, no marks)
  * goes first through a WebAssembly pass (scan.wat) that does the ground state's common work —
@@ -572,9 +577,10 @@ export class OutputParser {
   private screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
   private queryListeners: QueryListener[] = []
   private screenListeners: ScreenListener[] = []
-  private oscPayload = ''
-  /** The OSC body as written (controls included), kept from its first CR or LF on. */
-  private oscRaw: string | undefined
+  /** The body of the open string (OSC, DCS, SOS, PM, APC), without its controls. */
+  private stringPayload = ''
+  /** The string's body as written (controls included), kept from its first CR or LF on. */
+  private stringRaw: string | undefined
 
   /** The current line and its cursor. */
   private readonly current = new LineModel()
@@ -752,11 +758,11 @@ export class OutputParser {
     const chunk = input.constructor === Uint8Array ? input : new Uint8Array(input.buffer, input.byteOffset, input.byteLength)
     const now = this.now()
     const state = this.state
-    if ((state === OSC || state === IGNORED_STRING || state === OSC_ESCAPE) && now - this.fedAt >= this.stringTimeoutMs) {
+    if (state >= OSC && now - this.fedAt >= this.stringTimeoutMs) {
       // A string left open across a pause is abandoned (see `stringTimeoutMs`).
-      if (this.oscRaw !== undefined) this.abandonOsc()
-      this.state = state === OSC_ESCAPE ? ESCAPE : GROUND
-      this.oscPayload = ''
+      if (this.stringRaw !== undefined) this.abandonString()
+      this.state = state === OSC_ESCAPE || state === STRING_ESCAPE ? ESCAPE : GROUND
+      this.stringPayload = ''
     }
     this.fedAt = now
     const end = chunk.length
@@ -798,8 +804,8 @@ export class OutputParser {
     // What the screen's decoder held is dropped with it (the screen never shows a half character).
     this.screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
     this.state = GROUND
-    this.oscPayload = ''
-    this.oscRaw = undefined
+    this.stringPayload = ''
+    this.stringRaw = undefined
     this.rethrow()
   }
 
@@ -1026,12 +1032,13 @@ export class OutputParser {
         case A_OSC_START:
           i++
           state = OSC
-          this.oscPayload = ''
+          this.stringPayload = ''
           this.sequenceBytes = 0
           break
         case A_STRING_START:
           i++
           state = IGNORED_STRING
+          this.stringPayload = ''
           this.sequenceBytes = 0
           break
         case A_INTERMEDIATE_START:
@@ -1094,7 +1101,9 @@ export class OutputParser {
           else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
           break
         case A_STRING_PUT: {
-          const collect = state === OSC
+          // A DCS, SOS, PM or APC body is only shown (never dispatched): from its first line break
+          // on it is kept as written, controls and all, in one piece per run.
+          const osc = state === OSC
           let start = i
           let startDelta = delta
           let count = this.sequenceBytes
@@ -1115,31 +1124,36 @@ export class OutputParser {
               continue
             }
             if (c === BEL || c === ESC || c === CAN || c === SUB) break
-            if (collect) {
-              if (i > start) this.collectOsc(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0))
-              // From the first line break on, the raw body is kept too, in case it must be shown.
-              if (this.oscRaw === undefined && (c === LF || c === CR)) this.oscRaw = this.oscPayload
-              if (this.oscRaw !== undefined) {
-                if (++count > max) {
-                  overflow = true
-                  start = i
-                  startDelta = delta
-                  break
-                }
-                this.oscRaw += String.fromCharCode(c)
+            if (!osc && this.stringRaw !== undefined) {
+              if (++count > max) {
+                overflow = true
+                break
               }
+              continue
+            }
+            if (i > start) this.collectString(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0), osc)
+            // From the first line break on, the raw body is kept too, in case it must be shown.
+            if (this.stringRaw === undefined && (c === LF || c === CR)) this.stringRaw = this.stringPayload
+            if (this.stringRaw !== undefined) {
+              if (++count > max) {
+                overflow = true
+                start = i
+                startDelta = delta
+                break
+              }
+              this.stringRaw += String.fromCharCode(c)
             }
             // Other C0 controls inside a string are not part of the payload.
             start = i + 1
             startDelta = delta
           }
           this.sequenceBytes = count
-          if (collect && i > start) this.collectOsc(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0))
+          if (i > start) this.collectString(text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0), osc)
           if (overflow) {
             // Abandon the string; the character at `i` is parsed again as ordinary output.
             state = GROUND
-            this.oscPayload = ''
-            this.oscRaw = undefined
+            this.stringPayload = ''
+            this.stringRaw = undefined
           }
           break
         }
@@ -1151,20 +1165,20 @@ export class OutputParser {
             // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
             break
           }
-          if (collect && this.oscRaw !== undefined && c !== BEL) {
+          if (this.stringRaw !== undefined && c !== BEL) {
             // A body with a line break counts only when properly terminated: an ESC must be ST.
             if (c === ESC) {
-              state = OSC_ESCAPE
+              state = collect ? OSC_ESCAPE : STRING_ESCAPE
             } else {
               this.state = state
-              this.abandonOsc()
+              this.abandonString()
               state = this.state
             }
             break
           }
-          const payload = this.oscPayload
-          this.oscPayload = ''
-          this.oscRaw = undefined
+          const payload = this.stringPayload
+          this.stringPayload = ''
+          this.stringRaw = undefined
           state = c === ESC ? ESCAPE : GROUND
           // BEL or ESC (the start of ST) ends the string; CAN and SUB cancel it.
           if (collect && c !== CAN && c !== SUB) {
@@ -1173,22 +1187,24 @@ export class OutputParser {
           }
           break
         }
-        case A_OSC_TERMINATED: {
-          // After an ESC that ended an OSC body with a line break, `\` completes ST.
+        case A_STRING_TERMINATED: {
+          // After an ESC that ended a string body with a line break, `\` completes ST: an OSC is
+          // dispatched, any other string dropped.
           i++
-          const payload = this.oscPayload
-          this.oscPayload = ''
-          this.oscRaw = undefined
+          const payload = this.stringPayload
+          this.stringPayload = ''
+          this.stringRaw = undefined
+          const osc = state === OSC_ESCAPE
           state = GROUND
           this.state = GROUND
-          this.dispatchOsc(payload, '\x1b\\', i)
+          if (osc) this.dispatchOsc(payload, '\x1b\\', i)
           break
         }
-        case A_OSC_ABANDONED:
-          // Anything else after that ESC: the OSC was never going to end; its body is shown and
-          // the ESC goes on with this byte.
+        case A_STRING_ABANDONED:
+          // Anything else after that ESC: the string was never going to end; its body is shown
+          // and the ESC goes on with this byte.
           this.state = state
-          this.abandonOsc()
+          this.abandonString()
           state = ESCAPE
           break
         default:
@@ -1349,16 +1365,17 @@ export class OutputParser {
     this.sequenceBytes = 0
   }
 
-  private collectOsc(text: string): void {
-    this.oscPayload += text
-    if (this.oscRaw !== undefined) this.oscRaw += text
+  /** Adds `text` to the open string's body: to its payload (an OSC's, or any body before a line break) and raw body. */
+  private collectString(text: string, osc: boolean): void {
+    if (osc || this.stringRaw === undefined) this.stringPayload += text
+    if (this.stringRaw !== undefined) this.stringRaw += text
   }
 
-  /** Ends an OSC whose body holds a line break without dispatching it: the body is parsed as output. */
-  private abandonOsc(): void {
-    const raw = this.oscRaw ?? ''
-    this.oscPayload = ''
-    this.oscRaw = undefined
+  /** Ends a string whose body holds a line break without dispatching it: the body is parsed as output. */
+  private abandonString(): void {
+    const raw = this.stringRaw ?? ''
+    this.stringPayload = ''
+    this.stringRaw = undefined
     this.state = GROUND
     // The raw body holds no ESC, BEL, CAN or SUB (each of them ends the body), so it ends in GROUND.
     if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))

@@ -16,8 +16,8 @@
 ;;   screen, is an EVENT (kind 3) for JavaScript to apply in order;
 ;; - OSC ending in BEL or ESC (the start of ST) with no control in its body, on an empty line:
 ;;   its payload is written to OUT where the line would start and reported as an EVENT (kind 2);
-;; - DCS, SOS, PM and APC strings and two- and three-byte escapes (ESC 7, ESC ( B, ESC \):
-;;   skipped.
+;; - DCS, SOS, PM and APC strings (one with a CR or LF in its body only when ST ends it), and
+;;   two- and three-byte escapes (ESC 7, ESC ( B, ESC \): skipped.
 ;; At anything else it stops with `pos` at the first byte it did not take, every state word
 ;; describing the line as it stands there; the caller parses from there in JavaScript.
 ;;
@@ -331,19 +331,30 @@
                 (local.set $i (select (i32.add (local.get $j) (i32.const 1)) (local.get $j) (i32.eq (local.get $c) (i32.const 0x07))))
                 (br $main)))
 
-            ;; ESC P, X, ^, _: a string the parser ignores, up to ESC (or CAN, SUB).
+            ;; ESC P, X, ^, _: a string the parser ignores, up to ESC (or CAN, SUB). A body with a
+            ;; line break that anything but ST ends goes to the parser, which shows it.
             (if (i32.or (i32.or (i32.eq (local.get $d) (i32.const 0x50)) (i32.eq (local.get $d) (i32.const 0x58)))
                         (i32.or (i32.eq (local.get $d) (i32.const 0x5e)) (i32.eq (local.get $d) (i32.const 0x5f))))
               (then
                 (local.set $j (i32.add (local.get $i) (i32.const 2)))
+                (local.set $w (i32.const 0))
                 (block $string_end
                   (loop $string
                     (br_if $exit (i32.ge_u (local.get $j) (local.get $end)))
                     (local.set $c (i32.load8_u (local.get $j)))
-                    (br_if $string_end (i32.eq (local.get $c) (i32.const 0x1b)))
-                    (br_if $string_end (i32.or (i32.eq (local.get $c) (i32.const 0x18)) (i32.eq (local.get $c) (i32.const 0x1a))))
+                    (if (i32.lt_u (local.get $c) (i32.const 0x20))
+                      (then
+                        (br_if $string_end (i32.eq (local.get $c) (i32.const 0x1b)))
+                        (br_if $string_end (i32.or (i32.eq (local.get $c) (i32.const 0x18)) (i32.eq (local.get $c) (i32.const 0x1a))))
+                        (if (i32.or (i32.eq (local.get $c) (i32.const 0x0a)) (i32.eq (local.get $c) (i32.const 0x0d)))
+                          (then (local.set $w (i32.const 1))))))
                     (local.set $j (i32.add (local.get $j) (i32.const 1)))
                     (br $string)))
+                (if (local.get $w)
+                  (then
+                    (br_if $exit (i32.ne (local.get $c) (i32.const 0x1b)))
+                    (br_if $exit (i32.ge_u (i32.add (local.get $j) (i32.const 1)) (local.get $end)))
+                    (br_if $exit (i32.ne (i32.load8_u offset=1 (local.get $j)) (i32.const 0x5c)))))
                 (br_if $exit (i32.gt_u (i32.sub (i32.sub (local.get $j) (local.get $i)) (i32.const 2)) (local.get $maxSeq)))
                 ;; CAN and SUB end it and are consumed; an ESC is parsed as the escape it begins.
                 (local.set $i (select (local.get $j) (i32.add (local.get $j) (i32.const 1)) (i32.eq (local.get $c) (i32.const 0x1b))))

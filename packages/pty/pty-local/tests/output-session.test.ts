@@ -36,6 +36,19 @@ describe('an unterminated control string', () => {
     expect(linesEqual((await send(session, 'echo after-osc')).viewport, 'after-osc')).toBe(1)
   })
 
+  it('does not let an unterminated DCS, SOS, PM or APC swallow the command\'s output, in the result or the scrollback', async () => {
+    const session = await openSession()
+    for (const [introducer, token, first] of [['P', 'Q54', 101], ['X', 'Q55', 201], ['^', 'Q56', 301], ['_', 'Q57', 401]] as const) {
+      const result = await send(session, `printf 'P\\e${introducer}'; echo ${token}; seq ${first} ${first + 4}`)
+      expect(result.waitReason).toBe('stdin_read')
+      expect(linesEqual(result.viewport, `P${token}`), introducer).toBe(1)
+      for (const n of [first, first + 2, first + 4]) expect(linesEqual(result.viewport, String(n)), `${introducer} ${n}`).toBe(1)
+      const page = session.read({ offset: 0, count: 20 }).text
+      expect(linesEqual(page, `P${token}`), introducer).toBe(1)
+      expect(linesEqual(page, String(first + 4)), introducer).toBe(1)
+    }
+  })
+
   it('abandons a DCS left open across a pause, so the output after the pause shows', async () => {
     const session = await openSession({ stringTimeoutMs: 300 })
     // Nothing but the pause ends the DCS before `after-dcs` (the next prompt marker's ESC would).

@@ -204,7 +204,7 @@ describe('the WebAssembly pass of the output parser', () => {
     '\x1b[20l', '\x1b[6n', '\x1b[5n', '\x1b[c', '\x1b[0c', '\x1b[>c', '\x1b[>q', '\x1b[?6n', '\x1b[18t', '\x1b[?1$p', '\x1b[1 q',
     '\x1b]0;title\x07', '\x1b]0;tïtle😀\x1b\\', '\x1b]2;t\x1b[1m', '\x1b]133;A;nonce\x07', '\x1b]11;?\x07', '\x1b]10;?\x1b\\',
     '\x1b]2;a\rb\x07', '\x1b]8;;\x07', '\x1b]\x07', '\x1b]', '\x1bP1$r0m\x1b\\', '\x1bPq#0\r\n\x07~\x1b\\', '\x1b_apc\x18',
-    '\x1b^pm\x1a', '\x1bXsos\x1b\\', '\x1b7', '\x1b8', '\x1b(B', '\x1b(', '\x1b#8', '\x1b$(B', '\x1b=', '\x1b>', '\x1b\\',
+    '\x1b^pm\x1a', '\x1bXsos\x1b\\', '\x1bPQ54\r\n', '\x1bX\n', '\x1b^a\rb', '\x1b_\r\n1\r\n', '\x1b7', '\x1b8', '\x1b(B', '\x1b(', '\x1b#8', '\x1b$(B', '\x1b=', '\x1b>', '\x1b\\',
     '\x1b\x7f', '\x1b\r', '\x1b', '\x1b[', ';', '\x1b\x1b[1m', '\x1b[3\r\n1m', '\x1b[?\x1b[1m', '\x1b[1\xe9m',
   ]
 

@@ -208,6 +208,30 @@ describe('unterminated strings are bounded', () => {
     expect(trace.partial).toBe('$ ')
   })
 
+  it('shows an unterminated DCS, SOS, PM or APC body with a line break when the next escape ends it (every split point)', () => {
+    for (const introducer of ['P', 'X', '^', '_']) {
+      const trace = everySplit(`P\x1b${introducer}Q54\r\n1\r\n2\r\n\x1b]6973;n;prompt;0\x07$ `)
+      expect(trace.events, introducer).toEqual(['line 1: PQ54', 'line 2: 1', 'line 3: 2', 'osc 6973;n;prompt;0 @ '])
+      expect(trace.partial).toBe('$ ')
+    }
+  })
+
+  it('shows a DCS body with a line break that CAN cancels, and drops one that ST terminates', () => {
+    expect(lines(everySplit('\x1bPa\nb\x18c\n'))).toEqual(['a', 'bc'])
+    expect(lines(everySplit('\x1b_a\nb\x1b\\c\n'))).toEqual(['c'])
+  })
+
+  it('shows a DCS body with a line break left open across a pause', () => {
+    let clock = 0
+    const parser = new OutputParser({ stringTimeoutMs: 500, now: () => clock })
+    const seen: string[] = []
+    parser.onLine((text) => seen.push(text))
+    parser.feed(Buffer.from('J\x1bPq\r\nmore'))
+    clock += 500
+    parser.feed(Buffer.from('X\n'))
+    expect(seen).toEqual(['Jq', 'moreX'])
+  })
+
   it('shows an OSC body with a bare CR as written: the CR returns to column 0', () => {
     const trace = everySplit('\x1b]0;ab\rX\n\x1b[0mrest\n')
     expect(lines(trace)).toEqual(['X;ab', 'rest'])

@@ -11,7 +11,7 @@ import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } fro
 import type { Config } from './config.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
-import { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
+import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
 import { seccompArchOf, seccompProgram } from './seccomp.ts'
 
 export type BubblewrapOptions = Pick<
@@ -294,6 +294,7 @@ export function bubblewrapProvider(
     platforms: ['linux'],
     network: config.network,
     readWritePaths: config.readWritePaths,
+    ownPaths: [runtimeDirPath(config.runtimeDir)],
     probe: () => {
       const problem = runnerProblem(config.runnerCommand, host.searchPath())
       if (problem !== undefined) return Promise.resolve(problem)

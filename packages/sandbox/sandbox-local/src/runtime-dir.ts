@@ -52,9 +52,12 @@ export class RuntimeDirError extends Error {
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
+/** The runtime directory's path under `base`: `<base>/conch-sandbox-<uid>`. */
+export const runtimeDirPath = (base: string): string => join(base, `conch-sandbox-${uid()}`)
+
 /** Opens the runtime directory under `base` (e.g. `/tmp`), creating it when it is missing. */
 export function openRuntimeDir(base: string): RuntimeDir {
-  const path = join(base, `conch-sandbox-${uid()}`)
+  const path = runtimeDirPath(base)
   const ensure = (): void => {
     try {
       mkdirSync(path, { mode: 0o700 })

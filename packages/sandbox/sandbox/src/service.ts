@@ -4,7 +4,8 @@
  * `SANDBOX_UNAVAILABLE` — it never hands back an argv that runs unconfined.
  */
 import { lstatSync, realpathSync, statSync } from 'node:fs'
-import { isAbsolute } from 'node:path'
+import { homedir } from 'node:os'
+import { isAbsolute, resolve } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
@@ -45,32 +46,55 @@ const Policy = z.object({
     'work in a project folder, or choose danger-full-access explicitly in cordis.yml',
   path: ['workspaceRoot'],
 }).superRefine((policy, ctx) => {
-  const problem = sharedRootProblem(policy.workspaceRoot)
+  // `/` under read-only lets nothing be written: refused under workspace-write only (above).
+  const problem = policy.workspaceRoot === '/' ? undefined : workspaceRootProblem(policy.workspaceRoot)
   if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem, path: ['workspaceRoot'] })
 })
 
 /**
  * The temporary roots every user of a machine shares, refused as workspace roots even where they
  * are not world-writable (FHS 3.0 §3.18 `/tmp`, §5.15 `/var/tmp`; `/dev/shm` is the POSIX shared
- * memory folder; macOS keeps them under `/private`).
+ * memory folder; macOS keeps them under `/private`). A folder of one's own inside one is accepted.
  */
 export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', '/run/shm', '/run/lock', '/var/lock', '/private/tmp', '/private/var/tmp']
 
 /**
- * Why `path` cannot be the workspace root of a confined process, or undefined when it can: it is
- * one of `SHARED_ROOTS` (as given or made canonical), or a folder every user may write (mode `o+w`,
- * stat(2)), such as `/tmp`. A confined process may write its workspace, and in a shared folder that
- * means every other user's and every other terminal's files there — other owners' sockets, state
- * and caches — so conch asks for a folder of the project's own (a subfolder, e.g. `mktemp -d`).
+ * The system's own folders (FHS 3.0 ch. 3 and 6: the kernel's `/proc` and `/sys`, devices,
+ * configuration, programs, libraries, boot files, variable data), refused as workspace roots
+ * with everything below them; `/` itself too. `/lib*` is every top-level folder whose name begins
+ * with `lib` (`/lib64`, `/libx32`, `/libexec`). Below `/var`, a folder inside the home of the user
+ * conch runs as (a service user's home such as `/var/lib/jenkins`) and one of one's own inside a
+ * shared root (`/var/tmp/x`) are accepted.
  */
-export function sharedRootProblem(path: string): string | undefined {
-  let canonical = path
+export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var']
+
+/**
+ * Why `path` cannot be the workspace root of an agent (where its terminals write), or undefined
+ * when it can. Judged on the path as given (made absolute) and made canonical (realpath(3), so a
+ * link to `/etc` is `/etc`), in order:
+ *
+ * - unless `shared` is false (unconfined terminals, which may write such a folder anyway), one of
+ *   `SHARED_ROOTS`, or a folder every user may write (mode `o+w`, stat(2)), such as `/tmp`:
+ *   in a shared folder a confined process could read or change every other user's and terminal's
+ *   files there (other owners' sockets, state and caches);
+ * - `/`, or a folder in `SYSTEM_ROOTS` or below one (see there): the host's own files, and under
+ *   `/proc`, `/sys` and `/dev` its kernel;
+ * - a folder that is or lies in one of `own` (absolute: conch's own folders — its state home,
+ *   session logs, the sandbox's hidden paths and runtime folder) or of `inside` (folders a
+ *   workspace may hold: session logs an operator allowed inside workspaces), or that holds one of
+ *   `own`: its terminals could rewrite the logs and state conch trusts.
+ *
+ * The reason names the rule and the fix.
+ */
+export function workspaceRootProblem(path: string, options: { own?: readonly string[]; inside?: readonly string[]; shared?: boolean } = {}): string | undefined {
+  const given = resolve(path)
+  let canonical = given
   try {
-    canonical = realpathSync(path)
+    canonical = realpathSync(given)
   } catch {
     // missing: judged by its name
   }
-  const named = SHARED_ROOTS.includes(path) || SHARED_ROOTS.includes(canonical)
+  const named = canonical === given ? given : `${given} (${canonical})`
   let worldWritable = false
   try {
     const stats = statSync(canonical)
@@ -78,12 +102,49 @@ export function sharedRootProblem(path: string): string | undefined {
   } catch {
     // missing: nothing to judge by
   }
-  if (!named && !worldWritable) return undefined
+  if (options.shared !== false && (SHARED_ROOTS.includes(given) || SHARED_ROOTS.includes(canonical) || worldWritable)) {
+    return (
+      `${named} is a temporary folder every user shares${worldWritable ? ' (world-writable)' : ''}, not a workspace: a confined process there ` +
+      'could read or change what other terminals and users keep in it. Work in a folder of your own inside it (e.g. `mktemp -d`), ' +
+      'or choose danger-full-access explicitly in cordis.yml'
+    )
+  }
+  const home = canonicalOf(homedir())
+  for (const candidate of new Set([given, canonical])) {
+    const system = systemRootOf(candidate)
+    if (system === undefined) continue
+    if (system === '/var' && ((home !== '/' && within(candidate, home, true)) || SHARED_ROOTS.some((root) => within(candidate, root, true)))) continue
+    return (
+      `${named} is ${system === '/' ? 'the root folder' : `${system === candidate ? '' : 'inside '}the system folder ${system}`}, not a workspace: ` +
+      "an agent's terminals would write the host's own files there. Work in a project folder"
+    )
+  }
+  const own = (options.own ?? []).map(canonicalOf)
+  const held =
+    [...own, ...(options.inside ?? []).map(canonicalOf)].find((folder) => within(canonical, folder)) ?? own.find((folder) => within(folder, canonical))
+  if (held === undefined) return undefined
+  const where = held === canonical ? 'is' : within(canonical, held) ? 'lies inside' : 'holds'
   return (
-    `${path} is a temporary folder every user shares${worldWritable ? ' (world-writable)' : ''}, not a workspace: a confined process there ` +
-    'could read or change what other terminals and users keep in it. Work in a folder of your own inside it (e.g. `mktemp -d`), ' +
-    'or choose danger-full-access explicitly in cordis.yml'
+    `${named} ${where} ${held}, a folder conch keeps its own state in (session logs, private homes, sandbox files), not a workspace: ` +
+    "an agent's terminals there could rewrite the history and state conch trusts. Work in a project folder"
   )
+}
+
+/** The entry of `SYSTEM_ROOTS` (or `/`) that `path` (absolute, normalized) is or lies below. */
+function systemRootOf(path: string): string | undefined {
+  if (path === '/') return '/'
+  const top = `/${path.split('/')[1]}`
+  if (top.startsWith('/lib')) return top
+  return SYSTEM_ROOTS.find((root) => root === top)
+}
+
+/** realpath(3) of `path`, or `path` when it cannot be resolved. */
+function canonicalOf(path: string): string {
+  try {
+    return realpathSync(path)
+  } catch {
+    return path
+  }
 }
 
 /** What users are told when nothing can confine a process here. */
@@ -263,6 +324,10 @@ class SandboxService extends Service implements SandboxServiceApi {
     }
   }
 
+  ownFolders(): string[] {
+    return unique([...this.hiddenPaths(), ...canonicalPaths(this.providers.flatMap((provider) => provider.ownPaths ?? []))])
+  }
+
   networkAllowed(): boolean | undefined {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
   }
@@ -320,10 +385,10 @@ export function codeHeldBy(code: readonly string[], root: string): string | unde
   return held.slice(0, 3).join(', ') + (held.length > 3 ? ` and ${held.length - 3} more` : '')
 }
 
-/** Whether `path` is `root` or lies below it. */
-function within(path: string, root: string): boolean {
-  if (root === '/') return true
-  return path === root || path.startsWith(`${root}/`)
+/** Whether `path` is `root` or lies below it (strictly below with `below`). */
+function within(path: string, root: string, below = false): boolean {
+  if (root === '/') return !below || path !== '/'
+  return (!below && path === root) || path.startsWith(`${root}/`)
 }
 
 function protectedEntries(paths: readonly string[]): ProtectedPath[] {

@@ -84,6 +84,11 @@ export interface SandboxProvider {
    */
   readonly readWritePaths?: readonly string[]
   /**
+   * Host folders the provider keeps its own files in (absolute; bubblewrap: its runtime folder),
+   * which no workspace may lie in (`ownFolders`).
+   */
+  readonly ownPaths?: readonly string[]
+  /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
    */
@@ -160,6 +165,12 @@ export interface SandboxServiceApi {
   hide?(paths: readonly string[]): () => void
   /** The canonical paths registered with `hide`, in registration order, without duplicates. */
   hiddenPaths?(): string[]
+  /**
+   * The folders conch keeps for itself, which no workspace may lie in (`workspaceRootProblem`'s
+   * `inside`; a workspace that holds one has it hidden or read-only): the hidden paths and each
+   * registered provider's `ownPaths` that exist, canonical, without duplicates.
+   */
+  ownFolders?(): string[]
   /**
    * Whether processes confined on this platform may use the network: the `network` of the first
    * registered provider for `process.platform`, or undefined when there is none or it does not

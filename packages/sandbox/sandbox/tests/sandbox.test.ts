@@ -299,6 +299,23 @@ describe('ctx.sandbox', () => {
       rmSync(shared, { recursive: true, force: true })
     }
   })
+  it('refuses a system folder, below one, or a link to one as the workspace root in both confined modes, naming it', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-system-')))
+    try {
+      symlinkSync('/proc', join(dir, 'proc-link'))
+      const sandbox = await boot()
+      sandbox.register(fake('works', true))
+      for (const mode of ['workspace-write', 'read-only'] as const) {
+        for (const [root, named] of [['/proc', '/proc is the system folder /proc'], ['/sys/kernel', '/sys/kernel is inside the system folder /sys'], ['/etc', '/etc is the system folder /etc'], [join(dir, 'proc-link'), `${join(dir, 'proc-link')} (/proc) is the system folder /proc`]]) {
+          const error = await rejection(sandbox.confine(['x'], { mode, workspaceRoot: root! }))
+          expect(error.code).toBe('INVALID_POLICY')
+          expect(error.message).toContain(named)
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
 })
 
 describe('ctx.sandbox: protected paths whose protection a writable path could get around', () => {

@@ -8,9 +8,11 @@
  *
  * 1. its **name** belongs to conch (`CONCH_*`: session tags must not be inherited);
  * 2. its **name** looks like a secret: it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
- *    `PASSWD`, `WEBHOOK`, `PRIVATE`, `SESSION` or `COOKIE`; or one of its words (split at `_`,
- *    `-`, `.`) is `PWD` (but `PWD` and `OLDPWD` themselves are the shell's), `PAT`, `DSN`,
- *    `AUTH`, starts with `CRED`, `AUTHORIZ`, `AUTHENTIC` or is `OAUTH`;
+ *    `PASSWD`, `PASSPHRASE`, `WEBHOOK`, `PRIVATE`, `SESSION` or `COOKIE`; or one of its words
+ *    (split at `_`, `-`, `.`) is `PWD` (but `PWD` and `OLDPWD` themselves are the shell's), `PAT`,
+ *    `DSN`, `AUTH`, `OAUTH`, `HMAC`, `JWT`, `SALT`, `SIGNING`, or starts with `CRED`,
+ *    `AUTHORIZ`, `AUTHENTIC` or `LICEN` (`LICENSE`, `LICENCE_KEY`); or its last word is `PASS`
+ *    or `PW` (`SMTP_PASS`, `ROOT_PW`; not `PW_TEST_REPORTER`, `PASS_THROUGH`);
  * 3. its **name** points at credentials: `SSH_AUTH_SOCK`, `*_CREDENTIALS`,
  *    `GOOGLE_APPLICATION_CREDENTIALS`, `KUBECONFIG`, `NETRC`, `GIT_ASKPASS`, `SSH_ASKPASS`,
  *    `SUDO_ASKPASS`, `DOCKER_CONFIG`, `VAULT_*`, `AWS_CONFIG_FILE`, `*PASSFILE`, `GNUPGHOME`,
@@ -23,7 +25,10 @@
  * 5. its **value** carries a credential: a URL with a password (`scheme://user:pw@host`, also
  *    `redis://:pw@host`), or a known token shape — GitHub `ghp_`/`gho_`/`ghs_`/`ghu_`/`ghr_`/
  *    `github_pat_`, OpenAI-style `sk-…`, Slack `xox[abpr]-`, AWS access key ids `AKIA…`/`ASIA…`,
- *    GitLab `glpat-`, npm `npm_…`, a JWT (`eyJ….….…`), or a PEM private key block.
+ *    GitLab `glpat-`, npm `npm_…`, a JWT (`eyJ….….…`), a PEM private key block, an
+ *    `Authorization` scheme's credentials (`Bearer …`), a connection string's key or password
+ *    (`AccountKey=`, `SharedAccessKey=`, `Password=…;`, `Pwd=…;`), or a shared access
+ *    signature (`sig=` as a query or connection-string parameter).
  *
  * These are heuristics: they drop some harmless variables (`KEYBOARD_LAYOUT`,
  * `XDG_SESSION_TYPE`) and cannot see a secret under an innocent name with an innocent-looking
@@ -37,13 +42,16 @@ import type { SessionTag } from './types.ts'
 const INTERNAL_PREFIX = 'CONCH_'
 
 /** Substrings of an upper-cased name that make it look like a secret. */
-const SECRET_SUBSTRINGS = ['KEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'WEBHOOK', 'PRIVATE', 'SESSION', 'COOKIE']
+const SECRET_SUBSTRINGS = ['KEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'PASSPHRASE', 'WEBHOOK', 'PRIVATE', 'SESSION', 'COOKIE']
 
 /** Whole words (of an upper-cased name split at `_`, `-`, `.`) that make it look like a secret. */
-const SECRET_WORDS = ['PWD', 'PAT', 'DSN', 'AUTH', 'OAUTH']
+const SECRET_WORDS = ['PWD', 'PAT', 'DSN', 'AUTH', 'OAUTH', 'HMAC', 'JWT', 'SALT', 'SIGNING']
 
-/** Word prefixes that make a name look like a secret (`CREDENTIALS`, `AUTHORIZATION`). */
-const SECRET_WORD_PREFIXES = ['CRED', 'AUTHORIZ', 'AUTHENTIC']
+/** Last words that make a name look like a secret (`DB_PASS`, `ROOT_PW`); elsewhere they are tool prefixes. */
+const SECRET_LAST_WORDS = ['PASS', 'PW']
+
+/** Word prefixes that make a name look like a secret (`CREDENTIALS`, `AUTHORIZATION`, `LICENSE`). */
+const SECRET_WORD_PREFIXES = ['CRED', 'AUTHORIZ', 'AUTHENTIC', 'LICEN']
 
 /** Names the shell itself maintains, kept although a word of theirs is `PWD`. */
 const SHELL_NAMES = new Set(['PWD', 'OLDPWD'])
@@ -85,6 +93,13 @@ const SECRET_VALUES: ReadonlyArray<{ what: string; pattern: RegExp }> = [
   { what: 'an npm token', pattern: /(?:^|[^A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])/ },
   { what: 'a JWT', pattern: /(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/ },
   { what: 'a PEM private key', pattern: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/ },
+  // RFC 6750 §2.1: `Bearer` and a b64token (a word in prose, "Bearer of…", is too short).
+  { what: 'a bearer token', pattern: /(?:^|[^A-Za-z0-9])Bearer\s+[A-Za-z0-9._~+/-]{8,}/i },
+  // Connection strings (`key=value;…`: Azure storage and Service Bus, ADO.NET, ODBC).
+  { what: 'a connection-string key', pattern: /(?:^|[;\s])(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]/i },
+  { what: 'a connection-string password', pattern: /(?:^|[;\s])(?:Password|Pwd)\s*=\s*[^;\s]/i },
+  // A shared access signature: the `sig` parameter of a signed URL or connection string.
+  { what: 'a shared access signature', pattern: /(?:^|[?&;])sig=[A-Za-z0-9%+/=_-]{8,}/ },
 ]
 
 export interface ScrubOptions {
@@ -114,11 +129,14 @@ export function dropReason(name: string, value: string): string | undefined {
   const substring = SECRET_SUBSTRINGS.find((word) => upper.includes(word))
   if (substring) return `name looks like a secret (${substring})`
   if (!SHELL_NAMES.has(upper)) {
-    for (const word of upper.split(/[_.-]+/)) {
+    const words = upper.split(/[_.-]+/)
+    for (const word of words) {
       if (SECRET_WORDS.includes(word)) return `name looks like a secret (${word})`
       const prefix = SECRET_WORD_PREFIXES.find((start) => word.startsWith(start))
       if (prefix) return `name looks like a secret (${prefix}…)`
     }
+    const last = words.at(-1) ?? ''
+    if (SECRET_LAST_WORDS.includes(last)) return `name looks like a secret (${last})`
   }
   if (CREDENTIAL_POINTERS.some((pattern) => matches(pattern, upper))) return 'points at credentials'
   if (!LAUNCH_KEPT.has(upper) && LAUNCH_VARIABLES.some((pattern) => matches(pattern, upper))) {

@@ -35,6 +35,16 @@ export const SECRET_VARIABLES: Readonly<Record<string, string>> = {
   npm_package_name: 'package-29',
   pnpm_config_verify_deps_before_run: 'pnpm-30',
   INIT_CWD: '/work/init-cwd-31',
+  DB_PASS: 'db-pass-32',
+  SMTP_PASS: 'smtp-pass-33',
+  PASS: 'pass-34',
+  GPG_PASSPHRASE: 'gpg-passphrase-35',
+  ACCESS_PW: 'access-pw-36',
+  ROOT_PW: 'root-pw-37',
+  HMAC: 'hmac-38',
+  JWT_SIGNING: 'jwt-signing-39',
+  SIGNING_SALT: 'signing-salt-40',
+  LICENSE: 'license-41',
 }
 
 /** Innocent names with token-shaped values (each a fake credential of the named kind). */
@@ -49,9 +59,13 @@ export const TOKEN_VALUES: Readonly<Record<string, string>> = {
   SETTING_AWS_TEMP: 'ASIA' + 'Y34FZKBOKMUTVV7A',
   SETTING_GITLAB: 'glpat-' + 'abcdefghij0123456789',
   SETTING_NPM: 'npm_' + 'abcdefghijklmnopqrstuvwxyz0123456789',
-  SETTING_JWT: 'eyJhbGciOiJIUzI1NiJ9' + '.eyJzdWIiOiJ4In0.c2lnbmF0dXJl',
+  SETTING_CLAIMS: 'eyJhbGciOiJIUzI1NiJ9' + '.eyJzdWIiOiJ4In0.c2lnbmF0dXJl',
   SETTING_PEM: '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----',
   SETTING_HEADER: 'Authorization: Bearer ghp_' + 'Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8',
+  SETTING_AZURE_STORAGE: 'DefaultEndpointsProtocol=https;AccountName=acct42;AccountKey=' + 'YWNjb3VudC1rZXktNDI=;EndpointSuffix=core.windows.net',
+  SETTING_SQL: 'Server=db43.internal;Database=app;User Id=app;' + 'Password=sql-pw-43;',
+  SETTING_SAS: 'https://acct44.blob.core.windows.net/c?sv=2022-11-02&sp=r&se=2030-01-01&' + 'sig=c2FzLXNpZy00NA%3D%3D',
+  SETTING_BEARER: 'Bearer ' + 'opaque-token-45-abcdef',
 }
 
 /** Variables that must survive: the shell's own, and look-alikes that are not secrets. */
@@ -65,4 +79,10 @@ export const KEPT_VARIABLES: Readonly<Record<string, string>> = {
   HOMEPAGE_URL: 'https://example.org/docs',
   REPO_URL: 'git+ssh://git@example.org/repo.git',
   SK_LIKE: 'sk-short',
+  PASSENGER_APP_ENV: 'production',
+  PW_TEST_REPORTER: 'list',
+  BYPASS_CACHE: '1',
+  MOTTO: 'Bearer of good news',
+  SIGNATURE_STYLE: 'short',
+  QUERY: 'https://example.org/search?q=design&page=2',
 }
