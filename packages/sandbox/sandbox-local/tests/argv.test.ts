@@ -129,6 +129,27 @@ describe('bubblewrapArgv', () => {
     expect(KERNEL_READ_ONLY_PATHS).toEqual(expect.arrayContaining(['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/bus', '/proc/fs']))
   })
 
+  it('covers the runtime folders with a private tmpfs (a /var/run link once), binds back a resolv.conf kept there, and masks daemon sockets elsewhere', () => {
+    const host = hostWith({
+      '/run': 'directory',
+      '/var/run': { link: '/run' },
+      '/run/systemd/resolve/stub-resolv.conf': 'file',
+      '/etc/resolv.conf': { link: '/run/systemd/resolve/stub-resolv.conf' },
+      '/run/conch/node': 'file',
+      '/var/lib/lxd/unix.socket': 'file',
+    })
+    const policy = { mode: 'read-only', workspaceRoot: '/work/x', protectedPaths: ['/run/conch/node'], hiddenPaths: [] } as const
+    const list = triples(mounts(bubblewrapArgv(['bash'], policy, base, files, host)))
+    expect(list.slice(0, 6)).toEqual([
+      ['--ro-bind', '/', '/'], ['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp'],
+      ['--tmpfs', '/run'], ['--ro-bind', '/run/systemd/resolve/stub-resolv.conf', '/run/systemd/resolve/stub-resolv.conf'],
+    ])
+    expect(list.filter(([flag]) => flag === '--tmpfs')).toHaveLength(2)
+    // A protected path the tmpfs would hide is bound back, as one under the private /tmp is.
+    expect(list).toContainEqual(['--ro-bind', '/run/conch/node', '/run/conch/node'])
+    expect(list.at(-1)).toEqual(['--ro-bind', files.emptyFile, '/var/lib/lxd/unix.socket'])
+  })
+
   it('never passes --new-session, which would take job control away from an interactive shell', () => {
     expect(bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/w' }, base, files, emptyHost)).not.toContain('--new-session')
   })
