@@ -138,7 +138,7 @@ describe('bubblewrapArgv', () => {
       '/run/conch/node': 'file',
       '/var/lib/lxd/unix.socket': 'file',
     })
-    const policy = { mode: 'read-only', workspaceRoot: '/work/x', protectedPaths: ['/run/conch/node'], hiddenPaths: [] } as const
+    const policy = { mode: 'read-only' as const, workspaceRoot: '/work/x', protectedPaths: ['/run/conch/node'], hiddenPaths: [] }
     const list = triples(mounts(bubblewrapArgv(['bash'], policy, base, files, host)))
     expect(list.slice(0, 6)).toEqual([
       ['--ro-bind', '/', '/'], ['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp'],
