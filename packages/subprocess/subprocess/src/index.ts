@@ -10,3 +10,4 @@ export { signalIfSame, isEnded, type SignalOutcome, type ProcessIdentity } from 
 export { terminateTree, sweepTagged } from './terminate.ts'
 export { scrubbedEnv, scrubEnv, dropReason, createSessionTag, type ScrubOptions, type DroppedVariable } from './env.ts'
 export { tagSupervisor, createTagSupervisor, SUPERVISOR_VARIABLE, type TagSupervisor, type TagSupervisorOptions } from './supervisor.ts'
+export { closeDescriptorsCommand, descriptorShell, withDescriptorsClosed } from './descriptors.ts'

@@ -223,8 +223,12 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
       },
     }
     const spawner = await root.plugin(plugin)
-    const entry = await table.get(pid)
-    expect(entry?.comm).toBe('sleep')
+    // The child is `sleep` once the shell that closes inherited descriptors has exec'd it.
+    const entry = await vi.waitFor(async () => {
+      const found = await table.get(pid)
+      expect(found?.comm).toBe('sleep')
+      return found
+    })
     await spawner.dispose()
     expect(await alive(pid, entry!.startTime)).toBe(false)
   })

@@ -1,0 +1,114 @@
+/**
+ * What a hostile `run_code` program reaches on the host, tried in a real `conch run` with the
+ * scripted model: a host daemon's socket (a real dockerd, as root), descriptors conch itself
+ * inherited (`conch run 200<key 201>>outside`).
+ */
+import { spawnSync } from 'node:child_process'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { request } from 'node:http'
+import { join, resolve } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 90_000 })
+
+const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+const startDockerd = resolve(CLI_ROOT, '..', '..', 'scripts', 'start-dockerd.sh')
+const hasDockerd = hasBwrap && process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0
+
+/** The scripted model, the sandbox under `mode`, and run_code. */
+function composition(script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): string {
+  const rows: Array<[string, string, object?]> = [
+    ['sessions', '@conch/session'],
+    ['tools', '@conch/tools'],
+    ['llm', '@conch/llm'],
+    ['model', '@conch/llm-replay', { script }],
+    ['subprocess', '@conch/subprocess'],
+    ['sandbox', '@conch/sandbox'],
+    ['sandbox-local', '@conch/sandbox-local'],
+    ['sandbox-policy', '@conch/sandbox-policy', { mode }],
+    ['agents', '@conch/agent'],
+    ['ptc', '@conch/ptc'],
+    ['ptc-node', '@conch/ptc-node'],
+    ['tool-ptc', '@conch/tool-ptc'],
+  ]
+  return rows.map(([id, name, config]) => `- id: ${id}\n  name: '${name}'${config ? `\n  config: ${JSON.stringify(config)}` : ''}\n`).join('')
+}
+
+let ws: Workspace
+let outside: string
+beforeEach(() => {
+  ws = workspace()
+  outside = mkdtempSync('/var/tmp/conch-outside-')
+})
+afterEach(() => {
+  ws.remove()
+  rmSync(outside, { recursive: true, force: true })
+})
+
+/** Runs one run_code turn of `code` under `mode`; returns the tool result's text. */
+async function runCode(code: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access', descriptors?: Record<number, number>): Promise<string> {
+  const script = ws.write('script.jsonl', [step('Running.', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
+  const config = ws.write('cordis.yml', composition(script, mode))
+  const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir, ...(descriptors && { descriptors }) })
+  expect(run.code, run.stderr).toBe(0)
+  const result = jsonLines(run.stdout).find((line) => line['type'] === 'tool_result') as { isError: boolean; text: string }
+  expect(result.isError, result.text).toBe(false)
+  return result.text
+}
+
+describe.runIf(hasDockerd)('a host daemon’s socket', () => {
+  it.each(['read-only', 'workspace-write'] as const)('run_code cannot connect to dockerd’s socket under %s, which the host reaches', async (mode) => {
+    const ping = await new Promise<string>((resolvePing, reject) => {
+      request({ socketPath: '/var/run/docker.sock', path: '/_ping', agent: false }, (res) => {
+        let body = ''
+        res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolvePing(body))
+      }).on('error', reject).end()
+    })
+    expect(ping).toBe('OK')
+    const text = await runCode(
+      [
+        'const net = require("node:net")',
+        'const tries = ["/var/run/docker.sock", "/run/docker.sock"].map((path) => new Promise((done) => {',
+        '  const socket = net.connect(path, () => socket.end("GET /_ping HTTP/1.0\\r\\n\\r\\n"))',
+        '  let reply = ""',
+        '  socket.on("data", (chunk) => (reply += chunk)).on("end", () => done("reached " + reply)).on("error", (e) => done(e.code))',
+        '}))',
+        'return await Promise.all(tries)',
+      ].join('\n'),
+      mode,
+    )
+    expect(JSON.parse(text.slice(0, text.lastIndexOf('\n[run_code')))).toEqual(['ENOENT', 'ENOENT'])
+  })
+})
+
+describe.runIf(hasBwrap)('descriptors conch inherited', () => {
+  it.each(['read-only', 'workspace-write'] as const)('a run_code program under %s can neither read nor write them', async (mode) => {
+    const key = join(outside, 'id_ed25519')
+    writeFileSync(key, 'PRIVATE-KEY-MATERIAL\n')
+    const log = join(outside, 'outside.txt')
+    writeFileSync(log, '')
+    const [keyFd, logFd] = [openSync(key, 'r'), openSync(log, 'a')]
+    try {
+      const text = await runCode(
+        [
+          'const fs = require("node:fs")',
+          'const out: Record<string, string> = {}',
+          'try { out.read = fs.readFileSync("/proc/self/fd/200", "utf8") } catch (e) { out.read = (e as NodeJS.ErrnoException).code! }',
+          'try { fs.writeSync(201, "PLANTED\\n"); out.write = "written" } catch (e) { out.write = (e as NodeJS.ErrnoException).code! }',
+          'try { fs.appendFileSync("/proc/self/fd/201", "PLANTED\\n"); out.append = "written" } catch (e) { out.append = (e as NodeJS.ErrnoException).code! }',
+          'out.open = fs.readdirSync("/proc/self/fd").filter((fd) => Number(fd) > 3).join(",")',
+          'return out',
+        ].join('\n'),
+        mode,
+        { 200: keyFd, 201: logFd },
+      )
+      expect(text).not.toContain('PRIVATE-KEY')
+      expect(JSON.parse(text.slice(0, text.lastIndexOf('\n[run_code')))).toMatchObject({ read: 'ENOENT', write: 'EBADF', append: 'ENOENT' })
+      expect(readFileSync(log, 'utf8')).toBe('')
+    } finally {
+      closeSync(keyFd)
+      closeSync(logFd)
+    }
+  })
+})
