@@ -1,14 +1,15 @@
 /**
  * What a hostile `run_code` program reaches on the host, tried in a real `conch run` with the
  * scripted model: a host daemon's socket (a real dockerd, as root), descriptors conch itself
- * inherited (`conch run 200<key 201>>outside`).
+ * inherited (`conch run 200<key 201>>outside`), and, unconfined, processes left behind when conch
+ * is killed with SIGKILL mid-run.
  */
 import { spawnSync } from 'node:child_process'
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
+import { CLI_ROOT, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -109,6 +110,31 @@ describe.runIf(hasBwrap)('descriptors conch inherited', () => {
     } finally {
       closeSync(keyFd)
       closeSync(logFd)
+    }
+  })
+})
+
+describe.runIf(process.platform === 'linux')('an unconfined run_code program when conch is killed', () => {
+  it('its children, a setsid’d one too, are gone after conch dies by SIGKILL mid-run (danger-full-access)', async () => {
+    // Unique sleep lengths name the two children in the process list.
+    const [plain, detached] = [`${9000 + (process.pid % 900)}.1${Date.now() % 1000}`, `${9000 + (process.pid % 900)}.2${Date.now() % 1000}`]
+    const code = [
+      'const { spawn } = require("node:child_process")',
+      `spawn("sleep", ["${plain}"], { stdio: "ignore" })`,
+      `spawn("sleep", ["${detached}"], { stdio: "ignore", detached: true })`,
+      'await new Promise(() => {})',
+    ].join('\n')
+    const script = ws.write('script.jsonl', [step('Running.', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
+    const config = ws.write('cordis.yml', composition(script, 'danger-full-access'))
+    const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    const sleeps = () => [...processesWith(`sleep ${plain}`), ...processesWith(`sleep ${detached}`)]
+    try {
+      await vi.waitFor(() => expect(sleeps()).toHaveLength(2), { timeout: 30_000, interval: 50 })
+      conch.child.kill('SIGKILL')
+      await conch.exit
+      await vi.waitFor(() => expect(sleeps()).toEqual([]), { timeout: 10_000, interval: 50 })
+    } finally {
+      for (const pid of sleeps()) process.kill(pid, 'SIGKILL')
     }
   })
 })

@@ -12,6 +12,7 @@ import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { withDescriptorsClosed } from './descriptors.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
+import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
 import { terminateTree } from './terminate.ts'
 import {
@@ -160,6 +161,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     }
     const pid = child.pid
     child.stdin?.on('error', () => {})
+    const unwatch = options.supervised === true ? tagSupervisor().watch(tag) : () => {}
 
     const done = new Promise<Exit>((resolve) => {
       child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => resolve({ exitCode, signal }))
@@ -215,6 +217,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       tree,
       release: () => {
         released = true
+        unwatch()
         options.signal?.removeEventListener('abort', onAbort)
         this.owned.delete(owned!)
         void disposeEffect()
