@@ -1,6 +1,7 @@
 /**
- * What a hostile `run_code` program reaches on the host, tried in a real `conch run` with the
- * scripted model: a host daemon's socket (a real dockerd, as root), descriptors conch itself
+ * What a hostile terminal command or `run_code` program reaches on the host, tried in a real
+ * `conch run` with the scripted model: a host daemon's socket (a real dockerd, as root),
+ * descriptors conch itself
  * inherited (`conch run 200<key 201>>outside`), and, unconfined, processes left behind when conch
  * is killed with SIGKILL mid-run.
  */
@@ -17,7 +18,7 @@ const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind'
 const startDockerd = resolve(CLI_ROOT, '..', '..', 'scripts', 'start-dockerd.sh')
 const hasDockerd = hasBwrap && process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0
 
-/** The scripted model, the sandbox under `mode`, and run_code. */
+/** The scripted model, the sandbox under `mode`, terminals and run_code. */
 function composition(script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): string {
   const rows: Array<[string, string, object?]> = [
     ['sessions', '@conch/session'],
@@ -29,6 +30,9 @@ function composition(script: string, mode: 'read-only' | 'workspace-write' | 'da
     ['sandbox-local', '@conch/sandbox-local'],
     ['sandbox-policy', '@conch/sandbox-policy', { mode }],
     ['agents', '@conch/agent'],
+    ['pty', '@conch/pty'],
+    ['pty-local', '@conch/pty-local'],
+    ['tool-pty', '@conch/tool-pty'],
     ['ptc', '@conch/ptc'],
     ['ptc-node', '@conch/ptc-node'],
     ['tool-ptc', '@conch/tool-ptc'],
@@ -58,15 +62,35 @@ async function runCode(code: string, mode: 'read-only' | 'workspace-write' | 'da
   return result.text
 }
 
+/** GET /_ping on dockerd's socket from the host: the body (`OK`). */
+function hostPing(): Promise<string> {
+  return new Promise<string>((resolvePing, reject) => {
+    request({ socketPath: '/var/run/docker.sock', path: '/_ping', agent: false }, (res) => {
+      let body = ''
+      res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolvePing(body))
+    }).on('error', reject).end()
+  })
+}
+
 describe.runIf(hasDockerd)('a host daemon’s socket', () => {
+  it.each(['read-only', 'workspace-write'] as const)('a terminal cannot create a container through dockerd’s socket under %s, which the host reaches', async (mode) => {
+    expect(await hostPing()).toBe('OK')
+    const create = JSON.stringify({ Image: 'conch-absent-image', Cmd: ['id'], HostConfig: { Binds: [`${outside}:/host`] } })
+    const text = `curl -sS --unix-socket /var/run/docker.sock -X POST -H 'Content-Type: application/json' -d '${create}' http://localhost/containers/create; echo " create=$?"`
+    const script = ws.write('script.jsonl', [
+      step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+      step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }]),
+      step('Done.'),
+    ].join('\n'))
+    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script, mode)), '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    expect(run.code, run.stderr).toBe(0)
+    const sent = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')[1] as { text: string }
+    expect(sent.text).toMatch(/^ create=7$/m)
+    expect(sent.text).not.toMatch(/No such image|"Id"/)
+  })
+
   it.each(['read-only', 'workspace-write'] as const)('run_code cannot connect to dockerd’s socket under %s, which the host reaches', async (mode) => {
-    const ping = await new Promise<string>((resolvePing, reject) => {
-      request({ socketPath: '/var/run/docker.sock', path: '/_ping', agent: false }, (res) => {
-        let body = ''
-        res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).on('end', () => resolvePing(body))
-      }).on('error', reject).end()
-    })
-    expect(ping).toBe('OK')
+    expect(await hostPing()).toBe('OK')
     const text = await runCode(
       [
         'const net = require("node:net")',
