@@ -88,7 +88,8 @@ export function isWithin(child: string, parent: string): boolean {
  * 2. `--dev /dev`, `--proc /proc`, `--tmpfs /tmp` — a fresh /dev, a /proc that shows only the
  *    sandbox's processes, a private writable /tmp; `--tmpfs` over each `RUNTIME_DIRS` folder (its
  *    real path) so no host daemon's socket can be reached, with the `RUNTIME_FILES_KEPT` whose
- *    real path lies in one `--ro-bind` back;
+ *    real path lies in one `--ro-bind` back, and the user's `/run/user/<uid>` made again, empty
+ *    (`--perms 0700 --dir`);
  * 3. the private home (`privateHome`): `--tmpfs <home>`, then each of `homeReadOnly` that exists,
  *    and each PATH folder inside the home, `--ro-bind` into it (one whose target is a denied path
  *    is left out; one inside an entry already bound is not bound again);
@@ -137,6 +138,12 @@ export function bubblewrapArgv(
   // 2. The runtime folders: private and empty but for the files programs read through them.
   const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
   for (const dir of runtimeDirs) out.push('--tmpfs', dir)
+  // The user's runtime folder ($XDG_RUNTIME_DIR) stays there, private and empty, for the sockets
+  // and locks programs keep in it.
+  const userRuntime = host.realpath(join('/run/user', String(process.getuid?.() ?? 0)))
+  if (userRuntime !== undefined && host.kind(userRuntime) === 'directory' && runtimeDirs.some((dir) => isWithin(userRuntime, dir))) {
+    out.push('--perms', '0700', '--dir', userRuntime)
+  }
   for (const path of RUNTIME_FILES_KEPT) {
     const real = host.kind(path) === 'file' ? host.realpath(path) : undefined
     if (real !== undefined && runtimeDirs.some((dir) => isWithin(real, dir))) out.push('--ro-bind', real, real)

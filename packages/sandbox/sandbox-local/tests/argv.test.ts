@@ -69,7 +69,7 @@ const mounts = (argv: string[]) => argv.slice(argv.indexOf('bwrap') + 1, argv.in
 const triples = (list: string[]) => {
   const out: string[][] = []
   for (let i = 0; i < list.length; ) {
-    const width = list[i] === '--tmpfs' || list[i] === '--dev' || list[i] === '--proc' ? 2 : 3
+    const width = ['--tmpfs', '--dev', '--proc', '--perms', '--dir'].includes(list[i]!) ? 2 : 3
     out.push(list.slice(i, i + width))
     i += width
   }
@@ -129,7 +129,7 @@ describe('bubblewrapArgv', () => {
     expect(KERNEL_READ_ONLY_PATHS).toEqual(expect.arrayContaining(['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/bus', '/proc/fs']))
   })
 
-  it('covers the runtime folders with a private tmpfs (a /var/run link once), binds back a resolv.conf kept there, and masks daemon sockets elsewhere', () => {
+  it('covers the runtime folders with a private tmpfs (a /var/run link once), makes the user’s runtime folder again, binds back a resolv.conf kept there, and masks daemon sockets elsewhere', () => {
     const host = hostWith({
       '/run': 'directory',
       '/var/run': { link: '/run' },
@@ -137,12 +137,14 @@ describe('bubblewrapArgv', () => {
       '/etc/resolv.conf': { link: '/run/systemd/resolve/stub-resolv.conf' },
       '/run/conch/node': 'file',
       '/var/lib/lxd/unix.socket': 'file',
+      [`/run/user/${process.getuid?.() ?? 0}`]: 'directory',
     })
     const policy = { mode: 'read-only' as const, workspaceRoot: '/work/x', protectedPaths: ['/run/conch/node'], hiddenPaths: [] }
     const list = triples(mounts(bubblewrapArgv(['bash'], policy, base, files, host)))
-    expect(list.slice(0, 6)).toEqual([
+    expect(list.slice(0, 8)).toEqual([
       ['--ro-bind', '/', '/'], ['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp'],
-      ['--tmpfs', '/run'], ['--ro-bind', '/run/systemd/resolve/stub-resolv.conf', '/run/systemd/resolve/stub-resolv.conf'],
+      ['--tmpfs', '/run'], ['--perms', '0700'], ['--dir', `/run/user/${process.getuid?.() ?? 0}`],
+      ['--ro-bind', '/run/systemd/resolve/stub-resolv.conf', '/run/systemd/resolve/stub-resolv.conf'],
     ])
     expect(list.filter(([flag]) => flag === '--tmpfs')).toHaveLength(2)
     // A protected path the tmpfs would hide is bound back, as one under the private /tmp is.
