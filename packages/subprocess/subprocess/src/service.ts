@@ -272,7 +272,8 @@ function spawnProblem(program: string, cwd: string | undefined, path: string | u
     if (!existsSync(file)) return `cannot spawn ${program}: no such file`
     return executable(file) ? undefined : `cannot spawn ${program}: it is not executable`
   }
-  const found = (path ?? '').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
+  // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
+  const found = (path ?? '/bin:/usr/bin').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
   return found ? undefined : `cannot spawn ${program}: not found (or not executable) on PATH=${path ?? ''}`
 }
 

@@ -264,6 +264,15 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     await spawner.dispose()
   })
 
+  it('finds a bare program name on the system default path when the environment has no PATH', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['echo', 'found'], env: {} })
+    const out = new LineReader(child.stdout)
+    await child.done
+    await out.end()
+    expect(out.all).toBe('found\n')
+  })
+
   it('fails a missing program or working directory with SPAWN_FAILED naming it', async () => {
     const subprocess = await boot()
     expectCode(() => subprocess.spawn({ argv: ['/nonexistent/prog'] }), 'SPAWN_FAILED', /\/nonexistent\/prog: no such file/)
