@@ -2,8 +2,9 @@
 # Installs the terminal programs the real-program tests drive that a fresh Debian machine may
 # lack: dialog and htop (screen tests), vim (editor tests), gdb, sqlite3, bc and ed (readiness
 # tests), a JDK for jshell, iproute2 (network-namespace peers), ipython3 (a prompt_toolkit
-# REPL), and git, less, python3, procps (top), bsdutils (script) and util-linux (nsenter), which
-# slimmer images leave out. Only the test path
+# REPL), docker.io and curl (the sandbox's socket tests attack a real dockerd, which
+# scripts/start-dockerd.sh starts), and git, less, python3, procps (top), bsdutils (script) and
+# util-linux (nsenter), which slimmer images leave out. Only the test path
 # (scripts/test.sh) runs it; apt-get, when run as root, and only for what is missing.
 # Elsewhere it names what to install, and the tests that need a missing program say so.
 set -euo pipefail
@@ -25,6 +26,8 @@ need python3 python3
 need top procps
 need script bsdutils
 need nsenter util-linux
+need dockerd docker.io
+need curl curl
 [ "${#missing[@]}" -eq 0 ] && exit 0
 if [ "$(uname -s)" = Linux ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== installing test programs (apt-get): ${missing[*]}" >&2

@@ -140,12 +140,22 @@ export function acpRequest(conch: Conch, id: number, method: string, params: obj
   })
 }
 
-/** Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. */
-export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Conch {
+/**
+ * Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. `descriptors`
+ * maps descriptors conch inherits (above 2) to open descriptors of this process, as a shell's
+ * `200<file` would.
+ */
+export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number> }): Conch {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
   if (!options.env || !('DEEPSEEK_API_KEY' in options.env)) delete env['DEEPSEEK_API_KEY']
   if (!options.env || !('OPENAI_API_KEY' in options.env)) delete env['OPENAI_API_KEY']
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env })
+  const inherited = Object.entries(options.descriptors ?? {}).map(([fd, from]) => [Number(fd), from] as const)
+  const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe']
+  for (const [fd, from] of inherited) {
+    while (stdio.length <= fd) stdio.push('ignore')
+    stdio[fd] = from
+  }
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env, stdio }) as ChildProcessWithoutNullStreams
   let out = ''
   let err = ''
   const waiters: { text: string; resolve: () => void }[] = []
@@ -179,7 +189,7 @@ export function startConch(args: readonly string[], options: { cwd: string; env?
 /** Runs conch to completion. */
 export async function runConch(
   args: readonly string[],
-  options: { cwd: string; env?: NodeJS.ProcessEnv },
+  options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number> },
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const conch = startConch(args, options)
   const code = await conch.exit

@@ -5,7 +5,7 @@
  */
 import type { PtcPolicy } from '@conch/ptc'
 import type { SandboxServiceApi } from '@conch/sandbox'
-import type { ChildHandle, SubprocessServiceApi, TerminateReport } from '@conch/subprocess'
+import { SUBPROCESS_TAG_VARIABLE, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { ChannelError, FrameDecoder, FrameWriter, parseChildMessage, type ChildMessage, type HostMessage } from './channel.ts'
 import type { Config } from './config.ts'
 import { confine, nodeArgv, programEnv, type Confinement } from './launch.ts'
@@ -108,17 +108,20 @@ export class ProgramProcess {
     const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox)
     // Confinement can take a while (the first probe); a run cancelled meanwhile starts nothing.
     signal?.throwIfAborted()
-    // The tree is walked, not scanned for the tag: the bootstrap empties the environment before
-    // the program starts, so nothing the program starts carries the tag; under bubblewrap the
-    // sandbox's PID namespace keeps every process a descendant of its init. Unconfined, a
-    // process that leaves the tree is re-parented out of it; unless it also called setsid it is
-    // still in the program's session, which the teardown then sweeps.
+    // The tree is walked, not scanned for the tag: under bubblewrap the sandbox's PID namespace
+    // keeps every process a descendant of its init. Unconfined, a process that leaves the tree is
+    // re-parented out of it; unless it also called setsid it is still in the program's session,
+    // which the teardown then sweeps. If conch itself is killed, nothing ends an unconfined
+    // program's processes but the tag supervisor: the bootstrap then keeps the tag (and only it)
+    // in the program's environment, so what the program starts carries it.
+    const unconfined = confinement.enforcement === 'none'
     const handle = deps.subprocess.spawn({
       argv: confinement.argv as [string, ...string[]],
       cwd: spec.cwd,
-      env: programEnv(process.env),
+      env: { ...programEnv(process.env), ...(unconfined && { CONCH_PTC_KEEP: SUBPROCESS_TAG_VARIABLE }) },
       extraPipes: 1,
-      tree: confinement.enforcement === 'none' ? 'session' : 'descendants',
+      tree: unconfined ? 'session' : 'descendants',
+      supervised: unconfined,
     })
     handle.end()
     return new ProgramProcess(handle, confinement, deps.config)

@@ -34,7 +34,7 @@
  * reports EIO on the master while data written just before the last slave holder exited is
  * still queued — about one run in six for `seq 1 5000; exit`.)
  */
-import { existsSync } from 'node:fs'
+import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
 export const MARKER_OSC = '6973'
@@ -59,11 +59,6 @@ export interface ControlledPrompt {
   readonly exitAcknowledgement: readonly NodeJS.Signals[]
 }
 
-/** bash when it is there (it can close descriptors above 9), else the POSIX sh. */
-function wrapperShell(): string {
-  return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh'
-}
-
 /** Creates the controlled prompt of a session. */
 export function createControlledPrompt(): ControlledPrompt {
   const head = `${MARKER_OSC};`
@@ -76,11 +71,8 @@ export function createControlledPrompt(): ControlledPrompt {
     // Descriptors the wrapper inherited beyond 0–2 — other terminals' PTY masters (node-pty
     // opens them without close-on-exec), anything the harness itself inherited — must not reach
     // the shell: through another terminal's master a command could type into that terminal,
-    // past this one's sandbox. /dev/fd lists the open descriptors (Linux and macOS); dash
-    // redirects single-digit descriptors only, bash any.
-    `for __conch_fd in /dev/fd/*; do __conch_fd=\${__conch_fd##*/}; ` +
-      `case \$__conch_fd in 0|1|2) continue ;; ? ) ;; *) [ -n "\$BASH_VERSION" ] || continue ;; esac; ` +
-      `[ -e "/dev/fd/\$__conch_fd" ] && eval "exec \$__conch_fd>&-"; done`,
+    // past this one's sandbox.
+    closeDescriptorsCommand(3),
     // node-pty sets IUTF8 only for string output; with raw output it is off, and canonical-mode
     // programs would erase half a UTF-8 character on backspace.
     'stty iutf8 2>/dev/null',
@@ -98,7 +90,7 @@ export function createControlledPrompt(): ControlledPrompt {
   return {
     ps1: CONTROLLED_PS1,
     promptCommand,
-    wrap: (argv) => [wrapperShell(), '-c', wrapper, 'conch-shell', ...argv],
+    wrap: (argv) => [descriptorShell(), '-c', wrapper, 'conch-shell', ...argv],
     exitAcknowledgement: ['SIGUSR1', 'SIGCONT'],
     parse(payload) {
       if (!payload.startsWith(head)) return undefined

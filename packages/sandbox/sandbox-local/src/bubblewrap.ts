@@ -13,6 +13,7 @@ import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
 import { seccompArchOf, seccompProgram } from './seccomp.ts'
+import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
 
 export type BubblewrapOptions = Pick<
   Config,
@@ -85,7 +86,10 @@ export function isWithin(child: string, parent: string): boolean {
  * 1. `--ro-bind / /` — everything readable, nothing writable (the root itself is bound writable
  *    only when a writable path is `/`);
  * 2. `--dev /dev`, `--proc /proc`, `--tmpfs /tmp` — a fresh /dev, a /proc that shows only the
- *    sandbox's processes, a private writable /tmp;
+ *    sandbox's processes, a private writable /tmp; `--tmpfs` over each `RUNTIME_DIRS` folder (its
+ *    real path) so no host daemon's socket can be reached, with the `RUNTIME_FILES_KEPT` whose
+ *    real path lies in one `--ro-bind` back, and the user's `/run/user/<uid>` made again, empty
+ *    (`--perms 0700 --dir`);
  * 3. the private home (`privateHome`): `--tmpfs <home>`, then each of `homeReadOnly` that exists,
  *    and each PATH folder inside the home, `--ro-bind` into it (one whose target is a denied path
  *    is left out; one inside an entry already bound is not bound again);
@@ -106,7 +110,7 @@ export function isWithin(child: string, parent: string): boolean {
  * 8. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
  *    symlink leads to the mask too);
  * 9. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
- *    that exist covered by the empty folder or file;
+ *    and `SERVICE_SOCKETS_MASKED` that exist covered by the empty folder or file;
  * 10. `--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL`,
  *    `--unshare-net` unless the network is allowed (`policy.network`, else `options.network`),
  *    `--seccomp 9`, `--chdir <cwd> --` and the argv.
@@ -131,6 +135,20 @@ export function bubblewrapArgv(
   const rootFlag: Flag = writable.includes('/') ? '--bind' : '--ro-bind'
   const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
 
+  // 2. The runtime folders: private and empty but for the files programs read through them.
+  const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
+  for (const dir of runtimeDirs) out.push('--tmpfs', dir)
+  // The user's runtime folder ($XDG_RUNTIME_DIR) stays there, private and empty, for the sockets
+  // and locks programs keep in it.
+  const userRuntime = host.realpath(join('/run/user', String(process.getuid?.() ?? 0)))
+  if (userRuntime !== undefined && host.kind(userRuntime) === 'directory' && runtimeDirs.some((dir) => isWithin(userRuntime, dir))) {
+    out.push('--perms', '0700', '--dir', userRuntime)
+  }
+  for (const path of RUNTIME_FILES_KEPT) {
+    const real = host.kind(path) === 'file' ? host.realpath(path) : undefined
+    if (real !== undefined && runtimeDirs.some((dir) => isWithin(real, dir))) out.push('--ro-bind', real, real)
+  }
+
   // Resolved deny paths (real paths of those that exist), needed before the dotfiles.
   const home = options.homeDir
   const denied = options.denyRead
@@ -141,7 +159,7 @@ export function bubblewrapArgv(
 
   // 3. The private home.
   const realHome = options.privateHome && home !== '/' && host.kind(home) === 'directory' ? host.realpath(home) : undefined
-  const ownMounts = ['/tmp', '/dev', '/proc', ...(realHome ? [realHome] : [])]
+  const ownMounts = ['/tmp', '/dev', '/proc', ...runtimeDirs, ...(realHome ? [realHome] : [])]
   if (realHome !== undefined && realHome !== '/') {
     out.push('--tmpfs', realHome)
     const onPath = host.searchPath().filter((dir) => isWithin(dir, realHome) && dir !== realHome).map((dir) => relative(realHome, dir))
@@ -237,7 +255,7 @@ export function bubblewrapArgv(
 
   // 9. Kernel paths.
   for (const path of KERNEL_READ_ONLY_PATHS) out.push('--ro-bind-try', path, path)
-  for (const path of KERNEL_MASKED_PATHS) {
+  for (const path of [...KERNEL_MASKED_PATHS, ...SERVICE_SOCKETS_MASKED]) {
     const kind = host.kind(path)
     if (kind !== undefined) out.push('--ro-bind', kind === 'directory' ? files.emptyDir : files.emptyFile, path)
   }

@@ -69,7 +69,7 @@ const mounts = (argv: string[]) => argv.slice(argv.indexOf('bwrap') + 1, argv.in
 const triples = (list: string[]) => {
   const out: string[][] = []
   for (let i = 0; i < list.length; ) {
-    const width = list[i] === '--tmpfs' || list[i] === '--dev' || list[i] === '--proc' ? 2 : 3
+    const width = ['--tmpfs', '--dev', '--proc', '--perms', '--dir'].includes(list[i]!) ? 2 : 3
     out.push(list.slice(i, i + width))
     i += width
   }
@@ -127,6 +127,29 @@ describe('bubblewrapArgv', () => {
     expect(list.filter((entry) => entry[2] === '/proc/keys')).toEqual([])
     expect(KERNEL_MASKED_PATHS).toEqual(expect.arrayContaining(['/proc/kcore', '/proc/keys', '/proc/timer_list', '/proc/sched_debug', '/proc/acpi', '/proc/scsi', '/sys/firmware']))
     expect(KERNEL_READ_ONLY_PATHS).toEqual(expect.arrayContaining(['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/bus', '/proc/fs']))
+  })
+
+  it('covers the runtime folders with a private tmpfs (a /var/run link once), makes the user’s runtime folder again, binds back a resolv.conf kept there, and masks daemon sockets elsewhere', () => {
+    const host = hostWith({
+      '/run': 'directory',
+      '/var/run': { link: '/run' },
+      '/run/systemd/resolve/stub-resolv.conf': 'file',
+      '/etc/resolv.conf': { link: '/run/systemd/resolve/stub-resolv.conf' },
+      '/run/conch/node': 'file',
+      '/var/lib/lxd/unix.socket': 'file',
+      [`/run/user/${process.getuid?.() ?? 0}`]: 'directory',
+    })
+    const policy = { mode: 'read-only' as const, workspaceRoot: '/work/x', protectedPaths: ['/run/conch/node'], hiddenPaths: [] }
+    const list = triples(mounts(bubblewrapArgv(['bash'], policy, base, files, host)))
+    expect(list.slice(0, 8)).toEqual([
+      ['--ro-bind', '/', '/'], ['--dev', '/dev'], ['--proc', '/proc'], ['--tmpfs', '/tmp'],
+      ['--tmpfs', '/run'], ['--perms', '0700'], ['--dir', `/run/user/${process.getuid?.() ?? 0}`],
+      ['--ro-bind', '/run/systemd/resolve/stub-resolv.conf', '/run/systemd/resolve/stub-resolv.conf'],
+    ])
+    expect(list.filter(([flag]) => flag === '--tmpfs')).toHaveLength(2)
+    // A protected path the tmpfs would hide is bound back, as one under the private /tmp is.
+    expect(list).toContainEqual(['--ro-bind', '/run/conch/node', '/run/conch/node'])
+    expect(list.at(-1)).toEqual(['--ro-bind', files.emptyFile, '/var/lib/lxd/unix.socket'])
   })
 
   it('never passes --new-session, which would take job control away from an interactive shell', () => {

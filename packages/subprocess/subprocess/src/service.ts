@@ -5,11 +5,14 @@
  * (tagged daemons included) and awaits it.
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { accessSync, constants, existsSync, statSync } from 'node:fs'
+import { delimiter, join, resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { withDescriptorsClosed } from './descriptors.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
+import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
 import { terminateTree } from './terminate.ts'
 import {
@@ -124,9 +127,20 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       return owned.handle.terminate().then(() => undefined)
     }, 'subprocess.child')
 
+    // The program is looked up here, as execvp(3) would, because the shell below always starts:
+    // a missing program must still fail at once, not as the shell's exit 127.
+    const problem = spawnProblem(program, options.cwd, env.PATH)
+    if (problem !== undefined) {
+      released = true
+      void disposeEffect()
+      throw new SubprocessError('SPAWN_FAILED', problem)
+    }
     let child: ChildProcess
     try {
-      child = spawnChild(program, args, {
+      // Descriptors conch inherited or a native module left open (not close-on-exec) are closed
+      // before the program runs: only stdio and the extra pipes reach it (see descriptors.ts).
+      const [shell, ...wrapped] = withDescriptorsClosed([program, ...args], 3 + extraPipes, env)
+      child = spawnChild(shell, wrapped, {
         cwd: options.cwd,
         env,
         detached: true,
@@ -143,10 +157,11 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     if (child.pid === undefined) {
       released = true
       void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', spawnFailure(program, options.cwd, env.PATH))
+      throw new SubprocessError('SPAWN_FAILED', spawnProblem(program, options.cwd, env.PATH) ?? `cannot spawn ${program}`)
     }
     const pid = child.pid
     child.stdin?.on('error', () => {})
+    const unwatch = options.supervised === true ? tagSupervisor().watch(tag) : () => {}
 
     const done = new Promise<Exit>((resolve) => {
       child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => resolve({ exitCode, signal }))
@@ -202,6 +217,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       tree,
       release: () => {
         released = true
+        unwatch()
         options.signal?.removeEventListener('abort', onAbort)
         this.owned.delete(owned!)
         void disposeEffect()
@@ -244,17 +260,30 @@ class SubprocessService extends Service implements SubprocessServiceApi {
   }
 }
 
-/** Explains an asynchronous ENOENT/EACCES from spawn(2) without waiting for the error event. */
-function spawnFailure(program: string, cwd: string | undefined, path: string | undefined): string {
-  if (cwd !== undefined && !existsSync(cwd)) {
-    return `cannot spawn ${program}: the working directory ${cwd} does not exist`
-  }
+/**
+ * Why `program` cannot be executed from `cwd` with `path` as PATH, as execvp(3) searches, or
+ * undefined when it can: a missing working directory, a name with a `/` (relative to `cwd`) that
+ * is not an executable file, a bare name in no folder of PATH.
+ */
+function spawnProblem(program: string, cwd: string | undefined, path: string | undefined): string | undefined {
+  if (cwd !== undefined && !existsSync(cwd)) return `cannot spawn ${program}: the working directory ${cwd} does not exist`
   if (program.includes('/')) {
-    return existsSync(program)
-      ? `cannot spawn ${program}: it is not executable`
-      : `cannot spawn ${program}: no such file`
+    const file = resolve(cwd ?? '.', program)
+    if (!existsSync(file)) return `cannot spawn ${program}: no such file`
+    return executable(file) ? undefined : `cannot spawn ${program}: it is not executable`
   }
-  return `cannot spawn ${program}: not found (or not executable) on PATH=${path ?? ''}`
+  // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
+  const found = (path ?? '/bin:/usr/bin').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
+  return found ? undefined : `cannot spawn ${program}: not found (or not executable) on PATH=${path ?? ''}`
+}
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK)
+    return statSync(file).isFile()
+  } catch {
+    return false
+  }
 }
 
 namespace SubprocessService {

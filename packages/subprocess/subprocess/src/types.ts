@@ -260,6 +260,12 @@ export interface SpawnOptions {
    *   environment); it misses only a process that also called setsid. Ownership as `descendants`.
    */
   tree?: 'tagged' | 'descendants' | 'session'
+  /**
+   * Whether the tag supervisor (see `tagSupervisor`) watches the child's tag while the child is
+   * owned (default false): if conch dies, even by SIGKILL, every process still carrying the tag
+   * is killed. For an unconfined child, whose daemons no PID namespace ends.
+   */
+  supervised?: boolean
 }
 
 export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'

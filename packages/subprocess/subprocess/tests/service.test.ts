@@ -223,8 +223,12 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
       },
     }
     const spawner = await root.plugin(plugin)
-    const entry = await table.get(pid)
-    expect(entry?.comm).toBe('sleep')
+    // The child is `sleep` once the shell that closes inherited descriptors has exec'd it.
+    const entry = await vi.waitFor(async () => {
+      const found = await table.get(pid)
+      expect(found?.comm).toBe('sleep')
+      return found
+    })
     await spawner.dispose()
     expect(await alive(pid, entry!.startTime)).toBe(false)
   })
@@ -258,6 +262,15 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     await child!.done
     await vi.waitFor(() => expect(labels()).not.toContain('subprocess.child'))
     await spawner.dispose()
+  })
+
+  it('finds a bare program name on the system default path when the environment has no PATH', async () => {
+    const subprocess = await boot()
+    const child = subprocess.spawn({ argv: ['echo', 'found'], env: {} })
+    const out = new LineReader(child.stdout)
+    await child.done
+    await out.end()
+    expect(out.all).toBe('found\n')
   })
 
   it('fails a missing program or working directory with SPAWN_FAILED naming it', async () => {
