@@ -133,8 +133,12 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
       )
       const sessions = { dir: logs, allowInsideWorkspace: true }
       const first = await runConch(['run', '--config', ws.write('attack.yml', composition({ script: attack, sessions })), '--output', 'stream-json', 'plant'], { cwd: ws.dir })
-      expect(first.code, first.stderr).toBe(0)
-      expect(toolResults(first.stdout)[1]!.text).toContain('planted-42')
+      // A log is opened for each write, so the run that planted the link meets it at the next
+      // write (the send's own result) and stops there, naming it.
+      expect(first.code).toBe(1)
+      expect(first.stdout).toContain('"type":"result","status":"error"')
+      expect(first.stderr).toContain(`session log folder component ${logs} is a symbolic link`)
+      expect(readdirSync(outside)).toEqual([])
 
       const next = ws.write('next.jsonl', step('Hello.'))
       const second = await runConch(['run', '--config', ws.write('next.yml', composition({ script: next, sessions })), '--output', 'stream-json', 'next run'], { cwd: ws.dir })
