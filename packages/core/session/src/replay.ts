@@ -46,7 +46,8 @@ export function parseSessionLog(text: string, id: string, file: string): Session
     if (expectedSeq === 1 && event['type'] !== 'session/start') {
       throw corrupt(`the first event must be session/start, found ${event['type']}`)
     }
-    events.push({ seq: expectedSeq, ts: event['ts'], sessionId: id, type: event['type'], data: event['data'] })
+    const omittedBytes = event['omittedBytes']
+    events.push({ seq: expectedSeq, ts: event['ts'], sessionId: id, type: event['type'], data: event['data'], ...(typeof omittedBytes === 'number' && { omittedBytes }) })
   }
   if (events.length === 0) {
     throw new SessionError('CORRUPT_LOG', `corrupt session log ${file}:1: the file holds no events (a session starts with session/start)`)

@@ -16,6 +16,7 @@ import {
   type SessionEvent,
   type SessionInterceptor,
   type SessionLog,
+  type SessionRedactor,
   type SessionServiceApi,
   type SessionStartData,
   type SessionSubscriber,
@@ -48,24 +49,37 @@ class SessionService extends Service implements SessionServiceApi {
         .boolean()
         .optional()
         .describe("Allow a `dir` inside a session's workspace root, where its terminals can edit the log. Refused by default."),
+      maxEventBytes: z
+        .number()
+        .int()
+        .min(4096)
+        .default(1_048_576)
+        .describe("Bound of one event's JSON line, in UTF-8 bytes: the longest strings of a larger event are cut, each with a notice, and the event records `omittedBytes`."),
     })
     .prefault({})
 
   private readonly live = new Map<string, Session>()
   private readonly interceptors: SessionInterceptor[] = []
   private readonly subscribers: SessionSubscriber[] = []
+  private readonly redactors: SessionRedactor[] = []
   private readonly hooks: SessionHooks
   private readonly logger: Logger
   /** The absolute configured `dir`, or undefined (state folder or memory only; see `logDir`). */
   readonly dir: string | undefined
 
-  constructor(ctx: Context, public config: SessionService.Config) {
+  readonly config: z.output<typeof SessionService.Config>
+
+  /** `config` as written (a literal `{}` included): the schema fills the defaults. */
+  constructor(ctx: Context, config: SessionService.Config) {
     super(ctx, 'sessions')
-    this.dir = config.dir === undefined ? undefined : resolve(config.dir)
+    this.config = SessionService.Config.parse(config)
+    this.dir = this.config.dir === undefined ? undefined : resolve(this.config.dir)
     this.logger = ctx.logger('sessions')
     this.hooks = {
       interceptors: () => this.interceptors,
       subscribers: () => this.subscribers,
+      redactors: () => this.redactors,
+      maxEventBytes: this.config.maxEventBytes,
       subscriberFailed: (error, event, log) => {
         this.logger.warn('subscriber failed on %s #%d of session %s: %s', event.type, event.seq, log.id, error)
       },
@@ -200,6 +214,13 @@ class SessionService extends Service implements SessionServiceApi {
     }, 'sessions.subscribe')
   }
 
+  redact(redactor: SessionRedactor): () => void {
+    return this.ctx.effect(() => {
+      this.redactors.push(redactor)
+      return () => remove(this.redactors, redactor)
+    }, 'sessions.redact')
+  }
+
   /** Stops appends on session `id`, closes its file and forgets it. Unknown ids are ignored. */
   close(id: string): void {
     const session = this.live.get(id)
@@ -257,7 +278,8 @@ function remove<T>(list: T[], item: T): void {
 }
 
 namespace SessionService {
-  export type Config = z.output<typeof SessionService.Config>
+  /** The config as written; every key may be left out. */
+  export type Config = z.input<typeof SessionService.Config>
 }
 
 export default SessionService
