@@ -99,6 +99,11 @@ async function steps(
         kind: definition?.kind ?? 'other',
       })
       let result: ToolResult
+      // Progress is redacted as a stream: a value split across two pieces is still found.
+      const live = log.liveRedaction()
+      const progress = (text: string): void => {
+        if (text !== '') emit({ type: 'tool-progress', callId: call.id, name: call.name, text })
+      }
       if (signal.aborted) {
         result = errorResult(`${call.name} was not run: the turn was cancelled`)
       } else if (!parsed.ok) {
@@ -111,11 +116,12 @@ async function steps(
             agent,
             signal,
             callId: call.id,
-            progress: (update) => emit({ type: 'tool-progress', callId: call.id, name: call.name, text: log.redact(update.text) }),
+            progress: (update) => progress(live.push(update.text)),
           })
         } catch (error) {
           result = errorResult(error instanceof Error ? error.message : String(error))
         }
+        progress(live.push('', true))
       }
       const data: ToolResultData = { callId: call.id, name: call.name, isError: result.isError === true, text: toolResultText(result) }
       if (result.meta) data.meta = result.meta

@@ -4,17 +4,54 @@
  * `maxEventBytes` with the cut recorded.
  */
 
-/** Replaces what must not be recorded (a secret's value) in one text; returns the text to keep. */
-export type SessionRedactor = (text: string) => string
+/** What must not be recorded (a secret's value), replaced in text whole or as it streams. */
+export interface SessionRedactor {
+  /** `text` with every value replaced. */
+  redact(text: string): string
+  /**
+   * The next piece of a stream, split into what can be shown now (replaced) and a tail that
+   * could begin a value, to be put before the next piece.
+   */
+  splitLive(text: string): { shown: string; held: string }
+}
 
 /** The JSON form of `data` with `redact` applied to every string and key. */
-export function redactJson(value: unknown, redact: SessionRedactor): unknown {
+export function redactJson(value: unknown, redact: (text: string) => string): unknown {
   if (typeof value === 'string') return redact(value)
   if (typeof value !== 'object' || value === null) return value
   if (Array.isArray(value)) return value.map((item) => redactJson(item, redact))
   const out: Record<string, unknown> = {}
   for (const [key, item] of Object.entries(value)) out[redact(key)] = redactJson(item, redact)
   return out
+}
+
+/**
+ * One stream of text shown as it arrives (a tool's progress) through every redactor in turn,
+ * each holding back a tail that could begin a value until the next piece decides it.
+ */
+export class LiveRedaction {
+  private readonly held: string[]
+
+  constructor(private readonly redactors: readonly SessionRedactor[]) {
+    this.held = redactors.map(() => '')
+  }
+
+  /** The piece to show now; `end`: nothing follows, so every held tail goes too (replaced). */
+  push(text: string, end = false): string {
+    let out = text
+    this.redactors.forEach((redactor, index) => {
+      const data = this.held[index] + out
+      if (end) {
+        this.held[index] = ''
+        out = redactor.redact(data)
+      } else {
+        const split = redactor.splitLive(data)
+        this.held[index] = split.held
+        out = split.shown
+      }
+    })
+    return out
+  }
 }
 
 const encoder = new TextEncoder()

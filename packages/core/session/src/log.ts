@@ -3,7 +3,7 @@
  * pipeline (interceptors → seq → write → store → subscribers).
  */
 import { appendFileSync, closeSync } from 'node:fs'
-import { boundEvent, redactJson, type SessionRedactor } from './bound.ts'
+import { boundEvent, LiveRedaction, redactJson, type SessionRedactor } from './bound.ts'
 import {
   SessionError,
   type PendingEvent,
@@ -56,8 +56,12 @@ export class Session implements SessionLog {
 
   redact(text: string): string {
     let out = text
-    for (const redactor of this.hooks.redactors()) out = redactor(out)
+    for (const redactor of this.hooks.redactors()) out = redactor.redact(out)
     return out
+  }
+
+  liveRedaction(): LiveRedaction {
+    return new LiveRedaction([...this.hooks.redactors()])
   }
 
   get start(): SessionStartData {

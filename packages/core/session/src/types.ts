@@ -70,6 +70,11 @@ export interface SessionLog {
   events(): readonly SessionEvent[]
   /** `text` as the log would record it: every redactor registered with `ctx.sessions.redact` applied. */
   redact(text: string): string
+  /**
+   * The same for a stream shown as it arrives (a tool's progress): `push(piece)` returns what can
+   * be shown now, holding back a tail that could begin a value; `push('', true)` ends it.
+   */
+  liveRedaction(): { push(text: string, end?: boolean): string }
   /** The latest event of `type`, if any. */
   last<T = unknown>(type: string): SessionEvent<T> | undefined
   /**

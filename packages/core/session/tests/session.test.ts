@@ -135,7 +135,7 @@ describe('bounds and memory', () => {
     const log = sessions.create({ id: 'redact' })
     const delivered: unknown[] = []
     sessions.subscribe((event) => void delivered.push(event.data))
-    sessions.redact((text) => text.replaceAll('hunter2-value', '[secret PW]'))
+    sessions.redact({ redact: (text) => text.replaceAll('hunter2-value', '[secret PW]'), splitLive: (text) => ({ shown: text, held: '' }) })
     const event = log.append('tool/call', { arguments: { text: 'echo hunter2-value', list: ['a hunter2-value b', 3], 'hunter2-value': true } })
     const expected = { arguments: { text: 'echo [secret PW]', list: ['a [secret PW] b', 3], '[secret PW]': true } }
     expect(event.data).toEqual(expected)

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { PtyError, SecretRedactor, type SecretValue } from '@conch/pty'
+import type { SessionRedactor } from '@conch/session'
 import type { SecretSource } from './config.ts'
 
 /** `A, B` or `none`, for errors, the tool description and terminal_list. */
@@ -61,32 +62,32 @@ export function readableSecrets(secrets: Record<string, SecretSource>, env: Node
 
 /**
  * The redactor of every text a session records or shows (`ctx.sessions.redact`): each configured
- * secret readable now becomes `[secret NAME]` — the terminals' own text pass, applied to
+ * secret readable now becomes `[secret NAME]` — the terminals' own text passes, applied to
  * run_code's output, a sub-agent's result and any other tool's text. Values are read again after
- * each synchronous stretch of appends (an event's strings share one read), so a rotated value
+ * each synchronous stretch of use (an event's strings share one read), so a rotated value
  * counts at once.
  */
-export function secretsRedactor(secrets: Record<string, SecretSource>, env: NodeJS.ProcessEnv = process.env): (text: string) => string {
+export function secretsRedactor(secrets: Record<string, SecretSource>, env: NodeJS.ProcessEnv = process.env): SessionRedactor {
   let current: { key: string; redactor: SecretRedactor } = { key: '', redactor: new SecretRedactor() }
   let fresh = false
-  return (text) => {
-    if (!fresh) {
-      fresh = true
-      queueMicrotask(() => (fresh = false))
-      const values = readableSecrets(secrets, env)
-      const key = JSON.stringify(values.map((secret) => [secret.name, secret.value]))
-      if (key !== current.key) {
-        const redactor = new SecretRedactor()
-        for (const secret of values) {
-          try {
-            redactor.add(secret.name, secret.value)
-          } catch {
-            // Shorter than MIN_SECRET_BYTES: it would match ordinary text (terminals skip it too).
-          }
+  const redactor = (): SecretRedactor => {
+    if (fresh) return current.redactor
+    fresh = true
+    queueMicrotask(() => (fresh = false))
+    const values = readableSecrets(secrets, env)
+    const key = JSON.stringify(values.map((secret) => [secret.name, secret.value]))
+    if (key !== current.key) {
+      const next = new SecretRedactor()
+      for (const secret of values) {
+        try {
+          next.add(secret.name, secret.value)
+        } catch {
+          // Shorter than MIN_SECRET_BYTES: it would match ordinary text (terminals skip it too).
         }
-        current = { key, redactor }
       }
+      current = { key, redactor: next }
     }
-    return current.redactor.redactText(text)
+    return current.redactor
   }
+  return { redact: (text) => redactor().redactText(text), splitLive: (text) => redactor().splitLive(text) }
 }
