@@ -1,7 +1,8 @@
 /**
  * A registered secret's value read without a terminal: a run_code program that reads the
  * secret's file (fs inside the program, console.log, its return value, a nested call's
- * arguments) and a child conch whose model quotes what its own terminal showed. The value
+ * arguments) and a child conch whose model quotes what its own terminal showed, and a model
+ * that quotes it in its streamed answer. The value
  * reaches no result, stream-json line, ACP update or session log — only `[secret NAME]` does.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
@@ -76,7 +77,7 @@ describe('a secret read outside a terminal', () => {
     ].join('\n')
     const script = ws.write(
       'script.jsonl',
-      [step('', [{ name: 'run_code', arguments: { code } }]), step('', [{ name: 'subagent', arguments: { prompt: 'what does token.txt hold?' } }]), step('Done.')].join('\n'),
+      [step('', [{ name: 'run_code', arguments: { code } }]), step('', [{ name: 'subagent', arguments: { prompt: 'what does token.txt hold?' } }]), step(`Done: ${VALUE}`)].join('\n'),
     )
     const config = ws.write(
       'cordis.yml',
@@ -101,6 +102,8 @@ describe('a secret read outside a terminal', () => {
     expect(ran).toContain(`"length": ${VALUE.length}`)
     expect(ran).toContain('"echoed": true')
     expect(delegated).toMatch(/^The file holds \[secret TOKEN\]\.$/m)
+    // A model that quotes the value (it could only guess it) streams and ends with the name too.
+    expect(jsonLines(run.stdout).at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Done: [secret TOKEN]' })
     expect(run.stdout).not.toContain(VALUE)
     const logs = allFiles(join(state, 'conch', 'sessions'))
     expect(logs).toContain('"parentCallId"')
@@ -137,6 +140,8 @@ describe('a secret read outside a terminal', () => {
     const updates = frames.filter((frame) => frame['method'] === 'session/update').map((frame) => JSON.stringify(frame['params']))
     expect(updates.join('\n')).toContain('read: [secret TOKEN]')
     expect(updates.join('\n')).toContain('The file holds [secret TOKEN].')
+    const chunks = frames.filter((frame) => JSON.stringify(frame).includes('agent_message_chunk'))
+    expect(chunks.map((frame) => (frame['params'] as { update: { content: { text: string } } }).update.content.text).join('')).toBe('Done: [secret TOKEN]')
     expect(conch.stdout()).not.toContain(VALUE)
     expect(allFiles(join(state, 'conch', 'sessions'))).not.toContain(VALUE)
     expect(processesWith(ws.dir)).toEqual([])

@@ -70,19 +70,24 @@ async function steps(
     const messages = buildMessages(deps.systemPrompt(agent), log.events())
     counter.steps++
     let response
+    const deltas = log.liveRedaction()
+    const delta = (text: string): void => {
+      if (text !== '') emit({ type: 'text-delta', text })
+    }
     try {
       response = await abortable(
         collectResponse(adapter.stream({ messages, tools, signal }), (chunk) => {
-          if (chunk.type === 'text-delta' && chunk.text !== '') emit({ type: 'text-delta', text: chunk.text })
+          if (chunk.type === 'text-delta' && chunk.text !== '') delta(deltas.push(chunk.text))
         }),
         signal,
       )
     } catch (error) {
       return signal.aborted ? cancelled(signal, counter.steps) : failed(error, counter.steps)
     }
+    delta(deltas.push('', true))
     const said = log.append<AssistantMessageData>('assistant/message', { text: response.text, toolCalls: response.toolCalls }).data
     if (said.text !== '') emit({ type: 'assistant', text: said.text })
-    if (response.toolCalls.length === 0) return { status: 'completed', text: response.text, steps: counter.steps }
+    if (response.toolCalls.length === 0) return { status: 'completed', text: said.text, steps: counter.steps }
 
     for (const call of response.toolCalls) {
       const definition = deps.tools.get(call.name)
