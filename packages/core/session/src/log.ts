@@ -40,18 +40,20 @@ export class Session implements SessionLog {
   private closed = false
 
   /**
-   * @param events replayed history, every event of the file (empty for a new session; its first append must be `session/start`)
+   * @param events replayed history, the events kept in memory (empty for a new session; its first append must be `session/start`)
+   * @param seq the last `seq` of the history (0 for a new session)
    * @param fd an open file descriptor of `file` in append mode, or undefined without persistence
    */
   constructor(
     readonly id: string,
     events: SessionEvent[],
+    seq: number,
     private readonly hooks: SessionHooks,
     readonly file: string | undefined,
     private fd: number | undefined,
   ) {
-    this.stored = events.filter(retained)
-    this.seq = events.at(-1)?.seq ?? 0
+    this.stored = events
+    this.seq = seq
   }
 
   redact(text: string): string {

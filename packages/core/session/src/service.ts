@@ -3,13 +3,13 @@
  * (vetoing pre-append hook) and subscriber (post-append listener) registrations.
  */
 import { randomBytes } from 'node:crypto'
-import { closeSync, lstatSync, readFileSync, unlinkSync } from 'node:fs'
+import { closeSync, lstatSync, unlinkSync } from 'node:fs'
 import { join, resolve, sep } from 'node:path'
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import { openLogDir, openLogFile } from './files.ts'
-import { Session, type SessionHooks } from './log.ts'
-import { parseSessionLog } from './replay.ts'
+import { retained, Session, type SessionHooks } from './log.ts'
+import { readSessionLog } from './replay.ts'
 import { canonicalWorkspace, defaultLogBase, workspaceId } from './workspace.ts'
 import {
   SessionError,
@@ -118,7 +118,7 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(dirFd)
       }
     }
-    const session = new Session(id, [], this.hooks, file, fd)
+    const session = new Session(id, [], 0, this.hooks, file, fd)
     const start: SessionStartData = {}
     if (options.workspaceRoot !== undefined) start.workspaceRoot = resolve(options.workspaceRoot)
     try {
@@ -156,7 +156,7 @@ class SessionService extends Service implements SessionServiceApi {
       }
       throw error
     }
-    let events: SessionEvent[]
+    let history: { events: SessionEvent[]; seq: number }
     let fd: number
     try {
       let readFd: number
@@ -167,7 +167,7 @@ class SessionService extends Service implements SessionServiceApi {
         throw error
       }
       try {
-        events = parseSessionLog(readFileSync(readFd, 'utf8'), id, file)
+        history = readSessionLog(readFd, id, file, retained)
       } finally {
         closeSync(readFd)
       }
@@ -175,7 +175,7 @@ class SessionService extends Service implements SessionServiceApi {
     } finally {
       closeSync(dirFd)
     }
-    const session = new Session(id, events, this.hooks, file, fd)
+    const session = new Session(id, history.events, history.seq, this.hooks, file, fd)
     this.live.set(id, session)
     return session
   }

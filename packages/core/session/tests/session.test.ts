@@ -130,6 +130,16 @@ describe('bounds and memory', () => {
     expect(replayed.append('user/message', { text: 'next' }).seq).toBe(204)
   })
 
+  it('a log of several MiB is replayed a chunk at a time, multi-byte text across the chunk boundaries intact', async () => {
+    const sessions = await boot({ dir })
+    const log = sessions.create({ id: 'long' })
+    for (let i = 0; i < 40; i++) log.append('user/message', { text: `${i} ${'é😀'.repeat(20_000 + i)}` })
+    const live = log.events()
+    await fiber?.dispose()
+    const replayed = (await boot({ dir })).open('long')
+    expect(replayed.events()).toEqual(live)
+  })
+
   it('a redactor changes every string and key before the event is written, stored or delivered', async () => {
     const sessions = await boot({ dir })
     const log = sessions.create({ id: 'redact' })
