@@ -103,16 +103,17 @@ type Stripped = { ok: true; code: string } | { ok: false; message: string }
  * cache and the next program gets a fresh instance.
  */
 let amaro: typeof import('amaro') | undefined
-const require = createRequire(import.meta.url)
+/** CommonJS loading from this file's folder (in the built bin too: the URL points at the source tree). */
+const load = createRequire(new URL('./runtime.ts', import.meta.url))
 
 function stripper(): typeof import('amaro') {
-  return (amaro ??= require('amaro') as typeof import('amaro'))
+  return (amaro ??= load('amaro') as typeof import('amaro'))
 }
 
 function dropStripper(): void {
   amaro = undefined
-  const dist = dirname(require.resolve('amaro'))
-  for (const file of Object.keys(require.cache)) if (file.startsWith(dist + sep)) delete require.cache[file]
+  const dist = dirname(load.resolve('amaro'))
+  for (const file of Object.keys(load.cache)) if (file.startsWith(dist + sep)) delete load.cache[file]
 }
 
 /**
