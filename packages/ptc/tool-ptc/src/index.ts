@@ -107,9 +107,10 @@ export const apply = (ctx: Context, config: Config) => {
       const call = (tool: string): PtcFunction => async (args, { signal: runSignal }) => {
         const nestedId = `${callId}.${++counter.calls}`
         const callData: ToolCallData = { callId: nestedId, name: tool, arguments: args, parentCallId: callId }
-        const logged = log.left >= cost(callData)
+        const callCost = cost(callData)
+        const logged = log.left >= callCost
         if (logged) {
-          log.left -= cost(callData)
+          log.left -= callCost
           agent.session.append<ToolCallData>('tool/call', callData)
         }
         const result = await tools.execute(tool, args, { agent, signal: callSignal(runSignal), callId: nestedId, parentCallId: callId })
@@ -123,7 +124,7 @@ export const apply = (ctx: Context, config: Config) => {
           agent.session.append<ToolResultData>('tool/result', data)
         } else {
           log.omittedCalls++
-          log.omittedBytes += cost(callData) + utf8Bytes(text)
+          log.omittedBytes += callCost + utf8Bytes(text)
         }
         const meta = result.meta === undefined ? null : (JSON.parse(JSON.stringify(result.meta)) as JsonValue)
         return { text, isError: result.isError === true, meta }
