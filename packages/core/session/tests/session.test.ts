@@ -153,6 +153,28 @@ describe('bounds and memory', () => {
     expect(readFileSync(join(dir, 'redact.jsonl'), 'utf8')).not.toContain('hunter2-value')
     expect(log.redact('progress: hunter2-value')).toBe('progress: [secret PW]')
   })
+
+  it('a live redaction holds back a tail that could begin a value, so a value split across pieces is found', async () => {
+    const sessions = await boot()
+    const log = sessions.create({ id: 'live' })
+    const VALUE = 'hunter2-value'
+    const redact = (text: string) => text.replaceAll(VALUE, '[secret PW]')
+    sessions.redact({
+      redact,
+      splitLive(text) {
+        const shown = redact(text)
+        for (let at = Math.max(0, shown.length - VALUE.length + 1); at < shown.length; at++) {
+          if (VALUE.startsWith(shown.slice(at))) return { shown: shown.slice(0, at), held: shown.slice(at) }
+        }
+        return { shown, held: '' }
+      },
+    })
+    const live = log.liveRedaction()
+    const pieces = ['the value is hun', 'ter2-va', 'lue, and hun', 'ch']
+    const shown = pieces.map((piece) => live.push(piece))
+    expect(shown).toEqual(['the value is ', '', '[secret PW], and ', 'hunc'])
+    expect(live.push('', true)).toBe('h')
+  })
 })
 
 describe('interceptors and subscribers', () => {
