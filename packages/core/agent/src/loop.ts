@@ -70,34 +70,45 @@ async function steps(
     const messages = buildMessages(deps.systemPrompt(agent), log.events())
     counter.steps++
     let response
+    const deltas = log.liveRedaction()
+    const delta = (text: string): void => {
+      if (text !== '') emit({ type: 'text-delta', text })
+    }
     try {
       response = await abortable(
         collectResponse(adapter.stream({ messages, tools, signal }), (chunk) => {
-          if (chunk.type === 'text-delta' && chunk.text !== '') emit({ type: 'text-delta', text: chunk.text })
+          if (chunk.type === 'text-delta' && chunk.text !== '') delta(deltas.push(chunk.text))
         }),
         signal,
       )
     } catch (error) {
       return signal.aborted ? cancelled(signal, counter.steps) : failed(error, counter.steps)
     }
-    log.append<AssistantMessageData>('assistant/message', { text: response.text, toolCalls: response.toolCalls })
-    if (response.text !== '') emit({ type: 'assistant', text: response.text })
-    if (response.toolCalls.length === 0) return { status: 'completed', text: response.text, steps: counter.steps }
+    delta(deltas.push('', true))
+    const said = log.append<AssistantMessageData>('assistant/message', { text: response.text, toolCalls: response.toolCalls }).data
+    if (said.text !== '') emit({ type: 'assistant', text: said.text })
+    if (response.toolCalls.length === 0) return { status: 'completed', text: said.text, steps: counter.steps }
 
     for (const call of response.toolCalls) {
       const definition = deps.tools.get(call.name)
       const parsed = parseArguments(call.arguments)
       const shownArguments = parsed.ok ? parsed.value : call.arguments
-      log.append<ToolCallData>('tool/call', { callId: call.id, name: call.name, arguments: shownArguments })
+      // What reaches the client is what the log recorded (redacted, bounded), never more.
+      const logged = log.append<ToolCallData>('tool/call', { callId: call.id, name: call.name, arguments: shownArguments })
       emit({
         type: 'tool-call',
         callId: call.id,
         name: call.name,
-        arguments: shownArguments,
+        arguments: logged.data.arguments,
         title: titleOf(definition, call.name, parsed),
         kind: definition?.kind ?? 'other',
       })
       let result: ToolResult
+      // Progress is redacted as a stream: a value split across two pieces is still found.
+      const live = log.liveRedaction()
+      const progress = (text: string): void => {
+        if (text !== '') emit({ type: 'tool-progress', callId: call.id, name: call.name, text })
+      }
       if (signal.aborted) {
         result = errorResult(`${call.name} was not run: the turn was cancelled`)
       } else if (!parsed.ok) {
@@ -110,16 +121,20 @@ async function steps(
             agent,
             signal,
             callId: call.id,
-            progress: (update) => emit({ type: 'tool-progress', callId: call.id, name: call.name, text: update.text }),
+            progress: (update) => progress(live.push(update.text)),
           })
         } catch (error) {
           result = errorResult(error instanceof Error ? error.message : String(error))
         }
+        progress(live.push('', true))
       }
       const data: ToolResultData = { callId: call.id, name: call.name, isError: result.isError === true, text: toolResultText(result) }
       if (result.meta) data.meta = result.meta
-      log.append<ToolResultData>('tool/result', data)
-      emit({ type: 'tool-result', callId: call.id, name: call.name, result })
+      const recorded = log.append<ToolResultData>('tool/result', data).data
+      const shown: ToolResult = { ...result, content: [{ type: 'text', text: recorded.text }] }
+      if (recorded.meta === undefined) delete shown.meta
+      else shown.meta = recorded.meta
+      emit({ type: 'tool-result', callId: call.id, name: call.name, result: shown })
     }
     if (signal.aborted) return cancelled(signal, counter.steps)
     if (counter.steps >= deps.maxSteps) {

@@ -4,6 +4,7 @@
  * line is written, so idle sessions hold no descriptor.
  */
 import { appendFileSync, closeSync } from 'node:fs'
+import { boundEvent, LiveRedaction, redactJson, type SessionRedactor } from './bound.ts'
 import {
   SessionError,
   type PendingEvent,
@@ -14,30 +15,57 @@ import {
   type SessionSubscriber,
 } from './types.ts'
 
-/** What a session needs from its service: the current hooks and a place to report subscriber errors. */
+/** What a session needs from its service: the current hooks, its bounds and a place to report subscriber errors. */
 export interface SessionHooks {
   interceptors(): readonly SessionInterceptor[]
+  redactors(): readonly SessionRedactor[]
+  maxEventBytes: number
   subscribers(): readonly SessionSubscriber[]
   subscriberFailed(error: unknown, event: SessionEvent, log: SessionLog): void
 }
 
+/**
+ * Whether an event is kept in memory. A nested call's events (data with a `parentCallId`: the
+ * calls a tool such as run_code makes) are written and given to subscribers, but no replay reads
+ * them (the conversation holds only the model's own calls), so memory does not keep them.
+ */
+export function retained(event: { data: unknown }): boolean {
+  const data = event.data as { parentCallId?: unknown } | null
+  return typeof data !== 'object' || data === null || typeof data.parentCallId !== 'string'
+}
+
 export class Session implements SessionLog {
   private readonly stored: SessionEvent[]
+  /** The last `seq` given (events not kept count too). */
+  private seq: number
   private closed = false
 
   /**
-   * @param events replayed history (empty for a new session; its first append must be `session/start`)
+   * @param events replayed history, the events kept in memory (empty for a new session; its first append must be `session/start`)
+   * @param seq the last `seq` of the history (0 for a new session)
    * @param openFile opens `file` for appending (the caller's path checks) and returns its
    *   descriptor, or undefined without persistence
    */
   constructor(
     readonly id: string,
     events: SessionEvent[],
+    seq: number,
     private readonly hooks: SessionHooks,
     readonly file: string | undefined,
     private readonly openFile: (() => number) | undefined,
   ) {
     this.stored = events
+    this.seq = seq
+  }
+
+  redact(text: string): string {
+    let out = text
+    for (const redactor of this.hooks.redactors()) out = redactor.redact(out)
+    return out
+  }
+
+  liveRedaction(): LiveRedaction {
+    return new LiveRedaction([...this.hooks.redactors()])
   }
 
   get start(): SessionStartData {
@@ -80,13 +108,17 @@ export class Session implements SessionLog {
     if (this.closed) {
       throw new SessionError('SESSION_CLOSED', `session ${this.id} is closed; open it again to append`)
     }
-    const line = JSON.stringify({
-      seq: this.stored.length + 1,
-      ts: new Date().toISOString(),
-      sessionId: this.id,
-      type,
-      data,
-    })
+    // The JSON form first (what a replay yields; TypeError for what JSON cannot hold), then the
+    // redactors on every string, then the bound.
+    let value = JSON.parse(JSON.stringify(data) ?? 'null') as unknown
+    if (this.hooks.redactors().length > 0) value = redactJson(value, (text) => this.redact(text))
+    const seq = this.seq + 1
+    const ts = new Date().toISOString()
+    const { line } = boundEvent(
+      value,
+      (bounded, omittedBytes) => JSON.stringify({ seq, ts, sessionId: this.id, type, data: bounded, ...(omittedBytes > 0 && { omittedBytes }) }),
+      this.hooks.maxEventBytes,
+    )
     const event = JSON.parse(line) as SessionEvent<T>
     if (this.openFile !== undefined) {
       const fd = this.openFile()
@@ -96,7 +128,8 @@ export class Session implements SessionLog {
         closeSync(fd)
       }
     }
-    this.stored.push(event)
+    this.seq = seq
+    if (retained(event)) this.stored.push(event)
     for (const subscriber of [...this.hooks.subscribers()]) {
       try {
         subscriber(event, this)

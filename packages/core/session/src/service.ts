@@ -3,19 +3,20 @@
  * (vetoing pre-append hook) and subscriber (post-append listener) registrations.
  */
 import { randomBytes } from 'node:crypto'
-import { closeSync, lstatSync, readFileSync, unlinkSync } from 'node:fs'
+import { closeSync, lstatSync, unlinkSync } from 'node:fs'
 import { join, resolve, sep } from 'node:path'
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import { openLogDir, openLogFile } from './files.ts'
-import { Session, type SessionHooks } from './log.ts'
-import { parseSessionLog } from './replay.ts'
+import { retained, Session, type SessionHooks } from './log.ts'
+import { readSessionLog } from './replay.ts'
 import { canonicalWorkspace, defaultLogBase, workspaceId } from './workspace.ts'
 import {
   SessionError,
   type SessionEvent,
   type SessionInterceptor,
   type SessionLog,
+  type SessionRedactor,
   type SessionServiceApi,
   type SessionStartData,
   type SessionSubscriber,
@@ -48,24 +49,37 @@ class SessionService extends Service implements SessionServiceApi {
         .boolean()
         .optional()
         .describe("Allow a `dir` inside a session's workspace root, where its terminals can edit the log. Refused by default."),
+      maxEventBytes: z
+        .number()
+        .int()
+        .min(4096)
+        .default(1_048_576)
+        .describe("Bound of one event's JSON line, in UTF-8 bytes: the longest strings of a larger event are cut, each with a notice, and the event records `omittedBytes`."),
     })
     .prefault({})
 
   private readonly live = new Map<string, Session>()
   private readonly interceptors: SessionInterceptor[] = []
   private readonly subscribers: SessionSubscriber[] = []
+  private readonly redactors: SessionRedactor[] = []
   private readonly hooks: SessionHooks
   private readonly logger: Logger
   /** The absolute configured `dir`, or undefined (state folder or memory only; see `logDir`). */
   readonly dir: string | undefined
 
-  constructor(ctx: Context, public config: SessionService.Config) {
+  readonly config: z.output<typeof SessionService.Config>
+
+  /** `config` as written (a literal `{}` included): the schema fills the defaults. */
+  constructor(ctx: Context, config: SessionService.Config) {
     super(ctx, 'sessions')
-    this.dir = config.dir === undefined ? undefined : resolve(config.dir)
+    this.config = SessionService.Config.parse(config)
+    this.dir = this.config.dir === undefined ? undefined : resolve(this.config.dir)
     this.logger = ctx.logger('sessions')
     this.hooks = {
       interceptors: () => this.interceptors,
       subscribers: () => this.subscribers,
+      redactors: () => this.redactors,
+      maxEventBytes: this.config.maxEventBytes,
       subscriberFailed: (error, event, log) => {
         this.logger.warn('subscriber failed on %s #%d of session %s: %s', event.type, event.seq, log.id, error)
       },
@@ -103,7 +117,7 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(dirFd)
       }
     }
-    const session = new Session(id, [], this.hooks, file, dir === undefined ? undefined : appender(dir, `${id}.jsonl`))
+    const session = new Session(id, [], 0, this.hooks, file, dir === undefined ? undefined : appender(dir, `${id}.jsonl`))
     const start: SessionStartData = {}
     if (options.workspaceRoot !== undefined) start.workspaceRoot = resolve(options.workspaceRoot)
     try {
@@ -141,7 +155,7 @@ class SessionService extends Service implements SessionServiceApi {
       }
       throw error
     }
-    let events: SessionEvent[]
+    let history: { events: SessionEvent[]; seq: number }
     try {
       let readFd: number
       try {
@@ -151,7 +165,7 @@ class SessionService extends Service implements SessionServiceApi {
         throw error
       }
       try {
-        events = parseSessionLog(readFileSync(readFd, 'utf8'), id, file)
+        history = readSessionLog(readFd, id, file, retained)
       } finally {
         closeSync(readFd)
       }
@@ -160,7 +174,7 @@ class SessionService extends Service implements SessionServiceApi {
     } finally {
       closeSync(dirFd)
     }
-    const session = new Session(id, events, this.hooks, file, appender(dir, `${id}.jsonl`))
+    const session = new Session(id, history.events, history.seq, this.hooks, file, appender(dir, `${id}.jsonl`))
     this.live.set(id, session)
     return session
   }
@@ -197,6 +211,13 @@ class SessionService extends Service implements SessionServiceApi {
       this.subscribers.push(subscriber)
       return () => remove(this.subscribers, subscriber)
     }, 'sessions.subscribe')
+  }
+
+  redact(redactor: SessionRedactor): () => void {
+    return this.ctx.effect(() => {
+      this.redactors.push(redactor)
+      return () => remove(this.redactors, redactor)
+    }, 'sessions.redact')
   }
 
   /** Stops appends on session `id`, closes its file and forgets it. Unknown ids are ignored. */
@@ -274,7 +295,8 @@ function remove<T>(list: T[], item: T): void {
 }
 
 namespace SessionService {
-  export type Config = z.output<typeof SessionService.Config>
+  /** The config as written; every key may be left out. */
+  export type Config = z.input<typeof SessionService.Config>
 }
 
 export default SessionService

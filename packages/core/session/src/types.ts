@@ -26,6 +26,11 @@ export interface SessionEvent<T = unknown> {
   readonly sessionId: string
   readonly type: string
   readonly data: T
+  /**
+   * Bytes of string data cut so the event fits the service's `maxEventBytes` (each cut string
+   * ends with a notice); absent when nothing was cut.
+   */
+  readonly omittedBytes?: number
 }
 
 /** An event as presented to interceptors, before it has a `seq` and before it is stored. */
@@ -47,6 +52,9 @@ export interface SessionStartData {
  */
 export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
+export type { SessionRedactor } from './bound.ts'
+import type { SessionRedactor } from './bound.ts'
+
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
 
@@ -54,8 +62,19 @@ export interface SessionLog {
   readonly id: string
   /** Data of the `session/start` event. */
   readonly start: SessionStartData
-  /** Every stored event in append order (a read-only view; do not mutate). */
+  /**
+   * The events kept in memory, in append order (a read-only view; do not mutate): every event
+   * but a nested call's (data with a `parentCallId`), which is only written and given to
+   * subscribers. `seq` counts every event, so the kept ones can skip numbers.
+   */
   events(): readonly SessionEvent[]
+  /** `text` as the log would record it: every redactor registered with `ctx.sessions.redact` applied. */
+  redact(text: string): string
+  /**
+   * The same for a stream shown as it arrives (a tool's progress): `push(piece)` returns what can
+   * be shown now, holding back a tail that could begin a value; `push('', true)` ends it.
+   */
+  liveRedaction(): { push(text: string, end?: boolean): string }
   /** The latest event of `type`, if any. */
   last<T = unknown>(type: string): SessionEvent<T> | undefined
   /**
@@ -117,6 +136,12 @@ export interface SessionServiceApi {
   intercept(interceptor: SessionInterceptor): () => void
   /** Registers a post-append listener; the disposer is tied to the caller's plugin scope. */
   subscribe(subscriber: SessionSubscriber): () => void
+  /**
+   * Registers a redactor applied to every string of every event's data (and object key) before
+   * it is written, stored or given to subscribers, and by `SessionLog.redact`; the disposer is
+   * tied to the caller's plugin scope.
+   */
+  redact(redactor: SessionRedactor): () => void
   /** Stops accepting appends on a session and forgets it (its file stays). */
   close(id: string): void
 }

@@ -91,6 +91,92 @@ describe('creating and appending', () => {
   })
 })
 
+describe('bounds and memory', () => {
+  it('an event over maxEventBytes has its longest strings cut, each with a notice, and records omittedBytes', async () => {
+    const sessions = await boot({ dir, maxEventBytes: 4096 })
+    const log = sessions.create({ id: 'big' })
+    const event = log.append('tool/result', { callId: 'c', text: 'é'.repeat(10_000), meta: { note: 'x'.repeat(3000), small: 'kept' } })
+    const [line] = readFileSync(join(dir, 'big.jsonl'), 'utf8').split('\n').filter((text) => text.includes('tool/result'))
+    expect(Buffer.byteLength(line!)).toBeLessThanOrEqual(4096)
+    const data = event.data as { callId: string; text: string; meta: { note: string; small: string } }
+    expect(data.callId).toBe('c')
+    expect(data.meta.small).toBe('kept')
+    expect(data.text).toMatch(/^é+\n\[… \d+ bytes cut: a session event is bounded to maxEventBytes 4096\]$/)
+    expect(event.omittedBytes).toBeGreaterThan(20_000 - 4096)
+    expect(JSON.parse(line!)).toEqual(event)
+    await fiber?.dispose()
+    const replayed = (await boot({ dir, maxEventBytes: 4096 })).open('big')
+    expect(replayed.events()[1]).toEqual(event)
+  })
+
+  it("a nested call's events are written and given to subscribers, not kept in memory; seq counts them", async () => {
+    const sessions = await boot({ dir })
+    const log = sessions.create({ id: 'nested' })
+    const delivered: number[] = []
+    sessions.subscribe((event) => void delivered.push(event.seq))
+    log.append('tool/call', { callId: 'a', name: 'run_code', arguments: {} })
+    for (let i = 1; i <= 100; i++) {
+      log.append('tool/call', { callId: `a.${i}`, name: 'terminal_read', arguments: {}, parentCallId: 'a' })
+      log.append('tool/result', { callId: `a.${i}`, name: 'terminal_read', isError: false, text: 'page', parentCallId: 'a' })
+    }
+    const last = log.append('tool/result', { callId: 'a', name: 'run_code', isError: false, text: 'done' })
+    expect(last.seq).toBe(203)
+    expect(delivered).toHaveLength(202)
+    expect(log.events().map((event) => event.seq)).toEqual([1, 2, 203])
+    expect(fileLines(join(dir, 'nested.jsonl'))).toHaveLength(203)
+    await fiber?.dispose()
+    const replayed = (await boot({ dir })).open('nested')
+    expect(replayed.events().map((event) => event.seq)).toEqual([1, 2, 203])
+    expect(replayed.append('user/message', { text: 'next' }).seq).toBe(204)
+  })
+
+  it('a log of several MiB is replayed a chunk at a time, multi-byte text across the chunk boundaries intact', async () => {
+    const sessions = await boot({ dir })
+    const log = sessions.create({ id: 'long' })
+    for (let i = 0; i < 40; i++) log.append('user/message', { text: `${i} ${'é😀'.repeat(20_000 + i)}` })
+    const live = log.events()
+    await fiber?.dispose()
+    const replayed = (await boot({ dir })).open('long')
+    expect(replayed.events()).toEqual(live)
+  })
+
+  it('a redactor changes every string and key before the event is written, stored or delivered', async () => {
+    const sessions = await boot({ dir })
+    const log = sessions.create({ id: 'redact' })
+    const delivered: unknown[] = []
+    sessions.subscribe((event) => void delivered.push(event.data))
+    sessions.redact({ redact: (text) => text.replaceAll('hunter2-value', '[secret PW]'), splitLive: (text) => ({ shown: text, held: '' }) })
+    const event = log.append('tool/call', { arguments: { text: 'echo hunter2-value', list: ['a hunter2-value b', 3], 'hunter2-value': true } })
+    const expected = { arguments: { text: 'echo [secret PW]', list: ['a [secret PW] b', 3], '[secret PW]': true } }
+    expect(event.data).toEqual(expected)
+    expect(delivered).toEqual([expected])
+    expect(readFileSync(join(dir, 'redact.jsonl'), 'utf8')).not.toContain('hunter2-value')
+    expect(log.redact('progress: hunter2-value')).toBe('progress: [secret PW]')
+  })
+
+  it('a live redaction holds back a tail that could begin a value, so a value split across pieces is found', async () => {
+    const sessions = await boot()
+    const log = sessions.create({ id: 'live' })
+    const VALUE = 'hunter2-value'
+    const redact = (text: string) => text.replaceAll(VALUE, '[secret PW]')
+    sessions.redact({
+      redact,
+      splitLive(text) {
+        const shown = redact(text)
+        for (let at = Math.max(0, shown.length - VALUE.length + 1); at < shown.length; at++) {
+          if (VALUE.startsWith(shown.slice(at))) return { shown: shown.slice(0, at), held: shown.slice(at) }
+        }
+        return { shown, held: '' }
+      },
+    })
+    const live = log.liveRedaction()
+    const pieces = ['the value is hun', 'ter2-va', 'lue, and hun', 'ch']
+    const shown = pieces.map((piece) => live.push(piece))
+    expect(shown).toEqual(['the value is ', '', '[secret PW], and ', 'hunc'])
+    expect(live.push('', true)).toBe('h')
+  })
+})
+
 describe('interceptors and subscribers', () => {
   it('runs interceptors in registration order before the event gets a seq', async () => {
     const sessions = await boot()

@@ -3,8 +3,9 @@
  * big-endian byte length followed by that many bytes of UTF-8 JSON, on a dedicated descriptor
  * (fd 3 of the child), never on stdout or stderr.
  *
- * The peer is hostile: every inbound frame is bounded (`maxMessageBytes`, checked on the length
- * prefix before any body byte is kept, so unfinished bytes are bounded too) and must be valid
+ * The peer is hostile: every inbound frame is bounded (`maxMessageBytes`, and what is left of the
+ * run's `maxChannelBytes`, checked on the length prefix before any body byte is kept, so
+ * unfinished bytes are bounded too) and must be valid
  * JSON of a known shape; queued outbound bytes are bounded the same way. Any violation is a
  * `ChannelError`, which ends the run as `protocol`.
  */
@@ -48,35 +49,47 @@ export function encodeFrame(message: HostMessage | ChildMessage): Buffer {
  * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON,
  * in order, and the first violation after them (frames before a violation still count: a
  * terminal frame followed by garbage is a terminal frame). After a violation it returns nothing.
+ *
+ * Linear in the bytes fed: chunks are kept as they arrive and joined once, when the frame they
+ * belong to is complete. Each frame is charged against `maxTotalBytes` (the whole channel's
+ * budget) at its length prefix, so a frame over either bound is refused before its body is kept.
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
   private buffered = 0
+  /** 4 + the body length of the frame being assembled, once its prefix is read. */
+  private needed: number | undefined
+  private total = 0
   private broken = false
 
-  constructor(private readonly maxMessageBytes: number) {}
+  constructor(
+    private readonly maxMessageBytes: number,
+    private readonly maxTotalBytes: number = Number.POSITIVE_INFINITY,
+  ) {}
 
   feed(chunk: Buffer): { frames: unknown[]; error?: ChannelError } {
     const frames: unknown[] = []
     if (this.broken) return { frames }
     this.chunks.push(chunk)
     this.buffered += chunk.length
-    while (this.buffered >= 4) {
-      const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)
-      this.chunks = [data]
-      const length = data.readUInt32BE(0)
-      if (length > this.maxMessageBytes) {
-        return this.fail(frames, `a control frame of ${length} bytes exceeds maxMessageBytes ${this.maxMessageBytes}`)
+    while (true) {
+      if (this.needed === undefined) {
+        if (this.buffered < 4) break
+        const length = this.take(4).readUInt32BE(0)
+        if (length > this.maxMessageBytes) return this.fail(frames, `a control frame of ${length} bytes exceeds maxMessageBytes ${this.maxMessageBytes}`)
+        if (this.total + 4 + length > this.maxTotalBytes) {
+          return this.fail(frames, `a control frame of ${length} bytes after ${this.total} bytes of this run exceeds maxChannelBytes ${this.maxTotalBytes}`)
+        }
+        this.total += 4 + length
+        this.needed = length
       }
-      if (data.length < 4 + length) break
-      const body = data.subarray(4, 4 + length)
-      const rest = data.subarray(4 + length)
-      this.chunks = rest.length === 0 ? [] : [rest]
-      this.buffered = rest.length
+      if (this.buffered < this.needed) break
+      const body = this.take(this.needed)
+      this.needed = undefined
       try {
         frames.push(JSON.parse(body.toString('utf8')))
       } catch {
-        return this.fail(frames, `a control frame of ${length} bytes is not JSON`)
+        return this.fail(frames, `a control frame of ${body.length} bytes is not JSON`)
       }
     }
     return { frames }
@@ -88,9 +101,32 @@ export class FrameDecoder {
    * when every byte fed belongs to a complete frame, or after a violation.
    */
   get unfinished(): { have: number; announced: number | undefined } | undefined {
-    if (this.broken || this.buffered === 0) return undefined
-    const data = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks)
-    return { have: this.buffered, announced: this.buffered >= 4 ? 4 + data.readUInt32BE(0) : undefined }
+    if (this.broken) return undefined
+    if (this.needed !== undefined) return { have: 4 + this.buffered, announced: 4 + this.needed }
+    return this.buffered === 0 ? undefined : { have: this.buffered, announced: undefined }
+  }
+
+  /** The first `n` buffered bytes (`n` ≤ `buffered`), removed; a copy only when they span chunks. */
+  private take(n: number): Buffer {
+    const first = this.chunks[0]!
+    let out: Buffer
+    if (first.length >= n) {
+      out = first.subarray(0, n)
+      if (first.length === n) this.chunks.shift()
+      else this.chunks[0] = first.subarray(n)
+    } else {
+      let count = 0
+      let have = 0
+      while (have < n) have += this.chunks[count++]!.length
+      const pieces = this.chunks.splice(0, count)
+      out = Buffer.concat(pieces, n)
+      if (have > n) {
+        const last = pieces[count - 1]!
+        this.chunks.unshift(last.subarray(last.length - (have - n)))
+      }
+    }
+    this.buffered -= n
+    return out
   }
 
   private fail(frames: unknown[], message: string): { frames: unknown[]; error: ChannelError } {

@@ -14,6 +14,18 @@ export const Config = z
       .min(1024)
       .default(134_217_728)
       .describe('Bound of one control frame, of unfinished frame bytes and of queued writes to the program, in bytes.'),
+    maxChannelBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(268_435_456)
+      .describe('Budget of the control frames (calls, logs, the completion) a program sends in one run, in bytes; a frame past it ends the run as protocol.'),
+    maxNestingDepth: z
+      .number()
+      .int()
+      .min(16)
+      .default(256)
+      .describe("Deepest nesting of brackets a program may write; deeper ones are refused before the type stripper, whose parser recurses once per level."),
     maxPendingCalls: z.number().int().positive().default(128).describe('Binding calls a program may have in flight at once; one more ends the run as protocol.'),
     graceMs: z.number().int().nonnegative().default(3000).describe('Time between SIGTERM and SIGKILL when the process tree is ended, in ms.'),
     nodeExecutable: z

@@ -50,7 +50,7 @@ export class ProgramProcess {
     const control = handle.extra[0]!
     control.on('error', () => {})
     this.writer = new FrameWriter(control, config.maxMessageBytes)
-    const decoder = new FrameDecoder(config.maxMessageBytes)
+    const decoder = new FrameDecoder(config.maxMessageBytes, config.maxChannelBytes)
     const onData = (chunk: Buffer): void => {
       const { frames, error: broken } = decoder.feed(chunk)
       try {

@@ -3,6 +3,8 @@
  * positions kept, non-erasable syntax refused), takes the owner's spare or starts a fresh
  * process, runs the program on it, and then refills the spare in the background.
  */
+import { createRequire } from 'node:module'
+import { dirname, sep } from 'node:path'
 import { PtcError, type PtcBinding, type PtcResult, type PtcRuntime, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import type { SubprocessServiceApi } from '@conch/subprocess'
@@ -51,7 +53,7 @@ export class NodeRuntime implements PtcRuntime {
       elapsedMs: Math.round(performance.now() - startedAt),
     })
 
-    const stripped = await strip(spec.code)
+    const stripped = await strip(spec.code, this.config.maxNestingDepth)
     if (!stripped.ok) return failed('exception', stripped.message, stripped.message)
     if (options.signal?.aborted) return failed('abort', 'the run was cancelled before it started')
 
@@ -94,11 +96,25 @@ export class NodeRuntime implements PtcRuntime {
 type Stripped = { ok: true; code: string } | { ok: false; message: string }
 
 /**
- * amaro, imported on the first program: its module instantiates a WebAssembly build of swc
+ * amaro's module, required on the first program: it instantiates a WebAssembly build of swc
  * (about 3.7 MB of JavaScript and 60 ms of CPU), which a composition that never runs a program
- * should not pay at startup.
+ * should not pay at startup. A failure other than a diagnostic (the wasm stack overflowing, a
+ * trap) can leave the instance's memory corrupt, so the module is then dropped from the require
+ * cache and the next program gets a fresh instance.
  */
-let amaro: Promise<typeof import('amaro')> | undefined
+let amaro: typeof import('amaro') | undefined
+/** CommonJS loading from this file's folder (in the built bin too: the URL points at the source tree). */
+const load = createRequire(new URL('./runtime.ts', import.meta.url))
+
+function stripper(): typeof import('amaro') {
+  return (amaro ??= load('amaro') as typeof import('amaro'))
+}
+
+function dropStripper(): void {
+  amaro = undefined
+  const dist = dirname(load.resolve('amaro'))
+  for (const file of Object.keys(load.cache)) if (file.startsWith(dist + sep)) delete load.cache[file]
+}
 
 /**
  * Programs stripped lately, by text, most recent last: the stripper is a pure function of the
@@ -114,16 +130,25 @@ export const STRIPPED_MAX_CHARS = 16_384
  * Erases the program's types with amaro in strip-only mode (Node's own stripper): types become
  * whitespace, so every line and column stays where it was written. Non-erasable syntax (enum,
  * namespace, parameter properties, `import =`) and syntax errors are refused with the construct
- * and its line. A text stripped lately is answered from `stripped`.
+ * and its line; so is a program whose brackets nest deeper than `maxNestingDepth` (the parser
+ * recurses once per level), before the stripper sees it. A text stripped lately is answered from
+ * `stripped`.
  */
-export async function strip(code: string): Promise<Stripped> {
+export async function strip(code: string, maxNestingDepth: number): Promise<Stripped> {
+  const depth = nestingDepth(code, maxNestingDepth)
+  if (depth > maxNestingDepth) {
+    return {
+      ok: false,
+      message: `the program nests brackets more than ${maxNestingDepth} deep (ptc-node config maxNestingDepth): build deep values in a loop instead of writing them out`,
+    }
+  }
   const known = stripped.get(code)
   if (known !== undefined) {
     stripped.delete(code)
     stripped.set(code, known)
     return known
   }
-  const result = await stripNow(code)
+  const result = stripNow(code)
   if (code.length <= STRIPPED_MAX_CHARS) {
     stripped.set(code, result)
     if (stripped.size > STRIPPED_ENTRIES) stripped.delete(stripped.keys().next().value!)
@@ -131,16 +156,59 @@ export async function strip(code: string): Promise<Stripped> {
   return result
 }
 
-async function stripNow(code: string): Promise<Stripped> {
-  const { transformSync } = await (amaro ??= import('amaro'))
+function stripNow(code: string): Stripped {
   try {
-    const out = transformSync(`${WRAPPER}${code}\n}`, { mode: 'strip-only' }).code
+    const out = stripper().transformSync(`${WRAPPER}${code}\n}`, { mode: 'strip-only' }).code
     return { ok: true, code: out.slice(WRAPPER.length, out.lastIndexOf('}')).replace(/\n$/, '') }
   } catch (error) {
-    const details = error as { code?: string; message?: string; startLine?: number; startColumn?: number }
+    const details = error as { code?: unknown; message?: string; startLine?: number; startColumn?: number }
+    if (typeof details !== 'object' || details === null || typeof details.code !== 'string') {
+      dropStripper()
+      return { ok: false, message: `the type stripper failed on this program (${String(error)}); simplify the deepest expression` }
+    }
     const line = details.startLine ?? 1
     const column = (details.startColumn ?? 0) - (line === 1 ? WRAPPER.length : 0) + 1
     const what = details.code === 'UnsupportedSyntax' ? 'TypeScript that cannot be erased' : 'SyntaxError'
     return { ok: false, message: `${what}: ${details.message ?? String(error)} (program.ts:${line}:${Math.max(1, column)})` }
   }
+}
+
+/**
+ * How deep `(`, `[` and `{` nest in `code`, outside strings, template text and comments; the
+ * scan stops once it passes `limit`. Brackets in a regular expression literal count as code;
+ * nesting they hide still meets the stripper's own failure, which is recovered.
+ */
+export function nestingDepth(code: string, limit: number): number {
+  const CLOSER: Record<string, string> = { '(': ')', '[': ']', '{': '}' }
+  /** Open brackets; a template literal's text is `` ` `` on the stack, its `${` a `{`. */
+  const open: string[] = []
+  let depth = 0
+  let at = 0
+  const top = (): string | undefined => open[open.length - 1]
+  while (at < code.length) {
+    const char = code[at]!
+    if (top() === '`') {
+      if (char === '\\') at += 2
+      else if (char === '`') (open.pop(), at++)
+      else if (char === '$' && code[at + 1] === '{') (open.push('{'), (at += 2))
+      else at++
+    } else if (char === '"' || char === "'") {
+      at++
+      while (at < code.length && code[at] !== char && code[at] !== '\n') at += code[at] === '\\' ? 2 : 1
+      at++
+    } else if (char === '/' && code[at + 1] === '/') {
+      while (at < code.length && code[at] !== '\n') at++
+    } else if (char === '/' && code[at + 1] === '*') {
+      const end = code.indexOf('*/', at + 2)
+      at = end < 0 ? code.length : end + 2
+    } else {
+      if (char === '`') open.push('`')
+      else if (char in CLOSER) open.push(char)
+      else if (top() !== undefined && char === CLOSER[top()!]) open.pop()
+      at++
+    }
+    const brackets = open.length
+    if (brackets > depth && (depth = brackets) > limit) return depth
+  }
+  return depth
 }

@@ -4,6 +4,7 @@
  * reaches a binding that was not declared.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { FrameDecoder } from '../src/channel.ts'
 import { boot, privateBootstrap, processesWith, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
@@ -27,7 +28,7 @@ const bindings = [
 const WRITER = 'const fs = require("node:fs")\nconst raw = (b: Buffer) => fs.writeSync(3, b)\nconst frame = (m: unknown) => { const body = Buffer.from(JSON.stringify(m)); const head = Buffer.alloc(4); head.writeUInt32BE(body.length); raw(Buffer.concat([head, body])) }\n'
 
 beforeAll(async () => {
-  h = await boot({ runtime: { spare: false, bootstrapPath, maxMessageBytes: 65_536, maxPendingCalls: 8 } })
+  h = await boot({ runtime: { spare: false, bootstrapPath, maxMessageBytes: 65_536, maxChannelBytes: 1_048_576, maxPendingCalls: 8 } })
 })
 afterAll(async () => {
   await h.dispose()
@@ -82,6 +83,33 @@ describe('the control channel', () => {
     // The program announces 1000 bytes, sends 10, then returns: its own done frame lands inside
     // the unfinished one, and the process ends with the frame still short.
     await expectProtocol('const head = Buffer.alloc(4); head.writeUInt32BE(1000); raw(Buffer.concat([head, Buffer.from("{\\"t\\":\\"log\\"")]))\nreturn "real"', /ended inside a control frame: \d+ bytes of 1004 announced arrived/)
+  })
+
+  it('the frames of one run are charged against maxChannelBytes: calls past it end the run as protocol', async () => {
+    await expectProtocol('for (let i = 0; i < 40; i++) await host.ok("x".repeat(50_000))\nreturn "all sent"', /exceeds maxChannelBytes 1048576/)
+    expect(calls.length).toBeGreaterThan(10)
+    expect(calls.length).toBeLessThan(21)
+  })
+
+  it('a huge frame over maxChannelBytes is refused at its length prefix: no more than one read of it is held', async () => {
+    // The frame is under maxMessageBytes (the default), so only the run's budget stops it.
+    const own = await boot({ runtime: { spare: false, bootstrapPath, maxChannelBytes: 8_388_608 } })
+    const decode = FrameDecoder.prototype.feed
+    let peak = 0
+    const feed = vi.spyOn(FrameDecoder.prototype, 'feed').mockImplementation(function (this: FrameDecoder, chunk: Buffer) {
+      const out = decode.call(this, chunk)
+      peak = Math.max(peak, this.unfinished?.have ?? 0)
+      return out
+    })
+    try {
+      const program = 'const body = Buffer.alloc(120_000_000, 0x61); body.write(\'{"t":"log","s":"out","text":"\'); body.write(\'"}\', body.length - 2)\nconst head = Buffer.alloc(4); head.writeUInt32BE(body.length); raw(head)\nfor (let at = 0; at < body.length; at += 1_048_576) raw(body.subarray(at, at + 1_048_576))\nreturn "sent"'
+      const result = await own.run(WRITER + program)
+      expect(result, JSON.stringify(result).slice(0, 500)).toMatchObject({ ok: false, failure: { kind: 'protocol', message: expect.stringMatching(/a control frame of 120000000 bytes after \d+ bytes of this run exceeds maxChannelBytes 8388608/) } })
+      expect(peak).toBeLessThanOrEqual(1_048_576)
+    } finally {
+      feed.mockRestore()
+      await own.dispose()
+    }
   })
 
   it('a flood of frames is protocol, not an unbounded queue', async () => {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonValue } from '@conch/ptc'
-import { strip, STRIPPED_ENTRIES, STRIPPED_MAX_CHARS } from '../src/runtime.ts'
+import { nestingDepth, strip, STRIPPED_ENTRIES, STRIPPED_MAX_CHARS } from '../src/runtime.ts'
 import { boot, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
@@ -54,16 +54,45 @@ describe('the type stripper', () => {
   it('a program stripped again gets the same answer, refusals included, past the cache bound and for long texts', async () => {
     const typed = 'const n: number = 1\nreturn n'
     const refused = 'enum E { A }\nreturn E.A'
-    const first = await strip(typed)
-    const refusal = await strip(refused)
+    const first = await strip(typed, 256)
+    const refusal = await strip(refused, 256)
     expect(first).toEqual({ ok: true, code: 'const n         = 1\nreturn n' })
     expect(refusal).toMatchObject({ ok: false, message: expect.stringMatching(/^TypeScript that cannot be erased: .*enum.*\(program\.ts:1:1\)$/) })
-    for (let i = 0; i < STRIPPED_ENTRIES + 1; i++) await strip(`return ${i} as number`)
-    expect(await strip(typed)).toEqual(first)
-    expect(await strip(refused)).toEqual(refusal)
+    for (let i = 0; i < STRIPPED_ENTRIES + 1; i++) await strip(`return ${i} as number`, 256)
+    expect(await strip(typed, 256)).toEqual(first)
+    expect(await strip(refused, 256)).toEqual(refusal)
     const long = `const s: string = ${JSON.stringify('x'.repeat(STRIPPED_MAX_CHARS))}\nreturn s.length`
-    expect(await strip(long)).toEqual(await strip(long))
+    expect(await strip(long, 256)).toEqual(await strip(long, 256))
     expect(await h.run(long)).toMatchObject({ ok: true, value: STRIPPED_MAX_CHARS })
+  })
+})
+
+describe('deeply nested programs', () => {
+  const DEEP = 200_000
+  const arrays = `return ${'['.repeat(DEEP)}${']'.repeat(DEEP)}`
+  const parens = `return ${'('.repeat(DEEP)}1${')'.repeat(DEEP)}`
+
+  it('are refused naming maxNestingDepth, and a normal program runs after them', async () => {
+    for (const code of [arrays, parens]) {
+      const result = await h.run(code)
+      expect(result).toMatchObject({ ok: false, failure: { kind: 'exception', message: expect.stringMatching(/nests brackets more than 256 deep \(ptc-node config maxNestingDepth\)/) } })
+    }
+    expect(await h.run('const n: number = 41\nreturn n + 1')).toMatchObject({ ok: true, value: 42 })
+  })
+
+  it('that break the stripper itself leave it working for the next program (a fresh instance)', async () => {
+    // No bound: the stripper's wasm stack overflows; after the second, its memory was corrupt.
+    expect(await strip(arrays, Number.MAX_SAFE_INTEGER)).toMatchObject({ ok: false, message: expect.stringMatching(/^the type stripper failed on this program/) })
+    expect(await strip(parens, Number.MAX_SAFE_INTEGER)).toMatchObject({ ok: false, message: expect.stringMatching(/^the type stripper failed on this program/) })
+    expect(await strip('const n: number = 1\nreturn n', 256)).toEqual({ ok: true, code: 'const n         = 1\nreturn n' })
+  })
+
+  it('are measured outside strings, template text and comments', () => {
+    expect(nestingDepth('f(a[{ b: 1 }])', 100)).toBe(3)
+    expect(nestingDepth('"((((" + \'[[[\' // ((((\n/* [[[[ */ g()', 100)).toBe(1)
+    expect(nestingDepth('`${`${(1)}`}`', 100)).toBe(5)
+    expect(nestingDepth('")))))" + ((((1))))', 100)).toBe(4)
+    expect(nestingDepth('['.repeat(10_000), 300)).toBe(301)
   })
 })
 

@@ -11,7 +11,7 @@ import type { Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi, ToolCallData, ToolResultData } from '@conch/agent'
 import { nameProblem, type JsonValue, type PtcBinding, type PtcFunction, type PtcServiceApi } from '@conch/ptc'
-import { MIN_RESULT_BYTES, toolResultText, type ToolExecuteContext, type ToolsServiceApi } from '@conch/tools'
+import { boundWithNotice, MIN_RESULT_BYTES, toolResultText, utf8Bytes, type ToolExecuteContext, type ToolsServiceApi } from '@conch/tools'
 import { toolDeclarations } from './declarations.ts'
 import { renderResult } from './render.ts'
 
@@ -32,6 +32,12 @@ export const Config = z
       .min(MIN_RESULT_BYTES)
       .default(262144)
       .describe('Bound of the rendered result (logs, value, status line), in UTF-8 bytes.'),
+    maxLogBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(1_048_576)
+      .describe("Bytes of nested calls' arguments and result texts one run writes to the session log; past it a result is cut and later calls are not logged, counted in the result's meta.log."),
   })
   .prefault({})
 
@@ -94,14 +100,32 @@ export const apply = (ctx: Context, config: Config) => {
       let combined: { run: AbortSignal; signal: AbortSignal } | undefined
       const callSignal = (runSignal: AbortSignal): AbortSignal =>
         combined?.run === runSignal ? combined.signal : (combined = { run: runSignal, signal: AbortSignal.any([signal, runSignal]) }).signal
+      // The run's share of the session log: nested calls are logged whole while it lasts, each
+      // event counted with its envelope (seq, ts, session id, type).
+      const log = { left: config.maxLogBytes, omittedCalls: 0, omittedBytes: 0 }
+      const cost = (data: object): number => utf8Bytes(JSON.stringify(data)) + 128 + agent.session.id.length
       const call = (tool: string): PtcFunction => async (args, { signal: runSignal }) => {
         const nestedId = `${callId}.${++counter.calls}`
-        agent.session.append<ToolCallData>('tool/call', { callId: nestedId, name: tool, arguments: args, parentCallId: callId })
+        const callData: ToolCallData = { callId: nestedId, name: tool, arguments: args, parentCallId: callId }
+        const callCost = cost(callData)
+        const logged = log.left >= callCost
+        if (logged) {
+          log.left -= callCost
+          agent.session.append<ToolCallData>('tool/call', callData)
+        }
         const result = await tools.execute(tool, args, { agent, signal: callSignal(runSignal), callId: nestedId, parentCallId: callId })
         const text = toolResultText(result)
-        const data: ToolResultData = { callId: nestedId, name: tool, isError: result.isError === true, text, parentCallId: callId }
-        if (result.meta) data.meta = result.meta
-        agent.session.append<ToolResultData>('tool/result', data)
+        if (logged) {
+          const data: ToolResultData = { callId: nestedId, name: tool, isError: result.isError === true, text, parentCallId: callId }
+          if (result.meta) data.meta = result.meta
+          const over = cost(data) - log.left
+          if (over > 0) data.text = boundWithNotice(text, Math.max(MIN_RESULT_BYTES, utf8Bytes(text) - over)).text
+          log.left = Math.max(0, log.left - cost(data))
+          agent.session.append<ToolResultData>('tool/result', data)
+        } else {
+          log.omittedCalls++
+          log.omittedBytes += callCost + utf8Bytes(text)
+        }
         const meta = result.meta === undefined ? null : (JSON.parse(JSON.stringify(result.meta)) as JsonValue)
         return { text, isError: result.isError === true, meta }
       }
@@ -113,6 +137,7 @@ export const apply = (ctx: Context, config: Config) => {
         toolCalls: counter.calls,
         sandbox: { mode: result.sandbox.mode, enforcement: result.sandbox.enforcement, denials: result.sandbox.denials.length },
       }
+      if (log.omittedCalls > 0) meta['log'] = { maxLogBytes: config.maxLogBytes, omittedCalls: log.omittedCalls, omittedBytes: log.omittedBytes }
       return { content: [{ type: 'text' as const, text }], ...(!result.ok && { isError: true }), meta }
     },
   }

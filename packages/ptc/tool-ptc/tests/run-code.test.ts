@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { ToolCallData, ToolResultData } from '@conch/agent'
+import type { SessionEvent } from '@conch/session'
 import { PROMPT_SECTION, RUN_CODE } from '../src/index.ts'
 import { boot, type Harness } from './harness.ts'
 
@@ -11,8 +12,11 @@ import { boot, type Harness } from './harness.ts'
 vi.setConfig({ testTimeout: 60_000 })
 
 let h: Harness
+/** Every event appended, nested calls included (memory keeps only what replay needs). */
+const appended: SessionEvent[] = []
 beforeAll(async () => {
   h = await boot()
+  h.ctx.sessions.subscribe((event) => void appended.push(event))
 })
 afterAll(async () => {
   await h.dispose()
@@ -32,7 +36,7 @@ describe('run_code', () => {
       'console.log("done with", id)',
       'return { id, lines }',
     ].join('\n')
-    const before = h.agent.session.events().length
+    const before = appended.length
     const result = await h.call(RUN_CODE, { code }, { callId: 'outer-1' })
     const text = result.content[0]!.text
     expect(result.isError, text).toBeUndefined()
@@ -41,7 +45,7 @@ describe('run_code', () => {
     expect(text).toMatch(/\n\[run_code: ok in \d+ ms, 5 tool calls\]$/)
     expect(result.meta).toMatchObject({ status: 'ok', toolCalls: 5, sandbox: { mode: 'workspace-write', enforcement: 'full' } })
 
-    const nested = h.agent.session.events().slice(before)
+    const nested = appended.slice(before)
     expect(nested.map((event) => `${event.type} ${(event.data as ToolCallData).name}`)).toEqual([
       'tool/call terminal_open',
       'tool/result terminal_open',
@@ -116,13 +120,45 @@ describe('run_code', () => {
     const controller = new AbortController()
     const pending = h.call(RUN_CODE, { code: 'const t = await tools.terminal_open({ type: "shell" })\nawait tools.terminal_send({ sessionId: t.meta!.sessionId as string, text: "hold waiting" })\nreturn 1' }, { signal: controller.signal })
     // The memory shell's `hold` keeps the send open until it is cancelled: wait for the nested send to start.
-    while (!h.agent.session.events().some((event) => event.type === 'tool/call' && (event.data as ToolCallData).name === 'terminal_send' && JSON.stringify(event.data).includes('hold waiting'))) {
+    while (!appended.some((event) => event.type === 'tool/call' && (event.data as ToolCallData).name === 'terminal_send' && JSON.stringify(event.data).includes('hold waiting'))) {
       await new Promise((resolve) => setImmediate(resolve))
     }
     controller.abort(new Error('the turn was cancelled'))
     const result = await pending
     expect(result.isError).toBe(true)
     expect(result.content[0]!.text).toMatch(/\[run_code: abort after \d+ ms, 2 tool calls\]$/)
+  })
+
+  it("a program's nested calls fill at most maxLogBytes of the log, the result's meta says what was cut, and memory keeps none of them", async () => {
+    const small = await boot({ toolPtc: { maxLogBytes: 65_536 } })
+    const seen: SessionEvent[] = []
+    small.ctx.sessions.subscribe((event) => void seen.push(event))
+    try {
+      const code = [
+        'const t = await tools.terminal_open({ type: "shell" })',
+        'const sessionId = t.meta!.sessionId as string',
+        'await tools.terminal_send({ sessionId, text: "seq 1 3000" })',
+        'let chars = 0',
+        'for (let i = 0; i < 1000; i++) chars += (await tools.terminal_read({ sessionId, count: 500 })).text.length',
+        'return chars',
+      ].join('\n')
+      const result = await small.call(RUN_CODE, { code }, { callId: 'flood' })
+      expect(result.isError, result.content[0]!.text).toBeUndefined()
+      const nested = seen.filter((event) => (event.data as ToolCallData).parentCallId === 'flood')
+      const logged = nested.reduce((sum, event) => sum + Buffer.byteLength(JSON.stringify(event)) + 1, 0)
+      expect(logged).toBeLessThanOrEqual(65_536)
+      // The program itself got every page whole: far more than the log holds.
+      const chars = JSON.parse(result.content[0]!.text.split('\n')[0]!) as number
+      expect(chars).toBeGreaterThan(1_000_000)
+      const log = result.meta!['log'] as { maxLogBytes: number; omittedCalls: number; omittedBytes: number }
+      expect(log.maxLogBytes).toBe(65_536)
+      expect(log.omittedCalls).toBe(1002 - nested.length / 2)
+      expect(log.omittedBytes).toBeGreaterThan(chars - 65_536)
+      expect(nested.some((event) => /output truncated: \d+ bytes omitted/.test((event.data as ToolResultData).text ?? ''))).toBe(true)
+      expect(small.agent.session.events().filter((event) => (event.data as ToolCallData).parentCallId !== undefined)).toEqual([])
+    } finally {
+      await small.dispose()
+    }
   })
 
   it('the result is bounded by maxResultBytes and keeps the status line', async () => {

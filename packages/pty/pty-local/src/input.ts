@@ -10,10 +10,9 @@
  *   the moment it is written;
  * - `secret`: the value, then Enter as its own key press.
  */
-import { PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
+import { MIN_SECRET_BYTES, PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
 import { ENTER, textSteps, type WriteStep } from './input-steps.ts'
 import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
-import { MIN_SECRET_BYTES } from './redact.ts'
 
 export interface InputPlan {
   steps: WriteStep[]

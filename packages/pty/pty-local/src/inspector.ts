@@ -6,7 +6,7 @@
 import { parseProcStat, type ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
-import type { SecretRedactor } from './redact.ts'
+import type { SecretRedactor } from '@conch/pty'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
 import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 

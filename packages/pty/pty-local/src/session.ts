@@ -17,6 +17,8 @@
  * driven by send.ts).
  */
 import {
+  LiveTextRedactor,
+  SecretRedactor,
   delay,
   describeStatus,
   PtyError,
@@ -48,7 +50,6 @@ import { TerminalDisplay } from './display.ts'
 import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
 import { encodeKey, type KeyModes } from './keys.ts'
-import { LiveTextRedactor, SecretRedactor } from './redact.ts'
 import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 

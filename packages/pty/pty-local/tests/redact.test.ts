@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { cleanProbe, type ReadProbe } from '../src/inspector.ts'
-import { LiveTextRedactor, MIN_SECRET_BYTES, PROCESS_PIECE_CHARS, SecretRedactor } from '../src/redact.ts'
+import { LiveTextRedactor, MIN_SECRET_BYTES, PROCESS_PIECE_CHARS, SecretRedactor } from '@conch/pty'
 
 const VALUE = 'hunter2-Correct-Horse'
 

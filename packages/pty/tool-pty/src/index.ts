@@ -8,6 +8,7 @@
  */
 import type { Context } from 'cordis'
 import type { AgentServiceApi } from '@conch/agent'
+import type { SessionServiceApi } from '@conch/session'
 import { Config } from './config.ts'
 import { toolKit } from './tools/kit.ts'
 import { registerTerminalClose } from './tools/close.ts'
@@ -17,6 +18,7 @@ import { registerTerminalRead } from './tools/read.ts'
 import { registerTerminalSend } from './tools/send.ts'
 import { registerTerminalSignal } from './tools/signal.ts'
 import { registerResize } from './resize.ts'
+import { secretsRedactor } from './secrets.ts'
 import { sessionId } from './tools/kit.ts'
 
 export { NO_OUTPUT, TRUNCATED, fit, renderBackground, renderClose, renderError, renderList, renderOpen, renderRead, renderScreen, renderSend, renderSignal, statusText } from './render.ts'
@@ -55,6 +57,15 @@ export const apply = (ctx: Context, config: Config) => {
   registerTerminalClose(kit)
   registerTerminalList(kit)
   registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, error: kit.error })
+
+  // A secret's value is redacted wherever a session records or shows text, not only in
+  // terminals: a program that reads its file, a sub-agent that prints it.
+  if (Object.keys(config.secrets).length > 0) {
+    ctx.inject(['sessions'], (inner) => {
+      const sessions = inner.get('sessions') as SessionServiceApi
+      sessions.redact(secretsRedactor(config.secrets))
+    })
+  }
 
   ctx.inject(['agents'], (inner) => {
     const agents = inner.get('agents') as AgentServiceApi

@@ -4,7 +4,8 @@
  * rotated value takes effect at the next send. Only names ever reach a result.
  */
 import { readFileSync } from 'node:fs'
-import { PtyError, type SecretValue } from '@conch/pty'
+import { PtyError, SecretRedactor, type SecretValue } from '@conch/pty'
+import type { SessionRedactor } from '@conch/session'
 import type { SecretSource } from './config.ts'
 
 /** `A, B` or `none`, for errors, the tool description and terminal_list. */
@@ -57,4 +58,36 @@ export function readableSecrets(secrets: Record<string, SecretSource>, env: Node
     }
   }
   return out
+}
+
+/**
+ * The redactor of every text a session records or shows (`ctx.sessions.redact`): each configured
+ * secret readable now becomes `[secret NAME]` — the terminals' own text passes, applied to
+ * run_code's output, a sub-agent's result and any other tool's text. Values are read again after
+ * each synchronous stretch of use (an event's strings share one read), so a rotated value
+ * counts at once.
+ */
+export function secretsRedactor(secrets: Record<string, SecretSource>, env: NodeJS.ProcessEnv = process.env): SessionRedactor {
+  let current: { key: string; redactor: SecretRedactor } = { key: '', redactor: new SecretRedactor() }
+  let fresh = false
+  const redactor = (): SecretRedactor => {
+    if (fresh) return current.redactor
+    fresh = true
+    queueMicrotask(() => (fresh = false))
+    const values = readableSecrets(secrets, env)
+    const key = JSON.stringify(values.map((secret) => [secret.name, secret.value]))
+    if (key !== current.key) {
+      const next = new SecretRedactor()
+      for (const secret of values) {
+        try {
+          next.add(secret.name, secret.value)
+        } catch {
+          // Shorter than MIN_SECRET_BYTES: it would match ordinary text (terminals skip it too).
+        }
+      }
+      current = { key, redactor: next }
+    }
+    return current.redactor
+  }
+  return { redact: (text) => redactor().redactText(text), splitLive: (text) => redactor().splitLive(text) }
 }

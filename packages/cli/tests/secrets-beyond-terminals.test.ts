@@ -1,0 +1,149 @@
+/**
+ * A registered secret's value read without a terminal: a run_code program that reads the
+ * secret's file (fs inside the program, console.log, its return value, a nested call's
+ * arguments) and a child conch whose model quotes what its own terminal showed, and a model
+ * that quotes it in its streamed answer. The value
+ * reaches no result, stream-json line, ACP update or session log — only `[secret NAME]` does.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+
+// A parent conch with a run_code program and a child conch, each compiling on start.
+vi.setConfig({ testTimeout: 120_000 })
+
+const VALUE = 'file-secret-7c41d09e-kappa'
+
+/** Rows that add run_code and the conch sub-agent to a terminal composition. */
+const delegation = (childConfig: string, childScript: string): string => `- id: ptc
+  name: '@conch/ptc'
+- id: ptc-node
+  name: '@conch/ptc-node'
+- id: tool-ptc
+  name: '@conch/tool-ptc'
+- id: subagents
+  name: '@conch/subagent'
+- id: subagent-conch
+  name: '@conch/subagent-conch'
+  config:
+    config: ${JSON.stringify(childConfig)}
+    script: ${JSON.stringify(childScript)}
+- id: tool-subagent
+  name: '@conch/tool-subagent'
+  config:
+    provider: conch
+`
+
+let ws: Workspace
+let state = ''
+beforeEach(() => {
+  ws = workspace()
+  state = mkdtempSync('/var/tmp/conch-secrets-')
+})
+afterEach(() => {
+  ws.remove()
+  rmSync(state, { recursive: true, force: true })
+})
+
+/** Every file under `dir`, concatenated. */
+function allFiles(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
+    .join('\n')
+}
+
+describe('a secret read outside a terminal', () => {
+  it('by a run_code program and by a child conch shows only its name in results, stream-json, ACP updates and the session log', async () => {
+    const secretFile = ws.write('token.txt', `${VALUE}\n`)
+    // The child has its own terminals and no secrets: its terminal shows the value, and its model quotes it.
+    const childScript = ws.write(
+      'child.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: `cat ${secretFile}` } }]),
+        step(`The file holds ${VALUE}.`),
+      ].join('\n'),
+    )
+    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const code = [
+      'const fs = require("node:fs")',
+      `const value = fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").trim()`,
+      'console.log("read:", value)',
+      'const { meta } = await tools.terminal_open({ type: "shell" })',
+      'const echoed = await tools.terminal_send({ sessionId: meta!.sessionId as string, text: `echo ${value} | rev | rev` })',
+      'return { value, length: value.length, echoed: echoed.text.includes("[secret TOKEN]") }',
+    ].join('\n')
+    const script = ws.write(
+      'script.jsonl',
+      [step('', [{ name: 'run_code', arguments: { code } }]), step('', [{ name: 'subagent', arguments: { prompt: 'what does token.txt hold?' } }]), step(`Done: ${VALUE}`)].join('\n'),
+    )
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { TOKEN: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(childConfig, childScript)}- id: agents`,
+      ),
+    )
+    const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state }
+
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; isError: boolean; text: string }[]
+    expect(results.map((result) => [result.name, result.isError])).toEqual([
+      ['run_code', false],
+      ['subagent', false],
+    ])
+    const [ran, delegated] = results.map((result) => result.text)
+    expect(ran).toMatch(/^read: \[secret TOKEN\]$/m)
+    expect(ran).toContain('"value": "[secret TOKEN]"')
+    // The program itself read the value; its terminal showed the name.
+    expect(ran).toContain(`"length": ${VALUE.length}`)
+    expect(ran).toContain('"echoed": true')
+    expect(delegated).toMatch(/^The file holds \[secret TOKEN\]\.$/m)
+    // A model that quotes the value (it could only guess it) streams and ends with the name too.
+    expect(jsonLines(run.stdout).at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Done: [secret TOKEN]' })
+    expect(run.stdout).not.toContain(VALUE)
+    const logs = allFiles(join(state, 'conch', 'sessions'))
+    expect(logs).toContain('"parentCallId"')
+    expect(logs).toContain('[secret TOKEN]')
+    expect(logs).not.toContain(VALUE)
+
+    const conch = startConch(['acp', '--config', config], { cwd: ws.dir, env })
+    const frames: Record<string, unknown>[] = []
+    let buffered = ''
+    let answered: ((frame: Record<string, unknown>) => void) | undefined
+    let waiting: number | undefined
+    conch.child.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString()
+      for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
+        const frame = JSON.parse(buffered.slice(0, newline)) as Record<string, unknown>
+        buffered = buffered.slice(newline + 1)
+        frames.push(frame)
+        if (frame['id'] === waiting && frame['method'] === undefined) answered?.(frame)
+      }
+    })
+    const request = (id: number, method: string, params: unknown) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        waiting = id
+        answered = resolve
+        void conch.exit.then(() => reject(new Error(`conch exited first; stderr:\n${conch.stderr()}`)))
+        conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
+      })
+    await request(0, 'initialize', { protocolVersion: 1 })
+    const created = await request(1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    const sessionId = (created['result'] as { sessionId: string }).sessionId
+    expect(await request(2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'read it' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+    const updates = frames.filter((frame) => frame['method'] === 'session/update').map((frame) => JSON.stringify(frame['params']))
+    expect(updates.join('\n')).toContain('read: [secret TOKEN]')
+    expect(updates.join('\n')).toContain('The file holds [secret TOKEN].')
+    const chunks = frames.filter((frame) => JSON.stringify(frame).includes('agent_message_chunk'))
+    expect(chunks.map((frame) => (frame['params'] as { update: { content: { text: string } } }).update.content.text).join('')).toBe('Done: [secret TOKEN]')
+    expect(conch.stdout()).not.toContain(VALUE)
+    expect(allFiles(join(state, 'conch', 'sessions'))).not.toContain(VALUE)
+    expect(processesWith(ws.dir)).toEqual([])
+  })
+})
