@@ -71,7 +71,7 @@ describe('the model', () => {
     const result = await runConch(['run', 'list the files'], { cwd: ws.dir })
     expect(result.code).toBe(2)
     expect(result.stdout).toBe('')
-    expect(result.stderr).toContain('DEEPSEEK_API_KEY or OPENAI_API_KEY')
+    expect(result.stderr).toContain('set DEEPSEEK_API_KEY (sent to https://api.deepseek.com) or OPENAI_API_KEY (sent to https://api.openai.com/v1)')
     expect(result.stderr).toContain('--script')
   })
 })
@@ -272,7 +272,7 @@ describe('a scripted run', () => {
 
   it('--script replaces the live model of an overlay composition without needing a key', async () => {
     ws.fixture('echo-tool.ts')
-    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config:\n    apiKeyEnv: CONCH_TEST_UNSET_KEY\n`)
+    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config:\n    endpoints: [{apiKeyEnv: CONCH_TEST_UNSET_KEY, baseURL: "http://127.0.0.1:1", model: m}]\n`)
     ws.write('tools.yml', 'base: cordis.yml\npatches:\n  - insert: { id: echo, name: ./echo-tool.ts }\n    after: tools\n')
     ws.write('s.jsonl', [step('', [{ name: 'echo', arguments: { text: 'over' } }]), step('fine')].join('\n'))
     const result = await runConch(['run', '--config', 'tools.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], {

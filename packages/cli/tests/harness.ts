@@ -140,11 +140,13 @@ export function acpRequest(conch: Conch, id: number, method: string, params: obj
   })
 }
 
-/** Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. */
+/** The variables that choose the live model's key, endpoint and model (see @conch/llm-openai). */
+const MODEL_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY', 'CONCH_BASE_URL', 'OPENAI_BASE_URL', 'CONCH_MODEL']
+
+/** Starts `node bin/conch.js …args` in `cwd`, without API keys or model endpoints in its environment but those given. */
 export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Conch {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
-  if (!options.env || !('DEEPSEEK_API_KEY' in options.env)) delete env['DEEPSEEK_API_KEY']
-  if (!options.env || !('OPENAI_API_KEY' in options.env)) delete env['OPENAI_API_KEY']
+  for (const name of MODEL_VARIABLES) if (!options.env || !(name in options.env)) delete env[name]
   const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env })
   let out = ''
   let err = ''

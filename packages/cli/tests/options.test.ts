@@ -101,11 +101,11 @@ describe('checkApiKey', () => {
     expect(error.message).not.toContain('conch run --script')
   })
 
-  it('reads the variable named by apiKeyEnv', () => {
-    const custom = [row('openai', '@conch/llm-openai', { apiKeyEnv: 'MY_KEY' })]
-    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY or OPENAI_API_KEY')
+  it('reads the variables of the configured endpoints, or a named endpoint without a key', () => {
+    const custom = [row('openai', '@conch/llm-openai', { endpoints: [{ apiKeyEnv: 'MY_KEY', baseURL: 'http://127.0.0.1:1/v1', model: 'm' }] })]
+    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('set MY_KEY (sent to http://127.0.0.1:1/v1)')
     expect(() => checkApiKey(custom, { MY_KEY: 'k' })).not.toThrow()
-    expect(() => checkApiKey(custom, { OPENAI_API_KEY: 'k' })).not.toThrow()
+    expect(() => checkApiKey(live, { CONCH_BASE_URL: 'http://127.0.0.1:8000/v1' })).not.toThrow()
   })
 
   it('needs no key when the composition selects a scripted model, or the live model is disabled', () => {
