@@ -43,8 +43,8 @@ Options:
 The live model: DEEPSEEK_API_KEY goes to DeepSeek, OPENAI_API_KEY to OpenAI; CONCH_BASE_URL
 (or OPENAI_BASE_URL) and CONCH_MODEL name any OpenAI-compatible server instead.
 Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
-start; 2 for a usage error, a missing API key, or a --cwd every user shares (such as /tmp) when
-the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
+start; 2 for a usage error, a missing API key, no working sandbox (bubblewrap) or a --cwd
+every user shares (such as /tmp) when the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
 
 export const ACP_USAGE = `Usage: conch acp [--config FILE] [--script FILE] [--log-level LEVEL]
 
@@ -58,8 +58,8 @@ Options:
   -h, --help           show this help
 
 Exit status: 0 when the client closed stdin or after SIGTERM / SIGINT, once every agent and
-terminal is disposed; 1 when the composition did not start; 2 for a usage error or a missing
-API key.`
+terminal is disposed; 1 when the composition did not start; 2 for a usage error, a missing
+API key, or no working sandbox (bubblewrap) when the terminals are confined.`
 
 export const POOL_WORKER_USAGE = `Usage: conch pool-worker
 

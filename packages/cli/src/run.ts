@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
-import { codeHeldBy, sharedRootProblem } from '@conch/sandbox'
+import { codeHeldBy, sharedRootProblem, type SandboxServiceApi } from '@conch/sandbox'
 import type { RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -44,10 +44,35 @@ export async function bootFor(
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
+  let app: App
   try {
-    return await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
+    app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
   } catch (error) {
     throw options.script === undefined ? error : (scriptError(error) ?? error)
+  }
+  try {
+    await checkSandbox(app)
+  } catch (error) {
+    await app.shutdown()
+    throw error
+  }
+  return app
+}
+
+/**
+ * A composition whose sandbox policy confines terminals (any default mode but
+ * `danger-full-access`) starts only where a sandbox provider works: the probe runs now, not at
+ * the model's first terminal, which could do nothing about it.
+ * @throws CliError `SANDBOX_UNAVAILABLE` (exit 2) with the sandbox's reasons and its fix.
+ */
+async function checkSandbox(app: App): Promise<void> {
+  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  const sandbox = app.ctx.get('sandbox') as SandboxServiceApi | undefined
+  if (mode === undefined || mode === 'danger-full-access' || sandbox?.probe === undefined) return
+  try {
+    await sandbox.probe()
+  } catch (error) {
+    throw new CliError('SANDBOX_UNAVAILABLE', `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${error instanceof Error ? error.message : String(error)}`)
   }
 }
 

@@ -293,11 +293,22 @@ const HINTS: Partial<Record<PtyError['code'], string>> = {
   UNKNOWN_SECRET: 'terminal_list shows the configured secrets',
 }
 
+/** The hint of a terminal that cannot be confined on this machine at all: no call of the model's changes that. */
+const NO_SANDBOX_HINT = 'not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install'
+
 /** An error result: `CODE: message — hint`, within the bound. */
 export function renderError(error: PtyError, maxBytes: number): string {
-  const hint = HINTS[error.code]
+  const hint = causedBy(error, 'SANDBOX_UNAVAILABLE') ? NO_SANDBOX_HINT : HINTS[error.code]
   const text = `${error.code}: ${error.message}${hint ? ` — ${hint}` : ''}`
   return boundUtf8(text, maxBytes, { keep: 'head' }).text
+}
+
+/** Whether `error` or an error in its `cause` chain has `code`. */
+function causedBy(error: unknown, code: string): boolean {
+  for (let depth = 0; error instanceof Error && depth < 8; depth++, error = error.cause) {
+    if ((error as { code?: unknown }).code === code) return true
+  }
+  return false
 }
 
 function exhausted(value: never): never {

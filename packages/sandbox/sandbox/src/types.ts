@@ -124,6 +124,12 @@ export interface SandboxServiceApi {
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
+   * Probes the registered providers for this platform now (the verdicts `confine` reuses), so a
+   * harness can refuse to start where no process could be confined.
+   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give.
+   */
+  probe?(): Promise<void>
+  /**
    * Keeps `paths` read-only inside every sandbox confined from now on, whatever the mode and the
    * workspace — for the files a running harness was composed from and the code it runs, so a
    * confined process cannot rewrite the configuration that confines it. Paths must be absolute;
