@@ -6,7 +6,7 @@ import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, sharedRootProblem, type SandboxServiceApi } from '@conch/sandbox'
-import type { RunArgs } from './args.ts'
+import type { CompositionArgs, RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
@@ -38,9 +38,10 @@ export function loadComposition(options: { config: string; script?: string; env:
 
 /** Loads and boots a composition for a command (see `loadComposition` and `boot`). */
 export async function bootFor(
-  options: { config: string; script?: string; logLevel: LogLevel },
+  options: CompositionArgs & { script?: string; logLevel: LogLevel },
   io: CommandIo,
 ): Promise<App> {
+  if (options.ownComposition) io.stderr.write(`conch: no cordis.yml in ${process.cwd()}; using conch's own ${options.config}\n`)
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file

@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { OWN_COMPOSITION } from '../src/args.ts'
 import { checkApiKey, CliError, flattenRows, parseRunArgs, useScript, type EntryRow } from '../src/index.ts'
+import { CLI_ROOT } from './harness.ts'
 
 const source = '/work/cordis.yml'
 const row = (id: string, name: string, config?: unknown, extra: Partial<EntryRow> = {}): EntryRow => ({
@@ -22,13 +27,28 @@ function failure(fn: () => unknown): CliError {
 
 describe('parseRunArgs', () => {
   it('defaults to ./cordis.yml, text output, the current directory and warn logs', () => {
-    expect(parseRunArgs(['do it'], '/work')).toEqual({
+    const checkout = dirname(OWN_COMPOSITION)
+    expect(parseRunArgs(['do it'], checkout)).toEqual({
       task: 'do it',
-      config: '/work/cordis.yml',
+      config: join(checkout, 'cordis.yml'),
       output: 'text',
-      cwd: '/work',
+      cwd: checkout,
       logLevel: 'warn',
     })
+  })
+
+  it("in a folder without a cordis.yml, defaults to conch's own root composition, and says so", () => {
+    const folder = mkdtempSync(join(tmpdir(), 'conch-project-'))
+    try {
+      expect(parseRunArgs(['do it'], folder)).toMatchObject({ config: OWN_COMPOSITION, ownComposition: true })
+      expect(parseRunArgs(['--config', 'mine.yml', 'do it'], folder)).toEqual(expect.not.objectContaining({ ownComposition: true }))
+      writeFileSync(join(folder, 'cordis.yml'), '[]\n')
+      expect(parseRunArgs(['do it'], folder)).toEqual(expect.objectContaining({ config: join(folder, 'cordis.yml') }))
+      expect(parseRunArgs(['do it'], folder)).not.toHaveProperty('ownComposition')
+    } finally {
+      rmSync(folder, { recursive: true, force: true })
+    }
+    expect(OWN_COMPOSITION).toBe(join(CLI_ROOT, '..', '..', 'cordis.yml'))
   })
 
   it('asks for one quoted task when the task is missing or split', () => {
