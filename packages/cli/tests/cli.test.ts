@@ -121,6 +121,24 @@ describe('the audit', () => {
     expect(result.stderr).toContain('- Unrecognized keys: "outputlimitbytes", "zzz" (at the top level); did you mean "outputLimitBytes" for "outputlimitbytes"?')
   })
 
+  it('a misspelt key of a row or a patch, and a config value near one of its enum, suggest the right one', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('rows.yml', `${SPINE}- id: extra\n  name: '@conch/tasks'\n  disable: true\n`)
+    const row = await runConch(['run', '--config', 'rows.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(row.code).toBe(1)
+    expect(row.stderr).toBe('conch: rows.yml: entry #5 "extra": Unrecognized key: "disable"; did you mean "disabled"?\n')
+    ws.write('base.yml', `${SPINE}- id: policy\n  name: '@conch/sandbox-policy'\n  config: { mode: workspace_write }\n`)
+    ws.write('over.yml', 'base: base.yml\npatches:\n  - patch: policy\n    confg: {}\n')
+    const patch = await runConch(['run', '--config', 'over.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(patch.code).toBe(1)
+    expect(patch.stderr).toBe('conch: over.yml: patches[0]: Unrecognized key: "confg"; did you mean "config"?\n')
+    const mode = await runConch(['run', '--config', 'base.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(mode.code).toBe(1)
+    expect(mode.stderr).toContain(
+      '- Invalid option: expected one of "read-only"|"workspace-write"|"danger-full-access" (at mode); did you mean "workspace-write"?',
+    )
+  })
+
   it('a service missing because its entry has an invalid config names that entry as the provider', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: lots }\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
