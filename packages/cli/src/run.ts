@@ -62,8 +62,8 @@ export async function bootFor(
 
 /**
  * A composition whose sandbox policy confines terminals (any default mode but
- * `danger-full-access`) starts only where a sandbox provider works: the probe runs now, not at
- * the model's first terminal, which could do nothing about it.
+ * `danger-full-access`) and that loads a sandbox provider starts only where one works: the probe
+ * runs now, not at the model's first terminal, which could do nothing about it.
  * @throws CliError `SANDBOX_UNAVAILABLE` (exit 2) with the sandbox's reasons and its fix.
  */
 async function checkSandbox(app: App): Promise<void> {

@@ -198,17 +198,19 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   /**
    * Probes the providers for `process.platform` now (each at most once, as `confine` does), so
-   * a harness can refuse to start where nothing could confine its terminals.
-   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give.
+   * a harness can refuse to start where the providers it loaded cannot confine anything.
+   * @returns true when one works; false when none is registered for this platform.
+   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
    */
-  async probe(): Promise<void> {
+  async probe(): Promise<boolean> {
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: string[] = []
     for (const provider of candidates) {
       const verdict = await this.verdict(provider)
-      if (verdict === true) return
+      if (verdict === true) return true
       failures.push(`${provider.name}: ${verdict}`)
     }
+    if (candidates.length === 0) return false
     throw unavailable(candidates.length, failures)
   }
 

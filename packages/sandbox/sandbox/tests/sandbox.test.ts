@@ -95,6 +95,7 @@ describe('ctx.sandbox', () => {
 
   it('probe() reports at once what confine would, and shares its cached verdicts', async () => {
     const sandbox = await boot()
+    expect(await sandbox.probe()).toBe(false)
     const missing = fake('bubblewrap', 'bwrap was not found on PATH')
     sandbox.register(missing)
     const error = await rejection(sandbox.probe())
@@ -103,7 +104,7 @@ describe('ctx.sandbox', () => {
     expect(missing.probes).toBe(1)
     const works = fake('other', true)
     sandbox.register(works)
-    await sandbox.probe()
+    expect(await sandbox.probe()).toBe(true)
     await sandbox.confine(['bash'], policy)
     expect(works.probes).toBe(1)
   })
