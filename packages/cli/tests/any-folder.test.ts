@@ -42,5 +42,6 @@ it('a linked conch run by name in a folder without cordis.yml uses the root comp
   expect(result.code).toBe(0)
   const lines = jsonLines(result.stdout)
   expect(lines.find((line) => line['type'] === 'tool_result')).toMatchObject({ name: 'terminal_open', isError: false })
+  expect(String(lines.find((line) => line['type'] === 'tool_result')?.['text'])).toContain(`cwd ${project}]`)
   expect(lines.at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'done' })
 })

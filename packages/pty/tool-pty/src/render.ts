@@ -175,9 +175,10 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
 
 export function renderOpen(opened: SpawnResult, maxBytes: number): string {
   const name = opened.name === undefined ? '' : `, name "${opened.name}"`
+  const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
   return fit({
     body: opened.motd,
-    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
+    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
     noticeAt: 2,
     truncated: false,
     maxBytes,
