@@ -41,8 +41,8 @@ Options:
   --log-level LEVEL    error, warn (default), info or debug; diagnostics go to stderr
   -h, --help           show this help
 
-The live model: DEEPSEEK_API_KEY goes to DeepSeek, OPENAI_API_KEY to OpenAI; CONCH_BASE_URL
-(or OPENAI_BASE_URL) and CONCH_MODEL name any OpenAI-compatible server instead.
+The live model: DEEPSEEK_API_KEY goes to DeepSeek, OPENAI_API_KEY to OpenAI (or to
+OPENAI_BASE_URL); CONCH_BASE_URL and CONCH_MODEL name any OpenAI-compatible server instead.
 Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
 start; 2 for a usage error, a missing API key, no working sandbox (bubblewrap) or a --cwd
 every user shares (such as /tmp) when the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`

@@ -57,6 +57,17 @@ describe('the live model endpoint', () => {
     })
   })
 
+  it('OPENAI_BASE_URL moves the OpenAI key only: a DeepSeek key still goes to DeepSeek', async () => {
+    expect(await run({ OPENAI_BASE_URL: local.baseURL, DEEPSEEK_API_KEY: 'sk-deepseek-key' })).toEqual({ deepseek: ['Bearer sk-deepseek-key'], openai: [], local: [], models: ['deepseek-chat'] })
+    // (what each server received, counted from the first run)
+    expect(await run({ OPENAI_BASE_URL: local.baseURL, OPENAI_API_KEY: 'sk-openai-key' })).toEqual({
+      deepseek: ['Bearer sk-deepseek-key'],
+      openai: [],
+      local: ['Bearer sk-openai-key'],
+      models: ['deepseek-chat', 'gpt-4.1-mini'],
+    })
+  })
+
   it('OPENAI_BASE_URL or CONCH_BASE_URL with CONCH_MODEL names a server the user chose, with the key set or with none', async () => {
     expect(await run({ OPENAI_BASE_URL: local.baseURL, CONCH_MODEL: 'qwen3-8b' })).toEqual({ deepseek: [], openai: [], local: ['none'], models: ['qwen3-8b'] })
     local.replies.push({ kind: 'sse', chunks: [chunk({ content: 'done' }, 'stop')] })

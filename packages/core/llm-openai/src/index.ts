@@ -8,7 +8,7 @@ import { OpenAIAdapter } from './adapter.ts'
 import type { Config } from './endpoint.ts'
 
 export { OpenAIAdapter, type OpenAIAdapterOptions } from './adapter.ts'
-export { BASE_URL_VARIABLES, Config, MODEL_VARIABLE, missingKeyMessage, resolveEndpoint, type ResolvedEndpoint } from './endpoint.ts'
+export { BASE_URL_VARIABLE, Config, MODEL_VARIABLE, missingKeyMessage, resolveEndpoint, type ResolvedEndpoint } from './endpoint.ts'
 export { fromWireChunk, toFinishReason, toWireMessages, toWireTools } from './convert.ts'
 
 export const name = 'llm-openai'

@@ -222,7 +222,13 @@ describe('the API key', () => {
     expect(resolveEndpoint(config, {})).toBeUndefined()
   })
 
-  it('a named endpoint (config, CONCH_BASE_URL, then OPENAI_BASE_URL) and CONCH_MODEL apply to any key, or to none', () => {
+  it('OPENAI_BASE_URL moves only the OpenAI key; with no key at all it names a server without one', () => {
+    const config = openai.Config.parse({})
+    expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://b/v1', OPENAI_API_KEY: 'k' })).toEqual({ baseURL: 'http://b/v1', model: 'gpt-4.1-mini', apiKeyEnv: 'OPENAI_API_KEY' })
+    expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://b/v1', DEEPSEEK_API_KEY: 'k' })).toEqual({ baseURL: 'https://api.deepseek.com', model: 'deepseek-chat', apiKeyEnv: 'DEEPSEEK_API_KEY' })
+  })
+
+  it('a named endpoint (config, then CONCH_BASE_URL) and CONCH_MODEL apply to any key, or to none', () => {
     const config = openai.Config.parse({})
     expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://127.0.0.1:8000/v1', CONCH_MODEL: 'qwen' })).toEqual({
       baseURL: 'http://127.0.0.1:8000/v1',
