@@ -1,8 +1,9 @@
 /**
  * Command-line parsing (node:util `parseArgs`, strict). Every error names the flag.
  */
-import { statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { LogLevel } from './boot.ts'
 import { CliError } from './errors.ts'
@@ -19,8 +20,8 @@ Commands:
 Options:
   -h, --help             show this help; conch run --help shows the run options
 
-Both commands boot a composition (./cordis.yml unless --config says otherwise); see
-docs/configuration.md for its format.`
+Both commands boot a composition: --config FILE, else ./cordis.yml, else conch's own root
+cordis.yml (said on stderr); see docs/configuration.md for its format.`
 
 export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] [--log-level LEVEL] "task"
 
@@ -28,7 +29,7 @@ Boots the composition, creates one agent, runs the task until the model answers,
 shuts everything down.
 
 Options:
-  --config FILE        composition to boot (default: ./cordis.yml)
+  --config FILE        composition to boot (default: ./cordis.yml, else conch's own)
   --script FILE        use the scripted model with this JSON Lines script (one model reply per
                        line), whatever the composition says; no API key needed
   --output FORMAT      text (default): a readable transcript, with terminal output shown live
@@ -40,10 +41,11 @@ Options:
   --log-level LEVEL    error, warn (default), info or debug; diagnostics go to stderr
   -h, --help           show this help
 
-The live model reads DEEPSEEK_API_KEY (or OPENAI_API_KEY).
+The live model: DEEPSEEK_API_KEY goes to DeepSeek, OPENAI_API_KEY to OpenAI (or to
+OPENAI_BASE_URL); CONCH_BASE_URL and CONCH_MODEL name any OpenAI-compatible server instead.
 Exit status: 0 when the run completed; 1 when it ended otherwise or the composition did not
-start; 2 for a usage error, a missing API key, or a --cwd every user shares (such as /tmp) when
-the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
+start; 2 for a usage error, a missing API key, no working sandbox (bubblewrap) or a --cwd
+every user shares (such as /tmp) when the terminals are confined; 130 / 143 after SIGINT / SIGTERM.`
 
 export const ACP_USAGE = `Usage: conch acp [--config FILE] [--script FILE] [--log-level LEVEL]
 
@@ -51,14 +53,14 @@ Serves the Agent Client Protocol over stdio: stdout carries protocol frames only
 go to stderr.
 
 Options:
-  --config FILE        composition to boot (default: ./cordis.yml)
+  --config FILE        composition to boot (default: ./cordis.yml, else conch's own)
   --script FILE        use the scripted model with this JSON Lines script
   --log-level LEVEL    error, warn (default), info or debug
   -h, --help           show this help
 
 Exit status: 0 when the client closed stdin or after SIGTERM / SIGINT, once every agent and
-terminal is disposed; 1 when the composition did not start; 2 for a usage error or a missing
-API key.`
+terminal is disposed; 1 when the composition did not start; 2 for a usage error, a missing
+API key, or no working sandbox (bubblewrap) when the terminals are confined.`
 
 export const POOL_WORKER_USAGE = `Usage: conch pool-worker
 
@@ -68,10 +70,16 @@ process on the other end; stdout stays empty and diagnostics go to stderr.
 
 Exit status: 0 after SIGTERM, SIGINT or the end of the channel, once every session is closed.`
 
-export interface RunArgs {
-  task: string
+/** Where the composition comes from: `--config`, else ./cordis.yml, else conch's own. */
+export interface CompositionArgs {
   /** Absolute path of the composition. */
   config: string
+  /** Set when the working directory has no cordis.yml and `config` is conch's own (`OWN_COMPOSITION`). */
+  ownComposition?: true
+}
+
+export interface RunArgs extends CompositionArgs {
+  task: string
   /** Absolute path of the script, when given. */
   script?: string
   output: OutputFormat
@@ -84,8 +92,7 @@ export interface RunArgs {
   logLevel: LogLevel
 }
 
-export interface AcpArgs {
-  config: string
+export interface AcpArgs extends CompositionArgs {
   script?: string
   logLevel: LogLevel
 }
@@ -115,7 +122,7 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
   const output = oneOf('--output', values['output'], OUTPUTS, 'text')
   const args: RunArgs = {
     task: positionals[0]!,
-    config: resolve(cwd, stringFlag('--config', values['config']) ?? 'cordis.yml'),
+    ...composition(values['config'], cwd),
     output,
     cwd: directory('--cwd', stringFlag('--cwd', values['cwd']), cwd),
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
@@ -144,12 +151,23 @@ export function parseAcpArgs(argv: readonly string[], cwd = process.cwd()): AcpA
   if (values['help']) return 'help'
   if (positionals.length) throw usage(`conch acp: unexpected argument ${JSON.stringify(positionals[0])}; conch acp takes options only`)
   const args: AcpArgs = {
-    config: resolve(cwd, stringFlag('--config', values['config']) ?? 'cordis.yml'),
+    ...composition(values['config'], cwd),
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
   }
   const script = stringFlag('--script', values['script'])
   if (script !== undefined) args.script = file('--script', script, cwd)
   return args
+}
+
+/** conch's own root composition: the cordis.yml of the checkout this module runs from (packages/cli/src, or the build in packages/cli/dist). */
+export const OWN_COMPOSITION = fileURLToPath(new URL('../../../cordis.yml', import.meta.url))
+
+/** `--config`, else ./cordis.yml when the folder has one, else conch's own composition when it exists. */
+function composition(flag: unknown, cwd: string): CompositionArgs {
+  const given = stringFlag('--config', flag)
+  const local = resolve(cwd, given ?? 'cordis.yml')
+  if (given !== undefined || existsSync(local) || !existsSync(OWN_COMPOSITION)) return { config: local }
+  return { config: OWN_COMPOSITION, ownComposition: true }
 }
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options']

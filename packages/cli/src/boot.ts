@@ -228,7 +228,7 @@ function audit(
         // Cordis prints an issue at the config's top level (an unknown key there) as `(at )`.
         const message = error.message.replace(/ \(at \)$/gm, ' (at the top level)')
         const schema = (fiber.runtime as { Config?: unknown } | null)?.Config
-        failures.push({ ...base, reason: 'invalid-config', message: suggestConfigKeys(message, schema), errors: [error] })
+        failures.push({ ...base, reason: 'invalid-config', message: suggestConfigKeys(message, schema, row.config), errors: [error] })
       } else {
         failures.push({ ...base, reason: 'failed', message: `failed to start: ${describeError(error, 'warn')}`, errors: [error] })
       }

@@ -10,6 +10,7 @@ import { dirname, relative, resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import { z } from 'zod'
 import { CliError } from './errors.ts'
+import { didYouMean, objectKeys } from './suggest.ts'
 
 /** One row of a composition, as the loader's `EntryOptions` plus where it was written. */
 export interface EntryRow {
@@ -119,7 +120,7 @@ function readFile(path: string, including: readonly string[]): { entries: EntryR
   }
   if (isObject(document) && 'base' in document) {
     const overlay = OverlaySchema.safeParse(document)
-    if (!overlay.success) throw invalid(path, 'the overlay', overlay.error)
+    if (!overlay.success) throw invalid(path, 'the overlay', overlay.error, OverlaySchema)
     const basePath = resolve(dirname(path), overlay.data.base)
     const base = readFile(basePath, [...including, path])
     const entries = applyPatches(base.entries, overlay.data.patches ?? [], path)
@@ -142,7 +143,7 @@ export function applyPatches(entries: readonly EntryRow[], patches: readonly unk
     const where = `${display(source)}: patches[${index}]`
     if (isObject(raw) && 'insert' in raw) {
       const parsed = InsertSchema.safeParse(raw)
-      if (!parsed.success) throw invalid(source, `patches[${index}]`, parsed.error)
+      if (!parsed.success) throw invalid(source, `patches[${index}]`, parsed.error, InsertSchema)
       const [row] = parseRows([parsed.data.insert], source, [], `patches[${index}].insert`)
       const anchor = parsed.data.after ?? parsed.data.before
       if (anchor === undefined) {
@@ -155,7 +156,7 @@ export function applyPatches(entries: readonly EntryRow[], patches: readonly unk
       checkUniqueIds(result, source)
     } else if (isObject(raw) && 'patch' in raw) {
       const parsed = PatchSchema.safeParse(raw)
-      if (!parsed.success) throw invalid(source, `patches[${index}]`, parsed.error)
+      if (!parsed.success) throw invalid(source, `patches[${index}]`, parsed.error, PatchSchema)
       const found = findRow(result, parsed.data.patch)
       if (!found) throw unknownId(where, parsed.data.patch, result)
       const row = found.list[found.index]!
@@ -193,7 +194,7 @@ function parseRows(items: readonly unknown[], source: string, parents: readonly 
     const parsed = RowSchema.safeParse(item)
     if (!parsed.success) {
       const id = isObject(item) && typeof item['id'] === 'string' ? ` "${item['id']}"` : ''
-      throw invalid(source, `${where}${id}`, parsed.error)
+      throw invalid(source, `${where}${id}`, parsed.error, RowSchema)
     }
     const data = parsed.data
     const group = data.group === true
@@ -252,10 +253,12 @@ function unknownId(where: string, id: string, entries: readonly EntryRow[]): Cli
   return new CliError('UNKNOWN_ENTRY', `${where}: no entry has id "${id}"; the ids are ${ids.join(', ') || '(none)'}`)
 }
 
-function invalid(source: string, where: string, error: z.ZodError): CliError {
+/** `CONFIG_INVALID` naming each issue; an unknown key gets the nearest key of `schema` there. */
+function invalid(source: string, where: string, error: z.ZodError, schema: z.ZodType): CliError {
   const issues = error.issues.map((issue) => {
     const path = issue.path.length ? `${issue.path.map(String).join('.')}: ` : ''
-    return `${path}${issue.message}`
+    const hint = issue.code === 'unrecognized_keys' ? didYouMean(issue.keys, objectKeys(schema, issue.path) ?? []) : ''
+    return `${path}${issue.message}${hint}`
   })
   return new CliError('CONFIG_INVALID', `${display(source)}: ${where}: ${issues.join('; ')}`)
 }

@@ -25,6 +25,8 @@ export type CliErrorCode =
   | 'CWD_REFUSED'
   /** `conch run`'s workspace root holds code the composition runs (its local plugins), and its terminals would be confined there. */
   | 'WORKSPACE_HOLDS_CODE'
+  /** The sandbox policy confines terminals and no sandbox provider works on this machine. */
+  | 'SANDBOX_UNAVAILABLE'
   /** The audit found entries that are not active; see `BootError.failures`. */
   | 'BOOT_FAILED'
   /** A subcommand whose implementation is not installed. */
@@ -35,7 +37,7 @@ export class CliError extends Error {
   constructor(
     readonly code: CliErrorCode,
     message: string,
-    readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' ? 2 : 1,
+    readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' || code === 'SANDBOX_UNAVAILABLE' ? 2 : 1,
   ) {
     super(message)
   }

@@ -2,6 +2,7 @@
  * Choosing the model from the command line: `--script FILE` switches any composition to the
  * scripted model, and without a script the live model must have an API key.
  */
+import { Config as OpenAIConfig, missingKeyMessage, resolveEndpoint } from '@conch/llm-openai/endpoint'
 import { applyPatches, flattenRows, type EntryRow, type Patch } from './compose.ts'
 import { CliError } from './errors.ts'
 
@@ -12,8 +13,6 @@ export const OPENAI_PACKAGE = '@conch/llm-openai'
 export const REPLAY_PROVIDER = 'replay'
 /** How deep a conch is in a chain of sub-agents, set by `@conch/subagent-conch` on the child it starts (unset: 0). */
 export const SUBAGENT_DEPTH_VARIABLE = 'CONCH_SUBAGENT_DEPTH'
-/** Where `@conch/llm-openai` looks for its key: `apiKeyEnv` (default the first), then the second. */
-export const DEFAULT_KEY_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY'] as const
 
 /**
  * Patches `entries` so the scripted model answers: the `@conch/llm-replay` row gets
@@ -47,7 +46,8 @@ export function useScript(entries: readonly EntryRow[], script: string, source: 
 }
 
 /**
- * Without a script, an enabled `@conch/llm-openai` row needs its key in the environment —
+ * Without a script, an enabled `@conch/llm-openai` row needs a key or a named endpoint in the
+ * environment (`resolveEndpoint`) —
  * unless `@conch/llm`'s `provider` names an enabled `@conch/llm-replay` row's provider (a
  * snapshot overlay that selects the scripted model in the yml).
  * @throws CliError `NO_API_KEY` (exit 2) explaining how to set a key or use `--script` — or, in a
@@ -62,11 +62,10 @@ export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv
   const provider = asObject(llm?.config)['provider']
   if (provider !== undefined && scripted.includes(provider)) return
   for (const row of rows.filter((row) => row.name === OPENAI_PACKAGE)) {
-    // The adapter's rule: `apiKeyEnv` (default DEEPSEEK_API_KEY), then OPENAI_API_KEY.
-    const apiKeyEnv = asObject(row.config)['apiKeyEnv']
-    const primary = typeof apiKeyEnv === 'string' ? apiKeyEnv : DEFAULT_KEY_VARIABLES[0]
-    const variables = [...new Set([primary, DEFAULT_KEY_VARIABLES[1]])]
-    if (variables.some((name) => env[name])) continue
+    // The adapter's own rule; a config it refuses is reported by the boot, naming the field.
+    const config = OpenAIConfig.safeParse(row.config)
+    if (!config.success || resolveEndpoint(config.data, env)) continue
+    const primary = config.data.endpoints[0]!.apiKeyEnv
     // A conch another conch started (`@conch/subagent-conch` sets the depth) gets its script or
     // key from that parent's entry, not from a command line of its own.
     const depth = Number(env[SUBAGENT_DEPTH_VARIABLE] ?? '0')
@@ -82,7 +81,7 @@ export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv
             'or run a scripted session instead:  conch run --script FILE "task"',
             '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
           ]
-    throw new CliError('NO_API_KEY', [`no API key for the live model (entry "${row.id}" reads ${variables.join(' or ')}).`, ...fix].join('\n'))
+    throw new CliError('NO_API_KEY', [`entry "${row.id}": ${missingKeyMessage(config.data)}.`, ...fix].join('\n'))
   }
 }
 

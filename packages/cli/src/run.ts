@@ -7,7 +7,7 @@ import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
 import { stateHome } from '@conch/session'
-import type { RunArgs } from './args.ts'
+import type { CompositionArgs, RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
@@ -39,16 +39,42 @@ export function loadComposition(options: { config: string; script?: string; env:
 
 /** Loads and boots a composition for a command (see `loadComposition` and `boot`). */
 export async function bootFor(
-  options: { config: string; script?: string; logLevel: LogLevel },
+  options: CompositionArgs & { script?: string; logLevel: LogLevel },
   io: CommandIo,
 ): Promise<App> {
+  if (options.ownComposition) io.stderr.write(`conch: no cordis.yml in ${process.cwd()}; using conch's own ${options.config}\n`)
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
+  let app: App
   try {
-    return await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
+    app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
   } catch (error) {
     throw options.script === undefined ? error : (scriptError(error) ?? error)
+  }
+  try {
+    await checkSandbox(app)
+  } catch (error) {
+    await app.shutdown()
+    throw error
+  }
+  return app
+}
+
+/**
+ * A composition whose sandbox policy confines terminals (any default mode but
+ * `danger-full-access`) and that loads a sandbox provider starts only where one works: the probe
+ * runs now, not at the model's first terminal, which could do nothing about it.
+ * @throws CliError `SANDBOX_UNAVAILABLE` (exit 2) with the sandbox's reasons and its fix.
+ */
+async function checkSandbox(app: App): Promise<void> {
+  const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
+  const sandbox = app.ctx.get('sandbox') as SandboxServiceApi | undefined
+  if (mode === undefined || mode === 'danger-full-access' || sandbox?.probe === undefined) return
+  try {
+    await sandbox.probe()
+  } catch (error) {
+    throw new CliError('SANDBOX_UNAVAILABLE', `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${error instanceof Error ? error.message : String(error)}`)
   }
 }
 

@@ -1,6 +1,7 @@
 /**
  * "Did you mean …?": the nearest known name to a misspelt one, for unknown config keys (any
- * plugin's, read from its zod schema) and unknown command-line options.
+ * plugin's, read from its zod schema), unknown keys of cordis.yml rows and patches, values
+ * outside a config enum, and unknown command-line options.
  */
 import { distance as editDistance } from 'fastest-levenshtein'
 
@@ -34,24 +35,41 @@ export function nearestName(name: string, known: Iterable<string>): string | und
  * @param message the ValidationError message, one issue a line: `  - text (at a.b)`; the top
  *   level is `(at )` or `(at the top level)`.
  */
-export function suggestConfigKeys(message: string, schema: unknown): string {
+export function suggestConfigKeys(message: string, schema: unknown, config?: unknown): string {
   return message
     .split('\n')
     .map((line) => {
-      const match = /^(\s*- Unrecognized keys?: )(.*) \(at (.*)\)$/.exec(line)
+      const match = /^\s*- (Unrecognized keys?|Invalid option): (.*) \(at (.*)\)$/.exec(line)
       if (match === null) return line
       const path = match[3] === '' || match[3] === 'the top level' ? [] : match[3]!.split('.')
-      const known = objectKeys(schema, path)
-      if (known === undefined) return line
-      const hints: string[] = []
-      const keys = [...match[2]!.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((key) => key[1]!)
-      for (const key of keys) {
-        const near = nearestName(key, known)
-        if (near !== undefined) hints.push(keys.length === 1 ? JSON.stringify(near) : `${JSON.stringify(near)} for ${JSON.stringify(key)}`)
+      const quoted = [...match[2]!.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((key) => key[1]!)
+      if (match[1] === 'Invalid option') {
+        // `expected one of "a"|"b"`: the value given is read from the entry's config.
+        const value = valueAt(config, path)
+        return typeof value === 'string' ? `${line}${didYouMean([value], quoted)}` : line
       }
-      return hints.length === 0 ? line : `${line}; did you mean ${hints.join(', ')}?`
+      const known = objectKeys(schema, path)
+      return known === undefined ? line : `${line}${didYouMean(quoted, known)}`
     })
     .join('\n')
+}
+
+/**
+ * `; did you mean "near"?` for the `names` that have a near one in `known` (`nearestName`;
+ * `"near" for "name"` when there are several names), or '' when none has.
+ */
+export function didYouMean(names: readonly string[], known: readonly string[]): string {
+  const hints: string[] = []
+  for (const name of names) {
+    const near = nearestName(name, known)
+    if (near !== undefined) hints.push(names.length === 1 ? JSON.stringify(near) : `${JSON.stringify(near)} for ${JSON.stringify(name)}`)
+  }
+  return hints.length === 0 ? '' : `; did you mean ${hints.join(', ')}?`
+}
+
+function valueAt(value: unknown, path: readonly string[]): unknown {
+  for (const segment of path) value = typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[segment] : undefined
+  return value
 }
 
 /** Wrappers zod 4 puts around a schema (`def.type`), and where the wrapped schema is. */
@@ -67,7 +85,7 @@ const WRAPPED: Record<string, string> = {
 }
 
 /** The keys of the zod object schema at `path` in `schema`, or undefined when there is none. */
-function objectKeys(schema: unknown, path: readonly string[]): string[] | undefined {
+export function objectKeys(schema: unknown, path: readonly (string | number | symbol)[]): string[] | undefined {
   let node = schema
   for (let index = 0; ; ) {
     const def = (node as { _zod?: { def?: Record<string, unknown> } } | undefined)?._zod?.def
@@ -83,7 +101,7 @@ function objectKeys(schema: unknown, path: readonly string[]): string[] | undefi
       continue
     }
     if (index === path.length) return type === 'object' ? Object.keys(def['shape'] as object) : undefined
-    const segment = path[index++]!
+    const segment = String(path[index++]!)
     if (type === 'object') node = (def['shape'] as Record<string, unknown>)[segment]
     else if (type === 'array') node = def['element']
     else if (type === 'record') node = def['valueType']

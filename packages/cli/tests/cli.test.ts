@@ -71,7 +71,7 @@ describe('the model', () => {
     const result = await runConch(['run', 'list the files'], { cwd: ws.dir })
     expect(result.code).toBe(2)
     expect(result.stdout).toBe('')
-    expect(result.stderr).toContain('DEEPSEEK_API_KEY or OPENAI_API_KEY')
+    expect(result.stderr).toContain('set DEEPSEEK_API_KEY (sent to https://api.deepseek.com) or OPENAI_API_KEY (sent to https://api.openai.com/v1)')
     expect(result.stderr).toContain('--script')
   })
 })
@@ -119,6 +119,24 @@ describe('the audit', () => {
     expect(result.code).toBe(1)
     expect(result.stderr).toContain('- Unrecognized key: "idleSilenceMS" (at the top level); did you mean "idleSilenceMs"?')
     expect(result.stderr).toContain('- Unrecognized keys: "outputlimitbytes", "zzz" (at the top level); did you mean "outputLimitBytes" for "outputlimitbytes"?')
+  })
+
+  it('a misspelt key of a row or a patch, and a config value near one of its enum, suggest the right one', async () => {
+    ws.write('s.jsonl', `${step('hi')}\n`)
+    ws.write('rows.yml', `${SPINE}- id: extra\n  name: '@conch/tasks'\n  disable: true\n`)
+    const row = await runConch(['run', '--config', 'rows.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(row.code).toBe(1)
+    expect(row.stderr).toBe('conch: rows.yml: entry #5 "extra": Unrecognized key: "disable"; did you mean "disabled"?\n')
+    ws.write('base.yml', `${SPINE}- id: policy\n  name: '@conch/sandbox-policy'\n  config: { mode: workspace_write }\n`)
+    ws.write('over.yml', 'base: base.yml\npatches:\n  - patch: policy\n    confg: {}\n')
+    const patch = await runConch(['run', '--config', 'over.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(patch.code).toBe(1)
+    expect(patch.stderr).toBe('conch: over.yml: patches[0]: Unrecognized key: "confg"; did you mean "config"?\n')
+    const mode = await runConch(['run', '--config', 'base.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    expect(mode.code).toBe(1)
+    expect(mode.stderr).toContain(
+      '- Invalid option: expected one of "read-only"|"workspace-write"|"danger-full-access" (at mode); did you mean "workspace-write"?',
+    )
   })
 
   it('a service missing because its entry has an invalid config names that entry as the provider', async () => {
@@ -272,7 +290,7 @@ describe('a scripted run', () => {
 
   it('--script replaces the live model of an overlay composition without needing a key', async () => {
     ws.fixture('echo-tool.ts')
-    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config:\n    apiKeyEnv: CONCH_TEST_UNSET_KEY\n`)
+    ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config:\n    endpoints: [{apiKeyEnv: CONCH_TEST_UNSET_KEY, baseURL: "http://127.0.0.1:1", model: m}]\n`)
     ws.write('tools.yml', 'base: cordis.yml\npatches:\n  - insert: { id: echo, name: ./echo-tool.ts }\n    after: tools\n')
     ws.write('s.jsonl', [step('', [{ name: 'echo', arguments: { text: 'over' } }]), step('fine')].join('\n'))
     const result = await runConch(['run', '--config', 'tools.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], {

@@ -140,15 +140,17 @@ export function acpRequest(conch: Conch, id: number, method: string, params: obj
   })
 }
 
+/** The variables that choose the live model's key, endpoint and model (see @conch/llm-openai). */
+const MODEL_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY', 'CONCH_BASE_URL', 'OPENAI_BASE_URL', 'CONCH_MODEL']
+
 /**
- * Starts `node bin/conch.js …args` in `cwd`, without API keys in its environment. `descriptors`
- * maps descriptors conch inherits (above 2) to open descriptors of this process, as a shell's
- * `200<file` would.
+ * Starts `node bin/conch.js …args` in `cwd`, without API keys or model endpoints in its
+ * environment but those given. `descriptors` maps descriptors conch inherits (above 2) to open
+ * descriptors of this process, as a shell's `200<file` would.
  */
 export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number> }): Conch {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
-  if (!options.env || !('DEEPSEEK_API_KEY' in options.env)) delete env['DEEPSEEK_API_KEY']
-  if (!options.env || !('OPENAI_API_KEY' in options.env)) delete env['OPENAI_API_KEY']
+  for (const name of MODEL_VARIABLES) if (!options.env || !(name in options.env)) delete env[name]
   const inherited = Object.entries(options.descriptors ?? {}).map(([fd, from]) => [Number(fd), from] as const)
   const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe']
   for (const [fd, from] of inherited) {

@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { OWN_COMPOSITION } from '../src/args.ts'
 import { checkApiKey, CliError, flattenRows, parseRunArgs, useScript, type EntryRow } from '../src/index.ts'
+import { CLI_ROOT } from './harness.ts'
 
 const source = '/work/cordis.yml'
 const row = (id: string, name: string, config?: unknown, extra: Partial<EntryRow> = {}): EntryRow => ({
@@ -22,13 +27,28 @@ function failure(fn: () => unknown): CliError {
 
 describe('parseRunArgs', () => {
   it('defaults to ./cordis.yml, text output, the current directory and warn logs', () => {
-    expect(parseRunArgs(['do it'], '/work')).toEqual({
+    const checkout = dirname(OWN_COMPOSITION)
+    expect(parseRunArgs(['do it'], checkout)).toEqual({
       task: 'do it',
-      config: '/work/cordis.yml',
+      config: join(checkout, 'cordis.yml'),
       output: 'text',
-      cwd: '/work',
+      cwd: checkout,
       logLevel: 'warn',
     })
+  })
+
+  it("in a folder without a cordis.yml, defaults to conch's own root composition, and says so", () => {
+    const folder = mkdtempSync(join(tmpdir(), 'conch-project-'))
+    try {
+      expect(parseRunArgs(['do it'], folder)).toMatchObject({ config: OWN_COMPOSITION, ownComposition: true })
+      expect(parseRunArgs(['--config', 'mine.yml', 'do it'], folder)).toEqual(expect.not.objectContaining({ ownComposition: true }))
+      writeFileSync(join(folder, 'cordis.yml'), '[]\n')
+      expect(parseRunArgs(['do it'], folder)).toEqual(expect.objectContaining({ config: join(folder, 'cordis.yml') }))
+      expect(parseRunArgs(['do it'], folder)).not.toHaveProperty('ownComposition')
+    } finally {
+      rmSync(folder, { recursive: true, force: true })
+    }
+    expect(OWN_COMPOSITION).toBe(join(CLI_ROOT, '..', '..', 'cordis.yml'))
   })
 
   it('asks for one quoted task when the task is missing or split', () => {
@@ -101,11 +121,11 @@ describe('checkApiKey', () => {
     expect(error.message).not.toContain('conch run --script')
   })
 
-  it('reads the variable named by apiKeyEnv', () => {
-    const custom = [row('openai', '@conch/llm-openai', { apiKeyEnv: 'MY_KEY' })]
-    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('reads MY_KEY or OPENAI_API_KEY')
+  it('reads the variables of the configured endpoints, or a named endpoint without a key', () => {
+    const custom = [row('openai', '@conch/llm-openai', { endpoints: [{ apiKeyEnv: 'MY_KEY', baseURL: 'http://127.0.0.1:1/v1', model: 'm' }] })]
+    expect(failure(() => checkApiKey(custom, { DEEPSEEK_API_KEY: 'k' })).message).toContain('set MY_KEY (sent to http://127.0.0.1:1/v1)')
     expect(() => checkApiKey(custom, { MY_KEY: 'k' })).not.toThrow()
-    expect(() => checkApiKey(custom, { OPENAI_API_KEY: 'k' })).not.toThrow()
+    expect(() => checkApiKey(live, { CONCH_BASE_URL: 'http://127.0.0.1:8000/v1' })).not.toThrow()
   })
 
   it('needs no key when the composition selects a scripted model, or the live model is disabled', () => {

@@ -76,7 +76,8 @@ afterEach(() => {
 describe('sub-agents from a cordis.yml', () => {
   it('runs a scripted turn through a child conch and an ACP agent, and leaves no process', async () => {
     const token = `run-${randomBytes(6).toString('hex')}`
-    const childScript = ws.write('child.jsonl', step('child conch here, from my own script') + '\n')
+    // Two messages of the child, one before its tool call and one after.
+    const childScript = ws.write('child.jsonl', [step('child conch here, listing first.', [{ name: 'task_list', arguments: {} }]), step('from my own script')].join('\n') + '\n')
     const script = ws.write(
       'parent.jsonl',
       [
@@ -101,11 +102,12 @@ describe('sub-agents from a cordis.yml', () => {
       ['subagent', false],
       ['task_output', false],
     ])
-    expect(results[0]!.text).toMatch(/^child conch here, from my own script\n\[subagent: conch, stop: completed, \d+\.\d s\]$/)
+    expect(results[0]!.text).toMatch(/^child conch here, listing first\.\n\nfrom my own script\n\[subagent: conch, stop: completed, \d+\.\d s\]$/)
     // The ACP agent's two messages, before and after its tool call, a blank line apart.
     expect(results[1]!.text).toMatch(/^hello\n\nworld\n\[subagent: acp, stop: completed, \d+\.\d s\]$/)
     expect(results[2]!.text).toContain('as task-1')
-    expect(results[3]!.text).toMatch(/^child conch here, from my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
+    // In the background, the same blank line between the child's messages.
+    expect(results[3]!.text).toMatch(/^child conch here, listing first\.\n\nfrom my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
     // The children: conch acp processes booted from this workspace's yml, the ACP agent with its token.
     expect(processesWith(ws.dir)).toEqual([])
     expect(processesWith(token)).toEqual([])

@@ -5,6 +5,7 @@
  * all seven terminal tools and task_output, in a real `conch run` process.
  */
 import { randomInt } from 'node:crypto'
+import { realpathSync } from 'node:fs'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { jsonLines, processesWith, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
@@ -79,7 +80,7 @@ describe('the terminal trio from a cordis.yml', () => {
     for (const result of results) expect(result.isError, result.text).toBe(false)
     const [open, , greeting, , background, signal, output, status, read, list, close] = results as ToolResultLine[]
 
-    expect(open!.text).toContain('[opened: pty-1, type shell, name "work"]')
+    expect(open!.text).toContain(`[opened: pty-1, type shell, name "work", cwd ${realpathSync(ws.dir)}]`)
     // State persists between sends: the directory and the exported variable.
     expect(greeting!.text.split('\n')).toContain('composed in sub')
     expect(greeting!.text).toContain('[wait: stdin_read]')

@@ -6,45 +6,29 @@
 import OpenAI from 'openai'
 import { LlmError, type ModelAdapter, type ModelChunk, type ModelRequest } from '@conch/llm'
 import { fromWireChunk, toWireMessages, toWireTools } from './convert.ts'
+import { missingKeyMessage, resolveEndpoint, type Config, type ResolvedEndpoint } from './endpoint.ts'
 
 export interface OpenAIAdapterOptions {
   provider: string
-  baseURL: string
-  model: string
-  apiKeyEnv: string
+  endpoints: Config['endpoints']
+  baseURL?: string | undefined
+  model?: string | undefined
   timeoutMs: number
   maxRetries: number
   temperature?: number | undefined
 }
 
-/** The variable the key comes from: `apiKeyEnv` when set and non-empty, else `OPENAI_API_KEY`. */
-export function apiKeySource(options: { apiKeyEnv?: string }, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const primary = options.apiKeyEnv ?? 'DEEPSEEK_API_KEY'
-  if (env[primary]) return primary
-  if (env['OPENAI_API_KEY']) return 'OPENAI_API_KEY'
-  return undefined
-}
-
-/** Whether a key is available for this config (the CLI asks before starting a live run). */
-export function hasApiKey(options: { apiKeyEnv?: string } = {}, env: NodeJS.ProcessEnv = process.env): boolean {
-  return apiKeySource(options, env) !== undefined
-}
-
-/** The message of `NO_API_KEY`: which variables to set, or how to run without a model. */
-export function missingKeyMessage(options: { apiKeyEnv?: string } = {}): string {
-  const primary = options.apiKeyEnv ?? 'DEEPSEEK_API_KEY'
-  const variables = primary === 'OPENAI_API_KEY' ? 'OPENAI_API_KEY' : `${primary} (or OPENAI_API_KEY)`
-  return `no API key for the model: set ${variables} in the environment, or run with --script FILE to use a scripted model`
-}
-
 export class OpenAIAdapter implements ModelAdapter {
   readonly provider: string
-  readonly model: string
-  private client: { key: string; api: OpenAI } | undefined
+  private client: { key: string | undefined; baseURL: string; api: OpenAI } | undefined
 
   constructor(private readonly options: OpenAIAdapterOptions) {
     this.provider = options.provider
-    this.model = options.model
+  }
+
+  /** The model the next request names (it follows the environment, see `resolveEndpoint`). */
+  get model(): string {
+    return resolveEndpoint(this.options)?.model ?? this.options.model ?? this.options.endpoints[0]!.model
   }
 
   /**
@@ -60,9 +44,10 @@ export class OpenAIAdapter implements ModelAdapter {
   private async *play(request: ModelRequest): AsyncGenerator<ModelChunk> {
     const signal = request.signal
     signal?.throwIfAborted()
-    const api = this.api()
+    const endpoint = resolveEndpoint(this.options)
+    if (endpoint === undefined) throw new LlmError('NO_API_KEY', missingKeyMessage(this.options))
     const body: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming = {
-      model: this.options.model,
+      model: endpoint.model,
       messages: toWireMessages(request.messages),
       stream: true,
       stream_options: { include_usage: true },
@@ -70,7 +55,7 @@ export class OpenAIAdapter implements ModelAdapter {
     if (request.tools.length > 0) body.tools = toWireTools(request.tools)
     if (this.options.temperature !== undefined) body.temperature = this.options.temperature
     try {
-      const stream = await api.chat.completions.create(body, signal ? { signal } : {})
+      const stream = await this.api(endpoint).chat.completions.create(body, signal ? { signal } : {})
       for await (const chunk of stream) {
         yield* fromWireChunk(chunk)
       }
@@ -79,20 +64,21 @@ export class OpenAIAdapter implements ModelAdapter {
       signal?.throwIfAborted()
     } catch (error) {
       if (signal?.aborted) throw signal.reason
-      throw this.describe(error)
+      throw this.describe(error, endpoint)
     }
   }
 
-  private api(): OpenAI {
-    const source = apiKeySource(this.options)
-    if (source === undefined) throw new LlmError('NO_API_KEY', missingKeyMessage(this.options))
-    const key = process.env[source]!
-    if (this.client?.key !== key) {
+  private api(endpoint: ResolvedEndpoint): OpenAI {
+    const key = endpoint.apiKeyEnv === undefined ? undefined : process.env[endpoint.apiKeyEnv]
+    if (this.client === undefined || this.client.key !== key || this.client.baseURL !== endpoint.baseURL) {
       this.client = {
         key,
+        baseURL: endpoint.baseURL,
         api: new OpenAI({
-          apiKey: key,
-          baseURL: this.options.baseURL,
+          // A named endpoint without a key (a local server) gets no Authorization header.
+          apiKey: key ?? 'none',
+          ...(key === undefined ? { defaultHeaders: { authorization: null } } : {}),
+          baseURL: endpoint.baseURL,
           timeout: this.options.timeoutMs,
           maxRetries: this.options.maxRetries,
         }),
@@ -101,8 +87,8 @@ export class OpenAIAdapter implements ModelAdapter {
     return this.client.api
   }
 
-  private describe(error: unknown): LlmError {
-    const where = `the model API at ${this.options.baseURL}`
+  private describe(error: unknown, endpoint: ResolvedEndpoint): LlmError {
+    const where = `the model API at ${endpoint.baseURL}`
     const retries = `after ${this.options.maxRetries} retries`
     if (error instanceof LlmError) return error
     if (error instanceof OpenAI.APIConnectionTimeoutError) {
@@ -114,9 +100,9 @@ export class OpenAIAdapter implements ModelAdapter {
     if (error instanceof OpenAI.APIError && typeof error.status === 'number') {
       const hint =
         error.status === 401 || error.status === 403
-          ? `; check the key in ${apiKeySource(this.options) ?? this.options.apiKeyEnv}`
+          ? `; check the key in ${endpoint.apiKeyEnv ?? 'the environment (none was sent)'}`
           : error.status === 404
-            ? `; check baseURL and model (${this.options.model})`
+            ? `; check baseURL and model (${endpoint.model})`
             : error.status === 429 || error.status >= 500
               ? ` (${retries}); try again later`
               : ''

@@ -2,7 +2,7 @@ import { Context } from 'cordis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import LlmService, { LlmError, collectResponse, type ModelAdapter, type ModelRequest } from '@conch/llm'
 import * as openai from '../src/index.ts'
-import { hasApiKey, apiKeySource, toWireMessages } from '../src/index.ts'
+import { resolveEndpoint, toWireMessages } from '../src/index.ts'
 import { chunk, startFakeServer, type FakeServer } from './fake-server.ts'
 
 const KEY_ENV = 'CONCH_TEST_OPENAI_KEY'
@@ -30,7 +30,8 @@ afterEach(async () => {
 })
 
 async function load(config: Partial<openai.Config> = {}): Promise<ModelAdapter> {
-  fibers.push(await ctx.plugin(openai, openai.Config.parse({ baseURL: server.baseURL, apiKeyEnv: KEY_ENV, maxRetries: 0, ...config })))
+  const endpoints = [{ apiKeyEnv: KEY_ENV, baseURL: server.baseURL, model: 'deepseek-chat' }]
+  fibers.push(await ctx.plugin(openai, openai.Config.parse({ endpoints, maxRetries: 0, ...config })))
   return ctx.llm.resolve()
 }
 
@@ -202,35 +203,66 @@ describe('failures and retries', () => {
 })
 
 describe('the API key', () => {
-  it('loads without a key and fails each call with NO_API_KEY saying what to set', async () => {
-    const adapter = await load({ apiKeyEnv: 'CONCH_TEST_UNSET_KEY' })
+  it('loads without a key and fails each call with NO_API_KEY saying what to set and where each key goes', async () => {
+    delete process.env[KEY_ENV]
+    const adapter = await load()
     const error = await failure(collectResponse(adapter.stream(request())))
     expect(error.code).toBe('NO_API_KEY')
     expect(error.message).toBe(
-      'no API key for the model: set CONCH_TEST_UNSET_KEY (or OPENAI_API_KEY) in the environment, or run with --script FILE to use a scripted model',
+      `no API key for the model: set ${KEY_ENV} (sent to ${server.baseURL}), or name an OpenAI-compatible endpoint with CONCH_BASE_URL (and CONCH_MODEL), or run with --script FILE to use a scripted model`,
     )
     expect(server.received).toHaveLength(0)
   })
 
-  it('falls back to OPENAI_API_KEY when the configured variable is unset', async () => {
-    expect(hasApiKey({ apiKeyEnv: 'A' }, {})).toBe(false)
-    expect(apiKeySource({ apiKeyEnv: 'A' }, { A: 'k' })).toBe('A')
-    expect(apiKeySource({ apiKeyEnv: 'A' }, { A: '', OPENAI_API_KEY: 'k' })).toBe('OPENAI_API_KEY')
-    expect(apiKeySource({}, { DEEPSEEK_API_KEY: 'k' })).toBe('DEEPSEEK_API_KEY')
+  it('sends each key only to its own endpoint: DeepSeek for DEEPSEEK_API_KEY, OpenAI for OPENAI_API_KEY', () => {
+    const config = openai.Config.parse({})
+    expect(resolveEndpoint(config, { DEEPSEEK_API_KEY: 'k' })).toEqual({ baseURL: 'https://api.deepseek.com', model: 'deepseek-chat', apiKeyEnv: 'DEEPSEEK_API_KEY' })
+    expect(resolveEndpoint(config, { OPENAI_API_KEY: 'k' })).toEqual({ baseURL: 'https://api.openai.com/v1', model: 'gpt-4.1-mini', apiKeyEnv: 'OPENAI_API_KEY' })
+    expect(resolveEndpoint(config, { DEEPSEEK_API_KEY: '', OPENAI_API_KEY: 'k' })?.baseURL).toBe('https://api.openai.com/v1')
+    expect(resolveEndpoint(config, {})).toBeUndefined()
+  })
 
-    process.env['OPENAI_API_KEY'] = 'sk-fallback'
+  it('OPENAI_BASE_URL moves only the OpenAI key; with no key at all it names a server without one', () => {
+    const config = openai.Config.parse({})
+    expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://b/v1', OPENAI_API_KEY: 'k' })).toEqual({ baseURL: 'http://b/v1', model: 'gpt-4.1-mini', apiKeyEnv: 'OPENAI_API_KEY' })
+    expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://b/v1', DEEPSEEK_API_KEY: 'k' })).toEqual({ baseURL: 'https://api.deepseek.com', model: 'deepseek-chat', apiKeyEnv: 'DEEPSEEK_API_KEY' })
+  })
+
+  it('a named endpoint (config, then CONCH_BASE_URL) and CONCH_MODEL apply to any key, or to none', () => {
+    const config = openai.Config.parse({})
+    expect(resolveEndpoint(config, { OPENAI_BASE_URL: 'http://127.0.0.1:8000/v1', CONCH_MODEL: 'qwen' })).toEqual({
+      baseURL: 'http://127.0.0.1:8000/v1',
+      model: 'qwen',
+      apiKeyEnv: undefined,
+    })
+    expect(resolveEndpoint(config, { CONCH_BASE_URL: 'http://a/v1', OPENAI_BASE_URL: 'http://b/v1', OPENAI_API_KEY: 'k' })).toEqual({
+      baseURL: 'http://a/v1',
+      model: 'gpt-4.1-mini',
+      apiKeyEnv: 'OPENAI_API_KEY',
+    })
+    expect(resolveEndpoint({ ...config, baseURL: 'http://c/v1', model: 'm' }, { CONCH_BASE_URL: 'http://a/v1', CONCH_MODEL: 'x' })).toEqual({
+      baseURL: 'http://c/v1',
+      model: 'm',
+      apiKeyEnv: undefined,
+    })
+  })
+
+  it('sends no Authorization header to a named endpoint when no key is set', async () => {
+    delete process.env[KEY_ENV]
     server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'ok' }, 'stop')] })
-    const adapter = await load({ apiKeyEnv: 'CONCH_TEST_UNSET_KEY' })
-    await collectResponse(adapter.stream(request()))
-    expect(server.received[0]!.headers.authorization).toBe('Bearer sk-fallback')
+    const adapter = await load({ baseURL: server.baseURL, model: 'local-model' })
+    expect((await collectResponse(adapter.stream(request()))).text).toBe('ok')
+    expect(server.received[0]!.headers.authorization).toBeUndefined()
+    expect(server.received[0]!.body['model']).toBe('local-model')
   })
 
   it('refuses a key pasted into apiKeyEnv without echoing it', async () => {
-    const error = await ctx.plugin(openai, { apiKeyEnv: 'sk-live-1234567890' } as openai.Config).then(
+    const endpoints = [{ apiKeyEnv: 'sk-live-1234567890', baseURL: 'http://127.0.0.1:1', model: 'm' }]
+    const error = await ctx.plugin(openai, { endpoints } as unknown as openai.Config).then(
       () => undefined,
       (e: unknown) => e as Error,
     )
-    expect(error?.message).toMatch(/must be the name of an environment variable, not a key \(at apiKeyEnv\)/)
+    expect(error?.message).toMatch(/must be the name of an environment variable, not a key \(at endpoints\.0\.apiKeyEnv\)/)
     expect(error?.message).not.toContain('sk-live-1234567890')
   })
 })

@@ -101,6 +101,7 @@ export class LocalBackend implements PtyBackend {
     const wrapper = table.get(terminal.pid)
     const session: LocalSession = new LocalSession({
       config,
+      cwd,
       ...(request.redact !== undefined && { redact: request.redact }),
       rows: request.rows ?? config.rows,
       cols: request.cols ?? config.cols,

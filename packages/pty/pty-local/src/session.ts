@@ -75,6 +75,8 @@ export interface LocalSessionOptions {
    * one shorter than `MIN_SECRET_BYTES` is left out (it would match ordinary output).
    */
   redact?: readonly SecretValue[]
+  /** The absolute working directory the terminal was started in. */
+  cwd: string
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
@@ -90,6 +92,7 @@ type ExitListener = (status: SessionStatus) => void
 
 export class LocalSession implements BackendSession {
   readonly pid: number
+  readonly cwd: string
   motd = ''
 
   private readonly config: Config
@@ -143,6 +146,7 @@ export class LocalSession implements BackendSession {
   private exitCheck = false
 
   constructor(options: LocalSessionOptions) {
+    this.cwd = options.cwd
     this.config = options.config
     this.prompt = options.prompt
     this.terminal = options.terminal

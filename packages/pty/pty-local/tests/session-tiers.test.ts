@@ -111,6 +111,7 @@ async function started(overrides: Partial<Config> = {}, termios?: () => Promise<
   const terminal = new FakeTerminal()
   const inspector = new FakeInspector()
   const session = new LocalSession({
+    cwd: '/',
     config: Config.parse({ ...fast, ...overrides }),
     prompt,
     terminal,
@@ -428,6 +429,7 @@ describe('startup', () => {
     const inspector = new FakeInspector()
     inspector.current = probe(SHELL, SHELL, 1)
     const session = new LocalSession({
+      cwd: '/',
       config: Config.parse({ ...fast, idleSilenceMs: 50, timeoutMs: 400 }),
       prompt,
       terminal,
@@ -441,6 +443,7 @@ describe('startup', () => {
   it('rejects with the caller’s exact abort reason', async () => {
     const terminal = new FakeTerminal()
     const session = new LocalSession({
+      cwd: '/',
       config: Config.parse(fast),
       prompt,
       terminal,
@@ -460,6 +463,7 @@ describe('process names', () => {
   it('a close names processes the teardown stopped or left by the secret they carry, whole or cut', async () => {
     const terminal = new FakeTerminal()
     const session = new LocalSession({
+      cwd: '/',
       config: Config.parse(fast),
       prompt,
       terminal,

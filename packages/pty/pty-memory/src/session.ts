@@ -33,6 +33,7 @@ export interface SessionOptions extends ShellOptions {
 export class MemorySession implements BackendSession {
   readonly pid: number | undefined = undefined
   readonly motd: string
+  readonly cwd: string
   private readonly shell: MemoryShell
   private readonly scrollback: Scrollback
   private readonly exitListeners = new Set<(status: SessionStatus) => void>()
@@ -44,6 +45,7 @@ export class MemorySession implements BackendSession {
   private typingSecret: { name: string; echoed: boolean } | undefined
 
   constructor(private readonly options: SessionOptions) {
+    this.cwd = options.cwd
     this.scrollback = new Scrollback(options.scrollbackLines, options.maxReadBytes)
     this.shell = new MemoryShell(options, {
       output: (text) => {

@@ -429,7 +429,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       phase: { phase: 'open' },
     }
     this.sessions.set(id, entry)
-    return { ...this.info(entry), motd: session.motd }
+    return { ...this.info(entry), motd: session.motd, ...(session.cwd !== undefined && { cwd: session.cwd }) }
   }
 
   /** Closes a session that was never published. A failure is kept as pending owner activity and returned. */

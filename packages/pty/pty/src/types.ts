@@ -236,6 +236,8 @@ export interface SessionInfo {
 export interface SpawnResult extends SessionInfo {
   /** What the terminal printed before its first prompt, normalised like a viewport. */
   motd: string
+  /** The absolute working directory the terminal started in, when the backend says. */
+  cwd?: string
 }
 
 export interface ReadOptions {
@@ -389,6 +391,8 @@ export interface BackendSession {
   readonly pid: number | undefined
   /** Startup output up to the first ready point. */
   readonly motd: string
+  /** The absolute working directory the shell or program started in; optional. */
+  readonly cwd?: string
   status(): SessionStatus
   /** Registers a listener for the shell's exit (after its output is drained). Returns a disposer. */
   onExit(listener: (status: SessionStatus) => void): () => void

@@ -127,6 +127,26 @@ describe('the workspace’s dependency direction', () => {
     }
   })
 
+  it('docs/architecture.md names every package folder in its package tree', () => {
+    const doc = readFileSync(path.join(root, 'docs', 'architecture.md'), 'utf8')
+    const tree = /## Packages\n\n```\n([\s\S]*?)```/.exec(doc)?.[1] ?? ''
+    // `  group/  a  b   what they are`, continued on indented lines: a group's folders are the words on its lines.
+    const named = new Set<string>()
+    let group = ''
+    for (const line of tree.split('\n')) {
+      const words = line.trim().split(/\s+/)
+      const slash = words[0]!.indexOf('/')
+      if (slash > 0) {
+        group = words[0]!.slice(0, slash)
+        words[0] = words[0]!.slice(slash + 1)
+        named.add(`packages/${group}`)
+      }
+      for (const word of words) named.add(`packages/${group}/${word}`)
+    }
+    const missing = packages.map((entry) => path.relative(root, entry.dir)).filter((dir) => !named.has(dir))
+    expect(missing).toEqual([])
+  })
+
   it('declares every workspace package it imports', () => {
     const undeclared = packages.flatMap((entry) => entry.imports.filter((name) => kinds.has(name) && !entry.dependencies.includes(name)).map((name) => `${entry.name} imports ${name}`))
     expect(undeclared).toEqual([])

@@ -175,9 +175,10 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
 
 export function renderOpen(opened: SpawnResult, maxBytes: number): string {
   const name = opened.name === undefined ? '' : `, name "${opened.name}"`
+  const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
   return fit({
     body: opened.motd,
-    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
+    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
     noticeAt: 2,
     truncated: false,
     maxBytes,
@@ -294,11 +295,22 @@ const HINTS: Partial<Record<PtyError['code'], string>> = {
   TOO_MANY_SESSIONS: 'terminal_list shows them; terminal_close the ones you no longer need',
 }
 
+/** The hint of a terminal that cannot be confined on this machine at all: no call of the model's changes that. */
+const NO_SANDBOX_HINT = 'not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install'
+
 /** An error result: `CODE: message — hint`, within the bound. */
 export function renderError(error: PtyError, maxBytes: number): string {
-  const hint = HINTS[error.code]
+  const hint = causedBy(error, 'SANDBOX_UNAVAILABLE') ? NO_SANDBOX_HINT : HINTS[error.code]
   const text = `${error.code}: ${error.message}${hint ? ` — ${hint}` : ''}`
   return boundUtf8(text, maxBytes, { keep: 'head' }).text
+}
+
+/** Whether `error` or an error in its `cause` chain has `code`. */
+function causedBy(error: unknown, code: string): boolean {
+  for (let depth = 0; error instanceof Error && depth < 8; depth++, error = error.cause) {
+    if ((error as { code?: unknown }).code === code) return true
+  }
+  return false
 }
 
 function exhausted(value: never): never {

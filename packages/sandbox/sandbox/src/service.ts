@@ -153,6 +153,15 @@ const INSTALL_HINT =
   '@conch/sandbox-local, or run unconfined on purpose by setting `mode: danger-full-access` in the ' +
   'sandbox-policy entry of cordis.yml.'
 
+/** `SANDBOX_UNAVAILABLE`: each provider's failure (or that none is registered here) and the fix. */
+function unavailable(candidates: number, failures: readonly string[]): SandboxError {
+  const reasons =
+    candidates === 0
+      ? `no sandbox provider is registered for ${process.platform}`
+      : `no sandbox provider works on this machine (${failures.join('; ')})`
+  return new SandboxError('SANDBOX_UNAVAILABLE', `cannot start a confined process: ${reasons}. ${INSTALL_HINT}`)
+}
+
 class SandboxService extends Service implements SandboxServiceApi {
   static Config = z.strictObject({}).prefault({})
 
@@ -245,11 +254,25 @@ class SandboxService extends Service implements SandboxServiceApi {
       }
       return result
     }
-    const reasons =
-      candidates.length === 0
-        ? `no sandbox provider is registered for ${process.platform}`
-        : `no sandbox provider works on this machine (${failures.join('; ')})`
-    throw new SandboxError('SANDBOX_UNAVAILABLE', `cannot start a confined process: ${reasons}. ${INSTALL_HINT}`)
+    throw unavailable(candidates.length, failures)
+  }
+
+  /**
+   * Probes the providers for `process.platform` now (each at most once, as `confine` does), so
+   * a harness can refuse to start where the providers it loaded cannot confine anything.
+   * @returns true when one works; false when none is registered for this platform.
+   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
+   */
+  async probe(): Promise<boolean> {
+    const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
+    const failures: string[] = []
+    for (const provider of candidates) {
+      const verdict = await this.verdict(provider)
+      if (verdict === true) return true
+      failures.push(`${provider.name}: ${verdict}`)
+    }
+    if (candidates.length === 0) return false
+    throw unavailable(candidates.length, failures)
   }
 
   /**

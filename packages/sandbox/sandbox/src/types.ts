@@ -129,6 +129,14 @@ export interface SandboxServiceApi {
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
+   * Probes the registered providers for this platform now (the verdicts `confine` reuses), so a
+   * harness can refuse to start where the providers it loaded cannot confine a process.
+   * @returns true when one works; false when none is registered for this platform (a composition
+   *   whose terminals are in memory loads none).
+   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
+   */
+  probe?(): Promise<boolean>
+  /**
    * Keeps `paths` read-only inside every sandbox confined from now on, whatever the mode and the
    * workspace — for the files a running harness was composed from and the code it runs, so a
    * confined process cannot rewrite the configuration that confines it. Paths must be absolute;

@@ -93,6 +93,22 @@ describe('ctx.sandbox', () => {
     expect(error.message).toContain('cordis.yml')
   })
 
+  it('probe() reports at once what confine would, and shares its cached verdicts', async () => {
+    const sandbox = await boot()
+    expect(await sandbox.probe()).toBe(false)
+    const missing = fake('bubblewrap', 'bwrap was not found on PATH')
+    sandbox.register(missing)
+    const error = await rejection(sandbox.probe())
+    expect(error.code).toBe('SANDBOX_UNAVAILABLE')
+    expect(error.message).toBe((await rejection(sandbox.confine(['bash'], policy))).message)
+    expect(missing.probes).toBe(1)
+    const works = fake('other', true)
+    sandbox.register(works)
+    expect(await sandbox.probe()).toBe(true)
+    await sandbox.confine(['bash'], policy)
+    expect(works.probes).toBe(1)
+  })
+
   it('fails closed when no provider is registered for this platform', async () => {
     const sandbox = await boot()
     sandbox.register(fake('elsewhere', true, { platforms: ['aix'] }))

@@ -91,10 +91,12 @@ class Run implements SubagentRun {
     if (this.state !== 'running') return
     if (update.type === 'text') {
       if (update.text === '') return
-      // Text after one of the child's tool calls is its next message: a blank line between them.
-      if (this.messageEnded) this.separateMessage()
+      // Text after one of the child's tool calls is its next message: a blank line between them,
+      // in the output and in the update passed on (a background task's output is made of those).
+      const separator = this.messageEnded ? this.separateMessage() : ''
       this.messageEnded = false
       this.append(update.text)
+      if (separator !== '') update = { type: 'text', text: separator + update.text }
     } else if (update.type === 'tool') {
       this.messageEnded = this.text !== ''
     }
@@ -105,14 +107,16 @@ class Run implements SubagentRun {
     }
   }
 
-  /** Ends the text so far with one blank line (its trailing spaces and tabs dropped), before the next message. */
-  private separateMessage(): void {
+  /** Ends the text so far with one blank line (its trailing spaces and tabs dropped), before the next message; returns the line breaks it added. */
+  private separateMessage(): string {
     const trimmed = this.text.replace(/[ \t]+$/, '')
     if (trimmed !== this.text) {
       this.text = trimmed
       this.bytes = Buffer.byteLength(trimmed, 'utf8')
     }
-    this.append(this.text.endsWith('\n\n') ? '' : this.text.endsWith('\n') ? '\n' : '\n\n')
+    const separator = this.text.endsWith('\n\n') ? '' : this.text.endsWith('\n') ? '\n' : '\n\n'
+    this.append(separator)
+    return separator
   }
 
   /** Appends answer text, keeping at most `maxOutputBytes` (the newest, cut on a code point). */

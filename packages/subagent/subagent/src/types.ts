@@ -67,7 +67,8 @@ export interface SubagentResult {
 export type SubagentUpdate =
   /**
    * Answer text the child streamed (appended to the run's output). Text after a `tool` update
-   * starts the child's next message: the output puts a blank line (`\n\n`) between messages.
+   * starts the child's next message: the output puts a blank line (`\n\n`) between messages,
+   * and the update `onUpdate` receives starts with the line breaks that took.
    */
   | { type: 'text'; text: string }
   /** The child started or finished one of its own tool calls. */

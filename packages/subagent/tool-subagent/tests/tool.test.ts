@@ -85,7 +85,8 @@ describe('the foreground call', () => {
     const text = result.content[0]!.text
     // The child's messages before and after its tool call, a blank line apart.
     expect(text).toMatch(/^a\.txt\n\nb\.txt\n\[subagent: codex, stop: completed, \d+\.\d s\]$/)
-    expect(progress).toEqual(['a.txt ', '\n[tool: ls -la]\n', 'b.txt\n'])
+    // The next message's text arrives with the blank line that separates it (as task_output shows it).
+    expect(progress).toEqual(['a.txt ', '\n[tool: ls -la]\n', '\n\nb.txt\n'])
     expect(result.meta?.subagent).toMatchObject({ provider: 'codex', childId: 'thread-1', stopReason: 'completed' })
     expect(child.disposed).toBe(1)
   })

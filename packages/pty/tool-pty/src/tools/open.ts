@@ -10,7 +10,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell].',
+      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell, cwd DIR].',
     kind: 'execute',
     ...limits,
     input: z.object({
@@ -35,7 +35,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
           { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }) },
           signal,
         )
-        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }) })
+        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }) })
       } catch (caught) {
         return error(caught)
       }

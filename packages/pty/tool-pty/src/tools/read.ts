@@ -8,7 +8,7 @@ export function registerTerminalRead(kit: ToolKit): void {
   tools.register({
     name: 'terminal_read',
     description:
-      'Read a terminal\'s retained scrollback (what it showed, prompts and commands included), newest lines last. offset counts lines back from the newest; count is how many lines. Use it to see output that arrived after a send returned.',
+      'Read a terminal\'s retained scrollback (what it showed, prompts and commands included), newest lines last. offset and count go back from the newest line: {offset: 0, count: 20} is the last 20 lines, {offset: 20, count: 20} the 20 before. Use it to see output that arrived after a send returned.',
     kind: 'read',
     ...limits,
     input: z.object({

@@ -37,6 +37,8 @@ export interface CaseOptions {
   mode: SandboxMode
   /** Overrides of the node-pty backend's config (e.g. a longer `idleSilenceMs`). */
   ptyLocal?: Partial<ptyLocal.Config>
+  /** Overrides of the bubblewrap provider's config (e.g. a `runnerCommand` that does not exist). */
+  sandboxLocal?: Partial<sandboxLocal.Config>
   toolPty?: Partial<toolPty.Config>
   /** Overrides of the PTY service's config (e.g. a small `maxSessionsPerOwner`). */
   pty?: { maxSessionsPerOwner?: number }
@@ -111,7 +113,7 @@ export async function bootCase(options: CaseOptions): Promise<CaseHarness> {
   await load(toolTasks, toolTasks.Config.parse({}))
   await load(SubprocessService, SubprocessService.Config.parse({}))
   await load(SandboxService, SandboxService.Config.parse({}))
-  await load(sandboxLocal, sandboxLocal.Config.parse({}))
+  await load(sandboxLocal, sandboxLocal.Config.parse(options.sandboxLocal ?? {}))
   await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode, workspaceRoot: workspace }))
   await load(PtyService, PtyService.Config.parse(options.pty ?? {}))
   await load(ptyLocal, ptyLocal.Config.parse(options.ptyLocal ?? {}))
