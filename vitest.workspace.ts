@@ -1,7 +1,8 @@
 /**
  * The test project list. Vitest 4 reads only `test.projects`, so vitest.config.ts imports
  * this list. Every package folder is its own project (named after its package.json), and
- * the snapshot suites under examples/ form the `snapshot` project (`pnpm test:snapshot`).
+ * the snapshot suites under examples/ form the `snapshot` project (`pnpm test:snapshot`), and
+ * the checks of the whole workspace under tests/ form the `workspace` project.
  *
  * The package projects are written out inline with `extends: true`: a project Vitest finds
  * from a folder glob does not inherit the root config, so it would run with Vitest's 5 s
@@ -32,6 +33,7 @@ function packageProject(folder: string) {
 
 export const projects = [
   ...packageFolders().map(packageProject),
+  { extends: true as const, test: { name: 'workspace', root: './', include: ['tests/**/*.test.ts'] } },
   {
     test: {
       name: 'snapshot',

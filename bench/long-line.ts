@@ -7,6 +7,9 @@
 import type { Agent } from '../packages/core/agent/src/index.ts'
 import type { PtyServiceApi, SendResult } from '../packages/pty/pty/src/index.ts'
 import { median, ratio, round } from './stats.ts'
+import { PLAN, progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { ms, x } from './table.ts'
 
 export interface LongLineFigures {
   /** Median wall time of the long-line send, ms. */
@@ -75,4 +78,22 @@ export async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes:
     runs,
     units: 'wall and CPU ms of one send, median over runs; MB = 10^6 bytes written by the program',
   }
+}
+
+export const longLineBench: Bench = {
+  keys: ['long_line'],
+  async run(c) {
+    progress(`long_line: one ${PLAN.longLineMegabytes} MB line against ${PLAN.longLineMegabytes} MB of 80-byte lines, ${PLAN.longLineRuns} runs`)
+    const figures = await benchLongLine(c!.ctx.pty, c!.agent, PLAN.longLineMegabytes, PLAN.longLineRuns)
+    progress(`long_line: ${figures.long_ms} ms against ${figures.short_ms} ms`)
+    return { long_line: figures }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    if (r.long_line) {
+      const l = r.long_line
+      rows.push([`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')])
+    }
+    return rows
+  },
 }

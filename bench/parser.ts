@@ -10,6 +10,9 @@ import { Scrollback } from '../packages/pty/pty-local/src/scrollback.ts'
 import { SendBuffer } from '../packages/pty/pty-local/src/send-buffer.ts'
 import { loadScreenModel, renderScreen, ScreenModel } from '../packages/pty/pty-local/src/screen.ts'
 import { median, round } from './stats.ts'
+import { PLAN, progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { ms, x } from './table.ts'
 
 await loadScreenModel()
 
@@ -273,4 +276,30 @@ export function measureParser(megabytes = 50, runs = 5): ParserFigures {
     megabytes,
     runs,
   }
+}
+
+export const parserBench: Bench = {
+  keys: ['parser'],
+  composed: false,
+  async run() {
+    progress(`parser: ${PLAN.parserMegabytes} MB synthetic stream`)
+    const parser = measureParser(PLAN.parserMegabytes)
+    progress(`parser: ${parser.cpu_mb_per_s} MB/s of CPU time (short lines ${parser.short_cpu_mb_per_s})`)
+    return { parser }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    if (r.parser) {
+      const p = r.parser
+      rows.push(['parser, CPU time', `${p.cpu_mb_per_s} MB/s`, `decode ${p.decode_cpu_mb_per_s} MB/s`, x(p.cpu_ratio_to_decode), `${verdict('parser.cpu_mb_per_s')}; ${verdict('parser.cpu_ratio_to_decode')}`])
+      rows.push(['parser, short lines, CPU time', `${p.short_cpu_mb_per_s} MB/s`, `decode ${p.short_decode_cpu_mb_per_s} MB/s`, x(p.short_cpu_ratio_to_decode), verdict('parser.short_cpu_mb_per_s')])
+      rows.push(['parser, wall clock', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), 'no target'])
+      rows.push(['parser, short lines, wall clock', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), 'no target'])
+      // Figures without a baseline: the mixed stream's and the short lines' side by side.
+      rows.push(['parser + scrollback + buffer (mixed; short)', `${p.pipeline_mb_per_s}; ${p.short_pipeline_mb_per_s} MB/s`, '', '', 'no target'])
+      rows.push(['parser after consumers, CPU (mixed; short)', `${p.after_consumers_cpu_mb_per_s}; ${p.short_after_consumers_cpu_mb_per_s} MB/s`, '', '', 'no target'])
+      rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
+    }
+    return rows
+  },
 }

@@ -34,6 +34,9 @@ import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
 import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
 import { median, percentile, ratio, round } from './stats.ts'
+import { progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { ms, x } from './table.ts'
 
 export const PTC_PLAN = { spawns: 30, runs: 30, nestedRounds: 7, nestedSends: 10, warmup: 3 } as const
 
@@ -246,4 +249,26 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
     await warm.dispose()
     await boxed.dispose()
   }
+}
+
+export const ptcBench: Bench = {
+  keys: ['ptc'],
+  async run() {
+    return { ptc: await benchPtc(progress) }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    if (r.ptc) {
+      const p = r.ptc
+      rows.push(['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')])
+      rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
+      rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
+      rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), verdict('ptc.nested_ratio')])
+      rows.push(['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''])
+      rows.push(['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''])
+      rows.push(['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''])
+      rows.push(['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''])
+    }
+    return rows
+  },
 }

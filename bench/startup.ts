@@ -19,6 +19,9 @@ import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { median, percentile, ratio, round } from './stats.ts'
+import { progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { ms, x } from './table.ts'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const BIN = join(ROOT, 'packages', 'cli', 'bin', 'conch.js')
@@ -168,6 +171,29 @@ export async function benchStartup(progress: (message: string) => void, options:
     acp_source: relative(samples.acp_source),
     load_average: os.loadavg().map((value) => round(value)),
   }
+}
+
+export const startupBench: Bench = {
+  keys: ['startup'],
+  async run() {
+    progress('startup: conch run and conch acp initialize, built and from source, against node -e 0, 9 runs each')
+    return { startup: await benchStartup(progress) }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    if (r.startup) {
+      const st = r.startup
+      const built = st.build_current ? (st.code_cache ? 'built' : 'built, no code cache') : 'built (stale: ran from source)'
+      const rss = st.run_built.peak_rss_mib === undefined ? '' : `, ${st.run_built.peak_rss_mib} MiB`
+      rows.push([`conch run p50 (${built})`, `${ms(st.run_built.p50_ms)}${rss}`, `node -e 0 ${ms(st.node.p50_ms)}, ${st.node.peak_rss_mib ?? ''} MiB`, x(st.run_built.ratio_to_node_p50), `${verdict('startup.run_built.p50_ms')}; ${verdict('startup.run_built.peak_rss_mib')}`])
+      rows.push([`conch acp initialize p50 (${built})`, ms(st.acp_built.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_built.ratio_to_node_p50), verdict('startup.acp_built.p50_ms')])
+      if (Number.isFinite(st.run_source.p50_ms)) {
+        rows.push(['conch run p50, from source', ms(st.run_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.run_source.ratio_to_node_p50), ''])
+        rows.push(['conch acp initialize p50, from source', ms(st.acp_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_source.ratio_to_node_p50), ''])
+      }
+    }
+    return rows
+  },
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

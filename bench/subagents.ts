@@ -37,7 +37,10 @@ import SubagentService, { childEnv } from '../packages/subagent/subagent/src/ind
 import { startFakeModel } from '../packages/subagent/fake-model/src/index.ts'
 import * as codex from '../packages/subagent/subagent-codex/src/index.ts'
 import * as claude from '../packages/subagent/subagent-claude-code/src/index.ts'
-import { median, percentile, round } from './stats.ts'
+import { median, percentile, ratio, round } from './stats.ts'
+import { progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { ms, x } from './table.ts'
 
 const ANSWER = 'the answer is 42'
 
@@ -257,6 +260,22 @@ export async function benchSubagents(progress: (message: string) => void, option
     load_average: os.loadavg().map((value) => round(value)),
     samples_ms: Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, values.map((value) => round(value))])),
   }
+}
+
+export const subagentsBench: Bench = {
+  keys: ['subagents'],
+  async run() {
+    progress('subagents: codex and claude-code spawn → answer through conch and raw, with the fake model server, 7 rounds')
+    return { subagents: await benchSubagents(progress) }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    for (const [key, label] of [['codex', 'codex'], ['claude_code', 'claude-code']] as const) {
+      const v = r.subagents?.[key]
+      if (v) rows.push([`sub-agent ${label} spawn→answer p50`, ms(v.conch_p50_ms), `raw ${ms(v.raw_p50_ms)}`, x(ratio(v.conch_p50_ms, v.raw_p50_ms)), verdict(`subagents.${key}.conch_p50_ms`)])
+    }
+    return rows
+  },
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

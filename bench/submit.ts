@@ -11,6 +11,8 @@ import { readdirSync, readFileSync } from 'node:fs'
 import type { LocalSession } from '../packages/pty/pty-local/src/session.ts'
 import type { Composition } from './compose.ts'
 import { median, percentile, round, tally } from './stats.ts'
+import { PLAN, progress } from './harness.ts'
+import type { Bench } from './registry.ts'
 
 export interface SubmitFigures {
   /** Per program: end-to-end p50 of each form, their difference, and the text→Enter gap. */
@@ -135,4 +137,16 @@ export async function benchSubmit(c: Composition, sends: number, progress: (mess
     }
   }
   return figures
+}
+
+export const submitBench: Bench = {
+  keys: ['submit'],
+  needs: [{ keys: ['submit'], program: 'node', args: ['-e', ''] }],
+  async run(c) {
+    progress(`submit: ${PLAN.submitSends} sends each at bash, python3 and node, Enter apart and glued, interleaved`)
+    return { submit: await benchSubmit(c!, PLAN.submitSends, progress) }
+  },
+  rows() {
+    return []
+  },
 }

@@ -1,0 +1,126 @@
+/**
+ * `lifecycle`: opening a session and closing one that runs background jobs, unconfined and under
+ * bubblewrap, against a bare bash to its first prompt and SIGKILL to a tree whose pids are known.
+ */
+import type { Agent } from '../packages/core/agent/src/index.ts'
+import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
+import type { Composition } from './compose.ts'
+import { expectReady, PLAN, progress } from './harness.ts'
+import { descendantsOf, rawBash, waitGone } from './raw.ts'
+import type { Bench } from './registry.ts'
+import { median, percentile, ratio, round } from './stats.ts'
+import { ms, x } from './table.ts'
+
+export type LifecycleFigures = Awaited<ReturnType<typeof benchLifecycle>>
+
+const SPAWN_DESCENDANTS = `for i in $(seq ${PLAN.descendants}); do sleep 1000 & done`
+
+/** SIGKILL to `pid`, ignoring a process that is already gone. */
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL')
+  } catch {
+    // already gone
+  }
+}
+
+async function benchLifecycle(c: Composition) {
+  const conch = async (owner: Agent, label: string) => {
+    const open: number[] = []
+    const close: number[] = []
+    const stopped: number[] = []
+    for (let i = 0; i < PLAN.lifecycleRuns; i++) {
+      const openStart = performance.now()
+      const { sessionId } = await c.ctx.pty.spawn(owner, { type: 'shell' })
+      open.push(performance.now() - openStart)
+      let closed = false
+      try {
+        const { result } = await c.send(owner, sessionId, SPAWN_DESCENDANTS)
+        expectReady(`lifecycle ${label}`, result, ['stdin_read', 'inferred_idle'])
+        const closeStart = performance.now()
+        const report = await c.ctx.pty.close(owner, sessionId)
+        close.push(performance.now() - closeStart)
+        closed = true
+        stopped.push(report.stopped.length)
+        // The jobs were forked before the prompt came back; some may not have exec'd sleep yet.
+        if (report.stopped.length < PLAN.descendants) {
+          throw new Error(`lifecycle ${label}: the close stopped ${JSON.stringify(report.stopped)}, expected at least ${PLAN.descendants} processes`)
+        }
+      } finally {
+        if (!closed) await c.ctx.pty.close(owner, sessionId).catch(() => {})
+      }
+    }
+    progress(`lifecycle ${label}: open p50 ${round(median(open))} ms, close p50 ${round(median(close))} ms`)
+    return { open, close, stopped }
+  }
+  const raw = async (wrap: ((argv: [string, ...string[]]) => [string, ...string[]]) | undefined, label: string) => {
+    const open: number[] = []
+    const close: number[] = []
+    for (let i = 0; i < PLAN.lifecycleRuns; i++) {
+      const terminal = rawBash({ cwd: c.workspace, ...(wrap ? { wrap } : {}) })
+      try {
+        open.push(await terminal.ready)
+        await terminal.send(SPAWN_DESCENDANTS)
+        const tree = [terminal.pid, ...descendantsOf(terminal.pid)]
+        if (tree.length < PLAN.descendants + 1) throw new Error(`lifecycle ${label}: found ${tree.length - 1} descendants, expected at least ${PLAN.descendants}`)
+        // The floor of a close: every process of the tree is already known; KILL them all and
+        // wait until none runs. No discovery, no grace, no identity checks.
+        const closeStart = performance.now()
+        for (const pid of tree) killQuietly(pid)
+        await waitGone(tree)
+        close.push(performance.now() - closeStart)
+      } finally {
+        await terminal.destroy()
+      }
+    }
+    progress(`lifecycle ${label}: open p50 ${round(median(open))} ms, close p50 ${round(median(close))} ms`)
+    return { open, close }
+  }
+  const policy = { mode: 'workspace-write' as const, workspaceRoot: c.workspace }
+  const bwrap = sandboxLocal.bubblewrapProvider(sandboxLocal.Config.parse({}))
+  const confine = (argv: [string, ...string[]]) => bwrap.confine(argv, { ...policy, protectedPaths: [] }).argv
+
+  const plain = await conch(c.agent, 'unconfined')
+  const plainRaw = await raw(undefined, 'raw')
+  const boxed = await conch(c.sandboxed, 'bubblewrap')
+  const boxedRaw = await raw(confine, 'raw bubblewrap')
+  return {
+    open_p50_ms: round(median(plain.open)),
+    close_p50_ms: round(median(plain.close)),
+    open_sandbox_p50_ms: round(median(boxed.open)),
+    close_sandbox_p50_ms: round(median(boxed.close)),
+    open_p95_ms: round(percentile(plain.open, 95)),
+    close_p95_ms: round(percentile(plain.close, 95)),
+    open_sandbox_p95_ms: round(percentile(boxed.open, 95)),
+    close_sandbox_p95_ms: round(percentile(boxed.close, 95)),
+    raw_open_p50_ms: round(median(plainRaw.open)),
+    raw_close_p50_ms: round(median(plainRaw.close)),
+    raw_open_sandbox_p50_ms: round(median(boxedRaw.open)),
+    raw_close_sandbox_p50_ms: round(median(boxedRaw.close)),
+    stopped_p50: median(plain.stopped),
+    stopped_sandbox_p50: median(boxed.stopped),
+    runs: PLAN.lifecycleRuns,
+    descendants: PLAN.descendants,
+    raw_close_means: 'SIGKILL to every process of the bare tree (known in advance) until none runs (gone or a zombie)',
+  }
+}
+
+export const lifecycleBench: Bench = {
+  keys: ['lifecycle'],
+  needs: [{ keys: ['lifecycle'], program: 'bwrap', args: ['--ro-bind', '/', '/', 'true'] }],
+  async run(c) {
+    progress(`lifecycle: ${PLAN.lifecycleRuns} opens and closes each, unconfined and under bubblewrap, conch and raw`)
+    return { lifecycle: await benchLifecycle(c!) }
+  },
+  rows(r, verdict) {
+    const rows: string[][] = []
+    if (r.lifecycle) {
+      const l = r.lifecycle
+      rows.push(['open p50', ms(l.open_p50_ms), `raw ${ms(l.raw_open_p50_ms)}`, x(ratio(l.open_p50_ms, l.raw_open_p50_ms)), ''])
+      rows.push([`close p50 (${l.descendants} descendants)`, ms(l.close_p50_ms), `raw ${ms(l.raw_close_p50_ms)}`, x(ratio(l.close_p50_ms, l.raw_close_p50_ms)), ''])
+      rows.push(['open p50, bubblewrap', ms(l.open_sandbox_p50_ms), `raw ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.open_sandbox_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
+      rows.push(['close p50, bubblewrap', ms(l.close_sandbox_p50_ms), `raw ${ms(l.raw_close_sandbox_p50_ms)}`, x(ratio(l.close_sandbox_p50_ms, l.raw_close_sandbox_p50_ms)), ''])
+    }
+    return rows
+  },
+}

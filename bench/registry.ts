@@ -1,0 +1,67 @@
+/**
+ * The benches `pnpm bench` runs, in the order it runs them, and the shape of bench/results.json.
+ * Each bench lives in its own file and fills one or more keys of the results.
+ */
+import type { BashTrueFigures } from './bash-true.ts'
+import type { Composition } from './compose.ts'
+import type { Machine } from './harness.ts'
+import type { IdleFigures, ScaleFigures } from './idle-scale.ts'
+import type { LifecycleFigures } from './lifecycle.ts'
+import type { LongLineFigures } from './long-line.ts'
+import type { ParserFigures } from './parser.ts'
+import type { PtcFigures } from './ptc.ts'
+import type { ReplFigures } from './repl.ts'
+import type { StartupFigures } from './startup.ts'
+import type { SubagentFigures } from './subagents.ts'
+import type { SubmitFigures } from './submit.ts'
+import type { ThroughputFigures } from './throughput.ts'
+import { bashTrueBench } from './bash-true.ts'
+import { idleScaleBench } from './idle-scale.ts'
+import { lifecycleBench } from './lifecycle.ts'
+import { longLineBench } from './long-line.ts'
+import { parserBench } from './parser.ts'
+import { ptcBench } from './ptc.ts'
+import { replBench } from './repl.ts'
+import { startupBench } from './startup.ts'
+import { subagentsBench } from './subagents.ts'
+import { submitBench } from './submit.ts'
+import { throughputBench } from './throughput.ts'
+
+/** The keys of results.json, in the order docs/performance.md lists them (and the table prints them). */
+export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit'] as const
+export type Key = (typeof KEYS)[number]
+
+export interface Results {
+  bash_true?: BashTrueFigures
+  python_repl?: ReplFigures
+  node_repl?: ReplFigures
+  throughput?: ThroughputFigures
+  parser?: ParserFigures
+  idle?: IdleFigures
+  scale?: ScaleFigures
+  lifecycle?: LifecycleFigures
+  ptc?: PtcFigures
+  long_line?: LongLineFigures
+  startup?: StartupFigures
+  subagents?: SubagentFigures
+  submit?: SubmitFigures
+  machine: Machine
+}
+
+/** The verdict cell of a figure's row: `met (…)`, `MISSED by … (…)`, or empty without a target. */
+export type Verdict = (figure: string) => string
+
+export interface Bench {
+  /** The results.json keys it fills; it runs when any of them is selected. */
+  keys: readonly Key[]
+  /** Programs the selected keys start: a missing one stops the run before anything is measured. */
+  needs?: readonly { keys: readonly Key[]; program: string; args: readonly string[] }[]
+  /** `false`: runs before the terminal composition is made (the composition is then not passed). */
+  composed?: false
+  run(c: Composition | undefined, only: ReadonlySet<Key>): Promise<Partial<Results>>
+  /** Its rows of the printed table, for the keys present in `r`. */
+  rows(r: Results, verdict: Verdict): string[][]
+}
+
+/** In running order. */
+export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench]
