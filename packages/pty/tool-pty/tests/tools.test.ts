@@ -375,7 +375,7 @@ describe('bad input', () => {
     // The cap is per agent: another agent still opens its own.
     expect((await harness.call('terminal_open', { type: 'shell' }, { agent: harness.other })).isError).toBeFalsy()
     await harness.call('terminal_close', { sessionId: 'pty-1' })
-    expect(await harness.text('terminal_open', { type: 'shell' })).toMatch(/^\[opened: pty-4, type shell\]/)
+    expect(await harness.text('terminal_open', { type: 'shell' })).toMatch(/^\[opened: pty-4, type shell, cwd /)
   })
 
   it('refuses text over maxInputBytes, counting UTF-8 bytes, and writes nothing', async () => {

@@ -57,7 +57,8 @@ describe('a completed answer', () => {
       { type: 'text', text: 'hello ' },
       { type: 'tool', callId: 'call-1', title: 'looking around', status: 'running' },
       { type: 'tool', callId: 'call-1', title: 'looking around', status: 'completed' },
-      { type: 'text', text: 'world' },
+      // The break between the child's messages reaches listeners too, as the result holds it.
+      { type: 'text', text: '\n\nworld' },
     ])
     await subagent.dispose()
     await subagent.dispose()
