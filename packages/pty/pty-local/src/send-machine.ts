@@ -19,6 +19,7 @@ import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
+import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
 import { isReadEvidence, promptShaped } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
@@ -87,6 +88,11 @@ export interface SendSpec {
    * soon as its read returned, so a look is also made on the step's first output.
    */
   drainsInput: boolean
+  /**
+   * The input ends in ESC (a lone ESC, `Escape`, or `M-Escape`): the send does not settle on
+   * silence while the program may still wait for the rest of an escape sequence (`escapePending`).
+   */
+  endsInEscape: boolean
   /** Whether the /proc tier exists (Linux). */
   exact: boolean
   /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
@@ -202,6 +208,10 @@ export interface SendState {
   /** When the armed `probeGap` timer fires (ms of the event clock). */
   probeGapAt: number
   promptRechecks: number
+  /** The latest probe's reader, when its wait ends on its own within `NEAR_TIMEOUT_MS` (an ESC may be pending in it). */
+  timedWait: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
+  /** A send ending in ESC: the timed wait its silence was deferred for, and how often. */
+  escapeWait: { tid: number; switches: number | undefined; deferrals: number } | undefined
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
   /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
@@ -277,6 +287,8 @@ export function initialState(spec: SendSpec): SendState {
     eagerAt: -1,
     probeGapAt: Infinity,
     promptRechecks: 0,
+    timedWait: undefined,
+    escapeWait: undefined,
     confirming: undefined,
     ambiguousRead: undefined,
     silenceDue: false,
@@ -369,6 +381,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'probed': {
       if (s.awaiting.confirm === event.gen) {
         s.awaiting.confirm = undefined
+        noteWait(s, event.probe)
         return onConfirmProbe(s, event, out)
       }
       if (s.awaiting.probe !== event.gen) return
@@ -377,6 +390,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
       s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
       s.lastProbeCpuMs = event.costMs
+      noteWait(s, event.probe)
       if (s.phase !== 'waiting') return
       return onProbe(s, event.probe, event.now, out)
     }
@@ -859,8 +873,36 @@ function silenceMs(s: SendState): number {
 
 function settleSilence(s: SendState, out: SendEffect[]): void {
   s.silenceDue = false
+  if (escapePending(s, out)) return
   const ambiguous = s.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${s.ambiguousRead}`
   settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
+}
+
+/** Remembers whether the probe's reader waits with a timeout of its own due within `NEAR_TIMEOUT_MS`. */
+function noteWait(s: SendState, probe: ReadProbe | undefined): void {
+  const reader = probe?.reader
+  const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
+  const timeoutMs = task?.timeoutMs
+  s.timedWait = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
+}
+
+/**
+ * A send ending in ESC, about to settle on silence, while the latest probe shows the reader in
+ * a wait that ends on its own within `NEAR_TIMEOUT_MS`: the wait for the rest of an escape
+ * sequence (vim's `ttimeoutlen`, readline's `keyseq-timeout`, the Node REPL's 500 ms), with the
+ * ESC not yet taken as a key — a send written now would be read with it (ESC O A is Up, ESC c
+ * Meta-c). Silence is deferred past that wait's timeout (plus `pollIntervalMs`), until the reader
+ * is seen to have woken from it (its context-switch counter moved); at most three times, so a
+ * program that always waits with a short timeout (prompt_toolkit) still settles.
+ */
+function escapePending(s: SendState, out: SendEffect[]): boolean {
+  const wait = s.timedWait
+  if (!s.spec.endsInEscape || wait === undefined) return false
+  const seen = s.escapeWait
+  if (seen !== undefined && seen.tid === wait.tid && (wait.switches === undefined || wait.switches !== seen.switches || seen.deferrals >= 3)) return false
+  s.escapeWait = { tid: wait.tid, switches: wait.switches, deferrals: seen?.tid === wait.tid ? seen.deferrals + 1 : 1 }
+  arm(s, out, 'silence', wait.timeoutMs + s.spec.pollIntervalMs)
+  return true
 }
 
 function cancel(s: SendState, now: number, out: SendEffect[]): void {
