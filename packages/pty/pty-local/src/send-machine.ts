@@ -208,10 +208,18 @@ export interface SendState {
   /** When the armed `probeGap` timer fires (ms of the event clock). */
   probeGapAt: number
   promptRechecks: number
-  /** The latest probe's reader, when its wait ends on its own within `NEAR_TIMEOUT_MS` (an ESC may be pending in it). */
-  timedWait: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
-  /** A send ending in ESC: the timed wait its silence was deferred for, and how often. */
-  escapeWait: { tid: number; switches: number | undefined; deferrals: number } | undefined
+  /**
+   * A send ending in ESC (`escapePending`): what the latest probe showed — whether the reader
+   * read since the write (`read`), and its wait when that ends on its own within
+   * `NEAR_TIMEOUT_MS` (`timed`: an ESC may be pending in it) — the timed wait silence was last
+   * deferred for, and how often it was deferred.
+   */
+  escape: {
+    read: boolean
+    timed: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
+    deferredFor: { tid: number; switches: number | undefined } | undefined
+    deferrals: number
+  }
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
   /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
@@ -287,8 +295,7 @@ export function initialState(spec: SendSpec): SendState {
     eagerAt: -1,
     probeGapAt: Infinity,
     promptRechecks: 0,
-    timedWait: undefined,
-    escapeWait: undefined,
+    escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
     confirming: undefined,
     ambiguousRead: undefined,
     silenceDue: false,
@@ -878,30 +885,49 @@ function settleSilence(s: SendState, out: SendEffect[]): void {
   settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
 }
 
-/** Remembers whether the probe's reader waits with a timeout of its own due within `NEAR_TIMEOUT_MS`. */
+/** For a send ending in ESC: whether the probe's reader read since the write, and whether its wait ends on its own within `NEAR_TIMEOUT_MS`. */
 function noteWait(s: SendState, probe: ReadProbe | undefined): void {
-  const reader = probe?.reader
+  const spec = s.spec
+  if (!spec.endsInEscape) return
+  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs
-  s.timedWait = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
+  const timed = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
+  s.escape = { ...s.escape, read, timed }
 }
 
+/** How often silence is deferred for an ESC at most (`escapePending`). */
+const ESCAPE_DEFERRALS = 8
+
 /**
- * A send ending in ESC, about to settle on silence, while the latest probe shows the reader in
- * a wait that ends on its own within `NEAR_TIMEOUT_MS`: the wait for the rest of an escape
- * sequence (vim's `ttimeoutlen`, readline's `keyseq-timeout`, the Node REPL's 500 ms), with the
- * ESC not yet taken as a key — a send written now would be read with it (ESC O A is Up, ESC c
- * Meta-c). Silence is deferred past that wait's timeout (plus `pollIntervalMs`), until the reader
- * is seen to have woken from it (its context-switch counter moved); at most three times, so a
- * program that always waits with a short timeout (prompt_toolkit) still settles.
+ * A send ending in ESC is about to settle on silence. A program that reads a lone ESC waits a
+ * little for the rest of an escape sequence before it takes it as the Escape key (vim's
+ * `ttimeoutlen`, readline's `keyseq-timeout`, the Node REPL's 500 ms), and a send written in
+ * that wait is read with it (ESC O A is Up, ESC c Meta-c). Silence is deferred, from the
+ * latest probe, while:
+ * - the reader has not read since the write (the ESC may still be queued, the program busy):
+ *   by `pollIntervalMs`;
+ * - the reader waits with a timeout of its own due within `NEAR_TIMEOUT_MS` and has not been
+ *   seen to wake from that wait (its context-switch counter unchanged): past the timeout, plus
+ *   `pollIntervalMs`.
+ * At most `ESCAPE_DEFERRALS` times, so a program that always waits with a short timeout
+ * (prompt_toolkit) or never reads again still settles.
  */
 function escapePending(s: SendState, out: SendEffect[]): boolean {
-  const wait = s.timedWait
-  if (!s.spec.endsInEscape || wait === undefined) return false
-  const seen = s.escapeWait
-  if (seen !== undefined && seen.tid === wait.tid && (wait.switches === undefined || wait.switches !== seen.switches || seen.deferrals >= 3)) return false
-  s.escapeWait = { tid: wait.tid, switches: wait.switches, deferrals: seen?.tid === wait.tid ? seen.deferrals + 1 : 1 }
-  arm(s, out, 'silence', wait.timeoutMs + s.spec.pollIntervalMs)
+  const escape = s.escape
+  if (!s.spec.endsInEscape || !s.spec.exact || escape.deferrals >= ESCAPE_DEFERRALS) return false
+  const wait = escape.timed
+  const before = escape.deferredFor
+  let ms: number
+  let deferredFor = before
+  if (!escape.read) ms = s.spec.pollIntervalMs
+  else if (wait !== undefined && !(before !== undefined && before.tid === wait.tid && (wait.switches === undefined || wait.switches !== before.switches))) {
+    deferredFor = { tid: wait.tid, switches: wait.switches }
+    ms = wait.timeoutMs + s.spec.pollIntervalMs
+  } else return false
+  s.escape = { ...escape, deferredFor, deferrals: escape.deferrals + 1 }
+  arm(s, out, 'silence', ms)
   return true
 }
 

@@ -114,7 +114,7 @@ describe('bash (readline turns bracketed paste on at every prompt)', () => {
     await escape(session, '\x1b')
     // In command mode `A` appends at the end; read within keyseq-timeout of the <Esc>, ESC O A is Up.
     const shown = await send(session, 'OAc-$((2 + 3))')
-    expect(linesEqual(shown.viewport, 'abc-5')).toBe(1)
+    expect(linesEqual(shown.viewport, 'abc-5'), shown.viewport).toBe(1)
   }, 30_000)
 })
 
@@ -150,7 +150,7 @@ describe('python3 and the Node REPL (they never turn bracketed paste on: always 
     await send(session, "print('ab", false)
     await escape(session, '\x1b')
     const shown = await send(session, "OAc')")
-    expect(linesEqual(shown.viewport, 'abc')).toBe(1)
+    expect(linesEqual(shown.viewport, 'abc'), shown.viewport).toBe(1)
     await send(session, 'exit()')
   }, 30_000)
 
@@ -161,7 +161,7 @@ describe('python3 and the Node REPL (they never turn bracketed paste on: always 
     await escape(session, '\x1b')
     // ESC c within the REPL's 500 ms escape wait is Meta-c: the `c` would be lost.
     const shown = await send(session, "c'")
-    expect(shown.viewport).toContain("'abc'")
+    expect(shown.viewport, shown.viewport).toContain("'abc'")
     await send(session, '.exit')
   }, 30_000)
 })

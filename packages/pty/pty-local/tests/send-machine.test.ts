@@ -465,6 +465,22 @@ describe('a send ending in ESC', () => {
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
   })
 
+  it('defers silence while the reader has not read since the write (the ESC still queued), at most eight times', () => {
+    const machine = new Machine(new View(), { steps: textSteps({ text: '\x1b', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: '\x1b', idleMs: 30, endsInEscape: true })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    let now = 31
+    for (let deferral = 0; deferral < 8; deferral++) {
+      const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now }), 'probe')
+      // The wait from before the write, not left: the program has not read the ESC.
+      expect(machine.feed({ type: 'probed', gen: look, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toContainEqual({ type: 'arm', timer: 'silence', ms: 50 })
+      now += 51
+    }
+    const last = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: last, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+  })
+
   it('settles on silence as before when the input does not end in ESC', () => {
     const machine = new Machine(new View(), { steps: textSteps({ text: 'ihello', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'ihello', idleMs: 30 })
     const base = Machine.gen(machine.feed(begin()), 'baseline')
