@@ -56,23 +56,55 @@ const SIGNAL_CHARACTER = /(?<=[\x03\x1c\x1a])/
  * - `submit: true`: the text, then Enter as its own write after the text was consumed, so a
  *   raw-mode reader that takes each read as keystrokes sees Enter alone (a chunk `hello\r` reads
  *   as a paste and does not submit). An empty text submits Enter alone.
- * - `bracketedPaste` (the program turned on DECSET 2004) and the text spans lines: the text is
- *   sent as one paste, `ESC [ 200 ~ … ESC [ 201 ~`, so an editor or a shell takes it as one
- *   input instead of submitting it line by line; Enter follows separately. Without it, the
- *   lines are typed one after another (each CR submits its line).
+ * - A block of text for a line editor is pasted (`pastes`): `ESC [ 200 ~ … ESC [ 201 ~`, so a shell
+ *   or a REPL takes it as one input instead of submitting it line by line; its trailing line
+ *   breaks, and Enter, follow as key presses. Anything else is typed (each CR submits its line).
  */
-export function textSteps(input: { text: string; submit: boolean }, modes: { bracketedPaste: boolean }): WriteStep[] {
+export function textSteps(input: { text: string; submit: boolean }, modes: PasteModes): WriteStep[] {
   const text = input.text.replace(/\r?\n/g, '\r')
   const steps: WriteStep[] = []
   const pieces = text === '' ? [] : text.split(SIGNAL_CHARACTER)
   pieces.forEach((piece, index) => {
-    const paste = modes.bracketedPaste && piece.includes('\r')
     // A piece that ends in a signal character echoes nothing to wait for (the reader redraws).
     const echo = index === pieces.length - 1 && !/[\x03\x1c\x1a]$/.test(piece) ? lastLine(piece) : ''
-    steps.push({ data: paste ? `${PASTE_START}${piece}${PASTE_END}` : piece, afterConsumed: index > 0, echo })
+    if (!pastes(piece, modes)) {
+      steps.push({ data: piece, afterConsumed: index > 0, echo })
+      return
+    }
+    const block = piece.replace(/\r+$/, '')
+    steps.push({ data: `${PASTE_START}${block}${PASTE_END}`, afterConsumed: index > 0, echo: lastLine(block) })
+    for (let enter = block.length; enter < piece.length; enter++) steps.push({ data: ENTER, afterConsumed: true, echo: '' })
   })
   if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
   return steps
+}
+
+/** What the paste rule (`pastes`) reads of the terminal: the modes the program set. */
+export interface PasteModes {
+  /** DECSET 2004: the program asked for pastes to be bracketed. */
+  bracketedPaste: boolean
+  /** DECSET 47, 1047 or 1049: a full-screen program is in front. */
+  alternateScreen: boolean
+}
+
+/** Characters that make a text keystrokes: C0 and C1 controls but Tab and CR (ESC, ^H, DEL, …). */
+// eslint-disable-next-line no-control-regex
+const KEYSTROKE_CONTROL = /[\x00-\x08\x0a-\x0c\x0e-\x1f\x7f-\x9f]/
+
+/**
+ * Whether a piece of text goes to the program as one bracketed paste rather than typed: only a
+ * block of text for a line editor — the program asked for bracketed paste (DECSET 2004: bash's
+ * readline at every prompt, ipython's prompt_toolkit), it is not on the alternate screen, and the
+ * piece holds a line break followed by more text and no control character but Tab and CR.
+ * Everything else is typed, as keys: a single line, with or without a trailing CR (`:wq\r`); ESC
+ * or another control character (`ihello\x1b`; an ESC inside a paste could also end it early); and
+ * anything to a full-screen program, which reads its input as commands — vim inserts a paste as
+ * text even in Normal mode, so a pasted `:wq\r` lands in the buffer and saves nothing. python3's
+ * REPL (its readline turns bracketed paste off) and the Node REPL never ask for it: their input is
+ * always typed.
+ */
+export function pastes(piece: string, modes: PasteModes): boolean {
+  return modes.bracketedPaste && !modes.alternateScreen && /\r+[^\r]/.test(piece) && !KEYSTROKE_CONTROL.test(piece)
 }
 
 function lastLine(text: string): string {

@@ -3,15 +3,15 @@
  * machine's ordered write steps (input-steps.ts), plus what must be known before the first of
  * them is written. Pure.
  *
- * - `text`: `textSteps` (the text, then Enter as its own key press; a bracketed paste when the
- *   program asked for one);
+ * - `text`: `textSteps` (the text, then Enter as its own key press; a block of text for a line
+ *   editor as a bracketed paste, `pastes`);
  * - `keys`: one step per entry (keys.ts), each after the program consumed the one before, as a
  *   person presses keys one after another; a named key is encoded for the terminal's modes at
  *   the moment it is written;
  * - `secret`: the value, then Enter as its own key press.
  */
 import { MIN_SECRET_BYTES, PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
-import { ENTER, textSteps, type WriteStep } from './input-steps.ts'
+import { ENTER, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
 
 export interface InputPlan {
@@ -28,10 +28,7 @@ export interface InputPlan {
 }
 
 /** The terminal modes a plan depends on (output.ts tracks them). */
-export interface InputModes extends KeyModes {
-  /** DECSET 2004. */
-  bracketedPaste: boolean
-}
+export interface InputModes extends KeyModes, PasteModes {}
 
 /**
  * The plan of one send.

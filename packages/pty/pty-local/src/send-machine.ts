@@ -19,6 +19,7 @@ import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
+import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
 import { isReadEvidence, promptShaped } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
@@ -87,6 +88,11 @@ export interface SendSpec {
    * soon as its read returned, so a look is also made on the step's first output.
    */
   drainsInput: boolean
+  /**
+   * The input ends in ESC (a lone ESC, `Escape`, or `M-Escape`): the send does not settle on
+   * silence while the program may still wait for the rest of an escape sequence (`escapePending`).
+   */
+  endsInEscape: boolean
   /** Whether the /proc tier exists (Linux). */
   exact: boolean
   /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
@@ -202,6 +208,18 @@ export interface SendState {
   /** When the armed `probeGap` timer fires (ms of the event clock). */
   probeGapAt: number
   promptRechecks: number
+  /**
+   * A send ending in ESC (`escapePending`): what the latest probe showed — whether the reader
+   * read since the write (`read`), and its wait when that ends on its own within
+   * `NEAR_TIMEOUT_MS` (`timed`: an ESC may be pending in it) — the timed wait silence was last
+   * deferred for, and how often it was deferred.
+   */
+  escape: {
+    read: boolean
+    timed: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
+    deferredFor: { tid: number; switches: number | undefined } | undefined
+    deferrals: number
+  }
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
   /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
@@ -277,6 +295,7 @@ export function initialState(spec: SendSpec): SendState {
     eagerAt: -1,
     probeGapAt: Infinity,
     promptRechecks: 0,
+    escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
     confirming: undefined,
     ambiguousRead: undefined,
     silenceDue: false,
@@ -369,6 +388,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'probed': {
       if (s.awaiting.confirm === event.gen) {
         s.awaiting.confirm = undefined
+        noteWait(s, event.probe)
         return onConfirmProbe(s, event, out)
       }
       if (s.awaiting.probe !== event.gen) return
@@ -377,6 +397,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
       s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
       s.lastProbeCpuMs = event.costMs
+      noteWait(s, event.probe)
       if (s.phase !== 'waiting') return
       return onProbe(s, event.probe, event.now, out)
     }
@@ -859,8 +880,55 @@ function silenceMs(s: SendState): number {
 
 function settleSilence(s: SendState, out: SendEffect[]): void {
   s.silenceDue = false
+  if (escapePending(s, out)) return
   const ambiguous = s.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${s.ambiguousRead}`
   settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
+}
+
+/** For a send ending in ESC: whether the probe's reader read since the write, and whether its wait ends on its own within `NEAR_TIMEOUT_MS`. */
+function noteWait(s: SendState, probe: ReadProbe | undefined): void {
+  const spec = s.spec
+  if (!spec.endsInEscape) return
+  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const reader = read ? probe!.reader : undefined
+  const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
+  const timeoutMs = task?.timeoutMs
+  const timed = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
+  s.escape = { ...s.escape, read, timed }
+}
+
+/** How often silence is deferred for an ESC at most (`escapePending`). */
+const ESCAPE_DEFERRALS = 8
+
+/**
+ * A send ending in ESC is about to settle on silence. A program that reads a lone ESC waits a
+ * little for the rest of an escape sequence before it takes it as the Escape key (vim's
+ * `ttimeoutlen`, readline's `keyseq-timeout`, the Node REPL's 500 ms), and a send written in
+ * that wait is read with it (ESC O A is Up, ESC c Meta-c). Silence is deferred, from the
+ * latest probe, while:
+ * - the reader has not read since the write (the ESC may still be queued, the program busy):
+ *   by `pollIntervalMs`;
+ * - the reader waits with a timeout of its own due within `NEAR_TIMEOUT_MS` and has not been
+ *   seen to wake from that wait (its context-switch counter unchanged): past the timeout, plus
+ *   `pollIntervalMs`.
+ * At most `ESCAPE_DEFERRALS` times, so a program that always waits with a short timeout
+ * (prompt_toolkit) or never reads again still settles.
+ */
+function escapePending(s: SendState, out: SendEffect[]): boolean {
+  const escape = s.escape
+  if (!s.spec.endsInEscape || !s.spec.exact || escape.deferrals >= ESCAPE_DEFERRALS) return false
+  const wait = escape.timed
+  const before = escape.deferredFor
+  let ms: number
+  let deferredFor = before
+  if (!escape.read) ms = s.spec.pollIntervalMs
+  else if (wait !== undefined && !(before !== undefined && before.tid === wait.tid && (wait.switches === undefined || wait.switches !== before.switches))) {
+    deferredFor = { tid: wait.tid, switches: wait.switches }
+    ms = wait.timeoutMs + s.spec.pollIntervalMs
+  } else return false
+  s.escape = { ...escape, deferredFor, deferrals: escape.deferrals + 1 }
+  arm(s, out, 'silence', ms)
+  return true
 }
 
 function cancel(s: SendState, now: number, out: SendEffect[]): void {

@@ -7,7 +7,7 @@
  */
 import { within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult } from '@conch/pty'
 import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
-import { textSteps, type WriteStep } from './input-steps.ts'
+import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
@@ -40,8 +40,8 @@ export interface SendHost {
   promptShown(since: number): boolean
   /** The unfinished line a prompt would be on. */
   promptLine(): string
-  /** Whether the program turned on bracketed paste (DECSET 2004). */
-  bracketedPaste(): boolean
+  /** The modes the paste rule reads (input-steps.ts, `pastes`). */
+  pasteModes(): PasteModes
   /** Writes input; resolves when all of it is in the kernel. */
   write(data: string): Promise<void>
   /** A named key's bytes for the terminal's modes now (keys.ts). */
@@ -114,9 +114,11 @@ export class Send {
     this.buffer = host.openBuffer(kind)
     const buffer = this.buffer
     const live = host.liveRedactor()
+    const steps = kind === 'send' ? (input.steps ?? textSteps(input, host.pasteModes())) : []
     this.state = initialState({
       kind,
-      steps: kind === 'send' ? (input.steps ?? textSteps(input, { bracketedPaste: host.bracketedPaste() })) : [],
+      steps,
+      endsInEscape: steps.at(-1)?.data.endsWith('\x1b') === true,
       inputText: input.text,
       ...(signalToSend !== undefined && { signal: signalToSend }),
       timeoutMs: input.timeoutMs ?? limits.timeoutMs,

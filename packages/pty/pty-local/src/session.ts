@@ -49,6 +49,7 @@ import { SendBuffer, type SendOutput } from './send-buffer.ts'
 import { TerminalDisplay } from './display.ts'
 import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
+import type { PasteModes } from './input-steps.ts'
 import { encodeKey, type KeyModes } from './keys.ts'
 import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
@@ -254,7 +255,7 @@ export class LocalSession implements BackendSession {
       throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
     }
     if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
-    const plan = planInput(input, { ...this.keyModes(), bracketedPaste: this.parser.privateModes.get(2004) === true })
+    const plan = planInput(input, { ...this.keyModes(), ...this.pasteModes() })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
     const lines = input.text !== undefined ? this.openLineText + plan.lines : plan.lines
     const request: SendRequest = {
@@ -446,7 +447,7 @@ export class LocalSession implements BackendSession {
       promptShown: (since) => this.promptShown(since),
       // The cursor row of an attached screen, else the line model's partial line.
       promptLine: () => this.display.cursorLine() ?? this.parser.partial,
-      bracketedPaste: () => this.parser.privateModes.get(2004) === true,
+      pasteModes: () => this.pasteModes(),
       write: (data) => {
         this.atPrompt = false
         return this.terminal.write(data)
@@ -475,6 +476,11 @@ export class LocalSession implements BackendSession {
   /** The modes key encodings depend on, as the program set them (output.ts tracks them). */
   keyModes(): KeyModes {
     return { applicationCursor: this.parser.privateModes.get(1) === true, applicationKeypad: this.parser.applicationKeypad }
+  }
+
+  /** The modes the paste rule reads (input-steps.ts, `pastes`). */
+  pasteModes(): PasteModes {
+    return { bracketedPaste: this.parser.privateModes.get(2004) === true, alternateScreen: this.parser.onAlternateScreen }
   }
 
   /**

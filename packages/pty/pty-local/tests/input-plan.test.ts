@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { planInput } from '../src/input.ts'
 
-const normal = { applicationCursor: false, applicationKeypad: false, bracketedPaste: false }
+const normal = { applicationCursor: false, applicationKeypad: false, bracketedPaste: false, alternateScreen: false }
 
 describe('input plans', () => {
   it('text becomes the text steps: the text, then Enter as its own key press', () => {

@@ -34,7 +34,7 @@ class View implements OutputView {
 function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
   return {
     kind: 'send',
-    steps: textSteps({ text: 'echo hi', submit: true }, { bracketedPaste: false }),
+    steps: textSteps({ text: 'echo hi', submit: true }, { bracketedPaste: false, alternateScreen: false }),
     inputText: 'echo hi',
     timeoutMs: 30000,
     idleMs: 3000,
@@ -45,6 +45,7 @@ function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
     checkInput: false,
     readsTermios: false,
     drainsInput: false,
+    endsInEscape: false,
     exact: true,
     wrapperPid: SHELL - 1,
     shellPgid: SHELL,
@@ -190,7 +191,7 @@ describe('a send, step by step', () => {
 
   it('with the input queue readable, a reader other than the shell is looked at 1 ms after the write, then 1 ms doubling', () => {
     const view = new View()
-    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: '1+1' })
     const repl = reading(CHILD, CHILD, 7)
     const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
     expect(machine.feed({ type: 'written', gen: write, now: 1 })).toEqual([
@@ -212,7 +213,7 @@ describe('a send, step by step', () => {
   it('with the input queue readable, the first output that is not the whole echo is a moment to look; later chunks wait for the timer', () => {
     const view = new View()
     const repl = reading(CHILD, CHILD, 7)
-    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false }), inputText: '1+1' })
+    const machine = new Machine(view, { drainsInput: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: '1+1' })
     const text = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, repl)), 'write')
     machine.feed({ type: 'written', gen: text, now: 1 })
     // The echo of the first key: the reader runs; look now instead of at the timer.
@@ -274,7 +275,7 @@ describe('a send, step by step', () => {
 describe('the /proc tier', () => {
   /** A send to a REPL that was reading at the write (baseline: a probe with switches 7). */
   function toRepl(view = new View()): Machine {
-    const machine = new Machine(view, { steps: textSteps({ text: '1+1', submit: false }, { bracketedPaste: false }), inputText: '1+1' })
+    const machine = new Machine(view, { steps: textSteps({ text: '1+1', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: '1+1' })
     const base = Machine.gen(machine.feed(begin()), 'baseline')
     const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
     machine.feed({ type: 'written', gen: write, now: 1 })
@@ -442,20 +443,86 @@ describe('cancel and the handoff', () => {
   })
 })
 
+describe('a send ending in ESC', () => {
+  /** A reader in a wait that ends on its own after `timeoutMs` (an escape wait). */
+  const timed = (switches: number, timeoutMs: number): ReadProbe => {
+    const probe = reading(CHILD, CHILD, switches, { sources: [`timer in ${timeoutMs} ms`] })
+    return { ...probe, tasks: probe.tasks.map((task) => ({ ...task, syscall: 'pselect6', timeoutMs })) }
+  }
+
+  it('defers silence while the reader sits in its escape wait, and settles once it was seen to leave it', () => {
+    const machine = new Machine(new View(), { steps: textSteps({ text: 'ihello\x1b', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'ihello\x1b', idleMs: 30, endsInEscape: true })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 31 }), 'probe')
+    // In vim's 100 ms ttimeoutlen wait: not settled; silence again after the wait's timeout.
+    expect(machine.feed({ type: 'probed', gen: look, now: 32, probe: timed(9, 100), costMs: 0 })).toContainEqual({ type: 'arm', timer: 'silence', ms: 150 })
+    expect(machine.state.phase).toBe('waiting')
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 182 }), 'probe')
+    // Woken from it (its counter moved) and waiting again: the ESC was taken as a key.
+    const effects = machine.feed({ type: 'probed', gen: again, now: 183, probe: timed(11, 100), costMs: 0 })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+  })
+
+  it('defers silence while the reader has not read since the write (the ESC still queued), at most eight times', () => {
+    const machine = new Machine(new View(), { steps: textSteps({ text: '\x1b', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: '\x1b', idleMs: 30, endsInEscape: true })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    let now = 31
+    for (let deferral = 0; deferral < 8; deferral++) {
+      const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now }), 'probe')
+      // The wait from before the write, not left: the program has not read the ESC.
+      expect(machine.feed({ type: 'probed', gen: look, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toContainEqual({ type: 'arm', timer: 'silence', ms: 50 })
+      now += 51
+    }
+    const last = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: last, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+  })
+
+  it('settles on silence as before when the input does not end in ESC', () => {
+    const machine = new Machine(new View(), { steps: textSteps({ text: 'ihello', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'ihello', idleMs: 30 })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 31 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: look, now: 32, probe: timed(9, 100), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+  })
+})
+
 describe('write steps of a text', () => {
   it('types the text, then Enter separately; without submit only the text', () => {
-    expect(textSteps({ text: 'hello', submit: true }, { bracketedPaste: true })).toEqual([
+    expect(textSteps({ text: 'hello', submit: true }, { bracketedPaste: true, alternateScreen: false })).toEqual([
       { data: 'hello', afterConsumed: false, echo: 'hello' },
       { data: '\r', afterConsumed: true, echo: '' },
     ])
-    expect(textSteps({ text: 'hello', submit: false }, { bracketedPaste: false })).toEqual([{ data: 'hello', afterConsumed: false, echo: 'hello' }])
-    expect(textSteps({ text: '', submit: true }, { bracketedPaste: false })).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
+    expect(textSteps({ text: 'hello', submit: false }, { bracketedPaste: false, alternateScreen: false })).toEqual([{ data: 'hello', afterConsumed: false, echo: 'hello' }])
+    expect(textSteps({ text: '', submit: true }, { bracketedPaste: false, alternateScreen: false })).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
   })
 
   it('pastes multi-line text as one bracketed paste when the program asked for it, else types line by line', () => {
     const text = 'for i in 1 2; do\n  echo $i\ndone'
-    expect(textSteps({ text, submit: true }, { bracketedPaste: true })[0]!.data).toBe(`${PASTE_START}for i in 1 2; do\r  echo $i\rdone${PASTE_END}`)
-    expect(textSteps({ text, submit: true }, { bracketedPaste: false })[0]!.data).toBe('for i in 1 2; do\r  echo $i\rdone')
+    expect(textSteps({ text, submit: true }, { bracketedPaste: true, alternateScreen: false })[0]!.data).toBe(`${PASTE_START}for i in 1 2; do\r  echo $i\rdone${PASTE_END}`)
+    expect(textSteps({ text, submit: true }, { bracketedPaste: false, alternateScreen: false })[0]!.data).toBe('for i in 1 2; do\r  echo $i\rdone')
+  })
+
+  it('pastes only a block of text for a line editor: a single line, control characters and a full-screen program are typed', () => {
+    const line = { bracketedPaste: true, alternateScreen: false }
+    const data = (text: string, submit: boolean, modes = line) => textSteps({ text, submit }, modes).map((step) => step.data)
+    // A single line with its trailing CR, and a vim command after an <Esc>, are keystrokes.
+    expect(data(':wq\n', false)).toEqual([':wq\r'])
+    expect(data('ihello\x1b:wq\n', false)).toEqual(['ihello\x1b:wq\r'])
+    // A full-screen program (alternate screen) gets every text typed, blocks too.
+    expect(data(':%s/a/b/\n:wq\n', false, { bracketedPaste: true, alternateScreen: true })).toEqual([':%s/a/b/\r:wq\r'])
+    // A block's trailing line breaks are typed after the paste, then Enter.
+    expect(textSteps({ text: 'x = 6\ny = 7\n', submit: true }, line)).toEqual([
+      { data: `${PASTE_START}x = 6\ry = 7${PASTE_END}`, afterConsumed: false, echo: 'y = 7' },
+      { data: '\r', afterConsumed: true, echo: '' },
+      { data: '\r', afterConsumed: true, echo: '' },
+    ])
+    // Tab stays in a block (a paste takes it literally, typed it completes).
+    expect(data('if x:\n\tpass', false)).toEqual([`${PASTE_START}if x:\r\tpass${PASTE_END}`])
   })
 })
 
