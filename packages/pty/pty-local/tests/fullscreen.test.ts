@@ -62,6 +62,15 @@ describe.skipIf(!has('vim'))('vim', () => {
     expect(linesEqual(cat.viewport, 'hello')).toBe(1)
     expect(readFileSync(join(dir, 'x.txt'), 'utf8')).toBe('hello\n')
   }, 30_000)
+
+  it('a second full-screen program starts on a blank alternate screen, not on the rows vim left there', async () => {
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: workdir() })
+    expect((await send(session, `${VIM} x.txt`)).waitReason).toBe('stdin_read')
+    await send(session, ':q!')
+    const paged = await send(session, 'seq 1 500 | less')
+    expectPlainScreen(paged, 'alternate')
+    expect(paged.viewport.split('\n').slice(1, 4)).toEqual(['1', '2', '3'])
+  }, 30_000)
 })
 
 describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => {
