@@ -468,6 +468,14 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
   }
 }
 
+/**
+ * A send without input: it only keeps waiting, so nothing it wrote can make earlier evidence
+ * stale — the prompt already shown and a reader already blocked count as soon as it begins.
+ */
+function keepsWaiting(spec: SendSpec): boolean {
+  return spec.kind === 'send' && spec.steps.length === 0
+}
+
 function request(s: SendState): number {
   return ++s.gen
 }
@@ -478,11 +486,12 @@ function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline
   if (event.aborted) return abortBeforeWrite(s, out, event.reason)
   if (event.exited) return settle(s, out, 'session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
   s.knownAtPrompt = event.knownAtPrompt
-  s.markersAtWrite = spec.view.markers()
+  // A send without input keeps waiting: a prompt shown before it is the current one.
+  s.markersAtWrite = keepsWaiting(spec) ? 0 : spec.view.markers()
   s.markersAtLastWrite = s.markersAtWrite
   s.writtenAt = event.now
   if (spec.kind === 'send') {
-    s.promptMayBeStale = !event.knownAtPrompt
+    s.promptMayBeStale = !event.knownAtPrompt && !keepsWaiting(spec)
     if (spec.steps.length === 0) return finishWrite(s, event.now, out)
     if (spec.checkInput) {
       s.phase = 'checking'
@@ -588,7 +597,7 @@ function enterWaiting(s: SendState, now: number, out: SendEffect[]): void {
   if (spec.view.promptShown(s.markersAtWrite)) {
     s.markerSeen = true
     checkForeground(s, out)
-  }
+  } else if (keepsWaiting(spec)) requestProbe(s, now, out)
 }
 
 function onOutput(s: SendState, now: number, out: SendEffect[]): void {
@@ -746,7 +755,7 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 
 function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
   // another thread waiting on one) proves nothing alone: it counts once the output ends in a
