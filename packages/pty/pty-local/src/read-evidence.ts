@@ -35,3 +35,16 @@ export function promptShaped(observed: { outputSinceWrite: boolean; promptLine: 
   const last = observed.inputText.split(/\r?\n/).at(-1) ?? ''
   return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
 }
+
+/**
+ * The timeout of a timed read when it is the only other thing that can wake the reader (`sources`
+ * is exactly the reader's own `timer in N ms`: no descriptor, no other task waiting on one), else
+ * undefined. Such a program waits for a key and redraws when its own timer ends (`top -d 1`,
+ * `watch`-like loops, a Node REPL with a timer pending): it is ready for input now, and waiting
+ * for a window quiet past its timer would never end, since the timer redraws it.
+ */
+export function timedReadMs(sources: readonly string[]): number | undefined {
+  if (sources.length !== 1) return undefined
+  const match = /^timer in (\d+) ms$/.exec(sources[0]!)
+  return match === null ? undefined : Number(match[1])
+}

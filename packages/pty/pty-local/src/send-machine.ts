@@ -19,7 +19,7 @@ import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
-import { isReadEvidence, promptShaped } from './read-evidence.ts'
+import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
 /**
@@ -757,12 +757,14 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
   const spec = s.spec
   const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const sources = probe?.sources ?? []
-  // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
-  // another thread waiting on one) proves nothing alone: it counts once the output ends in a
-  // prompt-shaped line and stays quiet over the corroboration window, the group idle but for the
-  // reader's own timed wake-ups (judgeWindow, wait-evidence.ts).
+  // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
+  // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
+  // and stays quiet over the corroboration window, the group idle but for the reader's own timed
+  // wake-ups (judgeWindow, wait-evidence.ts). A timed read with no other source is confirmed as a
+  // plain read is: the program waits for a key and only its own timer wakes it.
   const shaped =
     sources.length === 0 ||
+    timedReadMs(sources) !== undefined ||
     promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
@@ -788,7 +790,7 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
  */
 function windowRules(spec: SendSpec, sources: readonly string[]): WindowRules {
   const stepMs = spec.pollIntervalMs
-  if (sources.length === 0) return { quietMs: spec.pollIntervalMs / 10, capMs: spec.pollIntervalMs / 10, stepMs, corroborating: false }
+  if (sources.length === 0 || timedReadMs(sources) !== undefined) return { quietMs: spec.pollIntervalMs / 10, capMs: spec.pollIntervalMs / 10, stepMs, corroborating: false }
   const quietMs = Math.min(spec.pollIntervalMs * 2, spec.idleMs)
   return { quietMs, capMs: corroborationCapMs(sources, quietMs, spec.idleMs), stepMs, corroborating: true }
 }
@@ -845,8 +847,12 @@ function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: 
   const inputState: InputState = hidden === true ? 'hidden' : isContinuation(spec.view.promptLine(), shellReads) ? 'continuation' : 'prompt'
   const { name, pid, tid, syscall, fd, path } = reader
   const judged = how === '' ? '' : `; ${how}`
-  const detail = sources.length > 0 ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${judged}` : probe.detail
-  settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) }, inputState)
+  const timed = timedReadMs(sources)
+  const corroborated = sources.length > 0 && timed === undefined
+  const detail = timed !== undefined
+    ? `${probe.detail}; a timed read: its own timeout ends in ${timed} ms, nothing else can wake it`
+    : corroborated ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${judged}` : probe.detail
+  settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(corroborated && { corroborated: { sources, quietMs } }) }, inputState)
 }
 
 function drain(s: SendState, out: SendEffect[], after: NonNullable<SendState['afterDrain']>): void {

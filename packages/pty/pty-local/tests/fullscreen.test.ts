@@ -163,6 +163,17 @@ describe('top or htop, dialog and less as screens', () => {
     await send(session, 'q', false)
   }, 30_000)
 
+  it.skipIf(!has('top'))('top -d 1, waiting for a key with a timeout of its own, is ready once its screen is drawn', async () => {
+    const session = await openSession({ idleSilenceMs: 3000, timeoutMs: 10_000 })
+    const result = await send(session, 'top -d 1')
+    expect(result.waitReason, result.evidence.detail).toBe('stdin_read')
+    expect(result.evidence.detail).toMatch(/^top\[\d+\] \w+ fd0 \S+; a timed read: its own timeout ends in \d+ ms/)
+    expect(result.viewport).toMatch(/^top - /m)
+    expect(result.viewport).toMatch(/PID\s+USER/)
+    const quit = await send(session, 'q', false)
+    expect(quit.waitReason).toBe('stdin_read')
+  }, 30_000)
+
   it.skipIf(!has('dialog'))('shows a dialog --yesno box with its question and buttons, and its answer reaches the shell', async () => {
     const session = await openSession({ idleSilenceMs: 1500 })
     const box = await send(session, `dialog --yesno 'Delete the widgets?' 7 40; echo "answer=$?"`)
