@@ -463,6 +463,7 @@ export class LocalSession implements BackendSession {
         const output = this.display.resultOf(buffer)
         return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output
       },
+      screenNow: () => (this.display.screenActive ? this.screen() : undefined),
       settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
     }
   }
