@@ -178,8 +178,10 @@ export class TerminalDisplay {
       // A soft reset (DECSTR: modes, margins, attributes) instead of a full one, which costs
       // about a millisecond. The alternate screen starts blank (DECSET 1049 clears it) and is
       // left before the normal one shows again, so only cursor addressing on the normal screen
-      // needs what the lines show — seeded at most SEEDS_PER_SECOND times a second.
-      screen.write('\x1b[!p')
+      // needs what the lines show — seeded at most SEEDS_PER_SECOND times a second. A spare
+      // detached at a DECRST 1049 never got it (the parser stops feeding it there) and is still
+      // on the alternate buffer, where a DECSET 1049 does nothing: leave it first.
+      screen.write('\x1b[?1049l\x1b[!p')
       if (event.reason === 'addressing') {
         screen.write('\x1b[H\x1b[2J')
         if (this.takeSeed()) this.seed(screen)

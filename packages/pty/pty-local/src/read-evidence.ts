@@ -9,13 +9,15 @@ import type { SendKind } from './send-machine.ts'
 
 /**
  * Whether `probe` is read evidence for this send: for a startup, any reader once the shell
- * printed something; otherwise a read new since the baseline (`isNewReadEvidence`). The
+ * printed something; for a send without input (`input: false`, it only keeps waiting), any
+ * reader; otherwise a read new since the baseline (`isNewReadEvidence`). The
  * wrapper (`wrapperPid`) reads the terminal only for the exit handshake, after the shell
  * exited: that is not a program waiting for input (its exit marker is on its way).
  */
-export function isReadEvidence(probe: ReadProbe, context: { kind: SendKind; baseline: Baseline; wrapperPid: number; sawOutput: boolean }): boolean {
+export function isReadEvidence(probe: ReadProbe, context: { kind: SendKind; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean }): boolean {
   if (probe.reader?.pid === context.wrapperPid) return false
   if (context.kind === 'startup') return probe.verdict === 'reading' && probe.reader !== undefined && context.sawOutput
+  if (!context.input) return probe.verdict === 'reading' && probe.reader !== undefined
   return isNewReadEvidence(context.baseline, probe)
 }
 
@@ -32,4 +34,17 @@ export function promptShaped(observed: { outputSinceWrite: boolean; promptLine: 
   if (partial.trim() === '') return false
   const last = observed.inputText.split(/\r?\n/).at(-1) ?? ''
   return last.trim() === '' || !partial.trimEnd().endsWith(last.trimEnd())
+}
+
+/**
+ * The timeout of a timed read when it is the only other thing that can wake the reader (`sources`
+ * is exactly the reader's own `timer in N ms`: no descriptor, no other task waiting on one), else
+ * undefined. Such a program waits for a key and redraws when its own timer ends (`top -d 1`,
+ * `watch`-like loops, a Node REPL with a timer pending): it is ready for input now, and waiting
+ * for a window quiet past its timer would never end, since the timer redraws it.
+ */
+export function timedReadMs(sources: readonly string[]): number | undefined {
+  if (sources.length !== 1) return undefined
+  const match = /^timer in (\d+) ms$/.exec(sources[0]!)
+  return match === null ? undefined : Number(match[1])
 }

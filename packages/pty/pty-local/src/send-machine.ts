@@ -20,7 +20,7 @@ import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
-import { isReadEvidence, promptShaped } from './read-evidence.ts'
+import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
 /**
@@ -489,6 +489,14 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
   }
 }
 
+/**
+ * A send without input: it only keeps waiting, so nothing it wrote can make earlier evidence
+ * stale — the prompt already shown and a reader already blocked count as soon as it begins.
+ */
+function keepsWaiting(spec: SendSpec): boolean {
+  return spec.kind === 'send' && spec.steps.length === 0
+}
+
 function request(s: SendState): number {
   return ++s.gen
 }
@@ -499,11 +507,12 @@ function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline
   if (event.aborted) return abortBeforeWrite(s, out, event.reason)
   if (event.exited) return settle(s, out, 'session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
   s.knownAtPrompt = event.knownAtPrompt
-  s.markersAtWrite = spec.view.markers()
+  // A send without input keeps waiting: a prompt shown before it is the current one.
+  s.markersAtWrite = keepsWaiting(spec) ? 0 : spec.view.markers()
   s.markersAtLastWrite = s.markersAtWrite
   s.writtenAt = event.now
   if (spec.kind === 'send') {
-    s.promptMayBeStale = !event.knownAtPrompt
+    s.promptMayBeStale = !event.knownAtPrompt && !keepsWaiting(spec)
     if (spec.steps.length === 0) return finishWrite(s, event.now, out)
     if (spec.checkInput) {
       s.phase = 'checking'
@@ -609,7 +618,7 @@ function enterWaiting(s: SendState, now: number, out: SendEffect[]): void {
   if (spec.view.promptShown(s.markersAtWrite)) {
     s.markerSeen = true
     checkForeground(s, out)
-  }
+  } else if (keepsWaiting(spec)) requestProbe(s, now, out)
 }
 
 function onOutput(s: SendState, now: number, out: SendEffect[]): void {
@@ -767,14 +776,18 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 
 function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const sources = probe?.sources ?? []
-  // A read whose wait also holds other wake sources (sockets, foreign pipes, a timer due soon,
-  // another thread waiting on one) proves nothing alone: it counts once the output ends in a
-  // prompt-shaped line and stays quiet over the corroboration window, the group idle but for the
-  // reader's own timed wake-ups (judgeWindow, wait-evidence.ts).
+  // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
+  // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
+  // and stays quiet over the corroboration window, the group idle but for the reader's own timed
+  // wake-ups (judgeWindow, wait-evidence.ts). A timed read with no other source is confirmed as a
+  // plain read is: the program waits for a key and only its own timer wakes it — but not after
+  // an ESC, where that timer may be the program's wait for the rest of an escape sequence
+  // (`escapePending`).
   const shaped =
     sources.length === 0 ||
+    timedKeyRead(spec, sources) ||
     promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
@@ -792,6 +805,11 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
   }
 }
 
+/** A timed read with no other wake source, confirmed as a plain read (`timedReadMs`), unless the input ended in ESC. */
+function timedKeyRead(spec: SendSpec, sources: readonly string[]): boolean {
+  return !spec.endsInEscape && timedReadMs(sources) !== undefined
+}
+
 /**
  * The window that confirms a read, ms: without other wake sources a short gap
  * (`pollIntervalMs / 10`); with them (corroboration) at least twice `pollIntervalMs` of quiet,
@@ -800,7 +818,7 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
  */
 function windowRules(spec: SendSpec, sources: readonly string[]): WindowRules {
   const stepMs = spec.pollIntervalMs
-  if (sources.length === 0) return { quietMs: spec.pollIntervalMs / 10, capMs: spec.pollIntervalMs / 10, stepMs, corroborating: false }
+  if (sources.length === 0 || timedKeyRead(spec, sources)) return { quietMs: spec.pollIntervalMs / 10, capMs: spec.pollIntervalMs / 10, stepMs, corroborating: false }
   const quietMs = Math.min(spec.pollIntervalMs * 2, spec.idleMs)
   return { quietMs, capMs: corroborationCapMs(sources, quietMs, spec.idleMs), stepMs, corroborating: true }
 }
@@ -857,8 +875,12 @@ function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: 
   const inputState: InputState = hidden === true ? 'hidden' : isContinuation(spec.view.promptLine(), shellReads) ? 'continuation' : 'prompt'
   const { name, pid, tid, syscall, fd, path } = reader
   const judged = how === '' ? '' : `; ${how}`
-  const detail = sources.length > 0 ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${judged}` : probe.detail
-  settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(sources.length > 0 && { corroborated: { sources, quietMs } }) }, inputState)
+  const timed = timedReadMs(sources)
+  const corroborated = sources.length > 0 && timed === undefined
+  const detail = timed !== undefined
+    ? `${probe.detail}; a timed read: its own timeout ends in ${timed} ms, nothing else can wake it`
+    : corroborated ? `${probe.detail}; also waits on ${sources.join(', ')}; prompt-shaped output quiet for ${quietMs} ms${judged}` : probe.detail
+  settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(corroborated && { corroborated: { sources, quietMs } }) }, inputState)
 }
 
 function drain(s: SendState, out: SendEffect[], after: NonNullable<SendState['afterDrain']>): void {
@@ -889,7 +911,7 @@ function settleSilence(s: SendState, out: SendEffect[]): void {
 function noteWait(s: SendState, probe: ReadProbe | undefined): void {
   const spec = s.spec
   if (!spec.endsInEscape) return
-  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs

@@ -60,6 +60,8 @@ export interface SendHost {
   openBuffer(kind: SendKind): SendBuffer
   /** A send's result text. */
   resultOf(buffer: SendBuffer): SendOutput
+  /** The current screen as a result shows it, while one is attached; else undefined. */
+  screenNow(): string | undefined
   /**
    * A new text pass for one send's live output (redact.ts, `LiveTextRedactor`): each piece with
    * every typed secret's value replaced by its name, a tail that could begin one held until the
@@ -159,6 +161,7 @@ export class Send {
         this.outputListeners.add(listener)
         return () => this.outputListeners.delete(listener)
       },
+      screen: () => host.screenNow(),
       cancel: () => this.cancel(),
     }
   }

@@ -143,6 +143,8 @@ export class LocalSession implements BackendSession {
   /** The shell is known to sit at its controlled prompt with no output since. */
   private atPrompt = false
   private closing: Promise<CloseResult> | undefined
+  /** Replies to terminal queries, in order (see `reply`). */
+  private replies: Promise<void> = Promise.resolve()
   /** An exit marker is being checked with the kernel. */
   private exitCheck = false
 
@@ -177,7 +179,7 @@ export class LocalSession implements BackendSession {
       cols: options.cols ?? this.config.cols,
       colors: this.config.colors,
       maxBytes: this.config.maxReadBytes,
-      reply: (text) => this.terminal.write(text),
+      reply: (text) => this.reply(text),
       now: this.now,
       redactor: this.redactor,
     })
@@ -467,6 +469,7 @@ export class LocalSession implements BackendSession {
         const output = this.display.resultOf(buffer)
         return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output
       },
+      screenNow: () => (this.display.screenActive ? this.screen() : undefined),
       settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
     }
   }
@@ -575,6 +578,44 @@ export class LocalSession implements BackendSession {
     const held = this.redactor.flush()
     if (held.length === 0 || this.closing !== undefined) return
     this.feed(held)
+  }
+
+  /**
+   * Writes a query's reply (display.ts) unless no program is left to read it: a person never
+   * types after a query, so a reply that reaches a shell back at its prompt is typed into the next
+   * command (`printf 'A\033[6nB\n'` at the prompt: the next send ran as `2Recho …`). Another
+   * program than the shell in front gets its reply at once (vim, ipython). With the shell in front
+   * the query came from the shell or a command already over: once the shell is blocked reading the
+   * terminal (at most `handoffGraceMs`) and its output is drained, the reply is dropped when a
+   * controlled prompt came after the query, and written when none did (`read -d R` after a
+   * `printf '\e[6n'` in a script reads it). Replies keep their order.
+   */
+  private reply(text: string): void {
+    const markers = this.promptMarkers
+    this.replies = this.replies.then(async () => {
+      if (this.closing !== undefined || !(await this.replyRead(markers))) return
+      await this.terminal.write(text).catch(() => {})
+    })
+  }
+
+  private async replyRead(markersAtQuery: number): Promise<boolean> {
+    const shell = this.shellPgid
+    try {
+      if (shell === undefined || (await this.inspector.foregroundGroup()) !== shell) return true
+      const deadline = this.now() + this.config.handoffGraceMs
+      for (let gap = 1; ; gap = Math.min(gap * 2, this.config.pollIntervalMs / 5)) {
+        const reading = await this.inspector.blockedInRead(shell)
+        if (reading === undefined) return true
+        if (reading) break
+        if (this.now() >= deadline) return false
+        await new Promise((resolve) => setTimeout(resolve, gap))
+      }
+      // Blocked in its read: everything it printed before is on its way; let it arrive.
+      for (let round = 0; round < 2; round++) await new Promise<void>((resolve) => setImmediate(resolve))
+      return this.promptMarkers === markersAtQuery
+    } catch {
+      return true
+    }
   }
 
   private onOsc(payload: string): void {

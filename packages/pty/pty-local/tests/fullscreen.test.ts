@@ -62,6 +62,15 @@ describe.skipIf(!has('vim'))('vim', () => {
     expect(linesEqual(cat.viewport, 'hello')).toBe(1)
     expect(readFileSync(join(dir, 'x.txt'), 'utf8')).toBe('hello\n')
   }, 30_000)
+
+  it('a second full-screen program starts on a blank alternate screen, not on the rows vim left there', async () => {
+    const session = await openSession({ idleSilenceMs: 2000 }, { cwd: workdir() })
+    expect((await send(session, `${VIM} x.txt`)).waitReason).toBe('stdin_read')
+    await send(session, ':q!')
+    const paged = await send(session, 'seq 1 500 | less')
+    expectPlainScreen(paged, 'alternate')
+    expect(paged.viewport.split('\n').slice(1, 4)).toEqual(['1', '2', '3'])
+  }, 30_000)
 })
 
 describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => {
@@ -152,6 +161,17 @@ describe('top or htop, dialog and less as screens', () => {
     }
     await session.signal('SIGINT').catch(() => undefined)
     await send(session, 'q', false)
+  }, 30_000)
+
+  it.skipIf(!has('top'))('top -d 1, waiting for a key with a timeout of its own, is ready once its screen is drawn', async () => {
+    const session = await openSession({ idleSilenceMs: 3000, timeoutMs: 10_000 })
+    const result = await send(session, 'top -d 1')
+    expect(result.waitReason, result.evidence.detail).toBe('stdin_read')
+    expect(result.evidence.detail).toMatch(/^top\[\d+\] \w+ fd0 \S+; a timed read: its own timeout ends in \d+ ms/)
+    expect(result.viewport).toMatch(/^top - /m)
+    expect(result.viewport).toMatch(/PID\s+USER/)
+    const quit = await send(session, 'q', false)
+    expect(quit.waitReason).toBe('stdin_read')
   }, 30_000)
 
   it.skipIf(!has('dialog'))('shows a dialog --yesno box with its question and buttons, and its answer reaches the shell', async () => {

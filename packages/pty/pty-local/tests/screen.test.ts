@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 import { MAX_REPLIES_PER_SECOND } from '../src/display.ts'
@@ -52,6 +53,37 @@ describe('terminal queries', () => {
     const session = await openSession()
     const result = await send(session, `printf '\\033[2J\\033[7;9HX'; python3 ${QUERIES} dsr6`)
     expect(replies(result.viewport.replace(/^.*(dsr6=)/m, '$1')).dsr6 ?? result.viewport).toBe(String.raw`b'\x1b[7;10R'`)
+  })
+})
+
+describe('query replies reach only a program still there to read them', () => {
+  it('drops the reply to a query from a command that is over: the next command runs as typed', async () => {
+    const session = await openSession()
+    await send(session, "printf 'A\\033[6nB\\n'")
+    const next = await send(session, 'echo clean-$((1+1))')
+    expect(next.viewport).not.toContain('command not found')
+    expect(linesEqual(next.viewport, 'clean-2')).toBe(1)
+  })
+
+  it('answers the shell itself when it reads the reply after the query', async () => {
+    const session = await openSession()
+    await send(session, `printf '\\033[6n'; read -s -t 10 -d R pos; echo "pos=\${pos#*[}"`)
+    // The send may settle while bash waits in its read; the answer follows.
+    const deadline = Date.now() + 15_000
+    let text = ''
+    while (!/^pos=/m.test(text) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      text = session.read({ offset: 0, count: 20 }).text
+    }
+    expect(text).toMatch(/^pos=\d+;1$/m)
+  })
+
+  it.skipIf(spawnSync('sh', ['-c', 'command -v vim'], { stdio: 'ignore' }).status !== 0)('answers vim in front: its secondary device attributes arrive', async () => {
+    const session = await openSession()
+    await send(session, 'vim -u NONE -i NONE -N')
+    const shown = await send(session, ':echo v:termresponse')
+    expect(shown.viewport.split('\n').at(-1)).toContain('[>0;276;0c')
+    await send(session, ':q!')
   })
 })
 

@@ -376,6 +376,56 @@ describe('the /proc tier', () => {
   })
 })
 
+describe('a timed read and a send without input', () => {
+  it('confirms a read whose only other source is its own timeout as a plain read, with output not prompt-shaped, and names the timeout', () => {
+    const view = new View()
+    const machine = new Machine(view, { steps: textSteps({ text: 'top -d 1', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'top -d 1' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    machine.feed({ type: 'written', gen: Machine.gen(machine.feed(baseline(base)), 'write'), now: 1 })
+    view.line = ''
+    const timed = reading(CHILD, CHILD, 9, { sources: ['timer in 1000 ms'] })
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: probe, now: 151, probe: timed, costMs: 0 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 5 }])
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 156 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 157, probe: timed, costMs: 0 }), 'drain')
+    const settled = machine.feed({ type: 'drained', gen: drain, now: 158 }).at(-1)
+    expect(settled).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42; a timed read: its own timeout ends in 1000 ms, nothing else can wake it` } })
+    expect((settled as Extract<SendEffect, { type: 'settle' }>).evidence.corroborated).toBeUndefined()
+  })
+
+  it('still corroborates a timeout that comes with another source', () => {
+    const view = new View()
+    const machine = new Machine(view, { steps: textSteps({ text: 'x', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'x' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    machine.feed({ type: 'written', gen: Machine.gen(machine.feed(baseline(base)), 'write'), now: 1 })
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    const effects = machine.feed({ type: 'probed', gen: probe, now: 151, probe: reading(CHILD, CHILD, 9, { sources: ['socket fd 6', 'timer in 1000 ms'] }), costMs: 0 })
+    expect(effects.some((effect) => effect.type === 'arm' && effect.timer === 'confirm')).toBe(false)
+  })
+
+  it('a send without input probes at once and counts the read that was already there', () => {
+    const view = new View()
+    const machine = new Machine(view, { steps: [], inputText: '' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const already = reading(CHILD, CHILD, 7)
+    const probe = Machine.gen(machine.feed(baseline(base, 0, already)), 'probe')
+    expect(machine.feed({ type: 'probed', gen: probe, now: 1, probe: already, costMs: 0 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 5 }])
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 6 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 7, probe: already, costMs: 0 }), 'drain')
+    expect(machine.feed({ type: 'drained', gen: drain, now: 8 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+  })
+
+  it('a send without input settles on the controlled prompt shown before it', () => {
+    const view = new View()
+    view.markerCount = 3
+    view.prompt = true
+    const machine = new Machine(view, { steps: [], inputText: '' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const foreground = Machine.gen(machine.feed(baseline(base)), 'foreground')
+    expect(machine.feed({ type: 'foreground', gen: foreground, now: 1, inFront: true, reading: true, pgid: SHELL }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
+  })
+})
+
 describe('silence, timeout, exit', () => {
   it('takes one last probe at silence, then settles inferred_idle', () => {
     const machine = written()
@@ -481,13 +531,15 @@ describe('a send ending in ESC', () => {
     expect(machine.feed({ type: 'probed', gen: last, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
   })
 
-  it('settles on silence as before when the input does not end in ESC', () => {
+  it('does not defer for an escape wait when the input does not end in ESC: a timed key read is confirmed as a read', () => {
     const machine = new Machine(new View(), { steps: textSteps({ text: 'ihello', submit: false }, { bracketedPaste: false, alternateScreen: false }), inputText: 'ihello', idleMs: 30 })
     const base = Machine.gen(machine.feed(begin()), 'baseline')
     const write = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
     machine.feed({ type: 'written', gen: write, now: 1 })
     const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 31 }), 'probe')
-    expect(machine.feed({ type: 'probed', gen: look, now: 32, probe: timed(9, 100), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+    const effects = machine.feed({ type: 'probed', gen: look, now: 32, probe: timed(9, 100), costMs: 0 })
+    expect(effects).not.toContainEqual({ type: 'arm', timer: 'silence', ms: 150 })
+    expect(machine.state.confirming).toBeDefined()
   })
 })
 

@@ -165,6 +165,25 @@ describe('readiness of programs that read the terminal', () => {
     expect(linesEqual((await send(session, 'echo third')).viewport, 'late-42')).toBe(0)
   })
 
+  it('a send without input settles on the prompt or the read already there, and keeps waiting for a command still running', async () => {
+    const session = await openSession({ idleSilenceMs: 10_000, handoffGraceMs: 100 })
+    await send(session, 'read -t 1 -p "Slow? " ans; echo "rc=$? ans=$ans"')
+    await waitForScrollback(session, 'Slow? rc=142 ans=')
+    const atPrompt = await send(session, '', false)
+    expect(atPrompt.waitReason).toBe('stdin_read')
+
+    const early = await session.startSend({ text: 'sleep 1; echo late-$((40+2))', submit: true, idleMs: 300 }).done
+    expect(early.waitReason).toBe('inferred_idle')
+    const later = await send(session, '', false)
+    expect(later.waitReason).toBe('stdin_read')
+    expect(linesEqual(later.viewport, 'late-42')).toBe(1)
+
+    await send(session, 'python3 -q')
+    const repl = await send(session, '', false)
+    expect(repl.waitReason).toBe('stdin_read')
+    expect(repl.evidence.process?.name).toBe('python3')
+  })
+
   it('settles timeout when output never stops, and says the command may still run', async () => {
     const session = await openSession({ timeoutMs: 800, idleSilenceMs: 5000 })
     const result = await send(session, 'while true; do echo tick; sleep 0.05; done')

@@ -266,6 +266,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       done,
       readOutput: () => operation.readOutput(),
       onOutput: (listener) => operation.onOutput(listener),
+      ...(operation.screen !== undefined && { screen: () => operation.screen?.() }),
       cancel: () => operation.cancel(),
     }
   }

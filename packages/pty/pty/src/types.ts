@@ -154,6 +154,13 @@ export interface SendOperation {
    */
   onOutput(listener: () => void): () => void
   /**
+   * The terminal's current screen, rendered as a send's result shows it (a header line
+   * `[screen: …]`, then the rows), while the program in front draws one (vim, `watch`, top);
+   * undefined while output is lines. For background sends: what the program shows now, which
+   * `readOutput()` cannot carry. Optional: a backend without a screen model leaves it out.
+   */
+  screen?(): string | undefined
+  /**
    * Interrupts the send: input not yet written is never written; otherwise a real SIGINT goes
    * to the foreground process group (never a written `\x03`). Resolves when the signal has been
    * delivered (or was unnecessary); `done` then settles. The session stays reserved until then.

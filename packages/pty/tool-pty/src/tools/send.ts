@@ -117,7 +117,7 @@ export function registerTerminalSend(kit: ToolKit): void {
               const result = await operation.done
               return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result) }
             },
-            drain: () => operation.readOutput(),
+            drain: () => backgroundOutput(operation),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
           }).id
         } catch (caught) {
@@ -153,6 +153,17 @@ export function registerTerminalSend(kit: ToolKit): void {
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated })
     },
   })
+}
+
+/**
+ * What a read of a background send's task adds: the lines since the previous read, or — while the
+ * program in front draws a screen (`watch`, top, an editor) — that screen as it is now, as a
+ * foreground result would show it (its lines are consumed with it).
+ */
+function backgroundOutput(operation: SendOperation): string {
+  const lines = operation.readOutput()
+  const screen = operation.screen?.()
+  return screen === undefined ? lines : `${screen}\n`
 }
 
 /** What the send types, for ctx.pty: a secret's value is read here, at call time. */
