@@ -24,10 +24,10 @@ export class HomePathError extends Error {
 }
 
 const WHY: Partial<Record<BeneathErrorCode, string>> = {
-  PATH_SYMLINK: "the pool never follows links in a CLI's home (the CLI may have planted it to redirect the host)",
-  PATH_NOT_FOLDER: 'the pool uses only folders it finds or makes there',
-  PATH_EXISTS: 'a link or a file the CLI may have planted; the pool writes only files it creates',
-  PATH_NOT_REGULAR: 'the pool reads and appends only regular files of its own',
+  PATH_SYMLINK: "; the pool never follows links in a CLI's home (the CLI may have planted it to redirect the host)",
+  PATH_NOT_FOLDER: '; the pool uses only folders it finds or makes there',
+  PATH_EXISTS: ' (a link or a file the CLI may have planted); the pool writes only files it creates',
+  PATH_NOT_REGULAR: '; the pool reads and appends only regular files of its own',
 }
 
 /** Runs `use`, restating a `BeneathError` as `HOME_PATH_UNSAFE`. */
@@ -39,7 +39,7 @@ function restated<T>(use: () => T): T {
     const message =
       error.code === 'PATH_CHANGED'
         ? `the pool's state folder ${error.path} was moved or replaced since the pool opened it; nothing is written or read there`
-        : `${error.message}${WHY[error.code] ? `; ${WHY[error.code]}` : ''}`
+        : `${error.message}${WHY[error.code] ?? ''}`
     throw new HomePathError('HOME_PATH_UNSAFE', message, { cause: error })
   }
 }
