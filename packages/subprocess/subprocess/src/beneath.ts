@@ -41,7 +41,7 @@ import {
   type Dirent,
   type Stats,
 } from 'node:fs'
-import { basename, dirname, isAbsolute, join, normalize, relative, sep } from 'node:path'
+import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from 'node:path'
 
 /** The file-system calls conch makes on host paths, injectable for tests of races. */
 export interface BeneathFs {
@@ -164,7 +164,7 @@ export function openFolder(path: string, options: BeneathOptions & { create: boo
   if (!isAbsolute(path)) throw new BeneathError('PATH_INVALID', path, `${path} is not an absolute path`)
   const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
   if (normalize(trimmed) !== trimmed) throw new BeneathError('PATH_INVALID', path, `${path} is not a normalised absolute path (no ".", ".." or doubled slashes)`)
-  const given = options.root ?? sep
+  const given = options.root === undefined ? sep : resolve(options.root)
   const inside = trimmed === given || trimmed.startsWith(given === sep ? sep : given + sep)
   const root = inside ? given : sep
   let folder: OpenFolder = { fd: openStep(fs, root, root), path: root, stats: undefined as unknown as Stats }

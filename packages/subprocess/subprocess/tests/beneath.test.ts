@@ -201,6 +201,7 @@ describe('a private folder', () => {
     // A trusted root that is world-writable (the runtime folder's /tmp) may hold it directly.
     chmodSync(path.join(root, 'open'), 0o777)
     close(ensurePrivateFolder(path.join(root, 'open', 'mine'), { root: path.join(root, 'open') }))
+    close(ensurePrivateFolder(path.join(root, 'open', 'also'), { root: `${path.join(root, 'open')}/` }))
   })
 
   it('made world-writable between its open and its check, is refused', () => {
