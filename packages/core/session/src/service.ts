@@ -7,6 +7,7 @@ import { closeSync, lstatSync, unlinkSync } from 'node:fs'
 import { join, resolve, sep } from 'node:path'
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
+import { BeneathError } from '@conch/subprocess'
 import { openLogDir, openLogFile } from './files.ts'
 import { retained, Session, type SessionHooks } from './log.ts'
 import { readSessionLog } from './replay.ts'
@@ -104,17 +105,17 @@ class SessionService extends Service implements SessionServiceApi {
     let file: string | undefined
     if (dir !== undefined) {
       file = join(dir, `${id}.jsonl`)
-      const dirFd = openLogDir(dir, { create: true })
+      const folder = openLogDir(dir, { create: true })!
       try {
         // Owner-only: a session log holds tool output, which may include secrets.
-        closeSync(openLogFile(dirFd, dir, `${id}.jsonl`, 'create'))
+        closeSync(openLogFile(folder, `${id}.jsonl`, 'create'))
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+        if (error instanceof BeneathError && error.code === 'PATH_EXISTS') {
           throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)
         }
         throw error
       } finally {
-        closeSync(dirFd)
+        closeSync(folder.fd)
       }
     }
     const session = new Session(id, [], 0, this.hooks, file, dir === undefined ? undefined : appender(dir, `${id}.jsonl`))
@@ -146,20 +147,13 @@ class SessionService extends Service implements SessionServiceApi {
       throw new SessionError('NO_SESSION', `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)`)
     }
     const file = join(dir, `${id}.jsonl`)
-    let dirFd: number
-    try {
-      dirFd = openLogDir(dir, { create: false })
-    } catch (error) {
-      if (error instanceof SessionError && error.code === 'LOG_DIR_INVALID' && (error.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
-        throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
-      }
-      throw error
-    }
+    const folder = openLogDir(dir, { create: false })
+    if (folder === undefined) throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
     let history: { events: SessionEvent[]; seq: number }
     try {
       let readFd: number
       try {
-        readFd = openLogFile(dirFd, dir, `${id}.jsonl`, 'read')
+        readFd = openLogFile(folder, `${id}.jsonl`, 'read')
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
         throw error
@@ -170,9 +164,9 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(readFd)
       }
       // Appending must work: a log that cannot be opened for writing is refused now, not at the first event.
-      closeSync(openLogFile(dirFd, dir, `${id}.jsonl`, 'append'))
+      closeSync(openLogFile(folder, `${id}.jsonl`, 'append'))
     } finally {
-      closeSync(dirFd)
+      closeSync(folder.fd)
     }
     const session = new Session(id, history.events, history.seq, this.hooks, file, appender(dir, `${id}.jsonl`))
     this.live.set(id, session)
@@ -268,14 +262,16 @@ class SessionService extends Service implements SessionServiceApi {
  */
 function appender(dir: string, name: string): () => number {
   return () => {
-    const dirFd = openLogDir(dir, { create: false })
+    const gone = (cause?: unknown) => new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause })
+    const folder = openLogDir(dir, { create: false })
+    if (folder === undefined) throw gone()
     try {
-      return openLogFile(dirFd, dir, name, 'append')
+      return openLogFile(folder, name, 'append')
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-      throw new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause: error })
+      throw gone(error)
     } finally {
-      closeSync(dirFd)
+      closeSync(folder.fd)
     }
   }
 }

@@ -4,7 +4,7 @@
  * system as the user the tests run as (root in CI).
  */
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
@@ -143,6 +143,20 @@ describe('refusals', () => {
     // A new session never writes through a planted link either (O_EXCL | O_NOFOLLOW).
     expect(thrown(() => sessions.create({ id: 'planted' })).code).toBe('DUPLICATE_SESSION')
     expect(readFileSync(victim, 'utf8')).toBe('precious\n')
+  })
+
+  it('refuses a log that is another name of a host file (a hard link), and leaves that file alone', async () => {
+    const dir = join(root, 'logs')
+    const sessions = await boot({ dir })
+    sessions.create({ id: 'real' })
+    sessions.close('real')
+    const victim = join(root, 'victim')
+    writeFileSync(victim, '{"seq":1,"ts":"2026-01-01T00:00:00.000Z","sessionId":"real","type":"session/start","data":{}}\n')
+    rmSync(join(dir, 'real.jsonl'))
+    linkSync(victim, join(dir, 'real.jsonl'))
+    const before = readFileSync(victim, 'utf8')
+    expect(thrown(() => sessions.open('real')).code).toBe('LOG_NOT_REGULAR')
+    expect(readFileSync(victim, 'utf8')).toBe(before)
   })
 
   it('refuses a FIFO in place of a log file without blocking', async () => {

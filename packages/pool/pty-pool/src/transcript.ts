@@ -16,7 +16,8 @@
  * `maxReadBytes`, whatever the CLI wrote.
  */
 import type { TranscriptConfig } from './config.ts'
-import { newestFileBeneath, nodeHomeFs, type HomeFs } from './home-fs.ts'
+import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
+import { newestFileBeneath } from './home-fs.ts'
 
 /** Directory entries one search for the newest transcript looks at, in all. */
 export const TRANSCRIPT_WALK_ENTRIES = 4096
@@ -71,7 +72,7 @@ export interface TranscriptReaderOptions {
   maxLineBytes: number
   /** Told once per file about a skipped line, once about a truncated search, once about a refused path. */
   warn: (message: string) => void
-  fs?: HomeFs
+  fs?: BeneathFs
 }
 
 /** One session's transcript, read on from where the last read stopped (module comment). */
@@ -85,11 +86,11 @@ export class TranscriptReader {
   private warnedWalk = false
   private warnedPath = false
   private parser: AnswerParser
-  private readonly fs: HomeFs
+  private readonly fs: BeneathFs
 
   constructor(private readonly options: TranscriptReaderOptions) {
     this.parser = new AnswerParser(options.format)
-    this.fs = options.fs ?? nodeHomeFs
+    this.fs = options.fs ?? nodeBeneathFs
   }
 
   /**

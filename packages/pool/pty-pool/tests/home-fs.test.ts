@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { openStateDir } from '../src/state-dir.ts'
-import { appendNoFollow, createHomeFile, HomePathError, makeHomeDir, readNoFollow, nodeHomeFs, TranscriptReader, type HomeFs } from '../src/index.ts'
+import { nodeBeneathFs as nodeHomeFs, type BeneathFs as HomeFs } from '@conch/subprocess'
+import { appendNoFollow, createHomeFile, HomePathError, makeHomeDir, readNoFollow, TranscriptReader } from '../src/index.ts'
 
 const made: string[] = []
 afterEach(() => {

@@ -5,30 +5,17 @@
  * lives outside the sandbox's private /tmp, so no confined process can change what the next
  * sandbox loads.
  *
- * The directory is `<base>/conch-sandbox-<uid>`, mode 0700, created with mkdir(2) (which never
- * follows a symlink in its last component) and checked with lstat(2): it must be a real
+ * The directory is `<base>/conch-sandbox-<uid>`, mode 0700, made and opened beneath `base`
+ * without following a link (`ensurePrivateFolder`, @conch/subprocess): it must be a real
  * directory owned by this user and closed to everyone else, or nothing is used. Files are
- * written under a unique temporary name with `O_CREAT | O_EXCL | O_NOFOLLOW` and renamed into
- * place, and read back with `O_NOFOLLOW` before each use: a file that is not exactly what conch
- * wrote is replaced.
+ * written through its descriptor under a unique temporary name with `O_CREAT | O_EXCL |
+ * O_NOFOLLOW` and renamed into place, and read back the same way before each use: a file that is
+ * not exactly what conch wrote is replaced.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import {
-  closeSync,
-  chmodSync,
-  constants,
-  fchmodSync,
-  fstatSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  writeSync,
-} from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
 
 export interface RuntimeDir {
   /** The directory (absolute). */
@@ -55,88 +42,97 @@ const uid = (): number => (typeof process.getuid === 'function' ? process.getuid
 /** The runtime directory's path under `base`: `<base>/conch-sandbox-<uid>`. */
 export const runtimeDirPath = (base: string): string => join(base, `conch-sandbox-${uid()}`)
 
-/** Opens the runtime directory under `base` (e.g. `/tmp`), creating it when it is missing. */
-export function openRuntimeDir(base: string): RuntimeDir {
+/** Opens the runtime directory under `base` (e.g. `/tmp`, trusted as it is), creating it when it is missing. */
+export function openRuntimeDir(base: string, fs: BeneathFs = nodeBeneathFs): RuntimeDir {
   const path = runtimeDirPath(base)
-  const ensure = (): void => {
+  const inFolder = <T>(use: (folder: OpenFolder) => T): T => {
+    let folder: OpenFolder
     try {
-      mkdirSync(path, { mode: 0o700 })
+      folder = ensurePrivateFolder(path, { root: base, fs })
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      if (!(error instanceof BeneathError)) throw error
+      throw new RuntimeDirError('RUNTIME_DIR_UNSAFE', `${path} is not a private directory of uid ${uid()} (mode 0700); remove it, or set runtimeDir to another folder`)
     }
-    const stat = lstatSync(path)
-    if (!stat.isDirectory() || stat.uid !== uid() || (stat.mode & 0o077) !== 0) {
-      throw new RuntimeDirError(
-        'RUNTIME_DIR_UNSAFE',
-        `${path} is not a private directory of uid ${uid()} (mode 0700); remove it, or set runtimeDir to another folder`,
-      )
+    try {
+      return use(folder)
+    } finally {
+      fs.close(folder.fd)
     }
   }
 
-  const named = (name: string, content: Buffer, mode: number): string => {
-    ensure()
-    const file = join(path, name)
-    if (matches(file, content, mode)) return file
-    const temporary = join(path, `.${name}.${process.pid}.${randomBytes(6).toString('hex')}`)
-    const fd = openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode)
-    try {
-      fchmodSync(fd, mode) // exact, whatever the umask
-      let offset = 0
-      while (offset < content.length) offset += writeSync(fd, content, offset)
-    } finally {
-      closeSync(fd)
-    }
-    renameSync(temporary, file)
-    return file
-  }
+  const named = (name: string, content: Buffer, mode: number): string =>
+    inFolder((folder) => {
+      if (matches(folder, name, content, mode, fs)) return join(path, name)
+      const temporary = `.${name}.${process.pid}.${randomBytes(6).toString('hex')}`
+      const fd = openFile(folder, temporary, 'create', { perm: mode, fs })
+      try {
+        fs.fchmod(fd, mode) // exact, whatever the umask
+        let offset = 0
+        while (offset < content.length) offset += fs.write(fd, content, offset)
+      } finally {
+        fs.close(fd)
+      }
+      fs.rename(beneath(folder, temporary), beneath(folder, name))
+      return join(path, name)
+    })
 
   return {
     path,
     filter: (program) => named(`seccomp-${createHash('sha256').update(program).digest('hex').slice(0, 16)}.bpf`, program, 0o400),
     emptyFile: () => named('empty', Buffer.alloc(0), 0o444),
-    emptyDir: () => {
-      ensure()
-      const dir = join(path, 'empty.d')
-      const make = () => {
-        mkdirSync(dir, { mode: 0o555 })
-        chmodSync(dir, 0o555)
-      }
-      try {
-        make()
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-      }
-      const stat = lstatSync(dir)
-      if (!stat.isDirectory() || stat.uid !== uid() || (stat.mode & 0o7777) !== 0o555 || readdirSync(dir).length > 0) {
-        rmSync(dir, { recursive: true, force: true })
-        make()
-      }
-      return dir
-    },
+    emptyDir: () =>
+      inFolder((folder) => {
+        const dir = join(path, 'empty.d')
+        const open = () => openFolder(dir, { root: path, create: false, fs })
+        const make = () => {
+          fs.mkdir(beneath(folder, 'empty.d'), 0o555)
+          const made = open()!
+          try {
+            fs.fchmod(made.fd, 0o555)
+          } finally {
+            fs.close(made.fd)
+          }
+        }
+        try {
+          make()
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+        }
+        let good = false
+        try {
+          const found = open()
+          if (found !== undefined) {
+            try {
+              good = found.stats.uid === uid() && (found.stats.mode & 0o7777) === 0o555 && fs.readdir(beneath(found, '.')).length === 0
+            } finally {
+              fs.close(found.fd)
+            }
+          }
+        } catch (error) {
+          if (!(error instanceof BeneathError)) throw error
+        }
+        if (!good) {
+          rmSync(dir, { recursive: true, force: true })
+          make()
+        }
+        return dir
+      }),
   }
 }
 
-/** Whether `file` is a regular file (not followed through a symlink) with exactly `content` and `mode`. */
-function matches(file: string, content: Buffer, mode: number): boolean {
+/** Whether `name` in `folder` is a regular file (not followed through a symlink) with exactly `content` and `mode`. */
+function matches(folder: OpenFolder, name: string, content: Buffer, mode: number, fs: BeneathFs): boolean {
   let fd: number
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    fd = openFile(folder, name, 'read', { fs })
   } catch {
     return false
   }
   try {
-    const stat = fstatSync(fd)
-    if (!stat.isFile() || stat.uid !== uid() || (stat.mode & 0o7777) !== mode || stat.size !== content.length) return false
-    const read = Buffer.alloc(content.length + 1)
-    let length = 0
-    for (;;) {
-      const n = readSync(fd, read, length, read.length - length, null)
-      if (n === 0) break
-      length += n
-      if (length > content.length) return false
-    }
-    return length === content.length && read.subarray(0, length).equals(content)
+    const stat = fs.fstat(fd)
+    if (stat.uid !== uid() || (stat.mode & 0o7777) !== mode || stat.size !== content.length) return false
+    return readOpen(fd, content.length + 1, fs).equals(content)
   } finally {
-    closeSync(fd)
+    fs.close(fd)
   }
 }

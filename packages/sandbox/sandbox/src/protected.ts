@@ -14,7 +14,8 @@
  *
  * `protectedPathProblem` names the first such path; `ctx.sandbox.confine` refuses with it.
  */
-import { lstatSync, readlinkSync, realpathSync, type BigIntStats } from 'node:fs'
+import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
+import type { Stats } from 'node:fs'
 import { dirname, isAbsolute, join, relative, sep } from 'node:path'
 import type { SandboxErrorCode } from './types.ts'
 
@@ -24,35 +25,20 @@ export interface ProtectedPath {
   canonical: string
 }
 
-/** The file system calls the checks make (injectable for tests). */
-export interface ProtectedPathFs {
-  lstat(path: string): BigIntStats | undefined
-  realpath(path: string): string | undefined
-  readlink(path: string): string | undefined
-}
+/** What the checks read of the file system (`BeneathFs`, @conch/subprocess): undefined for a path that cannot be read. */
+type Reads = { lstat(path: string): Stats | undefined; realpath(path: string): string | undefined; readlink(path: string): string | undefined }
 
-export const nodeProtectedPathFs: ProtectedPathFs = {
-  lstat: (path) => {
-    try {
-      return lstatSync(path, { bigint: true })
-    } catch {
-      return undefined
+function reads(fs: BeneathFs): Reads {
+  const tried =
+    <T>(call: (path: string) => T) =>
+    (path: string): T | undefined => {
+      try {
+        return call(path)
+      } catch {
+        return undefined
+      }
     }
-  },
-  realpath: (path) => {
-    try {
-      return realpathSync(path)
-    } catch {
-      return undefined
-    }
-  },
-  readlink: (path) => {
-    try {
-      return readlinkSync(path)
-    } catch {
-      return undefined
-    }
-  },
+  return { lstat: tried((path) => fs.lstat(path)), realpath: tried((path) => fs.realpath(path)), readlink: tried((path) => fs.readlink(path)) }
 }
 
 export interface ProtectedPathProblem {
@@ -82,10 +68,11 @@ const isWithin = (path: string, root: string): boolean => {
 export function protectedPathProblem(
   paths: readonly ProtectedPath[],
   writable: readonly string[],
-  fs: ProtectedPathFs = nodeProtectedPathFs,
+  beneathFs: BeneathFs = nodeBeneathFs,
 ): ProtectedPathProblem | undefined {
   if (writable.length === 0) return undefined
-  const devices = new Map<string, bigint>()
+  const fs = reads(beneathFs)
+  const devices = new Map<string, number>()
   for (const root of writable) {
     const stat = fs.lstat(root)
     if (stat) devices.set(root, stat.dev)
@@ -102,7 +89,7 @@ export function protectedPathProblem(
       }
     }
     const stat = fs.lstat(path.canonical)
-    if (!stat || !stat.isFile() || stat.nlink <= 1n) continue
+    if (!stat || !stat.isFile() || stat.nlink <= 1) continue
     const roots = writable.filter((candidate) => devices.get(candidate) === stat.dev)
     if (roots.length === 0) continue
     return {
@@ -124,7 +111,7 @@ export function protectedPathProblem(
 function symlinkOnTheWay(
   given: string,
   writable: readonly string[],
-  fs: ProtectedPathFs,
+  fs: Reads,
 ): { link: string; target: string; root: string } | undefined {
   let current = '/'
   for (const part of given.split(sep).filter((segment) => segment !== '' && segment !== '.')) {

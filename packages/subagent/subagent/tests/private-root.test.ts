@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs'
+import { chownSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
@@ -57,5 +57,21 @@ describe('a provider’s private root', () => {
     expect((error as SubagentError).message).toContain(`codex sub-agents: the private state folder ${homes} is a symbolic link`)
     expect(statSync(elsewhere).mode & 0o777).toBe(0o755)
     expect(readdirSync(elsewhere)).toEqual([])
+  })
+
+  it.runIf(process.getuid?.() === 0)('refuses a root another user owns (it could read or replace what is put there), as root too', () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-root-')))
+    made.push(dir)
+    const homes = join(dir, 'codex')
+    mkdirSync(homes, { mode: 0o700 })
+    chownSync(homes, 65534, 65534)
+    let error: unknown
+    try {
+      hidePrivateRoot(new Context(), homes, 'codex sub-agents')
+    } catch (caught) {
+      error = caught
+    }
+    expect((error as SubagentError).code).toBe('PRIVATE_ROOT_UNSAFE')
+    expect((error as SubagentError).message).toContain(`codex sub-agents: the private state folder ${homes} is not a private folder of uid 0`)
   })
 })

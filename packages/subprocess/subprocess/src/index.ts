@@ -12,3 +12,24 @@ export { scrubbedEnv, scrubEnv, dropReason, createSessionTag, type ScrubOptions,
 export { readableFrom, writableTo, HEAD_BYTES, type ReadableFromOptions } from './stdio.ts'
 export { tagSupervisor, createTagSupervisor, SUPERVISOR_VARIABLE, type TagSupervisor, type TagSupervisorOptions } from './supervisor.ts'
 export { closeDescriptorsCommand, descriptorShell, withDescriptorsClosed } from './descriptors.ts'
+export {
+  appendFile,
+  beneath,
+  BeneathError,
+  createFile,
+  ensurePrivateFolder,
+  interceptedFs,
+  newestFile,
+  nodeBeneathFs,
+  openFile,
+  openFolder,
+  readFile,
+  readOpen,
+  type BeneathErrorCode,
+  type BeneathFs,
+  type BeneathOptions,
+  type FileMode,
+  type FolderIdentity,
+  type OpenFile,
+  type OpenFolder,
+} from './beneath.ts'

@@ -1,0 +1,449 @@
+/**
+ * Files and folders beneath a trusted root, reached without following anything a less trusted
+ * process could have planted: the one place conch opens host paths a sandbox may write near
+ * (session logs, the pool's state folder and its CLIs' homes, the sandbox runtime folder, a
+ * provider's private root).
+ *
+ * - The **root** is trusted as given (`/` unless the caller names another): it is opened with
+ *   `O_RDONLY | O_DIRECTORY | O_NOFOLLOW` (its last component must not be a link) and, when the
+ *   caller recorded one, its device and inode must still match.
+ * - Every **folder below it** is opened one component at a time relative to the descriptor of
+ *   the folder above, through `/proc/self/fd/<fd>/<name>` (the kernel resolves the descriptor's
+ *   magic link to the very folder opened, as openat(2) would — proc(5)), with the same flags. A
+ *   link fails the open (`ELOOP`, or `ENOTDIR` with `O_DIRECTORY`), so neither a planted link nor
+ *   a folder swapped for one between two steps is followed: `PATH_SYMLINK` names it. A missing
+ *   folder is made with mkdir(2) mode 0700 through the same handle when the caller creates
+ *   (mkdir never follows a link in its last component). A private folder
+ *   (`ensurePrivateFolder`) may not lie in or under folders others can replace (`PATH_SHARED`),
+ *   and must be this user's with mode 0700 (`PATH_NOT_PRIVATE`).
+ * - A **file** is opened through its folder's handle with `O_NOFOLLOW | O_NONBLOCK` (a link
+ *   fails, a planted FIFO cannot block the open) and must be a regular file by fstat(2) of the
+ *   descriptor; a file opened to write must also have a single link (`PATH_NOT_REGULAR`): another
+ *   name of it may lie where a sandbox writes, or be a host file.
+ *
+ * On a system without `/proc/self/fd` (macOS) the same flags are applied to the joined path,
+ * which checks only the last component: conch's confinement is bubblewrap's, which is Linux's.
+ */
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  writeSync,
+  type Dirent,
+  type Stats,
+} from 'node:fs'
+import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from 'node:path'
+
+/** The file-system calls conch makes on host paths, injectable for tests of races. */
+export interface BeneathFs {
+  open(path: string, flags: number, mode?: number): number
+  fstat(fd: number): Stats
+  lstat(path: string): Stats
+  mkdir(path: string, mode: number): void
+  readdir(path: string): Dirent[]
+  readlink(path: string): string
+  realpath(path: string): string
+  read(fd: number, buffer: Buffer, offset: number, length: number, position: number | null): number
+  write(fd: number, buffer: Buffer, offset: number): number
+  fchmod(fd: number, mode: number): void
+  rename(from: string, to: string): void
+  close(fd: number): void
+  uid(): number
+}
+
+export const nodeBeneathFs: BeneathFs = {
+  open: (path, flags, mode) => openSync(path, flags, mode),
+  fstat: (fd) => fstatSync(fd),
+  lstat: (path) => lstatSync(path),
+  mkdir: (path, mode) => mkdirSync(path, { mode }),
+  readdir: (path) => readdirSync(path, { withFileTypes: true }),
+  readlink: (path) => readlinkSync(path),
+  realpath: (path) => realpathSync(path),
+  read: (fd, buffer, offset, length, position) => readSync(fd, buffer, offset, length, position),
+  write: (fd, buffer, offset) => writeSync(fd, buffer, offset),
+  fchmod: (fd, mode) => fchmodSync(fd, mode),
+  rename: (from, to) => renameSync(from, to),
+  close: (fd) => closeSync(fd),
+  uid: () => (typeof process.getuid === 'function' ? process.getuid() : 0),
+}
+
+/**
+ * `fs` with `before(call, path)` run before each call that names a path, for tests that change
+ * the file system between two steps (a folder swapped for a link, a file for a FIFO).
+ */
+export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readdir' | 'rename', path: string) => void, fs: BeneathFs = nodeBeneathFs): BeneathFs {
+  return {
+    ...fs,
+    open: (path, flags, mode) => (before('open', path), fs.open(path, flags, mode)),
+    lstat: (path) => (before('lstat', path), fs.lstat(path)),
+    mkdir: (path, mode) => (before('mkdir', path), fs.mkdir(path, mode)),
+    readdir: (path) => (before('readdir', path), fs.readdir(path)),
+    rename: (from, to) => (before('rename', from), fs.rename(from, to)),
+  }
+}
+
+export type BeneathErrorCode =
+  /** Not an absolute, normalised path. */
+  | 'PATH_INVALID'
+  /** A component is a symbolic link. */
+  | 'PATH_SYMLINK'
+  /** A component is not a folder. */
+  | 'PATH_NOT_FOLDER'
+  /** The file is a link, a special file, or (opened to write) has more than one name. */
+  | 'PATH_NOT_REGULAR'
+  /** A file to create exclusively already exists. */
+  | 'PATH_EXISTS'
+  /** The root is no longer the folder recorded. */
+  | 'PATH_CHANGED'
+  /** The path lies in, or below a folder of another user in, a folder every user can write. */
+  | 'PATH_SHARED'
+  /** A private folder is not this user's with mode 0700. */
+  | 'PATH_NOT_PRIVATE'
+
+/** A path refused; `path` is the component at fault. Callers restate it in their own error type. */
+export class BeneathError extends Error {
+  override readonly name = 'BeneathError'
+  constructor(readonly code: BeneathErrorCode, readonly path: string, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+  }
+}
+
+/** Device and inode of a folder, to check a root is still the one recorded. */
+export interface FolderIdentity {
+  dev: number
+  ino: number
+}
+
+/** A folder open by descriptor, its path (for messages) and its fstat(2). The caller closes `fd`. */
+export interface OpenFolder {
+  fd: number
+  path: string
+  stats: Stats
+}
+
+export interface BeneathOptions {
+  /** The trusted folder the walk starts from (absolute); `/` by default, and when `path` is not inside it. */
+  root?: string
+  /** Device and inode `root` must still have. */
+  rootIdentity?: FolderIdentity
+  /**
+   * Below a folder every user may write (mode `o+w`, such as `/tmp`), other than the root, refuse
+   * (`PATH_SHARED`) the target lying directly in it, and a folder on the way that is not this
+   * user's or is open to others' writes: anyone could have made it, or could replace it.
+   */
+  checkShared?: boolean
+  fs?: BeneathFs
+}
+
+const LINUX = process.platform === 'linux'
+const FOLDER = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
+
+/** `name` inside the folder open as `fd` (whose path is `path`), as openat(2) would see it. */
+export function beneath(folder: { fd: number; path: string }, name: string): string {
+  return LINUX ? `/proc/self/fd/${folder.fd}/${name}` : join(folder.path, name)
+}
+
+/**
+ * Opens the folder `path` from the root (see the module comment), making missing folders (mode
+ * 0700) when `create` is set.
+ * @returns undefined when a folder is missing and `create` is off.
+ * @throws BeneathError `PATH_INVALID`, `PATH_SYMLINK`, `PATH_NOT_FOLDER`, `PATH_SHARED` or
+ *   `PATH_CHANGED` naming the component; Error from open(2) or mkdir(2) otherwise.
+ */
+export function openFolder(path: string, options: BeneathOptions & { create: boolean }): OpenFolder | undefined {
+  const fs = options.fs ?? nodeBeneathFs
+  if (!isAbsolute(path)) throw new BeneathError('PATH_INVALID', path, `${path} is not an absolute path`)
+  const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
+  if (normalize(trimmed) !== trimmed) throw new BeneathError('PATH_INVALID', path, `${path} is not a normalised absolute path (no ".", ".." or doubled slashes)`)
+  const given = options.root === undefined ? sep : resolve(options.root)
+  const inside = trimmed === given || trimmed.startsWith(given === sep ? sep : given + sep)
+  const root = inside ? given : sep
+  let folder: OpenFolder = { fd: openStep(fs, root, root), path: root, stats: undefined as unknown as Stats }
+  folder.stats = fs.fstat(folder.fd)
+  const identity = inside ? options.rootIdentity : undefined
+  if (identity && (folder.stats.dev !== identity.dev || folder.stats.ino !== identity.ino)) {
+    fs.close(folder.fd)
+    throw new BeneathError('PATH_CHANGED', root, `${root} was moved or replaced since it was opened`)
+  }
+  const uid = fs.uid()
+  const parts = relative(root, trimmed).split(sep).filter((part) => part !== '')
+  let shared = false
+  for (const [index, part] of parts.entries()) {
+    const parent = folder
+    const next = join(parent.path, part)
+    try {
+      // The root is trusted as it is; below it, a folder every user can write taints what follows.
+      const parentShared = options.checkShared === true && index > 0 && (parent.stats.mode & 0o002) !== 0
+      if (parentShared && index === parts.length - 1) {
+        throw new BeneathError('PATH_SHARED', next, `${next} lies directly in ${parent.path}, a folder every user can write (anyone could have made it, or replace it)`)
+      }
+      shared ||= parentShared
+      const child = beneath(parent, part)
+      let fd: number
+      try {
+        fd = openStep(fs, child, next)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+        if (!options.create) return undefined
+        try {
+          fs.mkdir(child, 0o700)
+        } catch (mkdirError) {
+          if ((mkdirError as NodeJS.ErrnoException).code !== 'EEXIST') throw mkdirError
+        }
+        fd = openStep(fs, child, next)
+      }
+      const stats = fs.fstat(fd)
+      if (shared && index < parts.length - 1 && (stats.uid !== uid || (stats.mode & 0o022) !== 0)) {
+        fs.close(fd)
+        throw new BeneathError('PATH_SHARED', next, `${next} lies under a folder every user can write and is not a folder of uid ${uid} closed to others' writes`)
+      }
+      folder = { fd, path: next, stats }
+    } finally {
+      fs.close(parent.fd)
+    }
+  }
+  return folder
+}
+
+/** open(2) of one folder without following it; a link is `PATH_SYMLINK`, a non-folder `PATH_NOT_FOLDER`. */
+function openStep(fs: BeneathFs, open: string, named: string): number {
+  try {
+    return fs.open(open, FOLDER)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    // Linux answers a link opened with O_DIRECTORY | O_NOFOLLOW with ENOTDIR (ELOOP without
+    // O_DIRECTORY): lstat(2) of the same name tells a link from a file.
+    let link = code === 'ELOOP'
+    if (code === 'ENOTDIR') {
+      try {
+        link = fs.lstat(open).isSymbolicLink()
+      } catch {
+        link = false
+      }
+    }
+    if (link) throw new BeneathError('PATH_SYMLINK', named, `${named} is a symbolic link`, { cause: error })
+    if (code === 'ENOTDIR') throw new BeneathError('PATH_NOT_FOLDER', named, `${named} is not a folder`, { cause: error })
+    throw error
+  }
+}
+
+/**
+ * Opens (creating what is missing, mode 0700) the folder `path` as `openFolder` does, and makes
+ * sure it is private: this user's, with no group or other bits. `repair` sets mode 0700 with
+ * fchmod(2) on the open descriptor instead of refusing another mode.
+ * @throws BeneathError `PATH_NOT_PRIVATE`, or as `openFolder`.
+ */
+export function ensurePrivateFolder(path: string, options: BeneathOptions & { repair?: boolean }): OpenFolder {
+  const fs = options.fs ?? nodeBeneathFs
+  const folder = openFolder(path, { checkShared: true, ...options, create: true })!
+  const uid = fs.uid()
+  const mode = folder.stats.mode & 0o777
+  if (folder.stats.uid === uid && (mode & 0o077) !== 0 && options.repair) {
+    fs.fchmod(folder.fd, 0o700)
+    folder.stats = fs.fstat(folder.fd)
+  }
+  if (folder.stats.uid !== uid || (folder.stats.mode & 0o077) !== 0) {
+    fs.close(folder.fd)
+    throw new BeneathError('PATH_NOT_PRIVATE', folder.path, `${folder.path} is not a private folder of uid ${uid} (mode 0700, it is ${mode.toString(8).padStart(4, '0')})`)
+  }
+  return folder
+}
+
+/** How a file is opened: `create` exclusively, `append` (creating it), `read`. */
+export type FileMode = 'create' | 'append' | 'append-existing' | 'read'
+
+const FILE_FLAGS: Record<FileMode, number> = {
+  create: constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
+  append: constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT,
+  'append-existing': constants.O_WRONLY | constants.O_APPEND,
+  read: constants.O_RDONLY,
+}
+
+/**
+ * Opens `name` in `folder` (see the module comment) and returns its descriptor; the caller closes it.
+ * @throws BeneathError `PATH_EXISTS` (`create` on a name taken), `PATH_NOT_REGULAR`; Error from
+ *   open(2) otherwise (`ENOENT`).
+ */
+export function openFile(folder: { fd: number; path: string }, name: string, mode: FileMode, options: { perm?: number; fs?: BeneathFs } = {}): number {
+  const fs = options.fs ?? nodeBeneathFs
+  if (name.includes(sep) || name === '' || name === '.' || name === '..') throw new BeneathError('PATH_INVALID', name, `${JSON.stringify(name)} is not a file name`)
+  const path = join(folder.path, name)
+  let fd: number
+  try {
+    fd = fs.open(beneath(folder, name), FILE_FLAGS[mode] | constants.O_NOFOLLOW | constants.O_NONBLOCK, options.perm ?? 0o600)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') throw new BeneathError('PATH_EXISTS', path, `${path} already exists`, { cause: error })
+    if (code === 'ELOOP' || code === 'EMLINK' || code === 'ENXIO') throw new BeneathError('PATH_NOT_REGULAR', path, `${path} is a symbolic link or a special file`, { cause: error })
+    throw error
+  }
+  const stats = fs.fstat(fd)
+  if (!stats.isFile() || (mode !== 'read' && stats.nlink !== 1)) {
+    fs.close(fd)
+    throw new BeneathError('PATH_NOT_REGULAR', path, `${path} is not a regular file with a single link`)
+  }
+  return fd
+}
+
+/** Runs `use` on `path`'s folder opened from the root as `openFolder` does; undefined when it is missing. */
+function inFolder<T>(path: string, options: BeneathOptions & { create: boolean }, use: (folder: OpenFolder) => T): T | undefined {
+  const folder = openFolder(dirname(path), options)
+  if (folder === undefined) return undefined
+  try {
+    return use(folder)
+  } finally {
+    ;(options.fs ?? nodeBeneathFs).close(folder.fd)
+  }
+}
+
+/** Writes all of `bytes` to `fd`, then closes it. */
+function writeAll(fs: BeneathFs, fd: number, bytes: Buffer): void {
+  try {
+    let offset = 0
+    while (offset < bytes.length) offset += fs.write(fd, bytes, offset)
+  } finally {
+    fs.close(fd)
+  }
+}
+
+/**
+ * Creates the file `path` (absolute) with `content`, exactly mode `perm` (0600 by default), its
+ * folders made (mode 0700) from the root; nothing already in its place is written through.
+ * @throws BeneathError `PATH_EXISTS`, or as `openFolder`.
+ */
+export function createFile(path: string, content: string | Buffer, options: BeneathOptions & { perm?: number } = {}): void {
+  const fs = options.fs ?? nodeBeneathFs
+  const fd = inFolder(path, { ...options, create: true }, (folder) => openFile(folder, basename(path), 'create', { fs, ...(options.perm === undefined ? {} : { perm: options.perm }) }))!
+  if (options.perm !== undefined) fs.fchmod(fd, options.perm) // exact, whatever the umask
+  writeAll(fs, fd, typeof content === 'string' ? Buffer.from(content) : content)
+}
+
+/**
+ * Appends `text` to the regular file `path` (absolute, made mode 0600 when missing), its folders
+ * made (mode 0700) from the root.
+ * @throws BeneathError `PATH_NOT_REGULAR` (a link, FIFO or hard link in its place), or as `openFolder`.
+ */
+export function appendFile(path: string, text: string | Buffer, options: BeneathOptions = {}): void {
+  const fs = options.fs ?? nodeBeneathFs
+  const fd = inFolder(path, { ...options, create: true }, (folder) => openFile(folder, basename(path), 'append', { fs }))!
+  writeAll(fs, fd, typeof text === 'string' ? Buffer.from(text) : text)
+}
+
+/**
+ * The first `maxBytes` of the regular file `path` (absolute), reached from the root; undefined
+ * when it or its folder is missing.
+ * @throws BeneathError `PATH_NOT_REGULAR`, or as `openFolder`.
+ */
+export function readFile(path: string, maxBytes: number, options: BeneathOptions = {}): Buffer | undefined {
+  const fs = options.fs ?? nodeBeneathFs
+  let fd: number | undefined
+  try {
+    fd = inFolder(path, { ...options, create: false }, (folder) => openFile(folder, basename(path), 'read', { fs }))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+  if (fd === undefined) return undefined
+  try {
+    return readOpen(fd, Math.min(maxBytes, fs.fstat(fd).size), fs)
+  } finally {
+    fs.close(fd)
+  }
+}
+
+/** Up to `maxBytes` from the start of the open file `fd` (positional reads). */
+export function readOpen(fd: number, maxBytes: number, fs: BeneathFs = nodeBeneathFs): Buffer {
+  const buffer = Buffer.allocUnsafe(maxBytes)
+  let got = 0
+  while (got < buffer.length) {
+    const n = fs.read(fd, buffer, got, buffer.length - got, got)
+    if (n === 0) break
+    got += n
+  }
+  return buffer.subarray(0, got)
+}
+
+/** A regular file open for reading, with its fstat(2). The caller closes `fd`. */
+export interface OpenFile {
+  fd: number
+  path: string
+  stats: Stats
+}
+
+/**
+ * The newest regular file (by mtime) below the folder `path` whose name `accept`s, reached from
+ * the root and walked without following any link, at most `maxDepth` folders deep and over at
+ * most `maxEntries` directory entries in all.
+ * @returns the file open for reading, and `truncated` when the walk stopped at `maxEntries`;
+ *   `file` is undefined when the folder is missing or holds no such file.
+ * @throws BeneathError as `openFolder`, for `path` itself or a folder above it.
+ */
+export function newestFile(
+  path: string,
+  accept: (name: string) => boolean,
+  limits: { maxDepth: number; maxEntries: number },
+  options: BeneathOptions = {},
+): { file: OpenFile | undefined; truncated: boolean } {
+  const fs = options.fs ?? nodeBeneathFs
+  const top = openFolder(path, { ...options, create: false })
+  if (top === undefined) return { file: undefined, truncated: false }
+  let best: OpenFile | undefined
+  let seen = 0
+  let truncated = false
+  const walk = (folder: { fd: number; path: string }, depth: number): void => {
+    let entries: Dirent[]
+    try {
+      entries = fs.readdir(LINUX ? `/proc/self/fd/${folder.fd}` : folder.path)
+    } catch {
+      return
+    }
+    for (const entry of entries) {
+      if (++seen > limits.maxEntries) {
+        truncated = true
+        return
+      }
+      // Dirent types come from the folder itself (d_type): a link is neither a folder nor a file.
+      if (entry.isDirectory() && depth < limits.maxDepth) {
+        let child: number
+        try {
+          child = fs.open(beneath(folder, entry.name), FOLDER)
+        } catch {
+          continue
+        }
+        try {
+          walk({ fd: child, path: join(folder.path, entry.name) }, depth + 1)
+        } finally {
+          fs.close(child)
+        }
+        if (truncated) return
+      } else if (entry.isFile() && accept(entry.name)) {
+        let fd: number
+        try {
+          fd = openFile(folder, entry.name, 'read', { fs })
+        } catch {
+          continue
+        }
+        const stats = fs.fstat(fd)
+        if (best === undefined || stats.mtimeMs > best.stats.mtimeMs) {
+          if (best) fs.close(best.fd)
+          best = { fd, path: join(folder.path, entry.name), stats }
+        } else fs.close(fd)
+      }
+    }
+  }
+  try {
+    walk(top, 0)
+  } finally {
+    fs.close(top.fd)
+  }
+  return { file: best, truncated }
+}
