@@ -37,7 +37,7 @@ export class CliError extends Error {
   constructor(
     readonly code: CliErrorCode,
     message: string,
-    readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' || code === 'SANDBOX_UNAVAILABLE' ? 2 : 1,
+    readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' || code === 'SCRIPT_INVALID' || code === 'SANDBOX_UNAVAILABLE' ? 2 : 1,
   ) {
     super(message)
   }

@@ -153,7 +153,7 @@ describe('the audit', () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', `${step('hi')}\n{not json\n`)
     const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
-    expect(result).toMatchObject({ code: 1, stdout: '' })
+    expect(result).toMatchObject({ code: 2, stdout: '' })
     expect(result.stderr).toMatch(/^conch: the model script s\.jsonl:2: not valid JSON \([^\n]*\)\n$/)
   })
 

@@ -156,14 +156,14 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
  * The network clause is left out when `network` is undefined (no provider says).
  */
 export function describePolicy(policy: ResolvedPolicy, network: boolean | undefined): string {
-  const net = network === undefined ? [] : [network ? 'network allowed' : 'no network access']
+  const net = network === undefined ? [] : [network ? 'network allowed' : 'no network access (each terminal and program has a loopback of its own)']
   let clauses: string[]
   switch (policy.mode) {
     case 'read-only':
-      clauses = ['files can be read but not written (except in /tmp)', ...net]
+      clauses = ['files can be read but not written (except in /tmp, which each terminal and program has to itself)', ...net]
       break
     case 'workspace-write':
-      clauses = [`files under ${policy.workspaceRoot} are writable`, 'everything else is read-only (except /tmp)', ...net]
+      clauses = [`files under ${policy.workspaceRoot} are writable and shared by your terminals and programs`, 'everything else is read-only (except /tmp, which each terminal and program has to itself)', ...net]
       break
     case 'danger-full-access':
       clauses = ['no sandbox: every file you can write is writable and the network is open', `stay inside ${policy.workspaceRoot}`]

@@ -247,7 +247,7 @@ describe('the system-prompt section', () => {
     expect(agents.sections.map((section) => section.id)).toEqual(['sandbox'])
     const session = root.sessions.create()
     expect(agents.sections[0]!.render(agentWith(session))).toBe(
-      `Sandbox: workspace-write — files under ${dir} are writable; everything else is read-only (except /tmp).`,
+      `Sandbox: workspace-write — files under ${dir} are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself).`,
     )
     policy.setMode(session, 'read-only')
     expect(agents.sections[0]!.render(agentWith(session))).toMatch(/^Sandbox: read-only — /)
@@ -259,7 +259,7 @@ describe('the system-prompt section', () => {
     fibers.push(await root.plugin(FakeAgents))
     const agents = root.get('agents') as unknown as FakeAgents
     expect(agents.sections[0]!.render(agentWith(root.sessions.create()))).toBe(
-      `Sandbox: workspace-write — files under ${dir} are writable; everything else is read-only (except /tmp); no network access.`,
+      `Sandbox: workspace-write — files under ${dir} are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself); no network access (each terminal and program has a loopback of its own).`,
     )
   })
 
@@ -279,10 +279,10 @@ describe('the system-prompt section', () => {
   it('describes every mode, with and without a known network setting', () => {
     const base = { workspaceRoot: '/work/x', sessionId: 's' }
     expect(describePolicy({ ...base, mode: 'workspace-write' }, true)).toBe(
-      'Sandbox: workspace-write — files under /work/x are writable; everything else is read-only (except /tmp); network allowed.',
+      'Sandbox: workspace-write — files under /work/x are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself); network allowed.',
     )
     expect(describePolicy({ ...base, mode: 'read-only' }, undefined)).toBe(
-      'Sandbox: read-only — files can be read but not written (except in /tmp).',
+      'Sandbox: read-only — files can be read but not written (except in /tmp, which each terminal and program has to itself).',
     )
     expect(describePolicy({ ...base, mode: 'danger-full-access' }, true)).toBe(
       'Sandbox: danger-full-access — no sandbox: every file you can write is writable and the network is open; stay inside /work/x.',
