@@ -164,6 +164,12 @@ const MAX_CSI_PARAMS = 16
 export type LineListener = (text: string, lineNumber: number) => void
 /** Receives the payload of an OSC string (between `ESC ]` and its terminator, e.g. `0;title`). */
 export type OscListener = (payload: string) => void
+/**
+ * Told that committed line `lineNumber` is open again (the cursor moved up into it, see
+ * `OutputParser.onRewind`): a consumer forgets it; it is committed again, as it then reads, when
+ * the cursor leaves it downwards.
+ */
+export type RewindListener = (lineNumber: number) => void
 
 /**
  * A position in the output, made by `OutputParser.mark()`. `line` is the 1-based number of the
@@ -452,6 +458,12 @@ class Mark implements OutputMark {
     }
   }
 
+  /** The newest kept line is open again (a rewind): it is kept again when it is committed again. */
+  forgetNewest(): void {
+    if (this.pieces.length <= this.head) return
+    this.bytes -= utf8ByteLength(this.pieces.pop()!) + 1
+  }
+
   release(): void {
     if (this.released) return
     this.released = true
@@ -587,6 +599,11 @@ export class OutputParser {
   private committed = 0
 
   private lineListeners: LineListener[] = []
+  private rewindListeners: RewindListener[] = []
+  /** The newest committed lines (at least `rows` of them), newest last: a cursor moving up reopens them. */
+  private recent: string[] = []
+  /** Lines below the current one that the cursor moved up from, the nearest last: each line feed reopens the next. */
+  private below: string[] = []
   private oscListeners: OscListener[] = []
   private marks: Mark[] = []
   private listenerError: { error: unknown } | undefined
@@ -641,6 +658,17 @@ export class OutputParser {
     this.lineListeners = [...this.lineListeners, listener]
     return () => {
       this.lineListeners = this.lineListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /**
+   * Registers a listener for rewinds: a cursor moved up (CUU, RI) into a committed line still on
+   * the screen, which is open again and will be committed again as it then reads. Returns a disposer.
+   */
+  onRewind(listener: RewindListener): () => void {
+    this.rewindListeners = [...this.rewindListeners, listener]
+    return () => {
+      this.rewindListeners = this.rewindListeners.filter((l) => l !== listener)
     }
   }
 
@@ -984,7 +1012,7 @@ export class OutputParser {
                 // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
                 // around it, for any number, and the loop costs half as much again.)
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
-                if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined) {
+                if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined && this.below.length === 0) {
                   // A whole line (within the bound) on an empty one: committed as it is, without touching the line model.
                   current.revision++
                   this.emit(piece)
@@ -1050,6 +1078,10 @@ export class OutputParser {
           // A complete escape (dropped), or CAN/SUB cancelling a sequence. DECKPAM (`ESC =`) and
           // DECKPNM (`ESC >`) switch the keypad between application and numeric mode.
           if (state === ESCAPE && (c === 0x3d || c === 0x3e)) this.applicationKeypad = c === 0x3d
+          // RI, reverse index: one row up.
+          else if (state === ESCAPE && c === 0x4d) this.cursorUp(1)
+          // RIS, full reset (`reset`): clears the screen, as cursor addressing does.
+          else if (state === ESCAPE && c === 0x63) this.addressedBy('\x1bc', i + 1)
           i++
           state = next
           break
@@ -1222,7 +1254,7 @@ export class OutputParser {
    */
   private scannable(): boolean {
     const current = this.current
-    return this.screen === undefined && !this.suspended && this.marks.length === 0 && current.cursor <= current.text.length && current.text.length <= SCAN_LINE_LIMIT
+    return this.screen === undefined && !this.suspended && this.marks.length === 0 && this.below.length === 0 && current.cursor <= current.text.length && current.text.length <= SCAN_LINE_LIMIT
   }
 
   /**
@@ -1404,6 +1436,19 @@ export class OutputParser {
       case 0x4b: // K — EL, erase in line
         if (!this.suspended) this.current.erase(param < 0 ? 0 : param)
         break
+      case 0x41: // A — CUU, cursor up
+        this.cursorUp(Math.max(param, 1))
+        break
+      case 0x42: // B — CUD, cursor down: over lines a cursor moved up from
+        this.cursorDown(Math.max(param, 1))
+        break
+      case 0x43: // C — CUF, cursor forward
+      case 0x44: // D — CUB, cursor backward
+        if (!this.suspended && this.screen === undefined) {
+          const cells = this.current.cursorCells()
+          this.current.moveToColumn(final === 0x43 ? cells + Math.max(param, 1) : Math.max(0, cells - Math.max(param, 1)))
+        }
+        break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
         if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
         break
@@ -1489,8 +1534,12 @@ export class OutputParser {
 
   /** A cursor-addressing sequence: the terminal needs a screen from here on. */
   private addressed(final: number, end: number): void {
+    this.addressedBy(this.csiText(final), end)
+  }
+
+  private addressedBy(sequence: string, end: number): void {
     this.feedsSinceAddressing = 0
-    if (this.screen === undefined) this.needScreen('addressing', this.csiText(final), end)
+    if (this.screen === undefined) this.needScreen('addressing', sequence, end)
   }
 
   private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
@@ -1566,6 +1615,55 @@ export class OutputParser {
     const text = this.current.text
     this.current.clear()
     this.emit(text)
+    // The line below was on the screen already: the cursor is on it now.
+    if (this.below.length > 0) this.current.text = this.below.pop()!
+  }
+
+  /**
+   * CUU and RI on the normal screen without a screen attached: the cursor moves up `count` rows —
+   * within the current line's wraps at `cols`, then into the committed lines above while they are
+   * on the screen (`lineRow`), each reopened (`onRewind`) with the line it leaves kept below —
+   * keeping its column. A redraw that moves up and rewrites its input (bash's multi-line paste,
+   * prompt_toolkit, JLine) then rewrites those lines instead of appending a second copy.
+   */
+  private cursorUp(count: number): void {
+    if (this.suspended || this.screen !== undefined) return
+    const current = this.current
+    const cols = this.cols
+    const cells = current.cursorCells()
+    const column = cells % cols
+    let rows = count
+    let row = Math.floor(cells / cols)
+    while (rows > row && this.recent.length > 0 && this.lineRow > 1) {
+      rows -= row + 1
+      this.below.push(current.text)
+      const text = this.recent.pop()!
+      current.text = text
+      current.revision++
+      const lineNumber = this.committed--
+      const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
+      this.lineRow = Math.max(1, this.lineRow - lineRows)
+      row = lineRows - 1
+      for (const mark of this.marks) if (mark.keepLines && mark.line <= lineNumber) mark.forgetNewest()
+      for (const listener of this.rewindListeners) {
+        try {
+          listener(lineNumber)
+        } catch (error) {
+          this.listenerError ??= { error }
+        }
+      }
+    }
+    current.moveToColumn((row - Math.min(rows, row)) * cols + column)
+  }
+
+  /** CUD: down over the lines a cursor moved up from (a terminal moves no further without them either here). */
+  private cursorDown(count: number): void {
+    if (this.suspended || this.screen !== undefined) return
+    for (let n = 0; n < count && this.below.length > 0; n++) {
+      const column = this.current.cursorCells() % this.cols
+      this.commit()
+      this.current.moveToColumn(column)
+    }
   }
 
   /**
@@ -1582,6 +1680,7 @@ export class OutputParser {
         continue
       }
       const lineNumber = ++this.committed
+      this.remember(line)
       // As `emit` does, read and written each line: a listener may resize the terminal.
       const next = this.lineRow + (line.length <= this.cols ? 1 : Math.ceil(line.length / this.cols))
       this.lineRow = next < this.rows ? next : this.rows
@@ -1595,9 +1694,17 @@ export class OutputParser {
     }
   }
 
+  /** Keeps `text` among the newest committed lines (twice `rows` at most; trimmed to `rows` when full). */
+  private remember(text: string): void {
+    const recent = this.recent
+    recent.push(text)
+    if (recent.length > 2 * this.rows) recent.splice(0, recent.length - this.rows)
+  }
+
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
   private emit(text: string): void {
     const lineNumber = ++this.committed
+    this.remember(text)
     // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
     const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
     this.lineRow = next < this.rows ? next : this.rows

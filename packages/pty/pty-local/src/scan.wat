@@ -252,7 +252,8 @@
                                  (i32.or (i32.or (i32.eq (local.get $d) (i32.const 0x48)) (i32.eq (local.get $d) (i32.const 0x66)))
                                          (i32.or (i32.eq (local.get $d) (i32.const 0x64)) (i32.eq (local.get $d) (i32.const 0x72)))))
                       (then (local.set $i (i32.add (local.get $j) (i32.const 1))) (br $main)))
-                    ;; G H f d r n c t h l: the parser's own dispatch (cursor, screen, queries, modes).
+                    ;; A B C D G H f d r n c t h l: the parser's own dispatch (cursor, screen, queries, modes).
+                    (br_if $exit (i32.lt_u (i32.sub (local.get $d) (i32.const 0x41)) (i32.const 4)))
                     (br_if $exit (i32.or (i32.or (i32.or (i32.eq (local.get $d) (i32.const 0x47)) (i32.eq (local.get $d) (i32.const 0x48)))
                                                  (i32.or (i32.eq (local.get $d) (i32.const 0x66)) (i32.eq (local.get $d) (i32.const 0x64))))
                                          (i32.or (i32.or (i32.or (i32.eq (local.get $d) (i32.const 0x72)) (i32.eq (local.get $d) (i32.const 0x6e)))
@@ -367,9 +368,10 @@
                 (br_if $exit (i32.gt_u (i32.sub (i32.load8_u offset=2 (local.get $i)) (i32.const 0x30)) (i32.const 0x4e)))
                 (local.set $i (i32.add (local.get $i) (i32.const 3)))
                 (br $main)))
-            ;; ESC and a final byte (ESC 7, ESC 8, ESC \): dropped; ESC = and ESC > switch the keypad.
+            ;; ESC and a final byte (ESC 7, ESC 8, ESC \): dropped; ESC = and ESC > switch the keypad, ESC M moves up, ESC c resets.
             (br_if $exit (i32.gt_u (i32.sub (local.get $d) (i32.const 0x30)) (i32.const 0x4e)))
-            (br_if $exit (i32.or (i32.eq (local.get $d) (i32.const 0x3d)) (i32.eq (local.get $d) (i32.const 0x3e))))
+            (br_if $exit (i32.or (i32.or (i32.eq (local.get $d) (i32.const 0x3d)) (i32.eq (local.get $d) (i32.const 0x3e)))
+                                 (i32.or (i32.eq (local.get $d) (i32.const 0x4d)) (i32.eq (local.get $d) (i32.const 0x63)))))
             (local.set $i (i32.add (local.get $i) (i32.const 2)))
             (br $main)))
 

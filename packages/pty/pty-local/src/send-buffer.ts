@@ -6,7 +6,7 @@ import { LineStore } from './line-store.ts'
 import { keepUtf8Tail, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
-export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
+export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
 
 export interface SendBufferOptions {
   /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
@@ -68,7 +68,12 @@ export class SendBuffer {
     this.start = source.mark({ keepLines: false })
     this.firstLine = this.start.line
     this.takeNext = this.start.line
-    this.stopListening = source.onLine((text, lineNumber) => this.push(text, lineNumber))
+    const stopLines = source.onLine((text, lineNumber) => this.push(text, lineNumber))
+    const stopRewinds = source.onRewind((lineNumber) => this.rewind(lineNumber))
+    this.stopListening = () => {
+      stopLines()
+      stopRewinds()
+    }
   }
 
   /** Whether the buffer has lost data to its bound so far (the viewport would say `truncated`). */
@@ -155,6 +160,21 @@ export class SendBuffer {
     const text = this.source.partial
     if (this.fromLineStart || this.source.lineCount + 1 !== this.start.line) return text
     return text.slice(Math.min(this.start.column, this.startColumn, text.length))
+  }
+
+  /**
+   * Line `lineNumber` is open again (a cursor moved up into it): the buffer forgets it, and comes
+   * to hold it again, as it then reads, when it is committed again. A line before the send's
+   * first one becomes its first.
+   */
+  private rewind(lineNumber: number): void {
+    const store = this.store
+    if (store.length > 0 && this.firstLine + store.length - 1 === lineNumber) store.dropNewest()
+    else if (store.length === 0 && lineNumber < this.firstLine) this.firstLine = lineNumber
+    if (this.takeNext > lineNumber) {
+      this.takeNext = lineNumber
+      this.taken = undefined
+    }
   }
 
   private push(text: string, lineNumber: number): void {

@@ -22,9 +22,25 @@ function runOnce(chunks: Uint8Array[], options: OutputParserOptions): Trace {
   const events: string[] = []
   parser.onLine((text, n) => events.push(`line ${n}: ${text}`))
   parser.onOsc((payload) => events.push(`osc ${payload} @ ${parser.partial}`))
+  parser.onRewind((n) => events.push(`rewind ${n}`))
   for (const chunk of chunks) parser.feed(chunk)
   parser.flush()
   return { events, partial: parser.partial }
+}
+
+/** The committed lines as a consumer that follows rewinds keeps them: a rewound line is forgotten until it is committed again. */
+function shown(trace: Trace): string[] {
+  const kept: string[] = []
+  for (const event of trace.events) {
+    const line = /^line (\d+): (.*)$/s.exec(event)
+    if (line !== null) {
+      kept.length = Number(line[1]) - 1
+      kept.push(line[2]!)
+    }
+    const rewind = /^rewind (\d+)$/.exec(event)
+    if (rewind !== null) kept.length = Number(rewind[1]) - 1
+  }
+  return kept
 }
 
 function lines(trace: Trace): string[] {
@@ -80,9 +96,9 @@ describe('escape sequences at every split point', () => {
     expect(lines(trace)).toEqual(['abcd'])
   })
 
-  it('drops cursor movement, screen erase and mode changes that are not line-local', () => {
+  it('drops cursor addressing, screen erase and mode changes that are not line-local, and moves along the line on CUF and CUB', () => {
     const trace = everySplit('\x1b[2J\x1b[H\x1b[10;5Habc\x1b[A\x1b[3C\x1b[2Ddef\x1b[?25l\x1b[>4;1m\x1b[2 q\n')
-    expect(lines(trace)).toEqual(['abcdef'])
+    expect(lines(trace)).toEqual(['abc def'])
   })
 
   it('cancels a sequence on CAN and SUB and prints what follows', () => {
@@ -177,6 +193,40 @@ describe('text and controls at every split point', () => {
 
   it('pads with blanks when text is written past the end of the line', () => {
     expect(lines(everySplit('ab\x1b[6Gc\n'))).toEqual(['ab   c'])
+  })
+})
+
+describe('a cursor that moves up rewrites the lines it reaches', () => {
+  it('rewrites two lines up on CUU instead of appending (every split point)', () => {
+    const trace = everySplit('aaa\nbbb\n\x1b[2Axyz\n\n')
+    expect(shown(trace)).toEqual(['xyz', 'bbb'])
+    expect(trace.partial).toBe('')
+  })
+
+  it('rewrites the line above on RI', () => {
+    expect(shown(everySplit('one\ntwo\x1bM\rTWO\n\n'))).toEqual(['TWO', 'two'])
+  })
+
+  it('shows a bash 5.2 multi-line paste once after its redraw', () => {
+    const echo = '$ \x1b[7mfor f in a b; do\x1b[27m\r\n\r\x1b[7m  echo "file $f"\x1b[27m\r\n\r\x1b[7mdone\x1b[27m'
+    const redraw = '\x1b[A\x1b[A\x08\x08for f in a b; do\r\n\r  echo "file $f"\r\n\rdone\r\n\x1b[?2004l\rfile a\r\nfile b\r\n\x1b[?2004h$ '
+    const trace = everySplit(echo + redraw)
+    expect(shown(trace)).toEqual(['$ for f in a b; do', '  echo "file $f"', 'done', 'file a', 'file b'])
+    expect(trace.partial).toBe('$ ')
+  })
+
+  it('moves up the rows of a line wrapped at cols first, keeping the column', () => {
+    expect(shown(everySplit('abcdefghijkl\x1b[AX\n', { cols: 10 }))).toEqual(['abXdefghijkl'])
+  })
+
+  it('stops at the top row of the screen', () => {
+    const trace = everySplit('a\nb\nc\nd\n\x1b[5AX\n', { rows: 3 })
+    expect(shown(trace)).toEqual(['a', 'b', 'X'])
+    expect(trace.partial).toBe('d')
+  })
+
+  it('moves down over the lines it came up from on CUD, keeping the column', () => {
+    expect(shown(everySplit('abc\ndef\n\x1b[2AX\x1b[BY\n\n'))).toEqual(['Xbc', 'dYf', ''])
   })
 })
 

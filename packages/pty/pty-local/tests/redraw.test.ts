@@ -31,7 +31,7 @@ describe('a send at the shell prompt', () => {
     expect(lines.slice(header + 1)).not.toContain('Row one')
   }, 30_000)
 
-  it.fails('shows a multi-line paste once though bash 5.2 redraws it (known: the line model appends the redraw)', async () => {
+  it('shows a multi-line paste once though bash 5.2 redraws it', async () => {
     const session = await openSession()
     const result = await send(session, 'for f in a b; do\n  echo "file $f"\ndone')
     expect(result.waitReason).toBe('stdin_read')
@@ -40,7 +40,7 @@ describe('a send at the shell prompt', () => {
     expect(linesEqual(result.viewport, 'file a')).toBe(1)
   }, 30_000)
 
-  it.fails('shows a heredoc once though bash 5.2 redraws it (known: the line model appends the redraw)', async () => {
+  it('shows a heredoc once though bash 5.2 redraws it', async () => {
     const session = await openSession()
     const result = await send(session, "cat > /dev/null <<'EOF'\nfirst\nsecond\nEOF")
     expect(result.waitReason).toBe('stdin_read')
@@ -50,7 +50,7 @@ describe('a send at the shell prompt', () => {
 })
 
 describe('REPLs that redraw a multi-line definition', () => {
-  it.skipIf(!runs('ipython3', ['--version'])).fails('ipython shows a definition once (known: the line model appends the redraw)', async () => {
+  it.skipIf(!runs('ipython3', ['--version']))('ipython shows a definition once', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
     const started = await session.startSend({ text: 'ipython3 --no-banner --colors=NoColor --no-confirm-exit --HistoryManager.enabled=False', submit: true, idleMs: 30_000 }).done
     expect(started.viewport).toMatch(/In \[1\]:/)
@@ -59,7 +59,7 @@ describe('REPLs that redraw a multi-line definition', () => {
     await send(session, 'exit')
   }, 60_000)
 
-  it.skipIf(!runs('jshell', ['--version'])).fails('jshell shows a method definition once (known: the line model appends the redraw)', async () => {
+  it.skipIf(!runs('jshell', ['--version']))('jshell shows a method definition once', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
     const started = await session.startSend({ text: 'jshell', submit: true, idleMs: 30_000 }).done
     expect(started.viewport).toMatch(/jshell> $/)
