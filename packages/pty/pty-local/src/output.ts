@@ -600,8 +600,14 @@ export class OutputParser {
 
   private lineListeners: LineListener[] = []
   private rewindListeners: RewindListener[] = []
-  /** The newest committed lines (at least `rows` of them), newest last: a cursor moving up reopens them. */
+  /**
+   * The newest committed lines, a ring of a power of two at least `rows` (`recentMask + 1`), the
+   * newest at `recentEnd - 1`, `recentCount` of them kept: a cursor moving up reopens them.
+   */
   private recent: string[] = []
+  private recentMask = 0
+  private recentEnd = 0
+  private recentCount = 0
   /** Lines below the current one that the cursor moved up from, the nearest last: each line feed reopens the next. */
   private below: string[] = []
   private oscListeners: OscListener[] = []
@@ -632,6 +638,20 @@ export class OutputParser {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
       }
     }
+    this.sizeRecent()
+  }
+
+  /** A ring for the newest lines that holds at least `rows`; the lines kept so far are kept (the newest, as many as fit). */
+  private sizeRecent(): void {
+    let capacity = 1
+    while (capacity < this.rows) capacity *= 2
+    const kept = Math.min(this.recentCount, capacity)
+    const ring = new Array<string>(capacity).fill('')
+    for (let k = 0; k < kept; k++) ring[(kept - 1 - k) & (capacity - 1)] = this.recent[(this.recentEnd - 1 - k) & this.recentMask]!
+    this.recent = ring
+    this.recentMask = capacity - 1
+    this.recentEnd = kept
+    this.recentCount = kept
   }
 
   /** The current (uncommitted) line as it would be seen now; `''` right after a line feed. */
@@ -729,6 +749,7 @@ export class OutputParser {
     this.rows = rows
     this.cols = cols
     this.lineRow = Math.min(this.lineRow, rows)
+    if (this.recentMask + 1 < rows) this.sizeRecent()
   }
 
   /**
@@ -1634,10 +1655,11 @@ export class OutputParser {
     const column = cells % cols
     let rows = count
     let row = Math.floor(cells / cols)
-    while (rows > row && this.recent.length > 0 && this.lineRow > 1) {
+    while (rows > row && this.recentCount > 0 && this.lineRow > 1) {
       rows -= row + 1
       this.below.push(current.text)
-      const text = this.recent.pop()!
+      this.recentCount--
+      const text = this.recent[--this.recentEnd & this.recentMask]!
       current.text = text
       current.revision++
       const lineNumber = this.committed--
@@ -1694,11 +1716,10 @@ export class OutputParser {
     }
   }
 
-  /** Keeps `text` among the newest committed lines (twice `rows` at most; trimmed to `rows` when full). */
+  /** Keeps `text` among the newest committed lines (the ring holds at least `rows`). */
   private remember(text: string): void {
-    const recent = this.recent
-    recent.push(text)
-    if (recent.length > 2 * this.rows) recent.splice(0, recent.length - this.rows)
+    this.recent[this.recentEnd++ & this.recentMask] = text
+    if (this.recentCount <= this.recentMask) this.recentCount++
   }
 
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
