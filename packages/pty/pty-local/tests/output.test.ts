@@ -7,17 +7,8 @@ interface Trace {
   partial: string
 }
 
-/**
- * The trace of `chunks` with the WebAssembly pass on every stretch it can take, required to be
- * the trace of the JavaScript state machine alone.
- */
+/** The trace of `chunks`. */
 function run(chunks: Uint8Array[], options: OutputParserOptions = {}): Trace {
-  const scanned = runOnce(chunks, { ...options, wasmMinBytes: 1 })
-  expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(runOnce(chunks, { ...options, wasmMinBytes: Infinity }))
-  return scanned
-}
-
-function runOnce(chunks: Uint8Array[], options: OutputParserOptions): Trace {
   const parser = new OutputParser(options)
   const events: string[] = []
   parser.onLine((text, n) => events.push(`line ${n}: ${text}`))
@@ -648,22 +639,16 @@ describe('fast paths against the table', () => {
     'plain text', 'é中😀', '\t', '\r\n', '\r', '\n', '\b', '\x07', '\x1b[31m', '\x1b[0m', '\x1b[38;5;208m', '\x1b[K', '\x1b[1K', '\x1b[2K',
     '\x1b[5G', '\x1b[J', '\x1b[?2004h', '\x1b[?2004l', '\x1b[6n', '\x1b[>c', '\x1b[?1$p', '\x1b]0;title\x07', '\x1b]133;A;nonce\x07',
     '\x1b]11;?\x1b\\', '\x1bP1$r0m\x1b\\', '\x1b7', '\x1b8', '\x1b(B', '\x1b[3;4H', '\x1b[2J', '\x1b[?1049h', '\x1b[?1049l', '\x1b[1 q',
-    '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m',
+    '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m', '\x1b[A', '\x1b[2A', '\x1bM', '\x1b[B', '\x1b[3C', '\x1b[2D', '\x1bc',
   ]
 
-  /** `traceOnce` with the WebAssembly pass wherever it can go, required to match JavaScript alone. */
-  function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
-    const scanned = traceOnce(chunks, { ...options, wasmMinBytes: 1 })
-    expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(traceOnce(chunks, { ...options, wasmMinBytes: Infinity }))
-    return scanned
-  }
-
   /** Every event, the partial line and its revision after each chunk, with a mark per nonce OSC and a screen on request. */
-  function traceOnce(chunks: Uint8Array[], options: OutputParserOptions): string[] {
+  function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
     const parser = new OutputParser(options)
     const events: string[] = []
     let mark: ReturnType<OutputParser['mark']> | undefined
     parser.onLine((text, n) => events.push(`line ${n}: ${JSON.stringify(text)}`))
+    parser.onRewind((n) => events.push(`rewind ${n}`))
     parser.onOsc((payload) => {
       events.push(`osc ${JSON.stringify(payload)} @ ${JSON.stringify(parser.partial)}`)
       if (!payload.endsWith('nonce')) return
