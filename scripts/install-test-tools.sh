@@ -3,7 +3,8 @@
 # lack: dialog and htop (screen tests), vim (editor tests), gdb, sqlite3, bc and ed (readiness
 # tests), a JDK for jshell, iproute2 (network-namespace peers), ipython3 (a prompt_toolkit
 # REPL), docker.io and curl (the sandbox's socket tests attack a real dockerd, which
-# scripts/start-dockerd.sh starts), and git, less, python3, procps (top), bsdutils (script) and
+# scripts/start-dockerd.sh starts), tmux (the reference terminal of the differential screen
+# tests), and git, less, python3, procps (top), bsdutils (script) and
 # util-linux (nsenter), which slimmer images leave out. Only the test path
 # (scripts/test.sh) runs it; apt-get, when run as root, and only for what is missing.
 # Elsewhere it names what to install, and the tests that need a missing program say so.
@@ -28,6 +29,7 @@ need script bsdutils
 need nsenter util-linux
 need dockerd docker.io
 need curl curl
+need tmux tmux
 [ "${#missing[@]}" -eq 0 ] && exit 0
 if [ "$(uname -s)" = Linux ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== installing test programs (apt-get): ${missing[*]}" >&2

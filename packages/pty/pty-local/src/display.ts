@@ -12,7 +12,7 @@
  *   send's result is the rendered screen instead of its lines.
  */
 import { boundScreenText } from '@conch/pty'
-import { utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
+import { keepUtf8Tail, utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
 import { renderScreen, ScreenModel, type RowRedactor } from './screen.ts'
@@ -25,6 +25,16 @@ export const MAX_REPLIES_PER_SECOND = 100
  * bytes of emulation instead of a screenful.
  */
 export const SEEDS_PER_SECOND = 20
+/**
+ * Rows an attached normal screen keeps above its top, so the rows output scrolled off it during a
+ * send can head that send's result (bounded again by `maxBytes` there).
+ */
+export const SCROLLED_ROWS_KEPT = 1000
+/** What a send remembers of the screen when its buffer opens (`point()`), to find the rows that scrolled off since. */
+export interface ScreenPoint {
+  attachment: number
+  scrolled: number
+}
 /** What XTVERSION (`CSI > q`) reports. */
 export const TERMINAL_VERSION = 'conch(0.1.0)'
 
@@ -55,6 +65,9 @@ export class TerminalDisplay {
   private screen: ScreenModel | undefined
   /** The emulator of the last screen, kept for the next one. */
   private spare: ScreenModel | undefined
+  /** Screens attached so far; with `attachedAt`, the attached screen's `scrolledRows()` right after it was attached. */
+  private attachment = 0
+  private attachedAt = 0
   private readonly disposers: (() => void)[] = []
   private windowStart = -Infinity
   private repliesInWindow = 0
@@ -109,10 +122,27 @@ export class TerminalDisplay {
     return [...(snapshot.lines[snapshot.cursorRow - 1] ?? '')].slice(0, snapshot.cursorCol - 1).join('')
   }
 
-  /** A send's result: the rendered screen while one is attached, else the send's lines. */
-  resultOf(buffer: SendBuffer): SendOutput {
-    if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot(this.redactor)))
-    return buffer.viewport()
+  /** Where the screen stands now, for a later `resultOf` (see `ScreenPoint`). */
+  point(): ScreenPoint {
+    return { attachment: this.attachment, scrolled: this.screen?.scrolledRows() ?? 0 }
+  }
+
+  /**
+   * A send's result: while a screen is attached, the rows that scrolled off its top since `since`
+   * (the send's buffer opened; the attach, when that came later) — newest kept within the bound —
+   * then the rendered screen; else the send's lines.
+   */
+  resultOf(buffer: SendBuffer, since?: ScreenPoint): SendOutput {
+    const screen = this.screen
+    if (screen === undefined) return buffer.viewport()
+    const rendered = this.bounded(renderScreen(screen.snapshot(this.redactor)))
+    const scrolled = screen.rowsScrolledSince(since?.attachment === this.attachment ? since.scrolled : this.attachedAt)
+    if (scrolled.rows.length === 0) return rendered
+    const budget = this.maxBytes - utf8ByteLength(rendered.text) - 1
+    const above = budget > 0 ? keepUtf8Tail(scrolled.rows.join('\n'), budget) : ''
+    const cut = scrolled.lost || above.length < scrolled.rows.join('\n').length
+    if (above === '') return { text: rendered.text, truncated: true }
+    return { text: `${above}\n${rendered.text}`, truncated: rendered.truncated || cut }
   }
 
   /**
@@ -173,8 +203,10 @@ export class TerminalDisplay {
     if (event.kind === 'needed') {
       // One emulator per session, reset and reused: a program that flips screens thousands of
       // times a second costs a reset each time, not a new terminal.
-      const screen = this.spare ?? new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
+      const screen = this.spare ?? new ScreenModel({ rows: this.state.rows, cols: this.state.cols, scrollback: SCROLLED_ROWS_KEPT })
       this.spare = undefined
+      // Rows an earlier attachment scrolled off are not this one's.
+      screen.write('\x1b[3J')
       // A soft reset (DECSTR: modes, margins, attributes) instead of a full one, which costs
       // about a millisecond. The alternate screen starts blank (DECSET 1049 clears it) and is
       // left before the normal one shows again, so only cursor addressing on the normal screen
@@ -187,6 +219,8 @@ export class TerminalDisplay {
         if (this.takeSeed()) this.seed(screen)
       }
       screen.write(event.sequence)
+      this.attachment++
+      this.attachedAt = screen.scrolledRows()
       this.screen = screen
       this.parser.attachScreen(screen)
       return

@@ -81,6 +81,15 @@ export class LineStore {
     this.count--
   }
 
+  /** Drops the newest line. */
+  dropNewest(): void {
+    if (this.count === 0) return
+    const index = (this.start + this.count - 1) & this.mask
+    this.bytes -= this.sizes[index] ?? 0
+    this.texts[index] = ''
+    this.count--
+  }
+
   /** Cuts the oldest line to its last `maxBytes` bytes and marks it cut. */
   cutOldest(maxBytes: number): void {
     if (this.count === 0) return

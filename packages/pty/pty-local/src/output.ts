@@ -17,11 +17,6 @@
 
 import { isAscii, isUtf8 } from 'node:buffer'
 import { LineModel } from './line.ts'
-import {
-  acquireScanner, EVENT_OSC, EVENT_PRIVATE_MODES, EVENTS, INPUT, LINES, releaseScanner, S_CURSOR, S_CURSOR16, S_EDITS, S_END,
-  S_EVENTS, S_EVENTS_END, S_LINE_ASCII, S_LINE_LENGTH16, S_LINE_START, S_LINE_START16, S_LINES, S_LINES_BASE, S_LINES_END,
-  S_MAX_LINE16, S_MAX_SEQUENCE, S_OUT, S_OUT_ASCII, S_POS, S_QUIET, type Scanner,
-} from './scan.ts'
 
 /** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
 function latin1(bytes: Uint8Array): string {
@@ -63,26 +58,8 @@ export interface OutputParserOptions {
   /** Terminal size in cells, for cursor reports of the line model. Default 40 × 160. */
   rows?: number
   cols?: number
-  /**
-   * Stretches of a chunk at least this long (bytes) are parsed by the WebAssembly pass (scan.wat)
-   * while it can (see `OutputParser`); shorter ones, and everything when this is `Infinity`, by
-   * the JavaScript state machine alone. Both give the same results. Default 64.
-   */
-  wasmMinBytes?: number
 }
 
-/** Longest current line (UTF-16 code units) the WebAssembly pass is started on; a longer one stays in JavaScript. */
-const SCAN_LINE_LIMIT = 1024
-/**
- * How many code units of open line one chunk may hand to the pass beyond the bytes the pass
- * advanced. Each call hands the open line over (encoded in, decoded out), so a program that
- * follows a long open line with sequences the pass stops at would make each stop cost the line;
- * past this budget the rest of the chunk goes to the state machine alone.
- */
-const SCAN_HANDOVER_SLACK = 4096
-/** Largest chunk (bytes) the pass takes (its memory grows to about twice the chunk and stays); node-pty reads 64 KiB at most. */
-const SCAN_MAX_BYTES = 1 << 20
-const utf8Encoder = new TextEncoder()
 
 /**
  * A query a program wrote to the terminal, recognised at its position in the stream (XTerm
@@ -164,6 +141,12 @@ const MAX_CSI_PARAMS = 16
 export type LineListener = (text: string, lineNumber: number) => void
 /** Receives the payload of an OSC string (between `ESC ]` and its terminator, e.g. `0;title`). */
 export type OscListener = (payload: string) => void
+/**
+ * Told that committed line `lineNumber` is open again (the cursor moved up into it, see
+ * `OutputParser.onRewind`): a consumer forgets it; it is committed again, as it then reads, when
+ * the cursor leaves it downwards.
+ */
+export type RewindListener = (lineNumber: number) => void
 
 /**
  * A position in the output, made by `OutputParser.mark()`. `line` is the 1-based number of the
@@ -452,6 +435,12 @@ class Mark implements OutputMark {
     }
   }
 
+  /** The newest kept line is open again (a rewind): it is kept again when it is committed again. */
+  forgetNewest(): void {
+    if (this.pieces.length <= this.head) return
+    this.bytes -= utf8ByteLength(this.pieces.pop()!) + 1
+  }
+
   release(): void {
     if (this.released) return
     this.released = true
@@ -506,13 +495,6 @@ class Mark implements OutputMark {
  * prompt shows the line `J6973;K`, and `printf 'P\eP'; echo Q54; seq 1 3` the lines `PQ54`, `1`,
  * `2`, `3`. A properly terminated OSC is dispatched, any other string dropped.
  *
- * Speed. A valid UTF-8 chunk of at least `wasmMinBytes` on a simple line (no screen, no marks)
- * goes first through a WebAssembly pass (scan.wat) that does the ground state's common work —
- * text, line ends, CR, BS, SGR and the sequences the line model ignores, EL, OSC and DEC mode
- * changes as events — in one call per stretch; where it stops, the transition table below takes
- * over until the ground state, and the pass goes on. The lines, payloads, queries, marks and
- * screens are the table's own (`parseScanned`).
- *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
  * parse: the rest of the chunk is still parsed, then `feed()` rethrows the first error.
@@ -522,7 +504,6 @@ export class OutputParser {
   readonly maxLineLength: number
   readonly maxMarkBytes: number
   readonly stringTimeoutMs: number
-  readonly wasmMinBytes: number
   private readonly now: () => number
   /** When the previous chunk was fed, ms on `now`. */
   private fedAt = 0
@@ -535,8 +516,6 @@ export class OutputParser {
   private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true })
   /** One-shot decodes of short byte ranges (invalid UTF-8, a sequence split across chunks, a shown OSC body). */
   private readonly pieceDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
-  /** Decodes the text the WebAssembly pass built (always whole UTF-8; `stream: true` for the faster converter). */
-  private readonly scanDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
   /** An incomplete UTF-8 sequence at the end of the previous chunk (`carryLength` bytes), parsed once it ends. */
   private readonly carry = new Uint8Array(4)
   private carryLength = 0
@@ -587,6 +566,17 @@ export class OutputParser {
   private committed = 0
 
   private lineListeners: LineListener[] = []
+  private rewindListeners: RewindListener[] = []
+  /**
+   * The newest committed lines, a ring of a power of two at least `rows` (`recentMask + 1`), the
+   * newest at `recentEnd - 1`, `recentCount` of them kept: a cursor moving up reopens them.
+   */
+  private recent: string[] = []
+  private recentMask = 0
+  private recentEnd = 0
+  private recentCount = 0
+  /** Lines below the current one that the cursor moved up from, the nearest last: each line feed reopens the next. */
+  private below: string[] = []
   private oscListeners: OscListener[] = []
   private marks: Mark[] = []
   private listenerError: { error: unknown } | undefined
@@ -599,10 +589,6 @@ export class OutputParser {
     this.now = options.now ?? (() => performance.now())
     this.rows = options.rows ?? 40
     this.cols = options.cols ?? 160
-    this.wasmMinBytes = options.wasmMinBytes ?? 64
-    if (!(this.wasmMinBytes === Infinity || (Number.isSafeInteger(this.wasmMinBytes) && this.wasmMinBytes >= 1))) {
-      throw new RangeError(`OutputParser option wasmMinBytes must be a positive safe integer or Infinity, got ${this.wasmMinBytes}`)
-    }
     for (const [key, value] of [
       ['maxStringBytes', this.maxStringBytes],
       ['maxLineLength', this.maxLineLength],
@@ -615,6 +601,20 @@ export class OutputParser {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
       }
     }
+    this.sizeRecent()
+  }
+
+  /** A ring for the newest lines that holds at least `rows`; the lines kept so far are kept (the newest, as many as fit). */
+  private sizeRecent(): void {
+    let capacity = 1
+    while (capacity < this.rows) capacity *= 2
+    const kept = Math.min(this.recentCount, capacity)
+    const ring = new Array<string>(capacity).fill('')
+    for (let k = 0; k < kept; k++) ring[(kept - 1 - k) & (capacity - 1)] = this.recent[(this.recentEnd - 1 - k) & this.recentMask]!
+    this.recent = ring
+    this.recentMask = capacity - 1
+    this.recentEnd = kept
+    this.recentCount = kept
   }
 
   /** The current (uncommitted) line as it would be seen now; `''` right after a line feed. */
@@ -641,6 +641,17 @@ export class OutputParser {
     this.lineListeners = [...this.lineListeners, listener]
     return () => {
       this.lineListeners = this.lineListeners.filter((l) => l !== listener)
+    }
+  }
+
+  /**
+   * Registers a listener for rewinds: a cursor moved up (CUU, RI) into a committed line still on
+   * the screen, which is open again and will be committed again as it then reads. Returns a disposer.
+   */
+  onRewind(listener: RewindListener): () => void {
+    this.rewindListeners = [...this.rewindListeners, listener]
+    return () => {
+      this.rewindListeners = this.rewindListeners.filter((l) => l !== listener)
     }
   }
 
@@ -701,6 +712,7 @@ export class OutputParser {
     this.rows = rows
     this.cols = cols
     this.lineRow = Math.min(this.lineRow, rows)
+    if (this.recentMask + 1 < rows) this.sizeRecent()
   }
 
   /**
@@ -780,7 +792,6 @@ export class OutputParser {
       const core = from === 0 && to === end ? chunk : chunk.subarray(from, to)
       const ascii = isAscii(core)
       if (!ascii && !isUtf8(core)) this.parse(chunk, from, to, undefined)
-      else if (to - from >= this.wasmMinBytes && to - from <= SCAN_MAX_BYTES && this.scannable()) this.parseScanned(chunk, from, to)
       else this.parse(chunk, from, to, ascii ? latin1(core) : this.decoder.decode(core, { stream: true }))
     }
     if (this.screen !== undefined && this.screenWritten < end) {
@@ -872,23 +883,17 @@ export class OutputParser {
    *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
    *   any other goes through the table from its `[`;
    * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
-   *
-   * It returns early at the first point at or past `stopAt` where it is in the ground state (the
-   * WebAssembly pass goes on from there), and returns the index it stopped at (`end` otherwise).
    */
-  private parse(bytes: Uint8Array, start: number, end: number, text: string | undefined, stopAt = end): number {
+  private parse(bytes: Uint8Array, start: number, end: number, text: string | undefined): void {
     // Small integers for the compiler (`| 0`): without them V8 types the indices as any number
     // and the loop costs half as much again.
     const from = start | 0
     const to = end | 0
-    const until = stopAt | 0
     const max = this.maxStringBytes
     let state = this.state
     let i = from
     let delta = 0
     while (i < to) {
-      // Back in the ground state at or past `stopAt`: the caller goes on from here.
-      if (state === GROUND && i >= until) break
       let c = bytes[i]!
       if (state === CSI) {
         // An over-long CSI is abandoned; this byte (a whole character) is parsed again as output.
@@ -984,7 +989,7 @@ export class OutputParser {
                 // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
                 // around it, for any number, and the loop costs half as much again.)
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
-                if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined) {
+                if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined && this.below.length === 0) {
                   // A whole line (within the bound) on an empty one: committed as it is, without touching the line model.
                   current.revision++
                   this.emit(piece)
@@ -1002,14 +1007,14 @@ export class OutputParser {
                 delta++
               }
             }
-            if (i >= until) break
+            if (i >= to) break
             c = bytes[i]!
             if (c === ESC) continue
             if (c === CR && i + 1 < to && bytes[i + 1]! === LF) {
               // An empty line, or the end of one whose last characters were an escape sequence.
               i += 2
               this.execute(LF)
-              if (i >= until) break
+              if (i >= to) break
               c = bytes[i]!
               if (c === ESC) continue
             }
@@ -1050,6 +1055,10 @@ export class OutputParser {
           // A complete escape (dropped), or CAN/SUB cancelling a sequence. DECKPAM (`ESC =`) and
           // DECKPNM (`ESC >`) switch the keypad between application and numeric mode.
           if (state === ESCAPE && (c === 0x3d || c === 0x3e)) this.applicationKeypad = c === 0x3d
+          // RI, reverse index: one row up.
+          else if (state === ESCAPE && c === 0x4d) this.cursorUp(1)
+          // RIS, full reset (`reset`): clears the screen, as cursor addressing does.
+          else if (state === ESCAPE && c === 0x63) this.addressedBy('\x1bc', i + 1)
           i++
           state = next
           break
@@ -1212,148 +1221,6 @@ export class OutputParser {
       }
     }
     this.state = state
-    return i
-  }
-
-  /**
-   * Whether the WebAssembly pass may take the stream from here: the ground state on a simple line
-   * — no screen attached or in effect, no marks (the pass does not move a mark's column), the
-   * cursor on the line's text, and a line short enough to hand over.
-   */
-  private scannable(): boolean {
-    const current = this.current
-    return this.screen === undefined && !this.suspended && this.marks.length === 0 && current.cursor <= current.text.length && current.text.length <= SCAN_LINE_LIMIT
-  }
-
-  /**
-   * `bytes[from, to)` (valid UTF-8) through the WebAssembly pass and, where it
-   * stops, the state machine until it is back in the ground state; the rest of the chunk in
-   * JavaScript once the pass may not go on (a mark was made, a screen attached).
-   */
-  private parseScanned(bytes: Uint8Array, from: number, to: number): void {
-    const scanner = acquireScanner()
-    if (scanner === undefined) {
-      this.parseRest(bytes, from, to)
-      return
-    }
-    try {
-      scanner.load(from === 0 && to === bytes.length ? bytes : bytes.subarray(from, to), SCAN_LINE_LIMIT * 3)
-      let i = from
-      // Code units of open line handed to the pass, and bytes it advanced, in this chunk.
-      let handed = 0
-      let advanced = 0
-      while (i < to) {
-        if (this.state === GROUND) {
-          if (to - i < this.wasmMinBytes || !this.scannable() || handed > advanced + SCAN_HANDOVER_SLACK) {
-            this.parseRest(bytes, i, to)
-            return
-          }
-          handed += this.current.text.length
-          const start = i
-          i = this.scanStretch(scanner, from, i, to)
-          advanced += i - start
-          if (i >= to) break
-        }
-        // What the pass left (or a sequence still open): the state machine, back to the ground state.
-        i = this.parse(bytes, i, to, undefined, i + 1)
-      }
-    } finally {
-      releaseScanner(scanner)
-    }
-  }
-
-  /** `bytes[i, to)` (valid UTF-8 from a sequence boundary) in JavaScript, decoded once. */
-  private parseRest(bytes: Uint8Array, i: number, to: number): void {
-    const rest = bytes.subarray(i, to)
-    this.parse(bytes, i, to, isAscii(rest) ? latin1(rest) : this.decoder.decode(rest, { stream: true }))
-  }
-
-  /**
-   * One call of the pass from chunk index `i` (the scanner holds the chunk's bytes from `from`),
-   * with the current line handed over; then its committed lines and events, in stream order,
-   * through the same listeners as the JavaScript path, and the current line taken back. Returns
-   * the chunk index where the pass stopped.
-   */
-  private scanStretch(scanner: Scanner, from: number, i: number, to: number): number {
-    const current = this.current
-    const line = current.text
-    const cursor = current.cursor
-    const base = scanner.output
-    let out = base
-    let lineAscii = 1
-    if (line.length > 0) {
-      // The line is well-formed UTF-16 (decoded text, cut between code points), so this round trip is exact.
-      out = base + utf8Encoder.encodeInto(line, scanner.bytes.subarray(base)).written
-      if (out - base !== line.length) lineAscii = 0
-    }
-    const w = scanner.words
-    w[S_POS] = INPUT + (i - from)
-    w[S_END] = INPUT + (to - from)
-    w[S_OUT] = out
-    w[S_LINE_START] = base
-    w[S_CURSOR] = cursor === line.length ? out : cursor === 0 ? base : base + Buffer.byteLength(line.slice(0, cursor), 'utf8')
-    w[S_LINE_ASCII] = lineAscii
-    w[S_LINE_START16] = 0
-    w[S_LINE_LENGTH16] = line.length
-    w[S_CURSOR16] = cursor
-    w[S_MAX_LINE16] = Math.min(this.maxLineLength, 0x7fffffff)
-    w[S_MAX_SEQUENCE] = Math.min(this.maxStringBytes, 0x7fffffff)
-    w[S_LINES] = LINES
-    w[S_LINES_BASE] = LINES
-    w[S_LINES_END] = EVENTS
-    w[S_EVENTS] = EVENTS
-    w[S_EVENTS_END] = INPUT
-    w[S_OUT_ASCII] = lineAscii
-    w[S_EDITS] = 0
-    // Without a screen or anyone to ask for one, cursor addressing means nothing to the parser.
-    w[S_QUIET] = this.screenListeners.length === 0 ? 1 : 0
-    scanner.scan()
-    const stop = w[S_POS]! - INPUT + from
-    const end = w[S_OUT]!
-    const text = end === base ? '' : w[S_OUT_ASCII] === 1 ? latin1(scanner.bytes.subarray(base, end)) : this.scanDecoder.decode(scanner.bytes.subarray(base, end), { stream: true })
-    const words = scanner.words
-    const lines = w[S_LINES]! >> 2
-    const events = w[S_EVENTS]! >> 2
-    let li = LINES >> 2
-    let ei = EVENTS >> 2
-    if (lines > li) {
-      // As `commit` leaves it: the listeners see an empty current line (and a new revision per line).
-      current.text = ''
-      current.cursor = 0
-      current.revision += (lines - li) >> 1
-    }
-    // Lines alone (no events), the common case, in one tight loop.
-    if (ei === events) {
-      this.emitRun(text, words, li, lines)
-      li = lines
-    }
-    for (let index = 0; ; index++) {
-      for (; ei < events && words[ei + 1] === index; ei += 8) {
-        if (words[ei] === EVENT_OSC) {
-          // The pass takes an OSC only on an empty line.
-          if (current.text.length !== 0 || current.cursor !== 0) {
-            current.text = ''
-            current.cursor = 0
-            current.revision++
-          }
-          this.dispatchOsc(text.slice(words[ei + 2]!, words[ei + 3]!), words[ei + 4] === 1 ? '\x1b\\' : '\x07', words[ei + 5]! - INPUT + from)
-        } else if (words[ei] === EVENT_PRIVATE_MODES) {
-          const on = words[ei + 2] === 1
-          for (let k = 0; k < words[ei + 3]!; k++) {
-            const mode = words[ei + 4 + k]!
-            if (this.privateModes.has(mode)) this.privateModes.set(mode, on)
-          }
-        }
-      }
-      if (li >= lines) break
-      this.emit(text.slice(words[li]!, words[li + 1]!))
-      li += 2
-    }
-    const start16 = w[S_LINE_START16]!
-    current.text = text.slice(start16, start16 + w[S_LINE_LENGTH16]!)
-    current.cursor = w[S_CURSOR16]!
-    if (w[S_EDITS]! > 0) current.revision++
-    return stop
   }
 
   private startCsi(): void {
@@ -1403,6 +1270,19 @@ export class OutputParser {
     switch (final) {
       case 0x4b: // K — EL, erase in line
         if (!this.suspended) this.current.erase(param < 0 ? 0 : param)
+        break
+      case 0x41: // A — CUU, cursor up
+        this.cursorUp(Math.max(param, 1))
+        break
+      case 0x42: // B — CUD, cursor down: over lines a cursor moved up from
+        this.cursorDown(Math.max(param, 1))
+        break
+      case 0x43: // C — CUF, cursor forward
+      case 0x44: // D — CUB, cursor backward
+        if (!this.suspended && this.screen === undefined) {
+          const cells = this.current.cursorCells()
+          this.current.moveToColumn(final === 0x43 ? cells + Math.max(param, 1) : Math.max(0, cells - Math.max(param, 1)))
+        }
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
         if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
@@ -1489,8 +1369,12 @@ export class OutputParser {
 
   /** A cursor-addressing sequence: the terminal needs a screen from here on. */
   private addressed(final: number, end: number): void {
+    this.addressedBy(this.csiText(final), end)
+  }
+
+  private addressedBy(sequence: string, end: number): void {
     this.feedsSinceAddressing = 0
-    if (this.screen === undefined) this.needScreen('addressing', this.csiText(final), end)
+    if (this.screen === undefined) this.needScreen('addressing', sequence, end)
   }
 
   private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
@@ -1566,38 +1450,68 @@ export class OutputParser {
     const text = this.current.text
     this.current.clear()
     this.emit(text)
+    // The line below was on the screen already: the cursor is on it now.
+    if (this.below.length > 0) this.current.text = this.below.pop()!
   }
 
   /**
-   * `emit` for the lines the pass committed with no event between them: `words[li, lines)` holds
-   * (start, end) pairs into `text`. While no mark is open (a listener may open one), each line
-   * goes to the listeners straight from this loop.
+   * CUU and RI on the normal screen without a screen attached: the cursor moves up `count` rows —
+   * within the current line's wraps at `cols`, then into the committed lines above while they are
+   * on the screen (`lineRow`), each reopened (`onRewind`) with the line it leaves kept below —
+   * keeping its column. A redraw that moves up and rewrites its input (bash's multi-line paste,
+   * prompt_toolkit, JLine) then rewrites those lines instead of appending a second copy.
    */
-  private emitRun(text: string, words: Int32Array, li: number, lines: number): void {
-    const listeners = this.lineListeners
-    for (; li < lines; li += 2) {
-      const line = text.slice(words[li]!, words[li + 1]!)
-      if (this.marks.length > 0) {
-        this.emit(line)
-        continue
-      }
-      const lineNumber = ++this.committed
-      // As `emit` does, read and written each line: a listener may resize the terminal.
-      const next = this.lineRow + (line.length <= this.cols ? 1 : Math.ceil(line.length / this.cols))
-      this.lineRow = next < this.rows ? next : this.rows
-      for (let k = 0; k < listeners.length; k++) {
+  private cursorUp(count: number): void {
+    if (this.suspended || this.screen !== undefined) return
+    const current = this.current
+    const cols = this.cols
+    const cells = current.cursorCells()
+    const column = cells % cols
+    let rows = count
+    let row = Math.floor(cells / cols)
+    while (rows > row && this.recentCount > 0 && this.lineRow > 1) {
+      rows -= row + 1
+      this.below.push(current.text)
+      this.recentCount--
+      const text = this.recent[--this.recentEnd & this.recentMask]!
+      current.text = text
+      current.revision++
+      const lineNumber = this.committed--
+      const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
+      this.lineRow = Math.max(1, this.lineRow - lineRows)
+      row = lineRows - 1
+      for (const mark of this.marks) if (mark.keepLines && mark.line <= lineNumber) mark.forgetNewest()
+      for (const listener of this.rewindListeners) {
         try {
-          listeners[k]!(line, lineNumber)
+          listener(lineNumber)
         } catch (error) {
           this.listenerError ??= { error }
         }
       }
     }
+    current.moveToColumn((row - Math.min(rows, row)) * cols + column)
+  }
+
+  /** CUD: down over the lines a cursor moved up from (a terminal moves no further without them either here). */
+  private cursorDown(count: number): void {
+    if (this.suspended || this.screen !== undefined) return
+    for (let n = 0; n < count && this.below.length > 0; n++) {
+      const column = this.current.cursorCells() % this.cols
+      this.commit()
+      this.current.moveToColumn(column)
+    }
+  }
+
+  /** Keeps `text` among the newest committed lines (the ring holds at least `rows`). */
+  private remember(text: string): void {
+    this.recent[this.recentEnd++ & this.recentMask] = text
+    if (this.recentCount <= this.recentMask) this.recentCount++
   }
 
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
   private emit(text: string): void {
     const lineNumber = ++this.committed
+    this.remember(text)
     // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
     const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
     this.lineRow = next < this.rows ? next : this.rows

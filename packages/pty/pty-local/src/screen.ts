@@ -29,9 +29,10 @@ export function loadScreenModel(): Promise<void> {
   }))
 }
 
-/** The internal synchronous write of xterm.js (`CoreTerminal.writeSync`), pinned with the exact version. */
+/** The internals of xterm.js used here (`CoreTerminal.writeSync`, the normal buffer's line list), pinned with the exact version. */
 interface SyncCore {
   writeSync(data: string): void
+  buffers: { normal: { lines: { onTrim(listener: (amount: number) => void): { dispose(): void } } } }
 }
 
 export interface ScreenSnapshot {
@@ -56,6 +57,8 @@ export interface RowRedactor {
 export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
   private readonly core: SyncCore
+  /** Rows dropped from the front of the normal buffer's scrollback so far (its bound, ED 3). */
+  private trimmed = 0
 
   /**
    * `scrollback`: rows kept above the viewport (0, the default, for the screens attached on demand).
@@ -71,6 +74,32 @@ export class ScreenModel implements ScreenSink {
       logLevel: 'off',
     })
     this.core = (this.terminal as unknown as { _core: SyncCore })._core
+    this.core.buffers.normal.lines.onTrim((amount) => {
+      this.trimmed += amount
+    })
+  }
+
+  /** How many rows have left the top of the normal screen into its scrollback since the screen was made. */
+  scrolledRows(): number {
+    return this.trimmed + this.terminal.buffer.normal.baseY
+  }
+
+  /**
+   * The rows that left the top of the normal screen after `since` (a `scrolledRows()` value) and
+   * are still kept, a wrapped row joined to the row it continues, trailing blanks trimmed.
+   * `lost`: some of them are no longer kept (the scrollback's bound, or ED 3 erased them).
+   */
+  rowsScrolledSince(since: number): { rows: string[]; lost: boolean } {
+    const buffer = this.terminal.buffer.normal
+    const rows: string[] = []
+    const from = Math.max(since, this.trimmed)
+    for (let y = from - this.trimmed; y < buffer.baseY; y++) {
+      const line = buffer.getLine(y)
+      const text = (line?.translateToString(true) ?? '').replace(/ +$/, '')
+      if (line?.isWrapped === true && rows.length > 0) rows[rows.length - 1] += text
+      else rows.push(text)
+    }
+    return { rows, lost: from > since }
   }
 
   get rows(): number {

@@ -19,6 +19,8 @@ export interface ScrollbackOptions {
 /** Where the scrollback gets its lines: an `OutputParser` fits. */
 export interface LineSource {
   onLine(listener: (text: string) => void): () => void
+  /** Lines a cursor moved up into are open again (`OutputParser.onRewind`). */
+  onRewind?(listener: (lineNumber: number) => void): () => void
   /** The current uncommitted line. */
   readonly partial: string
 }
@@ -75,10 +77,19 @@ export class Scrollback {
     if (this.source !== undefined) throw new Error('Scrollback already follows a line source')
     this.source = source
     const off = source.onLine((text) => this.push(text))
+    const offRewind = source.onRewind?.(() => this.rewind())
     return () => {
       off()
+      offRewind?.()
       if (this.source === source) this.source = undefined
     }
+  }
+
+  /** The newest committed line is open again: it is no longer retained (it comes again when committed). */
+  rewind(): void {
+    if (this.pushed === 0) return
+    if (this.store.length > 0) this.store.dropNewest()
+    this.pushed--
   }
 
   /** Retains one committed line (without its terminator). */

@@ -6,7 +6,7 @@ import { LineStore } from './line-store.ts'
 import { keepUtf8Tail, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
-export type SendBufferSource = Pick<OutputParser, 'onLine' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
+export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
 
 export interface SendBufferOptions {
   /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
@@ -16,6 +16,12 @@ export interface SendBufferOptions {
    * command) instead of only the text written on it after the start. Default false.
    */
   fromLineStart?: boolean
+  /**
+   * Start the first line at this column (UTF-16 index) when the send starts right of it: the end
+   * of the shell's prompt, so text an earlier send typed after the prompt without Enter is shown
+   * with what the send types after it (`qecho hi`, as the shell runs it).
+   */
+  startColumn?: number
 }
 
 /** Text plus whether data was lost to the byte bound. */
@@ -35,6 +41,7 @@ export interface SendOutput {
 export class SendBuffer {
   readonly maxBytes: number
   private readonly fromLineStart: boolean
+  private readonly startColumn: number
   private readonly source: SendBufferSource
   private readonly start: ReturnType<SendBufferSource['mark']>
   private stopListening: (() => void) | undefined
@@ -56,11 +63,17 @@ export class SendBuffer {
     }
     this.maxBytes = options.maxBytes
     this.fromLineStart = options.fromLineStart ?? false
+    this.startColumn = options.startColumn ?? Number.MAX_SAFE_INTEGER
     this.source = source
     this.start = source.mark({ keepLines: false })
     this.firstLine = this.start.line
     this.takeNext = this.start.line
-    this.stopListening = source.onLine((text, lineNumber) => this.push(text, lineNumber))
+    const stopLines = source.onLine((text, lineNumber) => this.push(text, lineNumber))
+    const stopRewinds = source.onRewind((lineNumber) => this.rewind(lineNumber))
+    this.stopListening = () => {
+      stopLines()
+      stopRewinds()
+    }
   }
 
   /** Whether the buffer has lost data to its bound so far (the viewport would say `truncated`). */
@@ -146,11 +159,26 @@ export class SendBuffer {
     if (this.frozenPartial !== undefined) return this.frozenPartial
     const text = this.source.partial
     if (this.fromLineStart || this.source.lineCount + 1 !== this.start.line) return text
-    return text.slice(Math.min(this.start.column, text.length))
+    return text.slice(Math.min(this.start.column, this.startColumn, text.length))
+  }
+
+  /**
+   * Line `lineNumber` is open again (a cursor moved up into it): the buffer forgets it, and comes
+   * to hold it again, as it then reads, when it is committed again. A line before the send's
+   * first one becomes its first.
+   */
+  private rewind(lineNumber: number): void {
+    const store = this.store
+    if (store.length > 0 && this.firstLine + store.length - 1 === lineNumber) store.dropNewest()
+    else if (store.length === 0 && lineNumber < this.firstLine) this.firstLine = lineNumber
+    if (this.takeNext > lineNumber) {
+      this.takeNext = lineNumber
+      this.taken = undefined
+    }
   }
 
   private push(text: string, lineNumber: number): void {
-    const line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, text.length)) : text
+    const line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, this.startColumn, text.length)) : text
     const store = this.store
     store.push(line, this.maxBytes)
     // Retained text is the lines joined by `\n`: sizes plus one separator between lines. Over

@@ -46,7 +46,7 @@ import type { ControlledPrompt, Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
 import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer, type SendOutput } from './send-buffer.ts'
-import { TerminalDisplay } from './display.ts'
+import { TerminalDisplay, type ScreenPoint } from './display.ts'
 import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
 import type { PasteModes } from './input-steps.ts'
@@ -137,6 +137,8 @@ export class LocalSession implements BackendSession {
 
   /** Mark just after the latest prompt marker, and how many prompt markers were seen. */
   private promptMark: OutputMark | undefined
+  /** Where the screen stood when each send buffer opened (display.ts, `ScreenPoint`). */
+  private readonly bufferPoints = new WeakMap<SendBuffer, ScreenPoint>()
   private promptMarkers = 0
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
@@ -463,10 +465,10 @@ export class LocalSession implements BackendSession {
         },
       }),
       signalForeground: (signal) => this.signalForeground(signal),
-      openBuffer: (kind: SendKind) => (kind === 'startup' ? new SendBuffer(this.parser, { maxBytes: config.maxReadBytes }) : this.takeUnseen()),
+      openBuffer: (kind: SendKind) => (kind === 'startup' ? this.newBuffer() : this.takeUnseen()),
       liveRedactor: () => new LiveTextRedactor(this.redactor),
       resultOf: (buffer) => {
-        const output = this.display.resultOf(buffer)
+        const output = this.display.resultOf(buffer, this.bufferPoints.get(buffer))
         return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output
       },
       screenNow: () => (this.display.screenActive ? this.screen() : undefined),
@@ -513,7 +515,7 @@ export class LocalSession implements BackendSession {
 
   /** The buffer a send or signal watch starts with: the output nobody has seen yet. */
   private takeUnseen(): SendBuffer {
-    const buffer = this.unseen ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
+    const buffer = this.unseen ?? this.newBuffer()
     this.unseen = undefined
     return buffer
   }
@@ -528,7 +530,19 @@ export class LocalSession implements BackendSession {
     this.atPrompt = atPrompt
     if (this.closing !== undefined) return
     this.unseen?.close()
-    this.unseen = unconsumed ?? new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes })
+    this.unseen = unconsumed ?? this.newBuffer()
+  }
+
+  /**
+   * A buffer collecting from here on. At the shell's prompt it starts where the prompt ends, so
+   * text already typed on the line (an earlier send without Enter) shows with the next input.
+   */
+  private newBuffer(): SendBuffer {
+    const mark = this.promptMark
+    const atPrompt = mark !== undefined && mark.line === this.parser.lineCount + 1 && this.parser.textSince(mark).startsWith(this.prompt.ps1)
+    const buffer = new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes, ...(atPrompt && { startColumn: mark.column + this.prompt.ps1.length }) })
+    this.bufferPoints.set(buffer, this.display.point())
+    return buffer
   }
 
   /**

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { acquireScanner, releaseScanner } from '../src/scan.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
 describe('one very long line', () => {
@@ -79,9 +78,6 @@ describe('a large coloured, redrawn stream', () => {
         'sys.stdout.buffer.flush()',
       ].join('\n'),
     )
-    const scanner = acquireScanner()!
-    releaseScanner(scanner)
-    const passes = scanner.calls
     const session = await openSession({ timeoutMs: 60_000 })
     const operation = session.startSend({ text: `python3 ${script}; echo MIXED-END`, submit: true })
     let streamed = ''
@@ -102,8 +98,6 @@ describe('a large coloured, redrawn stream', () => {
     expect(lines.some((line) => /[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(line))).toBe(false)
     expect(lines).toContain('BAD\ufffdEND')
     expect(linesEqual(streamed, 'MIXED-END')).toBe(1)
-    // The session's parser took most of it through the WebAssembly pass.
-    expect(scanner.calls - passes).toBeGreaterThan(10)
     rmSync(dir, { recursive: true, force: true })
   }, 90_000)
 })

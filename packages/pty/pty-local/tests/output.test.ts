@@ -7,24 +7,31 @@ interface Trace {
   partial: string
 }
 
-/**
- * The trace of `chunks` with the WebAssembly pass on every stretch it can take, required to be
- * the trace of the JavaScript state machine alone.
- */
+/** The trace of `chunks`. */
 function run(chunks: Uint8Array[], options: OutputParserOptions = {}): Trace {
-  const scanned = runOnce(chunks, { ...options, wasmMinBytes: 1 })
-  expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(runOnce(chunks, { ...options, wasmMinBytes: Infinity }))
-  return scanned
-}
-
-function runOnce(chunks: Uint8Array[], options: OutputParserOptions): Trace {
   const parser = new OutputParser(options)
   const events: string[] = []
   parser.onLine((text, n) => events.push(`line ${n}: ${text}`))
   parser.onOsc((payload) => events.push(`osc ${payload} @ ${parser.partial}`))
+  parser.onRewind((n) => events.push(`rewind ${n}`))
   for (const chunk of chunks) parser.feed(chunk)
   parser.flush()
   return { events, partial: parser.partial }
+}
+
+/** The committed lines as a consumer that follows rewinds keeps them: a rewound line is forgotten until it is committed again. */
+function shown(trace: Trace): string[] {
+  const kept: string[] = []
+  for (const event of trace.events) {
+    const line = /^line (\d+): (.*)$/s.exec(event)
+    if (line !== null) {
+      kept.length = Number(line[1]) - 1
+      kept.push(line[2]!)
+    }
+    const rewind = /^rewind (\d+)$/.exec(event)
+    if (rewind !== null) kept.length = Number(rewind[1]) - 1
+  }
+  return kept
 }
 
 function lines(trace: Trace): string[] {
@@ -80,9 +87,9 @@ describe('escape sequences at every split point', () => {
     expect(lines(trace)).toEqual(['abcd'])
   })
 
-  it('drops cursor movement, screen erase and mode changes that are not line-local', () => {
+  it('drops cursor addressing, screen erase and mode changes that are not line-local, and moves along the line on CUF and CUB', () => {
     const trace = everySplit('\x1b[2J\x1b[H\x1b[10;5Habc\x1b[A\x1b[3C\x1b[2Ddef\x1b[?25l\x1b[>4;1m\x1b[2 q\n')
-    expect(lines(trace)).toEqual(['abcdef'])
+    expect(lines(trace)).toEqual(['abc def'])
   })
 
   it('cancels a sequence on CAN and SUB and prints what follows', () => {
@@ -177,6 +184,40 @@ describe('text and controls at every split point', () => {
 
   it('pads with blanks when text is written past the end of the line', () => {
     expect(lines(everySplit('ab\x1b[6Gc\n'))).toEqual(['ab   c'])
+  })
+})
+
+describe('a cursor that moves up rewrites the lines it reaches', () => {
+  it('rewrites two lines up on CUU instead of appending (every split point)', () => {
+    const trace = everySplit('aaa\nbbb\n\x1b[2Axyz\n\n')
+    expect(shown(trace)).toEqual(['xyz', 'bbb'])
+    expect(trace.partial).toBe('')
+  })
+
+  it('rewrites the line above on RI', () => {
+    expect(shown(everySplit('one\ntwo\x1bM\rTWO\n\n'))).toEqual(['TWO', 'two'])
+  })
+
+  it('shows a bash 5.2 multi-line paste once after its redraw', () => {
+    const echo = '$ \x1b[7mfor f in a b; do\x1b[27m\r\n\r\x1b[7m  echo "file $f"\x1b[27m\r\n\r\x1b[7mdone\x1b[27m'
+    const redraw = '\x1b[A\x1b[A\x08\x08for f in a b; do\r\n\r  echo "file $f"\r\n\rdone\r\n\x1b[?2004l\rfile a\r\nfile b\r\n\x1b[?2004h$ '
+    const trace = everySplit(echo + redraw)
+    expect(shown(trace)).toEqual(['$ for f in a b; do', '  echo "file $f"', 'done', 'file a', 'file b'])
+    expect(trace.partial).toBe('$ ')
+  })
+
+  it('moves up the rows of a line wrapped at cols first, keeping the column', () => {
+    expect(shown(everySplit('abcdefghijkl\x1b[AX\n', { cols: 10 }))).toEqual(['abXdefghijkl'])
+  })
+
+  it('stops at the top row of the screen', () => {
+    const trace = everySplit('a\nb\nc\nd\n\x1b[5AX\n', { rows: 3 })
+    expect(shown(trace)).toEqual(['a', 'b', 'X'])
+    expect(trace.partial).toBe('d')
+  })
+
+  it('moves down over the lines it came up from on CUD, keeping the column', () => {
+    expect(shown(everySplit('abc\ndef\n\x1b[2AX\x1b[BY\n\n'))).toEqual(['Xbc', 'dYf', ''])
   })
 })
 
@@ -598,22 +639,16 @@ describe('fast paths against the table', () => {
     'plain text', 'é中😀', '\t', '\r\n', '\r', '\n', '\b', '\x07', '\x1b[31m', '\x1b[0m', '\x1b[38;5;208m', '\x1b[K', '\x1b[1K', '\x1b[2K',
     '\x1b[5G', '\x1b[J', '\x1b[?2004h', '\x1b[?2004l', '\x1b[6n', '\x1b[>c', '\x1b[?1$p', '\x1b]0;title\x07', '\x1b]133;A;nonce\x07',
     '\x1b]11;?\x1b\\', '\x1bP1$r0m\x1b\\', '\x1b7', '\x1b8', '\x1b(B', '\x1b[3;4H', '\x1b[2J', '\x1b[?1049h', '\x1b[?1049l', '\x1b[1 q',
-    '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m',
+    '\x1b[3\r\n1m', '\x1b[', ';', '\x18', '\x7f', '\u0085', '\x1b\x1b[1m', '\x1b[A', '\x1b[2A', '\x1bM', '\x1b[B', '\x1b[3C', '\x1b[2D', '\x1bc',
   ]
 
-  /** `traceOnce` with the WebAssembly pass wherever it can go, required to match JavaScript alone. */
-  function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
-    const scanned = traceOnce(chunks, { ...options, wasmMinBytes: 1 })
-    expect(scanned, 'the WebAssembly pass against JavaScript alone').toEqual(traceOnce(chunks, { ...options, wasmMinBytes: Infinity }))
-    return scanned
-  }
-
   /** Every event, the partial line and its revision after each chunk, with a mark per nonce OSC and a screen on request. */
-  function traceOnce(chunks: Uint8Array[], options: OutputParserOptions): string[] {
+  function trace(chunks: Uint8Array[], options: OutputParserOptions): string[] {
     const parser = new OutputParser(options)
     const events: string[] = []
     let mark: ReturnType<OutputParser['mark']> | undefined
     parser.onLine((text, n) => events.push(`line ${n}: ${JSON.stringify(text)}`))
+    parser.onRewind((n) => events.push(`rewind ${n}`))
     parser.onOsc((payload) => {
       events.push(`osc ${JSON.stringify(payload)} @ ${JSON.stringify(parser.partial)}`)
       if (!payload.endsWith('nonce')) return

@@ -134,3 +134,13 @@ describe('following a parser', () => {
     expect(scrollback.read({ offset: 0, count: 10 }, BIG)).toMatchObject({ text: 'kept', totalLines: 1 })
   })
 })
+
+describe('a cursor that moves up', () => {
+  it('retains a rewritten line once, numbered where it stands', () => {
+    const parser = new OutputParser()
+    const scrollback = new Scrollback({ maxLines: 100, maxBytes: 10000 })
+    scrollback.follow(parser)
+    parser.feed(Buffer.from('aaa\r\nbbb\r\n\x1b[2Axyz\r\n\r\nend\r\n'))
+    expect(scrollback.read({ offset: 0, count: 500 }, BIG)).toMatchObject({ text: 'xyz\nbbb\nend', totalLines: 3, lineEnd: 3 })
+  })
+})

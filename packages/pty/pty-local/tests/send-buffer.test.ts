@@ -163,3 +163,20 @@ describe('take', () => {
     }
   })
 })
+
+describe('a cursor that moves up', () => {
+  it('keeps the lines it rewrote once, as they read after the rewrite, from the send start column', () => {
+    const { buffer, feed } = setup('$ ')
+    feed('for x\r\n  echo\r\ndone\x1b[A\x1b[A\b\bfor x\r\n\r  echo\r\n\rdone\r\nran\r\n$ ')
+    expect(buffer.viewport()).toEqual({ text: 'for x\n  echo\ndone\nran\n$ ', truncated: false })
+  })
+
+  it('streams a rewritten line again, and the streamed pieces end as the terminal reads', () => {
+    const { buffer, feed } = setup('')
+    feed('aaa\r\nbbb\r\n')
+    expect(buffer.take().text).toBe('aaa\nbbb\n')
+    feed('\x1b[2Axyz\r\n\r\n')
+    expect(buffer.take().text).toBe('xyz\nbbb\n')
+    expect(buffer.viewport().text).toBe('xyz\nbbb')
+  })
+})
