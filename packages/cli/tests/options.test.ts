@@ -26,7 +26,7 @@ function failure(fn: () => unknown): CliError {
 }
 
 describe('parseRunArgs', () => {
-  it('defaults to ./cordis.yml, text output, the current directory and warn logs', () => {
+  it("in the checkout, defaults to the checkout's cordis.yml, text output, the current directory and warn logs", () => {
     const checkout = dirname(OWN_COMPOSITION)
     expect(parseRunArgs(['do it'], checkout)).toEqual({
       task: 'do it',
