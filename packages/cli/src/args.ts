@@ -1,7 +1,7 @@
 /**
  * Command-line parsing (node:util `parseArgs`, strict). Every error names the flag.
  */
-import { existsSync, statSync } from 'node:fs'
+import { existsSync, realpathSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -20,8 +20,9 @@ Commands:
 Options:
   -h, --help             show this help; conch run --help shows the run options
 
-Both commands boot a composition: --config FILE, else ./cordis.yml, else conch's own root
-cordis.yml (said on stderr); see docs/configuration.md for its format.`
+Both commands boot a composition: --config FILE, else conch's own root cordis.yml (said on
+stderr). A ./cordis.yml is loaded only when named (--config ./cordis.yml): a composition runs as
+host code, and the folder may be the agent's; see docs/configuration.md for its format.`
 
 export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] [--log-level LEVEL] "task"
 
@@ -29,7 +30,7 @@ Boots the composition, creates one agent, runs the task until the model answers,
 shuts everything down.
 
 Options:
-  --config FILE        composition to boot (default: ./cordis.yml, else conch's own)
+  --config FILE        composition to boot (default: conch's own; a ./cordis.yml only when named)
   --script FILE        use the scripted model with this JSON Lines script (one model reply per
                        line), whatever the composition says; no API key needed
   --output FORMAT      text (default): a readable transcript, with terminal output shown live
@@ -53,7 +54,7 @@ Serves the Agent Client Protocol over stdio: stdout carries protocol frames only
 go to stderr.
 
 Options:
-  --config FILE        composition to boot (default: ./cordis.yml, else conch's own)
+  --config FILE        composition to boot (default: conch's own; a ./cordis.yml only when named)
   --script FILE        use the scripted model with this JSON Lines script
   --log-level LEVEL    error, warn (default), info or debug
   -h, --help           show this help
@@ -70,12 +71,14 @@ process on the other end; stdout stays empty and diagnostics go to stderr.
 
 Exit status: 0 after SIGTERM, SIGINT or the end of the channel, once every session is closed.`
 
-/** Where the composition comes from: `--config`, else ./cordis.yml, else conch's own. */
+/** Where the composition comes from: `--config`, else conch's own (see `composition`). */
 export interface CompositionArgs {
   /** Absolute path of the composition. */
   config: string
-  /** Set when the working directory has no cordis.yml and `config` is conch's own (`OWN_COMPOSITION`). */
+  /** Set when no `--config` was given and `config` is conch's own (`OWN_COMPOSITION`) from another folder. */
   ownComposition?: true
+  /** With `ownComposition`: the working directory's cordis.yml, which was not loaded. */
+  ignored?: string
 }
 
 export interface RunArgs extends CompositionArgs {
@@ -162,12 +165,29 @@ export function parseAcpArgs(argv: readonly string[], cwd = process.cwd()): AcpA
 /** conch's own root composition: the cordis.yml of the checkout this module runs from (packages/cli/src, or the build in packages/cli/dist). */
 export const OWN_COMPOSITION = fileURLToPath(new URL('../../../cordis.yml', import.meta.url))
 
-/** `--config`, else ./cordis.yml when the folder has one, else conch's own composition when it exists. */
+/**
+ * `--config` when given; else conch's own composition. A `./cordis.yml` is never loaded unnamed
+ * (it runs as host code, and the working folder may be a hostile repository's, or one a confined
+ * terminal wrote), except when it is conch's own (in the checkout, same real path). It is then
+ * reported as `ignored`.
+ * @throws CliError `USAGE` when there is neither `--config` nor conch's own composition.
+ */
 function composition(flag: unknown, cwd: string): CompositionArgs {
   const given = stringFlag('--config', flag)
-  const local = resolve(cwd, given ?? 'cordis.yml')
-  if (given !== undefined || existsSync(local) || !existsSync(OWN_COMPOSITION)) return { config: local }
-  return { config: OWN_COMPOSITION, ownComposition: true }
+  if (given !== undefined) return { config: resolve(cwd, given) }
+  const local = resolve(cwd, 'cordis.yml')
+  const own = realOf(OWN_COMPOSITION)
+  if (own === undefined) throw usage(`conch's own composition ${OWN_COMPOSITION} is missing; name one with --config FILE`)
+  if (realOf(local) === own) return { config: local }
+  return { config: OWN_COMPOSITION, ownComposition: true, ...(existsSync(local) ? { ignored: local } : {}) }
+}
+
+function realOf(path: string): string | undefined {
+  try {
+    return realpathSync(path)
+  } catch {
+    return undefined
+  }
 }
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options']

@@ -42,7 +42,12 @@ export async function bootFor(
   options: CompositionArgs & { script?: string; logLevel: LogLevel },
   io: CommandIo,
 ): Promise<App> {
-  if (options.ownComposition) io.stderr.write(`conch: no cordis.yml in ${process.cwd()}; using conch's own ${options.config}\n`)
+  if (options.ownComposition) {
+    const why = options.ignored === undefined
+      ? `no cordis.yml in ${process.cwd()}`
+      : `not loading ${options.ignored} (a composition runs as host code; to use it on purpose: --config ./cordis.yml)`
+    io.stderr.write(`conch: ${why}; using conch's own ${options.config}\n`)
+  }
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file

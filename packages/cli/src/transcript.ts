@@ -16,6 +16,10 @@
  * call's live text, one notice (`LIVE_CUT_NOTICE`) is printed instead of the rest; the tool's
  * result, itself bounded by the tool, still follows complete.
  *
+ * Nothing hostile reaches the operator's terminal: the text transcript shows every control
+ * character but newline and tab (C0, DEL, C1 — an OSC 52 that would write the clipboard, a title
+ * change) visibly (`visible`), and stream-json escapes them all (`\u001b`, `\u009b`).
+ *
  * Diagnostics never go here: they go to stderr.
  */
 import type { AgentRunEvent, RunResult } from '@conch/agent'
@@ -49,7 +53,8 @@ export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableSt
 }
 
 function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript {
-  const line = (value: object) => stdout.write(`${JSON.stringify(value)}\n`)
+  // JSON.stringify escapes C0 but leaves DEL and C1 raw.
+  const line = (value: object) => stdout.write(`${JSON.stringify(value).replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`)
   const bound = liveBound()
   return {
     onEvent(event) {
@@ -94,7 +99,8 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
   }
 }
 
-function textTranscript(stdout: NodeJS.WritableStream): Transcript {
+function textTranscript(out: NodeJS.WritableStream): Transcript {
+  const stdout = { write: (text: string) => out.write(visible(text)) }
   let blocks = 0
   let printedAnswer = false
   /** Whether live output is open mid-line (its next text continues that line). */
@@ -153,6 +159,17 @@ function textTranscript(stdout: NodeJS.WritableStream): Transcript {
       block(`[run ended: ${result.status}: ${result.text}]`)
     },
   }
+}
+
+/**
+ * `text` with each control character but `\n` and `\t` shown instead of acted on: C0 and DEL in
+ * caret notation (ESC `^[`, BEL `^G`, CR `^M`, DEL `^?`), C1 (U+0080–U+009F) as `\x9b`.
+ */
+export function visible(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const code = c.charCodeAt(0)
+    return code >= 0x80 ? `\\x${code.toString(16)}` : `^${String.fromCharCode(code ^ 0x40)}`
+  })
 }
 
 /** Prefix of each line of a tool's live output in the text transcript. */

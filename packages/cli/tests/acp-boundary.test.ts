@@ -95,7 +95,7 @@ async function eventually(probe: () => boolean, limitMs: number): Promise<boolea
 async function serve(script: string[]): Promise<{ conch: Conch; io: ReturnType<typeof frames>; sessionId: string }> {
   ws.write('cordis.yml', COMPOSITION)
   ws.write('s.jsonl', `${script.join('\n')}\n`)
-  const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+  const conch = startConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir })
   const io = frames(conch)
   io.send(0, 'initialize', { protocolVersion: 1 })
   await io.waitFor((frame) => frame['id'] === 0)

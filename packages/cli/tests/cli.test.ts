@@ -68,7 +68,7 @@ describe('usage', () => {
 describe('the model', () => {
   it('without --script and without an API key, explains how to set one or use a script, and exits 2', async () => {
     ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n`)
-    const result = await runConch(['run', 'list the files'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', 'list the files'], { cwd: ws.dir })
     expect(result.code).toBe(2)
     expect(result.stdout).toBe('')
     expect(result.stderr).toContain('set DEEPSEEK_API_KEY (sent to https://api.deepseek.com) or OPENAI_API_KEY (sent to https://api.openai.com/v1)')
@@ -80,7 +80,7 @@ describe('the audit', () => {
   it('an unknown plugin fails naming the entry and the package, and exits 1', async () => {
     ws.write('cordis.yml', `${SPINE}- id: terminals\n  name: '@conch/no-such-plugin'\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stdout).toBe('')
     expect(result.stderr).toMatch(/did not start: 1 entry is not active/)
@@ -90,7 +90,7 @@ describe('the audit', () => {
   it('an invalid config fails naming the entry and the field path', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimitBytes: lots\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stdout).toBe('')
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Invalid input: expected number, received string \(at outputLimitBytes\)/)
@@ -99,7 +99,7 @@ describe('the audit', () => {
   it('an unknown key at the top of a config is named, and said to be at the top level, once', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    outputLimit: 5\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config:\n\s+- Unrecognized key: "outputLimit" \(at the top level\)/)
     // Only the summary says it: cordis's own log line of the failed start is not printed as well.
@@ -115,7 +115,7 @@ describe('the audit', () => {
         `- id: tasks\n  name: '@conch/tasks'\n  config: { outputlimitbytes: 5, zzz: 1 }\n`,
     )
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toContain('- Unrecognized key: "idleSilenceMS" (at the top level); did you mean "idleSilenceMs"?')
     expect(result.stderr).toContain('- Unrecognized keys: "outputlimitbytes", "zzz" (at the top level); did you mean "outputLimitBytes" for "outputlimitbytes"?')
@@ -142,7 +142,7 @@ describe('the audit', () => {
   it('a service missing because its entry has an invalid config names that entry as the provider', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: lots }\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toContain(
       'entry "tool-tasks" (@conch/tool-tasks): waits for services that are not available: tasks (from entry "tasks", whose config is invalid)',
@@ -152,7 +152,7 @@ describe('the audit', () => {
   it('a bad --script line is said once, naming the script file and the line', async () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', `${step('hi')}\n{not json\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result).toMatchObject({ code: 2, stdout: '' })
     expect(result.stderr).toMatch(/^conch: the model script s\.jsonl:2: not valid JSON \([^\n]*\)\n$/)
   })
@@ -160,7 +160,7 @@ describe('the audit', () => {
   it('a plugin whose services nobody provides fails naming the entry and the services', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tool-tasks\n  name: '@conch/tool-tasks'\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toContain(
       'entry "tool-tasks" (@conch/tool-tasks): waits for services that are not available: tasks (no active entry provides it)',
@@ -170,7 +170,7 @@ describe('the audit', () => {
   it('a relative plugin that does not exist fails with the import error', async () => {
     ws.write('cordis.yml', `${SPINE}- id: mine\n  name: ./missing-plugin.ts\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/entry "mine" \(\.\/missing-plugin\.ts\): cannot import \.\/missing-plugin\.ts: Cannot find module/)
   })
@@ -183,7 +183,7 @@ describe('the audit', () => {
       `${SPINE}- id: child\n  name: ./child-plugin.ts\n  config: { token: ${token} }\n- id: tasks\n  name: '@conch/tasks'\n  config: { outputLimitBytes: -5 }\n`,
     )
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toMatch(/child started \d+/)
     expect(result.stderr).toMatch(/entry "tasks" \(@conch\/tasks\): invalid config/)
@@ -193,7 +193,7 @@ describe('the audit', () => {
   it('a missing environment variable fails naming the variable, the entry and the field', async () => {
     ws.write('cordis.yml', `${SPINE}- id: tasks\n  name: '@conch/tasks'\n  config:\n    label: \${CONCH_TEST_UNSET_VARIABLE}\n`)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     expect(result.stderr).toContain(
       'cordis.yml: entry "tasks": config.label: environment variable CONCH_TEST_UNSET_VARIABLE is not set',
@@ -226,7 +226,7 @@ describe('a scripted run', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const result = await runConch(['run', '--script', 'script.jsonl', '--output', 'stream-json', 'say hello'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 'script.jsonl', '--output', 'stream-json', 'say hello'], { cwd: ws.dir })
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout)).toEqual([
@@ -248,7 +248,7 @@ describe('a scripted run', () => {
     ws.fixture('echo-tool.ts')
     ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
     ws.write('s.jsonl', [step('', [{ name: 'echo', arguments: { text: 'a\nb' } }]), step('All good.')].join('\n'))
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(0)
     expect(result.stdout).toBe('> echo {"text":"a\\nb"}\n  echo: a\n  b\n\nAll good.\n')
   })
@@ -260,7 +260,7 @@ describe('a scripted run', () => {
     // A folder of its own: a shared temporary root such as /tmp is no workspace for a confined terminal.
     const project = realpathSync(mkdtempSync(join(tmpdir(), 'conch-cli-cwd-')))
     try {
-      const result = await runConch(['run', '--script', 's.jsonl', '--cwd', project, '--output', 'stream-json', 'task'], { cwd: ws.dir })
+      const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', '--cwd', project, '--output', 'stream-json', 'task'], { cwd: ws.dir })
       expect(result.code).toBe(0)
       expect(jsonLines(result.stdout)[1]).toMatchObject({ type: 'tool_result', text: project })
     } finally {
@@ -271,7 +271,7 @@ describe('a scripted run', () => {
   it('says on stderr when the script has lines left over', async () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', [step('first'), step('never used'), step('nor this')].join('\n'))
-    const result = await runConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(0)
     expect(result.stderr).toBe('conch: the model script s.jsonl has 2 unconsumed lines; the run used 1\n')
   })
@@ -280,7 +280,7 @@ describe('a scripted run', () => {
     ws.fixture('echo-tool.ts')
     ws.write('cordis.yml', `${SPINE}- id: echo\n  name: ./echo-tool.ts\n`)
     ws.write('s.jsonl', step('', [{ name: 'echo', arguments: { text: 'x' } }]))
-    const result = await runConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(1)
     const lines = jsonLines(result.stdout)
     expect(lines.at(-1)).toMatchObject({ type: 'result', status: 'error' })
@@ -306,7 +306,7 @@ describe('a shared temporary folder as the workspace', () => {
   it('conch run --cwd /tmp under a confining mode stops at start with exit 2, naming --cwd, why, and what to do', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
-    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(
       /^conch: --cwd \/tmp cannot be the workspace under the sandbox mode workspace-write: \/tmp is a temporary folder every user shares.*Pass --cwd a folder of your own\.\n$/,
@@ -328,7 +328,7 @@ describe('a shared temporary folder as the workspace', () => {
   it('under danger-full-access the run goes ahead', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
-    const result = await runConch(['run', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'hi' })
   })
@@ -348,7 +348,7 @@ describe('groups', () => {
         `- id: log-c\n  name: ./dispose-log.ts\n  config: { label: c }\n`,
     )
     ws.write('s.jsonl', step('ok'))
-    const result = await runConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(0)
     const lines = result.stderr.split('\n').filter((line) => /^(apply|dispose) /.test(line))
     expect(lines.filter((line) => line.startsWith('apply')).sort()).toEqual(['apply a', 'apply b', 'apply c'])
@@ -370,7 +370,7 @@ describe('shutdown', () => {
         `- id: log-c\n  name: ./dispose-log.ts\n  config: { label: c }\n`,
     )
     ws.write('s.jsonl', [step('', [{ name: 'wait_for_abort', arguments: { token } }]), step('unreachable')].join('\n'))
-    const conch = startConch(['run', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
+    const conch = startConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     await conch.waitForStderr('TOOL_STARTED')
     expect(processesWith(token)).toHaveLength(1)
     conch.child.kill('SIGTERM')
@@ -395,7 +395,7 @@ describe('shutdown', () => {
     ws.fixture('wait-tool.ts')
     ws.write('cordis.yml', `${SPINE}- id: hang\n  name: ./hang-dispose.ts\n- id: waiter\n  name: ./wait-tool.ts\n`)
     ws.write('s.jsonl', step('', [{ name: 'wait_for_abort', arguments: { token } }]))
-    const conch = startConch(['run', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
+    const conch = startConch(['run', '--config', 'cordis.yml', '--script', 's.jsonl', 'task'], { cwd: ws.dir })
     await conch.waitForStderr('TOOL_STARTED')
     conch.child.kill('SIGINT')
     await conch.waitForStderr('DISPOSE_HANGING')
@@ -413,7 +413,7 @@ describe('conch acp', () => {
   it('serves ACP on stdio, with only protocol frames on stdout, and exits 0 when stdin closes', async () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+    const conch = startConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir })
     const initialized = await request(conch, 0, 'initialize', { protocolVersion: 1 })
     expect(initialized).toMatchObject({ jsonrpc: '2.0', id: 0, result: { protocolVersion: 1, agentInfo: { name: 'conch' } } })
     const session = await request(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
@@ -426,7 +426,7 @@ describe('conch acp', () => {
   it('refuses session/new in a temporary folder every user shares under a confining mode, and still serves a folder of its own', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
-    const conch = startConch(['acp'], { cwd: ws.dir })
+    const conch = startConch(['acp', '--config', 'cordis.yml'], { cwd: ws.dir })
     await request(conch, 0, 'initialize', { protocolVersion: 1 })
     const refused = await request(conch, 1, 'session/new', { cwd: '/tmp', mcpServers: [] })
     expect(refused).toMatchObject({ id: 1, error: { code: -32602, data: { errorCode: 'CWD_REFUSED', cwd: '/tmp' } } })
@@ -444,7 +444,7 @@ describe('conch acp', () => {
     try {
       ws.write('cordis.yml', SPINE.replace("name: '@conch/session'\n", `name: '@conch/session'\n  config: ${JSON.stringify({ dir: logs })}\n`))
       ws.write('s.jsonl', `${step('still here')}\n`)
-      const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+      const conch = startConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir })
       const descriptors = () => readdirSync(`/proc/${conch.child.pid}/fd`).length
       await request(conch, 0, 'initialize', { protocolVersion: 1 })
       const first = await request(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
@@ -479,7 +479,7 @@ describe('conch acp', () => {
   it('exits 0 after SIGTERM once everything is shut down', async () => {
     ws.write('cordis.yml', SPINE)
     ws.write('s.jsonl', `${step('hi')}\n`)
-    const conch = startConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir })
+    const conch = startConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir })
     await request(conch, 0, 'initialize', { protocolVersion: 1 })
     conch.child.kill('SIGTERM')
     expect(await conch.exit).toBe(0)

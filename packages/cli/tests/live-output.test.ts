@@ -102,3 +102,58 @@ describe('live output of conch run', () => {
     expect(run.stderr).toMatch(/--partial needs --output stream-json/)
   })
 })
+
+/** Rows of one composition: the scripted model, terminals, run_code and a child conch, unconfined. */
+function hostileComposition(script: string, childScript: string): string {
+  const rows: Array<[string, string, object?]> = [
+    ['sessions', '@conch/session'],
+    ['tools', '@conch/tools'],
+    ['llm', '@conch/llm'],
+    ['model', '@conch/llm-replay', { script }],
+    ['subprocess', '@conch/subprocess'],
+    ['sandbox', '@conch/sandbox'],
+    ['sandbox-policy', '@conch/sandbox-policy', { mode: 'danger-full-access' }],
+    ['agents', '@conch/agent'],
+    ['pty', '@conch/pty'],
+    ['pty-local', '@conch/pty-local'],
+    ['tool-pty', '@conch/tool-pty'],
+    ['ptc', '@conch/ptc'],
+    ['ptc-node', '@conch/ptc-node'],
+    ['tool-ptc', '@conch/tool-ptc'],
+    ['subagents', '@conch/subagent'],
+    ['subagent-conch', '@conch/subagent-conch', { script: childScript }],
+    ['tool-subagent', '@conch/tool-subagent', { provider: 'conch' }],
+  ]
+  return rows.map(([id, name, config]) => `- id: ${id}\n  name: '${name}'${config ? `\n  config: ${JSON.stringify(config)}` : ''}\n`).join('')
+}
+
+describe('the text transcript', () => {
+  it('shows control sequences from run_code, a child conch, the model and a terminal name instead of passing them to the terminal', async () => {
+    const osc52 = (what: string) => `\u001b]52;c;${Buffer.from(what).toString('base64')}\u0007`
+    const childScript = ws.write('child.jsonl', `${step(`child ${osc52('CHILD')} answer \u001b]0;child-title\u0007`)}\n`)
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step(`model ${osc52('MODEL')} \u001b]0;model-title\u0007 \u009b31m`, [{ name: 'run_code', arguments: { code: `console.log("rc\\u001b]52;c;UlVOQ09ERQo=\\u0007z \\u001b]0;rc-title\\u0007 \\u009b2J")` } }]),
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell', name: `n${osc52('NAME')}\u001b]0;name-title\u0007` } }]),
+        step('', [{ name: 'subagent', arguments: { prompt: 'answer' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write('cordis.yml', hostileComposition(script, childScript))
+    const run = await runConch(['run', '--config', config, '--output', 'text', 'go'], { cwd: ws.dir })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/)
+    // Each shown visibly, nothing hidden from the operator.
+    expect(run.stdout).toContain('rc^[]52;c;UlVOQ09ERQo=^Gz ^[]0;rc-title^G \\x9b2J')
+    expect(run.stdout).toContain(`model ^[]52;c;${Buffer.from('MODEL').toString('base64')}^G ^[]0;model-title^G \\x9b31m`)
+    expect(run.stdout).toContain(`child ^[]52;c;${Buffer.from('CHILD').toString('base64')}^G answer ^[]0;child-title^G`)
+    expect(run.stdout).toContain(`^[]52;c;${Buffer.from('NAME').toString('base64')}^G^[]0;name-title^G`)
+    expect(run.stdout).toContain('Done.')
+    // stream-json escapes them all (JSON.stringify leaves DEL and C1 raw), and parses back unchanged.
+    const json = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    expect(json.code, json.stderr).toBe(0)
+    expect(json.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/)
+    expect(jsonLines(json.stdout).find((line) => line['type'] === 'assistant')).toEqual({ type: 'assistant', text: `model ${osc52('MODEL')} \u001b]0;model-title\u0007 \u009b31m` })
+  })
+})

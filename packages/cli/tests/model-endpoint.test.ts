@@ -33,7 +33,7 @@ afterEach(async () => {
 })
 
 async function run(env: NodeJS.ProcessEnv) {
-  const result = await runConch(['run', '--output', 'stream-json', 'say done'], { cwd: ws.dir, env })
+  const result = await runConch(['run', '--config', 'cordis.yml', '--output', 'stream-json', 'say done'], { cwd: ws.dir, env })
   expect(result.stderr).toBe('')
   expect(result.code).toBe(0)
   expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'done' })

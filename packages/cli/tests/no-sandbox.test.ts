@@ -36,7 +36,7 @@ function expectSandboxParagraph(stderr: string, mode: string) {
 describe.each(['workspace-write', 'read-only'] as const)('without bubblewrap, a %s composition', (mode) => {
   it('conch run exits 2 at start with one stderr paragraph naming the fix, before any model call', async () => {
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode }))
-    const result = await runConch(['run', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.code).toBe(2)
     expectSandboxParagraph(result.stderr, mode)
     const lines = jsonLines(result.stdout)
@@ -48,14 +48,14 @@ describe.each(['workspace-write', 'read-only'] as const)('without bubblewrap, a 
 describe('without bubblewrap', () => {
   it('conch acp exits 2 at start with the same paragraph', async () => {
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
-    const result = await runConch(['acp', '--script', 's.jsonl'], { cwd: ws.dir, env: { PATH: path } })
+    const result = await runConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.code).toBe(2)
     expectSandboxParagraph(result.stderr, 'workspace-write')
   })
 
   it('a composition that chose danger-full-access runs its terminals unconfined', async () => {
     ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
-    const result = await runConch(['run', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
+    const result = await runConch(['run', '--config', 'cordis.yml', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout).find((line) => line['type'] === 'tool_result')).toMatchObject({ name: 'terminal_open', isError: false })

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { OWN_COMPOSITION } from '../src/args.ts'
-import { checkApiKey, CliError, flattenRows, parseRunArgs, useScript, type EntryRow } from '../src/index.ts'
+import { checkApiKey, CliError, flattenRows, parseAcpArgs, parseRunArgs, useScript, type EntryRow } from '../src/index.ts'
 import { CLI_ROOT } from './harness.ts'
 
 const source = '/work/cordis.yml'
@@ -26,7 +26,7 @@ function failure(fn: () => unknown): CliError {
 }
 
 describe('parseRunArgs', () => {
-  it('defaults to ./cordis.yml, text output, the current directory and warn logs', () => {
+  it("in the checkout, defaults to the checkout's cordis.yml, text output, the current directory and warn logs", () => {
     const checkout = dirname(OWN_COMPOSITION)
     expect(parseRunArgs(['do it'], checkout)).toEqual({
       task: 'do it',
@@ -37,14 +37,17 @@ describe('parseRunArgs', () => {
     })
   })
 
-  it("in a folder without a cordis.yml, defaults to conch's own root composition, and says so", () => {
+  it("in any other folder, defaults to conch's own root composition, a cordis.yml there only when named", () => {
     const folder = mkdtempSync(join(tmpdir(), 'conch-project-'))
     try {
       expect(parseRunArgs(['do it'], folder)).toMatchObject({ config: OWN_COMPOSITION, ownComposition: true })
+      expect(parseRunArgs(['do it'], folder)).not.toHaveProperty('ignored')
       expect(parseRunArgs(['--config', 'mine.yml', 'do it'], folder)).toEqual(expect.not.objectContaining({ ownComposition: true }))
       writeFileSync(join(folder, 'cordis.yml'), '[]\n')
-      expect(parseRunArgs(['do it'], folder)).toEqual(expect.objectContaining({ config: join(folder, 'cordis.yml') }))
-      expect(parseRunArgs(['do it'], folder)).not.toHaveProperty('ownComposition')
+      expect(parseRunArgs(['do it'], folder)).toMatchObject({ config: OWN_COMPOSITION, ownComposition: true, ignored: join(folder, 'cordis.yml') })
+      expect(parseAcpArgs([], folder)).toMatchObject({ config: OWN_COMPOSITION, ownComposition: true, ignored: join(folder, 'cordis.yml') })
+      expect(parseRunArgs(['--config', './cordis.yml', 'do it'], folder)).toEqual(expect.objectContaining({ config: join(folder, 'cordis.yml') }))
+      expect(parseRunArgs(['--config', './cordis.yml', 'do it'], folder)).not.toHaveProperty('ownComposition')
     } finally {
       rmSync(folder, { recursive: true, force: true })
     }

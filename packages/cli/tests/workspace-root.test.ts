@@ -5,11 +5,11 @@
  * with one rule, before any terminal could write there.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { acpRequest, jsonLines, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { acpRequest, CLI_ROOT, jsonLines, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 120_000 })
 
@@ -105,4 +105,91 @@ describe.runIf(hasBwrap)('a workspace root conch refuses', () => {
     expect(run.code, run.stderr).toBe(0)
     expect(run.stdout).toContain('hi')
   })
+})
+
+const startDockerd = join(CLI_ROOT, '..', '..', 'scripts', 'start-dockerd.sh')
+
+/**
+ * `/run` holds the host's service sockets (Docker's is root on the host), the folders that hold
+ * others' folders, and a home's dot-folders (keys, credentials, settings other programs run): each
+ * refused as a workspace by `conch run --cwd` and `session/new`, before anything is created for it.
+ */
+describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-folders', () => {
+  const REFUSED: [string, RegExp][] = [
+    ['/run', /is the system folder \/run/],
+    ['/run/docker', /inside the system folder \/run/],
+    ['/var/run', /the system folder \/var/],
+    ['/home', /is \/home, the folder that holds other users' or programs' folders/],
+    ['/root/.config', /is \/root\/\.config, a home's own dot-folder/],
+  ]
+  const sessionFolders = () => (existsSync(join(state, 'conch', 'sessions')) ? readdirSync(join(state, 'conch', 'sessions')) : [])
+  const made: string[] = []
+  afterEach(() => {
+    for (const path of made.splice(0)) rmSync(path, { recursive: true, force: true })
+  })
+  /** Folders made for the test under /home and /srv, removed after it (only those it made). */
+  const project = (path: string) => {
+    let top = path
+    while (dirname(top) !== '/' && !existsSync(dirname(top))) top = dirname(top)
+    if (!existsSync(top)) made.push(top)
+    mkdirSync(path, { recursive: true })
+    return path
+  }
+
+  it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj and /srv/app', async () => {
+    for (const path of ['/run/docker', '/root/.config']) project(path)
+    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
+    for (const [cwd, reason] of REFUSED) {
+      const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+      expect(run.code, `${cwd}: ${run.stderr}`).toBe(2)
+      expect(run.stderr, cwd).toMatch(reason)
+      expect(run.stderr, cwd).toMatch(/Pass --cwd a folder of your own\.\n$/)
+      expect(sessionFolders(), cwd).toEqual([])
+    }
+    const home = project(`/home/conch-test-${process.pid}/proj`)
+    for (const cwd of [home, project(`/srv/conch-test-${process.pid}/app`)]) {
+      const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+      expect(run.code, `${cwd}: ${run.stderr}`).toBe(0)
+      expect(run.stdout).toContain('hi')
+    }
+  })
+
+  it('conch acp session/new refuses each with CWD_REFUSED, and serves /home/<x>/proj and /srv/app', async () => {
+    for (const path of ['/run/docker', '/root/.config']) project(path)
+    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
+    const conch = startConch(['acp', '--config', yml], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    let id = 0
+    for (const [cwd, reason] of REFUSED) {
+      const answer = await acpRequest(conch, ++id, 'session/new', { cwd, mcpServers: [] })
+      expect(answer, cwd).toMatchObject({ id, error: { code: -32602, data: { errorCode: 'CWD_REFUSED', cwd } } })
+      expect(String((answer['error'] as { message: string }).message), cwd).toMatch(reason)
+    }
+    expect(sessionFolders()).toEqual([])
+    for (const cwd of [project(`/home/conch-test-${process.pid}/proj`), project(`/srv/conch-test-${process.pid}/app`)]) {
+      expect(await acpRequest(conch, ++id, 'session/new', { cwd, mcpServers: [] }), cwd).toMatchObject({ id, result: { sessionId: expect.any(String) } })
+    }
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+  })
+
+  it.runIf(process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0)(
+    "a terminal of conch run --cwd /run cannot reach dockerd's socket: the run is refused before it starts",
+    async () => {
+      const script = ws.write(
+        's.jsonl',
+        [
+          step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+          step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'curl -sS --unix-socket /run/docker.sock http://x/version; echo " version=$?"' } }]),
+          step('Done.'),
+        ].join('\n'),
+      )
+      const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write' }))
+      const run = await runConch(['run', '--config', yml, '--cwd', '/run', '--output', 'stream-json', 'version'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+      expect(run.stdout).not.toContain('ApiVersion')
+      expect(run.code, run.stderr).toBe(2)
+      expect(run.stderr).toContain('conch: --cwd /run cannot be the workspace under the sandbox mode workspace-write: /run is the system folder /run')
+      expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')).toEqual([])
+    },
+  )
 })

@@ -60,13 +60,21 @@ export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', 
 
 /**
  * The system's own folders (FHS 3.0 ch. 3 and 6: the kernel's `/proc` and `/sys`, devices,
- * configuration, programs, libraries, boot files, variable data), refused as workspace roots
- * with everything below them; `/` itself too. `/lib*` is every top-level folder whose name begins
- * with `lib` (`/lib64`, `/libx32`, `/libexec`). Below `/var`, a folder inside the home of the user
- * conch runs as (a service user's home such as `/var/lib/jenkins`) and one of one's own inside a
- * shared root (`/var/tmp/x`) are accepted.
+ * configuration, programs, libraries, boot files, variable data, and `/run`'s runtime data — the
+ * host's service sockets such as Docker's), refused as workspace roots with everything below
+ * them; `/` itself too. `/lib*` is every top-level folder whose name begins with `lib` (`/lib64`,
+ * `/libx32`, `/libexec`). Below `/var`, a folder inside the home of the user conch runs as (a
+ * service user's home such as `/var/lib/jenkins`) is accepted; below `/var` and `/run`, one of
+ * one's own inside a shared root (`/var/tmp/x`, `/run/lock/x`).
  */
-export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var']
+export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var', '/run']
+
+/**
+ * Folders that hold other people's or other programs' folders (FHS 3.0 §3.8 `/home`, §3.13 `/opt`,
+ * §3.17 `/srv`, §3.11 `/mnt`, §3.10 `/media`): refused themselves; a project below one
+ * (`/home/u/p`, `/srv/app`) is accepted.
+ */
+export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt', '/media']
 
 /**
  * Why `path` cannot be the workspace root of an agent (where its terminals write), or undefined
@@ -78,7 +86,12 @@ export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc',
  *   in a shared folder a confined process could read or change every other user's and terminal's
  *   files there (other owners' sockets, state and caches);
  * - `/`, or a folder in `SYSTEM_ROOTS` or below one (see there): the host's own files, and under
- *   `/proc`, `/sys` and `/dev` its kernel;
+ *   `/proc`, `/sys` and `/dev` its kernel; under `/run` the host's service sockets (Docker's,
+ *   containerd's, D-Bus);
+ * - one of `HOLDING_ROOTS` itself;
+ * - a dot-folder directly inside a home folder (the home of the user conch runs as, `/root`, or
+ *   `/home/<name>`), or below one — `~/.ssh`, `~/.config`, `~/.local`, `~/.docker`: the user's
+ *   keys, credentials and settings that other programs run;
  * - a folder that is or lies in one of `own` (absolute: conch's own folders — its state home,
  *   session logs, the sandbox's hidden paths and runtime folder) or of `inside` (folders a
  *   workspace may hold: session logs an operator allowed inside workspaces), or that holds one of
@@ -113,11 +126,23 @@ export function workspaceRootProblem(path: string, options: { own?: readonly str
   for (const candidate of new Set([given, canonical])) {
     const system = systemRootOf(candidate)
     if (system === undefined) continue
-    if (system === '/var' && ((home !== '/' && within(candidate, home, true)) || SHARED_ROOTS.some((root) => within(candidate, root, true)))) continue
+    if ((system === '/var' && home !== '/' && within(candidate, home, true)) || ((system === '/var' || system === '/run') && SHARED_ROOTS.some((root) => within(candidate, root, true)))) continue
     return (
       `${named} is ${system === '/' ? 'the root folder' : `${system === candidate ? '' : 'inside '}the system folder ${system}`}, not a workspace: ` +
       "an agent's terminals would write the host's own files there. Work in a project folder"
     )
+  }
+  for (const candidate of new Set([given, canonical])) {
+    if (HOLDING_ROOTS.includes(candidate)) {
+      return `${named} is ${candidate}, the folder that holds other users' or programs' folders, not a workspace. Work in a project folder inside it`
+    }
+    const dotted = homeDotFolder(candidate, home)
+    if (dotted !== undefined) {
+      return (
+        `${named} ${dotted === candidate ? 'is' : 'lies inside'} ${dotted}, a home's own dot-folder (keys, credentials and settings other programs run), ` +
+        'not a workspace. Work in a project folder'
+      )
+    }
   }
   const own = (options.own ?? []).map(canonicalOf)
   const held =
@@ -136,6 +161,17 @@ function systemRootOf(path: string): string | undefined {
   const top = `/${path.split('/')[1]}`
   if (top.startsWith('/lib')) return top
   return SYSTEM_ROOTS.find((root) => root === top)
+}
+
+/** The dot-folder directly inside a home folder (`home`, `/root`, `/home/<name>`) that `path` is or lies in. */
+function homeDotFolder(path: string, home: string): string | undefined {
+  const homes = [home, '/root', `/home/${path.split('/')[2] ?? ''}`].filter((folder) => folder !== '/' && folder !== '/home/')
+  for (const folder of homes) {
+    if (!within(path, folder) || path === folder) continue
+    const name = path.slice(folder.length + 1).split('/')[0]!
+    if (name.startsWith('.')) return `${folder}/${name}`
+  }
+  return undefined
 }
 
 /** realpath(3) of `path`, or `path` when it cannot be resolved. */
