@@ -147,3 +147,67 @@ describe('a secret read outside a terminal', () => {
     expect(processesWith(ws.dir)).toEqual([])
   })
 })
+
+describe('a secret in the forms conch writes it, and in the environment', () => {
+  it('shows only its name where a run_code result or console.log escapes it (quote, backslash, newline, tab, non-ASCII)', async () => {
+    const value = 'pa"ss\\wd-Zq9\n\tnaïve-☃-end'
+    const secretFile = ws.write('escaped.txt', `${value}\n`)
+    const code = [
+      'const fs = require("node:fs")',
+      `const k = fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").replace(/\\n$/, "")`,
+      'console.log({ k })',
+      'return { s1: k }',
+    ].join('\n')
+    const script = ws.write('script.jsonl', [step('', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S1: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [ran] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(ran!.text).toContain('"s1": "[secret S1]"')
+    expect(ran!.text).toContain("{ k: '[secret S1]' }")
+    const logs = allFiles(join(state, 'conch', 'sessions'))
+    for (const where of [run.stdout, logs]) {
+      // Any 6 characters of the value, as written or escaped once or twice, e.g. `pa\"ss` or `wd-Zq9`.
+      for (const piece of ['pa"ss', 'pa\\"ss', 'pa\\\\\\"ss', 'ss\\wd', 'ss\\\\wd', 'wd-Zq9', 'naïve-', 'na\\u00efve']) expect(where).not.toContain(piece)
+    }
+  })
+
+  it('withholds an {env} secret\'s variable from terminals and run_code programs', async () => {
+    const value = 'correct-horse-battery'
+    const reversed = [...value].reverse().join('')
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'env | grep DEPLOY | rev; echo env-listed' } }]),
+        step('', [{ name: 'run_code', arguments: { code: 'return { names: Object.keys(process.env).filter((n) => n.includes("DEPLOY")), rev: [...(process.env.DEPLOY_WORDS ?? "unset")].reverse().join("") }' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { S3: { env: 'DEPLOY_WORDS' } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'look'], {
+      cwd: ws.dir,
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state, DEPLOY_WORDS: value },
+    })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; text: string }[]
+    expect(results.map((result) => result.name)).toEqual(['terminal_open', 'terminal_send', 'run_code'])
+    expect(results[1]!.text).toContain('env-listed')
+    expect(results[2]!.text).toContain('"rev": "tesnu"')
+    expect(run.stdout).not.toContain(reversed)
+    expect(run.stdout).not.toContain('DEPLOY_WORDS=')
+    expect(processesWith(ws.dir)).toEqual([])
+  })
+})
