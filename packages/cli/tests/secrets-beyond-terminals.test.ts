@@ -211,3 +211,29 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
     expect(processesWith(ws.dir)).toEqual([])
   })
 })
+
+describe('a secret at the cut of a bounded result', () => {
+  it('leaves no 6-character piece of it before the run_code result bound, at every cut position', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    const lengths = [261993, 261996, 261999, 262001]
+    const code = (length: number) =>
+      `const fs = require("node:fs"); console.log("x".repeat(${length}) + fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").trim() + "y".repeat(100)); return 0`
+    const script = ws.write('script.jsonl', [...lengths.map((length) => step('', [{ name: 'run_code', arguments: { code: code(length) } }])), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(results).toHaveLength(lengths.length)
+    for (const [index, result] of results.entries()) {
+      expect(result.text, `length ${lengths[index]}`).toContain('bytes cut')
+      for (let at = 0; at + 6 <= value.length; at++) expect(result.text, `length ${lengths[index]}`).not.toContain(value.slice(at, at + 6))
+    }
+  })
+})
