@@ -236,4 +236,33 @@ describe('a secret at the cut of a bounded result', () => {
       for (let at = 0; at + 6 <= value.length; at++) expect(result.text, `length ${lengths[index]}`).not.toContain(value.slice(at, at + 6))
     }
   })
+  it('leaves no 6-character piece of it at the cut of a terminal result, printed before or after the filler', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    const lengths = [261993, 261996, 261999, 262001]
+    // A terminal result keeps its newest bytes: the value before the filler meets that cut (the
+    // echoed command line comes first, so the window is past the lengths above).
+    const sends = [
+      ...lengths.map((length) => `head -c ${length} /dev/zero | tr '\\0' x; cat ${secretFile} | tr -d '\\n'; printf 'y%.0s' {1..100}; echo`),
+      ...Array.from({ length: 20 }, (_, step) => `cat ${secretFile} | tr -d '\\n'; head -c ${262040 + 3 * step} /dev/zero | tr '\\0' y; echo`),
+    ]
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        ...sends.map((text) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }))
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(results).toHaveLength(sends.length + 1)
+    for (const [index, result] of results.slice(1).entries()) {
+      for (let at = 0; at + 6 <= value.length; at++) expect(result.text, sends[index]).not.toContain(value.slice(at, at + 6))
+    }
+    // The cut fell inside what the value printed as at least once: a part of its label starts a result.
+    expect(results.some((result) => /^…(?!\[secret CUT\])[^\n]{1,11}\]y/.test(result.text))).toBe(true)
+  })
 })
