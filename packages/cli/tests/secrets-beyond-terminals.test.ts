@@ -265,4 +265,25 @@ describe('a secret at the cut of a bounded result', () => {
     // The cut fell inside what the value printed as at least once: a part of its label starts a result.
     expect(results.some((result) => /^…(?!\[secret CUT\])[^\n]{1,11}\]y/.test(result.text))).toBe(true)
   })
+  it('leaves no 6-character piece of it before the sub-agent result bound', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    // tool-subagent keeps 16384 bytes: the answer's head, then `[subagent: conch, stop: completed, 1.2 s]`
+    // and `[output truncated: 16408 bytes omitted]`, so the cut falls 7 or 8 characters into the value.
+    const childScript = ws.write('child.jsonl', step('x'.repeat(16294) + value + 'y'.repeat(100)))
+    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const script = ws.write('script.jsonl', [step('', [{ name: 'subagent', arguments: { prompt: 'answer' } }]), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(childConfig, childScript)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [delegated] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(delegated!.text).toContain('[output truncated:')
+    for (let at = 0; at + 6 <= value.length; at++) expect(delegated!.text).not.toContain(value.slice(at, at + 6))
+  })
 })
