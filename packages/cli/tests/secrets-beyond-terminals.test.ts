@@ -286,4 +286,33 @@ describe('a secret at the cut of a bounded result', () => {
     expect(delegated!.text).toContain('[output truncated:')
     for (let at = 0; at + 6 <= value.length; at++) expect(delegated!.text).not.toContain(value.slice(at, at + 6))
   })
+  it('leaves no 6-character piece of it where task_output keeps the newest output of a background sub-agent', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    // task_output keeps 16384 bytes less `[status: completed, stop: completed, duration: 1.2 s]`,
+    // `[output truncated]` and three newlines: the newest 16310, so the cut falls 7 or 8 characters into the value.
+    const childScript = ws.write('child.jsonl', step(value + 'y'.repeat(16303)))
+    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'subagent', arguments: { prompt: 'answer', run_in_background: true } }]),
+        step('', [{ name: 'task_output', arguments: { taskId: 'task-1', wait: true } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', tasks: true, toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(childConfig, childScript)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [, output] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(output!.text).toContain('[output truncated]')
+    expect(output!.text).toContain('[status: completed')
+    for (let at = 0; at + 6 <= value.length; at++) expect(output!.text).not.toContain(value.slice(at, at + 6))
+  })
 })
