@@ -147,3 +147,172 @@ describe('a secret read outside a terminal', () => {
     expect(processesWith(ws.dir)).toEqual([])
   })
 })
+
+describe('a secret in the forms conch writes it, and in the environment', () => {
+  it('shows only its name where a run_code result or console.log escapes it (quote, backslash, newline, tab, non-ASCII)', async () => {
+    const value = 'pa"ss\\wd-Zq9\n\tnaïve-☃-end'
+    const secretFile = ws.write('escaped.txt', `${value}\n`)
+    const code = [
+      'const fs = require("node:fs")',
+      `const k = fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").replace(/\\n$/, "")`,
+      'console.log({ k })',
+      'return { s1: k }',
+    ].join('\n')
+    const script = ws.write('script.jsonl', [step('', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S1: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [ran] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(ran!.text).toContain('"s1": "[secret S1]"')
+    expect(ran!.text).toContain("{ k: '[secret S1]' }")
+    const logs = allFiles(join(state, 'conch', 'sessions'))
+    for (const where of [run.stdout, logs]) {
+      // Any 6 characters of the value, as written or escaped once or twice, e.g. `pa\"ss` or `wd-Zq9`.
+      for (const piece of ['pa"ss', 'pa\\"ss', 'pa\\\\\\"ss', 'ss\\wd', 'ss\\\\wd', 'wd-Zq9', 'naïve-', 'na\\u00efve']) expect(where).not.toContain(piece)
+    }
+  })
+
+  it('withholds an {env} secret\'s variable from terminals and run_code programs', async () => {
+    const value = 'correct-horse-battery'
+    const reversed = [...value].reverse().join('')
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'env | grep DEPLOY | rev; echo env-listed' } }]),
+        step('', [{ name: 'run_code', arguments: { code: 'return { names: Object.keys(process.env).filter((n) => n.includes("DEPLOY")), rev: [...(process.env.DEPLOY_WORDS ?? "unset")].reverse().join("") }' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { S3: { env: 'DEPLOY_WORDS' } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'look'], {
+      cwd: ws.dir,
+      env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state, DEPLOY_WORDS: value },
+    })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; text: string }[]
+    expect(results.map((result) => result.name)).toEqual(['terminal_open', 'terminal_send', 'run_code'])
+    expect(results[1]!.text).toContain('env-listed')
+    expect(results[2]!.text).toContain('"rev": "tesnu"')
+    expect(run.stdout).not.toContain(reversed)
+    expect(run.stdout).not.toContain('DEPLOY_WORDS=')
+    expect(processesWith(ws.dir)).toEqual([])
+  })
+})
+
+describe('a secret at the cut of a bounded result', () => {
+  it('leaves no 6-character piece of it before the run_code result bound, at every cut position', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    const lengths = [261993, 261996, 261999, 262001]
+    const code = (length: number) =>
+      `const fs = require("node:fs"); console.log("x".repeat(${length}) + fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").trim() + "y".repeat(100)); return 0`
+    const script = ws.write('script.jsonl', [...lengths.map((length) => step('', [{ name: 'run_code', arguments: { code: code(length) } }])), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(results).toHaveLength(lengths.length)
+    for (const [index, result] of results.entries()) {
+      expect(result.text, `length ${lengths[index]}`).toContain('bytes cut')
+      for (let at = 0; at + 6 <= value.length; at++) expect(result.text, `length ${lengths[index]}`).not.toContain(value.slice(at, at + 6))
+    }
+  })
+  it('leaves no 6-character piece of it at the cut of a terminal result, printed before or after the filler', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    const lengths = [261993, 261996, 261999, 262001]
+    // A terminal result keeps its newest bytes: the value before the filler meets that cut (the
+    // echoed command line comes first, so the window is past the lengths above).
+    const sends = [
+      ...lengths.map((length) => `head -c ${length} /dev/zero | tr '\\0' x; cat ${secretFile} | tr -d '\\n'; printf 'y%.0s' {1..100}; echo`),
+      ...Array.from({ length: 20 }, (_, step) => `cat ${secretFile} | tr -d '\\n'; head -c ${262040 + 3 * step} /dev/zero | tr '\\0' y; echo`),
+    ]
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        ...sends.map((text) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }))
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(results).toHaveLength(sends.length + 1)
+    for (const [index, result] of results.slice(1).entries()) {
+      for (let at = 0; at + 6 <= value.length; at++) expect(result.text, sends[index]).not.toContain(value.slice(at, at + 6))
+    }
+    // The cut fell inside what the value printed as at least once: a part of its label starts a result.
+    expect(results.some((result) => /^…(?!\[secret CUT\])[^\n]{1,11}\]y/.test(result.text))).toBe(true)
+  })
+  it('leaves no 6-character piece of it before the sub-agent result bound', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    // tool-subagent keeps 16384 bytes: the answer's head, then `[subagent: conch, stop: completed, 1.2 s]`
+    // and `[output truncated: 16408 bytes omitted]`, so the cut falls 7 or 8 characters into the value.
+    const childScript = ws.write('child.jsonl', step('x'.repeat(16294) + value + 'y'.repeat(100)))
+    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const script = ws.write('script.jsonl', [step('', [{ name: 'subagent', arguments: { prompt: 'answer' } }]), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(childConfig, childScript)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [delegated] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(delegated!.text).toContain('[output truncated:')
+    for (let at = 0; at + 6 <= value.length; at++) expect(delegated!.text).not.toContain(value.slice(at, at + 6))
+  })
+  it('leaves no 6-character piece of it where task_output keeps the newest output of a background sub-agent', async () => {
+    const value = 'hunter2hunter2'
+    const secretFile = ws.write('cut.txt', `${value}\n`)
+    // task_output keeps 16384 bytes less `[status: completed, stop: completed, duration: 1.2 s]`,
+    // `[output truncated]` and three newlines: the newest 16310, so the cut falls 7 or 8 characters into the value.
+    const childScript = ws.write('child.jsonl', step(value + 'y'.repeat(16303)))
+    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'subagent', arguments: { prompt: 'answer', run_in_background: true } }]),
+        step('', [{ name: 'task_output', arguments: { taskId: 'task-1', wait: true } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', tasks: true, toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(childConfig, childScript)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [, output] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    expect(output!.text).toContain('[output truncated]')
+    expect(output!.text).toContain('[status: completed')
+    for (let at = 0; at + 6 <= value.length; at++) expect(output!.text).not.toContain(value.slice(at, at + 6))
+  })
+})

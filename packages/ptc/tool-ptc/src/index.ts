@@ -131,7 +131,7 @@ export const apply = (ctx: Context, config: Config) => {
       }
       const binding: PtcBinding = { global: 'tools', functions: Object.fromEntries(bindable().map((tool) => [tool, call(tool)])) }
       const result = await ptc.run(spec, { bindings: [binding], signal })
-      const text = renderResult(result, { toolCalls: counter.calls, timeoutMs: spec.timeoutMs, maxBytes: config.maxResultBytes })
+      const text = renderResult(result, { toolCalls: counter.calls, timeoutMs: spec.timeoutMs, maxBytes: config.maxResultBytes, redact: (text) => agent.session.redact(text) })
       const meta: Record<string, unknown> = {
         status: result.ok ? 'ok' : result.failure.kind,
         toolCalls: counter.calls,

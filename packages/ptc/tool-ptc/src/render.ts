@@ -14,8 +14,15 @@ export function statusLine(result: PtcResult, toolCalls: number, timeoutMs: numb
   return `[run_code: ${result.failure.kind} after ${ms} ms, ${calls}]`
 }
 
-/** The full text: logs (as printed), the value or the failure, the status line; at most `maxBytes` bytes. */
-export function renderResult(result: PtcResult, options: { toolCalls: number; timeoutMs: number | null; maxBytes: number }): string {
+/**
+ * The full text: logs (as printed), the value or the failure, the status line; at most `maxBytes`
+ * bytes. `redact` (the session's, `SessionLog.redact`) is applied before the cut: a secret cut in
+ * two would otherwise leave its first part before the notice, which no redactor recognises.
+ */
+export function renderResult(
+  result: PtcResult,
+  options: { toolCalls: number; timeoutMs: number | null; maxBytes: number; redact?: (text: string) => string },
+): string {
   const parts: string[] = []
   if (result.logs !== '') parts.push(result.logs.replace(/\n$/, ''))
   if (result.ok) {
@@ -28,7 +35,7 @@ export function renderResult(result: PtcResult, options: { toolCalls: number; ti
   const denials = result.sandbox.denials
   if (denials.length > 0) parts.push(`[sandbox: ${result.sandbox.mode} denied ${denials.map((denial) => denial.code).filter((code, index, all) => all.indexOf(code) === index).join(', ')}]`)
   const status = statusLine(result, options.toolCalls, options.timeoutMs)
-  const body = parts.join('\n')
+  const body = options.redact === undefined ? parts.join('\n') : options.redact(parts.join('\n'))
   const room = options.maxBytes - utf8Bytes(status) - 1
   if (utf8Bytes(body) <= room) return `${body}\n${status}`
   const notice = (omitted: number) => `\n[… ${omitted} bytes cut: the result is bounded to ${options.maxBytes} bytes; print less or return a smaller value]`

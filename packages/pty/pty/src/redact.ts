@@ -9,6 +9,8 @@
  * reversed) is not recognised.
  */
 
+import { inspect } from 'node:util'
+
 /** The shortest value accepted, in UTF-8 bytes: a shorter one would match ordinary output and be replaced all over it. */
 export const MIN_SECRET_BYTES = 8
 
@@ -72,6 +74,19 @@ function piecesOf(value: string): Set<string> {
   return pieces
 }
 
+/**
+ * The value as it is written and as conch's own formatting writes it: escaped in a JSON string (a
+ * run_code result, `JSON.stringify`), in `util.inspect`'s quotes (`console.log` of an object), and
+ * without its line breaks (the text passes read lines joined). A form shorter than
+ * `MIN_SECRET_BYTES` is left out. A value escaped twice, or by the program itself otherwise, is not
+ * recognised.
+ */
+function formsOf(value: string): Set<string> {
+  const forms = new Set([value, JSON.stringify(value).slice(1, -1), inspect(value).slice(1, -1), value.replaceAll('\n', '')])
+  for (const form of forms) if (Buffer.byteLength(form, 'utf8') < MIN_SECRET_BYTES) forms.delete(form)
+  return forms
+}
+
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
 export interface RedactContext {
   before?: string
@@ -96,15 +111,16 @@ export class SecretRedactor {
   }
 
   /**
-   * Registers a value under `name`; re-registering a name replaces its value.
+   * Registers a value under `name`, with its escaped forms (`formsOf`); re-registering a name replaces its value.
    * @throws RangeError for a value shorter than `MIN_SECRET_BYTES`.
    */
   add(name: string, value: string): void {
-    const bytes = Buffer.from(value, 'utf8')
-    if (bytes.length < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
-    this.secrets = this.secrets.filter((secret) => secret.name !== name && !secret.value.equals(bytes))
+    if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
+    const forms = formsOf(value)
+    this.secrets = this.secrets.filter((secret) => secret.name !== name && !forms.has(secret.text))
     const labelText = `[secret ${name}]`
-    this.secrets.push({ name, value: bytes, label: Buffer.from(labelText, 'utf8'), text: value, labelText, pieces: piecesOf(value) })
+    const label = Buffer.from(labelText, 'utf8')
+    for (const text of forms) this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces: piecesOf(text) })
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length

@@ -18,6 +18,7 @@ import { registerTerminalRead } from './tools/read.ts'
 import { registerTerminalSend } from './tools/send.ts'
 import { registerTerminalSignal } from './tools/signal.ts'
 import { registerResize } from './resize.ts'
+import { withholdVariables } from '@conch/subprocess'
 import { secretsRedactor } from './secrets.ts'
 import { sessionId } from './tools/kit.ts'
 
@@ -61,6 +62,9 @@ export const apply = (ctx: Context, config: Config) => {
   // A secret's value is redacted wherever a session records or shows text, not only in
   // terminals: a program that reads its file, a sub-agent that prints it.
   if (Object.keys(config.secrets).length > 0) {
+    // A secret's variable reaches no child conch starts (`scrubbedEnv`): terminals, programs, sub-agents.
+    const variables = Object.values(config.secrets).flatMap((source) => ('env' in source ? [source.env] : []))
+    if (variables.length > 0) ctx.effect(() => withholdVariables(variables))
     ctx.inject(['sessions'], (inner) => {
       const sessions = inner.get('sessions') as SessionServiceApi
       sessions.redact(secretsRedactor(config.secrets))

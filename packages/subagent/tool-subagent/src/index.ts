@@ -111,7 +111,7 @@ export const apply = (ctx: Context, config: Config) => {
       () => undefined,
       (error: unknown) => (error instanceof Error ? error.message : String(error)),
     )
-    const rendered = toolResult(result, durationMs, run)
+    const rendered = toolResult(result, durationMs, run, context.agent as Agent)
     if (teardown === undefined) return rendered
     // The answer stands, but the parent must know a process of the child may still be running.
     rendered.content[0]!.text += `\n[teardown failed: ${teardown}]`
@@ -176,8 +176,8 @@ export const apply = (ctx: Context, config: Config) => {
     }
   }
 
-  const toolResult = (result: SubagentResult, durationMs: number, run: SubagentRun): ToolResult => {
-    const text = renderResult(result, { provider, durationMs, maxBytes: config.maxResultBytes })
+  const toolResult = (result: SubagentResult, durationMs: number, run: SubagentRun, agent: Agent): ToolResult => {
+    const text = renderResult(result, { provider, durationMs, maxBytes: config.maxResultBytes, redact: (answer) => agent.session.redact(answer) })
     return {
       content: [{ type: 'text', text }],
       ...(result.stopReason === 'completed' ? {} : { isError: true }),

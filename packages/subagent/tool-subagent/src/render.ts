@@ -28,6 +28,11 @@ export interface RenderOptions {
   durationMs: number
   /** Bound of the whole text in UTF-8 bytes; the answer keeps its head so the trailer lines fit. */
   maxBytes: number
+  /**
+   * The parent session's redaction (`SessionLog.redact`), applied to the answer before the cut: a
+   * secret cut in two would otherwise leave its first part, which no later redaction recognises.
+   */
+  redact?: (text: string) => string
 }
 
 /** The answer text of a result (its text blocks, concatenated). */
@@ -45,6 +50,7 @@ export function renderResult(result: SubagentResult, options: RenderOptions): st
     trailer.push(`[diagnostic: ${oneLine(result.diagnostic)}]`)
   }
   let answer = answerText(result).replace(/\n+$/, '')
+  if (options.redact !== undefined) answer = options.redact(answer)
   if (answer === '') answer = NO_OUTPUT
   const trailerBytes = utf8Bytes(trailer.join('\n')) + 1
   const budget = options.maxBytes - trailerBytes

@@ -6,13 +6,16 @@
  * The default policy drops a variable when any of these holds (see `scrubEnv` for the reason
  * strings and `README.md` for the table):
  *
- * 1. its **name** belongs to conch (`CONCH_*`: session tags must not be inherited);
+ * 1. its **name** belongs to conch (`CONCH_*`: session tags must not be inherited), is a
+ *    configured secret's variable (`withholdVariables`), or holds a character outside printable
+ *    ASCII (a look-alike letter hides a word from the rules below);
  * 2. its **name** looks like a secret: it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
  *    `PASSWD`, `PASSPHRASE`, `WEBHOOK`, `PRIVATE`, `SESSION` or `COOKIE`; or one of its words
  *    (split at `_`, `-`, `.`) is `PWD` (but `PWD` and `OLDPWD` themselves are the shell's), `PAT`,
  *    `DSN`, `AUTH`, `OAUTH`, `HMAC`, `JWT`, `SALT`, `SIGNING`, or starts with `CRED`,
  *    `AUTHORIZ`, `AUTHENTIC` or `LICEN` (`LICENSE`, `LICENCE_KEY`); or its last word is `PASS`
- *    or `PW` (`SMTP_PASS`, `ROOT_PW`; not `PW_TEST_REPORTER`, `PASS_THROUGH`);
+ *    or `PW` (`SMTP_PASS`, `ROOT_PW`; not `PW_TEST_REPORTER`, `PASS_THROUGH`) or ends in `PASS`
+ *    (`SSHPASS`; not `BYPASS`); or it names a connection string (`CONNECTION_STRING`);
  * 3. its **name** points at credentials: `SSH_AUTH_SOCK`, `*_CREDENTIALS`,
  *    `GOOGLE_APPLICATION_CREDENTIALS`, `KUBECONFIG`, `NETRC`, `GIT_ASKPASS`, `SSH_ASKPASS`,
  *    `SUDO_ASKPASS`, `DOCKER_CONFIG`, `VAULT_*`, `AWS_CONFIG_FILE`, `*PASSFILE`, `GNUPGHOME`,
@@ -28,7 +31,8 @@
  *    GitLab `glpat-`, npm `npm_…`, a JWT (`eyJ….….…`), a PEM private key block, an
  *    `Authorization` scheme's credentials (`Bearer …`), a connection string's key or password
  *    (`AccountKey=`, `SharedAccessKey=`, `Password=…;`, `Pwd=…;`), or a shared access
- *    signature (`sig=` as a query or connection-string parameter).
+ *    signature (`sig=` as a query or connection-string parameter); and more shapes, listed in
+ *    `SECRET_VALUES` and the README.
  *
  * These are heuristics: they drop some harmless variables (`KEYBOARD_LAYOUT`,
  * `XDG_SESSION_TYPE`) and cannot see a secret under an innocent name with an innocent-looking
@@ -49,6 +53,12 @@ const SECRET_WORDS = ['PWD', 'PAT', 'DSN', 'AUTH', 'OAUTH', 'HMAC', 'JWT', 'SALT
 
 /** Last words that make a name look like a secret (`DB_PASS`, `ROOT_PW`); elsewhere they are tool prefixes. */
 const SECRET_LAST_WORDS = ['PASS', 'PW']
+
+/** Last words ending in `PASS` that are ordinary words (`PROXY_BYPASS`), not a password (`SSHPASS`, `PGPASS`). */
+const PASS_WORDS = new Set(['BYPASS', 'COMPASS', 'SURPASS', 'OVERPASS', 'UNDERPASS'])
+
+/** Substrings that name a connection string, which carries its credentials inside (`AZURE_STORAGE_CONNECTION_STRING`). */
+const CONNECTION_STRINGS = ['CONNECTION_STRING', 'CONN_STR', 'CONNSTR']
 
 /** Word prefixes that make a name look like a secret (`CREDENTIALS`, `AUTHORIZATION`, `LICENSE`). */
 const SECRET_WORD_PREFIXES = ['CRED', 'AUTHORIZ', 'AUTHENTIC', 'LICEN']
@@ -87,20 +97,60 @@ const SECRET_VALUES: ReadonlyArray<{ what: string; pattern: RegExp }> = [
   { what: 'a URL with a password', pattern: /[A-Za-z][A-Za-z0-9+.-]*:\/\/[^\s/@:]*:[^\s/@]*@/ },
   { what: 'a GitHub token', pattern: /(?:^|[^A-Za-z0-9])(?:gh[posur]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/ },
   { what: 'an API secret key (sk-)', pattern: /(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}/ },
-  { what: 'a Slack token', pattern: /(?:^|[^A-Za-z0-9])xox[abpr]-[A-Za-z0-9-]{8,}/ },
+  // RFC 3986 query parameters naming a password (`?password=…`, `&pwd=…`).
+  { what: 'a URL with a password parameter', pattern: /[?&;](?:password|passwd|pwd|pass)=[^&#;\s]/i },
+  // A user name long enough to be a key (Sentry's DSN `https://<key>@host`, `https://<token>@github.com`).
+  { what: 'a URL with a key as its user', pattern: /[A-Za-z][A-Za-z0-9+.-]*:\/\/[A-Za-z0-9_-]{20,}@/ },
+  { what: 'a Stripe secret key', pattern: /(?:^|[^A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}/ },
+  { what: 'a Hugging Face token', pattern: /(?:^|[^A-Za-z0-9])hf_[A-Za-z0-9]{30,}/ },
+  { what: 'a Google API key', pattern: /(?:^|[^A-Za-z0-9])AIza[A-Za-z0-9_-]{30,}/ },
+  { what: 'a Slack token', pattern: /(?:^|[^A-Za-z0-9])(?:xox[abeopr]|xapp)-[A-Za-z0-9-]{8,}/ },
+  { what: 'a DigitalOcean token', pattern: /(?:^|[^A-Za-z0-9])do[opr]_v1_[a-f0-9]{32,}/ },
+  { what: 'a SendGrid key', pattern: /(?:^|[^A-Za-z0-9])SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}/ },
+  { what: 'a Linear key', pattern: /(?:^|[^A-Za-z0-9])lin_(?:api|oauth)_[A-Za-z0-9]{20,}/ },
   { what: 'an AWS access key id', pattern: /(?:^|[^A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])/ },
   { what: 'a GitLab token', pattern: /(?:^|[^A-Za-z0-9])glpat-[A-Za-z0-9_-]{16,}/ },
   { what: 'an npm token', pattern: /(?:^|[^A-Za-z0-9])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])/ },
   { what: 'a JWT', pattern: /(?:^|[^A-Za-z0-9])eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*/ },
-  { what: 'a PEM private key', pattern: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/ },
+  // `-----BEGIN RSA PRIVATE KEY-----`, `-----BEGIN PGP PRIVATE KEY BLOCK-----`.
+  { what: 'a PEM private key', pattern: /-----BEGIN [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----/ },
+  // A private key's base64 body without its armour: DER PKCS#8 (`MII…IBADAN`), PKCS#1 (`MII…IBAAKC`),
+  // SEC1 EC (`MHcCAQEE`), OpenSSH (`openssh-key-v1`), or a whole PEM block base64-encoded (`-----BEGIN`).
+  { what: 'a private key body', pattern: /MII[A-Za-z0-9+/]{2}[AQgw]IBA(?:DAN|AKC)|MHcCAQEE|b3BlbnNzaC1rZXktdjE|LS0tLS1CRUdJTi/ },
   // RFC 6750 §2.1: `Bearer` and a b64token (a word in prose, "Bearer of…", is too short).
   { what: 'a bearer token', pattern: /(?:^|[^A-Za-z0-9])Bearer\s+[A-Za-z0-9._~+/-]{8,}/i },
+  // RFC 9110 §11.6.2: an `Authorization` header of any scheme with credentials; RFC 7617 `Basic` and
+  // base64 holding a digit, `+`, `/` or `=` ("Basic understanding" is kept).
+  { what: 'an Authorization header', pattern: /Authorization\s*:\s*[A-Za-z][\w.-]*\s+\S/i },
+  { what: 'basic credentials', pattern: /(?:^|[^A-Za-z0-9])Basic\s+(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}/i },
   // Connection strings (`key=value;…`: Azure storage and Service Bus, ADO.NET, ODBC).
   { what: 'a connection-string key', pattern: /(?:^|[;\s])(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]/i },
   { what: 'a connection-string password', pattern: /(?:^|[;\s])(?:Password|Pwd)\s*=\s*[^;\s]/i },
   // A shared access signature: the `sig` parameter of a signed URL or connection string.
   { what: 'a shared access signature', pattern: /(?:^|[?&;])sig=[A-Za-z0-9%+/=_-]{8,}/ },
 ]
+
+/** Names of configured secrets' variables (`withholdVariables`), counted per registration. */
+const withheld = new Map<string, number>()
+
+/**
+ * Drops `names` from every child environment derived from now on (`dropReason`: `a configured
+ * secret`), `allow` notwithstanding: the variables a composition names as the source of a secret
+ * (`secrets: {NAME: {env: VAR}}`). Process-wide, as the environment is. Returns the undo.
+ */
+export function withholdVariables(names: readonly string[]): () => void {
+  for (const name of names) withheld.set(name, (withheld.get(name) ?? 0) + 1)
+  let done = false
+  return () => {
+    if (done) return
+    done = true
+    for (const name of names) {
+      const count = (withheld.get(name) ?? 1) - 1
+      if (count === 0) withheld.delete(name)
+      else withheld.set(name, count)
+    }
+  }
+}
 
 export interface ScrubOptions {
   /**
@@ -126,7 +176,10 @@ export interface DroppedVariable {
 export function dropReason(name: string, value: string): string | undefined {
   const upper = name.toUpperCase()
   if (upper.startsWith(INTERNAL_PREFIX)) return 'conch-internal variable'
-  const substring = SECRET_SUBSTRINGS.find((word) => upper.includes(word))
+  if (withheld.has(name)) return 'a configured secret'
+  // A look-alike letter (Cyrillic `К` in `API_КEY`) hides a word from every rule below.
+  if (/[^\x21-\x7e]/.test(name)) return 'name has characters other than printable ASCII'
+  const substring = SECRET_SUBSTRINGS.find((word) => upper.includes(word)) ?? CONNECTION_STRINGS.find((word) => upper.includes(word))
   if (substring) return `name looks like a secret (${substring})`
   if (!SHELL_NAMES.has(upper)) {
     const words = upper.split(/[_.-]+/)
@@ -137,6 +190,7 @@ export function dropReason(name: string, value: string): string | undefined {
     }
     const last = words.at(-1) ?? ''
     if (SECRET_LAST_WORDS.includes(last)) return `name looks like a secret (${last})`
+    if (last.endsWith('PASS') && !PASS_WORDS.has(last)) return 'name looks like a secret (…PASS)'
   }
   if (CREDENTIAL_POINTERS.some((pattern) => matches(pattern, upper))) return 'points at credentials'
   if (!LAUNCH_KEPT.has(upper) && LAUNCH_VARIABLES.some((pattern) => matches(pattern, upper))) {
@@ -161,7 +215,7 @@ export function scrubEnv(
   for (const [name, value] of Object.entries(parent)) {
     if (value === undefined) continue
     const reason = dropReason(name, value)
-    const internal = name.toUpperCase().startsWith(INTERNAL_PREFIX)
+    const internal = name.toUpperCase().startsWith(INTERNAL_PREFIX) || withheld.has(name)
     if (reason === undefined || (!internal && allow.some((pattern) => matches(pattern, name)))) {
       env[name] = value
     } else {

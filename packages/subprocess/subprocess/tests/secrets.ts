@@ -45,6 +45,11 @@ export const SECRET_VARIABLES: Readonly<Record<string, string>> = {
   JWT_SIGNING: 'jwt-signing-39',
   SIGNING_SALT: 'signing-salt-40',
   LICENSE: 'license-41',
+  SSHPASS: 'sshpass-42',
+  PGPASS: 'pgpass-43',
+  AZURE_STORAGE_CONNECTION_STRING: 'DefaultEndpointsProtocol=https;AccountName=acct44;EndpointSuffix=core.windows.net',
+  // A Cyrillic `К` (U+041A) in place of the Latin `K`.
+  ['API_\u041aEY']: 'lookalike-45',
 }
 
 /** Innocent names with token-shaped values (each a fake credential of the named kind). */
@@ -66,6 +71,21 @@ export const TOKEN_VALUES: Readonly<Record<string, string>> = {
   SETTING_SQL: 'Server=db43.internal;Database=app;User Id=app;' + 'Password=sql-pw-43;',
   SETTING_SAS: 'https://acct44.blob.core.windows.net/c?sv=2022-11-02&sp=r&se=2030-01-01&' + 'sig=c2FzLXNpZy00NA%3D%3D',
   SETTING_BEARER: 'Bearer ' + 'opaque-token-45-abcdef',
+  SETTING_DB_QUERY: 'postgresql://db/app?sslmode=require&' + 'password=query-pw-46',
+  SETTING_DB_USERINFO: 'postgres://user:' + 'userinfo-pw-47@host/app',
+  SETTING_STRIPE: 'sk_live_' + '4eC39HqLyjWDarjtT1zdp7dc',
+  SETTING_HF: 'hf_' + 'AbCdEfGhIjKlMnOpQrStUvWxYz01234567',
+  SETTING_GPG: '-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGPG48\n-----END PGP PRIVATE KEY BLOCK-----',
+  SETTING_GOOGLE: 'AIza' + 'SyD-abcdefghijklmnopqrstuvwxyz01234',
+  SETTING_BASIC: 'Authorization: Basic ' + 'dXNlcjpwYXNzd29yZC01MA==',
+  SETTING_BASIC_BARE: 'Basic ' + 'ZGVwbG95OnMzY3JldC01MQ==',
+  SETTING_SLACK_APP: 'xapp-' + '1-A0123456789-1234567890123-abcdef52',
+  SETTING_DIGITALOCEAN: 'dop_v1_' + '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd53',
+  SETTING_SENDGRID: 'SG.' + 'abcdefghijklmnopqrstuv' + '.' + 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmno54',
+  SETTING_LINEAR: 'lin_api_' + 'abcdefghijklmnopqrstuvwxyz0123456789AB55',
+  SETTING_PEM_BODY: 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC56',
+  SETTING_PEM_BASE64: Buffer.from('-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE57\n-----END EC PRIVATE KEY-----').toString('base64'),
+  SETTING_SENTRY: 'https://' + '0123456789abcdef0123456789abcd58' + '@o1.ingest.sentry.example/1',
 }
 
 /** Variables that must survive: the shell's own, and look-alikes that are not secrets. */
@@ -85,4 +105,18 @@ export const KEPT_VARIABLES: Readonly<Record<string, string>> = {
   MOTTO: 'Bearer of good news',
   SIGNATURE_STYLE: 'short',
   QUERY: 'https://example.org/search?q=design&page=2',
+  RESET_URL: 'https://example.org/reset?password_hint=1&passes=2',
+  DEPLOY_URL: 'ssh://deploy@example.org/app',
+  PROXY_BYPASS: 'localhost,127.0.0.1',
+  STRIPE_MODE: 'sk_live_mode',
+  HF_MODE: 'hf_transfer',
+  PGP_PUBLIC: '-----BEGIN PGP PUBLIC KEY BLOCK-----',
+  CERT_PEM: '-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----',
+  SLOGAN: 'Basic understanding required',
+  HELP_TEXT: 'send an Authorization header',
+  GOOGLE_HINT: 'AIzaShort',
+  XAPP_HINT: 'xapp-short',
+  SG_REGION: 'SG.example.org',
+  LINEAR_TEAM: 'lin_api_docs',
+  DO_REGION: 'dop_v1_short',
 }

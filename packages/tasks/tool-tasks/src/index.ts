@@ -5,7 +5,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import type { AgentServiceApi } from '@conch/agent'
+import type { Agent, AgentServiceApi } from '@conch/agent'
 import type { TasksServiceApi, TaskSnapshot } from '@conch/tasks'
 import type { ToolResult, ToolsServiceApi } from '@conch/tools'
 import { renderList, renderSnapshot } from './render.ts'
@@ -80,9 +80,9 @@ export const apply = (ctx: Context, config: Config) => {
     }),
     title: (input) => `task_output ${input.taskId}${input.wait ? ' (wait)' : ''}`,
     async execute(input, { agent, signal }) {
-      if (!input.wait) return result(tasks.read(agent, input.taskId), config)
+      if (!input.wait) return result(tasks.read(agent, input.taskId), config, agent)
       const snapshot = await tasks.wait(agent, input.taskId, { timeoutMs: input.timeoutMs, signal })
-      return result(snapshot, config, snapshot.timedOut ? input.timeoutMs : undefined)
+      return result(snapshot, config, agent, snapshot.timedOut ? input.timeoutMs : undefined)
     },
   })
 
@@ -96,7 +96,7 @@ export const apply = (ctx: Context, config: Config) => {
     input: z.object({ taskId }),
     title: (input) => `task_kill ${input.taskId}`,
     async execute(input, { agent }) {
-      return result(await tasks.kill(agent, input.taskId), config)
+      return result(await tasks.kill(agent, input.taskId), config, agent)
     },
   })
 
@@ -122,10 +122,11 @@ export const apply = (ctx: Context, config: Config) => {
   }
 }
 
-function result(snapshot: TaskSnapshot, config: Config, waitedMs?: number): ToolResult {
+function result(snapshot: TaskSnapshot, config: Config, agent: Agent, waitedMs?: number): ToolResult {
   const { output: _output, ...task } = snapshot
   const text = renderSnapshot(snapshot, {
     maxBytes: config.maxResultBytes,
+    redact: (output) => agent.session.redact(output),
     ...(waitedMs === undefined ? {} : { waitedMs }),
   })
   return {

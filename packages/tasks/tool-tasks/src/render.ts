@@ -21,6 +21,11 @@ export interface RenderSnapshotOptions {
   maxBytes: number
   /** Set when the call waited and the task was still running afterwards: the wait in ms. */
   waitedMs?: number
+  /**
+   * The reading session's redaction (`SessionLog.redact`), applied to the output before the cut: a
+   * secret cut in two would otherwise leave its last part, which no later redaction recognises.
+   */
+  redact?: (text: string) => string
 }
 
 /** `[status: <status>, <key>: <value>, …]` — fields in insertion order, each kept on one line. */
@@ -37,7 +42,7 @@ export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOp
   if (snapshot.error !== undefined) trailer.push(`[error: ${oneLine(snapshot.error)}]`)
   if (options.waitedMs !== undefined) trailer.push(`[still running after ${options.waitedMs} ms]`)
 
-  let output = snapshot.output
+  let output = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
   if (output === '') {
     output = NO_OUTPUT
   } else {

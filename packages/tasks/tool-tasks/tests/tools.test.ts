@@ -9,7 +9,7 @@ import * as ToolTasks from '../src/index.ts'
 function owner(id: string): Agent {
   return {
     id,
-    session: undefined as never,
+    session: { redact: (text: string) => text } as never,
     ctx: undefined as never,
     state: 'live',
     signal: new AbortController().signal,
