@@ -202,7 +202,7 @@ export const PoolConfig = z.strictObject({
   settleMs: z.number().int().min(0).default(150),
   /** How long to wait for the prompt's echo, ms. */
   echoTimeoutMs: z.number().int().positive().default(5_000),
-  /** Grace between TERM and KILL when a session is closed, ms. */
+  /** Grace between TERM and KILL when the managed worker's tree is stopped, ms (a session closes with the terminal backend's grace). */
   closeGraceMs: z.number().int().positive().default(2_000),
   /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
   stateDir: z.string().optional(),

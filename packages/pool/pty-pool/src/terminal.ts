@@ -36,7 +36,7 @@ export interface PoolTerminal {
   readonly exited: Promise<TerminalExit>
   exitStatus(): TerminalExit | undefined
   /** Stops the program and every process it started; resolves with what was stopped and what survived. */
-  close(graceMs?: number): Promise<TerminalCloseReport>
+  close(): Promise<TerminalCloseReport>
 }
 
 export interface TerminalSpawnOptions {

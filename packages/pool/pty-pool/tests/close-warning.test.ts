@@ -48,7 +48,7 @@ describe('the warning about processes a closed session left', { timeout: 60_000 
     const terminals: TerminalFactory = async (options) => {
       const terminal = await unconfined(options)
       const close = terminal.close.bind(terminal)
-      return Object.assign(terminal, { close: async (graceMs?: number) => ({ ...(await close(graceMs)), survivors: [survivor.pid!, gone.pid!] }) })
+      return Object.assign(terminal, { close: async () => ({ ...(await close()), survivors: [survivor.pid!, gone.pid!] }) })
     }
     const warnings: string[] = []
     const pool = new PtyPool(loadPoolConfig({ terminal: 'unconfined', kinds: generic(sentinelRepl(dir)), stateDir: `${dir}/state`, cwd: dir }, {}, BUILTIN_KINDS), {
