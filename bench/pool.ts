@@ -12,7 +12,7 @@
  * never a failure. POOL_BENCH_RUNS sets the invokes per kind (default 10), POOL_BENCH_KINDS
  * the kinds (default `claude,codex`), POOL_BENCH_WORKER=managed runs the sessions in a
  * supervised `conch pool-worker`, POOL_BENCH_TERMINAL=conch runs each CLI as a conch terminal of
- * an agent under a workspace-write policy (bubblewrap) instead of a bare terminal.
+ * an agent under a workspace-write policy (bubblewrap) instead of one under danger-full-access.
  */
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -28,7 +28,7 @@ import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import { BUILTIN_KINDS, loadPoolConfig, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
+import { BUILTIN_KINDS, loadPoolConfig, policyTerminals, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
 import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 
@@ -40,22 +40,16 @@ const subprocessFiber = await ctx.plugin(SubprocessService, SubprocessService.Co
 // POOL_BENCH_TERMINAL=conch: each CLI a conch terminal of an agent (workspace-write, bubblewrap).
 const TERMINAL = process.env.POOL_BENCH_TERMINAL === 'conch' ? 'conch' : 'unconfined'
 const fibers: { dispose(): Promise<void> }[] = []
-if (TERMINAL === 'conch') {
-  const workspace = mkdtempSync(join('/var/tmp', 'pool-bench-ws-'))
-  for (const [plugin, config] of [[SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [sandboxLocal, {}], [SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: workspace }], [PtyService, {}], [ptyLocal, {}]] as const) {
-    fibers.push(await ctx.plugin(plugin as never, config as never))
-  }
+const workspace = mkdtempSync(join('/var/tmp', 'pool-bench-ws-'))
+for (const [plugin, config] of [[SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [sandboxLocal, {}], [SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: workspace }], [PtyService, {}], [ptyLocal, {}]] as const) {
+  fibers.push(await ctx.plugin(plugin as never, config as never))
 }
 const owner = TERMINAL === 'conch' ? await ctx.agents.create() : undefined
 /** The pool's terminal dependencies for TERMINAL (the plugin's own wiring, written out). */
 function terminalDeps(): Partial<PoolDeps> {
-  if (!owner) return {}
-  return {
-    owners: (id) => ctx.agents.get(id),
-    ...(WORKER === 'in-process'
-      ? { terminals: ptyTerminals({ pty: ctx.pty, sandbox: ctx.sandbox }) }
-      : { policyOf: (agent) => ({ ...ctx.sandboxPolicy.resolve({ session: agent.session }), protectedPaths: ctx.sandbox.protectedPaths?.() ?? [] }), terminalSections: { sandboxLocal: {}, ptyLocal: {} } }),
-  }
+  if (WORKER === 'managed') return owner ? { owners: (id) => ctx.agents.get(id), policyOf: (agent) => ({ ...ctx.sandboxPolicy.resolve({ session: agent.session }), protectedPaths: ctx.sandbox.protectedPaths?.() ?? [] }) } : {}
+  if (!owner) return { terminals: policyTerminals({ pty: ctx.pty, sessions: ctx.sessions, sandboxPolicy: ctx.sandboxPolicy }).terminals }
+  return { owners: (id) => ctx.agents.get(id), terminals: ptyTerminals({ pty: ctx.pty, sandbox: ctx.sandbox }) }
 }
 const OWNER = owner?.id ?? 'bench'
 const KINDS = (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is 'claude' | 'codex' => kind === 'claude' || kind === 'codex')
@@ -66,7 +60,7 @@ for (const kind of KINDS) {
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
   const pool = new PtyPool(
     loadPoolConfig({
-      // By default the CLIs' own speed, in bare terminals; POOL_BENCH_TERMINAL=conch confines them.
+      // By default the CLIs' own speed, unconfined; POOL_BENCH_TERMINAL=conch confines them.
       terminal: TERMINAL,
       kinds: { [kind]: kind === 'claude' ? claudeKind(model) : codexKind(model) },
       worker: WORKER,

@@ -11,6 +11,7 @@ import { pathToFileURL } from 'node:url'
 import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
 import Loader, { Group } from '@cordisjs/plugin-loader'
 import type { SandboxServiceApi } from '@conch/sandbox'
+import { entryOf, FIBER_ACTIVE, fiberError as errorOfFiber, serviceProvider } from '@conch/session/cordis-internals'
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
 import { recordResolutions, type ClosureRecording, type Resolution } from './closure.ts'
@@ -30,8 +31,6 @@ export type LogLevel = 'error' | 'warn' | 'info' | 'debug'
 
 /** Cordis logger levels (`LoggerLevel`: ERROR 0 … DEBUG 3). */
 const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 }
-/** `FiberState.ACTIVE` (a const enum in cordis' typings, so not importable under isolatedModules). */
-const ACTIVE = 2
 
 export interface BootOptions {
   /** Where diagnostics go. Default: `process.stderr`. */
@@ -234,11 +233,11 @@ function audit(
       }
       continue
     }
-    if (fiber.state === ACTIVE) continue
-    const missing = Object.keys(fiber.inject).filter((name) => !fiber.ctx.reflect._getImpl(name, true))
+    if (fiber.state === FIBER_ACTIVE) continue
+    const missing = Object.keys(fiber.inject).filter((name) => !serviceProvider(fiber.ctx, name, true))
     if (missing.length) {
       const providers = missing.map((name) => {
-        const impl = fiber.ctx.reflect._getImpl(name, false)
+        const impl = serviceProvider(fiber.ctx, name, false)
         return impl ? loader.locate(impl.fiber) : undefined
       })
       const failure: EntryFailure = { ...base, reason: 'missing-services', services: missing, message: '' }
@@ -291,16 +290,9 @@ function entryById(loader: Loader | undefined, id: string) {
   }
 }
 
-/** The error a fiber failed with (a private field of cordis' Fiber, read for the audit). */
+/** The error the fiber of entry `id` failed with, read for the audit. */
 function fiberError(loader: Loader | undefined, id: string): unknown {
-  const fiber = entryById(loader, id)?.fiber as { _error?: unknown } | undefined
-  return fiber?._error
-}
-
-const ENTRY = Symbol.for('cordis.entry')
-
-function entryOf(ctx: Context | undefined): { options: { id: string } } | undefined {
-  return (ctx as unknown as Record<symbol, { options: { id: string } } | undefined> | undefined)?.[ENTRY]
+  return errorOfFiber(entryById(loader, id)?.fiber)
 }
 
 /** `message` (and its stack at debug level). */

@@ -174,12 +174,20 @@ export const PoolConfig = z.strictObject({
   /** The managed worker's supervisor. */
   supervisor: SupervisorConfig.default(() => SupervisorConfig.parse({})),
   /**
-   * Where the CLIs run. `conch`: each in a conch terminal (`ctx.pty`) of its owner agent, under
-   * that owner's sandbox policy, in both worker modes. `unconfined`: in a bare node-pty terminal
-   * with no sandbox — the CLI can then read and write whatever conch can; only its own permission
-   * mode limits its tools.
+   * Where the CLIs run; each is a conch terminal (`ctx.pty`) in both worker modes. `conch`: a
+   * terminal of its owner agent, under that owner's sandbox policy. `unconfined`: a terminal under
+   * `danger-full-access`, with no sandbox — the CLI can then read and write whatever conch can;
+   * only its own permission mode limits its tools.
    */
   terminal: z.enum(['conch', 'unconfined']).default('conch'),
+  /**
+   * `worker: managed`: the config sections of `@conch/sandbox-local` and `@conch/pty-local` the
+   * worker composes its own ctx.pty from — give the ones those plugins are mounted with (a YAML
+   * anchor shares them). The worker checks each with its plugin's schema.
+   */
+  workerTerminals: z
+    .strictObject({ sandboxLocal: z.record(z.string(), z.unknown()).default({}), ptyLocal: z.record(z.string(), z.unknown()).default({}) })
+    .default({ sandboxLocal: {}, ptyLocal: {} }),
   /** Shutdown: how long in-flight invokes may take to finish before sessions are closed, ms. */
   drainMs: z.number().int().nonnegative().default(10_000),
   maxSessions: z.number().int().positive().default(8),
@@ -194,7 +202,7 @@ export const PoolConfig = z.strictObject({
   settleMs: z.number().int().min(0).default(150),
   /** How long to wait for the prompt's echo, ms. */
   echoTimeoutMs: z.number().int().positive().default(5_000),
-  /** Grace between TERM and KILL when a session is closed, ms. */
+  /** Grace between TERM and KILL when the managed worker's tree is stopped, ms (a session closes with the terminal backend's grace). */
   closeGraceMs: z.number().int().positive().default(2_000),
   /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
   stateDir: z.string().optional(),

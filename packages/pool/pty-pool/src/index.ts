@@ -12,6 +12,7 @@ import { BUILTIN_KINDS } from './kinds.ts'
 import type { PtyOwner, PtyServiceApi } from '@conch/pty'
 import { type FallbackRunner, type PoolDeps, PtyPool } from './pool.ts'
 import type { OwnerPolicy } from './protocol.ts'
+import { policyTerminals, type PolicyTerminalOptions } from './policy-terminal.ts'
 import { ptyTerminals } from './pty-terminal.ts'
 import { startStatusListener, type StatusListener } from './status.ts'
 
@@ -29,7 +30,7 @@ export { WarmSessions, type SessionBackend, type WarmAnswer, type AttemptOptions
 export { WorkerSupervisor, type SupervisorState, type SupervisorDeps } from './supervisor.ts'
 export { runPoolWorker, WORKER_CHANNEL_FD, type PoolWorkerOptions, type WorkerTerminals } from './worker.ts'
 export { LineDecoder, ProtocolViolation, encodeLine, workerMessageSchema, MainMessageSchema, OwnerPolicySchema, TerminalSectionsSchema, WORKER_COUNTERS, type WorkerMessage, type MainMessage, type SessionInfo, type OwnerPolicy, type TerminalSections } from './protocol.ts'
-export { spawnScreenTerminal, type PoolTerminal, type TerminalFactory, type TerminalOwner, type TerminalSpawnOptions } from './terminal.ts'
+export { unconfinedPolicy, type PoolTerminal, type TerminalFactory, type TerminalOwner, type TerminalSpawnOptions } from './terminal.ts'
 export { ptyTerminals, type PtyTerminalOptions } from './pty-terminal.ts'
 export { policyTerminals, type PolicyTerminalOptions } from './policy-terminal.ts'
 
@@ -54,7 +55,7 @@ export class PtyPoolService extends Service {
     this.pool = new PtyPool(config, {
       // `ctx.subprocess` spawns the managed worker; only `worker: managed` needs it.
       ...(config.worker === 'managed' && { subprocess: ctx.get('subprocess') }),
-      ...(config.terminal === 'conch' && conchTerminalDeps(ctx, config)),
+      ...terminalDeps(ctx, config),
       ...workspacesOf(ctx),
       fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
       warn: (message) => ctx.logger.warn(message),
@@ -101,45 +102,42 @@ export class PtyPoolService extends Service {
 }
 
 /**
- * What `terminal: conch` needs from the composition. In-process: `ctx.pty` (each CLI a terminal
- * of its owner agent, found by id in `ctx.agents` when the invoke names none). Managed: the
- * owner's policy from `ctx.sandboxPolicy` (with `ctx.sandbox`'s protected paths), and the config
- * sections of the mounted `sandbox-local` and `pty-local`, which the worker composes its own
- * terminals from. Missing services fail in `PtyPool`'s constructor, naming `terminal`.
+ * The terminals the pool needs from the composition, all through `ctx.pty`. In-process under
+ * `terminal: conch`: each CLI a terminal of its owner agent (found by id in `ctx.agents` when the
+ * invoke names none); under `unconfined`: a terminal under `danger-full-access` of a stand-in
+ * owner (`policyTerminals` over `ctx.sessions` and `ctx.sandboxPolicy`). Managed under `conch`:
+ * the owner's policy from `ctx.sandboxPolicy` (with `ctx.sandbox`'s protected paths); the worker
+ * composes its own ctx.pty from the config's `workerTerminals`. Missing services fail in
+ * `PtyPool`'s constructor (conch) or at spawn (unconfined), naming `terminal`.
  */
-function conchTerminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
+function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
   const sandbox = ctx.get('sandbox') as { protect?(paths: readonly string[]): () => void; protectedPaths?(): string[]; hiddenPaths?(): string[] } | undefined
-  // Read at invoke time: ctx.agents is usually mounted after the pool.
-  const deps: Partial<PoolDeps> = { owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id) }
-  if (config.worker === 'in-process') {
-    const pty = ctx.get('pty') as PtyServiceApi | undefined
-    if (pty) deps.terminals = ptyTerminals({ pty, ...(sandbox && { sandbox }) })
-    return deps
-  }
-  const policies = ctx.get('sandboxPolicy') as { resolve(options: { session: PtyOwner['session'] }): { mode: OwnerPolicy['mode']; workspaceRoot: string } } | undefined
-  if (policies) {
-    deps.policyOf = (owner) => {
-      const { mode, workspaceRoot } = policies.resolve({ session: owner.session })
-      return { mode, workspaceRoot, protectedPaths: sandbox?.protectedPaths?.() ?? [], hiddenPaths: sandbox?.hiddenPaths?.() ?? [] }
+  const policies = ctx.get('sandboxPolicy') as (PolicyTerminalOptions['sandboxPolicy'] & { resolve(options: { session: PtyOwner['session'] }): { mode: OwnerPolicy['mode']; workspaceRoot: string } }) | undefined
+  if (config.worker === 'managed') {
+    if (config.terminal !== 'conch' || policies === undefined) return {}
+    return {
+      // Read at invoke time: ctx.agents is usually mounted after the pool.
+      owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id),
+      policyOf: (owner) => {
+        const { mode, workspaceRoot } = policies.resolve({ session: owner.session })
+        return { mode, workspaceRoot, protectedPaths: sandbox?.protectedPaths?.() ?? [], hiddenPaths: sandbox?.hiddenPaths?.() ?? [] }
+      },
     }
   }
-  deps.terminalSections = { sandboxLocal: mountedConfig(ctx, 'sandbox-local') ?? {}, ptyLocal: mountedConfig(ctx, 'pty-local', (config) => (config as { backendType?: string }).backendType === 'shell') ?? {} }
-  return deps
+  const pty = ctx.get('pty') as PtyServiceApi | undefined
+  if (pty === undefined) return {}
+  if (config.terminal === 'conch') {
+    return { owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id), terminals: ptyTerminals({ pty, ...(sandbox && { sandbox }) }) }
+  }
+  const sessions = ctx.get('sessions') as PolicyTerminalOptions['sessions'] | undefined
+  if (sessions === undefined || policies === undefined) return {}
+  return { terminals: policyTerminals({ pty, sessions, sandboxPolicy: policies }).terminals }
 }
 
 /** The workspace a configured `stateDir` must stay out of: the sandbox policy's configured root, when mounted. */
 function workspacesOf(ctx: Context): Partial<PoolDeps> {
   const root = (ctx.get('sandboxPolicy') as { config?: { workspaceRoot?: unknown } } | undefined)?.config?.workspaceRoot
   return typeof root === 'string' ? { workspaces: [root] } : {}
-}
-
-/** The config of the first mounted plugin named `name` (cordis's registry) that `accept` takes. */
-function mountedConfig(ctx: Context, name: string, accept: (config: unknown) => boolean = () => true): unknown {
-  for (const runtime of ctx.registry.values()) {
-    if (runtime.name !== name) continue
-    for (const fiber of runtime.fibers) if (fiber.config !== undefined && accept(fiber.config)) return fiber.config
-  }
-  return undefined
 }
 
 export const name = 'pty-pool'

@@ -16,11 +16,11 @@ import { type PoolConfig, routeFor } from './config.ts'
 import { appendNoFollow, readNoFollow } from './home-fs.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
-import type { OwnerPolicy, SessionInfo, TerminalSections } from './protocol.ts'
+import type { OwnerPolicy, SessionInfo } from './protocol.ts'
 import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
 import { defaultStateDir, openStateDir } from './state-dir.ts'
 import { WorkerSupervisor } from './supervisor.ts'
-import { spawnScreenTerminal, type TerminalFactory, type TerminalOwner } from './terminal.ts'
+import { unconfinedPolicy, type TerminalFactory, type TerminalOwner } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
 
 /** Bytes of the failure log `readFailures` reads at most. */
@@ -83,8 +83,9 @@ export interface PoolDeps {
   /** Spawns the managed worker (required for `worker: managed`). */
   subprocess?: SubprocessServiceApi | undefined
   /**
-   * The in-process terminal factory. Default under `terminal: unconfined`: `spawnScreenTerminal`;
-   * `terminal: conch` needs one (`ptyTerminals`), else the constructor throws `CONFIG_INVALID`.
+   * The in-process terminal factory over ctx.pty: `ptyTerminals` under `terminal: conch` (without
+   * one the constructor throws `CONFIG_INVALID`), `policyTerminals` under `terminal: unconfined`
+   * (without one each spawn fails, and the invoke falls back).
    */
   terminals?: TerminalFactory
   /** Finds an owner agent by id when an invoke names none (the plugin: `ctx.agents.get`). */
@@ -94,8 +95,6 @@ export interface PoolDeps {
    * (`ctx.sandboxPolicy` and `ctx.sandbox.protectedPaths()`) and sent with each invoke.
    */
   policyOf?: (owner: PtyOwner) => OwnerPolicy
-  /** Managed worker under `terminal: conch`: the config sections it composes its terminals from. */
-  terminalSections?: TerminalSections
   /**
    * Workspace roots (canonical) a configured `stateDir` must stay out of (the plugin: the sandbox
    * policy's configured `workspaceRoot`).
@@ -175,7 +174,7 @@ export class PtyPool {
       if (config.terminal === 'conch' && !deps.policyOf) {
         throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox')
       }
-      this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, ...(config.terminal === 'conch' && { terminal: deps.terminalSections ?? { sandboxLocal: {}, ptyLocal: {} } }) })
+      this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, terminal: config.workerTerminals })
     } else {
       const metrics = this.metrics
       let terminals = deps.terminals
@@ -183,7 +182,7 @@ export class PtyPool {
         if (config.terminal === 'conch') {
           throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) opens each CLI as a ctx.pty terminal of its owner: mount @conch/pty with @conch/pty-local (and the sandbox) before the pool, or set terminal: "unconfined" to run the CLIs with no sandbox')
         }
-        terminals = spawnScreenTerminal
+        terminals = () => Promise.reject(new Error('terminal: "unconfined" opens each CLI as a ctx.pty terminal under danger-full-access: mount @conch/session, @conch/sandbox-policy and @conch/pty with @conch/pty-local before the pool'))
       }
       this.backend = new WarmSessions(config, {
         terminals,
@@ -268,7 +267,7 @@ export class PtyPool {
       const attempt = { ...(options.signal && { signal: options.signal }), capMs: Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY), stallMs: this.config.stallMs, cwd }
       let answer: WarmAnswer
       try {
-        const owner = this.terminalOwner(key, options)
+        const owner = this.terminalOwner(key, options, cwd)
         if (owner) Object.assign(attempt, { owner })
         answer = oneShot ? await this.backend.oneShot(key, prompt, attempt) : await this.backend.invoke(key, prompt, attempt)
       } catch (error) {
@@ -286,11 +285,12 @@ export class PtyPool {
 
   /**
    * The owner the key's CLI runs for: in-process the agent object; in a managed worker its
-   * resolved policy (the agent cannot cross the process boundary). Undefined under `unconfined`.
+   * resolved policy (the agent cannot cross the process boundary). Under `unconfined`, in both
+   * worker modes: `danger-full-access` in the CLI's working directory (`cwd`).
    * @throws InvokeFailure `spawn` when a managed worker needs the policy of an owner not found.
    */
-  private terminalOwner(key: PoolKey, options: InvokeOptions): TerminalOwner | undefined {
-    if (this.config.terminal !== 'conch') return undefined
+  private terminalOwner(key: PoolKey, options: InvokeOptions, cwd: string): TerminalOwner | undefined {
+    if (this.config.terminal === 'unconfined') return { id: key.owner, policy: unconfinedPolicy(cwd) }
     const found = options.owner ?? this.deps.owners?.(key.owner)
     // Only the key's own owner: a lookup that answers with another agent is not used.
     const agent = found?.id === key.owner ? found : undefined

@@ -198,7 +198,7 @@ class PtyTerminal implements PoolTerminal {
     return this.exit
   }
 
-  /** Closes the session through `ctx.pty` (the backend's teardown ladder and its proof); `graceMs` is the backend's. */
+  /** Closes the session through `ctx.pty` (the backend's teardown ladder, its grace and its proof). */
   close(): Promise<TerminalCloseReport> {
     this.closing ??= (async () => {
       this.screen()

@@ -463,7 +463,7 @@ export class PoolSession {
   close(): Promise<TerminalCloseReport> {
     if (this.state !== 'closing' && this.state !== 'closed') this.to('closing')
     this.closing ??= (async () => {
-      const report = this.terminal ? await this.terminal.close(this.config.closeGraceMs) : { stopped: [], survivors: [] }
+      const report = this.terminal ? await this.terminal.close() : { stopped: [], survivors: [] }
       this.to('closed')
       return report
     })()

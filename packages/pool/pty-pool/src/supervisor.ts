@@ -51,7 +51,7 @@ export interface SupervisorDeps {
   warn: (message: string) => void
   /** Observes state changes (tests, status). */
   onState?: (state: SupervisorState) => void
-  /** Under `terminal: conch`: the config sections the worker composes its terminals from; sent in `init`. */
+  /** The config sections the worker composes its terminals (ctx.pty) from; sent in `init`. */
   terminal?: TerminalSections
 }
 

@@ -271,7 +271,7 @@ export class WarmSessions implements SessionBackend {
     clearTimeout(timer)
     options.signal?.removeEventListener('abort', onAbort)
     const text = terminal.screen({ scrollback: true }).join('\n').trim()
-    const left = await stillRunning((await terminal.close(this.config.closeGraceMs)).survivors)
+    const left = await stillRunning((await terminal.close()).survivors)
     // The home is removed only once no process of the run is left to swap a folder in it for a
     // link while rm walks it (rm(1)'s classic race); a run with survivors keeps its home.
     if (left.length > 0) this.deps.warn(`pool: a one-shot ${key.kind} run left processes ${left.join(', ')}; its home ${launch.home} is kept`)

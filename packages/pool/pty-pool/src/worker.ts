@@ -4,10 +4,10 @@
  * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
  * only answers prompts from warm sessions or reports why it could not.
  *
- * Under `terminal: conch` the worker composes its own conch terminals from the config sections in
- * `init` (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs
- * each CLI under the `policy` its invoke carries — the one the main process resolved for the
- * owner; an invoke without one is refused.
+ * The worker composes its own conch terminals from the config sections in `init`
+ * (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs each
+ * CLI under the `policy` its invoke carries — the one the main process resolved for the owner, or
+ * `danger-full-access` under `terminal: unconfined`; an invoke without one is refused.
  *
  * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
  * process's subprocess service finds and stops them even after the worker died with SIGKILL.
@@ -23,7 +23,7 @@ import { parseWorkerConfig } from './config.ts'
 import { openStateDir } from './state-dir.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
 import { encodeLine, LineDecoder, MainMessageSchema, type MainMessage, type TerminalSections, type WorkerMessage } from './protocol.ts'
-import { spawnScreenTerminal, type TerminalFactory } from './terminal.ts'
+import type { TerminalFactory } from './terminal.ts'
 import { WarmSessions } from './warm.ts'
 
 /** The descriptor of the protocol channel in the worker. */
@@ -35,13 +35,12 @@ export interface PoolWorkerOptions {
   signal?: AbortSignal
   /** Diagnostics (stderr). */
   log?: (line: string) => void
-  /** A fixed terminal factory (tests); otherwise chosen by the config's `terminal`. */
+  /** A fixed terminal factory (tests); otherwise `conchTerminals`. */
   terminals?: TerminalFactory
   /**
-   * Composes the worker's own conch terminals under `terminal: conch` — `conch pool-worker` builds
-   * ctx.pty with `@conch/pty-local` and the sandbox from the main process's config sections. The
-   * factory opens each CLI under the `policy` of its spawn's owner. Absent: a `conch` config fails
-   * the init.
+   * Composes the worker's own conch terminals — `conch pool-worker` builds ctx.pty with
+   * `@conch/pty-local` and the sandbox from the main process's config sections. The factory opens
+   * each CLI under the `policy` of its spawn's owner. Absent (and no `terminals`): the init fails.
    */
   conchTerminals?: (sections: TerminalSections) => Promise<WorkerTerminals>
   /** Largest line the main process may send, bytes (prompts are bounded by it). */
@@ -106,12 +105,11 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
         const tag = process.env[SUBPROCESS_TAG_VARIABLE]
         // Checked again here: the worker never makes a home where a link or another user could lead it.
         const stateDir = openStateDir(config.stateDir ?? '', { field: 'stateDir' })
-        confined = config.terminal === 'conch' && options.terminals === undefined
+        confined = options.terminals === undefined
         void (async () => {
           let terminals = options.terminals
-          if (terminals === undefined && config.terminal === 'unconfined') terminals = spawnScreenTerminal
           if (terminals === undefined) {
-            if (!options.conchTerminals) throw new PoolError('CONFIG_INVALID', 'terminal: "conch": this worker cannot compose conch terminals')
+            if (!options.conchTerminals) throw new PoolError('CONFIG_INVALID', 'this worker cannot compose conch terminals')
             const composed = await options.conchTerminals(message.terminal ?? { sandboxLocal: {}, ptyLocal: {} })
             if (stopping) return void (await composed.close())
             host = composed
@@ -145,7 +143,7 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
           return
         }
         if (confined && !message.policy) {
-          // Under `terminal: conch` a CLI runs only under its owner's policy, never a default one.
+          // A CLI runs only under the policy the main process sent, never a default one.
           send({ type: 'result', id: message.id, ok: false, reason: 'spawn', message: `an invoke for ${message.key.owner} without its owner's sandbox policy`, midTask: false, elapsedMs: 0 })
           return
         }

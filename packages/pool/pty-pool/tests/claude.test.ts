@@ -7,6 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, PoolError, poolNote, type PoolKey } from '../src/index.ts'
 import { alive, claudeEnv, claudeKind, startModel, tempDir, until } from './products.ts'
+import { unconfinedTerminals } from './stack.ts'
+
+const terminals = unconfinedTerminals()
 
 let model: FakeModelServer
 const fallbackCalls: Array<{ prompt: string; conversation: string }> = []
@@ -16,6 +19,7 @@ function makePool(overrides: Record<string, unknown> = {}) {
   // The pool's own behaviour with a bare terminal; confined-claude.test.ts runs the default (conch terminals).
   const config = loadPoolConfig({ terminal: 'unconfined', kinds: { claude: claudeKind(model) }, stateDir: `${dir}/state`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
   return new PtyPool(config, {
+    terminals,
     env: { ...claudeEnv(model), BILLING_KEY: 'sk-billing-0123456789abcdefghij' },
     // The fresh-spawn path is the one-shot provider's job; here it records what reached it.
     fallback: async ({ prompt, key }) => {

@@ -6,11 +6,12 @@
  */
 import { spawn } from 'node:child_process'
 import { afterEach, describe, expect, it } from 'vitest'
-import { BUILTIN_KINDS, loadPoolConfig, PtyPool, ptyTerminals, spawnScreenTerminal, type PoolKey, type TerminalFactory } from '../src/index.ts'
+import { BUILTIN_KINDS, loadPoolConfig, PtyPool, ptyTerminals, type PoolKey, type TerminalFactory } from '../src/index.ts'
 import { alive, sentinelRepl, until } from './products.ts'
-import { poolScratch, terminalStack } from './stack.ts'
+import { poolScratch, terminalStack, unconfinedTerminals } from './stack.ts'
 
 const scratch = poolScratch()
+const unconfined = unconfinedTerminals()
 const generic = (repl: string) => ({ generic: { command: repl, env: { POOL_SENTINEL: '{sentinel}' }, readyPattern: '^> ', busyPattern: '(?!x)x' } })
 const keyOf = (owner: string): PoolKey => ({ owner, conversation: 'c', kind: 'generic', model: '', account: '', bare: false })
 const leftBehind: number[] = []
@@ -45,9 +46,9 @@ describe('the warning about processes a closed session left', { timeout: 60_000 
     await new Promise((resolve) => gone.once('exit', resolve))
     // A terminal whose close reports two processes left: one running, one that has exited.
     const terminals: TerminalFactory = async (options) => {
-      const terminal = await spawnScreenTerminal(options)
+      const terminal = await unconfined(options)
       const close = terminal.close.bind(terminal)
-      return Object.assign(terminal, { close: async (graceMs?: number) => ({ ...(await close(graceMs)), survivors: [survivor.pid!, gone.pid!] }) })
+      return Object.assign(terminal, { close: async () => ({ ...(await close()), survivors: [survivor.pid!, gone.pid!] }) })
     }
     const warnings: string[] = []
     const pool = new PtyPool(loadPoolConfig({ terminal: 'unconfined', kinds: generic(sentinelRepl(dir)), stateDir: `${dir}/state`, cwd: dir }, {}, BUILTIN_KINDS), {

@@ -6,6 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
 import { alive, codexEnv, codexKind, startModel, tempDir } from './products.ts'
+import { unconfinedTerminals } from './stack.ts'
+
+const terminals = unconfinedTerminals()
 
 let model: FakeModelServer
 
@@ -13,7 +16,7 @@ function makePool(overrides: Record<string, unknown> = {}) {
   const dir = tempDir('pool-codex-')
   // The pool's own behaviour with a bare terminal; confined-claude.test.ts runs the default (conch terminals).
   const config = loadPoolConfig({ terminal: 'unconfined', kinds: { codex: codexKind(model) }, stateDir: `${dir}/state`, cwd: tempDir('pool-cwd-'), ...overrides }, {}, BUILTIN_KINDS)
-  return new PtyPool(config, { env: codexEnv(), fallback: async ({ prompt }) => `fresh: ${prompt}` })
+  return new PtyPool(config, { terminals, env: codexEnv(), fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 
 const key = (conversation: string): PoolKey => ({ owner: 'agent-1', conversation, kind: 'codex', model: '', account: '', bare: false })

@@ -9,8 +9,10 @@ import { chmodSync, writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
 import { tempDir } from './products.ts'
+import { unconfinedTerminals } from './stack.ts'
 
 const dir = tempDir('pool-paste-')
+const terminals = unconfinedTerminals()
 
 /** A REPL that turns DECSET 2004 on (`on`) or leaves it off, and reports how each line arrived. */
 function repl(name: string, bracketed: boolean): string {
@@ -42,7 +44,7 @@ function makePool(name: string, command: string, paste?: 'always' | 'multi-line'
     stateDir: `${dir}/${name}/state`,
     cwd: dir,
   }, {}, BUILTIN_KINDS)
-  return new PtyPool(config, { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
+  return new PtyPool(config, { terminals, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 
 describe('how a prompt is typed', { timeout: 30_000 }, () => {

@@ -11,6 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, poolNote, PtyPool, type PoolKey } from '../src/index.ts'
 import { CLAUDE_BIN, CODEX_BIN, claudeEnv, codexEnv, codexKind, requireProduct, startModel, tempDir } from './products.ts'
+import { unconfinedTerminals } from './stack.ts'
+
+const terminals = unconfinedTerminals()
 
 let model: FakeModelServer
 beforeAll(async () => {
@@ -34,7 +37,7 @@ describe('the built-in CLI kinds', { timeout: 90_000 }, () => {
     const config = loadPoolConfig({ terminal: 'unconfined', kinds: { codex }, stateDir: `${dir}/state`, cwd: dir }, { PATH, CONCH_PRODUCTS_DIR: products }, BUILTIN_KINDS)
     expect(config.kinds.claude!.command).toBe(CLAUDE_BIN)
     expect(config.kinds.codex!.command).toBe(CODEX_BIN)
-    const pool = new PtyPool(config, { env: { ...claudeEnv(model), ...codexEnv(), PATH }, fallback: async () => 'fresh' })
+    const pool = new PtyPool(config, { terminals, env: { ...claudeEnv(model), ...codexEnv(), PATH }, fallback: async () => 'fresh' })
     try {
       expect(await pool.acquireAndInvoke(keyOf('claude'), 'Q1: the products claude')).toMatchObject({ path: 'booted', text: 'answer 1: the products claude' })
       expect(await pool.acquireAndInvoke(keyOf('codex'), 'Q2: the products codex')).toMatchObject({ path: 'booted', text: 'answer 2: the products codex' })

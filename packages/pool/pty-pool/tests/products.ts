@@ -134,11 +134,6 @@ function processesWhose(match: (entry: string) => boolean): number[] {
   return pids
 }
 
-/** Processes whose environment carries `CONCH_POOL_TAG` (the pool's terminals), from /proc. */
-export function taggedProcesses(): number[] {
-  return processesWhose((entry) => entry.startsWith('CONCH_POOL_TAG='))
-}
-
 /** Live processes whose initial environment carries `tag` (`NAME=value`), from /proc. */
 export function carrying(tag: string): number[] {
   return processesWhose((entry) => entry === tag)

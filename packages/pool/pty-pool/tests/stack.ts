@@ -18,6 +18,7 @@ import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
 import SubprocessService, { type SubprocessServiceApi } from '@conch/subprocess'
 import ToolsService from '@conch/tools'
+import { policyTerminals, type TerminalFactory } from '../src/index.ts'
 
 export interface Stack {
   root: Context
@@ -41,6 +42,27 @@ export async function terminalStack(fibers: { dispose(): Promise<void> }[], poli
   await load(PtyService, {})
   await load(ptyLocal, {})
   return { root, load }
+}
+
+/**
+ * `terminal: unconfined`'s terminals as the plugin wires them in-process: ctx.pty over pty-local,
+ * each CLI under `danger-full-access` through `policyTerminals`. The stack is built in this
+ * file's `beforeAll` and disposed in its `afterAll`.
+ */
+export function unconfinedTerminals(): TerminalFactory {
+  const fibers: { dispose(): Promise<void> }[] = []
+  let terminals: TerminalFactory | undefined
+  beforeAll(async () => {
+    const { root } = await terminalStack(fibers, {}, { subprocess: false })
+    terminals = policyTerminals({ pty: root.pty, sessions: root.sessions, sandboxPolicy: root.sandboxPolicy }).terminals
+  })
+  afterAll(async () => {
+    for (const fiber of fibers.splice(0).reverse()) await fiber.dispose()
+  })
+  return (options) => {
+    if (terminals === undefined) throw new Error('unconfinedTerminals() is used before its beforeAll ran')
+    return terminals(options)
+  }
 }
 
 /** A file's own Context with ctx.subprocess: loaded in `beforeAll`, disposed in `afterAll`. */

@@ -9,10 +9,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, startStatusListener, type PoolKey, type StatusListener } from '../src/index.ts'
 import { sentinelRepl, tempDir } from './products.ts'
+import { unconfinedTerminals } from './stack.ts'
 
 const run = promisify(execFile)
 const dir = tempDir('pool-status-')
 const repl = sentinelRepl(dir)
+const terminals = unconfinedTerminals()
 
 const pool = new PtyPool(
   loadPoolConfig({
@@ -23,7 +25,7 @@ const pool = new PtyPool(
     cwd: dir,
     stallMs: 800,
   }, {}, BUILTIN_KINDS),
-  { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` },
+  { terminals, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` },
 )
 const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
 let listener: StatusListener

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, LineDecoder, loadPoolConfig, PtyPool, WorkerSupervisor, type InvokeResult, type PoolKey } from '../src/index.ts'
 import { alive, carrying, CONCH_BIN, sentinelRepl, tagOf, tempDir, until } from './products.ts'
-import { subprocessContext } from './stack.ts'
+import { subprocessContext, unconfinedTerminals } from './stack.ts'
 
 const HOSTILE = resolve(import.meta.dirname, 'hostile-worker.mjs')
 
@@ -20,6 +20,7 @@ const dir = tempDir('pool-worker-')
 const repl = sentinelRepl(dir)
 
 const shared = subprocessContext()
+const terminals = unconfinedTerminals()
 
 const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
 
@@ -34,7 +35,7 @@ function makePool(name: string, overrides: Record<string, unknown> = {}) {
     stallMs: 800,
     ...overrides,
   }, {}, BUILTIN_KINDS)
-  return new PtyPool(config, { subprocess: shared.subprocess, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
+  return new PtyPool(config, { subprocess: shared.subprocess, terminals, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` })
 }
 
 const managed = (supervisor: Record<string, unknown> = {}) => ({ worker: 'managed', supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'], ...supervisor } })

@@ -11,7 +11,6 @@ import type {
   ProcessRecord,
   ProcessTable,
   SessionTag,
-  SweepTaggedOptions,
   TerminateReport,
   TerminateTreeOptions,
 } from './types.ts'
@@ -433,12 +432,7 @@ class Teardown {
    * passed; what still runs then was captured, so the report names it as a survivor instead of
    * claiming the tree is gone. Finds nothing when there is no tag to sweep.
    */
-  async finalSweep(orphanHosts?: readonly number[]): Promise<void> {
-    if (orphanHosts !== undefined && this.ladder.table.children !== undefined) {
-      // Where an orphan hangs, instead of listings of every process: those are too slow for it.
-      this.hosts = orphanHosts
-      this.scanning = false
-    }
+  async finalSweep(): Promise<void> {
     if (!this.sweeps()) return
     const until = Date.now() + this.ladder.killWaitMs
     // A look can miss a process caught between two pids (the one listed has just left, its child
@@ -467,7 +461,7 @@ class Teardown {
   }
 }
 
-function ladderOf(options: SweepTaggedOptions & Pick<TerminateTreeOptions, 'discovery' | 'rootExited'>, tag: SessionTag | undefined): Ladder {
+function ladderOf(options: TerminateTreeOptions, tag: SessionTag | undefined): Ladder {
   return {
     namespace: options.discovery === 'namespace',
     rootExited: options.rootExited,
@@ -585,22 +579,5 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
     else if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
   }
   await teardown.finalSweep()
-  return teardown.report()
-}
-
-/**
- * Stops every process whose environment carries `tag` (and their descendants): the teardown
- * ladder of `terminateTree` without a root. Use it for processes that escaped a tree walk,
- * e.g. after the root has already exited.
- */
-export async function sweepTagged(tag: SessionTag, options: SweepTaggedOptions): Promise<TerminateReport> {
-  const ladder = ladderOf(options, tag)
-  const entries = await ladder.table.snapshot()
-  const teardown = new Teardown(ladder, protectedPids(entries), true)
-  const members = await teardown.discover([], true, entries)
-  await teardown.stage(members, 'SIGTERM', [], true)
-  // The processes a tagged orphan can hang from: init, this process and its ancestors (a process
-  // that runs this sweep after its parent died was re-parented where that parent's orphans went).
-  await teardown.finalSweep([...protectedPids(entries)].filter((pid) => pid > 0))
   return teardown.report()
 }

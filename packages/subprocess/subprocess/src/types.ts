@@ -197,9 +197,6 @@ export interface TerminateTreeOptions {
   kill?: (pid: number, signal: NodeJS.Signals) => void
 }
 
-/** Options of `sweepTagged`: the teardown ladder without a root. */
-export type SweepTaggedOptions = Omit<TerminateTreeOptions, 'rootPid' | 'includeRoot' | 'rootSignal' | 'tag'>
-
 /**
  * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
  * `survivors` lists those still present after KILL — a non-empty list is a failed teardown

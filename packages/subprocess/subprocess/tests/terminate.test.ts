@@ -8,7 +8,6 @@ import {
   createSessionTag,
   linuxProcessTable,
   signalIfSame,
-  sweepTagged,
   terminateTree,
   type ProcessEntry,
   type ProcessRecord,
@@ -263,23 +262,6 @@ time.sleep(300)
       if (!session) process.kill(daemon!.pid, 'SIGKILL')
     }
   }, 30_000)
-
-  it('sweeps tagged processes on their own, without a root', async () => {
-    const tag = createSessionTag('CONCH_TEST_TAG')
-    const { out, exited } = bash(`setsid sleep 309 & setsid bash -c 'sleep 310 & echo inner; wait' & echo ready`, tag)
-    await out.line(/^ready/)
-    await out.line(/^inner/)
-    await exited
-    const before = await tagged(tag)
-    expect(before.length).toBeGreaterThanOrEqual(3)
-
-    const report = await sweepTagged(tag, { graceMs: 5_000 })
-    expect(report.survivors).toEqual([])
-    // The pids, not the names: a child may still be a forked bash that has not exec'd sleep yet.
-    expect(report.stopped.map((r) => r.pid).sort()).toEqual(before.map((e) => e.pid).sort())
-    expect(report.stopped.map((r) => r.comm)).toContain('bash')
-    expect(await tagged(tag)).toEqual([])
-  })
 
   it.each([
     ['by rescanning before KILL', 'scan', 311],
