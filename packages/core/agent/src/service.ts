@@ -5,7 +5,7 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { LlmServiceApi } from '@conch/llm'
-import type { SessionLog, SessionServiceApi } from '@conch/session'
+import { messageOf, type SessionLog, type SessionServiceApi } from '@conch/session'
 import type { ToolsServiceApi } from '@conch/tools'
 import { AgentHandle } from './agent.ts'
 import { runTurn } from './loop.ts'
@@ -201,14 +201,14 @@ class AgentService extends Service implements AgentServiceApi {
       if (this.agents.get(agent.id) === agent) this.agents.delete(agent.id)
     }
     if (failures.length > 0) {
-      throw new AggregateError(failures, `${failures.length} cleanup(s) of agent ${agent.id} failed: ${failures.map(describe).join('; ')}`)
+      throw new AggregateError(failures, `${failures.length} cleanup(s) of agent ${agent.id} failed: ${failures.map(messageOf).join('; ')}`)
     }
   }
 
   private async disposeAll(): Promise<void> {
     const results = await Promise.allSettled(this.list().map((agent) => this.dispose(agent)))
     for (const result of results) {
-      if (result.status === 'rejected') this.logger.warn('disposing an agent failed: %s', describe(result.reason))
+      if (result.status === 'rejected') this.logger.warn('disposing an agent failed: %s', messageOf(result.reason))
     }
   }
 }
@@ -223,6 +223,3 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

@@ -14,7 +14,8 @@
  * (signals the foreground group instead of writing, then waits up to `handoffGraceMs`). The
  * transition table is in the package README ("Send lifecycle").
  */
-import { describeStatus, PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
+import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
+import { describeExit, messageOf } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
@@ -438,7 +439,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'timer':
       return onTimer(s, event.timer, event.now, out)
     case 'exit':
-      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(event.status)})` })
+      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell ${describeExit(event.status)}` })
     case 'abort':
       if (spec.kind === 'send') return cancel(s, event.now, out)
       return reject(s, out, event.reason, false, false)
@@ -969,6 +970,3 @@ function abortBeforeWrite(s: SendState, out: SendEffect[], reason: unknown): voi
   return reject(s, out, reason, false, false)
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

@@ -20,7 +20,6 @@ import {
   LiveTextRedactor,
   SecretRedactor,
   delay,
-  describeStatus,
   PtyError,
   within,
   type BackendSession,
@@ -39,6 +38,7 @@ import {
 import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import type { Config } from './config.ts'
 import { cleanProcessText, type TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
@@ -222,7 +222,7 @@ export class LocalSession implements BackendSession {
     }
     if (signal.aborted) throw signal.reason
     if (result.waitReason === 'session_exit') {
-      throw new PtyError('SPAWN_FAILED', `the shell exited during startup (${describeStatus(result.sessionStatus)}): ${lastLines(result.viewport)}`)
+      throw new PtyError('SPAWN_FAILED', `the shell ${describeExit(result.sessionStatus)} during startup: ${lastLines(result.viewport)}`)
     }
     if (result.waitReason === 'timeout') {
       throw new PtyError('SPAWN_FAILED', `the shell did not become ready within ${this.config.timeoutMs} ms; output so far: ${lastLines(result.viewport) || '(none)'}`)
@@ -251,7 +251,7 @@ export class LocalSession implements BackendSession {
    */
   startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', `the shell ${describeExit(this.state)}; nothing was written`)
     }
     if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
     const plan = planInput(input, { ...this.keyModes(), bracketedPaste: this.parser.privateModes.get(2004) === true })
@@ -303,7 +303,7 @@ export class LocalSession implements BackendSession {
 
   async signal(signal: PtySignal): Promise<SignalResult> {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', `the shell ${describeExit(this.state)}; no signal was sent`)
     }
     if (signal === 'SIGINT') this.openLineText = ''
     const active = this.current
@@ -356,7 +356,7 @@ export class LocalSession implements BackendSession {
    */
   write(data: string): Promise<void> {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', `the shell ${describeExit(this.state)}; nothing was written`)
     }
     if (this.current !== undefined || this.watch !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is active on this session; nothing was written')
     this.atPrompt = false
@@ -414,7 +414,7 @@ export class LocalSession implements BackendSession {
    */
   resize(size: { rows: number; cols: number }): void {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); the terminal was not resized`)
+      throw new PtyError('SESSION_EXITED', `the shell ${describeExit(this.state)}; the terminal was not resized`)
     }
     this.terminal.resize(size.cols, size.rows)
     this.display.resize(size.rows, size.cols)
@@ -537,7 +537,7 @@ export class LocalSession implements BackendSession {
     }
     const target = (await this.inspector.groupName(pgid)) ?? 'unknown'
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', `the shell ${describeExit(this.state)}; no signal was sent`)
     }
     try {
       // kill(2) with a negative pid signals every process of the group.

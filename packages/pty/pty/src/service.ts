@@ -7,6 +7,7 @@
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import { describeExit, messageOf } from '@conch/session'
 import {
   type BackendSession,
   type ScreenState,
@@ -34,7 +35,7 @@ import {
   MAX_TERMINAL_COLS,
   MAX_TERMINAL_ROWS,
 } from './types.ts'
-import { describeStatus, displayName } from './helpers.ts'
+import { displayName } from './helpers.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -225,7 +226,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} ${describeExit(status)}; nothing was written. Its scrollback can still be read; open a new session to continue`)
     }
 
     const token = {}
@@ -305,7 +306,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} ${describeExit(status)}; no signal was sent`)
     }
     return entry.backend.signal(signal)
   }
@@ -322,7 +323,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} ${describeExit(status)}; nothing was written`)
     }
     await entry.backend.write(data)
   }
@@ -683,7 +684,6 @@ function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: st
   return new PtyError('CLOSE_FAILED', `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close`)
 }
 
-
 function aggregate(errors: Error[], doing: string): AggregateError {
   return new AggregateError(errors, `${doing} failed: ${errors.map((error) => error.message).join('; ')}`)
 }
@@ -694,10 +694,6 @@ function rejections(results: PromiseSettledResult<unknown>[]): Error[] {
 
 function asError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value))
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 function isCount(value: unknown): value is number {

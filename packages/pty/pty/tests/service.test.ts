@@ -441,7 +441,7 @@ describe('send reservation', () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     backend.last.session.current = { state: 'exited', exitCode: 3, signal: null }
     const error = thrown(() => root.pty.startSend(alice, sessionId, { text: 'echo x', submit: true }))
-    expectCode(error, 'SESSION_EXITED', /PTY session pty-1 has exited \(code 3\); nothing was written/)
+    expectCode(error, 'SESSION_EXITED', /PTY session pty-1 exited with code 3; nothing was written/)
     expect(backend.last.session.sends).toHaveLength(0)
     expect(root.pty.list(alice)[0]?.busy).toBe(false)
   })
@@ -504,7 +504,7 @@ describe('read and signal', () => {
   it('refuses to signal an exited session without touching the backend', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     backend.last.session.current = { state: 'exited', exitCode: null, signal: 'SIGHUP' }
-    expectCode(await rejection(root.pty.signal(alice, sessionId, 'SIGINT')), 'SESSION_EXITED', /has exited \(signal SIGHUP\); no signal was sent/)
+    expectCode(await rejection(root.pty.signal(alice, sessionId, 'SIGINT')), 'SESSION_EXITED', /was killed by SIGHUP; no signal was sent/)
     expect(backend.last.session.signals).toEqual([])
   })
 })

@@ -12,7 +12,6 @@ import {
   StreamTail,
   childCwd,
   childEnv,
-  describeExit,
   disposeProcess,
   raceStart,
   spawnChild,
@@ -21,6 +20,7 @@ import {
   type SubagentProvider,
 } from '@conch/subagent'
 import type { SubprocessServiceApi } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import { createCodexHome, type CodexHome, type TomlTable } from './codex-home.ts'
 import { JsonLinesConnection } from './connection.ts'
 import type { AskForApproval, CodexSandboxMode } from './protocol.ts'

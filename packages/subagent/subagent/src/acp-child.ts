@@ -23,10 +23,10 @@ import {
   type ToolCallContent,
 } from '@agentclientprotocol/sdk'
 import { readableFrom, type ChildHandle, type SubprocessServiceApi } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import {
   EXIT_WINDOW_MS,
   StreamTail,
-  describeExit,
   disposeProcess,
   raceStart,
   spawnChild,

@@ -7,6 +7,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
+import { describeExit, messageOf } from '@conch/session'
 import { scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { SubagentError } from './types.ts'
 
@@ -161,12 +162,6 @@ export class StreamTail {
   }
 }
 
-/** How a child's exit reads in a diagnostic: `exited with code 3`, `was killed by SIGKILL`. */
-export function describeExit(exit: { exitCode: number | null; signal: NodeJS.Signals | null }): string {
-  if (exit.signal !== null) return `was killed by ${exit.signal}`
-  return `exited with code ${exit.exitCode ?? 'unknown'}`
-}
-
 /**
  * After a pipe to the child broke, how long to look for the child's exit so a diagnostic can
  * name it (the exit is reported after the pipe closes), in ms.
@@ -276,6 +271,3 @@ async function withinMs(promise: Promise<unknown>, ms: number): Promise<void> {
   clearTimeout(timer)
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

@@ -12,6 +12,7 @@
 import { setMaxListeners } from 'node:events'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { messageOf } from '@conch/session'
 import {
   SubagentError,
   type ContentBlock,
@@ -442,10 +443,6 @@ function abortDiagnostic(reason: unknown): string {
   if (reason instanceof SubagentError) return reason.message
   if (reason instanceof Error && reason.name !== 'AbortError') return `cancelled: ${reason.message}`
   return 'cancelled by the caller'
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 namespace SubagentService {
