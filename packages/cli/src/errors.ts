@@ -3,6 +3,7 @@
  * exits with when the error ends it (2: the command line or the environment is wrong, 1: the
  * composition could not be read or started).
  */
+import { ConchError } from '@conch/session'
 
 export type CliErrorCode =
   /** A command-line argument is missing, unknown or invalid; the message names the flag. */
@@ -32,14 +33,14 @@ export type CliErrorCode =
   /** A subcommand whose implementation is not installed. */
   | 'UNAVAILABLE'
 
-export class CliError extends Error {
+export class CliError extends ConchError<CliErrorCode, undefined> {
   override readonly name: string = 'CliError'
   constructor(
-    readonly code: CliErrorCode,
+    code: CliErrorCode,
     message: string,
     readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' || code === 'SANDBOX_UNAVAILABLE' ? 2 : 1,
   ) {
-    super(message)
+    super(code, undefined, message)
   }
 }
 

@@ -10,6 +10,7 @@ import type { AgentServiceApi } from '@conch/agent'
 import { Config, type ConfigInput } from './config.ts'
 import { AcpServer } from './server.ts'
 import { readableFrom, writableTo } from '@conch/subprocess'
+import { ConchError } from '@conch/session'
 
 export { Config, type ConfigInput } from './config.ts'
 export { answerInitializeEarly, type EarlyInitialize, type EarlyInitializeOptions } from './early.ts'
@@ -41,13 +42,10 @@ export interface RunAcpOptions {
 export type AcpSetupErrorCode = 'NO_AGENT_SERVICE'
 
 /** The composition cannot serve ACP. */
-export class AcpSetupError extends Error {
+export class AcpSetupError extends ConchError<AcpSetupErrorCode, undefined> {
   override readonly name = 'AcpSetupError'
-  constructor(
-    readonly code: AcpSetupErrorCode,
-    message: string,
-  ) {
-    super(message)
+  constructor(code: AcpSetupErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

@@ -4,7 +4,7 @@
  * a prompt into model calls and tool executions until the model answers with plain text.
  */
 import type { Context } from 'cordis'
-import type { SessionLog } from '@conch/session'
+import { ConchError, type SessionLog } from '@conch/session'
 import type { ToolResult } from '@conch/tools'
 
 export type AgentState = 'live' | 'disposing' | 'disposed'
@@ -66,10 +66,10 @@ export interface RunOptions {
 
 export type AgentErrorCode = 'AGENT_NOT_LIVE' | 'AGENT_DISPOSED' | 'TURN_ACTIVE' | 'NO_AGENT'
 
-export class AgentError extends Error {
+export class AgentError extends ConchError<AgentErrorCode, undefined> {
   override readonly name = 'AgentError'
-  constructor(readonly code: AgentErrorCode, message: string) {
-    super(message)
+  constructor(code: AgentErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

@@ -2,6 +2,7 @@
  * The model contract behind `ctx.llm`: a registry of adapters keyed by provider name, each
  * streaming chunks for one chat-completion request with tool calling.
  */
+import { ConchError } from '@conch/session'
 
 /** JSON Schema object as sent to the model for a tool's parameters (draft 2020-12 subset). */
 export type JsonSchema = Record<string, unknown>
@@ -76,10 +77,10 @@ export type LlmErrorCode =
   | 'SCRIPT_ERROR'
   | 'SCRIPT_EXHAUSTED'
 
-export class LlmError extends Error {
+export class LlmError extends ConchError<LlmErrorCode, undefined> {
   override readonly name = 'LlmError'
-  constructor(readonly code: LlmErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: LlmErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

@@ -28,7 +28,7 @@ export type ErrorOf<M extends ErrorMessages, C extends keyof M & string = keyof 
 
 export interface ErrorClass<M extends ErrorMessages> {
   new <C extends keyof M & string>(code: C, details: DetailsOf<M, C>, options?: { cause?: unknown }): ConchError<C, DetailsOf<M, C>>
-  readonly prototype: ConchError<keyof M & string>
+  readonly prototype: ErrorOf<M>
   /** The message `code` has for `details`, without building an error. */
   message<C extends keyof M & string>(code: C, details: DetailsOf<M, C>): string
 }

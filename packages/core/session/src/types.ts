@@ -54,6 +54,7 @@ export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
 export type { SessionRedactor } from './bound.ts'
 import type { SessionRedactor } from './bound.ts'
+import { ConchError } from './errors.ts'
 
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
@@ -101,10 +102,10 @@ export type SessionErrorCode =
   /** The log folder lies inside the session's workspace, which its terminals can write. */
   | 'LOG_IN_WORKSPACE'
 
-export class SessionError extends Error {
+export class SessionError extends ConchError<SessionErrorCode, undefined> {
   override readonly name = 'SessionError'
-  constructor(readonly code: SessionErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: SessionErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

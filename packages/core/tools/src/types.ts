@@ -4,6 +4,7 @@
  */
 import type { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
+import { ConchError } from '@conch/session'
 
 /**
  * The agent a tool runs for. Declared open here and merged with `Agent` by `@conch/agent`
@@ -80,10 +81,10 @@ export type ToolsErrorCode =
   /** A definition `register()` refuses: bad name, empty description, a schema without a JSON Schema object form, or a byte bound below 64. */
   | 'INVALID_TOOL'
 
-export class ToolsError extends Error {
+export class ToolsError extends ConchError<ToolsErrorCode, undefined> {
   override readonly name = 'ToolsError'
-  constructor(readonly code: ToolsErrorCode, message: string) {
-    super(message)
+  constructor(code: ToolsErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

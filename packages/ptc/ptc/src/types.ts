@@ -8,6 +8,7 @@
  */
 import type { Agent } from '@conch/agent'
 import type { SandboxMode } from '@conch/sandbox'
+import { ConchError } from '@conch/session'
 
 /** A value that survives `JSON.stringify` → `JSON.parse` unchanged (RFC 8259 values, finite numbers). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
@@ -159,10 +160,10 @@ export type PtcErrorCode =
   /** A call after the service or runtime was disposed. */
   | 'DISPOSED'
 
-export class PtcError extends Error {
+export class PtcError extends ConchError<PtcErrorCode, undefined> {
   override readonly name = 'PtcError'
-  constructor(readonly code: PtcErrorCode, message: string) {
-    super(message)
+  constructor(code: PtcErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

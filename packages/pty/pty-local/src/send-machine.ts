@@ -362,7 +362,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       // A baseline, write or signal watch that failed: the send cannot go on.
       const failed = [s.awaiting.baseline, s.awaiting.check, s.awaiting.write, s.awaiting.signal].includes(event.gen)
       if (!failed) return
-      const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', `the send failed: ${messageOf(event.error)}`, { cause: event.error })
+      const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', { reason: `the send failed: ${messageOf(event.error)}` }, { cause: event.error })
       return reject(s, out, error, spec.kind !== 'startup', false)
     }
     case 'output':
@@ -868,7 +868,7 @@ function cancel(s: SendState, now: number, out: SendEffect[]): void {
   if (s.cancel !== 'none') return
   if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
     // Nothing was written and nothing will be; the output it would have shown waits for the next.
-    return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
+    return reject(s, out, new PtyError('SEND_CANCELLED', { reason: 'the send was cancelled before its input was written; nothing was written' }), true, true)
   }
   // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
   s.cancel = 'handoff'

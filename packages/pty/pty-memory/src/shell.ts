@@ -154,7 +154,7 @@ export class MemoryShell {
    * @throws PtyError `SESSION_EXITED` after exit, `SIGNAL_REFUSED` for SIGKILL to the shell.
    */
   signal(signal: PtySignal): { target: string; pgid: number } {
-    if (this.exitStatus) throw new PtyError('SESSION_EXITED', `the memory shell ${describeExit(this.exitStatus)}; no signal was sent`)
+    if (this.exitStatus) throw new PtyError('SESSION_EXITED', { reason: `the memory shell ${describeExit(this.exitStatus)}; no signal was sent` })
     const program = this.foreground
     if (program) {
       this.signalProgram(program, signal)
@@ -162,7 +162,7 @@ export class MemoryShell {
     }
     switch (signal) {
       case 'SIGKILL':
-        throw new PtyError('SIGNAL_REFUSED', 'SIGKILL would kill the shell itself (it is the foreground process group); close the session instead')
+        throw new PtyError('SIGNAL_REFUSED', { reason: 'SIGKILL would kill the shell itself (it is the foreground process group); close the session instead' })
       case 'SIGINT':
         this.line = ''
         this.pendingSource = undefined

@@ -29,6 +29,7 @@ import {
   writeSync,
 } from 'node:fs'
 import { join } from 'node:path'
+import { SandboxError } from '@conch/sandbox'
 
 export interface RuntimeDir {
   /** The directory (absolute). */
@@ -39,15 +40,6 @@ export interface RuntimeDir {
   emptyFile(): string
   /** An empty, read-only directory (for masking directories). */
   emptyDir(): string
-}
-
-export type RuntimeDirErrorCode = 'RUNTIME_DIR_UNSAFE'
-
-export class RuntimeDirError extends Error {
-  override readonly name = 'RuntimeDirError'
-  constructor(readonly code: RuntimeDirErrorCode, message: string) {
-    super(message)
-  }
 }
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
@@ -66,7 +58,7 @@ export function openRuntimeDir(base: string): RuntimeDir {
     }
     const stat = lstatSync(path)
     if (!stat.isDirectory() || stat.uid !== uid() || (stat.mode & 0o077) !== 0) {
-      throw new RuntimeDirError(
+      throw new SandboxError(
         'RUNTIME_DIR_UNSAFE',
         `${path} is not a private directory of uid ${uid()} (mode 0700); remove it, or set runtimeDir to another folder`,
       )

@@ -4,7 +4,7 @@
  * restarted harness replays the same policy.
  */
 import type { SandboxMode } from '@conch/sandbox'
-import type { SessionLog } from '@conch/session'
+import { ConchError, type SessionLog } from '@conch/session'
 
 /** Data of a `sandbox/mode` session event. */
 export interface SandboxModeEventData {
@@ -30,10 +30,10 @@ export interface ModeFence {
 
 export type SandboxPolicyErrorCode = 'MODE_CHANGE_REFUSED' | 'INVALID_MODE'
 
-export class SandboxPolicyError extends Error {
+export class SandboxPolicyError extends ConchError<SandboxPolicyErrorCode, undefined> {
   override readonly name = 'SandboxPolicyError'
-  constructor(readonly code: SandboxPolicyErrorCode, message: string) {
-    super(message)
+  constructor(code: SandboxPolicyErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

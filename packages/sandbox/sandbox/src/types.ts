@@ -3,6 +3,7 @@
  * policy, or refuse. conch fails closed — when no registered provider can enforce a policy,
  * `confine` throws `SANDBOX_UNAVAILABLE`; it never returns the argv unconfined.
  */
+import { ConchError } from '@conch/session'
 
 /**
  * - `read-only`: the whole filesystem is readable, nothing is writable except a private /tmp.
@@ -104,11 +105,13 @@ export type SandboxErrorCode =
   | 'PROTECTED_PATH_LINKED'
   | 'PROTECTED_PATH_SYMLINK'
   | 'PROTECTED_CODE_WRITABLE'
+  /** A provider's runtime folder is not a folder of this user's with mode 0700, or changed while opened. */
+  | 'RUNTIME_DIR_UNSAFE'
 
-export class SandboxError extends Error {
+export class SandboxError extends ConchError<SandboxErrorCode, undefined> {
   override readonly name = 'SandboxError'
-  constructor(readonly code: SandboxErrorCode, message: string) {
-    super(message)
+  constructor(code: SandboxErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

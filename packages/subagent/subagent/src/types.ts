@@ -8,6 +8,7 @@
  * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
  */
 import type { Agent } from '@conch/agent'
+import { ConchError } from '@conch/session'
 
 /** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
 export interface TextBlock {
@@ -220,10 +221,10 @@ export type SubagentErrorCode =
   /** A request field the service cannot take (for example a `timeoutMs` that is not a positive integer). */
   | 'INVALID_REQUEST'
 
-export class SubagentError extends Error {
+export class SubagentError extends ConchError<SubagentErrorCode, undefined> {
   override readonly name = 'SubagentError'
-  constructor(readonly code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

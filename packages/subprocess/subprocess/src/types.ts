@@ -8,6 +8,7 @@
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
 import type { Duplex } from 'node:stream'
+import { ConchError } from '@conch/session'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {
@@ -270,10 +271,10 @@ export interface SpawnOptions {
 
 export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'
 
-export class SubprocessError extends Error {
+export class SubprocessError extends ConchError<SubprocessErrorCode, undefined> {
   override readonly name = 'SubprocessError'
-  constructor(readonly code: SubprocessErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: SubprocessErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

@@ -82,10 +82,9 @@ export function registerTerminalSend(kit: ToolKit): void {
       const bytes = input.text !== undefined ? utf8Bytes(input.text) : (input.keys ?? []).reduce((sum, key) => sum + utf8Bytes(typeof key === 'string' ? key : key.text), 0)
       if (bytes > config.maxInputBytes) {
         return error(
-          new PtyError(
-            'INVALID_INPUT',
-            `${input.text !== undefined ? 'text' : 'keys'} is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
-          ),
+          new PtyError('INVALID_INPUT', {
+            reason: `${input.text !== undefined ? 'text' : 'keys'} is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
+          }),
         )
       }
       // A secret's value is read now, and goes only to ctx.pty; the call and its log name it.
