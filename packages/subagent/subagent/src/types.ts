@@ -220,6 +220,8 @@ export type SubagentErrorCode =
   | 'TOO_MANY_RUNS'
   /** A request field the service cannot take (for example a `timeoutMs` that is not a positive integer). */
   | 'INVALID_REQUEST'
+  /** A request to the child's own protocol (codex app-server JSON-RPC) failed, or its connection closed first. */
+  | 'RPC_FAILED'
 
 export class SubagentError extends ConchError<SubagentErrorCode, undefined> {
   override readonly name = 'SubagentError'
