@@ -57,7 +57,7 @@ export async function confine(
 ): Promise<Confinement> {
   if (policy.mode === 'danger-full-access') return { argv, enforcement: 'none' }
   if (sandbox === undefined) {
-    throw new SandboxError('SANDBOX_UNAVAILABLE', `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded`)
+    throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
   // The program's own files — the node executable and the bootstrap — stay visible, read-only,
   // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's

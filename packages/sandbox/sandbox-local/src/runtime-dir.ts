@@ -58,10 +58,7 @@ export function openRuntimeDir(base: string): RuntimeDir {
     }
     const stat = lstatSync(path)
     if (!stat.isDirectory() || stat.uid !== uid() || (stat.mode & 0o077) !== 0) {
-      throw new SandboxError(
-        'RUNTIME_DIR_UNSAFE',
-        `${path} is not a private directory of uid ${uid()} (mode 0700); remove it, or set runtimeDir to another folder`,
-      )
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path, uid: uid() })
     }
   }
 
