@@ -43,7 +43,7 @@ export class NodeRuntime implements PtcRuntime {
   }
 
   async run(spec: PtcSpec, options: { bindings: readonly PtcBinding[]; signal?: AbortSignal }): Promise<PtcResult> {
-    if (this.disposed) throw new PtcError('DISPOSED', 'the node ptc runtime is disposed')
+    if (this.disposed) throw new PtcError('DISPOSED', { what: 'the node ptc runtime' })
     const startedAt = performance.now()
     const failed = (kind: 'exception' | 'sandbox-unavailable' | 'abort' | 'worker-exit', message: string, stack?: string): PtcResult => ({
       ok: false,
