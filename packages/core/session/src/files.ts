@@ -57,13 +57,13 @@ const FLAGS: Record<LogOpenMode, number> = {
  */
 export function openLogDir(dir: string, options: { create: boolean; fs?: LogFs }): number {
   const fs = options.fs ?? nodeLogFs
-  if (!isAbsolute(dir)) throw new SessionError('LOG_DIR_INVALID', `session log folder ${dir} is not an absolute path`)
+  if (!isAbsolute(dir)) throw new SessionError('LOG_DIR_INVALID', { reason: `session log folder ${dir} is not an absolute path` })
   const parts = dir.split(sep).filter((part) => part !== '')
   let current: string = sep
   let last = checkComponent(fs, current, false)
   for (const part of parts) {
     if (part === '.' || part === '..') {
-      throw new SessionError('LOG_DIR_INVALID', `session log folder ${dir} contains "${part}"; give a normalised absolute path`)
+      throw new SessionError('LOG_DIR_INVALID', { reason: `session log folder ${dir} contains "${part}"; give a normalised absolute path` })
     }
     current = join(current, part)
     last = checkComponent(fs, current, options.create)
@@ -77,7 +77,7 @@ export function openLogDir(dir: string, options: { create: boolean; fs?: LogFs }
   const opened = fs.fstat(fd)
   if (opened.dev !== last.dev || opened.ino !== last.ino) {
     fs.close(fd)
-    throw new SessionError('LOG_DIR_INVALID', `session log folder ${current} changed while it was opened; refusing to write there`)
+    throw new SessionError('LOG_DIR_INVALID', { reason: `session log folder ${current} changed while it was opened; refusing to write there` })
   }
   return fd
 }
@@ -97,13 +97,13 @@ export function openLogFile(dirFd: number, dir: string, name: string, mode: LogO
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
     if (code === 'ELOOP' || code === 'EMLINK' || code === 'ENXIO') {
-      throw new SessionError('LOG_NOT_REGULAR', `session log ${join(dir, name)} is not a regular file (a symlink or special file is in its place); refusing to open it`)
+      throw new SessionError('LOG_NOT_REGULAR', { reason: `session log ${join(dir, name)} is not a regular file (a symlink or special file is in its place); refusing to open it` })
     }
     throw error
   }
   if (!fs.fstat(fd).isFile()) {
     fs.close(fd)
-    throw new SessionError('LOG_NOT_REGULAR', `session log ${join(dir, name)} is not a regular file; refusing to use it`)
+    throw new SessionError('LOG_NOT_REGULAR', { reason: `session log ${join(dir, name)} is not a regular file; refusing to use it` })
   }
   return fd
 }
@@ -122,19 +122,18 @@ function checkComponent(fs: LogFs, path: string, create: boolean): Stats {
     stats = fs.lstat(path)
   }
   if (stats.isSymbolicLink()) {
-    throw new SessionError(
-      'LOG_DIR_SYMLINK',
-      `session log folder component ${path} is a symbolic link; conch never follows links on the way to its logs (something may have replaced it to redirect them). Remove it, or configure a folder without links`,
-    )
+    throw new SessionError('LOG_DIR_SYMLINK', {
+      reason: `session log folder component ${path} is a symbolic link; conch never follows links on the way to its logs (something may have replaced it to redirect them). Remove it, or configure a folder without links`,
+    })
   }
-  if (!stats.isDirectory()) throw new SessionError('LOG_DIR_INVALID', `session log folder component ${path} is not a directory`)
+  if (!stats.isDirectory()) throw new SessionError('LOG_DIR_INVALID', { reason: `session log folder component ${path} is not a directory` })
   return stats
 }
 
 function refusal(path: string, error: unknown): SessionError {
   const code = (error as NodeJS.ErrnoException).code
   if (code === 'ELOOP') {
-    return new SessionError('LOG_DIR_SYMLINK', `session log folder ${path} is a symbolic link; conch never follows links on the way to its logs`)
+    return new SessionError('LOG_DIR_SYMLINK', { reason: `session log folder ${path} is a symbolic link; conch never follows links on the way to its logs` })
   }
-  return new SessionError('LOG_DIR_INVALID', `cannot use session log folder ${path}: ${(error as Error).message}`, { cause: error })
+  return new SessionError('LOG_DIR_INVALID', { reason: `cannot use session log folder ${path}: ${(error as Error).message}` }, { cause: error })
 }

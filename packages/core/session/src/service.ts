@@ -100,7 +100,7 @@ class SessionService extends Service implements SessionServiceApi {
     const dir = this.checkedLogDir(options.workspaceRoot)
     const id = options.id ?? this.freshId(dir)
     this.checkId(id)
-    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
+    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} is already live` })
     let file: string | undefined
     if (dir !== undefined) {
       file = join(dir, `${id}.jsonl`)
@@ -110,7 +110,7 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(openLogFile(dirFd, dir, `${id}.jsonl`, 'create'))
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
-          throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)
+          throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} already exists at ${file}; open it instead of creating it` })
         }
         throw error
       } finally {
@@ -143,7 +143,7 @@ class SessionService extends Service implements SessionServiceApi {
     this.checkId(id)
     const dir = this.checkedLogDir(options.workspaceRoot)
     if (dir === undefined) {
-      throw new SessionError('NO_SESSION', `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)`)
+      throw new SessionError('NO_SESSION', { reason: `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)` })
     }
     const file = join(dir, `${id}.jsonl`)
     let dirFd: number
@@ -151,7 +151,7 @@ class SessionService extends Service implements SessionServiceApi {
       dirFd = openLogDir(dir, { create: false })
     } catch (error) {
       if (error instanceof SessionError && error.code === 'LOG_DIR_INVALID' && (error.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
-        throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+        throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
       }
       throw error
     }
@@ -161,7 +161,7 @@ class SessionService extends Service implements SessionServiceApi {
       try {
         readFd = openLogFile(dirFd, dir, `${id}.jsonl`, 'read')
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
         throw error
       }
       try {
@@ -234,10 +234,7 @@ class SessionService extends Service implements SessionServiceApi {
     if (dir === undefined || this.config.allowInsideWorkspace) return dir
     const workspace = canonicalWorkspace(workspaceRoot ?? process.cwd())
     if (dir === workspace || dir.startsWith(workspace.endsWith(sep) ? workspace : workspace + sep)) {
-      throw new SessionError(
-        'LOG_IN_WORKSPACE',
-        `session log folder ${dir} is inside the workspace ${workspace}, where the agent's terminals can rewrite its history; leave "dir" unset (logs go to the state folder with "persist: true"), choose a folder outside the workspace, or set "allowInsideWorkspace: true"`,
-      )
+      throw new SessionError('LOG_IN_WORKSPACE', { dir, workspace })
     }
     return dir
   }
@@ -254,10 +251,7 @@ class SessionService extends Service implements SessionServiceApi {
 
   private checkId(id: string): void {
     if (typeof id !== 'string' || !SESSION_ID.test(id)) {
-      throw new SessionError(
-        'INVALID_SESSION_ID',
-        `invalid session id ${JSON.stringify(id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
-      )
+      throw new SessionError('INVALID_SESSION_ID', { id })
     }
   }
 }
@@ -273,7 +267,7 @@ function appender(dir: string, name: string): () => number {
       return openLogFile(dirFd, dir, name, 'append')
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-      throw new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause: error })
+      throw new SessionError('NO_SESSION', { reason: `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended` }, { cause: error })
     } finally {
       closeSync(dirFd)
     }
