@@ -171,7 +171,7 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
           return session.sessionId
         })(),
         violation.then((diagnostic): never => {
-          throw new SubagentError('START_FAILED', diagnostic)
+          throw new SubagentError('START_FAILED', { reason: diagnostic })
         }),
       ]),
       child,

@@ -38,7 +38,7 @@ export function hidePrivateRoot(ctx: Context, root: string, name: string): void 
 
 /** lstat(2), then open without following and fchmod(2) 0700 (see `hidePrivateRoot`). */
 function closePrivateRoot(root: string, name: string): void {
-  const unsafe = (why: string) => new SubagentError('PRIVATE_ROOT_UNSAFE', `${name}: the private state folder ${root} ${why}; remove it (conch makes it again), or configure another folder`)
+  const unsafe = (why: string) => new SubagentError('PRIVATE_ROOT_UNSAFE', { reason: `${name}: the private state folder ${root} ${why}; remove it (conch makes it again), or configure another folder` })
   if (lstatSync(root).isSymbolicLink()) throw unsafe('is a symbolic link, which conch does not follow to the run homes')
   let fd: number
   try {

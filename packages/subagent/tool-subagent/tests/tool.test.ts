@@ -133,7 +133,7 @@ describe('the foreground call', () => {
 
   it('a start failure is an error result naming the provider', async () => {
     const { ctx, agent, child } = await boot()
-    child.startError = new SubagentError('START_FAILED', 'the "codex" sub-agent exited with code 0 before it was ready')
+    child.startError = new SubagentError('START_FAILED', { reason: 'the "codex" sub-agent exited with code 0 before it was ready' })
     const result = await call(ctx, agent, { prompt: 'go' })
     expect(result.isError).toBe(true)
     expect(result.content[0]!.text).toBe('START_FAILED: the "codex" sub-agent exited with code 0 before it was ready')
