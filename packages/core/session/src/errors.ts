@@ -10,7 +10,7 @@
 export type ErrorMessages = Record<string, (details: never) => string>
 
 /** The details type of `code` in `messages`. */
-export type DetailsOf<M extends ErrorMessages, C extends keyof M> = M[C] extends (details: infer D) => string ? D : never
+export type DetailsOf<M extends ErrorMessages, C extends keyof M> = C extends unknown ? (M[C] extends (details: infer D) => string ? D : never) : never
 
 export class ConchError<Code extends string = string, Details = unknown> extends Error {
   constructor(
