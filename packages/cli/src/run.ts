@@ -6,7 +6,7 @@ import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
-import { stateHome } from '@conch/session'
+import { messageOf, stateHome } from '@conch/session'
 import type { CompositionArgs, RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -74,7 +74,7 @@ async function checkSandbox(app: App): Promise<void> {
   try {
     await sandbox.probe()
   } catch (error) {
-    throw new CliError('SANDBOX_UNAVAILABLE', { reason: `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${error instanceof Error ? error.message : String(error)}` })
+    throw new CliError('SANDBOX_UNAVAILABLE', { reason: `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${messageOf(error)}` })
   }
 }
 

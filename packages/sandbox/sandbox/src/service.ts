@@ -8,6 +8,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, resolve } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { messageOf } from '@conch/session'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
@@ -357,7 +358,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (verdict === undefined) {
       verdict = Promise.resolve()
         .then(() => provider.probe())
-        .catch((error: unknown) => `probe failed: ${error instanceof Error ? error.message : String(error)}`)
+        .catch((error: unknown) => `probe failed: ${messageOf(error)}`)
       this.verdicts.set(provider, verdict)
     }
     return verdict
