@@ -253,5 +253,5 @@ function file(flag: string, value: string, cwd: string): string {
 }
 
 function usage(message: string): CliError {
-  return new CliError('USAGE', message)
+  return new CliError('USAGE', { reason: message })
 }

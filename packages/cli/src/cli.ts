@@ -82,7 +82,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
           io.stdout.write(`${POOL_WORKER_USAGE}\n`)
           return 0
         }
-        if (rest.length > 0) throw new CliError('USAGE', `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)`)
+        if (rest.length > 0) throw new CliError('USAGE', { reason: `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)` })
         // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
         // (SIGTERM, or the channel closing) closes every session first and is a normal end.
         // Under the pool's `terminal: conch` the worker composes its own confined terminals.
@@ -92,7 +92,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         return 0
       }
       default:
-        throw new CliError('USAGE', `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)`)
+        throw new CliError('USAGE', { reason: `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)` })
     }
   } catch (error) {
     // Messages that name their subcommand (`conch run: missing the task`) carry their own prefix.
@@ -150,10 +150,10 @@ async function loadAcp(): Promise<{ runAcp: RunAcp; answerInitializeEarly?: Answ
   try {
     exports = (await import('@conch/acp')) as { runAcp?: unknown }
   } catch (error) {
-    throw new CliError('UNAVAILABLE', `conch acp is not available: @conch/acp cannot be loaded (${describeError(error, 'warn')})`)
+    throw new CliError('UNAVAILABLE', { reason: `conch acp is not available: @conch/acp cannot be loaded (${describeError(error, 'warn')})` })
   }
   if (typeof exports.runAcp !== 'function') {
-    throw new CliError('UNAVAILABLE', 'conch acp is not available yet: @conch/acp does not export runAcp')
+    throw new CliError('UNAVAILABLE', { reason: 'conch acp is not available yet: @conch/acp does not export runAcp' })
   }
   return {
     runAcp: exports.runAcp as RunAcp,

@@ -96,7 +96,7 @@ export function readComposition(file: string): Composition {
 function readFile(path: string, including: readonly string[]): { entries: EntryRow[]; files: string[] } {
   if (including.includes(path)) {
     const cycle = [...including, path].map((file) => display(file)).join(' → ')
-    throw new CliError('OVERLAY_CYCLE', `overlays include each other: ${cycle}`)
+    throw new CliError('OVERLAY_CYCLE', { reason: `overlays include each other: ${cycle}` })
   }
   let text: string
   try {
@@ -105,13 +105,13 @@ function readFile(path: string, including: readonly string[]): { entries: EntryR
     const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (error as Error).message
     const from = including.length ? ` (the base of ${display(including[including.length - 1]!)})` : ''
     const hint = including.length === 0 && reason === 'no such file' ? '; give the composition with --config FILE' : ''
-    throw new CliError('CONFIG_INVALID', `cannot read ${display(path)}${from}: ${reason}${hint}`)
+    throw new CliError('CONFIG_INVALID', { reason: `cannot read ${display(path)}${from}: ${reason}${hint}` })
   }
   let document: unknown
   try {
     document = parseYaml(text)
   } catch (error) {
-    throw new CliError('CONFIG_INVALID', `${display(path)} is not valid YAML: ${(error as Error).message}`)
+    throw new CliError('CONFIG_INVALID', { reason: `${display(path)} is not valid YAML: ${(error as Error).message}` })
   }
   if (Array.isArray(document)) {
     const entries = parseRows(document, path, [])
@@ -126,10 +126,7 @@ function readFile(path: string, including: readonly string[]): { entries: EntryR
     const entries = applyPatches(base.entries, overlay.data.patches ?? [], path)
     return { entries, files: [path, ...base.files] }
   }
-  throw new CliError(
-    'CONFIG_INVALID',
-    `${display(path)} must be a YAML list of entries ({id, name, config, …}) or an overlay mapping with base and patches`,
-  )
+  throw new CliError('CONFIG_INVALID', { reason: `${display(path)} must be a YAML list of entries ({id, name, config, …}) or an overlay mapping with base and patches` })
 }
 
 /**
@@ -163,10 +160,7 @@ export function applyPatches(entries: readonly EntryRow[], patches: readonly unk
       if ('config' in parsed.data) setConfig(row, parsed.data.config, source, `patches[${index}].config`)
       if (parsed.data.disabled !== undefined) row.disabled = parsed.data.disabled
     } else {
-      throw new CliError(
-        'CONFIG_INVALID',
-        `${where}: a patch is either {insert: {id, name, …}, after?: id, before?: id} or {patch: id, config?, disabled?}`,
-      )
+      throw new CliError('CONFIG_INVALID', { reason: `${where}: a patch is either {insert: {id, name, …}, after?: id, before?: id} or {patch: id, config?, disabled?}` })
     }
   })
   return result
@@ -200,7 +194,7 @@ function parseRows(items: readonly unknown[], source: string, parents: readonly 
     const group = data.group === true
     const name = data.name ?? (group ? 'cordis:group' : undefined)
     if (name === undefined) {
-      throw new CliError('CONFIG_INVALID', `${display(source)}: ${where} "${data.id}": name is required (a package such as @conch/tasks, or ./file.ts)`)
+      throw new CliError('CONFIG_INVALID', { reason: `${display(source)}: ${where} "${data.id}": name is required (a package such as @conch/tasks, or ./file.ts)` })
     }
     const row: EntryRow = { id: data.id, name, source }
     if (data.disabled != null) row.disabled = data.disabled
@@ -221,7 +215,7 @@ function setConfig(row: EntryRow, config: unknown, source: string, where: string
     } else if (Array.isArray(config)) {
       row.children = parseRows(config, source, [...parents, row.id])
     } else {
-      throw new CliError('CONFIG_INVALID', `${display(source)}: ${where}: the config of a group is a list of entries`)
+      throw new CliError('CONFIG_INVALID', { reason: `${display(source)}: ${where}: the config of a group is a list of entries` })
     }
   } else if (config != null) {
     row.config = config
@@ -234,7 +228,7 @@ function checkUniqueIds(entries: readonly EntryRow[], source: string): void {
     const first = seen.get(row.id)
     if (first) {
       const where = first.source === row.source ? display(row.source) : `${display(first.source)} and ${display(row.source)}`
-      throw new CliError('DUPLICATE_ENTRY', `${where}: two entries have id "${row.id}"; ids must be unique (checked in ${display(source)})`)
+      throw new CliError('DUPLICATE_ENTRY', { reason: `${where}: two entries have id "${row.id}"; ids must be unique (checked in ${display(source)})` })
     }
     seen.set(row.id, row)
   }
@@ -250,7 +244,7 @@ function cloneRows(entries: readonly EntryRow[]): EntryRow[] {
 
 function unknownId(where: string, id: string, entries: readonly EntryRow[]): CliError {
   const ids = flattenRows(entries).map((row) => row.id)
-  return new CliError('UNKNOWN_ENTRY', `${where}: no entry has id "${id}"; the ids are ${ids.join(', ') || '(none)'}`)
+  return new CliError('UNKNOWN_ENTRY', { reason: `${where}: no entry has id "${id}"; the ids are ${ids.join(', ') || '(none)'}` })
 }
 
 /** `CONFIG_INVALID` naming each issue; an unknown key gets the nearest key of `schema` there. */
@@ -260,7 +254,7 @@ function invalid(source: string, where: string, error: z.ZodError, schema: z.Zod
     const hint = issue.code === 'unrecognized_keys' ? didYouMean(issue.keys, objectKeys(schema, issue.path) ?? []) : ''
     return `${path}${issue.message}${hint}`
   })
-  return new CliError('CONFIG_INVALID', `${display(source)}: ${where}: ${issues.join('; ')}`)
+  return new CliError('CONFIG_INVALID', { reason: `${display(source)}: ${where}: ${issues.join('; ')}` })
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -55,20 +55,14 @@ export function expand(text: string, env: NodeJS.ProcessEnv, where?: Where): str
     if (body === undefined) return '$'
     const parsed = NAME_AND_DEFAULT.exec(body)
     if (!parsed) {
-      throw new CliError(
-        'CONFIG_INVALID',
-        `${describe(where)}: malformed reference ${match}; write \${NAME}, \${NAME:-default} or $$ for a literal $`,
-      )
+      throw new CliError('CONFIG_INVALID', { reason: `${describe(where)}: malformed reference ${match}; write \${NAME}, \${NAME:-default} or $$ for a literal $` })
     }
     const [, name = '', operator, fallback = ''] = parsed
     const value = env[name]
     if (operator === ':-') return value === undefined || value === '' ? fallback : value
     if (operator === '-') return value === undefined ? fallback : value
     if (value === undefined) {
-      throw new CliError(
-        'MISSING_ENV',
-        `${describe(where)}: environment variable ${name} is not set; export it, or write \${${name}:-default} to give a default`,
-      )
+      throw new CliError('MISSING_ENV', { reason: `${describe(where)}: environment variable ${name} is not set; export it, or write \${${name}:-default} to give a default` })
     }
     return value
   })

@@ -3,43 +3,56 @@
  * exits with when the error ends it (2: the command line or the environment is wrong, 1: the
  * composition could not be read or started).
  */
+import { type ConchError, type DetailsOf, errorClass, type ErrorMessages } from '@conch/session'
 
-export type CliErrorCode =
+/**
+ * The codes of `CliError`, each with its details and its message. Each refusal carries the sentence
+ * that names the flag, file, entry or folder and the fix (`reason`); `BOOT_FAILED` lists the entries.
+ */
+const CLI_ERRORS = {
   /** A command-line argument is missing, unknown or invalid; the message names the flag. */
-  | 'USAGE'
+  USAGE: (d: { reason: string }) => d.reason,
   /** A composition file cannot be read, is not valid YAML, or an entry or patch is invalid. */
-  | 'CONFIG_INVALID'
+  CONFIG_INVALID: (d: { reason: string }) => d.reason,
   /** An overlay patch names an id that no row has. */
-  | 'UNKNOWN_ENTRY'
+  UNKNOWN_ENTRY: (d: { reason: string }) => d.reason,
   /** Two rows share an id. */
-  | 'DUPLICATE_ENTRY'
+  DUPLICATE_ENTRY: (d: { reason: string }) => d.reason,
   /** Overlays include each other in a cycle. */
-  | 'OVERLAY_CYCLE'
+  OVERLAY_CYCLE: (d: { reason: string }) => d.reason,
   /** A config value reads an environment variable that is not set. */
-  | 'MISSING_ENV'
+  MISSING_ENV: (d: { reason: string }) => d.reason,
   /** The live model has no API key and no script was given. */
-  | 'NO_API_KEY'
+  NO_API_KEY: (d: { reason: string }) => d.reason,
   /** The `--script` file cannot be read or a line of it is not a model reply; the message names the file and line. */
-  | 'SCRIPT_INVALID'
+  SCRIPT_INVALID: (d: { reason: string }) => d.reason,
   /** `conch run`'s workspace root is `/`, a system folder, one of conch's own folders, or (confined) a temporary folder every user shares. */
-  | 'CWD_REFUSED'
+  CWD_REFUSED: (d: { reason: string }) => d.reason,
   /** `conch run`'s workspace root holds code the composition runs (its local plugins), and its terminals would be confined there. */
-  | 'WORKSPACE_HOLDS_CODE'
+  WORKSPACE_HOLDS_CODE: (d: { reason: string }) => d.reason,
   /** The sandbox policy confines terminals and no sandbox provider works on this machine. */
-  | 'SANDBOX_UNAVAILABLE'
+  SANDBOX_UNAVAILABLE: (d: { reason: string }) => d.reason,
   /** The audit found entries that are not active; see `BootError.failures`. */
-  | 'BOOT_FAILED'
+  BOOT_FAILED: (d: { file: string; failures: readonly EntryFailure[] }) => formatFailures(d.file, d.failures),
   /** A subcommand whose implementation is not installed. */
-  | 'UNAVAILABLE'
+  UNAVAILABLE: (d: { reason: string }) => d.reason,
+} satisfies ErrorMessages
 
-export class CliError extends Error {
-  override readonly name: string = 'CliError'
-  constructor(
-    readonly code: CliErrorCode,
-    message: string,
-    readonly exitCode: number = code === 'USAGE' || code === 'NO_API_KEY' || code === 'SCRIPT_INVALID' || code === 'SANDBOX_UNAVAILABLE' ? 2 : 1,
-  ) {
-    super(message)
+export type CliErrorCode = keyof typeof CLI_ERRORS
+
+/** What the command exits with when an error of `code` ends it: 2 when the command line or the environment is wrong, else 1. */
+export function exitCodeOf(code: CliErrorCode): number {
+  return code === 'USAGE' || code === 'NO_API_KEY' || code === 'SCRIPT_INVALID' || code === 'SANDBOX_UNAVAILABLE' || code === 'CWD_REFUSED' || code === 'WORKSPACE_HOLDS_CODE' ? 2 : 1
+}
+
+export type CliErrorDetails = DetailsOf<typeof CLI_ERRORS, CliErrorCode>
+// The command's own class adds `exitCode`, so its base takes any code with any code's details.
+const CliErrorBase: new (code: CliErrorCode, details: CliErrorDetails, options?: { cause?: unknown }) => ConchError<CliErrorCode, CliErrorDetails> = errorClass('CliError', CLI_ERRORS)
+
+export class CliError extends CliErrorBase {
+  /** What the command exits with (`exitCodeOf`). */
+  get exitCode(): number {
+    return exitCodeOf(this.code)
   }
 }
 
@@ -63,7 +76,7 @@ export class BootError extends CliError {
     readonly file: string,
     readonly failures: EntryFailure[],
   ) {
-    super('BOOT_FAILED', formatFailures(file, failures))
+    super('BOOT_FAILED', { file, failures })
   }
 }
 

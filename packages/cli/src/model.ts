@@ -81,7 +81,7 @@ export function checkApiKey(entries: readonly EntryRow[], env: NodeJS.ProcessEnv
             'or run a scripted session instead:  conch run --script FILE "task"',
             '(a script is JSON Lines, one model reply per line, e.g. examples/headless-agent/demo.jsonl).',
           ]
-    throw new CliError('NO_API_KEY', [`entry "${row.id}": ${missingKeyMessage(config.data)}.`, ...fix].join('\n'))
+    throw new CliError('NO_API_KEY', { reason: [`entry "${row.id}": ${missingKeyMessage(config.data)}.`, ...fix].join('\n') })
   }
 }
 

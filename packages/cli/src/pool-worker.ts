@@ -18,7 +18,7 @@ function parseSection(section: string, schema: Schema, input: unknown): unknown 
   const parsed = schema.safeParse(input)
   if (parsed.success) return parsed.data
   const issue = parsed.error.issues[0]
-  throw new CliError('CONFIG_INVALID', `pool worker: terminal.${section}.${issue?.path.map(String).join('.') ?? ''}: ${issue?.message ?? 'invalid'}`)
+  throw new CliError('CONFIG_INVALID', { reason: `pool worker: terminal.${section}.${issue?.path.map(String).join('.') ?? ''}: ${issue?.message ?? 'invalid'}` })
 }
 
 /**

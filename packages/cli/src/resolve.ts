@@ -13,6 +13,7 @@
 import { isAbsolute } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { EntryOptions } from '@cordisjs/plugin-loader'
+import { messageOf } from '@conch/session'
 import { flattenRows, type EntryRow } from './compose.ts'
 import type { EntryFailure } from './errors.ts'
 
@@ -73,7 +74,7 @@ export async function preparePlugins(
       try {
         url = resolvePluginUrl(row)
       } catch (error) {
-        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot resolve ${row.name}: ${message(error)}` })
+        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot resolve ${row.name}: ${messageOf(error)}` })
         return
       }
       urls.set(row, url)
@@ -93,7 +94,7 @@ export async function preparePlugins(
           urls.set(row, `cordis:${url}`)
         }
       } catch (error) {
-        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot import ${row.name}: ${message(error)}` })
+        failures.push({ id: row.id, name: row.name, reason: 'import', message: `cannot import ${row.name}: ${messageOf(error)}` })
         return
       }
       if (!isPlugin(unwrap(exports))) {
@@ -150,6 +151,3 @@ function isPlugin(value: unknown): boolean {
   return typeof value === 'object' && value !== null && typeof (value as { apply?: unknown }).apply === 'function'
 }
 
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

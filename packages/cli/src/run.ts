@@ -6,7 +6,7 @@ import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
-import { stateHome } from '@conch/session'
+import { messageOf, stateHome } from '@conch/session'
 import type { CompositionArgs, RunArgs } from './args.ts'
 import { boot, describeError, type App, type LogLevel } from './boot.ts'
 import { display, readComposition, type Composition } from './compose.ts'
@@ -79,7 +79,7 @@ async function checkSandbox(app: App): Promise<void> {
   try {
     await sandbox.probe()
   } catch (error) {
-    throw new CliError('SANDBOX_UNAVAILABLE', `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${error instanceof Error ? error.message : String(error)}`)
+    throw new CliError('SANDBOX_UNAVAILABLE', { reason: `${display(app.composition.file)} confines terminals (sandbox mode ${mode}), but ${messageOf(error)}` })
   }
 }
 
@@ -93,7 +93,7 @@ function scriptError(error: unknown): CliError | undefined {
   const [cause] = failure!.errors ?? []
   if (failure!.name !== REPLAY_PACKAGE || !(cause instanceof Error) || (cause as { code?: unknown }).code !== 'SCRIPT_ERROR') return undefined
   const message = cause.message.startsWith('cannot read') ? cause.message : `the model script ${cause.message}`
-  return new CliError('SCRIPT_INVALID', message)
+  return new CliError('SCRIPT_INVALID', { reason: message })
 }
 
 /** Runs `conch run`; resolves to the exit code (0 only for a completed run). */
@@ -121,10 +121,7 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
     const agents = app.ctx.get('agents') as AgentServiceApi | undefined
     if (!agents) {
       return fail(
-        new CliError(
-          'CONFIG_INVALID',
-          `${display(app.composition.file)} has no agent service: add an entry {id: agents, name: '@conch/agent'}`,
-        ),
+        new CliError('CONFIG_INVALID', { reason: `${display(app.composition.file)} has no agent service: add an entry {id: agents, name: '@conch/agent'}` }),
       )
     }
     const refused = cwdProblem(app, args)
@@ -218,7 +215,7 @@ function cwdProblem(app: App, args: RunArgs): CliError | undefined {
     refusal.code === 'CWD_REFUSED'
       ? 'Pass --cwd a folder of your own.'
       : 'Keep the harness (the composition and its plugins) in a folder of its own and pass --cwd the project the agent works on.'
-  return new CliError(refusal.code, `${given} ${refusal.reason}. ${fix}`, 2)
+  return new CliError(refusal.code, { reason: `${given} ${refusal.reason}. ${fix}` })
 }
 
 /** How the stderr note says a run that did not complete ended. */

@@ -10,6 +10,7 @@ import type { AgentServiceApi } from '@conch/agent'
 import { Config, type ConfigInput } from './config.ts'
 import { AcpServer } from './server.ts'
 import { readableFrom, writableTo } from '@conch/subprocess'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 export { Config, type ConfigInput } from './config.ts'
 export { answerInitializeEarly, type EarlyInitialize, type EarlyInitializeOptions } from './early.ts'
@@ -38,18 +39,14 @@ export interface RunAcpOptions {
   workspaceProblem?: (cwd: string) => string | undefined
 }
 
-export type AcpSetupErrorCode = 'NO_AGENT_SERVICE'
+/** The codes of `AcpSetupError` (the composition cannot serve ACP), each with its details and its message. */
+const ACP_SETUP_ERRORS = {
+  NO_AGENT_SERVICE: (_: Record<string, never>) => "the composition has no agent service: add an entry {id: agents, name: '@conch/agent'}",
+} satisfies ErrorMessages
 
-/** The composition cannot serve ACP. */
-export class AcpSetupError extends Error {
-  override readonly name = 'AcpSetupError'
-  constructor(
-    readonly code: AcpSetupErrorCode,
-    message: string,
-  ) {
-    super(message)
-  }
-}
+export type AcpSetupErrorCode = keyof typeof ACP_SETUP_ERRORS
+export const AcpSetupError = errorClass('AcpSetupError', ACP_SETUP_ERRORS)
+export type AcpSetupError = ErrorOf<typeof ACP_SETUP_ERRORS>
 
 /**
  * Serves ACP on `input` / `output` until `input` ends or `signal` aborts, then cancels every
@@ -62,7 +59,7 @@ export async function runAcp(options: RunAcpOptions): Promise<void> {
   const config = Config.parse(options.config)
   const agents = options.ctx.get('agents') as AgentServiceApi | undefined
   if (agents === undefined) {
-    throw new AcpSetupError('NO_AGENT_SERVICE', "the composition has no agent service: add an entry {id: agents, name: '@conch/agent'}")
+    throw new AcpSetupError('NO_AGENT_SERVICE', {})
   }
   const logger = options.ctx.logger('acp')
   const server = new AcpServer({ agents, config, logger, ...(options.workspaceProblem && { workspaceProblem: options.workspaceProblem }) })

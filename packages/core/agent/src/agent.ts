@@ -41,7 +41,7 @@ export class AgentHandle implements Agent {
 
   onDispose(cleanup: () => void | Promise<void>): () => void {
     if (this.state !== 'live') {
-      throw new AgentError('AGENT_NOT_LIVE', `agent ${this.id} is ${this.state}; cleanups can only be registered on a live agent`)
+      throw new AgentError('AGENT_NOT_LIVE', { agent: this.id, state: this.state, next: 'cleanups can only be registered on a live agent' })
     }
     const entry: Cleanup = { run: cleanup }
     this.cleanups.push(entry)

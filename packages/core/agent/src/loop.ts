@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'cordis'
 import { collectResponse, type LlmServiceApi, type ModelTool } from '@conch/llm'
+import { messageOf } from '@conch/session'
 import { toolResultText, type ToolDefinition, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { AgentHandle } from './agent.ts'
 import type { AssistantMessageData, ToolCallData, ToolResultData, TurnEndData, TurnStartData, UserMessageData } from './events.ts'
@@ -124,7 +125,7 @@ async function steps(
             progress: (update) => progress(live.push(update.text)),
           })
         } catch (error) {
-          result = errorResult(error instanceof Error ? error.message : String(error))
+          result = errorResult(messageOf(error))
         }
         progress(live.push('', true))
       }

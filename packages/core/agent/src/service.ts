@@ -5,7 +5,7 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { LlmServiceApi } from '@conch/llm'
-import type { SessionLog, SessionServiceApi } from '@conch/session'
+import { messageOf, type SessionLog, type SessionServiceApi } from '@conch/session'
 import type { ToolsServiceApi } from '@conch/tools'
 import { AgentHandle } from './agent.ts'
 import { runTurn } from './loop.ts'
@@ -98,7 +98,7 @@ class AgentService extends Service implements AgentServiceApi {
   dispose(agent: Agent): Promise<void> {
     const handle = agent instanceof AgentHandle ? agent : undefined
     if (!handle || (this.agents.get(handle.id) !== handle && !handle.disposal)) {
-      return Promise.reject(new AgentError('NO_AGENT', `agent ${agent.id} does not belong to this agent service`))
+      return Promise.reject(new AgentError('NO_AGENT', { agent: agent.id }))
     }
     handle.disposal ??= this.teardown(handle, true)
     return handle.disposal
@@ -141,13 +141,13 @@ class AgentService extends Service implements AgentServiceApi {
   run(agent: Agent, options: RunOptions): Promise<RunResult> {
     const handle = agent instanceof AgentHandle ? agent : undefined
     if (handle && handle.state !== 'live') {
-      return Promise.reject(new AgentError('AGENT_NOT_LIVE', `agent ${agent.id} is ${handle.state}; create a new agent`))
+      return Promise.reject(new AgentError('AGENT_NOT_LIVE', { agent: agent.id, state: handle.state, next: 'create a new agent' }))
     }
     if (!handle || this.agents.get(handle.id) !== handle) {
-      return Promise.reject(new AgentError('NO_AGENT', `agent ${agent.id} does not belong to this agent service`))
+      return Promise.reject(new AgentError('NO_AGENT', { agent: agent.id }))
     }
     if (handle.turn) {
-      return Promise.reject(new AgentError('TURN_ACTIVE', `agent ${agent.id} is already running a turn; wait for it or cancel it first`))
+      return Promise.reject(new AgentError('TURN_ACTIVE', { agent: agent.id }))
     }
     const turn = runTurn(
       {
@@ -177,7 +177,7 @@ class AgentService extends Service implements AgentServiceApi {
 
   private async teardown(agent: AgentHandle, disposeScope: boolean): Promise<void> {
     agent.state = 'disposing'
-    agent.controller.abort(new AgentError('AGENT_DISPOSED', `agent ${agent.id} was disposed`))
+    agent.controller.abort(new AgentError('AGENT_DISPOSED', { agent: agent.id }))
     const failures: unknown[] = []
     try {
       if (agent.turn) await agent.turn.catch(() => {})
@@ -201,14 +201,14 @@ class AgentService extends Service implements AgentServiceApi {
       if (this.agents.get(agent.id) === agent) this.agents.delete(agent.id)
     }
     if (failures.length > 0) {
-      throw new AggregateError(failures, `${failures.length} cleanup(s) of agent ${agent.id} failed: ${failures.map(describe).join('; ')}`)
+      throw new AggregateError(failures, `${failures.length} cleanup(s) of agent ${agent.id} failed: ${failures.map(messageOf).join('; ')}`)
     }
   }
 
   private async disposeAll(): Promise<void> {
     const results = await Promise.allSettled(this.list().map((agent) => this.dispose(agent)))
     for (const result of results) {
-      if (result.status === 'rejected') this.logger.warn('disposing an agent failed: %s', describe(result.reason))
+      if (result.status === 'rejected') this.logger.warn('disposing an agent failed: %s', messageOf(result.reason))
     }
   }
 }
@@ -223,6 +223,3 @@ function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

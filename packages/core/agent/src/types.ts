@@ -4,7 +4,7 @@
  * a prompt into model calls and tool executions until the model answers with plain text.
  */
 import type { Context } from 'cordis'
-import type { SessionLog } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 import type { ToolResult } from '@conch/tools'
 
 export type AgentState = 'live' | 'disposing' | 'disposed'
@@ -64,14 +64,18 @@ export interface RunOptions {
   onEvent?: (event: AgentRunEvent) => void
 }
 
-export type AgentErrorCode = 'AGENT_NOT_LIVE' | 'AGENT_DISPOSED' | 'TURN_ACTIVE' | 'NO_AGENT'
+/** The codes of `AgentError`, each with its details and its message. */
+const AGENT_ERRORS = {
+  /** `next`: what the caller can do instead (`create a new agent`). */
+  AGENT_NOT_LIVE: (d: { agent: string; state: string; next: string }) => `agent ${d.agent} is ${d.state}; ${d.next}`,
+  AGENT_DISPOSED: (d: { agent: string }) => `agent ${d.agent} was disposed`,
+  TURN_ACTIVE: (d: { agent: string }) => `agent ${d.agent} is already running a turn; wait for it or cancel it first`,
+  NO_AGENT: (d: { agent: string }) => `agent ${d.agent} does not belong to this agent service`,
+} satisfies ErrorMessages
 
-export class AgentError extends Error {
-  override readonly name = 'AgentError'
-  constructor(readonly code: AgentErrorCode, message: string) {
-    super(message)
-  }
-}
+export type AgentErrorCode = keyof typeof AGENT_ERRORS
+export const AgentError = errorClass('AgentError', AGENT_ERRORS)
+export type AgentError<C extends AgentErrorCode = AgentErrorCode> = ErrorOf<typeof AGENT_ERRORS, C>
 
 /** The public surface of `ctx.agents` (implemented by the default-exported `AgentService`). */
 export interface AgentServiceApi {

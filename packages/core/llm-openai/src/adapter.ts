@@ -45,7 +45,7 @@ export class OpenAIAdapter implements ModelAdapter {
     const signal = request.signal
     signal?.throwIfAborted()
     const endpoint = resolveEndpoint(this.options)
-    if (endpoint === undefined) throw new LlmError('NO_API_KEY', missingKeyMessage(this.options))
+    if (endpoint === undefined) throw new LlmError('NO_API_KEY', { reason: missingKeyMessage(this.options) })
     const body: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming = {
       model: endpoint.model,
       messages: toWireMessages(request.messages),
@@ -92,10 +92,10 @@ export class OpenAIAdapter implements ModelAdapter {
     const retries = `after ${this.options.maxRetries} retries`
     if (error instanceof LlmError) return error
     if (error instanceof OpenAI.APIConnectionTimeoutError) {
-      return new LlmError('MODEL_ERROR', `${where} did not answer within ${this.options.timeoutMs} ms (${retries}); raise timeoutMs or try again`, { cause: error })
+      return new LlmError('MODEL_ERROR', { reason: `${where} did not answer within ${this.options.timeoutMs} ms (${retries}); raise timeoutMs or try again` }, { cause: error })
     }
     if (error instanceof OpenAI.APIConnectionError) {
-      return new LlmError('MODEL_ERROR', `cannot reach ${where} (${retries}): ${error.message}; check baseURL and the network`, { cause: error })
+      return new LlmError('MODEL_ERROR', { reason: `cannot reach ${where} (${retries}): ${error.message}; check baseURL and the network` }, { cause: error })
     }
     if (error instanceof OpenAI.APIError && typeof error.status === 'number') {
       const hint =
@@ -106,9 +106,9 @@ export class OpenAIAdapter implements ModelAdapter {
             : error.status === 429 || error.status >= 500
               ? ` (${retries}); try again later`
               : ''
-      return new LlmError('MODEL_ERROR', `${where} answered HTTP ${error.message}${hint}`, { cause: error })
+      return new LlmError('MODEL_ERROR', { reason: `${where} answered HTTP ${error.message}${hint}` }, { cause: error })
     }
     const message = error instanceof Error ? error.message : String(error)
-    return new LlmError('MODEL_ERROR', `the stream from ${where} failed: ${message}`, { cause: error })
+    return new LlmError('MODEL_ERROR', { reason: `the stream from ${where} failed: ${message}` }, { cause: error })
   }
 }

@@ -50,7 +50,7 @@ export async function collectResponse(
         break
       default: {
         const unknown: never = chunk
-        throw new LlmError('MODEL_ERROR', `unknown model chunk ${JSON.stringify(unknown)}`)
+        throw new LlmError('MODEL_ERROR', { reason: `unknown model chunk ${JSON.stringify(unknown)}` })
       }
     }
   }
@@ -58,7 +58,7 @@ export async function collectResponse(
     .sort(([a], [b]) => a - b)
     .map(([index, call]) => {
       if (!call.name) {
-        throw new LlmError('MODEL_ERROR', `the model sent tool call #${index} without a function name`)
+        throw new LlmError('MODEL_ERROR', { reason: `the model sent tool call #${index} without a function name` })
       }
       return { id: call.id ?? `call_${index}`, name: call.name, arguments: call.arguments }
     })

@@ -31,10 +31,7 @@ class LlmService extends Service implements LlmServiceApi {
   register(adapter: ModelAdapter): () => void {
     return this.ctx.effect(() => {
       if (this.adapters.has(adapter.provider)) {
-        throw new LlmError(
-          'DUPLICATE_PROVIDER',
-          `a model adapter for provider "${adapter.provider}" is already registered; give the second one another provider name`,
-        )
+        throw new LlmError('DUPLICATE_PROVIDER', { provider: adapter.provider })
       }
       this.adapters.set(adapter.provider, adapter)
       return () => {
@@ -52,17 +49,14 @@ class LlmService extends Service implements LlmServiceApi {
     if (wanted !== undefined) {
       const adapter = this.adapters.get(wanted)
       if (adapter) return adapter
-      throw new LlmError('NO_PROVIDER', `no model adapter for provider "${wanted}"; registered: ${this.describeRegistered()}`)
+      throw new LlmError('NO_PROVIDER', { wanted, registered: this.describeRegistered() })
     }
     const all = [...this.adapters.values()]
     if (all.length === 1) return all[0]!
     if (all.length === 0) {
-      throw new LlmError('NO_PROVIDER', 'no model adapter is registered; load @conch/llm-openai or @conch/llm-replay')
+      throw new LlmError('NO_PROVIDER', { wanted: undefined, registered: '(none)' })
     }
-    throw new LlmError(
-      'AMBIGUOUS_PROVIDER',
-      `several model adapters are registered (${this.providers().join(', ')}); set the llm "provider" config to choose one`,
-    )
+    throw new LlmError('AMBIGUOUS_PROVIDER', { providers: this.providers() })
   }
 
   providers(): string[] {

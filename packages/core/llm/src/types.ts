@@ -2,6 +2,7 @@
  * The model contract behind `ctx.llm`: a registry of adapters keyed by provider name, each
  * streaming chunks for one chat-completion request with tool calling.
  */
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** JSON Schema object as sent to the model for a tool's parameters (draft 2020-12 subset). */
 export type JsonSchema = Record<string, unknown>
@@ -67,21 +68,26 @@ export interface ModelAdapter {
   stream(request: ModelRequest): AsyncIterable<ModelChunk>
 }
 
-export type LlmErrorCode =
-  | 'DUPLICATE_PROVIDER'
-  | 'NO_PROVIDER'
-  | 'AMBIGUOUS_PROVIDER'
-  | 'MODEL_ERROR'
-  | 'NO_API_KEY'
-  | 'SCRIPT_ERROR'
-  | 'SCRIPT_EXHAUSTED'
+/**
+ * The codes of `LlmError`, each with its details and its message. A model's or a script's failure
+ * carries the sentence that names the endpoint or the script line and the fix (`reason`).
+ */
+const LLM_ERRORS = {
+  DUPLICATE_PROVIDER: (d: { provider: string }) => `a model adapter for provider "${d.provider}" is already registered; give the second one another provider name`,
+  /** `wanted`: the provider asked for, or undefined when none is registered and none was named. */
+  NO_PROVIDER: (d: { wanted: string | undefined; registered: string }) =>
+    d.wanted === undefined ? 'no model adapter is registered; load @conch/llm-openai or @conch/llm-replay' : `no model adapter for provider "${d.wanted}"; registered: ${d.registered}`,
+  AMBIGUOUS_PROVIDER: (d: { providers: string[] }) => `several model adapters are registered (${d.providers.join(', ')}); set the llm "provider" config to choose one`,
+  MODEL_ERROR: (d: { reason: string }) => d.reason,
+  NO_API_KEY: (d: { reason: string }) => d.reason,
+  SCRIPT_ERROR: (d: { reason: string }) => d.reason,
+  SCRIPT_EXHAUSTED: (d: { reason: string }) => d.reason,
+} satisfies ErrorMessages
 
-export class LlmError extends Error {
-  override readonly name = 'LlmError'
-  constructor(readonly code: LlmErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type LlmErrorCode = keyof typeof LLM_ERRORS
+export type LlmErrorDetails<C extends LlmErrorCode = LlmErrorCode> = DetailsOf<typeof LLM_ERRORS, C>
+export const LlmError = errorClass('LlmError', LLM_ERRORS)
+export type LlmError<C extends LlmErrorCode = LlmErrorCode> = ErrorOf<typeof LLM_ERRORS, C>
 
 /** The public surface of `ctx.llm` (implemented by the default-exported `LlmService`). */
 export interface LlmServiceApi {

@@ -138,7 +138,7 @@ describe('collectResponse', () => {
   })
 
   it('propagates a stream failure unchanged', async () => {
-    const failure = new LlmError('MODEL_ERROR', 'upstream said 500')
+    const failure = new LlmError('MODEL_ERROR', { reason: 'upstream said 500' })
     async function* failing(): AsyncIterable<ModelChunk> {
       yield { type: 'text-delta', text: 'partial' }
       throw failure

@@ -98,7 +98,7 @@ export class Session implements SessionLog {
    */
   append<T>(type: string, data: T): SessionEvent<T> {
     if (this.closed) {
-      throw new SessionError('SESSION_CLOSED', `session ${this.id} is closed; open it again to append`)
+      throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
     }
     if (typeof type !== 'string' || type === '') throw new TypeError(`session ${this.id}: event type must be a non-empty string`)
     if (data === undefined) throw new TypeError(`session ${this.id}: data of ${type} is undefined; use null or an object`)
@@ -106,7 +106,7 @@ export class Session implements SessionLog {
     for (const interceptor of [...this.hooks.interceptors()]) interceptor(pending, this)
     // An interceptor may have closed the session (for example by disposing its agent).
     if (this.closed) {
-      throw new SessionError('SESSION_CLOSED', `session ${this.id} is closed; open it again to append`)
+      throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
     }
     // The JSON form first (what a replay yields; TypeError for what JSON cannot hold), then the
     // redactors on every string, then the bound.

@@ -55,7 +55,7 @@ class SessionLogParser {
   line(line: string): void {
     this.lineNumber++
     if (line.trim() === '') return
-    const corrupt = (what: string) => new SessionError('CORRUPT_LOG', `corrupt session log ${this.file}:${this.lineNumber}: ${what}`)
+    const corrupt = (problem: string) => new SessionError('CORRUPT_LOG', { file: this.file, line: this.lineNumber, problem })
     let value: unknown
     try {
       value = JSON.parse(line)
@@ -87,7 +87,7 @@ class SessionLogParser {
 
   end(): { events: SessionEvent[]; seq: number } {
     if (this.seq === 0) {
-      throw new SessionError('CORRUPT_LOG', `corrupt session log ${this.file}:1: the file holds no events (a session starts with session/start)`)
+      throw new SessionError('CORRUPT_LOG', { file: this.file, line: 1, problem: 'the file holds no events (a session starts with session/start)' })
     }
     return { events: this.events, seq: this.seq }
   }

@@ -101,7 +101,7 @@ class SessionService extends Service implements SessionServiceApi {
     const dir = this.checkedLogDir(options.workspaceRoot)
     const id = options.id ?? this.freshId(dir)
     this.checkId(id)
-    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', `session ${id} is already live`)
+    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} is already live` })
     let file: string | undefined
     if (dir !== undefined) {
       file = join(dir, `${id}.jsonl`)
@@ -111,7 +111,7 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(openLogFile(folder, `${id}.jsonl`, 'create'))
       } catch (error) {
         if (error instanceof BeneathError && error.code === 'PATH_EXISTS') {
-          throw new SessionError('DUPLICATE_SESSION', `session ${id} already exists at ${file}; open it instead of creating it`)
+          throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} already exists at ${file}; open it instead of creating it` })
         }
         throw error
       } finally {
@@ -144,18 +144,18 @@ class SessionService extends Service implements SessionServiceApi {
     this.checkId(id)
     const dir = this.checkedLogDir(options.workspaceRoot)
     if (dir === undefined) {
-      throw new SessionError('NO_SESSION', `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)`)
+      throw new SessionError('NO_SESSION', { reason: `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)` })
     }
     const file = join(dir, `${id}.jsonl`)
     const folder = openLogDir(dir, { create: false })
-    if (folder === undefined) throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+    if (folder === undefined) throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
     let history: { events: SessionEvent[]; seq: number }
     try {
       let readFd: number
       try {
         readFd = openLogFile(folder, `${id}.jsonl`, 'read')
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', `no session ${id}: ${file} does not exist`)
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
         throw error
       }
       try {
@@ -228,10 +228,7 @@ class SessionService extends Service implements SessionServiceApi {
     if (dir === undefined || this.config.allowInsideWorkspace) return dir
     const workspace = canonicalWorkspace(workspaceRoot ?? process.cwd())
     if (dir === workspace || dir.startsWith(workspace.endsWith(sep) ? workspace : workspace + sep)) {
-      throw new SessionError(
-        'LOG_IN_WORKSPACE',
-        `session log folder ${dir} is inside the workspace ${workspace}, where the agent's terminals can rewrite its history; leave "dir" unset (logs go to the state folder with "persist: true"), choose a folder outside the workspace, or set "allowInsideWorkspace: true"`,
-      )
+      throw new SessionError('LOG_IN_WORKSPACE', { dir, workspace })
     }
     return dir
   }
@@ -248,10 +245,7 @@ class SessionService extends Service implements SessionServiceApi {
 
   private checkId(id: string): void {
     if (typeof id !== 'string' || !SESSION_ID.test(id)) {
-      throw new SessionError(
-        'INVALID_SESSION_ID',
-        `invalid session id ${JSON.stringify(id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
-      )
+      throw new SessionError('INVALID_SESSION_ID', { id })
     }
   }
 }
@@ -262,7 +256,7 @@ class SessionService extends Service implements SessionServiceApi {
  */
 function appender(dir: string, name: string): () => number {
   return () => {
-    const gone = (cause?: unknown) => new SessionError('NO_SESSION', `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended`, { cause })
+    const gone = (cause?: unknown) => new SessionError('NO_SESSION', { reason: `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended` }, { cause })
     const folder = openLogDir(dir, { create: false })
     if (folder === undefined) throw gone()
     try {

@@ -54,6 +54,7 @@ export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
 export type { SessionRedactor } from './bound.ts'
 import type { SessionRedactor } from './bound.ts'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from './errors.ts'
 
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
@@ -85,28 +86,33 @@ export interface SessionLog {
   append<T>(type: string, data: T): SessionEvent<T>
 }
 
-export type SessionErrorCode =
-  | 'NO_SESSION'
-  | 'SESSION_CLOSED'
-  | 'DUPLICATE_SESSION'
-  | 'CORRUPT_LOG'
+/**
+ * The codes of `SessionError`, each with its details and its message. Refusals that differ in
+ * shape (which path, which check) carry the sentence that names the path and the fix (`reason`).
+ */
+const SESSION_ERRORS = {
+  NO_SESSION: (d: { reason: string }) => d.reason,
+  SESSION_CLOSED: (d: { sessionId: string }) => `session ${d.sessionId} is closed; open it again to append`,
+  DUPLICATE_SESSION: (d: { reason: string }) => d.reason,
+  /** `line`: 1-based line of the log file. */
+  CORRUPT_LOG: (d: { file: string; line: number; problem: string }) => `corrupt session log ${d.file}:${d.line}: ${d.problem}`,
   /** An id that is not a safe file name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 128 characters. */
-  | 'INVALID_SESSION_ID'
+  INVALID_SESSION_ID: (d: { id: unknown }) => `invalid session id ${JSON.stringify(d.id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
   /** A component of the log folder is a symbolic link (never followed). */
-  | 'LOG_DIR_SYMLINK'
+  LOG_DIR_SYMLINK: (d: { reason: string }) => d.reason,
   /** The log folder is not an absolute directory path, a component is not a folder, or it changed while opened. */
-  | 'LOG_DIR_INVALID'
+  LOG_DIR_INVALID: (d: { reason: string }) => d.reason,
   /** Something other than a regular file (a symlink, FIFO, device) is where a log file should be. */
-  | 'LOG_NOT_REGULAR'
+  LOG_NOT_REGULAR: (d: { reason: string }) => d.reason,
   /** The log folder lies inside the session's workspace, which its terminals can write. */
-  | 'LOG_IN_WORKSPACE'
+  LOG_IN_WORKSPACE: (d: { dir: string; workspace: string }) =>
+    `session log folder ${d.dir} is inside the workspace ${d.workspace}, where the agent's terminals can rewrite its history; leave "dir" unset (logs go to the state folder with "persist: true"), choose a folder outside the workspace, or set "allowInsideWorkspace: true"`,
+} satisfies ErrorMessages
 
-export class SessionError extends Error {
-  override readonly name = 'SessionError'
-  constructor(readonly code: SessionErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type SessionErrorCode = keyof typeof SESSION_ERRORS
+export type SessionErrorDetails<C extends SessionErrorCode = SessionErrorCode> = DetailsOf<typeof SESSION_ERRORS, C>
+export const SessionError = errorClass('SessionError', SESSION_ERRORS)
+export type SessionError<C extends SessionErrorCode = SessionErrorCode> = ErrorOf<typeof SESSION_ERRORS, C>
 
 /** The public surface of `ctx.sessions` (implemented by the default-exported `SessionService`). */
 export interface SessionServiceApi {

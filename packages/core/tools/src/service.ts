@@ -5,6 +5,7 @@
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
+import { messageOf } from '@conch/session'
 import { boundWithNotice, utf8Bytes } from './bound.ts'
 import { closeObjects, unknownFields, type FieldTree } from './fields.ts'
 import {
@@ -58,7 +59,7 @@ class ToolsService extends Service implements ToolsServiceApi {
     const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters, fields }
     return this.ctx.effect(() => {
       if (this.tools.has(definition.name)) {
-        throw new ToolsError('DUPLICATE_TOOL', `tool ${definition.name} is already registered; tool names must be unique`)
+        throw new ToolsError('DUPLICATE_TOOL', { tool: definition.name })
       }
       this.tools.set(definition.name, registered)
       return () => {
@@ -91,12 +92,8 @@ class ToolsService extends Service implements ToolsServiceApi {
   async execute(name: string, input: unknown, context: ToolExecuteContext): Promise<ToolResult> {
     const registered = this.tools.get(name)
     if (!registered) {
-      const available = this.names()
       return this.bound(
-        errorResult(
-          `unknown tool "${name}"; ` +
-            (available.length ? `available tools: ${available.join(', ')}` : 'no tools are registered'),
-        ),
+        errorResult(ToolsError.message('NO_TOOL', { tool: name, available: this.names() })),
         this.config.maxResultBytes,
       )
     }
@@ -120,9 +117,7 @@ class ToolsService extends Service implements ToolsServiceApi {
     }
     if (!parsed.success || issues.length) {
       return this.bound(
-        errorResult(`invalid arguments for ${name}:\n${issues.join('\n')}\nFix the arguments and call ${name} again.`, {
-          errorCode: 'INVALID_INPUT',
-        }),
+        errorResult(ToolsError.message('INVALID_INPUT', { tool: name, issues }), { errorCode: 'INVALID_INPUT' }),
         limit,
       )
     }
@@ -164,7 +159,7 @@ export function toolResultText(result: ToolResult): string {
 
 /** Validates a definition and returns its parameters' JSON Schema (`io: 'input'`, no `$schema`). */
 function checkDefinition(definition: ToolDefinition<z.ZodType>): JsonSchema {
-  const invalid = (what: string) => new ToolsError('INVALID_TOOL', `cannot register tool ${JSON.stringify(definition.name)}: ${what}`)
+  const invalid = (problem: string) => new ToolsError('INVALID_TOOL', { tool: definition.name, problem })
   if (typeof definition.name !== 'string' || !TOOL_NAME.test(definition.name)) {
     throw invalid('the name must match [a-z][a-z0-9_]* and be at most 64 characters')
   }
@@ -204,7 +199,7 @@ function errorCode(error: unknown): string | undefined {
 }
 
 function describeError(error: unknown, code: string | undefined): string {
-  const message = error instanceof Error ? error.message : String(error)
+  const message = messageOf(error)
   return code === undefined ? message : `${code}: ${message}`
 }
 

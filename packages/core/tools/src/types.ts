@@ -4,6 +4,7 @@
  */
 import type { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /**
  * The agent a tool runs for. Declared open here and merged with `Agent` by `@conch/agent`
@@ -73,19 +74,21 @@ export interface ToolSpec {
   kind: ToolKind
 }
 
-export type ToolsErrorCode =
-  | 'DUPLICATE_TOOL'
-  | 'NO_TOOL'
-  | 'INVALID_INPUT'
+/** The codes of `ToolsError`, each with its details and its message. */
+const TOOLS_ERRORS = {
+  DUPLICATE_TOOL: (d: { tool: string }) => `tool ${d.tool} is already registered; tool names must be unique`,
+  /** `execute` of an unregistered name (an error result, not a throw). */
+  NO_TOOL: (d: { tool: string; available: string[] }) => `unknown tool "${d.tool}"; ${d.available.length ? `available tools: ${d.available.join(', ')}` : 'no tools are registered'}`,
+  /** Arguments the input schema rejects (an error result, not a throw): one line per issue. */
+  INVALID_INPUT: (d: { tool: string; issues: string[] }) => `invalid arguments for ${d.tool}:\n${d.issues.join('\n')}\nFix the arguments and call ${d.tool} again.`,
   /** A definition `register()` refuses: bad name, empty description, a schema without a JSON Schema object form, or a byte bound below 64. */
-  | 'INVALID_TOOL'
+  INVALID_TOOL: (d: { tool: unknown; problem: string }) => `cannot register tool ${JSON.stringify(d.tool)}: ${d.problem}`,
+} satisfies ErrorMessages
 
-export class ToolsError extends Error {
-  override readonly name = 'ToolsError'
-  constructor(readonly code: ToolsErrorCode, message: string) {
-    super(message)
-  }
-}
+export type ToolsErrorCode = keyof typeof TOOLS_ERRORS
+export type ToolsErrorDetails<C extends ToolsErrorCode = ToolsErrorCode> = DetailsOf<typeof TOOLS_ERRORS, C>
+export const ToolsError = errorClass('ToolsError', TOOLS_ERRORS)
+export type ToolsError<C extends ToolsErrorCode = ToolsErrorCode> = ErrorOf<typeof TOOLS_ERRORS, C>
 
 /** The public surface of `ctx.tools` (implemented by the default-exported `ToolsService`). */
 export interface ToolsServiceApi {

@@ -1,4 +1,5 @@
 /** Errors of the pool, each with a stable code. */
+import { ConchError } from '@conch/session'
 export type PoolErrorCode =
   /** The config is invalid; the message names the field. */
   | 'CONFIG_INVALID'
@@ -9,10 +10,10 @@ export type PoolErrorCode =
   /** The caller cancelled. */
   | 'INVOKE_CANCELLED'
 
-export class PoolError extends Error {
+export class PoolError extends ConchError<PoolErrorCode, undefined> {
   override readonly name = 'PoolError'
-  constructor(readonly code: PoolErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  constructor(code: PoolErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, undefined, message, options)
   }
 }
 

@@ -23,6 +23,7 @@
  * `termGraceMs` → the tree and every process carrying the worker's tag verified gone.
  */
 import type { Duplex } from 'node:stream'
+import { describeExit } from '@conch/session'
 import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
 import { defaultProcessTable, signalIfSame, type ProcessIdentity } from '@conch/subprocess'
 import type { PoolConfig } from './config.ts'
@@ -157,7 +158,7 @@ export class WorkerSupervisor implements SessionBackend {
       worker.exited = true
       if (worker.failed) return
       const tail = worker.stderrTail.trim().split('\n').slice(-3).join(' | ')
-      this.fail(worker, `exited (code ${exitCode}, signal ${signal})${tail ? `: ${tail}` : ''}`)
+      this.fail(worker, `${describeExit({ exitCode, signal })}${tail ? `: ${tail}` : ''}`)
     })
     const readyTimer = setTimeout(() => {
       if (!worker.ready) this.fail(worker, `did not say ready within ${this.limits.readyTimeoutMs} ms`)

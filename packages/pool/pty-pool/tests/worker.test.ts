@@ -120,7 +120,7 @@ describe('the managed worker', { timeout: 60_000 }, () => {
     ['forged', /broke the protocol: a result for invoke \d+, which is not waiting for one/],
     ['bad-shape', /broke the protocol: a message of no known shape/],
     ['bad-counter', /broke the protocol: a message of no known shape \(name:/],
-    ['crash', /the pool worker exited \(code 3/],
+    ['crash', /the pool worker exited with code 3/],
     ['mute', /missed 2 health pings in a row/],
   ]
   violations.forEach(([mode, detail], index) => {

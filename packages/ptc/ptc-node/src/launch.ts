@@ -5,7 +5,7 @@
 import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PtcPolicy } from '@conch/ptc'
-import type { ConfineResult, SandboxServiceApi } from '@conch/sandbox'
+import { SandboxError, type ConfineResult, type SandboxServiceApi } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
 /**
@@ -41,17 +41,13 @@ export function programEnv(host: Readonly<Record<string, string | undefined>>): 
   return env
 }
 
-/** Why a confined run cannot start, as opposed to a caller mistake. */
-export class SandboxUnavailable extends Error {
-  override readonly name = 'SandboxUnavailable'
-}
-
 export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 'partial' | 'none'; provider?: string }
 
 /**
  * Wraps `argv` for `policy`: unchanged under `danger-full-access`, else through `ctx.sandbox`.
- * @throws SandboxUnavailable when a confined mode is asked for and there is no sandbox service
- *   or no provider works (the sandbox's own explanation is the message); other errors as thrown.
+ * @throws SandboxError `SANDBOX_UNAVAILABLE` when a confined mode is asked for and there is no
+ *   sandbox service or no provider works (the sandbox's own explanation is the message); other
+ *   errors as thrown.
  */
 export async function confine(
   argv: [string, ...string[]],
@@ -61,17 +57,12 @@ export async function confine(
 ): Promise<Confinement> {
   if (policy.mode === 'danger-full-access') return { argv, enforcement: 'none' }
   if (sandbox === undefined) {
-    throw new SandboxUnavailable(`cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded`)
+    throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
-  try {
-    // The program's own files — the node executable and the bootstrap — stay visible, read-only,
-    // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
-    // private /tmp.
-    const own = argv.filter((arg) => isAbsolute(arg))
-    const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own })
-    return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 'SANDBOX_UNAVAILABLE') throw new SandboxUnavailable((error as Error).message)
-    throw error
-  }
+  // The program's own files — the node executable and the bootstrap — stay visible, read-only,
+  // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
+  // private /tmp.
+  const own = argv.filter((arg) => isAbsolute(arg))
+  const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own })
+  return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
 }

@@ -102,7 +102,7 @@ export class ProgramProcess {
 
   /**
    * Confines and starts a process for `spec`.
-   * @throws SandboxUnavailable, SubprocessError `SPAWN_FAILED`, or the signal's reason.
+   * @throws SandboxError `SANDBOX_UNAVAILABLE`, SubprocessError `SPAWN_FAILED`, or the signal's reason.
    */
   static async start(deps: ProcessDependencies, spec: LaunchSpec, signal?: AbortSignal): Promise<ProgramProcess> {
     const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox)

@@ -9,6 +9,7 @@
  * returned only after the process tree is gone.
  */
 import { isLosslessJson, type PtcBinding, type PtcFailure, type PtcFailureKind, type PtcResult, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
+import { messageOf } from '@conch/session'
 import { ChannelError, type ChildMessage } from './channel.ts'
 import type { Config } from './config.ts'
 import { OutputLedger } from './output-ledger.ts'
@@ -98,7 +99,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
               // The queue itself is full: the program is not reading.
             }
           }
-          fail('protocol', error instanceof Error ? error.message : String(error))
+          fail('protocol', messageOf(error))
         }
       }
       // Called in the turn the frame arrived, not a microtask later; a synchronous throw is the
@@ -114,7 +115,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
           const problem = isLosslessJson(value)
           reply(problem === undefined ? { ok: true, value } : { ok: false, message: `${message.ns}.${message.fn} returned a value that is not JSON: ${problem}` })
         },
-        (error: unknown) => reply({ ok: false, message: error instanceof Error ? error.message : String(error) }),
+        (error: unknown) => reply({ ok: false, message: messageOf(error) }),
       )
     }
 
@@ -162,7 +163,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
               }
             }
           } catch (error) {
-            fail('protocol', error instanceof Error ? error.message : String(error))
+            fail('protocol', messageOf(error))
           }
         }
       }

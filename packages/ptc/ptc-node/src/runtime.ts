@@ -7,9 +7,9 @@ import { createRequire } from 'node:module'
 import { dirname, sep } from 'node:path'
 import { PtcError, type PtcBinding, type PtcResult, type PtcRuntime, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
 import type { SandboxServiceApi } from '@conch/sandbox'
+import { messageOf } from '@conch/session'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import type { Config } from './config.ts'
-import { SandboxUnavailable } from './launch.ts'
 import { ProgramProcess, type LaunchSpec } from './process.ts'
 import { runOnProcess } from './run.ts'
 import { SparePool } from './spare.ts'
@@ -43,7 +43,7 @@ export class NodeRuntime implements PtcRuntime {
   }
 
   async run(spec: PtcSpec, options: { bindings: readonly PtcBinding[]; signal?: AbortSignal }): Promise<PtcResult> {
-    if (this.disposed) throw new PtcError('DISPOSED', 'the node ptc runtime is disposed')
+    if (this.disposed) throw new PtcError('DISPOSED', { what: 'the node ptc runtime' })
     const startedAt = performance.now()
     const failed = (kind: 'exception' | 'sandbox-unavailable' | 'abort' | 'worker-exit', message: string, stack?: string): PtcResult => ({
       ok: false,
@@ -64,7 +64,7 @@ export class NodeRuntime implements PtcRuntime {
       try {
         process = await this.start(launch, options.signal)
       } catch (error) {
-        if (error instanceof SandboxUnavailable) return failed('sandbox-unavailable', error.message)
+        if ((error as { code?: unknown }).code === 'SANDBOX_UNAVAILABLE') return failed('sandbox-unavailable', messageOf(error))
         if (options.signal?.aborted) return failed('abort', 'the run was cancelled before the program started')
         return failed('worker-exit', `cannot start the program's process: ${(error as Error).message}`)
       }

@@ -68,7 +68,7 @@ class PtcService extends Service implements PtcServiceApi {
 
   register(runtime: PtcRuntime): () => void {
     if (this.runtime !== undefined) {
-      throw new PtcError('DUPLICATE_RUNTIME', `a ptc runtime (${this.runtime.name}) is already registered; cannot register ${runtime.name}`)
+      throw new PtcError('DUPLICATE_RUNTIME', { registered: this.runtime.name, runtime: runtime.name })
     }
     return this.ctx.effect(() => {
       this.runtime = runtime
@@ -84,20 +84,17 @@ class PtcService extends Service implements PtcServiceApi {
 
   resolve(request: PtcRequest, owner: PtcOwner): PtcSpec {
     const runtime = this.live()
-    if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', 'the request must be an object {code, cwd?, timeoutMs?}')
+    if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', { reason: 'the request must be an object {code, cwd?, timeoutMs?}' })
     if (typeof request.code !== 'string' || request.code.trim() === '') {
-      throw new PtcError('INVALID_OPTIONS', 'code is empty: pass the program text as the body of an async function')
+      throw new PtcError('INVALID_OPTIONS', { reason: 'code is empty: pass the program text as the body of an async function' })
     }
     const bytes = Buffer.byteLength(request.code, 'utf8')
     if (bytes > this.config.maxCodeBytes) {
-      throw new PtcError(
-        'INVALID_OPTIONS',
-        `code is ${bytes} bytes, over the ${this.config.maxCodeBytes}-byte bound on a program (ptc config maxCodeBytes): write the data to a file in the workspace and read it from a shorter program`,
-      )
+      throw new PtcError('INVALID_OPTIONS', { reason: `code is ${bytes} bytes, over the ${this.config.maxCodeBytes}-byte bound on a program (ptc config maxCodeBytes): write the data to a file in the workspace and read it from a shorter program` })
     }
     const policy = this.sandboxPolicy.resolve({ session: owner.session })
     const cwd = request.cwd ?? policy.workspaceRoot
-    if (typeof cwd !== 'string' || !isAbsolute(cwd)) throw new PtcError('INVALID_OPTIONS', `cwd must be an absolute path, got ${JSON.stringify(cwd)}`)
+    if (typeof cwd !== 'string' || !isAbsolute(cwd)) throw new PtcError('INVALID_OPTIONS', { reason: `cwd must be an absolute path, got ${JSON.stringify(cwd)}` })
     return {
       owner,
       code: request.code,
@@ -112,15 +109,15 @@ class PtcService extends Service implements PtcServiceApi {
     const parsed = Spec.safeParse(spec)
     if (!parsed.success) {
       const issue = parsed.error.issues[0]
-      throw new PtcError('INVALID_OPTIONS', `the spec is not resolved (use ctx.ptc.resolve): ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`)
+      throw new PtcError('INVALID_OPTIONS', { reason: `the spec is not resolved (use ctx.ptc.resolve): ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}` })
     }
     const bindings = checkBindings(options.bindings ?? [])
     return runtime.run(spec, { bindings, ...(options.signal && { signal: options.signal }) })
   }
 
   private live(): PtcRuntime {
-    if (this.state.disposed) throw new PtcError('DISPOSED', 'the ptc service is disposed')
-    if (this.runtime === undefined) throw new PtcError('NO_RUNTIME', 'no ptc runtime is registered; load @conch/ptc-node')
+    if (this.state.disposed) throw new PtcError('DISPOSED', { what: 'the ptc service' })
+    if (this.runtime === undefined) throw new PtcError('NO_RUNTIME', {})
     return this.runtime
   }
 }
@@ -134,7 +131,7 @@ function deadline(requested: number | null | undefined, timeouts: PtcTimeouts): 
   if (requested === undefined) return timeouts.timeoutMs
   if (requested === null) return null
   if (typeof requested !== 'number' || !Number.isInteger(requested) || requested <= 0) {
-    throw new PtcError('INVALID_OPTIONS', `timeoutMs must be a positive integer number of ms (or omitted), got ${JSON.stringify(requested)}`)
+    throw new PtcError('INVALID_OPTIONS', { reason: `timeoutMs must be a positive integer number of ms (or omitted), got ${JSON.stringify(requested)}` })
   }
   return Math.min(requested, timeouts.maxTimeoutMs)
 }

@@ -8,6 +8,7 @@
  */
 import type { Agent } from '@conch/agent'
 import type { SandboxMode } from '@conch/sandbox'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** A value that survives `JSON.stringify` → `JSON.parse` unchanged (RFC 8259 values, finite numbers). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
@@ -149,22 +150,22 @@ export interface PtcRuntime {
   run(spec: PtcSpec, options: { bindings: readonly PtcBinding[]; signal?: AbortSignal }): Promise<PtcResult>
 }
 
-export type PtcErrorCode =
+/** The codes of `PtcError`, each with its details and its message. */
+const PTC_ERRORS = {
   /** An invalid or unsupported option: a bad deadline, a relative cwd, an empty program, a bad binding. */
-  | 'INVALID_OPTIONS'
+  INVALID_OPTIONS: (d: { reason: string }) => d.reason,
   /** No runtime is registered. */
-  | 'NO_RUNTIME'
+  NO_RUNTIME: (_: Record<string, never>) => 'no ptc runtime is registered; load @conch/ptc-node',
   /** A second runtime was registered. */
-  | 'DUPLICATE_RUNTIME'
-  /** A call after the service or runtime was disposed. */
-  | 'DISPOSED'
+  DUPLICATE_RUNTIME: (d: { registered: string; runtime: string }) => `a ptc runtime (${d.registered}) is already registered; cannot register ${d.runtime}`,
+  /** A call after the service or runtime was disposed (`what`: `the ptc service`, `the node ptc runtime`). */
+  DISPOSED: (d: { what: string }) => `${d.what} is disposed`,
+} satisfies ErrorMessages
 
-export class PtcError extends Error {
-  override readonly name = 'PtcError'
-  constructor(readonly code: PtcErrorCode, message: string) {
-    super(message)
-  }
-}
+export type PtcErrorCode = keyof typeof PTC_ERRORS
+export type PtcErrorDetails<C extends PtcErrorCode = PtcErrorCode> = DetailsOf<typeof PTC_ERRORS, C>
+export const PtcError = errorClass('PtcError', PTC_ERRORS)
+export type PtcError<C extends PtcErrorCode = PtcErrorCode> = ErrorOf<typeof PTC_ERRORS, C>
 
 /** The public surface of `ctx.ptc` (implemented by the default-exported `PtcService`). */
 export interface PtcServiceApi {

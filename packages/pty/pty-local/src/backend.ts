@@ -76,7 +76,7 @@ export class LocalBackend implements PtyBackend {
         })
         argv = confined.argv
       } catch (error) {
-        throw new PtyError('SPAWN_FAILED', `cannot start a ${policy.mode} terminal: ${(error as Error).message}`, { cause: error })
+        throw new PtyError('SPAWN_FAILED', { reason: `cannot start a ${policy.mode} terminal: ${(error as Error).message}` }, { cause: error })
       }
     }
     if (request.signal.aborted) throw request.signal.reason
@@ -94,7 +94,7 @@ export class LocalBackend implements PtyBackend {
       terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: request.cols ?? config.cols, rows: request.rows ?? config.rows })
     } catch (error) {
       unwatch()
-      throw new PtyError('SPAWN_FAILED', `cannot start ${argv[0]}: ${(error as Error).message}`, { cause: error })
+      throw new PtyError('SPAWN_FAILED', { reason: `cannot start ${argv[0]}: ${(error as Error).message}` }, { cause: error })
     }
     // The wrapper's start identity, read now, fences every later signal to it.
     const table = defaultProcessTable()
@@ -165,14 +165,14 @@ function resolveCommand(command: string, searchPath: string): string {
   if (command.includes('/')) {
     const resolved = path.resolve(command)
     if (isExecutable(resolved)) return resolved
-    throw new PtyError('SPAWN_FAILED', `command ${resolved} is not an executable file`)
+    throw new PtyError('SPAWN_FAILED', { reason: `command ${resolved} is not an executable file` })
   }
   for (const folder of searchPath.split(':')) {
     if (folder === '' || !path.isAbsolute(folder)) continue
     const candidate = path.join(folder, command)
     if (isExecutable(candidate)) return candidate
   }
-  throw new PtyError('SPAWN_FAILED', `command ${command} was not found on the session's PATH (${searchPath || 'empty'})`)
+  throw new PtyError('SPAWN_FAILED', { reason: `command ${command} was not found on the session's PATH (${searchPath || 'empty'})` })
 }
 
 function isExecutable(file: string): boolean {
@@ -197,6 +197,6 @@ function resolveCwd(cwd: string | undefined, workspaceRoot: string): string {
   } catch {
     // reported below
   }
-  if (!isDirectory) throw new PtyError('SPAWN_FAILED', `cwd ${resolved} is not an existing directory`)
+  if (!isDirectory) throw new PtyError('SPAWN_FAILED', { reason: `cwd ${resolved} is not an existing directory` })
   return resolved
 }

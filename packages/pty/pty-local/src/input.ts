@@ -70,14 +70,13 @@ export function planInput(input: BackendSendInput, modes: InputModes): InputPlan
  */
 export function checkSecretValue(name: string, value: string): void {
   if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) {
-    throw new PtyError(
-      'INVALID_INPUT',
-      `secret ${name} is shorter than ${MIN_SECRET_BYTES} bytes; conch refuses it because it replaces a typed secret wherever the terminal prints it, and a value that short would match ordinary output; nothing was written`,
-    )
+    throw new PtyError('INVALID_INPUT', {
+      reason: `secret ${name} is shorter than ${MIN_SECRET_BYTES} bytes; conch refuses it because it replaces a typed secret wherever the terminal prints it, and a value that short would match ordinary output; nothing was written`,
+    })
   }
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f-\u009f]/.test(value)) {
-    throw new PtyError('INVALID_INPUT', `secret ${name} holds a control character (a line break, say); only its first line could be typed; nothing was written`)
+    throw new PtyError('INVALID_INPUT', { reason: `secret ${name} holds a control character (a line break, say); only its first line could be typed; nothing was written` })
   }
 }
 

@@ -167,8 +167,8 @@ export const KEY_NAMES_TEXT =
  *   `MAX_KEYS` entries.
  */
 export function parseKeys(entries: readonly KeyEntry[]): Key[] {
-  if (entries.length === 0) throw new PtyError('INVALID_INPUT', 'keys is empty; name at least one key; nothing was written')
-  if (entries.length > MAX_KEYS) throw new PtyError('INVALID_INPUT', `keys has ${entries.length} entries, more than ${MAX_KEYS}; send them in parts, or literal text as {"text": "…"}; nothing was written`)
+  if (entries.length === 0) throw new PtyError('INVALID_INPUT', { reason: 'keys is empty; name at least one key; nothing was written' })
+  if (entries.length > MAX_KEYS) throw new PtyError('INVALID_INPUT', { reason: `keys has ${entries.length} entries, more than ${MAX_KEYS}; send them in parts, or literal text as {"text": "…"}; nothing was written` })
   const keys: Key[] = []
   const unknown: string[] = []
   entries.forEach((entry, index) => {
@@ -187,7 +187,7 @@ export function parseKeys(entries: readonly KeyEntry[]): Key[] {
   })
   if (unknown.length > 0) {
     const subject = unknown.length === 1 ? 'unknown key' : 'unknown keys'
-    throw new PtyError('UNKNOWN_KEY', `${subject} ${unknown.join(', ')}; nothing was written. Keys are: ${KEY_NAMES_TEXT}`)
+    throw new PtyError('UNKNOWN_KEY', { reason: `${subject} ${unknown.join(', ')}; nothing was written. Keys are: ${KEY_NAMES_TEXT}` })
   }
   return keys
 }

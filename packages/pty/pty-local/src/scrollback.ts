@@ -121,11 +121,11 @@ export class Scrollback {
     const { offset, count } = range
     for (const [name, value] of [['offset', offset], ['count', count]] as const) {
       if (!Number.isSafeInteger(value) || value < 0) {
-        throw new PtyError('INVALID_INPUT', `scrollback ${name} must be a non-negative integer, got ${value}`)
+        throw new PtyError('INVALID_INPUT', { reason: `scrollback ${name} must be a non-negative integer, got ${value}` })
       }
     }
     if (!Number.isSafeInteger(maxReadBytes) || maxReadBytes < 1) {
-      throw new PtyError('INVALID_INPUT', `maxReadBytes must be a positive integer, got ${maxReadBytes}`)
+      throw new PtyError('INVALID_INPUT', { reason: `maxReadBytes must be a positive integer, got ${maxReadBytes}` })
     }
 
     const partial = this.source?.partial ?? ''

@@ -14,7 +14,8 @@
  * (signals the foreground group instead of writing, then waits up to `handoffGraceMs`). The
  * transition table is in the package README ("Send lifecycle").
  */
-import { describeStatus, PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
+import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
+import { describeExit, messageOf } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
@@ -380,7 +381,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       // A baseline, write or signal watch that failed: the send cannot go on.
       const failed = [s.awaiting.baseline, s.awaiting.check, s.awaiting.write, s.awaiting.signal].includes(event.gen)
       if (!failed) return
-      const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', `the send failed: ${messageOf(event.error)}`, { cause: event.error })
+      const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', { reason: `the send failed: ${messageOf(event.error)}` }, { cause: event.error })
       return reject(s, out, error, spec.kind !== 'startup', false)
     }
     case 'output':
@@ -459,7 +460,7 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'timer':
       return onTimer(s, event.timer, event.now, out)
     case 'exit':
-      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(event.status)})` })
+      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell ${describeExit(event.status)}` })
     case 'abort':
       if (spec.kind === 'send') return cancel(s, event.now, out)
       return reject(s, out, event.reason, false, false)
@@ -957,7 +958,7 @@ function cancel(s: SendState, now: number, out: SendEffect[]): void {
   if (s.cancel !== 'none') return
   if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
     // Nothing was written and nothing will be; the output it would have shown waits for the next.
-    return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
+    return reject(s, out, new PtyError('SEND_CANCELLED', { reason: 'the send was cancelled before its input was written; nothing was written' }), true, true)
   }
   // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
   s.cancel = 'handoff'
@@ -1059,6 +1060,3 @@ function abortBeforeWrite(s: SendState, out: SendEffect[], reason: unknown): voi
   return reject(s, out, reason, false, false)
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

@@ -20,7 +20,6 @@ import {
   LiveTextRedactor,
   SecretRedactor,
   delay,
-  describeStatus,
   PtyError,
   within,
   type BackendSession,
@@ -39,6 +38,7 @@ import {
 import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import type { Config } from './config.ts'
 import { cleanProcessText, type TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
@@ -227,10 +227,10 @@ export class LocalSession implements BackendSession {
     }
     if (signal.aborted) throw signal.reason
     if (result.waitReason === 'session_exit') {
-      throw new PtyError('SPAWN_FAILED', `the shell exited during startup (${describeStatus(result.sessionStatus)}): ${lastLines(result.viewport)}`)
+      throw new PtyError('SPAWN_FAILED', { reason: `the shell ${describeExit(result.sessionStatus)} during startup: ${lastLines(result.viewport)}` })
     }
     if (result.waitReason === 'timeout') {
-      throw new PtyError('SPAWN_FAILED', `the shell did not become ready within ${this.config.timeoutMs} ms; output so far: ${lastLines(result.viewport) || '(none)'}`)
+      throw new PtyError('SPAWN_FAILED', { reason: `the shell did not become ready within ${this.config.timeoutMs} ms; output so far: ${lastLines(result.viewport) || '(none)'}` })
     }
     this.motd = stripPrompt(result.viewport, this.prompt.ps1)
     this.shellPgid ??= await this.inspector.foregroundGroup()
@@ -256,9 +256,9 @@ export class LocalSession implements BackendSession {
    */
   startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; nothing was written` })
     }
-    if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is already active on this session')
+    if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', { reason: 'a send is already active on this session' })
     const plan = planInput(input, { ...this.keyModes(), ...this.pasteModes() })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
     const lines = input.text !== undefined ? this.openLineText + plan.lines : plan.lines
@@ -308,7 +308,7 @@ export class LocalSession implements BackendSession {
 
   async signal(signal: PtySignal): Promise<SignalResult> {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; no signal was sent` })
     }
     if (signal === 'SIGINT') this.openLineText = ''
     const active = this.current
@@ -330,7 +330,7 @@ export class LocalSession implements BackendSession {
       const settled = await watch.done.catch(() => undefined)
       if (watch.signalResult === undefined || settled === undefined) {
         await watch.done
-        throw new PtyError('NO_FOREGROUND', 'the signal was not sent')
+        throw new PtyError('NO_FOREGROUND', { reason: 'the signal was not sent' })
       }
       return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason }
     } finally {
@@ -361,9 +361,9 @@ export class LocalSession implements BackendSession {
    */
   write(data: string): Promise<void> {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; nothing was written` })
     }
-    if (this.current !== undefined || this.watch !== undefined) throw new PtyError('SEND_ACTIVE', 'a send is active on this session; nothing was written')
+    if (this.current !== undefined || this.watch !== undefined) throw new PtyError('SEND_ACTIVE', { reason: 'a send is active on this session; nothing was written' })
     this.atPrompt = false
     return this.terminal.write(data)
   }
@@ -375,7 +375,7 @@ export class LocalSession implements BackendSession {
    */
   screenState(options: ScreenStateOptions): ScreenState {
     if (this.fullScreen === undefined) {
-      throw new PtyError('INVALID_INPUT', 'a shell session keeps no full screen model (only a session opened with a command does); read its screen or scrollback')
+      throw new PtyError('INVALID_INPUT', { reason: 'a shell session keeps no full screen model (only a session opened with a command does); read its screen or scrollback' })
     }
     const snapshot = this.fullScreen.model.snapshot()
     return {
@@ -419,7 +419,7 @@ export class LocalSession implements BackendSession {
    */
   resize(size: { rows: number; cols: number }): void {
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); the terminal was not resized`)
+      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; the terminal was not resized` })
     }
     this.terminal.resize(size.cols, size.rows)
     this.display.resize(size.rows, size.cols)
@@ -499,10 +499,9 @@ export class LocalSession implements BackendSession {
     const flags = await this.termios()
     if (flags?.canonical !== true) return undefined
     const which = `${lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'}${openBefore && long.line === 1 ? ' (with the text earlier sends typed on it without Enter)' : ''}`
-    return new PtyError(
-      'LINE_TOO_LONG',
-      `${which} ${long.bytes} bytes, longer than the ${CANONICAL_LINE_MAX} bytes a line can hold when the program reads in canonical mode (termios ICANON; the kernel drops the rest of the line); nothing was written. Write the data to a file and have the program read it (e.g. a heredoc at the shell prompt, or a redirect < file)`,
-    )
+    return new PtyError('LINE_TOO_LONG', {
+      reason: `${which} ${long.bytes} bytes, longer than the ${CANONICAL_LINE_MAX} bytes a line can hold when the program reads in canonical mode (termios ICANON; the kernel drops the rest of the line); nothing was written. Write the data to a file and have the program read it (e.g. a heredoc at the shell prompt, or a redirect < file)`,
+    })
   }
 
   /** Whether the printable text after the latest marker is exactly the controlled PS1. */
@@ -553,21 +552,21 @@ export class LocalSession implements BackendSession {
   private async signalForeground(signal: PtySignal): Promise<SignalResult> {
     const pgid = await this.inspector.foregroundGroup()
     if (pgid === undefined || pgid <= 0) {
-      throw new PtyError('NO_FOREGROUND', 'the terminal has no foreground process group right now; no signal was sent')
+      throw new PtyError('NO_FOREGROUND', { reason: 'the terminal has no foreground process group right now; no signal was sent' })
     }
     if (signal === 'SIGKILL' && (pgid === this.shellPgid || pgid === this.pid)) {
-      throw new PtyError('SIGNAL_REFUSED', 'SIGKILL would kill the shell itself; close the session instead (terminal_close)')
+      throw new PtyError('SIGNAL_REFUSED', { reason: 'SIGKILL would kill the shell itself; close the session instead (terminal_close)' })
     }
     const target = (await this.inspector.groupName(pgid)) ?? 'unknown'
     if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `the shell exited (${describeStatus(this.state)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; no signal was sent` })
     }
     try {
       // kill(2) with a negative pid signals every process of the group.
       process.kill(-pgid, signal)
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ESRCH') {
-        throw new PtyError('NO_FOREGROUND', `the foreground process group ${pgid} is gone; no signal was sent`)
+        throw new PtyError('NO_FOREGROUND', { reason: `the foreground process group ${pgid} is gone; no signal was sent` })
       }
       throw error
     }

@@ -440,7 +440,7 @@ describe('silence, timeout, exit', () => {
     const exited = written()
     expect(exited.feed({ type: 'exit', now: 5, status: { state: 'exited', exitCode: 3, signal: null } }).at(-1)).toMatchObject({
       waitReason: 'session_exit',
-      evidence: { tier: 'exit', detail: 'the shell exited (code 3)' },
+      evidence: { tier: 'exit', detail: 'the shell exited with code 3' },
     })
   })
 

@@ -166,7 +166,7 @@ class MemorySend {
     if (this.shell.status.state === 'exited') {
       this.phase = 'settled'
       this.onSettled()
-      this.reject(new PtyError('SESSION_EXITED', `PTY session ${this.options.sessionId} exited before the input was written; nothing was written`))
+      this.reject(new PtyError('SESSION_EXITED', { reason: `PTY session ${this.options.sessionId} exited before the input was written; nothing was written` }))
       return
     }
     this.phase = 'waiting'
@@ -193,7 +193,7 @@ class MemorySend {
       // Not written yet: it never will be.
       this.phase = 'settled'
       this.onSettled()
-      this.reject(new PtyError('SEND_CANCELLED', `the send to ${this.options.sessionId} was cancelled before its input was written; nothing was written`))
+      this.reject(new PtyError('SEND_CANCELLED', { reason: `the send to ${this.options.sessionId} was cancelled before its input was written; nothing was written` }))
     } else if (this.phase === 'waiting') {
       this.interrupted = true
       this.shell.signal('SIGINT')
@@ -232,11 +232,11 @@ function typedText(input: BackendSendInput): string {
     const typed = input.keys.map(typedKey)
     const unknown = input.keys.flatMap((key, index) => (typed[index] === undefined ? [`${JSON.stringify(key)} (entry ${index + 1} of keys)`] : []))
     if (unknown.length > 0) {
-      throw new PtyError(
-        'UNKNOWN_KEY',
-        `${unknown.length === 1 ? 'unknown key' : 'unknown keys'} ${unknown.join(', ')}; nothing was written. ` +
+      throw new PtyError('UNKNOWN_KEY', {
+        reason:
+          `${unknown.length === 1 ? 'unknown key' : 'unknown keys'} ${unknown.join(', ')}; nothing was written. ` +
           'The memory shell understands Enter, Tab, Space, C-a … C-z, any single character, or {"text": "…"} for literal text',
-      )
+      })
     }
     return typed.join('')
   }

@@ -9,7 +9,8 @@
  * goes to the foreground program when one runs (`cat` reads it; `sleep`, `yes` and `hold` do
  * not, so it is typed ahead and runs after they end), otherwise to the shell.
  */
-import { type ClosedProcess, describeStatus, PtyError, type PtySignal, type SessionStatus } from '@conch/pty'
+import { type ClosedProcess, PtyError, type PtySignal, type SessionStatus } from '@conch/pty'
+import { describeExit } from '@conch/session'
 import { expandWord, lex, type ListItem } from './lex.ts'
 
 /** A program holding the foreground. Process group numbers are fake and only name the program. */
@@ -122,7 +123,7 @@ export class MemoryShell {
    * another `yesLines` lines (it never stops printing, so a send on it can only time out).
    */
   state(): ShellState {
-    if (this.exitStatus) return { waitReason: 'session_exit', detail: `shell exited (${describeStatus(this.exitStatus)})` }
+    if (this.exitStatus) return { waitReason: 'session_exit', detail: `the shell ${describeExit(this.exitStatus)}` }
     const program = this.foreground
     if (!program) {
       if (this.pendingSource !== undefined) {
@@ -153,7 +154,7 @@ export class MemoryShell {
    * @throws PtyError `SESSION_EXITED` after exit, `SIGNAL_REFUSED` for SIGKILL to the shell.
    */
   signal(signal: PtySignal): { target: string; pgid: number } {
-    if (this.exitStatus) throw new PtyError('SESSION_EXITED', `the memory shell has exited (${describeStatus(this.exitStatus)}); no signal was sent`)
+    if (this.exitStatus) throw new PtyError('SESSION_EXITED', { reason: `the memory shell ${describeExit(this.exitStatus)}; no signal was sent` })
     const program = this.foreground
     if (program) {
       this.signalProgram(program, signal)
@@ -161,7 +162,7 @@ export class MemoryShell {
     }
     switch (signal) {
       case 'SIGKILL':
-        throw new PtyError('SIGNAL_REFUSED', 'SIGKILL would kill the shell itself (it is the foreground process group); close the session instead')
+        throw new PtyError('SIGNAL_REFUSED', { reason: 'SIGKILL would kill the shell itself (it is the foreground process group); close the session instead' })
       case 'SIGINT':
         this.line = ''
         this.pendingSource = undefined

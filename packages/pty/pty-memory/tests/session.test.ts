@@ -96,7 +96,7 @@ describe('how sends settle', () => {
     const result = await send(session, 'echo bye; exit 3')
     expect(result).toMatchObject({ viewport: 'bye\nexit', waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
     expect(result.inputState).toBeUndefined()
-    expect(result.evidence).toEqual({ tier: 'fixed', detail: 'shell exited (code 3)' })
+    expect(result.evidence).toEqual({ tier: 'fixed', detail: 'the shell exited with code 3' })
     expect(exits).toEqual([{ state: 'exited', exitCode: 3, signal: null }])
     expect(session.read({ offset: 0, count: 3 }).text).toBe('$ echo bye; exit 3\nbye\nexit')
   })

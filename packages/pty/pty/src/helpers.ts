@@ -1,9 +1,7 @@
 /**
- * Small helpers every terminal backend and tool shares: waiting with a bound, the text of an
- * exit status, and a process name as the model may see it.
+ * Small helpers every terminal backend and tool shares: waiting with a bound and a process name
+ * as the model may see it.
  */
-import type { SessionStatus } from './types.ts'
-
 /** Resolves after `ms` milliseconds. */
 export function delay(ms: number): Promise<undefined> {
   return new Promise((resolve) => setTimeout(() => resolve(undefined), ms))
@@ -17,14 +15,6 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T | un
   } finally {
     clearTimeout(timer)
   }
-}
-
-/** `running`, `code 3`, `signal SIGHUP`, `code unknown` — the status in error messages and evidence. */
-export function describeStatus(status: SessionStatus | { exitCode: number | null; signal: string | null }): string {
-  if ('state' in status && status.state === 'running') return 'running'
-  const exited = status as { exitCode: number | null; signal: string | null }
-  if (exited.signal) return `signal ${exited.signal}`
-  return `code ${exited.exitCode ?? 'unknown'}`
 }
 
 /**

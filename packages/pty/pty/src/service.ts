@@ -7,6 +7,7 @@
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
+import { describeExit, messageOf } from '@conch/session'
 import {
   type BackendSession,
   type ScreenState,
@@ -34,7 +35,7 @@ import {
   MAX_TERMINAL_COLS,
   MAX_TERMINAL_ROWS,
 } from './types.ts'
-import { describeStatus, displayName } from './helpers.ts'
+import { displayName } from './helpers.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -144,12 +145,12 @@ export default class PtyService extends Service implements PtyServiceApi {
   registerBackend(backend: PtyBackend): () => void {
     this.assertOpen()
     if (typeof backend?.type !== 'string' || backend.type === '') {
-      throw new PtyError('INVALID_INPUT', 'a PTY backend needs a non-empty string `type`')
+      throw new PtyError('INVALID_INPUT', { reason: 'a PTY backend needs a non-empty string `type`' })
     }
     return this.ctx.effect(() => {
       const existing = this.backends.get(backend.type)
       if (existing) {
-        throw new PtyError('DUPLICATE_BACKEND', `a PTY backend for type "${backend.type}" is already registered; unload it first or give this one another type`)
+        throw new PtyError('DUPLICATE_BACKEND', { type: backend.type })
       }
       this.backends.set(backend.type, backend)
       return () => {
@@ -171,21 +172,21 @@ export default class PtyService extends Service implements PtyServiceApi {
     const backend = this.backends.get(type)
     if (!backend) {
       const known = this.types()
-      throw new PtyError('NO_BACKEND', `no PTY backend for type "${type}"; registered types: ${known.length ? known.join(', ') : '(none)'}`)
+      throw new PtyError('NO_BACKEND', { type, known })
     }
     if (name !== undefined) {
       const holder = this.nameHolder(owner, name)
-      if (holder) throw new PtyError('DUPLICATE_NAME', `${owner.id} already has a PTY session named "${name}" (${holder}); pick another name or close it`)
+      if (holder) throw new PtyError('DUPLICATE_NAME', { owner: owner.id, name, holder })
     }
     const held = this.activity(owner).length
     if (held >= this.config.maxSessionsPerOwner) {
-      throw new PtyError('TOO_MANY_SESSIONS', `${owner.id} already has ${held} open terminals (pty.maxSessionsPerOwner: ${this.config.maxSessionsPerOwner}); close one first`)
+      throw new PtyError('TOO_MANY_SESSIONS', { owner: owner.id, held, max: this.config.maxSessionsPerOwner })
     }
     if (signal?.aborted) throw signal.reason
 
     this.track(owner)
     const prefix = owner.sessionPrefix ?? 'pty'
-    if (!/^[a-z][a-z0-9]*$/.test(prefix)) throw new PtyError('INVALID_INPUT', `${owner.id}: a session id prefix is lower-case letters and digits, not ${JSON.stringify(prefix)}`)
+    if (!/^[a-z][a-z0-9]*$/.test(prefix)) throw new PtyError('INVALID_INPUT', { reason: `${owner.id}: a session id prefix is lower-case letters and digits, not ${JSON.stringify(prefix)}` })
     const number = this.nextIds.get(prefix) ?? 1
     this.nextIds.set(prefix, number + 1)
     const id = `${prefix}-${number}`
@@ -216,16 +217,16 @@ export default class PtyService extends Service implements PtyServiceApi {
     for (const key of ['timeoutMs', 'idleMs'] as const) {
       const value = input[key]
       if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
-        throw new PtyError('INVALID_INPUT', `${key} of a send to ${sessionId} must be a positive integer of milliseconds, not ${String(value)}; nothing was written`)
+        throw new PtyError('INVALID_INPUT', { reason: `${key} of a send to ${sessionId} must be a positive integer of milliseconds, not ${String(value)}; nothing was written` })
       }
     }
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
     if (entry.phase.phase === 'busy') {
-      throw new PtyError('SEND_ACTIVE', `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again`)
+      throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again` })
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written. Its scrollback can still be read; open a new session to continue`)
+      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written. Its scrollback can still be read; open a new session to continue` })
     }
 
     const token = {}
@@ -276,7 +277,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const offset = options.offset ?? 0
     const count = options.count ?? DEFAULT_READ_COUNT
     if (!isCount(offset) || !isCount(count)) {
-      throw new PtyError('INVALID_INPUT', `read ${sessionId}: offset and count must be non-negative integers (lines), got offset=${String(offset)} count=${String(count)}`)
+      throw new PtyError('INVALID_INPUT', { reason: `read ${sessionId}: offset and count must be non-negative integers (lines), got offset=${String(offset)} count=${String(count)}` })
     }
     return entry.backend.read({ offset, count })
   }
@@ -284,7 +285,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   screen(owner: PtyOwner, sessionId: string): string {
     const entry = this.entry(owner, sessionId)
     if (entry.backend.screen === undefined) {
-      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) keeps no screen model; read its scrollback instead`)
+      throw new PtyError('INVALID_INPUT', { reason: `PTY session ${sessionId} (type ${entry.type}) keeps no screen model; read its scrollback instead` })
     }
     return entry.backend.screen()
   }
@@ -293,7 +294,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const entry = this.entry(owner, sessionId)
     const { rows, cols } = validateSize(size, 'resize', false) as TerminalSize
     if (entry.backend.resize === undefined) {
-      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) cannot be resized`)
+      throw new PtyError('INVALID_INPUT', { reason: `PTY session ${sessionId} (type ${entry.type}) cannot be resized` })
     }
     entry.backend.resize({ rows, cols })
   }
@@ -301,29 +302,29 @@ export default class PtyService extends Service implements PtyServiceApi {
   async signal(owner: PtyOwner, sessionId: string, signal: PtySignal): Promise<SignalResult> {
     const entry = this.entry(owner, sessionId)
     if (!(PTY_SIGNALS as readonly string[]).includes(signal)) {
-      throw new PtyError('INVALID_INPUT', `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}`)
+      throw new PtyError('INVALID_INPUT', { reason: `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}` })
     }
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); no signal was sent`)
+      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; no signal was sent` })
     }
     return entry.backend.signal(signal)
   }
 
   async write(owner: PtyOwner, sessionId: string, data: string): Promise<void> {
     const entry = this.entry(owner, sessionId)
-    if (typeof data !== 'string') throw new PtyError('INVALID_INPUT', `a write to ${sessionId} takes a string, not ${typeof data}; nothing was written`)
+    if (typeof data !== 'string') throw new PtyError('INVALID_INPUT', { reason: `a write to ${sessionId} takes a string, not ${typeof data}; nothing was written` })
     if (entry.backend.write === undefined) {
-      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) takes no raw writes; use a send`)
+      throw new PtyError('INVALID_INPUT', { reason: `PTY session ${sessionId} (type ${entry.type}) takes no raw writes; use a send` })
     }
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
     if (entry.phase.phase === 'busy') {
-      throw new PtyError('SEND_ACTIVE', `PTY session ${entry.id} is running a send; a raw write would interleave with it, so nothing was written. Wait for the send or cancel it first`)
+      throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is running a send; a raw write would interleave with it, so nothing was written. Wait for the send or cancel it first` })
     }
     const status = entry.backend.status()
     if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', `PTY session ${entry.id} has exited (${describeStatus(status)}); nothing was written`)
+      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written` })
     }
     await entry.backend.write(data)
   }
@@ -331,7 +332,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   screenState(owner: PtyOwner, sessionId: string, options: ScreenStateOptions = {}): ScreenState {
     const entry = this.entry(owner, sessionId)
     if (entry.backend.screenState === undefined) {
-      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) keeps no full screen model; open it with a command, or read its screen or scrollback`)
+      throw new PtyError('INVALID_INPUT', { reason: `PTY session ${sessionId} (type ${entry.type}) keeps no full screen model; open it with a command, or read its screen or scrollback` })
     }
     return entry.backend.screenState({ scrollback: options.scrollback === true })
   }
@@ -339,7 +340,7 @@ export default class PtyService extends Service implements PtyServiceApi {
   onChange(owner: PtyOwner, sessionId: string, listener: () => void): () => void {
     const entry = this.entry(owner, sessionId)
     if (entry.backend.onChange === undefined) {
-      throw new PtyError('INVALID_INPUT', `PTY session ${sessionId} (type ${entry.type}) does not report output changes`)
+      throw new PtyError('INVALID_INPUT', { reason: `PTY session ${sessionId} (type ${entry.type}) does not report output changes` })
     }
     return entry.backend.onChange(listener)
   }
@@ -401,7 +402,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       if (signal?.aborted) throw signal.reason
       if (controller.signal.aborted) throw controller.signal.reason
       if (error instanceof PtyError) throw error
-      throw new PtyError('SPAWN_FAILED', `could not start a "${type}" PTY session: ${messageOf(error)}`, { cause: error })
+      throw new PtyError('SPAWN_FAILED', { reason: `could not start a "${type}" PTY session: ${messageOf(error)}` }, { cause: error })
     }
 
     // Re-check everything that may have changed while the backend worked.
@@ -440,7 +441,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       const result = await session.close()
       if (result.survivors.length > 0) failure = survivorsError(sessionId, result.survivors, 'rolling back')
     } catch (error) {
-      failure = new PtyError('CLOSE_FAILED', `rolling back PTY session ${sessionId} failed: ${messageOf(error)}`, { cause: error })
+      failure = new PtyError('CLOSE_FAILED', { reason: `rolling back PTY session ${sessionId} failed: ${messageOf(error)}` }, { cause: error })
     }
     if (failure) this.failures.push({ sessionId, owner, error: failure })
     return failure
@@ -454,7 +455,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       try {
         result = await entry.backend.close()
       } catch (error) {
-        throw new PtyError('CLOSE_FAILED', `closing PTY session ${entry.id} failed: ${messageOf(error)}; retry the close`, { cause: error })
+        throw new PtyError('CLOSE_FAILED', { reason: `closing PTY session ${entry.id} failed: ${messageOf(error)}; retry the close` }, { cause: error })
       }
       if (result.survivors.length > 0) throw survivorsError(entry.id, result.survivors, 'closing')
       if (this.sessions.get(entry.id) === entry) this.sessions.delete(entry.id)
@@ -535,8 +536,8 @@ export default class PtyService extends Service implements PtyServiceApi {
     this.assertOpen()
     assertLive(owner)
     const entry = typeof sessionId === 'string' ? this.sessions.get(sessionId) : undefined
-    if (!entry) throw new PtyError('NO_SESSION', `unknown PTY session ${String(sessionId)}`)
-    if (entry.owner !== owner) throw new PtyError('FOREIGN_SESSION', `PTY session ${entry.id} belongs to another agent`)
+    if (!entry) throw new PtyError('NO_SESSION', { sessionId: String(sessionId) })
+    if (entry.owner !== owner) throw new PtyError('FOREIGN_SESSION', { sessionId: entry.id })
     return entry
   }
 
@@ -582,16 +583,16 @@ export namespace PtyService {
 function validateSpawnOptions(options: SpawnOptions): { type: string; name: string | undefined; cwd: string | undefined } {
   const { type, name, cwd } = options ?? ({} as SpawnOptions)
   if (typeof type !== 'string' || type === '') {
-    throw new PtyError('INVALID_INPUT', 'a PTY session needs a non-empty string `type`, e.g. "shell"')
+    throw new PtyError('INVALID_INPUT', { reason: 'a PTY session needs a non-empty string `type`, e.g. "shell"' })
   }
   if (name !== undefined && (typeof name !== 'string' || name === '')) {
-    throw new PtyError('INVALID_INPUT', 'a PTY session `name` must be a non-empty string when given')
+    throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `name` must be a non-empty string when given' })
   }
   if (name !== undefined && name.length > MAX_SESSION_NAME_CHARS) {
-    throw new PtyError('INVALID_INPUT', `a PTY session \`name\` must be at most ${MAX_SESSION_NAME_CHARS} characters (this one has ${name.length})`)
+    throw new PtyError('INVALID_INPUT', { reason: `a PTY session \`name\` must be at most ${MAX_SESSION_NAME_CHARS} characters (this one has ${name.length})` })
   }
   if (cwd !== undefined && (typeof cwd !== 'string' || cwd === '')) {
-    throw new PtyError('INVALID_INPUT', 'a PTY session `cwd` must be a non-empty path when given')
+    throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `cwd` must be a non-empty path when given' })
   }
   return { type, name, cwd }
 }
@@ -610,37 +611,37 @@ function validateProgram(options: SpawnOptions): ProgramOptions {
   const out: ProgramOptions = {}
   const clean = (value: unknown) => typeof value === 'string' && !value.includes('\0')
   if (command !== undefined) {
-    if (!clean(command) || command === '') throw new PtyError('INVALID_INPUT', 'a PTY session `command` must be a non-empty string without NUL')
+    if (!clean(command) || command === '') throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `command` must be a non-empty string without NUL' })
     out.command = command
   }
   if (args !== undefined) {
-    if (command === undefined) throw new PtyError('INVALID_INPUT', 'a PTY session `args` needs a `command`')
-    if (!Array.isArray(args) || !args.every(clean)) throw new PtyError('INVALID_INPUT', 'a PTY session `args` must be a list of strings without NUL')
+    if (command === undefined) throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `args` needs a `command`' })
+    if (!Array.isArray(args) || !args.every(clean)) throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `args` must be a list of strings without NUL' })
     out.args = [...args]
   }
   if (env !== undefined) {
-    if (env === null || typeof env !== 'object' || Array.isArray(env)) throw new PtyError('INVALID_INPUT', 'a PTY session `env` must be an object of strings')
+    if (env === null || typeof env !== 'object' || Array.isArray(env)) throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `env` must be an object of strings' })
     for (const [key, value] of Object.entries(env)) {
       if (key === '' || key.includes('=') || key.includes('\0') || !clean(value)) {
-        throw new PtyError('INVALID_INPUT', `a PTY session \`env\` entry ${JSON.stringify(key)} must be a name without = or NUL with a string value`)
+        throw new PtyError('INVALID_INPUT', { reason: `a PTY session \`env\` entry ${JSON.stringify(key)} must be a name without = or NUL with a string value` })
       }
     }
     out.env = { ...env }
   }
   if (network !== undefined) {
-    if (typeof network !== 'boolean') throw new PtyError('INVALID_INPUT', 'a PTY session `network` must be true or false')
+    if (typeof network !== 'boolean') throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `network` must be true or false' })
     out.network = network
   }
   if (writablePaths !== undefined) {
     if (!Array.isArray(writablePaths) || !writablePaths.every((path) => clean(path) && path.startsWith('/') && path !== '/')) {
-      throw new PtyError('INVALID_INPUT', 'a PTY session `writablePaths` must be a list of absolute folders other than /')
+      throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `writablePaths` must be a list of absolute folders other than /' })
     }
     out.writablePaths = [...writablePaths]
   }
   if (redact !== undefined) {
     const valid = (entry: unknown) =>
       entry !== null && typeof entry === 'object' && typeof (entry as SecretValue).name === 'string' && (entry as SecretValue).name !== '' && typeof (entry as SecretValue).value === 'string'
-    if (!Array.isArray(redact) || !redact.every(valid)) throw new PtyError('INVALID_INPUT', 'a PTY session `redact` must be a list of {name, value} strings')
+    if (!Array.isArray(redact) || !redact.every(valid)) throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `redact` must be a list of {name, value} strings' })
     out.redact = redact.map(({ name, value }) => ({ name, value }))
   }
   return out
@@ -656,7 +657,7 @@ function validateSize(options: Partial<TerminalSize>, doing: string, optional: b
     const value = options?.[key]
     if (value === undefined && optional) continue
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-      throw new PtyError('INVALID_INPUT', `${doing}: \`${key}\` must be an integer from 1 to ${max}, got ${String(value)}`)
+      throw new PtyError('INVALID_INPUT', { reason: `${doing}: \`${key}\` must be an integer from 1 to ${max}, got ${String(value)}` })
     }
     out[key] = value
   }
@@ -668,22 +669,21 @@ function assertLive(owner: PtyOwner): void {
 }
 
 function notLive(owner: PtyOwner): PtyError {
-  return new PtyError('OWNER_NOT_LIVE', `agent ${owner.id} is ${owner.state === 'live' ? 'being disposed' : owner.state}; its PTY sessions are closed with it`)
+  return new PtyError('OWNER_NOT_LIVE', { owner: owner.id, state: owner.state })
 }
 
 function disposingError(): PtyError {
-  return new PtyError('SERVICE_DISPOSING', 'the PTY service is shutting down; no new work is accepted')
+  return new PtyError('SERVICE_DISPOSING', {})
 }
 
 function closing(sessionId: string): PtyError {
-  return new PtyError('SESSION_EXITED', `PTY session ${sessionId} is being closed; nothing was written. Retry the close if it failed, or open a new session`)
+  return new PtyError('SESSION_EXITED', { reason: `PTY session ${sessionId} is being closed; nothing was written. Retry the close if it failed, or open a new session` })
 }
 
 function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: string): PtyError {
   const list = survivors.map((process) => `${displayName(process.name, 32)}[${process.pid}]`).join(', ')
-  return new PtyError('CLOSE_FAILED', `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close`)
+  return new PtyError('CLOSE_FAILED', { reason: `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close` })
 }
-
 
 function aggregate(errors: Error[], doing: string): AggregateError {
   return new AggregateError(errors, `${doing} failed: ${errors.map((error) => error.message).join('; ')}`)
@@ -695,10 +695,6 @@ function rejections(results: PromiseSettledResult<unknown>[]): Error[] {
 
 function asError(value: unknown): Error {
   return value instanceof Error ? value : new Error(String(value))
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 function isCount(value: unknown): value is number {
@@ -736,29 +732,28 @@ function linkAbort(controller: AbortController, sources: [AbortSignal | undefine
  */
 function payloadOf(input: SendInput, sessionId: string): SendPayload {
   if (typeof input !== 'object' || input === null || typeof input.submit !== 'boolean') {
-    throw new PtyError('INVALID_INPUT', `a send to ${sessionId} needs a boolean \`submit\` and one of \`text\`, \`keys\` or \`secret\`; nothing was written`)
+    throw new PtyError('INVALID_INPUT', { reason: `a send to ${sessionId} needs a boolean \`submit\` and one of \`text\`, \`keys\` or \`secret\`; nothing was written` })
   }
   const given = (['text', 'keys', 'secret'] as const).filter((key) => input[key] !== undefined)
   if (given.length !== 1) {
-    throw new PtyError(
-      'INVALID_INPUT',
-      `a send to ${sessionId} takes exactly one of \`text\`, \`keys\` or \`secret\`${given.length ? `, not ${given.map((key) => `\`${key}\``).join(' and ')}` : ''}; nothing was written`,
-    )
+    throw new PtyError('INVALID_INPUT', {
+      reason: `a send to ${sessionId} takes exactly one of \`text\`, \`keys\` or \`secret\`${given.length ? `, not ${given.map((key) => `\`${key}\``).join(' and ')}` : ''}; nothing was written`,
+    })
   }
   if (input.text !== undefined) {
-    if (typeof input.text !== 'string') throw new PtyError('INVALID_INPUT', `\`text\` of a send to ${sessionId} must be a string; nothing was written`)
+    if (typeof input.text !== 'string') throw new PtyError('INVALID_INPUT', { reason: `\`text\` of a send to ${sessionId} must be a string; nothing was written` })
     return { text: input.text }
   }
   if (input.keys !== undefined) {
     const keys = input.keys
     if (!Array.isArray(keys) || keys.length === 0 || !keys.every((key) => typeof key === 'string' || (typeof key === 'object' && key !== null && typeof key.text === 'string'))) {
-      throw new PtyError('INVALID_INPUT', `\`keys\` of a send to ${sessionId} must be a non-empty list of key names or {text} entries; nothing was written`)
+      throw new PtyError('INVALID_INPUT', { reason: `\`keys\` of a send to ${sessionId} must be a non-empty list of key names or {text} entries; nothing was written` })
     }
     return { keys: [...keys] }
   }
   const secret = input.secret
   if (typeof secret !== 'object' || secret === null || typeof secret.name !== 'string' || typeof secret.value !== 'string' || secret.value === '') {
-    throw new PtyError('INVALID_INPUT', `\`secret\` of a send to ${sessionId} needs a name and a non-empty value; nothing was written`)
+    throw new PtyError('INVALID_INPUT', { reason: `\`secret\` of a send to ${sessionId} needs a name and a non-empty value; nothing was written` })
   }
   return { secret: { name: secret.name, value: secret.value } }
 }

@@ -6,7 +6,7 @@
  * Backends implement `PtyBackend`; the service owns ids, ownership, the one-send-at-a-time
  * reservation and lifecycle, so every backend gets the same rules.
  */
-import type { SessionLog } from '@conch/session'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
 /**
  * The owner of terminal sessions, as the contract needs it — structural, so the seam does not
@@ -312,35 +312,39 @@ export interface CloseResult {
   survivors: ClosedProcess[]
 }
 
-export type PtyErrorCode =
-  | 'DUPLICATE_BACKEND'
-  | 'NO_BACKEND'
-  | 'SEND_ACTIVE'
-  | 'SEND_CANCELLED'
-  | 'NO_SESSION'
-  | 'FOREIGN_SESSION'
-  | 'OWNER_NOT_LIVE'
-  | 'SERVICE_DISPOSING'
-  | 'DUPLICATE_NAME'
-  | 'SESSION_EXITED'
-  | 'SIGNAL_REFUSED'
-  | 'NO_FOREGROUND'
-  | 'SPAWN_FAILED'
-  | 'CLOSE_FAILED'
-  | 'INVALID_INPUT'
-  | 'UNKNOWN_KEY'
-  | 'LINE_TOO_LONG'
-  | 'UNKNOWN_SECRET'
-  | 'SECRET_UNAVAILABLE'
+/**
+ * The codes of `PtyError`, each with its details and its message. A code whose refusals share one
+ * shape carries the ids and numbers it names; the rest carry the sentence that says what was
+ * wrong and what to do (`reason`).
+ */
+const PTY_ERRORS = {
+  DUPLICATE_BACKEND: (d: { type: string }) => `a PTY backend for type "${d.type}" is already registered; unload it first or give this one another type`,
+  NO_BACKEND: (d: { type: string; known: string[] }) => `no PTY backend for type "${d.type}"; registered types: ${d.known.length ? d.known.join(', ') : '(none)'}`,
+  SEND_ACTIVE: (d: { reason: string }) => d.reason,
+  SEND_CANCELLED: (d: { reason: string }) => d.reason,
+  NO_SESSION: (d: { sessionId: string }) => `unknown PTY session ${d.sessionId}`,
+  FOREIGN_SESSION: (d: { sessionId: string }) => `PTY session ${d.sessionId} belongs to another agent`,
+  OWNER_NOT_LIVE: (d: { owner: string; state: string }) => `agent ${d.owner} is ${d.state === 'live' ? 'being disposed' : d.state}; its PTY sessions are closed with it`,
+  SERVICE_DISPOSING: (_: Record<string, never>) => 'the PTY service is shutting down; no new work is accepted',
+  DUPLICATE_NAME: (d: { owner: string; name: string; holder: string }) => `${d.owner} already has a PTY session named "${d.name}" (${d.holder}); pick another name or close it`,
+  SESSION_EXITED: (d: { reason: string }) => d.reason,
+  SIGNAL_REFUSED: (d: { reason: string }) => d.reason,
+  NO_FOREGROUND: (d: { reason: string }) => d.reason,
+  SPAWN_FAILED: (d: { reason: string }) => d.reason,
+  CLOSE_FAILED: (d: { reason: string }) => d.reason,
+  INVALID_INPUT: (d: { reason: string }) => d.reason,
+  UNKNOWN_KEY: (d: { reason: string }) => d.reason,
+  LINE_TOO_LONG: (d: { reason: string }) => d.reason,
+  UNKNOWN_SECRET: (d: { name: string; configured: string }) => `unknown secret ${JSON.stringify(d.name)}; configured secrets: ${d.configured}; nothing was written`,
+  SECRET_UNAVAILABLE: (d: { reason: string }) => d.reason,
   /** The owner already holds `maxSessionsPerOwner` terminals. */
-  | 'TOO_MANY_SESSIONS'
+  TOO_MANY_SESSIONS: (d: { owner: string; held: number; max: number }) => `${d.owner} already has ${d.held} open terminals (pty.maxSessionsPerOwner: ${d.max}); close one first`,
+} satisfies ErrorMessages
 
-export class PtyError extends Error {
-  override readonly name = 'PtyError'
-  constructor(readonly code: PtyErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type PtyErrorCode = keyof typeof PTY_ERRORS
+export type PtyErrorDetails<C extends PtyErrorCode = PtyErrorCode> = DetailsOf<typeof PTY_ERRORS, C>
+export const PtyError = errorClass('PtyError', PTY_ERRORS)
+export type PtyError<C extends PtyErrorCode = PtyErrorCode> = ErrorOf<typeof PTY_ERRORS, C>
 
 // ─── Backend contract ─────────────────────────────────────────────────────────────
 

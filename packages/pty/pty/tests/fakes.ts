@@ -88,7 +88,7 @@ export function fakeAgent(ctx: Context, id: string): FakeAgent {
     },
     signal: controller.signal,
     onDispose(cleanup) {
-      if (state !== 'live') throw new AgentError('AGENT_NOT_LIVE', `agent ${id} is not live`)
+      if (state !== 'live') throw new AgentError('AGENT_NOT_LIVE', { agent: id, state, next: 'create a new agent' })
       cleanups.push(cleanup)
       return () => {
         const index = cleanups.indexOf(cleanup)
@@ -97,7 +97,7 @@ export function fakeAgent(ctx: Context, id: string): FakeAgent {
     },
     async dispose() {
       state = 'disposing'
-      controller.abort(new AgentError('AGENT_DISPOSED', `agent ${id} was disposed`))
+      controller.abort(new AgentError('AGENT_DISPOSED', { agent: id }))
       const errors: unknown[] = []
       for (const cleanup of cleanups.splice(0).reverse()) {
         try {

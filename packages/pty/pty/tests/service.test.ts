@@ -124,6 +124,14 @@ describe('spawn', () => {
     expectCode(await rejection(root.pty.spawn(odd, { type: 'shell' })), 'INVALID_INPUT', /lower-case letters and digits/)
   })
 
+  it('names the session in the details of NO_SESSION and FOREIGN_SESSION, and builds the message from them', async () => {
+    const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
+    const foreign = thrown(() => root.pty.read(bob, sessionId))
+    expect(foreign).toMatchObject({ name: 'PtyError', code: 'FOREIGN_SESSION', details: { sessionId } })
+    expect((foreign as Error).message).toBe(PtyError.message('FOREIGN_SESSION', { sessionId }))
+    expect(thrown(() => root.pty.read(alice, 'pty-9'))).toMatchObject({ code: 'NO_SESSION', details: { sessionId: 'pty-9' }, message: 'unknown PTY session pty-9' })
+  })
+
   it('refuses a name the owner already uses on a session or on a spawn in flight', async () => {
     await root.pty.spawn(alice, { type: 'shell', name: 'a' })
     expectCode(await rejection(root.pty.spawn(alice, { type: 'shell', name: 'a' })), 'DUPLICATE_NAME', /agent-1 already has a PTY session named "a" \(pty-1\)/)
@@ -206,7 +214,7 @@ describe('spawn rollback', () => {
     const opening = root.pty.spawn(alice, { type: 'shell' }, caller.signal)
     const reason = new Error('cancelled by caller')
     caller.abort(reason)
-    backend.last.result.reject(new PtyError('SPAWN_FAILED', 'startup interrupted'))
+    backend.last.result.reject(new PtyError('SPAWN_FAILED', { reason: 'startup interrupted' }))
     expect(await rejection(opening)).toBe(reason)
   })
 
@@ -415,7 +423,7 @@ describe('send reservation', () => {
     await expect(first.done).resolves.toMatchObject({ viewport: 'a' })
     expect(root.pty.list(alice)[0]?.busy).toBe(false)
     const second = root.pty.startSend(alice, sessionId, { text: 'b', submit: true })
-    session.lastSend.done.reject(new PtyError('SESSION_EXITED', 'gone at write time'))
+    session.lastSend.done.reject(new PtyError('SESSION_EXITED', { reason: 'gone at write time' }))
     expectCode(await rejection(second.done), 'SESSION_EXITED')
     expect(() => root.pty.startSend(alice, sessionId, { text: 'c', submit: true })).not.toThrow()
   })
@@ -441,7 +449,7 @@ describe('send reservation', () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     backend.last.session.current = { state: 'exited', exitCode: 3, signal: null }
     const error = thrown(() => root.pty.startSend(alice, sessionId, { text: 'echo x', submit: true }))
-    expectCode(error, 'SESSION_EXITED', /PTY session pty-1 has exited \(code 3\); nothing was written/)
+    expectCode(error, 'SESSION_EXITED', /PTY session pty-1 exited with code 3; nothing was written/)
     expect(backend.last.session.sends).toHaveLength(0)
     expect(root.pty.list(alice)[0]?.busy).toBe(false)
   })
@@ -473,7 +481,7 @@ describe('send reservation', () => {
 
   it('releases the reservation when the backend refuses the send synchronously', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
-    backend.last.session.startSendError = new PtyError('SESSION_EXITED', 'just exited')
+    backend.last.session.startSendError = new PtyError('SESSION_EXITED', { reason: 'just exited' })
     expectCode(thrown(() => root.pty.startSend(alice, sessionId, { text: 'x', submit: true })), 'SESSION_EXITED', /just exited/)
     backend.last.session.startSendError = undefined
     expect(() => root.pty.startSend(alice, sessionId, { text: 'x', submit: true })).not.toThrow()
@@ -504,7 +512,7 @@ describe('read and signal', () => {
   it('refuses to signal an exited session without touching the backend', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     backend.last.session.current = { state: 'exited', exitCode: null, signal: 'SIGHUP' }
-    expectCode(await rejection(root.pty.signal(alice, sessionId, 'SIGINT')), 'SESSION_EXITED', /has exited \(signal SIGHUP\); no signal was sent/)
+    expectCode(await rejection(root.pty.signal(alice, sessionId, 'SIGINT')), 'SESSION_EXITED', /was killed by SIGHUP; no signal was sent/)
     expect(backend.last.session.signals).toEqual([])
   })
 })

@@ -22,12 +22,12 @@ export function secretNames(secrets: Record<string, SecretSource>): string {
 export function readSecret(secrets: Record<string, SecretSource>, name: string, env: NodeJS.ProcessEnv = process.env): SecretValue {
   const source = Object.hasOwn(secrets, name) ? secrets[name] : undefined
   if (source === undefined) {
-    throw new PtyError('UNKNOWN_SECRET', `unknown secret ${JSON.stringify(name)}; configured secrets: ${secretNames(secrets)}; nothing was written`)
+    throw new PtyError('UNKNOWN_SECRET', { name, configured: secretNames(secrets) })
   }
   if ('env' in source) {
     const value = env[source.env]
     if (value === undefined || value === '') {
-      throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from the environment variable ${source.env}, which is not set in conch's environment; nothing was written`)
+      throw new PtyError('SECRET_UNAVAILABLE', { reason: `secret ${name} comes from the environment variable ${source.env}, which is not set in conch's environment; nothing was written` })
     }
     return { name, value }
   }
@@ -35,10 +35,10 @@ export function readSecret(secrets: Record<string, SecretSource>, name: string, 
   try {
     value = readFileSync(source.file, 'utf8')
   } catch (error) {
-    throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from ${source.file}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); nothing was written`)
+    throw new PtyError('SECRET_UNAVAILABLE', { reason: `secret ${name} comes from ${source.file}, which cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}); nothing was written` })
   }
   value = value.replace(/\r?\n$/, '')
-  if (value === '') throw new PtyError('SECRET_UNAVAILABLE', `secret ${name} comes from ${source.file}, which is empty; nothing was written`)
+  if (value === '') throw new PtyError('SECRET_UNAVAILABLE', { reason: `secret ${name} comes from ${source.file}, which is empty; nothing was written` })
   return { name, value }
 }
 

@@ -68,10 +68,8 @@ describe('run_in_background with the memory backend', () => {
     harness = await boot({ tasks: false })
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=yes', run_in_background: true })
-    expect(result.isError).toBe(true)
-    expect(result.content[0]!.text).toBe(
-      'INVALID_INPUT: run_in_background needs the tasks service, which is not loaded; nothing was written. Send in the foreground instead',
-    )
+    expect(result).toMatchObject({ isError: true, meta: { errorCode: 'NO_SERVICE' } })
+    expect(result.content[0]!.text).toBe(`NO_SERVICE: ${TaskError.message('NO_SERVICE', { tool: 'terminal_send' })}`)
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo "[$WRITTEN]"' })).toMatch(/^\[\]\n/)
   })
 })
@@ -102,7 +100,7 @@ describe('run_in_background ordering', () => {
         super(ctx, 'tasks')
       }
       start(): never {
-        throw new TaskError('SERVICE_DISPOSING', 'cannot start a pty-send task: the tasks service is shutting down')
+        throw new TaskError('SERVICE_DISPOSING', { kind: 'pty-send' })
       }
     }
     await harness.ctx.plugin(RefusingTasks)

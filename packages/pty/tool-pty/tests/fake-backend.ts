@@ -27,7 +27,7 @@ export class ScriptedSend {
       },
       cancel: async () => {
         this.cancelCalls++
-        if (!this.written) this.settle.reject(new PtyError('SEND_CANCELLED', 'cancelled before its input was written; nothing was written'))
+        if (!this.written) this.settle.reject(new PtyError('SEND_CANCELLED', { reason: 'cancelled before its input was written; nothing was written' }))
         else this.finish({ viewport: '^C', evidence: { tier: 'cancel', detail: 'SIGINT delivered' } })
       },
     }

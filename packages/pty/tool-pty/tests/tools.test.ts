@@ -186,7 +186,7 @@ describe('what the model sees', () => {
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'exit 4' })
     const refused = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'echo x' })
     expect(refused.isError).toBe(true)
-    expect(refused.content[0]!.text).toMatch(/^SESSION_EXITED: PTY session pty-1 has exited \(code 4\); nothing was written/)
+    expect(refused.content[0]!.text).toMatch(/^SESSION_EXITED: PTY session pty-1 exited with code 4; nothing was written/)
     const signalled = await harness.call('terminal_signal', { sessionId: 'pty-1', signal: 'SIGINT' })
     expect(signalled.content[0]!.text).toMatch(/^SESSION_EXITED: .*no signal was sent/)
     expect(await harness.text('terminal_read', { sessionId: 'pty-1' })).toBe('$ exit 4\nexit\n[lines: 1-2 of 2]')

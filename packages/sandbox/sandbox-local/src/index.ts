@@ -32,7 +32,7 @@ export {
 export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
-export { openRuntimeDir, RuntimeDirError, type RuntimeDir } from './runtime-dir.ts'
+export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'
 export { runProbe, type ProbeRunner } from './probe.ts'

@@ -15,6 +15,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import { join } from 'node:path'
+import { SandboxError } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
 
 export interface RuntimeDir {
@@ -26,15 +27,6 @@ export interface RuntimeDir {
   emptyFile(): string
   /** An empty, read-only directory (for masking directories). */
   emptyDir(): string
-}
-
-export type RuntimeDirErrorCode = 'RUNTIME_DIR_UNSAFE'
-
-export class RuntimeDirError extends Error {
-  override readonly name = 'RuntimeDirError'
-  constructor(readonly code: RuntimeDirErrorCode, message: string) {
-    super(message)
-  }
 }
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
@@ -51,7 +43,7 @@ export function openRuntimeDir(base: string, fs: BeneathFs = nodeBeneathFs): Run
       folder = ensurePrivateFolder(path, { root: base, fs })
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
-      throw new RuntimeDirError('RUNTIME_DIR_UNSAFE', `${path} is not a private directory of uid ${uid()} (mode 0700); remove it, or set runtimeDir to another folder`)
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path, uid: uid() })
     }
     try {
       return use(folder)

@@ -10,7 +10,7 @@ import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi } from '@conch/agent'
 import type { SandboxMode, SandboxServiceApi } from '@conch/sandbox'
-import type { PendingEvent, SessionLog } from '@conch/session'
+import { messageOf, type PendingEvent, type SessionLog } from '@conch/session'
 import {
   SandboxPolicyError,
   type ModeFence,
@@ -130,24 +130,18 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
         reason = fence.busy(log.id)
       } catch (error) {
         // A fence that cannot answer refuses: a wider terminal must never outlive a downgrade.
-        reason = `${fence.name} could not be checked (${error instanceof Error ? error.message : String(error)})`
+        reason = `${fence.name} could not be checked (${messageOf(error)})`
       }
       if (reason) reasons.push(reason)
     }
     if (reasons.length > 0) {
-      throw new SandboxPolicyError(
-        'MODE_CHANGE_REFUSED',
-        `cannot change the sandbox mode from ${current} to ${mode} while ${reasons.join(' and ')}; close them first (terminal_close) and try again`,
-      )
+      throw new SandboxPolicyError('MODE_CHANGE_REFUSED', { from: current, to: mode, busy: reasons })
     }
   }
 }
 
 function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
-  return new SandboxPolicyError(
-    'INVALID_MODE',
-    `unknown sandbox mode ${JSON.stringify(mode)} for session ${sessionId}: expected one of ${MODES.join(', ')}`,
-  )
+  return new SandboxPolicyError('INVALID_MODE', { mode, sessionId, modes: MODES })
 }
 
 /**

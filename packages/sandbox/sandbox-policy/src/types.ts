@@ -4,7 +4,7 @@
  * restarted harness replays the same policy.
  */
 import type { SandboxMode } from '@conch/sandbox'
-import type { SessionLog } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
 /** Data of a `sandbox/mode` session event. */
 export interface SandboxModeEventData {
@@ -28,14 +28,18 @@ export interface ModeFence {
   busy(sessionId: string): string | undefined
 }
 
-export type SandboxPolicyErrorCode = 'MODE_CHANGE_REFUSED' | 'INVALID_MODE'
+/** The codes of `SandboxPolicyError`, each with its details and its message. */
+const SANDBOX_POLICY_ERRORS = {
+  /** `busy`: what each fence reported (`agent-1 has terminals open: pty-1`). */
+  MODE_CHANGE_REFUSED: (d: { from: SandboxMode; to: SandboxMode; busy: string[] }) =>
+    `cannot change the sandbox mode from ${d.from} to ${d.to} while ${d.busy.join(' and ')}; close them first (terminal_close) and try again`,
+  INVALID_MODE: (d: { mode: unknown; sessionId: string; modes: readonly string[] }) =>
+    `unknown sandbox mode ${JSON.stringify(d.mode)} for session ${d.sessionId}: expected one of ${d.modes.join(', ')}`,
+} satisfies ErrorMessages
 
-export class SandboxPolicyError extends Error {
-  override readonly name = 'SandboxPolicyError'
-  constructor(readonly code: SandboxPolicyErrorCode, message: string) {
-    super(message)
-  }
-}
+export type SandboxPolicyErrorCode = keyof typeof SANDBOX_POLICY_ERRORS
+export const SandboxPolicyError = errorClass('SandboxPolicyError', SANDBOX_POLICY_ERRORS)
+export type SandboxPolicyError<C extends SandboxPolicyErrorCode = SandboxPolicyErrorCode> = ErrorOf<typeof SANDBOX_POLICY_ERRORS, C>
 
 /** The public surface of `ctx.sandboxPolicy` (implemented by the default-exported `SandboxPolicyService`). */
 export interface SandboxPolicyServiceApi {

@@ -8,6 +8,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, resolve } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { messageOf } from '@conch/session'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
@@ -195,7 +196,7 @@ function unavailable(candidates: number, failures: readonly string[]): SandboxEr
     candidates === 0
       ? `no sandbox provider is registered for ${process.platform}`
       : `no sandbox provider works on this machine (${failures.join('; ')})`
-  return new SandboxError('SANDBOX_UNAVAILABLE', `cannot start a confined process: ${reasons}. ${INSTALL_HINT}`)
+  return new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot start a confined process: ${reasons}. ${INSTALL_HINT}` })
 }
 
 class SandboxService extends Service implements SandboxServiceApi {
@@ -222,7 +223,7 @@ class SandboxService extends Service implements SandboxServiceApi {
    */
   register(provider: SandboxProvider): () => void {
     if (this.providers.some((other) => other.name === provider.name)) {
-      throw new SandboxError('DUPLICATE_PROVIDER', `a sandbox provider named ${provider.name} is already registered`)
+      throw new SandboxError('DUPLICATE_PROVIDER', { provider: provider.name })
     }
     return this.ctx.effect(() => {
       this.providers.push(provider)
@@ -245,10 +246,10 @@ class SandboxService extends Service implements SandboxServiceApi {
     const parsed = Policy.safeParse(policy)
     if (!parsed.success) {
       const issue = parsed.error.issues[0]
-      throw new SandboxError('INVALID_POLICY', `invalid sandbox policy: ${issue?.message ?? 'malformed'}`)
+      throw new SandboxError('INVALID_POLICY', { reason: `invalid sandbox policy: ${issue?.message ?? 'malformed'}` })
     }
     if (!Array.isArray(argv) || argv.length === 0 || typeof argv[0] !== 'string' || argv[0] === '') {
-      throw new SandboxError('INVALID_POLICY', 'cannot confine an empty argv')
+      throw new SandboxError('INVALID_POLICY', { reason: 'cannot confine an empty argv' })
     }
     const requested = protectedEntries(parsed.data.protectedPaths ?? [])
     const valid: ConfinePolicy = {
@@ -279,9 +280,9 @@ class SandboxService extends Service implements SandboxServiceApi {
       ]
       const writableCanonical = canonicalPaths(writable)
       const problem = protectedPathProblem([...this.protections.flat(), ...requested], writableCanonical)
-      if (problem !== undefined) throw new SandboxError(problem.code, problem.message)
+      if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
       const code = writableCode(this.code.flat(), writableCanonical)
-      if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', code)
+      if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', { reason: code })
       const result = provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
         // A provider that hands the argv back unchanged would run it unconfined: fail closed.
@@ -319,7 +320,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   protect(paths: readonly string[], options: { code?: boolean } = {}): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path)) {
-        throw new SandboxError('INVALID_POLICY', `a protected path must be absolute: ${JSON.stringify(path)}`)
+        throw new SandboxError('INVALID_POLICY', { reason: `a protected path must be absolute: ${JSON.stringify(path)}` })
       }
     }
     const entry = protectedEntries(paths)
@@ -348,7 +349,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   hide(paths: readonly string[]): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
-        throw new SandboxError('INVALID_POLICY', `a hidden path must be absolute and not /: ${JSON.stringify(path)}`)
+        throw new SandboxError('INVALID_POLICY', { reason: `a hidden path must be absolute and not /: ${JSON.stringify(path)}` })
       }
     }
     const entry = canonicalPaths(paths)
@@ -375,10 +376,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     for (const hidden of this.hidings.flat()) {
       const now = identityOf(hidden.path)
       if (now === undefined || now.dev !== hidden.dev || now.ino !== hidden.ino) {
-        throw new SandboxError(
-          'HIDDEN_PATH_MOVED',
-          `cannot confine: the hidden folder ${hidden.path} was moved or replaced since it was hidden (a confined process can rename it or a folder above it); nothing is confined until it is back where it was`,
-        )
+        throw new SandboxError('HIDDEN_PATH_MOVED', { path: hidden.path })
       }
     }
   }
@@ -396,7 +394,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (verdict === undefined) {
       verdict = Promise.resolve()
         .then(() => provider.probe())
-        .catch((error: unknown) => `probe failed: ${error instanceof Error ? error.message : String(error)}`)
+        .catch((error: unknown) => `probe failed: ${messageOf(error)}`)
       this.verdicts.set(provider, verdict)
     }
     return verdict

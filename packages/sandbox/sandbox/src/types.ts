@@ -3,6 +3,7 @@
  * policy, or refuse. conch fails closed — when no registered provider can enforce a policy,
  * `confine` throws `SANDBOX_UNAVAILABLE`; it never returns the argv unconfined.
  */
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /**
  * - `read-only`: the whole filesystem is readable, nothing is writable except a private /tmp.
@@ -96,21 +97,27 @@ export interface SandboxProvider {
   confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
 }
 
-export type SandboxErrorCode =
-  | 'SANDBOX_UNAVAILABLE'
-  | 'DUPLICATE_PROVIDER'
-  | 'INVALID_POLICY'
-  | 'HIDDEN_PATH_MOVED'
-  | 'PROTECTED_PATH_LINKED'
-  | 'PROTECTED_PATH_SYMLINK'
-  | 'PROTECTED_CODE_WRITABLE'
+/**
+ * The codes of `SandboxError`, each with its details and its message. The codes whose refusals
+ * differ in shape carry the sentence that names the path or provider and the fix (`reason`).
+ */
+const SANDBOX_ERRORS = {
+  SANDBOX_UNAVAILABLE: (d: { reason: string }) => d.reason,
+  DUPLICATE_PROVIDER: (d: { provider: string }) => `a sandbox provider named ${d.provider} is already registered`,
+  INVALID_POLICY: (d: { reason: string }) => d.reason,
+  HIDDEN_PATH_MOVED: (d: { path: string }) =>
+    `cannot confine: the hidden folder ${d.path} was moved or replaced since it was hidden (a confined process can rename it or a folder above it); nothing is confined until it is back where it was`,
+  PROTECTED_PATH_LINKED: (d: { reason: string }) => d.reason,
+  PROTECTED_PATH_SYMLINK: (d: { reason: string }) => d.reason,
+  PROTECTED_CODE_WRITABLE: (d: { reason: string }) => d.reason,
+  /** A provider's runtime folder is not a folder of this user's with mode 0700, or changed while opened. */
+  RUNTIME_DIR_UNSAFE: (d: { path: string; uid: number }) => `${d.path} is not a private directory of uid ${d.uid} (mode 0700); remove it, or set runtimeDir to another folder`,
+} satisfies ErrorMessages
 
-export class SandboxError extends Error {
-  override readonly name = 'SandboxError'
-  constructor(readonly code: SandboxErrorCode, message: string) {
-    super(message)
-  }
-}
+export type SandboxErrorCode = keyof typeof SANDBOX_ERRORS
+export type SandboxErrorDetails<C extends SandboxErrorCode = SandboxErrorCode> = DetailsOf<typeof SANDBOX_ERRORS, C>
+export const SandboxError = errorClass('SandboxError', SANDBOX_ERRORS)
+export type SandboxError<C extends SandboxErrorCode = SandboxErrorCode> = ErrorOf<typeof SANDBOX_ERRORS, C>
 
 /** The public surface of `ctx.sandbox` (implemented by the default-exported `SandboxService`). */
 export interface SandboxServiceApi {

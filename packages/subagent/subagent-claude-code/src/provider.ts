@@ -102,7 +102,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
   const provider = config.name
   const cwd = childCwd(config.cwd, request.parent, provider)
   const executable = resolveClaudeExecutable(config.executable)
-  if (executable === undefined) throw new SubagentError('START_FAILED', `cannot start the "${provider}" sub-agent: no claude binary found; ${NOT_FOUND_HINT}`)
+  if (executable === undefined) throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: no claude binary found; ${NOT_FOUND_HINT}` })
   const projection = projectSandbox(deps.parentMode(request), cwd)
 
   let stateDir: string | undefined
@@ -112,7 +112,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
       mkdirSync(config.stateRoot, { recursive: true, mode: 0o700 })
       stateDir = mkdtempSync(join(config.stateRoot, 'run-'))
     } catch (error) {
-      throw new SubagentError('START_FAILED', `cannot start the "${provider}" sub-agent: cannot create its config dir under ${config.stateRoot}: ${(error as Error).message}`, { cause: error })
+      throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: cannot create its config dir under ${config.stateRoot}: ${(error as Error).message}` }, { cause: error })
     }
     extra.CLAUDE_CONFIG_DIR = stateDir
   }
@@ -159,7 +159,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
   } catch (error) {
     removeState()
     deps.track?.(request, false)
-    throw new SubagentError('START_FAILED', `cannot start the "${provider}" sub-agent: ${(error as Error).message}`, { cause: error })
+    throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${(error as Error).message}` }, { cause: error })
   }
 
   const teardown = async () => {
@@ -179,7 +179,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
     const report = await child?.terminate({ graceMs: config.disposeGraceMs }).catch(() => undefined)
     removeState()
     deps.track?.(request, false)
-    if (report && report.survivors.length > 0) throw new SubagentError('START_FAILED', `${(error as Error).message}; and its processes survived SIGKILL`, { cause: error })
+    if (report && report.survivors.length > 0) throw new SubagentError('START_FAILED', { reason: `${(error as Error).message}; and its processes survived SIGKILL` }, { cause: error })
     throw error
   }
 
@@ -230,7 +230,7 @@ class ClaudeRun {
       const fail = (message: string, cause?: unknown) => {
         cleanup()
         this.end({ stopReason: 'error', diagnostic: message })
-        reject(new SubagentError('START_FAILED', message, cause === undefined ? undefined : { cause }))
+        reject(new SubagentError('START_FAILED', { reason: message }, cause === undefined ? undefined : { cause }))
       }
       const timer = setTimeout(() => fail(`the "${provider}" sub-agent was not ready within ${timeoutMs} ms${this.detail()}`), timeoutMs)
       const onAbort = () => fail(`the "${provider}" sub-agent was cancelled while it started`, this.request.signal.reason)

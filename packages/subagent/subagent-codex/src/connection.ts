@@ -8,6 +8,7 @@
  * line longer than `maxLineBytes` is a protocol violation, reported once through `onViolation`
  * and ending the connection's usefulness (pending requests reject).
  */
+import { SubagentError } from '@conch/subagent'
 import type { RequestId } from './protocol.ts'
 
 export interface IncomingRequest {
@@ -20,13 +21,6 @@ export interface ConnectionHandlers {
   onNotification(method: string, params: unknown): void
   onRequest(request: IncomingRequest): void
   onViolation(reason: string): void
-}
-
-export class RpcError extends Error {
-  override readonly name = 'RpcError'
-  constructor(readonly method: string, readonly code: number | undefined, message: string) {
-    super(message)
-  }
 }
 
 type Json = Record<string, unknown>
@@ -63,7 +57,7 @@ export class JsonLinesConnection {
     this.closedReason = reason
     for (const [id, entry] of this.pending) {
       this.pending.delete(id)
-      entry.reject(new RpcError(entry.method, undefined, `${entry.method}: ${reason}`))
+      entry.reject(new SubagentError('RPC_FAILED', { reason: `${entry.method}: ${reason}` }))
     }
   }
 
@@ -72,7 +66,7 @@ export class JsonLinesConnection {
   }
 
   request<T>(method: string, params: unknown): Promise<T> {
-    if (this.closedReason !== undefined) return Promise.reject(new RpcError(method, undefined, `${method}: ${this.closedReason}`))
+    if (this.closedReason !== undefined) return Promise.reject(new SubagentError('RPC_FAILED', { reason: `${method}: ${this.closedReason}` }))
     const id = this.nextId++
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { method, resolve: resolve as (value: unknown) => void, reject })
@@ -121,7 +115,7 @@ export class JsonLinesConnection {
     this.pending.delete(id)
     if ('error' in json && json.error !== undefined && json.error !== null) {
       const error = json.error as { code?: unknown; message?: unknown }
-      entry.reject(new RpcError(entry.method, typeof error.code === 'number' ? error.code : undefined, `${entry.method} failed: ${typeof error.message === 'string' ? error.message : JSON.stringify(error)}`))
+      entry.reject(new SubagentError('RPC_FAILED', { reason: `${entry.method} failed: ${typeof error.message === 'string' ? error.message : JSON.stringify(error)}` }))
     } else {
       entry.resolve(json.result)
     }

@@ -15,7 +15,7 @@ import { isExecutableFile } from './resolve.ts'
 export { codexProvider, projectSandbox, type CodexProviderConfig, type CodexProviderDeps, type SandboxSetting } from './provider.ts'
 export { resolveCodexExecutable, findProductsDir, NOT_FOUND_HINT } from './resolve.ts'
 export { BASE_CONFIG, createCodexHome, mergeTables, toToml, type TomlTable, type TomlValue } from './codex-home.ts'
-export { JsonLinesConnection, RpcError } from './connection.ts'
+export { JsonLinesConnection } from './connection.ts'
 export { CodexSession, type SessionState } from './session.ts'
 export * from './protocol.ts'
 

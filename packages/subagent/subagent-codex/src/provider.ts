@@ -12,7 +12,6 @@ import {
   StreamTail,
   childCwd,
   childEnv,
-  describeExit,
   disposeProcess,
   raceStart,
   spawnChild,
@@ -21,6 +20,7 @@ import {
   type SubagentProvider,
 } from '@conch/subagent'
 import type { SubprocessServiceApi } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import { createCodexHome, type CodexHome, type TomlTable } from './codex-home.ts'
 import { JsonLinesConnection } from './connection.ts'
 import type { AskForApproval, CodexSandboxMode } from './protocol.ts'
@@ -85,7 +85,7 @@ async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, re
   const provider = config.name
   const cwd = childCwd(config.cwd, request.parent, provider)
   const executable = resolveCodexExecutable(config.executable)
-  if (executable === undefined) throw new SubagentError('START_FAILED', `cannot start the "${provider}" sub-agent: no codex binary found; ${NOT_FOUND_HINT}`)
+  if (executable === undefined) throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: no codex binary found; ${NOT_FOUND_HINT}` })
   const sandbox = projectSandbox(config.sandbox, deps.parentMode(request))
 
   const baseEnv = childEnv(config.env)
@@ -93,7 +93,7 @@ async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, re
   try {
     home = createCodexHome({ root: config.homeRoot, childTmpDir: baseEnv.TMPDIR ?? tmpdir(), config: config.config })
   } catch (error) {
-    throw new SubagentError('START_FAILED', `cannot start the "${provider}" sub-agent: ${(error as Error).message}`, { cause: error })
+    throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${(error as Error).message}` }, { cause: error })
   }
   deps.track?.(request, true)
   let child
@@ -144,7 +144,7 @@ async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, re
     home.remove()
     deps.track?.(request, false)
     if (report && report.survivors.length > 0) {
-      throw new SubagentError('START_FAILED', `${(error as Error).message}; and its processes survived SIGKILL`, { cause: error })
+      throw new SubagentError('START_FAILED', { reason: `${(error as Error).message}; and its processes survived SIGKILL` }, { cause: error })
     }
     throw error
   }

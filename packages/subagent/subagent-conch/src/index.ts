@@ -118,18 +118,17 @@ export function conchProvider(subprocess: SubprocessServiceApi, config: Config, 
     async start(request) {
       const childDepth = where.depth + 1
       if (childDepth > chainMax) {
-        throw new SubagentError(
-          'DEPTH_EXCEEDED',
-          `this conch is at delegation depth ${where.depth} of at most ${chainMax}: it may not start another "${config.name}" sub-agent; do the task yourself`,
-        )
+        throw new SubagentError('DEPTH_EXCEEDED', {
+          reason: `this conch is at delegation depth ${where.depth} of at most ${chainMax}: it may not start another "${config.name}" sub-agent; do the task yourself`,
+        })
       }
       // request.maxDepth: how many levels the child may still start below itself.
       const max = Math.min(chainMax, request.maxDepth === undefined ? Number.POSITIVE_INFINITY : childDepth + request.maxDepth)
       if (!existsSync(composition)) {
-        throw new SubagentError('START_FAILED', `cannot start the "${config.name}" sub-agent: its composition ${composition} does not exist; set config`)
+        throw new SubagentError('START_FAILED', { reason: `cannot start the "${config.name}" sub-agent: its composition ${composition} does not exist; set config` })
       }
       if (script !== undefined && !existsSync(script)) {
-        throw new SubagentError('START_FAILED', `cannot start the "${config.name}" sub-agent: its script ${script} does not exist`)
+        throw new SubagentError('START_FAILED', { reason: `cannot start the "${config.name}" sub-agent: its script ${script} does not exist` })
       }
       const argv: [string, ...string[]] = [...command, 'acp', '--config', composition, ...(script === undefined ? [] : ['--script', script])]
       // The ACP SDK is loaded on the first run, not when conch starts.

@@ -23,10 +23,10 @@ import {
   type ToolCallContent,
 } from '@agentclientprotocol/sdk'
 import { readableFrom, type ChildHandle, type SubprocessServiceApi } from '@conch/subprocess'
+import { describeExit } from '@conch/session'
 import {
   EXIT_WINDOW_MS,
   StreamTail,
-  describeExit,
   disposeProcess,
   raceStart,
   spawnChild,
@@ -171,7 +171,7 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
           return session.sessionId
         })(),
         violation.then((diagnostic): never => {
-          throw new SubagentError('START_FAILED', diagnostic)
+          throw new SubagentError('START_FAILED', { reason: diagnostic })
         }),
       ]),
       child,

@@ -12,7 +12,6 @@ export {
   spawnChild,
   raceStart,
   disposeProcess,
-  describeExit,
   StreamTail,
   EXIT_WINDOW_MS,
   type OutOfProcessConfig,

@@ -7,6 +7,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import { isAbsolute } from 'node:path'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
+import { describeExit, messageOf } from '@conch/session'
 import { scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { SubagentError } from './types.ts'
 
@@ -98,10 +99,9 @@ export function childCwd(configured: string | undefined, parent: Agent, provider
   if (configured !== undefined) return configured
   const root = parent.session.start.workspaceRoot
   if (root !== undefined && isAbsolute(root)) return root
-  throw new SubagentError(
-    'START_FAILED',
-    `cannot start a "${provider}" sub-agent for agent ${parent.id}: its session has no workspace root and the provider has no cwd configured`,
-  )
+  throw new SubagentError('START_FAILED', {
+    reason: `cannot start a "${provider}" sub-agent for agent ${parent.id}: its session has no workspace root and the provider has no cwd configured`,
+  })
 }
 
 /**
@@ -138,7 +138,7 @@ export function spawnChild(subprocess: SubprocessServiceApi, options: SpawnChild
   try {
     return subprocess.spawn({ argv: options.argv, cwd: options.cwd, env: options.env })
   } catch (error) {
-    throw new SubagentError('START_FAILED', `cannot start the "${options.provider}" sub-agent: ${(error as Error).message}`, {
+    throw new SubagentError('START_FAILED', { reason: `cannot start the "${options.provider}" sub-agent: ${(error as Error).message}` }, {
       cause: error,
     })
   }
@@ -159,12 +159,6 @@ export class StreamTail {
   tail(lines = 5): string {
     return this.text.trim().split('\n').slice(-lines).join('\n')
   }
-}
-
-/** How a child's exit reads in a diagnostic: `exited with code 3`, `was killed by SIGKILL`. */
-export function describeExit(exit: { exitCode: number | null; signal: NodeJS.Signals | null }): string {
-  if (exit.signal !== null) return `was killed by ${exit.signal}`
-  return `exited with code ${exit.exitCode ?? 'unknown'}`
 }
 
 /**
@@ -200,14 +194,14 @@ export async function raceStart<T>(options: RaceStartOptions<T>): Promise<T> {
   let onAbort: (() => void) | undefined
   const failures = new Promise<never>((_, reject) => {
     void options.child.done.then((exit) =>
-      reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}`)),
+      reject(new SubagentError('START_FAILED', { reason: `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}` })),
     )
     timer = setTimeout(
-      () => reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent was not ready within ${options.timeoutMs} ms${detail()}`)),
+      () => reject(new SubagentError('START_FAILED', { reason: `the "${provider}" sub-agent was not ready within ${options.timeoutMs} ms${detail()}` })),
       options.timeoutMs,
     )
     onAbort = () =>
-      reject(new SubagentError('START_FAILED', `the "${provider}" sub-agent was cancelled while it started`, { cause: options.signal.reason }))
+      reject(new SubagentError('START_FAILED', { reason: `the "${provider}" sub-agent was cancelled while it started` }, { cause: options.signal.reason }))
     if (options.signal.aborted) onAbort()
     else options.signal.addEventListener('abort', onAbort, { once: true })
   })
@@ -218,9 +212,9 @@ export async function raceStart<T>(options: RaceStartOptions<T>): Promise<T> {
         // A handshake broken by the child's exit (closed pipe) reads better as that exit.
         const exit = await Promise.race([options.child.done, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_WINDOW_MS))])
         if (exit !== undefined) {
-          throw new SubagentError('START_FAILED', `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}`)
+          throw new SubagentError('START_FAILED', { reason: `the "${provider}" sub-agent ${describeExit(exit)} before it was ready${detail()}` })
         }
-        throw new SubagentError('START_FAILED', `the "${provider}" sub-agent failed its handshake: ${messageOf(error)}${detail()}`, {
+        throw new SubagentError('START_FAILED', { reason: `the "${provider}" sub-agent failed its handshake: ${messageOf(error)}${detail()}` }, {
           cause: error,
         })
       }),
@@ -265,7 +259,7 @@ export async function disposeProcess(options: DisposeProcessOptions): Promise<Te
   const report = await child.terminate({ graceMs: options.graceMs })
   if (report.survivors.length > 0) {
     const list = report.survivors.map((record) => `${record.comm} (pid ${record.pid})`).join(', ')
-    throw new SubagentError('TEARDOWN_FAILED', `the "${options.provider}" sub-agent's processes survived SIGKILL: ${list}`)
+    throw new SubagentError('TEARDOWN_FAILED', { reason: `the "${options.provider}" sub-agent's processes survived SIGKILL: ${list}` })
   }
   return report
 }
@@ -276,6 +270,3 @@ async function withinMs(promise: Promise<unknown>, ms: number): Promise<void> {
   clearTimeout(timer)
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}

@@ -34,7 +34,7 @@ export function hidePrivateRoot(ctx: Context, root: string, name: string): void 
   } catch (error) {
     if (!(error instanceof BeneathError)) throw error
     const why = error.code === 'PATH_SYMLINK' ? ', which conch does not follow to the run homes' : ''
-    throw new SubagentError('PRIVATE_ROOT_UNSAFE', `${name}: the private state folder ${error.message}${why}; remove it (conch makes it again), or configure another folder`)
+    throw new SubagentError('PRIVATE_ROOT_UNSAFE', { reason: `${name}: the private state folder ${error.message}${why}; remove it (conch makes it again), or configure another folder` })
   }
   ctx.inject(['sandbox'], (scope) => {
     const sandbox = scope.get('sandbox') as Hiding | undefined

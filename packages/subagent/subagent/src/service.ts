@@ -12,6 +12,7 @@
 import { setMaxListeners } from 'node:events'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { messageOf } from '@conch/session'
 import {
   SubagentError,
   type ContentBlock,
@@ -193,7 +194,7 @@ class Run implements SubagentRun {
   dispose(): Promise<void> {
     if (this.state === 'disposed') return Promise.resolve()
     if (!this.controller.signal.aborted && this.state === 'running') {
-      this.controller.abort(new SubagentError('START_FAILED', `sub-agent run ${this.id} was disposed`))
+      this.controller.abort(new SubagentError('START_FAILED', { reason: `sub-agent run ${this.id} was disposed` }))
     }
     this.teardown ??= this.result
       .then(() => this.providerRun?.dispose())
@@ -256,17 +257,13 @@ class SubagentService extends Service implements SubagentServiceApi {
 
   registerProvider(provider: SubagentProvider): () => void {
     if (!PROVIDER_NAME.test(provider.name)) {
-      throw new SubagentError(
-        'INVALID_PROVIDER',
-        `sub-agent provider name ${JSON.stringify(provider.name)} is not [a-z][a-z0-9-]*`,
-      )
+      throw new SubagentError('INVALID_PROVIDER', {
+        reason: `sub-agent provider name ${JSON.stringify(provider.name)} is not [a-z][a-z0-9-]*`,
+      })
     }
     return this.ctx.effect(() => {
       if (this.providers.has(provider.name)) {
-        throw new SubagentError(
-          'DUPLICATE_PROVIDER',
-          `a sub-agent provider named "${provider.name}" is already registered; give the second one another name`,
-        )
+        throw new SubagentError('DUPLICATE_PROVIDER', { provider: provider.name })
       }
       this.providers.set(provider.name, provider)
       return () => {
@@ -287,35 +284,33 @@ class SubagentService extends Service implements SubagentServiceApi {
     const provider = this.providers.get(name)
     if (provider === undefined) {
       const known = this.providers.size === 0 ? '(none)' : [...this.providers.keys()].sort().join(', ')
-      throw new SubagentError('NO_PROVIDER', `no sub-agent provider named "${name}"; registered: ${known}`)
+      throw new SubagentError('NO_PROVIDER', { provider: name, known })
     }
     for (const [capability, needed] of CAPABILITY_FIELDS) {
       if (needed(request) && !provider.capabilities[capability]) {
-        throw new SubagentError(
-          'UNSUPPORTED_CAPABILITY',
-          `sub-agent provider "${name}" cannot enforce ${capability} on its child; remove it from the request or use a provider that supports it`,
-        )
+        throw new SubagentError('UNSUPPORTED_CAPABILITY', {
+          reason: `sub-agent provider "${name}" cannot enforce ${capability} on its child; remove it from the request or use a provider that supports it`,
+        })
       }
     }
     if (this.disposing) {
-      throw new SubagentError('START_FAILED', `cannot start a "${name}" sub-agent: the sub-agent service is shutting down`)
+      throw new SubagentError('START_FAILED', { reason: `cannot start a "${name}" sub-agent: the sub-agent service is shutting down` })
     }
     if (request.signal?.aborted) {
-      throw new SubagentError('START_FAILED', `the "${name}" sub-agent was cancelled before it started`, {
+      throw new SubagentError('START_FAILED', { reason: `the "${name}" sub-agent was cancelled before it started` }, {
         cause: request.signal.reason,
       })
     }
     const timeoutMs = Math.min(request.timeoutMs ?? this.config.timeoutMs, this.config.maxTimeoutMs)
     if (!(Number.isSafeInteger(timeoutMs) && timeoutMs > 0)) {
-      throw new SubagentError('INVALID_REQUEST', `timeoutMs of a "${name}" sub-agent must be a positive integer of ms, not ${String(request.timeoutMs)}`)
+      throw new SubagentError('INVALID_REQUEST', { reason: `timeoutMs of a "${name}" sub-agent must be a positive integer of ms, not ${String(request.timeoutMs)}` })
     }
     const parent = request.parent
     const held = this.held.get(parent) ?? 0
     if (held >= this.config.maxRunsPerParent) {
-      throw new SubagentError(
-        'TOO_MANY_RUNS',
-        `${parent.id} already has ${held} sub-agents running (subagents.maxRunsPerParent: ${this.config.maxRunsPerParent}); wait for one to end first`,
-      )
+      throw new SubagentError('TOO_MANY_RUNS', {
+        reason: `${parent.id} already has ${held} sub-agents running (subagents.maxRunsPerParent: ${this.config.maxRunsPerParent}); wait for one to end first`,
+      })
     }
     this.held.set(parent, held + 1)
     let released = false
@@ -362,7 +357,7 @@ class SubagentService extends Service implements SubagentServiceApi {
       unregisterParent = request.parent.onDispose(() => run.dispose())
     } catch (error) {
       request.signal?.removeEventListener('abort', onCallerAbort)
-      throw new SubagentError('START_FAILED', `cannot start a "${name}" sub-agent for agent ${request.parent.id}: ${messageOf(error)}`, {
+      throw new SubagentError('START_FAILED', { reason: `cannot start a "${name}" sub-agent for agent ${request.parent.id}: ${messageOf(error)}` }, {
         cause: error,
       })
     }
@@ -388,14 +383,14 @@ class SubagentService extends Service implements SubagentServiceApi {
       request.signal?.removeEventListener('abort', onCallerAbort)
       unregisterParent()
       if (error instanceof SubagentError) throw error
-      throw new SubagentError('START_FAILED', `the "${name}" sub-agent did not start: ${messageOf(error)}`, { cause: error })
+      throw new SubagentError('START_FAILED', { reason: `the "${name}" sub-agent did not start: ${messageOf(error)}` }, { cause: error })
     }
     if (controller.signal.aborted || this.disposing) {
       // The provider published after a cancellation it should have honoured: take it back.
       request.signal?.removeEventListener('abort', onCallerAbort)
       unregisterParent()
       await providerRun.dispose().catch(() => {})
-      throw new SubagentError('START_FAILED', `the "${name}" sub-agent was cancelled while it started`, {
+      throw new SubagentError('START_FAILED', { reason: `the "${name}" sub-agent was cancelled while it started` }, {
         cause: controller.signal.reason,
       })
     }
@@ -442,10 +437,6 @@ function abortDiagnostic(reason: unknown): string {
   if (reason instanceof SubagentError) return reason.message
   if (reason instanceof Error && reason.name !== 'AbortError') return `cancelled: ${reason.message}`
   return 'cancelled by the caller'
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }
 
 namespace SubagentService {

@@ -8,6 +8,7 @@
  * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
  */
 import type { Agent } from '@conch/agent'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
 export interface TextBlock {
@@ -202,30 +203,36 @@ export interface SubagentEndData {
   diagnostic?: string
 }
 
-export type SubagentErrorCode =
-  | 'NO_PROVIDER'
-  | 'UNSUPPORTED_CAPABILITY'
-  | 'DUPLICATE_PROVIDER'
-  | 'START_FAILED'
+/**
+ * The codes of `SubagentError`, each with its details and its message. A refusal names the provider,
+ * the run or the parent and the fix in its sentence (`reason`); `DUPLICATE_PROVIDER` and
+ * `NO_PROVIDER` carry the provider's name.
+ */
+const SUBAGENT_ERRORS = {
+  NO_PROVIDER: (d: { provider: string; known: string } | { reason: string }) => ('reason' in d ? d.reason : `no sub-agent provider named "${d.provider}"; registered: ${d.known}`),
+  UNSUPPORTED_CAPABILITY: (d: { reason: string }) => d.reason,
+  DUPLICATE_PROVIDER: (d: { provider: string }) => `a sub-agent provider named "${d.provider}" is already registered; give the second one another name`,
+  START_FAILED: (d: { reason: string }) => d.reason,
   /** A provider definition `registerProvider()` refuses (bad name). */
-  | 'INVALID_PROVIDER'
+  INVALID_PROVIDER: (d: { reason: string }) => d.reason,
   /** The child's process tree did not go away (survivors after KILL). */
-  | 'TEARDOWN_FAILED'
+  TEARDOWN_FAILED: (d: { reason: string }) => d.reason,
   /** A depth-enforcing provider refused to start a child beyond the maximum depth. */
-  | 'DEPTH_EXCEEDED'
+  DEPTH_EXCEEDED: (d: { reason: string }) => d.reason,
   /** A provider's private state folder is a symbolic link or not a folder (`hidePrivateRoot`). */
-  | 'PRIVATE_ROOT_UNSAFE'
+  PRIVATE_ROOT_UNSAFE: (d: { reason: string }) => d.reason,
   /** The parent already has `maxRunsPerParent` runs going (started, running, or being torn down). */
-  | 'TOO_MANY_RUNS'
+  TOO_MANY_RUNS: (d: { reason: string }) => d.reason,
   /** A request field the service cannot take (for example a `timeoutMs` that is not a positive integer). */
-  | 'INVALID_REQUEST'
+  INVALID_REQUEST: (d: { reason: string }) => d.reason,
+  /** A request to the child's own protocol (codex app-server JSON-RPC) failed, or its connection closed first. */
+  RPC_FAILED: (d: { reason: string }) => d.reason,
+} satisfies ErrorMessages
 
-export class SubagentError extends Error {
-  override readonly name = 'SubagentError'
-  constructor(readonly code: SubagentErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type SubagentErrorCode = keyof typeof SUBAGENT_ERRORS
+export type SubagentErrorDetails<C extends SubagentErrorCode = SubagentErrorCode> = DetailsOf<typeof SUBAGENT_ERRORS, C>
+export const SubagentError = errorClass('SubagentError', SUBAGENT_ERRORS)
+export type SubagentError<C extends SubagentErrorCode = SubagentErrorCode> = ErrorOf<typeof SUBAGENT_ERRORS, C>
 
 /** The public surface of `ctx.subagents` (implemented by the default-exported `SubagentService`). */
 export interface SubagentServiceApi {

@@ -10,7 +10,7 @@ import type { Context } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import type { SubagentResult, SubagentRun, SubagentServiceApi, SubagentUpdate } from '@conch/subagent'
-import type { TaskSpec, TasksServiceApi } from '@conch/tasks'
+import { tasksOf, type TaskSpec } from '@conch/tasks'
 import type { ToolExecuteContext, ToolResult, ToolsServiceApi } from '@conch/tools'
 import { answerText, formatDuration, progressText, renderResult } from './render.ts'
 
@@ -121,10 +121,7 @@ export const apply = (ctx: Context, config: Config) => {
 
   const background = async (value: Input, context: ToolExecuteContext): Promise<ToolResult> => {
     const text = value.prompt
-    const tasks = ctx.get('tasks') as TasksServiceApi | undefined
-    if (tasks === undefined) {
-      throw new Error('run_in_background needs the background task service (@conch/tasks); mount it or call without run_in_background')
-    }
+    const tasks = tasksOf(ctx, config.toolName)
     const controller = new AbortController()
     const startedAt = Date.now()
     // Start first, so a start failure is this call's error, not a failed task.

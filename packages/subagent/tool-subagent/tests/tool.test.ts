@@ -4,7 +4,7 @@ import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
 import SessionService from '@conch/session'
 import SubagentService, { NO_CAPABILITIES, SubagentError, type ProviderOutcome, type ProviderRequest } from '@conch/subagent'
-import TasksService from '@conch/tasks'
+import TasksService, { TaskError } from '@conch/tasks'
 import * as toolTasks from '@conch/tool-tasks'
 import ToolsService, { type ToolProgress } from '@conch/tools'
 import * as plugin from '../src/index.ts'
@@ -30,13 +30,15 @@ afterEach(async () => {
   fibers = []
 })
 
-async function boot(config: Record<string, unknown> = {}): Promise<{ ctx: Context; agent: Agent; child: Scripted }> {
+async function boot(config: Record<string, unknown> = {}, { tasks = true } = {}): Promise<{ ctx: Context; agent: Agent; child: Scripted }> {
   const ctx = new Context()
   fibers.push(await ctx.plugin(SessionService, {}))
   fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
   fibers.push(await ctx.plugin(LlmService, {}))
-  fibers.push(await ctx.plugin(TasksService, TasksService.Config.parse({})))
-  fibers.push(await ctx.plugin(toolTasks, toolTasks.Config.parse({})))
+  if (tasks) {
+    fibers.push(await ctx.plugin(TasksService, TasksService.Config.parse({})))
+    fibers.push(await ctx.plugin(toolTasks, toolTasks.Config.parse({})))
+  }
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
   fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
   let markStarted!: () => void
@@ -131,7 +133,7 @@ describe('the foreground call', () => {
 
   it('a start failure is an error result naming the provider', async () => {
     const { ctx, agent, child } = await boot()
-    child.startError = new SubagentError('START_FAILED', 'the "codex" sub-agent exited with code 0 before it was ready')
+    child.startError = new SubagentError('START_FAILED', { reason: 'the "codex" sub-agent exited with code 0 before it was ready' })
     const result = await call(ctx, agent, { prompt: 'go' })
     expect(result.isError).toBe(true)
     expect(result.content[0]!.text).toBe('START_FAILED: the "codex" sub-agent exited with code 0 before it was ready')
@@ -185,6 +187,14 @@ describe('the background call', () => {
     child.fail[0]!(new Error('boom'))
     const done = await ctx.tools.execute('task_output', { taskId: 'task-1', wait: true }, { agent, signal: new AbortController().signal, callId: 'c3' })
     expect(done.content[0]!.text).toMatch(/^\(no new output\)\n\[status: failed, stop: error, duration: \d+\.\d s, diagnostic: boom\]$/)
+  })
+
+  it('fails with NO_SERVICE, as terminal_send does, when ctx.tasks is not loaded, starting nothing', async () => {
+    const { ctx, agent, child } = await boot({}, { tasks: false })
+    const result = await call(ctx, agent, { prompt: 'go', run_in_background: true })
+    expect(result).toMatchObject({ isError: true, meta: { errorCode: 'NO_SERVICE' } })
+    expect(result.content[0]!.text).toBe(`NO_SERVICE: ${TaskError.message('NO_SERVICE', { tool: 'subagent' })}`)
+    expect(child.requests).toEqual([])
   })
 
   it('is not offered when enableRunInBackground is false', async () => {

@@ -10,6 +10,7 @@ import { delimiter, join, resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { messageOf } from '@conch/session'
 import { withDescriptorsClosed } from './descriptors.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
 import { tagSupervisor } from './supervisor.ts'
@@ -100,19 +101,19 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     const argv = Argv.safeParse(options.argv)
     if (!argv.success) {
       const reason = argv.error.issues[0]?.message ?? 'invalid argv'
-      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${JSON.stringify(options.argv)}: ${reason}`)
+      throw new SubprocessError('INVALID_ARGV', { program: JSON.stringify(options.argv), problem: reason })
     }
     if (this.state.disposing) {
-      throw new SubprocessError('SERVICE_DISPOSING', `cannot spawn ${argv.data[0]}: the subprocess service is shutting down`)
+      throw new SubprocessError('SERVICE_DISPOSING', { program: argv.data[0] })
     }
     options.signal?.throwIfAborted()
 
     const extraPipes = options.extraPipes ?? 0
     if (!Number.isInteger(extraPipes) || extraPipes < 0 || extraPipes > 4) {
-      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: extraPipes must be an integer from 0 to 4, got ${extraPipes}`)
+      throw new SubprocessError('INVALID_ARGV', { program: argv.data[0], problem: `extraPipes must be an integer from 0 to 4, got ${extraPipes}` })
     }
     if (options.tree !== undefined && options.tree !== 'tagged' && options.tree !== 'descendants' && options.tree !== 'session') {
-      throw new SubprocessError('INVALID_ARGV', `cannot spawn ${argv.data[0]}: tree must be 'tagged', 'descendants' or 'session', got ${JSON.stringify(options.tree)}`)
+      throw new SubprocessError('INVALID_ARGV', { program: argv.data[0], problem: `tree must be 'tagged', 'descendants' or 'session', got ${JSON.stringify(options.tree)}` })
     }
     const [program, ...args] = argv.data
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
@@ -129,11 +130,11 @@ class SubprocessService extends Service implements SubprocessServiceApi {
 
     // The program is looked up here, as execvp(3) would, because the shell below always starts:
     // a missing program must still fail at once, not as the shell's exit 127.
-    const problem = spawnProblem(program, options.cwd, env.PATH)
+    const problem = spawnProblem(options.cwd, env.PATH, program)
     if (problem !== undefined) {
       released = true
       void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', problem)
+      throw new SubprocessError('SPAWN_FAILED', { program, problem })
     }
     let child: ChildProcess
     try {
@@ -150,14 +151,14 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     } catch (error) {
       released = true
       void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', `cannot spawn ${program}: ${(error as Error).message}`, { cause: error })
+      throw new SubprocessError('SPAWN_FAILED', { program, problem: messageOf(error) }, { cause: error })
     }
     // Node reports ENOENT/EACCES asynchronously, but leaves `pid` unset at once.
     child.on('error', () => {})
     if (child.pid === undefined) {
       released = true
       void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', spawnProblem(program, options.cwd, env.PATH) ?? `cannot spawn ${program}`)
+      throw new SubprocessError('SPAWN_FAILED', { program, problem: spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start' })
     }
     const pid = child.pid
     child.stdin?.on('error', () => {})
@@ -265,16 +266,17 @@ class SubprocessService extends Service implements SubprocessServiceApi {
  * undefined when it can: a missing working directory, a name with a `/` (relative to `cwd`) that
  * is not an executable file, a bare name in no folder of PATH.
  */
-function spawnProblem(program: string, cwd: string | undefined, path: string | undefined): string | undefined {
-  if (cwd !== undefined && !existsSync(cwd)) return `cannot spawn ${program}: the working directory ${cwd} does not exist`
+/** Why `program` cannot start, as execvp(3) would find it, or undefined. */
+function spawnProblem(cwd: string | undefined, path: string | undefined, program: string): string | undefined {
+  if (cwd !== undefined && !existsSync(cwd)) return `the working directory ${cwd} does not exist`
   if (program.includes('/')) {
     const file = resolve(cwd ?? '.', program)
-    if (!existsSync(file)) return `cannot spawn ${program}: no such file`
-    return executable(file) ? undefined : `cannot spawn ${program}: it is not executable`
+    if (!existsSync(file)) return 'no such file'
+    return executable(file) ? undefined : 'it is not executable'
   }
   // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
   const found = (path ?? '/bin:/usr/bin').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
-  return found ? undefined : `cannot spawn ${program}: not found (or not executable) on PATH=${path ?? ''}`
+  return found ? undefined : `not found (or not executable) on PATH=${path ?? ''}`
 }
 
 function executable(file: string): boolean {

@@ -18,9 +18,6 @@ export function defaultProcessTable(): ProcessTable {
     case 'netbsd':
       return macosProcessTable()
     default:
-      throw new SubprocessError(
-        'UNSUPPORTED_PLATFORM',
-        `no process table for platform ${process.platform}: conch reads /proc (Linux) or ps(1) (macOS, BSD)`,
-      )
+      throw new SubprocessError('UNSUPPORTED_PLATFORM', { platform: process.platform })
   }
 }

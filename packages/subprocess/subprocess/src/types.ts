@@ -8,6 +8,7 @@
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
 import type { Duplex } from 'node:stream'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {
@@ -265,14 +266,19 @@ export interface SpawnOptions {
   supervised?: boolean
 }
 
-export type SubprocessErrorCode = 'SPAWN_FAILED' | 'SERVICE_DISPOSING' | 'INVALID_ARGV' | 'UNSUPPORTED_PLATFORM'
+/** The codes of `SubprocessError`, each with its details and its message. */
+const SUBPROCESS_ERRORS = {
+  /** `problem`: a missing or unexecutable program or working directory, or what spawn(2) reported. */
+  SPAWN_FAILED: (d: { program: string; problem: string }) => `cannot spawn ${d.program}: ${d.problem}`,
+  SERVICE_DISPOSING: (d: { program: string }) => `cannot spawn ${d.program}: the subprocess service is shutting down`,
+  INVALID_ARGV: (d: { program: string; problem: string }) => `cannot spawn ${d.program}: ${d.problem}`,
+  UNSUPPORTED_PLATFORM: (d: { platform: string }) => `no process table for platform ${d.platform}: conch reads /proc (Linux) or ps(1) (macOS, BSD)`,
+} satisfies ErrorMessages
 
-export class SubprocessError extends Error {
-  override readonly name = 'SubprocessError'
-  constructor(readonly code: SubprocessErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type SubprocessErrorCode = keyof typeof SUBPROCESS_ERRORS
+export type SubprocessErrorDetails<C extends SubprocessErrorCode = SubprocessErrorCode> = DetailsOf<typeof SUBPROCESS_ERRORS, C>
+export const SubprocessError = errorClass('SubprocessError', SUBPROCESS_ERRORS)
+export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode> = ErrorOf<typeof SUBPROCESS_ERRORS, C>
 
 /** The public surface of `ctx.subprocess` (implemented by the default-exported `SubprocessService`). */
 export interface SubprocessServiceApi {

@@ -9,6 +9,7 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
+import { messageOf } from '@conch/session'
 import { OutputBuffer } from './output.ts'
 import {
   TaskError,
@@ -75,13 +76,10 @@ export default class TasksService extends Service implements TasksServiceApi {
 
   start(spec: TaskSpec): { id: string } {
     if (this.lifecycle.disposing) {
-      throw new TaskError('SERVICE_DISPOSING', `cannot start a ${spec.kind} task: the tasks service is shutting down`)
+      throw new TaskError('SERVICE_DISPOSING', { kind: spec.kind })
     }
     if (spec.owner.state !== 'live') {
-      throw new TaskError(
-        'OWNER_NOT_LIVE',
-        `cannot start a ${spec.kind} task for ${spec.owner.id}: the agent is ${spec.owner.state}`,
-      )
+      throw new TaskError('OWNER_NOT_LIVE', { kind: spec.kind, owner: spec.owner.id, state: spec.owner.state })
     }
     const limit = spec.outputLimitBytes ?? this.config.outputLimitBytes
     if (!Number.isSafeInteger(limit) || limit <= 0) {
@@ -180,7 +178,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       record.status = 'killed'
     } else if (failure) {
       record.status = 'failed'
-      record.error = describe(failure.error)
+      record.error = messageOf(failure.error)
     } else {
       record.status = outcome?.status ?? 'completed'
     }
@@ -196,7 +194,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       try {
         report = await record.spec.cancel?.()
       } catch (error) {
-        this.log.warn('cancel hook of %s (%s) failed: %s', record.id, record.spec.kind, describe(error))
+        this.log.warn('cancel hook of %s (%s) failed: %s', record.id, record.spec.kind, messageOf(error))
       }
       record.abort.abort(new DOMException(`${record.id} was killed`, 'AbortError'))
       await record.settled
@@ -222,15 +220,10 @@ export default class TasksService extends Service implements TasksServiceApi {
   private lookup(owner: Agent, id: string): TaskRecord {
     const record = this.records.get(id)
     if (!record) {
-      const own = this.list(owner).map((info) => info.id)
-      const hint = own.length ? `this agent's tasks are ${own.join(', ')}` : 'this agent has no tasks'
-      throw new TaskError('NO_TASK', `unknown task ${id}; ${hint}`)
+      throw new TaskError('NO_TASK', { id, own: this.list(owner).map((info) => info.id) })
     }
     if (record.owner !== owner) {
-      throw new TaskError(
-        'FOREIGN_TASK',
-        `task ${id} belongs to another agent; an agent can only read, wait for or kill its own tasks`,
-      )
+      throw new TaskError('FOREIGN_TASK', { id })
     }
     return record
   }
@@ -241,7 +234,7 @@ export default class TasksService extends Service implements TasksServiceApi {
     try {
       record.output.append(drain.call(record.spec))
     } catch (error) {
-      this.log.warn('drain of %s (%s) failed: %s', record.id, record.spec.kind, describe(error))
+      this.log.warn('drain of %s (%s) failed: %s', record.id, record.spec.kind, messageOf(error))
     }
   }
 
@@ -269,7 +262,3 @@ export namespace TasksService {
   export type Config = z.output<typeof Config>
 }
 
-function describe(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name
-  return String(error)
-}

@@ -5,6 +5,7 @@
  * collects them with `task_output`.
  */
 import type { Agent } from '@conch/agent'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
 
@@ -84,13 +85,30 @@ export interface TaskInfo {
   endedAt?: string
 }
 
-export type TaskErrorCode = 'NO_TASK' | 'FOREIGN_TASK' | 'OWNER_NOT_LIVE' | 'SERVICE_DISPOSING'
+/** The codes of `TaskError`, each with its details and its message. */
+const TASK_ERRORS = {
+  /** An unknown task id; `own` lists the caller's tasks. */
+  NO_TASK: (d: { id: string; own: string[] }) => `unknown task ${d.id}; ${d.own.length ? `this agent's tasks are ${d.own.join(', ')}` : 'this agent has no tasks'}`,
+  FOREIGN_TASK: (d: { id: string }) => `task ${d.id} belongs to another agent; an agent can only read, wait for or kill its own tasks`,
+  OWNER_NOT_LIVE: (d: { kind: string; owner: string; state: string }) => `cannot start a ${d.kind} task for ${d.owner}: the agent is ${d.state}`,
+  SERVICE_DISPOSING: (d: { kind: string }) => `cannot start a ${d.kind} task: the tasks service is shutting down`,
+  /** A tool was asked to run in the background and `ctx.tasks` is not loaded. */
+  NO_SERVICE: (d: { tool: string }) => `${d.tool} with run_in_background needs the tasks service (@conch/tasks), which is not loaded; nothing was started. Load it, or call ${d.tool} without run_in_background`,
+} satisfies ErrorMessages
 
-export class TaskError extends Error {
-  override readonly name = 'TaskError'
-  constructor(readonly code: TaskErrorCode, message: string) {
-    super(message)
-  }
+export type TaskErrorCode = keyof typeof TASK_ERRORS
+export type TaskErrorDetails<C extends TaskErrorCode = TaskErrorCode> = DetailsOf<typeof TASK_ERRORS, C>
+export const TaskError = errorClass('TaskError', TASK_ERRORS)
+export type TaskError<C extends TaskErrorCode = TaskErrorCode> = ErrorOf<typeof TASK_ERRORS, C>
+
+/**
+ * `ctx.tasks` for a tool that runs work in the background.
+ * @throws TaskError `NO_SERVICE` naming `tool` when the tasks service is not loaded.
+ */
+export function tasksOf(ctx: { get(name: string): unknown }, tool: string): TasksServiceApi {
+  const tasks = ctx.get('tasks') as TasksServiceApi | undefined
+  if (tasks === undefined) throw new TaskError('NO_SERVICE', { tool })
+  return tasks
 }
 
 /** The public surface of `ctx.tasks` (implemented by the default-exported `TasksService`). */

@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { PtyError, type KeyEntry, type PtyServiceApi, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
-import type { KillReport, TasksServiceApi } from '@conch/tasks'
+import { tasksOf, type KillReport } from '@conch/tasks'
 import { utf8Bytes } from '@conch/tools'
 import { renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
@@ -82,10 +82,9 @@ export function registerTerminalSend(kit: ToolKit): void {
       const bytes = input.text !== undefined ? utf8Bytes(input.text) : (input.keys ?? []).reduce((sum, key) => sum + utf8Bytes(typeof key === 'string' ? key : key.text), 0)
       if (bytes > config.maxInputBytes) {
         return error(
-          new PtyError(
-            'INVALID_INPUT',
-            `${input.text !== undefined ? 'text' : 'keys'} is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
-          ),
+          new PtyError('INVALID_INPUT', {
+            reason: `${input.text !== undefined ? 'text' : 'keys'} is ${bytes} bytes, over the ${config.maxInputBytes}-byte limit (maxInputBytes); nothing was written. Send it in parts, or write it to a file and run that`,
+          }),
         )
       }
       // A secret's value is read now, and goes only to ctx.pty; the call and its log name it.
@@ -96,10 +95,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         return error(caught)
       }
       if (background) {
-        const tasks = ctx.get('tasks') as TasksServiceApi | undefined
-        if (!tasks) {
-          return error(new PtyError('INVALID_INPUT', 'run_in_background needs the tasks service, which is not loaded; nothing was written. Send in the foreground instead'))
-        }
+        const tasks = tasksOf(ctx, 'terminal_send')
         let operation: SendOperation
         try {
           operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input) })

@@ -77,7 +77,7 @@ describe.each(MODES)('C9 isolation and life after exit (%s)', (mode) => {
     const sendA = await harness.send(a, 'echo x')
     expect(sendA.isError).toBe(true)
     expect(sendA.meta.errorCode).toBe('SESSION_EXITED')
-    expect(sendA.text).toMatch(/^SESSION_EXITED: PTY session pty-\d+ has exited \(code 4\); nothing was written/)
+    expect(sendA.text).toMatch(/^SESSION_EXITED: PTY session pty-\d+ exited with code 4; nothing was written/)
 
     const signalA = await harness.signal(a, 'SIGINT')
     expect(signalA.isError).toBe(true)
