@@ -20,6 +20,7 @@ import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
+import { eager, endGap, IDLE_PACER, pace, probeRan, type ProbePacer } from './probe-pacer.ts'
 import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
@@ -198,15 +199,8 @@ export interface SendState {
   /** Consumption checks that found the step not consumed yet (paces the next). */
   consumeChecks: number
   probeAgain: boolean
-  lastProbeAt: number
-  /** CPU cost of the last probe for the pacing floor: 0 below a millisecond (not paced by cost). */
-  lastProbeCost: number
-  /** CPU cost of the last probe as measured, ms (paces the eager probe). */
-  lastProbeCpuMs: number
-  /** `outputCount` when the open line of the newest output was prompt-shaped: probes then follow at the eager gap. */
-  eagerAt: number
-  /** When the armed `probeGap` timer fires (ms of the event clock). */
-  probeGapAt: number
+  /** When the next probe may run (probe-pacer.ts). */
+  pacer: ProbePacer
   promptRechecks: number
   /**
    * A send ending in ESC (`escapePending`): what the latest probe showed — whether the reader
@@ -237,17 +231,6 @@ export interface SendState {
   signalResult: SignalResult | undefined
 }
 
-/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
-export const PROBE_DUTY_GAP = 9
-/**
- * The shortest gap between two probes when the open line of the newest output is prompt-shaped
- * (read-evidence.ts, `promptShaped`), ms: a program that printed what looks like its prompt is
- * looked at as soon as the duty cycle allows, not after the `pollIntervalMs / 5` floor — a
- * REPL that prints its answer and prompt just after a look that caught it still evaluating.
- */
-export const EAGER_PROBE_GAP_MS = 1
-/** Node's timers fire on whole milliseconds of the loop's clock, up to this much early. */
-const TIMER_GRANULARITY_MS = 1
 /**
  * How often a missed controlled-prompt check is repeated before the poll tick takes over, and
  * the first gap (ms), doubling up to `pollIntervalMs / 5`: on a loaded machine a shell can take
@@ -289,11 +272,7 @@ export function initialState(spec: SendSpec): SendState {
     outputAtStep: 0,
     consumeChecks: 0,
     probeAgain: false,
-    lastProbeAt: -Infinity,
-    lastProbeCost: 0,
-    lastProbeCpuMs: 0,
-    eagerAt: -1,
-    probeGapAt: Infinity,
+    pacer: IDLE_PACER,
     promptRechecks: 0,
     escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
     confirming: undefined,
@@ -393,10 +372,8 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       }
       if (s.awaiting.probe !== event.gen) return
       s.awaiting.probe = undefined
-      s.lastProbeAt = event.now
-      // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
-      s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
-      s.lastProbeCpuMs = event.costMs
+      // CPU time, not wall time (the driver measures it).
+      s.pacer = probeRan(s.pacer, event.now, event.costMs)
       noteWait(s, event.probe)
       if (s.phase !== 'waiting') return
       return onProbe(s, event.probe, event.now, out)
@@ -657,7 +634,7 @@ function onOutput(s: SendState, now: number, out: SendEffect[]): void {
   // chunk would cost more than the probe it schedules).
   if (spec.exact && s.baseline.kind !== 'shell') {
     const line = spec.view.promptLine()
-    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.eagerAt = s.outputCount
+    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.pacer = eager(s.pacer, s.outputCount)
     requestProbe(s, now, out)
   }
 }
@@ -694,7 +671,7 @@ function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[])
       arm(s, out, 'poll', spec.pollIntervalMs)
       return
     case 'probeGap':
-      s.probeGapAt = Infinity
+      s.pacer = endGap(s.pacer)
       return requestProbe(s, now, out, true)
     case 'promptRecheck':
       return checkForeground(s, out)
@@ -744,11 +721,7 @@ function checkForeground(s: SendState, out: SendEffect[]): void {
 
 // ─── The /proc tier ─────────────────────────────────────────────────────────────────
 
-/**
- * Runs a probe now, or after the one in flight, paced: `PROBE_DUTY_GAP` × the last probe's CPU
- * cost after it, and at least `pollIntervalMs / 5` — or, while the open line of the newest
- * output is prompt-shaped, at least `EAGER_PROBE_GAP_MS` (an armed gap is then brought forward).
- */
+/** Runs a probe now, or after the one in flight, paced (probe-pacer.ts; an armed gap may be brought forward). */
 function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = false): void {
   const spec = s.spec
   if (s.phase !== 'waiting' || !spec.exact) return
@@ -756,18 +729,10 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
     s.probeAgain = true
     return
   }
-  const gap =
-    s.eagerAt === s.outputCount
-      ? Math.max(EAGER_PROBE_GAP_MS, s.lastProbeCpuMs * PROBE_DUTY_GAP)
-      : Math.max(spec.pollIntervalMs / 5, s.lastProbeCost * PROBE_DUTY_GAP)
-  const wait = s.lastProbeAt + gap - now
-  // A timer may fire up to a millisecond early (timers count whole milliseconds): once the
-  // `probeGap` timer ended, less than that left is due.
-  if (wait > (gapEnded ? TIMER_GRANULARITY_MS : 0)) {
-    if (!s.timers.includes('probeGap') || s.probeGapAt > now + wait) {
-      arm(s, out, 'probeGap', wait)
-      s.probeGapAt = now + wait
-    }
+  const paced = pace(s.pacer, { now, outputCount: s.outputCount, floorMs: spec.pollIntervalMs / 5, gapEnded })
+  s.pacer = paced.pacer
+  if (!paced.due) {
+    if (paced.armMs !== undefined) arm(s, out, 'probeGap', paced.armMs)
     return
   }
   s.awaiting.probe = request(s)
@@ -776,7 +741,7 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 
 function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const evidence = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
   // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
@@ -911,7 +876,7 @@ function settleSilence(s: SendState, out: SendEffect[]): void {
 function noteWait(s: SendState, probe: ReadProbe | undefined): void {
   const spec = s.spec
   if (!spec.endsInEscape) return
-  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const read = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
   const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs

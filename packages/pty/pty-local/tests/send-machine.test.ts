@@ -340,7 +340,7 @@ describe('the /proc tier', () => {
     // A program redraws a prompt-like line every 0.1 ms for 100 ms; each probe costs 0.5 ms of CPU.
     for (let now = 20; now < 120; now += 0.1) {
       view.line = `> ${Math.round(now * 10)}`
-      const effects = [...machine.feed({ type: 'output', now }), ...(machine.state.timers.includes('probeGap') && machine.state.probeGapAt <= now ? machine.feed({ type: 'timer', timer: 'probeGap', now }) : [])]
+      const effects = [...machine.feed({ type: 'output', now }), ...(machine.state.timers.includes('probeGap') && machine.state.pacer.gapAt <= now ? machine.feed({ type: 'timer', timer: 'probeGap', now }) : [])]
       const probe = effects.find((effect) => effect.type === 'probe')
       if (probe !== undefined) {
         probes.push(now)
