@@ -177,11 +177,17 @@ interface Shared {
   timers: SendTimer[]
   /** Output events so far (in every phase). */
   outputCount: number
-  /** Cancellation: `handoff` waits for the command to take the input, `signalling` sends SIGINT, `grace` waits for it to come back. */
-  cancel: 'none' | 'handoff' | 'signalling' | 'grace'
+  /** Cancellation, its own small machine (`cancelling`). */
+  cancel: Cancellation
   /** A handoff wait: requested (also while writing), and its progress. */
   handoff: { requested: boolean; deadline: number; busy: number }
 }
+
+/**
+ * A cancel once something was written: `handoff` waits for the command to take the input,
+ * `signalling` sends it SIGINT (request `gen`), `grace` waits for it to come back.
+ */
+type Cancellation = { state: 'none' } | { state: 'handoff' } | { state: 'signalling'; gen: number } | { state: 'grace' }
 
 /** What the write is measured against, from the baseline on. */
 export interface WriteRecord {
@@ -278,7 +284,7 @@ const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
 
 export function initialState(spec: SendSpec): SendState {
-  return { spec, phase: 'pending', gen: 0, awaiting: {}, timers: [], outputCount: 0, cancel: 'none', handoff: { requested: false, deadline: 0, busy: 0 } }
+  return { spec, phase: 'pending', gen: 0, awaiting: {}, timers: [], outputCount: 0, cancel: { state: 'none' }, handoff: { requested: false, deadline: 0, busy: 0 } }
 }
 
 /** Moves `s` to another phase, with that phase's data (and none of the one it leaves). */
@@ -370,17 +376,12 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'exit':
       return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell exited (${describeStatus(event.status)})` })
     case 'abort':
-      if (spec.kind === 'send') return cancel(s, event.now, out)
+      if (spec.kind === 'send') return cancelling(s, event, out)
       return reject(s, out, event.reason, false, false)
     case 'cancel':
-      return cancel(s, event.now, out)
+      return cancelling(s, event, out)
     case 'failed': {
-      if (s.awaiting.signal === event.gen && s.cancel === 'signalling') {
-        s.awaiting.signal = undefined
-        settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
-        out.push({ type: 'cancelled' })
-        return
-      }
+      if (s.cancel.state === 'signalling' && s.cancel.gen === event.gen) return cancelling(s, event, out)
       // A baseline, write or signal watch that failed: the send cannot go on.
       const failed = [s.awaiting.baseline, s.awaiting.check, s.awaiting.write, s.awaiting.signal].includes(event.gen)
       if (!failed) return
@@ -388,15 +389,7 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
       return reject(s, out, error, spec.kind !== 'startup', false)
     }
     case 'signalled':
-      if (s.awaiting.signal !== event.gen) return
-      s.awaiting.signal = undefined
-      if (s.cancel === 'signalling') {
-        // The interrupted program normally returns to a prompt at once; give it the handoff grace.
-        s.cancel = 'grace'
-        arm(s, out, 'deadline', spec.handoffGraceMs)
-        out.push({ type: 'cancelled' })
-      }
-      return
+      return cancelling(s, event, out)
     case 'handoff':
       if (spec.kind !== 'send') {
         out.push({ type: 'handedOff' })
@@ -595,7 +588,7 @@ function enterWaiting(from: SendState, write: WriteRecord, now: number, out: Sen
   if (spec.exact) arm(s, out, 'poll', spec.exactProbeAfterMs)
   // A handoff asked for while writing (a signal, or a cancel) starts now that the input is in.
   if (s.handoff.requested) startHandoff(s, now, out)
-  else if (s.cancel === 'handoff') cancelAfterWrite(s, now, out)
+  else if (s.cancel.state === 'handoff') cancelAfterWrite(s, now, out)
   // Output may already be waiting (startup banners arrive before the send begins), and the
   // prompt may have come while a long input was still being written.
   if (spec.kind === 'startup' && spec.view.promptLine() !== '') {
@@ -713,7 +706,7 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
   const spec = s.spec
   switch (timer) {
     case 'deadline':
-      if (s.cancel === 'grace') return settle(s, out, 'timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${spec.handoffGraceMs} ms` })
+      if (s.cancel.state === 'grace') return settle(s, out, 'timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${spec.handoffGraceMs} ms` })
       return settle(s, out, 'timeout', { tier: 'timeout', detail: `not ready after ${spec.timeoutMs} ms` })
     case 'silence': {
       // A startup that printed nothing is never published on silence.
@@ -975,15 +968,42 @@ function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
   return true
 }
 
-function cancel(s: SendState, now: number, out: SendEffect[]): void {
-  if (s.cancel !== 'none') return
-  if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
-    // Nothing was written and nothing will be; the output it would have shown waits for the next.
-    return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
+/**
+ * Cancellation: a cancel (or a send's abort) before anything was written rejects the send;
+ * once a step is written the input goes whole, then `handoff` (see `cancelAfterWrite`, and
+ * `handoffDone` sends the SIGINT), `signalling` until the signal is sent or failed, `grace`
+ * until the program is ready again or `handoffGraceMs` passed (the `deadline` timer).
+ */
+function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | 'abort' | 'signalled' | 'failed' }>, out: SendEffect[]): void {
+  const cancel = s.cancel
+  switch (event.type) {
+    case 'cancel':
+    case 'abort':
+      if (cancel.state !== 'none') return
+      if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
+        // Nothing was written and nothing will be; the output it would have shown waits for the next.
+        return reject(s, out, new PtyError('SEND_CANCELLED', 'the send was cancelled before its input was written; nothing was written'), true, true)
+      }
+      // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
+      s.cancel = { state: 'handoff' }
+      if (s.phase === 'waiting') return cancelAfterWrite(s, event.now, out)
+      return
+    case 'signalled':
+      if (cancel.state !== 'signalling' || cancel.gen !== event.gen) return
+      // The interrupted program normally returns to a prompt at once; give it the handoff grace.
+      s.cancel = { state: 'grace' }
+      arm(s, out, 'deadline', s.spec.handoffGraceMs)
+      out.push({ type: 'cancelled' })
+      return
+    case 'failed':
+      settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
+      out.push({ type: 'cancelled' })
+      return
+    default: {
+      const never: never = event
+      throw new Error(`unhandled cancel event ${JSON.stringify(never)}`)
+    }
   }
-  // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
-  s.cancel = 'handoff'
-  if (s.phase === 'waiting') return cancelAfterWrite(s, now, out)
 }
 
 /**
@@ -1033,10 +1053,9 @@ function handoffDone(s: SendState, now: number, out: SendEffect[]): void {
   s.handoff = { requested: false, deadline: 0, busy: 0 }
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })
-  if (s.cancel === 'handoff') {
-    s.cancel = 'signalling'
-    s.awaiting.signal = request(s)
-    out.push({ type: 'signal', gen: s.awaiting.signal, signal: 'SIGINT' })
+  if (s.cancel.state === 'handoff') {
+    s.cancel = { state: 'signalling', gen: request(s) }
+    out.push({ type: 'signal', gen: s.cancel.gen, signal: 'SIGINT' })
   }
 }
 
@@ -1061,7 +1080,7 @@ function finish(s: SendState, out: SendEffect[]): void {
   s.awaiting = {}
   if (!written) out.push({ type: 'written' })
   if (s.handoff.requested) out.push({ type: 'handedOff' })
-  if (s.cancel === 'handoff' || s.cancel === 'signalling') out.push({ type: 'cancelled' })
+  if (s.cancel.state === 'handoff' || s.cancel.state === 'signalling') out.push({ type: 'cancelled' })
 }
 
 function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
@@ -1079,7 +1098,7 @@ function reject(s: SendState, out: SendEffect[], error: unknown, handOn: boolean
 
 /** An abort before anything was written: a send is cancelled, a startup or watch rejects with the reason. */
 function abortBeforeWrite(s: SendState, out: SendEffect[], reason: unknown): void {
-  if (s.spec.kind === 'send') return cancel(s, 0, out)
+  if (s.spec.kind === 'send') return cancelling(s, { type: 'cancel', now: 0 }, out)
   return reject(s, out, reason, false, false)
 }
 
