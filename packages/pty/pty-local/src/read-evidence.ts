@@ -5,18 +5,17 @@
  * probes confirms a read is judged by wait-evidence.ts.
  */
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
-import type { SendKind } from './send-machine.ts'
 
 /**
- * Whether `probe` is read evidence for this send: for a startup, any reader once the shell
+ * Whether `probe` is read evidence for this send: for a startup (`startup`), any reader once the shell
  * printed something; for a send without input (`input: false`, it only keeps waiting), any
  * reader; otherwise a read new since the baseline (`isNewReadEvidence`). The
  * wrapper (`wrapperPid`) reads the terminal only for the exit handshake, after the shell
  * exited: that is not a program waiting for input (its exit marker is on its way).
  */
-export function isReadEvidence(probe: ReadProbe, context: { kind: SendKind; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean }): boolean {
+export function isReadEvidence(probe: ReadProbe, context: { startup: boolean; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean }): boolean {
   if (probe.reader?.pid === context.wrapperPid) return false
-  if (context.kind === 'startup') return probe.verdict === 'reading' && probe.reader !== undefined && context.sawOutput
+  if (context.startup) return probe.verdict === 'reading' && probe.reader !== undefined && context.sawOutput
   if (!context.input) return probe.verdict === 'reading' && probe.reader !== undefined
   return isNewReadEvidence(context.baseline, probe)
 }

@@ -21,6 +21,7 @@ import type { Baseline, ReadProbe } from './inspector.ts'
 import type { WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
+import { eager, endGap, IDLE_PACER, pace, probeRan, type ProbePacer } from './probe-pacer.ts'
 import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
@@ -166,18 +167,35 @@ export type SendEffect =
 
 type Pending = 'prompt' | 'proc'
 
-export interface SendState {
+/** What every phase carries. */
+interface Shared {
   readonly spec: SendSpec
-  phase: SendPhase
   /** Generation counter: every request takes the next number. */
   gen: number
   /** The generation each kind of in-flight request waits for (undefined: none in flight). */
   awaiting: Partial<Record<'baseline' | 'check' | 'write' | 'consume' | 'signal' | 'probe' | 'confirm' | 'foreground' | 'drain' | 'handoff' | 'termios', number | undefined>>
   /** Armed timers. */
   timers: SendTimer[]
+  /** Output events so far (in every phase). */
+  outputCount: number
+  /** Cancellation, its own small machine (`cancelling`). */
+  cancel: Cancellation
+  /** A handoff wait: requested (also while writing), and its progress. */
+  handoff: { requested: boolean; deadline: number; busy: number }
+}
+
+/**
+ * A cancel once something was written: `handoff` waits for the command to take the input,
+ * `signalling` sends it SIGINT (request `gen`), `grace` waits for it to come back.
+ */
+type Cancellation = { state: 'none' } | { state: 'handoff' } | { state: 'signalling'; gen: number } | { state: 'grace' }
+
+/** What the write is measured against, from the baseline on. */
+export interface WriteRecord {
   baseline: Baseline
-  step: number
+  /** When the input was written whole (until then, when the baseline came). */
   writtenAt: number
+  /** The input is written whole (a send's `written` effect went out). */
   written: boolean
   markersAtWrite: number
   /**
@@ -186,28 +204,28 @@ export interface SendState {
    * Enter go: only a marker after the last step answers the input.
    */
   markersAtLastWrite: number
-  markerSeen: boolean
   /** The shell was not known at its prompt at the write: a prompt it owed could be stale. */
   promptMayBeStale: boolean
-  knownAtPrompt: boolean
+  /** `not_reading` when the baseline showed nobody reading. */
   inputState: InputState | undefined
-  sawOutput: boolean
-  outputCount: number
   outputAtWrite: number
-  /** Output count when the current step was written (for its echo). */
+}
+
+/** The step on its way (`writing`) or waiting to be consumed (`submitting`). */
+export interface StepProgress {
+  step: number
+  /** Output count when the step was written (for its echo). */
   outputAtStep: number
   /** Consumption checks that found the step not consumed yet (paces the next). */
   consumeChecks: number
+}
+
+/** The readiness tiers at work (`waiting`). */
+export interface WaitState {
+  markerSeen: boolean
   probeAgain: boolean
-  lastProbeAt: number
-  /** CPU cost of the last probe for the pacing floor: 0 below a millisecond (not paced by cost). */
-  lastProbeCost: number
-  /** CPU cost of the last probe as measured, ms (paces the eager probe). */
-  lastProbeCpuMs: number
-  /** `outputCount` when the open line of the newest output was prompt-shaped: probes then follow at the eager gap. */
-  eagerAt: number
-  /** When the armed `probeGap` timer fires (ms of the event clock). */
-  probeGapAt: number
+  /** When the next probe may run (probe-pacer.ts). */
+  pacer: ProbePacer
   promptRechecks: number
   /**
    * A send ending in ESC (`escapePending`): what the latest probe showed — whether the reader
@@ -231,24 +249,23 @@ export interface SendState {
   afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string } | undefined
   /** A proved read waiting for the termios answer before it settles (and the output count then). */
   afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; how: string; outputBefore: number } | undefined
-  /** Cancellation: `handoff` waits for the command to take the input, `signalling` sends SIGINT, `grace` waits for it to come back. */
-  cancel: 'none' | 'handoff' | 'signalling' | 'grace'
-  /** A handoff wait: requested, and its progress. */
-  handoff: { requested: boolean; deadline: number; busy: number }
-  signalResult: SignalResult | undefined
 }
 
-/** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
-export const PROBE_DUTY_GAP = 9
-/**
- * The shortest gap between two probes when the open line of the newest output is prompt-shaped
- * (read-evidence.ts, `promptShaped`), ms: a program that printed what looks like its prompt is
- * looked at as soon as the duty cycle allows, not after the `pollIntervalMs / 5` floor — a
- * REPL that prints its answer and prompt just after a look that caught it still evaluating.
- */
-export const EAGER_PROBE_GAP_MS = 1
-/** Node's timers fire on whole milliseconds of the loop's clock, up to this much early. */
-const TIMER_GRANULARITY_MS = 1
+/** Each phase with only its own data (see `SendPhase`). */
+type PhaseState =
+  | { phase: 'pending' }
+  | { phase: 'baseline' }
+  | { phase: 'checking'; write: WriteRecord }
+  | { phase: 'writing'; write: WriteRecord; steps: StepProgress }
+  | { phase: 'submitting'; write: WriteRecord; steps: StepProgress }
+  | { phase: 'signalling'; write: WriteRecord }
+  | { phase: 'waiting'; write: WriteRecord; wait: WaitState }
+  | { phase: 'settled' }
+
+export type SendState = Shared & PhaseState
+/** The state in phase `P`. */
+type In<P extends SendPhase> = SendState & { phase: P }
+
 /**
  * How often a missed controlled-prompt check is repeated before the poll tick takes over, and
  * the first gap (ms), doubling up to `pollIntervalMs / 5`: on a loaded machine a shell can take
@@ -268,33 +285,23 @@ const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
 
 export function initialState(spec: SendSpec): SendState {
+  return { spec, phase: 'pending', gen: 0, awaiting: {}, timers: [], outputCount: 0, cancel: { state: 'none' }, handoff: { requested: false, deadline: 0, busy: 0 } }
+}
+
+/** Moves `s` to another phase, with that phase's data (and none of the one it leaves). */
+function become<P extends PhaseState>(s: SendState, next: P): Shared & P {
+  const data = s as Partial<Record<'write' | 'steps' | 'wait', unknown>>
+  if (!('steps' in next)) delete data.steps
+  if (!('wait' in next)) delete data.wait
+  if (!('write' in next)) delete data.write
+  return Object.assign(s, next)
+}
+
+function waitState(): WaitState {
   return {
-    spec,
-    phase: 'pending',
-    gen: 0,
-    awaiting: {},
-    timers: [],
-    baseline: { kind: 'none' },
-    step: 0,
-    writtenAt: 0,
-    written: false,
-    markersAtWrite: 0,
-    markersAtLastWrite: 0,
     markerSeen: false,
-    promptMayBeStale: false,
-    knownAtPrompt: false,
-    inputState: undefined,
-    sawOutput: false,
-    outputCount: 0,
-    outputAtWrite: 0,
-    outputAtStep: 0,
-    consumeChecks: 0,
     probeAgain: false,
-    lastProbeAt: -Infinity,
-    lastProbeCost: 0,
-    lastProbeCpuMs: 0,
-    eagerAt: -1,
-    probeGapAt: Infinity,
+    pacer: IDLE_PACER,
     promptRechecks: 0,
     escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
     confirming: undefined,
@@ -302,9 +309,6 @@ export function initialState(spec: SendSpec): SendState {
     silenceDue: false,
     afterDrain: undefined,
     afterTermios: undefined,
-    cancel: 'none',
-    handoff: { requested: false, deadline: 0, busy: 0 },
-    signalResult: undefined,
   }
 }
 
@@ -315,158 +319,79 @@ export function initialState(spec: SendSpec): SendState {
 export function transition(state: SendState, event: SendEvent): [SendState, SendEffect[]] {
   if (state.phase === 'settled') return [state, []]
   const s: SendState = { ...state, awaiting: { ...state.awaiting }, timers: [...state.timers], handoff: { ...state.handoff } }
+  if ('write' in s) s.write = { ...s.write }
+  if ('steps' in s) s.steps = { ...s.steps }
+  if ('wait' in s) s.wait = { ...s.wait }
   const out: SendEffect[] = []
   step(s, event, out)
   return [s, out]
 }
 
-// ─── The transitions ────────────────────────────────────────────────────────────────
+// ─── The transitions: by phase, then by event ───────────────────────────────────────
 
 function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
-  const spec = s.spec
-  switch (event.type) {
-    case 'begin': {
-      if (s.phase !== 'pending') return
-      if (event.aborted) return abortBeforeWrite(s, out, event.reason)
-      if (spec.kind !== 'startup' && spec.exact) {
-        s.phase = 'baseline'
-        s.awaiting.baseline = request(s)
-        out.push({ type: 'baseline', gen: s.awaiting.baseline })
-        return
-      }
-      // No baseline to take (a startup, or no /proc).
-      return afterBaseline(s, { ...event, type: 'baseline', gen: 0, baseline: { kind: 'none' } }, out)
-    }
-    case 'baseline': {
-      if (s.phase !== 'baseline' || s.awaiting.baseline !== event.gen) return
+  if (event.type === 'output') s.outputCount++
+  else if (event.type === 'timer') s.timers = s.timers.filter((name) => name !== event.timer)
+  switch (s.phase) {
+    case 'pending':
+      if (event.type === 'begin') return begin(s, event, out)
+      return anyPhase(s, event, out)
+    case 'baseline':
+      if (event.type !== 'baseline') return anyPhase(s, event, out)
+      if (s.awaiting.baseline !== event.gen) return
       s.awaiting.baseline = undefined
       return afterBaseline(s, event, out)
-    }
-    case 'written': {
+    case 'checking':
+      if (event.type !== 'inputChecked') return anyPhase(s, event, out)
+      if (s.awaiting.check !== event.gen) return
+      s.awaiting.check = undefined
+      // Refused: nothing was written, and the output it would have shown waits for the next send.
+      if (event.refusal !== undefined) return reject(s, out, event.refusal, true, true)
+      return writeStep(s, s.write, 0, out)
+    case 'writing':
+      if (event.type !== 'written') return anyPhase(s, event, out)
       if (s.awaiting.write !== event.gen) return
       s.awaiting.write = undefined
       return afterStep(s, event.now, out)
-    }
-    case 'consumed': {
-      if (s.phase !== 'submitting' || s.awaiting.consume !== event.gen) return
-      s.awaiting.consume = undefined
-      if (event.consumed) return writeNext(s, event.now, out)
-      s.consumeChecks++
-      const doublings = drainsFirst(s) ? s.consumeChecks - 1 : s.consumeChecks
-      arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(doublings, 8), CONSUME_RETRY_MAX_MS))
-      return
-    }
-    case 'signalled': {
-      if (s.awaiting.signal !== event.gen) return
+    case 'submitting':
+      return submitting(s, event, out)
+    case 'signalling':
+      if (event.type !== 'signalled' || s.awaiting.signal !== event.gen) return anyPhase(s, event, out)
       s.awaiting.signal = undefined
-      if (s.phase === 'signalling') {
-        s.signalResult = event.result
-        return enterWaiting(s, event.now, out)
-      }
-      if (s.cancel === 'signalling') {
-        // The interrupted program normally returns to a prompt at once; give it the handoff grace.
-        s.cancel = 'grace'
-        arm(s, out, 'deadline', spec.handoffGraceMs)
-        out.push({ type: 'cancelled' })
-      }
+      return enterWaiting(s, s.write, event.now, out)
+    case 'waiting':
+      return waiting(s, event, out)
+    case 'settled':
       return
+    default: {
+      const never: never = s
+      throw new Error(`unhandled send phase ${JSON.stringify(never)}`)
     }
+  }
+}
+
+/** Events every phase answers alike: the end of the session, cancellation and handoff, a failed request. */
+function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
+  const spec = s.spec
+  switch (event.type) {
+    case 'exit':
+      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell ${describeExit(event.status)}` })
+    case 'abort':
+      if (spec.kind === 'send') return cancelling(s, event, out)
+      return reject(s, out, event.reason, false, false)
+    case 'cancel':
+      return cancelling(s, event, out)
     case 'failed': {
-      if (s.awaiting.signal === event.gen && s.cancel === 'signalling') {
-        s.awaiting.signal = undefined
-        settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
-        out.push({ type: 'cancelled' })
-        return
-      }
+      if (s.cancel.state === 'signalling' && s.cancel.gen === event.gen) return cancelling(s, event, out)
       // A baseline, write or signal watch that failed: the send cannot go on.
       const failed = [s.awaiting.baseline, s.awaiting.check, s.awaiting.write, s.awaiting.signal].includes(event.gen)
       if (!failed) return
       const error = event.error instanceof PtyError ? event.error : new PtyError('SPAWN_FAILED', { reason: `the send failed: ${messageOf(event.error)}` }, { cause: event.error })
       return reject(s, out, error, spec.kind !== 'startup', false)
     }
-    case 'output':
-      return onOutput(s, event.now, out)
-    case 'probed': {
-      if (s.awaiting.confirm === event.gen) {
-        s.awaiting.confirm = undefined
-        noteWait(s, event.probe)
-        return onConfirmProbe(s, event, out)
-      }
-      if (s.awaiting.probe !== event.gen) return
-      s.awaiting.probe = undefined
-      s.lastProbeAt = event.now
-      // CPU time, not wall time (the driver measures it): probes under a millisecond are not paced.
-      s.lastProbeCost = event.costMs >= 1 ? event.costMs : 0
-      s.lastProbeCpuMs = event.costMs
-      noteWait(s, event.probe)
-      if (s.phase !== 'waiting') return
-      return onProbe(s, event.probe, event.now, out)
-    }
-    case 'foreground': {
-      if (s.awaiting.foreground !== event.gen) return
-      s.awaiting.foreground = undefined
-      if (s.phase !== 'waiting') return
-      // Not in front: the shell printed its marker before the kernel shows it in the
-      // foreground again, or another program printed one — the poll tick and silence take over.
-      if (!event.inFront) return
-      if (event.reading === false) {
-        if (s.promptRechecks < PROMPT_RECHECKS) {
-          const gap = Math.min(PROMPT_RECHECK_MS * 2 ** Math.min(s.promptRechecks, 16), spec.pollIntervalMs / 5)
-          s.promptRechecks++
-          arm(s, out, 'promptRecheck', gap)
-        }
-        return
-      }
-      if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
-      if (s.promptMayBeStale && event.reading === true) {
-        // The shell blocked in its read means its input queue is empty: the input was consumed
-        // and everything it printed before blocking is on its way; drain it, then look again.
-        return drain(s, out, { kind: 'prompt' })
-      }
-      return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
-    }
-    case 'drained': {
-      if (s.awaiting.drain !== event.gen) return
-      s.awaiting.drain = undefined
-      const after = s.afterDrain
-      s.afterDrain = undefined
-      if (s.phase !== 'waiting' || after === undefined) return
-      if (after.kind === 'prompt') {
-        // Blocked in its read is not proof that the shell has read the Enter written last (the
-        // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
-        // before the send, shown before that write, does not answer it; the next one will.
-        if (!spec.view.promptShown(s.promptMayBeStale ? s.markersAtLastWrite : s.markersAtWrite)) return
-        return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
-      }
-      return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
-    }
-    case 'inputChecked': {
-      if (s.phase !== 'checking' || s.awaiting.check !== event.gen) return
-      s.awaiting.check = undefined
-      // Refused: nothing was written, and the output it would have shown waits for the next send.
-      if (event.refusal !== undefined) return reject(s, out, event.refusal, true, true)
-      return writeStep(s, event.now, out)
-    }
-    case 'termios': {
-      if (s.awaiting.termios !== event.gen) return
-      s.awaiting.termios = undefined
-      const after = s.afterTermios
-      s.afterTermios = undefined
-      if (s.phase !== 'waiting' || after === undefined) return
-      // Output meanwhile: the read proved before it may be over; look again.
-      if (s.outputCount !== after.outputBefore) return requestProbe(s, event.now, out)
-      return settleProc(s, out, after.probe, after.sources, after.quietMs, after.how, event.hidden)
-    }
-    case 'timer':
-      return onTimer(s, event.timer, event.now, out)
-    case 'exit':
-      return settle(s, out, 'session_exit', { tier: 'exit', detail: `the shell ${describeExit(event.status)}` })
-    case 'abort':
-      if (spec.kind === 'send') return cancel(s, event.now, out)
-      return reject(s, out, event.reason, false, false)
-    case 'cancel':
-      return cancel(s, event.now, out)
-    case 'handoff': {
+    case 'signalled':
+      return cancelling(s, event, out)
+    case 'handoff':
       if (spec.kind !== 'send') {
         out.push({ type: 'handedOff' })
         return
@@ -477,17 +402,31 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       // Wait for the input to be written, at most timeoutMs (a paste the program never reads).
       arm(s, out, 'handoff', spec.timeoutMs)
       return
-    }
-    case 'handoffLook': {
+    case 'handoffLook':
       if (s.awaiting.handoff !== event.gen) return
       s.awaiting.handoff = undefined
       return onHandoffLook(s, event.look, event.now, out)
-    }
-    default: {
-      const never: never = event
-      throw new Error(`unhandled send event ${JSON.stringify(never)}`)
-    }
+    case 'timer':
+      if (event.timer !== 'handoff' || !s.handoff.requested) return
+      // The input is still not written after timeoutMs: give up waiting for the handoff.
+      if (s.phase !== 'waiting') return handoffDone(s, event.now, out)
+      return look(s, out)
+    default:
+      // Any other event belongs to another phase (or to a request no longer awaited).
+      return
   }
+}
+
+function begin(s: In<'pending'>, event: Extract<SendEvent, { type: 'begin' }>, out: SendEffect[]): void {
+  if (event.aborted) return abortBeforeWrite(s, out, event.reason)
+  if (s.spec.kind !== 'startup' && s.spec.exact) {
+    become(s, { phase: 'baseline' })
+    s.awaiting.baseline = request(s)
+    out.push({ type: 'baseline', gen: s.awaiting.baseline })
+    return
+  }
+  // No baseline to take (a startup, or no /proc).
+  return afterBaseline(s, { ...event, type: 'baseline', gen: 0, baseline: { kind: 'none' } }, out)
 }
 
 /**
@@ -502,78 +441,116 @@ function request(s: SendState): number {
   return ++s.gen
 }
 
-function afterBaseline(s: SendState, event: Extract<SendEvent, { type: 'baseline' }>, out: SendEffect[]): void {
+function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, { type: 'baseline' }>, out: SendEffect[]): void {
   const spec = s.spec
-  s.baseline = event.baseline
   if (event.aborted) return abortBeforeWrite(s, out, event.reason)
   if (event.exited) return settle(s, out, 'session_exit', { tier: 'exit', detail: 'the shell exited before the input was written' })
-  s.knownAtPrompt = event.knownAtPrompt
   // A send without input keeps waiting: a prompt shown before it is the current one.
-  s.markersAtWrite = keepsWaiting(spec) ? 0 : spec.view.markers()
-  s.markersAtLastWrite = s.markersAtWrite
-  s.writtenAt = event.now
+  const markersAtWrite = keepsWaiting(spec) ? 0 : spec.view.markers()
+  const write: WriteRecord = {
+    baseline: event.baseline,
+    writtenAt: event.now,
+    written: false,
+    markersAtWrite,
+    markersAtLastWrite: markersAtWrite,
+    promptMayBeStale: spec.kind === 'send' && !event.knownAtPrompt && !keepsWaiting(spec),
+    inputState: undefined,
+    outputAtWrite: 0,
+  }
   if (spec.kind === 'send') {
-    s.promptMayBeStale = !event.knownAtPrompt && !keepsWaiting(spec)
-    if (spec.steps.length === 0) return finishWrite(s, event.now, out)
+    if (spec.steps.length === 0) return finishWrite(s, write, event.now, out)
     if (spec.checkInput) {
-      s.phase = 'checking'
-      s.awaiting.check = request(s)
-      out.push({ type: 'checkInput', gen: s.awaiting.check })
+      const checking = become(s, { phase: 'checking', write })
+      checking.awaiting.check = request(s)
+      out.push({ type: 'checkInput', gen: checking.awaiting.check })
       return
     }
-    return writeStep(s, event.now, out)
+    return writeStep(s, write, 0, out)
   }
   if (spec.kind === 'signal' && spec.signal !== undefined) {
-    s.phase = 'signalling'
-    s.awaiting.signal = request(s)
-    out.push({ type: 'signal', gen: s.awaiting.signal, signal: spec.signal })
+    const signalling = become(s, { phase: 'signalling', write })
+    signalling.awaiting.signal = request(s)
+    out.push({ type: 'signal', gen: signalling.awaiting.signal, signal: spec.signal })
     return
   }
-  return enterWaiting(s, event.now, out)
+  return enterWaiting(s, write, event.now, out)
 }
 
-/** Writes step `s.step`. */
-function writeStep(s: SendState, now: number, out: SendEffect[]): void {
-  s.phase = 'writing'
-  s.consumeChecks = 0
-  s.outputAtStep = s.outputCount
+/** Writes step `index`. */
+function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEffect[]): void {
+  const writing = become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, consumeChecks: 0 } })
   // Output counts toward the answer from the moment the last write begins: a fast program's
   // reply can be parsed before the write's completion comes back.
-  if (s.step === s.spec.steps.length - 1) {
-    s.outputAtWrite = s.outputCount
-    s.markersAtLastWrite = s.spec.view.markers()
+  if (index === s.spec.steps.length - 1) {
+    write.outputAtWrite = s.outputCount
+    write.markersAtLastWrite = s.spec.view.markers()
   }
-  s.awaiting.write = request(s)
-  const step = s.spec.steps[s.step]!
-  out.push({ type: 'write', gen: s.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
+  writing.awaiting.write = request(s)
+  const step = s.spec.steps[index]!
+  out.push({ type: 'write', gen: writing.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
 }
 
 /** A step is in the kernel: the next one (after consumption when it asks), or the wait. */
-function afterStep(s: SendState, now: number, out: SendEffect[]): void {
+function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
   const steps = s.spec.steps
-  s.step++
+  const next = s.steps.step + 1
   // Once its first step is written a send's input is written whole, also when it is cancelled
   // meanwhile: the command it types must run before the SIGINT can interrupt it.
-  if (s.step >= steps.length) return finishWrite(s, now, out)
-  if (!steps[s.step]!.afterConsumed) return writeStep(s, now, out)
-  s.phase = 'submitting'
-  if (echoed(s)) return writeStep(s, now, out)
+  if (next >= steps.length) return finishWrite(s, s.write, now, out)
+  if (!steps[next]!.afterConsumed) return writeStep(s, s.write, next, out)
+  const submitting = become(s, { phase: 'submitting', write: s.write, steps: { ...s.steps, step: next } })
+  if (echoed(submitting)) return writeStep(s, s.write, next, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
   // The echo usually comes first: ask the kernel only if it has not after a moment. (Asking the
   // input queue at once was measured and made both REPLs' gaps longer on the loaded machine:
   // docs/performance.md, "Enter after the input queue drained".)
-  if (s.spec.exact && s.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
+  if (s.spec.exact && s.write.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }
 
-function consumeCheck(s: SendState, out: SendEffect[]): void {
-  if (!s.spec.exact || s.baseline.kind === 'none') return
+/** A step waits until the program consumed the one before: its echo, the kernel's evidence, or the `consume` bound. */
+function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): void {
+  switch (event.type) {
+    case 'consumed': {
+      if (s.awaiting.consume !== event.gen) return
+      s.awaiting.consume = undefined
+      if (event.consumed) return writeNext(s, out)
+      s.steps.consumeChecks++
+      const doublings = drainsFirst(s) ? s.steps.consumeChecks - 1 : s.steps.consumeChecks
+      arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(doublings, 8), CONSUME_RETRY_MAX_MS))
+      return
+    }
+    case 'output':
+      if (echoed(s)) return writeNext(s, out)
+      // The first output since the step that is not its whole echo yet: the reader is running;
+      // look at its queue now (unless a look is on its way), not at the next retry. Later chunks
+      // wait for the retry timer, so a program printing a stream does not drive a look per chunk.
+      if (drainsFirst(s) && s.outputCount === s.steps.outputAtStep + 1 && s.awaiting.consume === undefined) {
+        clear(s, out, 'consumeRetry')
+        consumeCheck(s, out)
+      }
+      return
+    case 'timer':
+      // The bound passed without evidence either way: write the next step.
+      if (event.timer === 'consume') return writeNext(s, out)
+      if (event.timer === 'consumeRetry') {
+        if (s.awaiting.consume !== undefined) return
+        return consumeCheck(s, out)
+      }
+      return anyPhase(s, event, out)
+    default:
+      return anyPhase(s, event, out)
+  }
+}
+
+function consumeCheck(s: In<'submitting'>, out: SendEffect[]): void {
+  if (!s.spec.exact || s.write.baseline.kind === 'none') return
   s.awaiting.consume = request(s)
-  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.baseline })
+  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.write.baseline })
 }
 
 /** Whether consumption is checked on the input queue: a reader other than the shell, with the queue readable. */
-function drainsFirst(s: SendState): boolean {
-  return s.spec.drainsInput && s.baseline.kind === 'probe'
+function drainsFirst(s: In<'submitting'>): boolean {
+  return s.spec.drainsInput && s.write.baseline.kind === 'probe'
 }
 
 /**
@@ -581,73 +558,136 @@ function drainsFirst(s: SendState): boolean {
  * the line just before it, when the program drew something below its input line (the Node
  * REPL previews a result there) — ends with the step's last line.
  */
-function echoed(s: SendState): boolean {
-  const echo = s.spec.steps[s.step - 1]?.echo ?? ''
-  if (echo === '' || s.outputCount === s.outputAtStep) return false
+function echoed(s: In<'submitting'>): boolean {
+  const echo = s.spec.steps[s.steps.step - 1]?.echo ?? ''
+  if (echo === '' || s.outputCount === s.steps.outputAtStep) return false
   const view = s.spec.view
   return view.promptLine().trimEnd().endsWith(echo) || view.lastLine().trimEnd().endsWith(echo)
 }
 
-function writeNext(s: SendState, now: number, out: SendEffect[]): void {
+function writeNext(s: In<'submitting'>, out: SendEffect[]): void {
   clear(s, out, 'consume')
   clear(s, out, 'consumeRetry')
   s.awaiting.consume = undefined
-  return writeStep(s, now, out)
+  return writeStep(s, s.write, s.steps.step, out)
 }
 
-function finishWrite(s: SendState, now: number, out: SendEffect[]): void {
-  s.writtenAt = now
-  if (s.spec.steps.length === 0) s.outputAtWrite = s.outputCount
-  s.written = true
+function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEffect[]): void {
+  write.writtenAt = now
+  if (s.spec.steps.length === 0) write.outputAtWrite = s.outputCount
+  write.written = true
   out.push({ type: 'written' })
-  if (s.baseline.kind === 'probe' && s.baseline.probe.verdict === 'not_reading') s.inputState = 'not_reading'
-  return enterWaiting(s, now, out)
+  if (write.baseline.kind === 'probe' && write.baseline.probe.verdict === 'not_reading') write.inputState = 'not_reading'
+  return enterWaiting(s, write, now, out)
 }
 
-function enterWaiting(s: SendState, now: number, out: SendEffect[]): void {
+function enterWaiting(from: SendState, write: WriteRecord, now: number, out: SendEffect[]): void {
+  const s = become(from, { phase: 'waiting', write, wait: waitState() })
   const spec = s.spec
-  s.phase = 'waiting'
   arm(s, out, 'deadline', spec.kind === 'signal' ? spec.handoffGraceMs : spec.timeoutMs)
   if (spec.kind !== 'signal') armSilence(s, out)
   if (spec.exact) arm(s, out, 'poll', spec.exactProbeAfterMs)
   // A handoff asked for while writing (a signal, or a cancel) starts now that the input is in.
   if (s.handoff.requested) startHandoff(s, now, out)
-  else if (s.cancel === 'handoff') cancelAfterWrite(s, now, out)
+  else if (s.cancel.state === 'handoff') cancelAfterWrite(s, now, out)
   // Output may already be waiting (startup banners arrive before the send begins), and the
   // prompt may have come while a long input was still being written.
-  if (spec.kind === 'startup' && spec.view.promptLine() !== '') return onOutput(s, now, out)
-  if (spec.view.promptShown(s.markersAtWrite)) {
-    s.markerSeen = true
+  if (spec.kind === 'startup' && spec.view.promptLine() !== '') {
+    s.outputCount++
+    return onOutput(s, now, out)
+  }
+  if (spec.view.promptShown(s.write.markersAtWrite)) {
+    s.wait.markerSeen = true
     checkForeground(s, out)
   } else if (keepsWaiting(spec)) requestProbe(s, now, out)
 }
 
-function onOutput(s: SendState, now: number, out: SendEffect[]): void {
+/** Everything is written: the readiness tiers run until one settles the send. */
+function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
   const spec = s.spec
-  s.sawOutput = true
-  s.outputCount++
-  if (s.confirming !== undefined && s.awaiting.confirm === undefined) {
+  switch (event.type) {
+    case 'output':
+      return onOutput(s, event.now, out)
+    case 'probed': {
+      if (s.awaiting.confirm === event.gen) {
+        s.awaiting.confirm = undefined
+        noteWait(s, event.probe)
+        return onConfirmProbe(s, event, out)
+      }
+      if (s.awaiting.probe !== event.gen) return
+      s.awaiting.probe = undefined
+      // CPU time, not wall time (the driver measures it).
+      s.wait.pacer = probeRan(s.wait.pacer, event.now, event.costMs)
+      noteWait(s, event.probe)
+      return onProbe(s, event.probe, event.now, out)
+    }
+    case 'foreground': {
+      if (s.awaiting.foreground !== event.gen) return
+      s.awaiting.foreground = undefined
+      // Not in front: the shell printed its marker before the kernel shows it in the
+      // foreground again, or another program printed one — the poll tick and silence take over.
+      if (!event.inFront) return
+      if (event.reading === false) {
+        if (s.wait.promptRechecks < PROMPT_RECHECKS) {
+          const gap = Math.min(PROMPT_RECHECK_MS * 2 ** Math.min(s.wait.promptRechecks, 16), spec.pollIntervalMs / 5)
+          s.wait.promptRechecks++
+          arm(s, out, 'promptRecheck', gap)
+        }
+        return
+      }
+      if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
+      if (s.write.promptMayBeStale && event.reading === true) {
+        // The shell blocked in its read means its input queue is empty: the input was consumed
+        // and everything it printed before blocking is on its way; drain it, then look again.
+        return drain(s, out, { kind: 'prompt' })
+      }
+      return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
+    }
+    case 'drained': {
+      if (s.awaiting.drain !== event.gen) return
+      s.awaiting.drain = undefined
+      const after = s.wait.afterDrain
+      s.wait.afterDrain = undefined
+      if (after === undefined) return
+      if (after.kind === 'prompt') {
+        // Blocked in its read is not proof that the shell has read the Enter written last (the
+        // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
+        // before the send, shown before that write, does not answer it; the next one will.
+        if (!spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
+        return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
+      }
+      return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
+    }
+    case 'termios': {
+      if (s.awaiting.termios !== event.gen) return
+      s.awaiting.termios = undefined
+      const after = s.wait.afterTermios
+      s.wait.afterTermios = undefined
+      if (after === undefined) return
+      // Output meanwhile: the read proved before it may be over; look again.
+      if (s.outputCount !== after.outputBefore) return requestProbe(s, event.now, out)
+      return settleProc(s, out, after.probe, after.sources, after.quietMs, after.how, event.hidden)
+    }
+    case 'timer':
+      if (event.timer === 'handoff') return anyPhase(s, event, out)
+      return onTimer(s, event.timer, event.now, out)
+    default:
+      return anyPhase(s, event, out)
+  }
+}
+
+function onOutput(s: In<'waiting'>, now: number, out: SendEffect[]): void {
+  const spec = s.spec
+  if (s.wait.confirming !== undefined && s.awaiting.confirm === undefined) {
     // Output during the quiet window: the read is not confirmed; look again.
-    s.confirming = undefined
+    s.wait.confirming = undefined
     clear(s, out, 'confirm')
     failConfirm(s, now, out)
-    if (s.phase !== 'waiting') return
+    if ((s as SendState).phase !== 'waiting') return
   }
-  if (s.phase === 'submitting') {
-    if (echoed(s)) return writeNext(s, now, out)
-    // The first output since the step that is not its whole echo yet: the reader is running;
-    // look at its queue now (unless a look is on its way), not at the next retry. Later chunks
-    // wait for the retry timer, so a program printing a stream does not drive a look per chunk.
-    if (drainsFirst(s) && s.outputCount === s.outputAtStep + 1 && s.awaiting.consume === undefined) {
-      clear(s, out, 'consumeRetry')
-      consumeCheck(s, out)
-    }
-    return
-  }
-  if (s.phase !== 'waiting') return
   armSilence(s, out)
-  if (spec.view.promptShown(s.markersAtWrite)) {
-    s.markerSeen = true
+  if (spec.view.promptShown(s.write.markersAtWrite)) {
+    s.wait.markerSeen = true
     checkForeground(s, out)
     return
   }
@@ -656,54 +696,50 @@ function onOutput(s: SendState, now: number, out: SendEffect[]): void {
   // the command starts. Otherwise output is the moment to look — at once when its open line
   // looks like a prompt (only the open line: scanning back for the last non-blank line on every
   // chunk would cost more than the probe it schedules).
-  if (spec.exact && s.baseline.kind !== 'shell') {
+  if (spec.exact && s.write.baseline.kind !== 'shell') {
     const line = spec.view.promptLine()
-    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.eagerAt = s.outputCount
+    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.wait.pacer = eager(s.wait.pacer, s.outputCount)
     requestProbe(s, now, out)
   }
 }
 
-function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[]): void {
+function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  s.timers = s.timers.filter((name) => name !== timer)
   switch (timer) {
     case 'deadline':
-      if (s.phase !== 'waiting') return
-      if (s.cancel === 'grace') return settle(s, out, 'timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${spec.handoffGraceMs} ms` })
+      if (s.cancel.state === 'grace') return settle(s, out, 'timeout', { tier: 'cancel', detail: `interrupted with SIGINT; not ready within ${spec.handoffGraceMs} ms` })
       return settle(s, out, 'timeout', { tier: 'timeout', detail: `not ready after ${spec.timeoutMs} ms` })
     case 'silence': {
-      if (s.phase !== 'waiting') return
       // A startup that printed nothing is never published on silence.
-      if (spec.kind === 'startup' && !s.sawOutput) return
-      if (spec.exact && s.awaiting.probe === undefined && s.confirming === undefined) {
+      if (spec.kind === 'startup' && s.outputCount === 0) return
+      if (spec.exact && s.awaiting.probe === undefined && s.wait.confirming === undefined) {
         // One last look first.
-        s.silenceDue = true
+        s.wait.silenceDue = true
         s.awaiting.probe = request(s)
         out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
         return
       }
-      if (s.confirming !== undefined) {
-        s.silenceDue = true
+      if (s.wait.confirming !== undefined) {
+        s.wait.silenceDue = true
         return
       }
       return settleSilence(s, out)
     }
     case 'poll':
-      if (s.phase !== 'waiting') return
-      if (s.markerSeen && spec.view.promptShown(s.markersAtWrite)) checkForeground(s, out)
+      if (s.wait.markerSeen && spec.view.promptShown(s.write.markersAtWrite)) checkForeground(s, out)
       requestProbe(s, now, out)
       arm(s, out, 'poll', spec.pollIntervalMs)
       return
     case 'probeGap':
-      s.probeGapAt = Infinity
+      s.wait.pacer = endGap(s.wait.pacer)
       return requestProbe(s, now, out, true)
     case 'promptRecheck':
       return checkForeground(s, out)
     case 'confirm': {
-      const confirming = s.confirming
-      if (s.phase !== 'waiting' || confirming === undefined) return
+      const confirming = s.wait.confirming
+      if (confirming === undefined) return
       if (s.outputCount !== confirming.outputBefore) {
-        s.confirming = undefined
+        s.wait.confirming = undefined
         return failConfirm(s, now, out)
       }
       s.awaiting.confirm = request(s)
@@ -711,17 +747,8 @@ function onTimer(s: SendState, timer: SendTimer, now: number, out: SendEffect[])
       return
     }
     case 'consume':
-      // The bound passed without evidence either way: write the next step.
-      if (s.phase !== 'submitting') return
-      return writeNext(s, now, out)
     case 'consumeRetry':
-      if (s.phase !== 'submitting' || s.awaiting.consume !== undefined) return
-      return consumeCheck(s, out)
-    case 'handoff':
-      if (!s.handoff.requested) return
-      // The input is still not written after timeoutMs: give up waiting for the handoff.
-      if (s.phase !== 'waiting') return handoffDone(s, now, out)
-      return look(s, out)
+      return
     default: {
       const never: never = timer
       throw new Error(`unhandled send timer ${String(never)}`)
@@ -745,39 +772,27 @@ function checkForeground(s: SendState, out: SendEffect[]): void {
 
 // ─── The /proc tier ─────────────────────────────────────────────────────────────────
 
-/**
- * Runs a probe now, or after the one in flight, paced: `PROBE_DUTY_GAP` × the last probe's CPU
- * cost after it, and at least `pollIntervalMs / 5` — or, while the open line of the newest
- * output is prompt-shaped, at least `EAGER_PROBE_GAP_MS` (an armed gap is then brought forward).
- */
+/** Runs a probe now, or after the one in flight, paced (probe-pacer.ts; an armed gap may be brought forward). */
 function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = false): void {
   const spec = s.spec
   if (s.phase !== 'waiting' || !spec.exact) return
   if (s.awaiting.probe !== undefined) {
-    s.probeAgain = true
+    s.wait.probeAgain = true
     return
   }
-  const gap =
-    s.eagerAt === s.outputCount
-      ? Math.max(EAGER_PROBE_GAP_MS, s.lastProbeCpuMs * PROBE_DUTY_GAP)
-      : Math.max(spec.pollIntervalMs / 5, s.lastProbeCost * PROBE_DUTY_GAP)
-  const wait = s.lastProbeAt + gap - now
-  // A timer may fire up to a millisecond early (timers count whole milliseconds): once the
-  // `probeGap` timer ended, less than that left is due.
-  if (wait > (gapEnded ? TIMER_GRANULARITY_MS : 0)) {
-    if (!s.timers.includes('probeGap') || s.probeGapAt > now + wait) {
-      arm(s, out, 'probeGap', wait)
-      s.probeGapAt = now + wait
-    }
+  const paced = pace(s.wait.pacer, { now, outputCount: s.outputCount, floorMs: spec.pollIntervalMs / 5, gapEnded })
+  s.wait.pacer = paced.pacer
+  if (!paced.due) {
+    if (paced.armMs !== undefined) arm(s, out, 'probeGap', paced.armMs)
     return
   }
   s.awaiting.probe = request(s)
   out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
 }
 
-function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
+function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  const evidence = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const evidence = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0 })
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
   // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
@@ -789,19 +804,19 @@ function onProbe(s: SendState, probe: ReadProbe | undefined, now: number, out: S
   const shaped =
     sources.length === 0 ||
     timedKeyRead(spec, sources) ||
-    promptShaped({ outputSinceWrite: s.outputCount !== s.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
+    promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
-    if (s.confirming === undefined) {
-      s.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount }
+    if (s.wait.confirming === undefined) {
+      s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount }
       return judge(s, now, out)
     }
     return
   }
-  if (s.silenceDue) return settleSilence(s, out)
-  if (s.probeAgain || evidence) {
+  if (s.wait.silenceDue) return settleSilence(s, out)
+  if (s.wait.probeAgain || evidence) {
     // More output arrived meanwhile, or the read did not hold yet: look again, paced.
-    s.probeAgain = false
+    s.wait.probeAgain = false
     requestProbe(s, now, out)
   }
 }
@@ -824,9 +839,9 @@ function windowRules(spec: SendSpec, sources: readonly string[]): WindowRules {
   return { quietMs, capMs: corroborationCapMs(sources, quietMs, spec.idleMs), stepMs, corroborating: true }
 }
 
-function onConfirmProbe(s: SendState, event: Extract<SendEvent, { type: 'probed' }>, out: SendEffect[]): void {
-  const confirming = s.confirming
-  if (s.phase !== 'waiting' || confirming === undefined) return
+function onConfirmProbe(s: In<'waiting'>, event: Extract<SendEvent, { type: 'probed' }>, out: SendEffect[]): void {
+  const confirming = s.wait.confirming
+  if (confirming === undefined) return
   const again = event.probe
   if (again === undefined || s.outputCount !== confirming.outputBefore) return decide(s, event.now, out, { kind: 'refuted', why: again === undefined ? 'the probe failed' : 'output arrived' })
   confirming.samples.push({ atMs: event.now, probe: again })
@@ -834,27 +849,27 @@ function onConfirmProbe(s: SendState, event: Extract<SendEvent, { type: 'probed'
 }
 
 /** Asks `judgeWindow` about the open window: another sample, or a verdict. */
-function judge(s: SendState, now: number, out: SendEffect[]): void {
-  const confirming = s.confirming!
+function judge(s: In<'waiting'>, now: number, out: SendEffect[]): void {
+  const confirming = s.wait.confirming!
   const verdict = judgeWindow(confirming.samples, confirming.rules)
   if (verdict.kind === 'pending') return arm(s, out, 'confirm', verdict.nextInMs)
   return decide(s, now, out, verdict)
 }
 
-function decide(s: SendState, now: number, out: SendEffect[], verdict: Exclude<WindowVerdict, { kind: 'pending' }>): void {
-  const confirming = s.confirming!
-  s.confirming = undefined
+function decide(s: In<'waiting'>, now: number, out: SendEffect[], verdict: Exclude<WindowVerdict, { kind: 'pending' }>): void {
+  const confirming = s.wait.confirming!
+  s.wait.confirming = undefined
   const first = confirming.samples[0]!.probe
   if (verdict.kind === 'proven') {
     return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail })
   }
-  s.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.ambiguousRead
+  s.wait.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.wait.ambiguousRead
   return failConfirm(s, now, out)
 }
 
-function failConfirm(s: SendState, now: number, out: SendEffect[]): void {
-  if (s.silenceDue) return settleSilence(s, out)
-  s.probeAgain = false
+function failConfirm(s: In<'waiting'>, now: number, out: SendEffect[]): void {
+  if (s.wait.silenceDue) return settleSilence(s, out)
+  s.wait.probeAgain = false
   requestProbe(s, now, out)
 }
 
@@ -862,11 +877,11 @@ function failConfirm(s: SendState, now: number, out: SendEffect[]): void {
  * Settles a proved read. A send's reader blocked in read(2)/readv(2) may be asking for a secret
  * (echo off in canonical mode, termios.ts): unless `hidden` is known, the session is asked first.
  */
-function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, how: string, hidden?: boolean): void {
+function settleProc(s: In<'waiting'>, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, how: string, hidden?: boolean): void {
   const spec = s.spec
   const reader = probe.reader!
   if (hidden === undefined && spec.kind === 'send' && spec.readsTermios && (reader.syscall === 'read' || reader.syscall === 'readv')) {
-    s.afterTermios = { probe, sources, quietMs, how, outputBefore: s.outputCount }
+    s.wait.afterTermios = { probe, sources, quietMs, how, outputBefore: s.outputCount }
     s.awaiting.termios = request(s)
     out.push({ type: 'termios', gen: s.awaiting.termios })
     return
@@ -884,40 +899,40 @@ function settleProc(s: SendState, out: SendEffect[], probe: ReadProbe, sources: 
   settle(s, out, 'stdin_read', { tier: 'proc', detail, process: { name, pid, tid, syscall, fd, path }, ...(corroborated && { corroborated: { sources, quietMs } }) }, inputState)
 }
 
-function drain(s: SendState, out: SendEffect[], after: NonNullable<SendState['afterDrain']>): void {
-  s.afterDrain = after
+function drain(s: In<'waiting'>, out: SendEffect[], after: NonNullable<WaitState['afterDrain']>): void {
+  s.wait.afterDrain = after
   s.awaiting.drain = request(s)
   out.push({ type: 'drain', gen: s.awaiting.drain })
 }
 
 // ─── Silence, cancel, handoff ───────────────────────────────────────────────────────
 
-function armSilence(s: SendState, out: SendEffect[]): void {
+function armSilence(s: In<'waiting'>, out: SendEffect[]): void {
   if (s.spec.kind === 'signal') return
   arm(s, out, 'silence', silenceMs(s))
 }
 
-function silenceMs(s: SendState): number {
-  return s.spec.idleMs + (s.markerSeen ? s.spec.handoffGraceMs : 0)
+function silenceMs(s: In<'waiting'>): number {
+  return s.spec.idleMs + (s.wait.markerSeen ? s.spec.handoffGraceMs : 0)
 }
 
-function settleSilence(s: SendState, out: SendEffect[]): void {
-  s.silenceDue = false
+function settleSilence(s: In<'waiting'>, out: SendEffect[]): void {
+  s.wait.silenceDue = false
   if (escapePending(s, out)) return
-  const ambiguous = s.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${s.ambiguousRead}`
+  const ambiguous = s.wait.ambiguousRead === undefined ? '' : `; a read was found but not proven: ${s.wait.ambiguousRead}`
   settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
 }
 
 /** For a send ending in ESC: whether the probe's reader read since the write, and whether its wait ends on its own within `NEAR_TIMEOUT_MS`. */
-function noteWait(s: SendState, probe: ReadProbe | undefined): void {
+function noteWait(s: In<'waiting'>, probe: ReadProbe | undefined): void {
   const spec = s.spec
   if (!spec.endsInEscape) return
-  const read = probe !== undefined && isReadEvidence(probe, { kind: spec.kind, input: !keepsWaiting(spec), baseline: s.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.sawOutput })
+  const read = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0 })
   const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs
   const timed = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
-  s.escape = { ...s.escape, read, timed }
+  s.wait.escape = { ...s.wait.escape, read, timed }
 }
 
 /** How often silence is deferred for an ESC at most (`escapePending`). */
@@ -937,8 +952,8 @@ const ESCAPE_DEFERRALS = 8
  * At most `ESCAPE_DEFERRALS` times, so a program that always waits with a short timeout
  * (prompt_toolkit) or never reads again still settles.
  */
-function escapePending(s: SendState, out: SendEffect[]): boolean {
-  const escape = s.escape
+function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
+  const escape = s.wait.escape
   if (!s.spec.endsInEscape || !s.spec.exact || escape.deferrals >= ESCAPE_DEFERRALS) return false
   const wait = escape.timed
   const before = escape.deferredFor
@@ -949,42 +964,69 @@ function escapePending(s: SendState, out: SendEffect[]): boolean {
     deferredFor = { tid: wait.tid, switches: wait.switches }
     ms = wait.timeoutMs + s.spec.pollIntervalMs
   } else return false
-  s.escape = { ...escape, deferredFor, deferrals: escape.deferrals + 1 }
+  s.wait.escape = { ...escape, deferredFor, deferrals: escape.deferrals + 1 }
   arm(s, out, 'silence', ms)
   return true
 }
 
-function cancel(s: SendState, now: number, out: SendEffect[]): void {
-  if (s.cancel !== 'none') return
-  if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
-    // Nothing was written and nothing will be; the output it would have shown waits for the next.
-    return reject(s, out, new PtyError('SEND_CANCELLED', { reason: 'the send was cancelled before its input was written; nothing was written' }), true, true)
+/**
+ * Cancellation: a cancel (or a send's abort) before anything was written rejects the send;
+ * once a step is written the input goes whole, then `handoff` (see `cancelAfterWrite`, and
+ * `handoffDone` sends the SIGINT), `signalling` until the signal is sent or failed, `grace`
+ * until the program is ready again or `handoffGraceMs` passed (the `deadline` timer).
+ */
+function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | 'abort' | 'signalled' | 'failed' }>, out: SendEffect[]): void {
+  const cancel = s.cancel
+  switch (event.type) {
+    case 'cancel':
+    case 'abort':
+      if (cancel.state !== 'none') return
+      if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
+        // Nothing was written and nothing will be; the output it would have shown waits for the next.
+        return reject(s, out, new PtyError('SEND_CANCELLED', { reason: 'the send was cancelled before its input was written; nothing was written' }), true, true)
+      }
+      // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
+      s.cancel = { state: 'handoff' }
+      if (s.phase === 'waiting') return cancelAfterWrite(s, event.now, out)
+      return
+    case 'signalled':
+      if (cancel.state !== 'signalling' || cancel.gen !== event.gen) return
+      // The interrupted program normally returns to a prompt at once; give it the handoff grace.
+      s.cancel = { state: 'grace' }
+      arm(s, out, 'deadline', s.spec.handoffGraceMs)
+      out.push({ type: 'cancelled' })
+      return
+    case 'failed':
+      settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
+      out.push({ type: 'cancelled' })
+      return
+    default: {
+      const never: never = event
+      throw new Error(`unhandled cancel event ${JSON.stringify(never)}`)
+    }
   }
-  // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
-  s.cancel = 'handoff'
-  if (s.phase === 'waiting') return cancelAfterWrite(s, now, out)
 }
 
 /**
  * Like a signal right after a send: let the command take the foreground first, or a SIGINT
  * that reaches bash while it runs a builtin (`echo x; sleep 600`) is ignored.
  */
-function cancelAfterWrite(s: SendState, now: number, out: SendEffect[]): void {
+function cancelAfterWrite(s: In<'waiting'>, now: number, out: SendEffect[]): void {
   s.handoff = { requested: true, deadline: 0, busy: 0 }
   startHandoff(s, now, out)
 }
 
-function startHandoff(s: SendState, now: number, out: SendEffect[]): void {
+function startHandoff(s: In<'waiting'>, now: number, out: SendEffect[]): void {
   clear(s, out, 'handoff')
-  s.handoff.deadline = s.writtenAt + s.spec.handoffGraceMs
+  s.handoff.deadline = s.write.writtenAt + s.spec.handoffGraceMs
   s.handoff.busy = 0
   if (now >= s.handoff.deadline) return handoffDone(s, now, out)
   look(s, out)
 }
 
-function look(s: SendState, out: SendEffect[]): void {
+function look(s: In<'waiting'>, out: SendEffect[]): void {
   if (s.awaiting.handoff !== undefined) return
-  const waiting = s.baseline.kind === 'probe' && s.baseline.probe.verdict === 'reading' ? s.baseline.probe.tpgid : undefined
+  const waiting = s.write.baseline.kind === 'probe' && s.write.baseline.probe.verdict === 'reading' ? s.write.baseline.probe.tpgid : undefined
   s.awaiting.handoff = request(s)
   out.push({ type: 'handoffLook', gen: s.awaiting.handoff, waiting })
 }
@@ -1012,10 +1054,9 @@ function handoffDone(s: SendState, now: number, out: SendEffect[]): void {
   s.handoff = { requested: false, deadline: 0, busy: 0 }
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })
-  if (s.cancel === 'handoff') {
-    s.cancel = 'signalling'
-    s.awaiting.signal = request(s)
-    out.push({ type: 'signal', gen: s.awaiting.signal, signal: 'SIGINT' })
+  if (s.cancel.state === 'handoff') {
+    s.cancel = { state: 'signalling', gen: request(s) }
+    out.push({ type: 'signal', gen: s.cancel.gen, signal: 'SIGINT' })
   }
 }
 
@@ -1033,18 +1074,20 @@ function clear(s: SendState, out: SendEffect[], timer: SendTimer): void {
 }
 
 function finish(s: SendState, out: SendEffect[]): void {
-  s.phase = 'settled'
+  const written = 'write' in s && s.write.written
   for (const timer of s.timers) out.push({ type: 'clear', timer })
+  become(s, { phase: 'settled' })
   s.timers = []
   s.awaiting = {}
-  if (!s.written) out.push({ type: 'written' })
+  if (!written) out.push({ type: 'written' })
   if (s.handoff.requested) out.push({ type: 'handedOff' })
-  if (s.cancel === 'handoff' || s.cancel === 'signalling') out.push({ type: 'cancelled' })
+  if (s.cancel.state === 'handoff' || s.cancel.state === 'signalling') out.push({ type: 'cancelled' })
 }
 
 function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
-  const state = waitReason === 'stdin_read' ? inputState : s.inputState
-  const writtenAt = s.writtenAt
+  const write = 'write' in s ? s.write : undefined
+  const state = waitReason === 'stdin_read' ? inputState : write?.inputState
+  const writtenAt = write?.writtenAt ?? 0
   finish(s, out)
   out.push({ type: 'settle', waitReason, evidence, inputState: state, writtenAt, atPrompt: evidence.tier === 'prompt' })
 }
@@ -1056,7 +1099,7 @@ function reject(s: SendState, out: SendEffect[], error: unknown, handOn: boolean
 
 /** An abort before anything was written: a send is cancelled, a startup or watch rejects with the reason. */
 function abortBeforeWrite(s: SendState, out: SendEffect[], reason: unknown): void {
-  if (s.spec.kind === 'send') return cancel(s, 0, out)
+  if (s.spec.kind === 'send') return cancelling(s, { type: 'cancel', now: 0 }, out)
   return reject(s, out, reason, false, false)
 }
 

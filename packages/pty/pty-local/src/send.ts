@@ -439,7 +439,8 @@ export class Send {
    */
   private async shellBusy(): Promise<boolean> {
     const shell = this.host.shellPgid
-    if (this.state.baseline.kind !== 'shell' || shell === undefined) return false
+    const state = this.state
+    if (!('write' in state) || state.write.baseline.kind !== 'shell' || shell === undefined) return false
     const inspector = this.host.inspector
     if ((await inspector.foregroundGroup()) !== shell) return false
     return (await inspector.blockedInRead(shell)) === false

@@ -252,22 +252,23 @@ export class LocalSession implements BackendSession {
    * Starts a send: `text`, `keys` or a `secret`, planned as write steps (input.ts) for the
    * terminal's modes now (`input.steps`, when given, are written instead). A secret's value is registered for redaction before anything is
    * written; a plan with a line over the canonical limit is checked against termios first.
-   * @throws PtyError `SESSION_EXITED`, `SEND_ACTIVE`, `UNKNOWN_KEY`, `INVALID_INPUT` — before anything is written.
+   * One send at a time: the seam (`PtyService`, its `busy` phase) refuses a second with `SEND_ACTIVE`.
+   * @throws PtyError `SESSION_EXITED`, `UNKNOWN_KEY`, `INVALID_INPUT` — before anything is written.
    */
   startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; nothing was written` })
     }
-    if (this.current !== undefined) throw new PtyError('SEND_ACTIVE', { reason: 'a send is already active on this session' })
     const plan = planInput(input, { ...this.keyModes(), ...this.pasteModes() })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
     const lines = input.text !== undefined ? this.openLineText + plan.lines : plan.lines
+    const long = overlongLine(lines)
     const request: SendRequest = {
       text: plan.inputText,
       submit: input.submit,
       // Explicit steps (a bench's baseline) replace the planned ones.
       steps: input.steps ?? plan.steps,
-      ...(overlongLine(lines) !== undefined && { inputCheck: () => this.refuseLines(lines, this.openLineText.length > 0) }),
+      ...(long !== undefined && { inputCheck: () => this.refuseLines(lines, long, this.openLineText.length > 0) }),
       ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
       ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
       ...(input.signal !== undefined && { signal: input.signal }),
@@ -357,13 +358,11 @@ export class LocalSession implements BackendSession {
   /**
    * Writes `data` as it is (no planning, no readiness wait); resolves once it is in the
    * terminal's input queue.
-   * @throws PtyError `SESSION_EXITED`, `SEND_ACTIVE` (a send or a signal's watch is active).
+   * The seam (`PtyService.write`) refuses it after the shell exited and while a send is active.
+   * @throws PtyError `SEND_ACTIVE` while a signal's watch is active (the seam does not see those).
    */
   write(data: string): Promise<void> {
-    if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; nothing was written` })
-    }
-    if (this.current !== undefined || this.watch !== undefined) throw new PtyError('SEND_ACTIVE', { reason: 'a send is active on this session; nothing was written' })
+    if (this.watch !== undefined) throw new PtyError('SEND_ACTIVE', { reason: 'a signal is waiting for the terminal to be ready again; nothing was written' })
     this.atPrompt = false
     return this.terminal.write(data)
   }
@@ -489,13 +488,13 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Why the input with these `lines` must not be written, or undefined. A line longer than the
-   * kernel's canonical limit (`CANONICAL_LINE_MAX`, termios(3)) sent to a reader in canonical mode
-   * would be cut silently: refused, naming the limit. termios is read only for such a line.
+   * Why the input with these `lines`, whose line `long` is longer than the kernel's canonical
+   * limit (`CANONICAL_LINE_MAX`, termios(3)), must not be written, or undefined. Sent to a reader
+   * in canonical mode it would be cut silently: refused, naming the limit. termios is read only
+   * for such a line.
    */
-  private async refuseLines(lines: string, openBefore = false): Promise<PtyError | undefined> {
-    const long = overlongLine(lines)
-    if (long === undefined || this.termios === undefined) return undefined
+  private async refuseLines(lines: string, long: { line: number; bytes: number }, openBefore: boolean): Promise<PtyError | undefined> {
+    if (this.termios === undefined) return undefined
     const flags = await this.termios()
     if (flags?.canonical !== true) return undefined
     const which = `${lines.includes('\r') ? `line ${long.line} of the input is` : 'the input is'}${openBefore && long.line === 1 ? ' (with the text earlier sends typed on it without Enter)' : ''}`

@@ -303,10 +303,10 @@ describe('the /proc tier', () => {
     expect(machine.feed({ type: 'probed', gen: stale, now: 21, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toEqual([])
     const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
     machine.feed({ type: 'probed', gen: probe, now: 151, probe: reading(CHILD, CHILD, 9), costMs: 0 })
-    expect(machine.state.confirming).toBeDefined()
+    expect(machine.state.phase === 'waiting' ? machine.state.wait.confirming : undefined).toBeDefined()
     const output = machine.feed({ type: 'output', now: 152 })
     expect(output).toContainEqual({ type: 'clear', timer: 'confirm' })
-    expect(machine.state.confirming).toBeUndefined()
+    expect(machine.state.phase === 'waiting' ? machine.state.wait.confirming : undefined).toBeUndefined()
   })
 
   it('paces probes by a tenth of their CPU cost (PROBE_DUTY_GAP)', () => {
@@ -340,7 +340,7 @@ describe('the /proc tier', () => {
     // A program redraws a prompt-like line every 0.1 ms for 100 ms; each probe costs 0.5 ms of CPU.
     for (let now = 20; now < 120; now += 0.1) {
       view.line = `> ${Math.round(now * 10)}`
-      const effects = [...machine.feed({ type: 'output', now }), ...(machine.state.timers.includes('probeGap') && machine.state.probeGapAt <= now ? machine.feed({ type: 'timer', timer: 'probeGap', now }) : [])]
+      const effects = [...machine.feed({ type: 'output', now }), ...(machine.state.timers.includes('probeGap') && machine.state.phase === 'waiting' && machine.state.wait.pacer.gapAt <= now ? machine.feed({ type: 'timer', timer: 'probeGap', now }) : [])]
       const probe = effects.find((effect) => effect.type === 'probe')
       if (probe !== undefined) {
         probes.push(now)
@@ -539,7 +539,7 @@ describe('a send ending in ESC', () => {
     const look = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now: 31 }), 'probe')
     const effects = machine.feed({ type: 'probed', gen: look, now: 32, probe: timed(9, 100), costMs: 0 })
     expect(effects).not.toContainEqual({ type: 'arm', timer: 'silence', ms: 150 })
-    expect(machine.state.confirming).toBeDefined()
+    expect(machine.state.phase === 'waiting' ? machine.state.wait.confirming : undefined).toBeDefined()
   })
 })
 
