@@ -5,8 +5,9 @@
  * Works on bytes, as the terminal delivers them: a value split across chunks is still found,
  * because a chunk's tail that could begin a value is held back until the next chunk decides it
  * (`push`), or until the caller gives up waiting (`flush`, which releases it as it was).
- * Matches the exact bytes of a value; a program that prints a value changed (spaced, encoded,
- * reversed) is not recognised.
+ * Matches the exact bytes of a value and of the forms conch's own formatting writes it in
+ * (`formsOf`); a program that prints a value otherwise changed (encoded, reversed) is not
+ * recognised.
  */
 
 import { inspect } from 'node:util'
@@ -77,14 +78,38 @@ function piecesOf(value: string): Set<string> {
 /**
  * The value as it is written and as conch's own formatting writes it: escaped in a JSON string (a
  * run_code result, `JSON.stringify`), in `util.inspect`'s quotes (`console.log` of an object), and
- * without its line breaks (the text passes read lines joined). A form shorter than
- * `MIN_SECRET_BYTES` is left out. A value escaped twice, or by the program itself otherwise, is not
- * recognised.
+ * without its line breaks (the text passes read lines joined). A value of several lines also
+ * counts line by line, in each of those forms: `util.inspect` writes a long multi-line string
+ * inside an object or array as one quoted piece per line joined by ` +`, a line break and an
+ * indentation that grows with depth, so each piece is replaced on its own (a line shorter than
+ * `MIN_SECRET_BYTES` is not, and stays visible there). Its bytes spelled as `util.inspect` shows
+ * them (`byteSpellingsOf`) count too. A form shorter than `MIN_SECRET_BYTES` is left out. A
+ * value escaped twice, or by the program itself otherwise, is not recognised.
  */
 function formsOf(value: string): Set<string> {
-  const forms = new Set([value, JSON.stringify(value).slice(1, -1), inspect(value).slice(1, -1), value.replaceAll('\n', '')])
+  const escaped = (text: string) => [text, JSON.stringify(text).slice(1, -1), inspect(text).slice(1, -1)]
+  const lines = value.includes('\n') ? value.split('\n') : []
+  const forms = new Set([...escaped(value), value.replaceAll('\n', ''), ...lines.flatMap(escaped), ...byteSpellingsOf(value)])
   for (const form of forms) if (Buffer.byteLength(form, 'utf8') < MIN_SECRET_BYTES) forms.delete(form)
   return forms
+}
+
+/** How many bytes `util.inspect` shows of a Buffer before `... N more bytes` (`buffer.INSPECT_MAX_BYTES`'s default). */
+const INSPECT_BYTES = 50
+
+/**
+ * The value's UTF-8 bytes as a program that reads its file without an encoding prints them: in
+ * hex separated by spaces, as `console.log` of a Buffer shows them (`<Buffer 68 75 …>`), whole
+ * and cut to the first `INSPECT_BYTES`; in decimal separated by `, ` (a typed array's
+ * `util.inspect` on one line, `join(', ')`) and by `,` (`JSON.stringify` of an array). Not
+ * covered: the decimal columns `util.inspect` wraps a typed array of more than six bytes into
+ * when it does not fit a line (numbers padded to align), a Buffer whose first 50 bytes cut the
+ * value (it does not begin them), and any other encoding (base64, hex without spaces).
+ */
+function byteSpellingsOf(value: string): string[] {
+  const bytes = [...Buffer.from(value, 'utf8')]
+  const hex = bytes.map((byte) => byte.toString(16).padStart(2, '0'))
+  return [hex.join(' '), hex.slice(0, INSPECT_BYTES).join(' '), bytes.join(', '), bytes.join(',')]
 }
 
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
@@ -117,10 +142,12 @@ export class SecretRedactor {
   add(name: string, value: string): void {
     if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     const forms = formsOf(value)
+    const spellings = new Set(byteSpellingsOf(value))
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !forms.has(secret.text))
     const labelText = `[secret ${name}]`
     const label = Buffer.from(labelText, 'utf8')
-    for (const text of forms) this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces: piecesOf(text) })
+    // A byte spelling's pieces (`6e 74 `) say nothing of a process name or path: only the text forms' count there.
+    for (const text of forms) this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces: spellings.has(text) ? new Set() : piecesOf(text) })
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
