@@ -212,11 +212,13 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
     const value = 'hunter2-bytes-Zq9'
     const bytes = [...Buffer.from(value)]
     const hex = bytes.map((byte) => byte.toString(16).padStart(2, '0')).join(' ')
-    const { text, where } = await printed(value, 'fs.readFileSync(FILE)', 'console.log(s); console.log({ s }); console.log([...s].join(", ")); console.log(JSON.stringify([...s]))')
+    const { text, where } = await printed(value, 'fs.readFileSync(FILE)', 'console.log(s); console.log({ s }); console.log([...s].join(", ")); console.log(JSON.stringify([...s])); console.log(new Uint8Array(s))')
     expect(text).toContain('<Buffer [secret S2] 0a>')
     expect(text).toContain('{ s: <Buffer [secret S2] 0a> }')
     expect(text).toContain('[secret S2], 10')
     expect(text).toContain('[[secret S2],10]')
+    // util.inspect wraps the typed array into aligned columns: the name stands where they begin.
+    expect(text).toMatch(/^Uint8Array\(18\) \[\n {2}\[secret S2\]\n/m)
     for (const seen of where) for (const spelled of [value, hex, bytes.join(', '), bytes.join(',')]) for (const piece of pieces(spelled)) expect(seen).not.toContain(piece)
   })
 

@@ -105,7 +105,7 @@ describe('the forms conch writes a value in', () => {
     }
   })
 
-  it('replaces its bytes spelled in hex as a Buffer shows them, and in decimal on one line; not in wrapped columns', () => {
+  it('replaces its bytes spelled in hex as a Buffer shows them, and in decimal on one line or wrapped into columns', () => {
     const value = 'hunter2-bytes-Zq9'
     const redactor = new SecretRedactor()
     redactor.add('DEMO', value)
@@ -118,7 +118,11 @@ describe('the forms conch writes a value in', () => {
     expect(redactor.redactText(inspect(Buffer.from('x'.repeat(40) + value)))).toBe('<Buffer [secret LONG] ... 7 more bytes>')
     // A byte spelling's pieces say nothing of a process name.
     expect(redactor.redactProcessText('68 75 6e')).toBe('68 75 6e')
-    expect(redactor.redactText(inspect(new Uint8Array(bytes)))).toContain('104, 117, 110')
+    // A typed array wrapped into aligned columns, as one text and as rows.
+    const columns = inspect({ bytes: new Uint8Array(bytes) })
+    expect(columns).toContain(',\n')
+    expect(redactor.redactText(columns)).toBe('{\n  bytes: Uint8Array(18) [\n    [secret DEMO]\n\n,  10\n  ]\n}')
+    expect(redactor.redactRows(columns.split('\n')).join('\n')).toBe(redactor.redactText(columns))
   })
 })
 

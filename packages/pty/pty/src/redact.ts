@@ -33,6 +33,8 @@ interface Secret {
   labelText: string
   /** Every run of `min(PROCESS_PIECE_CHARS, text.length)` characters of the value (`redactProcessText`). */
   pieces: Set<string>
+  /** For the decimal byte spelling: the text passes match it with any run of spaces after each comma (`decimalPattern`). */
+  pattern?: RegExp
 }
 
 /** A value found in rows read as one text: `[from, to)` of that text is replaced by `label`. */
@@ -102,14 +104,24 @@ const INSPECT_BYTES = 50
  * hex separated by spaces, as `console.log` of a Buffer shows them (`<Buffer 68 75 …>`), whole
  * and cut to the first `INSPECT_BYTES`; in decimal separated by `, ` (a typed array's
  * `util.inspect` on one line, `join(', ')`) and by `,` (`JSON.stringify` of an array). Not
- * covered: the decimal columns `util.inspect` wraps a typed array of more than six bytes into
- * when it does not fit a line (numbers padded to align), a Buffer whose first 50 bytes cut the
- * value (it does not begin them), and any other encoding (base64, hex without spaces).
+ * covered: a Buffer whose first 50 bytes cut the value (it does not begin them), and any other
+ * encoding (base64, hex without spaces).
  */
 function byteSpellingsOf(value: string): string[] {
   const bytes = [...Buffer.from(value, 'utf8')]
   const hex = bytes.map((byte) => byte.toString(16).padStart(2, '0'))
   return [hex.join(' '), hex.slice(0, INSPECT_BYTES).join(' '), bytes.join(', '), bytes.join(',')]
+}
+
+/**
+ * The decimal spelling with any run of spaces after each comma: `util.inspect` wraps a typed
+ * array that does not fit one line into columns, padding each number to align it, and the text
+ * passes read its lines joined. Only those passes use it; the byte pass and the held tails know
+ * the single-line spellings only. An array cut at util.inspect's 100 items (`... N more items`)
+ * inside the value is not matched.
+ */
+function decimalPattern(value: string): RegExp {
+  return new RegExp([...Buffer.from(value, 'utf8')].join(', *'), 'g')
 }
 
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
@@ -143,11 +155,15 @@ export class SecretRedactor {
     if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     const forms = formsOf(value)
     const spellings = new Set(byteSpellingsOf(value))
+    const decimal = [...Buffer.from(value, 'utf8')].join(', ')
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !forms.has(secret.text))
     const labelText = `[secret ${name}]`
     const label = Buffer.from(labelText, 'utf8')
     // A byte spelling's pieces (`6e 74 `) say nothing of a process name or path: only the text forms' count there.
-    for (const text of forms) this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces: spellings.has(text) ? new Set() : piecesOf(text) })
+    for (const text of forms) {
+      const pieces = spellings.has(text) ? new Set<string>() : piecesOf(text)
+      this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces, ...(text === decimal ? { pattern: decimalPattern(value) } : {}) })
+    }
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
@@ -172,7 +188,10 @@ export class SecretRedactor {
     if (this.secrets.length === 0) return text
     if (context === undefined && !text.includes('\n')) {
       let out = text
-      for (const secret of this.secrets) if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      for (const secret of this.secrets) {
+        if (secret.pattern !== undefined) out = out.replace(secret.pattern, secret.labelText)
+        else if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      }
       return out
     }
     const before = context?.before ?? ''
@@ -247,15 +266,26 @@ export class SecretRedactor {
     const found: { from: number; to: number; secret: Secret }[] = []
     let position = 0
     for (;;) {
-      let best: { at: number; secret: Secret } | undefined
+      let best: { at: number; length: number; secret: Secret } | undefined
       for (const secret of this.secrets) {
-        const at = text.indexOf(secret.text, position)
-        if (at >= 0 && (best === undefined || at < best.at)) best = { at, secret }
+        const next = this.find(text, secret, position)
+        if (next !== undefined && (best === undefined || next.at < best.at)) best = { ...next, secret }
       }
       if (best === undefined) return found
-      position = best.at + best.secret.text.length
+      position = best.at + best.length
       found.push({ from: best.at, to: position, secret: best.secret })
     }
+  }
+
+  /** Where `secret` next occurs in `text` from `position` on, and how long it is there. */
+  private find(text: string, secret: Secret, position: number): { at: number; length: number } | undefined {
+    if (secret.pattern === undefined) {
+      const at = text.indexOf(secret.text, position)
+      return at < 0 ? undefined : { at, length: secret.text.length }
+    }
+    secret.pattern.lastIndex = position
+    const match = secret.pattern.exec(text)
+    return match === null ? undefined : { at: match.index, length: match[0].length }
   }
 
   /** Where a held text tail starts: the earliest position from `from` on where the rest is a proper prefix of some value. */
