@@ -136,6 +136,8 @@ export class SecretRedactor {
   private longest = 0
   /** The longest value in UTF-16 code units (the text passes count in them). */
   private longestText = 0
+  /** The first byte of every form: a held tail starts at one (a form's hex and decimal spellings make tails long). */
+  private firstBytes = new Set<number>()
 
   /** Whether any value is registered (no work is done per chunk until one is). */
   get active(): boolean {
@@ -168,6 +170,7 @@ export class SecretRedactor {
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
     this.longestText = Math.max(...this.secrets.map((secret) => secret.text.length))
+    this.firstBytes = new Set(this.secrets.map((secret) => secret.value[0]!))
   }
 
   /**
@@ -292,6 +295,8 @@ export class SecretRedactor {
   private heldTextFrom(text: string, from: number): number {
     const start = Math.max(from, text.length - this.longestText + 1)
     for (let at = start; at < text.length; at++) {
+      // An ASCII character is its own first byte; any other is tried.
+      if (text.charCodeAt(at) < 128 && !this.firstBytes.has(text.charCodeAt(at))) continue
       const rest = text.length - at
       for (const secret of this.secrets) {
         if (rest < secret.text.length && secret.text.startsWith(text.slice(at))) return at
@@ -336,6 +341,7 @@ export class SecretRedactor {
   private heldFrom(data: Buffer, from: number): number {
     const start = Math.max(from, data.length - this.longest + 1)
     for (let at = start; at < data.length; at++) {
+      if (!this.firstBytes.has(data[at]!)) continue
       const rest = data.subarray(at)
       for (const secret of this.secrets) {
         if (rest.length < secret.value.length && secret.value.subarray(0, rest.length).equals(rest)) return at
