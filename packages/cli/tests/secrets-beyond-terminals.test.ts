@@ -178,6 +178,50 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
     }
   })
 
+  /** A run of `conch run` whose one run_code program reads `value` from a `{file}` secret S2 as `read`, then runs `print`. */
+  async function printed(value: string, read: string, print: string): Promise<{ text: string; where: string[] }> {
+    const secretFile = ws.write('key.txt', `${value}\n`)
+    const code = [`const fs = require("node:fs")`, `const s = ${read.replace('FILE', JSON.stringify(secretFile))}`, print, 'return 0'].join('\n')
+    const script = ws.write('script.jsonl', [step('', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
+    const config = ws.write(
+      'cordis.yml',
+      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S2: { file: secretFile } } } }).replace(
+        '- id: agents',
+        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
+      ),
+    )
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
+    expect(run.code, run.stderr).toBe(0)
+    const [ran] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
+    return { text: ran!.text, where: [ran!.text, run.stdout, allFiles(join(state, 'conch', 'sessions'))] }
+  }
+
+  /** Every run of 6 characters of `text` with no line break. */
+  const pieces = (text: string): string[] => Array.from({ length: text.length - 5 }, (_, at) => text.slice(at, at + 6)).filter((piece) => !piece.includes('\n'))
+
+  it('shows only its name where util.inspect splits a multi-line value inside an object or array', async () => {
+    const value = ['-----BEGIN TEST KEY-----', 'MIIEowIBAAKCAQEA7v2Yq+bXk3Lw9sQpZtN', 'vJ0aHc5Rm8uEfT1gYdK4oLxW2nB6iS', '-----END TEST KEY-----'].join('\n')
+    const { text, where } = await printed(value, 'fs.readFileSync(FILE, "utf8").trim()', 'console.log({ key: s }); console.log([s]); console.log({ a: { b: [s] } }); console.log(s)')
+    // The nested forms are split: one quoted piece per line, joined by ` +` and an indented line break.
+    expect(text).toMatch(/^ {4}'\[secret S2\]\\n' \+$/m)
+    expect(text).toMatch(/^\[secret S2\]$/m)
+    for (const seen of where) for (const piece of pieces(value)) expect(seen).not.toContain(piece)
+  })
+
+  it('shows only its name where its file is read without an encoding and printed as hex or decimal bytes', async () => {
+    const value = 'hunter2-bytes-Zq9'
+    const bytes = [...Buffer.from(value)]
+    const hex = bytes.map((byte) => byte.toString(16).padStart(2, '0')).join(' ')
+    const { text, where } = await printed(value, 'fs.readFileSync(FILE)', 'console.log(s); console.log({ s }); console.log([...s].join(", ")); console.log(JSON.stringify([...s])); console.log(new Uint8Array(s))')
+    expect(text).toContain('<Buffer [secret S2] 0a>')
+    expect(text).toContain('{ s: <Buffer [secret S2] 0a> }')
+    expect(text).toContain('[secret S2], 10')
+    expect(text).toContain('[[secret S2],10]')
+    // util.inspect wraps the typed array into aligned columns: the name stands where they begin.
+    expect(text).toMatch(/^Uint8Array\(18\) \[\n {2}\[secret S2\]\n/m)
+    for (const seen of where) for (const spelled of [value, hex, bytes.join(', '), bytes.join(',')]) for (const piece of pieces(spelled)) expect(seen).not.toContain(piece)
+  })
+
   it('withholds an {env} secret\'s variable from terminals and run_code programs', async () => {
     const value = 'correct-horse-battery'
     const reversed = [...value].reverse().join('')

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { cleanProbe, type ReadProbe } from '../src/inspector.ts'
 import { LiveTextRedactor, MIN_SECRET_BYTES, PROCESS_PIECE_CHARS, SecretRedactor } from '@conch/pty'
@@ -88,6 +89,40 @@ describe('the text pass', () => {
   it('redacts screen rows that run on from one to the next, and keeps their number', () => {
     expect(redactor.redactRows(['xx hunte', 'r2-Correct-Horse yy', 'zz'])).toEqual(['xx [secret DEMO]', ' yy', 'zz'])
     expect(redactor.redactRows(['xx hunte  ', 'r2-Correct-Horse yy'])).toEqual(['xx hunte  ', 'r2-Correct-Horse yy'])
+  })
+})
+
+describe('the forms conch writes a value in', () => {
+  it('replaces each line of a multi-line value where util.inspect splits it, at any depth; a line under the minimum stays', () => {
+    const value = ['-----BEGIN TEST KEY-----', 'MIIEowIBAAKCAQEA7v2Yq+bXk3Lw9sQpZtN', "it's-a-line\tZq9", 'short', '-----END TEST KEY-----'].join('\n')
+    const redactor = new SecretRedactor()
+    redactor.add('KEY', value)
+    for (const shown of [inspect({ key: value }), inspect([value]), inspect({ a: { b: [value] } })]) {
+      expect(shown).toContain(" +\n")
+      const redacted = redactor.redactText(shown)
+      for (const line of value.split('\n').filter((line) => line.length >= MIN_SECRET_BYTES)) expect(redacted).not.toContain(inspect(line).slice(1, -1))
+      expect(redacted).toContain("'short\\n' +")
+    }
+  })
+
+  it('replaces its bytes spelled in hex as a Buffer shows them, and in decimal on one line or wrapped into columns', () => {
+    const value = 'hunter2-bytes-Zq9'
+    const redactor = new SecretRedactor()
+    redactor.add('DEMO', value)
+    const bytes = Buffer.from(`${value}\n`)
+    expect(redactor.redactText(inspect(bytes))).toBe('<Buffer [secret DEMO] 0a>')
+    expect(redactor.redactText([...bytes].join(', '))).toBe('[secret DEMO], 10')
+    expect(redactor.redactText(JSON.stringify([...bytes]))).toBe('[[secret DEMO],10]')
+    // A Buffer shows its first 50 bytes: a longer value, cut there, is still replaced.
+    redactor.add('LONG', 'x'.repeat(40) + value)
+    expect(redactor.redactText(inspect(Buffer.from('x'.repeat(40) + value)))).toBe('<Buffer [secret LONG] ... 7 more bytes>')
+    // A byte spelling's pieces say nothing of a process name.
+    expect(redactor.redactProcessText('68 75 6e')).toBe('68 75 6e')
+    // A typed array wrapped into aligned columns, as one text and as rows.
+    const columns = inspect({ bytes: new Uint8Array(bytes) })
+    expect(columns).toContain(',\n')
+    expect(redactor.redactText(columns)).toBe('{\n  bytes: Uint8Array(18) [\n    [secret DEMO]\n\n,  10\n  ]\n}')
+    expect(redactor.redactRows(columns.split('\n')).join('\n')).toBe(redactor.redactText(columns))
   })
 })
 

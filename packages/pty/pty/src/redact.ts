@@ -5,8 +5,9 @@
  * Works on bytes, as the terminal delivers them: a value split across chunks is still found,
  * because a chunk's tail that could begin a value is held back until the next chunk decides it
  * (`push`), or until the caller gives up waiting (`flush`, which releases it as it was).
- * Matches the exact bytes of a value; a program that prints a value changed (spaced, encoded,
- * reversed) is not recognised.
+ * Matches the exact bytes of a value and of the forms conch's own formatting writes it in
+ * (`formsOf`); a program that prints a value otherwise changed (encoded, reversed) is not
+ * recognised.
  */
 
 import { inspect } from 'node:util'
@@ -32,6 +33,8 @@ interface Secret {
   labelText: string
   /** Every run of `min(PROCESS_PIECE_CHARS, text.length)` characters of the value (`redactProcessText`). */
   pieces: Set<string>
+  /** For the decimal byte spelling: the text passes match it with any run of spaces after each comma (`decimalPattern`). */
+  pattern?: RegExp
 }
 
 /** A value found in rows read as one text: `[from, to)` of that text is replaced by `label`. */
@@ -77,14 +80,48 @@ function piecesOf(value: string): Set<string> {
 /**
  * The value as it is written and as conch's own formatting writes it: escaped in a JSON string (a
  * run_code result, `JSON.stringify`), in `util.inspect`'s quotes (`console.log` of an object), and
- * without its line breaks (the text passes read lines joined). A form shorter than
- * `MIN_SECRET_BYTES` is left out. A value escaped twice, or by the program itself otherwise, is not
- * recognised.
+ * without its line breaks (the text passes read lines joined). A value of several lines also
+ * counts line by line, in each of those forms: `util.inspect` writes a long multi-line string
+ * inside an object or array as one quoted piece per line joined by ` +`, a line break and an
+ * indentation that grows with depth, so each piece is replaced on its own (a line shorter than
+ * `MIN_SECRET_BYTES` is not, and stays visible there). Its bytes spelled as `util.inspect` shows
+ * them (`byteSpellingsOf`) count too. A form shorter than `MIN_SECRET_BYTES` is left out. A
+ * value escaped twice, or by the program itself otherwise, is not recognised.
  */
 function formsOf(value: string): Set<string> {
-  const forms = new Set([value, JSON.stringify(value).slice(1, -1), inspect(value).slice(1, -1), value.replaceAll('\n', '')])
+  const escaped = (text: string) => [text, JSON.stringify(text).slice(1, -1), inspect(text).slice(1, -1)]
+  const lines = value.includes('\n') ? value.split('\n') : []
+  const forms = new Set([...escaped(value), value.replaceAll('\n', ''), ...lines.flatMap(escaped), ...byteSpellingsOf(value)])
   for (const form of forms) if (Buffer.byteLength(form, 'utf8') < MIN_SECRET_BYTES) forms.delete(form)
   return forms
+}
+
+/** How many bytes `util.inspect` shows of a Buffer before `... N more bytes` (`buffer.INSPECT_MAX_BYTES`'s default). */
+const INSPECT_BYTES = 50
+
+/**
+ * The value's UTF-8 bytes as a program that reads its file without an encoding prints them: in
+ * hex separated by spaces, as `console.log` of a Buffer shows them (`<Buffer 68 75 …>`), whole
+ * and cut to the first `INSPECT_BYTES`; in decimal separated by `, ` (a typed array's
+ * `util.inspect` on one line, `join(', ')`) and by `,` (`JSON.stringify` of an array). Not
+ * covered: a Buffer whose first 50 bytes cut the value (it does not begin them), and any other
+ * encoding (base64, hex without spaces).
+ */
+function byteSpellingsOf(value: string): string[] {
+  const bytes = [...Buffer.from(value, 'utf8')]
+  const hex = bytes.map((byte) => byte.toString(16).padStart(2, '0'))
+  return [hex.join(' '), hex.slice(0, INSPECT_BYTES).join(' '), bytes.join(', '), bytes.join(',')]
+}
+
+/**
+ * The decimal spelling with any run of spaces after each comma: `util.inspect` wraps a typed
+ * array that does not fit one line into columns, padding each number to align it, and the text
+ * passes read its lines joined. Only those passes use it; the byte pass and the held tails know
+ * the single-line spellings only. An array cut at util.inspect's 100 items (`... N more items`)
+ * inside the value is not matched.
+ */
+function decimalPattern(value: string): RegExp {
+  return new RegExp([...Buffer.from(value, 'utf8')].join(', *'), 'g')
 }
 
 /** Text around the text a pass is given: read for matching only, never changed or returned. */
@@ -99,6 +136,8 @@ export class SecretRedactor {
   private longest = 0
   /** The longest value in UTF-16 code units (the text passes count in them). */
   private longestText = 0
+  /** The first byte of every form: a held tail starts at one (a form's hex and decimal spellings make tails long). */
+  private firstBytes = new Set<number>()
 
   /** Whether any value is registered (no work is done per chunk until one is). */
   get active(): boolean {
@@ -117,14 +156,21 @@ export class SecretRedactor {
   add(name: string, value: string): void {
     if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) throw new RangeError(`a secret value must be at least ${MIN_SECRET_BYTES} bytes`)
     const forms = formsOf(value)
+    const spellings = new Set(byteSpellingsOf(value))
+    const decimal = [...Buffer.from(value, 'utf8')].join(', ')
     this.secrets = this.secrets.filter((secret) => secret.name !== name && !forms.has(secret.text))
     const labelText = `[secret ${name}]`
     const label = Buffer.from(labelText, 'utf8')
-    for (const text of forms) this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces: piecesOf(text) })
+    // A byte spelling's pieces (`6e 74 `) say nothing of a process name or path: only the text forms' count there.
+    for (const text of forms) {
+      const pieces = spellings.has(text) ? new Set<string>() : piecesOf(text)
+      this.secrets.push({ name, value: Buffer.from(text, 'utf8'), label, text, labelText, pieces, ...(text === decimal ? { pattern: decimalPattern(value) } : {}) })
+    }
     // Longest first, so a value that contains another is replaced whole.
     this.secrets.sort((a, b) => b.value.length - a.value.length)
     this.longest = this.secrets[0]!.value.length
     this.longestText = Math.max(...this.secrets.map((secret) => secret.text.length))
+    this.firstBytes = new Set(this.secrets.map((secret) => secret.value[0]!))
   }
 
   /**
@@ -145,7 +191,10 @@ export class SecretRedactor {
     if (this.secrets.length === 0) return text
     if (context === undefined && !text.includes('\n')) {
       let out = text
-      for (const secret of this.secrets) if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      for (const secret of this.secrets) {
+        if (secret.pattern !== undefined) out = out.replace(secret.pattern, secret.labelText)
+        else if (out.includes(secret.text)) out = out.split(secret.text).join(secret.labelText)
+      }
       return out
     }
     const before = context?.before ?? ''
@@ -220,21 +269,34 @@ export class SecretRedactor {
     const found: { from: number; to: number; secret: Secret }[] = []
     let position = 0
     for (;;) {
-      let best: { at: number; secret: Secret } | undefined
+      let best: { at: number; length: number; secret: Secret } | undefined
       for (const secret of this.secrets) {
-        const at = text.indexOf(secret.text, position)
-        if (at >= 0 && (best === undefined || at < best.at)) best = { at, secret }
+        const next = this.find(text, secret, position)
+        if (next !== undefined && (best === undefined || next.at < best.at)) best = { ...next, secret }
       }
       if (best === undefined) return found
-      position = best.at + best.secret.text.length
+      position = best.at + best.length
       found.push({ from: best.at, to: position, secret: best.secret })
     }
+  }
+
+  /** Where `secret` next occurs in `text` from `position` on, and how long it is there. */
+  private find(text: string, secret: Secret, position: number): { at: number; length: number } | undefined {
+    if (secret.pattern === undefined) {
+      const at = text.indexOf(secret.text, position)
+      return at < 0 ? undefined : { at, length: secret.text.length }
+    }
+    secret.pattern.lastIndex = position
+    const match = secret.pattern.exec(text)
+    return match === null ? undefined : { at: match.index, length: match[0].length }
   }
 
   /** Where a held text tail starts: the earliest position from `from` on where the rest is a proper prefix of some value. */
   private heldTextFrom(text: string, from: number): number {
     const start = Math.max(from, text.length - this.longestText + 1)
     for (let at = start; at < text.length; at++) {
+      // An ASCII character is its own first byte; any other is tried.
+      if (text.charCodeAt(at) < 128 && !this.firstBytes.has(text.charCodeAt(at))) continue
       const rest = text.length - at
       for (const secret of this.secrets) {
         if (rest < secret.text.length && secret.text.startsWith(text.slice(at))) return at
@@ -279,6 +341,7 @@ export class SecretRedactor {
   private heldFrom(data: Buffer, from: number): number {
     const start = Math.max(from, data.length - this.longest + 1)
     for (let at = start; at < data.length; at++) {
+      if (!this.firstBytes.has(data[at]!)) continue
       const rest = data.subarray(at)
       for (const secret of this.secrets) {
         if (rest.length < secret.value.length && secret.value.subarray(0, rest.length).equals(rest)) return at
