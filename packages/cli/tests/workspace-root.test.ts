@@ -221,4 +221,28 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
       expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')).toEqual([])
     },
   )
+
+  it("a readWritePaths entry is judged by the workspace rule: [/run] fails the boot naming it and the rule, before a terminal reaches dockerd's socket", async () => {
+    const script = ws.write(
+      's.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'curl -sS --unix-socket /run/docker.sock http://x/version; echo " version=$?"' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const cwd = join(ws.dir, 'project')
+    mkdirSync(cwd)
+    for (const [entry, reason] of [['/run', /\/run is the system folder \/run/], [`/home/conch-test-${process.pid}`, /a home folder itself/], ['/root/.ssh', /a home's own dot-folder/]] as const) {
+      project(entry)
+      const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { readWritePaths: [entry] } }))
+      const run = await runConch(['run', '--config', yml, '--cwd', cwd, '--output', 'stream-json', 'version'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+      expect(run.stdout).not.toContain('ApiVersion')
+      expect(run.code, run.stderr).toBe(1)
+      expect(run.stderr, entry).toContain('entry "sandbox-local" (@conch/sandbox-local): invalid config:')
+      expect(run.stderr, entry).toMatch(new RegExp(`- ${entry.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be made writable: .*\\(at readWritePaths\\.0\\)`))
+      expect(run.stderr, entry).toMatch(reason)
+      expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')).toEqual([])
+    }
+  })
 })
