@@ -138,7 +138,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
     return path
   }
 
-  it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj and /srv/app', async () => {
+  it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj, /root/<proj> and /srv/app', async () => {
     for (const path of ['/run/docker', '/root/.config', `/home/conch-test-${process.pid}`]) project(path)
     const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
     for (const [cwd, reason] of REFUSED) {
@@ -155,7 +155,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
       expect(run.stderr, cwd).toContain(`${cwd} is inside the system folder /var`)
     }
     const home = project(`/home/conch-test-${process.pid}/proj`)
-    for (const cwd of [home, project(`/srv/conch-test-${process.pid}/app`)]) {
+    for (const cwd of [home, project(`/root/conch-test-${process.pid}`), project(`/srv/conch-test-${process.pid}/app`)]) {
       const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.code, `${cwd}: ${run.stderr}`).toBe(0)
       expect(run.stdout).toContain('hi')
