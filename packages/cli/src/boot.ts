@@ -18,6 +18,7 @@ import { recordResolutions, type ClosureRecording, type Resolution } from './clo
 import { localCodePaths, localPluginPaths, protectedPathsOf } from './protect.ts'
 import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 import { suggestConfigKeys } from './suggest.ts'
+import { visible } from './transcript.ts'
 
 declare module 'cordis' {
   interface Events {
@@ -104,7 +105,7 @@ async function bootRecorded(
     colors: false,
     levels: { default: LEVELS[level] },
     export: (message) => {
-      const print = () => stderr.write(`${formatMessage(exporter, message, level, locate)}\n`)
+      const print = () => stderr.write(visible(`${formatMessage(exporter, message, level, locate)}\n`))
       const [error] = message.args
       if (holding && message.type === 'error' && message.args.length === 1 && error instanceof Error) held.push({ error, print })
       else print()

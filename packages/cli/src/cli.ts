@@ -11,6 +11,7 @@ import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, US
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
 import { bootFor, runCommand, workspaceRefusal, type CommandIo } from './run.ts'
+import { visible } from './transcript.ts'
 
 /**
  * What `@conch/acp` exports for `conch acp`: serve ACP on `input`/`output` with the booted
@@ -88,7 +89,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         // Under the pool's `terminal: conch` the worker composes its own confined terminals.
         const { runPoolWorker } = await import('@conch/pty-pool')
         const { composeWorkerTerminals } = await import('./pool-worker.ts')
-        await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(`conch pool-worker: ${line}\n`), conchTerminals: composeWorkerTerminals })
+        await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(visible(`conch pool-worker: ${line}\n`)), conchTerminals: composeWorkerTerminals })
         return 0
       }
       default:
@@ -97,7 +98,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
   } catch (error) {
     // Messages that name their subcommand (`conch run: missing the task`) carry their own prefix.
     const message = describeError(error, 'warn')
-    io.stderr.write(message.startsWith('conch ') ? `${message}\n` : `conch: ${message}\n`)
+    io.stderr.write(visible(message.startsWith('conch ') ? `${message}\n` : `conch: ${message}\n`))
     return error instanceof CliError ? error.exitCode : 1
   } finally {
     signals.dispose()
@@ -115,7 +116,7 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
     input: io.stdin,
     output: io.stdout,
     onMismatch: (answered, server) =>
-      io.stderr.write(`conch: the early initialize answer ${JSON.stringify(answered)} differs from the server's ${JSON.stringify(server)}\n`),
+      io.stderr.write(visible(`conch: the early initialize answer ${JSON.stringify(answered)} differs from the server's ${JSON.stringify(server)}\n`)),
   })
   try {
     // The boot below runs mostly as one chain of microtasks, which the reading of stdin would

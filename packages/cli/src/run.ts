@@ -13,7 +13,7 @@ import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
 import { BootError, CliError } from './errors.ts'
 import { checkApiKey, REPLAY_PACKAGE, useScript } from './model.ts'
-import { createTranscript, resultStatus } from './transcript.ts'
+import { createTranscript, resultStatus, visible } from './transcript.ts'
 
 export interface CommandIo {
   stdout: NodeJS.WritableStream
@@ -46,7 +46,7 @@ export async function bootFor(
     const why = options.ignored === undefined
       ? `no cordis.yml in ${process.cwd()}`
       : `not loading ${options.ignored} (a composition runs as host code; to use it on purpose: --config ./cordis.yml)`
-    io.stderr.write(`conch: ${why}; using conch's own ${options.config}\n`)
+    io.stderr.write(visible(`conch: ${why}; using conch's own ${options.config}\n`))
   }
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
@@ -103,7 +103,7 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
     const message = describeError(error, args.logLevel)
     // A stream-json consumer always gets its last line.
     if (args.output === 'stream-json') transcript.finish({ status: 'error', text: message, steps: 0 })
-    io.stderr.write(`conch: ${message}\n`)
+    io.stderr.write(visible(`conch: ${message}\n`))
     return error instanceof CliError ? error.exitCode : 1
   }
 
@@ -138,12 +138,12 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
       result = { status: 'error', text: describeError(error, 'warn'), steps: 0 }
     }
     transcript.finish(result)
-    if (result.status !== 'completed') io.stderr.write(`conch: ${RUN_ENDINGS[result.status]}: ${result.text}\n`)
-    for (const note of unconsumedScripts(app)) io.stderr.write(`conch: ${note}\n`)
+    if (result.status !== 'completed') io.stderr.write(visible(`conch: ${RUN_ENDINGS[result.status]}: ${result.text}\n`))
+    for (const note of unconsumedScripts(app)) io.stderr.write(visible(`conch: ${note}\n`))
     try {
       await agents.dispose(agent)
     } catch (error) {
-      io.stderr.write(`conch: disposing ${agent.id} failed: ${describeError(error, args.logLevel)}\n`)
+      io.stderr.write(visible(`conch: disposing ${agent.id} failed: ${describeError(error, args.logLevel)}\n`))
     }
     return resultStatus(result) === 'completed' ? 0 : 1
   } catch (error) {

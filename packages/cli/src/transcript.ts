@@ -18,9 +18,10 @@
  *
  * Nothing hostile reaches the operator's terminal: the text transcript shows every control
  * character but newline and tab (C0, DEL, C1 — an OSC 52 that would write the clipboard, a title
- * change) visibly (`visible`), and stream-json escapes them all (`\u001b`, `\u009b`).
+ * change) and every bidi control or invisible format character (U+202E) visibly (`visible`), and
+ * stream-json escapes the control characters (`\u001b`, `\u009b`).
  *
- * Diagnostics never go here: they go to stderr.
+ * Diagnostics never go here: they go to stderr, each `conch: …` line through `visible` too.
  */
 import type { AgentRunEvent, RunResult } from '@conch/agent'
 import { toolResultText } from '@conch/tools'
@@ -163,11 +164,15 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
 
 /**
  * `text` with each control character but `\n` and `\t` shown instead of acted on: C0 and DEL in
- * caret notation (ESC `^[`, BEL `^G`, CR `^M`, DEL `^?`), C1 (U+0080–U+009F) as `\x9b`.
+ * caret notation (ESC `^[`, BEL `^G`, CR `^M`, DEL `^?`), C1 (U+0080–U+009F) as `\x9b`; and the
+ * characters that reorder or hide text without showing themselves as `<U+202E>`: the bidi
+ * controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C, which make `txt.exe` read as
+ * `exe.txt`) and the invisible format characters (U+200B–U+200D, U+2060–U+2064, U+FEFF).
  */
 export function visible(text: string): string {
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g, (c) => {
     const code = c.charCodeAt(0)
+    if (code > 0xff) return `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`
     return code >= 0x80 ? `\\x${code.toString(16)}` : `^${String.fromCharCode(code ^ 0x40)}`
   })
 }

@@ -156,4 +156,31 @@ describe('the text transcript', () => {
     expect(json.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/)
     expect(jsonLines(json.stdout).find((line) => line['type'] === 'assistant')).toEqual({ type: 'assistant', text: `model ${osc52('MODEL')} \u001b]0;model-title\u0007 \u009b31m` })
   })
+
+  it('shows bidi controls and invisible format characters from the model, a terminal and the answer as <U+XXXX>', async () => {
+    // U+202E (right-to-left override) makes `txt.exe` read as `exe.txt`; U+200B hides inside a word.
+    const script = ws.write(
+      'script.jsonl',
+      [
+        step('model \u202etxt.exe\u202c \u2066x\u2069 \u200e\u200f\u061c', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: "printf 'term-\\342\\200\\256-%s\\n' $((6*7))" } }]),
+        step('answer \u200bzero\u200c\u200d\u2060\ufeff\u202aend'),
+      ].join('\n'),
+    )
+    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
+    expect(run.code, run.stderr).toBe(0)
+    expect(run.stdout).not.toMatch(/[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/)
+    expect(run.stdout).toContain('model <U+202E>txt.exe<U+202C> <U+2066>x<U+2069> <U+200E><U+200F><U+061C>')
+    expect(run.stdout).toContain('term-<U+202E>-42')
+    expect(run.stdout).toContain('answer <U+200B>zero<U+200C><U+200D><U+2060><U+FEFF><U+202A>end')
+  })
+
+  it("shows control characters in conch's own stderr lines (a tool name from the model) instead of passing them", async () => {
+    const script = ws.write('script.jsonl', `${step('', [{ name: 'no_such\u001b[31mtool\u009b\u202e', arguments: {} }])}\n`)
+    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain('conch: ')
+    expect(run.stderr).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/)
+    expect(run.stderr).toContain('no_such^[[31mtool\\x9b<U+202E>')
+  })
 })

@@ -5,7 +5,7 @@
  * with one rule, before any terminal could write there.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -121,6 +121,8 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
     ['/var/run', /the system folder \/var/],
     ['/home', /is \/home, the folder that holds other users' or programs' folders/],
     ['/root/.config', /is \/root\/\.config, a home's own dot-folder/],
+    ['/root', /is \/root, a home folder itself/],
+    [`/home/conch-test-${process.pid}`, /is \/home\/conch-test-\d+, a home folder itself, .*Work in a project folder below it/],
   ]
   const sessionFolders = () => (existsSync(join(state, 'conch', 'sessions')) ? readdirSync(join(state, 'conch', 'sessions')) : [])
   const made: string[] = []
@@ -136,8 +138,8 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
     return path
   }
 
-  it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj and /srv/app', async () => {
-    for (const path of ['/run/docker', '/root/.config']) project(path)
+  it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj, /root/<proj> and /srv/app', async () => {
+    for (const path of ['/run/docker', '/root/.config', `/home/conch-test-${process.pid}`]) project(path)
     const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
     for (const [cwd, reason] of REFUSED) {
       const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
@@ -146,8 +148,14 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
       expect(run.stderr, cwd).toMatch(/Pass --cwd a folder of your own\.\n$/)
       expect(sessionFolders(), cwd).toEqual([])
     }
+    // A HOME of /var or /var/lib is no home of its own: the host's folders below it stay refused.
+    for (const [home, cwd] of [['/var', '/var/spool'], ['/var/lib', '/var/lib/dpkg']]) {
+      const run = await runConch(['run', '--config', yml, '--cwd', cwd!, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state, HOME: home! } })
+      expect(run.code, `${cwd}: ${run.stderr}`).toBe(2)
+      expect(run.stderr, cwd).toContain(`${cwd} is inside the system folder /var`)
+    }
     const home = project(`/home/conch-test-${process.pid}/proj`)
-    for (const cwd of [home, project(`/srv/conch-test-${process.pid}/app`)]) {
+    for (const cwd of [home, project(`/root/conch-test-${process.pid}`), project(`/srv/conch-test-${process.pid}/app`)]) {
       const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.code, `${cwd}: ${run.stderr}`).toBe(0)
       expect(run.stdout).toContain('hi')
@@ -155,7 +163,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
   })
 
   it('conch acp session/new refuses each with CWD_REFUSED, and serves /home/<x>/proj and /srv/app', async () => {
-    for (const path of ['/run/docker', '/root/.config']) project(path)
+    for (const path of ['/run/docker', '/root/.config', `/home/conch-test-${process.pid}`]) project(path)
     const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
     const conch = startConch(['acp', '--config', yml], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
@@ -171,6 +179,27 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
     }
     conch.child.stdin.end()
     expect(await conch.exit).toBe(0)
+  })
+
+  it("a terminal of conch run --cwd /home/<x> cannot write the home's .bashrc or .ssh/authorized_keys: the run is refused", async () => {
+    const home = project(`/home/conch-test-${process.pid}`)
+    project(join(home, '.ssh'))
+    writeFileSync(join(home, '.bashrc'), '# v\n')
+    const script = ws.write(
+      's.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: "echo 'echo PWNED' >> .bashrc && echo 'ssh-ed25519 AAAAattacker' >> .ssh/authorized_keys; echo wrote-$((6*7))" } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write' }))
+    const run = await runConch(['run', '--config', yml, '--cwd', home, '--output', 'text', 'plant'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+    expect(readFileSync(join(home, '.bashrc'), 'utf8')).toBe('# v\n')
+    expect(existsSync(join(home, '.ssh', 'authorized_keys'))).toBe(false)
+    expect(run.stdout).not.toContain('wrote-42')
+    expect(run.code, run.stderr).toBe(2)
+    expect(run.stderr).toContain(`conch: --cwd ${home} cannot be the workspace under the sandbox mode workspace-write: ${home} is ${home}, a home folder itself`)
   })
 
   it.runIf(process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0)(
@@ -192,4 +221,28 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
       expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')).toEqual([])
     },
   )
+
+  it("a readWritePaths entry is judged by the workspace rule: [/run] fails the boot naming it and the rule, before a terminal reaches dockerd's socket", async () => {
+    const script = ws.write(
+      's.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: 'curl -sS --unix-socket /run/docker.sock http://x/version; echo " version=$?"' } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const cwd = join(ws.dir, 'project')
+    mkdirSync(cwd)
+    for (const [entry, reason] of [['/run', /\/run is the system folder \/run/], [`/home/conch-test-${process.pid}`, /a home folder itself/], ['/root/.ssh', /a home's own dot-folder/]] as const) {
+      project(entry)
+      const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { readWritePaths: [entry] } }))
+      const run = await runConch(['run', '--config', yml, '--cwd', cwd, '--output', 'stream-json', 'version'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
+      expect(run.stdout).not.toContain('ApiVersion')
+      expect(run.code, run.stderr).toBe(1)
+      expect(run.stderr, entry).toContain('entry "sandbox-local" (@conch/sandbox-local): invalid config:')
+      expect(run.stderr, entry).toMatch(new RegExp(`- ${entry.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be made writable: .*\\(at readWritePaths\\.0\\)`))
+      expect(run.stderr, entry).toMatch(reason)
+      expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')).toEqual([])
+    }
+  })
 })

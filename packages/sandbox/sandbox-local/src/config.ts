@@ -1,6 +1,7 @@
 import { realpathSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { isAbsolute, normalize } from 'node:path'
+import { workspaceRootProblem } from '@conch/sandbox'
 import { z } from 'zod'
 
 /**
@@ -93,9 +94,17 @@ export const Config = z
           'A caller may override it per confinement (SandboxPolicy.network).',
       ),
     readWritePaths: z
-      .array(existingPath)
+      .array(existingPath.check((ctx) => {
+        // Writable like the workspace, so judged by the workspace rule (conch's own folders are
+        // hidden or kept read-only by the sandbox wherever they lie).
+        const problem = workspaceRootProblem(ctx.value)
+        if (problem !== undefined) ctx.issues.push({ code: 'custom', message: `${ctx.value} cannot be made writable: ${problem}`, input: ctx.value })
+      }))
       .default([])
-      .describe('Extra absolute paths writable under workspace-write (bound read-only under read-only).'),
+      .describe(
+        'Extra absolute paths writable under workspace-write (bound read-only under read-only); each is refused at load like a ' +
+          'workspace root (system folders such as /run, homes themselves and their dot-folders, shared temporary folders).',
+      ),
     readOnlyPaths: z
       .array(existingPath)
       .default([])

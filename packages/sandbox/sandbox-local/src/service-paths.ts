@@ -13,5 +13,13 @@ export const RUNTIME_DIRS = ['/run', '/var/run'] as const
 /** Files whose real path may lie in a runtime folder (systemd-resolved's `resolv.conf`): bound back read-only there. */
 export const RUNTIME_FILES_KEPT = ['/etc/resolv.conf'] as const
 
-/** Daemon sockets outside the runtime folders, covered by the empty file when they exist: LXD (deb and snap) and Incus. */
+/**
+ * Daemon sockets outside the runtime folders, covered by the empty file when they exist: LXD (deb
+ * and snap) and Incus. dockerd's, containerd's and podman's (`/run/docker.sock`,
+ * `/run/containerd/containerd.sock`, `/run/podman/podman.sock`, and by `/var/run`) are not listed:
+ * the private `/run` hides them, and no path bound after it may bring the host's back — the
+ * workspace and each `readWritePaths` entry are refused in `/run` and `/var` (the workspace rule,
+ * `workspaceRootProblem`), so a mask there would cover nothing (and bubblewrap cannot make a
+ * mount point through the `/var/run` link into its tmpfs).
+ */
 export const SERVICE_SOCKETS_MASKED = ['/var/lib/lxd/unix.socket', '/var/snap/lxd/common/lxd/unix.socket', '/var/lib/incus/unix.socket'] as const

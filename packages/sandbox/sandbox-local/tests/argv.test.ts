@@ -451,4 +451,10 @@ describe('the sandbox-local plugin', () => {
     expect(String(await load({ readOnlyPaths: [join(scratch, 'missing')] }))).toMatch(/missing does not exist \(at readOnlyPaths\.0\)/)
     expect(await load({ readWritePaths: [scratch] })).toBeUndefined()
   })
+
+  it('fails to load with a readWritePaths entry the workspace rule refuses, naming it and the rule', async () => {
+    expect(String(await load({ readWritePaths: [scratch, '/run'] }))).toMatch(/\/run cannot be made writable: \/run is the system folder \/run, .* \(at readWritePaths\.1\)/)
+    expect(String(await load({ readWritePaths: ['/'] }))).toMatch(/\/ cannot be made writable: \/ is the root folder/)
+    expect(String(await load({ readWritePaths: ['/tmp'] }))).toMatch(/\/tmp cannot be made writable: \/tmp is a temporary folder every user shares/)
+  })
 })

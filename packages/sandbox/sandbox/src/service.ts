@@ -65,7 +65,8 @@ export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', 
  * host's service sockets such as Docker's), refused as workspace roots with everything below
  * them; `/` itself too. `/lib*` is every top-level folder whose name begins with `lib` (`/lib64`,
  * `/libx32`, `/libexec`). Below `/var`, a folder inside the home of the user conch runs as (a
- * service user's home such as `/var/lib/jenkins`) is accepted; below `/var` and `/run`, one of
+ * service user's home such as `/var/lib/jenkins`) is accepted when that home is a folder of its
+ * own (not `/var` nor a folder directly in it, such as `/var/lib`); below `/var` and `/run`, one of
  * one's own inside a shared root (`/var/tmp/x`, `/run/lock/x`).
  */
 export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var', '/run']
@@ -90,6 +91,9 @@ export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt'
  *   `/proc`, `/sys` and `/dev` its kernel; under `/run` the host's service sockets (Docker's,
  *   containerd's, D-Bus);
  * - one of `HOLDING_ROOTS` itself;
+ * - a home folder itself (the home of the user conch runs as, `/root`, `/home/<name>`): its
+ *   terminals would write `.bashrc`, `.profile` and `.ssh/authorized_keys`, run at the next login
+ *   (a project below one, `/home/u/proj`, is accepted);
  * - a dot-folder directly inside a home folder (the home of the user conch runs as, `/root`, or
  *   `/home/<name>`), or below one — `~/.ssh`, `~/.config`, `~/.local`, `~/.docker`: the user's
  *   keys, credentials and settings that other programs run;
@@ -127,7 +131,7 @@ export function workspaceRootProblem(path: string, options: { own?: readonly str
   for (const candidate of new Set([given, canonical])) {
     const system = systemRootOf(candidate)
     if (system === undefined) continue
-    if ((system === '/var' && home !== '/' && within(candidate, home, true)) || ((system === '/var' || system === '/run') && SHARED_ROOTS.some((root) => within(candidate, root, true)))) continue
+    if ((system === '/var' && ownHome(home) && within(candidate, home, true)) || ((system === '/var' || system === '/run') && SHARED_ROOTS.some((root) => within(candidate, root, true)))) continue
     return (
       `${named} is ${system === '/' ? 'the root folder' : `${system === candidate ? '' : 'inside '}the system folder ${system}`}, not a workspace: ` +
       "an agent's terminals would write the host's own files there. Work in a project folder"
@@ -136,6 +140,12 @@ export function workspaceRootProblem(path: string, options: { own?: readonly str
   for (const candidate of new Set([given, canonical])) {
     if (HOLDING_ROOTS.includes(candidate)) {
       return `${named} is ${candidate}, the folder that holds other users' or programs' folders, not a workspace. Work in a project folder inside it`
+    }
+    if (homesOf(candidate, home).includes(candidate)) {
+      return (
+        `${named} is ${candidate}, a home folder itself, not a workspace: its terminals would write the shell's start-up files ` +
+        '(`.bashrc`, `.profile`) and `.ssh/authorized_keys`, run at the next login. Work in a project folder below it'
+      )
     }
     const dotted = homeDotFolder(candidate, home)
     if (dotted !== undefined) {
@@ -164,10 +174,23 @@ function systemRootOf(path: string): string | undefined {
   return SYSTEM_ROOTS.find((root) => root === top)
 }
 
+/** The home folders `path` may be or lie in: `home` (the running user's), `/root` and `/home/<name>`. */
+function homesOf(path: string, home: string): string[] {
+  return [home, '/root', `/home/${path.split('/')[2] ?? ''}`].filter((folder) => folder !== '/' && folder !== '/home/')
+}
+
+/**
+ * Whether `home` is a home of its own below `/var` (`/var/lib/jenkins`), so that a project in it
+ * may be a workspace: not `/var` itself nor a folder directly in it (`/var/lib`, `/var/spool`),
+ * which hold the host's own files (`/var/lib/docker`, `/var/spool/cron`).
+ */
+function ownHome(home: string): boolean {
+  return home.split('/').length > 3
+}
+
 /** The dot-folder directly inside a home folder (`home`, `/root`, `/home/<name>`) that `path` is or lies in. */
 function homeDotFolder(path: string, home: string): string | undefined {
-  const homes = [home, '/root', `/home/${path.split('/')[2] ?? ''}`].filter((folder) => folder !== '/' && folder !== '/home/')
-  for (const folder of homes) {
+  for (const folder of homesOf(path, home)) {
     if (!within(path, folder) || path === folder) continue
     const name = path.slice(folder.length + 1).split('/')[0]!
     if (name.startsWith('.')) return `${folder}/${name}`
