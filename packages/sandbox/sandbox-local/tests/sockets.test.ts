@@ -115,6 +115,8 @@ describe.runIf(hasDockerd && hasCurl).each([
     expect(result.stdout.match(/^ code=7$/gm)).toHaveLength(3)
   })
 
+  // With the network on the sandbox shares the host's network namespace, and so its abstract
+  // sockets (listed as not enforced in the README): the case is asserted only where it holds.
   it.runIf(!network)('cannot connect to a socket in the abstract namespace (the network namespace holds it)', async () => {
     const name = unique('conch-abstract')
     // Node 20 cannot bind in the abstract namespace; python3 can.
