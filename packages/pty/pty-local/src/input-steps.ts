@@ -45,10 +45,16 @@ export const ENTER = '\r'
  */
 const SIGNAL_CHARACTER = /(?<=[\x03\x1c\x1a])/
 
+/** Whether a write ends in a signal character: the line discipline signals the foreground group once it is written. */
+export function endsInSignal(data: string): boolean {
+  return /[\x03\x1c\x1a]$/.test(data)
+}
+
 /**
  * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
  * - A signal character (^C, ^\, ^Z) ends a write: what follows it is written as its own step
- *   once the program consumed it (`afterConsumed`), as a person types after an interrupt. Written
+ *   once the program consumed it (`afterConsumed`; to the shell at its prompt, once it showed a
+ *   new one), as a person types after an interrupt. Written
  *   together, the interrupted reader can lose what came after it: bash's readline takes the next
  *   character before it handles the SIGINT and drops it with the line it discards
  *   (`\x03echo hi` in one write runs `cho hi`).
@@ -66,7 +72,7 @@ export function textSteps(input: { text: string; submit: boolean }, modes: Paste
   const pieces = text === '' ? [] : text.split(SIGNAL_CHARACTER)
   pieces.forEach((piece, index) => {
     // A piece that ends in a signal character echoes nothing to wait for (the reader redraws).
-    const echo = index === pieces.length - 1 && !/[\x03\x1c\x1a]$/.test(piece) ? lastLine(piece) : ''
+    const echo = index === pieces.length - 1 && !endsInSignal(piece) ? lastLine(piece) : ''
     if (!pastes(piece, modes)) {
       steps.push({ data: piece, afterConsumed: index > 0, echo })
       return

@@ -18,7 +18,7 @@ import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type
 import { describeExit, messageOf } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
-import type { WriteStep } from './input-steps.ts'
+import { endsInSignal, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
 import { eager, endGap, IDLE_PACER, pace, probeRan, type ProbePacer } from './probe-pacer.ts'
@@ -216,6 +216,8 @@ export interface StepProgress {
   step: number
   /** Output count when the step was written (for its echo). */
   outputAtStep: number
+  /** `view.markers()` when the step was written (a prompt after a signal character, `awaitsPrompt`). */
+  markersAtStep: number
   /** Consumption checks that found the step not consumed yet (paces the next). */
   consumeChecks: number
 }
@@ -478,7 +480,7 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
 
 /** Writes step `index`. */
 function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEffect[]): void {
-  const writing = become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, consumeChecks: 0 } })
+  const writing = become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, markersAtStep: s.spec.view.markers(), consumeChecks: 0 } })
   // Output counts toward the answer from the moment the last write begins: a fast program's
   // reply can be parsed before the write's completion comes back.
   if (index === s.spec.steps.length - 1) {
@@ -499,8 +501,9 @@ function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
   if (next >= steps.length) return finishWrite(s, s.write, now, out)
   if (!steps[next]!.afterConsumed) return writeStep(s, s.write, next, out)
   const submitting = become(s, { phase: 'submitting', write: s.write, steps: { ...s.steps, step: next } })
-  if (echoed(submitting)) return writeStep(s, s.write, next, out)
+  if (echoed(submitting) || promptAgain(submitting)) return writeStep(s, s.write, next, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
+  if (awaitsPrompt(submitting)) return
   // The echo usually comes first: ask the kernel only if it has not after a moment. (Asking the
   // input queue at once was measured and made both REPLs' gaps longer on the loaded machine:
   // docs/performance.md, "Enter after the input queue drained".)
@@ -520,7 +523,8 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
       return
     }
     case 'output':
-      if (echoed(s)) return writeNext(s, out)
+      if (echoed(s) || promptAgain(s)) return writeNext(s, out)
+      if (awaitsPrompt(s)) return
       // The first output since the step that is not its whole echo yet: the reader is running;
       // look at its queue now (unless a look is on its way), not at the next retry. Later chunks
       // wait for the retry timer, so a program printing a stream does not drive a look per chunk.
@@ -563,6 +567,22 @@ function echoed(s: In<'submitting'>): boolean {
   if (echo === '' || s.outputCount === s.steps.outputAtStep) return false
   const view = s.spec.view
   return view.promptLine().trimEnd().endsWith(echo) || view.lastLine().trimEnd().endsWith(echo)
+}
+
+/**
+ * Whether the step waits for a new prompt: the one before ended in a signal character and the
+ * shell was reading at its prompt. The kernel's evidence does not tell the interrupted read
+ * from the next: readline reads again while bash still handles the SIGINT and discards its line
+ * with whatever was typed meanwhile (`cho: command not found`). A person types once the new
+ * prompt shows; a program that shows none after a signal (a REPL) keeps the kernel's evidence.
+ */
+function awaitsPrompt(s: In<'submitting'>): boolean {
+  return s.write.baseline.kind === 'shell' && endsInSignal(s.spec.steps[s.steps.step - 1]?.data ?? '')
+}
+
+/** A step that `awaitsPrompt`: a prompt shown since the signal character was written. */
+function promptAgain(s: In<'submitting'>): boolean {
+  return awaitsPrompt(s) && s.spec.view.promptShown(s.steps.markersAtStep)
 }
 
 function writeNext(s: In<'submitting'>, out: SendEffect[]): void {

@@ -137,6 +137,55 @@ describe('a prompt the shell owed from before the send', () => {
   })
 })
 
+describe('text after a signal character', () => {
+  const steps = textSteps({ text: '\x03echo hi', submit: true }, { bracketedPaste: false, alternateScreen: false })
+
+  it('to the shell at its prompt, is written once a prompt shows after the ^C, not on the kernel evidence', () => {
+    const view = new View()
+    view.markerCount = 1
+    view.prompt = true
+    const machine = new Machine(view, { steps, inputText: '\x03echo hi' })
+    const interrupt = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
+    // No kernel look: the shell reads again before it discarded its line.
+    expect(machine.feed({ type: 'written', gen: interrupt, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 50 }])
+    // The ^C, and the prompt from before it, are no new prompt.
+    view.line = '$ ^C'
+    expect(machine.feed({ type: 'output', now: 2 })).toEqual([])
+    view.markerCount = 2
+    view.line = '$ '
+    expect(machine.feed({ type: 'output', now: 3 })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: interrupt + 1, data: 'echo hi' },
+    ])
+    // The text after it waits for its echo as any other.
+    expect(machine.feed({ type: 'written', gen: interrupt + 1, now: 4 })).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
+    ])
+  })
+
+  it('to the shell, is written at the bound when no prompt comes', () => {
+    const machine = new Machine(new View(), { steps, inputText: '\x03echo hi' })
+    const interrupt = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
+    machine.feed({ type: 'written', gen: interrupt, now: 1 })
+    expect(machine.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([{ type: 'write', gen: interrupt + 1, data: 'echo hi' }])
+  })
+
+  it('to another reader (a REPL shows no prompt marker), is written on the kernel evidence', () => {
+    const machine = new Machine(new View(), { steps, inputText: '\x03echo hi' })
+    const interrupt = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, reading(CHILD, CHILD, 7))), 'write')
+    expect(machine.feed({ type: 'written', gen: interrupt, now: 1 })).toEqual([
+      { type: 'arm', timer: 'consume', ms: 50 },
+      { type: 'arm', timer: 'consumeRetry', ms: 1 },
+    ])
+    const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
+    expect(machine.feed({ type: 'consumed', gen: consume, now: 3, consumed: true })).toEqual([
+      { type: 'clear', timer: 'consume' },
+      { type: 'write', gen: consume + 1, data: 'echo hi' },
+    ])
+  })
+})
+
 describe('a send, step by step', () => {
   it('takes the baseline, writes the text, writes Enter alone once the echo arrived, and arms the tiers', () => {
     const view = new View()
