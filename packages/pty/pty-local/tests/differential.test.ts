@@ -124,7 +124,8 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       const opened = await send(session, 'vim -u NONE -i NONE -N -n v.txt')
       expect(opened.waitReason).toBe('stdin_read')
       pane.type('vim -u NONE -i NONE -N -n v.txt')
-      const expected = await pane.waitFor((rows) => rows.at(-1)?.startsWith('"v.txt"') === true)
+      // vim writes its message line before the buffer's rows: wait for both.
+      const expected = await pane.waitFor((rows) => rows.at(-1)?.startsWith('"v.txt"') === true && rows.includes('alpha') && rows.includes('beta'))
       expect(screenRows(session.screen())).toEqual(expected)
       await send(session, ':q')
       pane.type(':q')

@@ -125,7 +125,7 @@ describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => 
 // terminal size): its wait holds wake sources, and it settles stdin_read only because each wake-up
 // in the window is proven to be that timer's (wait-evidence.ts).
 describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor position)', () => {
-  it('x = 6 * 7 then x shows Out[2]: 42, each settling stdin_read within a second', async () => {
+  it('x = 6 * 7 then x shows Out[2]: 42, each settling stdin_read on the corroborated read', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
     // A cold start of ipython on a loaded machine runs silently for seconds: the start gets a
     // longer silence tier of its own (it is busy, and the /proc tier sees it running).
@@ -133,14 +133,12 @@ describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor p
     expect(started.waitReason, started.evidence.detail).toBe('stdin_read')
     const assign = await send(session, 'x = 6 * 7')
     expect(assign.waitReason, assign.evidence.detail).toBe('stdin_read')
-    expect(assign.elapsedMs, assign.evidence.detail).toBeLessThan(1000)
     // Its wait held the socketpair and a timer due soon: the read was corroborated, and the
     // reader's wake-ups in the window were shown to be its own timer's.
     expect(assign.evidence.corroborated?.sources).toContainEqual(expect.stringMatching(/^timer in \d+ ms$/))
     expect(assign.evidence.detail).toMatch(/woke only at the end of its own timeout/)
     const shown = await send(session, 'x')
     expect(shown.waitReason, shown.evidence.detail).toBe('stdin_read')
-    expect(shown.elapsedMs, shown.evidence.detail).toBeLessThan(1000)
     expect(shown.viewport).toMatch(/Out\[2\]: 42/)
     await send(session, 'exit')
   }, 60_000)
