@@ -30,18 +30,21 @@ const configLine = (config: object | undefined): string => (config === undefined
 /**
  * The terminal composition of a real `conch run`: the spine, the scripted model (`script`),
  * process ownership, the sandbox services under `mode`, `@conch/pty`, `@conch/pty-local` and
- * `@conch/tool-pty`, and with `tasks` the task services. `sessions`, `sandboxLocal` and `toolPty`
+ * `@conch/tool-pty`, with `tasks` the task services and with `runCode` run_code's
+ * (`@conch/ptc`, `@conch/ptc-node`, `@conch/tool-ptc`). `sessions`, `sandboxLocal` and `toolPty`
  * are those rows' config.
  */
 export function terminalComposition(options: {
   script: string
   mode: 'read-only' | 'workspace-write' | 'danger-full-access'
   tasks?: boolean
+  runCode?: boolean
   sessions?: object
   sandboxLocal?: object
   toolPty?: object
 }): string {
   const tasks = options.tasks === true ? `- id: tasks\n  name: '@conch/tasks'\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n` : ''
+  const runCode = options.runCode === true ? `- id: ptc\n  name: '@conch/ptc'\n- id: ptc-node\n  name: '@conch/ptc-node'\n- id: tool-ptc\n  name: '@conch/tool-ptc'\n` : ''
   return `
 - id: sessions
   name: '@conch/session'
@@ -69,7 +72,7 @@ ${configLine(options.sandboxLocal)}- id: sandbox-policy
   name: '@conch/pty-local'
 - id: tool-pty
   name: '@conch/tool-pty'
-${configLine(options.toolPty)}- id: agents
+${configLine(options.toolPty)}${runCode}- id: agents
   name: '@conch/agent'
 `
 }

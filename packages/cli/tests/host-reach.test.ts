@@ -10,7 +10,7 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync }
 import { request } from 'node:http'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { CLI_ROOT, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
+import { CLI_ROOT, jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -19,26 +19,7 @@ const startDockerd = resolve(CLI_ROOT, '..', '..', 'scripts', 'start-dockerd.sh'
 const hasDockerd = hasBwrap && process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0
 
 /** The scripted model, the sandbox under `mode`, terminals and run_code. */
-function composition(script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): string {
-  const rows: Array<[string, string, object?]> = [
-    ['sessions', '@conch/session'],
-    ['tools', '@conch/tools'],
-    ['llm', '@conch/llm'],
-    ['model', '@conch/llm-replay', { script }],
-    ['subprocess', '@conch/subprocess'],
-    ['sandbox', '@conch/sandbox'],
-    ['sandbox-local', '@conch/sandbox-local'],
-    ['sandbox-policy', '@conch/sandbox-policy', { mode }],
-    ['agents', '@conch/agent'],
-    ['pty', '@conch/pty'],
-    ['pty-local', '@conch/pty-local'],
-    ['tool-pty', '@conch/tool-pty'],
-    ['ptc', '@conch/ptc'],
-    ['ptc-node', '@conch/ptc-node'],
-    ['tool-ptc', '@conch/tool-ptc'],
-  ]
-  return rows.map(([id, name, config]) => `- id: ${id}\n  name: '${name}'${config ? `\n  config: ${JSON.stringify(config)}` : ''}\n`).join('')
-}
+const composition = (script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): string => terminalComposition({ script, mode, runCode: true })
 
 let ws: Workspace
 let outside: string
