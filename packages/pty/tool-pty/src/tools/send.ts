@@ -176,10 +176,11 @@ export function describeInput(input: { text?: string | undefined; keys?: KeyEntr
   return firstLine(input.text ?? '')
 }
 
-/** Outcome fields of a background send's task: `{wait, session}`, and `input` when not at a primary prompt. */
+/** Outcome fields of a background send's task: `{wait, exit?, session}`, and `input` when not at a primary prompt. */
 function outcomeFields(result: SendResult): Record<string, string> {
   return {
     wait: result.waitReason,
+    ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
     session: statusText(result.sessionStatus),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
   }
@@ -192,6 +193,7 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
     sessionStatus: result.sessionStatus,
     evidence: result.evidence,
     ...(result.inputState !== undefined && { inputState: result.inputState }),
+    ...(result.exitStatus !== undefined && { exitStatus: result.exitStatus }),
     elapsedMs: result.elapsedMs,
     truncated: result.truncated,
   }
