@@ -42,7 +42,7 @@ export function registerTerminalSend(kit: ToolKit): void {
       .positive()
       .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
       .optional()
-      .describe('Quiet output that returns inferred_idle (default 3000)'),
+      .describe('Return inferred_idle after this many ms of quiet output (default 3000)'),
   }
   const objectInput = config.enableRunInBackground
     ? z.object({
