@@ -140,6 +140,8 @@ export class LocalSession implements BackendSession {
   /** Where the screen stood when each send buffer opened (display.ts, `ScreenPoint`). */
   private readonly bufferPoints = new WeakMap<SendBuffer, ScreenPoint>()
   private promptMarkers = 0
+  /** The status the latest prompt marker carried. */
+  private promptStatus: number | undefined
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
   /** The shell is known to sit at its controlled prompt with no output since. */
@@ -321,7 +323,7 @@ export class LocalSession implements BackendSession {
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
       await active.settledWithin(this.config.handoffGraceMs)
-      return result
+      return { ...result, sessionStatus: this.status() }
     }
     // No send: watch the terminal become ready again before returning (see SendKind).
     const watch = new Send(this.host, { text: '', submit: false }, 'signal', signal)
@@ -333,7 +335,7 @@ export class LocalSession implements BackendSession {
         await watch.done
         throw new PtyError('NO_FOREGROUND', { reason: 'the signal was not sent' })
       }
-      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason }
+      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason, sessionStatus: settled.sessionStatus }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }
@@ -444,6 +446,9 @@ export class LocalSession implements BackendSession {
       },
       get promptMarkerCount() {
         return session.promptMarkers
+      },
+      get promptStatus() {
+        return session.promptStatus
       },
       now: this.now,
       status: () => this.state,
@@ -637,6 +642,7 @@ export class LocalSession implements BackendSession {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
       this.promptMarkers++
+      this.promptStatus = marker.status
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is

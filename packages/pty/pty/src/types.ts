@@ -89,6 +89,12 @@ export interface SendResult {
   /** Whether the viewport lost data to the send's byte bound. */
   truncated: boolean
   inputState?: InputState
+  /**
+   * When the send settled at the shell's own prompt: the exit status the shell reported there for
+   * what ran (its `$?`, bash(1) Special Parameters; 128+N after signal N). Absent elsewhere (a
+   * REPL, a program still running, a prompt proved only by /proc).
+   */
+  exitStatus?: number
   evidence: ReadinessEvidence
   /** Time from the write to settling, in ms. */
   elapsedMs: number
@@ -295,6 +301,8 @@ export interface SignalResult {
    * backend's wait, else the reason that wait ended. Absent when a send was active.
    */
   waitReason?: WaitReason
+  /** The session's status once the signal's effect was seen (`exited` when it ended the shell). */
+  sessionStatus?: SessionStatus
 }
 
 /** A process a close stopped or could not stop. */

@@ -10,20 +10,20 @@ export function registerTerminalOpen(kit: ToolKit): void {
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell, cwd DIR].',
+      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1, type shell, cwd DIR].',
     kind: 'execute',
     ...limits,
     input: z.object({
-      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
+      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('e.g. shell'),
       name: z
         .string()
         .min(1)
         .max(MAX_SESSION_NAME_CHARS, `name must be at most ${MAX_SESSION_NAME_CHARS} characters`)
         .optional()
-        .describe('Optional display name, unique among your terminals.'),
-      cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
-      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
-      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
+        .describe('Unique display name'),
+      cwd: z.string().min(1).optional().describe('Default: the workspace root'),
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Default 40'),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Default 160'),
     }),
     title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
     async execute(input, { agent, signal }) {
