@@ -54,7 +54,7 @@ export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
 export type { SessionRedactor } from './bound.ts'
 import type { SessionRedactor } from './bound.ts'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from './errors.ts'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
