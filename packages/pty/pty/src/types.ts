@@ -356,23 +356,11 @@ export type PtyError<C extends PtyErrorCode = PtyErrorCode> = ErrorOf<typeof PTY
 
 // ─── Backend contract ─────────────────────────────────────────────────────────────
 
-export interface BackendSpawnRequest {
+/** What a backend opens: the caller's `SpawnOptions` as the service validated them (an absent size: the backend's default). */
+export interface BackendSpawnRequest extends Omit<SpawnOptions, 'type'> {
   owner: PtyOwner
   /** Id the service will publish the session under. */
   sessionId: string
-  name?: string
-  cwd?: string
-  /** Terminal size asked for at open (validated by the service); absent = the backend's default. */
-  rows?: number
-  cols?: number
-  /** The program instead of the shell, validated by the service (see `SpawnOptions`). */
-  command?: string
-  args?: string[]
-  env?: Record<string, string>
-  network?: boolean
-  writablePaths?: string[]
-  /** Values to redact from the start (see `SpawnOptions.redact`). */
-  redact?: SecretValue[]
   /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
   signal: AbortSignal
 }
