@@ -7,7 +7,7 @@
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
-import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
@@ -68,9 +68,10 @@ export const SECCOMP_FD = 9
  * own wrapper does, bubblewrap reads the filter from the descriptor and closes it before the
  * sandboxed command starts, and `exec` leaves no extra process. A filter that cannot be opened
  * ends the shell (a failed redirection of `exec` is fatal in a non-interactive sh) before
- * bubblewrap runs: nothing starts unfiltered.
+ * bubblewrap runs: nothing starts unfiltered. It also sets git's neutralised keys
+ * (`gitGuardScript`, @conch/sandbox) in the environment bubblewrap passes on.
  */
-export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exec "$@"`
+export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
 type Flag = '--bind' | '--ro-bind'
 

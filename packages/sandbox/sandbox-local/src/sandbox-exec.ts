@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 
@@ -72,9 +72,10 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
 
 /**
  * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -D
- * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh <cwd>
- * <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into it and
- * execs the argv (no extra process remains). Under workspace-write the workspace and
+ * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c '<git guard> cd -- "$1" && shift && exec "$@"' sh
+ * <cwd> <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into
+ * it, sets git's neutralised keys (`gitGuardScript`, @conch/sandbox) and execs the argv (no extra
+ * process remains). Under workspace-write the workspace and
  * `readWritePaths` are writable; under read-only none is. The policy's `writablePaths` are
  * writable in both. Protected paths stay unwritable, and
  * `denyRead` paths (`~/` expanded with `homeDir`) unreadable, in both. The network follows
@@ -110,7 +111,7 @@ export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, 
     '--',
     '/bin/sh',
     '-c',
-    'cd -- "$1" && shift && exec "$@"',
+    `${gitGuardScript()}cd -- "$1" && shift && exec "$@"`,
     'sh',
     policy.cwd ?? policy.workspaceRoot,
     ...argv,
