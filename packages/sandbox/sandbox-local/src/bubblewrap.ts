@@ -9,6 +9,7 @@ import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { checkDenyWritePaths, denyWritePaths, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
@@ -18,7 +19,8 @@ import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './serv
 export type BubblewrapOptions = Pick<
   Config,
   'network' | 'readWritePaths' | 'readOnlyPaths' | 'runnerCommand' | 'privateHome' | 'homeDir' | 'homeReadOnly' | 'denyRead'
->
+> &
+  Partial<Pick<Config, 'denyWrite'>>
 
 /** What the argv needs from the host's filesystem, injectable for tests. */
 export interface HostPaths {
@@ -299,7 +301,8 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
-): SandboxProvider {
+  held: Placeholders = placeholders(),
+): SandboxProvider & { release(): string[] } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
   const program = seccompArch && seccompProgram({ arch: seccompArch })
@@ -330,7 +333,22 @@ export function bubblewrapProvider(
       )
     },
     confine(argv, policy): ConfineResult {
-      return { argv: bubblewrapArgv(argv, policy, config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
+      return { argv: bubblewrapArgv(argv, withDenyWrite(policy, config, held, host), config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
     },
+    release: () => held.release(),
   }
+}
+
+/**
+ * `policy` with the deny-write paths (deny-write.ts) among its protected paths: checked, the
+ * missing ones held by placeholders, and those that exist then added.
+ */
+function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, held: Placeholders, host: HostPaths): ConfinePolicy {
+  const paths = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
+  if (paths.length === 0) return policy
+  const roots = [policy.workspaceRoot, ...config.readWritePaths]
+  checkDenyWritePaths(paths, roots)
+  held.hold(paths, roots)
+  const present = paths.filter((path) => host.kind(path) !== undefined)
+  return { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...present])] }
 }

@@ -7,9 +7,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { denyWritePaths } from './deny-write.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 
-export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'>
+export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'> &
+  Partial<Pick<Config, 'denyWrite'>>
 
 /** How many path parameters a profile refers to, and whether it denies the network. */
 export interface SeatbeltShape {
@@ -137,7 +139,10 @@ export function sandboxExecProvider(
       return run(sandboxExecArgv(['/usr/bin/true'], { mode: 'workspace-write', workspaceRoot: scratch }, config), config.probeTimeoutMs)
     },
     confine(argv, policy): ConfineResult {
-      return { argv: sandboxExecArgv(argv, policy, config), enforcement: 'partial', provider: 'sandbox-exec', gaps: [...SANDBOX_EXEC_GAPS] }
+      // The profile denies writes beneath a path whether or not it exists: no placeholders needed.
+      const denied = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
+      const guarded = denied.length === 0 ? policy : { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...denied])] }
+      return { argv: sandboxExecArgv(argv, guarded, config), enforcement: 'partial', provider: 'sandbox-exec', gaps: [...SANDBOX_EXEC_GAPS] }
     },
   }
 }
