@@ -169,7 +169,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     if (own !== undefined && !verdict.exact) {
       return { status: 403, host, reason: `resolves to the host's own address ${own}; only an exact pattern (not a wildcard) reaches it` }
     }
-    return { address: addresses[0]! }
+    // IPv4 first: a host without an IPv6 route still reaches a dual-stack name.
+    return { address: addresses.sort((a, b) => isIP(a) - isIP(b))[0]! }
   }
 
   const refused = (host: string, reason: string): string => {
