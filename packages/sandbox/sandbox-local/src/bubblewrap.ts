@@ -9,7 +9,7 @@ import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { checkDenyWritePaths, denyWritePaths, placeholders, type Placeholders } from './deny-write.ts'
+import { checkDenyWritePaths, denyWritePaths, folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
@@ -301,7 +301,7 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
-  held: Placeholders = placeholders(),
+  placeholdersMade?: Placeholders,
 ): SandboxProvider & { release(): string[] } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
@@ -311,6 +311,7 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
   return {
     name: 'bubblewrap',
     platforms: ['linux'],
@@ -333,7 +334,8 @@ export function bubblewrapProvider(
       )
     },
     confine(argv, policy): ConfineResult {
-      return { argv: bubblewrapArgv(argv, withDenyWrite(policy, config, held, host), config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
+      const prepared = files() // first: the placeholders' ledger lives in the runtime folder
+      return { argv: bubblewrapArgv(argv, withDenyWrite(policy, config, held, host), config, prepared, host), enforcement: 'full', provider: 'bubblewrap' }
     },
     release: () => held.release(),
   }
