@@ -240,7 +240,8 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
           try {
             fs.mkdir(at, 0o755)
           } catch (error) {
-            if ((error as NodeJS.ErrnoException).code === 'EEXIST') return
+            // Taken meanwhile; or a folder this user cannot write, where a confined process (the same user, no capabilities) cannot either.
+            if (['EEXIST', 'EACCES', 'EPERM', 'EROFS'].includes((error as NodeJS.ErrnoException).code ?? '')) return
             throw error
           }
           const stat = fs.lstat(at)

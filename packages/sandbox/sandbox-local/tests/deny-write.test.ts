@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { nodeBeneathFs } from '@conch/subprocess'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Config, DEFAULT_DENY_WRITE, folderLedger, placeholders } from '../src/index.ts'
 import { harness, hasBwrap, quote, type Harness } from './harness.ts'
@@ -179,6 +180,20 @@ describe('deny-write placeholders', () => {
     } finally {
       rmSync(root, { recursive: true, force: true })
       rmSync(runtime, { recursive: true, force: true })
+    }
+  })
+
+  it('are not made, and confinement goes on, in a folder this user cannot write', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
+    try {
+      const refuse = (code: string) => () => {
+        throw Object.assign(new Error(`mkdir: ${code}`), { code })
+      }
+      for (const code of ['EACCES', 'EROFS', 'EPERM']) placeholders({ fs: { ...nodeBeneathFs, mkdir: refuse(code) } }).hold([join(root, '.vscode')], [root])
+      expect(readdirSync(root)).toEqual([])
+      expect(() => placeholders({ fs: { ...nodeBeneathFs, mkdir: refuse('ENOSPC') } }).hold([join(root, '.vscode')], [root])).toThrow(/ENOSPC/)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
     }
   })
 
