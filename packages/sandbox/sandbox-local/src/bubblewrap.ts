@@ -7,8 +7,9 @@
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
-import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { checkDenyWritePaths, denyWritePaths, folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
@@ -18,7 +19,8 @@ import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './serv
 export type BubblewrapOptions = Pick<
   Config,
   'network' | 'readWritePaths' | 'readOnlyPaths' | 'runnerCommand' | 'privateHome' | 'homeDir' | 'homeReadOnly' | 'denyRead'
->
+> &
+  Partial<Pick<Config, 'denyWrite'>>
 
 /** What the argv needs from the host's filesystem, injectable for tests. */
 export interface HostPaths {
@@ -68,9 +70,10 @@ export const SECCOMP_FD = 9
  * own wrapper does, bubblewrap reads the filter from the descriptor and closes it before the
  * sandboxed command starts, and `exec` leaves no extra process. A filter that cannot be opened
  * ends the shell (a failed redirection of `exec` is fatal in a non-interactive sh) before
- * bubblewrap runs: nothing starts unfiltered.
+ * bubblewrap runs: nothing starts unfiltered. It also sets git's neutralised keys
+ * (`gitGuardScript`, @conch/sandbox) in the environment bubblewrap passes on.
  */
-export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exec "$@"`
+export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
 type Flag = '--bind' | '--ro-bind'
 
@@ -298,7 +301,8 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
-): SandboxProvider {
+  placeholdersMade?: Placeholders,
+): SandboxProvider & { release(): string[] } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
   const program = seccompArch && seccompProgram({ arch: seccompArch })
@@ -307,6 +311,7 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
   return {
     name: 'bubblewrap',
     platforms: ['linux'],
@@ -329,7 +334,23 @@ export function bubblewrapProvider(
       )
     },
     confine(argv, policy): ConfineResult {
-      return { argv: bubblewrapArgv(argv, policy, config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
+      const prepared = files() // first: the placeholders' ledger lives in the runtime folder
+      return { argv: bubblewrapArgv(argv, withDenyWrite(policy, config, held, host), config, prepared, host), enforcement: 'full', provider: 'bubblewrap' }
     },
+    release: () => held.release(),
   }
+}
+
+/**
+ * `policy` with the deny-write paths (deny-write.ts) among its protected paths: checked, the
+ * missing ones held by placeholders, and those that exist then added.
+ */
+function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, held: Placeholders, host: HostPaths): ConfinePolicy {
+  const paths = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
+  if (paths.length === 0) return policy
+  const roots = [policy.workspaceRoot, ...config.readWritePaths]
+  checkDenyWritePaths(paths, roots)
+  held.hold(paths, roots)
+  const present = paths.filter((path) => host.kind(path) !== undefined)
+  return { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...present])] }
 }

@@ -14,7 +14,9 @@ export const inject = ['sandbox']
 export { Config }
 
 export const apply = (ctx: Context, config: Config): void => {
-  ctx.sandbox.register(bubblewrapProvider(config))
+  const bubblewrap = bubblewrapProvider(config)
+  ctx.sandbox.register(bubblewrap)
+  ctx.effect(() => () => void bubblewrap.release(), 'sandbox-local.placeholders')
   ctx.sandbox.register(sandboxExecProvider(config))
 }
 
@@ -29,7 +31,9 @@ export {
   type HostFiles,
   type HostPaths,
 } from './bubblewrap.ts'
-export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
+export { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { checkDenyWritePaths, denyWritePaths, folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntry, type PlaceholderLedger, type PlaceholderOptions, type Placeholders } from './deny-write.ts'
+export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
 export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'

@@ -112,6 +112,9 @@ const SANDBOX_ERRORS = {
   PROTECTED_CODE_WRITABLE: (d: { reason: string }) => d.reason,
   /** A provider's runtime folder is not a folder of this user's with mode 0700, or changed while opened. */
   RUNTIME_DIR_UNSAFE: (d: { path: string; uid: number }) => `${d.path} is not a private directory of uid ${d.uid} (mode 0700); remove it, or set runtimeDir to another folder`,
+  /** The folder of an egress proxy's socket is not a directory of this user's closed to others. */
+  EGRESS_SOCKET_UNSAFE: (d: { path: string; uid: number }) =>
+    `cannot listen on ${d.path}: its folder is not a private directory of uid ${d.uid} (mode 0700, not a symbolic link); put the socket in one`,
 } satisfies ErrorMessages
 
 export type SandboxErrorCode = keyof typeof SANDBOX_ERRORS
