@@ -119,6 +119,35 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(expected)
     }, 30_000)
 
+    it('a program that moves the cursor up and waits leaves the lines below it on the screen', async () => {
+      const { session, pane } = await pair()
+      const command = "printf 'one\\ntwo\\nthree\\n\\033[2A'; read answer"
+      const result = await send(session, command)
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.viewport.split('\n').slice(1)).toEqual(['one', 'two', 'three'])
+      pane.type(command)
+      const expected = await pane.waitFor((rows) => rows.includes('three'))
+      expect(screenRows(session.screen())).toEqual(expected)
+      // The answer is typed over `two`; the next prompt is written over `three`.
+      await send(session, 'hello')
+      pane.type('hello')
+      expect(screenRows(session.screen())).toEqual(await pane.waitFor((rows) => rows.includes('hello') && rows.at(-1)?.startsWith('$') === true))
+    }, 30_000)
+
+    it('python moving the cursor up before input() leaves the lines below it on the screen', async () => {
+      const { session, pane } = await pair()
+      writeFileSync(join(dir, 'up.py'), "import sys\nsys.stdout.write('one\\ntwo\\nthree\\n\\x1b[2A')\nsys.stdout.flush()\nprint('got', input())\n")
+      const result = await send(session, 'python3 up.py')
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.viewport.split('\n').slice(1)).toEqual(['one', 'two', 'three'])
+      pane.type('python3 up.py')
+      expect(screenRows(session.screen())).toEqual(await pane.waitFor((rows) => rows.includes('three')))
+      const answered = await send(session, 'x')
+      pane.type('x')
+      expect(screenRows(session.screen())).toEqual(await pane.waitFor((rows) => rows.at(-1)?.startsWith('$') === true && rows.length > 3))
+      expect(answered.viewport.split('\n')).toContain('got x')
+    }, 30_000)
+
     async function vimThenQuit(session: LocalSession, pane: TmuxPane): Promise<void> {
       writeFileSync(join(dir, 'v.txt'), 'alpha\nbeta\n')
       const opened = await send(session, 'vim -u NONE -i NONE -N -n v.txt')
