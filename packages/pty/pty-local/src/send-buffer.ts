@@ -17,9 +17,9 @@ export interface SendBufferOptions {
    */
   fromLineStart?: boolean
   /**
-   * Start the first line at this column (UTF-16 index) when the send starts right of it: the end
-   * of the shell's prompt, so text an earlier send typed after the prompt without Enter is shown
-   * with what the send types after it (`qecho hi`, as the shell runs it).
+   * Start the first line at this column (UTF-16 index) when the send starts right of it: where
+   * typing on the line began, so text an earlier send typed there without Enter is shown with
+   * what the send types after it (`qecho hi`, as the shell or REPL reads it).
    */
   startColumn?: number
 }
