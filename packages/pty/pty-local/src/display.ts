@@ -217,6 +217,11 @@ export class TerminalDisplay {
       if (event.reason === 'addressing') {
         screen.write('\x1b[H\x1b[2J')
         if (this.takeSeed()) this.seed(screen)
+      } else {
+        // The alternate screen opens with the cursor where it was (a program that does not home
+        // it, less on a short file, writes from there).
+        const { row, col } = this.parser.cursorPosition()
+        screen.write(`\x1b[${row};${col}H`)
       }
       screen.write(event.sequence)
       this.attachment++

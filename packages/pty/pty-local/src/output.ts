@@ -728,7 +728,6 @@ export class OutputParser {
   detachScreen(): void {
     this.screen = undefined
     this.suspended = false
-    if (!this.alternate) this.lineRow = this.rows
   }
 
   /** The terminal size the cursor reports of the line model assume. */
@@ -1281,7 +1280,11 @@ export class OutputParser {
     if (this.suspended) return
     if (c === LF) {
       this.commit()
-      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) this.emitScreen({ kind: 'scrolled-out' })
+      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
+        // Everything visible was written as a stream: the cursor is on the bottom row.
+        this.lineRow = this.rows
+        this.emitScreen({ kind: 'scrolled-out' })
+      }
     }
     else if (c === CR) this.current.carriageReturn()
     else if (c === BS) this.current.backspace()
@@ -1389,6 +1392,9 @@ export class OutputParser {
       } else if (!on && this.alternate) {
         this.alternate = false
         this.suspended = false
+        // The screen restores the normal screen's cursor: the line model goes on from its row.
+        this.syncScreen(end)
+        if (this.screen !== undefined) this.lineRow = this.screen.cursor().row
         this.emitScreen({ kind: 'left-alternate' })
       }
     }
