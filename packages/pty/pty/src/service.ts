@@ -4,7 +4,7 @@
  * start terminals and settle sends; every rule about who may touch what lives here, so every
  * backend gets the same rules.
  */
-import { type Context, Service } from 'cordis'
+import { type Context, Service, type Tracker } from 'cordis'
 import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import { describeExit, messageOf } from '@conch/session'
@@ -120,6 +120,10 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   constructor(ctx: Context, public config: PtyService.Config) {
     super(ctx, 'pty')
+    // A call through `ctx.pty` runs on the service with `this` as Cordis's traced proxy, without
+    // the shadow context Cordis otherwise builds per call (two proxies and a context, 10–20 µs);
+    // `this.ctx` in a method is still the caller's context, so effects stay with the caller.
+    ;(this as unknown as Record<symbol, Tracker>)[Service.tracker]!.noShadow = true
     const logger = ctx.logger
     this.warn = (message, error) => logger.warn(message, error)
     ctx.effect(() => () => this.shutdown(), 'pty.dispose')
