@@ -217,13 +217,16 @@ function stamp(session: LocalSession): void {
 function phasesOf(stamps: readonly Stamp[]): Map<string, number> | string {
   const [baseline] = stamps.filter((stamp) => stamp.what === 'baseline')
   const writes = stamps.filter((stamp) => stamp.what === 'write')
-  if (baseline === undefined || writes.length !== 2 || writes[1]!.text !== '\r') return `writes ${JSON.stringify(writes.map((w) => w.text))}`
-  const [text, enter] = writes as [Stamp, Stamp]
-  const echo = stamps.find((stamp) => stamp.what === 'data' && stamp.at >= text.at)
+  // The text and Enter apart, or in one write (at the shell's own prompt).
+  const apart = writes.length === 2 && writes[1]!.text === '\r'
+  if (baseline === undefined || !(apart || (writes.length === 1 && writes[0]!.text!.endsWith('\r')))) return `writes ${JSON.stringify(writes.map((w) => w.text))}`
+  const text = writes[0]!
+  const enter = writes.at(-1)!
+  const echo = apart ? stamps.find((stamp) => stamp.what === 'data' && stamp.at >= text.at) : undefined
+  if (apart && (echo === undefined || echo.at > enter.at)) return 'Enter before any echo'
   const look = stamps.find((stamp) => stamp.what === 'foreground' && stamp.at >= enter.at)
   const checks = stamps.filter((stamp) => stamp.what === 'read check' && stamp.at >= enter.at)
   const settled = stamps.find((stamp) => stamp.what === 'settled')!
-  if (echo === undefined || echo.at > enter.at) return 'Enter before any echo'
   if (look === undefined || checks.length === 0) return 'no foreground look'
   if (checks.length > 1) return `${checks.length} read checks (the shell was not yet blocked in its read)`
   const check = checks[0]!
@@ -237,8 +240,12 @@ function phasesOf(stamps: readonly Stamp[]): Map<string, number> | string {
     ['start → baseline read', baseline.at],
     ['baseline read (task status)', baseline.end! - baseline.at],
     ['→ text written', text.at - baseline.end!],
-    ['text → its echo (bash)', echo.at - text.at],
-    ['echo → Enter written', enter.at - echo.at],
+    ...(echo !== undefined
+      ? ([
+          ['text → its echo (bash)', echo.at - text.at],
+          ['echo → Enter written', enter.at - echo.at],
+        ] as const)
+      : []),
     ['Enter → prompt chunk (bash)', prompt.at - enter.at],
     ['prompt chunk → look', lookAt - prompt.at],
     ['look: foreground group + read check', lookEnd - lookAt],
@@ -309,7 +316,7 @@ async function phases(n: number): Promise<void> {
     return (values === undefined ? '-' : round(median(values), 3).toFixed(3)).padStart(8)
   }
   console.log(`bash 'true', ${n} sends of each kind interleaved: median of each phase, ms from startSend (${kinds.map((kind) => kind.label).join(' | ')})`)
-  for (const phase of samples[1]!.keys()) console.log(`  ${phase.padEnd(40)}${kinds.map((_, k) => cell(k, phase)).join(' |')}`)
+  for (const phase of new Set(samples.flatMap((kind) => [...kind.keys()]))) console.log(`  ${phase.padEnd(40)}${kinds.map((_, k) => cell(k, phase)).join(' |')}`)
   console.log(`  ${'CPU of this process per send'.padEnd(40)}${cpu.map((ms) => round(ms / n, 3).toFixed(3).padStart(8)).join(' |')}`)
   for (const [k, kind] of kinds.entries()) {
     if (odd[k]!.length) console.log(`  ${kind.label}: ${odd[k]!.length} sends of another shape: ${JSON.stringify(tally(odd[k]!))}`)
