@@ -271,7 +271,7 @@ async function phases(n: number): Promise<void> {
   stamp(seam)
   stamp(direct)
   const kinds = [
-    { label: 'ctx.pty', send: () => c.ctx.pty.startSend(c.agent, sessionId, { text: 'true', submit: true }).done },
+    { label: 'ctx.pty', send: async () => (await c.send(c.agent, sessionId, 'true')).result },
     { label: 'direct', send: () => direct.startSend({ text: 'true', submit: true }).done },
   ]
   const samples = kinds.map(() => new Map<string, number[]>())

@@ -120,10 +120,13 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   constructor(ctx: Context, public config: PtyService.Config) {
     super(ctx, 'pty')
-    // A call through `ctx.pty` runs on the service with `this` as Cordis's traced proxy, without
-    // the shadow context Cordis otherwise builds per call (two proxies and a context, 10–20 µs);
-    // `this.ctx` in a method is still the caller's context, so effects stay with the caller.
-    ;(this as unknown as Record<symbol, Tracker>)[Service.tracker]!.noShadow = true
+    // Every send goes through `ctx.pty`'s proxy, so it is kept cheap: no shadow context per call
+    // (two proxies and a context, 10–20 µs; `this.ctx` in a method is still the caller's context,
+    // so effects stay with the caller), and no lookup of `pty.<name>` properties another plugin
+    // could declare on the context (a new proxy of ctx.reflect per member read; conch declares none).
+    const tracker = (this as unknown as Record<symbol, Tracker>)[Service.tracker]!
+    tracker.noShadow = true
+    delete tracker.associate
     const logger = ctx.logger
     this.warn = (message, error) => logger.warn(message, error)
     ctx.effect(() => () => this.shutdown(), 'pty.dispose')
