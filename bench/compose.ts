@@ -43,7 +43,7 @@ export interface Composition {
    * before Enter; without it (the default here) none of those queries is made.
    */
   direct(options?: { termios?: boolean }): Promise<BackendSession>
-  /** Sends `text` (submitted) on `ctx.pty` and returns the result and the wall time, ms. */
+  /** Sends `text` (submitted) on `ctx.pty`, held as a tool holds it, and returns the result and the wall time, ms. */
   send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }>
   /** Disposes agents (closing their terminals) and then every plugin in reverse order. */
   dispose(): Promise<void>
@@ -126,6 +126,9 @@ export async function compose(): Promise<Composition> {
     termios,
   })
   let directCount = 0
+  // Held once, as a tool package holds it (tool-pty's kit reads ctx.pty when it loads): reading
+  // ctx.pty goes through Cordis's context proxy (about 20 µs here), which a tool call does not pay.
+  const pty = ctx.pty
 
   return {
     ctx,
@@ -136,7 +139,7 @@ export async function compose(): Promise<Composition> {
     direct: (options) => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
     async send(owner, sessionId, text) {
       const start = performance.now()
-      const result = await ctx.pty.startSend(owner, sessionId, { text, submit: true }).done
+      const result = await pty.startSend(owner, sessionId, { text, submit: true }).done
       return { ms: performance.now() - start, result }
     },
     async dispose() {

@@ -30,6 +30,8 @@ const nodePty = requireFromBackend('node-pty') as NodePtyModule
 export interface RawSend {
   /** From the write to the prompt bytes, ms. */
   ms: number
+  /** From the write to the first output, ms. */
+  firstOutputMs: number
   /** Bytes read from the master during the send (the PTY turns `\n` into `\r\n`). */
   bytes: number
   /** Output of the send decoded as UTF-8 (kept only when asked for; it costs memory). */
@@ -61,7 +63,7 @@ export class RawTerminal {
   private readonly prompt: Buffer
   private readonly timeoutMs: number
   private tail: Buffer = Buffer.alloc(0)
-  private waiter: { resolve: () => void; expect: string | undefined; text: string | undefined; bytes: number } | undefined
+  private waiter: { resolve: () => void; expect: string | undefined; text: string | undefined; bytes: number; firstAt: number } | undefined
   private isExited = false
 
   constructor(options: RawTerminalOptions) {
@@ -96,8 +98,8 @@ export class RawTerminal {
     this.tail = Buffer.alloc(0)
     const waiting = this.wait(options.expect, options.keepText === true, JSON.stringify(line))
     this.pty.write(`${line}\r`)
-    const { bytes, text } = await waiting
-    return { ms: performance.now() - start, bytes, ...(text !== undefined ? { text } : {}) }
+    const { bytes, text, firstAt } = await waiting
+    return { ms: performance.now() - start, firstOutputMs: firstAt - start, bytes, ...(text !== undefined ? { text } : {}) }
   }
 
   /**
@@ -120,7 +122,7 @@ export class RawTerminal {
     clearTimeout(timer)
   }
 
-  private wait(expect: string | undefined, keepText: boolean, what: string): Promise<{ bytes: number; text: string | undefined }> {
+  private wait(expect: string | undefined, keepText: boolean, what: string): Promise<{ bytes: number; text: string | undefined; firstAt: number }> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiter = undefined
@@ -130,10 +132,11 @@ export class RawTerminal {
         expect,
         text: keepText || expect !== undefined ? '' : undefined,
         bytes: 0,
+        firstAt: 0,
         resolve: () => {
           clearTimeout(timer)
           this.waiter = undefined
-          resolve({ bytes: waiter.bytes, text: waiter.text })
+          resolve({ bytes: waiter.bytes, text: waiter.text, firstAt: waiter.firstAt })
         },
       }
       this.waiter = waiter
@@ -143,6 +146,7 @@ export class RawTerminal {
   private onData(chunk: Buffer): void {
     const waiter = this.waiter
     if (waiter === undefined) return
+    if (waiter.bytes === 0) waiter.firstAt = performance.now()
     waiter.bytes += chunk.length
     if (waiter.text !== undefined) waiter.text += chunk.toString('latin1')
     const keep = this.prompt.length

@@ -1,7 +1,8 @@
 /**
  * `submit` — what Enter as its own key press costs: the same send at bash's prompt and in a
  * REPL, once with the text and Enter as two writes (Enter after the text was consumed, the
- * default) and once as one glued write, interleaved in the same run. Figures: end-to-end p50
+ * default for every reader but the shell at its own prompt) and once as one glued write (the
+ * default there), both as explicit steps, interleaved in the same run. Figures: end-to-end p50
  * of each and their difference, and the gap between the text's write and Enter's (the wait for
  * consumption) as the terminal saw it. CPU per send of each form: conch's process
  * (`process.cpuUsage`) and the termios helper it asks (the `perl` child; its
@@ -93,7 +94,7 @@ export async function benchSubmit(c: Composition, sends: number, progress: (mess
         let helperBefore = helperRunNs()
         let cpuBefore = cpuMs()
         let start = performance.now()
-        const apart = await session.startSend({ text: program.text, submit: true }).done
+        const apart = await session.startSend({ text: program.text, submit: true, steps: [{ data: program.text, afterConsumed: false, echo: program.text }, { data: '\r', afterConsumed: true, echo: '' }] }).done
         const apartMs = performance.now() - start
         const apartCpu = cpuMs() - cpuBefore
         const apartHelper = (helperRunNs() - helperBefore) / 1e6

@@ -61,7 +61,11 @@ export function endsInSignal(data: string): boolean {
  * - `submit: false`: the text in one write.
  * - `submit: true`: the text, then Enter as its own write after the text was consumed, so a
  *   raw-mode reader that takes each read as keystrokes sees Enter alone (a chunk `hello\r` reads
- *   as a paste and does not submit). An empty text submits Enter alone.
+ *   as a paste and does not submit). An empty text submits Enter alone. At the shell's own
+ *   prompt (`shellPrompt`) one line of printable text goes with its Enter in one write: the
+ *   reader is bash's readline, which reads its input one byte per read(2) and knows a paste only
+ *   by its brackets, so Enter is its own key press there either way — without a wait for the
+ *   text's echo.
  * - A block of text for a line editor is pasted (`pastes`): `ESC [ 200 ~ … ESC [ 201 ~`, so a shell
  *   or a REPL takes it as one input instead of submitting it line by line; its trailing line
  *   breaks, and Enter, follow as key presses. Anything else is typed (each CR submits its line).
@@ -81,17 +85,25 @@ export function textSteps(input: { text: string; submit: boolean }, modes: Paste
     steps.push({ data: `${PASTE_START}${block}${PASTE_END}`, afterConsumed: index > 0, echo: lastLine(block) })
     for (let enter = block.length; enter < piece.length; enter++) steps.push({ data: ENTER, afterConsumed: true, echo: '' })
   })
-  if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
+  const [line] = steps
+  if (input.submit && modes.shellPrompt === true && steps.length === 1 && !CONTROL.test(line!.data)) steps[0] = { ...line!, data: line!.data + ENTER }
+  else if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
   return steps
 }
 
-/** What the paste rule (`pastes`) reads of the terminal: the modes the program set. */
+/** What the paste rule (`pastes`) and Enter read of the terminal: the modes the program set, and who reads. */
 export interface PasteModes {
   /** DECSET 2004: the program asked for pastes to be bracketed. */
   bracketedPaste: boolean
   /** DECSET 47, 1047 or 1049: a full-screen program is in front. */
   alternateScreen: boolean
+  /** The shell sits at its controlled prompt (the send before settled on it; nothing written or printed since). */
+  shellPrompt?: boolean
 }
+
+/** C0 and C1 controls and DEL: a text with one is not a plain line (ESC would begin a key sequence with the Enter after it). */
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x1f\x7f-\x9f]/
 
 /** Characters that make a text keystrokes: C0 and C1 controls but Tab and CR (ESC, ^H, DEL, …). */
 // eslint-disable-next-line no-control-regex

@@ -442,6 +442,15 @@ export interface ForegroundGroup {
 }
 
 /**
+ * The foreground process group of the terminal held by `pid` (field 8, `tpgid`, of its stat):
+ * one read. Undefined when `pid` is gone or the terminal has no foreground group.
+ */
+export async function foregroundGroupOf(proc: ProcFs, pid: number): Promise<number | undefined> {
+  const tpgid = (await readStat(proc, `/proc/${pid}/stat`))?.tpgid
+  return tpgid !== undefined && tpgid > 0 ? tpgid : undefined
+}
+
+/**
  * Reads the foreground group of the terminal held by `pid` (field 8 of its stat) and whether
  * `shellPid`'s group (field 5; default `pid`) is that group. Undefined when `pid` is gone or
  * the terminal has no foreground group.
@@ -595,10 +604,14 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number, 
     const status = await proc.readFile(`${base}/status`).catch(() => undefined)
     observation.switches = status === undefined ? undefined : contextSwitches(status)
   }
-  observation.fds = await candidateFds(context, member.pid, name, syscall.args)
+  // A select over one descriptor (nfds 1: bash's and Python's readline) can name only fd 0: its
+  // identity is looked up while the set is read from memory on the thread pool.
+  const reading = candidateFds(context, member.pid, name, syscall.args)
+  const fd0 = (name === 'select' || name === 'pselect6') && syscall.args[0] === 1n ? isTerminal(context, member, 0) : undefined
+  observation.fds = await reading
   const others: number[] = []
   for (const fd of observation.fds) {
-    if (observation.terminalFd === undefined && (await isTerminal(context, member, fd))) {
+    if (observation.terminalFd === undefined && (await (fd === 0 && fd0 !== undefined ? fd0 : isTerminal(context, member, fd)))) {
       observation.terminalFd = fd
       if (readOnly) return observation
     } else others.push(fd)

@@ -8,7 +8,7 @@ import { listProcessGroupMacos, processName, processNameMacos, readForegroundGro
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
 import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
-import { contextSwitches, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, readForegroundGroup, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -161,9 +161,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   }
   return {
     exact: terminal !== undefined,
-    async foregroundGroup() {
-      return (await readForegroundGroup({ proc, pid }))?.tpgid
-    },
+    foregroundGroup: () => foregroundGroupOf(proc, pid),
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
       return probeTerminalReader({ proc, terminal, clocks, selfPipes })

@@ -449,13 +449,23 @@ export class Send {
     return (await inspector.blockedInRead(shell)) === false
   }
 
+  /**
+   * The foreground group, and whether the expected group's leader is blocked reading. For the
+   * shell, known in advance, both are asked at once: its read check's memory read (thread pool)
+   * overlaps the foreground group's read.
+   */
   private async foreground(shell: 'front' | 'shell'): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined }> {
     const inspector = this.host.inspector
     try {
-      const pgid = await inspector.foregroundGroup()
-      const expected = shell === 'front' ? pgid : this.host.shellPgid
+      if (shell === 'front') {
+        const pgid = await inspector.foregroundGroup()
+        if (pgid === undefined) return { pgid, inFront: false, reading: undefined }
+        return { pgid, inFront: true, reading: await inspector.blockedInRead(pgid) }
+      }
+      const expected = this.host.shellPgid
+      const [pgid, reading] = await Promise.all([inspector.foregroundGroup(), expected === undefined ? undefined : inspector.blockedInRead(expected)])
       if (pgid === undefined || pgid !== expected) return { pgid, inFront: false, reading: undefined }
-      return { pgid, inFront: true, reading: await inspector.blockedInRead(pgid) }
+      return { pgid, inFront: true, reading }
     } catch {
       return { pgid: undefined, inFront: false, reading: undefined }
     }

@@ -495,9 +495,9 @@ export class LocalSession implements BackendSession {
     return { applicationCursor: this.parser.privateModes.get(1) === true, applicationKeypad: this.parser.applicationKeypad }
   }
 
-  /** The modes the paste rule reads (input-steps.ts, `pastes`). */
+  /** The modes the paste rule and Enter read (input-steps.ts, `textSteps`). */
   pasteModes(): PasteModes {
-    return { bracketedPaste: this.parser.privateModes.get(2004) === true, alternateScreen: this.parser.onAlternateScreen }
+    return { bracketedPaste: this.parser.privateModes.get(2004) === true, alternateScreen: this.parser.onAlternateScreen, shellPrompt: this.atPrompt }
   }
 
   /**

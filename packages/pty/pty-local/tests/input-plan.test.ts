@@ -15,6 +15,17 @@ describe('input plans', () => {
     })
   })
 
+  it('at the shell’s own prompt one printable line goes with its Enter in one write; anything else keeps Enter apart', () => {
+    const prompt = { ...normal, bracketedPaste: true, shellPrompt: true }
+    expect(planInput({ text: 'echo hi', submit: true }, prompt).steps).toEqual([{ data: 'echo hi\r', afterConsumed: false, echo: 'echo hi' }])
+    expect(planInput({ text: 'echo hi', submit: false }, prompt).steps).toEqual([{ data: 'echo hi', afterConsumed: false, echo: 'echo hi' }])
+    expect(planInput({ text: '', submit: true }, prompt).steps).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
+    // An ESC would begin a key sequence with the Enter after it; a line break, a Tab or a signal character is not one plain line.
+    for (const text of ['vi\x1b', 'a\nb', 'ls\t', 'x\x03echo hi']) expect(planInput({ text, submit: true }, prompt).steps.at(-1)).toEqual({ data: '\r', afterConsumed: true, echo: '' })
+    // Anywhere else (a program the shell started reads), Enter stays its own write.
+    expect(planInput({ text: 'echo hi', submit: true }, { ...prompt, shellPrompt: false }).steps).toHaveLength(2)
+  })
+
   it('a signal character in text ends a write: the rest follows once the program consumed it', () => {
     expect(planInput({ text: 'x\x03echo hi', submit: true }, normal).steps).toEqual([
       { data: 'x\x03', afterConsumed: false, echo: '' },

@@ -220,6 +220,13 @@ describe('the /proc probe on fixtures', () => {
     expect((await probe(tree(200, [poller(271, [[0, 0x4], [-1, 0x1]])]))).verdict).toBe('not_reading')
   })
 
+  it('a select over descriptor 0 alone reads the terminal only when 0 is in its read set', async () => {
+    // fd 0 is looked up while the set is read from memory; the set still decides.
+    expect((await probe(tree(200, [python({ memory: [{ address: 0x7000n, bytes: fdSet([]) }] })]))).verdict).toBe('not_reading')
+    expect((await probe(tree(200, [python({ fds: { 0: { rdev: 0, path: '/dev/null' } } })]))).verdict).toBe('not_reading')
+    expect((await probe(tree(200, [python()]))).reader).toMatchObject({ syscall: 'pselect6', fd: 0 })
+  })
+
   it('decodes a select read set beyond the first long', async () => {
     const selector = python({
       tasks: [{ tid: 200, state: 'S', syscall: syscall(23, 70n, 0x7000n), switches: [1, 0] }],

@@ -4,7 +4,7 @@
  * start terminals and settle sends; every rule about who may touch what lives here, so every
  * backend gets the same rules.
  */
-import { type Context, Service } from 'cordis'
+import { type Context, Service, type Tracker } from 'cordis'
 import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import { describeExit, messageOf } from '@conch/session'
@@ -120,6 +120,13 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   constructor(ctx: Context, public config: PtyService.Config) {
     super(ctx, 'pty')
+    // Every send goes through `ctx.pty`'s proxy, so it is kept cheap: no shadow context per call
+    // (two proxies and a context, 10–20 µs; `this.ctx` in a method is still the caller's context,
+    // so effects stay with the caller), and no lookup of `pty.<name>` properties another plugin
+    // could declare on the context (a new proxy of ctx.reflect per member read; conch declares none).
+    const tracker = (this as unknown as Record<symbol, Tracker>)[Service.tracker]!
+    tracker.noShadow = true
+    delete tracker.associate
     const logger = ctx.logger
     this.warn = (message, error) => logger.warn(message, error)
     ctx.effect(() => () => this.shutdown(), 'pty.dispose')
