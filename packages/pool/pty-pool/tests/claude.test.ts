@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, PoolError, poolNote, type PoolKey } from '../src/index.ts'
 import { alive, claudeEnv, claudeKind, startModel, tempDir, until } from './products.ts'
 import { unconfinedTerminals } from './stack.ts'

@@ -14,8 +14,8 @@
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/fake-model'
-import { environOf } from '@conch/fake-model/harness'
+import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/test-support/fake-model'
+import { environOf } from '@conch/test-support/harness'
 
 const root = resolve(import.meta.dirname, '../../../..')
 const products = process.env.CONCH_PRODUCTS_DIR ?? join(root, '.products')

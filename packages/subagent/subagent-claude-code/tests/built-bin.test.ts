@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startFakeModel, type FakeModelServer } from '@conch/fake-model'
+import { startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 // @ts-expect-error -- a plain JavaScript module of the bin, without declarations
 import { currentBuild } from '../../../cli/bin/build-current.js'
 import { claudeBinary, freshMark, marked, MARK_VARIABLE } from './harness.ts'

@@ -1,5 +1,5 @@
 /**
- * What the tests of an out-of-process provider share (`@conch/fake-model/harness`): a real
+ * What the tests of an out-of-process provider share (`@conch/test-support/harness`): a real
  * composition — the spine, ctx.subprocess, ctx.sandboxPolicy when a mode is given, ctx.subagents
  * and the provider under test — and the process-table check that nothing a test started is
  * left behind.

@@ -17,7 +17,7 @@ describe('the workspace’s layers', () => {
     expect(kinds.get('@conch/pty-local')).toBe('provider')
     expect(kinds.get('@conch/tool-pty')).toBe('tool')
     expect(kinds.get('@conch/cli')).toBe('entry')
-    expect(kinds.get('@conch/fake-model')).toBe('test-support')
+    expect(kinds.get('@conch/test-support')).toBe('test-support')
   })
 
   it('keeps every rule: each package has a kind and uses only what its kind may use', () => {

@@ -5,7 +5,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
-import { startFakeModel, splitWords, type FakeModelServer } from '../src/index.ts'
+import { startFakeModel, splitWords, type FakeModelServer } from '../src/fake-model/index.ts'
 
 let server: FakeModelServer | undefined
 afterEach(async () => {
