@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { startConch, step, workspace, type Conch, type Workspace } from './harness.ts'
+import { eventually } from '@conch/test-support/wait'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -80,15 +81,6 @@ function frames(conch: Conch) {
       conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...(id === undefined ? {} : { id }), method, params })}\n`)
     },
   }
-}
-
-async function eventually(probe: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs
-  while (!probe()) {
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return true
 }
 
 /** Starts `conch acp` with a scripted model and opens one session; resolves with its id. */

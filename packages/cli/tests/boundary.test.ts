@@ -7,8 +7,10 @@ import { randomInt } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '../../subprocess/subprocess/tests/secrets.ts'
+import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '@conch/test-support/secrets'
 import { jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
+import { markedProcesses } from '@conch/test-support/procs'
+import { eventually } from '@conch/test-support/wait'
 
 // Each test boots a composition and opens at least one sandboxed shell.
 vi.setConfig({ testTimeout: 90_000 })
@@ -223,30 +225,6 @@ describe('task_kill of a background send whose program ignores SIGINT', () => {
   })
 })
 
-/** Pids whose initial environment holds `name=value` (Linux /proc). */
-function processesWithEnv(name: string, value: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`${name}=${value}`)) pids.push(Number(entry))
-    } catch {
-      // gone, or a kernel thread
-    }
-  }
-  return pids
-}
-
-/** Polls `probe` every 20 ms until it returns true or `limitMs` passes; returns the last answer. */
-async function eventually(probe: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs
-  while (!probe()) {
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return true
-}
-
 describe.runIf(process.platform === 'linux')('an unconfined terminal when conch is killed with SIGKILL', () => {
   it('leaves no setsid daemon behind: the tag supervisor sweeps it, then exits itself', async () => {
     const daemon = `sleep 1234.${randomInt(100000, 999999)}`
@@ -267,13 +245,13 @@ describe.runIf(process.platform === 'linux')('an unconfined terminal when conch 
       // The daemon has started once the first send's result is out (its output holds the token).
       expect(await eventually(() => conch.stdout().includes('started-42'), 60_000), conch.stderr()).toBe(true)
       expect(await eventually(() => processesWith(daemon).length === 1, 10_000)).toBe(true)
-      expect(processesWithEnv('CONCH_SUPERVISOR_OF', String(pid))).toHaveLength(1)
+      expect(markedProcesses('CONCH_SUPERVISOR_OF', String(pid))).toHaveLength(1)
 
       process.kill(pid, 'SIGKILL')
       expect(await conch.exit).toBe(137)
 
       expect(await eventually(() => processesWith(daemon).length === 0, 10_000), `${daemon} survived conch`).toBe(true)
-      expect(await eventually(() => processesWithEnv('CONCH_SUPERVISOR_OF', String(pid)).length === 0, 10_000), 'the supervisor outlived its sweep').toBe(true)
+      expect(await eventually(() => markedProcesses('CONCH_SUPERVISOR_OF', String(pid)).length === 0, 10_000), 'the supervisor outlived its sweep').toBe(true)
     } finally {
       for (const leftover of processesWith(daemon)) process.kill(leftover, 'SIGKILL')
     }

@@ -13,7 +13,8 @@ import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import type { PoolKey, PtyPool, WorkerSupervisor } from '../src/index.ts'
-import { carrying, CONCH_BIN, tagOf, tempDir } from './products.ts'
+import { carrying, tagOf } from '@conch/test-support/procs'
+import { CONCH_BIN, tempDir } from '@conch/test-support/products'
 import { poolScratch, terminalStack } from './stack.ts'
 
 const scratch = poolScratch()

@@ -10,7 +10,7 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { BUILTIN_KINDS, loadPoolConfig, poolNote, PtyPool, type PoolKey } from '../src/index.ts'
-import { CLAUDE_BIN, CODEX_BIN, claudeEnv, codexEnv, codexKind, requireProduct, startModel, tempDir } from './products.ts'
+import { CLAUDE_BIN, CODEX_BIN, claudeEnv, codexEnv, codexKind, requireProduct, startModel, tempDir } from '@conch/test-support/products'
 import { unconfinedTerminals } from './stack.ts'
 
 const terminals = unconfinedTerminals()

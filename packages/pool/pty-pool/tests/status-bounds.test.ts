@@ -13,7 +13,7 @@ import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
 import * as ptyPool from '../src/index.ts'
 import type { PtyPool, PtyPoolService } from '../src/index.ts'
-import { until } from './products.ts'
+import { until } from '@conch/test-support/wait'
 import { poolScratch, terminalStack } from './stack.ts'
 
 const scratch = poolScratch()

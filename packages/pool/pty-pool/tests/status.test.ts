@@ -8,7 +8,8 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, startStatusListener, type PoolKey, type StatusListener } from '../src/index.ts'
-import { sentinelRepl, tempDir } from './products.ts'
+import { tempDir } from '@conch/test-support/products'
+import { sentinelRepl } from './repl.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const run = promisify(execFile)

@@ -22,7 +22,7 @@ import ToolsService from '@conch/tools'
 import * as ptyPool from '@conch/pty-pool'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
 import * as cliPool from '../src/index.ts'
-import { CODEX_BIN, codexKind, startModel, tempDir } from '../../pty-pool/tests/products.ts'
+import { CODEX_BIN, codexKind, startModel, tempDir } from '@conch/test-support/products'
 
 let model: FakeModelServer
 let ctx: Context

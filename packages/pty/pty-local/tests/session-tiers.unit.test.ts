@@ -10,6 +10,7 @@ import { createControlledPrompt } from '../src/prompt.ts'
 import { LocalSession } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 import type { TermiosFlags } from '../src/termios.ts'
+import { until } from '@conch/test-support/wait'
 
 const SHELL = 4000
 const CHILD = 4100
@@ -127,11 +128,6 @@ async function started(overrides: Partial<Config> = {}, termios?: () => Promise<
   terminal.emit(`welcome\r\n${PS1}`)
   const motd = await ready
   return { terminal, inspector, session, motd }
-}
-
-/** Resolves once `condition` holds, looking after every turn of the event loop (no fixed sleep). */
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Resolves when the next write reaches the terminal. */

@@ -3,6 +3,7 @@ import { writeSync } from 'node:fs'
 import pty from 'node-pty'
 import { afterAll, describe, expect, it } from 'vitest'
 import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
+import { until } from '@conch/test-support/wait'
 
 describe('canonical line limit', () => {
   it('finds the longest line over the limit, in UTF-8 bytes, with its number', () => {
@@ -42,21 +43,19 @@ describe('termios read from a real terminal', () => {
     const path = (term as unknown as { ptsName: string }).ptsName
     let output = ''
     term.onData((data) => (output += data))
-    const until = async (token: string) => {
-      while (!output.includes(token)) await new Promise((resolve) => setTimeout(resolve, 5))
-    }
+    const printed = (token: string) => until(() => output.includes(token), 10_000, token)
     try {
-      await until('READY1')
+      await printed('READY1')
       expect(await reader.read(path)).toEqual({ canonical: true, echo: true, queued: 0 })
       term.write('x\r')
-      await until('READY2')
+      await printed('READY2')
       expect(await reader.read(path)).toEqual({ canonical: true, echo: false, queued: 0 })
       term.write('y\r')
-      await until('READY3')
+      await printed('READY3')
       expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 0 })
       // Nobody reads now (sleep): typed bytes wait in the input queue; their echo says they arrived.
       term.write('abc')
-      await until('abc')
+      await printed('abc')
       expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 3 })
     } finally {
       term.kill()

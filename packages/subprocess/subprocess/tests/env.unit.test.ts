@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { createSessionTag, dropReason, scrubEnv, scrubbedEnv } from '../src/index.ts'
-import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from './secrets.ts'
+import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '@conch/test-support/secrets'
 
 describe('scrubbedEnv', () => {
   const parent = {
