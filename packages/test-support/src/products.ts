@@ -22,6 +22,11 @@ export const CLAUDE_BIN = join(products, 'node_modules/@anthropic-ai/claude-agen
 /** The conch bin; `conch pool-worker` is the managed worker. */
 export const CONCH_BIN = join(root, 'packages/cli/bin/conch.js')
 export const CODEX_BIN = join(products, 'node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex')
+/**
+ * A small ACP agent (node, the SDK's agent() API) whose behaviour the prompt's words choose,
+ * and a start mode in argv[2]: the list heads the file.
+ */
+export const ACP_AGENT = resolve(import.meta.dirname, '../fixtures/acp-agent.mjs')
 
 /** A missing product is a failure, not a skip: scripts/test.sh installs them. */
 export function requireProduct(path: string): string {
