@@ -106,6 +106,13 @@ describe('checkLayers', () => {
     expect(breaking('@conch/e', { dependencies: ['@conch/s', '@conch/f'] })).toEqual(['@conch/e depends on @conch/f: an entry package may use seam, provider, tool, entry packages only, and @conch/f is test-support: test support is only ever a devDependency'])
   })
 
+  it('fails a src/ that imports test support, even when it is listed as a devDependency', () => {
+    expect(breaking('@conch/t', { devDependencies: ['@conch/p', '@conch/f'], imports: ['@conch/f'] })).toEqual([
+      '@conch/t imports @conch/f: a tool package may use seam packages only, and @conch/f is test-support: test support is only ever a devDependency',
+      '@conch/t imports @conch/f from src/ without listing it in dependencies',
+    ])
+  })
+
   it('fails an entry that imports a command', () => {
     expect(breaking('@conch/e', { dependencies: ['@conch/s', '@conch/cmd'] })).toEqual(['@conch/e depends on @conch/cmd: @conch/cmd is a command (it has a bin), and nothing but test support imports a command'])
   })

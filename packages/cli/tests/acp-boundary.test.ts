@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { spine, writeComposition } from '@conch/test-support/composition'
-import { startConch, step, workspace, type Conch, type Workspace } from './harness.ts'
 import { eventually } from '@conch/test-support/wait'
+import { startConch, step, workspace, type Conch, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 

@@ -10,9 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpath
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { compositionYaml, terminalComposition, writeComposition, type SandboxMode, type TerminalCompositionOptions } from '@conch/test-support/composition'
 import { readComposition } from '../src/compose.ts'
 import { compositionPaths, installationPaths, protectedPathsOf } from '../src/protect.ts'
-import { compositionYaml, terminalComposition, writeComposition, type SandboxMode, type TerminalCompositionOptions } from '@conch/test-support/composition'
 import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })

@@ -3,8 +3,8 @@
  * arrives, and `--output stream-json --partial` emits `tool_output` deltas before the result.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES } from '../src/transcript.ts'
 import { spine, terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
+import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES } from '../src/transcript.ts'
 import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })

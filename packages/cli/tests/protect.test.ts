@@ -11,9 +11,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { compositionYaml, conchSubagent, terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
 import { readComposition } from '../src/compose.ts'
 import { closurePaths, localPluginPaths } from '../src/protect.ts'
-import { compositionYaml, conchSubagent, terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
 import { acpRequest, FIXTURES, jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })

@@ -1,9 +1,9 @@
 import { Context } from 'cordis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import LlmService, { LlmError, collectResponse, type ModelAdapter, type ModelRequest } from '@conch/llm'
+import { chatChunk as chunk, startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 import * as openai from '../src/index.ts'
 import { resolveEndpoint, toWireMessages } from '../src/index.ts'
-import { chatChunk as chunk, startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 
 const KEY_ENV = 'CONCH_TEST_OPENAI_KEY'
 const KEY = 'sk-test-not-a-real-key'

@@ -4,9 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
-import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
 import { alive } from '@conch/test-support/procs'
 import { codexEnv, codexKind, startModel, tempDir } from '@conch/test-support/products'
+import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const terminals = unconfinedTerminals()

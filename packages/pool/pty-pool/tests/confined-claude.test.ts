@@ -19,11 +19,11 @@ import PtyService from '@conch/pty'
 import * as toolPty from '@conch/tool-pty'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
-import * as ptyPool from '../src/index.ts'
-import type { PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { alive, carrying, tagOf } from '@conch/test-support/procs'
 import { CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel, tempDir } from '@conch/test-support/products'
 import { until } from '@conch/test-support/wait'
+import * as ptyPool from '../src/index.ts'
+import type { PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { terminalStack } from './stack.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`

@@ -11,10 +11,10 @@
 import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import * as ptyPool from '../src/index.ts'
-import type { PoolKey, PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { carrying, tagOf } from '@conch/test-support/procs'
 import { CONCH_BIN, tempDir } from '@conch/test-support/products'
+import * as ptyPool from '../src/index.ts'
+import type { PoolKey, PtyPool, WorkerSupervisor } from '../src/index.ts'
 import { poolScratch, terminalStack } from './stack.ts'
 
 const scratch = poolScratch()

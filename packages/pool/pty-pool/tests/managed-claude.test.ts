@@ -5,10 +5,10 @@
 import { readdirSync } from 'node:fs'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey, type WorkerSupervisor } from '../src/index.ts'
 import { alive, carrying, tagOf } from '@conch/test-support/procs'
 import { CONCH_BIN, claudeEnv, claudeKind, startModel, tempDir } from '@conch/test-support/products'
 import { until } from '@conch/test-support/wait'
+import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey, type WorkerSupervisor } from '../src/index.ts'
 import { subprocessContext } from './stack.ts'
 
 let model: FakeModelServer

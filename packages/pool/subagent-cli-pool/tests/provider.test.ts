@@ -21,8 +21,8 @@ import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 import * as ptyPool from '@conch/pty-pool'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
-import * as cliPool from '../src/index.ts'
 import { CODEX_BIN, codexKind, startModel, tempDir } from '@conch/test-support/products'
+import * as cliPool from '../src/index.ts'
 
 let model: FakeModelServer
 let ctx: Context

@@ -16,8 +16,8 @@ import * as sandboxLocal from '@conch/sandbox-local'
 import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
 import ToolsService from '@conch/tools'
-import * as ptyLocal from '../src/index.ts'
 import { until } from '@conch/test-support/wait'
+import * as ptyLocal from '../src/index.ts'
 
 let workspace: string
 let errors: unknown[]

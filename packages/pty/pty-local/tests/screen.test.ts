@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { eventually } from '@conch/test-support/wait'
 import { MAX_REPLIES_PER_SECOND } from '../src/display.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
-import { eventually } from '@conch/test-support/wait'
 
 const QUERIES = fileURLToPath(new URL('./fixtures/queries.py', import.meta.url))
 const QUERY_FLOOD = fileURLToPath(new URL('./fixtures/query-flood.py', import.meta.url))

@@ -4,13 +4,13 @@
  * prompts, evidence from before the write, unstable reads, and startup without output.
  */
 import { describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { Config } from '../src/config.ts'
 import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
 import { LocalSession } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 import type { TermiosFlags } from '../src/termios.ts'
-import { until } from '@conch/test-support/wait'
 
 const SHELL = 4000
 const CHILD = 4100

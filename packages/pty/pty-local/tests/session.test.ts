@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { PtyError } from '@conch/pty'
-import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
 import { until } from '@conch/test-support/wait'
+import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
 
 describe('a local bash session', () => {
   it('keeps shell state across sends: the working directory, exported variables and functions', async () => {

@@ -2,8 +2,8 @@ import { spawn } from 'node:child_process'
 import { writeSync } from 'node:fs'
 import pty from 'node-pty'
 import { afterAll, describe, expect, it } from 'vitest'
-import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
 import { until } from '@conch/test-support/wait'
+import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
 
 describe('canonical line limit', () => {
   it('finds the longest line over the limit, in UTF-8 bytes, with its number', () => {
@@ -81,7 +81,7 @@ describe('termios read from a real terminal', () => {
     term.onData((data) => (output += data))
     const count = (token: string) => output.split(token).length - 1
     try {
-      while (!output.includes('READY')) await new Promise((resolve) => setTimeout(resolve, 5))
+      await until(() => output.includes('READY'), 10_000, 'READY')
       // Asked right after write(2) returned, before the kernel's worker moved the byte from the
       // flip buffer into the line discipline: without the poll first FIONREAD often says 0.
       const seen: number[] = []
@@ -89,7 +89,7 @@ describe('termios read from a real terminal', () => {
         writeSync(master, 'x')
         seen.push((await reader.read(path))?.queued ?? -1)
         process.kill(term.pid, 'SIGUSR1')
-        while (count('FLUSHED') < round) await new Promise((resolve) => setImmediate(resolve))
+        await until(() => count('FLUSHED') >= round, 10_000, `FLUSHED ${round}`)
       }
       expect(seen.filter((queued) => queued !== 1)).toEqual([])
     } finally {

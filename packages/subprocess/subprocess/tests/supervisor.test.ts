@@ -7,9 +7,9 @@ import { randomInt } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createSessionTag, createTagSupervisor, SUPERVISOR_VARIABLE } from '../src/index.ts'
 import { markedProcesses } from '@conch/test-support/procs'
 import { eventually } from '@conch/test-support/wait'
+import { createSessionTag, createTagSupervisor, SUPERVISOR_VARIABLE } from '../src/index.ts'
 
 /** A process that keeps changing its pid (see the file). */
 const HOPPER = fileURLToPath(new URL('./fixtures/hopper.py', import.meta.url))
