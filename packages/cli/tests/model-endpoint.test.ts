@@ -7,7 +7,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Config } from '@conch/llm-openai/endpoint'
 import { chatChunk as chunk, startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
-import { jsonLines, runConch, SPINE, workspace, type Workspace } from './harness.ts'
+import { spine, writeComposition } from '@conch/test-support/composition'
+import { jsonLines, runConch, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
 
@@ -24,7 +25,7 @@ beforeEach(async () => {
   const fakes: Record<string, string> = { 'https://api.deepseek.com': deepseek.url, 'https://api.openai.com/v1': openai.url }
   const endpoints = Config.parse({}).endpoints.map((endpoint) => ({ ...endpoint, baseURL: fakes[endpoint.baseURL] }))
   expect(endpoints.every((endpoint) => endpoint.baseURL !== undefined)).toBe(true)
-  ws.write('cordis.yml', `${SPINE}- id: llm-openai\n  name: '@conch/llm-openai'\n  config: ${JSON.stringify({ endpoints, maxRetries: 0 })}\n`)
+  writeComposition(ws.dir, spine([{ id: 'llm-openai', name: '@conch/llm-openai', config: { endpoints, maxRetries: 0 } }]))
 })
 
 afterEach(async () => {
