@@ -29,7 +29,7 @@ import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, policyTerminals, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
-import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/pool/pty-pool/tests/products.ts'
+import { CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/test-support/src/products.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 
 const RUNS = Number(process.env.POOL_BENCH_RUNS ?? 10)

@@ -26,7 +26,7 @@ import {
   scenarios,
   updateText,
   type AcpRun,
-} from '@conch/snapshot-harness'
+} from '@conch/test-support/snapshot'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const SCENARIOS = join(here, 'scenarios')

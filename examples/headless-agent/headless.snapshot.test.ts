@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { jsonLines, matchExpectation, modelView, Normaliser, processesIn, readHeadlessInput, runHeadless, scenarios } from '@conch/snapshot-harness'
+import { jsonLines, matchExpectation, modelView, Normaliser, processesIn, readHeadlessInput, runHeadless, scenarios } from '@conch/test-support/snapshot'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const SCENARIOS = join(here, 'scenarios')

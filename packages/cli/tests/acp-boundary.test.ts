@@ -6,6 +6,8 @@
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { spine, writeComposition } from '@conch/test-support/composition'
+import { eventually } from '@conch/test-support/wait'
 import { startConch, step, workspace, type Conch, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
@@ -21,31 +23,15 @@ afterEach(() => {
 })
 
 /** Unconfined terminals: the subject here is the protocol side, not the sandbox. */
-const COMPOSITION = `
-- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: tasks
-  name: '@conch/tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config: { mode: danger-full-access }
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-- id: agents
-  name: '@conch/agent'
-`
+const COMPOSITION = spine([
+  { id: 'tasks', name: '@conch/tasks' },
+  { id: 'subprocess', name: '@conch/subprocess' },
+  { id: 'sandbox', name: '@conch/sandbox' },
+  { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: 'danger-full-access' } },
+  { id: 'pty', name: '@conch/pty' },
+  { id: 'pty-local', name: '@conch/pty-local' },
+  { id: 'tool-pty', name: '@conch/tool-pty' },
+])
 
 /** Frames on conch's stdout, parsed as they arrive; reading can be paused. */
 function frames(conch: Conch) {
@@ -82,18 +68,9 @@ function frames(conch: Conch) {
   }
 }
 
-async function eventually(probe: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs
-  while (!probe()) {
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return true
-}
-
 /** Starts `conch acp` with a scripted model and opens one session; resolves with its id. */
 async function serve(script: string[]): Promise<{ conch: Conch; io: ReturnType<typeof frames>; sessionId: string }> {
-  ws.write('cordis.yml', COMPOSITION)
+  writeComposition(ws.dir, COMPOSITION)
   ws.write('s.jsonl', `${script.join('\n')}\n`)
   const conch = startConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir })
   const io = frames(conch)

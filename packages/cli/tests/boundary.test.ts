@@ -7,7 +7,10 @@ import { randomInt } from 'node:crypto'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '../../subprocess/subprocess/tests/secrets.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { markedProcesses } from '@conch/test-support/procs'
+import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '@conch/test-support/secrets'
+import { eventually } from '@conch/test-support/wait'
 import { jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 // Each test boots a composition and opens at least one sandboxed shell.
@@ -20,42 +23,8 @@ interface Rows {
   ptyLocal?: Record<string, unknown>
 }
 
-/** The terminal composition with the scripted model; `config:` blocks as JSON (valid YAML). */
-export function composition(rows: Rows): string {
-  const config = (value: Record<string, unknown> | undefined) => (value ? `\n  config: ${JSON.stringify(value)}` : '')
-  return `
-- id: sessions
-  name: '@conch/session'${config(rows.sessions)}
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config: ${JSON.stringify({ script: rows.script })}
-- id: tasks
-  name: '@conch/tasks'
-- id: tool-tasks
-  name: '@conch/tool-tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config: ${JSON.stringify({ mode: rows.mode ?? 'workspace-write' })}
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'${config(rows.ptyLocal)}
-- id: tool-pty
-  name: '@conch/tool-pty'
-- id: agents
-  name: '@conch/agent'
-`
-}
+/** The terminal composition with the scripted model and the task tools, under workspace-write unless `mode` says. */
+const composition = (rows: Rows) => terminalComposition({ ...rows, mode: rows.mode ?? 'workspace-write', tasks: true })
 
 export interface ToolResultLine {
   type: 'tool_result'
@@ -90,7 +59,7 @@ describe('secret scrubbing through a real confined terminal', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', composition({ script, ptyLocal: { allowEnv: ['HF_TOKEN', 'npm_config_c*'] } }))
+    const config = writeComposition(ws.dir, composition({ script, ptyLocal: { allowEnv: ['HF_TOKEN', 'npm_config_c*'] } }))
     const env = { ...SECRET_VARIABLES, ...TOKEN_VALUES, ...KEPT_VARIABLES, PATH: process.env['PATH'] ?? '/usr/bin:/bin', HF_TOKEN: 'hf-allowed', npm_config_cache: '/allowed-cache' }
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'list the environment'], { cwd: ws.dir, env })
     expect(run.stderr).toBe('')
@@ -132,7 +101,7 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
         ].join('\n'),
       )
       const sessions = { dir: logs, allowInsideWorkspace: true }
-      const first = await runConch(['run', '--config', ws.write('attack.yml', composition({ script: attack, sessions })), '--output', 'stream-json', 'plant'], { cwd: ws.dir })
+      const first = await runConch(['run', '--config', writeComposition(ws.dir, composition({ script: attack, sessions }), 'attack.yml'), '--output', 'stream-json', 'plant'], { cwd: ws.dir })
       // A log is opened for each write, so the run that planted the link meets it at the next
       // write (the send's own result) and stops there, naming it.
       expect(first.code).toBe(1)
@@ -141,7 +110,7 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
       expect(readdirSync(outside)).toEqual([])
 
       const next = ws.write('next.jsonl', step('Hello.'))
-      const second = await runConch(['run', '--config', ws.write('next.yml', composition({ script: next, sessions })), '--output', 'stream-json', 'next run'], { cwd: ws.dir })
+      const second = await runConch(['run', '--config', writeComposition(ws.dir, composition({ script: next, sessions }), 'next.yml'), '--output', 'stream-json', 'next run'], { cwd: ws.dir })
       expect(second.code).toBe(1)
       expect(second.stderr).toContain(`session log folder component ${logs} is a symbolic link`)
       expect(readdirSync(outside)).toEqual([])
@@ -156,7 +125,7 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
     const state = mkdtempSync('/var/tmp/conch-state-')
     try {
       const env = { XDG_STATE_HOME: state }
-      const first = await runConch(['run', '--config', ws.write('first.yml', composition({ script: ws.write('first.jsonl', step('Remember me.')), sessions: { persist: true } })), 'remember'], { cwd: ws.dir, env })
+      const first = await runConch(['run', '--config', writeComposition(ws.dir, composition({ script: ws.write('first.jsonl', step('Remember me.')), sessions: { persist: true } }), 'first.yml'), 'remember'], { cwd: ws.dir, env })
       expect(first.code, first.stderr).toBe(0)
       const [folder] = readdirSync(join(state, 'conch', 'sessions'))
       const dir = join(state, 'conch', 'sessions', folder!)
@@ -174,7 +143,7 @@ describe('session logs the sandbox can neither redirect nor edit', () => {
           step('Tried.'),
         ].join('\n'),
       )
-      const second = await runConch(['run', '--config', ws.write('edit.yml', composition({ script: edit, sessions: { persist: true } })), '--output', 'stream-json', 'edit'], { cwd: ws.dir, env })
+      const second = await runConch(['run', '--config', writeComposition(ws.dir, composition({ script: edit, sessions: { persist: true } }), 'edit.yml'), '--output', 'stream-json', 'edit'], { cwd: ws.dir, env })
       expect(second.code, second.stderr).toBe(0)
       const attempt = toolResults(second.stdout)[1]!.text
       expect(attempt).toContain('tried-42')
@@ -209,7 +178,7 @@ describe('task_kill of a background send whose program ignores SIGINT', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', composition({ script }))
+    const config = writeComposition(ws.dir, composition({ script }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'kill them'], { cwd: ws.dir })
     expect(run.stderr).toBe('')
     expect(run.code).toBe(0)
@@ -222,30 +191,6 @@ describe('task_kill of a background send whose program ignores SIGINT', () => {
     expect(processesWith(stubborn)).toEqual([])
   })
 })
-
-/** Pids whose initial environment holds `name=value` (Linux /proc). */
-function processesWithEnv(name: string, value: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`${name}=${value}`)) pids.push(Number(entry))
-    } catch {
-      // gone, or a kernel thread
-    }
-  }
-  return pids
-}
-
-/** Polls `probe` every 20 ms until it returns true or `limitMs` passes; returns the last answer. */
-async function eventually(probe: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs
-  while (!probe()) {
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return true
-}
 
 describe.runIf(process.platform === 'linux')('an unconfined terminal when conch is killed with SIGKILL', () => {
   it('leaves no setsid daemon behind: the tag supervisor sweeps it, then exits itself', async () => {
@@ -260,20 +205,20 @@ describe.runIf(process.platform === 'linux')('an unconfined terminal when conch 
         step('Unreachable.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', composition({ script, mode: 'danger-full-access' }))
+    const config = writeComposition(ws.dir, composition({ script, mode: 'danger-full-access' }))
     const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'start a daemon'], { cwd: ws.dir })
     const pid = conch.child.pid!
     try {
       // The daemon has started once the first send's result is out (its output holds the token).
       expect(await eventually(() => conch.stdout().includes('started-42'), 60_000), conch.stderr()).toBe(true)
       expect(await eventually(() => processesWith(daemon).length === 1, 10_000)).toBe(true)
-      expect(processesWithEnv('CONCH_SUPERVISOR_OF', String(pid))).toHaveLength(1)
+      expect(markedProcesses('CONCH_SUPERVISOR_OF', String(pid))).toHaveLength(1)
 
       process.kill(pid, 'SIGKILL')
       expect(await conch.exit).toBe(137)
 
       expect(await eventually(() => processesWith(daemon).length === 0, 10_000), `${daemon} survived conch`).toBe(true)
-      expect(await eventually(() => processesWithEnv('CONCH_SUPERVISOR_OF', String(pid)).length === 0, 10_000), 'the supervisor outlived its sweep').toBe(true)
+      expect(await eventually(() => markedProcesses('CONCH_SUPERVISOR_OF', String(pid)).length === 0, 10_000), 'the supervisor outlived its sweep').toBe(true)
     } finally {
       for (const leftover of processesWith(daemon)) process.kill(leftover, 'SIGKILL')
     }

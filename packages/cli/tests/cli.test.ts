@@ -7,7 +7,8 @@ import { mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { acpRequest, jsonLines, processesWith, runConch, SPINE, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { acpRequest, jsonLines, processesWith, runConch, SPINE, startConch, step, workspace, type Workspace } from './harness.ts'
 
 // Each test starts one or two `conch` processes (tsx compiles on start); the machine is shared.
 vi.setConfig({ testTimeout: 60_000 })
@@ -305,7 +306,7 @@ describe('a scripted run', () => {
 describe('a shared temporary folder as the workspace', () => {
   it('conch run --cwd /tmp under a confining mode stops at start with exit 2, naming --cwd, why, and what to do', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
     const result = await runConch(['run', '--config', 'cordis.yml', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(
@@ -319,7 +320,7 @@ describe('a shared temporary folder as the workspace', () => {
 
   it('the working directory as the default --cwd is named as such; under read-only too', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'read-only' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'read-only' }))
     const result = await runConch(['run', '--config', join(ws.dir, 'cordis.yml'), 'task'], { cwd: '/tmp' })
     expect(result.code).toBe(2)
     expect(result.stderr).toMatch(/^conch: the working directory \/tmp \(the default --cwd\) cannot be the workspace under the sandbox mode read-only: /)
@@ -327,7 +328,7 @@ describe('a shared temporary folder as the workspace', () => {
 
   it('under danger-full-access the run goes ahead', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
     const result = await runConch(['run', '--config', 'cordis.yml', '--cwd', '/tmp', '--output', 'stream-json', 'task'], { cwd: ws.dir })
     expect(result.code).toBe(0)
     expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed', text: 'hi' })
@@ -425,7 +426,7 @@ describe('conch acp', () => {
 
   it('refuses session/new in a temporary folder every user shares under a confining mode, and still serves a folder of its own', async () => {
     ws.write('s.jsonl', `${step('hi')}\n`)
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
     const conch = startConch(['acp', '--config', 'cordis.yml'], { cwd: ws.dir })
     await request(conch, 0, 'initialize', { protocolVersion: 1 })
     const refused = await request(conch, 1, 'session/new', { cwd: '/tmp', mcpServers: [] })

@@ -10,9 +10,10 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpath
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { compositionYaml, terminalComposition, writeComposition, type SandboxMode, type TerminalCompositionOptions } from '@conch/test-support/composition'
 import { readComposition } from '../src/compose.ts'
 import { compositionPaths, installationPaths, protectedPathsOf } from '../src/protect.ts'
-import { CLI_ROOT, jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { CLI_ROOT, jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -64,8 +65,8 @@ describe('what the boot protects', () => {
   })
 })
 
-/** The terminal composition of a workspace, its model script included. */
-const composition = (script: string): string => terminalComposition({ script, mode: 'workspace-write' })
+/** The terminal composition of a workspace under `mode` (default workspace-write), its model script included. */
+const composition = (script: string, options: Partial<TerminalCompositionOptions> = {}) => terminalComposition({ script, mode: 'workspace-write', ...options })
 
 const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
 
@@ -80,7 +81,7 @@ async function conchRun(lines: string[], env?: NodeJS.ProcessEnv) {
 
 describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', () => {
   it('fails (the file is a read-only mount), and the next run is still confined', async () => {
-    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')))
+    writeComposition(ws.dir, composition(join(ws.dir, 'script.jsonl')))
     const results = await conchRun([
       send(`sed -i 's/workspace-write/danger-full-access/' cordis.yml; echo "sed=$?"`),
       send(`echo '    mode: danger-full-access' >> cordis.yml; echo "append=$?"`),
@@ -108,7 +109,7 @@ describe.runIf(hasBwrap)('a confined terminal whose workspace is conch\'s own ch
     const root = realpathSync(join(CLI_ROOT, '..', '..'))
     const planted = ['.npmrc', '.pnpmfile.cjs', join('.git', 'hooks', 'pre-commit')].map((name) => join(root, name)).filter((path) => !existsSync(path))
     const config = readFileSync(join(root, '.git', 'config'), 'utf8')
-    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')))
+    writeComposition(ws.dir, composition(join(ws.dir, 'script.jsonl')))
     ws.write('script.jsonl', [
       step('', [{ name: 'terminal_open', arguments: { type: 'shell', cwd: root } }]),
       send(`printf 'node-options=--require=./evil.cjs\\n' > .npmrc; echo "npmrc=$?"; echo 'x' > .pnpmfile.cjs; echo "pnpmfile=$?"; echo 'touch /tmp/x' > .git/hooks/pre-commit; echo "hook=$?"; git config core.fsmonitor 'touch /tmp/x'; echo "git=$?"`),
@@ -130,7 +131,7 @@ describe.runIf(hasBwrap)('a confined terminal whose workspace is conch\'s own ch
 
 describe.runIf(hasBwrap && process.getuid?.() === 0).each(['read-only', 'workspace-write'])('a %s terminal of a real conch run, as root', (mode) => {
   it('cannot write kernel settings, make namespaces, see the filter’s descriptor or reach the network', async () => {
-    ws.write('cordis.yml', composition(join(ws.dir, 'script.jsonl')).replace('mode: workspace-write', `mode: ${mode}`))
+    writeComposition(ws.dir, composition(join(ws.dir, 'script.jsonl'), { mode: mode as SandboxMode }))
     const before = readFileSync('/proc/sys/kernel/core_pattern', 'utf8')
     const results = await conchRun([
       send(`v=$(cat /proc/sys/kernel/core_pattern); printf '%s\\n' "$v" > /proc/sys/kernel/core_pattern; echo "core=$?"`),
@@ -158,10 +159,7 @@ describe.runIf(hasBwrap)('the home of a real conch run’s terminal', () => {
       mkdirSync(join(home, '.ssh'))
       writeFileSync(join(home, '.ssh', 'id_rsa'), 'PRIVATE-KEY-MATERIAL', { mode: 0o600 })
       writeFileSync(join(home, '.gitconfig'), '[user]\n\tname = Conch Cli\n')
-      const yml = composition(join(ws.dir, 'script.jsonl')).replace(
-        "- id: sandbox-local\n  name: '@conch/sandbox-local'\n",
-        `- id: sandbox-local\n  name: '@conch/sandbox-local'\n  config:\n    homeDir: ${JSON.stringify(home)}\n`,
-      )
+      const yml = compositionYaml(composition(join(ws.dir, 'script.jsonl'), { sandboxLocal: { homeDir: home } }))
       expect(yml).toContain('homeDir')
       ws.write('cordis.yml', yml)
       const results = await conchRun(

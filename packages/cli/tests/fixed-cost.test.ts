@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, expect, it, vi } from 'vitest'
-import { chunk, startFakeServer, type FakeServer } from '../../core/llm-openai/tests/fake-server.ts'
+import { chatChunk as chunk, startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 import { CLI_ROOT, jsonLines, runConch } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
@@ -19,12 +19,12 @@ const RUN_CODE_BYTES = 2_500
 
 const ROOT_COMPOSITION = resolve(CLI_ROOT, '..', '..', 'cordis.yml')
 
-let server: FakeServer
+let server: FakeModelServer
 let dirs: string[]
 
 beforeEach(async () => {
-  server = await startFakeServer()
-  server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'done' }, 'stop')] })
+  server = await startFakeModel()
+  server.enqueue({ sse: [chunk({ content: 'done' }, 'stop')] })
   dirs = [mkdtempSync(join(tmpdir(), 'conch-cost-')), mkdtempSync(join(tmpdir(), 'conch-cost-state-'))]
 })
 
@@ -37,12 +37,12 @@ it('the root composition sends at most 10 KB of system prompt and tool schemas, 
   const [cwd, state] = dirs as [string, string]
   const result = await runConch(['run', '--config', ROOT_COMPOSITION, '--cwd', cwd, '--output', 'stream-json', 'say done'], {
     cwd,
-    env: { CONCH_BASE_URL: server.baseURL, CONCH_MODEL: 'fake-model', XDG_STATE_HOME: state },
+    env: { CONCH_BASE_URL: server.url, CONCH_MODEL: 'fake-model', XDG_STATE_HOME: state },
   })
   expect(result.code, result.stderr).toBe(0)
   expect(jsonLines(result.stdout).at(-1)).toMatchObject({ type: 'result', status: 'completed' })
 
-  const body = server.received[0]!.body as { messages: { role: string; content: string }[]; tools: { function: { name: string } }[] }
+  const body = server.requests[0]!.body as { messages: { role: string; content: string }[]; tools: { function: { name: string } }[] }
   const bytes = (value: unknown) => Buffer.byteLength(typeof value === 'string' ? value : JSON.stringify(value))
   const system = body.messages.filter((message) => message.role === 'system').reduce((sum, message) => sum + bytes(message.content), 0)
   const perTool = Object.fromEntries(body.tools.map((tool) => [tool.function.name, bytes(tool)]))

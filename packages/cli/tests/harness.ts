@@ -3,7 +3,7 @@
  * import `cordis` and `zod` (a `node_modules` link to this package's) and are ES modules.
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { constants, tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -13,7 +13,10 @@ export const CLI_ROOT = resolve(here, '..')
 export const BIN = join(CLI_ROOT, 'bin', 'conch.js')
 export const FIXTURES = join(here, 'fixtures')
 
-/** The spine every test composition starts from (sessions in memory). */
+/**
+ * The spine (sessions in memory) as YAML text, for the tests whose subject is the text itself (a
+ * typo, an overlay, a variable); other compositions are rows (`@conch/test-support/composition`).
+ */
 export const SPINE = `- id: sessions
   name: '@conch/session'
 - id: tools
@@ -23,59 +26,6 @@ export const SPINE = `- id: sessions
 - id: agents
   name: '@conch/agent'
 `
-
-/** A row's `config:` line, when it has one (JSON is YAML). */
-const configLine = (config: object | undefined): string => (config === undefined ? '' : `  config: ${JSON.stringify(config)}\n`)
-
-/**
- * The terminal composition of a real `conch run`: the spine, the scripted model (`script`),
- * process ownership, the sandbox services under `mode`, `@conch/pty`, `@conch/pty-local` and
- * `@conch/tool-pty`, with `tasks` the task services and with `runCode` run_code's
- * (`@conch/ptc`, `@conch/ptc-node`, `@conch/tool-ptc`). `sessions`, `sandboxLocal` and `toolPty`
- * are those rows' config.
- */
-export function terminalComposition(options: {
-  script: string
-  mode: 'read-only' | 'workspace-write' | 'danger-full-access'
-  tasks?: boolean
-  runCode?: boolean
-  sessions?: object
-  sandboxLocal?: object
-  toolPty?: object
-}): string {
-  const tasks = options.tasks === true ? `- id: tasks\n  name: '@conch/tasks'\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n` : ''
-  const runCode = options.runCode === true ? `- id: ptc\n  name: '@conch/ptc'\n- id: ptc-node\n  name: '@conch/ptc-node'\n- id: tool-ptc\n  name: '@conch/tool-ptc'\n` : ''
-  return `
-- id: sessions
-  name: '@conch/session'
-${configLine(options.sessions)}- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: model
-  name: '@conch/llm-replay'
-  config:
-    script: ${JSON.stringify(options.script)}
-${tasks}- id: subprocess
-  name: '@conch/subprocess'
-- id: sandbox
-  name: '@conch/sandbox'
-- id: sandbox-local
-  name: '@conch/sandbox-local'
-${configLine(options.sandboxLocal)}- id: sandbox-policy
-  name: '@conch/sandbox-policy'
-  config:
-    mode: ${options.mode}
-- id: pty
-  name: '@conch/pty'
-- id: pty-local
-  name: '@conch/pty-local'
-- id: tool-pty
-  name: '@conch/tool-pty'
-${configLine(options.toolPty)}${runCode}- id: agents
-  name: '@conch/agent'
-`
-}
 
 export interface Workspace {
   dir: string
@@ -128,11 +78,12 @@ export interface Conch {
   exit: Promise<number>
 }
 
-/** Writes one JSON-RPC request to conch's stdin and resolves with the response line for its id. */
+/** Writes one JSON-RPC request to conch's stdin and resolves with the response for its id (a frame with that id and no method). */
 export function acpRequest(conch: Conch, id: number, method: string, params: object): Promise<Record<string, unknown>> {
   return new Promise((resolvePromise, reject) => {
     const onData = () => {
-      const line = jsonLines(conch.stdout()).find((frame) => frame['id'] === id)
+      const complete = conch.stdout().slice(0, conch.stdout().lastIndexOf('\n') + 1)
+      const line = jsonLines(complete).find((frame) => frame['id'] === id && frame['method'] === undefined)
       if (line === undefined) return
       conch.child.stdout.off('data', onData)
       resolvePromise(line)
@@ -216,4 +167,12 @@ export function jsonLines(stdout: string): Record<string, unknown>[] {
     .split('\n')
     .filter((line) => line !== '')
     .map((line) => JSON.parse(line) as Record<string, unknown>)
+}
+
+/** Every file under `dir`, concatenated. */
+export function allFiles(dir: string): string {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
+    .join('\n')
 }

@@ -6,11 +6,13 @@
  * is killed with SIGKILL mid-run.
  */
 import { spawnSync } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { CLI_ROOT, jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { tempFolders } from '@conch/test-support/homes'
+import { CLI_ROOT, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -19,23 +21,23 @@ const startDockerd = resolve(CLI_ROOT, '..', '..', 'scripts', 'start-dockerd.sh'
 const hasDockerd = hasBwrap && process.getuid?.() === 0 && spawnSync(startDockerd, { stdio: 'inherit' }).status === 0
 
 /** The scripted model, the sandbox under `mode`, terminals and run_code. */
-const composition = (script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access'): string => terminalComposition({ script, mode, runCode: true })
+const composition = (script: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access') => terminalComposition({ script, mode, runCode: true })
 
+const outsideFolder = tempFolders('conch-outside-', '/var/tmp')
 let ws: Workspace
 let outside: string
 beforeEach(() => {
   ws = workspace()
-  outside = mkdtempSync('/var/tmp/conch-outside-')
+  outside = outsideFolder()
 })
 afterEach(() => {
   ws.remove()
-  rmSync(outside, { recursive: true, force: true })
 })
 
 /** Runs one run_code turn of `code` under `mode`; returns the tool result's text. */
 async function runCode(code: string, mode: 'read-only' | 'workspace-write' | 'danger-full-access', descriptors?: Record<number, number>): Promise<string> {
   const script = ws.write('script.jsonl', [step('Running.', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
-  const config = ws.write('cordis.yml', composition(script, mode))
+  const config = writeComposition(ws.dir, composition(script, mode))
   const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir, ...(descriptors && { descriptors }) })
   expect(run.code, run.stderr).toBe(0)
   const result = jsonLines(run.stdout).find((line) => line['type'] === 'tool_result') as { isError: boolean; text: string }
@@ -63,7 +65,7 @@ describe.runIf(hasDockerd)('a host daemon’s socket', () => {
       step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }]),
       step('Done.'),
     ].join('\n'))
-    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script, mode)), '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    const run = await runConch(['run', '--config', writeComposition(ws.dir, composition(script, mode)), '--output', 'stream-json', 'go'], { cwd: ws.dir })
     expect(run.code, run.stderr).toBe(0)
     const sent = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result')[1] as { text: string }
     expect(sent.text).toMatch(/^ create=7$/m)
@@ -130,7 +132,7 @@ describe.runIf(process.platform === 'linux')('an unconfined run_code program whe
       'await new Promise(() => {})',
     ].join('\n')
     const script = ws.write('script.jsonl', [step('Running.', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
-    const config = ws.write('cordis.yml', composition(script, 'danger-full-access'))
+    const config = writeComposition(ws.dir, composition(script, 'danger-full-access'))
     const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
     const sleeps = () => [...processesWith(`sleep ${plain}`), ...processesWith(`sleep ${detached}`)]
     try {

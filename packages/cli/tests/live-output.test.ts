@@ -3,12 +3,13 @@
  * arrives, and `--output stream-json --partial` emits `tool_output` deltas before the result.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { spine, terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
 import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES, LIVE_PREFIX } from '../src/transcript.ts'
-import { acpRequest, jsonLines, runConch, startConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { acpRequest, jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
 
-const composition = (script: string): string => terminalComposition({ script, mode: 'danger-full-access' })
+const composition = (script: string) => terminalComposition({ script, mode: 'danger-full-access' })
 
 /** Three ticks with pauses between them, so they arrive in separate chunks while the send waits. */
 const TICKS = 'for i in 1 2 3; do echo "tick-$((i * 11))"; sleep 0.3; done'
@@ -42,7 +43,7 @@ function script(command = TICKS): string {
 
 describe('live output of conch run', () => {
   it('--partial emits tool_output deltas before the unchanged tool_result', async () => {
-    const config = ws.write('cordis.yml', composition(script()))
+    const config = writeComposition(ws.dir, composition(script()))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', '--partial', 'tick'], { cwd: ws.dir })
     expect(run.stderr).toBe('')
     expect(run.code).toBe(0)
@@ -60,14 +61,14 @@ describe('live output of conch run', () => {
   })
 
   it('without --partial, stream-json has no tool_output lines', async () => {
-    const config = ws.write('cordis.yml', composition(script()))
+    const config = writeComposition(ws.dir, composition(script()))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'tick'], { cwd: ws.dir })
     expect(run.code).toBe(0)
     expect(jsonLines(run.stdout).filter((line) => line['type'] === 'tool_output')).toEqual([])
   })
 
   it('--output text prints the output live, each line marked, then the result', async () => {
-    const config = ws.write('cordis.yml', composition(script()))
+    const config = writeComposition(ws.dir, composition(script()))
     const run = await runConch(['run', '--config', config, 'tick'], { cwd: ws.dir })
     expect(run.code).toBe(0)
     const lines = run.stdout.split('\n')
@@ -79,7 +80,7 @@ describe('live output of conch run', () => {
   })
 
   it('--output text shows a multi-line paste live once, though bash writes it again in place', async () => {
-    const config = ws.write('cordis.yml', composition(script(LOOP)))
+    const config = writeComposition(ws.dir, composition(script(LOOP)))
     const run = await runConch(['run', '--config', config, 'loop'], { cwd: ws.dir })
     expect(run.code, run.stderr).toBe(0)
     const live = run.stdout.split('\n').filter((line) => line.startsWith(LIVE_PREFIX)).map((line) => line.slice(LIVE_PREFIX.length))
@@ -89,7 +90,7 @@ describe('live output of conch run', () => {
   })
 
   it("an ACP client's live content shows a multi-line paste once, though bash writes it again in place", async () => {
-    const config = ws.write('cordis.yml', composition(script(LOOP)))
+    const config = writeComposition(ws.dir, composition(script(LOOP)))
     const conch = startConch(['acp', '--config', config], { cwd: ws.dir })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
     const created = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
@@ -110,7 +111,7 @@ describe('live output of conch run', () => {
   it('bounds one call\'s live output in both formats and still prints the whole result', async () => {
     // 3 MB of output in one send: the live view stops at the limit with one notice.
     const flood = 'yes conch-flood | head -c 3000000; echo flood-done'
-    const config = ws.write('cordis.yml', composition(script(flood)))
+    const config = writeComposition(ws.dir, composition(script(flood)))
     const text = await runConch(['run', '--config', config, 'flood'], { cwd: ws.dir })
     expect(text.code).toBe(0)
     const live = text.stdout.split('\n').filter((line) => line.startsWith('  | '))
@@ -130,7 +131,7 @@ describe('live output of conch run', () => {
   })
 
   it('refuses --partial without stream-json', async () => {
-    const config = ws.write('cordis.yml', composition(script()))
+    const config = writeComposition(ws.dir, composition(script()))
     const run = await runConch(['run', '--config', config, '--partial', 'tick'], { cwd: ws.dir })
     expect(run.code).toBe(2)
     expect(run.stderr).toMatch(/--partial needs --output stream-json/)
@@ -138,27 +139,22 @@ describe('live output of conch run', () => {
 })
 
 /** Rows of one composition: the scripted model, terminals, run_code and a child conch, unconfined. */
-function hostileComposition(script: string, childScript: string): string {
-  const rows: Array<[string, string, object?]> = [
-    ['sessions', '@conch/session'],
-    ['tools', '@conch/tools'],
-    ['llm', '@conch/llm'],
-    ['model', '@conch/llm-replay', { script }],
-    ['subprocess', '@conch/subprocess'],
-    ['sandbox', '@conch/sandbox'],
-    ['sandbox-policy', '@conch/sandbox-policy', { mode: 'danger-full-access' }],
-    ['agents', '@conch/agent'],
-    ['pty', '@conch/pty'],
-    ['pty-local', '@conch/pty-local'],
-    ['tool-pty', '@conch/tool-pty'],
-    ['ptc', '@conch/ptc'],
-    ['ptc-node', '@conch/ptc-node'],
-    ['tool-ptc', '@conch/tool-ptc'],
-    ['subagents', '@conch/subagent'],
-    ['subagent-conch', '@conch/subagent-conch', { script: childScript }],
-    ['tool-subagent', '@conch/tool-subagent', { provider: 'conch' }],
-  ]
-  return rows.map(([id, name, config]) => `- id: ${id}\n  name: '${name}'${config ? `\n  config: ${JSON.stringify(config)}` : ''}\n`).join('')
+function hostileComposition(script: string, childScript: string): CompositionRow[] {
+  return spine([
+    { id: 'model', name: '@conch/llm-replay', config: { script } },
+    { id: 'subprocess', name: '@conch/subprocess' },
+    { id: 'sandbox', name: '@conch/sandbox' },
+    { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: 'danger-full-access' } },
+    { id: 'pty', name: '@conch/pty' },
+    { id: 'pty-local', name: '@conch/pty-local' },
+    { id: 'tool-pty', name: '@conch/tool-pty' },
+    { id: 'ptc', name: '@conch/ptc' },
+    { id: 'ptc-node', name: '@conch/ptc-node' },
+    { id: 'tool-ptc', name: '@conch/tool-ptc' },
+    { id: 'subagents', name: '@conch/subagent' },
+    { id: 'subagent-conch', name: '@conch/subagent-conch', config: { script: childScript } },
+    { id: 'tool-subagent', name: '@conch/tool-subagent', config: { provider: 'conch' } },
+  ])
 }
 
 describe('the text transcript', () => {
@@ -174,7 +170,7 @@ describe('the text transcript', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', hostileComposition(script, childScript))
+    const config = writeComposition(ws.dir, hostileComposition(script, childScript))
     const run = await runConch(['run', '--config', config, '--output', 'text', 'go'], { cwd: ws.dir })
     expect(run.code, run.stderr).toBe(0)
     expect(run.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/)
@@ -201,7 +197,7 @@ describe('the text transcript', () => {
         step('answer \u200bzero\u200c\u200d\u2060\ufeff\u202aend'),
       ].join('\n'),
     )
-    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
+    const run = await runConch(['run', '--config', writeComposition(ws.dir, composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
     expect(run.code, run.stderr).toBe(0)
     expect(run.stdout).not.toMatch(/[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/)
     expect(run.stdout).toContain('model <U+202E>txt.exe<U+202C> <U+2066>x<U+2069> <U+200E><U+200F><U+061C>')
@@ -211,7 +207,7 @@ describe('the text transcript', () => {
 
   it("shows control characters in conch's own stderr lines (a tool name from the model) instead of passing them", async () => {
     const script = ws.write('script.jsonl', `${step('', [{ name: 'no_such\u001b[31mtool\u009b\u202e', arguments: {} }])}\n`)
-    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
+    const run = await runConch(['run', '--config', writeComposition(ws.dir, composition(script)), '--output', 'text', 'go'], { cwd: ws.dir })
     expect(run.code).toBe(1)
     expect(run.stderr).toContain('conch: ')
     expect(run.stderr).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/)

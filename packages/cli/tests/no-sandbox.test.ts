@@ -6,7 +6,8 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { jsonLines, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
 
@@ -35,7 +36,7 @@ function expectSandboxParagraph(stderr: string, mode: string) {
 
 describe.each(['workspace-write', 'read-only'] as const)('without bubblewrap, a %s composition', (mode) => {
   it('conch run exits 2 at start with one stderr paragraph naming the fix, before any model call', async () => {
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode }))
     const result = await runConch(['run', '--config', 'cordis.yml', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.code).toBe(2)
     expectSandboxParagraph(result.stderr, mode)
@@ -47,14 +48,14 @@ describe.each(['workspace-write', 'read-only'] as const)('without bubblewrap, a 
 
 describe('without bubblewrap', () => {
   it('conch acp exits 2 at start with the same paragraph', async () => {
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'workspace-write' }))
     const result = await runConch(['acp', '--config', 'cordis.yml', '--script', 's.jsonl'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.code).toBe(2)
     expectSandboxParagraph(result.stderr, 'workspace-write')
   })
 
   it('a composition that chose danger-full-access runs its terminals unconfined', async () => {
-    ws.write('cordis.yml', terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
+    writeComposition(ws.dir, terminalComposition({ script: join(ws.dir, 's.jsonl'), mode: 'danger-full-access' }))
     const result = await runConch(['run', '--config', 'cordis.yml', '--output', 'stream-json', 'open a shell'], { cwd: ws.dir, env: { PATH: path } })
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)

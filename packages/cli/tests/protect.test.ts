@@ -11,9 +11,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync,
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { compositionYaml, conchSubagent, terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
 import { readComposition } from '../src/compose.ts'
 import { closurePaths, localPluginPaths } from '../src/protect.ts'
-import { acpRequest, FIXTURES, jsonLines, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { acpRequest, FIXTURES, jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -36,7 +37,7 @@ const open = step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }])
 const send = (text: string) => step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text } }])
 
 /** The terminal composition (workspace-write), its model script `script.jsonl` in the workspace. */
-const composition = (): string => terminalComposition({ script: join(ws.dir, 'script.jsonl'), mode: 'workspace-write' })
+const composition = (more: CompositionRow[] = []) => terminalComposition({ script: join(ws.dir, 'script.jsonl'), mode: 'workspace-write', more })
 
 /** Runs `conch run --config config --cwd <workspace>` with `lines` as the script; the tool results, in order. */
 async function conchRun(config: string, lines: string[], env?: NodeJS.ProcessEnv): Promise<{ isError: boolean; text: string }[]> {
@@ -56,8 +57,8 @@ async function toolResults(config: string, cwd: string, env?: NodeJS.ProcessEnv)
 
 describe.runIf(hasBwrap)('a protected composition with a second hard link', () => {
   it('planted by a terminal while the file was not the running composition, refuses every confined terminal of the run that boots it', async () => {
-    const yml = ws.write('cordis.yml', composition())
-    writeFileSync(join(elsewhere, 'other.yml'), composition())
+    const yml = writeComposition(ws.dir, composition())
+    writeComposition(elsewhere, composition(), 'other.yml')
     // Run 1 boots another composition in the same workspace: ./cordis.yml is an ordinary file there.
     const planted = await conchRun(join(elsewhere, 'other.yml'), [open, send('ln cordis.yml .cfg-link; stat -c "links=%h" cordis.yml')])
     expect(planted.map((result) => result.text).join('\n')).toMatch(/^links=2$/m)
@@ -70,14 +71,14 @@ describe.runIf(hasBwrap)('a protected composition with a second hard link', () =
     expect(results[0]!.text).toContain(`the protected file ${yml} has 2 hard links`)
     expect(results[0]!.text).toContain(`find ${ws.dir} -xdev -samefile ${yml}`)
     expect(results[1]!.text).toMatch(/NO_SESSION/)
-    expect(readFileSync(yml, 'utf8')).toBe(composition())
+    expect(readFileSync(yml, 'utf8')).toBe(compositionYaml(composition()))
   })
 })
 
 describe.runIf(hasBwrap)('a protected composition reached through a symbolic link in the workspace', () => {
   it('refuses every confined terminal, naming the link and its target; the target given directly confines, and relinking changes nothing', async () => {
     const target = join(elsewhere, 'cordis.yml')
-    writeFileSync(target, composition())
+    writeComposition(elsewhere, composition())
     symlinkSync(target, join(ws.dir, 'cordis.yml'))
     const results = await conchRun(join(ws.dir, 'cordis.yml'), [open, send('echo unreachable')])
     expect(results[0]!.isError).toBe(true)
@@ -90,16 +91,15 @@ describe.runIf(hasBwrap)('a protected composition reached through a symbolic lin
     const text = direct.map((result) => result.text).join('\n')
     expect(text).toMatch(/^relinked=0$/m)
     expect(text).toMatch(/^touch=1$/m)
-    expect(readFileSync(target, 'utf8')).toBe(composition())
+    expect(readFileSync(target, 'utf8')).toBe(compositionYaml(composition()))
   })
 })
 
 /** A local plugin of the workspace, `./tool.mts`, importing `./lib.mts` and `zod` from the workspace's node_modules. */
-function plantWorkspace(extraRows = ''): string {
+function plantWorkspace(more: CompositionRow[] = []): string {
   ws.write('tool.mts', "import { z } from 'zod'\nimport { helper } from './lib.mts'\nexport const name = 'mytool'\nexport const Config = z.object({})\nexport const apply = () => helper()\n")
   ws.write('lib.mts', 'export function helper() {}\n')
-  const rows = `- id: mytool\n  name: ./tool.mts\n  config: {}\n${extraRows}`
-  return ws.write('cordis.yml', composition().replace('- id: agents\n', `${rows}- id: agents\n`))
+  return writeComposition(ws.dir, composition([{ id: 'mytool', name: './tool.mts', config: {} }, ...more]))
 }
 
 /** What the terminal writes: a lib.mts and a zod that leave a mark on the host when they run. */
@@ -117,7 +117,7 @@ const plantZod = (mark: string) => {
 async function conchRunIn(config: string, cwd: string, lines: string[]): Promise<{ isError: boolean; text: string }[]> {
   const script = join(elsewhere, `script-${Date.now()}.jsonl`)
   writeFileSync(script, [...lines, step('Done.')].join('\n'))
-  const yml = readFileSync(config, 'utf8').replace(JSON.stringify(join(ws.dir, 'script.jsonl')), JSON.stringify(script))
+  const yml = readFileSync(config, 'utf8').replace(join(ws.dir, 'script.jsonl'), script)
   const file = join(elsewhere, `cordis-${Date.now()}.yml`)
   writeFileSync(file, yml.replace('name: ./tool.mts', `name: ${JSON.stringify(join(ws.dir, 'tool.mts'))}`))
   return toolResults(file, cwd)
@@ -165,10 +165,7 @@ describe.runIf(hasBwrap)("a local plugin's imports", () => {
 
   it('outside the workspace: a terminal there confines and can rewrite neither the module beside the plugin nor its package, for the next boot or a child conch', async () => {
     const child = ws.write('child.jsonl', `${step('child conch here')}\n`)
-    const yml = plantWorkspace(
-      `- id: subagents\n  name: '@conch/subagent'\n- id: subagent-conch\n  name: '@conch/subagent-conch'\n  config:\n    script: ${JSON.stringify(child)}\n` +
-        `- id: tool-subagent\n  name: '@conch/tool-subagent'\n  config:\n    provider: conch\n`,
-    )
+    const yml = plantWorkspace(conchSubagent({ script: child }))
     const work = realpathSync(mkdtempSync(join(tmpdir(), 'conch-protect-work-')))
     try {
       const [libMark, zodMark] = [join(elsewhere, 'pwned-lib'), join(elsewhere, 'pwned-zod')]
@@ -208,7 +205,7 @@ describe.runIf(hasBwrap)('a tsconfig.json a confined terminal plants in the work
     ['the built bin (or the sources, when the build is stale), with a TypeScript plugin of the checkout', {}],
     ['the sources (CONCH_FROM_SOURCE=1)', { CONCH_FROM_SOURCE: '1' }],
   ])('is not applied to what conch compiles next: %s', async (_name, env) => {
-    const yml = ws.write('cordis.yml', composition().replace('- id: agents\n', `- id: echo\n  name: ${JSON.stringify(join(FIXTURES, 'echo-tool.ts'))}\n- id: agents\n`))
+    const yml = writeComposition(ws.dir, composition([{ id: 'echo', name: join(FIXTURES, 'echo-tool.ts') }]))
     const mark = join(elsewhere, 'pwned-tsconfig')
     const results = await conchRun(yml, [open, send(plantTsconfig(mark))])
     expect(results[1]!.text).toMatch(/^planted=0$/m)
@@ -220,11 +217,7 @@ describe.runIf(hasBwrap)('a tsconfig.json a confined terminal plants in the work
 
   it('is not applied by the child conch a `subagent` call starts in the same run, in that working directory', async () => {
     const child = ws.write('child.jsonl', `${step('', [{ name: 'echo', arguments: { text: 'from the child' } }])}\n${step('child done')}\n`)
-    const rows =
-      `- id: echo\n  name: ${JSON.stringify(join(FIXTURES, 'echo-tool.ts'))}\n- id: subagents\n  name: '@conch/subagent'\n` +
-      `- id: subagent-conch\n  name: '@conch/subagent-conch'\n  config:\n    script: ${JSON.stringify(child)}\n` +
-      `- id: tool-subagent\n  name: '@conch/tool-subagent'\n  config:\n    provider: conch\n`
-    const yml = ws.write('cordis.yml', composition().replace('- id: agents\n', `${rows}- id: agents\n`))
+    const yml = writeComposition(ws.dir, composition([{ id: 'echo', name: join(FIXTURES, 'echo-tool.ts') }, ...conchSubagent({ script: child })]))
     const mark = join(elsewhere, 'pwned-tsconfig-child')
     const results = await conchRun(yml, [open, send(plantTsconfig(mark)), step('', [{ name: 'subagent', arguments: { prompt: 'echo something' } }])])
     expect(results[1]!.text).toMatch(/^planted=0$/m)

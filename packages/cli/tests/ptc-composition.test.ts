@@ -3,25 +3,26 @@
  * program drives a real, sandboxed bash from code and returns a summary, end to end in a real
  * `conch run` process — the nested calls are in the session log with their parent call id.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { tempFolders } from '@conch/test-support/homes'
 import { CLI_ROOT, jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
 const ROOT_CONFIG = resolve(CLI_ROOT, '..', '..', 'cordis.yml')
 
+const stateHome = tempFolders('conch-state-', '/var/tmp')
 let ws: Workspace
 let state: string
 beforeEach(() => {
   ws = workspace()
   // The root cordis.yml keeps session logs under $XDG_STATE_HOME, outside the workspace.
-  state = mkdtempSync('/var/tmp/conch-state-')
+  state = stateHome()
 })
 afterEach(() => {
   ws.remove()
-  rmSync(state, { recursive: true, force: true })
 })
 
 describe('run_code from the root cordis.yml', () => {

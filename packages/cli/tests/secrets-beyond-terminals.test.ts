@@ -5,54 +5,28 @@
  * that quotes it in its streamed answer. The value
  * reaches no result, stream-json line, ACP update or session log — only `[secret NAME]` does.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { conchSubagent, terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { tempFolders } from '@conch/test-support/homes'
+import { acpRequest, allFiles, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 // A parent conch with a run_code program and a child conch, each compiling on start.
 vi.setConfig({ testTimeout: 120_000 })
 
 const VALUE = 'file-secret-7c41d09e-kappa'
 
-/** Rows that add run_code and the conch sub-agent to a terminal composition. */
-const delegation = (childConfig: string, childScript: string): string => `- id: ptc
-  name: '@conch/ptc'
-- id: ptc-node
-  name: '@conch/ptc-node'
-- id: tool-ptc
-  name: '@conch/tool-ptc'
-- id: subagents
-  name: '@conch/subagent'
-- id: subagent-conch
-  name: '@conch/subagent-conch'
-  config:
-    config: ${JSON.stringify(childConfig)}
-    script: ${JSON.stringify(childScript)}
-- id: tool-subagent
-  name: '@conch/tool-subagent'
-  config:
-    provider: conch
-`
-
+const stateHome = tempFolders('conch-secrets-', '/var/tmp')
 let ws: Workspace
 let state = ''
 beforeEach(() => {
   ws = workspace()
-  state = mkdtempSync('/var/tmp/conch-secrets-')
+  state = stateHome()
 })
 afterEach(() => {
   ws.remove()
-  rmSync(state, { recursive: true, force: true })
 })
-
-/** Every file under `dir`, concatenated. */
-function allFiles(dir: string): string {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
-    .join('\n')
-}
 
 describe('a secret read outside a terminal', () => {
   it('by a run_code program and by a child conch shows only its name in results, stream-json, ACP updates and the session log', async () => {
@@ -66,7 +40,7 @@ describe('a secret read outside a terminal', () => {
         step(`The file holds ${VALUE}.`),
       ].join('\n'),
     )
-    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const childConfig = writeComposition(ws.dir, terminalComposition({ script: childScript, mode: 'danger-full-access' }), 'child.yml')
     const code = [
       'const fs = require("node:fs")',
       `const value = fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").trim()`,
@@ -79,13 +53,7 @@ describe('a secret read outside a terminal', () => {
       'script.jsonl',
       [step('', [{ name: 'run_code', arguments: { code } }]), step('', [{ name: 'subagent', arguments: { prompt: 'what does token.txt hold?' } }]), step(`Done: ${VALUE}`)].join('\n'),
     )
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { TOKEN: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(childConfig, childScript)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { TOKEN: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: childConfig, script: childScript }) }))
     const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state }
 
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env })
@@ -111,32 +79,13 @@ describe('a secret read outside a terminal', () => {
     expect(logs).not.toContain(VALUE)
 
     const conch = startConch(['acp', '--config', config], { cwd: ws.dir, env })
-    const frames: Record<string, unknown>[] = []
-    let buffered = ''
-    let answered: ((frame: Record<string, unknown>) => void) | undefined
-    let waiting: number | undefined
-    conch.child.stdout.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString()
-      for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
-        const frame = JSON.parse(buffered.slice(0, newline)) as Record<string, unknown>
-        buffered = buffered.slice(newline + 1)
-        frames.push(frame)
-        if (frame['id'] === waiting && frame['method'] === undefined) answered?.(frame)
-      }
-    })
-    const request = (id: number, method: string, params: unknown) =>
-      new Promise<Record<string, unknown>>((resolve, reject) => {
-        waiting = id
-        answered = resolve
-        void conch.exit.then(() => reject(new Error(`conch exited first; stderr:\n${conch.stderr()}`)))
-        conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
-      })
-    await request(0, 'initialize', { protocolVersion: 1 })
-    const created = await request(1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    const created = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
     const sessionId = (created['result'] as { sessionId: string }).sessionId
-    expect(await request(2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'read it' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
+    expect(await acpRequest(conch, 2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'read it' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
     conch.child.stdin.end()
     expect(await conch.exit).toBe(0)
+    const frames = jsonLines(conch.stdout())
     const updates = frames.filter((frame) => frame['method'] === 'session/update').map((frame) => JSON.stringify(frame['params']))
     expect(updates.join('\n')).toContain('read: [secret TOKEN]')
     expect(updates.join('\n')).toContain('The file holds [secret TOKEN].')
@@ -159,13 +108,7 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
       'return { s1: k }',
     ].join('\n')
     const script = ws.write('script.jsonl', [step('', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S1: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S1: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: writeComposition(ws.dir, [], 'child.yml'), script }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const [ran] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
@@ -183,13 +126,7 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
     const secretFile = ws.write('key.txt', `${value}\n`)
     const code = [`const fs = require("node:fs")`, `const s = ${read.replace('FILE', JSON.stringify(secretFile))}`, print, 'return 0'].join('\n')
     const script = ws.write('script.jsonl', [step('', [{ name: 'run_code', arguments: { code } }]), step('Done.')].join('\n'))
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S2: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sessions: { persist: true }, toolPty: { secrets: { S2: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: writeComposition(ws.dir, [], 'child.yml'), script }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'read it'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const [ran] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
@@ -234,13 +171,7 @@ describe('a secret in the forms conch writes it, and in the environment', () => 
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { S3: { env: 'DEPLOY_WORDS' } } } }).replace(
-        '- id: agents',
-        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { S3: { env: 'DEPLOY_WORDS' } } }, runCode: true, more: conchSubagent({ config: writeComposition(ws.dir, [], 'child.yml'), script }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'look'], {
       cwd: ws.dir,
       env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state, DEPLOY_WORDS: value },
@@ -264,13 +195,7 @@ describe('a secret at the cut of a bounded result', () => {
     const code = (length: number) =>
       `const fs = require("node:fs"); console.log("x".repeat(${length}) + fs.readFileSync(${JSON.stringify(secretFile)}, "utf8").trim() + "y".repeat(100)); return 0`
     const script = ws.write('script.jsonl', [...lengths.map((length) => step('', [{ name: 'run_code', arguments: { code: code(length) } }])), step('Done.')].join('\n'))
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(ws.write('child.yml', '[]'), script)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: writeComposition(ws.dir, [], 'child.yml'), script }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
@@ -298,7 +223,7 @@ describe('a secret at the cut of a bounded result', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }))
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
@@ -315,15 +240,9 @@ describe('a secret at the cut of a bounded result', () => {
     // tool-subagent keeps 16384 bytes: the answer's head, then `[subagent: conch, stop: completed, 1.2 s]`
     // and `[output truncated: 16408 bytes omitted]`, so the cut falls 7 or 8 characters into the value.
     const childScript = ws.write('child.jsonl', step('x'.repeat(16294) + value + 'y'.repeat(100)))
-    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const childConfig = writeComposition(ws.dir, terminalComposition({ script: childScript, mode: 'danger-full-access' }), 'child.yml')
     const script = ws.write('script.jsonl', [step('', [{ name: 'subagent', arguments: { prompt: 'answer' } }]), step('Done.')].join('\n'))
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(childConfig, childScript)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', toolPty: { secrets: { CUT: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: childConfig, script: childScript }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const [delegated] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
@@ -336,7 +255,7 @@ describe('a secret at the cut of a bounded result', () => {
     // task_output keeps 16384 bytes less `[status: completed, stop: completed, duration: 1.2 s]`,
     // `[output truncated]` and three newlines: the newest 16310, so the cut falls 7 or 8 characters into the value.
     const childScript = ws.write('child.jsonl', step(value + 'y'.repeat(16303)))
-    const childConfig = ws.write('child.yml', terminalComposition({ script: childScript, mode: 'danger-full-access' }))
+    const childConfig = writeComposition(ws.dir, terminalComposition({ script: childScript, mode: 'danger-full-access' }), 'child.yml')
     const script = ws.write(
       'script.jsonl',
       [
@@ -345,13 +264,7 @@ describe('a secret at the cut of a bounded result', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write(
-      'cordis.yml',
-      terminalComposition({ script, mode: 'workspace-write', tasks: true, toolPty: { secrets: { CUT: { file: secretFile } } } }).replace(
-        '- id: agents',
-        `${delegation(childConfig, childScript)}- id: agents`,
-      ),
-    )
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', tasks: true, toolPty: { secrets: { CUT: { file: secretFile } } }, runCode: true, more: conchSubagent({ config: childConfig, script: childScript }) }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const [, output] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]

@@ -5,63 +5,29 @@
  * an ACP agent.
  */
 import { randomBytes } from 'node:crypto'
-import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { spine, writeComposition } from '@conch/test-support/composition'
+import { ACP_AGENT } from '@conch/test-support/products'
 import { acpRequest, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 // A parent conch and a child conch, each compiling on start.
 vi.setConfig({ testTimeout: 90_000 })
 
-const acpAgent = fileURLToPath(new URL('../../subagent/subagent-acp/tests/fixtures/acp-agent.mjs', import.meta.url))
 
-const composition = (options: { childScript: string; token: string }): string => `
-- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: tasks
-  name: '@conch/tasks'
-- id: tool-tasks
-  name: '@conch/tool-tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: subagents
-  name: '@conch/subagent'
-- id: subagent-conch
-  name: '@conch/subagent-conch'
-  config:
-    script: ${JSON.stringify(options.childScript)}
-- id: subagent-acp
-  name: '@conch/subagent-acp'
-  config:
-    command: ${JSON.stringify(process.execPath)}
-    args: [${JSON.stringify(acpAgent)}, ${JSON.stringify(options.token)}]
-- id: subagent-codex
-  name: '@conch/subagent-codex'
-  disabled: true
-- id: subagent-claude-code
-  name: '@conch/subagent-claude-code'
-  disabled: true
-- id: tool-subagent
-  name: '@conch/tool-subagent'
-  config:
-    provider: conch
-- id: tool-subagent-acp
-  name: '@conch/tool-subagent'
-  config:
-    provider: acp
-    toolName: subagent_acp
-- id: tool-subagent-codex
-  name: '@conch/tool-subagent'
-  disabled: true
-  config:
-    provider: codex
-    toolName: codex
-- id: agents
-  name: '@conch/agent'
-`
+const composition = (options: { childScript: string; token: string }) =>
+  spine([
+    { id: 'tasks', name: '@conch/tasks' },
+    { id: 'tool-tasks', name: '@conch/tool-tasks' },
+    { id: 'subprocess', name: '@conch/subprocess' },
+    { id: 'subagents', name: '@conch/subagent' },
+    { id: 'subagent-conch', name: '@conch/subagent-conch', config: { script: options.childScript } },
+    { id: 'subagent-acp', name: '@conch/subagent-acp', config: { command: process.execPath, args: [ACP_AGENT, options.token] } },
+    { id: 'subagent-codex', name: '@conch/subagent-codex', disabled: true },
+    { id: 'subagent-claude-code', name: '@conch/subagent-claude-code', disabled: true },
+    { id: 'tool-subagent', name: '@conch/tool-subagent', config: { provider: 'conch' } },
+    { id: 'tool-subagent-acp', name: '@conch/tool-subagent', config: { provider: 'acp', toolName: 'subagent_acp' } },
+    { id: 'tool-subagent-codex', name: '@conch/tool-subagent', disabled: true, config: { provider: 'codex', toolName: 'codex' } },
+  ])
 
 let ws: Workspace
 
@@ -88,7 +54,7 @@ describe('sub-agents from a cordis.yml', () => {
         step('Both answered.'),
       ].join('\n') + '\n',
     )
-    const config = ws.write('cordis.yml', composition({ childScript, token }))
+    const config = writeComposition(ws.dir, composition({ childScript, token }))
 
     const run = await runConch(['run', '--config', config, '--script', script, '--output', 'stream-json', 'delegate'], { cwd: ws.dir })
     expect(run.stderr).toBe('')
@@ -120,7 +86,7 @@ describe('sub-agents from a cordis.yml', () => {
       'parent.jsonl',
       [step('', [{ name: 'subagent_acp', arguments: { prompt: 'huge-line' } }]), step('first session goes on'), step('second session answers')].join('\n') + '\n',
     )
-    const config = ws.write('cordis.yml', composition({ childScript, token }))
+    const config = writeComposition(ws.dir, composition({ childScript, token }))
     const conch = startConch(['acp', '--config', config, '--script', script], { cwd: ws.dir })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
     const ids = [] as string[]

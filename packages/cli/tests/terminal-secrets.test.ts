@@ -3,16 +3,18 @@
  * prompt and the name only; the value reaches the program and nothing that records or shows the
  * run — tool results, terminal_read, task output, the stream-json transcript, the session log.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, runConch, startConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { tempFolders } from '@conch/test-support/homes'
+import { acpRequest, allFiles, jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
 const VALUE = 'Sw0rdf1sh-correct-horse-4217'
 
-const composition = (script: string, secretFile: string): string =>
+const composition = (script: string, secretFile: string) =>
   terminalComposition({
     script,
     mode: 'workspace-write',
@@ -21,24 +23,16 @@ const composition = (script: string, secretFile: string): string =>
     toolPty: { secrets: { DEMO_PASSWORD: { env: 'DEMO_PASSWORD' }, FROM_FILE: { file: secretFile } } },
   })
 
+const stateHome = tempFolders('conch-secrets-', '/var/tmp')
 let ws: Workspace
 let state = ''
 beforeEach(() => {
   ws = workspace()
-  state = mkdtempSync('/var/tmp/conch-secrets-')
+  state = stateHome()
 })
 afterEach(() => {
   ws.remove()
-  rmSync(state, { recursive: true, force: true })
 })
-
-/** Every file under `dir`, concatenated. */
-function allFiles(dir: string): string {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile())
-    .map((entry) => readFileSync(join(entry.parentPath, entry.name), 'utf8'))
-    .join('\n')
-}
 
 describe('secrets typed by name', () => {
   it('a hidden prompt gets the secret; results, terminal_read, task output, the transcript and the session log show only its name', async () => {
@@ -66,7 +60,7 @@ describe('secrets typed by name', () => {
       ].join('\n'),
     )
     const env = { PATH: process.env['PATH'] ?? '/usr/bin:/bin', DEMO_PASSWORD: VALUE, XDG_STATE_HOME: state }
-    const run = await runConch(['run', '--config', ws.write('cordis.yml', composition(script, secretFile)), '--output', 'stream-json', 'log in'], { cwd: ws.dir, env })
+    const run = await runConch(['run', '--config', writeComposition(ws.dir, composition(script, secretFile)), '--output', 'stream-json', 'log in'], { cwd: ws.dir, env })
     expect(run.code, run.stderr).toBe(0)
     const results = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { name: string; isError: boolean; text: string }[]
     const [, catFile, asking, typed, printed, , background, page, list, unknown, asking2, typed2, badKey, twoInputs] = results.map((result) => result!.text)
@@ -119,7 +113,7 @@ describe('secrets in live output', () => {
 
   it('conch run --output text and stream-json --partial show a value printed in halves only by its name', async () => {
     const script = ws.write('script.jsonl', steps().join('\n'))
-    const config = ws.write('cordis.yml', liveComposition(script))
+    const config = writeComposition(ws.dir, liveComposition(script))
     const text = await runConch(['run', '--config', config, '--output', 'text', 'halves'], { cwd: ws.dir, env: env() })
     expect(text.code, text.stderr).toBe(0)
     expect(text.stdout).toMatch(/^ {2}\| c:\[secret DEMO_PASSWORD\]$/m)
@@ -134,34 +128,15 @@ describe('secrets in live output', () => {
 
   it('an ACP client’s live tool_call_update content shows a value printed in halves only by its name', async () => {
     const script = ws.write('script.jsonl', steps().join('\n'))
-    const config = ws.write('cordis.yml', liveComposition(script))
+    const config = writeComposition(ws.dir, liveComposition(script))
     const conch = startConch(['acp', '--config', config], { cwd: ws.dir, env: env() })
-    const frames: Record<string, unknown>[] = []
-    let buffered = ''
-    let answered: ((frame: Record<string, unknown>) => void) | undefined
-    let waiting: number | undefined
-    conch.child.stdout.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString()
-      for (let newline = buffered.indexOf('\n'); newline !== -1; newline = buffered.indexOf('\n')) {
-        const frame = JSON.parse(buffered.slice(0, newline)) as Record<string, unknown>
-        buffered = buffered.slice(newline + 1)
-        frames.push(frame)
-        if (frame['id'] === waiting && frame['method'] === undefined) answered?.(frame)
-      }
-    })
-    const request = (id: number, method: string, params: unknown) =>
-      new Promise<Record<string, unknown>>((resolve, reject) => {
-        waiting = id
-        answered = resolve
-        void conch.exit.then(() => reject(new Error(`conch exited first; stderr:\n${conch.stderr()}`)))
-        conch.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`)
-      })
-    await request(0, 'initialize', { protocolVersion: 1 })
-    const created = await request(1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    const created = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
     const sessionId = (created['result'] as { sessionId: string }).sessionId
-    expect(await request(2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'halves' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
+    expect(await acpRequest(conch, 2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'halves' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
     conch.child.stdin.end()
     expect(await conch.exit).toBe(0)
+    const frames = jsonLines(conch.stdout())
     const updates = frames.filter((frame) => frame['method'] === 'session/update').map((frame) => JSON.stringify(frame['params']))
     const live = updates.filter((update) => update.includes('"tool_call_update"') && !update.includes('"status"'))
     expect(live.join('\n')).toContain('c:[secret DEMO_PASSWORD]')

@@ -7,13 +7,14 @@
 import { randomInt } from 'node:crypto'
 import { realpathSync } from 'node:fs'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { jsonLines, processesWith, runConch, step, workspace, type Workspace } from './harness.ts'
 
 // One conch process that compiles on start, spawns a sandboxed shell and waits for a SIGINT'd sleep.
 vi.setConfig({ testTimeout: 90_000 })
 
 /** The composition, with the model script's path filled in. */
-const composition = (script: string): string => terminalComposition({ script, mode: 'workspace-write', tasks: true })
+const composition = (script: string) => terminalComposition({ script, mode: 'workspace-write', tasks: true })
 
 interface ToolResultLine {
   type: 'tool_result'
@@ -56,7 +57,7 @@ describe('the terminal trio from a cordis.yml', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', composition(script))
+    const config = writeComposition(ws.dir, composition(script))
 
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'use a terminal'], { cwd: ws.dir })
     expect(run.stderr).toBe('')

@@ -5,28 +5,30 @@
  * with one rule, before any terminal could write there.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { acpRequest, CLI_ROOT, jsonLines, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { tempFolders } from '@conch/test-support/homes'
+import { acpRequest, CLI_ROOT, jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 120_000 })
 
 const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
 
+const stateHome = tempFolders('conch-state-', '/var/tmp')
 let ws: Workspace
 /** The state home conch runs with (under /var/tmp: not a system folder, and not the sandbox's private /tmp). */
 let state: string
 
 beforeEach(() => {
   ws = workspace()
-  state = mkdtempSync('/var/tmp/conch-state-')
+  state = stateHome()
 })
 
 afterEach(() => {
   ws.remove()
-  rmSync(state, { recursive: true, force: true })
 })
 
 const SYSTEM = ['/', '/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib', '/var', '/var/lib', '/etc/cron.d', '/proc/self']
@@ -42,7 +44,7 @@ describe.runIf(hasBwrap)('a workspace root conch refuses', () => {
     const runtime = join(tmpdir(), `conch-sandbox-${process.getuid?.() ?? 0}`)
     mkdirSync(runtime, { recursive: true, mode: 0o700 })
     // Logs allowed inside workspaces on purpose: another workspace's log folder must still not be one.
-    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { dir: logs, allowInsideWorkspace: true } }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { dir: logs, allowInsideWorkspace: true } }))
     const conch = startConch(['acp', '--config', yml], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
     const refused: [string, RegExp][] = [
@@ -77,7 +79,7 @@ describe.runIf(hasBwrap)('a workspace root conch refuses', () => {
         step('Done.'),
       ].join('\n'),
     )
-    const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write' }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write' }))
     try {
       const run = await runConch(['run', '--config', yml, '--cwd', '/etc', '--output', 'stream-json', 'plant'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.code, run.stderr).toBe(2)
@@ -97,7 +99,7 @@ describe.runIf(hasBwrap)('a workspace root conch refuses', () => {
     symlinkSync('/etc', join(ws.dir, 'etc-link'))
     const project = join(ws.dir, 'project')
     mkdirSync(project)
-    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write' }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write' }))
     const linked = await runConch(['run', '--config', yml, '--cwd', join(ws.dir, 'etc-link'), 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     expect(linked.code).toBe(2)
     expect(linked.stderr).toContain(`--cwd ${join(ws.dir, 'etc-link')} cannot be the workspace under the sandbox mode workspace-write: ${join(ws.dir, 'etc-link')} (/etc) is the system folder /etc`)
@@ -140,7 +142,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
 
   it('conch run --cwd refuses each with CWD_REFUSED (exit 2) creating no session folder, and runs in /home/<x>/proj, /root/<proj> and /srv/app', async () => {
     for (const path of ['/run/docker', '/root/.config', `/home/conch-test-${process.pid}`]) project(path)
-    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
     for (const [cwd, reason] of REFUSED) {
       const run = await runConch(['run', '--config', yml, '--cwd', cwd, 'task'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.code, `${cwd}: ${run.stderr}`).toBe(2)
@@ -164,7 +166,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
 
   it('conch acp session/new refuses each with CWD_REFUSED, and serves /home/<x>/proj and /srv/app', async () => {
     for (const path of ['/run/docker', '/root/.config', `/home/conch-test-${process.pid}`]) project(path)
-    const yml = ws.write('cordis.yml', terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script: ws.write('s.jsonl', `${step('hi')}\n`), mode: 'workspace-write', sessions: { persist: true } }))
     const conch = startConch(['acp', '--config', yml], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
     let id = 0
@@ -193,7 +195,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
         step('Done.'),
       ].join('\n'),
     )
-    const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write' }))
+    const yml = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write' }))
     const run = await runConch(['run', '--config', yml, '--cwd', home, '--output', 'text', 'plant'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
     expect(readFileSync(join(home, '.bashrc'), 'utf8')).toBe('# v\n')
     expect(existsSync(join(home, '.ssh', 'authorized_keys'))).toBe(false)
@@ -213,7 +215,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
           step('Done.'),
         ].join('\n'),
       )
-      const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write' }))
+      const yml = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write' }))
       const run = await runConch(['run', '--config', yml, '--cwd', '/run', '--output', 'stream-json', 'version'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.stdout).not.toContain('ApiVersion')
       expect(run.code, run.stderr).toBe(2)
@@ -235,7 +237,7 @@ describe.runIf(hasBwrap)('runtime folders, holding folders and a home\'s dot-fol
     mkdirSync(cwd)
     for (const [entry, reason] of [['/run', /\/run is the system folder \/run/], [`/home/conch-test-${process.pid}`, /a home folder itself/], ['/root/.ssh', /a home's own dot-folder/]] as const) {
       project(entry)
-      const yml = ws.write('cordis.yml', terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { readWritePaths: [entry] } }))
+      const yml = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { readWritePaths: [entry] } }))
       const run = await runConch(['run', '--config', yml, '--cwd', cwd, '--output', 'stream-json', 'version'], { cwd: ws.dir, env: { XDG_STATE_HOME: state } })
       expect(run.stdout).not.toContain('ApiVersion')
       expect(run.code, run.stderr).toBe(1)

@@ -4,9 +4,11 @@
  */
 import { readFileSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
+import { alive } from '@conch/test-support/procs'
+import { claudeEnv, claudeKind, startModel, tempDir } from '@conch/test-support/products'
+import { until } from '@conch/test-support/wait'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, PoolError, poolNote, type PoolKey } from '../src/index.ts'
-import { alive, claudeEnv, claudeKind, startModel, tempDir, until } from './products.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const terminals = unconfinedTerminals()

@@ -6,8 +6,10 @@
  */
 import { spawn } from 'node:child_process'
 import { afterEach, describe, expect, it } from 'vitest'
+import { alive } from '@conch/test-support/procs'
+import { until } from '@conch/test-support/wait'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, ptyTerminals, type PoolKey, type TerminalFactory } from '../src/index.ts'
-import { alive, sentinelRepl, until } from './products.ts'
+import { sentinelRepl } from './repl.ts'
 import { poolScratch, terminalStack, unconfinedTerminals } from './stack.ts'
 
 const scratch = poolScratch()

@@ -3,9 +3,10 @@
  * model server's Responses stream.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
+import { alive } from '@conch/test-support/procs'
+import { codexEnv, codexKind, startModel, tempDir } from '@conch/test-support/products'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
-import { alive, codexEnv, codexKind, startModel, tempDir } from './products.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const terminals = unconfinedTerminals()

@@ -10,8 +10,9 @@ import { chmodSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSy
 import path from 'node:path'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
 import { afterAll, describe, expect, it } from 'vitest'
+import { CONCH_BIN, tempDir } from '@conch/test-support/products'
+import { until } from '@conch/test-support/wait'
 import { BUILTIN_KINDS, loadPoolConfig, PoolMetrics, PtyPool, WorkerSupervisor, type OwnerPolicy, type PoolKey } from '../src/index.ts'
-import { CONCH_BIN, tempDir, until } from './products.ts'
 import { subprocessContext } from './stack.ts'
 
 const dir = tempDir('pool-confined-worker-')

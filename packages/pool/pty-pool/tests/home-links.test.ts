@@ -12,9 +12,10 @@ import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from '
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { DEFAULT_DENY_WRITE } from '@conch/sandbox-local'
+import { carrying, tagOf } from '@conch/test-support/procs'
+import { CONCH_BIN, tempDir } from '@conch/test-support/products'
 import * as ptyPool from '../src/index.ts'
 import type { PoolKey, PtyPool, WorkerSupervisor } from '../src/index.ts'
-import { carrying, CONCH_BIN, tagOf, tempDir } from './products.ts'
 import { poolScratch, terminalStack } from './stack.ts'
 
 const scratch = poolScratch()

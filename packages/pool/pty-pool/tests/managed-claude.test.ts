@@ -3,10 +3,12 @@
  * supervisor, spawned through ctx.subprocess), against the fake model server on 127.0.0.1.
  */
 import { readdirSync } from 'node:fs'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { alive, carrying, tagOf } from '@conch/test-support/procs'
+import { CONCH_BIN, claudeEnv, claudeKind, startModel, tempDir } from '@conch/test-support/products'
+import { until } from '@conch/test-support/wait'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey, type WorkerSupervisor } from '../src/index.ts'
-import { alive, carrying, CONCH_BIN, claudeEnv, claudeKind, startModel, tagOf, tempDir, until } from './products.ts'
 import { subprocessContext } from './stack.ts'
 
 let model: FakeModelServer

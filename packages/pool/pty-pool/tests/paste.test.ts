@@ -7,8 +7,8 @@
  */
 import { chmodSync, writeFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { tempDir } from '@conch/test-support/products'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
-import { tempDir } from './products.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const dir = tempDir('pool-paste-')

@@ -8,9 +8,9 @@
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
+import { CLAUDE_BIN, CODEX_BIN, claudeEnv, codexEnv, codexKind, requireProduct, startModel, tempDir } from '@conch/test-support/products'
 import { BUILTIN_KINDS, loadPoolConfig, poolNote, PtyPool, type PoolKey } from '../src/index.ts'
-import { CLAUDE_BIN, CODEX_BIN, claudeEnv, codexEnv, codexKind, requireProduct, startModel, tempDir } from './products.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const terminals = unconfinedTerminals()

@@ -11,9 +11,10 @@ import path from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import PtyService from '@conch/pty'
 import { linuxProcessTable, treeOf } from '@conch/subprocess'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
+import { alive } from '@conch/test-support/procs'
+import { CLAUDE_BIN, claudeEnv, claudeKind, startModel, tempDir } from '@conch/test-support/products'
 import { BUILTIN_KINDS, loadPoolConfig, ptyTerminals, PtyPool, type PoolKey } from '../src/index.ts'
-import { alive, CLAUDE_BIN, claudeEnv, claudeKind, startModel, tempDir } from './products.ts'
 import { terminalStack } from './stack.ts'
 
 const HOST_SECRET = `host-db-password-${process.pid}-${Math.random().toString(36).slice(2)}`

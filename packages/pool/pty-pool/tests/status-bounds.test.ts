@@ -11,9 +11,9 @@ import { readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import * as ptyPool from '../src/index.ts'
 import type { PtyPool, PtyPoolService } from '../src/index.ts'
-import { until } from './products.ts'
 import { poolScratch, terminalStack } from './stack.ts'
 
 const scratch = poolScratch()

@@ -7,8 +7,9 @@ import { execFileSync, execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import parsePrometheusTextFormat from 'parse-prometheus-text-format'
+import { tempDir } from '@conch/test-support/products'
 import { BUILTIN_KINDS, loadPoolConfig, PtyPool, startStatusListener, type PoolKey, type StatusListener } from '../src/index.ts'
-import { sentinelRepl, tempDir } from './products.ts'
+import { sentinelRepl } from './repl.ts'
 import { unconfinedTerminals } from './stack.ts'
 
 const run = promisify(execFile)

@@ -9,9 +9,12 @@ import { spawnSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { alive, carrying, tagOf } from '@conch/test-support/procs'
+import { CONCH_BIN, tempDir } from '@conch/test-support/products'
+import { until } from '@conch/test-support/wait'
 import * as ptyPool from '../src/index.ts'
 import { BUILTIN_KINDS, LineDecoder, loadPoolConfig, PtyPool, WorkerSupervisor, type InvokeResult, type PoolKey } from '../src/index.ts'
-import { alive, carrying, CONCH_BIN, sentinelRepl, tagOf, tempDir, until } from './products.ts'
+import { sentinelRepl } from './repl.ts'
 import { subprocessContext, unconfinedTerminals } from './stack.ts'
 
 const HOSTILE = resolve(import.meta.dirname, 'hostile-worker.mjs')

@@ -20,9 +20,9 @@ import * as codex from '@conch/subagent-codex'
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
 import * as ptyPool from '@conch/pty-pool'
-import type { FakeModelServer } from '@conch/fake-model'
+import type { FakeModelServer } from '@conch/test-support/fake-model'
+import { CODEX_BIN, codexKind, startModel, tempDir } from '@conch/test-support/products'
 import * as cliPool from '../src/index.ts'
-import { CODEX_BIN, codexKind, startModel, tempDir } from '../../pty-pool/tests/products.ts'
 
 let model: FakeModelServer
 let ctx: Context

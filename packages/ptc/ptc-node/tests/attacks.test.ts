@@ -6,7 +6,8 @@ import { mkdirSync, mkdtempSync, existsSync, rmSync, symlinkSync, writeFileSync 
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { boot, privateBootstrap, processesWith, sleepToken, waitFor, type Harness } from './harness.ts'
+import { until } from '@conch/test-support/wait'
+import { boot, privateBootstrap, processesWith, sleepToken, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
 vi.setConfig({ testTimeout: 60_000 })
@@ -225,12 +226,12 @@ describe('the spare', () => {
       expect(strip(baseline)).toEqual(strip(first))
       // A spare belongs to its owner: another agent's run does not take it, and disposing the
       // owner closes it.
-      await waitFor(() => processesWith(warmBootstrap).length > 0)
+      await until(() => processesWith(warmBootstrap).length > 0, 20_000)
       const ownerOnly = processesWith(warmBootstrap).length
       const other = await warm.ctx.agents.create()
       expect(await warm.run({ code: 'return 7' }, { agent: other })).toMatchObject({ ok: true, value: 7 })
       // The other agent got a spare of its own (started after its run) …
-      await waitFor(() => processesWith(warmBootstrap).length > ownerOnly)
+      await until(() => processesWith(warmBootstrap).length > ownerOnly, 20_000)
       await warm.ctx.agents.dispose(other)
       // … which its disposal ended and waited for; the first owner's spare is still there.
       expect(processesWith(warmBootstrap).length).toBe(ownerOnly)
@@ -259,8 +260,8 @@ describe('the spare', () => {
     const warm = await boot({ runtime: { spare: true, bootstrapPath: idleBootstrap, spareIdleMs: 300 } })
     try {
       expect(await warm.run('return 1')).toMatchObject({ ok: true })
-      await waitFor(() => processesWith(idleBootstrap).length > 0)
-      await waitFor(() => processesWith(idleBootstrap).length === 0)
+      await until(() => processesWith(idleBootstrap).length > 0, 20_000)
+      await until(() => processesWith(idleBootstrap).length === 0, 20_000)
       expect(processesWith(idleBootstrap)).toEqual([])
     } finally {
       await warm.dispose()

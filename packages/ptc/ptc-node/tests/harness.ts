@@ -112,14 +112,3 @@ export function sleepToken(): string {
   return `1000.${Math.floor(Math.random() * 1e9)}`
 }
 
-/**
- * Resolves when `condition()` holds, checking /proc-backed conditions every 20 ms; rejects after
- * `withinMs` (a process that should appear or go did not). A wait for a state, not a sleep.
- */
-export async function waitFor(condition: () => boolean, withinMs = 20_000): Promise<void> {
-  const deadline = Date.now() + withinMs
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`the condition did not hold within ${withinMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}

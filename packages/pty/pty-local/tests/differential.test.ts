@@ -13,11 +13,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { onPath } from '@conch/test-support/homes'
 import type { LocalSession } from '../src/session.ts'
 import { openSession, send } from './local-harness.ts'
 import { hasTmux, screenRows, TmuxPane } from './tmux.ts'
 
-const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
 const runs = (program: string, args: string[]) => spawnSync(program, args, { stdio: 'ignore', timeout: 20_000 }).status === 0
 /** A row with every run of digits as `#` and no blanks (for rows whose figures, and so their widths, change by themselves). */
 const numbersHidden = (row: string) => row.replace(/\d+/g, '#').replace(/ +/g, '')
@@ -162,7 +162,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(pane.rows())
     }
 
-    it.skipIf(!has('vim'))('vim shows the same screen, and the same lines after it quits', async () => {
+    it.skipIf(!onPath('vim'))('vim shows the same screen, and the same lines after it quits', async () => {
       const { session, pane } = await pair()
       await vimThenQuit(session, pane)
     }, 60_000)
@@ -181,12 +181,12 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(pane.rows())
     }
 
-    it.skipIf(!has('less'))('less on a file shorter than the screen shows the same screen, and the same lines after it quits', async () => {
+    it.skipIf(!onPath('less'))('less on a file shorter than the screen shows the same screen, and the same lines after it quits', async () => {
       const { session, pane } = await pair()
       await lessShort(session, pane)
     }, 60_000)
 
-    it.skipIf(!has('vim') || !has('less'))('less after vim shows the same screen: its lines start on the row the cursor was on', async () => {
+    it.skipIf(!onPath('vim') || !onPath('less'))('less after vim shows the same screen: its lines start on the row the cursor was on', async () => {
       const { session, pane } = await pair()
       await vimThenQuit(session, pane)
       await lessShort(session, pane)
@@ -219,7 +219,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       await send(session, '/exit')
     }, 120_000)
 
-    it.skipIf(!has('top'))('top shows the same summary rows', async () => {
+    it.skipIf(!onPath('top'))('top shows the same summary rows', async () => {
       const { session, pane } = await pair()
       await send(session, 'top -d 60')
       pane.type('top -d 60')
@@ -230,7 +230,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       await send(session, 'q', false)
     }, 30_000)
 
-    it.skipIf(!has('htop'))('htop shows the same column header and key bar', async () => {
+    it.skipIf(!onPath('htop'))('htop shows the same column header and key bar', async () => {
       const { session, pane } = await pair()
       await send(session, 'htop -d 600')
       pane.type('htop -d 600')
@@ -241,7 +241,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       await send(session, 'q', false)
     }, 30_000)
 
-    it.skipIf(!has('dialog'))('dialog shows the same box', async () => {
+    it.skipIf(!onPath('dialog'))('dialog shows the same box', async () => {
       const { session, pane } = await pair()
       // Unicode box drawing in both (capture-pane prints the alternate character set's letters).
       const command = 'NCURSES_NO_UTF8_ACS=1 dialog --msgbox "same box" 7 30'
@@ -252,7 +252,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(expected)
     }, 30_000)
 
-    it.skipIf(!has('watch'))('watch shows the same screen', async () => {
+    it.skipIf(!onPath('watch'))('watch shows the same screen', async () => {
       const { session, pane } = await pair()
       // watch sleeps on a timer: the send settles on silence.
       await send(session, "watch -t -n 60 'echo watched'")

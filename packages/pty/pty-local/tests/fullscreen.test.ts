@@ -2,25 +2,15 @@
  * Real full-screen and screen-asking programs: vim, git with vim as its editor, ipython
  * (prompt_toolkit asks for the cursor position), top or htop, dialog and less.
  */
-import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { execFileSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { SendResult } from '@conch/pty'
-import { linesEqual, openSession, send } from './local-harness.ts'
+import { onPath, tempFolders } from '@conch/test-support/homes'
+import { gitRepo, linesEqual, openSession, send } from './local-harness.ts'
 
-const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
-
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-function workdir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'conch-screen-'))
-  dirs.push(dir)
-  return dir
-}
+const workdir = tempFolders('conch-screen-')
 
 /** A clean vim: no user vimrc or viminfo, so every run draws the same screen. */
 const VIM = 'vim -u NONE -i NONE -N'
@@ -34,7 +24,7 @@ function expectPlainScreen(result: SendResult, buffer: 'alternate' | 'normal' | 
 
 // Each real program is installed on the CI image (see the README's test setup); a machine without
 // one skips only that program's tests, never the rest of the file.
-describe.skipIf(!has('vim'))('vim', () => {
+describe.skipIf(!onPath('vim'))('vim', () => {
   it('edits and saves a file, shows the buffer and the mode line as rows, and the next command is not lost', async () => {
     const dir = workdir()
     const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
@@ -73,21 +63,8 @@ describe.skipIf(!has('vim'))('vim', () => {
   }, 30_000)
 })
 
-describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => {
-  function repo(): string {
-    const dir = workdir()
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'ignore' })
-    git('init', '-q', '-b', 'main')
-    git('config', 'user.name', 'Conch Test')
-    git('config', 'user.email', 'conch@example.invalid')
-    git('config', 'core.editor', VIM)
-    for (const name of ['a', 'b']) {
-      writeFileSync(join(dir, name), `${name}\n`)
-      git('add', name)
-      git('commit', '-q', '-m', `add ${name}`)
-    }
-    return dir
-  }
+describe.skipIf(!onPath('vim') || !onPath('git'))('git with vim as its editor', () => {
+  const repo = () => gitRepo(workdir(), VIM)
   const log = (dir: string) => execFileSync('git', ['log', '--format=%s'], { cwd: dir, encoding: 'utf8' }).trim().split('\n')
 
   it('git commit opens vim on the message, and the message written there is committed', async () => {
@@ -124,7 +101,7 @@ describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => 
 // prompt_toolkit waits in epoll beside asyncio's socketpair with a 0.5 s timeout (it polls the
 // terminal size): its wait holds wake sources, and it settles stdin_read only because each wake-up
 // in the window is proven to be that timer's (wait-evidence.ts).
-describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor position)', () => {
+describe.skipIf(!onPath('ipython3'))('ipython (prompt_toolkit asks for the cursor position)', () => {
   it('x = 6 * 7 then x shows Out[2]: 42, each settling stdin_read on the corroborated read', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
     // A cold start of ipython on a loaded machine runs silently for seconds: the start gets a
@@ -145,9 +122,9 @@ describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit asks for the cursor p
 })
 
 describe('top or htop, dialog and less as screens', () => {
-  it.skipIf(!has('htop') && !has('top'))('shows the header rows and the process table of htop (or top)', async () => {
+  it.skipIf(!onPath('htop') && !onPath('top'))('shows the header rows and the process table of htop (or top)', async () => {
     const session = await openSession({ idleSilenceMs: 1500 })
-    const program = has('htop') ? 'htop' : 'top'
+    const program = onPath('htop') ? 'htop' : 'top'
     const result = await send(session, program)
     expectPlainScreen(result, 'alternate')
     if (program === 'htop') {
@@ -161,7 +138,7 @@ describe('top or htop, dialog and less as screens', () => {
     await send(session, 'q', false)
   }, 30_000)
 
-  it.skipIf(!has('top'))('top -d 1, waiting for a key with a timeout of its own, is ready once its screen is drawn', async () => {
+  it.skipIf(!onPath('top'))('top -d 1, waiting for a key with a timeout of its own, is ready once its screen is drawn', async () => {
     const session = await openSession({ idleSilenceMs: 3000, timeoutMs: 10_000 })
     const result = await send(session, 'top -d 1')
     expect(result.waitReason, result.evidence.detail).toBe('stdin_read')
@@ -172,7 +149,7 @@ describe('top or htop, dialog and less as screens', () => {
     expect(quit.waitReason).toBe('stdin_read')
   }, 30_000)
 
-  it.skipIf(!has('dialog'))('shows a dialog --yesno box with its question and buttons, and its answer reaches the shell', async () => {
+  it.skipIf(!onPath('dialog'))('shows a dialog --yesno box with its question and buttons, and its answer reaches the shell', async () => {
     const session = await openSession({ idleSilenceMs: 1500 })
     const box = await send(session, `dialog --yesno 'Delete the widgets?' 7 40; echo "answer=$?"`)
     // dialog draws on the alternate screen or, where its terminfo entry says so, the normal one.

@@ -3,26 +3,15 @@
  * canonical line limit read from the terminal's termios, hidden input, and secrets that never
  * appear in what the terminal shows.
  */
-import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { PtyError } from '@conch/pty'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
+import { onPath, tempFolders } from '@conch/test-support/homes'
 import type { LocalSession } from '../src/session.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
-const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
-
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-function workdir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'conch-input-'))
-  dirs.push(dir)
-  return dir
-}
+const workdir = tempFolders('conch-input-')
 
 function keys(session: LocalSession, entries: (string | { text: string })[]) {
   return session.startSend({ keys: entries, submit: false }).done
@@ -66,7 +55,7 @@ describe('named keys', () => {
     expect(linesEqual(result.viewport, 'MIXED-9')).toBe(1)
   })
 
-  it.skipIf(!has('less'))('PageDown in less shows the next page', async () => {
+  it.skipIf(!onPath('less'))('PageDown in less shows the next page', async () => {
     const dir = workdir()
     writeFileSync(join(dir, 'long.txt'), Array.from({ length: 500 }, (_, i) => `line-${i + 1}`).join('\n'))
     const session = await openSession({ rows: 20 }, { cwd: dir })
@@ -78,7 +67,7 @@ describe('named keys', () => {
     await keys(session, ['q'])
   }, 30_000)
 
-  it.skipIf(!has('vim'))('arrow keys move vim’s cursor in application cursor mode', async () => {
+  it.skipIf(!onPath('vim'))('arrow keys move vim’s cursor in application cursor mode', async () => {
     const dir = workdir()
     writeFileSync(join(dir, 'x.txt'), 'alpha\nbravo\ncharlie\n')
     const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
@@ -233,7 +222,7 @@ describe('hidden input and secrets', () => {
     }
   })
 
-  it.skipIf(!has('less'))('a value wrapped at the right margin of a screen shows only the name on the screen', async () => {
+  it.skipIf(!onPath('less'))('a value wrapped at the right margin of a screen shows only the name on the screen', async () => {
     const session = await openSession({ rows: 40, cols: 160 })
     await send(session, 'read -s pw')
     await session.startSend({ secret: { name: 'WRAP', value: VALUE }, submit: true }).done
@@ -297,7 +286,7 @@ describe('hidden input and secrets', () => {
     expect(partial.viewport + session.read({ offset: 0, count: 5 }).text).toContain('Tr0ub4')
   })
 
-  it.skipIf(!has('python3'))('Python getpass reports hidden input', async () => {
+  it.skipIf(!onPath('python3'))('Python getpass reports hidden input', async () => {
     const session = await openSession()
     const asking = await send(session, `python3 -c "import getpass; p = getpass.getpass('Secret: '); print('got', len(p))"`)
     expect(asking.inputState).toBe('hidden')
@@ -305,7 +294,7 @@ describe('hidden input and secrets', () => {
     expect(linesEqual(typed.viewport, `got ${VALUE.length}`)).toBe(1)
   })
 
-  it.skipIf(!has('ssh-keygen'))('ssh-keygen’s passphrase prompts are hidden, and a secret answers both', async () => {
+  it.skipIf(!onPath('ssh-keygen'))('ssh-keygen’s passphrase prompts are hidden, and a secret answers both', async () => {
     const dir = workdir()
     const session = await openSession({}, { cwd: dir })
     const first = await send(session, 'ssh-keygen -q -t ed25519 -C test -f ./key')

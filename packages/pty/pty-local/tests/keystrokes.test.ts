@@ -5,42 +5,19 @@
  * the program took the ESC as a key, so the next send is not read as the rest of an escape
  * sequence or as Alt+key.
  */
-import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { execFileSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
-import { linesEqual, openSession, send } from './local-harness.ts'
+import { describe, expect, it } from 'vitest'
+import { onPath, tempFolders } from '@conch/test-support/homes'
+import { gitRepo, linesEqual, openSession, send } from './local-harness.ts'
 
-const has = (program: string) => spawnSync('sh', ['-c', `command -v ${program}`], { stdio: 'ignore' }).status === 0
-
-const dirs: string[] = []
-afterEach(() => {
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
-function workdir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'conch-keys-'))
-  dirs.push(dir)
-  return dir
-}
+const workdir = tempFolders('conch-keys-')
 
 /** vim as it starts for a person without a vimrc: defaults.vim (`ttimeoutlen` 100 ms), no viminfo. */
 const VIM = 'vim -u DEFAULTS -i NONE'
 
-function repo(): string {
-  const dir = workdir()
-  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'ignore' })
-  git('init', '-q', '-b', 'main')
-  git('config', 'user.name', 'Conch Test')
-  git('config', 'user.email', 'conch@example.invalid')
-  git('config', 'core.editor', VIM)
-  for (const name of ['a', 'b']) {
-    writeFileSync(join(dir, name), `${name}\n`)
-    git('add', name)
-    git('commit', '-q', '-m', `add ${name}`)
-  }
-  return dir
-}
+const repo = () => gitRepo(workdir(), VIM)
 /** Sends `text` ending in ESC, asking for a silence shorter than every program's escape wait. */
 async function escape(session: Awaited<ReturnType<typeof openSession>>, text: string) {
   return session.startSend({ text, submit: false, idleMs: 30 }).done
@@ -48,7 +25,7 @@ async function escape(session: Awaited<ReturnType<typeof openSession>>, text: st
 
 const log = (dir: string) => execFileSync('git', ['log', '--format=%s'], { cwd: dir, encoding: 'utf8' }).trim().split('\n')
 
-describe.skipIf(!has('vim'))('vim (bracketed paste on, alternate screen)', () => {
+describe.skipIf(!onPath('vim'))('vim (bracketed paste on, alternate screen)', () => {
   it('an editor command ending in a line break is typed: :wq saves, it is not inserted as text', async () => {
     const dir = workdir()
     const session = await openSession({ idleSilenceMs: 2000 }, { cwd: dir })
@@ -72,7 +49,7 @@ describe.skipIf(!has('vim'))('vim (bracketed paste on, alternate screen)', () =>
   }, 30_000)
 })
 
-describe.skipIf(!has('vim') || !has('git'))('git with vim as its editor', () => {
+describe.skipIf(!onPath('vim') || !onPath('git'))('git with vim as its editor', () => {
   it('git commit: the message and :wq in one text, ending in a line break, commit the message', async () => {
     const dir = repo()
     writeFileSync(join(dir, 'c'), 'c\n')
@@ -118,7 +95,7 @@ describe('bash (readline turns bracketed paste on at every prompt)', () => {
   }, 30_000)
 })
 
-describe.skipIf(!has('ipython3'))('ipython (prompt_toolkit turns bracketed paste on)', () => {
+describe.skipIf(!onPath('ipython3'))('ipython (prompt_toolkit turns bracketed paste on)', () => {
   it('a statement ending in a line break runs without submit; a block is pasted and runs', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })
     await session.startSend({ text: 'ipython3 --no-banner --colors=NoColor --no-confirm-exit', submit: true, idleMs: 30_000 }).done

@@ -3,6 +3,9 @@
  * unconfined (danger-full-access) policy, a fake owner, and cleanup of every session a test
  * opened.
  */
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterAll, afterEach } from 'vitest'
 import type { Agent } from '@conch/agent'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
@@ -68,4 +71,19 @@ export async function send(session: LocalSession, text: string, submit = true) {
 /** Lines of a viewport or page that are exactly `token` (the child's output, not the echoed command). */
 export function linesEqual(text: string, token: string): number {
   return text.split('\n').filter((line) => line === token).length
+}
+
+/** `dir` as a git repository with two commits (a, b) and `editor` as its core.editor; returns `dir`. */
+export function gitRepo(dir: string, editor: string): string {
+  const git = (...args: string[]) => execFileSync('git', args, { cwd: dir, stdio: 'ignore' })
+  git('init', '-q', '-b', 'main')
+  git('config', 'user.name', 'Conch Test')
+  git('config', 'user.email', 'conch@example.invalid')
+  git('config', 'core.editor', editor)
+  for (const name of ['a', 'b']) {
+    writeFileSync(join(dir, name), `${name}\n`)
+    git('add', name)
+    git('commit', '-q', '-m', `add ${name}`)
+  }
+  return dir
 }

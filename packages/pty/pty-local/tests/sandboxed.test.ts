@@ -16,6 +16,7 @@ import * as sandboxLocal from '@conch/sandbox-local'
 import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
 import ToolsService from '@conch/tools'
+import { until } from '@conch/test-support/wait'
 import * as ptyLocal from '../src/index.ts'
 
 let workspace: string
@@ -199,15 +200,6 @@ describe('other modes', () => {
     await agents.dispose(agent)
   })
 })
-
-/** Polls `condition` (a process-table token, not a sleep) until it holds, for at most 10 s. */
-async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition never held')
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
 
 /** Pids of running processes whose command line matches `pattern`. */
 function runningPids(pattern: RegExp): number[] {

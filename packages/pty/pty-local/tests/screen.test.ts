@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { eventually } from '@conch/test-support/wait'
 import { MAX_REPLIES_PER_SECOND } from '../src/display.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
@@ -69,12 +70,8 @@ describe('query replies reach only a program still there to read them', () => {
     const session = await openSession()
     await send(session, `printf '\\033[6n'; read -s -t 10 -d R pos; echo "pos=\${pos#*[}"`)
     // The send may settle while bash waits in its read; the answer follows.
-    const deadline = Date.now() + 15_000
     let text = ''
-    while (!/^pos=/m.test(text) && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 20))
-      text = session.read({ offset: 0, count: 20 }).text
-    }
+    await eventually(() => /^pos=/m.test((text = session.read({ offset: 0, count: 20 }).text)), 15_000)
     expect(text).toMatch(/^pos=\d+;1$/m)
   })
 
@@ -123,13 +120,9 @@ describe('a hostile program', () => {
     // 20000 DSR queries at once from a program that never reads; the terminal echoes, so every
     // reply written comes back echoed as `^[[0n` (as on any terminal).
     await send(session, `python3 ${QUERY_FLOOD}; echo flood-$((6 * 7))`)
-    const deadline = Date.now() + 15_000
     let page = ''
     // The output (after the echoed replies on the same line), not the echo of the command.
-    while (Date.now() < deadline && !/flood-42$/m.test(page)) {
-      await new Promise((resolve) => setTimeout(resolve, 100))
-      page = session.read({ offset: 0, count: 1000 }).text
-    }
+    await eventually(() => /flood-42$/m.test((page = session.read({ offset: 0, count: 1000 }).text)), 15_000)
     expect(page).toMatch(/flood-42$/m)
     const echoed = page.split('^[[0n').length - 1
     expect(echoed, `no echoed reply in: ${JSON.stringify(page.slice(-2000))}`).toBeGreaterThan(0)

@@ -3,10 +3,12 @@
  * what the programs print and why a send settled, never which readiness tier won.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { PtyError } from '@conch/pty'
+import { until } from '@conch/test-support/wait'
 import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
 
 describe('a local bash session', () => {
@@ -366,25 +368,19 @@ describe('startup', () => {
 })
 
 /** Waits until a line equal to `token` is in the scrollback (the child printed it). */
-async function waitForScrollback(session: { read(o: { offset: number; count: number }): { text: string } }, token: string): Promise<void> {
-  const deadline = Date.now() + 15_000
-  while (Date.now() < deadline) {
-    if (linesEqual(session.read({ offset: 0, count: 200 }).text, token) > 0) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`${token} never appeared in the scrollback`)
+function waitForScrollback(session: { read(o: { offset: number; count: number }): { text: string } }, token: string): Promise<unknown> {
+  return until(() => linesEqual(session.read({ offset: 0, count: 200 }).text, token) > 0, 15_000, `${token} in the scrollback`)
 }
 
 /** Waits until the terminal's foreground process group is led by `name` (a token from /proc, not a sleep). */
-async function waitForForeground(session: { pid: number }, name: string): Promise<void> {
-  const { readFile } = await import('node:fs/promises')
-  const deadline = Date.now() + 10_000
-  while (Date.now() < deadline) {
-    const stat = await readFile(`/proc/${session.pid}/stat`, 'utf8')
-    const tpgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[5])
-    const leader = await readFile(`/proc/${tpgid}/stat`, 'utf8').catch(() => '')
-    if (leader.includes(`(${name})`)) return
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  throw new Error(`${name} never became the foreground process group`)
+function waitForForeground(session: { pid: number }, name: string): Promise<unknown> {
+  return until(
+    async () => {
+      const stat = await readFile(`/proc/${session.pid}/stat`, 'utf8')
+      const tpgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[5])
+      return (await readFile(`/proc/${tpgid}/stat`, 'utf8').catch(() => '')).includes(`(${name})`)
+    },
+    10_000,
+    `${name} to lead the foreground process group`,
+  )
 }

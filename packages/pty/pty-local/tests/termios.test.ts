@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process'
 import { writeSync } from 'node:fs'
 import pty from 'node-pty'
 import { afterAll, describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { CANONICAL_LINE_MAX, helperTermiosReader, isHiddenInput, overlongLine, parseTermiosReply } from '../src/termios.ts'
 
 describe('canonical line limit', () => {
@@ -42,21 +43,19 @@ describe('termios read from a real terminal', () => {
     const path = (term as unknown as { ptsName: string }).ptsName
     let output = ''
     term.onData((data) => (output += data))
-    const until = async (token: string) => {
-      while (!output.includes(token)) await new Promise((resolve) => setTimeout(resolve, 5))
-    }
+    const printed = (token: string) => until(() => output.includes(token), 10_000, token)
     try {
-      await until('READY1')
+      await printed('READY1')
       expect(await reader.read(path)).toEqual({ canonical: true, echo: true, queued: 0 })
       term.write('x\r')
-      await until('READY2')
+      await printed('READY2')
       expect(await reader.read(path)).toEqual({ canonical: true, echo: false, queued: 0 })
       term.write('y\r')
-      await until('READY3')
+      await printed('READY3')
       expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 0 })
       // Nobody reads now (sleep): typed bytes wait in the input queue; their echo says they arrived.
       term.write('abc')
-      await until('abc')
+      await printed('abc')
       expect(await reader.read(path)).toEqual({ canonical: false, echo: true, queued: 3 })
     } finally {
       term.kill()
@@ -82,7 +81,7 @@ describe('termios read from a real terminal', () => {
     term.onData((data) => (output += data))
     const count = (token: string) => output.split(token).length - 1
     try {
-      while (!output.includes('READY')) await new Promise((resolve) => setTimeout(resolve, 5))
+      await until(() => output.includes('READY'), 10_000, 'READY')
       // Asked right after write(2) returned, before the kernel's worker moved the byte from the
       // flip buffer into the line discipline: without the poll first FIONREAD often says 0.
       const seen: number[] = []
@@ -90,7 +89,7 @@ describe('termios read from a real terminal', () => {
         writeSync(master, 'x')
         seen.push((await reader.read(path))?.queued ?? -1)
         process.kill(term.pid, 'SIGUSR1')
-        while (count('FLUSHED') < round) await new Promise((resolve) => setImmediate(resolve))
+        await until(() => count('FLUSHED') >= round, 10_000, `FLUSHED ${round}`)
       }
       expect(seen.filter((queued) => queued !== 1)).toEqual([])
     } finally {

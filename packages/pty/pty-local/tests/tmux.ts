@@ -7,10 +7,9 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { CURSOR_MARK } from '@conch/pty'
+import { until } from '@conch/test-support/wait'
 
 export const hasTmux = spawnSync('sh', ['-c', 'command -v tmux'], { stdio: 'ignore' }).status === 0
-
-const POLL_MS = 20
 
 /** One tmux server (its own socket) with one pane; `close()` ends the server. */
 export class TmuxPane {
@@ -57,15 +56,11 @@ export class TmuxPane {
     return trimTail(this.tmux('capture-pane', '-p').replace(/\n$/, '').split('\n'))
   }
 
-  /** Polls the pane (every 20 ms, up to `timeoutMs`) until `ready(rows)` holds, and returns those rows. */
+  /** Polls the pane until `ready(rows)` holds, and returns those rows; fails showing the last rows after `timeoutMs`. */
   async waitFor(ready: (rows: string[]) => boolean, timeoutMs = 15_000): Promise<string[]> {
-    const deadline = performance.now() + timeoutMs
-    for (;;) {
-      const rows = this.rows()
-      if (ready(rows)) return rows
-      if (performance.now() > deadline) throw new Error(`tmux pane not ready after ${timeoutMs} ms:\n${rows.join('\n')}`)
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS))
-    }
+    let rows: string[] = []
+    await until(() => ready((rows = this.rows())), timeoutMs, 'the tmux pane', () => rows.join('\n'))
+    return rows
   }
 
   /** Waits until the bottom non-empty row is the shell's prompt `$` again and `count` prompts are on the pane in all. */

@@ -4,7 +4,8 @@
  */
 import { spawnSync } from 'node:child_process'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { bootCase, waitFor, type CaseHarness } from './cases/harness.ts'
+import { until } from '@conch/test-support/wait'
+import { bootCase, type CaseHarness } from './cases/harness.ts'
 
 const hasWatch = spawnSync('sh', ['-c', 'command -v watch'], { stdio: 'ignore' }).status === 0
 
@@ -23,10 +24,10 @@ describe.skipIf(!hasWatch)('a background full-screen program', () => {
     const sessionId = await harness.open()
     const taskId = await harness.sendBackground(sessionId, "watch -n 1 'echo tick-$((6*7))'")
     let seen = ''
-    await waitFor('the screen of watch in task_output', 15_000, async () => {
+    await until(async () => {
       seen = (await harness.taskOutput(taskId)).text
       return /^tick-42$/m.test(seen)
-    }, () => seen)
+    }, 15_000, 'the screen of watch in task_output', () => seen)
     expect(seen).toMatch(/^\[screen: alternate \d+x\d+, cursor \d+,\d+\]$/m)
     expect(seen).toMatch(/^Every 1\.0s: echo tick-\$\(\(6\*7\)\)/m)
     expect(seen).toMatch(/\[status: running\]$/)

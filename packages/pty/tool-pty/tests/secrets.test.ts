@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ToolProgress } from '@conch/tools'
-import { bootCase, MODES, waitFor, type CaseHarness, type Seen } from './cases/harness.ts'
+import { until } from '@conch/test-support/wait'
+import { bootCase, MODES, type CaseHarness, type Seen } from './cases/harness.ts'
 
 const VALUE = 'hunter2-S3cretValue'
 const VARIABLE = 'CONCH_TOOL_PTY_CASE_SECRET'
@@ -159,7 +160,7 @@ describe.each(MODES)('a secret in the names of processes (%s)', (mode) => {
   it('terminal_close and terminal_list show processes named with two halves of the value as the secret', async () => {
     const session = await typed()
     await harness.send(session, `perl -e '$0 = shift; print "half-", "up\\n"; sleep 300' "\${V:0:12}" & perl -e '$0 = shift; print "half-", "up\\n"; sleep 300' "\${V:12}" &`)
-    await waitFor('both halves named', 10_000, async () => (await harness.read(session, { count: 5000 })).text.match(/half-up/g)?.length === 2)
+    await until(async () => (await harness.read(session, { count: 5000 })).text.match(/half-up/g)?.length === 2, 10_000, 'both halves named')
     expectClean(await harness.list(), 'terminal_list')
     const closed = await harness.close(session)
     expect(closed.text.match(/\[secret DEMO\]\[\d+\]/g)).toHaveLength(2)

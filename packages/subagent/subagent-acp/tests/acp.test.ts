@@ -1,17 +1,16 @@
 import { mkdtempSync, realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { SubagentRun, SubagentUpdate } from '@conch/subagent'
 import * as toolSubagent from '@conch/tool-subagent'
+import { ACP_AGENT } from '@conch/test-support/products'
 import * as plugin from '../src/index.ts'
 import { MARK_VARIABLE, boot, freshMark, marked, type Harness } from './harness.ts'
 
 // Each test starts one to three real node processes; on a loaded machine that takes seconds.
 vi.setConfig({ testTimeout: 30_000, hookTimeout: 30_000 })
 
-const fixture = fileURLToPath(new URL('./fixtures/acp-agent.mjs', import.meta.url))
 const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-acp-')))
 
 let harness: Harness | undefined
@@ -30,7 +29,7 @@ async function setup(config: Record<string, unknown> = {}, mode?: string): Promi
     plugin,
     {
       command: process.execPath,
-      args: mode === undefined ? [fixture] : [fixture, mode],
+      args: mode === undefined ? [ACP_AGENT] : [ACP_AGENT, mode],
       env: [MARK_VARIABLE],
       disposeEofGraceMs: 2000,
       disposeGraceMs: 500,

@@ -1,8 +1,9 @@
 /**
- * A provider plugin in the shared provider composition (`@conch/fake-model/harness`: the spine,
+ * A provider plugin in the shared provider composition (`@conch/test-support/harness`: the spine,
  * ctx.subprocess, ctx.subagents), and the process-table check that nothing a test started is left.
  */
-import { bootProvider, freshMark as freshMarkOf, markedProcesses, type ProviderHarness } from '@conch/fake-model/harness'
+import { bootProvider, freshMark as freshMarkOf, type ProviderHarness } from '@conch/test-support/harness'
+import { markedProcesses } from '@conch/test-support/procs'
 
 /** Every child of these tests gets `MARK_VARIABLE=<value>` passed through, so leftovers can be found. */
 export const MARK_VARIABLE = 'SUBAGENT_TEST_MARK'

@@ -11,7 +11,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startFakeModel, type FakeModelServer } from '@conch/fake-model'
+import { spine, writeComposition } from '@conch/test-support/composition'
+import { startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 // @ts-expect-error -- a plain JavaScript module of the bin, without declarations
 import { currentBuild } from '../../../cli/bin/build-current.js'
 import { claudeBinary, freshMark, marked, MARK_VARIABLE } from './harness.ts'
@@ -62,30 +63,15 @@ real('the claude-code provider in the built bin', { timeout: 90_000 }, () => {
       script,
       `${JSON.stringify({ text: '', tool_calls: [{ name: 'claude_code', arguments: { prompt: 'say the answer' } }] })}\n${JSON.stringify({ text: 'Delegated.' })}\n`,
     )
-    const config = join(scratch, 'cordis.yml')
-    writeFileSync(
-      config,
-      `- id: sessions
-  name: '@conch/session'
-- id: tools
-  name: '@conch/tools'
-- id: llm
-  name: '@conch/llm'
-- id: tasks
-  name: '@conch/tasks'
-- id: subprocess
-  name: '@conch/subprocess'
-- id: subagents
-  name: '@conch/subagent'
-- id: subagent-claude-code
-  name: '@conch/subagent-claude-code'
-  config: ${JSON.stringify({ executable: binary, stateRoot, env: [MARK_VARIABLE, 'ANTHROPIC_API_KEY'] })}
-- id: tool-subagent-claude-code
-  name: '@conch/tool-subagent'
-  config: { provider: claude-code, toolName: claude_code }
-- id: agents
-  name: '@conch/agent'
-`,
+    const config = writeComposition(
+      scratch,
+      spine([
+        { id: 'tasks', name: '@conch/tasks' },
+        { id: 'subprocess', name: '@conch/subprocess' },
+        { id: 'subagents', name: '@conch/subagent' },
+        { id: 'subagent-claude-code', name: '@conch/subagent-claude-code', config: { executable: binary, stateRoot, env: [MARK_VARIABLE, 'ANTHROPIC_API_KEY'] } },
+        { id: 'tool-subagent-claude-code', name: '@conch/tool-subagent', config: { provider: 'claude-code', toolName: 'claude_code' } },
+      ]),
     )
     fake.enqueue({ text: 'the child answer' })
     const env: NodeJS.ProcessEnv = {

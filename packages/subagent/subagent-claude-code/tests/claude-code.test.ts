@@ -7,9 +7,9 @@
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startFakeModel, type FakeModelServer, type FakeResponder } from '@conch/fake-model'
+import { startFakeModel, type FakeModelServer, type FakeResponder } from '@conch/test-support/fake-model'
 import { SubagentError } from '@conch/subagent'
-import { startRun } from '@conch/fake-model/harness'
+import { startRun } from '@conch/test-support/harness'
 import { boot, claudeBinary, freshMark, marked, MARK_VARIABLE, type Harness } from './harness.ts'
 
 const binary = claudeBinary()

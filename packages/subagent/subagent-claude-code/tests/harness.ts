@@ -1,8 +1,9 @@
 /**
- * The Claude Code provider in the shared provider composition (`@conch/fake-model/harness`), and
+ * The Claude Code provider in the shared provider composition (`@conch/test-support/harness`), and
  * the process-table check that nothing a test started is left.
  */
-import { bootProvider, freshMark as freshMarkOf, markedProcesses, productBinary, type ProviderHarness, type ProviderHarnessOptions } from '@conch/fake-model/harness'
+import { bootProvider, freshMark as freshMarkOf, productBinary, type ProviderHarness, type ProviderHarnessOptions } from '@conch/test-support/harness'
+import { markedProcesses } from '@conch/test-support/procs'
 import * as claude from '../src/index.ts'
 
 /** Every child gets `MARK_VARIABLE=<value>` passed through, so leftovers can be found in /proc. */

@@ -6,9 +6,9 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startFakeModel, type FakeModelServer } from '@conch/fake-model'
+import { startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 import { SubagentError } from '@conch/subagent'
-import { startRun } from '@conch/fake-model/harness'
+import { startRun } from '@conch/test-support/harness'
 import { boot, codexBinary, freshMark, marked, MARK_VARIABLE, type Harness } from './harness.ts'
 
 const binary = codexBinary()

@@ -15,7 +15,7 @@ import SessionService from '@conch/session'
 import SubagentService, { type SubagentRun, type SubagentUpdate } from '@conch/subagent'
 import SubprocessService from '@conch/subprocess'
 import ToolsService from '@conch/tools'
-import { markedProcesses } from '@conch/fake-model/harness'
+import { markedProcesses } from '@conch/test-support/procs'
 import * as plugin from '../src/index.ts'
 
 // Each test starts one or two conch processes (and their shells); on a loaded machine that takes seconds.

@@ -7,6 +7,8 @@ import { randomInt } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
+import { markedProcesses } from '@conch/test-support/procs'
+import { eventually } from '@conch/test-support/wait'
 import { createSessionTag, createTagSupervisor, SUPERVISOR_VARIABLE } from '../src/index.ts'
 
 /** A process that keeps changing its pid (see the file). */
@@ -24,34 +26,12 @@ afterEach(() => {
   }
 })
 
-function withEnv(name: string, value: string): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^[0-9]+$/.test(entry)) continue
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(`${name}=${value}`)) pids.push(Number(entry))
-    } catch {
-      // gone
-    }
-  }
-  return pids
-}
-
-async function eventually(probe: () => boolean, limitMs: number): Promise<boolean> {
-  const deadline = Date.now() + limitMs
-  while (!probe()) {
-    if (Date.now() > deadline) return false
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return true
-}
-
 /** A tagged daemon in its own session, as `setsid cmd &` leaves one; resolves once it runs. */
 async function daemon(tag: { name: string; value: string }): Promise<number> {
   const child = spawn('sleep', [`77.${randomInt(100000, 999999)}`], { detached: true, stdio: 'ignore', env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
   child.unref()
   started.push(child.pid!)
-  expect(await eventually(() => withEnv(tag.name, tag.value).includes(child.pid!), 5000)).toBe(true)
+  expect(await eventually(() => markedProcesses(tag.name, tag.value).includes(child.pid!), 5000)).toBe(true)
   return child.pid!
 }
 
@@ -69,13 +49,13 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     const release = supervisors.watch(released)
     const victim = await daemon(kept)
     const spared = await daemon(released)
-    expect(withEnv(SUPERVISOR_VARIABLE, String(watchedPid))).toEqual([supervisor!.pid])
+    expect(markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid))).toEqual([supervisor!.pid])
     release()
     // As when this process dies: the write end of the pipe closes with `kept` still registered.
     supervisor!.stdin!.destroy()
-    expect(await eventually(() => withEnv(kept.name, kept.value).length === 0, 10_000)).toBe(true)
-    expect(await eventually(() => withEnv(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
-    expect(withEnv(released.name, released.value)).toEqual([spared])
+    expect(await eventually(() => markedProcesses(kept.name, kept.value).length === 0, 10_000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
+    expect(markedProcesses(released.name, released.value)).toEqual([spared])
     expect(victim).not.toBe(spared)
   })
 
@@ -100,20 +80,20 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     // As when this process dies: the write end of the pipe closes with the tag registered.
     supervisor!.stdin!.destroy()
     await ended
-    expect(withEnv(tag.name, tag.value)).toEqual([])
+    expect(markedProcesses(tag.name, tag.value)).toEqual([])
   }, 30_000)
 
   it('exits at once when its last tag is released, and a later watch starts a new one', async () => {
     const watchedPid = 900000 + randomInt(0, 99999)
     const supervisors = createTagSupervisor({ watchedPid })
     const release = supervisors.watch(createSessionTag('CONCH_SESSION_TAG'))
-    expect(await eventually(() => withEnv(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
     release()
     release()
-    expect(await eventually(() => withEnv(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
     const again = supervisors.watch(createSessionTag('CONCH_SESSION_TAG'))
-    expect(await eventually(() => withEnv(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
     again()
-    expect(await eventually(() => withEnv(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
   })
 })

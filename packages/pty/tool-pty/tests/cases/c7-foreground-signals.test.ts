@@ -9,7 +9,8 @@
  * /proc (its process group equals the terminal's `tpgid`) — a wait for a state, not a sleep.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { alive, bootCase, count, descendants, MODES, outputLines, waitFor, waitForForeground, type CaseHarness, type Seen } from './harness.ts'
+import { until } from '@conch/test-support/wait'
+import { alive, bootCase, count, descendants, MODES, outputLines, waitForForeground, type CaseHarness, type Seen } from './harness.ts'
 
 function expectOk(seen: Seen, what: string): void {
   expect(seen.isError, `${what}\n${seen.text}`).toBe(false)
@@ -68,7 +69,7 @@ describe.each(MODES)('C7 signals reach the foreground group (%s)', (mode) => {
     expect(opened.text).toContain('input: continuation')
     const loop = await harness.sendBackground(sessionId, '')
     const python = await waitForForeground(root, /(^|\/)python3 -q$/)
-    await waitFor('the Python loop to run (state R)', 10_000, () => descendants(root).some((entry) => entry.pid === python.pid && entry.state === 'R'))
+    await until(() => descendants(root).some((entry) => entry.pid === python.pid && entry.state === 'R'), 10_000, 'the Python loop to run (state R)')
     expectDelivered(await harness.signal(sessionId, 'SIGINT'), 'SIGINT', 'python3')
     const interrupted = await harness.taskDone(loop)
     const loopLines = [...outputLines(interrupted.text), ...outputLines((await harness.read(sessionId, { count: 50 })).text)]

@@ -18,7 +18,8 @@
 import { readFileSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { alive, bootCase, MODES, processes, waitFor, zombieChildren, type CaseHarness, type ProcEntry, type Seen } from './harness.ts'
+import { until } from '@conch/test-support/wait'
+import { alive, bootCase, MODES, processes, zombieChildren, type CaseHarness, type ProcEntry, type Seen } from './harness.ts'
 
 /** The dispose grace of the node-pty backend (`disposeGraceMs`, default). */
 const DISPOSE_GRACE_MS = 3000
@@ -54,25 +55,25 @@ describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
     }
     await harness.sendBackground(sessionId, 'sleep 1005')
     let started: ProcEntry[] = []
-    await waitFor('sleep 1001…1005 to run', 10_000, () => {
+    await until(() => {
       started = daemons(baseline)
       return new Set(started.map((entry) => entry.cmdline)).size === 5
-    }, () => describeAll(daemons(baseline)))
+    }, 10_000, 'sleep 1001…1005 to run', () => describeAll(daemons(baseline)))
 
     const closed = await harness.close(sessionId)
     expect(closed.isError, closed.text).toBe(false)
 
     let left: ProcEntry[] = []
-    await waitFor('every sleep 100[1-5] to be gone', DISPOSE_GRACE_MS, () => {
+    await until(() => {
       left = daemons(baseline)
       return left.length === 0
-    }).catch(() => undefined)
+    }, DISPOSE_GRACE_MS, 'every sleep 100[1-5] to be gone').catch(() => undefined)
     expect(describeAll(left), 'left after close').toBe('')
     let zombies: ProcEntry[] = []
-    await waitFor('no zombie children', DISPOSE_GRACE_MS, () => {
+    await until(() => {
       zombies = zombieChildren()
       return zombies.length === 0
-    }).catch(() => undefined)
+    }, DISPOSE_GRACE_MS, 'no zombie children').catch(() => undefined)
     expect(describeAll(zombies), 'zombie children of the test process').toBe('')
 
     // The close result names what it stopped: every one of the five sleeps, by pid.
@@ -92,7 +93,7 @@ describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
       const seen = await harness.send(sessionId, command)
       expect(seen.isError, seen.text).toBe(false)
     }
-    await waitFor(`${ready} to run`, 10_000, () => processes().some((entry) => entry.cmdline === ready && !before.has(entry.pid)))
+    await until(() => processes().some((entry) => entry.cmdline === ready && !before.has(entry.pid)), 10_000, `${ready} to run`)
     const closed = await harness.close(sessionId)
     expect(closed.isError, closed.text).toBe(false)
     // At once, not within a grace: the close returns only when the tree is gone.
@@ -153,17 +154,17 @@ describe('C8 the environment-clearing daemon (workspace-write)', () => {
     try {
       const seen = await harness.send(sessionId, 'env -i setsid sleep 1006 &')
       expect(seen.isError, seen.text).toBe(false)
-      await waitFor('sleep 1006 to run', 10_000, () => {
+      await until(() => {
         escaped = daemons(baseline).filter((entry) => entry.cmdline === 'sleep 1006')
         return escaped.length === 1
-      })
+      }, 10_000, 'sleep 1006 to run')
       const closed = await harness.close(sessionId)
       expect(closed.isError, closed.text).toBe(false)
       let left: ProcEntry[] = []
-      await waitFor('sleep 1006 to be gone', DISPOSE_GRACE_MS, () => {
+      await until(() => {
         left = daemons(baseline)
         return left.length === 0
-      }).catch(() => undefined)
+      }, DISPOSE_GRACE_MS, 'sleep 1006 to be gone').catch(() => undefined)
       expect(describeAll(left), 'left after close').toBe('')
     } finally {
       // Never leave the escapee running on a shared machine, whatever the outcome.

@@ -25,6 +25,7 @@ import SessionService from '@conch/session'
 import SubprocessService from '@conch/subprocess'
 import TasksService from '@conch/tasks'
 import * as toolTasks from '@conch/tool-tasks'
+import { until } from '@conch/test-support/wait'
 import ToolsService, { type ToolResult } from '@conch/tools'
 import * as toolPty from '../../src/index.ts'
 
@@ -167,10 +168,10 @@ export async function bootCase(options: CaseOptions): Promise<CaseHarness> {
     async waitForLine(sessionId, token, waitOptions = {}) {
       const match = waitOptions.match ?? ((line: string) => line === token)
       let lines: string[] = []
-      await waitFor(`a line ${JSON.stringify(token)} in the scrollback of ${sessionId}`, waitOptions.timeoutMs ?? 15_000, async () => {
+      await until(async () => {
         lines = outputLines(succeed('terminal_read', await call('terminal_read', { sessionId, count: 5000 })).text)
         return lines.some(match)
-      }, () => lines.slice(-20).join('\n'))
+      }, waitOptions.timeoutMs ?? 15_000, `a line ${JSON.stringify(token)} in the scrollback of ${sessionId}`, () => lines.slice(-20).join('\n'))
       return lines
     },
     async sessionPid(sessionId) {
@@ -213,15 +214,6 @@ export function count(lines: readonly string[], token: string): number {
   return lines.filter((line) => line === token).length
 }
 
-/** Polls `check` (every 25 ms) until it holds; fails naming `what` (and `detail()`) after `timeoutMs`. */
-export async function waitFor(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>, detail?: () => string): Promise<void> {
-  const deadline = performance.now() + timeoutMs
-  for (;;) {
-    if (await check()) return
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail ? `\n${detail()}` : ''}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
 
 /** Whether `text` survives a UTF-8 round trip unchanged (no lone surrogate). */
 export function roundTripsUtf8(text: string): boolean {
@@ -299,10 +291,10 @@ export function alive(identity: { pid: number; starttime: number }): boolean {
 export async function waitForForeground(rootPid: number, cmdline: string | RegExp, timeoutMs = 10_000): Promise<ProcEntry> {
   const matches = (entry: ProcEntry) => (typeof cmdline === 'string' ? entry.cmdline === cmdline : cmdline.test(entry.cmdline))
   let found: ProcEntry | undefined
-  await waitFor(`${String(cmdline)} in the foreground under pid ${rootPid}`, timeoutMs, () => {
+  await until(() => {
     found = descendants(rootPid).find((entry) => matches(entry) && entry.pgrp === entry.tpgid && entry.state !== 'Z')
     return found !== undefined
-  }, () => descendants(rootPid).map((entry) => `${entry.pid} ${entry.state} pgrp=${entry.pgrp} tpgid=${entry.tpgid} ${entry.cmdline}`).join('\n'))
+  }, timeoutMs, `${String(cmdline)} in the foreground under pid ${rootPid}`, () => descendants(rootPid).map((entry) => `${entry.pid} ${entry.state} pgrp=${entry.pgrp} tpgid=${entry.tpgid} ${entry.cmdline}`).join('\n'))
   return found!
 }
 

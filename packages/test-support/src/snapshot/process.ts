@@ -9,8 +9,8 @@ import { dirname, join, resolve, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
-/** The repository root (the harness lives in examples/snapshot-harness/src). */
-export const REPO_ROOT = resolve(here, '..', '..', '..')
+/** The repository root (the harness lives in packages/test-support/src/snapshot). */
+export const REPO_ROOT = resolve(here, '..', '..', '..', '..')
 /** The `conch` bin. */
 export const CONCH_BIN = join(REPO_ROOT, 'packages', 'cli', 'bin', 'conch.js')
 

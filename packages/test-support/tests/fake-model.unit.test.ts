@@ -5,7 +5,7 @@
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { afterEach, describe, expect, it } from 'vitest'
-import { startFakeModel, splitWords, type FakeModelServer } from '../src/index.ts'
+import { startFakeModel, splitWords, type FakeModelServer } from '../src/fake-model/index.ts'
 
 let server: FakeModelServer | undefined
 afterEach(async () => {
@@ -186,6 +186,44 @@ describe('Anthropic Messages stream', () => {
     const models = await fetch(`${fake.openaiBaseUrl}/models`).then((response) => response.json())
     expect(models).toMatchObject({ data: [] })
     expect(fake.requests.map((request) => request.api)).toEqual(['count_tokens', 'models'])
+  })
+})
+
+describe('OpenAI chat completions stream', () => {
+  it('streams text and a tool call the SDK assembles, and records the system text, user text, tool results and tools', async () => {
+    const fake = await start()
+    fake.enqueue({ text: 'opening one', toolCalls: [{ name: 'terminal_open', arguments: { type: 'shell' }, id: 'call_1' }] })
+    const stream = openai(fake).chat.completions.stream({
+      model: 'deepseek-chat',
+      messages: [
+        { role: 'system', content: 'you are conch' },
+        { role: 'user', content: 'open a terminal' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'terminal_list', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: 'call_0', content: 'no terminals' },
+      ],
+      tools: [{ type: 'function', function: { name: 'terminal_open', parameters: { type: 'object', properties: {} } } }],
+      stream_options: { include_usage: true },
+    })
+    const deltas: string[] = []
+    stream.on('content', (delta) => deltas.push(delta))
+    const completion = await stream.finalChatCompletion()
+    expect(deltas).toEqual(['opening', ' one'])
+    expect(completion.choices[0]).toMatchObject({
+      finish_reason: 'tool_calls',
+      message: { content: 'opening one', tool_calls: [{ id: 'call_1', function: { name: 'terminal_open', arguments: '{"type":"shell"}' } }] },
+    })
+    expect(completion.usage?.completion_tokens).toBeGreaterThan(0)
+    expect(fake.requests[0]).toMatchObject({ api: 'chat', path: '/v1/chat/completions', system: 'you are conch', userText: 'open a terminal', toolResults: [{ callId: 'call_0', output: 'no terminals' }], tools: ['terminal_open'], outcome: 'completed' })
+  })
+
+  it('sends recorded chunks as they are, and answers a scripted HTTP error with its body and headers', async () => {
+    const fake = await start()
+    const chunk = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { role: 'assistant', content: 'as recorded' }, finish_reason: 'stop' }] }
+    fake.enqueue({ httpStatus: 429, httpBody: { error: { message: 'slow down' } }, httpHeaders: { 'retry-after-ms': '1' } }, { sse: [chunk] })
+    const client = new OpenAI({ baseURL: fake.openaiBaseUrl, apiKey: 'dummy', maxRetries: 1 })
+    const completion = await client.chat.completions.stream({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }).finalChatCompletion()
+    expect(completion.choices[0]?.message.content).toBe('as recorded')
+    expect(fake.requests.map((request) => request.outcome)).toEqual(['http-error', 'completed'])
   })
 })
 

@@ -1,11 +1,10 @@
 /**
- * What the tests of an out-of-process provider share (`@conch/fake-model/harness`): a real
+ * What the tests of an out-of-process provider share (`@conch/test-support/harness`): a real
  * composition — the spine, ctx.subprocess, ctx.sandboxPolicy when a mode is given, ctx.subagents
- * and the provider under test — and the process-table check that nothing a test started is
- * left behind.
+ * and the provider under test; `procs.ts` holds the process-table check that nothing a test
+ * started is left behind.
  */
 import { randomBytes } from 'node:crypto'
-import { readFileSync, readdirSync } from 'node:fs'
 import { Context, type Plugin } from 'cordis'
 import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
@@ -88,44 +87,6 @@ export function freshMark(variable: string): string {
   const value = randomBytes(8).toString('hex')
   process.env[variable] = value
   return value
-}
-
-/**
- * `/proc/<pid>/environ` (NUL-separated `NAME=value`; throws when the process is gone or not
- * readable). Mid-execve the file reads empty until the new image has laid its environment out
- * (stat field 51, `env_end`, still 0 in a user task: proc(5)); it is read again then, 1 ms apart,
- * for at most 20 ms. `stat` is the process's stat line when the caller has read it already.
- */
-export function environOf(pid: number | string, stat = readFileSync(`/proc/${pid}/stat`, 'utf8')): string {
-  let text = readFileSync(`/proc/${pid}/environ`, 'latin1')
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-  const kernelThread = (Number(fields[9 - 3]) & 0x00200000) !== 0
-  for (let attempt = 0; text === '' && !kernelThread && attempt < 20; attempt++) {
-    const now = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const midExec = now.slice(now.lastIndexOf(')') + 2).split(' ')[51 - 3] === '0'
-    if (midExec) Atomics.wait(PAUSE, 0, 0, 1)
-    text = readFileSync(`/proc/${pid}/environ`, 'utf8')
-    if (!midExec) break
-  }
-  return text
-}
-const PAUSE = new Int32Array(new SharedArrayBuffer(4))
-
-/** Live (non-zombie) processes whose initial environment carries `variable=value`, from /proc (proc(5): stat, environ). */
-export function markedProcesses(variable: string, value: string): number[] {
-  const needle = `${variable}=${value}`
-  const found: number[] = []
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
-      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) continue
-      if (environOf(name, stat).split('\0').includes(needle)) found.push(Number(name))
-    } catch {
-      // gone while listing, or not ours to read
-    }
-  }
-  return found
 }
 
 /**

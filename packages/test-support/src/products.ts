@@ -1,7 +1,7 @@
 /**
- * Test fixtures: the pinned product binaries from .products/ (scripts/install-products.sh)
- * and a fake model server that answers each prompt by rule, so the real Claude Code and
- * Codex TUIs run keyless.
+ * The pinned product binaries from .products/ (scripts/install-products.sh), the conch bin, and
+ * the fake model answering each prompt by rule, so the real Claude Code and Codex TUIs run
+ * keyless against it (the pool and pool-provider tests).
  *
  * Prompt rules (the fake model reads the last user text and the whole conversation):
  * - `Qn: …` → `answer n: …`
@@ -11,18 +11,22 @@
  *   for the fresh-spawn path (no sentinel instruction), `fresh answer`
  * - `SLOW` → one word every 300 ms
  */
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from '@conch/fake-model'
-import { environOf } from '@conch/fake-model/harness'
+import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from './fake-model/index.ts'
 
-const root = resolve(import.meta.dirname, '../../../..')
+const root = resolve(import.meta.dirname, '../../..')
 const products = process.env.CONCH_PRODUCTS_DIR ?? join(root, '.products')
 export const CLAUDE_BIN = join(products, 'node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude')
 /** The conch bin; `conch pool-worker` is the managed worker. */
 export const CONCH_BIN = join(root, 'packages/cli/bin/conch.js')
 export const CODEX_BIN = join(products, 'node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex')
+/**
+ * A small ACP agent (node, the SDK's agent() API) whose behaviour the prompt's words choose,
+ * and a start mode in argv[2]: the list heads the file.
+ */
+export const ACP_AGENT = resolve(import.meta.dirname, '../fixtures/acp-agent.mjs')
 
 /** A missing product is a failure, not a skip: scripts/test.sh installs them. */
 export function requireProduct(path: string): string {
@@ -110,65 +114,3 @@ export function codexEnv(): Record<string, string> {
   return { PATH: process.env.PATH ?? '/usr/bin:/bin', FAKE_API_KEY: 'dummy' }
 }
 
-/** Whether a pid is alive (not a zombie). */
-export function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
-  } catch {
-    return false
-  }
-}
-
-/** Live processes whose initial environment holds an entry that `match`es, from /proc. */
-function processesWhose(match: (entry: string) => boolean): number[] {
-  const pids: number[] = []
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      if (environOf(entry).split('\0').some(match) && alive(Number(entry))) pids.push(Number(entry))
-    } catch {
-      // gone
-    }
-  }
-  return pids
-}
-
-/** Live processes whose initial environment carries `tag` (`NAME=value`), from /proc. */
-export function carrying(tag: string): number[] {
-  return processesWhose((entry) => entry === tag)
-}
-
-/** The `CONCH_SUBPROCESS_TAG=…` entry of a process's environment (the tag its teardown sweeps). */
-export function tagOf(pid: number): string {
-  const entry = environOf(pid).split('\0').find((line) => line.startsWith('CONCH_SUBPROCESS_TAG='))
-  if (!entry) throw new Error(`process ${pid} carries no CONCH_SUBPROCESS_TAG`)
-  return entry
-}
-
-/** Polls a condition the test cannot subscribe to (process exit), bounded. */
-export async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-}
-
-/**
- * Writes an executable REPL of the generic kind into `dir`: it prints `> `, reads a line and
- * answers `echo: <line>` between two `$POOL_SENTINEL` lines; a line with STALL gets no answer.
- * Returns its path.
- */
-export function sentinelRepl(dir: string): string {
-  const repl = join(dir, 'repl.sh')
-  writeFileSync(repl, `#!/bin/sh
-printf '> '
-while IFS= read -r line; do
-  case "$line" in *STALL*) continue ;; esac
-  printf '%s\\n%s\\n%s\\n> ' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL"
-done
-`)
-  chmodSync(repl, 0o755)
-  return repl
-}

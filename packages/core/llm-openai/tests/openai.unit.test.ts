@@ -1,20 +1,20 @@
 import { Context } from 'cordis'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import LlmService, { LlmError, collectResponse, type ModelAdapter, type ModelRequest } from '@conch/llm'
+import { chatChunk as chunk, startFakeModel, type FakeModelServer } from '@conch/test-support/fake-model'
 import * as openai from '../src/index.ts'
 import { resolveEndpoint, toWireMessages } from '../src/index.ts'
-import { chunk, startFakeServer, type FakeServer } from './fake-server.ts'
 
 const KEY_ENV = 'CONCH_TEST_OPENAI_KEY'
 const KEY = 'sk-test-not-a-real-key'
 
-let server: FakeServer
+let server: FakeModelServer
 let ctx: Context
 let fibers: { dispose(): Promise<void> }[]
 let savedOpenAIKey: string | undefined
 
 beforeEach(async () => {
-  server = await startFakeServer()
+  server = await startFakeModel()
   ctx = new Context()
   fibers = [await ctx.plugin(LlmService, {})]
   process.env[KEY_ENV] = KEY
@@ -30,7 +30,7 @@ afterEach(async () => {
 })
 
 async function load(config: Partial<openai.Config> = {}): Promise<ModelAdapter> {
-  const endpoints = [{ apiKeyEnv: KEY_ENV, baseURL: server.baseURL, model: 'deepseek-chat' }]
+  const endpoints = [{ apiKeyEnv: KEY_ENV, baseURL: server.url, model: 'deepseek-chat' }]
   fibers.push(await ctx.plugin(openai, openai.Config.parse({ endpoints, maxRetries: 0, ...config })))
   return ctx.llm.resolve()
 }
@@ -57,9 +57,8 @@ async function failure(promise: Promise<unknown>): Promise<LlmError> {
 
 describe('streaming a chat completion', () => {
   it('maps text deltas, finish and usage, and sends the request in the wire format with the key from the environment', async () => {
-    server.replies.push({
-      kind: 'sse',
-      chunks: [
+    server.enqueue({
+      sse: [
         chunk({ role: 'assistant', content: '' }),
         chunk({ content: 'Here are ' }),
         chunk({ content: 'the files.' }),
@@ -80,8 +79,8 @@ describe('streaming a chat completion', () => {
     })
     expect(deltas).toEqual(['Here are ', 'the files.'])
 
-    const [sent] = server.received
-    expect(sent!.url).toBe('/chat/completions')
+    const [sent] = server.requests
+    expect(sent!.path).toBe('/chat/completions')
     expect(sent!.headers.authorization).toBe(`Bearer ${KEY}`)
     expect(sent!.body).toEqual({
       model: 'deepseek-chat',
@@ -100,9 +99,8 @@ describe('streaming a chat completion', () => {
     const args0 = '{"type": "bash", "name": "main"}'
     const args1 = '{"sessionId": "pty-1", "text": "ls -la"}'
     const pieces = (text: string) => text.match(/.{1,5}/g)!
-    server.replies.push({
-      kind: 'sse',
-      chunks: [
+    server.enqueue({
+      sse: [
         chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_abc', type: 'function', function: { name: 'terminal_open', arguments: '' } }] }),
         ...pieces(args0).map((part) => chunk({ tool_calls: [{ index: 0, function: { arguments: part } }] })),
         chunk({ tool_calls: [{ index: 1, id: 'call_def', type: 'function', function: { name: 'terminal_send', arguments: '' } }] }),
@@ -120,7 +118,7 @@ describe('streaming a chat completion', () => {
   })
 
   it('sends earlier tool calls and results back in the wire format', async () => {
-    server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'ok' }, 'stop')] })
+    server.enqueue({ sse: [chunk({ content: 'ok' }, 'stop')] })
     const adapter = await load()
     await collectResponse(
       adapter.stream(
@@ -134,7 +132,7 @@ describe('streaming a chat completion', () => {
         }),
       ),
     )
-    const body = server.received[0]!.body
+    const body = server.requests[0]!.body as Record<string, unknown>
     expect(body['tools']).toBeUndefined()
     expect(body['messages']).toEqual([
       { role: 'user', content: 'go' },
@@ -146,46 +144,46 @@ describe('streaming a chat completion', () => {
 
 describe('failures and retries', () => {
   it('retries a 429 and then streams the answer', async () => {
-    server.replies.push(
-      { kind: 'error', status: 429, body: { error: { message: 'Rate limit reached', type: 'rate_limit' } }, headers: { 'retry-after-ms': '1' } },
-      { kind: 'sse', chunks: [chunk({ content: 'after the retry' }, 'stop')] },
+    server.enqueue(
+      { httpStatus: 429, httpBody: { error: { message: 'Rate limit reached', type: 'rate_limit' } }, httpHeaders: { 'retry-after-ms': '1' } },
+      { sse: [chunk({ content: 'after the retry' }, 'stop')] },
     )
     const adapter = await load({ maxRetries: 3 })
     const response = await collectResponse(adapter.stream(request()))
     expect(response.text).toBe('after the retry')
-    expect(server.received).toHaveLength(2)
+    expect(server.requests).toHaveLength(2)
   })
 
   it('gives up after maxRetries on a 500 with a MODEL_ERROR naming the endpoint and status', async () => {
     for (let attempt = 0; attempt < 3; attempt++) {
-      server.replies.push({ kind: 'error', status: 500, body: { error: { message: 'upstream exploded' } }, headers: { 'retry-after-ms': '1' } })
+      server.enqueue({ httpStatus: 500, httpBody: { error: { message: 'upstream exploded' } }, httpHeaders: { 'retry-after-ms': '1' } })
     }
     const adapter = await load({ maxRetries: 2 })
     const error = await failure(collectResponse(adapter.stream(request())))
     expect(error.code).toBe('MODEL_ERROR')
-    expect(error.message).toBe(`the model API at ${server.baseURL} answered HTTP 500 upstream exploded (after 2 retries); try again later`)
-    expect(server.received).toHaveLength(3)
+    expect(error.message).toBe(`the model API at ${server.url} answered HTTP 500 upstream exploded (after 2 retries); try again later`)
+    expect(server.requests).toHaveLength(3)
   })
 
   it('does not retry a 401 and says where the key comes from, without showing it', async () => {
-    server.replies.push({ kind: 'error', status: 401, body: { error: { message: 'Authentication Fails' } } })
+    server.enqueue({ httpStatus: 401, httpBody: { error: { message: 'Authentication Fails' } } })
     const adapter = await load({ maxRetries: 3 })
     const error = await failure(collectResponse(adapter.stream(request())))
-    expect(error.message).toBe(`the model API at ${server.baseURL} answered HTTP 401 Authentication Fails; check the key in ${KEY_ENV}`)
+    expect(error.message).toBe(`the model API at ${server.url} answered HTTP 401 Authentication Fails; check the key in ${KEY_ENV}`)
     expect(error.message).not.toContain(KEY)
-    expect(server.received).toHaveLength(1)
+    expect(server.requests).toHaveLength(1)
   })
 
   it('reports an unreachable endpoint', async () => {
     const adapter = await load()
-    const baseURL = server.baseURL
+    const baseURL = server.url
     await server.close()
     const error = await failure(collectResponse(adapter.stream(request())))
     expect(error.message).toMatch(new RegExp(`^cannot reach the model API at ${baseURL} \\(after 0 retries\\): .+; check baseURL and the network$`))
   })
 
   it('closes the HTTP stream and rejects with the abort reason when the signal aborts mid-stream', async () => {
-    server.replies.push({ kind: 'hang', chunks: [chunk({ content: 'partial' })] })
+    server.enqueue({ sse: [chunk({ content: 'partial' })], stallAfterChunks: 1 })
     const adapter = await load()
     const controller = new AbortController()
     const reason = new Error('turn cancelled')
@@ -198,7 +196,7 @@ describe('failures and retries', () => {
     })
     await expect(result).rejects.toBe(reason)
     expect(seen).toEqual(['partial'])
-    await server.closed
+    await server.waitFor((requests) => requests[0]?.outcome === 'client-gone')
   })
 })
 
@@ -209,9 +207,9 @@ describe('the API key', () => {
     const error = await failure(collectResponse(adapter.stream(request())))
     expect(error.code).toBe('NO_API_KEY')
     expect(error.message).toBe(
-      `no API key for the model: set ${KEY_ENV} (sent to ${server.baseURL}), or name an OpenAI-compatible endpoint with CONCH_BASE_URL (and CONCH_MODEL), or run with --script FILE to use a scripted model`,
+      `no API key for the model: set ${KEY_ENV} (sent to ${server.url}), or name an OpenAI-compatible endpoint with CONCH_BASE_URL (and CONCH_MODEL), or run with --script FILE to use a scripted model`,
     )
-    expect(server.received).toHaveLength(0)
+    expect(server.requests).toHaveLength(0)
   })
 
   it('sends each key only to its own endpoint: DeepSeek for DEEPSEEK_API_KEY, OpenAI for OPENAI_API_KEY', () => {
@@ -249,11 +247,11 @@ describe('the API key', () => {
 
   it('sends no Authorization header to a named endpoint when no key is set', async () => {
     delete process.env[KEY_ENV]
-    server.replies.push({ kind: 'sse', chunks: [chunk({ content: 'ok' }, 'stop')] })
-    const adapter = await load({ baseURL: server.baseURL, model: 'local-model' })
+    server.enqueue({ sse: [chunk({ content: 'ok' }, 'stop')] })
+    const adapter = await load({ baseURL: server.url, model: 'local-model' })
     expect((await collectResponse(adapter.stream(request()))).text).toBe('ok')
-    expect(server.received[0]!.headers.authorization).toBeUndefined()
-    expect(server.received[0]!.body['model']).toBe('local-model')
+    expect(server.requests[0]!.headers.authorization).toBeUndefined()
+    expect((server.requests[0]!.body as Record<string, unknown>)['model']).toBe('local-model')
   })
 
   it('refuses a key pasted into apiKeyEnv without echoing it', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from '@conch/test-support/secrets'
 import { createSessionTag, dropReason, scrubEnv, scrubbedEnv } from '../src/index.ts'
-import { KEPT_VARIABLES, SECRET_VARIABLES, TOKEN_VALUES } from './secrets.ts'
 
 describe('scrubbedEnv', () => {
   const parent = {

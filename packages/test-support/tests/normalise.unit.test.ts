@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { collapseLiveOutput, Normaliser, renumberIds } from '../src/index.ts'
+import { collapseLiveOutput, Normaliser, renumberIds } from '../src/snapshot/index.ts'
 
 const dirs: string[] = []
 afterEach(() => {

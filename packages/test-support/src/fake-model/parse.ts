@@ -1,10 +1,12 @@
 /**
  * Reads what the fake model needs from a request body: the system text, the last user text,
- * the tool results and the offered tool names, for both wire formats.
+ * the tool results and the offered tool names, for each wire format.
  *
  * Shapes: OpenAI Responses API `POST /v1/responses` (`instructions`, `input` items of type
  * `message` / `function_call_output`, `tools`), Anthropic Messages API `POST /v1/messages`
- * (`system`, `messages[].content` blocks of type `text` / `tool_result`, `tools`).
+ * (`system`, `messages[].content` blocks of type `text` / `tool_result`, `tools`), OpenAI chat
+ * completions `POST …/chat/completions` (`messages` of role `system` / `user` / `tool`, `tools`
+ * of `{function: {name}}`).
  */
 import type { FakeToolResult } from './types.ts'
 
@@ -34,7 +36,7 @@ function textOf(content: unknown): string {
 
 function toolNames(tools: unknown): string[] {
   if (!Array.isArray(tools)) return []
-  return tools.filter(isObject).map((tool) => String(tool.name ?? tool.type ?? ''))
+  return tools.filter(isObject).map((tool) => String(tool.name ?? (isObject(tool.function) ? tool.function.name : undefined) ?? tool.type ?? ''))
 }
 
 /** Responses API: `instructions` and system/developer messages are the system text. */
@@ -83,6 +85,27 @@ export function parseMessagesBody(body: unknown): ParsedBody {
     ...(typeof json.model === 'string' ? { model: json.model } : {}),
     stream: json.stream === true,
     system: textOf(json.system),
+    userText,
+    toolResults,
+    tools: toolNames(json.tools),
+  }
+}
+
+/** Chat completions: system messages are the system text; `tool` messages are the tool results. */
+export function parseChatBody(body: unknown): ParsedBody {
+  const json = isObject(body) ? body : {}
+  const system: string[] = []
+  let userText = ''
+  const toolResults: FakeToolResult[] = []
+  for (const message of Array.isArray(json.messages) ? json.messages.filter(isObject) : []) {
+    if (message.role === 'system' || message.role === 'developer') system.push(textOf(message.content))
+    if (message.role === 'user') userText = textOf(message.content)
+    if (message.role === 'tool') toolResults.push({ callId: String(message.tool_call_id ?? ''), output: textOf(message.content) })
+  }
+  return {
+    ...(typeof json.model === 'string' ? { model: json.model } : {}),
+    stream: json.stream === true,
+    system: system.filter((text) => text.length > 0).join('\n'),
     userText,
     toolResults,
     tools: toolNames(json.tools),

@@ -5,4 +5,4 @@
 import { register } from 'tsx/esm/api'
 
 register()
-await import('../src/model-view.ts')
+await import('../src/snapshot/model-view.ts')

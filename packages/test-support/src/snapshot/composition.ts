@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url'
 import type { ToolSpec } from '@conch/tools'
 import { REPO_ROOT } from './process.ts'
 
-const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'model-view.js')
+const BIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'model-view.js')
 
 export interface ModelView {
   tools: ToolSpec[]

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { boot, type Harness } from './harness.ts'
 
 let harness: Harness
@@ -269,7 +270,7 @@ describe('what the model sees', () => {
     const turn = new AbortController()
     const updates: string[] = []
     const pending = harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold compiling' }, { signal: turn.signal, progress: (update) => updates.push(update.text) })
-    while (updates.length === 0) await new Promise((resolve) => setImmediate(resolve))
+    await until(() => updates.length > 0, 10_000, 'the first progress update')
     expect(updates).toEqual(['compiling\n'])
     turn.abort()
     const result = await pending

@@ -4,6 +4,7 @@
  * prompts, evidence from before the write, unstable reads, and startup without output.
  */
 import { describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { Config } from '../src/config.ts'
 import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
@@ -127,11 +128,6 @@ async function started(overrides: Partial<Config> = {}, termios?: () => Promise<
   terminal.emit(`welcome\r\n${PS1}`)
   const motd = await ready
   return { terminal, inspector, session, motd }
-}
-
-/** Resolves once `condition` holds, looking after every turn of the event loop (no fixed sleep). */
-async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setImmediate(resolve))
 }
 
 /** Resolves when the next write reaches the terminal. */

@@ -1,5 +1,5 @@
 /**
- * The two wire formats as event encoders. The driver (server.ts) decides *when* each part
+ * The three wire formats as event encoders. The driver (server.ts) decides *when* each part
  * goes out; an encoder only says *what* goes out, as server-sent events (`event:` + `data:`
  * lines, WHATWG HTML § 9.2).
  *
@@ -11,12 +11,17 @@
  * - Anthropic Messages streaming events: `message_start`, `content_block_start`,
  *   `content_block_delta` (`text_delta`, `input_json_delta`), `content_block_stop`,
  *   `message_delta` (stop reason, usage), `message_stop`; or an `error` event.
+ * - OpenAI chat completions: unnamed `data:` events, each a `chat.completion.chunk` (a role,
+ *   content or `tool_calls` delta, then one with `finish_reason`, then one with `usage`), and
+ *   last `data: [DONE]`; a failure is a `data:` event holding `{error}`.
  */
 import type { FakeToolCall } from './types.ts'
 
 export interface SseEvent {
-  event: string
-  data: Record<string, unknown>
+  /** The `event:` line; chat completions name none. */
+  event?: string
+  /** JSON, or a string written as it is (`[DONE]`). */
+  data: unknown
 }
 
 export type ToolCall = Required<FakeToolCall>
@@ -34,7 +39,8 @@ export interface StreamEncoder {
 }
 
 export function formatSse(event: SseEvent): string {
-  return `event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`
+  const data = typeof event.data === 'string' ? event.data : JSON.stringify(event.data)
+  return `${event.event === undefined ? '' : `event: ${event.event}\n`}data: ${data}\n\n`
 }
 
 /** A rough token count (4 characters a token) for usage fields. */
@@ -190,6 +196,48 @@ export function messagesEncoder(options: { model: string; inputTokens: number })
       { event: 'message_stop', data: { type: 'message_stop' } },
     ],
     fail: (failure) => [{ event: 'error', data: { type: 'error', error: { type: failure.code, message: failure.message } } }],
+  }
+}
+
+/** The finish reason a chat completion reports for each stop reason. */
+const CHAT_FINISH = { end_turn: 'stop', tool_use: 'tool_calls', max_tokens: 'length', refusal: 'content_filter' } as const
+
+/** A `chat.completion.chunk` as DeepSeek and OpenAI stream it: one delta, or the usage alone. */
+export function chatChunk(delta: Record<string, unknown>, finishReason: string | null = null, usage?: Record<string, number>, model = 'deepseek-chat'): Record<string, unknown> {
+  return {
+    id: 'chatcmpl-1',
+    object: 'chat.completion.chunk',
+    created: 1767225600,
+    model,
+    choices: usage ? [] : [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    ...(usage ? { usage } : {}),
+  }
+}
+
+export function chatEncoder(options: { model: string; inputTokens: number }): StreamEncoder {
+  let calls = 0
+  let outputTokens = 0
+  const chunk = (delta: Record<string, unknown>, finishReason: string | null = null, usage?: Record<string, number>): SseEvent => ({ data: chatChunk(delta, finishReason, usage, options.model) })
+  return {
+    open: () => [chunk({ role: 'assistant', content: '' })],
+    commentary: () => [],
+    textStart: () => [],
+    textDelta: (delta) => [chunk({ content: delta })],
+    textEnd(text) {
+      outputTokens += roughTokens(text)
+      return []
+    },
+    toolCall(call) {
+      const json = JSON.stringify(call.arguments)
+      outputTokens += roughTokens(json)
+      return [chunk({ tool_calls: [{ index: calls++, id: call.id, type: 'function', function: { name: call.name, arguments: json } }] })]
+    },
+    finish: (stopReason) => [
+      chunk({}, CHAT_FINISH[stopReason]),
+      chunk({}, null, { prompt_tokens: options.inputTokens, completion_tokens: outputTokens, total_tokens: options.inputTokens + outputTokens }),
+      { data: '[DONE]' },
+    ],
+    fail: (failure) => [{ data: { error: { code: failure.code, message: failure.message } } }],
   }
 }
 

@@ -17,7 +17,7 @@ describe('the workspace’s layers', () => {
     expect(kinds.get('@conch/pty-local')).toBe('provider')
     expect(kinds.get('@conch/tool-pty')).toBe('tool')
     expect(kinds.get('@conch/cli')).toBe('entry')
-    expect(kinds.get('@conch/fake-model')).toBe('test-support')
+    expect(kinds.get('@conch/test-support')).toBe('test-support')
   })
 
   it('keeps every rule: each package has a kind and uses only what its kind may use', () => {
@@ -104,6 +104,13 @@ describe('checkLayers', () => {
   it('fails test support anywhere but in devDependencies', () => {
     expect(breaking('@conch/p', { dependencies: ['@conch/s', '@conch/f'] })).toEqual(['@conch/p depends on @conch/f: a provider package may use seam packages only, and @conch/f is test-support: test support is only ever a devDependency'])
     expect(breaking('@conch/e', { dependencies: ['@conch/s', '@conch/f'] })).toEqual(['@conch/e depends on @conch/f: an entry package may use seam, provider, tool, entry packages only, and @conch/f is test-support: test support is only ever a devDependency'])
+  })
+
+  it('fails a src/ that imports test support, even when it is listed as a devDependency', () => {
+    expect(breaking('@conch/t', { devDependencies: ['@conch/p', '@conch/f'], imports: ['@conch/f'] })).toEqual([
+      '@conch/t imports @conch/f: a tool package may use seam packages only, and @conch/f is test-support: test support is only ever a devDependency',
+      '@conch/t imports @conch/f from src/ without listing it in dependencies',
+    ])
   })
 
   it('fails an entry that imports a command', () => {

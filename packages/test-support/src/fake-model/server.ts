@@ -1,8 +1,9 @@
 /**
  * The fake model server: one HTTP server on 127.0.0.1 that answers the OpenAI Responses API
- * (`POST …/responses`, what Codex calls) and the Anthropic Messages API (`POST …/messages`,
- * with or without `?beta=true`, what Claude Code calls) with scripted streams, and records
- * every request so tests can assert on what the product sent.
+ * (`POST …/responses`, what Codex calls), the Anthropic Messages API (`POST …/messages`,
+ * with or without `?beta=true`, what Claude Code calls) and OpenAI chat completions
+ * (`POST …/chat/completions`, what @conch/llm-openai calls) with scripted streams, and records
+ * every request so tests can assert on what the client sent.
  *
  * Answers come from the queue (`enqueue`), else `respond(request)`, else `defaultAnswer`.
  * Side endpoints answer plainly: `POST …/messages/count_tokens` → `{input_tokens}`,
@@ -11,15 +12,15 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
-import { fakeId, formatSse, messagesEncoder, messagesJson, responsesEncoder, roughTokens, type StreamEncoder, type ToolCall } from './encode.ts'
-import { parseMessagesBody, parseResponsesBody, type ParsedBody } from './parse.ts'
+import { chatEncoder, fakeId, formatSse, messagesEncoder, messagesJson, responsesEncoder, roughTokens, type SseEvent, type StreamEncoder, type ToolCall } from './encode.ts'
+import { parseChatBody, parseMessagesBody, parseResponsesBody, type ParsedBody } from './parse.ts'
 import { chooseSentinel, DEFAULT_SENTINEL_PATTERN, defaultFrame } from './sentinel.ts'
 import type { FakeAnswer, FakeApi, FakeModelOptions, FakeOutcome, FakeRequest } from './types.ts'
 
 export interface FakeModelServer {
   /** `http://127.0.0.1:PORT` — the Anthropic base URL (`ANTHROPIC_BASE_URL`). */
   readonly url: string
-  /** `http://127.0.0.1:PORT/v1` — the OpenAI base URL (a Codex provider's `base_url`). */
+  /** `http://127.0.0.1:PORT/v1` — the OpenAI base URL (a Codex provider's `base_url`, a chat completions `baseURL`). */
   readonly openaiBaseUrl: string
   readonly port: number
   /** Every request so far, in arrival order; records update live while they are answered. */
@@ -91,6 +92,7 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       method: req.method ?? 'GET',
       path,
       query,
+      headers: req.headers,
       body,
       ...(parsed?.model !== undefined ? { model: parsed.model } : {}),
       stream: parsed?.stream ?? false,
@@ -118,6 +120,8 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
     const api: FakeApi =
       req.method === 'POST' && path.endsWith('/responses')
         ? 'responses'
+        : req.method === 'POST' && path.endsWith('/chat/completions')
+          ? 'chat'
         : req.method === 'POST' && path.endsWith('/messages/count_tokens')
           ? 'count_tokens'
           : req.method === 'POST' && path.endsWith('/messages')
@@ -134,7 +138,7 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
         badJson = true
       }
     }
-    const parsed = api === 'responses' ? parseResponsesBody(body) : api === 'messages' || api === 'count_tokens' ? parseMessagesBody(body) : undefined
+    const parsed = api === 'responses' ? parseResponsesBody(body) : api === 'chat' ? parseChatBody(body) : api === 'messages' || api === 'count_tokens' ? parseMessagesBody(body) : undefined
     const entry = record(req, body, api, parsed)
     if (badJson) return httpError(res, entry, 400, 'invalid_request_error', 'the request body is not JSON')
     switch (api) {
@@ -145,10 +149,11 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       case 'count_tokens':
         return json(res, entry, 200, { input_tokens: roughTokens(raw) })
       case 'responses':
-      case 'messages': {
+      case 'messages':
+      case 'chat': {
         const answer = queue.shift() ?? options.respond?.(entry) ?? options.defaultAnswer ?? { text: 'ok' }
         entry.answer = answer
-        if (answer.httpStatus !== undefined) return httpError(res, entry, answer.httpStatus, 'api_error', `scripted HTTP ${answer.httpStatus}`)
+        if (answer.httpStatus !== undefined) return httpError(res, entry, answer.httpStatus, 'api_error', `scripted HTTP ${answer.httpStatus}`, answer)
         const model = entry.model ?? 'fake-model'
         const inputTokens = roughTokens(raw)
         if (api === 'messages' && !entry.stream) {
@@ -159,15 +164,16 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
           }
           return json(res, entry, 200, wholeMessage(entry, answer, model, inputTokens))
         }
-        const encoder = api === 'responses' ? responsesEncoder({ model, inputTokens }) : messagesEncoder({ model, inputTokens })
+        const encoder = (api === 'responses' ? responsesEncoder : api === 'chat' ? chatEncoder : messagesEncoder)({ model, inputTokens })
         void stream(res, entry, answer, encoder)
         return
       }
     }
   }
 
-  function httpError(res: ServerResponse, entry: FakeRequest, status: number, type: string, message: string): void {
-    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ type: 'error', error: { type, code: type, message } }))
+  function httpError(res: ServerResponse, entry: FakeRequest, status: number, type: string, message: string, answer?: FakeAnswer): void {
+    const body = answer?.httpBody ?? { type: 'error', error: { type, code: type, message } }
+    res.writeHead(status, { 'content-type': 'application/json', ...answer?.httpHeaders }).end(JSON.stringify(body))
     finish(entry, 'http-error')
   }
 
@@ -211,13 +217,15 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       if (!res.writableFinished) gone.abort()
     })
     let flushed: Promise<void> = Promise.resolve()
-    const write = (events: ReturnType<StreamEncoder['open']>) => {
+    const write = (events: SseEvent[]) => {
       for (const event of events) flushed = new Promise((resolve) => res.write(formatSse(event), () => resolve()))
     }
-    const deltas = textDeltas(entry, answer)
-    const calls = toolCallsOf(answer)
-    const total = deltas.length + calls.length
+    const raw = answer.sse
+    const deltas = raw ? [] : textDeltas(entry, answer)
+    const calls = raw ? [] : toolCallsOf(answer)
+    const total = (raw?.length ?? 0) + deltas.length + calls.length
     let stallSpent = false
+    let k = 0
     const gate = async (k: number): Promise<boolean> => {
       const wait = k === 0 ? answer.firstTokenDelayMs : k < total ? answer.chunkDelayMs : undefined
       if (wait) await delay(wait, undefined, { signal: gone.signal }).catch(() => undefined)
@@ -249,9 +257,21 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
     }
     try {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
+      if (raw) {
+        for (const data of raw) {
+          if (!(await gate(k))) return
+          write([{ data }])
+          entry.chunksSent = ++k
+          notify()
+        }
+        if (!(await gate(k))) return
+        write([{ data: '[DONE]' }])
+        res.end()
+        finish(entry, 'completed')
+        return
+      }
       write(encoder.open())
       if (answer.commentary) write(encoder.commentary(answer.commentary))
-      let k = 0
       if (deltas.length > 0) {
         write(encoder.textStart())
         for (const delta of deltas) {
@@ -320,7 +340,7 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       queue.push(...answers)
     },
     waitFor,
-    waitForRequest: (predicate = (request) => request.api === 'responses' || request.api === 'messages', waitOptions) =>
+    waitForRequest: (predicate = (request) => request.api === 'responses' || request.api === 'messages' || request.api === 'chat', waitOptions) =>
       waitFor((all) => all.find(predicate), waitOptions),
     release: () => {
       for (const listener of [...releaseListeners]) listener()

@@ -2,8 +2,9 @@
  * The fake model's vocabulary: what one scripted answer looks like (`FakeAnswer`), what the
  * server records about each request (`FakeRequest`), and the knobs of the server itself.
  */
+import type { IncomingHttpHeaders } from 'node:http'
 
-/** A tool call the fake model makes: a Responses `function_call` item or a Messages `tool_use` block. */
+/** A tool call the fake model makes: a Responses `function_call` item, a Messages `tool_use` block or a chat `tool_calls` entry. */
 export interface FakeToolCall {
   /** The tool's name as the product offered it (`exec_command`, `Bash`, …). */
   name: string
@@ -29,6 +30,12 @@ export interface FakeAnswer {
   commentary?: string
   /** Tool calls after the text. */
   toolCalls?: FakeToolCall[]
+  /**
+   * Chat completions only: these `data:` payloads exactly (recorded `chat.completion.chunk`s,
+   * `chatChunk` builds one), each one delta, then `data: [DONE]` — instead of the text and tool
+   * calls. What an adapter's parser is tested against.
+   */
+  sse?: unknown[]
   /** Wait before the first delta, after the stream opened, ms. */
   firstTokenDelayMs?: number
   /** Wait between deltas (a slow answer), ms. */
@@ -55,10 +62,14 @@ export interface FakeAnswer {
   stopReason?: 'end_turn' | 'max_tokens' | 'refusal'
   /** Answer with this HTTP status and a JSON error body instead of a stream. */
   httpStatus?: number
+  /** With `httpStatus`: this JSON body instead of the default error. */
+  httpBody?: unknown
+  /** With `httpStatus`: more response headers (`retry-after-ms`, …). */
+  httpHeaders?: Record<string, string>
 }
 
 /** Which endpoint a request hit. */
-export type FakeApi = 'responses' | 'messages' | 'count_tokens' | 'models' | 'other'
+export type FakeApi = 'responses' | 'messages' | 'chat' | 'count_tokens' | 'models' | 'other'
 
 /** How the server finished a response. */
 export type FakeOutcome =
@@ -92,6 +103,8 @@ export interface FakeRequest {
   path: string
   /** The query string without `?` (`beta=true`), empty when none. */
   query: string
+  /** The request headers, names in lower case (`authorization`, …). */
+  headers: IncomingHttpHeaders
   /** The parsed JSON body; undefined when there was none or it did not parse. */
   body: unknown
   model?: string
