@@ -78,7 +78,9 @@ async function benchLifecycle(c: Composition) {
   }
   const policy = { mode: 'workspace-write' as const, workspaceRoot: c.workspace }
   const bwrap = sandboxLocal.bubblewrapProvider(sandboxLocal.Config.parse({}))
-  const confine = (argv: [string, ...string[]]) => bwrap.confine(argv, { ...policy, protectedPaths: [] }).argv
+  // The argv ends with the command: confine a placeholder once, and put each command in its place.
+  const prefix = (await bwrap.confine(['true'], { ...policy, protectedPaths: [] })).argv.slice(0, -1)
+  const confine = (argv: [string, ...string[]]): [string, ...string[]] => [prefix[0]!, ...prefix.slice(1), ...argv]
 
   const plain = await conch(c.agent, 'unconfined')
   const plainRaw = await raw(undefined, 'raw')

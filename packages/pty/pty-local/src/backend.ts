@@ -73,6 +73,8 @@ export class LocalBackend implements PtyBackend {
           cwd,
           ...(request.network !== undefined && { network: request.network }),
           ...(request.writablePaths !== undefined && { writablePaths: request.writablePaths }),
+          // The shell joins its agent's sandbox: the loopback and /tmp of the agent's other processes.
+          agent: { key: policy.sessionId, owner: request.owner },
         })
         argv = confined.argv
       } catch (error) {

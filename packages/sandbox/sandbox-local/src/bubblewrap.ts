@@ -11,6 +11,7 @@ import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } fro
 import type { Config } from './config.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
+import { AgentSandboxes, agentsFolderPath } from './agent-sandbox.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
 import { seccompArchOf, seccompProgram } from './seccomp.ts'
 import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
@@ -74,6 +75,16 @@ export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exe
 
 type Flag = '--bind' | '--ro-bind'
 
+/** Where a process of an agent's sandbox is placed (agent-sandbox.ts). */
+export interface AgentPlace {
+  /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
+  tmp?: string
+  /** The agent's network namespace (`/proc/<pid>/ns/net`), joined with nsenter(1) when the process has no network. */
+  netns?: string
+  /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
+  infoFd?: number
+}
+
 /** `child` is `parent` or lies under it. */
 export function isWithin(child: string, parent: string): boolean {
   if (parent === '/') return child.startsWith('/')
@@ -117,6 +128,10 @@ export function isWithin(child: string, parent: string): boolean {
  *
  * The whole is prefixed by `/bin/sh -c SECCOMP_LAUNCHER conch-sandbox <filter>`. No
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
+ *
+ * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
+ * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
+ * launcher) instead of `--unshare-net`; everything else, its PID namespace included, is its own.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -124,6 +139,7 @@ export function bubblewrapArgv(
   options: BubblewrapOptions,
   files: HostFiles,
   host: HostPaths = nodeHostPaths,
+  place: AgentPlace = {},
 ): [string, ...string[]] {
   const writableMode = policy.mode === 'workspace-write'
   const own = policy.writablePaths ?? []
@@ -133,7 +149,7 @@ export function bubblewrapArgv(
     ...own.map((path): [Flag, string] => ['--bind', path]),
   ]
   const rootFlag: Flag = writable.includes('/') ? '--bind' : '--ro-bind'
-  const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
+  const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', ...(place.tmp === undefined ? ['--tmpfs', '/tmp'] : ['--bind', place.tmp, '/tmp'])]
 
   // 2. The runtime folders: private and empty but for the files programs read through them.
   const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
@@ -262,10 +278,13 @@ export function bubblewrapArgv(
 
   // 10. Namespaces, capabilities, network, seccomp.
   out.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL')
-  if (!(policy.network ?? options.network)) out.push('--unshare-net')
+  const network = policy.network ?? options.network
+  if (!network && place.netns === undefined) out.push('--unshare-net')
+  if (place.infoFd !== undefined) out.push('--info-fd', String(place.infoFd))
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
+  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
+  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns}`, '--', ...launched] : launched
 }
 
 /**
@@ -298,7 +317,7 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
-): SandboxProvider {
+): SandboxProvider & { close(): Promise<void> } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
   const program = seccompArch && seccompProgram({ arch: seccompArch })
@@ -307,12 +326,27 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  const agents = new AgentSandboxes({
+    base: config.runtimeDir,
+    shareNetwork: process.getuid?.() === 0,
+    timeoutMs: config.probeTimeoutMs,
+    // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
+    holderArgv: (infoFd) =>
+      bubblewrapArgv(
+        [process.execPath, '-e', 'setInterval(() => {}, 1 << 30)'],
+        { mode: 'read-only', workspaceRoot: '/', network: false, protectedPaths: [process.execPath] },
+        config,
+        files(),
+        host,
+        { infoFd },
+      ),
+  })
   return {
     name: 'bubblewrap',
     platforms: ['linux'],
     network: config.network,
     readWritePaths: config.readWritePaths,
-    ownPaths: [runtimeDirPath(config.runtimeDir)],
+    ownPaths: [runtimeDirPath(config.runtimeDir), agentsFolderPath(config.runtimeDir)],
     probe: () => {
       const problem = runnerProblem(config.runnerCommand, host.searchPath())
       if (problem !== undefined) return Promise.resolve(problem)
@@ -328,8 +362,11 @@ export function bubblewrapProvider(
         verdict === true || !verdict.startsWith(`${argv[0]} `) ? verdict : `${config.runnerCommand}${verdict.slice(argv[0].length)}`,
       )
     },
-    confine(argv, policy): ConfineResult {
-      return { argv: bubblewrapArgv(argv, policy, config, files(), host), enforcement: 'full', provider: 'bubblewrap' }
+    confine(argv, policy): ConfineResult | Promise<ConfineResult> {
+      const prepared = files()
+      const wrap = (place?: AgentPlace): ConfineResult => ({ argv: bubblewrapArgv(argv, policy, config, prepared, host, place), enforcement: 'full', provider: 'bubblewrap' })
+      return policy.agent === undefined ? wrap() : agents.place(policy.agent, policy.network ?? config.network).then(wrap)
     },
+    close: () => agents.closeAll(),
   }
 }

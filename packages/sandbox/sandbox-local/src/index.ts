@@ -14,7 +14,9 @@ export const inject = ['sandbox']
 export { Config }
 
 export const apply = (ctx: Context, config: Config): void => {
-  ctx.sandbox.register(bubblewrapProvider(config))
+  const bubblewrap = bubblewrapProvider(config)
+  ctx.sandbox.register(bubblewrap)
+  ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')
   ctx.sandbox.register(sandboxExecProvider(config))
 }
 
@@ -25,6 +27,7 @@ export {
   nodeHostPaths,
   SECCOMP_FD,
   SECCOMP_LAUNCHER,
+  type AgentPlace,
   type BubblewrapOptions,
   type HostFiles,
   type HostPaths,
@@ -32,6 +35,7 @@ export {
 export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
+export { AgentSandboxes, agentsFolderPath, inNamespace, type AgentSandboxOptions } from './agent-sandbox.ts'
 export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'

@@ -43,6 +43,31 @@ export interface SandboxPolicy {
    * `SandboxServiceApi.hide`.
    */
   hiddenPaths?: string[]
+  /**
+   * The agent the process belongs to. Every process confined for one agent (the same `key`)
+   * lives in one sandbox with it: one loopback and one /tmp, made at the first such
+   * confinement and torn down — every process in it killed, the /tmp removed — when each
+   * owner that confined a process for it has ended. Without it the process has a sandbox of
+   * its own. `network: true` on such a process leaves it the host's network, with the
+   * agent's /tmp.
+   */
+  agent?: SandboxAgent
+}
+
+/** The agent a confined process belongs to (`SandboxPolicy.agent`). */
+export interface SandboxAgent {
+  /** Processes confined with the same key share one sandbox: the agent's session id. */
+  key: string
+  /**
+   * The owner the process is started for (an Agent, a pool's owner). The sandbox registers its
+   * teardown with each distinct owner once, and is torn down when the last of them ends.
+   */
+  owner: SandboxOwner
+}
+
+/** What the sandbox needs of an owner: a cleanup awaited when it ends (throws when it is no longer live). */
+export interface SandboxOwner {
+  onDispose(cleanup: () => void | Promise<void>): () => void
 }
 
 /**
@@ -94,7 +119,8 @@ export interface SandboxProvider {
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
    */
   probe(): Promise<true | string>
-  confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
+  /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
+  confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult | Promise<ConfineResult>
 }
 
 /**
@@ -112,6 +138,11 @@ const SANDBOX_ERRORS = {
   PROTECTED_CODE_WRITABLE: (d: { reason: string }) => d.reason,
   /** A provider's runtime folder is not a folder of this user's with mode 0700, or changed while opened. */
   RUNTIME_DIR_UNSAFE: (d: { path: string; uid: number }) => `${d.path} is not a private directory of uid ${d.uid} (mode 0700); remove it, or set runtimeDir to another folder`,
+  /** The process that holds an agent's namespaces could not start, or is gone while the agent lives. */
+  AGENT_SANDBOX_FAILED: (d: { agent: string; reason: string }) => `the sandbox of agent ${d.agent} ${d.reason}; end the agent and start it again`,
+  /** Processes of an agent's sandbox outlived its teardown. */
+  AGENT_SANDBOX_SURVIVORS: (d: { agent: string; pids: number[] }) =>
+    `the sandbox of agent ${d.agent} was torn down but processes ${d.pids.join(', ')} are still in it; kill them (kill -9) and check the host`,
 } satisfies ErrorMessages
 
 export type SandboxErrorCode = keyof typeof SANDBOX_ERRORS

@@ -1,0 +1,99 @@
+/**
+ * One sandbox per agent in real `conch run`s (bubblewrap, as root): a server started in one
+ * terminal is reached from another terminal and from run_code, a file in /tmp is seen by all of
+ * them, closing a terminal ends its own tree only, and the run's end leaves nothing; a second,
+ * concurrent run reaches neither the server nor the file.
+ */
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { jsonLines, processesWith, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+
+vi.setConfig({ testTimeout: 120_000 })
+
+const asRoot = process.platform === 'linux' && process.getuid?.() === 0 && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+const agentsFolder = join(tmpdir(), `conch-agents-${process.getuid?.() ?? 0}`)
+
+let ws: Workspace
+beforeEach(() => {
+  ws = workspace()
+})
+afterEach(() => ws.remove())
+
+/** A `conch run` of `calls` (one model step each) under workspace-write; returns the tool results' texts. */
+async function run(calls: Array<{ name: string; arguments: object }>, name = 'script'): Promise<string[]> {
+  const script = ws.write(`${name}.jsonl`, [...calls.map((call) => step('', [call])), step('Done.')].join('\n'))
+  const config = ws.write(`${name}.yml`, terminalComposition({ script, mode: 'workspace-write', runCode: true }))
+  const result = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+  expect(result.code, result.stderr).toBe(0)
+  return jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+}
+
+const open = { name: 'terminal_open', arguments: { type: 'shell' } }
+const send = (sessionId: string, text: string) => ({ name: 'terminal_send', arguments: { sessionId, text, timeoutMs: 60_000 } })
+const runCode = (code: string) => ({ name: 'run_code', arguments: { code } })
+/** Waits in the sandbox until `port` answers, then prints `token`. */
+const awaitPort = (port: number, token: string) => `until curl -s -o /dev/null http://127.0.0.1:${port}/; do sleep 0.1; done; echo ${token}`
+const serve = (port: number) => `python3 -m http.server ${port} --bind 127.0.0.1 >/dev/null 2>&1 &`
+/** run_code: the status (or error code) of GET on each port, and /tmp/note (or the error code). */
+const probe = (ports: number[]) =>
+  [
+    'const fs = require("node:fs")',
+    'const out: string[] = []',
+    `for (const port of ${JSON.stringify(ports)}) {`,
+    '  try { out.push(`${port}:${(await fetch(`http://127.0.0.1:${port}/`)).status}`) } catch (e) { out.push(`${port}:${(e as { cause?: { code?: string } }).cause?.code}`) }',
+    '}',
+    'try { out.push(`note:${fs.readFileSync("/tmp/note", "utf8").trim()}`) } catch (e) { out.push(`note:${(e as NodeJS.ErrnoException).code}`) }',
+    'return out.join(" ")',
+  ].join('\n')
+
+describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
+  it("a server in pty-1 is reached from pty-2 and run_code, /tmp is shared, closing pty-1 leaves pty-2's server, and the end leaves nothing", async () => {
+    const daemon = 70_000 + Math.floor(Math.random() * 9_999)
+    const before = existsSync(agentsFolder) ? readdirSync(agentsFolder) : []
+    const results = await run([
+      open,
+      send('pty-1', `${serve(8767)} echo shared-note > /tmp/note; setsid nohup sleep ${daemon} >/dev/null 2>&1 & ${awaitPort(8767, 'FIRST-UP')}`),
+      open,
+      send('pty-2', `curl -s -o /dev/null -w 'from-pty-2=%{http_code}\\n' http://127.0.0.1:8767/; cat /tmp/note; ${serve(8770)} ${awaitPort(8770, 'SECOND-UP')}`),
+      runCode(probe([8767, 8770])),
+      { name: 'terminal_close', arguments: { sessionId: 'pty-1' } },
+      runCode(probe([8767, 8770])),
+    ])
+    expect(results[1]).toMatch(/^FIRST-UP$/m)
+    expect(results[3]).toMatch(/^from-pty-2=200$/m)
+    expect(results[3]).toMatch(/^shared-note$/m)
+    expect(results[3]).toMatch(/^SECOND-UP$/m)
+    expect(results[4]).toContain('8767:200 8770:200 note:shared-note')
+    expect(results[6]).toContain('8767:ECONNREFUSED 8770:200 note:shared-note')
+    // The run's end: no daemon, no holder, no /tmp folder of the agent.
+    expect(processesWith(`sleep ${daemon}`)).toEqual([])
+    expect(processesWith('setInterval(() => {}, 1 << 30)')).toEqual([])
+    expect(existsSync(agentsFolder) ? readdirSync(agentsFolder).filter((name) => !before.includes(name)) : []).toEqual([])
+  })
+
+  it('a second, concurrent run reaches neither the server nor the /tmp of the first', async () => {
+    const up = join(ws.dir, 'first-up')
+    const done = join(ws.dir, 'second-done')
+    const first = run(
+      [open, send('pty-1', `${serve(8771)} echo first-note > /tmp/note; ${awaitPort(8771, 'FIRST-UP')}; touch ${up}; until [ -e ${done} ]; do sleep 0.1; done; echo FIRST-DONE`)],
+      'first',
+    )
+    const second = run(
+      [
+        open,
+        send('pty-1', `until [ -e ${up} ]; do sleep 0.1; done; curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:8771/; echo "curl=$?"; cat /tmp/note`),
+        runCode(probe([8771])),
+        send('pty-1', `touch ${done}`),
+      ],
+      'second',
+    )
+    const [firstResults, secondResults] = await Promise.all([first, second])
+    expect(firstResults[1]).toMatch(/^FIRST-DONE$/m)
+    expect(secondResults[1]).toMatch(/^curl=7$/m)
+    expect(secondResults[1]).toMatch(/\/tmp\/note: No such file or directory/)
+    expect(secondResults[2]).toContain('8771:ECONNREFUSED note:ENOENT')
+  })
+})
