@@ -5,7 +5,7 @@
  * concurrent run reaches neither the server nor the file.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -14,18 +14,23 @@ import { jsonLines, processesWith, runConch, step, terminalComposition, workspac
 vi.setConfig({ testTimeout: 120_000 })
 
 const asRoot = process.platform === 'linux' && process.getuid?.() === 0 && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
-const agentsFolder = join(tmpdir(), `conch-agents-${process.getuid?.() ?? 0}`)
 
 let ws: Workspace
+/** The sandbox's runtime folder of this test's runs: the agents' folders are made in it. */
+let runtimeDir: string
 beforeEach(() => {
   ws = workspace()
+  runtimeDir = mkdtempSync(join(tmpdir(), 'conch-agent-runtime-'))
 })
-afterEach(() => ws.remove())
+afterEach(() => {
+  ws.remove()
+  rmSync(runtimeDir, { recursive: true, force: true })
+})
 
 /** A `conch run` of `calls` (one model step each) under workspace-write; returns the tool results' texts. */
 async function run(calls: Array<{ name: string; arguments: object }>, name = 'script'): Promise<string[]> {
   const script = ws.write(`${name}.jsonl`, [...calls.map((call) => step('', [call])), step('Done.')].join('\n'))
-  const config = ws.write(`${name}.yml`, terminalComposition({ script, mode: 'workspace-write', runCode: true }))
+  const config = ws.write(`${name}.yml`, terminalComposition({ script, mode: 'workspace-write', runCode: true, sandboxLocal: { runtimeDir } }))
   const result = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
   expect(result.code, result.stderr).toBe(0)
   return jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
@@ -52,7 +57,6 @@ const probe = (ports: number[]) =>
 describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
   it("a server in pty-1 is reached from pty-2 and run_code, /tmp is shared, closing pty-1 leaves pty-2's server, and the end leaves nothing", async () => {
     const daemon = 70_000 + Math.floor(Math.random() * 9_999)
-    const before = existsSync(agentsFolder) ? readdirSync(agentsFolder) : []
     const results = await run([
       open,
       send('pty-1', `${serve(8767)} echo shared-note > /tmp/note; setsid nohup sleep ${daemon} >/dev/null 2>&1 & ${awaitPort(8767, 'FIRST-UP')}`),
@@ -70,8 +74,10 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     expect(results[6]).toContain('8767:ECONNREFUSED 8770:200 note:shared-note')
     // The run's end: no daemon, no holder, no /tmp folder of the agent.
     expect(processesWith(`sleep ${daemon}`)).toEqual([])
-    expect(processesWith('setInterval(() => {}, 1 << 30)')).toEqual([])
-    expect(existsSync(agentsFolder) ? readdirSync(agentsFolder).filter((name) => !before.includes(name)) : []).toEqual([])
+    expect(processesWith(runtimeDir)).toEqual([])
+    const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
+    expect(existsSync(agentsFolder)).toBe(true)
+    expect(readdirSync(agentsFolder)).toEqual([])
   })
 
   it('a second, concurrent run reaches neither the server nor the /tmp of the first', async () => {

@@ -12,15 +12,23 @@
  *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
  *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
  *   is made and each process keeps a loopback of its own (the /tmp is still shared).
+ * - network `allow`: the host runs an egress proxy for the agent on a unix socket in the agent's
+ *   private sockets folder (bound into the holder only); the holder relays a port of its
+ *   loopback to it, and each process gets `HTTP_PROXY` and its kin pointing there.
+ * - `expose`: the host listens on 127.0.0.1 (never another address) at a port the kernel picks,
+ *   and relays each connection through a unix socket the holder listens on to the agent's
+ *   127.0.0.1:<port>.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
- *   (a terminal's daemon included), until none is left, and the /tmp folder is removed.
+ *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close and
+ *   the agent's folder is removed.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readdirSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { connect, createServer, type Server, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
-import { SandboxError, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
+import { SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { BeneathError, ensurePrivateFolder, nodeBeneathFs } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
 
@@ -29,14 +37,34 @@ export interface AgentSandboxOptions {
   base: string
   /** Whether processes can enter the holder's network namespace (root). */
   shareNetwork: boolean
-  /** The argv of a holder that reports its namespace pid on `infoFd` (bubblewrap's `--info-fd`). */
-  holderArgv(infoFd: number): [string, ...string[]]
+  /**
+   * The argv of a holder (holder.cjs with `spec` as its argument) that reports its namespace pid
+   * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
+   */
+  holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
+  /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
+  startEgressProxy?: StartEgressProxy
+  /** Told each host an agent's proxy refused. */
+  onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
 }
 
+/** The shape of `startEgressProxy` (egress-proxy.ts). */
+export type StartEgressProxy = (options: { socketPath: string; allow: readonly string[]; onRefused?: (host: string) => void }) => Promise<{ close(): Promise<void> }>
+
+/** The variables that send a process's HTTP and HTTPS through the relay to the proxy on `port`. */
+export function proxyEnvironment(port: number): Record<string, string> {
+  const url = `http://127.0.0.1:${port}`
+  const none = 'localhost,127.0.0.1,::1'
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1' }
+}
+
 interface Holder {
   child: ChildProcess
+  /** The holder's stdout, one JSON object a line; `reading` is the last reader's turn. */
+  lines: AsyncIterator<Record<string, unknown>>
+  reading?: Promise<unknown>
   /** The holder's first process inside its namespaces, as the host sees it. */
   pid: number
   /** `/proc/<pid>/ns/net`, and that namespace's inode when the holder started. */
@@ -47,8 +75,18 @@ interface Holder {
 
 interface Entry {
   key: string
+  /** The agent's folder: `tmp/` (its /tmp) and `sockets/` (the holder's and the proxy's). */
+  folder: string
   tmp: string
+  sockets: string
+  network: 'none' | 'allow' | 'full'
   holder?: Holder
+  proxy?: { close(): Promise<void> }
+  /** The port of the holder's relay to the proxy (network `allow`). */
+  proxyPort?: number
+  /** The exposed ports: host listener by agent port. */
+  exposed: Map<number, Promise<{ server: Server; hostPort: number }>>
+  connections: Set<Socket>
   owners: Set<SandboxOwner>
   disposers: Array<() => void>
   closing?: Promise<void>
@@ -70,10 +108,10 @@ export class AgentSandboxes {
    * registers the teardown with `agent.owner` on its first process.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
    */
-  async place(agent: SandboxAgent, network: boolean): Promise<AgentPlace> {
+  async place(agent: SandboxAgent, network: boolean): Promise<AgentPlace & { exposed: ExposedPort[] }> {
     let made = this.entries.get(agent.key)
     if (made === undefined) {
-      made = this.make(agent.key)
+      made = this.make(agent.key, agent.network ?? { mode: 'none' })
       this.entries.set(agent.key, made)
       made.catch(() => this.entries.get(agent.key) === made && this.entries.delete(agent.key))
     }
@@ -83,7 +121,8 @@ export class AgentSandboxes {
       entry.disposers.push(owner.onDispose(() => this.release(entry, owner)))
       entry.owners.add(owner)
     }
-    if (network || entry.holder === undefined) return { tmp: entry.tmp }
+    const exposed = await Promise.all([...new Set(agent.expose ?? [])].map((port) => this.expose(entry, port)))
+    if (network || entry.holder === undefined) return { tmp: entry.tmp, exposed }
     const { holder } = entry
     let inode: number | undefined
     try {
@@ -92,7 +131,43 @@ export class AgentSandboxes {
       inode = undefined
     }
     if (inode !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${holder.pid} is gone)` })
-    return { tmp: entry.tmp, netns: holder.netns }
+    return { tmp: entry.tmp, netns: holder.netns, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+  }
+
+  /**
+   * Makes the agent's loopback `port` reachable on a host 127.0.0.1 port (once per port).
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when the agent has no namespace to expose from.
+   */
+  private expose(entry: Entry, port: number): Promise<ExposedPort> {
+    if (entry.network === 'full') return Promise.resolve({ port, hostPort: port })
+    let listening = entry.exposed.get(port)
+    if (listening === undefined) {
+      const { holder } = entry
+      if (holder === undefined) {
+        return Promise.reject(new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: its loopback is not shared (that takes root)` }))
+      }
+      const socket = join(entry.sockets, `expose-${port}.sock`)
+      listening = (async () => {
+        await untilLine(holder, (line) => line['exposed'] === port, entry.key, `${JSON.stringify({ port, socket })}\n`)
+        const server = createServer((client) => {
+          entry.connections.add(client)
+          client.on('close', () => entry.connections.delete(client))
+          const inside = connect(socket)
+          entry.connections.add(inside)
+          inside.on('close', () => entry.connections.delete(inside))
+          client.pipe(inside).on('error', () => client.destroy())
+          inside.pipe(client).on('error', () => inside.destroy())
+          client.on('error', () => inside.destroy()).on('close', () => inside.destroy())
+          inside.on('error', () => client.destroy()).on('close', () => client.destroy())
+        })
+        // Host loopback only: never another address.
+        await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+        return { server, hostPort: (server.address() as { port: number }).port }
+      })()
+      entry.exposed.set(port, listening)
+      listening.catch(() => entry.exposed.get(port) === listening && entry.exposed.delete(port))
+    }
+    return listening.then(({ hostPort }) => ({ port, hostPort }))
   }
 
   /** Tears down every agent's sandbox (the provider is going). */
@@ -101,30 +176,47 @@ export class AgentSandboxes {
     await Promise.all(entries.map((entry) => (entry.status === 'fulfilled' ? this.close(entry.value) : undefined)))
   }
 
-  private async make(key: string): Promise<Entry> {
+  private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
     const base = agentsFolderPath(this.options.base)
-    const tmp = join(base, `agent-${randomBytes(8).toString('hex')}`)
+    const folder = join(base, `agent-${randomBytes(8).toString('hex')}`)
+    const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
     try {
-      for (const folder of [base, tmp]) nodeBeneathFs.close(ensurePrivateFolder(folder, { root: this.options.base }).fd)
+      for (const path of [base, folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.path, uid: uid() })
     }
-    const entry: Entry = { key, tmp, owners: new Set(), disposers: [] }
-    if (!this.options.shareNetwork) return entry
+    if (network.mode === 'full' || !this.options.shareNetwork) {
+      if (network.mode === 'allow') {
+        rmSync(folder, { recursive: true, force: true })
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow, which needs its loopback shared with a relay to the proxy (that takes root); use network: none or full' })
+      }
+      return entry
+    }
     try {
-      entry.holder = await this.startHolder(key)
+      let egress: string | undefined
+      if (network.mode === 'allow') {
+        if (this.options.startEgressProxy === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow: this provider has no egress proxy' })
+        egress = join(entry.sockets, 'egress.sock')
+        entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
+      }
+      entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets)
+      const ready = await untilLine(entry.holder, () => true, key)
+      if (typeof ready['proxyPort'] === 'number') entry.proxyPort = ready['proxyPort']
     } catch (error) {
-      rmSync(tmp, { recursive: true, force: true })
+      entry.holder?.child.kill('SIGKILL')
+      await entry.proxy?.close().catch(() => {})
+      rmSync(folder, { recursive: true, force: true })
       throw error
     }
     return entry
   }
 
   /** Starts the holder and reads its namespace pid from bubblewrap's info descriptor (fd 3). */
-  private startHolder(key: string): Promise<Holder> {
-    const argv = this.options.holderArgv(3)
-    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'ignore', 'pipe', 'pipe'] })
+  private startHolder(key: string, spec: { egress?: string }, sockets: string): Promise<Holder> {
+    const argv = this.options.holderArgv(3, spec, sockets)
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] })
+    const lines = jsonLines(child.stdout!)
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     let info = ''
     let stderr = ''
@@ -144,7 +236,7 @@ export class AgentSandboxes {
         clearTimeout(timer)
         const netns = `/proc/${pid}/ns/net`
         try {
-          resolve({ child, pid: Number(pid), netns, inode: statSync(netns).ino, exited })
+          resolve({ child, lines, pid: Number(pid), netns, inode: statSync(netns).ino, exited })
         } catch (error) {
           reject(failed(`could not read the namespace of its holder (${(error as Error).message})`))
         }
@@ -200,7 +292,11 @@ export class AgentSandboxes {
       }
       await holder.exited
     }
-    rmSync(entry.tmp, { recursive: true, force: true, maxRetries: 5 })
+    for (const socket of entry.connections) socket.destroy()
+    const servers = await Promise.allSettled(entry.exposed.values())
+    await Promise.all(servers.map((listening) => listening.status === 'fulfilled' && new Promise((resolve) => listening.value.server.close(resolve))))
+    await entry.proxy?.close()
+    rmSync(entry.folder, { recursive: true, force: true, maxRetries: 5 })
   }
 }
 
@@ -217,4 +313,34 @@ export function inNamespace(inode: number): number[] {
     }
   }
   return pids
+}
+
+/** The JSON objects `stream` carries, one a line. */
+async function* jsonLines(stream: NodeJS.ReadableStream): AsyncGenerator<Record<string, unknown>> {
+  let pending = ''
+  stream.setEncoding('utf8')
+  for await (const chunk of stream) {
+    pending += chunk as string
+    let newline: number
+    while ((newline = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, newline)
+      pending = pending.slice(newline + 1)
+      yield JSON.parse(line) as Record<string, unknown>
+    }
+  }
+}
+
+/** Writes `request` (if any) to the holder and reads its lines until one satisfies `wanted`; one request at a time. */
+function untilLine(holder: Holder, wanted: (line: Record<string, unknown>) => boolean, key: string, request?: string): Promise<Record<string, unknown>> {
+  const read = async (): Promise<Record<string, unknown>> => {
+    if (request !== undefined) holder.child.stdin!.write(request)
+    for (;;) {
+      const next = await holder.lines.next()
+      if (next.done) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `lost the process that holds its network (pid ${holder.pid} ended)` })
+      if (wanted(next.value)) return next.value
+    }
+  }
+  const turn = (holder.reading ?? Promise.resolve()).then(read, read)
+  holder.reading = turn.catch(() => undefined)
+  return turn
 }

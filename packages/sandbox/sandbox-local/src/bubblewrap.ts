@@ -7,11 +7,12 @@
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
-import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { fileURLToPath } from 'node:url'
+import type { ConfinePolicy, ConfineResult, ExposedPort, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
-import { AgentSandboxes, agentsFolderPath } from './agent-sandbox.ts'
+import { AgentSandboxes, agentsFolderPath, type StartEgressProxy } from './agent-sandbox.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
 import { seccompArchOf, seccompProgram } from './seccomp.ts'
 import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
@@ -75,6 +76,9 @@ export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exe
 
 type Flag = '--bind' | '--ro-bind'
 
+/** The program that holds an agent's network namespace (agent-sandbox.ts). */
+const HOLDER = fileURLToPath(new URL('./holder.cjs', import.meta.url))
+
 /** Where a process of an agent's sandbox is placed (agent-sandbox.ts). */
 export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
@@ -83,6 +87,8 @@ export interface AgentPlace {
   netns?: string
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
+  /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
+  env?: Record<string, string>
 }
 
 /** `child` is `parent` or lies under it. */
@@ -281,6 +287,7 @@ export function bubblewrapArgv(
   const network = policy.network ?? options.network
   if (!network && place.netns === undefined) out.push('--unshare-net')
   if (place.infoFd !== undefined) out.push('--info-fd', String(place.infoFd))
+  for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
   const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
@@ -317,6 +324,7 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
+  egress: { startEgressProxy?: StartEgressProxy; onRefused?: (key: string, host: string) => void } = {},
 ): SandboxProvider & { close(): Promise<void> } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
@@ -326,15 +334,19 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  // A process's own choice, else its agent's network (full or not), else the configured default.
+  const network = (policy: SandboxPolicy): boolean => policy.network ?? (policy.agent?.network === undefined ? config.network : policy.agent.network.mode === 'full')
   const agents = new AgentSandboxes({
     base: config.runtimeDir,
     shareNetwork: process.getuid?.() === 0,
     timeoutMs: config.probeTimeoutMs,
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
-    holderArgv: (infoFd) =>
+    ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
+    ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
+    holderArgv: (infoFd, spec, sockets) =>
       bubblewrapArgv(
-        [process.execPath, '-e', 'setInterval(() => {}, 1 << 30)'],
-        { mode: 'read-only', workspaceRoot: '/', network: false, protectedPaths: [process.execPath] },
+        [process.execPath, HOLDER, JSON.stringify(spec)],
+        { mode: 'read-only', workspaceRoot: '/', network: false, protectedPaths: [process.execPath, HOLDER], writablePaths: [sockets] },
         config,
         files(),
         host,
@@ -364,8 +376,13 @@ export function bubblewrapProvider(
     },
     confine(argv, policy): ConfineResult | Promise<ConfineResult> {
       const prepared = files()
-      const wrap = (place?: AgentPlace): ConfineResult => ({ argv: bubblewrapArgv(argv, policy, config, prepared, host, place), enforcement: 'full', provider: 'bubblewrap' })
-      return policy.agent === undefined ? wrap() : agents.place(policy.agent, policy.network ?? config.network).then(wrap)
+      const wrap = (place?: AgentPlace & { exposed: ExposedPort[] }): ConfineResult => ({
+        argv: bubblewrapArgv(argv, { ...policy, network: network(policy) }, config, prepared, host, place),
+        enforcement: 'full',
+        provider: 'bubblewrap',
+        ...(place !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
+      })
+      return policy.agent === undefined ? wrap() : agents.place(policy.agent, network(policy)).then(wrap)
     },
     close: () => agents.closeAll(),
   }

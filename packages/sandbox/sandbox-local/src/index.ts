@@ -13,8 +13,9 @@ export const name = 'sandbox-local'
 export const inject = ['sandbox']
 export { Config }
 
-export const apply = (ctx: Context, config: Config): void => {
-  const bubblewrap = bubblewrapProvider(config)
+/** `egress`: the agents' egress proxy under network `allow`, and who is told of a refused host. */
+export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[4] = {}): void => {
+  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, egress)
   ctx.sandbox.register(bubblewrap)
   ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')
   ctx.sandbox.register(sandboxExecProvider(config))
@@ -35,7 +36,7 @@ export {
 export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
-export { AgentSandboxes, agentsFolderPath, inNamespace, type AgentSandboxOptions } from './agent-sandbox.ts'
+export { AgentSandboxes, agentsFolderPath, inNamespace, proxyEnvironment, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
 export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'

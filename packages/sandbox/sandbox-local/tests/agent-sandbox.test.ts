@@ -5,12 +5,14 @@
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { createServer as createHttpServer, type Server } from 'node:http'
+import { connect, createServer, type Socket } from 'node:net'
+import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { agentsFolderPath, inNamespace } from '../src/index.ts'
+import { agentsFolderPath, inNamespace, type StartEgressProxy } from '../src/index.ts'
 import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
 
 const asRoot = hasBwrap && process.getuid?.() === 0
@@ -130,3 +132,92 @@ function sleeping(seconds: number): number[] {
   const ps = spawnSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
   return ps.stdout.split('\n').filter((line) => line.trim().endsWith(`sleep ${seconds}`)).map((line) => Number.parseInt(line, 10))
 }
+
+/**
+ * A stand-in of the host's egress proxy (the shape of `startEgressProxy`): HTTP CONNECT and
+ * absolute-URI HTTP on a unix socket, names ending in `.test` resolved to the host's loopback,
+ * anything not in `allow` answered 403 `blocked <host> — not in the allowlist`.
+ */
+const stubProxy: StartEgressProxy = async ({ socketPath, allow, onRefused }) => {
+  const allowed = (host: string) => allow.some((pattern) => (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) : host === pattern))
+  const address = (host: string) => (host.endsWith('.test') ? '127.0.0.1' : host)
+  const refuse = (socket: Socket, host: string) => {
+    onRefused?.(host)
+    const body = `blocked ${host} — not in the allowlist`
+    socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+  }
+  const server = createServer((client) => {
+    client.once('data', (head: Buffer) => {
+      const [method, target] = head.toString('latin1').split(' ')
+      const url = method === 'CONNECT' ? new URL(`http://${target}`) : new URL(target!)
+      if (!allowed(url.hostname)) return refuse(client, url.hostname)
+      const upstream = connect(Number(url.port || 80), address(url.hostname), () => {
+        if (method === 'CONNECT') client.write('HTTP/1.1 200 Connection established\r\n\r\n')
+        else upstream.write(head)
+        client.pipe(upstream).pipe(client)
+      })
+      upstream.on('error', () => client.destroy())
+    })
+    client.on('error', () => {})
+  })
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve))
+  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
+}
+
+describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
+  let site: Server
+  let sitePort: number
+  beforeAll(async () => {
+    site = createHttpServer((_, res) => res.end('SITE-REACHED\n'))
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve))
+    sitePort = (site.address() as { port: number }).port
+  })
+  afterAll(() => new Promise<void>((resolve) => site.close(() => resolve())))
+
+  it('allow: an allowed host is reached through the proxy, another is refused and named, and nothing leaves around it', async () => {
+    const refused: string[] = []
+    box = await harness(workspace, {}, { startEgressProxy: stubProxy, onRefused: (_, host) => void refused.push(host) })
+    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: ['allowed.test', '*.pkg.test'] } }
+    const result = await box.run(
+      [
+        `curl -s http://allowed.test:${sitePort}/`,
+        `curl -s http://mirror.pkg.test:${sitePort}/`,
+        `curl -s -w ' code=%{http_code}\\n' http://refused.test:${sitePort}/`,
+        `curl -s --noproxy '*' http://127.0.0.1:${sitePort}/; echo "direct=$?"`,
+        'echo "proxy=$HTTPS_PROXY no=$NO_PROXY"',
+      ].join('; '),
+      { agent },
+    )
+    expect(result.stdout.match(/SITE-REACHED/g)).toHaveLength(2)
+    expect(result.stdout).toMatch(/^blocked refused\.test — not in the allowlist code=403$/m)
+    expect(result.stdout).toMatch(/^direct=7$/m)
+    expect(result.stdout).toMatch(/^proxy=http:\/\/127\.0\.0\.1:\d+ no=localhost,127\.0\.0\.1,::1$/m)
+    expect(refused).toEqual(['refused.test'])
+    await agent.end()
+  })
+
+  it('none: the host loopback is out of reach; full: it is the host network', async () => {
+    box = await harness(workspace)
+    const none = owner('session-none')
+    const full = { ...owner('session-full'), network: { mode: 'full' as const } }
+    const curl = `curl -s http://127.0.0.1:${sitePort}/; echo "curl=$?"`
+    expect((await box.run(curl, { agent: none })).stdout).toMatch(/^curl=7$/m)
+    expect((await box.run(curl, { agent: full })).stdout).toContain('SITE-REACHED')
+    await Promise.all([none.end(), full.end()])
+  })
+
+  it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
+    box = await harness(workspace)
+    const agent = { ...owner('session-expose'), expose: [8780] }
+    await start(`echo exposed-page > /tmp/index.html; cd /tmp; ${SERVER(8780)}`, agent, 'LISTENING')
+    const confined = await box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent })
+    expect(confined.exposed).toHaveLength(1)
+    const { port, hostPort } = confined.exposed![0]!
+    expect(port).toBe(8780)
+    expect(await (await fetch(`http://127.0.0.1:${hostPort}/index.html`)).text()).toBe('exposed-page\n')
+    const other = Object.values(networkInterfaces()).flat().find((entry) => entry?.family === 'IPv4' && !entry.internal)?.address
+    if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/`)).rejects.toThrow()
+    await agent.end()
+    await expect(fetch(`http://127.0.0.1:${hostPort}/`)).rejects.toThrow()
+  })
+})

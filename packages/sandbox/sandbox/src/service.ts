@@ -44,7 +44,16 @@ const Policy = z.object({
   hiddenPaths: z.array(absolute('hiddenPaths').refine((path) => path !== '/', { message: 'hiddenPaths must not hold /' })).optional(),
   agent: z
     .object(
-      { key: z.string().min(1, 'agent.key must not be empty'), owner: z.custom<SandboxAgent['owner']>((owner) => typeof (owner as Partial<SandboxAgent['owner']>)?.onDispose === 'function') },
+      {
+        key: z.string().min(1, 'agent.key must not be empty'),
+        owner: z.custom<SandboxAgent['owner']>((owner) => typeof (owner as Partial<SandboxAgent['owner']>)?.onDispose === 'function'),
+        network: z
+          .discriminatedUnion('mode', [z.object({ mode: z.literal('none') }), z.object({ mode: z.literal('allow'), hosts: z.array(z.string().min(1)) }), z.object({ mode: z.literal('full') })], {
+            error: 'agent.network must be {mode: none | allow | full}',
+          })
+          .optional(),
+        expose: z.array(z.number().int().min(1).max(65535, 'agent.expose holds ports 1-65535')).optional(),
+      },
       { error: 'agent must be {key, owner}' },
     )
     .optional(),

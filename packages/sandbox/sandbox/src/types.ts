@@ -54,10 +54,24 @@ export interface SandboxPolicy {
   agent?: SandboxAgent
 }
 
+/**
+ * An agent's network: `none` (loopback only, shared by its processes), `allow` (outbound HTTP and
+ * HTTPS through a proxy on the host that lets only `hosts` through: `example.com` exactly, or
+ * `*.example.com` for its subdomains), or `full` (the host's network).
+ */
+export type AgentNetwork = { mode: 'none' } | { mode: 'allow'; hosts: string[] } | { mode: 'full' }
+
 /** The agent a confined process belongs to (`SandboxPolicy.agent`). */
 export interface SandboxAgent {
   /** Processes confined with the same key share one sandbox: the agent's session id. */
   key: string
+  /**
+   * The agent's network, fixed when its sandbox is made (its first process); default
+   * `{mode: 'none'}`. A process's own `SandboxPolicy.network: true` still gives it the host's network.
+   */
+  network?: AgentNetwork
+  /** Ports of the agent's loopback made reachable on host loopback ports (fixed when its sandbox is made). */
+  expose?: number[]
   /**
    * The owner the process is started for (an Agent, a pool's owner). The sandbox registers its
    * teardown with each distinct owner once, and is torn down when the last of them ends.
@@ -87,8 +101,16 @@ export interface ConfinePolicy extends SandboxPolicy {
   hiddenPaths?: string[]
 }
 
+/** A port of an agent's loopback reachable from the host: `127.0.0.1:<hostPort>` on the host. */
+export interface ExposedPort {
+  port: number
+  hostPort: number
+}
+
 export interface ConfineResult {
   argv: [string, ...string[]]
+  /** The agent's ports asked for in `SandboxPolicy.agent.expose`, as reachable from the host now. */
+  exposed?: ExposedPort[]
   /** `full` when files, processes and (if configured) network are enforced; `partial` when some part is not. */
   enforcement: 'full' | 'partial'
   /** Provider that wrapped the argv, e.g. `bubblewrap`. */
