@@ -8,8 +8,9 @@
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import type { ConfinePolicy, ConfineResult, ExposedPort, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { checkDenyWritePaths, denyWritePaths, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { AgentSandboxes, agentsFolderPath, type StartEgressProxy } from './agent-sandbox.ts'
@@ -20,7 +21,8 @@ import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './serv
 export type BubblewrapOptions = Pick<
   Config,
   'network' | 'readWritePaths' | 'readOnlyPaths' | 'runnerCommand' | 'privateHome' | 'homeDir' | 'homeReadOnly' | 'denyRead'
->
+> &
+  Partial<Pick<Config, 'denyWrite'>>
 
 /** What the argv needs from the host's filesystem, injectable for tests. */
 export interface HostPaths {
@@ -70,9 +72,10 @@ export const SECCOMP_FD = 9
  * own wrapper does, bubblewrap reads the filter from the descriptor and closes it before the
  * sandboxed command starts, and `exec` leaves no extra process. A filter that cannot be opened
  * ends the shell (a failed redirection of `exec` is fatal in a non-interactive sh) before
- * bubblewrap runs: nothing starts unfiltered.
+ * bubblewrap runs: nothing starts unfiltered. It also sets git's neutralised keys
+ * (`gitGuardScript`, @conch/sandbox) in the environment bubblewrap passes on.
  */
-export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; exec "$@"`
+export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
 type Flag = '--bind' | '--ro-bind'
 
@@ -324,8 +327,9 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
+  held: Placeholders = placeholders(),
   egress: { startEgressProxy?: StartEgressProxy; onRefused?: (key: string, host: string) => void } = {},
-): SandboxProvider & { close(): Promise<void> } {
+): SandboxProvider & { close(): Promise<void>; release(): string[] } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
   const program = seccompArch && seccompProgram({ arch: seccompArch })
@@ -376,8 +380,9 @@ export function bubblewrapProvider(
     },
     confine(argv, policy): ConfineResult | Promise<ConfineResult> {
       const prepared = files()
+      const guarded = withDenyWrite(policy, config, held, host)
       const wrap = (place?: AgentPlace & { exposed: ExposedPort[] }): ConfineResult => ({
-        argv: bubblewrapArgv(argv, { ...policy, network: network(policy) }, config, prepared, host, place),
+        argv: bubblewrapArgv(argv, { ...guarded, network: network(policy) }, config, prepared, host, place),
         enforcement: 'full',
         provider: 'bubblewrap',
         ...(place !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
@@ -385,5 +390,20 @@ export function bubblewrapProvider(
       return policy.agent === undefined ? wrap() : agents.place(policy.agent, network(policy)).then(wrap)
     },
     close: () => agents.closeAll(),
+    release: () => held.release(),
   }
+}
+
+/**
+ * `policy` with the deny-write paths (deny-write.ts) among its protected paths: checked, the
+ * missing ones held by placeholders, and those that exist then added.
+ */
+function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, held: Placeholders, host: HostPaths): ConfinePolicy {
+  const paths = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
+  if (paths.length === 0) return policy
+  const roots = [policy.workspaceRoot, ...config.readWritePaths]
+  checkDenyWritePaths(paths, roots)
+  held.hold(paths, roots)
+  const present = paths.filter((path) => host.kind(path) !== undefined)
+  return { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...present])] }
 }

@@ -54,6 +54,39 @@ export const DEFAULT_DENY_READ = [
   '~/.cargo/credentials.toml',
 ]
 
+/**
+ * What confined processes may not write, create, remove or rename even inside a writable
+ * workspace, relative to the workspace root and each `readWritePaths` entry (a trailing `/` marks
+ * a folder): shell and tool startup files, editors' and agents' project configuration, git's
+ * hooks and config.
+ */
+export const DEFAULT_DENY_WRITE = [
+  '.bashrc',
+  '.bash_profile',
+  '.profile',
+  '.zshrc',
+  '.zprofile',
+  '.gitconfig',
+  '.gitmodules',
+  '.ripgreprc',
+  '.mcp.json',
+  '.vscode/',
+  '.idea/',
+  '.claude/',
+  '.codex/',
+  '.git/hooks/',
+  '.git/config',
+]
+
+/** A path relative to a writable root, inside it (no `..`, not absolute); a trailing `/` is kept. */
+const rootRelative = z
+  .string()
+  .min(1)
+  .refine((path) => !isAbsolute(path) && !normalize(path).startsWith('..') && normalize(path) !== '.' && normalize(path) !== './', {
+    message: 'must be a path relative to the workspace, inside it (e.g. .vscode/ or .git/hooks/)',
+  })
+  .transform((path) => normalize(path))
+
 /** A path relative to the home directory, inside it (no `..`, not absolute). */
 const homeRelative = z
   .string()
@@ -139,6 +172,13 @@ export const Config = z
       .array(homeOrAbsolute)
       .default(DEFAULT_DENY_READ)
       .describe('Paths confined processes cannot read (masked by an empty file or folder; those that exist); ~/ is homeDir.'),
+    denyWrite: z
+      .array(rootRelative)
+      .default(DEFAULT_DENY_WRITE)
+      .describe(
+        'Paths confined processes cannot write, create, remove or rename under workspace-write, relative to the workspace root and ' +
+          'each readWritePaths entry (a trailing / marks a folder); a missing one is held by an empty folder while conch runs.',
+      ),
     runtimeDir: z
       .string()
       .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })

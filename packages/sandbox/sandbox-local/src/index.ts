@@ -7,6 +7,7 @@ import type { Context } from 'cordis'
 import type {} from '@conch/sandbox'
 import { bubblewrapProvider } from './bubblewrap.ts'
 import { Config } from './config.ts'
+import { startEgressProxy } from './egress-proxy.ts'
 import { sandboxExecProvider } from './sandbox-exec.ts'
 
 export const name = 'sandbox-local'
@@ -14,9 +15,10 @@ export const inject = ['sandbox']
 export { Config }
 
 /** `egress`: the agents' egress proxy under network `allow`, and who is told of a refused host. */
-export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[4] = {}): void => {
-  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, egress)
+export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[5] = { startEgressProxy }): void => {
+  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, undefined, egress)
   ctx.sandbox.register(bubblewrap)
+  ctx.effect(() => () => void bubblewrap.release(), 'sandbox-local.placeholders')
   ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')
   ctx.sandbox.register(sandboxExecProvider(config))
 }
@@ -33,7 +35,9 @@ export {
   type HostFiles,
   type HostPaths,
 } from './bubblewrap.ts'
-export { DEFAULT_DENY_READ, DEFAULT_HOME_READ_ONLY } from './config.ts'
+export { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { checkDenyWritePaths, denyWritePaths, mountPointsEverywhere, placeholders, type Placeholders } from './deny-write.ts'
+export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
 export { AgentSandboxes, agentsFolderPath, inNamespace, proxyEnvironment, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'

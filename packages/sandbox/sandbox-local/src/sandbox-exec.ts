@@ -5,11 +5,13 @@
 import { realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { ConfinePolicy, ConfineResult, SandboxPolicy, SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { denyWritePaths } from './deny-write.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 
-export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'>
+export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'> &
+  Partial<Pick<Config, 'denyWrite'>>
 
 /** How many path parameters a profile refers to, and whether it denies the network. */
 export interface SeatbeltShape {
@@ -72,9 +74,10 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
 
 /**
  * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -D
- * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh <cwd>
- * <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into it and
- * execs the argv (no extra process remains). Under workspace-write the workspace and
+ * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c '<git guard> cd -- "$1" && shift && exec "$@"' sh
+ * <cwd> <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into
+ * it, sets git's neutralised keys (`gitGuardScript`, @conch/sandbox) and execs the argv (no extra
+ * process remains). Under workspace-write the workspace and
  * `readWritePaths` are writable; under read-only none is. The policy's `writablePaths` are
  * writable in both. Protected paths stay unwritable, and
  * `denyRead` paths (`~/` expanded with `homeDir`) unreadable, in both. The network follows
@@ -110,7 +113,7 @@ export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, 
     '--',
     '/bin/sh',
     '-c',
-    'cd -- "$1" && shift && exec "$@"',
+    `${gitGuardScript()}cd -- "$1" && shift && exec "$@"`,
     'sh',
     policy.cwd ?? policy.workspaceRoot,
     ...argv,
@@ -136,7 +139,10 @@ export function sandboxExecProvider(
       return run(sandboxExecArgv(['/usr/bin/true'], { mode: 'workspace-write', workspaceRoot: scratch }, config), config.probeTimeoutMs)
     },
     confine(argv, policy): ConfineResult {
-      return { argv: sandboxExecArgv(argv, policy, config), enforcement: 'partial', provider: 'sandbox-exec', gaps: [...SANDBOX_EXEC_GAPS] }
+      // The profile denies writes beneath a path whether or not it exists: no placeholders needed.
+      const denied = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
+      const guarded = denied.length === 0 ? policy : { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...denied])] }
+      return { argv: sandboxExecArgv(argv, guarded, config), enforcement: 'partial', provider: 'sandbox-exec', gaps: [...SANDBOX_EXEC_GAPS] }
     },
   }
 }

@@ -6,13 +6,12 @@
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
-import { connect, createServer, type Socket } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { agentsFolderPath, inNamespace, type StartEgressProxy } from '../src/index.ts'
+import { agentsFolderPath, inNamespace, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
 import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
 
 const asRoot = hasBwrap && process.getuid?.() === 0
@@ -133,36 +132,8 @@ function sleeping(seconds: number): number[] {
   return ps.stdout.split('\n').filter((line) => line.trim().endsWith(`sleep ${seconds}`)).map((line) => Number.parseInt(line, 10))
 }
 
-/**
- * A stand-in of the host's egress proxy (the shape of `startEgressProxy`): HTTP CONNECT and
- * absolute-URI HTTP on a unix socket, names ending in `.test` resolved to the host's loopback,
- * anything not in `allow` answered 403 `blocked <host> — not in the allowlist`.
- */
-const stubProxy: StartEgressProxy = async ({ socketPath, allow, onRefused }) => {
-  const allowed = (host: string) => allow.some((pattern) => (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) : host === pattern))
-  const address = (host: string) => (host.endsWith('.test') ? '127.0.0.1' : host)
-  const refuse = (socket: Socket, host: string) => {
-    onRefused?.(host)
-    const body = `blocked ${host} — not in the allowlist`
-    socket.end(`HTTP/1.1 403 Forbidden\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
-  }
-  const server = createServer((client) => {
-    client.once('data', (head: Buffer) => {
-      const [method, target] = head.toString('latin1').split(' ')
-      const url = method === 'CONNECT' ? new URL(`http://${target}`) : new URL(target!)
-      if (!allowed(url.hostname)) return refuse(client, url.hostname)
-      const upstream = connect(Number(url.port || 80), address(url.hostname), () => {
-        if (method === 'CONNECT') client.write('HTTP/1.1 200 Connection established\r\n\r\n')
-        else upstream.write(head)
-        client.pipe(upstream).pipe(client)
-      })
-      upstream.on('error', () => client.destroy())
-    })
-    client.on('error', () => {})
-  })
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve))
-  return { close: () => new Promise<void>((resolve) => server.close(() => resolve())) }
-}
+/** The host's egress proxy, with names ending in `.test` resolved to the host's loopback (no real network). */
+const testProxy: StartEgressProxy = (options) => startEgressProxy({ ...options, resolve: async (host) => [host.endsWith('.test') ? '127.0.0.1' : host] })
 
 describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
   let site: Server
@@ -176,8 +147,8 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
 
   it('allow: an allowed host is reached through the proxy, another is refused and named, and nothing leaves around it', async () => {
     const refused: string[] = []
-    box = await harness(workspace, {}, { startEgressProxy: stubProxy, onRefused: (_, host) => void refused.push(host) })
-    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: ['allowed.test', '*.pkg.test'] } }
+    box = await harness(workspace, {}, { startEgressProxy: testProxy, onRefused: (_, host) => void refused.push(host) })
+    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: ['allowed.test', 'mirror.pkg.test'] } }
     const result = await box.run(
       [
         `curl -s http://allowed.test:${sitePort}/`,

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
-import SandboxService from '@conch/sandbox'
+import SandboxService, { gitGuardScript } from '@conch/sandbox'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as local from '../src/index.ts'
 import {
@@ -79,7 +79,7 @@ const triples = (list: string[]) => {
 describe('bubblewrapArgv', () => {
   it('starts with the launcher that opens the filter on fd 9 and becomes bwrap', () => {
     const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base, files, emptyHost)
-    expect(argv.slice(0, 6)).toEqual(['/bin/sh', '-c', 'exec 9<"$1" || exit 126; shift; exec "$@"', 'conch-sandbox', files.seccompFilter, 'bwrap'])
+    expect(argv.slice(0, 6)).toEqual(['/bin/sh', '-c', `exec 9<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`, 'conch-sandbox', files.seccompFilter, 'bwrap'])
     expect(SECCOMP_LAUNCHER).toContain(`exec ${SECCOMP_FD}<`)
     expect(argv.slice(argv.indexOf('--unshare-pid'))).toEqual([
       '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL',
@@ -365,7 +365,7 @@ describe('sandbox-exec (macOS)', () => {
     expect(argv).toEqual([
       '/usr/bin/sandbox-exec', '-p', seatbeltProfile({ writable: 2, readOnly: 1, network: true }),
       '-D', 'WRITABLE_0=/Users/me/w "quoted"', '-D', 'WRITABLE_1=/Users/me/cache', '-D', 'READONLY_0=/Users/me/w/.git',
-      '--', '/bin/sh', '-c', 'cd -- "$1" && shift && exec "$@"', 'sh', '/Users/me/w/sub', 'bash', '-i',
+      '--', '/bin/sh', '-c', `${gitGuardScript()}cd -- "$1" && shift && exec "$@"`, 'sh', '/Users/me/w/sub', 'bash', '-i',
     ])
   })
 

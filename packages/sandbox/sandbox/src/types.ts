@@ -165,6 +165,9 @@ const SANDBOX_ERRORS = {
   /** Processes of an agent's sandbox outlived its teardown. */
   AGENT_SANDBOX_SURVIVORS: (d: { agent: string; pids: number[] }) =>
     `the sandbox of agent ${d.agent} was torn down but processes ${d.pids.join(', ')} are still in it; kill them (kill -9) and check the host`,
+  /** The folder of an egress proxy's socket is not a directory of this user's closed to others. */
+  EGRESS_SOCKET_UNSAFE: (d: { path: string; uid: number }) =>
+    `cannot listen on ${d.path}: its folder is not a private directory of uid ${d.uid} (mode 0700, not a symbolic link); put the socket in one`,
 } satisfies ErrorMessages
 
 export type SandboxErrorCode = keyof typeof SANDBOX_ERRORS

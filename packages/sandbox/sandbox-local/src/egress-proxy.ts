@@ -1,0 +1,284 @@
+/**
+ * The egress proxy: the one way out of a sandbox whose network policy is an allowlist. It listens
+ * on a unix socket (bind-mounted into the sandbox) and serves HTTP CONNECT (RFC 9110 §9.3.6) and
+ * plain HTTP requests in absolute form (RFC 9112 §3.2.2), for hosts an allowlist pattern names.
+ *
+ * Hostile by default:
+ * - a host is matched lower-cased, without its port and a trailing dot; `example.com` matches that
+ *   name only, `*.example.com` its subdomains only (not `example.com`); an IP literal only an
+ *   exact pattern of the same address (a wildcard never matches one, and a name ending in a
+ *   number — `2130706433`, `127.1`, which resolvers read as addresses — matches nothing);
+ * - a name is resolved once, by the proxy, and the connection goes to the address checked;
+ *   a name matched only by a wildcard that resolves to a loopback, link-local (cloud metadata
+ *   169.254.169.254), or unspecified address is refused: a subdomain anyone can point at
+ *   127.0.0.1 must not open the host's own services to the sandbox. An exact pattern names the
+ *   host on purpose (`localhost`, `127.0.0.1`) and reaches it;
+ * - request headers are bounded (`maxHeaderSize`), hop-by-hop headers are dropped both ways, and
+ *   `close()` ends every tunnel and request in flight.
+ */
+import { lookup } from 'node:dns/promises'
+import { chmodSync, lstatSync, rmSync } from 'node:fs'
+import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
+import { connect, isIP, type Socket } from 'node:net'
+import { dirname } from 'node:path'
+import type { Duplex } from 'node:stream'
+import { SandboxError } from '@conch/sandbox'
+
+export interface EgressProxyOptions {
+  /** Absolute path of the unix socket to listen on (created 0600; the folder must be private). */
+  socketPath: string
+  /** Host patterns allowed: exact `example.com`, or `*.example.com` for subdomains only. */
+  allow: readonly string[]
+  /** Called once per refused request with the host asked for (and why, in the words of the 403 body). */
+  onRefused?: (host: string, reason: string) => void
+  /** Resolves a host name to its addresses (default: getaddrinfo(3) through `dns.lookup`). */
+  resolve?: (host: string) => Promise<string[]>
+}
+
+export interface EgressProxy {
+  readonly socketPath: string
+  close(): Promise<void>
+}
+
+/** The largest request head accepted, in bytes (larger: `431`). */
+const MAX_HEADER_BYTES = 16 * 1024
+/** Simultaneous client connections served (more are dropped on arrival). */
+const MAX_CONNECTIONS = 256
+
+const LABEL = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/
+/** A last label read as a number by URL parsers and resolvers (decimal, hex, octal). */
+const NUMERIC = /^(0x[0-9a-f]*|[0-9]+)$/
+
+/** A host as matched: lower-cased, without brackets or a trailing dot; IPv6 in its canonical form. */
+function canonicalHost(host: string): string {
+  let name = host.toLowerCase()
+  if (name.startsWith('[') && name.endsWith(']')) name = name.slice(1, -1)
+  if (name.endsWith('.')) name = name.slice(0, -1)
+  if (isIP(name) === 6) name = new URL(`http://[${name}]/`).hostname.slice(1, -1)
+  return name
+}
+
+function nameProblem(name: string): string | undefined {
+  if (name.length === 0 || name.length > 253) return 'a host name has 1 to 253 characters'
+  const labels = name.split('.')
+  if (!labels.every((label) => LABEL.test(label))) return 'each dot-separated label is letters, digits, - or _ (1 to 63, not starting or ending with -)'
+  if (NUMERIC.test(labels.at(-1)!)) return 'a name ending in a number is read as an IP address; write the address itself'
+  return undefined
+}
+
+/**
+ * Why `pattern` is not an allowlist host pattern, or undefined when it is one: `example.com`,
+ * `*.example.com`, an IPv4 address, or an IPv6 address (bracketed or not). No scheme, port,
+ * path, or other wildcard.
+ */
+export function hostPatternProblem(pattern: string): string | undefined {
+  const explain = (why: string) => `${JSON.stringify(pattern)} is not a host pattern: ${why} (write example.com, *.example.com or an IP address)`
+  if (typeof pattern !== 'string') return explain('not a string')
+  const host = canonicalHost(pattern)
+  if (isIP(host) !== 0) return undefined
+  if (/[/:@?#\s]/.test(host)) return explain('a pattern is a host alone, without scheme, port or path')
+  const wildcard = host.startsWith('*.')
+  const name = wildcard ? host.slice(2) : host
+  if (name.includes('*')) return explain('the only wildcard is a leading *. for subdomains')
+  if (wildcard && isIP(name) !== 0) return explain('a wildcard cannot cover IP addresses')
+  const problem = nameProblem(name)
+  return problem === undefined ? undefined : explain(problem)
+}
+
+type Verdict = { allowed: true; exact: boolean } | { allowed: false }
+
+/** Whether `host` (canonical) is allowed, and whether by an exact pattern. */
+function judge(host: string, exact: ReadonlySet<string>, suffixes: readonly string[]): Verdict {
+  if (exact.has(host)) return { allowed: true, exact: true }
+  if (isIP(host) !== 0 || nameProblem(host) !== undefined) return { allowed: false }
+  return suffixes.some((suffix) => host.endsWith(suffix)) ? { allowed: true, exact: false } : { allowed: false }
+}
+
+/** Loopback, link-local (with cloud metadata services) and unspecified addresses: the host's own. */
+export function isHostOwnAddress(address: string): boolean {
+  const canonical = canonicalHost(address)
+  const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical)
+  const mapped = hex ? [...hex.slice(1).map((word) => parseInt(word, 16))].flatMap((word) => [word >> 8, word & 255]).join('.') : undefined
+  if (isIP(canonical) === 4 || mapped !== undefined) {
+    const [a, b] = (mapped ?? canonical).split('.').map(Number)
+    return a === 0 || a === 127 || (a === 169 && b === 254)
+  }
+  if (canonical === '::' || canonical === '::1' || canonical === 'fd00:ec2::254') return true
+  return /^fe[89ab][0-9a-f]:/.test(canonical)
+}
+
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade']
+
+/** `headers` without the hop-by-hop ones (RFC 9110 §7.6.1), including those `Connection` names. */
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const named = String(headers['connection'] ?? '')
+    .split(',')
+    .map((token) => token.trim().toLowerCase())
+  const drop = new Set([...HOP_BY_HOP, ...named])
+  return Object.fromEntries(Object.entries(headers).filter(([key]) => !drop.has(key)))
+}
+
+/** `host:port` of a CONNECT target or an authority, or undefined when it is not one. */
+function splitAuthority(authority: string): { host: string; port: number } | undefined {
+  const match = /^(\[[^\]]+\]|[^:[\]]+):(\d{1,5})$/.exec(authority)
+  const port = Number(match?.[2])
+  if (!match || !(port >= 1 && port <= 65535)) return undefined
+  return { host: match[1]!, port }
+}
+
+const defaultResolve = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address)
+
+/**
+ * Serves HTTP CONNECT and plain absolute-URI HTTP over the unix socket; a refused host gets `403`
+ * with body `blocked <host> — not in the allowlist`.
+ *
+ * @throws SandboxError `INVALID_POLICY` naming the first pattern `hostPatternProblem` refuses;
+ *   `EGRESS_SOCKET_UNSAFE` when the socket's folder is not a directory of this user's closed to others.
+ */
+export async function startEgressProxy(options: EgressProxyOptions): Promise<EgressProxy> {
+  for (const pattern of options.allow) {
+    const problem = hostPatternProblem(pattern)
+    if (problem !== undefined) throw new SandboxError('INVALID_POLICY', { reason: `network allowlist: ${problem}` })
+  }
+  const exact = new Set(options.allow.filter((pattern) => !pattern.startsWith('*.')).map(canonicalHost))
+  const suffixes = options.allow.filter((pattern) => pattern.startsWith('*.')).map((pattern) => canonicalHost(pattern).slice(1))
+  const resolve = options.resolve ?? defaultResolve
+  const { socketPath } = options
+  privateFolder(socketPath)
+
+  const sockets = new Set<Duplex>()
+  const track = (socket: Duplex) => {
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+  }
+
+  /** The address to connect to for `host`, or the reason it is refused (`status` 403) or cannot be reached (502). */
+  const route = async (rawHost: string): Promise<{ address: string } | { status: 403 | 502; host: string; reason: string }> => {
+    const host = canonicalHost(rawHost)
+    const verdict = judge(host, exact, suffixes)
+    if (!verdict.allowed) return { status: 403, host, reason: 'not in the allowlist' }
+    if (isIP(host) !== 0) return { address: host }
+    let addresses: string[]
+    try {
+      addresses = await resolve(host)
+    } catch {
+      addresses = []
+    }
+    if (addresses.length === 0) return { status: 502, host, reason: 'cannot be resolved' }
+    const own = addresses.find(isHostOwnAddress)
+    if (own !== undefined && !verdict.exact) {
+      return { status: 403, host, reason: `resolves to the host's own address ${own}; only an exact pattern (not a wildcard) reaches it` }
+    }
+    return { address: addresses[0]! }
+  }
+
+  const refused = (host: string, reason: string): string => {
+    options.onRefused?.(host, reason)
+    return `blocked ${host} — ${reason}`
+  }
+
+  const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES })
+  server.maxConnections = MAX_CONNECTIONS
+  server.on('connection', track)
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request'
+    if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
+    socket.destroy()
+  })
+
+  server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
+    const reply = (status: string, body: string) => {
+      client.end(`HTTP/1.1 ${status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    }
+    client.on('error', () => client.destroy())
+    const target = splitAuthority(req.url ?? '')
+    if (target === undefined) return reply('400 Bad Request', `CONNECT needs host:port, not ${JSON.stringify(req.url)}\n`)
+    void route(target.host).then((routed) => {
+      if (client.destroyed) return
+      if ('status' in routed) return reply(routed.status === 403 ? '403 Forbidden' : '502 Bad Gateway', routed.status === 403 ? refused(routed.host, routed.reason) : `${routed.host} ${routed.reason}\n`)
+      const upstream = connect({ host: routed.address, port: target.port })
+      track(upstream)
+      upstream.once('error', (error) => {
+        if (!client.destroyed && client.bytesWritten === 0) reply('502 Bad Gateway', `cannot connect to ${target.host}:${target.port}: ${(error as NodeJS.ErrnoException).code ?? error.message}\n`)
+        else client.destroy()
+      })
+      upstream.once('connect', () => {
+        client.write('HTTP/1.1 200 Connection Established\r\n\r\n')
+        if (head.length > 0) upstream.write(head)
+        upstream.pipe(client)
+        client.pipe(upstream)
+        upstream.on('error', () => client.destroy())
+        client.on('close', () => upstream.destroy())
+        upstream.on('close', () => client.destroy())
+      })
+    })
+  })
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const text = (status: number, body: string) => {
+      if (res.headersSent) return void res.destroy()
+      res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body)
+    }
+    let url: URL
+    try {
+      url = new URL(req.url ?? '')
+    } catch {
+      return text(400, `this is a proxy: send an absolute http:// URI, or CONNECT host:port (got ${JSON.stringify(req.url)})\n`)
+    }
+    if (url.protocol !== 'http:') return text(400, `only http:// is forwarded; use CONNECT for ${url.protocol}\n`)
+    void route(url.hostname).then((routed) => {
+      if ('status' in routed) return text(routed.status, routed.status === 403 ? refused(routed.host, routed.reason) : `${routed.host} ${routed.reason}\n`)
+      const upstream = request(
+        { host: routed.address, port: Number(url.port || 80), method: req.method, path: `${url.pathname}${url.search}`, headers: { ...endToEnd(req.headers), host: url.host }, setHost: false, agent: false },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEnd(answer.headers))
+          answer.pipe(res)
+          answer.on('error', () => res.destroy())
+        },
+      )
+      upstream.on('socket', track)
+      upstream.on('error', (error: NodeJS.ErrnoException) => text(502, `cannot connect to ${url.host}: ${error.code ?? error.message}\n`))
+      res.on('close', () => upstream.destroy())
+      req.pipe(upstream)
+    })
+  })
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(socketPath, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  chmodSync(socketPath, 0o600)
+
+  let closing: Promise<void> | undefined
+  return {
+    socketPath,
+    close: () =>
+      (closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        for (const socket of sockets) socket.destroy()
+      }).then(() => rmSync(socketPath, { force: true }))),
+  }
+}
+
+/** Checks that the socket's folder is a real directory of this user's with no access for others, and clears a stale socket. */
+function privateFolder(socketPath: string): void {
+  const folder = dirname(socketPath)
+  const uid = typeof process.getuid === 'function' ? process.getuid() : 0
+  let stats
+  try {
+    stats = lstatSync(folder)
+  } catch {
+    stats = undefined
+  }
+  if (!stats?.isDirectory() || stats.uid !== uid || (stats.mode & 0o077) !== 0) throw new SandboxError('EGRESS_SOCKET_UNSAFE', { path: socketPath, uid })
+  let existing
+  try {
+    existing = lstatSync(socketPath)
+  } catch {
+    return
+  }
+  if (existing.isSocket()) rmSync(socketPath)
+}

@@ -1,0 +1,179 @@
+/**
+ * The deny-write list, for real: a confined root shell in a writable workspace tries to write,
+ * create, remove and rename each entry — where it exists, and where it does not yet.
+ */
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { Config, DEFAULT_DENY_WRITE, placeholders } from '../src/index.ts'
+import { harness, hasBwrap, quote, type Harness } from './harness.ts'
+
+let workspace: string
+let box: Harness | undefined
+
+beforeEach(() => {
+  workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-deny-write-')))
+})
+
+afterEach(async () => {
+  await box?.dispose()
+  box = undefined
+  rmSync(workspace, { recursive: true, force: true })
+})
+
+const folders = DEFAULT_DENY_WRITE.filter((entry) => entry.endsWith('/')).map((entry) => entry.slice(0, -1))
+const files = DEFAULT_DENY_WRITE.filter((entry) => !entry.endsWith('/'))
+
+/** Every file under `folder` with its content, relative to it (`name/` for a folder). */
+function snapshot(folder: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  const walk = (dir: string, prefix: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const name = `${prefix}${entry.name}`
+      if (entry.isDirectory()) {
+        out[`${name}/`] = ''
+        walk(join(dir, entry.name), `${name}/`)
+      } else out[name] = readFileSync(join(dir, entry.name), 'utf8')
+    }
+  }
+  walk(folder, '')
+  return out
+}
+
+/** The attack on each entry: write, append, create inside, remove, rename; one line per attempt that succeeded. */
+const attack = (root: string) =>
+  [
+    ...files.map(
+      (file) => `
+      f=${quote(join(root, file))}
+      echo evil >> "$f" 2>/dev/null && echo "appended $f"
+      echo evil > "$f" 2>/dev/null && echo "wrote $f"
+      sed -i s/a/b/ "$f" 2>/dev/null && echo "sed $f"
+      rm -rf "$f" 2>/dev/null && echo "removed $f"
+      mv "$f" "$f.old" 2>/dev/null && echo "renamed $f"
+      ln -sfn /etc/hostname "$f" 2>/dev/null && echo "linked $f"`,
+    ),
+    ...folders.map(
+      (folder) => `
+      d=${quote(join(root, folder))}
+      mkdir -p "$d" 2>/dev/null; echo evil > "$d/settings.json" 2>/dev/null && echo "created in $d"
+      echo evil > "$d/pre-commit" 2>/dev/null && echo "created in $d"
+      mkdir "$d/sub" 2>/dev/null && echo "made folder in $d"
+      rm -rf "$d" 2>/dev/null && echo "removed $d"
+      mv "$d" "$d.old" 2>/dev/null && echo "renamed $d"`,
+    ),
+    `mv ${quote(join(root, '.git'))} ${quote(join(root, '.git.old'))} 2>/dev/null && echo "renamed .git"`,
+    'echo done',
+  ].join('\n')
+
+describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
+  it('refuses writing, removing and renaming each entry that exists', async () => {
+    execFileSync('git', ['init', '-q', workspace])
+    for (const file of files.filter((file) => !file.startsWith('.git/'))) writeFileSync(join(workspace, file), 'a\n')
+    for (const folder of folders.filter((folder) => !folder.startsWith('.git/'))) {
+      mkdirSync(join(workspace, folder))
+      writeFileSync(join(workspace, folder, 'settings.json'), 'a\n')
+    }
+    const before = snapshot(workspace)
+    box = await harness(workspace)
+    const result = await box.run(`${attack(workspace)}\necho x > .mcp.json`)
+    expect(result.stdout).toBe('done\n')
+    expect(result.stderr).toMatch(/^bash: line \d+: \.mcp\.json: Read-only file system$/m)
+    expect(snapshot(workspace)).toEqual(before)
+  })
+
+  it('refuses creating each entry that does not exist, and removes its placeholder when conch stops', async () => {
+    mkdirSync(join(workspace, '.git')) // a parent for .git/hooks and .git/config
+    box = await harness(workspace)
+    const result = await box.run(`${attack(workspace)}\nmkdir -p .vscode; echo x > .vscode/settings.json; echo x > .mcp.json`)
+    expect(result.stdout).toBe('done\n')
+    expect(result.stderr).toMatch(/^bash: line \d+: \.vscode\/settings\.json: Read-only file system$/m)
+    expect(result.stderr).toMatch(/^bash: line \d+: \.mcp\.json: Is a directory$/m)
+    // While conch runs, each missing entry is an empty folder on the host (git tracks none).
+    for (const entry of DEFAULT_DENY_WRITE) {
+      expect(statSync(join(workspace, entry)).isDirectory(), entry).toBe(true)
+      expect(readdirSync(join(workspace, entry)), entry).toEqual([])
+    }
+    await box.dispose()
+    box = undefined
+    expect(snapshot(workspace)).toEqual({ '.git/': '' })
+  })
+
+  it('places nothing where the entry has no parent folder (a workspace that is not a repository)', async () => {
+    box = await harness(workspace)
+    const result = await box.run('git init -q . && echo "init=$?"')
+    expect(result.stdout).toBe('init=0\n')
+    await box.dispose()
+    box = undefined
+    expect(existsSync(join(workspace, '.git', 'HEAD'))).toBe(true)
+    expect(Object.keys(snapshot(workspace)).filter((name) => !name.startsWith('.git/'))).toEqual([])
+  })
+
+  it('guards readWritePaths too, and leaves a policy\'s own writable paths to their program', async () => {
+    const extra = realpathSync(mkdtempSync(join(tmpdir(), 'conch-deny-extra-')))
+    const own = join(workspace, 'cli-home')
+    mkdirSync(own)
+    try {
+      box = await harness(workspace, { readWritePaths: [extra] })
+      const result = await box.run(
+        `echo evil > ${quote(join(extra, '.mcp.json'))} 2>/dev/null && echo "wrote extra"
+         mkdir -p ${quote(join(own, '.claude'))} && echo ok > ${quote(join(own, '.claude', 'settings.json'))} && echo "own ok"`,
+        { writablePaths: [own] },
+      )
+      expect(result.stdout).toBe('own ok\n')
+      expect(readFileSync(join(own, '.claude', 'settings.json'), 'utf8')).toBe('ok\n')
+    } finally {
+      await box?.dispose()
+      box = undefined
+      rmSync(extra, { recursive: true, force: true })
+    }
+  })
+
+  it('places nothing under read-only: nothing there is writable', async () => {
+    box = await harness(workspace)
+    const result = await box.run('echo x > .mcp.json', { mode: 'read-only' })
+    expect(result.stderr).toMatch(/Read-only file system/)
+    expect(readdirSync(workspace)).toEqual([])
+  })
+
+  it('refuses to confine where an entry is reached through a symbolic link in the workspace', async () => {
+    const elsewhere = join(workspace, 'shared-settings')
+    mkdirSync(elsewhere)
+    symlinkSync(elsewhere, join(workspace, '.vscode'))
+    box = await harness(workspace)
+    await expect(box.run('true')).rejects.toMatchObject({
+      code: 'PROTECTED_PATH_SYMLINK',
+      message: expect.stringContaining(`${join(workspace, '.vscode')} is a symbolic link (-> ${elsewhere})`),
+    })
+  })
+})
+
+describe('the denyWrite config', () => {
+  it('defaults to the list, and refuses an entry outside the workspace, naming it', () => {
+    expect(Config.parse({}).denyWrite).toEqual(DEFAULT_DENY_WRITE)
+    expect(() => Config.parse({ denyWrite: ['.vscode/', '../x'] })).toThrow(/must be a path relative to the workspace, inside it/)
+    expect(() => Config.parse({ denyWrite: ['/etc/x'] })).toThrow(/denyWrite/)
+  })
+})
+
+describe('deny-write placeholders', () => {
+  it('are removed only when empty, unchanged and mounted nowhere', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
+    try {
+      let mounted = new Set([join(root, '.vscode')])
+      const held = placeholders(undefined, () => mounted)
+      held.hold([join(root, '.vscode'), join(root, '.idea'), join(root, '.claude'), join(root, 'missing', '.codex')], [root])
+      expect(readdirSync(root).sort()).toEqual(['.claude', '.idea', '.vscode'])
+      writeFileSync(join(root, '.claude', 'mine.json'), '{}')
+      expect(held.release()).toEqual([join(root, '.vscode')])
+      expect(readdirSync(root).sort()).toEqual(['.claude', '.vscode'])
+      mounted = new Set()
+      expect(held.release()).toEqual([])
+      expect(readdirSync(root)).toEqual(['.claude'])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
