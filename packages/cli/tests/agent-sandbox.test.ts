@@ -5,11 +5,11 @@
  * concurrent run reaches neither the server nor the file.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 120_000 })
 
@@ -28,9 +28,9 @@ afterEach(() => {
 })
 
 /** A `conch run` of `calls` (one model step each) under workspace-write; returns the tool results' texts. */
-async function run(calls: Array<{ name: string; arguments: object }>, name = 'script'): Promise<string[]> {
+async function run(calls: Array<{ name: string; arguments: object }>, name = 'script', sandboxPolicy: object = {}): Promise<string[]> {
   const script = ws.write(`${name}.jsonl`, [...calls.map((call) => step('', [call])), step('Done.')].join('\n'))
-  const config = ws.write(`${name}.yml`, terminalComposition({ script, mode: 'workspace-write', runCode: true, sandboxLocal: { runtimeDir } }))
+  const config = ws.write(`${name}.yml`, terminalComposition({ script, mode: 'workspace-write', runCode: true, sandboxLocal: { runtimeDir }, sandboxPolicy }))
   const result = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
   expect(result.code, result.stderr).toBe(0)
   return jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
@@ -101,5 +101,38 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     expect(secondResults[1]).toMatch(/^curl=7$/m)
     expect(secondResults[1]).toMatch(/\/tmp\/note: No such file or directory/)
     expect(secondResults[2]).toContain('8771:ECONNREFUSED note:ENOENT')
+  })
+
+  it('under network allow, a refused host is named in the send result', async () => {
+    const results = await run([open, send('pty-1', 'curl -s -w " code=%{http_code}\\n" http://blocked.example/')], 'allow', { network: 'allow', allow: ['allowed.example'] })
+    expect(results[1]).toMatch(/^blocked blocked\.example — not in the allowlist code=403$/m)
+    expect(results[1]).toMatch(/^\[network: blocked blocked\.example — not in the allowlist\]$/m)
+  })
+
+  it('a port opened with expose is reached from the host loopback port the open reports', async () => {
+    const done = join(ws.dir, 'host-done')
+    const script = ws.write('expose.jsonl', [
+      step('', [{ name: 'terminal_open', arguments: { type: 'shell', expose: [8790] } }]),
+      step('', [send('pty-1', `cd /tmp && echo exposed-page > page.html && ${serve(8790)} ${awaitPort(8790, 'SERVING')}; until [ -e ${done} ]; do sleep 0.1; done`)]),
+      step('Done.'),
+    ].join('\n'))
+    const config = ws.write('expose.yml', terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { runtimeDir } }))
+    const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    const opened = await new Promise<string>((resolve) => {
+      conch.child.stdout.on('data', () => {
+        const result = jsonLines(conch.stdout()).find((line) => line['type'] === 'tool_result')
+        if (result !== undefined) resolve(String(result['text']))
+      })
+    })
+    const hostPort = Number(opened.match(/^\[exposed: sandbox 127\.0\.0\.1:8790 → host 127\.0\.0\.1:(\d+)\]$/m)?.[1])
+    expect(hostPort).toBeGreaterThan(0)
+    let page = ''
+    while (page === '') {
+      page = await fetch(`http://127.0.0.1:${hostPort}/page.html`).then((response) => (response.ok ? response.text() : ''), () => '')
+    }
+    expect(page).toBe('exposed-page\n')
+    writeFileSync(done, '')
+    expect(await conch.exit, conch.stderr()).toBe(0)
+    await expect(fetch(`http://127.0.0.1:${hostPort}/page.html`)).rejects.toThrow()
   })
 })

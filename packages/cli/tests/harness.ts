@@ -41,6 +41,8 @@ export function terminalComposition(options: {
   runCode?: boolean
   sessions?: object
   sandboxLocal?: object
+  /** The sandbox-policy row's config besides `mode`. */
+  sandboxPolicy?: object
   toolPty?: object
 }): string {
   const tasks = options.tasks === true ? `- id: tasks\n  name: '@conch/tasks'\n- id: tool-tasks\n  name: '@conch/tool-tasks'\n` : ''
@@ -64,9 +66,7 @@ ${tasks}- id: subprocess
   name: '@conch/sandbox-local'
 ${configLine(options.sandboxLocal)}- id: sandbox-policy
   name: '@conch/sandbox-policy'
-  config:
-    mode: ${options.mode}
-- id: pty
+${configLine({ mode: options.mode, ...options.sandboxPolicy })}- id: pty
   name: '@conch/pty'
 - id: pty-local
   name: '@conch/pty-local'

@@ -16,7 +16,8 @@ export { Config }
 
 /** `egress`: the agents' egress proxy under network `allow`, and who is told of a refused host. */
 export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[5] = { startEgressProxy }): void => {
-  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, undefined, egress)
+  const refused = (agent: string, host: string) => ctx.sandbox.refused({ agent, host })
+  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, undefined, { onRefused: refused, ...egress })
   ctx.sandbox.register(bubblewrap)
   ctx.effect(() => () => void bubblewrap.release(), 'sandbox-local.placeholders')
   ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')

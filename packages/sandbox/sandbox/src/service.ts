@@ -14,6 +14,7 @@ import {
   SandboxError,
   type ConfinePolicy,
   type ConfineResult,
+  type NetworkRefusal,
   type SandboxAgent,
   type SandboxPolicy,
   type SandboxProvider,
@@ -250,6 +251,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
+  private readonly refusals = new Set<(refusal: NetworkRefusal) => void>()
 
   constructor(ctx: Context, public config: SandboxService.Config) {
     super(ctx, 'sandbox')
@@ -424,6 +426,17 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   ownFolders(): string[] {
     return unique([...this.hiddenPaths(), ...canonicalPaths(this.providers.flatMap((provider) => provider.ownPaths ?? []))])
+  }
+
+  onRefused(listener: (refusal: NetworkRefusal) => void): () => void {
+    return this.ctx.effect(() => {
+      this.refusals.add(listener)
+      return () => void this.refusals.delete(listener)
+    }, 'sandbox.onRefused')
+  }
+
+  refused(refusal: NetworkRefusal): void {
+    for (const listener of this.refusals) listener(refusal)
   }
 
   networkAllowed(): boolean | undefined {

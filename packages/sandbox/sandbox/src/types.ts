@@ -248,4 +248,17 @@ export interface SandboxServiceApi {
    * say. For describing the sandbox (e.g. in a system prompt); it does not probe.
    */
   networkAllowed?(): boolean | undefined
+  /**
+   * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
+   * reads can name them; `agent` is `SandboxAgent.key`. The disposer is tied to the caller's scope.
+   */
+  onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
+  /** Called by a provider for each refused host: tells every `onRefused` listener. */
+  refused?(refusal: NetworkRefusal): void
+}
+
+/** A host an agent's egress proxy refused. */
+export interface NetworkRefusal {
+  agent: string
+  host: string
 }
