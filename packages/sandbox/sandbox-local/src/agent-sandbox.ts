@@ -118,7 +118,13 @@ export class AgentSandboxes {
     const entry = await made
     if (!entry.owners.has(agent.owner)) {
       const owner = agent.owner
-      entry.disposers.push(owner.onDispose(() => this.release(entry, owner)))
+      try {
+        entry.disposers.push(owner.onDispose(() => this.release(entry, owner)))
+      } catch (error) {
+        // The owner ended while the sandbox was being made: nobody else holds it, so it goes.
+        if (entry.owners.size === 0) await this.close(entry)
+        throw error
+      }
       entry.owners.add(owner)
     }
     const exposed = await Promise.all([...new Set(agent.expose ?? [])].map((port) => this.expose(entry, port)))

@@ -177,6 +177,25 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await Promise.all([none.end(), full.end()])
   })
 
+  it("a process that asks for the network itself (a sub-agent's model API) gets the host's, and keeps the agent's /tmp", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-own-network')
+    await box.run('echo agent-note > /tmp/note', { agent })
+    const result = await box.run(`curl -s http://127.0.0.1:${sitePort}/; cat /tmp/note`, { agent, network: true })
+    expect(result.stdout).toContain('SITE-REACHED')
+    expect(result.stdout).toContain('agent-note')
+    await agent.end()
+  })
+
+  it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
+    box = await harness(workspace)
+    const base = agentsFolderPath(tmpdir())
+    const before = existsSync(base) ? readdirSync(base) : []
+    const ended = { key: 'session-ended', owner: { onDispose: (): never => { throw new Error('the agent is disposing') } } }
+    await expect(box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: ended })).rejects.toThrow('the agent is disposing')
+    expect(readdirSync(base).filter((name) => !before.includes(name))).toEqual([])
+  })
+
   it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
     box = await harness(workspace)
     const agent = { ...owner('session-expose'), expose: [8780] }
