@@ -338,11 +338,13 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  // Entering another process's network namespace takes CAP_SYS_ADMIN over it: root.
+  const shareNetwork = process.getuid?.() === 0
   // A process's own choice, else its agent's network (full or not), else the configured default.
   const network = (policy: SandboxPolicy): boolean => policy.network ?? (policy.agent?.network === undefined ? config.network : policy.agent.network.mode === 'full')
   const agents = new AgentSandboxes({
     base: config.runtimeDir,
-    shareNetwork: process.getuid?.() === 0,
+    shareNetwork,
     timeoutMs: config.probeTimeoutMs,
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
@@ -361,6 +363,7 @@ export function bubblewrapProvider(
     name: 'bubblewrap',
     platforms: ['linux'],
     network: config.network,
+    sharesLoopback: shareNetwork,
     readWritePaths: config.readWritePaths,
     ownPaths: [runtimeDirPath(config.runtimeDir), agentsFolderPath(config.runtimeDir)],
     probe: () => {

@@ -9,7 +9,7 @@ import { resolve as resolvePath } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi } from '@conch/agent'
-import type { SandboxMode } from '@conch/sandbox'
+import type { SandboxMode, SandboxServiceApi } from '@conch/sandbox'
 import { messageOf, type PendingEvent, type SessionLog } from '@conch/session'
 import {
   SandboxPolicyError,
@@ -95,7 +95,7 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
       const agents = scope.get('agents') as AgentServiceApi
       agents.section({
         id: 'sandbox',
-        render: (agent) => describePolicy(this.resolve({ session: agent.session })),
+        render: (agent) => describePolicy(this.resolve({ session: agent.session }), (ctx.get('sandbox') as SandboxServiceApi | undefined)?.sharesLoopback?.() !== false),
       })
     })
   }
@@ -169,15 +169,18 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 }
 
 /**
- * The one-line system-prompt section for a policy, e.g.
+ * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
+ * one loopback among an agent's processes here; default true), e.g.
  * `Sandbox: workspace-write — files under /work/x are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
-export function describePolicy(policy: ResolvedPolicy): string {
-  const shared = 'your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others)'
+export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): string {
+  const shared = loopbackShared
+    ? 'your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others)'
+    : 'your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others)'
   let net: string
   switch (policy.network.mode) {
     case 'none':
-      net = 'no network beyond that loopback'
+      net = loopbackShared ? 'no network beyond that loopback' : 'no network beyond loopback'
       break
     case 'allow':
       net = `network only to ${policy.network.hosts.join(', ')} through a proxy (HTTP_PROXY and HTTPS_PROXY are set); a refused host shows in the result as [network: blocked <host> — not in the allowlist]`

@@ -284,6 +284,9 @@ describe('the system-prompt section', () => {
     expect(describePolicy({ ...base, mode: 'read-only' })).toBe(
       'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.',
     )
+    expect(describePolicy({ ...base, mode: 'read-only' }, false)).toBe(
+      'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others); no network beyond loopback.',
+    )
     expect(describePolicy({ ...base, mode: 'danger-full-access' })).toBe(
       'Sandbox: danger-full-access — no sandbox: every file you can write is writable and the network is open; stay inside /work/x.',
     )

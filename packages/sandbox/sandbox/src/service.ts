@@ -439,6 +439,10 @@ class SandboxService extends Service implements SandboxServiceApi {
     for (const listener of this.refusals) listener(refusal)
   }
 
+  sharesLoopback(): boolean | undefined {
+    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
+  }
+
   networkAllowed(): boolean | undefined {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
   }

@@ -126,6 +126,8 @@ export interface SandboxProvider {
   readonly platforms: readonly NodeJS.Platform[]
   /** Whether confined processes may use the network (as configured), when the provider knows. */
   readonly network?: boolean
+  /** Whether the processes of one agent share its loopback here (bubblewrap: only as root), when the provider knows. */
+  readonly sharesLoopback?: boolean
   /**
    * Host folders it makes writable under workspace-write besides the workspace root (absolute),
    * so that `confine` can check the protected paths against every writable path.
@@ -248,6 +250,12 @@ export interface SandboxServiceApi {
    * say. For describing the sandbox (e.g. in a system prompt); it does not probe.
    */
   networkAllowed?(): boolean | undefined
+  /**
+   * Whether an agent's processes share one loopback on this platform: the `sharesLoopback` of the
+   * first registered provider for `process.platform`, or undefined when it does not say. For
+   * describing the sandbox; it does not probe.
+   */
+  sharesLoopback?(): boolean | undefined
   /**
    * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
    * reads can name them; `agent` is `SandboxAgent.key`. The disposer is tied to the caller's scope.
