@@ -10,7 +10,7 @@ import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { checkDenyWritePaths, denyWritePaths, placeholders, type Placeholders } from './deny-write.ts'
+import { checkDenyWritePaths, denyWritePaths, folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { AgentSandboxes, agentsFolderPath, type StartEgressProxy } from './agent-sandbox.ts'
@@ -327,7 +327,7 @@ export function bubblewrapProvider(
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
-  held: Placeholders = placeholders(),
+  placeholdersMade?: Placeholders,
   egress: { startEgressProxy?: StartEgressProxy; onRefused?: (key: string, host: string) => void } = {},
 ): SandboxProvider & { close(): Promise<void>; release(): string[] } {
   let runtime: RuntimeDir | undefined
@@ -338,6 +338,7 @@ export function bubblewrapProvider(
     runtime ??= openRuntimeDir(config.runtimeDir)
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
+  const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
   // Entering another process's network namespace takes CAP_SYS_ADMIN over it: root.
   const shareNetwork = process.getuid?.() === 0
   // A process's own choice, else its agent's network (full or not), else the configured default.
@@ -382,7 +383,7 @@ export function bubblewrapProvider(
       )
     },
     confine(argv, policy): ConfineResult | Promise<ConfineResult> {
-      const prepared = files()
+      const prepared = files() // first: the placeholders' ledger lives in the runtime folder
       const guarded = withDenyWrite(policy, config, held, host)
       const wrap = (place?: AgentPlace & { exposed: ExposedPort[] }): ConfineResult => ({
         argv: bubblewrapArgv(argv, { ...guarded, network: network(policy) }, config, prepared, host, place),

@@ -19,12 +19,15 @@
  * that has no `.git`: a placeholder `.git` would make `git init` fail). `release` removes the
  * placeholders when the provider goes, each one that is still the empty folder conch made and is
  * a mount point in no mount namespace (removing one while a sandbox still mounts it would unmount
- * it there, proc(5) mountinfo, Linux ≥ 3.18).
+ * it there, proc(5) mountinfo, Linux ≥ 3.18). A ledger in the runtime folder lists them with the
+ * process that made them, so the next conch to stop removes those a conch that has ended left (it
+ * was killed, or its sandboxes outlived it).
  */
-import { readdirSync, readFileSync, readlinkSync, rmdirSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync } from 'node:fs'
 import { basename, dirname, join, relative, sep } from 'node:path'
 import { protectedPathProblem, SandboxError, type SandboxPolicy } from '@conch/sandbox'
-import { beneath, BeneathError, nodeBeneathFs, openFolder, type BeneathFs } from '@conch/subprocess'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, parseProcStat, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
 
 /** The absolute paths `denyWrite` names for `policy` (see the module comment), without trailing slashes. */
 export function denyWritePaths(policy: SandboxPolicy, options: { denyWrite: readonly string[]; readWritePaths: readonly string[] }): string[] {
@@ -68,11 +71,104 @@ export function checkDenyWritePaths(paths: readonly string[], roots: readonly st
   if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
 }
 
+/**
+ * A placeholder conch made: its path, the writable root it lies beneath, its device, inode and
+ * ctime (a folder made again at the same inode differs in ctime), and the process that made it
+ * (pid and start time, proc(5) stat field 22).
+ */
+export interface PlaceholderEntry {
+  path: string
+  root: string
+  dev: number
+  ino: number
+  ctimeMs: number
+  owner: ProcessMark
+}
+
+/** A process: its pid and start time (clock ticks since boot), which a reused pid does not repeat. */
+export interface ProcessMark {
+  pid: number
+  startTime: string
+}
+
+/** This process's mark, or one of another pid (undefined when it is not running). */
+export function processMark(pid: number = process.pid): ProcessMark | undefined {
+  try {
+    const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+    return stat === undefined ? undefined : { pid, startTime: stat.startTime }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Where the placeholders are recorded, one file each (named by a hash of the path), so that any
+ * conch of this user removes them once no sandbox mounts them: those a conch that was killed
+ * left, and those another conch made that were still mounted when it stopped.
+ */
+export interface PlaceholderLedger {
+  record(entry: PlaceholderEntry): void
+  entries(): PlaceholderEntry[]
+  forget(path: string): void
+}
+
+/** A ledger in the private folder `folder()` (made mode 0700 beneath its parent, which is trusted: the runtime folder). */
+export function folderLedger(folder: () => string, fs: BeneathFs = nodeBeneathFs): PlaceholderLedger {
+  const name = (path: string) => `${createHash('sha256').update(path).digest('hex').slice(0, 32)}.json`
+  const inLedger = <T>(use: (open: OpenFolder) => T): T => {
+    const path = folder()
+    const open = ensurePrivateFolder(path, { root: dirname(path), fs })
+    try {
+      return use(open)
+    } finally {
+      fs.close(open.fd)
+    }
+  }
+  const isEntry = (value: unknown): value is PlaceholderEntry => {
+    const entry = value as Partial<PlaceholderEntry> | null
+    return typeof entry?.path === 'string' && typeof entry.root === 'string' && typeof entry.dev === 'number' && typeof entry.ino === 'number' && typeof entry.ctimeMs === 'number' && typeof entry.owner?.pid === 'number'
+  }
+  return {
+    record: (entry) =>
+      inLedger((open) => {
+        rmSync(beneath(open, name(entry.path)), { force: true })
+        const fd = openFile(open, name(entry.path), 'create', { fs })
+        try {
+          const bytes = Buffer.from(JSON.stringify(entry))
+          for (let offset = 0; offset < bytes.length; ) offset += fs.write(fd, bytes, offset)
+        } finally {
+          fs.close(fd)
+        }
+      }),
+    entries: () =>
+      inLedger((open) =>
+        fs.readdir(beneath(open, '.')).flatMap((file) => {
+          try {
+            const fd = openFile(open, file.name, 'read', { fs })
+            try {
+              const entry: unknown = JSON.parse(readOpen(fd, 64 * 1024, fs).toString('utf8'))
+              return isEntry(entry) ? [entry] : []
+            } finally {
+              fs.close(fd)
+            }
+          } catch {
+            return []
+          }
+        }),
+      ),
+    forget: (path) => inLedger((open) => rmSync(beneath(open, name(path)), { force: true })),
+  }
+}
+
 /** Where conch made placeholders, and their removal. */
 export interface Placeholders {
   /** Makes an empty folder (mode 0755) at each of `paths` that is missing and whose parent folder exists, beneath its root. */
   hold(paths: readonly string[], roots: readonly string[]): void
-  /** Removes the placeholders made that are still empty folders and no mount point anywhere; returns those left in place. */
+  /**
+   * Removes each placeholder this process made, or the ledger lists for a process that has ended,
+   * that is still the empty folder conch made and a mount point in no mount namespace; returns
+   * those left in place (a running conch's are its own to remove).
+   */
   release(): string[]
 }
 
@@ -96,8 +192,22 @@ export function mountPointsEverywhere(): Set<string> {
   return points
 }
 
-export function placeholders(fs: BeneathFs = nodeBeneathFs, mounted: () => Set<string> = mountPointsEverywhere): Placeholders {
-  const made = new Map<string, { root: string; dev: number; ino: number }>()
+export interface PlaceholderOptions {
+  /** Where the placeholders are recorded across processes (none: only this process's are removed). */
+  ledger?: PlaceholderLedger
+  fs?: BeneathFs
+  /** The mount points of every mount namespace (default: `mountPointsEverywhere`). */
+  mounted?: () => Set<string>
+  /** Whether the process `mark` names is still running (default: its /proc stat has the same start time). */
+  running?: (mark: ProcessMark) => boolean
+}
+
+const stillRunning = (mark: ProcessMark): boolean => processMark(mark.pid)?.startTime === mark.startTime
+
+export function placeholders(options: PlaceholderOptions = {}): Placeholders {
+  const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, running = stillRunning } = options
+  const made = new Map<string, PlaceholderEntry>()
+  let self: ProcessMark | undefined
   /** Runs `use` with the parent folder of `path` opened beneath `root`; nothing when it is missing or not a plain folder. */
   const inParent = (path: string, root: string, use: (parent: { fd: number; path: string }) => void) => {
     let parent
@@ -130,19 +240,31 @@ export function placeholders(fs: BeneathFs = nodeBeneathFs, mounted: () => Set<s
           try {
             fs.mkdir(at, 0o755)
           } catch (error) {
-            if ((error as NodeJS.ErrnoException).code === 'EEXIST') return
+            // Taken meanwhile; or a folder this user cannot write, where a confined process (the same user, no capabilities) cannot either.
+            if (['EEXIST', 'EACCES', 'EPERM', 'EROFS'].includes((error as NodeJS.ErrnoException).code ?? '')) return
             throw error
           }
           const stat = fs.lstat(at)
-          made.set(path, { root, dev: stat.dev, ino: stat.ino })
+          self ??= processMark() ?? { pid: process.pid, startTime: '' }
+          const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self }
+          made.set(path, entry)
+          ledger?.record(entry)
         })
       }
     },
     release() {
-      if (made.size === 0) return []
+      const known = new Map(made)
+      let recorded: PlaceholderEntry[] = []
+      try {
+        recorded = ledger?.entries() ?? []
+      } catch {
+        // no runtime folder yet: nothing was recorded
+      }
+      for (const entry of recorded) if (!known.has(entry.path) && !running(entry.owner)) known.set(entry.path, entry)
+      if (known.size === 0) return []
       const points = mounted()
       const left: string[] = []
-      for (const [path, { root, dev, ino }] of made) {
+      for (const { path, root, dev, ino, ctimeMs } of known.values()) {
         if (points.has(path)) {
           left.push(path)
           continue
@@ -152,11 +274,12 @@ export function placeholders(fs: BeneathFs = nodeBeneathFs, mounted: () => Set<s
           const at = beneath(parent, basename(path))
           try {
             const stat = fs.lstat(at)
-            if (stat.isDirectory() && stat.dev === dev && stat.ino === ino && fs.readdir(at).length === 0) rmdirSync(at)
+            if (stat.isDirectory() && stat.dev === dev && stat.ino === ino && stat.ctimeMs === ctimeMs && fs.readdir(at).length === 0) rmdirSync(at)
           } catch {
             // already gone, or no longer the empty folder conch made
           }
         })
+        ledger?.forget(path)
       }
       return left
     },

@@ -54,7 +54,13 @@ function canonicalHost(host: string): string {
   let name = host.toLowerCase()
   if (name.startsWith('[') && name.endsWith(']')) name = name.slice(1, -1)
   if (name.endsWith('.')) name = name.slice(0, -1)
-  if (isIP(name) === 6) name = new URL(`http://[${name}]/`).hostname.slice(1, -1)
+  if (isIP(name) === 6) {
+    try {
+      name = new URL(`http://[${name}]/`).hostname.slice(1, -1)
+    } catch {
+      // a zone (`fe80::1%eth0`) has no URL form: kept as written, matched only by itself
+    }
+  }
   return name
 }
 
@@ -169,7 +175,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     if (own !== undefined && !verdict.exact) {
       return { status: 403, host, reason: `resolves to the host's own address ${own}; only an exact pattern (not a wildcard) reaches it` }
     }
-    return { address: addresses[0]! }
+    // IPv4 first: a host without an IPv6 route still reaches a dual-stack name.
+    return { address: addresses.sort((a, b) => isIP(a) - isIP(b))[0]! }
   }
 
   const refused = (host: string, reason: string): string => {
@@ -211,7 +218,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         client.on('close', () => upstream.destroy())
         upstream.on('close', () => client.destroy())
       })
-    })
+    }).catch(() => client.destroy())
   })
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -240,7 +247,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       upstream.on('error', (error: NodeJS.ErrnoException) => text(502, `cannot connect to ${url.host}: ${error.code ?? error.message}\n`))
       res.on('close', () => upstream.destroy())
       req.pipe(upstream)
-    })
+    }).catch(() => res.destroy())
   })
 
   await new Promise<void>((resolve, reject) => {

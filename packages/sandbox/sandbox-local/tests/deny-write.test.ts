@@ -3,11 +3,12 @@
  * create, remove and rename each entry — where it exists, and where it does not yet.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { nodeBeneathFs } from '@conch/subprocess'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { Config, DEFAULT_DENY_WRITE, placeholders } from '../src/index.ts'
+import { Config, DEFAULT_DENY_WRITE, folderLedger, placeholders } from '../src/index.ts'
 import { harness, hasBwrap, quote, type Harness } from './harness.ts'
 
 let workspace: string
@@ -159,11 +160,48 @@ describe('the denyWrite config', () => {
 })
 
 describe('deny-write placeholders', () => {
+  it('left by a conch that was killed are removed by the next one to stop, through the ledger', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
+    const runtime = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ledger-')))
+    try {
+      const ledger = folderLedger(() => join(runtime, 'placeholders'))
+      placeholders({ ledger, mounted: () => new Set() }).hold([join(root, '.vscode'), join(root, '.idea')], [root])
+      expect(readdirSync(root).sort()).toEqual(['.idea', '.vscode'])
+      expect(statSync(join(runtime, 'placeholders')).mode & 0o777).toBe(0o700)
+      // While the process that made them runs, another one leaves them to it.
+      expect(placeholders({ ledger, mounted: () => new Set() }).release()).toEqual([])
+      expect(readdirSync(root).sort()).toEqual(['.idea', '.vscode'])
+      // That process is gone without releasing; a user's own empty .idea took the place of one placeholder.
+      rmdirSync(join(root, '.idea'))
+      mkdirSync(join(root, '.idea'))
+      expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(readdirSync(root)).toEqual(['.idea'])
+      expect(ledger.entries()).toEqual([])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+      rmSync(runtime, { recursive: true, force: true })
+    }
+  })
+
+  it('are not made, and confinement goes on, in a folder this user cannot write', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
+    try {
+      const refuse = (code: string) => () => {
+        throw Object.assign(new Error(`mkdir: ${code}`), { code })
+      }
+      for (const code of ['EACCES', 'EROFS', 'EPERM']) placeholders({ fs: { ...nodeBeneathFs, mkdir: refuse(code) } }).hold([join(root, '.vscode')], [root])
+      expect(readdirSync(root)).toEqual([])
+      expect(() => placeholders({ fs: { ...nodeBeneathFs, mkdir: refuse('ENOSPC') } }).hold([join(root, '.vscode')], [root])).toThrow(/ENOSPC/)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
   it('are removed only when empty, unchanged and mounted nowhere', () => {
     const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
     try {
       let mounted = new Set([join(root, '.vscode')])
-      const held = placeholders(undefined, () => mounted)
+      const held = placeholders({ mounted: () => mounted })
       held.hold([join(root, '.vscode'), join(root, '.idea'), join(root, '.claude'), join(root, 'missing', '.codex')], [root])
       expect(readdirSync(root).sort()).toEqual(['.claude', '.idea', '.vscode'])
       writeFileSync(join(root, '.claude', 'mine.json'), '{}')

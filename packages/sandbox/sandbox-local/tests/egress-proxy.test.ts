@@ -246,6 +246,24 @@ describe('egress proxy', () => {
     }
   })
 
+  it('refuses an IPv6 literal with a zone, and keeps serving', async () => {
+    const run = await running(['api.example.test'])
+    try {
+      const socket = connect(run.proxy.socketPath)
+      socket.end('CONNECT [fe80::1%eth0]:80 HTTP/1.1\r\nHost: x\r\n\r\n')
+      const answer = await new Promise<string>((done) => {
+        let text = ''
+        socket.on('data', (chunk) => (text += chunk))
+        socket.on('close', () => done(text))
+      })
+      expect(answer).toMatch(/^HTTP\/1\.1 403 /)
+      expect(answer).toContain('blocked fe80::1%eth0 — not in the allowlist')
+      expect((await curl(run.relayPort, `http://api.example.test:${upstreamPort}/after`)).body).toBe('loopback GET /after')
+    } finally {
+      await run.stop()
+    }
+  })
+
   it('answers a request that is not for a proxy with 400', async () => {
     const run = await running(['api.example.test'])
     try {
