@@ -57,11 +57,12 @@ const probe = (ports: number[]) =>
 describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
   it("a server in pty-1 is reached from pty-2 and run_code, /tmp is shared, closing pty-1 leaves pty-2's server, and the end leaves nothing", async () => {
     const daemon = 70_000 + Math.floor(Math.random() * 9_999)
+    const survivor = 60_000 + Math.floor(Math.random() * 9_999)
     const results = await run([
       open,
       send('pty-1', `${serve(8767)} echo shared-note > /tmp/note; setsid nohup sleep ${daemon} >/dev/null 2>&1 & ${awaitPort(8767, 'FIRST-UP')}`),
       open,
-      send('pty-2', `curl -s -o /dev/null -w 'from-pty-2=%{http_code}\\n' http://127.0.0.1:8767/; cat /tmp/note; ${serve(8770)} ${awaitPort(8770, 'SECOND-UP')}`),
+      send('pty-2', `curl -s -o /dev/null -w 'from-pty-2=%{http_code}\\n' http://127.0.0.1:8767/; cat /tmp/note; setsid nohup sleep ${survivor} >/dev/null 2>&1 & ${serve(8770)} ${awaitPort(8770, 'SECOND-UP')}`),
       runCode(probe([8767, 8770])),
       { name: 'terminal_close', arguments: { sessionId: 'pty-1' } },
       runCode(probe([8767, 8770])),
@@ -72,8 +73,9 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     expect(results[3]).toMatch(/^SECOND-UP$/m)
     expect(results[4]).toContain('8767:200 8770:200 note:shared-note')
     expect(results[6]).toContain('8767:ECONNREFUSED 8770:200 note:shared-note')
-    // The run's end: no daemon, no holder, no /tmp folder of the agent.
+    // The run's end: no daemon (pty-1's went with it; pty-2's with the agent), no holder, no /tmp folder.
     expect(processesWith(`sleep ${daemon}`)).toEqual([])
+    expect(processesWith(`sleep ${survivor}`)).toEqual([])
     expect(processesWith(runtimeDir)).toEqual([])
     const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
     expect(existsSync(agentsFolder)).toBe(true)
