@@ -14,9 +14,8 @@
  *    against when `close()` resolved.
  * 4. Harness CPU of concurrent sends: 32 sessions × 50 `true` sends at once with the V8
  *    profiler on (node:inspector) only for that part; the functions with the most self time.
- * 5. The output pipeline without a terminal: `seq 1 3000000`-shaped bytes in 4 KiB chunks
- *    through the parser alone, with the scrollback, with a send buffer, and with both (what a
- *    session does with every byte during a send), in MB/s.
+ * The output pipeline without a terminal (the parser with and without the scrollback and the
+ * send buffer) is `pnpm bench --only parser`.
  *
  * Sessions are started on the backend directly (`LocalBackend`, default config, the /proc
  * inspector wrapped to record its probes), owned by a stand-in owner, unconfined.
@@ -32,9 +31,6 @@ import {
   Config,
   LocalBackend,
   linuxInspector,
-  OutputParser,
-  Scrollback,
-  SendBuffer,
   type LocalSession,
   type TerminalInspector,
 } from '../packages/pty/pty-local/src/index.ts'
@@ -204,9 +200,6 @@ async function main(): Promise<void> {
   console.log(`  the tree was gone after p50 ${round(median(gone))} ms (${gone.map((ms) => round(ms)).join(', ')})`)
 
   await profileConcurrentSends()
-
-  console.log('\noutput pipeline on seq 1 3000000 output in 4 KiB chunks, no terminal:')
-  pipeline()
 }
 
 interface ProfileNode {
@@ -246,36 +239,6 @@ async function profileConcurrentSends(): Promise<void> {
   console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round(((used.user + used.system) / 1000 / wallMs) * 100)} % of one core, ${round((used.user + used.system) / 1000 / 1600, 3)} ms per send`)
   console.log(`  self time of the busiest functions (of ${round(total / 1000)} ms sampled):`)
   for (const [key, us] of busy.slice(0, 15)) console.log(`    ${round(us / 1000).toString().padStart(8)} ms  ${round((us / total) * 100, 1)} %  ${key}`)
-}
-
-function pipeline(): void {
-  const config = Config.parse({})
-  const numbers: string[] = []
-  for (let i = 1; i <= 3_000_000; i++) numbers.push(String(i))
-  const data = Buffer.from(`${numbers.join('\r\n')}\r\n`)
-  const chunks: Buffer[] = []
-  for (let offset = 0; offset < data.length; offset += 4096) chunks.push(data.subarray(offset, offset + 4096))
-  const stages: [string, (parser: OutputParser) => void][] = [
-    ['parser with a line listener', (parser) => void parser.onLine(() => {})],
-    ['+ scrollback', (parser) => void new Scrollback({ maxLines: config.scrollbackLines, maxBytes: config.scrollbackMaxBytes }).follow(parser)],
-    ['+ send buffer', (parser) => void new SendBuffer(parser, { maxBytes: config.maxReadBytes })],
-    [
-      '+ scrollback + send buffer',
-      (parser) => {
-        new Scrollback({ maxLines: config.scrollbackLines, maxBytes: config.scrollbackMaxBytes }).follow(parser)
-        new SendBuffer(parser, { maxBytes: config.maxReadBytes })
-      },
-    ],
-  ]
-  for (const [label, attach] of stages) {
-    const parser = new OutputParser()
-    attach(parser)
-    const start = performance.now()
-    for (const chunk of chunks) parser.feed(chunk)
-    parser.flush()
-    const ms = performance.now() - start
-    console.log(`  ${label}: ${round(data.length / 1e6 / (ms / 1000), 1)} MB/s (${round(ms)} ms)`)
-  }
 }
 
 main().then(

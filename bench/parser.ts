@@ -36,7 +36,7 @@ const SCREEN = [
 ].join('')
 
 /** The synthetic stream of `bytes` bytes, cut into `CHUNK_BYTES` chunks at arbitrary offsets (splitting UTF-8 and escapes). */
-export function syntheticStream(bytes: number): Buffer[] {
+function syntheticStream(bytes: number): Buffer[] {
   const unit = Buffer.from(SCREEN, 'utf8')
   const stream = Buffer.alloc(bytes)
   for (let offset = 0; offset < bytes; offset += unit.length) unit.copy(stream, offset)
@@ -46,7 +46,7 @@ export function syntheticStream(bytes: number): Buffer[] {
 }
 
 /** `seq 1 N` as a terminal delivers it (CR LF line ends), `bytes` long, in `CHUNK_BYTES` chunks. */
-export function seqStream(bytes: number): Buffer[] {
+function seqStream(bytes: number): Buffer[] {
   const parts: string[] = []
   let size = 0
   for (let n = 1; size < bytes; n++) {

@@ -10,26 +10,10 @@
  *
  * Not part of `pnpm bench`: a diagnosis, printed, never compared with a target.
  */
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { Context } from 'cordis'
-import AgentService from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService from '../packages/core/tools/src/index.ts'
-import PtcService from '../packages/ptc/ptc/src/index.ts'
-import PtyService from '../packages/pty/pty/src/index.ts'
-import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
-import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
-import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
 import { FrameDecoder, FrameWriter, type HostMessage } from '../packages/ptc/ptc-node/src/channel.ts'
 import { ProgramProcess } from '../packages/ptc/ptc-node/src/process.ts'
-import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
-import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
-import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import ToolsService from '../packages/core/tools/src/index.ts'
+import { stack } from './ptc.ts'
 import { median } from './stats.ts'
 
 const marks: Record<string, number> = {}
@@ -64,38 +48,6 @@ proto['attach'] = function (this: unknown, sink: unknown) {
   })
 }
 
-async function stack(spare: boolean, mode: 'danger-full-access' | 'workspace-write') {
-  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ptc-phases-')))
-  const ctx = new Context()
-  const fibers: { dispose(): Promise<void> }[] = []
-  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => void fibers.push(await ctx.plugin(plugin, config))
-  await load(SessionService, SessionService.Config.parse({}))
-  await load(ToolsService, ToolsService.Config.parse({}))
-  await load(LlmService, LlmService.Config.parse({}))
-  await load(SubprocessService, SubprocessService.Config.parse({}))
-  await load(SandboxService, {})
-  await load(sandboxLocal, sandboxLocal.Config.parse({}))
-  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode, workspaceRoot: workspace }))
-  await load(PtyService, {})
-  await load(ptyLocal, ptyLocal.Config.parse({}))
-  await load(toolPty, toolPty.Config.parse({}))
-  await load(PtcService, {})
-  await load(ptcNode, ptcNode.Config.parse({ spare }))
-  await load(toolPtc, toolPtc.Config.parse({}))
-  await load(AgentService, AgentService.Config.parse({}))
-  const agent = await ctx.agents.create({ workspaceRoot: workspace })
-  let calls = 0
-  return {
-    execute: (name: string, input: unknown) => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `p-${++calls}` }),
-    call: () => ctx.tools.execute('run_code', { code: 'return 1+1' }, { agent, signal: new AbortController().signal, callId: `p-${++calls}` }),
-    async dispose() {
-      await ctx.agents.dispose(agent)
-      for (const fiber of fibers.reverse()) await fiber.dispose()
-      rmSync(workspace, { recursive: true, force: true })
-    },
-  }
-}
-
 const PHASES = [
   ['call → start', 'call', 'start'],
   ['start → spawned (confine + spawn)', 'start', 'spawned'],
@@ -109,7 +61,7 @@ const PHASES = [
 ] as const
 
 async function measure(label: string, spare: boolean, mode: 'danger-full-access' | 'workspace-write', runs: number) {
-  const s = await stack(spare, mode)
+  const s = await stack({ spare, mode })
   const samples = new Map<string, number[]>()
   const hostCpu: number[] = []
   try {
@@ -118,7 +70,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
       for (const key of Object.keys(marks)) delete marks[key]
       const usage = process.cpuUsage()
       mark('call')
-      const result = await s.call()
+      const result = await s.call('run_code', { code: 'return 1+1' })
       mark('result')
       const used = process.cpuUsage(usage)
       hostCpu.push((used.user + used.system) / 1000)
@@ -144,7 +96,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
 
 /** Per nested call: a program making `count` `terminal_list` calls, less an empty program, against `count` direct calls. */
 async function perCall(count: number, rounds: number) {
-  const s = await stack(true, 'danger-full-access')
+  const s = await stack({ spare: true, mode: 'danger-full-access' })
   const code = `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1`
   const cpu = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
   const nested: number[] = []
@@ -156,19 +108,19 @@ async function perCall(count: number, rounds: number) {
       await new Promise((resolve) => setTimeout(resolve, 200))
       let usage = process.cpuUsage()
       let start = performance.now()
-      await s.execute('run_code', { code: 'return 1' })
+      await s.call('run_code', { code: 'return 1' })
       const emptyMs = performance.now() - start
       const emptyCpu = cpu(process.cpuUsage(usage))
       await new Promise((resolve) => setTimeout(resolve, 200))
       usage = process.cpuUsage()
       start = performance.now()
-      const result = await s.execute('run_code', { code })
+      const result = await s.call('run_code', { code })
       if (result.isError) throw new Error(JSON.stringify(result))
       const runMs = performance.now() - start
       const runCpu = cpu(process.cpuUsage(usage))
       usage = process.cpuUsage()
       start = performance.now()
-      for (let i = 0; i < count; i++) await s.execute('terminal_list', {})
+      for (let i = 0; i < count; i++) await s.call('terminal_list', {})
       const directMs = performance.now() - start
       const directUsage = cpu(process.cpuUsage(usage))
       if (round === 0) continue
@@ -193,7 +145,7 @@ async function perCall(count: number, rounds: number) {
  * frame is read.
  */
 async function nestedSteps(count: number) {
-  const s = await stack(true, 'danger-full-access')
+  const s = await stack({ spare: true, mode: 'danger-full-access' })
   const marks: [string, number][] = []
   const at = (name: string) => void marks.push([name, performance.now()])
   const feed = FrameDecoder.prototype.feed
@@ -223,7 +175,7 @@ async function nestedSteps(count: number) {
   try {
     await new Promise((resolve) => setTimeout(resolve, 200))
     marks.length = 0
-    const result = await s.execute('run_code', { code: `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1` })
+    const result = await s.call('run_code', { code: `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1` })
     if (result.isError) throw new Error(JSON.stringify(result))
   } finally {
     FrameDecoder.prototype.feed = feed

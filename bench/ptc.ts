@@ -71,7 +71,8 @@ interface Stack {
   dispose(): Promise<void>
 }
 
-async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }): Promise<Stack> {
+/** The run_code composition (the terminal tools too) with one agent, unconfined or under bubblewrap. */
+export async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }): Promise<Stack> {
   const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-ptc-')))
   const ctx = new Context()
   ctx.logger.exporter({

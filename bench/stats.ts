@@ -69,33 +69,3 @@ export function collectGarbage(): void {
 export function rssMiB(): number {
   return process.memoryUsage.rss() / 2 ** 20
 }
-
-/** This process's CPU time (user + system, process.cpuUsage) for `work(input)`, in ms per MB of `megabytes`. */
-export function cpuPerMb<T>(work: (input: T) => unknown, input: T, megabytes: number): number {
-  const before = process.cpuUsage()
-  work(input)
-  const used = process.cpuUsage(before)
-  return (used.user + used.system) / 1000 / megabytes
-}
-
-/**
- * `runs` rounds over `cases` in turn (interleaved, so load falls on every case alike), each
- * timed with `cpuPerMb`; the samples by case name, in ms per MB.
- */
-export function interleavedCpuPerMb<T>(cases: Readonly<Record<string, (input: T) => unknown>>, input: T, megabytes: number, runs: number): Map<string, number[]> {
-  const samples = new Map<string, number[]>(Object.keys(cases).map((key) => [key, []]))
-  for (let r = 0; r < runs; r++) for (const [key, work] of Object.entries(cases)) samples.get(key)!.push(cpuPerMb(work, input, megabytes))
-  return samples
-}
-
-/**
- * One line per case of `samples` (from `interleavedCpuPerMb`, with a `decode` case): its median
- * ms per MB, the ratio of the decode's median to it and the MB/s it makes, names padded to `pad`.
- */
-export function printAgainstDecode(samples: ReadonlyMap<string, number[]>, pad: number): void {
-  const base = median(samples.get('decode')!)
-  for (const [key, values] of samples) {
-    const ms = median(values)
-    console.log(`  ${key.padEnd(pad)} ${ms.toFixed(2)} ms/MB  ×${(base / ms).toFixed(2)} of decode  (${(1000 / ms).toFixed(0)} MB/s)`)
-  }
-}

@@ -110,6 +110,12 @@ describe('checkLayers', () => {
     expect(breaking('@conch/e', { dependencies: ['@conch/s', '@conch/cmd'] })).toEqual(['@conch/e depends on @conch/cmd: @conch/cmd is a command (it has a bin), and nothing but test support imports a command'])
   })
 
+  it('fails packages that use each other, however long the cycle', () => {
+    expect(breaking('@conch/s', { dependencies: ['@conch/s2'] })).toEqual(['@conch/s -> @conch/s2 -> @conch/s: packages that use each other; move what they share into a package of its own'])
+    const three = [...workspace(), { name: '@conch/s3', dir: 'packages/s3', kind: 'seam', command: false, dependencies: ['@conch/s2'], devDependencies: [], imports: [] }]
+    expect(checkLayers(three.map((entry) => (entry.name === '@conch/s' ? { ...entry, imports: ['@conch/s3'], dependencies: ['@conch/s3'] } : entry)))).toEqual(['@conch/s -> @conch/s3 -> @conch/s2 -> @conch/s: packages that use each other; move what they share into a package of its own'])
+  })
+
   it('fails a src import the package does not list in dependencies', () => {
     expect(breaking('@conch/s2', { dependencies: [] })).toEqual(['@conch/s2 imports @conch/s from src/ without listing it in dependencies'])
   })

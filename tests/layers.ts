@@ -121,5 +121,26 @@ export function checkLayers(packages: readonly WorkspacePackage[]): string[] {
       if (byName.has(name) && !entry.dependencies.includes(name)) wrong.push(`${entry.name} imports ${name} from src/ without listing it in dependencies`)
     }
   }
-  return wrong
+  return [...wrong, ...cycles(packages, byName)]
+}
+
+/**
+ * One sentence per cycle of runtime dependencies and imports that the kinds allow (an edge against
+ * them is reported above), named from its least package.
+ */
+function cycles(packages: readonly WorkspacePackage[], byName: ReadonlyMap<string, WorkspacePackage>): string[] {
+  const found = new Set<string>()
+  const allowed = (from: WorkspacePackage, to: WorkspacePackage | undefined): to is WorkspacePackage =>
+    to !== undefined && isKind(from.kind) && isKind(to.kind) && ALLOWED[from.kind].includes(to.kind) && (!to.command || from.kind === 'test-support')
+  const walk = (path: readonly string[]): void => {
+    const entry = byName.get(path.at(-1)!)!
+    for (const next of new Set([...entry.dependencies, ...entry.imports])) {
+      if (!allowed(entry, byName.get(next))) continue
+      if (next === path[0]) {
+        if (path.every((name) => name >= path[0]!)) found.add(`${[...path, next].join(' -> ')}: packages that use each other; move what they share into a package of its own`)
+      } else if (!path.includes(next)) walk([...path, next])
+    }
+  }
+  for (const entry of packages) walk([entry.name])
+  return [...found]
 }

@@ -95,8 +95,7 @@ export function readComposition(file: string): Composition {
 
 function readFile(path: string, including: readonly string[]): { entries: EntryRow[]; files: string[] } {
   if (including.includes(path)) {
-    const cycle = [...including, path].map((file) => display(file)).join(' → ')
-    throw new CliError('OVERLAY_CYCLE', { reason: `overlays include each other: ${cycle}` })
+    throw new CliError('OVERLAY_CYCLE', { files: [...including, path].map((file) => display(file)) })
   }
   let text: string
   try {
@@ -228,7 +227,7 @@ function checkUniqueIds(entries: readonly EntryRow[], source: string): void {
     const first = seen.get(row.id)
     if (first) {
       const where = first.source === row.source ? display(row.source) : `${display(first.source)} and ${display(row.source)}`
-      throw new CliError('DUPLICATE_ENTRY', { reason: `${where}: two entries have id "${row.id}"; ids must be unique (checked in ${display(source)})` })
+      throw new CliError('DUPLICATE_ENTRY', { where, id: row.id, checkedIn: display(source) })
     }
     seen.set(row.id, row)
   }
@@ -243,8 +242,7 @@ function cloneRows(entries: readonly EntryRow[]): EntryRow[] {
 }
 
 function unknownId(where: string, id: string, entries: readonly EntryRow[]): CliError {
-  const ids = flattenRows(entries).map((row) => row.id)
-  return new CliError('UNKNOWN_ENTRY', { reason: `${where}: no entry has id "${id}"; the ids are ${ids.join(', ') || '(none)'}` })
+  return new CliError('UNKNOWN_ENTRY', { where, id, ids: flattenRows(entries).map((row) => row.id) })
 }
 
 /** `CONFIG_INVALID` naming each issue; an unknown key gets the nearest key of `schema` there. */

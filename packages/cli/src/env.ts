@@ -62,7 +62,7 @@ export function expand(text: string, env: NodeJS.ProcessEnv, where?: Where): str
     if (operator === ':-') return value === undefined || value === '' ? fallback : value
     if (operator === '-') return value === undefined ? fallback : value
     if (value === undefined) {
-      throw new CliError('MISSING_ENV', { reason: `${describe(where)}: environment variable ${name} is not set; export it, or write \${${name}:-default} to give a default` })
+      throw new CliError('MISSING_ENV', { where: describe(where), variable: name })
     }
     return value
   })

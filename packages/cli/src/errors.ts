@@ -6,22 +6,23 @@
 import { type ConchError, type DetailsOf, errorClass, type ErrorMessages } from '@conch/session'
 
 /**
- * The codes of `CliError`, each with its details and its message. Each refusal carries the sentence
- * that names the flag, file, entry or folder and the fix (`reason`); `BOOT_FAILED` lists the entries.
+ * The codes of `CliError`, each with its details and its message. A refusal of the command line,
+ * a config or a folder carries the sentence that names the flag, file or folder and the fix
+ * (`reason`); the composition's own errors carry its ids and files.
  */
 const CLI_ERRORS = {
   /** A command-line argument is missing, unknown or invalid; the message names the flag. */
   USAGE: (d: { reason: string }) => d.reason,
   /** A composition file cannot be read, is not valid YAML, or an entry or patch is invalid. */
   CONFIG_INVALID: (d: { reason: string }) => d.reason,
-  /** An overlay patch names an id that no row has. */
-  UNKNOWN_ENTRY: (d: { reason: string }) => d.reason,
-  /** Two rows share an id. */
-  DUPLICATE_ENTRY: (d: { reason: string }) => d.reason,
-  /** Overlays include each other in a cycle. */
-  OVERLAY_CYCLE: (d: { reason: string }) => d.reason,
-  /** A config value reads an environment variable that is not set. */
-  MISSING_ENV: (d: { reason: string }) => d.reason,
+  /** An overlay patch (`where`) names an `id` that no row has (`ids`: those that are). */
+  UNKNOWN_ENTRY: (d: { where: string; id: string; ids: string[] }) => `${d.where}: no entry has id "${d.id}"; the ids are ${d.ids.join(', ') || '(none)'}`,
+  /** Two rows (in `where`: a file, or two) share an `id`; `checkedIn`: the composition checked. */
+  DUPLICATE_ENTRY: (d: { where: string; id: string; checkedIn: string }) => `${d.where}: two entries have id "${d.id}"; ids must be unique (checked in ${d.checkedIn})`,
+  /** Overlays include each other in a cycle: the `files`, the first again last. */
+  OVERLAY_CYCLE: (d: { files: string[] }) => `overlays include each other: ${d.files.join(' → ')}`,
+  /** A config value (`where`) reads an environment `variable` that is not set. */
+  MISSING_ENV: (d: { where: string; variable: string }) => `${d.where}: environment variable ${d.variable} is not set; export it, or write \${${d.variable}:-default} to give a default`,
   /** The live model has no API key and no script was given. */
   NO_API_KEY: (d: { reason: string }) => d.reason,
   /** The `--script` file cannot be read or a line of it is not a model reply; the message names the file and line. */

@@ -91,9 +91,10 @@ function scriptError(error: unknown): CliError | undefined {
   if (!(error instanceof BootError) || error.failures.length !== 1) return undefined
   const [failure] = error.failures
   const [cause] = failure!.errors ?? []
-  if (failure!.name !== REPLAY_PACKAGE || !(cause instanceof Error) || (cause as { code?: unknown }).code !== 'SCRIPT_ERROR') return undefined
-  const message = cause.message.startsWith('cannot read') ? cause.message : `the model script ${cause.message}`
-  return new CliError('SCRIPT_INVALID', { reason: message })
+  const script = cause as { code?: unknown; details?: { unreadable?: string } } | undefined
+  if (failure!.name !== REPLAY_PACKAGE || !(cause instanceof Error) || script?.code !== 'SCRIPT_ERROR') return undefined
+  // An unreadable file is said as `cannot read the model script FILE: …`; a bad line as `FILE:LINE: …`.
+  return new CliError('SCRIPT_INVALID', { reason: script.details?.unreadable === undefined ? `the model script ${cause.message}` : cause.message })
 }
 
 /** Runs `conch run`; resolves to the exit code (0 only for a completed run). */

@@ -3,8 +3,8 @@
  * arrives, and `--output stream-json --partial` emits `tool_output` deltas before the result.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES } from '../src/transcript.ts'
-import { jsonLines, runConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
+import { LIVE_CUT_NOTICE, LIVE_LIMIT_BYTES, LIVE_PREFIX } from '../src/transcript.ts'
+import { acpRequest, jsonLines, runConch, startConch, step, workspace, terminalComposition, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 60_000 })
 
@@ -12,6 +12,11 @@ const composition = (script: string): string => terminalComposition({ script, mo
 
 /** Three ticks with pauses between them, so they arrive in separate chunks while the send waits. */
 const TICKS = 'for i in 1 2 3; do echo "tick-$((i * 11))"; sleep 0.3; done'
+/**
+ * A multi-line paste: bash 5.2 echoes it as it is pasted, and after Enter moves the cursor up and
+ * writes it again in place; the echo reaches a watcher before the redraw.
+ */
+const LOOP = 'for f in a b; do\n  echo "file $f"\ndone'
 
 let ws: Workspace
 
@@ -71,6 +76,35 @@ describe('live output of conch run', () => {
     expect(lines).toContain('  | tick-33')
     // The result follows the live lines and is unchanged.
     expect(lines.indexOf('  tick-33')).toBeGreaterThan(lines.indexOf('  | tick-33'))
+  })
+
+  it('--output text shows a multi-line paste live once, though bash writes it again in place', async () => {
+    const config = ws.write('cordis.yml', composition(script(LOOP)))
+    const run = await runConch(['run', '--config', config, 'loop'], { cwd: ws.dir })
+    expect(run.code, run.stderr).toBe(0)
+    const live = run.stdout.split('\n').filter((line) => line.startsWith(LIVE_PREFIX)).map((line) => line.slice(LIVE_PREFIX.length))
+    expect(live).toEqual(['for f in a b; do', '  echo "file $f"', 'done', 'file a', 'file b', '$ '])
+    // The result, after the live lines, shows it once too.
+    expect(run.stdout.match(/^ {2}for f in a b; do$/gm)).toHaveLength(1)
+  })
+
+  it("an ACP client's live content shows a multi-line paste once, though bash writes it again in place", async () => {
+    const config = ws.write('cordis.yml', composition(script(LOOP)))
+    const conch = startConch(['acp', '--config', config], { cwd: ws.dir })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    const created = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    const sessionId = (created['result'] as { sessionId: string }).sessionId
+    expect(await acpRequest(conch, 2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'loop' }] })).toMatchObject({ result: { stopReason: 'end_turn' } })
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
+    type Update = { sessionUpdate: string; status?: string; content?: { content: { text: string } }[] }
+    const updates = jsonLines(conch.stdout())
+      .filter((frame) => frame['method'] === 'session/update')
+      .map((frame) => (frame['params'] as { update: Update }).update)
+    const live = updates.filter((update) => update.sessionUpdate === 'tool_call_update' && update.status === undefined && update.content !== undefined)
+    expect(live.length).toBeGreaterThan(0)
+    for (const update of live) expect(update.content![0]!.content.text.match(/for f in a b; do/g) ?? []).toHaveLength(1)
+    expect(live.at(-1)!.content![0]!.content.text).toBe('for f in a b; do\n  echo "file $f"\ndone\nfile a\nfile b\n$ ')
   })
 
   it('bounds one call\'s live output in both formats and still prints the whole result', async () => {

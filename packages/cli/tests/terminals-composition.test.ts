@@ -86,7 +86,7 @@ describe('the terminal trio from a cordis.yml', () => {
     expect(greeting!.text).toContain('[wait: stdin_read]')
     expect(background!.meta).toMatchObject({ taskId: 'task-1', sessionId: 'pty-1' })
     expect(signal!.text).toMatch(/^\[signal: SIGINT delivered to sleep \(process group \d+\) in pty-1\]$/)
-    expect(output!.text).toContain('[status: completed, wait: stdin_read, session: running]')
+    expect(output!.text).toContain('[status: completed, wait: stdin_read, exit: 130, session: running]')
     expect(status!.text.split('\n')).toContain('status=130')
     expect(read!.text.split('\n')).toContain('composed in sub')
     expect(read!.text.split('\n')).toContain('status=130')

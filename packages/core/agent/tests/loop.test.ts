@@ -173,7 +173,7 @@ describe('a turn', () => {
     const { ctx } = harness
     harness.steps.push(() => ({
       [Symbol.asyncIterator]: () => ({
-        next: () => Promise.reject(new LlmError('SCRIPT_EXHAUSTED', { reason: 'script demo.jsonl has no line for model call 3 (it has 2 lines)' })),
+        next: () => Promise.reject(new LlmError('MODEL_ERROR', { reason: 'script demo.jsonl has no line for model call 3 (it has 2 lines)' })),
       }),
     }))
     const agent = await ctx.agents.create()

@@ -50,17 +50,13 @@ export class ReplayAdapter implements ModelAdapter {
     signal?.throwIfAborted()
     const step = this.steps[this.next]
     if (!step) {
-      throw new LlmError('SCRIPT_EXHAUSTED', {
-        reason: `the model script ${this.file} has no line for model call ${this.next + 1}: ${this.steps.length === 1 ? 'its one line was used' : `all ${this.steps.length} lines were used`}; add lines or shorten the task`,
-      })
+      throw new LlmError('SCRIPT_EXHAUSTED', { file: this.file, call: this.next + 1, lines: this.steps.length })
     }
     this.next++
     const available = request.tools.map((tool) => tool.name)
     for (const call of step.toolCalls) {
       if (!available.includes(call.name)) {
-        throw new LlmError('SCRIPT_ERROR', {
-          reason: `${this.file}:${step.line}: tool "${call.name}" is not available; available tools: ${available.length ? available.join(', ') : '(none)'}`,
-        })
+        throw new LlmError('SCRIPT_ERROR', { file: this.file, line: step.line, problem: `tool "${call.name}" is not available; available tools: ${available.length ? available.join(', ') : '(none)'}` })
       }
     }
     for (const piece of splitCodePoints(step.text, 3)) {

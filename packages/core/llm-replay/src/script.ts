@@ -39,7 +39,7 @@ export function parseScript(text: string, file: string): ScriptStep[] {
     const source = lines[index]!.trim()
     if (source === '') continue
     const line = index + 1
-    const fail = (what: string) => new LlmError('SCRIPT_ERROR', { reason: `${file}:${line}: ${what}` })
+    const fail = (problem: string) => new LlmError('SCRIPT_ERROR', { file, line, problem })
     let value: unknown
     try {
       value = JSON.parse(source)
@@ -58,7 +58,7 @@ export function parseScript(text: string, file: string): ScriptStep[] {
     if (reply === undefined && toolCalls === undefined) throw fail('the line has neither "text" nor "tool_calls"')
     steps.push({ line, text: reply ?? '', toolCalls: toolCalls ?? [] })
   }
-  if (steps.length === 0) throw new LlmError('SCRIPT_ERROR', { reason: `${file}: the script has no lines; write one JSON object per model call` })
+  if (steps.length === 0) throw new LlmError('SCRIPT_ERROR', { file, problem: 'the script has no lines; write one JSON object per model call' })
   return steps
 }
 
@@ -68,7 +68,7 @@ export function readScript(path: string, file: string = path): ScriptStep[] {
   try {
     text = readFileSync(path, 'utf8')
   } catch (error) {
-    throw new LlmError('SCRIPT_ERROR', { reason: `cannot read the model script ${file}: ${(error as Error).message}` }, { cause: error })
+    throw new LlmError('SCRIPT_ERROR', { file, unreadable: (error as Error).message }, { cause: error })
   }
   return parseScript(text, file)
 }

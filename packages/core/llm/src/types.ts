@@ -69,8 +69,8 @@ export interface ModelAdapter {
 }
 
 /**
- * The codes of `LlmError`, each with its details and its message. A model's or a script's failure
- * carries the sentence that names the endpoint or the script line and the fix (`reason`).
+ * The codes of `LlmError`, each with its details and its message. A model's failure and a missing
+ * key carry the sentence that names the endpoint and the fix (`reason`).
  */
 const LLM_ERRORS = {
   DUPLICATE_PROVIDER: (d: { provider: string }) => `a model adapter for provider "${d.provider}" is already registered; give the second one another provider name`,
@@ -80,8 +80,12 @@ const LLM_ERRORS = {
   AMBIGUOUS_PROVIDER: (d: { providers: string[] }) => `several model adapters are registered (${d.providers.join(', ')}); set the llm "provider" config to choose one`,
   MODEL_ERROR: (d: { reason: string }) => d.reason,
   NO_API_KEY: (d: { reason: string }) => d.reason,
-  SCRIPT_ERROR: (d: { reason: string }) => d.reason,
-  SCRIPT_EXHAUSTED: (d: { reason: string }) => d.reason,
+  /** The model script `file` cannot be read (`unreadable`: the system's error), or its `line` (1-based; none: the whole file) is not a model reply (`problem`). */
+  SCRIPT_ERROR: (d: { file: string; line?: number; problem: string } | { file: string; unreadable: string }) =>
+    'unreadable' in d ? `cannot read the model script ${d.file}: ${d.unreadable}` : `${d.file}${d.line === undefined ? '' : `:${d.line}`}: ${d.problem}`,
+  /** Model call `call` (1-based) found no line left in the script `file` of `lines` lines. */
+  SCRIPT_EXHAUSTED: (d: { file: string; call: number; lines: number }) =>
+    `the model script ${d.file} has no line for model call ${d.call}: ${d.lines === 1 ? 'its one line was used' : `all ${d.lines} lines were used`}; add lines or shorten the task`,
 } satisfies ErrorMessages
 
 export type LlmErrorCode = keyof typeof LLM_ERRORS

@@ -26,15 +26,8 @@ export function openLogDir(dir: string, options: { create: boolean }): OpenFolde
   try {
     return openFolder(dir, { create: options.create })
   } catch (error) {
-    if (!(error instanceof BeneathError)) throw new SessionError('LOG_DIR_INVALID', { reason: `cannot use session log folder ${dir}: ${(error as Error).message}` }, { cause: error })
-    if (error.code === 'PATH_SYMLINK') {
-      throw new SessionError(
-        'LOG_DIR_SYMLINK',
-        { reason: `session log folder component ${error.path} is a symbolic link; conch never follows links on the way to its logs (something may have replaced it to redirect them). Remove it, or configure a folder without links` },
-        { cause: error },
-      )
-    }
-    throw new SessionError('LOG_DIR_INVALID', { reason: `session log folder ${error.message}; give a normalised absolute path of folders` }, { cause: error })
+    if (error instanceof BeneathError && error.code === 'PATH_SYMLINK') throw new SessionError('LOG_DIR_SYMLINK', { path: error.details.path }, { cause: error })
+    throw new SessionError('LOG_DIR_INVALID', { dir, problem: (error as Error).message }, { cause: error })
   }
 }
 
@@ -48,7 +41,7 @@ export function openLogFile(folder: OpenFolder, name: string, mode: LogOpenMode)
     return openFile(folder, name, mode === 'append' ? 'append-existing' : mode)
   } catch (error) {
     if (error instanceof BeneathError && error.code === 'PATH_NOT_REGULAR') {
-      throw new SessionError('LOG_NOT_REGULAR', { reason: `session log ${join(folder.path, name)} is not a regular file with a single link (a symlink, special file or hard link is in its place); refusing to open it` }, { cause: error })
+      throw new SessionError('LOG_NOT_REGULAR', { file: join(folder.path, name) }, { cause: error })
     }
     throw error
   }

@@ -101,7 +101,7 @@ class SessionService extends Service implements SessionServiceApi {
     const dir = this.checkedLogDir(options.workspaceRoot)
     const id = options.id ?? this.freshId(dir)
     this.checkId(id)
-    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} is already live` })
+    if (this.live.has(id)) throw new SessionError('DUPLICATE_SESSION', { sessionId: id })
     let file: string | undefined
     if (dir !== undefined) {
       file = join(dir, `${id}.jsonl`)
@@ -111,14 +111,14 @@ class SessionService extends Service implements SessionServiceApi {
         closeSync(openLogFile(folder, `${id}.jsonl`, 'create'))
       } catch (error) {
         if (error instanceof BeneathError && error.code === 'PATH_EXISTS') {
-          throw new SessionError('DUPLICATE_SESSION', { reason: `session ${id} already exists at ${file}; open it instead of creating it` })
+          throw new SessionError('DUPLICATE_SESSION', { sessionId: id, file })
         }
         throw error
       } finally {
         closeSync(folder.fd)
       }
     }
-    const session = new Session(id, [], 0, this.hooks, file, dir === undefined ? undefined : appender(dir, `${id}.jsonl`))
+    const session = new Session(id, [], 0, this.hooks, file, dir === undefined ? undefined : appender(dir, id))
     const start: SessionStartData = {}
     if (options.workspaceRoot !== undefined) start.workspaceRoot = resolve(options.workspaceRoot)
     try {
@@ -144,18 +144,18 @@ class SessionService extends Service implements SessionServiceApi {
     this.checkId(id)
     const dir = this.checkedLogDir(options.workspaceRoot)
     if (dir === undefined) {
-      throw new SessionError('NO_SESSION', { reason: `no live session ${id}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)` })
+      throw new SessionError('NO_SESSION', { sessionId: id })
     }
     const file = join(dir, `${id}.jsonl`)
     const folder = openLogDir(dir, { create: false })
-    if (folder === undefined) throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
+    if (folder === undefined) throw new SessionError('NO_SESSION', { sessionId: id, file })
     let history: { events: SessionEvent[]; seq: number }
     try {
       let readFd: number
       try {
         readFd = openLogFile(folder, `${id}.jsonl`, 'read')
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', { reason: `no session ${id}: ${file} does not exist` })
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new SessionError('NO_SESSION', { sessionId: id, file })
         throw error
       }
       try {
@@ -168,7 +168,7 @@ class SessionService extends Service implements SessionServiceApi {
     } finally {
       closeSync(folder.fd)
     }
-    const session = new Session(id, history.events, history.seq, this.hooks, file, appender(dir, `${id}.jsonl`))
+    const session = new Session(id, history.events, history.seq, this.hooks, file, appender(dir, id))
     this.live.set(id, session)
     return session
   }
@@ -251,12 +251,13 @@ class SessionService extends Service implements SessionServiceApi {
 }
 
 /**
- * Opens `<dir>/<name>` for appending with the same path checks as when it was created.
+ * Opens `<dir>/<sessionId>.jsonl` for appending with the same path checks as when it was created.
  * @throws SessionError `NO_SESSION` when the file was deleted or moved while the session was live.
  */
-function appender(dir: string, name: string): () => number {
+function appender(dir: string, sessionId: string): () => number {
+  const name = `${sessionId}.jsonl`
   return () => {
-    const gone = (cause?: unknown) => new SessionError('NO_SESSION', { reason: `session log ${join(dir, name)} is gone (deleted or moved while the session was live); nothing was appended` }, { cause })
+    const gone = (cause?: unknown) => new SessionError('NO_SESSION', { sessionId, file: join(dir, name), gone: true }, { cause })
     const folder = openLogDir(dir, { create: false })
     if (folder === undefined) throw gone()
     try {

@@ -54,7 +54,7 @@ export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
 export type { SessionRedactor } from './bound.ts'
 import type { SessionRedactor } from './bound.ts'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from './errors.ts'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
@@ -86,24 +86,30 @@ export interface SessionLog {
   append<T>(type: string, data: T): SessionEvent<T>
 }
 
-/**
- * The codes of `SessionError`, each with its details and its message. Refusals that differ in
- * shape (which path, which check) carry the sentence that names the path and the fix (`reason`).
- */
+/** The codes of `SessionError`, each with its details and its message. */
 const SESSION_ERRORS = {
-  NO_SESSION: (d: { reason: string }) => d.reason,
+  /** Not live and: sessions are not persisted (no `file`), its `file` does not exist, or (`gone`) its file went while it was live. */
+  NO_SESSION: (d: { sessionId: string; file?: string; gone?: true }) =>
+    d.file === undefined
+      ? `no live session ${d.sessionId}, and sessions are not persisted (set the sessions "dir" config, or "persist: true", to keep them)`
+      : d.gone
+        ? `session log ${d.file} is gone (deleted or moved while the session was live); nothing was appended`
+        : `no session ${d.sessionId}: ${d.file} does not exist`,
   SESSION_CLOSED: (d: { sessionId: string }) => `session ${d.sessionId} is closed; open it again to append`,
-  DUPLICATE_SESSION: (d: { reason: string }) => d.reason,
+  /** Live already, or (`file`) its log exists. */
+  DUPLICATE_SESSION: (d: { sessionId: string; file?: string }) =>
+    d.file === undefined ? `session ${d.sessionId} is already live` : `session ${d.sessionId} already exists at ${d.file}; open it instead of creating it`,
   /** `line`: 1-based line of the log file. */
   CORRUPT_LOG: (d: { file: string; line: number; problem: string }) => `corrupt session log ${d.file}:${d.line}: ${d.problem}`,
   /** An id that is not a safe file name: `[A-Za-z0-9][A-Za-z0-9._-]*`, at most 128 characters. */
   INVALID_SESSION_ID: (d: { id: unknown }) => `invalid session id ${JSON.stringify(d.id)}: use 1-128 characters of [A-Za-z0-9._-], starting with a letter or digit`,
   /** A component of the log folder is a symbolic link (never followed). */
-  LOG_DIR_SYMLINK: (d: { reason: string }) => d.reason,
-  /** The log folder is not an absolute directory path, a component is not a folder, or it changed while opened. */
-  LOG_DIR_INVALID: (d: { reason: string }) => d.reason,
-  /** Something other than a regular file (a symlink, FIFO, device) is where a log file should be. */
-  LOG_NOT_REGULAR: (d: { reason: string }) => d.reason,
+  LOG_DIR_SYMLINK: (d: { path: string }) =>
+    `session log folder component ${d.path} is a symbolic link; conch never follows links on the way to its logs (something may have replaced it to redirect them). Remove it, or configure a folder without links`,
+  /** The log folder `dir` is not an absolute path of folders (`problem`: the refusal naming the component), or cannot be opened (`problem`: the system's error). */
+  LOG_DIR_INVALID: (d: { dir: string; problem: string }) => `cannot use session log folder ${d.dir}: ${d.problem}; give a normalised absolute path of folders`,
+  /** Something other than a regular file with a single link (a symlink, FIFO, device, hard link) is where the log `file` should be. */
+  LOG_NOT_REGULAR: (d: { file: string }) => `session log ${d.file} is not a regular file with a single link (a symlink, special file or hard link is in its place); refusing to open it`,
   /** The log folder lies inside the session's workspace, which its terminals can write. */
   LOG_IN_WORKSPACE: (d: { dir: string; workspace: string }) =>
     `session log folder ${d.dir} is inside the workspace ${d.workspace}, where the agent's terminals can rewrite its history; leave "dir" unset (logs go to the state folder with "persist: true"), choose a folder outside the workspace, or set "allowInsideWorkspace: true"`,

@@ -23,17 +23,13 @@ export interface UnknownField {
   readonly known: readonly string[]
 }
 
-/**
- * The closed levels of `schema`, or undefined when its top level is open. Also marks every
- * closed level `additionalProperties: false` in `schema` (mutated), so the model is told.
- */
+/** The closed levels of `schema`, or undefined when its top level is open. */
 export function closeObjects(schema: JsonSchema): FieldTree | undefined {
   if (schema['type'] !== 'object') return undefined
   const properties = schema['properties']
   if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) return undefined
   const additional = schema['additionalProperties']
   if (additional !== undefined && additional !== false) return undefined
-  schema['additionalProperties'] = false
   const children = new Map<string, FieldTree>()
   for (const [key, value] of Object.entries(properties as Record<string, unknown>)) {
     if (typeof value !== 'object' || value === null) continue

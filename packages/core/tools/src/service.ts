@@ -54,9 +54,9 @@ class ToolsService extends Service implements ToolsServiceApi {
   }
 
   register<S extends z.ZodType>(definition: ToolDefinition<S>): () => void {
-    const parameters = checkDefinition(definition)
-    const fields = closeObjects(parameters)
-    const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters, fields }
+    const schema = checkDefinition(definition)
+    const fields = closeObjects(schema)
+    const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters: compactSchema(schema) as JsonSchema, fields }
     return this.ctx.effect(() => {
       if (this.tools.has(definition.name)) {
         throw new ToolsError('DUPLICATE_TOOL', { tool: definition.name })
@@ -180,6 +180,23 @@ function checkDefinition(definition: ToolDefinition<z.ZodType>): JsonSchema {
   delete schema['$schema']
   if (schema['type'] !== 'object') throw invalid('the input schema must be a z.object(...) (the model passes an arguments object)')
   return schema
+}
+
+/**
+ * The schema as the model is offered it, every byte of which each request carries: without
+ * `additionalProperties: false` (every closed level refuses unknown fields anyway, naming the
+ * fields it takes; see fields.ts) and without the safe-integer bounds zod gives every `.int()`.
+ */
+function compactSchema(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(compactSchema)
+  if (typeof node !== 'object' || node === null) return node
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'additionalProperties' && value === false) continue
+    if ((key === 'maximum' && value === Number.MAX_SAFE_INTEGER) || (key === 'minimum' && value === Number.MIN_SAFE_INTEGER)) continue
+    out[key] = compactSchema(value)
+  }
+  return out
 }
 
 function errorResult(text: string, meta?: Record<string, unknown>): ToolResult {

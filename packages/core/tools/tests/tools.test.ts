@@ -262,13 +262,15 @@ describe('unknown fields', () => {
     expect(text).toMatch(/^- colour: unknown field; it takes text, times, options$/m)
   })
 
-  it('tells the model through the JSON Schema that no other field is accepted', async () => {
+  it('offers a compact JSON Schema: no additionalProperties false or safe-integer bounds, unknown fields still refused', async () => {
     const ctx = await boot()
-    ctx.tools.register(echo())
-    const spec = ctx.tools.specs()[0]!
-    expect(spec.parameters['additionalProperties']).toBe(false)
-    const options = (spec.parameters['properties'] as Record<string, Record<string, unknown>>)['options']!
-    expect(options['additionalProperties']).toBe(false)
+    const input = z.strictObject({ text: z.string(), count: z.number().int().optional(), options: z.object({ upper: z.boolean() }).optional() })
+    ctx.tools.register({ name: 'echo', description: 'Echo.', input, async execute() { return { content: [{ type: 'text', text: 'ok' }] } } })
+    const json = JSON.stringify(ctx.tools.specs()[0]!.parameters)
+    expect(json).not.toContain('additionalProperties')
+    expect(json).not.toContain(String(Number.MAX_SAFE_INTEGER))
+    const text = toolResultText(await ctx.tools.execute('echo', { text: 'a', options: { upper: true, lower: true } }, call()))
+    expect(text).toMatch(/^- options\.lower: unknown field; it takes upper$/m)
   })
 
   it('keeps a strict schema\'s own message for its unrecognized keys, and reports the key once', async () => {

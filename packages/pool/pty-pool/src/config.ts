@@ -242,7 +242,7 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
   const parsed = PoolConfig.safeParse(input ?? {})
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', `pool config: ${issue.path.join('.') || '(root)'}: ${issue.message}`)
+    throw new PoolError('CONFIG_INVALID', { field: `pool config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
   }
   const kinds: Record<string, KindConfig> = {}
   for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.data.kinds)])) {
@@ -251,35 +251,35 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
     const kind = KindConfig.safeParse({ ...builtins[name], ...(found !== undefined && { command: found }), ...given })
     if (!kind.success) {
       const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', `pool config: kinds.${name}.${issue.path.join('.')}: ${issue.message}`)
+      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
     }
     // A configured kind's binary must exist now; a built-in one only when an agent routes to it.
     if (given && !resolveCommand(kind.data.command)) {
-      throw new PoolError('CONFIG_INVALID', `pool config: kinds.${name}.command: "${kind.data.command}" is not an executable file${isAbsolute(kind.data.command) ? '' : ' on PATH'}`)
+      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.command`, problem: `"${kind.data.command}" is not an executable file${isAbsolute(kind.data.command) ? '' : ' on PATH'}` })
     }
     kinds[name] = kind.data
   }
   const config: PoolConfig = { ...parsed.data, kinds }
   if (config.worker === 'managed') {
     const command = config.supervisor.command
-    if (command && !resolveCommand(command[0]!)) throw new PoolError('CONFIG_INVALID', `pool config: supervisor.command: "${command[0]}" is not an executable file${isAbsolute(command[0]!) ? '' : ' on PATH'}`)
+    if (command && !resolveCommand(command[0]!)) throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `"${command[0]}" is not an executable file${isAbsolute(command[0]!) ? '' : ' on PATH'}` })
     if (!command && !/^conch(\.m?js)?$/.test(basename(process.argv[1] ?? ''))) {
-      throw new PoolError('CONFIG_INVALID', `pool config: supervisor.command: this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]`)
+      throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]` })
     }
   }
   for (const [name, variable] of [['stallMs', 'CONCH_POOL_STALL_MS'], ['hardCapMs', 'CONCH_POOL_HARD_CAP_MS']] as const) {
     const raw = env[variable]
     if (raw === undefined || raw === '') continue
     const value = Number(raw)
-    if (!Number.isInteger(value) || value <= 0) throw new PoolError('CONFIG_INVALID', `${variable}: expected a positive integer of milliseconds, got "${raw}"`)
+    if (!Number.isInteger(value) || value <= 0) throw new PoolError('CONFIG_INVALID', { field: variable, problem: `expected a positive integer of milliseconds, got "${raw}"` })
     config[name] = value
   }
   for (const [agent, raw] of Object.entries(config.agents)) {
     const route = AgentRoute.safeParse(raw)
     if (!route.success || route.data.runtime !== 'pty-pool') continue
-    if (!(route.data.kind in config.kinds)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.kind: unknown kind "${route.data.kind}"; known: ${Object.keys(config.kinds).join(', ')}`)
-    if (!resolveCommand(config.kinds[route.data.kind]!.command)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.kind: the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing`)
-    if (route.data.account && !(route.data.account in config.accounts)) throw new PoolError('CONFIG_INVALID', `pool config: agents.${agent}.account: unknown account "${route.data.account}"`)
+    if (!(route.data.kind in config.kinds)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `unknown kind "${route.data.kind}"; known: ${Object.keys(config.kinds).join(', ')}` })
+    if (!resolveCommand(config.kinds[route.data.kind]!.command)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing` })
+    if (route.data.account && !(route.data.account in config.accounts)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.account`, problem: `unknown account "${route.data.account}"` })
   }
   return config
 }
@@ -303,14 +303,14 @@ export function parseWorkerConfig(input: unknown): PoolConfig {
   const parsed = PoolConfig.safeParse(input)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', `worker config: ${issue.path.join('.') || '(root)'}: ${issue.message}`)
+    throw new PoolError('CONFIG_INVALID', { field: `worker config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
   }
   const kinds: Record<string, KindConfig> = {}
   for (const [name, raw] of Object.entries(parsed.data.kinds)) {
     const kind = KindConfig.safeParse(raw)
     if (!kind.success) {
       const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', `worker config: kinds.${name}.${issue.path.join('.')}: ${issue.message}`)
+      throw new PoolError('CONFIG_INVALID', { field: `worker config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
     }
     kinds[name] = kind.data
   }

@@ -6,29 +6,11 @@
  * trusted folder — the pool's state folder, which must still be the one checked at load
  * (`state-dir.ts`), or `/` — by `@conch/subprocess`'s beneath module (no link followed, a file
  * created only `O_EXCL`, only a regular file with a single link appended to); this module
- * restates its refusals as `HomePathError`s.
+ * restates its refusals as `PoolError` `HOME_PATH_UNSAFE`.
  */
-import { appendFile, BeneathError, createFile, newestFile, nodeBeneathFs, openFolder, readFile, type BeneathErrorCode, type BeneathFs, type BeneathOptions, type OpenFile } from '@conch/subprocess'
+import { appendFile, BeneathError, createFile, newestFile, nodeBeneathFs, openFolder, readFile, type BeneathFs, type BeneathOptions, type OpenFile } from '@conch/subprocess'
+import { PoolError } from './errors.ts'
 import { stateDirIdentity } from './state-dir.ts'
-
-export type HomePathErrorCode =
-  /** A component is a symbolic link, not a folder, or a file to create already exists. */
-  | 'HOME_PATH_UNSAFE'
-
-/** A path in a CLI's home the pool refused to use; the message names it. */
-export class HomePathError extends Error {
-  override readonly name = 'HomePathError'
-  constructor(readonly code: HomePathErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
-
-const WHY: Partial<Record<BeneathErrorCode, string>> = {
-  PATH_SYMLINK: "; the pool never follows links in a CLI's home (the CLI may have planted it to redirect the host)",
-  PATH_NOT_FOLDER: '; the pool uses only folders it finds or makes there',
-  PATH_EXISTS: ' (a link or a file the CLI may have planted); the pool writes only files it creates',
-  PATH_NOT_REGULAR: '; the pool reads and appends only regular files of its own',
-}
 
 /** Runs `use`, restating a `BeneathError` as `HOME_PATH_UNSAFE`. */
 function restated<T>(use: () => T): T {
@@ -36,11 +18,7 @@ function restated<T>(use: () => T): T {
     return use()
   } catch (error) {
     if (!(error instanceof BeneathError)) throw error
-    const message =
-      error.code === 'PATH_CHANGED'
-        ? `the pool's state folder ${error.path} was moved or replaced since the pool opened it; nothing is written or read there`
-        : `${error.message}${WHY[error.code] ?? ''}`
-    throw new HomePathError('HOME_PATH_UNSAFE', message, { cause: error })
+    throw new PoolError('HOME_PATH_UNSAFE', { refusal: error.code, beneath: error.details }, { cause: error })
   }
 }
 
@@ -57,7 +35,7 @@ export function makeHomeDir(base: string, dir: string, fs?: BeneathFs): void {
 
 /**
  * Creates `file` (absolute) with `content` and `mode`, reached from `base`; nothing in its place is written through.
- * @throws HomePathError `HOME_PATH_UNSAFE` naming the path (a link on the way, or the name taken).
+ * @throws PoolError `HOME_PATH_UNSAFE` naming the path (a link on the way, or the name taken).
  */
 export function createHomeFile(base: string, file: string, content: string | Buffer, mode = 0o600, fs?: BeneathFs): void {
   restated(() => createFile(file, content, { ...from(base, fs), perm: mode }))
@@ -65,7 +43,7 @@ export function createHomeFile(base: string, file: string, content: string | Buf
 
 /**
  * The newest regular file below `dir` whose name `accept`s, reached from `base` (`newestFile`).
- * @throws HomePathError `HOME_PATH_UNSAFE` when `dir` itself, or a folder above it, is a link.
+ * @throws PoolError `HOME_PATH_UNSAFE` when `dir` itself, or a folder above it, is a link.
  */
 export function newestFileBeneath(base: string, dir: string, accept: (name: string) => boolean, limits: { maxDepth: number; maxEntries: number }, fs?: BeneathFs): { file: OpenFile | undefined; truncated: boolean } {
   return restated(() => newestFile(dir, accept, limits, from(base, fs)))
@@ -74,7 +52,7 @@ export function newestFileBeneath(base: string, dir: string, accept: (name: stri
 /**
  * Appends `text` to `file` (absolute), a log in a folder a confined process may write (the
  * failure log lies in the workspace by default), reached from `/`.
- * @throws HomePathError `HOME_PATH_UNSAFE` naming the path; file-system errors otherwise.
+ * @throws PoolError `HOME_PATH_UNSAFE` naming the path; file-system errors otherwise.
  */
 export function appendNoFollow(file: string, text: string, fs?: BeneathFs): void {
   restated(() => appendFile(file, text, fs ? { fs } : {}))
@@ -82,7 +60,7 @@ export function appendNoFollow(file: string, text: string, fs?: BeneathFs): void
 
 /**
  * The first `maxBytes` of the regular file `file` (absolute), reached from `/`; undefined when it is missing.
- * @throws HomePathError `HOME_PATH_UNSAFE` for a link or a special file on the way.
+ * @throws PoolError `HOME_PATH_UNSAFE` for a link or a special file on the way.
  */
 export function readNoFollow(file: string, maxBytes: number, fs?: BeneathFs): Buffer | undefined {
   return restated(() => readFile(file, maxBytes, fs ? { fs } : {}))

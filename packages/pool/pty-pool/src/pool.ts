@@ -170,9 +170,12 @@ export class PtyPool {
       : openStateDir(config.stateDir, { field: 'stateDir', workspaces: deps.workspaces ?? [] })
     if (deps.backend) this.backend = deps.backend
     else if (config.worker === 'managed') {
-      if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', 'pool config: worker: "managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)')
+      if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', { field: 'pool config: worker', problem: '"managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)' })
       if (config.terminal === 'conch' && !deps.policyOf) {
-        throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox')
+        throw new PoolError('CONFIG_INVALID', {
+          field: 'pool config: terminal',
+          problem: '"conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox',
+        })
       }
       this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, terminal: config.workerTerminals })
     } else {
@@ -180,7 +183,10 @@ export class PtyPool {
       let terminals = deps.terminals
       if (!terminals) {
         if (config.terminal === 'conch') {
-          throw new PoolError('CONFIG_INVALID', 'pool config: terminal: "conch" (the default) opens each CLI as a ctx.pty terminal of its owner: mount @conch/pty with @conch/pty-local (and the sandbox) before the pool, or set terminal: "unconfined" to run the CLIs with no sandbox')
+          throw new PoolError('CONFIG_INVALID', {
+            field: 'pool config: terminal',
+            problem: '"conch" (the default) opens each CLI as a ctx.pty terminal of its owner: mount @conch/pty with @conch/pty-local (and the sandbox) before the pool, or set terminal: "unconfined" to run the CLIs with no sandbox',
+          })
         }
         terminals = () => Promise.reject(new Error('terminal: "unconfined" opens each CLI as a ctx.pty terminal under danger-full-access: mount @conch/session, @conch/sandbox-policy and @conch/pty with @conch/pty-local before the pool'))
       }
@@ -246,7 +252,7 @@ export class PtyPool {
 
   /** Admits an invoke while running and tracks it until it settles (shutdown drains these). */
   private track(body: () => Promise<InvokeResult>): Promise<InvokeResult> {
-    if (this.state !== 'running') return Promise.reject(new PoolError('POOL_CLOSED', 'the pool is shutting down and admits no new invoke'))
+    if (this.state !== 'running') return Promise.reject(new PoolError('POOL_CLOSED', {}))
     const work = body()
     this.inFlight.add(work)
     void work.finally(() => this.inFlight.delete(work)).catch(() => {})
@@ -260,8 +266,8 @@ export class PtyPool {
       const text = await this.runFallback(key, prompt, options, cwd)
       return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
     }
-    if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', `unknown CLI kind "${key.kind}"; known: ${Object.keys(this.config.kinds).join(', ')}`)
-    if (options.owner && options.owner.id !== key.owner) throw new PoolError('INVOKE_FAILED', `the invoke's owner agent ${options.owner.id} is not its key's owner ${key.owner}`)
+    if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'unknown_kind', known: Object.keys(this.config.kinds) })
+    if (options.owner && options.owner.id !== key.owner) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'foreign_owner', owner: options.owner.id, keyOwner: key.owner })
     const end = this.metrics.invokeDuration.startTimer()
     try {
       const attempt = { ...(options.signal && { signal: options.signal }), capMs: Math.min(this.config.hardCapMs, options.deadlineMs ?? Number.POSITIVE_INFINITY), stallMs: this.config.stallMs, cwd }
@@ -272,7 +278,7 @@ export class PtyPool {
         answer = oneShot ? await this.backend.oneShot(key, prompt, attempt) : await this.backend.invoke(key, prompt, attempt)
       } catch (error) {
         if (!(error instanceof InvokeFailure)) throw error
-        if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', `the invoke on ${key.kind} was cancelled; its session was closed and the next acquire boots a new one`)
+        if (error.reason === 'cancelled') throw new PoolError('INVOKE_CANCELLED', { kind: key.kind })
         return await this.fallBack(key, prompt, options, cwd, error, started, error.bootMs)
       }
       if (answer.text === '') this.metrics.invokesEmpty.inc()
@@ -332,7 +338,7 @@ export class PtyPool {
       text = await this.runFallback(key, prompt, options, cwd)
     } catch (error) {
       this.appendFailure(line(false))
-      throw new PoolError('INVOKE_FAILED', `the pool failed (${reason}: ${failure.message}) and the fresh-spawn path failed too: ${(error as Error).message}`, { cause: error })
+      throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'fallback_failed', reason, failure: failure.message, fallback: (error as Error).message }, { cause: error })
     }
     this.appendFailure(line(true))
     const result: InvokeResult = { text, path: 'fresh-spawn', fallback: { reason, detail: failure.message, midTask: failure.midTask, afterMs: failure.elapsedMs || poolMs }, durationMs: Date.now() - started }
@@ -347,7 +353,7 @@ export class PtyPool {
 
   private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
     const fallback = options.fallback ?? this.deps.fallback
-    if (!fallback) return Promise.reject(new PoolError('INVOKE_FAILED', `no fresh-spawn path is configured for kind "${key.kind}"`))
+    if (!fallback) return Promise.reject(new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'no_fallback' }))
     return fallback({ key, prompt, cwd, ...(options.signal && { signal: options.signal }) })
   }
 

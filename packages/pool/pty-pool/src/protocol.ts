@@ -6,7 +6,7 @@
  * The main process treats the worker as a hostile peer: every inbound line is bounded
  * (`maxMessageBytes`, counted before a line is complete, so unfinished bytes are bounded too),
  * must be JSON, and must match one of the shapes below exactly (zod strict objects; strings
- * and lists bounded). Anything else is a `ProtocolViolation`, after which the supervisor stops
+ * and lists bounded). Anything else is a `PoolError` `PROTOCOL_VIOLATION`, after which the supervisor stops
  * the worker and starts a new one.
  *
  * main → worker:
@@ -22,7 +22,7 @@
  *   invoke; `count {name}` (a pool counter went up); `sessions {sessions}` (the current set).
  */
 import { z } from 'zod'
-import { FAILURE_REASONS } from './errors.ts'
+import { FAILURE_REASONS, PoolError } from './errors.ts'
 
 const Id = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)
 const Text = (max: number) => z.string().max(max)
@@ -133,11 +133,6 @@ export const MainMessageSchema = z.discriminatedUnion('type', [
 ])
 export type MainMessage = z.output<typeof MainMessageSchema>
 
-/** A peer broke the protocol; the message says how. */
-export class ProtocolViolation extends Error {
-  override readonly name = 'ProtocolViolation'
-}
-
 /**
  * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (the newline not
  * counted) and parses each as JSON. `feed` returns the parsed values in order, then the first
@@ -151,7 +146,7 @@ export class LineDecoder {
 
   constructor(private readonly maxBytes: number) {}
 
-  feed(chunk: Buffer): { values: unknown[]; violation?: ProtocolViolation } {
+  feed(chunk: Buffer): { values: unknown[]; violation?: PoolError<'PROTOCOL_VIOLATION'> } {
     const values: unknown[] = []
     if (this.broken) return { values }
     let start = 0
@@ -182,7 +177,7 @@ export class LineDecoder {
   private fail(values: unknown[], what: string) {
     this.broken = true
     this.pending = []
-    return { values, violation: new ProtocolViolation(`the peer sent ${what}`) }
+    return { values, violation: new PoolError('PROTOCOL_VIOLATION', { sent: what }) }
   }
 }
 

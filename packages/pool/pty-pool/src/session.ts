@@ -16,10 +16,10 @@ import { assertStateDirUnchanged } from './state-dir.ts'
 import { join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
-import { InvokeFailure } from './errors.ts'
+import { InvokeFailure, PoolError } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
-import { createHomeFile, HomePathError, makeHomeDir } from './home-fs.ts'
+import { createHomeFile, makeHomeDir } from './home-fs.ts'
 import { TranscriptReader } from './transcript.ts'
 
 /** What a pooled session is for. Conversations never share a session. */
@@ -112,7 +112,7 @@ export function render(template: string, vars: Record<string, string>): string {
  * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
  * (mkdtemp(3)) in the checked state folder; its `tmp` folder and the kind's seeded `files` are made
  * through `home-fs.ts` (no link followed, every file created `O_EXCL`).
- * @throws HomePathError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
+ * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
  *   (absolute, `..`) or something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
@@ -150,7 +150,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
     if (path.startsWith('/') || !target.startsWith(home + '/')) {
-      throw new HomePathError('HOME_PATH_UNSAFE', `the kind's files: ${JSON.stringify(path)} is not a plain relative path inside the home`)
+      throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
     }
     createHomeFile(base, target, render(template, vars), 0o600)
   }

@@ -55,7 +55,7 @@ const FIX: Record<string, (path: string) => string> = {
  * @throws PoolError `CONFIG_INVALID` naming `options.field` and the component at fault.
  */
 export function openStateDir(path: string, options: OpenStateDirOptions): string {
-  const refuse = (why: string) => new PoolError('CONFIG_INVALID', `pool config: ${options.field}: ${why}`)
+  const refuse = (why: string) => new PoolError('CONFIG_INVALID', { field: `pool config: ${options.field}`, problem: why })
   const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
   if (trimmed === '/') throw refuse('/ cannot hold the private homes')
   for (const workspace of options.workspaces ?? []) {
@@ -71,7 +71,7 @@ export function openStateDir(path: string, options: OpenStateDirOptions): string
     stats = folder.stats
   } catch (error) {
     if (!(error instanceof BeneathError)) throw refuse(`cannot use ${trimmed}: ${(error as Error).message}`)
-    const fix = error.code === 'PATH_SHARED' && error.path === trimmed ? ` choose a folder of your own, or leave ${options.field} unset` : FIX[error.code]?.(trimmed)
+    const fix = error.code === 'PATH_SHARED' && error.details.path === trimmed ? ` choose a folder of your own, or leave ${options.field} unset` : FIX[error.code]?.(trimmed)
     throw refuse(`${error.message}${fix ? `;${fix}` : ''}`)
   }
   opened.set(trimmed, { dev: stats.dev, ino: stats.ino })

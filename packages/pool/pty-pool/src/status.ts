@@ -41,10 +41,10 @@ export async function statusBody(pool: PtyPool): Promise<Record<string, unknown>
  */
 export async function startStatusListener(pool: PtyPool, input: z.input<typeof StatusConfig>, statusOf: () => Promise<Record<string, unknown>> = () => statusBody(pool)): Promise<StatusListener> {
   const checked = StatusConfig.safeParse(input)
-  if (!checked.success) throw new PoolError('CONFIG_INVALID', `status.${checked.error.issues[0]!.path.join('.')}: ${checked.error.issues[0]!.message}`)
+  if (!checked.success) throw new PoolError('CONFIG_INVALID', { field: `status.${checked.error.issues[0]!.path.join('.')}`, problem: checked.error.issues[0]!.message })
   const options = checked.data
   const host = options.host === 'localhost' ? '127.0.0.1' : options.host
-  if (!isLoopbackAddress(host)) throw new PoolError('CONFIG_INVALID', `status.host: "${options.host}" is not a loopback address; the status endpoint binds 127.0.0.0/8 or ::1 only`)
+  if (!isLoopbackAddress(host)) throw new PoolError('CONFIG_INVALID', { field: 'status.host', problem: `"${options.host}" is not a loopback address; the status endpoint binds 127.0.0.0/8 or ::1 only` })
   const server: Server = createServer({
     headersTimeout: options.headersTimeoutMs,
     requestTimeout: options.requestTimeoutMs,

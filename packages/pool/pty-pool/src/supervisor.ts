@@ -23,13 +23,13 @@
  * `termGraceMs` → the tree and every process carrying the worker's tag verified gone.
  */
 import type { Duplex } from 'node:stream'
-import { describeExit } from '@conch/session'
+import { describeExit } from '@conch/errors'
 import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
 import { defaultProcessTable, signalIfSame, type ProcessIdentity } from '@conch/subprocess'
 import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { PoolMetrics } from './metrics.ts'
-import { encodeLine, LineDecoder, ProtocolViolation, workerMessageSchema, type MainMessage, type SessionInfo, type TerminalSections, type WorkerMessage } from './protocol.ts'
+import { encodeLine, LineDecoder, workerMessageSchema, type MainMessage, type SessionInfo, type TerminalSections, type WorkerMessage } from './protocol.ts'
 import { defaultStateDir } from './state-dir.ts'
 import type { PoolKey } from './session.ts'
 import type { AttemptOptions, SessionBackend, WarmAnswer } from './warm.ts'
@@ -263,7 +263,7 @@ export class WorkerSupervisor implements SessionBackend {
   }
 
   private violation(worker: WorkerInstance, what: string): void {
-    this.fail(worker, `broke the protocol: ${new ProtocolViolation(what).message}`)
+    this.fail(worker, `broke the protocol: ${what}`)
   }
 
   /** The worker is dead or untrusted: stop its tree, fail its invokes, restart after a backoff. */

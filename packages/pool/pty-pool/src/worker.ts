@@ -67,7 +67,7 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
       // not open
     }
     if (!socket) {
-      throw new PoolError('CONFIG_INVALID', `conch pool-worker: fd ${WORKER_CHANNEL_FD} is not an open socket; the worker is started by the pool's supervisor, which speaks the protocol on it`)
+      throw new PoolError('CONFIG_INVALID', { field: 'conch pool-worker', problem: `fd ${WORKER_CHANNEL_FD} is not an open socket; the worker is started by the pool's supervisor, which speaks the protocol on it` })
     }
   }
   const channel = options.channel ?? new Socket({ fd: WORKER_CHANNEL_FD, readable: true, writable: true })
@@ -109,7 +109,7 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
         void (async () => {
           let terminals = options.terminals
           if (terminals === undefined) {
-            if (!options.conchTerminals) throw new PoolError('CONFIG_INVALID', 'this worker cannot compose conch terminals')
+            if (!options.conchTerminals) throw new PoolError('CONFIG_INVALID', { field: 'worker config: terminal', problem: 'this worker cannot compose conch terminals' })
             const composed = await options.conchTerminals(message.terminal ?? { sandboxLocal: {}, ptyLocal: {} })
             if (stopping) return void (await composed.close())
             host = composed

@@ -10,7 +10,7 @@ import path from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { openStateDir } from '../src/state-dir.ts'
 import { nodeBeneathFs as nodeHomeFs, type BeneathFs as HomeFs } from '@conch/subprocess'
-import { appendNoFollow, createHomeFile, HomePathError, makeHomeDir, readNoFollow, TranscriptReader } from '../src/index.ts'
+import { appendNoFollow, createHomeFile, makeHomeDir, PoolError, readNoFollow, TranscriptReader } from '../src/index.ts'
 
 const made: string[] = []
 afterEach(() => {
@@ -29,13 +29,13 @@ function layout() {
   return { state, home, host }
 }
 
-function refusal(run: () => unknown): HomePathError {
+function refusal(run: () => unknown): PoolError {
   try {
     run()
   } catch (error) {
-    expect(error).toBeInstanceOf(HomePathError)
-    expect((error as HomePathError).code).toBe('HOME_PATH_UNSAFE')
-    return error as HomePathError
+    expect(error).toBeInstanceOf(PoolError)
+    expect((error as PoolError).code).toBe('HOME_PATH_UNSAFE')
+    return error as PoolError
   }
   throw new Error('expected a refusal')
 }

@@ -35,7 +35,7 @@ function textOf(request: ProviderRequest): string {
 /** The fresh-spawn path: one run on the named provider; its answer, or an error naming its stop. */
 export function subagentFallback(subagents: SubagentServiceApi, provider: string | undefined, request: ProviderRequest): FallbackRunner {
   return async ({ prompt, signal }) => {
-    if (!provider) throw new SubagentError('NO_PROVIDER', { reason: 'the pool kind names no fresh-spawn provider (fallbackProvider)' })
+    if (!provider) throw new SubagentError('NO_PROVIDER', { role: 'fallbackProvider' })
     const run = await subagents.start(provider, { prompt: [{ type: 'text', text: prompt }], parent: request.parent, ...(signal && { signal }), label: `${request.label ?? 'cli-pool'} (fresh spawn)` })
     try {
       const result = await run.result
@@ -50,7 +50,7 @@ export function subagentFallback(subagents: SubagentServiceApi, provider: string
 
 export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, config: Config): SubagentProvider {
   const kind = pool.config.kinds[config.kind]
-  if (!kind) throw new SubagentError('INVALID_PROVIDER', { reason: `subagent-cli-pool: kind: unknown pool kind "${config.kind}"; known: ${Object.keys(pool.config.kinds).join(', ')}` })
+  if (!kind) throw new SubagentError('INVALID_PROVIDER', { kind: config.kind, known: Object.keys(pool.config.kinds) })
   const fallbackProvider = config.fallbackProvider ?? kind.fallbackProvider
   return {
     name: config.name,

@@ -9,15 +9,21 @@
  * JSON of a known shape; queued outbound bytes are bounded the same way. Any violation is a
  * `ChannelError`, which ends the run as `protocol`.
  */
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 import type { Duplex } from 'node:stream'
 
-export class ChannelError extends Error {
-  override readonly name = 'ChannelError'
-  /** `frame`: one outbound frame is too large (the sender's problem); `peer`: the peer misbehaved. */
-  constructor(message: string, readonly reason: 'frame' | 'peer' = 'peer') {
-    super(message)
-  }
-}
+const CHANNEL_ERRORS = {
+  /** One outbound frame of `bytes` is larger than `maxMessageBytes` (the sender's problem, not the peer's). */
+  FRAME_TOO_LARGE: (d: { bytes: number; maxMessageBytes: number }) => `a ${d.bytes}-byte frame to the program exceeds maxMessageBytes ${d.maxMessageBytes}`,
+  /** The peer broke the protocol; `problem` says how (which frame, which field). */
+  CHANNEL_VIOLATION: (d: { problem: string }) => d.problem,
+} satisfies ErrorMessages
+
+export const ChannelError = errorClass('ChannelError', CHANNEL_ERRORS)
+export type ChannelError = ErrorOf<typeof CHANNEL_ERRORS>
+
+/** The peer broke the protocol: `problem` says how. */
+export const violation = (problem: string): ChannelError => new ChannelError('CHANNEL_VIOLATION', { problem })
 
 /** A message the program's process may send. */
 export type ChildMessage =
@@ -133,7 +139,7 @@ export class FrameDecoder {
     this.broken = true
     this.chunks = []
     this.buffered = 0
-    return { frames, error: new ChannelError(message) }
+    return { frames, error: violation(message) }
   }
 }
 
@@ -144,38 +150,38 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
  * @throws ChannelError naming what is wrong (unknown type, a missing or mistyped field).
  */
 export function parseChildMessage(value: unknown): ChildMessage {
-  if (!isObject(value)) throw new ChannelError('a control frame is not a JSON object')
+  if (!isObject(value)) throw violation('a control frame is not a JSON object')
   switch (value['t']) {
     case 'ready':
       return { t: 'ready' }
     case 'log':
-      if ((value['s'] !== 'out' && value['s'] !== 'err') || typeof value['text'] !== 'string') throw new ChannelError('a log frame needs s: "out"|"err" and text: string')
+      if ((value['s'] !== 'out' && value['s'] !== 'err') || typeof value['text'] !== 'string') throw violation('a log frame needs s: "out"|"err" and text: string')
       for (const key of Object.keys(value)) {
-        if (key !== 't' && key !== 's' && key !== 'text') throw new ChannelError(`a log frame has an unknown field ${JSON.stringify(key)}`)
+        if (key !== 't' && key !== 's' && key !== 'text') throw violation(`a log frame has an unknown field ${JSON.stringify(key)}`)
       }
       return { t: 'log', s: value['s'], text: value['text'] }
     case 'call': {
       const { id, ns, fn } = value
-      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw new ChannelError(`a call frame has an invalid id ${JSON.stringify(id)}`)
-      if (typeof ns !== 'string' || typeof fn !== 'string') throw new ChannelError(`call ${id} does not name a binding (ns and fn must be strings)`)
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw violation(`a call frame has an invalid id ${JSON.stringify(id)}`)
+      if (typeof ns !== 'string' || typeof fn !== 'string') throw violation(`call ${id} does not name a binding (ns and fn must be strings)`)
       return { t: 'call', id, ns, fn, args: value['args'] ?? null }
     }
     case 'done':
       if (value['ok'] === true) {
-        if (!('value' in value)) throw new ChannelError('a done frame with ok: true has no value')
+        if (!('value' in value)) throw violation('a done frame with ok: true has no value')
         return { t: 'done', ok: true, value: value['value'] }
       }
       if (value['ok'] === false) {
         const kind = value['kind']
-        if (kind !== 'exception' && kind !== 'invalid-output' && kind !== 'output-limit') throw new ChannelError(`a done frame names an unknown failure kind ${JSON.stringify(kind)}`)
-        if (typeof value['message'] !== 'string') throw new ChannelError('a done frame with ok: false has no message')
+        if (kind !== 'exception' && kind !== 'invalid-output' && kind !== 'output-limit') throw violation(`a done frame names an unknown failure kind ${JSON.stringify(kind)}`)
+        if (typeof value['message'] !== 'string') throw violation('a done frame with ok: false has no message')
         const done: ChildMessage = { t: 'done', ok: false, kind, message: value['message'] }
         if (typeof value['stack'] === 'string') done.stack = value['stack']
         return done
       }
-      throw new ChannelError('a done frame needs ok: true or false')
+      throw violation('a done frame needs ok: true or false')
     default:
-      throw new ChannelError(`unknown control frame type ${JSON.stringify(value['t'])}`)
+      throw violation(`unknown control frame type ${JSON.stringify(value['t'])}`)
   }
 }
 
@@ -193,10 +199,10 @@ export class FrameWriter {
   write(message: HostMessage): void {
     const frame = encodeFrame(message)
     if (frame.length - 4 > this.maxMessageBytes) {
-      throw new ChannelError(`a ${frame.length}-byte frame to the program exceeds maxMessageBytes ${this.maxMessageBytes}`, 'frame')
+      throw new ChannelError('FRAME_TOO_LARGE', { bytes: frame.length, maxMessageBytes: this.maxMessageBytes })
     }
     if (this.stream.writableLength + frame.length > this.maxMessageBytes) {
-      throw new ChannelError(`the program is not reading its control channel: ${this.stream.writableLength} bytes are queued (maxMessageBytes ${this.maxMessageBytes})`)
+      throw violation(`the program is not reading its control channel: ${this.stream.writableLength} bytes are queued (maxMessageBytes ${this.maxMessageBytes})`)
     }
     if (!this.stream.writableEnded && !this.stream.destroyed) this.stream.write(frame)
   }

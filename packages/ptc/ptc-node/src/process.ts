@@ -6,7 +6,7 @@
 import type { PtcPolicy } from '@conch/ptc'
 import type { SandboxAgent, SandboxServiceApi } from '@conch/sandbox'
 import { SUBPROCESS_TAG_VARIABLE, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
-import { ChannelError, FrameDecoder, FrameWriter, parseChildMessage, type ChildMessage, type HostMessage } from './channel.ts'
+import { ChannelError, FrameDecoder, FrameWriter, parseChildMessage, violation, type ChildMessage, type HostMessage } from './channel.ts'
 import type { Config } from './config.ts'
 import { confine, nodeArgv, programEnv, type Confinement } from './launch.ts'
 
@@ -59,7 +59,7 @@ export class ProgramProcess {
         for (const frame of frames) {
           const message = parseChildMessage(frame)
           if (!this.readySeen) {
-            if (message.t !== 'ready') throw new ChannelError(`the bootstrap sent ${message.t} before ready`)
+            if (message.t !== 'ready') throw violation(`the bootstrap sent ${message.t} before ready`)
             this.readySeen = true
             if (this.state === 'booting') {
               this.state = 'ready'
@@ -69,14 +69,14 @@ export class ProgramProcess {
             this.settleReady.resolve()
             continue
           }
-          if (message.t === 'ready') throw new ChannelError('a second ready frame')
+          if (message.t === 'ready') throw violation('a second ready frame')
           this.emit({ type: 'message', message })
         }
         if (broken) throw broken
       } catch (error) {
         control.off('data', onData)
         const text = error instanceof ChannelError ? error.message : String(error)
-        this.settleReady.reject(new ChannelError(text))
+        this.settleReady.reject(violation(text))
         this.emit({ type: 'protocol', message: text })
       }
     }

@@ -9,8 +9,8 @@
  * returned only after the process tree is gone.
  */
 import { isLosslessJson, type PtcBinding, type PtcFailure, type PtcFailureKind, type PtcResult, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
-import { messageOf } from '@conch/session'
-import { ChannelError, type ChildMessage } from './channel.ts'
+import { messageOf } from '@conch/errors'
+import { ChannelError, type ChildMessage, violation } from './channel.ts'
 import type { Config } from './config.ts'
 import { OutputLedger } from './output-ledger.ts'
 import type { ProcessEvent, ProgramProcess } from './process.ts'
@@ -77,12 +77,12 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
     }
 
     const call = (message: Extract<ChildMessage, { t: 'call' }>): void => {
-      if (message.id !== expectedId) throw new ChannelError(`call id ${message.id} is out of sequence (expected ${expectedId})`)
+      if (message.id !== expectedId) throw violation(`call id ${message.id} is out of sequence (expected ${expectedId})`)
       expectedId++
       const namespace = functions.get(message.ns)
       const fn = namespace !== undefined && Object.hasOwn(namespace, message.fn) ? namespace[message.fn] : undefined
-      if (fn === undefined) throw new ChannelError(`call ${message.id} names an undeclared binding ${message.ns}.${message.fn}`)
-      if (pending.size >= config.maxPendingCalls) throw new ChannelError(`more than maxPendingCalls ${config.maxPendingCalls} binding calls are in flight`)
+      if (fn === undefined) throw violation(`call ${message.id} names an undeclared binding ${message.ns}.${message.fn}`)
+      if (pending.size >= config.maxPendingCalls) throw violation(`more than maxPendingCalls ${config.maxPendingCalls} binding calls are in flight`)
       pending.add(message.id)
       const reply = (value: { ok: true; value: unknown } | { ok: false; message: string }): void => {
         pending.delete(message.id)
@@ -90,7 +90,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
         try {
           process.send({ t: 'reply', id: message.id, ...value } as never)
         } catch (error) {
-          if (error instanceof ChannelError && error.reason === 'frame' && value.ok) {
+          if (error instanceof ChannelError && error.code === 'FRAME_TOO_LARGE' && value.ok) {
             // A result too large for one frame is the binding's problem, not the program's: say so.
             try {
               process.send({ t: 'reply', id: message.id, ok: false, message: `${message.ns}.${message.fn} returned more than maxMessageBytes ${config.maxMessageBytes}` })
@@ -139,7 +139,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
           try {
             switch (message.t) {
               case 'ready':
-                throw new ChannelError('a ready frame during the run')
+                throw violation('a ready frame during the run')
               case 'log':
                 log(message.text)
                 return
@@ -159,7 +159,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
                 return
               default: {
                 const never: never = message
-                throw new ChannelError(`unexpected frame ${JSON.stringify(never)}`)
+                throw violation(`unexpected frame ${JSON.stringify(never)}`)
               }
             }
           } catch (error) {

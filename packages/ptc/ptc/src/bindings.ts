@@ -48,16 +48,16 @@ export function checkBindings(bindings: readonly PtcBinding[]): readonly PtcBind
   const seen = new Set<string>()
   for (const binding of bindings) {
     const problem = nameProblem(binding.global, 'global')
-    if (problem !== undefined) throw new PtcError('INVALID_OPTIONS', { reason: `binding namespace ${JSON.stringify(binding.global)} ${problem}` })
-    if (seen.has(binding.global)) throw new PtcError('INVALID_OPTIONS', { reason: `binding namespace ${binding.global} is declared twice` })
+    if (problem !== undefined) throw new PtcError('INVALID_OPTIONS', { field: `binding namespace ${JSON.stringify(binding.global)}`, problem })
+    if (seen.has(binding.global)) throw new PtcError('INVALID_OPTIONS', { field: `binding namespace ${binding.global}`, problem: 'is declared twice' })
     seen.add(binding.global)
     if (typeof binding.functions !== 'object' || binding.functions === null) {
-      throw new PtcError('INVALID_OPTIONS', { reason: `binding namespace ${binding.global} has no functions object` })
+      throw new PtcError('INVALID_OPTIONS', { field: `binding namespace ${binding.global}`, problem: 'has no functions object' })
     }
     for (const [name, fn] of Object.entries(binding.functions)) {
       const bad = nameProblem(name, 'function')
-      if (bad !== undefined) throw new PtcError('INVALID_OPTIONS', { reason: `binding ${binding.global}.${name} ${bad}` })
-      if (typeof fn !== 'function') throw new PtcError('INVALID_OPTIONS', { reason: `binding ${binding.global}.${name} is not a function` })
+      if (bad !== undefined) throw new PtcError('INVALID_OPTIONS', { field: `binding ${binding.global}.${name}`, problem: bad })
+      if (typeof fn !== 'function') throw new PtcError('INVALID_OPTIONS', { field: `binding ${binding.global}.${name}`, problem: 'is not a function' })
     }
   }
   return bindings

@@ -86,17 +86,20 @@ class PtcService extends Service implements PtcServiceApi {
 
   resolve(request: PtcRequest, owner: PtcOwner): PtcSpec {
     const runtime = this.live()
-    if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', { reason: 'the request must be an object {code, cwd?, timeoutMs?}' })
+    if (typeof request !== 'object' || request === null) throw new PtcError('INVALID_OPTIONS', { field: 'the request', problem: 'must be an object {code, cwd?, timeoutMs?}' })
     if (typeof request.code !== 'string' || request.code.trim() === '') {
-      throw new PtcError('INVALID_OPTIONS', { reason: 'code is empty: pass the program text as the body of an async function' })
+      throw new PtcError('INVALID_OPTIONS', { field: 'code', problem: 'is empty: pass the program text as the body of an async function' })
     }
     const bytes = Buffer.byteLength(request.code, 'utf8')
     if (bytes > this.config.maxCodeBytes) {
-      throw new PtcError('INVALID_OPTIONS', { reason: `code is ${bytes} bytes, over the ${this.config.maxCodeBytes}-byte bound on a program (ptc config maxCodeBytes): write the data to a file in the workspace and read it from a shorter program` })
+      throw new PtcError('INVALID_OPTIONS', {
+        field: 'code',
+        problem: `is ${bytes} bytes, over the ${this.config.maxCodeBytes}-byte bound on a program (ptc config maxCodeBytes): write the data to a file in the workspace and read it from a shorter program`,
+      })
     }
     const policy = this.sandboxPolicy.resolve({ session: owner.session })
     const cwd = request.cwd ?? policy.workspaceRoot
-    if (typeof cwd !== 'string' || !isAbsolute(cwd)) throw new PtcError('INVALID_OPTIONS', { reason: `cwd must be an absolute path, got ${JSON.stringify(cwd)}` })
+    if (typeof cwd !== 'string' || !isAbsolute(cwd)) throw new PtcError('INVALID_OPTIONS', { field: 'cwd', problem: `must be an absolute path, got ${JSON.stringify(cwd)}` })
     return {
       owner,
       code: request.code,
@@ -111,7 +114,7 @@ class PtcService extends Service implements PtcServiceApi {
     const parsed = Spec.safeParse(spec)
     if (!parsed.success) {
       const issue = parsed.error.issues[0]
-      throw new PtcError('INVALID_OPTIONS', { reason: `the spec is not resolved (use ctx.ptc.resolve): ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}` })
+      throw new PtcError('INVALID_OPTIONS', { field: 'the spec', problem: `is not resolved (use ctx.ptc.resolve): ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}` })
     }
     const bindings = checkBindings(options.bindings ?? [])
     return runtime.run(spec, { bindings, ...(options.signal && { signal: options.signal }) })
@@ -133,7 +136,7 @@ function deadline(requested: number | null | undefined, timeouts: PtcTimeouts): 
   if (requested === undefined) return timeouts.timeoutMs
   if (requested === null) return null
   if (typeof requested !== 'number' || !Number.isInteger(requested) || requested <= 0) {
-    throw new PtcError('INVALID_OPTIONS', { reason: `timeoutMs must be a positive integer number of ms (or omitted), got ${JSON.stringify(requested)}` })
+    throw new PtcError('INVALID_OPTIONS', { field: 'timeoutMs', problem: `must be a positive integer number of ms (or omitted), got ${JSON.stringify(requested)}` })
   }
   return Math.min(requested, timeouts.maxTimeoutMs)
 }

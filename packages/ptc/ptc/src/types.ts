@@ -154,8 +154,8 @@ export interface PtcRuntime {
 
 /** The codes of `PtcError`, each with its details and its message. */
 const PTC_ERRORS = {
-  /** An invalid or unsupported option: a bad deadline, a relative cwd, an empty program, a bad binding. */
-  INVALID_OPTIONS: (d: { reason: string }) => d.reason,
+  /** An invalid or unsupported option (`field`: `cwd`, `timeoutMs`, `code`, `binding my.fn`, …) and what is wrong with it. */
+  INVALID_OPTIONS: (d: { field: string; problem: string }) => `${d.field} ${d.problem}`,
   /** No runtime is registered. */
   NO_RUNTIME: (_: Record<string, never>) => 'no ptc runtime is registered; load @conch/ptc-node',
   /** A second runtime was registered. */

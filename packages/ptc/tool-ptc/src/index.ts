@@ -9,14 +9,12 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import type { AgentServiceApi, ToolCallData, ToolResultData } from '@conch/agent'
+import type { ToolCallData, ToolResultData } from '@conch/agent'
 import { nameProblem, type JsonValue, type PtcBinding, type PtcFunction, type PtcServiceApi } from '@conch/ptc'
 import { boundWithNotice, MIN_RESULT_BYTES, toolResultText, utf8Bytes, type ToolExecuteContext, type ToolsServiceApi } from '@conch/tools'
-import { toolDeclarations } from './declarations.ts'
 import { renderResult } from './render.ts'
 
 export { renderResult, statusLine } from './render.ts'
-export { schemaToType, toolDeclarations, TOOL_RESULT_TYPE } from './declarations.ts'
 
 export const name = 'tool-ptc'
 export const inject = ['ptc', 'tools']
@@ -43,20 +41,15 @@ export const Config = z
 
 export type Config = z.output<typeof Config>
 
-/** Section id and order on ctx.agents (after the terminal section). */
-export const PROMPT_SECTION_ID = 'run-code'
-export const PROMPT_SECTION_ORDER = 60
-
-/** The system-prompt section: when code beats single calls (under 120 tokens). */
-export const PROMPT_SECTION = [
-  'run_code runs one TypeScript program (the body of an async function) in a fresh, sandboxed Node process and calls your other tools from it: `await tools.terminal_send({...})` returns {text, isError, meta}.',
-  'Prefer it to single calls for loops, for polling a terminal until a condition holds, and for combining many results; return a small JSON summary. Nothing is kept between runs.',
-].join('\n')
-
-const DESCRIPTION_HEAD = [
-  'Run a short TypeScript program (the body of an async function: top-level await and return work; only erasable types — no enum or namespace) in a fresh Node process under your sandbox, and get its console output, its return value as JSON and a status line.',
-  'process.env is empty; require("node:fs") and the other Node APIs work inside the sandbox. Every other tool is callable as `await tools.<name>(args)`; a tool error is a normal result with isError: true, not an exception.',
-  'Return a JSON value (no undefined, NaN, Map or class instances). Each run starts from nothing.',
+/**
+ * The description. The other tools' schemas are in the same request, so it names the binding
+ * and its result shape instead of restating them.
+ */
+export const DESCRIPTION = [
+  'Run a TypeScript program (the body of an async function: top-level await and return work; erasable types only, no enum or namespace) in a fresh Node process under your sandbox; returns its console output, its return value as JSON and a status line.',
+  'Each of your other tools is `await tools.<name>(args)` with the arguments its schema takes, resolving to {text, isError, meta}; a tool error is a result with isError: true, not an exception.',
+  'Use it for loops, for polling a terminal until a condition holds and for combining many results; return a small JSON value (no undefined, NaN, Map or class instances).',
+  'process.env is empty; require("node:fs") and the other Node APIs work inside the sandbox. Nothing is kept between runs.',
 ].join(' ')
 
 export const apply = (ctx: Context, config: Config) => {
@@ -66,29 +59,14 @@ export const apply = (ctx: Context, config: Config) => {
   /** The tools a program may call: every registered tool but run_code whose name is a legal binding. */
   const bindable = (): string[] => tools.names().filter((tool) => tool !== RUN_CODE && nameProblem(tool, 'function') === undefined)
 
-  const cache = { key: '', text: '' }
-  const description = (): string => {
-    const names = bindable()
-    const key = names.join(',')
-    if (key !== cache.key || cache.text === '') {
-      const specs = tools.specs().filter((spec) => names.includes(spec.name))
-      cache.key = key
-      cache.text = `${DESCRIPTION_HEAD}\n\n${names.length === 0 ? 'No other tools are registered.' : `The tools:\n\`\`\`ts\n${toolDeclarations(specs)}\n\`\`\``}`
-    }
-    return cache.text
-  }
-
   const definition = {
     name: RUN_CODE,
-    get description() {
-      // Read while specs() lists every tool, run_code included: the declarations list the others.
-      return inDescription.active ? DESCRIPTION_HEAD : withGuard(description)
-    },
+    description: DESCRIPTION,
     kind: 'execute' as const,
     maxResultBytes: config.maxResultBytes,
     input: z.object({
-      code: z.string().min(1, 'code is empty: pass the program text').describe('The program: the body of an async function, erasable TypeScript.'),
-      timeoutMs: z.number().int().positive().optional().describe('Deadline in ms (default and cap set by the deployment); covers nested tool calls.'),
+      code: z.string().min(1, 'code is empty: pass the program text'),
+      timeoutMs: z.number().int().positive().optional().describe('Deadline in ms, nested calls included'),
     }),
     title: (input: { code: string }) => `run_code: ${firstLine(input.code)}`,
     async execute(input: { code: string; timeoutMs?: number | undefined }, context: ToolExecuteContext) {
@@ -141,21 +119,7 @@ export const apply = (ctx: Context, config: Config) => {
       return { content: [{ type: 'text' as const, text }], ...(!result.ok && { isError: true }), meta }
     },
   }
-  const inDescription = { active: false }
-  function withGuard(render: () => string): string {
-    inDescription.active = true
-    try {
-      return render()
-    } finally {
-      inDescription.active = false
-    }
-  }
   tools.register(definition)
-
-  ctx.inject(['agents'], (scope) => {
-    const agents = scope.get('agents') as AgentServiceApi
-    agents.section({ id: PROMPT_SECTION_ID, order: PROMPT_SECTION_ORDER, render: () => PROMPT_SECTION })
-  })
 }
 
 function firstLine(code: string): string {

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { ToolCallData, ToolResultData } from '@conch/agent'
 import type { SessionEvent } from '@conch/session'
-import { PROMPT_SECTION, RUN_CODE } from '../src/index.ts'
+import { DESCRIPTION, RUN_CODE } from '../src/index.ts'
 import { boot, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
@@ -176,31 +176,12 @@ describe('run_code', () => {
 })
 
 describe('what the model is offered', () => {
-  it('the description declares every other tool with its argument types', () => {
+  it('the description names the binding and its result instead of restating the other tools', () => {
     const spec = h.ctx.tools.specs().find((tool) => tool.name === RUN_CODE)!
-    expect(spec.description).toContain('declare const tools: {')
-    expect(spec.description).toMatch(/terminal_send\(args: \{[\s\S]*sessionId: string[\s\S]*submit\?: boolean[\s\S]*\}\): Promise<ToolResult>/)
-    expect(spec.description).toContain('type ToolResult = { text: string; isError: boolean; meta: Record<string, unknown> | null }')
-    expect(spec.description).not.toMatch(/run_code\(args/)
+    expect(spec.description).toBe(DESCRIPTION)
+    expect(spec.description).toContain('`await tools.<name>(args)`')
+    expect(spec.description).toContain('{text, isError, meta}')
+    for (const other of h.ctx.tools.names().filter((name) => name !== RUN_CODE)) expect(spec.description).not.toContain(other)
     expect(spec.parameters).toMatchObject({ type: 'object', required: ['code'] })
-  })
-
-  it('the system-prompt section is under 120 tokens', () => {
-    expect(h.ctx.agents.systemPrompt(h.agent)).toContain(PROMPT_SECTION)
-    // About four characters per token for English prose: a safe upper bound on the count.
-    expect(PROMPT_SECTION.length / 4).toBeLessThan(120)
-    expect(PROMPT_SECTION.split(/\s+/).length).toBeLessThan(90)
-  })
-})
-
-describe('declarations', () => {
-  it('documents each tool by its first sentence, not cut at an abbreviation or inside parentheses', async () => {
-    const { toolDeclarations } = await import('../src/declarations.ts')
-    const text = toolDeclarations([
-      { name: 'a', description: 'Read a task (e.g. task-1. Or not) and more. Second sentence.', parameters: { type: 'object', properties: {} } },
-      { name: 'b', description: 'No period', parameters: { type: 'object', properties: { n: { type: 'integer' }, k: { enum: ['x', 'y'] } }, required: ['n'] } },
-    ])
-    expect(text).toContain('/** Read a task (e.g. task-1. Or not) and more. */\n  a(args: Record<string, unknown>): Promise<ToolResult>')
-    expect(text).toContain('b(args: {\n    n: number\n    k?: "x" | "y"\n  }): Promise<ToolResult>')
   })
 })

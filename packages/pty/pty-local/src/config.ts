@@ -13,7 +13,8 @@ export const Config = z
     backendType: z.string().min(1).default('shell'),
     /** The shell to run; bash is required for the controlled prompt (PROMPT_COMMAND). */
     shellPath: z.string().min(1).default('/bin/bash'),
-    shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '-i']),
+    /** `+H`: history expansion off, so `!` in `echo "Done!"` or `A!B` is typed text, not a history event. */
+    shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '+H', '-i']),
     rows: positive().default(40),
     cols: positive().default(160),
     /**

@@ -217,6 +217,11 @@ export class TerminalDisplay {
       if (event.reason === 'addressing') {
         screen.write('\x1b[H\x1b[2J')
         if (this.takeSeed()) this.seed(screen)
+      } else {
+        // The alternate screen opens with the cursor where it was (a program that does not home
+        // it, less on a short file, writes from there).
+        const { row, col } = this.parser.cursorPosition()
+        screen.write(`\x1b[${row};${col}H`)
       }
       screen.write(event.sequence)
       this.attachment++
@@ -247,14 +252,17 @@ export class TerminalDisplay {
     return screen
   }
 
-  /** Writes the newest retained lines and the current line to `screen`, with the cursor where the line model has it. */
+  /**
+   * Writes the newest retained lines, the current line and the lines below it to `screen`, with
+   * the cursor where the line model has it.
+   */
   private seed(screen: ScreenModel): void {
-    const partial = this.parser.partial
     const page = this.scrollback.read({ offset: 0, count: this.state.rows }, Number.MAX_SAFE_INTEGER)
     let text = page.text.replace(/\n/g, '\r\n')
-    if (partial === '' && page.text !== '') text += '\r\n'
+    const up = this.parser.rowsBelowCursor()
+    if (up === 0 && this.parser.partial === '' && page.text !== '') text += '\r\n'
     const { col } = this.parser.cursorPosition()
-    screen.write(`${text}\x1b[${col}G`)
+    screen.write(`${text}${up > 0 ? `\x1b[${up}A` : ''}\x1b[${col}G`)
   }
 }
 

@@ -469,7 +469,8 @@ class Mark implements OutputMark {
  *   including the cursor, 2 blanks the whole line.
  * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
- *   parameter 0 erases to the end of the current line (rows below are not modelled).
+ *   parameter 0 erases to the end of the current line and blanks the lines below it that a
+ *   cursor moved up from (`linesBelow`; CUU and RI are `cursorUp` below).
  * - Every other cursor movement, scrolling and screen erase is dropped from the line model. The
  *   parser reports what needs a real screen instead (`onScreen`: the alternate screen, cursor
  *   addressing) and keeps an attached screen (`ScreenSink`, screen.ts) in step; while the
@@ -623,6 +624,29 @@ export class OutputParser {
   }
 
   /**
+   * The lines below the current one that a cursor moved up from (CUU, RI) and that are still on
+   * the screen, top to bottom, blank ones at the bottom left out: what a person sees below the
+   * cursor. Each is committed, as it then reads, when the cursor moves down onto it and on.
+   */
+  linesBelow(): string[] {
+    const below = this.below
+    let bottom = 0
+    while (bottom < below.length && below[bottom]!.trimEnd() === '') bottom++
+    return below.slice(bottom).reverse()
+  }
+
+  /** Rows from the cursor's row down to the last row of `linesBelow()` (0 without any), wraps at `cols` counted. */
+  rowsBelowCursor(): number {
+    const lines = this.linesBelow()
+    if (lines.length === 0) return 0
+    const cols = this.cols
+    const rowsOf = (text: string) => (text.length <= cols ? 1 : Math.ceil(text.length / cols))
+    let rows = Math.max(0, rowsOf(this.current.text) - 1 - Math.floor(this.current.cursorCells() / cols))
+    for (const line of lines) rows += rowsOf(line)
+    return rows
+  }
+
+  /**
    * Changes when text already on the current line was altered (overwritten, erased) or a line
    * was committed; appending at the end leaves it alone. A reader that saw a prefix of the
    * partial line at the same revision may continue from that prefix's length.
@@ -704,7 +728,6 @@ export class OutputParser {
   detachScreen(): void {
     this.screen = undefined
     this.suspended = false
-    if (!this.alternate) this.lineRow = this.rows
   }
 
   /** The terminal size the cursor reports of the line model assume. */
@@ -1257,7 +1280,11 @@ export class OutputParser {
     if (this.suspended) return
     if (c === LF) {
       this.commit()
-      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) this.emitScreen({ kind: 'scrolled-out' })
+      if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
+        // Everything visible was written as a stream: the cursor is on the bottom row.
+        this.lineRow = this.rows
+        this.emitScreen({ kind: 'scrolled-out' })
+      }
     }
     else if (c === CR) this.current.carriageReturn()
     else if (c === BS) this.current.backspace()
@@ -1287,9 +1314,12 @@ export class OutputParser {
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
         if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
         break
-      case 0x4a: // J — ED; only "erase below" has a line-local meaning, 2 and 3 clear the screen
+      case 0x4a: // J — ED; "erase below" erases the rest of the line and the lines below it, 2 and 3 clear the screen
         if (param >= 2) this.addressed(final, end)
-        else if (param <= 0 && !this.suspended) this.current.erase(0)
+        else if (param <= 0 && !this.suspended) {
+          this.current.erase(0)
+          this.below.fill('')
+        }
         break
       case 0x48: // H — CUP
       case 0x66: // f — HVP
@@ -1362,6 +1392,9 @@ export class OutputParser {
       } else if (!on && this.alternate) {
         this.alternate = false
         this.suspended = false
+        // The screen restores the normal screen's cursor: the line model goes on from its row.
+        this.syncScreen(end)
+        if (this.screen !== undefined) this.lineRow = this.screen.cursor().row
         this.emitScreen({ kind: 'left-alternate' })
       }
     }

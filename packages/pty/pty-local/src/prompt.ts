@@ -2,7 +2,7 @@
  * The controlled prompt: how a local session learns, without waiting, that its shell is back at
  * its own prompt, and how it learns that the shell exited with every byte of output drained.
  *
- * bash runs with `--noprofile --norc -i` and two variables from its environment:
+ * bash runs with `--noprofile --norc +H -i` and two variables from its environment:
  * - `PS1` — the controlled prompt text (`$ `);
  * - `PROMPT_COMMAND` — run by bash before printing each primary prompt (bash(1), PROMPTING). It
  *   saves `$?`, prints a private OSC string `ESC ] 6973 ; prompt ; <status> BEL`, re-asserts

@@ -23,6 +23,8 @@ export interface LineSource {
   onRewind?(listener: (lineNumber: number) => void): () => void
   /** The current uncommitted line. */
   readonly partial: string
+  /** The lines below it that a cursor moved up from, top to bottom (`OutputParser.linesBelow`). */
+  linesBelow?(): string[]
 }
 
 /**
@@ -34,6 +36,8 @@ export interface LineSource {
  * The current partial line of the followed source (the text after the last line feed, e.g. a
  * prompt) is part of every read **when it is non-empty**: it is the newest line, numbered
  * `committed + 1`, and counted in `totalLines`. When it is later committed it keeps that number.
+ * So are the lines below it that a cursor moved up from (the partial line then counts even when
+ * empty), numbered on from it.
  */
 export class Scrollback {
   readonly maxLines: number
@@ -129,7 +133,9 @@ export class Scrollback {
     }
 
     const partial = this.source?.partial ?? ''
-    const totalLines = this.pushed + (partial === '' ? 0 : 1)
+    const below = this.source?.linesBelow?.() ?? []
+    const open = below.length === 0 && partial === '' ? [] : [partial, ...below]
+    const totalLines = this.pushed + open.length
     const firstRetainedLine = this.firstRetainedLine
     const lineEnd = Math.max(0, totalLines - offset)
     let lineBegin = Math.max(1, lineEnd - count + 1)
@@ -151,7 +157,7 @@ export class Scrollback {
     for (let number = lineEnd; number >= lineBegin; number--) {
       const index = number - firstRetainedLine
       const isPartial = number > this.pushed
-      const text = isPartial ? partial : this.store.text(index)
+      const text = isPartial ? open[number - this.pushed - 1]! : this.store.text(index)
       const size = isPartial ? utf8ByteLength(text) : this.store.size(index)
       if (!isPartial && this.store.isCut(index)) truncated = true
       const separator = taken.length > 0 ? 1 : 0

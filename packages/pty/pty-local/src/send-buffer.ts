@@ -6,7 +6,7 @@ import { LineStore } from './line-store.ts'
 import { keepUtf8Tail, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
-export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark'>
+export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark' | 'linesBelow'>
 
 export interface SendBufferOptions {
   /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
@@ -17,9 +17,9 @@ export interface SendBufferOptions {
    */
   fromLineStart?: boolean
   /**
-   * Start the first line at this column (UTF-16 index) when the send starts right of it: the end
-   * of the shell's prompt, so text an earlier send typed after the prompt without Enter is shown
-   * with what the send types after it (`qecho hi`, as the shell runs it).
+   * Start the first line at this column (UTF-16 index) when the send starts right of it: where
+   * typing on the line began, so text an earlier send typed there without Enter is shown with
+   * what the send types after it (`qecho hi`, as the shell or REPL reads it).
    */
   startColumn?: number
 }
@@ -36,6 +36,8 @@ export interface SendOutput {
  *
  * The first line is the one the send started on, from the column where the send started (text
  * written left of that column afterwards, e.g. after a CR, counts too — see `OutputMark`).
+ * The last lines are the open ones: the current line, and the lines below it a cursor moved up
+ * from (`OutputParser.linesBelow`), as the screen shows them.
  * `close()` freezes the buffer when the send settles; later output is not the send's.
  */
 export class SendBuffer {
@@ -51,11 +53,18 @@ export class SendBuffer {
   private firstLine: number
   private dropped = false
   private frozenPartial: string | undefined
+  private frozenBelow: string[] | undefined
 
   /** Next committed line `take()` returns. */
   private takeNext: number
-  /** The partial line text the previous `take()` returned, while that line was still open. */
+  /** The line the takes so far end inside (without its line break) and the text they returned of it. */
   private taken: { line: number; text: string; revision: number } | undefined
+  /**
+   * Lines the takes returned that a cursor then moved up into, from `line` on, as returned (the
+   * last may be `taken`'s): each is held while open, and returned again only if it is committed
+   * as something else — so a redraw in place is not shown twice.
+   */
+  private shown: { line: number; texts: string[] } | undefined
 
   constructor(source: SendBufferSource, options: SendBufferOptions) {
     if (!Number.isSafeInteger(options.maxBytes) || options.maxBytes < 1) {
@@ -81,10 +90,11 @@ export class SendBuffer {
     return this.dropped || this.store.anyCut()
   }
 
-  /** Stops collecting: the partial line as it is now becomes the send's last line. Idempotent. */
+  /** Stops collecting: the open lines as they are now become the send's last lines. Idempotent. */
   close(): void {
     if (this.stopListening === undefined) return
     this.frozenPartial = this.partial()
+    this.frozenBelow = this.source.linesBelow()
     this.stopListening()
     this.stopListening = undefined
     this.start.release()
@@ -96,8 +106,7 @@ export class SendBuffer {
    */
   viewport(): SendOutput {
     const parts = this.store.all()
-    const partial = this.partial()
-    if (partial !== '') parts.push(partial)
+    parts.push(...this.openLines())
     const { text, cut } = joinTail(parts, this.maxBytes)
     return { text, truncated: cut || this.truncated }
   }
@@ -122,6 +131,10 @@ export class SendBuffer {
    * followed by `\n`; the open partial line is returned as far as it goes, and the next take
    * continues it. If that line was rewritten in the meantime (CR, erase), the next take starts a
    * new line and repeats it whole, so the concatenation of all takes reads like the terminal.
+   * A line a cursor moved back up into after it was returned is held while it is open; committed
+   * again as it was returned it is not returned again, and committed as something else it is
+   * returned again whole on a line of its own, with every line after it. After `close()` the
+   * open lines (the current one and those below it) are final and returned so.
    * `truncated` says lines produced since the previous take were dropped before being taken, or
    * the text was cut to `maxBytes`.
    */
@@ -133,25 +146,62 @@ export class SendBuffer {
       this.takeNext = this.firstLine
     }
     const end = this.firstLine + this.store.length
-    let open = this.taken
     for (let n = this.takeNext; n < end; n++) {
       const index = n - this.firstLine
-      const line = this.store.text(index)
       if (this.store.isCut(index)) truncated = true
-      if (open !== undefined && open.line === n && line.startsWith(open.text)) text += `${line.slice(open.text.length)}\n`
-      else text += `${open !== undefined ? '\n' : ''}${line}\n`
-      open = undefined
+      text += this.committedText(n, this.store.text(index))
     }
     this.takeNext = end
     // The partial line is always the one after the last committed line, numbered `end`.
-    const partial = this.partial()
-    const current = end
+    const open = this.frozenPartial === undefined ? [this.partial()] : this.openLines()
+    for (let k = 0; k < open.length - 1; k++) text += this.committedText(end + k, open[k]!)
+    const current = end + Math.max(0, open.length - 1)
+    const partial = open.at(-1) ?? ''
     const revision = this.frozenPartial !== undefined ? -1 : this.source.partialRevision
-    if (open !== undefined && open.line === current && continues(open, partial, revision)) text += partial.slice(open.text.length)
-    else text += `${open !== undefined ? '\n' : ''}${partial}`
-    this.taken = partial === '' ? undefined : { line: current, text: partial, revision }
+    text += this.shown === undefined ? this.openText(current, partial, revision) : this.heldText(current, partial)
     const bounded = keepUtf8Tail(text, this.maxBytes)
     return { text: bounded, truncated: truncated || bounded.length < text.length }
+  }
+
+  /** What takes `line` number `n`, committed as `text`, from where the takes stand: '' when they already returned it so. */
+  private committedText(n: number, text: string): string {
+    const shown = this.shown
+    if (shown !== undefined && shown.line === n && this.taken?.line !== n) {
+      const was = shown.texts.shift()
+      shown.line++
+      if (shown.texts.length === 0) this.shown = undefined
+      if (text === was) return ''
+    }
+    // Changed by a redraw: from here on every line is returned as it comes.
+    this.shown = undefined
+    const open = this.taken
+    this.taken = undefined
+    if (open !== undefined && open.line === n && text.startsWith(open.text)) return `${text.slice(open.text.length)}\n`
+    return `${open !== undefined ? '\n' : ''}${text}\n`
+  }
+
+  /** What takes the open line `n` as far as `partial` goes, continuing it when the takes end inside it. */
+  private openText(n: number, partial: string, revision: number): string {
+    const open = this.taken
+    this.taken = partial === '' ? undefined : { line: n, text: partial, revision }
+    if (open !== undefined && open.line === n && continues(open, partial, revision)) return partial.slice(open.text.length)
+    return `${open !== undefined ? '\n' : ''}${partial}`
+  }
+
+  /** The open line `n` is one the takes returned before a cursor moved up into it: nothing until it is final, then only a change. */
+  private heldText(n: number, partial: string): string {
+    if (this.frozenPartial === undefined) return ''
+    const shown = this.shown!
+    this.shown = undefined
+    if (shown.line === n && this.taken?.line !== n && partial === shown.texts[0]) return ''
+    return this.openText(n, partial, -1)
+  }
+
+  /** The send's open lines: its part of the current line, then the lines below it, '' and blank ones at the bottom left out. */
+  private openLines(): string[] {
+    const below = this.frozenBelow ?? this.source.linesBelow()
+    const partial = this.partial()
+    return below.length === 0 && partial === '' ? [] : [partial, ...below]
   }
 
   /** The send's part of the current line. */
@@ -165,16 +215,25 @@ export class SendBuffer {
   /**
    * Line `lineNumber` is open again (a cursor moved up into it): the buffer forgets it, and comes
    * to hold it again, as it then reads, when it is committed again. A line before the send's
-   * first one becomes its first.
+   * first one becomes its first. What the takes returned of it, and of the line the cursor left
+   * when they end inside that one, is remembered in `shown`.
    */
   private rewind(lineNumber: number): void {
     const store = this.store
-    if (store.length > 0 && this.firstLine + store.length - 1 === lineNumber) store.dropNewest()
-    else if (store.length === 0 && lineNumber < this.firstLine) this.firstLine = lineNumber
-    if (this.takeNext > lineNumber) {
-      this.takeNext = lineNumber
-      this.taken = undefined
+    let text: string | undefined
+    if (store.length > 0 && this.firstLine + store.length - 1 === lineNumber) {
+      text = store.text(store.length - 1)
+      store.dropNewest()
+    } else if (store.length === 0 && lineNumber < this.firstLine) this.firstLine = lineNumber
+    const taken = this.taken
+    if (taken !== undefined && taken.line === lineNumber + 1 && this.shown === undefined) this.shown = { line: taken.line, texts: [taken.text] }
+    const returned = taken?.line === lineNumber ? taken.text : text !== undefined && lineNumber < this.takeNext ? text : undefined
+    if (returned !== undefined && (this.shown === undefined || this.shown.line === lineNumber + 1)) {
+      this.shown ??= { line: lineNumber + 1, texts: [] }
+      this.shown.texts.unshift(returned)
+      this.shown.line = lineNumber
     }
+    if (this.takeNext > lineNumber) this.takeNext = lineNumber
   }
 
   private push(text: string, lineNumber: number): void {

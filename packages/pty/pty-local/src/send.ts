@@ -33,6 +33,8 @@ export interface SendHost {
   readonly knownAtPrompt: boolean
   /** Prompt markers parsed so far. */
   readonly promptMarkerCount: number
+  /** The status the latest prompt marker carried (the shell's `$?`, see prompt.ts). */
+  readonly promptStatus: number | undefined
   /** Monotonic clock, ms. */
   now(): number
   status(): SessionStatus
@@ -329,6 +331,7 @@ export class Send {
           elapsedMs: Math.max(0, Math.round(host.now() - effect.writtenAt)),
         }
         if (effect.inputState !== undefined) result.inputState = effect.inputState
+        if (effect.atPrompt && this.kind === 'send' && host.promptStatus !== undefined) result.exitStatus = host.promptStatus
         host.settled(this, effect.atPrompt)
         this.resolve(result)
         return

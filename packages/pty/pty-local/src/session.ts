@@ -116,11 +116,15 @@ export class LocalSession implements BackendSession {
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
   /**
-   * Text that earlier sends typed without ending its line (`submit: false`): a reader in canonical
-   * mode holds it in its line, so the canonical limit counts it with the next send's first line.
-   * Cleared by a line break, a keys or secret send, and SIGINT (ISIG flushes the queue).
+   * The input on the current line. `from`: where the first send that typed on it began (a mark,
+   * which moves left with text a program writes left of it — a REPL redrawing its line); a result
+   * that starts on this line starts there, so text an earlier send typed without Enter shows with
+   * what follows, as the program reads it, at any prompt. `text`: what earlier sends typed on it
+   * without ending it (`submit: false`); a reader in canonical mode holds it in its line, so the
+   * canonical limit counts it with the next send's first line. The text is cleared by a line
+   * break, a keys or secret send, and SIGINT (ISIG flushes the queue).
    */
-  private openLineText = ''
+  private openLine: { from: OutputMark; text: string } | undefined
   private holdTimer: NodeJS.Timeout | undefined
   /** A program session's full screen model, fed every chunk after redaction, and its decoder. */
   private readonly fullScreen: { model: ScreenModel; decoder: StringDecoder } | undefined
@@ -144,6 +148,8 @@ export class LocalSession implements BackendSession {
   /** Where the screen stood when each send buffer opened (display.ts, `ScreenPoint`). */
   private readonly bufferPoints = new WeakMap<SendBuffer, ScreenPoint>()
   private promptMarkers = 0
+  /** The status the latest prompt marker carried. */
+  private promptStatus: number | undefined
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
   /** The shell is known to sit at its controlled prompt with no output since. */
@@ -266,25 +272,29 @@ export class LocalSession implements BackendSession {
     }
     const plan = planInput(input, { ...this.keyModes(), ...this.pasteModes() })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
-    const lines = input.text !== undefined ? this.openLineText + plan.lines : plan.lines
+    const openText = this.openLine?.text ?? ''
+    const lines = input.text !== undefined ? openText + plan.lines : plan.lines
     const long = overlongLine(lines)
     const request: SendRequest = {
       text: plan.inputText,
       submit: input.submit,
       // Explicit steps (a bench's baseline) replace the planned ones.
       steps: input.steps ?? plan.steps,
-      ...(long !== undefined && { inputCheck: () => this.refuseLines(lines, long, this.openLineText.length > 0) }),
+      ...(long !== undefined && { inputCheck: () => this.refuseLines(lines, long, openText.length > 0) }),
       ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
       ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
       ...(input.signal !== undefined && { signal: input.signal }),
+    }
+    if (this.openLine?.from.line !== this.parser.lineCount + 1 && !this.parser.onAlternateScreen) {
+      this.openLine?.from.release()
+      this.openLine = { from: this.parser.mark({ keepLines: false }), text: '' }
     }
     const send = new Send(this.host, request, 'send')
     this.current = send
     // Written whole once it settles: what it leaves open on the line is counted by the next.
     send.operation.done.then(
       () => {
-        if (input.text === undefined || input.submit) this.openLineText = ''
-        else this.openLineText = lines.split(/\r\n|\r|\n/).at(-1) ?? ''
+        if (this.openLine !== undefined) this.openLine.text = input.text === undefined || input.submit ? '' : (lines.split(/\r\n|\r|\n/).at(-1) ?? '')
       },
       () => undefined,
     )
@@ -316,7 +326,7 @@ export class LocalSession implements BackendSession {
     if (this.state.state === 'exited') {
       throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; no signal was sent` })
     }
-    if (signal === 'SIGINT') this.openLineText = ''
+    if (signal === 'SIGINT' && this.openLine !== undefined) this.openLine.text = ''
     const active = this.current
     if (active !== undefined) {
       // A signal right after a send is meant for what the send started: wait for the input to
@@ -326,7 +336,7 @@ export class LocalSession implements BackendSession {
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
       await active.settledWithin(this.config.handoffGraceMs)
-      return result
+      return { ...result, sessionStatus: this.status() }
     }
     // No send: watch the terminal become ready again before returning (see SendKind).
     const watch = new Send(this.host, { text: '', submit: false }, 'signal', signal)
@@ -338,7 +348,7 @@ export class LocalSession implements BackendSession {
         await watch.done
         throw new PtyError('NO_FOREGROUND', { reason: 'the signal was not sent' })
       }
-      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason }
+      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason, sessionStatus: settled.sessionStatus }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }
@@ -450,6 +460,9 @@ export class LocalSession implements BackendSession {
       get promptMarkerCount() {
         return session.promptMarkers
       },
+      get promptStatus() {
+        return session.promptStatus
+      },
       now: this.now,
       status: () => this.state,
       promptShown: (since) => this.promptShown(since),
@@ -537,13 +550,17 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * A buffer collecting from here on. At the shell's prompt it starts where the prompt ends, so
-   * text already typed on the line (an earlier send without Enter) shows with the next input.
+   * A buffer collecting from here on. On a line sends already typed on, it starts where the input
+   * on it begins: where the first of them began typing (`openLine`), after the shell's prompt when
+   * that is on the line — so text typed there without Enter shows with the next input.
    */
   private newBuffer(): SendBuffer {
+    const line = this.parser.lineCount + 1
+    const starts: number[] = []
+    if (this.openLine?.from.line === line) starts.push(this.openLine.from.column)
     const mark = this.promptMark
-    const atPrompt = mark !== undefined && mark.line === this.parser.lineCount + 1 && this.parser.textSince(mark).startsWith(this.prompt.ps1)
-    const buffer = new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes, ...(atPrompt && { startColumn: mark.column + this.prompt.ps1.length }) })
+    if (mark?.line === line && this.parser.textSince(mark).startsWith(this.prompt.ps1)) starts.push(mark.column + this.prompt.ps1.length)
+    const buffer = new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes, ...(starts.length > 0 && { startColumn: Math.max(...starts) }) })
     this.bufferPoints.set(buffer, this.display.point())
     return buffer
   }
@@ -642,6 +659,7 @@ export class LocalSession implements BackendSession {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
       this.promptMarkers++
+      this.promptStatus = marker.status
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is

@@ -219,6 +219,22 @@ describe('a cursor that moves up rewrites the lines it reaches', () => {
   it('moves down over the lines it came up from on CUD, keeping the column', () => {
     expect(shown(everySplit('abc\ndef\n\x1b[2AX\x1b[BY\n\n'))).toEqual(['Xbc', 'dYf', ''])
   })
+
+  it('keeps the lines below a cursor that stays up, as the screen shows them, and the rows down to them', () => {
+    const parser = new OutputParser({ cols: 10 })
+    parser.feed(Buffer.from('one\ntwo\nthree-and-more\n\x1b[3A'))
+    expect([parser.partial, ...parser.linesBelow()]).toEqual(['two', 'three-and-more'])
+    // The blank line the cursor came up from is left out; the wrapped line counts two rows.
+    expect(parser.rowsBelowCursor()).toBe(2)
+  })
+
+  it('blanks the lines below on ED 0, erase below', () => {
+    const trace = everySplit('one\ntwo\nthree\n\x1b[2Axyz\x1b[J\n\n')
+    expect(shown(trace)).toEqual(['one', 'xyz', ''])
+    const parser = new OutputParser()
+    parser.feed(Buffer.from('one\ntwo\nthree\n\x1b[2Axyz\x1b[J'))
+    expect([parser.partial, ...parser.linesBelow()]).toEqual(['xyz'])
+  })
 })
 
 describe('unterminated strings are bounded', () => {

@@ -49,6 +49,27 @@ describe('a send at the shell prompt', () => {
   }, 30_000)
 })
 
+describe('a send at a REPL prompt', () => {
+  const repls = [
+    { name: 'python3', command: 'python3 -q', echo: /^qecho hi$/ },
+    { name: 'the Node REPL', command: 'node', echo: /^qecho hi$/ },
+    // prompt_toolkit writes the whole line again, its prompt included.
+    { name: 'ipython', command: 'ipython3 --no-banner --colors=NoColor --no-confirm-exit --HistoryManager.enabled=False', echo: /^In \[1\]: qecho hi$/ },
+  ]
+  for (const repl of repls) {
+    it.skipIf(!runs(repl.command.split(' ')[0]!, ['--version']))(`shows text an earlier send left on the line with the input at ${repl.name}'s prompt`, async () => {
+      const session = await openSession({ idleSilenceMs: 5000 })
+      await session.startSend({ text: repl.command, submit: true, idleMs: 30_000 }).done
+      await session.startSend({ text: 'q', submit: false }).done
+      const result = await send(session, 'echo hi')
+      expect(result.viewport.split('\n')[0]).toMatch(repl.echo)
+      // The next line starts fresh.
+      const next = await send(session, '6*7')
+      expect(next.viewport.split('\n')[0]).toMatch(/^(In \[2\]: )?6\*7$/)
+    }, 60_000)
+  }
+})
+
 describe('REPLs that redraw a multi-line definition', () => {
   it.skipIf(!runs('ipython3', ['--version']))('ipython shows a definition once', async () => {
     const session = await openSession({ idleSilenceMs: 5000 })

@@ -143,4 +143,13 @@ describe('a cursor that moves up', () => {
     parser.feed(Buffer.from('aaa\r\nbbb\r\n\x1b[2Axyz\r\n\r\nend\r\n'))
     expect(scrollback.read({ offset: 0, count: 500 }, BIG)).toMatchObject({ text: 'xyz\nbbb\nend', totalLines: 3, lineEnd: 3 })
   })
+
+  it('pages the lines below a cursor that stays up after the line it is on, numbered on from it', () => {
+    const parser = new OutputParser()
+    const scrollback = new Scrollback({ maxLines: 100, maxBytes: 10000 })
+    scrollback.follow(parser)
+    parser.feed(Buffer.from('one\r\n\r\nthree\r\n\x1b[2A'))
+    expect(scrollback.read({ offset: 0, count: 500 }, BIG)).toMatchObject({ text: 'one\n\nthree', totalLines: 3, lineEnd: 3 })
+    expect(scrollback.read({ offset: 0, count: 1 }, BIG)).toMatchObject({ text: 'three', lineBegin: 3 })
+  })
 })

@@ -179,4 +179,47 @@ describe('a cursor that moves up', () => {
     expect(buffer.take().text).toBe('xyz\nbbb\n')
     expect(buffer.viewport().text).toBe('xyz\nbbb')
   })
+
+  it('streams lines a redraw writes again in place once, taken at any point of the stream', () => {
+    const stream = 'for x\r\n  echo\r\ndone\x1b[A\x1b[A\b\bfor x\r\n\r  echo\r\n\rdone\r\nran\r\n$ '
+    for (let cut = 0; cut <= stream.length; cut++) {
+      const { buffer, feed } = setup('$ ')
+      feed(stream.slice(0, cut))
+      let joined = buffer.take().text
+      feed(stream.slice(cut))
+      joined += buffer.take().text
+      buffer.close()
+      joined += buffer.take().text
+      expect(joined, `split at ${cut}`).toBe('for x\n  echo\ndone\nran\n$ ')
+    }
+  })
+
+  it('holds a line it streamed while a cursor is back on it, and streams nothing of a redraw still under way', () => {
+    const { buffer, feed } = setup('')
+    feed('aaa\r\nbbb')
+    expect(buffer.take().text).toBe('aaa\nbbb')
+    feed('\x1b[A\rbbb')
+    expect(buffer.take().text).toBe('')
+  })
+
+  it('streams a line a redraw changed on a line of its own, with the lines after it', () => {
+    const { buffer, feed } = setup('')
+    feed('a\r\nb\r\nc')
+    expect(buffer.take().text).toBe('a\nb\nc')
+    feed('\x1b[2A\rA\r\n\r\n\r\n')
+    expect(buffer.take().text).toBe('\nA\nb\nc\n')
+    expect(buffer.viewport().text).toBe('A\nb\nc')
+  })
+
+  it('ends with the lines below a cursor that stays up, in the viewport and the last take', () => {
+    const { buffer, feed } = setup('')
+    feed('one\r\ntwo\r\n')
+    let joined = buffer.take().text
+    feed('three\r\n\x1b[2A')
+    joined += buffer.take().text
+    buffer.close()
+    joined += buffer.take().text
+    expect(joined).toBe('one\ntwo\nthree')
+    expect(buffer.viewport().text).toBe('one\ntwo\nthree')
+  })
 })

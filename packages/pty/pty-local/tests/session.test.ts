@@ -59,6 +59,15 @@ describe('a local bash session', () => {
     expect(linesEqual(result.viewport, 'pc=[] ps1=[]')).toBe(1)
   })
 
+  it('runs ! as typed: history expansion is off', async () => {
+    const session = await openSession()
+    const done = await send(session, 'echo "Done!"')
+    expect(linesEqual(done.viewport, 'Done!')).toBe(1)
+    const bang = await send(session, 'echo A!B')
+    expect(linesEqual(bang.viewport, 'A!B')).toBe(1)
+    expect(done.viewport + bang.viewport).not.toContain('event not found')
+  })
+
   it('keeps the exit status of the last command for $? and survives set -u and a user PS1', async () => {
     const session = await openSession()
     await send(session, 'false')

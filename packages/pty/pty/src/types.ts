@@ -89,6 +89,12 @@ export interface SendResult {
   /** Whether the viewport lost data to the send's byte bound. */
   truncated: boolean
   inputState?: InputState
+  /**
+   * When the send settled at the shell's own prompt: the exit status the shell reported there for
+   * what ran (its `$?`, bash(1) Special Parameters; 128+N after signal N). Absent elsewhere (a
+   * REPL, a program still running, a prompt proved only by /proc).
+   */
+  exitStatus?: number
   evidence: ReadinessEvidence
   /** Time from the write to settling, in ms. */
   elapsedMs: number
@@ -308,6 +314,8 @@ export interface SignalResult {
    * backend's wait, else the reason that wait ended. Absent when a send was active.
    */
   waitReason?: WaitReason
+  /** The session's status once the signal's effect was seen (`exited` when it ended the shell). */
+  sessionStatus?: SessionStatus
 }
 
 /** A process a close stopped or could not stop. */
@@ -361,24 +369,11 @@ export type PtyError<C extends PtyErrorCode = PtyErrorCode> = ErrorOf<typeof PTY
 
 // ─── Backend contract ─────────────────────────────────────────────────────────────
 
-export interface BackendSpawnRequest {
+/** What a backend opens: the caller's `SpawnOptions` as the service validated them (an absent size: the backend's default). */
+export interface BackendSpawnRequest extends Omit<SpawnOptions, 'type'> {
   owner: PtyOwner
   /** Id the service will publish the session under. */
   sessionId: string
-  name?: string
-  cwd?: string
-  /** Terminal size asked for at open (validated by the service); absent = the backend's default. */
-  rows?: number
-  cols?: number
-  /** The program instead of the shell, validated by the service (see `SpawnOptions`). */
-  command?: string
-  args?: string[]
-  env?: Record<string, string>
-  network?: boolean
-  writablePaths?: string[]
-  expose?: number[]
-  /** Values to redact from the start (see `SpawnOptions.redact`). */
-  redact?: SecretValue[]
   /** Aborted when the caller cancels, the owner is disposed or the service disposes. */
   signal: AbortSignal
 }

@@ -36,13 +36,8 @@ export const PROMPT_SECTION_ORDER = 50
 /** The system-prompt section (a few lines; background guidance only when it is enabled). */
 export function promptSection(config: Pick<Config, 'enableRunInBackground'>): string {
   return [
-    'Terminals (terminal_open, terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list) keep their state between calls. Use them when state must persist: a REPL (python3, node), a debugger, cd/export in a shell, a long-running interactive program. For a one-off command any terminal works, but close terminals you no longer need.',
-    'A terminal runs one send at a time; while one runs, wait for it or interrupt it before sending more.',
-    'Each send says why it returned: stdin_read means the terminal is waiting for input. inferred_idle (output went quiet) and timeout do not prove the command finished; check with terminal_read before relying on the result.',
-    config.enableRunInBackground
-      ? 'For long commands use run_in_background: true; it returns a task id at once, and task_output shows the output and final status.'
-      : undefined,
-    'To interrupt a program, use terminal_signal with SIGINT (SIGTERM or SIGKILL to stop it harder); [input: continuation] means the terminal waits for the rest of a block.',
+    'Use terminals for REPLs (python3, node), debuggers and interactive programs as well as shell commands. inferred_idle and timeout do not prove a command finished: check before relying on the result.',
+    config.enableRunInBackground ? 'Run long commands with run_in_background: true.' : undefined,
   ]
     .filter((line) => line !== undefined)
     .join('\n')

@@ -9,6 +9,7 @@
  * ```
  * <new output, or "(no new output)">
  * [wait: stdin_read]
+ * [exit: 0]                           when it settled at the shell's prompt: the status of what ran
  * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
  * [input: continuation — …]           when the terminal waits for the rest of a block
  * [input: not_reading — …]            when nothing in the foreground read the input
@@ -18,6 +19,7 @@
  * ```
  */
 import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { constants } from 'node:os'
 import { boundUtf8, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
@@ -95,12 +97,19 @@ function join(body: string, lines: string[]): string {
   return body === '' ? lines.join('\n') : [body, ...lines].join('\n')
 }
 
-/** `running`, `exited code=3`, `exited signal=SIGHUP`. */
+/**
+ * `running`, `exited code=3`, `exited signal=SIGHUP`; a code above 128 names the signal it
+ * stands for by the shell's convention (`exited code=129 (128+SIGHUP)`, bash(1) EXIT STATUS).
+ */
 export function statusText(status: SessionStatus): string {
   if (status.state === 'running') return 'running'
   if (status.signal) return `exited signal=${status.signal}`
-  return `exited code=${status.exitCode ?? 'unknown'}`
+  const code = status.exitCode
+  const signal = code === null || code === undefined ? undefined : SIGNAL_NAMES.get(code - 128)
+  return `exited code=${code ?? 'unknown'}${signal === undefined ? '' : ` (128+${signal})`}`
 }
+
+const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, number]) => [number, name]))
 
 const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
   continuation: {
@@ -152,6 +161,8 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
 export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = []): { text: string; truncated: boolean } {
   const meta: MetaLine[] = [
     { text: `[wait: ${result.waitReason}]` },
+    // Shown for 0 too: without it, a missing line would have to mean both "succeeded" and "unknown".
+    ...(result.exitStatus === undefined ? [] : [{ text: `[exit: ${result.exitStatus}]` }]),
     { text: `[session: ${statusText(result.sessionStatus)}]` },
     ...inputLine(result.inputState),
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
@@ -244,11 +255,13 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
 /** At most this many processes are named in a close result; the rest are counted. */
 export const CLOSE_NAMES_SHOWN = 20
 
+/** A signal; `[session: exited …]` follows when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
+  const ended: MetaLine[] = result.sessionStatus?.state === 'exited' ? [{ text: `[session: ${statusText(result.sessionStatus)}]` }] : []
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

@@ -24,13 +24,13 @@ export function registerResize(options: ResizeToolOptions): () => void {
   return options.tools.register({
     name: 'terminal_resize',
     description:
-      'Resize a terminal to rows x cols character cells. The program in front gets SIGWINCH and redraws for the new size (full-screen programs such as vim, less or htop). Returns [resized: pty-1 to ROWSxCOLS].',
+      'Resize a terminal; the program in front gets SIGWINCH and redraws (vim, less, htop).',
     kind: 'execute',
     maxResultBytes,
     input: z.strictObject({
       sessionId: options.sessionId,
-      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).describe(`Rows (1–${MAX_TERMINAL_ROWS}).`),
-      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).describe(`Columns (1–${MAX_TERMINAL_COLS}).`),
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS),
     }),
     title: (input) => `resize ${input.sessionId} ${input.rows}x${input.cols}`,
     async execute(input, { agent }) {

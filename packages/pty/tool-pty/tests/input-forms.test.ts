@@ -62,11 +62,12 @@ describe('secrets', () => {
     expect(() => Config.parse({ secrets: { BOTH: { env: 'X', file: '/x' } } })).toThrow()
   })
 
-  it('types a configured secret and lists the names; the tool description names them', async () => {
+  it('types a configured secret and lists the names; the secret field names them', async () => {
     process.env['CONCH_TOOL_TEST_SECRET'] = 'memory-secret-42'
     try {
       harness = await boot({ toolPty: { secrets: { DEMO_PASSWORD: { env: 'CONCH_TOOL_TEST_SECRET' } } } })
-      expect(harness.ctx.tools.get('terminal_send')!.description).toContain('answer it with secret (configured: DEMO_PASSWORD)')
+      const send = harness.ctx.tools.specs().find((spec) => spec.name === 'terminal_send')!
+      expect((send.parameters['properties'] as Record<string, { description: string }>)['secret']!.description).toMatch(/Configured: DEMO_PASSWORD$/)
       await harness.call('terminal_open', { type: 'shell' })
       const typed = await harness.call('terminal_send', { sessionId: 'pty-1', secret: 'DEMO_PASSWORD' })
       expect(JSON.stringify(typed)).not.toContain('memory-secret-42')

@@ -50,7 +50,6 @@ describe('tool definitions', () => {
     await harness.call('terminal_open', { type: 'shell' })
     const send = harness.ctx.tools.specs().find((spec) => spec.name === 'terminal_send')!
     expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs'])
-    expect(send.parameters['additionalProperties']).toBe(false)
     const forced = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=yes', run_in_background: true })
     expect(forced.isError).toBe(true)
     expect(forced.content[0]!.text).toContain('run_in_background is disabled in this deployment; send in the foreground')
@@ -74,10 +73,8 @@ describe('tool definitions', () => {
   it('adds a terminal section to the system prompt', async () => {
     harness = await boot()
     const prompt = harness.ctx.agents.systemPrompt(harness.agent)
-    expect(prompt).toContain('Use them when state must persist: a REPL (python3, node), a debugger, cd/export in a shell')
-    expect(prompt).toContain('A terminal runs one send at a time')
-    expect(prompt).toContain('inferred_idle (output went quiet) and timeout do not prove the command finished')
-    expect(prompt).toContain('terminal_signal with SIGINT')
+    expect(prompt).toContain('Use terminals for REPLs (python3, node), debuggers and interactive programs')
+    expect(prompt).toContain('inferred_idle and timeout do not prove a command finished')
     expect(prompt).toContain('run_in_background: true')
   })
 

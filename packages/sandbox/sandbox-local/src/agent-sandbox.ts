@@ -190,7 +190,7 @@ export class AgentSandboxes {
       for (const path of [base, folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.path, uid: uid() })
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
     }
     if (network.mode === 'full' || !this.options.shareNetwork) {
       if (network.mode === 'allow') {

@@ -57,7 +57,7 @@ export class JsonLinesConnection {
     this.closedReason = reason
     for (const [id, entry] of this.pending) {
       this.pending.delete(id)
-      entry.reject(new SubagentError('RPC_FAILED', { reason: `${entry.method}: ${reason}` }))
+      entry.reject(new SubagentError('RPC_FAILED', { method: entry.method, closed: reason }))
     }
   }
 
@@ -66,7 +66,7 @@ export class JsonLinesConnection {
   }
 
   request<T>(method: string, params: unknown): Promise<T> {
-    if (this.closedReason !== undefined) return Promise.reject(new SubagentError('RPC_FAILED', { reason: `${method}: ${this.closedReason}` }))
+    if (this.closedReason !== undefined) return Promise.reject(new SubagentError('RPC_FAILED', { method, closed: this.closedReason }))
     const id = this.nextId++
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { method, resolve: resolve as (value: unknown) => void, reject })
@@ -115,7 +115,7 @@ export class JsonLinesConnection {
     this.pending.delete(id)
     if ('error' in json && json.error !== undefined && json.error !== null) {
       const error = json.error as { code?: unknown; message?: unknown }
-      entry.reject(new SubagentError('RPC_FAILED', { reason: `${entry.method} failed: ${typeof error.message === 'string' ? error.message : JSON.stringify(error)}` }))
+      entry.reject(new SubagentError('RPC_FAILED', { method: entry.method, error: typeof error.message === 'string' ? error.message : JSON.stringify(error) }))
     } else {
       entry.resolve(json.result)
     }

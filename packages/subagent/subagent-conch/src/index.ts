@@ -118,9 +118,7 @@ export function conchProvider(subprocess: SubprocessServiceApi, config: Config, 
     async start(request) {
       const childDepth = where.depth + 1
       if (childDepth > chainMax) {
-        throw new SubagentError('DEPTH_EXCEEDED', {
-          reason: `this conch is at delegation depth ${where.depth} of at most ${chainMax}: it may not start another "${config.name}" sub-agent; do the task yourself`,
-        })
+        throw new SubagentError('DEPTH_EXCEEDED', { provider: config.name, depth: where.depth, max: chainMax })
       }
       // request.maxDepth: how many levels the child may still start below itself.
       const max = Math.min(chainMax, request.maxDepth === undefined ? Number.POSITIVE_INFINITY : childDepth + request.maxDepth)

@@ -258,8 +258,7 @@ export async function disposeProcess(options: DisposeProcessOptions): Promise<Te
   if (!exited) await withinMs(child.done, Math.max(0, deadline - Date.now()))
   const report = await child.terminate({ graceMs: options.graceMs })
   if (report.survivors.length > 0) {
-    const list = report.survivors.map((record) => `${record.comm} (pid ${record.pid})`).join(', ')
-    throw new SubagentError('TEARDOWN_FAILED', { reason: `the "${options.provider}" sub-agent's processes survived SIGKILL: ${list}` })
+    throw new SubagentError('TEARDOWN_FAILED', { provider: options.provider, survivors: report.survivors.map((record) => `${record.comm} (pid ${record.pid})`) })
   }
   return report
 }

@@ -33,8 +33,7 @@ export function hidePrivateRoot(ctx: Context, root: string, name: string): void 
     closeSync(ensurePrivateFolder(path, { root: dirname(path), repair: true }).fd)
   } catch (error) {
     if (!(error instanceof BeneathError)) throw error
-    const why = error.code === 'PATH_SYMLINK' ? ', which conch does not follow to the run homes' : ''
-    throw new SubagentError('PRIVATE_ROOT_UNSAFE', { reason: `${name}: the private state folder ${error.message}${why}; remove it (conch makes it again), or configure another folder` })
+    throw new SubagentError('PRIVATE_ROOT_UNSAFE', { owner: name, refusal: error.code, beneath: error.details })
   }
   ctx.inject(['sandbox'], (scope) => {
     const sandbox = scope.get('sandbox') as Hiding | undefined

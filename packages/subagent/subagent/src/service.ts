@@ -257,9 +257,7 @@ class SubagentService extends Service implements SubagentServiceApi {
 
   registerProvider(provider: SubagentProvider): () => void {
     if (!PROVIDER_NAME.test(provider.name)) {
-      throw new SubagentError('INVALID_PROVIDER', {
-        reason: `sub-agent provider name ${JSON.stringify(provider.name)} is not [a-z][a-z0-9-]*`,
-      })
+      throw new SubagentError('INVALID_PROVIDER', { name: provider.name })
     }
     return this.ctx.effect(() => {
       if (this.providers.has(provider.name)) {
@@ -288,9 +286,7 @@ class SubagentService extends Service implements SubagentServiceApi {
     }
     for (const [capability, needed] of CAPABILITY_FIELDS) {
       if (needed(request) && !provider.capabilities[capability]) {
-        throw new SubagentError('UNSUPPORTED_CAPABILITY', {
-          reason: `sub-agent provider "${name}" cannot enforce ${capability} on its child; remove it from the request or use a provider that supports it`,
-        })
+        throw new SubagentError('UNSUPPORTED_CAPABILITY', { provider: name, capability })
       }
     }
     if (this.disposing) {
@@ -303,14 +299,12 @@ class SubagentService extends Service implements SubagentServiceApi {
     }
     const timeoutMs = Math.min(request.timeoutMs ?? this.config.timeoutMs, this.config.maxTimeoutMs)
     if (!(Number.isSafeInteger(timeoutMs) && timeoutMs > 0)) {
-      throw new SubagentError('INVALID_REQUEST', { reason: `timeoutMs of a "${name}" sub-agent must be a positive integer of ms, not ${String(request.timeoutMs)}` })
+      throw new SubagentError('INVALID_REQUEST', { provider: name, timeoutMs: request.timeoutMs })
     }
     const parent = request.parent
     const held = this.held.get(parent) ?? 0
     if (held >= this.config.maxRunsPerParent) {
-      throw new SubagentError('TOO_MANY_RUNS', {
-        reason: `${parent.id} already has ${held} sub-agents running (subagents.maxRunsPerParent: ${this.config.maxRunsPerParent}); wait for one to end first`,
-      })
+      throw new SubagentError('TOO_MANY_RUNS', { parent: parent.id, running: held, maxRunsPerParent: this.config.maxRunsPerParent })
     }
     this.held.set(parent, held + 1)
     let released = false

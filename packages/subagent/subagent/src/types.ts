@@ -9,6 +9,7 @@
  */
 import type { Agent } from '@conch/agent'
 import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { BeneathError, type BeneathErrorCode } from '@conch/subprocess'
 
 /** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
 export interface TextBlock {
@@ -204,29 +205,35 @@ export interface SubagentEndData {
 }
 
 /**
- * The codes of `SubagentError`, each with its details and its message. A refusal names the provider,
- * the run or the parent and the fix in its sentence (`reason`); `DUPLICATE_PROVIDER` and
- * `NO_PROVIDER` carry the provider's name.
+ * The codes of `SubagentError`, each with its details and its message. `START_FAILED` carries the
+ * sentence that names the provider, what failed and the fix (`reason`).
  */
 const SUBAGENT_ERRORS = {
-  NO_PROVIDER: (d: { provider: string; known: string } | { reason: string }) => ('reason' in d ? d.reason : `no sub-agent provider named "${d.provider}"; registered: ${d.known}`),
-  UNSUPPORTED_CAPABILITY: (d: { reason: string }) => d.reason,
+  /** No provider `provider` is registered (`known`: those that are), or (`role`) a composition names none for a role. */
+  NO_PROVIDER: (d: { provider: string; known: string } | { role: string }) =>
+    'role' in d ? `the pool kind names no fresh-spawn provider (${d.role})` : `no sub-agent provider named "${d.provider}"; registered: ${d.known}`,
+  UNSUPPORTED_CAPABILITY: (d: { provider: string; capability: string }) =>
+    `sub-agent provider "${d.provider}" cannot enforce ${d.capability} on its child; remove it from the request or use a provider that supports it`,
   DUPLICATE_PROVIDER: (d: { provider: string }) => `a sub-agent provider named "${d.provider}" is already registered; give the second one another name`,
   START_FAILED: (d: { reason: string }) => d.reason,
-  /** A provider definition `registerProvider()` refuses (bad name). */
-  INVALID_PROVIDER: (d: { reason: string }) => d.reason,
-  /** The child's process tree did not go away (survivors after KILL). */
-  TEARDOWN_FAILED: (d: { reason: string }) => d.reason,
-  /** A depth-enforcing provider refused to start a child beyond the maximum depth. */
-  DEPTH_EXCEEDED: (d: { reason: string }) => d.reason,
-  /** A provider's private state folder is a symbolic link or not a folder (`hidePrivateRoot`). */
-  PRIVATE_ROOT_UNSAFE: (d: { reason: string }) => d.reason,
-  /** The parent already has `maxRunsPerParent` runs going (started, running, or being torn down). */
-  TOO_MANY_RUNS: (d: { reason: string }) => d.reason,
-  /** A request field the service cannot take (for example a `timeoutMs` that is not a positive integer). */
-  INVALID_REQUEST: (d: { reason: string }) => d.reason,
-  /** A request to the child's own protocol (codex app-server JSON-RPC) failed, or its connection closed first. */
-  RPC_FAILED: (d: { reason: string }) => d.reason,
+  /** A provider definition `registerProvider()` refuses (bad `name`), or a provider's config names an unknown pool `kind` (`known`). */
+  INVALID_PROVIDER: (d: { name: string } | { kind: string; known: string[] }) =>
+    'name' in d ? `sub-agent provider name ${JSON.stringify(d.name)} is not [a-z][a-z0-9-]*` : `subagent-cli-pool: kind: unknown pool kind "${d.kind}"; known: ${d.known.join(', ')}`,
+  /** The child's process tree did not go away: `survivors` after KILL, as `comm (pid N)`. */
+  TEARDOWN_FAILED: (d: { provider: string; survivors: string[] }) => `the "${d.provider}" sub-agent's processes survived SIGKILL: ${d.survivors.join(', ')}`,
+  /** A depth-enforcing provider refused to start a child: this process is at `depth` of at most `max`. */
+  DEPTH_EXCEEDED: (d: { provider: string; depth: number; max: number }) =>
+    `this conch is at delegation depth ${d.depth} of at most ${d.max}: it may not start another "${d.provider}" sub-agent; do the task yourself`,
+  /** A provider's private state folder is a symbolic link, not a folder, or not private (`hidePrivateRoot`): the beneath module's `refusal`. */
+  PRIVATE_ROOT_UNSAFE: (d: { owner: string; refusal: BeneathErrorCode; beneath: BeneathError['details'] }) =>
+    `${d.owner}: the private state folder ${BeneathError.message(d.refusal, d.beneath as never)}${d.refusal === 'PATH_SYMLINK' ? ', which conch does not follow to the run homes' : ''}; remove it (conch makes it again), or configure another folder`,
+  /** The `parent` already has `running` runs going (started, running, or being torn down), the `maxRunsPerParent`. */
+  TOO_MANY_RUNS: (d: { parent: string; running: number; maxRunsPerParent: number }) =>
+    `${d.parent} already has ${d.running} sub-agents running (subagents.maxRunsPerParent: ${d.maxRunsPerParent}); wait for one to end first`,
+  /** A `timeoutMs` that is not a positive integer. */
+  INVALID_REQUEST: (d: { provider: string; timeoutMs: unknown }) => `timeoutMs of a "${d.provider}" sub-agent must be a positive integer of ms, not ${String(d.timeoutMs)}`,
+  /** A request (`method`) to the child's own protocol (codex app-server JSON-RPC) failed with the child's `error`, or its connection closed first (`closed`: why). */
+  RPC_FAILED: (d: { method: string; error: string } | { method: string; closed: string }) => ('closed' in d ? `${d.method}: ${d.closed}` : `${d.method} failed: ${d.error}`),
 } satisfies ErrorMessages
 
 export type SubagentErrorCode = keyof typeof SUBAGENT_ERRORS

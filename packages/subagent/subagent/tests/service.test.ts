@@ -159,7 +159,7 @@ describe('the publish boundary', () => {
   it('keeps a provider SubagentError code (DEPTH_EXCEEDED) as it is', async () => {
     const { ctx, agent } = await boot()
     const fake = manual()
-    fake.failStartWith(new SubagentError('DEPTH_EXCEEDED', { reason: 'too deep' }))
+    fake.failStartWith(new SubagentError('DEPTH_EXCEEDED', { provider: 'manual', depth: 1, max: 1 }))
     ctx.subagents.registerProvider(fake.provider)
     expect((await rejection(ctx.subagents.start('manual', { prompt, parent: agent }))).code).toBe('DEPTH_EXCEEDED')
   })
@@ -292,7 +292,7 @@ describe('the publish boundary', () => {
           outcome: new Promise<never>(() => {}),
           async dispose() {
             attempts++
-            if (attempts === 1) throw new SubagentError('TEARDOWN_FAILED', { reason: 'survivors' })
+            if (attempts === 1) throw new SubagentError('TEARDOWN_FAILED', { provider: 'manual', survivors: ['sleep (pid 1)'] })
           },
         }
       },

@@ -50,10 +50,10 @@ export type Config = z.output<typeof Config>
 /** The description used when the row sets none. */
 export function defaultDescription(provider: string, background: boolean): string {
   return (
-    `Hand a self-contained task to a separate "${provider}" agent running in its own process, and get back its answer. ` +
-    'The sub-agent does not see this conversation: put everything it needs in the prompt. ' +
-    'The result ends with [subagent: NAME, stop: REASON, SECONDS]; any stop other than completed is an error and shows the partial answer and why.' +
-    (background ? ' With run_in_background: true the call returns a task id at once; read the answer with task_output and stop it with task_kill.' : '')
+    `Hand a self-contained task to a separate "${provider}" agent in its own process and get its answer. ` +
+    'It does not see this conversation: the prompt must hold everything it needs. ' +
+    'The result ends with [subagent: NAME, stop: REASON, SECONDS]; a stop other than completed is an error showing the partial answer and why.' +
+    (background ? ' run_in_background: true returns a task id at once (task_output reads the answer, task_kill stops it).' : '')
   )
 }
 
@@ -68,21 +68,20 @@ export const apply = (ctx: Context, config: Config) => {
   const tools: ToolsServiceApi = ctx.tools
   const provider = config.provider
 
-  const prompt = z.string().min(1).describe('The complete task for the sub-agent, with all context it needs.')
+  const prompt = z.string().min(1)
   const timeoutMs = z
     .number()
     .int()
     .positive()
     .optional()
-    .describe('Deadline in ms (default and cap set by the deployment); then the sub-agent is stopped and its partial answer returned with stop: timeout.')
+    .describe('Deadline in ms (default and cap set by the deployment); then it stops with stop: timeout and its partial answer')
   const input = config.enableRunInBackground
     ? z.object({
         prompt,
         timeoutMs,
         run_in_background: z
           .boolean()
-          .default(false)
-          .describe('Return a task id at once instead of waiting; read the answer with task_output.'),
+          .default(false),
       })
     : z.object({ prompt, timeoutMs })
 

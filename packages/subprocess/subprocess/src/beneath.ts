@@ -42,6 +42,7 @@ import {
   type Stats,
 } from 'node:fs'
 import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from 'node:path'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** The file-system calls conch makes on host paths, injectable for tests of races. */
 export interface BeneathFs {
@@ -91,31 +92,33 @@ export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readd
   }
 }
 
-export type BeneathErrorCode =
-  /** Not an absolute, normalised path. */
-  | 'PATH_INVALID'
+const BENEATH_ERRORS = {
+  /** Not an absolute, normalised path (`name`: not a file name). */
+  PATH_INVALID: (d: { path: string; expected: 'absolute' | 'normalised' | 'name' }) =>
+    d.expected === 'name' ? `${JSON.stringify(d.path)} is not a file name` : `${d.path} is not ${d.expected === 'absolute' ? 'an absolute path' : 'a normalised absolute path (no ".", ".." or doubled slashes)'}`,
   /** A component is a symbolic link. */
-  | 'PATH_SYMLINK'
+  PATH_SYMLINK: (d: { path: string }) => `${d.path} is a symbolic link`,
   /** A component is not a folder. */
-  | 'PATH_NOT_FOLDER'
-  /** The file is a link, a special file, or (opened to write) has more than one name. */
-  | 'PATH_NOT_REGULAR'
+  PATH_NOT_FOLDER: (d: { path: string }) => `${d.path} is not a folder`,
+  /** The file is a link or a special file (`open`), or not a regular file with a single link (`fstat`). */
+  PATH_NOT_REGULAR: (d: { path: string; found: 'open' | 'fstat' }) => `${d.path} is ${d.found === 'open' ? 'a symbolic link or a special file' : 'not a regular file with a single link'}`,
   /** A file to create exclusively already exists. */
-  | 'PATH_EXISTS'
+  PATH_EXISTS: (d: { path: string }) => `${d.path} already exists`,
   /** The root is no longer the folder recorded. */
-  | 'PATH_CHANGED'
-  /** The path lies in, or below a folder of another user in, a folder every user can write. */
-  | 'PATH_SHARED'
-  /** A private folder is not this user's with mode 0700. */
-  | 'PATH_NOT_PRIVATE'
+  PATH_CHANGED: (d: { path: string }) => `${d.path} was moved or replaced since it was opened`,
+  /** The path lies directly in `parent`, a folder every user can write, or (no `parent`) below one and is not this user's. */
+  PATH_SHARED: (d: { path: string; parent?: string; uid: number }) =>
+    d.parent !== undefined
+      ? `${d.path} lies directly in ${d.parent}, a folder every user can write (anyone could have made it, or replace it)`
+      : `${d.path} lies under a folder every user can write and is not a folder of uid ${d.uid} closed to others' writes`,
+  /** A private folder is not this user's with mode 0700; `mode` is its permission bits. */
+  PATH_NOT_PRIVATE: (d: { path: string; uid: number; mode: number }) => `${d.path} is not a private folder of uid ${d.uid} (mode 0700, it is ${d.mode.toString(8).padStart(4, '0')})`,
+} satisfies ErrorMessages
 
-/** A path refused; `path` is the component at fault. Callers restate it in their own error type. */
-export class BeneathError extends Error {
-  override readonly name = 'BeneathError'
-  constructor(readonly code: BeneathErrorCode, readonly path: string, message: string, options?: { cause?: unknown }) {
-    super(message, options)
-  }
-}
+export type BeneathErrorCode = keyof typeof BENEATH_ERRORS
+/** A path refused; `details.path` is the component at fault. Callers restate it in their own error type. */
+export const BeneathError = errorClass('BeneathError', BENEATH_ERRORS)
+export type BeneathError<C extends BeneathErrorCode = BeneathErrorCode> = ErrorOf<typeof BENEATH_ERRORS, C>
 
 /** Device and inode of a folder, to check a root is still the one recorded. */
 export interface FolderIdentity {
@@ -161,9 +164,9 @@ export function beneath(folder: { fd: number; path: string }, name: string): str
  */
 export function openFolder(path: string, options: BeneathOptions & { create: boolean }): OpenFolder | undefined {
   const fs = options.fs ?? nodeBeneathFs
-  if (!isAbsolute(path)) throw new BeneathError('PATH_INVALID', path, `${path} is not an absolute path`)
+  if (!isAbsolute(path)) throw new BeneathError('PATH_INVALID', { path, expected: 'absolute' })
   const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
-  if (normalize(trimmed) !== trimmed) throw new BeneathError('PATH_INVALID', path, `${path} is not a normalised absolute path (no ".", ".." or doubled slashes)`)
+  if (normalize(trimmed) !== trimmed) throw new BeneathError('PATH_INVALID', { path, expected: 'normalised' })
   const given = options.root === undefined ? sep : resolve(options.root)
   const inside = trimmed === given || trimmed.startsWith(given === sep ? sep : given + sep)
   const root = inside ? given : sep
@@ -172,7 +175,7 @@ export function openFolder(path: string, options: BeneathOptions & { create: boo
   const identity = inside ? options.rootIdentity : undefined
   if (identity && (folder.stats.dev !== identity.dev || folder.stats.ino !== identity.ino)) {
     fs.close(folder.fd)
-    throw new BeneathError('PATH_CHANGED', root, `${root} was moved or replaced since it was opened`)
+    throw new BeneathError('PATH_CHANGED', { path: root })
   }
   const uid = fs.uid()
   const parts = relative(root, trimmed).split(sep).filter((part) => part !== '')
@@ -184,7 +187,7 @@ export function openFolder(path: string, options: BeneathOptions & { create: boo
       // The root is trusted as it is; below it, a folder every user can write taints what follows.
       const parentShared = options.checkShared === true && index > 0 && (parent.stats.mode & 0o002) !== 0
       if (parentShared && index === parts.length - 1) {
-        throw new BeneathError('PATH_SHARED', next, `${next} lies directly in ${parent.path}, a folder every user can write (anyone could have made it, or replace it)`)
+        throw new BeneathError('PATH_SHARED', { path: next, parent: parent.path, uid })
       }
       shared ||= parentShared
       const child = beneath(parent, part)
@@ -204,7 +207,7 @@ export function openFolder(path: string, options: BeneathOptions & { create: boo
       const stats = fs.fstat(fd)
       if (shared && index < parts.length - 1 && (stats.uid !== uid || (stats.mode & 0o022) !== 0)) {
         fs.close(fd)
-        throw new BeneathError('PATH_SHARED', next, `${next} lies under a folder every user can write and is not a folder of uid ${uid} closed to others' writes`)
+        throw new BeneathError('PATH_SHARED', { path: next, uid })
       }
       folder = { fd, path: next, stats }
     } finally {
@@ -230,8 +233,8 @@ function openStep(fs: BeneathFs, open: string, named: string): number {
         link = false
       }
     }
-    if (link) throw new BeneathError('PATH_SYMLINK', named, `${named} is a symbolic link`, { cause: error })
-    if (code === 'ENOTDIR') throw new BeneathError('PATH_NOT_FOLDER', named, `${named} is not a folder`, { cause: error })
+    if (link) throw new BeneathError('PATH_SYMLINK', { path: named }, { cause: error })
+    if (code === 'ENOTDIR') throw new BeneathError('PATH_NOT_FOLDER', { path: named }, { cause: error })
     throw error
   }
 }
@@ -253,7 +256,7 @@ export function ensurePrivateFolder(path: string, options: BeneathOptions & { re
   }
   if (folder.stats.uid !== uid || (folder.stats.mode & 0o077) !== 0) {
     fs.close(folder.fd)
-    throw new BeneathError('PATH_NOT_PRIVATE', folder.path, `${folder.path} is not a private folder of uid ${uid} (mode 0700, it is ${mode.toString(8).padStart(4, '0')})`)
+    throw new BeneathError('PATH_NOT_PRIVATE', { path: folder.path, uid, mode })
   }
   return folder
 }
@@ -275,21 +278,21 @@ const FILE_FLAGS: Record<FileMode, number> = {
  */
 export function openFile(folder: { fd: number; path: string }, name: string, mode: FileMode, options: { perm?: number; fs?: BeneathFs } = {}): number {
   const fs = options.fs ?? nodeBeneathFs
-  if (name.includes(sep) || name === '' || name === '.' || name === '..') throw new BeneathError('PATH_INVALID', name, `${JSON.stringify(name)} is not a file name`)
+  if (name.includes(sep) || name === '' || name === '.' || name === '..') throw new BeneathError('PATH_INVALID', { path: name, expected: 'name' })
   const path = join(folder.path, name)
   let fd: number
   try {
     fd = fs.open(beneath(folder, name), FILE_FLAGS[mode] | constants.O_NOFOLLOW | constants.O_NONBLOCK, options.perm ?? 0o600)
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code
-    if (code === 'EEXIST') throw new BeneathError('PATH_EXISTS', path, `${path} already exists`, { cause: error })
-    if (code === 'ELOOP' || code === 'EMLINK' || code === 'ENXIO') throw new BeneathError('PATH_NOT_REGULAR', path, `${path} is a symbolic link or a special file`, { cause: error })
+    if (code === 'EEXIST') throw new BeneathError('PATH_EXISTS', { path }, { cause: error })
+    if (code === 'ELOOP' || code === 'EMLINK' || code === 'ENXIO') throw new BeneathError('PATH_NOT_REGULAR', { path, found: 'open' }, { cause: error })
     throw error
   }
   const stats = fs.fstat(fd)
   if (!stats.isFile() || (mode !== 'read' && stats.nlink !== 1)) {
     fs.close(fd)
-    throw new BeneathError('PATH_NOT_REGULAR', path, `${path} is not a regular file with a single link`)
+    throw new BeneathError('PATH_NOT_REGULAR', { path, found: 'fstat' })
   }
   return fd
 }

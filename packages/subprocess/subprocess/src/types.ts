@@ -8,7 +8,7 @@
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
 import type { Duplex } from 'node:stream'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session/errors'
+import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {

@@ -53,9 +53,9 @@ describe('a folder on the way', () => {
   it('is refused when it is a symbolic link, wherever it is, and nothing is made through it', () => {
     const { root, host } = layout()
     symlinkSync(host, path.join(root, 'link'))
-    expect(refusal('PATH_SYMLINK', () => createFile(path.join(root, 'link', 'sub', 'f'), 'X', { root })).path).toBe(path.join(root, 'link'))
+    expect(refusal('PATH_SYMLINK', () => createFile(path.join(root, 'link', 'sub', 'f'), 'X', { root })).details.path).toBe(path.join(root, 'link'))
     expect(refusal('PATH_SYMLINK', () => appendFile(path.join(root, 'link', 'f'), 'X')).message).toBe(`${path.join(root, 'link')} is a symbolic link`)
-    expect(refusal('PATH_SYMLINK', () => openFolder(path.join(root, 'link'), { create: false })).path).toBe(path.join(root, 'link'))
+    expect(refusal('PATH_SYMLINK', () => openFolder(path.join(root, 'link'), { create: false })).details.path).toBe(path.join(root, 'link'))
     expect(readdirSync(host)).toEqual([])
   })
 
@@ -112,7 +112,7 @@ describe('the trusted root', () => {
     createFile(path.join(root, 'before'), 'X', { root, rootIdentity: identity })
     renameSync(root, `${root}-moved`)
     mkdirSync(root, { mode: 0o700 })
-    expect(refusal('PATH_CHANGED', () => createFile(path.join(root, 'after'), 'X', { root, rootIdentity: identity })).path).toBe(root)
+    expect(refusal('PATH_CHANGED', () => createFile(path.join(root, 'after'), 'X', { root, rootIdentity: identity })).details.path).toBe(root)
     expect(readdirSync(root)).toEqual([])
   })
 })
@@ -195,9 +195,9 @@ describe('a private folder', () => {
     chmodSync(path.join(root, 'open'), 0o777)
     expect(refusal('PATH_SHARED', () => ensurePrivateFolder(path.join(root, 'open', 'pool'), { root })).message).toContain(`lies directly in ${path.join(root, 'open')}, a folder every user can write`)
     // /tmp is world-writable, so each folder below it must be this user's and closed to others' writes.
-    expect(refusal('PATH_SHARED', () => ensurePrivateFolder(path.join(root, 'open', 'x', 'pool'), {})).path).toBe(path.join(root, 'open'))
+    expect(refusal('PATH_SHARED', () => ensurePrivateFolder(path.join(root, 'open', 'x', 'pool'), {})).details.path).toBe(path.join(root, 'open'))
     chmodSync(path.join(root, 'open'), 0o775)
-    expect(refusal('PATH_SHARED', () => ensurePrivateFolder(path.join(root, 'open', 'x', 'pool'), {})).path).toBe(path.join(root, 'open'))
+    expect(refusal('PATH_SHARED', () => ensurePrivateFolder(path.join(root, 'open', 'x', 'pool'), {})).details.path).toBe(path.join(root, 'open'))
     // A trusted root that is world-writable (the runtime folder's /tmp) may hold it directly.
     chmodSync(path.join(root, 'open'), 0o777)
     close(ensurePrivateFolder(path.join(root, 'open', 'mine'), { root: path.join(root, 'open') }))

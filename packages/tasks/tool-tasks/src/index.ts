@@ -46,37 +46,31 @@ export const Config = z
 export type Config = z.output<typeof Config>
 
 /** The system-prompt section registered on `ctx.agents` (when an agent service is loaded). */
-export const PROMPT_SECTION =
-  'Background tasks: some tools run work in the background and return a task id (task-1, task-2, …) at once. ' +
-  'task_output returns what a task printed since your previous read and its status; pass wait: true to block ' +
-  'until it ends (up to timeoutMs) instead of polling. task_kill stops a task you no longer need; task_list shows ' +
-  'your tasks. Tasks are killed when the session ends.'
+export const PROMPT_SECTION = 'Background tasks (task-1, …) are killed when the session ends.'
 
 export const apply = (ctx: Context, config: Config) => {
   const tasks: TasksServiceApi = ctx.tasks
   const tools: ToolsServiceApi = ctx.tools
   const limits = { maxResultBytes: config.maxResultBytes }
 
-  const taskId = z.string().min(1).describe('The task id, e.g. task-1.')
+  const taskId = z.string().min(1)
 
   tools.register({
     name: 'task_output',
     description:
-      'Read a background task: the output it produced since your previous read of it, then its status line ' +
-      '(e.g. [status: completed, wait: stdin_read]). Use wait: true to block until the task ends or timeoutMs ' +
-      'passes — better than calling repeatedly. Output already read is not returned again.',
+      'Read a background task: its output since your previous read, then its status line ' +
+      '(e.g. [status: completed, wait: stdin_read]). wait: true blocks until it ends or timeoutMs passes, instead of calling repeatedly.',
     kind: 'read',
     ...limits,
     input: z.object({
       taskId,
-      wait: z.boolean().default(false).describe('Wait until the task ends (or timeoutMs passes) before reading.'),
+      wait: z.boolean().default(false),
       timeoutMs: z
         .number()
         .int()
         .min(0)
         .max(config.maxWaitTimeoutMs)
-        .default(config.waitTimeoutMs)
-        .describe(`How long to wait when wait is true, in milliseconds (default ${config.waitTimeoutMs}).`),
+        .default(config.waitTimeoutMs),
     }),
     title: (input) => `task_output ${input.taskId}${input.wait ? ' (wait)' : ''}`,
     async execute(input, { agent, signal }) {
@@ -89,8 +83,7 @@ export const apply = (ctx: Context, config: Config) => {
   tools.register({
     name: 'task_kill',
     description:
-      'Stop a background task that is stuck or no longer needed. Waits until it has stopped, then returns its ' +
-      'last output and final status ([status: killed], or how it ended if it already had).',
+      'Stop a background task; returns its last output and final status ([status: killed], or how it had ended).',
     kind: 'other',
     ...limits,
     input: z.object({ taskId }),
@@ -103,7 +96,7 @@ export const apply = (ctx: Context, config: Config) => {
   tools.register({
     name: 'task_list',
     description:
-      'List your background tasks, one per line: id, status (running, completed, failed, killed), kind and label.',
+      'List your background tasks: id, status (running, completed, failed, killed), kind, label.',
     kind: 'read',
     ...limits,
     input: z.object({}),

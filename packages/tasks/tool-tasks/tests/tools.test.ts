@@ -215,7 +215,7 @@ describe('the system prompt section', () => {
     const recorder = await ctx.plugin(SectionRecorder)
     const agents = ctx.get('agents') as unknown as SectionRecorder
     expect(agents.sections.map((section) => section.id)).toEqual(['tasks'])
-    expect(agents.sections[0]?.render(agent)).toContain('task_output')
+    expect(agents.sections[0]?.render(agent)).toContain('killed when the session ends')
     await plugin.dispose()
     expect(agents.sections).toEqual([])
     await recorder.dispose()

@@ -7,7 +7,7 @@ export function registerTerminalClose(kit: ToolKit): void {
   const { pty, tools, config, limits, error, text } = kit
   tools.register({
     name: 'terminal_close',
-    description: 'Close a terminal: stop its shell and every process it started, and forget it. Returns what was stopped.',
+    description: 'Close a terminal: stop its shell and everything it started. Returns what was stopped.',
     kind: 'delete',
     ...limits,
     input: z.object({ sessionId }),

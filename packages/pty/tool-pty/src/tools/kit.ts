@@ -63,7 +63,7 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
   }
 }
 
-export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"').describe('The terminal, e.g. "pty-1" (from terminal_open or terminal_list).')
+export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"')
 
 /** The first non-blank line of `text` for titles and task labels: control characters as ^X, at most 80 characters. */
 export function firstLine(text: string): string {

@@ -7,7 +7,7 @@ export function registerTerminalList(kit: ToolKit): void {
   const { pty, tools, config, limits, text } = kit
   tools.register({
     name: 'terminal_list',
-    description: 'List your terminals, one per line: id, type, status (running or exited with its code), name, and busy while a send runs; then the names of the secrets terminal_send can type, when the deployment configures any.',
+    description: 'List your terminals (id, type, status, name, busy while a send runs) and the secrets terminal_send can type.',
     kind: 'read',
     ...limits,
     input: z.object({}),

@@ -10,25 +10,21 @@ export function registerTerminalOpen(kit: ToolKit): void {
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a persistent terminal (a real shell) and get its session id. Its working directory, variables and running programs stay as you leave them between calls, until terminal_close. Returns what the terminal printed on start, then [opened: pty-1, type shell, cwd DIR].',
+      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1, type shell, cwd DIR].',
     kind: 'execute',
     ...limits,
     input: z.object({
-      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('Terminal type, e.g. "shell".'),
+      type: z.string().min(1, 'type must name a terminal type, e.g. "shell"').describe('e.g. shell'),
       name: z
         .string()
         .min(1)
         .max(MAX_SESSION_NAME_CHARS, `name must be at most ${MAX_SESSION_NAME_CHARS} characters`)
         .optional()
-        .describe('Optional display name, unique among your terminals.'),
-      cwd: z.string().min(1).optional().describe('Working directory to start in (default: the workspace root).'),
-      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Terminal height in rows (default 40).'),
-      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Terminal width in columns (default 160).'),
-      expose: z
-        .array(z.number().int().min(1).max(65535))
-        .max(16)
-        .optional()
-        .describe('Ports of your sandbox loopback (e.g. a dev server on 3000) to make reachable from the host, for a person or a browser; the result names the host port.'),
+        .describe('Unique display name'),
+      cwd: z.string().min(1).optional().describe('Default: the workspace root'),
+      rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Default 40'),
+      cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Default 160'),
+      expose: z.array(z.number().int().min(1).max(65535)).max(16).optional().describe('Sandbox ports (e.g. 3000) to reach from the host; the result names the host port'),
     }),
     title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
     async execute(input, { agent, signal }) {

@@ -8,14 +8,14 @@ export function registerTerminalRead(kit: ToolKit): void {
   tools.register({
     name: 'terminal_read',
     description:
-      'Read a terminal\'s retained scrollback (what it showed, prompts and commands included), newest lines last. offset and count go back from the newest line: {offset: 0, count: 20} is the last 20 lines, {offset: 20, count: 20} the 20 before. Use it to see output that arrived after a send returned.',
+      'Read a terminal\'s scrollback (prompts and commands included), newest lines last, e.g. output that came after a send returned. offset and count go back from the newest line: {offset: 0, count: 20} is the last 20 lines, {offset: 20, count: 20} the 20 before.',
     kind: 'read',
     ...limits,
     input: z.object({
       sessionId,
-      offset: z.number().int().min(0).default(0).describe('Lines to skip back from the newest (0 = end).'),
-      count: z.number().int().min(1).default(500).describe('Lines to return (default 500).'),
-      screen: z.boolean().optional().describe('Return the current screen instead (rows as a person sees them, with the cursor row marked), e.g. for a full-screen program.'),
+      offset: z.number().int().min(0).default(0).describe('Lines back from the newest'),
+      count: z.number().int().min(1).default(500),
+      screen: z.boolean().optional().describe('The current screen instead (cursor row marked), for a full-screen program'),
     }),
     title: (input) => `read ${input.sessionId}`,
     async execute(input, { agent }) {

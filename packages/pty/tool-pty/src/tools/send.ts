@@ -15,34 +15,34 @@ export function registerTerminalSend(kit: ToolKit): void {
     text: z
       .string()
       .optional()
-      .describe('Text to type. With submit (default) Enter follows; several lines run one after another. Control characters are sent as typed (e.g. "\\u0003" is ^C).'),
+      .describe('Typed as given, then Enter (see submit); lines run one after another; control characters too ("\\u0003" is ^C)'),
     keys: z
       .array(z.union([z.string(), z.strictObject({ text: z.string() })]))
       .min(1)
       .max(256)
       .optional()
       .describe(
-        'Instead of text: key presses, each its own write, encoded for the program\'s current modes. Names: Enter, Tab, S-Tab, Escape, Backspace, Space, Delete, Insert, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1–F12, C-a…C-z, M-<key> (Meta), C-/S-/M- on arrows and function keys (C-Left). A one-character string is that character; {"text": "…"} is literal text, never a key name. E.g. ["Escape", {"text": ":wq"}, "Enter"]. submit does not apply: name Enter where it belongs.',
+        'Instead of text: key presses, e.g. ["Escape", {"text": ":wq"}, "Enter"]. Enter, Tab, S-Tab, Escape, Backspace, Space, Delete, Insert, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1–F12, C-a…C-z, M-<key>, C-/S-/M- on arrows and F-keys (C-Left); one character types itself; {"text"} is literal. No submit',
       ),
     secret: z
       .string()
       .optional()
-      .describe(`Instead of text: the name of a deployment secret to type, followed by Enter — for a password prompt ([input: hidden]). Its value is never shown to you; the terminal shows [secret NAME] where it would appear. Configured: ${names}.`),
-    submit: z.boolean().default(true).describe('Press Enter after the text (default true). false types without submitting, e.g. a single key for a pager.'),
+      .describe(`Instead of text: a secret to type, then Enter, for [input: hidden]; you see only [secret NAME]. Configured: ${names}`),
+    submit: z.boolean().default(true).describe('false: no Enter after the text'),
     timeoutMs: z
       .number()
       .int()
       .positive()
       .max(config.maxTimeoutMs, `timeoutMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs); use run_in_background for longer commands`)
       .optional()
-      .describe(`Return after at most this many ms for this send (default: the terminal's own, 30000; at most ${config.maxTimeoutMs}). The command keeps running after a timeout.`),
+      .describe('Return after this long (default 30000); the command keeps running'),
     idleMs: z
       .number()
       .int()
       .positive()
       .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
       .optional()
-      .describe("Return once output has been quiet this many ms (default: the terminal's own, 3000), for a program that pauses longer between outputs."),
+      .describe('Return inferred_idle after this many ms of quiet output (default 3000)'),
   }
   const objectInput = config.enableRunInBackground
     ? z.object({
@@ -50,7 +50,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         run_in_background: z
           .boolean()
           .optional()
-          .describe('Return a task id at once instead of waiting; read the output with task_output and interrupt with task_kill.'),
+          .describe('Return a task id at once (task_output reads it, task_kill interrupts it)'),
       })
     : z.strictObject(sendShape, {
         error: (issue) =>
@@ -72,7 +72,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      `Type text (or key presses, or a configured secret) into a terminal and wait until it is ready for more. Returns the new output, then why it returned: [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet — the command may still run), [wait: timeout] (still running), [wait: session_exit] (the shell exited); then [session: running] or [session: exited code=N]. [input: hidden] means a password prompt: answer it with secret (configured: ${names}). One send at a time per terminal.`,
+      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, then [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet: the command may still run), [wait: timeout] (still running) or [wait: session_exit] (the shell exited); [exit: N] when it ended at the shell prompt; [session: running] or [session: exited …]. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
     kind: 'execute',
     ...limits,
     input: sendInput,
@@ -180,10 +180,11 @@ export function describeInput(input: { text?: string | undefined; keys?: KeyEntr
   return firstLine(input.text ?? '')
 }
 
-/** Outcome fields of a background send's task: `{wait, session}`, and `input` when not at a primary prompt. */
+/** Outcome fields of a background send's task: `{wait, exit?, session}`, and `input` when not at a primary prompt. */
 function outcomeFields(result: SendResult): Record<string, string> {
   return {
     wait: result.waitReason,
+    ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
     session: statusText(result.sessionStatus),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
   }
@@ -196,6 +197,7 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
     sessionStatus: result.sessionStatus,
     evidence: result.evidence,
     ...(result.inputState !== undefined && { inputState: result.inputState }),
+    ...(result.exitStatus !== undefined && { exitStatus: result.exitStatus }),
     elapsedMs: result.elapsedMs,
     truncated: result.truncated,
   }

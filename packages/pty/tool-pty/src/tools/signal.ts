@@ -9,10 +9,10 @@ export function registerTerminalSignal(kit: ToolKit): void {
   tools.register({
     name: 'terminal_signal',
     description:
-      'Send a signal to the program in the foreground of a terminal (its process group): SIGINT interrupts (like Ctrl-C), SIGTERM asks it to stop, SIGKILL forces it, SIGTSTP suspends it, SIGHUP hangs it up. The shell itself cannot be SIGKILLed; use terminal_close.',
+      'Signal the foreground process group of a terminal: SIGINT interrupts (Ctrl-C), SIGTERM asks to stop, SIGKILL forces, SIGTSTP suspends, SIGHUP hangs up. The shell itself cannot be SIGKILLed: use terminal_close.',
     kind: 'execute',
     ...limits,
-    input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS).describe('The signal to send.') }),
+    input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS) }),
     title: (input) => `${input.sessionId}: ${input.signal}`,
     async execute(input, { agent }) {
       try {
