@@ -116,6 +116,11 @@ export class AgentSandboxes {
       made.catch(() => this.entries.get(agent.key) === made && this.entries.delete(agent.key))
     }
     const entry = await made
+    if (entry.closing !== undefined) {
+      // Its last owner ended: this process belongs to the agent's next sandbox.
+      await entry.closing.catch(() => undefined)
+      return this.place(agent, network)
+    }
     if (!entry.owners.has(agent.owner)) {
       const owner = agent.owner
       try {

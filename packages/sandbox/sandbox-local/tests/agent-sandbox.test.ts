@@ -187,6 +187,19 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await agent.end()
   })
 
+  it('a process confined while its agent sandbox is torn down gets the next one', async () => {
+    box = await harness(workspace)
+    const first = owner('session-again')
+    await box.run('echo old > /tmp/note', { agent: first })
+    const next = owner('session-again')
+    const ending = first.end()
+    const result = await box.run('echo new > /tmp/new && cat /tmp/new; cat /tmp/note', { agent: next })
+    await ending
+    expect(result.stdout).toContain('new')
+    expect(result.stderr).toMatch(/\/tmp\/note: No such file or directory/)
+    await next.end()
+  })
+
   it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
     box = await harness(workspace)
     const base = agentsFolderPath(tmpdir())
