@@ -76,14 +76,45 @@ async function benchLifecycle(c: Composition) {
     progress(`lifecycle ${label}: open p50 ${round(median(open))} ms, close p50 ${round(median(close))} ms`)
     return { open, close }
   }
+  // Opens in an agent's sandbox: the first terminal of a fresh agent (its sandbox made on the way)
+  // and a later one, each agent ended after its two.
+  const agentOpens = async () => {
+    const first: number[] = []
+    const later: number[] = []
+    for (let i = 0; i < PLAN.lifecycleRuns; i++) {
+      const owner = await c.ctx.agents.create({ workspaceRoot: c.workspace })
+      try {
+        c.ctx.sandboxPolicy.setMode(owner.session, 'workspace-write')
+        for (const into of [first, later]) {
+          const start = performance.now()
+          await c.ctx.pty.spawn(owner, { type: 'shell' })
+          into.push(performance.now() - start)
+        }
+      } finally {
+        await c.ctx.agents.dispose(owner)
+      }
+    }
+    progress(`lifecycle agent: first terminal open p50 ${round(median(first))} ms, later terminal open p50 ${round(median(later))} ms`)
+    return { first, later }
+  }
+
   const policy = { mode: 'workspace-write' as const, workspaceRoot: c.workspace }
   const bwrap = sandboxLocal.bubblewrapProvider(sandboxLocal.Config.parse({}))
-  const confine = (argv: [string, ...string[]]) => bwrap.confine(argv, { ...policy, protectedPaths: [] }).argv
+  // The argv ends with the command: confine a placeholder once, and put each command in its place.
+  const wrapWith = (prefix: string[]) => (argv: [string, ...string[]]): [string, ...string[]] => [prefix[0]!, ...prefix.slice(1, -1), ...argv]
+  const confine = wrapWith((await bwrap.confine(['true'], { ...policy, protectedPaths: [] })).argv)
+  // The same in an agent's sandbox: entering its network namespace, its /tmp bound.
+  const cleanups: Array<() => void | Promise<void>> = []
+  const benchAgent = { key: 'bench-raw', owner: { onDispose: (cleanup: () => void | Promise<void>) => (cleanups.push(cleanup), () => {}) } }
+  const joined = wrapWith((await bwrap.confine(['true'], { ...policy, protectedPaths: [], agent: benchAgent })).argv)
 
   const plain = await conch(c.agent, 'unconfined')
   const plainRaw = await raw(undefined, 'raw')
   const boxed = await conch(c.sandboxed, 'bubblewrap')
   const boxedRaw = await raw(confine, 'raw bubblewrap')
+  const joinedRaw = await raw(joined, 'raw bubblewrap, joining an agent sandbox')
+  for (const cleanup of cleanups) await cleanup()
+  const agentOpen = await agentOpens()
   return {
     open_p50_ms: round(median(plain.open)),
     close_p50_ms: round(median(plain.close)),
@@ -97,6 +128,9 @@ async function benchLifecycle(c: Composition) {
     raw_close_p50_ms: round(median(plainRaw.close)),
     raw_open_sandbox_p50_ms: round(median(boxedRaw.open)),
     raw_close_sandbox_p50_ms: round(median(boxedRaw.close)),
+    open_agent_first_p50_ms: round(median(agentOpen.first)),
+    open_agent_later_p50_ms: round(median(agentOpen.later)),
+    raw_open_agent_p50_ms: round(median(joinedRaw.open)),
     stopped_p50: median(plain.stopped),
     stopped_sandbox_p50: median(boxed.stopped),
     runs: PLAN.lifecycleRuns,
@@ -109,7 +143,7 @@ export const lifecycleBench: Bench = {
   keys: ['lifecycle'],
   needs: [{ keys: ['lifecycle'], program: 'bwrap', args: ['--ro-bind', '/', '/', 'true'] }],
   async run(c) {
-    progress(`lifecycle: ${PLAN.lifecycleRuns} opens and closes each, unconfined and under bubblewrap, conch and raw`)
+    progress(`lifecycle: ${PLAN.lifecycleRuns} opens and closes each, unconfined and under bubblewrap, conch and raw; opens in fresh agents' sandboxes`)
     return { lifecycle: await benchLifecycle(c!) }
   },
   rows(r, verdict) {
@@ -120,6 +154,8 @@ export const lifecycleBench: Bench = {
       rows.push([`close p50 (${l.descendants} descendants)`, ms(l.close_p50_ms), `raw ${ms(l.raw_close_p50_ms)}`, x(ratio(l.close_p50_ms, l.raw_close_p50_ms)), ''])
       rows.push(['open p50, bubblewrap', ms(l.open_sandbox_p50_ms), `raw ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.open_sandbox_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
       rows.push(['close p50, bubblewrap', ms(l.close_sandbox_p50_ms), `raw ${ms(l.raw_close_sandbox_p50_ms)}`, x(ratio(l.close_sandbox_p50_ms, l.raw_close_sandbox_p50_ms)), ''])
+      rows.push(["open p50, an agent's first terminal (its sandbox made)", ms(l.open_agent_first_p50_ms), `later ${ms(l.open_agent_later_p50_ms)}`, x(ratio(l.open_agent_first_p50_ms, l.open_agent_later_p50_ms)), ''])
+      rows.push(['raw open p50, joining an agent sandbox', ms(l.raw_open_agent_p50_ms), `own sandbox ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.raw_open_agent_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
     }
     return rows
   },

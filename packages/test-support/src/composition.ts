@@ -52,6 +52,8 @@ export interface TerminalCompositionOptions {
   /** Those rows' config. */
   sessions?: Record<string, unknown>
   sandboxLocal?: Record<string, unknown>
+  /** The sandbox-policy row's config besides `mode`. */
+  sandboxPolicy?: Record<string, unknown>
   ptyLocal?: Record<string, unknown>
   toolPty?: Record<string, unknown>
 }
@@ -69,7 +71,7 @@ export function terminalComposition(options: TerminalCompositionOptions): Compos
       { id: 'subprocess', name: '@conch/subprocess' },
       { id: 'sandbox', name: '@conch/sandbox' },
       withConfig('sandbox-local', '@conch/sandbox-local', options.sandboxLocal),
-      { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: options.mode } },
+      { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: options.mode, ...options.sandboxPolicy } },
       { id: 'pty', name: '@conch/pty' },
       withConfig('pty-local', '@conch/pty-local', options.ptyLocal),
       withConfig('tool-pty', '@conch/tool-pty', options.toolPty),

@@ -5,7 +5,7 @@
 import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PtcPolicy } from '@conch/ptc'
-import { SandboxError, type ConfineResult, type SandboxServiceApi } from '@conch/sandbox'
+import { SandboxError, type ConfineResult, type SandboxAgent, type SandboxServiceApi } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
 /**
@@ -54,6 +54,7 @@ export async function confine(
   policy: PtcPolicy,
   cwd: string,
   sandbox: SandboxServiceApi | undefined,
+  agent?: SandboxAgent,
 ): Promise<Confinement> {
   if (policy.mode === 'danger-full-access') return { argv, enforcement: 'none' }
   if (sandbox === undefined) {
@@ -63,6 +64,6 @@ export async function confine(
   // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
   // private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
-  const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own })
+  const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own, ...(agent && { agent }) })
   return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
 }

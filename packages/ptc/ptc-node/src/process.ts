@@ -4,7 +4,7 @@
  * exactly one program. Until a run attaches, everything it reports is held.
  */
 import type { PtcPolicy } from '@conch/ptc'
-import type { SandboxServiceApi } from '@conch/sandbox'
+import type { SandboxAgent, SandboxServiceApi } from '@conch/sandbox'
 import { SUBPROCESS_TAG_VARIABLE, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { ChannelError, FrameDecoder, FrameWriter, parseChildMessage, violation, type ChildMessage, type HostMessage } from './channel.ts'
 import type { Config } from './config.ts'
@@ -20,6 +20,8 @@ export type ProcessEvent =
 export interface LaunchSpec {
   policy: PtcPolicy
   cwd: string
+  /** The agent whose sandbox the program joins (`SandboxPolicy.agent`). */
+  agent?: SandboxAgent
 }
 
 export interface ProcessDependencies {
@@ -105,7 +107,7 @@ export class ProgramProcess {
    * @throws SandboxError `SANDBOX_UNAVAILABLE`, SubprocessError `SPAWN_FAILED`, or the signal's reason.
    */
   static async start(deps: ProcessDependencies, spec: LaunchSpec, signal?: AbortSignal): Promise<ProgramProcess> {
-    const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox)
+    const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox, spec.agent)
     // Confinement can take a while (the first probe); a run cancelled meanwhile starts nothing.
     signal?.throwIfAborted()
     // The tree is walked, not scanned for the tag: under bubblewrap the sandbox's PID namespace

@@ -57,7 +57,8 @@ export class NodeRuntime implements PtcRuntime {
     if (!stripped.ok) return failed('exception', stripped.message, stripped.message)
     if (options.signal?.aborted) return failed('abort', 'the run was cancelled before it started')
 
-    const launch: LaunchSpec = { policy: spec.policy, cwd: spec.cwd }
+    // The program runs in its agent's sandbox: the loopback and /tmp of the agent's terminals.
+    const launch: LaunchSpec = { policy: spec.policy, cwd: spec.cwd, agent: { key: spec.owner.session.id, owner: spec.owner, ...(spec.policy.network !== undefined && { network: spec.policy.network }) } }
     const key = [spec.policy.mode, spec.policy.workspaceRoot, spec.cwd, this.config.maxOldGenerationSizeMb].join('\0')
     let process = this.config.spare ? await this.spares.take(spec.owner, key) : undefined
     if (process === undefined) {

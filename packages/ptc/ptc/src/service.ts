@@ -12,6 +12,7 @@ import { checkBindings } from './bindings.ts'
 import {
   PtcError,
   type PtcOwner,
+  type PtcPolicy,
   type PtcRequest,
   type PtcResult,
   type PtcRunOptions,
@@ -38,6 +39,7 @@ const Spec = z.object({
   policy: z.object({
     mode: z.enum(SANDBOX_MODES),
     workspaceRoot: z.string().refine(isAbsolute, 'policy.workspaceRoot must be an absolute path'),
+    network: z.custom<NonNullable<PtcPolicy['network']>>((value) => typeof value === 'object' && value !== null && 'mode' in value, 'policy.network must be {mode}').optional(),
   }),
 })
 
@@ -103,7 +105,7 @@ class PtcService extends Service implements PtcServiceApi {
       code: request.code,
       cwd,
       timeoutMs: deadline(request.timeoutMs, runtime.timeouts),
-      policy: { mode: policy.mode, workspaceRoot: policy.workspaceRoot },
+      policy: { mode: policy.mode, workspaceRoot: policy.workspaceRoot, network: policy.network },
     }
   }
 

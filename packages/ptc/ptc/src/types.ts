@@ -7,7 +7,7 @@
  * only resolved input and adds nothing.
  */
 import type { Agent } from '@conch/agent'
-import type { SandboxMode } from '@conch/sandbox'
+import type { AgentNetwork, SandboxMode } from '@conch/sandbox'
 import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** A value that survives `JSON.stringify` → `JSON.parse` unchanged (RFC 8259 values, finite numbers). */
@@ -35,6 +35,8 @@ export interface PtcPolicy {
   mode: SandboxMode
   /** Absolute canonical workspace root. */
   workspaceRoot: string
+  /** The owner's network (`ResolvedPolicy.network`); absent: the sandbox provider's default. */
+  network?: AgentNetwork
 }
 
 /** A fully resolved run: `run` accepts only this and adds no defaults. */

@@ -48,7 +48,7 @@ describe('ctx.ptc', () => {
   it('resolve fills cwd, the deadline and the owner policy; run passes the spec through unchanged', async () => {
     ctx.ptc.register(runtime)
     const spec = ctx.ptc.resolve({ code: 'return 1' }, agent)
-    expect(spec).toEqual({ owner: agent, code: 'return 1', cwd: '/', timeoutMs: 1000, policy: { mode: 'workspace-write', workspaceRoot: '/' } })
+    expect(spec).toEqual({ owner: agent, code: 'return 1', cwd: '/', timeoutMs: 1000, policy: { mode: 'workspace-write', workspaceRoot: '/', network: { mode: 'none' } } })
     expect(ctx.ptc.resolve({ code: '1', timeoutMs: 99_999 }, agent).timeoutMs).toBe(5000)
     expect(ctx.ptc.resolve({ code: '1', timeoutMs: null }, agent).timeoutMs).toBeNull()
     ctx.sandboxPolicy.setMode(agent.session, 'read-only')

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { accessSync, constants, statSync } from 'node:fs'
 import path from 'node:path'
-import { PtyError, type BackendSpawnRequest, type PtyBackend } from '@conch/pty'
+import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
@@ -65,6 +65,7 @@ export class LocalBackend implements PtyBackend {
       env[tag.name] = tag.value
     }
     let argv: [string, ...string[]] = program ? [resolveCommand(request.command!, env.PATH ?? ''), ...(request.args ?? [])] : [config.shellPath, ...config.shellArgs]
+    let exposed: ExposedPort[] | undefined
     if (policy.mode !== 'danger-full-access') {
       try {
         const confined = await this.options.sandbox.confine(argv, {
@@ -73,8 +74,11 @@ export class LocalBackend implements PtyBackend {
           cwd,
           ...(request.network !== undefined && { network: request.network }),
           ...(request.writablePaths !== undefined && { writablePaths: request.writablePaths }),
+          // The shell joins its agent's sandbox: the loopback and /tmp of the agent's other processes.
+          agent: { key: policy.sessionId, owner: request.owner, network: policy.network, expose: [...new Set([...policy.expose, ...(request.expose ?? [])])] },
         })
         argv = confined.argv
+        exposed = confined.exposed
       } catch (error) {
         throw new PtyError('SPAWN_FAILED', { reason: `cannot start a ${policy.mode} terminal: ${(error as Error).message}` }, { cause: error })
       }
@@ -102,6 +106,7 @@ export class LocalBackend implements PtyBackend {
     const session: LocalSession = new LocalSession({
       config,
       cwd,
+      ...(exposed !== undefined && { exposed }),
       ...(request.redact !== undefined && { redact: request.redact }),
       rows: request.rows ?? config.rows,
       cols: request.cols ?? config.cols,

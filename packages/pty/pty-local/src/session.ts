@@ -31,6 +31,7 @@ import {
   type SecretValue,
   type SendInput,
   type SendOperation,
+  type ExposedPort,
   type SendResult,
   type SessionStatus,
   type SignalResult,
@@ -78,6 +79,8 @@ export interface LocalSessionOptions {
   redact?: readonly SecretValue[]
   /** The absolute working directory the terminal was started in. */
   cwd: string
+  /** The owner's sandbox ports reachable from the host (the sandbox's answer at open). */
+  exposed?: ExposedPort[]
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
@@ -94,6 +97,7 @@ type ExitListener = (status: SessionStatus) => void
 export class LocalSession implements BackendSession {
   readonly pid: number
   readonly cwd: string
+  readonly exposed: ExposedPort[] | undefined
   motd = ''
 
   private readonly config: Config
@@ -158,6 +162,7 @@ export class LocalSession implements BackendSession {
 
   constructor(options: LocalSessionOptions) {
     this.cwd = options.cwd
+    this.exposed = options.exposed
     this.config = options.config
     this.prompt = options.prompt
     this.terminal = options.terminal

@@ -438,7 +438,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       phase: { phase: 'open' },
     }
     this.sessions.set(id, entry)
-    return { ...this.info(entry), motd: session.motd, ...(session.cwd !== undefined && { cwd: session.cwd }) }
+    return { ...this.info(entry), motd: session.motd, ...(session.cwd !== undefined && { cwd: session.cwd }), ...(session.exposed !== undefined && session.exposed.length > 0 && { exposed: session.exposed }) }
   }
 
   /** Closes a session that was never published. A failure is kept as pending owner activity and returned. */
@@ -605,7 +605,7 @@ function validateSpawnOptions(options: SpawnOptions): { type: string; name: stri
 }
 
 /** The program fields of an open, checked: what the backend receives. */
-type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' | 'writablePaths' | 'redact'>
+type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' | 'writablePaths' | 'expose' | 'redact'>
 
 /**
  * `command`, `args`, `env`, `network` and `writablePaths` of an open: a non-empty command
@@ -614,7 +614,7 @@ type ProgramOptions = Pick<SpawnOptions, 'command' | 'args' | 'env' | 'network' 
  * @throws PtyError `INVALID_INPUT` naming the field.
  */
 function validateProgram(options: SpawnOptions): ProgramOptions {
-  const { command, args, env, network, writablePaths, redact } = options
+  const { command, args, env, network, writablePaths, expose, redact } = options
   const out: ProgramOptions = {}
   const clean = (value: unknown) => typeof value === 'string' && !value.includes('\0')
   if (command !== undefined) {
@@ -644,6 +644,12 @@ function validateProgram(options: SpawnOptions): ProgramOptions {
       throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `writablePaths` must be a list of absolute folders other than /' })
     }
     out.writablePaths = [...writablePaths]
+  }
+  if (expose !== undefined) {
+    if (!Array.isArray(expose) || !expose.every((port) => Number.isInteger(port) && port >= 1 && port <= 65535)) {
+      throw new PtyError('INVALID_INPUT', { reason: 'a PTY session `expose` must be a list of ports from 1 to 65535' })
+    }
+    out.expose = [...expose]
   }
   if (redact !== undefined) {
     const valid = (entry: unknown) =>

@@ -209,6 +209,11 @@ export interface SpawnOptions {
    */
   writablePaths?: string[]
   /**
+   * Ports (1–65535) of the owner's sandbox loopback to make reachable on host 127.0.0.1 ports,
+   * besides those the policy exposes; the result's `exposed` says where.
+   */
+  expose?: number[]
+  /**
    * Secret values the backend replaces with `[secret NAME]` in everything the session outputs,
    * from the start — not only once a send types them (`tool-pty` passes the deployment's
    * configured secrets, so a terminal that reads a secret's file shows only its name).
@@ -251,6 +256,14 @@ export interface SpawnResult extends SessionInfo {
   motd: string
   /** The absolute working directory the terminal started in, when the backend says. */
   cwd?: string
+  /** Ports of the owner's sandbox loopback reachable from the host: `127.0.0.1:<hostPort>` there. */
+  exposed?: ExposedPort[]
+}
+
+/** A port of the sandbox loopback (`port`) reachable on the host's `127.0.0.1:<hostPort>`. */
+export interface ExposedPort {
+  port: number
+  hostPort: number
 }
 
 export interface ReadOptions {
@@ -400,6 +413,8 @@ export interface BackendSession {
   readonly motd: string
   /** The absolute working directory the shell or program started in; optional. */
   readonly cwd?: string
+  /** The owner's sandbox ports reachable from the host, as the open made them; optional. */
+  readonly exposed?: ExposedPort[] | undefined
   status(): SessionStatus
   /** Registers a listener for the shell's exit (after its output is drained). Returns a disposer. */
   onExit(listener: (status: SessionStatus) => void): () => void

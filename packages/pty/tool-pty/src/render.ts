@@ -154,14 +154,18 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
   }
 }
 
-/** A settled foreground send. `interrupted` adds a line when the turn was cancelled. */
-export function renderSend(result: SendResult, maxBytes: number, interrupted = false): { text: string; truncated: boolean } {
+/**
+ * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
+ * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`.
+ */
+export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = []): { text: string; truncated: boolean } {
   const meta: MetaLine[] = [
     { text: `[wait: ${result.waitReason}]` },
     // Shown for 0 too: without it, a missing line would have to mean both "succeeded" and "unknown".
     ...(result.exitStatus === undefined ? [] : [{ text: `[exit: ${result.exitStatus}]` }]),
     { text: `[session: ${statusText(result.sessionStatus)}]` },
     ...inputLine(result.inputState),
+    ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
   ]
   const noticeAt = meta.length
   meta.push(...noteLine(result.waitReason))
@@ -189,7 +193,11 @@ export function renderOpen(opened: SpawnResult, maxBytes: number): string {
   const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
   return fit({
     body: opened.motd,
-    meta: [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, { text: `[session: ${statusText(opened.status)}]` }],
+    meta: [
+      { text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` },
+      { text: `[session: ${statusText(opened.status)}]` },
+      ...(opened.exposed ?? []).map(({ port, hostPort }) => ({ text: `[exposed: sandbox 127.0.0.1:${port} → host 127.0.0.1:${hostPort}]` })),
+    ],
     noticeAt: 2,
     truncated: false,
     maxBytes,

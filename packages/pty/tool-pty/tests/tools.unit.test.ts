@@ -34,7 +34,7 @@ describe('tool definitions', () => {
   it('offers the documented parameters', async () => {
     harness = await boot()
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
-    expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols'])
+    expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols', 'expose'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
     expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'run_in_background'])
     // One of text, keys or secret: checked when called (see the send tests).

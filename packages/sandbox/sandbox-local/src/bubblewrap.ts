@@ -7,11 +7,13 @@
  */
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
-import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { fileURLToPath } from 'node:url'
+import { gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { checkDenyWritePaths, denyWritePaths, folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
+import { AgentSandboxes, agentsFolderPath, type StartEgressProxy } from './agent-sandbox.ts'
 import { openRuntimeDir, runtimeDirPath, type RuntimeDir } from './runtime-dir.ts'
 import { seccompArchOf, seccompProgram } from './seccomp.ts'
 import { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
@@ -77,6 +79,21 @@ export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${g
 
 type Flag = '--bind' | '--ro-bind'
 
+/** The program that holds an agent's network namespace (agent-sandbox.ts). */
+const HOLDER = fileURLToPath(new URL('./holder.cjs', import.meta.url))
+
+/** Where a process of an agent's sandbox is placed (agent-sandbox.ts). */
+export interface AgentPlace {
+  /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
+  tmp?: string
+  /** The agent's network namespace (`/proc/<pid>/ns/net`), joined with nsenter(1) when the process has no network. */
+  netns?: string
+  /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
+  infoFd?: number
+  /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
+  env?: Record<string, string>
+}
+
 /** `child` is `parent` or lies under it. */
 export function isWithin(child: string, parent: string): boolean {
   if (parent === '/') return child.startsWith('/')
@@ -120,6 +137,10 @@ export function isWithin(child: string, parent: string): boolean {
  *
  * The whole is prefixed by `/bin/sh -c SECCOMP_LAUNCHER conch-sandbox <filter>`. No
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
+ *
+ * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
+ * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
+ * launcher) instead of `--unshare-net`; everything else, its PID namespace included, is its own.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -127,6 +148,7 @@ export function bubblewrapArgv(
   options: BubblewrapOptions,
   files: HostFiles,
   host: HostPaths = nodeHostPaths,
+  place: AgentPlace = {},
 ): [string, ...string[]] {
   const writableMode = policy.mode === 'workspace-write'
   const own = policy.writablePaths ?? []
@@ -136,7 +158,7 @@ export function bubblewrapArgv(
     ...own.map((path): [Flag, string] => ['--bind', path]),
   ]
   const rootFlag: Flag = writable.includes('/') ? '--bind' : '--ro-bind'
-  const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp']
+  const out: string[] = [rootFlag, '/', '/', '--dev', '/dev', '--proc', '/proc', ...(place.tmp === undefined ? ['--tmpfs', '/tmp'] : ['--bind', place.tmp, '/tmp'])]
 
   // 2. The runtime folders: private and empty but for the files programs read through them.
   const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
@@ -265,10 +287,14 @@ export function bubblewrapArgv(
 
   // 10. Namespaces, capabilities, network, seccomp.
   out.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL')
-  if (!(policy.network ?? options.network)) out.push('--unshare-net')
+  const network = policy.network ?? options.network
+  if (!network && place.netns === undefined) out.push('--unshare-net')
+  if (place.infoFd !== undefined) out.push('--info-fd', String(place.infoFd))
+  for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
+  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
+  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns}`, '--', ...launched] : launched
 }
 
 /**
@@ -302,7 +328,8 @@ export function bubblewrapProvider(
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
   placeholdersMade?: Placeholders,
-): SandboxProvider & { release(): string[] } {
+  egress: { startEgressProxy?: StartEgressProxy; onRefused?: (key: string, host: string) => void } = {},
+): SandboxProvider & { close(): Promise<void>; release(): string[] } {
   let runtime: RuntimeDir | undefined
   const seccompArch = seccompArchOf(arch)
   const program = seccompArch && seccompProgram({ arch: seccompArch })
@@ -312,12 +339,34 @@ export function bubblewrapProvider(
     return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
   }
   const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
+  // Entering another process's network namespace takes CAP_SYS_ADMIN over it: root.
+  const shareNetwork = process.getuid?.() === 0
+  // A process's own choice, else its agent's network (full or not), else the configured default.
+  const network = (policy: SandboxPolicy): boolean => policy.network ?? (policy.agent?.network === undefined ? config.network : policy.agent.network.mode === 'full')
+  const agents = new AgentSandboxes({
+    base: config.runtimeDir,
+    shareNetwork,
+    timeoutMs: config.probeTimeoutMs,
+    // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
+    ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
+    ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
+    holderArgv: (infoFd, spec, sockets) =>
+      bubblewrapArgv(
+        [process.execPath, HOLDER, JSON.stringify(spec)],
+        { mode: 'read-only', workspaceRoot: '/', network: false, protectedPaths: [process.execPath, HOLDER], writablePaths: [sockets] },
+        config,
+        files(),
+        host,
+        { infoFd },
+      ),
+  })
   return {
     name: 'bubblewrap',
     platforms: ['linux'],
     network: config.network,
+    sharesLoopback: shareNetwork,
     readWritePaths: config.readWritePaths,
-    ownPaths: [runtimeDirPath(config.runtimeDir)],
+    ownPaths: [runtimeDirPath(config.runtimeDir), agentsFolderPath(config.runtimeDir)],
     probe: () => {
       const problem = runnerProblem(config.runnerCommand, host.searchPath())
       if (problem !== undefined) return Promise.resolve(problem)
@@ -333,10 +382,18 @@ export function bubblewrapProvider(
         verdict === true || !verdict.startsWith(`${argv[0]} `) ? verdict : `${config.runnerCommand}${verdict.slice(argv[0].length)}`,
       )
     },
-    confine(argv, policy): ConfineResult {
+    confine(argv, policy): ConfineResult | Promise<ConfineResult> {
       const prepared = files() // first: the placeholders' ledger lives in the runtime folder
-      return { argv: bubblewrapArgv(argv, withDenyWrite(policy, config, held, host), config, prepared, host), enforcement: 'full', provider: 'bubblewrap' }
+      const guarded = withDenyWrite(policy, config, held, host)
+      const wrap = (place?: AgentPlace & { exposed: ExposedPort[] }): ConfineResult => ({
+        argv: bubblewrapArgv(argv, { ...guarded, network: network(policy) }, config, prepared, host, place),
+        enforcement: 'full',
+        provider: 'bubblewrap',
+        ...(place !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
+      })
+      return policy.agent === undefined ? wrap() : agents.place(policy.agent, network(policy)).then(wrap)
     },
+    close: () => agents.closeAll(),
     release: () => held.release(),
   }
 }

@@ -123,8 +123,8 @@ export const Config = z
       .boolean()
       .default(false)
       .describe(
-        'Whether confined processes may use the network; false (the default) gives them no interface but loopback. ' +
-          'A caller may override it per confinement (SandboxPolicy.network).',
+        'Whether confined processes whose confinement names no agent network may use the network; false (the default) gives them no interface but loopback. ' +
+          "An agent's network is sandbox-policy's network; a caller may override either per confinement (SandboxPolicy.network).",
       ),
     readWritePaths: z
       .array(existingPath.check((ctx) => {

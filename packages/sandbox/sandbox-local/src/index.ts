@@ -7,16 +7,20 @@ import type { Context } from 'cordis'
 import type {} from '@conch/sandbox'
 import { bubblewrapProvider } from './bubblewrap.ts'
 import { Config } from './config.ts'
+import { startEgressProxy } from './egress-proxy.ts'
 import { sandboxExecProvider } from './sandbox-exec.ts'
 
 export const name = 'sandbox-local'
 export const inject = ['sandbox']
 export { Config }
 
-export const apply = (ctx: Context, config: Config): void => {
-  const bubblewrap = bubblewrapProvider(config)
+/** `egress`: the agents' egress proxy under network `allow`, and who is told of a refused host. */
+export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[5] = { startEgressProxy }): void => {
+  const refused = (agent: string, host: string) => ctx.sandbox.refused({ agent, host })
+  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, undefined, { onRefused: refused, ...egress })
   ctx.sandbox.register(bubblewrap)
   ctx.effect(() => () => void bubblewrap.release(), 'sandbox-local.placeholders')
+  ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')
   ctx.sandbox.register(sandboxExecProvider(config))
 }
 
@@ -27,6 +31,7 @@ export {
   nodeHostPaths,
   SECCOMP_FD,
   SECCOMP_LAUNCHER,
+  type AgentPlace,
   type BubblewrapOptions,
   type HostFiles,
   type HostPaths,
@@ -36,6 +41,7 @@ export { checkDenyWritePaths, denyWritePaths, folderLedger, mountPointsEverywher
 export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
+export { AgentSandboxes, agentsFolderPath, inNamespace, proxyEnvironment, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
 export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'

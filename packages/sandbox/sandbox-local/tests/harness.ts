@@ -35,14 +35,14 @@ function collect(stream: NodeJS.ReadableStream): Promise<string> {
 }
 
 /** Boots ctx.subprocess, ctx.sandbox and sandbox-local with `config`; `workspace` is the default workspace root. */
-export async function harness(workspace: string, config: Partial<local.Config> = {}): Promise<Harness> {
+export async function harness(workspace: string, config: Partial<local.Config> = {}, egress?: Parameters<typeof local.apply>[2]): Promise<Harness> {
   const ctx = new Context()
   const logs: Message[] = []
   ctx.logger.exporter({ export: (message) => void logs.push(message) })
   const fibers = [
     await ctx.plugin(SubprocessService, { graceMs: 2000, killWaitMs: 2000 }),
     await ctx.plugin(SandboxService, {}),
-    await ctx.plugin(local, config as local.Config),
+    await ctx.plugin(egress === undefined ? local : { name: local.name, inject: local.inject, Config: local.Config, apply: (scope: Context, given: local.Config) => local.apply(scope, given, egress) }, config as local.Config),
   ]
   return {
     ctx,

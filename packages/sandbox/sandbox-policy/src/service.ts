@@ -63,6 +63,26 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
           return real
         })
         .describe('The workspace of sessions whose session/start names none; made absolute and canonical. Default: the working directory.'),
+      network: z
+        .enum(['none', 'allow', 'full'])
+        .default('none')
+        .describe("Each agent's network: none (loopback only, shared by its processes), allow (HTTP and HTTPS to the hosts in allow, through conch's proxy), full (the host's network)."),
+      allow: z
+        .array(
+          z
+            .string()
+            .regex(/^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]*[a-z0-9])?$/, 'a host pattern is a lower-case host name (example.com) or *. and one (*.example.com, its subdomains only)'),
+        )
+        .default([])
+        .describe('Host patterns reachable under network: allow: example.com exactly, or *.example.com for its subdomains.'),
+      expose: z
+        .array(z.number().int().min(1).max(65535))
+        .default([])
+        .describe("Ports of each agent's loopback made reachable on a host 127.0.0.1 port that conch reports when a terminal opens; none by default."),
+    })
+    .refine((config) => config.network !== 'allow' || config.allow.length > 0, {
+      message: 'network: allow needs at least one host pattern in allow (e.g. allow: [registry.npmjs.org])',
+      path: ['allow'],
     })
     .prefault({})
 
@@ -75,7 +95,7 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
       const agents = scope.get('agents') as AgentServiceApi
       agents.section({
         id: 'sandbox',
-        render: (agent) => describePolicy(this.resolve({ session: agent.session }), (ctx.get('sandbox') as SandboxServiceApi | undefined)?.networkAllowed?.()),
+        render: (agent) => describePolicy(this.resolve({ session: agent.session }), (ctx.get('sandbox') as SandboxServiceApi | undefined)?.sharesLoopback?.() !== false),
       })
     })
   }
@@ -89,10 +109,14 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
     const { session } = options
     const latest = session.last<Partial<SandboxModeEventData>>(SANDBOX_MODE_EVENT)?.data?.mode
     const started = session.start.workspaceRoot
+    const mode = isMode(latest) ? latest : this.config.mode
+    const { network, allow } = this.config
     return {
-      mode: isMode(latest) ? latest : this.config.mode,
+      mode,
       workspaceRoot: started === undefined ? this.config.workspaceRoot : (canonical(started) ?? resolvePath(started)),
       sessionId: session.id,
+      network: mode === 'danger-full-access' || network === 'full' ? { mode: 'full' } : network === 'allow' ? { mode: 'allow', hosts: [...allow] } : { mode: 'none' },
+      expose: [...this.config.expose],
     }
   }
 
@@ -145,19 +169,37 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 }
 
 /**
- * The one-line system-prompt section for a policy, e.g.
- * `Sandbox: workspace-write — files under /work/x are writable; everything else is read-only (except /tmp); network allowed.`
- * The network clause is left out when `network` is undefined (no provider says).
+ * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
+ * one loopback among an agent's processes here; default true), e.g.
+ * `Sandbox: workspace-write — files under /work/x are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
-export function describePolicy(policy: ResolvedPolicy, network: boolean | undefined): string {
-  const net = network === undefined ? [] : [network ? 'network allowed' : 'no network access (each terminal and program has a loopback of its own)']
+export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): string {
+  const shared = loopbackShared
+    ? 'your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others)'
+    : 'your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others)'
+  let net: string
+  switch (policy.network.mode) {
+    case 'none':
+      net = loopbackShared ? 'no network beyond that loopback' : 'no network beyond loopback'
+      break
+    case 'allow':
+      net = `network only to ${policy.network.hosts.join(', ')} through a proxy (HTTP_PROXY and HTTPS_PROXY are set); a refused host shows in the result as [network: blocked <host> — not in the allowlist]`
+      break
+    case 'full':
+      net = 'network allowed'
+      break
+    default: {
+      const never: never = policy.network
+      throw new Error(`unhandled network ${JSON.stringify(never)}`)
+    }
+  }
   let clauses: string[]
   switch (policy.mode) {
     case 'read-only':
-      clauses = ['files can be read but not written (except in /tmp, which each terminal and program has to itself)', ...net]
+      clauses = ['files can be read but not written (except in /tmp)', shared, net]
       break
     case 'workspace-write':
-      clauses = [`files under ${policy.workspaceRoot} are writable and shared by your terminals and programs`, 'everything else is read-only (except /tmp, which each terminal and program has to itself)', ...net]
+      clauses = [`files under ${policy.workspaceRoot} are writable`, 'everything else is read-only except /tmp', shared, net]
       break
     case 'danger-full-access':
       clauses = ['no sandbox: every file you can write is writable and the network is open', `stay inside ${policy.workspaceRoot}`]

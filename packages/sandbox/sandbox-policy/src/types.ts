@@ -3,7 +3,7 @@
  * the latest `sandbox/mode` event in its log wins, else the configured default, so a
  * restarted harness replays the same policy.
  */
-import type { SandboxMode } from '@conch/sandbox'
+import type { AgentNetwork, SandboxMode } from '@conch/sandbox'
 import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
 /** Data of a `sandbox/mode` session event. */
@@ -16,6 +16,10 @@ export interface ResolvedPolicy {
   /** Absolute canonical path: the session's `workspaceRoot` from `session/start`, else the configured one. */
   workspaceRoot: string
   sessionId: string
+  /** The agent's network (config `network` and `allow`); `full` under danger-full-access. */
+  network: AgentNetwork
+  /** Ports of the agent's loopback reachable from host loopback ports (config `expose`). */
+  expose: number[]
 }
 
 /**

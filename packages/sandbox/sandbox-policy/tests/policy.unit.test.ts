@@ -51,7 +51,7 @@ describe('resolve', () => {
   it('uses the configured mode and workspace until the session says otherwise', async () => {
     const policy = await boot({ mode: 'workspace-write', workspaceRoot: dir })
     const session = root.sessions.create()
-    expect(policy.resolve({ session })).toEqual({ mode: 'workspace-write', workspaceRoot: dir, sessionId: session.id })
+    expect(policy.resolve({ session })).toEqual({ mode: 'workspace-write', workspaceRoot: dir, sessionId: session.id, network: { mode: 'none' }, expose: [] })
   })
 
   it('takes the latest sandbox/mode event and the workspace of session/start', async () => {
@@ -59,7 +59,7 @@ describe('resolve', () => {
     const session = root.sessions.create({ workspaceRoot: dir })
     policy.setMode(session, 'workspace-write')
     policy.setMode(session, 'danger-full-access')
-    expect(policy.resolve({ session })).toEqual({ mode: 'danger-full-access', workspaceRoot: dir, sessionId: session.id })
+    expect(policy.resolve({ session })).toEqual({ mode: 'danger-full-access', workspaceRoot: dir, sessionId: session.id, network: { mode: 'full' }, expose: [] })
     expect(session.last('sandbox/mode')?.data).toEqual({ mode: 'danger-full-access' })
   })
 
@@ -88,7 +88,7 @@ describe('config', () => {
 
   it('defaults to read-only on the canonical working directory', async () => {
     const policy = await boot()
-    expect(policy.config).toEqual({ mode: 'read-only', workspaceRoot: realpathSync(process.cwd()) })
+    expect(policy.config).toEqual({ mode: 'read-only', workspaceRoot: realpathSync(process.cwd()), network: 'none', allow: [], expose: [] })
   })
 
   it('makes the workspace root absolute and canonical, resolving symlinks', async () => {
@@ -226,16 +226,6 @@ class FakeAgents extends Service {
   }
 }
 
-/** A stand-in for ctx.sandbox that only answers networkAllowed(). */
-class FakeSandbox extends Service {
-  constructor(ctx: Context, private readonly options: { network: boolean }) {
-    super(ctx, 'sandbox')
-  }
-  networkAllowed(): boolean {
-    return this.options.network
-  }
-}
-
 const agentWith = (session: SessionLog): Agent => ({ session }) as Agent
 
 describe('the system-prompt section', () => {
@@ -247,20 +237,30 @@ describe('the system-prompt section', () => {
     expect(agents.sections.map((section) => section.id)).toEqual(['sandbox'])
     const session = root.sessions.create()
     expect(agents.sections[0]!.render(agentWith(session))).toBe(
-      `Sandbox: workspace-write — files under ${dir} are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself).`,
+      `Sandbox: workspace-write — files under ${dir} are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.`,
     )
     policy.setMode(session, 'read-only')
     expect(agents.sections[0]!.render(agentWith(session))).toMatch(/^Sandbox: read-only — /)
   })
 
-  it('states the network setting when the sandbox knows it', async () => {
-    await boot({ mode: 'workspace-write', workspaceRoot: dir })
-    fibers.push(await root.plugin(FakeSandbox, { network: false }))
-    fibers.push(await root.plugin(FakeAgents))
-    const agents = root.get('agents') as unknown as FakeAgents
-    expect(agents.sections[0]!.render(agentWith(root.sessions.create()))).toBe(
-      `Sandbox: workspace-write — files under ${dir} are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself); no network access (each terminal and program has a loopback of its own).`,
+  it('states the network policy: loopback only, an allowlist and the refusal the model will see, or the host network', async () => {
+    const render = async (config: object) => {
+      await boot({ mode: 'workspace-write', workspaceRoot: dir, ...config })
+      fibers.push(await root.plugin(FakeAgents))
+      return (root.get('agents') as unknown as FakeAgents).sections[0]!.render(agentWith(root.sessions.create()))
+    }
+    expect(await render({})).toMatch(/; no network beyond that loopback\.$/)
+    expect(await render({ network: 'allow', allow: ['registry.npmjs.org', '*.pypi.org'] })).toMatch(
+      /; network only to registry\.npmjs\.org, \*\.pypi\.org through a proxy \(HTTP_PROXY and HTTPS_PROXY are set\); a refused host shows in the result as \[network: blocked <host> — not in the allowlist\]\.$/,
     )
+    expect(await render({ network: 'full' })).toMatch(/; network allowed\.$/)
+  })
+
+  it('refuses network: allow without a host, and a malformed host pattern, naming the field', async () => {
+    const parse = (config: object) => SandboxPolicyService.Config.safeParse({ workspaceRoot: dir, ...config })
+    expect(parse({ network: 'allow' }).error?.issues[0]).toMatchObject({ path: ['allow'], message: expect.stringContaining('needs at least one host pattern') })
+    expect(parse({ network: 'allow', allow: ['http://x.org'] }).error?.issues[0]?.path).toEqual(['allow', 0])
+    expect(parse({ network: 'allow', allow: ['*.example.com', 'example.com'] }).success).toBe(true)
   })
 
   it('removes the section when the policy service unloads', async () => {
@@ -276,15 +276,18 @@ describe('the system-prompt section', () => {
     expect(agents.sections).toHaveLength(0)
   })
 
-  it('describes every mode, with and without a known network setting', () => {
-    const base = { workspaceRoot: '/work/x', sessionId: 's' }
-    expect(describePolicy({ ...base, mode: 'workspace-write' }, true)).toBe(
-      'Sandbox: workspace-write — files under /work/x are writable and shared by your terminals and programs; everything else is read-only (except /tmp, which each terminal and program has to itself); network allowed.',
+  it('describes every mode', () => {
+    const base = { workspaceRoot: '/work/x', sessionId: 's', network: { mode: 'none' as const }, expose: [] }
+    expect(describePolicy({ ...base, mode: 'workspace-write', network: { mode: 'full' } })).toBe(
+      'Sandbox: workspace-write — files under /work/x are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); network allowed.',
     )
-    expect(describePolicy({ ...base, mode: 'read-only' }, undefined)).toBe(
-      'Sandbox: read-only — files can be read but not written (except in /tmp, which each terminal and program has to itself).',
+    expect(describePolicy({ ...base, mode: 'read-only' })).toBe(
+      'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.',
     )
-    expect(describePolicy({ ...base, mode: 'danger-full-access' }, true)).toBe(
+    expect(describePolicy({ ...base, mode: 'read-only' }, false)).toBe(
+      'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others); no network beyond loopback.',
+    )
+    expect(describePolicy({ ...base, mode: 'danger-full-access' })).toBe(
       'Sandbox: danger-full-access — no sandbox: every file you can write is writable and the network is open; stay inside /work/x.',
     )
   })

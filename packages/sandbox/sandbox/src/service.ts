@@ -14,6 +14,8 @@ import {
   SandboxError,
   type ConfinePolicy,
   type ConfineResult,
+  type NetworkRefusal,
+  type SandboxAgent,
   type SandboxPolicy,
   type SandboxProvider,
   type SandboxServiceApi,
@@ -41,6 +43,21 @@ const Policy = z.object({
   protectedPaths: z.array(absolute('protectedPaths')).optional(),
   writablePaths: z.array(absolute('writablePaths').refine((path) => path !== '/', { message: 'writablePaths must not hold / (that would make the whole filesystem writable)' })).optional(),
   hiddenPaths: z.array(absolute('hiddenPaths').refine((path) => path !== '/', { message: 'hiddenPaths must not hold /' })).optional(),
+  agent: z
+    .object(
+      {
+        key: z.string().min(1, 'agent.key must not be empty'),
+        owner: z.custom<SandboxAgent['owner']>((owner) => typeof (owner as Partial<SandboxAgent['owner']>)?.onDispose === 'function'),
+        network: z
+          .discriminatedUnion('mode', [z.object({ mode: z.literal('none') }), z.object({ mode: z.literal('allow'), hosts: z.array(z.string().min(1)) }), z.object({ mode: z.literal('full') })], {
+            error: 'agent.network must be {mode: none | allow | full}',
+          })
+          .optional(),
+        expose: z.array(z.number().int().min(1).max(65535, 'agent.expose holds ports 1-65535')).optional(),
+      },
+      { error: 'agent must be {key, owner}' },
+    )
+    .optional(),
 }).refine((policy) => !(policy.mode === 'workspace-write' && policy.workspaceRoot === '/'), {
   message:
     'a workspace root of / would make the whole filesystem writable under workspace-write; ' +
@@ -234,6 +251,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
+  private readonly refusals = new Set<(refusal: NetworkRefusal) => void>()
 
   constructor(ctx: Context, public config: SandboxService.Config) {
     super(ctx, 'sandbox')
@@ -282,6 +300,8 @@ class SandboxService extends Service implements SandboxServiceApi {
     }
     if (parsed.data.cwd !== undefined) valid.cwd = parsed.data.cwd
     if (parsed.data.network !== undefined) valid.network = parsed.data.network
+    // The caller's object: the owner's identity counts.
+    if (policy.agent !== undefined) valid.agent = policy.agent
     if (parsed.data.writablePaths !== undefined && parsed.data.writablePaths.length > 0) valid.writablePaths = canonicalPaths(parsed.data.writablePaths)
     this.checkHidden()
     const hidden = unique([...this.hiddenPaths(), ...canonicalPaths(parsed.data.hiddenPaths ?? [])])
@@ -306,7 +326,7 @@ class SandboxService extends Service implements SandboxServiceApi {
       if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
       const code = writableCode(this.code.flat(), writableCanonical)
       if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', { reason: code })
-      const result = provider.confine(argv, valid)
+      const result = await provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
         // A provider that hands the argv back unchanged would run it unconfined: fail closed.
         failures.push(`${provider.name}: returned an argv that adds no confinement`)
@@ -406,6 +426,21 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   ownFolders(): string[] {
     return unique([...this.hiddenPaths(), ...canonicalPaths(this.providers.flatMap((provider) => provider.ownPaths ?? []))])
+  }
+
+  onRefused(listener: (refusal: NetworkRefusal) => void): () => void {
+    return this.ctx.effect(() => {
+      this.refusals.add(listener)
+      return () => void this.refusals.delete(listener)
+    }, 'sandbox.onRefused')
+  }
+
+  refused(refusal: NetworkRefusal): void {
+    for (const listener of this.refusals) listener(refusal)
+  }
+
+  sharesLoopback(): boolean | undefined {
+    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
   }
 
   networkAllowed(): boolean | undefined {

@@ -43,6 +43,45 @@ export interface SandboxPolicy {
    * `SandboxServiceApi.hide`.
    */
   hiddenPaths?: string[]
+  /**
+   * The agent the process belongs to. Every process confined for one agent (the same `key`)
+   * lives in one sandbox with it: one loopback and one /tmp, made at the first such
+   * confinement and torn down — every process in it killed, the /tmp removed — when each
+   * owner that confined a process for it has ended. Without it the process has a sandbox of
+   * its own. `network: true` on such a process leaves it the host's network, with the
+   * agent's /tmp.
+   */
+  agent?: SandboxAgent
+}
+
+/**
+ * An agent's network: `none` (loopback only, shared by its processes), `allow` (outbound HTTP and
+ * HTTPS through a proxy on the host that lets only `hosts` through: `example.com` exactly, or
+ * `*.example.com` for its subdomains), or `full` (the host's network).
+ */
+export type AgentNetwork = { mode: 'none' } | { mode: 'allow'; hosts: string[] } | { mode: 'full' }
+
+/** The agent a confined process belongs to (`SandboxPolicy.agent`). */
+export interface SandboxAgent {
+  /** Processes confined with the same key share one sandbox: the agent's session id. */
+  key: string
+  /**
+   * The agent's network, fixed when its sandbox is made (its first process); default
+   * `{mode: 'none'}`. A process's own `SandboxPolicy.network: true` still gives it the host's network.
+   */
+  network?: AgentNetwork
+  /** Ports of the agent's loopback made reachable on host loopback ports (fixed when its sandbox is made). */
+  expose?: number[]
+  /**
+   * The owner the process is started for (an Agent, a pool's owner). The sandbox registers its
+   * teardown with each distinct owner once, and is torn down when the last of them ends.
+   */
+  owner: SandboxOwner
+}
+
+/** What the sandbox needs of an owner: a cleanup awaited when it ends (throws when it is no longer live). */
+export interface SandboxOwner {
+  onDispose(cleanup: () => void | Promise<void>): () => void
 }
 
 /**
@@ -62,8 +101,16 @@ export interface ConfinePolicy extends SandboxPolicy {
   hiddenPaths?: string[]
 }
 
+/** A port of an agent's loopback reachable from the host: `127.0.0.1:<hostPort>` on the host. */
+export interface ExposedPort {
+  port: number
+  hostPort: number
+}
+
 export interface ConfineResult {
   argv: [string, ...string[]]
+  /** The agent's ports asked for in `SandboxPolicy.agent.expose`, as reachable from the host now. */
+  exposed?: ExposedPort[]
   /** `full` when files, processes and (if configured) network are enforced; `partial` when some part is not. */
   enforcement: 'full' | 'partial'
   /** Provider that wrapped the argv, e.g. `bubblewrap`. */
@@ -79,6 +126,8 @@ export interface SandboxProvider {
   readonly platforms: readonly NodeJS.Platform[]
   /** Whether confined processes may use the network (as configured), when the provider knows. */
   readonly network?: boolean
+  /** Whether the processes of one agent share its loopback here (bubblewrap: only as root), when the provider knows. */
+  readonly sharesLoopback?: boolean
   /**
    * Host folders it makes writable under workspace-write besides the workspace root (absolute),
    * so that `confine` can check the protected paths against every writable path.
@@ -94,7 +143,8 @@ export interface SandboxProvider {
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
    */
   probe(): Promise<true | string>
-  confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult
+  /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
+  confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult | Promise<ConfineResult>
 }
 
 /**
@@ -112,6 +162,11 @@ const SANDBOX_ERRORS = {
   PROTECTED_CODE_WRITABLE: (d: { reason: string }) => d.reason,
   /** A provider's runtime folder is not a folder of this user's with mode 0700, or changed while opened. */
   RUNTIME_DIR_UNSAFE: (d: { path: string; uid: number }) => `${d.path} is not a private directory of uid ${d.uid} (mode 0700); remove it, or set runtimeDir to another folder`,
+  /** The process that holds an agent's namespaces could not start, or is gone while the agent lives. */
+  AGENT_SANDBOX_FAILED: (d: { agent: string; reason: string }) => `the sandbox of agent ${d.agent} ${d.reason}; end the agent and start it again`,
+  /** Processes of an agent's sandbox outlived its teardown. */
+  AGENT_SANDBOX_SURVIVORS: (d: { agent: string; pids: number[] }) =>
+    `the sandbox of agent ${d.agent} was torn down but processes ${d.pids.join(', ')} are still in it; kill them (kill -9) and check the host`,
   /** The folder of an egress proxy's socket is not a directory of this user's closed to others. */
   EGRESS_SOCKET_UNSAFE: (d: { path: string; uid: number }) =>
     `cannot listen on ${d.path}: its folder is not a private directory of uid ${d.uid} (mode 0700, not a symbolic link); put the socket in one`,
@@ -195,4 +250,23 @@ export interface SandboxServiceApi {
    * say. For describing the sandbox (e.g. in a system prompt); it does not probe.
    */
   networkAllowed?(): boolean | undefined
+  /**
+   * Whether an agent's processes share one loopback on this platform: the `sharesLoopback` of the
+   * first registered provider for `process.platform`, or undefined when it does not say. For
+   * describing the sandbox; it does not probe.
+   */
+  sharesLoopback?(): boolean | undefined
+  /**
+   * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
+   * reads can name them; `agent` is `SandboxAgent.key`. The disposer is tied to the caller's scope.
+   */
+  onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
+  /** Called by a provider for each refused host: tells every `onRefused` listener. */
+  refused?(refusal: NetworkRefusal): void
+}
+
+/** A host an agent's egress proxy refused. */
+export interface NetworkRefusal {
+  agent: string
+  host: string
 }

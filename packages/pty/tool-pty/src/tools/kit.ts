@@ -20,10 +20,36 @@ export interface ToolKit {
   error(caught: unknown): ToolResult
   /** A text result with optional meta. */
   text(value: string, meta?: Record<string, unknown>): ToolResult
+  /**
+   * Starts collecting the hosts the network refused to the agent whose sandbox key (session id)
+   * is `agent`; `stop` ends it and returns them, each once, in order.
+   */
+  refusals(agent: string): { stop(): string[] }
+}
+
+/** What tool-pty uses of `ctx.sandbox` (optional): its refusal feed (`SandboxServiceApi.onRefused`). */
+interface RefusalFeed {
+  onRefused?(listener: (refusal: { agent: string; host: string }) => void): () => void
 }
 
 export function toolKit(ctx: Context, config: Config): ToolKit {
+  const watchers = new Set<{ agent: string; hosts: Set<string> }>()
+  ctx.inject(['sandbox'], (scope) => {
+    ;(scope.get('sandbox') as RefusalFeed | undefined)?.onRefused?.((refusal) => {
+      for (const watcher of watchers) if (watcher.agent === refusal.agent) watcher.hosts.add(refusal.host)
+    })
+  })
   return {
+    refusals(agent) {
+      const watcher = { agent, hosts: new Set<string>() }
+      watchers.add(watcher)
+      return {
+        stop: () => {
+          watchers.delete(watcher)
+          return [...watcher.hosts]
+        },
+      }
+    },
     ctx,
     pty: ctx.pty,
     tools: ctx.tools,

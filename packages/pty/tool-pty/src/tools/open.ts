@@ -24,6 +24,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
       cwd: z.string().min(1).optional().describe('Default: the workspace root'),
       rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS).optional().describe('Default 40'),
       cols: z.number().int().min(1).max(MAX_TERMINAL_COLS).optional().describe('Default 160'),
+      expose: z.array(z.number().int().min(1).max(65535)).max(16).optional().describe('Sandbox ports (e.g. 3000) to reach from the host; the result names the host port'),
     }),
     title: (input) => `open ${input.type}${input.name === undefined ? '' : ` "${input.name}"`}`,
     async execute(input, { agent, signal }) {
@@ -32,10 +33,10 @@ export function registerTerminalOpen(kit: ToolKit): void {
         const redact = readableSecrets(config.secrets)
         const opened = await pty.spawn(
           agent,
-          { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }) },
+          { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }), ...(input.expose !== undefined && { expose: input.expose }) },
           signal,
         )
-        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }) })
+        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })
       } catch (caught) {
         return error(caught)
       }

@@ -126,9 +126,11 @@ export function registerTerminalSend(kit: ToolKit): void {
       }
 
       let operation: SendOperation
+      const refusals = kit.refusals(agent.session.id)
       try {
         operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, signal, ...limitsOf(input) })
       } catch (caught) {
+        refusals.stop()
         return error(caught)
       }
       const stop = progress
@@ -141,12 +143,14 @@ export function registerTerminalSend(kit: ToolKit): void {
       try {
         result = await operation.done
       } catch (caught) {
+        refusals.stop()
         return error(caught)
       } finally {
         stop?.()
       }
-      const rendered = renderSend(result, config.maxResultBytes, signal.aborted)
-      return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated })
+      const refused = refusals.stop()
+      const rendered = renderSend(result, config.maxResultBytes, signal.aborted, refused)
+      return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
 }

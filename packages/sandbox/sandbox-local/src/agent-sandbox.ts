@@ -1,0 +1,357 @@
+/**
+ * The agent's sandbox on Linux: what every process confined for one agent (`SandboxPolicy.agent`,
+ * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
+ * and torn down when the last owner that confined a process for it ends.
+ *
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<random>` (mode 0700, made
+ *   beneath the base without following a link), bound as each process's /tmp.
+ * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
+ *   namespaces (`--unshare-net`, `--die-with-parent`), keeps the agent's network namespace; each
+ *   later process without network enters it with `nsenter --net=/proc/<holder>/ns/net` and keeps
+ *   a PID namespace of its own, so closing one terminal ends that terminal's tree only. Entering a
+ *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
+ *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
+ *   is made and each process keeps a loopback of its own (the /tmp is still shared).
+ * - network `allow`: the host runs an egress proxy for the agent on a unix socket in the agent's
+ *   private sockets folder (bound into the holder only); the holder relays a port of its
+ *   loopback to it, and each process gets `HTTP_PROXY` and its kin pointing there.
+ * - `expose`: the host listens on 127.0.0.1 (never another address) at a port the kernel picks,
+ *   and relays each connection through a unix socket the holder listens on to the agent's
+ *   127.0.0.1:<port>.
+ * - teardown: the holder is killed, then every process still in the agent's network namespace
+ *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close and
+ *   the agent's folder is removed.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { readdirSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { connect, createServer, type Server, type Socket } from 'node:net'
+import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
+import { BeneathError, ensurePrivateFolder, nodeBeneathFs } from '@conch/subprocess'
+import type { AgentPlace } from './bubblewrap.ts'
+
+export interface AgentSandboxOptions {
+  /** Where the agents' folders are made (`runtimeDir`). */
+  base: string
+  /** Whether processes can enter the holder's network namespace (root). */
+  shareNetwork: boolean
+  /**
+   * The argv of a holder (holder.cjs with `spec` as its argument) that reports its namespace pid
+   * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
+   */
+  holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
+  /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
+  startEgressProxy?: StartEgressProxy
+  /** Told each host an agent's proxy refused. */
+  onRefused?(key: string, host: string): void
+  /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
+  timeoutMs: number
+}
+
+/** The shape of `startEgressProxy` (egress-proxy.ts). */
+export type StartEgressProxy = (options: { socketPath: string; allow: readonly string[]; onRefused?: (host: string) => void }) => Promise<{ close(): Promise<void> }>
+
+/** The variables that send a process's HTTP and HTTPS through the relay to the proxy on `port`. */
+export function proxyEnvironment(port: number): Record<string, string> {
+  const url = `http://127.0.0.1:${port}`
+  const none = 'localhost,127.0.0.1,::1'
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1' }
+}
+
+interface Holder {
+  child: ChildProcess
+  /** The holder's stdout, one JSON object a line; `reading` is the last reader's turn. */
+  lines: AsyncIterator<Record<string, unknown>>
+  reading?: Promise<unknown>
+  /** The holder's first process inside its namespaces, as the host sees it. */
+  pid: number
+  /** `/proc/<pid>/ns/net`, and that namespace's inode when the holder started. */
+  netns: string
+  inode: number
+  exited: Promise<void>
+}
+
+interface Entry {
+  key: string
+  /** The agent's folder: `tmp/` (its /tmp) and `sockets/` (the holder's and the proxy's). */
+  folder: string
+  tmp: string
+  sockets: string
+  network: 'none' | 'allow' | 'full'
+  holder?: Holder
+  proxy?: { close(): Promise<void> }
+  /** The port of the holder's relay to the proxy (network `allow`). */
+  proxyPort?: number
+  /** The exposed ports: host listener by agent port. */
+  exposed: Map<number, Promise<{ server: Server; hostPort: number }>>
+  connections: Set<Socket>
+  owners: Set<SandboxOwner>
+  disposers: Array<() => void>
+  closing?: Promise<void>
+}
+
+const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
+
+/** The folder the agents' /tmp folders are made in, under `base`. */
+export const agentsFolderPath = (base: string): string => join(base, `conch-agents-${uid()}`)
+
+export class AgentSandboxes {
+  private readonly entries = new Map<string, Promise<Entry>>()
+
+  constructor(private readonly options: AgentSandboxOptions) {}
+
+  /**
+   * The place of a process of `agent` (with `network` or not): its /tmp, and its network
+   * namespace to enter when it has no network. Makes the agent's sandbox on its first process;
+   * registers the teardown with `agent.owner` on its first process.
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
+   */
+  async place(agent: SandboxAgent, network: boolean): Promise<AgentPlace & { exposed: ExposedPort[] }> {
+    let made = this.entries.get(agent.key)
+    if (made === undefined) {
+      made = this.make(agent.key, agent.network ?? { mode: 'none' })
+      this.entries.set(agent.key, made)
+      made.catch(() => this.entries.get(agent.key) === made && this.entries.delete(agent.key))
+    }
+    const entry = await made
+    if (entry.closing !== undefined) {
+      // Its last owner ended: this process belongs to the agent's next sandbox.
+      await entry.closing.catch(() => undefined)
+      return this.place(agent, network)
+    }
+    if (!entry.owners.has(agent.owner)) {
+      const owner = agent.owner
+      try {
+        entry.disposers.push(owner.onDispose(() => this.release(entry, owner)))
+      } catch (error) {
+        // The owner ended while the sandbox was being made: nobody else holds it, so it goes.
+        if (entry.owners.size === 0) await this.close(entry)
+        throw error
+      }
+      entry.owners.add(owner)
+    }
+    const exposed = await Promise.all([...new Set(agent.expose ?? [])].map((port) => this.expose(entry, port)))
+    if (network || entry.holder === undefined) return { tmp: entry.tmp, exposed }
+    const { holder } = entry
+    let inode: number | undefined
+    try {
+      inode = holder.child.exitCode === null && holder.child.signalCode === null ? statSync(holder.netns).ino : undefined
+    } catch {
+      inode = undefined
+    }
+    if (inode !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${holder.pid} is gone)` })
+    return { tmp: entry.tmp, netns: holder.netns, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+  }
+
+  /**
+   * Makes the agent's loopback `port` reachable on a host 127.0.0.1 port (once per port).
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when the agent has no namespace to expose from.
+   */
+  private expose(entry: Entry, port: number): Promise<ExposedPort> {
+    if (entry.network === 'full') return Promise.resolve({ port, hostPort: port })
+    let listening = entry.exposed.get(port)
+    if (listening === undefined) {
+      const { holder } = entry
+      if (holder === undefined) {
+        return Promise.reject(new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: its loopback is not shared (that takes root)` }))
+      }
+      const socket = join(entry.sockets, `expose-${port}.sock`)
+      listening = (async () => {
+        await untilLine(holder, (line) => line['exposed'] === port, entry.key, `${JSON.stringify({ port, socket })}\n`)
+        const server = createServer((client) => {
+          entry.connections.add(client)
+          client.on('close', () => entry.connections.delete(client))
+          const inside = connect(socket)
+          entry.connections.add(inside)
+          inside.on('close', () => entry.connections.delete(inside))
+          client.pipe(inside).on('error', () => client.destroy())
+          inside.pipe(client).on('error', () => inside.destroy())
+          client.on('error', () => inside.destroy()).on('close', () => inside.destroy())
+          inside.on('error', () => client.destroy()).on('close', () => client.destroy())
+        })
+        // Host loopback only: never another address.
+        await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+        return { server, hostPort: (server.address() as { port: number }).port }
+      })()
+      entry.exposed.set(port, listening)
+      listening.catch(() => entry.exposed.get(port) === listening && entry.exposed.delete(port))
+    }
+    return listening.then(({ hostPort }) => ({ port, hostPort }))
+  }
+
+  /** Tears down every agent's sandbox (the provider is going). */
+  async closeAll(): Promise<void> {
+    const entries = await Promise.allSettled([...this.entries.values()])
+    await Promise.all(entries.map((entry) => (entry.status === 'fulfilled' ? this.close(entry.value) : undefined)))
+  }
+
+  private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
+    const base = agentsFolderPath(this.options.base)
+    const folder = join(base, `agent-${randomBytes(8).toString('hex')}`)
+    const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
+    try {
+      for (const path of [base, folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+    }
+    if (network.mode === 'full' || !this.options.shareNetwork) {
+      if (network.mode === 'allow') {
+        rmSync(folder, { recursive: true, force: true })
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow, which needs its loopback shared with a relay to the proxy (that takes root); use network: none or full' })
+      }
+      return entry
+    }
+    try {
+      let egress: string | undefined
+      if (network.mode === 'allow') {
+        if (this.options.startEgressProxy === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow: this provider has no egress proxy' })
+        egress = join(entry.sockets, 'egress.sock')
+        entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
+      }
+      entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets)
+      const ready = await untilLine(entry.holder, () => true, key)
+      if (typeof ready['proxyPort'] === 'number') entry.proxyPort = ready['proxyPort']
+    } catch (error) {
+      entry.holder?.child.kill('SIGKILL')
+      await entry.proxy?.close().catch(() => {})
+      rmSync(folder, { recursive: true, force: true })
+      throw error
+    }
+    return entry
+  }
+
+  /** Starts the holder and reads its namespace pid from bubblewrap's info descriptor (fd 3). */
+  private startHolder(key: string, spec: { egress?: string }, sockets: string): Promise<Holder> {
+    const argv = this.options.holderArgv(3, spec, sockets)
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe'] })
+    const lines = jsonLines(child.stdout!)
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    let info = ''
+    let stderr = ''
+    child.stderr!.setEncoding('utf8').on('data', (text: string) => void (stderr = (stderr + text).slice(-2000)))
+    const failed = (reason: string) => {
+      child.kill('SIGKILL')
+      return new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason })
+    }
+    return new Promise<Holder>((resolve, reject) => {
+      const timer = setTimeout(() => reject(failed(`could not start the process that holds its network within ${this.options.timeoutMs} ms`)), this.options.timeoutMs)
+      const info$ = child.stdio[3] as NodeJS.ReadableStream
+      info$.setEncoding('utf8')
+      info$.on('data', (text: string) => {
+        info += text
+        const pid = /"child-pid"\s*:\s*(\d+)/.exec(info)?.[1]
+        if (pid === undefined) return
+        clearTimeout(timer)
+        const netns = `/proc/${pid}/ns/net`
+        try {
+          resolve({ child, lines, pid: Number(pid), netns, inode: statSync(netns).ino, exited })
+        } catch (error) {
+          reject(failed(`could not read the namespace of its holder (${(error as Error).message})`))
+        }
+      })
+      child.once('error', (error) => {
+        clearTimeout(timer)
+        reject(failed(`could not start the process that holds its network: ${error.message}`))
+      })
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer)
+        reject(failed(`holder exited (${signal ?? `code ${code}`}) before it was ready${stderr.trim() ? `: ${stderr.trim()}` : ''}`))
+      })
+    })
+  }
+
+  private async release(entry: Entry, owner: SandboxOwner): Promise<void> {
+    entry.owners.delete(owner)
+    if (entry.owners.size === 0) await this.close(entry)
+  }
+
+  /**
+   * Kills the holder, then every process left in the agent's network namespace until none is
+   * (each found by its `/proc/<pid>/ns/net`; a pid recycled between that read and kill(2) cannot
+   * be excluded without pidfds), and removes the /tmp folder.
+   * @throws SandboxError `AGENT_SANDBOX_SURVIVORS` when processes are still there after `timeoutMs`.
+   */
+  private close(entry: Entry): Promise<void> {
+    entry.closing ??= this.teardown(entry)
+    return entry.closing
+  }
+
+  private async teardown(entry: Entry): Promise<void> {
+    const current = this.entries.get(entry.key)
+    if (current !== undefined && (await current.catch(() => undefined)) === entry && this.entries.get(entry.key) === current) this.entries.delete(entry.key)
+    for (const dispose of entry.disposers.splice(0)) dispose()
+    entry.owners.clear()
+    const { holder } = entry
+    if (holder !== undefined) {
+      holder.child.kill('SIGKILL')
+      const deadline = Date.now() + this.options.timeoutMs
+      for (;;) {
+        const pids = inNamespace(holder.inode)
+        if (pids.length === 0) break
+        if (Date.now() > deadline) throw new SandboxError('AGENT_SANDBOX_SURVIVORS', { agent: entry.key, pids })
+        for (const pid of pids) {
+          try {
+            process.kill(pid, 'SIGKILL')
+          } catch {
+            // gone already
+          }
+        }
+        await delay(10)
+      }
+      await holder.exited
+    }
+    for (const socket of entry.connections) socket.destroy()
+    const servers = await Promise.allSettled(entry.exposed.values())
+    await Promise.all(servers.map((listening) => listening.status === 'fulfilled' && new Promise((resolve) => listening.value.server.close(resolve))))
+    await entry.proxy?.close()
+    rmSync(entry.folder, { recursive: true, force: true, maxRetries: 5 })
+  }
+}
+
+/** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
+export function inNamespace(inode: number): number[] {
+  const link = `net:[${inode}]`
+  const pids: number[] = []
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      if (readlinkSync(`/proc/${name}/ns/net`) === link) pids.push(Number(name))
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids
+}
+
+/** The JSON objects `stream` carries, one a line. */
+async function* jsonLines(stream: NodeJS.ReadableStream): AsyncGenerator<Record<string, unknown>> {
+  let pending = ''
+  stream.setEncoding('utf8')
+  for await (const chunk of stream) {
+    pending += chunk as string
+    let newline: number
+    while ((newline = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, newline)
+      pending = pending.slice(newline + 1)
+      yield JSON.parse(line) as Record<string, unknown>
+    }
+  }
+}
+
+/** Writes `request` (if any) to the holder and reads its lines until one satisfies `wanted`; one request at a time. */
+function untilLine(holder: Holder, wanted: (line: Record<string, unknown>) => boolean, key: string, request?: string): Promise<Record<string, unknown>> {
+  const read = async (): Promise<Record<string, unknown>> => {
+    if (request !== undefined) holder.child.stdin!.write(request)
+    for (;;) {
+      const next = await holder.lines.next()
+      if (next.done) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `lost the process that holds its network (pid ${holder.pid} ended)` })
+      if (wanted(next.value)) return next.value
+    }
+  }
+  const turn = (holder.reading ?? Promise.resolve()).then(read, read)
+  holder.reading = turn.catch(() => undefined)
+  return turn
+}

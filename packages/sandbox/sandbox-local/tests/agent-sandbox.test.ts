@@ -1,0 +1,226 @@
+/**
+ * One sandbox per agent, under real bubblewrap as root: the processes confined for one agent
+ * share its loopback and /tmp, keep their own PID namespaces and modes, and end with it; another
+ * agent reaches neither.
+ */
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
+import { createServer as createHttpServer, type Server } from 'node:http'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { SandboxAgent } from '@conch/sandbox'
+import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { agentsFolderPath, inNamespace, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
+import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
+
+const asRoot = hasBwrap && process.getuid?.() === 0
+
+let workspace: string
+let box: Harness
+const children: ChildHandle[] = []
+beforeAll(() => {
+  workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-agent-ws-')))
+})
+afterAll(() => rmSync(workspace, { recursive: true, force: true }))
+afterEach(async () => {
+  await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
+  await box?.dispose()
+})
+
+/** An owner whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
+function owner(key: string): SandboxAgent & { end(): Promise<void> } {
+  const cleanups: Array<() => void | Promise<void>> = []
+  return {
+    key,
+    owner: { onDispose: (cleanup) => (cleanups.push(cleanup), () => cleanups.splice(cleanups.indexOf(cleanup), 1)) },
+    async end() {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+    },
+  }
+}
+
+/** Starts `bash -c script` confined for `agent` and resolves once its stdout holds `token`. */
+async function start(script: string, agent: SandboxAgent, token: string, mode: 'read-only' | 'workspace-write' = 'workspace-write'): Promise<ChildHandle> {
+  const confined = await box.ctx.sandbox.confine(['bash', '-c', script], { mode, workspaceRoot: workspace, agent })
+  const child = box.ctx.subprocess.spawn({ argv: confined.argv, env: scrubbedEnv(process.env) })
+  children.push(child)
+  let out = ''
+  child.stdout.setEncoding('utf8')
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (text: string) => {
+      out += text
+      if (out.includes(token)) resolve()
+    })
+    void child.done.then(() => reject(new Error(`exited before printing ${token}: ${out}`)))
+  })
+  return child
+}
+
+/** A server on the agent's loopback port `port`, answered once it listens. */
+const SERVER = (port: number) => `python3 -c "
+import http.server, socketserver
+s = socketserver.TCPServer(('127.0.0.1', ${port}), http.server.SimpleHTTPRequestHandler)
+print('LISTENING', flush=True)
+s.serve_forever()"`
+
+const CURL = (port: number) => `curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:${port}/; echo "curl=$?"`
+
+describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
+  it('processes of one agent share its loopback and /tmp; another agent reaches neither', async () => {
+    box = await harness(workspace)
+    const one = owner('session-one')
+    const two = owner('session-two')
+    await start(`echo shared-note > /tmp/note; ${SERVER(8767)}`, one, 'LISTENING')
+
+    const sibling = await box.run(`${CURL(8767)}; cat /tmp/note`, { agent: one })
+    expect(sibling.stdout).toContain('code=200')
+    expect(sibling.stdout).toContain('shared-note')
+    const readOnlySibling = await box.run(`${CURL(8767)}; cat /tmp/note`, { mode: 'read-only', agent: one })
+    expect(readOnlySibling.stdout).toContain('code=200')
+    expect(readOnlySibling.stdout).toContain('shared-note')
+
+    const stranger = await box.run(`${CURL(8767)}; cat /tmp/note`, { agent: two })
+    expect(stranger.stdout).toContain('curl=7')
+    expect(stranger.stderr).toMatch(/\/tmp\/note: No such file or directory/)
+    await Promise.all([one.end(), two.end()])
+  })
+
+  it("a read-only process cannot write the workspace through what a writable sibling left in the shared /tmp", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-modes')
+    const made = await box.run(`ln -s ${workspace} /tmp/ws && exec 3>${workspace}/open.txt && echo linked`, { agent })
+    expect(made.stdout).toContain('linked')
+    const reader = await box.run('echo planted > /tmp/ws/planted.txt; echo planted >> /tmp/ws/open.txt; echo tmp-ok > /tmp/own.txt && cat /tmp/own.txt', { mode: 'read-only', agent })
+    expect(reader.stderr).toMatch(readOnly('/tmp/ws/planted.txt'))
+    expect(reader.stderr).toMatch(readOnly('/tmp/ws/open.txt'))
+    expect(reader.stdout).toContain('tmp-ok')
+    expect(existsSync(join(workspace, 'planted.txt'))).toBe(false)
+    await agent.end()
+  })
+
+  it("ending one process ends its tree only, and the agent's end leaves no process, daemon included, no holder and no /tmp", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-end')
+    const base = agentsFolderPath(tmpdir())
+    const before = existsSync(base) ? readdirSync(base) : []
+    const [first, second] = [80_000 + Math.floor(Math.random() * 9_999), 90_000 + Math.floor(Math.random() * 9_999)]
+    const one = await start(`setsid nohup sleep ${first} >/dev/null 2>&1 & ${SERVER(8768)}`, agent, 'LISTENING')
+    await start(`setsid nohup sleep ${second} >/dev/null 2>&1 & ${SERVER(8769)}`, agent, 'LISTENING')
+    const made = readdirSync(base).filter((name) => !before.includes(name))
+    expect(made).toHaveLength(1)
+    expect(sleeping(first)).toHaveLength(1)
+
+    await one.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })
+    const after = await box.run(`${CURL(8768)}; ${CURL(8769)}; readlink /proc/self/ns/net`, { agent })
+    expect(after.stdout).toMatch(/curl=7[\s\S]*code=200/)
+    expect(sleeping(first)).toEqual([])
+    expect(sleeping(second)).toHaveLength(1)
+    const inode = Number(after.stdout.match(/net:\[(\d+)\]/)![1])
+    expect(inNamespace(inode).length).toBeGreaterThan(0)
+
+    await agent.end()
+    expect(inNamespace(inode)).toEqual([])
+    expect(sleeping(second)).toEqual([])
+    expect(existsSync(join(base, made[0]!))).toBe(false)
+  })
+})
+
+/** The host pids of `sleep <seconds>` processes. */
+function sleeping(seconds: number): number[] {
+  const ps = spawnSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+  return ps.stdout.split('\n').filter((line) => line.trim().endsWith(`sleep ${seconds}`)).map((line) => Number.parseInt(line, 10))
+}
+
+/** The host's egress proxy, with names ending in `.test` resolved to the host's loopback (no real network). */
+const testProxy: StartEgressProxy = (options) => startEgressProxy({ ...options, resolve: async (host) => [host.endsWith('.test') ? '127.0.0.1' : host] })
+
+describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
+  let site: Server
+  let sitePort: number
+  beforeAll(async () => {
+    site = createHttpServer((_, res) => res.end('SITE-REACHED\n'))
+    await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve))
+    sitePort = (site.address() as { port: number }).port
+  })
+  afterAll(() => new Promise<void>((resolve) => site.close(() => resolve())))
+
+  it('allow: an allowed host is reached through the proxy, another is refused and named, and nothing leaves around it', async () => {
+    const refused: string[] = []
+    box = await harness(workspace, {}, { startEgressProxy: testProxy, onRefused: (_, host) => void refused.push(host) })
+    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: ['allowed.test', 'mirror.pkg.test'] } }
+    const result = await box.run(
+      [
+        `curl -s http://allowed.test:${sitePort}/`,
+        `curl -s http://mirror.pkg.test:${sitePort}/`,
+        `curl -s -w ' code=%{http_code}\\n' http://refused.test:${sitePort}/`,
+        `curl -s --noproxy '*' http://127.0.0.1:${sitePort}/; echo "direct=$?"`,
+        'echo "proxy=$HTTPS_PROXY no=$NO_PROXY"',
+      ].join('; '),
+      { agent },
+    )
+    expect(result.stdout.match(/SITE-REACHED/g)).toHaveLength(2)
+    expect(result.stdout).toMatch(/^blocked refused\.test — not in the allowlist code=403$/m)
+    expect(result.stdout).toMatch(/^direct=7$/m)
+    expect(result.stdout).toMatch(/^proxy=http:\/\/127\.0\.0\.1:\d+ no=localhost,127\.0\.0\.1,::1$/m)
+    expect(refused).toEqual(['refused.test'])
+    await agent.end()
+  })
+
+  it('none: the host loopback is out of reach; full: it is the host network', async () => {
+    box = await harness(workspace)
+    const none = owner('session-none')
+    const full = { ...owner('session-full'), network: { mode: 'full' as const } }
+    const curl = `curl -s http://127.0.0.1:${sitePort}/; echo "curl=$?"`
+    expect((await box.run(curl, { agent: none })).stdout).toMatch(/^curl=7$/m)
+    expect((await box.run(curl, { agent: full })).stdout).toContain('SITE-REACHED')
+    await Promise.all([none.end(), full.end()])
+  })
+
+  it("a process that asks for the network itself (a sub-agent's model API) gets the host's, and keeps the agent's /tmp", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-own-network')
+    await box.run('echo agent-note > /tmp/note', { agent })
+    const result = await box.run(`curl -s http://127.0.0.1:${sitePort}/; cat /tmp/note`, { agent, network: true })
+    expect(result.stdout).toContain('SITE-REACHED')
+    expect(result.stdout).toContain('agent-note')
+    await agent.end()
+  })
+
+  it('a process confined while its agent sandbox is torn down gets the next one', async () => {
+    box = await harness(workspace)
+    const first = owner('session-again')
+    await box.run('echo old > /tmp/note', { agent: first })
+    const next = owner('session-again')
+    const ending = first.end()
+    const result = await box.run('echo new > /tmp/new && cat /tmp/new; cat /tmp/note', { agent: next })
+    await ending
+    expect(result.stdout).toContain('new')
+    expect(result.stderr).toMatch(/\/tmp\/note: No such file or directory/)
+    await next.end()
+  })
+
+  it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
+    box = await harness(workspace)
+    const base = agentsFolderPath(tmpdir())
+    const before = existsSync(base) ? readdirSync(base) : []
+    const ended = { key: 'session-ended', owner: { onDispose: (): never => { throw new Error('the agent is disposing') } } }
+    await expect(box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: ended })).rejects.toThrow('the agent is disposing')
+    expect(readdirSync(base).filter((name) => !before.includes(name))).toEqual([])
+  })
+
+  it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
+    box = await harness(workspace)
+    const agent = { ...owner('session-expose'), expose: [8780] }
+    await start(`echo exposed-page > /tmp/index.html; cd /tmp; ${SERVER(8780)}`, agent, 'LISTENING')
+    const confined = await box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent })
+    expect(confined.exposed).toHaveLength(1)
+    const { port, hostPort } = confined.exposed![0]!
+    expect(port).toBe(8780)
+    expect(await (await fetch(`http://127.0.0.1:${hostPort}/index.html`)).text()).toBe('exposed-page\n')
+    const other = Object.values(networkInterfaces()).flat().find((entry) => entry?.family === 'IPv4' && !entry.internal)?.address
+    if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/`)).rejects.toThrow()
+    await agent.end()
+    await expect(fetch(`http://127.0.0.1:${hostPort}/`)).rejects.toThrow()
+  })
+})
