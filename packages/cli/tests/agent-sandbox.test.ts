@@ -116,7 +116,9 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     const done = join(ws.dir, 'host-done')
     const script = ws.write('expose.jsonl', [
       step('', [{ name: 'terminal_open', arguments: { type: 'shell', expose: [8790] } }]),
-      step('', [send('pty-1', `cd /tmp && echo exposed-page > page.html && ${serve(8790)} ${awaitPort(8790, 'SERVING')}; until [ -e ${done} ]; do sleep 0.1; done`)]),
+      // The send stays open (no silence settles it) until the host has fetched the page and
+      // made `done`: the run, and with it the agent's sandbox, outlives the fetch.
+      step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: `cd /tmp && echo exposed-page > page.html && ${serve(8790)} ${awaitPort(8790, 'SERVING')}; until [ -e ${done} ]; do sleep 0.1; done`, timeoutMs: 60_000, idleMs: 60_000 } }]),
       step('Done.'),
     ].join('\n'))
     const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { runtimeDir } }), 'expose.yml')
