@@ -183,6 +183,21 @@ describe('deny-write placeholders', () => {
     }
   })
 
+  it('left in a workspace that was deleted since are forgotten, and the next stop says nothing', () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
+    const runtime = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ledger-')))
+    try {
+      const ledger = folderLedger(() => join(runtime, 'placeholders'))
+      placeholders({ ledger, mounted: () => new Set() }).hold([join(root, '.vscode')], [root])
+      rmSync(root, { recursive: true, force: true })
+      expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(ledger.entries()).toEqual([])
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+      rmSync(runtime, { recursive: true, force: true })
+    }
+  })
+
   it('are not made, and confinement goes on, in a folder this user cannot write', () => {
     const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
     try {
