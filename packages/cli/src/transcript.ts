@@ -4,6 +4,8 @@
  * - `stream-json` (packages/cli/README.md, "Output"): one JSON object per line —
  *   `{"type":"tool_call","id","name","arguments"}`,
  *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
+ *   `{"type":"notification","source","event","label"?,"evidence"?,"tail"?,"wake","text"}` for each
+ *   notification delivered (after the `tool_result` it rode on, or before the turn it woke),
  *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
  *   With `partial` (`--partial`), a tool's live output comes first as
  *   `{"type":"tool_output","id","text"}` delta lines (terminal output as it arrives); the
@@ -79,6 +81,11 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
         case 'assistant':
           line({ type: 'assistant', text: event.text })
           break
+        case 'notification': {
+          const { source, event: what, label, evidence, tail, wake } = event.notification
+          line({ type: 'notification', source, event: what, label, evidence, tail, wake, text: event.text })
+          break
+        }
         case 'tool-progress':
           if (partial && event.text !== '') {
             const text = bound.take(event.callId, event.text)
@@ -140,6 +147,10 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
         case 'assistant':
           block(event.text)
           printedAnswer = true
+          break
+        case 'notification':
+          // Attached to a result (already printed with it) or waking a turn: shown once more on its own.
+          block(event.text)
           break
         case 'tool-progress':
           if (event.text !== '') live(event.callId, event.text)
