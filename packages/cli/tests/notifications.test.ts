@@ -8,7 +8,7 @@ import { randomInt } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { acpRequest, jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -120,5 +120,50 @@ describe('notifications through conch run', () => {
     expect(lines.some((line) => line['type'] === 'notification')).toBe(false)
     expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Left it running.' })
     expect(processesWith(server)).toEqual([])
+  })
+})
+
+/** The agent's text in `updates`, its chunks joined. */
+const said = (updates: Record<string, unknown>[]): string =>
+  updates
+    .filter((update) => update['sessionUpdate'] === 'agent_message_chunk')
+    .map((update) => (update['content'] as { text: string }).text)
+    .join('')
+
+describe('notifications through conch acp', () => {
+  it('shows the notification to the client as a session update and answers the prompt after the woken turn', async () => {
+    const path = script({ text: afterGo('echo built-ok; (exit 3)'), notify: true })
+    ws.write('cordis.yml', terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
+    const conch = startConch(['acp', '--config', 'cordis.yml'], { cwd: ws.dir })
+    await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
+    const session = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
+    const sessionId = (session['result'] as { sessionId: string }).sessionId
+    const updates = () =>
+      jsonLines(conch.stdout())
+        .filter((frame) => frame['method'] === 'session/update')
+        .map((frame) => (frame['params'] as { update: Record<string, unknown> }).update)
+    // The first turn's answer streams, then the prompt stays open for the notification.
+    const firstTurn = new Promise<void>((resolve) => {
+      const onData = () => {
+        if (!said(updates()).includes('Waiting for it.')) return
+        conch.child.stdout.off('data', onData)
+        resolve()
+      }
+      conch.child.stdout.on('data', onData)
+    })
+    const prompt = acpRequest(conch, 2, 'session/prompt', { sessionId, prompt: [{ type: 'text', text: 'work in the background' }] })
+    await firstTurn
+    writeFileSync(join(ws.dir, 'go'), '')
+    expect(await prompt).toMatchObject({ id: 2, result: { stopReason: 'end_turn' } })
+    const all = updates()
+    const notification = all.find((update) => update['sessionUpdate'] === 'user_message_chunk')
+    expect(notification).toMatchObject({
+      content: { type: 'text', text: expect.stringMatching(/^\[notification: task-1 exited 3 — pty-1: .*; evidence: controlled prompt\]\n/) },
+      _meta: { conch: { notification: { source: 'task-1', event: 'exited 3', evidence: 'controlled prompt', wake: true } } },
+    })
+    // The woken turn's answer follows the notification.
+    expect(said(all.slice(all.indexOf(notification!)))).toBe('Woken.')
+    conch.child.stdin.end()
+    expect(await conch.exit).toBe(0)
   })
 })

@@ -81,7 +81,8 @@ describe('run_in_background ordering', () => {
     await harness.call('terminal_open', { type: 'shell' })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'make', run_in_background: true })
     const send = backend.last
-    expect(send.input).toEqual({ text: 'make', submit: true })
+    // Quiet is not an end: a background send waits for proof up to maxTimeoutMs.
+    expect(send.input).toEqual({ text: 'make', submit: true, timeoutMs: 600000, idleMs: 600000 })
     send.emit('compiling a\n')
     expect(await harness.text('task_output', { taskId: 'task-1' })).toBe('compiling a\n[status: running]')
     send.emit('compiling b\n')

@@ -112,7 +112,14 @@ export function registerTerminalSend(kit: ToolKit): void {
         const tasks = tasksOf(ctx, 'terminal_send')
         let operation: SendOperation
         try {
-          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input) })
+          // A background send waits for proof (a prompt, a read, the exit), not for quiet: a job
+          // that is silent for a while has not ended. Both default to maxTimeoutMs.
+          operation = pty.startSend(agent, input.sessionId, {
+            ...payload,
+            submit: input.submit,
+            timeoutMs: input.timeoutMs ?? config.maxTimeoutMs,
+            idleMs: input.idleMs ?? config.maxTimeoutMs,
+          })
         } catch (caught) {
           return error(caught)
         }
