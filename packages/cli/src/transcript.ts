@@ -111,6 +111,8 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
   const stdout = { write: (text: string) => out.write(visible(text)) }
   let blocks = 0
   let printedAnswer = false
+  /** The last tool result's text: a notification that rode on it was printed with it. */
+  let lastResult = ''
   /** Whether live output is open mid-line (its next text continues that line). */
   let liveMidLine = false
   const bound = liveBound()
@@ -141,16 +143,18 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
           if (liveMidLine) stdout.write('\n')
           liveMidLine = false
           const marker = event.result.isError ? '  [error]\n' : ''
-          stdout.write(`${marker}${indent(toolResultText(event.result))}\n`)
+          lastResult = toolResultText(event.result)
+          stdout.write(`${marker}${indent(lastResult)}\n`)
           break
         }
         case 'assistant':
           block(event.text)
           printedAnswer = true
+          lastResult = ''
           break
         case 'notification':
-          // Attached to a result (already printed with it) or waking a turn: shown once more on its own.
-          block(event.text)
+          // One that rode on a tool result was printed with it; one that woke a turn stands alone.
+          if (!lastResult.includes(event.text)) block(event.text)
           break
         case 'tool-progress':
           if (event.text !== '') live(event.callId, event.text)

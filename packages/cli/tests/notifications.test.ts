@@ -36,12 +36,12 @@ function script(send: object): string {
 }
 
 /** Starts the run; `release()` creates the file `go` in the workspace once the model has ended its first turn. */
-function start(scriptPath: string) {
+function start(scriptPath: string, output: 'stream-json' | 'text' = 'stream-json') {
   const config = ws.write('cordis.yml', terminalComposition({ script: scriptPath, mode: 'workspace-write', tasks: true }))
-  const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'work in the background'], { cwd: ws.dir })
+  const conch = startConch(['run', '--config', config, '--output', output, 'work in the background'], { cwd: ws.dir })
   const waiting = new Promise<void>((resolve, reject) => {
     const onData = () => {
-      if (!jsonLines(conch.stdout()).some((line) => line['type'] === 'assistant' && line['text'] === 'Waiting for it.')) return
+      if (!conch.stdout().includes(output === 'text' ? 'Waiting for it.\n' : '"text":"Waiting for it."')) return
       conch.child.stdout.off('data', onData)
       resolve()
     }
@@ -76,6 +76,15 @@ describe('notifications through conch run', () => {
     expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Woken.' })
     // No polling call was made.
     expect(lines.filter((line) => line['type'] === 'tool_call').map((line) => line['name'])).toEqual(['terminal_open', 'terminal_send'])
+  })
+
+  it('prints a waking notification once in the text transcript, before the answer it led to', async () => {
+    const run = start(script({ text: afterGo('echo built-ok; (exit 3)'), notify: true }), 'text')
+    await run.release()
+    expect(await run.conch.exit, run.conch.stderr()).toBe(0)
+    const out = run.conch.stdout()
+    expect(out.match(/\[notification: task-1 exited 3/g)).toHaveLength(1)
+    expect(out).toMatch(/Waiting for it\.\n\n\[notification: task-1 exited 3 — [^\n]*\]\n[\s\S]*built-ok[\s\S]*\n\nWoken\.\n$/)
   })
 
   it('wakes the run at the first output line matching notifyOn, then stops the task when the run ends', async () => {

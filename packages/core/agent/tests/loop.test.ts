@@ -331,6 +331,23 @@ describe('notifications', () => {
     expect(events.filter((event) => event.type === 'notification')).toEqual([{ type: 'notification', notification: done, text }])
   })
 
+  it('drops a notification withdrawn before delivery, and does not wake for it', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    const calls: string[] = []
+    ctx.tools.register(recordTool(calls, { execute: async (input: { text: string }) => {
+      agent.notify({ ...done, withdrawn: () => true })
+      return { content: [{ type: 'text' as const, text: `noted ${input.text}` }] }
+    } }))
+    harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
+    const release = agent.holdWake()
+    agent.notify({ ...done, wake: true, withdrawn: () => true })
+    release()
+    expect(await ctx.agents.run(agent, { prompt: 'go' })).toMatchObject({ status: 'completed', steps: 2 })
+    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a')
+  })
+
   it('wakes a run whose model ended its turn when a waking notification arrives, as a new turn', async () => {
     harness = await boot()
     const { ctx } = harness
