@@ -60,7 +60,7 @@ interface TaskRecord {
   killing?: Promise<void>
   /** Unregisters the owner-dispose cleanup. */
   unregister: () => void
-  /** The newest output, read or not, for notifications (at most `TAIL_KEEP_BYTES`). */
+  /** The newest output, read or not, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
   recent: string
   /** The pattern not yet matched, the incomplete last line it is tried on, and the complete lines still to skip. */
   watch?: { pattern: RegExp; partial: string; skip: number } | undefined
@@ -216,7 +216,9 @@ export default class TasksService extends Service implements TasksServiceApi {
   private ingest(record: TaskRecord, text: string): void {
     if (!text) return
     record.output.append(text)
-    record.recent = tailUtf8(record.recent + text, TAIL_KEEP_BYTES)
+    // Trimmed only when twice the bound (in UTF-16 units), so many small writes stay cheap.
+    record.recent += text
+    if (record.recent.length > 2 * TAIL_KEEP_BYTES) record.recent = tailUtf8(record.recent, TAIL_KEEP_BYTES)
     const watch = record.watch
     if (!watch) return
     const lines = (watch.partial + text).split('\n')
