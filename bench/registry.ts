@@ -8,6 +8,7 @@ import type { Machine } from './harness.ts'
 import type { IdleFigures, ScaleFigures } from './idle-scale.ts'
 import type { LifecycleFigures } from './lifecycle.ts'
 import type { LongLineFigures } from './long-line.ts'
+import type { NotifyFigures } from './notify.ts'
 import type { ParserFigures } from './parser.ts'
 import type { PtcFigures } from './ptc.ts'
 import type { ReplFigures } from './repl.ts'
@@ -19,6 +20,7 @@ import { bashTrueBench } from './bash-true.ts'
 import { idleScaleBench } from './idle-scale.ts'
 import { lifecycleBench } from './lifecycle.ts'
 import { longLineBench } from './long-line.ts'
+import { notifyBench } from './notify.ts'
 import { parserBench } from './parser.ts'
 import { ptcBench } from './ptc.ts'
 import { replBench } from './repl.ts'
@@ -28,7 +30,7 @@ import { submitBench } from './submit.ts'
 import { throughputBench } from './throughput.ts'
 
 /** The keys of results.json, in the order docs/performance.md lists them (and the table prints them). */
-export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit'] as const
+export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify'] as const
 export type Key = (typeof KEYS)[number]
 
 export interface Results {
@@ -45,6 +47,7 @@ export interface Results {
   startup?: StartupFigures
   subagents?: SubagentFigures
   submit?: SubmitFigures
+  notify?: NotifyFigures
   machine: Machine
 }
 
@@ -64,4 +67,4 @@ export interface Bench {
 }
 
 /** In running order. */
-export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench]
+export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench]

@@ -59,6 +59,8 @@ export const TARGETS: readonly TargetSpec[] = [
   { bench: 'startup', figure: 'acp_built.p50_ms', op: '≤', target: 300 },
   { bench: 'subagents', figure: 'codex.conch_p50_ms', op: '≤', target: 0, baseline: ['codex.raw_p50_ms', 'codex.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
   { bench: 'subagents', figure: 'claude_code.conch_p50_ms', op: '≤', target: 0, baseline: ['claude_code.raw_p50_ms', 'claude_code.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
+  { bench: 'notify', figure: 'polling_calls', op: '=', target: 0 },
+  { bench: 'notify', figure: 'latency_max_ms', op: '≤', target: 100 },
 ]
 
 /** One checked target in results.json. */

@@ -4,6 +4,8 @@
  * - `stream-json` (packages/cli/README.md, "Output"): one JSON object per line —
  *   `{"type":"tool_call","id","name","arguments"}`,
  *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
+ *   `{"type":"notification","source","event","label"?,"evidence"?,"tail"?,"wake","text"}` for each
+ *   notification delivered (after the `tool_result` it rode on, or before the turn it woke),
  *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
  *   With `partial` (`--partial`), a tool's live output comes first as
  *   `{"type":"tool_output","id","text"}` delta lines (terminal output as it arrives); the
@@ -79,6 +81,11 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
         case 'assistant':
           line({ type: 'assistant', text: event.text })
           break
+        case 'notification': {
+          const { source, event: what, label, evidence, tail, wake } = event.notification
+          line({ type: 'notification', source, event: what, label, evidence, tail, wake, text: event.text })
+          break
+        }
         case 'tool-progress':
           if (partial && event.text !== '') {
             const text = bound.take(event.callId, event.text)
@@ -104,6 +111,8 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
   const stdout = { write: (text: string) => out.write(visible(text)) }
   let blocks = 0
   let printedAnswer = false
+  /** The last tool result's text: a notification that rode on it was printed with it. */
+  let lastResult = ''
   /** Whether live output is open mid-line (its next text continues that line). */
   let liveMidLine = false
   const bound = liveBound()
@@ -134,12 +143,18 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
           if (liveMidLine) stdout.write('\n')
           liveMidLine = false
           const marker = event.result.isError ? '  [error]\n' : ''
-          stdout.write(`${marker}${indent(toolResultText(event.result))}\n`)
+          lastResult = toolResultText(event.result)
+          stdout.write(`${marker}${indent(lastResult)}\n`)
           break
         }
         case 'assistant':
           block(event.text)
           printedAnswer = true
+          lastResult = ''
+          break
+        case 'notification':
+          // One that rode on a tool result was printed with it; one that woke a turn stands alone.
+          if (!lastResult.includes(event.text)) block(event.text)
           break
         case 'tool-progress':
           if (event.text !== '') live(event.callId, event.text)

@@ -11,6 +11,10 @@
  *   `streamIntervalMs` (output arriving sooner is merged into the next one).
  * - `tool-result` → `tool_call_update` `{status: 'completed' | 'failed', content: [the rendered
  *   result], rawOutput: the result's meta}`; pending live output is sent first.
+ * - `notification` (a background task ended, matched its pattern or waits for input) →
+ *   `user_message_chunk` with the text the model read and `_meta.conch.notification`
+ *   `{source, event, label?, evidence?, tail?, wake}`: it enters the conversation as the
+ *   prompt of a woken turn, or with the tool result it rode on.
  */
 import type { SessionUpdate, ToolKind } from '@agentclientprotocol/sdk'
 import type { AgentRunEvent } from '@conch/agent'
@@ -91,6 +95,13 @@ export class TurnReporter {
         })
         return
       }
+      case 'notification':
+        this.options.send({
+          sessionUpdate: 'user_message_chunk',
+          content: { type: 'text', text: event.text },
+          _meta: { conch: { notification: event.notification } },
+        })
+        return
       default: {
         const never: never = event
         throw new Error(`unknown run event ${JSON.stringify(never)}`)

@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events'
 import type { Context } from 'cordis'
 import type { SessionLog } from '@conch/session'
-import { AgentError, type Agent, type AgentState, type RunResult } from './types.ts'
+import { AgentError, type Agent, type AgentState, type Notification, type RunResult } from './types.ts'
 
 interface Cleanup {
   run: () => void | Promise<void>
@@ -23,6 +23,12 @@ export class AgentHandle implements Agent {
   disposal: Promise<void> | undefined
   readonly controller = new AbortController()
   readonly cleanups: Cleanup[] = []
+  /** Notifications not yet delivered, oldest first. */
+  readonly inbox: Notification[] = []
+  /** Open `holdWake` holds. */
+  holds = 0
+  /** Called when the inbox or the holds change (the wake wait listens). */
+  private readonly watchers = new Set<() => void>()
 
   /** @param ownsSession whether the agent created its session (and closes it when disposed) */
   constructor(
@@ -49,5 +55,56 @@ export class AgentHandle implements Agent {
       const index = this.cleanups.indexOf(entry)
       if (index >= 0) this.cleanups.splice(index, 1)
     }
+  }
+
+  notify(notification: Notification): void {
+    if (this.state !== 'live') return
+    this.inbox.push(notification)
+    this.changed()
+  }
+
+  /** Takes the notifications still to deliver, oldest first; withdrawn ones are dropped. */
+  deliver(): Notification[] {
+    return this.inbox.splice(0).filter((notification) => notification.withdrawn?.() !== true)
+  }
+
+  holdWake(): () => void {
+    this.holds++
+    let held = true
+    return () => {
+      if (!held) return
+      held = false
+      this.holds--
+      this.changed()
+    }
+  }
+
+  /**
+   * Waits until a waking notification is queued (true), or until nothing holds the run open,
+   * `ms` pass or `signal` aborts (false).
+   */
+  async wake(ms: number, signal: AbortSignal): Promise<boolean> {
+    const ready = () => this.inbox.some((notification) => notification.wake && notification.withdrawn?.() !== true)
+    if (ready()) return true
+    if (this.holds === 0 || signal.aborted) return false
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer)
+        signal.removeEventListener('abort', done)
+        this.watchers.delete(check)
+        resolve()
+      }
+      const check = () => {
+        if (ready() || this.holds === 0) done()
+      }
+      const timer = setTimeout(done, ms)
+      signal.addEventListener('abort', done, { once: true })
+      this.watchers.add(check)
+    })
+    return ready() && !signal.aborted
+  }
+
+  private changed(): void {
+    for (const watcher of [...this.watchers]) watcher()
   }
 }

@@ -10,7 +10,8 @@ import { toolResultText, type ToolDefinition, type ToolResult, type ToolsService
 import type { AgentHandle } from './agent.ts'
 import type { AssistantMessageData, ToolCallData, ToolResultData, TurnEndData, TurnStartData, UserMessageData } from './events.ts'
 import { buildMessages } from './history.ts'
-import type { AgentRunEvent, RunOptions, RunResult } from './types.ts'
+import { renderNotification, renderNotifications } from './notification.ts'
+import type { AgentRunEvent, Notification, RunOptions, RunResult } from './types.ts'
 
 export interface TurnDependencies {
   tools: ToolsServiceApi
@@ -27,7 +28,7 @@ type Arguments = { ok: true; value: unknown } | { ok: false; error: string }
  * they end the turn with status `error`. Rejects only when `turn/start` or `user/message`
  * cannot be appended (an interceptor vetoed it, or the session is closed).
  */
-export async function runTurn(deps: TurnDependencies, agent: AgentHandle, options: RunOptions): Promise<RunResult> {
+export async function runTurn(deps: TurnDependencies, agent: AgentHandle, options: RunOptions, woken: readonly Notification[] = []): Promise<RunResult> {
   const signal = options.signal ? AbortSignal.any([agent.signal, options.signal]) : agent.signal
   const log = agent.session
   const emit = (event: AgentRunEvent): void => {
@@ -40,6 +41,7 @@ export async function runTurn(deps: TurnDependencies, agent: AgentHandle, option
   }
   log.append<TurnStartData>('turn/start', { prompt: options.prompt })
   log.append<UserMessageData>('user/message', { text: options.prompt })
+  announce(log, emit, woken)
 
   const counter = { steps: 0 }
   let result: RunResult
@@ -129,13 +131,18 @@ async function steps(
         }
         progress(live.push('', true))
       }
-      const data: ToolResultData = { callId: call.id, name: call.name, isError: result.isError === true, text: toolResultText(result) }
+      // Notifications queued until now ride on this result: one place for every tool.
+      const delivered = agent.deliver()
+      const resultText = toolResultText(result)
+      const text = delivered.length === 0 ? resultText : `${resultText}\n\n${renderNotifications(delivered)}`
+      const data: ToolResultData = { callId: call.id, name: call.name, isError: result.isError === true, text }
       if (result.meta) data.meta = result.meta
       const recorded = log.append<ToolResultData>('tool/result', data).data
       const shown: ToolResult = { ...result, content: [{ type: 'text', text: recorded.text }] }
       if (recorded.meta === undefined) delete shown.meta
       else shown.meta = recorded.meta
       emit({ type: 'tool-result', callId: call.id, name: call.name, result: shown })
+      announce(log, emit, delivered)
     }
     if (signal.aborted) return cancelled(signal, counter.steps)
     if (counter.steps >= deps.maxSteps) {
@@ -145,6 +152,18 @@ async function steps(
         steps: counter.steps,
       }
     }
+  }
+}
+
+/** Emits each delivered notification as the log would record it. */
+function announce(log: AgentHandle['session'], emit: (event: AgentRunEvent) => void, delivered: readonly Notification[]): void {
+  for (const notification of delivered) {
+    const shown: Notification = { source: log.redact(notification.source), event: log.redact(notification.event), wake: notification.wake }
+    for (const key of ['label', 'evidence', 'tail'] as const) {
+      const value = notification[key]
+      if (value !== undefined) shown[key] = log.redact(value)
+    }
+    emit({ type: 'notification', notification: shown, text: log.redact(renderNotification(notification)) })
   }
 }
 

@@ -9,6 +9,7 @@ import { messageOf, type SessionLog, type SessionServiceApi } from '@conch/sessi
 import type { ToolsServiceApi } from '@conch/tools'
 import { AgentHandle } from './agent.ts'
 import { runTurn } from './loop.ts'
+import { renderNotifications } from './notification.ts'
 import { AgentError, type Agent, type AgentServiceApi, type PromptSection, type RunOptions, type RunResult } from './types.ts'
 
 declare module 'cordis' {
@@ -33,6 +34,12 @@ class AgentService extends Service implements AgentServiceApi {
   static Config = z
     .strictObject({
       maxSteps: z.number().int().min(1).default(50).describe('Model calls per turn before it ends with max_steps.'),
+      wakeWaitMs: z
+        .number()
+        .int()
+        .min(0)
+        .default(600_000)
+        .describe('How long a run waits, after the model ended its turn, for a notification from work it asked to be woken by (notify); 0 never waits.'),
       instructions: z
         .string()
         .default(DEFAULT_INSTRUCTIONS)
@@ -147,23 +154,36 @@ class AgentService extends Service implements AgentServiceApi {
     if (handle.turn) {
       return Promise.reject(new AgentError('TURN_ACTIVE', { agent: agent.id }))
     }
-    const turn = runTurn(
-      {
-        tools: this.tools,
-        llm: this.llm,
-        maxSteps: this.config.maxSteps,
-        systemPrompt: (owner) => this.systemPrompt(owner),
-        logger: this.logger,
-      },
-      handle,
-      options,
-    )
+    const turn = this.turns(handle, options)
     handle.turn = turn
     const release = () => {
       if (handle.turn === turn) handle.turn = undefined
     }
     turn.then(release, release)
     return turn
+  }
+
+  /**
+   * Runs a turn, then, while work the model asked to be woken by holds the run open, waits (up to
+   * `wakeWaitMs`) for its notification and runs another turn with it as the prompt.
+   */
+  private async turns(handle: AgentHandle, options: RunOptions): Promise<RunResult> {
+    const deps = {
+      tools: this.tools,
+      llm: this.llm,
+      maxSteps: this.config.maxSteps,
+      systemPrompt: (owner: AgentHandle) => this.systemPrompt(owner),
+      logger: this.logger,
+    }
+    const signal = options.signal ? AbortSignal.any([handle.signal, options.signal]) : handle.signal
+    let result = await runTurn(deps, handle, options)
+    let steps = result.steps
+    while (result.status === 'completed' && (await handle.wake(this.config.wakeWaitMs, signal))) {
+      const woken = handle.deliver()
+      result = await runTurn(deps, handle, { ...options, prompt: renderNotifications(woken) }, woken)
+      steps += result.steps
+    }
+    return { ...result, steps }
   }
 
   /** Called by Cordis when the agent's scope unloads: by `teardown`, or because its parent plugin unloaded. */

@@ -24,6 +24,39 @@ export interface Agent {
    * `AgentError` `AGENT_NOT_LIVE`.
    */
   onDispose(cleanup: () => void | Promise<void>): () => void
+  /**
+   * Queues a notification for the conversation: the loop attaches it to the next tool result,
+   * or, when `wake` is set and the turn has ended, it starts another turn. Ignored once the
+   * agent is no longer live.
+   */
+  notify(notification: Notification): void
+  /**
+   * Keeps a run alive after the model ends its turn (up to `wakeWaitMs`), for work the model
+   * asked to be woken by; call the returned release once its notification is queued or the
+   * work ended. Releasing twice does nothing.
+   */
+  holdWake(): () => void
+}
+
+/**
+ * Something that happened outside the model's calls, for the conversation: a background task
+ * ended, printed a line matching its pattern, or waits for input.
+ */
+export interface Notification {
+  /** What it is about, e.g. `task-1`. */
+  source: string
+  /** What happened: `exited 0`, `matched "Listening on"`, `waiting for input: Password:`. */
+  event: string
+  /** One line naming the work, e.g. `pty-1: make`. */
+  label?: string
+  /** How conch knows, one line (`controlled prompt`, `python3[41] read fd0 /dev/pts/3`). */
+  evidence?: string
+  /** The last lines of output, bounded by the producer. */
+  tail?: string
+  /** Whether it may wake the agent after its turn ended. */
+  wake: boolean
+  /** Checked at delivery: true drops it, because the model has seen what it says (it read the task's final status). */
+  withdrawn?: () => boolean
 }
 
 declare module '@conch/tools' {
@@ -45,6 +78,8 @@ export type AgentRunEvent =
   | { type: 'tool-call'; callId: string; name: string; arguments: unknown; title: string; kind: string }
   | { type: 'tool-progress'; callId: string; name: string; text: string }
   | { type: 'tool-result'; callId: string; name: string; result: ToolResult }
+  /** A delivered notification; `text` is what the model read (redacted). */
+  | { type: 'notification'; notification: Notification; text: string }
 
 export type RunStatus = 'completed' | 'cancelled' | 'max_steps' | 'error'
 

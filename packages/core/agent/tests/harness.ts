@@ -19,7 +19,7 @@ export interface Harness {
   dispose(): Promise<void>
 }
 
-export async function boot(config: { maxSteps?: number; instructions?: string } = {}): Promise<Harness> {
+export async function boot(config: { maxSteps?: number; instructions?: string; wakeWaitMs?: number } = {}): Promise<Harness> {
   const ctx = new Context()
   const warnings: string[] = []
   ctx.logger.exporter({

@@ -310,3 +310,85 @@ describe('cancellation', () => {
     expect(agent.session.events().at(-1)?.type).toBe('turn/end')
   })
 })
+
+describe('notifications', () => {
+  const done = { source: 'task-1', event: 'exited 0', label: 'pty-1: make', evidence: 'controlled prompt', tail: 'built', wake: false }
+
+  it('attaches queued notifications to the next tool result, whichever tool it is, and emits them', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    const calls: string[] = []
+    ctx.tools.register(recordTool(calls, { execute: async (input: { text: string }) => {
+      agent.notify(done)
+      return { content: [{ type: 'text' as const, text: `noted ${input.text}` }] }
+    } }))
+    harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
+    const events: AgentRunEvent[] = []
+    await ctx.agents.run(agent, { prompt: 'go', onEvent: (event) => void events.push(event) })
+    const text = '[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]\nbuilt'
+    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe(`noted a\n\n${text}`)
+    expect(events.filter((event) => event.type === 'notification')).toEqual([{ type: 'notification', notification: done, text }])
+  })
+
+  it('drops a notification withdrawn before delivery, and does not wake for it', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    const calls: string[] = []
+    ctx.tools.register(recordTool(calls, { execute: async (input: { text: string }) => {
+      agent.notify({ ...done, withdrawn: () => true })
+      return { content: [{ type: 'text' as const, text: `noted ${input.text}` }] }
+    } }))
+    harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
+    const release = agent.holdWake()
+    agent.notify({ ...done, wake: true, withdrawn: () => true })
+    release()
+    expect(await ctx.agents.run(agent, { prompt: 'go' })).toMatchObject({ status: 'completed', steps: 2 })
+    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a')
+  })
+
+  it('wakes a run whose model ended its turn when a waking notification arrives, as a new turn', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    const release = agent.holdWake()
+    harness.steps.push({ text: 'waiting for the build' }, (request) => {
+      expect(request.messages.at(-1)).toMatchObject({ role: 'user', content: expect.stringContaining('[notification: task-1 exited 0') })
+      return (async function* () {
+        yield { type: 'text-delta', text: 'build done' } as ModelChunk
+        yield { type: 'finish', reason: 'stop' } as ModelChunk
+      })()
+    })
+    const run = ctx.agents.run(agent, { prompt: 'build in the background' })
+    // The first turn ends; the run stays alive until the notification.
+    await new Promise<void>((resolve) => ctx.sessions.subscribe((event) => void (event.type === 'turn/end' && resolve())))
+    agent.notify({ ...done, wake: true })
+    release()
+    expect(await run).toEqual({ status: 'completed', text: 'build done', steps: 2 })
+    expect(types(agent.session.events()).filter((type) => type === 'turn/start')).toHaveLength(2)
+  })
+
+  it('does not keep a run alive without a hold, and stops waiting when the hold is released', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    harness.steps.push({ text: 'done' }, { text: 'done again' })
+    expect(await ctx.agents.run(agent, { prompt: 'go' })).toMatchObject({ status: 'completed', steps: 1 })
+    agent.notify(done)
+    const release = agent.holdWake()
+    const run = ctx.agents.run(agent, { prompt: 'again' })
+    await new Promise<void>((resolve) => ctx.sessions.subscribe((event) => void (event.type === 'turn/end' && resolve())))
+    release()
+    expect(await run).toMatchObject({ status: 'completed', text: 'done again', steps: 1 })
+  })
+
+  it('stops waiting after wakeWaitMs', async () => {
+    harness = await boot({ wakeWaitMs: 1 })
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    agent.holdWake()
+    harness.steps.push({ text: 'done' })
+    expect(await ctx.agents.run(agent, { prompt: 'go' })).toMatchObject({ status: 'completed', steps: 1 })
+  })
+})

@@ -87,6 +87,8 @@ export function fakeAgent(ctx: Context, id: string): FakeAgent {
       return state
     },
     signal: controller.signal,
+    notify: () => {},
+    holdWake: () => () => {},
     onDispose(cleanup) {
       if (state !== 'live') throw new AgentError('AGENT_NOT_LIVE', { agent: id, state, next: 'create a new agent' })
       cleanups.push(cleanup)

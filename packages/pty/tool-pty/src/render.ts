@@ -180,7 +180,7 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
     body: '',
     meta: [
       { text: `[task: ${taskId} started — ${label}]`, short: `[task: ${taskId}]` },
-      { text: `Use task_output with taskId "${taskId}" for its output and final status (wait: true blocks until it ends); task_kill interrupts it with SIGINT.`, short: '' },
+      { text: `You are notified when it ends or waits for input; task_output with taskId "${taskId}" reads its output, task_kill interrupts it with SIGINT.`, short: '' },
     ],
     noticeAt: 2,
     truncated: false,

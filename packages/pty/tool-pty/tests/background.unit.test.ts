@@ -21,7 +21,7 @@ describe('run_in_background with the memory backend', () => {
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold building', run_in_background: true })
     expect(result.content[0]!.text).toBe(
       '[task: task-1 started — pty-1: hold building]\n' +
-        'Use task_output with taskId "task-1" for its output and final status (wait: true blocks until it ends); task_kill interrupts it with SIGINT.',
+        'You are notified when it ends or waits for input; task_output with taskId "task-1" reads its output, task_kill interrupts it with SIGINT.',
     )
     expect(result.meta).toEqual({ taskId: 'task-1', sessionId: 'pty-1' })
     expect(await harness.text('task_list', {})).toBe('task-1 running pty-send "pty-1: hold building"')
@@ -81,7 +81,8 @@ describe('run_in_background ordering', () => {
     await harness.call('terminal_open', { type: 'shell' })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'make', run_in_background: true })
     const send = backend.last
-    expect(send.input).toEqual({ text: 'make', submit: true })
+    // Quiet is not an end: a background send waits for proof up to maxTimeoutMs.
+    expect(send.input).toEqual({ text: 'make', submit: true, timeoutMs: 600000, idleMs: 600000 })
     send.emit('compiling a\n')
     expect(await harness.text('task_output', { taskId: 'task-1' })).toBe('compiling a\n[status: running]')
     send.emit('compiling b\n')

@@ -36,7 +36,7 @@ describe('tool definitions', () => {
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
     expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols', 'expose'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
-    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'run_in_background'])
+    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'run_in_background', 'notify', 'notifyOn'])
     // One of text, keys or secret: checked when called (see the send tests).
     expect(parameters['terminal_send']!['required']).toEqual(['sessionId'])
     expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])

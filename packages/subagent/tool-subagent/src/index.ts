@@ -53,7 +53,7 @@ export function defaultDescription(provider: string, background: boolean): strin
     `Hand a self-contained task to a separate "${provider}" agent in its own process and get its answer. ` +
     'It does not see this conversation: the prompt must hold everything it needs. ' +
     'The result ends with [subagent: NAME, stop: REASON, SECONDS]; a stop other than completed is an error showing the partial answer and why.' +
-    (background ? ' run_in_background: true returns a task id at once (task_output reads the answer, task_kill stops it).' : '')
+    (background ? ' run_in_background: true returns a task id at once; you are notified when it ends (task_output reads the answer, task_kill stops it).' : '')
   )
 }
 
@@ -82,11 +82,12 @@ export const apply = (ctx: Context, config: Config) => {
         run_in_background: z
           .boolean()
           .default(false),
+        notify: z.boolean().optional().describe('Background: wake me when it ends, even after my turn ended'),
       })
     : z.object({ prompt, timeoutMs })
 
   /** The model's input: the prompt and its own deadline. */
-  type Input = { prompt: string; timeoutMs?: number | undefined; run_in_background?: boolean }
+  type Input = { prompt: string; timeoutMs?: number | undefined; run_in_background?: boolean; notify?: boolean | undefined }
 
   const start = (agent: Agent, value: Input, signal: AbortSignal, onUpdate: (update: SubagentUpdate) => void): Promise<SubagentRun> =>
     subagents.start(provider, {
@@ -136,6 +137,7 @@ export const apply = (ctx: Context, config: Config) => {
       kind: 'subagent',
       label: `${provider}: ${labelOf(text)}`,
       owner: context.agent as Agent,
+      ...(value.notify === true && { notify: true }),
       cancel: () => controller.abort(),
       run: async (task) => {
         task.signal.addEventListener('abort', () => controller.abort(), { once: true })
@@ -148,6 +150,7 @@ export const apply = (ctx: Context, config: Config) => {
         if (result.diagnostic !== undefined && result.stopReason !== 'completed') fields.diagnostic = result.diagnostic
         return {
           status: result.stopReason === 'completed' ? 'completed' : 'failed',
+          event: `answered (stop: ${result.stopReason})`,
           fields,
           meta: { subagent: metaOf(result, durationMs, run) },
         }
@@ -165,7 +168,7 @@ export const apply = (ctx: Context, config: Config) => {
       content: [
         {
           type: 'text',
-          text: `Started the "${provider}" sub-agent in the background as ${id}. Read its answer with task_output (wait: true to block until it ends); stop it with task_kill.`,
+          text: `Started the "${provider}" sub-agent in the background as ${id}. You are notified when it ends; task_output reads its answer, task_kill stops it.`,
         },
       ],
       meta: { taskId: id, subagent: { runId: run.id, provider, childId: run.childId } },

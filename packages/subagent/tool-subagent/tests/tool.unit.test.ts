@@ -1,7 +1,7 @@
 import { Context } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
 import AgentService, { type Agent } from '@conch/agent'
-import LlmService from '@conch/llm'
+import LlmService, { type ModelChunk } from '@conch/llm'
 import SessionService from '@conch/session'
 import SubagentService, { NO_CAPABILITIES, SubagentError, type ProviderOutcome, type ProviderRequest } from '@conch/subagent'
 import TasksService, { TaskError } from '@conch/tasks'
@@ -159,7 +159,7 @@ describe('the background call', () => {
     const { ctx, agent, child } = await boot()
     const started = await call(ctx, agent, { prompt: 'go', run_in_background: true })
     expect(started.content[0]!.text).toBe(
-      'Started the "codex" sub-agent in the background as task-1. Read its answer with task_output (wait: true to block until it ends); stop it with task_kill.',
+      'Started the "codex" sub-agent in the background as task-1. You are notified when it ends; task_output reads its answer, task_kill stops it.',
     )
     child.requests[0]!.update({ type: 'text', text: 'first ' })
     const early = await ctx.tools.execute('task_output', { taskId: 'task-1' }, { agent, signal: new AbortController().signal, callId: 'c2' })
@@ -168,6 +168,32 @@ describe('the background call', () => {
     child.finish[0]!({ stopReason: 'completed' })
     const done = await ctx.tools.execute('task_output', { taskId: 'task-1', wait: true }, { agent, signal: new AbortController().signal, callId: 'c3' })
     expect(done.content[0]!.text).toMatch(/^second\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
+  })
+
+  it('with notify, keeps the run alive and wakes the agent with the answer when the child ends', async () => {
+    const { ctx, agent, child } = await boot()
+    const requests: string[] = []
+    const replies: ModelChunk[][] = [
+      [{ type: 'tool-call-delta', index: 0, id: 'c1', name: 'subagent', argumentsDelta: '{"prompt":"go","run_in_background":true,"notify":true}' }, { type: 'finish', reason: 'tool_calls' }],
+      [{ type: 'text-delta', text: 'waiting' }, { type: 'finish', reason: 'stop' }],
+      [{ type: 'text-delta', text: 'got it' }, { type: 'finish', reason: 'stop' }],
+    ]
+    ctx.llm.register({
+      provider: 'script',
+      stream: (request) => {
+        const last = request.messages.at(-1)!
+        requests.push(last.role === 'user' ? last.content : '')
+        if (replies.length === 2) queueMicrotask(() => {
+          child.requests[0]!.update({ type: 'text', text: 'the answer' })
+          child.finish[0]!({ stopReason: 'completed' })
+        })
+        return (async function* () {
+          yield* replies.shift()!
+        })()
+      },
+    })
+    expect(await ctx.agents.run(agent, { prompt: 'delegate' })).toMatchObject({ status: 'completed', text: 'got it', steps: 3 })
+    expect(requests[2]).toBe('[notification: task-1 answered (stop: completed) — codex: go]\nthe answer')
   })
 
   it('task_kill cancels the child: the run ends aborted', async () => {

@@ -10,7 +10,7 @@ import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import { messageOf } from '@conch/session'
-import { OutputBuffer } from './output.ts'
+import { OutputBuffer, tailUtf8 } from './output.ts'
 import {
   TaskError,
   type KillReport,
@@ -37,6 +37,8 @@ const Config = z
       .positive()
       .default(262_144)
       .describe('Bound on the unread output kept per task, in UTF-8 bytes; older unread output is dropped first.'),
+    notifyTailLines: z.number().int().min(0).default(5).describe('Last lines of output a notification carries.'),
+    notifyTailBytes: z.number().int().min(0).default(1024).describe('Bound on those lines, in UTF-8 bytes (the newest kept).'),
   })
   .prefault({})
 
@@ -58,7 +60,19 @@ interface TaskRecord {
   killing?: Promise<void>
   /** Unregisters the owner-dispose cleanup. */
   unregister: () => void
+  /** The newest output, read or not, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
+  recent: string
+  /** The pattern not yet matched, the incomplete last line it is tried on, and the complete lines still to skip. */
+  watch?: { pattern: RegExp; partial: string; skip: number } | undefined
+  /** Whether the owner has read the task's final status (its end notification is then withdrawn). */
+  seenEnd: boolean
+  /** Releases the owner's wake hold (`notify`, `notifyOn`). */
+  release: () => void
 }
+
+/** Newest output kept per task for notifications, and longest partial line a pattern is tried on (bytes / characters). */
+const TAIL_KEEP_BYTES = 16_384
+const PARTIAL_LINE_CHARS = 4096
 
 export default class TasksService extends Service implements TasksServiceApi {
   static Config = Config
@@ -99,12 +113,19 @@ export default class TasksService extends Service implements TasksServiceApi {
       meta: {},
       settled: Promise.resolve(),
       unregister: () => {},
+      recent: '',
+      seenEnd: false,
+      ...(spec.notifyOn && { watch: { pattern: spec.notifyOn, partial: '', skip: spec.notifyOnSkipLines ?? 0 } }),
+      release: spec.notify || spec.notifyOn ? spec.owner.holdWake() : () => {},
     }
     record.unregister = spec.owner.onDispose(() => this.forget(record))
     this.records.set(id, record)
     const controller: TaskController = {
       signal: abort.signal,
-      write: (text) => record.output.append(text),
+      write: (text) => this.ingest(record, text),
+      changed: () => {
+        if (record.watch && record.status === 'running') this.drain(record)
+      },
     }
     record.settled = this.execute(record, controller)
     return { id }
@@ -184,6 +205,49 @@ export default class TasksService extends Service implements TasksServiceApi {
     }
     record.endedAt = new Date().toISOString()
     record.unregister()
+    if (record.status !== 'killed') {
+      const event = outcome?.event ?? (record.status === 'failed' ? `failed: ${record.error ?? 'no reason given'}` : record.status)
+      this.notify(record, event, outcome?.evidence, Boolean(record.spec.notify || record.spec.notifyOn), () => record.seenEnd)
+    }
+    record.release()
+  }
+
+  /** Takes output into the task: its unread buffer, the recent tail, and the pattern watch. */
+  private ingest(record: TaskRecord, text: string): void {
+    if (!text) return
+    record.output.append(text)
+    // Trimmed only when twice the bound (in UTF-16 units), so many small writes stay cheap.
+    record.recent += text
+    if (record.recent.length > 2 * TAIL_KEEP_BYTES) record.recent = tailUtf8(record.recent, TAIL_KEEP_BYTES)
+    const watch = record.watch
+    if (!watch) return
+    const lines = (watch.partial + text).split('\n')
+    watch.partial = lines.at(-1)!.slice(-PARTIAL_LINE_CHARS)
+    const skipped = Math.min(watch.skip, lines.length - 1)
+    watch.skip -= skipped
+    // An incomplete line while lines remain to skip is the start of a skipped one.
+    if (watch.skip > 0) return
+    const line = lines.slice(skipped).find((candidate) => watch.pattern.test(candidate.replace(/\r$/, '')))
+    if (line === undefined) return
+    record.watch = undefined
+    this.notify(record, `matched ${JSON.stringify(watch.pattern.source)}`, line.replace(/\r$/, '').slice(0, 200), true)
+    record.release()
+  }
+
+  /** Queues a notification about the task on its owner, with the last lines of its output. */
+  private notify(record: TaskRecord, event: string, evidence: string | undefined, wake: boolean, withdrawn?: () => boolean): void {
+    const { notifyTailLines, notifyTailBytes } = this.config
+    const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).join('\n')
+    const tail = tailUtf8(lines, notifyTailBytes)
+    record.owner.notify({
+      source: record.id,
+      event,
+      label: record.spec.label,
+      ...(evidence !== undefined && { evidence }),
+      ...(tail !== '' && { tail }),
+      wake,
+      ...(withdrawn && { withdrawn }),
+    })
   }
 
   /** Asks a running task to stop and waits until its `run` has settled. */
@@ -198,7 +262,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       }
       record.abort.abort(new DOMException(`${record.id} was killed`, 'AbortError'))
       await record.settled
-      if (report?.output) record.output.append(report.output)
+      if (report?.output) this.ingest(record, report.output)
       if (report?.fields) record.fields = { ...record.fields, ...report.fields }
     })()
     return record.killing
@@ -232,7 +296,7 @@ export default class TasksService extends Service implements TasksServiceApi {
     const drain = record.spec.drain
     if (!drain) return
     try {
-      record.output.append(drain.call(record.spec))
+      this.ingest(record, drain.call(record.spec))
     } catch (error) {
       this.log.warn('drain of %s (%s) failed: %s', record.id, record.spec.kind, messageOf(error))
     }
@@ -242,6 +306,7 @@ export default class TasksService extends Service implements TasksServiceApi {
   private snapshot(record: TaskRecord): TaskSnapshot {
     if (record.status === 'running') this.drain(record)
     const { text, truncated } = record.output.take()
+    if (record.status !== 'running') record.seenEnd = true
     return {
       id: record.id,
       kind: record.spec.kind,

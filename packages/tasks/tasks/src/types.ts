@@ -15,6 +15,8 @@ export interface TaskController {
   readonly signal: AbortSignal
   /** Appends output (pushed producers). Output beyond `outputLimitBytes` unread bytes drops the oldest and marks the next read truncated. */
   write(text: string): void
+  /** Pull producers: output is ready to drain. The service drains at once while it watches the task's output for `notifyOn`. */
+  changed(): void
 }
 
 /** How a task ended, as returned by `run`. */
@@ -25,6 +27,10 @@ export interface TaskOutcome {
   fields?: Record<string, string>
   /** Structured data for clients (not rendered to the model). */
   meta?: Record<string, unknown>
+  /** What happened, for the notification (`exited 2`, `waiting for input: Password:`); defaults to the status. */
+  event?: string
+  /** How the producer knows, one line (`controlled prompt`). */
+  evidence?: string
 }
 
 export interface TaskSpec {
@@ -35,6 +41,12 @@ export interface TaskSpec {
   owner: Agent
   /** Bound on unread output kept per task, in UTF-8 bytes. Defaults to the service's `outputLimitBytes`. */
   outputLimitBytes?: number
+  /** Wake the owner when the task ends: its run stays alive for it after the model's turn ended. */
+  notify?: boolean
+  /** Notify (and wake, as `notify`) at the first output line matching it. */
+  notifyOn?: RegExp
+  /** Output lines `notifyOn` is not tried on, first: a terminal's echo of the typed command. */
+  notifyOnSkipLines?: number
   /** The work. A rejection ends the task `failed` with the error message. */
   run(controller: TaskController): Promise<TaskOutcome | void>
   /** Pull producers: returns output produced since the last call; called on every read and once after `run` settles. */

@@ -184,7 +184,7 @@ describe('the unread output bound', () => {
 
   it('uses the service outputLimitBytes when the spec has none', async () => {
     const small = new Context()
-    const smallFiber = await small.plugin(TasksService, { outputLimitBytes: 4 })
+    const smallFiber = await small.plugin(TasksService, TasksService.Config.parse({ outputLimitBytes: 4 }))
     const owner = fakeAgent('agent-1')
     const { id } = small.tasks.start({
       kind: 'test',
@@ -198,7 +198,7 @@ describe('the unread output bound', () => {
 
   it('rejects an invalid outputLimitBytes at load, naming the field', async () => {
     const bad = new Context()
-    await expect(bad.plugin(TasksService, { outputLimitBytes: 0 })).rejects.toThrow(/outputLimitBytes/)
+    await expect(bad.plugin(TasksService, { outputLimitBytes: 0 } as never)).rejects.toThrow(/outputLimitBytes/)
   })
 })
 
@@ -524,5 +524,99 @@ describe('service lifetime', () => {
     })
     await localFiber.dispose()
     expect(refusal).toBe('SERVICE_DISPOSING')
+  })
+})
+
+describe('notifications', () => {
+  it('notifies the owner when a task ends, with the outcome event, evidence and last lines', async () => {
+    const owner = fakeAgent('agent-1')
+    const { id } = tasks.start({
+      kind: 'test',
+      label: 'pty-1: make',
+      owner,
+      run: async (c) => {
+        c.write(`${Array.from({ length: 8 }, (_, i) => `line ${i + 1}`).join('\n')}\n`)
+        return { event: 'exited 2', evidence: 'controlled prompt' }
+      },
+    })
+    await new Promise<void>((resolve) => void (function check() { if (owner.notifications.length) resolve(); else setImmediate(check) })())
+    const [notification] = owner.notifications
+    expect(notification).toEqual({
+      source: id,
+      event: 'exited 2',
+      label: 'pty-1: make',
+      evidence: 'controlled prompt',
+      tail: 'line 4\nline 5\nline 6\nline 7\nline 8',
+      wake: false,
+      withdrawn: expect.any(Function),
+    })
+    expect(notification!.withdrawn!()).toBe(false)
+    // Reading the final status withdraws it: the model has seen the end.
+    expect(tasks.read(owner, id).status).toBe('completed')
+    expect(notification!.withdrawn!()).toBe(true)
+  })
+
+  it('names the status and error when the outcome has no event', async () => {
+    const owner = fakeAgent('agent-1')
+    const { id } = tasks.start({ kind: 'test', label: 'x', owner, run: async () => Promise.reject(new Error('spawn bash ENOENT')) })
+    await tasks.wait(owner, id, { timeoutMs: 60_000 })
+    expect(owner.notifications).toMatchObject([{ source: id, event: 'failed: spawn bash ENOENT', wake: false }])
+  })
+
+  it('does not notify about a task that was killed', async () => {
+    const owner = fakeAgent('agent-1')
+    const { id } = tasks.start({ kind: 'test', label: 'x', owner, notify: true, run: (c) => untilAborted(c.signal) })
+    expect(owner.holds).toBe(1)
+    await tasks.kill(owner, id)
+    expect(owner.notifications).toEqual([])
+    expect(owner.holds).toBe(0)
+  })
+
+  it('holds the owner awake for a notify task until its notification is queued', async () => {
+    const owner = fakeAgent('agent-1')
+    const finish = deferred()
+    const { id } = tasks.start({ kind: 'test', label: 'x', owner, notify: true, run: () => finish.promise })
+    expect(owner.holds).toBe(1)
+    finish.resolve()
+    await tasks.wait(owner, id, { timeoutMs: 60_000 })
+    expect(owner.notifications).toMatchObject([{ source: id, event: 'completed', wake: true }])
+    expect(owner.holds).toBe(0)
+  })
+
+  it('notifies once at the first line matching notifyOn after the skipped echo, across chunk boundaries, and releases the hold', async () => {
+    const owner = fakeAgent('agent-1')
+    const finish = deferred()
+    let pending = ''
+    let changed = () => {}
+    const { id } = tasks.start({
+      kind: 'test',
+      label: 'pty-1: npm run dev',
+      owner,
+      notifyOn: /Listening on/,
+      notifyOnSkipLines: 1,
+      run: (c) => {
+        changed = () => c.changed()
+        return finish.promise
+      },
+      drain() {
+        const text = pending
+        pending = ''
+        return text
+      },
+    })
+    pending = 'npm run dev # Listening on\ncompiling\nListen'
+    changed()
+    expect(owner.notifications).toEqual([])
+    pending = 'ing on :3000\r\nListening on :3001\n'
+    changed()
+    expect(owner.notifications).toEqual([
+      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001', wake: true },
+    ])
+    expect(owner.holds).toBe(0)
+    // The model still reads everything.
+    expect(tasks.read(owner, id).output).toBe('npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001\n')
+    finish.resolve()
+    await tasks.wait(owner, id, { timeoutMs: 60_000 })
+    expect(owner.notifications.map((n) => n.event)).toEqual(['matched "Listening on"', 'completed'])
   })
 })

@@ -59,7 +59,7 @@ export const apply = (ctx: Context, config: Config) => {
     name: 'task_output',
     description:
       'Read a background task: its output since your previous read, then its status line ' +
-      '(e.g. [status: completed, wait: stdin_read]). wait: true blocks until it ends or timeoutMs passes, instead of calling repeatedly.',
+      '(e.g. [status: completed, wait: stdin_read]). You need not poll: a notification comes with a later result when a task ends; wait: true blocks until it ends or timeoutMs passes.',
     kind: 'read',
     ...limits,
     input: z.object({

@@ -14,6 +14,8 @@ function owner(id: string): Agent {
     state: 'live',
     signal: new AbortController().signal,
     onDispose: () => () => {},
+    notify: () => {},
+    holdWake: () => () => {},
   }
 }
 

@@ -50,7 +50,14 @@ export function registerTerminalSend(kit: ToolKit): void {
         run_in_background: z
           .boolean()
           .optional()
-          .describe('Return a task id at once (task_output reads it, task_kill interrupts it)'),
+          .describe('Return a task id at once; you are notified when it ends or waits for input (task_output reads output, task_kill interrupts)'),
+        notify: z.boolean().optional().describe('Background: wake me when it ends, even after my turn ended'),
+        notifyOn: z
+          .string()
+          .max(1000)
+          .refine(isRegExp, 'notifyOn is not a valid JavaScript regular expression')
+          .optional()
+          .describe('Background: regex; notify and wake me at the first output line matching it'),
       })
     : z.strictObject(sendShape, {
         error: (issue) =>
@@ -59,6 +66,11 @@ export function registerTerminalSend(kit: ToolKit): void {
             : undefined,
       })
   const sendInput = objectInput.superRefine((input, context) => {
+    if (('notify' in input && input.notify !== undefined) || ('notifyOn' in input && input.notifyOn !== undefined)) {
+      if (!('run_in_background' in input && input.run_in_background === true)) {
+        context.addIssue({ code: 'custom', message: 'notify and notifyOn need run_in_background: true', path: ['run_in_background'] })
+      }
+    }
     const given = (['text', 'keys', 'secret'] as const).filter((key) => input[key] !== undefined)
     if (given.length !== 1) {
       context.addIssue({
@@ -79,6 +91,8 @@ export function registerTerminalSend(kit: ToolKit): void {
     title: (input) => `${input.sessionId}: ${describeInput(input)}`,
     async execute(input, { agent, signal, progress }) {
       const background = 'run_in_background' in input && input.run_in_background === true
+      // Only the background schema has them (and requires run_in_background with them).
+      const { notify, notifyOn } = input as { notify?: boolean; notifyOn?: string }
       const bytes = input.text !== undefined ? utf8Bytes(input.text) : (input.keys ?? []).reduce((sum, key) => sum + utf8Bytes(typeof key === 'string' ? key : key.text), 0)
       if (bytes > config.maxInputBytes) {
         return error(
@@ -98,7 +112,14 @@ export function registerTerminalSend(kit: ToolKit): void {
         const tasks = tasksOf(ctx, 'terminal_send')
         let operation: SendOperation
         try {
-          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input) })
+          // A background send waits for proof (a prompt, a read, the exit), not for quiet: a job
+          // that is silent for a while has not ended. Both default to maxTimeoutMs.
+          operation = pty.startSend(agent, input.sessionId, {
+            ...payload,
+            submit: input.submit,
+            timeoutMs: input.timeoutMs ?? config.maxTimeoutMs,
+            idleMs: input.idleMs ?? config.maxTimeoutMs,
+          })
         } catch (caught) {
           return error(caught)
         }
@@ -109,9 +130,12 @@ export function registerTerminalSend(kit: ToolKit): void {
             kind: 'pty-send',
             label,
             owner: agent,
-            run: async () => {
-              const result = await operation.done
-              return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result) }
+            ...(notify === true && { notify: true }),
+            ...(notifyOn !== undefined && { notifyOn: new RegExp(notifyOn), notifyOnSkipLines: echoLines(payload) }),
+            run: async (controller) => {
+              const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
+              const result = await operation.done.finally(() => stop?.())
+              return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: result.evidence.detail }
             },
             drain: () => backgroundOutput(operation),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
@@ -187,6 +211,41 @@ function outcomeFields(result: SendResult): Record<string, string> {
     ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
     session: statusText(result.sessionStatus),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
+  }
+}
+
+/** What a background send's notification says happened: `exited 2`, `waiting for input: Password:`, … */
+function eventOf(result: SendResult): string {
+  if (result.exitStatus !== undefined) return `exited ${result.exitStatus}`
+  switch (result.waitReason) {
+    case 'stdin_read':
+      return `waiting for input: ${firstLine(result.viewport.replace(/\n+$/, '').split('\n').at(-1) ?? '')}`
+    case 'session_exit':
+      return `ended the session (${statusText(result.sessionStatus)})`
+    case 'inferred_idle':
+      return 'went quiet (inferred_idle; it may still run)'
+    case 'timeout':
+      return 'still running at the send timeout'
+    default: {
+      const never: never = result.waitReason
+      return String(never)
+    }
+  }
+}
+
+/** Lines the terminal echoes for what a send types (a pattern must not match the command itself). */
+function echoLines(payload: SendPayload): number {
+  if (payload.text !== undefined) return payload.text.split('\n').length
+  if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
+  return 0
+}
+
+function isRegExp(source: string): boolean {
+  try {
+    new RegExp(source)
+    return true
+  } catch {
+    return false
   }
 }
 

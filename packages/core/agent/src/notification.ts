@@ -1,0 +1,24 @@
+/** How a notification reads in the conversation (see the README, "Notifications"). */
+import type { Notification } from './types.ts'
+
+/**
+ * One notification as the model reads it: a bracketed line naming the source, what happened, the
+ * work and the evidence, then the last lines of output.
+ *
+ * ```
+ * [notification: task-1 exited 2 — pty-1: make; evidence: controlled prompt]
+ * make: *** [all] Error 2
+ * ```
+ */
+export function renderNotification(notification: Notification): string {
+  const label = notification.label === undefined ? '' : ` — ${notification.label}`
+  const evidence = notification.evidence === undefined ? '' : `; evidence: ${notification.evidence}`
+  const head = `[notification: ${notification.source} ${notification.event}${label}${evidence}]`
+  const tail = notification.tail?.replace(/\n+$/, '') ?? ''
+  return tail === '' ? head : `${head}\n${tail}`
+}
+
+/** Several notifications, oldest first, separated by blank lines. */
+export function renderNotifications(notifications: readonly Notification[]): string {
+  return notifications.map(renderNotification).join('\n\n')
+}
