@@ -8,7 +8,8 @@ import { randomInt } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { acpRequest, jsonLines, processesWith, runConch, startConch, step, terminalComposition, workspace, type Workspace } from './harness.ts'
+import { terminalComposition, writeComposition } from '@conch/test-support/composition'
+import { acpRequest, jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
 vi.setConfig({ testTimeout: 90_000 })
 
@@ -37,7 +38,7 @@ function script(send: object): string {
 
 /** Starts the run; `release()` creates the file `go` in the workspace once the model has ended its first turn. */
 function start(scriptPath: string, output: 'stream-json' | 'text' = 'stream-json') {
-  const config = ws.write('cordis.yml', terminalComposition({ script: scriptPath, mode: 'workspace-write', tasks: true }))
+  const config = writeComposition(ws.dir, terminalComposition({ script: scriptPath, mode: 'workspace-write', tasks: true }))
   const conch = startConch(['run', '--config', config, '--output', output, 'work in the background'], { cwd: ws.dir })
   const waiting = new Promise<void>((resolve, reject) => {
     const onData = () => {
@@ -122,7 +123,7 @@ describe('notifications through conch run', () => {
         step('Left it running.'),
       ].join('\n'),
     )
-    const config = ws.write('cordis.yml', terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
+    const config = writeComposition(ws.dir, terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'start a server'], { cwd: ws.dir })
     expect(run.code, run.stderr).toBe(0)
     const lines = jsonLines(run.stdout)
@@ -142,7 +143,7 @@ const said = (updates: Record<string, unknown>[]): string =>
 describe('notifications through conch acp', () => {
   it('shows the notification to the client as a session update and answers the prompt after the woken turn', async () => {
     const path = script({ text: afterGo('echo built-ok; (exit 3)'), notify: true })
-    ws.write('cordis.yml', terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
+    writeComposition(ws.dir, terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
     const conch = startConch(['acp', '--config', 'cordis.yml'], { cwd: ws.dir })
     await acpRequest(conch, 0, 'initialize', { protocolVersion: 1 })
     const session = await acpRequest(conch, 1, 'session/new', { cwd: ws.dir, mcpServers: [] })
