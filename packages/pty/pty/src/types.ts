@@ -88,6 +88,11 @@ export interface SendResult {
   sessionStatus: SessionStatus
   /** Whether the viewport lost data to the send's byte bound. */
   truncated: boolean
+  /**
+   * A flood keeps its head and its tail: the viewport's first `headLines` lines are the send's
+   * first lines, and `bytes` UTF-8 bytes in `lines` lines between them and the rest were dropped.
+   */
+  omitted?: { headLines: number; bytes: number; lines: number }
   inputState?: InputState
   /**
    * When the send settled at the shell's own prompt: the exit status the shell reported there for
