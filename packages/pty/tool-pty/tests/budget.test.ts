@@ -59,6 +59,16 @@ describe('result budget', () => {
     expect(tailLines(failing.text)).toBeGreaterThan(tailLines(passing.text))
   })
 
+  it('bounds task_output of a background flood to its budget around the omission marker', async () => {
+    const id = await harness.open()
+    const taskId = await harness.sendBackground(id, 'seq 1 200000')
+    const done = await harness.taskDone(taskId)
+    expect(Buffer.byteLength(done.text)).toBeLessThanOrEqual(30_000)
+    expect(done.text).toMatch(/^\[… [\d,]+ bytes \([\d,]+ lines\) omitted\]$/m)
+    expect(done.text).toMatch(/\n199999\n200000\n/)
+    expect(done.text).toMatch(/\[status: completed, wait: stdin_read, exit: 0, session: running\]$/)
+  })
+
   it('summarises binary output instead of dumping it', async () => {
     const id = await harness.open()
     const seen = await harness.send(id, "head -c 4096 /dev/urandom | tr -d '\\n'; echo; echo after")
