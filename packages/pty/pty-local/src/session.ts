@@ -174,7 +174,7 @@ export class LocalSession implements BackendSession {
     this.pid = options.terminal.pid
     this.termios = options.termios
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
-    this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
+    this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes, headLines: this.config.scrollbackHeadLines })
     this.disposers.push(this.scrollback.follow(this.parser))
     this.display = new TerminalDisplay({
       parser: this.parser,
@@ -544,6 +544,7 @@ export class LocalSession implements BackendSession {
     const mark = this.promptMark
     const atPrompt = mark !== undefined && mark.line === this.parser.lineCount + 1 && this.parser.textSince(mark).startsWith(this.prompt.ps1)
     const buffer = new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes, ...(atPrompt && { startColumn: mark.column + this.prompt.ps1.length }) })
+    this.scrollback.markFlood()
     this.bufferPoints.set(buffer, this.display.point())
     return buffer
   }

@@ -280,6 +280,11 @@ export interface ReadPage {
   lineEnd: number
   /** Whether *this* page lost data: lines it reaches for were dropped, or a line or the page was cut to the byte bound. */
   truncated: boolean
+  /**
+   * Lines dropped between a flood's first lines (still retained) and the newest ones. A page comes
+   * from one side: asking for an end inside the gap returns the flood's first lines.
+   */
+  gap?: { first: number; last: number }
 }
 
 export interface SignalResult {

@@ -238,7 +238,10 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   const meta = (lineBegin: number, truncated: boolean) => {
     const out: string[] = [lineBegin <= page.lineEnd ? `[lines: ${lineBegin}-${page.lineEnd} of ${page.totalLines}]` : `[lines: none of ${page.totalLines}]`]
     if (truncated) out.push(TRUNCATED)
-    if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
+    const gap = page.gap !== undefined && page.firstRetainedLine > page.gap.last ? page.gap : undefined
+    if (gap !== undefined) {
+      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
+    } else if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
     if (lineBegin > page.firstRetainedLine && lineBegin <= page.lineEnd) {
       out.push(`[older: terminal_read with offset=${page.totalLines - lineBegin + 1} shows the lines before ${lineBegin}]`)
     }

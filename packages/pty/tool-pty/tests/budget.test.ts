@@ -43,6 +43,15 @@ describe('result budget', () => {
     expect(numbers.length).toBeGreaterThan(100)
     expect(numbers.at(-1)).toBe(firstTail - 1)
     expect(numbers[0]!).toBeGreaterThan(lastHead)
+
+    // The scrollback kept the flood's beginning too: the gap's note names the read that shows it.
+    const oldest = await harness.call('terminal_read', { sessionId: id, offset: 9990, count: 20 })
+    const dropped = /\[dropped: lines (\d+)-(\d+) are no longer retained; terminal_read with offset=(\d+) shows the lines before them\]/.exec(oldest.text)
+    expect(dropped, oldest.text).not.toBeNull()
+    const before = await harness.call('terminal_read', { sessionId: id, offset: Number(dropped![3]), count: 5 })
+    const head = before.text.split('\n').filter((line) => /^\d+$/.test(line)).map(Number)
+    // The last of the 2000 lines kept from the flood's beginning (scrollbackHeadLines), less the command line.
+    expect(head).toEqual([1995, 1996, 1997, 1998, 1999])
   })
 
   it('honours maxOutputBytes per call and keeps a larger tail for a failing command', async () => {
