@@ -41,7 +41,7 @@ export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g.
 
 /** The per-call result budget (`maxOutputBytes`), up to the configured `maxResultBytes`. */
 export function outputBudget(config: Config) {
-  return z.number().int().min(MIN_RESULT_BYTES).max(config.maxResultBytes).optional().describe(`Result budget in bytes (default ${config.maxOutputBytes})`)
+  return z.number().int().min(MIN_RESULT_BYTES).max(config.maxResultBytes).optional().describe(`Default ${config.maxOutputBytes}`)
 }
 
 /** The first non-blank line of `text` for titles and task labels: control characters as ^X, at most 80 characters. */
