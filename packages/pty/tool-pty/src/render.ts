@@ -234,7 +234,8 @@ export function renderScreen(screen: string, maxBytes: number): { text: string; 
  * inside (keeping its tail).
  */
 export function renderRead(page: ReadPage, maxBytes: number): { text: string; truncated: boolean } {
-  const lines = page.text === '' ? [] : page.text.split('\n')
+  // A binary line is summarised on its own, so every line keeps its number.
+  const lines = page.text === '' ? [] : page.text.split('\n').map(summariseBinary)
   const meta = (lineBegin: number, truncated: boolean) => {
     const out: string[] = [lineBegin <= page.lineEnd ? `[lines: ${lineBegin}-${page.lineEnd} of ${page.totalLines}]` : `[lines: none of ${page.totalLines}]`]
     if (truncated) out.push(TRUNCATED)
@@ -247,7 +248,7 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
     }
     return out.join('\n')
   }
-  const whole = `${page.text === '' ? '(no lines)' : page.text}\n${meta(page.lineBegin, page.truncated)}`
+  const whole = `${page.text === '' ? '(no lines)' : lines.join('\n')}\n${meta(page.lineBegin, page.truncated)}`
   if (utf8Bytes(whole) <= maxBytes) return { text: whole, truncated: page.truncated }
 
   // Keep the newest lines that fit together with their metadata.

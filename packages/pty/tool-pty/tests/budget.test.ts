@@ -84,6 +84,10 @@ describe('result budget', () => {
     expect(seen.text).toMatch(/^\[binary: [\d,]+ bytes, [\d,]+ invalid UTF-8\]$/m)
     expect(seen.text).toMatch(/\nafter\n/)
     expect(seen.text).not.toContain('\ufffd')
+    // A read of the scrollback summarises the line too, keeping the line numbers.
+    const page = await harness.call('terminal_read', { sessionId: id, count: 3 })
+    expect(page.text).toMatch(/^\[binary: [\d,]+ bytes, [\d,]+ invalid UTF-8\]\nafter\n/m)
+    expect(page.text).not.toContain('\ufffd')
   })
 
   it('says in the inferred-idle note how to keep waiting, and that send keeps waiting', async () => {
