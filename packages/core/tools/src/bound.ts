@@ -122,28 +122,27 @@ export interface Budgeted {
  * @throws RangeError when `maxBytes` cannot hold the marker.
  */
 export function budgetOutput(input: string, maxBytes: number, options: BudgetOptions = {}): Budgeted {
-  const text = summariseBinary(input)
   const before = options.omitted
-  const total = utf8Bytes(text)
-  if (before === undefined && total <= maxBytes) return { text, truncated: false, omittedBytes: 0, omittedLines: 0 }
-  const lines = text === '' ? [] : text.split('\n')
-  const headEnd = before === undefined ? text.length : offsetOfLine(text, before.headLines)
-  const hint = (omittedLines: number, tailLines: number) => options.page?.({ lines: omittedLines, tailLines }) ?? ''
+  // Split where the backend's gap is before summarising, so its line count still holds.
+  const split = before === undefined ? input.length : offsetOfLine(input, before.headLines)
+  const headSource = summariseBinary(input.slice(0, split))
+  const tailSource = before === undefined ? headSource : summariseBinary(input.slice(split))
+  if (before === undefined && utf8Bytes(headSource) <= maxBytes) return { text: headSource, truncated: false, omittedBytes: 0, omittedLines: 0 }
   // Size the marker for the largest counts possible; the real ones have no more digits.
-  const widest = omissionMarker(total + (before?.bytes ?? 0), lines.length + (before?.lines ?? 0), hint(lines.length + (before?.lines ?? 0), lines.length))
-  const room = maxBytes - utf8Bytes(widest) - 2
+  const mostBytes = utf8Bytes(input) + (before?.bytes ?? 0)
+  const mostLines = lineCount(input) + (before?.lines ?? 0)
+  const hint = (omittedLines: number, tailLines: number) => options.page?.({ lines: omittedLines, tailLines }) ?? ''
+  const room = maxBytes - utf8Bytes(omissionMarker(mostBytes, mostLines, hint(mostLines, mostLines))) - 2
   if (room < 0) throw new RangeError(`maxBytes ${maxBytes} is too small to hold the omission marker`)
   const tailShare = options.tailShare ?? 0.6
-  const headSource = text.slice(0, headEnd)
-  const tailSource = before === undefined ? text : text.slice(headEnd).replace(/^\n/, '')
   // A short head (or tail) gives its unused room to the other side.
   const headRoom = Math.min(utf8Bytes(headSource), Math.floor(room * (1 - tailShare)))
   const tailRoom = Math.min(utf8Bytes(tailSource), room - headRoom)
   const head = wholeLines(boundUtf8(headSource, Math.min(utf8Bytes(headSource), room - tailRoom), { keep: 'head' }).text, 'head', headSource)
   const tail = wholeLines(boundUtf8(tailSource, tailRoom, { keep: 'tail' }).text, 'tail', tailSource)
-  const middle = before === undefined ? [text.slice(head.length, text.length - tail.length)] : [headSource.slice(head.length), tailSource.slice(0, tailSource.length - tail.length)]
+  const middle = before === undefined ? [headSource.slice(head.length, headSource.length - tail.length)] : [headSource.slice(head.length), tailSource.slice(0, tailSource.length - tail.length)]
   const omittedBytes = middle.reduce((sum, part) => sum + utf8Bytes(part), before?.bytes ?? 0)
-  const omittedLines = middle.reduce((sum, part) => sum + (part.replace(/^\n|\n$/g, '') === '' ? 0 : lineCount(part.replace(/^\n|\n$/g, ''))), before?.lines ?? 0)
+  const omittedLines = middle.reduce((sum, part) => sum + linesOf(part), before?.lines ?? 0)
   const tailLines = tail === '' ? 0 : lineCount(tail)
   const marker = omissionMarker(omittedBytes, omittedLines, hint(omittedLines, tailLines))
   const shown = [head.replace(/\n$/, ''), marker, tail.replace(/^\n/, '')].filter((part) => part !== '').join('\n')
@@ -174,7 +173,8 @@ export function summariseBinary(text: string): string {
     const joined = run.join('\n')
     const nul = countOf(joined, /\x00/g)
     const invalid = countOf(joined, /\ufffd/g)
-    const parts = [`${count(utf8Bytes(joined))} bytes`, ...(nul > 0 ? [`${count(nul)} NUL`] : []), ...(invalid > 0 ? [`${count(invalid)} invalid UTF-8`] : [])]
+    // An invalid sequence counts as the one byte it most often is, not as U+FFFD's three.
+    const parts = [`${count(utf8Bytes(joined) - 2 * invalid)} bytes`, ...(nul > 0 ? [`${count(nul)} NUL`] : []), ...(invalid > 0 ? [`${count(invalid)} invalid UTF-8`] : [])]
     out.push(`[binary: ${parts.join(', ')}]`)
     run = []
   }
@@ -202,6 +202,12 @@ function lineCount(text: string): number {
   let lines = 1
   for (let index = text.indexOf('\n'); index !== -1; index = text.indexOf('\n', index + 1)) lines++
   return lines
+}
+
+/** Lines of a cut-out part, not counting the line breaks at its edges. */
+function linesOf(part: string): number {
+  const inner = part.replace(/^\n|\n$/g, '')
+  return inner === '' ? 0 : lineCount(inner)
 }
 
 /** UTF-16 index where line `line` (0-based) of `text` starts; `text.length` past the end. */

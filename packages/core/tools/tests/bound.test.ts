@@ -140,6 +140,6 @@ describe('budgetOutput', () => {
 
   it('returns text within the budget unchanged, and summarises binary runs', () => {
     expect(budgetOutput('ok', 10)).toEqual({ text: 'ok', truncated: false, omittedBytes: 0, omittedLines: 0 })
-    expect(budgetOutput('a\n\u0000\u0000\ufffd\ufffdxy\n\ufffd\ufffd\ufffd\ufffd\nb', 1000).text).toBe('a\n[binary: 23 bytes, 2 NUL, 6 invalid UTF-8]\nb')
+    expect(budgetOutput('a\n\u0000\u0000\ufffd\ufffdxy\n\ufffd\ufffd\ufffd\ufffd\nb', 1000).text).toBe('a\n[binary: 11 bytes, 2 NUL, 6 invalid UTF-8]\nb')
   })
 })

@@ -80,8 +80,9 @@ describe('result budget', () => {
 
   it('summarises binary output instead of dumping it', async () => {
     const id = await harness.open()
-    const seen = await harness.send(id, "head -c 4096 /dev/urandom | tr -d '\\n'; echo; echo after")
-    expect(seen.text).toMatch(/^\[binary: [\d,]+ bytes, [\d,]+ invalid UTF-8\]$/m)
+    // 2048 bytes that are no UTF-8 at all (lone continuation and lead bytes), and no control characters.
+    const seen = await harness.send(id, `python3 -c "import sys; sys.stdout.buffer.write(bytes(range(128, 256)) * 16)"; echo; echo after`)
+    expect(seen.text).toMatch(/^\[binary: 2,048 bytes, 2,048 invalid UTF-8\]$/m)
     expect(seen.text).toMatch(/\nafter\n/)
     expect(seen.text).not.toContain('\ufffd')
     // A read of the scrollback summarises the line too, keeping the line numbers.
