@@ -61,10 +61,11 @@ export function fit(options: {
    */
   screen?: boolean
 }): { text: string; truncated: boolean; cut: boolean } {
-  const { meta, noticeAt, maxBytes } = options
-  const body = options.screen === true ? options.body : summariseBinary(options.body)
-  // A body cut by the backend without counts says so where it was cut: at its start.
-  const marked = options.truncated && options.omitted === undefined && options.screen !== true && body !== '' ? `${TRUNCATED}\n${body}` : body
+  const { body, meta, noticeAt, maxBytes } = options
+  // Binary runs summarised (budgetOutput does so itself, after splitting at the backend's gap);
+  // a body cut by the backend without counts says so where it was cut: at its start.
+  const plain = options.screen === true ? body : summariseBinary(body)
+  const marked = options.truncated && options.omitted === undefined && options.screen !== true && plain !== '' ? `${TRUNCATED}\n${plain}` : plain
   for (const compact of [false, true]) {
     const lines = meta.map((line) => (compact && line.short !== undefined ? line.short : line.text))
     const without = lines.filter((line) => line !== '')
