@@ -335,7 +335,14 @@ export class LocalSession implements BackendSession {
         await watch.done
         throw new PtyError('NO_FOREGROUND', { reason: 'the signal was not sent' })
       }
-      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason, sessionStatus: settled.sessionStatus }
+      return {
+        ...watch.signalResult,
+        output: settled.viewport,
+        outputTruncated: settled.truncated,
+        ...(settled.omitted !== undefined && { outputOmitted: settled.omitted }),
+        waitReason: settled.waitReason,
+        sessionStatus: settled.sessionStatus,
+      }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }

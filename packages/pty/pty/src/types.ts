@@ -305,6 +305,8 @@ export interface SignalResult {
   output?: string
   /** Whether `output` lost data to the byte bound. */
   outputTruncated?: boolean
+  /** What a flood dropped between the head and the tail of `output` (as `SendResult.omitted`). */
+  outputOmitted?: SendResult['omitted']
   /**
    * When no send was active: how the terminal was after the signal — `stdin_read` when it was
    * ready for input again (the shell's prompt, or a reader the kernel shows) within the

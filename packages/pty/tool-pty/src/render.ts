@@ -282,6 +282,8 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
+    page: pageHint,
+    ...(result.outputOmitted !== undefined && { omitted: result.outputOmitted }),
   }).text
 }
 

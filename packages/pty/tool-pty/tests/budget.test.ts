@@ -68,6 +68,22 @@ describe('result budget', () => {
     expect(tailLines(failing.text)).toBeGreaterThan(tailLines(passing.text))
   })
 
+  it('keeps the head and the tail of what a flood printed before a signal stopped it', async () => {
+    const id = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId: id, text: 'yes flood-line', timeoutMs: 500 })
+    expect(started.meta.waitReason).toBe('timeout')
+    // Let it print 5 000 more lines (55 KB) after the send returned: the signal's result shows them.
+    const lines = async () => (await harness.call('terminal_read', { sessionId: id, count: 1 })).meta['totalLines'] as number
+    const from = await lines()
+    while ((await lines()) < from + 5000) await new Promise((resolve) => setImmediate(resolve))
+    const stopped = await harness.signal(id, 'SIGINT')
+    expect(Buffer.byteLength(stopped.text)).toBeLessThanOrEqual(30_000)
+    // It starts where the send's result left off, maybe inside a line.
+    expect(stopped.text).toMatch(/^[a-z-]*\nflood-line\n/)
+    expect(stopped.text).toMatch(/^\[… [\d,]+ bytes \([\d,]+ lines\) omitted; terminal_read \{offset: \d+, count: \d+\} pages them\]$/m)
+    expect(stopped.text).toMatch(/\n\[signal: SIGINT delivered to yes /)
+  })
+
   it('bounds task_output of a background flood to its budget around the omission marker', async () => {
     const id = await harness.open()
     const taskId = await harness.sendBackground(id, 'seq 1 200000')
