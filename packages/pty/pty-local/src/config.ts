@@ -33,6 +33,11 @@ export const Config = z
     /** Retained scrollback, in UTF-8 bytes. */
     scrollbackMaxBytes: positive().default(4194304),
     /**
+     * Lines of a send's output kept from its beginning beyond `scrollbackLines` (their bytes at most a
+     * quarter of `scrollbackMaxBytes`), so a flood keeps where it began; 0 keeps only the newest lines.
+     */
+    scrollbackHeadLines: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(2000),
+    /**
      * Longest line kept whole, in UTF-16 code units; a longer line is shown in pieces of this
      * length, as if broken by line feeds. Bounds the work per chunk on an open line.
      */
