@@ -14,7 +14,7 @@ export const Config = z
     /** The shell to run; bash is required for the controlled prompt (PROMPT_COMMAND). */
     shellPath: z.string().min(1).default('/bin/bash'),
     /** `+H`: history expansion off, so `!` in `echo "Done!"` or `A!B` is typed text, not a history event. */
-    shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '+H', '-i']),
+    shellArgs: z.array(z.string()).default(['--noprofile', '--rcfile', '/dev/null', '+H', '-i']),
     rows: positive().default(40),
     cols: positive().default(160),
     /**
