@@ -208,12 +208,12 @@ describe('a secret at the cut of a bounded result', () => {
   it('leaves no 6-character piece of it at the cut of a terminal result, printed before or after the filler', async () => {
     const value = 'hunter2hunter2'
     const secretFile = ws.write('cut.txt', `${value}\n`)
-    const lengths = [261993, 261996, 261999, 262001]
-    // A terminal result keeps its newest bytes: the value before the filler meets that cut (the
-    // echoed command line comes first, so the window is past the lengths above).
+    // A flood's result keeps its head (about 12 000 bytes of the 30 000-byte budget) and its tail:
+    // the value after x fillers of these lengths meets the head's cut, then the tail's.
+    const lengths = Array.from({ length: 40 }, (_, step) => 11_650 + 8 * step)
     const sends = [
-      ...lengths.map((length) => `head -c ${length} /dev/zero | tr '\\0' x; cat ${secretFile} | tr -d '\\n'; printf 'y%.0s' {1..100}; echo`),
-      ...Array.from({ length: 20 }, (_, step) => `cat ${secretFile} | tr -d '\\n'; head -c ${262040 + 3 * step} /dev/zero | tr '\\0' y; echo`),
+      ...lengths.map((length) => `head -c ${length} /dev/zero | tr '\\0' x; cat ${secretFile} | tr -d '\\n'; head -c 300000 /dev/zero | tr '\\0' y; echo`),
+      ...Array.from({ length: 4 }, (_, step) => `head -c 300000 /dev/zero | tr '\\0' x; cat ${secretFile} | tr -d '\\n'; printf 'y%.0s' {1..${100 + 3 * step}}; echo`),
     ]
     const script = ws.write(
       'script.jsonl',
@@ -231,8 +231,8 @@ describe('a secret at the cut of a bounded result', () => {
     for (const [index, result] of results.slice(1).entries()) {
       for (let at = 0; at + 6 <= value.length; at++) expect(result.text, sends[index]).not.toContain(value.slice(at, at + 6))
     }
-    // The cut fell inside what the value printed as at least once: a part of its label starts a result.
-    expect(results.some((result) => /^…(?!\[secret CUT\])[^\n]{1,11}\]y/.test(result.text))).toBe(true)
+    // The cut fell inside what the value printed as at least once: a part of its label ends the head.
+    expect(results.some((result) => /x\[[^\]\n]{0,10}\n\[… /.test(result.text))).toBe(true)
   })
   it('leaves no 6-character piece of it before the sub-agent result bound', async () => {
     const value = 'hunter2hunter2'
@@ -249,12 +249,11 @@ describe('a secret at the cut of a bounded result', () => {
     expect(delegated!.text).toContain('[output truncated:')
     for (let at = 0; at + 6 <= value.length; at++) expect(delegated!.text).not.toContain(value.slice(at, at + 6))
   })
-  it('leaves no 6-character piece of it where task_output keeps the newest output of a background sub-agent', async () => {
+  it('leaves no 6-character piece of it where task_output cuts the output of a background sub-agent', async () => {
     const value = 'hunter2hunter2'
     const secretFile = ws.write('cut.txt', `${value}\n`)
-    // task_output keeps 16384 bytes less `[status: completed, stop: completed, duration: 1.2 s]`,
-    // `[output truncated]` and three newlines: the newest 16310, so the cut falls 7 or 8 characters into the value.
-    const childScript = ws.write('child.jsonl', step(value + 'y'.repeat(16303)))
+    // task_output keeps the head and the tail of 30 000 bytes; the value is redacted before the cut.
+    const childScript = ws.write('child.jsonl', step(value + 'y'.repeat(40_000)))
     const childConfig = writeComposition(ws.dir, terminalComposition({ script: childScript, mode: 'danger-full-access' }), 'child.yml')
     const script = ws.write(
       'script.jsonl',
@@ -268,7 +267,7 @@ describe('a secret at the cut of a bounded result', () => {
     const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'cut'], { cwd: ws.dir, env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', XDG_STATE_HOME: state } })
     expect(run.code, run.stderr).toBe(0)
     const [, output] = jsonLines(run.stdout).filter((line) => line['type'] === 'tool_result') as { text: string }[]
-    expect(output!.text).toContain('[output truncated]')
+    expect(output!.text).toMatch(/^\[… [\d,]+ bytes \(1 line\) omitted\]$/m)
     expect(output!.text).toContain('[status: completed')
     for (let at = 0; at + 6 <= value.length; at++) expect(output!.text).not.toContain(value.slice(at, at + 6))
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { boundUtf8, boundWithNotice, truncationNotice, utf8Bytes } from '../src/index.ts'
+import { boundUtf8, boundWithNotice, budgetOutput, truncationNotice, utf8Bytes } from '../src/index.ts'
 
 // 1-, 2-, 3- and 4-byte code points (RFC 3629), a ZWJ sequence and CJK, so every cut point near
 // a limit lands inside some multi-byte sequence.
@@ -108,5 +108,38 @@ describe('boundWithNotice', () => {
 
   it('refuses a limit too small to hold the notice', () => {
     expect(() => boundWithNotice('x'.repeat(100), 20)).toThrow(/too small to hold the truncation notice/)
+  })
+})
+
+describe('budgetOutput', () => {
+  const lines = Array.from({ length: 1000 }, (_, index) => `${index + 1} ${'é😀'.repeat(index % 4)}`)
+  const text = lines.join('\n')
+
+  it('keeps whole head and tail lines around a marker that counts exactly what it left out, at every budget', () => {
+    for (let max = 200; max <= 3000; max += 7) {
+      const budgeted = budgetOutput(text, max, { page: ({ lines: count, tailLines }) => `read {offset: ${tailLines}, count: ${count}}` })
+      expect(utf8Bytes(budgeted.text)).toBeLessThanOrEqual(max)
+      expect(hasBrokenSurrogate(budgeted.text)).toBe(false)
+      const shown = budgeted.text.split('\n')
+      const at = shown.findIndex((line) => line.startsWith('[… '))
+      const head = shown.slice(0, at)
+      const tail = shown.slice(at + 1)
+      expect(head).toEqual(lines.slice(0, head.length))
+      expect(tail).toEqual(lines.slice(lines.length - tail.length))
+      const dropped = lines.slice(head.length, lines.length - tail.length)
+      expect(budgeted.omittedLines).toBe(dropped.length)
+      expect(budgeted.omittedBytes).toBe(utf8Bytes(dropped.join('\n')) + 1)
+      expect(shown[at]).toBe(`[… ${budgeted.omittedBytes.toLocaleString('en-US')} bytes (${dropped.length.toLocaleString('en-US')} lines) omitted; read {offset: ${tail.length}, count: ${dropped.length}}]`)
+    }
+  })
+
+  it('gives a failing command more tail with a larger tailShare', () => {
+    const tailOf = (tailShare: number) => budgetOutput(text, 2000, { tailShare }).text.split('\n').length - budgetOutput(text, 2000, { tailShare }).text.split('\n').findIndex((line) => line.startsWith('[… '))
+    expect(tailOf(0.8)).toBeGreaterThan(tailOf(0.6))
+  })
+
+  it('returns text within the budget unchanged, and summarises binary runs', () => {
+    expect(budgetOutput('ok', 10)).toEqual({ text: 'ok', truncated: false, omittedBytes: 0, omittedLines: 0 })
+    expect(budgetOutput('a\n\u0000\u0000\ufffd\ufffdxy\n\ufffd\ufffd\ufffd\ufffd\nb', 1000).text).toBe('a\n[binary: 11 bytes, 2 NUL, 6 invalid UTF-8]\nb')
   })
 })

@@ -14,7 +14,7 @@ export const Config = z
     /** The shell to run; bash is required for the controlled prompt (PROMPT_COMMAND). */
     shellPath: z.string().min(1).default('/bin/bash'),
     /** `+H`: history expansion off, so `!` in `echo "Done!"` or `A!B` is typed text, not a history event. */
-    shellArgs: z.array(z.string()).default(['--noprofile', '--norc', '+H', '-i']),
+    shellArgs: z.array(z.string()).default(['--noprofile', '--rcfile', '/dev/null', '+H', '-i']),
     rows: positive().default(40),
     cols: positive().default(160),
     /**
@@ -32,6 +32,11 @@ export const Config = z
     scrollbackLines: positive().default(10000),
     /** Retained scrollback, in UTF-8 bytes. */
     scrollbackMaxBytes: positive().default(4194304),
+    /**
+     * Lines of a send's output kept from its beginning beyond `scrollbackLines` (their bytes at most a
+     * quarter of `scrollbackMaxBytes`), so a flood keeps where it began; 0 keeps only the newest lines.
+     */
+    scrollbackHeadLines: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(2000),
     /**
      * Longest line kept whole, in UTF-16 code units; a longer line is shown in pieces of this
      * length, as if broken by line feeds. Bounds the work per chunk on an open line.

@@ -2,7 +2,9 @@
  * The controlled prompt: how a local session learns, without waiting, that its shell is back at
  * its own prompt, and how it learns that the shell exited with every byte of output drained.
  *
- * bash runs with `--noprofile --norc +H -i` and two variables from its environment:
+ * bash runs with `--noprofile --rcfile /dev/null +H -i` (an empty rc file, not `--norc`: bash 5.2
+ * with `--norc` and an inherited `PROMPT_COMMAND` leaves `PIPESTATUS` empty after every prompt)
+ * and two variables from its environment:
  * - `PS1` — the controlled prompt text (`$ `);
  * - `PROMPT_COMMAND` — run by bash before printing each primary prompt (bash(1), PROMPTING). It
  *   saves `$?`, prints a private OSC string `ESC ] 6973 ; prompt ; <status> BEL`, re-asserts

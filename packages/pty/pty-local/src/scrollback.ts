@@ -14,6 +14,11 @@ export interface ScrollbackOptions {
    * (config `scrollbackMaxBytes`).
    */
   maxBytes: number
+  /**
+   * Lines of a flood's beginning kept beyond `maxLines` (config `scrollbackHeadLines`; their bytes
+   * at most a quarter of `maxBytes`). 0 keeps only the newest lines.
+   */
+  headLines?: number
 }
 
 /** Where the scrollback gets its lines: an `OutputParser` fits. */
@@ -43,7 +48,13 @@ export class Scrollback {
   readonly maxLines: number
   readonly maxBytes: number
 
+  readonly headLines: number
+
   private readonly store = new LineStore()
+  /** The first lines of a flood, kept when the store drops them. */
+  private flood: { first: number; head: LineStore } | undefined
+  /** Where the newest flood begins (`markFlood`); it replaces `flood` when its own first line is dropped. */
+  private nextFlood: number | undefined
   private pushed = 0
   private source: LineSource | undefined
 
@@ -56,6 +67,25 @@ export class Scrollback {
     }
     this.maxLines = options.maxLines
     this.maxBytes = options.maxBytes
+    this.headLines = options.headLines ?? 0
+  }
+
+  /**
+   * Output from the current line on is a new flood (a send's): its first lines stay when newer
+   * ones push them out, so a read still finds where a long output began. The previous flood's
+   * head is released when the new flood's first line would be dropped.
+   */
+  markFlood(): void {
+    if (this.headLines > 0) this.nextFlood = this.pushed + 1
+  }
+
+  /** Lines between the flood's kept head and the newest retained lines that were dropped, if any. */
+  get gap(): { first: number; last: number } | undefined {
+    const flood = this.flood
+    if (flood === undefined || flood.head.length === 0) return undefined
+    const first = flood.first + flood.head.length
+    const last = this.pushed - this.store.length
+    return first <= last ? { first, last } : undefined
   }
 
   /** Lines committed so far, dropped ones included (the partial line is not counted here). */
@@ -94,13 +124,27 @@ export class Scrollback {
     if (this.pushed === 0) return
     if (this.store.length > 0) this.store.dropNewest()
     this.pushed--
+    // A flood begins on the line that is open again (a prompt redrawn), not past it.
+    if (this.nextFlood !== undefined) this.nextFlood = Math.min(this.nextFlood, this.pushed + 1)
   }
 
   /** Retains one committed line (without its terminator). */
   push(text: string): void {
     this.store.push(text, this.maxBytes)
     this.pushed++
-    while (this.store.length > this.maxLines || this.store.bytes > this.maxBytes) this.store.dropOldest()
+    while (this.store.length > this.maxLines || this.store.bytes > this.maxBytes) {
+      // The flood's next line in order moves to its head while the head has room.
+      const oldest = this.pushed - this.store.length + 1
+      if (this.nextFlood !== undefined && oldest >= this.nextFlood) {
+        this.flood = { first: oldest, head: new LineStore() }
+        this.nextFlood = undefined
+      }
+      const flood = this.flood
+      if (flood !== undefined && oldest === flood.first + flood.head.length && flood.head.length < this.headLines && flood.head.bytes + this.store.size(0) <= this.maxBytes / 4) {
+        flood.head.push(this.store.text(0), this.maxBytes)
+      }
+      this.store.dropOldest()
+    }
   }
 
 
@@ -136,18 +180,26 @@ export class Scrollback {
     const below = this.source?.linesBelow?.() ?? []
     const open = below.length === 0 && partial === '' ? [] : [partial, ...below]
     const totalLines = this.pushed + open.length
-    const firstRetainedLine = this.firstRetainedLine
-    const lineEnd = Math.max(0, totalLines - offset)
+    const gap = this.gap
+    // A page comes from one run of retained lines: the newest, or (ending in or before the gap) the flood's head.
+    const inHead = gap !== undefined && totalLines - offset <= gap.last
+    const storeFirst = this.firstRetainedLine
+    const head = this.flood?.head
+    const headFirst = this.flood?.first ?? storeFirst
+    // Without a gap, a head still kept is the start of the newest run.
+    const firstRetainedLine = inHead || (gap === undefined && head !== undefined && head.length > 0) ? headFirst : storeFirst
+    const lineEnd = inHead ? Math.min(gap.first - 1, totalLines - offset) : Math.max(0, totalLines - offset)
+    const extra = gap === undefined ? {} : { gap }
     let lineBegin = Math.max(1, lineEnd - count + 1)
     let truncated = false
     if (count === 0 || lineEnd === 0) {
-      return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated }
+      return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
     }
     if (lineBegin < firstRetainedLine) {
       truncated = true
       lineBegin = firstRetainedLine
       if (lineBegin > lineEnd) {
-        return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated }
+        return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
       }
     }
 
@@ -155,11 +207,11 @@ export class Scrollback {
     let used = 0
     let begin = lineEnd + 1
     for (let number = lineEnd; number >= lineBegin; number--) {
-      const index = number - firstRetainedLine
+      const [store, index] = number >= storeFirst ? [this.store, number - storeFirst] : [head!, number - headFirst]
       const isPartial = number > this.pushed
-      const text = isPartial ? open[number - this.pushed - 1]! : this.store.text(index)
-      const size = isPartial ? utf8ByteLength(text) : this.store.size(index)
-      if (!isPartial && this.store.isCut(index)) truncated = true
+      const text = isPartial ? open[number - this.pushed - 1]! : store.text(index)
+      const size = isPartial ? utf8ByteLength(text) : store.size(index)
+      if (!isPartial && store.isCut(index)) truncated = true
       const separator = taken.length > 0 ? 1 : 0
       if (used + separator + size <= maxReadBytes) {
         taken.push(text)
@@ -175,6 +227,6 @@ export class Scrollback {
       }
       break
     }
-    return { text: taken.reverse().join('\n'), totalLines, firstRetainedLine, lineBegin: begin, lineEnd, truncated }
+    return { text: taken.reverse().join('\n'), totalLines, firstRetainedLine, lineBegin: begin, lineEnd, truncated, ...extra }
   }
 }

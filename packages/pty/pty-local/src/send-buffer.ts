@@ -3,7 +3,7 @@
  * started until it settled, for the settled `viewport` and for background `readOutput()`.
  */
 import { LineStore } from './line-store.ts'
-import { keepUtf8Tail, type OutputParser } from './output.ts'
+import { keepUtf8Tail, utf8ByteLength, type OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
 export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark' | 'linesBelow'>
@@ -24,15 +24,17 @@ export interface SendBufferOptions {
   startColumn?: number
 }
 
-/** Text plus whether data was lost to the byte bound. */
+/** Text plus whether data was lost to the byte bound, and where (`SendResult.omitted`). */
 export interface SendOutput {
   text: string
   truncated: boolean
+  omitted?: { headLines: number; bytes: number; lines: number }
 }
 
 /**
  * Collects the lines a parser commits after creation, and the partial line, bounded to
- * `maxBytes` keeping the newest text; text is cut only on code-point boundaries.
+ * `maxBytes` keeping the newest text, plus the send's first lines (a quarter of `maxBytes`),
+ * where errors of a flood often start; text is cut only on code-point boundaries.
  *
  * The first line is the one the send started on, from the column where the send started (text
  * written left of that column afterwards, e.g. after a CR, counts too — see `OutputMark`).
@@ -49,6 +51,11 @@ export class SendBuffer {
   private stopListening: (() => void) | undefined
 
   private readonly store = new LineStore()
+  /** The send's first lines, kept when the store drops them; closed at the first line lost. */
+  private readonly head = new LineStore()
+  private headClosed = false
+  /** What was lost between `head` and `store`. */
+  private readonly lost = { bytes: 0, lines: 0 }
   /** Line number (in the parser's numbering) of the oldest kept line. */
   private firstLine: number
   private dropped = false
@@ -108,7 +115,14 @@ export class SendBuffer {
     const parts = this.store.all()
     parts.push(...this.openLines())
     const { text, cut } = joinTail(parts, this.maxBytes)
-    return { text, truncated: cut || this.truncated }
+    if (this.head.length === 0) return { text, truncated: cut || this.truncated }
+    const headText = this.head.all().join('\n')
+    if (this.lost.lines === 0 && this.lost.bytes === 0 && !cut) return { text: text === '' ? headText : `${headText}\n${text}`, truncated: this.truncated }
+    // Lines the cut of `text` dropped whole are omitted too.
+    const whole = parts.join('\n')
+    const dropped = whole.slice(0, whole.length - text.length)
+    const lines = this.lost.lines + (dropped.match(/\n/g)?.length ?? 0)
+    return { text: `${headText}\n${text}`, truncated: true, omitted: { headLines: this.head.length, bytes: this.lost.bytes + utf8ByteLength(dropped), lines } }
   }
 
   /** The newest committed line of the send's output, or '' when it has none. */
@@ -245,12 +259,22 @@ export class SendBuffer {
     for (;;) {
       const excess = store.bytes + store.length - 1 - this.maxBytes
       if (excess <= 0 || store.length < 2) break
-      this.dropped = true
       const size = store.size(0)
-      if (size - excess > 0) {
-        store.cutOldest(size - excess)
+      if (!this.headClosed && this.head.bytes + size <= this.maxBytes / 4) {
+        this.head.push(store.text(0), this.maxBytes)
+        store.dropOldest()
+        this.firstLine++
         continue
       }
+      this.headClosed = true
+      this.dropped = true
+      if (size - excess > 0) {
+        store.cutOldest(size - excess)
+        this.lost.bytes += excess
+        continue
+      }
+      this.lost.bytes += size + 1
+      this.lost.lines++
       store.dropOldest()
       this.firstLine++
     }

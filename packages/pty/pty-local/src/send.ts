@@ -327,6 +327,7 @@ export class Send {
           waitReason: effect.waitReason,
           sessionStatus: host.status(),
           truncated: viewport.truncated,
+          ...(viewport.omitted !== undefined && { omitted: viewport.omitted }),
           evidence: effect.evidence,
           elapsedMs: Math.max(0, Math.round(host.now() - effect.writtenAt)),
         }

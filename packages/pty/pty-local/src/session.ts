@@ -183,7 +183,7 @@ export class LocalSession implements BackendSession {
     this.pid = options.terminal.pid
     this.termios = options.termios
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
-    this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes })
+    this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes, headLines: this.config.scrollbackHeadLines })
     this.disposers.push(this.scrollback.follow(this.parser))
     this.display = new TerminalDisplay({
       parser: this.parser,
@@ -348,7 +348,14 @@ export class LocalSession implements BackendSession {
         await watch.done
         throw new PtyError('NO_FOREGROUND', { reason: 'the signal was not sent' })
       }
-      return { ...watch.signalResult, output: settled.viewport, outputTruncated: settled.truncated, waitReason: settled.waitReason, sessionStatus: settled.sessionStatus }
+      return {
+        ...watch.signalResult,
+        output: settled.viewport,
+        outputTruncated: settled.truncated,
+        ...(settled.omitted !== undefined && { outputOmitted: settled.omitted }),
+        waitReason: settled.waitReason,
+        sessionStatus: settled.sessionStatus,
+      }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }
@@ -561,6 +568,7 @@ export class LocalSession implements BackendSession {
     const mark = this.promptMark
     if (mark?.line === line && this.parser.textSince(mark).startsWith(this.prompt.ps1)) starts.push(mark.column + this.prompt.ps1.length)
     const buffer = new SendBuffer(this.parser, { maxBytes: this.config.maxReadBytes, ...(starts.length > 0 && { startColumn: Math.max(...starts) }) })
+    this.scrollback.markFlood()
     this.bufferPoints.set(buffer, this.display.point())
     return buffer
   }

@@ -153,3 +153,46 @@ describe('a cursor that moves up', () => {
     expect(scrollback.read({ offset: 0, count: 1 }, BIG)).toMatchObject({ text: 'three', lineBegin: 3 })
   })
 })
+
+describe('a flood', () => {
+  it('keeps its first lines beyond maxLines, and pages them from an end inside the gap', () => {
+    const scrollback = new Scrollback({ maxLines: 10, maxBytes: 10000, headLines: 3 })
+    scrollback.push('before')
+    scrollback.markFlood()
+    for (let n = 1; n <= 100; n++) scrollback.push(`line ${n}`)
+    // Line 1 is "before"; the flood is lines 2-101: its first three stay, then 91-101.
+    expect(scrollback.gap).toEqual({ first: 5, last: 91 })
+    expect(scrollback.read({ offset: 0, count: 500 }, BIG)).toEqual({ text: Array.from({ length: 10 }, (_, i) => `line ${91 + i}`).join('\n'), totalLines: 101, firstRetainedLine: 92, lineBegin: 92, lineEnd: 101, truncated: true, gap: { first: 5, last: 91 } })
+    expect(scrollback.read({ offset: 50, count: 500 }, BIG)).toEqual({ text: 'line 1\nline 2\nline 3', totalLines: 101, firstRetainedLine: 2, lineBegin: 2, lineEnd: 4, truncated: true, gap: { first: 5, last: 91 } })
+    expect(scrollback.read({ offset: 98, count: 2 }, BIG)).toMatchObject({ text: 'line 1\nline 2', lineBegin: 2, lineEnd: 3 })
+  })
+
+  it('reads the head with the newest lines while nothing between them was dropped', () => {
+    const scrollback = new Scrollback({ maxLines: 4, maxBytes: 10000, headLines: 2 })
+    scrollback.markFlood()
+    for (let n = 1; n <= 6; n++) scrollback.push(`line ${n}`)
+    expect(scrollback.gap).toBeUndefined()
+    expect(scrollback.read({ offset: 0, count: 500 }, BIG)).toMatchObject({ text: 'line 1\nline 2\nline 3\nline 4\nline 5\nline 6', firstRetainedLine: 1, lineBegin: 1, truncated: false })
+  })
+
+  it('keeps a flood\'s head through later marks until the next flood overflows', () => {
+    const scrollback = new Scrollback({ maxLines: 5, maxBytes: 10000, headLines: 2 })
+    scrollback.markFlood()
+    for (let n = 1; n <= 10; n++) scrollback.push(`a ${n}`)
+    scrollback.markFlood()
+    scrollback.push('small')
+    scrollback.markFlood()
+    scrollback.push('small again')
+    expect(scrollback.gap).toEqual({ first: 3, last: 7 })
+    expect(scrollback.read({ offset: 5, count: 500 }, BIG).text).toBe('a 1\na 2')
+  })
+
+  it('releases the previous flood\'s head when the next one overflows', () => {
+    const scrollback = new Scrollback({ maxLines: 3, maxBytes: 10000, headLines: 2 })
+    scrollback.markFlood()
+    for (let n = 1; n <= 10; n++) scrollback.push(`a ${n}`)
+    scrollback.markFlood()
+    for (let n = 1; n <= 10; n++) scrollback.push(`b ${n}`)
+    expect(scrollback.read({ offset: 5, count: 500 }, BIG).text).toBe('b 1\nb 2')
+  })
+})

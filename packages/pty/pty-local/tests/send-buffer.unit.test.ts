@@ -223,3 +223,29 @@ describe('a cursor that moves up', () => {
     expect(buffer.viewport().text).toBe('one\ntwo\nthree')
   })
 })
+
+describe('a flood', () => {
+  it('keeps its first lines and its last, and counts exactly the lines and bytes dropped between them', () => {
+    for (const chunk of [37, 4096]) {
+      const { buffer, feed } = setup('$ ', 20_000)
+      let text = 'seq 1 20000\r\n'
+      for (let line = 1; line <= 20_000; line++) text += `${line}\r\n`
+      for (let at = 0; at < text.length; at += chunk) feed(text.slice(at, at + chunk))
+      feed('$ ')
+      const viewport = buffer.viewport()
+      const omitted = viewport.omitted!
+      const lines = viewport.text.split('\n')
+      expect(lines.slice(0, 3)).toEqual(['seq 1 20000', '1', '2'])
+      expect(lines.slice(-2)).toEqual(['20000', '$ '])
+      // A quarter of the bound, line breaks not counted.
+      expect(utf8ByteLength(lines.slice(0, omitted.headLines).join(''))).toBeLessThanOrEqual(5_000)
+      // The line after the gap may be the tail of a cut one; the next is whole.
+      const lastHead = Number(lines[omitted.headLines - 1])
+      const afterGap = Number(lines[omitted.headLines + 1]) - 1
+      expect(omitted.lines).toBe(afterGap - lastHead - 1)
+      const droppedText = Array.from({ length: omitted.lines }, (_, index) => `${lastHead + 1 + index}\n`).join('')
+      const cutPart = String(afterGap).length - lines[omitted.headLines]!.length
+      expect(omitted.bytes).toBe(utf8ByteLength(droppedText) + cutPart)
+    }
+  })
+})

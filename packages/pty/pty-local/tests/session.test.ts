@@ -70,6 +70,13 @@ describe('a local bash session', () => {
     expect(done.viewport + bang.viewport).not.toContain('event not found')
   })
 
+  it('keeps PIPESTATUS for the next command, on a line of its own or the same line', async () => {
+    const session = await openSession()
+    await send(session, 'false | true')
+    expect(linesEqual((await send(session, 'echo "ps=${PIPESTATUS[*]}"')).viewport, 'ps=1 0')).toBe(1)
+    expect(linesEqual((await send(session, 'true | false; echo "ps=${PIPESTATUS[*]}"')).viewport, 'ps=0 1')).toBe(1)
+  })
+
   it('keeps the exit status of the last command for $? and survives set -u and a user PS1', async () => {
     const session = await openSession()
     await send(session, 'false')

@@ -88,6 +88,11 @@ export interface SendResult {
   sessionStatus: SessionStatus
   /** Whether the viewport lost data to the send's byte bound. */
   truncated: boolean
+  /**
+   * A flood keeps its head and its tail: the viewport's first `headLines` lines are the send's
+   * first lines, and `bytes` UTF-8 bytes in `lines` lines between them and the rest were dropped.
+   */
+  omitted?: { headLines: number; bytes: number; lines: number }
   inputState?: InputState
   /**
    * When the send settled at the shell's own prompt: the exit status the shell reported there for
@@ -288,6 +293,11 @@ export interface ReadPage {
   lineEnd: number
   /** Whether *this* page lost data: lines it reaches for were dropped, or a line or the page was cut to the byte bound. */
   truncated: boolean
+  /**
+   * Lines dropped between a flood's first lines (still retained) and the newest ones. A page comes
+   * from one side: asking for an end inside the gap returns the flood's first lines.
+   */
+  gap?: { first: number; last: number }
 }
 
 export interface SignalResult {
@@ -308,6 +318,8 @@ export interface SignalResult {
   output?: string
   /** Whether `output` lost data to the byte bound. */
   outputTruncated?: boolean
+  /** What a flood dropped between the head and the tail of `output` (as `SendResult.omitted`). */
+  outputOmitted?: SendResult['omitted']
   /**
    * When no send was active: how the terminal was after the signal — `stdin_read` when it was
    * ready for input again (the shell's prompt, or a reader the kernel shows) within the

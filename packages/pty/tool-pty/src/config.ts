@@ -21,12 +21,18 @@ export const Config = z
       .boolean()
       .default(true)
       .describe('Offer `run_in_background` on terminal_send (needs ctx.tasks at run time). false removes it from the schema and refuses it.'),
+    maxOutputBytes: z
+      .number()
+      .int()
+      .min(MIN_RESULT_BYTES)
+      .default(30000)
+      .describe('Budget of a terminal tool result, in UTF-8 bytes, unless the call gives `maxOutputBytes`; longer output keeps its head and tail around a marker that says what was dropped and how to page it.'),
     maxResultBytes: z
       .number()
       .int()
       .min(MIN_RESULT_BYTES)
       .default(262144)
-      .describe('Bound of every terminal tool result, in UTF-8 bytes; output keeps its newest bytes, metadata lines are kept.'),
+      .describe('Largest `maxOutputBytes` a call may ask for, in UTF-8 bytes (the bound ctx.tools enforces).'),
     maxInputBytes: z.number().int().positive().default(1048576).describe('Largest `text` terminal_send accepts, in UTF-8 bytes.'),
     maxTimeoutMs: z
       .number()
@@ -45,6 +51,7 @@ export const Config = z
       .default(['SIGTERM', 'SIGKILL'])
       .describe('Signals task_kill sends, in order, to the foreground process group of a background send that SIGINT did not stop; each waits for the terminal to be ready again (up to the backend\'s signal wait) before the next.'),
   })
+  .refine((config) => config.maxOutputBytes <= config.maxResultBytes, { message: 'maxOutputBytes must not exceed maxResultBytes', path: ['maxOutputBytes'], when: (payload) => payload.issues.length === 0 })
   .prefault({})
 
 export type Config = z.output<typeof Config>

@@ -1,29 +1,31 @@
 /**
  * The text the model sees for terminal tools. Compact and stable — scripts and snapshot runs
- * compare it byte for byte — and always within the byte bound: output is cut from its oldest
- * side (the newest lines are what matter on a terminal), metadata lines are kept, long
- * explanatory lines fall back to short forms before anything else is lost.
+ * compare it byte for byte — and always within the byte bound: output that does not fit keeps
+ * its head and its tail around one marker saying what was dropped and how to page it, metadata
+ * lines are kept, long explanatory lines fall back to short forms before anything else is lost.
  *
  * A send renders as:
  *
  * ```
- * <new output, or "(no new output)">
+ * <new output, or "(no new output)">    a long one: head, then
+ *                                       [… 1,259,003 bytes (194,825 lines) omitted; terminal_read {offset: 2562, count: 194825} pages them]
+ *                                       then tail
  * [wait: stdin_read]
  * [exit: 0]                           when it settled at the shell's prompt: the status of what ran
  * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
  * [input: continuation — …]           when the terminal waits for the rest of a block
  * [input: not_reading — …]            when nothing in the foreground read the input
  * [input: hidden — …]                 when the reader waits with echo off (a password prompt)
- * [output truncated]                  when output was cut (by the backend or by this bound)
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
  */
 import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
-import { boundUtf8, utf8Bytes } from '@conch/tools'
+import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
-export const TRUNCATED = '[output truncated]'
+/** The marker of output cut where its amount is not known; counted cuts say `[… N bytes (L lines) omitted; …]`. */
+export const TRUNCATED = omissionMarker()
 
 /** A metadata line and the shorter form it falls back to when the bound is tight ('' drops it). */
 interface MetaLine {
@@ -32,20 +34,27 @@ interface MetaLine {
 }
 
 /**
- * Joins `body` and metadata lines within `maxBytes` UTF-8 bytes. The body keeps its tail; the
- * truncation notice goes at `noticeAt` among the metadata when anything was cut (or when
- * `truncated` says the input was already cut). Below the size of the metadata itself the
- * long lines shorten, then the body goes, and only then is the metadata cut (keeping its
- * head) — so the result always fits.
+ * Joins `body` and metadata lines within `maxBytes` UTF-8 bytes. A body that does not fit keeps
+ * its head and its tail around one omission marker (`budgetOutput` of `@conch/tools`: what was
+ * dropped, and `page` says how to get it); metadata lines are kept. Below the size of the
+ * metadata itself the long lines shorten, then the body goes, and only then is the metadata cut
+ * (keeping its head) — so the result always fits.
  */
 export function fit(options: {
   body: string
   /** Shown when the body is empty and nothing was cut. */
   empty?: string
   meta: MetaLine[]
+  /** Where among the metadata a screen's cut is noted. */
   noticeAt: number
+  /** The body was already cut (by the backend). */
   truncated: boolean
   maxBytes: number
+  /** What the backend dropped between the body's head and tail, and how to page it. */
+  omitted?: OmittedRange
+  page?: BudgetOptions['page']
+  /** Share of the room kept from the body's end (larger for a failing command). */
+  tailShare?: number
   /**
    * The body is a rendered screen (`[screen: …]` header, then rows): when it must be cut it keeps
    * its header, its cursor row and its top rows (`boundScreenText` of `@conch/pty`), not its tail.
@@ -53,27 +62,29 @@ export function fit(options: {
   screen?: boolean
 }): { text: string; truncated: boolean; cut: boolean } {
   const { body, meta, noticeAt, maxBytes } = options
+  // Binary runs summarised (budgetOutput does so itself, after splitting at the backend's gap);
+  // a body cut by the backend without counts says so where it was cut: at its start.
+  const plain = options.screen === true ? body : summariseBinary(body)
+  const marked = options.truncated && options.omitted === undefined && options.screen !== true && plain !== '' ? `${TRUNCATED}\n${plain}` : plain
   for (const compact of [false, true]) {
     const lines = meta.map((line) => (compact && line.short !== undefined ? line.short : line.text))
-    const withNotice = [...lines.slice(0, noticeAt), TRUNCATED, ...lines.slice(noticeAt)].filter((line) => line !== '')
     const without = lines.filter((line) => line !== '')
-    if (!options.truncated) {
-      const shown = body === '' ? (options.empty ?? '') : body
+    const shown = marked === '' ? (options.truncated ? '' : (options.empty ?? '')) : marked
+    if (options.omitted === undefined) {
       const text = join(shown, without)
-      if (utf8Bytes(text) <= maxBytes) return { text, truncated: false, cut: false }
+      if (utf8Bytes(text) <= maxBytes && (!options.truncated || options.screen !== true)) return { text, truncated: options.truncated, cut: false }
     }
-    const metaText = withNotice.join('\n')
-    const budget = maxBytes - utf8Bytes(metaText) - 1
-    if (budget >= 0) {
-      const screen = options.screen === true ? boundScreenText(body, budget) : undefined
+    if (options.screen === true) {
+      const withNotice = [...lines.slice(0, noticeAt), TRUNCATED, ...lines.slice(noticeAt)].filter((line) => line !== '')
+      const budget = maxBytes - utf8Bytes(withNotice.join('\n')) - 1
+      const screen = budget >= 0 ? boundScreenText(body, budget) : undefined
       if (screen !== undefined) return { text: join(screen.text, withNotice), truncated: true, cut: screen.truncated }
-      let kept = boundUtf8(body, budget, { keep: 'tail' })
-      if (startsMidLine(body, kept.text) && budget >= utf8Bytes(CUT_LINE)) {
-        kept = boundUtf8(body, budget - utf8Bytes(CUT_LINE), { keep: 'tail' })
-        const shown = startsMidLine(body, kept.text) ? CUT_LINE + kept.text : kept.text
-        return { text: join(shown, withNotice), truncated: true, cut: true }
-      }
-      return { text: join(kept.text, withNotice), truncated: true, cut: kept.truncated }
+    }
+    const budget = maxBytes - utf8Bytes(without.join('\n')) - 1
+    // The marker with its paging hint, else without it (a tiny bound), else no body at all.
+    for (const page of [options.page, undefined]) {
+      const kept = tryBudget(body, budget, { ...(options.omitted && { omitted: options.omitted }), ...(page && { page }), ...(options.tailShare !== undefined && { tailShare: options.tailShare }) })
+      if (kept !== undefined) return { text: join(kept.text, without), truncated: true, cut: kept.truncated }
     }
   }
   // Not even the short metadata fits: keep its head, which holds the most important lines.
@@ -82,15 +93,15 @@ export function fit(options: {
   return { text: boundUtf8(metaText, maxBytes, { keep: 'head' }).text, truncated: true, cut: body !== '' }
 }
 
-/**
- * Marks a kept tail that begins in the middle of a line, so its first characters are not read
- * as a whole line (`85` of `985` would read as another number). Nothing is dropped: a long last
- * line (600 KB of one character, say) still shows its newest bytes.
- */
-const CUT_LINE = '…'
-
-function startsMidLine(body: string, kept: string): boolean {
-  return kept.length < body.length && body[body.length - kept.length - 1] !== '\n'
+/** `budgetOutput`, or undefined when `maxBytes` cannot hold its marker. */
+function tryBudget(body: string, maxBytes: number, options: BudgetOptions): ReturnType<typeof budgetOutput> | undefined {
+  if (maxBytes < 0) return undefined
+  try {
+    return budgetOutput(body, maxBytes, options)
+  } catch (error) {
+    if (error instanceof RangeError) return undefined
+    throw error
+  }
 }
 
 function join(body: string, lines: string[]): string {
@@ -143,7 +154,7 @@ function inputLine(state: InputState | undefined): MetaLine[] {
 function noteLine(waitReason: WaitReason): MetaLine[] {
   switch (waitReason) {
     case 'inferred_idle':
-      return [{ text: '[note: output went quiet, which does not prove the command finished; terminal_read shows later output, terminal_signal SIGINT interrupts it]', short: '' }]
+      return [{ text: '[note: output went quiet, which does not prove the command finished; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]', short: '' }]
     case 'timeout':
       return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]', short: '' }]
     case 'stdin_read':
@@ -152,6 +163,15 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
     default:
       return exhausted(waitReason)
   }
+}
+
+/** Share of a cut send's room kept from its end; a failing command (`[exit: N]`, N ≠ 0) keeps more. */
+const TAIL_SHARE = 0.6
+const FAILING_TAIL_SHARE = 0.8
+
+/** How the model pages what a cut send left out: the lines before the kept tail, counted back from the newest. */
+export function pageHint(range: { lines: number; tailLines: number }): string {
+  return `terminal_read {offset: ${range.tailLines}, count: ${range.lines}} pages them`
 }
 
 /**
@@ -171,7 +191,8 @@ export function renderSend(result: SendResult, maxBytes: number, interrupted = f
   meta.push(...noteLine(result.waitReason))
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
-  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen })
+  const tailShare = result.exitStatus !== undefined && result.exitStatus !== 0 ? FAILING_TAIL_SHARE : TAIL_SHARE
+  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page: pageHint, ...(result.omitted && { omitted: result.omitted }) })
 }
 
 /** A background send that was handed to a task. */
@@ -222,17 +243,21 @@ export function renderScreen(screen: string, maxBytes: number): { text: string; 
  * inside (keeping its tail).
  */
 export function renderRead(page: ReadPage, maxBytes: number): { text: string; truncated: boolean } {
-  const lines = page.text === '' ? [] : page.text.split('\n')
+  // A binary line is summarised on its own, so every line keeps its number.
+  const lines = page.text === '' ? [] : page.text.split('\n').map(summariseBinary)
   const meta = (lineBegin: number, truncated: boolean) => {
     const out: string[] = [lineBegin <= page.lineEnd ? `[lines: ${lineBegin}-${page.lineEnd} of ${page.totalLines}]` : `[lines: none of ${page.totalLines}]`]
     if (truncated) out.push(TRUNCATED)
-    if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
+    const gap = page.gap !== undefined && page.firstRetainedLine > page.gap.last ? page.gap : undefined
+    if (gap !== undefined) {
+      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
+    } else if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
     if (lineBegin > page.firstRetainedLine && lineBegin <= page.lineEnd) {
       out.push(`[older: terminal_read with offset=${page.totalLines - lineBegin + 1} shows the lines before ${lineBegin}]`)
     }
     return out.join('\n')
   }
-  const whole = `${page.text === '' ? '(no lines)' : page.text}\n${meta(page.lineBegin, page.truncated)}`
+  const whole = `${page.text === '' ? '(no lines)' : lines.join('\n')}\n${meta(page.lineBegin, page.truncated)}`
   if (utf8Bytes(whole) <= maxBytes) return { text: whole, truncated: page.truncated }
 
   // Keep the newest lines that fit together with their metadata.
@@ -265,6 +290,8 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
+    page: pageHint,
+    ...(result.outputOmitted !== undefined && { omitted: result.outputOmitted }),
   }).text
 }
 

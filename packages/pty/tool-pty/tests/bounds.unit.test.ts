@@ -30,27 +30,36 @@ describe('terminal_open', () => {
   })
 })
 
-describe('results within maxResultBytes', () => {
-  it('keeps the newest output and every metadata line when a send is cut', async () => {
-    harness = await boot({ toolPty: { maxResultBytes: 200 } })
+describe('results within maxOutputBytes', () => {
+  it('keeps the head, the tail and every metadata line when a send is cut, and says what it left out', async () => {
+    harness = await boot({ toolPty: { maxOutputBytes: 300 } })
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 1000' })
     const text = result.content[0]!.text
-    expect(bytes(text)).toBeLessThanOrEqual(200)
-    expect(text.endsWith('999\n1000\n[wait: stdin_read]\n[session: running]\n[output truncated]')).toBe(true)
-    const full = Array.from({ length: 1000 }, (_, index) => String(index + 1)).join('\n')
-    const shown = body(text)
-    // A first line cut in the middle is marked, so its digits never read as another number.
-    const first = shown.split('\n')[0]!
-    if (full.split('\n').includes(first)) expect(full.endsWith(`\n${shown}`)).toBe(true)
-    else {
-      expect(first.startsWith('…')).toBe(true)
-      expect(full.endsWith(shown.slice(1))).toBe(true)
-    }
+    expect(bytes(text)).toBeLessThanOrEqual(300)
+    const lines = text.split('\n')
+    const at = lines.findIndex((line) => line.startsWith('[… '))
+    const head = lines.slice(0, at).map(Number)
+    const tail = lines.slice(at + 1, -2).map(Number)
+    expect(head).toEqual(Array.from({ length: head.length }, (_, index) => index + 1))
+    expect(tail).toEqual(Array.from({ length: tail.length }, (_, index) => 1000 - tail.length + 1 + index))
+    const omitted = 1000 - head.length - tail.length
+    expect(lines[at]).toBe(`[… ${Array.from({ length: omitted }, (_, index) => `${head.length + 1 + index}\n`).join('').length.toLocaleString('en-US')} bytes (${omitted} lines) omitted; terminal_read {offset: ${tail.length}, count: ${omitted}} pages them]`)
+    expect(lines.slice(-2)).toEqual(['[wait: stdin_read]', '[session: running]'])
     expect(result.meta).toMatchObject({ truncated: true })
   })
 
-  it('cuts multi-byte and emoji output on code points, within the default bound', async () => {
+  it('honours maxOutputBytes per call up to maxResultBytes, and refuses more', async () => {
+    harness = await boot()
+    await harness.call('terminal_open', { type: 'shell' })
+    const small = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 1000', maxOutputBytes: 200 })
+    expect(bytes(small.content[0]!.text)).toBeLessThanOrEqual(200)
+    const over = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 1', maxOutputBytes: 262145 })
+    expect(over.isError).toBe(true)
+    expect(over.content[0]!.text).toContain('maxOutputBytes')
+  })
+
+  it('cuts multi-byte and emoji output on code points, within the default budget', async () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     for (const [command, unit] of [
@@ -59,27 +68,29 @@ describe('results within maxResultBytes', () => {
       ['repeat 100000 中', '中'],
     ] as const) {
       const text = (await harness.call('terminal_send', { sessionId: 'pty-1', text: command })).content[0]!.text
-      expect(bytes(text)).toBeLessThanOrEqual(262144)
+      expect(bytes(text)).toBeLessThanOrEqual(30_000)
       expect(roundTrips(text)).toBe(true)
-      expect(text.endsWith('\n[wait: stdin_read]\n[session: running]\n[output truncated]')).toBe(true)
-      const output = body(text)
-      // One long line: its newest bytes are shown, marked as cut.
-      expect(output.startsWith('…')).toBe(true)
-      expect(output.length).toBeGreaterThan(1000)
-      expect(output.slice(1).replaceAll(unit, '')).toBe('')
+      expect(text.endsWith('\n[wait: stdin_read]\n[session: running]')).toBe(true)
+      // One long line: its first and its newest bytes are shown around the marker.
+      const [head, marker, tail] = body(text).replace(/\n$/, '').split('\n')
+      expect(marker).toMatch(/^\[… [\d,]+ bytes \(1 line\) omitted; terminal_read \{offset: 1, count: 1\} pages them\]$/)
+      for (const part of [head!, tail!]) {
+        expect(part.length).toBeGreaterThan(1000)
+        expect(part.replaceAll(unit, '')).toBe('')
+      }
     }
   })
 
   it('fits every bound from 64 bytes up, keeping all metadata once it fits', async () => {
     for (const maxResultBytes of [64, 65, 80, 100, 150, 250, 400]) {
-      harness = await boot({ toolPty: { maxResultBytes }, memory: { yesLines: 50 } })
+      harness = await boot({ toolPty: { maxOutputBytes: maxResultBytes }, memory: { yesLines: 50 } })
       await harness.call('terminal_open', { type: 'shell' })
       const text = (await harness.call('terminal_send', { sessionId: 'pty-1', text: 'yes 😀é' })).content[0]!.text
       expect(bytes(text)).toBeLessThanOrEqual(maxResultBytes)
       expect(roundTrips(text)).toBe(true)
       if (maxResultBytes >= 100) {
         expect(text).toContain('[wait: timeout]\n[session: running]\n[input: not_reading')
-        expect(text).toContain(TRUNCATED)
+        expect(text).toMatch(/\[… [\d,]+ bytes \([\d,]+ lines\) omitted/)
       }
       await harness.dispose()
       harness = undefined as never
@@ -87,7 +98,7 @@ describe('results within maxResultBytes', () => {
   })
 
   it('bounds error results too', async () => {
-    harness = await boot({ toolPty: { maxResultBytes: 64 } })
+    harness = await boot({ toolPty: { maxOutputBytes: 64 } })
     const result = await harness.call('terminal_send', { sessionId: `pty-${'9'.repeat(200)}`, text: 'ls' })
     expect(result.isError).toBe(true)
     expect(bytes(result.content[0]!.text)).toBeLessThanOrEqual(64)
@@ -95,7 +106,7 @@ describe('results within maxResultBytes', () => {
   })
 
   it('cuts a read page by whole lines from the oldest side and numbers what it shows', async () => {
-    harness = await boot({ toolPty: { maxResultBytes: 120 } })
+    harness = await boot({ toolPty: { maxOutputBytes: 120 } })
     await harness.call('terminal_open', { type: 'shell' })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 100' })
     const text = await harness.text('terminal_read', { sessionId: 'pty-1' })
@@ -111,18 +122,21 @@ describe('results within maxResultBytes', () => {
 })
 
 describe('fit', () => {
-  it('never exceeds the bound and keeps a suffix of the body, for every bound', () => {
-    const body = 'héllo 😀 wörld 中文 '.repeat(5)
+  it('never exceeds the bound and keeps a prefix and a suffix of the body, for every bound', () => {
+    const body = 'héllo 😀 wörld 中文 '.repeat(20)
     const meta = [{ text: '[wait: stdin_read]' }, { text: '[session: running]' }, { text: '[note: a long explanatory line here]', short: '' }]
     for (let maxBytes = 0; maxBytes <= bytes(body) + 120; maxBytes++) {
       const { text } = fit({ body, meta, noticeAt: 2, truncated: false, maxBytes })
       expect(bytes(text)).toBeLessThanOrEqual(maxBytes)
       expect(roundTrips(text)).toBe(true)
-      if (maxBytes >= 60) {
-        expect(text).toMatch(/\[wait: stdin_read\]\n\[session: running\]/)
-        const kept = text.slice(0, text.indexOf('[wait: ')).replace(/\n$/, '')
-        expect(body.endsWith(kept.replace(/^…/, ''))).toBe(true)
+      if (maxBytes >= 60) expect(text).toMatch(/\[wait: stdin_read\]\n\[session: running\]/)
+      const kept = text.slice(0, text.indexOf('[wait: ')).replace(/\n$/, '')
+      const cut = /^(.*)\n?\[… [\d,]+ bytes \(1 line\) omitted\]\n(.*)$/.exec(kept)
+      if (cut !== null) {
+        expect(body.startsWith(cut[1]!)).toBe(true)
+        expect(body.endsWith(cut[2]!)).toBe(true)
       }
+      if (maxBytes >= 150 && bytes(body) + 60 > maxBytes) expect(cut).not.toBeNull()
     }
   })
 
@@ -136,7 +150,7 @@ describe('fit', () => {
       { viewport: 'tail', waitReason: 'stdin_read', sessionStatus: { state: 'running' }, truncated: true, evidence: { tier: 'fixed', detail: '' }, elapsedMs: 0 },
       1000,
     )
-    expect(rendered.text).toBe('tail\n[wait: stdin_read]\n[session: running]\n[output truncated]')
+    expect(rendered.text).toBe(`${TRUNCATED}\ntail\n[wait: stdin_read]\n[session: running]`)
   })
 
   it('falls back to short metadata forms before dropping output', () => {
@@ -159,7 +173,7 @@ describe('fit', () => {
         expect(lines).toContain(TRUNCATED)
       }
     }
-    expect(renderSend(result, 1000).text).toMatch(/\n\$ ready {2}← cursor\n\[rows 39-40 not shown\]\n\[wait: stdin_read\]\n\[session: running\]\n\[output truncated\]$/)
+    expect(renderSend(result, 1000).text).toMatch(/\n\$ ready {2}← cursor\n\[rows 39-40 not shown\]\n\[wait: stdin_read\]\n\[session: running\]\n\[… output omitted\]$/)
   })
 
   it('renders a page that fits with its numbers', () => {

@@ -51,8 +51,8 @@ describe('screen and size tools', () => {
     expect(screen.text).not.toMatch(/\x1b/)
   })
 
-  it('keeps a full-screen result\'s header and cursor row when the screen is larger than maxResultBytes', async () => {
-    harness = await bootCase({ mode: 'danger-full-access', toolPty: { maxResultBytes: 1024 } })
+  it('keeps a full-screen result\'s header and cursor row when the screen is larger than maxOutputBytes', async () => {
+    harness = await bootCase({ mode: 'danger-full-access', toolPty: { maxOutputBytes: 1024 } })
     const opened = await harness.call('terminal_open', { type: 'shell', rows: 40, cols: 160 })
     const id = opened.meta['sessionId'] as string
     // 39 rows of 3-byte wide characters on the alternate screen (about 6 KB), then a prompt on row 40.
@@ -71,7 +71,7 @@ sys.stdin.readline()
     expect(lines[1]).toMatch(/^row 1 中+$/)
     expect(lines).toContain('name?  ← cursor')
     expect(lines[lines.indexOf('name?  ← cursor') - 1]).toMatch(/^\[rows \d+-39 not shown\]$/)
-    expect(seen.text).toContain('[output truncated]')
+    expect(seen.text).toContain('[… output omitted]')
     expect(seen.text).not.toMatch(/\x1b/)
     await harness.send(id, 'x')
   })

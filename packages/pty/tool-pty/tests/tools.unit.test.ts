@@ -36,11 +36,11 @@ describe('tool definitions', () => {
     const parameters = Object.fromEntries(harness.ctx.tools.specs().map((spec) => [spec.name, spec.parameters]))
     expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols', 'expose'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
-    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'run_in_background', 'notify', 'notifyOn'])
+    expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'maxOutputBytes', 'run_in_background', 'notify', 'notifyOn'])
     // One of text, keys or secret: checked when called (see the send tests).
     expect(parameters['terminal_send']!['required']).toEqual(['sessionId'])
     expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])
-    expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen'])
+    expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen', 'maxOutputBytes'])
     expect(parameters['terminal_resize']!['required']).toEqual(['sessionId', 'rows', 'cols'])
     expect((parameters['terminal_signal']!['properties'] as Record<string, { enum?: string[] }>)['signal']!.enum).toEqual(['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'])
     expect(parameters['terminal_list']!['properties']).toEqual({})
@@ -50,7 +50,7 @@ describe('tool definitions', () => {
     harness = await boot({ toolPty: { enableRunInBackground: false } })
     await harness.call('terminal_open', { type: 'shell' })
     const send = harness.ctx.tools.specs().find((spec) => spec.name === 'terminal_send')!
-    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs'])
+    expect(Object.keys(send.parameters['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'maxOutputBytes'])
     const forced = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'export WRITTEN=yes', run_in_background: true })
     expect(forced.isError).toBe(true)
     expect(forced.content[0]!.text).toContain('run_in_background is disabled in this deployment; send in the foreground')
@@ -148,7 +148,7 @@ describe('what the model sees', () => {
     expect(result.content[0]!.text).toBe(
       '(no new output)\n[wait: inferred_idle]\n[session: running]\n' +
         '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]\n' +
-        '[note: output went quiet, which does not prove the command finished; terminal_read shows later output, terminal_signal SIGINT interrupts it]',
+        '[note: output went quiet, which does not prove the command finished; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]',
     )
     expect(result.meta).toMatchObject({ waitReason: 'inferred_idle', inputState: 'not_reading', elapsedMs: 3000 })
   })
@@ -205,7 +205,7 @@ describe('what the model sees', () => {
     await opened({ memory: { scrollbackLines: 3 } })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 10' })
     expect(await harness.text('terminal_read', { sessionId: 'pty-1', count: 5 })).toBe(
-      '8\n9\n10\n[lines: 9-11 of 11]\n[output truncated]\n[dropped: lines before 9 are no longer retained]',
+      '8\n9\n10\n[lines: 9-11 of 11]\n[… output omitted]\n[dropped: lines before 9 are no longer retained]',
     )
   })
 

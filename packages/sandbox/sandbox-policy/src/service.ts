@@ -171,7 +171,7 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 /**
  * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
  * one loopback among an agent's processes here; default true), e.g.
- * `Sandbox: workspace-write — files under /work/x are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
+ * `Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (…); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
 export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): string {
   const shared = loopbackShared
@@ -199,7 +199,12 @@ export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): s
       clauses = ['files can be read but not written (except in /tmp)', shared, net]
       break
     case 'workspace-write':
-      clauses = [`files under ${policy.workspaceRoot} are writable`, 'everything else is read-only except /tmp', shared, net]
+      clauses = [
+        `files under ${policy.workspaceRoot} are writable except the files that configure shells, git and editors (.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard)`,
+        'everything else is read-only except /tmp',
+        shared,
+        net,
+      ]
       break
     case 'danger-full-access':
       clauses = ['no sandbox: every file you can write is writable and the network is open', `stay inside ${policy.workspaceRoot}`]

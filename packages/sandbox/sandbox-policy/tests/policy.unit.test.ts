@@ -237,7 +237,7 @@ describe('the system-prompt section', () => {
     expect(agents.sections.map((section) => section.id)).toEqual(['sandbox'])
     const session = root.sessions.create()
     expect(agents.sections[0]!.render(agentWith(session))).toBe(
-      `Sandbox: workspace-write — files under ${dir} are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.`,
+      `Sandbox: workspace-write — files under ${dir} are writable except the files that configure shells, git and editors (.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.`,
     )
     policy.setMode(session, 'read-only')
     expect(agents.sections[0]!.render(agentWith(session))).toMatch(/^Sandbox: read-only — /)
@@ -279,7 +279,7 @@ describe('the system-prompt section', () => {
   it('describes every mode', () => {
     const base = { workspaceRoot: '/work/x', sessionId: 's', network: { mode: 'none' as const }, expose: [] }
     expect(describePolicy({ ...base, mode: 'workspace-write', network: { mode: 'full' } })).toBe(
-      'Sandbox: workspace-write — files under /work/x are writable; everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); network allowed.',
+      'Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); network allowed.',
     )
     expect(describePolicy({ ...base, mode: 'read-only' })).toBe(
       'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.',

@@ -33,8 +33,8 @@ export const Config = z
       .number()
       .int()
       .min(1024)
-      .default(16_384)
-      .describe('Bound of each tool result in UTF-8 bytes; task output keeps its newest bytes.'),
+      .default(30_000)
+      .describe('Budget of each tool result in UTF-8 bytes; longer task output keeps its head and its tail around a marker saying what was dropped.'),
     promptSection: z.boolean().default(true).describe('Add the background-task section to the system prompt.'),
   })
   .refine((config) => config.waitTimeoutMs <= config.maxWaitTimeoutMs, {

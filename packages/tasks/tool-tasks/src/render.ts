@@ -3,21 +3,21 @@
  * runs compare it byte for byte:
  *
  * ```
- * <new output, or "(no new output)">
+ * <new output, or "(no new output)">   over the budget: its head, [… N bytes (L lines) omitted], its tail
  * [status: completed, wait: stdin_read]
- * [output truncated]                 (when output was dropped)
  * [error: disk full]                 (for failed)
  * [still running after 30000 ms]     (a wait that timed out)
  * ```
  */
 import type { TaskInfo, TaskSnapshot } from '@conch/tasks'
-import { boundUtf8, utf8Bytes } from '@conch/tools'
+import { budgetOutput, omissionMarker, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
-export const TRUNCATED = '[output truncated]'
+/** Starts output the task's buffer dropped before it was read (the amount is not known). */
+export const TRUNCATED = omissionMarker()
 
 export interface RenderSnapshotOptions {
-  /** Bound of the whole text in UTF-8 bytes; the output keeps its newest bytes to fit the trailer lines. */
+  /** Budget of the whole text in UTF-8 bytes; output over it keeps its head and its tail around a marker (`budgetOutput`). */
   maxBytes: number
   /** Set when the call waited and the task was still running afterwards: the wait in ms. */
   waitedMs?: number
@@ -38,26 +38,16 @@ export function statusLine(status: string, fields: Record<string, string>): stri
 /** Renders one read of a task (task_output, task_kill). */
 export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOptions): string {
   const trailer = [statusLine(snapshot.status, snapshot.fields)]
-  let truncated = snapshot.truncated
   if (snapshot.error !== undefined) trailer.push(`[error: ${oneLine(snapshot.error)}]`)
   if (options.waitedMs !== undefined) trailer.push(`[still running after ${options.waitedMs} ms]`)
 
-  let output = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
-  if (output === '') {
-    output = NO_OUTPUT
-  } else {
-    // Room for the output: the bound minus the trailer, the truncation notice and two newlines.
-    const reserve = utf8Bytes(trailer.join('\n')) + utf8Bytes(TRUNCATED) + 3
-    const room = Math.max(0, options.maxBytes - reserve)
-    const kept = boundUtf8(output, room, { keep: 'tail' })
-    if (kept.truncated) {
-      truncated = true
-      output = kept.text
-    }
-    if (output === '') output = NO_OUTPUT
-  }
-  if (truncated) trailer.splice(1, 0, TRUNCATED)
-  return `${output.endsWith('\n') ? output : `${output}\n`}${trailer.join('\n')}`
+  const redacted = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
+  const output = snapshot.truncated ? `${TRUNCATED}\n${redacted}` : redacted
+  // Room for the output: the budget minus the trailer and its line break. A failing command keeps more tail.
+  const room = Math.max(0, options.maxBytes - utf8Bytes(trailer.join('\n')) - 1)
+  const failing = snapshot.fields['exit'] !== undefined && snapshot.fields['exit'] !== '0'
+  const kept = output === '' ? NO_OUTPUT : budgetOutput(output, room, { tailShare: failing ? 0.8 : 0.6 }).text
+  return `${kept.endsWith('\n') ? kept : `${kept}\n`}${trailer.join('\n')}`
 }
 
 /** One line per task: `task-1 running pty-send "pty-1: sleep 100"`, then `[key: value, …]` when it has fields. */

@@ -45,10 +45,8 @@ describe('renderSnapshot', () => {
     ).toBe('done\n[status: completed, wait: stdin_read]')
   })
 
-  it('adds [output truncated] after the status line when output was dropped', () => {
-    expect(renderSnapshot(snapshot({ output: 'tail\n', truncated: true }), { maxBytes: 4096 })).toBe(
-      'tail\n[status: running]\n[output truncated]',
-    )
+  it('starts the output with the omission marker when the task dropped output before the read', () => {
+    expect(renderSnapshot(snapshot({ output: 'tail\n', truncated: true }), { maxBytes: 4096 })).toBe('[… output omitted]\ntail\n[status: running]')
   })
 
   it('shows the failure message of a failed task on one line', () => {
@@ -63,36 +61,22 @@ describe('renderSnapshot', () => {
     )
   })
 
-  it('keeps the newest output and the whole trailer within the byte bound', () => {
+  it('keeps the head and the tail of the output and the whole trailer within the budget', () => {
     const output = Array.from({ length: 400 }, (_, i) => `line ${i} 😀\n`).join('')
     const text = renderSnapshot(snapshot({ output, status: 'completed', fields: { exit: '0' } }), { maxBytes: 1024 })
     expect(bytes(text)).toBeLessThanOrEqual(1024)
-    expect(text).toMatch(/line 399 😀\n\[status: completed, exit: 0\]\n\[output truncated\]$/)
+    expect(text).toMatch(/^line 0 😀\n/)
+    expect(text).toMatch(/\n\[… [\d,]+ bytes \([\d,]+ lines\) omitted\]\n/)
+    expect(text).toMatch(/line 399 😀\n\[status: completed, exit: 0\]$/)
     expect(text).not.toContain('\uFFFD')
-    expect(text).not.toContain('line 0 ')
-  })
-})
-
-describe('renderList', () => {
-  it('renders one line per task with a quoted label and the fields of ended tasks', () => {
-    expect(
-      renderList([
-        { id: 'task-1', kind: 'pty-send', label: 'pty-1: sleep 100', status: 'running', fields: {}, startedAt: '' },
-        {
-          id: 'task-2',
-          kind: 'pty-send',
-          label: 'pty-2: printf "a\nb"',
-          status: 'completed',
-          fields: { wait: 'stdin_read' },
-          startedAt: '',
-        },
-      ]),
-    ).toBe(
-      'task-1 running pty-send "pty-1: sleep 100"\n' + 'task-2 completed pty-send "pty-2: printf \\"a\\nb\\"" [wait: stdin_read]',
-    )
   })
 
-  it('says (no tasks) for an empty list', () => {
-    expect(renderList([])).toBe('(no tasks)')
+  it('keeps more of the tail when the command failed', () => {
+    const output = Array.from({ length: 400 }, (_, i) => `line ${i}\n`).join('')
+    const tailOf = (exit: string) => {
+      const text = renderSnapshot(snapshot({ output, status: 'completed', fields: { exit } }), { maxBytes: 1024 })
+      return text.slice(text.indexOf('omitted]')).split('\n').length
+    }
+    expect(tailOf('2')).toBeGreaterThan(tailOf('0'))
   })
 })

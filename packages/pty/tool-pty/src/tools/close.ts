@@ -15,7 +15,7 @@ export function registerTerminalClose(kit: ToolKit): void {
     async execute(input, { agent }) {
       try {
         const result = await pty.close(agent, input.sessionId)
-        return text(renderClose(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
+        return text(renderClose(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
       } catch (caught) {
         return error(caught)
       }

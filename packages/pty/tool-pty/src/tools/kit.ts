@@ -5,7 +5,7 @@
 import type { Context } from 'cordis'
 import { z } from 'zod'
 import { PtyError, type PtyServiceApi } from '@conch/pty'
-import type { ToolResult, ToolsServiceApi } from '@conch/tools'
+import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { Config } from '../config.ts'
 import { renderError } from '../render.ts'
 
@@ -57,13 +57,18 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
     limits: { maxResultBytes: config.maxResultBytes },
     error(caught) {
       if (!(caught instanceof PtyError)) throw caught
-      return { content: [{ type: 'text', text: renderError(caught, config.maxResultBytes) }], isError: true, meta: { errorCode: caught.code } }
+      return { content: [{ type: 'text', text: renderError(caught, config.maxOutputBytes) }], isError: true, meta: { errorCode: caught.code } }
     },
     text: (value, meta) => ({ content: [{ type: 'text', text: value }], ...(meta && { meta }) }),
   }
 }
 
 export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"')
+
+/** The per-call result budget (`maxOutputBytes`), up to the configured `maxResultBytes`. */
+export function outputBudget(config: Config) {
+  return z.number().int().min(MIN_RESULT_BYTES).max(config.maxResultBytes).optional().describe(`Default ${config.maxOutputBytes}`)
+}
 
 /** The first non-blank line of `text` for titles and task labels: control characters as ^X, at most 80 characters. */
 export function firstLine(text: string): string {

@@ -15,7 +15,7 @@ export function registerTerminalList(kit: ToolKit): void {
     async execute(_input, { agent }) {
       const sessions = pty.list(agent)
       // createdAt stays out of meta so scripted runs are byte-stable; ids give the order.
-      return text(renderList(sessions, config.maxResultBytes, Object.keys(config.secrets)), { sessions: sessions.map(({ createdAt: _createdAt, ...session }) => session) })
+      return text(renderList(sessions, config.maxOutputBytes, Object.keys(config.secrets)), { sessions: sessions.map(({ createdAt: _createdAt, ...session }) => session) })
     },
   })
 }

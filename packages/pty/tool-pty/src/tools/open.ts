@@ -36,7 +36,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
           { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }), ...(input.expose !== undefined && { expose: input.expose }) },
           signal,
         )
-        return text(renderOpen(opened, config.maxResultBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })
+        return text(renderOpen(opened, config.maxOutputBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })
       } catch (caught) {
         return error(caught)
       }

@@ -1,7 +1,7 @@
 /** terminal_read: a page of a terminal's scrollback. */
 import { z } from 'zod'
 import { renderRead, renderScreen } from '../render.ts'
-import { sessionId, type ToolKit } from './kit.ts'
+import { outputBudget, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalRead(kit: ToolKit): void {
   const { pty, tools, config, limits, error, text } = kit
@@ -16,16 +16,18 @@ export function registerTerminalRead(kit: ToolKit): void {
       offset: z.number().int().min(0).default(0).describe('Lines back from the newest'),
       count: z.number().int().min(1).default(500),
       screen: z.boolean().optional().describe('The current screen instead (cursor row marked), for a full-screen program'),
+      maxOutputBytes: outputBudget(config),
     }),
     title: (input) => `read ${input.sessionId}`,
     async execute(input, { agent }) {
+      const maxBytes = input.maxOutputBytes ?? config.maxOutputBytes
       try {
         if (input.screen === true) {
-          const rendered = renderScreen(pty.screen(agent, input.sessionId), config.maxResultBytes)
+          const rendered = renderScreen(pty.screen(agent, input.sessionId), maxBytes)
           return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
         }
         const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
-        const rendered = renderRead(page, config.maxResultBytes)
+        const rendered = renderRead(page, maxBytes)
         return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: page.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
       } catch (caught) {
         return error(caught)

@@ -5,7 +5,7 @@ import { tasksOf, type KillReport } from '@conch/tasks'
 import { utf8Bytes } from '@conch/tools'
 import { renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
-import { firstLine, sessionId, type ToolKit } from './kit.ts'
+import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalSend(kit: ToolKit): void {
   const { ctx, pty, tools, config, limits, error, text } = kit
@@ -43,6 +43,7 @@ export function registerTerminalSend(kit: ToolKit): void {
       .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
       .optional()
       .describe('Return inferred_idle after this many ms of quiet output (default 3000)'),
+    maxOutputBytes: outputBudget(config),
   }
   const objectInput = config.enableRunInBackground
     ? z.object({
@@ -146,7 +147,7 @@ export function registerTerminalSend(kit: ToolKit): void {
           await operation.done.catch(() => undefined)
           throw caught
         }
-        return text(renderBackground(taskId, label, config.maxResultBytes), { taskId, sessionId: input.sessionId })
+        return text(renderBackground(taskId, label, config.maxOutputBytes), { taskId, sessionId: input.sessionId })
       }
 
       let operation: SendOperation
@@ -173,7 +174,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const rendered = renderSend(result, config.maxResultBytes, signal.aborted, refused)
+      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, signal.aborted, refused)
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })

@@ -17,7 +17,7 @@ export function registerTerminalSignal(kit: ToolKit): void {
     async execute(input, { agent }) {
       try {
         const result = await pty.signal(agent, input.sessionId, input.signal)
-        return text(renderSignal(input.sessionId, result, config.maxResultBytes), { sessionId: input.sessionId, ...result })
+        return text(renderSignal(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
       } catch (caught) {
         return error(caught)
       }

@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootCase, count, hasLoneSurrogate, MODES, outputLines, roundTripsUtf8, type CaseHarness, type Seen } from './harness.ts'
 
-/** The default result cap of tool-pty (`maxResultBytes`). */
-const RESULT_CAP = 262144
+/** The default result budget of tool-pty (`maxOutputBytes`). */
+const RESULT_CAP = 30000
 
 function expectClean(text: string): void {
   expect(text).not.toContain('\uFFFD')
@@ -18,20 +18,19 @@ function expectClean(text: string): void {
 }
 
 /**
- * A result cut to the cap: marked truncated, within the cap and clean (the case), and showing
- * the newest part of the run of `char` — the cut falls inside the run, so the code-point
- * boundary is exercised (tool-pty's README: output keeps its newest bytes; a line too long for
- * the bound keeps its tail).
+ * A result cut to the budget: marked truncated, within the budget and clean (the case), and
+ * showing the first and the newest part of the run of `char` around the omission marker — the
+ * cuts fall inside the run, so the code-point boundary is exercised (tool-pty's README).
  */
 function expectCutRun(seen: Seen, char: string): void {
   expect(seen.isError).toBe(false)
   expectClean(seen.text)
   expect(Buffer.byteLength(seen.text, 'utf8')).toBeLessThanOrEqual(RESULT_CAP)
   expect(seen.meta.truncated).toBe(true)
-  expect(seen.text).toContain('[output truncated]')
-  const runs = outputLines(seen.text).filter((line) => line.includes(char))
-  // A line cut in the middle starts with the cut mark `…`.
-  for (const line of runs) expect(line.replace(/^…/, '').replaceAll(char, '')).toBe('')
+  expect(seen.text).toMatch(/^\[… [\d,]+ bytes \([\d,]+ lines?\) omitted; terminal_read \{offset: \d+, count: \d+\} pages them\]$/m)
+  // The head holds the echoed command line too.
+  const runs = outputLines(seen.text).filter((line) => line.includes(char) && !line.startsWith('python3 '))
+  for (const line of runs) expect(line.replaceAll(char, '')).toBe('')
   expect.soft(runs.reduce((sum, line) => sum + line.length, 0), `no part of the ${char} run is shown:\n${seen.text.slice(0, 300)}`).toBeGreaterThan(10000)
 }
 
