@@ -88,11 +88,15 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
     const exitCode = exitCodeOf(result)
     // Settled at the controlled prompt: its last line is the prompt itself, not output.
     const shown = result.exitStatus === undefined ? result.viewport : result.viewport.slice(0, Math.max(0, result.viewport.lastIndexOf('\n')))
-    const output = typed === undefined ? shown : withoutEcho(shown, typed)
+    const echoed = typed === undefined ? 0 : echoLines(shown, typed)
+    const output = shown.split('\n').slice(echoed).join('\n')
+    const omitted = result.omitted && { ...result.omitted, headLines: Math.max(0, result.omitted.headLines - echoed) }
     const outcome: ExecOutcome = {
       wallTimeSeconds: Math.round(performance.now() - started) / 1000,
-      originalTokenCount: Math.ceil(utf8Bytes(output) / config.bytesPerToken),
+      originalTokenCount: Math.ceil((utf8Bytes(output) + (omitted?.bytes ?? 0)) / config.bytesPerToken),
       output,
+      ...(omitted && { omitted }),
+      truncated: result.truncated,
     }
     const sessions = running.get(agent) ?? new Map<number, string>()
     running.set(agent, sessions)
@@ -115,18 +119,18 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
 }
 
 /**
- * `viewport` without the terminal's echo of the command bash was given: one line per line of
- * `typed` (as tool-pty counts a send's echo), dropped only while each ends with its line, so output
- * that does not start with the echo is kept whole.
+ * How many first lines of `viewport` are the terminal's echo of the command bash was given: one
+ * per line of `typed` (as tool-pty counts a send's echo), counted only while each ends with its
+ * line, so output that does not start with the echo is kept whole.
  */
-function withoutEcho(viewport: string, typed: string): string {
+function echoLines(viewport: string, typed: string): number {
   const lines = viewport.split('\n')
   let echoed = 0
   for (const line of typed.split('\n')) {
     if (echoed >= lines.length || !lines[echoed]!.trimEnd().endsWith(line.trimEnd())) break
     echoed++
   }
-  return lines.slice(echoed).join('\n')
+  return echoed
 }
 
 /**

@@ -10,7 +10,7 @@
  * hello
  * ```
  */
-import { boundUtf8, utf8Bytes } from '@conch/tools'
+import { boundUtf8, budgetOutput, omissionMarker, utf8Bytes, type OmittedRange } from '@conch/tools'
 
 /** What one call settled with; `meta` carries it as the Codex field names. */
 export interface ExecOutcome {
@@ -24,6 +24,10 @@ export interface ExecOutcome {
   /** The output before the budget, in tokens (`bytesPerToken` bytes each, rounded up). */
   originalTokenCount: number
   output: string
+  /** What the backend already left out of a flood between the head and the tail of `output`. */
+  omitted?: OmittedRange
+  /** The backend cut `output` without counting what it dropped. */
+  truncated?: boolean
 }
 
 /**
@@ -36,7 +40,7 @@ export function renderExec(outcome: ExecOutcome, budgetBytes: number, maxBytes: 
     : `Process running with session ID ${outcome.sessionId}${outcome.running === undefined ? '' : ` (${outcome.running})`}`
   const header = [`Wall time: ${outcome.wallTimeSeconds.toFixed(3)} seconds`, status, `Original token count: ${outcome.originalTokenCount}`, 'Output:'].join('\n')
   const room = Math.max(0, Math.min(budgetBytes, maxBytes - utf8Bytes(header) - 1))
-  const shown = budget(outcome.output, room)
+  const shown = budget(outcome, room)
   return {
     text: `${header}\n${shown.text}`,
     meta: {
@@ -49,10 +53,17 @@ export function renderExec(outcome: ExecOutcome, budgetBytes: number, maxBytes: 
   }
 }
 
-/** Output within `maxBytes`: its newest bytes, after a line saying how much went before. */
-function budget(output: string, maxBytes: number): { text: string; truncated: boolean } {
-  if (utf8Bytes(output) <= maxBytes) return { text: output, truncated: false }
-  const notice = (omitted: number) => `[… ${omitted} bytes omitted]\n`
-  const kept = boundUtf8(output, Math.max(0, maxBytes - utf8Bytes(notice(utf8Bytes(output)))), { keep: 'tail' })
-  return { text: notice(kept.omittedBytes) + kept.text, truncated: true }
+/**
+ * Output within `maxBytes`: its head and tail around one omission marker (`budgetOutput`), or
+ * only the marker when the budget cannot hold more.
+ */
+function budget(outcome: ExecOutcome, maxBytes: number): { text: string; truncated: boolean } {
+  const output = outcome.truncated === true && outcome.omitted === undefined ? `${omissionMarker()}\n${outcome.output}` : outcome.output
+  try {
+    const kept = budgetOutput(output, maxBytes, outcome.omitted === undefined ? {} : { omitted: outcome.omitted })
+    return { text: kept.text, truncated: kept.truncated || outcome.truncated === true }
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error
+    return { text: boundUtf8(omissionMarker(utf8Bytes(output) + (outcome.omitted?.bytes ?? 0)), maxBytes).text, truncated: true }
+  }
 }

@@ -107,14 +107,23 @@ describe('the Codex tool profile', () => {
     expect(seen.text).toContain('\nProcess exited with code 9\n')
   })
 
-  it('cuts output to max_output_tokens and counts the original tokens', async () => {
+  it('cuts output to max_output_tokens around one marker and counts the original tokens', async () => {
     const seen = await call('exec_command', { cmd: 'seq 1 2000', max_output_tokens: 20 })
     const output = outputOf(seen)
     expect(Buffer.byteLength(output)).toBeLessThanOrEqual(80)
-    expect(output).toMatch(/omitted/)
-    expect(output).toMatch(/\n2000$/)
-    expect(seen.meta.original_token_count).toBeGreaterThan(2000)
+    expect(output).toMatch(/^1\n(.*\n)*\[… [\d,]+ bytes \([\d,]+ lines\) omitted\]\n(.*\n)*2000$/)
+    // The echo of the command and the prompt after it are not counted.
+    expect(seen.meta.original_token_count).toBe(Math.ceil(Buffer.byteLength(Array.from({ length: 2000 }, (_, i) => i + 1).join('\n')) / 4))
     expect(seen.meta.truncated).toBe(true)
+  })
+
+  it('counts what the terminal dropped of a flood in the original tokens', async () => {
+    const seen = await call('exec_command', { cmd: 'seq 1 400000', max_output_tokens: 100 })
+    const output = outputOf(seen)
+    expect(seen.meta.exit_code).toBe(0)
+    expect(output).toMatch(/^1\n/)
+    expect(output).toMatch(/\n400000$/)
+    expect(seen.meta.original_token_count).toBe(Math.ceil(Buffer.byteLength(Array.from({ length: 400000 }, (_, i) => i + 1).join('\n')) / 4))
   })
 })
 
