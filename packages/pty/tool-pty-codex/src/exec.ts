@@ -82,7 +82,11 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
     try {
       result = await pty.startSend(agent, sessionId, { ...input, timeoutMs: bound, idleMs: bound, signal }).done
     } catch (caught) {
-      if (!running.get(agent)?.has(numberOf(sessionId))) await closeQuietly(agent, sessionId)
+      // Only a send still in flight leaves the process usable; otherwise its terminal goes.
+      if (!(caught instanceof PtyError && caught.code === 'SEND_ACTIVE')) {
+        running.get(agent)?.delete(numberOf(sessionId))
+        await closeQuietly(agent, sessionId)
+      }
       return errorResult(caught, config.maxResultBytes)
     }
     const exitCode = exitCodeOf(result)

@@ -39,10 +39,9 @@ export function renderExec(outcome: ExecOutcome, budgetBytes: number, maxBytes: 
     ? `Process exited with code ${outcome.exitCode ?? 'unknown'}`
     : `Process running with session ID ${outcome.sessionId}${outcome.running === undefined ? '' : ` (${outcome.running})`}`
   const header = [`Wall time: ${outcome.wallTimeSeconds.toFixed(3)} seconds`, status, `Original token count: ${outcome.originalTokenCount}`, 'Output:'].join('\n')
-  const room = Math.max(0, Math.min(budgetBytes, maxBytes - utf8Bytes(header) - 1))
-  const shown = budget(outcome, room)
+  const shown = budget(outcome, Math.max(0, Math.min(budgetBytes, maxBytes - utf8Bytes(header) - 1)))
   return {
-    text: `${header}\n${shown.text}`,
+    text: boundUtf8(`${header}\n${shown.text}`, maxBytes).text,
     meta: {
       wall_time_seconds: outcome.wallTimeSeconds,
       ...(outcome.exitCode !== undefined && { exit_code: outcome.exitCode }),
@@ -55,7 +54,7 @@ export function renderExec(outcome: ExecOutcome, budgetBytes: number, maxBytes: 
 
 /**
  * Output within `maxBytes`: its head and tail around one omission marker (`budgetOutput`), or
- * only the marker when the budget cannot hold more.
+ * the marker alone, whole, when the budget cannot hold it (the result's bound still applies).
  */
 function budget(outcome: ExecOutcome, maxBytes: number): { text: string; truncated: boolean } {
   const output = outcome.truncated === true && outcome.omitted === undefined ? `${omissionMarker()}\n${outcome.output}` : outcome.output
@@ -64,6 +63,6 @@ function budget(outcome: ExecOutcome, maxBytes: number): { text: string; truncat
     return { text: kept.text, truncated: kept.truncated || outcome.truncated === true }
   } catch (error) {
     if (!(error instanceof RangeError)) throw error
-    return { text: boundUtf8(omissionMarker(utf8Bytes(output) + (outcome.omitted?.bytes ?? 0)), maxBytes).text, truncated: true }
+    return { text: omissionMarker(utf8Bytes(output) + (outcome.omitted?.bytes ?? 0)), truncated: true }
   }
 }

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { boot, loadComposition, type App } from '@conch/cli'
 import type { Agent } from '@conch/agent'
 import type { PtyServiceApi } from '@conch/pty'
@@ -145,5 +146,20 @@ describe('sessions of another agent', () => {
     const own = await call('write_stdin', { session_id: id, chars: 'exit()\n' })
     expect(own.meta.exit_code).toBe(0)
     expect(own.text).not.toContain('intruder')
+  })
+})
+
+describe('a session whose shell ended between calls', () => {
+  it('is reported by the next write_stdin and then forgotten, its terminal closed', async () => {
+    const pty = app.ctx.get('pty') as PtyServiceApi
+    const started = await call('exec_command', { cmd: 'python3 -q', yield_time_ms: 60000 })
+    const id = started.meta.session_id as number
+    const session = pty.list(agent).find((info) => info.sessionId.endsWith(`-${id}`))!
+    process.kill(session.pid!, 'SIGKILL')
+    await until(() => pty.list(agent).find((info) => info.sessionId === session.sessionId)?.status.state === 'exited', 10_000, 'the shell to exit')
+    const ended = await call('write_stdin', { session_id: id, chars: 'print(1)\n' })
+    expect(ended).toMatchObject({ isError: true, meta: { errorCode: 'SESSION_EXITED' } })
+    expect(pty.list(agent).map((info) => info.sessionId)).not.toContain(session.sessionId)
+    expect((await call('write_stdin', { session_id: id, chars: '' })).meta.errorCode).toBe('NO_SESSION')
   })
 })
