@@ -45,7 +45,7 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
       } catch (caught) {
         return errorResult(caught, config.maxResultBytes)
       }
-      return settle(agent, sessionId, { text: input.cmd, submit: true }, yieldMs(input.yield_time_ms, config.execYieldMs), budgetOf(input.max_output_tokens), started, signal, input.cmd)
+      return settle(agent, sessionId, { text: input.cmd, submit: true, bound: yieldMs(input.yield_time_ms, config.execYieldMs), budgetBytes: budgetOf(input.max_output_tokens), started, signal })
     },
   })
 
@@ -68,19 +68,22 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
       if (sessionId === undefined) {
         return errorResult(new PtyError('NO_SESSION', { sessionId: String(input.session_id) }), config.maxResultBytes, 'it ended, or was never started; run the command again with exec_command')
       }
-      return settle(agent, sessionId, { text: input.chars, submit: false }, yieldMs(input.yield_time_ms, config.writeYieldMs), budgetOf(input.max_output_tokens), started, signal)
+      return settle(agent, sessionId, { text: input.chars, submit: false, bound: yieldMs(input.yield_time_ms, config.writeYieldMs), budgetBytes: budgetOf(input.max_output_tokens), started, signal })
     },
   })
 
   /**
-   * One send, bounded by `bound` ms and settled only by proof (the prompt, a read of the
-   * terminal, the shell's exit) or the bound: silence alone never ends it. A process that ended
-   * leaves no terminal behind.
+   * One send of `text` (with Enter when `submit`: a command typed at bash's prompt, whose echo is
+   * then left out of the output), bounded by `bound` ms and settled only by proof (the prompt, a
+   * read of the terminal, the shell's exit) or the bound: silence alone never ends it. A process
+   * that ended leaves no terminal behind. `budgetBytes` bounds the output; `started` is when the
+   * call began (performance.now()), for its wall time.
    */
-  async function settle(agent: PtyOwner, sessionId: string, input: { text: string; submit: boolean }, bound: number, budgetBytes: number, started: number, signal: AbortSignal, typed?: string): Promise<ToolResult> {
+  async function settle(agent: PtyOwner, sessionId: string, call: { text: string; submit: boolean; bound: number; budgetBytes: number; started: number; signal: AbortSignal }): Promise<ToolResult> {
+    const { text, submit, bound, signal } = call
     let result: SendResult
     try {
-      result = await pty.startSend(agent, sessionId, { ...input, timeoutMs: bound, idleMs: bound, signal }).done
+      result = await pty.startSend(agent, sessionId, { text, submit, timeoutMs: bound, idleMs: bound, signal }).done
     } catch (caught) {
       // Only a send still in flight leaves the process usable; otherwise its terminal goes.
       if (!(caught instanceof PtyError && caught.code === 'SEND_ACTIVE')) {
@@ -92,11 +95,11 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
     const exitCode = exitCodeOf(result)
     // Settled at the controlled prompt: its last line is the prompt itself, not output.
     const shown = result.exitStatus === undefined ? result.viewport : result.viewport.slice(0, Math.max(0, result.viewport.lastIndexOf('\n')))
-    const echoed = typed === undefined ? 0 : echoLines(shown, typed)
+    const echoed = submit ? echoLines(shown, text) : 0
     const output = shown.split('\n').slice(echoed).join('\n')
     const omitted = result.omitted && { ...result.omitted, headLines: Math.max(0, result.omitted.headLines - echoed) }
     const outcome: ExecOutcome = {
-      wallTimeSeconds: Math.round(performance.now() - started) / 1000,
+      wallTimeSeconds: Math.round(performance.now() - call.started) / 1000,
       originalTokenCount: Math.ceil((utf8Bytes(output) + (omitted?.bytes ?? 0)) / config.bytesPerToken),
       output,
       ...(omitted && { omitted }),
@@ -113,7 +116,7 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
       outcome.sessionId = numberOf(sessionId)
       outcome.running = result.waitReason === 'stdin_read' ? 'waiting for input' : 'still running at yield_time_ms'
     }
-    const rendered = renderExec(outcome, budgetBytes, config.maxResultBytes)
+    const rendered = renderExec(outcome, call.budgetBytes, config.maxResultBytes)
     return { content: [{ type: 'text', text: rendered.text }], meta: { ...rendered.meta, waitReason: result.waitReason, evidence: result.evidence } }
   }
 
