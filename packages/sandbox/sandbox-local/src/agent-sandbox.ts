@@ -142,7 +142,7 @@ export class AgentSandboxes {
       inode = undefined
     }
     if (inode !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${holder.pid} is gone)` })
-    return { tmp: entry.tmp, netns: holder.netns, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+    return { tmp: entry.tmp, netns: { path: holder.netns, inode: holder.inode }, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
   }
 
   /**

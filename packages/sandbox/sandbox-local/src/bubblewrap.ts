@@ -77,6 +77,9 @@ export const SECCOMP_FD = 9
  */
 export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
+/** Run by `sh -c` after nsenter(1), `$1` the agent's namespace inode: the rest runs only in that namespace. */
+export const NETNS_CHECK = `[ "$(stat -L -c %i /proc/self/ns/net)" = "$1" ] || { echo "conch-sandbox: network namespace $(readlink /proc/self/ns/net) is not the agent's (net:[$1]): its holder is gone" >&2; exit 125; }; shift; exec "$@"`
+
 type Flag = '--bind' | '--ro-bind'
 
 /** The program that holds an agent's network namespace (agent-sandbox.ts). */
@@ -86,8 +89,12 @@ const HOLDER = fileURLToPath(new URL('./holder.cjs', import.meta.url))
 export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
   tmp?: string
-  /** The agent's network namespace (`/proc/<pid>/ns/net`), joined with nsenter(1) when the process has no network. */
-  netns?: string
+  /**
+   * The agent's network namespace, joined with nsenter(1) when the process has no network: its
+   * holder's `/proc/<pid>/ns/net` and the inode it had. The launcher checks the inode after
+   * entering, so a pid reused after the holder's end cannot lend another namespace.
+   */
+  netns?: { path: string; inode: number }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
@@ -139,8 +146,9 @@ export function isWithin(child: string, parent: string): boolean {
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
  *
  * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
- * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
- * launcher) instead of `--unshare-net`; everything else, its PID namespace included, is its own.
+ * network joins the agent's network namespace (`nsenter --net=<place.netns.path> --` and
+ * `NETNS_CHECK` before the launcher) instead of `--unshare-net`; everything else, its PID
+ * namespace included, is its own.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -294,7 +302,7 @@ export function bubblewrapArgv(
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
   const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
-  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns}`, '--', ...launched] : launched
+  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns.path}`, '--', '/bin/sh', '-c', NETNS_CHECK, 'conch-netns', String(place.netns.inode), ...launched] : launched
 }
 
 /**

@@ -4,7 +4,7 @@
  * agent reaches neither.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -123,6 +123,25 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(inNamespace(inode)).toEqual([])
     expect(sleeping(second)).toEqual([])
     expect(existsSync(join(base, made[0]!))).toBe(false)
+  })
+
+  it("a process whose holder's pid now names another namespace is not started there", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-reused-pid')
+    const confined = await box.ctx.sandbox.confine(['bash', '-c', 'readlink /proc/self/ns/net'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
+    // The holder died and its pid went to a host process (here, this one) before nsenter opened /proc/<pid>/ns/net.
+    const argv = confined.argv.map((arg) => arg.replace(/^--net=\/proc\/\d+\/ns\/net$/, `--net=/proc/${process.pid}/ns/net`)) as [string, ...string[]]
+    expect(argv).not.toEqual(confined.argv)
+    const child = box.ctx.subprocess.spawn({ argv, env: scrubbedEnv(process.env) })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+    child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+    const exit = await child.done
+    expect(stdout).not.toContain(readlinkSync('/proc/self/ns/net'))
+    expect(exit.exitCode).toBe(125)
+    expect(stderr).toMatch(/network namespace .* is not the agent's/)
+    await agent.end()
   })
 })
 
