@@ -61,6 +61,11 @@ export interface HostFiles {
   emptyDir: string
   /** The folder that holds them; kept read-only in every sandbox. */
   runtimeDir: string
+  /**
+   * The folder of the agents' sandboxes (their /tmp and sockets), hidden in every sandbox where
+   * the private /tmp or home does not cover it already; a process sees only its own through /tmp.
+   */
+  agentsFolder?: string
 }
 
 /** The descriptor the filter is opened on (a single digit, so any POSIX sh can redirect it). */
@@ -252,7 +257,8 @@ export function bubblewrapArgv(
   // visible: the policy's own writable paths inside one (one that is the hidden path itself wins,
   // and that path is not hidden). Any other mount inside a hidden path is left out — it would show
   // what the hidden path covers.
-  const hiddenPaths = ((policy as Partial<ConfinePolicy>).hiddenPaths ?? [])
+  const agents = files.agentsFolder !== undefined && !ownMounts.some((mount) => isWithin(files.agentsFolder!, mount)) ? [files.agentsFolder] : []
+  const hiddenPaths = [...((policy as Partial<ConfinePolicy>).hiddenPaths ?? []), ...agents]
     .filter((path) => !own.includes(path))
     .map((path) => ({ path, kind: host.kind(path) }))
     .filter((entry): entry is { path: string; kind: 'file' | 'directory' } => entry.kind !== undefined)
@@ -344,7 +350,7 @@ export function bubblewrapProvider(
   const files = (): HostFiles => {
     if (!program) throw new Error(`no seccomp syscall table for ${arch} (conch has tables for x86_64 and aarch64)`)
     runtime ??= openRuntimeDir(config.runtimeDir)
-    return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
+    return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path, agentsFolder: agentsFolderPath(config.runtimeDir) }
   }
   const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
   // Entering another process's network namespace takes CAP_SYS_ADMIN over it: root.

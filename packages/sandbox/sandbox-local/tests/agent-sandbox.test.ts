@@ -219,6 +219,30 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await next.end()
   })
 
+  it("a runtime folder outside /tmp shows no agent another agent's /tmp or sockets", async () => {
+    const runtimeDir = realpathSync(mkdtempSync('/var/tmp/conch-runtime-'))
+    try {
+      box = await harness(workspace, { runtimeDir })
+      const agents = agentsFolderPath(runtimeDir)
+      const look = `cat ${agents}/agent-*/tmp/secret; for s in ${agents}/agent-*/sockets/expose-8781.sock; do curl -s --unix-socket "$s" http://x/index.html; done; echo looked`
+      // The spy's first process starts before the victim's sandbox exists, and waits for it.
+      const spy = owner('session-spy')
+      const early = await start(`echo SPY-READY; for i in $(seq 100); do [ -S ${agents}/agent-*/sockets/expose-8781.sock ] 2>/dev/null && break; sleep 0.1; done; ${look}; sleep 600`, spy, 'SPY-READY')
+      let earlyOut = ''
+      early.stdout.on('data', (text: string) => void (earlyOut += text))
+      const victim = { ...owner('session-victim'), expose: [8781] }
+      await start(`echo victim-secret > /tmp/secret; echo victim-page > /tmp/index.html; cd /tmp; ${SERVER(8781)}`, victim, 'LISTENING')
+      const late = await box.run(look, { agent: spy })
+      expect(late.stdout).toBe('looked\n')
+      await new Promise<void>((resolve) => (earlyOut.includes('looked') ? resolve() : early.stdout.on('data', () => earlyOut.includes('looked') && resolve())))
+      expect(earlyOut).toBe('looked\n')
+      await spy.end()
+      await victim.end()
+    } finally {
+      rmSync(runtimeDir, { recursive: true, force: true })
+    }
+  })
+
   it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
     box = await harness(workspace)
     const base = agentsFolderPath(tmpdir())
