@@ -82,8 +82,8 @@ export const SECCOMP_FD = 9
  */
 export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
-/** Run by `sh -c` after nsenter(1), `$1` the agent's namespace inode: the rest runs only in that namespace. */
-export const NETNS_CHECK = `[ "$(stat -L -c %i /proc/self/ns/net)" = "$1" ] || { echo "conch-sandbox: network namespace $(readlink /proc/self/ns/net) is not the agent's (net:[$1]): its holder is gone" >&2; exit 125; }; shift; exec "$@"`
+/** Run by `sh -c` after nsenter(1), `$1` the agent's namespace inode, `$2` stat(1): the rest runs only in that namespace. */
+export const NETNS_CHECK = `n=$("$2" -L -c %i /proc/self/ns/net); [ "$n" = "$1" ] || { echo "conch-sandbox: network namespace net:[$n] is not the agent's (net:[$1]): its holder is gone" >&2; exit 125; }; shift 2; exec "$@"`
 
 type Flag = '--bind' | '--ro-bind'
 
@@ -307,15 +307,19 @@ export function bubblewrapArgv(
   for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
-  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns.path}`, '--', '/bin/sh', '-c', NETNS_CHECK, 'conch-netns', String(place.netns.inode), ...launched] : launched
+  // The host runs the launcher's programs by absolute path: an empty or relative PATH entry would
+  // name the spawn's working directory, the workspace, where a planted `bwrap` would run unconfined.
+  const onPath = (command: string) => executableOnPath(command, host.searchPath()) ?? command
+  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, onPath(options.runnerCommand), ...out]
+  if (network || place.netns === undefined) return launched
+  return [onPath('nsenter'), `--net=${place.netns.path}`, '--', '/bin/sh', '-c', NETNS_CHECK, 'conch-netns', String(place.netns.inode), onPath('stat'), ...launched]
 }
 
 /**
- * Why `command` cannot be executed, or undefined when it can: a name with a `/` must be an
- * executable file; a bare name must be one in a folder of PATH (as execvp(3) searches it).
+ * `command` as an executable file: itself when it has a `/`, else its first match in the absolute
+ * folders of `searchPath` (execvp(3)'s search without the working directory); undefined when none.
  */
-export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
+export function executableOnPath(command: string, searchPath: readonly string[]): string | undefined {
   const executable = (path: string) => {
     try {
       accessSync(path, constants.X_OK)
@@ -324,8 +328,14 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
       return false
     }
   }
-  if (command.includes('/')) return executable(command) ? undefined : `${command} was not found`
-  return searchPath.some((dir) => executable(join(dir, command))) ? undefined : `${command} was not found on PATH`
+  if (command.includes('/')) return executable(command) ? command : undefined
+  return searchPath.filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command)).find(executable)
+}
+
+/** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */
+export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
+  if (executableOnPath(command, searchPath) !== undefined) return undefined
+  return command.includes('/') ? `${command} was not found` : `${command} was not found on PATH`
 }
 
 /**

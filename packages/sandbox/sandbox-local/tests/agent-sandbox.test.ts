@@ -4,7 +4,7 @@
  * agent reaches neither.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -125,6 +125,32 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(existsSync(join(base, made[0]!))).toBe(false)
   })
 
+  it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
+    const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
+    try {
+      for (const name of ['nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
+      box = await harness(planted)
+      const agent = owner('session-planted')
+      await box.run('true', { agent }) // the holder starts
+      const confined = await box.ctx.sandbox.confine(['bash', '-c', 'echo inside'], { mode: 'workspace-write', workspaceRoot: planted, agent })
+      // An empty entry (a trailing or doubled colon) is the working directory to execvp(3) and sh.
+      const child = box.ctx.subprocess.spawn({ argv: confined.argv, cwd: planted, env: { ...scrubbedEnv(process.env), PATH: `:${process.env['PATH']}` } })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+      child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+      await child.done
+      expect(stderr).not.toMatch(/planted/)
+      expect(stdout).toBe('inside\n')
+      await agent.end()
+    } finally {
+      // Its placeholders and ledger go with the provider, before their folders do.
+      await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
+      await box.dispose()
+      rmSync(planted, { recursive: true, force: true })
+    }
+  })
+
   it("a process whose holder's pid now names another namespace is not started there", async () => {
     box = await harness(workspace)
     const agent = owner('session-reused-pid')
@@ -239,6 +265,9 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
       await spy.end()
       await victim.end()
     } finally {
+      // Its placeholders and ledger go with the provider, before their folders do.
+      await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
+      await box.dispose()
       rmSync(runtimeDir, { recursive: true, force: true })
     }
   })
