@@ -347,7 +347,7 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
  * filter file again (rewriting it when it is not exactly what conch wrote).
  */
 export function bubblewrapProvider(
-  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir'>,
+  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir' | 'maxExposedPorts'>,
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
@@ -371,6 +371,7 @@ export function bubblewrapProvider(
     base: config.runtimeDir,
     shareNetwork,
     timeoutMs: config.probeTimeoutMs,
+    maxExposedPorts: config.maxExposedPorts,
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),

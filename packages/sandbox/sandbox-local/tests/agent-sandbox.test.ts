@@ -295,4 +295,15 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await agent.end()
     await expect(fetch(`http://127.0.0.1:${hostPort}/`)).rejects.toThrow()
   })
+
+  it('expose: an agent cannot open host listeners without bound, one request after another', async () => {
+    box = await harness(workspace, { maxExposedPorts: 3 })
+    const agent = owner('session-expose-many')
+    const confine = (expose: number[]) => box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: { ...agent, expose } })
+    expect((await confine([9001, 9002])).exposed).toHaveLength(2)
+    expect((await confine([9002, 9003])).exposed).toHaveLength(2)
+    await expect(confine([9004])).rejects.toMatchObject({ code: 'AGENT_SANDBOX_FAILED', message: expect.stringContaining('cannot expose port 9004: the agent exposes 3 ports already (maxExposedPorts)') })
+    expect((await confine([9001])).exposed).toEqual([expect.objectContaining({ port: 9001 })])
+    await agent.end()
+  })
 })

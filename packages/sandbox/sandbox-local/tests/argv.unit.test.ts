@@ -29,6 +29,7 @@ const base = {
   runnerCommand: 'bwrap',
   sandboxExecCommand: '/usr/bin/sandbox-exec',
   probeTimeoutMs: 1000,
+  maxExposedPorts: 64,
   privateHome: false,
   homeDir: '/home/u',
   homeReadOnly: [],
