@@ -217,6 +217,21 @@ describe('deny-write placeholders', () => {
     }
   })
 
+  it('whose workspace is gone are forgotten, and keep no other from being removed', () => {
+    const [gone, kept, runtime] = ['conch-placeholders-', 'conch-placeholders-', 'conch-ledger-'].map((prefix) => realpathSync(mkdtempSync(join(tmpdir(), prefix))))
+    try {
+      const ledger = folderLedger(() => join(runtime!, 'placeholders'))
+      // A conch that was killed left placeholders in a workspace since removed, and in another one.
+      placeholders({ ledger, mounted: () => new Set() }).hold([join(gone!, '.vscode'), join(kept!, '.vscode')], [gone!, kept!])
+      rmSync(gone!, { recursive: true, force: true })
+      expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(readdirSync(kept!)).toEqual([])
+      expect(ledger.entries()).toEqual([])
+    } finally {
+      for (const folder of [gone, kept, runtime]) rmSync(folder!, { recursive: true, force: true })
+    }
+  })
+
   it('are not made, and confinement goes on, in a folder this user cannot write', () => {
     const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
     try {
