@@ -48,6 +48,8 @@ export interface AgentSandboxOptions {
   onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
+  /** How many ports one agent may expose (each a host listener until its end). */
+  maxExposedPorts: number
 }
 
 /** The shape of `startEgressProxy` (egress-proxy.ts). */
@@ -142,12 +144,12 @@ export class AgentSandboxes {
       inode = undefined
     }
     if (inode !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${holder.pid} is gone)` })
-    return { tmp: entry.tmp, netns: holder.netns, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+    return { tmp: entry.tmp, netns: { path: holder.netns, inode: holder.inode }, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
   }
 
   /**
    * Makes the agent's loopback `port` reachable on a host 127.0.0.1 port (once per port).
-   * @throws SandboxError `AGENT_SANDBOX_FAILED` when the agent has no namespace to expose from.
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when the agent has no namespace to expose from, or exposes `maxExposedPorts` already.
    */
   private expose(entry: Entry, port: number): Promise<ExposedPort> {
     if (entry.network === 'full') return Promise.resolve({ port, hostPort: port })
@@ -156,6 +158,9 @@ export class AgentSandboxes {
       const { holder } = entry
       if (holder === undefined) {
         return Promise.reject(new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: its loopback is not shared (that takes root)` }))
+      }
+      if (entry.exposed.size >= this.options.maxExposedPorts) {
+        return Promise.reject(new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: the agent exposes ${entry.exposed.size} ports already (maxExposedPorts)` }))
       }
       const socket = join(entry.sockets, `expose-${port}.sock`)
       listening = (async () => {

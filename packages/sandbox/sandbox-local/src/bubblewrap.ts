@@ -61,6 +61,11 @@ export interface HostFiles {
   emptyDir: string
   /** The folder that holds them; kept read-only in every sandbox. */
   runtimeDir: string
+  /**
+   * The folder of the agents' sandboxes (their /tmp and sockets), hidden in every sandbox where
+   * the private /tmp or home does not cover it already; a process sees only its own through /tmp.
+   */
+  agentsFolder?: string
 }
 
 /** The descriptor the filter is opened on (a single digit, so any POSIX sh can redirect it). */
@@ -77,6 +82,9 @@ export const SECCOMP_FD = 9
  */
 export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
+/** Run by `sh -c` after nsenter(1), `$1` the agent's namespace inode, `$2` stat(1): the rest runs only in that namespace. */
+export const NETNS_CHECK = `n=$("$2" -L -c %i /proc/self/ns/net); [ "$n" = "$1" ] || { echo "conch-sandbox: network namespace net:[$n] is not the agent's (net:[$1]): its holder is gone" >&2; exit 125; }; shift 2; exec "$@"`
+
 type Flag = '--bind' | '--ro-bind'
 
 /** The program that holds an agent's network namespace (agent-sandbox.ts). */
@@ -86,8 +94,12 @@ const HOLDER = fileURLToPath(new URL('./holder.cjs', import.meta.url))
 export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
   tmp?: string
-  /** The agent's network namespace (`/proc/<pid>/ns/net`), joined with nsenter(1) when the process has no network. */
-  netns?: string
+  /**
+   * The agent's network namespace, joined with nsenter(1) when the process has no network: its
+   * holder's `/proc/<pid>/ns/net` and the inode it had. The launcher checks the inode after
+   * entering, so a pid reused after the holder's end cannot lend another namespace.
+   */
+  netns?: { path: string; inode: number }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
@@ -139,8 +151,9 @@ export function isWithin(child: string, parent: string): boolean {
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
  *
  * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
- * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
- * launcher) instead of `--unshare-net`; everything else, its PID namespace included, is its own.
+ * network joins the agent's network namespace (`nsenter --net=<place.netns.path> --` and
+ * `NETNS_CHECK` before the launcher) instead of `--unshare-net`; everything else, its PID
+ * namespace included, is its own.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -244,7 +257,8 @@ export function bubblewrapArgv(
   // visible: the policy's own writable paths inside one (one that is the hidden path itself wins,
   // and that path is not hidden). Any other mount inside a hidden path is left out — it would show
   // what the hidden path covers.
-  const hiddenPaths = ((policy as Partial<ConfinePolicy>).hiddenPaths ?? [])
+  const agents = files.agentsFolder !== undefined && !ownMounts.some((mount) => isWithin(files.agentsFolder!, mount)) ? [files.agentsFolder] : []
+  const hiddenPaths = [...((policy as Partial<ConfinePolicy>).hiddenPaths ?? []), ...agents]
     .filter((path) => !own.includes(path))
     .map((path) => ({ path, kind: host.kind(path) }))
     .filter((entry): entry is { path: string; kind: 'file' | 'directory' } => entry.kind !== undefined)
@@ -293,15 +307,19 @@ export function bubblewrapArgv(
   for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, options.runnerCommand, ...out]
-  return !network && place.netns !== undefined ? ['nsenter', `--net=${place.netns}`, '--', ...launched] : launched
+  // The host runs the launcher's programs by absolute path: an empty or relative PATH entry would
+  // name the spawn's working directory, the workspace, where a planted `bwrap` would run unconfined.
+  const onPath = (command: string) => executableOnPath(command, host.searchPath()) ?? command
+  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, onPath(options.runnerCommand), ...out]
+  if (network || place.netns === undefined) return launched
+  return [onPath('nsenter'), `--net=${place.netns.path}`, '--', '/bin/sh', '-c', NETNS_CHECK, 'conch-netns', String(place.netns.inode), onPath('stat'), ...launched]
 }
 
 /**
- * Why `command` cannot be executed, or undefined when it can: a name with a `/` must be an
- * executable file; a bare name must be one in a folder of PATH (as execvp(3) searches it).
+ * `command` as an executable file: itself when it has a `/`, else its first match in the absolute
+ * folders of `searchPath` (execvp(3)'s search without the working directory); undefined when none.
  */
-export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
+export function executableOnPath(command: string, searchPath: readonly string[]): string | undefined {
   const executable = (path: string) => {
     try {
       accessSync(path, constants.X_OK)
@@ -310,8 +328,14 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
       return false
     }
   }
-  if (command.includes('/')) return executable(command) ? undefined : `${command} was not found`
-  return searchPath.some((dir) => executable(join(dir, command))) ? undefined : `${command} was not found on PATH`
+  if (command.includes('/')) return executable(command) ? command : undefined
+  return searchPath.filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command)).find(executable)
+}
+
+/** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */
+export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
+  if (executableOnPath(command, searchPath) !== undefined) return undefined
+  return command.includes('/') ? `${command} was not found` : `${command} was not found on PATH`
 }
 
 /**
@@ -323,7 +347,7 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
  * filter file again (rewriting it when it is not exactly what conch wrote).
  */
 export function bubblewrapProvider(
-  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir'>,
+  config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir' | 'maxExposedPorts'>,
   run: ProbeRunner = runProbe,
   host: HostPaths = nodeHostPaths,
   arch: string = process.arch,
@@ -336,7 +360,7 @@ export function bubblewrapProvider(
   const files = (): HostFiles => {
     if (!program) throw new Error(`no seccomp syscall table for ${arch} (conch has tables for x86_64 and aarch64)`)
     runtime ??= openRuntimeDir(config.runtimeDir)
-    return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path }
+    return { seccompFilter: runtime.filter(program), emptyFile: runtime.emptyFile(), emptyDir: runtime.emptyDir(), runtimeDir: runtime.path, agentsFolder: agentsFolderPath(config.runtimeDir) }
   }
   const held = placeholdersMade ?? placeholders({ ledger: folderLedger(() => join(runtimeDirPath(config.runtimeDir), 'placeholders')) })
   // Entering another process's network namespace takes CAP_SYS_ADMIN over it: root.
@@ -347,6 +371,7 @@ export function bubblewrapProvider(
     base: config.runtimeDir,
     shareNetwork,
     timeoutMs: config.probeTimeoutMs,
+    maxExposedPorts: config.maxExposedPorts,
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),

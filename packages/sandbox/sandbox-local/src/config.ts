@@ -184,6 +184,12 @@ export const Config = z
       .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
       .default(() => tmpdir())
       .describe('Where the host keeps the files bubblewrap reads (the seccomp filter); a private folder is made inside.'),
+    maxExposedPorts: z
+      .number()
+      .int()
+      .min(0)
+      .default(64)
+      .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED."),
     probeTimeoutMs: z
       .number()
       .int()

@@ -208,16 +208,13 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
   const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, running = stillRunning } = options
   const made = new Map<string, PlaceholderEntry>()
   let self: ProcessMark | undefined
-  /**
-   * Runs `use` with the parent folder of `path` opened beneath `root`; nothing when it is missing
-   * or not a plain folder, the root included (a workspace deleted since).
-   */
+  /** Runs `use` with the parent folder of `path` opened beneath `root`; nothing when it (or the root itself) is missing or not a plain folder. */
   const inParent = (path: string, root: string, use: (parent: { fd: number; path: string }) => void) => {
     let parent
     try {
       parent = openFolder(dirname(path), { root, create: false, fs })
     } catch (error) {
-      if (error instanceof BeneathError || ['ENOENT', 'ENOTDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) return
+      if (error instanceof BeneathError || (error as NodeJS.ErrnoException).code === 'ENOENT') return
       throw error
     }
     if (parent === undefined) return

@@ -10,9 +10,10 @@
  *   number — `2130706433`, `127.1`, which resolvers read as addresses — matches nothing);
  * - a name is resolved once, by the proxy, and the connection goes to the address checked;
  *   a name matched only by a wildcard that resolves to a loopback, link-local (cloud metadata
- *   169.254.169.254), or unspecified address is refused: a subdomain anyone can point at
- *   127.0.0.1 must not open the host's own services to the sandbox. An exact pattern names the
- *   host on purpose (`localhost`, `127.0.0.1`) and reaches it;
+ *   169.254.169.254), or unspecified address, or an address of the host's own interfaces, is
+ *   refused: a subdomain anyone can point at 127.0.0.1 or the host's LAN address must not open
+ *   the host's own services to the sandbox. An exact pattern names the host on purpose
+ *   (`localhost`, `127.0.0.1`) and reaches it;
  * - request headers are bounded (`maxHeaderSize`), hop-by-hop headers are dropped both ways, and
  *   `close()` ends every tunnel and request in flight.
  */
@@ -20,6 +21,7 @@ import { lookup } from 'node:dns/promises'
 import { chmodSync, lstatSync, rmSync } from 'node:fs'
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { dirname } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { SandboxError } from '@conch/sandbox'
@@ -33,6 +35,8 @@ export interface EgressProxyOptions {
   onRefused?: (host: string, reason: string) => void
   /** Resolves a host name to its addresses (default: getaddrinfo(3) through `dns.lookup`). */
   resolve?: (host: string) => Promise<string[]>
+  /** The addresses of the host's own interfaces, read at each request (default: `os.networkInterfaces()`). */
+  interfaceAddresses?: () => string[]
 }
 
 export interface EgressProxy {
@@ -100,11 +104,12 @@ function judge(host: string, exact: ReadonlySet<string>, suffixes: readonly stri
   return suffixes.some((suffix) => host.endsWith(suffix)) ? { allowed: true, exact: false } : { allowed: false }
 }
 
-/** Loopback, link-local (with cloud metadata services) and unspecified addresses: the host's own. */
-export function isHostOwnAddress(address: string): boolean {
+/** Loopback, link-local (with cloud metadata services) and unspecified addresses, and those of `interfaces`: the host's own. */
+export function isHostOwnAddress(address: string, interfaces: readonly string[] = []): boolean {
   const canonical = canonicalHost(address)
   const hex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(canonical)
   const mapped = hex ? [...hex.slice(1).map((word) => parseInt(word, 16))].flatMap((word) => [word >> 8, word & 255]).join('.') : undefined
+  if (interfaces.some((own) => canonicalHost(own) === (mapped ?? canonical))) return true
   if (isIP(canonical) === 4 || mapped !== undefined) {
     const [a, b] = (mapped ?? canonical).split('.').map(Number)
     return a === 0 || a === 127 || (a === 169 && b === 254)
@@ -132,6 +137,11 @@ function splitAuthority(authority: string): { host: string; port: number } | und
   return { host: match[1]!, port }
 }
 
+const defaultInterfaceAddresses = (): string[] =>
+  Object.values(networkInterfaces())
+    .flat()
+    .flatMap((entry) => (entry === undefined ? [] : [entry.address]))
+
 const defaultResolve = async (host: string): Promise<string[]> => (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address)
 
 /**
@@ -149,6 +159,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   const exact = new Set(options.allow.filter((pattern) => !pattern.startsWith('*.')).map(canonicalHost))
   const suffixes = options.allow.filter((pattern) => pattern.startsWith('*.')).map((pattern) => canonicalHost(pattern).slice(1))
   const resolve = options.resolve ?? defaultResolve
+  const interfaceAddresses = options.interfaceAddresses ?? defaultInterfaceAddresses
   const { socketPath } = options
   privateFolder(socketPath)
 
@@ -171,7 +182,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       addresses = []
     }
     if (addresses.length === 0) return { status: 502, host, reason: 'cannot be resolved' }
-    const own = addresses.find(isHostOwnAddress)
+    const interfaces = interfaceAddresses()
+    const own = addresses.find((address) => isHostOwnAddress(address, interfaces))
     if (own !== undefined && !verdict.exact) {
       return { status: 403, host, reason: `resolves to the host's own address ${own}; only an exact pattern (not a wildcard) reaches it` }
     }

@@ -4,7 +4,7 @@
  * agent reaches neither.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -124,6 +124,51 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(sleeping(second)).toEqual([])
     expect(existsSync(join(base, made[0]!))).toBe(false)
   })
+
+  it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
+    const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
+    try {
+      for (const name of ['nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
+      box = await harness(planted)
+      const agent = owner('session-planted')
+      await box.run('true', { agent }) // the holder starts
+      const confined = await box.ctx.sandbox.confine(['bash', '-c', 'echo inside'], { mode: 'workspace-write', workspaceRoot: planted, agent })
+      // An empty entry (a trailing or doubled colon) is the working directory to execvp(3) and sh.
+      const child = box.ctx.subprocess.spawn({ argv: confined.argv, cwd: planted, env: { ...scrubbedEnv(process.env), PATH: `:${process.env['PATH']}` } })
+      let stdout = ''
+      let stderr = ''
+      child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+      child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+      await child.done
+      expect(stderr).not.toMatch(/planted/)
+      expect(stdout).toBe('inside\n')
+      await agent.end()
+    } finally {
+      // Its placeholders and ledger go with the provider, before their folders do.
+      await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
+      await box.dispose()
+      rmSync(planted, { recursive: true, force: true })
+    }
+  })
+
+  it("a process whose holder's pid now names another namespace is not started there", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-reused-pid')
+    const confined = await box.ctx.sandbox.confine(['bash', '-c', 'readlink /proc/self/ns/net'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
+    // The holder died and its pid went to a host process (here, this one) before nsenter opened /proc/<pid>/ns/net.
+    const argv = confined.argv.map((arg) => arg.replace(/^--net=\/proc\/\d+\/ns\/net$/, `--net=/proc/${process.pid}/ns/net`)) as [string, ...string[]]
+    expect(argv).not.toEqual(confined.argv)
+    const child = box.ctx.subprocess.spawn({ argv, env: scrubbedEnv(process.env) })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+    child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+    const exit = await child.done
+    expect(stdout).not.toContain(readlinkSync('/proc/self/ns/net'))
+    expect(exit.exitCode).toBe(125)
+    expect(stderr).toMatch(/network namespace .* is not the agent's/)
+    await agent.end()
+  })
 })
 
 /** The host pids of `sleep <seconds>` processes. */
@@ -200,6 +245,33 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await next.end()
   })
 
+  it("a runtime folder outside /tmp shows no agent another agent's /tmp or sockets", async () => {
+    const runtimeDir = realpathSync(mkdtempSync('/var/tmp/conch-runtime-'))
+    try {
+      box = await harness(workspace, { runtimeDir })
+      const agents = agentsFolderPath(runtimeDir)
+      const look = `cat ${agents}/agent-*/tmp/secret; for s in ${agents}/agent-*/sockets/expose-8781.sock; do curl -s --unix-socket "$s" http://x/index.html; done; echo looked`
+      // The spy's first process starts before the victim's sandbox exists, and waits for it.
+      const spy = owner('session-spy')
+      const early = await start(`echo SPY-READY; for i in $(seq 100); do [ -S ${agents}/agent-*/sockets/expose-8781.sock ] 2>/dev/null && break; sleep 0.1; done; ${look}; sleep 600`, spy, 'SPY-READY')
+      let earlyOut = ''
+      early.stdout.on('data', (text: string) => void (earlyOut += text))
+      const victim = { ...owner('session-victim'), expose: [8781] }
+      await start(`echo victim-secret > /tmp/secret; echo victim-page > /tmp/index.html; cd /tmp; ${SERVER(8781)}`, victim, 'LISTENING')
+      const late = await box.run(look, { agent: spy })
+      expect(late.stdout).toBe('looked\n')
+      await new Promise<void>((resolve) => (earlyOut.includes('looked') ? resolve() : early.stdout.on('data', () => earlyOut.includes('looked') && resolve())))
+      expect(earlyOut).toBe('looked\n')
+      await spy.end()
+      await victim.end()
+    } finally {
+      // Its placeholders and ledger go with the provider, before their folders do.
+      await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
+      await box.dispose()
+      rmSync(runtimeDir, { recursive: true, force: true })
+    }
+  })
+
   it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
     box = await harness(workspace)
     const base = agentsFolderPath(tmpdir())
@@ -222,5 +294,16 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/`)).rejects.toThrow()
     await agent.end()
     await expect(fetch(`http://127.0.0.1:${hostPort}/`)).rejects.toThrow()
+  })
+
+  it('expose: an agent cannot open host listeners without bound, one request after another', async () => {
+    box = await harness(workspace, { maxExposedPorts: 3 })
+    const agent = owner('session-expose-many')
+    const confine = (expose: number[]) => box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: { ...agent, expose } })
+    expect((await confine([9001, 9002])).exposed).toHaveLength(2)
+    expect((await confine([9002, 9003])).exposed).toHaveLength(2)
+    await expect(confine([9004])).rejects.toMatchObject({ code: 'AGENT_SANDBOX_FAILED', message: expect.stringContaining('cannot expose port 9004: the agent exposes 3 ports already (maxExposedPorts)') })
+    expect((await confine([9001])).exposed).toEqual([expect.objectContaining({ port: 9001 })])
+    await agent.end()
   })
 })

@@ -29,6 +29,7 @@ const base = {
   runnerCommand: 'bwrap',
   sandboxExecCommand: '/usr/bin/sandbox-exec',
   probeTimeoutMs: 1000,
+  maxExposedPorts: 64,
   privateHome: false,
   homeDir: '/home/u',
   homeReadOnly: [],
@@ -65,7 +66,7 @@ let searchPath: string[] = []
 const emptyHost = hostWith({})
 
 /** The bwrap options between the runner and the namespace flags. */
-const mounts = (argv: string[]) => argv.slice(argv.indexOf('bwrap') + 1, argv.indexOf('--unshare-pid'))
+const mounts = (argv: string[]) => argv.slice(argv.findIndex((arg) => arg === 'bwrap' || arg.endsWith('/bwrap')) + 1, argv.indexOf('--unshare-pid'))
 const triples = (list: string[]) => {
   const out: string[][] = []
   for (let i = 0; i < list.length; ) {

@@ -151,6 +151,40 @@ describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
   })
 })
 
+/** `git status` on the host, as the operator runs it after the agent, without conch's GIT_CONFIG_* entries. */
+const hostGitStatus = (folder: string) => execFileSync('git', ['-C', folder, 'status', '--short'], { env: { PATH: process.env['PATH'] }, stdio: 'pipe' })
+
+describe.runIf(hasBwrap)("the host's git after a confined process wrote the repository", () => {
+  // git reads `$GIT_DIR/commondir` whenever it exists and takes config and hooks from the folder it
+  // names; a placeholder there cannot work (git dies on a `commondir` it cannot read), and `.git`
+  // must stay writable for git's own files, so the list cannot cover it.
+  it.fails('runs no program named by a config a .git/commondir leads to', async () => {
+    execFileSync('git', ['init', '-q', workspace])
+    box = await harness(workspace)
+    const marker = join(workspace, 'commondir-ran')
+    const result = await box.run(
+      `cp -r .git evil && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n' > evil/config && echo ../evil > .git/commondir && echo planted`,
+    )
+    expect(result.stdout).toBe('planted\n')
+    hostGitStatus(workspace)
+    expect(existsSync(marker)).toBe(false)
+  })
+
+  // `git status` runs git in each populated gitlink of the index, and that git reads the nested
+  // repository's own config; the list is matched at the writable paths' tops only.
+  it.fails("runs no program named by a nested repository's config that the index lists as a gitlink", async () => {
+    execFileSync('git', ['init', '-q', workspace])
+    box = await harness(workspace)
+    const marker = join(workspace, 'gitlink-ran')
+    const result = await box.run(
+      `git init -q sub && git -C sub -c user.name=a -c user.email=a@a commit -q --allow-empty -m s && git -C sub config core.fsmonitor 'touch ${marker}; false' && git update-index --add --cacheinfo "160000,$(git -C sub rev-parse HEAD),sub" && echo planted`,
+    )
+    expect(result.stdout).toBe('planted\n')
+    hostGitStatus(workspace)
+    expect(existsSync(marker)).toBe(false)
+  })
+})
+
 describe('the denyWrite config', () => {
   it('defaults to the list, and refuses an entry outside the workspace, naming it', () => {
     expect(Config.parse({}).denyWrite).toEqual(DEFAULT_DENY_WRITE)
@@ -183,18 +217,18 @@ describe('deny-write placeholders', () => {
     }
   })
 
-  it('left in a workspace that was deleted since are forgotten, and the next stop says nothing', () => {
-    const root = realpathSync(mkdtempSync(join(tmpdir(), 'conch-placeholders-')))
-    const runtime = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ledger-')))
+  it('whose workspace is gone are forgotten, and keep no other from being removed', () => {
+    const [gone, kept, runtime] = ['conch-placeholders-', 'conch-placeholders-', 'conch-ledger-'].map((prefix) => realpathSync(mkdtempSync(join(tmpdir(), prefix))))
     try {
-      const ledger = folderLedger(() => join(runtime, 'placeholders'))
-      placeholders({ ledger, mounted: () => new Set() }).hold([join(root, '.vscode')], [root])
-      rmSync(root, { recursive: true, force: true })
+      const ledger = folderLedger(() => join(runtime!, 'placeholders'))
+      // A conch that was killed left placeholders in a workspace since removed, and in another one.
+      placeholders({ ledger, mounted: () => new Set() }).hold([join(gone!, '.vscode'), join(kept!, '.vscode')], [gone!, kept!])
+      rmSync(gone!, { recursive: true, force: true })
       expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(readdirSync(kept!)).toEqual([])
       expect(ledger.entries()).toEqual([])
     } finally {
-      rmSync(root, { recursive: true, force: true })
-      rmSync(runtime, { recursive: true, force: true })
+      for (const folder of [gone, kept, runtime]) rmSync(folder!, { recursive: true, force: true })
     }
   })
 

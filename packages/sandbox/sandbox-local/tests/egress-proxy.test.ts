@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '../src/egress-proxy.ts'
 
-/** A non-loopback address of this machine, to stand for a remote host (undefined when there is none). */
+/** A non-loopback address of this machine (undefined when there is none). */
 const outward = Object.values(networkInterfaces())
   .flat()
   .find((entry) => entry !== undefined && entry.family === 'IPv4' && !entry.internal)?.address
@@ -175,7 +175,8 @@ describe('egress proxy', () => {
   })
 
   it('lets *.name match subdomains only, never the name itself', async () => {
-    const run = await running(['*.wild.test'])
+    // The host's outward address stands for a remote one here: none of its interfaces counts as its own.
+    const run = await running(['*.wild.test'], { interfaceAddresses: () => [] })
     try {
       const bare = await curl(run.relayPort, `http://wild.test:${upstreamPort}/`, ['-p'])
       expect(bare.status).toBe('000 403')
@@ -208,6 +209,20 @@ describe('egress proxy', () => {
         }
       }
       expect(run.refused).toHaveLength(6)
+    } finally {
+      await run.stop()
+    }
+  })
+
+  it.runIf(outward !== undefined)("refuses a wildcard-matched name that resolves to an address of the host's own interfaces", async () => {
+    const run = await running(['*.wild.test'])
+    try {
+      for (const args of [[], ['-p']]) {
+        const result = await curl(run.relayPort, `http://sub.wild.test:${outwardPort}/`, args)
+        expect(result.status).toMatch(/403/)
+        if (args.length === 0) expect(result.body).toBe(`blocked sub.wild.test — resolves to the host's own address ${outward}; only an exact pattern (not a wildcard) reaches it`)
+      }
+      expect(run.refused).toEqual(['sub.wild.test', 'sub.wild.test'])
     } finally {
       await run.stop()
     }
@@ -352,4 +367,10 @@ describe('isHostOwnAddress', () => {
     ['192.0.2.1', false],
     ['2001:db8::1', false],
   ])('%s: %s', (address, own) => expect(isHostOwnAddress(address)).toBe(own))
+
+  it("counts the host's interface addresses, in IPv4-mapped form too", () => {
+    for (const address of ['192.0.2.2', '::ffff:192.0.2.2', '::ffff:c000:202']) expect(isHostOwnAddress(address, ['192.0.2.2'])).toBe(true)
+    expect(isHostOwnAddress('2001:db8::1', ['2001:DB8:0::1'])).toBe(true)
+    expect(isHostOwnAddress('192.0.2.3', ['192.0.2.2'])).toBe(false)
+  })
 })
