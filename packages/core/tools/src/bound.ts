@@ -132,7 +132,8 @@ export function budgetOutput(input: string, maxBytes: number, options: BudgetOpt
   const mostBytes = utf8Bytes(input) + (before?.bytes ?? 0)
   const mostLines = lineCount(input) + (before?.lines ?? 0)
   const hint = (omittedLines: number, tailLines: number) => options.page?.({ lines: omittedLines, tailLines }) ?? ''
-  const room = maxBytes - utf8Bytes(omissionMarker(mostBytes, mostLines, hint(mostLines, mostLines))) - 2
+  // A hint may word a tail that leaves lines pageable differently from one that does not: the longer.
+  const room = maxBytes - Math.max(...[mostLines, 0].map((tailLines) => utf8Bytes(omissionMarker(mostBytes, mostLines, hint(mostLines, tailLines))))) - 2
   if (room < 0) throw new RangeError(`maxBytes ${maxBytes} is too small to hold the omission marker`)
   const tailShare = options.tailShare ?? 0.6
   // A short head (or tail) gives its unused room to the other side.

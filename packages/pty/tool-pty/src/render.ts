@@ -169,16 +169,24 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
 const TAIL_SHARE = 0.6
 const FAILING_TAIL_SHARE = 0.8
 
-/** How the model pages what a cut send left out: the lines before the kept tail, counted back from the newest. */
-export function pageHint(range: { lines: number; tailLines: number }): string {
-  return `terminal_read {offset: ${range.tailLines}, count: ${range.lines}} pages them`
+/**
+ * How the model pages what a cut send left out: the lines before the kept tail, counted back from
+ * the newest. `retained`, when known, is how many of the newest lines the scrollback still keeps
+ * (terminal_read's `totalLines - firstRetainedLine + 1`): lines before those are gone, and the
+ * hint says so rather than offer a page that no longer exists.
+ */
+export function pageHint(range: { lines: number; tailLines: number }, retained?: number): string {
+  const pageable = retained === undefined ? range.lines : Math.max(0, Math.min(range.lines, retained - range.tailLines))
+  if (pageable === range.lines) return `terminal_read {offset: ${range.tailLines}, count: ${range.lines}} pages them`
+  const gone = `${(range.lines - pageable).toLocaleString('en-US')} ${pageable === 0 ? 'are' : 'before those are'} no longer kept`
+  return pageable === 0 ? gone : `terminal_read {offset: ${range.tailLines}, count: ${pageable}} pages the last ${pageable.toLocaleString('en-US')}; the ${gone}`
 }
 
 /**
  * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
  * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`.
  */
-export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = []): { text: string; truncated: boolean } {
+export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = [], retained?: number): { text: string; truncated: boolean } {
   const meta: MetaLine[] = [
     { text: `[wait: ${result.waitReason}]` },
     // Shown for 0 too: without it, a missing line would have to mean both "succeeded" and "unknown".
@@ -192,7 +200,8 @@ export function renderSend(result: SendResult, maxBytes: number, interrupted = f
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = result.exitStatus !== undefined && result.exitStatus !== 0 ? FAILING_TAIL_SHARE : TAIL_SHARE
-  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page: pageHint, ...(result.omitted && { omitted: result.omitted }) })
+  const page = (range: { lines: number; tailLines: number }) => pageHint(range, retained)
+  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) })
 }
 
 /** A background send that was handed to a task. */

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { bootCase, type CaseHarness } from './cases/harness.ts'
 
 const MARKER = /^\[… ([\d,]+) bytes \(([\d,]+) lines\) omitted; terminal_read \{offset: (\d+), count: (\d+)\} pages them\]$/m
+/** The marker when the scrollback no longer keeps all the omitted lines: the page offered, then how many are gone. */
+const MARKER_PART = /^\[… ([\d,]+) bytes \(([\d,]+) lines\) omitted; terminal_read \{offset: (\d+), count: (\d+)\} pages the last ([\d,]+); the ([\d,]+) before those are no longer kept\]$/m
 
 describe('result budget', () => {
   let harness: CaseHarness
@@ -25,24 +27,29 @@ describe('result budget', () => {
     const seen = await harness.call('terminal_send', { sessionId: id, text: 'seq 1 200000', timeoutMs: 60_000 })
     expect(Buffer.byteLength(seen.text)).toBeLessThanOrEqual(30_000)
     const lines = seen.text.split('\n')
-    const at = lines.findIndex((line) => MARKER.test(line))
+    const at = lines.findIndex((line) => MARKER_PART.test(line))
     expect(at, seen.text.slice(0, 400)).toBeGreaterThan(0)
     // The head is the command line and then 1, 2, 3, …; the tail ends with 200000 and the prompt's metadata.
     expect(lines.slice(0, 4)).toEqual(['seq 1 200000', '1', '2', '3'])
     expect(seen.text).toMatch(/\n199999\n200000\n/)
     expect(seen.text).toMatch(/\n\[wait: stdin_read\]\n\[exit: 0\]\n\[session: running\]$/)
-    const [, , omittedLines, offset, count] = MARKER.exec(lines[at]!)!
+    const [, , omittedLines, offset, count, last, gone] = MARKER_PART.exec(lines[at]!)!
+    const plain = (digits: string) => Number(digits.replace(/,/g, ''))
     const lastHead = Number(lines[at - 1])
     const firstTail = Number(lines[at + 1])
-    expect(firstTail - lastHead - 1).toBe(Number(omittedLines!.replace(/,/g, '')))
+    expect(firstTail - lastHead - 1).toBe(plain(omittedLines!))
+    // The scrollback keeps its newest 10 000 lines: the marker offers only those, and counts the rest as gone.
+    expect(plain(last!)).toBe(Number(count))
+    expect(plain(last!) + plain(gone!)).toBe(plain(omittedLines!))
 
-    // The paging call the marker names returns lines from the middle, ending right before the kept tail.
+    // The paging call the marker names returns lines from the middle, ending right before the kept
+    // tail, and none older than the marker offered.
     const page = await harness.call('terminal_read', { sessionId: id, offset: Number(offset), count: Number(count) })
     expect(page.isError).toBe(false)
     const numbers = page.text.split('\n').filter((line) => /^\d+$/.test(line)).map(Number)
     expect(numbers.length).toBeGreaterThan(100)
     expect(numbers.at(-1)).toBe(firstTail - 1)
-    expect(numbers[0]!).toBeGreaterThan(lastHead)
+    expect(numbers[0]!).toBeGreaterThanOrEqual(firstTail - Number(count))
 
     // The scrollback kept the flood's beginning too: the gap's note names the read that shows it.
     const oldest = await harness.call('terminal_read', { sessionId: id, offset: 9990, count: 20 })

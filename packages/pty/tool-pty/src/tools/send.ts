@@ -174,7 +174,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, signal.aborted, refused)
+      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, signal.aborted, refused, result.omitted && retainedLines(pty, agent, input.sessionId))
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
@@ -315,5 +315,18 @@ async function stopBackground(
   return {
     fields: { signals: sent.join(' then '), stopped: `no: ${target} still runs after ${sent.at(-1)}` },
     output,
+  }
+}
+
+/**
+ * How many of the newest lines the session's scrollback still keeps (undefined when it cannot be
+ * read), so that a cut result's marker offers only pages that exist.
+ */
+function retainedLines(pty: PtyServiceApi, agent: Parameters<PtyServiceApi['read']>[0], sessionId: string): number | undefined {
+  try {
+    const page = pty.read(agent, sessionId, { offset: 0, count: 0 })
+    return page.totalLines - page.firstRetainedLine + 1
+  } catch {
+    return undefined
   }
 }
