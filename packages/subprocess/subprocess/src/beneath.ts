@@ -385,18 +385,34 @@ export function readOpen(fd: number, maxBytes: number, fs: BeneathFs = nodeBenea
   return buffer.subarray(0, got)
 }
 
+/** How deep `removeTree` descends (one open descriptor a level) before moving a deeper folder up to the top. */
+const REMOVE_DEPTH = 64
+
 /**
  * Removes `path` (absolute) and, when it is a folder, everything below it, reached from the root
  * as `openFolder` does. Each folder is opened without following a link and emptied through its
  * descriptor; any other entry (a link, a file, a hard link to a host file) is unlinked, never
  * followed: a name swapped for a link between the listing and the open is unlinked as a link.
- * Nothing happens when `path` is missing.
- * @throws BeneathError as `openFolder`, for a folder above `path`; Error from unlink(2) or rmdir(2) otherwise.
+ * What lies deeper than `REMOVE_DEPTH` folders is renamed into the top folder and removed from
+ * there, so a tree of any depth takes bounded descriptors and stack. Nothing happens when `path`
+ * is missing.
+ * @throws BeneathError as `openFolder`, for a folder above `path`; Error from unlink(2), rmdir(2) or rename(2) otherwise.
  */
 export function removeTree(path: string, options: BeneathOptions = {}): void {
   const fs = options.fs ?? nodeBeneathFs
   const gone = (error: unknown) => (error as NodeJS.ErrnoException).code === 'ENOENT'
-  const remove = (parent: { fd: number; path: string }, name: string): void => {
+  let moved = 0
+  /** Moves `name` in `folder` to a free name in `top`. */
+  const moveUp = (folder: { fd: number; path: string }, name: string, top: { fd: number; path: string }): void => {
+    for (;;) {
+      try {
+        return fs.rename(beneath(folder, name), beneath(top, `.removing-${++moved}`))
+      } catch (error) {
+        if (!['EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error
+      }
+    }
+  }
+  const remove = (parent: { fd: number; path: string }, name: string, top?: { fd: number; path: string }, depth = 0): void => {
     const at = beneath(parent, name)
     let fd: number
     try {
@@ -414,7 +430,15 @@ export function removeTree(path: string, options: BeneathOptions = {}): void {
     }
     const folder = { fd, path: join(parent.path, name) }
     try {
-      for (const entry of fs.readdir(LINUX ? `/proc/self/fd/${fd}` : folder.path)) remove(folder, entry.name)
+      // The top reads itself again while deeper levels moved folders up into it.
+      for (let before = -1; before !== moved; ) {
+        before = moved
+        for (const entry of fs.readdir(LINUX ? `/proc/self/fd/${fd}` : folder.path)) {
+          if (depth < REMOVE_DEPTH) remove(folder, entry.name, top ?? folder, depth + 1)
+          else moveUp(folder, entry.name, top!)
+        }
+        if (top !== undefined) break
+      }
     } finally {
       fs.close(fd)
     }

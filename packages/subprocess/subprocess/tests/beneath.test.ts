@@ -285,6 +285,20 @@ describe('a tree removal', () => {
     expect(readdirSync(host)).toEqual(['keep'])
   })
 
+  it('a tree far deeper than its descent is removed, and a link at its bottom is not followed', () => {
+    const { root, host } = layout()
+    writeFileSync(path.join(host, 'keep'), 'host')
+    const bottom = path.join(root, 'tree', ...Array.from({ length: 300 }, () => 'd'))
+    mkdirSync(bottom, { recursive: true })
+    symlinkSync(host, path.join(bottom, 'to-host'))
+    writeFileSync(path.join(bottom, 'f'), 'x')
+    let renames = 0
+    removeTree(path.join(root, 'tree'), { root, fs: interceptedFs((call) => void (call === 'rename' && renames++)) })
+    expect(renames).toBeGreaterThan(0)
+    expect(readdirSync(root)).toEqual([])
+    expect(readdirSync(host)).toEqual(['keep'])
+  })
+
   it('a missing tree, or one whose folder above is missing, is nothing to remove', () => {
     const { root } = layout()
     removeTree(path.join(root, 'none'), { root })
