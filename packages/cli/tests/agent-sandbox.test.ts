@@ -5,9 +5,10 @@
  * concurrent run reaches neither the server nor the file.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { terminalComposition, writeComposition } from '@conch/test-support/composition'
 import { jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
@@ -141,5 +142,41 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     writeFileSync(done, '')
     expect(await conch.exit, conch.stderr()).toBe(0)
     await expect(fetch(`http://127.0.0.1:${hostPort}/page.html`)).rejects.toThrow()
+  })
+
+  it("an agent's folder left by a killed run is removed by the next run, without following its links, and a running maker's is kept", async () => {
+    const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
+    const host = mkdtempSync(join(tmpdir(), 'conch-agent-host-'))
+    writeFileSync(join(host, 'keep'), 'host file\n')
+    try {
+      const plant = `echo copy-of-project > /tmp/x; ln -s ${host} /tmp/to-host; mkdir /tmp/d; ln -s ${host}/keep /tmp/d/keep; touch /tmp/ready; sleep 600`
+      const script = ws.write('killed.jsonl', [step('', [open]), step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: plant, timeoutMs: 60_000, idleMs: 60_000 } }]), step('Done.')].join('\n'))
+      const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { runtimeDir } }), 'killed.yml')
+      const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+      const left = async (): Promise<string> => {
+        for (;;) {
+          const folder = existsSync(agentsFolder) ? readdirSync(agentsFolder)[0] : undefined
+          if (folder !== undefined && existsSync(join(agentsFolder, folder, 'tmp', 'ready'))) return join(agentsFolder, folder)
+          if (conch.child.exitCode !== null) throw new Error(`conch exited before the terminal wrote /tmp: ${conch.stderr()}`)
+          await delay(50)
+        }
+      }
+      const killed = await left()
+      conch.child.kill('SIGKILL')
+      await conch.exit
+      expect(readFileSync(join(killed, 'tmp', 'x'), 'utf8')).toBe('copy-of-project\n')
+      // A folder whose maker runs (this test's process) is another conch's, in use.
+      const stat = readFileSync(`/proc/${process.pid}/stat`, 'utf8')
+      const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] // proc(5) field 22
+      const live = join(agentsFolder, `agent-${process.pid}-${startTime}-0123456789abcdef`)
+      mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
+      const results = await run([open, send('pty-1', 'echo NEXT-RUN')], 'next')
+      expect(results[1]).toMatch(/^NEXT-RUN$/m)
+      expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+      expect(readdirSync(host)).toEqual(['keep'])
+      expect(readFileSync(join(host, 'keep'), 'utf8')).toBe('host file\n')
+    } finally {
+      rmSync(host, { recursive: true, force: true })
+    }
   })
 })

@@ -3,8 +3,9 @@
  * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
  * and torn down when the last owner that confined a process for it ends.
  *
- * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<random>` (mode 0700, made
- *   beneath the base without following a link), bound as each process's /tmp.
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pid>-<start>-<random>`
+ *   (mode 0700, made beneath the base without following a link; its name records the conch that
+ *   made it), bound as each process's /tmp.
  * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
  *   namespaces (`--unshare-net`, `--die-with-parent`), keeps the agent's network namespace; each
  *   later process without network enters it with `nsenter --net=/proc/<holder>/ns/net` and keeps
@@ -20,17 +21,20 @@
  *   127.0.0.1:<port>.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close and
- *   the agent's folder is removed.
+ *   the agent's folder is removed, through descriptors (`removeTree`): the agent may have planted
+ *   links in its /tmp. A folder whose maker has ended (a conch that was killed) is removed when
+ *   a conch next makes an agent's sandbox.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { readdirSync, readlinkSync, rmSync, statSync } from 'node:fs'
+import { readdirSync, readlinkSync, statSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
-import { BeneathError, ensurePrivateFolder, nodeBeneathFs } from '@conch/subprocess'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
+import { processMark, stillRunning, type ProcessMark } from './deny-write.ts'
 
 export interface AgentSandboxOptions {
   /** Where the agents' folders are made (`runtimeDir`). */
@@ -93,6 +97,10 @@ interface Entry {
   disposers: Array<() => void>
   closing?: Promise<void>
 }
+
+/** An agent's folder name records the process that made it, proc(5) stat pid and start time: `agent-<pid>-<start>-<random>`. */
+const MADE_BY = /^agent-(\d+)-(\d+)-[0-9a-f]+$/
+let maker: ProcessMark | undefined
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
@@ -194,17 +202,24 @@ export class AgentSandboxes {
 
   private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
     const base = agentsFolderPath(this.options.base)
-    const folder = join(base, `agent-${randomBytes(8).toString('hex')}`)
+    maker ??= processMark()
+    const folder = join(base, `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
     try {
-      for (const path of [base, folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
+      const agents = ensurePrivateFolder(base, { root: this.options.base })
+      try {
+        this.sweep(agents)
+      } finally {
+        nodeBeneathFs.close(agents.fd)
+      }
+      for (const path of [folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
     }
     if (network.mode === 'full' || !this.options.shareNetwork) {
       if (network.mode === 'allow') {
-        rmSync(folder, { recursive: true, force: true })
+        removeTree(folder, { root: this.options.base })
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow, which needs its loopback shared with a relay to the proxy (that takes root); use network: none or full' })
       }
       return entry
@@ -222,10 +237,27 @@ export class AgentSandboxes {
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
       await entry.proxy?.close().catch(() => {})
-      rmSync(folder, { recursive: true, force: true })
+      removeTree(folder, { root: this.options.base })
       throw error
     }
     return entry
+  }
+
+  /**
+   * Removes the agents' folders (open as `agents`) whose maker has ended — a conch that was killed
+   * leaves its agents' /tmp behind, while bubblewrap's `--die-with-parent` ends their processes.
+   * A folder that cannot be removed now stays for the next sweep.
+   */
+  private sweep(agents: OpenFolder): void {
+    for (const { name } of nodeBeneathFs.readdir(beneath(agents, '.'))) {
+      const made = MADE_BY.exec(name)
+      if (made === null || stillRunning({ pid: Number(made[1]), startTime: made[2]! })) continue
+      try {
+        removeTree(join(agents.path, name), { root: this.options.base })
+      } catch {
+        // another conch sweeps it, or it is busy: the next sweep retries
+      }
+    }
   }
 
   /** Starts the holder and reads its namespace pid from bubblewrap's info descriptor (fd 3). */
@@ -312,7 +344,7 @@ export class AgentSandboxes {
     const servers = await Promise.allSettled(entry.exposed.values())
     await Promise.all(servers.map((listening) => listening.status === 'fulfilled' && new Promise((resolve) => listening.value.server.close(resolve))))
     await entry.proxy?.close()
-    rmSync(entry.folder, { recursive: true, force: true, maxRetries: 5 })
+    removeTree(entry.folder, { root: this.options.base })
   }
 }
 

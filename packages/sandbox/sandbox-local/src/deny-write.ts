@@ -202,7 +202,8 @@ export interface PlaceholderOptions {
   running?: (mark: ProcessMark) => boolean
 }
 
-const stillRunning = (mark: ProcessMark): boolean => processMark(mark.pid)?.startTime === mark.startTime
+/** Whether the process `mark` names still runs: its pid's /proc stat has the same start time. */
+export const stillRunning = (mark: ProcessMark): boolean => processMark(mark.pid)?.startTime === mark.startTime
 
 export function placeholders(options: PlaceholderOptions = {}): Placeholders {
   const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, running = stillRunning } = options

@@ -20,6 +20,8 @@
  *   fails, a planted FIFO cannot block the open) and must be a regular file by fstat(2) of the
  *   descriptor; a file opened to write must also have a single link (`PATH_NOT_REGULAR`): another
  *   name of it may lie where a sandbox writes, or be a host file.
+ * - A **tree** is removed (`removeTree`) folder by folder through their descriptors: a link or a
+ *   hard link in it is unlinked, never followed.
  *
  * On a system without `/proc/self/fd` (macOS) the same flags are applied to the joined path,
  * which checks only the last component: conch's confinement is bubblewrap's, which is Linux's.
@@ -37,6 +39,8 @@ import {
   readSync,
   realpathSync,
   renameSync,
+  rmdirSync,
+  unlinkSync,
   writeSync,
   type Dirent,
   type Stats,
@@ -57,6 +61,8 @@ export interface BeneathFs {
   write(fd: number, buffer: Buffer, offset: number): number
   fchmod(fd: number, mode: number): void
   rename(from: string, to: string): void
+  unlink(path: string): void
+  rmdir(path: string): void
   close(fd: number): void
   uid(): number
 }
@@ -73,6 +79,8 @@ export const nodeBeneathFs: BeneathFs = {
   write: (fd, buffer, offset) => writeSync(fd, buffer, offset),
   fchmod: (fd, mode) => fchmodSync(fd, mode),
   rename: (from, to) => renameSync(from, to),
+  unlink: (path) => unlinkSync(path),
+  rmdir: (path) => rmdirSync(path),
   close: (fd) => closeSync(fd),
   uid: () => (typeof process.getuid === 'function' ? process.getuid() : 0),
 }
@@ -81,7 +89,7 @@ export const nodeBeneathFs: BeneathFs = {
  * `fs` with `before(call, path)` run before each call that names a path, for tests that change
  * the file system between two steps (a folder swapped for a link, a file for a FIFO).
  */
-export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readdir' | 'rename', path: string) => void, fs: BeneathFs = nodeBeneathFs): BeneathFs {
+export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readdir' | 'rename' | 'unlink' | 'rmdir', path: string) => void, fs: BeneathFs = nodeBeneathFs): BeneathFs {
   return {
     ...fs,
     open: (path, flags, mode) => (before('open', path), fs.open(path, flags, mode)),
@@ -89,6 +97,8 @@ export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readd
     mkdir: (path, mode) => (before('mkdir', path), fs.mkdir(path, mode)),
     readdir: (path) => (before('readdir', path), fs.readdir(path)),
     rename: (from, to) => (before('rename', from), fs.rename(from, to)),
+    unlink: (path) => (before('unlink', path), fs.unlink(path)),
+    rmdir: (path) => (before('rmdir', path), fs.rmdir(path)),
   }
 }
 
@@ -373,6 +383,73 @@ export function readOpen(fd: number, maxBytes: number, fs: BeneathFs = nodeBenea
     got += n
   }
   return buffer.subarray(0, got)
+}
+
+/** How deep `removeTree` descends (one open descriptor a level) before moving a deeper folder up to the top. */
+const REMOVE_DEPTH = 64
+
+/**
+ * Removes `path` (absolute) and, when it is a folder, everything below it, reached from the root
+ * as `openFolder` does. Each folder is opened without following a link and emptied through its
+ * descriptor; any other entry (a link, a file, a hard link to a host file) is unlinked, never
+ * followed: a name swapped for a link between the listing and the open is unlinked as a link.
+ * What lies deeper than `REMOVE_DEPTH` folders is renamed into the top folder and removed from
+ * there, so a tree of any depth takes bounded descriptors and stack. Nothing happens when `path`
+ * is missing.
+ * @throws BeneathError as `openFolder`, for a folder above `path`; Error from unlink(2), rmdir(2) or rename(2) otherwise.
+ */
+export function removeTree(path: string, options: BeneathOptions = {}): void {
+  const fs = options.fs ?? nodeBeneathFs
+  const gone = (error: unknown) => (error as NodeJS.ErrnoException).code === 'ENOENT'
+  let moved = 0
+  /** Moves `name` in `folder` to a free name in `top`. */
+  const moveUp = (folder: { fd: number; path: string }, name: string, top: { fd: number; path: string }): void => {
+    for (;;) {
+      try {
+        return fs.rename(beneath(folder, name), beneath(top, `.removing-${++moved}`))
+      } catch (error) {
+        if (!['EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error
+      }
+    }
+  }
+  const remove = (parent: { fd: number; path: string }, name: string, top?: { fd: number; path: string }, depth = 0): void => {
+    const at = beneath(parent, name)
+    let fd: number
+    try {
+      fd = fs.open(at, FOLDER)
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') return
+      if (code !== 'ENOTDIR' && code !== 'ELOOP') throw error
+      try {
+        fs.unlink(at)
+      } catch (unlinkError) {
+        if (!gone(unlinkError)) throw unlinkError
+      }
+      return
+    }
+    const folder = { fd, path: join(parent.path, name) }
+    try {
+      // The top reads itself again while deeper levels moved folders up into it.
+      for (let before = -1; before !== moved; ) {
+        before = moved
+        for (const entry of fs.readdir(LINUX ? `/proc/self/fd/${fd}` : folder.path)) {
+          if (depth < REMOVE_DEPTH) remove(folder, entry.name, top ?? folder, depth + 1)
+          else moveUp(folder, entry.name, top!)
+        }
+        if (top !== undefined) break
+      }
+    } finally {
+      fs.close(fd)
+    }
+    try {
+      fs.rmdir(at)
+    } catch (error) {
+      if (!gone(error)) throw error
+    }
+  }
+  const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
+  inFolder(trimmed, { ...options, create: false }, (folder) => remove(folder, basename(trimmed)))
 }
 
 /** A regular file open for reading, with its fstat(2). The caller closes `fd`. */

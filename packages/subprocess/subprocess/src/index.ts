@@ -25,6 +25,7 @@ export {
   openFolder,
   readFile,
   readOpen,
+  removeTree,
   type BeneathErrorCode,
   type BeneathFs,
   type BeneathOptions,

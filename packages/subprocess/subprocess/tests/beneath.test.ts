@@ -19,6 +19,7 @@ import {
   nodeBeneathFs,
   openFolder,
   readFile,
+  removeTree,
   type BeneathErrorCode,
 } from '../src/index.ts'
 
@@ -242,5 +243,65 @@ describe('a private folder', () => {
     mkdirSync(path.join(root, 'theirs'), { mode: 0o700 })
     chownSync(path.join(root, 'theirs'), 65534, 65534)
     refusal('PATH_NOT_PRIVATE', () => ensurePrivateFolder(path.join(root, 'theirs'), { repair: true }))
+  })
+})
+
+describe('a tree removal', () => {
+  /** `root/tree` holding a link to `host`, a hard link to a host file, a FIFO and a nested folder. */
+  function plantedTree(): { root: string; host: string; tree: string } {
+    const { root, host } = layout()
+    writeFileSync(path.join(host, 'keep'), 'host')
+    const tree = path.join(root, 'tree')
+    mkdirSync(path.join(tree, 'a', 'b'), { recursive: true })
+    writeFileSync(path.join(tree, 'a', 'b', 'f'), 'x')
+    symlinkSync(host, path.join(tree, 'to-host'))
+    symlinkSync(host, path.join(tree, 'a', 'to-host'))
+    linkSync(path.join(host, 'keep'), path.join(tree, 'a', 'hard'))
+    execFileSync('mkfifo', [path.join(tree, 'a', 'fifo')])
+    return { root, host, tree }
+  }
+
+  it('removes the tree and unlinks the links in it without following them', () => {
+    const { root, host, tree } = plantedTree()
+    removeTree(tree, { root })
+    expect(readdirSync(root)).toEqual([])
+    expect(readdirSync(host)).toEqual(['keep'])
+    expect(readFileSync(path.join(host, 'keep'), 'utf8')).toBe('host')
+  })
+
+  it('a folder swapped for a link between its listing and its open is unlinked, not followed', () => {
+    const { root, host, tree } = plantedTree()
+    let swapped = false
+    const fs = interceptedFs((call, file) => {
+      if (call === 'open' && !swapped && file.endsWith('/a')) {
+        swapped = true
+        renameSync(path.join(tree, 'a'), path.join(root, 'a-moved'))
+        symlinkSync(host, path.join(tree, 'a'))
+      }
+    })
+    removeTree(tree, { root, fs })
+    expect(swapped).toBe(true)
+    expect(readdirSync(root)).toEqual(['a-moved'])
+    expect(readdirSync(host)).toEqual(['keep'])
+  })
+
+  it('a tree far deeper than its descent is removed, and a link at its bottom is not followed', () => {
+    const { root, host } = layout()
+    writeFileSync(path.join(host, 'keep'), 'host')
+    const bottom = path.join(root, 'tree', ...Array.from({ length: 300 }, () => 'd'))
+    mkdirSync(bottom, { recursive: true })
+    symlinkSync(host, path.join(bottom, 'to-host'))
+    writeFileSync(path.join(bottom, 'f'), 'x')
+    let renames = 0
+    removeTree(path.join(root, 'tree'), { root, fs: interceptedFs((call) => void (call === 'rename' && renames++)) })
+    expect(renames).toBeGreaterThan(0)
+    expect(readdirSync(root)).toEqual([])
+    expect(readdirSync(host)).toEqual(['keep'])
+  })
+
+  it('a missing tree, or one whose folder above is missing, is nothing to remove', () => {
+    const { root } = layout()
+    removeTree(path.join(root, 'none'), { root })
+    removeTree(path.join(root, 'none', 'deeper'), { root })
   })
 })
