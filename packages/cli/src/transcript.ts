@@ -6,6 +6,8 @@
  *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
  *   `{"type":"notification","source","event","label"?,"evidence"?,"tail"?,"wake","text"}` for each
  *   notification delivered (after the `tool_result` it rode on, or before the turn it woke),
+ *   `{"type":"waiting","tasks","timeoutMs"}` when the model ended its turn while work it asked to
+ *   be woken by still runs (the run waits up to `timeoutMs` for its notification),
  *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
  *   With `partial` (`--partial`), a tool's live output comes first as
  *   `{"type":"tool_output","id","text"}` delta lines (terminal output as it arrives); the
@@ -86,6 +88,9 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
           line({ type: 'notification', source, event: what, label, evidence, tail, wake, text: event.text })
           break
         }
+        case 'waiting':
+          line({ type: 'waiting', tasks: event.tasks, timeoutMs: event.timeoutMs })
+          break
         case 'tool-progress':
           if (partial && event.text !== '') {
             const text = bound.take(event.callId, event.text)
@@ -155,6 +160,9 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
         case 'notification':
           // One that rode on a tool result was printed with it; one that woke a turn stands alone.
           if (!lastResult.includes(event.text)) block(event.text)
+          break
+        case 'waiting':
+          block(`[waiting up to ${Math.round(event.timeoutMs / 1000)} s for ${event.tasks === 1 ? 'the task' : `${event.tasks} tasks`} the model asked to be woken by]`)
           break
         case 'tool-progress':
           if (event.text !== '') live(event.callId, event.text)

@@ -95,6 +95,9 @@ export class TurnReporter {
         })
         return
       }
+      case 'waiting':
+        // The prompt stays open; the client sees the notification when it comes.
+        return
       case 'notification':
         this.options.send({
           sessionUpdate: 'user_message_chunk',

@@ -81,12 +81,15 @@ export class AgentHandle implements Agent {
 
   /**
    * Waits until a waking notification is queued (true), or until nothing holds the run open,
-   * `ms` pass or `signal` aborts (false).
+   * `ms` pass or `signal` aborts (false). `onWait` hears, before a wait starts, how many holds
+   * keep the run open.
    */
-  async wake(ms: number, signal: AbortSignal): Promise<boolean> {
+  async wake(ms: number, signal: AbortSignal, onWait?: (holds: number) => void): Promise<boolean> {
     const ready = () => this.inbox.some((notification) => notification.wake && notification.withdrawn?.() !== true)
     if (ready()) return true
     if (this.holds === 0 || signal.aborted) return false
+    onWait?.(this.holds)
+    if (signal.aborted) return false
     await new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer)

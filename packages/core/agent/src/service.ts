@@ -178,11 +178,14 @@ class AgentService extends Service implements AgentServiceApi {
     const signal = options.signal ? AbortSignal.any([handle.signal, options.signal]) : handle.signal
     let result = await runTurn(deps, handle, options)
     let steps = result.steps
-    while (result.status === 'completed' && (await handle.wake(this.config.wakeWaitMs, signal))) {
+    const waiting = (tasks: number) => options.onEvent?.({ type: 'waiting', tasks, timeoutMs: this.config.wakeWaitMs })
+    while (result.status === 'completed' && (await handle.wake(this.config.wakeWaitMs, signal, waiting))) {
       const woken = handle.deliver()
       result = await runTurn(deps, handle, { ...options, prompt: renderNotifications(woken) }, woken)
       steps += result.steps
     }
+    // Cancelled while it waited to be woken: the run did not complete.
+    if (result.status === 'completed' && options.signal?.aborted === true) return { ...result, status: 'cancelled', steps }
     return { ...result, steps }
   }
 

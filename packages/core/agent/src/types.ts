@@ -80,6 +80,11 @@ export type AgentRunEvent =
   | { type: 'tool-result'; callId: string; name: string; result: ToolResult }
   /** A delivered notification; `text` is what the model read (redacted). */
   | { type: 'notification'; notification: Notification; text: string }
+  /**
+   * The model ended its turn while `tasks` pieces of work it asked to be woken by still run: the
+   * run waits up to `timeoutMs` for their notification (`wakeWaitMs`) before it ends.
+   */
+  | { type: 'waiting'; tasks: number; timeoutMs: number }
 
 export type RunStatus = 'completed' | 'cancelled' | 'max_steps' | 'error'
 

@@ -383,6 +383,26 @@ describe('notifications', () => {
     expect(await run).toMatchObject({ status: 'completed', text: 'done again', steps: 1 })
   })
 
+  it('says it waits to be woken, and a run cancelled while it waits ends cancelled', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    agent.holdWake()
+    harness.steps.push({ text: 'waiting for the server' })
+    const controller = new AbortController()
+    const events: AgentRunEvent[] = []
+    const run = ctx.agents.run(agent, {
+      prompt: 'serve in the background',
+      signal: controller.signal,
+      onEvent: (event) => {
+        events.push(event)
+        if (event.type === 'waiting') controller.abort()
+      },
+    })
+    expect(await run).toMatchObject({ status: 'cancelled', text: 'waiting for the server', steps: 1 })
+    expect(events.filter((event) => event.type === 'waiting')).toEqual([{ type: 'waiting', tasks: 1, timeoutMs: 600_000 }])
+  })
+
   it('stops waiting after wakeWaitMs', async () => {
     harness = await boot({ wakeWaitMs: 1 })
     const { ctx } = harness
