@@ -131,6 +131,26 @@ describe('notifications through conch run', () => {
     expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Left it running.' })
     expect(processesWith(server)).toEqual([])
   })
+
+  it('does not wake the run for a notify task whose terminal the model closed itself', async () => {
+    const server = `sleep 49.${randomInt(100000, 999999)}`
+    const path = ws.write(
+      'script.jsonl',
+      [
+        step('', [{ name: 'terminal_open', arguments: { type: 'shell' } }]),
+        step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', run_in_background: true, text: server, notify: true } }]),
+        step('', [{ name: 'terminal_close', arguments: { sessionId: 'pty-1' } }]),
+        step('Closed it.'),
+      ].join('\n'),
+    )
+    const config = writeComposition(ws.dir, terminalComposition({ script: path, mode: 'workspace-write', tasks: true }))
+    const run = await runConch(['run', '--config', config, '--output', 'stream-json', 'start and stop a server'], { cwd: ws.dir })
+    expect(run.code, run.stderr).toBe(0)
+    const lines = jsonLines(run.stdout)
+    expect(lines.filter((line) => line['type'] === 'notification')).toEqual([])
+    expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Closed it.' })
+    expect(processesWith(server)).toEqual([])
+  })
 })
 
 /** The agent's text in `updates`, its chunks joined. */

@@ -21,8 +21,8 @@ export interface TaskController {
 
 /** How a task ended, as returned by `run`. */
 export interface TaskOutcome {
-  /** Defaults to `completed`. */
-  status?: 'completed' | 'failed'
+  /** Defaults to `completed`. `killed`: the owner stopped it some other way (closed its terminal); no notification. */
+  status?: 'completed' | 'failed' | 'killed'
   /** Status fields rendered after the status, e.g. `{ wait: 'stdin_read', session: 'running' }`. */
   fields?: Record<string, string>
   /** Structured data for clients (not rendered to the model). */

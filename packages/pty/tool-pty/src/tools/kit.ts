@@ -25,6 +25,11 @@ export interface ToolKit {
    * is `agent`; `stop` ends it and returns them, each once, in order.
    */
   refusals(agent: string): { stop(): string[] }
+  /**
+   * Terminals the owner itself closed (`terminal_close`), keyed by owner: a background send ended
+   * by that close was stopped by the model, so its task ends `killed` and wakes no one.
+   */
+  closedByOwner: WeakMap<object, Set<string>>
 }
 
 /** What tool-pty uses of `ctx.sandbox` (optional): its refusal feed (`SandboxServiceApi.onRefused`). */
@@ -40,6 +45,7 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
     })
   })
   return {
+    closedByOwner: new WeakMap(),
     refusals(agent) {
       const watcher = { agent, hosts: new Set<string>() }
       watchers.add(watcher)

@@ -136,7 +136,8 @@ export function registerTerminalSend(kit: ToolKit): void {
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
               const result = await operation.done.finally(() => stop?.())
-              return { fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: result.evidence.detail }
+              const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
+              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: result.evidence.detail }
             },
             drain: () => backgroundOutput(operation),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
