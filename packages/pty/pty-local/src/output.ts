@@ -1224,10 +1224,6 @@ export class OutputParser {
     if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))
   }
 
-  private enterEscape(): void {
-    this.state = ESCAPE
-  }
-
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
     if (this.suspended) return

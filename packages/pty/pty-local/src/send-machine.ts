@@ -411,7 +411,7 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'timer':
       if (event.timer !== 'handoff' || !s.handoff.requested) return
       // The input is still not written after timeoutMs: give up waiting for the handoff.
-      if (s.phase !== 'waiting') return handoffDone(s, event.now, out)
+      if (s.phase !== 'waiting') return handoffDone(s, out)
       return look(s, out)
     default:
       // Any other event belongs to another phase (or to a request no longer awaited).
@@ -1040,7 +1040,7 @@ function startHandoff(s: In<'waiting'>, now: number, out: SendEffect[]): void {
   clear(s, out, 'handoff')
   s.handoff.deadline = s.write.writtenAt + s.spec.handoffGraceMs
   s.handoff.busy = 0
-  if (now >= s.handoff.deadline) return handoffDone(s, now, out)
+  if (now >= s.handoff.deadline) return handoffDone(s, out)
   look(s, out)
 }
 
@@ -1066,11 +1066,11 @@ function onHandoffLook(s: SendState, found: HandoffLook, now: number, out: SendE
     s.handoff.busy = found.waitingBusy ? s.handoff.busy + 1 : 0
     done = s.handoff.busy >= 2
   } else if (!done && found.otherProgram !== undefined) done = found.otherProgram
-  if (done || now >= s.handoff.deadline) return handoffDone(s, now, out)
+  if (done || now >= s.handoff.deadline) return handoffDone(s, out)
   arm(s, out, 'handoff', Math.min(s.spec.pollIntervalMs / 5, Math.max(0, s.handoff.deadline - now)))
 }
 
-function handoffDone(s: SendState, now: number, out: SendEffect[]): void {
+function handoffDone(s: SendState, out: SendEffect[]): void {
   s.handoff = { requested: false, deadline: 0, busy: 0 }
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })

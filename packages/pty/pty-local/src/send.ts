@@ -100,8 +100,6 @@ export class Send {
   private readonly timers = new Map<SendTimer, { handle: NodeJS.Timeout; ms: number }>()
   private readonly outputListeners = new Set<() => void>()
   private queue: SendEvent[] | undefined
-  private readonly written: Promise<void>
-  private markWritten!: () => void
   private handoffWaiters: (() => void)[] = []
   private cancelWaiters: (() => void)[] = []
   private cancelling: Promise<void> | undefined
@@ -150,7 +148,6 @@ export class Send {
       this.reject = reject
     })
     this.done.catch(() => {})
-    this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
     const signal = input.signal
     if (signal !== undefined) {
       this.abortListener = () => this.dispatch({ type: 'abort', now: host.now(), reason: signal.reason })
@@ -308,7 +305,7 @@ export class Send {
         this.timers.delete(effect.timer)
         return
       case 'written':
-        return this.markWritten()
+        return
       case 'handedOff':
         for (const resolve of this.handoffWaiters.splice(0)) resolve()
         return
@@ -359,7 +356,6 @@ export class Send {
     for (const timer of this.timers.values()) clearTimeout(timer.handle)
     this.timers.clear()
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
-    this.markWritten()
     for (const resolve of [...this.handoffWaiters.splice(0), ...this.cancelWaiters.splice(0)]) resolve()
   }
 

@@ -51,8 +51,6 @@ export const NO_CAPABILITIES: SubagentCapabilities = Object.freeze({
  */
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal' | 'protocol' | 'timeout'
 
-export const STOP_REASONS: readonly SubagentStopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal', 'protocol', 'timeout']
-
 /** What a settled run gives back. `output` keeps whatever the child produced, also on failure. */
 export interface SubagentResult {
   output: ContentBlock[]
