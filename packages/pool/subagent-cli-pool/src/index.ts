@@ -10,14 +10,14 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { NO_CAPABILITIES, SubagentError, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { NO_CAPABILITIES, SubagentError, providerName, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
 import { type FallbackRunner, PoolError, poolNote, type PtyPool } from '@conch/pty-pool'
 
 export const name = 'subagent-cli-pool'
 export const inject = ['subagents', 'ptyPool']
 
 export const Config = z.strictObject({
-  name: z.string().regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*').default('cli-pool').describe('Provider name the tool rows refer to.'),
+  name: providerName('cli-pool'),
   kind: z.string().min(1).describe('The pool kind (claude, codex, generic or a configured one).'),
   model: z.string().default('').describe('Model of the key ("" = the kind\'s default).'),
   account: z.string().default('').describe('Account of the key (an id from the pool\'s `accounts`).'),
