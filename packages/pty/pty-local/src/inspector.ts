@@ -8,6 +8,7 @@ import { listProcessGroupMacos, processName, processNameMacos, readForegroundGro
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
 import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { unreachable } from '@conch/session'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -131,10 +132,8 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean
     }
     case 'none':
       return false
-    default: {
-      const never: never = baseline
-      throw new Error(`unhandled baseline ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(baseline, 'baseline')
   }
 }
 

@@ -15,7 +15,7 @@
  * transition table is in the package README ("Send lifecycle").
  */
 import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
-import { describeExit, messageOf } from '@conch/session'
+import { describeExit, messageOf, unreachable } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import { endsInSignal, type WriteStep } from './input-steps.ts'
@@ -365,10 +365,8 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       return waiting(s, event, out)
     case 'settled':
       return
-    default: {
-      const never: never = s
-      throw new Error(`unhandled send phase ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(s, 'send phase')
   }
 }
 
@@ -769,10 +767,8 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
     case 'consume':
     case 'consumeRetry':
       return
-    default: {
-      const never: never = timer
-      throw new Error(`unhandled send timer ${String(never)}`)
-    }
+    default:
+      return unreachable(timer, 'send timer')
   }
 }
 
@@ -1020,10 +1016,8 @@ function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | '
       settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
       out.push({ type: 'cancelled' })
       return
-    default: {
-      const never: never = event
-      throw new Error(`unhandled cancel event ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(event, 'cancel event')
   }
 }
 

@@ -11,6 +11,7 @@ import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
+import { unreachable } from '@conch/session'
 
 export type { SendKind } from './send-machine.ts'
 
@@ -344,10 +345,8 @@ export class Send {
         this.reject(effect.error)
         return
       }
-      default: {
-        const never: never = effect
-        throw new Error(`unhandled send effect ${JSON.stringify(never)}`)
-      }
+      default:
+        return unreachable(effect, 'send effect')
     }
   }
 
