@@ -20,6 +20,14 @@ export interface TextBlock {
 /** Prompt and answer content. Consumers must ignore block types they do not know. */
 export type ContentBlock = TextBlock
 
+/** The text of the text blocks of `blocks`, joined by `separator`. */
+export function textOf(blocks: readonly ContentBlock[], separator = ''): string {
+  return blocks
+    .filter((block) => block.type === 'text')
+    .map((block) => block.text)
+    .join(separator)
+}
+
 /**
  * What a provider can enforce on its child. A request that needs a capability its provider
  * lacks is refused with `UNSUPPORTED_CAPABILITY` before the provider runs, never accepted and
