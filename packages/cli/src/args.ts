@@ -127,12 +127,12 @@ export function parseRunArgs(argv: readonly string[], cwd = process.cwd()): RunA
     task: positionals[0]!,
     ...composition(values['config'], cwd),
     output,
-    cwd: directory('--cwd', stringFlag('--cwd', values['cwd']), cwd),
+    cwd: values['cwd'] === undefined ? cwd : existing('--cwd', stringFlag('--cwd', values['cwd'])!, cwd, 'directory'),
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
   }
   if (values['cwd'] !== undefined) args.cwdGiven = true
   const script = stringFlag('--script', values['script'])
-  if (script !== undefined) args.script = file('--script', script, cwd)
+  if (script !== undefined) args.script = existing('--script', script, cwd, 'file')
   if (values['partial'] === true) {
     if (output !== 'stream-json') throw usage('conch run: --partial needs --output stream-json (the text transcript always shows live output)')
     args.partial = true
@@ -158,7 +158,7 @@ export function parseAcpArgs(argv: readonly string[], cwd = process.cwd()): AcpA
     logLevel: oneOf('--log-level', values['log-level'], LOG_LEVELS, 'warn'),
   }
   const script = stringFlag('--script', values['script'])
-  if (script !== undefined) args.script = file('--script', script, cwd)
+  if (script !== undefined) args.script = existing('--script', script, cwd, 'file')
   return args
 }
 
@@ -227,28 +227,17 @@ function oneOf<T extends string>(flag: string, value: unknown, allowed: readonly
   return text as T
 }
 
-function directory(flag: string, value: string | undefined, cwd: string): string {
-  if (value === undefined) return cwd
+/** `value` resolved against `cwd`, which must name an existing `kind`. */
+function existing(flag: string, value: string, cwd: string, kind: 'directory' | 'file'): string {
   const path = resolve(cwd, value)
-  let isDirectory = false
+  let isKind = false
   try {
-    isDirectory = statSync(path).isDirectory()
+    const stat = statSync(path)
+    isKind = kind === 'directory' ? stat.isDirectory() : stat.isFile()
   } catch {
-    throw usage(`${flag} ${value}: no such directory`)
+    throw usage(`${flag} ${value}: no such ${kind}`)
   }
-  if (!isDirectory) throw usage(`${flag} ${value}: not a directory`)
-  return path
-}
-
-function file(flag: string, value: string, cwd: string): string {
-  const path = resolve(cwd, value)
-  let isFile = false
-  try {
-    isFile = statSync(path).isFile()
-  } catch {
-    throw usage(`${flag} ${value}: no such file`)
-  }
-  if (!isFile) throw usage(`${flag} ${value}: not a file`)
+  if (!isKind) throw usage(`${flag} ${value}: not a ${kind}`)
   return path
 }
 

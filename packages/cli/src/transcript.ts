@@ -29,6 +29,7 @@
  */
 import type { AgentRunEvent, RunResult } from '@conch/agent'
 import { toolResultText } from '@conch/tools'
+import { unreachable } from '@conch/session'
 
 export type OutputFormat = 'text' | 'stream-json'
 
@@ -50,10 +51,8 @@ export function createTranscript(format: OutputFormat, stdout: NodeJS.WritableSt
       return streamJson(stdout, options.partial === true)
     case 'text':
       return textTranscript(stdout)
-    default: {
-      const never: never = format
-      throw new Error(`unknown output format ${String(never)}`)
-    }
+    default:
+      return unreachable(format, 'output format')
   }
 }
 
@@ -100,10 +99,8 @@ function streamJson(stdout: NodeJS.WritableStream, partial: boolean): Transcript
         case 'text-delta':
           // Incremental pieces; the complete assistant text follows.
           break
-        default: {
-          const never: never = event
-          throw new Error(`unknown run event ${JSON.stringify(never)}`)
-        }
+        default:
+          return unreachable(event, 'run event')
       }
     },
     finish(result) {
@@ -169,10 +166,8 @@ function textTranscript(out: NodeJS.WritableStream): Transcript {
           break
         case 'text-delta':
           break
-        default: {
-          const never: never = event
-          throw new Error(`unknown run event ${JSON.stringify(never)}`)
-        }
+        default:
+          return unreachable(event, 'run event')
       }
     },
     finish(result) {

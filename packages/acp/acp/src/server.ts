@@ -29,6 +29,7 @@ import type { Config } from './config.ts'
 import { AcpError } from './errors.ts'
 import { PROMPT_CAPABILITIES, promptText } from './prompt.ts'
 import { TurnReporter } from './updates.ts'
+import { unreachable } from '@conch/session'
 
 export interface AcpServerOptions {
   agents: AgentServiceApi
@@ -91,10 +92,8 @@ export function stopReason(result: RunResult, cancelled: boolean): StopReason {
       const code = (result.error as { code?: unknown } | undefined)?.code
       throw new AcpError('MODEL_ERROR', `the model failed: ${result.text}`, typeof code === 'string' ? { cause: code } : {})
     }
-    default: {
-      const never: never = result.status
-      throw new Error(`unknown run status ${String(never)}`)
-    }
+    default:
+      return unreachable(result.status, 'run status')
   }
 }
 

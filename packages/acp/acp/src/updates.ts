@@ -19,6 +19,7 @@
 import type { SessionUpdate, ToolKind } from '@agentclientprotocol/sdk'
 import type { AgentRunEvent } from '@conch/agent'
 import { boundUtf8, toolResultText } from '@conch/tools'
+import { unreachable } from '@conch/session'
 
 /** ACP `ToolKind` values (tool-calls, "Creating"); anything else a tool reports is `other`. */
 const ACP_KINDS: ReadonlySet<string> = new Set<ToolKind>(['read', 'edit', 'delete', 'move', 'search', 'execute', 'think', 'fetch', 'switch_mode', 'other'])
@@ -105,10 +106,8 @@ export class TurnReporter {
           _meta: { conch: { notification: event.notification } },
         })
         return
-      default: {
-        const never: never = event
-        throw new Error(`unknown run event ${JSON.stringify(never)}`)
-      }
+      default:
+        return unreachable(event, 'run event')
     }
   }
 

@@ -60,3 +60,12 @@ export function describeExit(exit: { state?: string; exitCode?: number | null; s
   if (exit.signal) return `was killed by ${exit.signal}`
   return `exited with code ${exit.exitCode ?? 'unknown'}`
 }
+
+/**
+ * The end of a switch over a tagged union: `value` is `never` when every case is handled, so a
+ * case added to the union and forgotten here fails the typecheck. Reached anyway (a value from
+ * outside the types), it throws `unhandled <what> <value as JSON>`.
+ */
+export function unreachable(value: never, what: string): never {
+  throw new Error(`unhandled ${what} ${JSON.stringify(value)}`)
+}

@@ -3,6 +3,7 @@
  * redactor applied to each string (object keys included), then cut to the session's
  * `maxEventBytes` with the cut recorded.
  */
+import { utf8Prefix } from './utf8.ts'
 
 /** What must not be recorded (a secret's value), replaced in text whole or as it streams. */
 export interface SessionRedactor {
@@ -54,13 +55,6 @@ export class LiveRedaction {
   }
 }
 
-const encoder = new TextEncoder()
-
-/** The longest prefix of `text` of at most `bytes` UTF-8 bytes, never splitting a code point. */
-function prefixWithin(text: string, bytes: number): string {
-  return text.slice(0, encoder.encodeInto(text, new Uint8Array(Math.max(0, bytes))).read)
-}
-
 /**
  * Cuts the longest strings of `data` (the JSON form, changed in place) until `line(data)` is at
  * most `maxBytes` UTF-8 bytes; each cut string ends with a notice naming the bound. Returns the
@@ -88,7 +82,7 @@ export function boundEvent(data: unknown, line: (data: unknown, omittedBytes: nu
     const value = leaf.holder[leaf.key] as string
     const bytes = Buffer.byteLength(value, 'utf8')
     // JSON escapes make the line longer than the text: cut the text by its JSON share of the excess.
-    const keep = prefixWithin(value, Math.floor(bytes - (over + 200) * (bytes / Math.max(1, leaf.length))))
+    const keep = utf8Prefix(value, Math.floor(bytes - (over + 200) * (bytes / Math.max(1, leaf.length))))
     const cut = bytes - Buffer.byteLength(keep, 'utf8')
     if (cut <= 0) continue
     omitted += cut

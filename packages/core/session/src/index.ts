@@ -1,5 +1,7 @@
 export * from './types.ts'
 export { default, default as SessionService } from './service.ts'
 export { parseSessionLog } from './replay.ts'
+export { LiveRedaction } from './bound.ts'
 export { stateHome } from './workspace.ts'
-export { ConchError, describeExit, errorClass, messageOf, type DetailsOf, type ErrorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
+export { isHighSurrogate, isLowSurrogate, utf8ByteLength, utf8Prefix, utf8Suffix } from './utf8.ts'
+export { ConchError, describeExit, errorClass, messageOf, unreachable, type DetailsOf, type ErrorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'

@@ -3,6 +3,7 @@
  * bills); cuts fall on code-point boundaries, so a surrogate pair (an emoji) is never split and
  * no U+FFFD replacement character is ever produced by a cut.
  */
+import { utf8Prefix, utf8Suffix } from '@conch/session'
 
 /** The UTF-8 length of `text` in bytes (a lone surrogate counts as the 3 bytes of U+FFFD). */
 export function utf8Bytes(text: string): number {
@@ -33,32 +34,8 @@ export function boundUtf8(text: string, maxBytes: number, options: BoundOptions 
   }
   const total = utf8Bytes(text)
   if (total <= maxBytes) return { text, truncated: false, omittedBytes: 0 }
-  let used = 0
-  let kept: string
-  if (options.keep === 'tail') {
-    let start = text.length
-    while (start > 0) {
-      const low = text.charCodeAt(start - 1)
-      const pair = isLowSurrogate(low) && start >= 2 && isHighSurrogate(text.charCodeAt(start - 2))
-      const bytes = pair ? 4 : bmpBytes(low)
-      if (used + bytes > maxBytes) break
-      used += bytes
-      start -= pair ? 2 : 1
-    }
-    kept = text.slice(start)
-  } else {
-    let end = 0
-    while (end < text.length) {
-      const high = text.charCodeAt(end)
-      const pair = isHighSurrogate(high) && end + 1 < text.length && isLowSurrogate(text.charCodeAt(end + 1))
-      const bytes = pair ? 4 : bmpBytes(high)
-      if (used + bytes > maxBytes) break
-      used += bytes
-      end += pair ? 2 : 1
-    }
-    kept = text.slice(0, end)
-  }
-  return { text: kept, truncated: true, omittedBytes: total - used }
+  const kept = options.keep === 'tail' ? utf8Suffix(text, maxBytes) : utf8Prefix(text, maxBytes)
+  return { text: kept, truncated: true, omittedBytes: total - utf8Bytes(kept) }
 }
 
 /**
@@ -232,19 +209,4 @@ function wholeLines(kept: string, side: 'head' | 'tail', source: string): string
   if (source[source.length - kept.length - 1] === '\n') return kept
   const start = kept.indexOf('\n')
   return start === -1 || start + 1 > kept.length / 2 ? kept : kept.slice(start + 1)
-}
-
-function isHighSurrogate(code: number): boolean {
-  return code >= 0xd800 && code <= 0xdbff
-}
-
-function isLowSurrogate(code: number): boolean {
-  return code >= 0xdc00 && code <= 0xdfff
-}
-
-/** UTF-8 bytes of one UTF-16 code unit that is not part of a surrogate pair (RFC 3629 §3). */
-function bmpBytes(code: number): number {
-  if (code < 0x80) return 1
-  if (code < 0x800) return 2
-  return 3
 }

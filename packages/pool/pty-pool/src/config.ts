@@ -65,8 +65,6 @@ export const KindConfig = z.strictObject({
   answerPrefix: Pattern.optional(),
   /** Screen text that marks a dialog the boot must not meet (any match fails the boot with the screen's text). */
   dialogPattern: Pattern.optional(),
-  /** `separate-enter`: type the text, wait for its echo, then Enter as its own write. */
-  submit: z.enum(['separate-enter']).default('separate-enter'),
   /**
    * How the prompt is typed: `multi-line` sends it as a bracketed paste (`ESC[200~ … ESC[201~`,
    * xterm's DECSET 2004) only when it spans lines and types a single line as keys; `always` sends

@@ -24,7 +24,7 @@
 import { BeneathError, ensurePrivateFolder, nodeBeneathFs, type BeneathFs, type FolderIdentity } from '@conch/subprocess'
 import { homedir } from 'node:os'
 import type { Stats } from 'node:fs'
-import { isAbsolute, join, normalize, resolve, sep } from 'node:path'
+import { isAbsolute, join, resolve, sep } from 'node:path'
 import { PoolError } from './errors.ts'
 
 /** `<state home>/conch/pool` from `env` (`XDG_STATE_HOME`, `HOME`). */

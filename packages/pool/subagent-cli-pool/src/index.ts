@@ -10,14 +10,14 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { NO_CAPABILITIES, SubagentError, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { NO_CAPABILITIES, SubagentError, providerName, textOf, type ProviderOutcome, type ProviderRequest, type ProviderRun, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
 import { type FallbackRunner, PoolError, poolNote, type PtyPool } from '@conch/pty-pool'
 
 export const name = 'subagent-cli-pool'
 export const inject = ['subagents', 'ptyPool']
 
 export const Config = z.strictObject({
-  name: z.string().regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*').default('cli-pool').describe('Provider name the tool rows refer to.'),
+  name: providerName('cli-pool'),
   kind: z.string().min(1).describe('The pool kind (claude, codex, generic or a configured one).'),
   model: z.string().default('').describe('Model of the key ("" = the kind\'s default).'),
   account: z.string().default('').describe('Account of the key (an id from the pool\'s `accounts`).'),
@@ -27,10 +27,6 @@ export const Config = z.strictObject({
   // A row without `config:` parses as {}, so the error names the required field.
   .prefault({} as never)
 export type Config = z.output<typeof Config>
-
-function textOf(request: ProviderRequest): string {
-  return request.prompt.filter((block) => block.type === 'text').map((block) => block.text).join('\n')
-}
 
 /** The fresh-spawn path: one run on the named provider; its answer, or an error naming its stop. */
 export function subagentFallback(subagents: SubagentServiceApi, provider: string | undefined, request: ProviderRequest): FallbackRunner {
@@ -60,7 +56,7 @@ export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, co
       const key = { owner: request.parent.id, conversation: request.parent.session.id, kind: config.kind, model: config.model, account: config.account, bare: config.bare }
       // The parent agent owns the CLI: under the pool's `terminal: conch` it runs as a conch
       // terminal of the parent, under the parent's sandbox policy.
-      const work = pool.acquireAndInvoke(key, textOf(request), { signal: request.signal, owner: request.parent, fallback: subagentFallback(subagents, fallbackProvider, request) })
+      const work = pool.acquireAndInvoke(key, textOf(request.prompt, '\n'), { signal: request.signal, owner: request.parent, fallback: subagentFallback(subagents, fallbackProvider, request) })
       const outcome: Promise<ProviderOutcome> = work.then(
         (result) => {
           request.update({ type: 'text', text: `${result.text}\n\n${poolNote(result)}` })

@@ -87,17 +87,6 @@ export type PtcFailureKind =
   | 'invalid-output'
   | 'output-limit'
 
-export const PTC_FAILURE_KINDS: readonly PtcFailureKind[] = [
-  'exception',
-  'timeout',
-  'abort',
-  'protocol',
-  'sandbox-unavailable',
-  'worker-exit',
-  'invalid-output',
-  'output-limit',
-]
-
 export interface PtcFailure {
   kind: PtcFailureKind
   message: string

@@ -12,7 +12,8 @@
  *   send's result is the rendered screen instead of its lines.
  */
 import { boundScreenText } from '@conch/pty'
-import { keepUtf8Tail, utf8ByteLength, type OutputParser, type ScreenEvent } from './output.ts'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
+import type { OutputParser, ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
 import { renderScreen, ScreenModel, type RowRedactor } from './screen.ts'
@@ -139,7 +140,7 @@ export class TerminalDisplay {
     const scrolled = screen.rowsScrolledSince(since?.attachment === this.attachment ? since.scrolled : this.attachedAt)
     if (scrolled.rows.length === 0) return rendered
     const budget = this.maxBytes - utf8ByteLength(rendered.text) - 1
-    const above = budget > 0 ? keepUtf8Tail(scrolled.rows.join('\n'), budget) : ''
+    const above = budget > 0 ? utf8Suffix(scrolled.rows.join('\n'), budget) : ''
     const cut = scrolled.lost || above.length < scrolled.rows.join('\n').length
     if (above === '') return { text: rendered.text, truncated: true }
     return { text: `${above}\n${rendered.text}`, truncated: rendered.truncated || cut }

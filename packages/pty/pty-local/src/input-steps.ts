@@ -125,6 +125,7 @@ export function pastes(piece: string, modes: PasteModes): boolean {
   return modes.bracketedPaste && !modes.alternateScreen && /\r+[^\r]/.test(piece) && !KEYSTROKE_CONTROL.test(piece)
 }
 
-function lastLine(text: string): string {
+/** The last line of `text` (after its last CR or LF), trimmed. */
+export function lastLine(text: string): string {
   return (text.split(/\r?\n|\r/).at(-1) ?? '').trim()
 }

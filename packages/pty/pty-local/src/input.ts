@@ -11,7 +11,7 @@
  * - `secret`: the value, then Enter as its own key press.
  */
 import { MIN_SECRET_BYTES, PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
-import { ENTER, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
+import { ENTER, lastLine, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
 
 export interface InputPlan {
@@ -78,8 +78,4 @@ export function checkSecretValue(name: string, value: string): void {
   if (/[\u0000-\u001f\u007f-\u009f]/.test(value)) {
     throw new PtyError('INVALID_INPUT', { reason: `secret ${name} holds a control character (a line break, say); only its first line could be typed; nothing was written` })
   }
-}
-
-function lastLine(text: string): string {
-  return (text.split(/\r?\n|\r/).at(-1) ?? '').trim()
 }

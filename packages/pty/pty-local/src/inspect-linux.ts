@@ -31,6 +31,7 @@ import { statSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { nodeProcFs, parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
 import { parseSyscallFile, type ReadSyscall, readSyscallTable, type SyscallState } from './syscalls.ts'
+import { unreachable } from '@conch/session'
 
 /** `ProcFs` plus the two reads the exact tier needs. Injectable so the logic runs on fixtures. */
 export interface ProcReader extends ProcFs {
@@ -666,10 +667,8 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
       return 'none'
     case 'syscall':
       return table.get(syscall.nr) ?? `#${syscall.nr}`
-    default: {
-      const never: never = syscall
-      throw new Error(`unhandled syscall state ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(syscall, 'syscall state')
   }
 }
 
@@ -726,10 +725,8 @@ async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall
         }
         return fds
       }
-      default: {
-        const never: never = name
-        throw new Error(`unhandled read syscall ${String(never)}`)
-      }
+      default:
+        return unreachable(name, 'read syscall')
     }
   } catch {
     return [] // unreadable memory or fdinfo: a miss
@@ -865,10 +862,8 @@ async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscal
       return fromMemory(args[4], true)
     case 'pselect6':
       return fromMemory(args[4], false)
-    default: {
-      const never: never = name
-      throw new Error(`unhandled read syscall ${String(never)}`)
-    }
+    default:
+      return unreachable(name, 'read syscall')
   }
 }
 

@@ -3,12 +3,12 @@
  * from /proc (the exact tier, inspect-linux.ts); on macOS from `ps` (no exact tier). Sessions
  * talk to this interface only, so every readiness rule is testable with a fake.
  */
-import { parseProcStat, type ProcessTable } from '@conch/subprocess'
+import type { ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
-import { parseSyscallFile, readSyscallTable } from './syscalls.ts'
 import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { unreachable } from '@conch/session'
 
 export type { ReadProbe } from './inspect-linux.ts'
 
@@ -132,10 +132,8 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean
     }
     case 'none':
       return false
-    default: {
-      const never: never = baseline
-      throw new Error(`unhandled baseline ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(baseline, 'baseline')
   }
 }
 
@@ -148,7 +146,6 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean
 export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = procFiles): TerminalInspector {
   const pid = identity.pid
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
-  const table = readSyscallTable(process.arch)
   const clocks = new SchedulerClocks(proc)
   const selfPipes = new SelfPipes()
   const readStatComm = async (target: number): Promise<string | undefined> => {

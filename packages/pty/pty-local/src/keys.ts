@@ -23,6 +23,7 @@
  */
 import { PtyError, type KeyEntry } from '@conch/pty'
 import { distance as editDistance } from 'fastest-levenshtein'
+import { unreachable } from '@conch/session'
 
 /** The terminal modes a key's encoding depends on (tracked from the program's output). */
 export interface KeyModes {
@@ -312,7 +313,7 @@ export function encodeKey(key: Key, modes: KeyModes): string {
     case 'named':
       return encodeNamed(key, modes)
     default:
-      return exhausted(key)
+      return unreachable(key, 'key')
   }
 }
 
@@ -352,8 +353,4 @@ function ctrlChar(char: string): string | undefined {
 function isTypable(char: string): boolean {
   const code = char.codePointAt(0)!
   return code >= 0x20 && code !== 0x7f && !(code >= 0x80 && code < 0xa0)
-}
-
-function exhausted(value: never): never {
-  throw new Error(`unhandled key ${JSON.stringify(value)}`)
 }

@@ -7,7 +7,7 @@
  * `seq 1 3000000`: a head index with periodic `slice` compaction cost about 170 ns per line,
  * this ring about 25 ns.)
  */
-import { keepUtf8Tail, utf8ByteLength } from './output.ts'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
 
 export class LineStore {
   private texts: string[] = new Array<string>(64).fill('')
@@ -33,7 +33,7 @@ export class LineStore {
     let size = utf8ByteLength(line)
     let cut = 0
     if (size > maxLineBytes) {
-      line = keepUtf8Tail(line, maxLineBytes)
+      line = utf8Suffix(line, maxLineBytes)
       size = utf8ByteLength(line)
       cut = 1
     }
@@ -93,7 +93,7 @@ export class LineStore {
   /** Cuts the oldest line to its last `maxBytes` bytes and marks it cut. */
   cutOldest(maxBytes: number): void {
     if (this.count === 0) return
-    const tail = keepUtf8Tail(this.texts[this.start] ?? '', maxBytes)
+    const tail = utf8Suffix(this.texts[this.start] ?? '', maxBytes)
     const size = utf8ByteLength(tail)
     this.bytes -= (this.sizes[this.start] ?? 0) - size
     this.texts[this.start] = tail

@@ -10,13 +10,7 @@
  * bumps `revision`.
  */
 
-function isHighSurrogate(c: number): boolean {
-  return c >= 0xd800 && c <= 0xdbff
-}
-
-function isLowSurrogate(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff
-}
+import { isHighSurrogate, isLowSurrogate } from '@conch/session'
 
 /** Number of code points in `text[start, end)`. */
 export function codePoints(text: string, start = 0, end = text.length): number {

@@ -16,6 +16,7 @@
  */
 
 import { isAscii, isUtf8 } from 'node:buffer'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
 import { LineModel } from './line.ts'
 
 /** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
@@ -352,54 +353,6 @@ function incompleteTail(bytes: Uint8Array, from: number, to: number): number {
   if (have >= sequenceLength(first) || first < 0xc2) return to
   if (have >= 2 && !validSecond(first, bytes[lead + 1]!)) return to
   return lead
-}
-
-function isHighSurrogate(c: number): boolean {
-  return c >= 0xd800 && c <= 0xdbff
-}
-
-function isLowSurrogate(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff
-}
-
-/**
- * UTF-8 length of `text`, in bytes, as `Buffer.byteLength(text, 'utf8')` counts it (a lone
- * surrogate is U+FFFD, 3 bytes). Short strings are counted here: a call into Node costs about
- * 100 ns, several times the count of a short line, and every committed line is measured.
- */
-export function utf8ByteLength(text: string): number {
-  const n = text.length
-  if (n > 32) return Buffer.byteLength(text, 'utf8')
-  let bytes = n
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i)
-    if (c < 0x80) continue
-    if (c < 0x800) bytes += 1
-    else if (isHighSurrogate(c) && i + 1 < n && isLowSurrogate(text.charCodeAt(i + 1))) {
-      bytes += 2
-      i++
-    } else bytes += 2
-  }
-  return bytes
-}
-
-/**
- * The longest suffix of `text` whose UTF-8 encoding fits `maxBytes`, cut on a code point
- * boundary (never between the halves of a surrogate pair).
- */
-export function keepUtf8Tail(text: string, maxBytes: number): string {
-  if (text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes) return text
-  let bytes = 0
-  let i = text.length
-  while (i > 0) {
-    const c = text.charCodeAt(i - 1)
-    const step = isLowSurrogate(c) && i >= 2 && isHighSurrogate(text.charCodeAt(i - 2)) ? 2 : 1
-    const size = step === 2 ? 4 : c < 0x80 ? 1 : c < 0x800 ? 2 : 3
-    if (bytes + size > maxBytes) break
-    bytes += size
-    i -= step
-  }
-  return text.slice(i)
 }
 
 class Mark implements OutputMark {
@@ -1269,10 +1222,6 @@ export class OutputParser {
     this.state = GROUND
     // The raw body holds no ESC, BEL, CAN or SUB (each of them ends the body), so it ends in GROUND.
     if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))
-  }
-
-  private enterEscape(): void {
-    this.state = ESCAPE
   }
 
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */

@@ -4,7 +4,7 @@
  */
 import { PtyError, type ReadPage } from '@conch/pty'
 import { LineStore } from './line-store.ts'
-import { keepUtf8Tail, utf8ByteLength } from './output.ts'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
 
 export interface ScrollbackOptions {
   /** Most lines retained (config `scrollbackLines`). */
@@ -222,7 +222,7 @@ export class Scrollback {
       truncated = true
       const room = maxReadBytes - used - separator
       if (room > 0) {
-        taken.push(keepUtf8Tail(text, room))
+        taken.push(utf8Suffix(text, room))
         begin = number
       }
       break

@@ -3,7 +3,8 @@
  * started until it settled, for the settled `viewport` and for background `readOutput()`.
  */
 import { LineStore } from './line-store.ts'
-import { keepUtf8Tail, utf8ByteLength, type OutputParser } from './output.ts'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
+import type { OutputParser } from './output.ts'
 
 /** The parts of an `OutputParser` a send buffer uses. */
 export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'partial' | 'partialRevision' | 'lineCount' | 'mark' | 'linesBelow'>
@@ -173,7 +174,7 @@ export class SendBuffer {
     const partial = open.at(-1) ?? ''
     const revision = this.frozenPartial !== undefined ? -1 : this.source.partialRevision
     text += this.shown === undefined ? this.openText(current, partial, revision) : this.heldText(current, partial)
-    const bounded = keepUtf8Tail(text, this.maxBytes)
+    const bounded = utf8Suffix(text, this.maxBytes)
     return { text: bounded, truncated: truncated || bounded.length < text.length }
   }
 
@@ -295,6 +296,6 @@ function continues(open: { text: string; revision: number }, partial: string, re
 /** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */
 function joinTail(parts: string[], maxBytes: number): { text: string; cut: boolean } {
   const text = parts.join('\n')
-  const kept = keepUtf8Tail(text, maxBytes)
+  const kept = utf8Suffix(text, maxBytes)
   return { text: kept, cut: kept.length < text.length }
 }

@@ -15,7 +15,7 @@
  * transition table is in the package README ("Send lifecycle").
  */
 import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
-import { describeExit, messageOf } from '@conch/session'
+import { describeExit, messageOf, unreachable } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
 import { endsInSignal, type WriteStep } from './input-steps.ts'
@@ -365,10 +365,8 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       return waiting(s, event, out)
     case 'settled':
       return
-    default: {
-      const never: never = s
-      throw new Error(`unhandled send phase ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(s, 'send phase')
   }
 }
 
@@ -411,7 +409,7 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
     case 'timer':
       if (event.timer !== 'handoff' || !s.handoff.requested) return
       // The input is still not written after timeoutMs: give up waiting for the handoff.
-      if (s.phase !== 'waiting') return handoffDone(s, event.now, out)
+      if (s.phase !== 'waiting') return handoffDone(s, out)
       return look(s, out)
     default:
       // Any other event belongs to another phase (or to a request no longer awaited).
@@ -769,10 +767,8 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
     case 'consume':
     case 'consumeRetry':
       return
-    default: {
-      const never: never = timer
-      throw new Error(`unhandled send timer ${String(never)}`)
-    }
+    default:
+      return unreachable(timer, 'send timer')
   }
 }
 
@@ -1020,10 +1016,8 @@ function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | '
       settle(s, out, 'timeout', { tier: 'cancel', detail: `cancelled; could not interrupt: ${messageOf(event.error)}` })
       out.push({ type: 'cancelled' })
       return
-    default: {
-      const never: never = event
-      throw new Error(`unhandled cancel event ${JSON.stringify(never)}`)
-    }
+    default:
+      return unreachable(event, 'cancel event')
   }
 }
 
@@ -1040,7 +1034,7 @@ function startHandoff(s: In<'waiting'>, now: number, out: SendEffect[]): void {
   clear(s, out, 'handoff')
   s.handoff.deadline = s.write.writtenAt + s.spec.handoffGraceMs
   s.handoff.busy = 0
-  if (now >= s.handoff.deadline) return handoffDone(s, now, out)
+  if (now >= s.handoff.deadline) return handoffDone(s, out)
   look(s, out)
 }
 
@@ -1066,11 +1060,11 @@ function onHandoffLook(s: SendState, found: HandoffLook, now: number, out: SendE
     s.handoff.busy = found.waitingBusy ? s.handoff.busy + 1 : 0
     done = s.handoff.busy >= 2
   } else if (!done && found.otherProgram !== undefined) done = found.otherProgram
-  if (done || now >= s.handoff.deadline) return handoffDone(s, now, out)
+  if (done || now >= s.handoff.deadline) return handoffDone(s, out)
   arm(s, out, 'handoff', Math.min(s.spec.pollIntervalMs / 5, Math.max(0, s.handoff.deadline - now)))
 }
 
-function handoffDone(s: SendState, now: number, out: SendEffect[]): void {
+function handoffDone(s: SendState, out: SendEffect[]): void {
   s.handoff = { requested: false, deadline: 0, busy: 0 }
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })

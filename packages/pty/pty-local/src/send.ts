@@ -11,6 +11,7 @@ import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
+import { unreachable } from '@conch/session'
 
 export type { SendKind } from './send-machine.ts'
 
@@ -100,8 +101,6 @@ export class Send {
   private readonly timers = new Map<SendTimer, { handle: NodeJS.Timeout; ms: number }>()
   private readonly outputListeners = new Set<() => void>()
   private queue: SendEvent[] | undefined
-  private readonly written: Promise<void>
-  private markWritten!: () => void
   private handoffWaiters: (() => void)[] = []
   private cancelWaiters: (() => void)[] = []
   private cancelling: Promise<void> | undefined
@@ -150,7 +149,6 @@ export class Send {
       this.reject = reject
     })
     this.done.catch(() => {})
-    this.written = new Promise<void>((resolve) => (this.markWritten = resolve))
     const signal = input.signal
     if (signal !== undefined) {
       this.abortListener = () => this.dispatch({ type: 'abort', now: host.now(), reason: signal.reason })
@@ -308,7 +306,7 @@ export class Send {
         this.timers.delete(effect.timer)
         return
       case 'written':
-        return this.markWritten()
+        return
       case 'handedOff':
         for (const resolve of this.handoffWaiters.splice(0)) resolve()
         return
@@ -347,10 +345,8 @@ export class Send {
         this.reject(effect.error)
         return
       }
-      default: {
-        const never: never = effect
-        throw new Error(`unhandled send effect ${JSON.stringify(never)}`)
-      }
+      default:
+        return unreachable(effect, 'send effect')
     }
   }
 
@@ -359,7 +355,6 @@ export class Send {
     for (const timer of this.timers.values()) clearTimeout(timer.handle)
     this.timers.clear()
     if (this.abortListener !== undefined) this.input.signal?.removeEventListener('abort', this.abortListener)
-    this.markWritten()
     for (const resolve of [...this.handoffWaiters.splice(0), ...this.cancelWaiters.splice(0)]) resolve()
   }
 

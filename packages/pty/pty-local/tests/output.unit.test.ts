@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { keepUtf8Tail, OutputParser, type OutputParserOptions, utf8ByteLength } from '../src/output.ts'
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
+import { OutputParser, type OutputParserOptions } from '../src/output.ts'
 
 interface Trace {
   /** Committed lines with their numbers, and OSC payloads with the partial line at that moment, in stream order. */
@@ -520,10 +521,10 @@ describe('marks and textSince', () => {
 
 describe('UTF-8 helpers', () => {
   it('keeps the longest tail that fits, cut on code points', () => {
-    expect(keepUtf8Tail('abc😀é', 6)).toBe('😀é')
-    expect(keepUtf8Tail('abc😀é', 5)).toBe('é')
-    expect(keepUtf8Tail('abc', 3)).toBe('abc')
-    expect(keepUtf8Tail('中中', 2)).toBe('')
+    expect(utf8Suffix('abc😀é', 6)).toBe('😀é')
+    expect(utf8Suffix('abc😀é', 5)).toBe('é')
+    expect(utf8Suffix('abc', 3)).toBe('abc')
+    expect(utf8Suffix('中中', 2)).toBe('')
     expect(utf8ByteLength('a😀')).toBe(5)
   })
 
@@ -540,7 +541,7 @@ describe('UTF-8 helpers', () => {
   it('never produces a lone surrogate from any cut of emoji text', () => {
     const text = '😀x😀😀y'
     for (let max = 0; max <= utf8ByteLength(text); max++) {
-      const tail = keepUtf8Tail(text, max)
+      const tail = utf8Suffix(text, max)
       expect(utf8ByteLength(tail)).toBeLessThanOrEqual(max)
       expect(Buffer.from(tail, 'utf8').toString('utf8')).toBe(tail)
       noControls(tail)

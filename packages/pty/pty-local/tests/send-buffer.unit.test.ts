@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { OutputParser, utf8ByteLength } from '../src/output.ts'
+import { utf8ByteLength } from '@conch/session'
+import { OutputParser } from '../src/output.ts'
 import { SendBuffer } from '../src/send-buffer.ts'
 
 function setup(before: string, maxBytes = 1000, fromLineStart = false) {

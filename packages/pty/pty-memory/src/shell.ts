@@ -10,7 +10,7 @@
  * not, so it is typed ahead and runs after they end), otherwise to the shell.
  */
 import { type ClosedProcess, PtyError, type PtySignal, type SessionStatus } from '@conch/pty'
-import { describeExit } from '@conch/session'
+import { describeExit, unreachable } from '@conch/session'
 import { expandWord, lex, type ListItem } from './lex.ts'
 
 /** A program holding the foreground. Process group numbers are fake and only name the program. */
@@ -143,7 +143,7 @@ export class MemoryShell {
       case 'hold':
         return { waitReason: 'pending' }
       default:
-        return exhausted(program.kind)
+        return unreachable(program.kind, 'program kind')
     }
   }
 
@@ -177,7 +177,7 @@ export class MemoryShell {
         // An interactive bash ignores both (bash(1), SIGNALS).
         break
       default:
-        exhausted(signal)
+        unreachable(signal, 'signal')
     }
     return { target: 'bash', pgid: SHELL_PGID }
   }
@@ -470,7 +470,7 @@ export class MemoryShell {
         this.sink.output(`\n${jobLine(this.jobs.length, 'Stopped', program.command)}\n`)
         break
       default:
-        exhausted(signal)
+        unreachable(signal, 'signal')
     }
     this.prompt()
   }
@@ -520,8 +520,4 @@ function printf(format: string, args: string[]): string {
     })
   } while (index < args.length && /%[sd]/.test(format))
   return out
-}
-
-function exhausted(value: never): never {
-  throw new Error(`unhandled case ${String(value)}`)
 }

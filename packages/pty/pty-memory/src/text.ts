@@ -3,19 +3,12 @@
  * and the per-send output buffers. Sizes are UTF-8 bytes; cuts fall on code points.
  */
 import type { ReadPage } from '@conch/pty'
-
-export function utf8Bytes(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
-}
+import { utf8ByteLength, utf8Suffix } from '@conch/session'
 
 /** The longest suffix of `text` within `maxBytes` UTF-8 bytes, cut on a code-point boundary. */
 export function keepTail(text: string, maxBytes: number): { text: string; truncated: boolean } {
-  const bytes = Buffer.from(text, 'utf8')
-  if (bytes.length <= maxBytes) return { text, truncated: false }
-  let start = bytes.length - maxBytes
-  // Skip UTF-8 continuation bytes (10xxxxxx) so the cut lands on a code point (RFC 3629 §3).
-  while (start < bytes.length && (bytes[start]! & 0xc0) === 0x80) start++
-  return { text: bytes.subarray(start).toString('utf8'), truncated: true }
+  const kept = utf8Suffix(text, maxBytes)
+  return { text: kept, truncated: kept.length < text.length }
 }
 
 /**
@@ -31,7 +24,7 @@ export class OutputBuffer {
 
   append(text: string): void {
     if (text === '') return
-    const bytes = utf8Bytes(text)
+    const bytes = utf8ByteLength(text)
     this.chunks.push({ text, bytes })
     this.total += bytes
     while (this.chunks.length > 1 && this.total - this.chunks[0]!.bytes >= this.maxBytes) {
@@ -94,7 +87,7 @@ export class Scrollback {
     let bytes = 0
     for (let line = lineEnd; line >= lineBegin; line--) {
       const text = this.lines[this.lines.length - (this.produced - line) - 1]!
-      const cost = utf8Bytes(text) + (taken.length > 0 ? 1 : 0)
+      const cost = utf8ByteLength(text) + (taken.length > 0 ? 1 : 0)
       if (bytes + cost > this.maxReadBytes) {
         truncated = true
         if (taken.length === 0) {

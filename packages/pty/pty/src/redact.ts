@@ -11,6 +11,7 @@
  */
 
 import { inspect } from 'node:util'
+import { LiveRedaction } from '@conch/session'
 
 /** The shortest value accepted, in UTF-8 bytes: a shorter one would match ordinary output and be replaced all over it. */
 export const MIN_SECRET_BYTES = 8
@@ -360,19 +361,8 @@ export class SecretRedactor {
  * apart in time — more than `secretHoldMs`, after which the byte pass lets the first piece go — or
  * split by bytes the parser drops, shows as its label here too.
  */
-export class LiveTextRedactor {
-  private held = ''
-
-  constructor(private readonly redactor: SecretRedactor) {}
-
-  /** The piece to show now; `end`: nothing follows (the send settled), so the held tail goes too. */
-  push(text: string, end = false): string {
-    const data = this.held + text
-    this.held = ''
-    if (!this.redactor.active) return data
-    if (end) return this.redactor.redactText(data)
-    const { shown, held } = this.redactor.splitLive(data)
-    this.held = held
-    return shown
+export class LiveTextRedactor extends LiveRedaction {
+  constructor(redactor: SecretRedactor) {
+    super([{ redact: (text) => redactor.redactText(text), splitLive: (text) => redactor.splitLive(text) }])
   }
 }

@@ -13,6 +13,7 @@
  * blanks trimmed, empty rows after the last written one dropped), the cursor row ending in
  * `CURSOR_MARK`. `boundScreenText` cuts one to a byte bound without losing what locates it.
  */
+import { utf8ByteLength, utf8Prefix } from '@conch/session'
 
 /** Appended to the cursor row. */
 export const CURSOR_MARK = '  ← cursor'
@@ -54,30 +55,12 @@ export function parseScreenHeader(text: string): ScreenHeader | undefined {
   return lines <= header.rows ? header : undefined
 }
 
-function utf8Bytes(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
-}
-
-/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut on a code point. */
-function headWithin(text: string, maxBytes: number): string {
-  if (utf8Bytes(text) <= maxBytes) return text
-  let used = 0
-  let end = 0
-  for (const char of text) {
-    const size = utf8Bytes(char)
-    if (used + size > maxBytes) break
-    used += size
-    end += char.length
-  }
-  return text.slice(0, end)
-}
-
 /** `row` within `maxBytes`, cut at its end; a cursor row keeps its mark while the mark fits. */
 function cutRow(row: string, maxBytes: number): string {
-  if (utf8Bytes(row) <= maxBytes) return row
-  const markBytes = utf8Bytes(CURSOR_MARK)
-  if (!row.endsWith(CURSOR_MARK) || markBytes > maxBytes) return headWithin(row, maxBytes)
-  return headWithin(row.slice(0, row.length - CURSOR_MARK.length), maxBytes - markBytes) + CURSOR_MARK
+  if (utf8ByteLength(row) <= maxBytes) return row
+  const markBytes = utf8ByteLength(CURSOR_MARK)
+  if (!row.endsWith(CURSOR_MARK) || markBytes > maxBytes) return utf8Prefix(row, maxBytes)
+  return utf8Prefix(row.slice(0, row.length - CURSOR_MARK.length), maxBytes - markBytes) + CURSOR_MARK
 }
 
 /** The line standing for rows `first`–`last` (1-based) that a bound left out. */
@@ -110,22 +93,22 @@ function numberedRows(lines: readonly string[]): { row: number; text: string }[]
 export function boundScreenText(text: string, maxBytes: number): { text: string; truncated: boolean } | undefined {
   const header = parseScreenHeader(text)
   if (header === undefined) return undefined
-  if (utf8Bytes(text) <= maxBytes) return { text, truncated: false }
+  if (utf8ByteLength(text) <= maxBytes) return { text, truncated: false }
   const lines = text.split('\n')
   const head = lines[0]!
-  const headBytes = utf8Bytes(head)
-  if (headBytes > maxBytes) return { text: headWithin(head, maxBytes), truncated: true }
+  const headBytes = utf8ByteLength(head)
+  if (headBytes > maxBytes) return { text: utf8Prefix(head, maxBytes), truncated: true }
   const rows = numberedRows(lines.slice(1))
   const last = rows.length === 0 ? 0 : rows[rows.length - 1]!.row
   const cursor = rows.findIndex((entry) => entry.row === header.cursorRow)
-  const gapBytes = (first: number, through: number) => (first <= through ? 1 + utf8Bytes(omittedRows(first, through)) : 0)
+  const gapBytes = (first: number, through: number) => (first <= through ? 1 + utf8ByteLength(omittedRows(first, through)) : 0)
   let budget = maxBytes - headBytes
   let cursorText: string | undefined
   if (cursor >= 0) {
     // Room for the line standing for every row above, so the cursor row is never read as row 1.
     const reserve = gapBytes(1, header.cursorRow - 1)
-    cursorText = cutRow(rows[cursor]!.text, Math.max(0, budget - 1 - (budget - 1 - reserve >= utf8Bytes(CURSOR_MARK) ? reserve : 0)))
-    budget -= 1 + utf8Bytes(cursorText)
+    cursorText = cutRow(rows[cursor]!.text, Math.max(0, budget - 1 - (budget - 1 - reserve >= utf8ByteLength(CURSOR_MARK) ? reserve : 0)))
+    budget -= 1 + utf8ByteLength(cursorText)
   }
   const out = [head]
   /**
@@ -139,7 +122,7 @@ export function boundScreenText(text: string, maxBytes: number): { text: string;
       const entry = rows[index]!
       // A run of rows this screen already left out stays one line.
       const skipped = gapBytes(shown + 1, entry.row - 1)
-      const size = 1 + utf8Bytes(entry.text)
+      const size = 1 + utf8ByteLength(entry.text)
       if (skipped + size + gapBytes(entry.row + 1, through) > budget) break
       if (skipped > 0) out.push(omittedRows(shown + 1, entry.row - 1))
       out.push(entry.text)

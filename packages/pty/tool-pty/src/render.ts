@@ -22,6 +22,7 @@
 import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
+import { unreachable } from '@conch/session'
 
 export const NO_OUTPUT = '(no new output)'
 /** The marker of output cut where its amount is not known; counted cuts say `[… N bytes (L lines) omitted; …]`. */
@@ -147,7 +148,7 @@ function inputLine(state: InputState | undefined): MetaLine[] {
     case 'hidden':
       return [INPUT_LINES[state]]
     default:
-      return exhausted(state)
+      return unreachable(state, 'input state')
   }
 }
 
@@ -161,7 +162,7 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
     case 'session_exit':
       return []
     default:
-      return exhausted(waitReason)
+      return unreachable(waitReason, 'wait reason')
   }
 }
 
@@ -368,8 +369,4 @@ function causedBy(error: unknown, code: string): boolean {
     if ((error as { code?: unknown }).code === code) return true
   }
   return false
-}
-
-function exhausted(value: never): never {
-  throw new Error(`unhandled case ${String(value)}`)
 }

@@ -6,7 +6,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, acpChildConfig, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, acpChildConfig, providerName, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 
 export const name = 'subagent-acp'
@@ -14,11 +14,7 @@ export const inject = ['subagents', 'subprocess']
 
 export const Config = z
   .strictObject({
-    name: z
-      .string()
-      .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
-      .default('acp')
-      .describe('Provider name the tool rows refer to (one row per ACP agent).'),
+    name: providerName('acp', 'Provider name the tool rows refer to (one row per ACP agent).'),
     command: z.string().min(1).describe('The ACP agent program: a name looked up on PATH, or a path.'),
     args: z.array(z.string()).default([]).describe('Arguments after the command.'),
     permission: z

@@ -3,11 +3,10 @@
  * official Claude Agent SDK's `query()`. A namespace plugin (no default export, so the loader
  * keeps `inject`).
  */
-import { homedir } from 'node:os'
-import { isAbsolute, join } from 'node:path'
+import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { hidePrivateRoot, modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
 import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
 import { isExecutableFile } from './resolve.ts'
 
@@ -23,11 +22,7 @@ export const inject = ['subagents', 'subprocess']
 const ToolName = z.string().min(1)
 
 export const Config = z.strictObject({
-  name: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
-    .default('claude-code')
-    .describe('Provider name the tool rows refer to.'),
+  name: providerName('claude-code'),
   executable: z
     .string()
     .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
@@ -49,11 +44,7 @@ export const Config = z.strictObject({
     .enum(['private', 'inherit'])
     .default('private')
     .describe("private: a fresh CLAUDE_CONFIG_DIR per run (removed after it); inherit: the server's own (needed for a login kept there)."),
-  stateRoot: z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', 'claude-code'))
-    .describe('Where private config dirs are created.'),
+  stateRoot: cacheFolder('claude-code').describe('Where private config dirs are created.'),
   ...outOfProcessConfig,
 })
   // A row without `config` gets every default.

@@ -22,6 +22,8 @@ import {
   childCwd,
   childEnv,
   disposeProcess,
+  textOf,
+  type OutOfProcessConfig,
   type ProviderOutcome,
   type ProviderRequest,
   type ProviderRun,
@@ -33,7 +35,7 @@ import { spawnThroughSubprocess } from './spawn.ts'
 
 export type SandboxMode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
-export interface ClaudeCodeProviderConfig {
+export interface ClaudeCodeProviderConfig extends OutOfProcessConfig {
   name: string
   executable?: string | undefined
   model?: string | undefined
@@ -43,11 +45,6 @@ export interface ClaudeCodeProviderConfig {
   maxTurns?: number | undefined
   configDir: 'private' | 'inherit'
   stateRoot: string
-  cwd?: string | undefined
-  env: string[]
-  startTimeoutMs: number
-  disposeEofGraceMs: number
-  disposeGraceMs: number
 }
 
 export interface ClaudeCodeProviderDeps {
@@ -80,12 +77,6 @@ export function projectSandbox(mode: SandboxMode | undefined, cwd: string): Pick
       return { disallowedTools: [] }
   }
 }
-
-const promptText = (request: ProviderRequest): string =>
-  request.prompt
-    .filter((block) => block.type === 'text')
-    .map((block) => block.text)
-    .join('\n\n')
 
 export function claudeCodeProvider(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProviderConfig): SubagentProvider {
   return {
@@ -155,7 +146,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
   const run = new ClaudeRun(request, abortController, stderrTail)
   let q: ReturnType<typeof query>
   try {
-    q = query({ prompt: promptText(request), options })
+    q = query({ prompt: textOf(request.prompt, '\n\n'), options })
   } catch (error) {
     removeState()
     deps.track?.(request, false)

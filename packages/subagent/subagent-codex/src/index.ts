@@ -3,11 +3,10 @@
  * `codex app-server` over stdio. A namespace plugin (no default export, so the loader keeps
  * `inject`).
  */
-import { homedir } from 'node:os'
-import { isAbsolute, join } from 'node:path'
+import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { hidePrivateRoot, modeFence, outOfProcessConfig, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
 import type { CodexSandboxMode } from './protocol.ts'
 import { codexProvider, type CodexProviderConfig } from './provider.ts'
 import { isExecutableFile } from './resolve.ts'
@@ -30,11 +29,7 @@ const TomlValue: z.ZodType<unknown> = z.lazy(() =>
 )
 
 export const Config = z.strictObject({
-  name: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
-    .default('codex')
-    .describe('Provider name the tool rows refer to.'),
+  name: providerName('codex'),
   executable: z
     .string()
     .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
@@ -54,11 +49,7 @@ export const Config = z.strictObject({
     .record(z.string(), TomlValue)
     .default({})
     .describe('Settings written to the private config.toml over conch\'s offline defaults (model, model_provider, [model_providers.*], …).'),
-  homeRoot: z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', 'codex'))
-    .describe("Where each run's private CODEX_HOME is created (and removed after the run); must not be under the child's TMPDIR."),
+  homeRoot: cacheFolder('codex').describe("Where each run's private CODEX_HOME is created (and removed after the run); must not be under the child's TMPDIR."),
   ...outOfProcessConfig,
 })
   // A row without `config` gets every default.

@@ -15,6 +15,8 @@ import {
   disposeProcess,
   raceStart,
   spawnChild,
+  textOf,
+  type OutOfProcessConfig,
   type ProviderRequest,
   type ProviderRun,
   type SubagentProvider,
@@ -29,7 +31,7 @@ import { CodexSession } from './session.ts'
 
 export type SandboxSetting = 'inherit' | CodexSandboxMode
 
-export interface CodexProviderConfig {
+export interface CodexProviderConfig extends OutOfProcessConfig {
   name: string
   executable?: string | undefined
   model?: string | undefined
@@ -37,11 +39,6 @@ export interface CodexProviderConfig {
   sandbox: SandboxSetting
   config: TomlTable
   homeRoot: string
-  cwd?: string | undefined
-  env: string[]
-  startTimeoutMs: number
-  disposeEofGraceMs: number
-  disposeGraceMs: number
 }
 
 const WIDTH: Record<CodexSandboxMode, number> = { 'read-only': 0, 'workspace-write': 1, 'danger-full-access': 2 }
@@ -65,13 +62,6 @@ export interface CodexProviderDeps {
   /** Called when a run starts and when it is gone, so mode changes can be fenced meanwhile. */
   track?(request: ProviderRequest, live: boolean): void
 }
-
-/** The text of the prompt blocks, as Codex gets it (one text input). */
-const promptText = (request: ProviderRequest): string =>
-  request.prompt
-    .filter((block) => block.type === 'text')
-    .map((block) => block.text)
-    .join('\n\n')
 
 export function codexProvider(deps: CodexProviderDeps, config: CodexProviderConfig): SubagentProvider {
   return {
@@ -149,7 +139,7 @@ async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, re
     throw error
   }
 
-  session.startTurn(promptText(request))
+  session.startTurn(textOf(request.prompt, '\n\n'))
   const onAbort = () => void session.interrupt()
   request.signal.addEventListener('abort', onAbort, { once: true })
   return {

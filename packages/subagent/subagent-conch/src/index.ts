@@ -18,6 +18,7 @@ import {
   childEnv,
   outOfProcessConfig,
   acpChildConfig,
+  providerName,
   type SubagentCapabilities,
   type SubagentProvider,
   type SubagentServiceApi,
@@ -43,11 +44,7 @@ export const CAPABILITIES: SubagentCapabilities = Object.freeze({
 })
 
 export const Config = z.strictObject({
-  name: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]*$/, 'must match [a-z][a-z0-9-]*')
-    .default('conch')
-    .describe('Provider name the tool rows refer to.'),
+  name: providerName('conch'),
   command: z
     .array(z.string().min(1))
     .min(1)

@@ -5,6 +5,9 @@ export { hidePrivateRoot } from './private-root.ts'
 export { findProductsDir, isExecutableFile, platformPackage, productsEnv, resolveClaudeExecutable, resolveCodexExecutable, type ProductsEnv } from './products.ts'
 export {
   AbsoluteDirectory,
+  PROVIDER_NAME,
+  providerName,
+  cacheFolder,
   outOfProcessConfig,
   acpChildConfig,
   childCwd,

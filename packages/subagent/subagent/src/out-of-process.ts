@@ -4,7 +4,8 @@
  * teardown ladder.
  */
 import { accessSync, constants, statSync } from 'node:fs'
-import { isAbsolute } from 'node:path'
+import { homedir } from 'node:os'
+import { isAbsolute, join } from 'node:path'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import { describeExit, messageOf } from '@conch/session'
@@ -27,6 +28,22 @@ export const AbsoluteDirectory = z
     },
     { message: 'must be an existing directory the server can enter' },
   )
+
+/** What a provider may be called: lower-case letters, digits and dashes, a letter first. */
+export const PROVIDER_NAME = /^[a-z][a-z0-9-]*$/
+
+/** A provider's `name` config field: what the tool rows refer to, `fallback` when unset. */
+export function providerName(fallback: string, description = 'Provider name the tool rows refer to.') {
+  return z.string().regex(PROVIDER_NAME, 'must match [a-z][a-z0-9-]*').default(fallback).describe(description)
+}
+
+/** An absolute folder that defaults to `$XDG_CACHE_HOME/conch/<folder>` (`~/.cache/conch/<folder>`). */
+export function cacheFolder(folder: string) {
+  return z
+    .string()
+    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', folder))
+}
 
 /** An environment variable name (POSIX: letters, digits, underscore, not starting with a digit). */
 const VariableName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')

@@ -29,14 +29,13 @@ import {
   type SubagentStartData,
   type SubagentUpdate,
 } from './types.ts'
+import { PROVIDER_NAME } from './out-of-process.ts'
 
 declare module 'cordis' {
   interface Context {
     subagents: SubagentService
   }
 }
-
-const PROVIDER_NAME = /^[a-z][a-z0-9-]*$/
 
 /** Request fields that need a capability, in the order they are checked. */
 const CAPABILITY_FIELDS: ReadonlyArray<[keyof SubagentCapabilities, (request: SubagentRequest) => boolean]> = [

@@ -20,6 +20,14 @@ export interface TextBlock {
 /** Prompt and answer content. Consumers must ignore block types they do not know. */
 export type ContentBlock = TextBlock
 
+/** The text of the text blocks of `blocks`, joined by `separator`. */
+export function textOf(blocks: readonly ContentBlock[], separator = ''): string {
+  return blocks
+    .filter((block) => block.type === 'text')
+    .map((block) => block.text)
+    .join(separator)
+}
+
 /**
  * What a provider can enforce on its child. A request that needs a capability its provider
  * lacks is refused with `UNSUPPORTED_CAPABILITY` before the provider runs, never accepted and
@@ -50,8 +58,6 @@ export const NO_CAPABILITIES: SubagentCapabilities = Object.freeze({
  * passed.
  */
 export type SubagentStopReason = 'completed' | 'aborted' | 'error' | 'max-tokens' | 'refusal' | 'protocol' | 'timeout'
-
-export const STOP_REASONS: readonly SubagentStopReason[] = ['completed', 'aborted', 'error', 'max-tokens', 'refusal', 'protocol', 'timeout']
 
 /** What a settled run gives back. `output` keeps whatever the child produced, also on failure. */
 export interface SubagentResult {

@@ -8,7 +8,7 @@
  * [diagnostic: the "conch" sub-agent exited with code 3 before it answered]   (not completed)
  * ```
  */
-import type { SubagentResult, SubagentUpdate } from '@conch/subagent'
+import { textOf, type SubagentResult, type SubagentUpdate } from '@conch/subagent'
 import { boundUtf8, truncationNotice, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no output)'
@@ -37,10 +37,7 @@ export interface RenderOptions {
 
 /** The answer text of a result (its text blocks, concatenated). */
 export function answerText(result: SubagentResult): string {
-  return result.output
-    .filter((block) => block.type === 'text')
-    .map((block) => block.text)
-    .join('')
+  return textOf(result.output)
 }
 
 /** The foreground result text. */

@@ -9,8 +9,8 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
-import { messageOf } from '@conch/session'
-import { OutputBuffer, tailUtf8 } from './output.ts'
+import { messageOf, utf8Suffix } from '@conch/session'
+import { OutputBuffer } from './output.ts'
 import {
   TaskError,
   type KillReport,
@@ -218,7 +218,7 @@ export default class TasksService extends Service implements TasksServiceApi {
     record.output.append(text)
     // Trimmed only when twice the bound (in UTF-16 units), so many small writes stay cheap.
     record.recent += text
-    if (record.recent.length > 2 * TAIL_KEEP_BYTES) record.recent = tailUtf8(record.recent, TAIL_KEEP_BYTES)
+    if (record.recent.length > 2 * TAIL_KEEP_BYTES) record.recent = utf8Suffix(record.recent, TAIL_KEEP_BYTES)
     const watch = record.watch
     if (!watch) return
     const lines = (watch.partial + text).split('\n')
@@ -238,7 +238,7 @@ export default class TasksService extends Service implements TasksServiceApi {
   private notify(record: TaskRecord, event: string, evidence: string | undefined, wake: boolean, withdrawn?: () => boolean): void {
     const { notifyTailLines, notifyTailBytes } = this.config
     const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).join('\n')
-    const tail = tailUtf8(lines, notifyTailBytes)
+    const tail = utf8Suffix(lines, notifyTailBytes)
     record.owner.notify({
       source: record.id,
       event,

@@ -1,14 +1,15 @@
 import { describe, expect, it } from 'vitest'
-import { OutputBuffer, tailUtf8 } from '../src/output.ts'
+import { utf8Suffix } from '@conch/session'
+import { OutputBuffer } from '../src/output.ts'
 
 const sample = 'aé😀中\u0301z😀'
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
 
-describe('tailUtf8', () => {
+describe('utf8Suffix', () => {
   it('returns the longest suffix that fits, for every byte bound, without splitting a character', () => {
     const codePoints = [...sample]
     for (let max = 0; max <= bytes(sample) + 1; max++) {
-      const tail = tailUtf8(sample, max)
+      const tail = utf8Suffix(sample, max)
       expect(sample.endsWith(tail)).toBe(true)
       expect(bytes(tail)).toBeLessThanOrEqual(max)
       expect(tail).not.toContain('\uFFFD')

@@ -39,6 +39,11 @@ function toolNames(tools: unknown): string[] {
   return tools.filter(isObject).map((tool) => String(tool.name ?? (isObject(tool.function) ? tool.function.name : undefined) ?? tool.type ?? ''))
 }
 
+/** The fields every format reads alike (model, stream, tools) around what its own walk found. */
+function parsed(json: Json, found: Pick<ParsedBody, 'system' | 'userText' | 'toolResults'>): ParsedBody {
+  return { ...(typeof json.model === 'string' ? { model: json.model } : {}), stream: json.stream === true, ...found, tools: toolNames(json.tools) }
+}
+
 /** Responses API: `instructions` and system/developer messages are the system text. */
 export function parseResponsesBody(body: unknown): ParsedBody {
   const json = isObject(body) ? body : {}
@@ -56,14 +61,7 @@ export function parseResponsesBody(body: unknown): ParsedBody {
       toolResults.push({ callId: String(item.call_id ?? ''), output: typeof item.output === 'string' ? item.output : textOf(item.output) })
     }
   }
-  return {
-    ...(typeof json.model === 'string' ? { model: json.model } : {}),
-    stream: json.stream === true,
-    system: system.filter((text) => text.length > 0).join('\n'),
-    userText,
-    toolResults,
-    tools: toolNames(json.tools),
-  }
+  return parsed(json, { system: system.filter((text) => text.length > 0).join('\n'), userText, toolResults })
 }
 
 /** Messages API: `system` is a string or text blocks; tool results are blocks of user messages. */
@@ -81,14 +79,7 @@ export function parseMessagesBody(body: unknown): ParsedBody {
       toolResults.push({ callId: String(block.tool_use_id ?? ''), output: textOf(block.content), ...(block.is_error === true ? { isError: true } : {}) })
     }
   }
-  return {
-    ...(typeof json.model === 'string' ? { model: json.model } : {}),
-    stream: json.stream === true,
-    system: textOf(json.system),
-    userText,
-    toolResults,
-    tools: toolNames(json.tools),
-  }
+  return parsed(json, { system: textOf(json.system), userText, toolResults })
 }
 
 /** Chat completions: system messages are the system text; `tool` messages are the tool results. */
@@ -102,12 +93,5 @@ export function parseChatBody(body: unknown): ParsedBody {
     if (message.role === 'user') userText = textOf(message.content)
     if (message.role === 'tool') toolResults.push({ callId: String(message.tool_call_id ?? ''), output: textOf(message.content) })
   }
-  return {
-    ...(typeof json.model === 'string' ? { model: json.model } : {}),
-    stream: json.stream === true,
-    system: system.filter((text) => text.length > 0).join('\n'),
-    userText,
-    toolResults,
-    tools: toolNames(json.tools),
-  }
+  return parsed(json, { system: system.filter((text) => text.length > 0).join('\n'), userText, toolResults })
 }

@@ -255,15 +255,18 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       }
       return !gone.signal.aborted && !res.destroyed
     }
+    /** Writes one counted chunk once its gate opens; false when the response ended first. */
+    const chunk = async (events: Parameters<typeof write>[0]): Promise<boolean> => {
+      if (!(await gate(k))) return false
+      write(events)
+      entry.chunksSent = ++k
+      notify()
+      return true
+    }
     try {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' })
       if (raw) {
-        for (const data of raw) {
-          if (!(await gate(k))) return
-          write([{ data }])
-          entry.chunksSent = ++k
-          notify()
-        }
+        for (const data of raw) if (!(await chunk([{ data }]))) return
         if (!(await gate(k))) return
         write([{ data: '[DONE]' }])
         res.end()
@@ -274,20 +277,10 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       if (answer.commentary) write(encoder.commentary(answer.commentary))
       if (deltas.length > 0) {
         write(encoder.textStart())
-        for (const delta of deltas) {
-          if (!(await gate(k))) return
-          write(encoder.textDelta(delta))
-          entry.chunksSent = ++k
-          notify()
-        }
+        for (const delta of deltas) if (!(await chunk(encoder.textDelta(delta)))) return
         write(encoder.textEnd(deltas.join('')))
       }
-      for (const call of calls) {
-        if (!(await gate(k))) return
-        write(encoder.toolCall(call))
-        entry.chunksSent = ++k
-        notify()
-      }
+      for (const call of calls) if (!(await chunk(encoder.toolCall(call)))) return
       if (!(await gate(k))) return
       if (answer.fail) {
         write(encoder.fail({ code: answer.fail.code, message: answer.fail.message ?? `scripted failure: ${answer.fail.code}` }))
