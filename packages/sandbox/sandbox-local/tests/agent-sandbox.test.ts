@@ -175,15 +175,21 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     await agent.end()
   })
 
-  it("the agent's end unmounts the pin of its network namespace", async () => {
+  it("the agent's end unmounts the pin of its network namespace, here and in every other agent's sandbox", async () => {
     box = await harness(workspace)
     const agent = owner('session-pin')
     const confined = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
     const pin = confined.argv.find((arg) => arg.startsWith('--net='))!.slice('--net='.length)
-    const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
-    expect(mounted()).toBe(true)
+    // Another agent's process made while the pin exists: its mount namespace copies the host's.
+    const seconds = 70_000 + Math.floor(Math.random() * 9_999)
+    await start(`echo OTHER-READY; sleep ${seconds}`, owner('session-pin-other'), 'OTHER-READY')
+    const [other] = sleeping(seconds)
+    const mounted = (pid: number | 'self') => readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
+    expect(mounted('self')).toBe(true)
+    expect(mounted(other!)).toBe(true)
     await agent.end()
-    expect(mounted()).toBe(false)
+    expect(mounted('self')).toBe(false)
+    expect(mounted(other!)).toBe(false)
     expect(existsSync(pin)).toBe(false)
   })
 })
