@@ -245,9 +245,12 @@ export class AgentSandboxes {
         entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
       }
       const holder = (entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets))
-      entry.netns = await this.pin(key, holder, join(folder, 'netns'))
-      const ready = await untilLine(holder, () => true, key)
-      if (typeof ready['proxyPort'] === 'number') entry.proxyPort = ready['proxyPort']
+      // The pin is made while node starts in the holder; both are settled before any clean-up.
+      const [pinned, ready] = await Promise.allSettled([this.pin(key, holder, join(folder, 'netns')), untilLine(holder, () => true, key)])
+      if (pinned.status === 'rejected') throw pinned.reason
+      if (ready.status === 'rejected') throw ready.reason
+      entry.netns = pinned.value
+      if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
       await entry.proxy?.close().catch(() => {})
