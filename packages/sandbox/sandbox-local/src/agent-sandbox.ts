@@ -50,8 +50,8 @@ export interface AgentSandboxOptions {
    * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
    */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
-  /** The absolute path of a host program (`mount`, `umount`). */
-  hostCommand(name: 'mount' | 'umount'): string
+  /** The absolute path of a host program (`mount`, `umount`) on PATH; undefined when there is none. */
+  hostCommand(name: 'mount' | 'umount'): string | undefined
   /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
   startEgressProxy?: StartEgressProxy
   /** Told each host an agent's proxy refused. */
@@ -268,7 +268,7 @@ export class AgentSandboxes {
    */
   private async pin(key: string, holder: Holder, pin: string): Promise<{ path: string; inode: number }> {
     try {
-      await run(this.options.hostCommand('mount'), ['--bind', `/proc/${holder.pid}/ns/net`, pin], this.options.timeoutMs)
+      await this.runHost('mount', ['--bind', `/proc/${holder.pid}/ns/net`, pin])
     } catch (error) {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `could not pin its network namespace: ${(error as Error).message}` })
     }
@@ -286,7 +286,23 @@ export class AgentSandboxes {
       return
     }
     // Detached at once, even while an nsenter that started before the teardown holds it open.
-    if (mounted) await run(this.options.hostCommand('umount'), ['--lazy', pin], this.options.timeoutMs)
+    if (mounted) await this.runHost('umount', ['--lazy', pin])
+  }
+
+  /**
+   * Runs the host program `name`, found in an absolute folder of PATH (never searched for by its
+   * bare name: an empty or relative PATH entry names the working directory); rejects with its
+   * stderr when it fails or outlives `timeoutMs`.
+   */
+  private async runHost(name: 'mount' | 'umount', args: string[]): Promise<void> {
+    const file = this.options.hostCommand(name)
+    if (file === undefined) throw new Error(`${name} (util-linux) was not found in an absolute folder of PATH; install it`)
+    try {
+      await execFileAsync(file, args, { timeout: this.options.timeoutMs, killSignal: 'SIGKILL' })
+    } catch (error) {
+      const { stderr } = error as { stderr?: string }
+      throw new Error(`${file} ${args.join(' ')}: ${stderr?.trim() || (error as Error).message}`)
+    }
   }
 
   /**
@@ -402,16 +418,6 @@ export class AgentSandboxes {
 }
 
 const execFileAsync = promisify(execFile)
-
-/** Runs `file` with `args`; rejects with its stderr when it fails or outlives `timeoutMs`. */
-async function run(file: string, args: string[], timeoutMs: number): Promise<void> {
-  try {
-    await execFileAsync(file, args, { timeout: timeoutMs, killSignal: 'SIGKILL' })
-  } catch (error) {
-    const { stderr } = error as { stderr?: string }
-    throw new Error(`${file} ${args.join(' ')}: ${stderr?.trim() || (error as Error).message}`)
-  }
-}
 
 /** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
 export function inNamespace(inode: number): number[] {

@@ -372,7 +372,7 @@ export function bubblewrapProvider(
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
-    hostCommand: (name) => executableOnPath(name, host.searchPath()) ?? name,
+    hostCommand: (name) => executableOnPath(name, host.searchPath()),
     holderArgv: (infoFd, spec, sockets) =>
       bubblewrapArgv(
         [process.execPath, HOLDER, JSON.stringify(spec)],
