@@ -26,6 +26,12 @@ import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
 /** Backend type of the silence-only sessions. */
 export const SILENCE_TYPE = 'shell-silence'
 
+/**
+ * Backend type whose shells each get a sandbox of their own, as every terminal had before the
+ * agent sandbox: the same policy (mode, deny-write list, protected paths) without `agent`.
+ */
+export const OWN_SANDBOX_TYPE = 'shell-own-sandbox'
+
 export interface Composition {
   ctx: Context
   /** Owner of unconfined terminals (`danger-full-access`). */
@@ -100,6 +106,16 @@ export async function compose(): Promise<Composition> {
           sandbox: inner.sandbox,
           sandboxPolicy: inner.sandboxPolicy,
           inspect: (terminal) => silenceOnly(linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })),
+        }),
+      )
+      const sandbox = inner.sandbox
+      const confineOwn: typeof sandbox.confine = (argv, { agent: _, ...policy }) => sandbox.confine(argv, policy)
+      inner.pty.registerBackend(
+        new LocalBackend({
+          config: ptyLocal.Config.parse({ backendType: OWN_SANDBOX_TYPE }),
+          sandbox: new Proxy(sandbox, { get: (target, key) => (key === 'confine' ? confineOwn : Reflect.get(target, key)) }),
+          sandboxPolicy: inner.sandboxPolicy,
+          inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
         }),
       )
     },

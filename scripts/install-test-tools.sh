@@ -5,7 +5,8 @@
 # REPL), docker.io and curl (the sandbox's socket tests attack a real dockerd, which
 # scripts/start-dockerd.sh starts), tmux (the reference terminal of the differential screen
 # tests), and git, less, python3, procps (top), bsdutils (script) and
-# util-linux (nsenter), which slimmer images leave out. Only the test path
+# util-linux (nsenter) and mount (mount, umount: the agent sandbox pins its network namespace),
+# which slimmer images leave out. Only the test path
 # (scripts/test.sh) runs it; apt-get, when run as root, and only for what is missing.
 # Elsewhere it names what to install, and the tests that need a missing program say so.
 set -euo pipefail
@@ -27,6 +28,7 @@ need python3 python3
 need top procps
 need script bsdutils
 need nsenter util-linux
+need umount mount
 need dockerd docker.io
 need curl curl
 need tmux tmux

@@ -144,7 +144,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     await expect(fetch(`http://127.0.0.1:${hostPort}/page.html`)).rejects.toThrow()
   })
 
-  it("an agent's folder left by a killed run is removed by the next run, without following its links, and a running maker's is kept", async () => {
+  it("an agent's folder left by a killed run is unpinned and removed by the next run, without following its links, and a running maker's is kept", async () => {
     const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
     const host = mkdtempSync(join(tmpdir(), 'conch-agent-host-'))
     writeFileSync(join(host, 'keep'), 'host file\n')
@@ -165,6 +165,9 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       conch.child.kill('SIGKILL')
       await conch.exit
       expect(readFileSync(join(killed, 'tmp', 'x'), 'utf8')).toBe('copy-of-project\n')
+      // Its network namespace stays pinned on the host until a conch sweeps the folder.
+      const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
+      expect(pinned()).toBe(true)
       // A folder whose maker runs (this test's process) is another conch's, in use.
       const stat = readFileSync(`/proc/${process.pid}/stat`, 'utf8')
       const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] // proc(5) field 22
@@ -173,6 +176,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       const results = await run([open, send('pty-1', 'echo NEXT-RUN')], 'next')
       expect(results[1]).toMatch(/^NEXT-RUN$/m)
       expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+      expect(pinned()).toBe(false)
       expect(readdirSync(host)).toEqual(['keep'])
       expect(readFileSync(join(host, 'keep'), 'utf8')).toBe('host file\n')
     } finally {

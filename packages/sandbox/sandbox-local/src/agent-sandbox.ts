@@ -7,9 +7,12 @@
  *   (mode 0700, made beneath the base without following a link; its name records the conch that
  *   made it), bound as each process's /tmp.
  * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
- *   namespaces (`--unshare-net`, `--die-with-parent`), keeps the agent's network namespace; each
- *   later process without network enters it with `nsenter --net=/proc/<holder>/ns/net` and keeps
- *   a PID namespace of its own, so closing one terminal ends that terminal's tree only. Entering a
+ *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
+ *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <folder>/netns`, checked against the
+ *   inode the namespace had when bubblewrap reported the holder's pid. Every later process without
+ *   network enters it with `nsenter --net=<folder>/netns` and keeps a PID namespace of its own, so
+ *   closing one terminal ends that terminal's tree only. The pin names the namespace, not a
+ *   process, so no pid the kernel gives to another process can lend another namespace. Entering a
  *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
  *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
  *   is made and each process keeps a loopback of its own (the /tmp is still shared).
@@ -20,32 +23,35 @@
  *   and relays each connection through a unix socket the holder listens on to the agent's
  *   127.0.0.1:<port>.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
- *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close and
- *   the agent's folder is removed, through descriptors (`removeTree`): the agent may have planted
- *   links in its /tmp. A folder whose maker has ended (a conch that was killed) is removed when
- *   a conch next makes an agent's sandbox.
+ *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
+ *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
+ *   agent may have planted links in its /tmp. A folder whose maker has ended (a conch that was
+ *   killed) is unpinned and removed when a conch next makes an agent's sandbox.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { readdirSync, readlinkSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
+import { promisify } from 'node:util'
 import { SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
-import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, removeTree, type OpenFolder } from '@conch/subprocess'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
 import { processMark, stillRunning, type ProcessMark } from './deny-write.ts'
 
 export interface AgentSandboxOptions {
   /** Where the agents' folders are made (`runtimeDir`). */
   base: string
-  /** Whether processes can enter the holder's network namespace (root). */
+  /** Whether processes can enter the agent's network namespace (root). */
   shareNetwork: boolean
   /**
    * The argv of a holder (holder.cjs with `spec` as its argument) that reports its namespace pid
    * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
    */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
+  /** The absolute path of a host program (`mount`, `umount`) on PATH; undefined when there is none. */
+  hostCommand(name: 'mount' | 'umount'): string | undefined
   /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
   startEgressProxy?: StartEgressProxy
   /** Told each host an agent's proxy refused. */
@@ -73,8 +79,7 @@ interface Holder {
   reading?: Promise<unknown>
   /** The holder's first process inside its namespaces, as the host sees it. */
   pid: number
-  /** `/proc/<pid>/ns/net`, and that namespace's inode when the holder started. */
-  netns: string
+  /** The inode of its network namespace when it started. */
   inode: number
   exited: Promise<void>
 }
@@ -86,6 +91,8 @@ interface Entry {
   tmp: string
   sockets: string
   network: 'none' | 'allow' | 'full'
+  /** The pin of the agent's network namespace (`<folder>/netns`) and the namespace's inode. */
+  netns?: { path: string; inode: number }
   holder?: Holder
   proxy?: { close(): Promise<void> }
   /** The port of the holder's relay to the proxy (network `allow`). */
@@ -143,16 +150,12 @@ export class AgentSandboxes {
       entry.owners.add(owner)
     }
     const exposed = await Promise.all([...new Set(agent.expose ?? [])].map((port) => this.expose(entry, port)))
-    if (network || entry.holder === undefined) return { tmp: entry.tmp, exposed }
-    const { holder } = entry
-    let inode: number | undefined
-    try {
-      inode = holder.child.exitCode === null && holder.child.signalCode === null ? statSync(holder.netns).ino : undefined
-    } catch {
-      inode = undefined
+    if (network || entry.netns === undefined) return { tmp: entry.tmp, exposed }
+    const child = entry.holder?.child
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) {
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${entry.holder?.pid} is gone)` })
     }
-    if (inode !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${holder.pid} is gone)` })
-    return { tmp: entry.tmp, netns: { path: holder.netns, inode: holder.inode }, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+    return { tmp: entry.tmp, netns: entry.netns.path, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
   }
 
   /**
@@ -205,19 +208,29 @@ export class AgentSandboxes {
     maker ??= processMark()
     const folder = join(base, `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
+    const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
       const agents = ensurePrivateFolder(base, { root: this.options.base })
+      let dead: string[]
       try {
-        this.sweep(agents)
+        dead = this.deadFolders(agents)
       } finally {
         nodeBeneathFs.close(agents.fd)
       }
-      for (const path of [folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
+      await Promise.all(dead.map((path) => this.sweep(path)))
+      for (const path of [folder, entry.tmp, entry.sockets]) {
+        const made = ensurePrivateFolder(path, { root: this.options.base })
+        try {
+          if (path === folder && pinning) nodeBeneathFs.close(openFile(made, 'netns', 'create'))
+        } finally {
+          nodeBeneathFs.close(made.fd)
+        }
+      }
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
     }
-    if (network.mode === 'full' || !this.options.shareNetwork) {
+    if (!pinning) {
       if (network.mode === 'allow') {
         removeTree(folder, { root: this.options.base })
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow, which needs its loopback shared with a relay to the proxy (that takes root); use network: none or full' })
@@ -231,12 +244,17 @@ export class AgentSandboxes {
         egress = join(entry.sockets, 'egress.sock')
         entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
       }
-      entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets)
-      const ready = await untilLine(entry.holder, () => true, key)
-      if (typeof ready['proxyPort'] === 'number') entry.proxyPort = ready['proxyPort']
+      const holder = (entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets))
+      // The pin is made while node starts in the holder; both are settled before any clean-up.
+      const [pinned, ready] = await Promise.allSettled([this.pin(key, holder, join(folder, 'netns')), untilLine(holder, () => true, key)])
+      if (pinned.status === 'rejected') throw pinned.reason
+      if (ready.status === 'rejected') throw ready.reason
+      entry.netns = pinned.value
+      if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
       await entry.proxy?.close().catch(() => {})
+      await this.unpin(folder).catch(() => {})
       removeTree(folder, { root: this.options.base })
       throw error
     }
@@ -244,19 +262,70 @@ export class AgentSandboxes {
   }
 
   /**
-   * Removes the agents' folders (open as `agents`) whose maker has ended — a conch that was killed
-   * leaves its agents' /tmp behind, while bubblewrap's `--die-with-parent` ends their processes.
-   * A folder that cannot be removed now stays for the next sweep.
+   * Bind-mounts the holder's network namespace on `pin` (made empty with the folder), so that
+   * joining it names the namespace and no process; checked against the inode the holder's
+   * namespace had when it reported its pid.
    */
-  private sweep(agents: OpenFolder): void {
-    for (const { name } of nodeBeneathFs.readdir(beneath(agents, '.'))) {
-      const made = MADE_BY.exec(name)
-      if (made === null || stillRunning({ pid: Number(made[1]), startTime: made[2]! })) continue
-      try {
-        removeTree(join(agents.path, name), { root: this.options.base })
-      } catch {
-        // another conch sweeps it, or it is busy: the next sweep retries
-      }
+  private async pin(key: string, holder: Holder, pin: string): Promise<{ path: string; inode: number }> {
+    try {
+      await this.runHost('mount', ['--bind', `/proc/${holder.pid}/ns/net`, pin])
+    } catch (error) {
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `could not pin its network namespace: ${(error as Error).message}` })
+    }
+    if (statSync(pin).ino !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `lost the process that holds its network (pid ${holder.pid} ended)` })
+    return { path: pin, inode: holder.inode }
+  }
+
+  /** Unmounts the pin of the agent's folder `folder` when it is mounted (its file is on another device than the folder). */
+  private async unpin(folder: string): Promise<void> {
+    const pin = join(folder, 'netns')
+    let mounted: boolean
+    try {
+      mounted = lstatSync(pin).dev !== lstatSync(dirname(pin)).dev
+    } catch {
+      return
+    }
+    // Detached at once, even while an nsenter that started before the teardown holds it open.
+    if (mounted) await this.runHost('umount', ['--lazy', pin])
+  }
+
+  /**
+   * Runs the host program `name`, found in an absolute folder of PATH (never searched for by its
+   * bare name: an empty or relative PATH entry names the working directory); rejects with its
+   * stderr when it fails or outlives `timeoutMs`.
+   */
+  private async runHost(name: 'mount' | 'umount', args: string[]): Promise<void> {
+    const file = this.options.hostCommand(name)
+    if (file === undefined) throw new Error(`${name} (util-linux) was not found in an absolute folder of PATH; install it`)
+    try {
+      await execFileAsync(file, args, { timeout: this.options.timeoutMs, killSignal: 'SIGKILL' })
+    } catch (error) {
+      const { stderr } = error as { stderr?: string }
+      throw new Error(`${file} ${args.join(' ')}: ${stderr?.trim() || (error as Error).message}`)
+    }
+  }
+
+  /**
+   * The agents' folders (in `agents`) whose maker has ended — a conch that was killed leaves its
+   * agents' /tmp and pin behind, while bubblewrap's `--die-with-parent` ends their processes.
+   */
+  private deadFolders(agents: OpenFolder): string[] {
+    return nodeBeneathFs
+      .readdir(beneath(agents, '.'))
+      .filter(({ name }) => {
+        const made = MADE_BY.exec(name)
+        return made !== null && !stillRunning({ pid: Number(made[1]), startTime: made[2]! })
+      })
+      .map(({ name }) => join(agents.path, name))
+  }
+
+  /** Unpins and removes a dead agent's folder; one that cannot be removed now stays for the next sweep. */
+  private async sweep(folder: string): Promise<void> {
+    try {
+      await this.unpin(folder)
+      removeTree(folder, { root: this.options.base })
+    } catch {
+      // another conch sweeps it, or it is busy: the next sweep retries
     }
   }
 
@@ -282,9 +351,8 @@ export class AgentSandboxes {
         const pid = /"child-pid"\s*:\s*(\d+)/.exec(info)?.[1]
         if (pid === undefined) return
         clearTimeout(timer)
-        const netns = `/proc/${pid}/ns/net`
         try {
-          resolve({ child, lines, pid: Number(pid), netns, inode: statSync(netns).ino, exited })
+          resolve({ child, lines, pid: Number(pid), inode: statSync(`/proc/${pid}/ns/net`).ino, exited })
         } catch (error) {
           reject(failed(`could not read the namespace of its holder (${(error as Error).message})`))
         }
@@ -321,12 +389,12 @@ export class AgentSandboxes {
     if (current !== undefined && (await current.catch(() => undefined)) === entry && this.entries.get(entry.key) === current) this.entries.delete(entry.key)
     for (const dispose of entry.disposers.splice(0)) dispose()
     entry.owners.clear()
-    const { holder } = entry
-    if (holder !== undefined) {
-      holder.child.kill('SIGKILL')
+    const { holder, netns } = entry
+    holder?.child.kill('SIGKILL')
+    if (netns !== undefined) {
       const deadline = Date.now() + this.options.timeoutMs
       for (;;) {
-        const pids = inNamespace(holder.inode)
+        const pids = inNamespace(netns.inode)
         if (pids.length === 0) break
         if (Date.now() > deadline) throw new SandboxError('AGENT_SANDBOX_SURVIVORS', { agent: entry.key, pids })
         for (const pid of pids) {
@@ -338,15 +406,18 @@ export class AgentSandboxes {
         }
         await delay(10)
       }
-      await holder.exited
     }
+    await holder?.exited
     for (const socket of entry.connections) socket.destroy()
     const servers = await Promise.allSettled(entry.exposed.values())
     await Promise.all(servers.map((listening) => listening.status === 'fulfilled' && new Promise((resolve) => listening.value.server.close(resolve))))
     await entry.proxy?.close()
+    await this.unpin(entry.folder)
     removeTree(entry.folder, { root: this.options.base })
   }
 }
+
+const execFileAsync = promisify(execFile)
 
 /** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
 export function inNamespace(inode: number): number[] {

@@ -82,9 +82,6 @@ export const SECCOMP_FD = 9
  */
 export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
 
-/** Run by `sh -c` after nsenter(1), `$1` the agent's namespace inode, `$2` stat(1): the rest runs only in that namespace. */
-export const NETNS_CHECK = `n=$("$2" -L -c %i /proc/self/ns/net); [ "$n" = "$1" ] || { echo "conch-sandbox: network namespace net:[$n] is not the agent's (net:[$1]): its holder is gone" >&2; exit 125; }; shift 2; exec "$@"`
-
 type Flag = '--bind' | '--ro-bind'
 
 /** The program that holds an agent's network namespace (agent-sandbox.ts). */
@@ -95,11 +92,11 @@ export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
   tmp?: string
   /**
-   * The agent's network namespace, joined with nsenter(1) when the process has no network: its
-   * holder's `/proc/<pid>/ns/net` and the inode it had. The launcher checks the inode after
-   * entering, so a pid reused after the holder's end cannot lend another namespace.
+   * The pin of the agent's network namespace (a file it is bind-mounted on), joined with
+   * nsenter(1) when the process has no network. It names the namespace, not a process, so no
+   * reused pid can lend another one.
    */
-  netns?: { path: string; inode: number }
+  netns?: string
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
@@ -151,8 +148,8 @@ export function isWithin(child: string, parent: string): boolean {
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
  *
  * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
- * network joins the agent's network namespace (`nsenter --net=<place.netns.path> --` and
- * `NETNS_CHECK` before the launcher) instead of `--unshare-net`; everything else, its PID
+ * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
+ * launcher) instead of `--unshare-net`; everything else, its PID
  * namespace included, is its own.
  */
 export function bubblewrapArgv(
@@ -312,7 +309,7 @@ export function bubblewrapArgv(
   const onPath = (command: string) => executableOnPath(command, host.searchPath()) ?? command
   const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, onPath(options.runnerCommand), ...out]
   if (network || place.netns === undefined) return launched
-  return [onPath('nsenter'), `--net=${place.netns.path}`, '--', '/bin/sh', '-c', NETNS_CHECK, 'conch-netns', String(place.netns.inode), onPath('stat'), ...launched]
+  return [onPath('nsenter'), `--net=${place.netns}`, '--', ...launched]
 }
 
 /**
@@ -375,6 +372,7 @@ export function bubblewrapProvider(
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
+    hostCommand: (name) => executableOnPath(name, host.searchPath()),
     holderArgv: (infoFd, spec, sockets) =>
       bubblewrapArgv(
         [process.execPath, HOLDER, JSON.stringify(spec)],

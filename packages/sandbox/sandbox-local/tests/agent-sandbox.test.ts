@@ -4,10 +4,11 @@
  * agent reaches neither.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -151,23 +152,45 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     }
   })
 
-  it("a process whose holder's pid now names another namespace is not started there", async () => {
+  it("a process confined before its holder ended joins the agent's namespace, never the one a reused pid names", async () => {
     box = await harness(workspace)
     const agent = owner('session-reused-pid')
+    const inside = await box.run('readlink /proc/self/ns/net', { agent })
+    const agentNet = inside.stdout.trim()
     const confined = await box.ctx.sandbox.confine(['bash', '-c', 'readlink /proc/self/ns/net'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
-    // The holder died and its pid went to a host process (here, this one) before nsenter opened /proc/<pid>/ns/net.
-    const argv = confined.argv.map((arg) => arg.replace(/^--net=\/proc\/\d+\/ns\/net$/, `--net=/proc/${process.pid}/ns/net`)) as [string, ...string[]]
-    expect(argv).not.toEqual(confined.argv)
-    const child = box.ctx.subprocess.spawn({ argv, env: scrubbedEnv(process.env) })
+    // Nothing in the argv names a process: the kernel cannot give it to another one (here, this one).
+    expect(confined.argv.filter((arg) => /\/proc\/\d+\//.test(arg))).toEqual([])
+    // The holder ends (its pid free to be reused) before the confined process starts.
+    const inode = Number(agentNet.match(/net:\[(\d+)\]/)![1])
+    const holders = inNamespace(inode)
+    expect(holders.length).toBeGreaterThan(0)
+    for (const pid of holders) process.kill(pid, 'SIGKILL')
+    while (inNamespace(inode).length > 0) await delay(5)
+    const child = box.ctx.subprocess.spawn({ argv: confined.argv, env: scrubbedEnv(process.env) })
     let stdout = ''
-    let stderr = ''
     child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
-    child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
-    const exit = await child.done
+    await child.done
     expect(stdout).not.toContain(readlinkSync('/proc/self/ns/net'))
-    expect(exit.exitCode).toBe(125)
-    expect(stderr).toMatch(/network namespace .* is not the agent's/)
+    expect(stdout.trim()).toBe(agentNet)
     await agent.end()
+  })
+
+  it("the agent's end unmounts the pin of its network namespace, here and in every other agent's sandbox", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-pin')
+    const confined = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
+    const pin = confined.argv.find((arg) => arg.startsWith('--net='))!.slice('--net='.length)
+    // Another agent's process made while the pin exists: its mount namespace copies the host's.
+    const seconds = 70_000 + Math.floor(Math.random() * 9_999)
+    await start(`echo OTHER-READY; sleep ${seconds}`, owner('session-pin-other'), 'OTHER-READY')
+    const [other] = sleeping(seconds)
+    const mounted = (pid: number | 'self') => readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
+    expect(mounted('self')).toBe(true)
+    expect(mounted(other!)).toBe(true)
+    await agent.end()
+    expect(mounted('self')).toBe(false)
+    expect(mounted(other!)).toBe(false)
+    expect(existsSync(pin)).toBe(false)
   })
 })
 
