@@ -1,0 +1,13 @@
+/**
+ * @conch/sandbox-docker — registers a Docker provider with `ctx.sandbox`: each agent's sandbox is
+ * one container, and each of its confined processes an exec with a TTY in it.
+ */
+import type { Context } from 'cordis'
+import type {} from '@conch/sandbox'
+import { Config } from './config.ts'
+
+export const name = 'sandbox-docker'
+export const inject = ['sandbox']
+export { Config }
+
+export const apply = (_ctx: Context, _config: Config): void => {}
