@@ -5,9 +5,16 @@
 import type { Context } from 'cordis'
 import type {} from '@conch/sandbox'
 import { Config } from './config.ts'
+import { dockerProvider } from './provider.ts'
 
 export const name = 'sandbox-docker'
 export const inject = ['sandbox']
 export { Config }
 
-export const apply = (_ctx: Context, _config: Config): void => {}
+export const apply = (ctx: Context, config: Config): void => {
+  const provider = dockerProvider(config)
+  ctx.sandbox.register(provider)
+  ctx.effect(() => () => provider.close(), 'sandbox-docker.agents')
+}
+
+export { daemonOptions, dockerProvider, LABEL, RELAY, type DockerProvider } from './provider.ts'

@@ -117,6 +117,23 @@ export interface ConfineResult {
   provider: string
   /** What is not enforced, for `partial`. */
   gaps?: string[]
+  /**
+   * Set when `argv` is a relay to a process that runs elsewhere on a terminal of its own (a
+   * container's exec with a TTY): the terminal the caller gives `argv` carries its bytes, but
+   * readiness, the foreground group and the teardown belong to the relayed process's terminal.
+   */
+  relayed?: RelayedProcess
+}
+
+/** The process behind a relay (`ConfineResult.relayed`). */
+export interface RelayedProcess {
+  /**
+   * The relayed process's pid as this host's /proc shows it, once the relay has started it (it
+   * leads its own terminal: fd 0 is that terminal); undefined when this host cannot see it (a
+   * remote daemon). Its environment is the relay's, so a tag set there finds it and its children.
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when it did not start; `signal.reason` on abort.
+   */
+  pid(signal: AbortSignal): Promise<number | undefined>
 }
 
 export interface SandboxProvider {
@@ -167,6 +184,14 @@ const SANDBOX_ERRORS = {
   /** Processes of an agent's sandbox outlived its teardown. */
   AGENT_SANDBOX_SURVIVORS: (d: { agent: string; pids: number[] }) =>
     `the sandbox of agent ${d.agent} was torn down but processes ${d.pids.join(', ')} are still in it; kill them (kill -9) and check the host`,
+  /** A container engine's daemon cannot be reached or refuses conch (`@conch/sandbox-docker`). */
+  CONTAINER_ENGINE_UNAVAILABLE: (d: { engine: string; reason: string }) => `cannot reach the ${d.engine} daemon: ${d.reason}`,
+  /** The image an agent's container is made from is not on the daemon. */
+  CONTAINER_IMAGE_MISSING: (d: { image: string }) =>
+    `the image ${d.image} is not on the Docker daemon; build or pull it (\`docker pull ${d.image}\`, \`docker import\`) or set image in the sandbox-docker entry of cordis.yml`,
+  /** A process asks for another mode than the one its agent's sandbox was made with (mounts are fixed when a container starts). */
+  AGENT_SANDBOX_MODE_FIXED: (d: { agent: string; mode: string; asked: string }) =>
+    `the sandbox of agent ${d.agent} was made ${d.mode} and its mounts cannot change; a ${d.asked} process needs a new agent (end this one, or start a sub-agent with that mode)`,
   /** The folder of an egress proxy's socket is not a directory of this user's closed to others. */
   EGRESS_SOCKET_UNSAFE: (d: { path: string; uid: number }) =>
     `cannot listen on ${d.path}: its folder is not a private directory of uid ${d.uid} (mode 0700, not a symbolic link); put the socket in one`,

@@ -1,0 +1,185 @@
+/**
+ * Terminals in an agent's container, against the real daemon as root: state across sends,
+ * readiness proved by the kernel for programs in the container, the agent's shared loopback and
+ * /tmp (and nothing shared across agents), the modes, the network, the deny-write list, the
+ * limits, and teardown with proof.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { Agent } from '@conch/agent'
+import { compose, containersOf, docker, dockerSkip } from './harness.ts'
+
+let box: Awaited<ReturnType<typeof compose>> | undefined
+afterEach(async () => {
+  await box?.dispose()
+  box = undefined
+})
+
+async function open(agent: Agent): Promise<string> {
+  return (await box!.pty.spawn(agent, { type: 'shell' })).sessionId
+}
+
+/** Whether host pid `pid` is a process of the container (its cgroup names it). */
+function inContainer(pid: number, id: string): boolean {
+  return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(id)
+}
+
+/** The host pids of the processes in container `id` (its cgroup's procs). */
+async function processesOf(id: string): Promise<number[]> {
+  const { Processes } = await docker.getContainer(id).top({ ps_args: '-o pid,args' })
+  return (Processes ?? []).map((row: string[]) => Number(row[0]))
+}
+
+async function containerOf(agent: Agent): Promise<string> {
+  const [info] = await containersOf(agent.session.id)
+  return info!.Id
+}
+
+describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)', () => {
+  it('a terminal keeps its shell state across sends', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    await box.send(agent, id, 'X=41; cd /tmp; mkdir -p here && cd here')
+    const result = await box.send(agent, id, 'echo value=$((X+1)) dir=$PWD')
+    expect(result.viewport).toContain('value=42 dir=/tmp/here')
+    expect(result.waitReason).toBe('stdin_read')
+  })
+
+  it.each([
+    ['python3', 'python3 -q', 'print(6*7)', '42'],
+    ['node', 'node', 'console.log(6*7)', '42'],
+    ['gdb', 'gdb -q -nx', 'print 6*7', '$1 = 42'],
+    ['bash read', 'read -r line; echo "got=$line"', 'hello', 'got=hello'],
+  ])('%s in the container is proved ready by the kernel', async (_name, start, input, output) => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    const container = await containerOf(agent)
+    const started = await box.send(agent, id, start)
+    expect(started.waitReason).toBe('stdin_read')
+    expect(started.evidence).toMatchObject({ tier: 'proc' })
+    const pid = (started.evidence as { process: { pid: number } }).process.pid
+    expect(inContainer(pid, container)).toBe(true)
+    const answered = await box.send(agent, id, input)
+    expect(answered.viewport).toContain(output)
+    expect(answered.waitReason).toBe('stdin_read')
+  })
+
+  it("two terminals of one agent share its loopback and /tmp; another agent's reach neither", async () => {
+    box = await compose()
+    const one = await box.agent()
+    const two = await box.agent()
+    const server = await open(one)
+    await box.send(one, server, 'echo shared-note > /tmp/note; python3 -m http.server 8767 --bind 127.0.0.1 >/dev/null 2>&1 &')
+    const sibling = await open(one)
+    const curl = `for i in $(seq 50); do curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:8767/ && break; sleep 0.1; done; cat /tmp/note`
+    const near = await box.send(one, sibling, curl)
+    expect(near.viewport).toContain('code=200')
+    expect(near.viewport).toContain('shared-note')
+    const stranger = await open(two)
+    const far = await box.send(two, stranger, `curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:8767/; echo curl=$?; cat /tmp/note`)
+    expect(far.viewport).toContain('curl=7')
+    expect(far.viewport).toContain('No such file or directory')
+  })
+
+  it('workspace-write writes the workspace on the host; read-only writes neither it nor the root filesystem', async () => {
+    box = await compose()
+    const writer = await box.agent()
+    const id = await open(writer)
+    await box.send(writer, id, 'echo from-container > written.txt')
+    expect(readFileSync(join(box.workspace, 'written.txt'), 'utf8')).toBe('from-container\n')
+    await box.dispose()
+
+    box = await compose({ mode: 'read-only' })
+    const reader = await box.agent()
+    const ro = await open(reader)
+    const result = await box.send(reader, ro, 'echo x > denied.txt; echo x > /etc/denied; echo x > /tmp/allowed && echo tmp-ok')
+    expect(result.viewport).toContain('Read-only file system')
+    expect(result.viewport).toContain('tmp-ok')
+    expect(existsSync(join(box.workspace, 'denied.txt'))).toBe(false)
+  })
+
+  it("a process asking another mode than its agent's container is refused with AGENT_SANDBOX_MODE_FIXED", async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    await box.pty.close(agent, id)
+    box.ctx.sandboxPolicy.setMode(agent.session, 'read-only')
+    const error = await box.pty.spawn(agent, { type: 'shell' }).catch((caught: unknown) => caught)
+    expect(error).toMatchObject({ code: 'SPAWN_FAILED' })
+    expect((error as Error).message).toContain('was made workspace-write and its mounts cannot change')
+    expect((error as { cause?: { code?: string } }).cause?.code).toBe('AGENT_SANDBOX_MODE_FIXED')
+    expect(await containersOf(agent.session.id)).toHaveLength(1)
+  })
+
+  it('network none leaves the container only its loopback', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    const result = await box.send(agent, id, 'ls /sys/class/net; curl -s --max-time 2 http://172.17.0.1/; echo curl=$?')
+    expect(result.viewport.split('\n')).toContain('lo')
+    expect(result.viewport).not.toContain('eth0')
+    expect(result.viewport).toMatch(/curl=(7|28)/)
+  })
+
+  it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
+    const made = await compose()
+    box = made
+    mkdirSync(join(made.workspace, '.git', 'hooks'), { recursive: true })
+    writeFileSync(join(made.workspace, '.bashrc'), 'original\n')
+    writeFileSync(join(made.workspace, '.git', 'config'), '[core]\n')
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config moved; echo done',
+    )
+    expect(result.viewport).toContain('done')
+    expect(readFileSync(join(made.workspace, '.bashrc'), 'utf8')).toBe('original\n')
+    expect(readFileSync(join(made.workspace, '.git', 'config'), 'utf8')).toBe('[core]\n')
+    expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
+    expect(existsSync(join(made.workspace, 'moved'))).toBe(false)
+    await made.agents.dispose(agent)
+    // The empty folders that held missing entries are gone with the container.
+    expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
+  })
+
+  it('a fork bomb stays inside its pids limit and conch keeps serving another agent', async () => {
+    box = await compose({ docker: { pids: 64 } })
+    const bomber = await box.agent()
+    const calm = await box.agent()
+    const bomb = await open(bomber)
+    const container = await containerOf(bomber)
+    box.pty.startSend(bomber, bomb, { text: 'b(){ b|b& }; b', submit: true }).done.catch(() => {})
+    const other = await open(calm)
+    const result = await box.send(calm, other, 'echo still-served')
+    expect(result.viewport).toContain('still-served')
+    const stats = await docker.getContainer(container).stats({ stream: false })
+    expect(stats.pids_stats?.current ?? 0).toBeLessThanOrEqual(64)
+    await box.agents.dispose(bomber)
+    expect(await containersOf(bomber.session.id)).toHaveLength(0)
+  })
+
+  it("closing a terminal ends its tree in the container, daemons included, and leaves its sibling's", async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const keep = await open(agent)
+    await box.send(agent, keep, 'sleep 3001 &')
+    const closing = await open(agent)
+    await box.send(agent, closing, 'sleep 3002 & setsid nohup sleep 3003 >/dev/null 2>&1 & (setsid sleep 3004 &)')
+    const container = await containerOf(agent)
+    const args = async (): Promise<string[]> => ((await docker.getContainer(container).top({ ps_args: '-o pid,args' })).Processes ?? []).map((row: string[]) => row[1]!)
+    expect((await args()).filter((line) => /^sleep 300[1-4]$/.test(line))).toHaveLength(4)
+    await box.pty.close(agent, closing)
+    const left = await args()
+    expect(left.filter((line) => /^sleep 300[2-4]$/.test(line))).toEqual([])
+    expect(left).toContain('sleep 3001')
+    await box.agents.dispose(agent)
+    expect(await containersOf(agent.session.id)).toHaveLength(0)
+    for (const pid of await processesOf(container).catch(() => [])) expect(pid).toBeUndefined()
+  })
+})
