@@ -1,11 +1,9 @@
 /**
  * Terminals in containers against the real daemon: a composition of the sandbox seam with the
  * Docker provider, sandbox-policy, ctx.pty and pty-local, driven through ctx.pty as tools do.
- * The daemon is started (scripts/start-dockerd.sh) and the image built
- * (scripts/build-test-image.sh) when they are not there; where neither can be, `dockerSkip`
+ * Where the daemon or the test image cannot be had, `dockerSkip` (@conch/test-support/docker)
  * says why and the tests skip.
  */
-import { spawnSync } from 'node:child_process'
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,37 +16,15 @@ import SandboxService from '@conch/sandbox'
 import SandboxPolicyService from '@conch/sandbox-policy'
 import SessionService from '@conch/session'
 import ToolsService from '@conch/tools'
-import Docker from 'dockerode'
+import { docker, dockerSkip, TEST_IMAGE } from '@conch/test-support/docker'
 import * as sandboxDocker from '../src/index.ts'
 
-export const IMAGE = process.env.CONCH_TEST_IMAGE ?? 'conch-test:bookworm'
-const scripts = new URL('../../../../scripts/', import.meta.url).pathname
-
-/** Why the container tests cannot run here, or undefined when they can (the daemon answers and the image is built). */
-export const dockerSkip: string | undefined = (() => {
-  if (process.platform !== 'linux' || process.getuid?.() !== 0) return 'the container tests run as root on Linux (dockerd needs root)'
-  for (const script of ['start-dockerd.sh', 'build-test-image.sh']) {
-    const run = spawnSync(join(scripts, script), { encoding: 'utf8', timeout: 240_000 })
-    if (run.status !== 0) return `${script} failed: ${(run.stderr || run.error?.message || '').trim()}`
-  }
-  return undefined
-})()
-
-export const docker = new Docker()
+export { docker, dockerSkip }
+export const IMAGE = TEST_IMAGE
 
 /** The containers conch labelled for `agent` (any state). */
 export async function containersOf(agentKey: string) {
   return docker.listContainers({ all: true, filters: { label: [`${sandboxDocker.LABEL.agent}=${agentKey}`] } })
-}
-
-export interface Box {
-  ctx: Context
-  pty: PtyService
-  agents: Context['agents']
-  workspace: string
-  agent(): Promise<Agent>
-  send(agent: Agent, id: string, text: string, options?: { submit?: boolean }): ReturnType<ReturnType<PtyService['startSend']>['done']['then']>
-  dispose(): Promise<void>
 }
 
 export async function compose(options: { mode?: 'read-only' | 'workspace-write'; docker?: Record<string, unknown>; policy?: Record<string, unknown>; workspace?: string } = {}) {
