@@ -16,14 +16,14 @@ afterEach(async () => {
   box = undefined
 })
 
-async function openError(config: Record<string, unknown>): Promise<{ error: Error & { code?: string; cause?: { code?: string } }; key: string }> {
+async function openError(config: Record<string, unknown>): Promise<{ error: Error & { code?: string; cause?: { code?: string } | undefined }; key: string }> {
   box = await compose({ docker: config })
   const agent = await box.agent()
   const error = await box.pty.spawn(agent, { type: 'shell' }).then(
     () => {
       throw new Error('the terminal opened')
     },
-    (caught: Error) => caught,
+    (caught: Error & { code?: string; cause?: { code?: string } }) => caught,
   )
   return { error, key: agent.session.id }
 }
