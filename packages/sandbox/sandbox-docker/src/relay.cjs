@@ -1,10 +1,11 @@
 'use strict'
 /**
  * The relay of one confined process: runs `argv` as an exec in the agent's container through the
- * Engine API and carries bytes between it and this process's stdio. On a terminal (the PTY
- * backend's) the exec gets a TTY of its own in the container, this terminal is put in raw mode so
- * the container's line discipline is the only one, and size changes follow (SIGWINCH → exec
- * resize). Without a terminal the exec's stdout and stderr are demultiplexed onto ours.
+ * Engine API and carries bytes between it and this process's terminal (the PTY backend's): the
+ * exec gets a TTY of its own in the container, this terminal is put in raw mode so the
+ * container's line discipline is the only one, and size changes follow (SIGWINCH → exec resize).
+ * A process without a terminal (a run_code program, with its control channel on fd 3) is refused:
+ * nothing carries its other descriptors into the container.
  *
  * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard}.
  * The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
@@ -17,7 +18,13 @@ const Docker = require('dockerode')
 const [specText, ...argv] = process.argv.slice(2)
 const spec = JSON.parse(specText)
 const docker = new Docker(spec.daemon)
-const tty = process.stdin.isTTY === true && process.stdout.isTTY === true
+if (process.stdin.isTTY !== true || process.stdout.isTTY !== true) {
+  process.stderr.write(
+    `conch: the Docker sandbox runs programs on a terminal only, and ${argv[0]} has none (run_code programs are not run in containers); ` +
+      'use terminals, or load @conch/sandbox-local for run_code\n',
+  )
+  process.exit(125)
+}
 
 function fail(error) {
   process.stderr.write(`conch: cannot start ${argv[0]} in container ${spec.container.slice(0, 12)}: ${error && error.message ? error.message : error}\r\n`)
@@ -36,18 +43,14 @@ async function main() {
     AttachStdin: true,
     AttachStdout: true,
     AttachStderr: true,
-    Tty: tty,
+    Tty: true,
   })
-  const stream = await exec.start({ hijack: true, stdin: true, Tty: tty })
-  if (tty) {
-    process.stdin.setRawMode(true)
-    const resize = () => exec.resize({ h: process.stdout.rows, w: process.stdout.columns }).catch(() => {})
-    process.on('SIGWINCH', resize)
-    resize()
-    stream.pipe(process.stdout, { end: false })
-  } else {
-    docker.modem.demuxStream(stream, process.stdout, process.stderr)
-  }
+  const stream = await exec.start({ hijack: true, stdin: true, Tty: true })
+  process.stdin.setRawMode(true)
+  const resize = () => exec.resize({ h: process.stdout.rows, w: process.stdout.columns }).catch(() => {})
+  process.on('SIGWINCH', resize)
+  resize()
+  stream.pipe(process.stdout, { end: false })
   process.stdin.pipe(stream)
   await new Promise((resolve) => {
     stream.on('end', resolve)

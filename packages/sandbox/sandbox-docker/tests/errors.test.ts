@@ -75,4 +75,14 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(answer.code, run.stderr).toBe('CONTAINER_ENGINE_UNAVAILABLE')
     expect(answer.message).toContain('permission denied on /var/run/docker.sock (EACCES); run conch as a user in the docker group')
   })
+
+  it('a process without a terminal (a run_code program) is refused, naming why', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const confined = await box.ctx.sandbox.confine(['node', '-e', 'console.log(42)'], { mode: 'workspace-write', workspaceRoot: box.workspace, agent: { key: agent.session.id, owner: agent } })
+    const run = spawnSync(confined.argv[0], confined.argv.slice(1), { encoding: 'utf8', timeout: 30_000 })
+    expect(run.status).toBe(125)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
+  })
 })
