@@ -53,6 +53,11 @@ interface Entry {
 }
 
 export interface DockerProvider extends SandboxProvider {
+  /**
+   * Whether the daemon answers and has the image, as the first confined process finds out.
+   * @throws SandboxError `CONTAINER_ENGINE_UNAVAILABLE`, `CONTAINER_IMAGE_MISSING`.
+   */
+  check(): Promise<void>
   /** Removes every agent's container (the plugin's end). */
   close(): Promise<void>
 }
@@ -85,7 +90,8 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
     )
   }
 
-  async function make(agent: SandboxAgent, policy: ConfinePolicy): Promise<Entry> {
+  /** The daemon answers and has the image (the first time, containers of gone conchs are removed on the way). */
+  async function check(): Promise<void> {
     try {
       await (swept ??= sweep())
       await docker.getImage(config.image).inspect()
@@ -94,6 +100,10 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
       if ((error as { statusCode?: number }).statusCode === 404) throw new SandboxError('CONTAINER_IMAGE_MISSING', { image: config.image })
       throw engineError(error)
     }
+  }
+
+  async function make(agent: SandboxAgent, policy: ConfinePolicy): Promise<Entry> {
+    await check()
     const network = agent.network?.mode ?? 'none'
     if (network === 'allow') {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: 'cannot be made: network allow is not supported by the Docker provider (use none or full)' })
@@ -246,6 +256,7 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
         relayed: { pid: (signal) => relayedPid(entry, token, signal) },
       }
     },
+    check,
     async close() {
       const all = await Promise.allSettled([...entries.values()])
       entries.clear()
