@@ -22,6 +22,13 @@ export const Config = z
     memoryMb: z.number().int().positive().default(2048).describe("Memory limit of each agent's container, in MiB (swap included)."),
     pids: z.number().int().positive().default(512).describe("How many processes and threads each agent's container may hold at once (the pids cgroup)."),
     cpus: z.number().positive().default(2).describe("CPU limit of each agent's container, in CPUs (fractions allowed)."),
+    writableRoot: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Whether workspace-write processes may write the container's own files outside the workspace (installing packages, writing /etc); " +
+          'they are the container\'s copy, gone with it. The system prompt says so. Read-only is always read-only.',
+      ),
     denyWrite: z
       .array(denyWriteEntry)
       .default(DEFAULT_DENY_WRITE)

@@ -8,9 +8,9 @@
  *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start` and `conch.owner-host`, and the
  *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
  *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
- *   it covered by an empty read-only tmpfs, the policy's `writablePaths` writable, `/tmp` a tmpfs
- *   all the agent's processes share, the root filesystem (the container's own copy) read-only
- *   under `read-only`;
+ *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, the policy's
+ *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
+ *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
  * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge;
  * - removed (force: its processes are killed) when the last owner that confined a process for it
  *   ends, and proven gone by an inspect that answers 404;
@@ -122,7 +122,7 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
           MemorySwap: config.memoryMb * 2 ** 20,
           PidsLimit: config.pids,
           NanoCpus: Math.round(config.cpus * 1e9),
-          ReadonlyRootfs: policy.mode === 'read-only',
+          ReadonlyRootfs: policy.mode === 'read-only' || !config.writableRoot,
           SecurityOpt: ['no-new-privileges'],
           Tmpfs: { '/tmp': 'rw,nosuid,nodev,exec,mode=1777' },
           Mounts: mounts(policy, config.denyWrite, held),
@@ -235,6 +235,7 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
     name: 'docker',
     platforms: ['linux'],
     sharesLoopback: true,
+    rootWritable: config.writableRoot,
     async probe() {
       return true
     },

@@ -101,6 +101,19 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(existsSync(join(box.workspace, 'denied.txt'))).toBe(false)
   })
 
+  it("the container's own files are read-only under workspace-write unless writableRoot, and the prompt says which", async () => {
+    for (const writableRoot of [false, true]) {
+      box = await compose({ docker: { writableRoot } })
+      const agent = await box.agent()
+      const id = await open(agent)
+      const result = await box.send(agent, id, 'echo x > /etc/conch-probe && echo root-$((1+1))-written')
+      expect(result.viewport.includes('root-2-written')).toBe(writableRoot)
+      expect(box.ctx.agents.systemPrompt(agent)).toContain(writableRoot ? "a container's own copy, writable too" : 'everything else is read-only except /tmp')
+      await box.dispose()
+      box = undefined
+    }
+  })
+
   it("a process asking another mode than its agent's container is refused with AGENT_SANDBOX_MODE_FIXED", async () => {
     box = await compose()
     const agent = await box.agent()

@@ -146,6 +146,11 @@ export interface SandboxProvider {
   /** Whether the processes of one agent share its loopback here (bubblewrap: only as root), when the provider knows. */
   readonly sharesLoopback?: boolean
   /**
+   * Whether processes may write the system's files outside the workspace under workspace-write:
+   * a container's own copy of them, gone with the container (not the host's). Default false.
+   */
+  readonly rootWritable?: boolean
+  /**
    * Host folders it makes writable under workspace-write besides the workspace root (absolute),
    * so that `confine` can check the protected paths against every writable path.
    */
@@ -281,6 +286,12 @@ export interface SandboxServiceApi {
    * describing the sandbox; it does not probe.
    */
   sharesLoopback?(): boolean | undefined
+  /**
+   * Whether workspace-write processes on this platform may write the system's files outside the
+   * workspace (a container's own copy): the `rootWritable` of the first registered provider for
+   * `process.platform`. For describing the sandbox; it does not probe.
+   */
+  rootWritable?(): boolean | undefined
   /**
    * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
    * reads can name them; `agent` is `SandboxAgent.key`. The disposer is tied to the caller's scope.
