@@ -3,3 +3,4 @@ export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, SHARED_R
 export { protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { DEFAULT_DENY_WRITE, denyWriteEntry } from './deny-write.ts'
+export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
