@@ -11,22 +11,27 @@
  *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, the policy's
  *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
  *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
- * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge;
+ * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge; `allow`:
+ *   `none`, plus the egress proxy of `@conch/sandbox` on a unix socket in a private host folder
+ *   and a relay to it listening on the container's loopback (net-relay.cjs, started in the
+ *   container's network namespace), named to every process by `proxyEnvironment`;
  * - removed (force: its processes are killed) when the last owner that confined a process for it
  *   ends, and proven gone by an inspect that answers 404;
  * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
  *   host) is removed when a conch next makes one.
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, statSync } from 'node:fs'
-import { hostname } from 'node:os'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { hostname, tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
+const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -47,6 +52,12 @@ interface Entry {
   mode: ConfinePolicy['mode']
   /** Deny-write paths that did not exist: the daemon made an empty folder on the host for each mount. */
   held: string[]
+  /** Variables every process of the agent gets (network `allow`: the proxy's). */
+  env: Record<string, string>
+  /** Network `allow`: the private folder of the proxy's socket, the proxy, and the relay in the container's network namespace. */
+  folder?: string
+  proxy?: EgressProxy
+  relay?: ChildProcess
   owners: Set<SandboxOwner>
   disposers: Array<() => void>
   closing?: Promise<void>
@@ -62,8 +73,18 @@ export interface DockerProvider extends SandboxProvider {
   close(): Promise<void>
 }
 
-export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEnv } = {}): DockerProvider {
+export interface DockerProviderOptions {
+  /** The environment `DOCKER_HOST` is read from (default `process.env`). */
+  env?: NodeJS.ProcessEnv
+  /** Told each host an agent's egress proxy refused. */
+  onRefused?(key: string, host: string): void
+  /** Starts the egress proxy (default `@conch/sandbox`'s `startEgressProxy`; tests give one with a `resolve`). */
+  startEgressProxy?: typeof startEgressProxy
+}
+
+export function dockerProvider(config: Config, options: DockerProviderOptions = {}): DockerProvider {
   const daemon = daemonOptions(config.host, options.env)
+  const startProxy = options.startEgressProxy ?? startEgressProxy
   const docker = new Docker(daemon)
   const entries = new Map<string, Promise<Entry>>()
   let swept: Promise<void> | undefined
@@ -105,9 +126,6 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
   async function make(agent: SandboxAgent, policy: ConfinePolicy): Promise<Entry> {
     await check()
     const network = agent.network?.mode ?? 'none'
-    if (network === 'allow') {
-      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: 'cannot be made: network allow is not supported by the Docker provider (use none or full)' })
-    }
     const held: string[] = []
     const container = await docker
       .createContainer({
@@ -131,17 +149,41 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
       .catch((error) => {
         throw engineError(error)
       })
-    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, owners: new Set(), disposers: [] }
+    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, env: {}, owners: new Set(), disposers: [] }
     try {
       await container.start()
+      if (agent.network?.mode === 'allow') await egress(entry, agent.network.hosts)
     } catch (error) {
       await remove(entry)
+      if (error instanceof SandboxError) throw error
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot start its container: ${(error as Error).message}` }, { cause: error })
     }
     return entry
   }
 
+  /** Network `allow`: the egress proxy on the host, and its relay on the container's loopback. */
+  async function egress(entry: Entry, hosts: readonly string[]): Promise<void> {
+    const { State } = await docker.getContainer(entry.id).inspect()
+    if (!inThisHost(State.Pid, entry.id)) {
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: 'cannot be given network allow: its container runs on a daemon whose processes this host cannot see (allow needs a local daemon)' })
+    }
+    const folder = mkdtempSync(join(tmpdir(), 'conch-egress-'))
+    entry.folder = folder
+    entry.proxy = await startProxy({ socketPath: join(folder, 'egress.sock'), allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
+    const relay = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY, join(folder, 'egress.sock')], { stdio: ['pipe', 'pipe', 'inherit'] })
+    entry.relay = relay
+    const port = await new Promise<number>((resolve, reject) => {
+      relay.stdout.setEncoding('utf8').once('data', (line: string) => resolve(Number(line.trim())))
+      relay.once('error', reject)
+      relay.once('exit', (code) => reject(new Error(`its egress relay exited (${code}) before it listened`)))
+    })
+    entry.env = proxyEnvironment(port)
+  }
+
   async function remove(entry: Entry): Promise<void> {
+    entry.relay?.kill('SIGKILL')
+    await entry.proxy?.close()
+    if (entry.folder !== undefined) rmSync(entry.folder, { recursive: true, force: true })
     const container = docker.getContainer(entry.id)
     await container.remove({ force: true }).catch((error: { statusCode?: number }) => {
       if (error.statusCode !== 404 && error.statusCode !== 409) throw error
@@ -249,7 +291,7 @@ export function dockerProvider(config: Config, options: { env?: NodeJS.ProcessEn
       }
       const entry = await place(agent, policy)
       const token = `conch-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`
-      const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript() }
+      const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
       return {
         argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
         enforcement: 'full',

@@ -7,11 +7,12 @@
  * A process without a terminal (a run_code program, with its control channel on fd 3) is refused:
  * nothing carries its other descriptors into the container.
  *
- * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard}.
- * The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
- * environment (PATH replaced by the container's `path`): `token` is its `$0`, which the provider
- * finds in the exec's inspect to learn its host pid. Exits with the exec's exit code, after every
- * byte of its output was written; 125 (and a line on stderr) when it cannot start.
+ * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard,
+ * env}. The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
+ * environment (PATH replaced by the container's `path`) and the agent's `env` (the egress proxy's
+ * variables): `token` is its `$0`, which the provider finds in the exec's inspect to learn its
+ * host pid. Exits with the exec's exit code, after every byte of its output was written; 125 (and
+ * a line on stderr) when it cannot start.
  */
 const Docker = require('dockerode')
 
@@ -35,7 +36,7 @@ async function main() {
   const env = Object.entries(process.env)
     .filter(([name]) => name !== 'PATH')
     .map(([name, value]) => `${name}=${value}`)
-  env.push(`PATH=${spec.path}`)
+  env.push(`PATH=${spec.path}`, ...Object.entries(spec.env).map(([name, value]) => `${name}=${value}`))
   const exec = await docker.getContainer(spec.container).exec({
     Cmd: ['/bin/sh', '-c', `${spec.guard}exec "$@"`, spec.token, ...argv],
     Env: env,

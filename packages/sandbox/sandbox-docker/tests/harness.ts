@@ -27,7 +27,9 @@ export async function containersOf(agentKey: string) {
   return docker.listContainers({ all: true, filters: { label: [`${sandboxDocker.LABEL.agent}=${agentKey}`] } })
 }
 
-export async function compose(options: { mode?: 'read-only' | 'workspace-write'; docker?: Record<string, unknown>; policy?: Record<string, unknown>; workspace?: string } = {}) {
+export async function compose(
+  options: { mode?: 'read-only' | 'workspace-write'; docker?: Record<string, unknown>; policy?: Record<string, unknown>; workspace?: string; egress?: sandboxDocker.DockerProviderOptions['startEgressProxy'] } = {},
+) {
   const workspace = options.workspace ?? realpathSync(mkdtempSync(join(tmpdir(), 'conch-docker-ws-')))
   const ctx = new Context()
   const fibers: { dispose(): Promise<void> }[] = []
@@ -37,7 +39,8 @@ export async function compose(options: { mode?: 'read-only' | 'workspace-write';
   await load(LlmService, {})
   await load(AgentService, {})
   await load(SandboxService, {})
-  await load(sandboxDocker, sandboxDocker.Config.parse({ image: IMAGE, ...options.docker }))
+  const egress = options.egress === undefined ? {} : { startEgressProxy: options.egress }
+  await load({ name: 'sandbox-docker', inject: ['sandbox'], apply: (inner: Context) => sandboxDocker.apply(inner, sandboxDocker.Config.parse({ image: IMAGE, ...options.docker }), egress) }, {})
   await load(SandboxPolicyService, { mode: options.mode ?? 'workspace-write', workspaceRoot: workspace, ...options.policy })
   await load(PtyService, {})
   await load(ptyLocal, ptyLocal.Config.parse({}))

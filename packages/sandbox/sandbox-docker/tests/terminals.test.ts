@@ -4,10 +4,13 @@
  * /tmp (and nothing shared across agents), the modes, the network, the deny-write list, the
  * limits, and teardown with proof.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
+import { startEgressProxy } from '@conch/sandbox'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
@@ -29,6 +32,20 @@ function inContainer(pid: number, id: string): boolean {
 async function processesOf(id: string): Promise<number[]> {
   const { Processes } = await docker.getContainer(id).top({ ps_args: '-o pid,args' })
   return (Processes ?? []).map((row: string[]) => Number(row[0]))
+}
+
+/** Host processes whose command line names `text`. */
+function processesNaming(text: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
 }
 
 async function containerOf(agent: Agent): Promise<string> {
@@ -135,6 +152,36 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(result.viewport.split('\n')).toContain('lo')
     expect(result.viewport).not.toContain('eth0')
     expect(result.viewport).toMatch(/curl=(7|28)/)
+  })
+
+  it('network allow lets only the listed hosts out, through the egress proxy, and names a refused one', async () => {
+    const upstream = createServer((_request, response) => response.end('upstream-page\n'))
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    const port = (upstream.address() as AddressInfo).port
+    const names: Record<string, string[]> = { 'allowed.test': ['127.0.0.1'], 'refused.test': ['127.0.0.1'] }
+    try {
+      box = await compose({
+        policy: { network: 'allow', allow: ['allowed.test'] },
+        egress: (options) => startEgressProxy({ ...options, resolve: async (host) => names[host] ?? [] }),
+      })
+      const refused: string[] = []
+      box.ctx.sandbox.onRefused!((refusal) => refused.push(refusal.host))
+      const agent = await box.agent()
+      const id = await open(agent)
+      const result = await box.send(
+        agent,
+        id,
+        `curl -s http://allowed.test:${port}/; curl -s -o /dev/null -w 'refused=%{http_code}\\n' http://refused.test:${port}/; curl -s --noproxy '*' --max-time 2 http://127.0.0.1:${port}/; echo direct=$?`,
+      )
+      expect(result.viewport).toContain('upstream-page')
+      expect(result.viewport).toContain('refused=403')
+      expect(result.viewport).toMatch(/direct=(7|28)/)
+      expect(refused).toEqual(['refused.test'])
+      await box.agents.dispose(agent)
+      expect(processesNaming('net-relay.cjs')).toEqual([])
+    } finally {
+      await new Promise((resolve) => upstream.close(resolve))
+    }
   })
 
   it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
