@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
+import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
@@ -82,6 +83,21 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const answered = await box.send(agent, id, input)
     expect(answered.viewport).toContain(output)
     expect(answered.waitReason).toBe('stdin_read')
+  })
+
+  it("SIGINT reaches the container's foreground program, and a resize reaches its terminal", async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    const sleeping = box.pty.startSend(agent, id, { text: 'sleep 300', submit: true })
+    const container = await containerOf(agent)
+    const row = await until(async () => ((await docker.getContainer(container).top({ ps_args: '-o pid,args' })).Processes ?? []).find((row: string[]) => row[1] === 'sleep 300'), 10_000, 'sleep 300 in the container')
+    const signalled = await box.pty.signal(agent, id, 'SIGINT')
+    // The group signalled is the container's sleep, by its host pid (its own group's leader).
+    expect(signalled).toMatchObject({ delivered: true, target: 'sleep', targetPgid: Number(row[0]) })
+    expect((await sleeping.done).waitReason).toBe('stdin_read')
+    box.pty.resize(agent, id, { rows: 33, cols: 101 })
+    await until(async () => (await box!.send(agent, id, 'stty size')).viewport.includes('33 101'), 10_000, 'the new size in the container')
   })
 
   it("two terminals of one agent share its loopback and /tmp; another agent's reach neither", async () => {
