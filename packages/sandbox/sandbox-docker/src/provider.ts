@@ -289,6 +289,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       if (policy.network === true && agent.network?.mode !== 'full') {
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: "cannot give one process the network: its container's network is the agent's (set network full in sandbox-policy)" })
       }
+      if ((agent.expose ?? []).length > 0) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot expose ports (${agent.expose!.join(', ')}): the Docker provider does not expose an agent's ports; remove expose from sandbox-policy or the open` })
+      }
       const entry = await place(agent, policy)
       const token = `conch-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`
       const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }

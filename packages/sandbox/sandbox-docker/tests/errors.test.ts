@@ -16,8 +16,8 @@ afterEach(async () => {
   box = undefined
 })
 
-async function openError(config: Record<string, unknown>): Promise<{ error: Error & { code?: string; cause?: { code?: string } | undefined }; key: string }> {
-  box = await compose({ docker: config })
+async function openError(config: Record<string, unknown>, policy: Record<string, unknown> = {}): Promise<{ error: Error & { code?: string; cause?: { code?: string } | undefined }; key: string }> {
+  box = await compose({ docker: config, policy })
   const agent = await box.agent()
   const error = await box.pty.spawn(agent, { type: 'shell' }).then(
     () => {
@@ -84,5 +84,12 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(run.status).toBe(125)
     expect(run.stdout).toBe('')
     expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
+  })
+
+  it('ports asked to be exposed fail with AGENT_SANDBOX_FAILED naming them, and make no container', async () => {
+    const { error, key } = await openError({}, { expose: [3000] })
+    expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')
+    expect(error.message).toContain('cannot expose ports (3000): the Docker provider does not expose')
+    expect(await containersOf(key)).toEqual([])
   })
 })
