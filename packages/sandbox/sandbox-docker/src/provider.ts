@@ -197,7 +197,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         for (const path of entry.held) removeEmptyFolder(path)
         return
       }
-      if (Date.now() > deadline) throw new SandboxError('AGENT_SANDBOX_SURVIVORS', { agent: entry.key, pids: [] })
+      if (Date.now() > deadline) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `was not removed: the daemon still shows its container ${entry.id.slice(0, 12)} ${config.startTimeoutMs} ms after its removal (docker rm -f ${entry.id.slice(0, 12)})` })
+      }
       await delay(20)
     }
   }

@@ -224,12 +224,14 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
   })
 
-  it('a fork bomb stays inside its pids limit and conch keeps serving another agent', async () => {
-    box = await compose({ docker: { pids: 64 } })
+  it('a container has the configured limits; a fork bomb stays inside its pids limit and conch keeps serving another agent', async () => {
+    box = await compose({ docker: { pids: 64, memoryMb: 256, cpus: 0.5 } })
     const bomber = await box.agent()
     const calm = await box.agent()
     const bomb = await open(bomber)
     const container = await containerOf(bomber)
+    const { HostConfig } = await docker.getContainer(container).inspect()
+    expect(HostConfig).toMatchObject({ PidsLimit: 64, Memory: 256 * 2 ** 20, MemorySwap: 256 * 2 ** 20, NanoCpus: 5e8 })
     box.pty.startSend(bomber, bomb, { text: 'b(){ b|b& }; b', submit: true }).done.catch(() => {})
     const other = await open(calm)
     const result = await box.send(calm, other, 'echo still-served')
