@@ -36,6 +36,12 @@ export const Config = z
         'Paths of the workspace its processes cannot write under workspace-write, relative to the workspace root (a trailing / marks a folder): ' +
           'each one that exists when the container is made is mounted read-only over itself.',
       ),
+    maxExposedPorts: z
+      .number()
+      .int()
+      .min(0)
+      .default(64)
+      .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED."),
     startTimeoutMs: z
       .number()
       .int()

@@ -15,6 +15,8 @@
  *   `none`, plus the egress proxy of `@conch/sandbox` on a unix socket in a private host folder
  *   and a relay to it listening on the container's loopback (net-relay.cjs, started in the
  *   container's network namespace), named to every process by `proxyEnvironment`;
+ * - `expose`: a host listener on 127.0.0.1 per port, carried by the same relay to the
+ *   container's 127.0.0.1:<port>;
  * - removed (force: its processes are killed) when the last owner that confined a process for it
  *   ends, and proven gone by an inspect that answers 404;
  * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
@@ -22,12 +24,14 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { createServer, connect, type AddressInfo, type Server } from 'node:net'
 import { hostname, tmpdir } from 'node:os'
+import { createInterface } from 'node:readline'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
@@ -54,13 +58,22 @@ interface Entry {
   held: string[]
   /** Variables every process of the agent gets (network `allow`: the proxy's). */
   env: Record<string, string>
-  /** Network `allow`: the private folder of the proxy's socket, the proxy, and the relay in the container's network namespace. */
-  folder?: string
+  /** The relay in the container's network namespace (network `allow`, `expose`), and the egress proxy. */
+  net?: Promise<NetRelay>
   proxy?: EgressProxy
-  relay?: ChildProcess
   owners: Set<SandboxOwner>
   disposers: Array<() => void>
   closing?: Promise<void>
+}
+
+interface NetRelay {
+  /** The private host folder of its unix sockets. */
+  folder: string
+  child: ChildProcess
+  ask(request: object): Promise<Record<string, unknown>>
+  /** The exposed ports by container port, and their host listeners. */
+  exposed: Map<number, Promise<ExposedPort>>
+  servers: Server[]
 }
 
 export interface DockerProvider extends SandboxProvider {
@@ -161,29 +174,84 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return entry
   }
 
-  /** Network `allow`: the egress proxy on the host, and its relay on the container's loopback. */
-  async function egress(entry: Entry, hosts: readonly string[]): Promise<void> {
+  /**
+   * The agent's network relay (net-relay.cjs in the container's network namespace) and its private
+   * host folder, started on the first need; `ask` sends it one request and resolves its answer.
+   */
+  function netRelay(entry: Entry, need: string): Promise<NetRelay> {
+    entry.net ??= startNetRelay(entry, need)
+    return entry.net
+  }
+
+  async function startNetRelay(entry: Entry, need: string): Promise<NetRelay> {
     const { State } = await docker.getContainer(entry.id).inspect()
     if (!inThisHost(State.Pid, entry.id)) {
-      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: 'cannot be given network allow: its container runs on a daemon whose processes this host cannot see (allow needs a local daemon)' })
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
     }
-    const folder = mkdtempSync(join(tmpdir(), 'conch-egress-'))
-    entry.folder = folder
-    entry.proxy = await startProxy({ socketPath: join(folder, 'egress.sock'), allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
-    const relay = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY, join(folder, 'egress.sock')], { stdio: ['pipe', 'pipe', 'inherit'] })
-    entry.relay = relay
-    const port = await new Promise<number>((resolve, reject) => {
-      relay.stdout.setEncoding('utf8').once('data', (line: string) => resolve(Number(line.trim())))
-      relay.once('error', reject)
-      relay.once('exit', (code) => reject(new Error(`its egress relay exited (${code}) before it listened`)))
-    })
-    entry.env = proxyEnvironment(port)
+    const folder = mkdtempSync(join(tmpdir(), 'conch-docker-net-'))
+    const child = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
+    // A relay that cannot start (no nsenter) closes its stdout: the first request says it exited.
+    child.on('error', () => {})
+    const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+    let turn: Promise<unknown> = Promise.resolve()
+    const ask = (request: object): Promise<Record<string, unknown>> => {
+      const asked = turn.then(async () => {
+        child.stdin.write(`${JSON.stringify(request)}\n`)
+        const next = await answers.next()
+        if (next.done) throw new Error('its network relay exited')
+        const answer = JSON.parse(next.value) as Record<string, unknown>
+        if (typeof answer['error'] === 'string') throw new Error(answer['error'])
+        return answer
+      })
+      turn = asked.catch(() => undefined)
+      return asked
+    }
+    return { folder, child, ask, exposed: new Map(), servers: [] }
+  }
+
+  /** Network `allow`: the egress proxy on the host, and its relay on the container's loopback. */
+  async function egress(entry: Entry, hosts: readonly string[]): Promise<void> {
+    const net = await netRelay(entry, 'network allow')
+    const socketPath = join(net.folder, 'egress.sock')
+    entry.proxy = await startProxy({ socketPath, allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
+    const { egress: port } = await net.ask({ egress: socketPath })
+    entry.env = proxyEnvironment(Number(port))
+  }
+
+  /** A host listener on 127.0.0.1 (never another address) carried to the container's 127.0.0.1:`port`. */
+  async function expose(entry: Entry, port: number): Promise<ExposedPort> {
+    const net = await netRelay(entry, `port ${port} exposed`)
+    let exposed = net.exposed.get(port)
+    if (exposed !== undefined) return exposed
+    if (net.exposed.size >= config.maxExposedPorts) {
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: it exposes ${config.maxExposedPorts} ports already (maxExposedPorts)` })
+    }
+    exposed = (async () => {
+      const socketPath = join(net.folder, `expose-${port}.sock`)
+      await net.ask({ expose: port, socket: socketPath })
+      const server = createServer((client) => {
+        const upstream = connect(socketPath)
+        client.pipe(upstream).pipe(client)
+        client.on('error', () => upstream.destroy())
+        upstream.on('error', () => client.destroy())
+      })
+      net.servers.push(server)
+      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+      return { port, hostPort: (server.address() as AddressInfo).port }
+    })()
+    net.exposed.set(port, exposed)
+    exposed.catch(() => net.exposed.get(port) === exposed && net.exposed.delete(port))
+    return exposed
   }
 
   async function remove(entry: Entry): Promise<void> {
-    entry.relay?.kill('SIGKILL')
+    const net = await entry.net?.catch(() => undefined)
+    if (net !== undefined) {
+      net.child.kill('SIGKILL')
+      await Promise.all(net.servers.map((server) => new Promise((resolve) => server.close(resolve))))
+    }
     await entry.proxy?.close()
-    if (entry.folder !== undefined) rmSync(entry.folder, { recursive: true, force: true })
+    if (net !== undefined) rmSync(net.folder, { recursive: true, force: true })
     const container = docker.getContainer(entry.id)
     await container.remove({ force: true }).catch((error: { statusCode?: number }) => {
       if (error.statusCode !== 404 && error.statusCode !== 409) throw error
@@ -291,10 +359,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       if (policy.network === true && agent.network?.mode !== 'full') {
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: "cannot give one process the network: its container's network is the agent's (set network full in sandbox-policy)" })
       }
-      if ((agent.expose ?? []).length > 0) {
-        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot expose ports (${agent.expose!.join(', ')}): the Docker provider does not expose an agent's ports; remove expose from sandbox-policy or the open` })
-      }
       const entry = await place(agent, policy)
+      const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
       const token = `conch-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`
       const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
       return {
@@ -302,6 +368,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         enforcement: 'full',
         provider: 'docker',
         relayed: { pid: (signal) => relayedPid(entry, token, signal) },
+        ...(exposed.length > 0 && { exposed }),
       }
     },
     check,

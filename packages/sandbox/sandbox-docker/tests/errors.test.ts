@@ -85,11 +85,4 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(run.stdout).toBe('')
     expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
   })
-
-  it('ports asked to be exposed fail with AGENT_SANDBOX_FAILED naming them, and make no container', async () => {
-    const { error, key } = await openError({}, { expose: [3000] })
-    expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')
-    expect(error.message).toContain('cannot expose ports (3000): the Docker provider does not expose')
-    expect(await containersOf(key)).toEqual([])
-  })
 })

@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { networkInterfaces } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
@@ -33,6 +34,13 @@ function inContainer(pid: number, id: string): boolean {
 async function processesOf(id: string): Promise<number[]> {
   const { Processes } = await docker.getContainer(id).top({ ps_args: '-o pid,args' })
   return (Processes ?? []).map((row: string[]) => Number(row[0]))
+}
+
+/** An address of this host's own that is not loopback, if it has one. */
+function networkAddress(): string | undefined {
+  return Object.values(networkInterfaces())
+    .flat()
+    .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal)?.address
 }
 
 /** Host processes whose command line names `text`. */
@@ -198,6 +206,22 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     } finally {
       await new Promise((resolve) => upstream.close(resolve))
     }
+  })
+
+  it("expose makes a port of the agent's loopback reachable on a host 127.0.0.1 port until the agent ends", async () => {
+    box = await compose({ policy: { expose: [8768] } })
+    const agent = await box.agent()
+    const opened = await box.pty.spawn(agent, { type: 'shell' })
+    const hostPort = opened.exposed?.find((port) => port.port === 8768)?.hostPort
+    expect(hostPort).toBeGreaterThan(0)
+    await box.send(agent, opened.sessionId, "mkdir -p /tmp/site && echo exposed-page > /tmp/site/p.html && python3 -m http.server 8768 --bind 127.0.0.1 -d /tmp/site >/dev/null 2>&1 &")
+    const page = await until(() => fetch(`http://127.0.0.1:${hostPort}/p.html`).then((response) => response.text(), () => undefined), 10_000, 'the exposed page')
+    expect(page).toBe('exposed-page\n')
+    const other = networkAddress()
+    if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/p.html`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow()
+    await box.agents.dispose(agent)
+    await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`)).rejects.toThrow()
+    expect(processesNaming('net-relay.cjs')).toEqual([])
   })
 
   it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
