@@ -24,7 +24,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
-import { createServer, connect, type AddressInfo, type Server } from 'node:net'
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
 import { hostname, tmpdir } from 'node:os'
 import { createInterface } from 'node:readline'
 import { dirname, join, relative } from 'node:path'
@@ -36,6 +36,8 @@ import type { Config } from './config.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
+/** A network relay's folder records the conch that made it: `conch-docker-net-<pid>-<start>-<random>`. */
+const NET_FOLDER = /^conch-docker-net-(\d+)-(\d+)-[A-Za-z0-9]+$/
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -74,6 +76,8 @@ interface NetRelay {
   /** The exposed ports by container port, and their host listeners. */
   exposed: Map<number, Promise<ExposedPort>>
   servers: Server[]
+  /** The host listeners' open connections. */
+  connections: Set<Socket>
 }
 
 export interface DockerProvider extends SandboxProvider {
@@ -114,8 +118,14 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return new SandboxError('CONTAINER_ENGINE_UNAVAILABLE', { engine: 'Docker', reason }, { cause: error })
   }
 
-  /** Removes the containers of conch processes that are gone (killed before their teardown). */
+  /** Removes the containers, and the network relays' folders, of conch processes that are gone (killed before their teardown). */
   async function sweep(): Promise<void> {
+    for (const name of readdirSync(tmpdir())) {
+      const made = NET_FOLDER.exec(name)
+      const path = join(tmpdir(), name)
+      if (made === null || stillRunning(Number(made[1]), made[2]) || lstatSync(path).uid !== process.getuid?.()) continue
+      rmSync(path, { recursive: true, force: true })
+    }
     const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
     await Promise.all(
       containers
@@ -188,7 +198,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     if (!inThisHost(State.Pid, entry.id)) {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
     }
-    const folder = mkdtempSync(join(tmpdir(), 'conch-docker-net-'))
+    const folder = mkdtempSync(join(tmpdir(), `conch-docker-net-${process.pid}-${startOf(process.pid)}-`))
     const child = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
     // A relay that cannot start (no nsenter) closes its stdout: the first request says it exited.
     child.on('error', () => {})
@@ -206,7 +216,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       turn = asked.catch(() => undefined)
       return asked
     }
-    return { folder, child, ask, exposed: new Map(), servers: [] }
+    return { folder, child, ask, exposed: new Map(), servers: [], connections: new Set() }
   }
 
   /** Network `allow`: the egress proxy on the host, and its relay on the container's loopback. */
@@ -230,6 +240,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       const socketPath = join(net.folder, `expose-${port}.sock`)
       await net.ask({ expose: port, socket: socketPath })
       const server = createServer((client) => {
+        net.connections.add(client)
+        client.on('close', () => net.connections.delete(client))
         const upstream = connect(socketPath)
         client.pipe(upstream).pipe(client)
         client.on('error', () => upstream.destroy())
@@ -248,6 +260,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const net = await entry.net?.catch(() => undefined)
     if (net !== undefined) {
       net.child.kill('SIGKILL')
+      // A listener closes once its connections are gone: a client's keep-alive one must not hold it.
+      for (const client of net.connections) client.destroy()
       await Promise.all(net.servers.map((server) => new Promise((resolve) => server.close(resolve))))
     }
     await entry.proxy?.close()
