@@ -122,9 +122,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
   async function sweep(): Promise<void> {
     for (const name of readdirSync(tmpdir())) {
       const made = NET_FOLDER.exec(name)
+      if (made === null || stillRunning(Number(made[1]), made[2])) continue
       const path = join(tmpdir(), name)
-      if (made === null || stillRunning(Number(made[1]), made[2]) || lstatSync(path).uid !== process.getuid?.()) continue
-      rmSync(path, { recursive: true, force: true })
+      if (ownFolder(path)) rmSync(path, { recursive: true, force: true })
     }
     const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
     await Promise.all(
@@ -200,8 +200,10 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     }
     const folder = mkdtempSync(join(tmpdir(), `conch-docker-net-${process.pid}-${startOf(process.pid)}-`))
     const child = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
-    // A relay that cannot start (no nsenter) closes its stdout: the first request says it exited.
+    // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
+    // exited, and writing to it fails quietly.
     child.on('error', () => {})
+    child.stdin.on('error', () => {})
     const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
     let turn: Promise<unknown> = Promise.resolve()
     const ask = (request: object): Promise<Record<string, unknown>> => {
@@ -436,6 +438,16 @@ function stillRunning(pid: number, start: string | undefined): boolean {
 function inThisHost(pid: number, id: string): boolean {
   try {
     return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(id)
+  } catch {
+    return false
+  }
+}
+
+/** Whether `path` is a folder (not a link) of this user's. */
+function ownFolder(path: string): boolean {
+  try {
+    const stat = lstatSync(path)
+    return stat.isDirectory() && stat.uid === process.getuid?.()
   } catch {
     return false
   }
