@@ -2,8 +2,11 @@
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
 import { docker, dockerSkip, TEST_IMAGE } from '@conch/test-support/docker'
@@ -71,5 +74,22 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
     expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
     expect(processesNaming(id)).toEqual([])
+  })
+
+  it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {
+    const script = ws.write('example.jsonl', [step('', [open]), step('', [send('test -f /.dockerenv && echo in-container-$((6*7))')]), step('Done.')].join('\n'))
+    const example = fileURLToPath(new URL('../../../examples/docker/cordis.yml', import.meta.url))
+    const state = mkdtempSync(join(tmpdir(), 'conch-docker-state-'))
+    try {
+      const result = await runConch(['run', '--config', example, '--script', script, '--output', 'stream-json', 'go'], {
+        cwd: ws.dir,
+        env: { CONCH_DOCKER_IMAGE: TEST_IMAGE, XDG_STATE_HOME: state },
+      })
+      expect(result.code, result.stderr).toBe(0)
+      const texts = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+      expect(texts[1]).toMatch(/^in-container-42$/m)
+    } finally {
+      rmSync(state, { recursive: true, force: true })
+    }
   })
 })
