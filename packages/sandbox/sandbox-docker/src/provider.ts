@@ -23,6 +23,7 @@
  *   host) is removed when a conch next makes one.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
 import { hostname, tmpdir } from 'node:os'
@@ -377,7 +378,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       }
       const entry = await place(agent, policy)
       const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
-      const token = `conch-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`
+      const token = `conch-${randomBytes(12).toString('hex')}`
       const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
       return {
         argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
