@@ -22,23 +22,18 @@
  * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
  *   host) is removed when a conch next makes one.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
-import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
+import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
-import { createInterface } from 'node:readline'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
 import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { NET_FOLDER, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
-const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
-/** A network relay's folder records the conch that made it: `conch-docker-net-<pid>-<start>-<random>`. */
-const NET_FOLDER = /^conch-docker-net-(\d+)-(\d+)-[A-Za-z0-9]+$/
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -67,18 +62,6 @@ interface Entry {
   owners: Set<SandboxOwner>
   disposers: Array<() => void>
   closing?: Promise<void>
-}
-
-interface NetRelay {
-  /** The private host folder of its unix sockets. */
-  folder: string
-  child: ChildProcess
-  ask(request: object): Promise<Record<string, unknown>>
-  /** The exposed ports by container port, and their host listeners. */
-  exposed: Map<number, Promise<ExposedPort>>
-  servers: Server[]
-  /** The host listeners' open connections. */
-  connections: Set<Socket>
 }
 
 export interface DockerProvider extends SandboxProvider {
@@ -185,90 +168,36 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return entry
   }
 
-  /**
-   * The agent's network relay (net-relay.cjs in the container's network namespace) and its private
-   * host folder, started on the first need; `ask` sends it one request and resolves its answer.
-   */
+  /** The agent's network relay, started on the first need (a local daemon only: it enters the container's network namespace). */
   function netRelay(entry: Entry, need: string): Promise<NetRelay> {
-    entry.net ??= startNetRelay(entry, need)
+    entry.net ??= (async () => {
+      const { State } = await docker.getContainer(entry.id).inspect()
+      if (!inThisHost(State.Pid, entry.id)) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
+      }
+      return startNetRelay(State.Pid, startOf(process.pid) ?? '0')
+    })()
     return entry.net
   }
 
-  async function startNetRelay(entry: Entry, need: string): Promise<NetRelay> {
-    const { State } = await docker.getContainer(entry.id).inspect()
-    if (!inThisHost(State.Pid, entry.id)) {
-      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
-    }
-    const folder = mkdtempSync(join(tmpdir(), `conch-docker-net-${process.pid}-${startOf(process.pid)}-`))
-    const child = spawn('nsenter', [`--net=/proc/${State.Pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
-    // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
-    // exited, and writing to it fails quietly.
-    child.on('error', () => {})
-    child.stdin.on('error', () => {})
-    const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
-    let turn: Promise<unknown> = Promise.resolve()
-    const ask = (request: object): Promise<Record<string, unknown>> => {
-      const asked = turn.then(async () => {
-        child.stdin.write(`${JSON.stringify(request)}\n`)
-        const next = await answers.next()
-        if (next.done) throw new Error('its network relay exited')
-        const answer = JSON.parse(next.value) as Record<string, unknown>
-        if (typeof answer['error'] === 'string') throw new Error(answer['error'])
-        return answer
-      })
-      turn = asked.catch(() => undefined)
-      return asked
-    }
-    return { folder, child, ask, exposed: new Map(), servers: [], connections: new Set() }
-  }
-
-  /** Network `allow`: the egress proxy on the host, and its relay on the container's loopback. */
+  /** Network `allow`: the egress proxy on the host, and the relay's port to it on the container's loopback. */
   async function egress(entry: Entry, hosts: readonly string[]): Promise<void> {
     const net = await netRelay(entry, 'network allow')
     const socketPath = join(net.folder, 'egress.sock')
     entry.proxy = await startProxy({ socketPath, allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
-    const { egress: port } = await net.ask({ egress: socketPath })
-    entry.env = proxyEnvironment(Number(port))
+    entry.env = proxyEnvironment(await net.egress(socketPath))
   }
 
-  /** A host listener on 127.0.0.1 (never another address) carried to the container's 127.0.0.1:`port`. */
+  /** One of the agent's ports on a host listener, at most `maxExposedPorts` of them. */
   async function expose(entry: Entry, port: number): Promise<ExposedPort> {
-    const net = await netRelay(entry, `port ${port} exposed`)
-    let exposed = net.exposed.get(port)
+    const exposed = (await netRelay(entry, `port ${port} exposed`)).expose(port, config.maxExposedPorts)
     if (exposed !== undefined) return exposed
-    if (net.exposed.size >= config.maxExposedPorts) {
-      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: it exposes ${config.maxExposedPorts} ports already (maxExposedPorts)` })
-    }
-    exposed = (async () => {
-      const socketPath = join(net.folder, `expose-${port}.sock`)
-      await net.ask({ expose: port, socket: socketPath })
-      const server = createServer((client) => {
-        net.connections.add(client)
-        client.on('close', () => net.connections.delete(client))
-        const upstream = connect(socketPath)
-        client.pipe(upstream).pipe(client)
-        client.on('error', () => upstream.destroy())
-        upstream.on('error', () => client.destroy())
-      })
-      net.servers.push(server)
-      await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
-      return { port, hostPort: (server.address() as AddressInfo).port }
-    })()
-    net.exposed.set(port, exposed)
-    exposed.catch(() => net.exposed.get(port) === exposed && net.exposed.delete(port))
-    return exposed
+    throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: it exposes ${config.maxExposedPorts} ports already (maxExposedPorts)` })
   }
 
   async function remove(entry: Entry): Promise<void> {
-    const net = await entry.net?.catch(() => undefined)
-    if (net !== undefined) {
-      net.child.kill('SIGKILL')
-      // A listener closes once its connections are gone: a client's keep-alive one must not hold it.
-      for (const client of net.connections) client.destroy()
-      await Promise.all(net.servers.map((server) => new Promise((resolve) => server.close(resolve))))
-    }
+    await (await entry.net?.catch(() => undefined))?.close()
     await entry.proxy?.close()
-    if (net !== undefined) rmSync(net.folder, { recursive: true, force: true })
     const container = docker.getContainer(entry.id)
     await container.remove({ force: true }).catch((error: { statusCode?: number }) => {
       if (error.statusCode !== 404 && error.statusCode !== 409) throw error

@@ -85,4 +85,10 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(run.stdout).toBe('')
     expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
   })
+
+  it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {
+    const { error } = await openError({ maxExposedPorts: 1 }, { expose: [8770, 8771] })
+    expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')
+    expect(error.message).toContain('cannot expose port 8771: it exposes 1 ports already (maxExposedPorts)')
+  })
 })
