@@ -2,7 +2,8 @@
 # Builds conch-test:bookworm, the small Debian image the container tests run in, with no
 # registry: debootstrap --variant=minbase from the Debian mirror apt already uses here, with the
 # programs the tests drive (bash, python3, nodejs, gdb, procps, curl, git), then `docker import`.
-# Idempotent: an image that `docker image inspect` answers for is left alone. Needs root,
+# Idempotent: an image that `docker image inspect` answers for is left alone, and concurrent runs
+# wait for one build (flock). Needs root,
 # debootstrap and a running dockerd (scripts/start-dockerd.sh). Exits 1 saying why otherwise.
 set -euo pipefail
 image="${CONCH_TEST_IMAGE:-conch-test:bookworm}"
@@ -10,6 +11,10 @@ suite=bookworm
 packages="bash python3 nodejs gdb procps curl git"
 docker image inspect "$image" >/dev/null 2>&1 && exit 0
 say() { echo "build-test-image: $*" >&2; }
+# Test files that start at once wait for one build instead of each making its own.
+exec 9>"${TMPDIR:-/tmp}/conch-test-image.lock"
+flock 9
+docker image inspect "$image" >/dev/null 2>&1 && exit 0
 command -v debootstrap >/dev/null 2>&1 || { say "debootstrap is not installed (apt-get install debootstrap)"; exit 1; }
 [ "$(id -u)" = 0 ] || { say "debootstrap needs root"; exit 1; }
 docker version >/dev/null 2>&1 || { say "dockerd does not answer (scripts/start-dockerd.sh)"; exit 1; }
