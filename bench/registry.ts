@@ -4,6 +4,7 @@
  */
 import type { BashTrueFigures } from './bash-true.ts'
 import type { Composition } from './compose.ts'
+import type { DockerFigures } from './docker.ts'
 import type { Machine } from './harness.ts'
 import type { IdleFigures, ScaleFigures } from './idle-scale.ts'
 import type { LifecycleFigures } from './lifecycle.ts'
@@ -17,6 +18,7 @@ import type { SubagentFigures } from './subagents.ts'
 import type { SubmitFigures } from './submit.ts'
 import type { ThroughputFigures } from './throughput.ts'
 import { bashTrueBench } from './bash-true.ts'
+import { dockerBench } from './docker.ts'
 import { idleScaleBench } from './idle-scale.ts'
 import { lifecycleBench } from './lifecycle.ts'
 import { longLineBench } from './long-line.ts'
@@ -30,7 +32,7 @@ import { submitBench } from './submit.ts'
 import { throughputBench } from './throughput.ts'
 
 /** The keys of results.json, in the order docs/performance.md lists them (and the table prints them). */
-export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify'] as const
+export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify', 'docker'] as const
 export type Key = (typeof KEYS)[number]
 
 export interface Results {
@@ -48,6 +50,7 @@ export interface Results {
   subagents?: SubagentFigures
   submit?: SubmitFigures
   notify?: NotifyFigures
+  docker?: DockerFigures
   machine: Machine
 }
 
@@ -67,4 +70,4 @@ export interface Bench {
 }
 
 /** In running order. */
-export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench]
+export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench, dockerBench]

@@ -62,6 +62,8 @@ export const TARGETS: readonly TargetSpec[] = [
   { bench: 'subagents', figure: 'claude_code.conch_p50_ms', op: '≤', target: 0, baseline: ['claude_code.raw_p50_ms', 'claude_code.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
   { bench: 'notify', figure: 'polling_calls', op: '=', target: 0 },
   { bench: 'notify', figure: 'latency_max_ms', op: '≤', target: 100 },
+  { bench: 'docker', figure: 'container.bash_true_p50_ms', op: '≤', target: 1, baseline: ['host.bash_true_p50_ms'], text: 'host.bash_true_p50_ms + 1' },
+  { bench: 'docker', figure: 'container.python3_p50_ms', op: '≤', target: 2, baseline: ['host.python3_p50_ms'], text: 'host.python3_p50_ms + 2' },
 ]
 
 /** One checked target in results.json. */

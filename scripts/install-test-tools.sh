@@ -3,7 +3,8 @@
 # lack: dialog and htop (screen tests), vim (editor tests), gdb, sqlite3, bc and ed (readiness
 # tests), a JDK for jshell, iproute2 (network-namespace peers), ipython3 (a prompt_toolkit
 # REPL), docker.io and curl (the sandbox's socket tests attack a real dockerd, which
-# scripts/start-dockerd.sh starts), tmux (the reference terminal of the differential screen
+# scripts/start-dockerd.sh starts; debootstrap builds the container tests' image,
+# scripts/build-test-image.sh), tmux (the reference terminal of the differential screen
 # tests), and git, less, python3, procps (top), bsdutils (script) and
 # util-linux (nsenter) and mount (mount, umount: the agent sandbox pins its network namespace),
 # which slimmer images leave out. Only the test path
@@ -30,6 +31,7 @@ need script bsdutils
 need nsenter util-linux
 need umount mount
 need dockerd docker.io
+need debootstrap debootstrap
 need curl curl
 need tmux tmux
 [ "${#missing[@]}" -eq 0 ] && exit 0

@@ -7,7 +7,7 @@ import { accessSync, constants, statSync } from 'node:fs'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
-import type { SandboxServiceApi } from '@conch/sandbox'
+import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
 import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
@@ -23,7 +23,7 @@ export interface LocalBackendOptions {
   sandbox: SandboxServiceApi
   sandboxPolicy: SandboxPolicyServiceApi
   /** Builds the platform inspector for a started terminal. */
-  inspect: (terminal: TerminalProcess) => TerminalInspector
+  inspect: (terminal: TerminalView) => TerminalInspector
   /** Reads a terminal's termios flags by its slave path (termios.ts). Absent: never read — no line is refused, no input reported hidden. */
   termios?: TermiosReader
   /** The parent environment the shell's is derived from. Default `process.env`. */
@@ -66,6 +66,7 @@ export class LocalBackend implements PtyBackend {
     }
     let argv: [string, ...string[]] = program ? [resolveCommand(request.command!, env.PATH ?? ''), ...(request.args ?? [])] : [config.shellPath, ...config.shellArgs]
     let exposed: ExposedPort[] | undefined
+    let relayed: RelayedProcess | undefined
     if (policy.mode !== 'danger-full-access') {
       try {
         const confined = await this.options.sandbox.confine(argv, {
@@ -79,6 +80,7 @@ export class LocalBackend implements PtyBackend {
         })
         argv = confined.argv
         exposed = confined.exposed
+        relayed = confined.relayed
       } catch (error) {
         throw new PtyError('SPAWN_FAILED', { reason: `cannot start a ${policy.mode} terminal: ${(error as Error).message}` }, { cause: error })
       }
@@ -103,6 +105,11 @@ export class LocalBackend implements PtyBackend {
     // The wrapper's start identity, read now, fences every later signal to it.
     const table = defaultProcessTable()
     const wrapper = table.get(terminal.pid)
+    // Behind a relay (a container's exec) the program leads a terminal of its own: readiness,
+    // the foreground group and signals are read there, once the relay has started it. The
+    // session listens to the terminal from the start, so it is made before that is known.
+    let view: TerminalView = terminal
+    let inspector = this.options.inspect(terminal)
     const session: LocalSession = new LocalSession({
       config,
       cwd,
@@ -117,8 +124,8 @@ export class LocalBackend implements PtyBackend {
         const identity = await wrapper
         if (identity !== undefined) await signalIfSame(table, identity, signal)
       },
-      inspector: this.options.inspect(terminal),
-      ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => this.options.termios!.read(terminal.slavePath) }),
+      inspector: relayed === undefined ? inspector : lateInspector(() => inspector),
+      ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => (view.slavePath === '' ? Promise.resolve(undefined) : this.options.termios!.read(view.slavePath)) }),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
       // and it passes the hangup on to its jobs), then KILL after the grace. Confined, the
@@ -147,6 +154,16 @@ export class LocalBackend implements PtyBackend {
         return report
       },
     })
+    if (relayed !== undefined) {
+      try {
+        view = await relayedTerminal(relayed, request.signal)
+        inspector = this.options.inspect(view)
+      } catch (error) {
+        await session.close().catch(() => {})
+        if (request.signal.aborted) throw request.signal.reason
+        throw new PtyError('SPAWN_FAILED', { reason: `cannot start a ${policy.mode} terminal: ${(error as Error).message}` }, { cause: error })
+      }
+    }
     // A program is the caller's to wait for (it prints no controlled prompt).
     if (program) return session
     try {
@@ -158,6 +175,33 @@ export class LocalBackend implements PtyBackend {
     }
     return session
   }
+}
+
+/** What the inspector and the termios reader need of a terminal. */
+export type TerminalView = Pick<TerminalProcess, 'pid' | 'slave' | 'slavePath'>
+
+/**
+ * The terminal a relayed process leads, seen from this host: its pid and its fd 0's device
+ * (stat(2) through /proc/<pid>/fd/0, which reaches the container's devpts). When this host
+ * cannot see the process (a remote daemon) the view has no slave: the exact tier is off.
+ */
+async function relayedTerminal(relayed: RelayedProcess, signal: AbortSignal): Promise<TerminalView> {
+  const pid = await relayed.pid(signal)
+  if (pid === undefined) return { pid: -1, slave: { dev: -1, rdev: -1 }, slavePath: '' }
+  const fd = `/proc/${pid}/fd/0`
+  const { dev, rdev } = statSync(fd)
+  return { pid, slave: { dev, rdev }, slavePath: fd }
+}
+
+/** An inspector that asks whichever `current()` gives at each call (a relayed terminal's, once known). */
+function lateInspector(current: () => TerminalInspector): TerminalInspector {
+  return new Proxy({} as TerminalInspector, {
+    get(_target, key: keyof TerminalInspector) {
+      const inspector = current()
+      const value = inspector[key]
+      return typeof value === 'function' ? value.bind(inspector) : value
+    },
+  })
 }
 
 /**

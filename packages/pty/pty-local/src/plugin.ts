@@ -8,7 +8,7 @@ import { Config } from './config.ts'
 import { linuxInspector, macosInspector, type TerminalInspector } from './inspector.ts'
 import { procFiles } from './proc-files.ts'
 import { helperTermiosReader } from './termios.ts'
-import type { TerminalProcess } from './terminal.ts'
+import type { TerminalView } from './backend.ts'
 
 export const name = 'pty-local'
 export const inject = ['pty', 'sandbox', 'sandboxPolicy']
@@ -31,7 +31,7 @@ export const apply = (ctx: Context, config: Config): void => {
 }
 
 /** The platform inspector; only Linux has the exact /proc tier. */
-export function inspectorFor(terminal: TerminalProcess): TerminalInspector {
+export function inspectorFor(terminal: TerminalView): TerminalInspector {
   if (process.platform === 'linux') return linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })
   return macosInspector(terminal.pid)
 }

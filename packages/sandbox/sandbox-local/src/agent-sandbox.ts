@@ -35,7 +35,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
-import { SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
+import { proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
 import { processMark, stillRunning, type ProcessMark } from './deny-write.ts'
@@ -64,13 +64,6 @@ export interface AgentSandboxOptions {
 
 /** The shape of `startEgressProxy` (egress-proxy.ts). */
 export type StartEgressProxy = (options: { socketPath: string; allow: readonly string[]; onRefused?: (host: string) => void }) => Promise<{ close(): Promise<void> }>
-
-/** The variables that send a process's HTTP and HTTPS through the relay to the proxy on `port`. */
-export function proxyEnvironment(port: number): Record<string, string> {
-  const url = `http://127.0.0.1:${port}`
-  const none = 'localhost,127.0.0.1,::1'
-  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1' }
-}
 
 interface Holder {
   child: ChildProcess

@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { isAbsolute, normalize } from 'node:path'
-import { workspaceRootProblem } from '@conch/sandbox'
+import { DEFAULT_DENY_WRITE, denyWriteEntry, workspaceRootProblem } from '@conch/sandbox'
 import { z } from 'zod'
 
 /**
@@ -53,39 +53,6 @@ export const DEFAULT_DENY_READ = [
   '~/.cargo/credentials',
   '~/.cargo/credentials.toml',
 ]
-
-/**
- * What confined processes may not write, create, remove or rename even inside a writable
- * workspace, relative to the workspace root and each `readWritePaths` entry (a trailing `/` marks
- * a folder): shell and tool startup files, editors' and agents' project configuration, git's
- * hooks and config.
- */
-export const DEFAULT_DENY_WRITE = [
-  '.bashrc',
-  '.bash_profile',
-  '.profile',
-  '.zshrc',
-  '.zprofile',
-  '.gitconfig',
-  '.gitmodules',
-  '.ripgreprc',
-  '.mcp.json',
-  '.vscode/',
-  '.idea/',
-  '.claude/',
-  '.codex/',
-  '.git/hooks/',
-  '.git/config',
-]
-
-/** A path relative to a writable root, inside it (no `..`, not absolute); a trailing `/` is kept. */
-const rootRelative = z
-  .string()
-  .min(1)
-  .refine((path) => !isAbsolute(path) && !normalize(path).startsWith('..') && normalize(path) !== '.' && normalize(path) !== './', {
-    message: 'must be a path relative to the workspace, inside it (e.g. .vscode/ or .git/hooks/)',
-  })
-  .transform((path) => normalize(path))
 
 /** A path relative to the home directory, inside it (no `..`, not absolute). */
 const homeRelative = z
@@ -173,7 +140,7 @@ export const Config = z
       .default(DEFAULT_DENY_READ)
       .describe('Paths confined processes cannot read (masked by an empty file or folder; those that exist); ~/ is homeDir.'),
     denyWrite: z
-      .array(rootRelative)
+      .array(denyWriteEntry)
       .default(DEFAULT_DENY_WRITE)
       .describe(
         'Paths confined processes cannot write, create, remove or rename under workspace-write, relative to the workspace root and ' +
@@ -200,3 +167,5 @@ export const Config = z
   .prefault({})
 
 export type Config = z.output<typeof Config>
+
+export { DEFAULT_DENY_WRITE }

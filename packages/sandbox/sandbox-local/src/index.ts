@@ -4,10 +4,9 @@
  * for the running platform whose probe succeeds.
  */
 import type { Context } from 'cordis'
-import type {} from '@conch/sandbox'
+import { startEgressProxy } from '@conch/sandbox'
 import { bubblewrapProvider } from './bubblewrap.ts'
 import { Config } from './config.ts'
-import { startEgressProxy } from './egress-proxy.ts'
 import { sandboxExecProvider } from './sandbox-exec.ts'
 
 export const name = 'sandbox-local'
@@ -36,12 +35,12 @@ export {
   type HostFiles,
   type HostPaths,
 } from './bubblewrap.ts'
-export { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '@conch/sandbox'
 export { checkDenyWritePaths, denyWritePaths, folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntry, type PlaceholderLedger, type PlaceholderOptions, type Placeholders } from './deny-write.ts'
 export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
-export { AgentSandboxes, agentsFolderPath, inNamespace, proxyEnvironment, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
+export { AgentSandboxes, agentsFolderPath, inNamespace, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
 export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'

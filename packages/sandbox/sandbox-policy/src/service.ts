@@ -95,7 +95,10 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
       const agents = scope.get('agents') as AgentServiceApi
       agents.section({
         id: 'sandbox',
-        render: (agent) => describePolicy(this.resolve({ session: agent.session }), (ctx.get('sandbox') as SandboxServiceApi | undefined)?.sharesLoopback?.() !== false),
+        render: (agent) => {
+          const sandbox = ctx.get('sandbox') as SandboxServiceApi | undefined
+          return describePolicy(this.resolve({ session: agent.session }), sandbox?.sharesLoopback?.() !== false, sandbox?.rootWritable?.() === true)
+        },
       })
     })
   }
@@ -170,10 +173,11 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 
 /**
  * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
- * one loopback among an agent's processes here; default true), e.g.
+ * one loopback among an agent's processes here, default true; `rootWritable`: whether
+ * workspace-write may write the system's files, a container's own copy, default false), e.g.
  * `Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (…); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
-export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): string {
+export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, rootWritable = false): string {
   const shared = loopbackShared
     ? 'your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others)'
     : 'your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others)'
@@ -201,7 +205,9 @@ export function describePolicy(policy: ResolvedPolicy, loopbackShared = true): s
     case 'workspace-write':
       clauses = [
         `files under ${policy.workspaceRoot} are writable except the files that configure shells, git and editors (.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard)`,
-        'everything else is read-only except /tmp',
+        rootWritable
+          ? "the rest of the system's files are a container's own copy, writable too and gone when you end"
+          : 'everything else is read-only except /tmp',
         shared,
         net,
       ]

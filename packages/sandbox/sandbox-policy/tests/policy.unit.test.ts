@@ -287,6 +287,9 @@ describe('the system-prompt section', () => {
     expect(describePolicy({ ...base, mode: 'read-only' }, false)).toBe(
       'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others); no network beyond loopback.',
     )
+    expect(describePolicy({ ...base, mode: 'workspace-write' }, true, true)).toContain(
+      "(.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard); the rest of the system's files are a container's own copy, writable too and gone when you end; ",
+    )
     expect(describePolicy({ ...base, mode: 'danger-full-access' })).toBe(
       'Sandbox: danger-full-access — no sandbox: every file you can write is writable and the network is open; stay inside /work/x.',
     )

@@ -443,6 +443,10 @@ class SandboxService extends Service implements SandboxServiceApi {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
   }
 
+  rootWritable(): boolean | undefined {
+    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.rootWritable
+  }
+
   networkAllowed(): boolean | undefined {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
   }

@@ -117,6 +117,23 @@ export interface ConfineResult {
   provider: string
   /** What is not enforced, for `partial`. */
   gaps?: string[]
+  /**
+   * Set when `argv` is a relay to a process that runs elsewhere on a terminal of its own (a
+   * container's exec with a TTY): the terminal the caller gives `argv` carries its bytes, but
+   * readiness, the foreground group and the teardown belong to the relayed process's terminal.
+   */
+  relayed?: RelayedProcess
+}
+
+/** The process behind a relay (`ConfineResult.relayed`). */
+export interface RelayedProcess {
+  /**
+   * The relayed process's pid as this host's /proc shows it, once the relay has started it (it
+   * leads its own terminal: fd 0 is that terminal); undefined when this host cannot see it (a
+   * remote daemon). Its environment is the relay's, so a tag set there finds it and its children.
+   * @throws SandboxError `AGENT_SANDBOX_FAILED` when it did not start; `signal.reason` on abort.
+   */
+  pid(signal: AbortSignal): Promise<number | undefined>
 }
 
 export interface SandboxProvider {
@@ -128,6 +145,11 @@ export interface SandboxProvider {
   readonly network?: boolean
   /** Whether the processes of one agent share its loopback here (bubblewrap: only as root), when the provider knows. */
   readonly sharesLoopback?: boolean
+  /**
+   * Whether processes may write the system's files outside the workspace under workspace-write:
+   * a container's own copy of them, gone with the container (not the host's). Default false.
+   */
+  readonly rootWritable?: boolean
   /**
    * Host folders it makes writable under workspace-write besides the workspace root (absolute),
    * so that `confine` can check the protected paths against every writable path.
@@ -167,6 +189,14 @@ const SANDBOX_ERRORS = {
   /** Processes of an agent's sandbox outlived its teardown. */
   AGENT_SANDBOX_SURVIVORS: (d: { agent: string; pids: number[] }) =>
     `the sandbox of agent ${d.agent} was torn down but processes ${d.pids.join(', ')} are still in it; kill them (kill -9) and check the host`,
+  /** A container engine's daemon cannot be reached or refuses conch (`@conch/sandbox-docker`). */
+  CONTAINER_ENGINE_UNAVAILABLE: (d: { engine: string; reason: string }) => `cannot reach the ${d.engine} daemon: ${d.reason}`,
+  /** The image an agent's container is made from is not on the daemon. */
+  CONTAINER_IMAGE_MISSING: (d: { image: string }) =>
+    `the image ${d.image} is not on the Docker daemon; build or pull it (\`docker pull ${d.image}\`, \`docker import\`) or set image in the sandbox-docker entry of cordis.yml`,
+  /** A process asks for another mode than the one its agent's sandbox was made with (mounts are fixed when a container starts). */
+  AGENT_SANDBOX_MODE_FIXED: (d: { agent: string; mode: string; asked: string }) =>
+    `the sandbox of agent ${d.agent} was made ${d.mode} and its mounts cannot change; a ${d.asked} process needs a new agent (end this one, or start a sub-agent with that mode)`,
   /** The folder of an egress proxy's socket is not a directory of this user's closed to others. */
   EGRESS_SOCKET_UNSAFE: (d: { path: string; uid: number }) =>
     `cannot listen on ${d.path}: its folder is not a private directory of uid ${d.uid} (mode 0700, not a symbolic link); put the socket in one`,
@@ -256,6 +286,12 @@ export interface SandboxServiceApi {
    * describing the sandbox; it does not probe.
    */
   sharesLoopback?(): boolean | undefined
+  /**
+   * Whether workspace-write processes on this platform may write the system's files outside the
+   * workspace (a container's own copy): the `rootWritable` of the first registered provider for
+   * `process.platform`. For describing the sandbox; it does not probe.
+   */
+  rootWritable?(): boolean | undefined
   /**
    * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
    * reads can name them; `agent` is `SandboxAgent.key`. The disposer is tied to the caller's scope.

@@ -24,7 +24,7 @@ import { connect, isIP, type Socket } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import { dirname } from 'node:path'
 import type { Duplex } from 'node:stream'
-import { SandboxError } from '@conch/sandbox'
+import { SandboxError } from './types.ts'
 
 export interface EgressProxyOptions {
   /** Absolute path of the unix socket to listen on (created 0600; the folder must be private). */
@@ -300,4 +300,11 @@ function privateFolder(socketPath: string): void {
     return
   }
   if (existing.isSocket()) rmSync(socketPath)
+}
+
+/** The variables that send a process's HTTP and HTTPS through a relay to the proxy, listening on `port` of its loopback. */
+export function proxyEnvironment(port: number): Record<string, string> {
+  const url = `http://127.0.0.1:${port}`
+  const none = 'localhost,127.0.0.1,::1'
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1' }
 }

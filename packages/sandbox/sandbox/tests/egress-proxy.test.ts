@@ -10,7 +10,7 @@ import { connect, createServer as createTcpServer, type AddressInfo, type Server
 import { networkInterfaces, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '../src/egress-proxy.ts'
+import { hostPatternProblem, isHostOwnAddress, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '../src/index.ts'
 
 /** A non-loopback address of this machine (undefined when there is none). */
 const outward = Object.values(networkInterfaces())

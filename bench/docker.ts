@@ -1,0 +1,156 @@
+/**
+ * `docker`: terminals in an agent's container (`@conch/sandbox-docker`) against terminals in an
+ * agent's bubblewrap sandbox on the host (`@conch/sandbox-local`), in the same run, each through
+ * its own composition of ctx.pty under workspace-write. Per side: the first terminal of a fresh
+ * agent (its sandbox — for Docker its container — made on the way) and a later one, and sends of
+ * bash `true` and of `print(1)` at a python3 prompt. The container side needs a daemon and the
+ * test image (scripts/start-dockerd.sh, scripts/build-test-image.sh); without them it says why
+ * and reports nothing.
+ */
+import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Context } from 'cordis'
+import AgentService from '../packages/core/agent/src/index.ts'
+import LlmService from '../packages/core/llm/src/index.ts'
+import SessionService from '../packages/core/session/src/index.ts'
+import ToolsService from '../packages/core/tools/src/index.ts'
+import PtyService from '../packages/pty/pty/src/index.ts'
+import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
+import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
+import * as sandboxDocker from '../packages/sandbox/sandbox-docker/src/index.ts'
+import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
+import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
+import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import { expectReady, progress } from './harness.ts'
+import type { Bench } from './registry.ts'
+import { median, ratio, round } from './stats.ts'
+import { ms, x } from './table.ts'
+
+/** The image the container side runs in. */
+const IMAGE = process.env.CONCH_TEST_IMAGE ?? 'conch-test:bookworm'
+const PLAN = { agents: 10, sends: 100 }
+
+export interface DockerSide {
+  open_first_p50_ms: number
+  open_later_p50_ms: number
+  bash_true_p50_ms: number
+  python3_p50_ms: number
+}
+
+export interface DockerFigures {
+  host: DockerSide
+  container: DockerSide
+  image: string
+  agents: number
+  sends: number
+}
+
+/** The sides, as data: the provider row each composition loads. */
+const SIDES = [
+  { side: 'host', label: 'bubblewrap', plugin: sandboxLocal, config: sandboxLocal.Config.parse({}) },
+  { side: 'container', label: 'docker', plugin: sandboxDocker, config: sandboxDocker.Config.parse({ image: IMAGE }) },
+] as const
+
+async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
+  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-docker-')))
+  const ctx = new Context()
+  const fibers: { dispose(): Promise<void> }[] = []
+  const load = async (plugin: unknown, config: unknown) => void fibers.push(await ctx.plugin(plugin as never, config as never))
+  try {
+    await load(SessionService, SessionService.Config.parse({}))
+    await load(ToolsService, ToolsService.Config.parse({}))
+    await load(LlmService, LlmService.Config.parse({}))
+    await load(SubprocessService, SubprocessService.Config.parse({}))
+    await load(SandboxService, {})
+    await load(side.plugin, side.config)
+    await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace }))
+    await load(PtyService, {})
+    await load(ptyLocal, ptyLocal.Config.parse({}))
+    await load(AgentService, AgentService.Config.parse({}))
+    const pty = ctx.pty
+    const first: number[] = []
+    const later: number[] = []
+    const bash: number[] = []
+    const python: number[] = []
+    const send = async (owner: Parameters<typeof pty.startSend>[0], id: string, text: string, into?: number[]) => {
+      const start = performance.now()
+      const result = await pty.startSend(owner, id, { text, submit: true }).done
+      into?.push(performance.now() - start)
+      expectReady(`docker ${side.label} ${JSON.stringify(text)}`, result)
+    }
+    for (let i = 0; i < PLAN.agents; i++) {
+      const agent = await ctx.agents.create({ workspaceRoot: workspace })
+      try {
+        const opened: string[] = []
+        for (const into of [first, later]) {
+          const start = performance.now()
+          opened.push((await pty.spawn(agent, { type: 'shell' })).sessionId)
+          into.push(performance.now() - start)
+        }
+        if (i > 0) continue
+        const [shell, repl] = opened as [string, string]
+        for (let k = 0; k < PLAN.sends; k++) await send(agent, shell, 'true', bash)
+        await send(agent, repl, 'python3 -q')
+        for (let k = 0; k < PLAN.sends; k++) await send(agent, repl, 'print(1)', python)
+      } finally {
+        await ctx.agents.dispose(agent)
+      }
+    }
+    const figures = {
+      open_first_p50_ms: round(median(first)),
+      open_later_p50_ms: round(median(later)),
+      bash_true_p50_ms: round(median(bash)),
+      python3_p50_ms: round(median(python)),
+    }
+    progress(`docker ${side.label}: first open p50 ${figures.open_first_p50_ms} ms, later open ${figures.open_later_p50_ms} ms, bash true ${figures.bash_true_p50_ms} ms, python3 ${figures.python3_p50_ms} ms`)
+    return figures
+  } finally {
+    for (const fiber of fibers.reverse()) await fiber.dispose()
+    rmSync(workspace, { recursive: true, force: true })
+  }
+}
+
+/** Why the container side cannot run here, or undefined. */
+function unavailable(): Promise<string | undefined> {
+  return sandboxDocker
+    .dockerProvider(SIDES[1].config)
+    .check()
+    .then(
+      () => undefined,
+      (error: Error) => error.message,
+    )
+}
+
+export const dockerBench: Bench = {
+  keys: ['docker'],
+  composed: false,
+  async run() {
+    const reason = await unavailable()
+    if (reason !== undefined) {
+      progress(`docker: skipped: ${reason}`)
+      return {}
+    }
+    progress(`docker: ${PLAN.agents} agents with two terminals each, ${PLAN.sends} sends of bash true and python3 print(1), in bubblewrap and in ${IMAGE}`)
+    const host = await measure(SIDES[0])
+    const container = await measure(SIDES[1])
+    return { docker: { host, container, image: IMAGE, agents: PLAN.agents, sends: PLAN.sends } }
+  },
+  rows(r, verdict) {
+    const d = r.docker
+    if (!d) return []
+    const row = (name: string, key: keyof DockerSide, figure: string): string[] => [
+      `docker ${name}`,
+      ms(d.container[key]),
+      `bubblewrap ${ms(d.host[key])}`,
+      x(ratio(d.container[key], d.host[key])),
+      verdict(figure),
+    ]
+    return [
+      row('first open p50', 'open_first_p50_ms', 'docker.container.open_first_p50_ms'),
+      row('later open p50', 'open_later_p50_ms', 'docker.container.open_later_p50_ms'),
+      row('bash true p50', 'bash_true_p50_ms', 'docker.container.bash_true_p50_ms'),
+      row('python3 p50', 'python3_p50_ms', 'docker.container.python3_p50_ms'),
+    ]
+  },
+}

@@ -1,0 +1,99 @@
+/**
+ * An agent container's network relay, seen from the host: net-relay.cjs started inside the
+ * container's network namespace (`nsenter --net=/proc/<pid>/ns/net`, so it needs no program in the
+ * image and CAP_SYS_ADMIN here), with a private host folder for its unix sockets. It carries a port
+ * of the container's loopback to the egress proxy (network `allow`), and host listeners on
+ * 127.0.0.1 to ports of the container's loopback (`expose`). It ends when conch does (its stdin
+ * closes) or at `close`.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import type { ExposedPort } from '@conch/sandbox'
+
+const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
+
+/** A relay's folder records the conch that made it: `conch-docker-net-<pid>-<start>-<random>` (proc(5) stat pid and start time). */
+export const NET_FOLDER = /^conch-docker-net-(\d+)-(\d+)-[A-Za-z0-9]+$/
+
+export interface NetRelay {
+  /** The private host folder of its unix sockets. */
+  readonly folder: string
+  /** A port of the container's loopback carried to the unix socket `socketPath` on the host. */
+  egress(socketPath: string): Promise<number>
+  /**
+   * A host listener on 127.0.0.1 (never another address) carried to the container's
+   * 127.0.0.1:`port`, one per port; undefined when `limit` other ports are exposed already.
+   */
+  expose(port: number, limit: number): Promise<ExposedPort> | undefined
+  /** Ends the relay, closes the listeners and their connections, removes the folder. */
+  close(): Promise<void>
+}
+
+/** Starts the relay in the network namespace of host pid `pid` (the container's init); `start` is conch's own start time, for the folder's name. */
+export function startNetRelay(pid: number, start: string): NetRelay {
+  const folder = mkdtempSync(join(tmpdir(), `conch-docker-net-${process.pid}-${start}-`))
+  const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
+  // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
+  // exited, and writing to it fails quietly.
+  child.on('error', () => {})
+  child.stdin.on('error', () => {})
+  const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+  let turn: Promise<unknown> = Promise.resolve()
+  const ask = (request: object): Promise<Record<string, unknown>> => {
+    const asked = turn.then(async () => {
+      child.stdin.write(`${JSON.stringify(request)}\n`)
+      const next = await answers.next()
+      if (next.done) throw new Error('its network relay exited')
+      const answer = JSON.parse(next.value) as Record<string, unknown>
+      if (typeof answer['error'] === 'string') throw new Error(answer['error'])
+      return answer
+    })
+    turn = asked.catch(() => undefined)
+    return asked
+  }
+  const exposed = new Map<number, Promise<ExposedPort>>()
+  const servers: Server[] = []
+  const connections = new Set<Socket>()
+
+  return {
+    folder,
+    async egress(socketPath) {
+      return Number((await ask({ egress: socketPath })).egress)
+    },
+    expose(port, limit) {
+      let made = exposed.get(port)
+      if (made !== undefined) return made
+      if (exposed.size >= limit) return undefined
+      made = (async () => {
+        const socketPath = join(folder, `expose-${port}.sock`)
+        await ask({ expose: port, socket: socketPath })
+        const server = createServer((client) => {
+          connections.add(client)
+          client.on('close', () => connections.delete(client))
+          const upstream = connect(socketPath)
+          client.pipe(upstream).pipe(client)
+          client.on('error', () => upstream.destroy())
+          upstream.on('error', () => client.destroy())
+        })
+        servers.push(server)
+        await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
+        return { port, hostPort: (server.address() as AddressInfo).port }
+      })()
+      exposed.set(port, made)
+      made.catch(() => exposed.get(port) === made && exposed.delete(port))
+      return made
+    },
+    async close() {
+      child.kill('SIGKILL')
+      // A listener closes once its connections are gone: a client's keep-alive one must not hold it.
+      for (const client of connections) client.destroy()
+      await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))))
+      rmSync(folder, { recursive: true, force: true })
+    },
+  }
+}

@@ -1,0 +1,393 @@
+/**
+ * The Docker provider: one container per agent (`SandboxPolicy.agent.key`), each confined
+ * process an exec in it started by the relay (relay.cjs) that the PTY backend runs on its
+ * terminal.
+ *
+ * - made at the agent's first confined process, from `image`, running `sleep infinity` under
+ *   Docker's init (which reaps what re-parents to it), with the limits (memory, pids, CPUs), the
+ *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start` and `conch.owner-host`, and the
+ *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
+ *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
+ *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, the policy's
+ *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
+ *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
+ * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge; `allow`:
+ *   `none`, plus the egress proxy of `@conch/sandbox` on a unix socket in a private host folder
+ *   and a relay to it listening on the container's loopback (net-relay.cjs, started in the
+ *   container's network namespace), named to every process by `proxyEnvironment`;
+ * - `expose`: a host listener on 127.0.0.1 per port, carried by the same relay to the
+ *   container's 127.0.0.1:<port>;
+ * - removed (force: its processes are killed) when the last owner that confined a process for it
+ *   ends, and proven gone by an inspect that answers 404;
+ * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
+ *   host) is removed when a conch next makes one.
+ */
+import { randomBytes } from 'node:crypto'
+import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { hostname, tmpdir } from 'node:os'
+import { dirname, join, relative } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
+import Docker from 'dockerode'
+import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
+import type { Config } from './config.ts'
+import { NET_FOLDER, startNetRelay, type NetRelay } from './network.ts'
+
+export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
+
+/** The PATH of processes in the container (Debian's default for root). */
+const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host' } as const
+
+/** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
+export function daemonOptions(host: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker.DockerOptions {
+  const address = host ?? env.DOCKER_HOST ?? 'unix:///var/run/docker.sock'
+  if (address.startsWith('unix://')) return { socketPath: address.slice('unix://'.length) }
+  const url = new URL(address.replace(/^tcp:/, env.DOCKER_TLS_VERIFY ? 'https:' : 'http:'))
+  return { protocol: url.protocol.slice(0, -1) as 'http' | 'https', host: url.hostname, port: Number(url.port || 2375) }
+}
+
+interface Entry {
+  key: string
+  id: string
+  mode: ConfinePolicy['mode']
+  /** Deny-write paths that did not exist: the daemon made an empty folder on the host for each mount. */
+  held: string[]
+  /** Variables every process of the agent gets (network `allow`: the proxy's). */
+  env: Record<string, string>
+  /** The relay in the container's network namespace (network `allow`, `expose`), and the egress proxy. */
+  net?: Promise<NetRelay>
+  proxy?: EgressProxy
+  owners: Set<SandboxOwner>
+  disposers: Array<() => void>
+  closing?: Promise<void>
+}
+
+export interface DockerProvider extends SandboxProvider {
+  /**
+   * Whether the daemon answers and has the image, as the first confined process finds out.
+   * @throws SandboxError `CONTAINER_ENGINE_UNAVAILABLE`, `CONTAINER_IMAGE_MISSING`.
+   */
+  check(): Promise<void>
+  /** Removes every agent's container (the plugin's end). */
+  close(): Promise<void>
+}
+
+export interface DockerProviderOptions {
+  /** The environment `DOCKER_HOST` is read from (default `process.env`). */
+  env?: NodeJS.ProcessEnv
+  /** Told each host an agent's egress proxy refused. */
+  onRefused?(key: string, host: string): void
+  /** Starts the egress proxy (default `@conch/sandbox`'s `startEgressProxy`; tests give one with a `resolve`). */
+  startEgressProxy?: typeof startEgressProxy
+}
+
+export function dockerProvider(config: Config, options: DockerProviderOptions = {}): DockerProvider {
+  const daemon = daemonOptions(config.host, options.env)
+  const startProxy = options.startEgressProxy ?? startEgressProxy
+  const docker = new Docker(daemon)
+  const entries = new Map<string, Promise<Entry>>()
+  let swept: Promise<void> | undefined
+
+  const engineError = (error: unknown): SandboxError => {
+    const { code, statusCode } = error as { code?: string; statusCode?: number }
+    const where = 'socketPath' in daemon ? daemon.socketPath! : `${daemon.host}:${daemon.port}`
+    const reason =
+      code === 'ENOENT' || code === 'ECONNREFUSED'
+        ? `nothing answers at ${where} (${code}); start dockerd (\`systemctl start docker\`, or scripts/start-dockerd.sh) or set host in the sandbox-docker entry of cordis.yml (or DOCKER_HOST)`
+        : code === 'EACCES' || code === 'EPERM'
+          ? `permission denied on ${where} (${code}); run conch as a user in the docker group (\`usermod -aG docker $USER\`, then log in again) or as root`
+          : `${where} answered ${statusCode ?? code ?? 'an error'}: ${(error as Error).message}; check the daemon (\`docker info\`)`
+    return new SandboxError('CONTAINER_ENGINE_UNAVAILABLE', { engine: 'Docker', reason }, { cause: error })
+  }
+
+  /** Removes the containers, and the network relays' folders, of conch processes that are gone (killed before their teardown). */
+  async function sweep(): Promise<void> {
+    for (const name of readdirSync(tmpdir())) {
+      const made = NET_FOLDER.exec(name)
+      if (made === null || stillRunning(Number(made[1]), made[2])) continue
+      const path = join(tmpdir(), name)
+      if (ownFolder(path)) rmSync(path, { recursive: true, force: true })
+    }
+    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
+    await Promise.all(
+      containers
+        .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
+        .map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => {})),
+    )
+  }
+
+  /** The daemon answers and has the image (the first time, containers of gone conchs are removed on the way). */
+  async function check(): Promise<void> {
+    try {
+      await (swept ??= sweep())
+      await docker.getImage(config.image).inspect()
+    } catch (error) {
+      swept = undefined
+      if ((error as { statusCode?: number }).statusCode === 404) throw new SandboxError('CONTAINER_IMAGE_MISSING', { image: config.image })
+      throw engineError(error)
+    }
+  }
+
+  async function make(agent: SandboxAgent, policy: ConfinePolicy): Promise<Entry> {
+    await check()
+    const network = agent.network?.mode ?? 'none'
+    const held: string[] = []
+    const container = await docker
+      .createContainer({
+        Image: config.image,
+        Cmd: ['sleep', 'infinity'],
+        Labels: { [LABEL.agent]: agent.key, [LABEL.pid]: String(process.pid), [LABEL.start]: startOf(process.pid) ?? '', [LABEL.host]: hostname() },
+        WorkingDir: policy.workspaceRoot,
+        HostConfig: {
+          Init: true,
+          NetworkMode: network === 'none' ? 'none' : 'bridge',
+          Memory: config.memoryMb * 2 ** 20,
+          MemorySwap: config.memoryMb * 2 ** 20,
+          PidsLimit: config.pids,
+          NanoCpus: Math.round(config.cpus * 1e9),
+          ReadonlyRootfs: policy.mode === 'read-only' || !config.writableRoot,
+          SecurityOpt: ['no-new-privileges'],
+          Tmpfs: { '/tmp': 'rw,nosuid,nodev,exec,mode=1777' },
+          Mounts: mounts(policy, config.denyWrite, held),
+        },
+      })
+      .catch((error) => {
+        throw engineError(error)
+      })
+    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, env: {}, owners: new Set(), disposers: [] }
+    try {
+      await container.start()
+      if (agent.network?.mode === 'allow') await egress(entry, agent.network.hosts)
+    } catch (error) {
+      await remove(entry)
+      if (error instanceof SandboxError) throw error
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot start its container: ${(error as Error).message}` }, { cause: error })
+    }
+    return entry
+  }
+
+  /** The agent's network relay, started on the first need (a local daemon only: it enters the container's network namespace). */
+  function netRelay(entry: Entry, need: string): Promise<NetRelay> {
+    entry.net ??= (async () => {
+      const { State } = await docker.getContainer(entry.id).inspect()
+      if (!inThisHost(State.Pid, entry.id)) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
+      }
+      return startNetRelay(State.Pid, startOf(process.pid) ?? '0')
+    })()
+    return entry.net
+  }
+
+  /** Network `allow`: the egress proxy on the host, and the relay's port to it on the container's loopback. */
+  async function egress(entry: Entry, hosts: readonly string[]): Promise<void> {
+    const net = await netRelay(entry, 'network allow')
+    const socketPath = join(net.folder, 'egress.sock')
+    entry.proxy = await startProxy({ socketPath, allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
+    entry.env = proxyEnvironment(await net.egress(socketPath))
+  }
+
+  /** One of the agent's ports on a host listener, at most `maxExposedPorts` of them. */
+  async function expose(entry: Entry, port: number): Promise<ExposedPort> {
+    const exposed = (await netRelay(entry, `port ${port} exposed`)).expose(port, config.maxExposedPorts)
+    if (exposed !== undefined) return exposed
+    throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot expose port ${port}: it exposes ${config.maxExposedPorts} ports already (maxExposedPorts)` })
+  }
+
+  async function remove(entry: Entry): Promise<void> {
+    await (await entry.net?.catch(() => undefined))?.close()
+    await entry.proxy?.close()
+    const container = docker.getContainer(entry.id)
+    await container.remove({ force: true }).catch((error: { statusCode?: number }) => {
+      if (error.statusCode !== 404 && error.statusCode !== 409) throw error
+    })
+    // Proof: the daemon no longer knows it (a removal already under way answers 409 first).
+    for (const deadline = Date.now() + config.startTimeoutMs; ; ) {
+      try {
+        await container.inspect()
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode !== 404) throw error
+        for (const path of entry.held) removeEmptyFolder(path)
+        return
+      }
+      if (Date.now() > deadline) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `was not removed: the daemon still shows its container ${entry.id.slice(0, 12)} ${config.startTimeoutMs} ms after its removal (docker rm -f ${entry.id.slice(0, 12)})` })
+      }
+      await delay(20)
+    }
+  }
+
+  function close(entry: Entry): Promise<void> {
+    entry.closing ??= (async () => {
+      for (const dispose of entry.disposers.splice(0)) dispose()
+      await remove(entry)
+    })()
+    return entry.closing
+  }
+
+  async function place(agent: SandboxAgent, policy: ConfinePolicy): Promise<Entry> {
+    let made = entries.get(agent.key)
+    if (made === undefined) {
+      made = make(agent, policy)
+      entries.set(agent.key, made)
+      made.catch(() => entries.get(agent.key) === made && entries.delete(agent.key))
+    }
+    const entry = await made
+    if (entry.closing !== undefined) {
+      await entry.closing.catch(() => undefined)
+      if (entries.get(agent.key) === made) entries.delete(agent.key)
+      return place(agent, policy)
+    }
+    if (entry.mode !== policy.mode) throw new SandboxError('AGENT_SANDBOX_MODE_FIXED', { agent: agent.key, mode: entry.mode, asked: policy.mode })
+    if (!entry.owners.has(agent.owner)) {
+      const owner = agent.owner
+      entry.owners.add(owner)
+      try {
+        entry.disposers.push(
+          owner.onDispose(async () => {
+            entry.owners.delete(owner)
+            if (entry.owners.size === 0) {
+              if (entries.get(agent.key) === made) entries.delete(agent.key)
+              await close(entry)
+            }
+          }),
+        )
+      } catch (error) {
+        entry.owners.delete(owner)
+        if (entry.owners.size === 0) {
+          entries.delete(agent.key)
+          await close(entry)
+        }
+        throw error
+      }
+    }
+    return entry
+  }
+
+  /** The host pid of the exec whose `$0` is `token`, once it runs; undefined when this host's /proc does not show it. */
+  async function relayedPid(entry: Entry, token: string, signal: AbortSignal): Promise<number | undefined> {
+    const container = docker.getContainer(entry.id)
+    for (const deadline = Date.now() + config.startTimeoutMs; ; ) {
+      if (signal.aborted) throw signal.reason
+      const { ExecIDs } = await container.inspect()
+      for (const id of ExecIDs ?? []) {
+        const exec = await docker
+          .getExec(id)
+          .inspect()
+          .catch(() => undefined)
+        if (exec?.ProcessConfig.arguments[2] !== token) continue
+        if (exec.Running && exec.Pid > 0) return inThisHost(exec.Pid, entry.id) ? exec.Pid : undefined
+        if (!exec.Running && exec.ExitCode !== null) {
+          throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `could not start a process in its container (exit ${exec.ExitCode})` })
+        }
+      }
+      if (Date.now() > deadline) {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `did not start a process in its container within ${config.startTimeoutMs} ms` })
+      }
+      await delay(5)
+    }
+  }
+
+  return {
+    name: 'docker',
+    platforms: ['linux'],
+    sharesLoopback: true,
+    rootWritable: config.writableRoot,
+    async probe() {
+      return true
+    },
+    async confine(argv, policy): Promise<ConfineResult> {
+      const agent = policy.agent
+      if (agent === undefined) {
+        throw new SandboxError('INVALID_POLICY', { reason: 'the Docker provider confines the processes of an agent only (SandboxPolicy.agent)' })
+      }
+      if (policy.network === true && agent.network?.mode !== 'full') {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: "cannot give one process the network: its container's network is the agent's (set network full in sandbox-policy)" })
+      }
+      const entry = await place(agent, policy)
+      const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
+      const token = `conch-${randomBytes(12).toString('hex')}`
+      const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
+      return {
+        argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
+        enforcement: 'full',
+        provider: 'docker',
+        relayed: { pid: (signal) => relayedPid(entry, token, signal) },
+        ...(exposed.length > 0 && { exposed }),
+      }
+    },
+    check,
+    async close() {
+      const all = await Promise.allSettled([...entries.values()])
+      entries.clear()
+      await Promise.all(all.flatMap((made) => (made.status === 'fulfilled' ? [close(made.value)] : [])))
+    },
+  }
+}
+
+/** The container's mounts: the workspace (read-only under read-only), then what stays read-only or hidden inside it. */
+function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
+  const root = policy.workspaceRoot
+  const inside = (path: string) => path === root || (path.startsWith(`${root}/`) && !relative(root, path).startsWith('..'))
+  const list: Docker.MountSettings[] = [{ Type: 'bind', Source: root, Target: root, ReadOnly: policy.mode === 'read-only' }]
+  for (const path of policy.writablePaths ?? []) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: false })
+  if (policy.mode === 'workspace-write') {
+    for (const entry of denyWrite) {
+      const path = join(root, entry)
+      if (existsSync(path)) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+      else if (existsSync(dirname(path))) {
+        // Held by an empty read-only folder while the container lives, so it cannot be created.
+        list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+        held.push(path)
+      }
+    }
+  }
+  for (const path of policy.protectedPaths.filter(inside)) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+  for (const path of (policy.hiddenPaths ?? []).filter(inside)) {
+    if (statSync(path).isDirectory()) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+  }
+  return list
+}
+
+/** Field 22 of /proc/<pid>/stat (start time in clock ticks), parsed after the last `)`; undefined when it is gone. */
+function startOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+  } catch {
+    return undefined
+  }
+}
+
+function stillRunning(pid: number, start: string | undefined): boolean {
+  return Number.isSafeInteger(pid) && pid > 0 && start !== undefined && startOf(pid) === start
+}
+
+/** Whether host pid `pid` is a process of container `id` (its cgroup names the container): false for a remote daemon's pid. */
+function inThisHost(pid: number, id: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(id)
+  } catch {
+    return false
+  }
+}
+
+/** Whether `path` is a folder (not a link) of this user's. */
+function ownFolder(path: string): boolean {
+  try {
+    const stat = lstatSync(path)
+    return stat.isDirectory() && stat.uid === process.getuid?.()
+  } catch {
+    return false
+  }
+}
+
+/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. */
+function removeEmptyFolder(path: string): void {
+  try {
+    if (lstatSync(path).isDirectory() && readdirSync(path).length === 0) rmdirSync(path)
+  } catch {
+    // Gone already.
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Bad input fails at the first confined process with one error that names the fix, and leaves
+ * nothing running: an image the daemon does not have, a daemon that does not answer, a socket
+ * this user may not open.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
+
+let box: Awaited<ReturnType<typeof compose>> | undefined
+afterEach(async () => {
+  await box?.dispose()
+  box = undefined
+})
+
+async function openError(config: Record<string, unknown>, policy: Record<string, unknown> = {}): Promise<{ error: Error & { code?: string; cause?: { code?: string } | undefined }; key: string }> {
+  box = await compose({ docker: config, policy })
+  const agent = await box.agent()
+  const error = await box.pty.spawn(agent, { type: 'shell' }).then(
+    () => {
+      throw new Error('the terminal opened')
+    },
+    (caught: Error & { code?: string; cause?: { code?: string } }) => caught,
+  )
+  return { error, key: agent.session.id }
+}
+
+describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
+  it('an image the daemon does not have fails with CONTAINER_IMAGE_MISSING naming docker pull, and makes no container', async () => {
+    const { error, key } = await openError({ image: 'conch-no-such-image:never' })
+    expect(error.code).toBe('SPAWN_FAILED')
+    expect(error.cause?.code).toBe('CONTAINER_IMAGE_MISSING')
+    expect(error.message).toContain('the image conch-no-such-image:never is not on the Docker daemon; build or pull it (`docker pull conch-no-such-image:never`')
+    expect(await containersOf(key)).toEqual([])
+  })
+
+  it('a daemon that does not answer fails with CONTAINER_ENGINE_UNAVAILABLE naming how to start it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-no-daemon-'))
+    try {
+      const { error, key } = await openError({ host: `unix://${dir}/docker.sock` })
+      expect(error.cause?.code).toBe('CONTAINER_ENGINE_UNAVAILABLE')
+      expect(error.message).toContain(`cannot reach the Docker daemon: nothing answers at ${dir}/docker.sock (ENOENT); start dockerd`)
+      expect(await containersOf(key)).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a socket this user may not open fails with CONTAINER_ENGINE_UNAVAILABLE naming the docker group', () => {
+    // The daemon's socket is root:docker 0660: nobody (uid 65534) may not connect to it.
+    const provider = new URL('../src/provider.ts', import.meta.url).pathname
+    const script = `
+      const { dockerProvider } = await import(${JSON.stringify(provider)})
+      const { Config } = await import(${JSON.stringify(new URL('../src/config.ts', import.meta.url).pathname)})
+      const box = dockerProvider(Config.parse({ image: ${JSON.stringify(IMAGE)} }))
+      const agent = { key: 'session-nobody', owner: { onDispose: () => () => {} } }
+      try {
+        await box.confine(['bash'], { mode: 'workspace-write', workspaceRoot: '/tmp', protectedPaths: [], agent })
+        console.log(JSON.stringify({ opened: true }))
+      } catch (error) {
+        console.log(JSON.stringify({ code: error.code, message: error.message }))
+      }`
+    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      uid: 65534,
+      gid: 65534,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', HOME: '/tmp', TSX_TSCONFIG_PATH: '' },
+      cwd: new URL('..', import.meta.url).pathname,
+      timeout: 60_000,
+    })
+    const answer = JSON.parse(run.stdout.trim().split('\n').pop() || '{}') as { code?: string; message?: string }
+    expect(answer.code, run.stderr).toBe('CONTAINER_ENGINE_UNAVAILABLE')
+    expect(answer.message).toContain('permission denied on /var/run/docker.sock (EACCES); run conch as a user in the docker group')
+  })
+
+  it('a process without a terminal (a run_code program) is refused, naming why', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const confined = await box.ctx.sandbox.confine(['node', '-e', 'console.log(42)'], { mode: 'workspace-write', workspaceRoot: box.workspace, agent: { key: agent.session.id, owner: agent } })
+    const run = spawnSync(confined.argv[0], confined.argv.slice(1), { encoding: 'utf8', timeout: 30_000 })
+    expect(run.status).toBe(125)
+    expect(run.stdout).toBe('')
+    expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
+  })
+
+  it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {
+    const { error } = await openError({ maxExposedPorts: 1 }, { expose: [8770, 8771] })
+    expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')
+    expect(error.message).toContain('cannot expose port 8771: it exposes 1 ports already (maxExposedPorts)')
+  })
+})
