@@ -16,6 +16,7 @@ import type { StartupFigures } from './startup.ts'
 import type { SubagentFigures } from './subagents.ts'
 import type { SubmitFigures } from './submit.ts'
 import type { ThroughputFigures } from './throughput.ts'
+import type { WorkflowFigures } from './workflows.ts'
 import { bashTrueBench } from './bash-true.ts'
 import { idleScaleBench } from './idle-scale.ts'
 import { lifecycleBench } from './lifecycle.ts'
@@ -28,9 +29,10 @@ import { startupBench } from './startup.ts'
 import { subagentsBench } from './subagents.ts'
 import { submitBench } from './submit.ts'
 import { throughputBench } from './throughput.ts'
+import { workflowsBench } from './workflows.ts'
 
 /** The keys of results.json, in the order docs/performance.md lists them (and the table prints them). */
-export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify'] as const
+export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify', 'workflows'] as const
 export type Key = (typeof KEYS)[number]
 
 export interface Results {
@@ -48,6 +50,7 @@ export interface Results {
   subagents?: SubagentFigures
   submit?: SubmitFigures
   notify?: NotifyFigures
+  workflows?: WorkflowFigures
   machine: Machine
 }
 
@@ -67,4 +70,4 @@ export interface Bench {
 }
 
 /** In running order. */
-export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench]
+export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench, workflowsBench]

@@ -61,6 +61,8 @@ export const TARGETS: readonly TargetSpec[] = [
   { bench: 'subagents', figure: 'claude_code.conch_p50_ms', op: '≤', target: 0, baseline: ['claude_code.raw_p50_ms', 'claude_code.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
   { bench: 'notify', figure: 'polling_calls', op: '=', target: 0 },
   { bench: 'notify', figure: 'latency_max_ms', op: '≤', target: 100 },
+  { bench: 'workflows', figure: 'conch_bytes', op: '≤', target: 0, baseline: ['tmux_bytes'], times: 0.7, text: '0.7 × tmux_bytes', digits: 0 },
+  { bench: 'workflows', figure: 'conch_wall_ms', op: '≤', target: 0, baseline: ['tmux_wall_ms'], times: 0.3, text: '0.3 × tmux_wall_ms', digits: 0 },
 ]
 
 /** One checked target in results.json. */
