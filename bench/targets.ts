@@ -59,6 +59,9 @@ export const TARGETS: readonly TargetSpec[] = [
   { bench: 'startup', figure: 'acp_built.p50_ms', op: '≤', target: 300 },
   { bench: 'subagents', figure: 'codex.conch_p50_ms', op: '≤', target: 0, baseline: ['codex.raw_p50_ms', 'codex.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
   { bench: 'subagents', figure: 'claude_code.conch_p50_ms', op: '≤', target: 0, baseline: ['claude_code.raw_p50_ms', 'claude_code.allowed_ms'], text: 'raw + max(10 %, 30 ms)' },
+  { bench: 'pool', figure: 'claude.warm_invoke_p50_ms', op: '≤', target: 0, baseline: ['claude.one_shot_p50_ms'], times: 0.2, text: '0.2 × one-shot p50' },
+  // A warm Codex turn cannot be shorter than Codex's own work from Enter until its request leaves.
+  { bench: 'pool', figure: 'codex.warm_invoke_p50_ms', op: '≤', target: 30, baseline: ['codex.enter_to_request_p50_ms'], text: 'Enter → request p50 + 30' },
   { bench: 'notify', figure: 'polling_calls', op: '=', target: 0 },
   { bench: 'notify', figure: 'latency_max_ms', op: '≤', target: 100 },
   { bench: 'workflows', figure: 'conch_bytes', op: '≤', target: 0, baseline: ['tmux_bytes'], times: 0.7, text: '0.7 × tmux_bytes', digits: 0 },
