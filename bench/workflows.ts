@@ -25,6 +25,8 @@ export type Harness = (typeof HARNESSES)[number]
 /** One way's figures for one workflow (the median of the rounds). */
 export interface WorkflowCost {
   bytes: number
+  /** Of those, the harness's own lines (harnesses.ts, `OWN`). */
+  harness_bytes: number
   calls: number
   wall_ms: number
 }
@@ -35,6 +37,9 @@ export interface WorkflowFigures {
   conch_bytes: number
   tmux_bytes: number
   pipe_bytes: number
+  conch_harness_bytes: number
+  tmux_harness_bytes: number
+  pipe_harness_bytes: number
   conch_calls: number
   tmux_calls: number
   pipe_calls: number
@@ -51,8 +56,9 @@ export interface WorkflowFigures {
 const ROUNDS = 2
 
 /** Per way, the median of the rounds' figures. */
-export function workflowCost(runs: readonly Pick<HarnessRun, 'bytes' | 'calls' | 'wall_ms'>[]): WorkflowCost {
-  return { bytes: median(runs.map((run) => run.bytes)), calls: median(runs.map((run) => run.calls)), wall_ms: round(median(runs.map((run) => run.wall_ms))) }
+export function workflowCost(runs: readonly Omit<HarnessRun, 'read'>[]): WorkflowCost {
+  const of = (key: keyof WorkflowCost) => median(runs.map((run) => run[key]))
+  return { bytes: of('bytes'), harness_bytes: of('harness_bytes'), calls: of('calls'), wall_ms: round(of('wall_ms')) }
 }
 
 /** The totals over the workflows and conch's ratios to the tmux harness. */
@@ -62,6 +68,9 @@ export function summarise(workflows: readonly WorkflowRow[], rounds: number): Wo
     conch_bytes: total('conch', 'bytes'),
     tmux_bytes: total('tmux', 'bytes'),
     pipe_bytes: total('pipe', 'bytes'),
+    conch_harness_bytes: total('conch', 'harness_bytes'),
+    tmux_harness_bytes: total('tmux', 'harness_bytes'),
+    pipe_harness_bytes: total('pipe', 'harness_bytes'),
     conch_calls: total('conch', 'calls'),
     tmux_calls: total('tmux', 'calls'),
     pipe_calls: total('pipe', 'calls'),
@@ -140,6 +149,7 @@ export const workflowsBench: Bench = {
     return [
       ...w.workflows.map((row) => [`workflow ${row.name}`, cost(row.conch), `tmux ${cost(row.tmux)}; pipe ${cost(row.pipe)}`, '', '']),
       ['workflows: bytes the model read, total', `${w.conch_bytes} B`, `tmux ${w.tmux_bytes} B; pipe ${w.pipe_bytes} B`, w.bytes_ratio === undefined ? '' : `×${w.bytes_ratio}`, verdict('workflows.conch_bytes')],
+      ['  of which the harness\'s own lines', `${w.conch_harness_bytes} B`, `tmux ${w.tmux_harness_bytes} B; pipe ${w.pipe_harness_bytes} B`, '', ''],
       ['workflows: tool calls, total', String(w.conch_calls), `tmux ${w.tmux_calls}; pipe ${w.pipe_calls}`, '', ''],
       ['workflows: wall time, total', `${w.conch_wall_ms} ms`, `tmux ${w.tmux_wall_ms} ms; pipe ${w.pipe_wall_ms} ms`, w.wall_ratio === undefined ? '' : `×${w.wall_ratio}`, verdict('workflows.conch_wall_ms')],
     ]

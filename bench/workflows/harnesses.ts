@@ -22,6 +22,8 @@ import type { ConchDriver, TmuxStep, Workflow } from './definitions.ts'
 export interface HarnessRun {
   /** UTF-8 bytes of every text the model read. */
   bytes: number
+  /** Of those, the bytes of the harness's own lines and suffixes, not the programs' output (`OWN`). */
+  harness_bytes: number
   calls: number
   wall_ms: number
   /** Those texts, joined (the outcome check reads them). */
@@ -37,8 +39,21 @@ const PIPE_TIMEOUT_MS = 60_000
 /** How long a conch run may stay open after its script ended (a hold it should not have). */
 const RUN_END_MS = 15_000
 
-function measured(texts: readonly string[], calls: number, wallMs: number): HarnessRun {
-  return { bytes: texts.reduce((sum, text) => sum + Buffer.byteLength(text), 0), calls, wall_ms: wallMs, read: texts.join('\n') }
+/**
+ * What each harness writes itself: conch's status lines (`[wait: …]`, `[exit: …]`, `[session: …]`,
+ * the open, task and screen headers, the background send's hint); the tmux harness's headers and
+ * the `; tmux wait -S` it appends to a command (echoed back); the pipe tool's exit and empty notes.
+ */
+export const OWN: Record<'conch' | 'tmux' | 'pipe', RegExp> = {
+  conch: /^\[(?:wait|exit|session|opened|task|status|screen|input|note): .*$|^You are notified .*$| {2}← cursor$/gm,
+  tmux: /^(?:New Terminal Output|Current Terminal Screen):$|; tmux wait -S [\w-]+/gm,
+  pipe: /^Exit code \d+$|^\(no output\)$/gm,
+}
+
+function measured(harness: keyof typeof OWN, texts: readonly string[], calls: number, wallMs: number): HarnessRun {
+  const bytes = (text: string) => Buffer.byteLength(text)
+  const own = texts.flatMap((text) => text.match(OWN[harness]) ?? [])
+  return { bytes: texts.reduce((sum, text) => sum + bytes(text), 0), harness_bytes: own.reduce((sum, text) => sum + bytes(text), 0), calls, wall_ms: wallMs, read: texts.join('\n') }
 }
 
 /** A queue whose `next()` waits for the next `push`. */
@@ -119,7 +134,8 @@ export async function runConch(c: Composition, workflow: Workflow, dir: string):
   try {
     const start = performance.now()
     const run = c.ctx.agents.run(agent, { prompt: workflow.name, signal: abort.signal })
-    void run.finally(() => reads.push(undefined))
+    // A run that ends (or fails) while the script waits for a read fails that read.
+    void run.then(() => reads.push(undefined), () => reads.push(undefined))
     await workflow.conch(driver)
     const wallMs = performance.now() - start
     finished = true
@@ -127,7 +143,7 @@ export async function runConch(c: Composition, workflow: Workflow, dir: string):
     const timer = setTimeout(() => abort.abort(new Error('the run stayed open after its script ended')), RUN_END_MS)
     const result = await run.finally(() => clearTimeout(timer))
     if (result.status !== 'completed') throw new Error(`workflows: the conch run of "${workflow.name}" ended ${result.status}: ${result.text}`)
-    return measured(texts, calls, wallMs)
+    return measured('conch', texts, calls, wallMs)
   } finally {
     await c.ctx.agents.dispose(agent)
     unregister()
@@ -181,7 +197,7 @@ export async function runTmux(workflow: Workflow, dir: string): Promise<HarnessR
       return text
     }
     for (const [index, step] of workflow.tmux.entries()) texts.push(await tmuxStep(tmux, step, `wf-${process.pid}-${index}`, read))
-    return measured(texts, workflow.tmux.length, performance.now() - start)
+    return measured('tmux', texts, workflow.tmux.length, performance.now() - start)
   } finally {
     await tmux('kill-server').catch(() => {})
   }
@@ -218,7 +234,7 @@ export async function runPipe(workflow: Workflow, dir: string): Promise<HarnessR
   const texts: string[] = []
   const start = performance.now()
   for (const command of workflow.pipe) texts.push(await pipeCall(command, dir))
-  return measured(texts, workflow.pipe.length, performance.now() - start)
+  return measured('pipe', texts, workflow.pipe.length, performance.now() - start)
 }
 
 function pipeCall(command: string, dir: string): Promise<string> {
