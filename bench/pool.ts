@@ -26,7 +26,7 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context } from 'cordis'
 import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
-import AgentService from '../packages/core/agent/src/index.ts'
+import AgentService, { type Agent } from '../packages/core/agent/src/index.ts'
 import LlmService from '../packages/core/llm/src/index.ts'
 import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
@@ -36,6 +36,7 @@ import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, policyTerminals, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
+import type { FakeModelServer } from '../packages/test-support/src/fake-model/index.ts'
 import { CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/test-support/src/products.ts'
 import { progress } from './harness.ts'
 import type { Bench } from './registry.ts'
@@ -100,11 +101,7 @@ export async function benchPool(options: PoolOptions): Promise<PoolFigures> {
   return figures
 }
 
-async function benchKind(
-  kind: Kind,
-  options: PoolOptions,
-  env: { ctx: Context; owner: Awaited<ReturnType<Context['agents']['create']>> | undefined; model: Awaited<ReturnType<typeof startModel>> },
-): Promise<PoolKindFigures> {
+async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; owner: Agent | undefined; model: FakeModelServer }): Promise<PoolKindFigures> {
   const { ctx, owner, model } = env
   /** The pool's terminal dependencies for the terminal option (the plugin's own wiring, written out). */
   const terminalDeps = (): Partial<PoolDeps> => {
