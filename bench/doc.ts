@@ -1,31 +1,52 @@
 /**
  * `pnpm bench:doc` — writes the generated parts of docs/performance.md: the targets (from
- * targets.ts) and the latest figures (from bench/results.json). A full `pnpm bench` run calls it
- * after writing results.json. Everything outside the marked blocks is left as it is.
+ * targets.ts) with the last full run's values, and the workflow table (from bench/results.json).
+ * A full `pnpm bench` run calls it after writing results.json. Everything outside the marked
+ * blocks is left as it is.
  */
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { Machine } from './harness.ts'
 import { limitText, type Target, TARGETS } from './targets.ts'
+import { HARNESSES, type WorkflowCost, type WorkflowFigures } from './workflows.ts'
 
 const DOC = fileURLToPath(new URL('../docs/performance.md', import.meta.url))
 const RESULTS = fileURLToPath(new URL('./results.json', import.meta.url))
 
-function targetsBlock(): string[] {
-  const rows = TARGETS.map((spec) => `| \`${spec.name ?? `${spec.bench}.${spec.figure}`}\` | ${limitText(spec)} | ${spec.baseline ? spec.baseline.map((path) => `\`${path}\``).join(' + ') : 'none'} |`)
-  return ['| figure | target | same-run baseline |', '|---|---|---|', ...rows]
+type Results = { machine: Machine; targets: Target[]; workflows?: WorkflowFigures }
+
+/**
+ * Every target with the last full run's value beside it: figure, target, same-run baseline,
+ * value, verdict (with the limit a relative target came to). A target the run did not measure
+ * has empty cells.
+ */
+export function targetsBlock(results: Results | undefined): string[] {
+  const m = results?.machine
+  const commit = m?.commit === undefined ? '' : ` at \`${m.commit}\`${m.packages_modified ? ' (with uncommitted changes)' : ''}`
+  const run = m === undefined ? 'No full run yet.' : `The last full run${commit}, ${m.date.slice(0, 10)}: ${m.cpu_model}, ${m.cores} cores, node ${m.node}, load average at start ${m.load_average_start.join(' ')}, ${m.run_seconds} s.`
+  const rows = TARGETS.map((spec) => {
+    const figure = spec.name ?? `${spec.bench}.${spec.figure}`
+    const t = results?.targets.find((candidate) => candidate.figure === figure)
+    const limit = t !== undefined && spec.baseline !== undefined ? ` (limit ${t.limit.split(' = ').at(-1)})` : ''
+    const verdict = t === undefined ? '' : `${t.met ? 'met' : `missed by ${t.missed_by ?? ''}`}${limit}`
+    return `| \`${figure}\` | ${limitText(spec)} | ${spec.baseline ? spec.baseline.map((path) => `\`${path}\``).join(' + ') : 'none'} | ${t?.value ?? ''} | ${verdict} |`
+  })
+  return [run, '', '| figure | target | same-run baseline | last run | verdict |', '|---|---|---|---|---|', ...rows]
 }
 
-function figuresBlock(results: { machine: Machine; targets: Target[] }): string[] {
-  const m = results.machine
-  const commit = m.commit === undefined ? '' : ` at \`${m.commit}\`${m.packages_modified ? ' (with uncommitted changes)' : ''}`
-  const rows = results.targets.map((t) => `| \`${t.figure}\` | ${t.value ?? ''} | ${t.limit} | ${t.met ? 'met' : `missed by ${t.missed_by ?? ''}`} |`)
+/** Per workflow and in total: bytes read, tool calls and wall time of each way. */
+export function workflowsBlock(w: WorkflowFigures | undefined): string[] {
+  if (w === undefined) return ['No full run has measured the workflows yet.']
+  const cell = (c: WorkflowCost) => `${c.bytes} B, ${c.calls}, ${Math.round(c.wall_ms)} ms`
+  const total = Object.fromEntries(HARNESSES.map((h) => [h, { bytes: w[`${h}_bytes`], harness_bytes: w[`${h}_harness_bytes`], calls: w[`${h}_calls`], wall_ms: w[`${h}_wall_ms`] }]))
   return [
-    `The last full run${commit}, ${m.date.slice(0, 10)}: ${m.cpu_model}, ${m.cores} cores, node ${m.node}, load average at start ${m.load_average_start.join(' ')}, ${m.run_seconds} s.`,
-    '',
-    '| figure | value | limit | verdict |',
+    '| workflow | conch | tmux (Terminus-shaped) | pipe (one-shot bash) |',
     '|---|---|---|---|',
-    ...rows,
+    ...w.workflows.map((row) => `| ${row.name} | ${HARNESSES.map((h) => cell(row[h])).join(' | ')} |`),
+    `| **total** | ${HARNESSES.map((h) => `**${cell(total[h]!)}**`).join(' | ')} |`,
+    `| of which the harness's own lines | ${HARNESSES.map((h) => `${total[h]!.harness_bytes} B`).join(' | ')} |`,
+    '',
+    `conch / tmux: bytes ×${w.bytes_ratio ?? ''}, wall time ×${w.wall_ratio ?? ''}; the median of ${w.rounds} rounds (cells: bytes the model read, tool calls, wall time).`,
   ]
 }
 
@@ -39,12 +60,12 @@ function replaceBlock(text: string, name: string, lines: readonly string[]): str
   return `${text.slice(0, start + open.length)}\n${lines.join('\n')}\n${text.slice(end)}`
 }
 
-/** Rewrites both blocks of docs/performance.md; returns its path. */
+/** Rewrites the generated blocks of docs/performance.md; returns its path. */
 export function writeDoc(): string {
-  const results = JSON.parse(readFileSync(RESULTS, 'utf8')) as { machine: Machine; targets: Target[] }
+  const results = existsSync(RESULTS) ? (JSON.parse(readFileSync(RESULTS, 'utf8')) as Results) : undefined
   let text = readFileSync(DOC, 'utf8')
-  text = replaceBlock(text, 'bench:doc targets', targetsBlock())
-  text = replaceBlock(text, 'bench:doc figures', figuresBlock(results))
+  text = replaceBlock(text, 'bench:doc targets', targetsBlock(results))
+  text = replaceBlock(text, 'bench:doc workflows', workflowsBlock(results?.workflows))
   writeFileSync(DOC, text)
   return DOC
 }

@@ -3,12 +3,13 @@
  * the same run, cold (a fresh process per run) and with the spare (a booted process waiting),
  * and 10 `terminal_send` calls made from one program against the same 10 made directly.
  *
- * The nested figure is what the issue's target compares: one `run_code` whose program makes the
- * 10 calls, so it includes one run's own cost (the run frame, the program's round trip, the
- * teardown the result waits for). Each round therefore also times the same program making no
- * call (`nested_fixed_p50_ms`), and the per-call figures compare like with like: the nested run
- * less that fixed run against the direct calls (`nested_per_call_ratio`), and this process's CPU
- * per call on each side, with the program's own CPU per call beside it.
+ * The nested figure is one `run_code` whose program makes the 10 calls, so it includes one run's
+ * own cost (the run frame, the program's round trip, the teardown the result waits for). Each
+ * round therefore also times the same program making no call (`nested_fixed_p50_ms`), and the
+ * per-call figures compare like with like: what a nested call adds over a direct one,
+ * (nested − no-call program − direct) / calls (`nested_overhead_per_call_ms`, the target), the
+ * nested run less that fixed run against the direct calls (`nested_per_call_ratio`), and this
+ * process's CPU per call on each side, with the program's own CPU per call beside it.
  *
  * Each figure goes through `ctx.tools.execute('run_code', …)` — validation, ctx.ptc, the node
  * runtime, rendering — as the agent loop calls it. Unconfined (`danger-full-access`) so the
@@ -54,6 +55,8 @@ export interface PtcFigures {
   nested_fixed_p50_ms: number
   /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
   nested_per_call_ratio: number | undefined
+  /** Median over rounds of (nested − fixed − direct) / calls: what one nested call adds, ms. */
+  nested_overhead_per_call_ms: number
   /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
   nested_host_cpu_per_call_ms: number
   /** This process's CPU per direct call, ms. */
@@ -198,6 +201,7 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
     const direct: number[] = []
     const fixed: number[] = []
     const perCall: number[] = []
+    const overhead: number[] = []
     const nestedCpu: number[] = []
     const directCpu: number[] = []
     const programCpu: number[] = []
@@ -222,6 +226,7 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       fixed.push(none.ms)
       direct.push(plain.ms)
       perCall.push((sends.ms - none.ms) / plain.ms)
+      overhead.push((sends.ms - none.ms - plain.ms) / PTC_PLAN.nestedSends)
       nestedCpu.push((sends.host - none.host) / PTC_PLAN.nestedSends)
       directCpu.push(plain.host / PTC_PLAN.nestedSends)
       programCpu.push(sends.programMs / PTC_PLAN.nestedSends)
@@ -239,6 +244,7 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       nested_ratio: ratio(median(nested), median(direct)),
       nested_fixed_p50_ms: round(median(fixed)),
       nested_per_call_ratio: round(median(perCall)),
+      nested_overhead_per_call_ms: round(median(overhead), 3),
       nested_host_cpu_per_call_ms: round(median(nestedCpu)),
       direct_host_cpu_per_call_ms: round(median(directCpu)),
       nested_program_cpu_per_call_ms: round(median(programCpu)),
@@ -264,9 +270,10 @@ export const ptcBench: Bench = {
       rows.push(['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')])
       rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
       rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
-      rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), verdict('ptc.nested_ratio')])
+      rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), ''])
       rows.push(['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''])
       rows.push(['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''])
+      rows.push(['  added per call: (nested − no call − direct) / calls', ms(p.nested_overhead_per_call_ms), '', '', verdict('ptc.nested_overhead_per_call_ms')])
       rows.push(['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''])
       rows.push(['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''])
     }

@@ -11,12 +11,14 @@ import type { LifecycleFigures } from './lifecycle.ts'
 import type { LongLineFigures } from './long-line.ts'
 import type { NotifyFigures } from './notify.ts'
 import type { ParserFigures } from './parser.ts'
+import type { PoolFigures } from './pool.ts'
 import type { PtcFigures } from './ptc.ts'
 import type { ReplFigures } from './repl.ts'
 import type { StartupFigures } from './startup.ts'
 import type { SubagentFigures } from './subagents.ts'
 import type { SubmitFigures } from './submit.ts'
 import type { ThroughputFigures } from './throughput.ts'
+import type { WorkflowFigures } from './workflows.ts'
 import { bashTrueBench } from './bash-true.ts'
 import { dockerBench } from './docker.ts'
 import { idleScaleBench } from './idle-scale.ts'
@@ -24,15 +26,17 @@ import { lifecycleBench } from './lifecycle.ts'
 import { longLineBench } from './long-line.ts'
 import { notifyBench } from './notify.ts'
 import { parserBench } from './parser.ts'
+import { poolBench } from './pool.ts'
 import { ptcBench } from './ptc.ts'
 import { replBench } from './repl.ts'
 import { startupBench } from './startup.ts'
 import { subagentsBench } from './subagents.ts'
 import { submitBench } from './submit.ts'
 import { throughputBench } from './throughput.ts'
+import { workflowsBench } from './workflows.ts'
 
 /** The keys of results.json, in the order docs/performance.md lists them (and the table prints them). */
-export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'submit', 'notify', 'docker'] as const
+export const KEYS = ['bash_true', 'python_repl', 'node_repl', 'throughput', 'parser', 'idle', 'scale', 'lifecycle', 'ptc', 'long_line', 'startup', 'subagents', 'pool', 'submit', 'notify', 'workflows', 'docker'] as const
 export type Key = (typeof KEYS)[number]
 
 export interface Results {
@@ -48,8 +52,10 @@ export interface Results {
   long_line?: LongLineFigures
   startup?: StartupFigures
   subagents?: SubagentFigures
+  pool?: PoolFigures
   submit?: SubmitFigures
   notify?: NotifyFigures
+  workflows?: WorkflowFigures
   docker?: DockerFigures
   machine: Machine
 }
@@ -70,4 +76,4 @@ export interface Bench {
 }
 
 /** In running order. */
-export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, longLineBench, submitBench, notifyBench, dockerBench]
+export const BENCHES: readonly Bench[] = [parserBench, bashTrueBench, replBench, throughputBench, idleScaleBench, lifecycleBench, ptcBench, startupBench, subagentsBench, poolBench, longLineBench, submitBench, notifyBench, workflowsBench, dockerBench]

@@ -2,7 +2,7 @@
  * `pnpm bench` — conch's benchmarks. Measures conch's terminals side by side with bare node-pty
  * baselines, conch's startup against `node -e 0` and its sub-agent runs against the raw products,
  * each baseline in the same run; prints a table to stdout, progress to stderr, and writes
- * bench/results.json and the latest figures of docs/performance.md. Each bench is its own file
+ * bench/results.json and the generated blocks of docs/performance.md. Each bench is its own file
  * (registry.ts lists them); the targets are data (targets.ts).
  *
  * Not a test: a missed target is reported, never a failure. The exit code is non-zero only
