@@ -76,8 +76,11 @@ const TASK_PACKAGES = ['gcc', 'libc6-dev', 'make', 'ed', 'gdb', 'git', 'python3'
  * with the network; the tasks' own builds have none) and reused while it exists.
  */
 export async function taskBase(image: string): Promise<string> {
+  await docker(['image', 'inspect', image]).catch(() => {
+    throw new Error(`the base image ${image} is not on the Docker daemon; build it (scripts/build-test-image.sh makes conch-test:bookworm) or name another with --base`)
+  })
   const check = `for p in ${TASK_PROGRAMS.join(' ')}; do command -v $p >/dev/null || echo $p; done; [ -f /usr/include/stdio.h ] || echo libc6-dev`
-  const missing = async (candidate: string) => (await docker(['run', '--rm', '--network', 'none', candidate, 'sh', '-c', check])).trim()
+  const missing = async (candidate: string) => (await docker(['run', '--rm', '--pull', 'never', '--network', 'none', candidate, 'sh', '-c', check])).trim()
   if ((await missing(image)) === '') return image
   const derived = `${image.includes(':') ? image : `${image}:latest`}-tasks`
   if ((await docker(['image', 'inspect', derived]).then(() => missing(derived)).catch(() => 'absent')) === '') return derived
@@ -237,7 +240,7 @@ export async function runTask(taskDir: string, options: RunOptions): Promise<Tas
     const image = `conch-tbench/${task}:latest`
     await docker(['build', '-q', '--network', 'none', '--build-arg', `BASE_IMAGE=${options.baseImage}`, '-t', image, join(taskDir, 'environment')], seconds('environment', 'build_timeout_sec'))
     // The container's init is `sleep`, started in the image's WORKDIR: the terminal starts there too (nsenter --wd).
-    container = (await docker(['run', '-d', '--network', 'none', '--label', `${RUN_LABEL}=${runId}`, '--name', `conch-tbench-${runId}`, image, 'sleep', 'infinity'])).trim()
+    container = (await docker(['run', '-d', '--pull', 'never', '--network', 'none', '--label', `${RUN_LABEL}=${runId}`, '--name', `conch-tbench-${runId}`, image, 'sleep', 'infinity'])).trim()
     const pid = Number((await docker(['inspect', '--format', '{{.State.Pid}}', container])).trim())
     await docker(['exec', container, 'mkdir', '-p', '/logs/verifier', '/logs/agent'])
 
@@ -305,4 +308,9 @@ async function main(argv: string[]): Promise<number> {
   return reports.every((r) => r.reward === 1 && !r.error) ? 0 : 1
 }
 
-if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) process.exitCode = await main(process.argv.slice(2))
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main(process.argv.slice(2)).catch((error: Error) => {
+    process.stderr.write(`terminal-bench: ${error.message}\n`)
+    return 2
+  })
+}
