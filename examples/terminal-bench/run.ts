@@ -127,8 +127,9 @@ function processesInNamespaceOf(initPid: number): number[] {
 
 /**
  * The composition the terminal runs in: the spine, the scripted model, process ownership and the
- * terminal trio, with pty-local's shell entering the container's mount, UTS, IPC and network
- * namespaces (nsenter(1)) in its working directory and with its environment. The terminal stays
+ * terminal trio, with pty-local's shell entering the container's mount, UTS, IPC, network and
+ * PID namespaces (nsenter(1): gdb needs the container's /proc to show its inferior) in the
+ * init's working directory (the image's WORKDIR) and with the image's environment. The terminal stays
  * on conch's own PTY, so both readiness tiers (the prompt marker and the kernel's read on the
  * PTY slave) work unchanged; the container's namespaces are its confinement.
  */
