@@ -2,13 +2,14 @@
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { terminalComposition, writeComposition, type CompositionRow } from '@conch/test-support/composition'
+import { naming } from '@conch/test-support/procs'
 import { docker, dockerSkip, TEST_IMAGE } from '@conch/test-support/docker'
 import { jsonLines, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
@@ -29,20 +30,6 @@ function dockerComposition(script: string): CompositionRow[] {
 
 const open = { name: 'terminal_open', arguments: { type: 'shell' } }
 const send = (text: string) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: 60_000, idleMs: 60_000 } })
-
-/** Host processes whose command line names `text`. */
-function processesNaming(text: string): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-}
 
 describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
   it("a conch killed with SIGKILL mid-send leaves its labelled container, which the next run removes", async () => {
@@ -73,7 +60,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     // Nothing of either run is left: no container of a conch that is gone, no relay on the host.
     const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
     expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
-    expect(processesNaming(id)).toEqual([])
+    expect(naming(id)).toEqual([])
   })
 
   it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {

@@ -44,6 +44,20 @@ export function carrying(entry: string): number[] {
 /** Live processes whose initial environment carries `variable=value`. */
 export const markedProcesses = (variable: string, value: string): number[] => carrying(`${variable}=${value}`)
 
+/** Processes other than this one whose command line (`/proc/<pid>/cmdline`) contains `text`. */
+export function naming(text: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text)
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
 /** Whether a pid is alive (not a zombie). */
 export function alive(pid: number): boolean {
   try {

@@ -4,7 +4,7 @@
  * /tmp (and nothing shared across agents), the modes, the network, the deny-write list, the
  * limits, and teardown with proof.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces } from 'node:os'
@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
+import { naming } from '@conch/test-support/procs'
 import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
@@ -41,20 +42,6 @@ function networkAddress(): string | undefined {
   return Object.values(networkInterfaces())
     .flat()
     .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal)?.address
-}
-
-/** Host processes whose command line names `text`. */
-function processesNaming(text: string): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(text)
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
 }
 
 async function containerOf(agent: Agent): Promise<string> {
@@ -202,7 +189,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       expect(result.viewport).toMatch(/direct=(7|28)/)
       expect(refused).toEqual(['refused.test'])
       await box.agents.dispose(agent)
-      expect(processesNaming('net-relay.cjs')).toEqual([])
+      expect(naming('net-relay.cjs')).toEqual([])
     } finally {
       await new Promise((resolve) => upstream.close(resolve))
     }
@@ -221,7 +208,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/p.html`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow()
     await box.agents.dispose(agent)
     await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`)).rejects.toThrow()
-    expect(processesNaming('net-relay.cjs')).toEqual([])
+    expect(naming('net-relay.cjs')).toEqual([])
   })
 
   it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
