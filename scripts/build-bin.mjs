@@ -18,7 +18,8 @@
 // - Kept out of the build, resolved to absolute paths now and required when first used:
 //   node-pty (native, with its .node binding), amaro (3.7 MB, a WebAssembly swc, for the first
 //   run_code program), @xterm/headless (the first terminal), openai (the live model) and
-//   prom-client (the pool's metrics) — text every start would otherwise read. The Claude agent
+//   prom-client (the pool's metrics), dockerode (the Docker provider; its ssh2 dependency
+//   requires optional native bindings a bundle cannot hold) — text every start would otherwise read. The Claude agent
 //   SDK, an ES module, is imported by the bin before the plugin that needs it (ESM_EXTERNAL).
 //   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
 // - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
@@ -38,7 +39,7 @@ import { build } from 'esbuild'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const cli = join(root, 'packages', 'cli')
 const dist = join(cli, 'dist')
-const EXTERNAL = ['node-pty', 'amaro', 'openai', '@xterm/headless', 'prom-client']
+const EXTERNAL = ['node-pty', 'amaro', 'openai', '@xterm/headless', 'prom-client', 'dockerode']
 /**
  * ES module packages kept out of the build: the bin imports one (`__conchHost.preload`) before
  * the plugin that depends on it is evaluated, and the bundle reads it from there synchronously.
