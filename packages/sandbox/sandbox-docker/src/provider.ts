@@ -5,10 +5,11 @@
  *
  * - made at the agent's first confined process, from `image`, running `sleep infinity` under
  *   Docker's init (which reaps what re-parents to it), with the limits (memory, pids, CPUs), the
- *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start` and `conch.owner-host`, and the
+ *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start`, `conch.owner-host` and `conch.held`, and the
  *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
  *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
- *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, the policy's
+ *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, each folder
+ *   between the workspace and a read-only path bound onto itself (a rename fence), the policy's
  *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
  *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
  * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge; `allow`:
@@ -38,7 +39,7 @@ export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
-export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host' } as const
+export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', held: 'conch.held' } as const
 
 /** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
 export function daemonOptions(host: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker.DockerOptions {
@@ -114,7 +115,11 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     await Promise.all(
       containers
         .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
-        .map((info) => docker.getContainer(info.Id).remove({ force: true }).catch(() => {})),
+        .map(async (info) => {
+          await docker.getContainer(info.Id).remove({ force: true }).catch(() => {})
+          // The empty folders the daemon made for its held deny-write entries (`conch.held`).
+          for (const path of heldOf(info.Labels[LABEL.held])) removeEmptyFolder(path)
+        }),
     )
   }
 
@@ -134,11 +139,18 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     await check()
     const network = agent.network?.mode ?? 'none'
     const held: string[] = []
+    const Mounts = mounts(policy, config.denyWrite, held)
     const container = await docker
       .createContainer({
         Image: config.image,
         Cmd: ['sleep', 'infinity'],
-        Labels: { [LABEL.agent]: agent.key, [LABEL.pid]: String(process.pid), [LABEL.start]: startOf(process.pid) ?? '', [LABEL.host]: hostname() },
+        Labels: {
+          [LABEL.agent]: agent.key,
+          [LABEL.pid]: String(process.pid),
+          [LABEL.start]: startOf(process.pid) ?? '',
+          [LABEL.host]: hostname(),
+          [LABEL.held]: JSON.stringify(held),
+        },
         WorkingDir: policy.workspaceRoot,
         HostConfig: {
           Init: true,
@@ -150,7 +162,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           ReadonlyRootfs: policy.mode === 'read-only' || !config.writableRoot,
           SecurityOpt: ['no-new-privileges'],
           Tmpfs: { '/tmp': 'rw,nosuid,nodev,exec,mode=1777' },
-          Mounts: mounts(policy, config.denyWrite, held),
+          Mounts,
         },
       })
       .catch((error) => {
@@ -326,28 +338,66 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
   }
 }
 
-/** The container's mounts: the workspace (read-only under read-only), then what stays read-only or hidden inside it. */
+/**
+ * The container's mounts: the workspace (read-only under read-only), then what stays read-only or
+ * hidden inside it. Each folder between a writable root and a read-only path inside it is bound
+ * onto itself, still writable (a rename fence): a mount point cannot be renamed or removed, so
+ * `mv .git .git-old; mkdir -p .git/hooks` cannot put new hooks where the host's git reads them.
+ * The daemon mounts parents before children.
+ */
 function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
   const root = policy.workspaceRoot
-  const inside = (path: string) => path === root || (path.startsWith(`${root}/`) && !relative(root, path).startsWith('..'))
+  const within = (path: string, folder: string) => path === folder || (path.startsWith(`${folder}/`) && !relative(folder, path).startsWith('..'))
   const list: Docker.MountSettings[] = [{ Type: 'bind', Source: root, Target: root, ReadOnly: policy.mode === 'read-only' }]
+  const writable = [...(policy.mode === 'workspace-write' ? [root] : []), ...(policy.writablePaths ?? [])]
   for (const path of policy.writablePaths ?? []) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: false })
+  const guarded: Docker.MountSettings[] = []
   if (policy.mode === 'workspace-write') {
     for (const entry of denyWrite) {
       const path = join(root, entry)
-      if (existsSync(path)) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
-      else if (existsSync(dirname(path))) {
+      if (existsSync(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+      else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
-        list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+        guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
         held.push(path)
       }
     }
   }
-  for (const path of policy.protectedPaths.filter(inside)) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
-  for (const path of (policy.hiddenPaths ?? []).filter(inside)) {
+  for (const path of policy.protectedPaths.filter((path) => within(path, root))) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+  const fences = new Set<string>()
+  for (const { Target: path } of guarded) {
+    for (const folder of writable.filter((folder) => path !== folder && within(path, folder))) {
+      let fence = folder
+      for (const part of relative(folder, path!).split('/').slice(0, -1)) {
+        fence = join(fence, part)
+        if (!writable.includes(fence)) fences.add(fence)
+      }
+    }
+  }
+  for (const fence of fences) list.push({ Type: 'bind', Source: fence, Target: fence, ReadOnly: false })
+  list.push(...guarded)
+  for (const path of (policy.hiddenPaths ?? []).filter((path) => within(path, root))) {
     if (statSync(path).isDirectory()) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
   }
   return list
+}
+
+/** The `conch.held` label: a JSON array of absolute paths (anything else reads as none). */
+function heldOf(label: string | undefined): string[] {
+  try {
+    const paths: unknown = JSON.parse(label ?? '[]')
+    return Array.isArray(paths) ? paths.filter((path): path is string => typeof path === 'string' && path.startsWith('/')) : []
+  } catch {
+    return []
+  }
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return lstatSync(path).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 /** Field 22 of /proc/<pid>/stat (start time in clock ticks), parsed after the last `)`; undefined when it is gone. */

@@ -222,17 +222,37 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const result = await made.send(
       agent,
       id,
-      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config moved; echo done',
+      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config .git/config.old; echo done',
     )
     expect(result.viewport).toContain('done')
     expect(readFileSync(join(made.workspace, '.bashrc'), 'utf8')).toBe('original\n')
     expect(readFileSync(join(made.workspace, '.git', 'config'), 'utf8')).toBe('[core]\n')
     expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
-    expect(existsSync(join(made.workspace, 'moved'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'config.old'))).toBe(false)
     await made.agents.dispose(agent)
     // The empty folders that held missing entries are gone with the container.
     expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
+  })
+
+  it('a folder holding a deny-write path cannot be renamed away and rebuilt, as root', async () => {
+    const made = await compose()
+    box = made
+    mkdirSync(join(made.workspace, '.git', 'hooks'), { recursive: true })
+    writeFileSync(join(made.workspace, '.git', 'config'), '[core]\n')
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      "mv .git .git-old; rm -rf .git/hooks; mkdir -p .git/hooks; printf '#!/bin/sh\\necho planted\\n' > .git/hooks/pre-commit; echo '[alias] st = !echo planted' > .git/config; echo objects > .git/written; echo done",
+    )
+    expect(result.viewport).toContain('done')
+    expect(existsSync(join(made.workspace, '.git-old'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
+    expect(readFileSync(join(made.workspace, '.git', 'config'), 'utf8')).toBe('[core]\n')
+    // The fenced folder itself stays writable (git writes its objects there).
+    expect(readFileSync(join(made.workspace, '.git', 'written'), 'utf8')).toBe('objects\n')
   })
 
   it('a container has the configured limits; a fork bomb stays inside its pids limit and conch keeps serving another agent', async () => {
