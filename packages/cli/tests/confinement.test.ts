@@ -5,7 +5,7 @@
  * still confined. Then, through the same terminals: the kernel attacks under both confined
  * modes, and the private home with its masked credentials.
  */
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -107,8 +107,11 @@ describe.runIf(hasBwrap)('a confined terminal rewriting its own composition', ()
 describe.runIf(hasBwrap)('a confined terminal whose workspace is conch\'s own checkout', () => {
   it('cannot plant what a launcher runs next (.npmrc, .pnpmfile.cjs), nor git hooks or settings', async () => {
     const root = realpathSync(join(CLI_ROOT, '..', '..'))
-    const planted = ['.npmrc', '.pnpmfile.cjs', join('.git', 'hooks', 'pre-commit')].map((name) => join(root, name)).filter((path) => !existsSync(path))
-    const config = readFileSync(join(root, '.git', 'config'), 'utf8')
+    // The files git reads: under `.git/` in a clone, in the common folder in a worktree (where `.git` is a file).
+    const gitPath = (name: string) => execFileSync('git', ['rev-parse', '--path-format=absolute', '--git-path', name], { cwd: root, encoding: 'utf8' }).trim()
+    const planted = [join(root, '.npmrc'), join(root, '.pnpmfile.cjs'), gitPath('hooks/pre-commit')].filter((path) => !existsSync(path))
+    const configPath = gitPath('config')
+    const config = readFileSync(configPath, 'utf8')
     writeComposition(ws.dir, composition(join(ws.dir, 'script.jsonl')))
     ws.write('script.jsonl', [
       step('', [{ name: 'terminal_open', arguments: { type: 'shell', cwd: root } }]),
@@ -122,7 +125,7 @@ describe.runIf(hasBwrap)('a confined terminal whose workspace is conch\'s own ch
       expect(text).toMatch(/Read-only file system/)
       for (const name of ['npmrc', 'pnpmfile', 'hook', 'git']) expect(text).toMatch(new RegExp(`^${name}=[1-9]\\d*$`, 'm'))
       for (const path of planted) expect(existsSync(path), path).toBe(false)
-      expect(readFileSync(join(root, '.git', 'config'), 'utf8')).toBe(config)
+      expect(readFileSync(configPath, 'utf8')).toBe(config)
     } finally {
       for (const path of planted) rmSync(path, { force: true })
     }

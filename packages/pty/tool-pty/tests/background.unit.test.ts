@@ -74,6 +74,31 @@ describe('run_in_background with the memory backend', () => {
   })
 })
 
+describe('notifyOn', () => {
+  // `(a+)+$` backtracks exponentially in RegExp on a run of a's that does not end the line: 40 of
+  // them stall the event loop for days. The pattern comes from the model and the line from the
+  // program, so either may be hostile.
+  it('tries the model\'s pattern in linear time: a line built to backtrack does not stall conch', async () => {
+    harness = await boot()
+    const seen: Array<[string, string | undefined]> = []
+    const notify = harness.agent.notify.bind(harness.agent)
+    harness.agent.notify = (notification) => (seen.push([notification.event, notification.evidence]), notify(notification))
+    await harness.call('terminal_open', { type: 'shell' })
+    const hostile = `${'a'.repeat(40)}!`
+    await harness.call('terminal_send', { sessionId: 'pty-1', text: `echo skipped as the echo; echo ${hostile}; echo ${'a'.repeat(40)}`, run_in_background: true, notifyOn: '^(a+)+$' })
+    expect(await harness.text('task_output', { taskId: 'task-1', wait: true })).toContain(hostile)
+    expect(seen[0]).toEqual(['matched "^(a+)+$"', 'a'.repeat(40)])
+  })
+
+  it('refuses a pattern RE2 cannot run, naming what is wrong', async () => {
+    harness = await boot()
+    await harness.call('terminal_open', { type: 'shell' })
+    const refused = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'make', run_in_background: true, notifyOn: '(?<=a)b' })
+    expect(refused.isError).toBe(true)
+    expect(refused.content[0]!.text).toContain('notifyOn is not a valid RE2 regular expression (no lookaround or backreferences): error parsing regexp: invalid named capture')
+  })
+})
+
 describe('run_in_background ordering', () => {
   it('gives task_output only the output produced since the previous read, then the final status', async () => {
     const backend = new ScriptedBackend()

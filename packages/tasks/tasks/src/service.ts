@@ -14,6 +14,7 @@ import { OutputBuffer } from './output.ts'
 import {
   TaskError,
   type KillReport,
+  type LinePattern,
   type TaskController,
   type TaskInfo,
   type TaskOutcome,
@@ -63,7 +64,7 @@ interface TaskRecord {
   /** The newest output, read or not, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
   recent: string
   /** The pattern not yet matched, the incomplete last line it is tried on, and the complete lines still to skip. */
-  watch?: { pattern: RegExp; partial: string; skip: number } | undefined
+  watch?: { pattern: LinePattern; partial: string; skip: number } | undefined
   /** Whether the owner has read the task's final status (its end notification is then withdrawn). */
   seenEnd: boolean
   /** Releases the owner's wake hold (`notify`, `notifyOn`). */

@@ -43,8 +43,12 @@ export interface TaskSpec {
   outputLimitBytes?: number
   /** Wake the owner when the task ends: its run stays alive for it after the model's turn ended. */
   notify?: boolean
-  /** Notify (and wake, as `notify`) at the first output line matching it. */
-  notifyOn?: RegExp
+  /**
+   * Notify (and wake, as `notify`) at the first output line matching it. It is tried on every line
+   * the task prints, so it must run in time linear in the line (a model's pattern is compiled by
+   * an RE2 engine, not by `RegExp`, whose backtracking a hostile line can stall).
+   */
+  notifyOn?: LinePattern
   /** Output lines `notifyOn` is not tried on, first: a terminal's echo of the typed command. */
   notifyOnSkipLines?: number
   /** The work. A rejection ends the task `failed` with the error message. */
@@ -147,4 +151,10 @@ export interface TasksServiceApi {
   kill(owner: Agent, id: string): Promise<TaskSnapshot>
   /** The owner's tasks in creation order. */
   list(owner: Agent): TaskInfo[]
+}
+
+/** A line test: `source` names it in the notification (`matched "<source>"`). A RegExp is one. */
+export interface LinePattern {
+  readonly source: string
+  test(line: string): boolean
 }

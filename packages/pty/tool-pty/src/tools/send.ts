@@ -1,7 +1,9 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
+import { RE2JS } from 're2js'
 import { PtyError, type KeyEntry, type PtyServiceApi, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
-import { tasksOf, type KillReport } from '@conch/tasks'
+import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
+import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
 import { renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
@@ -56,9 +58,12 @@ export function registerTerminalSend(kit: ToolKit): void {
         notifyOn: z
           .string()
           .max(1000)
-          .refine(isRegExp, 'notifyOn is not a valid JavaScript regular expression')
+          .superRefine((source, context) => {
+            const problem = patternProblem(source)
+            if (problem !== undefined) context.addIssue({ code: 'custom', message: `notifyOn is not a valid RE2 regular expression (no lookaround or backreferences): ${problem}` })
+          })
           .optional()
-          .describe('Background: regex; notify and wake me at the first output line matching it'),
+          .describe('Background: RE2 regex; notify and wake me at the first output line matching it'),
       })
     : z.strictObject(sendShape, {
         error: (issue) =>
@@ -132,7 +137,7 @@ export function registerTerminalSend(kit: ToolKit): void {
             label,
             owner: agent,
             ...(notify === true && { notify: true }),
-            ...(notifyOn !== undefined && { notifyOn: new RegExp(notifyOn), notifyOnSkipLines: echoLines(payload) }),
+            ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn), notifyOnSkipLines: echoLines(payload) }),
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
               const result = await operation.done.finally(() => stop?.())
@@ -242,12 +247,22 @@ function echoLines(payload: SendPayload): number {
   return 0
 }
 
-function isRegExp(source: string): boolean {
+/**
+ * The model's `notifyOn` as a line test, compiled by RE2 (re2js): every line a task prints is
+ * tried, and RE2 runs in time linear in the line, where `RegExp`'s backtracking lets a hostile
+ * line (`aaaa…!` against `(a+)+$`) stall the event loop and every agent with it.
+ */
+function linePattern(source: string): LinePattern {
+  const compiled = RE2JS.compile(source)
+  return { source, test: (line) => compiled.test(line) }
+}
+
+function patternProblem(source: string): string | undefined {
   try {
-    new RegExp(source)
-    return true
-  } catch {
-    return false
+    RE2JS.compile(source)
+    return undefined
+  } catch (error) {
+    return messageOf(error)
   }
 }
 
