@@ -151,7 +151,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           [LABEL.host]: hostname(),
           [LABEL.held]: JSON.stringify(held),
         },
-        WorkingDir: policy.workspaceRoot,
+        WorkingDir: config.workingDir ?? policy.workspaceRoot,
         HostConfig: {
           Init: true,
           NetworkMode: network === 'none' ? 'none' : 'bridge',
@@ -320,7 +320,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       const entry = await place(agent, policy)
       const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
       const token = `conch-${randomBytes(12).toString('hex')}`
-      const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
+      // A process that asks for the workspace root (a terminal opened without a cwd) starts in `workingDir` when it is set.
+      const cwd = policy.cwd === undefined || policy.cwd === policy.workspaceRoot ? (config.workingDir ?? policy.workspaceRoot) : policy.cwd
+      const spec = { daemon, container: entry.id, token, cwd, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
       return {
         argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
         enforcement: 'full',

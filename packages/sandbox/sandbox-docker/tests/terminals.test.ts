@@ -142,6 +142,16 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     }
   })
 
+  it('a terminal opened without a cwd starts in workingDir; one naming a cwd starts there', async () => {
+    box = await compose({ docker: { workingDir: '/usr/share' } })
+    mkdirSync(join(box.workspace, 'sub'))
+    const agent = await box.agent()
+    const plain = await open(agent)
+    expect((await box.send(agent, plain, 'pwd')).viewport.split('\n')).toContain('/usr/share')
+    const named = (await box.pty.spawn(agent, { type: 'shell', cwd: 'sub' })).sessionId
+    expect((await box.send(agent, named, 'pwd')).viewport.split('\n')).toContain(join(box.workspace, 'sub'))
+  })
+
   it("a process asking another mode than its agent's container is refused with AGENT_SANDBOX_MODE_FIXED", async () => {
     box = await compose()
     const agent = await box.agent()
