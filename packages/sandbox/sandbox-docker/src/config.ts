@@ -42,7 +42,7 @@ export const Config = z
       .default(DEFAULT_DENY_WRITE)
       .describe(
         'Paths of the workspace its processes cannot write under workspace-write, relative to the workspace root (a trailing / marks a folder): ' +
-          'each one that exists when the container is made is mounted read-only over itself.',
+          'each one that exists when the container is made is mounted read-only over itself, a missing one is held by a tmpfs (README).',
       ),
     maxExposedPorts: z
       .number()

@@ -245,6 +245,28 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
   })
 
+  it('a deny-write path whose folder is missing is held: what a process makes there, a repository with hooks included, never reaches the host, as root', async () => {
+    const made = await compose()
+    box = made
+    const agent = await made.agent()
+    const id = await open(agent)
+    const planted = await made.send(agent, id, 'mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; echo planted-$((1+1))')
+    expect(planted.viewport).toContain('planted-2')
+    expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
+    const repository = await made.send(
+      agent,
+      id,
+      "rm -rf .git/hooks; git init -q && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && git config alias.st '!echo planted' && echo inited-$((2+2))",
+    )
+    // git works in the container: the repository is the container's own.
+    expect(repository.viewport).toContain('inited-4')
+    expect(existsSync(join(made.workspace, '.git', 'hooks'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'config'))).toBe(false)
+    await made.agents.dispose(agent)
+    // The folder the container held is gone with it.
+    expect(existsSync(join(made.workspace, '.git'))).toBe(false)
+  })
+
   it('a folder holding a deny-write path cannot be renamed away and rebuilt, as root', async () => {
     const made = await compose()
     box = made
