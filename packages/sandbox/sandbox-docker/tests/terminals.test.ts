@@ -267,6 +267,20 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(existsSync(join(made.workspace, '.git'))).toBe(false)
   })
 
+  it('a deny-write path missing two folders deep is held by its topmost missing folder, which cannot be renamed away', async () => {
+    const made = await compose({ docker: { denyWrite: ['sub/deep/hooks/'] } })
+    box = made
+    mkdirSync(join(made.workspace, 'sub'))
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(agent, id, 'mkdir -p sub/deep/hooks && echo evil > sub/deep/hooks/x; mv sub sub-old; rm -rf sub/deep; mkdir -p sub/deep/hooks && echo evil > sub/deep/hooks/y; echo tried-$((3+3))')
+    expect(result.viewport).toContain('tried-6')
+    expect(existsSync(join(made.workspace, 'sub', 'deep', 'hooks'))).toBe(false)
+    expect(existsSync(join(made.workspace, 'sub-old'))).toBe(false)
+    await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, 'sub', 'deep'))).toBe(false)
+  })
+
   it('a folder holding a deny-write path cannot be renamed away and rebuilt, as root', async () => {
     const made = await compose()
     box = made
