@@ -1,7 +1,8 @@
 /**
  * The five example tasks in the Terminal-Bench 2 layout (examples/terminal-bench/tasks), each
- * built and run in a container of the real dockerd, their oracle solutions typed through a real
- * `conch run` with terminal_send, their verifiers run as the harness runs them.
+ * built and run in the agent's container that `@conch/sandbox-docker` makes in the real dockerd,
+ * their oracle solutions typed through a real `conch run` with terminal_send, their verifiers run
+ * in that container before the agent ends.
  * The base image is `CONCH_TBENCH_BASE`, else conch-test:bookworm (scripts/build-test-image.sh),
  * with the programs the tasks need added once when it lacks them (`taskBase`).
  */
@@ -44,15 +45,15 @@ describe('Terminal-Bench tasks through conch in containers', () => {
     expect(report.leftoverContainers).toBe(0)
   })
 
-  it("a process that left the terminal's session and stays in the container is reported as a leftover", async () => {
+  it("a process that escaped the terminal's teardown and stays in the container is reported as a leftover", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'conch-tbench-leak-'))
     try {
       const task = join(dir, 'leak')
       cpSync(join(TASKS, 'heredoc-files'), task, { recursive: true })
-      // setsid: out of the terminal's session, so closing the terminal does not reach it.
-      writeFileSync(join(task, 'solution', 'solve.sh'), 'cd /app\n(setsid sleep 300 &)\n')
+      // Closing the terminal ends what carries its session tag, a `setsid` one included; `env -i` drops the tag.
+      writeFileSync(join(task, 'solution', 'solve.sh'), 'cd /app\n(setsid sleep 301 &)\n(env -i /usr/bin/setsid /bin/sleep 302 &)\n')
       const report = await runTask(task, { baseImage })
-      expect(report.sends.map((send) => send.waitReason)).toEqual(['stdin_read', 'stdin_read'])
+      expect(report.sends.map((send) => send.waitReason)).toEqual(['stdin_read', 'stdin_read', 'stdin_read'])
       expect(report.leftoverProcesses).toBe(1)
       // Removing the container ends it.
       expect(report.leftoverContainers).toBe(0)

@@ -5,28 +5,30 @@
  *   tsx examples/terminal-bench/run.ts [--base IMAGE] [--json | --verbose] TASK_DIR...
  *
  * For each task: `docker build` of environment/Dockerfile (no network; `BASE_IMAGE` build
- * argument = `--base`), one container from it, then a real `conch run` whose scripted model
- * opens a terminal in that container and types the oracle solution/solve.sh, one
- * terminal_send per top-level command (split.ts). Then tests/ is copied to /tests, tests/test.sh
- * runs, and /logs/verifier/reward.txt is read. See README.md.
+ * argument = `--base`), then a real `conch run` whose agent's container `@conch/sandbox-docker`
+ * makes from that image, and whose model (the runner's fake model server) opens a terminal there
+ * and types the oracle solution/solve.sh, one terminal_send per top-level command (split.ts).
+ * When the model is asked for its final answer, tests/ is copied to /tests of the agent's
+ * container, tests/test.sh runs there and /logs/verifier/reward.txt is read; then the answer
+ * goes and conch ends, removing the container. See README.md.
  */
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { LABEL } from '../../packages/sandbox/sandbox-docker/src/provider.ts'
+import { startFakeModel, type FakeModelServer } from '../../packages/test-support/src/fake-model/index.ts'
 import { splitCommands } from './split.ts'
 
 const CONCH_BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../../packages/cli/bin/conch.js')
-/** The label every container of a run carries, with the run's id as its value. */
-export const RUN_LABEL = 'conch.terminal-bench.run'
 
 export interface RunOptions {
   /** Image the task Dockerfiles build `FROM` (their `BASE_IMAGE` argument). */
   baseImage: string
   /** Bound of one send; it also is the send's `idleMs`, so only evidence settles a send before it. */
   sendTimeoutMs?: number
-  /** `false`: skip the solution (no conch run), to see the verifier fail on the untouched task. Default true. */
+  /** `false`: no sends (the terminal is opened and closed), to see the verifier fail on the untouched task. Default true. */
   solve?: boolean
 }
 
@@ -47,9 +49,9 @@ export interface TaskReport {
   reward: number | null
   sends: SendReport[]
   wallMs: number
-  /** Processes still in the task container after conch ended, besides its init. */
+  /** Processes in the agent's container after its terminal closed, before the verifier, besides the container's init. */
   leftoverProcesses: number
-  /** Containers of this run still present after the task. */
+  /** Containers of the run's conch still present after it ended. */
   leftoverContainers: number
   /** What went wrong outside the verifier's verdict (a failed build, conch exiting non-zero). */
   error?: string
@@ -110,42 +112,29 @@ export function tomlNumber(toml: string, section: string, key: string): number |
   return undefined
 }
 
-/** Pids of the processes whose mount namespace is the one of `initPid`'s, `initPid` itself left out. */
-function processesInNamespaceOf(initPid: number): number[] {
-  const namespace = readlinkSync(`/proc/${initPid}/ns/mnt`)
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name) && Number(name) !== initPid)
-    .filter((pid) => {
-      try {
-        return readlinkSync(`/proc/${pid}/ns/mnt`) === namespace
-      } catch {
-        return false // gone meanwhile
-      }
-    })
-    .map(Number)
-}
-
 /**
- * The composition the terminal runs in: the spine, the scripted model, process ownership and the
- * terminal trio, with pty-local's shell entering the container's mount, UTS, IPC, network and
- * PID namespaces (nsenter(1): gdb needs the container's /proc to show its inferior) in the
- * init's working directory (the image's WORKDIR) and with the image's environment. The terminal stays
- * on conch's own PTY, so both readiness tiers (the prompt marker and the kernel's read on the
- * PTY slave) work unchanged; the container's namespaces are its confinement.
+ * The composition of the agent: the spine, the oracle's model (the runner's fake model server,
+ * through `@conch/llm-openai`), process ownership, the sandbox seam with `@conch/sandbox-docker`
+ * making the agent's container from the task's image, and the terminal trio. The workspace is the
+ * runner's empty folder (bind-mounted at the same path); the task's files are the image's own
+ * under its WORKDIR (`workingDir`: where the terminal starts), writable as the container's copy
+ * (`writableRoot`), where the verifier reads them.
  */
-function composition(options: { script: string; pid: number; env: Record<string, string> }): object[] {
-  const bash = ['/bin/bash', '--noprofile', '--rcfile', '/dev/null', '+H', '-i']
-  const nsenter = ['--target', String(options.pid), '--mount', '--uts', '--ipc', '--net', '--pid', '--wd', '--', ...bash]
+function composition(options: { baseURL: string; image: string; workingDir: string; memoryMb: number | undefined; cpus: number | undefined }): object[] {
+  const limits = { ...(options.memoryMb !== undefined && { memoryMb: options.memoryMb }), ...(options.cpus !== undefined && { cpus: options.cpus }) }
+  // A key variable that is never set: no key of the runner's environment goes to the oracle's server.
+  const endpoint = { apiKeyEnv: 'CONCH_TBENCH_NO_KEY', baseURL: options.baseURL, model: 'oracle' }
   return [
     { id: 'sessions', name: '@conch/session' },
     { id: 'tools', name: '@conch/tools' },
     { id: 'llm', name: '@conch/llm' },
-    { id: 'model', name: '@conch/llm-replay', config: { script: options.script } },
+    { id: 'model', name: '@conch/llm-openai', config: { endpoints: [endpoint], baseURL: options.baseURL, model: 'oracle', maxRetries: 0 } },
     { id: 'subprocess', name: '@conch/subprocess' },
     { id: 'sandbox', name: '@conch/sandbox' },
-    { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: 'danger-full-access' } },
+    { id: 'sandbox-docker', name: '@conch/sandbox-docker', config: { image: options.image, workingDir: options.workingDir, writableRoot: true, ...limits } },
+    { id: 'sandbox-policy', name: '@conch/sandbox-policy', config: { mode: 'workspace-write' } },
     { id: 'pty', name: '@conch/pty' },
-    { id: 'pty-local', name: '@conch/pty-local', config: { shellPath: 'nsenter', shellArgs: nsenter, trustedEnv: options.env } },
+    { id: 'pty-local', name: '@conch/pty-local' },
     { id: 'tool-pty', name: '@conch/tool-pty' },
     { id: 'agents', name: '@conch/agent' },
   ]
@@ -162,61 +151,44 @@ interface StreamLine {
   status?: string
 }
 
-/** Runs `conch run` to its end (SIGTERM after `timeoutMs`); resolves with its exit code and stdout. */
-function runConch(args: string[], cwd: string, timeoutMs: number): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolvePromise) => {
-    const child = spawn(process.execPath, [CONCH_BIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-20_000)))
-    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs)
+interface ConchExit {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/** Starts `conch run` (SIGTERM after `timeoutMs`); `done` resolves with its exit code and output. */
+function startConch(args: string[], cwd: string, timeoutMs: number): { pid: number; done: Promise<ConchExit> } {
+  const child = spawn(process.execPath, [CONCH_BIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-20_000)))
+  const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs)
+  const done = new Promise<ConchExit>((resolvePromise) => {
     child.on('close', (code, signal) => {
       clearTimeout(timer)
       resolvePromise({ code: code ?? (signal ? 128 : 1), stdout, stderr })
     })
   })
+  return { pid: child.pid!, done }
 }
 
-/** The solution's sends through a real `conch run`, in the container whose init is `pid`. */
-async function solveThroughConch(options: {
-  task: string
-  taskDir: string
-  work: string
-  pid: number
-  env: Record<string, string>
-  sendTimeoutMs: number
-  runTimeoutMs: number
-}): Promise<{ sends: SendReport[]; error?: string }> {
-  const sends = splitCommands(readFileSync(join(options.taskDir, 'solution', 'solve.sh'), 'utf8'))
-  const script = join(options.work, 'script.jsonl')
-  const send = (text: string) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: options.sendTimeoutMs, idleMs: options.sendTimeoutMs } })
-  const steps = [
-    { tool_calls: [{ name: 'terminal_open', arguments: { type: 'shell', name: options.task } }] },
-    ...sends.map((s) => ({ tool_calls: [send(s.text)] })),
-    { tool_calls: [{ name: 'terminal_close', arguments: { sessionId: 'pty-1' } }] },
-    { text: 'Done.' },
-  ]
-  writeFileSync(script, steps.map((step) => JSON.stringify(step)).join('\n'))
-  // JSON is YAML: the composition needs no YAML writer.
-  const config = join(options.work, 'cordis.yml')
-  writeFileSync(config, JSON.stringify(composition({ script, pid: options.pid, env: options.env }), null, 2))
-  const instruction = readFileSync(join(options.taskDir, 'instruction.md'), 'utf8')
-  const conch = await runConch(['run', '--config', config, '--script', script, '--output', 'stream-json', '--cwd', options.work, instruction], options.work, options.runTimeoutMs)
-
+/** The sends' reports from `conch run`'s stream-json output, and what went wrong (its exit code, a failed open). */
+function readTranscript(conch: ConchExit): { sends: SendReport[]; error?: string } {
   const lines = conch.stdout
     .split('\n')
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as StreamLine)
   const calls = new Map(lines.filter((line) => line.type === 'tool_call').map((line) => [line.id, line]))
-  const reports: SendReport[] = []
+  const sends: SendReport[] = []
   let error = conch.code === 0 ? undefined : `conch run exited ${conch.code}: ${conch.stderr.trim().split('\n').slice(-5).join(' | ')}`
   for (const line of lines) {
     if (line.type !== 'tool_result') continue
-    if (line.isError && line.name === 'terminal_open') error ??= `terminal_open failed: ${line.text}`
+    if (line.isError && line.name !== 'terminal_send') error ??= `${line.name} failed: ${line.text}`
     if (line.name !== 'terminal_send') continue
     const meta = line.meta ?? {}
-    reports.push({
+    sends.push({
       text: String(calls.get(line.id)?.arguments?.['text'] ?? '').split('\n')[0]!,
       waitReason: String(meta['waitReason'] ?? (line.isError ? `error: ${line.text}` : 'none')),
       evidence: meta['evidence'],
@@ -224,48 +196,113 @@ async function solveThroughConch(options: {
       output: line.text ?? '',
     })
   }
-  return error === undefined ? { sends: reports } : { sends: reports, error }
+  return error === undefined ? { sends } : { sends, error }
 }
 
-/** One task, from build to teardown; never throws for the task's own failures (see `error`). */
+/** Ids of the containers `@conch/sandbox-docker` made for the conch process `pid` (its `conch.owner-pid` label). */
+async function containersOf(pid: number): Promise<string[]> {
+  return (await docker(['ps', '-aq', '--no-trunc', '--filter', `label=${LABEL.pid}=${pid}`])).split('\n').filter(Boolean)
+}
+
+/** How many processes run in container `id` (host pids whose cgroup names it) besides its init and the init's `sleep infinity`. */
+async function processesIn(id: string): Promise<number> {
+  const init = Number((await docker(['inspect', '--format', '{{.State.Pid}}', id])).trim())
+  const read = (pid: string, file: string) => {
+    try {
+      return readFileSync(`/proc/${pid}/${file}`, 'utf8')
+    } catch {
+      return '' // gone meanwhile
+    }
+  }
+  return readdirSync('/proc').filter((pid) => {
+    if (!/^\d+$/.test(pid) || Number(pid) === init || !read(pid, 'cgroup').includes(id)) return false
+    const stat = read(pid, 'stat')
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+    return !(ppid === init && read(pid, 'cmdline') === 'sleep\0infinity\0')
+  }).length
+}
+
+/** The verifier in container `id`: tests/ copied to /tests, `bash /tests/test.sh`, then /logs/verifier/reward.txt. */
+async function verify(id: string, taskDir: string, timeoutMs: number): Promise<{ reward: number | null; error?: string }> {
+  await docker(['exec', id, 'mkdir', '-p', '/logs/verifier', '/logs/agent'])
+  await docker(['cp', join(taskDir, 'tests'), `${id}:/tests`])
+  const error = await docker(['exec', id, 'bash', '/tests/test.sh'], timeoutMs).then(
+    () => undefined,
+    (failure: Error) => `verifier: ${failure.message}`,
+  )
+  const reward = (await docker(['exec', id, 'cat', '/logs/verifier/reward.txt']).catch(() => '')).trim()
+  return { reward: reward === '' ? null : Number(reward), ...(error !== undefined && { error }) }
+}
+
+/**
+ * One task, from build to teardown; never throws for the task's own failures (see `error`).
+ * The oracle's model is a fake model server the runner scripts: `terminal_open`, one
+ * `terminal_send` per send of solve.sh, `terminal_close`, then the final answer — held back while
+ * the verifier runs in the agent's container (the model's turn is still open, so the agent and
+ * its container are too); then the answer goes, `conch run` ends and the provider removes the
+ * container.
+ */
 export async function runTask(taskDir: string, options: RunOptions): Promise<TaskReport> {
   const started = performance.now()
   const task = basename(resolve(taskDir))
-  const runId = `${task}-${process.pid}-${Date.now().toString(36)}`
   const toml = readFileSync(join(taskDir, 'task.toml'), 'utf8')
   const seconds = (section: string, key: string) => (tomlNumber(toml, section, key) ?? 600) * 1000
   const report: TaskReport = { task, reward: null, sends: [], wallMs: 0, leftoverProcesses: 0, leftoverContainers: 0 }
   const work = mkdtempSync(join(tmpdir(), 'conch-tbench-'))
-  let container: string | undefined
+  let model: FakeModelServer | undefined
+  let conch: ReturnType<typeof startConch> | undefined
   try {
     const image = `conch-tbench/${task}:latest`
     await docker(['build', '-q', '--network', 'none', '--build-arg', `BASE_IMAGE=${options.baseImage}`, '-t', image, join(taskDir, 'environment')], seconds('environment', 'build_timeout_sec'))
-    // The container's init is `sleep`, started in the image's WORKDIR: the terminal starts there too (nsenter --wd).
-    container = (await docker(['run', '-d', '--pull', 'never', '--network', 'none', '--label', `${RUN_LABEL}=${runId}`, '--name', `conch-tbench-${runId}`, image, 'sleep', 'infinity'])).trim()
-    const pid = Number((await docker(['inspect', '--format', '{{.State.Pid}}', container])).trim())
-    await docker(['exec', container, 'mkdir', '-p', '/logs/verifier', '/logs/agent'])
+    const workingDir = (await docker(['image', 'inspect', '--format', '{{.Config.WorkingDir}}', image])).trim() || '/'
 
-    if (options.solve !== false) {
-      const imageEnv = JSON.parse(await docker(['image', 'inspect', '--format', '{{json .Config.Env}}', image])) as string[] | null
-      const env = Object.fromEntries((imageEnv ?? []).map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)]))
-      const agentMs = seconds('agent', 'timeout_sec')
-      const solved = await solveThroughConch({ task, taskDir, work, pid, env, sendTimeoutMs: Math.min(options.sendTimeoutMs ?? 60_000, agentMs), runTimeoutMs: agentMs })
-      report.sends = solved.sends
-      if (solved.error !== undefined) report.error = solved.error
-      report.leftoverProcesses = processesInNamespaceOf(pid).length
+    const agentMs = seconds('agent', 'timeout_sec')
+    const sendTimeoutMs = Math.min(options.sendTimeoutMs ?? 60_000, agentMs)
+    const sends = options.solve === false ? [] : splitCommands(readFileSync(join(taskDir, 'solution', 'solve.sh'), 'utf8'))
+    const call = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, arguments: args }] })
+    model = await startFakeModel()
+    model.enqueue(
+      call('terminal_open', { type: 'shell', name: task }),
+      ...sends.map((send) => call('terminal_send', { sessionId: 'pty-1', text: send.text, timeoutMs: sendTimeoutMs, idleMs: sendTimeoutMs })),
+      call('terminal_close', { sessionId: 'pty-1' }),
+      { text: 'Done.', stallAfterChunks: 0 },
+    )
+    // JSON is YAML: the composition needs no YAML writer.
+    const config = join(work, 'cordis.yml')
+    const limits = { memoryMb: tomlNumber(toml, 'environment', 'memory_mb'), cpus: tomlNumber(toml, 'environment', 'cpus') }
+    writeFileSync(config, JSON.stringify(composition({ baseURL: model.openaiBaseUrl, image, workingDir, ...limits }), null, 2))
+    const instruction = readFileSync(join(taskDir, 'instruction.md'), 'utf8')
+    conch = startConch(['run', '--config', config, '--output', 'stream-json', '--cwd', work, instruction], work, agentMs + seconds('verifier', 'timeout_sec'))
+
+    // The final answer is asked for: every tool call has its result, and the agent's container still stands.
+    const final = sends.length + 2
+    const held = await Promise.race([
+      model.waitFor((requests) => requests.filter((request) => request.api === 'chat')[final]?.stalled).catch(() => false),
+      conch.done.then(() => false),
+    ])
+    if (held) {
+      const containers = await containersOf(conch.pid)
+      if (containers.length !== 1) throw new Error(`conch run has ${containers.length} containers for its agent, not one`)
+      report.leftoverProcesses = await processesIn(containers[0]!)
+      const verdict = await verify(containers[0]!, taskDir, seconds('verifier', 'timeout_sec'))
+      report.reward = verdict.reward
+      if (verdict.error !== undefined) report.error = verdict.error
+      model.release()
     }
-
-    await docker(['cp', join(taskDir, 'tests'), `${container}:/tests`])
-    await docker(['exec', container, 'bash', '/tests/test.sh'], seconds('verifier', 'timeout_sec')).catch((error: Error) => {
-      report.error ??= `verifier: ${error.message}`
-    })
-    const reward = await docker(['exec', container, 'cat', '/logs/verifier/reward.txt']).catch(() => undefined)
-    report.reward = reward === undefined || reward.trim() === '' ? null : Number(reward.trim())
+    const transcript = readTranscript(await conch.done)
+    report.sends = transcript.sends
+    if (transcript.error !== undefined) report.error ??= transcript.error
+    if (!held) report.error ??= 'conch run ended before it asked for the final answer'
   } catch (error) {
     report.error = (error as Error).message
   } finally {
-    if (container !== undefined) await docker(['rm', '-f', container]).catch(() => undefined)
-    report.leftoverContainers = (await docker(['ps', '-aq', '--filter', `label=${RUN_LABEL}=${runId}`]).catch(() => '')).split('\n').filter(Boolean).length
+    await model?.close()
+    if (conch !== undefined) {
+      await conch.done
+      const left = await containersOf(conch.pid).catch(() => [])
+      report.leftoverContainers = left.length
+      if (left.length > 0) await docker(['rm', '-f', ...left]).catch(() => undefined)
+    }
     rmSync(work, { recursive: true, force: true })
     report.wallMs = Math.round(performance.now() - started)
   }

@@ -52,6 +52,8 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
     // The daemon made an empty folder in the workspace for each missing deny-write entry it holds.
     expect(existsSync(join(ws.dir, '.mcp.json'))).toBe(true)
+    // And one for the missing folder of `.git/hooks/`, the container's own.
+    expect(existsSync(join(ws.dir, '.git'))).toBe(true)
 
     const next = ws.write('next.jsonl', [step('', [open]), step('', [send('echo NEXT-RUN')]), step('Done.')].join('\n'))
     const result = await runConch(['run', '--config', writeComposition(ws.dir, dockerComposition(next), 'next.yml'), '--output', 'stream-json', 'go'], { cwd: ws.dir })
@@ -64,7 +66,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
     expect(naming(id)).toEqual([])
     // Nor the folders the killed run's container held: the sweep removed them with it.
-    expect(['.mcp.json', '.vscode', '.bashrc'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+    expect(['.mcp.json', '.vscode', '.bashrc', '.git'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
   })
 
   it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {

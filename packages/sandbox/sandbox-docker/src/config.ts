@@ -29,12 +29,20 @@ export const Config = z
         "Whether workspace-write processes may write the container's own files outside the workspace (installing packages, writing /etc); " +
           'they are the container\'s copy, gone with it. The system prompt says so. Read-only is always read-only.',
       ),
+    workingDir: z
+      .string()
+      .regex(/^\//, { message: 'must be an absolute path in the image' })
+      .optional()
+      .describe(
+        'Where a process that asks for the workspace root (a terminal opened without a cwd) starts: this folder of the image instead, ' +
+          "such as a task image's WORKDIR whose files are the container's own (writable with writableRoot). Default: the workspace root.",
+      ),
     denyWrite: z
       .array(denyWriteEntry)
       .default(DEFAULT_DENY_WRITE)
       .describe(
         'Paths of the workspace its processes cannot write under workspace-write, relative to the workspace root (a trailing / marks a folder): ' +
-          'each one that exists when the container is made is mounted read-only over itself.',
+          'each one that exists when the container is made is mounted read-only over itself, a missing one is held by a tmpfs (README).',
       ),
     maxExposedPorts: z
       .number()

@@ -8,7 +8,8 @@
  *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start`, `conch.owner-host` and `conch.held`, and the
  *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
  *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
- *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one, each folder
+ *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one (by a writable
+ *   one of the container's own on its topmost missing folder when its folder is missing), each folder
  *   between the workspace and a read-only path bound onto itself (a rename fence), the policy's
  *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
  *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
@@ -151,7 +152,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           [LABEL.host]: hostname(),
           [LABEL.held]: JSON.stringify(held),
         },
-        WorkingDir: policy.workspaceRoot,
+        WorkingDir: config.workingDir ?? policy.workspaceRoot,
         HostConfig: {
           Init: true,
           NetworkMode: network === 'none' ? 'none' : 'bridge',
@@ -320,7 +321,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       const entry = await place(agent, policy)
       const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
       const token = `conch-${randomBytes(12).toString('hex')}`
-      const spec = { daemon, container: entry.id, token, cwd: policy.cwd ?? policy.workspaceRoot, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
+      // A process that asks for the workspace root (a terminal opened without a cwd) starts in `workingDir` when it is set.
+      const cwd = policy.cwd === undefined || policy.cwd === policy.workspaceRoot ? (config.workingDir ?? policy.workspaceRoot) : policy.cwd
+      const spec = { daemon, container: entry.id, token, cwd, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
       return {
         argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
         enforcement: 'full',
@@ -353,6 +356,7 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   for (const path of policy.writablePaths ?? []) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: false })
   const guarded: Docker.MountSettings[] = []
   if (policy.mode === 'workspace-write') {
+    const unplaced: string[] = []
     for (const entry of denyWrite) {
       const path = join(root, entry)
       if (existsSync(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
@@ -360,7 +364,17 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
         held.push(path)
-      }
+      } else unplaced.push(path)
+    }
+    for (const path of unplaced) {
+      // Its folder is missing too (`.git/hooks/` with no `.git`): the topmost missing folder is the
+      // container's own, a writable tmpfs, so what is made beneath it (`git init`, a hook) never
+      // reaches the host, and `git init` still works in the container.
+      let top = dirname(path)
+      while (!present(dirname(top))) top = dirname(top)
+      if (present(top) || !isFolder(dirname(top)) || held.includes(top)) continue // a file on the way (a gitfile), or held already
+      guarded.push({ Type: 'tmpfs', Source: '', Target: top, ReadOnly: false })
+      held.push(top)
     }
   }
   for (const path of policy.protectedPaths.filter((path) => within(path, root))) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
@@ -389,6 +403,16 @@ function heldOf(label: string | undefined): string[] {
     return Array.isArray(paths) ? paths.filter((path): path is string => typeof path === 'string' && path.startsWith('/')) : []
   } catch {
     return []
+  }
+}
+
+/** Whether anything is at `path`, a link included (not followed). */
+function present(path: string): boolean {
+  try {
+    lstatSync(path)
+    return true
+  } catch {
+    return false
   }
 }
 

@@ -142,6 +142,16 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     }
   })
 
+  it('a terminal opened without a cwd starts in workingDir; one naming a cwd starts there', async () => {
+    box = await compose({ docker: { workingDir: '/usr/share' } })
+    mkdirSync(join(box.workspace, 'sub'))
+    const agent = await box.agent()
+    const plain = await open(agent)
+    expect((await box.send(agent, plain, 'pwd')).viewport.split('\n')).toContain('/usr/share')
+    const named = (await box.pty.spawn(agent, { type: 'shell', cwd: 'sub' })).sessionId
+    expect((await box.send(agent, named, 'pwd')).viewport.split('\n')).toContain(join(box.workspace, 'sub'))
+  })
+
   it("a process asking another mode than its agent's container is refused with AGENT_SANDBOX_MODE_FIXED", async () => {
     box = await compose()
     const agent = await box.agent()
@@ -233,6 +243,42 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     // The empty folders that held missing entries are gone with the container.
     expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
+  })
+
+  it('a deny-write path whose folder is missing is held: what a process makes there, a repository with hooks included, never reaches the host, as root', async () => {
+    const made = await compose()
+    box = made
+    const agent = await made.agent()
+    const id = await open(agent)
+    const planted = await made.send(agent, id, 'mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; echo planted-$((1+1))')
+    expect(planted.viewport).toContain('planted-2')
+    expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
+    const repository = await made.send(
+      agent,
+      id,
+      "rm -rf .git/hooks; git init -q && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout && git config alias.st '!echo planted' && echo inited-$((2+2))",
+    )
+    // git works in the container: the repository is the container's own.
+    expect(repository.viewport).toContain('inited-4')
+    expect(existsSync(join(made.workspace, '.git', 'hooks'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'config'))).toBe(false)
+    await made.agents.dispose(agent)
+    // The folder the container held is gone with it.
+    expect(existsSync(join(made.workspace, '.git'))).toBe(false)
+  })
+
+  it('a deny-write path missing two folders deep is held by its topmost missing folder, which cannot be renamed away', async () => {
+    const made = await compose({ docker: { denyWrite: ['sub/deep/hooks/'] } })
+    box = made
+    mkdirSync(join(made.workspace, 'sub'))
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(agent, id, 'mkdir -p sub/deep/hooks && echo evil > sub/deep/hooks/x; mv sub sub-old; rm -rf sub/deep; mkdir -p sub/deep/hooks && echo evil > sub/deep/hooks/y; echo tried-$((3+3))')
+    expect(result.viewport).toContain('tried-6')
+    expect(existsSync(join(made.workspace, 'sub', 'deep', 'hooks'))).toBe(false)
+    expect(existsSync(join(made.workspace, 'sub-old'))).toBe(false)
+    await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, 'sub', 'deep'))).toBe(false)
   })
 
   it('a folder holding a deny-write path cannot be renamed away and rebuilt, as root', async () => {
