@@ -3,6 +3,7 @@
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { connect, createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -29,7 +30,29 @@ function dockerComposition(script: string): CompositionRow[] {
 }
 
 const open = { name: 'terminal_open', arguments: { type: 'shell' } }
-const send = (text: string) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: 60_000, idleMs: 60_000 } })
+const send = (text: string, idleMs = 60_000) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: 60_000, idleMs } })
+
+/** The daemon's socket on a TCP port of 127.0.0.1, as a remote daemon is reached (`DOCKER_HOST=tcp://…`). */
+async function tcpDaemon(): Promise<{ host: string; close(): Promise<void> }> {
+  const server = createServer((client) => {
+    const daemon = connect('/var/run/docker.sock')
+    client.pipe(daemon).on('error', () => client.destroy())
+    daemon.pipe(client).on('error', () => daemon.destroy())
+    client.on('error', () => daemon.destroy()).on('close', () => daemon.destroy())
+    daemon.on('error', () => client.destroy()).on('close', () => client.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    host: `tcp://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}
+
+/**
+ * Runs conch as on another machine than the daemon's: a PID namespace of its own with its own
+ * /proc (the container's processes are not in it) and its own hostname.
+ */
+const elsewhere = (hostname: string) => ['unshare', '--pid', '--fork', '--mount-proc', '--uts', '--', 'sh', '-c', `hostname ${hostname} && "$@"; exit $?`, 'sh']
 
 describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
   it("a conch killed with SIGKILL mid-send leaves its labelled container, which the next run removes", async () => {
@@ -65,6 +88,51 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     expect(naming(id)).toEqual([])
     // Nor the folders the killed run's container held: the sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+  })
+
+  it('with a daemon whose processes this host cannot see, bash sends settle on the prompt marker, a forged one does not, and a REPL settles on silence', async () => {
+    // A marker without the session's nonce, and one with a guessed nonce, each followed by `$ `.
+    const forger = String.raw`printf '\033]6973;prompt;0\007$ '; sleep 1; printf '\033]6973;0123456789abcdef;prompt;0\007$ '; sleep 1; echo FORGER-DONE-$((6*7))`
+    const script = ws.write(
+      'remote.jsonl',
+      [
+        step('', [open]),
+        step('', [send('echo remote-$((6*7))')]),
+        step('', [send(forger)]),
+        step('', [send('python3 -q', 1500)]),
+        step('', [send('print(6*7)', 1500)]),
+        step('', [send('exit()')]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const daemon = await tcpDaemon()
+    const hostname = `conch-remote-${process.pid}`
+    try {
+      const result = await runConch(['run', '--config', writeComposition(ws.dir, dockerComposition(script), 'remote.yml'), '--output', 'stream-json', 'go'], {
+        cwd: ws.dir,
+        env: { DOCKER_HOST: daemon.host },
+        launcher: elsewhere(hostname),
+      })
+      expect(result.code, result.stderr).toBe(0)
+      const results = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result')
+      const sent = results.slice(1).map((line) => ({ text: String(line['text']), meta: line['meta'] as { waitReason: string; evidence: { tier: string; detail: string } } }))
+      const prompt = { waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: expect.stringMatching(/its marker only/) } }
+      expect(sent[0]!.meta).toMatchObject(prompt)
+      expect(sent[0]!.text).toMatch(/^remote-42$/m)
+      // The forged markers did not settle the send: it ended at the shell's own prompt, after the forger.
+      expect(sent[1]!.meta).toMatchObject(prompt)
+      expect(sent[1]!.text).toMatch(/FORGER-DONE-42$/m)
+      // python3 is read by nothing this host can see: silence, with the note.
+      expect(sent[2]!.meta).toMatchObject({ waitReason: 'inferred_idle', evidence: { tier: 'silence' } })
+      expect(sent[3]!.meta.waitReason).toBe('inferred_idle')
+      expect(sent[3]!.text).toMatch(/^42$/m)
+      expect(sent[3]!.text).toContain('[note: output went quiet')
+      expect(sent[4]!.meta).toMatchObject(prompt)
+      // The agent's end removed its container.
+      expect(await docker.listContainers({ all: true, filters: { label: [`conch.owner-host=${hostname}`] } })).toEqual([])
+    } finally {
+      await daemon.close()
+    }
   })
 
   it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {
