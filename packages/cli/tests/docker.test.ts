@@ -2,7 +2,7 @@
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -54,22 +54,35 @@ async function tcpDaemon(): Promise<{ host: string; close(): Promise<void> }> {
  */
 const elsewhere = (hostname: string) => ['unshare', '--pid', '--fork', '--mount-proc', '--uts', '--', 'sh', '-c', `hostname ${hostname} && "$@"; exit $?`, 'sh']
 
+/**
+ * Runs conch with its own hostname (the same pid, exec'd): the conchs of other tests on this
+ * machine, which sweep the containers of every gone conch of theirs, leave its containers alone.
+ */
+const named = (hostname: string) => ['unshare', '--uts', '--', 'sh', '-c', 'hostname "$0" && exec "$@"', hostname]
+
+/** Starts a `conch run` whose send runs `sleep 600` in its container; resolves once it does, with the container's id. */
+async function sleepingRun(name: string, options: { launcher?: string[]; cwd?: string } = {}): Promise<{ conch: ReturnType<typeof startConch>; id: string }> {
+  const { launcher, cwd } = options
+  const script = ws.write(`${name}.jsonl`, [step('', [open]), step('', [send('sleep 600')]), step('Done.')].join('\n'))
+  const config = writeComposition(ws.dir, dockerComposition(script), `${name}.yml`)
+  const conch = startConch(['run', '--config', config, '--output', 'stream-json', ...(cwd === undefined ? [] : ['--cwd', cwd]), 'go'], {
+    cwd: ws.dir,
+    ...(launcher !== undefined && { launcher }),
+  })
+  for (;;) {
+    const [info] = await docker.listContainers({ filters: { label: [`conch.owner-pid=${conch.child.pid}`] } })
+    if (info !== undefined) {
+      const { Processes } = await docker.getContainer(info.Id).top({ ps_args: '-o pid,args' })
+      if ((Processes ?? []).some((row: string[]) => row[1] === 'sleep 600')) return { conch, id: info.Id }
+    }
+    if (conch.child.exitCode !== null) throw new Error(`conch exited before the send started: ${conch.stderr()}`)
+    await delay(50)
+  }
+}
+
 describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
   it("a conch killed with SIGKILL mid-send leaves its labelled container, which the next run removes", async () => {
-    const script = ws.write('killed.jsonl', [step('', [open]), step('', [send('sleep 600')]), step('Done.')].join('\n'))
-    const conch = startConch(['run', '--config', writeComposition(ws.dir, dockerComposition(script), 'killed.yml'), '--output', 'stream-json', 'go'], { cwd: ws.dir })
-    const sleeping = async (): Promise<string> => {
-      for (;;) {
-        const [info] = await docker.listContainers({ filters: { label: [`conch.owner-pid=${conch.child.pid}`] } })
-        if (info !== undefined) {
-          const { Processes } = await docker.getContainer(info.Id).top({ ps_args: '-o pid,args' })
-          if ((Processes ?? []).some((row: string[]) => row[1] === 'sleep 600')) return info.Id
-        }
-        if (conch.child.exitCode !== null) throw new Error(`conch exited before the send started: ${conch.stderr()}`)
-        await delay(50)
-      }
-    }
-    const id = await sleeping()
+    const { conch, id } = await sleepingRun('killed')
     conch.child.kill('SIGKILL')
     await conch.exit
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
@@ -88,6 +101,40 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     expect(naming(id)).toEqual([])
     // Nor the folders the killed run's container held: the sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+  })
+
+  it('conch gc removes the container of a conch killed with SIGKILL and the folders it held, and leaves a running conch\'s container', async () => {
+    // The live run first: a run that starts later sweeps the killed one's container itself.
+    const host = named(`conch-gc-${process.pid}`)
+    const live = await sleepingRun('live', { launcher: host })
+    try {
+      const elsewhere = join(ws.dir, 'killed')
+      mkdirSync(elsewhere)
+      const killed = await sleepingRun('killed', { launcher: host, cwd: elsewhere })
+      killed.conch.child.kill('SIGKILL')
+      await killed.conch.exit
+      // The empty folders the daemon made in its workspace for the deny-write entries it holds.
+      const held = JSON.parse((await docker.getContainer(killed.id).inspect()).Config.Labels['conch.held']!) as string[]
+      expect(held).toContain(join(elsewhere, '.mcp.json'))
+      const config = writeComposition(ws.dir, dockerComposition(ws.write('none.jsonl', step('Done.'))), 'gc.yml')
+      const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: host })
+      expect(gc.code, gc.stderr).toBe(0)
+      const { removed } = JSON.parse(gc.stdout) as { removed: { provider: string; kind: string; name: string }[] }
+      expect(removed).toEqual([{ provider: 'docker', kind: 'container', name: killed.id }, ...held.map((path) => ({ provider: 'docker', kind: 'folder', name: path }))])
+      await expect(docker.getContainer(killed.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+      expect(held.filter((path) => existsSync(path))).toEqual([])
+      expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)
+      // The folders the live run's container holds (the daemon made them) stay.
+      expect(existsSync(join(ws.dir, '.mcp.json'))).toBe(true)
+      // A second sweep finds nothing of either (the text output: a line per thing removed).
+      const again = await runConch(['gc', '--config', config], { cwd: ws.dir, launcher: host })
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toBe('nothing to remove\n')
+    } finally {
+      live.conch.child.kill('SIGTERM')
+      await live.conch.exit
+    }
+    await expect(docker.getContainer(live.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
   })
 
   it('with a daemon whose processes this host cannot see, bash sends settle on the prompt marker, a forged one does not, and a REPL settles on silence', async () => {

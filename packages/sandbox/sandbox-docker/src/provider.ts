@@ -30,7 +30,7 @@ import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { NET_FOLDER, startNetRelay, type NetRelay } from './network.ts'
 
@@ -103,30 +103,42 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return new SandboxError('CONTAINER_ENGINE_UNAVAILABLE', { engine: 'Docker', reason }, { cause: error })
   }
 
-  /** Removes the containers, and the network relays' folders, of conch processes that are gone (killed before their teardown). */
-  async function sweep(): Promise<void> {
+  /**
+   * Removes the containers, and the network relays' folders, of conch processes on this host that
+   * are gone (killed before their teardown); resolves to what it removed.
+   */
+  async function sweep(): Promise<SweptItem[]> {
+    const removed: SweptItem[] = []
     for (const name of readdirSync(tmpdir())) {
       const made = NET_FOLDER.exec(name)
       if (made === null || stillRunning(Number(made[1]), made[2])) continue
       const path = join(tmpdir(), name)
-      if (ownFolder(path)) rmSync(path, { recursive: true, force: true })
+      if (!ownFolder(path)) continue
+      rmSync(path, { recursive: true, force: true })
+      removed.push({ kind: 'folder', name: path })
     }
     const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
     await Promise.all(
       containers
         .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
         .map(async (info) => {
-          await docker.getContainer(info.Id).remove({ force: true }).catch(() => {})
+          // Another sweep may have removed it meanwhile: only this one's removals are reported.
+          const gone = await docker
+            .getContainer(info.Id)
+            .remove({ force: true })
+            .then(() => true, () => false)
+          if (gone) removed.push({ kind: 'container', name: info.Id })
           // The empty folders the daemon made for its held deny-write entries (`conch.held`).
-          for (const path of heldOf(info.Labels[LABEL.held])) removeEmptyFolder(path)
+          for (const path of heldOf(info.Labels[LABEL.held])) if (removeEmptyFolder(path)) removed.push({ kind: 'folder', name: path })
         }),
     )
+    return removed
   }
 
   /** The daemon answers and has the image (the first time, containers of gone conchs are removed on the way). */
   async function check(): Promise<void> {
     try {
-      await (swept ??= sweep())
+      await (swept ??= sweep().then(() => undefined))
       await docker.getImage(config.image).inspect()
     } catch (error) {
       swept = undefined
@@ -330,6 +342,13 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       }
     },
     check,
+    sweep: async () => {
+      try {
+        return await sweep()
+      } catch (error) {
+        throw engineError(error)
+      }
+    },
     async close() {
       const all = await Promise.allSettled([...entries.values()])
       entries.clear()
@@ -433,11 +452,14 @@ function ownFolder(path: string): boolean {
   }
 }
 
-/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. */
-function removeEmptyFolder(path: string): void {
+/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. Whether it did. */
+function removeEmptyFolder(path: string): boolean {
   try {
-    if (lstatSync(path).isDirectory() && readdirSync(path).length === 0) rmdirSync(path)
+    if (!lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    rmdirSync(path)
+    return true
   } catch {
     // Gone already.
+    return false
   }
 }
