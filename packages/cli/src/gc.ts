@@ -10,7 +10,7 @@ import { boot } from './boot.ts'
 import { readComposition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
 import { enabledRows } from './resolve.ts'
-import type { CommandIo } from './run.ts'
+import { noteOwnComposition, type CommandIo } from './run.ts'
 import { visible } from './transcript.ts'
 
 /** The rows `conch gc` starts: the sandbox seam and its providers. */
@@ -18,6 +18,7 @@ const SANDBOX_ROWS = new Set(['@conch/sandbox', '@conch/sandbox-local', '@conch/
 
 /** Runs `conch gc`; resolves to the exit code (0 once the sweep ran). */
 export async function gcCommand(args: GcArgs, io: CommandIo): Promise<number> {
+  noteOwnComposition(args, io.stderr)
   const composition = readComposition(args.config)
   const rows = enabledRows(composition.entries)
     .filter((row) => SANDBOX_ROWS.has(row.name))
