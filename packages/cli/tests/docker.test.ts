@@ -49,10 +49,10 @@ async function tcpDaemon(): Promise<{ host: string; close(): Promise<void> }> {
 }
 
 /**
- * Runs conch as on another machine than the daemon's: a PID namespace of its own with its own
- * /proc (the container's processes are not in it) and its own hostname.
+ * Runs conch in a PID namespace of its own with its own /proc (the container's processes are not
+ * in it) and `hostname`: as on another machine than the daemon's, when the hostname is another.
  */
-const elsewhere = (hostname: string) => ['unshare', '--pid', '--fork', '--mount-proc', '--uts', '--', 'sh', '-c', `hostname ${hostname} && "$@"; exit $?`, 'sh']
+const elsewhere = (hostname: string) => ['unshare', '--pid', '--fork', '--mount-proc', '--uts', '--', 'sh', '-c', 'hostname "$0" && "$@"; exit $?', hostname]
 
 /**
  * Runs conch with its own hostname (the same pid, exec'd): the conchs of other tests on this
@@ -135,6 +135,21 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       await live.conch.exit
     }
     await expect(docker.getContainer(live.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+  })
+
+  it("conch gc in another PID namespace of the same hostname leaves a running conch's container (it cannot see that conch)", async () => {
+    const name = `conch-gc-ns-${process.pid}`
+    const live = await sleepingRun('live', { launcher: named(name) })
+    try {
+      const config = writeComposition(ws.dir, dockerComposition(ws.write('none.jsonl', step('Done.'))), 'gc.yml')
+      const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: elsewhere(name) })
+      expect(gc.code, gc.stderr).toBe(0)
+      expect(JSON.parse(gc.stdout)).toEqual({ removed: [] })
+      expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)
+    } finally {
+      live.conch.child.kill('SIGTERM')
+      await live.conch.exit
+    }
   })
 
   it('with a daemon whose processes this host cannot see, bash sends settle on the prompt marker, a forged one does not, and a REPL settles on silence', async () => {

@@ -24,7 +24,7 @@
  *   host) is removed when a conch next makes one.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -39,7 +39,22 @@ export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
-export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', held: 'conch.held' } as const
+export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
+
+/**
+ * Where the owner labels' pid means something: this host and this process's PID namespace
+ * (`/proc/self/ns/pid`, `pid:[inode]`). A conch in another namespace of the same host sees other
+ * pids, so it must neither sweep these containers nor have its own swept from here.
+ */
+function ownerPlace(): { host: string; pidns: string } {
+  let pidns = ''
+  try {
+    pidns = readlinkSync('/proc/self/ns/pid')
+  } catch {
+    // No /proc: the hostname alone.
+  }
+  return { host: hostname(), pidns }
+}
 
 /** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
 export function daemonOptions(host: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker.DockerOptions {
@@ -117,7 +132,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       rmSync(path, { recursive: true, force: true })
       removed.push({ kind: 'folder', name: path })
     }
-    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
+    const place = ownerPlace()
+    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`, `${LABEL.pidns}=${place.pidns}`] } })
     await Promise.all(
       containers
         .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
@@ -152,6 +168,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const network = agent.network?.mode ?? 'none'
     const held: string[] = []
     const Mounts = mounts(policy, config.denyWrite, held)
+    const owner = ownerPlace()
     const container = await docker
       .createContainer({
         Image: config.image,
@@ -160,7 +177,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           [LABEL.agent]: agent.key,
           [LABEL.pid]: String(process.pid),
           [LABEL.start]: startOf(process.pid) ?? '',
-          [LABEL.host]: hostname(),
+          [LABEL.host]: owner.host,
+          [LABEL.pidns]: owner.pidns,
           [LABEL.held]: JSON.stringify(held),
         },
         WorkingDir: policy.workspaceRoot,
