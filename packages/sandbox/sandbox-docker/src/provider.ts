@@ -133,9 +133,11 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       removed.push({ kind: 'folder', name: path })
     }
     const place = ownerPlace()
-    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`, `${LABEL.pidns}=${place.pidns}`] } })
+    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`] } })
     await Promise.all(
       containers
+        // One made before the namespace label counts as this namespace's, as it did then.
+        .filter((info) => (info.Labels[LABEL.pidns] ?? place.pidns) === place.pidns)
         .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
         .map(async (info) => {
           // Another sweep may have removed it meanwhile: only this one's removals are reported.
