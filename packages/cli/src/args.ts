@@ -21,9 +21,10 @@ Commands:
 Options:
   -h, --help             show this help; conch run --help shows the run options
 
-run and acp boot a composition (gc its sandbox rows): --config FILE, else conch's own root cordis.yml (said on
-stderr). A ./cordis.yml is loaded only when named (--config ./cordis.yml): a composition runs as
-host code, and the folder may be the agent's; see docs/configuration.md for its format.`
+run and acp boot a composition, gc its sandbox rows: --config FILE, else conch's own root
+cordis.yml (said on stderr). A ./cordis.yml is loaded only when named (--config ./cordis.yml): a
+composition runs as host code, and the folder may be the agent's; see docs/configuration.md for
+its format.`
 
 export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] [--log-level LEVEL] "task"
 
