@@ -15,14 +15,16 @@ export const USAGE = `Usage: conch <command> [options]
 Commands:
   run [options] "task"   run one task to completion with a headless agent and print the transcript
   acp [options]          serve the Agent Client Protocol over stdio (for editors such as Zed)
+  gc [options]           remove what conchs that were killed left of their sandboxes
   pool-worker            host the PTY pool for a supervising conch (started by @conch/pty-pool)
 
 Options:
   -h, --help             show this help; conch run --help shows the run options
 
-Both commands boot a composition: --config FILE, else conch's own root cordis.yml (said on
-stderr). A ./cordis.yml is loaded only when named (--config ./cordis.yml): a composition runs as
-host code, and the folder may be the agent's; see docs/configuration.md for its format.`
+run and acp boot a composition, gc its sandbox rows: --config FILE, else conch's own root
+cordis.yml (said on stderr). A ./cordis.yml is loaded only when named (--config ./cordis.yml): a
+composition runs as host code, and the folder may be the agent's; see docs/configuration.md for
+its format.`
 
 export const RUN_USAGE = `Usage: conch run [--config FILE] [--script FILE] [--output text|stream-json [--partial]] [--cwd DIR] [--log-level LEVEL] "task"
 
@@ -63,6 +65,23 @@ Exit status: 0 when the client closed stdin or after SIGTERM / SIGINT, once ever
 terminal is disposed; 1 when the composition did not start; 2 for a usage error, a missing
 API key, or no working sandbox (bubblewrap) when the terminals are confined.`
 
+export const GC_USAGE = `Usage: conch gc [--config FILE] [--output text|json]
+
+Removes what conch processes that are gone (killed with SIGKILL, before their teardown) left of
+their agents' sandboxes, with the providers the composition loads: @conch/sandbox-docker's
+labelled containers and the folders they held, @conch/sandbox-local's agent folders and their
+network pins. What a running conch holds is left alone; a conch also sweeps so before it makes
+an agent's sandbox.
+
+Options:
+  --config FILE        composition whose sandbox providers sweep (default: conch's own)
+  --output FORMAT      text (default): one line per thing removed; json: one object,
+                       {"removed":[{"provider","kind","name"}]}
+  -h, --help           show this help
+
+Exit status: 0 when the sweep ran (whether or not it removed anything); 1 when a provider could
+not sweep (a Docker daemon that does not answer); 2 for a usage error.`
+
 export const POOL_WORKER_USAGE = `Usage: conch pool-worker
 
 Hosts the warm sessions of the PTY pool (@conch/pty-pool, worker: managed) for the conch process
@@ -93,6 +112,10 @@ export interface RunArgs extends CompositionArgs {
   /** Whether `--cwd` was given (else `cwd` is the working directory). Only set when given. */
   cwdGiven?: true
   logLevel: LogLevel
+}
+
+export interface GcArgs extends CompositionArgs {
+  output: 'text' | 'json'
 }
 
 export interface AcpArgs extends CompositionArgs {
@@ -160,6 +183,21 @@ export function parseAcpArgs(argv: readonly string[], cwd = process.cwd()): AcpA
   const script = stringFlag('--script', values['script'])
   if (script !== undefined) args.script = existing('--script', script, cwd, 'file')
   return args
+}
+
+/**
+ * Parses `conch gc` arguments (after `gc`). Returns `'help'` for `--help`.
+ * @throws CliError `USAGE` naming the flag.
+ */
+export function parseGcArgs(argv: readonly string[], cwd = process.cwd()): GcArgs | 'help' {
+  const { values, positionals } = parse(argv, {
+    config: { type: 'string' },
+    output: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  })
+  if (values['help']) return 'help'
+  if (positionals.length) throw usage(`conch gc: unexpected argument ${JSON.stringify(positionals[0])}; conch gc takes options only`)
+  return { ...composition(values['config'], cwd), output: oneOf('--output', values['output'], ['text', 'json'] as const, 'text') }
 }
 
 /** conch's own root composition: the cordis.yml of the checkout this module runs from (packages/cli/src, or the build in packages/cli/dist). */

@@ -7,9 +7,10 @@
  */
 import { constants } from 'node:os'
 import type { Context } from 'cordis'
-import { ACP_USAGE, parseAcpArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
+import { ACP_USAGE, GC_USAGE, parseAcpArgs, parseGcArgs, parseRunArgs, POOL_WORKER_USAGE, RUN_USAGE, USAGE, type AcpArgs } from './args.ts'
 import { describeError } from './boot.ts'
 import { CliError } from './errors.ts'
+import { gcCommand } from './gc.ts'
 import { bootFor, runCommand, workspaceRefusal, type CommandIo } from './run.ts'
 import { visible } from './transcript.ts'
 
@@ -78,6 +79,14 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         // closed stdin, every agent and terminal is disposed and the exit status is 0.
         return await acpCommand(args, { ...io, signal: signals.signal })
       }
+      case 'gc': {
+        const args = parseGcArgs(rest)
+        if (args === 'help') {
+          io.stdout.write(`${GC_USAGE}\n`)
+          return 0
+        }
+        return await gcCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
+      }
       case 'pool-worker': {
         if (rest.length > 0 && (rest[0] === '-h' || rest[0] === '--help')) {
           io.stdout.write(`${POOL_WORKER_USAGE}\n`)
@@ -93,7 +102,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
         return 0
       }
       default:
-        throw new CliError('USAGE', { reason: `unknown command ${JSON.stringify(command)}; the commands are run and acp (see conch --help)` })
+        throw new CliError('USAGE', { reason: `unknown command ${JSON.stringify(command)}; the commands are run, acp and gc (see conch --help)` })
     }
   } catch (error) {
     // Messages that name their subcommand (`conch run: missing the task`) carry their own prefix.

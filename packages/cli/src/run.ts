@@ -42,12 +42,7 @@ export async function bootFor(
   options: CompositionArgs & { script?: string; logLevel: LogLevel },
   io: CommandIo,
 ): Promise<App> {
-  if (options.ownComposition) {
-    const why = options.ignored === undefined
-      ? `no cordis.yml in ${process.cwd()}`
-      : `not loading ${options.ignored} (a composition runs as host code; to use it on purpose: --config ./cordis.yml)`
-    io.stderr.write(visible(`conch: ${why}; using conch's own ${options.config}\n`))
-  }
+  noteOwnComposition(options, io.stderr)
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
@@ -64,6 +59,15 @@ export async function bootFor(
     throw error
   }
   return app
+}
+
+/** Says on stderr, without `--config`, that conch's own composition is booted (and which ./cordis.yml was not). */
+export function noteOwnComposition(options: CompositionArgs, stderr: NodeJS.WritableStream): void {
+  if (!options.ownComposition) return
+  const why = options.ignored === undefined
+    ? `no cordis.yml in ${process.cwd()}`
+    : `not loading ${options.ignored} (a composition runs as host code; to use it on purpose: --config ./cordis.yml)`
+  stderr.write(visible(`conch: ${why}; using conch's own ${options.config}\n`))
 }
 
 /**

@@ -183,4 +183,32 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       rmSync(host, { recursive: true, force: true })
     }
   })
+
+  it("conch gc unpins and removes the agent's folder of a run killed with SIGKILL, and keeps a running maker's", async () => {
+    const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
+    const plant = 'touch /tmp/ready; sleep 600'
+    const script = ws.write('killed.jsonl', [step('', [open]), step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: plant, timeoutMs: 60_000, idleMs: 60_000 } }]), step('Done.')].join('\n'))
+    const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { runtimeDir } }), 'killed.yml')
+    const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
+    let killed: string | undefined
+    while (killed === undefined) {
+      const folder = existsSync(agentsFolder) ? readdirSync(agentsFolder)[0] : undefined
+      if (folder !== undefined && existsSync(join(agentsFolder, folder, 'tmp', 'ready'))) killed = join(agentsFolder, folder)
+      else if (conch.child.exitCode !== null) throw new Error(`conch exited before the terminal wrote /tmp: ${conch.stderr()}`)
+      else await delay(50)
+    }
+    conch.child.kill('SIGKILL')
+    await conch.exit
+    const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
+    expect(pinned()).toBe(true)
+    // A folder whose maker runs (this test's process) is another conch's, in use.
+    const stat = readFileSync(`/proc/${process.pid}/stat`, 'utf8')
+    const live = join(agentsFolder, `agent-${process.pid}-${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}-0123456789abcdef`)
+    mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
+    const gc = await runConch(['gc', '--config', config], { cwd: ws.dir })
+    expect(gc.code, gc.stderr).toBe(0)
+    expect(gc.stdout).toBe(`removed folder ${killed} (bubblewrap)\n`)
+    expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+    expect(pinned()).toBe(false)
+  })
 })

@@ -64,6 +64,18 @@ describe('usage', () => {
     expect(result.code).toBe(0)
     expect(result.stdout).toMatch(/^Usage: conch acp \[--config FILE\] \[--script FILE\]/)
   })
+
+  it('conch gc --help prints its usage, and a bad --output or an argument exits 2 naming it', async () => {
+    const help = await runConch(['gc', '--help'], { cwd: ws.dir })
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/^Usage: conch gc \[--config FILE\] \[--output text\|json\]/)
+    const output = await runConch(['gc', '--output', 'xml'], { cwd: ws.dir })
+    expect(output).toMatchObject({ code: 2, stdout: '' })
+    expect(output.stderr).toContain('--output must be text or json, got "xml"')
+    const extra = await runConch(['gc', 'now'], { cwd: ws.dir })
+    expect(extra.code).toBe(2)
+    expect(extra.stderr).toContain('conch gc: unexpected argument "now"; conch gc takes options only')
+  })
 })
 
 describe('the model', () => {

@@ -2,7 +2,8 @@
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { connect, createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -29,24 +30,59 @@ function dockerComposition(script: string): CompositionRow[] {
 }
 
 const open = { name: 'terminal_open', arguments: { type: 'shell' } }
-const send = (text: string) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: 60_000, idleMs: 60_000 } })
+const send = (text: string, idleMs = 60_000) => ({ name: 'terminal_send', arguments: { sessionId: 'pty-1', text, timeoutMs: 60_000, idleMs } })
+
+/** The daemon's socket on a TCP port of 127.0.0.1, as a remote daemon is reached (`DOCKER_HOST=tcp://…`). */
+async function tcpDaemon(): Promise<{ host: string; close(): Promise<void> }> {
+  const server = createServer((client) => {
+    const daemon = connect('/var/run/docker.sock')
+    client.pipe(daemon).on('error', () => client.destroy())
+    daemon.pipe(client).on('error', () => daemon.destroy())
+    client.on('error', () => daemon.destroy()).on('close', () => daemon.destroy())
+    daemon.on('error', () => client.destroy()).on('close', () => client.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    host: `tcp://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  }
+}
+
+/**
+ * Runs conch in a PID namespace of its own with its own /proc (the container's processes are not
+ * in it) and `hostname`: as on another machine than the daemon's, when the hostname is another.
+ */
+const elsewhere = (hostname: string) => ['unshare', '--pid', '--fork', '--mount-proc', '--uts', '--', 'sh', '-c', 'hostname "$0" && "$@"; exit $?', hostname]
+
+/**
+ * Runs conch with its own hostname (the same pid, exec'd): the conchs of other tests on this
+ * machine, which sweep the containers of every gone conch of theirs, leave its containers alone.
+ */
+const named = (hostname: string) => ['unshare', '--uts', '--', 'sh', '-c', 'hostname "$0" && exec "$@"', hostname]
+
+/** Starts a `conch run` whose send runs `sleep 600` in its container; resolves once it does, with the container's id. */
+async function sleepingRun(name: string, options: { launcher?: string[]; cwd?: string } = {}): Promise<{ conch: ReturnType<typeof startConch>; id: string }> {
+  const { launcher, cwd } = options
+  const script = ws.write(`${name}.jsonl`, [step('', [open]), step('', [send('sleep 600')]), step('Done.')].join('\n'))
+  const config = writeComposition(ws.dir, dockerComposition(script), `${name}.yml`)
+  const conch = startConch(['run', '--config', config, '--output', 'stream-json', ...(cwd === undefined ? [] : ['--cwd', cwd]), 'go'], {
+    cwd: ws.dir,
+    ...(launcher !== undefined && { launcher }),
+  })
+  for (;;) {
+    const [info] = await docker.listContainers({ filters: { label: [`conch.owner-pid=${conch.child.pid}`] } })
+    if (info !== undefined) {
+      const { Processes } = await docker.getContainer(info.Id).top({ ps_args: '-o pid,args' })
+      if ((Processes ?? []).some((row: string[]) => row[1] === 'sleep 600')) return { conch, id: info.Id }
+    }
+    if (conch.child.exitCode !== null) throw new Error(`conch exited before the send started: ${conch.stderr()}`)
+    await delay(50)
+  }
+}
 
 describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
   it("a conch killed with SIGKILL mid-send leaves its labelled container, which the next run removes", async () => {
-    const script = ws.write('killed.jsonl', [step('', [open]), step('', [send('sleep 600')]), step('Done.')].join('\n'))
-    const conch = startConch(['run', '--config', writeComposition(ws.dir, dockerComposition(script), 'killed.yml'), '--output', 'stream-json', 'go'], { cwd: ws.dir })
-    const sleeping = async (): Promise<string> => {
-      for (;;) {
-        const [info] = await docker.listContainers({ filters: { label: [`conch.owner-pid=${conch.child.pid}`] } })
-        if (info !== undefined) {
-          const { Processes } = await docker.getContainer(info.Id).top({ ps_args: '-o pid,args' })
-          if ((Processes ?? []).some((row: string[]) => row[1] === 'sleep 600')) return info.Id
-        }
-        if (conch.child.exitCode !== null) throw new Error(`conch exited before the send started: ${conch.stderr()}`)
-        await delay(50)
-      }
-    }
-    const id = await sleeping()
+    const { conch, id } = await sleepingRun('killed')
     conch.child.kill('SIGKILL')
     await conch.exit
     expect((await docker.getContainer(id).inspect()).State.Running).toBe(true)
@@ -67,6 +103,100 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     expect(naming(id)).toEqual([])
     // Nor the folders the killed run's container held: the sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc', '.git'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+  })
+
+  it('conch gc removes the container of a conch killed with SIGKILL and the folders it held, and leaves a running conch\'s container', async () => {
+    // The live run first: a run that starts later sweeps the killed one's container itself.
+    const host = named(`conch-gc-${process.pid}`)
+    const live = await sleepingRun('live', { launcher: host })
+    try {
+      const elsewhere = join(ws.dir, 'killed')
+      mkdirSync(elsewhere)
+      const killed = await sleepingRun('killed', { launcher: host, cwd: elsewhere })
+      killed.conch.child.kill('SIGKILL')
+      await killed.conch.exit
+      // The empty folders the daemon made in its workspace for the deny-write entries it holds.
+      const held = JSON.parse((await docker.getContainer(killed.id).inspect()).Config.Labels['conch.held']!) as string[]
+      expect(held).toContain(join(elsewhere, '.mcp.json'))
+      const config = writeComposition(ws.dir, dockerComposition(ws.write('none.jsonl', step('Done.'))), 'gc.yml')
+      const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: host })
+      expect(gc.code, gc.stderr).toBe(0)
+      const { removed } = JSON.parse(gc.stdout) as { removed: { provider: string; kind: string; name: string }[] }
+      expect(removed).toEqual([{ provider: 'docker', kind: 'container', name: killed.id }, ...held.map((path) => ({ provider: 'docker', kind: 'folder', name: path }))])
+      await expect(docker.getContainer(killed.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+      expect(held.filter((path) => existsSync(path))).toEqual([])
+      expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)
+      // The folders the live run's container holds (the daemon made them) stay.
+      expect(existsSync(join(ws.dir, '.mcp.json'))).toBe(true)
+      // A second sweep finds nothing of either (the text output: a line per thing removed).
+      const again = await runConch(['gc', '--config', config], { cwd: ws.dir, launcher: host })
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toBe('nothing to remove\n')
+    } finally {
+      live.conch.child.kill('SIGTERM')
+      await live.conch.exit
+    }
+    await expect(docker.getContainer(live.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
+  })
+
+  it("conch gc in another PID namespace of the same hostname leaves a running conch's container (it cannot see that conch)", async () => {
+    const name = `conch-gc-ns-${process.pid}`
+    const live = await sleepingRun('live', { launcher: named(name) })
+    try {
+      const config = writeComposition(ws.dir, dockerComposition(ws.write('none.jsonl', step('Done.'))), 'gc.yml')
+      const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: elsewhere(name) })
+      expect(gc.code, gc.stderr).toBe(0)
+      expect(JSON.parse(gc.stdout)).toEqual({ removed: [] })
+      expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)
+    } finally {
+      live.conch.child.kill('SIGTERM')
+      await live.conch.exit
+    }
+  })
+
+  it('with a daemon whose processes this host cannot see, bash sends settle on the prompt marker, a forged one does not, and a REPL settles on silence', async () => {
+    // A marker without the session's nonce, and one with a guessed nonce, each followed by `$ `.
+    const forger = String.raw`printf '\033]6973;prompt;0\007$ '; sleep 1; printf '\033]6973;0123456789abcdef;prompt;0\007$ '; sleep 1; echo FORGER-DONE-$((6*7))`
+    const script = ws.write(
+      'remote.jsonl',
+      [
+        step('', [open]),
+        step('', [send('echo remote-$((6*7))')]),
+        step('', [send(forger)]),
+        step('', [send('python3 -q', 1500)]),
+        step('', [send('print(6*7)', 1500)]),
+        step('', [send('exit()')]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const daemon = await tcpDaemon()
+    const hostname = `conch-remote-${process.pid}`
+    try {
+      const result = await runConch(['run', '--config', writeComposition(ws.dir, dockerComposition(script), 'remote.yml'), '--output', 'stream-json', 'go'], {
+        cwd: ws.dir,
+        env: { DOCKER_HOST: daemon.host },
+        launcher: elsewhere(hostname),
+      })
+      expect(result.code, result.stderr).toBe(0)
+      const results = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result')
+      const sent = results.slice(1).map((line) => ({ text: String(line['text']), meta: line['meta'] as { waitReason: string; evidence: { tier: string; detail: string } } }))
+      const prompt = { waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: expect.stringMatching(/its marker only/) } }
+      expect(sent[0]!.meta).toMatchObject(prompt)
+      expect(sent[0]!.text).toMatch(/^remote-42$/m)
+      // The forged markers did not settle the send: it ended at the shell's own prompt, after the forger.
+      expect(sent[1]!.meta).toMatchObject(prompt)
+      expect(sent[1]!.text).toMatch(/FORGER-DONE-42$/m)
+      // python3 is read by nothing this host can see: silence, with the note.
+      expect(sent[2]!.meta).toMatchObject({ waitReason: 'inferred_idle', evidence: { tier: 'silence' } })
+      expect(sent[3]!.meta.waitReason).toBe('inferred_idle')
+      expect(sent[3]!.text).toMatch(/^42$/m)
+      expect(sent[3]!.text).toContain('[note: output went quiet')
+      expect(sent[4]!.meta).toMatchObject(prompt)
+      // The agent's end removed its container.
+      expect(await docker.listContainers({ all: true, filters: { label: [`conch.owner-host=${hostname}`] } })).toEqual([])
+    } finally {
+      await daemon.close()
+    }
   })
 
   it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {

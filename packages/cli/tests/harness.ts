@@ -100,9 +100,10 @@ const MODEL_VARIABLES = ['DEEPSEEK_API_KEY', 'OPENAI_API_KEY', 'CONCH_BASE_URL',
 /**
  * Starts `node bin/conch.js …args` in `cwd`, without API keys or model endpoints in its
  * environment but those given. `descriptors` maps descriptors conch inherits (above 2) to open
- * descriptors of this process, as a shell's `200<file` would.
+ * descriptors of this process, as a shell's `200<file` would. `launcher` is a command that runs
+ * `node bin/conch.js …args` given as its last arguments (`unshare … --`).
  */
-export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number> }): Conch {
+export function startConch(args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number>; launcher?: readonly string[] }): Conch {
   const env: NodeJS.ProcessEnv = { ...process.env, ...options.env }
   for (const name of MODEL_VARIABLES) if (!options.env || !(name in options.env)) delete env[name]
   const inherited = Object.entries(options.descriptors ?? {}).map(([fd, from]) => [Number(fd), from] as const)
@@ -111,7 +112,8 @@ export function startConch(args: readonly string[], options: { cwd: string; env?
     while (stdio.length <= fd) stdio.push('ignore')
     stdio[fd] = from
   }
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env, stdio }) as ChildProcessWithoutNullStreams
+  const [file, ...argv] = [...(options.launcher ?? []), process.execPath, BIN, ...args]
+  const child = spawn(file!, argv, { cwd: options.cwd, env, stdio }) as ChildProcessWithoutNullStreams
   let out = ''
   let err = ''
   const waiters: { text: string; resolve: () => void }[] = []
@@ -145,7 +147,7 @@ export function startConch(args: readonly string[], options: { cwd: string; env?
 /** Runs conch to completion. */
 export async function runConch(
   args: readonly string[],
-  options: { cwd: string; env?: NodeJS.ProcessEnv; descriptors?: Record<number, number> },
+  options: Parameters<typeof startConch>[1],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const conch = startConch(args, options)
   const code = await conch.exit

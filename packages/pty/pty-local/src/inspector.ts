@@ -15,6 +15,12 @@ export type { ReadProbe } from './inspect-linux.ts'
 export interface TerminalInspector {
   /** Whether `probe` can prove a read (Linux /proc); false means only the other tiers apply. */
   readonly exact: boolean
+  /**
+   * Whether this host sees the terminal's processes at all. False for a relayed process this
+   * host's /proc does not show (a remote container daemon's exec): no tier but the controlled
+   * prompt's marker (nonce checked, no kernel check) and silence can settle a send.
+   */
+  readonly observable: boolean
   /** The terminal's foreground process group, or undefined when unknown. */
   foregroundGroup(): Promise<number | undefined>
   /** One look at the foreground group (verdict `unknown` when there is no exact tier). */
@@ -56,6 +62,9 @@ export function cleanProcessText(inspector: TerminalInspector, rule: Pick<Secret
   return {
     get exact() {
       return inspector.exact
+    },
+    get observable() {
+      return inspector.observable
     },
     foregroundGroup: () => inspector.foregroundGroup(),
     probe: async () => {
@@ -158,6 +167,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   }
   return {
     exact: terminal !== undefined,
+    observable: pid > 0,
     foregroundGroup: () => foregroundGroupOf(proc, pid),
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
@@ -198,6 +208,7 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
   const options = table === undefined ? {} : { table }
   return {
     exact: false,
+    observable: true,
     async foregroundGroup() {
       return (await readForegroundGroupMacos({ ...options, pid }))?.tpgid
     },

@@ -7,17 +7,18 @@
  * and two variables from its environment:
  * - `PS1` — the controlled prompt text (`$ `);
  * - `PROMPT_COMMAND` — run by bash before printing each primary prompt (bash(1), PROMPTING). It
- *   saves `$?`, prints a private OSC string `ESC ] 6973 ; prompt ; <status> BEL`, re-asserts
+ *   saves `$?`, prints a private OSC string `ESC ] 6973 ; <nonce> ; prompt ; <status> BEL`, re-asserts
  *   `PS1`, and un-exports `PROMPT_COMMAND` and `PS1` so child shells do not inherit the marker.
  *   bash restores `$?` after PROMPT_COMMAND, so `echo $?` still shows the last command's
  *   status. It references only variables it sets itself (robust under `set -u`) and every
  *   command in it succeeds (robust under `set -e`).
  *
- * **A marker is a hint, never proof.** Any program on the terminal can print the same bytes,
- * and no secret can be hidden from it: whatever the shell knows is in its environment, its
- * variables or its memory, and a program running as the same user (or as root) reads
- * /proc/<pid>/environ and /proc/<pid>/mem of its parent. So markers carry no secret, and the
- * session checks each one with the kernel (see send.ts and session.ts):
+ * **A marker is a hint, never proof.** Each carries a per-session nonce (random, 16 hex digits),
+ * so a program that prints the marker's shape (`cat` of a log, a test of conch itself) prints
+ * no marker; but no secret can be hidden from a program that looks for it: whatever the shell
+ * knows is in its environment, its variables or its memory, and a program running as the same
+ * user (or as root) reads /proc/<pid>/environ and /proc/<pid>/mem of its parent. So the session
+ * checks each marker with the kernel (see send.ts and session.ts):
  * - a prompt marker settles a send only while the shell itself is the foreground process group
  *   and its main task is blocked reading this terminal (/proc/<pid>/task/<tid>/syscall,
  *   proc(5));
@@ -25,10 +26,13 @@
  *   (its stat state `T` and an empty /proc/<pid>/task/<pid>/children); the exit status then
  *   comes from the wrapper's real wait status (waitpid(2), reported by node-pty), not from the
  *   marker's text.
+ * Where this host cannot see the terminal's processes at all (a relayed process on a remote
+ * container daemon, `TerminalInspector.observable` false) the nonce is the only check a prompt
+ * marker gets: a program that reads the shell's environment can then settle a send early.
  *
  * The shell is started by a small wrapper script (bash, or sh where there is no bash) that first
  * closes every inherited descriptor above 2 and sets IUTF8 on the terminal, holds the PTY slave
- * open while the shell runs and, after it exits, prints `ESC ] 6973 ; exit ; <status> BEL` and
+ * open while the shell runs and, after it exits, prints `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and
  * waits, stopped, for the session to acknowledge it (SIGUSR1, SIGCONT), then exits with the
  * shell's status. Output written to a terminal is read in order, so when that marker is parsed
  * every byte the shell wrote before exiting has been read: the exit is reported only after the
@@ -36,6 +40,7 @@
  * reports EIO on the master while data written just before the last slave holder exited is
  * still queued — about one run in six for `seq 1 5000; exit`.)
  */
+import { randomBytes } from 'node:crypto'
 import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
@@ -51,6 +56,8 @@ export type Marker =
 
 export interface ControlledPrompt {
   readonly ps1: string
+  /** The session's nonce, which every marker carries after the OSC number. */
+  readonly nonce: string
   /** Value of the shell's `PROMPT_COMMAND` environment variable. */
   readonly promptCommand: string
   /** argv that runs `argv` under the wrapper that prints the exit marker afterwards. */
@@ -63,10 +70,11 @@ export interface ControlledPrompt {
 
 /** Creates the controlled prompt of a session. */
 export function createControlledPrompt(): ControlledPrompt {
-  const head = `${MARKER_OSC};`
+  const nonce = randomBytes(8).toString('hex')
+  const head = `${MARKER_OSC};${nonce};`
   const promptCommand =
     `__conch_status=$?; ` +
-    `builtin printf '\\033]${MARKER_OSC};prompt;%s\\007' "$__conch_status"; ` +
+    `builtin printf '\\033]${head}prompt;%s\\007' "$__conch_status"; ` +
     `PS1='${CONTROLLED_PS1}'; ` +
     `builtin export -n PROMPT_COMMAND PS1`
   const wrapper = [
@@ -86,11 +94,12 @@ export function createControlledPrompt(): ControlledPrompt {
     // (EIO). A hangup (the harness gone: the kernel sends SIGHUP and SIGCONT) or TERM ends the
     // wait too. The trap is set before the marker is printed.
     `trap 'exit "\$__conch_status"' USR1 HUP TERM`,
-    `printf '\\033]${MARKER_OSC};exit;%s\\007' "\$__conch_status"`,
+    `printf '\\033]${head}exit;%s\\007' "\$__conch_status"`,
     'while :; do kill -STOP $$; done',
   ].join('; ')
   return {
     ps1: CONTROLLED_PS1,
+    nonce,
     promptCommand,
     wrap: (argv) => [descriptorShell(), '-c', wrapper, 'conch-shell', ...argv],
     exitAcknowledgement: ['SIGUSR1', 'SIGCONT'],

@@ -97,6 +97,8 @@ export interface SendSpec {
   endsInEscape: boolean
   /** Whether the /proc tier exists (Linux). */
   exact: boolean
+  /** Whether this host sees the terminal's processes (`TerminalInspector.observable`); false: a prompt marker settles unchecked. */
+  observable: boolean
   /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
   wrapperPid: number
   /** The shell's process group, when known (after startup): a read by it at `> ` is bash's PS2. */
@@ -774,6 +776,9 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
 
 // ─── The controlled prompt ──────────────────────────────────────────────────────────
 
+/** The evidence of a prompt marker this host could not check with the kernel. */
+export const UNCHECKED_PROMPT = "controlled prompt (its marker only: this host cannot see the terminal's processes)"
+
 /**
  * The controlled prompt was printed after the write: it settles the send only when the kernel
  * agrees — the shell's group is in front and its main task is blocked reading this terminal. A
@@ -782,6 +787,12 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
  */
 function checkForeground(s: SendState, out: SendEffect[]): void {
   if (s.awaiting.foreground !== undefined || s.phase !== 'waiting') return
+  if (!s.spec.observable) {
+    // Nothing to ask (a remote container's terminal): the marker, its nonce checked by the
+    // parser, is all there is; a prompt owed from before the send does not answer it.
+    if (!s.spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
+    return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
+  }
   s.awaiting.foreground = request(s)
   out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell' })
 }

@@ -134,6 +134,7 @@ export class Send {
       readsTermios: host.readsHiddenInput !== undefined,
       drainsInput: host.inputQueue !== undefined,
       exact: host.inspector.exact,
+      observable: host.inspector.observable,
       wrapperPid: host.pid,
       shellPgid: host.shellPgid,
       view: {

@@ -47,6 +47,7 @@ function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
     drainsInput: false,
     endsInEscape: false,
     exact: true,
+    observable: true,
     wrapperPid: SHELL - 1,
     shellPgid: SHELL,
     view,

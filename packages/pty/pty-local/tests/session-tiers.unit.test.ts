@@ -8,6 +8,7 @@ import { until } from '@conch/test-support/wait'
 import { Config } from '../src/config.ts'
 import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
+import { UNCHECKED_PROMPT } from '../src/send-machine.ts'
 import { LocalSession } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 import type { TermiosFlags } from '../src/termios.ts'
@@ -15,7 +16,7 @@ import type { TermiosFlags } from '../src/termios.ts'
 const SHELL = 4000
 const CHILD = 4100
 const prompt = createControlledPrompt()
-const MARKER = (status = 0) => `\x1b]6973;prompt;${status}\x07`
+const MARKER = (status = 0) => `\x1b]6973;${prompt.nonce};prompt;${status}\x07`
 const PS1 = `${MARKER()}\x1b[?2004h$ `
 
 class FakeTerminal implements TerminalProcess {
@@ -69,6 +70,7 @@ function probe(pgid: number, tid: number, switches: number, reading = true): Rea
 
 class FakeInspector implements TerminalInspector {
   exact = true
+  observable = true
   foreground = SHELL
   current: ReadProbe = probe(SHELL, SHELL, 1)
   shellBlocked: boolean | undefined = true
@@ -229,6 +231,23 @@ describe('the controlled prompt tier', () => {
     const result = await next.done
     expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
     expect(result.viewport.split('\n')).toContain('next')
+  })
+
+  it('with the terminal\'s processes out of sight, a marker with the session\'s nonce settles unchecked and one without it does not', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
+    inspector.observable = false
+    inspector.exact = false
+    inspector.foreground = -1
+    inspector.foregroundLooks = 0
+    const real = session.startSend({ text: 'true', submit: true })
+    expect(await nextWrite(terminal)).toBe('true\r')
+    terminal.emit(`true\r\n${PS1}`)
+    expect(await real.done).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: UNCHECKED_PROMPT } })
+    const forged = session.startSend({ text: 'cat forged', submit: true })
+    expect(await nextWrite(terminal)).toBe('cat forged\r')
+    terminal.emit(`cat forged\r\n\x1b]6973;prompt;0\x07$ \x1b]6973;0000000000000000;prompt;0\x07$ `)
+    expect(await forged.done).toMatchObject({ waitReason: 'inferred_idle', evidence: { tier: 'silence' } })
+    expect(inspector.foregroundLooks).toBe(0)
   })
 })
 
@@ -392,7 +411,7 @@ describe('silence, timeout and exit', () => {
     terminal.onSignal = (signal) => signal === 'SIGCONT' && terminal.finish(3)
     const operation = session.startSend({ text: 'exit 3', submit: true })
     await nextWrite(terminal)
-    terminal.emit('exit 3\r\nlast words\r\nexit\r\n\x1b]6973;exit;3\x07')
+    terminal.emit(`exit 3\r\nlast words\r\nexit\r\n\x1b]6973;${prompt.nonce};exit;3\x07`)
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'session_exit', sessionStatus: { state: 'exited', exitCode: 3, signal: null } })
     expect(result.viewport).toContain('last words')
@@ -405,7 +424,7 @@ describe('silence, timeout and exit', () => {
     inspector.wrapperStopped = false
     const operation = session.startSend({ text: 'forge', submit: true })
     await nextWrite(terminal)
-    terminal.emit('forge\r\n\x1b]6973;exit;42\x07')
+    terminal.emit(`forge\r\n\x1b]6973;${prompt.nonce};exit;42\x07`)
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'inferred_idle', sessionStatus: { state: 'running' } })
     expect(terminal.signals).toEqual([])

@@ -25,13 +25,13 @@
  *   host) is removed when a conch next makes one.
  */
 import { randomBytes } from 'node:crypto'
-import { existsSync, lstatSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider } from '@conch/sandbox'
+import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { NET_FOLDER, startNetRelay, type NetRelay } from './network.ts'
 
@@ -40,7 +40,22 @@ export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
-export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', held: 'conch.held' } as const
+export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
+
+/**
+ * Where the owner labels' pid means something: this host and this process's PID namespace
+ * (`/proc/self/ns/pid`, `pid:[inode]`). A conch in another namespace of the same host sees other
+ * pids, so it must neither sweep these containers nor have its own swept from here.
+ */
+function ownerPlace(): { host: string; pidns: string } {
+  let pidns = ''
+  try {
+    pidns = readlinkSync('/proc/self/ns/pid')
+  } catch {
+    // No /proc: the hostname alone.
+  }
+  return { host: hostname(), pidns }
+}
 
 /** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
 export function daemonOptions(host: string | undefined, env: NodeJS.ProcessEnv = process.env): Docker.DockerOptions {
@@ -104,30 +119,45 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return new SandboxError('CONTAINER_ENGINE_UNAVAILABLE', { engine: 'Docker', reason }, { cause: error })
   }
 
-  /** Removes the containers, and the network relays' folders, of conch processes that are gone (killed before their teardown). */
-  async function sweep(): Promise<void> {
+  /**
+   * Removes the containers, and the network relays' folders, of conch processes on this host that
+   * are gone (killed before their teardown); resolves to what it removed.
+   */
+  async function sweep(): Promise<SweptItem[]> {
+    const removed: SweptItem[] = []
     for (const name of readdirSync(tmpdir())) {
       const made = NET_FOLDER.exec(name)
       if (made === null || stillRunning(Number(made[1]), made[2])) continue
       const path = join(tmpdir(), name)
-      if (ownFolder(path)) rmSync(path, { recursive: true, force: true })
+      if (!ownFolder(path)) continue
+      rmSync(path, { recursive: true, force: true })
+      removed.push({ kind: 'folder', name: path })
     }
-    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
+    const place = ownerPlace()
+    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`] } })
     await Promise.all(
       containers
+        // One made before the namespace label counts as this namespace's, as it did then.
+        .filter((info) => (info.Labels[LABEL.pidns] ?? place.pidns) === place.pidns)
         .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
         .map(async (info) => {
-          await docker.getContainer(info.Id).remove({ force: true }).catch(() => {})
+          // Another sweep may have removed it meanwhile: only this one's removals are reported.
+          const gone = await docker
+            .getContainer(info.Id)
+            .remove({ force: true })
+            .then(() => true, () => false)
+          if (gone) removed.push({ kind: 'container', name: info.Id })
           // The empty folders the daemon made for its held deny-write entries (`conch.held`).
-          for (const path of heldOf(info.Labels[LABEL.held])) removeEmptyFolder(path)
+          for (const path of heldOf(info.Labels[LABEL.held])) if (removeEmptyFolder(path)) removed.push({ kind: 'folder', name: path })
         }),
     )
+    return removed
   }
 
   /** The daemon answers and has the image (the first time, containers of gone conchs are removed on the way). */
   async function check(): Promise<void> {
     try {
-      await (swept ??= sweep())
+      await (swept ??= sweep().then(() => undefined))
       await docker.getImage(config.image).inspect()
     } catch (error) {
       swept = undefined
@@ -141,6 +171,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const network = agent.network?.mode ?? 'none'
     const held: string[] = []
     const Mounts = mounts(policy, config.denyWrite, held)
+    const owner = ownerPlace()
     const container = await docker
       .createContainer({
         Image: config.image,
@@ -149,7 +180,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           [LABEL.agent]: agent.key,
           [LABEL.pid]: String(process.pid),
           [LABEL.start]: startOf(process.pid) ?? '',
-          [LABEL.host]: hostname(),
+          [LABEL.host]: owner.host,
+          [LABEL.pidns]: owner.pidns,
           [LABEL.held]: JSON.stringify(held),
         },
         WorkingDir: config.workingDir ?? policy.workspaceRoot,
@@ -333,6 +365,13 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       }
     },
     check,
+    sweep: async () => {
+      try {
+        return await sweep()
+      } catch (error) {
+        throw engineError(error)
+      }
+    },
     async close() {
       const all = await Promise.allSettled([...entries.values()])
       entries.clear()
@@ -457,11 +496,14 @@ function ownFolder(path: string): boolean {
   }
 }
 
-/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. */
-function removeEmptyFolder(path: string): void {
+/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. Whether it did. */
+function removeEmptyFolder(path: string): boolean {
   try {
-    if (lstatSync(path).isDirectory() && readdirSync(path).length === 0) rmdirSync(path)
+    if (!lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    rmdirSync(path)
+    return true
   } catch {
     // Gone already.
+    return false
   }
 }

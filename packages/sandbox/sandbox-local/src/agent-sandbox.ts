@@ -197,20 +197,12 @@ export class AgentSandboxes {
   }
 
   private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
-    const base = agentsFolderPath(this.options.base)
     maker ??= processMark()
-    const folder = join(base, `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
+    const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
-      const agents = ensurePrivateFolder(base, { root: this.options.base })
-      let dead: string[]
-      try {
-        dead = this.deadFolders(agents)
-      } finally {
-        nodeBeneathFs.close(agents.fd)
-      }
-      await Promise.all(dead.map((path) => this.sweep(path)))
+      await this.sweep()
       for (const path of [folder, entry.tmp, entry.sockets]) {
         const made = ensurePrivateFolder(path, { root: this.options.base })
         try {
@@ -299,6 +291,30 @@ export class AgentSandboxes {
   }
 
   /**
+   * Unpins and removes the agents' folders whose maker has ended (run before each agent's sandbox
+   * is made, and by `conch gc`); resolves to the paths removed. A folder that cannot be removed
+   * now (another conch sweeps it, or it is busy) stays for the next sweep.
+   * @throws SandboxError `RUNTIME_DIR_UNSAFE` when the agents' folder is not a private folder of this user's.
+   */
+  async sweep(): Promise<string[]> {
+    let agents: OpenFolder
+    try {
+      agents = ensurePrivateFolder(agentsFolderPath(this.options.base), { root: this.options.base })
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+    }
+    let dead: string[]
+    try {
+      dead = this.deadFolders(agents)
+    } finally {
+      nodeBeneathFs.close(agents.fd)
+    }
+    const removed = await Promise.all(dead.map(async (path) => ((await this.removeDead(path)) ? [path] : [])))
+    return removed.flat()
+  }
+
+  /**
    * The agents' folders (in `agents`) whose maker has ended — a conch that was killed leaves its
    * agents' /tmp and pin behind, while bubblewrap's `--die-with-parent` ends their processes.
    */
@@ -312,13 +328,15 @@ export class AgentSandboxes {
       .map(({ name }) => join(agents.path, name))
   }
 
-  /** Unpins and removes a dead agent's folder; one that cannot be removed now stays for the next sweep. */
-  private async sweep(folder: string): Promise<void> {
+  /** Unpins and removes a dead agent's folder; whether it did (one that cannot be removed now stays for the next sweep). */
+  private async removeDead(folder: string): Promise<boolean> {
     try {
       await this.unpin(folder)
       removeTree(folder, { root: this.options.base })
+      return true
     } catch {
       // another conch sweeps it, or it is busy: the next sweep retries
+      return false
     }
   }
 

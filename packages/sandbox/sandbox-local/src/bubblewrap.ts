@@ -416,6 +416,7 @@ export function bubblewrapProvider(
       })
       return policy.agent === undefined ? wrap() : agents.place(policy.agent, network(policy)).then(wrap)
     },
+    sweep: async () => (await agents.sweep()).map((name) => ({ kind: 'folder' as const, name })),
     close: () => agents.closeAll(),
     release: () => held.release(),
   }

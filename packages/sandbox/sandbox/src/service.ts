@@ -19,6 +19,7 @@ import {
   type SandboxPolicy,
   type SandboxProvider,
   type SandboxServiceApi,
+  type SweptItem,
 } from './types.ts'
 
 declare module 'cordis' {
@@ -441,6 +442,14 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   sharesLoopback(): boolean | undefined {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
+  }
+
+  async sweep(): Promise<Array<SweptItem & { provider: string }>> {
+    const removed: Array<SweptItem & { provider: string }> = []
+    for (const provider of this.providers.filter((provider) => provider.platforms.includes(process.platform))) {
+      for (const item of (await provider.sweep?.()) ?? []) removed.push({ provider: provider.name, ...item })
+    }
+    return removed
   }
 
   rootWritable(): boolean | undefined {

@@ -167,6 +167,18 @@ export interface SandboxProvider {
   probe(): Promise<true | string>
   /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
   confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult | Promise<ConfineResult>
+  /**
+   * Removes what conch processes that are gone left of their agents' sandboxes (a conch killed
+   * with SIGKILL: its containers, its agents' folders), never what a running conch holds; the
+   * same sweep the provider runs before it makes an agent's sandbox. Resolves to what it removed.
+   */
+  sweep?(): Promise<SweptItem[]>
+}
+
+/** One thing a sandbox sweep removed: what it is, and its name (a container id, a path). */
+export interface SweptItem {
+  kind: 'container' | 'folder'
+  name: string
 }
 
 /**
@@ -299,6 +311,8 @@ export interface SandboxServiceApi {
   onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
   /** Called by a provider for each refused host: tells every `onRefused` listener. */
   refused?(refusal: NetworkRefusal): void
+  /** Runs the `sweep` of each registered provider for this platform, one after the other; resolves to what each removed. */
+  sweep?(): Promise<Array<SweptItem & { provider: string }>>
 }
 
 /** A host an agent's egress proxy refused. */
