@@ -170,7 +170,7 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
   }
 }
 
-/** Share of a cut send's room kept from its end; a failing command (`[exit: N]`, N ≠ 0) keeps more. */
+/** Share of a cut send's room kept from its end; a failing command (`exit: N`, N ≠ 0) keeps more. */
 const TAIL_SHARE = 0.6
 const FAILING_TAIL_SHARE = 0.8
 
