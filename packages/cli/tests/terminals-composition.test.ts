@@ -81,7 +81,7 @@ describe('the terminal trio from a cordis.yml', () => {
     for (const result of results) expect(result.isError, result.text).toBe(false)
     const [open, , greeting, , background, signal, output, status, read, list, close] = results as ToolResultLine[]
 
-    expect(open!.text).toContain(`[opened: pty-1, type shell, name "work", cwd ${realpathSync(ws.dir)}]`)
+    expect(open!.text).toContain(`[opened: pty-1, cwd ${realpathSync(ws.dir)}]`)
     // State persists between sends: the directory and the exported variable.
     expect(greeting!.text.split('\n')).toContain('composed in sub')
     expect(greeting!.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)

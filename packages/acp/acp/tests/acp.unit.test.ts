@@ -165,7 +165,7 @@ describe('session/prompt', () => {
       sessionUpdate: 'tool_call_update',
       toolCallId: 'call_1_0',
       status: 'completed',
-      content: [{ type: 'content', content: { type: 'text', text: '[opened: pty-1, type shell, cwd /workspace]' } }],
+      content: [{ type: 'content', content: { type: 'text', text: '[opened: pty-1, cwd /workspace]' } }],
       rawOutput: { sessionId: 'pty-1', type: 'shell' },
     })
     const send = updates.filter((update) => 'toolCallId' in update && update.toolCallId === 'call_2_0')

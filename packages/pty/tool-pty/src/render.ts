@@ -222,10 +222,10 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
   }).text
 }
 
+/** An opened terminal: its id and the directory it started in; the type and name the call gave are not repeated. */
 export function renderOpen(opened: SpawnResult, maxBytes: number): string {
-  const name = opened.name === undefined ? '' : `, name "${opened.name}"`
   const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
-  const head = [{ text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, ...endedLine(opened.status)]
+  const head = [{ text: `[opened: ${opened.sessionId}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, ...endedLine(opened.status)]
   return fit({
     body: opened.motd,
     meta: [...head, ...(opened.exposed ?? []).map(({ port, hostPort }) => ({ text: `[exposed: sandbox 127.0.0.1:${port} → host 127.0.0.1:${hostPort}]` }))],
