@@ -8,9 +8,11 @@
  * - warm invoke: one sentinel round trip on a warm session (p50, p95);
  * - one-shot: the CLI's one-shot mode (`claude -p`, `codex exec`) in a fresh terminal, the
  *   same prompt (p50) — the path an invoke takes without the pool;
- * - Codex's own per-turn floor: from Enter on a warm turn to the fake model receiving that turn's
- *   request (Enter is placed at the end of the invoke less its answer, settle and transcript
- *   phases, so the floor is if anything under-counted).
+ * - each CLI's own per-turn floors: from Enter on a warm turn to the fake model receiving that
+ *   turn's request (Enter is placed at the end of the invoke less its answer, settle and
+ *   transcript phases, so the floor is if anything under-counted), and from the answer's sentinel
+ *   pair on the screen to the CLI's transcript holding it (the file's mtime): the `settle` phase
+ *   cannot end before that, and what it takes beyond it is conch's own.
  *
  * Targets: Claude Code warm p50 ≤ 0.2 × one-shot p50; Codex warm p50 ≤ its Enter → request p50 +
  * 30 ms (a warm Codex turn cannot be shorter than Codex's own work before its request leaves).
@@ -20,7 +22,7 @@
  * POOL_BENCH_TERMINAL=conch runs each CLI as a conch terminal of an agent under a
  * workspace-write policy (bubblewrap) instead of one under danger-full-access.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -55,6 +57,8 @@ export interface PoolKindFigures {
   warm_over_one_shot: number | undefined
   /** Enter on a warm turn → the fake model received its request, p50 ms. */
   enter_to_request_p50_ms: number
+  /** The sentinel pair on the screen → the CLI's transcript written last (its mtime), p50 ms. */
+  answer_to_transcript_p50_ms?: number
 }
 
 export interface PoolFigures {
@@ -129,6 +133,7 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
   const warm: number[] = []
   const oneShot: number[] = []
   const floor: number[] = []
+  const written: number[] = []
   const phases: Record<'echo' | 'answer' | 'settle' | 'transcript', number[]> = { echo: [], answer: [], settle: [], transcript: [] }
   try {
     for (let boot = 0; boot < 3; boot++) {
@@ -152,6 +157,8 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
       const request = model.requests.slice(seen).find((candidate) => candidate.userText.includes(`Q${run}: the same prompt`))
       if (turn === undefined || request === undefined) throw new Error(`warm invoke ${run} of ${kind}: no phases or no request of its own reached the model`)
       floor.push(request.receivedAt - (ended - turn.answer - turn.settle - turn.transcript))
+      const transcript = newestTranscript(join(dir, 'state'))
+      if (transcript !== undefined) written.push(transcript - (ended - turn.settle - turn.transcript))
       if (run <= Math.ceil(options.runs / 2)) {
         const started = performance.now()
         const fresh = await pool.invokeForAgent(ownerId, `one-${run}`, prompt)
@@ -172,7 +179,28 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
     one_shot_p50_ms: round(median(oneShot)),
     warm_over_one_shot: ratio(median(warm), median(oneShot)),
     enter_to_request_p50_ms: round(median(floor)),
+    ...(written.length > 0 && { answer_to_transcript_p50_ms: round(median(written)) }),
   }
+}
+
+/**
+ * The mtime (ms) of the newest `.jsonl` file below `dir` (the sessions' homes): a CLI's
+ * transcript. The CLIs make and remove lock folders meanwhile: what vanishes is skipped.
+ */
+function newestTranscript(dir: string): number | undefined {
+  let newest: number | undefined
+  let entries: Dirent[]
+  try {
+    entries = readdirSync(dir, { withFileTypes: true })
+  } catch {
+    return undefined
+  }
+  for (const entry of entries) {
+    const path = join(dir, entry.name)
+    const mtime = entry.isDirectory() ? newestTranscript(path) : entry.isFile() && entry.name.endsWith('.jsonl') ? statSync(path, { throwIfNoEntry: false })?.mtimeMs : undefined
+    if (mtime !== undefined && (newest === undefined || mtime > newest)) newest = mtime
+  }
+  return newest
 }
 
 export const poolBench: Bench = {
@@ -189,7 +217,10 @@ export const poolBench: Bench = {
       const k = r.pool?.[kind]
       if (!k) continue
       rows.push([`pool ${kind} warm invoke p50`, ms(k.warm_invoke_p50_ms), `one-shot ${ms(k.one_shot_p50_ms)}`, x(k.warm_over_one_shot), kind === 'claude' ? verdict('pool.claude.warm_invoke_p50_ms') : ''])
-      if (kind === 'codex') rows.push(['  codex Enter → request p50 (its own floor)', ms(k.enter_to_request_p50_ms), '', '', verdict('pool.codex.warm_invoke_p50_ms')])
+      const phases = k.warm_phases_p50_ms
+      rows.push([`  ${kind} phases p50: echo, answer, settle`, `${ms(phases['echo'] ?? 0)}, ${ms(phases['answer'] ?? 0)}, ${ms(phases['settle'] ?? 0)}`, '', '', ''])
+      rows.push([`  ${kind} Enter → request p50 (its own floor)`, ms(k.enter_to_request_p50_ms), '', '', kind === 'codex' ? verdict('pool.codex.warm_invoke_p50_ms') : ''])
+      rows.push([`  ${kind} answer → transcript written p50 (its own floor)`, ms(k.answer_to_transcript_p50_ms), '', '', ''])
     }
     for (const note of r.pool?.skipped ?? []) rows.push([`pool: skipped ${note}`, '', '', '', ''])
     return rows

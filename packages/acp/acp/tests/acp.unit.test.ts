@@ -165,7 +165,7 @@ describe('session/prompt', () => {
       sessionUpdate: 'tool_call_update',
       toolCallId: 'call_1_0',
       status: 'completed',
-      content: [{ type: 'content', content: { type: 'text', text: '[opened: pty-1, type shell, cwd /workspace]\n[session: running]' } }],
+      content: [{ type: 'content', content: { type: 'text', text: '[opened: pty-1, cwd /workspace]' } }],
       rawOutput: { sessionId: 'pty-1', type: 'shell' },
     })
     const send = updates.filter((update) => 'toolCallId' in update && update.toolCallId === 'call_2_0')
@@ -178,7 +178,7 @@ describe('session/prompt', () => {
     expect(live.at(-1)).toEqual({ sessionUpdate: 'tool_call_update', toolCallId: 'call_2_0', content: [{ type: 'content', content: { type: 'text', text: 'hi\n1\n2\n3\n' } }] })
     expect(send.at(-1)).toMatchObject({
       status: 'completed',
-      content: [{ type: 'content', content: { type: 'text', text: 'hi\n1\n2\n3\n[wait: stdin_read]\n[session: running]' } }],
+      content: [{ type: 'content', content: { type: 'text', text: 'hi\n1\n2\n3\n[wait: stdin_read]' } }],
       rawOutput: { waitReason: 'stdin_read' },
     })
   })

@@ -3,7 +3,8 @@ import type { Notification } from './types.ts'
 
 /**
  * One notification as the model reads it: a bracketed line naming the source, what happened, the
- * work and the evidence, then the last lines of output.
+ * work and the evidence, then the last lines of output. Evidence that is itself a line of that
+ * output (the line a pattern matched) is not said twice.
  *
  * ```
  * [notification: task-1 exited 2 — pty-1: make; evidence: controlled prompt]
@@ -12,9 +13,10 @@ import type { Notification } from './types.ts'
  */
 export function renderNotification(notification: Notification): string {
   const label = notification.label === undefined ? '' : ` — ${notification.label}`
-  const evidence = notification.evidence === undefined ? '' : `; evidence: ${notification.evidence}`
-  const head = `[notification: ${notification.source} ${notification.event}${label}${evidence}]`
   const tail = notification.tail?.replace(/\n+$/, '') ?? ''
+  const shown = notification.evidence === undefined || tail.split('\n').includes(notification.evidence)
+  const evidence = shown ? '' : `; evidence: ${notification.evidence}`
+  const head = `[notification: ${notification.source} ${notification.event}${label}${evidence}]`
   return tail === '' ? head : `${head}\n${tail}`
 }
 

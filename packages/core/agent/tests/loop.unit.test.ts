@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { LlmError, type ChatMessage, type ModelChunk } from '@conch/llm'
 import type { ToolDefinition } from '@conch/tools'
-import { AgentError, type AgentRunEvent, type ToolResultData, type TurnEndData } from '../src/index.ts'
+import { AgentError, renderNotification, type AgentRunEvent, type ToolResultData, type TurnEndData } from '../src/index.ts'
 import { aborted, boot, deferred, type Harness } from './harness.ts'
 
 let harness: Harness | undefined
@@ -313,6 +313,12 @@ describe('cancellation', () => {
 
 describe('notifications', () => {
   const done = { source: 'task-1', event: 'exited 0', label: 'pty-1: make', evidence: 'controlled prompt', tail: 'built', wake: false }
+
+  it('does not repeat evidence that is a line of the output it shows', () => {
+    const matched = { source: 'task-3', event: 'matched "Listening on \\S+"', label: 'pty-3: bash serve.sh', evidence: 'Listening on 127.0.0.1:8080', wake: true }
+    expect(renderNotification({ ...matched, tail: 'booting\nListening on 127.0.0.1:8080\n' })).toBe('[notification: task-3 matched "Listening on \\S+" — pty-3: bash serve.sh]\nbooting\nListening on 127.0.0.1:8080')
+    expect(renderNotification({ ...matched, tail: 'Listening on 127.0.0.1:8080 (ready)' })).toBe('[notification: task-3 matched "Listening on \\S+" — pty-3: bash serve.sh; evidence: Listening on 127.0.0.1:8080]\nListening on 127.0.0.1:8080 (ready)')
+  })
 
   it('attaches queued notifications to the next tool result, whichever tool it is, and emits them', async () => {
     harness = await boot()

@@ -11,9 +11,9 @@
  *     any ──close──▶ closing ──tree gone──▶ closed
  */
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, mkdtempSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node:fs'
 import { assertStateDirUnchanged } from './state-dir.ts'
-import { join } from 'node:path'
+import { dirname, isAbsolute, join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
@@ -161,11 +161,12 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   return { home, env, argv: [kind.command, ...args] as [string, ...string[]] }
 }
 
-/** Waits for `probe` to return a value, re-checking on every screen change and every `tickMs`. */
-function watch<T>(terminal: PoolTerminal, probe: () => T | undefined, tickMs = 50): { result: Promise<T>; stop: () => void } {
+/** Waits for `probe` to return a value, re-checking on every screen change, every `tickMs` and each `check()`. */
+function watch<T>(terminal: PoolTerminal, probe: () => T | undefined, tickMs = 50): { result: Promise<T>; stop: () => void; check: () => void } {
   let stop = () => {}
+  let check = () => {}
   const result = new Promise<T>((resolve, reject) => {
-    const check = () => {
+    check = () => {
       try {
         const value = probe()
         if (value !== undefined) {
@@ -185,7 +186,7 @@ function watch<T>(terminal: PoolTerminal, probe: () => T | undefined, tickMs = 5
     }
     check()
   })
-  return { result, stop }
+  return { result, stop, check: () => check() }
 }
 
 export class PoolSession {
@@ -381,6 +382,10 @@ export class PoolSession {
     const entered = Date.now()
     let pairAt = 0
     let transcriptCheckedAt = 0
+    // Written to since the last check: the CLI's transcript folder changed (inotify), so the
+    // next check reads it at once instead of at the next tick.
+    let transcriptWritten = false
+    let transcriptWatch: FSWatcher | undefined
     const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
       this.checkAlive(terminal, true, options.signal)
       const now = Date.now()
@@ -416,11 +421,17 @@ export class PoolSession {
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
       if (extraction && pairAt === 0) pairAt = now
       // The CLI's own transcript holding the same pair proves the turn is over: no need to wait
-      // out the quiet time (checked at most every 15 ms; it lands 10–140 ms after the screen).
-      if (extraction && this.transcript && now - transcriptCheckedAt >= 15) {
+      // out the quiet time (checked when its folder is written to, else at most every 15 ms; it
+      // lands 5–140 ms after the screen).
+      if (extraction && this.transcript && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
         transcriptCheckedAt = now
+        transcriptWritten = false
         const transcript = this.transcriptAnswer(extraction.text)
         if (transcript !== undefined) return { extraction, transcript }
+        transcriptWatch ??= this.watchTranscript(() => {
+          transcriptWritten = true
+          watcher.check()
+        })
       }
       if (now - lastChange < this.config.settleMs) return undefined
       if (extraction) return { extraction }
@@ -437,6 +448,23 @@ export class PoolSession {
       return transcript !== undefined ? { text: transcript, source: 'transcript', phases } : { text: found.extraction.text, source: 'screen', phases }
     } finally {
       offChange()
+      transcriptWatch?.close()
+    }
+  }
+
+  /**
+   * Calls `written` when the folder of the transcript read last changes (inotify), or returns
+   * undefined when there is none yet or it cannot be watched: the ticks then find the answer.
+   * The watch only wakes a check; what is read still goes through the reader, which follows no
+   * link, so a folder the CLI swaps for a link tells it nothing.
+   */
+  private watchTranscript(written: () => void): FSWatcher | undefined {
+    const path = this.transcript?.path
+    if (path === undefined || !isAbsolute(path)) return undefined
+    try {
+      return watchPath(dirname(path), { persistent: false }, written).on('error', () => undefined)
+    } catch {
+      return undefined
     }
   }
 

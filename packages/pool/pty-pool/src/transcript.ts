@@ -93,6 +93,11 @@ export class TranscriptReader {
     this.fs = options.fs ?? nodeBeneathFs
   }
 
+  /** The path of the transcript the last `read()` read from, once there is one. */
+  get path(): string | undefined {
+    return this.file?.path
+  }
+
   /**
    * Reads at most `maxReadBytes` more of the newest transcript and returns its last assistant
    * answer so far, or undefined (no transcript, none yet, or a folder on the way is a link).

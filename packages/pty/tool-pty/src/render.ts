@@ -10,9 +10,8 @@
  * <new output, or "(no new output)">    a long one: head, then
  *                                       [… 1,259,003 bytes (194,825 lines) omitted; terminal_read {offset: 2562, count: 194825} pages them]
  *                                       then tail
- * [wait: stdin_read]
- * [exit: 0]                           when it settled at the shell's prompt: the status of what ran
- * [session: running]                  or [session: exited code=3] / [session: exited signal=SIGHUP]
+ * [wait: stdin_read, exit: 0]         exit: the status of what ran, when it settled at the shell's prompt
+ * [session: exited code=3]            only when the shell ended (or [session: exited signal=SIGHUP])
  * [input: continuation — …]           when the terminal waits for the rest of a block
  * [input: not_reading — …]            when nothing in the foreground read the input
  * [input: hidden — …]                 when the reader waits with echo off (a password prompt)
@@ -121,6 +120,11 @@ export function statusText(status: SessionStatus): string {
   return `exited code=${code ?? 'unknown'}${signal === undefined ? '' : ` (128+${signal})`}`
 }
 
+/** `[session: exited …]` when the shell ended; a running session is the default and goes unsaid. */
+function endedLine(status: SessionStatus): MetaLine[] {
+  return status.state === 'running' ? [] : [{ text: `[session: ${statusText(status)}]` }]
+}
+
 const SIGNAL_NAMES = new Map(Object.entries(constants.signals).map(([name, number]) => [number, name]))
 
 const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
@@ -166,7 +170,7 @@ function noteLine(waitReason: WaitReason): MetaLine[] {
   }
 }
 
-/** Share of a cut send's room kept from its end; a failing command (`[exit: N]`, N ≠ 0) keeps more. */
+/** Share of a cut send's room kept from its end; a failing command (`exit: N`, N ≠ 0) keeps more. */
 const TAIL_SHARE = 0.6
 const FAILING_TAIL_SHARE = 0.8
 
@@ -189,10 +193,9 @@ export function pageHint(range: { lines: number; tailLines: number }, retained?:
  */
 export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = [], retained?: number): { text: string; truncated: boolean } {
   const meta: MetaLine[] = [
-    { text: `[wait: ${result.waitReason}]` },
-    // Shown for 0 too: without it, a missing line would have to mean both "succeeded" and "unknown".
-    ...(result.exitStatus === undefined ? [] : [{ text: `[exit: ${result.exitStatus}]` }]),
-    { text: `[session: ${statusText(result.sessionStatus)}]` },
+    // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
+    { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
+    ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState),
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
   ]
@@ -211,7 +214,7 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
     body: '',
     meta: [
       { text: `[task: ${taskId} started — ${label}]`, short: `[task: ${taskId}]` },
-      { text: `You are notified when it ends or waits for input; task_output with taskId "${taskId}" reads its output, task_kill interrupts it with SIGINT.`, short: '' },
+      { text: '[you are notified when it ends or waits for input; task_output reads it, task_kill stops it]', short: '' },
     ],
     noticeAt: 2,
     truncated: false,
@@ -219,17 +222,14 @@ export function renderBackground(taskId: string, label: string, maxBytes: number
   }).text
 }
 
+/** An opened terminal: its id and the directory it started in; the type and name the call gave are not repeated. */
 export function renderOpen(opened: SpawnResult, maxBytes: number): string {
-  const name = opened.name === undefined ? '' : `, name "${opened.name}"`
   const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
+  const head = [{ text: `[opened: ${opened.sessionId}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, ...endedLine(opened.status)]
   return fit({
     body: opened.motd,
-    meta: [
-      { text: `[opened: ${opened.sessionId}, type ${opened.type}${name}${cwd}]`, short: `[opened: ${opened.sessionId}]` },
-      { text: `[session: ${statusText(opened.status)}]` },
-      ...(opened.exposed ?? []).map(({ port, hostPort }) => ({ text: `[exposed: sandbox 127.0.0.1:${port} → host 127.0.0.1:${hostPort}]` })),
-    ],
-    noticeAt: 2,
+    meta: [...head, ...(opened.exposed ?? []).map(({ port, hostPort }) => ({ text: `[exposed: sandbox 127.0.0.1:${port} → host 127.0.0.1:${hostPort}]` }))],
+    noticeAt: head.length,
     truncated: false,
     maxBytes,
   }).text
@@ -293,7 +293,7 @@ export const CLOSE_NAMES_SHOWN = 20
 /** A signal; `[session: exited …]` follows when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
-  const ended: MetaLine[] = result.sessionStatus?.state === 'exited' ? [{ text: `[session: ${statusText(result.sessionStatus)}]` }] : []
+  const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
     meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],

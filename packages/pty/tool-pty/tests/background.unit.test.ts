@@ -21,7 +21,7 @@ describe('run_in_background with the memory backend', () => {
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold building', run_in_background: true })
     expect(result.content[0]!.text).toBe(
       '[task: task-1 started — pty-1: hold building]\n' +
-        'You are notified when it ends or waits for input; task_output with taskId "task-1" reads its output, task_kill interrupts it with SIGINT.',
+        '[you are notified when it ends or waits for input; task_output reads it, task_kill stops it]',
     )
     expect(result.meta).toEqual({ taskId: 'task-1', sessionId: 'pty-1' })
     expect(await harness.text('task_list', {})).toBe('task-1 running pty-send "pty-1: hold building"')
@@ -33,17 +33,17 @@ describe('run_in_background with the memory backend', () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold', run_in_background: true })
-    expect(await harness.text('task_kill', { taskId: 'task-1' })).toBe('(no new output)\n[status: killed, wait: stdin_read, session: running]')
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toBe('130\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('task_kill', { taskId: 'task-1' })).toBe('(no new output)\n[status: killed, wait: stdin_read]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toBe('130\n[wait: stdin_read]')
   })
 
   it('ends the task with the wait reason and session status as fields', async () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 3', run_in_background: true })
-    expect(await harness.text('task_output', { taskId: 'task-1', wait: true })).toBe('1\n2\n3\n[status: completed, wait: stdin_read, session: running]')
+    expect(await harness.text('task_output', { taskId: 'task-1', wait: true })).toBe('1\n2\n3\n[status: completed, wait: stdin_read]')
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'echo "open', run_in_background: true })
-    expect(await harness.text('task_output', { taskId: 'task-2', wait: true })).toBe('(no new output)\n[status: completed, wait: stdin_read, session: running, input: continuation]')
+    expect(await harness.text('task_output', { taskId: 'task-2', wait: true })).toBe('(no new output)\n[status: completed, wait: stdin_read, input: continuation]')
     await harness.call('terminal_send', { sessionId: 'pty-1', text: '"; exit 5', run_in_background: true })
     expect(await harness.text('task_output', { taskId: 'task-3', wait: true })).toBe('open\n\nexit\n[status: completed, wait: session_exit, session: exited code=5]')
   })
@@ -114,7 +114,7 @@ describe('run_in_background ordering', () => {
     expect(await harness.text('task_output', { taskId: 'task-1' })).toBe('compiling b\n[status: running]')
     send.emit('done\n')
     send.finish({ waitReason: 'inferred_idle', inputState: 'not_reading' })
-    expect(await harness.text('task_output', { taskId: 'task-1', wait: true })).toBe('done\n[status: completed, wait: inferred_idle, session: running, input: not_reading]')
+    expect(await harness.text('task_output', { taskId: 'task-1', wait: true })).toBe('done\n[status: completed, wait: inferred_idle, input: not_reading]')
   })
 
   it('takes the send back before its write when the task cannot start', async () => {

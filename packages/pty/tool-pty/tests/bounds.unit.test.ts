@@ -40,12 +40,12 @@ describe('results within maxOutputBytes', () => {
     const lines = text.split('\n')
     const at = lines.findIndex((line) => line.startsWith('[… '))
     const head = lines.slice(0, at).map(Number)
-    const tail = lines.slice(at + 1, -2).map(Number)
+    const tail = lines.slice(at + 1, -1).map(Number)
     expect(head).toEqual(Array.from({ length: head.length }, (_, index) => index + 1))
     expect(tail).toEqual(Array.from({ length: tail.length }, (_, index) => 1000 - tail.length + 1 + index))
     const omitted = 1000 - head.length - tail.length
     expect(lines[at]).toBe(`[… ${Array.from({ length: omitted }, (_, index) => `${head.length + 1 + index}\n`).join('').length.toLocaleString('en-US')} bytes (${omitted} lines) omitted; terminal_read {offset: ${tail.length}, count: ${omitted}} pages them]`)
-    expect(lines.slice(-2)).toEqual(['[wait: stdin_read]', '[session: running]'])
+    expect(lines.at(-1)).toBe('[wait: stdin_read]')
     expect(result.meta).toMatchObject({ truncated: true })
   })
 
@@ -70,7 +70,7 @@ describe('results within maxOutputBytes', () => {
       const text = (await harness.call('terminal_send', { sessionId: 'pty-1', text: command })).content[0]!.text
       expect(bytes(text)).toBeLessThanOrEqual(30_000)
       expect(roundTrips(text)).toBe(true)
-      expect(text.endsWith('\n[wait: stdin_read]\n[session: running]')).toBe(true)
+      expect(text.endsWith('\n[wait: stdin_read]')).toBe(true)
       // One long line: its first and its newest bytes are shown around the marker.
       const [head, marker, tail] = body(text).replace(/\n$/, '').split('\n')
       expect(marker).toMatch(/^\[… [\d,]+ bytes \(1 line\) omitted; terminal_read \{offset: 1, count: 1\} pages them\]$/)
@@ -89,7 +89,7 @@ describe('results within maxOutputBytes', () => {
       expect(bytes(text)).toBeLessThanOrEqual(maxResultBytes)
       expect(roundTrips(text)).toBe(true)
       if (maxResultBytes >= 100) {
-        expect(text).toContain('[wait: timeout]\n[session: running]\n[input: not_reading')
+        expect(text).toContain('[wait: timeout]\n[input: not_reading')
         expect(text).toMatch(/\[… [\d,]+ bytes \([\d,]+ lines\) omitted/)
       }
       await harness.dispose()
@@ -150,12 +150,12 @@ describe('fit', () => {
       { viewport: 'tail', waitReason: 'stdin_read', sessionStatus: { state: 'running' }, truncated: true, evidence: { tier: 'fixed', detail: '' }, elapsedMs: 0 },
       1000,
     )
-    expect(rendered.text).toBe(`${TRUNCATED}\ntail\n[wait: stdin_read]\n[session: running]`)
+    expect(rendered.text).toBe(`${TRUNCATED}\ntail\n[wait: stdin_read]`)
   })
 
   it('falls back to short metadata forms before dropping output', () => {
     const result = { viewport: 'x', waitReason: 'inferred_idle' as const, sessionStatus: { state: 'running' as const }, truncated: false, inputState: 'continuation' as const, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
-    expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[session: running]\n[input: continuation]')
+    expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[input: continuation]')
   })
 
   it('cuts a screen result to its header, its cursor row and its top rows, not its tail', () => {
@@ -173,7 +173,7 @@ describe('fit', () => {
         expect(lines).toContain(TRUNCATED)
       }
     }
-    expect(renderSend(result, 1000).text).toMatch(/\n\$ ready {2}← cursor\n\[rows 39-40 not shown\]\n\[wait: stdin_read\]\n\[session: running\]\n\[… output omitted\]$/)
+    expect(renderSend(result, 1000).text).toMatch(/\n\$ ready {2}← cursor\n\[rows 39-40 not shown\]\n\[wait: stdin_read\]\n\[… output omitted\]$/)
   })
 
   it('renders a page that fits with its numbers', () => {

@@ -32,7 +32,7 @@ describe('result budget', () => {
     // The head is the command line and then 1, 2, 3, …; the tail ends with 200000 and the prompt's metadata.
     expect(lines.slice(0, 4)).toEqual(['seq 1 200000', '1', '2', '3'])
     expect(seen.text).toMatch(/\n199999\n200000\n/)
-    expect(seen.text).toMatch(/\n\[wait: stdin_read\]\n\[exit: 0\]\n\[session: running\]$/)
+    expect(seen.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
     const [, , omittedLines, offset, count, last, gone] = MARKER_PART.exec(lines[at]!)!
     const plain = (digits: string) => Number(digits.replace(/,/g, ''))
     const lastHead = Number(lines[at - 1])
@@ -70,7 +70,7 @@ describe('result budget', () => {
       expect(Buffer.byteLength(seen.text)).toBeLessThanOrEqual(4000)
       expect(seen.text).toMatch(MARKER)
     }
-    expect(failing.text).toContain('\n[exit: 1]\n')
+    expect(failing.text).toMatch(/\n\[wait: stdin_read, exit: 1\]$/)
     const tailLines = (text: string) => Number(MARKER.exec(text)![3])
     expect(tailLines(failing.text)).toBeGreaterThan(tailLines(passing.text))
   })
@@ -98,7 +98,7 @@ describe('result budget', () => {
     expect(Buffer.byteLength(done.text)).toBeLessThanOrEqual(30_000)
     expect(done.text).toMatch(/^\[… [\d,]+ bytes \([\d,]+ lines\) omitted\]$/m)
     expect(done.text).toMatch(/\n199999\n200000\n/)
-    expect(done.text).toMatch(/\[status: completed, wait: stdin_read, exit: 0, session: running\]$/)
+    expect(done.text).toMatch(/\[status: completed, wait: stdin_read, exit: 0\]$/)
   })
 
   it('summarises binary output instead of dumping it', async () => {

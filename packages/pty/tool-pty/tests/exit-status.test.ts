@@ -20,15 +20,15 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
   it('shows the status of what ran at the prompt, zero included, and none in a REPL', async () => {
     const id = await harness.open()
     const ok = await harness.send(id, 'true')
-    expect(ok.text).toMatch(/\n\[wait: stdin_read\]\n\[exit: 0\]\n\[session: running\]$/)
+    expect(ok.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
     expect(ok.meta.exitStatus).toBe(0)
-    expect((await harness.send(id, '(exit 17)')).text).toContain('\n[exit: 17]\n')
-    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toContain('\n[exit: 143]\n')
+    expect((await harness.send(id, '(exit 17)')).text).toMatch(/\n\[wait: stdin_read, exit: 17\]$/)
+    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toMatch(/\n\[wait: stdin_read, exit: 143\]$/)
     const python = await harness.send(id, 'python3 -q')
     expect(python.meta.waitReason).toBe('stdin_read')
     expect(python.text).not.toContain('[exit:')
     expect((await harness.send(id, '1 + 1')).text).not.toContain('[exit:')
-    expect((await harness.send(id, 'exit()')).text).toContain('\n[exit: 0]\n')
+    expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
   })
 
   it('says in a signal result that the signal ended the shell', async () => {

@@ -21,7 +21,7 @@ describe('keys', () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     const text = await harness.text('terminal_send', { sessionId: 'pty-1', keys: [{ text: 'echo keyed' }, 'Space', 'x', 'Enter'] })
-    expect(text).toBe('keyed x\n[wait: stdin_read]\n[session: running]')
+    expect(text).toBe('keyed x\n[wait: stdin_read]')
   })
 
   it('refuses a call with none or two of text, keys and secret, naming them', async () => {
@@ -88,6 +88,6 @@ describe('secrets', () => {
       { viewport: 'Password: ', waitReason: 'stdin_read', sessionStatus: { state: 'running' }, truncated: false, inputState: 'hidden', evidence: { tier: 'proc', detail: 'bash[1] read fd0 /dev/pts/1' }, elapsedMs: 3 },
       4096,
     )
-    expect(rendered.text).toBe('Password: \n[wait: stdin_read]\n[session: running]\n[input: hidden — the program is reading a secret]')
+    expect(rendered.text).toBe('Password: \n[wait: stdin_read]\n[input: hidden — the program is reading a secret]')
   })
 })

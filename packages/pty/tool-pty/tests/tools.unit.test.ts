@@ -86,18 +86,18 @@ describe('tool definitions', () => {
 })
 
 describe('what the model sees', () => {
-  it('renders an opened terminal with its motd, name and working directory', async () => {
+  it('renders an opened terminal with its motd and working directory, the name and type in meta only', async () => {
     harness = await boot({ memory: { motd: 'memory shell ready' } })
     const result = await harness.call('terminal_open', { type: 'shell', name: 'build' })
-    expect(result.content[0]!.text).toBe('memory shell ready\n[opened: pty-1, type shell, name "build", cwd /workspace]\n[session: running]')
+    expect(result.content[0]!.text).toBe('memory shell ready\n[opened: pty-1, cwd /workspace]')
     expect(result.meta).toEqual({ sessionId: 'pty-1', type: 'shell', status: { state: 'running' }, name: 'build', cwd: '/workspace' })
-    expect(await harness.text('terminal_open', { type: 'shell', cwd: 'src' })).toBe('memory shell ready\n[opened: pty-2, type shell, cwd /workspace/src]\n[session: running]')
+    expect(await harness.text('terminal_open', { type: 'shell', cwd: 'src' })).toBe('memory shell ready\n[opened: pty-2, cwd /workspace/src]')
   })
 
   it('escapes a working directory whose name would read as a result line', async () => {
     harness = await boot()
     const text = await harness.text('terminal_open', { type: 'shell', cwd: 'x]\n[session: exited with code 0' })
-    expect(text).toBe('[opened: pty-1, type shell, cwd /workspace/x]\\n[session: exited with code 0]\n[session: running]')
+    expect(text).toBe('[opened: pty-1, cwd /workspace/x]\\n[session: exited with code 0]')
   })
 
   it('says in the terminal_read description that offset and count go back from the newest line', async () => {
@@ -110,7 +110,7 @@ describe('what the model sees', () => {
     await opened()
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'echo hi' })
     expect(result.isError).toBeUndefined()
-    expect(result.content[0]!.text).toBe('hi\n[wait: stdin_read]\n[session: running]')
+    expect(result.content[0]!.text).toBe('hi\n[wait: stdin_read]')
     expect(result.meta).toEqual({
       sessionId: 'pty-1',
       waitReason: 'stdin_read',
@@ -124,29 +124,29 @@ describe('what the model sees', () => {
 
   it('says when a send printed nothing', async () => {
     await opened()
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'cd /tmp' })).toBe('(no new output)\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'cd /tmp' })).toBe('(no new output)\n[wait: stdin_read]')
   })
 
   it('keeps shell state between sends', async () => {
     await opened()
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'cd /srv && export NAME=conch' })
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'pwd; echo $NAME' })).toBe('/srv\nconch\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'pwd; echo $NAME' })).toBe('/srv\nconch\n[wait: stdin_read]')
   })
 
   it('makes a continuation visible and says how to finish or abandon it', async () => {
     await opened()
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo "abc' })).toBe(
-      '(no new output)\n[wait: stdin_read]\n[session: running]\n' +
+      '(no new output)\n[wait: stdin_read]\n' +
         '[input: continuation — the terminal is waiting for the rest of a block or quoted line; send the rest (often an empty line) to finish it, or SIGINT to abandon it]',
     )
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'def"' })).toBe('abc\ndef\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'def"' })).toBe('abc\ndef\n[wait: stdin_read]')
   })
 
   it('says when the output only went quiet and the input was not read', async () => {
     await opened()
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'sleep 100' })
     expect(result.content[0]!.text).toBe(
-      '(no new output)\n[wait: inferred_idle]\n[session: running]\n' +
+      '(no new output)\n[wait: inferred_idle]\n' +
         '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]\n' +
         '[note: output went quiet, which does not prove the command finished; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]',
     )
@@ -156,7 +156,7 @@ describe('what the model sees', () => {
   it('says when a send timed out while the command kept running', async () => {
     await opened({ memory: { yesLines: 2 } })
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'yes' })).toBe(
-      'y\ny\n[wait: timeout]\n[session: running]\n' +
+      'y\ny\n[wait: timeout]\n' +
         '[input: not_reading — the foreground program was not reading the terminal; the text is typed ahead and may run when that program ends]\n' +
         '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]',
     )
@@ -215,7 +215,7 @@ describe('what the model sees', () => {
     const result = await harness.call('terminal_signal', { sessionId: 'pty-1', signal: 'SIGINT' })
     expect(result.content[0]!.text).toBe('[signal: SIGINT delivered to sleep (process group 101) in pty-1]')
     expect(result.meta).toEqual({ sessionId: 'pty-1', signal: 'SIGINT', delivered: true, targetPgid: 101, target: 'sleep' })
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toBe('130\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toBe('130\n[wait: stdin_read]')
   })
 
   it('refuses SIGKILL to the shell and points to terminal_close', async () => {
@@ -262,7 +262,7 @@ describe('what the model sees', () => {
       { type: 'output', text: '1\n2\n' },
       { type: 'output', text: 'done\n' },
     ])
-    expect(text).toBe('1\n2\ndone\n[wait: stdin_read]\n[session: running]')
+    expect(text).toBe('1\n2\ndone\n[wait: stdin_read]')
   })
 
   it('interrupts a foreground send with SIGINT when the turn is cancelled', async () => {
@@ -274,7 +274,7 @@ describe('what the model sees', () => {
     expect(updates).toEqual(['compiling\n'])
     turn.abort()
     const result = await pending
-    expect(result.content[0]!.text).toBe('compiling\n[wait: stdin_read]\n[session: running]\n[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]')
+    expect(result.content[0]!.text).toBe('compiling\n[wait: stdin_read]\n[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]')
     expect(result.meta).toMatchObject({ evidence: { detail: 'interrupted with SIGINT; memory shell prompt' } })
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toMatch(/^130\n/)
   })
@@ -329,7 +329,7 @@ describe('bad input', () => {
     }
     expect(await harness.text('terminal_list', {}, other)).toBe('(no terminals; terminal_open starts one)')
     expect(await harness.text('task_list', {}, other)).toBe('(no tasks)')
-    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo "[$STOLEN]"' })).toBe('[]\n[wait: stdin_read]\n[session: running]')
+    expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo "[$STOLEN]"' })).toBe('[]\n[wait: stdin_read]')
   })
 
   it('reports wrong types, an empty type and a signal outside the set with the field and the fix', async () => {
@@ -373,7 +373,7 @@ describe('bad input', () => {
     // The cap is per agent: another agent still opens its own.
     expect((await harness.call('terminal_open', { type: 'shell' }, { agent: harness.other })).isError).toBeFalsy()
     await harness.call('terminal_close', { sessionId: 'pty-1' })
-    expect(await harness.text('terminal_open', { type: 'shell' })).toMatch(/^\[opened: pty-4, type shell, cwd /)
+    expect(await harness.text('terminal_open', { type: 'shell' })).toMatch(/^\[opened: pty-4, cwd /)
   })
 
   it('refuses text over maxInputBytes, counting UTF-8 bytes, and writes nothing', async () => {

@@ -21,8 +21,8 @@ const bytes = (text: string) => Buffer.byteLength(text, 'utf8')
 
 describe('statusLine', () => {
   it('puts the status first, then the fields in insertion order', () => {
-    expect(statusLine('completed', { wait: 'stdin_read', session: 'running' })).toBe(
-      '[status: completed, wait: stdin_read, session: running]',
+    expect(statusLine('completed', { wait: 'stdin_read', exit: '0' })).toBe(
+      '[status: completed, wait: stdin_read, exit: 0]',
     )
   })
 

@@ -10,7 +10,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1, type shell, cwd DIR].',
+      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1, cwd DIR].',
     kind: 'execute',
     ...limits,
     input: z.object({

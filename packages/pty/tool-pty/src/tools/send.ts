@@ -90,7 +90,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, then [wait: stdin_read] (waiting for input), [wait: inferred_idle] (output went quiet: the command may still run), [wait: timeout] (still running) or [wait: session_exit] (the shell exited); [exit: N] when it ended at the shell prompt; [session: running] or [session: exited …]. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
+      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
     kind: 'execute',
     ...limits,
     input: sendInput,
@@ -211,12 +211,12 @@ export function describeInput(input: { text?: string | undefined; keys?: KeyEntr
   return firstLine(input.text ?? '')
 }
 
-/** Outcome fields of a background send's task: `{wait, exit?, session}`, and `input` when not at a primary prompt. */
+/** Outcome fields of a background send's task: `{wait, exit?}`, `session` when the shell ended, and `input` when not at a primary prompt. */
 function outcomeFields(result: SendResult): Record<string, string> {
   return {
     wait: result.waitReason,
     ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
-    session: statusText(result.sessionStatus),
+    ...(result.sessionStatus.state !== 'running' && { session: statusText(result.sessionStatus) }),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
   }
 }

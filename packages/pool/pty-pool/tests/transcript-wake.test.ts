@@ -1,0 +1,78 @@
+/**
+ * The answer is taken when the CLI writes its transcript, not at the next tick: a real REPL of the
+ * generic kind with a `claude-jsonl` transcript draws each answer's sentinel pair and only later
+ * appends the same answer to its transcript, as Claude Code does. The pool's interval timers are
+ * frozen and the quiet window is longer than the test, so after the pair is drawn nothing but
+ * the transcript's write can wake the check: the invoke must end with the transcript's text.
+ */
+import { chmodSync, writeFileSync } from 'node:fs'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { tempDir } from '@conch/test-support/products'
+import { BUILTIN_KINDS, loadPoolConfig, PtyPool, type PoolKey } from '../src/index.ts'
+import { unconfinedTerminals } from './stack.ts'
+
+const dir = tempDir('pool-transcript-wake-')
+const terminals = unconfinedTerminals()
+
+/**
+ * Answers `echo: <line>` between two sentinel lines, then appends the same answer to `$T` as a
+ * Claude Code transcript entry: the first answer before it is drawn (so the transcript exists),
+ * every later one after the screen is final.
+ */
+function repl(): string {
+  const path = `${dir}/repl.sh`
+  writeFileSync(path, `#!/bin/sh
+record() { mkdir -p "\${T%/*}"; printf '{"type":"assistant","message":{"content":[{"type":"text","text":"%s\\\\n%s\\\\n%s"}]}}\\n' "$POOL_SENTINEL" "echo: $1" "$POOL_SENTINEL" >> "$T"; }
+printf '> '
+turn=0
+while IFS= read -r line; do
+  turn=$((turn + 1))
+  if [ "$turn" = 1 ]; then record "$line"; fi
+  printf '%s\\n%s\\n%s\\n> ' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL"
+  if [ "$turn" != 1 ]; then sleep 0.3; record "$line"; fi
+done
+`)
+  chmodSync(path, 0o755)
+  return path
+}
+
+const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
+
+afterEach(() => {
+  vi.useRealTimers()
+})
+
+describe('the transcript wakes the answer check', { timeout: 30_000 }, () => {
+  it('takes a warm answer when the transcript is written, with no tick and no quiet window', async () => {
+    const pool = new PtyPool(
+      loadPoolConfig({
+        terminal: 'unconfined',
+        settleMs: 600_000,
+        kinds: {
+          generic: {
+            command: repl(),
+            env: { POOL_SENTINEL: '{sentinel}', T: '{home}/projects/workspace/session.jsonl' },
+            readyPattern: '^> ',
+            busyPattern: '(?!x)x',
+            transcript: { format: 'claude-jsonl', dir: '{home}/projects' },
+          },
+        },
+        stateDir: `${dir}/state`,
+        cwd: dir,
+      }, {}, BUILTIN_KINDS),
+      { terminals, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` },
+    )
+    try {
+      vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] })
+      const first = await pool.acquireAndInvoke(key, 'Q1: written first')
+      const second = await pool.acquireAndInvoke(key, 'Q2: written after the screen')
+      expect([first.path, second.path]).toEqual(['booted', 'warm'])
+      expect([first.source, second.source]).toEqual(['transcript', 'transcript'])
+      expect(second.text).toBe('echo: Q2: written after the screen')
+      expect(pool.readFailures()).toEqual([])
+    } finally {
+      vi.useRealTimers()
+      await pool.shutdown()
+    }
+  })
+})
