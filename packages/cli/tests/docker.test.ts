@@ -2,7 +2,7 @@
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
  * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -63,12 +63,23 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
     expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
     expect(naming(id)).toEqual([])
-    // Nor the folders the killed run's container held: the sweep removed them with it.
+    // Nor the folders the killed run's container held, nor its private folders on the host: the
+    // sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith(`conch-docker-run-${conch.child.pid}-`))).toEqual([])
   })
 
-  it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {
-    const script = ws.write('example.jsonl', [step('', [open]), step('', [send('test -f /.dockerenv && echo in-container-$((6*7))')]), step('Done.')].join('\n'))
+  it('examples/docker/cordis.yml runs a terminal and a run_code program in one container of the test image', async () => {
+    const code = 'const fs = require("node:fs"); return fs.readFileSync("/tmp/mark", "utf8").trim() + " " + fs.existsSync("/.dockerenv")'
+    const script = ws.write(
+      'example.jsonl',
+      [
+        step('', [open]),
+        step('', [send('test -f /.dockerenv && echo in-container-$((6*7)) | tee /tmp/mark')]),
+        step('', [{ name: 'run_code', arguments: { code } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
     const example = fileURLToPath(new URL('../../../examples/docker/cordis.yml', import.meta.url))
     const state = mkdtempSync(join(tmpdir(), 'conch-docker-state-'))
     try {
@@ -79,6 +90,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       expect(result.code, result.stderr).toBe(0)
       const texts = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
       expect(texts[1]).toMatch(/^in-container-42$/m)
+      expect(texts[2]).toMatch(/^"in-container-42 true"$/m)
     } finally {
       rmSync(state, { recursive: true, force: true })
     }

@@ -76,16 +76,6 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(answer.message).toContain('permission denied on /var/run/docker.sock (EACCES); run conch as a user in the docker group')
   })
 
-  it('a process without a terminal (a run_code program) is refused, naming why', async () => {
-    box = await compose()
-    const agent = await box.agent()
-    const confined = await box.ctx.sandbox.confine(['node', '-e', 'console.log(42)'], { mode: 'workspace-write', workspaceRoot: box.workspace, agent: { key: agent.session.id, owner: agent } })
-    const run = spawnSync(confined.argv[0], confined.argv.slice(1), { encoding: 'utf8', timeout: 30_000 })
-    expect(run.status).toBe(125)
-    expect(run.stdout).toBe('')
-    expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
-  })
-
   it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {
     const { error } = await openError({ maxExposedPorts: 1 }, { expose: [8770, 8771] })
     expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')
