@@ -1,6 +1,7 @@
 /**
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
- * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
+ * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it; the example
+ * composition runs terminals, run_code and a sub-agent in containers.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -91,6 +92,41 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       const texts = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
       expect(texts[1]).toMatch(/^in-container-42$/m)
       expect(texts[2]).toMatch(/^"in-container-42 true"$/m)
+    } finally {
+      rmSync(state, { recursive: true, force: true })
+    }
+  })
+
+  it("a sub-agent of examples/docker/cordis.yml works in a container of its own, and neither is left", async () => {
+    const child = ws.write(
+      'child.jsonl',
+      [step('', [open]), step('', [send('cat /etc/hostname > child-host.txt; echo child > /tmp/child-mark; echo wrote=$?')]), step('child done')].join('\n'),
+    )
+    const parent = ws.write(
+      'parent.jsonl',
+      [
+        step('', [open]),
+        step('', [{ name: 'subagent', arguments: { prompt: 'go' } }]),
+        step('', [send('test "$(cat child-host.txt)" != "$(cat /etc/hostname)" && echo other-container; test -e /tmp/child-mark || echo no-child-tmp')]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const example = fileURLToPath(new URL('../../../examples/docker/cordis.yml', import.meta.url))
+    const state = mkdtempSync(join(tmpdir(), 'conch-docker-state-'))
+    try {
+      const conch = startConch(['run', '--config', example, '--script', parent, '--output', 'stream-json', 'go'], {
+        cwd: ws.dir,
+        env: { CONCH_DOCKER_IMAGE: TEST_IMAGE, CONCH_SUBAGENT_SCRIPT: child, XDG_STATE_HOME: state },
+      })
+      expect(await conch.exit, conch.stderr()).toBe(0)
+      const texts = jsonLines(conch.stdout()).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+      expect(texts[1]).toMatch(/^child done\n\[subagent: conch, stop: completed/)
+      expect(texts[2]).toMatch(/^other-container$/m)
+      expect(texts[2]).toMatch(/^no-child-tmp$/m)
+      expect(existsSync(join(ws.dir, 'child-host.txt'))).toBe(true)
+      const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
+      expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
+      expect(containers.filter((info) => info.Labels['conch.owner-pid'] === String(conch.child.pid))).toEqual([])
     } finally {
       rmSync(state, { recursive: true, force: true })
     }

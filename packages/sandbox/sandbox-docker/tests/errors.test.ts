@@ -4,10 +4,11 @@
  * this user may not open.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
 import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
@@ -74,6 +75,28 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     const answer = JSON.parse(run.stdout.trim().split('\n').pop() || '{}') as { code?: string; message?: string }
     expect(answer.code, run.stderr).toBe('CONTAINER_ENGINE_UNAVAILABLE')
     expect(answer.message).toContain('permission denied on /var/run/docker.sock (EACCES); run conch as a user in the docker group')
+  })
+
+  it('a program only this host has (a pooled CLI) does not run in the container: its open fails or it exits 127', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    // A program in a host folder outside the workspace, as a pooled CLI's installation is.
+    const dir = mkdtempSync(join(tmpdir(), 'conch-host-only-'))
+    const program = join(dir, 'cli')
+    writeFileSync(program, '#!/bin/sh\necho ran\n', { mode: 0o755 })
+    try {
+      // The exec's shell fails to find it: seen by the open (the exec ended) or as the program's exit.
+      const outcome = await box.pty.spawn(agent, { type: 'shell', command: program }).then(
+        async ({ sessionId }) => {
+          const exited = await until(async () => (await box!.pty.list(agent)).find((session) => session.sessionId === sessionId && session.status.state === 'exited'))
+          return JSON.stringify(exited!.status)
+        },
+        (error: Error) => error.message,
+      )
+      expect(outcome).toMatch(/could not start a process in its container \(exit 127\)|"exitCode":127/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {
