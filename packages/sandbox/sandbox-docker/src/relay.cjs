@@ -64,6 +64,8 @@ async function carryChannel() {
     control.on('error', () => peer.destroy())
   })
   await new Promise((resolve, reject) => server.once('error', reject).listen(path, resolve))
+  // A program that never connects (its exec failed) leaves no socket behind.
+  process.on('exit', () => rmSync(path, { force: true }))
   return `${spec.runDir}/${spec.token}.sock`
 }
 
