@@ -49,7 +49,7 @@ function hasChannel() {
 async function carryChannel() {
   if (spec.folder === undefined) {
     throw new Error(
-      `run_code programs need a Docker daemon on this host (a unix:// socket): ${argv[0]}'s control channel and files are bind-mounted from here; set host in the sandbox-docker entry of cordis.yml, or load @conch/sandbox-local for run_code`,
+      `run_code programs need a Docker daemon on this host (a unix:// socket): ${argv[0]}'s control channel and files are bind-mounted from here; point host in the sandbox-docker entry of cordis.yml (or DOCKER_HOST) at a local daemon's unix:// socket, or load @conch/sandbox-local for run_code`,
     )
   }
   const control = new Socket({ fd: 3, readable: true, writable: true })

@@ -6,10 +6,11 @@
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { createServer, connect, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { until } from '@conch/test-support/wait'
-import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
+import { compose, containersOf, docker, dockerSkip, IMAGE } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
 afterEach(async () => {
@@ -96,6 +97,24 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
       expect(outcome).toMatch(/could not start a process in its container \(exit 127\)|"exitCode":127/)
     } finally {
       rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('with a daemon reached over tcp, a run_code program fails at once naming the local daemon it needs', async () => {
+    // The local daemon behind a tcp listener: this host cannot bind-mount its folder for it.
+    const socket = (docker.modem as { socketPath?: string }).socketPath ?? '/var/run/docker.sock'
+    const proxy = createServer((client) => client.pipe(connect(socket)).pipe(client))
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    try {
+      box = await compose({ runCode: true, docker: { host: `tcp://127.0.0.1:${(proxy.address() as AddressInfo).port}` } })
+      const agent = await box.agent()
+      const result = await box.call(agent, 'run_code', { code: 'return 1' })
+      expect(result.isError).toBe(true)
+      expect(result.content[0]!.text).toContain('run_code programs need a Docker daemon on this host (a unix:// socket)')
+    } finally {
+      await box?.dispose()
+      box = undefined
+      proxy.close()
     }
   })
 
