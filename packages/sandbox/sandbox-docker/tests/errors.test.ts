@@ -10,7 +10,8 @@ import { createServer, connect, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { until } from '@conch/test-support/wait'
-import { compose, containersOf, docker, dockerSkip, IMAGE } from './harness.ts'
+import { daemonOptions } from '../src/index.ts'
+import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
 afterEach(async () => {
@@ -102,7 +103,7 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
 
   it('with a daemon reached over tcp, a run_code program fails at once naming the local daemon it needs', async () => {
     // The local daemon behind a tcp listener: this host cannot bind-mount its folder for it.
-    const socket = (docker.modem as { socketPath?: string }).socketPath ?? '/var/run/docker.sock'
+    const socket = daemonOptions(undefined).socketPath ?? '/var/run/docker.sock'
     const proxy = createServer((client) => client.pipe(connect(socket)).pipe(client))
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
     try {
