@@ -2,8 +2,11 @@
  * `docker`: terminals in an agent's container (`@conch/sandbox-docker`) against terminals in an
  * agent's bubblewrap sandbox on the host (`@conch/sandbox-local`), in the same run, each through
  * its own composition of ctx.pty under workspace-write. Per side: the first terminal of a fresh
- * agent (its sandbox — for Docker its container — made on the way) and a later one, and sends of
- * bash `true` and of `print(1)` at a python3 prompt. The container side needs a daemon and the
+ * agent (its sandbox — for Docker its container — made on the way) and a later one, sends of
+ * bash `true` and of `print(1)` at a python3 prompt, and run_code programs `return 1`: the first
+ * of each agent (cold: no spare yet, so a process starts; this is where the sides differ) and,
+ * in the first agent, later ones that each find their spare booted (after a pause a model's
+ * reply would take). The container side needs a daemon and the
  * test image (scripts/start-dockerd.sh, scripts/build-test-image.sh); without them it says why
  * and reports nothing.
  */
@@ -15,6 +18,9 @@ import AgentService from '../packages/core/agent/src/index.ts'
 import LlmService from '../packages/core/llm/src/index.ts'
 import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
+import PtcService from '../packages/ptc/ptc/src/index.ts'
+import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
+import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
 import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
@@ -29,13 +35,15 @@ import { ms, x } from './table.ts'
 
 /** The image the container side runs in. */
 const IMAGE = process.env.CONCH_TEST_IMAGE ?? 'conch-test:bookworm'
-const PLAN = { agents: 10, sends: 100 }
+const PLAN = { agents: 10, sends: 100, programs: 10, pauseMs: 3000 }
 
 export interface DockerSide {
   open_first_p50_ms: number
   open_later_p50_ms: number
   bash_true_p50_ms: number
   python3_p50_ms: number
+  run_code_cold_p50_ms: number
+  run_code_warm_p50_ms: number
 }
 
 export interface DockerFigures {
@@ -44,6 +52,7 @@ export interface DockerFigures {
   image: string
   agents: number
   sends: number
+  programs: number
 }
 
 /** The sides, as data: the provider row each composition loads. */
@@ -67,12 +76,17 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
     await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace }))
     await load(PtyService, {})
     await load(ptyLocal, ptyLocal.Config.parse({}))
+    await load(PtcService, PtcService.Config.parse({}))
+    await load(ptcNode, ptcNode.Config.parse({}))
+    await load(toolPtc, toolPtc.Config.parse({}))
     await load(AgentService, AgentService.Config.parse({}))
     const pty = ctx.pty
     const first: number[] = []
     const later: number[] = []
     const bash: number[] = []
     const python: number[] = []
+    const cold: number[] = []
+    const warm: number[] = []
     const send = async (owner: Parameters<typeof pty.startSend>[0], id: string, text: string, into?: number[]) => {
       const start = performance.now()
       const result = await pty.startSend(owner, id, { text, submit: true }).done
@@ -88,7 +102,18 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
           opened.push((await pty.spawn(agent, { type: 'shell' })).sessionId)
           into.push(performance.now() - start)
         }
+        const program = async (into: number[]) => {
+          const start = performance.now()
+          const result = await ctx.tools.execute(toolPtc.RUN_CODE, { code: 'return 1' }, { agent, signal: new AbortController().signal, callId: `program-${into.length}` })
+          into.push(performance.now() - start)
+          if (result.isError === true || !result.content[0]?.text.startsWith('1\n')) throw new Error(`docker ${side.label}: run_code answered ${JSON.stringify(result.content[0]?.text)}`)
+        }
+        await program(cold)
         if (i > 0) continue
+        for (let k = 0; k < PLAN.programs; k++) {
+          await new Promise((resolve) => setTimeout(resolve, PLAN.pauseMs))
+          await program(warm)
+        }
         const [shell, repl] = opened as [string, string]
         for (let k = 0; k < PLAN.sends; k++) await send(agent, shell, 'true', bash)
         await send(agent, repl, 'python3 -q')
@@ -102,8 +127,10 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
       open_later_p50_ms: round(median(later)),
       bash_true_p50_ms: round(median(bash)),
       python3_p50_ms: round(median(python)),
+      run_code_cold_p50_ms: round(median(cold)),
+      run_code_warm_p50_ms: round(median(warm)),
     }
-    progress(`docker ${side.label}: first open p50 ${figures.open_first_p50_ms} ms, later open ${figures.open_later_p50_ms} ms, bash true ${figures.bash_true_p50_ms} ms, python3 ${figures.python3_p50_ms} ms`)
+    progress(`docker ${side.label}: first open p50 ${figures.open_first_p50_ms} ms, later open ${figures.open_later_p50_ms} ms, bash true ${figures.bash_true_p50_ms} ms, python3 ${figures.python3_p50_ms} ms, run_code cold ${figures.run_code_cold_p50_ms} ms, warm ${figures.run_code_warm_p50_ms} ms`)
     return figures
   } finally {
     for (const fiber of fibers.reverse()) await fiber.dispose()
@@ -131,10 +158,10 @@ export const dockerBench: Bench = {
       progress(`docker: skipped: ${reason}`)
       return {}
     }
-    progress(`docker: ${PLAN.agents} agents with two terminals each, ${PLAN.sends} sends of bash true and python3 print(1), in bubblewrap and in ${IMAGE}`)
+    progress(`docker: ${PLAN.agents} agents with two terminals each, ${PLAN.sends} sends of bash true and python3 print(1), run_code programs (one cold per agent, ${PLAN.programs} warm), in bubblewrap and in ${IMAGE}`)
     const host = await measure(SIDES[0])
     const container = await measure(SIDES[1])
-    return { docker: { host, container, image: IMAGE, agents: PLAN.agents, sends: PLAN.sends } }
+    return { docker: { host, container, image: IMAGE, agents: PLAN.agents, sends: PLAN.sends, programs: PLAN.programs } }
   },
   rows(r, verdict) {
     const d = r.docker
@@ -151,6 +178,8 @@ export const dockerBench: Bench = {
       row('later open p50', 'open_later_p50_ms', 'docker.container.open_later_p50_ms'),
       row('bash true p50', 'bash_true_p50_ms', 'docker.container.bash_true_p50_ms'),
       row('python3 p50', 'python3_p50_ms', 'docker.container.python3_p50_ms'),
+      row('run_code cold p50', 'run_code_cold_p50_ms', 'docker.container.run_code_cold_p50_ms'),
+      row('run_code warm p50', 'run_code_warm_p50_ms', 'docker.container.run_code_warm_p50_ms'),
     ]
   },
 }

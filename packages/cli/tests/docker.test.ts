@@ -1,8 +1,9 @@
 /**
  * `conch run` with the Docker provider (against the real daemon, as root): a conch killed with
- * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it.
+ * SIGKILL mid-send leaves its agent's labelled container, and the next run removes it; the example
+ * composition runs terminals, run_code and a sub-agent in containers.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -101,8 +102,10 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
     expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
     expect(naming(id)).toEqual([])
-    // Nor the folders the killed run's container held: the sweep removed them with it.
+    // Nor the folders the killed run's container held, nor its private folders on the host: the
+    // sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc', '.git'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
+    expect(readdirSync(tmpdir()).filter((name) => name.startsWith(`conch-docker-run-${conch.child.pid}-`))).toEqual([])
   })
 
   it('conch gc removes the container of a conch killed with SIGKILL and the folders it held, and leaves a running conch\'s container', async () => {
@@ -199,8 +202,17 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     }
   })
 
-  it('examples/docker/cordis.yml runs a terminal in a container of the test image', async () => {
-    const script = ws.write('example.jsonl', [step('', [open]), step('', [send('test -f /.dockerenv && echo in-container-$((6*7))')]), step('Done.')].join('\n'))
+  it('examples/docker/cordis.yml runs a terminal and a run_code program in one container of the test image', async () => {
+    const code = 'const fs = require("node:fs"); return fs.readFileSync("/tmp/mark", "utf8").trim() + " " + fs.existsSync("/.dockerenv")'
+    const script = ws.write(
+      'example.jsonl',
+      [
+        step('', [open]),
+        step('', [send('test -f /.dockerenv && echo in-container-$((6*7)) | tee /tmp/mark')]),
+        step('', [{ name: 'run_code', arguments: { code } }]),
+        step('Done.'),
+      ].join('\n'),
+    )
     const example = fileURLToPath(new URL('../../../examples/docker/cordis.yml', import.meta.url))
     const state = mkdtempSync(join(tmpdir(), 'conch-docker-state-'))
     try {
@@ -211,6 +223,42 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       expect(result.code, result.stderr).toBe(0)
       const texts = jsonLines(result.stdout).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
       expect(texts[1]).toMatch(/^in-container-42$/m)
+      expect(texts[2]).toMatch(/^"in-container-42 true"$/m)
+    } finally {
+      rmSync(state, { recursive: true, force: true })
+    }
+  })
+
+  it("a sub-agent of examples/docker/cordis.yml works in a container of its own, and neither is left", async () => {
+    const child = ws.write(
+      'child.jsonl',
+      [step('', [open]), step('', [send('cat /etc/hostname > child-host.txt; echo child > /tmp/child-mark; echo wrote=$?')]), step('child done')].join('\n'),
+    )
+    const parent = ws.write(
+      'parent.jsonl',
+      [
+        step('', [open]),
+        step('', [{ name: 'subagent', arguments: { prompt: 'go' } }]),
+        step('', [send('test "$(cat child-host.txt)" != "$(cat /etc/hostname)" && echo other-container; test -e /tmp/child-mark || echo no-child-tmp')]),
+        step('Done.'),
+      ].join('\n'),
+    )
+    const example = fileURLToPath(new URL('../../../examples/docker/cordis.yml', import.meta.url))
+    const state = mkdtempSync(join(tmpdir(), 'conch-docker-state-'))
+    try {
+      const conch = startConch(['run', '--config', example, '--script', parent, '--output', 'stream-json', 'go'], {
+        cwd: ws.dir,
+        env: { CONCH_DOCKER_IMAGE: TEST_IMAGE, CONCH_SUBAGENT_SCRIPT: child, XDG_STATE_HOME: state },
+      })
+      expect(await conch.exit, conch.stderr()).toBe(0)
+      const texts = jsonLines(conch.stdout()).filter((line) => line['type'] === 'tool_result').map((line) => String(line['text']))
+      expect(texts[1]).toMatch(/^child done\n\[subagent: conch, stop: completed/)
+      expect(texts[2]).toMatch(/^other-container$/m)
+      expect(texts[2]).toMatch(/^no-child-tmp$/m)
+      expect(existsSync(join(ws.dir, 'child-host.txt'))).toBe(true)
+      const containers = await docker.listContainers({ all: true, filters: { label: ['conch.agent'] } })
+      expect(containers.filter((info) => !existsSync(`/proc/${info.Labels['conch.owner-pid']}`))).toEqual([])
+      expect(containers.filter((info) => info.Labels['conch.owner-pid'] === String(conch.child.pid))).toEqual([])
     } finally {
       rmSync(state, { recursive: true, force: true })
     }

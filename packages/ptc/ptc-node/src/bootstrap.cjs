@@ -37,7 +37,8 @@ const PREFIX = '(async function () {'
 // The program starts with an empty environment object; the OS environment the host gave this
 // process (the executable search path, temp paths, the subprocess tag) is cleared with it — but
 // for the one variable `CONCH_PTC_KEEP` names: unconfined, the subprocess tag, so that what the
-// program starts carries it and the tag supervisor ends it if conch is killed.
+// program starts carries it and the tag supervisor ends it if conch is killed; behind a relay (a
+// container's exec), the same tag, by which the teardown finds what the program started.
 const kept = process.env.CONCH_PTC_KEEP
 for (const name of Object.keys(process.env)) if (name !== kept) delete process.env[name]
 

@@ -41,7 +41,8 @@ export function programEnv(host: Readonly<Record<string, string | undefined>>): 
   return env
 }
 
-export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 'partial' | 'none'; provider?: string }
+/** `relayed`: the program runs behind a relay (a container's exec), outside the host tree of the process started. */
+export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 'partial' | 'none'; provider?: string; relayed?: boolean }
 
 /**
  * Wraps `argv` for `policy`: unchanged under `danger-full-access`, else through `ctx.sandbox`.
@@ -65,5 +66,5 @@ export async function confine(
   // private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
   const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own, ...(agent && { agent }) })
-  return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider }
+  return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider, ...(confined.relayed !== undefined && { relayed: true }) }
 }

@@ -115,14 +115,17 @@ export class ProgramProcess {
     // re-parented out of it; unless it also called setsid it is still in the program's session,
     // which the teardown then sweeps. If conch itself is killed, nothing ends an unconfined
     // program's processes but the tag supervisor: the bootstrap then keeps the tag (and only it)
-    // in the program's environment, so what the program starts carries it.
+    // in the program's environment, so what the program starts carries it. Behind a relay (a
+    // container's exec) the program is no descendant of the relay on this host: its processes are
+    // found by the tag, which the bootstrap keeps for them.
     const unconfined = confinement.enforcement === 'none'
+    const relayed = confinement.relayed === true
     const handle = deps.subprocess.spawn({
       argv: confinement.argv as [string, ...string[]],
       cwd: spec.cwd,
-      env: { ...programEnv(process.env), ...(unconfined && { CONCH_PTC_KEEP: SUBPROCESS_TAG_VARIABLE }) },
+      env: { ...programEnv(process.env), ...((unconfined || relayed) && { CONCH_PTC_KEEP: SUBPROCESS_TAG_VARIABLE }) },
       extraPipes: 1,
-      tree: unconfined ? 'session' : 'descendants',
+      tree: relayed ? 'tagged' : unconfined ? 'session' : 'descendants',
       supervised: unconfined,
     })
     handle.end()

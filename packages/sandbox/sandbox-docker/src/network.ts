@@ -17,8 +17,18 @@ import type { ExposedPort } from '@conch/sandbox'
 
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
-/** A relay's folder records the conch that made it: `conch-docker-net-<pid>-<start>-<random>` (proc(5) stat pid and start time). */
-export const NET_FOLDER = /^conch-docker-net-(\d+)-(\d+)-[A-Za-z0-9]+$/
+/**
+ * A private host folder (mode 0700) of an agent's container records the conch that made it:
+ * `conch-docker-<kind>-<pid>-<start>-<random>` (proc(5) stat pid and start time), so that one
+ * whose conch is gone can be removed. Kinds: `net` (the network relay's sockets), `run` (what the
+ * container's processes are given: the control channels' sockets, the shim, program files).
+ */
+export const OWNED_FOLDER = /^conch-docker-(?:net|run)-(\d+)-(\d+)-[A-Za-z0-9]+$/
+
+/** Makes a private host folder of `kind` for this conch (`start`: its start time). */
+export function ownedFolder(kind: 'net' | 'run', start: string): string {
+  return mkdtempSync(join(tmpdir(), `conch-docker-${kind}-${process.pid}-${start}-`))
+}
 
 export interface NetRelay {
   /** The private host folder of its unix sockets. */
@@ -36,7 +46,7 @@ export interface NetRelay {
 
 /** Starts the relay in the network namespace of host pid `pid` (the container's init); `start` is conch's own start time, for the folder's name. */
 export function startNetRelay(pid: number, start: string): NetRelay {
-  const folder = mkdtempSync(join(tmpdir(), `conch-docker-net-${process.pid}-${start}-`))
+  const folder = ownedFolder('net', start)
   const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
   // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
   // exited, and writing to it fails quietly.

@@ -1,7 +1,7 @@
 /**
  * The Docker provider: one container per agent (`SandboxPolicy.agent.key`), each confined
  * process an exec in it started by the relay (relay.cjs) that the PTY backend runs on its
- * terminal.
+ * terminal, or `ctx.subprocess` on pipes (a run_code program, its control channel carried).
  *
  * - made at the agent's first confined process, from `image`, running `sleep infinity` under
  *   Docker's init (which reaps what re-parents to it), with the limits (memory, pids, CPUs), the
@@ -12,7 +12,8 @@
  *   one of the container's own on its topmost missing folder when its folder is missing), each folder
  *   between the workspace and a read-only path bound onto itself (a rename fence), the policy's
  *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
- *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`;
+ *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`, and
+ *   (a local daemon) the agent's private `run` folder read-only at `RUN_DIR`, the host's node in it;
  * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge; `allow`:
  *   `none`, plus the egress proxy of `@conch/sandbox` on a unix socket in a private host folder
  *   and a relay to it listening on the container's loopback (net-relay.cjs, started in the
@@ -24,18 +25,26 @@
  * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
  *   host) is removed when a conch next makes one.
  */
-import { randomBytes } from 'node:crypto'
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync } from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
-import { dirname, join, relative } from 'node:path'
+import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
 import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { NET_FOLDER, startNetRelay, type NetRelay } from './network.ts'
+import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
+const SHIM = fileURLToPath(new URL('./shim.cjs', import.meta.url))
+
+/**
+ * Where the container sees the agent's `run` folder, read-only: the host's node executable (`node`),
+ * the shim that hands a program its control channel (`shim.cjs`), the channels' sockets
+ * (`<token>.sock`) and copies of the programs' own files (`files/`).
+ */
+export const RUN_DIR = '/run/conch'
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
@@ -71,6 +80,8 @@ interface Entry {
   mode: ConfinePolicy['mode']
   /** Deny-write paths that did not exist: the daemon made an empty folder on the host for each mount. */
   held: string[]
+  /** The agent's private host folder seen at `RUN_DIR` in the container (a local daemon only). */
+  folder: string | undefined
   /** Variables every process of the agent gets (network `allow`: the proxy's). */
   env: Record<string, string>
   /** The relay in the container's network namespace (network `allow`, `expose`), and the egress proxy. */
@@ -120,13 +131,13 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
   }
 
   /**
-   * Removes the containers, and the network relays' folders, of conch processes on this host that
+   * Removes the containers, and the private folders (network relays', `run`), of conch processes on this host that
    * are gone (killed before their teardown); resolves to what it removed.
    */
   async function sweep(): Promise<SweptItem[]> {
     const removed: SweptItem[] = []
     for (const name of readdirSync(tmpdir())) {
-      const made = NET_FOLDER.exec(name)
+      const made = OWNED_FOLDER.exec(name)
       if (made === null || stillRunning(Number(made[1]), made[2])) continue
       const path = join(tmpdir(), name)
       if (!ownFolder(path)) continue
@@ -172,6 +183,11 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const held: string[] = []
     const Mounts = mounts(policy, config.denyWrite, held)
     const owner = ownerPlace()
+    // Programs without a terminal get their channel and files from this host: a local daemon only.
+    const folder = 'socketPath' in daemon ? runFolder() : undefined
+    if (folder !== undefined) {
+      Mounts.push({ Type: 'bind', Source: folder, Target: RUN_DIR, ReadOnly: true }, { Type: 'bind', Source: process.execPath, Target: `${RUN_DIR}/node`, ReadOnly: true })
+    }
     const container = await docker
       .createContainer({
         Image: config.image,
@@ -199,9 +215,10 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         },
       })
       .catch((error) => {
+        if (folder !== undefined) rmSync(folder, { recursive: true, force: true })
         throw engineError(error)
       })
-    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, env: {}, owners: new Set(), disposers: [] }
+    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
     try {
       await container.start()
       if (agent.network?.mode === 'allow') await egress(entry, agent.network.hosts)
@@ -254,6 +271,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       } catch (error) {
         if ((error as { statusCode?: number }).statusCode !== 404) throw error
         for (const path of entry.held) removeEmptyFolder(path)
+        if (entry.folder !== undefined) rmSync(entry.folder, { recursive: true, force: true })
         return
       }
       if (Date.now() > deadline) {
@@ -355,9 +373,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       const token = `conch-${randomBytes(12).toString('hex')}`
       // A process that asks for the workspace root (a terminal opened without a cwd) starts in `workingDir` when it is set.
       const cwd = policy.cwd === undefined || policy.cwd === policy.workspaceRoot ? (config.workingDir ?? policy.workspaceRoot) : policy.cwd
-      const spec = { daemon, container: entry.id, token, cwd, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env }
+      const spec = { daemon, container: entry.id, token, cwd, path: CONTAINER_PATH, guard: gitGuardScript(), env: entry.env, folder: entry.folder, runDir: RUN_DIR }
       return {
-        argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv],
+        argv: [process.execPath, RELAY, JSON.stringify(spec), ...argv.map((arg) => inContainer(entry, policy, arg))],
         enforcement: 'full',
         provider: 'docker',
         relayed: { pid: (signal) => relayedPid(entry, token, signal) },
@@ -378,6 +396,41 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       await Promise.all(all.flatMap((made) => (made.status === 'fulfilled' ? [close(made.value)] : [])))
     },
   }
+}
+
+/**
+ * The agent's `run` folder (private, mode 0700), with the shim and the mount point of the host's
+ * node made in it: the container's `RUN_DIR` is read-only.
+ */
+function runFolder(): string {
+  const folder = ownedFolder('run', startOf(process.pid) ?? '0')
+  copyFileSync(SHIM, join(folder, 'shim.cjs'))
+  writeFileSync(join(folder, 'node'), '')
+  mkdirSync(join(folder, 'files'))
+  return folder
+}
+
+/**
+ * How the container names an argument: the host's node executable is `RUN_DIR/node`; a program's
+ * own file outside the workspace (a protected path, which bubblewrap binds read-only where it is)
+ * is copied into the agent's folder once per content and named there; anything else as it is.
+ */
+function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
+  if (entry.folder === undefined) return arg
+  if (arg === process.execPath) return `${RUN_DIR}/node`
+  if (!isAbsolute(arg) || arg === policy.workspaceRoot || arg.startsWith(`${policy.workspaceRoot}/`)) return arg
+  let path: string
+  try {
+    path = realpathSync(arg)
+    const hidden = (policy.hiddenPaths ?? []).some((folder) => path === folder || path.startsWith(`${folder}/`))
+    if (hidden || !policy.protectedPaths.includes(path) || !statSync(path).isFile()) return arg
+  } catch {
+    return arg
+  }
+  const bytes = readFileSync(path)
+  const name = `${createHash('sha256').update(bytes).digest('hex').slice(0, 16)}-${basename(path)}`
+  if (!existsSync(join(entry.folder, 'files', name))) writeFileSync(join(entry.folder, 'files', name), bytes, { mode: 0o444 })
+  return `${RUN_DIR}/files/${name}`
 }
 
 /**

@@ -1,35 +1,72 @@
 'use strict'
 /**
  * The relay of one confined process: runs `argv` as an exec in the agent's container through the
- * Engine API and carries bytes between it and this process's terminal (the PTY backend's): the
- * exec gets a TTY of its own in the container, this terminal is put in raw mode so the
- * container's line discipline is the only one, and size changes follow (SIGWINCH → exec resize).
- * A process without a terminal (a run_code program, with its control channel on fd 3) is refused:
- * nothing carries its other descriptors into the container.
+ * Engine API and carries its bytes.
+ *
+ * - On a terminal (the PTY backend's): the exec gets a TTY of its own in the container, this
+ *   terminal is put in raw mode so the container's line discipline is the only one, and size
+ *   changes follow (SIGWINCH → exec resize).
+ * - Without one (a run_code program): the exec has no TTY; stdin is carried with its end of file,
+ *   and the daemon's multiplexed stream is split back onto stdout and stderr. When fd 3 is open
+ *   (the run_code control channel) it is carried too: the relay listens on `<token>.sock` in the
+ *   agent's folder (bind-mounted read-only at `runDir` in the container), accepts one connection,
+ *   removes the socket and pumps bytes both ways; in the container `shim.cjs` connects and hands
+ *   the connection to the program as its fd 3.
  *
  * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard,
- * env}. The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
+ * env, folder?, runDir} (`folder`: the agent's folder on this host, given with a local daemon only).
+ * The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
  * environment (PATH replaced by the container's `path`) and the agent's `env` (the egress proxy's
- * variables): `token` is its `$0`, which the provider finds in the exec's inspect to learn its
- * host pid. Exits with the exec's exit code, after every byte of its output was written; 125 (and
- * a line on stderr) when it cannot start.
+ * variables): `token` is its `$0`, which the provider finds in the exec's inspect to learn its host
+ * pid. Exits with the exec's exit code, after every byte of its output was written; 125
+ * (and a line on stderr) when it cannot start.
  */
+const { fstatSync, rmSync } = require('node:fs')
+const { createServer, Socket } = require('node:net')
+const { join } = require('node:path')
 const Docker = require('dockerode')
 
 const [specText, ...argv] = process.argv.slice(2)
 const spec = JSON.parse(specText)
 const docker = new Docker(spec.daemon)
-if (process.stdin.isTTY !== true || process.stdout.isTTY !== true) {
-  process.stderr.write(
-    `conch: the Docker sandbox runs programs on a terminal only, and ${argv[0]} has none (run_code programs are not run in containers); ` +
-      'use terminals, or load @conch/sandbox-local for run_code\n',
-  )
-  process.exit(125)
-}
+const tty = process.stdin.isTTY === true && process.stdout.isTTY === true
 
 function fail(error) {
   process.stderr.write(`conch: cannot start ${argv[0]} in container ${spec.container.slice(0, 12)}: ${error && error.message ? error.message : error}\r\n`)
   process.exit(125)
+}
+
+/** Whether fd 3 is a socket this process was given (a control channel). */
+function hasChannel() {
+  try {
+    return fstatSync(3).isSocket()
+  } catch {
+    return false
+  }
+}
+
+/** Carries fd 3 to the first connection on `<folder>/<token>.sock`; resolves with the socket's path in the container. */
+async function carryChannel() {
+  if (spec.folder === undefined) {
+    throw new Error(
+      `run_code programs need a Docker daemon on this host (a unix:// socket): ${argv[0]}'s control channel and files are bind-mounted from here; point host in the sandbox-docker entry of cordis.yml (or DOCKER_HOST) at a local daemon's unix:// socket, or load @conch/sandbox-local for run_code`,
+    )
+  }
+  const control = new Socket({ fd: 3, readable: true, writable: true })
+  const path = join(spec.folder, `${spec.token}.sock`)
+  const server = createServer({ pauseOnConnect: true }, (peer) => {
+    // One program, one connection: nothing else can take the channel once it is taken.
+    server.close()
+    rmSync(path, { force: true })
+    peer.pipe(control).pipe(peer)
+    peer.resume()
+    peer.on('error', () => control.destroy())
+    control.on('error', () => peer.destroy())
+  })
+  await new Promise((resolve, reject) => server.once('error', reject).listen(path, resolve))
+  // A program that never connects (its exec failed) leaves no socket behind.
+  process.on('exit', () => rmSync(path, { force: true }))
+  return `${spec.runDir}/${spec.token}.sock`
 }
 
 async function main() {
@@ -37,21 +74,27 @@ async function main() {
     .filter(([name]) => name !== 'PATH')
     .map(([name, value]) => `${name}=${value}`)
   env.push(`PATH=${spec.path}`, ...Object.entries(spec.env).map(([name, value]) => `${name}=${value}`))
+  const program = !tty && hasChannel() ? [`${spec.runDir}/node`, `${spec.runDir}/shim.cjs`, await carryChannel(), ...argv] : argv
   const exec = await docker.getContainer(spec.container).exec({
-    Cmd: ['/bin/sh', '-c', `${spec.guard}exec "$@"`, spec.token, ...argv],
+    Cmd: ['/bin/sh', '-c', `${spec.guard}exec "$@"`, spec.token, ...program],
     Env: env,
     WorkingDir: spec.cwd,
     AttachStdin: true,
     AttachStdout: true,
     AttachStderr: true,
-    Tty: true,
+    Tty: tty,
   })
-  const stream = await exec.start({ hijack: true, stdin: true, Tty: true })
-  process.stdin.setRawMode(true)
-  const resize = () => exec.resize({ h: process.stdout.rows, w: process.stdout.columns }).catch(() => {})
-  process.on('SIGWINCH', resize)
-  resize()
-  stream.pipe(process.stdout, { end: false })
+  const stream = await exec.start({ hijack: true, stdin: true, Tty: tty })
+  if (tty) {
+    process.stdin.setRawMode(true)
+    const resize = () => exec.resize({ h: process.stdout.rows, w: process.stdout.columns }).catch(() => {})
+    process.on('SIGWINCH', resize)
+    resize()
+    stream.pipe(process.stdout, { end: false })
+  } else {
+    docker.modem.demuxStream(stream, process.stdout, process.stderr)
+  }
+  // The end of stdin is the exec's (a half-close of the hijacked connection).
   process.stdin.pipe(stream)
   await new Promise((resolve) => {
     stream.on('end', resolve)
@@ -59,7 +102,8 @@ async function main() {
     stream.on('error', resolve)
   })
   const { ExitCode } = await exec.inspect()
-  process.stdout.write('', () => process.exit(typeof ExitCode === 'number' ? ExitCode : 125))
+  const code = typeof ExitCode === 'number' ? ExitCode : 125
+  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)))
 }
 
 main().catch(fail)

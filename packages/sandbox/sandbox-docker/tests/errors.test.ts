@@ -4,10 +4,13 @@
  * this user may not open.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
+import { createServer, connect, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
+import { daemonOptions } from '../src/index.ts'
 import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
@@ -76,14 +79,44 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     expect(answer.message).toContain('permission denied on /var/run/docker.sock (EACCES); run conch as a user in the docker group')
   })
 
-  it('a process without a terminal (a run_code program) is refused, naming why', async () => {
+  it('a program only this host has (a pooled CLI) does not run in the container: its open fails or it exits 127', async () => {
     box = await compose()
     const agent = await box.agent()
-    const confined = await box.ctx.sandbox.confine(['node', '-e', 'console.log(42)'], { mode: 'workspace-write', workspaceRoot: box.workspace, agent: { key: agent.session.id, owner: agent } })
-    const run = spawnSync(confined.argv[0], confined.argv.slice(1), { encoding: 'utf8', timeout: 30_000 })
-    expect(run.status).toBe(125)
-    expect(run.stdout).toBe('')
-    expect(run.stderr).toContain('the Docker sandbox runs programs on a terminal only, and node has none (run_code programs are not run in containers)')
+    // A program in a host folder outside the workspace, as a pooled CLI's installation is.
+    const dir = mkdtempSync(join(tmpdir(), 'conch-host-only-'))
+    const program = join(dir, 'cli')
+    writeFileSync(program, '#!/bin/sh\necho ran\n', { mode: 0o755 })
+    try {
+      // The exec's shell fails to find it: seen by the open (the exec ended) or as the program's exit.
+      const outcome = await box.pty.spawn(agent, { type: 'shell', command: program }).then(
+        async ({ sessionId }) => {
+          const exited = await until(async () => (await box!.pty.list(agent)).find((session) => session.sessionId === sessionId && session.status.state === 'exited'))
+          return JSON.stringify(exited!.status)
+        },
+        (error: Error) => error.message,
+      )
+      expect(outcome).toMatch(/could not start a process in its container \(exit 127\)|"exitCode":127/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('with a daemon reached over tcp, a run_code program fails at once naming the local daemon it needs', async () => {
+    // The local daemon behind a tcp listener: this host cannot bind-mount its folder for it.
+    const socket = daemonOptions(undefined).socketPath ?? '/var/run/docker.sock'
+    const proxy = createServer((client) => client.pipe(connect(socket)).pipe(client))
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
+    try {
+      box = await compose({ runCode: true, docker: { host: `tcp://127.0.0.1:${(proxy.address() as AddressInfo).port}` } })
+      const agent = await box.agent()
+      const result = await box.call(agent, 'run_code', { code: 'return 1' })
+      expect(result.isError).toBe(true)
+      expect(result.content[0]!.text).toContain('run_code programs need a Docker daemon on this host (a unix:// socket)')
+    } finally {
+      await box?.dispose()
+      box = undefined
+      proxy.close()
+    }
   })
 
   it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {

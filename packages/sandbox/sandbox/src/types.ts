@@ -118,9 +118,11 @@ export interface ConfineResult {
   /** What is not enforced, for `partial`. */
   gaps?: string[]
   /**
-   * Set when `argv` is a relay to a process that runs elsewhere on a terminal of its own (a
-   * container's exec with a TTY): the terminal the caller gives `argv` carries its bytes, but
-   * readiness, the foreground group and the teardown belong to the relayed process's terminal.
+   * Set when `argv` is a relay to a process that runs elsewhere (a container's exec), no
+   * descendant of the relay on this host: on a terminal (an exec with a TTY) the terminal the
+   * caller gives `argv` carries its bytes, but readiness, the foreground group and the teardown
+   * belong to the relayed process's terminal; without one, its processes are found by a tag in
+   * the environment the relay passes on.
    */
   relayed?: RelayedProcess
 }
@@ -128,8 +130,8 @@ export interface ConfineResult {
 /** The process behind a relay (`ConfineResult.relayed`). */
 export interface RelayedProcess {
   /**
-   * The relayed process's pid as this host's /proc shows it, once the relay has started it (it
-   * leads its own terminal: fd 0 is that terminal); undefined when this host cannot see it (a
+   * The relayed process's pid as this host's /proc shows it, once the relay has started it (on a
+   * terminal it leads its own: fd 0 is that terminal); undefined when this host cannot see it (a
    * remote daemon). Its environment is the relay's, so a tag set there finds it and its children.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when it did not start; `signal.reason` on abort.
    */
