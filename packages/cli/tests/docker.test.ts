@@ -105,7 +105,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
     // Nor the folders the killed run's container held, nor its private folders on the host: the
     // sweep removed them with it.
     expect(['.mcp.json', '.vscode', '.bashrc', '.git'].filter((name) => existsSync(join(ws.dir, name)))).toEqual([])
-    expect(readdirSync(tmpdir()).filter((name) => name.startsWith(`conch-docker-run-${conch.child.pid}-`))).toEqual([])
+    expect(readdirSync(tmpdir()).filter((name) => new RegExp(`^conch-docker-run-\\d+-${conch.child.pid}-`).test(name))).toEqual([])
   })
 
   it('conch gc removes the container of a conch killed with SIGKILL and the folders it held, and leaves a running conch\'s container', async () => {

@@ -7,7 +7,7 @@
  * closes) or at `close`.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readlinkSync, rmSync } from 'node:fs'
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,16 +18,33 @@ import type { ExposedPort } from '@conch/sandbox'
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
 /**
- * A private host folder (mode 0700) of an agent's container records the conch that made it:
- * `conch-docker-<kind>-<pid>-<start>-<random>` (proc(5) stat pid and start time), so that one
- * whose conch is gone can be removed. Kinds: `net` (the network relay's sockets), `run` (what the
- * container's processes are given: the control channels' sockets, the shim, program files).
+ * The PID namespace of this process (`/proc/self/ns/pid`, `pid:[inode]`): where a recorded pid
+ * means something. A conch in another namespace of the same host sees other pids, so it must
+ * not judge this one's containers and folders gone. '' without /proc.
  */
-export const OWNED_FOLDER = /^conch-docker-(?:net|run)-(\d+)-(\d+)-[A-Za-z0-9]+$/
+export function pidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid')
+  } catch {
+    return ''
+  }
+}
+
+/**
+ * A private host folder (mode 0700) of an agent's container records the conch that made it:
+ * `conch-docker-<kind>-<pidns>-<pid>-<start>-<random>` (the inode of its PID namespace, then
+ * proc(5) stat pid and start time), so that one whose conch is gone can be removed by a conch of
+ * the same namespace. Kinds: `net` (the network relay's sockets), `run` (what the container's
+ * processes are given: the control channels' sockets, the shim, program files).
+ */
+export const OWNED_FOLDER = /^conch-docker-(?:net|run)-(\d+)-(\d+)-(\d+)-[A-Za-z0-9]+$/
+
+/** The digits of a `pid:[inode]` namespace name, '0' when there is none. */
+export const namespaceInode = (pidns: string): string => /\[(\d+)\]/.exec(pidns)?.[1] ?? '0'
 
 /** Makes a private host folder of `kind` for this conch (`start`: its start time). */
 export function ownedFolder(kind: 'net' | 'run', start: string): string {
-  return mkdtempSync(join(tmpdir(), `conch-docker-${kind}-${process.pid}-${start}-`))
+  return mkdtempSync(join(tmpdir(), `conch-docker-${kind}-${namespaceInode(pidNamespace())}-${process.pid}-${start}-`))
 }
 
 export interface NetRelay {

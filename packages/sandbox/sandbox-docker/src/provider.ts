@@ -34,7 +34,7 @@ import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
 import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
+import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 const SHIM = fileURLToPath(new URL('./shim.cjs', import.meta.url))
@@ -57,13 +57,7 @@ export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'con
  * pids, so it must neither sweep these containers nor have its own swept from here.
  */
 function ownerPlace(): { host: string; pidns: string } {
-  let pidns = ''
-  try {
-    pidns = readlinkSync('/proc/self/ns/pid')
-  } catch {
-    // No /proc: the hostname alone.
-  }
-  return { host: hostname(), pidns }
+  return { host: hostname(), pidns: pidNamespace() }
 }
 
 /** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
@@ -136,15 +130,15 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
    */
   async function sweep(): Promise<SweptItem[]> {
     const removed: SweptItem[] = []
+    const place = ownerPlace()
     for (const name of readdirSync(tmpdir())) {
       const made = OWNED_FOLDER.exec(name)
-      if (made === null || stillRunning(Number(made[1]), made[2])) continue
+      if (made === null || made[1] !== namespaceInode(place.pidns) || stillRunning(Number(made[2]), made[3])) continue
       const path = join(tmpdir(), name)
       if (!ownFolder(path)) continue
       rmSync(path, { recursive: true, force: true })
       removed.push({ kind: 'folder', name: path })
     }
-    const place = ownerPlace()
     const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`] } })
     await Promise.all(
       containers
