@@ -16,24 +16,14 @@
  * baseline and the runs pay for the same thing; `cold_sandbox_p50_ms` adds bubblewrap.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { Context } from 'cordis'
-import AgentService, { type Agent } from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService, { type ToolResult } from '../packages/core/tools/src/index.ts'
+import AgentService from '../packages/core/agent/src/index.ts'
+import type { ToolResult } from '../packages/core/tools/src/index.ts'
 import PtcService from '../packages/ptc/ptc/src/index.ts'
 import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
 import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
-import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
-import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
-import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import { terminalStack } from './compose.ts'
 import { median, percentile, ratio, round } from './stats.ts'
 import { progress } from './harness.ts'
 import type { Bench } from './registry.ts'
@@ -67,52 +57,24 @@ export interface PtcFigures {
   nested_sends: number
 }
 
-interface Stack {
-  ctx: Context
-  agent: Agent
-  call(name: string, input: unknown): Promise<ToolResult>
-  dispose(): Promise<void>
-}
+type Stack = Awaited<ReturnType<typeof stack>>
 
 /** The run_code composition (the terminal tools too) with one agent, unconfined or under bubblewrap. */
-export async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }): Promise<Stack> {
-  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-ptc-')))
-  const ctx = new Context()
-  ctx.logger.exporter({
-    export: (message) => {
-      if (message.type === 'warn' || message.type === 'error') process.stderr.write(`[cordis ${message.type}] ${message.args.map(String).join(' ')}\n`)
-    },
-  })
-  const fibers: { dispose(): Promise<void> }[] = []
-  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => void fibers.push(await ctx.plugin(plugin, config))
-  await load(SessionService, SessionService.Config.parse({}))
-  await load(ToolsService, ToolsService.Config.parse({}))
-  await load(LlmService, LlmService.Config.parse({}))
-  await load(SubprocessService, SubprocessService.Config.parse({}))
-  await load(SandboxService, {})
-  await load(sandboxLocal, sandboxLocal.Config.parse({}))
-  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode, workspaceRoot: workspace }))
-  await load(PtyService, {})
-  await load(ptyLocal, ptyLocal.Config.parse({}))
+export async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }) {
+  const base = await terminalStack('ptc-', options.mode, ptyLocal.Config.parse({}))
+  const { ctx, load } = base
   await load(toolPty, toolPty.Config.parse({}))
   await load(PtcService, {})
   await load(ptcNode, ptcNode.Config.parse({ spare: options.spare }))
   await load(toolPtc, toolPtc.Config.parse({}))
   await load(AgentService, AgentService.Config.parse({}))
-  const agent = await ctx.agents.create({ workspaceRoot: workspace })
+  const agent = await ctx.agents.create({ workspaceRoot: base.workspace })
   let calls = 0
   return {
     ctx,
     agent,
-    call: (name, input) => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `bench-${++calls}` }),
-    async dispose() {
-      try {
-        await ctx.agents.dispose(agent)
-      } finally {
-        for (const fiber of fibers.reverse()) await fiber.dispose()
-        rmSync(workspace, { recursive: true, force: true })
-      }
-    },
+    call: (name: string, input: unknown): Promise<ToolResult> => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `bench-${++calls}` }),
+    dispose: () => base.dispose(agent),
   }
 }
 
