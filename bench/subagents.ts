@@ -21,20 +21,14 @@
  * skipped.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import os from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { Context } from 'cordis'
-import AgentService from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService from '../packages/core/tools/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
-import SubagentService, { childEnv } from '../packages/subagent/subagent/src/index.ts'
+import { childEnv } from '../packages/subagent/subagent/src/index.ts'
 import { startFakeModel } from '../packages/test-support/src/fake-model/index.ts'
+import { bootProvider, type ProviderHarness } from '../packages/test-support/src/harness.ts'
 import * as codex from '../packages/subagent/subagent-codex/src/index.ts'
 import * as claude from '../packages/subagent/subagent-claude-code/src/index.ts'
 import { median, percentile, ratio, round } from './stats.ts'
@@ -136,30 +130,17 @@ async function rawClaude(): Promise<number> {
 
 // ─── through conch ──────────────────────────────────────────────────────────────
 
-async function composition() {
-  const ctx = new Context()
-  const fibers: { dispose(): Promise<void> }[] = []
-  fibers.push(await ctx.plugin(SessionService, {}))
-  fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
-  fibers.push(await ctx.plugin(LlmService, {}))
-  fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({})))
-  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'read-only', workspaceRoot: workspace })))
-  fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
-  if (codexBinary) fibers.push(await ctx.plugin(codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })))
-  if (claudeBinary) fibers.push(await ctx.plugin(claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })))
-  const agent = await ctx.agents.create({ workspaceRoot: workspace })
-  return {
-    ctx,
-    agent,
-    async dispose() {
-      await ctx.agents.dispose(agent)
-      for (const fiber of fibers.reverse()) await fiber.dispose()
-    },
-  }
+function composition() {
+  return bootProvider(
+    [
+      ...(codexBinary ? [[codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })] as const] : []),
+      ...(claudeBinary ? [[claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })] as const] : []),
+    ],
+    { workspaceRoot: workspace, mode: 'read-only' },
+  )
 }
 
-async function throughConch(c: Awaited<ReturnType<typeof composition>>, provider: string): Promise<number> {
+async function throughConch(c: ProviderHarness, provider: string): Promise<number> {
   const start = performance.now()
   const run = await c.ctx.subagents.start(provider, { prompt: [{ type: 'text', text: 'answer' }], parent: c.agent })
   const result = await run.result
