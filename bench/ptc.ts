@@ -31,31 +31,7 @@ import { ms, x } from './table.ts'
 
 export const PTC_PLAN = { spawns: 30, runs: 30, nestedRounds: 7, nestedSends: 10, warmup: 3 } as const
 
-export interface PtcFigures {
-  node_spawn_p50_ms: number
-  cold_p50_ms: number
-  cold_p95_ms: number
-  spare_p50_ms: number
-  spare_p95_ms: number
-  cold_sandbox_p50_ms: number
-  nested_p50_ms: number
-  direct_p50_ms: number
-  nested_ratio: number | undefined
-  /** The same program with no call: one run's own cost, inside `nested_p50_ms`. */
-  nested_fixed_p50_ms: number
-  /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
-  nested_per_call_ratio: number | undefined
-  /** Median over rounds of (nested − fixed − direct) / calls: what one nested call adds, ms. */
-  nested_overhead_per_call_ms: number
-  /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
-  nested_host_cpu_per_call_ms: number
-  /** This process's CPU per direct call, ms. */
-  direct_host_cpu_per_call_ms: number
-  /** The program's own CPU per call (its process.cpuUsage around the loop), ms. */
-  nested_program_cpu_per_call_ms: number
-  runs: number
-  nested_sends: number
-}
+export type PtcFigures = Awaited<ReturnType<typeof benchPtc>>
 
 type Stack = Awaited<ReturnType<typeof stack>>
 
@@ -104,7 +80,7 @@ async function timed(run: () => Promise<ToolResult>, expect: string): Promise<nu
  */
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-export async function benchPtc(progress: (message: string) => void): Promise<PtcFigures> {
+export async function benchPtc(progress: (message: string) => void) {
   progress(`ptc: ${PTC_PLAN.spawns} bare node -e 0 spawns`)
   const spawns: number[] = []
   for (let i = 0; i < PTC_PLAN.warmup; i++) await nodeSpawn()
@@ -204,11 +180,17 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       nested_p50_ms: round(median(nested)),
       direct_p50_ms: round(median(direct)),
       nested_ratio: ratio(median(nested), median(direct)),
+      /** The same program with no call: one run's own cost, inside `nested_p50_ms`. */
       nested_fixed_p50_ms: round(median(fixed)),
+      /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
       nested_per_call_ratio: round(median(perCall)),
+      /** Median over rounds of (nested − fixed − direct) / calls: what one nested call adds, ms. */
       nested_overhead_per_call_ms: round(median(overhead), 3),
+      /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
       nested_host_cpu_per_call_ms: round(median(nestedCpu)),
+      /** This process's CPU per direct call, ms. */
       direct_host_cpu_per_call_ms: round(median(directCpu)),
+      /** The program's own CPU per call (its process.cpuUsage around the loop), ms. */
       nested_program_cpu_per_call_ms: round(median(programCpu)),
       runs: PTC_PLAN.runs,
       nested_sends: PTC_PLAN.nestedSends,
@@ -226,19 +208,18 @@ export const ptcBench: Bench = {
     return { ptc: await benchPtc(progress) }
   },
   rows(r, verdict) {
-    const rows: string[][] = []
-    if (r.ptc) {
-      const p = r.ptc
-      rows.push(['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')])
-      rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
-      rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
-      rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), ''])
-      rows.push(['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''])
-      rows.push(['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''])
-      rows.push(['  added per call: (nested − no call − direct) / calls', ms(p.nested_overhead_per_call_ms), '', '', verdict('ptc.nested_overhead_per_call_ms')])
-      rows.push(['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''])
-      rows.push(['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''])
-    }
-    return rows
+    const p = r.ptc
+    if (!p) return []
+    return [
+      ['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')],
+      ['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')],
+      ['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''],
+      [`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), ''],
+      ['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''],
+      ['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''],
+      ['  added per call: (nested − no call − direct) / calls', ms(p.nested_overhead_per_call_ms), '', '', verdict('ptc.nested_overhead_per_call_ms')],
+      ['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''],
+      ['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''],
+    ]
   },
 }

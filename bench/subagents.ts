@@ -152,27 +152,9 @@ async function throughConch(c: ProviderHarness, provider: string): Promise<numbe
 
 // ─── the run ────────────────────────────────────────────────────────────────────
 
-export interface SubagentVerdict {
-  raw_p50_ms: number
-  conch_p50_ms: number
-  raw_p95_ms: number
-  conch_p95_ms: number
-  added_ms: number
-  allowed_ms: number
-  target_met: boolean
-}
+export type SubagentFigures = Awaited<ReturnType<typeof benchSubagents>>
 
-export interface SubagentFigures {
-  runs: number
-  codex?: SubagentVerdict
-  claude_code?: SubagentVerdict
-  /** Products not installed, with the hint; their rows are skipped. */
-  skipped: string[]
-  load_average: number[]
-  samples_ms: Record<string, number[]>
-}
-
-function verdict(raw: number[], conch: number[]): SubagentVerdict {
+function verdict(raw: number[], conch: number[]) {
   const rawP50 = median(raw)
   const conchP50 = median(conch)
   const allowed = Math.max(rawP50 * 0.1, 30)
@@ -188,7 +170,7 @@ function verdict(raw: number[], conch: number[]): SubagentVerdict {
 }
 
 /** Spawn → answer through conch and raw, `runs` rounds after one warm-up of each, for every installed product. */
-export async function benchSubagents(progress: (message: string) => void, options: { runs?: number } = {}): Promise<SubagentFigures> {
+export async function benchSubagents(progress: (message: string) => void, options: { runs?: number } = {}) {
   const runs = options.runs ?? 7
   codexBinary = codex.resolveCodexExecutable(undefined)
   claudeBinary = claude.resolveClaudeExecutable(undefined)
@@ -237,6 +219,7 @@ export async function benchSubagents(progress: (message: string) => void, option
     runs,
     ...(codexBinary && { codex: verdict(samples.codexRaw, samples.codexConch) }),
     ...(claudeBinary && { claude_code: verdict(samples.claudeRaw, samples.claudeConch) }),
+    /** Products not installed, with the hint; their rows are skipped. */
     skipped,
     load_average: os.loadavg().map((value) => round(value)),
     samples_ms: Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, values.map((value) => round(value))])),
