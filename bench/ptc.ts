@@ -25,7 +25,7 @@ import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
 import { terminalStack } from './compose.ts'
 import { median, percentile, ratio, round } from './stats.ts'
-import { progress } from './harness.ts'
+import { progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
@@ -64,10 +64,9 @@ function nodeSpawn(): Promise<number> {
   })
 }
 
-async function timed(run: () => Promise<ToolResult>, expect: string): Promise<number> {
-  const start = performance.now()
-  const result = await run()
-  const ms = performance.now() - start
+/** Wall time of `run`, ms; its result must contain `expect`. */
+async function timedRun(run: () => Promise<ToolResult>, expect: string): Promise<number> {
+  const { value: result, ms } = await timed(run)
   const text = result.content.map((item) => item.text).join('\n')
   if (result.isError || !text.includes(expect)) throw new Error(`unexpected result: ${text}`)
   return ms
@@ -86,7 +85,7 @@ export async function benchPtc(progress: (message: string) => void) {
   for (let i = 0; i < PTC_PLAN.warmup; i++) await nodeSpawn()
   for (let i = 0; i < PTC_PLAN.spawns; i++) spawns.push(await nodeSpawn())
 
-  const runCode = (s: Stack) => timed(() => s.call('run_code', { code: 'return 1+1' }), '2\n[run_code: ok')
+  const runCode = (s: Stack) => timedRun(() => s.call('run_code', { code: 'return 1+1' }), '2\n[run_code: ok')
   const cold = await stack({ spare: false, mode: 'danger-full-access' })
   const warm = await stack({ spare: true, mode: 'danger-full-access' })
   const boxed = await stack({ spare: false, mode: 'workspace-write' })
@@ -114,27 +113,20 @@ export async function benchPtc(progress: (message: string) => void) {
     // The program reports its own CPU for the loop (process.cpuUsage, µs) with its answer.
     const program = (sends: number) =>
       `const u = process.cpuUsage()\nfor (let i = 0; i < ${sends}; i++) { const r = await tools.terminal_send({ sessionId: ${JSON.stringify(sessionId)}, text: "true" }); if (r.isError) throw new Error(r.text) }\nconst c = process.cpuUsage(u)\nreturn { sent: ${sends}, cpu: c.user + c.system }`
-    const cpuMs = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
     const runRound = async (sends: number) => {
-      const usage = process.cpuUsage()
-      const start = performance.now()
-      const result = await warm.call('run_code', { code: program(sends) })
-      const ms = performance.now() - start
-      const host = cpuMs(process.cpuUsage(usage))
+      const { value: result, ms, cpuMs: host } = await timed(() => warm.call('run_code', { code: program(sends) }))
       const text = result.content.map((item) => item.text).join('\n')
       const answer = /"sent":\s*(\d+),\s*"cpu":\s*(\d+(?:\.\d+)?)/.exec(text)
       if (result.isError || answer === null || Number(answer[1]) !== sends) throw new Error(`unexpected result: ${text}`)
       return { ms, host, programMs: Number(answer[2]) / 1000 }
     }
-    const directRound = async () => {
-      const usage = process.cpuUsage()
-      const start = performance.now()
-      for (let i = 0; i < PTC_PLAN.nestedSends; i++) {
-        const result = await warm.call('terminal_send', { sessionId, text: 'true' })
-        if (result.isError) throw new Error(result.content[0]?.text)
-      }
-      return { ms: performance.now() - start, host: cpuMs(process.cpuUsage(usage)) }
-    }
+    const directRound = () =>
+      timed(async () => {
+        for (let i = 0; i < PTC_PLAN.nestedSends; i++) {
+          const result = await warm.call('terminal_send', { sessionId, text: 'true' })
+          if (result.isError) throw new Error(result.content[0]?.text)
+        }
+      })
     const nested: number[] = []
     const direct: number[] = []
     const fixed: number[] = []
@@ -166,7 +158,7 @@ export async function benchPtc(progress: (message: string) => void) {
       perCall.push((sends.ms - none.ms) / plain.ms)
       overhead.push((sends.ms - none.ms - plain.ms) / PTC_PLAN.nestedSends)
       nestedCpu.push((sends.host - none.host) / PTC_PLAN.nestedSends)
-      directCpu.push(plain.host / PTC_PLAN.nestedSends)
+      directCpu.push(plain.cpuMs / PTC_PLAN.nestedSends)
       programCpu.push(sends.programMs / PTC_PLAN.nestedSends)
     }
     await warm.call('terminal_close', { sessionId })

@@ -13,7 +13,7 @@ import type { WriteStep } from '../packages/pty/pty-local/src/input-steps.ts'
 import type { LocalSession } from '../packages/pty/pty-local/src/session.ts'
 import type { Composition } from './compose.ts'
 import { median, percentile, round, tally } from './stats.ts'
-import { PLAN, progress } from './harness.ts'
+import { PLAN, progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 
 /** Per program: end-to-end p50 of each form, their difference, the text→Enter gap, and CPU per send. */
@@ -47,12 +47,6 @@ function helperRunNs(): number {
   return total
 }
 
-/** conch's CPU so far, ms. */
-function cpuMs(): number {
-  const usage = process.cpuUsage()
-  return (usage.user + usage.system) / 1000
-}
-
 /** `sends` sends of `program` in each form, interleaved, on a direct session with termios. */
 async function benchProgram(c: Composition, program: (typeof PROGRAMS)[number], sends: number) {
   // With termios, as the plugin's sessions are: the input queue is part of the consumption check.
@@ -68,11 +62,7 @@ async function benchProgram(c: Composition, program: (typeof PROGRAMS)[number], 
   /** One send of the program's text written as `steps`: its wall time, conch's and the helper's CPU (ms), how it settled. */
   const measured = async (steps: WriteStep[]) => {
     const helperBefore = helperRunNs()
-    const cpuBefore = cpuMs()
-    const start = performance.now()
-    const result = await session.startSend({ text: program.text, submit: true, steps }).done
-    const ms = performance.now() - start
-    const cpu = cpuMs() - cpuBefore
+    const { value: result, ms, cpuMs: cpu } = await timed(() => session.startSend({ text: program.text, submit: true, steps }).done)
     const helper = (helperRunNs() - helperBefore) / 1e6
     return { ms, cpu, helper, tier: `${result.waitReason}/${result.evidence.tier}${result.evidence.corroborated ? '+corroborated' : ''}` }
   }
