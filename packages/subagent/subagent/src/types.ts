@@ -8,7 +8,7 @@
  * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
  */
 import type { Agent } from '@conch/agent'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 import { BeneathError, type BeneathErrorCode } from '@conch/subprocess'
 
 /** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
@@ -243,7 +243,6 @@ const SUBAGENT_ERRORS = {
 } satisfies ErrorMessages
 
 export type SubagentErrorCode = keyof typeof SUBAGENT_ERRORS
-export type SubagentErrorDetails<C extends SubagentErrorCode = SubagentErrorCode> = DetailsOf<typeof SUBAGENT_ERRORS, C>
 export const SubagentError = errorClass('SubagentError', SUBAGENT_ERRORS)
 export type SubagentError<C extends SubagentErrorCode = SubagentErrorCode> = ErrorOf<typeof SUBAGENT_ERRORS, C>
 

@@ -8,7 +8,7 @@
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
 import type { Duplex } from 'node:stream'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {
@@ -276,7 +276,6 @@ const SUBPROCESS_ERRORS = {
 } satisfies ErrorMessages
 
 export type SubprocessErrorCode = keyof typeof SUBPROCESS_ERRORS
-export type SubprocessErrorDetails<C extends SubprocessErrorCode = SubprocessErrorCode> = DetailsOf<typeof SUBPROCESS_ERRORS, C>
 export const SubprocessError = errorClass('SubprocessError', SUBPROCESS_ERRORS)
 export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode> = ErrorOf<typeof SUBPROCESS_ERRORS, C>
 

@@ -5,7 +5,7 @@
  * collects them with `task_output`.
  */
 import type { Agent } from '@conch/agent'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
 
@@ -109,7 +109,6 @@ const TASK_ERRORS = {
 } satisfies ErrorMessages
 
 export type TaskErrorCode = keyof typeof TASK_ERRORS
-export type TaskErrorDetails<C extends TaskErrorCode = TaskErrorCode> = DetailsOf<typeof TASK_ERRORS, C>
 export const TaskError = errorClass('TaskError', TASK_ERRORS)
 export type TaskError<C extends TaskErrorCode = TaskErrorCode> = ErrorOf<typeof TASK_ERRORS, C>
 
