@@ -70,23 +70,6 @@ export interface KillReport {
   output?: string
 }
 
-/** A task's state at one read. `output` is what was produced since the previous read of this task. */
-export interface TaskSnapshot {
-  id: string
-  kind: string
-  label: string
-  status: TaskStatus
-  output: string
-  /** Whether output was dropped since the previous read because of the byte bound. */
-  truncated: boolean
-  fields: Record<string, string>
-  meta: Record<string, unknown>
-  /** Failure message for `failed`. */
-  error?: string
-  startedAt: string
-  endedAt?: string
-}
-
 export interface TaskInfo {
   id: string
   kind: string
@@ -95,6 +78,16 @@ export interface TaskInfo {
   fields: Record<string, string>
   startedAt: string
   endedAt?: string
+}
+
+/** A task's state at one read. `output` is what was produced since the previous read of this task. */
+export interface TaskSnapshot extends TaskInfo {
+  output: string
+  /** Whether output was dropped since the previous read because of the byte bound. */
+  truncated: boolean
+  meta: Record<string, unknown>
+  /** Failure message for `failed`. */
+  error?: string
 }
 
 /** The codes of `TaskError`, each with its details and its message. */
