@@ -117,17 +117,10 @@ export interface SubagentRequest {
 }
 
 /** What the service hands a provider: the request, with the run's own signal and output sink. */
-export interface ProviderRequest {
+export interface ProviderRequest extends Readonly<Pick<SubagentRequest, 'prompt' | 'parent' | 'label' | 'outputSchema' | 'maxDepth' | 'toolFilter' | 'persona'>> {
   readonly runId: string
-  readonly prompt: ContentBlock[]
-  readonly parent: Agent
   /** Aborted when the caller cancels, the run is disposed or the service goes. */
   readonly signal: AbortSignal
-  readonly label?: string
-  readonly outputSchema?: Record<string, unknown>
-  readonly maxDepth?: number
-  readonly toolFilter?: string[]
-  readonly persona?: string
   /**
    * Reports answer text or a child tool call. Text is appended to the run's output, so a run
    * that is cancelled or crashes still returns what was reported before. Calls after the run
