@@ -192,11 +192,7 @@ export interface SubagentStartData {
 }
 
 /** Data of `subagent/end`, appended when a run's result settles. */
-export interface SubagentEndData {
-  runId: string
-  provider: string
-  label?: string
-  childId: string
+export interface SubagentEndData extends SubagentStartData {
   stopReason: SubagentStopReason
   /** From `start` to the result, in ms. */
   durationMs: number
