@@ -44,8 +44,7 @@ export interface ProcStat {
 }
 
 /** A process as listed by a `ProcessTable`. */
-export interface ProcessEntry {
-  pid: number
+export interface ProcessEntry extends ProcessRecord {
   ppid: number
   pgid: number
   sid: number
@@ -53,14 +52,12 @@ export interface ProcessEntry {
   tpgid: number
   /** Single-letter state; `Z` is a zombie (counted as gone by teardown). */
   state: string
-  comm: string
-  /** Start identity: Linux stat field 22, macOS `lstart` text. */
-  startTime: string
 }
 
 /** What teardown reports about one process. */
 export interface ProcessRecord {
   pid: number
+  /** Start identity: Linux stat field 22, macOS `lstart` text. */
   startTime: string
   comm: string
 }
