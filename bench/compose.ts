@@ -33,28 +33,7 @@ export const SILENCE_TYPE = 'shell-silence'
  */
 export const OWN_SANDBOX_TYPE = 'shell-own-sandbox'
 
-export interface Composition {
-  ctx: Context
-  /** Owner of unconfined terminals (`danger-full-access`). */
-  agent: Agent
-  /** Owner of terminals confined by bubblewrap (`workspace-write`). */
-  sandboxed: Agent
-  /** The workspace root of both agents (a fresh temporary directory). */
-  workspace: string
-  /** The backend's configuration as loaded (defaults). */
-  config: ptyLocal.Config
-  /**
-   * Starts a session on the backend directly (no ctx.pty in between), with the default config
-   * and the exact tiers; the caller closes it. `termios`: with a termios reader, as the plugin's
-   * backend has (src/plugin.ts) — the canonical line limit, hidden input and the input queue
-   * before Enter; without it (the default here) none of those queries is made.
-   */
-  direct(options?: { termios?: boolean }): Promise<BackendSession>
-  /** Sends `text` (submitted) on `ctx.pty`, held as a tool holds it, and returns the result and the wall time, ms. */
-  send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }>
-  /** Disposes agents (closing their terminals) and then every plugin in reverse order. */
-  dispose(): Promise<void>
-}
+export type Composition = Awaited<ReturnType<typeof compose>>
 
 /**
  * The /proc inspector with its exact tiers switched off: `exact` is false, probes say
@@ -114,7 +93,7 @@ export async function terminalStack(prefix: string, mode: 'danger-full-access' |
 }
 
 /** The composition every terminal bench drives (see the top of this file). */
-export async function compose(): Promise<Composition> {
+export async function compose() {
   if (process.platform !== 'linux') throw new Error(`the benchmark measures the Linux /proc tier; ${process.platform} is not supported`)
   const config = ptyLocal.Config.parse({})
   const stack = await terminalStack('', 'danger-full-access', config)
@@ -145,6 +124,7 @@ export async function compose(): Promise<Composition> {
   })
   await load(AgentService, AgentService.Config.parse({}))
 
+  // `agent` owns unconfined terminals (`danger-full-access`), `sandboxed` terminals confined by bubblewrap (`workspace-write`).
   const agent = await ctx.agents.create({ workspaceRoot: workspace })
   const sandboxed = await ctx.agents.create({ workspaceRoot: workspace })
   ctx.sandboxPolicy.setMode(sandboxed.session, 'workspace-write')
@@ -163,14 +143,24 @@ export async function compose(): Promise<Composition> {
     ctx,
     agent,
     sandboxed,
+    /** The workspace root of both agents (a fresh temporary directory). */
     workspace,
+    /** The backend's configuration as loaded (defaults). */
     config,
-    direct: (options) => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
-    async send(owner, sessionId, text) {
+    /**
+     * Starts a session on the backend directly (no ctx.pty in between), with the default config
+     * and the exact tiers; the caller closes it. `termios`: with a termios reader, as the plugin's
+     * backend has (src/plugin.ts) — the canonical line limit, hidden input and the input queue
+     * before Enter; without it (the default here) none of those queries is made.
+     */
+    direct: (options?: { termios?: boolean }): Promise<BackendSession> => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
+    /** Sends `text` (submitted) on `ctx.pty`, held as a tool holds it, and returns the result and the wall time, ms. */
+    async send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }> {
       const start = performance.now()
       const result = await pty.startSend(owner, sessionId, { text, submit: true }).done
       return { ms: performance.now() - start, result }
     },
+    /** Disposes the agents (closing their terminals), then every plugin in reverse order. */
     async dispose() {
       try {
         await stack.dispose(agent, sandboxed)
