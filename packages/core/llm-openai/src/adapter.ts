@@ -8,15 +8,8 @@ import { LlmError, type ModelAdapter, type ModelChunk, type ModelRequest } from 
 import { fromWireChunk, toWireMessages, toWireTools } from './convert.ts'
 import { missingKeyMessage, resolveEndpoint, type Config, type ResolvedEndpoint } from './endpoint.ts'
 
-export interface OpenAIAdapterOptions {
-  provider: string
-  endpoints: Config['endpoints']
-  baseURL?: string | undefined
-  model?: string | undefined
-  timeoutMs: number
-  maxRetries: number
-  temperature?: number | undefined
-}
+/** The adapter's options: the plugin's parsed config. */
+export type OpenAIAdapterOptions = Config
 
 export class OpenAIAdapter implements ModelAdapter {
   readonly provider: string
