@@ -30,11 +30,7 @@ export class OpenAIAdapter implements ModelAdapter {
    * @throws LlmError `NO_API_KEY` when neither variable is set; `MODEL_ERROR` naming the endpoint
    *   and the HTTP status or connection failure once the SDK's retries are exhausted.
    */
-  stream(request: ModelRequest): AsyncIterable<ModelChunk> {
-    return this.play(request)
-  }
-
-  private async *play(request: ModelRequest): AsyncGenerator<ModelChunk> {
+  async *stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
     const signal = request.signal
     signal?.throwIfAborted()
     const endpoint = resolveEndpoint(this.options)
