@@ -243,8 +243,6 @@ export const subagentsBench: Bench = {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const startedAt = performance.now()
-  const progress = (message: string) => process.stderr.write(`[bench ${((performance.now() - startedAt) / 1000).toFixed(1).padStart(6)} s] ${message}\n`)
   const figures = await benchSubagents(progress, { runs: Number(process.env.SUBAGENT_RUNS ?? 7) })
   process.stdout.write(`${JSON.stringify({ ...figures, cores: os.cpus().length }, null, 2)}\n`)
   process.exit(0)
