@@ -16,7 +16,8 @@ import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
 import PtyService, { type BackendSession, type SendResult } from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
-import { LocalBackend, linuxInspector, type TerminalInspector } from '../packages/pty/pty-local/src/index.ts'
+import { LocalBackend, type TerminalInspector } from '../packages/pty/pty-local/src/index.ts'
+import { inspectorFor } from '../packages/pty/pty-local/src/plugin.ts'
 import { helperTermiosReader } from '../packages/pty/pty-local/src/termios.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
@@ -32,28 +33,7 @@ export const SILENCE_TYPE = 'shell-silence'
  */
 export const OWN_SANDBOX_TYPE = 'shell-own-sandbox'
 
-export interface Composition {
-  ctx: Context
-  /** Owner of unconfined terminals (`danger-full-access`). */
-  agent: Agent
-  /** Owner of terminals confined by bubblewrap (`workspace-write`). */
-  sandboxed: Agent
-  /** The workspace root of both agents (a fresh temporary directory). */
-  workspace: string
-  /** The backend's configuration as loaded (defaults). */
-  config: ptyLocal.Config
-  /**
-   * Starts a session on the backend directly (no ctx.pty in between), with the default config
-   * and the exact tiers; the caller closes it. `termios`: with a termios reader, as the plugin's
-   * backend has (src/plugin.ts) — the canonical line limit, hidden input and the input queue
-   * before Enter; without it (the default here) none of those queries is made.
-   */
-  direct(options?: { termios?: boolean }): Promise<BackendSession>
-  /** Sends `text` (submitted) on `ctx.pty`, held as a tool holds it, and returns the result and the wall time, ms. */
-  send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }>
-  /** Disposes agents (closing their terminals) and then every plugin in reverse order. */
-  dispose(): Promise<void>
-}
+export type Composition = Awaited<ReturnType<typeof compose>>
 
 /**
  * The /proc inspector with its exact tiers switched off: `exact` is false, probes say
@@ -72,10 +52,14 @@ export function silenceOnly(inner: TerminalInspector): TerminalInspector {
   }
 }
 
-/** Errors and warnings the composition logs go to stderr. */
-export async function compose(): Promise<Composition> {
-  if (process.platform !== 'linux') throw new Error(`the benchmark measures the Linux /proc tier; ${process.platform} is not supported`)
-  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-')))
+/**
+ * A context in a fresh temporary workspace (`conch-bench-<prefix>…`) with the terminal stack
+ * loaded: the spine, ctx.subprocess, ctx.sandbox with bubblewrap, ctx.sandboxPolicy in `mode`,
+ * ctx.pty with the node-pty backend (`pty`). Its warnings and errors go to stderr. `load` adds a
+ * plugin; `dispose` disposes `agents`, then every plugin in reverse order, and removes the workspace.
+ */
+export async function terminalStack(prefix: string, mode: 'danger-full-access' | 'workspace-write', pty: ptyLocal.Config) {
+  const workspace = realpathSync(mkdtempSync(join(tmpdir(), `conch-bench-${prefix}`)))
   const ctx = new Context()
   ctx.logger.exporter({
     export: (message) => {
@@ -83,19 +67,37 @@ export async function compose(): Promise<Composition> {
     },
   })
   const fibers: { dispose(): Promise<void> }[] = []
-  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => {
-    fibers.push(await ctx.plugin(plugin, config))
-  }
-  const config = ptyLocal.Config.parse({})
+  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => void fibers.push(await ctx.plugin(plugin, config))
   await load(SessionService, SessionService.Config.parse({}))
   await load(ToolsService, ToolsService.Config.parse({}))
   await load(LlmService, LlmService.Config.parse({}))
   await load(SubprocessService, SubprocessService.Config.parse({}))
   await load(SandboxService, {})
   await load(sandboxLocal, sandboxLocal.Config.parse({}))
-  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'danger-full-access', workspaceRoot: workspace }))
+  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode, workspaceRoot: workspace }))
   await load(PtyService, {})
-  await load(ptyLocal, config)
+  await load(ptyLocal, pty)
+  return {
+    ctx,
+    workspace,
+    load,
+    async dispose(...agents: Agent[]) {
+      try {
+        for (const agent of agents) await ctx.agents.dispose(agent)
+      } finally {
+        for (const fiber of fibers.reverse()) await fiber.dispose()
+        rmSync(workspace, { recursive: true, force: true })
+      }
+    },
+  }
+}
+
+/** The composition every terminal bench drives (see the top of this file). */
+export async function compose() {
+  if (process.platform !== 'linux') throw new Error(`the benchmark measures the Linux /proc tier; ${process.platform} is not supported`)
+  const config = ptyLocal.Config.parse({})
+  const stack = await terminalStack('', 'danger-full-access', config)
+  const { ctx, workspace, load } = stack
   await load({
     name: 'bench-silence-backend',
     inject: ['pty', 'sandbox', 'sandboxPolicy'],
@@ -105,7 +107,7 @@ export async function compose(): Promise<Composition> {
           config: ptyLocal.Config.parse({ backendType: SILENCE_TYPE }),
           sandbox: inner.sandbox,
           sandboxPolicy: inner.sandboxPolicy,
-          inspect: (terminal) => silenceOnly(linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })),
+          inspect: (terminal) => silenceOnly(inspectorFor(terminal)),
         }),
       )
       const sandbox = inner.sandbox
@@ -115,32 +117,23 @@ export async function compose(): Promise<Composition> {
           config: ptyLocal.Config.parse({ backendType: OWN_SANDBOX_TYPE }),
           sandbox: new Proxy(sandbox, { get: (target, key) => (key === 'confine' ? confineOwn : Reflect.get(target, key)) }),
           sandboxPolicy: inner.sandboxPolicy,
-          inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
+          inspect: inspectorFor,
         }),
       )
     },
   })
   await load(AgentService, AgentService.Config.parse({}))
 
+  // `agent` owns unconfined terminals (`danger-full-access`), `sandboxed` terminals confined by bubblewrap (`workspace-write`).
   const agent = await ctx.agents.create({ workspaceRoot: workspace })
   const sandboxed = await ctx.agents.create({ workspaceRoot: workspace })
   ctx.sandboxPolicy.setMode(sandboxed.session, 'workspace-write')
 
-  const directBackend = new LocalBackend({
-    config,
-    sandbox: ctx.sandbox,
-    sandboxPolicy: ctx.sandboxPolicy,
-    inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
-  })
+  const direct = { config, sandbox: ctx.sandbox, sandboxPolicy: ctx.sandboxPolicy, inspect: inspectorFor }
+  const directBackend = new LocalBackend(direct)
   // One termios helper for the direct sessions that ask for it, as the plugin keeps one per backend.
   const termios = helperTermiosReader()
-  const directTermiosBackend = new LocalBackend({
-    config,
-    sandbox: ctx.sandbox,
-    sandboxPolicy: ctx.sandboxPolicy,
-    inspect: (terminal) => linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath }),
-    termios,
-  })
+  const directTermiosBackend = new LocalBackend({ ...direct, termios })
   let directCount = 0
   // Held once, as a tool package holds it (tool-pty's kit reads ctx.pty when it loads): reading
   // ctx.pty goes through Cordis's context proxy (about 20 µs here), which a tool call does not pay.
@@ -150,22 +143,29 @@ export async function compose(): Promise<Composition> {
     ctx,
     agent,
     sandboxed,
+    /** The workspace root of both agents (a fresh temporary directory). */
     workspace,
+    /** The backend's configuration as loaded (defaults). */
     config,
-    direct: (options) => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
-    async send(owner, sessionId, text) {
+    /**
+     * Starts a session on the backend directly (no ctx.pty in between), with the default config
+     * and the exact tiers; the caller closes it. `termios`: with a termios reader, as the plugin's
+     * backend has (src/plugin.ts) — the canonical line limit, hidden input and the input queue
+     * before Enter; without it (the default here) none of those queries is made.
+     */
+    direct: (options?: { termios?: boolean }): Promise<BackendSession> => (options?.termios === true ? directTermiosBackend : directBackend).spawn({ owner: agent, sessionId: `direct-${++directCount}`, signal: new AbortController().signal }),
+    /** Sends `text` (submitted) on `ctx.pty`, held as a tool holds it, and returns the result and the wall time, ms. */
+    async send(owner: Agent, sessionId: string, text: string): Promise<{ ms: number; result: SendResult }> {
       const start = performance.now()
       const result = await pty.startSend(owner, sessionId, { text, submit: true }).done
       return { ms: performance.now() - start, result }
     },
+    /** Disposes the agents (closing their terminals), then every plugin in reverse order. */
     async dispose() {
       try {
-        await ctx.agents.dispose(agent)
-        await ctx.agents.dispose(sandboxed)
+        await stack.dispose(agent, sandboxed)
       } finally {
         termios.close()
-        for (const fiber of fibers.reverse()) await fiber.dispose()
-        rmSync(workspace, { recursive: true, force: true })
       }
     },
   }

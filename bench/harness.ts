@@ -36,6 +36,16 @@ export function progress(message: string): void {
 
 export const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** Runs `run`; its value, the wall time and this process's CPU time (user + system) it took, ms. */
+export async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number; cpuMs: number }> {
+  const usage = process.cpuUsage()
+  const start = performance.now()
+  const value = await run()
+  const ms = performance.now() - start
+  const used = process.cpuUsage(usage)
+  return { value, ms, cpuMs: (used.user + used.system) / 1000 }
+}
+
 /** Summary of latency samples in ms. */
 export function latency(samples: readonly number[]): { p50_ms: number; p95_ms: number } {
   return { p50_ms: round(percentile(samples, 50)), p95_ms: round(percentile(samples, 95)) }

@@ -21,35 +21,8 @@ async function cpuPercent(seconds: number): Promise<number> {
   return ((used.user + used.system) / wallUs) * 100
 }
 
-export interface IdleFigures {
-  cpu_percent: number
-  baseline_cpu_percent: number
-  sessions: number
-  seconds: number
-}
-
-export interface ScaleFigures {
-  p50_ms: number
-  p95_ms: number
-  single_p50_ms: number
-  single_p95_ms: number
-  ratio_p95: number | undefined
-  sends_per_s: number
-  wait_reasons: Record<string, number>
-  /** This process's CPU during the concurrent sends, percent of one core (it runs on one). */
-  harness_cpu_percent: number
-  /** CPU of the session processes (wrapper, shell and children) per concurrent send, ms. */
-  shell_cpu_ms_per_send: number
-  raw_p50_ms: number
-  raw_p95_ms: number
-  raw_single_p95_ms: number
-  raw_ratio_p95: number | undefined
-  raw_sends_per_s: number
-  raw_harness_cpu_percent: number
-  raw_shell_cpu_ms_per_send: number
-  sessions: number
-  sends_each: number
-}
+export type IdleFigures = Awaited<ReturnType<typeof benchIdleAndScale>>['idle']
+export type ScaleFigures = Awaited<ReturnType<typeof benchIdleAndScale>>['scale']
 
 /** Clock ticks per second of /proc/<pid>/stat times (sysconf(_SC_CLK_TCK)); 100 on Linux unless `getconf` says otherwise. */
 const CLOCK_TICKS = (() => {
@@ -99,19 +72,18 @@ async function sendLoops(
   return { single, together, wallMs, cpuPercent: ((cpu.user + cpu.system) / 1000 / wallMs) * 100, shellCpuMs: treeCpuMs(shells) - shellsBefore }
 }
 
-async function benchIdleAndScale(c: Composition): Promise<{ idle: IdleFigures; scale: ScaleFigures }> {
+async function benchIdleAndScale(c: Composition) {
   progress(`idle: baseline, no sessions, ${PLAN.idleBaselineSeconds} s`)
   collectGarbage()
   const baseline = await cpuPercent(PLAN.idleBaselineSeconds)
   const ids = (await Promise.all(Array.from({ length: PLAN.idleSessions }, () => c.ctx.pty.spawn(c.agent, { type: 'shell' })))).map((s) => s.sessionId)
-  let idle: IdleFigures
+  let idleCpu: number
   let conch: Awaited<ReturnType<typeof sendLoops>>
   const reasons: string[] = []
   try {
     progress(`idle: ${PLAN.idleSessions} sessions open, ${PLAN.idleSeconds} s`)
     collectGarbage()
-    const cpu = await cpuPercent(PLAN.idleSeconds)
-    idle = { cpu_percent: round(cpu, 3), baseline_cpu_percent: round(baseline, 3), sessions: PLAN.idleSessions, seconds: PLAN.idleSeconds }
+    idleCpu = await cpuPercent(PLAN.idleSeconds)
     progress(`scale: one session alone (${PLAN.scaleSingleSends} sends), then ${PLAN.idleSessions} sessions × ${PLAN.scaleSends} sends at once`)
     const shells = c.ctx.pty.list(c.agent).flatMap((info) => (info.pid === undefined ? [] : [info.pid]))
     conch = await sendLoops(
@@ -144,7 +116,7 @@ async function benchIdleAndScale(c: Composition): Promise<{ idle: IdleFigures; s
   const singleP95 = percentile(conch.single, 95)
   const rawSingleP95 = percentile(raw.single, 95)
   return {
-    idle,
+    idle: { cpu_percent: round(idleCpu, 3), baseline_cpu_percent: round(baseline, 3), sessions: PLAN.idleSessions, seconds: PLAN.idleSeconds },
     scale: {
       ...figures,
       single_p50_ms: round(median(conch.single)),
@@ -153,7 +125,9 @@ async function benchIdleAndScale(c: Composition): Promise<{ idle: IdleFigures; s
       sends_per_s: round(conch.together.length / (conch.wallMs / 1000), 1),
       // The first sends ran alone; the tally is of the concurrent ones.
       wait_reasons: tally(reasons.slice(PLAN.scaleSingleSends)),
+      /** This process's CPU during the concurrent sends, percent of one core (it runs on one). */
       harness_cpu_percent: round(conch.cpuPercent, 1),
+      /** CPU of the session processes (wrapper, shell and children) per concurrent send, ms. */
       shell_cpu_ms_per_send: round(conch.shellCpuMs / conch.together.length, 3),
       raw_p50_ms: rawFigures.p50_ms,
       raw_p95_ms: rawFigures.p95_ms,

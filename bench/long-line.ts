@@ -11,20 +11,7 @@ import { PLAN, progress } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
-export interface LongLineFigures {
-  /** Median wall time of the long-line send, ms. */
-  long_ms: number
-  /** Median wall time of the short-lines send (same bytes), ms. */
-  short_ms: number
-  /** long_ms / short_ms; the target is ≤ 2. */
-  ratio: number | undefined
-  /** This process's CPU during the long-line send, ms (median). */
-  long_cpu_ms: number
-  short_cpu_ms: number
-  megabytes: number
-  runs: number
-  units: string
-}
+export type LongLineFigures = Awaited<ReturnType<typeof benchLongLine>>
 
 async function timedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, text: string): Promise<{ ms: number; cpuMs: number; result: SendResult }> {
   const cpu = process.cpuUsage()
@@ -44,7 +31,7 @@ async function timedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, te
   }
 }
 
-export async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes: number, runs: number): Promise<LongLineFigures> {
+async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes: number, runs: number) {
   const bytes = megabytes * 1e6
   // 79 x's and the newline: 80-byte lines, `bytes` in all.
   const short = `yes ${'x'.repeat(79)} | head -c ${bytes}; echo END`
@@ -70,6 +57,7 @@ export async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes:
   }
   return {
     long_ms: round(median(longMs)),
+    /** The same bytes in 80-byte lines. */
     short_ms: round(median(shortMs)),
     ratio: ratio(median(longMs), median(shortMs)),
     long_cpu_ms: round(median(longCpu)),
@@ -89,11 +77,7 @@ export const longLineBench: Bench = {
     return { long_line: figures }
   },
   rows(r, verdict) {
-    const rows: string[][] = []
-    if (r.long_line) {
-      const l = r.long_line
-      rows.push([`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')])
-    }
-    return rows
+    const l = r.long_line
+    return l ? [[`long line ${l.megabytes} MB`, ms(l.long_ms), `short lines ${ms(l.short_ms)}`, x(l.ratio), verdict('long_line.long_ms')]] : []
   },
 }

@@ -19,19 +19,7 @@ import type { Bench } from './registry.ts'
 import { median, round } from './stats.ts'
 import { ms } from './table.ts'
 
-export interface NotifyFigures {
-  /** `task_output` / `task_list` calls the model made, all runs. */
-  polling_calls: number
-  /** Model calls per run (open, start, end turn, and one per wake). */
-  model_calls_per_run: number
-  /** Event → the model request carrying its notification, ms. */
-  latency_p50_ms: number
-  latency_max_ms: number
-  exit_p50_ms: number
-  tty_read_p50_ms: number
-  pattern_p50_ms: number
-  runs: number
-}
+export type NotifyFigures = Awaited<ReturnType<typeof benchNotify>>
 
 const RUNS = 5
 const POLLING = new Set(['task_output', 'task_list'])
@@ -55,7 +43,7 @@ function response(calls: { name: string; arguments: object }[], text = ''): Asyn
   })()
 }
 
-async function benchNotify(c: Composition): Promise<NotifyFigures> {
+async function benchNotify(c: Composition) {
   const fibers = [
     await c.ctx.plugin(TasksService, TasksService.Config.parse({})),
     await c.ctx.plugin(toolPty, toolPty.Config.parse({})),
@@ -118,9 +106,12 @@ async function benchNotify(c: Composition): Promise<NotifyFigures> {
     for (const fiber of fibers.reverse()) await fiber.dispose()
   }
   const all = Object.values(latencies).flat()
-  const figures: NotifyFigures = {
+  const figures = {
+    /** `task_output` / `task_list` calls the model made, all runs. */
     polling_calls: polling,
+    /** Open, start, end turn, and one per wake. */
     model_calls_per_run: round(modelCalls / RUNS, 1),
+    /** Event → the model request carrying its notification, ms. */
     latency_p50_ms: round(median(all)),
     latency_max_ms: round(Math.max(...all)),
     exit_p50_ms: round(median(latencies['exit']!)),

@@ -127,52 +127,7 @@ function timeDecode(chunks: readonly Buffer[]): Timing {
   return timing
 }
 
-export interface ParserFigures {
-  /** Median over the runs, MB (10^6 bytes) per wall-clock second. */
-  mb_per_s: number
-  /** The fastest run (the least disturbed by other load on the machine). */
-  best_mb_per_s: number
-  /**
-   * Median MB per second of this process's CPU time (`process.cpuUsage`, every thread: the
-   * garbage collector's helpers count): what the parser costs, whatever the load. The targets
-   * are on the CPU rates.
-   */
-  cpu_mb_per_s: number
-  /** The same three for a bare streaming UTF-8 decode of the same chunks (TextDecoder). */
-  decode_mb_per_s: number
-  decode_best_mb_per_s: number
-  decode_cpu_mb_per_s: number
-  /** Wall-clock rate over the decode's. */
-  ratio_to_decode: number
-  /** CPU rate over the decode's. */
-  cpu_ratio_to_decode: number
-  /** The same on `seq`-style short lines (`1\r\n2\r\n…`). */
-  short_mb_per_s: number
-  short_decode_mb_per_s: number
-  short_ratio_to_decode: number
-  /** Median MB per second of CPU time on short lines, the parser's and the decode's, and their ratio. */
-  short_cpu_mb_per_s: number
-  short_decode_cpu_mb_per_s: number
-  short_cpu_ratio_to_decode: number
-  /**
-   * Median MB/s of the parser with the session's line consumers (scrollback and the unseen-output
-   * buffer), on the mixed stream and on short lines, same runs; no target (what a session pays).
-   */
-  pipeline_mb_per_s: number
-  short_pipeline_mb_per_s: number
-  /**
-   * Median MB per second of CPU time of the parser alone, on the mixed stream and on short
-   * lines, in runs made after the consumers' runs (interleaved with them): the parser in the
-   * state of a session's process, where its line-listener call has seen several functions. No
-   * target.
-   */
-  after_consumers_cpu_mb_per_s: number
-  short_after_consumers_cpu_mb_per_s: number
-  /** Median time to render a full 160×40 screen (snapshot and text), ms. */
-  screen_render_ms: number
-  megabytes: number
-  runs: number
-}
+export type ParserFigures = ReturnType<typeof measureParser>
 
 /** The rate in MB/s of each timing in `timings` over `megabytes`, by wall or CPU time. */
 function ratesOf(timings: readonly Timing[], megabytes: number, of: keyof Timing): number[] {
@@ -240,7 +195,7 @@ function timeScreenRender(samples = 200): number {
  * bare decodes of the same chunks; then through the session's line consumers, interleaved with
  * the parser alone again (the `after_consumers` figures). Reports rates in MB/s.
  */
-export function measureParser(megabytes = 50, runs = 5): ParserFigures {
+function measureParser(megabytes = 50, runs = 5) {
   const mixedStream = syntheticStream(megabytes * 1e6)
   const seqChunks = seqStream(megabytes * 1e6)
   // The parser and its baseline first, for both streams, before any consumer code has run.
@@ -254,24 +209,44 @@ export function measureParser(megabytes = 50, runs = 5): ParserFigures {
   const shortMb = median(rate(short.parse))
   const shortDecodeMb = median(rate(short.decode))
   return {
+    /** Median over the runs, MB (10^6 bytes) per wall-clock second. */
     mb_per_s: round(mb, 1),
+    /** The fastest run (the least disturbed by other load on the machine). */
     best_mb_per_s: round(Math.max(...rate(mixed.parse)), 1),
+    /**
+     * Median MB per second of this process's CPU time (`process.cpuUsage`, every thread: the
+     * garbage collector's helpers count): what the parser costs, whatever the load. The targets
+     * are on the CPU rates.
+     */
     cpu_mb_per_s: round(median(rate(mixed.parse, 'cpuMs')), 1),
+    /** The same three for a bare streaming UTF-8 decode of the same chunks (TextDecoder). */
     decode_mb_per_s: round(decodeMb, 1),
     decode_best_mb_per_s: round(Math.max(...rate(mixed.decode)), 1),
     decode_cpu_mb_per_s: round(median(rate(mixed.decode, 'cpuMs')), 1),
     ratio_to_decode: round(mb / decodeMb),
     cpu_ratio_to_decode: round(median(rate(mixed.parse, 'cpuMs')) / median(rate(mixed.decode, 'cpuMs'))),
+    /** The same on `seq`-style short lines (`1\r\n2\r\n…`). */
     short_mb_per_s: round(shortMb, 1),
     short_decode_mb_per_s: round(shortDecodeMb, 1),
     short_ratio_to_decode: round(shortMb / shortDecodeMb),
     short_cpu_mb_per_s: round(median(rate(short.parse, 'cpuMs')), 1),
     short_decode_cpu_mb_per_s: round(median(rate(short.decode, 'cpuMs')), 1),
     short_cpu_ratio_to_decode: round(median(rate(short.parse, 'cpuMs')) / median(rate(short.decode, 'cpuMs'))),
+    /**
+     * Median MB/s of the parser with the session's line consumers (scrollback and the unseen-output
+     * buffer), on the mixed stream and on short lines, same runs; no target (what a session pays).
+     */
     pipeline_mb_per_s: round(median(rate(mixedPipeline.pipeline)), 1),
     short_pipeline_mb_per_s: round(median(rate(shortPipeline.pipeline)), 1),
+    /**
+     * Median MB per second of CPU time of the parser alone, on the mixed stream and on short
+     * lines, in runs made after the consumers' runs (interleaved with them): the parser in the
+     * state of a session's process, where its line-listener call has seen several functions. No
+     * target.
+     */
     after_consumers_cpu_mb_per_s: round(median(rate(mixedPipeline.parse, 'cpuMs')), 1),
     short_after_consumers_cpu_mb_per_s: round(median(rate(shortPipeline.parse, 'cpuMs')), 1),
+    /** Median time to render a full 160×40 screen (snapshot and text), ms. */
     screen_render_ms: round(timeScreenRender(), 3),
     megabytes,
     runs,
@@ -288,18 +263,17 @@ export const parserBench: Bench = {
     return { parser }
   },
   rows(r, verdict) {
-    const rows: string[][] = []
-    if (r.parser) {
-      const p = r.parser
-      rows.push(['parser, CPU time', `${p.cpu_mb_per_s} MB/s`, `decode ${p.decode_cpu_mb_per_s} MB/s`, x(p.cpu_ratio_to_decode), `${verdict('parser.cpu_mb_per_s')}; ${verdict('parser.cpu_ratio_to_decode')}`])
-      rows.push(['parser, short lines, CPU time', `${p.short_cpu_mb_per_s} MB/s`, `decode ${p.short_decode_cpu_mb_per_s} MB/s`, x(p.short_cpu_ratio_to_decode), verdict('parser.short_cpu_mb_per_s')])
-      rows.push(['parser, wall clock', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), 'no target'])
-      rows.push(['parser, short lines, wall clock', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), 'no target'])
+    const p = r.parser
+    if (!p) return []
+    return [
+      ['parser, CPU time', `${p.cpu_mb_per_s} MB/s`, `decode ${p.decode_cpu_mb_per_s} MB/s`, x(p.cpu_ratio_to_decode), `${verdict('parser.cpu_mb_per_s')}; ${verdict('parser.cpu_ratio_to_decode')}`],
+      ['parser, short lines, CPU time', `${p.short_cpu_mb_per_s} MB/s`, `decode ${p.short_decode_cpu_mb_per_s} MB/s`, x(p.short_cpu_ratio_to_decode), verdict('parser.short_cpu_mb_per_s')],
+      ['parser, wall clock', `${p.mb_per_s} MB/s`, `decode ${p.decode_mb_per_s} MB/s`, x(p.ratio_to_decode), 'no target'],
+      ['parser, short lines, wall clock', `${p.short_mb_per_s} MB/s`, `decode ${p.short_decode_mb_per_s} MB/s`, x(p.short_ratio_to_decode), 'no target'],
       // Figures without a baseline: the mixed stream's and the short lines' side by side.
-      rows.push(['parser + scrollback + buffer (mixed; short)', `${p.pipeline_mb_per_s}; ${p.short_pipeline_mb_per_s} MB/s`, '', '', 'no target'])
-      rows.push(['parser after consumers, CPU (mixed; short)', `${p.after_consumers_cpu_mb_per_s}; ${p.short_after_consumers_cpu_mb_per_s} MB/s`, '', '', 'no target'])
-      rows.push(['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')])
-    }
-    return rows
+      ['parser + scrollback + buffer (mixed; short)', `${p.pipeline_mb_per_s}; ${p.short_pipeline_mb_per_s} MB/s`, '', '', 'no target'],
+      ['parser after consumers, CPU (mixed; short)', `${p.after_consumers_cpu_mb_per_s}; ${p.short_after_consumers_cpu_mb_per_s} MB/s`, '', '', 'no target'],
+      ['screen render 160x40', ms(p.screen_render_ms), '', '', verdict('parser.screen_render_ms')],
+    ]
   },
 }

@@ -13,6 +13,7 @@
 import { FrameDecoder, FrameWriter, type HostMessage } from '../packages/ptc/ptc-node/src/channel.ts'
 import { ProgramProcess } from '../packages/ptc/ptc-node/src/process.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
+import { timed } from './harness.ts'
 import { stack } from './ptc.ts'
 import { median } from './stats.ts'
 
@@ -98,7 +99,6 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
 async function perCall(count: number, rounds: number) {
   const s = await stack({ spare: true, mode: 'danger-full-access' })
   const code = `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1`
-  const cpu = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
   const nested: number[] = []
   const nestedCpu: number[] = []
   const direct: number[] = []
@@ -106,28 +106,18 @@ async function perCall(count: number, rounds: number) {
   try {
     for (let round = 0; round < rounds + 1; round++) {
       await new Promise((resolve) => setTimeout(resolve, 200))
-      let usage = process.cpuUsage()
-      let start = performance.now()
-      await s.call('run_code', { code: 'return 1' })
-      const emptyMs = performance.now() - start
-      const emptyCpu = cpu(process.cpuUsage(usage))
+      const empty = await timed(() => s.call('run_code', { code: 'return 1' }))
       await new Promise((resolve) => setTimeout(resolve, 200))
-      usage = process.cpuUsage()
-      start = performance.now()
-      const result = await s.call('run_code', { code })
-      if (result.isError) throw new Error(JSON.stringify(result))
-      const runMs = performance.now() - start
-      const runCpu = cpu(process.cpuUsage(usage))
-      usage = process.cpuUsage()
-      start = performance.now()
-      for (let i = 0; i < count; i++) await s.call('terminal_list', {})
-      const directMs = performance.now() - start
-      const directUsage = cpu(process.cpuUsage(usage))
+      const run = await timed(() => s.call('run_code', { code }))
+      if (run.value.isError) throw new Error(JSON.stringify(run.value))
+      const plain = await timed(async () => {
+        for (let i = 0; i < count; i++) await s.call('terminal_list', {})
+      })
       if (round === 0) continue
-      nested.push((runMs - emptyMs) / count)
-      nestedCpu.push((runCpu - emptyCpu) / count)
-      direct.push(directMs / count)
-      directCpu.push(directUsage / count)
+      nested.push((run.ms - empty.ms) / count)
+      nestedCpu.push((run.cpuMs - empty.cpuMs) / count)
+      direct.push(plain.ms / count)
+      directCpu.push(plain.cpuMs / count)
     }
   } finally {
     await s.dispose()

@@ -16,103 +16,41 @@
  * baseline and the runs pay for the same thing; `cold_sandbox_p50_ms` adds bubblewrap.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { Context } from 'cordis'
-import AgentService, { type Agent } from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService, { type ToolResult } from '../packages/core/tools/src/index.ts'
+import AgentService from '../packages/core/agent/src/index.ts'
+import type { ToolResult } from '../packages/core/tools/src/index.ts'
 import PtcService from '../packages/ptc/ptc/src/index.ts'
 import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
 import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
-import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
-import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
-import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import { terminalStack } from './compose.ts'
 import { median, percentile, ratio, round } from './stats.ts'
-import { progress } from './harness.ts'
+import { progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
 export const PTC_PLAN = { spawns: 30, runs: 30, nestedRounds: 7, nestedSends: 10, warmup: 3 } as const
 
-export interface PtcFigures {
-  node_spawn_p50_ms: number
-  cold_p50_ms: number
-  cold_p95_ms: number
-  spare_p50_ms: number
-  spare_p95_ms: number
-  cold_sandbox_p50_ms: number
-  nested_p50_ms: number
-  direct_p50_ms: number
-  nested_ratio: number | undefined
-  /** The same program with no call: one run's own cost, inside `nested_p50_ms`. */
-  nested_fixed_p50_ms: number
-  /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
-  nested_per_call_ratio: number | undefined
-  /** Median over rounds of (nested − fixed − direct) / calls: what one nested call adds, ms. */
-  nested_overhead_per_call_ms: number
-  /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
-  nested_host_cpu_per_call_ms: number
-  /** This process's CPU per direct call, ms. */
-  direct_host_cpu_per_call_ms: number
-  /** The program's own CPU per call (its process.cpuUsage around the loop), ms. */
-  nested_program_cpu_per_call_ms: number
-  runs: number
-  nested_sends: number
-}
+export type PtcFigures = Awaited<ReturnType<typeof benchPtc>>
 
-interface Stack {
-  ctx: Context
-  agent: Agent
-  call(name: string, input: unknown): Promise<ToolResult>
-  dispose(): Promise<void>
-}
+type Stack = Awaited<ReturnType<typeof stack>>
 
 /** The run_code composition (the terminal tools too) with one agent, unconfined or under bubblewrap. */
-export async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }): Promise<Stack> {
-  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-ptc-')))
-  const ctx = new Context()
-  ctx.logger.exporter({
-    export: (message) => {
-      if (message.type === 'warn' || message.type === 'error') process.stderr.write(`[cordis ${message.type}] ${message.args.map(String).join(' ')}\n`)
-    },
-  })
-  const fibers: { dispose(): Promise<void> }[] = []
-  const load = async (plugin: Parameters<Context['plugin']>[0], config?: unknown) => void fibers.push(await ctx.plugin(plugin, config))
-  await load(SessionService, SessionService.Config.parse({}))
-  await load(ToolsService, ToolsService.Config.parse({}))
-  await load(LlmService, LlmService.Config.parse({}))
-  await load(SubprocessService, SubprocessService.Config.parse({}))
-  await load(SandboxService, {})
-  await load(sandboxLocal, sandboxLocal.Config.parse({}))
-  await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode, workspaceRoot: workspace }))
-  await load(PtyService, {})
-  await load(ptyLocal, ptyLocal.Config.parse({}))
+export async function stack(options: { spare: boolean; mode: 'danger-full-access' | 'workspace-write' }) {
+  const base = await terminalStack('ptc-', options.mode, ptyLocal.Config.parse({}))
+  const { ctx, load } = base
   await load(toolPty, toolPty.Config.parse({}))
   await load(PtcService, {})
   await load(ptcNode, ptcNode.Config.parse({ spare: options.spare }))
   await load(toolPtc, toolPtc.Config.parse({}))
   await load(AgentService, AgentService.Config.parse({}))
-  const agent = await ctx.agents.create({ workspaceRoot: workspace })
+  const agent = await ctx.agents.create({ workspaceRoot: base.workspace })
   let calls = 0
   return {
     ctx,
     agent,
-    call: (name, input) => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `bench-${++calls}` }),
-    async dispose() {
-      try {
-        await ctx.agents.dispose(agent)
-      } finally {
-        for (const fiber of fibers.reverse()) await fiber.dispose()
-        rmSync(workspace, { recursive: true, force: true })
-      }
-    },
+    call: (name: string, input: unknown): Promise<ToolResult> => ctx.tools.execute(name, input, { agent, signal: new AbortController().signal, callId: `bench-${++calls}` }),
+    dispose: () => base.dispose(agent),
   }
 }
 
@@ -126,10 +64,9 @@ function nodeSpawn(): Promise<number> {
   })
 }
 
-async function timed(run: () => Promise<ToolResult>, expect: string): Promise<number> {
-  const start = performance.now()
-  const result = await run()
-  const ms = performance.now() - start
+/** Wall time of `run`, ms; its result must contain `expect`. */
+async function timedRun(run: () => Promise<ToolResult>, expect: string): Promise<number> {
+  const { value: result, ms } = await timed(run)
   const text = result.content.map((item) => item.text).join('\n')
   if (result.isError || !text.includes(expect)) throw new Error(`unexpected result: ${text}`)
   return ms
@@ -142,13 +79,13 @@ async function timed(run: () => Promise<ToolResult>, expect: string): Promise<nu
  */
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-export async function benchPtc(progress: (message: string) => void): Promise<PtcFigures> {
+export async function benchPtc(progress: (message: string) => void) {
   progress(`ptc: ${PTC_PLAN.spawns} bare node -e 0 spawns`)
   const spawns: number[] = []
   for (let i = 0; i < PTC_PLAN.warmup; i++) await nodeSpawn()
   for (let i = 0; i < PTC_PLAN.spawns; i++) spawns.push(await nodeSpawn())
 
-  const runCode = (s: Stack) => timed(() => s.call('run_code', { code: 'return 1+1' }), '2\n[run_code: ok')
+  const runCode = (s: Stack) => timedRun(() => s.call('run_code', { code: 'return 1+1' }), '2\n[run_code: ok')
   const cold = await stack({ spare: false, mode: 'danger-full-access' })
   const warm = await stack({ spare: true, mode: 'danger-full-access' })
   const boxed = await stack({ spare: false, mode: 'workspace-write' })
@@ -176,27 +113,20 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
     // The program reports its own CPU for the loop (process.cpuUsage, µs) with its answer.
     const program = (sends: number) =>
       `const u = process.cpuUsage()\nfor (let i = 0; i < ${sends}; i++) { const r = await tools.terminal_send({ sessionId: ${JSON.stringify(sessionId)}, text: "true" }); if (r.isError) throw new Error(r.text) }\nconst c = process.cpuUsage(u)\nreturn { sent: ${sends}, cpu: c.user + c.system }`
-    const cpuMs = (usage: NodeJS.CpuUsage) => (usage.user + usage.system) / 1000
     const runRound = async (sends: number) => {
-      const usage = process.cpuUsage()
-      const start = performance.now()
-      const result = await warm.call('run_code', { code: program(sends) })
-      const ms = performance.now() - start
-      const host = cpuMs(process.cpuUsage(usage))
+      const { value: result, ms, cpuMs: host } = await timed(() => warm.call('run_code', { code: program(sends) }))
       const text = result.content.map((item) => item.text).join('\n')
       const answer = /"sent":\s*(\d+),\s*"cpu":\s*(\d+(?:\.\d+)?)/.exec(text)
       if (result.isError || answer === null || Number(answer[1]) !== sends) throw new Error(`unexpected result: ${text}`)
       return { ms, host, programMs: Number(answer[2]) / 1000 }
     }
-    const directRound = async () => {
-      const usage = process.cpuUsage()
-      const start = performance.now()
-      for (let i = 0; i < PTC_PLAN.nestedSends; i++) {
-        const result = await warm.call('terminal_send', { sessionId, text: 'true' })
-        if (result.isError) throw new Error(result.content[0]?.text)
-      }
-      return { ms: performance.now() - start, host: cpuMs(process.cpuUsage(usage)) }
-    }
+    const directRound = () =>
+      timed(async () => {
+        for (let i = 0; i < PTC_PLAN.nestedSends; i++) {
+          const result = await warm.call('terminal_send', { sessionId, text: 'true' })
+          if (result.isError) throw new Error(result.content[0]?.text)
+        }
+      })
     const nested: number[] = []
     const direct: number[] = []
     const fixed: number[] = []
@@ -228,7 +158,7 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       perCall.push((sends.ms - none.ms) / plain.ms)
       overhead.push((sends.ms - none.ms - plain.ms) / PTC_PLAN.nestedSends)
       nestedCpu.push((sends.host - none.host) / PTC_PLAN.nestedSends)
-      directCpu.push(plain.host / PTC_PLAN.nestedSends)
+      directCpu.push(plain.cpuMs / PTC_PLAN.nestedSends)
       programCpu.push(sends.programMs / PTC_PLAN.nestedSends)
     }
     await warm.call('terminal_close', { sessionId })
@@ -242,11 +172,17 @@ export async function benchPtc(progress: (message: string) => void): Promise<Ptc
       nested_p50_ms: round(median(nested)),
       direct_p50_ms: round(median(direct)),
       nested_ratio: ratio(median(nested), median(direct)),
+      /** The same program with no call: one run's own cost, inside `nested_p50_ms`. */
       nested_fixed_p50_ms: round(median(fixed)),
+      /** Median over rounds of (nested − fixed) / direct: one nested call against one direct call. */
       nested_per_call_ratio: round(median(perCall)),
+      /** Median over rounds of (nested − fixed − direct) / calls: what one nested call adds, ms. */
       nested_overhead_per_call_ms: round(median(overhead), 3),
+      /** This process's CPU per nested call (nested run less the fixed run, over the calls), ms. */
       nested_host_cpu_per_call_ms: round(median(nestedCpu)),
+      /** This process's CPU per direct call, ms. */
       direct_host_cpu_per_call_ms: round(median(directCpu)),
+      /** The program's own CPU per call (its process.cpuUsage around the loop), ms. */
       nested_program_cpu_per_call_ms: round(median(programCpu)),
       runs: PTC_PLAN.runs,
       nested_sends: PTC_PLAN.nestedSends,
@@ -264,19 +200,18 @@ export const ptcBench: Bench = {
     return { ptc: await benchPtc(progress) }
   },
   rows(r, verdict) {
-    const rows: string[][] = []
-    if (r.ptc) {
-      const p = r.ptc
-      rows.push(['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')])
-      rows.push(['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')])
-      rows.push(['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''])
-      rows.push([`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), ''])
-      rows.push(['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''])
-      rows.push(['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''])
-      rows.push(['  added per call: (nested − no call − direct) / calls', ms(p.nested_overhead_per_call_ms), '', '', verdict('ptc.nested_overhead_per_call_ms')])
-      rows.push(['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''])
-      rows.push(['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''])
-    }
-    return rows
+    const p = r.ptc
+    if (!p) return []
+    return [
+      ['run_code return 1+1 p50, cold', ms(p.cold_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.cold_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.cold_p50_ms')],
+      ['run_code return 1+1 p50, spare', ms(p.spare_p50_ms), `node -e 0 ${ms(p.node_spawn_p50_ms)}`, x(ratio(p.spare_p50_ms, p.node_spawn_p50_ms)), verdict('ptc.spare_p50_ms')],
+      ['run_code p50, cold, bubblewrap', ms(p.cold_sandbox_p50_ms), `cold ${ms(p.cold_p50_ms)}`, x(ratio(p.cold_sandbox_p50_ms, p.cold_p50_ms)), ''],
+      [`${p.nested_sends} terminal_send from run_code p50`, ms(p.nested_p50_ms), `direct ${ms(p.direct_p50_ms)}`, x(p.nested_ratio), ''],
+      ['  the same program making no call p50', ms(p.nested_fixed_p50_ms), '', '', ''],
+      ['  one call: (nested − no call) / direct', '', '', x(p.nested_per_call_ratio), ''],
+      ['  added per call: (nested − no call − direct) / calls', ms(p.nested_overhead_per_call_ms), '', '', verdict('ptc.nested_overhead_per_call_ms')],
+      ['  this process CPU per call', ms(p.nested_host_cpu_per_call_ms), `direct ${ms(p.direct_host_cpu_per_call_ms)}`, x(ratio(p.nested_host_cpu_per_call_ms, p.direct_host_cpu_per_call_ms)), ''],
+      ['  the program CPU per call', ms(p.nested_program_cpu_per_call_ms), '', '', ''],
+    ]
   },
 }

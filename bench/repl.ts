@@ -71,24 +71,16 @@ async function benchRepl(c: Composition, repl: Repl) {
   }
 }
 
-interface SilenceFigures {
-  p50: number
-  p95: number
-  reasons: Record<string, number>
-  sends: number
-  /** Sends that settled before the answer was printed (it lands in a later send's output). */
-  early: number
-}
-
 /**
  * The same REPL sends with the exact tiers disabled, spread over `silenceSessions` sessions
  * per REPL at once (every send costs `idleSilenceMs`, so one session would take minutes).
  */
-async function benchSilence(c: Composition, repls: readonly Repl[]): Promise<Map<Repl['key'], SilenceFigures>> {
+async function benchSilence(c: Composition, repls: readonly Repl[]) {
   const perSession = Math.ceil(PLAN.replSends / PLAN.silenceSessions)
-  const run = async (repl: Repl): Promise<SilenceFigures> => {
+  const run = async (repl: Repl) => {
     const samples: number[] = []
     const reasons: string[] = []
+    // Sends that settled before the answer was printed (it lands in a later send's output).
     let early = 0
     await Promise.all(
       Array.from({ length: PLAN.silenceSessions }, async () => {
@@ -123,14 +115,14 @@ async function benchSilence(c: Composition, repls: readonly Repl[]): Promise<Map
 }
 
 /** Both REPL figures: exact sends, the raw loop and the silence-only sends. */
-async function benchRepls(c: Composition, repls: readonly Repl[]): Promise<Map<Repl['key'], ReplFigures>> {
+async function benchRepls(c: Composition, repls: readonly Repl[]) {
   const silence = await benchSilence(c, repls)
-  const out = new Map<Repl['key'], ReplFigures>()
+  const out = []
   for (const repl of repls) {
     progress(`${repl.key}: ${PLAN.replSends} sends of '1+1' (conch and raw interleaved)`)
     const figures = await benchRepl(c, repl)
     const quiet = silence.get(repl.key)!
-    out.set(repl.key, {
+    out.push([repl.key, {
       ...figures,
       silence_p50_ms: quiet.p50,
       silence_p95_ms: quiet.p95,
@@ -139,20 +131,12 @@ async function benchRepls(c: Composition, repls: readonly Repl[]): Promise<Map<R
       silence_early: quiet.early,
       ratio_to_silence_p50: ratio(figures.p50_ms, quiet.p50),
       idle_silence_ms: c.config.idleSilenceMs,
-    })
+    }] as const)
   }
   return out
 }
 
-export type ReplFigures = Awaited<ReturnType<typeof benchRepl>> & {
-  silence_p50_ms: number
-  silence_p95_ms: number
-  silence_wait_reasons: Record<string, number>
-  silence_sends: number
-  silence_early: number
-  ratio_to_silence_p50: number | undefined
-  idle_silence_ms: number
-}
+export type ReplFigures = Awaited<ReturnType<typeof benchRepls>>[number][1]
 
 export const replBench: Bench = {
   keys: ['python_repl', 'node_repl'],

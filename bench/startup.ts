@@ -43,19 +43,7 @@ export interface StartupFigure {
   ratio_to_node_p50?: number | undefined
 }
 
-export interface StartupFigures {
-  runs: number
-  /** Whether packages/cli/dist was current (otherwise the "built" rows ran from source). */
-  build_current: boolean
-  /** Whether the build had its V8 code cache. */
-  code_cache: boolean
-  node: StartupFigure
-  run_built: StartupFigure
-  acp_built: StartupFigure
-  run_source: StartupFigure
-  acp_source: StartupFigure
-  load_average: number[]
-}
+export type StartupFigures = Awaited<ReturnType<typeof benchStartup>>
 
 /** Runs argv to completion; wall ms and, with GNU time, the peak RSS and the CPU time. */
 function timed(argv: string[], env: NodeJS.ProcessEnv = process.env): Sample {
@@ -113,7 +101,7 @@ process.stdout.write(JSON.stringify({ current: build !== undefined, cache: build
  * Spawns each variant `runs` times, interleaved. `sources: false` leaves out the from-source
  * rows (about a second each).
  */
-export async function benchStartup(progress: (message: string) => void, options: { runs?: number; sources?: boolean } = {}): Promise<StartupFigures> {
+export async function benchStartup(progress: (message: string) => void, options: { runs?: number; sources?: boolean } = {}) {
   const runs = options.runs ?? 9
   const sources = options.sources ?? true
   const dir = mkdtempSync(join(tmpdir(), 'conch-startup-'))
@@ -162,7 +150,9 @@ export async function benchStartup(progress: (message: string) => void, options:
   }
   return {
     runs,
+    /** Whether packages/cli/dist was current (otherwise the "built" rows ran from source). */
     build_current: state.current,
+    /** Whether the build had its V8 code cache. */
     code_cache: state.cache,
     node,
     run_built: relative(samples.run_built),
@@ -180,17 +170,17 @@ export const startupBench: Bench = {
     return { startup: await benchStartup(progress) }
   },
   rows(r, verdict) {
-    const rows: string[][] = []
-    if (r.startup) {
-      const st = r.startup
-      const built = st.build_current ? (st.code_cache ? 'built' : 'built, no code cache') : 'built (stale: ran from source)'
-      const rss = st.run_built.peak_rss_mib === undefined ? '' : `, ${st.run_built.peak_rss_mib} MiB`
-      rows.push([`conch run p50 (${built})`, `${ms(st.run_built.p50_ms)}${rss}`, `node -e 0 ${ms(st.node.p50_ms)}, ${st.node.peak_rss_mib ?? ''} MiB`, x(st.run_built.ratio_to_node_p50), `${verdict('startup.run_built.p50_ms')}; ${verdict('startup.run_built.peak_rss_mib')}`])
-      rows.push([`conch acp initialize p50 (${built})`, ms(st.acp_built.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_built.ratio_to_node_p50), verdict('startup.acp_built.p50_ms')])
-      if (Number.isFinite(st.run_source.p50_ms)) {
-        rows.push(['conch run p50, from source', ms(st.run_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.run_source.ratio_to_node_p50), ''])
-        rows.push(['conch acp initialize p50, from source', ms(st.acp_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_source.ratio_to_node_p50), ''])
-      }
+    const st = r.startup
+    if (!st) return []
+    const built = st.build_current ? (st.code_cache ? 'built' : 'built, no code cache') : 'built (stale: ran from source)'
+    const rss = st.run_built.peak_rss_mib === undefined ? '' : `, ${st.run_built.peak_rss_mib} MiB`
+    const rows = [
+      [`conch run p50 (${built})`, `${ms(st.run_built.p50_ms)}${rss}`, `node -e 0 ${ms(st.node.p50_ms)}, ${st.node.peak_rss_mib ?? ''} MiB`, x(st.run_built.ratio_to_node_p50), `${verdict('startup.run_built.p50_ms')}; ${verdict('startup.run_built.peak_rss_mib')}`],
+      [`conch acp initialize p50 (${built})`, ms(st.acp_built.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_built.ratio_to_node_p50), verdict('startup.acp_built.p50_ms')],
+    ]
+    if (Number.isFinite(st.run_source.p50_ms)) {
+      rows.push(['conch run p50, from source', ms(st.run_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.run_source.ratio_to_node_p50), ''])
+      rows.push(['conch acp initialize p50, from source', ms(st.acp_source.p50_ms), `node -e 0 ${ms(st.node.p50_ms)}`, x(st.acp_source.ratio_to_node_p50), ''])
     }
     return rows
   },

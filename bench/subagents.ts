@@ -21,20 +21,14 @@
  * skipped.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 import os from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { Context } from 'cordis'
-import AgentService from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService from '../packages/core/tools/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
-import SubagentService, { childEnv } from '../packages/subagent/subagent/src/index.ts'
+import { childEnv } from '../packages/subagent/subagent/src/index.ts'
 import { startFakeModel } from '../packages/test-support/src/fake-model/index.ts'
+import { bootProvider, type ProviderHarness } from '../packages/test-support/src/harness.ts'
 import * as codex from '../packages/subagent/subagent-codex/src/index.ts'
 import * as claude from '../packages/subagent/subagent-claude-code/src/index.ts'
 import { median, percentile, ratio, round } from './stats.ts'
@@ -136,30 +130,17 @@ async function rawClaude(): Promise<number> {
 
 // ─── through conch ──────────────────────────────────────────────────────────────
 
-async function composition() {
-  const ctx = new Context()
-  const fibers: { dispose(): Promise<void> }[] = []
-  fibers.push(await ctx.plugin(SessionService, {}))
-  fibers.push(await ctx.plugin(ToolsService, ToolsService.Config.parse({})))
-  fibers.push(await ctx.plugin(LlmService, {}))
-  fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))
-  fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({})))
-  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'read-only', workspaceRoot: workspace })))
-  fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
-  if (codexBinary) fibers.push(await ctx.plugin(codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })))
-  if (claudeBinary) fibers.push(await ctx.plugin(claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })))
-  const agent = await ctx.agents.create({ workspaceRoot: workspace })
-  return {
-    ctx,
-    agent,
-    async dispose() {
-      await ctx.agents.dispose(agent)
-      for (const fiber of fibers.reverse()) await fiber.dispose()
-    },
-  }
+function composition() {
+  return bootProvider(
+    [
+      ...(codexBinary ? [[codex, codex.Config.parse({ executable: codexBinary, homeRoot, env: ['FAKE_API_KEY'], config: codexSettings })] as const] : []),
+      ...(claudeBinary ? [[claude, claude.Config.parse({ executable: claudeBinary, stateRoot: join(scratch, 'state'), env: ['ANTHROPIC_API_KEY'] })] as const] : []),
+    ],
+    { workspaceRoot: workspace, mode: 'read-only' },
+  )
 }
 
-async function throughConch(c: Awaited<ReturnType<typeof composition>>, provider: string): Promise<number> {
+async function throughConch(c: ProviderHarness, provider: string): Promise<number> {
   const start = performance.now()
   const run = await c.ctx.subagents.start(provider, { prompt: [{ type: 'text', text: 'answer' }], parent: c.agent })
   const result = await run.result
@@ -171,27 +152,9 @@ async function throughConch(c: Awaited<ReturnType<typeof composition>>, provider
 
 // ─── the run ────────────────────────────────────────────────────────────────────
 
-export interface SubagentVerdict {
-  raw_p50_ms: number
-  conch_p50_ms: number
-  raw_p95_ms: number
-  conch_p95_ms: number
-  added_ms: number
-  allowed_ms: number
-  target_met: boolean
-}
+export type SubagentFigures = Awaited<ReturnType<typeof benchSubagents>>
 
-export interface SubagentFigures {
-  runs: number
-  codex?: SubagentVerdict
-  claude_code?: SubagentVerdict
-  /** Products not installed, with the hint; their rows are skipped. */
-  skipped: string[]
-  load_average: number[]
-  samples_ms: Record<string, number[]>
-}
-
-function verdict(raw: number[], conch: number[]): SubagentVerdict {
+function verdict(raw: number[], conch: number[]) {
   const rawP50 = median(raw)
   const conchP50 = median(conch)
   const allowed = Math.max(rawP50 * 0.1, 30)
@@ -207,7 +170,7 @@ function verdict(raw: number[], conch: number[]): SubagentVerdict {
 }
 
 /** Spawn → answer through conch and raw, `runs` rounds after one warm-up of each, for every installed product. */
-export async function benchSubagents(progress: (message: string) => void, options: { runs?: number } = {}): Promise<SubagentFigures> {
+export async function benchSubagents(progress: (message: string) => void, options: { runs?: number } = {}) {
   const runs = options.runs ?? 7
   codexBinary = codex.resolveCodexExecutable(undefined)
   claudeBinary = claude.resolveClaudeExecutable(undefined)
@@ -256,6 +219,7 @@ export async function benchSubagents(progress: (message: string) => void, option
     runs,
     ...(codexBinary && { codex: verdict(samples.codexRaw, samples.codexConch) }),
     ...(claudeBinary && { claude_code: verdict(samples.claudeRaw, samples.claudeConch) }),
+    /** Products not installed, with the hint; their rows are skipped. */
     skipped,
     load_average: os.loadavg().map((value) => round(value)),
     samples_ms: Object.fromEntries(Object.entries(samples).map(([name, values]) => [name, values.map((value) => round(value))])),
@@ -279,8 +243,6 @@ export const subagentsBench: Bench = {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const startedAt = performance.now()
-  const progress = (message: string) => process.stderr.write(`[bench ${((performance.now() - startedAt) / 1000).toFixed(1).padStart(6)} s] ${message}\n`)
   const figures = await benchSubagents(progress, { runs: Number(process.env.SUBAGENT_RUNS ?? 7) })
   process.stdout.write(`${JSON.stringify({ ...figures, cores: os.cpus().length }, null, 2)}\n`)
   process.exit(0)

@@ -9,31 +9,15 @@
  * /proc/<pid>/schedstat run time), so a faster Enter that costs more CPU shows.
  */
 import { readdirSync, readFileSync } from 'node:fs'
+import type { WriteStep } from '../packages/pty/pty-local/src/input-steps.ts'
 import type { LocalSession } from '../packages/pty/pty-local/src/session.ts'
 import type { Composition } from './compose.ts'
 import { median, percentile, round, tally } from './stats.ts'
-import { PLAN, progress } from './harness.ts'
+import { PLAN, progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 
-export interface SubmitFigures {
-  /** Per program: end-to-end p50 of each form, their difference, and the text→Enter gap. */
-  [program: string]: {
-    separate_p50_ms: number
-    glued_p50_ms: number
-    added_p50_ms: number
-    enter_gap_p50_ms: number
-    enter_gap_p95_ms: number
-    /** conch's CPU per send, ms (user + system). */
-    separate_cpu_ms: number
-    glued_cpu_ms: number
-    /** The termios helper's CPU per send, ms (0 when it never ran). */
-    separate_helper_cpu_ms: number
-    glued_helper_cpu_ms: number
-    separate_tiers: Record<string, number>
-    glued_tiers: Record<string, number>
-    sends: number
-  }
-}
+/** Per program: end-to-end p50 of each form, their difference, the text→Enter gap, and CPU per send. */
+export type SubmitFigures = Record<string, Awaited<ReturnType<typeof benchProgram>>>
 
 const PROGRAMS = [
   { key: 'bash', start: undefined, text: 'true' },
@@ -63,79 +47,73 @@ function helperRunNs(): number {
   return total
 }
 
-/** conch's CPU so far, ms. */
-function cpuMs(): number {
-  const usage = process.cpuUsage()
-  return (usage.user + usage.system) / 1000
+/** `sends` sends of `program` in each form, interleaved, on a direct session with termios. */
+async function benchProgram(c: Composition, program: (typeof PROGRAMS)[number], sends: number) {
+  // With termios, as the plugin's sessions are: the input queue is part of the consumption check.
+  const session = (await c.direct({ termios: true })) as LocalSession
+  // Bench-only instrumentation: when each write reached the terminal.
+  const terminal = (session as unknown as { terminal: { write(data: string): Promise<void> } }).terminal
+  const write = terminal.write.bind(terminal)
+  let writes: { data: string; at: number }[] = []
+  terminal.write = (data: string) => {
+    writes.push({ data, at: performance.now() })
+    return write(data)
+  }
+  /** One send of the program's text written as `steps`: its wall time, conch's and the helper's CPU (ms), how it settled. */
+  const measured = async (steps: WriteStep[]) => {
+    const helperBefore = helperRunNs()
+    const { value: result, ms, cpuMs: cpu } = await timed(() => session.startSend({ text: program.text, submit: true, steps }).done)
+    const helper = (helperRunNs() - helperBefore) / 1e6
+    return { ms, cpu, helper, tier: `${result.waitReason}/${result.evidence.tier}${result.evidence.corroborated ? '+corroborated' : ''}` }
+  }
+  const form = () => ({ ms: [] as number[], cpu: 0, helper: 0, tiers: [] as string[] })
+  const separate = form()
+  const glued = form()
+  const gaps: number[] = []
+  try {
+    if (program.start !== undefined) await session.startSend({ text: program.start, submit: true }).done
+    for (let i = -5; i < sends; i++) {
+      writes = []
+      const apart = await measured([{ data: program.text, afterConsumed: false, echo: program.text }, { data: '\r', afterConsumed: true, echo: '' }])
+      const enter = writes.findIndex((entry) => entry.data === '\r')
+      const gap = enter > 0 ? writes[enter]!.at - writes[enter - 1]!.at : undefined
+      const together = await measured([{ data: `${program.text}\r`, afterConsumed: false, echo: program.text }])
+      if (i < 0) continue
+      if (gap !== undefined) gaps.push(gap)
+      for (const [into, send] of [[separate, apart], [glued, together]] as const) {
+        into.ms.push(send.ms)
+        into.cpu += send.cpu
+        into.helper += send.helper
+        into.tiers.push(send.tier)
+      }
+    }
+  } finally {
+    await session.close()
+  }
+  return {
+    separate_p50_ms: round(median(separate.ms)),
+    glued_p50_ms: round(median(glued.ms)),
+    added_p50_ms: round(median(separate.ms) - median(glued.ms)),
+    enter_gap_p50_ms: round(median(gaps), 3),
+    enter_gap_p95_ms: round(percentile(gaps, 95), 3),
+    /** conch's CPU per send, ms (user + system). */
+    separate_cpu_ms: round(separate.cpu / sends, 3),
+    glued_cpu_ms: round(glued.cpu / sends, 3),
+    /** The termios helper's CPU per send, ms (0 when it never ran). */
+    separate_helper_cpu_ms: round(separate.helper / sends, 3),
+    glued_helper_cpu_ms: round(glued.helper / sends, 3),
+    separate_tiers: tally(separate.tiers),
+    glued_tiers: tally(glued.tiers),
+    sends,
+  }
 }
 
 export async function benchSubmit(c: Composition, sends: number, progress: (message: string) => void): Promise<SubmitFigures> {
   const figures: SubmitFigures = {}
   for (const program of PROGRAMS) {
-    // With termios, as the plugin's sessions are: the input queue is part of the consumption check.
-    const session = (await c.direct({ termios: true })) as LocalSession
-    // Bench-only instrumentation: when each write reached the terminal.
-    const terminal = (session as unknown as { terminal: { write(data: string): Promise<void> } }).terminal
-    const write = terminal.write.bind(terminal)
-    let writes: { data: string; at: number }[] = []
-    terminal.write = (data: string) => {
-      writes.push({ data, at: performance.now() })
-      return write(data)
-    }
-    try {
-      if (program.start !== undefined) await session.startSend({ text: program.start, submit: true }).done
-      const separate: number[] = []
-      const glued: number[] = []
-      const gaps: number[] = []
-      const tiers = { separate: [] as string[], glued: [] as string[] }
-      const cpu = { separate: 0, glued: 0, separateHelper: 0, gluedHelper: 0 }
-      for (let i = -5; i < sends; i++) {
-        writes = []
-        let helperBefore = helperRunNs()
-        let cpuBefore = cpuMs()
-        let start = performance.now()
-        const apart = await session.startSend({ text: program.text, submit: true, steps: [{ data: program.text, afterConsumed: false, echo: program.text }, { data: '\r', afterConsumed: true, echo: '' }] }).done
-        const apartMs = performance.now() - start
-        const apartCpu = cpuMs() - cpuBefore
-        const apartHelper = (helperRunNs() - helperBefore) / 1e6
-        const enter = writes.findIndex((entry) => entry.data === '\r')
-        const gap = enter > 0 ? writes[enter]!.at - writes[enter - 1]!.at : undefined
-        helperBefore = helperRunNs()
-        cpuBefore = cpuMs()
-        start = performance.now()
-        const together = await session.startSend({ text: program.text, submit: true, steps: [{ data: `${program.text}\r`, afterConsumed: false, echo: program.text }] }).done
-        const togetherMs = performance.now() - start
-        const togetherCpu = cpuMs() - cpuBefore
-        const togetherHelper = (helperRunNs() - helperBefore) / 1e6
-        if (i < 0) continue
-        cpu.separate += apartCpu
-        cpu.glued += togetherCpu
-        cpu.separateHelper += apartHelper
-        cpu.gluedHelper += togetherHelper
-        separate.push(apartMs)
-        glued.push(togetherMs)
-        if (gap !== undefined) gaps.push(gap)
-        tiers.separate.push(`${apart.waitReason}/${apart.evidence.tier}${apart.evidence.corroborated ? '+corroborated' : ''}`)
-        tiers.glued.push(`${together.waitReason}/${together.evidence.tier}${together.evidence.corroborated ? '+corroborated' : ''}`)
-      }
-      figures[program.key] = {
-        separate_p50_ms: round(median(separate)),
-        glued_p50_ms: round(median(glued)),
-        added_p50_ms: round(median(separate) - median(glued)),
-        enter_gap_p50_ms: round(median(gaps), 3),
-        enter_gap_p95_ms: round(percentile(gaps, 95), 3),
-        separate_cpu_ms: round(cpu.separate / sends, 3),
-        glued_cpu_ms: round(cpu.glued / sends, 3),
-        separate_helper_cpu_ms: round(cpu.separateHelper / sends, 3),
-        glued_helper_cpu_ms: round(cpu.gluedHelper / sends, 3),
-        separate_tiers: tally(tiers.separate),
-        glued_tiers: tally(tiers.glued),
-        sends,
-      }
-      progress(`submit: ${program.key} separate ${figures[program.key]!.separate_p50_ms} ms, glued ${figures[program.key]!.glued_p50_ms} ms, Enter gap ${figures[program.key]!.enter_gap_p50_ms} ms (p95 ${figures[program.key]!.enter_gap_p95_ms}), CPU per send separate ${figures[program.key]!.separate_cpu_ms} + helper ${figures[program.key]!.separate_helper_cpu_ms} ms, glued ${figures[program.key]!.glued_cpu_ms} + helper ${figures[program.key]!.glued_helper_cpu_ms} ms`)
-    } finally {
-      await session.close()
-    }
+    const f = await benchProgram(c, program, sends)
+    figures[program.key] = f
+    progress(`submit: ${program.key} separate ${f.separate_p50_ms} ms, glued ${f.glued_p50_ms} ms, Enter gap ${f.enter_gap_p50_ms} ms (p95 ${f.enter_gap_p95_ms}), CPU per send separate ${f.separate_cpu_ms} + helper ${f.separate_helper_cpu_ms} ms, glued ${f.glued_cpu_ms} + helper ${f.glued_helper_cpu_ms} ms`)
   }
   return figures
 }

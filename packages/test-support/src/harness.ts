@@ -28,8 +28,8 @@ export interface ProviderHarnessOptions {
   mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
 }
 
-/** Boots the composition with `provider` (a plugin, e.g. a provider's module namespace) and its parsed `config`. */
-export async function bootProvider(provider: object, config: unknown, options: ProviderHarnessOptions): Promise<ProviderHarness> {
+/** Boots the composition with `providers`: each a plugin (e.g. a provider's module namespace) and its parsed config. */
+export async function bootProvider(providers: readonly (readonly [provider: object, config: unknown])[], options: ProviderHarnessOptions): Promise<ProviderHarness> {
   const ctx = new Context()
   const fibers: { dispose(): Promise<void> }[] = []
   fibers.push(await ctx.plugin(SessionService, {}))
@@ -41,7 +41,7 @@ export async function bootProvider(provider: object, config: unknown, options: P
     fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode, workspaceRoot: options.workspaceRoot })))
   }
   fibers.push(await ctx.plugin(SubagentService, SubagentService.Config.parse({})))
-  fibers.push(await ctx.plugin(provider as Plugin, config as never))
+  for (const [provider, config] of providers) fibers.push(await ctx.plugin(provider as Plugin, config as never))
   const agent = await ctx.agents.create({ workspaceRoot: options.workspaceRoot })
   return {
     ctx,

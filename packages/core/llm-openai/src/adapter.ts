@@ -8,15 +8,8 @@ import { LlmError, type ModelAdapter, type ModelChunk, type ModelRequest } from 
 import { fromWireChunk, toWireMessages, toWireTools } from './convert.ts'
 import { missingKeyMessage, resolveEndpoint, type Config, type ResolvedEndpoint } from './endpoint.ts'
 
-export interface OpenAIAdapterOptions {
-  provider: string
-  endpoints: Config['endpoints']
-  baseURL?: string | undefined
-  model?: string | undefined
-  timeoutMs: number
-  maxRetries: number
-  temperature?: number | undefined
-}
+/** The adapter's options: the plugin's parsed config. */
+export type OpenAIAdapterOptions = Config
 
 export class OpenAIAdapter implements ModelAdapter {
   readonly provider: string
@@ -37,11 +30,7 @@ export class OpenAIAdapter implements ModelAdapter {
    * @throws LlmError `NO_API_KEY` when neither variable is set; `MODEL_ERROR` naming the endpoint
    *   and the HTTP status or connection failure once the SDK's retries are exhausted.
    */
-  stream(request: ModelRequest): AsyncIterable<ModelChunk> {
-    return this.play(request)
-  }
-
-  private async *play(request: ModelRequest): AsyncGenerator<ModelChunk> {
+  async *stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
     const signal = request.signal
     signal?.throwIfAborted()
     const endpoint = resolveEndpoint(this.options)

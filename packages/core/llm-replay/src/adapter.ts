@@ -41,11 +41,7 @@ export class ReplayAdapter implements ModelAdapter {
    * @throws LlmError `SCRIPT_EXHAUSTED` past the end; `SCRIPT_ERROR` naming `file:line` when a
    *   tool is not among `request.tools`.
    */
-  stream(request: ModelRequest): AsyncIterable<ModelChunk> {
-    return this.play(request)
-  }
-
-  private async *play(request: ModelRequest): AsyncGenerator<ModelChunk> {
+  async *stream(request: ModelRequest): AsyncGenerator<ModelChunk> {
     const signal = request.signal
     signal?.throwIfAborted()
     const step = this.steps[this.next]

@@ -3,6 +3,7 @@
  */
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { registerUnique } from '@conch/session'
 import { LlmError, type LlmServiceApi, type ModelAdapter } from './types.ts'
 
 declare module 'cordis' {
@@ -29,15 +30,8 @@ class LlmService extends Service implements LlmServiceApi {
   }
 
   register(adapter: ModelAdapter): () => void {
-    return this.ctx.effect(() => {
-      if (this.adapters.has(adapter.provider)) {
-        throw new LlmError('DUPLICATE_PROVIDER', { provider: adapter.provider })
-      }
-      this.adapters.set(adapter.provider, adapter)
-      return () => {
-        if (this.adapters.get(adapter.provider) === adapter) this.adapters.delete(adapter.provider)
-      }
-    }, `llm.register(${adapter.provider})`)
+    const duplicate = () => new LlmError('DUPLICATE_PROVIDER', { provider: adapter.provider })
+    return registerUnique(this.ctx, this.adapters, adapter.provider, adapter, duplicate, `llm.register(${adapter.provider})`)
   }
 
   get(provider: string): ModelAdapter | undefined {

@@ -2,7 +2,7 @@
  * The model contract behind `ctx.llm`: a registry of adapters keyed by provider name, each
  * streaming chunks for one chat-completion request with tool calling.
  */
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** JSON Schema object as sent to the model for a tool's parameters (draft 2020-12 subset). */
 export type JsonSchema = Record<string, unknown>
@@ -89,7 +89,6 @@ const LLM_ERRORS = {
 } satisfies ErrorMessages
 
 export type LlmErrorCode = keyof typeof LLM_ERRORS
-export type LlmErrorDetails<C extends LlmErrorCode = LlmErrorCode> = DetailsOf<typeof LLM_ERRORS, C>
 export const LlmError = errorClass('LlmError', LLM_ERRORS)
 export type LlmError<C extends LlmErrorCode = LlmErrorCode> = ErrorOf<typeof LLM_ERRORS, C>
 

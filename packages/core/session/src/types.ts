@@ -54,7 +54,7 @@ export type SessionInterceptor = (event: PendingEvent, log: SessionLog) => void
 
 export type { SessionRedactor } from './bound.ts'
 import type { SessionRedactor } from './bound.ts'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Called after an event is stored (and written, when persistence is on). Errors are logged, never rethrown. */
 export type SessionSubscriber = (event: SessionEvent, log: SessionLog) => void
@@ -116,7 +116,6 @@ const SESSION_ERRORS = {
 } satisfies ErrorMessages
 
 export type SessionErrorCode = keyof typeof SESSION_ERRORS
-export type SessionErrorDetails<C extends SessionErrorCode = SessionErrorCode> = DetailsOf<typeof SESSION_ERRORS, C>
 export const SessionError = errorClass('SessionError', SESSION_ERRORS)
 export type SessionError<C extends SessionErrorCode = SessionErrorCode> = ErrorOf<typeof SESSION_ERRORS, C>
 

@@ -5,7 +5,7 @@
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
-import { messageOf } from '@conch/session'
+import { messageOf, registerUnique } from '@conch/session'
 import { boundWithNotice, utf8Bytes } from './bound.ts'
 import { closeObjects, unknownFields, type FieldTree } from './fields.ts'
 import {
@@ -57,15 +57,8 @@ class ToolsService extends Service implements ToolsServiceApi {
     const schema = checkDefinition(definition)
     const fields = closeObjects(schema)
     const registered: Registered = { definition: definition as unknown as ToolDefinition, parameters: compactSchema(schema) as JsonSchema, fields }
-    return this.ctx.effect(() => {
-      if (this.tools.has(definition.name)) {
-        throw new ToolsError('DUPLICATE_TOOL', { tool: definition.name })
-      }
-      this.tools.set(definition.name, registered)
-      return () => {
-        if (this.tools.get(definition.name) === registered) this.tools.delete(definition.name)
-      }
-    }, `tools.register(${definition.name})`)
+    const duplicate = () => new ToolsError('DUPLICATE_TOOL', { tool: definition.name })
+    return registerUnique(this.ctx, this.tools, definition.name, registered, duplicate, `tools.register(${definition.name})`)
   }
 
   get(name: string): ToolDefinition | undefined {

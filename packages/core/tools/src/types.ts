@@ -4,7 +4,7 @@
  */
 import type { z } from 'zod'
 import type { JsonSchema } from '@conch/llm'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /**
  * The agent a tool runs for. Declared open here and merged with `Agent` by `@conch/agent`
@@ -86,7 +86,6 @@ const TOOLS_ERRORS = {
 } satisfies ErrorMessages
 
 export type ToolsErrorCode = keyof typeof TOOLS_ERRORS
-export type ToolsErrorDetails<C extends ToolsErrorCode = ToolsErrorCode> = DetailsOf<typeof TOOLS_ERRORS, C>
 export const ToolsError = errorClass('ToolsError', TOOLS_ERRORS)
 export type ToolsError<C extends ToolsErrorCode = ToolsErrorCode> = ErrorOf<typeof TOOLS_ERRORS, C>
 

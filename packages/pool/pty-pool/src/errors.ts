@@ -1,5 +1,5 @@
 /** Errors of the pool, one table of codes (`@conch/errors`). */
-import { ConchError, type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
+import { ConchError, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 import { BeneathError, type BeneathErrorCode } from '@conch/subprocess'
 
 /** Why the pool could not answer and the fresh-spawn path ran instead (a `pool-failures.jsonl` reason). */
@@ -55,7 +55,6 @@ const POOL_ERRORS = {
 } satisfies ErrorMessages
 
 export type PoolErrorCode = keyof typeof POOL_ERRORS
-export type PoolErrorDetails<C extends PoolErrorCode = PoolErrorCode> = DetailsOf<typeof POOL_ERRORS, C>
 export const PoolError = errorClass('PoolError', POOL_ERRORS)
 export type PoolError<C extends PoolErrorCode = PoolErrorCode> = ErrorOf<typeof POOL_ERRORS, C>
 

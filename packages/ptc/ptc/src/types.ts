@@ -8,7 +8,7 @@
  */
 import type { Agent } from '@conch/agent'
 import type { AgentNetwork, SandboxMode } from '@conch/sandbox'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /** A value that survives `JSON.stringify` → `JSON.parse` unchanged (RFC 8259 values, finite numbers). */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }
@@ -154,7 +154,6 @@ const PTC_ERRORS = {
 } satisfies ErrorMessages
 
 export type PtcErrorCode = keyof typeof PTC_ERRORS
-export type PtcErrorDetails<C extends PtcErrorCode = PtcErrorCode> = DetailsOf<typeof PTC_ERRORS, C>
 export const PtcError = errorClass('PtcError', PTC_ERRORS)
 export type PtcError<C extends PtcErrorCode = PtcErrorCode> = ErrorOf<typeof PTC_ERRORS, C>
 

@@ -403,6 +403,19 @@ class Mark implements OutputMark {
   }
 }
 
+/** Listeners of one kind, copied on change: a call in progress keeps the list it started with. */
+class Listeners<L> {
+  list: readonly L[] = []
+
+  /** Adds `listener`; returns its disposer. */
+  add(listener: L): () => void {
+    this.list = [...this.list, listener]
+    return () => {
+      this.list = this.list.filter((l) => l !== listener)
+    }
+  }
+}
+
 /**
  * Streaming normaliser of terminal output.
  *
@@ -508,8 +521,8 @@ export class OutputParser {
   /** How many bytes of the chunk being fed the attached screen has, and its own streaming decoder. */
   private screenWritten = 0
   private screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
-  private queryListeners: QueryListener[] = []
-  private screenListeners: ScreenListener[] = []
+  private readonly queryListeners = new Listeners<QueryListener>()
+  private readonly screenListeners = new Listeners<ScreenListener>()
   /** The body of the open string (OSC, DCS, SOS, PM, APC), without its controls. */
   private stringPayload = ''
   /** The string's body as written (controls included), kept from its first CR or LF on. */
@@ -519,8 +532,8 @@ export class OutputParser {
   private readonly current = new LineModel()
   private committed = 0
 
-  private lineListeners: LineListener[] = []
-  private rewindListeners: RewindListener[] = []
+  private readonly lineListeners = new Listeners<LineListener>()
+  private readonly rewindListeners = new Listeners<RewindListener>()
   /**
    * The newest committed lines, a ring of a power of two at least `rows` (`recentMask + 1`), the
    * newest at `recentEnd - 1`, `recentCount` of them kept: a cursor moving up reopens them.
@@ -531,7 +544,7 @@ export class OutputParser {
   private recentCount = 0
   /** Lines below the current one that the cursor moved up from, the nearest last: each line feed reopens the next. */
   private below: string[] = []
-  private oscListeners: OscListener[] = []
+  private readonly oscListeners = new Listeners<OscListener>()
   private marks: Mark[] = []
   private listenerError: { error: unknown } | undefined
 
@@ -615,10 +628,7 @@ export class OutputParser {
 
   /** Registers a listener for committed lines. Returns a disposer. */
   onLine(listener: LineListener): () => void {
-    this.lineListeners = [...this.lineListeners, listener]
-    return () => {
-      this.lineListeners = this.lineListeners.filter((l) => l !== listener)
-    }
+    return this.lineListeners.add(listener)
   }
 
   /**
@@ -626,34 +636,22 @@ export class OutputParser {
    * the screen, which is open again and will be committed again as it then reads. Returns a disposer.
    */
   onRewind(listener: RewindListener): () => void {
-    this.rewindListeners = [...this.rewindListeners, listener]
-    return () => {
-      this.rewindListeners = this.rewindListeners.filter((l) => l !== listener)
-    }
+    return this.rewindListeners.add(listener)
   }
 
   /** Registers a listener for OSC payloads, called at their position in the stream. Returns a disposer. */
   onOsc(listener: OscListener): () => void {
-    this.oscListeners = [...this.oscListeners, listener]
-    return () => {
-      this.oscListeners = this.oscListeners.filter((l) => l !== listener)
-    }
+    return this.oscListeners.add(listener)
   }
 
   /** Registers a listener for terminal queries, called at their position in the stream. Returns a disposer. */
   onQuery(listener: QueryListener): () => void {
-    this.queryListeners = [...this.queryListeners, listener]
-    return () => {
-      this.queryListeners = this.queryListeners.filter((l) => l !== listener)
-    }
+    return this.queryListeners.add(listener)
   }
 
   /** Registers a listener for screen events (see `ScreenEvent`). Returns a disposer. */
   onScreen(listener: ScreenListener): () => void {
-    this.screenListeners = [...this.screenListeners, listener]
-    return () => {
-      this.screenListeners = this.screenListeners.filter((l) => l !== listener)
-    }
+    return this.screenListeners.add(listener)
   }
 
   /** Whether the program is on the alternate screen (DECSET 47, 1047 or 1049 in effect). */
@@ -1359,6 +1357,17 @@ export class OutputParser {
     if (this.screen === undefined) this.needScreen('addressing', sequence, end)
   }
 
+  /** Calls every listener of `listeners` with `args`; the first error is kept for `feed()` to rethrow. */
+  private call<A extends unknown[]>(listeners: Listeners<(...args: A) => void>, ...args: A): void {
+    for (const listener of listeners.list) {
+      try {
+        listener(...args)
+      } catch (error) {
+        this.listenerError ??= { error }
+      }
+    }
+  }
+
   private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
     this.emitScreen({ kind: 'needed', reason, sequence })
     // The listener wrote the sequence itself; the screen is fed from just after it.
@@ -1366,26 +1375,14 @@ export class OutputParser {
   }
 
   private emitScreen(event: ScreenEvent): void {
-    for (const listener of this.screenListeners) {
-      try {
-        listener(event)
-      } catch (error) {
-        this.listenerError ??= { error }
-      }
-    }
+    this.call(this.screenListeners, event)
   }
 
   /** Brings the attached screen up to index `end` of the chunk and hands `query` to the listeners. */
   private query(query: TerminalQuery, end: number): void {
-    if (this.queryListeners.length === 0) return
+    if (this.queryListeners.list.length === 0) return
     this.syncScreen(end)
-    for (const listener of this.queryListeners) {
-      try {
-        listener(query)
-      } catch (error) {
-        this.listenerError ??= { error }
-      }
-    }
+    this.call(this.queryListeners, query)
   }
 
   private syncScreen(end: number): void {
@@ -1402,13 +1399,7 @@ export class OutputParser {
       const index = payload.charCodeAt(1) - 0x30 + 10
       if (index === 10 || index === 11 || index === 12) this.query({ kind: 'color', index, terminator }, end)
     }
-    for (const listener of this.oscListeners) {
-      try {
-        listener(payload)
-      } catch (error) {
-        this.listenerError ??= { error }
-      }
-    }
+    this.call(this.oscListeners, payload)
   }
 
   private print(text: string): void {
@@ -1463,13 +1454,7 @@ export class OutputParser {
       this.lineRow = Math.max(1, this.lineRow - lineRows)
       row = lineRows - 1
       for (const mark of this.marks) if (mark.keepLines && mark.line <= lineNumber) mark.forgetNewest()
-      for (const listener of this.rewindListeners) {
-        try {
-          listener(lineNumber)
-        } catch (error) {
-          this.listenerError ??= { error }
-        }
-      }
+      this.call(this.rewindListeners, lineNumber)
     }
     current.moveToColumn((row - Math.min(rows, row)) * cols + column)
   }
@@ -1503,7 +1488,7 @@ export class OutputParser {
       }
       for (const mark of this.marks) if (!mark.keepLines) mark.release()
     }
-    const listeners = this.lineListeners
+    const listeners = this.lineListeners.list
     for (let k = 0; k < listeners.length; k++) {
       try {
         listeners[k]!(text, lineNumber)

@@ -11,7 +11,7 @@
  * attributes are not rendered.
  */
 import type { Terminal } from '@xterm/headless'
-import { CURSOR_MARK, screenHeader } from '@conch/pty'
+import { CURSOR_MARK, screenHeader, type ScreenHeader } from '@conch/pty'
 import type { ScreenSink } from './output.ts'
 
 type Xterm = typeof import('@xterm/headless')
@@ -35,13 +35,7 @@ interface SyncCore {
   buffers: { normal: { lines: { onTrim(listener: (amount: number) => void): { dispose(): void } } } }
 }
 
-export interface ScreenSnapshot {
-  buffer: 'normal' | 'alternate'
-  rows: number
-  cols: number
-  /** 1-based cursor position. */
-  cursorRow: number
-  cursorCol: number
+export interface ScreenSnapshot extends ScreenHeader {
   /** Every row, trailing blanks (unwritten cells and written spaces) trimmed. */
   lines: string[]
 }

@@ -7,7 +7,7 @@
 import { type Context, Service, type Tracker } from 'cordis'
 import { z } from 'zod'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
-import { describeExit, messageOf } from '@conch/session'
+import { describeExit, messageOf, registerUnique } from '@conch/session'
 import {
   type BackendSession,
   type ScreenState,
@@ -154,16 +154,8 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (typeof backend?.type !== 'string' || backend.type === '') {
       throw new PtyError('INVALID_INPUT', { reason: 'a PTY backend needs a non-empty string `type`' })
     }
-    return this.ctx.effect(() => {
-      const existing = this.backends.get(backend.type)
-      if (existing) {
-        throw new PtyError('DUPLICATE_BACKEND', { type: backend.type })
-      }
-      this.backends.set(backend.type, backend)
-      return () => {
-        if (this.backends.get(backend.type) === backend) this.backends.delete(backend.type)
-      }
-    }, `pty.backend(${backend.type})`)
+    const duplicate = () => new PtyError('DUPLICATE_BACKEND', { type: backend.type })
+    return registerUnique(this.ctx, this.backends, backend.type, backend, duplicate, `pty.backend(${backend.type})`)
   }
 
   types(): string[] {

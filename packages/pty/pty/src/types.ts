@@ -6,7 +6,7 @@
  * Backends implement `PtyBackend`; the service owns ids, ownership, the one-send-at-a-time
  * reservation and lifecycle, so every backend gets the same rules.
  */
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
 /**
  * The owner of terminal sessions, as the contract needs it — structural, so the seam does not
@@ -375,7 +375,6 @@ const PTY_ERRORS = {
 } satisfies ErrorMessages
 
 export type PtyErrorCode = keyof typeof PTY_ERRORS
-export type PtyErrorDetails<C extends PtyErrorCode = PtyErrorCode> = DetailsOf<typeof PTY_ERRORS, C>
 export const PtyError = errorClass('PtyError', PTY_ERRORS)
 export type PtyError<C extends PtyErrorCode = PtyErrorCode> = ErrorOf<typeof PTY_ERRORS, C>
 

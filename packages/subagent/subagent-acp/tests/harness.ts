@@ -12,7 +12,7 @@ export type Harness = ProviderHarness
 
 /** Boots the composition with `plugin` (a provider's module namespace) mounted with `config`. */
 export function boot(plugin: object, config: Record<string, unknown>, workspaceRoot: string): Promise<Harness> {
-  return bootProvider(plugin, config, { workspaceRoot })
+  return bootProvider([[plugin, config]], { workspaceRoot })
 }
 
 /** A fresh mark, set in this process's environment so `env: [MARK_VARIABLE]` passes it on. */

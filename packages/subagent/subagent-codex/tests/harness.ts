@@ -13,7 +13,7 @@ export type Harness = ProviderHarness
 
 /** Boots the composition; the parent agent's session runs under `mode` in `workspaceRoot`. */
 export function boot(config: Record<string, unknown>, options: Required<ProviderHarnessOptions>): Promise<Harness> {
-  return bootProvider(codex, codex.Config.parse(config), options)
+  return bootProvider([[codex, codex.Config.parse(config)]], options)
 }
 
 /** A fresh mark, set in this process's environment so `env: [MARK_VARIABLE]` passes it on. */

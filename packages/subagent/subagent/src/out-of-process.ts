@@ -95,17 +95,8 @@ export const acpChildConfig = {
     ),
 }
 
-export interface AcpChildConfig {
-  maxFrameBytes: number
-}
-
-export interface OutOfProcessConfig {
-  cwd?: string | undefined
-  env: string[]
-  startTimeoutMs: number
-  disposeEofGraceMs: number
-  disposeGraceMs: number
-}
+export type AcpChildConfig = z.output<z.ZodObject<typeof acpChildConfig>>
+export type OutOfProcessConfig = z.output<z.ZodObject<typeof outOfProcessConfig>>
 
 /**
  * The child's working directory: the configured absolute directory, else the parent session's

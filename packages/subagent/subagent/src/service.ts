@@ -12,7 +12,7 @@
 import { setMaxListeners } from 'node:events'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
-import { messageOf } from '@conch/session'
+import { messageOf, registerUnique } from '@conch/session'
 import {
   SubagentError,
   type ContentBlock,
@@ -258,15 +258,8 @@ class SubagentService extends Service implements SubagentServiceApi {
     if (!PROVIDER_NAME.test(provider.name)) {
       throw new SubagentError('INVALID_PROVIDER', { name: provider.name })
     }
-    return this.ctx.effect(() => {
-      if (this.providers.has(provider.name)) {
-        throw new SubagentError('DUPLICATE_PROVIDER', { provider: provider.name })
-      }
-      this.providers.set(provider.name, provider)
-      return () => {
-        if (this.providers.get(provider.name) === provider) this.providers.delete(provider.name)
-      }
-    }, `subagents.registerProvider(${provider.name})`)
+    const duplicate = () => new SubagentError('DUPLICATE_PROVIDER', { provider: provider.name })
+    return registerUnique(this.ctx, this.providers, provider.name, provider, duplicate, `subagents.registerProvider(${provider.name})`)
   }
 
   getProvider(name: string): SubagentProvider | undefined {

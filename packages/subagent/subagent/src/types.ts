@@ -8,7 +8,7 @@
  * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
  */
 import type { Agent } from '@conch/agent'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 import { BeneathError, type BeneathErrorCode } from '@conch/subprocess'
 
 /** One block of a prompt or an answer (the text subset of ACP `ContentBlock`). */
@@ -117,17 +117,10 @@ export interface SubagentRequest {
 }
 
 /** What the service hands a provider: the request, with the run's own signal and output sink. */
-export interface ProviderRequest {
+export interface ProviderRequest extends Readonly<Pick<SubagentRequest, 'prompt' | 'parent' | 'label' | 'outputSchema' | 'maxDepth' | 'toolFilter' | 'persona'>> {
   readonly runId: string
-  readonly prompt: ContentBlock[]
-  readonly parent: Agent
   /** Aborted when the caller cancels, the run is disposed or the service goes. */
   readonly signal: AbortSignal
-  readonly label?: string
-  readonly outputSchema?: Record<string, unknown>
-  readonly maxDepth?: number
-  readonly toolFilter?: string[]
-  readonly persona?: string
   /**
    * Reports answer text or a child tool call. Text is appended to the run's output, so a run
    * that is cancelled or crashes still returns what was reported before. Calls after the run
@@ -199,11 +192,7 @@ export interface SubagentStartData {
 }
 
 /** Data of `subagent/end`, appended when a run's result settles. */
-export interface SubagentEndData {
-  runId: string
-  provider: string
-  label?: string
-  childId: string
+export interface SubagentEndData extends SubagentStartData {
   stopReason: SubagentStopReason
   /** From `start` to the result, in ms. */
   durationMs: number
@@ -243,7 +232,6 @@ const SUBAGENT_ERRORS = {
 } satisfies ErrorMessages
 
 export type SubagentErrorCode = keyof typeof SUBAGENT_ERRORS
-export type SubagentErrorDetails<C extends SubagentErrorCode = SubagentErrorCode> = DetailsOf<typeof SUBAGENT_ERRORS, C>
 export const SubagentError = errorClass('SubagentError', SUBAGENT_ERRORS)
 export type SubagentError<C extends SubagentErrorCode = SubagentErrorCode> = ErrorOf<typeof SUBAGENT_ERRORS, C>
 

@@ -18,13 +18,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
   // Whether this kernel has the children files (CONFIG_PROC_CHILDREN): asked once, of this process.
   let childrenFiles: Promise<boolean> | undefined
   const get = async (pid: number): Promise<ProcessEntry | undefined> => {
-    let text: string
-    try {
-      text = await fs.readFile(`/proc/${pid}/stat`)
-    } catch {
-      return undefined
-    }
-    const stat = parseProcStat(text)
+    const text = await fs.readFile(`/proc/${pid}/stat`).catch(() => undefined)
+    const stat = text === undefined ? undefined : parseProcStat(text)
     if (stat === undefined || stat.pid !== pid) return undefined
     return {
       pid: stat.pid,
@@ -49,12 +44,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       () => false,
     )
     if (!(await childrenFiles)) return undefined
-    let tids: string[]
-    try {
-      tids = await fs.readdir(`/proc/${pid}/task`)
-    } catch {
-      return []
-    }
+    const tids = await fs.readdir(`/proc/${pid}/task`).catch(() => undefined)
+    if (tids === undefined) return []
     // A thread that exits while its list is read has no children left to list.
     const lists = await Promise.all(tids.map((tid) => fs.readFile(`/proc/${pid}/task/${tid}/children`).catch(() => '')))
     return listed(lists.join(' '))
@@ -70,12 +61,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     get,
     children,
     async adoptedChildren(pid) {
-      let leader: string
-      try {
-        leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`)
-      } catch {
-        return []
-      }
+      const leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`).catch(() => undefined)
+      if (leader === undefined) return []
       // The leader's state (after the last `)`): a zombie or dead leader adopts nothing itself.
       const state = leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3)
       if (state === 'Z' || state === 'X' || state === 'x') return children(pid)
@@ -83,12 +70,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return own === undefined ? children(pid) : listed(own)
     },
     async namespaceInit(pid) {
-      let text: string
-      try {
-        text = await fs.readFile(`/proc/${pid}/status`)
-      } catch {
-        return false
-      }
+      const text = await fs.readFile(`/proc/${pid}/status`).catch(() => undefined)
+      if (text === undefined) return false
       // `NSpid:\t<pid here>\t…\t<pid in its own namespace>` (Linux 4.1+): one pid per namespace level.
       const line = /^NSpid:(.*)$/m.exec(text)?.[1]
       const pids = line?.trim().split(/\s+/) ?? []
@@ -133,12 +116,8 @@ const PF_KTHREAD = 0x00200000
  * zombies have no memory map and read 0 there for good: undefined, as for an unreadable stat.
  */
 async function midExec(fs: ProcFs, pid: number): Promise<boolean | undefined> {
-  let text: string
-  try {
-    text = await fs.readFile(`/proc/${pid}/stat`)
-  } catch {
-    return undefined
-  }
+  const text = await fs.readFile(`/proc/${pid}/stat`).catch(() => undefined)
+  if (text === undefined) return undefined
   // fields[0] is field 3 (state); field N is fields[N - 3].
   const fields = text.slice(text.lastIndexOf(')') + 1).trim().split(/\s+/)
   const state = fields[0] ?? ''

@@ -8,7 +8,7 @@
  * signal is sent only after re-reading the identity and finding it unchanged.
  */
 import type { Duplex } from 'node:stream'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 
 /** Minimal async filesystem used to read /proc; injectable so tests run on fixtures. */
 export interface ProcFs {
@@ -44,8 +44,7 @@ export interface ProcStat {
 }
 
 /** A process as listed by a `ProcessTable`. */
-export interface ProcessEntry {
-  pid: number
+export interface ProcessEntry extends ProcessRecord {
   ppid: number
   pgid: number
   sid: number
@@ -53,14 +52,12 @@ export interface ProcessEntry {
   tpgid: number
   /** Single-letter state; `Z` is a zombie (counted as gone by teardown). */
   state: string
-  comm: string
-  /** Start identity: Linux stat field 22, macOS `lstart` text. */
-  startTime: string
 }
 
 /** What teardown reports about one process. */
 export interface ProcessRecord {
   pid: number
+  /** Start identity: Linux stat field 22, macOS `lstart` text. */
   startTime: string
   comm: string
 }
@@ -276,7 +273,6 @@ const SUBPROCESS_ERRORS = {
 } satisfies ErrorMessages
 
 export type SubprocessErrorCode = keyof typeof SUBPROCESS_ERRORS
-export type SubprocessErrorDetails<C extends SubprocessErrorCode = SubprocessErrorCode> = DetailsOf<typeof SUBPROCESS_ERRORS, C>
 export const SubprocessError = errorClass('SubprocessError', SUBPROCESS_ERRORS)
 export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode> = ErrorOf<typeof SUBPROCESS_ERRORS, C>
 

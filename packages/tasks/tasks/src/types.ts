@@ -5,7 +5,7 @@
  * collects them with `task_output`.
  */
 import type { Agent } from '@conch/agent'
-import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
+import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
 
@@ -74,23 +74,6 @@ export interface KillReport {
   output?: string
 }
 
-/** A task's state at one read. `output` is what was produced since the previous read of this task. */
-export interface TaskSnapshot {
-  id: string
-  kind: string
-  label: string
-  status: TaskStatus
-  output: string
-  /** Whether output was dropped since the previous read because of the byte bound. */
-  truncated: boolean
-  fields: Record<string, string>
-  meta: Record<string, unknown>
-  /** Failure message for `failed`. */
-  error?: string
-  startedAt: string
-  endedAt?: string
-}
-
 export interface TaskInfo {
   id: string
   kind: string
@@ -99,6 +82,16 @@ export interface TaskInfo {
   fields: Record<string, string>
   startedAt: string
   endedAt?: string
+}
+
+/** A task's state at one read. `output` is what was produced since the previous read of this task. */
+export interface TaskSnapshot extends TaskInfo {
+  output: string
+  /** Whether output was dropped since the previous read because of the byte bound. */
+  truncated: boolean
+  meta: Record<string, unknown>
+  /** Failure message for `failed`. */
+  error?: string
 }
 
 /** The codes of `TaskError`, each with its details and its message. */
@@ -113,7 +106,6 @@ const TASK_ERRORS = {
 } satisfies ErrorMessages
 
 export type TaskErrorCode = keyof typeof TASK_ERRORS
-export type TaskErrorDetails<C extends TaskErrorCode = TaskErrorCode> = DetailsOf<typeof TASK_ERRORS, C>
 export const TaskError = errorClass('TaskError', TASK_ERRORS)
 export type TaskError<C extends TaskErrorCode = TaskErrorCode> = ErrorOf<typeof TASK_ERRORS, C>
 

@@ -8,16 +8,7 @@
  * completions `POST …/chat/completions` (`messages` of role `system` / `user` / `tool`, `tools`
  * of `{function: {name}}`).
  */
-import type { FakeToolResult } from './types.ts'
-
-export interface ParsedBody {
-  model?: string
-  stream: boolean
-  system: string
-  userText: string
-  toolResults: FakeToolResult[]
-  tools: string[]
-}
+import type { FakeToolResult, ParsedBody } from './types.ts'
 
 type Json = Record<string, unknown>
 

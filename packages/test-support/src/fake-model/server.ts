@@ -13,9 +13,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo, Socket } from 'node:net'
 import { setTimeout as delay } from 'node:timers/promises'
 import { chatEncoder, fakeId, formatSse, messagesEncoder, messagesJson, responsesEncoder, roughTokens, type SseEvent, type StreamEncoder, type ToolCall } from './encode.ts'
-import { parseChatBody, parseMessagesBody, parseResponsesBody, type ParsedBody } from './parse.ts'
+import { parseChatBody, parseMessagesBody, parseResponsesBody } from './parse.ts'
 import { chooseSentinel, DEFAULT_SENTINEL_PATTERN, defaultFrame } from './sentinel.ts'
-import type { FakeAnswer, FakeApi, FakeModelOptions, FakeOutcome, FakeRequest } from './types.ts'
+import type { FakeAnswer, FakeApi, FakeModelOptions, FakeOutcome, FakeRequest, ParsedBody } from './types.ts'
 
 export interface FakeModelServer {
   /** `http://127.0.0.1:PORT` — the Anthropic base URL (`ANTHROPIC_BASE_URL`). */
@@ -94,12 +94,7 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
       query,
       headers: req.headers,
       body,
-      ...(parsed?.model !== undefined ? { model: parsed.model } : {}),
-      stream: parsed?.stream ?? false,
-      system: parsed?.system ?? '',
-      userText: parsed?.userText ?? '',
-      toolResults: parsed?.toolResults ?? [],
-      tools: parsed?.tools ?? [],
+      ...(parsed ?? { stream: false, system: '', userText: '', toolResults: [], tools: [] }),
       receivedAt: Date.now(),
       chunksSent: 0,
       stalled: false,

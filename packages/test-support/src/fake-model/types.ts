@@ -93,8 +93,22 @@ export interface FakeToolResult {
   isError?: boolean
 }
 
+/** What the fake model reads from a request body, in any of its wire formats. */
+export interface ParsedBody {
+  model?: string
+  stream: boolean
+  /** Responses `instructions` and system/developer messages; Messages `system`. Joined by newlines. */
+  system: string
+  /** The text of the last user message. */
+  userText: string
+  /** Tool results in the request (the client's answers to earlier tool calls). */
+  toolResults: FakeToolResult[]
+  /** The names of the tools offered. */
+  tools: string[]
+}
+
 /** What the server records about one request; live fields change while it is answered. */
-export interface FakeRequest {
+export interface FakeRequest extends ParsedBody {
   /** 1, 2, … in arrival order. */
   seq: number
   api: FakeApi
@@ -107,16 +121,6 @@ export interface FakeRequest {
   headers: IncomingHttpHeaders
   /** The parsed JSON body; undefined when there was none or it did not parse. */
   body: unknown
-  model?: string
-  stream: boolean
-  /** Responses `instructions` and system/developer messages; Messages `system`. Joined by newlines. */
-  system: string
-  /** The text of the last user message. */
-  userText: string
-  /** Tool results in the request (the client's answers to earlier tool calls). */
-  toolResults: FakeToolResult[]
-  /** The names of the tools offered. */
-  tools: string[]
   /** When the request arrived, `Date.now()` ms. */
   receivedAt: number
   /** The answer chosen for it (undefined for endpoints that are not streamed). */
