@@ -80,7 +80,12 @@ export const SECCOMP_FD = 9
  * bubblewrap runs: nothing starts unfiltered. It also sets git's neutralised keys
  * (`gitGuardScript`, @conch/sandbox) in the environment bubblewrap passes on.
  */
-export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
+export const SECCOMP_LAUNCHER = `${launcherStart()}exec "$@"`
+
+/** What every launcher does first: open the filter named by `$1` on `SECCOMP_FD`, and set git's keys. */
+function launcherStart(): string {
+  return `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}`
+}
 
 const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
 
@@ -93,7 +98,7 @@ const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
  */
 export function joinLauncher(join: { nsenter: string; pin: string }, runner: string): string {
   const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
-  return `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}${restore}LC_ALL=C exec ${quote(join.nsenter)} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+  return `${launcherStart()}${restore}LC_ALL=C exec ${quote(join.nsenter)} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
 }
 
 type Flag = '--bind' | '--ro-bind'
