@@ -50,8 +50,8 @@ export interface AgentSandboxOptions {
    * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
    */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
-  /** The absolute path of a host program (`mount`, `umount`) on PATH; undefined when there is none. */
-  hostCommand(name: 'mount' | 'umount'): string | undefined
+  /** The absolute path of a host program (`mount`, `umount`, `nsenter`) on PATH; undefined when there is none. */
+  hostCommand(name: HostCommand): string | undefined
   /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
   startEgressProxy?: StartEgressProxy
   /** Told each host an agent's proxy refused. */
@@ -61,6 +61,9 @@ export interface AgentSandboxOptions {
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
 }
+
+/** The util-linux programs the host runs for an agent's sandbox. */
+type HostCommand = 'mount' | 'umount' | 'nsenter'
 
 /** The shape of `startEgressProxy` (egress-proxy.ts). */
 export type StartEgressProxy = (options: { socketPath: string; allow: readonly string[]; onRefused?: (host: string) => void }) => Promise<{ close(): Promise<void> }>
@@ -84,8 +87,8 @@ interface Entry {
   tmp: string
   sockets: string
   network: 'none' | 'allow' | 'full'
-  /** The pin of the agent's network namespace (`<folder>/netns`) and the namespace's inode. */
-  netns?: { path: string; inode: number }
+  /** The pin of the agent's network namespace (`<folder>/netns`), the namespace's inode, and the nsenter that joins it. */
+  netns?: { pin: string; inode: number; nsenter: string }
   holder?: Holder
   proxy?: { close(): Promise<void> }
   /** The port of the holder's relay to the proxy (network `allow`). */
@@ -148,7 +151,8 @@ export class AgentSandboxes {
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${entry.holder?.pid} is gone)` })
     }
-    return { tmp: entry.tmp, netns: entry.netns.path, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+    const { pin, nsenter } = entry.netns
+    return { tmp: entry.tmp, netns: { pin, nsenter }, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
   }
 
   /**
@@ -223,6 +227,9 @@ export class AgentSandboxes {
       return entry
     }
     try {
+      // Found once: every later process of the agent is started through it.
+      const nsenter = this.options.hostCommand('nsenter')
+      if (nsenter === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: missing('nsenter') })
       let egress: string | undefined
       if (network.mode === 'allow') {
         if (this.options.startEgressProxy === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow: this provider has no egress proxy' })
@@ -234,7 +241,7 @@ export class AgentSandboxes {
       const [pinned, ready] = await Promise.allSettled([this.pin(key, holder, join(folder, 'netns')), untilLine(holder, () => true, key)])
       if (pinned.status === 'rejected') throw pinned.reason
       if (ready.status === 'rejected') throw ready.reason
-      entry.netns = pinned.value
+      entry.netns = { ...pinned.value, nsenter }
       if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
@@ -251,14 +258,14 @@ export class AgentSandboxes {
    * joining it names the namespace and no process; checked against the inode the holder's
    * namespace had when it reported its pid.
    */
-  private async pin(key: string, holder: Holder, pin: string): Promise<{ path: string; inode: number }> {
+  private async pin(key: string, holder: Holder, pin: string): Promise<{ pin: string; inode: number }> {
     try {
       await this.runHost('mount', ['--bind', `/proc/${holder.pid}/ns/net`, pin])
     } catch (error) {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `could not pin its network namespace: ${(error as Error).message}` })
     }
     if (statSync(pin).ino !== holder.inode) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `lost the process that holds its network (pid ${holder.pid} ended)` })
-    return { path: pin, inode: holder.inode }
+    return { pin, inode: holder.inode }
   }
 
   /** Unmounts the pin of the agent's folder `folder` when it is mounted (its file is on another device than the folder). */
@@ -281,7 +288,7 @@ export class AgentSandboxes {
    */
   private async runHost(name: 'mount' | 'umount', args: string[]): Promise<void> {
     const file = this.options.hostCommand(name)
-    if (file === undefined) throw new Error(`${name} (util-linux) was not found in an absolute folder of PATH; install it`)
+    if (file === undefined) throw new Error(missing(name))
     try {
       await execFileAsync(file, args, { timeout: this.options.timeoutMs, killSignal: 'SIGKILL' })
     } catch (error) {
@@ -429,6 +436,8 @@ export class AgentSandboxes {
 }
 
 const execFileAsync = promisify(execFile)
+
+const missing = (name: HostCommand): string => `${name} (util-linux) was not found in an absolute folder of PATH; install it`
 
 /** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
 export function inNamespace(inode: number): number[] {

@@ -80,7 +80,26 @@ export const SECCOMP_FD = 9
  * bubblewrap runs: nothing starts unfiltered. It also sets git's neutralised keys
  * (`gitGuardScript`, @conch/sandbox) in the environment bubblewrap passes on.
  */
-export const SECCOMP_LAUNCHER = `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}exec "$@"`
+export const SECCOMP_LAUNCHER = `${launcherStart()}exec "$@"`
+
+/** What every launcher does first: open the filter named by `$1` on `SECCOMP_FD`, and set git's keys. */
+function launcherStart(): string {
+  return `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}`
+}
+
+const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
+
+/**
+ * The launcher of a process that joins its agent's network namespace: `/bin/sh -c <this>
+ * conch-sandbox <filter> <bwrap options…>`. It does what `SECCOMP_LAUNCHER` does, then becomes
+ * `nsenter --net=<pin> -- <runner>` in the C locale, so that nsenter(1) loads no locale files
+ * (its `setlocale`); bubblewrap's first options put the caller's `LC_ALL` back (`--setenv`, or
+ * `--unsetenv` when it had none), so the sandboxed program gets the caller's environment.
+ */
+export function joinLauncher(join: { nsenter: string; pin: string }, runner: string): string {
+  const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
+  return `${launcherStart()}${restore}LC_ALL=C exec ${quote(join.nsenter)} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+}
 
 type Flag = '--bind' | '--ro-bind'
 
@@ -92,11 +111,11 @@ export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
   tmp?: string
   /**
-   * The pin of the agent's network namespace (a file it is bind-mounted on), joined with
-   * nsenter(1) when the process has no network. It names the namespace, not a process, so no
-   * reused pid can lend another one.
+   * The agent's network namespace, joined with nsenter(1) when the process has no network: its
+   * pin (a file it is bind-mounted on), which names the namespace, not a process, so no reused
+   * pid can lend another one; and nsenter's absolute path, found when the sandbox was made.
    */
-  netns?: string
+  netns?: { pin: string; nsenter: string }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
@@ -148,8 +167,8 @@ export function isWithin(child: string, parent: string): boolean {
  * `--new-session`: an interactive shell needs the controlling terminal it inherited.
  *
  * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
- * network joins the agent's network namespace (`nsenter --net=<place.netns> --` before the
- * launcher) instead of `--unshare-net`; everything else, its PID
+ * network joins the agent's network namespace instead of `--unshare-net`: the launcher is
+ * `joinLauncher`, which becomes `nsenter --net=<pin> -- bwrap …`. Everything else, its PID
  * namespace included, is its own.
  */
 export function bubblewrapArgv(
@@ -306,10 +325,9 @@ export function bubblewrapArgv(
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
   // The host runs the launcher's programs by absolute path: an empty or relative PATH entry would
   // name the spawn's working directory, the workspace, where a planted `bwrap` would run unconfined.
-  const onPath = (command: string) => executableOnPath(command, host.searchPath()) ?? command
-  const launched: [string, ...string[]] = ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, onPath(options.runnerCommand), ...out]
-  if (network || place.netns === undefined) return launched
-  return [onPath('nsenter'), `--net=${place.netns}`, '--', ...launched]
+  const runner = executableOnPath(options.runnerCommand, host.searchPath()) ?? options.runnerCommand
+  if (network || place.netns === undefined) return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, runner, ...out]
+  return ['/bin/sh', '-c', joinLauncher(place.netns, runner), 'conch-sandbox', files.seccompFilter, ...out]
 }
 
 /**

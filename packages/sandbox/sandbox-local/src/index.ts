@@ -27,6 +27,7 @@ export {
   bubblewrapArgv,
   bubblewrapProvider,
   isWithin,
+  joinLauncher,
   nodeHostPaths,
   SECCOMP_FD,
   SECCOMP_LAUNCHER,

@@ -152,6 +152,21 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     }
   })
 
+  it("a process that joins the agent's loopback gets the caller's environment, LC_ALL as it was or none", async () => {
+    box = await harness(workspace)
+    const agent = owner('session-environment')
+    const show = 'env | grep -E "^(LC_ALL|LANG|GIT_CONFIG_COUNT)=" | sort'
+    const env = { ...scrubbedEnv(process.env), LANG: 'C.UTF-8' }
+    expect((await box.run(show, {}, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
+    // nsenter runs in the C locale; what the program sees is the caller's.
+    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*nsenter' '--net=/)
+    expect((await box.run(show, { agent }, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
+    for (const value of ['C.UTF-8', '', "it's --unsetenv LANG"]) {
+      expect((await box.run(show, { agent }, { ...env, LC_ALL: value })).stdout).toBe(`GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\nLC_ALL=${value}\n`)
+    }
+    await agent.end()
+  })
+
   it("a process confined before its holder ended joins the agent's namespace, never the one a reused pid names", async () => {
     box = await harness(workspace)
     const agent = owner('session-reused-pid')
@@ -179,7 +194,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     box = await harness(workspace)
     const agent = owner('session-pin')
     const confined = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
-    const pin = confined.argv.find((arg) => arg.startsWith('--net='))!.slice('--net='.length)
+    const pin = /'--net=([^']+)'/.exec(confined.argv[2]!)![1]!
     // Another agent's process made while the pin exists: its mount namespace copies the host's.
     const seconds = 70_000 + Math.floor(Math.random() * 9_999)
     await start(`echo OTHER-READY; sleep ${seconds}`, owner('session-pin-other'), 'OTHER-READY')
