@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -125,7 +125,12 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: host })
       expect(gc.code, gc.stderr).toBe(0)
       const { removed } = JSON.parse(gc.stdout) as { removed: { provider: string; kind: string; name: string }[] }
-      expect(removed).toEqual([{ provider: 'docker', kind: 'container', name: killed.id }, ...held.map((path) => ({ provider: 'docker', kind: 'folder', name: path }))])
+      expect(removed.filter((item) => item.kind === 'container')).toEqual([{ provider: 'docker', kind: 'container', name: killed.id }])
+      expect(removed).toEqual(expect.arrayContaining(held.map((path) => ({ provider: 'docker', kind: 'folder', name: path }))))
+      // Besides those, only private host folders of conchs that are gone (the killed run's, and any
+      // another test's killed conch left in this PID namespace).
+      const others = removed.filter((item) => item.kind === 'folder' && !held.includes(item.name))
+      expect(others.filter((item) => !/^conch-docker-(net|run)-\d+-\d+-\d+-/.test(basename(item.name)) || existsSync(`/proc/${basename(item.name).split('-')[4]}`))).toEqual([])
       await expect(docker.getContainer(killed.id).inspect()).rejects.toMatchObject({ statusCode: 404 })
       expect(held.filter((path) => existsSync(path))).toEqual([])
       expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)

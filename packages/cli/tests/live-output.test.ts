@@ -178,7 +178,8 @@ describe('the text transcript', () => {
     expect(run.stdout).toContain('rc^[]52;c;UlVOQ09ERQo=^Gz ^[]0;rc-title^G \\x9b2J')
     expect(run.stdout).toContain(`model ^[]52;c;${Buffer.from('MODEL').toString('base64')}^G ^[]0;model-title^G \\x9b31m`)
     expect(run.stdout).toContain(`child ^[]52;c;${Buffer.from('CHILD').toString('base64')}^G answer ^[]0;child-title^G`)
-    expect(run.stdout).toContain(`^[]52;c;${Buffer.from('NAME').toString('base64')}^G^[]0;name-title^G`)
+    // The name is in the call's line only (the open result no longer repeats it), JSON-escaped.
+    expect(run.stdout).toContain(`"name":"n\\u001b]52;c;${Buffer.from('NAME').toString('base64')}\\u0007\\u001b]0;name-title\\u0007"`)
     expect(run.stdout).toContain('Done.')
     // stream-json escapes them all (JSON.stringify leaves DEL and C1 raw), and parses back unchanged.
     const json = await runConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
