@@ -243,11 +243,18 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
       fs.close(parent.fd)
     }
   }
+  const empty = (at: string): boolean => {
+    try {
+      return fs.readdir(at).length === 0
+    } catch {
+      return false
+    }
+  }
   /** Whether the folder at `at` is still the empty folder `entry` records. */
   const unchanged = (at: string, entry: PlaceholderEntry): boolean => {
     try {
       const stat = fs.lstat(at)
-      return stat.isDirectory() && stat.dev === entry.dev && stat.ino === entry.ino && stat.ctimeMs === entry.ctimeMs && fs.readdir(at).length === 0
+      return stat.isDirectory() && stat.dev === entry.dev && stat.ino === entry.ino && stat.ctimeMs === entry.ctimeMs && empty(at)
     } catch {
       return false
     }
@@ -290,7 +297,9 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
         let still = false
         inParent(folder, root, (parent) => {
           const at = beneath(parent, basename(folder))
-          const entry = made.get(folder) ?? (exists(at) ? (recorded ??= ledgerEntries()).find((candidate) => candidate.path === folder) : undefined)
+          // The ledger is read only for an empty folder: a repository's .git is not one.
+          if (!empty(at)) return
+          const entry = made.get(folder) ?? (recorded ??= ledgerEntries()).find((candidate) => candidate.path === folder)
           still = entry?.held === true && unchanged(at, entry)
         })
         return still
