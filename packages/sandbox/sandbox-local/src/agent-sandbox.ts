@@ -125,8 +125,9 @@ export class AgentSandboxes {
 
   /**
    * The place of a process of `agent` (with `network` or not): its /tmp, the agent's own folder
-   * over each of `held` (deny-write.ts), and its network namespace to enter when it has no network. Makes the agent's sandbox on its first process;
-   * registers the teardown with `agent.owner` on its first process.
+   * over each of `held` (deny-write.ts), and its network namespace to enter when it has no
+   * network. Makes the agent's sandbox on its first process; registers the teardown with
+   * `agent.owner` on its first process.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
    */
   async place(agent: SandboxAgent, network: boolean, held: readonly string[] = []): Promise<AgentPlace & { exposed: ExposedPort[] }> {
