@@ -144,12 +144,13 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     await expect(fetch(`http://127.0.0.1:${hostPort}/page.html`)).rejects.toThrow()
   })
 
-  it("an agent's folder left by a killed run is unpinned and removed by the next run, without following its links, and a running maker's is kept", async () => {
+  it("an agent's folder left by a killed run (its .git too) is unpinned and removed by the next run, without following its links, and a running maker's is kept", async () => {
     const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
     const host = mkdtempSync(join(tmpdir(), 'conch-agent-host-'))
     writeFileSync(join(host, 'keep'), 'host file\n')
     try {
-      const plant = `echo copy-of-project > /tmp/x; ln -s ${host} /tmp/to-host; mkdir /tmp/d; ln -s ${host}/keep /tmp/d/keep; touch /tmp/ready; sleep 600`
+      // The workspace has no .git: the agent's own is held there.
+      const plant = `echo copy-of-project > /tmp/x; ln -s ${host} /tmp/to-host; mkdir /tmp/d; ln -s ${host}/keep /tmp/d/keep; mkdir -p .git/hooks; echo planted > .git/hooks/pre-commit; touch /tmp/ready; sleep 600`
       const script = ws.write('killed.jsonl', [step('', [open]), step('', [{ name: 'terminal_send', arguments: { sessionId: 'pty-1', text: plant, timeoutMs: 60_000, idleMs: 60_000 } }]), step('Done.')].join('\n'))
       const config = writeComposition(ws.dir, terminalComposition({ script, mode: 'workspace-write', sandboxLocal: { runtimeDir } }), 'killed.yml')
       const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
@@ -165,6 +166,9 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       conch.child.kill('SIGKILL')
       await conch.exit
       expect(readFileSync(join(killed, 'tmp', 'x'), 'utf8')).toBe('copy-of-project\n')
+      const [held] = readdirSync(join(killed, 'held'))
+      expect(readFileSync(join(killed, 'held', held!, 'hooks', 'pre-commit'), 'utf8')).toBe('planted\n')
+      expect(readdirSync(join(ws.dir, '.git'))).toEqual([]) // the host's: the placeholder
       // Its network namespace stays pinned on the host until a conch sweeps the folder.
       const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
       expect(pinned()).toBe(true)
@@ -173,9 +177,10 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] // proc(5) field 22
       const live = join(agentsFolder, `agent-${process.pid}-${startTime}-0123456789abcdef`)
       mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
-      const results = await run([open, send('pty-1', 'echo NEXT-RUN')], 'next')
-      expect(results[1]).toMatch(/^NEXT-RUN$/m)
+      const results = await run([open, send('pty-1', 'echo NEXT-RUN; ls -A .git; echo listed')], 'next')
+      expect(results[1]).toMatch(/^NEXT-RUN\nlisted$/m)
       expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+      expect(existsSync(join(ws.dir, '.git'))).toBe(false)
       expect(pinned()).toBe(false)
       expect(readdirSync(host)).toEqual(['keep'])
       expect(readFileSync(join(host, 'keep'), 'utf8')).toBe('host file\n')

@@ -22,6 +22,10 @@
  * - `expose`: the host listens on 127.0.0.1 (never another address) at a port the kernel picks,
  *   and relays each connection through a unix socket the holder listens on to the agent's
  *   127.0.0.1:<port>.
+ * - held folders (deny-write.ts): a deny-write entry's topmost missing folder (`.git` in a workspace
+ *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
+ *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
+ *   empty placeholder while the agent lives, removed at its end) gets nothing.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
  *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
@@ -29,7 +33,7 @@
  *   killed) is unpinned and removed when a conch next makes an agent's sandbox.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join } from 'node:path'
@@ -60,6 +64,8 @@ export interface AgentSandboxOptions {
   timeoutMs: number
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
+  /** Told the held folders an agent covered, once its sandbox is gone (their placeholders can go). */
+  onHeldReleased?(paths: string[]): void
 }
 
 /** The util-linux programs the host runs for an agent's sandbox. */
@@ -96,6 +102,8 @@ interface Entry {
   /** The exposed ports: host listener by agent port. */
   exposed: Map<number, Promise<{ server: Server; hostPort: number }>>
   connections: Set<Socket>
+  /** The agent's own folder over each held folder: source by target. */
+  held: Map<string, string>
   owners: Set<SandboxOwner>
   disposers: Array<() => void>
   closing?: Promise<void>
@@ -116,12 +124,13 @@ export class AgentSandboxes {
   constructor(private readonly options: AgentSandboxOptions) {}
 
   /**
-   * The place of a process of `agent` (with `network` or not): its /tmp, and its network
-   * namespace to enter when it has no network. Makes the agent's sandbox on its first process;
-   * registers the teardown with `agent.owner` on its first process.
+   * The place of a process of `agent` (with `network` or not): its /tmp, the agent's own folder
+   * over each of `held` (deny-write.ts), and its network namespace to enter when it has no
+   * network. Makes the agent's sandbox on its first process; registers the teardown with
+   * `agent.owner` on its first process.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
    */
-  async place(agent: SandboxAgent, network: boolean): Promise<AgentPlace & { exposed: ExposedPort[] }> {
+  async place(agent: SandboxAgent, network: boolean, held: readonly string[] = []): Promise<AgentPlace & { exposed: ExposedPort[] }> {
     let made = this.entries.get(agent.key)
     if (made === undefined) {
       made = this.make(agent.key, agent.network ?? { mode: 'none' })
@@ -132,7 +141,7 @@ export class AgentSandboxes {
     if (entry.closing !== undefined) {
       // Its last owner ended: this process belongs to the agent's next sandbox.
       await entry.closing.catch(() => undefined)
-      return this.place(agent, network)
+      return this.place(agent, network, held)
     }
     if (!entry.owners.has(agent.owner)) {
       const owner = agent.owner
@@ -146,13 +155,32 @@ export class AgentSandboxes {
       entry.owners.add(owner)
     }
     const exposed = await Promise.all([...new Set(agent.expose ?? [])].map((port) => this.expose(entry, port)))
-    if (network || entry.netns === undefined) return { tmp: entry.tmp, exposed }
+    const own = { tmp: entry.tmp, held: held.map((target) => ({ target, source: this.heldFolder(entry, target) })), exposed }
+    if (network || entry.netns === undefined) return own
     const child = entry.holder?.child
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) {
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `lost the process that holds its network (pid ${entry.holder?.pid} is gone)` })
     }
     const { pin, nsenter } = entry.netns
-    return { tmp: entry.tmp, netns: { pin, nsenter }, exposed, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+    return { ...own, netns: { pin, nsenter }, ...(entry.proxyPort !== undefined && { env: proxyEnvironment(entry.proxyPort) }) }
+  }
+
+  /**
+   * The agent's own folder for the held folder `target`, `<folder>/held/<hash>` (made private on first use).
+   * @throws SandboxError `RUNTIME_DIR_UNSAFE` when a folder on the way is not a private folder of this user's.
+   */
+  private heldFolder(entry: Entry, target: string): string {
+    let source = entry.held.get(target)
+    if (source !== undefined) return source
+    source = join(entry.folder, 'held', createHash('sha256').update(target).digest('hex').slice(0, 32))
+    try {
+      for (const path of [dirname(source), source]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+    }
+    entry.held.set(target, source)
+    return source
   }
 
   /**
@@ -203,7 +231,7 @@ export class AgentSandboxes {
   private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
     maker ??= processMark()
     const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
-    const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), owners: new Set(), disposers: [] }
+    const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), held: new Map(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
       await this.sweep()
@@ -432,6 +460,7 @@ export class AgentSandboxes {
     await entry.proxy?.close()
     await this.unpin(entry.folder)
     removeTree(entry.folder, { root: this.options.base })
+    if (entry.held.size > 0) this.options.onHeldReleased?.([...entry.held.keys()])
   }
 }
 

@@ -120,6 +120,11 @@ export interface AgentPlace {
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
   env?: Record<string, string>
+  /**
+   * The held folders (deny-write.ts) and what covers each, writable: the agent's own folder
+   * (`source`), or a tmpfs of this process's own for a process of no agent.
+   */
+  held?: Array<{ target: string; source?: string }>
 }
 
 /** `child` is `parent` or lies under it. */
@@ -144,7 +149,8 @@ export function isWithin(child: string, parent: string): boolean {
  * 4. the writable paths: the workspace root and `readWritePaths` (`--bind` under
  *    workspace-write, `--ro-bind` under read-only, so a workspace under /tmp stays visible),
  *    then the policy's own `writablePaths` (`--bind` in either mode, after the private /tmp and
- *    home, so a folder under /tmp is the host's folder);
+ *    home, so a folder under /tmp is the host's folder), then each held folder (`place.held`):
+ *    `--bind <source> <target>`, or `--tmpfs <target>` without a source;
  * 5. rename fences: each folder between a writable path and a protected path inside it is bound
  *    onto itself (still writable), because a mount point cannot be renamed or removed — otherwise
  *    `mv conf conf.old; mkdir conf` would put a new file where the host reads the protected one;
@@ -230,6 +236,7 @@ export function bubblewrapArgv(
 
   // 4. Writable (or visible) paths.
   for (const [flag, path] of visible) if (path !== '/') out.push(flag, path, path)
+  for (const { target, source } of place.held ?? []) out.push(...(source === undefined ? ['--tmpfs', target] : ['--bind', source, target]))
 
   // 5–6. Protected paths, with their rename fences.
   const protectedPaths = [...new Set([...((policy as Partial<ConfinePolicy>).protectedPaths ?? []), files.runtimeDir])]
@@ -387,6 +394,7 @@ export function bubblewrapProvider(
     shareNetwork,
     timeoutMs: config.probeTimeoutMs,
     maxExposedPorts: config.maxExposedPorts,
+    onHeldReleased: (paths) => void held.release(paths),
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
@@ -425,14 +433,15 @@ export function bubblewrapProvider(
     },
     confine(argv, policy): ConfineResult | Promise<ConfineResult> {
       const prepared = files() // first: the placeholders' ledger lives in the runtime folder
-      const guarded = withDenyWrite(policy, config, held, host)
-      const wrap = (place?: AgentPlace & { exposed: ExposedPort[] }): ConfineResult => ({
+      const { policy: guarded, held: heldFolders } = withDenyWrite(policy, config, held, host)
+      const wrap = (place: AgentPlace & { exposed?: ExposedPort[] }): ConfineResult => ({
         argv: bubblewrapArgv(argv, { ...guarded, network: network(policy) }, config, prepared, host, place),
         enforcement: 'full',
         provider: 'bubblewrap',
-        ...(place !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
+        ...(place.exposed !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
       })
-      return policy.agent === undefined ? wrap() : agents.place(policy.agent, network(policy)).then(wrap)
+      // A process of no agent covers each held folder with a tmpfs of its own.
+      return policy.agent === undefined ? wrap({ held: heldFolders.map((target) => ({ target })) }) : agents.place(policy.agent, network(policy), heldFolders).then(wrap)
     },
     sweep: async () => (await agents.sweep()).map((name) => ({ kind: 'folder' as const, name })),
     close: () => agents.closeAll(),
@@ -442,14 +451,15 @@ export function bubblewrapProvider(
 
 /**
  * `policy` with the deny-write paths (deny-write.ts) among its protected paths: checked, the
- * missing ones held by placeholders, and those that exist then added.
+ * missing ones held by placeholders, and those that exist then added (none inside a held folder,
+ * which the sandbox covers with its own); and the held folders.
  */
-function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, held: Placeholders, host: HostPaths): ConfinePolicy {
+function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, placeholders: Placeholders, host: HostPaths): { policy: ConfinePolicy; held: string[] } {
   const paths = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })
-  if (paths.length === 0) return policy
+  if (paths.length === 0) return { policy, held: [] }
   const roots = [policy.workspaceRoot, ...config.readWritePaths]
   checkDenyWritePaths(paths, roots)
-  held.hold(paths, roots)
-  const present = paths.filter((path) => host.kind(path) !== undefined)
-  return { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...present])] }
+  const held = placeholders.hold(paths, roots)
+  const present = paths.filter((path) => host.kind(path) !== undefined && !held.some((folder) => isWithin(path, folder)))
+  return { policy: { ...policy, protectedPaths: [...new Set([...policy.protectedPaths, ...present])] }, held }
 }

@@ -14,10 +14,15 @@
  * and leave it there. conch makes that mount point itself — an **empty folder**, for file entries
  * too: git does not track empty folders, so a placeholder never shows in `git status` nor is
  * committed by `git add -A`, and inside the sandbox the name can neither be written (`Is a
- * directory`), filled (`Read-only file system`) nor removed (`Device or resource busy`). Only
- * where the entry's parent folder exists (`.git/hooks` is held in a repository, not in a folder
- * that has no `.git`: a placeholder `.git` would make `git init` fail). `release` removes the
- * placeholders when the provider goes, each one that is still the empty folder conch made and is
+ * directory`), filled (`Read-only file system`) nor removed (`Device or resource busy`). An entry
+ * whose parent folder is missing too (`.git/hooks` in a folder that has no `.git`) is not held
+ * itself: its topmost missing folder (`.git`) is made instead, a **held folder**, which each
+ * sandbox covers with a writable folder of its own (the agent's, agent-sandbox.ts), so `git init`
+ * works inside and what is made there (hooks, config) never reaches the host's `.git`. A held
+ * folder stays one while it is still the empty folder conch made; once the host fills it (`git
+ * init` on the host), it is the host's repository and its entries are held inside it. `release`
+ * removes the placeholders when the provider goes (the held ones also at their agent's end), each
+ * one that is still the empty folder conch made and is
  * a mount point in no mount namespace (removing one while a sandbox still mounts it would unmount
  * it there, proc(5) mountinfo, Linux ≥ 3.18). A ledger in the runtime folder lists them with the
  * process that made them, so the next conch to stop removes those a conch that has ended left (it
@@ -83,6 +88,8 @@ export interface PlaceholderEntry {
   ino: number
   ctimeMs: number
   owner: ProcessMark
+  /** A held folder (the topmost missing folder of an entry), which each sandbox covers with its own. */
+  held?: boolean
 }
 
 /** A process: its pid and start time (clock ticks since boot), which a reused pid does not repeat. */
@@ -162,14 +169,18 @@ export function folderLedger(folder: () => string, fs: BeneathFs = nodeBeneathFs
 
 /** Where conch made placeholders, and their removal. */
 export interface Placeholders {
-  /** Makes an empty folder (mode 0755) at each of `paths` that is missing and whose parent folder exists, beneath its root. */
-  hold(paths: readonly string[], roots: readonly string[]): void
+  /**
+   * Makes an empty folder (mode 0755) at each of `paths` that is missing and whose parent folder
+   * exists, beneath its root; where the parent is missing too, at its topmost missing folder (a
+   * held folder). Returns the held folders `paths` lie in (made now, or before and still empty).
+   */
+  hold(paths: readonly string[], roots: readonly string[]): string[]
   /**
    * Removes each placeholder this process made, or the ledger lists for a process that has ended,
-   * that is still the empty folder conch made and a mount point in no mount namespace; returns
-   * those left in place (a running conch's are its own to remove).
+   * that is still the empty folder conch made and a mount point in no mount namespace (only those
+   * of `paths`, when given); returns those left in place (a running conch's are its own to remove).
    */
-  release(): string[]
+  release(paths?: readonly string[]): string[]
 }
 
 /** Every mount point of every mount namespace this process can see (proc(5): /proc/<pid>/mountinfo, field 5). */
@@ -209,6 +220,13 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
   const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, running = stillRunning } = options
   const made = new Map<string, PlaceholderEntry>()
   let self: ProcessMark | undefined
+  const ledgerEntries = (): PlaceholderEntry[] => {
+    try {
+      return ledger?.entries() ?? []
+    } catch {
+      return [] // no runtime folder yet: nothing was recorded
+    }
+  }
   /** Runs `use` with the parent folder of `path` opened beneath `root`; nothing when it (or the root itself) is missing or not a plain folder. */
   const inParent = (path: string, root: string, use: (parent: { fd: number; path: string }) => void) => {
     let parent
@@ -225,47 +243,100 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
       fs.close(parent.fd)
     }
   }
+  const empty = (at: string): boolean => {
+    try {
+      return fs.readdir(at).length === 0
+    } catch {
+      return false
+    }
+  }
+  /** Whether the folder at `at` is still the empty folder `entry` records. */
+  const unchanged = (at: string, entry: PlaceholderEntry): boolean => {
+    try {
+      const stat = fs.lstat(at)
+      return stat.isDirectory() && stat.dev === entry.dev && stat.ino === entry.ino && stat.ctimeMs === entry.ctimeMs && empty(at)
+    } catch {
+      return false
+    }
+  }
+  const exists = (path: string): boolean => {
+    try {
+      fs.lstat(path)
+      return true
+    } catch {
+      return false
+    }
+  }
+  /** Makes the placeholder `path` (a held folder when `isHeld`); false when it was taken meanwhile. */
+  const make = (path: string, root: string, isHeld: boolean): boolean => {
+    let taken = false
+    inParent(path, root, (parent) => {
+      const at = beneath(parent, basename(path))
+      if (exists(at)) return void (taken = true)
+      try {
+        fs.mkdir(at, 0o755)
+      } catch (error) {
+        // Taken meanwhile; or a folder this user cannot write, where a confined process (the same user, no capabilities) cannot either.
+        if (['EEXIST', 'EACCES', 'EPERM', 'EROFS'].includes((error as NodeJS.ErrnoException).code ?? '')) return void (taken = (error as NodeJS.ErrnoException).code === 'EEXIST')
+        throw error
+      }
+      const stat = fs.lstat(at)
+      self ??= processMark() ?? { pid: process.pid, startTime: '' }
+      const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self, ...(isHeld && { held: true }) }
+      made.set(path, entry)
+      ledger?.record(entry)
+    })
+    return !taken
+  }
   return {
     hold(paths, roots) {
+      const held = new Set<string>()
+      let recorded: PlaceholderEntry[] | undefined
+      /** Whether `folder` is a held folder conch made (this process, or one the ledger lists) and still the empty folder it made. */
+      const isHeld = (folder: string, root: string): boolean => {
+        let still = false
+        inParent(folder, root, (parent) => {
+          const at = beneath(parent, basename(folder))
+          // The ledger is read only for an empty folder: a repository's .git is not one.
+          if (!empty(at)) return
+          const entry = made.get(folder) ?? (recorded ??= ledgerEntries()).find((candidate) => candidate.path === folder)
+          still = entry?.held === true && unchanged(at, entry)
+        })
+        return still
+      }
       for (const path of paths) {
         const root = roots.find((candidate) => path.startsWith(candidate + sep))
         if (root === undefined) continue
-        inParent(path, root, (parent) => {
-          const at = beneath(parent, basename(path))
-          try {
-            fs.lstat(at)
-            return
-          } catch {
-            // missing: make it
+        // The folders from the root down to the entry's parent, outermost first.
+        const folders = relative(root, dirname(path)).split(sep).filter((part) => part !== '').map((_, index, parts) => join(root, ...parts.slice(0, index + 1)))
+        // Twice at most: a folder another conch made meanwhile is looked at again.
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const inHeld = folders.find((folder) => isHeld(folder, root))
+          if (inHeld !== undefined) {
+            held.add(inHeld)
+            break
           }
-          try {
-            fs.mkdir(at, 0o755)
-          } catch (error) {
-            // Taken meanwhile; or a folder this user cannot write, where a confined process (the same user, no capabilities) cannot either.
-            if (['EEXIST', 'EACCES', 'EPERM', 'EROFS'].includes((error as NodeJS.ErrnoException).code ?? '')) return
-            throw error
+          const missing = [...folders, path].find((candidate) => !exists(candidate))
+          if (missing === undefined) break
+          // A file on the way (`.git` a gitfile) is not a folder to make anything in: inParent does nothing there.
+          if (make(missing, root, missing !== path)) {
+            if (made.get(missing)?.held === true) held.add(missing)
+            break
           }
-          const stat = fs.lstat(at)
-          self ??= processMark() ?? { pid: process.pid, startTime: '' }
-          const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self }
-          made.set(path, entry)
-          ledger?.record(entry)
-        })
+          recorded = undefined
+        }
       }
+      return [...held]
     },
-    release() {
-      const known = new Map(made)
-      let recorded: PlaceholderEntry[] = []
-      try {
-        recorded = ledger?.entries() ?? []
-      } catch {
-        // no runtime folder yet: nothing was recorded
-      }
-      for (const entry of recorded) if (!known.has(entry.path) && !running(entry.owner)) known.set(entry.path, entry)
+    release(paths) {
+      const wanted = (path: string) => paths === undefined || paths.includes(path)
+      const known = new Map([...made].filter(([path]) => wanted(path)))
+      for (const entry of ledgerEntries()) if (wanted(entry.path) && !known.has(entry.path) && !running(entry.owner)) known.set(entry.path, entry)
       if (known.size === 0) return []
       const points = mounted()
       const left: string[] = []
-      for (const { path, root, dev, ino, ctimeMs } of known.values()) {
+      for (const entry of known.values()) {
+        const { path, root } = entry
         if (points.has(path)) {
           left.push(path)
           continue
@@ -274,8 +345,7 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
         inParent(path, root, (parent) => {
           const at = beneath(parent, basename(path))
           try {
-            const stat = fs.lstat(at)
-            if (stat.isDirectory() && stat.dev === dev && stat.ino === ino && stat.ctimeMs === ctimeMs && fs.readdir(at).length === 0) rmdirSync(at)
+            if (unchanged(at, entry)) rmdirSync(at)
           } catch {
             // already gone, or no longer the empty folder conch made
           }

@@ -99,6 +99,12 @@ describe('bubblewrapArgv', () => {
     expect(argv.slice(argv.indexOf('--unshare-pid'), argv.indexOf('--chdir'))).toEqual(['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL', '--seccomp', '9'])
   })
 
+  it("covers each held folder after the workspace: with the agent's own folder, or a tmpfs of the process's own", () => {
+    const held = [{ target: '/work/x/.git', source: '/run/x/agent-1/held/h' }, { target: '/work/x/sub/.git' }]
+    const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base, files, emptyHost, { held })
+    expect(triples(mounts(argv)).slice(4, 7)).toEqual([['--bind', '/work/x', '/work/x'], ['--bind', '/run/x/agent-1/held/h', '/work/x/.git'], ['--tmpfs', '/work/x/sub/.git']])
+  })
+
   it('mounts everything read-only, fresh /dev and /proc, a private /tmp, the workspace writable, and the kernel paths read-only', () => {
     const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x' }, base, files, emptyHost)
     expect(triples(mounts(argv))).toEqual([

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { SandboxAgent } from '@conch/sandbox'
 import { nodeBeneathFs } from '@conch/subprocess'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Config, DEFAULT_DENY_WRITE, folderLedger, placeholders } from '../src/index.ts'
@@ -102,14 +103,14 @@ describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
     expect(snapshot(workspace)).toEqual({ '.git/': '' })
   })
 
-  it('places nothing where the entry has no parent folder (a workspace that is not a repository)', async () => {
+  it('gives a process of no agent a .git of its own where the workspace has none: git init works, the host gets nothing', async () => {
     box = await harness(workspace)
-    const result = await box.run('git init -q . && echo "init=$?"')
-    expect(result.stdout).toBe('init=0\n')
+    const result = await box.run('git init -q . && git -c user.name=a -c user.email=a@a commit -q --allow-empty -m inside && echo "commit=$?"')
+    expect(result.stdout).toBe('commit=0\n')
+    expect(readdirSync(join(workspace, '.git'))).toEqual([]) // the placeholder the tmpfs covered
     await box.dispose()
     box = undefined
-    expect(existsSync(join(workspace, '.git', 'HEAD'))).toBe(true)
-    expect(Object.keys(snapshot(workspace)).filter((name) => !name.startsWith('.git/'))).toEqual([])
+    expect(existsSync(join(workspace, '.git'))).toBe(false)
   })
 
   it('guards readWritePaths too, and leaves a policy\'s own writable paths to their program', async () => {
@@ -185,6 +186,69 @@ describe.runIf(hasBwrap)("the host's git after a confined process wrote the repo
   })
 })
 
+/** An agent whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
+function agentOf(key: string): SandboxAgent & { end(): Promise<void> } {
+  const cleanups: Array<() => void | Promise<void>> = []
+  return {
+    key,
+    owner: { onDispose: (cleanup) => (cleanups.push(cleanup), () => cleanups.splice(cleanups.indexOf(cleanup), 1)) },
+    async end() {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+    },
+  }
+}
+
+describe.runIf(hasBwrap && process.getuid?.() === 0)('a workspace with no .git (bubblewrap, as root)', () => {
+  const agent = agentOf('session-held')
+  const stranger = agentOf('session-held-other')
+  afterEach(async () => {
+    await agent.end()
+    await stranger.end()
+  })
+
+  it("keeps the hooks and config an agent plants in .git out of the repository the host makes there later", async () => {
+    const markers = realpathSync(mkdtempSync(join(tmpdir(), 'conch-held-markers-')))
+    try {
+      box = await harness(workspace)
+      const planted = await box.run(
+        `mkdir -p .git/hooks && printf '#!/bin/sh\necho HOOK-RAN-ON-HOST; touch ${join(markers, 'hook')}\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit &&
+         printf '[core]\n\tfsmonitor = touch ${join(markers, 'fsmonitor')}\n' > .git/config && echo planted`,
+        { agent },
+      )
+      expect(planted.stdout).toBe('planted\n')
+      await agent.end()
+      await box.dispose()
+      box = undefined
+      // The person on the host makes a repository there (git init reuses a .git it finds) and commits.
+      const env = { PATH: process.env['PATH'], HOME: markers }
+      execFileSync('git', ['init', '-q', workspace], { env })
+      execFileSync('git', ['-C', workspace, 'status', '--short'], { env })
+      const commit = execFileSync('git', ['-C', workspace, '-c', 'user.name=h', '-c', 'user.email=h@h', 'commit', '-q', '--allow-empty', '-m', 'host'], { env, stdio: 'pipe' })
+      expect(commit.toString()).not.toContain('HOOK-RAN-ON-HOST')
+      expect(readdirSync(markers)).toEqual([])
+      expect(existsSync(join(workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
+    } finally {
+      rmSync(markers, { recursive: true, force: true })
+    }
+  })
+
+  it("gives the agent one .git of its own for all its processes, none to another agent, and an empty placeholder on the host removed at its end", async () => {
+    box = await harness(workspace)
+    const inside = await box.run('git init -q . && git -c user.name=a -c user.email=a@a commit -q --allow-empty -m inside && echo hook > .git/hooks/pre-commit && git log --format=%s', { agent })
+    expect(inside.stdout).toBe('inside\n')
+    const sibling = await box.run('cat .git/hooks/pre-commit; git log --format=%s', { agent })
+    expect(sibling.stdout).toBe('hook\ninside\n')
+    expect((await box.run('ls -A .git; echo "listed=$?"', { agent: stranger })).stdout).toBe('listed=0\n')
+    expect(readdirSync(join(workspace, '.git'))).toEqual([])
+    await agent.end()
+    await stranger.end()
+    expect(existsSync(join(workspace, '.git'))).toBe(false)
+    await box.dispose()
+    box = undefined
+    expect(readdirSync(workspace)).toEqual([])
+  })
+})
+
 describe('the denyWrite config', () => {
   it('defaults to the list, and refuses an entry outside the workspace, naming it', () => {
     expect(Config.parse({}).denyWrite).toEqual(DEFAULT_DENY_WRITE)
@@ -199,12 +263,16 @@ describe('deny-write placeholders', () => {
     const runtime = realpathSync(mkdtempSync(join(tmpdir(), 'conch-ledger-')))
     try {
       const ledger = folderLedger(() => join(runtime, 'placeholders'))
-      placeholders({ ledger, mounted: () => new Set() }).hold([join(root, '.vscode'), join(root, '.idea')], [root])
-      expect(readdirSync(root).sort()).toEqual(['.idea', '.vscode'])
+      const paths = [join(root, '.vscode'), join(root, '.idea'), join(root, '.git', 'hooks')]
+      expect(placeholders({ ledger, mounted: () => new Set() }).hold(paths, [root])).toEqual([join(root, '.git')])
+      expect(readdirSync(root).sort()).toEqual(['.git', '.idea', '.vscode'])
       expect(statSync(join(runtime, 'placeholders')).mode & 0o777).toBe(0o700)
+      // Another conch finds the held .git through the ledger: it holds it too, and makes nothing in it.
+      expect(placeholders({ ledger, mounted: () => new Set() }).hold(paths, [root])).toEqual([join(root, '.git')])
+      expect(readdirSync(join(root, '.git'))).toEqual([])
       // While the process that made them runs, another one leaves them to it.
       expect(placeholders({ ledger, mounted: () => new Set() }).release()).toEqual([])
-      expect(readdirSync(root).sort()).toEqual(['.idea', '.vscode'])
+      expect(readdirSync(root).sort()).toEqual(['.git', '.idea', '.vscode'])
       // That process is gone without releasing; a user's own empty .idea took the place of one placeholder.
       rmdirSync(join(root, '.idea'))
       mkdirSync(join(root, '.idea'))
@@ -251,7 +319,13 @@ describe('deny-write placeholders', () => {
     try {
       let mounted = new Set([join(root, '.vscode')])
       const held = placeholders({ mounted: () => mounted })
-      held.hold([join(root, '.vscode'), join(root, '.idea'), join(root, '.claude'), join(root, 'missing', '.codex')], [root])
+      const paths = [join(root, '.vscode'), join(root, '.idea'), join(root, '.claude'), join(root, 'missing', '.codex')]
+      // An entry whose folder is missing too holds that folder, empty, again on the next confinement.
+      expect(held.hold(paths, [root])).toEqual([join(root, 'missing')])
+      expect(held.hold(paths, [root])).toEqual([join(root, 'missing')])
+      expect(readdirSync(root).sort()).toEqual(['.claude', '.idea', '.vscode', 'missing'])
+      expect(readdirSync(join(root, 'missing'))).toEqual([])
+      expect(held.release([join(root, 'missing')])).toEqual([])
       expect(readdirSync(root).sort()).toEqual(['.claude', '.idea', '.vscode'])
       writeFileSync(join(root, '.claude', 'mine.json'), '{}')
       expect(held.release()).toEqual([join(root, '.vscode')])
