@@ -32,7 +32,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
@@ -432,7 +432,9 @@ function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
  * hidden inside it. Each folder between a writable root and a read-only path inside it is bound
  * onto itself, still writable (a rename fence): a mount point cannot be renamed or removed, so
  * `mv .git .git-old; mkdir -p .git/hooks` cannot put new hooks where the host's git reads them.
- * The daemon mounts parents before children.
+ * The daemon mounts parents before children, and resolves each bind's source on the host: a mount
+ * beneath the workspace reached through a symbolic link (`.git -> /root`) is refused
+ * (`PROTECTED_PATH_SYMLINK`), the deny-write entries as bubblewrap refuses them.
  */
 function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
   const root = policy.workspaceRoot
@@ -442,10 +444,11 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   for (const path of policy.writablePaths ?? []) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: false })
   const guarded: Docker.MountSettings[] = []
   if (policy.mode === 'workspace-write') {
+    const paths = denyWritePaths(policy, { denyWrite })
+    checkDenyWritePaths(paths, [root])
     const unplaced: string[] = []
-    for (const entry of denyWrite) {
-      const path = join(root, entry)
-      if (existsSync(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+    for (const path of paths) {
+      if (present(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
       else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
@@ -477,7 +480,17 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   for (const fence of fences) list.push({ Type: 'bind', Source: fence, Target: fence, ReadOnly: false })
   list.push(...guarded)
   for (const path of (policy.hiddenPaths ?? []).filter((path) => within(path, root))) {
-    if (statSync(path).isDirectory()) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+    if (isFolder(path)) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+  }
+  // The daemon resolves a bind's source on the host: no mount beneath the workspace may go through a link.
+  for (const { Target: path } of list) {
+    const found = path === root || !within(path!, root) ? undefined : symlinkBeneath(path!, root)
+    if (found === undefined) continue
+    throw new SandboxError('PROTECTED_PATH_SYMLINK', {
+      reason:
+        `cannot confine: ${found.link} is a symbolic link (-> ${found.target}) inside the workspace ${root}, and the container mounts ${path} through it: ` +
+        `the Docker daemon would follow the link on the host. Put the folder or file itself in place of the link`,
+    })
   }
   return list
 }
