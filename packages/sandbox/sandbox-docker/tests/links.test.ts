@@ -6,11 +6,12 @@
  * shown. The links are planted on the host, as a confined process of another sandbox, or a clone of
  * a hostile repository, leaves them.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { compose, containersOf, dockerSkip } from './harness.ts'
+import { Config, dockerProvider } from '../src/index.ts'
+import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
 
 let box: Awaited<ReturnType<typeof compose>> | undefined
 let outside: string | undefined
@@ -84,6 +85,29 @@ describe.skipIf(dockerSkip)('symbolic links in the workspace (Docker, as root)',
     expect(existsSync(join(outside, 'pre-commit')), shown).toBe(false)
     expect(error?.cause?.code).toBe('PROTECTED_PATH_SYMLINK')
     expect(error?.message).toContain(`${join(box.workspace, '.git', 'hooks')} is a symbolic link (-> ${outside})`)
+  })
+
+  it('any other mount beneath the workspace through a link is refused (a protected path the seam did not check)', async () => {
+    // Straight to the provider: the seam refuses a protected path given through a link, so only a
+    // link swapped in after its check reaches the provider; its fence would bind the link's target.
+    const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-docker-ws-')))
+    outside = mkdtempSync(join(tmpdir(), 'conch-victim-'))
+    writeFileSync(join(outside, 'secret'), 'secret\n')
+    symlinkSync(outside, join(workspace, 'data'))
+    const provider = dockerProvider(Config.parse({ image: IMAGE }))
+    const key = `links-${process.pid}-${Date.now()}`
+    try {
+      const agent = { key, owner: { onDispose: () => () => {} } }
+      const policy = { mode: 'workspace-write' as const, workspaceRoot: workspace, protectedPaths: [join(workspace, 'data', 'secret')], agent }
+      await expect(provider.confine(['bash'], policy)).rejects.toMatchObject({
+        code: 'PROTECTED_PATH_SYMLINK',
+        message: expect.stringContaining(`${join(workspace, 'data')} is a symbolic link (-> ${outside}) inside the workspace ${workspace}, and the container mounts`),
+      })
+      expect(await containersOf(key)).toEqual([])
+    } finally {
+      await provider.close()
+      rmSync(workspace, { recursive: true, force: true })
+    }
   })
 
   it('a link elsewhere in the workspace is no reason to refuse', async () => {
