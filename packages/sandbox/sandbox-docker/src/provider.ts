@@ -438,6 +438,9 @@ function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
  */
 function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
   const root = policy.workspaceRoot
+  // Recorded canonical, so that their removal can refuse any link on the way.
+  const canonical = realpathSync(root)
+  const hold = (path: string) => held.push(join(canonical, relative(root, path)))
   const within = (path: string, folder: string) => path === folder || (path.startsWith(`${folder}/`) && !relative(folder, path).startsWith('..'))
   const list: Docker.MountSettings[] = [{ Type: 'bind', Source: root, Target: root, ReadOnly: policy.mode === 'read-only' }]
   const writable = [...(policy.mode === 'workspace-write' ? [root] : []), ...(policy.writablePaths ?? [])]
@@ -452,7 +455,7 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
       else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
-        held.push(path)
+        hold(path)
       } else unplaced.push(path)
     }
     for (const path of unplaced) {
@@ -461,9 +464,9 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
       // reaches the host, and `git init` still works in the container.
       let top = dirname(path)
       while (!present(dirname(top))) top = dirname(top)
-      if (present(top) || !isFolder(dirname(top)) || held.includes(top)) continue // a file on the way (a gitfile), or held already
+      if (present(top) || !isFolder(dirname(top)) || guarded.some((mount) => mount.Target === top)) continue // a file on the way (a gitfile), or held already
       guarded.push({ Type: 'tmpfs', Source: '', Target: top, ReadOnly: false })
-      held.push(top)
+      hold(top)
     }
   }
   for (const path of policy.protectedPaths.filter((path) => within(path, root))) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
@@ -556,10 +559,14 @@ function ownFolder(path: string): boolean {
   }
 }
 
-/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. Whether it did. */
+/**
+ * Removes `path` when it is an empty folder with no symbolic link on the way from `/` (held paths
+ * are recorded canonical: a link there was swapped in since): what the daemon made for a held
+ * deny-write entry. Whether it did.
+ */
 function removeEmptyFolder(path: string): boolean {
   try {
-    if (!lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    if (symlinkBeneath(path, '/') !== undefined || !lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
     rmdirSync(path)
     return true
   } catch {

@@ -6,7 +6,7 @@
  * shown. The links are planted on the host, as a confined process of another sandbox, or a clone of
  * a hostile repository, leaves them.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -108,6 +108,22 @@ describe.skipIf(dockerSkip)('symbolic links in the workspace (Docker, as root)',
       await provider.close()
       rmSync(workspace, { recursive: true, force: true })
     }
+  })
+
+  it('a held folder swapped for a link while the container lives: its removal does not follow the link', async () => {
+    const made = await compose()
+    box = made
+    outside = mkdtempSync(join(tmpdir(), 'conch-victim-'))
+    mkdirSync(join(outside, 'hooks'))
+    mkdirSync(join(made.workspace, '.git'))
+    const agent = await made.agent()
+    const { sessionId } = await made.pty.spawn(agent, { type: 'shell' })
+    expect((await made.send(agent, sessionId, 'ls -d .git/hooks')).viewport).toContain('.git/hooks')
+    // What a process of another sandbox writing the same workspace can do meanwhile.
+    renameSync(join(made.workspace, '.git'), join(made.workspace, '.git-old'))
+    symlinkSync(outside, join(made.workspace, '.git'))
+    await made.agents.dispose(agent)
+    expect(readdirSync(outside)).toEqual(['hooks'])
   })
 
   it('a link elsewhere in the workspace is no reason to refuse', async () => {
