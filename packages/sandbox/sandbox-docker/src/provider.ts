@@ -26,7 +26,7 @@
  *   host) is removed when a conch next makes one.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -176,6 +176,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const network = agent.network?.mode ?? 'none'
     const held: string[] = []
     const Mounts = mounts(policy, config.denyWrite, held)
+    // What each bind beneath the workspace is now (no link on its way), to be found in the started container.
+    const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
     const owner = ownerPlace()
     // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
@@ -215,6 +217,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
     try {
       await container.start()
+      await mountedAsChecked(entry, bound)
       if (agent.network?.mode === 'allow') await egress(entry, agent.network.hosts)
     } catch (error) {
       await remove(entry)
@@ -222,6 +225,33 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot start its container: ${(error as Error).message}` }, { cause: error })
     }
     return entry
+  }
+
+  /**
+   * The daemon resolves each bind's source when it makes the container, after `mounts` checked it:
+   * a folder swapped for a link meanwhile is mounted from the link's host target. Before anything
+   * runs in the container, each bind must be the file or folder that was checked (device and
+   * inode, through the container's root). A local daemon only, and a conch that may read the
+   * container's root (root); elsewhere the check before is all there is.
+   */
+  async function mountedAsChecked(entry: Entry, bound: Array<{ path: string; stat: Stats }>): Promise<void> {
+    if (bound.length === 0) return
+    const { State } = await docker.getContainer(entry.id).inspect()
+    if (!inThisHost(State.Pid, entry.id)) return
+    for (const { path, stat } of bound) {
+      let now: Stats | undefined
+      try {
+        now = statSync(`/proc/${State.Pid}/root${path}`)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EACCES') return
+      }
+      if (now?.dev === stat.dev && now.ino === stat.ino) continue
+      throw new SandboxError('PROTECTED_PATH_SYMLINK', {
+        reason:
+          `cannot confine: the container of agent ${entry.key} did not get ${path} of the workspace at ${path}: it was replaced (a symbolic link swapped in?) between conch's check and the daemon's mounts, ` +
+          `and the daemon follows links on the host. The container was removed before anything ran in it; find what rewrites the workspace, put the folder or file itself there, and start again`,
+      })
+    }
   }
 
   /** The agent's network relay, started on the first need (a local daemon only: it enters the container's network namespace). */

@@ -9,7 +9,8 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import Docker from 'dockerode'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { Config, dockerProvider } from '../src/index.ts'
 import { compose, containersOf, dockerSkip, IMAGE } from './harness.ts'
 
@@ -108,6 +109,32 @@ describe.skipIf(dockerSkip)('symbolic links in the workspace (Docker, as root)',
       await provider.close()
       rmSync(workspace, { recursive: true, force: true })
     }
+  })
+
+  it('a folder swapped for a link between the check and the daemon\'s mounts: the container is removed before anything runs in it', async () => {
+    const made = await compose()
+    box = made
+    outside = mkdtempSync(join(tmpdir(), 'conch-victim-'))
+    mkdirSync(join(outside, 'hooks'))
+    writeFileSync(join(outside, 'config'), '[core]\n')
+    mkdirSync(join(made.workspace, '.git', 'hooks'), { recursive: true })
+    writeFileSync(join(made.workspace, '.git', 'config'), '[core]\n')
+    // The exact ordering a hostile process of another sandbox races for: after the check, before the daemon resolves the sources.
+    const create = Docker.prototype.createContainer
+    let swapped = 0
+    const swap = vi.spyOn(Docker.prototype, 'createContainer').mockImplementation(function (this: Docker, ...args: Parameters<Docker['createContainer']>) {
+      swap.mockRestore()
+      swapped += 1
+      renameSync(join(made.workspace, '.git'), join(made.workspace, '.git-old'))
+      symlinkSync(outside!, join(made.workspace, '.git'))
+      return create.apply(this, args)
+    } as Docker['createContainer'])
+    const { shown, error, key } = await attempt('echo PWNED > .git/authorized_keys')
+    expect(swapped).toBe(1)
+    expect(existsSync(join(outside, 'authorized_keys')), shown).toBe(false)
+    expect(error?.cause?.code).toBe('PROTECTED_PATH_SYMLINK')
+    expect(error?.message).toContain(`did not get ${join(made.workspace, '.git')} of the workspace`)
+    expect(await containersOf(key)).toEqual([])
   })
 
   it('a held folder swapped for a link while the container lives: its removal does not follow the link', async () => {
