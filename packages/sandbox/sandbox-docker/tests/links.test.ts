@@ -4,7 +4,8 @@
  * would mount the link's host target into the container. The first confined process is refused
  * with `PROTECTED_PATH_SYMLINK`, as bubblewrap refuses it, and nothing of the target is written or
  * shown. The links are planted on the host, as a confined process of another sandbox, or a clone of
- * a hostile repository, leaves them.
+ * a hostile repository, leaves them; and swapped in after the check (before the daemon resolves the
+ * sources, and while the container lives, before its held folders are removed).
  */
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
