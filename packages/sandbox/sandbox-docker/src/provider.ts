@@ -26,13 +26,13 @@
  *   host) is removed when a conch next makes one.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { gitGuardScript, proxyEnvironment, SandboxError, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
@@ -176,6 +176,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const network = agent.network?.mode ?? 'none'
     const held: string[] = []
     const Mounts = mounts(policy, config.denyWrite, held)
+    // What each bind beneath the workspace is now (no link on its way), to be found in the started container.
+    const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
     const owner = ownerPlace()
     // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
@@ -215,6 +217,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
     try {
       await container.start()
+      await mountedAsChecked(entry, bound)
       if (agent.network?.mode === 'allow') await egress(entry, agent.network.hosts)
     } catch (error) {
       await remove(entry)
@@ -222,6 +225,33 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: `cannot start its container: ${(error as Error).message}` }, { cause: error })
     }
     return entry
+  }
+
+  /**
+   * The daemon resolves each bind's source when it makes the container, after `mounts` checked it:
+   * a folder swapped for a link meanwhile is mounted from the link's host target. Before anything
+   * runs in the container, each bind must be the file or folder that was checked (device and
+   * inode, through the container's root). A local daemon only, and a conch that may read the
+   * container's root (root); elsewhere the check before is all there is.
+   */
+  async function mountedAsChecked(entry: Entry, bound: Array<{ path: string; stat: Stats }>): Promise<void> {
+    if (bound.length === 0) return
+    const { State } = await docker.getContainer(entry.id).inspect()
+    if (!inThisHost(State.Pid, entry.id)) return
+    for (const { path, stat } of bound) {
+      let now: Stats | undefined
+      try {
+        now = statSync(`/proc/${State.Pid}/root${path}`)
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EACCES') return
+      }
+      if (now?.dev === stat.dev && now.ino === stat.ino) continue
+      throw new SandboxError('PROTECTED_PATH_SYMLINK', {
+        reason:
+          `cannot confine: the container of agent ${entry.key} did not get ${path} of the workspace at ${path}: it was replaced (a symbolic link swapped in?) between conch's check and the daemon's mounts, ` +
+          `and the daemon follows links on the host. The container was removed before anything ran in it; find what rewrites the workspace, put the folder or file itself there, and start again`,
+      })
+    }
   }
 
   /** The agent's network relay, started on the first need (a local daemon only: it enters the container's network namespace). */
@@ -432,24 +462,30 @@ function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
  * hidden inside it. Each folder between a writable root and a read-only path inside it is bound
  * onto itself, still writable (a rename fence): a mount point cannot be renamed or removed, so
  * `mv .git .git-old; mkdir -p .git/hooks` cannot put new hooks where the host's git reads them.
- * The daemon mounts parents before children.
+ * The daemon mounts parents before children, and resolves each bind's source on the host: a mount
+ * beneath the workspace reached through a symbolic link (`.git -> /root`) is refused
+ * (`PROTECTED_PATH_SYMLINK`), the deny-write entries as bubblewrap refuses them.
  */
 function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
   const root = policy.workspaceRoot
+  // Recorded canonical, so that their removal can refuse any link on the way.
+  const canonical = realpathSync(root)
+  const hold = (path: string) => held.push(join(canonical, relative(root, path)))
   const within = (path: string, folder: string) => path === folder || (path.startsWith(`${folder}/`) && !relative(folder, path).startsWith('..'))
   const list: Docker.MountSettings[] = [{ Type: 'bind', Source: root, Target: root, ReadOnly: policy.mode === 'read-only' }]
   const writable = [...(policy.mode === 'workspace-write' ? [root] : []), ...(policy.writablePaths ?? [])]
   for (const path of policy.writablePaths ?? []) list.push({ Type: 'bind', Source: path, Target: path, ReadOnly: false })
   const guarded: Docker.MountSettings[] = []
   if (policy.mode === 'workspace-write') {
+    const paths = denyWritePaths(policy, { denyWrite })
+    checkDenyWritePaths(paths, [root])
     const unplaced: string[] = []
-    for (const entry of denyWrite) {
-      const path = join(root, entry)
-      if (existsSync(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+    for (const path of paths) {
+      if (present(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
       else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
-        held.push(path)
+        hold(path)
       } else unplaced.push(path)
     }
     for (const path of unplaced) {
@@ -458,9 +494,9 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
       // reaches the host, and `git init` still works in the container.
       let top = dirname(path)
       while (!present(dirname(top))) top = dirname(top)
-      if (present(top) || !isFolder(dirname(top)) || held.includes(top)) continue // a file on the way (a gitfile), or held already
+      if (present(top) || !isFolder(dirname(top)) || guarded.some((mount) => mount.Target === top)) continue // a file on the way (a gitfile), or held already
       guarded.push({ Type: 'tmpfs', Source: '', Target: top, ReadOnly: false })
-      held.push(top)
+      hold(top)
     }
   }
   for (const path of policy.protectedPaths.filter((path) => within(path, root))) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
@@ -477,7 +513,17 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   for (const fence of fences) list.push({ Type: 'bind', Source: fence, Target: fence, ReadOnly: false })
   list.push(...guarded)
   for (const path of (policy.hiddenPaths ?? []).filter((path) => within(path, root))) {
-    if (statSync(path).isDirectory()) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+    if (isFolder(path)) list.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
+  }
+  // The daemon resolves a bind's source on the host: no mount beneath the workspace may go through a link.
+  for (const { Target: path } of list) {
+    const found = path === root || !within(path!, root) ? undefined : symlinkBeneath(path!, root)
+    if (found === undefined) continue
+    throw new SandboxError('PROTECTED_PATH_SYMLINK', {
+      reason:
+        `cannot confine: ${found.link} is a symbolic link (-> ${found.target}) inside the workspace ${root}, and the container mounts ${path} through it: ` +
+        `the Docker daemon would follow the link on the host. Put the folder or file itself in place of the link`,
+    })
   }
   return list
 }
@@ -543,10 +589,14 @@ function ownFolder(path: string): boolean {
   }
 }
 
-/** Removes `path` when it is an empty folder (not a link): what the daemon made for a held deny-write entry. Whether it did. */
+/**
+ * Removes `path` when it is an empty folder with no symbolic link on the way from `/` (held paths
+ * are recorded canonical: a link there was swapped in since): what the daemon made for a held
+ * deny-write entry. Whether it did.
+ */
 function removeEmptyFolder(path: string): boolean {
   try {
-    if (!lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    if (symlinkBeneath(path, '/') !== undefined || !lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
     rmdirSync(path)
     return true
   } catch {

@@ -8,9 +8,9 @@
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { checkDenyWritePaths, denyWritePaths, folderLedger, placeholders, type Placeholders } from './deny-write.ts'
+import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 import { AgentSandboxes, agentsFolderPath, type StartEgressProxy } from './agent-sandbox.ts'
@@ -450,9 +450,9 @@ export function bubblewrapProvider(
 }
 
 /**
- * `policy` with the deny-write paths (deny-write.ts) among its protected paths: checked, the
- * missing ones held by placeholders, and those that exist then added (none inside a held folder,
- * which the sandbox covers with its own); and the held folders.
+ * `policy` with the deny-write paths (`denyWritePaths` of `@conch/sandbox`) among its protected
+ * paths: checked, the missing ones held by placeholders, and those that exist then added (none
+ * inside a held folder, which the sandbox covers with its own); and the held folders.
  */
 function withDenyWrite(policy: ConfinePolicy, config: BubblewrapOptions, placeholders: Placeholders, host: HostPaths): { policy: ConfinePolicy; held: string[] } {
   const paths = denyWritePaths(policy, { denyWrite: config.denyWrite ?? [], readWritePaths: config.readWritePaths })

@@ -1,6 +1,6 @@
 /**
- * The deny-write list: files and folders a confined process may not write, create, remove or
- * rename even inside a writable workspace — what the host reads and runs on its own (shell and
+ * The deny-write list (`denyWritePaths`, `checkDenyWritePaths` of `@conch/sandbox`): files and
+ * folders a confined process may not write, create, remove or rename even inside a writable workspace — what the host reads and runs on its own (shell and
  * tool startup files, editors' and agents' project configuration, git's hooks and config).
  *
  * Entries are relative to the workspace root and to each `readWritePaths` entry (the paths
@@ -31,50 +31,7 @@
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync } from 'node:fs'
 import { basename, dirname, join, relative, sep } from 'node:path'
-import { protectedPathProblem, SandboxError, type SandboxPolicy } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, parseProcStat, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
-
-/** The absolute paths `denyWrite` names for `policy` (see the module comment), without trailing slashes. */
-export function denyWritePaths(policy: SandboxPolicy, options: { denyWrite: readonly string[]; readWritePaths: readonly string[] }): string[] {
-  if (policy.mode !== 'workspace-write') return []
-  const roots = [policy.workspaceRoot, ...options.readWritePaths]
-  return [...new Set(roots.flatMap((root) => options.denyWrite.map((entry) => join(root, entry).replace(/\/+$/, ''))))]
-}
-
-/**
- * Refuses (`PROTECTED_PATH_SYMLINK`) a deny-write path reached through a symbolic link at or
- * below its writable root — a mount covers the link's target, not the link, which a confined
- * process could replace — and (`PROTECTED_PATH_LINKED`) a file with another hard link there.
- */
-export function checkDenyWritePaths(paths: readonly string[], roots: readonly string[], fs: BeneathFs = nodeBeneathFs): void {
-  for (const path of paths) {
-    const root = roots.find((candidate) => path.startsWith(candidate + sep))
-    if (root === undefined) continue
-    let current = root
-    for (const part of relative(root, path).split(sep)) {
-      current = join(current, part)
-      let stat
-      try {
-        stat = fs.lstat(current)
-      } catch {
-        break
-      }
-      if (!stat.isSymbolicLink()) continue
-      throw new SandboxError('PROTECTED_PATH_SYMLINK', {
-        reason:
-          `cannot confine: ${current} is a symbolic link (-> ${fs.readlink(current)}) inside the writable ${root}, and ${path} is on the deny-write list: ` +
-          `a confined process could replace the link and write what the host reads there. Put the folder or file itself in place of the link, ` +
-          `or remove ${relative(root, path)} from denyWrite in the sandbox-local config`,
-      })
-    }
-  }
-  const problem = protectedPathProblem(
-    paths.map((path) => ({ given: path, canonical: path })),
-    roots,
-    fs,
-  )
-  if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
-}
 
 /**
  * A placeholder conch made: its path, the writable root it lies beneath, its device, inode and

@@ -37,7 +37,7 @@ export {
   type HostPaths,
 } from './bubblewrap.ts'
 export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '@conch/sandbox'
-export { checkDenyWritePaths, denyWritePaths, folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntry, type PlaceholderLedger, type PlaceholderOptions, type Placeholders } from './deny-write.ts'
+export { folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntry, type PlaceholderLedger, type PlaceholderOptions, type Placeholders } from './deny-write.ts'
 export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'

@@ -5,9 +5,8 @@
 import { realpathSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { denyWritePaths, gitGuardScript, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { denyWritePaths } from './deny-write.ts'
 import { runProbe, type ProbeRunner } from './probe.ts'
 
 export type SandboxExecOptions = Pick<Config, 'network' | 'readWritePaths' | 'readOnlyPaths' | 'sandboxExecCommand' | 'homeDir' | 'denyRead'> &

@@ -1,10 +1,13 @@
 /**
  * The deny-write list every provider enforces inside a writable workspace: what a confined process
  * may not write, create, remove or rename, relative to each writable root. Shared so that each
- * provider's config has the same entries with the same defaults.
+ * provider's config has the same entries with the same defaults, and refuses the same shapes.
  */
-import { isAbsolute, normalize } from 'node:path'
+import { isAbsolute, join, normalize, relative, sep } from 'node:path'
 import { z } from 'zod'
+import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
+import { protectedPathProblem } from './protected.ts'
+import { SandboxError, type SandboxPolicy } from './types.ts'
 
 /**
  * The default list (a trailing `/` marks a folder): shell and tool startup files, editors' and
@@ -36,3 +39,55 @@ export const denyWriteEntry = z
     message: 'must be a path relative to the workspace, inside it (e.g. .vscode/ or .git/hooks/)',
   })
   .transform((path) => normalize(path))
+
+/** The absolute paths `denyWrite` names for `policy`, beneath the workspace and each of `readWritePaths`, without trailing slashes. */
+export function denyWritePaths(policy: Pick<SandboxPolicy, 'mode' | 'workspaceRoot'>, options: { denyWrite: readonly string[]; readWritePaths?: readonly string[] }): string[] {
+  if (policy.mode !== 'workspace-write') return []
+  const roots = [policy.workspaceRoot, ...(options.readWritePaths ?? [])]
+  return [...new Set(roots.flatMap((root) => options.denyWrite.map((entry) => join(root, entry).replace(/\/+$/, ''))))]
+}
+
+/**
+ * The first symbolic link on `path` below `root`, looked at component by component with lstat(2)
+ * (the last one included; nothing past a missing one), or undefined.
+ */
+export function symlinkBeneath(path: string, root: string, fs: BeneathFs = nodeBeneathFs): { link: string; target: string } | undefined {
+  let current = root
+  for (const part of relative(root, path).split(sep).filter((segment) => segment !== '')) {
+    current = join(current, part)
+    let stat
+    try {
+      stat = fs.lstat(current)
+    } catch {
+      return undefined
+    }
+    if (stat.isSymbolicLink()) return { link: current, target: fs.readlink(current) }
+  }
+  return undefined
+}
+
+/**
+ * Refuses (`PROTECTED_PATH_SYMLINK`) a deny-write path reached through a symbolic link at or
+ * below its writable root — a mount covers the link's target, not the link, which a confined
+ * process could replace; a container engine binds the target itself, wherever it is on the host —
+ * and (`PROTECTED_PATH_LINKED`) a file with another hard link there.
+ */
+export function checkDenyWritePaths(paths: readonly string[], roots: readonly string[], fs: BeneathFs = nodeBeneathFs): void {
+  for (const path of paths) {
+    const root = roots.find((candidate) => path.startsWith(candidate + sep))
+    const found = root === undefined ? undefined : symlinkBeneath(path, root, fs)
+    if (found === undefined) continue
+    throw new SandboxError('PROTECTED_PATH_SYMLINK', {
+      reason:
+        `cannot confine: ${found.link} is a symbolic link (-> ${found.target}) inside the writable ${root}, and ${path} is on the deny-write list: ` +
+        `a confined process could replace the link and write what the host reads there. Put the folder or file itself in place of the link, ` +
+        `or remove ${relative(root!, path)} from denyWrite in the sandbox provider's config (sandbox-local or sandbox-docker)`,
+    })
+  }
+  const problem = protectedPathProblem(
+    paths.map((path) => ({ given: path, canonical: path })),
+    roots,
+    fs,
+  )
+  if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
+}
