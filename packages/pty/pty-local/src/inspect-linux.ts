@@ -96,6 +96,12 @@ export interface TerminalIdentity {
   dev: number
   /** Display path, e.g. `/dev/pts/3`. */
   path: string
+  /**
+   * The terminal's input arrives through a relay (a container's exec TTY, fed by a process on
+   * this host): a write to our end is not yet in this terminal, so a reader proves it took the
+   * input only by the bytes it read (`TerminalReader.readBytes`).
+   */
+  relayed?: boolean
 }
 
 /**
@@ -242,6 +248,8 @@ export interface TerminalReader {
   syscall: ReadSyscall
   fd: number
   path: string
+  /** Bytes the reading task has read in all (`rchar` of /proc/<pid>/task/<tid>/io); read for a relayed terminal only. */
+  readBytes?: number
 }
 
 export type ProbeVerdict = 'reading' | 'not_reading' | 'unknown'
@@ -358,6 +366,10 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
       syscall: readerTask.syscall as ReadSyscall,
       fd,
       path,
+    }
+    if (terminal.relayed === true) {
+      const readBytes = await taskReadBytes(proc, readerTask.pid, readerTask.tid)
+      if (readBytes !== undefined) reader.readBytes = readBytes
     }
     const sources = [...(readerTask.sources ?? [])]
     for (const task of tasks) {
@@ -673,6 +685,15 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
 }
 
 /** Sum of the two context-switch counters of a status file (proc(5)); undefined when either is missing. */
+/** Bytes task `tid` of `pid` has read in all (`rchar` of its io file, proc(5)); undefined when unreadable. */
+export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
+  try {
+    return parseWakeCounters(undefined, undefined, await proc.readFile(`/proc/${pid}/task/${tid}/io`)).rchar
+  } catch {
+    return undefined
+  }
+}
+
 export function contextSwitches(status: string): number | undefined {
   const voluntary = /^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1]
   const involuntary = /^nonvoluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1]

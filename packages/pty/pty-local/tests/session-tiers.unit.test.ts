@@ -71,6 +71,7 @@ function probe(pgid: number, tid: number, switches: number, reading = true): Rea
 class FakeInspector implements TerminalInspector {
   exact = true
   observable = true
+  relayed = false
   foreground = SHELL
   current: ReadProbe = probe(SHELL, SHELL, 1)
   shellBlocked: boolean | undefined = true
@@ -94,6 +95,9 @@ class FakeInspector implements TerminalInspector {
   }
   async taskSwitches(pid: number) {
     return this.current.tasks.find((task) => task.tid === pid)?.switches
+  }
+  async readBytes(pid: number, tid: number) {
+    return this.current.reader?.pid === pid && this.current.reader.tid === tid ? this.current.reader.readBytes : undefined
   }
   async blockedInRead() {
     this.readLooks++
