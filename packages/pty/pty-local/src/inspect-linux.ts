@@ -99,7 +99,7 @@ export interface TerminalIdentity {
   /**
    * The terminal's input arrives through a relay (a container's exec TTY, fed by a process on
    * this host): a write to our end is not yet in this terminal, so a reader proves it took the
-   * input only by the bytes it read (`TerminalReader.readBytes`).
+   * input only by the bytes it read (`TaskObservation.readBytes`).
    */
   relayed?: boolean
 }
@@ -141,6 +141,8 @@ export interface TaskObservation {
   syscall: string
   /** Voluntary plus non-voluntary context switches; undefined when unreadable. */
   switches: number | undefined
+  /** Bytes the task has read in all (`rchar` of its io file); read on a relayed terminal only (`TerminalIdentity.relayed`). */
+  readBytes?: number
   /**
    * For a task in a read-class syscall: the wait's own timeout argument in ms (the whole
    * timeout given when the call began, not what is left of it); undefined when it has none or
@@ -248,8 +250,6 @@ export interface TerminalReader {
   syscall: ReadSyscall
   fd: number
   path: string
-  /** Bytes the reading task has read in all (`rchar` of /proc/<pid>/task/<tid>/io); read for a relayed terminal only. */
-  readBytes?: number
 }
 
 export type ProbeVerdict = 'reading' | 'not_reading' | 'unknown'
@@ -351,6 +351,14 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   }
   const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
+  if (terminal.relayed === true) {
+    await Promise.all(
+      tasks.map(async (task) => {
+        const readBytes = await taskReadBytes(proc, task.pid, task.tid)
+        if (readBytes !== undefined) task.readBytes = readBytes
+      }),
+    )
+  }
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
   const leader = members.find((member) => member.pid === tpgid) ?? members[0]
@@ -366,10 +374,6 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
       syscall: readerTask.syscall as ReadSyscall,
       fd,
       path,
-    }
-    if (terminal.relayed === true) {
-      const readBytes = await taskReadBytes(proc, readerTask.pid, readerTask.tid)
-      if (readBytes !== undefined) reader.readBytes = readBytes
     }
     const sources = [...(readerTask.sources ?? [])]
     for (const task of tasks) {

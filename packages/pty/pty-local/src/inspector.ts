@@ -144,10 +144,10 @@ export type Baseline =
  * `inputBytes`, on a relayed terminal (`TerminalInspector.relayed`): the bytes written since the
  * baseline. The input may still be on its way through the relay while the reader, woken by
  * something else (an earlier step's bytes, a signal), waits again: the same task reading counts
- * only once it has read at least that many bytes since the baseline (proc(5) `rchar`; a line
- * discipline that drops bytes — an erase or a signal character — leaves the send to silence).
- * A different group or a task that did not exist at the baseline took the input already: only
- * a program that read it runs another.
+ * only once it has read at least that many bytes since the baseline (proc(5) `rchar`, which
+ * the probe reads for every task of a relayed terminal; a line discipline that drops bytes — an
+ * erase or a signal character — leaves the send to silence). A different group or a task that
+ * did not exist at the baseline took the input already: only a program that read it runs another.
  */
 export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputBytes?: number): boolean {
   const reader = after.reader
@@ -156,16 +156,15 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputByt
     case 'probe': {
       if (!readerRanBetween(baseline.probe, after)) return false
       if (inputBytes === undefined || baseline.probe.tpgid !== after.tpgid) return true
-      if (!baseline.probe.tasks.some((task) => task.pid === reader.pid && task.tid === reader.tid)) return true
-      const before = baseline.probe.reader
-      if (before?.tid !== reader.tid || before.pid !== reader.pid) return false
-      return readAtLeast(before.readBytes, reader.readBytes, inputBytes)
+      const was = baseline.probe.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
+      const now = after.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
+      return was === undefined || readAtLeast(was.readBytes, now?.readBytes, inputBytes)
     }
     case 'shell': {
       if (after.tpgid !== baseline.pgid || reader.tid !== baseline.pgid) return true
-      const now = after.tasks.find((task) => task.tid === reader.tid)?.switches
-      if (now === undefined || now === baseline.switches) return false
-      return inputBytes === undefined || readAtLeast(baseline.readBytes, reader.readBytes, inputBytes)
+      const task = after.tasks.find((candidate) => candidate.tid === reader.tid)
+      if (task?.switches === undefined || task.switches === baseline.switches) return false
+      return inputBytes === undefined || readAtLeast(baseline.readBytes, task.readBytes, inputBytes)
     }
     case 'none':
       return false

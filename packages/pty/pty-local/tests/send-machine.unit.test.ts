@@ -351,7 +351,7 @@ describe('the /proc tier', () => {
     const base = Machine.gen(machine.feed(begin()), 'baseline')
     const withRead = (switches: number, readBytes: number): ReadProbe => {
       const probe = reading(CHILD, CHILD, switches)
-      return { ...probe, reader: { ...probe.reader!, readBytes } }
+      return { ...probe, tasks: probe.tasks.map((task) => ({ ...task, readBytes })) }
     }
     const write = Machine.gen(machine.feed(baseline(base, 0, withRead(7, 100))), 'write')
     machine.feed({ type: 'written', gen: write, now: 1 })

@@ -97,7 +97,7 @@ class FakeInspector implements TerminalInspector {
     return this.current.tasks.find((task) => task.tid === pid)?.switches
   }
   async readBytes(pid: number, tid: number) {
-    return this.current.reader?.pid === pid && this.current.reader.tid === tid ? this.current.reader.readBytes : undefined
+    return this.current.tasks.find((task) => task.pid === pid && task.tid === tid)?.readBytes
   }
   async blockedInRead() {
     this.readLooks++
