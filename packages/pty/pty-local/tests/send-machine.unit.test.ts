@@ -355,9 +355,12 @@ describe('the /proc tier', () => {
     }
     const write = Machine.gen(machine.feed(baseline(base, 0, withRead(7, 100))), 'write')
     machine.feed({ type: 'written', gen: write, now: 1 })
+    // Whether the text was consumed is asked with the bytes written so far (the input queue may be empty while they are in the relay).
+    expect(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 })).toEqual([{ type: 'consume', gen: write + 1, baseline: { kind: 'probe', probe: withRead(7, 100) }, inputBytes: 3 }])
+    machine.feed({ type: 'consumed', gen: write + 1, now: 2.5, consumed: false })
     // The text was read and echoed; Enter goes, and is on its way through the relay.
     view.line = '>>> 1+1'
-    const enter = Machine.gen(machine.feed({ type: 'output', now: 2 }), 'write')
+    const enter = Machine.gen(machine.feed({ type: 'output', now: 3 }), 'write')
     machine.feed({ type: 'written', gen: enter, now: 3 })
     expect(machine.state.phase).toBe('waiting')
     // The reader ran (it read the text) and waits again, Enter not read yet: no evidence.
