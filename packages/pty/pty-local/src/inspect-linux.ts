@@ -688,7 +688,6 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
   }
 }
 
-/** Sum of the two context-switch counters of a status file (proc(5)); undefined when either is missing. */
 /** Bytes task `tid` of `pid` has read in all (`rchar` of its io file, proc(5)); undefined when unreadable. */
 export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
   try {
@@ -698,6 +697,7 @@ export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Pro
   }
 }
 
+/** Sum of the two context-switch counters of a status file (proc(5)); undefined when either is missing. */
 export function contextSwitches(status: string): number | undefined {
   const voluntary = /^voluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1]
   const involuntary = /^nonvoluntary_ctxt_switches:\s*(\d+)/m.exec(status)?.[1]

@@ -7,7 +7,7 @@ import type { ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
-import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, taskReadBytes, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, taskReadBytes, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 import { unreachable } from '@conch/session'
 
 export type { ReadProbe } from './inspect-linux.ts'
