@@ -177,8 +177,8 @@ export class LocalBackend implements PtyBackend {
   }
 }
 
-/** What the inspector and the termios reader need of a terminal. */
-export type TerminalView = Pick<TerminalProcess, 'pid' | 'slave' | 'slavePath'>
+/** What the inspector and the termios reader need of a terminal; `relayed`: its input comes through a relay (`TerminalInspector.relayed`). */
+export type TerminalView = Pick<TerminalProcess, 'pid' | 'slave' | 'slavePath'> & { relayed?: boolean }
 
 /**
  * The terminal a relayed process leads, seen from this host: its pid and its fd 0's device
@@ -187,10 +187,10 @@ export type TerminalView = Pick<TerminalProcess, 'pid' | 'slave' | 'slavePath'>
  */
 async function relayedTerminal(relayed: RelayedProcess, signal: AbortSignal): Promise<TerminalView> {
   const pid = await relayed.pid(signal)
-  if (pid === undefined) return { pid: -1, slave: { dev: -1, rdev: -1 }, slavePath: '' }
+  if (pid === undefined) return { pid: -1, slave: { dev: -1, rdev: -1 }, slavePath: '', relayed: true }
   const fd = `/proc/${pid}/fd/0`
   const { dev, rdev } = statSync(fd)
-  return { pid, slave: { dev, rdev }, slavePath: fd }
+  return { pid, slave: { dev, rdev }, slavePath: fd, relayed: true }
 }
 
 /** An inspector that asks whichever `current()` gives at each call (a relayed terminal's, once known). */

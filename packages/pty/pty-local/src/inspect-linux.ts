@@ -96,6 +96,12 @@ export interface TerminalIdentity {
   dev: number
   /** Display path, e.g. `/dev/pts/3`. */
   path: string
+  /**
+   * The terminal's input arrives through a relay (a container's exec TTY, fed by a process on
+   * this host): a write to our end is not yet in this terminal, so a reader proves it took the
+   * input only by the bytes it read (`TaskObservation.readBytes`).
+   */
+  relayed?: boolean
 }
 
 /**
@@ -135,6 +141,8 @@ export interface TaskObservation {
   syscall: string
   /** Voluntary plus non-voluntary context switches; undefined when unreadable. */
   switches: number | undefined
+  /** Bytes the task has read in all (`rchar` of its io file); read on a relayed terminal only (`TerminalIdentity.relayed`). */
+  readBytes?: number
   /**
    * For a task in a read-class syscall: the wait's own timeout argument in ms (the whole
    * timeout given when the call began, not what is left of it); undefined when it has none or
@@ -343,6 +351,14 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   }
   const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
+  if (terminal.relayed === true) {
+    await Promise.all(
+      tasks.map(async (task) => {
+        const readBytes = await taskReadBytes(proc, task.pid, task.tid)
+        if (readBytes !== undefined) task.readBytes = readBytes
+      }),
+    )
+  }
   const running = tasks.find((task) => task.state === 'R' || task.syscall === 'running')
   const readerTask = tasks.find((task) => task.terminalFd !== undefined)
   const leader = members.find((member) => member.pid === tpgid) ?? members[0]
@@ -669,6 +685,15 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
       return table.get(syscall.nr) ?? `#${syscall.nr}`
     default:
       return unreachable(syscall, 'syscall state')
+  }
+}
+
+/** Bytes task `tid` of `pid` has read in all (`rchar` of its io file, proc(5)); undefined when unreadable. */
+export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
+  try {
+    return parseWakeCounters(undefined, undefined, await proc.readFile(`/proc/${pid}/task/${tid}/io`)).rchar
+  } catch {
+    return undefined
   }
 }
 

@@ -7,7 +7,7 @@ import type { ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
-import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, taskReadBytes, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
 import { unreachable } from '@conch/session'
 
 export type { ReadProbe } from './inspect-linux.ts'
@@ -21,6 +21,12 @@ export interface TerminalInspector {
    * prompt's marker (nonce checked, no kernel check) and silence can settle a send.
    */
   readonly observable: boolean
+  /**
+   * Whether input reaches the terminal's reader through a relay (a container's exec TTY): a write
+   * is in the relay's terminal, not yet in the reader's, so a read proves the input was taken only
+   * by the bytes the reader read since (`isNewReadEvidence`).
+   */
+  readonly relayed: boolean
   /** The terminal's foreground process group, or undefined when unknown. */
   foregroundGroup(): Promise<number | undefined>
   /** One look at the foreground group (verdict `unknown` when there is no exact tier). */
@@ -31,6 +37,8 @@ export interface TerminalInspector {
   groupName(pgid: number): Promise<string | undefined>
   /** Context switches of a process's main task, for a cheap baseline; undefined when unknown. */
   taskSwitches(pid: number): Promise<number | undefined>
+  /** Bytes task `tid` of process `pid` has read in all (proc(5) `rchar`); undefined when unknown. */
+  readBytes(pid: number, tid: number): Promise<number | undefined>
   /**
    * Whether a process's main task is blocked (state S) in a read-class syscall on this terminal
    * — for a shell at its prompt: it waits for input, and its input queue is empty, so
@@ -66,6 +74,9 @@ export function cleanProcessText(inspector: TerminalInspector, rule: Pick<Secret
     get observable() {
       return inspector.observable
     },
+    get relayed() {
+      return inspector.relayed
+    },
     foregroundGroup: () => inspector.foregroundGroup(),
     probe: async () => {
       const probe = await inspector.probe()
@@ -74,6 +85,7 @@ export function cleanProcessText(inspector: TerminalInspector, rule: Pick<Secret
     processName: async (pid) => mapDefined(await inspector.processName(pid), clean),
     groupName: async (pgid) => mapDefined(await inspector.groupName(pgid), clean),
     taskSwitches: (pid) => inspector.taskSwitches(pid),
+    readBytes: (pid, tid) => inspector.readBytes(pid, tid),
     blockedInRead: (pid) => inspector.blockedInRead(pid),
     stoppedWithoutChildren: (pid) => inspector.stoppedWithoutChildren(pid),
     executable: (pid) => inspector.executable(pid),
@@ -114,11 +126,12 @@ export function cleanProbe(probe: ReadProbe, clean: (text: string) => string): R
 /**
  * What was known about the foreground group just before a send's input was written: a full
  * probe, or — when the shell sat at its own controlled prompt — only the shell's main task
- * counter (the shell is its group's leader, so its pid is its pgid and its main tid).
+ * counter (the shell is its group's leader, so its pid is its pgid and its main tid). On a
+ * relayed terminal also the bytes the shell's main task had read, when the shell is known.
  */
 export type Baseline =
-  | { kind: 'probe'; probe: ReadProbe }
-  | { kind: 'shell'; pgid: number; switches: number }
+  | { kind: 'probe'; probe: ReadProbe; shell?: { pgid: number; readBytes: number } }
+  | { kind: 'shell'; pgid: number; switches: number; readBytes?: number }
   | { kind: 'none' }
 
 /**
@@ -127,23 +140,46 @@ export type Baseline =
  * reading task provably ran since the baseline — a different group, a task not in the
  * baseline, a task that was not waiting then, or a context-switch counter that moved
  * (`readerRanBetween`). Without a baseline nothing counts.
+ *
+ * `inputBytes`, on a relayed terminal (`TerminalInspector.relayed`): the bytes written since the
+ * baseline. The input may still be on its way through the relay while the reader, woken by
+ * something else (an earlier step's bytes, a signal), waits again: the same task reading counts
+ * only once it has read at least that many bytes since the baseline (proc(5) `rchar`, which
+ * the probe reads for every task of a relayed terminal; a line discipline that drops bytes — an
+ * erase character — leaves the send to silence). So does the shell back in front after a command
+ * ended on its own, against its count at the baseline (`Baseline`): it prints the prompt it
+ * owed and waits before typed-ahead input arrived. Another task that did not exist at the
+ * baseline took the input already: only a program that read it starts one.
  */
-export function isNewReadEvidence(baseline: Baseline, after: ReadProbe): boolean {
+export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputBytes?: number): boolean {
   const reader = after.reader
   if (after.verdict !== 'reading' || reader === undefined) return false
   switch (baseline.kind) {
-    case 'probe':
-      return readerRanBetween(baseline.probe, after)
+    case 'probe': {
+      if (!readerRanBetween(baseline.probe, after)) return false
+      if (inputBytes === undefined) return true
+      const was = baseline.probe.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
+      const shell = baseline.shell?.pgid === reader.pid && reader.pid === reader.tid ? baseline.shell.readBytes : undefined
+      if (was === undefined && shell === undefined) return true
+      const now = after.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
+      return readAtLeast(was?.readBytes ?? shell, now?.readBytes, inputBytes)
+    }
     case 'shell': {
       if (after.tpgid !== baseline.pgid || reader.tid !== baseline.pgid) return true
-      const now = after.tasks.find((task) => task.tid === reader.tid)?.switches
-      return now !== undefined && now !== baseline.switches
+      const task = after.tasks.find((candidate) => candidate.tid === reader.tid)
+      if (task?.switches === undefined || task.switches === baseline.switches) return false
+      return inputBytes === undefined || readAtLeast(baseline.readBytes, task.readBytes, inputBytes)
     }
     case 'none':
       return false
     default:
       return unreachable(baseline, 'baseline')
   }
+}
+
+/** Whether a read counter went from `before` to `after` by `bytes` at least (false when either is unknown). */
+function readAtLeast(before: number | undefined, after: number | undefined, bytes: number): boolean {
+  return before !== undefined && after !== undefined && after - before >= bytes
 }
 
 /**
@@ -168,6 +204,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   return {
     exact: terminal !== undefined,
     observable: pid > 0,
+    relayed: identity.relayed === true,
     foregroundGroup: () => foregroundGroupOf(proc, pid),
     async probe() {
       if (terminal === undefined) return { verdict: 'unknown', tpgid: undefined, tasks: [], reader: undefined, detail: 'the terminal could not be identified' }
@@ -184,6 +221,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
         return undefined
       }
     },
+    readBytes: (target, tid) => taskReadBytes(proc, target, tid),
     async executable(target) {
       try {
         return await proc.readlink(`/proc/${target}/exe`)
@@ -209,6 +247,7 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
   return {
     exact: false,
     observable: true,
+    relayed: false,
     async foregroundGroup() {
       return (await readForegroundGroupMacos({ ...options, pid }))?.tpgid
     },
@@ -223,6 +262,7 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
       return first === undefined ? undefined : processName(first.comm)
     },
     taskSwitches: async () => undefined,
+    readBytes: async () => undefined,
     blockedInRead: async () => undefined,
     stoppedWithoutChildren: async () => undefined,
     executable: async () => undefined,

@@ -32,6 +32,6 @@ export const apply = (ctx: Context, config: Config): void => {
 
 /** The platform inspector; only Linux has the exact /proc tier. */
 export function inspectorFor(terminal: TerminalView): TerminalInspector {
-  if (process.platform === 'linux') return linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath })
+  if (process.platform === 'linux') return linuxInspector({ pid: terminal.pid, ...terminal.slave, path: terminal.slavePath, relayed: terminal.relayed === true })
   return macosInspector(terminal.pid)
 }

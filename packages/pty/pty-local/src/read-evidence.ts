@@ -9,15 +9,16 @@ import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts
 /**
  * Whether `probe` is read evidence for this send: for a startup (`startup`), any reader once the shell
  * printed something; for a send without input (`input: false`, it only keeps waiting), any
- * reader; otherwise a read new since the baseline (`isNewReadEvidence`). The
+ * reader; otherwise a read new since the baseline (`isNewReadEvidence`, which on a relayed
+ * terminal also needs the reader to have read the `inputBytes` written since). The
  * wrapper (`wrapperPid`) reads the terminal only for the exit handshake, after the shell
  * exited: that is not a program waiting for input (its exit marker is on its way).
  */
-export function isReadEvidence(probe: ReadProbe, context: { startup: boolean; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean }): boolean {
+export function isReadEvidence(probe: ReadProbe, context: { startup: boolean; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean; inputBytes?: number }): boolean {
   if (probe.reader?.pid === context.wrapperPid) return false
   if (context.startup) return probe.verdict === 'reading' && probe.reader !== undefined && context.sawOutput
   if (!context.input) return probe.verdict === 'reading' && probe.reader !== undefined
-  return isNewReadEvidence(context.baseline, probe)
+  return isNewReadEvidence(context.baseline, probe, context.inputBytes)
 }
 
 /**

@@ -99,6 +99,8 @@ export interface SendSpec {
   exact: boolean
   /** Whether this host sees the terminal's processes (`TerminalInspector.observable`); false: a prompt marker settles unchecked. */
   observable: boolean
+  /** Whether input reaches the reader through a relay (`TerminalInspector.relayed`): a read counts once the reader read what was written. */
+  relayed: boolean
   /** pid of the wrapper (the node-pty child), whose own read is never evidence. */
   wrapperPid: number
   /** The shell's process group, when known (after startup): a read by it at `> ` is bash's PS2. */
@@ -147,8 +149,8 @@ export type SendEffect =
   | { type: 'checkInput'; gen: number }
   /** Whether the terminal is set for hidden input now (answered by `termios`). */
   | { type: 'termios'; gen: number }
-  /** Whether the foreground program consumed the input so far (kernel evidence against the baseline). */
-  | { type: 'consume'; gen: number; baseline: Baseline }
+  /** Whether the foreground program consumed the input so far (kernel evidence against the baseline); `inputBytes` on a relayed terminal: the bytes written so far. */
+  | { type: 'consume'; gen: number; baseline: Baseline; inputBytes?: number }
   | { type: 'signal'; gen: number; signal: PtySignal }
   /** A /proc probe; a `look` may be skipped (undefined) while the shell itself is busy in front, a `confirm` is always taken. */
   | { type: 'probe'; gen: number; purpose: 'look' | 'confirm' }
@@ -199,6 +201,8 @@ export interface WriteRecord {
   writtenAt: number
   /** The input is written whole (a send's `written` effect went out). */
   written: boolean
+  /** Bytes written so far that any reader reads (`readerBytes`). */
+  bytes: number
   markersAtWrite: number
   /**
    * `view.markers()` when the last step was written. A prompt the shell owed from before the
@@ -453,6 +457,7 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
     baseline: event.baseline,
     writtenAt: event.now,
     written: false,
+    bytes: 0,
     markersAtWrite,
     markersAtLastWrite: markersAtWrite,
     promptMayBeStale: spec.kind === 'send' && !event.knownAtPrompt && !keepsWaiting(spec),
@@ -488,6 +493,7 @@ function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEff
     write.markersAtLastWrite = s.spec.view.markers()
   }
   writing.awaiting.write = request(s)
+  write.bytes += readerBytes(s.spec.steps[index]!.data)
   const step = s.spec.steps[index]!
   out.push({ type: 'write', gen: writing.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
 }
@@ -549,7 +555,7 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
 function consumeCheck(s: In<'submitting'>, out: SendEffect[]): void {
   if (!s.spec.exact || s.write.baseline.kind === 'none') return
   s.awaiting.consume = request(s)
-  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.write.baseline })
+  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.write.baseline, ...(s.spec.relayed && { inputBytes: s.write.bytes }) })
 }
 
 /** Whether consumption is checked on the input queue: a reader other than the shell, with the queue readable. */
@@ -819,7 +825,7 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 
 function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
-  const evidence = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0 })
+  const evidence = probe !== undefined && readEvidence(s, probe)
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
   // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
@@ -846,6 +852,17 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
     s.wait.probeAgain = false
     requestProbe(s, now, out)
   }
+}
+
+/** The UTF-8 bytes of `data` a reader reads whatever its line discipline: not the signal characters, which ISIG turns into signals. */
+function readerBytes(data: string): number {
+  return Buffer.byteLength(data.replace(/[\x03\x1c\x1a]/g, ''))
+}
+
+/** Whether `probe` is read evidence for this send (`isReadEvidence`). */
+function readEvidence(s: In<'waiting'>, probe: ReadProbe): boolean {
+  const spec = s.spec
+  return isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0, ...(spec.relayed && { inputBytes: s.write.bytes }) })
 }
 
 /** A timed read with no other wake source, confirmed as a plain read (`timedReadMs`), unless the input ended in ESC. */
@@ -954,7 +971,7 @@ function settleSilence(s: In<'waiting'>, out: SendEffect[]): void {
 function noteWait(s: In<'waiting'>, probe: ReadProbe | undefined): void {
   const spec = s.spec
   if (!spec.endsInEscape) return
-  const read = probe !== undefined && isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0 })
+  const read = probe !== undefined && readEvidence(s, probe)
   const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs

@@ -135,6 +135,7 @@ export class Send {
       drainsInput: host.inputQueue !== undefined,
       exact: host.inspector.exact,
       observable: host.inspector.observable,
+      relayed: host.inspector.relayed,
       wrapperPid: host.pid,
       shellPgid: host.shellPgid,
       view: {
@@ -268,7 +269,7 @@ export class Send {
           (error: unknown) => this.dispatch({ type: 'failed', gen: effect.gen, now: host.now(), error }),
         )
       case 'consume':
-        return void this.consumed(effect.baseline).then((consumed) => this.dispatch({ type: 'consumed', gen: effect.gen, now: host.now(), consumed }))
+        return void this.consumed(effect.baseline, effect.inputBytes).then((consumed) => this.dispatch({ type: 'consumed', gen: effect.gen, now: host.now(), consumed }))
       case 'signal':
         return void host.signalForeground(effect.signal).then(
           (result) => {
@@ -368,10 +369,12 @@ export class Send {
     try {
       if (host.knownAtPrompt && shell !== undefined) {
         // The shell sits at its own prompt, reading: only its main task's counter is needed.
-        const switches = await inspector.taskSwitches(shell)
-        if (switches !== undefined) return { kind: 'shell', pgid: shell, switches }
+        // On a relayed terminal also the bytes it has read (`isNewReadEvidence`).
+        const [switches, readBytes] = await Promise.all([inspector.taskSwitches(shell), inspector.relayed ? inspector.readBytes(shell, shell) : undefined])
+        if (switches !== undefined) return { kind: 'shell', pgid: shell, switches, ...(readBytes !== undefined && { readBytes }) }
       }
-      return { kind: 'probe', probe: await inspector.probe() }
+      const [probe, shellBytes] = await Promise.all([inspector.probe(), inspector.relayed && shell !== undefined ? inspector.readBytes(shell, shell) : undefined])
+      return { kind: 'probe', probe, ...(shellBytes !== undefined && { shell: { pgid: shell!, readBytes: shellBytes } }) }
     } catch {
       return { kind: 'none' }
     }
@@ -388,10 +391,14 @@ export class Send {
    * - Another reader in canonical mode, where an unfinished line never counts as queued: the
    *   reader ran since the baseline (its context-switch counter moved) and the queue is empty;
    *   without termios, new read evidence of a probe.
+   * - A relayed terminal (`inputBytes`, the bytes written so far): an empty queue may only mean
+   *   the input is still in the relay, so new read evidence of a probe that also counts the bytes
+   *   the reader read (`isNewReadEvidence`).
    */
-  private async consumed(baseline: Baseline): Promise<boolean> {
+  private async consumed(baseline: Baseline, inputBytes?: number): Promise<boolean> {
     const inspector = this.host.inspector
     try {
+      if (inputBytes !== undefined) return isNewReadEvidence(baseline, await inspector.probe(), inputBytes)
       if (baseline.kind === 'shell') {
         // The counter first: one small read, and unchanged means not consumed.
         const switches = await inspector.taskSwitches(baseline.pgid)
@@ -462,10 +469,26 @@ export class Send {
       const expected = this.host.shellPgid
       const [pgid, reading] = await Promise.all([inspector.foregroundGroup(), expected === undefined ? undefined : inspector.blockedInRead(expected)])
       if (pgid === undefined || pgid !== expected) return { pgid, inFront: false, reading: undefined }
-      return { pgid, inFront: true, reading }
+      return { pgid, inFront: true, reading: reading === true ? await this.shellTookInput(pgid) : reading }
     } catch {
       return { pgid: undefined, inFront: false, reading: undefined }
     }
+  }
+
+  /**
+   * Whether the shell, blocked in its read, took the input: on a relayed terminal with a prompt
+   * it may have owed from before the send (`promptMayBeStale`), the input can still be in the
+   * relay while it prints that prompt and waits, so its main task must have read the bytes
+   * written since the baseline (`isNewReadEvidence`); elsewhere blocked in its read means its
+   * input queue is empty.
+   */
+  private async shellTookInput(pgid: number): Promise<boolean> {
+    const state = this.state
+    if (!this.host.inspector.relayed || !('write' in state) || !state.write.promptMayBeStale) return true
+    const { baseline, bytes } = state.write
+    const before = baseline.kind === 'shell' ? baseline.readBytes : baseline.kind === 'probe' ? (baseline.probe.tasks.find((task) => task.tid === pgid)?.readBytes ?? (baseline.shell?.pgid === pgid ? baseline.shell.readBytes : undefined)) : undefined
+    const now = await this.host.inspector.readBytes(pgid, pgid)
+    return before !== undefined && now !== undefined && now - before >= bytes
   }
 
   /**

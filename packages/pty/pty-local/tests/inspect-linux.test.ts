@@ -17,6 +17,7 @@ import {
   type TerminalIdentity,
   WALK_MAX_THREADS,
 } from '../src/inspect-linux.ts'
+import { isNewReadEvidence } from '../src/inspector.ts'
 import { OutputParser } from '../src/output.ts'
 import { parseSyscallFile, READ_SYSCALLS } from '../src/syscalls.ts'
 import { DEV_TTY, epollInfo, FakeProc, type FakeProcess, fdSet, HOST_DEVPTS, makedev, pollfds, PTS3, PTS4, syscall } from './fixtures/fake-proc.ts'
@@ -388,6 +389,37 @@ describe('comparing probes', () => {
     expect(readerRanBetween(await at([1, 0], { tpgid: 300 }), await at([1, 0]))).toBe(true)
     expect(readerRanBetween(await at([1, 0], { tid: 201 }), await at([1, 0]))).toBe(true)
     expect(readerRanBetween(await at([1, 0], { state: 'R' }), await at([1, 0]))).toBe(true)
+  })
+
+  it('on a relayed terminal, counts the same task only once it read the bytes written since the baseline', async () => {
+    const relayed = async (options: { switches: [number, number]; rchar?: number; state?: string; tpgid?: number }): Promise<ReadProbe> => {
+      const files = options.rchar === undefined ? {} : { io: `rchar: ${options.rchar}\nwchar: 0\nsyscr: 9\n` }
+      const pid = options.tpgid ?? 200
+      const task = { tid: pid, state: options.state ?? 'S', syscall: syscall(270, 1n, 0x7000n), switches: options.switches, files }
+      return probeTerminalReader({ proc: tree(pid, [python({ pid, pgrp: pid, tasks: [task] })]), terminal: { ...TERMINAL, relayed: true }, arch: 'x64' })
+    }
+    const before = await relayed({ switches: [64, 3], rchar: 500 })
+    expect(before.tasks.find((task) => task.tid === 200)?.readBytes).toBe(500)
+    const baseline = { kind: 'probe' as const, probe: before }
+    // It ran (an earlier step's bytes, a signal) but read 3 of the 4 bytes written: still on their way.
+    expect(isNewReadEvidence(baseline, await relayed({ switches: [66, 3], rchar: 503 }), 4)).toBe(false)
+    expect(isNewReadEvidence(baseline, await relayed({ switches: [66, 3], rchar: 503 }))).toBe(true)
+    expect(isNewReadEvidence(baseline, await relayed({ switches: [67, 3], rchar: 504 }), 4)).toBe(true)
+    // Busy at the baseline: its count then is the measure too.
+    const busy = { kind: 'probe' as const, probe: await relayed({ switches: [64, 3], rchar: 500, state: 'R' }) }
+    expect(isNewReadEvidence(busy, await relayed({ switches: [64, 3], rchar: 500 }), 4)).toBe(false)
+    expect(isNewReadEvidence(busy, await relayed({ switches: [64, 3], rchar: 504 }), 4)).toBe(true)
+    // Counts unreadable: no proof.
+    expect(isNewReadEvidence(baseline, await relayed({ switches: [67, 3] }), 4)).toBe(false)
+    // The shell back in front after its command ended (pid 200 here) is held to its count at the baseline; a task new since, not the shell, took the input.
+    const command = await relayed({ switches: [1, 0], rchar: 9, tpgid: 300 })
+    expect(isNewReadEvidence({ kind: 'probe', probe: command, shell: { pgid: 200, readBytes: 500 } }, await relayed({ switches: [67, 3], rchar: 500 }), 4)).toBe(false)
+    expect(isNewReadEvidence({ kind: 'probe', probe: command, shell: { pgid: 200, readBytes: 500 } }, await relayed({ switches: [67, 3], rchar: 504 }), 4)).toBe(true)
+    expect(isNewReadEvidence({ kind: 'probe', probe: command, shell: { pgid: 100, readBytes: 500 } }, await relayed({ switches: [67, 3], rchar: 500 }), 4)).toBe(true)
+    // The shell's baseline carries its count alike.
+    const shell = { kind: 'shell' as const, pgid: 200, switches: 67, readBytes: 500 }
+    expect(isNewReadEvidence(shell, await relayed({ switches: [68, 3], rchar: 503 }), 4)).toBe(false)
+    expect(isNewReadEvidence(shell, await relayed({ switches: [68, 3], rchar: 504 }), 4)).toBe(true)
   })
 
   it('proves nothing without a readable baseline, a readable count, or a reader now', async () => {

@@ -48,6 +48,7 @@ function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
     endsInEscape: false,
     exact: true,
     observable: true,
+    relayed: false,
     wrapperPid: SHELL - 1,
     shellPgid: SHELL,
     view,
@@ -342,6 +343,32 @@ describe('the /proc tier', () => {
     const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
     const effects = machine.feed({ type: 'drained', gen: drain, now: 27.5 })
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
+  })
+
+  it('on a relayed terminal, counts a read only once the reader read the bytes written since the baseline', () => {
+    const view = new View()
+    const machine = new Machine(view, { relayed: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: '1+1' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const withRead = (switches: number, readBytes: number): ReadProbe => {
+      const probe = reading(CHILD, CHILD, switches)
+      return { ...probe, tasks: probe.tasks.map((task) => ({ ...task, readBytes })) }
+    }
+    const write = Machine.gen(machine.feed(baseline(base, 0, withRead(7, 100))), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    // Whether the text was consumed is asked with the bytes written so far (the input queue may be empty while they are in the relay).
+    expect(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 })).toEqual([{ type: 'consume', gen: write + 1, baseline: { kind: 'probe', probe: withRead(7, 100) }, inputBytes: 3 }])
+    machine.feed({ type: 'consumed', gen: write + 1, now: 2.5, consumed: false })
+    // The text was read and echoed; Enter goes, and is on its way through the relay.
+    view.line = '>>> 1+1'
+    const enter = Machine.gen(machine.feed({ type: 'output', now: 3 }), 'write')
+    machine.feed({ type: 'written', gen: enter, now: 3 })
+    expect(machine.state.phase).toBe('waiting')
+    // The reader ran (it read the text) and waits again, Enter not read yet: no evidence.
+    const early = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: early, now: 151, probe: withRead(9, 103), costMs: 0 })).toEqual([])
+    // All four bytes read: the read counts.
+    const late = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 200 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: late, now: 201, probe: withRead(11, 104), costMs: 0 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 5 }])
   })
 
   it('never counts the read that was there before the write, and drops a confirmation that output interrupted', () => {

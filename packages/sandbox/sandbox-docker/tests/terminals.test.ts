@@ -4,7 +4,9 @@
  * /tmp (and nothing shared across agents), the modes, the network, the deny-write list, the
  * limits, and teardown with proof.
  */
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces } from 'node:os'
@@ -78,6 +80,59 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const answered = await box.send(agent, id, input)
     expect(answered.viewport).toContain(output)
     expect(answered.waitReason).toBe('stdin_read')
+  })
+
+  it("a send is not proved ready while its input is still in the relay, even when the container's reader wakes for something else", async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    const container = await containerOf(agent)
+    execFileSync('mkfifo', [join(box.workspace, 'wake.fifo')])
+    // bash waits in `read`; a background job it will reap (waking it, SIGCHLD) waits on the fifo.
+    const reading = await box.send(agent, id, 'cat wake.fifo >/dev/null & read -r line; echo "got=$line"')
+    expect(reading.evidence).toMatchObject({ tier: 'proc', process: { name: 'bash', syscall: 'read' } })
+    const [relay] = naming(container).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1]?.endsWith('relay.cjs'))
+    expect(relay).toBeDefined()
+    // The relay stopped: the input stays on this host while bash wakes, reaps cat and reads again.
+    process.kill(relay!, 'SIGSTOP')
+    let held: Awaited<ReturnType<typeof box.send>>
+    try {
+      const send = box.pty.startSend(agent, id, { text: 'hello\r', submit: false, idleMs: 2000 })
+      await writeFile(join(box.workspace, 'wake.fifo'), 'go')
+      held = await send.done
+    } finally {
+      process.kill(relay!, 'SIGCONT')
+    }
+    expect(held.viewport).not.toContain('got=hello')
+    expect(held.waitReason).toBe('inferred_idle')
+    // Once the relay runs again the input arrives and is answered (sends without input collect the output).
+    let seen = ''
+    await until(async () => (seen += (await box!.pty.startSend(agent, id, { text: '', submit: false }).done).viewport).includes('got=hello'), 10_000, 'got=hello after the relay resumed')
+  })
+
+  it('input typed ahead while a command runs is not proved read when the command ends and the shell waits again before it arrived', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const id = await open(agent)
+    const container = await containerOf(agent)
+    execFileSync('mkfifo', [join(box.workspace, 'end.fifo')])
+    // A command that ends when the test says so; the send settles on silence while it runs.
+    const running = await box.pty.startSend(agent, id, { text: 'cat end.fifo >/dev/null', submit: true, idleMs: 500 }).done
+    expect(running.waitReason).toBe('inferred_idle')
+    const [relay] = naming(container).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1]?.endsWith('relay.cjs'))
+    process.kill(relay!, 'SIGSTOP')
+    let held: Awaited<ReturnType<typeof box.send>>
+    try {
+      const send = box.pty.startSend(agent, id, { text: 'echo ahead-$((2+3))', submit: true, idleMs: 2000 })
+      await writeFile(join(box.workspace, 'end.fifo'), 'go')
+      held = await send.done
+    } finally {
+      process.kill(relay!, 'SIGCONT')
+    }
+    expect(held.waitReason).toBe('inferred_idle')
+    // Once the relay runs again the input arrives and is answered (sends without input collect the output).
+    let seen = ''
+    await until(async () => (seen += (await box!.pty.startSend(agent, id, { text: '', submit: false }).done).viewport).includes('ahead-5'), 10_000, 'ahead-5 after the relay resumed')
   })
 
   it("SIGINT reaches the container's foreground program, and a resize reaches its terminal", async () => {
