@@ -126,11 +126,11 @@ export function cleanProbe(probe: ReadProbe, clean: (text: string) => string): R
 /**
  * What was known about the foreground group just before a send's input was written: a full
  * probe, or — when the shell sat at its own controlled prompt — only the shell's main task
- * counter (the shell is its group's leader, so its pid is its pgid and its main tid). On a
- * relayed terminal also the bytes the shell's main task had read, when the shell is known.
+ * counter (the shell is its group's leader, so its pid is its pgid and its main tid), and on a
+ * relayed terminal the bytes it had read.
  */
 export type Baseline =
-  | { kind: 'probe'; probe: ReadProbe; shell?: { pgid: number; readBytes: number } }
+  | { kind: 'probe'; probe: ReadProbe }
   | { kind: 'shell'; pgid: number; switches: number; readBytes?: number }
   | { kind: 'none' }
 
@@ -146,10 +146,8 @@ export type Baseline =
  * something else (an earlier step's bytes, a signal), waits again: the same task reading counts
  * only once it has read at least that many bytes since the baseline (proc(5) `rchar`, which
  * the probe reads for every task of a relayed terminal; a line discipline that drops bytes — an
- * erase character — leaves the send to silence). So does the shell back in front after a command
- * ended on its own, against its count at the baseline (`Baseline`): it prints the prompt it
- * owed and waits before typed-ahead input arrived. Another task that did not exist at the
- * baseline took the input already: only a program that read it starts one.
+ * erase or a signal character — leaves the send to silence). A different group or a task that
+ * did not exist at the baseline took the input already: only a program that read it runs another.
  */
 export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputBytes?: number): boolean {
   const reader = after.reader
@@ -157,12 +155,10 @@ export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputByt
   switch (baseline.kind) {
     case 'probe': {
       if (!readerRanBetween(baseline.probe, after)) return false
-      if (inputBytes === undefined) return true
+      if (inputBytes === undefined || baseline.probe.tpgid !== after.tpgid) return true
       const was = baseline.probe.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
-      const shell = baseline.shell?.pgid === reader.pid && reader.pid === reader.tid ? baseline.shell.readBytes : undefined
-      if (was === undefined && shell === undefined) return true
       const now = after.tasks.find((task) => task.pid === reader.pid && task.tid === reader.tid)
-      return readAtLeast(was?.readBytes ?? shell, now?.readBytes, inputBytes)
+      return was === undefined || readAtLeast(was.readBytes, now?.readBytes, inputBytes)
     }
     case 'shell': {
       if (after.tpgid !== baseline.pgid || reader.tid !== baseline.pgid) return true

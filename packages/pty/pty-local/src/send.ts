@@ -373,8 +373,7 @@ export class Send {
         const [switches, readBytes] = await Promise.all([inspector.taskSwitches(shell), inspector.relayed ? inspector.readBytes(shell, shell) : undefined])
         if (switches !== undefined) return { kind: 'shell', pgid: shell, switches, ...(readBytes !== undefined && { readBytes }) }
       }
-      const [probe, shellBytes] = await Promise.all([inspector.probe(), inspector.relayed && shell !== undefined ? inspector.readBytes(shell, shell) : undefined])
-      return { kind: 'probe', probe, ...(shellBytes !== undefined && { shell: { pgid: shell!, readBytes: shellBytes } }) }
+      return { kind: 'probe', probe: await inspector.probe() }
     } catch {
       return { kind: 'none' }
     }
@@ -469,26 +468,10 @@ export class Send {
       const expected = this.host.shellPgid
       const [pgid, reading] = await Promise.all([inspector.foregroundGroup(), expected === undefined ? undefined : inspector.blockedInRead(expected)])
       if (pgid === undefined || pgid !== expected) return { pgid, inFront: false, reading: undefined }
-      return { pgid, inFront: true, reading: reading === true ? await this.shellTookInput(pgid) : reading }
+      return { pgid, inFront: true, reading }
     } catch {
       return { pgid: undefined, inFront: false, reading: undefined }
     }
-  }
-
-  /**
-   * Whether the shell, blocked in its read, took the input: on a relayed terminal with a prompt
-   * it may have owed from before the send (`promptMayBeStale`), the input can still be in the
-   * relay while it prints that prompt and waits, so its main task must have read the bytes
-   * written since the baseline (`isNewReadEvidence`); elsewhere blocked in its read means its
-   * input queue is empty.
-   */
-  private async shellTookInput(pgid: number): Promise<boolean> {
-    const state = this.state
-    if (!this.host.inspector.relayed || !('write' in state) || !state.write.promptMayBeStale) return true
-    const { baseline, bytes } = state.write
-    const before = baseline.kind === 'shell' ? baseline.readBytes : baseline.kind === 'probe' ? (baseline.probe.tasks.find((task) => task.tid === pgid)?.readBytes ?? (baseline.shell?.pgid === pgid ? baseline.shell.readBytes : undefined)) : undefined
-    const now = await this.host.inspector.readBytes(pgid, pgid)
-    return before !== undefined && now !== undefined && now - before >= bytes
   }
 
   /**
