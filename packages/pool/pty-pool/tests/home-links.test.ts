@@ -137,8 +137,9 @@ for (const worker of ['in-process', 'managed'] as const) {
       await expect(invoke('RUN kill -KILL $REPL_PID')).rejects.toThrow(/the pool failed \(unhealthy/)
       expect(readFileSync(victim, 'utf8')).toBe('ORIGINAL\n')
       expect(pool.readFailures()).toMatchObject([{ reason: 'unhealthy', fallback: 'failed' }])
-      // The deny-write placeholders (empty folders while the sandbox lives) are the sandbox's, not the CLI's.
-      const placeholders = new Set(DEFAULT_DENY_WRITE.map((entry) => entry.replace(/\/$/, '')))
+      // The deny-write placeholders (empty folders while the sandbox lives, `.git` for `.git/hooks/`
+      // in a workspace that has none) are the sandbox's, not the CLI's.
+      const placeholders = new Set(DEFAULT_DENY_WRITE.map((entry) => entry.split('/')[0]!))
       expect(readdirSync(ws).filter((name) => !(placeholders.has(name) && readdirSync(path.join(ws, name)).length === 0))).toEqual([])
     })
 

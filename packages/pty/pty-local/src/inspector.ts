@@ -146,7 +146,7 @@ export type Baseline =
  * something else (an earlier step's bytes, a signal), waits again: the same task reading counts
  * only once it has read at least that many bytes since the baseline (proc(5) `rchar`, which
  * the probe reads for every task of a relayed terminal; a line discipline that drops bytes — an
- * erase or a signal character — leaves the send to silence). A different group or a task that
+ * erase character — leaves the send to silence). A different group or a task that
  * did not exist at the baseline took the input already: only a program that read it runs another.
  */
 export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputBytes?: number): boolean {

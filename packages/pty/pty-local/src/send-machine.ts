@@ -201,7 +201,7 @@ export interface WriteRecord {
   writtenAt: number
   /** The input is written whole (a send's `written` effect went out). */
   written: boolean
-  /** Bytes written so far (UTF-8). */
+  /** Bytes written so far that any reader reads (`readerBytes`). */
   bytes: number
   markersAtWrite: number
   /**
@@ -493,7 +493,7 @@ function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEff
     write.markersAtLastWrite = s.spec.view.markers()
   }
   writing.awaiting.write = request(s)
-  write.bytes += Buffer.byteLength(s.spec.steps[index]!.data)
+  write.bytes += readerBytes(s.spec.steps[index]!.data)
   const step = s.spec.steps[index]!
   out.push({ type: 'write', gen: writing.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
 }
@@ -852,6 +852,11 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
     s.wait.probeAgain = false
     requestProbe(s, now, out)
   }
+}
+
+/** The UTF-8 bytes of `data` a reader reads whatever its line discipline: not the signal characters, which ISIG turns into signals. */
+function readerBytes(data: string): number {
+  return Buffer.byteLength(data.replace(/[\x03\x1c\x1a]/g, ''))
 }
 
 /** Whether `probe` is read evidence for this send (`isReadEvidence`). */
