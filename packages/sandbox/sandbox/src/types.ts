@@ -164,7 +164,8 @@ export interface SandboxProvider {
   readonly ownPaths?: readonly string[]
   /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
-   * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
+   * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint);
+   * rejects with a `SandboxError` for a setting to fix (its message is shown without the hint).
    */
   probe(): Promise<true | string>
   /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
