@@ -458,12 +458,15 @@ class SandboxService extends Service implements SandboxServiceApi {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
   }
 
-  async sweep(): Promise<Array<SweptItem & { provider: string }>> {
+  async sweep(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }> {
+    const swept: string[] = []
     const removed: Array<SweptItem & { provider: string }> = []
     for (const provider of this.providers.filter((provider) => provider.platforms.includes(process.platform))) {
-      for (const item of (await provider.sweep?.()) ?? []) removed.push({ provider: provider.name, ...item })
+      if (provider.sweep === undefined) continue
+      swept.push(provider.name)
+      for (const item of await provider.sweep()) removed.push({ provider: provider.name, ...item })
     }
-    return removed
+    return { swept, removed }
   }
 
   rootWritable(): boolean | undefined {

@@ -314,8 +314,11 @@ export interface SandboxServiceApi {
   onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
   /** Called by a provider for each refused host: tells every `onRefused` listener. */
   refused?(refusal: NetworkRefusal): void
-  /** Runs the `sweep` of each registered provider for this platform, one after the other; resolves to what each removed. */
-  sweep?(): Promise<Array<SweptItem & { provider: string }>>
+  /**
+   * Runs the `sweep` of each registered provider for this platform, one after the other; resolves
+   * to the names of the providers that swept (those with a `sweep`) and what each removed.
+   */
+  sweep?(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }>
 }
 
 /** A host an agent's egress proxy refused. */
