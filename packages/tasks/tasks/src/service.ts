@@ -306,7 +306,7 @@ export default class TasksService extends Service implements TasksServiceApi {
   /** Reads the task: drains a running pull producer, then takes the unread output. */
   private snapshot(record: TaskRecord): TaskSnapshot {
     if (record.status === 'running') this.drain(record)
-    const { text, truncated } = record.output.take()
+    const { text, dropped } = record.output.take()
     if (record.status !== 'running') record.seenEnd = true
     return {
       id: record.id,
@@ -314,7 +314,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       label: record.spec.label,
       status: record.status,
       output: text,
-      truncated,
+      omitted: dropped,
       fields: { ...record.fields },
       meta: { ...record.meta },
       ...(record.error === undefined ? {} : { error: record.error }),
