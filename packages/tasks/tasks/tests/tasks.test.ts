@@ -549,11 +549,14 @@ describe('notifications', () => {
       tail: 'line 4\nline 5\nline 6\nline 7\nline 8',
       wake: false,
       withdrawn: expect.any(Function),
+      tailRead: expect.any(Function),
     })
+    expect(notification!.tailRead!()).toBe(false)
     expect(notification!.withdrawn!()).toBe(false)
     // Reading the final status withdraws it: the model has seen the end.
     expect(tasks.read(owner, id).status).toBe('completed')
     expect(notification!.withdrawn!()).toBe(true)
+    expect(notification!.tailRead!()).toBe(true)
   })
 
   it('names the status and error when the outcome has no event', async () => {
@@ -610,7 +613,7 @@ describe('notifications', () => {
     pending = 'ing on :3000\r\nListening on :3001\n'
     changed()
     expect(owner.notifications).toEqual([
-      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001', wake: true },
+      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\nListening on :3001', wake: true, tailRead: expect.any(Function) },
     ])
     expect(owner.holds).toBe(0)
     // The model still reads everything.
