@@ -25,10 +25,15 @@ export async function gcCommand(args: GcArgs, io: CommandIo): Promise<number> {
     .map(({ children: _children, ...row }) => row)
   const app = await boot({ ...composition, entries: interpolateEnv(rows, io.env) }, { stderr: io.stderr, logLevel: 'warn' })
   try {
-    const removed = (await (app.ctx.get('sandbox') as SandboxServiceApi | undefined)?.sweep?.()) ?? []
-    if (args.output === 'json') io.stdout.write(`${JSON.stringify({ removed })}\n`)
-    else if (removed.length === 0) io.stdout.write('nothing to remove\n')
-    else for (const item of removed) io.stdout.write(visible(`removed ${item.kind} ${item.name} (${item.provider})\n`))
+    const { swept, removed } = (await (app.ctx.get('sandbox') as SandboxServiceApi | undefined)?.sweep?.()) ?? { swept: [], removed: [] }
+    // Which providers swept, so a user whose containers remain knows to pass another --config.
+    const providers = `swept: ${swept.length === 0 ? 'no sandbox provider' : swept.join(', ')}`
+    if (args.output === 'json') io.stdout.write(`${JSON.stringify({ swept, removed })}\n`)
+    else if (removed.length === 0) io.stdout.write(`nothing to remove (${providers})\n`)
+    else {
+      for (const item of removed) io.stdout.write(visible(`removed ${item.kind} ${item.name} (${item.provider})\n`))
+      io.stdout.write(`${providers}\n`)
+    }
     return 0
   } finally {
     await app.shutdown()

@@ -212,8 +212,13 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
     const gc = await runConch(['gc', '--config', config], { cwd: ws.dir })
     expect(gc.code, gc.stderr).toBe(0)
-    expect(gc.stdout).toBe(`removed folder ${killed} (bubblewrap)\n`)
+    expect(gc.stdout).toBe(`removed folder ${killed} (bubblewrap)\nswept: bubblewrap\n`)
     expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
     expect(pinned()).toBe(false)
+    // Nothing left: the output still names the providers that swept, so a user whose Docker
+    // containers remain knows this composition has no Docker provider.
+    const again = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir })
+    expect(JSON.parse(again.stdout)).toEqual({ swept: ['bubblewrap'], removed: [] })
+    expect((await runConch(['gc', '--config', config], { cwd: ws.dir })).stdout).toBe('nothing to remove (swept: bubblewrap)\n')
   })
 })

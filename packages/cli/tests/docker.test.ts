@@ -139,7 +139,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       // A second sweep finds nothing of either (the text output: a line per thing removed).
       const again = await runConch(['gc', '--config', config], { cwd: ws.dir, launcher: host })
       expect(again.code, again.stderr).toBe(0)
-      expect(again.stdout).toBe('nothing to remove\n')
+      expect(again.stdout).toBe('nothing to remove (swept: docker)\n')
     } finally {
       live.conch.child.kill('SIGTERM')
       await live.conch.exit
@@ -154,7 +154,7 @@ describe.skipIf(dockerSkip)('conch run with the Docker provider', () => {
       const config = writeComposition(ws.dir, dockerComposition(ws.write('none.jsonl', step('Done.'))), 'gc.yml')
       const gc = await runConch(['gc', '--config', config, '--output', 'json'], { cwd: ws.dir, launcher: elsewhere(name) })
       expect(gc.code, gc.stderr).toBe(0)
-      expect(JSON.parse(gc.stdout)).toEqual({ removed: [] })
+      expect(JSON.parse(gc.stdout)).toEqual({ swept: ['docker'], removed: [] })
       expect((await docker.getContainer(live.id).inspect()).State.Running).toBe(true)
     } finally {
       live.conch.child.kill('SIGTERM')

@@ -57,6 +57,8 @@ export interface Notification {
   wake: boolean
   /** Checked at delivery: true drops it, because the model has seen what it says (it read the task's final status). */
   withdrawn?: () => boolean
+  /** Checked at delivery: true leaves out `tail`, because the model has read those lines since (task_output). */
+  tailRead?: () => boolean
 }
 
 declare module '@conch/tools' {

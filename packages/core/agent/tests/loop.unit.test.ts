@@ -354,6 +354,20 @@ describe('notifications', () => {
     expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a')
   })
 
+  it('leaves out a tail read since the notification was queued, with the evidence that is one of its lines', async () => {
+    harness = await boot()
+    const { ctx } = harness
+    const agent = await ctx.agents.create()
+    const calls: string[] = []
+    ctx.tools.register(recordTool(calls, { execute: async (input: { text: string }) => {
+      agent.notify({ source: 'task-1', event: 'matched "READY"', evidence: 'READY on 8080', tail: 'compiling\nREADY on 8080', wake: false, tailRead: () => true })
+      return { content: [{ type: 'text' as const, text: `noted ${input.text}` }] }
+    } }))
+    harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
+    await ctx.agents.run(agent, { prompt: 'go' })
+    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a\n\n[notification: task-1 matched "READY"]')
+  })
+
   it('wakes a run whose model ended its turn when a waking notification arrives, as a new turn', async () => {
     harness = await boot()
     const { ctx } = harness

@@ -8,7 +8,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type ProcessTable, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -135,6 +135,8 @@ export class LocalBackend implements PtyBackend {
       // children of init and of conch's own ancestors (where a re-parented process goes).
       teardown: async () => {
         const identity = await wrapper
+        // Read before the tree goes: the processes conch started the shell through.
+        const launchers = await launchersOf(table, terminal.pid, { relayed: relayed !== undefined, pid: session.shellPgid })
         const report = await terminateTree({
           rootPid: terminal.pid,
           ...(identity !== undefined && { rootStartTime: identity.startTime }),
@@ -151,7 +153,8 @@ export class LocalBackend implements PtyBackend {
           signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
         })
         if (report.survivors.length === 0) unwatch()
-        return report
+        // What the close names is the model's: its shell and what that started.
+        return { ...report, stopped: report.stopped.filter((record) => !launchers.has(record.pid)) }
       },
     })
     if (relayed !== undefined) {
@@ -248,4 +251,34 @@ function resolveCwd(cwd: string | undefined, workspaceRoot: string): string {
   }
   if (!isDirectory) throw new PtyError('SPAWN_FAILED', { reason: `cwd ${resolved} is not an existing directory` })
   return resolved
+}
+
+/**
+ * The host pids of the processes conch starts a shell through, which a close does not name: the
+ * prompt wrapper at `rootPid`, then, for a shell on this host, its ancestors below the root
+ * (bubblewrap and its namespace init); for a relayed terminal (its shell in a container), every
+ * process below the root now (the relay).
+ */
+async function launchersOf(table: ProcessTable, rootPid: number, shell: { relayed: boolean; pid: number | undefined }): Promise<Set<number>> {
+  const launchers = new Set([rootPid])
+  if (shell.relayed) {
+    const all = await table.snapshot()
+    for (let added = true; added; ) {
+      added = false
+      for (const entry of all) {
+        if (launchers.has(entry.pid) || !launchers.has(entry.ppid)) continue
+        launchers.add(entry.pid)
+        added = true
+      }
+    }
+    return launchers
+  }
+  const chain: number[] = []
+  for (let pid = shell.pid === undefined ? undefined : (await table.get(shell.pid))?.ppid; pid !== undefined && pid > 1 && chain.length < 64; ) {
+    if (pid === rootPid) return new Set([rootPid, ...chain])
+    chain.push(pid)
+    pid = (await table.get(pid))?.ppid
+  }
+  // The shell is not seen below the root: only the root is known to be conch's.
+  return launchers
 }

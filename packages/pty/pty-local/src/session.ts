@@ -208,10 +208,11 @@ export class LocalSession implements BackendSession {
     this.disposers.push(
       this.terminal.onExit(({ exitCode, signal }) => {
         // The wrapper's real wait status. It exits with the shell's status once its exit marker
-        // was acknowledged; a status above 128 while closing is the signal the teardown sent
-        // (sh(1) reports a death by signal n as 128 + n).
+        // was acknowledged. While closing, a death by a signal (or a status above 128, how sh(1)
+        // reports one) is the teardown's: reported as the hangup it sends the shell, whichever
+        // process of the launch chain (bubblewrap, a relay) took which signal first.
+        if (this.closing !== undefined && (signal || exitCode > 128)) return this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
         if (signal) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(signal) })
-        if (this.closing !== undefined && exitCode > 128) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(exitCode - 128) })
         this.markExited({ state: 'exited', exitCode, signal: null })
       }),
     )

@@ -340,6 +340,7 @@ export interface ClosedProcess {
 export interface CloseResult {
   /** Final status of the shell. */
   status: SessionStatus
+  /** The session's own processes it stopped: the shell and what it started, not the launchers it runs through. */
   stopped: ClosedProcess[]
   /** Non-empty only when the close failed (`close` then rejects with `CLOSE_FAILED`, and may be retried). */
   survivors: ClosedProcess[]

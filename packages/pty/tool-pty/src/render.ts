@@ -354,7 +354,7 @@ const HINTS: Partial<Record<PtyError['code'], string>> = {
 }
 
 /** The hint of a terminal that cannot be confined on this machine at all: no call of the model's changes that. */
-const NO_SANDBOX_HINT = 'not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install'
+const NO_SANDBOX_HINT = 'not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install or fix'
 
 /** An error result: `CODE: message — hint`, within the bound. */
 export function renderError(error: PtyError, maxBytes: number): string {

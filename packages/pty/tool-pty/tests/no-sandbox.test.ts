@@ -19,6 +19,6 @@ afterAll(async () => {
 it('terminal_open without a working sandbox says the error is not retryable and what to install', async () => {
   const seen = await harness.call('terminal_open', { type: 'shell' })
   expect(seen.isError).toBe(true)
-  expect(seen.text).toMatch(/^SPAWN_FAILED: .*\/nonexistent\/bwrap was not found.*apt-get install bubblewrap.* — not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install$/)
+  expect(seen.text).toMatch(/^SPAWN_FAILED: .*\/nonexistent\/bwrap was not found.*apt-get install bubblewrap.* — not retryable: nothing can confine a terminal on this machine; tell the user what the message says to install or fix$/)
   expect(seen.text).not.toContain('try again')
 })

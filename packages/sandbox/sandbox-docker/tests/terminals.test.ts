@@ -359,7 +359,10 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const container = await containerOf(agent)
     const args = async (): Promise<string[]> => ((await docker.getContainer(container).top({ ps_args: '-o pid,args' })).Processes ?? []).map((row: string[]) => row[1]!)
     expect((await args()).filter((line) => /^sleep 300[1-4]$/.test(line))).toHaveLength(4)
-    await box.pty.close(agent, closing)
+    const closed = await box.pty.close(agent, closing)
+    // It names what the model started in the container, not the host relay it runs through.
+    expect(closed.stopped.map((process) => process.name).sort()).toEqual(['bash', 'sleep', 'sleep', 'sleep'])
+    expect(closed.status).toMatchObject({ state: 'exited', signal: 'SIGHUP' })
     const left = await args()
     expect(left.filter((line) => /^sleep 300[2-4]$/.test(line))).toEqual([])
     expect(left).toContain('sleep 3001')

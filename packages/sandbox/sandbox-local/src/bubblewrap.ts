@@ -8,7 +8,7 @@
 import { accessSync, constants, realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
@@ -423,6 +423,8 @@ export function bubblewrapProvider(
       try {
         prepared = files()
       } catch (error) {
+        // An unsafe runtimeDir is a setting to fix, not a missing sandbox.
+        if (error instanceof SandboxError) return Promise.reject(error)
         return Promise.resolve(`cannot prepare the sandbox files: ${(error as Error).message}`)
       }
       const argv = bubblewrapArgv(['true'], { mode: 'read-only', workspaceRoot: '/' }, config, prepared, host)

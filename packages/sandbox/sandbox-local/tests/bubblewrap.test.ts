@@ -4,7 +4,7 @@
  * and the fail-closed test below still runs.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type Message } from 'cordis'
@@ -85,6 +85,27 @@ describe.runIf(process.platform === 'linux')('a missing runner', () => {
     expect((error as SandboxError).message).toContain('bubblewrap: /nonexistent/bwrap was not found')
     expect((error as SandboxError).message).toContain('apt-get install bubblewrap')
     expect((error as SandboxError).message).toContain('danger-full-access')
+  })
+})
+
+describe.runIf(hasBwrap)('a runtime folder owned by another user', () => {
+  it('is refused with SANDBOX_UNAVAILABLE naming the folder and its fix, not an install hint', async () => {
+    const base = realpathSync(mkdtempSync(join(tmpdir(), 'conch-runtime-')))
+    try {
+      const folder = join(base, `conch-sandbox-${process.getuid!()}`)
+      mkdirSync(folder, { mode: 0o700 })
+      chownSync(folder, 65534, 65534) // nobody's: as root, the attack is planting it first
+      await boot({ runtimeDir: base })
+      const error = await ctx.sandbox.confine(['bash'], { mode: 'workspace-write', workspaceRoot: workspace }).catch((reason: unknown) => reason)
+      expect(error).toBeInstanceOf(SandboxError)
+      expect((error as SandboxError).code).toBe('SANDBOX_UNAVAILABLE')
+      expect((error as SandboxError).message).toContain(`bubblewrap: ${folder} is not a private directory of uid ${process.getuid!()}`)
+      expect((error as SandboxError).message).toContain('set runtimeDir to another folder')
+      expect((error as SandboxError).message).not.toContain('apt-get install')
+      expect((error as SandboxError).message).not.toContain('Install a sandbox')
+    } finally {
+      rmSync(base, { recursive: true, force: true })
+    }
   })
 })
 

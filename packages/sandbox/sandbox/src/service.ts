@@ -231,13 +231,27 @@ const INSTALL_HINT =
   '@conch/sandbox-local, or run unconfined on purpose by setting `mode: danger-full-access` in the ' +
   'sandbox-policy entry of cordis.yml.'
 
-/** `SANDBOX_UNAVAILABLE`: each provider's failure (or that none is registered here) and the fix. */
-function unavailable(candidates: number, failures: readonly string[]): SandboxError {
+/**
+ * A provider's probe failure: `install` when the mechanism is missing or cannot run here (a
+ * string verdict, or an unexpected throw), not when it threw a `SandboxError`, whose message
+ * names a setting to fix (an unsafe `runtimeDir`).
+ */
+interface ProbeFailure {
+  reason: string
+  install: boolean
+}
+
+/**
+ * `SANDBOX_UNAVAILABLE`: each provider's failure (or that none is registered here) and the fix,
+ * with the install hint only when some failure is a missing or unusable mechanism.
+ */
+function unavailable(candidates: number, failures: readonly ProbeFailure[]): SandboxError {
   const reasons =
     candidates === 0
       ? `no sandbox provider is registered for ${process.platform}`
-      : `no sandbox provider works on this machine (${failures.join('; ')})`
-  return new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot start a confined process: ${reasons}. ${INSTALL_HINT}` })
+      : `no sandbox provider works on this machine (${failures.map((failure) => failure.reason).join('; ')})`
+  const hint = candidates === 0 || failures.some((failure) => failure.install) ? ` ${INSTALL_HINT}` : ''
+  return new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot start a confined process: ${reasons}.${hint}` })
 }
 
 class SandboxService extends Service implements SandboxServiceApi {
@@ -251,7 +265,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
   private readonly hidings: HiddenPath[][] = []
   /** One probe per registered provider object; failures are cached too. */
-  private readonly verdicts = new Map<SandboxProvider, Promise<true | string>>()
+  private readonly verdicts = new Map<SandboxProvider, Promise<true | ProbeFailure>>()
   private readonly refusals = new Set<(refusal: NetworkRefusal) => void>()
 
   constructor(ctx: Context, public config: SandboxService.Config) {
@@ -309,11 +323,11 @@ class SandboxService extends Service implements SandboxServiceApi {
     if (hidden.length > 0) valid.hiddenPaths = hidden
 
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
-    const failures: string[] = []
+    const failures: ProbeFailure[] = []
     for (const provider of candidates) {
       const verdict = await this.verdict(provider)
       if (verdict !== true) {
-        failures.push(`${provider.name}: ${verdict}`)
+        failures.push({ ...verdict, reason: `${provider.name}: ${verdict.reason}` })
         continue
       }
       // A protected file with another name, or reached through a link, in a path this sandbox
@@ -330,7 +344,7 @@ class SandboxService extends Service implements SandboxServiceApi {
       const result = await provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
         // A provider that hands the argv back unchanged would run it unconfined: fail closed.
-        failures.push(`${provider.name}: returned an argv that adds no confinement`)
+        failures.push({ reason: `${provider.name}: returned an argv that adds no confinement`, install: true })
         continue
       }
       return result
@@ -346,11 +360,11 @@ class SandboxService extends Service implements SandboxServiceApi {
    */
   async probe(): Promise<boolean> {
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
-    const failures: string[] = []
+    const failures: ProbeFailure[] = []
     for (const provider of candidates) {
       const verdict = await this.verdict(provider)
       if (verdict === true) return true
-      failures.push(`${provider.name}: ${verdict}`)
+      failures.push({ ...verdict, reason: `${provider.name}: ${verdict.reason}` })
     }
     if (candidates.length === 0) return false
     throw unavailable(candidates.length, failures)
@@ -444,12 +458,15 @@ class SandboxService extends Service implements SandboxServiceApi {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
   }
 
-  async sweep(): Promise<Array<SweptItem & { provider: string }>> {
+  async sweep(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }> {
+    const swept: string[] = []
     const removed: Array<SweptItem & { provider: string }> = []
     for (const provider of this.providers.filter((provider) => provider.platforms.includes(process.platform))) {
-      for (const item of (await provider.sweep?.()) ?? []) removed.push({ provider: provider.name, ...item })
+      if (provider.sweep === undefined) continue
+      swept.push(provider.name)
+      for (const item of await provider.sweep()) removed.push({ provider: provider.name, ...item })
     }
-    return removed
+    return { swept, removed }
   }
 
   rootWritable(): boolean | undefined {
@@ -460,12 +477,16 @@ class SandboxService extends Service implements SandboxServiceApi {
     return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
   }
 
-  private verdict(provider: SandboxProvider): Promise<true | string> {
+  private verdict(provider: SandboxProvider): Promise<true | ProbeFailure> {
     let verdict = this.verdicts.get(provider)
     if (verdict === undefined) {
       verdict = Promise.resolve()
         .then(() => provider.probe())
-        .catch((error: unknown) => `probe failed: ${messageOf(error)}`)
+        .then(
+          (result): true | ProbeFailure => (result === true ? true : { reason: result, install: true }),
+          (error: unknown): ProbeFailure =>
+            error instanceof SandboxError ? { reason: error.message, install: false } : { reason: `probe failed: ${messageOf(error)}`, install: true },
+        )
       this.verdicts.set(provider, verdict)
     }
     return verdict

@@ -164,7 +164,8 @@ export interface SandboxProvider {
   readonly ownPaths?: readonly string[]
   /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
-   * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint).
+   * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint);
+   * rejects with a `SandboxError` for a setting to fix (its message is shown without the hint).
    */
   probe(): Promise<true | string>
   /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
@@ -313,8 +314,11 @@ export interface SandboxServiceApi {
   onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
   /** Called by a provider for each refused host: tells every `onRefused` listener. */
   refused?(refusal: NetworkRefusal): void
-  /** Runs the `sweep` of each registered provider for this platform, one after the other; resolves to what each removed. */
-  sweep?(): Promise<Array<SweptItem & { provider: string }>>
+  /**
+   * Runs the `sweep` of each registered provider for this platform, one after the other; resolves
+   * to the names of the providers that swept (those with a `sweep`) and what each removed.
+   */
+  sweep?(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }>
 }
 
 /** A host an agent's egress proxy refused. */

@@ -2,15 +2,26 @@
  * Bounded unread output of one task. Producers append text; a read takes everything appended
  * since the previous read. When the unread text grows past the byte bound, the oldest bytes
  * are dropped — always on a code-point boundary, so a cut never produces U+FFFD — and the next
- * read reports `truncated`.
+ * read reports how much was dropped.
  */
 import { utf8Suffix } from '@conch/session'
+
+/**
+ * Output dropped unread: UTF-8 bytes, and lines (each line break dropped, plus the line the
+ * cut ends in when it ends mid-line).
+ */
+export interface DroppedOutput {
+  bytes: number
+  lines: number
+}
 
 /** Unread output with a bound in UTF-8 bytes; the oldest bytes go first. */
 export class OutputBuffer {
   private chunks: string[] = []
   private bytes = 0
-  private dropped = false
+  private dropped: DroppedOutput | undefined
+  /** Whether the last dropped byte ended a line (so the kept text starts one). */
+  private droppedAtLineStart = true
 
   /** @param limitBytes bound on unread output, in UTF-8 bytes (a positive integer). */
   constructor(readonly limitBytes: number) {}
@@ -27,30 +38,37 @@ export class OutputBuffer {
     if (this.bytes > this.limitBytes) this.dropOldest()
   }
 
-  /** Returns and forgets the unread text, and whether any was dropped since the previous take. */
-  take(): { text: string; truncated: boolean } {
-    const result = { text: this.chunks.join(''), truncated: this.dropped }
+  /** Returns and forgets the unread text, and what was dropped since the previous take (undefined: nothing). */
+  take(): { text: string; dropped: DroppedOutput | undefined } {
+    const dropped = this.dropped && { bytes: this.dropped.bytes, lines: this.dropped.lines + (this.droppedAtLineStart ? 0 : 1) }
+    const result = { text: this.chunks.join(''), dropped }
     this.chunks = []
     this.bytes = 0
-    this.dropped = false
+    this.dropped = undefined
+    this.droppedAtLineStart = true
     return result
   }
 
   private dropOldest(): void {
-    this.dropped = true
     while (this.bytes > this.limitBytes) {
       const first = this.chunks[0]
       if (first === undefined) break
       const size = Buffer.byteLength(first, 'utf8')
       const excess = this.bytes - this.limitBytes
-      if (size <= excess) {
-        this.chunks.shift()
-        this.bytes -= size
-        continue
-      }
-      const kept = utf8Suffix(first, size - excess)
-      this.chunks[0] = kept
+      const kept = size <= excess ? '' : utf8Suffix(first, size - excess)
+      this.drop(first.slice(0, first.length - kept.length))
+      if (kept === '') this.chunks.shift()
+      else this.chunks[0] = kept
       this.bytes -= size - Buffer.byteLength(kept, 'utf8')
     }
+  }
+
+  /** Counts `text`, cut from the front of the unread output, as dropped. */
+  private drop(text: string): void {
+    if (text === '') return
+    this.dropped ??= { bytes: 0, lines: 0 }
+    this.dropped.bytes += Buffer.byteLength(text, 'utf8')
+    for (let index = text.indexOf('\n'); index !== -1; index = text.indexOf('\n', index + 1)) this.dropped.lines++
+    this.droppedAtLineStart = text.endsWith('\n')
   }
 }

@@ -61,8 +61,10 @@ interface TaskRecord {
   killing?: Promise<void>
   /** Unregisters the owner-dispose cleanup. */
   unregister: () => void
-  /** The newest output, read or not, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
+  /** The newest output not yet read, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
   recent: string
+  /** Reads of the task so far: a notification's tail read since it was queued is left out. */
+  reads: number
   /** The pattern not yet matched, the incomplete last line it is tried on, and the complete lines still to skip. */
   watch?: { pattern: LinePattern; partial: string; skip: number } | undefined
   /** Whether the owner has read the task's final status (its end notification is then withdrawn). */
@@ -115,6 +117,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       settled: Promise.resolve(),
       unregister: () => {},
       recent: '',
+      reads: 0,
       seenEnd: false,
       ...(spec.notifyOn && { watch: { pattern: spec.notifyOn, partial: '', skip: spec.notifyOnSkipLines ?? 0 } }),
       release: spec.notify || spec.notifyOn ? spec.owner.holdWake() : () => {},
@@ -235,17 +238,22 @@ export default class TasksService extends Service implements TasksServiceApi {
     record.release()
   }
 
-  /** Queues a notification about the task on its owner, with the last lines of its output. */
+  /**
+   * Queues a notification about the task on its owner, with the last lines of its output the
+   * owner has not read (a read before delivery leaves them out too: task_output showed them).
+   */
   private notify(record: TaskRecord, event: string, evidence: string | undefined, wake: boolean, withdrawn?: () => boolean): void {
     const { notifyTailLines, notifyTailBytes } = this.config
-    const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).join('\n')
+    // Lines as the evidence of a match is: without the carriage return a terminal ends them with.
+    const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).map((line) => line.replace(/\r$/, '')).join('\n')
     const tail = utf8Suffix(lines, notifyTailBytes)
+    const reads = record.reads
     record.owner.notify({
       source: record.id,
       event,
       label: record.spec.label,
       ...(evidence !== undefined && { evidence }),
-      ...(tail !== '' && { tail }),
+      ...(tail !== '' && { tail, tailRead: () => record.reads !== reads }),
       wake,
       ...(withdrawn && { withdrawn }),
     })
@@ -306,7 +314,10 @@ export default class TasksService extends Service implements TasksServiceApi {
   /** Reads the task: drains a running pull producer, then takes the unread output. */
   private snapshot(record: TaskRecord): TaskSnapshot {
     if (record.status === 'running') this.drain(record)
-    const { text, truncated } = record.output.take()
+    const { text, dropped } = record.output.take()
+    // What the model reads now is not repeated in a notification's tail.
+    record.recent = ''
+    record.reads++
     if (record.status !== 'running') record.seenEnd = true
     return {
       id: record.id,
@@ -314,7 +325,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       label: record.spec.label,
       status: record.status,
       output: text,
-      truncated,
+      omitted: dropped,
       fields: { ...record.fields },
       meta: { ...record.meta },
       ...(record.error === undefined ? {} : { error: record.error }),

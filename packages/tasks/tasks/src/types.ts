@@ -13,7 +13,7 @@ export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
 export interface TaskController {
   /** Aborted when the task is killed or its owner is disposed. */
   readonly signal: AbortSignal
-  /** Appends output (pushed producers). Output beyond `outputLimitBytes` unread bytes drops the oldest and marks the next read truncated. */
+  /** Appends output (pushed producers). Output beyond `outputLimitBytes` unread bytes drops the oldest, and the next read says how much (`omitted`). */
   write(text: string): void
   /** Pull producers: output is ready to drain. The service drains at once while it watches the task's output for `notifyOn`. */
   changed(): void
@@ -87,8 +87,11 @@ export interface TaskInfo {
 /** A task's state at one read. `output` is what was produced since the previous read of this task. */
 export interface TaskSnapshot extends TaskInfo {
   output: string
-  /** Whether output was dropped since the previous read because of the byte bound. */
-  truncated: boolean
+  /**
+   * Output dropped unread since the previous read because of the byte bound, before `output`:
+   * UTF-8 bytes and lines (a line cut in two counts once); undefined when none was.
+   */
+  omitted: { bytes: number; lines: number } | undefined
   meta: Record<string, unknown>
   /** Failure message for `failed`. */
   error?: string

@@ -29,8 +29,8 @@ describe('OutputBuffer', () => {
       const buffer = new OutputBuffer(7)
       buffer.append(codePoints.slice(0, split).join(''))
       buffer.append(codePoints.slice(split).join(''))
-      const { text, truncated } = buffer.take()
-      expect(truncated).toBe(true)
+      const { text, dropped } = buffer.take()
+      expect(dropped).toEqual({ bytes: bytes(sample) - bytes(text), lines: 1 })
       // 'z😀' is 5 bytes; the combining accent before it (2 bytes) fits too, '中' (3) does not.
       expect(text).toBe('\u0301z😀')
     }
@@ -40,7 +40,24 @@ describe('OutputBuffer', () => {
     const buffer = new OutputBuffer(4)
     buffer.append('ab')
     buffer.append('cd')
-    expect(buffer.take()).toEqual({ text: 'abcd', truncated: false })
-    expect(buffer.take()).toEqual({ text: '', truncated: false })
+    expect(buffer.take()).toEqual({ text: 'abcd', dropped: undefined })
+    expect(buffer.take()).toEqual({ text: '', dropped: undefined })
+  })
+
+  it('counts the bytes and lines it dropped, a line cut in two once, until the next take', () => {
+    const buffer = new OutputBuffer(4)
+    buffer.append('one\ntwo\n')
+    buffer.append('thre')
+    buffer.append('e\nfour')
+    // Dropped 'one\ntwo\nthree\n': three whole lines.
+    expect(buffer.take()).toEqual({ text: 'four', dropped: { bytes: 14, lines: 3 } })
+    buffer.append('ab\ncdefg')
+    // Dropped 'ab\nc': a whole line and the start of the next, which counts once.
+    expect(buffer.take()).toEqual({ text: 'defg', dropped: { bytes: 4, lines: 2 } })
+    buffer.append('ab\ncdef')
+    // Dropped 'ab\n': it ended a line, so the kept text starts one.
+    expect(buffer.take()).toEqual({ text: 'cdef', dropped: { bytes: 3, lines: 1 } })
+    buffer.append('x'.repeat(1000))
+    expect(buffer.take()).toEqual({ text: 'xxxx', dropped: { bytes: 996, lines: 1 } })
   })
 })

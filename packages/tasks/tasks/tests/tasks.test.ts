@@ -75,7 +75,7 @@ describe('starting and reading', () => {
     })
     write('one\n')
     write('two\n')
-    expect(tasks.read(owner, id)).toMatchObject({ status: 'running', output: 'one\ntwo\n', truncated: false })
+    expect(tasks.read(owner, id)).toMatchObject({ status: 'running', output: 'one\ntwo\n', omitted: undefined })
     expect(tasks.read(owner, id).output).toBe('')
     write('three\n')
     expect(tasks.read(owner, id).output).toBe('three\n')
@@ -153,12 +153,12 @@ describe('the unread output bound', () => {
       },
     })
     write('0123456789')
-    expect(tasks.read(owner, id)).toMatchObject({ output: '0123456789', truncated: false })
+    expect(tasks.read(owner, id)).toMatchObject({ output: '0123456789', omitted: undefined })
     write('abcdef')
     write('ghijkl')
-    expect(tasks.read(owner, id)).toMatchObject({ output: 'cdefghijkl', truncated: true })
+    expect(tasks.read(owner, id)).toMatchObject({ output: 'cdefghijkl', omitted: { bytes: 2, lines: 1 } })
     write('m')
-    expect(tasks.read(owner, id)).toMatchObject({ output: 'm', truncated: false })
+    expect(tasks.read(owner, id)).toMatchObject({ output: 'm', omitted: undefined })
   })
 
   it('never cuts inside a multi-byte character', () => {
@@ -176,8 +176,8 @@ describe('the unread output bound', () => {
     })
     // 'é' is 2 bytes, '😀' 4 bytes (a surrogate pair in UTF-16), '中' 3 bytes.
     write('é😀中😀')
-    const { output, truncated } = tasks.read(owner, id)
-    expect(truncated).toBe(true)
+    const { output, omitted } = tasks.read(owner, id)
+    expect(omitted).toEqual({ bytes: 6, lines: 1 })
     expect(output).toBe('中😀')
     expect(output).not.toContain('\uFFFD')
   })
@@ -192,7 +192,7 @@ describe('the unread output bound', () => {
       owner,
       run: async (c) => c.write('abcdefgh'),
     })
-    expect(await small.tasks.wait(owner, id, { timeoutMs: 60_000 })).toMatchObject({ output: 'efgh', truncated: true })
+    expect(await small.tasks.wait(owner, id, { timeoutMs: 60_000 })).toMatchObject({ output: 'efgh', omitted: { bytes: 4, lines: 1 } })
     await smallFiber.dispose()
   })
 
@@ -549,11 +549,14 @@ describe('notifications', () => {
       tail: 'line 4\nline 5\nline 6\nline 7\nline 8',
       wake: false,
       withdrawn: expect.any(Function),
+      tailRead: expect.any(Function),
     })
+    expect(notification!.tailRead!()).toBe(false)
     expect(notification!.withdrawn!()).toBe(false)
     // Reading the final status withdraws it: the model has seen the end.
     expect(tasks.read(owner, id).status).toBe('completed')
     expect(notification!.withdrawn!()).toBe(true)
+    expect(notification!.tailRead!()).toBe(true)
   })
 
   it('names the status and error when the outcome has no event', async () => {
@@ -610,7 +613,7 @@ describe('notifications', () => {
     pending = 'ing on :3000\r\nListening on :3001\n'
     changed()
     expect(owner.notifications).toEqual([
-      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001', wake: true },
+      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\nListening on :3001', wake: true, tailRead: expect.any(Function) },
     ])
     expect(owner.holds).toBe(0)
     // The model still reads everything.

@@ -10,7 +10,7 @@ import type { TasksServiceApi, TaskSnapshot } from '@conch/tasks'
 import type { ToolResult, ToolsServiceApi } from '@conch/tools'
 import { renderList, renderSnapshot } from './render.ts'
 
-export { NO_OUTPUT, TRUNCATED, renderList, renderSnapshot, statusLine } from './render.ts'
+export { NO_OUTPUT, renderList, renderSnapshot, statusLine } from './render.ts'
 
 export const name = 'tool-tasks'
 export const inject = ['tasks', 'tools']

@@ -10,12 +10,9 @@
  * ```
  */
 import type { TaskInfo, TaskSnapshot } from '@conch/tasks'
-import { budgetOutput, omissionMarker, utf8Bytes } from '@conch/tools'
+import { budgetOutput, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
-/** Starts output the task's buffer dropped before it was read (the amount is not known). */
-export const TRUNCATED = omissionMarker()
-
 export interface RenderSnapshotOptions {
   /** Budget of the whole text in UTF-8 bytes; output over it keeps its head and its tail around a marker (`budgetOutput`). */
   maxBytes: number
@@ -42,11 +39,13 @@ export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOp
   if (options.waitedMs !== undefined) trailer.push(`[still running after ${options.waitedMs} ms]`)
 
   const redacted = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
-  const output = snapshot.truncated ? `${TRUNCATED}\n${redacted}` : redacted
   // Room for the output: the budget minus the trailer and its line break. A failing command keeps more tail.
   const room = Math.max(0, options.maxBytes - utf8Bytes(trailer.join('\n')) - 1)
   const failing = snapshot.fields['exit'] !== undefined && snapshot.fields['exit'] !== '0'
-  const kept = output === '' ? NO_OUTPUT : budgetOutput(output, room, { tailShare: failing ? 0.8 : 0.6 }).text
+  // What the task's buffer dropped unread comes before the output: one marker counts it with what the budget cuts.
+  const omitted = snapshot.omitted && { headLines: 0, ...snapshot.omitted }
+  const kept =
+    redacted === '' && omitted === undefined ? NO_OUTPUT : budgetOutput(redacted, room, { tailShare: failing ? 0.8 : 0.6, ...(omitted && { omitted }) }).text
   return `${kept.endsWith('\n') ? kept : `${kept}\n`}${trailer.join('\n')}`
 }
 

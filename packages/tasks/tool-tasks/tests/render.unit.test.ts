@@ -9,7 +9,7 @@ function snapshot(overrides: Partial<TaskSnapshot> = {}): TaskSnapshot {
     label: 'pty-1: make',
     status: 'running',
     output: '',
-    truncated: false,
+    omitted: undefined,
     fields: {},
     meta: {},
     startedAt: '2025-01-01T00:00:00.000Z',
@@ -45,8 +45,19 @@ describe('renderSnapshot', () => {
     ).toBe('done\n[status: completed, wait: stdin_read]')
   })
 
-  it('starts the output with the omission marker when the task dropped output before the read', () => {
-    expect(renderSnapshot(snapshot({ output: 'tail\n', truncated: true }), { maxBytes: 4096 })).toBe('[… output omitted]\ntail\n[status: running]')
+  it('starts the output with a marker counting what the task dropped before the read', () => {
+    expect(renderSnapshot(snapshot({ output: 'tail\n', omitted: { bytes: 299_999_000, lines: 1 } }), { maxBytes: 4096 })).toBe(
+      '[… 299,999,000 bytes (1 line) omitted]\ntail\n[status: running]',
+    )
+  })
+
+  it('counts what the task dropped and what the budget cuts in one marker', () => {
+    const line = 'x'.repeat(100_000)
+    const text = renderSnapshot(snapshot({ output: line, omitted: { bytes: 300_000_000 - 100_000, lines: 1 } }), { maxBytes: 2048 })
+    expect(text.match(/omitted/g)).toHaveLength(1)
+    const [, bytes] = /^\[… ([\d,]+) bytes \(\d+ lines?\) omitted\]\n/.exec(text)!
+    const shown = text.split('\n')[1]!
+    expect(Number(bytes!.replaceAll(',', '')) + shown.length).toBe(300_000_000)
   })
 
   it('shows the failure message of a failed task on one line', () => {

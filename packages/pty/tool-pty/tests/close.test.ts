@@ -1,0 +1,30 @@
+/**
+ * What terminal_close says it stopped, with the real composition (pty-local, bubblewrap where a
+ * mode confines) and a real bash: the model's shell and programs, never the processes conch
+ * starts the shell through, and one wording for the session's end.
+ */
+import { spawnSync } from 'node:child_process'
+import { describe, expect, it } from 'vitest'
+import { until } from '@conch/test-support/wait'
+import { bootCase, descendants, MODES } from './cases/harness.ts'
+
+const hasBwrap = process.platform === 'linux' && spawnSync('bwrap', ['--ro-bind', '/', '/', 'true']).status === 0
+
+describe.each(MODES.filter((mode) => mode === 'danger-full-access' || hasBwrap))('terminal_close under %s', (mode) => {
+  it('names the shell and its programs, not the wrapper or bubblewrap, and ends with the hangup', async () => {
+    const harness = await bootCase({ mode })
+    try {
+      const sessionId = await harness.open()
+      await harness.send(sessionId, 'sleep 300 &')
+      // The job's fork has become sleep (until then it is a bash).
+      const root = await harness.sessionPid(sessionId)
+      await until(async () => descendants(root).some((process) => process.cmdline === 'sleep 300'), 10_000, 'sleep 300 below the terminal')
+      const closed = await harness.call('terminal_close', { sessionId })
+      // In the order the teardown saw them stop.
+      expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped (sleep|bash)\[\d+\], (sleep|bash)\[\d+\]\]\n\[session: exited signal=SIGHUP\]$/)
+      expect((closed.meta.stopped as { name: string }[]).map((process) => process.name).sort()).toEqual(['bash', 'sleep'])
+    } finally {
+      await harness.dispose()
+    }
+  })
+})

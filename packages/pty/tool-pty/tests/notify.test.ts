@@ -1,0 +1,65 @@
+/**
+ * What a background send's notifications repeat of what task_output already showed, with the
+ * real composition (pty-local, tasks, the task tools) and a real bash.
+ */
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Notification } from '@conch/agent'
+import { until } from '@conch/test-support/wait'
+import { bootCase, type CaseHarness } from './cases/harness.ts'
+
+describe('notifications after task_output', () => {
+  let harness: CaseHarness
+  /** What the agent loop delivers after the next tool call. */
+  const delivered = () => (harness.agent as unknown as { deliver(): Notification[] }).deliver()
+  const queued = () => (harness.agent as unknown as { inbox: Notification[] }).inbox.length
+
+  beforeAll(async () => {
+    harness = await bootCase({ mode: 'danger-full-access' })
+  })
+
+  afterAll(async () => {
+    await harness?.dispose()
+  })
+
+  it('a notifyOn match read through task_output before delivery repeats neither the matched line nor the tail', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', {
+      sessionId,
+      text: 'for i in 1 2 3; do echo line-$i; done; echo server READY on $((8000+80)); sleep 600',
+      run_in_background: true,
+      notifyOn: 'READY on 8080',
+    })
+    const taskId = String(started.meta.taskId)
+    await until(async () => queued() > 0, 15_000, 'the notifyOn notification')
+    const read = await harness.call('task_output', { taskId })
+    expect(read.text).toMatch(/^server READY on 8080$/m)
+    const [notification, ...more] = delivered()
+    expect(more).toEqual([])
+    expect(notification).toMatchObject({ source: taskId, event: 'matched "READY on 8080"' })
+    expect(notification!.tail).toBeUndefined()
+    expect(notification!.evidence).toBeUndefined()
+    await harness.call('task_kill', { taskId })
+  })
+
+  it("a task's end notification carries only the lines task_output has not shown", async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', {
+      sessionId,
+      text: 'echo first-$((1)); until [ -e go ]; do sleep 0.05; done; echo second-$((2))',
+      run_in_background: true,
+      notify: true,
+    })
+    const taskId = String(started.meta.taskId)
+    let shown = ''
+    await until(async () => /^first-1$/m.test((shown += (await harness.call('task_output', { taskId })).text)), 15_000, 'first-1 in task_output', () => shown)
+    // Only now does the task go on: second-2 and the end come after the last read.
+    writeFileSync(join(harness.workspace, 'go'), '')
+    await until(async () => queued() > 0, 15_000, 'the end notification')
+    const [notification] = delivered()
+    expect(notification).toMatchObject({ source: taskId, event: 'exited 0' })
+    expect(notification!.tail ?? '').not.toMatch(/first-1/)
+    expect(notification!.tail).toMatch(/^second-2$/m)
+  })
+})
