@@ -244,8 +244,10 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     const none = owner('session-none')
     const full = { ...owner('session-full'), network: { mode: 'full' as const } }
     const curl = `curl -s http://127.0.0.1:${sitePort}/; echo "curl=$?"`
-    expect((await box.run(curl, { agent: none })).stdout).toMatch(/^curl=7$/m)
-    expect((await box.run(curl, { agent: full })).stdout).toContain('SITE-REACHED')
+    const isolated = await box.run(curl, { agent: none })
+    expect(isolated.stdout, JSON.stringify(isolated)).toMatch(/^curl=7$/m)
+    const open = await box.run(curl, { agent: full })
+    expect(open.stdout, JSON.stringify(open)).toContain('SITE-REACHED')
     await Promise.all([none.end(), full.end()])
   })
 
