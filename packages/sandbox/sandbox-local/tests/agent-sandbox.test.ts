@@ -13,7 +13,7 @@ import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { agentsFolderPath, inNamespace, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
-import { agentOf as owner, harness, hasBwrap, readOnly, type Harness } from './harness.ts'
+import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
 
 const asRoot = hasBwrap && process.getuid?.() === 0
 
@@ -29,6 +29,17 @@ afterEach(async () => {
   await box?.dispose()
 })
 
+/** An owner whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
+function owner(key: string): SandboxAgent & { end(): Promise<void> } {
+  const cleanups: Array<() => void | Promise<void>> = []
+  return {
+    key,
+    owner: { onDispose: (cleanup) => (cleanups.push(cleanup), () => cleanups.splice(cleanups.indexOf(cleanup), 1)) },
+    async end() {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+    },
+  }
+}
 
 /** Starts `bash -c script` confined for `agent` and resolves once its stdout holds `token`. */
 async function start(script: string, agent: SandboxAgent, token: string, mode: 'read-only' | 'workspace-write' = 'workspace-write'): Promise<ChildHandle> {

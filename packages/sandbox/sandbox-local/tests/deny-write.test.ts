@@ -6,10 +6,11 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { SandboxAgent } from '@conch/sandbox'
 import { nodeBeneathFs } from '@conch/subprocess'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Config, DEFAULT_DENY_WRITE, folderLedger, placeholders } from '../src/index.ts'
-import { agentOf, harness, hasBwrap, quote, type Harness } from './harness.ts'
+import { harness, hasBwrap, quote, type Harness } from './harness.ts'
 
 let workspace: string
 let box: Harness | undefined
@@ -184,6 +185,18 @@ describe.runIf(hasBwrap)("the host's git after a confined process wrote the repo
     expect(existsSync(marker)).toBe(false)
   })
 })
+
+/** An agent whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
+function agentOf(key: string): SandboxAgent & { end(): Promise<void> } {
+  const cleanups: Array<() => void | Promise<void>> = []
+  return {
+    key,
+    owner: { onDispose: (cleanup) => (cleanups.push(cleanup), () => cleanups.splice(cleanups.indexOf(cleanup), 1)) },
+    async end() {
+      for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+    },
+  }
+}
 
 describe.runIf(hasBwrap && process.getuid?.() === 0)('a workspace with no .git (bubblewrap, as root)', () => {
   const agent = agentOf('session-held')

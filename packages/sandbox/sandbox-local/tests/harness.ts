@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { Context, type Message } from 'cordis'
-import SandboxService, { type SandboxAgent, type SandboxPolicy } from '@conch/sandbox'
+import SandboxService, { type SandboxPolicy } from '@conch/sandbox'
 import SubprocessService, { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import * as local from '../src/index.ts'
 
@@ -66,15 +66,3 @@ export const readOnly = (path: string): RegExp =>
 export const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 export const unique = (label: string): string => `${label}-${process.pid}-${Math.random().toString(36).slice(2)}`
 export const quote = (arg: string): string => `'${arg.replaceAll("'", `'\\''`)}'`
-
-/** An agent whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
-export function agentOf(key: string): SandboxAgent & { end(): Promise<void> } {
-  const cleanups: Array<() => void | Promise<void>> = []
-  return {
-    key,
-    owner: { onDispose: (cleanup) => (cleanups.push(cleanup), () => cleanups.splice(cleanups.indexOf(cleanup), 1)) },
-    async end() {
-      for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-    },
-  }
-}
