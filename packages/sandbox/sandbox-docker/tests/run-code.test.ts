@@ -65,8 +65,10 @@ describe.skipIf(dockerSkip)('run_code in an agent container (Docker, as root)', 
           .getContainer(container)
           .top({ ps_args: '-o pid,args' })
           .catch(() => ({ Processes: [] as string[][] }))
-        const found = (Processes ?? []).filter((row: string[]) => row[1]!.includes('bootstrap.cjs')).map((row: string[]) => Number(row[0]))
-        return found.length > 0 ? found : undefined
+        const rows = (Processes ?? []).filter((row: string[]) => row[1]!.includes('bootstrap.cjs'))
+        // Until the exec's `sh -c '… exec "$@"'` has become the shim, it names bootstrap.cjs too.
+        if (rows.some((row: string[]) => row[1]!.startsWith('/bin/sh'))) return undefined
+        return rows.length > 0 ? rows.map((row: string[]) => Number(row[0])) : undefined
       },
       10_000,
       "the program's node in the container",
