@@ -5,10 +5,11 @@
  * credentials, read-only protected paths, its own PID, IPC and UTS namespaces (and network,
  * unless allowed), no capabilities, and a seccomp filter.
  */
-import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { checkDenyWritePaths, denyWritePaths, gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { findExecutable, isExecutableFile } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
@@ -342,16 +343,8 @@ export function bubblewrapArgv(
  * folders of `searchPath` (execvp(3)'s search without the working directory); undefined when none.
  */
 export function executableOnPath(command: string, searchPath: readonly string[]): string | undefined {
-  const executable = (path: string) => {
-    try {
-      accessSync(path, constants.X_OK)
-      return statSync(path).isFile()
-    } catch {
-      return false
-    }
-  }
-  if (command.includes('/')) return executable(command) ? command : undefined
-  return searchPath.filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command)).find(executable)
+  if (command.includes('/')) return isExecutableFile(command) ? command : undefined
+  return findExecutable(command, searchPath.filter((dir) => isAbsolute(dir)))
 }
 
 /** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */

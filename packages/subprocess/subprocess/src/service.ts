@@ -5,13 +5,14 @@
  * (tagged daemons included) and awaits it.
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, existsSync, statSync } from 'node:fs'
-import { delimiter, join, resolve } from 'node:path'
+import { existsSync } from 'node:fs'
+import { delimiter, resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { messageOf } from '@conch/errors'
 import { withDescriptorsClosed } from './descriptors.ts'
+import { findExecutable, isExecutableFile } from './executable.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
 import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
@@ -266,26 +267,16 @@ class SubprocessService extends Service implements SubprocessServiceApi {
  * undefined when it can: a missing working directory, a name with a `/` (relative to `cwd`) that
  * is not an executable file, a bare name in no folder of PATH.
  */
-/** Why `program` cannot start, as execvp(3) would find it, or undefined. */
 function spawnProblem(cwd: string | undefined, path: string | undefined, program: string): string | undefined {
   if (cwd !== undefined && !existsSync(cwd)) return `the working directory ${cwd} does not exist`
   if (program.includes('/')) {
     const file = resolve(cwd ?? '.', program)
     if (!existsSync(file)) return 'no such file'
-    return executable(file) ? undefined : 'it is not executable'
+    return isExecutableFile(file) ? undefined : 'it is not executable'
   }
   // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
-  const found = (path ?? '/bin:/usr/bin').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
-  return found ? undefined : `not found (or not executable) on PATH=${path ?? ''}`
-}
-
-function executable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK)
-    return statSync(file).isFile()
-  } catch {
-    return false
-  }
+  const dirs = (path ?? '/bin:/usr/bin').split(delimiter).filter((dir) => dir !== '').map((dir) => resolve(cwd ?? '.', dir))
+  return findExecutable(program, dirs) === undefined ? `not found (or not executable) on PATH=${path ?? ''}` : undefined
 }
 
 namespace SubprocessService {
