@@ -1,12 +1,7 @@
 /**
  * `docker`: terminals in an agent's container (`@conch/sandbox-docker`) against terminals in an
- * agent's bubblewrap sandbox on the host (`@conch/sandbox-local`), in the same run, each through
- * its own composition of ctx.pty under workspace-write. Per side: the first terminal of a fresh
- * agent (its sandbox — for Docker its container — made on the way) and a later one, sends of
- * bash `true` and of `print(1)` at a python3 prompt, and run_code programs `return 1`: the first
- * of each agent (cold: no spare yet, so a process starts; this is where the sides differ) and,
- * in the first agent, later ones that each find their spare booted (after a pause a model's
- * reply would take). The container side needs a daemon and the
+ * agent's bubblewrap sandbox on the host, same run, each through its own composition under
+ * workspace-write (the figures: docs/performance.md). The container side needs a daemon and the
  * test image (scripts/start-dockerd.sh, scripts/build-test-image.sh); without them it says why
  * and reports nothing.
  */
