@@ -37,10 +37,10 @@ export interface ProcReader extends ProcFs {
  */
 export const nodeProcReader: ProcReader = {
   ...nodeProcFs,
-  stat: (path) => settle(() => {
+  async stat(path) {
     const { dev, rdev } = statSync(path)
     return { dev, rdev }
-  }),
+  },
   async readMemory(pid, address, length) {
     // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a
     // number works; user-space addresses on x86_64 and arm64 are below 2^53.
@@ -55,14 +55,6 @@ export const nodeProcReader: ProcReader = {
       await handle.close()
     }
   },
-}
-
-function settle<T>(read: () => T): Promise<T> {
-  try {
-    return Promise.resolve(read())
-  } catch (error) {
-    return Promise.reject(error)
-  }
 }
 
 /** The PTY slave of one session. */
