@@ -5,7 +5,7 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { LlmServiceApi } from '@conch/llm'
-import { messageOf, type SessionLog, type SessionServiceApi } from '@conch/session'
+import { messageOf, registerListed, type SessionLog, type SessionServiceApi } from '@conch/session'
 import type { ToolsServiceApi } from '@conch/tools'
 import { AgentHandle } from './agent.ts'
 import { runTurn } from './loop.ts'
@@ -118,13 +118,7 @@ class AgentService extends Service implements AgentServiceApi {
   }
 
   section(section: PromptSection): () => void {
-    return this.ctx.effect(() => {
-      this.sections.push(section)
-      return () => {
-        const index = this.sections.indexOf(section)
-        if (index >= 0) this.sections.splice(index, 1)
-      }
-    }, `agents.section(${section.id})`)
+    return registerListed(this.ctx, this.sections, section, `agents.section(${section.id})`)
   }
 
   systemPrompt(agent: Agent): string {

@@ -9,6 +9,7 @@ import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import { BeneathError } from '@conch/subprocess'
 import { openLogDir, openLogFile } from './files.ts'
+import { registerListed } from './registry.ts'
 import { retained, Session, type SessionHooks } from './log.ts'
 import { readSessionLog } from './replay.ts'
 import { canonicalWorkspace, defaultLogBase, workspaceId } from './workspace.ts'
@@ -194,24 +195,15 @@ class SessionService extends Service implements SessionServiceApi {
   }
 
   intercept(interceptor: SessionInterceptor): () => void {
-    return this.ctx.effect(() => {
-      this.interceptors.push(interceptor)
-      return () => remove(this.interceptors, interceptor)
-    }, 'sessions.intercept')
+    return registerListed(this.ctx, this.interceptors, interceptor, 'sessions.intercept')
   }
 
   subscribe(subscriber: SessionSubscriber): () => void {
-    return this.ctx.effect(() => {
-      this.subscribers.push(subscriber)
-      return () => remove(this.subscribers, subscriber)
-    }, 'sessions.subscribe')
+    return registerListed(this.ctx, this.subscribers, subscriber, 'sessions.subscribe')
   }
 
   redact(redactor: SessionRedactor): () => void {
-    return this.ctx.effect(() => {
-      this.redactors.push(redactor)
-      return () => remove(this.redactors, redactor)
-    }, 'sessions.redact')
+    return registerListed(this.ctx, this.redactors, redactor, 'sessions.redact')
   }
 
   /** Stops appends on session `id`, closes its file and forgets it. Unknown ids are ignored. */
@@ -278,11 +270,6 @@ function existsNoFollow(path: string): boolean {
   } catch {
     return false
   }
-}
-
-function remove<T>(list: T[], item: T): void {
-  const index = list.indexOf(item)
-  if (index >= 0) list.splice(index, 1)
 }
 
 namespace SessionService {

@@ -8,7 +8,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, resolve } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
-import { messageOf } from '@conch/session'
+import { messageOf, registerListed } from '@conch/session'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
@@ -416,13 +416,7 @@ class SandboxService extends Service implements SandboxServiceApi {
         const identity = identityOf(path)
         return identity === undefined ? [] : [{ path, ...identity }]
       })
-    return this.ctx.effect(() => {
-      this.hidings.push(entry)
-      return () => {
-        const index = this.hidings.indexOf(entry)
-        if (index >= 0) this.hidings.splice(index, 1)
-      }
-    }, 'sandbox.hide')
+    return registerListed(this.ctx, this.hidings, entry, 'sandbox.hide')
   }
 
   hiddenPaths(): string[] {
