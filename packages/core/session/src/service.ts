@@ -92,12 +92,6 @@ class SessionService extends Service implements SessionServiceApi {
     }, 'sessions.closeAll')
   }
 
-  /**
-   * Creates a session and appends its `session/start` event (`{workspaceRoot?}`, made absolute).
-   * With `dir` set, creates `<dir>/<id>.jsonl` exclusively (O_EXCL), creating the folder on demand.
-   * @throws SessionError `DUPLICATE_SESSION`, `INVALID_SESSION_ID`; an interceptor's error when it
-   *   vetoes `session/start` (nothing is left behind, not even the file).
-   */
   create(options: { id?: string; workspaceRoot?: string } = {}): SessionLog {
     const dir = this.checkedLogDir(options.workspaceRoot)
     const id = options.id ?? this.freshId(dir)
@@ -133,12 +127,6 @@ class SessionService extends Service implements SessionServiceApi {
     return session
   }
 
-  /**
-   * Returns the live session `id`, or replays `<log folder>/<id>.jsonl` (without running
-   * interceptors or subscribers) into a live session that appends to the same file.
-   * @throws SessionError `NO_SESSION` (not live, and no file or persistence off),
-   *   `INVALID_SESSION_ID`, `CORRUPT_LOG` naming the file and line, and the path refusals of `create`.
-   */
   open(id: string, options: { workspaceRoot?: string } = {}): SessionLog {
     const existing = this.live.get(id)
     if (existing) return existing
@@ -174,11 +162,6 @@ class SessionService extends Service implements SessionServiceApi {
     return session
   }
 
-  /**
-   * The absolute folder logs of sessions in `workspaceRoot` go to: the configured `dir`, else
-   * with `persist` `<state home>/conch/sessions/<workspace id>` (see workspace.ts), else
-   * undefined (memory only).
-   */
   logDir(workspaceRoot: string = process.cwd()): string | undefined {
     if (this.dir !== undefined) return this.dir
     if (!this.config.persist) return undefined
@@ -206,7 +189,6 @@ class SessionService extends Service implements SessionServiceApi {
     return registerListed(this.ctx, this.redactors, redactor, 'sessions.redact')
   }
 
-  /** Stops appends on session `id`, closes its file and forgets it. Unknown ids are ignored. */
   close(id: string): void {
     const session = this.live.get(id)
     if (!session) return

@@ -123,11 +123,6 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
     }
   }
 
-  /**
-   * Appends `{mode}` as a `sandbox/mode` event to `session`.
-   * @throws SandboxPolicyError `INVALID_MODE` for an unknown mode; `MODE_CHANGE_REFUSED` (from
-   *   the interceptor, nothing appended) while a fence is busy and the effective mode would change.
-   */
   setMode(session: SessionLog, mode: SandboxMode): void {
     if (!isMode(mode)) throw invalidMode(mode, session.id)
     session.append<SandboxModeEventData>(SANDBOX_MODE_EVENT, { mode })

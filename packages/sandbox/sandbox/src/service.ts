@@ -272,11 +272,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     super(ctx, 'sandbox')
   }
 
-  /**
-   * Registers `provider` (tried in registration order). The disposer — tied to the caller's
-   * plugin scope — removes it and forgets its probe verdict.
-   * @throws SandboxError `DUPLICATE_PROVIDER` when a provider of the same name is registered.
-   */
   register(provider: SandboxProvider): () => void {
     if (this.providers.some((other) => other.name === provider.name)) {
       throw new SandboxError('DUPLICATE_PROVIDER', { provider: provider.name })
@@ -291,13 +286,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     }, 'sandbox.register')
   }
 
-  /**
-   * Wraps `argv` to run under `policy` with the first provider for `process.platform` whose
-   * probe succeeds (each provider is probed at most once; the verdict is cached).
-   * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown
-   *   mode, an empty argv); `SANDBOX_UNAVAILABLE` naming every provider's probe failure, how to
-   *   install one, and how to choose `danger-full-access` explicitly.
-   */
   async confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult> {
     const parsed = Policy.safeParse(policy)
     if (!parsed.success) {
@@ -352,12 +340,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     throw unavailable(candidates.length, failures)
   }
 
-  /**
-   * Probes the providers for `process.platform` now (each at most once, as `confine` does), so
-   * a harness can refuse to start where the providers it loaded cannot confine anything.
-   * @returns true when one works; false when none is registered for this platform.
-   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
-   */
   async probe(): Promise<boolean> {
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: ProbeFailure[] = []
@@ -370,11 +352,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     throw unavailable(candidates.length, failures)
   }
 
-  /**
-   * Keeps `paths` read-only in every sandbox confined while the registration lasts (see
-   * `SandboxServiceApi.protect`): made canonical now, missing ones ignored.
-   * @throws SandboxError `INVALID_POLICY` naming a relative path.
-   */
   protect(paths: readonly string[], options: { code?: boolean } = {}): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path)) {
@@ -399,11 +376,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     return unique(this.protections.flat().map((path) => path.canonical))
   }
 
-  /**
-   * Hides `paths` in every sandbox confined while the registration lasts (see
-   * `SandboxServiceApi.hide`): made canonical now, missing ones ignored.
-   * @throws SandboxError `INVALID_POLICY` naming a relative path, or `/`.
-   */
   hide(paths: readonly string[]): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {

@@ -83,21 +83,6 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     ctx.effect(() => () => this.terminateAll(), 'subprocess.terminateAll')
   }
 
-  /**
-   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group.
-   * `env` is the complete environment (default: `scrubbedEnv(process.env, {allow: allowEnv})`); the service adds
-   * `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they re-parent.
-   *
-   * The child is owned until it has exited *and* no process carrying its tag is left; while
-   * owned, disposing the calling plugin or the service terminates its tree and awaits it.
-   * Aborting `signal` terminates it too; an already aborted signal throws its reason. With
-   * `tree: 'descendants'` the tree is walked through the kernel's children lists instead of a
-   * scan of every process for the tag, and ownership ends when the child exits; `tree:
-   * 'session'` walks the same and also sweeps the child's session for processes that left it.
-   * Terminating waits for the root's reaping (its `exit` event) rather than for the next poll.
-   * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
-   *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
-   */
   spawn(options: SpawnOptions): ChildHandle {
     const argv = Argv.safeParse(options.argv)
     if (!argv.success) {
