@@ -1,7 +1,7 @@
 /**
  * `@conch/llm-openai`: registers an OpenAI-compatible chat-completions adapter on `ctx.llm`
- * (DeepSeek or OpenAI, by the key that is set). A namespace plugin (no default export, so the
- * loader keeps `inject`). The API key is read from the environment, never from config.
+ * (DeepSeek or OpenAI, by the key that is set). The API key is read from the environment,
+ * never from config.
  */
 import type { Context } from 'cordis'
 import { OpenAIAdapter } from './adapter.ts'

@@ -2,8 +2,6 @@
  * `@conch/tool-pty-codex`: the Codex-shaped tool profile over `ctx.pty` — `exec_command` and
  * `write_stdin` with Codex's fields and result shape, answered by conch's readiness. A composition
  * loads it instead of (or beside) `@conch/tool-pty`.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import { Config } from './config.ts'

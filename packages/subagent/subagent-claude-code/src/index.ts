@@ -1,7 +1,6 @@
 /**
  * `@conch/subagent-claude-code`: Claude Code as a `ctx.subagents` provider, through the
- * official Claude Agent SDK's `query()`. A namespace plugin (no default export, so the loader
- * keeps `inject`).
+ * official Claude Agent SDK's `query()`.
  */
 import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
