@@ -472,7 +472,6 @@ function canonicalPaths(paths: readonly string[]): string[] {
   return out
 }
 
-/** Each path that exists, as given and made canonical (realpath(3)). */
 /**
  * The refusal for the first writable path that holds code registered with `{code: true}` (the
  * code path inside it, or the writable path inside a code folder), or undefined when none does.
