@@ -7,7 +7,6 @@ import type { Context } from 'cordis'
 import { OpenAIAdapter } from './adapter.ts'
 import type { Config } from './endpoint.ts'
 
-export { OpenAIAdapter, type OpenAIAdapterOptions } from './adapter.ts'
 export { BASE_URL_VARIABLE, Config, MODEL_VARIABLE, missingKeyMessage, resolveEndpoint, type ResolvedEndpoint } from './endpoint.ts'
 export { fromWireChunk, toFinishReason, toWireMessages, toWireTools } from './convert.ts'
 

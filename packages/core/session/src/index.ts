@@ -1,6 +1,5 @@
 export * from './types.ts'
 export { default, default as SessionService } from './service.ts'
-export { parseSessionLog } from './replay.ts'
 export { LiveRedaction } from './bound.ts'
 export { registerListed, registerUnique } from './registry.ts'
 export { stateHome } from './workspace.ts'

@@ -14,7 +14,6 @@ export { Config } from './config.ts'
 export { NodeRuntime, strip } from './runtime.ts'
 export { nodeArgv, programEnv, KEPT_VARIABLES, DEFAULT_BOOTSTRAP } from './launch.ts'
 export { FrameDecoder, FrameWriter, encodeFrame, parseChildMessage, ChannelError } from './channel.ts'
-export { OutputLedger, prefixWithin } from './output-ledger.ts'
 
 export const name = 'ptc-node'
 export const inject = ['ptc', 'subprocess']

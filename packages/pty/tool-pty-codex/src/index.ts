@@ -7,7 +7,6 @@ import type { Context } from 'cordis'
 import { Config } from './config.ts'
 import { registerExecTools } from './exec.ts'
 
-export { renderExec, type ExecOutcome } from './render.ts'
 export { Config }
 
 export const name = 'tool-pty-codex'

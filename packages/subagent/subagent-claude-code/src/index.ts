@@ -11,7 +11,6 @@ import { isExecutableFile } from './resolve.ts'
 
 export { claudeCodeProvider, projectSandbox, WRITE_TOOLS, type ClaudeCodeProviderConfig, type ClaudeCodeProviderDeps, type SandboxMode } from './provider.ts'
 export { resolveClaudeExecutable, findProductsDir, platformPackage, NOT_FOUND_HINT } from './resolve.ts'
-export { spawnThroughSubprocess } from './spawn.ts'
 /** The SDK's own `query()`, for benchmarks that drive the raw product beside the provider. */
 export { query as sdkQuery } from '@anthropic-ai/claude-agent-sdk'
 
