@@ -99,28 +99,10 @@ export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt'
 /**
  * Why `path` cannot be the workspace root of an agent (where its terminals write), or undefined
  * when it can. Judged on the path as given (made absolute) and made canonical (realpath(3), so a
- * link to `/etc` is `/etc`), in order:
- *
- * - unless `shared` is false (unconfined terminals, which may write such a folder anyway), one of
- *   `SHARED_ROOTS`, or a folder every user may write (mode `o+w`, stat(2)), such as `/tmp`:
- *   in a shared folder a confined process could read or change every other user's and terminal's
- *   files there (other owners' sockets, state and caches);
- * - `/`, or a folder in `SYSTEM_ROOTS` or below one (see there): the host's own files, and under
- *   `/proc`, `/sys` and `/dev` its kernel; under `/run` the host's service sockets (Docker's,
- *   containerd's, D-Bus);
- * - one of `HOLDING_ROOTS` itself;
- * - a home folder itself (the home of the user conch runs as, `/root`, `/home/<name>`): its
- *   terminals would write `.bashrc`, `.profile` and `.ssh/authorized_keys`, run at the next login
- *   (a project below one, `/home/u/proj`, is accepted);
- * - a dot-folder directly inside a home folder (the home of the user conch runs as, `/root`, or
- *   `/home/<name>`), or below one — `~/.ssh`, `~/.config`, `~/.local`, `~/.docker`: the user's
- *   keys, credentials and settings that other programs run;
- * - a folder that is or lies in one of `own` (absolute: conch's own folders — its state home,
- *   session logs, the sandbox's hidden paths and runtime folder) or of `inside` (folders a
- *   workspace may hold: session logs an operator allowed inside workspaces), or that holds one of
- *   `own`: its terminals could rewrite the logs and state conch trusts.
- *
- * The reason names the rule and the fix.
+ * link to `/etc` is `/etc`), by the rules the README lists under "Workspace roots", in this
+ * order: shared folders (unless `shared` is false), `/` and `SYSTEM_ROOTS`, `HOLDING_ROOTS`, a
+ * home folder, a dot-folder in a home folder, and conch's own folders (`own`, `inside`). The
+ * reason names the rule and the fix.
  */
 export function workspaceRootProblem(path: string, options: { own?: readonly string[]; inside?: readonly string[]; shared?: boolean } = {}): string | undefined {
   const given = resolve(path)
