@@ -37,8 +37,8 @@ export interface ProtectedPathProblem {
   message: string
 }
 
-/** Whether `path` is `root` or inside it (both canonical). */
-const isWithin = (path: string, root: string): boolean => {
+/** Whether `path` is `root` or inside it, by their names (both absolute; nothing is resolved). */
+export function isWithin(path: string, root: string): boolean {
   if (root === '/') return true
   const rest = relative(root, path)
   return rest === '' || (!rest.startsWith(`..${sep}`) && rest !== '..' && !isAbsolute(rest))
