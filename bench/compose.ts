@@ -57,8 +57,14 @@ export function silenceOnly(inner: TerminalInspector): TerminalInspector {
  * loaded: the spine, ctx.subprocess, ctx.sandbox with bubblewrap, ctx.sandboxPolicy in `mode`,
  * ctx.pty with the node-pty backend (`pty`). Its warnings and errors go to stderr. `load` adds a
  * plugin; `dispose` disposes `agents`, then every plugin in reverse order, and removes the workspace.
+ * `sandbox` is the provider row (default: bubblewrap).
  */
-export async function terminalStack(prefix: string, mode: 'danger-full-access' | 'workspace-write', pty: ptyLocal.Config) {
+export async function terminalStack(
+  prefix: string,
+  mode: 'danger-full-access' | 'workspace-write',
+  pty: ptyLocal.Config,
+  sandbox: { plugin: unknown; config: unknown } = { plugin: sandboxLocal, config: sandboxLocal.Config.parse({}) },
+) {
   const workspace = realpathSync(mkdtempSync(join(tmpdir(), `conch-bench-${prefix}`)))
   const ctx = new Context()
   ctx.logger.exporter({
@@ -73,7 +79,7 @@ export async function terminalStack(prefix: string, mode: 'danger-full-access' |
   await load(LlmService, LlmService.Config.parse({}))
   await load(SubprocessService, SubprocessService.Config.parse({}))
   await load(SandboxService, {})
-  await load(sandboxLocal, sandboxLocal.Config.parse({}))
+  await load(sandbox.plugin as Parameters<Context['plugin']>[0], sandbox.config)
   await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode, workspaceRoot: workspace }))
   await load(PtyService, {})
   await load(ptyLocal, pty)

@@ -1,33 +1,18 @@
 /**
  * `docker`: terminals in an agent's container (`@conch/sandbox-docker`) against terminals in an
- * agent's bubblewrap sandbox on the host (`@conch/sandbox-local`), in the same run, each through
- * its own composition of ctx.pty under workspace-write. Per side: the first terminal of a fresh
- * agent (its sandbox — for Docker its container — made on the way) and a later one, sends of
- * bash `true` and of `print(1)` at a python3 prompt, and run_code programs `return 1`: the first
- * of each agent (cold: no spare yet, so a process starts; this is where the sides differ) and,
- * in the first agent, later ones that each find their spare booted (after a pause a model's
- * reply would take). The container side needs a daemon and the
+ * agent's bubblewrap sandbox on the host, same run, each through its own composition under
+ * workspace-write (the figures: docs/performance.md). The container side needs a daemon and the
  * test image (scripts/start-dockerd.sh, scripts/build-test-image.sh); without them it says why
  * and reports nothing.
  */
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { Context } from 'cordis'
 import AgentService from '../packages/core/agent/src/index.ts'
-import LlmService from '../packages/core/llm/src/index.ts'
-import SessionService from '../packages/core/session/src/index.ts'
-import ToolsService from '../packages/core/tools/src/index.ts'
 import PtcService from '../packages/ptc/ptc/src/index.ts'
 import * as ptcNode from '../packages/ptc/ptc-node/src/index.ts'
 import * as toolPtc from '../packages/ptc/tool-ptc/src/index.ts'
-import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
-import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
 import * as sandboxDocker from '../packages/sandbox/sandbox-docker/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
-import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
-import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
+import { terminalStack } from './compose.ts'
 import { expectReady, progress } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { median, ratio, round } from './stats.ts'
@@ -62,20 +47,9 @@ const SIDES = [
 ] as const
 
 async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
-  const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-bench-docker-')))
-  const ctx = new Context()
-  const fibers: { dispose(): Promise<void> }[] = []
-  const load = async (plugin: unknown, config: unknown) => void fibers.push(await ctx.plugin(plugin as never, config as never))
+  const stack = await terminalStack('docker-', 'workspace-write', ptyLocal.Config.parse({}), side)
+  const { ctx, workspace, load } = stack
   try {
-    await load(SessionService, SessionService.Config.parse({}))
-    await load(ToolsService, ToolsService.Config.parse({}))
-    await load(LlmService, LlmService.Config.parse({}))
-    await load(SubprocessService, SubprocessService.Config.parse({}))
-    await load(SandboxService, {})
-    await load(side.plugin, side.config)
-    await load(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace }))
-    await load(PtyService, {})
-    await load(ptyLocal, ptyLocal.Config.parse({}))
     await load(PtcService, PtcService.Config.parse({}))
     await load(ptcNode, ptcNode.Config.parse({}))
     await load(toolPtc, toolPtc.Config.parse({}))
@@ -133,8 +107,7 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
     progress(`docker ${side.label}: first open p50 ${figures.open_first_p50_ms} ms, later open ${figures.open_later_p50_ms} ms, bash true ${figures.bash_true_p50_ms} ms, python3 ${figures.python3_p50_ms} ms, run_code cold ${figures.run_code_cold_p50_ms} ms, warm ${figures.run_code_warm_p50_ms} ms`)
     return figures
   } finally {
-    for (const fiber of fibers.reverse()) await fiber.dispose()
-    rmSync(workspace, { recursive: true, force: true })
+    await stack.dispose()
   }
 }
 

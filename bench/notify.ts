@@ -1,11 +1,7 @@
 /**
- * `notify`: push, not poll. A scripted model opens three terminals, starts three background
- * sends with `notify` / `notifyOn` through the real tools (`terminal_send`, ctx.tasks, the agent
- * loop), ends its turn and is woken by their notifications: a program that exits 2, one that
- * blocks reading its terminal, one that prints a line matching its pattern and keeps running.
- * Each job writes the time (`date +%s%N`) just before its event; the latency is from there to the
- * model request that carries the notification. Polling calls (`task_output`, `task_list`) are
- * counted from the model's responses.
+ * `notify`: push, not poll (the scenario: docs/performance.md). Each job writes the time
+ * (`date +%s%N`) just before its event; the latency is from there to the model request that
+ * carries the notification. Polling calls are counted from the model's responses.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -1,26 +1,9 @@
 /**
  * `pool`: the warm CLI pool (@conch/pty-pool) against a fresh one-shot spawn of the same CLI for
- * the same prompt, measured in the same run, for the real Claude Code and Codex binaries from
- * .products/ against the fake model server on 127.0.0.1 (a figure of `pnpm bench`;
- * `pnpm bench:pool` runs it alone and prints JSON):
- *
- * - boot: spawn → input prompt of a pooled session, per kind;
- * - warm invoke: one sentinel round trip on a warm session (p50, p95);
- * - one-shot: the CLI's one-shot mode (`claude -p`, `codex exec`) in a fresh terminal, the
- *   same prompt (p50) — the path an invoke takes without the pool;
- * - each CLI's own per-turn floors: from Enter on a warm turn to the fake model receiving that
- *   turn's request (Enter is placed at the end of the invoke less its answer, settle and
- *   transcript phases, so the floor is if anything under-counted), and from the answer's sentinel
- *   pair on the screen to the CLI's transcript holding it (the file's mtime): the `settle` phase
- *   cannot end before that, and what it takes beyond it is conch's own.
- *
- * Targets: Claude Code warm p50 ≤ 0.2 × one-shot p50; Codex warm p50 ≤ its Enter → request p50 +
- * 30 ms (a warm Codex turn cannot be shorter than Codex's own work before its request leaves).
- * Not a test: a missed target is reported, never a failure. POOL_BENCH_RUNS sets the invokes
- * per kind (default 10), POOL_BENCH_KINDS the kinds (default `claude,codex`),
- * POOL_BENCH_WORKER=managed runs the sessions in a supervised `conch pool-worker`,
- * POOL_BENCH_TERMINAL=conch runs each CLI as a conch terminal of an agent under a
- * workspace-write policy (bubblewrap) instead of one under danger-full-access.
+ * the same prompt, in the same run, for the real Claude Code and Codex binaries from .products/
+ * against the fake model server: boots, warm invokes, one-shot runs and each CLI's own per-turn
+ * floors. The figures and the POOL_BENCH_* variables are in the @conch/pty-pool README
+ * ("Performance"); the targets in targets.ts. `pnpm bench:pool` runs it alone and prints JSON.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs'
 import os, { tmpdir } from 'node:os'

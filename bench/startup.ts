@@ -1,17 +1,9 @@
 /**
- * Startup — how fast conch starts, against `node -e 0` measured in the same run (a figure of
- * `pnpm bench`; `pnpm bench:startup` runs it alone and prints JSON):
- *
- * - `conch run` with a one-line script (`{"text":"done"}`) on the root cordis.yml: wall time
- *   from spawn to exit, peak RSS and CPU time (GNU time's %M, %U + %S, when /usr/bin/time
- *   exists);
- * - `conch acp`: wall time from spawn to the `initialize` response on stdout;
- * - each for the built bin (packages/cli/dist, `pnpm build`) and from the sources
- *   (CONCH_FROM_SOURCE=1, tsx).
- *
- * Targets: run ≤ 300 ms and ≤ 70 MB, acp initialize ≤ 300 ms. Runs alternate between the
- * variants so drift in the machine's load hits all alike. Not a test: a missed target is
- * reported, never a failure.
+ * Startup — how fast conch starts, against `node -e 0` in the same run (`pnpm bench:startup`
+ * runs it alone and prints JSON): `conch run` with a one-line script on the root cordis.yml
+ * (wall time, and peak RSS and CPU through GNU time when /usr/bin/time exists) and `conch acp`
+ * to its `initialize` response, each for the built bin and from the sources
+ * (CONCH_FROM_SOURCE=1). Variants alternate so drift in the machine's load hits all alike.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'

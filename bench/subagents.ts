@@ -1,24 +1,10 @@
 /**
- * Sub-agents — what conch adds to a sub-agent run (a figure of `pnpm bench`;
- * `pnpm bench:subagents` runs it alone and prints JSON). For Codex and Claude Code,
- * spawn → answer through the conch provider (`ctx.subagents.start` … `result`) against the
- * raw product driven directly with the same fake model server, in the same run:
- *
- * - raw Codex: the native binary spawned with child_process, a fresh CODEX_HOME with the same
- *   config.toml, then initialize → initialized → thread/start → turn/start → turn/completed;
- * - raw Claude Code: the Agent SDK's query() with its own spawn and the same options;
- * - both raw products get the environment the providers give (the scrubbed server
- *   environment plus the pass-through), so the comparison isolates what conch adds. (A
- *   minimal environment — PATH, HOME and the few variables the CLI needs — starts Claude
- *   Code measurably faster than the full scrubbed one; that is the environment's cost.)
- * - conch: the provider in a composition (spine, ctx.subprocess, ctx.sandboxPolicy in
- *   read-only, ctx.subagents), spawn routed through ctx.subprocess.
- *
- * Teardown is not counted (the run is answered when the result is). Variants alternate so
- * drift in the machine's load hits all alike. Target: conch's p50 ≤ raw p50 × 1.10 or
- * + 30 ms, whichever is larger. Not a test: a missed target is reported, never a failure.
- * Needs the products (./scripts/install-products.sh); a missing one is reported and its row
- * skipped.
+ * Sub-agents — what conch adds to a sub-agent run (`pnpm bench:subagents` runs it alone and
+ * prints JSON): for Codex and Claude Code, spawn → answer through the conch provider against the
+ * raw product driven directly (Codex's app-server protocol, the Agent SDK's query()) with the
+ * same fake model server and the same environment, in the same run, so the comparison isolates
+ * what conch adds. Teardown is not counted; variants alternate. Needs the products
+ * (./scripts/install-products.sh); a missing one is reported and its row skipped.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'

@@ -2,31 +2,9 @@
 // Builds the JavaScript the `conch` bin runs (packages/cli/dist/), so a start does not
 // transpile the TypeScript sources. The sources stay the truth: the bin runs the build only
 // while every input it was built from is unchanged (packages/cli/dist/manifest.json lists
-// them with their mtimes) and falls back to the sources through tsx otherwise.
-//
-// - Entry: packages/cli/src/bundle.ts (registers the built-in plugins, then runs the command).
-// - One script, dist/conch.cjs: a function expression `(require, __filename, __dirname,
-//   __conchHost) => …` that bin/conch.js compiles with `vm.Script` and calls. A script (not an
-//   ES module) because Node 20 can give a script V8's code cache (`cachedData`) and has no cache
-//   for ES modules. No `import()` is left in it: in Node 20 an `import()` in code that came from
-//   the cache fails ("A dynamic import callback was not specified"), so imports of bundled code
-//   are esbuild's lazy inits, of built-in and external modules `require()`, and the one import
-//   of a URL (a `./` plugin of a yml) goes through `__conchHost.import`, the bin's own.
-// - Built-in plugins: every @conch/* dependency of packages/cli/package.json, as a virtual
-//   module of lazy imports; esbuild keeps each behind an init function, so a plugin's modules
-//   are evaluated only when a yml names it.
-// - Kept out of the build, resolved to absolute paths now and required when first used:
-//   node-pty (native, with its .node binding), amaro (3.7 MB, a WebAssembly swc, for the first
-//   run_code program), @xterm/headless (the first terminal), openai (the live model) and
-//   prom-client (the pool's metrics), dockerode (the Docker provider; its ssh2 dependency
-//   requires optional native bindings a bundle cannot hold) — text every start would otherwise read. The Claude agent
-//   SDK, an ES module, is imported by the bin before the plugin that needs it (ESM_EXTERNAL).
-//   tsx, loaded only for `./` plugins written in TypeScript, is imported by bin/conch.js.
-// - The code cache, dist/conch.cjs.cache: V8's compiled code of the functions one scripted
-//   `conch acp` session ran (boot, initialize, session/new, a prompt), written by that session
-//   (CONCH_CODE_CACHE_OUT, see bin/conch.js); dist/conch.cjs.run.cache likewise from one
-//   scripted `conch run`, for that command. The manifest records the size and mtime of the
-//   bundle they belong to; V8 itself rejects a cache of another V8 version or other flags.
+// them with their mtimes) and falls back to the sources through tsx otherwise. The README of
+// packages/cli ("The built bin") describes the bundle, its code caches and what stays outside;
+// the reasons for each choice are at the code that makes it below.
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -39,6 +17,11 @@ import { build } from 'esbuild'
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const cli = join(root, 'packages', 'cli')
 const dist = join(cli, 'dist')
+/**
+ * Kept out of the build, required by their absolute paths when first used: node-pty is native,
+ * dockerode's ssh2 requires optional native bindings, and the others are text every start would
+ * read for a first terminal, `run_code` program, live model call or metrics scrape.
+ */
 const EXTERNAL = ['node-pty', 'amaro', 'openai', '@xterm/headless', 'prom-client', 'dockerode']
 /**
  * ES module packages kept out of the build: the bin imports one (`__conchHost.preload`) before
@@ -262,7 +245,8 @@ const result = await build({
   sourcemap: 'linked',
   // import.meta of every bundled module is the bundle's (bin/conch.js passes it in).
   define: { 'import.meta.url': '__conchHost.url', 'import.meta.resolve': '__conchHost.resolve' },
-  // import('x') becomes require('x') for every module outside the bundle (see above).
+  // import('x') becomes require('x') for every module outside the bundle: under Node 20 an
+  // import() in code restored from V8's code cache fails.
   supported: { 'dynamic-import': false },
   // Less to parse on every start; names stay readable in stack traces.
   minifyWhitespace: true,
@@ -272,6 +256,7 @@ const result = await build({
   logLevel: 'warning',
   // A named import the bundle leaves undefined fails only when the code runs: fail the build.
   logOverride: { 'import-is-undefined': 'error' },
+  // A script, not an ES module: Node 20 gives a script a code cache (`cachedData`), not a module.
   banner: { js: `(function (require, __filename, __dirname, __conchHost) {require = (${lazyBuiltins})(require, ${JSON.stringify(LAZY_BUILTINS)});` },
   footer: { js: '})' },
   plugins: [builtinPlugins, esmExternals, externals, knownCompositions, cordisTraps, selfLocating],

@@ -1,14 +1,8 @@
 /**
- * The eight scripted workflows of the `workflows` bench, each written three ways — as a model
- * drives conch's tools, as it drives a Terminus-shaped tmux harness, and as it drives a one-shot
- * pipe tool — with the files it starts from and a check of the end state every way must reach.
- *
- * The terminal scripts type the same keys. A tmux step at the shell prompt is `block`: Terminus
- * appends `; tmux wait -S <channel>` and waits for it; any other step (input to a REPL, a debugger,
- * an editor, a pager, a command that cannot carry the suffix) waits its declared `waitMs`, the
- * duration Terminus's prompt asks the model to choose (0.1 s for an immediate reply, 1 s for a
- * command). The pipe scripts do interactive steps the way a tool with no terminal forces:
- * `python3 -` with the whole program, `gdb -batch`, `git commit -m`, a pid file and a wait loop.
+ * The eight scripted workflows of the `workflows` bench, each written three ways (conch's tools,
+ * the tmux harness, the pipe tool: docs/performance.md, "Tokens per workflow"), with the files it
+ * starts from and a check of the end state every way must reach. A tmux step at the shell prompt
+ * is `block` (Terminus appends `; tmux wait -S <channel>`); any other step waits its `waitMs`.
  */
 
 /** The dev server's port, one per bench process so two runs on one machine do not collide. */

@@ -1,16 +1,9 @@
 /**
- * The three ways the `workflows` bench drives a workflow, each returning what the model read
- * (the text of every tool result, as that tool hands it over), its tool calls and the wall time
- * from the first call to the last result:
- *
- * - conch: a scripted model on `ctx.llm` drives the real agent loop (`ctx.agents.run`) with the
- *   terminal and task tools; what it reads is each tool message and each wake prompt of the
- *   requests the loop sends it — results with the notifications that ride on them.
- * - tmux: a harness shaped like Terminal-Bench's Terminus: `send-keys`, then `tmux wait -S` on a
- *   channel appended to a shell command or the step's fixed wait, then `capture-pane`, of which
- *   the model reads the new part (`incremental`).
- * - pipe: a one-shot bash tool: `bash -c` per call in the workspace, no terminal, stdout and
- *   stderr in arrival order, `Exit code N` when it is not 0, cut at 30 000 bytes.
+ * The three ways the `workflows` bench drives a workflow (conch's agent loop with a scripted
+ * model, a Terminus-shaped tmux harness, a one-shot `bash -c` tool; docs/performance.md, "Tokens
+ * per workflow", describes each), each returning what the model read (the text of every tool
+ * result, as that tool hands it over), its tool calls and the wall time from the first call to
+ * the last result.
  */
 import { execFile, spawn } from 'node:child_process'
 import { promisify } from 'node:util'

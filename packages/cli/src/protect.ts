@@ -7,8 +7,9 @@
  * code the next run executes unconfined.
  */
 import { existsSync, lstatSync, realpathSync } from 'node:fs'
-import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path'
+import { basename, dirname, isAbsolute, join, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { isWithin } from '@conch/sandbox'
 import type { Resolution } from './closure.ts'
 import { flattenRows, type Composition } from './compose.ts'
 import { resolvePluginUrl } from './resolve.ts'
@@ -169,11 +170,4 @@ function realpathOf(path: string): string | undefined {
   } catch {
     return undefined
   }
-}
-
-/** Whether `path` is `root` or inside it. */
-function isWithin(path: string, root: string): boolean {
-  if (root === '/') return true
-  const rest = relative(root, path)
-  return rest === '' || (rest !== '..' && !rest.startsWith(`..${sep}`) && !isAbsolute(rest))
 }

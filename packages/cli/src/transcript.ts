@@ -1,31 +1,8 @@
 /**
- * What `conch run` prints on stdout. Two formats:
- *
- * - `stream-json` (packages/cli/README.md, "Output"): one JSON object per line —
- *   `{"type":"tool_call","id","name","arguments"}`,
- *   `{"type":"tool_result","id","name","isError","text","meta"?}`, `{"type":"assistant","text"}`,
- *   `{"type":"notification","source","event","label"?,"evidence"?,"tail"?,"wake","text"}` for each
- *   notification delivered (after the `tool_result` it rode on, or before the turn it woke),
- *   `{"type":"waiting","tasks","timeoutMs"}` when the model ended its turn while work it asked to
- *   be woken by still runs (the run waits up to `timeoutMs` for its notification),
- *   and last `{"type":"result","status":"completed"|"error","text"}`. Keys in that order.
- *   With `partial` (`--partial`), a tool's live output comes first as
- *   `{"type":"tool_output","id","text"}` delta lines (terminal output as it arrives); the
- *   `tool_result` that follows is unchanged. Off by default, so recorded runs stay byte-stable.
- * - `text`: a readable transcript — each tool call (`> name {arguments}`), the tool's live output
- *   as it arrives (each line prefixed `  | `), its result indented, the assistant's text as it
- *   comes, and at the end the outcome when the run did not complete.
- *
- * Live output is bounded per tool call in both formats: past `LIVE_LIMIT_BYTES` (UTF-8) of one
- * call's live text, one notice (`LIVE_CUT_NOTICE`) is printed instead of the rest; the tool's
- * result, itself bounded by the tool, still follows complete.
- *
- * Nothing hostile reaches the operator's terminal: the text transcript shows every control
- * character but newline and tab (C0, DEL, C1 — an OSC 52 that would write the clipboard, a title
- * change) and every bidi control or invisible format character (U+202E) visibly (`visible`), and
- * stream-json escapes the control characters (`\u001b`, `\u009b`).
- *
- * Diagnostics never go here: they go to stderr, each `conch: …` line through `visible` too.
+ * What `conch run` prints on stdout: `stream-json` (one JSON object per line, keys in a stable
+ * order) or a readable `text` transcript; both formats, the per-call bound of live output and how
+ * control characters are shown are specified in packages/cli/README.md, "Output". Nothing hostile
+ * reaches the operator's terminal, and diagnostics never go here (stderr, through `visible` too).
  */
 import type { AgentRunEvent, RunResult } from '@conch/agent'
 import { toolResultText } from '@conch/tools'

@@ -1,20 +1,9 @@
 /**
  * What a client sees of a turn: the agent loop's `AgentRunEvent`s as ACP `session/update`s
- * (ACP prompt-turn §3 "Agent Reports Output", tool-calls "Creating" / "Updating").
- *
- * - `text-delta` → `agent_message_chunk` (text content), as the model streams.
- * - `tool-call` → `tool_call` `{toolCallId, title, kind, status: 'pending', rawInput}`, then
- *   `tool_call_update` `{status: 'in_progress'}` as the tool starts.
- * - `tool-progress` (a foreground `terminal_send`'s output as it arrives) → `tool_call_update`
- *   whose `content` is one text block with **all the output so far** (ACP: `content` replaces
- *   the collection), at most `streamBytes` keeping the newest, at most one update per
- *   `streamIntervalMs` (output arriving sooner is merged into the next one).
- * - `tool-result` → `tool_call_update` `{status: 'completed' | 'failed', content: [the rendered
- *   result], rawOutput: the result's meta}`; pending live output is sent first.
- * - `notification` (a background task ended, matched its pattern or waits for input) →
- *   `user_message_chunk` with the text the model read and `_meta.conch.notification`
- *   `{source, event, label?, evidence?, tail?, wake}`: it enters the conversation as the
- *   prompt of a woken turn, or with the tool result it rode on.
+ * (ACP prompt-turn §3 "Agent Reports Output", tool-calls "Creating" / "Updating"), one mapping
+ * per event type below; the README's "What the client sees" gives each update's fields. Live
+ * output replaces the call's `content` with all the output so far (ACP: `content` replaces the
+ * collection), bounded and rate-limited by `streamBytes` and `streamIntervalMs`.
  */
 import type { SessionUpdate, ToolKind } from '@agentclientprotocol/sdk'
 import type { AgentRunEvent } from '@conch/agent'

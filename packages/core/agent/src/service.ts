@@ -5,7 +5,7 @@
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import type { LlmServiceApi } from '@conch/llm'
-import { messageOf, type SessionLog, type SessionServiceApi } from '@conch/session'
+import { messageOf, registerListed, type SessionLog, type SessionServiceApi } from '@conch/session'
 import type { ToolsServiceApi } from '@conch/tools'
 import { AgentHandle } from './agent.ts'
 import { runTurn } from './loop.ts'
@@ -66,11 +66,6 @@ class AgentService extends Service implements AgentServiceApi {
     ctx.effect(() => () => this.disposeAll(), 'agents.disposeAll')
   }
 
-  /**
-   * Creates a live agent `agent-<n>` with a new session (`workspaceRoot` goes into its
-   * `session/start`) or the given one, and a child Cordis scope of the caller's context: when the
-   * caller's plugin unloads, the agent is disposed with it.
-   */
   async create(options: { session?: SessionLog; workspaceRoot?: string } = {}): Promise<Agent> {
     const session =
       options.session ?? this.sessions.create(options.workspaceRoot === undefined ? {} : { workspaceRoot: options.workspaceRoot })
@@ -92,14 +87,6 @@ class AgentService extends Service implements AgentServiceApi {
     return agent
   }
 
-  /**
-   * Disposes `agent`: state `disposing`, aborts `agent.signal` (reason `AGENT_DISPOSED`), waits
-   * for a running turn to end, runs the cleanups in reverse registration order awaiting each,
-   * disposes the agent's scope, closes the session the agent created, state `disposed`.
-   * Idempotent: every call returns the same disposal.
-   * @throws AggregateError of the cleanup failures (after every cleanup ran); AgentError
-   *   `NO_AGENT` for an agent of another service.
-   */
   dispose(agent: Agent): Promise<void> {
     const handle = agent instanceof AgentHandle ? agent : undefined
     if (!handle || (this.agents.get(handle.id) !== handle && !handle.disposal)) {
@@ -118,13 +105,7 @@ class AgentService extends Service implements AgentServiceApi {
   }
 
   section(section: PromptSection): () => void {
-    return this.ctx.effect(() => {
-      this.sections.push(section)
-      return () => {
-        const index = this.sections.indexOf(section)
-        if (index >= 0) this.sections.splice(index, 1)
-      }
-    }, `agents.section(${section.id})`)
+    return registerListed(this.ctx, this.sections, section, `agents.section(${section.id})`)
   }
 
   systemPrompt(agent: Agent): string {

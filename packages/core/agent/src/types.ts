@@ -122,11 +122,19 @@ export type AgentError<C extends AgentErrorCode = AgentErrorCode> = ErrorOf<type
 /** The public surface of `ctx.agents` (implemented by the default-exported `AgentService`). */
 export interface AgentServiceApi {
   /**
-   * Creates a live agent with a new session (or the given one), a child Cordis scope of the
-   * caller's context.
+   * Creates a live agent `agent-<n>` with a new session (`workspaceRoot` goes into its
+   * `session/start`) or the given one, and a child Cordis scope of the caller's context: when the
+   * caller's plugin unloads, the agent is disposed with it.
    */
   create(options?: { session?: SessionLog; workspaceRoot?: string }): Promise<Agent>
-  /** Disposes an agent: aborts its signal, runs its cleanups (reverse order) and awaits them. Idempotent. */
+  /**
+   * Disposes `agent`: state `disposing`, aborts `agent.signal` (reason `AGENT_DISPOSED`), waits
+   * for a running turn to end, runs the cleanups in reverse registration order awaiting each,
+   * disposes the agent's scope, closes the session the agent created, state `disposed`.
+   * Idempotent: every call returns the same disposal.
+   * @throws AggregateError of the cleanup failures (after every cleanup ran); AgentError
+   *   `NO_AGENT` for an agent of another service.
+   */
   dispose(agent: Agent): Promise<void>
   get(id: string): Agent | undefined
   list(): Agent[]

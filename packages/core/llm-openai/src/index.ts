@@ -1,13 +1,12 @@
 /**
  * `@conch/llm-openai`: registers an OpenAI-compatible chat-completions adapter on `ctx.llm`
- * (DeepSeek or OpenAI, by the key that is set). A namespace plugin (no default export, so the
- * loader keeps `inject`). The API key is read from the environment, never from config.
+ * (DeepSeek or OpenAI, by the key that is set). The API key is read from the environment,
+ * never from config.
  */
 import type { Context } from 'cordis'
 import { OpenAIAdapter } from './adapter.ts'
 import type { Config } from './endpoint.ts'
 
-export { OpenAIAdapter, type OpenAIAdapterOptions } from './adapter.ts'
 export { BASE_URL_VARIABLE, Config, MODEL_VARIABLE, missingKeyMessage, resolveEndpoint, type ResolvedEndpoint } from './endpoint.ts'
 export { fromWireChunk, toFinishReason, toWireMessages, toWireTools } from './convert.ts'
 

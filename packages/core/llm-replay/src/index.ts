@@ -1,7 +1,4 @@
-/**
- * `@conch/llm-replay`: registers the scripted model on `ctx.llm`. A namespace plugin (no
- * default export, so the loader keeps `inject`).
- */
+/** `@conch/llm-replay`: registers the scripted model on `ctx.llm`. */
 import { resolve } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -14,3 +14,14 @@ export function registerUnique<K, V>(ctx: Context, map: Map<K, V>, key: K, value
     }
   }, label)
 }
+
+/** Appends `item` to `list` for the lifetime of the plugin that `ctx` belongs to; the disposer takes it out. */
+export function registerListed<T>(ctx: Context, list: T[], item: T, label: string): () => void {
+  return ctx.effect(() => {
+    list.push(item)
+    return () => {
+      const index = list.indexOf(item)
+      if (index >= 0) list.splice(index, 1)
+    }
+  }, label)
+}

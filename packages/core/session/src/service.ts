@@ -9,6 +9,7 @@ import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'
 import { BeneathError } from '@conch/subprocess'
 import { openLogDir, openLogFile } from './files.ts'
+import { registerListed } from './registry.ts'
 import { retained, Session, type SessionHooks } from './log.ts'
 import { readSessionLog } from './replay.ts'
 import { canonicalWorkspace, defaultLogBase, workspaceId } from './workspace.ts'
@@ -91,12 +92,6 @@ class SessionService extends Service implements SessionServiceApi {
     }, 'sessions.closeAll')
   }
 
-  /**
-   * Creates a session and appends its `session/start` event (`{workspaceRoot?}`, made absolute).
-   * With `dir` set, creates `<dir>/<id>.jsonl` exclusively (O_EXCL), creating the folder on demand.
-   * @throws SessionError `DUPLICATE_SESSION`, `INVALID_SESSION_ID`; an interceptor's error when it
-   *   vetoes `session/start` (nothing is left behind, not even the file).
-   */
   create(options: { id?: string; workspaceRoot?: string } = {}): SessionLog {
     const dir = this.checkedLogDir(options.workspaceRoot)
     const id = options.id ?? this.freshId(dir)
@@ -132,12 +127,6 @@ class SessionService extends Service implements SessionServiceApi {
     return session
   }
 
-  /**
-   * Returns the live session `id`, or replays `<log folder>/<id>.jsonl` (without running
-   * interceptors or subscribers) into a live session that appends to the same file.
-   * @throws SessionError `NO_SESSION` (not live, and no file or persistence off),
-   *   `INVALID_SESSION_ID`, `CORRUPT_LOG` naming the file and line, and the path refusals of `create`.
-   */
   open(id: string, options: { workspaceRoot?: string } = {}): SessionLog {
     const existing = this.live.get(id)
     if (existing) return existing
@@ -173,11 +162,6 @@ class SessionService extends Service implements SessionServiceApi {
     return session
   }
 
-  /**
-   * The absolute folder logs of sessions in `workspaceRoot` go to: the configured `dir`, else
-   * with `persist` `<state home>/conch/sessions/<workspace id>` (see workspace.ts), else
-   * undefined (memory only).
-   */
   logDir(workspaceRoot: string = process.cwd()): string | undefined {
     if (this.dir !== undefined) return this.dir
     if (!this.config.persist) return undefined
@@ -194,27 +178,17 @@ class SessionService extends Service implements SessionServiceApi {
   }
 
   intercept(interceptor: SessionInterceptor): () => void {
-    return this.ctx.effect(() => {
-      this.interceptors.push(interceptor)
-      return () => remove(this.interceptors, interceptor)
-    }, 'sessions.intercept')
+    return registerListed(this.ctx, this.interceptors, interceptor, 'sessions.intercept')
   }
 
   subscribe(subscriber: SessionSubscriber): () => void {
-    return this.ctx.effect(() => {
-      this.subscribers.push(subscriber)
-      return () => remove(this.subscribers, subscriber)
-    }, 'sessions.subscribe')
+    return registerListed(this.ctx, this.subscribers, subscriber, 'sessions.subscribe')
   }
 
   redact(redactor: SessionRedactor): () => void {
-    return this.ctx.effect(() => {
-      this.redactors.push(redactor)
-      return () => remove(this.redactors, redactor)
-    }, 'sessions.redact')
+    return registerListed(this.ctx, this.redactors, redactor, 'sessions.redact')
   }
 
-  /** Stops appends on session `id`, closes its file and forgets it. Unknown ids are ignored. */
   close(id: string): void {
     const session = this.live.get(id)
     if (!session) return
@@ -278,11 +252,6 @@ function existsNoFollow(path: string): boolean {
   } catch {
     return false
   }
-}
-
-function remove<T>(list: T[], item: T): void {
-  const index = list.indexOf(item)
-  if (index >= 0) list.splice(index, 1)
 }
 
 namespace SessionService {

@@ -122,23 +122,28 @@ export type SessionError<C extends SessionErrorCode = SessionErrorCode> = ErrorO
 /** The public surface of `ctx.sessions` (implemented by the default-exported `SessionService`). */
 export interface SessionServiceApi {
   /**
-   * Creates a session and appends its `session/start` event.
-   * `id` defaults to `session-<8 hex>`; with persistence on, the log is `<logDir(workspaceRoot)>/<id>.jsonl`.
+   * Creates a session and appends its `session/start` event (`{workspaceRoot?}`, made absolute).
+   * `id` defaults to `session-<8 hex>`; with persistence on, the log `<logDir(workspaceRoot)>/<id>.jsonl`
+   * is created exclusively (O_EXCL), its folder on demand.
    * @throws SessionError `DUPLICATE_SESSION` when `id` is live or already on disk,
    *   `INVALID_SESSION_ID` when `id` is not a safe file name; `LOG_DIR_SYMLINK`,
-   *   `LOG_DIR_INVALID`, `LOG_NOT_REGULAR`, `LOG_IN_WORKSPACE` when the log's path is not trustworthy.
+   *   `LOG_DIR_INVALID`, `LOG_NOT_REGULAR`, `LOG_IN_WORKSPACE` when the log's path is not trustworthy;
+   *   an interceptor's error when it vetoes `session/start` (nothing is left behind, not even the file).
    */
   create(options?: { id?: string; workspaceRoot?: string }): SessionLog
   /**
-   * Returns a live session, or replays `<log folder>/<id>.jsonl` into a live one; the log folder
-   * is the one of `workspaceRoot` (default: the working directory) — see `logDir`.
-   * @throws SessionError `NO_SESSION`, `INVALID_SESSION_ID`, or `CORRUPT_LOG` naming the file and line;
+   * Returns a live session, or replays `<log folder>/<id>.jsonl` (without running interceptors or
+   * subscribers) into a live one appending to the same file; the log folder is the one of
+   * `workspaceRoot` (default: the working directory) — see `logDir`.
+   * @throws SessionError `NO_SESSION` (not live, and no file or persistence off),
+   *   `INVALID_SESSION_ID`, or `CORRUPT_LOG` naming the file and line;
    *   `LOG_DIR_SYMLINK`, `LOG_DIR_INVALID`, `LOG_NOT_REGULAR` when the path is not trustworthy.
    */
   open(id: string, options?: { workspaceRoot?: string }): SessionLog
   /**
    * The absolute folder that logs of sessions in `workspaceRoot` (default: the working
-   * directory) are written to, or undefined when sessions live in memory only.
+   * directory) are written to: the configured `dir`, else with `persist`
+   * `<state home>/conch/sessions/<workspace id>`, else undefined (memory only).
    */
   logDir(workspaceRoot?: string): string | undefined
   /** A live session, or undefined. */
@@ -153,6 +158,6 @@ export interface SessionServiceApi {
    * tied to the caller's plugin scope.
    */
   redact(redactor: SessionRedactor): () => void
-  /** Stops accepting appends on a session and forgets it (its file stays). */
+  /** Stops accepting appends on a session, closes its file (which stays) and forgets it. Unknown ids are ignored. */
   close(id: string): void
 }

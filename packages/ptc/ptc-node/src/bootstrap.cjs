@@ -1,19 +1,8 @@
 // The program's side of @conch/ptc-node: runs in a fresh `node` process, started by the host
-// with the control channel on fd 3. Plain CommonJS, so it runs on any Node 20 without a loader
-// and without starting the ES module loader (about 10 ms of a cold start). Protocol (see
-// channel.ts): frames of a 4-byte big-endian length and UTF-8 JSON.
-//
-//   child → host  {t:'ready'}                          booted, waiting for its program
-//                 {t:'log', s:'out'|'err', text}       console and process.stdout/stderr output
-//                 {t:'call', id, ns, fn, args}         a binding call (id: 1, 2, … in order)
-//                 {t:'done', ok:true, value}           the terminal frame: a lossless JSON value
-//                 {t:'done', ok:false, kind, message, stack?}
-//   host → child  {t:'prepare'}                        (a spare) get ready for calls while waiting
-//                 {t:'run', code, bindings:{ns:[fn…]}, maxOutputBytes}
-//                 {t:'reply', id, ok:true, value} | {t:'reply', id, ok:false, message}
-//
-// After the terminal frame nothing more is sent and replies are ignored; the host closes the
-// channel and ends the process tree.
+// with the control channel on fd 3 (the frames: channel.ts and the README's control channel
+// table; after the terminal `done` frame nothing more is sent and replies are ignored). Plain
+// CommonJS, so it runs on any Node 20 without a loader and without starting the ES module
+// loader (about 10 ms of a cold start).
 //
 // The channel starts synchronous: fd 3 is the child's end of a socketpair, in blocking mode, so
 // `ready` is one write(2) and the wait for the first frame one read(2), with nothing loaded

@@ -2,8 +2,6 @@
  * `@conch/ptc-node`: the runtime of `ctx.ptc` — every program in a fresh `node` process,
  * started through `ctx.subprocess` and confined through `ctx.sandbox` under the owner's
  * policy, with a length-prefixed JSON control channel on fd 3.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import type { PtcServiceApi } from '@conch/ptc'
@@ -16,7 +14,6 @@ export { Config } from './config.ts'
 export { NodeRuntime, strip } from './runtime.ts'
 export { nodeArgv, programEnv, KEPT_VARIABLES, DEFAULT_BOOTSTRAP } from './launch.ts'
 export { FrameDecoder, FrameWriter, encodeFrame, parseChildMessage, ChannelError } from './channel.ts'
-export { OutputLedger, prefixWithin } from './output-ledger.ts'
 
 export const name = 'ptc-node'
 export const inject = ['ptc', 'subprocess']

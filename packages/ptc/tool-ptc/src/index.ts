@@ -4,8 +4,6 @@
  * and each such call goes back through the full `ctx.tools.execute` pipeline with the outer
  * call as its parent and is logged as a nested `tool/call` / `tool/result` pair. The program
  * runs through `ctx.ptc` under the agent's sandbox policy; the model gets one bounded result.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -3,12 +3,12 @@
  * ready session to ctx.pty.
  */
 import { randomBytes } from 'node:crypto'
-import { accessSync, constants, statSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, signalIfSame, tagSupervisor, terminateTree, type ProcessTable, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, tagSupervisor, terminateTree, type ProcessTable, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -216,24 +216,12 @@ function lateInspector(current: () => TerminalInspector): TerminalInspector {
 function resolveCommand(command: string, searchPath: string): string {
   if (command.includes('/')) {
     const resolved = path.resolve(command)
-    if (isExecutable(resolved)) return resolved
+    if (isExecutableFile(resolved)) return resolved
     throw new PtyError('SPAWN_FAILED', { reason: `command ${resolved} is not an executable file` })
   }
-  for (const folder of searchPath.split(':')) {
-    if (folder === '' || !path.isAbsolute(folder)) continue
-    const candidate = path.join(folder, command)
-    if (isExecutable(candidate)) return candidate
-  }
+  const found = findExecutable(command, searchPath.split(':').filter((folder) => path.isAbsolute(folder)))
+  if (found !== undefined) return found
   throw new PtyError('SPAWN_FAILED', { reason: `command ${command} was not found on the session's PATH (${searchPath || 'empty'})` })
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK)
-    return statSync(file).isFile()
-  } catch {
-    return false
-  }
 }
 
 /**

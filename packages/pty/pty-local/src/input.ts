@@ -1,14 +1,7 @@
 /**
  * What a send types — `text`, `keys` or a `secret` (the `@conch/pty` contract) — as the send
  * machine's ordered write steps (input-steps.ts), plus what must be known before the first of
- * them is written. Pure.
- *
- * - `text`: `textSteps` (the text, then Enter as its own key press; a block of text for a line
- *   editor as a bracketed paste, `pastes`);
- * - `keys`: one step per entry (keys.ts), each after the program consumed the one before, as a
- *   person presses keys one after another; a named key is encoded for the terminal's modes at
- *   the moment it is written;
- * - `secret`: the value, then Enter as its own key press.
+ * them is written (the steps of each kind: the README, "Input"). Pure.
  */
 import { MIN_SECRET_BYTES, PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
 import { ENTER, lastLine, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'

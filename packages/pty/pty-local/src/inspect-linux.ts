@@ -1,31 +1,14 @@
 /**
  * The exact readiness tier on Linux: "is the foreground process group of this terminal blocked
- * reading this terminal?", answered from /proc (proc(5)).
+ * reading this terminal?", answered from /proc (proc(5)). The README ("Readiness", /proc) gives
+ * the rule and why a descriptor is matched by the slave's device number together with its devpts
+ * instance, not by path.
  *
- * The terminal is identified by a process that has it as its controlling terminal (the node-pty
- * child: the shell, or the sandbox runner that holds it) and by the PTY slave's device number
- * (`st_rdev`) with the devpts instance it lives in (`st_dev`). Descriptors are compared by
- * these numbers, not by path, because inside a sandbox with a fresh /dev the same terminal may
- * have another path (the path is kept for display); and by both, because that fresh /dev has a
- * devpts instance of its own whose ptys are numbered from 0 again (bwrap(1) `--dev`).
- *
- * One probe:
- * 1. the foreground group is field 8 (`tpgid`) of /proc/<pid>/stat of that process;
- * 2. every process whose field 5 (`pgrp`) equals it is a member (found by walking /proc), and
- *    every task of each member (/proc/<pid>/task/<tid>/) is examined: its state (field 3 of the
- *    task's stat), its syscall (/proc/<pid>/task/<tid>/syscall) and its context-switch count
- *    (`voluntary_ctxt_switches` + `nonvoluntary_ctxt_switches` in its status);
- * 3. a task blocked in a read-class syscall (see syscalls.ts) has its candidate descriptors
- *    decoded — read(2)/readv(2): argument 0; poll(2)/ppoll(2): the `struct pollfd` array at
- *    argument 0 (argument 1 entries of 8 bytes: int fd, short events, short revents) read from
- *    /proc/<pid>/mem, fds with POLLIN; select(2)/pselect6: the `fd_set` at argument 1 (read
- *    set; bit n of a little-endian array of longs) for the first argument-0 descriptors;
- *    epoll_wait(2)/epoll_pwait(2)/epoll_pwait2: the `tfd: N events: X` lines of
- *    /proc/<pid>/fdinfo/<epfd> (argument 0) with EPOLLIN in X — and each candidate is resolved
- *    through /proc/<pid>/fd/<n> to a device number.
- *
- * Anything that cannot be read — an unknown syscall number, unreadable memory or fdinfo, a task
- * or process that vanished mid-probe — is a miss for that task, never a positive.
+ * One probe: the foreground group is field 8 (`tpgid`) of /proc/<pid>/stat of the process that
+ * holds the terminal; every task of every member of that group is examined (state, syscall,
+ * context switches); a task blocked in a read-class syscall (syscalls.ts) has its candidate
+ * descriptors decoded (`candidateFds`), each resolved through /proc/<pid>/fd/<n> to a device
+ * number. Anything that cannot be read is a miss for that task, never a positive.
  */
 import { statSync } from 'node:fs'
 import { open } from 'node:fs/promises'
@@ -54,10 +37,10 @@ export interface ProcReader extends ProcFs {
  */
 export const nodeProcReader: ProcReader = {
   ...nodeProcFs,
-  stat: (path) => settle(() => {
+  async stat(path) {
     const { dev, rdev } = statSync(path)
     return { dev, rdev }
-  }),
+  },
   async readMemory(pid, address, length) {
     // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a
     // number works; user-space addresses on x86_64 and arm64 are below 2^53.
@@ -72,14 +55,6 @@ export const nodeProcReader: ProcReader = {
       await handle.close()
     }
   },
-}
-
-function settle<T>(read: () => T): Promise<T> {
-  try {
-    return Promise.resolve(read())
-  } catch (error) {
-    return Promise.reject(error)
-  }
 }
 
 /** The PTY slave of one session. */
@@ -710,6 +685,12 @@ function fdOf(value: bigint): number {
   return Number(BigInt.asIntN(32, value))
 }
 
+/**
+ * The descriptors a task blocked in `name` waits to read: read(2)/readv(2) argument 0; poll(2):
+ * argument 1 `struct pollfd` (int fd, short events, short revents) at argument 0, with POLLIN;
+ * select(2): the read `fd_set` at argument 1 (bit n of little-endian longs) for the first
+ * argument-0 descriptors; epoll: the `tfd: N events: X` lines of the instance's fdinfo, EPOLLIN.
+ */
 async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number[]> {
   const [a0 = 0n, a1 = 0n] = args
   try {

@@ -1,25 +1,9 @@
 /**
  * Named keys: what a person's key press writes to a terminal, for the terminal's current modes.
- * Pure — no I/O.
- *
- * The encodings are xterm's (XTerm Control Sequences, "ctlseqs": "PC-Style Function Keys",
- * "VT220-Style Function Keys", "Cursor keys" and the numeric keypad tables), with xterm's
- * defaults: Backspace sends DEL (`backarrowKey`), Meta sends ESC before the key
- * (`metaSendsEscape`), Ctrl maps a letter to its C0 control (the letter's code & 0x1f).
- *
- * - Cursor keys (`Up`, `Down`, `Right`, `Left`, `Home`, `End` — xterm treats Home and End as
- *   cursor keys): `CSI A` … in normal mode, `SS3 A` (`ESC O A`) when the program turned on
- *   application cursor keys (DECCKM, DECSET 1).
- * - Keypad keys (`KP0`…`KP9`, `KPEnter`, `KPPlus`, `KPMinus`, `KPMultiply`, `KPDivide`,
- *   `KPDecimal`): their characters in numeric mode, `SS3 p`…`SS3 y`, `SS3 M`, … when the program
- *   turned on the application keypad (DECKPAM, `ESC =`; DECKPNM `ESC >` turns it off).
- * - Editing keys: `Insert` `CSI 2 ~`, `Delete` `CSI 3 ~`, `PageUp` `CSI 5 ~`, `PageDown` `CSI 6 ~`.
- * - `F1`–`F4` `SS3 P`…`SS3 S`; `F5`–`F12` `CSI 15 ~`, `17`, `18`, `19`, `20`, `21`, `23`, `24 ~`.
- * - Modifiers on cursor, editing and function keys use xterm's parameter `1 + shift·1 + meta·2 +
- *   ctrl·4`: `C-Left` is `CSI 1 ; 5 D`, `S-F5` is `CSI 15 ; 2 ~`. `S-Tab` is backtab, `CSI Z`.
- *
- * Names are matched without regard to case (`enter`, `PAGEUP`), except a single character,
- * which is typed as itself (`q` and `Q` differ). Prefixes `C-`, `M-` and `S-` combine (`C-M-x`).
+ * Pure — no I/O. The encodings are xterm's with xterm's defaults (XTerm Control Sequences,
+ * "ctlseqs": "PC-Style Function Keys", "VT220-Style Function Keys", the cursor-key and keypad
+ * tables); the README's `keys` entry lists them. Names match without regard to case, except a
+ * single character, which is typed as itself; prefixes `C-`, `M-` and `S-` combine (`C-M-x`).
  */
 import { PtyError, type KeyEntry } from '@conch/pty'
 import { distance as editDistance } from 'fastest-levenshtein'

@@ -447,20 +447,10 @@ class Listeners<L> {
  *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
  *   `LineModel` (line.ts).
  *
- * Unterminated strings. An OSC, DCS, SOS, PM or APC string that is never terminated would hide
- * everything after it, so a pending string is abandoned (the parser returns to the ground state)
- * when any of these comes first:
- * - its payload passes `maxStringBytes` (the rest is parsed as output, the payload is dropped);
- * - output pauses for `stringTimeoutMs` while it is open: the next chunk starts in the ground
- *   state (the payload is dropped).
- * And a string body that holds a CR or LF is taken as a string only when it is properly
- * terminated (ST = `ESC \`, or BEL for an OSC): no OSC command — titles, colours, hyperlinks,
- * clipboard, the prompt marker — carries one, and a DCS, SOS, PM or APC that does (sixel data)
- * ends with ST, so it was most likely text after a stray introducer. Ended any other way — an ESC
- * that does not begin ST, CAN, SUB, a pause — its body as written (controls included) is parsed
- * as ordinary output at that point: `printf 'J\e]6973;'; echo K` followed by the shell's next
- * prompt shows the line `J6973;K`, and `printf 'P\eP'; echo Q54; seq 1 3` the lines `PQ54`, `1`,
- * `2`, `3`. A properly terminated OSC is dispatched, any other string dropped.
+ * Unterminated strings: an OSC, DCS, SOS, PM or APC string never terminated would hide everything
+ * after it, so a pending one is abandoned past `maxStringBytes` or after a pause of
+ * `stringTimeoutMs`, and a body holding a CR or LF is a string only when properly terminated (the
+ * README, "Unterminated control strings", gives the rule and its examples).
  *
  * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
  * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the

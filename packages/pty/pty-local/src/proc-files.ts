@@ -1,10 +1,7 @@
 /**
  * The /proc reads of the exact tier through descriptors kept open: a probe reads the same few
  * files of the same tasks on every send, and opening a /proc file costs several times more than
- * reading it (open, fstat and close around the read; measured on the bench machine: a
- * `readFileSync` of /proc/<pid>/stat about 40 µs of CPU, a pread(2) at offset 0 of an open
- * descriptor of it about 5 µs; opening, reading and closing /proc/<pid>/mem through a
- * `FileHandle` about 175 µs, one read of an open descriptor about 35 µs).
+ * reading it (docs/performance-log/14 has the figures).
  *
  * Why a kept descriptor answers like a fresh open (proc(5), fs/seq_file.c):
  * - the per-task files (`stat`, `status`, `syscall`, `sched`, `io`, `children`, `fdinfo/<n>`)
@@ -12,11 +9,9 @@
  * - a descriptor is bound to the task it was opened for, not to its number: once that task is
  *   gone its reads fail (ESRCH) — also when the pid was reused since — and `mem` is bound to
  *   the address space, so after an exec or an exit its reads return nothing. Either way the
- *   descriptor is closed and the path read afresh, so a reused pid is read as the new process,
- *   exactly as an uncached read would.
+ *   descriptor is closed and the path read afresh, so a reused pid is read as the new process.
  *
- * At most `maxOpen` descriptors are kept (least recently used closed first); descriptors are
- * opened close-on-exec (libuv's default), so no shell or program started later inherits them.
+ * At most `maxOpen` descriptors are kept (least recently used closed first), close-on-exec.
  */
 import { closeSync, openSync, read, readFileSync, readSync, statSync } from 'node:fs'
 import { nodeProcFs } from '@conch/subprocess'

@@ -1,44 +1,9 @@
 /**
  * The controlled prompt: how a local session learns, without waiting, that its shell is back at
- * its own prompt, and how it learns that the shell exited with every byte of output drained.
- *
- * bash runs with `--noprofile --rcfile /dev/null +H -i` (an empty rc file, not `--norc`: bash 5.2
- * with `--norc` and an inherited `PROMPT_COMMAND` leaves `PIPESTATUS` empty after every prompt)
- * and two variables from its environment:
- * - `PS1` — the controlled prompt text (`$ `);
- * - `PROMPT_COMMAND` — run by bash before printing each primary prompt (bash(1), PROMPTING). It
- *   saves `$?`, prints a private OSC string `ESC ] 6973 ; <nonce> ; prompt ; <status> BEL`, re-asserts
- *   `PS1`, and un-exports `PROMPT_COMMAND` and `PS1` so child shells do not inherit the marker.
- *   bash restores `$?` after PROMPT_COMMAND, so `echo $?` still shows the last command's
- *   status. It references only variables it sets itself (robust under `set -u`) and every
- *   command in it succeeds (robust under `set -e`).
- *
- * **A marker is a hint, never proof.** Each carries a per-session nonce (random, 16 hex digits),
- * so a program that prints the marker's shape (`cat` of a log, a test of conch itself) prints
- * no marker; but no secret can be hidden from a program that looks for it: whatever the shell
- * knows is in its environment, its variables or its memory, and a program running as the same
- * user (or as root) reads /proc/<pid>/environ and /proc/<pid>/mem of its parent. So the session
- * checks each marker with the kernel (see send.ts and session.ts):
- * - a prompt marker settles a send only while the shell itself is the foreground process group
- *   and its main task is blocked reading this terminal (/proc/<pid>/task/<tid>/syscall,
- *   proc(5));
- * - an exit marker counts only when the wrapper below is really stopped and has no child left
- *   (its stat state `T` and an empty /proc/<pid>/task/<pid>/children); the exit status then
- *   comes from the wrapper's real wait status (waitpid(2), reported by node-pty), not from the
- *   marker's text.
- * Where this host cannot see the terminal's processes at all (a relayed process on a remote
- * container daemon, `TerminalInspector.observable` false) the nonce is the only check a prompt
- * marker gets: a program that reads the shell's environment can then settle a send early.
- *
- * The shell is started by a small wrapper script (bash, or sh where there is no bash) that first
- * closes every inherited descriptor above 2 and sets IUTF8 on the terminal, holds the PTY slave
- * open while the shell runs and, after it exits, prints `ESC ] 6973 ; <nonce> ; exit ; <status> BEL` and
- * waits, stopped, for the session to acknowledge it (SIGUSR1, SIGCONT), then exits with the
- * shell's status. Output written to a terminal is read in order, so when that marker is parsed
- * every byte the shell wrote before exiting has been read: the exit is reported only after the
- * output is drained. (Relying on the master reaching EOF loses output: measured here, Linux
- * reports EIO on the master while data written just before the last slave holder exited is
- * still queued — about one run in six for `seq 1 5000; exit`.)
+ * its own prompt (the marker, its nonce and the kernel checks that make it a hint rather than
+ * proof: README, "Readiness"), and that it exited with every byte of output drained (the wrapper
+ * below: relying on the master's EOF loses output, as Linux reports EIO while data written just
+ * before the last slave holder exited is still queued).
  */
 import { randomBytes } from 'node:crypto'
 import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'

@@ -4,10 +4,7 @@
  * output.ts). It is @xterm/headless, the emulator behind VS Code's terminal, fed synchronously
  * with the decoded stream so it is exact at every point a query or a result reads it.
  *
- * Rendering (`renderScreen`): a header `[screen: alternate 40x160, cursor 12,5]` (buffer,
- * rows x cols, 1-based cursor row,col), then the rows as lines with trailing blanks trimmed,
- * empty rows after the last written row (and the cursor row) dropped, and the cursor row marked
- * with `  ← cursor` (the format of `@conch/pty`'s screen-text.ts). No escape sequences: colours and
+ * Rendering (`renderScreen`) is the format of `@conch/pty`'s screen-text.ts; colours and
  * attributes are not rendered.
  */
 import type { Terminal } from '@xterm/headless'

@@ -1,18 +1,9 @@
 /**
- * The send lifecycle as one pure state machine: `transition(state, event) → [state, effects]`.
- * It performs no I/O and reads no clock: time comes in each event (`now`, ms on a monotonic
- * clock), what the kernel showed comes in result events, and the session's parsed output is
- * read through the read-only `OutputView` of the spec. The driver (send.ts) executes the
- * effects and feeds their results back as events.
- *
- * Every asynchronous request (baseline, write, probe, foreground look, drain, handoff look,
- * signal) carries a generation number; its result is accepted only while the state still
- * waits for that generation, so a stale result is dropped by construction.
- *
- * One machine serves three kinds (`SendKind`): a startup (nothing written, waits for the
- * shell's first ready point), a send (writes its steps, then waits), and a signal watch
- * (signals the foreground group instead of writing, then waits up to `handoffGraceMs`). The
- * transition table is in the package README ("Send lifecycle").
+ * The send lifecycle as one pure state machine: `transition(state, event) → [state, effects]`,
+ * with no I/O and no clock; the driver (send.ts) executes the effects and feeds their results
+ * back as events. Every asynchronous request carries a generation number, so a stale result is
+ * dropped by construction. The phases and the transition table are in the package README
+ * ("Send lifecycle").
  */
 import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
 import { describeExit, messageOf, unreachable } from '@conch/session'

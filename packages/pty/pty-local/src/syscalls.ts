@@ -1,18 +1,8 @@
 /**
- * Read-class system calls and the text of /proc/<pid>/task/<tid>/syscall (proc(5)).
- *
- * A task waiting for terminal input sits in one of these calls: read(2)/readv(2) on the
- * descriptor, poll(2)/ppoll(2) or select(2)/pselect6 with it in the read set, or
- * epoll_wait(2)/epoll_pwait(2)/epoll_pwait2 on an epoll instance whose interest list holds it.
- *
- * Numbers are the kernel's UAPI numbers (they differ per architecture):
- * - x86_64: arch/x86/entry/syscalls/syscall_64.tbl, as installed in
- *   /usr/include/x86_64-linux-gnu/asm/unistd_64.h (`__NR_read 0`, `__NR_poll 7`,
- *   `__NR_readv 19`, `__NR_select 23`, `__NR_epoll_wait 232`, `__NR_pselect6 270`,
- *   `__NR_ppoll 271`, `__NR_epoll_pwait 281`, `__NR_epoll_pwait2 441`).
- * - arm64: the generic table include/uapi/asm-generic/unistd.h (`__NR_epoll_pwait 22`,
- *   `__NR_read 63`, `__NR_readv 65`, `__NR_pselect6 72`, `__NR_ppoll 73`,
- *   `__NR_epoll_pwait2 441`); arm64 has no poll, select or epoll_wait.
+ * Read-class system calls and the text of /proc/<pid>/task/<tid>/syscall (proc(5)). A task
+ * waiting for terminal input sits in one of these calls. Numbers are the kernel's UAPI numbers
+ * per architecture: x86_64's arch/x86/entry/syscalls/syscall_64.tbl (asm/unistd_64.h), arm64's
+ * generic include/uapi/asm-generic/unistd.h, which has no poll, select or epoll_wait.
  */
 
 export const READ_SYSCALL_NAMES = [

@@ -1,18 +1,10 @@
 /**
  * The terminal's line discipline settings, read from the kernel: whether the foreground program
  * reads in canonical mode (termios(3) `c_lflag & ICANON`) and whether the terminal echoes input
- * (`ECHO`). A program sets both with tcsetattr(3) on its end of the terminal; they are a property
- * of the terminal, so reading them through the slave's path sees what the program set.
- *
- * Node has no ioctl(2). The reader here keeps one small helper process for all sessions of a
- * backend: `perl` with its core POSIX module (Debian's `perl-base`, an Essential package, ships
- * both, and macOS ships perl), which for each path it is sent opens the terminal with `O_NOCTTY`
- * (never becoming its controlling terminal, open(2)) and `O_NONBLOCK`, calls tcgetattr(3), closes
- * it and answers one line. The helper starts on the first query (about 20 ms) and answers in
- * about 0.1 ms after that; spawning `stty -F <path> -g` per query costs about 5 ms (measured on
- * this machine, see the README). Queries are made only when a decision needs them, never on the
- * path of an ordinary send at the shell's prompt (a send to another reader asks for the input
- * queue before it writes Enter, send.ts).
+ * (`ECHO`). They are a property of the terminal, so reading them through the slave's path sees
+ * what the program set. Node has no ioctl(2): one small `perl` helper per backend (its core POSIX
+ * module) answers each query (the README says how, and what it costs). Queries are made only when
+ * a decision needs them, never on the path of an ordinary send at the shell's prompt.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 

@@ -1,31 +1,11 @@
 /**
  * Whether a read found by the /proc probe (inspect-linux.ts) proves that the program waits for
  * input: pure rules over probe snapshots, with no clock or I/O of their own, so every rule runs
- * on recorded snapshots.
- *
- * A task blocked reading the terminal whose wait holds nothing else (read(2), or a poll, select
- * or epoll set with only the terminal and the program's internal wake-ups) is proof after one
- * short stability check. A wait that also holds other wake sources — sockets, foreign pipes,
- * inotify, a timer due soon, another task of the group waiting on one — is judged over a window
- * of snapshots (`judgeWindow`): the output stays quiet and ends in a prompt-shaped line, and
- * nothing in the group acts on its own. Each step between two snapshots is read from the
- * kernel's counters (proc(5)):
- * - no task other than the reader ran (its context-switch count is unchanged) and none started
- *   or ended: a peer in the group that works — the debuggee of `node inspect` — is activity;
- * - the reader did not run, or it woke exactly once (`voluntary_ctxt_switches` + 1), on its own
- *   timeout, and read nothing: it entered its wait at `se.exec_start` (sched) with a timeout of
- *   T ms (the syscall's argument, epoll_wait(2)), and it entered the next one no earlier than T
- *   later — a wake by a ready descriptor comes before the timeout — while `rchar` and `syscr`
- *   (io) stayed the same (the two clock readings compare directly on one CPU, and through each
- *   CPU's measured offset across CPUs, see `SchedulerClocks`). That is a program's own periodic tick (prompt_toolkit polls the
- *   terminal size every 0.5 s, in ipython); a wake before the timeout, two wakes in one step,
- *   or bytes read is activity;
- * - a timer due soon at the start of the window must be seen to fire that way (and re-arm no
- *   sooner), so what it was set for has happened;
- * - a sample that catches the reader alone running (in the middle of such a wake-up) is left
- *   out; the next one shows where it went, and three in a row are a program at work.
- * When a rule needs a counter the kernel does not show (no /proc/<pid>/task/<tid>/sched without
- * CONFIG_SCHED_DEBUG), the window is ambiguous, never proof: the send then settles on silence.
+ * on recorded snapshots. A read whose wait holds only the terminal is proof after one short
+ * stability check; one whose wait holds other wake sources is judged over a window of snapshots
+ * (`judgeWindow`), each step read from the kernel's counters (proc(5)). The rules, the counters
+ * each reads and why, are tabled in the README ("Readiness", the window); a rule whose counter
+ * the kernel does not show makes the window ambiguous, never proof.
  */
 import { NEAR_TIMEOUT_MS, type ReadProbe, type TaskObservation, type WakeCounters } from './inspect-linux.ts'
 

@@ -2,8 +2,6 @@
  * `@conch/pty-memory`: a deterministic `ctx.pty` backend. Its sessions run the memory shell
  * (see `shell.ts` and the README for the commands): fixed output, no processes, no timers —
  * for pinned snapshot scenarios and for tests of what the model sees.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -1,13 +1,8 @@
 /**
  * The memory shell: a tiny bash look-alike with fixed responses, no processes and no timing.
  * It exists so that every way a send can settle — each `waitReason`, each `inputState`, a cut
- * viewport — can be produced on purpose and pinned byte for byte.
- *
- * Input goes through a line discipline like a terminal in canonical mode (termios(3)): text
- * collects into a line until `\n` or `\r`; `\x03` (^C) and `\x1a` (^Z) signal the foreground
- * and flush typed-ahead input; `\x04` (^D) on an empty line is end of file. A submitted line
- * goes to the foreground program when one runs (`cat` reads it; `sleep`, `yes` and `hold` do
- * not, so it is typed ahead and runs after they end), otherwise to the shell.
+ * viewport — can be produced on purpose and pinned byte for byte. Input goes through a line
+ * discipline like a terminal in canonical mode (the README's "Line discipline").
  */
 import { type ClosedProcess, PtyError, type PtySignal, type SessionStatus } from '@conch/pty'
 import { describeExit, unreachable } from '@conch/session'

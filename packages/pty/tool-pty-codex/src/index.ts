@@ -2,14 +2,11 @@
  * `@conch/tool-pty-codex`: the Codex-shaped tool profile over `ctx.pty` — `exec_command` and
  * `write_stdin` with Codex's fields and result shape, answered by conch's readiness. A composition
  * loads it instead of (or beside) `@conch/tool-pty`.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import { Config } from './config.ts'
 import { registerExecTools } from './exec.ts'
 
-export { renderExec, type ExecOutcome } from './render.ts'
 export { Config }
 
 export const name = 'tool-pty-codex'

@@ -3,8 +3,6 @@
  * terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list, terminal_resize
  * (resize.ts) — and the
  * system-prompt section that says when to use them. Background sends run as `ctx.tasks` tasks.
- *
- * A namespace plugin (no default export: the loader would prefer it and lose `inject`).
  */
 import type { Context } from 'cordis'
 import type { AgentServiceApi } from '@conch/agent'

@@ -1,22 +1,9 @@
 /**
- * The text the model sees for terminal tools. Compact and stable — scripts and snapshot runs
- * compare it byte for byte — and always within the byte bound: output that does not fit keeps
- * its head and its tail around one marker saying what was dropped and how to page it, metadata
- * lines are kept, long explanatory lines fall back to short forms before anything else is lost.
- *
- * A send renders as:
- *
- * ```
- * <new output, or "(no new output)">    a long one: head, then
- *                                       [… 1,259,003 bytes (194,825 lines) omitted; terminal_read {offset: 2562, count: 194825} pages them]
- *                                       then tail
- * [wait: stdin_read, exit: 0]         exit: the status of what ran, when it settled at the shell's prompt
- * [session: exited code=3]            only when the shell ended (or [session: exited signal=SIGHUP])
- * [input: continuation — …]           when the terminal waits for the rest of a block
- * [input: not_reading — …]            when nothing in the foreground read the input
- * [input: hidden — …]                 when the reader waits with echo off (a password prompt)
- * [note: …]                           for inferred_idle and timeout: the command may still run
- * ```
+ * The text the model sees for terminal tools (every shape: the README, "What the model sees").
+ * Compact and stable — scripts and snapshot runs compare it byte for byte — and always within the
+ * byte bound: output that does not fit keeps its head and its tail around one marker saying what
+ * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
+ * short forms before anything else is lost.
  */
 import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'

@@ -5,10 +5,11 @@
  * credentials, read-only protected paths, its own PID, IPC and UTS namespaces (and network,
  * unless allowed), no capabilities, and a seccomp filter.
  */
-import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { checkDenyWritePaths, denyWritePaths, gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { findExecutable, isExecutableFile } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
@@ -134,48 +135,19 @@ export function isWithin(child: string, parent: string): boolean {
 }
 
 /**
- * The argv that runs `argv` under `policy`, in mount order (a later mount covers an earlier one):
+ * The argv that runs `argv` under `policy`, in mount order (a later mount covers an earlier one;
+ * the README's "Linux: bubblewrap" shows the whole): the root read-only; a fresh /dev and /proc,
+ * a private /tmp, runtime folders covered; the private home; the writable paths; rename fences
+ * (each folder between a writable path and a protected path inside it bound onto itself, since
+ * a mount point cannot be renamed away: otherwise `mv conf conf.old; mkdir conf` would put a new
+ * file where the host reads the protected one); read-only and protected paths; hidden paths
+ * (covered, with the policy's own `writablePaths` inside bound back); `denyRead`; kernel paths;
+ * namespaces, capabilities, network and seccomp.
  *
- * 1. `--ro-bind / /` — everything readable, nothing writable (the root itself is bound writable
- *    only when a writable path is `/`);
- * 2. `--dev /dev`, `--proc /proc`, `--tmpfs /tmp` — a fresh /dev, a /proc that shows only the
- *    sandbox's processes, a private writable /tmp; `--tmpfs` over each `RUNTIME_DIRS` folder (its
- *    real path) so no host daemon's socket can be reached, with the `RUNTIME_FILES_KEPT` whose
- *    real path lies in one `--ro-bind` back, and the user's `/run/user/<uid>` made again, empty
- *    (`--perms 0700 --dir`);
- * 3. the private home (`privateHome`): `--tmpfs <home>`, then each of `homeReadOnly` that exists,
- *    and each PATH folder inside the home, `--ro-bind` into it (one whose target is a denied path
- *    is left out; one inside an entry already bound is not bound again);
- * 4. the writable paths: the workspace root and `readWritePaths` (`--bind` under
- *    workspace-write, `--ro-bind` under read-only, so a workspace under /tmp stays visible),
- *    then the policy's own `writablePaths` (`--bind` in either mode, after the private /tmp and
- *    home, so a folder under /tmp is the host's folder), then each held folder (`place.held`):
- *    `--bind <source> <target>`, or `--tmpfs <target>` without a source;
- * 5. rename fences: each folder between a writable path and a protected path inside it is bound
- *    onto itself (still writable), because a mount point cannot be renamed or removed — otherwise
- *    `mv conf conf.old; mkdir conf` would put a new file where the host reads the protected one;
- * 6. `readOnlyPaths`, then the protected paths (the policy's and the runtime folder): each one
- *    inside a writable path `--ro-bind`, and each writable path inside a protected one
- *    `--ro-bind` too (elsewhere everything is read-only or hidden already);
- * 7. the hidden paths (`ConfinePolicy.hiddenPaths`) that exist: a folder `--tmpfs` (empty), then
- *    the policy's own `writablePaths` inside it `--bind` back (with the fences and read-only paths
- *    inside those), then `--remount-ro` of the folder; a file covered by the empty file. Steps 5–6
- *    and 8 leave out every mount inside a hidden path that is not inside such a writable path;
- * 8. `denyRead`: each path that exists covered by the empty folder or file (its real path, so a
- *    symlink leads to the mask too);
- * 9. kernel paths: `KERNEL_READ_ONLY_PATHS` `--ro-bind-try` onto themselves, `KERNEL_MASKED_PATHS`
- *    and `SERVICE_SOCKETS_MASKED` that exist covered by the empty folder or file;
- * 10. `--unshare-pid --unshare-ipc --unshare-uts --die-with-parent --cap-drop ALL`,
- *    `--unshare-net` unless the network is allowed (`policy.network`, else `options.network`),
- *    `--seccomp 9`, `--chdir <cwd> --` and the argv.
- *
- * The whole is prefixed by `/bin/sh -c SECCOMP_LAUNCHER conch-sandbox <filter>`. No
- * `--new-session`: an interactive shell needs the controlling terminal it inherited.
- *
- * In an agent's sandbox (`place`), /tmp is `--bind <place.tmp> /tmp`, and a process without
- * network joins the agent's network namespace instead of `--unshare-net`: the launcher is
- * `joinLauncher`, which becomes `nsenter --net=<pin> -- bwrap …`. Everything else, its PID
- * namespace included, is its own.
+ * No `--new-session`: an interactive shell needs the controlling terminal it inherited. In an
+ * agent's sandbox (`place`), /tmp is the agent's, and a process without network joins the
+ * agent's network namespace (`joinLauncher`: `nsenter --net=<pin> -- bwrap …`) instead of
+ * `--unshare-net`; everything else, its PID namespace included, is its own.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -342,16 +314,8 @@ export function bubblewrapArgv(
  * folders of `searchPath` (execvp(3)'s search without the working directory); undefined when none.
  */
 export function executableOnPath(command: string, searchPath: readonly string[]): string | undefined {
-  const executable = (path: string) => {
-    try {
-      accessSync(path, constants.X_OK)
-      return statSync(path).isFile()
-    } catch {
-      return false
-    }
-  }
-  if (command.includes('/')) return executable(command) ? command : undefined
-  return searchPath.filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command)).find(executable)
+  if (command.includes('/')) return isExecutableFile(command) ? command : undefined
+  return findExecutable(command, searchPath.filter((dir) => isAbsolute(dir)))
 }
 
 /** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */

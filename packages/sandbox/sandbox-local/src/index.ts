@@ -42,7 +42,5 @@ export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from '.
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
 export { AgentSandboxes, agentsFolderPath, inNamespace, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
-export { openRuntimeDir, type RuntimeDir } from './runtime-dir.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'
-export { runProbe, type ProbeRunner } from './probe.ts'

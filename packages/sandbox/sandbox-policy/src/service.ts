@@ -10,7 +10,7 @@ import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi } from '@conch/agent'
 import type { SandboxMode, SandboxServiceApi } from '@conch/sandbox'
-import { messageOf, type PendingEvent, type SessionLog } from '@conch/session'
+import { messageOf, registerListed, type PendingEvent, type SessionLog } from '@conch/session'
 import {
   SandboxPolicyError,
   type ModeFence,
@@ -123,24 +123,13 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
     }
   }
 
-  /**
-   * Appends `{mode}` as a `sandbox/mode` event to `session`.
-   * @throws SandboxPolicyError `INVALID_MODE` for an unknown mode; `MODE_CHANGE_REFUSED` (from
-   *   the interceptor, nothing appended) while a fence is busy and the effective mode would change.
-   */
   setMode(session: SessionLog, mode: SandboxMode): void {
     if (!isMode(mode)) throw invalidMode(mode, session.id)
     session.append<SandboxModeEventData>(SANDBOX_MODE_EVENT, { mode })
   }
 
   fence(fence: ModeFence): () => void {
-    return this.ctx.effect(() => {
-      this.fences.push(fence)
-      return () => {
-        const index = this.fences.indexOf(fence)
-        if (index >= 0) this.fences.splice(index, 1)
-      }
-    }, `sandboxPolicy.fence(${fence.name})`)
+    return registerListed(this.ctx, this.fences, fence, `sandboxPolicy.fence(${fence.name})`)
   }
 
   /** The interceptor: validates every `sandbox/mode` event and vetoes a busy change. */

@@ -53,6 +53,7 @@ export interface SandboxPolicyServiceApi {
    * vetoed before the append with `SandboxPolicyError` `MODE_CHANGE_REFUSED`, whose message
    * names the reason and says to close the terminals first; a change that keeps the effective
    * mode is allowed. The same veto applies to `sandbox/mode` events appended directly.
+   * @throws SandboxPolicyError `INVALID_MODE` for an unknown mode; `MODE_CHANGE_REFUSED`.
    */
   setMode(session: SessionLog, mode: SandboxMode): void
   /** Registers a fence; the disposer is tied to the caller's plugin scope. */

@@ -2,20 +2,9 @@
  * The egress proxy: the one way out of a sandbox whose network policy is an allowlist. It listens
  * on a unix socket (bind-mounted into the sandbox) and serves HTTP CONNECT (RFC 9110 §9.3.6) and
  * plain HTTP requests in absolute form (RFC 9112 §3.2.2), for hosts an allowlist pattern names.
- *
- * Hostile by default:
- * - a host is matched lower-cased, without its port and a trailing dot; `example.com` matches that
- *   name only, `*.example.com` its subdomains only (not `example.com`); an IP literal only an
- *   exact pattern of the same address (a wildcard never matches one, and a name ending in a
- *   number — `2130706433`, `127.1`, which resolvers read as addresses — matches nothing);
- * - a name is resolved once, by the proxy, and the connection goes to the address checked;
- *   a name matched only by a wildcard that resolves to a loopback, link-local (cloud metadata
- *   169.254.169.254), or unspecified address, or an address of the host's own interfaces, is
- *   refused: a subdomain anyone can point at 127.0.0.1 or the host's LAN address must not open
- *   the host's own services to the sandbox. An exact pattern names the host on purpose
- *   (`localhost`, `127.0.0.1`) and reaches it;
- * - request headers are bounded (`maxHeaderSize`), hop-by-hop headers are dropped both ways, and
- *   `close()` ends every tunnel and request in flight.
+ * Hostile by default: how a host is matched, why a wildcard never reaches the host's own
+ * addresses, the single resolution and the bounds are tabled in @conch/sandbox-local's README
+ * (the egress proxy section), which every provider's proxy follows.
  */
 import { lookup } from 'node:dns/promises'
 import { chmodSync, lstatSync, rmSync } from 'node:fs'

@@ -1,18 +1,9 @@
 /**
  * What a protected path must look like for its protection to hold. A provider binds the
- * canonical path read-only (a mount covers the file, not a name of it), so two shapes escape it:
- *
- * - **another hard link** (link(2)): a regular file with `st_nlink` > 1 has other names, and one of
- *   them inside a writable path is an ordinary writable file that rewrites the protected one
- *   (hard links never cross a filesystem, so only a writable path on the file's device — st_dev —
- *   can hold one). A confined process cannot make a new one (link(2) across mounts is `EXDEV`);
- *   one made while the file was not protected, or by the host, stays.
- * - **a symbolic link on the way** (symlink(7)): when the path as given goes through a link whose
- *   directory entry lies inside a writable path (`cordis.yml -> /shared/cordis.yml` in the
- *   workspace), the target is protected but the link is not: `ln -sfn evil.yml cordis.yml` points
- *   the next run elsewhere.
- *
- * `protectedPathProblem` names the first such path; `ctx.sandbox.confine` refuses with it.
+ * canonical path read-only (a mount covers the file, not a name of it), so another hard link of
+ * a file, or a symbolic link on the way to it, in a writable path escapes it (the README's
+ * `PROTECTED_PATH_LINKED` and `PROTECTED_PATH_SYMLINK` say how). `protectedPathProblem` names the
+ * first such path; `ctx.sandbox.confine` refuses with it.
  */
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
 import type { Stats } from 'node:fs'
@@ -46,8 +37,8 @@ export interface ProtectedPathProblem {
   message: string
 }
 
-/** Whether `path` is `root` or inside it (both canonical). */
-const isWithin = (path: string, root: string): boolean => {
+/** Whether `path` is `root` or inside it, by their names (both absolute; nothing is resolved). */
+export function isWithin(path: string, root: string): boolean {
   if (root === '/') return true
   const rest = relative(root, path)
   return rest === '' || (!rest.startsWith(`..${sep}`) && rest !== '..' && !isAbsolute(rest))

@@ -8,7 +8,7 @@ import { homedir } from 'node:os'
 import { isAbsolute, resolve } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
-import { messageOf } from '@conch/session'
+import { messageOf, registerListed } from '@conch/session'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
@@ -99,28 +99,10 @@ export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt'
 /**
  * Why `path` cannot be the workspace root of an agent (where its terminals write), or undefined
  * when it can. Judged on the path as given (made absolute) and made canonical (realpath(3), so a
- * link to `/etc` is `/etc`), in order:
- *
- * - unless `shared` is false (unconfined terminals, which may write such a folder anyway), one of
- *   `SHARED_ROOTS`, or a folder every user may write (mode `o+w`, stat(2)), such as `/tmp`:
- *   in a shared folder a confined process could read or change every other user's and terminal's
- *   files there (other owners' sockets, state and caches);
- * - `/`, or a folder in `SYSTEM_ROOTS` or below one (see there): the host's own files, and under
- *   `/proc`, `/sys` and `/dev` its kernel; under `/run` the host's service sockets (Docker's,
- *   containerd's, D-Bus);
- * - one of `HOLDING_ROOTS` itself;
- * - a home folder itself (the home of the user conch runs as, `/root`, `/home/<name>`): its
- *   terminals would write `.bashrc`, `.profile` and `.ssh/authorized_keys`, run at the next login
- *   (a project below one, `/home/u/proj`, is accepted);
- * - a dot-folder directly inside a home folder (the home of the user conch runs as, `/root`, or
- *   `/home/<name>`), or below one — `~/.ssh`, `~/.config`, `~/.local`, `~/.docker`: the user's
- *   keys, credentials and settings that other programs run;
- * - a folder that is or lies in one of `own` (absolute: conch's own folders — its state home,
- *   session logs, the sandbox's hidden paths and runtime folder) or of `inside` (folders a
- *   workspace may hold: session logs an operator allowed inside workspaces), or that holds one of
- *   `own`: its terminals could rewrite the logs and state conch trusts.
- *
- * The reason names the rule and the fix.
+ * link to `/etc` is `/etc`), by the rules the README lists under "Workspace roots", in this
+ * order: shared folders (unless `shared` is false), `/` and `SYSTEM_ROOTS`, `HOLDING_ROOTS`, a
+ * home folder, a dot-folder in a home folder, and conch's own folders (`own`, `inside`). The
+ * reason names the rule and the fix.
  */
 export function workspaceRootProblem(path: string, options: { own?: readonly string[]; inside?: readonly string[]; shared?: boolean } = {}): string | undefined {
   const given = resolve(path)
@@ -272,11 +254,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     super(ctx, 'sandbox')
   }
 
-  /**
-   * Registers `provider` (tried in registration order). The disposer — tied to the caller's
-   * plugin scope — removes it and forgets its probe verdict.
-   * @throws SandboxError `DUPLICATE_PROVIDER` when a provider of the same name is registered.
-   */
   register(provider: SandboxProvider): () => void {
     if (this.providers.some((other) => other.name === provider.name)) {
       throw new SandboxError('DUPLICATE_PROVIDER', { provider: provider.name })
@@ -291,13 +268,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     }, 'sandbox.register')
   }
 
-  /**
-   * Wraps `argv` to run under `policy` with the first provider for `process.platform` whose
-   * probe succeeds (each provider is probed at most once; the verdict is cached).
-   * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown
-   *   mode, an empty argv); `SANDBOX_UNAVAILABLE` naming every provider's probe failure, how to
-   *   install one, and how to choose `danger-full-access` explicitly.
-   */
   async confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult> {
     const parsed = Policy.safeParse(policy)
     if (!parsed.success) {
@@ -352,12 +322,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     throw unavailable(candidates.length, failures)
   }
 
-  /**
-   * Probes the providers for `process.platform` now (each at most once, as `confine` does), so
-   * a harness can refuse to start where the providers it loaded cannot confine anything.
-   * @returns true when one works; false when none is registered for this platform.
-   * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
-   */
   async probe(): Promise<boolean> {
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: ProbeFailure[] = []
@@ -370,11 +334,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     throw unavailable(candidates.length, failures)
   }
 
-  /**
-   * Keeps `paths` read-only in every sandbox confined while the registration lasts (see
-   * `SandboxServiceApi.protect`): made canonical now, missing ones ignored.
-   * @throws SandboxError `INVALID_POLICY` naming a relative path.
-   */
   protect(paths: readonly string[], options: { code?: boolean } = {}): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path)) {
@@ -399,11 +358,6 @@ class SandboxService extends Service implements SandboxServiceApi {
     return unique(this.protections.flat().map((path) => path.canonical))
   }
 
-  /**
-   * Hides `paths` in every sandbox confined while the registration lasts (see
-   * `SandboxServiceApi.hide`): made canonical now, missing ones ignored.
-   * @throws SandboxError `INVALID_POLICY` naming a relative path, or `/`.
-   */
   hide(paths: readonly string[]): () => void {
     for (const path of paths) {
       if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
@@ -416,13 +370,7 @@ class SandboxService extends Service implements SandboxServiceApi {
         const identity = identityOf(path)
         return identity === undefined ? [] : [{ path, ...identity }]
       })
-    return this.ctx.effect(() => {
-      this.hidings.push(entry)
-      return () => {
-        const index = this.hidings.indexOf(entry)
-        if (index >= 0) this.hidings.splice(index, 1)
-      }
-    }, 'sandbox.hide')
+    return registerListed(this.ctx, this.hidings, entry, 'sandbox.hide')
   }
 
   hiddenPaths(): string[] {
@@ -506,7 +454,6 @@ function canonicalPaths(paths: readonly string[]): string[] {
   return out
 }
 
-/** Each path that exists, as given and made canonical (realpath(3)). */
 /**
  * The refusal for the first writable path that holds code registered with `{code: true}` (the
  * code path inside it, or the writable path inside a code folder), or undefined when none does.

@@ -224,11 +224,17 @@ export type SandboxError<C extends SandboxErrorCode = SandboxErrorCode> = ErrorO
 
 /** The public surface of `ctx.sandbox` (implemented by the default-exported `SandboxService`). */
 export interface SandboxServiceApi {
-  /** Registers a provider; the disposer is tied to the caller's plugin scope. */
+  /**
+   * Registers a provider (tried in registration order); the disposer, tied to the caller's plugin
+   * scope, removes it and forgets its probe verdict.
+   * @throws SandboxError `DUPLICATE_PROVIDER` when a provider of the same name is registered.
+   */
   register(provider: SandboxProvider): () => void
   /**
-   * Wraps `argv` with the first registered provider for this platform whose probe succeeds.
-   * @throws SandboxError `SANDBOX_UNAVAILABLE` with a message that names each provider's probe
+   * Wraps `argv` with the first registered provider for this platform whose probe succeeds (each
+   * provider is probed at most once; the verdict is cached).
+   * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown mode,
+   * an empty argv); `SANDBOX_UNAVAILABLE` with a message that names each provider's probe
    * failure, how to install one (e.g. `apt-get install bubblewrap`), and how to choose
    * `danger-full-access` explicitly; `PROTECTED_PATH_LINKED` for a protected regular file with
    * more than one hard link (st_nlink) on the device of a path the sandbox may write;

@@ -2,7 +2,7 @@
  * `@conch/subagent-acp`: a sub-agent provider for any agent that speaks the Agent Client
  * Protocol over stdio. Each run spawns `command args…` through `ctx.subprocess` in the child
  * cwd, drives it as an ACP client (initialize → session/new → session/prompt) and answers its
- * permission requests by the configured policy. A namespace plugin (no default export).
+ * permission requests by the configured policy.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

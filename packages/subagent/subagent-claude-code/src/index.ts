@@ -1,7 +1,6 @@
 /**
  * `@conch/subagent-claude-code`: Claude Code as a `ctx.subagents` provider, through the
- * official Claude Agent SDK's `query()`. A namespace plugin (no default export, so the loader
- * keeps `inject`).
+ * official Claude Agent SDK's `query()`.
  */
 import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
@@ -12,7 +11,6 @@ import { isExecutableFile } from './resolve.ts'
 
 export { claudeCodeProvider, projectSandbox, WRITE_TOOLS, type ClaudeCodeProviderConfig, type ClaudeCodeProviderDeps, type SandboxMode } from './provider.ts'
 export { resolveClaudeExecutable, findProductsDir, platformPackage, NOT_FOUND_HINT } from './resolve.ts'
-export { spawnThroughSubprocess } from './spawn.ts'
 /** The SDK's own `query()`, for benchmarks that drive the raw product beside the provider. */
 export { query as sdkQuery } from '@anthropic-ai/claude-agent-sdk'
 

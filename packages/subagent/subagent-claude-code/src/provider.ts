@@ -1,17 +1,10 @@
 /**
  * The Claude Code provider: each run is one `query()` of the official Claude Agent SDK, whose
- * CLI spawn goes through `ctx.subprocess` (spawn.ts). The start is published when the CLI's
- * `system/init` message arrives; the run ends with its `result` message.
+ * CLI spawn goes through `ctx.subprocess` (spawn.ts):
  *
  *     starting ──system/init──▶ running ──result / iterator end / throw──▶ ended
  *
- * - `completed` only for a `result` with subtype `success`, `is_error` false and a non-empty
- *   `result`; every other end is `error`, with the text streamed so far as partial output.
- * - Interrupt and abort make the SDK iterator throw: after a cancel that is `aborted`, never
- *   a rejection.
- * - Unattended: `persistSession: false`, `settingSources` as configured (default none),
- *   `AskUserQuestion` disallowed, `permissionMode: 'dontAsk'` with the configured allowlist —
- *   every other tool that needs a permission is denied by policy, nobody is asked.
+ * The unattended options, the publish boundary and the stop reasons are in the README.
  */
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'

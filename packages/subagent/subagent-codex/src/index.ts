@@ -1,7 +1,6 @@
 /**
  * `@conch/subagent-codex`: OpenAI Codex as a `ctx.subagents` provider, driven through
- * `codex app-server` over stdio. A namespace plugin (no default export, so the loader keeps
- * `inject`).
+ * `codex app-server` over stdio.
  */
 import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'

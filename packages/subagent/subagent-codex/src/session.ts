@@ -3,16 +3,8 @@
  *
  *     handshake ──thread/start answered──▶ thread ──turn/start answered──▶ turn ──▶ ended
  *
- * - Ownership: every server message that names a thread or turn must name this run's. Until
- *   the thread id (then the turn id) is known, such messages are held; when it is known they
- *   are replayed in order, and those naming another thread or turn are dropped. A server
- *   request naming another thread or turn is answered with an error, never an approval.
- * - Server requests: approvals are declined (`APPROVAL_REQUESTS`), a question for a person
- *   gets an error, and any other request fails the run — conch does not know what it grants.
- * - The end: `turn/completed` maps `completed` → `completed` with the last agent message (the
- *   `final_answer` phase preferred), `interrupted` → `aborted` when conch interrupted it,
- *   `failed` with `contextWindowExceeded` → `max-tokens`, anything else → `error`. A child
- *   that exits, closes its output or breaks the protocol first ends the run as `error`.
+ * Ownership of server messages (held until the thread and turn ids are known, then replayed),
+ * the answers to server requests and the stop reasons are in the README.
  */
 import type { ProviderOutcome, SubagentUpdate } from '@conch/subagent'
 import type { IncomingRequest, JsonLinesConnection } from './connection.ts'

@@ -6,7 +6,7 @@
  * Delegation depth is enforced: the process learns its own depth from
  * `CONCH_SUBAGENT_DEPTH` (0 when unset: a conch nobody spawned) and the inherited limit from
  * `CONCH_SUBAGENT_MAX_DEPTH`, both set by the parent's provider on the spawn. A conch at the
- * limit refuses to start another with `DEPTH_EXCEEDED`. A namespace plugin (no default export).
+ * limit refuses to start another with `DEPTH_EXCEEDED`.
  */
 import { existsSync } from 'node:fs'
 import { basename, resolve } from 'node:path'

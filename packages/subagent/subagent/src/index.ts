@@ -2,7 +2,8 @@ export * from './types.ts'
 export { default, default as SubagentService } from './service.ts'
 export { modeFence, type ModeFence } from './mode-fence.ts'
 export { hidePrivateRoot } from './private-root.ts'
-export { findProductsDir, isExecutableFile, platformPackage, productsEnv, resolveClaudeExecutable, resolveCodexExecutable, type ProductsEnv } from './products.ts'
+export { isExecutableFile } from '@conch/subprocess'
+export { findProductsDir, platformPackage, productsEnv, resolveClaudeExecutable, resolveCodexExecutable, type ProductsEnv } from './products.ts'
 export {
   AbsoluteDirectory,
   PROVIDER_NAME,

@@ -15,9 +15,10 @@
  *
  * The products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
  */
-import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs'
+import { existsSync, realpathSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { findExecutable, isExecutableFile } from '@conch/subprocess'
 
 export interface ProductsEnv {
   platform: string
@@ -46,16 +47,6 @@ export function productsEnv(overrides: Partial<ProductsEnv> = {}): ProductsEnv {
   }
 }
 
-export function isExecutableFile(path: string): boolean {
-  try {
-    if (!statSync(path).isFile()) return false
-    accessSync(path, constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
-
 /** The nearest `.products/` folder at or above `from` (or `CONCH_PRODUCTS_DIR` when set). */
 export function findProductsDir(from: string, env: Readonly<Record<string, string | undefined>> = process.env): string | undefined {
   const configured = env.CONCH_PRODUCTS_DIR
@@ -65,15 +56,6 @@ export function findProductsDir(from: string, env: Readonly<Record<string, strin
     if (existsSync(candidate)) return candidate
     if (dirname(dir) === dir) return undefined
   }
-}
-
-function onPath(name: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
-  for (const dir of (env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue
-    const candidate = join(dir, name)
-    if (isExecutableFile(candidate)) return candidate
-  }
-  return undefined
 }
 
 /** `@anthropic-ai/claude-agent-sdk-<platform>` for this machine (the SDK's optional dependency names). */
@@ -97,7 +79,7 @@ export function resolveClaudeExecutable(where: ProductsEnv = productsEnv(), besi
     const sdk = besideSdk(pkg)
     if (sdk) return sdk
   }
-  return onPath('claude', where.env)
+  return findExecutable('claude', (where.env.PATH ?? '').split(delimiter).filter((dir) => dir !== ''))
 }
 
 /** `@openai/codex-<platform>` and the target triple of its `vendor/` folder, per Node platform and arch. */

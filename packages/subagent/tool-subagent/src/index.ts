@@ -3,8 +3,7 @@
  * provider. Mount one row per provider; each registers one tool (`toolName`, default
  * `subagent`). In the foreground the call waits for the child's answer (streaming it as
  * progress, which ACP clients see as the tool call's content); with `run_in_background` it
- * returns a task id at once and the answer is read with `task_output`. A namespace plugin (no
- * default export).
+ * returns a task id at once and the answer is read with `task_output`.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -1,30 +1,11 @@
 /**
  * Files and folders beneath a trusted root, reached without following anything a less trusted
- * process could have planted: the one place conch opens host paths a sandbox may write near
- * (session logs, the pool's state folder and its CLIs' homes, the sandbox runtime folder, a
- * provider's private root).
- *
- * - The **root** is trusted as given (`/` unless the caller names another): it is opened with
- *   `O_RDONLY | O_DIRECTORY | O_NOFOLLOW` (its last component must not be a link) and, when the
- *   caller recorded one, its device and inode must still match.
- * - Every **folder below it** is opened one component at a time relative to the descriptor of
- *   the folder above, through `/proc/self/fd/<fd>/<name>` (the kernel resolves the descriptor's
- *   magic link to the very folder opened, as openat(2) would — proc(5)), with the same flags. A
- *   link fails the open (`ELOOP`, or `ENOTDIR` with `O_DIRECTORY`), so neither a planted link nor
- *   a folder swapped for one between two steps is followed: `PATH_SYMLINK` names it. A missing
- *   folder is made with mkdir(2) mode 0700 through the same handle when the caller creates
- *   (mkdir never follows a link in its last component). A private folder
- *   (`ensurePrivateFolder`) may not lie in or under folders others can replace (`PATH_SHARED`),
- *   and must be this user's with mode 0700 (`PATH_NOT_PRIVATE`).
- * - A **file** is opened through its folder's handle with `O_NOFOLLOW | O_NONBLOCK` (a link
- *   fails, a planted FIFO cannot block the open) and must be a regular file by fstat(2) of the
- *   descriptor; a file opened to write must also have a single link (`PATH_NOT_REGULAR`): another
- *   name of it may lie where a sandbox writes, or be a host file.
- * - A **tree** is removed (`removeTree`) folder by folder through their descriptors: a link or a
- *   hard link in it is unlinked, never followed.
- *
- * On a system without `/proc/self/fd` (macOS) the same flags are applied to the joined path,
- * which checks only the last component: conch's confinement is bubblewrap's, which is Linux's.
+ * process could have planted: the one place conch opens host paths a sandbox may write near.
+ * Every folder below the root is opened one component at a time relative to the descriptor of
+ * the folder above (`/proc/self/fd/<fd>/<name>`, `O_DIRECTORY | O_NOFOLLOW`), every file through
+ * its folder's handle (`O_NOFOLLOW | O_NONBLOCK`, then fstat(2)); the rules of each call, and
+ * the weaker check without `/proc/self/fd` (macOS), are in the README ("Paths beneath a trusted
+ * root").
  */
 import {
   closeSync,

@@ -1,43 +1,11 @@
 /**
  * The environment a confined child starts with. Every conch package that starts a program for
  * the model — terminals, `run_code`, sub-agents, one-shot children — derives it with
- * `scrubbedEnv`, so one policy decides what crosses the trust boundary.
- *
- * The default policy drops a variable when any of these holds (see `scrubEnv` for the reason
- * strings and `README.md` for the table):
- *
- * 1. its **name** belongs to conch (`CONCH_*`: session tags must not be inherited), is a
- *    configured secret's variable (`withholdVariables`), or holds a character outside printable
- *    ASCII (a look-alike letter hides a word from the rules below);
- * 2. its **name** looks like a secret: it contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`,
- *    `PASSWD`, `PASSPHRASE`, `WEBHOOK`, `PRIVATE`, `SESSION` or `COOKIE`; or one of its words
- *    (split at `_`, `-`, `.`) is `PWD` (but `PWD` and `OLDPWD` themselves are the shell's), `PAT`,
- *    `DSN`, `AUTH`, `OAUTH`, `HMAC`, `JWT`, `SALT`, `SIGNING`, or starts with `CRED`,
- *    `AUTHORIZ`, `AUTHENTIC` or `LICEN` (`LICENSE`, `LICENCE_KEY`); or its last word is `PASS`
- *    or `PW` (`SMTP_PASS`, `ROOT_PW`; not `PW_TEST_REPORTER`, `PASS_THROUGH`) or ends in `PASS`
- *    (`SSHPASS`; not `BYPASS`); or it names a connection string (`CONNECTION_STRING`);
- * 3. its **name** points at credentials: `SSH_AUTH_SOCK`, `*_CREDENTIALS`,
- *    `GOOGLE_APPLICATION_CREDENTIALS`, `KUBECONFIG`, `NETRC`, `GIT_ASKPASS`, `SSH_ASKPASS`,
- *    `SUDO_ASKPASS`, `DOCKER_CONFIG`, `VAULT_*`, `AWS_CONFIG_FILE`, `*PASSFILE`, `GNUPGHOME`,
- *    `GPG_AGENT_INFO`, `DBUS_SESSION_BUS_ADDRESS`;
- * 4. its **name** is a package manager's launch variable, set by `npm run` / `pnpm run` for
- *    the script it starts and meaningless (or misleading) to programs the model runs:
- *    `npm_*`, `pnpm_*` (any case; `PNPM_HOME` stays), `INIT_CWD`, `PROJECT_CWD`,
- *    `BERRY_BIN_FOLDER`, `NODE` (npm's path to node), and `NODE_OPTIONS`, which makes every
- *    Node program in the child load what it names (`--require`, `--import`);
- * 5. its **value** carries a credential: a URL with a password (`scheme://user:pw@host`, also
- *    `redis://:pw@host`), or a known token shape — GitHub `ghp_`/`gho_`/`ghs_`/`ghu_`/`ghr_`/
- *    `github_pat_`, OpenAI-style `sk-…`, Slack `xox[abpr]-`, AWS access key ids `AKIA…`/`ASIA…`,
- *    GitLab `glpat-`, npm `npm_…`, a JWT (`eyJ….….…`), a PEM private key block, an
- *    `Authorization` scheme's credentials (`Bearer …`), a connection string's key or password
- *    (`AccountKey=`, `SharedAccessKey=`, `Password=…;`, `Pwd=…;`), or a shared access
- *    signature (`sig=` as a query or connection-string parameter); and more shapes, listed in
- *    `SECRET_VALUES` and the README.
- *
- * These are heuristics: they drop some harmless variables (`KEYBOARD_LAYOUT`,
- * `XDG_SESSION_TYPE`) and cannot see a secret under an innocent name with an innocent-looking
- * value. `allow` passes named variables through from the parent on purpose; `trusted` adds
- * explicit values last.
+ * `scrubbedEnv`, so one policy decides what crosses the trust boundary. The rules (a variable is
+ * dropped for its name or its value) are the constants below; the README tabulates them.
+ * They are heuristics: they drop some harmless variables and cannot see a secret under an
+ * innocent name with an innocent-looking value. `allow` passes named variables through from the
+ * parent on purpose; `trusted` adds explicit values last.
  */
 import { randomBytes } from 'node:crypto'
 import type { SessionTag } from './types.ts'

@@ -5,13 +5,14 @@
  * (tagged daemons included) and awaits it.
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
-import { accessSync, constants, existsSync, statSync } from 'node:fs'
-import { delimiter, join, resolve } from 'node:path'
+import { existsSync } from 'node:fs'
+import { delimiter, resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { messageOf } from '@conch/errors'
 import { withDescriptorsClosed } from './descriptors.ts'
+import { findExecutable, isExecutableFile } from './executable.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
 import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
@@ -82,21 +83,6 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     ctx.effect(() => () => this.terminateAll(), 'subprocess.terminateAll')
   }
 
-  /**
-   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group.
-   * `env` is the complete environment (default: `scrubbedEnv(process.env, {allow: allowEnv})`); the service adds
-   * `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they re-parent.
-   *
-   * The child is owned until it has exited *and* no process carrying its tag is left; while
-   * owned, disposing the calling plugin or the service terminates its tree and awaits it.
-   * Aborting `signal` terminates it too; an already aborted signal throws its reason. With
-   * `tree: 'descendants'` the tree is walked through the kernel's children lists instead of a
-   * scan of every process for the tag, and ownership ends when the child exits; `tree:
-   * 'session'` walks the same and also sweeps the child's session for processes that left it.
-   * Terminating waits for the root's reaping (its `exit` event) rather than for the next poll.
-   * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
-   *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
-   */
   spawn(options: SpawnOptions): ChildHandle {
     const argv = Argv.safeParse(options.argv)
     if (!argv.success) {
@@ -266,26 +252,16 @@ class SubprocessService extends Service implements SubprocessServiceApi {
  * undefined when it can: a missing working directory, a name with a `/` (relative to `cwd`) that
  * is not an executable file, a bare name in no folder of PATH.
  */
-/** Why `program` cannot start, as execvp(3) would find it, or undefined. */
 function spawnProblem(cwd: string | undefined, path: string | undefined, program: string): string | undefined {
   if (cwd !== undefined && !existsSync(cwd)) return `the working directory ${cwd} does not exist`
   if (program.includes('/')) {
     const file = resolve(cwd ?? '.', program)
     if (!existsSync(file)) return 'no such file'
-    return executable(file) ? undefined : 'it is not executable'
+    return isExecutableFile(file) ? undefined : 'it is not executable'
   }
   // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
-  const found = (path ?? '/bin:/usr/bin').split(delimiter).some((dir) => dir !== '' && executable(join(resolve(cwd ?? '.', dir), program)))
-  return found ? undefined : `not found (or not executable) on PATH=${path ?? ''}`
-}
-
-function executable(file: string): boolean {
-  try {
-    accessSync(file, constants.X_OK)
-    return statSync(file).isFile()
-  } catch {
-    return false
-  }
+  const dirs = (path ?? '/bin:/usr/bin').split(delimiter).filter((dir) => dir !== '').map((dir) => resolve(cwd ?? '.', dir))
+  return findExecutable(program, dirs) === undefined ? `not found (or not executable) on PATH=${path ?? ''}` : undefined
 }
 
 namespace SubprocessService {

@@ -1,21 +1,10 @@
 /**
  * The tag supervisor: a small detached process that outlives conch only to end what conch's
- * unconfined processes left behind.
- *
- * Under `danger-full-access` there is no PID namespace to end a terminal's `nohup`/`setsid`
- * daemons with it: conch's own teardown sweeps the session tag (see `terminateTree`), but a
- * conch killed with SIGKILL runs no teardown. So the first unconfined session starts a
- * supervisor and registers its tag; the supervisor holds the read end of a pipe from conch.
- * When the pipe closes — conch exited, however it died, or the last tag was released — it
- * sweeps `/proc/*\/environ` for every tag still registered, SIGKILLs each match (start identity
- * re-checked just before kill(2)), repeats until a sweep finds nothing (at most `maxRounds`),
- * then looks where an orphan hangs (the children of init and of its own ancestors, newest first,
- * KILLing tagged ones) until three looks a millisecond apart read no new pid, and exits. It never runs longer than that sweep after its pipe closes, carries none of the
- * tags itself, and runs in its own session (setsid), so a signal to conch's process group does
- * not take it down before it has swept.
- *
- * Protocol on its stdin, one line each: `+<name>=<value>` registers a tag, `-<name>=<value>`
- * releases it. Linux only (it reads /proc); elsewhere `watch` is a no-op.
+ * unconfined processes left behind (a conch killed with SIGKILL runs no teardown). It holds the
+ * read end of a pipe from conch and, when the pipe closes, sweeps and KILLs every process that
+ * carries a registered tag, then exits; the sweep, its bounds and its limits are in the README
+ * ("The tag supervisor"). Protocol on its stdin, one line each: `+<name>=<value>` registers a
+ * tag, `-<name>=<value>` releases it. Linux only (it reads /proc); elsewhere `watch` is a no-op.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { Writable } from 'node:stream'

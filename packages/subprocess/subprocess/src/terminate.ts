@@ -87,14 +87,10 @@ class Teardown {
   ) {
     this.scanning = scanning
     if (ladder.rootExited) {
-      const wake: Promise<void> = Promise.resolve(ladder.rootExited).then(
-        () => {
-          if (this.wake === wake) this.wake = undefined
-        },
-        () => {
-          if (this.wake === wake) this.wake = undefined
-        },
-      )
+      const clear = (): void => {
+        if (this.wake === wake) this.wake = undefined
+      }
+      const wake: Promise<void> = Promise.resolve(ladder.rootExited).then(clear, clear)
       this.wake = wake
     }
   }
@@ -206,6 +202,11 @@ class Teardown {
     return found
   }
 
+  /** Whether discovery sweeps for processes that left the tree: a tag or a session to sweep, and a scan or hosts to look at. */
+  private sweeps(): boolean {
+    return (this.ladder.tag !== undefined || this.session !== undefined) && (this.scanning || this.hosts !== undefined)
+  }
+
   /**
    * The tag sweep of `discovery: 'orphans'`: each child of a host that started no earlier than
    * the root and carries the tag, with everything below it (children first). A process whose
@@ -214,11 +215,6 @@ class Teardown {
    * or from another tagged process that does — unless it was started with the tag put back
    * into an environment that had dropped it.
    */
-  /** Whether discovery sweeps for processes that left the tree: a tag or a session to sweep, and a scan or hosts to look at. */
-  private sweeps(): boolean {
-    return (this.ladder.tag !== undefined || this.session !== undefined) && (this.scanning || this.hosts !== undefined)
-  }
-
   private async sweepHosts(tag: SessionTag | undefined): Promise<ProcessRecord[]> {
     const table = this.ladder.table
     const found: ProcessRecord[] = []
@@ -506,31 +502,15 @@ async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
 }
 
 /**
- * Stops the process tree under `rootPid` and proves it is gone.
- *
- * 1. Captures, before any signal, the root's descendants and (with `tag`) every process whose
- *    environment carries the tag, with their start identities — so a pid recycled later is
- *    never signalled, and `setsid`/`nohup` daemons re-parented to init are still found. With
- *    `discovery: 'children'` the descendants come from the kernel's children lists instead of
- *    a listing of every process (no tag then), here and in every rescan; with `'namespace'` the
- *    same, when the walk finds a PID namespace's init below the root (else it scans, with the tag).
- * 2. TERMs the captured processes children-first while the root still runs and can reap them
- *    (`signalFor` may choose another signal per process, e.g. SIGHUP for an interactive shell,
- *    which ignores TERM), continues stopped ones (SIGCONT) so the signal is delivered, and polls
- *    until they are gone (a zombie counts as gone) or `graceMs` passed. When everything is gone
- *    it moves on at once.
- * 3. Rescans for children forked meanwhile (through the children lists when the table has them)
- *    and, unless the root's rung follows and sweeps after it, newly tagged processes; anything
- *    left is frozen (SIGSTOP), rescanned until nothing new appears, KILLed, and awaited up to
- *    `killWaitMs`.
- * 4. With `includeRoot`, the same for the root: `rootSignal` (default SIGTERM; interactive
- *    shells ignore TERM, so terminals pass SIGHUP), grace, rescan with the tag sweep, freeze,
- *    KILL. A `rootSignal` of SIGKILL has no grace: the root is KILLed, its children lists are
- *    read again at once (see `killRoot`), and the root is waited for until it is gone.
+ * Stops the process tree under `rootPid` and proves it is gone: capture (with `tag`, tagged
+ * processes too) before any signal → TERM children-first, SIGCONT the stopped → wait up to
+ * `graceMs` → rescan, freeze (SIGSTOP), rescan until nothing new → KILL → verify; with
+ * `includeRoot`, the same for the root (`rootSignal`). The README ("The teardown ladder") gives
+ * each rung and its reasons; the `Teardown` methods above carry them in code.
  *
  * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
- * teardown (e.g. a process of another user, EPERM, or one stuck in uninterruptible sleep); call
- * again to retry — nothing is cached. Init, this process and its ancestors are never signalled.
+ * teardown (e.g. EPERM, or uninterruptible sleep); call again to retry — nothing is cached.
+ * Init, this process and its ancestors are never signalled.
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {

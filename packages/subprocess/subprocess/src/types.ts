@@ -279,9 +279,15 @@ export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode>
 /** The public surface of `ctx.subprocess` (implemented by the default-exported `SubprocessService`). */
 export interface SubprocessServiceApi {
   /**
-   * Starts a child owned by the service (and, through the tracker, by the caller's plugin
-   * scope): disposing either terminates it and awaits its tree.
-   * @throws SubprocessError `SPAWN_FAILED` naming the program, `SERVICE_DISPOSING`.
+   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group,
+   * owned by the service and (through the tracker) by the caller's plugin scope: disposing either
+   * terminates its tree and awaits it, as does aborting `signal` (an already aborted signal throws
+   * its reason). Without `env` the environment is `scrubbedEnv(process.env, {allow: allowEnv})`;
+   * the service adds `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they
+   * re-parent. It stays owned until it has exited and no process carrying its tag is left
+   * (`tree`: how its tree is found, and when ownership ends).
+   * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
+   *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
    */
   spawn(options: SpawnOptions): ChildHandle
 }

@@ -1,7 +1,7 @@
 /**
  * `@conch/tool-tasks`: the model-facing tools over `ctx.tasks` — `task_output`, `task_kill` and
  * `task_list` — and a short system-prompt section that tells the model how background tasks
- * work. A namespace plugin (no default export: the loader would prefer it and lose `inject`).
+ * work.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -1,19 +1,8 @@
 /**
- * The three wire formats as event encoders. The driver (server.ts) decides *when* each part
- * goes out; an encoder only says *what* goes out, as server-sent events (`event:` + `data:`
- * lines, WHATWG HTML § 9.2).
- *
- * - OpenAI Responses streaming events: `response.created`, `response.output_item.added`,
- *   `response.content_part.added`, `response.output_text.delta`, `response.output_text.done`,
- *   `response.content_part.done`, `response.output_item.done`,
- *   `response.function_call_arguments.delta` / `.done`, and last `response.completed` (with
- *   `usage`) or `response.failed` (with `error`). Every event carries `sequence_number`.
- * - Anthropic Messages streaming events: `message_start`, `content_block_start`,
- *   `content_block_delta` (`text_delta`, `input_json_delta`), `content_block_stop`,
- *   `message_delta` (stop reason, usage), `message_stop`; or an `error` event.
- * - OpenAI chat completions: unnamed `data:` events, each a `chat.completion.chunk` (a role,
- *   content or `tool_calls` delta, then one with `finish_reason`, then one with `usage`), and
- *   last `data: [DONE]`; a failure is a `data:` event holding `{error}`.
+ * The three wire formats as event encoders — OpenAI Responses, Anthropic Messages and OpenAI
+ * chat completions streaming events, as server-sent events (`event:` + `data:` lines, WHATWG
+ * HTML § 9.2). The driver (server.ts) decides *when* each part goes out; an encoder only says
+ * *what* goes out, in each format's event order.
  */
 import type { FakeToolCall } from './types.ts'
 

@@ -1,5 +1,4 @@
 export * from './types.ts'
 export { startFakeModel, splitWords, type FakeModelServer } from './server.ts'
 export { DEFAULT_SENTINEL_PATTERN, chooseSentinel, defaultFrame, pairFrame } from './sentinel.ts'
-export { parseMessagesBody, parseResponsesBody } from './parse.ts'
 export { chatChunk } from './encode.ts'

@@ -1,27 +1,7 @@
 /**
  * Making a transcript comparable across runs and machines. Every rule replaces what varies with
- * a placeholder that says what it was; nothing else is touched.
- *
- * Always (pinned and real runs):
- * - the scenario's workspace folder (as given and as its real path) → `<workspace>`;
- * - session ids (`session-1a2b3c4d`, random) → `session-1`, `session-2`, … in order of
- *   appearance;
- * - clock times: the values of `createdAt`, `startedAt`, `endedAt` keys → `"<time>"`;
- * - the wall time of a program run in the `run_code` status line (`[run_code: ok in 41 ms, …`)
- *   → `<ms>`: a real node process ran it even in a pinned run.
- *
- * Real runs only (node-pty, real processes):
- * - process ids: `bash[18795]` → `bash[<pid>]`, `pid 18795` → `pid <pid>`, and the values of
- *   `pid` keys → `"<pid>"`;
- * - terminal devices `/dev/pts/3` → `/dev/pts/<n>`;
- * - durations: the values of `elapsedMs` and `durationMs` keys → `"<ms>"` (the memory backend's
- *   are fixed, so pinned runs keep them);
- * - the readiness evidence (`evidence` keys) → `"<evidence>"`: which tier proved readiness
- *   first (the prompt marker or /proc) is a race the design allows (PITFALLS.md);
- * - what a close stopped (`[closed: pty-1 — stopped …]` and `stopped` keys) →
- *   `<processes>`: a short-lived helper of the shell may or may not be alive at that moment;
- * - how a closed shell ended (the `[session: exited …]` line of a close, the `status` next to
- *   `stopped`) → `<status>`: whether bash dies of the hang-up or exits on it is a race.
+ * a placeholder that says what it was; nothing else is touched. The rules, and which apply to
+ * pinned runs and which to real ones only, are tabled in the README ("Normalisation").
  */
 import { realpathSync } from 'node:fs'
 
