@@ -53,6 +53,10 @@ export interface OutputView {
   lastNonBlankLine(): string
   /** The newest committed line of this send's output ('' when none). */
   lastLine(): string
+  /** Replies to the program's terminal queries parsed and not yet written or dropped. */
+  repliesOwed(): number
+  /** Replies written to the program so far. */
+  repliesWritten(): number
 }
 
 /** Everything a send is, fixed at creation. Durations in ms. */
@@ -239,13 +243,15 @@ export interface WaitState {
     deferrals: number
   }
   /** A read under confirmation. */
-  confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number } | undefined
+  confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number; repliesBefore: number } | undefined
   /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
   ambiguousRead: string | undefined
   /** The silence timer fired with a probe to run first: settle `inferred_idle` once it is decided. */
   silenceDue: boolean
   /** What a drain in flight settles on. */
-  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string } | undefined
+  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string; repliesBefore?: number } | undefined
+  /** `view.repliesWritten()` when the latest look was asked for: a read it finds is proved only if no reply went in since. */
+  repliesAtLook: number
   /** A proved read waiting for the termios answer before it settles (and the output count then). */
   afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; how: string; outputBefore: number } | undefined
 }
@@ -307,6 +313,7 @@ function waitState(): WaitState {
     ambiguousRead: undefined,
     silenceDue: false,
     afterDrain: undefined,
+    repliesAtLook: 0,
     afterTermios: undefined,
   }
 }
@@ -673,6 +680,9 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
         if (!spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
+      // A reader that sent a terminal query waits for its reply, not for input: while a reply is
+      // owed, or one went in since the first look of the window, its read proves nothing.
+      if (spec.view.repliesOwed() > 0 || spec.view.repliesWritten() !== after.repliesBefore) return requestProbe(s, event.now, out)
       return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
     }
     case 'termios': {
@@ -732,8 +742,7 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
       if (spec.exact && s.awaiting.probe === undefined && s.wait.confirming === undefined) {
         // One last look first.
         s.wait.silenceDue = true
-        s.awaiting.probe = request(s)
-        out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
+        probeLook(s, out)
         return
       }
       if (s.wait.confirming !== undefined) {
@@ -810,6 +819,12 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
     if (paced.armMs !== undefined) arm(s, out, 'probeGap', paced.armMs)
     return
   }
+  probeLook(s, out)
+}
+
+/** Asks for a look probe, noting the replies written so far (`repliesAtLook`). */
+function probeLook(s: In<'waiting'>, out: SendEffect[]): void {
+  s.wait.repliesAtLook = s.spec.view.repliesWritten()
   s.awaiting.probe = request(s)
   out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
 }
@@ -832,7 +847,7 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
     if (s.wait.confirming === undefined) {
-      s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount }
+      s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount, repliesBefore: s.wait.repliesAtLook }
       return judge(s, now, out)
     }
     return
@@ -896,7 +911,7 @@ function decide(s: In<'waiting'>, now: number, out: SendEffect[], verdict: Exclu
   s.wait.confirming = undefined
   const first = confirming.samples[0]!.probe
   if (verdict.kind === 'proven') {
-    return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail })
+    return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail, repliesBefore: confirming.repliesBefore })
   }
   s.wait.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.wait.ambiguousRead
   return failConfirm(s, now, out)

@@ -36,6 +36,10 @@ export interface SendHost {
   readonly promptMarkerCount: number
   /** The status the latest prompt marker carried (the shell's `$?`, see prompt.ts). */
   readonly promptStatus: number | undefined
+  /** Replies to the program's terminal queries parsed and not yet written or dropped. */
+  readonly repliesOwed: number
+  /** Replies written to the program so far. */
+  readonly repliesWritten: number
   /** Monotonic clock, ms. */
   now(): number
   status(): SessionStatus
@@ -144,6 +148,8 @@ export class Send {
         promptLine: () => host.promptLine(),
         lastNonBlankLine: () => buffer.lastNonBlankLine(),
         lastLine: () => buffer.lastLine(),
+        repliesOwed: () => host.repliesOwed,
+        repliesWritten: () => host.repliesWritten,
       },
     })
     this.done = new Promise<SendResult>((resolve, reject) => {

@@ -157,6 +157,9 @@ export class LocalSession implements BackendSession {
   private closing: Promise<CloseResult> | undefined
   /** Replies to terminal queries, in order (see `reply`). */
   private replies: Promise<void> = Promise.resolve()
+  /** Replies parsed queries are owed and not yet written or dropped, and replies written so far (see `reply`). */
+  private repliesOwed = 0
+  private repliesWritten = 0
   /** An exit marker is being checked with the kernel. */
   private exitCheck = false
 
@@ -471,6 +474,12 @@ export class LocalSession implements BackendSession {
       get promptStatus() {
         return session.promptStatus
       },
+      get repliesOwed() {
+        return session.repliesOwed
+      },
+      get repliesWritten() {
+        return session.repliesWritten
+      },
       now: this.now,
       status: () => this.state,
       promptShown: (since) => this.promptShown(since),
@@ -631,13 +640,24 @@ export class LocalSession implements BackendSession {
    * the query came from the shell or a command already over: once the shell is blocked reading the
    * terminal (at most `handoffGraceMs`) and its output is drained, the reply is dropped when a
    * controlled prompt came after the query, and written when none did (`read -d R` after a
-   * `printf '\e[6n'` in a script reads it). Replies keep their order.
+   * `printf '\e[6n'` in a script reads it). Replies keep their order; until one is written or
+   * dropped it is owed (`repliesOwed`): a program blocked reading meanwhile, or since a reply
+   * went in (`repliesWritten`), is not proved waiting for input.
    */
   private reply(text: string): void {
     const markers = this.promptMarkers
+    this.repliesOwed++
     this.replies = this.replies.then(async () => {
-      if (this.closing !== undefined || !(await this.replyRead(markers))) return
-      await this.terminal.write(text).catch(() => {})
+      try {
+        if (this.closing !== undefined || !(await this.replyRead(markers))) return
+        await this.terminal.write(text).catch(() => {})
+        // Written is not yet queued: the kernel moves it from the flip buffer to the input queue
+        // later, and the reader sleeps in its read until then. The termios query's poll waits.
+        await this.termios?.().catch(() => undefined)
+        this.repliesWritten++
+      } finally {
+        this.repliesOwed--
+      }
     })
   }
 

@@ -29,6 +29,14 @@ class View implements OutputView {
   lastLine() {
     return ''
   }
+  owed = 0
+  written = 0
+  repliesOwed() {
+    return this.owed
+  }
+  repliesWritten() {
+    return this.written
+  }
 }
 
 function spec(view: View, overrides: Partial<SendSpec> = {}): SendSpec {
@@ -339,7 +347,7 @@ describe('the /proc tier', () => {
     view.line = '>>> '
     const probe = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
     expect(machine.feed({ type: 'probed', gen: probe, now: 21, probe: reading(CHILD, CHILD, 9), costMs: 0.2 })).toEqual([{ type: 'arm', timer: 'confirm', ms: 5 }])
-    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 26 }), 'probe')
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 17 }), 'probe')
     const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
     const effects = machine.feed({ type: 'drained', gen: drain, now: 27.5 })
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
@@ -490,6 +498,41 @@ describe('a timed read and a send without input', () => {
     const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 6 }), 'probe')
     const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 7, probe: already, costMs: 0 }), 'drain')
     expect(machine.feed({ type: 'drained', gen: drain, now: 8 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+  })
+
+  describe('a reader waiting for the reply to its terminal query is not waiting for input', () => {
+    /** A send without input up to the drain of a read proved over its window; returns the drain's generation. */
+    function provedRead(machine: Machine, read: ReadProbe, now: number, probe?: number): number {
+      const look = probe ?? Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, read)), 'probe')
+      machine.feed({ type: 'probed', gen: look, now, probe: read, costMs: 0 })
+      const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: now + 5 }), 'probe')
+      return Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: now + 6, probe: read, costMs: 0 }), 'drain')
+    }
+
+    it('while its reply is owed, and then settles on a read proved after the reply went in', () => {
+      const view = new View()
+      const machine = new Machine(view, { steps: [], inputText: '' })
+      const read = reading(CHILD, CHILD, 7)
+      const drain = provedRead(machine, read, 1)
+      // The drained output held a query (`ESC [ 6 n`); its reply is still on its way.
+      view.owed = 1
+      expect(machine.feed({ type: 'drained', gen: drain, now: 8 })).toEqual([{ type: 'arm', timer: 'probeGap', ms: 3 }])
+      view.owed = 0
+      view.written = 1
+      const again = Machine.gen(machine.feed({ type: 'timer', timer: 'probeGap', now: 11 }), 'probe')
+      expect(machine.feed({ type: 'drained', gen: provedRead(machine, read, 12, again), now: 19 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+    })
+
+    it('when a reply went in after the window’s first look, though none is owed at the drain', () => {
+      const view = new View()
+      const machine = new Machine(view, { steps: [], inputText: '' })
+      const read = reading(CHILD, CHILD, 7)
+      const look = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, read)), 'probe')
+      // Written while the window's samples were taken: they show the wait the reply ended.
+      view.written = 1
+      const drain = provedRead(machine, read, 1, look)
+      expect(machine.feed({ type: 'drained', gen: drain, now: 8 })).toEqual([{ type: 'arm', timer: 'probeGap', ms: 3 }])
+    })
   })
 
   it('a send without input settles on the controlled prompt shown before it', () => {
