@@ -45,6 +45,8 @@ export interface SendHost {
   promptLine(): string
   /** The modes the paste rule reads (input-steps.ts, `pastes`). */
   pasteModes(): PasteModes
+  /** Reads the output the terminal holds for the session now, parsing it before it returns (terminal.ts, `readPending`). */
+  readPending(): void
   /** Writes input; resolves when all of it is in the kernel. */
   write(data: string): Promise<void>
   /** A named key's bytes for the terminal's modes now (keys.ts). */
@@ -476,14 +478,19 @@ export class Send {
 
   /**
    * Proof from /proc can arrive before the output the program wrote just before blocking has
-   * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
-   * until a round brings no more output, so that output belongs to this send, not the next one.
+   * been read from the master — still in the PTY's flip buffer, where polling does not see it.
+   * Each round reads what the terminal holds (`readPending`, which waits for that buffer) and lets
+   * libuv poll (each setImmediate runs after a poll phase), until a round brings no more output,
+   * so that output belongs to this send, not the next one. The read comes after the first wait:
+   * never from within the dispatch that asked for the drain, since what it reads is parsed and
+   * dispatched at once.
    */
   private async drain(): Promise<void> {
     let seen: number
     do {
       seen = this.state.outputCount
       await new Promise<void>((resolve) => setImmediate(resolve))
+      if (this.state.phase !== 'settled') this.host.readPending()
       await new Promise<void>((resolve) => setImmediate(resolve))
     } while (this.state.outputCount !== seen && this.state.phase !== 'settled')
   }

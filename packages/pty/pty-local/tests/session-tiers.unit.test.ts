@@ -33,8 +33,18 @@ class FakeTerminal implements TerminalProcess {
   private resolveExit!: (exit: TerminalExit) => void
   readonly exit = new Promise<TerminalExit>((resolve) => (this.resolveExit = resolve))
 
+  /** Output the program wrote that the kernel has not moved to the master yet: only `readPending` gets it. */
+  held = ''
+  /** Output a program writes without end: every `readPending` finds more. */
+  flood: string | undefined
   emit(text: string): void {
     for (const listener of [...this.data]) listener(Buffer.from(text))
+  }
+  readPending(): boolean {
+    const text = this.held + (this.flood ?? '')
+    this.held = ''
+    if (text !== '') this.emit(text)
+    return text !== ''
   }
   finish(exitCode: number): void {
     this.exited = true
@@ -274,6 +284,35 @@ describe('the /proc tier', () => {
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
     expect(result.viewport).toBe('1+1\n2\n>>> ')
+  })
+
+  it('takes in the output the reader wrote before blocking that is still in the flip buffer, before it settles', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    const operation = session.startSend({ text: "printf 'c:%s' part; sleep 0.3; echo rest", submit: true })
+    await nextWrite(terminal)
+    // The command runs: `sleep` in front, nobody reading.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    terminal.emit("printf 'c:%s' part; sleep 0.3; echo rest\r\nc:part")
+    // It ends: the shell prints the rest and its prompt and blocks in its read again, but the
+    // kernel has not moved that output to the master yet — polling does not see it.
+    terminal.held = `rest\r\n${PS1}`
+    inspector.foreground = SHELL
+    inspector.current = probe(SHELL, SHELL, 9)
+    const result = await operation.done
+    expect(result.waitReason).toBe('stdin_read')
+    expect(result.viewport).toBe("printf 'c:%s' part; sleep 0.3; echo rest\nc:partrest\n$ ")
+  })
+
+  it('is not held by a program that writes without end once its reader is proved blocked: the send ends at its timeout', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000, timeoutMs: 300 })
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 7)
+    const operation = session.startSend({ text: 'flood', submit: true })
+    await nextWrite(terminal)
+    terminal.flood = 'y\r\n'
+    inspector.current = probe(CHILD, CHILD, 9)
+    expect(await operation.done).toMatchObject({ waitReason: 'timeout' })
   })
 
   it('takes a different foreground group reading as new evidence', async () => {
