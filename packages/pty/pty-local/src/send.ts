@@ -283,7 +283,7 @@ export class Send {
       case 'probe':
         return void this.probe(effect.purpose).then(({ probe, costMs }) => this.dispatch({ type: 'probed', gen: effect.gen, now: host.now(), probe, costMs }))
       case 'foreground':
-        return void this.foreground(effect.shell).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: host.now(), ...found }))
+        return void this.foreground(effect.shell, effect.proveInput === true).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: host.now(), ...found }))
       case 'drain':
         return void this.drain().then(() => this.dispatch({ type: 'drained', gen: effect.gen, now: host.now() }))
       case 'handoffLook':
@@ -458,10 +458,21 @@ export class Send {
    * The foreground group, and whether the expected group's leader is blocked reading. For the
    * shell, known in advance, both are asked at once: its read check's memory read (thread pool)
    * overlaps the foreground group's read.
+   *
+   * `proveInput`: first whether the input written was read (`inputTaken`): the terminal in raw
+   * mode (the shell's line editor) with an empty input queue once everything written was moved
+   * into it (`inputQueue`, which waits for the flip buffer). Asked before the look, so a shell
+   * then seen blocked in its read has read the input and is done with it.
    */
-  private async foreground(shell: 'front' | 'shell'): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined }> {
+  private async foreground(shell: 'front' | 'shell', proveInput: boolean): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined; inputTaken?: boolean }> {
     const inspector = this.host.inspector
     try {
+      if (proveInput) {
+        const queue = await this.host.inputQueue?.()
+        const taken = queue === undefined ? undefined : !queue.canonical && queue.queued === 0
+        const found = await this.foreground(shell, false)
+        return taken === undefined ? found : { ...found, inputTaken: taken }
+      }
       if (shell === 'front') {
         const pgid = await inspector.foregroundGroup()
         if (pgid === undefined) return { pgid, inFront: false, reading: undefined }

@@ -247,6 +247,41 @@ describe('the controlled prompt tier', () => {
     expect(result.viewport.split('\n')).toContain('next')
   })
 
+  it('does not settle on a prompt the shell owed from before, parsed after the Enter was written, while the shell has not read the input', async () => {
+    const queue: TermiosFlags = { canonical: false, echo: false, queued: 0 }
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 }, async () => ({ ...queue }))
+    // A command that settled on silence leaves the shell busy; its prompt is still to come.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const busy = session.startSend({ text: 'slow', submit: true, idleMs: 100 })
+    await nextWrite(terminal)
+    terminal.emit('slow\r\n')
+    expect((await busy.done).waitReason).toBe('inferred_idle')
+
+    // `slow` ends: the shell prints the prompt it owed and blocks in its read — just as the next
+    // send is written, and conch parses that prompt only after the Enter.
+    inspector.foreground = SHELL
+    inspector.current = probe(SHELL, SHELL, 2)
+    inspector.shellBlocked = true
+    const next = session.startSend({ text: 'echo next', submit: true })
+    expect(await nextWrite(terminal)).toBe('echo next')
+    expect(await nextWrite(terminal)).toBe('\r')
+    let settled = false
+    void next.done.then(() => (settled = true))
+    // The input is still on its way to the shell (in the flip buffer, then its queue).
+    queue.queued = 10
+    const reads = inspector.readLooks
+    terminal.emit(PS1)
+    await until(() => settled || inspector.readLooks >= reads + 3)
+    expect(settled).toBe(false)
+    // The shell reads it, runs it, and prints its next prompt.
+    queue.queued = 0
+    terminal.emit(`echo next\r\nnext\r\n${PS1}`)
+    const result = await next.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
+    expect(result.viewport.split('\n')).toContain('next')
+  })
+
   it('with the terminal\'s processes out of sight, a marker with the session\'s nonce settles unchecked and one without it does not', async () => {
     const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
     inspector.observable = false
