@@ -161,7 +161,7 @@ export type SendEffect =
    * (its raw-mode input queue empty once everything written was moved into it).
    */
   | { type: 'foreground'; gen: number; shell: 'front' | 'shell'; proveInput?: true }
-  /** Let the event loop poll the PTY until a round brings no more output. */
+  /** Read what the terminal holds and let the event loop poll the PTY, until a round brings no more output. */
   | { type: 'drain'; gen: number }
   | { type: 'handoffLook'; gen: number; waiting: number | undefined }
   | { type: 'arm'; timer: SendTimer; ms: number }
