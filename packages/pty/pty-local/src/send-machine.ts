@@ -123,7 +123,8 @@ export type SendEvent =
   | { type: 'failed'; gen: number; now: number; error: unknown }
   | { type: 'output'; now: number }
   | { type: 'probed'; gen: number; now: number; probe: ReadProbe | undefined; costMs: number }
-  | { type: 'foreground'; gen: number; now: number; pgid: number | undefined; inFront: boolean; reading: boolean | undefined }
+  /** `inputTaken`: asked with `proveInput`, whether the input was read from the terminal before the look (undefined: unknown). */
+  | { type: 'foreground'; gen: number; now: number; pgid: number | undefined; inFront: boolean; reading: boolean | undefined; inputTaken?: boolean }
   | { type: 'drained'; gen: number; now: number }
   /** The session's answer to `checkInput`: a refusal (nothing may be written), or undefined. */
   | { type: 'inputChecked'; gen: number; now: number; refusal: unknown }
@@ -149,9 +150,13 @@ export type SendEffect =
   | { type: 'signal'; gen: number; signal: PtySignal }
   /** A /proc probe; a `look` may be skipped (undefined) while the shell itself is busy in front, a `confirm` is always taken. */
   | { type: 'probe'; gen: number; purpose: 'look' | 'confirm' }
-  /** Foreground group, and for the shell (or at startup the group in front) whether its main task is blocked reading. */
-  | { type: 'foreground'; gen: number; shell: 'front' | 'shell' }
-  /** Let the event loop poll the PTY until a round brings no more output. */
+  /**
+   * Foreground group, and for the shell (or at startup the group in front) whether its main task
+   * is blocked reading. `proveInput`: first, whether the input written was read from the terminal
+   * (its raw-mode input queue empty once everything written was moved into it).
+   */
+  | { type: 'foreground'; gen: number; shell: 'front' | 'shell'; proveInput?: true }
+  /** Read what the terminal holds and let the event loop poll the PTY, until a round brings no more output. */
   | { type: 'drain'; gen: number }
   | { type: 'handoffLook'; gen: number; waiting: number | undefined }
   | { type: 'arm'; timer: SendTimer; ms: number }
@@ -651,7 +656,10 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
       // Not in front: the shell printed its marker before the kernel shows it in the
       // foreground again, or another program printed one — the poll tick and silence take over.
       if (!event.inFront) return
-      if (event.reading === false) {
+      // A prompt the shell owed from before the send can be parsed after the last write, and the
+      // shell be blocked in its read before the input reached it (the flip buffer): not until it
+      // read the input and blocked again does a prompt answer it.
+      if (event.reading === false || event.inputTaken === false) {
         if (s.wait.promptRechecks < PROMPT_RECHECKS) {
           const gap = Math.min(PROMPT_RECHECK_MS * 2 ** Math.min(s.wait.promptRechecks, 16), spec.pollIntervalMs / 5)
           s.wait.promptRechecks++
@@ -660,9 +668,8 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
         return
       }
       if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
-      if (s.write.promptMayBeStale && event.reading === true) {
-        // The shell blocked in its read means its input queue is empty: the input was consumed
-        // and everything it printed before blocking is on its way; drain it, then look again.
+      if (s.write.promptMayBeStale) {
+        // Everything the shell printed before blocking is on its way: drain it, then look again.
         return drain(s, out, { kind: 'prompt' })
       }
       return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
@@ -676,7 +683,9 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
       if (after.kind === 'prompt') {
         // Blocked in its read is not proof that the shell has read the Enter written last (the
         // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
-        // before the send, shown before that write, does not answer it; the next one will.
+        // before the send, shown before that write, does not answer it; the next one will. (One
+        // parsed only after that write is refused before the drain, by `inputTaken`; where the
+        // input queue cannot be read, this is the only guard.)
         if (!spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
@@ -800,7 +809,8 @@ function checkForeground(s: SendState, out: SendEffect[]): void {
     return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
   }
   s.awaiting.foreground = request(s)
-  out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell' })
+  const proveInput = s.write.promptMayBeStale && s.spec.drainsInput
+  out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
 }
 
 // ─── The /proc tier ─────────────────────────────────────────────────────────────────

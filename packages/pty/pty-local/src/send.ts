@@ -49,6 +49,8 @@ export interface SendHost {
   promptLine(): string
   /** The modes the paste rule reads (input-steps.ts, `pastes`). */
   pasteModes(): PasteModes
+  /** Reads the output the terminal holds for the session now, parsing it before it returns (terminal.ts, `readPending`). */
+  readPending(): void
   /** Writes input; resolves when all of it is in the kernel. */
   write(data: string): Promise<void>
   /** A named key's bytes for the terminal's modes now (keys.ts). */
@@ -287,7 +289,7 @@ export class Send {
       case 'probe':
         return void this.probe(effect.purpose).then(({ probe, costMs }) => this.dispatch({ type: 'probed', gen: effect.gen, now: host.now(), probe, costMs }))
       case 'foreground':
-        return void this.foreground(effect.shell).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: host.now(), ...found }))
+        return void this.foreground(effect.shell, effect.proveInput === true).then((found) => this.dispatch({ type: 'foreground', gen: effect.gen, now: host.now(), ...found }))
       case 'drain':
         return void this.drain().then(() => this.dispatch({ type: 'drained', gen: effect.gen, now: host.now() }))
       case 'handoffLook':
@@ -462,10 +464,21 @@ export class Send {
    * The foreground group, and whether the expected group's leader is blocked reading. For the
    * shell, known in advance, both are asked at once: its read check's memory read (thread pool)
    * overlaps the foreground group's read.
+   *
+   * `proveInput`: first whether the input written was read (`inputTaken`): the terminal in raw
+   * mode (the shell's line editor) with an empty input queue once everything written was moved
+   * into it (`inputQueue`, which waits for the flip buffer). Asked before the look, so a shell
+   * then seen blocked in its read has read the input and is done with it.
    */
-  private async foreground(shell: 'front' | 'shell'): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined }> {
+  private async foreground(shell: 'front' | 'shell', proveInput: boolean): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined; inputTaken?: boolean }> {
     const inspector = this.host.inspector
     try {
+      if (proveInput) {
+        const queue = await this.host.inputQueue?.()
+        const taken = queue === undefined ? undefined : !queue.canonical && queue.queued === 0
+        const found = await this.foreground(shell, false)
+        return taken === undefined ? found : { ...found, inputTaken: taken }
+      }
       if (shell === 'front') {
         const pgid = await inspector.foregroundGroup()
         if (pgid === undefined) return { pgid, inFront: false, reading: undefined }
@@ -482,14 +495,19 @@ export class Send {
 
   /**
    * Proof from /proc can arrive before the output the program wrote just before blocking has
-   * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
-   * until a round brings no more output, so that output belongs to this send, not the next one.
+   * been read from the master — still in the PTY's flip buffer, where polling does not see it.
+   * Each round reads what the terminal holds (`readPending`, which waits for that buffer) and lets
+   * libuv poll (each setImmediate runs after a poll phase), until a round brings no more output,
+   * so that output belongs to this send, not the next one. The read comes after the first wait:
+   * never from within the dispatch that asked for the drain, since what it reads is parsed and
+   * dispatched at once.
    */
   private async drain(): Promise<void> {
     let seen: number
     do {
       seen = this.state.outputCount
       await new Promise<void>((resolve) => setImmediate(resolve))
+      if (this.state.phase !== 'settled') this.host.readPending()
       await new Promise<void>((resolve) => setImmediate(resolve))
     } while (this.state.outputCount !== seen && this.state.phase !== 'settled')
   }

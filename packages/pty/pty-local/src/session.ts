@@ -486,6 +486,7 @@ export class LocalSession implements BackendSession {
       // The cursor row of an attached screen, else the line model's partial line.
       promptLine: () => this.display.cursorLine() ?? this.parser.partial,
       pasteModes: () => this.pasteModes(),
+      readPending: () => void this.terminal.readPending(),
       write: (data) => {
         this.atPrompt = false
         return this.terminal.write(data)

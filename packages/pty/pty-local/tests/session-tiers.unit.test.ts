@@ -33,8 +33,18 @@ class FakeTerminal implements TerminalProcess {
   private resolveExit!: (exit: TerminalExit) => void
   readonly exit = new Promise<TerminalExit>((resolve) => (this.resolveExit = resolve))
 
+  /** Output the program wrote that the kernel has not moved to the master yet: only `readPending` gets it. */
+  held = ''
+  /** Output a program writes without end: every `readPending` finds more. */
+  flood: string | undefined
   emit(text: string): void {
     for (const listener of [...this.data]) listener(Buffer.from(text))
+  }
+  readPending(): boolean {
+    const text = this.held + (this.flood ?? '')
+    this.held = ''
+    if (text !== '') this.emit(text)
+    return text !== ''
   }
   finish(exitCode: number): void {
     this.exited = true
@@ -237,6 +247,41 @@ describe('the controlled prompt tier', () => {
     expect(result.viewport.split('\n')).toContain('next')
   })
 
+  it('does not settle on a prompt the shell owed from before, parsed after the Enter was written, while the shell has not read the input', async () => {
+    const queue: TermiosFlags = { canonical: false, echo: false, queued: 0 }
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 }, async () => ({ ...queue }))
+    // A command that settled on silence leaves the shell busy; its prompt is still to come.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    const busy = session.startSend({ text: 'slow', submit: true, idleMs: 100 })
+    await nextWrite(terminal)
+    terminal.emit('slow\r\n')
+    expect((await busy.done).waitReason).toBe('inferred_idle')
+
+    // `slow` ends: the shell prints the prompt it owed and blocks in its read — just as the next
+    // send is written, and conch parses that prompt only after the Enter.
+    inspector.foreground = SHELL
+    inspector.current = probe(SHELL, SHELL, 2)
+    inspector.shellBlocked = true
+    const next = session.startSend({ text: 'echo next', submit: true })
+    expect(await nextWrite(terminal)).toBe('echo next')
+    expect(await nextWrite(terminal)).toBe('\r')
+    let settled = false
+    void next.done.then(() => (settled = true))
+    // The input is still on its way to the shell (in the flip buffer, then its queue).
+    queue.queued = 10
+    const reads = inspector.readLooks
+    terminal.emit(PS1)
+    await until(() => settled || inspector.readLooks >= reads + 3)
+    expect(settled).toBe(false)
+    // The shell reads it, runs it, and prints its next prompt.
+    queue.queued = 0
+    terminal.emit(`echo next\r\nnext\r\n${PS1}`)
+    const result = await next.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'prompt' } })
+    expect(result.viewport.split('\n')).toContain('next')
+  })
+
   it('with the terminal\'s processes out of sight, a marker with the session\'s nonce settles unchecked and one without it does not', async () => {
     const { terminal, inspector, session } = await started({ idleSilenceMs: 200 })
     inspector.observable = false
@@ -274,6 +319,35 @@ describe('the /proc tier', () => {
     const result = await operation.done
     expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
     expect(result.viewport).toBe('1+1\n2\n>>> ')
+  })
+
+  it('takes in the output the reader wrote before blocking that is still in the flip buffer, before it settles', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    const operation = session.startSend({ text: "printf 'c:%s' part; sleep 0.3; echo rest", submit: true })
+    await nextWrite(terminal)
+    // The command runs: `sleep` in front, nobody reading.
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1, false)
+    terminal.emit("printf 'c:%s' part; sleep 0.3; echo rest\r\nc:part")
+    // It ends: the shell prints the rest and its prompt and blocks in its read again, but the
+    // kernel has not moved that output to the master yet — polling does not see it.
+    terminal.held = `rest\r\n${PS1}`
+    inspector.foreground = SHELL
+    inspector.current = probe(SHELL, SHELL, 9)
+    const result = await operation.done
+    expect(result.waitReason).toBe('stdin_read')
+    expect(result.viewport).toBe("printf 'c:%s' part; sleep 0.3; echo rest\nc:partrest\n$ ")
+  })
+
+  it('is not held by a program that writes without end once its reader is proved blocked: the send ends at its timeout', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000, timeoutMs: 300 })
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 7)
+    const operation = session.startSend({ text: 'flood', submit: true })
+    await nextWrite(terminal)
+    terminal.flood = 'y\r\n'
+    inspector.current = probe(CHILD, CHILD, 9)
+    expect(await operation.done).toMatchObject({ waitReason: 'timeout' })
   })
 
   it('takes a different foreground group reading as new evidence', async () => {
