@@ -57,7 +57,7 @@ export interface NetRelay {
    * 127.0.0.1:`port`, one per port; undefined when `limit` other ports are exposed already.
    */
   expose(port: number, limit: number): Promise<ExposedPort> | undefined
-  /** Ends the relay, closes the listeners and their connections, removes the folder. */
+  /** Ends the relay (resolving once it has exited), closes the listeners and their connections, removes the folder. */
   close(): Promise<void>
 }
 
@@ -116,7 +116,10 @@ export function startNetRelay(pid: number, start: string): NetRelay {
       return made
     },
     async close() {
+      // Ended only once reaped: what called close may check at once that nothing is left.
+      const exited = child.pid === undefined || child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve))
       child.kill('SIGKILL')
+      await exited
       // A listener closes once its connections are gone: a client's keep-alive one must not hold it.
       for (const client of connections) client.destroy()
       await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))))

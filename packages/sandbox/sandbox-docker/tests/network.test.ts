@@ -1,0 +1,37 @@
+/**
+ * The network relay of an agent's container, started here in this process's own network
+ * namespace (nsenter needs root, as with a container's): its end is proved before `close` returns.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { describe, expect, it } from 'vitest'
+import { startNetRelay } from '../src/network.ts'
+
+/** Children of this process running net-relay.cjs, zombies included. */
+function relays(): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('net-relay.cjs')
+      } catch {
+        return false
+      }
+    })
+    .map(Number)
+}
+
+// nsenter enters a network namespace with CAP_SYS_ADMIN only.
+describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {
+  it('close resolves once the relay has exited and been reaped: nothing is left to find', async () => {
+    const relay = startNetRelay(process.pid, '0')
+    // Its first answer proves it runs (past nsenter's exec into node).
+    expect(await relay.expose(8769, 1)).toMatchObject({ port: 8769, hostPort: expect.any(Number) })
+    const [pid] = relays()
+    expect(pid).toBeDefined()
+    await relay.close()
+    // Not even a zombie: a check made at once, as teardown's callers make it, finds nothing.
+    expect(existsSync(`/proc/${pid}`)).toBe(false)
+    expect(existsSync(relay.folder)).toBe(false)
+  })
+})
