@@ -71,6 +71,11 @@ export interface SendHost {
    * next piece, or until `end` (the send settled).
    */
   liveRedactor(): { push(text: string, end: boolean): string }
+  /**
+   * A relayed terminal's: resolves once everything its programs wrote so far has arrived here
+   * (a sync through the relay, LocalSession.relaySync). Absent on a local terminal.
+   */
+  relaySync?: () => Promise<void>
   /** A send is over (see LocalSession.settled). */
   settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
 }
@@ -478,8 +483,11 @@ export class Send {
    * Proof from /proc can arrive before the output the program wrote just before blocking has
    * been read from the master. Let libuv poll the PTY (each setImmediate runs after a poll phase)
    * until a round brings no more output, so that output belongs to this send, not the next one.
+   * On a relayed terminal that output may still be on its way to this PTY (the daemon's stream,
+   * the relay): a sync through the relay brings it first.
    */
   private async drain(): Promise<void> {
+    await this.host.relaySync?.()
     let seen: number
     do {
       seen = this.state.outputCount
