@@ -124,8 +124,8 @@ export class LocalSession implements BackendSession {
   private readonly writeFarOutput: ((bytes: string) => Promise<boolean>) | undefined
   /** The latest relay sync asked (`relaySync`): whether it came back. */
   private syncing: Promise<boolean> | undefined
-  /** The OSC payload of the relay sync on its way. */
-  private sync: { payload: string; arrived: () => void } | undefined
+  /** The relay sync on its way: its OSC payload, and the bytes that carry it. */
+  private sync: { payload: string; bytes: Buffer; arrived: () => void } | undefined
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
   /**
@@ -621,6 +621,11 @@ export class LocalSession implements BackendSession {
   // ─── Output pipeline ──────────────────────────────────────────────────────────────
 
   private onData(chunk: Buffer): void {
+    if (this.sync !== undefined) {
+      // The relay sync is conch's own, not output: a chunk that was only the sync changes nothing.
+      chunk = this.takeSync(this.sync, chunk)
+      if (chunk.length === 0) return
+    }
     this.atPrompt = false
     if (this.redactor.active) {
       clearTimeout(this.holdTimer)
@@ -629,6 +634,17 @@ export class LocalSession implements BackendSession {
       if (chunk.length === 0) return
     }
     this.feed(chunk)
+  }
+
+  /**
+   * `chunk` without the relay sync on its way, when it holds it whole (which ends the sync). One
+   * split across chunks is parsed as the OSC string it is (`onOsc`), and counts as output then.
+   */
+  private takeSync(sync: { bytes: Buffer; arrived: () => void }, chunk: Buffer): Buffer {
+    const at = chunk.indexOf(sync.bytes)
+    if (at < 0) return chunk
+    sync.arrived()
+    return Buffer.concat([chunk.subarray(0, at), chunk.subarray(at + sync.bytes.length)])
   }
 
   /** Output held back as the possible start of a secret, shown as it was once nothing completed it. */
@@ -697,12 +713,13 @@ export class LocalSession implements BackendSession {
   private async syncOnce(): Promise<boolean> {
     const payload = `${MARKER_OSC};sync;${randomBytes(16).toString('hex')}`
     let timer: NodeJS.Timeout | undefined
+    const bytes = Buffer.from(`\x1b]${payload}\x07`)
     const back = new Promise<boolean>((resolve) => {
-      this.sync = { payload, arrived: () => resolve(true) }
+      this.sync = { payload, bytes, arrived: () => resolve(true) }
       timer = setTimeout(() => resolve(false), this.config.idleSilenceMs)
     })
     try {
-      return (await this.writeFarOutput!(`\x1b]${payload}\x07`)) && (await back)
+      return (await this.writeFarOutput!(bytes.toString('latin1'))) && (await back)
     } finally {
       clearTimeout(timer)
       this.sync = undefined

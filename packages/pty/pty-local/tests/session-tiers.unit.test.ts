@@ -9,6 +9,7 @@ import { Config } from '../src/config.ts'
 import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
 import { UNCHECKED_PROMPT } from '../src/send-machine.ts'
+import type { SendHost } from '../src/send.ts'
 import { LocalSession, type LocalSessionOptions } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 import type { TermiosFlags } from '../src/termios.ts'
@@ -337,6 +338,27 @@ describe('the /proc tier', () => {
     expect(result.viewport).toBe('print 6*7\n$1 = 42\n(gdb) ')
     expect(far).toHaveLength(1)
     expect(far[0]).toMatch(/^\x1b\]6973;sync;[0-9a-f]{32}\x07$/)
+  })
+
+  it('on a relayed terminal, a sync that comes back alone is not output: the shell stays known at its prompt, no send sees it', async () => {
+    const far: string[] = []
+    let outputs = 0
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 }, undefined, {
+      writeFarOutput: async (bytes) => {
+        far.push(bytes)
+        setImmediate(() => terminal.emit(bytes))
+        return true
+      },
+    })
+    inspector.relayed = true
+    session.onChange(() => outputs++)
+    const host = (session as unknown as { host: SendHost }).host
+    expect(host.knownAtPrompt).toBe(true)
+    await host.relaySync!()
+    expect(far).toHaveLength(1)
+    // Output would have ended the prompt (and driven a send's tiers again: a new proof, a new sync).
+    expect(host.knownAtPrompt).toBe(true)
+    expect(outputs).toBe(0)
   })
 
   it('on a relayed terminal, a sync that never comes back (the relay holds its output) ends at idleSilenceMs, not never', async () => {
