@@ -24,7 +24,7 @@ function relays(): number[] {
 // nsenter enters a network namespace with CAP_SYS_ADMIN only.
 describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {
   it('close resolves once the relay has exited and been reaped: nothing is left to find', async () => {
-    const relay = startNetRelay(process.pid, '0')
+    const relay = startNetRelay(process.pid, '0', 30_000)
     // Its first answer proves it runs (past nsenter's exec into node).
     expect(await relay.expose(8769, 1)).toMatchObject({ port: 8769, hostPort: expect.any(Number) })
     const [pid] = relays()
@@ -33,5 +33,16 @@ describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {
     // Not even a zombie: a check made at once, as teardown's callers make it, finds nothing.
     expect(existsSync(`/proc/${pid}`)).toBe(false)
     expect(existsSync(relay.folder)).toBe(false)
+  })
+
+  it('a request the relay does not answer fails at the bound, naming it, and ends the relay', async () => {
+    const relay = startNetRelay(process.pid, '0', 300)
+    expect(await relay.expose(8770, 2)).toMatchObject({ port: 8770 })
+    const [pid] = relays()
+    // Stopped: it reads no request and answers none.
+    process.kill(pid!, 'SIGSTOP')
+    await expect(relay.expose(8771, 2)).rejects.toThrow(`its network relay did not answer within 300 ms (pid ${pid}); it was ended`)
+    await relay.close()
+    expect(existsSync(`/proc/${pid}`)).toBe(false)
   })
 })
