@@ -3,7 +3,8 @@
  * ready session to ctx.pty.
  */
 import { randomBytes } from 'node:crypto'
-import { statSync } from 'node:fs'
+import { constants, statSync } from 'node:fs'
+import { open, type FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
@@ -125,6 +126,7 @@ export class LocalBackend implements PtyBackend {
         if (identity !== undefined) await signalIfSame(table, identity, signal)
       },
       inspector: relayed === undefined ? inspector : lateInspector(() => inspector),
+      ...(relayed !== undefined && { writeFarOutput: (bytes: string) => writeTerminal(view, bytes) }),
       ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => (view.slavePath === '' ? Promise.resolve(undefined) : this.options.termios!.read(view.slavePath)) }),
       // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
       // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
@@ -194,6 +196,28 @@ async function relayedTerminal(relayed: RelayedProcess, signal: AbortSignal): Pr
   const fd = `/proc/${pid}/fd/0`
   const { dev, rdev } = statSync(fd)
   return { pid, slave: { dev, rdev }, slavePath: fd, relayed: true }
+}
+
+/**
+ * Writes `bytes` to the terminal `view` names, as its programs' output: its slave opened without
+ * becoming a controlling terminal and without blocking (a full output buffer refuses at once).
+ * Only when the path still is that terminal (its devpts instance and device number): a relayed
+ * shell may point its fd 0 at another file. Whether all of `bytes` went in.
+ */
+export async function writeTerminal(view: TerminalView, bytes: string): Promise<boolean> {
+  if (view.slavePath === '') return false
+  let handle: FileHandle | undefined
+  try {
+    handle = await open(view.slavePath, constants.O_WRONLY | constants.O_NOCTTY | constants.O_NONBLOCK)
+    const stat = await handle.stat()
+    if (!stat.isCharacterDevice() || stat.dev !== view.slave.dev || stat.rdev !== view.slave.rdev) return false
+    const data = Buffer.from(bytes)
+    return (await handle.write(data)).bytesWritten === data.length
+  } catch {
+    return false
+  } finally {
+    await handle?.close().catch(() => {})
+  }
 }
 
 /** An inspector that asks whichever `current()` gives at each call (a relayed terminal's, once known). */

@@ -77,6 +77,11 @@ export interface SendHost {
    * next piece, or until `end` (the send settled).
    */
   liveRedactor(): { push(text: string, end: boolean): string }
+  /**
+   * A relayed terminal's: resolves once everything its programs wrote so far has arrived here
+   * (a sync through the relay, LocalSession.relaySync). Absent on a local terminal.
+   */
+  relaySync?: () => Promise<void>
   /** A send is over (see LocalSession.settled). */
   settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
 }
@@ -501,8 +506,11 @@ export class Send {
    * so that output belongs to this send, not the next one. The read comes after the first wait:
    * never from within the dispatch that asked for the drain, since what it reads is parsed and
    * dispatched at once.
+   * On a relayed terminal that output may still be on its way to this PTY (the daemon's stream,
+   * the relay): a sync through the relay brings it first.
    */
   private async drain(): Promise<void> {
+    await this.host.relaySync?.()
     let seen: number
     do {
       seen = this.state.outputCount

@@ -36,6 +36,7 @@ import {
   type SessionStatus,
   type SignalResult,
 } from '@conch/pty'
+import { randomBytes } from 'node:crypto'
 import { constants } from 'node:os'
 import { StringDecoder } from 'node:string_decoder'
 import type { ProcessRecord, TerminateReport } from '@conch/subprocess'
@@ -43,7 +44,7 @@ import { describeExit } from '@conch/session'
 import type { Config } from './config.ts'
 import { cleanProcessText, type TerminalInspector } from './inspector.ts'
 import { OutputParser, type OutputMark } from './output.ts'
-import type { ControlledPrompt, Marker } from './prompt.ts'
+import { MARKER_OSC, type ControlledPrompt, type Marker } from './prompt.ts'
 import { Scrollback } from './scrollback.ts'
 import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer } from './send-buffer.ts'
@@ -90,6 +91,13 @@ export interface LocalSessionOptions {
    * output for `screenState`.
    */
   program?: boolean
+  /**
+   * A relayed terminal (a container's, behind a relay): writes `bytes` to its far end as output,
+   * as its programs write (the far terminal's slave, opened from this host); whether all of them
+   * went in. Bytes on a terminal are read in order, so they arrive here behind everything its
+   * programs wrote before. Absent on a local terminal, or when this host cannot reach the far one.
+   */
+  writeFarOutput?: (bytes: string) => Promise<boolean>
 }
 
 type ExitListener = (status: SessionStatus) => void
@@ -113,6 +121,11 @@ export class LocalSession implements BackendSession {
   private readonly display: TerminalDisplay
   private readonly disposers: (() => void)[] = []
   private readonly termios: (() => Promise<TermiosFlags | undefined>) | undefined
+  private readonly writeFarOutput: ((bytes: string) => Promise<boolean>) | undefined
+  /** The latest relay sync asked (`relaySync`): whether it came back. */
+  private syncing: Promise<boolean> | undefined
+  /** The relay sync on its way: its OSC payload, and the bytes that carry it. */
+  private sync: { payload: string; bytes: Buffer; arrived: () => void } | undefined
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
   /**
@@ -185,6 +198,7 @@ export class LocalSession implements BackendSession {
     }
     this.pid = options.terminal.pid
     this.termios = options.termios
+    this.writeFarOutput = options.writeFarOutput
     this.parser = new OutputParser({ maxLineLength: this.config.maxLineLength, stringTimeoutMs: this.config.stringTimeoutMs })
     this.scrollback = new Scrollback({ maxLines: this.config.scrollbackLines, maxBytes: this.config.scrollbackMaxBytes, headLines: this.config.scrollbackHeadLines })
     this.disposers.push(this.scrollback.follow(this.parser))
@@ -507,6 +521,7 @@ export class LocalSession implements BackendSession {
         return this.redactor.active ? { ...output, text: this.redactor.redactText(output.text) } : output
       },
       screenNow: () => (this.display.screenActive ? this.screen() : undefined),
+      ...(this.writeFarOutput !== undefined && { relaySync: () => this.relaySync() }),
       settled: (send, atPrompt, unconsumed) => this.settled(send, atPrompt, unconsumed),
     }
   }
@@ -616,6 +631,11 @@ export class LocalSession implements BackendSession {
   // ─── Output pipeline ──────────────────────────────────────────────────────────────
 
   private onData(chunk: Buffer): void {
+    if (this.sync !== undefined) {
+      // The relay sync is conch's own, not output: a chunk that was only the sync changes nothing.
+      chunk = this.takeSync(this.sync, chunk)
+      if (chunk.length === 0) return
+    }
     this.atPrompt = false
     if (this.redactor.active) {
       clearTimeout(this.holdTimer)
@@ -624,6 +644,17 @@ export class LocalSession implements BackendSession {
       if (chunk.length === 0) return
     }
     this.feed(chunk)
+  }
+
+  /**
+   * `chunk` without the relay sync on its way, when it holds it whole (which ends the sync). One
+   * split across chunks is parsed as the OSC string it is (`onOsc`), and counts as output then.
+   */
+  private takeSync(sync: { bytes: Buffer; arrived: () => void }, chunk: Buffer): Buffer {
+    const at = chunk.indexOf(sync.bytes)
+    if (at < 0) return chunk
+    sync.arrived()
+    return Buffer.concat([chunk.subarray(0, at), chunk.subarray(at + sync.bytes.length)])
   }
 
   /** Output held back as the possible start of a secret, shown as it was once nothing completed it. */
@@ -682,7 +713,45 @@ export class LocalSession implements BackendSession {
     }
   }
 
+  /**
+   * Everything the relayed terminal's programs wrote so far has reached this session: a private
+   * OSC string with a fresh random token, written to the far terminal as output, came back through
+   * the relay. Gives up when it cannot be written, or after `idleSilenceMs` (the relay holds its
+   * output: stopped, or the daemon's stream is held). Syncs go one at a time: one asked while
+   * another is on its way follows it, and ends with it when that one did not come back (a send
+   * asks at each proof, and a held relay must bound its wait once, not at every probe).
+   */
+  private relaySync(): Promise<void> {
+    const before = this.syncing
+    const sync = (async () => ((before === undefined || (await before)) ? this.syncOnce() : false))()
+    this.syncing = sync
+    return sync.then(() => {
+      if (this.syncing === sync) this.syncing = undefined
+    })
+  }
+
+  /** One sync through the relay (`relaySync`): whether it came back. */
+  private async syncOnce(): Promise<boolean> {
+    const payload = `${MARKER_OSC};sync;${randomBytes(16).toString('hex')}`
+    let timer: NodeJS.Timeout | undefined
+    const bytes = Buffer.from(`\x1b]${payload}\x07`)
+    const back = new Promise<boolean>((resolve) => {
+      this.sync = { payload, bytes, arrived: () => resolve(true) }
+      timer = setTimeout(() => resolve(false), this.config.idleSilenceMs)
+    })
+    try {
+      return (await this.writeFarOutput!(bytes.toString('latin1'))) && (await back)
+    } finally {
+      clearTimeout(timer)
+      this.sync = undefined
+    }
+  }
+
   private onOsc(payload: string): void {
+    if (payload === this.sync?.payload) {
+      this.sync.arrived()
+      return
+    }
     const marker: Marker | undefined = this.prompt.parse(payload)
     if (marker === undefined) return
     if (marker.kind === 'prompt') {

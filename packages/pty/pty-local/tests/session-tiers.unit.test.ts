@@ -9,7 +9,8 @@ import { Config } from '../src/config.ts'
 import type { ReadProbe, TerminalInspector } from '../src/inspector.ts'
 import { createControlledPrompt } from '../src/prompt.ts'
 import { UNCHECKED_PROMPT } from '../src/send-machine.ts'
-import { LocalSession } from '../src/session.ts'
+import type { SendHost } from '../src/send.ts'
+import { LocalSession, type LocalSessionOptions } from '../src/session.ts'
 import type { TerminalExit, TerminalProcess } from '../src/terminal.ts'
 import type { TermiosFlags } from '../src/termios.ts'
 
@@ -124,10 +125,11 @@ class FakeInspector implements TerminalInspector {
 
 const fast = { pollIntervalMs: 10, exactProbeAfterMs: 10, idleSilenceMs: 300, handoffGraceMs: 50, timeoutMs: 3000 }
 
-async function started(overrides: Partial<Config> = {}, termios?: () => Promise<TermiosFlags | undefined>) {
+async function started(overrides: Partial<Config> = {}, termios?: () => Promise<TermiosFlags | undefined>, options: Partial<LocalSessionOptions> = {}) {
   const terminal = new FakeTerminal()
   const inspector = new FakeInspector()
   const session = new LocalSession({
+    ...options,
     cwd: '/',
     config: Config.parse({ ...fast, ...overrides }),
     prompt,
@@ -376,6 +378,73 @@ describe('the /proc tier', () => {
     terminal.emit('.exit\r\n')
     const result = await operation.done
     expect(result.waitReason).toBe('inferred_idle')
+  })
+
+  it('on a relayed terminal, waits for the output the reader wrote before it blocked, still in the relay, behind a sync', async () => {
+    // What the far terminal's programs wrote and the relay has not carried yet: it arrives in
+    // order, before the sync written behind it.
+    let inTransit = ''
+    const far: string[] = []
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 }, undefined, {
+      writeFarOutput: async (bytes) => {
+        far.push(bytes)
+        const carried = inTransit + bytes
+        inTransit = ''
+        setImmediate(() => terminal.emit(carried))
+        return true
+      },
+    })
+    const reading = (switches: number, readBytes: number): ReadProbe => {
+      const base = probe(CHILD, CHILD, switches)
+      return { ...base, tasks: base.tasks.map((task) => ({ ...task, readBytes })) }
+    }
+    inspector.relayed = true
+    inspector.foreground = CHILD
+    inspector.current = reading(7, 100)
+    const operation = session.startSend({ text: 'print 6*7\r', submit: false })
+    await nextWrite(terminal)
+    // The reader read the line, answered and blocked in its read again; its echo is here, its answer in the relay.
+    terminal.emit('print 6*7\r\n')
+    inTransit = '$1 = 42\r\n(gdb) '
+    inspector.current = reading(9, 110)
+    const result = await operation.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+    expect(result.viewport).toBe('print 6*7\n$1 = 42\n(gdb) ')
+    expect(far).toHaveLength(1)
+    expect(far[0]).toMatch(/^\x1b\]6973;sync;[0-9a-f]{32}\x07$/)
+  })
+
+  it('on a relayed terminal, a sync that comes back alone is not output: the shell stays known at its prompt, no send sees it', async () => {
+    const far: string[] = []
+    let outputs = 0
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 }, undefined, {
+      writeFarOutput: async (bytes) => {
+        far.push(bytes)
+        setImmediate(() => terminal.emit(bytes))
+        return true
+      },
+    })
+    inspector.relayed = true
+    session.onChange(() => outputs++)
+    const host = (session as unknown as { host: SendHost }).host
+    expect(host.knownAtPrompt).toBe(true)
+    await host.relaySync!()
+    expect(far).toHaveLength(1)
+    // Output would have ended the prompt (and driven a send's tiers again: a new proof, a new sync).
+    expect(host.knownAtPrompt).toBe(true)
+    expect(outputs).toBe(0)
+  })
+
+  it('on a relayed terminal, a sync that never comes back (the relay holds its output) ends at idleSilenceMs, not never', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 300 }, undefined, { writeFarOutput: async () => true })
+    inspector.relayed = true
+    inspector.foreground = CHILD
+    inspector.current = { ...probe(CHILD, CHILD, 7), tasks: probe(CHILD, CHILD, 7).tasks.map((task) => ({ ...task, readBytes: 0 })) }
+    const operation = session.startSend({ text: 'x\r', submit: false })
+    await nextWrite(terminal)
+    terminal.emit('x\r\n')
+    inspector.current = { ...probe(CHILD, CHILD, 8), tasks: probe(CHILD, CHILD, 8).tasks.map((task) => ({ ...task, readBytes: 2 })) }
+    expect(await operation.done).toMatchObject({ waitReason: 'stdin_read', viewport: 'x' })
   })
 
   it('never settles stdin_read on unknown or not_reading probes', async () => {

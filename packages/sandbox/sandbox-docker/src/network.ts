@@ -57,12 +57,16 @@ export interface NetRelay {
    * 127.0.0.1:`port`, one per port; undefined when `limit` other ports are exposed already.
    */
   expose(port: number, limit: number): Promise<ExposedPort> | undefined
-  /** Ends the relay, closes the listeners and their connections, removes the folder. */
+  /** Ends the relay (resolving once it has exited), closes the listeners and their connections, removes the folder. */
   close(): Promise<void>
 }
 
-/** Starts the relay in the network namespace of host pid `pid` (the container's init); `start` is conch's own start time, for the folder's name. */
-export function startNetRelay(pid: number, start: string): NetRelay {
+/**
+ * Starts the relay in the network namespace of host pid `pid` (the container's init); `start` is
+ * conch's own start time, for the folder's name. A request it does not answer within
+ * `answerTimeoutMs` fails, and ends the relay (a later answer would be taken for the next request).
+ */
+export function startNetRelay(pid: number, start: string, answerTimeoutMs: number): NetRelay {
   const folder = ownedFolder('net', start)
   const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
   // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
@@ -74,7 +78,14 @@ export function startNetRelay(pid: number, start: string): NetRelay {
   const ask = (request: object): Promise<Record<string, unknown>> => {
     const asked = turn.then(async () => {
       child.stdin.write(`${JSON.stringify(request)}\n`)
-      const next = await answers.next()
+      let timer: NodeJS.Timeout | undefined
+      const late = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => {
+          child.kill('SIGKILL')
+          reject(new Error(`its network relay did not answer within ${answerTimeoutMs} ms (pid ${child.pid}); it was ended`))
+        }, answerTimeoutMs)
+      })
+      const next = await Promise.race([answers.next(), late]).finally(() => clearTimeout(timer))
       if (next.done) throw new Error('its network relay exited')
       const answer = JSON.parse(next.value) as Record<string, unknown>
       if (typeof answer['error'] === 'string') throw new Error(answer['error'])
@@ -116,7 +127,10 @@ export function startNetRelay(pid: number, start: string): NetRelay {
       return made
     },
     async close() {
+      // Ended only once reaped: what called close may check at once that nothing is left.
+      const exited = child.pid === undefined || child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve))
       child.kill('SIGKILL')
+      await exited
       // A listener closes once its connections are gone: a client's keep-alive one must not hold it.
       for (const client of connections) client.destroy()
       await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))))

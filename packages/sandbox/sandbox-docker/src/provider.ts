@@ -261,7 +261,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       if (!inThisHost(State.Pid, entry.id)) {
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
       }
-      return startNetRelay(State.Pid, startOf(process.pid) ?? '0')
+      return startNetRelay(State.Pid, startOf(process.pid) ?? '0', config.startTimeoutMs)
     })()
     return entry.net
   }

@@ -46,6 +46,21 @@ function networkAddress(): string | undefined {
     .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal)?.address
 }
 
+/**
+ * The network relays this process started (net-relay.cjs children of it): other test files run
+ * theirs at the same time, and a relay left behind is still this process's child until reaped.
+ */
+function ownNetRelays(): number[] {
+  return naming('net-relay.cjs').filter((pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
+    } catch {
+      return false
+    }
+  })
+}
+
 async function containerOf(agent: Agent): Promise<string> {
   const [info] = await containersOf(agent.session.id)
   return info!.Id
@@ -229,7 +244,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       expect(result.viewport).toMatch(/direct=(7|28)/)
       expect(refused).toEqual(['refused.test'])
       await box.agents.dispose(agent)
-      expect(naming('net-relay.cjs')).toEqual([])
+      expect(ownNetRelays()).toEqual([])
     } finally {
       await new Promise((resolve) => upstream.close(resolve))
     }
@@ -242,13 +257,15 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const hostPort = opened.exposed?.find((port) => port.port === 8768)?.hostPort
     expect(hostPort).toBeGreaterThan(0)
     await box.send(agent, opened.sessionId, "mkdir -p /tmp/site && echo exposed-page > /tmp/site/p.html && python3 -m http.server 8768 --bind 127.0.0.1 -d /tmp/site >/dev/null 2>&1 &")
-    const page = await until(() => fetch(`http://127.0.0.1:${hostPort}/p.html`).then((response) => response.text(), () => undefined), 10_000, 'the exposed page')
+    // Each look is bounded: one that hangs must fail the wait, not the test's own timeout.
+    const page = await until(() => fetch(`http://127.0.0.1:${hostPort}/p.html`, { signal: AbortSignal.timeout(5000) }).then((response) => response.text(), () => undefined), 10_000, 'the exposed page')
     expect(page).toBe('exposed-page\n')
     const other = networkAddress()
     if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/p.html`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow()
     await box.agents.dispose(agent)
-    await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`)).rejects.toThrow()
-    expect(naming('net-relay.cjs')).toEqual([])
+    // Refused, not merely unanswered: nothing listens there any more.
+    await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`, { signal: AbortSignal.timeout(5000) })).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' } })
+    expect(ownNetRelays()).toEqual([])
   })
 
   it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
