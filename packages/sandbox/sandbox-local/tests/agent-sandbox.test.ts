@@ -24,10 +24,19 @@ beforeAll(() => {
   workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-agent-ws-')))
 })
 afterAll(() => rmSync(workspace, { recursive: true, force: true }))
+const runtimeDirs: string[] = []
 afterEach(async () => {
   await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
   await box?.dispose()
+  for (const dir of runtimeDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
+
+/** A runtime folder of the test's own (removed after it): what it finds there is its own, never another test file's agents. */
+function ownRuntimeDir(): string {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-agent-runtime-')))
+  runtimeDirs.push(dir)
+  return dir
+}
 
 /** An owner whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
 function owner(key: string): SandboxAgent & { end(): Promise<void> } {
@@ -101,14 +110,14 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   })
 
   it("ending one process ends its tree only, and the agent's end leaves no process, daemon included, no holder and no /tmp", async () => {
-    box = await harness(workspace)
+    const runtimeDir = ownRuntimeDir()
+    box = await harness(workspace, { runtimeDir })
     const agent = owner('session-end')
-    const base = agentsFolderPath(tmpdir())
-    const before = existsSync(base) ? readdirSync(base) : []
+    const base = agentsFolderPath(runtimeDir)
     const [first, second] = [80_000 + Math.floor(Math.random() * 9_999), 90_000 + Math.floor(Math.random() * 9_999)]
     const one = await start(`setsid nohup sleep ${first} >/dev/null 2>&1 & ${SERVER(8768)}`, agent, 'LISTENING')
     await start(`setsid nohup sleep ${second} >/dev/null 2>&1 & ${SERVER(8769)}`, agent, 'LISTENING')
-    const made = readdirSync(base).filter((name) => !before.includes(name))
+    const made = readdirSync(base)
     expect(made).toHaveLength(1)
     expect(sleeping(first)).toHaveLength(1)
 
@@ -313,12 +322,11 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
   })
 
   it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
-    box = await harness(workspace)
-    const base = agentsFolderPath(tmpdir())
-    const before = existsSync(base) ? readdirSync(base) : []
+    const runtimeDir = ownRuntimeDir()
+    box = await harness(workspace, { runtimeDir })
     const ended = { key: 'session-ended', owner: { onDispose: (): never => { throw new Error('the agent is disposing') } } }
     await expect(box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: ended })).rejects.toThrow('the agent is disposing')
-    expect(readdirSync(base).filter((name) => !before.includes(name))).toEqual([])
+    expect(readdirSync(agentsFolderPath(runtimeDir))).toEqual([])
   })
 
   it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
