@@ -25,7 +25,7 @@
  * - held folders (deny-write.ts): a deny-write entry's topmost missing folder (`.git` in a workspace
  *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
  *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
- *   empty placeholder while the agent lives, removed at its end) gets nothing.
+ *   empty placeholder while an agent covers it, removed at the end of the last one) gets nothing.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
  *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
@@ -64,7 +64,7 @@ export interface AgentSandboxOptions {
   timeoutMs: number
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
-  /** Told the held folders an agent covered, once its sandbox is gone (their placeholders can go). */
+  /** Told the held folders no agent's sandbox nor process being placed covers any more (their placeholders can go). */
   onHeldReleased?(paths: string[]): void
 }
 
@@ -120,17 +120,50 @@ export const agentsFolderPath = (base: string): string => join(base, `conch-agen
 
 export class AgentSandboxes {
   private readonly entries = new Map<string, Promise<Entry>>()
+  /** How many covers each held folder has: agents' sandboxes, processes being placed, `cover` calls. */
+  private readonly covers = new Map<string, number>()
 
   constructor(private readonly options: AgentSandboxOptions) {}
+
+  /**
+   * Counts a cover of each of `targets` (held folders, deny-write.ts) whose placeholder must stay:
+   * `onHeldReleased` is told a held folder only once no cover is left. A process of no agent
+   * covers its held folders for good (the provider's end removes their placeholders).
+   */
+  cover(targets: readonly string[]): void {
+    for (const target of targets) this.covers.set(target, (this.covers.get(target) ?? 0) + 1)
+  }
+
+  /** Ends a cover of each of `targets`, and tells `onHeldReleased` those left with none. */
+  private uncover(targets: readonly string[]): void {
+    const released = targets.filter((target) => {
+      const left = (this.covers.get(target) ?? 1) - 1
+      if (left > 0) this.covers.set(target, left)
+      else this.covers.delete(target)
+      return left <= 0
+    })
+    if (released.length > 0) this.options.onHeldReleased?.(released)
+  }
 
   /**
    * The place of a process of `agent` (with `network` or not): its /tmp, the agent's own folder
    * over each of `held` (deny-write.ts), and its network namespace to enter when it has no
    * network. Makes the agent's sandbox on its first process; registers the teardown with
-   * `agent.owner` on its first process.
+   * `agent.owner` on its first process. Each of `held` is covered while the process is placed,
+   * then for as long as the agent's sandbox lives: another agent's end leaves its placeholder.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
    */
   async place(agent: SandboxAgent, network: boolean, held: readonly string[] = []): Promise<AgentPlace & { exposed: ExposedPort[] }> {
+    // Counted before anything is awaited: the caller holds these placeholders now.
+    this.cover(held)
+    try {
+      return await this.placeIn(agent, network, held)
+    } finally {
+      this.uncover(held)
+    }
+  }
+
+  private async placeIn(agent: SandboxAgent, network: boolean, held: readonly string[]): Promise<AgentPlace & { exposed: ExposedPort[] }> {
     let made = this.entries.get(agent.key)
     if (made === undefined) {
       made = this.make(agent.key, agent.network ?? { mode: 'none' })
@@ -141,7 +174,7 @@ export class AgentSandboxes {
     if (entry.closing !== undefined) {
       // Its last owner ended: this process belongs to the agent's next sandbox.
       await entry.closing.catch(() => undefined)
-      return this.place(agent, network, held)
+      return this.placeIn(agent, network, held)
     }
     if (!entry.owners.has(agent.owner)) {
       const owner = agent.owner
@@ -180,6 +213,7 @@ export class AgentSandboxes {
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
     }
     entry.held.set(target, source)
+    this.cover([target])
     return source
   }
 
@@ -460,7 +494,7 @@ export class AgentSandboxes {
     await entry.proxy?.close()
     await this.unpin(entry.folder)
     removeTree(entry.folder, { root: this.options.base })
-    if (entry.held.size > 0) this.options.onHeldReleased?.([...entry.held.keys()])
+    this.uncover([...entry.held.keys()])
   }
 }
 

@@ -442,8 +442,10 @@ export function bubblewrapProvider(
         provider: 'bubblewrap',
         ...(place.exposed !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
       })
-      // A process of no agent covers each held folder with a tmpfs of its own.
-      return policy.agent === undefined ? wrap({ held: heldFolders.map((target) => ({ target })) }) : agents.place(policy.agent, network(policy), heldFolders).then(wrap)
+      if (policy.agent !== undefined) return agents.place(policy.agent, network(policy), heldFolders).then(wrap)
+      // A process of no agent covers each held folder with a tmpfs of its own, and keeps its placeholder to the provider's end.
+      agents.cover(heldFolders)
+      return wrap({ held: heldFolders.map((target) => ({ target })) })
     },
     sweep: async () => (await agents.sweep()).map((name) => ({ kind: 'folder' as const, name })),
     close: () => agents.closeAll(),

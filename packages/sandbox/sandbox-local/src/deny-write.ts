@@ -21,7 +21,7 @@
  * works inside and what is made there (hooks, config) never reaches the host's `.git`. A held
  * folder stays one while it is still the empty folder conch made; once the host fills it (`git
  * init` on the host), it is the host's repository and its entries are held inside it. `release`
- * removes the placeholders when the provider goes (the held ones also at their agent's end), each
+ * removes the placeholders when the provider goes (a held one also once no agent's sandbox covers it), each
  * one that is still the empty folder conch made and is
  * a mount point in no mount namespace (removing one while a sandbox still mounts it would unmount
  * it there, proc(5) mountinfo, Linux ≥ 3.18). A ledger in the runtime folder lists them with the

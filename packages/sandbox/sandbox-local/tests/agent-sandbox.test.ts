@@ -96,6 +96,27 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     await Promise.all([one.end(), two.end()])
   })
 
+  it("one agent's end leaves the placeholder .git to another agent of the workspace, until that one ends too", async () => {
+    box = await harness(workspace)
+    const first = owner('session-git-first')
+    const second = owner('session-git-second')
+    expect((await box.run('ls -A .git; echo listed', { agent: first })).stdout).toBe('listed\n')
+    // The second agent's process is placed (its sandbox made) but not started when the first agent ends.
+    const confined = await box.ctx.sandbox.confine(['bash', '-c', 'git init -q . && git log 2>&1 | head -c 0; echo made > .git/mine && echo inited'], { mode: 'workspace-write', workspaceRoot: workspace, agent: second })
+    await first.end()
+    expect(readdirSync(join(workspace, '.git'))).toEqual([])
+    const child = box.ctx.subprocess.spawn({ argv: confined.argv, env: scrubbedEnv(process.env) })
+    let stdout = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+    await child.done
+    expect(stdout).toBe('inited\n')
+    // The repository is the second agent's own; the host's .git is still the empty placeholder, removed at the last end.
+    expect(readdirSync(join(workspace, '.git'))).toEqual([])
+    expect((await box.run('cat .git/mine', { agent: second })).stdout).toBe('made\n')
+    await second.end()
+    expect(existsSync(join(workspace, '.git'))).toBe(false)
+  })
+
   it("a read-only process cannot write the workspace through what a writable sibling left in the shared /tmp", async () => {
     box = await harness(workspace)
     const agent = owner('session-modes')
