@@ -3,9 +3,9 @@
  * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
  * and torn down when the last owner that confined a process for it ends.
  *
- * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pid>-<start>-<random>`
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`
  *   (mode 0700, made beneath the base without following a link; its name records the conch that
- *   made it), bound as each process's /tmp.
+ *   made it: its PID namespace, pid and start time), bound as each process's /tmp.
  * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
  *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
  *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <folder>/netns`, checked against the
@@ -30,7 +30,8 @@
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
  *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
  *   agent may have planted links in its /tmp. A folder whose maker has ended (a conch that was
- *   killed) is unpinned and removed when a conch next makes an agent's sandbox.
+ *   killed) is unpinned and removed when a conch of its PID namespace next makes an agent's
+ *   sandbox; a conch of another namespace, where its pid names another process, leaves it alone.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
@@ -39,10 +40,9 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
-import { proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
+import { currentOwner, ownerEnded, ownerOfTag, ownerTag, proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
-import { processMark, stillRunning, type ProcessMark } from './deny-write.ts'
 
 export interface AgentSandboxOptions {
   /** Where the agents' folders are made (`runtimeDir`). */
@@ -109,9 +109,15 @@ interface Entry {
   closing?: Promise<void>
 }
 
-/** An agent's folder name records the process that made it, proc(5) stat pid and start time: `agent-<pid>-<start>-<random>`. */
-const MADE_BY = /^agent-(\d+)-(\d+)-[0-9a-f]+$/
-let maker: ProcessMark | undefined
+/**
+ * An agent's folder name records the conch that made it (`ownerTag`, @conch/sandbox), then counts
+ * its agents: `agent-<pidns>-<pid>-<start>-<n>`, unique without a random part, so that the unix
+ * sockets in it stay within sun_path's 108 bytes under a long `runtimeDir`. A name of before the
+ * namespace was kept, `agent-<pid>-<start>-<random>`, is judged as one of this namespace's.
+ */
+const MADE_BY = /^agent-(?:(\d+)-)?(\d+)-(\d+)-[0-9a-f]+$/
+let maker: ReturnType<typeof currentOwner>
+let agentsMade = 0
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
@@ -263,8 +269,8 @@ export class AgentSandboxes {
   }
 
   private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
-    maker ??= processMark()
-    const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
+    maker ??= currentOwner()
+    const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? randomBytes(8).toString('hex') : `${ownerTag(maker)}-${++agentsMade}`}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), held: new Map(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
@@ -392,7 +398,7 @@ export class AgentSandboxes {
       .readdir(beneath(agents, '.'))
       .filter(({ name }) => {
         const made = MADE_BY.exec(name)
-        return made !== null && !stillRunning({ pid: Number(made[1]), startTime: made[2]! })
+        return made !== null && ownerEnded(ownerOfTag(made[1], made[2]!, made[3]!))
       })
       .map(({ name }) => join(agents.path, name))
   }

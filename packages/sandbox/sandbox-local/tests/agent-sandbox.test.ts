@@ -3,7 +3,7 @@
  * share its loopback and /tmp, keep their own PID namespaces and modes, and end with it; another
  * agent reaches neither.
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -374,5 +374,70 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await expect(confine([9004])).rejects.toMatchObject({ code: 'AGENT_SANDBOX_FAILED', message: expect.stringContaining('cannot expose port 9004: the agent exposes 3 ports already (maxExposedPorts)') })
     expect((await confine([9001])).exposed).toEqual([expect.objectContaining({ port: 9001 })])
     await agent.end()
+  })
+})
+
+/**
+ * Runs `script` (an ES module; `HARNESS` names harness.ts) with node and tsx in a PID namespace of
+ * its own with its own /proc, as a conch in a container that shares the runtime folder would run;
+ * resolves to its last stdout line, parsed.
+ */
+async function inOwnPidNamespace(script: string): Promise<Record<string, unknown>> {
+  const module = `const HARNESS = ${JSON.stringify(new URL('./harness.ts', import.meta.url).pathname)};\n${script}`
+  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '--import', 'tsx', '--input-type=module', '-e', module], {
+    cwd: new URL('..', import.meta.url).pathname,
+    env: { ...scrubbedEnv(process.env), TSX_TSCONFIG_PATH: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+  child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  expect(code, stderr).toBe(0)
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, unknown>
+}
+
+describe.runIf(asRoot)("the agents' folders of another PID namespace (bubblewrap, as root)", () => {
+  it("a sweep in a PID namespace of its own leaves a live conch's agent folder and pin, and removes a dead one's of its namespace", async () => {
+    const runtimeDir = ownRuntimeDir()
+    const agents = agentsFolderPath(runtimeDir)
+    box = await harness(workspace, { runtimeDir })
+    const live = owner('session-live')
+    const net = (await box.run('echo live-note > /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout
+    const [folder] = readdirSync(agents)
+    const pin = join(agents, folder!, 'netns')
+    const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
+    expect(pinned()).toBe(true)
+    // There a conch makes an agent's sandbox and is killed with SIGKILL; then another one sweeps.
+    const options = JSON.stringify({ runtimeDir })
+    const maker = `const { harness } = await import(HARNESS)
+      const box = await harness(${JSON.stringify(workspace)}, ${options})
+      await box.run('true', { agent: { key: 'session-killed', owner: { onDispose: () => () => {} } } })
+      console.log('MADE')
+      setInterval(() => {}, 1 << 30)`
+    const answer = await inOwnPidNamespace(`
+      const { spawn } = await import('node:child_process')
+      const { readdirSync } = await import('node:fs')
+      const before = readdirSync(${JSON.stringify(agents)})
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', 'const HARNESS = ' + JSON.stringify(HARNESS) + ';\\n' + ${JSON.stringify(maker)}], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      await Promise.race([exited, new Promise((resolve) => child.stdout.setEncoding('utf8').on('data', (text) => text.includes('MADE') && resolve()))])
+      const made = readdirSync(${JSON.stringify(agents)}).filter((name) => !before.includes(name))
+      child.kill('SIGKILL')
+      await exited
+      const { harness } = await import(HARNESS)
+      const box = await harness(${JSON.stringify(workspace)}, ${options})
+      const { removed } = await box.ctx.sandbox.sweep()
+      await box.dispose()
+      console.log(JSON.stringify({ made, removed: removed.map((item) => item.name) }))`)
+    const made = answer['made'] as string[]
+    expect(made).toHaveLength(1)
+    expect(answer['removed']).toEqual([join(agents, made[0]!)])
+    expect(readdirSync(agents)).toEqual([folder])
+    expect(pinned()).toBe(true)
+    expect((await box.run('cat /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout).toBe(`live-note\n${net.trim()}\n`)
+    await live.end()
+    expect(readdirSync(agents)).toEqual([])
   })
 })
