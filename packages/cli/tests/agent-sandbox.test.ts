@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { currentOwner, ownerTag } from '@conch/sandbox'
 import { terminalComposition, writeComposition } from '@conch/test-support/composition'
 import { jsonLines, processesWith, runConch, startConch, step, workspace, type Workspace } from './harness.ts'
 
@@ -173,9 +174,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
       expect(pinned()).toBe(true)
       // A folder whose maker runs (this test's process) is another conch's, in use.
-      const stat = readFileSync(`/proc/${process.pid}/stat`, 'utf8')
-      const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] // proc(5) field 22
-      const live = join(agentsFolder, `agent-${process.pid}-${startTime}-0123456789abcdef`)
+      const live = join(agentsFolder, `agent-${ownerTag(currentOwner()!)}-0123456789abcdef`)
       mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
       const results = await run([open, send('pty-1', 'echo NEXT-RUN; ls -A .git; echo listed')], 'next')
       expect(results[1]).toMatch(/^NEXT-RUN\nlisted$/m)
@@ -207,8 +206,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
     expect(pinned()).toBe(true)
     // A folder whose maker runs (this test's process) is another conch's, in use.
-    const stat = readFileSync(`/proc/${process.pid}/stat`, 'utf8')
-    const live = join(agentsFolder, `agent-${process.pid}-${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}-0123456789abcdef`)
+    const live = join(agentsFolder, `agent-${ownerTag(currentOwner()!)}-0123456789abcdef`)
     mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
     const gc = await runConch(['gc', '--config', config], { cwd: ws.dir })
     expect(gc.code, gc.stderr).toBe(0)

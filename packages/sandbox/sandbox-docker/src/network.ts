@@ -7,44 +7,29 @@
  * closes) or at `close`.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readlinkSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
-import type { ExposedPort } from '@conch/sandbox'
+import { currentOwner, OWNER_TAG, ownerTag, type ExposedPort } from '@conch/sandbox'
 
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
 /**
- * The PID namespace of this process (`/proc/self/ns/pid`, `pid:[inode]`): where a recorded pid
- * means something. A conch in another namespace of the same host sees other pids, so it must
- * not judge this one's containers and folders gone. '' without /proc.
- */
-export function pidNamespace(): string {
-  try {
-    return readlinkSync('/proc/self/ns/pid')
-  } catch {
-    return ''
-  }
-}
-
-/**
  * A private host folder (mode 0700) of an agent's container records the conch that made it:
- * `conch-docker-<kind>-<pidns>-<pid>-<start>-<random>` (the inode of its PID namespace, then
- * proc(5) stat pid and start time), so that one whose conch is gone can be removed by a conch of
- * the same namespace. Kinds: `net` (the network relay's sockets), `run` (what the container's
- * processes are given: the control channels' sockets, the shim, program files).
+ * `conch-docker-<kind>-<pidns>-<pid>-<start>-<random>` (`ownerTag`, @conch/sandbox), so that one
+ * whose conch is gone can be removed by a conch of the same PID namespace. Kinds: `net` (the
+ * network relay's sockets), `run` (what the container's processes are given: the control
+ * channels' sockets, the shim, program files).
  */
-export const OWNED_FOLDER = /^conch-docker-(?:net|run)-(\d+)-(\d+)-(\d+)-[A-Za-z0-9]+$/
+export const OWNED_FOLDER = new RegExp(`^conch-docker-(?:net|run)-${OWNER_TAG}-[A-Za-z0-9]+$`)
 
-/** The digits of a `pid:[inode]` namespace name, '0' when there is none. */
-export const namespaceInode = (pidns: string): string => /\[(\d+)\]/.exec(pidns)?.[1] ?? '0'
-
-/** Makes a private host folder of `kind` for this conch (`start`: its start time). */
-export function ownedFolder(kind: 'net' | 'run', start: string): string {
-  return mkdtempSync(join(tmpdir(), `conch-docker-${kind}-${namespaceInode(pidNamespace())}-${process.pid}-${start}-`))
+/** Makes a private host folder of `kind` for this conch. */
+export function ownedFolder(kind: 'net' | 'run'): string {
+  const owner = currentOwner() ?? { pidns: '0', pid: process.pid, startTime: '0' }
+  return mkdtempSync(join(tmpdir(), `conch-docker-${kind}-${ownerTag(owner)}-`))
 }
 
 export interface NetRelay {
@@ -62,12 +47,12 @@ export interface NetRelay {
 }
 
 /**
- * Starts the relay in the network namespace of host pid `pid` (the container's init); `start` is
- * conch's own start time, for the folder's name. A request it does not answer within
- * `answerTimeoutMs` fails, and ends the relay (a later answer would be taken for the next request).
+ * Starts the relay in the network namespace of host pid `pid` (the container's init). A request
+ * it does not answer within `answerTimeoutMs` fails, and ends the relay (a later answer would be
+ * taken for the next request).
  */
-export function startNetRelay(pid: number, start: string, answerTimeoutMs: number): NetRelay {
-  const folder = ownedFolder('net', start)
+export function startNetRelay(pid: number, answerTimeoutMs: number): NetRelay {
+  const folder = ownedFolder('net')
   const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
   // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
   // exited, and writing to it fails quietly.

@@ -5,7 +5,7 @@
  *
  * - made at the agent's first confined process, from `image`, running `sleep infinity` under
  *   Docker's init (which reaps what re-parents to it), with the limits (memory, pids, CPUs), the
- *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start`, `conch.owner-host` and `conch.held`, and the
+ *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start`, `conch.owner-host`, `conch.owner-pidns` and `conch.held`, and the
  *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
  *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
  *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one (by a writable
@@ -23,7 +23,7 @@
  * - removed (force: its processes are killed) when the last owner that confined a process for it
  *   ends, and proven gone by an inspect that answers 404;
  * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
- *   host) is removed when a conch next makes one.
+ *   host and in this PID namespace: `ownerEnded`, @conch/sandbox) is removed when a conch next makes one.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs'
@@ -32,9 +32,9 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
+import { checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
-import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
+import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 const SHIM = fileURLToPath(new URL('./shim.cjs', import.meta.url))
@@ -52,12 +52,14 @@ const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
 
 /**
- * Where the owner labels' pid means something: this host and this process's PID namespace
- * (`/proc/self/ns/pid`, `pid:[inode]`). A conch in another namespace of the same host sees other
- * pids, so it must neither sweep these containers nor have its own swept from here.
+ * The conch a container's owner labels name: its pid, start time and PID namespace (read as
+ * `pid:[inode]`; none on a container made before that label, judged as this namespace's). A
+ * conch of another namespace of the same host sees other pids: it neither sweeps this one's
+ * containers nor has its own swept from here (`ownerEnded`).
  */
-function ownerPlace(): { host: string; pidns: string } {
-  return { host: hostname(), pidns: pidNamespace() }
+function labelledOwner(labels: Record<string, string>): ProcessOwner {
+  const pidns = namespaceInode(labels[LABEL.pidns])
+  return { ...(pidns !== undefined && { pidns }), pid: Number(labels[LABEL.pid]), startTime: labels[LABEL.start] ?? '' }
 }
 
 /** How the daemon is reached: dockerode's modem options from `host` or `DOCKER_HOST`. */
@@ -130,21 +132,18 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
    */
   async function sweep(): Promise<SweptItem[]> {
     const removed: SweptItem[] = []
-    const place = ownerPlace()
     for (const name of readdirSync(tmpdir())) {
       const made = OWNED_FOLDER.exec(name)
-      if (made === null || made[1] !== namespaceInode(place.pidns) || stillRunning(Number(made[2]), made[3])) continue
+      if (made === null || !ownerEnded(ownerOfTag(made[1], made[2]!, made[3]!))) continue
       const path = join(tmpdir(), name)
       if (!ownFolder(path)) continue
       rmSync(path, { recursive: true, force: true })
       removed.push({ kind: 'folder', name: path })
     }
-    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${place.host}`] } })
+    const containers = await docker.listContainers({ all: true, filters: { label: [`${LABEL.host}=${hostname()}`] } })
     await Promise.all(
       containers
-        // One made before the namespace label counts as this namespace's, as it did then.
-        .filter((info) => (info.Labels[LABEL.pidns] ?? place.pidns) === place.pidns)
-        .filter((info) => !stillRunning(Number(info.Labels[LABEL.pid]), info.Labels[LABEL.start]))
+        .filter((info) => ownerEnded(labelledOwner(info.Labels)))
         .map(async (info) => {
           // Another sweep may have removed it meanwhile: only this one's removals are reported.
           const gone = await docker
@@ -178,7 +177,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const Mounts = mounts(policy, config.denyWrite, held)
     // What each bind beneath the workspace is now (no link on its way), to be found in the started container.
     const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
-    const owner = ownerPlace()
+    const owner = currentOwner()
     // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
     if (folder !== undefined) {
@@ -191,9 +190,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         Labels: {
           [LABEL.agent]: agent.key,
           [LABEL.pid]: String(process.pid),
-          [LABEL.start]: startOf(process.pid) ?? '',
-          [LABEL.host]: owner.host,
-          [LABEL.pidns]: owner.pidns,
+          [LABEL.start]: owner?.startTime ?? '',
+          [LABEL.host]: hostname(),
+          [LABEL.pidns]: owner === undefined ? '' : `pid:[${owner.pidns}]`,
           [LABEL.held]: JSON.stringify(held),
         },
         WorkingDir: config.workingDir ?? policy.workspaceRoot,
@@ -261,7 +260,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       if (!inThisHost(State.Pid, entry.id)) {
         throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: entry.key, reason: `cannot be given ${need}: its container runs on a daemon whose processes this host cannot see (it needs a local daemon)` })
       }
-      return startNetRelay(State.Pid, startOf(process.pid) ?? '0', config.startTimeoutMs)
+      return startNetRelay(State.Pid, config.startTimeoutMs)
     })()
     return entry.net
   }
@@ -427,7 +426,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
  * node made in it: the container's `RUN_DIR` is read-only.
  */
 function runFolder(): string {
-  const folder = ownedFolder('run', startOf(process.pid) ?? '0')
+  const folder = ownedFolder('run')
   copyFileSync(SHIM, join(folder, 'shim.cjs'))
   writeFileSync(join(folder, 'node'), '')
   mkdirSync(join(folder, 'files'))
@@ -554,20 +553,6 @@ function isFolder(path: string): boolean {
   } catch {
     return false
   }
-}
-
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks), parsed after the last `)`; undefined when it is gone. */
-function startOf(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
-  } catch {
-    return undefined
-  }
-}
-
-function stillRunning(pid: number, start: string | undefined): boolean {
-  return Number.isSafeInteger(pid) && pid > 0 && start !== undefined && startOf(pid) === start
 }
 
 /** Whether host pid `pid` is a process of container `id` (its cgroup names the container): false for a remote daemon's pid. */

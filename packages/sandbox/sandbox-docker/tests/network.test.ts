@@ -21,19 +21,10 @@ function relays(): number[] {
     .map(Number)
 }
 
-/**
- * This process's start time (proc(5) stat field 22), which names the relay's folder: with another,
- * a conch sweeping at the same time takes the folder for a gone conch's and removes it.
- */
-function startTime(): string {
-  const stat = readFileSync('/proc/self/stat', 'utf8')
-  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!
-}
-
 // nsenter enters a network namespace with CAP_SYS_ADMIN only.
 describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {
   it('close resolves once the relay has exited and been reaped: nothing is left to find', async () => {
-    const relay = startNetRelay(process.pid, startTime(), 30_000)
+    const relay = startNetRelay(process.pid, 30_000)
     // Its first answer proves it runs (past nsenter's exec into node).
     expect(await relay.expose(8769, 1)).toMatchObject({ port: 8769, hostPort: expect.any(Number) })
     const [pid] = relays()
@@ -46,7 +37,7 @@ describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {
 
   it('a request the relay does not answer fails at the bound, naming it, and ends the relay', async () => {
     // The bound is wide enough for the first answer of a relay just started on a loaded machine.
-    const relay = startNetRelay(process.pid, startTime(), 5000)
+    const relay = startNetRelay(process.pid, 5000)
     let pid: number | undefined
     try {
       expect(await relay.expose(8770, 2)).toMatchObject({ port: 8770 })

@@ -3,9 +3,9 @@
  * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
  * and torn down when the last owner that confined a process for it ends.
  *
- * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pid>-<start>-<random>`
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`
  *   (mode 0700, made beneath the base without following a link; its name records the conch that
- *   made it), bound as each process's /tmp.
+ *   made it: its PID namespace, pid and start time), bound as each process's /tmp.
  * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
  *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
  *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <folder>/netns`, checked against the
@@ -25,12 +25,13 @@
  * - held folders (deny-write.ts): a deny-write entry's topmost missing folder (`.git` in a workspace
  *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
  *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
- *   empty placeholder while the agent lives, removed at its end) gets nothing.
+ *   empty placeholder while an agent covers it, removed at the end of the last one) gets nothing.
  * - teardown: the holder is killed, then every process still in the agent's network namespace
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
  *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
  *   agent may have planted links in its /tmp. A folder whose maker has ended (a conch that was
- *   killed) is unpinned and removed when a conch next makes an agent's sandbox.
+ *   killed) is unpinned and removed when a conch of its PID namespace next makes an agent's
+ *   sandbox; a conch of another namespace, where its pid names another process, leaves it alone.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
@@ -39,10 +40,9 @@ import { connect, createServer, type Server, type Socket } from 'node:net'
 import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
-import { proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
+import { currentOwner, ownerEnded, ownerOfTag, ownerTag, proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
-import { processMark, stillRunning, type ProcessMark } from './deny-write.ts'
 
 export interface AgentSandboxOptions {
   /** Where the agents' folders are made (`runtimeDir`). */
@@ -64,7 +64,7 @@ export interface AgentSandboxOptions {
   timeoutMs: number
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
-  /** Told the held folders an agent covered, once its sandbox is gone (their placeholders can go). */
+  /** Told the held folders no agent's sandbox nor process being placed covers any more (their placeholders can go). */
   onHeldReleased?(paths: string[]): void
 }
 
@@ -109,9 +109,15 @@ interface Entry {
   closing?: Promise<void>
 }
 
-/** An agent's folder name records the process that made it, proc(5) stat pid and start time: `agent-<pid>-<start>-<random>`. */
-const MADE_BY = /^agent-(\d+)-(\d+)-[0-9a-f]+$/
-let maker: ProcessMark | undefined
+/**
+ * An agent's folder name records the conch that made it (`ownerTag`, @conch/sandbox), then counts
+ * its agents: `agent-<pidns>-<pid>-<start>-<n>`, unique without a random part, so that the unix
+ * sockets in it stay within sun_path's 108 bytes under a long `runtimeDir`. A name of before the
+ * namespace was kept, `agent-<pid>-<start>-<random>`, is judged as one of this namespace's.
+ */
+const MADE_BY = /^agent-(?:(\d+)-)?(\d+)-(\d+)-[0-9a-f]+$/
+let maker: ReturnType<typeof currentOwner>
+let agentsMade = 0
 
 const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
@@ -120,17 +126,50 @@ export const agentsFolderPath = (base: string): string => join(base, `conch-agen
 
 export class AgentSandboxes {
   private readonly entries = new Map<string, Promise<Entry>>()
+  /** How many covers each held folder has: agents' sandboxes, processes being placed, `cover` calls. */
+  private readonly covers = new Map<string, number>()
 
   constructor(private readonly options: AgentSandboxOptions) {}
+
+  /**
+   * Counts a cover of each of `targets` (held folders, deny-write.ts) whose placeholder must stay:
+   * `onHeldReleased` is told a held folder only once no cover is left. A process of no agent
+   * covers its held folders for good (the provider's end removes their placeholders).
+   */
+  cover(targets: readonly string[]): void {
+    for (const target of targets) this.covers.set(target, (this.covers.get(target) ?? 0) + 1)
+  }
+
+  /** Ends a cover of each of `targets`, and tells `onHeldReleased` those left with none. */
+  private uncover(targets: readonly string[]): void {
+    const released = targets.filter((target) => {
+      const left = (this.covers.get(target) ?? 1) - 1
+      if (left > 0) this.covers.set(target, left)
+      else this.covers.delete(target)
+      return left <= 0
+    })
+    if (released.length > 0) this.options.onHeldReleased?.(released)
+  }
 
   /**
    * The place of a process of `agent` (with `network` or not): its /tmp, the agent's own folder
    * over each of `held` (deny-write.ts), and its network namespace to enter when it has no
    * network. Makes the agent's sandbox on its first process; registers the teardown with
-   * `agent.owner` on its first process.
+   * `agent.owner` on its first process. Each of `held` is covered while the process is placed,
+   * then for as long as the agent's sandbox lives: another agent's end leaves its placeholder.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when the holder cannot start or is gone; the owner's error when it is not live.
    */
   async place(agent: SandboxAgent, network: boolean, held: readonly string[] = []): Promise<AgentPlace & { exposed: ExposedPort[] }> {
+    // Counted before anything is awaited: the caller holds these placeholders now.
+    this.cover(held)
+    try {
+      return await this.placeIn(agent, network, held)
+    } finally {
+      this.uncover(held)
+    }
+  }
+
+  private async placeIn(agent: SandboxAgent, network: boolean, held: readonly string[]): Promise<AgentPlace & { exposed: ExposedPort[] }> {
     let made = this.entries.get(agent.key)
     if (made === undefined) {
       made = this.make(agent.key, agent.network ?? { mode: 'none' })
@@ -141,7 +180,7 @@ export class AgentSandboxes {
     if (entry.closing !== undefined) {
       // Its last owner ended: this process belongs to the agent's next sandbox.
       await entry.closing.catch(() => undefined)
-      return this.place(agent, network, held)
+      return this.placeIn(agent, network, held)
     }
     if (!entry.owners.has(agent.owner)) {
       const owner = agent.owner
@@ -180,6 +219,7 @@ export class AgentSandboxes {
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
     }
     entry.held.set(target, source)
+    this.cover([target])
     return source
   }
 
@@ -229,8 +269,8 @@ export class AgentSandboxes {
   }
 
   private async make(key: string, network: NonNullable<SandboxAgent['network']>): Promise<Entry> {
-    maker ??= processMark()
-    const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? '' : `${maker.pid}-${maker.startTime}-`}${randomBytes(8).toString('hex')}`)
+    maker ??= currentOwner()
+    const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? randomBytes(8).toString('hex') : `${ownerTag(maker)}-${++agentsMade}`}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), held: new Map(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
@@ -358,7 +398,7 @@ export class AgentSandboxes {
       .readdir(beneath(agents, '.'))
       .filter(({ name }) => {
         const made = MADE_BY.exec(name)
-        return made !== null && !stillRunning({ pid: Number(made[1]), startTime: made[2]! })
+        return made !== null && ownerEnded(ownerOfTag(made[1], made[2]!, made[3]!))
       })
       .map(({ name }) => join(agents.path, name))
   }
@@ -460,7 +500,7 @@ export class AgentSandboxes {
     await entry.proxy?.close()
     await this.unpin(entry.folder)
     removeTree(entry.folder, { root: this.options.base })
-    if (entry.held.size > 0) this.options.onHeldReleased?.([...entry.held.keys()])
+    this.uncover([...entry.held.keys()])
   }
 }
 

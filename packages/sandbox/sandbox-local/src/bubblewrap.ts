@@ -325,6 +325,16 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
 }
 
 /**
+ * bubblewrap's failure when a mount under `/` goes (a container stops, an agent's netns pin is
+ * unmounted) between its recursive bind of `/` and the read-only remount of each mount in it
+ * (bubblewrap issue #650): a race with the host's mount table, not a sandbox that cannot work.
+ */
+const MOUNT_TABLE_RACE = /Unable to apply mount flags: remount /
+
+/** How many times the probe runs while it fails only that race. */
+const PROBE_ATTEMPTS = 3
+
+/**
  * The bubblewrap provider. `probe` writes the host files (the seccomp filter for this
  * architecture, the masks) and runs the runner once with every flag conch uses (on a read-only
  * policy rooted at `/`) and `true` as the command, so a runner that cannot create the namespaces
@@ -392,8 +402,13 @@ export function bubblewrapProvider(
         return Promise.resolve(`cannot prepare the sandbox files: ${(error as Error).message}`)
       }
       const argv = bubblewrapArgv(['true'], { mode: 'read-only', workspaceRoot: '/' }, config, prepared, host)
+      // The verdict is kept for the provider's life: a failure of the mount table's race is tried again.
+      const attempt = async (left: number): Promise<true | string> => {
+        const verdict = await run(argv, config.probeTimeoutMs)
+        return verdict !== true && left > 1 && MOUNT_TABLE_RACE.test(verdict) ? attempt(left - 1) : verdict
+      }
       // The launcher execs the runner, so a failure is the runner's: name it, not /bin/sh.
-      return run(argv, config.probeTimeoutMs).then((verdict) =>
+      return attempt(PROBE_ATTEMPTS).then((verdict) =>
         verdict === true || !verdict.startsWith(`${argv[0]} `) ? verdict : `${config.runnerCommand}${verdict.slice(argv[0].length)}`,
       )
     },
@@ -406,8 +421,10 @@ export function bubblewrapProvider(
         provider: 'bubblewrap',
         ...(place.exposed !== undefined && place.exposed.length > 0 && { exposed: place.exposed }),
       })
-      // A process of no agent covers each held folder with a tmpfs of its own.
-      return policy.agent === undefined ? wrap({ held: heldFolders.map((target) => ({ target })) }) : agents.place(policy.agent, network(policy), heldFolders).then(wrap)
+      if (policy.agent !== undefined) return agents.place(policy.agent, network(policy), heldFolders).then(wrap)
+      // A process of no agent covers each held folder with a tmpfs of its own, and keeps its placeholder to the provider's end.
+      agents.cover(heldFolders)
+      return wrap({ held: heldFolders.map((target) => ({ target })) })
     },
     sweep: async () => (await agents.sweep()).map((name) => ({ kind: 'folder' as const, name })),
     close: () => agents.closeAll(),

@@ -21,22 +21,23 @@
  * works inside and what is made there (hooks, config) never reaches the host's `.git`. A held
  * folder stays one while it is still the empty folder conch made; once the host fills it (`git
  * init` on the host), it is the host's repository and its entries are held inside it. `release`
- * removes the placeholders when the provider goes (the held ones also at their agent's end), each
+ * removes the placeholders when the provider goes (a held one also once no agent's sandbox covers it), each
  * one that is still the empty folder conch made and is
  * a mount point in no mount namespace (removing one while a sandbox still mounts it would unmount
  * it there, proc(5) mountinfo, Linux ≥ 3.18). A ledger in the runtime folder lists them with the
- * process that made them, so the next conch to stop removes those a conch that has ended left (it
- * was killed, or its sandboxes outlived it).
+ * process that made them, so the next conch of its PID namespace to stop removes those a conch
+ * that has ended left (it was killed, or its sandboxes outlived it).
  */
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync } from 'node:fs'
 import { basename, dirname, join, relative, sep } from 'node:path'
-import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, parseProcStat, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
+import { currentOwner, ownerEnded, type ProcessOwner } from '@conch/sandbox'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
 
 /**
  * A placeholder conch made: its path, the writable root it lies beneath, its device, inode and
  * ctime (a folder made again at the same inode differs in ctime), and the process that made it
- * (pid and start time, proc(5) stat field 22).
+ * (`ProcessOwner`, @conch/sandbox: its PID namespace, pid and start time).
  */
 export interface PlaceholderEntry {
   path: string
@@ -44,25 +45,9 @@ export interface PlaceholderEntry {
   dev: number
   ino: number
   ctimeMs: number
-  owner: ProcessMark
+  owner: ProcessOwner
   /** A held folder (the topmost missing folder of an entry), which each sandbox covers with its own. */
   held?: boolean
-}
-
-/** A process: its pid and start time (clock ticks since boot), which a reused pid does not repeat. */
-export interface ProcessMark {
-  pid: number
-  startTime: string
-}
-
-/** This process's mark, or one of another pid (undefined when it is not running). */
-export function processMark(pid: number = process.pid): ProcessMark | undefined {
-  try {
-    const stat = parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))
-    return stat === undefined ? undefined : { pid, startTime: stat.startTime }
-  } catch {
-    return undefined
-  }
 }
 
 /**
@@ -166,17 +151,14 @@ export interface PlaceholderOptions {
   fs?: BeneathFs
   /** The mount points of every mount namespace (default: `mountPointsEverywhere`). */
   mounted?: () => Set<string>
-  /** Whether the process `mark` names is still running (default: its /proc stat has the same start time). */
-  running?: (mark: ProcessMark) => boolean
+  /** Whether the process that made a placeholder has ended (default: `ownerEnded`, never one of another PID namespace). */
+  ended?: (owner: ProcessOwner) => boolean
 }
 
-/** Whether the process `mark` names still runs: its pid's /proc stat has the same start time. */
-export const stillRunning = (mark: ProcessMark): boolean => processMark(mark.pid)?.startTime === mark.startTime
-
 export function placeholders(options: PlaceholderOptions = {}): Placeholders {
-  const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, running = stillRunning } = options
+  const { ledger, fs = nodeBeneathFs, mounted = mountPointsEverywhere, ended = ownerEnded } = options
   const made = new Map<string, PlaceholderEntry>()
-  let self: ProcessMark | undefined
+  let self: ProcessOwner | undefined
   const ledgerEntries = (): PlaceholderEntry[] => {
     try {
       return ledger?.entries() ?? []
@@ -238,7 +220,7 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
         throw error
       }
       const stat = fs.lstat(at)
-      self ??= processMark() ?? { pid: process.pid, startTime: '' }
+      self ??= currentOwner() ?? { pid: process.pid, startTime: '' }
       const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self, ...(isHeld && { held: true }) }
       made.set(path, entry)
       ledger?.record(entry)
@@ -288,7 +270,7 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
     release(paths) {
       const wanted = (path: string) => paths === undefined || paths.includes(path)
       const known = new Map([...made].filter(([path]) => wanted(path)))
-      for (const entry of ledgerEntries()) if (wanted(entry.path) && !known.has(entry.path) && !running(entry.owner)) known.set(entry.path, entry)
+      for (const entry of ledgerEntries()) if (wanted(entry.path) && !known.has(entry.path) && ended(entry.owner)) known.set(entry.path, entry)
       if (known.size === 0) return []
       const points = mounted()
       const left: string[] = []

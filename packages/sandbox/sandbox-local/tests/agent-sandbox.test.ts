@@ -3,7 +3,7 @@
  * share its loopback and /tmp, keep their own PID namespaces and modes, and end with it; another
  * agent reaches neither.
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -24,10 +24,19 @@ beforeAll(() => {
   workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-agent-ws-')))
 })
 afterAll(() => rmSync(workspace, { recursive: true, force: true }))
+const runtimeDirs: string[] = []
 afterEach(async () => {
   await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
   await box?.dispose()
+  for (const dir of runtimeDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
+
+/** A runtime folder of the test's own (removed after it): what it finds there is its own, never another test file's agents. */
+function ownRuntimeDir(): string {
+  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-agent-runtime-')))
+  runtimeDirs.push(dir)
+  return dir
+}
 
 /** An owner whose `end()` runs what the sandbox registered, as an Agent's disposal does. */
 function owner(key: string): SandboxAgent & { end(): Promise<void> } {
@@ -87,6 +96,27 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     await Promise.all([one.end(), two.end()])
   })
 
+  it("one agent's end leaves the placeholder .git to another agent of the workspace, until that one ends too", async () => {
+    box = await harness(workspace)
+    const first = owner('session-git-first')
+    const second = owner('session-git-second')
+    expect((await box.run('ls -A .git; echo listed', { agent: first })).stdout).toBe('listed\n')
+    // The second agent's process is placed (its sandbox made) but not started when the first agent ends.
+    const confined = await box.ctx.sandbox.confine(['bash', '-c', 'git init -q . && git log 2>&1 | head -c 0; echo made > .git/mine && echo inited'], { mode: 'workspace-write', workspaceRoot: workspace, agent: second })
+    await first.end()
+    expect(readdirSync(join(workspace, '.git'))).toEqual([])
+    const child = box.ctx.subprocess.spawn({ argv: confined.argv, env: scrubbedEnv(process.env) })
+    let stdout = ''
+    child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+    await child.done
+    expect(stdout).toBe('inited\n')
+    // The repository is the second agent's own; the host's .git is still the empty placeholder, removed at the last end.
+    expect(readdirSync(join(workspace, '.git'))).toEqual([])
+    expect((await box.run('cat .git/mine', { agent: second })).stdout).toBe('made\n')
+    await second.end()
+    expect(existsSync(join(workspace, '.git'))).toBe(false)
+  })
+
   it("a read-only process cannot write the workspace through what a writable sibling left in the shared /tmp", async () => {
     box = await harness(workspace)
     const agent = owner('session-modes')
@@ -101,14 +131,14 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   })
 
   it("ending one process ends its tree only, and the agent's end leaves no process, daemon included, no holder and no /tmp", async () => {
-    box = await harness(workspace)
+    const runtimeDir = ownRuntimeDir()
+    box = await harness(workspace, { runtimeDir })
     const agent = owner('session-end')
-    const base = agentsFolderPath(tmpdir())
-    const before = existsSync(base) ? readdirSync(base) : []
+    const base = agentsFolderPath(runtimeDir)
     const [first, second] = [80_000 + Math.floor(Math.random() * 9_999), 90_000 + Math.floor(Math.random() * 9_999)]
     const one = await start(`setsid nohup sleep ${first} >/dev/null 2>&1 & ${SERVER(8768)}`, agent, 'LISTENING')
     await start(`setsid nohup sleep ${second} >/dev/null 2>&1 & ${SERVER(8769)}`, agent, 'LISTENING')
-    const made = readdirSync(base).filter((name) => !before.includes(name))
+    const made = readdirSync(base)
     expect(made).toHaveLength(1)
     expect(sleeping(first)).toHaveLength(1)
 
@@ -313,12 +343,11 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
   })
 
   it('an owner that ended while its sandbox was being made leaves nothing behind', async () => {
-    box = await harness(workspace)
-    const base = agentsFolderPath(tmpdir())
-    const before = existsSync(base) ? readdirSync(base) : []
+    const runtimeDir = ownRuntimeDir()
+    box = await harness(workspace, { runtimeDir })
     const ended = { key: 'session-ended', owner: { onDispose: (): never => { throw new Error('the agent is disposing') } } }
     await expect(box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: ended })).rejects.toThrow('the agent is disposing')
-    expect(readdirSync(base).filter((name) => !before.includes(name))).toEqual([])
+    expect(readdirSync(agentsFolderPath(runtimeDir))).toEqual([])
   })
 
   it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
@@ -345,5 +374,70 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     await expect(confine([9004])).rejects.toMatchObject({ code: 'AGENT_SANDBOX_FAILED', message: expect.stringContaining('cannot expose port 9004: the agent exposes 3 ports already (maxExposedPorts)') })
     expect((await confine([9001])).exposed).toEqual([expect.objectContaining({ port: 9001 })])
     await agent.end()
+  })
+})
+
+/**
+ * Runs `script` (an ES module; `HARNESS` names harness.ts) with node and tsx in a PID namespace of
+ * its own with its own /proc, as a conch in a container that shares the runtime folder would run;
+ * resolves to its last stdout line, parsed.
+ */
+async function inOwnPidNamespace(script: string): Promise<Record<string, unknown>> {
+  const module = `const HARNESS = ${JSON.stringify(new URL('./harness.ts', import.meta.url).pathname)};\n${script}`
+  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', '--', process.execPath, '--import', 'tsx', '--input-type=module', '-e', module], {
+    cwd: new URL('..', import.meta.url).pathname,
+    env: { ...scrubbedEnv(process.env), TSX_TSCONFIG_PATH: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+  child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  expect(code, stderr).toBe(0)
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, unknown>
+}
+
+describe.runIf(asRoot)("the agents' folders of another PID namespace (bubblewrap, as root)", () => {
+  it("a sweep in a PID namespace of its own leaves a live conch's agent folder and pin, and removes a dead one's of its namespace", async () => {
+    const runtimeDir = ownRuntimeDir()
+    const agents = agentsFolderPath(runtimeDir)
+    box = await harness(workspace, { runtimeDir })
+    const live = owner('session-live')
+    const net = (await box.run('echo live-note > /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout
+    const [folder] = readdirSync(agents)
+    const pin = join(agents, folder!, 'netns')
+    const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
+    expect(pinned()).toBe(true)
+    // There a conch makes an agent's sandbox and is killed with SIGKILL; then another one sweeps.
+    const options = JSON.stringify({ runtimeDir })
+    const maker = `const { harness } = await import(HARNESS)
+      const box = await harness(${JSON.stringify(workspace)}, ${options})
+      await box.run('true', { agent: { key: 'session-killed', owner: { onDispose: () => () => {} } } })
+      console.log('MADE')
+      setInterval(() => {}, 1 << 30)`
+    const answer = await inOwnPidNamespace(`
+      const { spawn } = await import('node:child_process')
+      const { readdirSync } = await import('node:fs')
+      const before = readdirSync(${JSON.stringify(agents)})
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', 'const HARNESS = ' + JSON.stringify(HARNESS) + ';\\n' + ${JSON.stringify(maker)}], { stdio: ['ignore', 'pipe', 'inherit'] })
+      const exited = new Promise((resolve) => child.on('exit', resolve))
+      await Promise.race([exited, new Promise((resolve) => child.stdout.setEncoding('utf8').on('data', (text) => text.includes('MADE') && resolve()))])
+      const made = readdirSync(${JSON.stringify(agents)}).filter((name) => !before.includes(name))
+      child.kill('SIGKILL')
+      await exited
+      const { harness } = await import(HARNESS)
+      const box = await harness(${JSON.stringify(workspace)}, ${options})
+      const { removed } = await box.ctx.sandbox.sweep()
+      await box.dispose()
+      console.log(JSON.stringify({ made, removed: removed.map((item) => item.name) }))`)
+    const made = answer['made'] as string[]
+    expect(made).toHaveLength(1)
+    expect(answer['removed']).toEqual([join(agents, made[0]!)])
+    expect(readdirSync(agents)).toEqual([folder])
+    expect(pinned()).toBe(true)
+    expect((await box.run('cat /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout).toBe(`live-note\n${net.trim()}\n`)
+    await live.end()
+    expect(readdirSync(agents)).toEqual([])
   })
 })

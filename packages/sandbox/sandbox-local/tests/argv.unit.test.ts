@@ -338,6 +338,30 @@ describe('bubblewrapArgv', () => {
     }
   })
 
+  it("runs the probe again when bubblewrap lost the race with the host's mount table, and keeps any other failure", async () => {
+    const runtimeDir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-runtime-')))
+    const raced = `/bin/sh failed (exit 1): bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/var/lib/docker/overlay2/x/merged": No such file or directory`
+    try {
+      const verdicts = (...queued: Array<true | string>) => {
+        const runs: number[] = []
+        return { runs, run: async () => (runs.push(runs.length), queued.shift() ?? true) }
+      }
+      const options = { ...base, runtimeDir, runnerCommand: 'sh' }
+      const host = { ...emptyHost, searchPath: () => ['/bin', '/usr/bin'] }
+      const once = verdicts(raced, true)
+      expect(await bubblewrapProvider(options, once.run, host).probe()).toBe(true)
+      expect(once.runs).toHaveLength(2)
+      const always = verdicts(raced, raced, raced, raced)
+      expect(await bubblewrapProvider(options, always.run, host).probe()).toBe(`sh${raced.slice('/bin/sh'.length)}`)
+      expect(always.runs).toHaveLength(3)
+      const other = verdicts('/bin/sh failed (exit 1): bwrap: No permissions to create new namespace', true)
+      expect(await bubblewrapProvider(options, other.run, host).probe()).toBe('sh failed (exit 1): bwrap: No permissions to create new namespace')
+      expect(other.runs).toHaveLength(1)
+    } finally {
+      rmSync(runtimeDir, { recursive: true, force: true })
+    }
+  })
+
   it('fails the probe on an architecture it has no syscall table for, without running anything', async () => {
     const calls: string[][] = []
     const provider = bubblewrapProvider({ ...base, runnerCommand: '/bin/sh' }, async (argv) => {

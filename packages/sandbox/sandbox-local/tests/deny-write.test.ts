@@ -276,7 +276,7 @@ describe('deny-write placeholders', () => {
       // That process is gone without releasing; a user's own empty .idea took the place of one placeholder.
       rmdirSync(join(root, '.idea'))
       mkdirSync(join(root, '.idea'))
-      expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(placeholders({ ledger, mounted: () => new Set(), ended: () => true }).release()).toEqual([])
       expect(readdirSync(root)).toEqual(['.idea'])
       expect(ledger.entries()).toEqual([])
     } finally {
@@ -292,7 +292,7 @@ describe('deny-write placeholders', () => {
       // A conch that was killed left placeholders in a workspace since removed, and in another one.
       placeholders({ ledger, mounted: () => new Set() }).hold([join(gone!, '.vscode'), join(kept!, '.vscode')], [gone!, kept!])
       rmSync(gone!, { recursive: true, force: true })
-      expect(placeholders({ ledger, mounted: () => new Set(), running: () => false }).release()).toEqual([])
+      expect(placeholders({ ledger, mounted: () => new Set(), ended: () => true }).release()).toEqual([])
       expect(readdirSync(kept!)).toEqual([])
       expect(ledger.entries()).toEqual([])
     } finally {

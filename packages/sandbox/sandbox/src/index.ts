@@ -4,3 +4,4 @@ export { isWithin, protectedPathProblem, type ProtectedPath, type ProtectedPathP
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { checkDenyWritePaths, DEFAULT_DENY_WRITE, denyWriteEntry, denyWritePaths, symlinkBeneath } from './deny-write.ts'
 export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { currentOwner, namespaceInode, nodeOwnerProc, OWNER_TAG, ownerEnded, ownerOfTag, ownerTag, type OwnerProc, type ProcessOwner } from './owner.ts'
