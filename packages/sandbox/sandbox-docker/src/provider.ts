@@ -26,13 +26,13 @@
  *   host) is removed when a conch next makes one.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs'
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
@@ -212,6 +212,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       })
       .catch((error) => {
         if (folder !== undefined) rmSync(folder, { recursive: true, force: true })
+        for (const path of held) removeEmptyFolder(path)
         throw engineError(error)
       })
     const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
@@ -482,7 +483,12 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
     const unplaced: string[] = []
     for (const path of paths) {
       if (present(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
-      else if (isFolder(dirname(path))) {
+      else if (placeholderContent(path) !== undefined && isFolder(dirname(path))) {
+        // A folder would stop the host's git: a file with neutral content, made here, bound read-only.
+        writeFileSync(path, placeholderContent(path)!, { flag: 'wx', mode: 0o644 })
+        guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+        hold(path)
+      } else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
         hold(path)
@@ -590,13 +596,19 @@ function ownFolder(path: string): boolean {
 }
 
 /**
- * Removes `path` when it is an empty folder with no symbolic link on the way from `/` (held paths
- * are recorded canonical: a link there was swapped in since): what the daemon made for a held
- * deny-write entry. Whether it did.
+ * Removes `path` when it is an empty folder, or a file with its placeholder's content, with no
+ * symbolic link on the way from `/` (held paths are recorded canonical: a link there was swapped
+ * in since): what the daemon or conch made for a held deny-write entry. Whether it did.
  */
 function removeEmptyFolder(path: string): boolean {
   try {
-    if (symlinkBeneath(path, '/') !== undefined || !lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    if (symlinkBeneath(path, '/') !== undefined) return false
+    const stat = lstatSync(path)
+    if (stat.isFile() && stat.nlink === 1 && placeholderContent(path) !== undefined && readFileSync(path, 'utf8') === placeholderContent(path)) {
+      unlinkSync(path)
+      return true
+    }
+    if (!stat.isDirectory() || readdirSync(path).length > 0) return false
     rmdirSync(path)
     return true
   } catch {

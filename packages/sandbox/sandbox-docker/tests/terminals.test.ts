@@ -5,12 +5,12 @@
  * limits, and teardown with proof.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
@@ -273,6 +273,58 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     // The empty folders that held missing entries are gone with the container.
     expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
+  })
+
+  it("the host's git runs no config a process leads it to through .git/commondir or config.worktree, as root", async () => {
+    const made = await compose()
+    box = made
+    const hostGit = (...args: string[]) => execFileSync('git', ['-C', made.workspace, ...args], { env: { PATH: process.env['PATH'] }, stdio: 'pipe' }).toString()
+    hostGit('init', '-q')
+    const marker = join(made.workspace, 'host-git-ran')
+    const config = `printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n'`
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      `cd .git && mkdir -p x && ln -s ../objects x/objects && ln -s ../refs x/refs && ${config} > x/config && echo x > commondir; cd ..; ${config} > .git/config.worktree; echo tried-$((4+4))`,
+    )
+    expect(result.viewport).toContain('tried-8')
+    expect(readFileSync(join(made.workspace, '.git', 'commondir'), 'utf8')).toBe('.\n')
+    expect(hostGit('status', '--short')).toBe('')
+    hostGit('-c', 'extensions.worktreeConfig=true', 'status')
+    expect(existsSync(marker)).toBe(false)
+    await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, '.git', 'commondir'))).toBe(false)
+    expect(readdirSync(join(made.workspace, '.git', 'hooks')).length).toBeGreaterThan(0)
+  })
+
+  it("the host's git runs no config a process leads it to by rewriting a linked worktree's .git file, as root", async () => {
+    const made = await compose()
+    box = made
+    const main = join(made.workspace, '..', `${basename(made.workspace)}-main`)
+    const hostGit = (...args: string[]) => execFileSync('git', args, { env: { PATH: process.env['PATH'] }, stdio: 'pipe' }).toString()
+    try {
+      hostGit('init', '-q', main)
+      hostGit('-C', main, '-c', 'user.name=h', '-c', 'user.email=h@h', 'commit', '-q', '--allow-empty', '-m', 'host')
+      hostGit('-C', main, 'worktree', 'add', '-q', '--detach', made.workspace)
+      const gitfile = readFileSync(join(made.workspace, '.git'), 'utf8')
+      const marker = join(made.workspace, 'host-git-ran')
+      const agent = await made.agent()
+      const id = await open(agent)
+      const result = await made.send(
+        agent,
+        id,
+        `git init -q .g; printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n' > .g/config; echo 'gitdir: .g' > .git; rm -f .git; echo tried-$((5+5))`,
+      )
+      expect(result.viewport).toContain('tried-10')
+      expect(readFileSync(join(made.workspace, '.git'), 'utf8')).toBe(gitfile)
+      hostGit('-C', made.workspace, 'status', '--short')
+      expect(existsSync(marker)).toBe(false)
+      await made.agents.dispose(agent)
+    } finally {
+      rmSync(main, { recursive: true, force: true })
+    }
   })
 
   it('a deny-write path whose folder is missing is held: what a process makes there, a repository with hooks included, never reaches the host, as root', async () => {
