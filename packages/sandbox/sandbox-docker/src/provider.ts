@@ -34,6 +34,7 @@ import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
 import { checkDenyWritePaths, denyWritePaths, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { seccompProfile } from './seccomp.ts'
 import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
@@ -48,6 +49,15 @@ export const RUN_DIR = '/run/conch'
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/**
+ * Capabilities of Docker's default set the container drops: MKNOD (device files in the
+ * workspace, which host users could open), SETFCAP (file capabilities, a set-user-ID by another
+ * name), FSETID (keeping set-ID bits on a write or chown), NET_RAW (raw packets on the bridge),
+ * AUDIT_WRITE (the kernel's audit log). Those left (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID,
+ * SETPCAP, KILL, NET_BIND_SERVICE, SYS_CHROOT) are what package managers and `su` use.
+ */
+export const DROPPED_CAPABILITIES = ['MKNOD', 'SETFCAP', 'FSETID', 'NET_RAW', 'AUDIT_WRITE']
 
 export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
 
@@ -205,7 +215,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           PidsLimit: config.pids,
           NanoCpus: Math.round(config.cpus * 1e9),
           ReadonlyRootfs: policy.mode === 'read-only' || !config.writableRoot,
-          SecurityOpt: ['no-new-privileges'],
+          SecurityOpt: ['no-new-privileges', `seccomp=${JSON.stringify(seccompProfile())}`],
+          CapDrop: DROPPED_CAPABILITIES,
           Tmpfs: { '/tmp': 'rw,nosuid,nodev,exec,mode=1777' },
           Mounts,
         },

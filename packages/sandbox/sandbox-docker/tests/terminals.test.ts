@@ -5,7 +5,7 @@
  * limits, and teardown with proof.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -325,6 +325,28 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     } finally {
       rmSync(main, { recursive: true, force: true })
     }
+  })
+
+  it('no set-ID file and no device file can be made in the workspace, nor a namespace, as root; bash and ordinary modes still work', async () => {
+    const made = await compose()
+    box = made
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      `cp /bin/bash rootsh; chmod 4755 rootsh; echo chmod=$?; chmod g+s rootsh; echo g+s=$?; python3 -c "import os; os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)" 2>&1 | tail -n 1; mknod disk b 8 0; echo mknod=$?; unshare -r true; echo unshare=$?; chmod 755 rootsh && ./rootsh -c 'echo bash-$((6+6))'`,
+    )
+    expect(result.viewport).toContain('bash-12')
+    expect(result.viewport).toMatch(/^chmod=1$/m)
+    expect(result.viewport).toMatch(/^g\+s=1$/m)
+    expect(result.viewport).toContain("PermissionError: [Errno 1] Operation not permitted: 'made'")
+    expect(result.viewport).toMatch(/^mknod=1$/m)
+    // The profile replaces Docker's default one: what that one denies stays denied.
+    expect(result.viewport).toMatch(/^unshare=1$/m)
+    expect(statSync(join(made.workspace, 'rootsh')).mode & 0o7777).toBe(0o755)
+    expect(existsSync(join(made.workspace, 'made'))).toBe(false)
+    expect(existsSync(join(made.workspace, 'disk'))).toBe(false)
   })
 
   it('a deny-write path whose folder is missing is held: what a process makes there, a repository with hooks included, never reaches the host, as root', async () => {
