@@ -212,7 +212,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const names: Record<string, string[]> = { 'allowed.test': ['127.0.0.1'], 'refused.test': ['127.0.0.1'] }
     try {
       box = await compose({
-        policy: { network: 'allow', allow: ['allowed.test'] },
+        policy: { network: 'allow', allow: [`allowed.test:${port}`] },
         egress: (options) => startEgressProxy({ ...options, resolve: async (host) => names[host] ?? [] }),
       })
       const refused: string[] = []

@@ -3,5 +3,5 @@ export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, SHARED_R
 export { protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { checkDenyWritePaths, DEFAULT_DENY_WRITE, denyWriteEntry, denyWritePaths, placeholderContent, symlinkBeneath } from './deny-write.ts'
-export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { DEFAULT_PORTS, hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
 export { ARGUMENT_RULES, CLONE_NAMESPACE_FLAGS, CLONE_NAMESPACE_MASK, DENIED_SYSCALLS, INJECTING_IOCTLS, NOSYS_SYSCALLS, SETID_MODE_BITS, type ArgumentRule } from './syscall-rules.ts'
