@@ -262,14 +262,16 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const result = await made.send(
       agent,
       id,
-      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config .git/config.old; echo done',
+      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; echo script-shell=/tmp/x > .npmrc; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config .git/config.old; echo done',
     )
     expect(result.viewport).toContain('done')
     expect(readFileSync(join(made.workspace, '.bashrc'), 'utf8')).toBe('original\n')
     expect(readFileSync(join(made.workspace, '.git', 'config'), 'utf8')).toBe('[core]\n')
     expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
     expect(existsSync(join(made.workspace, '.git', 'config.old'))).toBe(false)
+    expect(statSync(join(made.workspace, '.npmrc')).isDirectory()).toBe(true)
     await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, '.npmrc'))).toBe(false)
     // The empty folders that held missing entries are gone with the container.
     expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)

@@ -20,6 +20,12 @@ import { SandboxError, type SandboxPolicy } from './types.ts'
  * line) is held itself: an entry beneath a file holds that file (`denyWritePaths`). Not held,
  * as they run nothing: `info/` (excludes; attributes name drivers only config defines), `objects/`
  * (`objects/info/alternates` adds object stores, no program), refs, `HEAD` and the index.
+ * `.npmrc` names programs npm and pnpm run on the host (`script-shell`, `node-options`, `git`);
+ * both read on past a folder there. Not listed, as an empty folder in their place stops the tool
+ * that reads them on the host (`.yarnrc`: `EISDIR`; `.yarnrc.yml`: `Parse error`; `.pnpmfile.cjs`:
+ * `Cannot find module`) while a file would show in `git status`: `.yarnrc`, `.yarnrc.yml` and
+ * `.pnpmfile.cjs` (add those a project has to `denyWrite`); `.envrc` (direnv runs none it has
+ * not been told to allow since its last change) and `.tool-versions` (names versions, no program).
  */
 export const DEFAULT_DENY_WRITE = [
   '.bashrc',
@@ -30,6 +36,7 @@ export const DEFAULT_DENY_WRITE = [
   '.gitconfig',
   '.gitmodules',
   '.ripgreprc',
+  '.npmrc',
   '.mcp.json',
   '.vscode/',
   '.idea/',
