@@ -4,7 +4,8 @@
  * right before it executes the sandboxed command. It denies the system calls a confined terminal
  * never needs and that reach the kernel's global state: mounts, namespaces, modules, kexec, BPF,
  * perf, keyrings, userfaultfd, swap, reboot, the clock, accounting, quotas, file handles, I/O
- * ports, the host name, the kernel log and io_uring.
+ * ports, the host name, the kernel log and io_uring; and the file modes with S_ISUID or S_ISGID,
+ * which would leave a program in the workspace that runs as its owner for any host user.
  *
  * The program, in order (the layout of `struct seccomp_data`: `nr` at offset 0, `arch` at 4,
  * `args[i]` at 16 + 8·i, little-endian on both supported architectures):
