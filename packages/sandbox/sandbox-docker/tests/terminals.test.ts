@@ -293,11 +293,13 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     )
     expect(result.viewport).toContain('tried-8')
     expect(readFileSync(join(made.workspace, '.git', 'commondir'), 'utf8')).toBe('.\n')
+    expect(readFileSync(join(made.workspace, '.git', 'config.worktree'), 'utf8')).toBe('')
     expect(hostGit('status', '--short')).toBe('')
     hostGit('-c', 'extensions.worktreeConfig=true', 'status')
     expect(existsSync(marker)).toBe(false)
     await made.agents.dispose(agent)
     expect(existsSync(join(made.workspace, '.git', 'commondir'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'config.worktree'))).toBe(false)
     expect(readdirSync(join(made.workspace, '.git', 'hooks')).length).toBeGreaterThan(0)
   })
 

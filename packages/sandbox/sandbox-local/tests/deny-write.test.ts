@@ -2,7 +2,7 @@
  * The deny-write list, for real: a confined root shell in a writable workspace tries to write,
  * create, remove and rename each entry — where it exists, and where it does not yet.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -94,12 +94,14 @@ describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
     expect(result.stderr).toMatch(/^bash: line \d+: \.vscode\/settings\.json: Read-only file system$/m)
     expect(result.stderr).toMatch(/^bash: line \d+: \.mcp\.json: Is a directory$/m)
     // While conch runs, each missing entry is an empty folder on the host (git tracks none), but
-    // .git/commondir, a file naming the repository's own folder (git stops on a folder there).
-    for (const entry of DEFAULT_DENY_WRITE.filter((entry) => entry !== '.git/commondir')) {
+    // .git/commondir, a file naming the repository's own folder (git stops on a folder there), and
+    // .git/config.worktree, an empty file (git warns about a folder there).
+    const placeholderFiles = { '.git/commondir': '.\n', '.git/config.worktree': '' } as Record<string, string>
+    for (const entry of DEFAULT_DENY_WRITE.filter((entry) => placeholderFiles[entry] === undefined)) {
       expect(statSync(join(workspace, entry)).isDirectory(), entry).toBe(true)
       expect(readdirSync(join(workspace, entry)), entry).toEqual([])
     }
-    expect(readFileSync(join(workspace, '.git/commondir'), 'utf8')).toBe('.\n')
+    for (const [entry, content] of Object.entries(placeholderFiles)) expect(readFileSync(join(workspace, entry), 'utf8'), entry).toBe(content)
     await box.dispose()
     box = undefined
     expect(snapshot(workspace)).toEqual({ '.git/': '' })
@@ -174,7 +176,8 @@ describe.runIf(hasBwrap)("the host's git after a confined process wrote the repo
     expect(result.stderr).toMatch(/\.git\/commondir: Read-only file system/)
     // The held commondir names the repository's own folder: the host's git runs as without one.
     expect(hostGitStatus(workspace).toString()).toContain('evil/')
-    execFileSync('git', ['-C', workspace, '-c', 'extensions.worktreeConfig=true', 'status'], { env: { PATH: process.env['PATH'] }, stdio: 'pipe' })
+    const worktreeConfig = spawnSync('git', ['-C', workspace, '-c', 'extensions.worktreeConfig=true', 'status'], { env: { PATH: process.env['PATH'] }, encoding: 'utf8' })
+    expect([worktreeConfig.status, worktreeConfig.stderr]).toEqual([0, ''])
     expect(existsSync(marker)).toBe(false)
     await box.dispose()
     box = undefined

@@ -51,12 +51,17 @@ export const DEFAULT_DENY_WRITE = [
 ]
 
 /**
- * What a missing entry's placeholder holds when it cannot be an empty folder, else undefined: git
- * stops on a `commondir` it cannot read (`fatal: failed to read .git/commondir`), and one naming
- * `.` is the repository's own folder, where git looks without one.
+ * What a missing entry's placeholder file holds where an empty folder would disturb the host's
+ * git, else undefined (an empty folder, which git shows nowhere): git stops on a `commondir` it
+ * cannot read (`fatal: failed to read .git/commondir`), and one naming `.` is the repository's own
+ * folder, where git looks without one; a folder at `config.worktree` makes every git command warn
+ * where `extensions.worktreeConfig` is set, and an empty file is an empty config. Inside `.git`,
+ * git shows neither.
  */
 export function placeholderContent(path: string): string | undefined {
-  return path.endsWith('/.git/commondir') ? '.\n' : undefined
+  if (path.endsWith('/.git/commondir')) return '.\n'
+  if (path.endsWith('/.git/config.worktree')) return ''
+  return undefined
 }
 
 /** One deny-write entry: a path relative to a writable root, inside it (no `..`, not absolute); a trailing `/` is kept. */
