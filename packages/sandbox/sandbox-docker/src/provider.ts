@@ -26,14 +26,15 @@
  *   host and in this PID namespace: `ownerEnded`, @conch/sandbox) is removed when a conch next makes one.
  */
 import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, writeFileSync, type Stats } from 'node:fs'
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
+import { checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
+import { seccompProfile } from './seccomp.ts'
 import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
 
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
@@ -48,6 +49,15 @@ export const RUN_DIR = '/run/conch'
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/**
+ * Capabilities of Docker's default set the container drops: MKNOD (device files in the
+ * workspace, which host users could open), SETFCAP (file capabilities, a set-user-ID by another
+ * name), FSETID (keeping set-ID bits on a write or chown), NET_RAW (raw packets on the bridge),
+ * AUDIT_WRITE (the kernel's audit log). Those left (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID,
+ * SETPCAP, KILL, NET_BIND_SERVICE, SYS_CHROOT) are what package managers and `su` use.
+ */
+export const DROPPED_CAPABILITIES = ['MKNOD', 'SETFCAP', 'FSETID', 'NET_RAW', 'AUDIT_WRITE']
 
 export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
 
@@ -204,13 +214,15 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
           PidsLimit: config.pids,
           NanoCpus: Math.round(config.cpus * 1e9),
           ReadonlyRootfs: policy.mode === 'read-only' || !config.writableRoot,
-          SecurityOpt: ['no-new-privileges'],
+          SecurityOpt: ['no-new-privileges', `seccomp=${JSON.stringify(seccompProfile())}`],
+          CapDrop: DROPPED_CAPABILITIES,
           Tmpfs: { '/tmp': 'rw,nosuid,nodev,exec,mode=1777' },
           Mounts,
         },
       })
       .catch((error) => {
         if (folder !== undefined) rmSync(folder, { recursive: true, force: true })
+        for (const path of held) removeEmptyFolder(path)
         throw engineError(error)
       })
     const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
@@ -481,7 +493,12 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
     const unplaced: string[] = []
     for (const path of paths) {
       if (present(path)) guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
-      else if (isFolder(dirname(path))) {
+      else if (placeholderContent(path) !== undefined && isFolder(dirname(path))) {
+        // A folder would stop the host's git: a file with neutral content, made here, bound read-only.
+        writeFileSync(path, placeholderContent(path)!, { flag: 'wx', mode: 0o644 })
+        guarded.push({ Type: 'bind', Source: path, Target: path, ReadOnly: true })
+        hold(path)
+      } else if (isFolder(dirname(path))) {
         // Held by an empty read-only folder while the container lives, so it cannot be created.
         guarded.push({ Type: 'tmpfs', Source: '', Target: path, ReadOnly: true })
         hold(path)
@@ -575,13 +592,19 @@ function ownFolder(path: string): boolean {
 }
 
 /**
- * Removes `path` when it is an empty folder with no symbolic link on the way from `/` (held paths
- * are recorded canonical: a link there was swapped in since): what the daemon made for a held
- * deny-write entry. Whether it did.
+ * Removes `path` when it is an empty folder, or a file with its placeholder's content, with no
+ * symbolic link on the way from `/` (held paths are recorded canonical: a link there was swapped
+ * in since): what the daemon or conch made for a held deny-write entry. Whether it did.
  */
 function removeEmptyFolder(path: string): boolean {
   try {
-    if (symlinkBeneath(path, '/') !== undefined || !lstatSync(path).isDirectory() || readdirSync(path).length > 0) return false
+    if (symlinkBeneath(path, '/') !== undefined) return false
+    const stat = lstatSync(path)
+    if (stat.isFile() && stat.nlink === 1 && placeholderContent(path) !== undefined && readFileSync(path, 'utf8') === placeholderContent(path)) {
+      unlinkSync(path)
+      return true
+    }
+    if (!stat.isDirectory() || readdirSync(path).length > 0) return false
     rmdirSync(path)
     return true
   } catch {

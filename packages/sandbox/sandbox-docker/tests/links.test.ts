@@ -118,6 +118,9 @@ describe.skipIf(dockerSkip)('symbolic links in the workspace (Docker, as root)',
     outside = mkdtempSync(join(tmpdir(), 'conch-victim-'))
     mkdirSync(join(outside, 'hooks'))
     writeFileSync(join(outside, 'config'), '[core]\n')
+    // Shaped like the .git it stands in for, the held commondir and config.worktree included: every bind's source is there, and the daemon mounts.
+    writeFileSync(join(outside, 'commondir'), '.\n')
+    writeFileSync(join(outside, 'config.worktree'), '')
     mkdirSync(join(made.workspace, '.git', 'hooks'), { recursive: true })
     writeFileSync(join(made.workspace, '.git', 'config'), '[core]\n')
     // The exact ordering a hostile process of another sandbox races for: after the check, before the daemon resolves the sources.

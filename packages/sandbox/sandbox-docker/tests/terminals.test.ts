@@ -5,12 +5,12 @@
  * limits, and teardown with proof.
  */
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
@@ -227,7 +227,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const names: Record<string, string[]> = { 'allowed.test': ['127.0.0.1'], 'refused.test': ['127.0.0.1'] }
     try {
       box = await compose({
-        policy: { network: 'allow', allow: ['allowed.test'] },
+        policy: { network: 'allow', allow: [`allowed.test:${port}`] },
         egress: (options) => startEgressProxy({ ...options, resolve: async (host) => names[host] ?? [] }),
       })
       const refused: string[] = []
@@ -279,17 +279,95 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     const result = await made.send(
       agent,
       id,
-      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config .git/config.old; echo done',
+      'echo evil >> .bashrc; echo evil > .git/hooks/pre-commit; echo evil >> .git/config; echo evil > .mcp.json; echo script-shell=/tmp/x > .npmrc; mkdir -p .vscode/x; rm -f .bashrc; mv .git/config .git/config.old; echo done',
     )
     expect(result.viewport).toContain('done')
     expect(readFileSync(join(made.workspace, '.bashrc'), 'utf8')).toBe('original\n')
     expect(readFileSync(join(made.workspace, '.git', 'config'), 'utf8')).toBe('[core]\n')
     expect(existsSync(join(made.workspace, '.git', 'hooks', 'pre-commit'))).toBe(false)
     expect(existsSync(join(made.workspace, '.git', 'config.old'))).toBe(false)
+    expect(statSync(join(made.workspace, '.npmrc')).isDirectory()).toBe(true)
     await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, '.npmrc'))).toBe(false)
     // The empty folders that held missing entries are gone with the container.
     expect(existsSync(join(made.workspace, '.mcp.json'))).toBe(false)
     expect(existsSync(join(made.workspace, '.vscode'))).toBe(false)
+  })
+
+  it("the host's git runs no config a process leads it to through .git/commondir or config.worktree, as root", async () => {
+    const made = await compose()
+    box = made
+    const hostGit = (...args: string[]) => execFileSync('git', ['-C', made.workspace, ...args], { env: { PATH: process.env['PATH'] }, stdio: 'pipe' }).toString()
+    hostGit('init', '-q')
+    const marker = join(made.workspace, 'host-git-ran')
+    const config = `printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n'`
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      `cd .git && mkdir -p x && ln -s ../objects x/objects && ln -s ../refs x/refs && ${config} > x/config && echo x > commondir; cd ..; ${config} > .git/config.worktree; echo tried-$((4+4))`,
+    )
+    expect(result.viewport).toContain('tried-8')
+    expect(readFileSync(join(made.workspace, '.git', 'commondir'), 'utf8')).toBe('.\n')
+    expect(readFileSync(join(made.workspace, '.git', 'config.worktree'), 'utf8')).toBe('')
+    expect(hostGit('status', '--short')).toBe('')
+    hostGit('-c', 'extensions.worktreeConfig=true', 'status')
+    expect(existsSync(marker)).toBe(false)
+    await made.agents.dispose(agent)
+    expect(existsSync(join(made.workspace, '.git', 'commondir'))).toBe(false)
+    expect(existsSync(join(made.workspace, '.git', 'config.worktree'))).toBe(false)
+    expect(readdirSync(join(made.workspace, '.git', 'hooks')).length).toBeGreaterThan(0)
+  })
+
+  it("the host's git runs no config a process leads it to by rewriting a linked worktree's .git file, as root", async () => {
+    const made = await compose()
+    box = made
+    const main = join(made.workspace, '..', `${basename(made.workspace)}-main`)
+    const hostGit = (...args: string[]) => execFileSync('git', args, { env: { PATH: process.env['PATH'] }, stdio: 'pipe' }).toString()
+    try {
+      hostGit('init', '-q', main)
+      hostGit('-C', main, '-c', 'user.name=h', '-c', 'user.email=h@h', 'commit', '-q', '--allow-empty', '-m', 'host')
+      hostGit('-C', main, 'worktree', 'add', '-q', '--detach', made.workspace)
+      const gitfile = readFileSync(join(made.workspace, '.git'), 'utf8')
+      const marker = join(made.workspace, 'host-git-ran')
+      const agent = await made.agent()
+      const id = await open(agent)
+      const result = await made.send(
+        agent,
+        id,
+        `git init -q .g; printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n' > .g/config; echo 'gitdir: .g' > .git; rm -f .git; echo tried-$((5+5))`,
+      )
+      expect(result.viewport).toContain('tried-10')
+      expect(readFileSync(join(made.workspace, '.git'), 'utf8')).toBe(gitfile)
+      hostGit('-C', made.workspace, 'status', '--short')
+      expect(existsSync(marker)).toBe(false)
+      await made.agents.dispose(agent)
+    } finally {
+      rmSync(main, { recursive: true, force: true })
+    }
+  })
+
+  it('no set-ID file and no device file can be made in the workspace, nor a namespace, as root; bash and ordinary modes still work', async () => {
+    const made = await compose()
+    box = made
+    const agent = await made.agent()
+    const id = await open(agent)
+    const result = await made.send(
+      agent,
+      id,
+      `cp /bin/bash rootsh; chmod 4755 rootsh; echo chmod=$?; chmod g+s rootsh; echo g+s=$?; python3 -c "import os; os.open('made', os.O_CREAT | os.O_WRONLY, 0o4755)" 2>&1 | tail -n 1; mknod disk b 8 0; echo mknod=$?; unshare -r true; echo unshare=$?; chmod 755 rootsh && ./rootsh -c 'echo bash-$((6+6))'`,
+    )
+    expect(result.viewport).toContain('bash-12')
+    expect(result.viewport).toMatch(/^chmod=1$/m)
+    expect(result.viewport).toMatch(/^g\+s=1$/m)
+    expect(result.viewport).toContain("PermissionError: [Errno 1] Operation not permitted: 'made'")
+    expect(result.viewport).toMatch(/^mknod=1$/m)
+    // The profile replaces Docker's default one: what that one denies stays denied.
+    expect(result.viewport).toMatch(/^unshare=1$/m)
+    expect(statSync(join(made.workspace, 'rootsh')).mode & 0o7777).toBe(0o755)
+    expect(existsSync(join(made.workspace, 'made'))).toBe(false)
+    expect(existsSync(join(made.workspace, 'disk'))).toBe(false)
   })
 
   it('a deny-write path whose folder is missing is held: what a process makes there, a repository with hooks included, never reaches the host, as root', async () => {

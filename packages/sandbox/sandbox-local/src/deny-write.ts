@@ -29,9 +29,9 @@
  * that has ended left (it was killed, or its sandboxes outlived it).
  */
 import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync } from 'node:fs'
+import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join, relative, sep } from 'node:path'
-import { currentOwner, ownerEnded, type ProcessOwner } from '@conch/sandbox'
+import { currentOwner, ownerEnded, placeholderContent, type ProcessOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, readOpen, type BeneathFs, type OpenFolder } from '@conch/subprocess'
 
 /**
@@ -48,6 +48,8 @@ export interface PlaceholderEntry {
   owner: ProcessOwner
   /** A held folder (the topmost missing folder of an entry), which each sandbox covers with its own. */
   held?: boolean
+  /** A placeholder file's content (`placeholderContent`): an entry whose reader fails on a folder. */
+  content?: string
 }
 
 /**
@@ -189,11 +191,12 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
       return false
     }
   }
-  /** Whether the folder at `at` is still the empty folder `entry` records. */
+  /** Whether `at` is still the empty folder (or the file with its content) `entry` records. */
   const unchanged = (at: string, entry: PlaceholderEntry): boolean => {
     try {
       const stat = fs.lstat(at)
-      return stat.isDirectory() && stat.dev === entry.dev && stat.ino === entry.ino && stat.ctimeMs === entry.ctimeMs && empty(at)
+      if (stat.dev !== entry.dev || stat.ino !== entry.ino || stat.ctimeMs !== entry.ctimeMs) return false
+      return entry.content === undefined ? stat.isDirectory() && empty(at) : stat.isFile() && readFileSync(at, 'utf8') === entry.content
     } catch {
       return false
     }
@@ -209,19 +212,29 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
   /** Makes the placeholder `path` (a held folder when `isHeld`); false when it was taken meanwhile. */
   const make = (path: string, root: string, isHeld: boolean): boolean => {
     let taken = false
+    const content = isHeld ? undefined : placeholderContent(path)
     inParent(path, root, (parent) => {
       const at = beneath(parent, basename(path))
       if (exists(at)) return void (taken = true)
       try {
-        fs.mkdir(at, 0o755)
+        if (content === undefined) fs.mkdir(at, 0o755)
+        else {
+          const fd = openFile(parent, basename(path), 'create', { perm: 0o644, fs })
+          try {
+            fs.write(fd, Buffer.from(content), 0)
+          } finally {
+            fs.close(fd)
+          }
+        }
       } catch (error) {
+        if (error instanceof BeneathError && error.code === 'PATH_EXISTS') return void (taken = true)
         // Taken meanwhile; or a folder this user cannot write, where a confined process (the same user, no capabilities) cannot either.
         if (['EEXIST', 'EACCES', 'EPERM', 'EROFS'].includes((error as NodeJS.ErrnoException).code ?? '')) return void (taken = (error as NodeJS.ErrnoException).code === 'EEXIST')
         throw error
       }
       const stat = fs.lstat(at)
       self ??= currentOwner() ?? { pid: process.pid, startTime: '' }
-      const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self, ...(isHeld && { held: true }) }
+      const entry = { path, root, dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, owner: self, ...(isHeld && { held: true }), ...(content !== undefined && { content }) }
       made.set(path, entry)
       ledger?.record(entry)
     })
@@ -284,7 +297,7 @@ export function placeholders(options: PlaceholderOptions = {}): Placeholders {
         inParent(path, root, (parent) => {
           const at = beneath(parent, basename(path))
           try {
-            if (unchanged(at, entry)) rmdirSync(at)
+            if (unchanged(at, entry)) (entry.content === undefined ? rmdirSync : unlinkSync)(at)
           } catch {
             // already gone, or no longer the empty folder conch made
           }

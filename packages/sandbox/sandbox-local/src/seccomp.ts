@@ -4,7 +4,8 @@
  * right before it executes the sandboxed command. It denies the system calls a confined terminal
  * never needs and that reach the kernel's global state: mounts, namespaces, modules, kexec, BPF,
  * perf, keyrings, userfaultfd, swap, reboot, the clock, accounting, quotas, file handles, I/O
- * ports, the host name, the kernel log and io_uring.
+ * ports, the host name, the kernel log and io_uring; and the file modes with S_ISUID or S_ISGID,
+ * which would leave a program in the workspace that runs as its owner for any host user.
  *
  * The program, in order (the layout of `struct seccomp_data`: `nr` at offset 0, `arch` at 4,
  * `args[i]` at 16 + 8·i, little-endian on both supported architectures):
@@ -14,17 +15,17 @@
  * 2. on x86_64, an x32 call (`nr` with `__X32_SYSCALL_BIT` 0x40000000 set) is denied: the same
  *    calls exist there under other numbers;
  * 3. each denied call returns `EPERM` (`SECCOMP_RET_ERRNO`);
- * 4. `clone3` returns `ENOSYS`: its flags live in memory the filter cannot read, and glibc falls
- *    back to `clone` on ENOSYS (threads and `fork` keep working);
- * 5. `clone` with any namespace flag in its first argument (`CLONE_NEWNS`, `CLONE_NEWCGROUP`,
- *    `CLONE_NEWUTS`, `CLONE_NEWIPC`, `CLONE_NEWUSER`, `CLONE_NEWPID`, `CLONE_NEWNET`) returns
- *    `EPERM`; the kernel reads only the low 32 bits of legacy clone's flags;
- * 6. `ioctl` with the request `TIOCSTI` (push a byte into a terminal's input as if typed) or
- *    `TIOCLINUX` (the console's selection paste, among others) returns `EPERM`: both inject
- *    input into a terminal, which is how a confined program would type into a reader outside
- *    its sandbox (tty_ioctl(4), ioctl_console(2)); the kernel takes the request as an
- *    `unsigned int`, so only the low 32 bits of the second argument are compared;
- * 7. everything else is allowed — `ptrace` included: inside its own PID namespace a sandboxed
+ * 4. `clone3` and `openat2` return `ENOSYS` (`NOSYS_SYSCALLS`): their arguments live in memory
+ *    the filter cannot read, and callers fall back to `clone` and `openat`;
+ * 5. each call of `ARGUMENT_RULES` (`@conch/sandbox`, the list the Docker provider renders as
+ *    its seccomp profile too) returns `EPERM` for the values it names, on the low 32 bits of one
+ *    argument: `clone` with any namespace flag (`CLONE_NEWNS`, `CLONE_NEWUSER`, …); `ioctl` with
+ *    the request `TIOCSTI` (push a byte into a terminal's input as if typed) or `TIOCLINUX` (the
+ *    console's selection paste, among others), how a confined program would type into a reader
+ *    outside its sandbox (tty_ioctl(4), ioctl_console(2)); and `chmod`, `fchmod`, `fchmodat`,
+ *    `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat` with S_ISUID or S_ISGID in the
+ *    mode: a set-ID file left in the workspace runs with its owner's rights for any host user;
+ * 6. everything else is allowed — `ptrace` included: inside its own PID namespace a sandboxed
  *    process can name no process outside it, and debuggers (gdb, strace) must work inside.
  *
  * Numbers come from the kernel's UAPI headers (`asm/unistd_64.h` for x86_64, the generic
@@ -44,24 +45,9 @@ export const AUDIT_ARCH: Record<SeccompArch, number> = {
 /** `__X32_SYSCALL_BIT` (x86_64 only). */
 export const X32_SYSCALL_BIT = 0x40000000
 
-/** Namespace flags of clone(2) (linux/sched.h). */
-export const CLONE_NAMESPACE_FLAGS = {
-  CLONE_NEWNS: 0x00020000,
-  CLONE_NEWCGROUP: 0x02000000,
-  CLONE_NEWUTS: 0x04000000,
-  CLONE_NEWIPC: 0x08000000,
-  CLONE_NEWUSER: 0x10000000,
-  CLONE_NEWPID: 0x20000000,
-  CLONE_NEWNET: 0x40000000,
-} as const
+import { ARGUMENT_RULES, DENIED_SYSCALLS, NOSYS_SYSCALLS } from '@conch/sandbox'
 
-const CLONE_NAMESPACE_MASK = Object.values(CLONE_NAMESPACE_FLAGS).reduce((mask, flag) => mask | flag, 0) >>> 0
-
-/** Terminal ioctl requests that inject input (asm-generic/ioctls.h; the same on both arches). */
-export const INJECTING_IOCTLS = {
-  TIOCSTI: 0x5412,
-  TIOCLINUX: 0x541c,
-} as const
+export { ARGUMENT_RULES, CLONE_NAMESPACE_FLAGS, DENIED_SYSCALLS, INJECTING_IOCTLS, NOSYS_SYSCALLS, SETID_MODE_BITS, type ArgumentRule } from '@conch/sandbox'
 
 /** Return actions (linux/seccomp.h). */
 export const SECCOMP_RET = {
@@ -74,72 +60,14 @@ export const EPERM = 1
 export const ENOSYS = 38
 
 /**
- * The denied system calls, each with why a confined terminal does not need it. A call missing
- * from an architecture's table (`iopl` on aarch64) does not exist there and needs no rule.
- */
-export const DENIED_SYSCALLS: ReadonlyArray<readonly [name: string, reason: string]> = [
-  ['mount', 'mounts'],
-  ['umount2', 'mounts'],
-  ['pivot_root', 'mounts'],
-  ['move_mount', 'mounts (new mount API)'],
-  ['open_tree', 'mounts (new mount API)'],
-  ['fsopen', 'mounts (new mount API)'],
-  ['fsconfig', 'mounts (new mount API)'],
-  ['fsmount', 'mounts (new mount API)'],
-  ['fspick', 'mounts (new mount API)'],
-  ['mount_setattr', 'mounts (new mount API)'],
-  ['unshare', 'new namespaces'],
-  ['setns', 'entering namespaces'],
-  ['kexec_load', 'loading a new kernel'],
-  ['kexec_file_load', 'loading a new kernel'],
-  ['init_module', 'kernel modules'],
-  ['finit_module', 'kernel modules'],
-  ['delete_module', 'kernel modules'],
-  ['create_module', 'kernel modules (obsolete)'],
-  ['get_kernel_syms', 'kernel modules (obsolete)'],
-  ['query_module', 'kernel modules (obsolete)'],
-  ['bpf', 'eBPF programs and maps'],
-  ['perf_event_open', 'performance monitoring of the kernel and other processes'],
-  ['keyctl', 'kernel keyrings (not namespaced)'],
-  ['add_key', 'kernel keyrings'],
-  ['request_key', 'kernel keyrings'],
-  ['userfaultfd', 'user page-fault handling, a kernel exploitation aid'],
-  ['swapon', 'swap'],
-  ['swapoff', 'swap'],
-  ['reboot', 'reboot and kexec'],
-  ['settimeofday', 'the system clock'],
-  ['clock_settime', 'the system clock'],
-  ['clock_adjtime', 'the system clock'],
-  ['acct', 'process accounting'],
-  ['quotactl', 'disk quotas'],
-  ['quotactl_fd', 'disk quotas'],
-  ['open_by_handle_at', 'opening files by handle, past the mount table'],
-  ['name_to_handle_at', 'file handles'],
-  ['lookup_dcookie', 'kernel profiling'],
-  ['iopl', 'I/O port access'],
-  ['ioperm', 'I/O port access'],
-  ['nfsservctl', 'the kernel NFS server (obsolete)'],
-  ['sethostname', 'the host name'],
-  ['setdomainname', 'the NIS domain name'],
-  ['syslog', 'the kernel log'],
-  ['uselib', 'obsolete library loading'],
-  ['ustat', 'obsolete file system statistics'],
-  ['sysfs', 'obsolete file system type queries'],
-  ['_sysctl', 'obsolete sysctl interface'],
-  ['fanotify_init', 'file system wide monitoring'],
-  ['io_uring_setup', 'io_uring, a large kernel attack surface (programs fall back to ordinary calls)'],
-  ['io_uring_enter', 'io_uring'],
-  ['io_uring_register', 'io_uring'],
-]
-
-/**
  * Syscall numbers for the calls the filter names, per architecture (`__NR_<name>`). x86_64 from
  * arch/x86/entry/syscalls/syscall_64.tbl (asm/unistd_64.h); aarch64 from
  * include/uapi/asm-generic/unistd.h.
  */
 export const SYSCALL_NUMBERS: Record<SeccompArch, Readonly<Record<string, number>>> = {
   x86_64: {
-    clone: 56, clone3: 435, ptrace: 101, ioctl: 16,
+    clone: 56, clone3: 435, ptrace: 101, ioctl: 16, openat2: 437,
+    chmod: 90, fchmod: 91, fchmodat: 268, fchmodat2: 452, open: 2, openat: 257, creat: 85, mknod: 133, mknodat: 259,
     mount: 165, umount2: 166, pivot_root: 155, move_mount: 429, open_tree: 428, fsopen: 430,
     fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442, unshare: 272, setns: 308,
     kexec_load: 246, kexec_file_load: 320, init_module: 175, finit_module: 313, delete_module: 176,
@@ -152,7 +80,8 @@ export const SYSCALL_NUMBERS: Record<SeccompArch, Readonly<Record<string, number
     io_uring_register: 427,
   },
   aarch64: {
-    clone: 220, clone3: 435, ptrace: 117, ioctl: 29,
+    clone: 220, clone3: 435, ptrace: 117, ioctl: 29, openat2: 437,
+    fchmod: 52, fchmodat: 53, fchmodat2: 452, openat: 56, mknodat: 33,
     mount: 40, umount2: 39, pivot_root: 41, move_mount: 429, open_tree: 428, fsopen: 430,
     fsconfig: 431, fsmount: 432, fspick: 433, mount_setattr: 442, unshare: 97, setns: 268,
     kexec_load: 104, kexec_file_load: 294, init_module: 105, finit_module: 273, delete_module: 106,
@@ -188,13 +117,13 @@ export const BPF = {
   RET_K: 0x06, // BPF_RET | BPF_K
 } as const
 
-/** Offsets into `struct seccomp_data`. */
+/** Offsets into `struct seccomp_data` (`args[i]` at 16 + 8·i, its low half first). */
 const NR = 0
 const ARCH = 4
-const ARG0_LOW = 16
-const ARG1_LOW = 24
+const argLow = (index: number) => 16 + 8 * index
 
-type Label = 'kill' | 'deny' | 'nosys' | 'clone' | 'ioctl'
+/** `kill`, `deny`, `nosys`, or `rule:<name>` (an argument rule's block). */
+type Label = string
 type Step =
   | { op: 'load'; offset: number }
   | { op: 'jump'; code: number; k: number; ifTrue: Label | null; ifFalse: Label | null }
@@ -223,19 +152,19 @@ export function seccompInstructions(options: SeccompOptions): BpfInstruction[] {
   ]
   if (options.arch === 'x86_64') steps.push({ op: 'jump', code: BPF.JGE_K, k: X32_SYSCALL_BIT, ifTrue: 'deny', ifFalse: null })
   for (const nr of denied) steps.push({ op: 'jump', code: BPF.JEQ_K, k: nr, ifTrue: 'deny', ifFalse: null })
+  for (const name of NOSYS_SYSCALLS) {
+    if (numbers[name] !== undefined) steps.push({ op: 'jump', code: BPF.JEQ_K, k: numbers[name], ifTrue: 'nosys', ifFalse: null })
+  }
+  const rules = ARGUMENT_RULES.filter((rule) => numbers[rule.name] !== undefined)
+  for (const rule of rules) steps.push({ op: 'jump', code: BPF.JEQ_K, k: numbers[rule.name]!, ifTrue: `rule:${rule.name}`, ifFalse: null })
+  steps.push({ op: 'ret', k: SECCOMP_RET.ALLOW })
+  for (const rule of rules) {
+    steps.push({ op: 'mark', label: `rule:${rule.name}` }, { op: 'load', offset: argLow(rule.arg) })
+    if (rule.anyBit !== undefined) steps.push({ op: 'jump', code: BPF.JSET_K, k: rule.anyBit, ifTrue: 'deny', ifFalse: null })
+    for (const value of rule.oneOf ?? []) steps.push({ op: 'jump', code: BPF.JEQ_K, k: value, ifTrue: 'deny', ifFalse: null })
+    steps.push({ op: 'ret', k: SECCOMP_RET.ALLOW })
+  }
   steps.push(
-    { op: 'jump', code: BPF.JEQ_K, k: numbers['clone3']!, ifTrue: 'nosys', ifFalse: null },
-    { op: 'jump', code: BPF.JEQ_K, k: numbers['clone']!, ifTrue: 'clone', ifFalse: null },
-    { op: 'jump', code: BPF.JEQ_K, k: numbers['ioctl']!, ifTrue: 'ioctl', ifFalse: null },
-    { op: 'ret', k: SECCOMP_RET.ALLOW },
-    { op: 'mark', label: 'clone' },
-    { op: 'load', offset: ARG0_LOW },
-    { op: 'jump', code: BPF.JSET_K, k: CLONE_NAMESPACE_MASK, ifTrue: 'deny', ifFalse: null },
-    { op: 'ret', k: SECCOMP_RET.ALLOW },
-    { op: 'mark', label: 'ioctl' },
-    { op: 'load', offset: ARG1_LOW },
-    ...Object.values(INJECTING_IOCTLS).map((request): Step => ({ op: 'jump', code: BPF.JEQ_K, k: request, ifTrue: 'deny', ifFalse: null })),
-    { op: 'ret', k: SECCOMP_RET.ALLOW },
     { op: 'ret', k: (SECCOMP_RET.ERRNO | EPERM) >>> 0, label: 'deny' },
     { op: 'ret', k: (SECCOMP_RET.ERRNO | ENOSYS) >>> 0, label: 'nosys' },
     { op: 'ret', k: SECCOMP_RET.KILL_PROCESS, label: 'kill' },

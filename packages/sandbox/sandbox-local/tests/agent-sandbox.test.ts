@@ -261,7 +261,7 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
   it('allow: an allowed host is reached through the proxy, another is refused and named, and nothing leaves around it', async () => {
     const refused: string[] = []
     box = await harness(workspace, {}, { startEgressProxy: testProxy, onRefused: (_, host) => void refused.push(host) })
-    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: ['allowed.test', 'mirror.pkg.test'] } }
+    const agent = { ...owner('session-allow'), network: { mode: 'allow' as const, hosts: [`allowed.test:${sitePort}`, `mirror.pkg.test:${sitePort}`] } }
     const result = await box.run(
       [
         `curl -s http://allowed.test:${sitePort}/`,

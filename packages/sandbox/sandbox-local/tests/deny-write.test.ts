@@ -2,7 +2,7 @@
  * The deny-write list, for real: a confined root shell in a writable workspace tries to write,
  * create, remove and rename each entry — where it exists, and where it does not yet.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -73,8 +73,8 @@ const attack = (root: string) =>
 describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
   it('refuses writing, removing and renaming each entry that exists', async () => {
     execFileSync('git', ['init', '-q', workspace])
-    for (const file of files.filter((file) => !file.startsWith('.git/'))) writeFileSync(join(workspace, file), 'a\n')
-    for (const folder of folders.filter((folder) => !folder.startsWith('.git/'))) {
+    for (const file of files.filter((file) => !existsSync(join(workspace, file)))) writeFileSync(join(workspace, file), file === '.git/commondir' ? '.\n' : 'a\n')
+    for (const folder of folders.filter((folder) => !existsSync(join(workspace, folder)))) {
       mkdirSync(join(workspace, folder))
       writeFileSync(join(workspace, folder, 'settings.json'), 'a\n')
     }
@@ -93,11 +93,15 @@ describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
     expect(result.stdout).toBe('done\n')
     expect(result.stderr).toMatch(/^bash: line \d+: \.vscode\/settings\.json: Read-only file system$/m)
     expect(result.stderr).toMatch(/^bash: line \d+: \.mcp\.json: Is a directory$/m)
-    // While conch runs, each missing entry is an empty folder on the host (git tracks none).
-    for (const entry of DEFAULT_DENY_WRITE) {
+    // While conch runs, each missing entry is an empty folder on the host (git tracks none), but
+    // .git/commondir, a file naming the repository's own folder (git stops on a folder there), and
+    // .git/config.worktree, an empty file (git warns about a folder there).
+    const placeholderFiles = { '.git/commondir': '.\n', '.git/config.worktree': '' } as Record<string, string>
+    for (const entry of DEFAULT_DENY_WRITE.filter((entry) => placeholderFiles[entry] === undefined)) {
       expect(statSync(join(workspace, entry)).isDirectory(), entry).toBe(true)
       expect(readdirSync(join(workspace, entry)), entry).toEqual([])
     }
+    for (const [entry, content] of Object.entries(placeholderFiles)) expect(readFileSync(join(workspace, entry), 'utf8'), entry).toBe(content)
     await box.dispose()
     box = undefined
     expect(snapshot(workspace)).toEqual({ '.git/': '' })
@@ -155,20 +159,51 @@ describe.runIf(hasBwrap)('the deny-write list in a writable workspace', () => {
 /** `git status` on the host, as the operator runs it after the agent, without conch's GIT_CONFIG_* entries. */
 const hostGitStatus = (folder: string) => execFileSync('git', ['-C', folder, 'status', '--short'], { env: { PATH: process.env['PATH'] }, stdio: 'pipe' })
 
+/** A config whose fsmonitor touches `marker`: what host git would run. */
+const evilConfig = (marker: string) => `printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n'`
+
 describe.runIf(hasBwrap)("the host's git after a confined process wrote the repository", () => {
-  // git reads `$GIT_DIR/commondir` whenever it exists and takes config and hooks from the folder it
-  // names; a placeholder there cannot work (git dies on a `commondir` it cannot read), and `.git`
-  // must stay writable for git's own files, so the list cannot cover it.
-  it.fails('runs no program named by a config a .git/commondir leads to', async () => {
+  it('runs no program named by a config a .git/commondir leads to, and git works on the host meanwhile', async () => {
     execFileSync('git', ['init', '-q', workspace])
     box = await harness(workspace)
     const marker = join(workspace, 'commondir-ran')
     const result = await box.run(
-      `cp -r .git evil && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = "touch ${marker}; false"\\n' > evil/config && echo ../evil > .git/commondir && echo planted`,
+      `cd .git && mkdir -p x && ln -s ../objects x/objects && ln -s ../refs x/refs && ${evilConfig(marker)} > x/config && echo x > commondir; cd ..
+       cp -r .git evil; ${evilConfig(marker)} > evil/config; echo ../evil > .git/commondir; rm -f .git/commondir
+       ${evilConfig(marker)} > .git/config.worktree; echo done`,
     )
-    expect(result.stdout).toBe('planted\n')
-    hostGitStatus(workspace)
+    expect(result.stdout).toBe('done\n')
+    expect(result.stderr).toMatch(/\.git\/commondir: Read-only file system/)
+    // The held commondir names the repository's own folder: the host's git runs as without one.
+    expect(hostGitStatus(workspace).toString()).toContain('evil/')
+    const worktreeConfig = spawnSync('git', ['-C', workspace, '-c', 'extensions.worktreeConfig=true', 'status'], { env: { PATH: process.env['PATH'] }, encoding: 'utf8' })
+    expect([worktreeConfig.status, worktreeConfig.stderr]).toEqual([0, ''])
     expect(existsSync(marker)).toBe(false)
+    await box.dispose()
+    box = undefined
+    expect(existsSync(join(workspace, '.git/commondir'))).toBe(false)
+  })
+
+  it("runs no program named by a config a rewritten .git file (a linked worktree's) leads to", async () => {
+    const main = realpathSync(mkdtempSync(join(tmpdir(), 'conch-deny-main-')))
+    try {
+      execFileSync('git', ['init', '-q', main])
+      execFileSync('git', ['-C', main, '-c', 'user.name=h', '-c', 'user.email=h@h', 'commit', '-q', '--allow-empty', '-m', 'host'])
+      rmSync(workspace, { recursive: true, force: true })
+      execFileSync('git', ['-C', main, 'worktree', 'add', '-q', workspace])
+      const gitfile = readFileSync(join(workspace, '.git'), 'utf8')
+      box = await harness(workspace)
+      const marker = join(workspace, 'gitfile-ran')
+      const result = await box.run(
+        `git init -q .g; ${evilConfig(marker)} > .g/config; echo 'gitdir: .g' > .git; rm -f .git; mv .g .git; echo done`,
+      )
+      expect(result.stdout).toBe('done\n')
+      expect(readFileSync(join(workspace, '.git'), 'utf8')).toBe(gitfile)
+      hostGitStatus(workspace)
+      expect(existsSync(marker)).toBe(false)
+    } finally {
+      rmSync(main, { recursive: true, force: true })
+    }
   })
 
   // `git status` runs git in each populated gitlink of the index, and that git reads the nested

@@ -4,7 +4,7 @@
  * with ptrace. Every write tried here writes the value the file already holds, so a regression
  * shows up as a passing write instead of changing the machine the tests run on.
  */
-import { mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -218,3 +218,43 @@ describe.runIf(hasBwrap)('network', () => {
   })
 })
 
+
+describe.runIf(hasBwrap)('set-ID files in the workspace, as root', () => {
+  it('refuses chmod to a set-user-ID or set-group-ID mode and creation with one, by every call that takes a mode; ordinary modes work', async () => {
+    box = await harness(workspace)
+    const python = `
+import ctypes, os, stat
+def attempt(name, call):
+    try:
+        call()
+        print(name, 'allowed')
+    except OSError as error:
+        print(name, os.strerror(error.errno))
+libc = ctypes.CDLL(None, use_errno=True)
+def fchmodat2(path, mode):
+    if libc.syscall(452, -100, path.encode(), mode, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'fchmodat2')
+attempt('open', lambda: os.close(os.open('made-open', os.O_CREAT | os.O_WRONLY, 0o4755)))
+attempt('mknod', lambda: os.mknod('made-mknod', stat.S_IFREG | 0o2755))
+fd = os.open('plain', os.O_CREAT | os.O_WRONLY, 0o755)
+attempt('fchmod', lambda: os.fchmod(fd, 0o4755))
+attempt('fchmodat2', lambda: fchmodat2('plain', 0o6755))
+attempt('chmod 755', lambda: os.chmod('plain', 0o755))
+`
+    const result = await box.run(
+      `cd ${quote(workspace)} && cp /bin/bash rootsh && chmod 4755 rootsh; echo "chmod=$?"; chmod g+s rootsh; echo "g+s=$?"
+       install -m 4755 /bin/true installed; echo "install=$?"
+       python3 -c ${quote(python)}
+       mkdir -m 775 shared && chmod 750 rootsh && ./rootsh -c 'echo bash-runs'`,
+      { mode: 'workspace-write' },
+    )
+    expect(result.stdout).toMatch(/^chmod=1$/m)
+    expect(result.stdout).toMatch(/^g\+s=1$/m)
+    expect(result.stdout).toMatch(/^install=1$/m)
+    expect(result.stderr).toMatch(/^chmod: changing permissions of 'rootsh': Operation not permitted$/m)
+    for (const call of ['open', 'mknod', 'fchmod', 'fchmodat2']) expect(result.stdout).toContain(`${call} Operation not permitted\n`)
+    expect(result.stdout).toContain('chmod 755 allowed\n')
+    expect(result.stdout).toContain('bash-runs\n')
+    for (const file of readdirSync(workspace)) expect([file, statSync(join(workspace, file)).mode & 0o6000]).toEqual([file, 0])
+  })
+})

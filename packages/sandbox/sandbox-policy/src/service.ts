@@ -71,10 +71,13 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
         .array(
           z
             .string()
-            .regex(/^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]*[a-z0-9])?$/, 'a host pattern is a lower-case host name (example.com) or *. and one (*.example.com, its subdomains only)'),
+            .regex(
+              /^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]*[a-z0-9])?(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$/,
+              'a host pattern is a lower-case host name (example.com) or *. and one (*.example.com, its subdomains only), with :port for a port other than 443 (HTTPS) and 80 (http://)',
+            ),
         )
         .default([])
-        .describe('Host patterns reachable under network: allow: example.com exactly, or *.example.com for its subdomains.'),
+        .describe('Host patterns reachable under network: allow: example.com exactly, or *.example.com for its subdomains; port 443 through HTTPS and 80 for http://, or the one a pattern names (example.com:8443).'),
       expose: z
         .array(z.number().int().min(1).max(65535))
         .default([])
@@ -176,7 +179,7 @@ export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, ro
       net = loopbackShared ? 'no network beyond that loopback' : 'no network beyond loopback'
       break
     case 'allow':
-      net = `network only to ${policy.network.hosts.join(', ')} through a proxy (HTTP_PROXY and HTTPS_PROXY are set); a refused host shows in the result as [network: blocked <host> — not in the allowlist]`
+      net = `network only to ${policy.network.hosts.join(', ')} through a proxy (HTTP_PROXY and HTTPS_PROXY are set; HTTPS on 443 and http:// on 80 unless a host names its port); a refused host shows in the result as [network: blocked <host> — not in the allowlist]`
       break
     case 'full':
       net = 'network allowed'

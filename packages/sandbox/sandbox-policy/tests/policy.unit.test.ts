@@ -251,7 +251,7 @@ describe('the system-prompt section', () => {
     }
     expect(await render({})).toMatch(/; no network beyond that loopback\.$/)
     expect(await render({ network: 'allow', allow: ['registry.npmjs.org', '*.pypi.org'] })).toMatch(
-      /; network only to registry\.npmjs\.org, \*\.pypi\.org through a proxy \(HTTP_PROXY and HTTPS_PROXY are set\); a refused host shows in the result as \[network: blocked <host> — not in the allowlist\]\.$/,
+      /; network only to registry\.npmjs\.org, \*\.pypi\.org through a proxy \(HTTP_PROXY and HTTPS_PROXY are set; HTTPS on 443 and http:\/\/ on 80 unless a host names its port\); a refused host shows in the result as \[network: blocked <host> — not in the allowlist\]\.$/,
     )
     expect(await render({ network: 'full' })).toMatch(/; network allowed\.$/)
   })
@@ -261,6 +261,10 @@ describe('the system-prompt section', () => {
     expect(parse({ network: 'allow' }).error?.issues[0]).toMatchObject({ path: ['allow'], message: expect.stringContaining('needs at least one host pattern') })
     expect(parse({ network: 'allow', allow: ['http://x.org'] }).error?.issues[0]?.path).toEqual(['allow', 0])
     expect(parse({ network: 'allow', allow: ['*.example.com', 'example.com'] }).success).toBe(true)
+    expect(parse({ network: 'allow', allow: ['example.com:8443', '*.example.com:65535'] }).success).toBe(true)
+    for (const pattern of ['example.com:0', 'example.com:65536', 'example.com:', 'example.com:443:1']) {
+      expect(parse({ network: 'allow', allow: ['ok.example', pattern] }).error?.issues[0]?.path, pattern).toEqual(['allow', 1])
+    }
   })
 
   it('removes the section when the policy service unloads', async () => {

@@ -11,7 +11,21 @@ import { SandboxError, type SandboxPolicy } from './types.ts'
 
 /**
  * The default list (a trailing `/` marks a folder): shell and tool startup files, editors' and
- * agents' project configuration, git's hooks and config.
+ * agents' project configuration, git's hooks and config, and every file by which git finds its
+ * config or hooks elsewhere (gitrepository-layout(5)): `commondir` (config, hooks, objects and
+ * refs come from the folder it names), `config.worktree` (read with `extensions.worktreeConfig`),
+ * `modules/` (each submodule's own repository, config and hooks included, which `git status` in
+ * the workspace runs git in) and `worktrees/` (each linked worktree's `commondir` and
+ * `config.worktree`). A `.git` that is a file (a linked worktree's or a submodule's `gitdir:`
+ * line) is held itself: an entry beneath a file holds that file (`denyWritePaths`). Not held,
+ * as they run nothing: `info/` (excludes; attributes name drivers only config defines), `objects/`
+ * (`objects/info/alternates` adds object stores, no program), refs, `HEAD` and the index.
+ * `.npmrc` names programs npm and pnpm run on the host (`script-shell`, `node-options`, `git`);
+ * both read on past a folder there. Not listed, as an empty folder in their place stops the tool
+ * that reads them on the host (`.yarnrc`: `EISDIR`; `.yarnrc.yml`: `Parse error`; `.pnpmfile.cjs`:
+ * `Cannot find module`) while a file would show in `git status`: `.yarnrc`, `.yarnrc.yml` and
+ * `.pnpmfile.cjs` (add those a project has to `denyWrite`); `.envrc` (direnv runs none it has
+ * not been told to allow since its last change) and `.tool-versions` (names versions, no program).
  */
 export const DEFAULT_DENY_WRITE = [
   '.bashrc',
@@ -22,6 +36,7 @@ export const DEFAULT_DENY_WRITE = [
   '.gitconfig',
   '.gitmodules',
   '.ripgreprc',
+  '.npmrc',
   '.mcp.json',
   '.vscode/',
   '.idea/',
@@ -29,7 +44,25 @@ export const DEFAULT_DENY_WRITE = [
   '.codex/',
   '.git/hooks/',
   '.git/config',
+  '.git/commondir',
+  '.git/config.worktree',
+  '.git/modules/',
+  '.git/worktrees/',
 ]
+
+/**
+ * What a missing entry's placeholder file holds where an empty folder would disturb the host's
+ * git, else undefined (an empty folder, which git shows nowhere): git stops on a `commondir` it
+ * cannot read (`fatal: failed to read .git/commondir`), and one naming `.` is the repository's own
+ * folder, where git looks without one; a folder at `config.worktree` makes every git command warn
+ * where `extensions.worktreeConfig` is set, and an empty file is an empty config. Inside `.git`,
+ * git shows neither.
+ */
+export function placeholderContent(path: string): string | undefined {
+  if (path.endsWith('/.git/commondir')) return '.\n'
+  if (path.endsWith('/.git/config.worktree')) return ''
+  return undefined
+}
 
 /** One deny-write entry: a path relative to a writable root, inside it (no `..`, not absolute); a trailing `/` is kept. */
 export const denyWriteEntry = z
@@ -40,11 +73,33 @@ export const denyWriteEntry = z
   })
   .transform((path) => normalize(path))
 
-/** The absolute paths `denyWrite` names for `policy`, beneath the workspace and each of `readWritePaths`, without trailing slashes. */
-export function denyWritePaths(policy: Pick<SandboxPolicy, 'mode' | 'workspaceRoot'>, options: { denyWrite: readonly string[]; readWritePaths?: readonly string[] }): string[] {
+/**
+ * The absolute paths `denyWrite` names for `policy`, beneath the workspace and each of
+ * `readWritePaths`, without trailing slashes. An entry beneath a file is that file: where `.git`
+ * is a file (`gitdir: …`), it is what tells git where its config and hooks are.
+ */
+export function denyWritePaths(
+  policy: Pick<SandboxPolicy, 'mode' | 'workspaceRoot'>,
+  options: { denyWrite: readonly string[]; readWritePaths?: readonly string[] },
+  fs: BeneathFs = nodeBeneathFs,
+): string[] {
   if (policy.mode !== 'workspace-write') return []
   const roots = [policy.workspaceRoot, ...(options.readWritePaths ?? [])]
-  return [...new Set(roots.flatMap((root) => options.denyWrite.map((entry) => join(root, entry).replace(/\/+$/, ''))))]
+  return [...new Set(roots.flatMap((root) => options.denyWrite.map((entry) => fileOnTheWay(join(root, entry).replace(/\/+$/, ''), root, fs))))]
+}
+
+/** The first regular file on `path` below `root` (lstat(2), the last component excluded), else `path`. */
+function fileOnTheWay(path: string, root: string, fs: BeneathFs): string {
+  let current = root
+  for (const part of relative(root, path).split(sep).slice(0, -1)) {
+    current = join(current, part)
+    try {
+      if (fs.lstat(current).isFile()) return current
+    } catch {
+      return path
+    }
+  }
+  return path
 }
 
 /**

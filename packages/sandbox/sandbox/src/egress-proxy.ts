@@ -5,6 +5,9 @@
  * Hostile by default: how a host is matched, why a wildcard never reaches the host's own
  * addresses, the single resolution and the bounds are tabled in @conch/sandbox-local's README
  * (the egress proxy section), which every provider's proxy follows.
+ * A pattern without a port allows 443 through CONNECT and 80 for plain `http://`
+ * (`DEFAULT_PORTS`); one with a port (`example.com:8443`) allows that port alone: a tunnel to any
+ * port of an allowed host would reach its SSH, SMTP or database ports too.
  */
 import { lookup } from 'node:dns/promises'
 import { chmodSync, lstatSync, rmSync } from 'node:fs'
@@ -18,7 +21,7 @@ import { SandboxError } from './types.ts'
 export interface EgressProxyOptions {
   /** Absolute path of the unix socket to listen on (created 0600; the folder must be private). */
   socketPath: string
-  /** Host patterns allowed: exact `example.com`, or `*.example.com` for subdomains only. */
+  /** Host patterns allowed: exact `example.com`, or `*.example.com` for subdomains only; either may end in `:port`. */
   allow: readonly string[]
   /** Called once per refused request with the host asked for (and why, in the words of the 403 body). */
   onRefused?: (host: string, reason: string) => void
@@ -41,6 +44,16 @@ const MAX_CONNECTIONS = 256
 const LABEL = /^(?!-)[a-z0-9_-]{1,63}(?<!-)$/
 /** A last label read as a number by URL parsers and resolvers (decimal, hex, octal). */
 const NUMERIC = /^(0x[0-9a-f]*|[0-9]+)$/
+
+/** The port a pattern without one allows: 443 through CONNECT, 80 for a plain `http://` request. */
+export const DEFAULT_PORTS = { connect: 443, http: 80 } as const
+
+/** A pattern's host and its port (undefined when it names none); an IP address alone, bracketed or not, has none. */
+function splitPattern(pattern: string): { host: string; port: number | undefined } {
+  const match = /^(.*[^:]):(\d+)$/.exec(pattern)
+  if (match === null || isIP(canonicalHost(pattern)) !== 0 || isIP(match[1]!) === 6) return { host: pattern, port: undefined }
+  return { host: match[1]!, port: Number(match[2]) }
+}
 
 /** A host as matched: lower-cased, without brackets or a trailing dot; IPv6 in its canonical form. */
 function canonicalHost(host: string): string {
@@ -67,15 +80,17 @@ function nameProblem(name: string): string | undefined {
 
 /**
  * Why `pattern` is not an allowlist host pattern, or undefined when it is one: `example.com`,
- * `*.example.com`, an IPv4 address, or an IPv6 address (bracketed or not). No scheme, port,
- * path, or other wildcard.
+ * `*.example.com`, an IPv4 address, or an IPv6 address (bracketed or not), each optionally with
+ * `:port` (an IPv6 address bracketed then). No scheme, path, or other wildcard.
  */
 export function hostPatternProblem(pattern: string): string | undefined {
-  const explain = (why: string) => `${JSON.stringify(pattern)} is not a host pattern: ${why} (write example.com, *.example.com or an IP address)`
+  const explain = (why: string) => `${JSON.stringify(pattern)} is not a host pattern: ${why} (write example.com, *.example.com or an IP address, each with :port for a port other than 443 and 80)`
   if (typeof pattern !== 'string') return explain('not a string')
-  const host = canonicalHost(pattern)
+  const { host: given, port } = splitPattern(pattern)
+  if (port !== undefined && !(port >= 1 && port <= 65535)) return explain('a port is 1 to 65535')
+  const host = canonicalHost(given)
   if (isIP(host) !== 0) return undefined
-  if (/[/:@?#\s]/.test(host)) return explain('a pattern is a host alone, without scheme, port or path')
+  if (/[/:@?#\s]/.test(host)) return explain('a pattern is a host and a port at most, without scheme or path')
   const wildcard = host.startsWith('*.')
   const name = wildcard ? host.slice(2) : host
   if (name.includes('*')) return explain('the only wildcard is a leading *. for subdomains')
@@ -84,13 +99,21 @@ export function hostPatternProblem(pattern: string): string | undefined {
   return problem === undefined ? undefined : explain(problem)
 }
 
-type Verdict = { allowed: true; exact: boolean } | { allowed: false }
+/** One allowlist pattern: an exact host (canonical) or a `.suffix`, and its port (undefined: `DEFAULT_PORTS`). */
+interface Rule {
+  exact?: string
+  suffix?: string
+  port: number | undefined
+}
 
-/** Whether `host` (canonical) is allowed, and whether by an exact pattern. */
-function judge(host: string, exact: ReadonlySet<string>, suffixes: readonly string[]): Verdict {
-  if (exact.has(host)) return { allowed: true, exact: true }
-  if (isIP(host) !== 0 || nameProblem(host) !== undefined) return { allowed: false }
-  return suffixes.some((suffix) => host.endsWith(suffix)) ? { allowed: true, exact: false } : { allowed: false }
+type Verdict = { allowed: true; exact: boolean } | { allowed: false; port: boolean }
+
+/** Whether `host` (canonical) is allowed at `port` for a request of `kind`, and whether by an exact pattern; refused for its port alone (`port`) when a pattern names the host. */
+function judge(host: string, port: number, kind: keyof typeof DEFAULT_PORTS, rules: readonly Rule[]): Verdict {
+  const named = isIP(host) !== 0 || nameProblem(host) !== undefined ? rules.filter((rule) => rule.exact === host) : rules.filter((rule) => rule.exact === host || (rule.suffix !== undefined && host.endsWith(rule.suffix)))
+  const fits = named.filter((rule) => (rule.port ?? DEFAULT_PORTS[kind]) === port)
+  if (fits.length > 0) return { allowed: true, exact: fits.some((rule) => rule.exact !== undefined) }
+  return { allowed: false, port: named.length > 0 }
 }
 
 /** Loopback, link-local (with cloud metadata services) and unspecified addresses, and those of `interfaces`: the host's own. */
@@ -145,8 +168,10 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     const problem = hostPatternProblem(pattern)
     if (problem !== undefined) throw new SandboxError('INVALID_POLICY', { reason: `network allowlist: ${problem}` })
   }
-  const exact = new Set(options.allow.filter((pattern) => !pattern.startsWith('*.')).map(canonicalHost))
-  const suffixes = options.allow.filter((pattern) => pattern.startsWith('*.')).map((pattern) => canonicalHost(pattern).slice(1))
+  const rules = options.allow.map((pattern): Rule => {
+    const { host, port } = splitPattern(pattern)
+    return host.startsWith('*.') ? { suffix: canonicalHost(host).slice(1), port } : { exact: canonicalHost(host), port }
+  })
   const resolve = options.resolve ?? defaultResolve
   const interfaceAddresses = options.interfaceAddresses ?? defaultInterfaceAddresses
   const { socketPath } = options
@@ -158,10 +183,13 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     socket.once('close', () => sockets.delete(socket))
   }
 
-  /** The address to connect to for `host`, or the reason it is refused (`status` 403) or cannot be reached (502). */
-  const route = async (rawHost: string): Promise<{ address: string } | { status: 403 | 502; host: string; reason: string }> => {
+  /** The address to connect to for `host` at `port`, or the reason it is refused (`status` 403) or cannot be reached (502). */
+  const route = async (rawHost: string, port: number, kind: keyof typeof DEFAULT_PORTS): Promise<{ address: string } | { status: 403 | 502; host: string; reason: string }> => {
     const host = canonicalHost(rawHost)
-    const verdict = judge(host, exact, suffixes)
+    const verdict = judge(host, port, kind, rules)
+    if (!verdict.allowed && verdict.port) {
+      return { status: 403, host, reason: `port ${port} is not in the allowlist (${kind === 'connect' ? 'CONNECT reaches 443' : 'http:// reaches 80'} unless a pattern names host:port)` }
+    }
     if (!verdict.allowed) return { status: 403, host, reason: 'not in the allowlist' }
     if (isIP(host) !== 0) return { address: host }
     let addresses: string[]
@@ -201,7 +229,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     client.on('error', () => client.destroy())
     const target = splitAuthority(req.url ?? '')
     if (target === undefined) return reply('400 Bad Request', `CONNECT needs host:port, not ${JSON.stringify(req.url)}\n`)
-    void route(target.host).then((routed) => {
+    void route(target.host, target.port, 'connect').then((routed) => {
       if (client.destroyed) return
       if ('status' in routed) return reply(routed.status === 403 ? '403 Forbidden' : '502 Bad Gateway', routed.status === 403 ? refused(routed.host, routed.reason) : `${routed.host} ${routed.reason}\n`)
       const upstream = connect({ host: routed.address, port: target.port })
@@ -234,7 +262,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       return text(400, `this is a proxy: send an absolute http:// URI, or CONNECT host:port (got ${JSON.stringify(req.url)})\n`)
     }
     if (url.protocol !== 'http:') return text(400, `only http:// is forwarded; use CONNECT for ${url.protocol}\n`)
-    void route(url.hostname).then((routed) => {
+    void route(url.hostname, Number(url.port || 80), 'http').then((routed) => {
       if ('status' in routed) return text(routed.status, routed.status === 403 ? refused(routed.host, routed.reason) : `${routed.host} ${routed.reason}\n`)
       const upstream = request(
         { host: routed.address, port: Number(url.port || 80), method: req.method, path: `${url.pathname}${url.search}`, headers: { ...endToEnd(req.headers), host: url.host }, setHost: false, agent: false },

@@ -113,7 +113,7 @@ function curl(proxyPort: number, url: string, args: string[] = []): Promise<Curl
 
 describe('egress proxy', () => {
   it('forwards plain HTTP to an allowed host without the hop-by-hop headers', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       seen.length = 0
       const result = await curl(run.relayPort, `http://api.example.test:${upstreamPort}/x?y=1`, [
@@ -136,7 +136,7 @@ describe('egress proxy', () => {
   })
 
   it('tunnels CONNECT to an allowed host', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       const result = await curl(run.relayPort, `http://api.example.test:${upstreamPort}/tunnelled`, ['-p'])
       expect(result.body).toBe('loopback GET /tunnelled')
@@ -146,8 +146,32 @@ describe('egress proxy', () => {
     }
   })
 
+  it('allows 443 through CONNECT and 80 for http:// to a pattern without a port, and refuses any other port naming it', async () => {
+    const run = await running(['api.example.test', `*.wild.test:${upstreamPort}`])
+    try {
+      const tunnel = await curl(run.relayPort, `http://api.example.test:${upstreamPort}/`, ['-p'])
+      expect(tunnel.status).toBe('000 403')
+      const plain = await curl(run.relayPort, `http://api.example.test:${upstreamPort}/`)
+      expect(plain.status).toBe('403 000')
+      expect(plain.body).toBe(`blocked api.example.test — port ${upstreamPort} is not in the allowlist (http:// reaches 80 unless a pattern names host:port)`)
+      // A plain request to 443, or a tunnel to 80, is another port than the default for its kind.
+      expect((await curl(run.relayPort, 'http://api.example.test:443/')).status).toBe('403 000')
+      expect((await curl(run.relayPort, 'http://api.example.test:80/', ['-p'])).status).toBe('000 403')
+      expect(run.refused).toEqual(['api.example.test', 'api.example.test', 'api.example.test', 'api.example.test'])
+      // The default ports pass the allowlist (nothing listens there: the proxy's 502 or the server's answer, never a 403).
+      expect((await curl(run.relayPort, 'http://api.example.test:443/', ['-p'])).status).not.toMatch(/403/)
+      expect((await curl(run.relayPort, 'http://api.example.test/')).status).not.toMatch(/403/)
+      expect(run.refused).toHaveLength(4)
+      // A wildcard with a port allows that port alone (the name then meets the check of its address), and no default one.
+      expect((await curl(run.relayPort, `http://loop.wild.test:${upstreamPort}/`)).body).toMatch(/^blocked loop\.wild\.test — resolves to the host's own address/)
+      expect((await curl(run.relayPort, 'http://loop.wild.test/')).body).toBe('blocked loop.wild.test — port 80 is not in the allowlist (http:// reaches 80 unless a pattern names host:port)')
+    } finally {
+      await run.stop()
+    }
+  })
+
   it('refuses a host outside the allowlist with 403 and names it once', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       const plain = await curl(run.relayPort, `http://evil.example.test:${upstreamPort}/`)
       expect(plain.status).toBe('403 000')
@@ -162,7 +186,7 @@ describe('egress proxy', () => {
   })
 
   it('matches hosts case-insensitively, without the trailing dot', async () => {
-    const run = await running(['API.example.TEST'])
+    const run = await running([`API.example.TEST:${upstreamPort}`])
     try {
       for (const args of [[], ['-p']]) {
         const result = await curl(run.relayPort, `http://Api.Example.Test.:${upstreamPort}/dot`, args)
@@ -176,7 +200,7 @@ describe('egress proxy', () => {
 
   it('lets *.name match subdomains only, never the name itself', async () => {
     // The host's outward address stands for a remote one here: none of its interfaces counts as its own.
-    const run = await running(['*.wild.test'], { interfaceAddresses: () => [] })
+    const run = await running([`*.wild.test:${upstreamPort}`, ...(outward === undefined ? [] : [`*.wild.test:${outwardPort}`])], { interfaceAddresses: () => [] })
     try {
       const bare = await curl(run.relayPort, `http://wild.test:${upstreamPort}/`, ['-p'])
       expect(bare.status).toBe('000 403')
@@ -193,7 +217,7 @@ describe('egress proxy', () => {
   })
 
   it("refuses a wildcard-matched name that resolves to the host's own loopback or metadata address", async () => {
-    const run = await running(['*.wild.test'])
+    const run = await running([`*.wild.test:${upstreamPort}`])
     try {
       for (const [host, address] of [
         ['loop.wild.test', '127.0.0.1'],
@@ -215,7 +239,7 @@ describe('egress proxy', () => {
   })
 
   it.runIf(outward !== undefined)("refuses a wildcard-matched name that resolves to an address of the host's own interfaces", async () => {
-    const run = await running(['*.wild.test'])
+    const run = await running([`*.wild.test:${outwardPort}`])
     try {
       for (const args of [[], ['-p']]) {
         const result = await curl(run.relayPort, `http://sub.wild.test:${outwardPort}/`, args)
@@ -229,7 +253,7 @@ describe('egress proxy', () => {
   })
 
   it('reaches an IP literal only when the allowlist lists that address', async () => {
-    const closed = await running(['api.example.test', '*.wild.test'])
+    const closed = await running([`api.example.test:${upstreamPort}`, `*.wild.test:${upstreamPort}`])
     try {
       for (const host of ['127.0.0.1', '2130706433', '127.1', '0x7f.1', '[::1]', '[::ffff:127.0.0.1]', 'localhost']) {
         for (const args of [[], ['-p']]) {
@@ -241,7 +265,7 @@ describe('egress proxy', () => {
     } finally {
       await closed.stop()
     }
-    const open = await running(['127.0.0.1'])
+    const open = await running([`127.0.0.1:${upstreamPort}`])
     try {
       for (const args of [[], ['-p']]) expect((await curl(open.relayPort, `http://127.0.0.1:${upstreamPort}/ip`, args)).body).toBe('loopback GET /ip')
     } finally {
@@ -250,7 +274,7 @@ describe('egress proxy', () => {
   })
 
   it('answers an oversized request head with 431 and keeps serving', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       const big = await curl(run.relayPort, `http://api.example.test:${upstreamPort}/`, ['-H', `X-Big: ${'a'.repeat(20_000)}`])
       expect(big.status).toBe('431 000')
@@ -262,7 +286,7 @@ describe('egress proxy', () => {
   })
 
   it('refuses an IPv6 literal with a zone, and keeps serving', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       const socket = connect(run.proxy.socketPath)
       socket.end('CONNECT [fe80::1%eth0]:80 HTTP/1.1\r\nHost: x\r\n\r\n')
@@ -280,7 +304,7 @@ describe('egress proxy', () => {
   })
 
   it('answers a request that is not for a proxy with 400', async () => {
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${upstreamPort}`])
     try {
       const socket = connect(run.proxy.socketPath)
       socket.end('GET /local HTTP/1.1\r\nHost: api.example.test\r\n\r\n')
@@ -299,7 +323,7 @@ describe('egress proxy', () => {
   it('close() ends a tunnel in flight and removes the socket', async () => {
     const sink = createTcpServer((socket) => socket.on('data', (chunk) => socket.write(chunk)))
     const port = await listen(sink, '127.0.0.1')
-    const run = await running(['api.example.test'])
+    const run = await running([`api.example.test:${port}`])
     try {
       const client: Socket = connect(run.proxy.socketPath)
       const established = new Promise<void>((done) => {
@@ -341,11 +365,11 @@ describe('egress proxy', () => {
 })
 
 describe('hostPatternProblem', () => {
-  it.each(['example.com', 'EXAMPLE.com.', '*.example.com', 'localhost', 'a_b.example', '127.0.0.1', '::1', '[::1]', 'xn--bcher-kva.example'])(
+  it.each(['example.com', 'EXAMPLE.com.', '*.example.com', 'localhost', 'a_b.example', '127.0.0.1', '::1', '[::1]', 'xn--bcher-kva.example', 'example.com:8443', '*.example.com:22', '127.0.0.1:5432', '[::1]:8080', '2001:db8::1'])(
     'accepts %s',
     (pattern) => expect(hostPatternProblem(pattern)).toBeUndefined(),
   )
-  it.each(['', '*', '*.', '**.example.com', 'a.*.example.com', 'ex*ample.com', 'example.com:443', 'http://example.com', 'example.com/x', '*.127.0.0.1', '2130706433', '127.1', 'a..b', '-a.example', 'user@example.com'])(
+  it.each(['', '*', '*.', '**.example.com', 'a.*.example.com', 'ex*ample.com', 'example.com:0', 'example.com:65536', '[::1]:', 'http://example.com', 'example.com/x', '*.127.0.0.1', '2130706433', '127.1', 'a..b', '-a.example', 'user@example.com'])(
     'refuses %j',
     (pattern) => expect(hostPatternProblem(pattern)).toMatch(/is not a host pattern: .+ \(write example\.com/),
   )
