@@ -3,11 +3,8 @@
  * on a unix socket (bind-mounted into the sandbox) and serves HTTP CONNECT (RFC 9110 §9.3.6) and
  * plain HTTP requests in absolute form (RFC 9112 §3.2.2), for hosts an allowlist pattern names.
  * Hostile by default: how a host is matched, why a wildcard never reaches the host's own
- * addresses, the single resolution and the bounds are tabled in @conch/sandbox-local's README
+ * addresses, the single resolution, the allowed ports and the bounds are tabled in @conch/sandbox-local's README
  * (the egress proxy section), which every provider's proxy follows.
- * A pattern without a port allows 443 through CONNECT and 80 for plain `http://`
- * (`DEFAULT_PORTS`); one with a port (`example.com:8443`) allows that port alone: a tunnel to any
- * port of an allowed host would reach its SSH, SMTP or database ports too.
  */
 import { lookup } from 'node:dns/promises'
 import { chmodSync, lstatSync, rmSync } from 'node:fs'
