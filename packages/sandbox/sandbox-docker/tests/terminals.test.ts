@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
-import { naming } from '@conch/test-support/procs'
+import { alive, naming } from '@conch/test-support/procs'
 import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
@@ -23,6 +23,17 @@ afterEach(async () => {
   await box?.dispose()
   box = undefined
 })
+
+/**
+ * The network relays this test process started (nsenter execs the relay's node in place, so its
+ * parent is this process): another test file's, or another run's, are not this agent's.
+ */
+function ownRelays(): number[] {
+  return naming('net-relay.cjs').filter((pid) => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
+  })
+}
 
 async function open(agent: Agent): Promise<string> {
   return (await box!.pty.spawn(agent, { type: 'shell' })).sessionId
@@ -228,8 +239,10 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       expect(result.viewport).toContain('refused=403')
       expect(result.viewport).toMatch(/direct=(7|28)/)
       expect(refused).toEqual(['refused.test'])
+      const relays = ownRelays()
+      expect(relays).toHaveLength(1)
       await box.agents.dispose(agent)
-      expect(naming('net-relay.cjs')).toEqual([])
+      expect(relays.filter(alive)).toEqual([])
     } finally {
       await new Promise((resolve) => upstream.close(resolve))
     }
@@ -246,9 +259,11 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(page).toBe('exposed-page\n')
     const other = networkAddress()
     if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/p.html`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow()
+    const relays = ownRelays()
+    expect(relays).toHaveLength(1)
     await box.agents.dispose(agent)
     await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`)).rejects.toThrow()
-    expect(naming('net-relay.cjs')).toEqual([])
+    expect(relays.filter(alive)).toEqual([])
   })
 
   it('deny-write paths stay unwritable inside a writable workspace, as root, existing or not', async () => {
