@@ -3,7 +3,7 @@
  * Codex TUIs of `@conch/pty-pool` (in-process, `terminal: conch`) warm-claimed and invoked as
  * execs in their owner agent's container, their installations bound read-only and their homes in
  * the agent's own folder of the pool's state folder, both provisioned when the container is made
- * (its first process is a terminal, before any CLI). They reach the fake model the only way out of
+ * (at a terminal before any CLI, or at the CLI itself). They reach the fake model the only way out of
  * the container: the agent's network `allow`, through the egress proxy. Attacked as root from the
  * agents' terminals: the installation takes no write, and another agent sees no home.
  */
@@ -81,7 +81,7 @@ function inContainer(id: string, bin: string): number[] {
 }
 
 describe.skipIf(dockerSkip)('pooled CLIs in the agent container', { timeout: 180_000 }, () => {
-  it('warm Claude Code and Codex run in the container, reach the model through the allowlist, take no write to their installation and leave nothing', async () => {
+  it('warm Claude Code and Codex run in the agent container, made before them or for them, reach the model through the allowlist, cannot write their installation and leave nothing', async () => {
     const { config, stateDir } = await composeWithPool()
     await box!.ctx.plugin(ptyPool, config)
     const pool = box!.ctx.ptyPool.pool
@@ -120,13 +120,18 @@ describe.skipIf(dockerSkip)('pooled CLIs in the agent container', { timeout: 180
       for (const file of files.filter((file) => file.endsWith(planted))) rmSync(file, { force: true })
     }
 
-    // Another agent's container has no way to the first one's homes: not its folder, not the state folder.
+    // Another agent whose first process is its CLI: its container is made for the CLI, and has its own homes only.
+    expect(await pool.acquireAndInvoke(keyOf(b, 'claude'), 'Q5: claude first', { owner: b, cwd: box!.workspace })).toMatchObject({ path: 'booted', text: 'answer 5: claude first' })
+    const [containerB] = await containersOf(b.session.id)
+    clis.push(...inContainer(containerB!.Id, claudeBin))
+    expect(clis).toHaveLength(3)
+    // Its terminal has no way to the first agent's homes: not its folder, not the state folder.
     const { sessionId: other } = await box!.pty.spawn(b, { type: 'shell' })
     const peek = await box!.send(b, other, `ls -a ${homes} ${stateDir} 2>&1 | sed 's/^/peek: /'; ls ${join(stateDir, 'agents')} 2>&1 | sed 's/^/list: /'; echo peek-done`)
     expect(peek.viewport).toContain('peek-done')
     expect(peek.viewport).toContain(`peek: ls: cannot access '${homes}': No such file or directory`)
     expect(peek.viewport).not.toContain('home-')
-    // It has a folder of its own there (empty), and sees nothing else of the folder.
+    // It has a folder of its own there, and sees nothing else of the folder.
     expect(peek.viewport).toContain(`list: ${basename(agentHome(stateDir, b.session.id))}`)
     expect(peek.viewport).not.toContain(`list: ${basename(homes)}`)
 
