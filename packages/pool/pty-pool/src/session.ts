@@ -113,8 +113,9 @@ export function render(template: string, vars: Record<string, string>): string {
 
 /**
  * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
- * (mkdtemp(3)) in the checked state folder (in the owner agent's folder of `agentHomes`, when given); its `tmp` folder and the kind's seeded `files` are made
- * through `home-fs.ts` (no link followed, every file created `O_EXCL`).
+ * (mkdtemp(3)) in the checked state folder (in the owner agent's folder of `agentHomes`, when
+ * given); its `tmp` folder and the kind's seeded `files` are made through `home-fs.ts` (no link
+ * followed, every file created `O_EXCL`).
  * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
  *   (absolute, `..`) or something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).

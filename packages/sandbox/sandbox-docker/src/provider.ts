@@ -32,7 +32,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { agentHome, checkDenyWritePaths, SYSTEM_ROOTS, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
+import { agentHome, checkDenyWritePaths, denyWritePaths, gitGuardScript, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, SYSTEM_ROOTS, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { namespaceInode, OWNED_FOLDER, ownedFolder, pidNamespace, startNetRelay, type NetRelay } from './network.ts'
 
@@ -179,8 +179,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     // What each bind beneath the workspace is now (no link on its way), to be found in the started container.
     const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
     const owner = ownerPlace()
-    // Programs without a terminal get their channel and files from this host: a local daemon only.
     Mounts.push(...provisioned(policy, agent.key))
+    // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
     if (folder !== undefined) {
       Mounts.push({ Type: 'bind', Source: folder, Target: RUN_DIR, ReadOnly: true }, { Type: 'bind', Source: process.execPath, Target: `${RUN_DIR}/node`, ReadOnly: true })
