@@ -373,7 +373,8 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     await box.send(agent, closing, 'sleep 3002 & setsid nohup sleep 3003 >/dev/null 2>&1 & (setsid sleep 3004 &)')
     const container = await containerOf(agent)
     const args = async (): Promise<string[]> => ((await docker.getContainer(container).top({ ps_args: '-o pid,args' })).Processes ?? []).map((row: string[]) => row[1]!)
-    expect((await args()).filter((line) => /^sleep 300[1-4]$/.test(line))).toHaveLength(4)
+    // `(setsid sleep 3004 &)` may start after the prompt is back: wait for all four.
+    await until(async () => (await args()).filter((line) => /^sleep 300[1-4]$/.test(line)).length === 4, 10_000, 'the four sleeps in the container')
     const closed = await box.pty.close(agent, closing)
     // It names what the model started in the container, not the host relay it runs through.
     expect(closed.stopped.map((process) => process.name).sort()).toEqual(['bash', 'sleep', 'sleep', 'sleep'])
