@@ -5,9 +5,9 @@
  * floors. The figures and the POOL_BENCH_* variables are in the @conch/pty-pool README
  * ("Performance"); the targets in targets.ts. `pnpm bench:pool` runs it alone and prints JSON.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, type Dirent } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, statSync, type Dirent } from 'node:fs'
 import os, { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context } from 'cordis'
 import SubprocessService from '../packages/subprocess/subprocess/src/index.ts'
@@ -17,12 +17,14 @@ import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
 import PtyService from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
-import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
+import SandboxService, { startEgressProxy } from '../packages/sandbox/sandbox/src/index.ts'
+import * as sandboxDocker from '../packages/sandbox/sandbox-docker/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import SandboxPolicyService from '../packages/sandbox/sandbox-policy/src/index.ts'
 import { BUILTIN_KINDS, loadPoolConfig, policyTerminals, ptyTerminals, PtyPool, type PoolDeps } from '../packages/pool/pty-pool/src/index.ts'
 import type { FakeModelServer } from '../packages/test-support/src/fake-model/index.ts'
 import { CLAUDE_BIN, CODEX_BIN, CONCH_BIN, claudeEnv, claudeKind, codexEnv, codexKind, startModel } from '../packages/test-support/src/products.ts'
+import { TEST_IMAGE } from '../packages/test-support/src/docker.ts'
 import { progress } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { median, percentile, ratio, round } from './stats.ts'
@@ -48,6 +50,7 @@ export interface PoolFigures {
   runs: number
   worker: 'managed' | 'in-process'
   terminal: 'conch' | 'unconfined'
+  sandbox: 'bubblewrap' | 'docker'
   claude?: PoolKindFigures
   codex?: PoolKindFigures
   /** Products not installed; their rows are skipped. */
@@ -59,7 +62,12 @@ export interface PoolOptions {
   kinds: readonly Kind[]
   worker: 'managed' | 'in-process'
   terminal: 'conch' | 'unconfined'
+  /** Under `terminal: conch`, in-process: the agent's sandbox (`docker`: its container). */
+  sandbox: 'bubblewrap' | 'docker'
 }
+
+/** The fake model's host as an agent in a container reaches it: through the egress proxy, resolved to 127.0.0.1. */
+const MODEL_HOST = 'model.test'
 
 const BINARIES: Record<Kind, string> = { claude: CLAUDE_BIN, codex: CODEX_BIN }
 
@@ -67,34 +75,49 @@ export async function benchPool(options: PoolOptions): Promise<PoolFigures> {
   const skipped = options.kinds.filter((kind) => !existsSync(BINARIES[kind])).map((kind) => `${kind}: not installed (${BINARIES[kind]}; run scripts/install-products.sh)`)
   for (const note of skipped) progress(`pool: skipping ${note}`)
   const kinds = options.kinds.filter((kind) => existsSync(BINARIES[kind]))
-  const figures: PoolFigures = { runs: options.runs, worker: options.worker, terminal: options.terminal, skipped }
+  const figures: PoolFigures = { runs: options.runs, worker: options.worker, terminal: options.terminal, sandbox: options.sandbox, skipped }
   if (kinds.length === 0) return figures
   const ctx = new Context()
   const fibers: { dispose(): Promise<void> }[] = []
-  const workspace = mkdtempSync(join('/var/tmp', 'pool-bench-ws-'))
-  for (const [plugin, config] of [[SubprocessService, SubprocessService.Config.parse({})], [SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [sandboxLocal, {}], [SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: workspace }], [PtyService, {}], [ptyLocal, {}]] as const) {
+  const workspace = realpathSync(mkdtempSync(join('/var/tmp', 'pool-bench-ws-')))
+  const docker = options.sandbox === 'docker'
+  const provider = docker
+    ? { name: 'sandbox-docker', inject: ['sandbox'], apply: (inner: Context) => sandboxDocker.apply(inner, sandboxDocker.Config.parse({ image: TEST_IMAGE }), { startEgressProxy: (proxy) => startEgressProxy({ ...proxy, resolve: async (host) => (host === MODEL_HOST ? ['127.0.0.1'] : []) }) }) }
+    : sandboxLocal
+  const policy = { mode: 'workspace-write', workspaceRoot: workspace, ...(docker && { network: 'allow', allow: [MODEL_HOST] }) }
+  for (const [plugin, config] of [[SubprocessService, SubprocessService.Config.parse({})], [SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [provider, {}], [SandboxPolicyService, policy], [PtyService, {}], [ptyLocal, {}]] as const) {
     fibers.push(await ctx.plugin(plugin as never, config as never))
   }
-  const owner = options.terminal === 'conch' ? await ctx.agents.create() : undefined
   const model = await startModel()
   try {
-    for (const kind of kinds) figures[kind] = await benchKind(kind, options, { ctx, owner, model })
+    // An agent per kind: its sandbox (a container) is made with what that kind's pool provisioned.
+    for (const kind of kinds) {
+      const owner = options.terminal === 'conch' ? await ctx.agents.create() : undefined
+      try {
+        figures[kind] = await benchKind(kind, options, { ctx, owner, model, workspace })
+      } finally {
+        if (owner) await ctx.agents.dispose(owner)
+      }
+    }
   } finally {
     await model.close()
-    if (owner) await ctx.agents.dispose(owner)
     for (const fiber of fibers.reverse()) await fiber.dispose()
     rmSync(workspace, { recursive: true, force: true })
   }
   return figures
 }
 
-async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; owner: Agent | undefined; model: FakeModelServer }): Promise<PoolKindFigures> {
-  const { ctx, owner, model } = env
+async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; owner: Agent | undefined; model: FakeModelServer; workspace: string }): Promise<PoolKindFigures> {
+  const { ctx, owner } = env
+  // In a container the CLI reaches the model by a host name its agent's allowlist names, and works in the workspace (mounted there).
+  const docker = options.sandbox === 'docker' && owner !== undefined && options.worker === 'in-process'
+  const port = new URL(env.model.url).port
+  const model = docker ? { ...env.model, url: `http://${MODEL_HOST}:${port}`, openaiBaseUrl: `http://${MODEL_HOST}:${port}/v1` } : env.model
   /** The pool's terminal dependencies for the terminal option (the plugin's own wiring, written out). */
   const terminalDeps = (): Partial<PoolDeps> => {
     if (options.worker === 'managed') return owner ? { owners: (id) => ctx.agents.get(id), policyOf: (agent) => ({ ...ctx.sandboxPolicy.resolve({ session: agent.session }), protectedPaths: ctx.sandbox.protectedPaths?.() ?? [] }) } : {}
     if (!owner) return { terminals: policyTerminals({ pty: ctx.pty, sessions: ctx.sessions, sandboxPolicy: ctx.sandboxPolicy }).terminals }
-    return { owners: (id) => ctx.agents.get(id), terminals: ptyTerminals({ pty: ctx.pty, sandbox: ctx.sandbox }) }
+    return { owners: (id) => ctx.agents.get(id), terminals: ptyTerminals({ pty: ctx.pty, sandbox: ctx.sandbox }), agentHomes: docker }
   }
   const ownerId = owner?.id ?? 'bench'
   const dir = mkdtempSync(join(tmpdir(), `pool-bench-${kind}-`))
@@ -106,12 +129,14 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
       worker: options.worker,
       supervisor: { command: [process.execPath, CONCH_BIN, 'pool-worker'] },
       stateDir: join(dir, 'state'),
-      cwd: dir,
+      cwd: docker ? env.workspace : dir,
       accounts: { key: { type: 'api-key' } },
       agents: { [ownerId]: { runtime: 'pty-pool', kind, account: 'key' } },
     }, {}, BUILTIN_KINDS),
     { ...terminalDeps(), subprocess: ctx.subprocess, env: kind === 'claude' ? claudeEnv(model) : codexEnv(), fallback: async () => { throw new Error('the bench never falls back') } },
   )
+  // What the plugin provisions at load (pty-pool's index.ts), for the container made at the first CLI.
+  const provisioned = pool.agentHomes === undefined ? undefined : ctx.sandbox.provision({ programs: [dirname(realpathSync(BINARIES[kind]))], homes: [pool.agentHomes] })
   const boots: number[] = []
   const warm: number[] = []
   const oneShot: number[] = []
@@ -152,6 +177,7 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
     }
   } finally {
     await pool.shutdown()
+    provisioned?.()
     rmSync(dir, { recursive: true, force: true })
   }
   return {
@@ -192,7 +218,7 @@ export const poolBench: Bench = {
   async run() {
     const runs = 10
     progress(`pool: claude and codex warm invokes against one-shot spawns with the fake model server, ${runs} invokes each`)
-    return { pool: await benchPool({ runs, kinds: ['claude', 'codex'], worker: 'in-process', terminal: 'unconfined' }) }
+    return { pool: await benchPool({ runs, kinds: ['claude', 'codex'], worker: 'in-process', terminal: 'unconfined', sandbox: 'bubblewrap' }) }
   },
   rows(r, verdict) {
     const rows: string[][] = []
@@ -216,6 +242,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     kinds: (process.env.POOL_BENCH_KINDS ?? 'claude,codex').split(',').filter((kind): kind is Kind => kind === 'claude' || kind === 'codex'),
     worker: process.env.POOL_BENCH_WORKER === 'managed' ? 'managed' : 'in-process',
     terminal: process.env.POOL_BENCH_TERMINAL === 'conch' ? 'conch' : 'unconfined',
+    sandbox: process.env.POOL_BENCH_SANDBOX === 'docker' ? 'docker' : 'bubblewrap',
   })
   console.log(JSON.stringify({ ...figures, cores: os.cpus().length }, null, 2))
   process.exit(0)

@@ -5,9 +5,13 @@
  * A fresh-spawn runner is set by whoever owns the one-shot path (`setFallback`), normally
  * `@conch/subagent-cli-pool`, which routes it through the CLI's sub-agent provider.
  */
+import { realpathSync } from 'node:fs'
+import { dirname } from 'node:path'
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
-import { loadPoolConfig, type PoolConfig } from './config.ts'
+import type { SandboxServiceApi } from '@conch/sandbox'
+import { loadPoolConfig, resolveCommand, type PoolConfig } from './config.ts'
+import { PoolError } from './errors.ts'
 import { BUILTIN_KINDS } from './kinds.ts'
 import type { PtyOwner, PtyServiceApi } from '@conch/pty'
 import { type FallbackRunner, type PoolDeps, PtyPool } from './pool.ts'
@@ -72,12 +76,16 @@ export class PtyPoolService extends Service {
     // writable path): no terminal reads or rewrites another owner's CLI config or transcripts.
     const stateDir = this.pool.stateDir
     ctx.inject(['sandbox'], (scope) => {
-      const sandbox = scope.get('sandbox') as { hide?(paths: readonly string[]): () => void } | undefined
+      const sandbox = scope.get('sandbox') as Pick<SandboxServiceApi, 'hide' | 'provision'> | undefined
       if (sandbox?.hide === undefined) {
         scope.logger.warn(`pool: ctx.sandbox cannot hide paths; confined terminals may read the pooled CLIs' homes in ${stateDir}`)
         return
       }
       sandbox.hide([stateDir])
+      // An agent sandbox whose mounts are fixed at its first process (a container) gets the CLIs'
+      // installations and the agent's own folder of homes then, for a CLI opened later.
+      const homes = this.pool.agentHomes
+      if (homes !== undefined) sandbox.provision?.({ programs: installations(config, process.env), homes: [homes] })
     })
   }
 
@@ -111,10 +119,18 @@ export class PtyPoolService extends Service {
  * `PtyPool`'s constructor (conch) or at spawn (unconfined), naming `terminal`.
  */
 function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
-  const sandbox = ctx.get('sandbox') as { protect?(paths: readonly string[]): () => void; protectedPaths?(): string[]; hiddenPaths?(): string[] } | undefined
+  const sandbox = ctx.get('sandbox') as Pick<SandboxServiceApi, 'protect' | 'protectedPaths' | 'hiddenPaths' | 'fixedMounts'> | undefined
   const policies = ctx.get('sandboxPolicy') as (PolicyTerminalOptions['sandboxPolicy'] & { resolve(options: { session: PtyOwner['session'] }): { mode: OwnerPolicy['mode']; workspaceRoot: string } }) | undefined
   if (config.worker === 'managed') {
     if (config.terminal !== 'conch' || policies === undefined) return {}
+    if (sandbox?.fixedMounts?.() === true) {
+      throw new PoolError('CONFIG_INVALID', {
+        field: 'pool config: worker',
+        problem:
+          '"managed" runs each CLI in a sandbox the worker makes itself (bubblewrap), but here each agent\'s sandbox is one place this process makes at the agent\'s first process (a container) and no other process can join: ' +
+          'set worker: "in-process" (each CLI then runs in its agent\'s container), or terminal: "unconfined"',
+      })
+    }
     return {
       // Read at invoke time: ctx.agents is usually mounted after the pool.
       owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id),
@@ -127,11 +143,27 @@ function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
   const pty = ctx.get('pty') as PtyServiceApi | undefined
   if (pty === undefined) return {}
   if (config.terminal === 'conch') {
-    return { owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id), terminals: ptyTerminals({ pty, ...(sandbox && { sandbox }) }) }
+    return {
+      owners: (id) => (ctx.get('agents') as { get(id: string): PtyOwner | undefined } | undefined)?.get(id),
+      terminals: ptyTerminals({ pty, ...(sandbox && { sandbox }) }),
+      agentHomes: sandbox?.fixedMounts?.() === true,
+    }
   }
   const sessions = ctx.get('sessions') as PolicyTerminalOptions['sessions'] | undefined
   if (sessions === undefined || policies === undefined) return {}
   return { terminals: policyTerminals({ pty, sessions, sandboxPolicy: policies }).terminals }
+}
+
+/** The folder of each kind's binary (canonical) that is there. */
+function installations(config: PoolConfig, env: NodeJS.ProcessEnv): string[] {
+  return Object.values(config.kinds).flatMap((kind) => {
+    const command = resolveCommand(kind.command, env.PATH ?? '')
+    try {
+      return command === undefined ? [] : [dirname(realpathSync(command))]
+    } catch {
+      return []
+    }
+  })
 }
 
 /** The workspace a configured `stateDir` must stay out of: the sandbox policy's configured root, when mounted. */

@@ -13,12 +13,12 @@ import { isAbsolute, join } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { type PoolConfig, routeFor } from './config.ts'
-import { appendNoFollow, readNoFollow } from './home-fs.ts'
+import { appendNoFollow, makeHomeDir, readNoFollow } from './home-fs.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
 import type { OwnerPolicy, SessionInfo } from './protocol.ts'
 import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
-import { defaultStateDir, openStateDir } from './state-dir.ts'
+import { agentHomes, defaultStateDir, openStateDir } from './state-dir.ts'
 import { WorkerSupervisor } from './supervisor.ts'
 import { unconfinedPolicy, type TerminalFactory, type TerminalOwner } from './terminal.ts'
 import { type SessionBackend, type WarmAnswer, WarmSessions } from './warm.ts'
@@ -100,6 +100,12 @@ export interface PoolDeps {
    * policy's configured `workspaceRoot`).
    */
   workspaces?: readonly string[]
+  /**
+   * In-process under `terminal: conch`: whether the sandbox binds each agent a folder of its own
+   * when the agent's sandbox is made (`fixedMounts`, a container), so that an owner agent's homes
+   * are made in it (see `agentHomes`). The plugin: `ctx.sandbox.fixedMounts()`.
+   */
+  agentHomes?: boolean
   fallback?: FallbackRunner
   metrics?: PoolMetrics
   env?: Readonly<Record<string, string | undefined>>
@@ -158,6 +164,11 @@ export class PtyPool {
    * (`ctx.sandbox.hide`; the plugin does).
    */
   readonly stateDir: string
+  /**
+   * The folder in `stateDir` of the owner agents' folders of homes (`PoolDeps.agentHomes`), made at
+   * construction; provision it to the sandbox (the plugin does). Undefined: homes lie in `stateDir`.
+   */
+  readonly agentHomes: string | undefined
 
   constructor(readonly config: PoolConfig, private readonly deps: PoolDeps = {}) {
     this.metrics = deps.metrics ?? new PoolMetrics()
@@ -168,6 +179,8 @@ export class PtyPool {
     this.stateDir = config.stateDir === undefined
       ? openStateDir(defaultStateDir(env), { field: 'stateDir (the default, under $XDG_STATE_HOME or ~/.local/state)' })
       : openStateDir(config.stateDir, { field: 'stateDir', workspaces: deps.workspaces ?? [] })
+    this.agentHomes = deps.agentHomes === true ? agentHomes(this.stateDir) : undefined
+    if (this.agentHomes !== undefined) makeHomeDir(this.stateDir, this.agentHomes)
     if (deps.backend) this.backend = deps.backend
     else if (config.worker === 'managed') {
       if (!deps.subprocess) throw new PoolError('CONFIG_INVALID', { field: 'pool config: worker', problem: '"managed" needs ctx.subprocess to spawn the worker (mount @conch/subprocess)' })
@@ -195,6 +208,7 @@ export class PtyPool {
         env,
         warn: this.warn,
         stateDir: this.stateDir,
+        ...(this.agentHomes !== undefined && { agentHomes: this.agentHomes }),
         count: (name) => metrics[name].inc(),
       })
     }

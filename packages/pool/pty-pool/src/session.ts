@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node:fs'
+import { agentHome } from '@conch/sandbox'
 import { assertStateDirUnchanged } from './state-dir.ts'
 import { dirname, isAbsolute, join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
@@ -63,6 +64,8 @@ export interface SessionEnvironment {
   cwd: string
   /** Directory under which the private home is made. */
   stateDir: string
+  /** The folder in `stateDir` of the owner agents' folders of homes (`PtyPool.agentHomes`): an owner agent's home is made in its own. */
+  agentHomes?: string
   /** Variables added after scrubbing and the kind's own (a worker's ownership tag). */
   extraEnv?: Record<string, string>
   /** Whose CLI this is; passed to the terminal factory, which confines it under the owner's policy. */
@@ -110,8 +113,9 @@ export function render(template: string, vars: Record<string, string>): string {
 
 /**
  * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
- * (mkdtemp(3)) in the checked state folder; its `tmp` folder and the kind's seeded `files` are made
- * through `home-fs.ts` (no link followed, every file created `O_EXCL`).
+ * (mkdtemp(3)) in the checked state folder (in the owner agent's folder of `agentHomes`, when
+ * given); its `tmp` folder and the kind's seeded `files` are made through `home-fs.ts` (no link
+ * followed, every file created `O_EXCL`).
  * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
  *   (absolute, `..`) or something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
@@ -120,7 +124,11 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   if (resolveCommand(kind.command, environment.parentEnv.PATH ?? '') === undefined) throw new InvokeFailure('spawn', `${kind.command} was not found on PATH or in .products/`, false)
   assertStateDirUnchanged(environment.stateDir)
   mkdirSync(environment.stateDir, { recursive: true, mode: 0o700 })
-  const home = mkdtempSync(join(environment.stateDir, 'home-'))
+  // An owner agent's homes lie in its own folder where a sandbox with fixed mounts (a container) binds it.
+  const agent = environment.owner?.agent
+  const folder = agent === undefined || environment.agentHomes === undefined ? environment.stateDir : agentHome(environment.agentHomes, agent.session.id)
+  if (folder !== environment.stateDir) makeHomeDir(environment.stateDir, folder)
+  const home = mkdtempSync(join(folder, 'home-'))
   const env: Record<string, string> = scrubbedEnv(environment.parentEnv as Record<string, string | undefined>)
   for (const name of kind.passEnv) {
     const value = environment.parentEnv[name]

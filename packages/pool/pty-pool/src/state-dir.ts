@@ -35,6 +35,14 @@ export function defaultStateDir(env: Readonly<Record<string, string | undefined>
   return join(resolve(base), 'conch', 'pool')
 }
 
+/**
+ * The folder of the owner agents' home folders (`agentHome` of `@conch/sandbox`) in `stateDir`,
+ * provisioned to the sandbox: a provider with fixed mounts (a container) binds each agent its own.
+ */
+export function agentHomes(stateDir: string): string {
+  return join(stateDir, 'agents')
+}
+
 export interface OpenStateDirOptions {
   /** The config field the path came from, named in errors (`stateDir`). */
   field: string

@@ -69,6 +69,8 @@ export interface WarmDeps {
   /** Variables added to every CLI's environment after scrubbing (the worker's ownership tag). */
   extraEnv?: Record<string, string>
   stateDir: string
+  /** The folder of the owner agents' folders of homes, when the sandbox binds each agent its own (`PtyPool.agentHomes`). */
+  agentHomes?: string
 }
 
 /**
@@ -194,7 +196,7 @@ export class WarmSessions implements SessionBackend {
   }
 
   private environment(key: PoolKey, cwd: string, owner: TerminalOwner | undefined) {
-    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, warn: this.deps.warn, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
+    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.agentHomes !== undefined && { agentHomes: this.deps.agentHomes }), warn: this.deps.warn, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
   }
 
   private accountEnv(account: string): Record<string, string> {

@@ -32,7 +32,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
+import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, SYSTEM_ROOTS, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { seccompProfile } from './seccomp.ts'
 import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
@@ -188,6 +188,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     // What each bind beneath the workspace is now (no link on its way), to be found in the started container.
     const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
     const owner = currentOwner()
+    Mounts.push(...provisioned(policy, agent.key))
     // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
     if (folder !== undefined) {
@@ -391,6 +392,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     name: 'docker',
     platforms: ['linux'],
     sharesLoopback: true,
+    fixedMounts: true,
     rootWritable: config.writableRoot,
     async probe() {
       return true
@@ -400,8 +402,12 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       if (agent === undefined) {
         throw new SandboxError('INVALID_POLICY', { reason: 'the Docker provider confines the processes of an agent only (SandboxPolicy.agent)' })
       }
-      if (policy.network === true && agent.network?.mode !== 'full') {
-        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: agent.key, reason: "cannot give one process the network: its container's network is the agent's (set network full in sandbox-policy)" })
+      // One network namespace holds the agent's processes: a process asking for the network gets the agent's way out, its allowlist included.
+      if (policy.network === true && (agent.network?.mode ?? 'none') === 'none') {
+        throw new SandboxError('AGENT_SANDBOX_FAILED', {
+          agent: agent.key,
+          reason: "cannot give one process the network: its container's network is the agent's, none (in sandbox-policy, allow the hosts it needs with network allow, or set network full)",
+        })
       }
       const entry = await place(agent, policy)
       const exposed = await Promise.all((agent.expose ?? []).map((port) => expose(entry, port)))
@@ -446,17 +452,23 @@ function runFolder(): string {
 }
 
 /**
- * How the container names an argument: the host's node executable is `RUN_DIR/node`; a program's
- * own file outside the workspace (a protected path, which bubblewrap binds read-only where it is)
- * is copied into the agent's folder once per content and named there; anything else as it is.
+ * How the container names an argument: a file of a provisioned program by its canonical path (where
+ * it is bound); the host's node executable is `RUN_DIR/node`; a program's own file outside the
+ * workspace (a protected path, which bubblewrap binds read-only where it is) is copied into the
+ * agent's folder once per content and named there; anything else as it is.
  */
 function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
-  if (entry.folder === undefined) return arg
-  if (arg === process.execPath) return `${RUN_DIR}/node`
+  if (entry.folder !== undefined && arg === process.execPath) return `${RUN_DIR}/node`
   if (!isAbsolute(arg) || arg === policy.workspaceRoot || arg.startsWith(`${policy.workspaceRoot}/`)) return arg
   let path: string
   try {
     path = realpathSync(arg)
+  } catch {
+    return arg
+  }
+  if (programFolders(policy).some((folder) => path.startsWith(`${folder}/`))) return path
+  if (entry.folder === undefined) return arg
+  try {
     const hidden = (policy.hiddenPaths ?? []).some((folder) => path === folder || path.startsWith(`${folder}/`))
     if (hidden || !policy.protectedPaths.includes(path) || !statSync(path).isFile()) return arg
   } catch {
@@ -542,6 +554,39 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
     })
   }
   return list
+}
+
+/**
+ * The provisioned folders outside the workspace (inside it they are there already): each program
+ * folder read-only, and the agent's own folder of each homes folder (made here, mode 0700) writable.
+ */
+function provisioned(policy: ConfinePolicy, key: string): Docker.MountSettings[] {
+  const programs = programFolders(policy).map((path): Docker.MountSettings => ({ Type: 'bind', Source: path, Target: path, ReadOnly: true }))
+  const homes = (policy.provisions?.homes ?? []).filter((path) => !overlaps(path, policy.workspaceRoot)).map((folder): Docker.MountSettings => {
+    const home = agentHome(folder, key)
+    mkdirSync(home, { recursive: true, mode: 0o700 })
+    if (!ownFolder(home)) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `cannot be given its home folder ${home}: it is not a folder of this user's` })
+    return { Type: 'bind', Source: home, Target: home, ReadOnly: false }
+  })
+  return [...programs, ...homes]
+}
+
+const overlaps = (path: string, other: string) => path === other || path.startsWith(`${other}/`) || other.startsWith(`${path}/`)
+
+/**
+ * The provisioned program folders the container binds: outside the workspace (inside it they are
+ * there already), none of the system's folders (`/usr/bin/python3` is the image's own), none by a hidden path.
+ */
+function programFolders(policy: ConfinePolicy): string[] {
+  return (policy.provisions?.programs ?? []).filter(
+    (path) => !overlaps(path, policy.workspaceRoot) && !systemFolder(path) && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
+  )
+}
+
+/** Whether `path` is `/` or in one of the system's folders (`SYSTEM_ROOTS`, `/lib*` any top-level folder named lib…). */
+function systemFolder(path: string): boolean {
+  const top = `/${path.split('/')[1] ?? ''}`
+  return path === '/' || SYSTEM_ROOTS.some((root) => (root.endsWith('*') ? top.startsWith(root.slice(0, -1)) : top === root))
 }
 
 /** The `conch.held` label: a JSON array of absolute paths (anything else reads as none). */

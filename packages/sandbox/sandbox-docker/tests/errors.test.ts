@@ -121,6 +121,18 @@ describe.skipIf(dockerSkip)('bad input to the Docker provider', () => {
     }
   })
 
+  it('a process asking for the network in an agent whose network is none fails naming network allow', async () => {
+    box = await compose()
+    const agent = await box.agent()
+    const error = await box.pty.spawn(agent, { type: 'shell', network: true }).then(
+      () => new Error('the terminal opened'),
+      (caught: Error & { cause?: { code?: string } }) => caught,
+    )
+    expect((error as { cause?: { code?: string } }).cause?.code).toBe('AGENT_SANDBOX_FAILED')
+    expect(error.message).toContain("cannot give one process the network: its container's network is the agent's, none (in sandbox-policy, allow the hosts it needs with network allow, or set network full)")
+    expect(await containersOf(agent.session.id)).toEqual([])
+  })
+
   it('more exposed ports than maxExposedPorts fail the open naming the bound', async () => {
     const { error } = await openError({ maxExposedPorts: 1 }, { expose: [8770, 8771] })
     expect(error.cause?.code).toBe('AGENT_SANDBOX_FAILED')

@@ -14,7 +14,7 @@ import { basename, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
-import { naming } from '@conch/test-support/procs'
+import { alive, naming } from '@conch/test-support/procs'
 import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
@@ -243,6 +243,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       expect(result.viewport).toContain('refused=403')
       expect(result.viewport).toMatch(/direct=(7|28)/)
       expect(refused).toEqual(['refused.test'])
+      expect(ownNetRelays()).toHaveLength(1)
       await box.agents.dispose(agent)
       expect(ownNetRelays()).toEqual([])
     } finally {
@@ -262,6 +263,7 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     expect(page).toBe('exposed-page\n')
     const other = networkAddress()
     if (other !== undefined) await expect(fetch(`http://${other}:${hostPort}/p.html`, { signal: AbortSignal.timeout(2000) })).rejects.toThrow()
+    expect(ownNetRelays()).toHaveLength(1)
     await box.agents.dispose(agent)
     // Refused, not merely unanswered: nothing listens there any more.
     await expect(fetch(`http://127.0.0.1:${hostPort}/p.html`, { signal: AbortSignal.timeout(5000) })).rejects.toMatchObject({ cause: { code: 'ECONNREFUSED' } })
@@ -453,7 +455,8 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
     await box.send(agent, closing, 'sleep 3002 & setsid nohup sleep 3003 >/dev/null 2>&1 & (setsid sleep 3004 &)')
     const container = await containerOf(agent)
     const args = async (): Promise<string[]> => ((await docker.getContainer(container).top({ ps_args: '-o pid,args' })).Processes ?? []).map((row: string[]) => row[1]!)
-    expect((await args()).filter((line) => /^sleep 300[1-4]$/.test(line))).toHaveLength(4)
+    // `(setsid sleep 3004 &)` may start after the prompt is back: wait for all four.
+    await until(async () => (await args()).filter((line) => /^sleep 300[1-4]$/.test(line)).length === 4, 10_000, 'the four sleeps in the container')
     const closed = await box.pty.close(agent, closing)
     // It names what the model started in the container, not the host relay it runs through.
     expect(closed.stopped.map((process) => process.name).sort()).toEqual(['bash', 'sleep', 'sleep', 'sleep'])

@@ -12,6 +12,7 @@ import { messageOf, registerListed } from '@conch/session'
 import { protectedPathProblem, type ProtectedPath } from './protected.ts'
 import {
   SandboxError,
+  type AgentProvisions,
   type ConfinePolicy,
   type ConfineResult,
   type NetworkRefusal,
@@ -246,6 +247,8 @@ class SandboxService extends Service implements SandboxServiceApi {
   private readonly code: string[][] = []
   /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
   private readonly hidings: HiddenPath[][] = []
+  /** One entry per `provision` call (canonical paths), in registration order. */
+  private readonly provisioned: AgentProvisions[] = []
   /** One probe per registered provider object; failures are cached too. */
   private readonly verdicts = new Map<SandboxProvider, Promise<true | ProbeFailure>>()
   private readonly refusals = new Set<(refusal: NetworkRefusal) => void>()
@@ -291,6 +294,9 @@ class SandboxService extends Service implements SandboxServiceApi {
     this.checkHidden()
     const hidden = unique([...this.hiddenPaths(), ...canonicalPaths(parsed.data.hiddenPaths ?? [])])
     if (hidden.length > 0) valid.hiddenPaths = hidden
+    const programs = unique(this.provisioned.flatMap((entry) => entry.programs))
+    const homes = unique(this.provisioned.flatMap((entry) => entry.homes))
+    if (programs.length + homes.length > 0) valid.provisions = { programs, homes }
 
     const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
     const failures: ProbeFailure[] = []
@@ -375,6 +381,31 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   hiddenPaths(): string[] {
     return unique(this.hidings.flat().map((hidden) => hidden.path))
+  }
+
+  /**
+   * Declares what later programs of every agent need in its sandbox (see `SandboxServiceApi.provision`):
+   * made canonical now, missing ones ignored.
+   * @throws SandboxError `INVALID_POLICY` naming a relative path, or `/`.
+   */
+  provision(provisions: Partial<AgentProvisions>): () => void {
+    for (const path of [...(provisions.programs ?? []), ...(provisions.homes ?? [])]) {
+      if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
+        throw new SandboxError('INVALID_POLICY', { reason: `a provisioned path must be absolute and not /: ${JSON.stringify(path)}` })
+      }
+    }
+    const entry: AgentProvisions = { programs: canonicalPaths(provisions.programs ?? []), homes: canonicalPaths(provisions.homes ?? []) }
+    return this.ctx.effect(() => {
+      this.provisioned.push(entry)
+      return () => {
+        const index = this.provisioned.indexOf(entry)
+        if (index >= 0) this.provisioned.splice(index, 1)
+      }
+    }, 'sandbox.provision')
+  }
+
+  fixedMounts(): boolean | undefined {
+    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.fixedMounts
   }
 
   /** @throws SandboxError `HIDDEN_PATH_MOVED` for a hidden path that is gone or another file now. */

@@ -3,6 +3,8 @@
  * policy, or refuse. conch fails closed — when no registered provider can enforce a policy,
  * `confine` throws `SANDBOX_UNAVAILABLE`; it never returns the argv unconfined.
  */
+import { createHash } from 'node:crypto'
+import { join } from 'node:path'
 import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
 /**
@@ -99,6 +101,28 @@ export interface ConfinePolicy extends SandboxPolicy {
    * those stay visible and writable, and nothing else of the hidden path does.
    */
   hiddenPaths?: string[]
+  /** What programs started later in an agent's sandbox need there (`SandboxServiceApi.provision`); absent when nothing is declared. */
+  provisions?: AgentProvisions
+}
+
+/**
+ * What programs started later in an agent's sandbox need there (a pool's CLIs), declared before the
+ * agent's first process: `programs`, host folders (canonical) of their installations, read-only at
+ * their own paths; `homes`, host folders (canonical) in each of which every agent gets a folder of
+ * its own (`agentHome(folder, key)`), writable at its own path, no agent seeing another's.
+ */
+export interface AgentProvisions {
+  programs: string[]
+  homes: string[]
+}
+
+/**
+ * The folder of agent `key` in a provisioned `homes` folder: `agent-<24 hex digits of its SHA-256>`
+ * (a session id may hold any character). The provider makes it; the program's owner makes its
+ * homes in it.
+ */
+export function agentHome(folder: string, key: string): string {
+  return join(folder, `agent-${createHash('sha256').update(key).digest('hex').slice(0, 24)}`)
 }
 
 /** A port of an agent's loopback reachable from the host: `127.0.0.1:<hostPort>` on the host. */
@@ -162,6 +186,12 @@ export interface SandboxProvider {
    * which no workspace may lie in (`ownFolders`).
    */
   readonly ownPaths?: readonly string[]
+  /**
+   * Whether an agent's sandbox is made once, at its first process, with its mounts fixed (a
+   * container): a later program of the agent finds there only what was provisioned
+   * (`SandboxServiceApi.provision`), and a process of another conch cannot join it. Default false.
+   */
+  readonly fixedMounts?: boolean
   /**
    * Whether the mechanism works on this machine. Called at most once per provider; the verdict
    * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint);
@@ -289,6 +319,21 @@ export interface SandboxServiceApi {
   hide?(paths: readonly string[]): () => void
   /** The canonical paths registered with `hide`, in registration order, without duplicates. */
   hiddenPaths?(): string[]
+  /**
+   * Declares what programs started later in an agent's sandbox need there (see `AgentProvisions`),
+   * for every agent sandbox made from now on: a provider whose mounts are fixed when an agent's
+   * sandbox is made (`fixedMounts`, a container) binds them then; one that shows the host's files
+   * and takes `writablePaths` per process (bubblewrap) needs none of it. Paths must be absolute;
+   * they are made canonical, and paths that do not exist are ignored. The disposer, tied to the
+   * caller's plugin scope, removes them.
+   * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
+   */
+  provision?(provisions: Partial<AgentProvisions>): () => void
+  /**
+   * Whether an agent's sandbox on this platform has its mounts fixed at its first process (the
+   * `fixedMounts` of the first registered provider for `process.platform`).
+   */
+  fixedMounts?(): boolean | undefined
   /**
    * The folders conch keeps for itself, which no workspace may lie in (`workspaceRootProblem`'s
    * `inside`; a workspace that holds one has it hidden or read-only): the hidden paths and each

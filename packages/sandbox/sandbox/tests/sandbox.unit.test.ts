@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context, type EffectMeta, type Message } from 'cordis'
 import { afterEach, describe, expect, it } from 'vitest'
-import SandboxService, { SandboxError, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '../src/index.ts'
+import SandboxService, { agentHome, SandboxError, type ConfinePolicy, type ConfineResult, type SandboxPolicy, type SandboxProvider } from '../src/index.ts'
 
 let root: Context
 let fiber: { dispose(): Promise<void> } | undefined
@@ -254,6 +254,38 @@ describe('ctx.sandbox', () => {
       expect(sandbox.hiddenPaths()).toEqual([])
       await sandbox.confine(['x'], policy)
       expect(seen[1]).toEqual({ ...policy, protectedPaths: [] })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('hands providers the provisions — canonical, missing ones left out — and forgets them at disposal', async () => {
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-provision-')))
+    try {
+      mkdirSync(join(dir, 'cli'))
+      symlinkSync(join(dir, 'cli'), join(dir, 'cli-link'))
+      mkdirSync(join(dir, 'homes'))
+      const sandbox = await boot()
+      const seen: ConfinePolicy[] = []
+      const provider = fake('works', true)
+      provider.confine = (argv, given) => {
+        seen.push(given)
+        return { argv: ['works', '--', ...argv], enforcement: 'full', provider: 'works' }
+      }
+      sandbox.register(provider)
+      const plugin = await root.plugin({
+        name: 'provisioning-plugin',
+        inject: ['sandbox'],
+        apply: (ctx: Context) => void ctx.sandbox.provision({ programs: [join(dir, 'cli-link'), join(dir, 'missing')], homes: [join(dir, 'homes')] }),
+      })
+      await sandbox.confine(['x'], policy)
+      expect(seen[0]).toEqual({ ...policy, protectedPaths: [], provisions: { programs: [join(dir, 'cli')], homes: [join(dir, 'homes')] } })
+      expect(agentHome(join(dir, 'homes'), 'session-1')).toMatch(new RegExp(`^${join(dir, 'homes')}/agent-[0-9a-f]{24}$`))
+      expect(agentHome(join(dir, 'homes'), 'session-1')).not.toBe(agentHome(join(dir, 'homes'), 'session-2'))
+      await plugin.dispose()
+      await sandbox.confine(['x'], policy)
+      expect(seen[1]).toEqual({ ...policy, protectedPaths: [] })
+      expect(() => sandbox.provision({ homes: ['relative'] })).toThrow(expect.objectContaining({ code: 'INVALID_POLICY' }))
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
