@@ -137,7 +137,8 @@ export function registerTerminalSend(kit: ToolKit): void {
             label,
             owner: agent,
             ...(notify === true && { notify: true }),
-            ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn), notifyOnSkipLines: echoLines(payload) }),
+            echoLines: echoLines(payload),
+            ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn) }),
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
               const result = await operation.done.finally(() => stop?.())
@@ -240,7 +241,7 @@ function eventOf(result: SendResult): string {
   }
 }
 
-/** Lines the terminal echoes for what a send types (a pattern must not match the command itself). */
+/** Lines the terminal echoes for what a send types (the task's label names the command; a pattern must not match it). */
 function echoLines(payload: SendPayload): number {
   if (payload.text !== undefined) return payload.text.split('\n').length
   if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
