@@ -18,7 +18,7 @@
  * [note: …]                           for inferred_idle and timeout: the command may still run
  * ```
  */
-import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
@@ -287,9 +287,6 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   return { text: last.text, truncated: true }
 }
 
-/** At most this many processes are named in a close result; the rest are counted. */
-export const CLOSE_NAMES_SHOWN = 20
-
 /** A signal; `[session: exited …]` follows when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
@@ -306,7 +303,7 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
 }
 
 export function renderClose(sessionId: string, result: CloseResult, maxBytes: number): string {
-  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processList(result.stopped)}`
+  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processNames(result.stopped)}`
   return fit({
     body: '',
     meta: [{ text: `[closed: ${sessionId} — ${stopped}]`, short: `[closed: ${sessionId}]` }, { text: `[session: ${statusText(result.status)}]` }],
@@ -314,13 +311,6 @@ export function renderClose(sessionId: string, result: CloseResult, maxBytes: nu
     truncated: false,
     maxBytes,
   }).text
-}
-
-/** `bash[12], sleep[13]`, the first CLOSE_NAMES_SHOWN named, then `and N more (M processes)`. */
-function processList(processes: readonly { pid: number; name: string }[]): string {
-  const named = processes.slice(0, CLOSE_NAMES_SHOWN).map((process) => `${displayName(process.name, 32)}[${process.pid}]`)
-  const rest = processes.length - named.length
-  return rest > 0 ? `${named.join(', ')} and ${rest} more (${processes.length} processes)` : named.join(', ')
 }
 
 /** One line per session: `pty-1 shell running name=build busy`. */

@@ -231,7 +231,7 @@ describe('what the model sees', () => {
   it('renders a close with what it stopped, and forgets the terminal', async () => {
     await opened()
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'sleep 100' })
-    expect(await harness.text('terminal_close', { sessionId: 'pty-1' })).toBe('[closed: pty-1 — stopped sleep[101], bash[100]]\n[session: exited signal=SIGHUP]')
+    expect(await harness.text('terminal_close', { sessionId: 'pty-1' })).toBe('[closed: pty-1 — stopped 2 processes: sleep, bash]\n[session: exited signal=SIGHUP]')
     expect(await harness.text('terminal_list', {})).toBe('(no terminals; terminal_open starts one)')
   })
 
