@@ -37,14 +37,14 @@ export function registerTerminalSend(kit: ToolKit): void {
       .positive()
       .max(config.maxTimeoutMs, `timeoutMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs); use run_in_background for longer commands`)
       .optional()
-      .describe('Return after this long (default 30000); the command keeps running'),
+      .describe('Wait up to this long for the terminal to be ready (default 30000); the command keeps running. Given without idleMs, quiet output does not end the wait'),
     idleMs: z
       .number()
       .int()
       .positive()
       .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
       .optional()
-      .describe('Return inferred_idle after this many ms of quiet output (default 3000)'),
+      .describe('Return inferred_idle after this many ms of quiet output (default 3000; timeoutMs when that is given)'),
     maxOutputBytes: outputBudget(config),
   }
   const objectInput = config.enableRunInBackground
@@ -119,13 +119,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         let operation: SendOperation
         try {
           // A background send waits for proof (a prompt, a read, the exit), not for quiet: a job
-          // that is silent for a while has not ended. Both default to maxTimeoutMs.
-          operation = pty.startSend(agent, input.sessionId, {
-            ...payload,
-            submit: input.submit,
-            timeoutMs: input.timeoutMs ?? config.maxTimeoutMs,
-            idleMs: input.idleMs ?? config.maxTimeoutMs,
-          })
+          // that is silent for a while has not ended. Its timeoutMs defaults to maxTimeoutMs.
+          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input, input.timeoutMs ?? config.maxTimeoutMs) })
         } catch (caught) {
           return error(caught)
         }
@@ -280,11 +275,16 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
   }
 }
 
-/** The per-send limits the caller gave, as ctx.pty takes them (absent ones omitted). */
-function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }): { timeoutMs?: number; idleMs?: number } {
+/**
+ * The per-send limits, as ctx.pty takes them (absent ones are the backend's). A caller that gives
+ * how long to wait asks to wait that long for proof (a prompt, a read, the exit): quiet output
+ * ends the wait first only when it gives `idleMs` too, so `idleMs` defaults to `timeoutMs`.
+ */
+function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }, timeoutMs = input.timeoutMs): { timeoutMs?: number; idleMs?: number } {
+  const idleMs = input.idleMs ?? timeoutMs
   return {
-    ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
-    ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
+    ...(timeoutMs !== undefined && { timeoutMs }),
+    ...(idleMs !== undefined && { idleMs }),
   }
 }
 
