@@ -188,16 +188,38 @@ export function pageHint(range: { lines: number; tailLines: number }, retained?:
 }
 
 /**
- * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
- * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`.
+ * The words of a name that did not resolve or a network not reached: glibc's (gai_strerror(3),
+ * as Python and most C programs print them), curl's and git's, Node's getaddrinfo codes, Go's
+ * resolver, and ENETUNREACH.
  */
-export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = [], retained?: number): { text: string; truncated: boolean } {
+const OFFLINE_FAILURE = /Could not resolve host|Temporary failure in name resolution|Name or service not known|No address associated with hostname|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|unable to resolve host|: no such host\b|Network is unreachable/
+
+/** How a send ran, beyond its result: what the turn and the agent's network did meanwhile. */
+export interface SendContext {
+  /** The turn was cancelled, so SIGINT was sent to the foreground. */
+  interrupted?: boolean
+  /** Hosts the agent's allowlist refused while the send ran. */
+  refused?: readonly string[]
+  /** How many of the newest lines the scrollback keeps (`pageHint`). */
+  retained?: number | undefined
+  /** The agent's network is `none`: a failed name lookup in the output is the policy's doing. */
+  networkNone?: boolean
+}
+
+/**
+ * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
+ * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`;
+ * output that shows a failed name lookup under network `none` adds `[network: none — …]`.
+ */
+export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean } {
+  const { interrupted = false, refused = [], retained, networkNone = false } = context
   const meta: MetaLine[] = [
     // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
     { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState),
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
+    ...(networkNone && OFFLINE_FAILURE.test(result.viewport) ? [{ text: '[network: none — this sandbox has no network beyond loopback, so no host name resolves]', short: '[network: none]' }] : []),
   ]
   const noticeAt = meta.length
   meta.push(...noteLine(result.waitReason))

@@ -176,7 +176,12 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, signal.aborted, refused, result.omitted && retainedLines(pty, agent, input.sessionId))
+      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, {
+        interrupted: signal.aborted,
+        refused,
+        retained: result.omitted && retainedLines(pty, agent, input.sessionId),
+        networkNone: kit.networkNone(agent),
+      })
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
