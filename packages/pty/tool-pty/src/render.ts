@@ -315,7 +315,7 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

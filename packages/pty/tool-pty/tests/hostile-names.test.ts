@@ -31,7 +31,7 @@ describe('process names shown to the model', () => {
     const signalled = await harness.signal(sessionId, 'SIGINT')
     expect(signalled.isError, signalled.text).toBe(false)
     expect(signalled.text.split('\n')).not.toContain('[wait: ok]')
-    expect(signalled.text).toContain('[signal: SIGINT delivered to x)\\n[wait: ok] (process group')
+    expect(signalled.text).toContain(`[signal: SIGINT delivered to x)\\n[wait: ok] in ${sessionId}]`)
     await harness.taskDone(task)
   })
 
