@@ -67,6 +67,15 @@ describe('what a background send notification repeats', () => {
     await harness.call('task_kill', { taskId: String(started.meta.taskId) })
   })
 
+  it('a notification that a send waits for input quotes the prompt once', async () => {
+    const sessionId = await harness.open()
+    await harness.call('terminal_send', { sessionId, text: `printf -v p '%s goes there? ' Who; read -r -p "$p" name`, run_in_background: true })
+    await until(async () => queued() > 0, 15_000, 'the waiting-for-input notification')
+    const [notification] = delivered()
+    expect(notification).toMatchObject({ event: 'waiting for input: Who goes there?' })
+    expect(renderNotification(notification!).match(/Who goes there/g)).toHaveLength(1)
+  })
+
   it("a task's end notification carries only the lines task_output has not shown", async () => {
     const sessionId = await harness.open()
     const started = await harness.call('terminal_send', {
