@@ -74,6 +74,8 @@ describe('what a background send notification repeats', () => {
     const [notification] = delivered()
     expect(notification).toMatchObject({ event: 'waiting for input: Who goes there?' })
     expect(renderNotification(notification!).match(/Who goes there/g)).toHaveLength(1)
+    // The reader by name: its host pid means nothing inside a sandbox.
+    expect(notification!.evidence).toMatch(/^bash read fd0 \/dev\/pts\/\d+$/)
   })
 
   it("a task's end notification carries only the lines task_output has not shown", async () => {

@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { RE2JS } from 're2js'
-import { PtyError, type KeyEntry, type PtyServiceApi, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
+import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
@@ -138,7 +138,7 @@ export function registerTerminalSend(kit: ToolKit): void {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
               const result = await operation.done.finally(() => stop?.())
               const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
-              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: result.evidence.detail }
+              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
             drain: () => backgroundOutput(operation),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
@@ -239,6 +239,15 @@ function eventOf(result: SendResult): string {
       return String(never)
     }
   }
+}
+
+/**
+ * A send's evidence as its notification says it: the reader by its name, not `name[pid]` — a host
+ * pid means nothing in the sandbox's PID namespace (the task's meta keeps the whole evidence).
+ */
+function noticeEvidence(evidence: ReadinessEvidence): string {
+  const reader = evidence.process
+  return reader === undefined ? evidence.detail : evidence.detail.replace(`${reader.name}[${reader.pid}]`, reader.name)
 }
 
 /** Lines the terminal echoes for what a send types (the task's label names the command; a pattern must not match it). */
