@@ -108,8 +108,8 @@ describe('notifications through conch run', () => {
     const lines = jsonLines(run.conch.stdout())
     const notification = lines.find((line) => line['type'] === 'notification')
     expect(notification).toMatchObject({ source: 'task-1', event: 'waiting for input: Password:', wake: true })
-    // The kernel's evidence: bash blocked in a read of this terminal.
-    expect(notification!['evidence']).toMatch(/^bash\[\d+\] .*\/dev\/pts\/\d+/)
+    // The kernel's evidence: bash blocked in a read of this terminal, named without its host pid.
+    expect(notification!['evidence']).toMatch(/^bash read fd0 \/dev\/pts\/\d+$/)
     expect(lines.at(-1)).toEqual({ type: 'result', status: 'completed', text: 'Woken.' })
   })
 

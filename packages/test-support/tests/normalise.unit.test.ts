@@ -59,7 +59,7 @@ describe('Normaliser', () => {
 
   it('replaces what a real close stopped and how the shell ended, and nothing else of the result', () => {
     const normaliser = new Normaliser({ kind: 'real', workspaces: [] })
-    expect(normaliser.text('[closed: pty-1 — stopped bash[18795], stty[18801], sh[18791]]\n[session: exited code=129]')).toBe(
+    expect(normaliser.text('[closed: pty-1 — stopped 4 processes: bash ×2, stty, sh]\n[session: exited code=129]')).toBe(
       '[closed: pty-1 — stopped <processes>]\n[session: exited <status>]',
     )
     expect(normaliser.text('[session: exited code=3]')).toBe('[session: exited code=3]')

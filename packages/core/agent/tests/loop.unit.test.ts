@@ -320,6 +320,13 @@ describe('notifications', () => {
     expect(renderNotification({ ...matched, tail: 'Listening on 127.0.0.1:8080 (ready)' })).toBe('[notification: task-3 matched "Listening on \\S+" — pty-3: bash serve.sh; evidence: Listening on 127.0.0.1:8080]\nListening on 127.0.0.1:8080 (ready)')
   })
 
+  it('does not repeat a last line of output that the event quotes', () => {
+    const waiting = { source: 'task-2', event: 'waiting for input: Password:', label: "pty-2: read -r -s -p 'Password: ' pw", evidence: 'bash read fd0', wake: false }
+    expect(renderNotification({ ...waiting, tail: 'Password: ' })).toBe("[notification: task-2 waiting for input: Password: — pty-2: read -r -s -p 'Password: ' pw; evidence: bash read fd0]")
+    expect(renderNotification({ ...waiting, tail: 'login ok\nPassword: ' })).toBe("[notification: task-2 waiting for input: Password: — pty-2: read -r -s -p 'Password: ' pw; evidence: bash read fd0]\nlogin ok")
+    expect(renderNotification({ ...waiting, event: 'waiting for input: Name?', tail: 'Password: ' })).toMatch(/\nPassword: $/)
+  })
+
   it('attaches queued notifications to the next tool result, whichever tool it is, and emits them', async () => {
     harness = await boot()
     const { ctx } = harness

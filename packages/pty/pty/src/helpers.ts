@@ -1,6 +1,6 @@
 /**
- * Small helpers every terminal backend and tool shares: waiting with a bound and a process name
- * as the model may see it.
+ * Small helpers every terminal backend and tool shares: waiting with a bound, and a process name
+ * and a list of processes as the model may see them.
  */
 /** Resolves after `ms` milliseconds. */
 export function delay(ms: number): Promise<undefined> {
@@ -33,6 +33,23 @@ export function displayName(name: string, maxChars = 64): string {
     count++
   }
   return out
+}
+
+/**
+ * Processes as the model may see them: `3 processes: sleep ×2, bash` — each name once with how many
+ * bore it, in the order given, the first `maxNames` named and the rest counted (`and 4 more names`).
+ * No pids: the host's mean nothing to a program in its own PID namespace and tell it about the host.
+ */
+export function processNames(processes: readonly { name: string }[], maxNames = 20): string {
+  const counts = new Map<string, number>()
+  for (const { name } of processes) {
+    const shown = displayName(name, 32)
+    counts.set(shown, (counts.get(shown) ?? 0) + 1)
+  }
+  const named = [...counts].slice(0, maxNames).map(([name, count]) => (count === 1 ? name : `${name} ×${count}`))
+  const rest = counts.size - named.length
+  const head = `${processes.length} process${processes.length === 1 ? '' : 'es'}: ${named.join(', ')}`
+  return rest === 0 ? head : `${head} and ${rest} more name${rest === 1 ? '' : 's'}`
 }
 
 const NAMED_ESCAPES: Record<string, string> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' }

@@ -35,7 +35,7 @@ import {
   MAX_TERMINAL_COLS,
   MAX_TERMINAL_ROWS,
 } from './types.ts'
-import { displayName } from './helpers.ts'
+import { processNames } from './helpers.ts'
 
 declare module 'cordis' {
   interface Context {
@@ -686,8 +686,7 @@ function closing(sessionId: string): PtyError {
 }
 
 function survivorsError(sessionId: string, survivors: ClosedProcess[], doing: string): PtyError {
-  const list = survivors.map((process) => `${displayName(process.name, 32)}[${process.pid}]`).join(', ')
-  return new PtyError('CLOSE_FAILED', { reason: `${doing} PTY session ${sessionId} left processes running: ${list}; retry the close` })
+  return new PtyError('CLOSE_FAILED', { reason: `${doing} PTY session ${sessionId} left processes running (${processNames(survivors)}); retry the close` })
 }
 
 function aggregate(errors: Error[], doing: string): AggregateError {

@@ -5,7 +5,7 @@
  * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
  * short forms before anything else is lost.
  */
-import { boundScreenText, displayName, parseScreenHeader, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
@@ -175,16 +175,38 @@ export function pageHint(range: { lines: number; tailLines: number }, retained?:
 }
 
 /**
- * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
- * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`.
+ * The words of a name that did not resolve or a network not reached: glibc's (gai_strerror(3),
+ * as Python and most C programs print them), curl's and git's, Node's getaddrinfo codes, Go's
+ * resolver, and ENETUNREACH.
  */
-export function renderSend(result: SendResult, maxBytes: number, interrupted = false, refused: readonly string[] = [], retained?: number): { text: string; truncated: boolean } {
+const OFFLINE_FAILURE = /Could not resolve host|Temporary failure in name resolution|Name or service not known|No address associated with hostname|getaddrinfo (?:ENOTFOUND|EAI_AGAIN)|unable to resolve host|: no such host\b|Network is unreachable/
+
+/** How a send ran, beyond its result: what the turn and the agent's network did meanwhile. */
+export interface SendContext {
+  /** The turn was cancelled, so SIGINT was sent to the foreground. */
+  interrupted?: boolean
+  /** Hosts the agent's allowlist refused while the send ran. */
+  refused?: readonly string[]
+  /** How many of the newest lines the scrollback keeps (`pageHint`). */
+  retained?: number | undefined
+  /** The agent's network is `none`: a failed name lookup in the output is the policy's doing. */
+  networkNone?: boolean
+}
+
+/**
+ * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
+ * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`;
+ * output that shows a failed name lookup under network `none` adds `[network: none — …]`.
+ */
+export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean } {
+  const { interrupted = false, refused = [], retained, networkNone = false } = context
   const meta: MetaLine[] = [
     // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
     { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState),
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
+    ...(networkNone && OFFLINE_FAILURE.test(result.viewport) ? [{ text: '[network: none — this sandbox has no network beyond loopback, so no host name resolves]', short: '[network: none]' }] : []),
   ]
   const noticeAt = meta.length
   meta.push(...noteLine(result.waitReason))
@@ -274,16 +296,13 @@ export function renderRead(page: ReadPage, maxBytes: number): { text: string; tr
   return { text: last.text, truncated: true }
 }
 
-/** At most this many processes are named in a close result; the rest are counted. */
-export const CLOSE_NAMES_SHOWN = 20
-
 /** A signal; `[session: exited …]` follows when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} (process group ${result.targetPgid}) in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
@@ -293,7 +312,7 @@ export function renderSignal(sessionId: string, result: SignalResult, maxBytes: 
 }
 
 export function renderClose(sessionId: string, result: CloseResult, maxBytes: number): string {
-  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processList(result.stopped)}`
+  const stopped = result.stopped.length === 0 ? 'no processes were left' : `stopped ${processNames(result.stopped)}`
   return fit({
     body: '',
     meta: [{ text: `[closed: ${sessionId} — ${stopped}]`, short: `[closed: ${sessionId}]` }, { text: `[session: ${statusText(result.status)}]` }],
@@ -301,13 +320,6 @@ export function renderClose(sessionId: string, result: CloseResult, maxBytes: nu
     truncated: false,
     maxBytes,
   }).text
-}
-
-/** `bash[12], sleep[13]`, the first CLOSE_NAMES_SHOWN named, then `and N more (M processes)`. */
-function processList(processes: readonly { pid: number; name: string }[]): string {
-  const named = processes.slice(0, CLOSE_NAMES_SHOWN).map((process) => `${displayName(process.name, 32)}[${process.pid}]`)
-  const rest = processes.length - named.length
-  return rest > 0 ? `${named.join(', ')} and ${rest} more (${processes.length} processes)` : named.join(', ')
 }
 
 /** One line per session: `pty-1 shell running name=build busy`. */

@@ -153,6 +153,22 @@ describe('fit', () => {
     expect(rendered.text).toBe(`${TRUNCATED}\ntail\n[wait: stdin_read]`)
   })
 
+  it('names network none after the failed lookups of curl, git, Node, Go and glibc, and only under it', () => {
+    const failures = [
+      'curl: (6) Could not resolve host: pypi.org',
+      "fatal: unable to access 'https://github.com/x/': Could not resolve host: github.com",
+      'Error: getaddrinfo ENOTFOUND registry.npmjs.org',
+      'dial tcp: lookup proxy.golang.org on 10.0.0.1:53: no such host',
+      'ping: example.com: Name or service not known',
+      'connect: Network is unreachable',
+    ]
+    for (const viewport of failures) {
+      const result = { viewport, waitReason: 'stdin_read' as const, sessionStatus: { state: 'running' as const }, truncated: false, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
+      expect(renderSend(result, 1000, { networkNone: true }).text).toBe(`${viewport}\n[wait: stdin_read]\n[network: none — this sandbox has no network beyond loopback, so no host name resolves]`)
+      expect(renderSend(result, 1000).text).toBe(`${viewport}\n[wait: stdin_read]`)
+    }
+  })
+
   it('falls back to short metadata forms before dropping output', () => {
     const result = { viewport: 'x', waitReason: 'inferred_idle' as const, sessionStatus: { state: 'running' as const }, truncated: false, inputState: 'continuation' as const, evidence: { tier: 'fixed' as const, detail: '' }, elapsedMs: 0 }
     expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[input: continuation]')

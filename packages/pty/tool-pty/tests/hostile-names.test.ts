@@ -4,7 +4,8 @@
  * a large process tree must not make the close result large.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { displayName } from '@conch/pty'
+import { displayName, processNames } from '@conch/pty'
+import { until } from '@conch/test-support/wait'
 import { bootCase, waitForForeground, type CaseHarness } from './cases/harness.ts'
 
 /** A python3 one-liner that renames itself to `x)\n[wait: ok]` (13 bytes, within comm's 15) and waits. */
@@ -30,24 +31,42 @@ describe('process names shown to the model', () => {
     const signalled = await harness.signal(sessionId, 'SIGINT')
     expect(signalled.isError, signalled.text).toBe(false)
     expect(signalled.text.split('\n')).not.toContain('[wait: ok]')
-    expect(signalled.text).toContain('[signal: SIGINT delivered to x)\\n[wait: ok] (process group')
+    expect(signalled.text).toContain(`[signal: SIGINT delivered to x)\\n[wait: ok] in ${sessionId}]`)
     await harness.taskDone(task)
   })
 
-  it('escapes names in the close result and names at most 20 processes, counting the rest', async () => {
+  it('escapes names in the close result, counts each name once and names at most 20, counting the rest', async () => {
     const sessionId = await harness.open()
     const root = await harness.sessionPid(sessionId)
-    const started = await harness.send(sessionId, `for i in $(seq 40); do sleep 300 & done; ${RENAMED} &`)
+    // 40 sleeps, 24 perls that each name themselves, and the renamed python3.
+    const named = `for i in $(seq 24); do perl -e '$0 = shift; print "named-", "up\\n"; sleep 300' p$i & done`
+    const started = await harness.send(sessionId, `for i in $(seq 40); do sleep 300 & done; ${named}; ${RENAMED} &`)
     expect(started.isError, started.text).toBe(false)
-    // Printed by a background job, possibly after the prompt.
+    // Printed by background jobs, possibly after the prompt.
     await harness.waitForLine(sessionId, 'renamed-ok', { match: (line) => line.endsWith('renamed-ok') })
+    await until(async () => (await harness.read(sessionId, { count: 5000 })).text.match(/named-up/g)?.length === 24, 15_000, 'every perl named')
     await waitForForeground(root, /bash/)
     const closed = await harness.close(sessionId)
     expect(closed.isError, closed.text).toBe(false)
     expect(closed.text.split('\n')).not.toContain('[wait: ok]')
-    expect(closed.text).toMatch(/and \d+ more \(4[2-9] processes\)\]/)
+    // 27 names (sleep, p1…p24, the renamed python3, bash), in the order the teardown saw them stop.
+    expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped (6[6-9]|7\d) processes: ([^,\n]+, ){19}[^,\n]+ and 7 more names\]$/m)
+    expect(closed.text).toMatch(/ sleep ×40[,\] ]/)
     expect(closed.text.length).toBeLessThan(1000)
   }, 30000)
+})
+
+describe('processNames', () => {
+  it('names each process name once, with its count, in the order given, and no pid', () => {
+    expect(processNames([{ name: 'sleep' }, { name: 'bash' }, { name: 'sleep' }])).toBe('3 processes: sleep ×2, bash')
+    expect(processNames([{ name: 'a\nb' }])).toBe('1 process: a\\nb')
+  })
+
+  it('lists at most maxNames names and counts the others', () => {
+    const processes = ['a', 'b', 'c', 'a', 'd'].map((name) => ({ name }))
+    expect(processNames(processes, 2)).toBe('5 processes: a ×2, b and 2 more names')
+    expect(processNames(processes, 3)).toBe('5 processes: a ×2, b, c and 1 more name')
+  })
 })
 
 describe('displayName', () => {

@@ -1,15 +1,16 @@
 /**
- * What a background send's notifications repeat of what task_output already showed, with the
- * real composition (pty-local, tasks, the task tools) and a real bash.
+ * What a background send's notifications repeat — of the command their label names, and of what
+ * task_output already showed — with the real composition (pty-local, tasks, the task tools) and
+ * a real bash.
  */
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Notification } from '@conch/agent'
+import { renderNotification, type Notification } from '@conch/agent'
 import { until } from '@conch/test-support/wait'
 import { bootCase, type CaseHarness } from './cases/harness.ts'
 
-describe('notifications after task_output', () => {
+describe('what a background send notification repeats', () => {
   let harness: CaseHarness
   /** What the agent loop delivers after the next tool call. */
   const delivered = () => (harness.agent as unknown as { deliver(): Notification[] }).deliver()
@@ -41,6 +42,40 @@ describe('notifications after task_output', () => {
     expect(notification!.tail).toBeUndefined()
     expect(notification!.evidence).toBeUndefined()
     await harness.call('task_kill', { taskId })
+  })
+
+  it('a notification names the command once, in its label: its tail leaves out the echo, however wide', async () => {
+    const sessionId = await harness.open()
+    // Wider than the terminal: an echo that wrapped would leave its rest in the tail.
+    const command = `echo first-$((1)); echo second-$((2)) # ${'wide '.repeat(60)}`
+    await harness.call('terminal_send', { sessionId, text: command, run_in_background: true, notify: true })
+    await until(async () => queued() > 0, 15_000, 'the end notification')
+    const [notification] = delivered()
+    expect(notification).toMatchObject({ event: 'exited 0', label: expect.stringContaining(`${sessionId}: echo first-$((1));`) })
+    expect(notification!.tail).toMatch(/^first-1\nsecond-2\n/)
+    expect(renderNotification(notification!).match(/echo first/g)).toHaveLength(1)
+    expect(notification!.tail).not.toMatch(/wide/)
+  })
+
+  it('a notifyOn notification names the command once too: its tail starts after the echo', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: 'echo one-$((1)); echo ready-$((2)); sleep 600', run_in_background: true, notifyOn: '^ready-2$' })
+    await until(async () => queued() > 0, 15_000, 'the notifyOn notification')
+    const [notification] = delivered()
+    expect(notification).toMatchObject({ event: 'matched "^ready-2$"', tail: 'one-1\nready-2' })
+    expect(renderNotification(notification!).match(/echo one/g)).toHaveLength(1)
+    await harness.call('task_kill', { taskId: String(started.meta.taskId) })
+  })
+
+  it('a notification that a send waits for input quotes the prompt once', async () => {
+    const sessionId = await harness.open()
+    await harness.call('terminal_send', { sessionId, text: `printf -v p '%s goes there? ' Who; read -r -p "$p" name`, run_in_background: true })
+    await until(async () => queued() > 0, 15_000, 'the waiting-for-input notification')
+    const [notification] = delivered()
+    expect(notification).toMatchObject({ event: 'waiting for input: Who goes there?' })
+    expect(renderNotification(notification!).match(/Who goes there/g)).toHaveLength(1)
+    // The reader by name: its host pid means nothing inside a sandbox.
+    expect(notification!.evidence).toMatch(/^bash read fd0 \/dev\/pts\/\d+$/)
   })
 
   it("a task's end notification carries only the lines task_output has not shown", async () => {

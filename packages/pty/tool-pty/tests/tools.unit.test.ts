@@ -213,7 +213,7 @@ describe('what the model sees', () => {
     await opened()
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'sleep 100' })
     const result = await harness.call('terminal_signal', { sessionId: 'pty-1', signal: 'SIGINT' })
-    expect(result.content[0]!.text).toBe('[signal: SIGINT delivered to sleep (process group 101) in pty-1]')
+    expect(result.content[0]!.text).toBe('[signal: SIGINT delivered to sleep in pty-1]')
     expect(result.meta).toEqual({ sessionId: 'pty-1', signal: 'SIGINT', delivered: true, targetPgid: 101, target: 'sleep' })
     expect(await harness.text('terminal_send', { sessionId: 'pty-1', text: 'echo $?' })).toBe('130\n[wait: stdin_read]')
   })
@@ -231,7 +231,7 @@ describe('what the model sees', () => {
   it('renders a close with what it stopped, and forgets the terminal', async () => {
     await opened()
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'sleep 100' })
-    expect(await harness.text('terminal_close', { sessionId: 'pty-1' })).toBe('[closed: pty-1 — stopped sleep[101], bash[100]]\n[session: exited signal=SIGHUP]')
+    expect(await harness.text('terminal_close', { sessionId: 'pty-1' })).toBe('[closed: pty-1 — stopped 2 processes: sleep, bash]\n[session: exited signal=SIGHUP]')
     expect(await harness.text('terminal_list', {})).toBe('(no terminals; terminal_open starts one)')
   })
 

@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { isAbsolute, normalize } from 'node:path'
-import { DEFAULT_DENY_WRITE, denyWriteEntry, workspaceRootProblem } from '@conch/sandbox'
+import { DEFAULT_DENY_WRITE, denyWriteEntry, maxExposedPorts, workspaceRootProblem } from '@conch/sandbox'
 import { z } from 'zod'
 
 /**
@@ -151,12 +151,7 @@ export const Config = z
       .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
       .default(() => tmpdir())
       .describe('Where the host keeps the files bubblewrap reads (the seccomp filter); a private folder is made inside.'),
-    maxExposedPorts: z
-      .number()
-      .int()
-      .min(0)
-      .default(64)
-      .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED."),
+    maxExposedPorts,
     probeTimeoutMs: z
       .number()
       .int()

@@ -72,6 +72,17 @@ const Policy = z.object({
 })
 
 /**
+ * A provider's config field: how many of an agent's ports it exposes on host listeners at once
+ * (`SandboxPolicy.agent.expose`). Defined here once, for every provider that exposes ports.
+ */
+export const maxExposedPorts = z
+  .number()
+  .int()
+  .min(0)
+  .default(64)
+  .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED.")
+
+/**
  * The temporary roots every user of a machine shares, refused as workspace roots even where they
  * are not world-writable (FHS 3.0 §3.18 `/tmp`, §5.15 `/var/tmp`; `/dev/shm` is the POSIX shared
  * memory folder; macOS keeps them under `/private`). A folder of one's own inside one is accepted.

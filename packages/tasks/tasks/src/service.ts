@@ -65,8 +65,10 @@ interface TaskRecord {
   recent: string
   /** Reads of the task so far: a notification's tail read since it was queued is left out. */
   reads: number
-  /** The pattern not yet matched, the incomplete last line it is tried on, and the complete lines still to skip. */
-  watch?: { pattern: LinePattern; partial: string; skip: number } | undefined
+  /** Lines of the input's echo still to come (`echoLines`): the task's output keeps them; notifications do not. */
+  echo: number
+  /** The pattern not yet matched, and the incomplete last line it is tried on. */
+  watch?: { pattern: LinePattern; partial: string } | undefined
   /** Whether the owner has read the task's final status (its end notification is then withdrawn). */
   seenEnd: boolean
   /** Releases the owner's wake hold (`notify`, `notifyOn`). */
@@ -119,7 +121,8 @@ export default class TasksService extends Service implements TasksServiceApi {
       recent: '',
       reads: 0,
       seenEnd: false,
-      ...(spec.notifyOn && { watch: { pattern: spec.notifyOn, partial: '', skip: spec.notifyOnSkipLines ?? 0 } }),
+      echo: spec.echoLines ?? 0,
+      ...(spec.notifyOn && { watch: { pattern: spec.notifyOn, partial: '' } }),
       release: spec.notify || spec.notifyOn ? spec.owner.holdWake() : () => {},
     }
     record.unregister = spec.owner.onDispose(() => this.forget(record))
@@ -216,22 +219,20 @@ export default class TasksService extends Service implements TasksServiceApi {
     record.release()
   }
 
-  /** Takes output into the task: its unread buffer, the recent tail, and the pattern watch. */
+  /** Takes output into the task: its unread buffer, and past the input's echo the recent tail and the pattern watch. */
   private ingest(record: TaskRecord, text: string): void {
     if (!text) return
     record.output.append(text)
+    const fresh = pastEcho(record, text)
+    if (!fresh) return
     // Trimmed only when twice the bound (in UTF-16 units), so many small writes stay cheap.
-    record.recent += text
+    record.recent += fresh
     if (record.recent.length > 2 * TAIL_KEEP_BYTES) record.recent = utf8Suffix(record.recent, TAIL_KEEP_BYTES)
     const watch = record.watch
     if (!watch) return
-    const lines = (watch.partial + text).split('\n')
+    const lines = (watch.partial + fresh).split('\n')
     watch.partial = lines.at(-1)!.slice(-PARTIAL_LINE_CHARS)
-    const skipped = Math.min(watch.skip, lines.length - 1)
-    watch.skip -= skipped
-    // An incomplete line while lines remain to skip is the start of a skipped one.
-    if (watch.skip > 0) return
-    const line = lines.slice(skipped).find((candidate) => watch.pattern.test(candidate.replace(/\r$/, '')))
+    const line = lines.find((candidate) => watch.pattern.test(candidate.replace(/\r$/, '')))
     if (line === undefined) return
     record.watch = undefined
     this.notify(record, `matched ${JSON.stringify(watch.pattern.source)}`, line.replace(/\r$/, '').slice(0, 200), true)
@@ -333,6 +334,17 @@ export default class TasksService extends Service implements TasksServiceApi {
       ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
     }
   }
+}
+
+/** `text` without the lines of the input's echo still to come; an incomplete line among them is the start of one. */
+function pastEcho(record: TaskRecord, text: string): string {
+  let rest = text
+  for (; record.echo > 0; record.echo--) {
+    const end = rest.indexOf('\n')
+    if (end < 0) return ''
+    rest = rest.slice(end + 1)
+  }
+  return rest
 }
 
 export namespace TasksService {

@@ -49,8 +49,11 @@ export interface TaskSpec {
    * an RE2 engine, not by `RegExp`, whose backtracking a hostile line can stall).
    */
   notifyOn?: LinePattern
-  /** Output lines `notifyOn` is not tried on, first: a terminal's echo of the typed command. */
-  notifyOnSkipLines?: number
+  /**
+   * Output lines that echo the typed input, first (a terminal's echo of the command): the label
+   * already names the work, so `notifyOn` is not tried on them and no notification's tail repeats them.
+   */
+  echoLines?: number
   /** The work. A rejection ends the task `failed` with the error message. */
   run(controller: TaskController): Promise<TaskOutcome | void>
   /** Pull producers: returns output produced since the last call; called on every read and once after `run` settles. */

@@ -586,7 +586,7 @@ describe('notifications', () => {
     expect(owner.holds).toBe(0)
   })
 
-  it('notifies once at the first line matching notifyOn after the skipped echo, across chunk boundaries, and releases the hold', async () => {
+  it('notifies once at the first line matching notifyOn past the echo, across chunk boundaries, with a tail without the echo, and releases the hold', async () => {
     const owner = fakeAgent('agent-1')
     const finish = deferred()
     let pending = ''
@@ -596,7 +596,7 @@ describe('notifications', () => {
       label: 'pty-1: npm run dev',
       owner,
       notifyOn: /Listening on/,
-      notifyOnSkipLines: 1,
+      echoLines: 1,
       run: (c) => {
         changed = () => c.changed()
         return finish.promise
@@ -613,7 +613,7 @@ describe('notifications', () => {
     pending = 'ing on :3000\r\nListening on :3001\n'
     changed()
     expect(owner.notifications).toEqual([
-      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'npm run dev # Listening on\ncompiling\nListening on :3000\nListening on :3001', wake: true, tailRead: expect.any(Function) },
+      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'compiling\nListening on :3000\nListening on :3001', wake: true, tailRead: expect.any(Function) },
     ])
     expect(owner.holds).toBe(0)
     // The model still reads everything.

@@ -49,7 +49,7 @@ export class Normaliser {
     out = out.replace(/(\[run_code: [a-z-]+ (?:in|after) )\d+( ms\b)/g, '$1<ms>$2')
     if (this.kind === 'real') {
       out = out
-        .replace(/(\[closed: [^\]\n]*? — )stopped (?:[\w.+-]+\[\d+\](?:, )?)+\]/g, '$1stopped <processes>]')
+        .replace(/^(\[closed: [^\]\n]*? — )stopped \d+ process(?:es)?: [^\n]*\]$/gm, '$1stopped <processes>]')
         .replace(/^(\[closed: [^\n]*\n\[session: exited )[^\]\n]*\]/gm, '$1<status>]')
         .replace(/\b([A-Za-z_][\w.+-]*)\[\d+\]/g, '$1[<pid>]')
         .replace(/\bpid (\d+)\b/g, 'pid <pid>')

@@ -5,6 +5,7 @@
 import type { Context } from 'cordis'
 import { z } from 'zod'
 import { PtyError, type PtyServiceApi } from '@conch/pty'
+import type { SessionLog } from '@conch/session'
 import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { Config } from '../config.ts'
 import { renderError } from '../render.ts'
@@ -25,6 +26,8 @@ export interface ToolKit {
    * is `agent`; `stop` ends it and returns them, each once, in order.
    */
   refusals(agent: string): { stop(): string[] }
+  /** Whether the agent's network is `none` (ctx.sandboxPolicy; false without it). */
+  networkNone(agent: { session: SessionLog }): boolean
   /**
    * Terminals the owner itself closed (`terminal_close`), keyed by owner: a background send ended
    * by that close was stopped by the model, so its task ends `killed` and wakes no one.
@@ -35,6 +38,11 @@ export interface ToolKit {
 /** What tool-pty uses of `ctx.sandbox` (optional): its refusal feed (`SandboxServiceApi.onRefused`). */
 interface RefusalFeed {
   onRefused?(listener: (refusal: { agent: string; host: string }) => void): () => void
+}
+
+/** What tool-pty uses of `ctx.sandboxPolicy` (optional): the agent's network (`SandboxPolicyServiceApi.resolve`). */
+interface NetworkPolicy {
+  resolve(options: { session: SessionLog }): { network: { mode: string } }
 }
 
 export function toolKit(ctx: Context, config: Config): ToolKit {
@@ -55,6 +63,10 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
           return [...watcher.hosts]
         },
       }
+    },
+    networkNone(agent) {
+      const policy = ctx.get('sandboxPolicy') as NetworkPolicy | undefined
+      return policy?.resolve({ session: agent.session }).network.mode === 'none'
     },
     ctx,
     pty: ctx.pty,

@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { RE2JS } from 're2js'
-import { PtyError, type KeyEntry, type PtyServiceApi, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
+import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
@@ -37,14 +37,14 @@ export function registerTerminalSend(kit: ToolKit): void {
       .positive()
       .max(config.maxTimeoutMs, `timeoutMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs); use run_in_background for longer commands`)
       .optional()
-      .describe('Return after this long (default 30000); the command keeps running'),
+      .describe('Wait up to this long for the terminal to be ready (default 30000); the command keeps running. Given without idleMs, quiet output does not end the wait'),
     idleMs: z
       .number()
       .int()
       .positive()
       .max(config.maxTimeoutMs, `idleMs may be at most ${config.maxTimeoutMs} (maxTimeoutMs)`)
       .optional()
-      .describe('Return inferred_idle after this many ms of quiet output (default 3000)'),
+      .describe('Return inferred_idle after this many ms of quiet output (default 3000; timeoutMs when that is given)'),
     maxOutputBytes: outputBudget(config),
   }
   const objectInput = config.enableRunInBackground
@@ -119,13 +119,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         let operation: SendOperation
         try {
           // A background send waits for proof (a prompt, a read, the exit), not for quiet: a job
-          // that is silent for a while has not ended. Both default to maxTimeoutMs.
-          operation = pty.startSend(agent, input.sessionId, {
-            ...payload,
-            submit: input.submit,
-            timeoutMs: input.timeoutMs ?? config.maxTimeoutMs,
-            idleMs: input.idleMs ?? config.maxTimeoutMs,
-          })
+          // that is silent for a while has not ended. Its timeoutMs defaults to maxTimeoutMs.
+          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input, input.timeoutMs ?? config.maxTimeoutMs) })
         } catch (caught) {
           return error(caught)
         }
@@ -137,12 +132,13 @@ export function registerTerminalSend(kit: ToolKit): void {
             label,
             owner: agent,
             ...(notify === true && { notify: true }),
-            ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn), notifyOnSkipLines: echoLines(payload) }),
+            echoLines: echoLines(payload),
+            ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn) }),
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
               const result = await operation.done.finally(() => stop?.())
               const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
-              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: result.evidence.detail }
+              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
             drain: () => backgroundOutput(operation),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
@@ -180,7 +176,12 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, signal.aborted, refused, result.omitted && retainedLines(pty, agent, input.sessionId))
+      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, {
+        interrupted: signal.aborted,
+        refused,
+        retained: result.omitted && retainedLines(pty, agent, input.sessionId),
+        networkNone: kit.networkNone(agent),
+      })
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
@@ -240,7 +241,16 @@ function eventOf(result: SendResult): string {
   }
 }
 
-/** Lines the terminal echoes for what a send types (a pattern must not match the command itself). */
+/**
+ * A send's evidence as its notification says it: the reader by its name, not `name[pid]` — a host
+ * pid means nothing in the sandbox's PID namespace (the task's meta keeps the whole evidence).
+ */
+function noticeEvidence(evidence: ReadinessEvidence): string {
+  const reader = evidence.process
+  return reader === undefined ? evidence.detail : evidence.detail.replace(`${reader.name}[${reader.pid}]`, reader.name)
+}
+
+/** Lines the terminal echoes for what a send types (the task's label names the command; a pattern must not match it). */
 function echoLines(payload: SendPayload): number {
   if (payload.text !== undefined) return payload.text.split('\n').length
   if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
@@ -279,11 +289,16 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
   }
 }
 
-/** The per-send limits the caller gave, as ctx.pty takes them (absent ones omitted). */
-function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }): { timeoutMs?: number; idleMs?: number } {
+/**
+ * The per-send limits, as ctx.pty takes them (absent ones are the backend's). A caller that gives
+ * how long to wait asks to wait that long for proof (a prompt, a read, the exit): quiet output
+ * ends the wait first only when it gives `idleMs` too, so `idleMs` defaults to `timeoutMs`.
+ */
+function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }, timeoutMs = input.timeoutMs): { timeoutMs?: number; idleMs?: number } {
+  const idleMs = input.idleMs ?? timeoutMs
   return {
-    ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
-    ...(input.idleMs !== undefined && { idleMs: input.idleMs }),
+    ...(timeoutMs !== undefined && { timeoutMs }),
+    ...(idleMs !== undefined && { idleMs }),
   }
 }
 

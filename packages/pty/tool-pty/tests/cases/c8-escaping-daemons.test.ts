@@ -76,11 +76,11 @@ describe.each(MODES)('C8 daemons that escape the process tree (%s)', (mode) => {
     }, DISPOSE_GRACE_MS, 'no zombie children').catch(() => undefined)
     expect(describeAll(zombies), 'zombie children of the test process').toBe('')
 
-    // The close result names what it stopped: every one of the five sleeps, by pid.
+    // The close names what it stopped: every one of the five sleeps, by pid in its meta, counted in its text.
     const stopped = closed.meta.stopped as { pid: number; name: string }[]
     for (const entry of started) expect(stopped, `${entry.cmdline} (pid ${entry.pid}) in ${closed.text}`).toContainEqual({ pid: entry.pid, name: 'sleep' })
     expect(closed.meta.survivors).toEqual([])
-    expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped .*sleep\[\d+\]/)
+    expect(closed.text).toMatch(/^\[closed: pty-\d+ — stopped \d+ processes: .*\bsleep ×5\b/)
     expect(harness.logged).toEqual([])
   }, 60_000)
 
