@@ -1,4 +1,4 @@
-import { DEFAULT_DENY_WRITE, denyWriteEntry } from '@conch/sandbox'
+import { DEFAULT_DENY_WRITE, denyWriteEntry, maxExposedPorts } from '@conch/sandbox'
 import { z } from 'zod'
 
 /** A Docker daemon address in `DOCKER_HOST` syntax: `unix:///path/docker.sock`, `tcp://host:port`, `http(s)://host:port`. */
@@ -44,12 +44,7 @@ export const Config = z
         'Paths of the workspace its processes cannot write under workspace-write, relative to the workspace root (a trailing / marks a folder): ' +
           'each one that exists when the container is made is mounted read-only over itself, a missing one is held by a tmpfs (README).',
       ),
-    maxExposedPorts: z
-      .number()
-      .int()
-      .min(0)
-      .default(64)
-      .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED."),
+    maxExposedPorts,
     startTimeoutMs: z
       .number()
       .int()
