@@ -84,11 +84,12 @@ export async function benchPool(options: PoolOptions): Promise<PoolFigures> {
   const provider = docker
     ? { name: 'sandbox-docker', inject: ['sandbox'], apply: (inner: Context) => sandboxDocker.apply(inner, sandboxDocker.Config.parse({ image: TEST_IMAGE }), { startEgressProxy: (proxy) => startEgressProxy({ ...proxy, resolve: async (host) => (host === MODEL_HOST ? ['127.0.0.1'] : []) }) }) }
     : sandboxLocal
-  const policy = { mode: 'workspace-write', workspaceRoot: workspace, ...(docker && { network: 'allow', allow: [MODEL_HOST] }) }
+  const model = await startModel()
+  // The allowlist names the model's port: a pattern without one allows 443 and 80 only.
+  const policy = { mode: 'workspace-write', workspaceRoot: workspace, ...(docker && { network: 'allow', allow: [`${MODEL_HOST}:${new URL(model.url).port}`] }) }
   for (const [plugin, config] of [[SubprocessService, SubprocessService.Config.parse({})], [SessionService, {}], [ToolsService, {}], [LlmService, {}], [AgentService, {}], [SandboxService, {}], [provider, {}], [SandboxPolicyService, policy], [PtyService, {}], [ptyLocal, {}]] as const) {
     fibers.push(await ctx.plugin(plugin as never, config as never))
   }
-  const model = await startModel()
   try {
     // An agent per kind: its sandbox (a container) is made with what that kind's pool provisioned.
     for (const kind of kinds) {

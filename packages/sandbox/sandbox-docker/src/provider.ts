@@ -209,7 +209,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         WorkingDir: config.workingDir ?? policy.workspaceRoot,
         HostConfig: {
           Init: true,
-          NetworkMode: network === 'none' ? 'none' : 'bridge',
+          NetworkMode: network === 'full' ? 'bridge' : 'none',
           Memory: config.memoryMb * 2 ** 20,
           MemorySwap: config.memoryMb * 2 ** 20,
           PidsLimit: config.pids,

@@ -44,7 +44,7 @@ function setEnv(name: string, value: string): void {
 /** The model's host as the agent's allowlist names it: the egress proxy resolves it to the host's loopback. */
 const MODEL_HOST = 'model.test'
 
-/** A composition whose agents' network is `allow: [model.test]`, with ctx.subprocess and the pool (in-process, conch terminals). */
+/** A composition whose agents' network is `allow: [model.test:<the model's port>]`, with ctx.subprocess and the pool (in-process, conch terminals). */
 async function composeWithPool(pool: Record<string, unknown> = {}) {
   model = await startModel()
   const port = new URL(model.url).port
@@ -52,7 +52,7 @@ async function composeWithPool(pool: Record<string, unknown> = {}) {
   setEnv('ANTHROPIC_API_KEY', 'sk-test-0123456789abcdefghijklmnop')
   setEnv('FAKE_API_KEY', 'dummy')
   const resolve = async (host: string) => (host === MODEL_HOST ? ['127.0.0.1'] : [])
-  box = await compose({ policy: { network: 'allow', allow: [MODEL_HOST] }, egress: (options) => startEgressProxy({ ...options, resolve }) })
+  box = await compose({ policy: { network: 'allow', allow: [`${MODEL_HOST}:${port}`] }, egress: (options) => startEgressProxy({ ...options, resolve }) })
   await box.ctx.plugin(SubprocessService, SubprocessService.Config.parse({}))
   const dir = tempDir('pool-docker-')
   made.push(dir)

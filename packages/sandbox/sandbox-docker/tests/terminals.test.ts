@@ -237,11 +237,14 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       const result = await box.send(
         agent,
         id,
-        `curl -s http://allowed.test:${port}/; curl -s -o /dev/null -w 'refused=%{http_code}\\n' http://refused.test:${port}/; curl -s --noproxy '*' --max-time 2 http://127.0.0.1:${port}/; echo direct=$?`,
+        `curl -s http://allowed.test:${port}/; curl -s -o /dev/null -w 'refused=%{http_code}\\n' http://refused.test:${port}/; curl -s --noproxy '*' --max-time 2 http://127.0.0.1:${port}/; echo direct=$?; echo ifaces=$(ls /sys/class/net | tr '\\n' ,)`,
       )
       expect(result.viewport).toContain('upstream-page')
       expect(result.viewport).toContain('refused=403')
       expect(result.viewport).toMatch(/direct=(7|28)/)
+      // No way out but the proxy: Docker's `none` network, loopback alone (a bridge would route
+      // a program that ignores HTTP_PROXY straight out).
+      expect(result.viewport).toContain('ifaces=lo,')
       expect(refused).toEqual(['refused.test'])
       expect(ownNetRelays()).toHaveLength(1)
       await box.agents.dispose(agent)
