@@ -35,6 +35,19 @@ describe('process names shown to the model', () => {
     await harness.taskDone(task)
   })
 
+  it('escapes the name of a program still running, and of one the next input was typed ahead of', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: RENAMED, idleMs: 500 })
+    expect(started.meta.waitReason).toBe('inferred_idle')
+    const ahead = await harness.call('terminal_send', { sessionId, text: 'echo typed', idleMs: 300 })
+    for (const seen of [started, ahead]) {
+      expect(seen.text.split('\n')).not.toContain('[wait: ok]')
+      expect(seen.text).toContain('[note: still running: x)\\n[wait: ok], not reading the terminal;')
+    }
+    expect(ahead.text).toContain('[input: not_reading — typed ahead of x)\\n[wait: ok], which was not reading; whatever reads next gets it]')
+    await harness.signal(sessionId, 'SIGINT')
+  })
+
   it('escapes names in the close result, counts each name once and names at most 20, counting the rest', async () => {
     const sessionId = await harness.open()
     const root = await harness.sessionPid(sessionId)
