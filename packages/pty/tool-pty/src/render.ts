@@ -243,6 +243,7 @@ function earlierLine(earlier: SendResult['earlier']): string | undefined {
 
 function withEarlier(result: SendResult, line: string | undefined): string {
   if (line === undefined || result.earlier?.lines === undefined) return result.viewport
+  if (result.viewport === '') return line
   const lines = result.viewport.split('\n')
   lines.splice(result.earlier.lines, 0, line)
   return lines.join('\n')
