@@ -141,7 +141,7 @@ function inputLine(state: InputState | undefined, earlier: SendResult['earlier']
     case 'not_reading': {
       if (earlier === undefined) return [INPUT_LINES[state]]
       const program = displayName(earlier.program)
-      const text = earlier.exitStatus === undefined ? `typed ahead of ${program}, which was not reading; whatever reads next gets it` : `typed ahead; the shell read it when ${program} ended`
+      const text = earlier.exitStatus === undefined ? `typed ahead while ${program} runs; whatever reads the terminal next gets it` : `typed ahead while ${program} ran`
       return [{ text: `[input: not_reading — ${text}]`, short: '[input: not_reading]' }]
     }
     case 'continuation':

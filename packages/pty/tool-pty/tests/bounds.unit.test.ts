@@ -186,7 +186,7 @@ describe('fit', () => {
       evidence: { tier: 'fixed' as const, detail: '' },
       elapsedMs: 0,
     }
-    expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading — typed ahead; the shell read it when bash ended]\n[earlier command ended, exit: 7]`)
+    expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading — typed ahead while bash ran]\n[earlier command ended, exit: 7]`)
     expect(renderSend(result, 110).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading]\n[earlier command ended, exit: 7]`)
   })
 

@@ -39,12 +39,13 @@ describe('process names shown to the model', () => {
     const sessionId = await harness.open()
     const started = await harness.call('terminal_send', { sessionId, text: RENAMED, idleMs: 500 })
     expect(started.meta.waitReason).toBe('inferred_idle')
+    expect(started.text.split('\n')).not.toContain('[wait: ok]')
+    // Renamed by now (it may have gone quiet while starting, under its first name).
+    await harness.waitForLine(sessionId, 'renamed-ok')
     const ahead = await harness.call('terminal_send', { sessionId, text: 'echo typed', idleMs: 300 })
-    for (const seen of [started, ahead]) {
-      expect(seen.text.split('\n')).not.toContain('[wait: ok]')
-      expect(seen.text).toContain('[note: still running: x)\\n[wait: ok], not reading the terminal;')
-    }
-    expect(ahead.text).toContain('[input: not_reading — typed ahead of x)\\n[wait: ok], which was not reading; whatever reads next gets it]')
+    expect(ahead.text.split('\n')).not.toContain('[wait: ok]')
+    expect(ahead.text).toContain('[note: still running: x)\\n[wait: ok], not reading the terminal;')
+    expect(ahead.text).toContain('[input: not_reading — typed ahead while x)\\n[wait: ok] runs; whatever reads the terminal next gets it]')
     await harness.signal(sessionId, 'SIGINT')
   })
 
