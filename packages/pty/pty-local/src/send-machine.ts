@@ -1179,7 +1179,7 @@ function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidenc
  * The processes of the foreground group a probe found not reading — `bash, sleep` for a script
  * sleeping — each name once, in pid order; undefined when the probe found a reader or could not tell.
  */
-export function busyProgram(probe: ReadProbe): string | undefined {
+function busyProgram(probe: ReadProbe): string | undefined {
   if (probe.verdict !== 'not_reading') return undefined
   const names = [...new Set(probe.tasks.map((task) => task.name))]
   return names.length === 0 ? undefined : names.join(', ')
