@@ -38,7 +38,7 @@ const RUN_END_MS = 15_000
  * the `; tmux wait -S` it appends to a command (echoed back); the pipe tool's exit and empty notes.
  */
 export const OWN: Record<'conch' | 'tmux' | 'pipe', RegExp> = {
-  conch: /^\[(?:(?:wait|session|opened|task|status|screen|input|note|notification): |you are notified ).*$| {2}← cursor$/gm,
+  conch: /^\[(?:(?:wait|session|opened|task|status|screen|input|note|notification): |earlier command |you are notified ).*$| {2}← cursor$/gm,
   tmux: /^(?:New Terminal Output|Current Terminal Screen):$|; tmux wait -S [\w-]+/gm,
   pipe: /^Exit code \d+$|^\(no output\)$/gm,
 }

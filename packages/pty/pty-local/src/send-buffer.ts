@@ -126,6 +126,15 @@ export class SendBuffer {
     return { text: `${headText}\n${text}`, truncated: true, omitted: { headLines: this.head.length, bytes: this.lost.bytes + utf8ByteLength(dropped), lines } }
   }
 
+  /**
+   * How many of the viewport's lines come before the parser's line `line`; undefined when that
+   * line is not in the viewport or lines were lost to the bound (the count would not hold).
+   */
+  linesBefore(line: number): number | undefined {
+    if (this.truncated || this.head.length > 0 || line < this.start.line) return undefined
+    return line - this.start.line
+  }
+
   /** The newest committed line of the send's output, or '' when it has none. */
   lastLine(): string {
     const count = this.store.length

@@ -165,7 +165,12 @@ export type SendEffect =
   | { type: 'handedOff' }
   | { type: 'cancelled' }
   | { type: 'learnShell'; pgid: number | undefined }
-  | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean }
+  /**
+   * `earlier`: the input was typed ahead of the command in front (`program`); its prompt is the
+   * first after `markersAtWrite`. `running`: settled on silence or timeout with a program in front
+   * that the latest probe found not reading.
+   */
+  | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean; earlier?: { program: string; markersAtWrite: number }; running?: string }
   /** Rejects `done`. `handOn`: the send's buffer opens the next send (nothing was shown); `keepAtPrompt`: the shell is still where it was. */
   | { type: 'reject'; error: unknown; handOn: boolean; keepAtPrompt: boolean }
 
@@ -212,8 +217,8 @@ export interface WriteRecord {
   markersAtLastWrite: number
   /** The shell was not known at its prompt at the write: a prompt it owed could be stale. */
   promptMayBeStale: boolean
-  /** `not_reading` when the baseline showed nobody reading. */
-  inputState: InputState | undefined
+  /** The baseline showed nobody reading: the input is typed ahead of these processes (`busyProgram`). */
+  typedAheadOf: string | undefined
   outputAtWrite: number
 }
 
@@ -249,6 +254,8 @@ export interface WaitState {
   }
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number; repliesBefore: number } | undefined
+  /** The foreground processes the latest probe found not reading (`busyProgram`). */
+  running: string | undefined
   /** Why the last read found could not be told from activity (named by a later `inferred_idle`). */
   ambiguousRead: string | undefined
   /** The silence timer fired with a probe to run first: settle `inferred_idle` once it is decided. */
@@ -315,6 +322,7 @@ function waitState(): WaitState {
     promptRechecks: 0,
     escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
     confirming: undefined,
+    running: undefined,
     ambiguousRead: undefined,
     silenceDue: false,
     afterDrain: undefined,
@@ -464,7 +472,7 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
     markersAtWrite,
     markersAtLastWrite: markersAtWrite,
     promptMayBeStale: spec.kind === 'send' && !event.knownAtPrompt && !keepsWaiting(spec),
-    inputState: undefined,
+    typedAheadOf: undefined,
     outputAtWrite: 0,
   }
   if (spec.kind === 'send') {
@@ -606,7 +614,7 @@ function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEff
   if (s.spec.steps.length === 0) write.outputAtWrite = s.outputCount
   write.written = true
   out.push({ type: 'written' })
-  if (write.baseline.kind === 'probe' && write.baseline.probe.verdict === 'not_reading') write.inputState = 'not_reading'
+  if (write.baseline.kind === 'probe') write.typedAheadOf = busyProgram(write.baseline.probe)
   return enterWaiting(s, write, now, out)
 }
 
@@ -841,6 +849,7 @@ function probeLook(s: In<'waiting'>, out: SendEffect[]): void {
 
 function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
   const spec = s.spec
+  s.wait.running = probe === undefined ? undefined : busyProgram(probe)
   const evidence = probe !== undefined && readEvidence(s, probe)
   const sources = probe?.sources ?? []
   // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
@@ -1142,12 +1151,38 @@ function finish(s: SendState, out: SendEffect[]): void {
   if (s.cancel.state === 'handoff' || s.cancel.state === 'signalling') out.push({ type: 'cancelled' })
 }
 
+/**
+ * Ends the send. Input typed ahead of a busy program stays `not_reading` when a prompt later read
+ * it; a continuation or a hidden read, which ask for something now, say so instead.
+ */
 function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
   const write = 'write' in s ? s.write : undefined
-  const state = waitReason === 'stdin_read' ? inputState : write?.inputState
+  const program = write?.typedAheadOf
+  const ahead = program === undefined ? undefined : 'not_reading'
+  const state = waitReason === 'stdin_read' && inputState !== 'prompt' ? inputState : (ahead ?? inputState)
+  const running = (waitReason === 'inferred_idle' || waitReason === 'timeout') && 'wait' in s ? s.wait.running : undefined
   const writtenAt = write?.writtenAt ?? 0
   finish(s, out)
-  out.push({ type: 'settle', waitReason, evidence, inputState: state, writtenAt, atPrompt: evidence.tier === 'prompt' })
+  out.push({
+    type: 'settle',
+    waitReason,
+    evidence,
+    inputState: state,
+    writtenAt,
+    atPrompt: evidence.tier === 'prompt',
+    ...(program !== undefined && { earlier: { program, markersAtWrite: write!.markersAtWrite } }),
+    ...(running !== undefined && { running }),
+  })
+}
+
+/**
+ * The processes of the foreground group a probe found not reading — `bash, sleep` for a script
+ * sleeping — each name once, in pid order; undefined when the probe found a reader or could not tell.
+ */
+function busyProgram(probe: ReadProbe): string | undefined {
+  if (probe.verdict !== 'not_reading') return undefined
+  const names = [...new Set(probe.tasks.map((task) => task.name))]
+  return names.length === 0 ? undefined : names.join(', ')
 }
 
 function reject(s: SendState, out: SendEffect[], error: unknown, handOn: boolean, keepAtPrompt: boolean): void {

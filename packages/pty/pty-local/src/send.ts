@@ -36,6 +36,12 @@ export interface SendHost {
   readonly promptMarkerCount: number
   /** The status the latest prompt marker carried (the shell's `$?`, see prompt.ts). */
   readonly promptStatus: number | undefined
+  /**
+   * The first prompt marker after the first `count` ones, when it came and is among the newest
+   * kept: the status it carried and, for `buffer`, how many of its viewport's lines came before
+   * the marker's line (undefined when the buffer lost lines or a screen is shown).
+   */
+  promptAfter(count: number, buffer: SendBuffer): { status: number | undefined; lines: number | undefined } | undefined
   /** Replies to the program's terminal queries parsed and not yet written or dropped. */
   readonly repliesOwed: number
   /** Replies written to the program so far. */
@@ -346,6 +352,11 @@ export class Send {
         }
         if (effect.inputState !== undefined) result.inputState = effect.inputState
         if (effect.atPrompt && this.kind === 'send' && host.promptStatus !== undefined) result.exitStatus = host.promptStatus
+        if (effect.earlier !== undefined) {
+          const ended = host.promptAfter(effect.earlier.markersAtWrite, this.buffer)
+          result.earlier = { program: effect.earlier.program, ...(ended?.status !== undefined && { exitStatus: ended.status }), ...(ended?.lines !== undefined && { lines: ended.lines }) }
+        }
+        if (effect.running !== undefined) result.running = effect.running
         host.settled(this, effect.atPrompt)
         this.resolve(result)
         return

@@ -56,6 +56,8 @@ import { encodeKey, type KeyModes } from './keys.ts'
 import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
 import type { TerminalProcess } from './terminal.ts'
 
+/** Prompt markers kept for `promptAfter`: a send typed ahead asks for the first one after its write. */
+const RECENT_PROMPTS = 8
 
 export interface LocalSessionOptions {
   config: Config
@@ -161,8 +163,8 @@ export class LocalSession implements BackendSession {
   /** Where the screen stood when each send buffer opened (display.ts, `ScreenPoint`). */
   private readonly bufferPoints = new WeakMap<SendBuffer, ScreenPoint>()
   private promptMarkers = 0
-  /** The status the latest prompt marker carried. */
-  private promptStatus: number | undefined
+  /** The newest prompt markers (at most `RECENT_PROMPTS`, oldest first): the status each carried and its line. */
+  private readonly prompts: { status: number | undefined; line: number }[] = []
   /** The shell's process group, learned when the first prompt is proved. */
   shellPgid: number | undefined
   /** The shell is known to sit at its controlled prompt with no output since. */
@@ -486,7 +488,12 @@ export class LocalSession implements BackendSession {
         return session.promptMarkers
       },
       get promptStatus() {
-        return session.promptStatus
+        return session.prompts.at(-1)?.status
+      },
+      promptAfter: (count, buffer) => {
+        const prompt = this.prompts[this.prompts.length - (this.promptMarkers - count)]
+        if (count >= this.promptMarkers || prompt === undefined) return undefined
+        return { status: prompt.status, lines: this.display.screenActive ? undefined : buffer.linesBefore(prompt.line) }
       },
       get repliesOwed() {
         return session.repliesOwed
@@ -758,7 +765,8 @@ export class LocalSession implements BackendSession {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
       this.promptMarkers++
-      this.promptStatus = marker.status
+      this.prompts.push({ status: marker.status, line: this.promptMark.line })
+      if (this.prompts.length > RECENT_PROMPTS) this.prompts.shift()
       return
     }
     // The wrapper prints the exit marker after the shell exited; everything the shell wrote is

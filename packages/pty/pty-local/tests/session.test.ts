@@ -2,6 +2,7 @@
  * Real-process tests of a local session: bash, python3, node and less on real PTYs. They assert
  * what the programs print and why a send settled, never which readiness tier won.
  */
+import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -181,6 +182,50 @@ describe('readiness of programs that read the terminal', () => {
     expect(linesEqual(next.viewport, 'late-42')).toBe(1)
     expect(linesEqual(next.viewport, 'next-token')).toBe(1)
     expect(linesEqual((await send(session, 'echo third')).viewport, 'late-42')).toBe(0)
+  })
+
+  it('input typed while a script runs says so, and the script\'s late output and exit status are marked as its own', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'conch-ahead-'))
+    try {
+      const gate = path.join(dir, 'gate')
+      execFileSync('mkfifo', [gate])
+      // Blocked opening the FIFO, not reading the terminal, until the test opens it.
+      writeFileSync(path.join(dir, 'f.sh'), `echo started\nread go < ${gate}\necho LATE-OUTPUT\nexit 7\n`)
+      const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 100 })
+      const first = await send(session, `bash ${dir}/f.sh`)
+      expect(first.waitReason).toBe('inferred_idle')
+      const second = session.startSend({ text: 'echo second-$((1+1))', submit: true }).done
+      // The terminal echoed the typed-ahead line: it is written, and the script still runs.
+      await waitForScrollback(session, 'echo second-$((1+1))')
+      writeFileSync(gate, 'go\n')
+      const result = await second
+      expect(result.waitReason).toBe('stdin_read')
+      expect(result.inputState).toBe('not_reading')
+      expect(result.earlier).toMatchObject({ program: 'bash', exitStatus: 7 })
+      const lines = result.viewport.split('\n')
+      const before = lines.slice(0, result.earlier!.lines)
+      const after = lines.slice(result.earlier!.lines)
+      expect(linesEqual(before.join('\n'), 'LATE-OUTPUT')).toBe(1)
+      expect(linesEqual(after.join('\n'), 'LATE-OUTPUT')).toBe(0)
+      expect(linesEqual(after.join('\n'), 'second-2')).toBe(1)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('a send that settles on silence names the program still running, and input typed ahead of it', async () => {
+    const session = await openSession({ idleSilenceMs: 400, handoffGraceMs: 100 })
+    const sleeping = await send(session, 'sleep 30')
+    expect(sleeping.waitReason).toBe('inferred_idle')
+    // `bash` when it went quiet before the forked shell ran sleep.
+    expect(sleeping.running).toMatch(/^(sleep|bash)$/)
+    await waitForForeground(session, 'sleep')
+    const ahead = await send(session, 'echo typed-ahead')
+    expect(ahead.waitReason).toBe('inferred_idle')
+    expect(ahead.inputState).toBe('not_reading')
+    expect(ahead.earlier).toEqual({ program: 'sleep' })
+    expect(ahead.running).toBe('sleep')
+    await session.signal('SIGINT')
   })
 
   it('a send without input settles on the prompt or the read already there, and keeps waiting for a command still running', async () => {

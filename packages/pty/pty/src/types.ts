@@ -100,6 +100,18 @@ export interface SendResult {
    * REPL, a program still running, a prompt proved only by /proc).
    */
   exitStatus?: number
+  /**
+   * The input was typed ahead (`inputState` `not_reading`): the command then in front, as the
+   * kernel names its processes (`bash, sleep`), and — when its prompt came during the send — the
+   * `$?` that prompt carried and how many of the viewport's first lines came before it (its late
+   * output, after the terminal's echo of the input; absent when the viewport was cut or is a screen).
+   */
+  earlier?: { program: string; exitStatus?: number; lines?: number }
+  /**
+   * Settled on silence or timeout while a probe found a program other than the shell in front and
+   * not reading the terminal: its processes' names (`sleep`) — the command is still running.
+   */
+  running?: string
   evidence: ReadinessEvidence
   /** Time from the write to settling, in ms. */
   elapsedMs: number

@@ -129,13 +129,22 @@ const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
   },
 }
 
-function inputLine(state: InputState | undefined): MetaLine[] {
+/**
+ * The input state's line. Input typed ahead of a command the backend named (`earlier`) says
+ * which, and whether the shell read it once that ended or it waits for that still.
+ */
+function inputLine(state: InputState | undefined, earlier: SendResult['earlier']): MetaLine[] {
   switch (state) {
     case undefined:
     case 'prompt':
       return []
+    case 'not_reading': {
+      if (earlier === undefined) return [INPUT_LINES[state]]
+      const program = displayName(earlier.program)
+      const text = earlier.exitStatus === undefined ? `typed ahead while ${program} runs; whatever reads the terminal next gets it` : `typed ahead while ${program} ran`
+      return [{ text: `[input: not_reading — ${text}]`, short: '[input: not_reading]' }]
+    }
     case 'continuation':
-    case 'not_reading':
     case 'hidden':
       return [INPUT_LINES[state]]
     default:
@@ -143,12 +152,15 @@ function inputLine(state: InputState | undefined): MetaLine[] {
   }
 }
 
-function noteLine(waitReason: WaitReason): MetaLine[] {
+/** What the model can do next after a send that did not settle at a read; `running`: the program the backend saw in front, not reading. */
+function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine[] {
+  const still = running === undefined ? undefined : `[note: still running: ${displayName(running)}, not reading the terminal`
   switch (waitReason) {
     case 'inferred_idle':
+      if (still !== undefined) return [{ text: `${still}; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]`, short: `${still}]` }]
       return [{ text: '[note: output went quiet, which does not prove the command finished; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]', short: '' }]
     case 'timeout':
-      return [{ text: '[note: the command is still running; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]', short: '' }]
+      return [{ text: `[note: the command is still running${running === undefined ? '' : ` (${displayName(running)})`}; terminal_read shows later output, terminal_signal SIGINT interrupts it; send with a larger timeoutMs or run_in_background to wait longer]`, short: '' }]
     case 'stdin_read':
     case 'session_exit':
       return []
@@ -200,21 +212,41 @@ export interface SendContext {
  */
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean } {
   const { interrupted = false, refused = [], retained, networkNone = false } = context
+  const earlier = earlierLine(result.earlier)
   const meta: MetaLine[] = [
     // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
     { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
     ...endedLine(result.sessionStatus),
-    ...inputLine(result.inputState),
+    ...inputLine(result.inputState, result.earlier),
+    ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
     ...(networkNone && OFFLINE_FAILURE.test(result.viewport) ? [{ text: '[network: none — this sandbox has no network beyond loopback, so no host name resolves]', short: '[network: none]' }] : []),
   ]
   const noticeAt = meta.length
-  meta.push(...noteLine(result.waitReason))
+  meta.push(...noteLine(result.waitReason, result.running))
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = result.exitStatus !== undefined && result.exitStatus !== 0 ? FAILING_TAIL_SHARE : TAIL_SHARE
   const page = (range: { lines: number; tailLines: number }) => pageHint(range, retained)
-  return fit({ body: result.viewport, empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) })
+  return fit({ body: withEarlier(result, earlier), empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) })
+}
+
+/**
+ * `[earlier command ended, exit: N]`: the command the input was typed ahead of ended during the
+ * send. In the viewport after the lines that came before the prompt that ended it — its late
+ * output, not the new command's; among the metadata where the backend could not place it (a
+ * cut viewport, a screen).
+ */
+function earlierLine(earlier: SendResult['earlier']): string | undefined {
+  return earlier?.exitStatus === undefined ? undefined : `[earlier command ended, exit: ${earlier.exitStatus}]`
+}
+
+function withEarlier(result: SendResult, line: string | undefined): string {
+  if (line === undefined || result.earlier?.lines === undefined) return result.viewport
+  if (result.viewport === '') return line
+  const lines = result.viewport.split('\n')
+  lines.splice(result.earlier.lines, 0, line)
+  return lines.join('\n')
 }
 
 /** A background send that was handed to a task. */

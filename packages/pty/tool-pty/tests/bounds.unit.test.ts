@@ -174,6 +174,22 @@ describe('fit', () => {
     expect(renderSend(result, 64).text).toBe('x\n[wait: inferred_idle]\n[input: continuation]')
   })
 
+  it('puts the end of an earlier command among the metadata when the backend could not place it, keeping it when the bound is tight', () => {
+    const result = {
+      viewport: 'x',
+      waitReason: 'stdin_read' as const,
+      sessionStatus: { state: 'running' as const },
+      truncated: true,
+      inputState: 'not_reading' as const,
+      earlier: { program: 'bash', exitStatus: 7 },
+      exitStatus: 0,
+      evidence: { tier: 'fixed' as const, detail: '' },
+      elapsedMs: 0,
+    }
+    expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading — typed ahead while bash ran]\n[earlier command ended, exit: 7]`)
+    expect(renderSend(result, 110).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading]\n[earlier command ended, exit: 7]`)
+  })
+
   it('cuts a screen result to its header, its cursor row and its top rows, not its tail', () => {
     const rows = Array.from({ length: 40 }, (_, i) => (i === 37 ? '$ ready  ← cursor' : `row ${i + 1} ${'é'.repeat(60)}`))
     const viewport = ['[screen: alternate 40x160, cursor 38,9]', ...rows].join('\n')

@@ -35,6 +35,20 @@ describe('process names shown to the model', () => {
     await harness.taskDone(task)
   })
 
+  it('escapes the name of a program still running, and of one the next input was typed ahead of', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: RENAMED, idleMs: 500 })
+    expect(started.meta.waitReason).toBe('inferred_idle')
+    expect(started.text.split('\n')).not.toContain('[wait: ok]')
+    // Renamed by now (it may have gone quiet while starting, under its first name).
+    await harness.waitForLine(sessionId, 'renamed-ok')
+    const ahead = await harness.call('terminal_send', { sessionId, text: 'echo typed', idleMs: 300 })
+    expect(ahead.text.split('\n')).not.toContain('[wait: ok]')
+    expect(ahead.text).toContain('[note: still running: x)\\n[wait: ok], not reading the terminal;')
+    expect(ahead.text).toContain('[input: not_reading — typed ahead while x)\\n[wait: ok] runs; whatever reads the terminal next gets it]')
+    await harness.signal(sessionId, 'SIGINT')
+  })
+
   it('escapes names in the close result, counts each name once and names at most 20, counting the rest', async () => {
     const sessionId = await harness.open()
     const root = await harness.sessionPid(sessionId)
