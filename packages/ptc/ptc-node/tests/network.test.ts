@@ -45,6 +45,26 @@ describe.runIf(asRoot)('fetch under network allow (bubblewrap, as root)', () => 
     expect(result.sandbox.refused).toEqual(['refused.test'])
   })
 
+  it('a program that rewrites the proxy variables or skips the proxy reaches neither the refused host nor the host loopback', async () => {
+    const result = await h.run(`
+      process.env.NO_PROXY = process.env.no_proxy = '*'
+      process.env.HTTP_PROXY = process.env.http_proxy = 'http://127.0.0.1:1'
+      const outcome = (promise) => promise.then((r) => r.status ?? r, (e) => e.cause?.code ?? e.code ?? e.message)
+      const http = require('node:http')
+      const get = (url) => new Promise((resolve, reject) => http.get(url, (r) => resolve(r.statusCode)).on('error', reject))
+      return {
+        // The proxy the sandbox named was taken at boot: the rewrite changes nothing.
+        allowed: await outcome(fetch('http://allowed.test:${port}/')),
+        refused: await fetch('http://refused.test:${port}/').then((r) => r.status, () => 'rejected'),
+        // Around the proxy: the agent's own loopback, and no resolver.
+        loopback: await outcome(get('http://127.0.0.1:${port}/')),
+        direct: await outcome(get('http://refused.test:${port}/')),
+      }
+    `)
+    expect(result.ok ? result.value : result.failure).toEqual({ allowed: 200, refused: 'rejected', loopback: 'ECONNREFUSED', direct: expect.stringMatching(/^(EAI_AGAIN|ENOTFOUND)$/) })
+    expect(result.sandbox.refused).toEqual(['refused.test'])
+  })
+
   it("with no proxy variables fetch is Node's own, and a host outside the sandbox stays out of reach", async () => {
     const none = await boot({ network: { network: 'none' } })
     try {
