@@ -28,8 +28,16 @@ const PREFIX = '(async function () {'
 // for the one variable `CONCH_PTC_KEEP` names: unconfined, the subprocess tag, so that what the
 // program starts carries it and the tag supervisor ends it if conch is killed; behind a relay (a
 // container's exec), the same tag, by which the teardown finds what the program started.
+// Under network `allow` the sandbox also sets its egress proxy's variables (HTTP_PROXY and kin):
+// they stay, for what the program starts (curl, npm), and `routeFetch` sends fetch through them.
 const kept = process.env.CONCH_PTC_KEEP
-for (const name of Object.keys(process.env)) if (name !== kept) delete process.env[name]
+const PROXY_VARIABLES = new Set(['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy'])
+for (const name of Object.keys(process.env)) if (name !== kept && !PROXY_VARIABLES.has(name)) delete process.env[name]
+const proxy = {
+  httpProxy: process.env.HTTP_PROXY ?? process.env.http_proxy,
+  httpsProxy: process.env.HTTPS_PROXY ?? process.env.https_proxy,
+  noProxy: process.env.NO_PROXY ?? process.env.no_proxy ?? '',
+}
 
 const state = { phase: 'booting', nextId: 1, finished: false, installed: false }
 const pending = new Map()
@@ -407,12 +415,48 @@ function completion(value, maxOutputBytes) {
   return { t: 'done', ok: true, value }
 }
 
-/** `console`, the output streams and `require`: the same for every program of this process. */
+/**
+ * Node 20's fetch ignores HTTP_PROXY and kin (NODE_USE_ENV_PROXY came later), so with the proxy's
+ * variables set fetch would resolve hosts itself, in a network namespace that has none. Instead
+ * its first call sets undici's env-proxy agent (the npm package, of the undici line Node 20
+ * bundles) as the dispatcher Node's fetch takes from `Symbol.for('undici.globalDispatcher.1')`:
+ * allowed hosts go through the proxy, a refused one gets the proxy's 403. Loaded on first use:
+ * it costs some 60 ms, which a program that does not fetch does not pay. Where undici cannot be
+ * loaded (no node_modules beside this file), fetch rejects saying so rather than going direct.
+ */
+function routeFetch() {
+  if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return
+  const builtin = globalThis.fetch
+  let routed
+  const route = () => {
+    if (routed !== undefined) return routed
+    try {
+      const { EnvHttpProxyAgent, setGlobalDispatcher } = require('undici')
+      setGlobalDispatcher(new EnvHttpProxyAgent({ ...proxy }))
+      routed = { ok: true }
+    } catch (error) {
+      routed = { ok: false, message: `fetch cannot go through the network proxy (${proxy.httpsProxy ?? proxy.httpProxy}): undici is not loadable here: ${error.message}` }
+    }
+    return routed
+  }
+  Object.defineProperty(globalThis, 'fetch', {
+    configurable: true,
+    enumerable: true,
+    writable: true,
+    value: function fetch(input, init) {
+      const { ok, message } = route()
+      return ok ? builtin(input, init) : Promise.reject(new TypeError(message))
+    },
+  })
+}
+
+/** `console`, the output streams, `require` and fetch: the same for every program of this process. */
 function installGlobals() {
   if (state.installed) return
   state.installed = true
   installOutput()
   installRequire()
+  routeFetch()
 }
 
 /**

@@ -19,7 +19,8 @@ export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
 
 /**
  * The node argv: the heap cap as `--max-old-space-size` (MiB), experimental warnings of the
- * bootstrap's own vm loader silenced, and the bootstrap. Nothing from the host's `execArgv` or
+ * bootstrap's own vm loader and of undici's env-proxy agent (bootstrap.cjs, `routeFetch`)
+ * silenced, and the bootstrap. Nothing from the host's `execArgv` or
  * `NODE_OPTIONS` (loaders, `--require`, `--import`, inspector flags) is passed on.
  */
 export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
@@ -27,6 +28,7 @@ export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath'
     config.nodeExecutable,
     `--max-old-space-size=${config.maxOldGenerationSizeMb}`,
     '--disable-warning=ExperimentalWarning',
+    '--disable-warning=UNDICI-EHPA',
     config.bootstrapPath ?? DEFAULT_BOOTSTRAP,
   ]
 }

@@ -71,7 +71,14 @@ export class NodeRuntime implements PtcRuntime {
       }
     }
     const input = { spec, code: stripped.code, bindings: options.bindings, startedAt, ...(options.signal && { signal: options.signal }) }
-    const result = await runOnProcess(process, input, this.config)
+    // Hosts the agent's proxy refuses while the program runs are named in its result, as a
+    // terminal's are: the program sees only a 403 or a failed fetch.
+    const refused = new Set<string>()
+    const stopWatching = this.deps.sandbox()?.onRefused?.((refusal) => {
+      if (refusal.agent === launch.agent?.key) refused.add(refusal.host)
+    })
+    const result = await runOnProcess(process, input, this.config).finally(() => stopWatching?.())
+    if (refused.size > 0) result.sandbox.refused = [...refused]
     // The next spare boots after this run, not beside it: on a small machine the two would share
     // the cores, and a run that comes before the spare is ready takes it while it boots. Starting
     // a process blocks for a few ms (fork and exec), so it waits until the result is delivered.

@@ -33,6 +33,10 @@ export interface BootOptions {
   runtime?: Record<string, unknown>
   mode?: 'read-only' | 'workspace-write' | 'danger-full-access'
   sandboxLocal?: Record<string, unknown> | false
+  /** sandbox-policy's `network` and `allow`. */
+  network?: { network: 'none' | 'allow' | 'full'; allow?: string[] }
+  /** The agents' egress proxy sandbox-local starts under network `allow` (its own, unless given). */
+  egress?: Parameters<typeof sandboxLocal.apply>[2]
 }
 
 export async function boot(options: BootOptions = {}): Promise<Harness> {
@@ -44,8 +48,9 @@ export async function boot(options: BootOptions = {}): Promise<Harness> {
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({ graceMs: 1000 })))
   fibers.push(await ctx.plugin(SandboxService, {}))
-  if (options.sandboxLocal !== false) fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse(options.sandboxLocal ?? {})))
-  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode ?? 'workspace-write', workspaceRoot: workspace })))
+  const local = options.egress === undefined ? sandboxLocal : { ...sandboxLocal, apply: (scope: Context, config: sandboxLocal.Config) => sandboxLocal.apply(scope, config, options.egress) }
+  if (options.sandboxLocal !== false) fibers.push(await ctx.plugin(local, sandboxLocal.Config.parse(options.sandboxLocal ?? {})))
+  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: options.mode ?? 'workspace-write', workspaceRoot: workspace, ...options.network })))
   fibers.push(await ctx.plugin(PtcService, PtcService.Config.parse({})))
   fibers.push(await ctx.plugin(ptcNode, ptcNode.Config.parse({ graceMs: 1000, ...options.runtime })))
   fibers.push(await ctx.plugin(AgentService, AgentService.Config.parse({})))

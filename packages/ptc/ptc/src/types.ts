@@ -110,6 +110,8 @@ export interface PtcSandboxReport {
   /** The confinement provider, e.g. `bubblewrap`. */
   provider?: string
   denials: PtcDenial[]
+  /** Hosts the agent's egress proxy refused while the program ran (network `allow`), in order; absent when none. */
+  refused?: string[]
 }
 
 interface PtcResultBase {

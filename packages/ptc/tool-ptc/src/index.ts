@@ -47,7 +47,7 @@ export const DESCRIPTION = [
   'Run a TypeScript program (the body of an async function: top-level await and return work; erasable types only, no enum or namespace) in a fresh Node process under your sandbox; returns its console output, its return value as JSON and a status line.',
   'Each of your other tools is `await tools.<name>(args)` with the arguments its schema takes, resolving to {text, isError, meta}; a tool error is a result with isError: true, not an exception.',
   'Use it for loops, for polling a terminal until a condition holds and for combining many results; return a small JSON value (no undefined, NaN, Map or class instances).',
-  'process.env is empty; require("node:fs") and the other Node APIs work inside the sandbox. Nothing is kept between runs.',
+  'process.env is empty but for the network proxy\'s variables under an allowlist (fetch goes through it); require("node:fs") and the other Node APIs work inside the sandbox. Nothing is kept between runs.',
 ].join(' ')
 
 export const apply = (ctx: Context, config: Config) => {
@@ -113,6 +113,7 @@ export const apply = (ctx: Context, config: Config) => {
         toolCalls: counter.calls,
         sandbox: { mode: result.sandbox.mode, enforcement: result.sandbox.enforcement, denials: result.sandbox.denials.length },
       }
+      if (result.sandbox.refused !== undefined) meta['networkRefused'] = result.sandbox.refused
       if (log.omittedCalls > 0) meta['log'] = { maxLogBytes: config.maxLogBytes, omittedCalls: log.omittedCalls, omittedBytes: log.omittedBytes }
       return { content: [{ type: 'text' as const, text }], ...(!result.ok && { isError: true }), meta }
     },

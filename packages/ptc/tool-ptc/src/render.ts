@@ -34,6 +34,8 @@ export function renderResult(
   }
   const denials = result.sandbox.denials
   if (denials.length > 0) parts.push(`[sandbox: ${result.sandbox.mode} denied ${denials.map((denial) => denial.code).filter((code, index, all) => all.indexOf(code) === index).join(', ')}]`)
+  // The same note a terminal's result carries (tool-pty): the program itself saw only a 403 or a failed fetch.
+  for (const host of result.sandbox.refused ?? []) parts.push(`[network: blocked ${hostText(host)} — not in the allowlist]`)
   const status = statusLine(result, options.toolCalls, options.timeoutMs)
   const body = options.redact === undefined ? parts.join('\n') : options.redact(parts.join('\n'))
   const room = options.maxBytes - utf8Bytes(status) - 1
@@ -41,4 +43,10 @@ export function renderResult(
   const notice = (omitted: number) => `\n[… ${omitted} bytes cut: the result is bounded to ${options.maxBytes} bytes; print less or return a smaller value]`
   const cut = boundUtf8(body, Math.max(0, room - utf8Bytes(notice(utf8Bytes(body)))))
   return `${cut.text}${notice(cut.omittedBytes)}\n${status}`
+}
+
+/** A refused host as one line of the result: control characters and line separators escaped, at most 256 characters. */
+function hostText(host: string): string {
+  const text = JSON.stringify(host).slice(1, -1).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+  return text.length > 256 ? `${text.slice(0, 256)}…` : text
 }

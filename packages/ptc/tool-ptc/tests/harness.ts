@@ -32,7 +32,17 @@ export interface Harness {
   dispose(): Promise<void>
 }
 
-export async function boot(options: { terminals?: 'memory' | 'local'; toolPtc?: Record<string, unknown>; runtime?: Record<string, unknown> } = {}): Promise<Harness> {
+export interface BootOptions {
+  terminals?: 'memory' | 'local'
+  toolPtc?: Record<string, unknown>
+  runtime?: Record<string, unknown>
+  /** sandbox-policy's `network` and `allow`. */
+  network?: { network: 'none' | 'allow' | 'full'; allow?: string[] }
+  /** The agents' egress proxy sandbox-local starts under network `allow` (its own, unless given). */
+  egress?: Parameters<typeof sandboxLocal.apply>[2]
+}
+
+export async function boot(options: BootOptions = {}): Promise<Harness> {
   const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'conch-tool-ptc-')))
   const ctx = new Context()
   const fibers: { dispose(): Promise<void> }[] = []
@@ -41,8 +51,9 @@ export async function boot(options: { terminals?: 'memory' | 'local'; toolPtc?: 
   fibers.push(await ctx.plugin(LlmService, {}))
   fibers.push(await ctx.plugin(SubprocessService, SubprocessService.Config.parse({ graceMs: 1000 })))
   fibers.push(await ctx.plugin(SandboxService, {}))
-  fibers.push(await ctx.plugin(sandboxLocal, sandboxLocal.Config.parse({})))
-  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace })))
+  const local = options.egress === undefined ? sandboxLocal : { ...sandboxLocal, apply: (scope: Context, config: sandboxLocal.Config) => sandboxLocal.apply(scope, config, options.egress) }
+  fibers.push(await ctx.plugin(local, sandboxLocal.Config.parse({})))
+  fibers.push(await ctx.plugin(SandboxPolicyService, SandboxPolicyService.Config.parse({ mode: 'workspace-write', workspaceRoot: workspace, ...options.network })))
   fibers.push(await ctx.plugin(PtyService, PtyService.Config.parse({})))
   if (options.terminals === 'local') fibers.push(await ctx.plugin(ptyLocal, ptyLocal.Config.parse({})))
   else fibers.push(await ctx.plugin(memory, memory.Config.parse({ motd: 'memory shell ready' })))

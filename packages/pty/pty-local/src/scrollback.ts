@@ -156,11 +156,13 @@ export class Scrollback {
    * - lines it asks for that were already dropped are not returned, and `truncated` is true;
    * - the page's text (lines joined by `\n`) is at most `maxReadBytes` UTF-8 bytes: lines are
    *   taken newest first; the first one that does not fit whole is cut to its tail on a code-point
-   *   boundary (when at least one byte of room is left for it) and older ones are left out, and
-   *   `truncated` is true;
+   *   boundary (when at least one byte of room is left for it, `cut` says how many bytes of its
+   *   head went) and older ones are left out, and `truncated` is true;
    * - a line that was cut when it was retained makes `truncated` true;
-   * - `lineBegin … lineEnd` are the lines actually returned; an empty page (count 0, an offset
-   *   past the newest line, or only dropped lines) has `lineBegin = lineEnd + 1`.
+   * - `lineBegin … lineEnd` are the lines actually returned, never lines outside those asked for
+   *   (an end inside the gap returns the flood's head only as far as the range asked for reaches
+   *   into it); an empty page (count 0, an offset past the newest line, or only dropped lines) has
+   *   `lineBegin = lineEnd + 1`.
    *
    * @throws PtyError `INVALID_INPUT` when `offset` or `count` is not a non-negative safe
    *   integer, or `maxReadBytes` is not a positive safe integer.
@@ -188,11 +190,14 @@ export class Scrollback {
     const headFirst = this.flood?.first ?? storeFirst
     // Without a gap, a head still kept is the start of the newest run.
     const firstRetainedLine = inHead || (gap === undefined && head !== undefined && head.length > 0) ? headFirst : storeFirst
-    const lineEnd = inHead ? Math.min(gap.first - 1, totalLines - offset) : Math.max(0, totalLines - offset)
+    // The lines asked for keep their numbers: those inside the gap are not returned, and nothing
+    // outside the range asked for stands in for them.
+    const askedEnd = Math.max(0, totalLines - offset)
+    const lineEnd = inHead ? Math.min(gap.first - 1, askedEnd) : askedEnd
     const extra = gap === undefined ? {} : { gap }
-    let lineBegin = Math.max(1, lineEnd - count + 1)
-    let truncated = false
-    if (count === 0 || lineEnd === 0) {
+    let lineBegin = Math.max(1, askedEnd - count + 1)
+    let truncated = lineEnd < askedEnd
+    if (count === 0 || lineEnd === 0 || lineBegin > lineEnd) {
       return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
     }
     if (lineBegin < firstRetainedLine) {
@@ -206,6 +211,7 @@ export class Scrollback {
     const taken: string[] = []
     let used = 0
     let begin = lineEnd + 1
+    let cut: { line: number; bytes: number } | undefined
     for (let number = lineEnd; number >= lineBegin; number--) {
       const [store, index] = number >= storeFirst ? [this.store, number - storeFirst] : [head!, number - headFirst]
       const isPartial = number > this.pushed
@@ -222,11 +228,13 @@ export class Scrollback {
       truncated = true
       const room = maxReadBytes - used - separator
       if (room > 0) {
-        taken.push(utf8Suffix(text, room))
+        const tail = utf8Suffix(text, room)
+        taken.push(tail)
         begin = number
+        cut = { line: number, bytes: size - utf8ByteLength(tail) }
       }
       break
     }
-    return { text: taken.reverse().join('\n'), totalLines, firstRetainedLine, lineBegin: begin, lineEnd, truncated, ...extra }
+    return { text: taken.reverse().join('\n'), totalLines, firstRetainedLine, lineBegin: begin, lineEnd, truncated, ...extra, ...(cut && { cut }) }
   }
 }

@@ -167,6 +167,25 @@ describe('a flood', () => {
     expect(scrollback.read({ offset: 98, count: 2 }, BIG)).toMatchObject({ text: 'line 1\nline 2', lineBegin: 2, lineEnd: 3 })
   })
 
+  it('returns none of the head for a range wholly inside the gap, and only the head lines a range reaches', () => {
+    const scrollback = new Scrollback({ maxLines: 10, maxBytes: 10000, headLines: 3 })
+    scrollback.push('before')
+    scrollback.markFlood()
+    for (let n = 1; n <= 100; n++) scrollback.push(`line ${n}`)
+    // Lines 47-51 asked for, all dropped: an empty page, never lines 1-3 in their place.
+    expect(scrollback.read({ offset: 50, count: 5 }, BIG)).toEqual({ text: '', totalLines: 101, firstRetainedLine: 2, lineBegin: 5, lineEnd: 4, truncated: true, gap: { first: 5, last: 91 } })
+    // Lines 4-8: the head's last line, then the gap.
+    expect(scrollback.read({ offset: 93, count: 5 }, BIG)).toMatchObject({ text: 'line 3', lineBegin: 4, lineEnd: 4, truncated: true })
+  })
+
+  it('says how many bytes of the oldest line returned a page cut to its bound left out', () => {
+    const scrollback = new Scrollback({ maxLines: 10, maxBytes: 10000 })
+    scrollback.push('é'.repeat(10))
+    scrollback.push('newest')
+    // 6 bytes, the separator, then 3 of the 20 bytes of the older line: a whole code point, 2 bytes.
+    expect(scrollback.read({ offset: 0, count: 2 }, 10)).toMatchObject({ text: 'é\nnewest', lineBegin: 1, truncated: true, cut: { line: 1, bytes: 18 } })
+  })
+
   it('reads the head with the newest lines while nothing between them was dropped', () => {
     const scrollback = new Scrollback({ maxLines: 4, maxBytes: 10000, headLines: 2 })
     scrollback.markFlood()

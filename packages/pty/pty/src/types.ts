@@ -307,9 +307,12 @@ export interface ReadPage {
   truncated: boolean
   /**
    * Lines dropped between a flood's first lines (still retained) and the newest ones. A page comes
-   * from one side: asking for an end inside the gap returns the flood's first lines.
+   * from one side: asking for an end inside the gap returns those of the flood's first lines that
+   * the range asked for reaches, if any.
    */
   gap?: { first: number; last: number }
+  /** The oldest line returned was cut to the page's byte bound: its first `bytes` UTF-8 bytes are left out. */
+  cut?: { line: number; bytes: number }
 }
 
 export interface SignalResult {

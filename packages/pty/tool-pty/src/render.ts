@@ -291,41 +291,98 @@ export function renderScreen(screen: string, maxBytes: number): { text: string; 
 /**
  * A scrollback page. When it must be cut, whole lines go from the oldest side and the line
  * numbers say exactly what is shown; only a single newest line too long for the bound is cut
- * inside (keeping its tail).
+ * inside (keeping its tail). Every omission is counted: lines of the page left out, bytes cut
+ * from a line's head, and — given the range `asked` (terminal_read's offset and count) — which
+ * of the lines asked for are no longer retained and which are. `lineBegin` is the first line the
+ * text shows (the page's own when nothing was left out).
  */
-export function renderRead(page: ReadPage, maxBytes: number): { text: string; truncated: boolean } {
+export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: number; count: number }): { text: string; truncated: boolean; lineBegin: number } {
   // A binary line is summarised on its own, so every line keeps its number.
   const lines = page.text === '' ? [] : page.text.split('\n').map(summariseBinary)
-  const meta = (lineBegin: number, truncated: boolean) => {
+  const dropped = asked === undefined ? undefined : droppedOfAsked(page, asked)
+  // The first line asked for that is retained in the run the page comes from.
+  const askedFirst = asked === undefined ? undefined : Math.max(page.firstRetainedLine, page.totalLines - asked.offset - asked.count + 1)
+  const meta = (lineBegin: number, left?: number, headCut = page.cut) => {
     const out: string[] = [lineBegin <= page.lineEnd ? `[lines: ${lineBegin}-${page.lineEnd} of ${page.totalLines}]` : `[lines: none of ${page.totalLines}]`]
-    if (truncated) out.push(TRUNCATED)
+    const counted: string[] = []
+    // Retained lines asked for that the byte bounds left out (the backend's and this one's):
+    // counted, with the offset that pages them.
+    const older = lineBegin > page.lineEnd ? 0 : askedFirst === undefined ? (left ?? 0) : lineBegin - askedFirst
+    const leftNote = older > 0 && (page.truncated || left !== undefined)
+    if (leftNote) counted.push(`[… ${plural(older, 'older line')} left out to fit the byte bound: terminal_read offset=${page.totalLines - lineBegin + 1} shows ${older === 1 ? 'it' : 'them'}]`)
+    if (headCut !== undefined && headCut.line >= lineBegin) counted.push(`[… line ${headCut.line}: its first ${headCut.bytes} bytes omitted]`)
+    // A page of the newest lines names the gap, which holds any line asked for that is gone, and
+    // how to read the flood's first lines before it; any other page names the lines asked for that are gone.
     const gap = page.gap !== undefined && page.firstRetainedLine > page.gap.last ? page.gap : undefined
     if (gap !== undefined) {
       out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
+    } else if (dropped !== undefined) {
+      counted.push(dropped)
     } else if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
-    if (lineBegin > page.firstRetainedLine && lineBegin <= page.lineEnd) {
+    // A cut nothing here accounts for (a line cut when it was retained) keeps the plain marker.
+    if (page.truncated && counted.length === 0 && (gap === undefined || dropped === undefined)) out.splice(1, 0, TRUNCATED)
+    out.splice(1, 0, ...counted)
+    if (!leftNote && lineBegin > page.firstRetainedLine && lineBegin <= page.lineEnd) {
       out.push(`[older: terminal_read with offset=${page.totalLines - lineBegin + 1} shows the lines before ${lineBegin}]`)
     }
     return out.join('\n')
   }
-  const whole = `${page.text === '' ? '(no lines)' : lines.join('\n')}\n${meta(page.lineBegin, page.truncated)}`
-  if (utf8Bytes(whole) <= maxBytes) return { text: whole, truncated: page.truncated }
+  const whole = `${page.text === '' ? '(no lines)' : lines.join('\n')}\n${meta(page.lineBegin)}`
+  if (utf8Bytes(whole) <= maxBytes) return { text: whole, truncated: page.truncated, lineBegin: page.lineBegin }
 
   // Keep the newest lines that fit together with their metadata.
+  const leftOut = (count: number) => lines.length - count
   let kept = 0
   let bodyBytes = -1
   for (let count = 1; count <= lines.length; count++) {
     const next = bodyBytes + 1 + utf8Bytes(lines[lines.length - count]!)
-    if (next + 1 + utf8Bytes(meta(page.lineEnd - count + 1, true)) > maxBytes) break
+    if (next + 1 + utf8Bytes(meta(page.lineEnd - count + 1, leftOut(count))) > maxBytes) break
     kept = count
     bodyBytes = next
   }
   if (kept > 0) {
-    return { text: `${lines.slice(-kept).join('\n')}\n${meta(page.lineEnd - kept + 1, true)}`, truncated: true }
+    const lineBegin = page.lineEnd - kept + 1
+    return { text: `${lines.slice(-kept).join('\n')}\n${meta(lineBegin, leftOut(kept))}`, truncated: true, lineBegin }
   }
-  // Not even the newest line fits whole: keep its tail (or, under a tiny bound, just the metadata).
-  const last = fit({ body: lines.at(-1) ?? '', meta: [{ text: meta(page.lineEnd, false) }], noticeAt: 1, truncated: true, maxBytes })
-  return { text: last.text, truncated: true }
+  // Not even the newest line fits whole: keep its tail, counting the bytes of its head left out
+  // (the page's own cut of it included), or, under a tiny bound, just the metadata.
+  const newest = lines.at(-1) ?? ''
+  const before = page.cut?.line === page.lineEnd ? page.cut.bytes : 0
+  const left = leftOut(1)
+  // Sized with every byte of the line counted as cut, so the real note is no longer.
+  const room = maxBytes - utf8Bytes(meta(page.lineEnd, left, { line: page.lineEnd, bytes: before + utf8Bytes(newest) })) - 1
+  const tail = boundUtf8(newest, Math.max(0, room), { keep: 'tail' })
+  const text = `${tail.text}\n${meta(page.lineEnd, left, { line: page.lineEnd, bytes: before + tail.omittedBytes })}`
+  return { text: room > 0 ? text : boundUtf8(meta(page.lineEnd, left), maxBytes, { keep: 'head' }).text, truncated: true, lineBegin: page.lineEnd }
+}
+
+/**
+ * `[dropped: …]` for the lines of the range asked for (offset and count back from the newest
+ * line) that are no longer retained, with the lines that are; undefined when none was dropped,
+ * and for a page of the newest lines after a gap, whose own note names the gap.
+ */
+function droppedOfAsked(page: ReadPage, asked: { offset: number; count: number }): string | undefined {
+  const last = page.totalLines - asked.offset
+  const first = Math.max(1, last - asked.count + 1)
+  const gap = page.gap
+  if (last < 1 || asked.count === 0 || (gap !== undefined && page.firstRetainedLine > gap.last)) return undefined
+  const gone: Array<[number, number]> = []
+  const add = (from: number, to: number) => {
+    const a = Math.max(from, first)
+    const b = Math.min(to, last)
+    if (a <= b) gone.push([a, b])
+  }
+  add(1, page.firstRetainedLine - 1)
+  if (gap !== undefined) add(gap.first, gap.last)
+  if (gone.length === 0) return undefined
+  const range = ([a, b]: [number, number]) => (a === b ? `${a}` : `${a}-${b}`)
+  const retained = gap === undefined ? `${page.firstRetainedLine}-${page.totalLines}` : `${page.firstRetainedLine}-${gap.first - 1} and ${gap.last + 1}-${page.totalLines}`
+  const count = gone.reduce((sum, [a, b]) => sum + b - a + 1, 0)
+  return `[dropped: ${plural(count, 'line')} asked for (${gone.map(range).join(', ')}) no longer retained; retained: ${retained}]`
+}
+
+function plural(count: number, noun: string): string {
+  return `${count.toLocaleString('en-US')} ${noun}${count === 1 ? '' : 's'}`
 }
 
 /** A signal; `[session: exited …]` follows when it ended the shell. */

@@ -116,8 +116,10 @@ describe('results within maxOutputBytes', () => {
     const begin = Number(match![1])
     const shown = text.slice(0, text.indexOf('\n[lines: ')).split('\n')
     expect(shown).toEqual(Array.from({ length: 101 - begin + 1 }, (_, index) => String(begin - 1 + index)))
-    expect(text).toContain(`[older: terminal_read with offset=${101 - begin + 1} shows the lines before ${begin}]`)
-    expect(text).toContain(TRUNCATED)
+    // The lines left out are counted, with the offset that pages them, and the meta agrees with the text.
+    expect(text).toMatch(new RegExp(`^\\[… ${begin - 1} older lines left out to fit the byte bound: terminal_read offset=${101 - begin + 1} shows them\\]$`, 'm'))
+    expect(text).not.toContain(TRUNCATED)
+    expect((await harness.call('terminal_read', { sessionId: 'pty-1' })).meta).toMatchObject({ lineBegin: begin, lineEnd: 101 })
   })
 })
 
@@ -209,6 +211,6 @@ describe('fit', () => {
   })
 
   it('renders a page that fits with its numbers', () => {
-    expect(renderRead({ text: 'a\nb', totalLines: 2, firstRetainedLine: 1, lineBegin: 1, lineEnd: 2, truncated: false }, 1000)).toEqual({ text: 'a\nb\n[lines: 1-2 of 2]', truncated: false })
+    expect(renderRead({ text: 'a\nb', totalLines: 2, firstRetainedLine: 1, lineBegin: 1, lineEnd: 2, truncated: false }, 1000)).toEqual({ text: 'a\nb\n[lines: 1-2 of 2]', truncated: false, lineBegin: 1 })
   })
 })

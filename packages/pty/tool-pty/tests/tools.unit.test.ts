@@ -205,7 +205,7 @@ describe('what the model sees', () => {
     await opened({ memory: { scrollbackLines: 3 } })
     await harness.call('terminal_send', { sessionId: 'pty-1', text: 'seq 10' })
     expect(await harness.text('terminal_read', { sessionId: 'pty-1', count: 5 })).toBe(
-      '8\n9\n10\n[lines: 9-11 of 11]\n[… output omitted]\n[dropped: lines before 9 are no longer retained]',
+      '8\n9\n10\n[lines: 9-11 of 11]\n[dropped: 2 lines asked for (7-8) no longer retained; retained: 9-11]',
     )
   })
 

@@ -27,8 +27,8 @@ export function registerTerminalRead(kit: ToolKit): void {
           return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
         }
         const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
-        const rendered = renderRead(page, maxBytes)
-        return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: page.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
+        const rendered = renderRead(page, maxBytes, { offset: input.offset, count: input.count })
+        return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: rendered.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
       } catch (caught) {
         return error(caught)
       }
