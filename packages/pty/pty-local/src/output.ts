@@ -558,6 +558,7 @@ export class OutputParser {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
       }
     }
+    this.current.cols = this.cols
     this.sizeRecent()
   }
 
@@ -597,7 +598,7 @@ export class OutputParser {
     if (lines.length === 0) return 0
     const cols = this.cols
     const rowsOf = (text: string) => (text.length <= cols ? 1 : Math.ceil(text.length / cols))
-    let rows = Math.max(0, rowsOf(this.current.text) - 1 - Math.floor(this.current.cursorCells() / cols))
+    let rows = Math.max(0, rowsOf(this.current.text) - 1 - this.current.position().row)
     for (const line of lines) rows += rowsOf(line)
     return rows
   }
@@ -675,6 +676,7 @@ export class OutputParser {
   resize(rows: number, cols: number): void {
     this.rows = rows
     this.cols = cols
+    this.current.cols = cols
     this.lineRow = Math.min(this.lineRow, rows)
     if (this.recentMask + 1 < rows) this.sizeRecent()
   }
@@ -686,8 +688,8 @@ export class OutputParser {
    */
   cursorPosition(): { row: number; col: number } {
     if (this.screen !== undefined) return this.screen.cursor()
-    const cells = this.current.cursorCells()
-    return { row: Math.min(this.rows, this.lineRow + Math.floor(cells / this.cols)), col: (cells % this.cols) + 1 }
+    const { row, col } = this.current.position()
+    return { row: Math.min(this.rows, this.lineRow + row), col: Math.min(col, this.cols - 1) + 1 }
   }
 
   /**
@@ -946,8 +948,7 @@ export class OutputParser {
                 }
                 if (c !== 0x09) break
               }
-              // CR LF, the commonest line end, at once: a CR right before a line feed changes
-              // nothing the line feed keeps.
+              // CR LF, the commonest line end, at once (`newline`).
               const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
               if (i > start && !this.suspended) {
                 // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
@@ -959,10 +960,10 @@ export class OutputParser {
                   this.emit(piece)
                 } else {
                   this.print(piece)
-                  if (lineEnd) this.execute(LF)
+                  if (lineEnd) this.newline()
                 }
               } else if (lineEnd) {
-                this.execute(LF)
+                this.newline()
               }
               if (lineEnd) i += 2
               else if (c1) {
@@ -977,7 +978,7 @@ export class OutputParser {
             if (c === CR && i + 1 < to && bytes[i + 1]! === LF) {
               // An empty line, or the end of one whose last characters were an escape sequence.
               i += 2
-              this.execute(LF)
+              this.newline()
               if (i >= to) break
               c = bytes[i]!
               if (c === ESC) continue
@@ -1212,11 +1213,20 @@ export class OutputParser {
     if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))
   }
 
+  /** CR LF: the CR only picks the row a line feed leaves on a line that wraps (a shorter one has one row). */
+  private newline(): void {
+    if (this.current.text.length > this.cols) this.execute(CR)
+    this.execute(LF)
+  }
+
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
     if (this.suspended) return
     if (c === LF) {
-      this.commit()
+      // Down a row: within the current line when it wraps on below the cursor, else onto the next line.
+      const current = this.current
+      if (current.text.length > this.cols && current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
+      else this.commit()
       if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
         // Everything visible was written as a stream: the cursor is on the bottom row.
         this.lineRow = this.rows
@@ -1244,17 +1254,17 @@ export class OutputParser {
       case 0x43: // C — CUF, cursor forward
       case 0x44: // D — CUB, cursor backward
         if (!this.suspended && this.screen === undefined) {
-          const cells = this.current.cursorCells()
-          this.current.moveToColumn(final === 0x43 ? cells + Math.max(param, 1) : Math.max(0, cells - Math.max(param, 1)))
+          const { col } = this.current.position()
+          this.current.moveInRow(final === 0x43 ? col + Math.max(param, 1) : col - Math.max(param, 1))
         }
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
-        if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
+        if (!this.suspended) this.current.moveInRow(Math.max(param, 1) - 1)
         break
       case 0x4a: // J — ED; "erase below" erases the rest of the line and the lines below it, 2 and 3 clear the screen
         if (param >= 2) this.addressed(final, end)
         else if (param <= 0 && !this.suspended) {
-          this.current.erase(0)
+          this.current.eraseToEnd()
           this.below.fill('')
         }
         break
@@ -1414,7 +1424,7 @@ export class OutputParser {
     this.current.clear()
     this.emit(text)
     // The line below was on the screen already: the cursor is on it now.
-    if (this.below.length > 0) this.current.text = this.below.pop()!
+    if (this.below.length > 0) this.current.reopen(this.below.pop()!)
   }
 
   /**
@@ -1428,17 +1438,16 @@ export class OutputParser {
     if (this.suspended || this.screen !== undefined) return
     const current = this.current
     const cols = this.cols
-    const cells = current.cursorCells()
-    const column = cells % cols
+    const position = current.position()
+    const column = Math.min(position.col, cols - 1)
     let rows = count
-    let row = Math.floor(cells / cols)
+    let row = position.row
     while (rows > row && this.recentCount > 0 && this.lineRow > 1) {
       rows -= row + 1
       this.below.push(current.text)
       this.recentCount--
       const text = this.recent[--this.recentEnd & this.recentMask]!
-      current.text = text
-      current.revision++
+      current.reopen(text)
       const lineNumber = this.committed--
       const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
       this.lineRow = Math.max(1, this.lineRow - lineRows)
@@ -1453,7 +1462,7 @@ export class OutputParser {
   private cursorDown(count: number): void {
     if (this.suspended || this.screen !== undefined) return
     for (let n = 0; n < count && this.below.length > 0; n++) {
-      const column = this.current.cursorCells() % this.cols
+      const column = Math.min(this.current.position().col, this.cols - 1)
       this.commit()
       this.current.moveToColumn(column)
     }
