@@ -174,6 +174,16 @@ export class LineModel {
    * row: mode 0 erases nothing there.
    */
   erase(mode: number): void {
+    if (this.cursor < this.cols && this.text.length <= this.cols && mode !== 1) {
+      // The commonest: on a line of one row (a progress bar's `CR EL`, readline's redraw).
+      if (mode === 0) this.eraseToEnd()
+      else if (mode === 2 && this.text !== '') {
+        this.cursor = this.cursorCells()
+        this.text = ''
+        this.revision++
+      }
+      return
+    }
     if (mode < 0 || mode > 2) return
     const { row, col } = this.position()
     const start = row * this.cols
