@@ -429,10 +429,12 @@ class Listeners<L> {
  * Line model (what a person would see, without emulating a screen):
  * - LF commits the current line (whatever the cursor column) and starts an empty one, so CR LF,
  *   CR CR LF and a CR at a chunk end followed by LF in the next chunk are one line break.
- * - CR moves to column 0; later text overwrites, so `10%\r20%\r100%\n` commits `100%`.
+ * - CR moves to column 0 of the cursor's row; later text overwrites, so `10%\r20%\r100%\n`
+ *   commits `100%`. A line feed on a row the current line goes on from (it wraps at `cols`)
+ *   commits the rows down to the cursor's and keeps the rest (`LineModel.splitBelowCursor`).
  * - BS moves one cell left; TAB is kept as a tab character.
- * - CSI K (EL, ECMA-48 §8.3.41): 0 erases to the end of the line, 1 blanks the line up to and
- *   including the cursor, 2 blanks the whole line.
+ * - CSI K (EL, ECMA-48 §8.3.41) on the cursor's row: 0 erases to its end, 1 blanks it up to
+ *   and including the cursor, 2 blanks the whole row.
  * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
  *   parameter 0 erases to the end of the current line and blanks the lines below it that a
@@ -444,7 +446,8 @@ class Listeners<L> {
  *   It tracks DEC private and ANSI modes (`privateModes`, `ansiModes`) and reports terminal
  *   queries at their position (`onQuery`), for the session to answer (queries.ts).
  * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
- *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
+ *   up to `maxLineLength`; their rows at `cols` (and a wrap pending after a row's last cell)
+ *   only decide where CR, EL, CHA, CUF, CUB and a line feed act. The line itself is a
  *   `LineModel` (line.ts).
  *
  * Unterminated strings: an OSC, DCS, SOS, PM or APC string never terminated would hide everything
