@@ -23,6 +23,12 @@ export function codePoints(text: string, start = 0, end = text.length): number {
  * One line of cells. A cell is one code point: wide (CJK) characters count as one column.
  * Blank cells at the end of the line are not represented, so erasing never leaves trailing
  * spaces, and the cursor may sit past the end of the text (blank cells not yet written).
+ *
+ * The line wraps into rows of `cols` cells as the terminal shows it, and the controls act on the
+ * cursor's row as a terminal's do (CR, CHA, CUF, CUB, EL). Writing the row's last cell leaves the
+ * cursor on that row with the wrap pending (DEC autowrap, as tmux keeps it): the cursor's cell
+ * is the next row's first, but a CR, EL or cursor move then acts on the row just written, and
+ * only the next character wraps.
  */
 export class LineModel {
   /** The line's text. */
@@ -34,11 +40,28 @@ export class LineModel {
    * end leaves it alone. Never reset, so it also tells lines apart across `clear()`.
    */
   revision = 0
+  /** Cells per row: the terminal's width. */
+  cols: number
+  /** The last change was text written at the cursor (a wrap may be pending, see `wrapPending`). */
+  private printed = false
+
+  constructor(cols = 160) {
+    this.cols = cols
+  }
 
   /** Empties the line and returns the cursor to column 0 (after a line feed). */
   clear(): void {
     this.text = ''
     this.cursor = 0
+    this.printed = false
+    this.revision++
+  }
+
+  /** Replaces the line with `text`, the cursor at column 0 (a line the cursor moved onto). */
+  reopen(text: string): void {
+    this.text = text
+    this.cursor = 0
+    this.printed = false
     this.revision++
   }
 
@@ -61,15 +84,60 @@ export class LineModel {
       this.cursor = cursor + text.length
       this.revision++
     }
+    this.printed = true
   }
 
-  /** CR: column 0. */
+  /**
+   * The cursor's row within the line (0 = its first) and column (0-based; `cols` while a wrap is
+   * pending, as tmux keeps it).
+   */
+  position(): { row: number; col: number } {
+    if (this.cursor < this.cols) return { row: 0, col: this.cursorCells() }
+    const cells = this.cursorCells()
+    const row = Math.floor(cells / this.cols)
+    return this.printed && row > 0 && cells % this.cols === 0 ? { row: row - 1, col: this.cols } : { row, col: cells % this.cols }
+  }
+
+  /** Rows of the line below the cursor's row (the line's text wraps onto them). */
+  rowsBelow(): number {
+    if (this.text.length <= this.cols) return 0
+    const rows = Math.ceil(codePoints(this.text) / this.cols)
+    return Math.max(0, rows - 1 - this.position().row)
+  }
+
+  /**
+   * LF on a row the line wraps on from: the cursor goes down onto the next row, so the rows down
+   * to the cursor's are no longer one line with the rest. Returns them and keeps the rest as the
+   * line, the cursor in the same column (a pending wrap stays pending there).
+   */
+  splitBelowCursor(): string {
+    const { row, col } = this.position()
+    this.moveToColumn((row + 1) * this.cols)
+    const head = this.splitAt(this.cursor)
+    this.moveToColumn(col)
+    this.printed = col === this.cols
+    // Its blank cells at the end are not part of it (see the class docs).
+    return head.replace(/ +$/, '')
+  }
+
+  /** CR: column 0 of the cursor's row. */
   carriageReturn(): void {
-    this.cursor = 0
+    if (this.cursor < this.cols) this.cursor = 0
+    else this.moveToColumn(this.position().row * this.cols)
+    this.printed = false
   }
 
-  /** BS: one cell left, stopping at column 0. */
+  /**
+   * CHA, CUF, CUB: to 0-based `column` of the cursor's row, held within the row. `column` counts
+   * from where a pending wrap leaves it (`position().col`, `cols`).
+   */
+  moveInRow(column: number): void {
+    this.moveToColumn(this.position().row * this.cols + Math.max(0, Math.min(column, this.cols - 1)))
+  }
+
+  /** BS: one cell left, from a pending wrap onto the row's last cell, from a row's start onto the row above's last. */
   backspace(): void {
+    this.printed = false
     const cursor = this.cursor
     if (cursor === 0) return
     if (cursor > this.text.length) {
@@ -80,8 +148,9 @@ export class LineModel {
     this.cursor = cursor - (pair ? 2 : 1)
   }
 
-  /** CHA (ECMA-48 §8.3.9): moves to 0-based cell `column` of the line (cells past the end are blank). */
+  /** Moves to 0-based cell `column` of the line, counted over its rows (cells past the end are blank). */
   moveToColumn(column: number): void {
+    this.printed = false
     const line = this.text
     let index = 0
     let cells = 0
@@ -98,31 +167,54 @@ export class LineModel {
     return this.cursor > line.length ? codePoints(line) + (this.cursor - line.length) : codePoints(line, 0, this.cursor)
   }
 
-  /** EL (ECMA-48 §8.3.41): 0 erases to the end of the line, 1 blanks up to and including the cursor, 2 blanks the line. */
+  /**
+   * EL (ECMA-48 §8.3.41) on the cursor's row: 0 erases from the cursor to the row's end, 1 blanks
+   * the row up to and including the cursor, 2 blanks the row. Cells the line goes on after become
+   * spaces; at the line's end they are dropped. A pending wrap stays pending, its cursor past the
+   * row: mode 0 erases nothing there.
+   */
   erase(mode: number): void {
-    const line = this.text
-    const cursor = this.cursor
-    if (mode === 0) {
-      if (cursor < line.length) {
-        this.text = line.slice(0, cursor)
+    if (this.cursor < this.cols && this.text.length <= this.cols && mode !== 1) {
+      // The commonest: on a line of one row (a progress bar's `CR EL`, readline's redraw).
+      if (mode === 0) this.eraseToEnd()
+      else if (mode === 2 && this.text !== '') {
+        this.cursor = this.cursorCells()
+        this.text = ''
         this.revision++
       }
-    } else if (mode === 1) {
-      const cells = this.cursorCells()
-      if (cursor >= line.length) {
-        this.text = ''
-      } else {
-        const end = cursor + (isHighSurrogate(line.charCodeAt(cursor)) && isLowSurrogate(line.charCodeAt(cursor + 1)) ? 2 : 1)
-        this.text = ' '.repeat(cells + 1) + line.slice(end)
-      }
-      this.cursor = cells
-      this.revision++
-    } else if (mode === 2) {
-      const cells = this.cursorCells()
-      this.text = ''
-      this.cursor = cells
+      return
+    }
+    if (mode < 0 || mode > 2) return
+    const { row, col } = this.position()
+    const start = row * this.cols
+    const end = start + this.cols
+    const pending = col === this.cols
+    if (mode === 0) this.blank(start + col, end)
+    else this.blank(start, mode === 1 ? start + Math.min(col, this.cols - 1) + 1 : end)
+    // Where the cursor was (blanks past the end of the text count as cells).
+    this.moveToColumn(pending ? end : start + col)
+    this.printed = pending
+  }
+
+  /** ED 0 on the line: erases from the cursor to the end of the line, every row after it too. */
+  eraseToEnd(): void {
+    if (this.cursor < this.text.length) {
+      this.text = this.text.slice(0, this.cursor)
       this.revision++
     }
+  }
+
+  /** Blanks cells `[from, to)`: the text ends at `from` when nothing is left after `to`. */
+  private blank(from: number, to: number): void {
+    if (from >= to) return
+    const line = this.text
+    this.moveToColumn(from)
+    const start = this.cursor
+    if (start >= line.length) return
+    this.moveToColumn(to)
+    const end = this.cursor
+    this.text = end >= line.length ? line.slice(0, start) : line.slice(0, start) + ' '.repeat(to - from) + line.slice(end)
+    this.revision++
   }
 
   /**
@@ -136,6 +228,7 @@ export class LineModel {
     const head = this.text.slice(0, cut)
     this.text = this.text.slice(cut)
     this.cursor = Math.max(0, this.cursor - cut)
+    this.printed = false
     this.revision++
     return head
   }

@@ -429,10 +429,12 @@ class Listeners<L> {
  * Line model (what a person would see, without emulating a screen):
  * - LF commits the current line (whatever the cursor column) and starts an empty one, so CR LF,
  *   CR CR LF and a CR at a chunk end followed by LF in the next chunk are one line break.
- * - CR moves to column 0; later text overwrites, so `10%\r20%\r100%\n` commits `100%`.
+ * - CR moves to column 0 of the cursor's row; later text overwrites, so `10%\r20%\r100%\n`
+ *   commits `100%`. A line feed on a row the current line goes on from (it wraps at `cols`)
+ *   commits the rows down to the cursor's and keeps the rest (`LineModel.splitBelowCursor`).
  * - BS moves one cell left; TAB is kept as a tab character.
- * - CSI K (EL, ECMA-48 §8.3.41): 0 erases to the end of the line, 1 blanks the line up to and
- *   including the cursor, 2 blanks the whole line.
+ * - CSI K (EL, ECMA-48 §8.3.41) on the cursor's row: 0 erases to its end, 1 blanks it up to
+ *   and including the cursor, 2 blanks the whole row.
  * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
  *   parameter 0 erases to the end of the current line and blanks the lines below it that a
@@ -444,7 +446,8 @@ class Listeners<L> {
  *   It tracks DEC private and ANSI modes (`privateModes`, `ansiModes`) and reports terminal
  *   queries at their position (`onQuery`), for the session to answer (queries.ts).
  * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
- *   (no wrapping at the terminal width), up to `maxLineLength`. The line itself is a
+ *   up to `maxLineLength`; their rows at `cols` (and a wrap pending after a row's last cell)
+ *   only decide where CR, EL, CHA, CUF, CUB and a line feed act. The line itself is a
  *   `LineModel` (line.ts).
  *
  * Unterminated strings: an OSC, DCS, SOS, PM or APC string never terminated would hide everything
@@ -558,6 +561,7 @@ export class OutputParser {
         throw new RangeError(`OutputParser option ${key} must be a positive safe integer, got ${value}`)
       }
     }
+    this.current.cols = this.cols
     this.sizeRecent()
   }
 
@@ -597,7 +601,7 @@ export class OutputParser {
     if (lines.length === 0) return 0
     const cols = this.cols
     const rowsOf = (text: string) => (text.length <= cols ? 1 : Math.ceil(text.length / cols))
-    let rows = Math.max(0, rowsOf(this.current.text) - 1 - Math.floor(this.current.cursorCells() / cols))
+    let rows = Math.max(0, rowsOf(this.current.text) - 1 - this.current.position().row)
     for (const line of lines) rows += rowsOf(line)
     return rows
   }
@@ -675,6 +679,7 @@ export class OutputParser {
   resize(rows: number, cols: number): void {
     this.rows = rows
     this.cols = cols
+    this.current.cols = cols
     this.lineRow = Math.min(this.lineRow, rows)
     if (this.recentMask + 1 < rows) this.sizeRecent()
   }
@@ -686,8 +691,8 @@ export class OutputParser {
    */
   cursorPosition(): { row: number; col: number } {
     if (this.screen !== undefined) return this.screen.cursor()
-    const cells = this.current.cursorCells()
-    return { row: Math.min(this.rows, this.lineRow + Math.floor(cells / this.cols)), col: (cells % this.cols) + 1 }
+    const { row, col } = this.current.position()
+    return { row: Math.min(this.rows, this.lineRow + row), col: Math.min(col, this.cols - 1) + 1 }
   }
 
   /**
@@ -946,8 +951,7 @@ export class OutputParser {
                 }
                 if (c !== 0x09) break
               }
-              // CR LF, the commonest line end, at once: a CR right before a line feed changes
-              // nothing the line feed keeps.
+              // CR LF, the commonest line end, at once (`newline`).
               const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
               if (i > start && !this.suspended) {
                 // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
@@ -959,10 +963,10 @@ export class OutputParser {
                   this.emit(piece)
                 } else {
                   this.print(piece)
-                  if (lineEnd) this.execute(LF)
+                  if (lineEnd) this.newline()
                 }
               } else if (lineEnd) {
-                this.execute(LF)
+                this.newline()
               }
               if (lineEnd) i += 2
               else if (c1) {
@@ -977,7 +981,7 @@ export class OutputParser {
             if (c === CR && i + 1 < to && bytes[i + 1]! === LF) {
               // An empty line, or the end of one whose last characters were an escape sequence.
               i += 2
-              this.execute(LF)
+              this.newline()
               if (i >= to) break
               c = bytes[i]!
               if (c === ESC) continue
@@ -1212,11 +1216,20 @@ export class OutputParser {
     if (raw !== '') this.parseBytes(new TextEncoder().encode(raw))
   }
 
+  /** CR LF: the CR only picks the row a line feed leaves on a line that wraps (a shorter one has one row). */
+  private newline(): void {
+    if (this.current.text.length > this.cols) this.execute(CR)
+    this.execute(LF)
+  }
+
   /** C0 controls in the ground state or inside a sequence (ECMA-48 §8.3). */
   private execute(c: number): void {
     if (this.suspended) return
     if (c === LF) {
-      this.commit()
+      // Down a row: within the current line when it wraps on below the cursor, else onto the next line.
+      const current = this.current
+      if (current.text.length > this.cols && current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
+      else this.commit()
       if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
         // Everything visible was written as a stream: the cursor is on the bottom row.
         this.lineRow = this.rows
@@ -1244,17 +1257,17 @@ export class OutputParser {
       case 0x43: // C — CUF, cursor forward
       case 0x44: // D — CUB, cursor backward
         if (!this.suspended && this.screen === undefined) {
-          const cells = this.current.cursorCells()
-          this.current.moveToColumn(final === 0x43 ? cells + Math.max(param, 1) : Math.max(0, cells - Math.max(param, 1)))
+          const { col } = this.current.position()
+          this.current.moveInRow(final === 0x43 ? col + Math.max(param, 1) : col - Math.max(param, 1))
         }
         break
       case 0x47: // G — CHA, cursor horizontal absolute (1-based)
-        if (!this.suspended) this.current.moveToColumn(Math.max(param, 1) - 1)
+        if (!this.suspended) this.current.moveInRow(Math.max(param, 1) - 1)
         break
       case 0x4a: // J — ED; "erase below" erases the rest of the line and the lines below it, 2 and 3 clear the screen
         if (param >= 2) this.addressed(final, end)
         else if (param <= 0 && !this.suspended) {
-          this.current.erase(0)
+          this.current.eraseToEnd()
           this.below.fill('')
         }
         break
@@ -1414,7 +1427,7 @@ export class OutputParser {
     this.current.clear()
     this.emit(text)
     // The line below was on the screen already: the cursor is on it now.
-    if (this.below.length > 0) this.current.text = this.below.pop()!
+    if (this.below.length > 0) this.current.reopen(this.below.pop()!)
   }
 
   /**
@@ -1428,17 +1441,16 @@ export class OutputParser {
     if (this.suspended || this.screen !== undefined) return
     const current = this.current
     const cols = this.cols
-    const cells = current.cursorCells()
-    const column = cells % cols
+    const position = current.position()
+    const column = Math.min(position.col, cols - 1)
     let rows = count
-    let row = Math.floor(cells / cols)
+    let row = position.row
     while (rows > row && this.recentCount > 0 && this.lineRow > 1) {
       rows -= row + 1
       this.below.push(current.text)
       this.recentCount--
       const text = this.recent[--this.recentEnd & this.recentMask]!
-      current.text = text
-      current.revision++
+      current.reopen(text)
       const lineNumber = this.committed--
       const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
       this.lineRow = Math.max(1, this.lineRow - lineRows)
@@ -1453,7 +1465,7 @@ export class OutputParser {
   private cursorDown(count: number): void {
     if (this.suspended || this.screen !== undefined) return
     for (let n = 0; n < count && this.below.length > 0; n++) {
-      const column = this.current.cursorCells() % this.cols
+      const column = Math.min(this.current.position().col, this.cols - 1)
       this.commit()
       this.current.moveToColumn(column)
     }

@@ -148,6 +148,55 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(answered.viewport.split('\n')).toContain('got x')
     }, 30_000)
 
+    describe('command lines and output at the right margin of 160 columns', () => {
+      const WIDE = 160
+      /** Sends `command` after a command with output, in both; compares the screens once tmux shows `last` above its prompt. */
+      async function atMargin(command: string, last: string) {
+        const { session, pane } = await pair(ROWS, WIDE)
+        const before = 'N=5; echo "N=$N"'
+        await send(session, before)
+        pane.type(before)
+        await pane.waitForPrompt(2)
+        const result = await send(session, command)
+        expect(result.waitReason).toBe('stdin_read')
+        pane.type(command)
+        const expected = await pane.waitFor((rows) => rows.at(-1) === '$' && rows.at(-2) === last)
+        expect(screenRows(session.screen())).toEqual(expected)
+        return result
+      }
+
+      // With the prompt `$ `, 158 characters fill the row exactly: bash forces the wrap with a space and redraws the last column.
+      for (const length of [157, 158, 159, 160]) {
+        it(`a ${length}-character command line with output below it`, async () => {
+          const command = `echo FIRST-LINE; echo SECOND-LINE #${'x'.repeat(length - 35)}`
+          const result = await atMargin(command, 'SECOND-LINE')
+          expect(result.viewport.split('\n')).toEqual([command, 'FIRST-LINE', 'SECOND-LINE', '$ '])
+        }, 30_000)
+      }
+
+      it('a command line of exactly the width without output', async () => {
+        const command = `true #${'x'.repeat(WIDE - 2 - 6)}`
+        const result = await atMargin(command, `$ ${command}`)
+        expect(result.viewport.split('\n')).toEqual([command, '$ '])
+      }, 30_000)
+
+      it('output lines of the width minus one, the width and the width plus one, each ended by CR LF', async () => {
+        const result = await atMargin(`for n in ${WIDE - 1} ${WIDE} ${WIDE + 1}; do printf "%0\${n}d\\n" 0; done; echo END`, 'END')
+        expect(result.viewport.split('\n').slice(1, 4).map((line) => line.length)).toEqual([WIDE - 1, WIDE, WIDE + 1])
+      }, 30_000)
+
+      // Differs: the line model counts a wide character as one cell (line.ts), so it does not see
+      // this row as full; bash's redraw at the margin then lands one row too high, over the command.
+      it.fails('a command line that fills the row exactly with wide characters in it', async () => {
+        // `$ echo FIRST-LINE; echo 中文 #` is 30 cells: 130 more fill the row.
+        await atMargin(`echo FIRST-LINE; echo \u4e2d\u6587 #${'x'.repeat(WIDE - 30)}`, '\u4e2d\u6587')
+      }, 30_000)
+
+      it('a wide character that does not fit in the last column wraps early', async () => {
+        await atMargin(`printf '%0${WIDE - 1}d\u4e2d\\n' 0; echo END`, 'END')
+      }, 30_000)
+    })
+
     async function vimThenQuit(session: LocalSession, pane: TmuxPane): Promise<void> {
       writeFileSync(join(dir, 'v.txt'), 'alpha\nbeta\n')
       const opened = await send(session, 'vim -u NONE -i NONE -N -n v.txt')

@@ -208,7 +208,49 @@ describe('a cursor that moves up rewrites the lines it reaches', () => {
   })
 
   it('moves up the rows of a line wrapped at cols first, keeping the column', () => {
-    expect(shown(everySplit('abcdefghijkl\x1b[AX\n', { cols: 10 }))).toEqual(['abXdefghijkl'])
+    // The line feed goes down onto the row `kl`, which stays the current line (tmux shows the same rows).
+    const trace = everySplit('abcdefghijkl\x1b[AX\n', { cols: 10 })
+    expect(shown(trace)).toEqual(['abXdefghij'])
+    expect(trace.partial).toBe('kl')
+  })
+
+  describe('rows of cols cells and the wrap pending after the last one, as tmux shows them', () => {
+    // Each case was checked against tmux 3.3a (`capture-pane -p`) fed the same bytes at 10 columns.
+    const right = (input: string) => everySplit(input, { cols: 10 })
+    const CUF9 = '\x1b[C'.repeat(9)
+
+    it('returns to the row just written on CR, BS, CUB, CUF and CHA, and wraps only on the next character', () => {
+      expect(shown(right('0123456789\rAB\r\n'))).toEqual(['AB23456789'])
+      expect(shown(right('0123456789\bZ\r\n'))).toEqual(['012345678Z'])
+      expect(shown(right('0123456789\x1b[DZ\r\n'))).toEqual(['012345678Z'])
+      expect(shown(right('0123456789\x1b[CZ\r\n'))).toEqual(['012345678Z'])
+      expect(shown(right('0123456789\x1b[3GZ\r\n'))).toEqual(['01Z3456789'])
+      expect(shown(right('0123456789\r\nA\r\n'))).toEqual(['0123456789', 'A'])
+    })
+
+    it('keeps the wrap pending over EL 0, and blanks the row just written on EL 1', () => {
+      expect(shown(right('0123456789\x1b[KZ\r\n'))).toEqual(['0123456789Z'])
+      expect(shown(right('0123456789\x1b[1KZ\r\n'))).toEqual(['          Z'])
+    })
+
+    it('moves up from the row just written, onto the last column of the row above', () => {
+      expect(shown(right('top\r\n0123456789\x1b[AZ\r\n\n'))).toEqual(['top      Z', '0123456789'])
+    })
+
+    it('keeps the line above when readline forces the wrap with a space and redraws the last column', () => {
+      // bash 5.2 after a command line of exactly the width: `x \r`, up, forward to the last column, EL, `x`.
+      const trace = right(`one\r\n$ 01234567 \r\x1b[A${CUF9}\x1b[K7\r\n\x1b[?2004l\rOUT\r\n`)
+      expect(shown(trace)).toEqual(['one', '$ 01234567', 'OUT'])
+    })
+
+    it('acts on the cursor row of a wrapped line: CR, EL and a line feed onto the row below', () => {
+      expect(shown(right('0123456789012\rZ\r\n'))).toEqual(['0123456789Z12'])
+      expect(shown(right('0123456789abcdefghij\x1b[A\x1b[5G\x1b[K\r\nX\r\n'))).toEqual(['0123', 'Xbcdefghij'])
+      expect(shown(right('0123456789abcdefghij\x1b[A\x1b[5G\x1b[1K\r\n\n'))).toEqual(['     56789', 'abcdefghij'])
+      const trace = right('abcdefghijklmnopqrstuvwxyz\x1b[2A\x1b[3GX\r\n\n')
+      expect(shown(trace)).toEqual(['abXdefghij', 'klmnopqrst'])
+      expect(trace.partial).toBe('uvwxyz')
+    })
   })
 
   it('stops at the top row of the screen', () => {
