@@ -422,8 +422,11 @@ function completion(value, maxOutputBytes) {
  * bundles) as the dispatcher Node's fetch takes from `Symbol.for('undici.globalDispatcher.1')`:
  * allowed hosts go through the proxy, a refused one gets the proxy's 403. Loaded on first use:
  * it costs some 60 ms, which a program that does not fetch does not pay. Where undici cannot be
- * loaded (no node_modules beside this file), fetch rejects saying so rather than going direct.
+ * loaded, fetch rejects saying so rather than going direct. undici is required by the folder the
+ * host names as this script's argument (`UNDICI_FOLDER`, launch.ts), else by name.
  */
+const UNDICI = process.argv[2] ?? 'undici'
+
 function routeFetch() {
   if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return
   const builtin = globalThis.fetch
@@ -431,7 +434,7 @@ function routeFetch() {
   const route = () => {
     if (routed !== undefined) return routed
     try {
-      const { EnvHttpProxyAgent, setGlobalDispatcher } = require('undici')
+      const { EnvHttpProxyAgent, setGlobalDispatcher } = require(UNDICI)
       setGlobalDispatcher(new EnvHttpProxyAgent({ ...proxy }))
       routed = { ok: true }
     } catch (error) {

@@ -2,7 +2,8 @@
  * How the program's process is started: the node argv, its environment, and confinement under
  * the owner's policy through `ctx.sandbox`.
  */
-import { isAbsolute } from 'node:path'
+import { createRequire } from 'node:module'
+import { dirname, isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PtcPolicy } from '@conch/ptc'
 import { SandboxError, type ConfineResult, type SandboxAgent, type SandboxServiceApi } from '@conch/sandbox'
@@ -14,13 +15,27 @@ import type { Config } from './config.ts'
  */
 export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
+/**
+ * undici's package folder (canonical: resolution follows pnpm's links), which the bootstrap loads
+ * by this path to send fetch through the network proxy; undefined when it is not installed. Passed
+ * as an argument, so that it is one of the program's own files the sandbox keeps visible: a
+ * bootstrap under /tmp would not find its node_modules behind the sandbox's private /tmp.
+ */
+export const UNDICI_FOLDER = ((): string | undefined => {
+  try {
+    return dirname(createRequire(import.meta.url).resolve('undici/package.json'))
+  } catch {
+    return undefined
+  }
+})()
+
 /** Host variables the program's process keeps: the executable search path and temp paths. */
 export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
 
 /**
  * The node argv: the heap cap as `--max-old-space-size` (MiB), experimental warnings of the
  * bootstrap's own vm loader and of undici's env-proxy agent (bootstrap.cjs, `routeFetch`)
- * silenced, and the bootstrap. Nothing from the host's `execArgv` or
+ * silenced, the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing from the host's `execArgv` or
  * `NODE_OPTIONS` (loaders, `--require`, `--import`, inspector flags) is passed on.
  */
 export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
@@ -30,6 +45,7 @@ export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath'
     '--disable-warning=ExperimentalWarning',
     '--disable-warning=UNDICI-EHPA',
     config.bootstrapPath ?? DEFAULT_BOOTSTRAP,
+    ...(UNDICI_FOLDER === undefined ? [] : [UNDICI_FOLDER]),
   ]
 }
 
@@ -63,7 +79,7 @@ export async function confine(
   if (sandbox === undefined) {
     throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
-  // The program's own files — the node executable and the bootstrap — stay visible, read-only,
+  // The program's own files — the node executable, the bootstrap and undici — stay visible, read-only,
   // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
   // private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
