@@ -688,13 +688,17 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
       const after = s.wait.afterDrain
       s.wait.afterDrain = undefined
       if (after === undefined) return
+      // The shell's own read at its controlled prompt, parsed before or during the drain: the
+      // prompt tier settles it, so the result carries the status that prompt reports. Asked
+      // afresh: a look asked earlier may be answered from before the shell was back in front.
+      if (after.kind === 'proc' && shellAtPrompt(s, after.probe!)) return checkForeground(s, out, true)
       if (after.kind === 'prompt') {
         // Blocked in its read is not proof that the shell has read the Enter written last (the
         // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
         // before the send, shown before that write, does not answer it; the next one will. (One
         // parsed only after that write is refused before the drain, by `inputTaken`; where the
         // input queue cannot be read, this is the only guard.)
-        if (!spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
+        if (!promptAnswers(s)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
       // A reader that sent a terminal query waits for its reply, not for input: while a reply is
@@ -806,19 +810,36 @@ export const UNCHECKED_PROMPT = "controlled prompt (its marker only: this host c
  * The controlled prompt was printed after the write: it settles the send only when the kernel
  * agrees — the shell's group is in front and its main task is blocked reading this terminal. A
  * miss is looked at again shortly (`PROMPT_RECHECKS` times, 1 ms apart doubling up to
- * `pollIntervalMs / 5`), and at the poll tick.
+ * `pollIntervalMs / 5`), and at the poll tick. `fresh`: a new look, whose answer replaces the
+ * one in flight.
  */
-function checkForeground(s: SendState, out: SendEffect[]): void {
-  if (s.awaiting.foreground !== undefined || s.phase !== 'waiting') return
+function checkForeground(s: SendState, out: SendEffect[], fresh = false): void {
+  if ((s.awaiting.foreground !== undefined && !fresh) || s.phase !== 'waiting') return
   if (!s.spec.observable) {
     // Nothing to ask (a remote container's terminal): the marker, its nonce checked by the
     // parser, is all there is; a prompt owed from before the send does not answer it.
-    if (!s.spec.view.promptShown(s.write.promptMayBeStale ? s.write.markersAtLastWrite : s.write.markersAtWrite)) return
+    if (!promptAnswers(s)) return
     return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
   }
   s.awaiting.foreground = request(s)
   const proveInput = s.write.promptMayBeStale && s.spec.drainsInput
   out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
+}
+
+/**
+ * Whether the controlled prompt shown now answers the input: its marker came after the write —
+ * after the last step when the shell may have owed a prompt from before the send, which it
+ * prints before it reads the input.
+ */
+function promptAnswers(s: In<'waiting'>): boolean {
+  const write = s.write
+  return s.spec.view.promptShown(write.promptMayBeStale ? write.markersAtLastWrite : write.markersAtWrite)
+}
+
+/** Whether a proved read is the shell's main task reading at a controlled prompt that answers the input. */
+function shellAtPrompt(s: In<'waiting'>, probe: ReadProbe): boolean {
+  const shell = s.spec.shellPgid
+  return shell !== undefined && probe.tpgid === shell && probe.reader?.tid === shell && promptAnswers(s)
 }
 
 // ─── The /proc tier ─────────────────────────────────────────────────────────────────

@@ -353,6 +353,28 @@ describe('the /proc tier', () => {
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
   })
 
+  it('hands a proved read of the shell at a controlled prompt to the prompt tier, with a look that replaces the one out', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    // The REPL exits; the shell prints its prompt. The look asked for it stays out.
+    view.markerCount = 1
+    view.prompt = true
+    view.line = '$ '
+    const early = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'foreground')
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 151, probe: reading(SHELL, SHELL, 3), costMs: 0 })
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 156 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 156.5, probe: reading(SHELL, SHELL, 3), costMs: 0 }), 'drain')
+    // Drained: not settled on the /proc tier, which carries no prompt status.
+    const fresh = machine.feed({ type: 'drained', gen: drain, now: 157 })
+    expect(fresh).toEqual([{ type: 'foreground', gen: expect.any(Number), shell: 'shell' }])
+    // The early look, answered from before the shell was back in front, is dropped.
+    expect(machine.feed({ type: 'foreground', gen: early, now: 158, pgid: CHILD, inFront: false, reading: undefined })).toEqual([])
+    const again = Machine.gen(machine.feed({ type: 'foreground', gen: Machine.gen(fresh, 'foreground'), now: 158.5, pgid: SHELL, inFront: true, reading: true }), 'drain')
+    const settled = machine.feed({ type: 'drained', gen: again, now: 159 })
+    expect(settled.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'prompt' }, atPrompt: true })
+  })
+
   it('on a relayed terminal, counts a read only once the reader read the bytes written since the baseline', () => {
     const view = new View()
     const machine = new Machine(view, { relayed: true, steps: textSteps({ text: '1+1', submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: '1+1' })

@@ -341,6 +341,42 @@ describe('the /proc tier', () => {
     expect(result.viewport).toBe("printf 'c:%s' part; sleep 0.3; echo rest\nc:partrest\n$ ")
   })
 
+  it('hands a proved read of the shell at its prompt to the prompt tier, whose status the result carries, while an earlier look is still out', async () => {
+    const { terminal, inspector, session } = await started({ idleSilenceMs: 2000 })
+    const python = session.startSend({ text: 'python3', submit: true })
+    await nextWrite(terminal)
+    inspector.foreground = CHILD
+    inspector.current = probe(CHILD, CHILD, 1)
+    terminal.emit('python3\r\n>>> ')
+    expect(await python.done).toMatchObject({ waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+
+    // The shell's answers to "blocked in its read?" are held until the test lets them go: the
+    // look asked when the prompt is parsed stays out while the /proc tier proves the read.
+    let release!: () => void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const blockedInRead = inspector.blockedInRead.bind(inspector)
+    inspector.blockedInRead = async () => {
+      const blocked = await blockedInRead()
+      await held
+      return blocked
+    }
+    const exit = session.startSend({ text: 'exit(3)', submit: true })
+    expect(await nextWrite(terminal)).toBe('exit(3)')
+    terminal.emit('exit(3)')
+    expect(await nextWrite(terminal)).toBe('\r')
+    // Python exits 3; the shell prints its prompt, with that status, and blocks in its read.
+    inspector.foreground = SHELL
+    inspector.current = probe(SHELL, SHELL, 5)
+    const looks = inspector.readLooks
+    terminal.emit(`\r\n${MARKER(3)}\x1b[?2004h$ `)
+    // Either the send settles without the prompt's answer, or a second look is asked.
+    await Promise.race([exit.done, until(() => inspector.readLooks >= looks + 2)])
+    release()
+    const result = await exit.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', exitStatus: 3 })
+    expect(result.viewport).toBe('exit(3)\n$ ')
+  })
+
   it('is not held by a program that writes without end once its reader is proved blocked: the send ends at its timeout', async () => {
     const { terminal, inspector, session } = await started({ idleSilenceMs: 2000, timeoutMs: 300 })
     inspector.foreground = CHILD
