@@ -466,7 +466,7 @@ function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
   } catch {
     return arg
   }
-  if (programFolders(policy).some((folder) => path.startsWith(`${folder}/`))) return path
+  if (programFolders(policy).some((folder) => path === folder || path.startsWith(`${folder}/`))) return path
   if (entry.folder === undefined) return arg
   try {
     const hidden = (policy.hiddenPaths ?? []).some((folder) => path === folder || path.startsWith(`${folder}/`))

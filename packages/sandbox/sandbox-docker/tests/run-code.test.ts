@@ -5,10 +5,12 @@
  * it reaches neither the host's Docker socket nor another agent's channel.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { createServer as createHttpServer } from 'node:http'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { Agent } from '@conch/agent'
+import { startEgressProxy } from '@conch/sandbox'
 import { naming } from '@conch/test-support/procs'
 import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
@@ -135,6 +137,33 @@ describe.skipIf(dockerSkip)('run_code in an agent container (Docker, as root)', 
       ].join('\n'),
     )
     expect(JSON.parse(text)).toEqual({ page: 'from-the-terminal\n', file: 'from-the-terminal\n' })
+  })
+
+  it('under network allow a program fetches an allowed host through the egress proxy, and a refused one is named', async () => {
+    const upstream = createHttpServer((_request, response) => response.end('upstream-page'))
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+    const port = (upstream.address() as AddressInfo).port
+    try {
+      box = await compose({
+        runCode: true,
+        policy: { network: 'allow', allow: [`allowed.test:${port}`] },
+        egress: (options) => startEgressProxy({ ...options, resolve: async (host) => (host.endsWith('.test') ? ['127.0.0.1'] : []) }),
+      })
+      const agent = await box.agent()
+      const result = await box.call(agent, 'run_code', {
+        code: [
+          `const allowed = await (await fetch('http://allowed.test:${port}/')).text()`,
+          `const refused = await fetch('http://refused.test:${port}/').then(() => 'reached', (error) => 'failed')`,
+          'return { allowed, refused }',
+        ].join('\n'),
+      })
+      const text = result.content.map((item) => item.text).join('\n')
+      expect(text).toContain('"allowed": "upstream-page"')
+      expect(text).toContain('"refused": "failed"')
+      expect(text).toContain('[network: blocked refused.test')
+    } finally {
+      await new Promise((resolve) => upstream.close(resolve))
+    }
   })
 
   it('nothing of a program is left in the container after its run, and nothing at all after the agent', async () => {
