@@ -249,13 +249,14 @@ function withEarlier(result: SendResult, line: string | undefined): string {
   return lines.join('\n')
 }
 
-/** A background send that was handed to a task. */
-export function renderBackground(taskId: string, label: string, maxBytes: number): string {
+/** A background send that was handed to a task; `notifyOn`, the pattern it also wakes on. */
+export function renderBackground(taskId: string, label: string, maxBytes: number, notifyOn?: string): string {
+  const when = notifyOn === undefined ? 'ends or waits for input' : `ends, waits for input or prints a line matching ${JSON.stringify(notifyOn)}`
   return fit({
     body: '',
     meta: [
       { text: `[task: ${taskId} started — ${label}]`, short: `[task: ${taskId}]` },
-      { text: '[you are notified when it ends or waits for input; task_output reads it, task_kill stops it]', short: '' },
+      { text: `[you are notified when it ${when}; task_output reads it, task_kill stops it]`, short: '' },
     ],
     noticeAt: 2,
     truncated: false,

@@ -29,6 +29,16 @@ describe('run_in_background with the memory backend', () => {
     expect(await harness.text('terminal_list', {})).toBe('pty-1 shell running busy')
   })
 
+  it('says a notifyOn pattern wakes the model too', async () => {
+    harness = await boot()
+    await harness.call('terminal_open', { type: 'shell' })
+    const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold serving', run_in_background: true, notifyOn: 'Listening on' })
+    expect(result.content[0]!.text).toBe(
+      '[task: task-1 started — pty-1: hold serving]\n' +
+        '[you are notified when it ends, waits for input or prints a line matching "Listening on"; task_output reads it, task_kill stops it]',
+    )
+  })
+
   it('interrupts the send with a real SIGINT when the task is killed', async () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })

@@ -149,7 +149,7 @@ export function registerTerminalSend(kit: ToolKit): void {
           await operation.done.catch(() => undefined)
           throw caught
         }
-        return text(renderBackground(taskId, label, config.maxOutputBytes), { taskId, sessionId: input.sessionId })
+        return text(renderBackground(taskId, label, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
       }
 
       let operation: SendOperation
