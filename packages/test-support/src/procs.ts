@@ -58,6 +58,18 @@ export function naming(text: string): number[] {
     .map(Number)
 }
 
+/** The children of this process (zombies included: not reaped yet) whose command line contains `text`. */
+export function childrenNaming(text: string): number[] {
+  return naming(text).filter((pid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
+    } catch {
+      return false
+    }
+  })
+}
+
 /** Whether a pid is alive (not a zombie). */
 export function alive(pid: number): boolean {
   try {

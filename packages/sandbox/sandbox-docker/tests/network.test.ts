@@ -2,24 +2,12 @@
  * The network relay of an agent's container, started here in this process's own network
  * namespace (nsenter needs root, as with a container's): its end is proved before `close` returns.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
+import { childrenNaming } from '@conch/test-support/procs'
 import { startNetRelay } from '../src/network.ts'
 
-/** Children of this process running net-relay.cjs, zombies included. */
-function relays(): number[] {
-  return readdirSync('/proc')
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('net-relay.cjs')
-      } catch {
-        return false
-      }
-    })
-    .map(Number)
-}
+const relays = (): number[] => childrenNaming('net-relay.cjs')
 
 // nsenter enters a network namespace with CAP_SYS_ADMIN only.
 describe.skipIf(process.getuid?.() !== 0)('the network relay (as root)', () => {

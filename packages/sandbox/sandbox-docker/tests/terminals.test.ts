@@ -14,7 +14,7 @@ import { basename, join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { Agent } from '@conch/agent'
 import { startEgressProxy } from '@conch/sandbox'
-import { naming } from '@conch/test-support/procs'
+import { childrenNaming, naming } from '@conch/test-support/procs'
 import { until } from '@conch/test-support/wait'
 import { compose, containersOf, docker, dockerSkip } from './harness.ts'
 
@@ -46,20 +46,8 @@ function networkAddress(): string | undefined {
     .find((address) => address !== undefined && address.family === 'IPv4' && !address.internal)?.address
 }
 
-/**
- * The network relays this process started (net-relay.cjs children of it): other test files run
- * theirs at the same time, and a relay left behind is still this process's child until reaped.
- */
-function ownNetRelays(): number[] {
-  return naming('net-relay.cjs').filter((pid) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid
-    } catch {
-      return false
-    }
-  })
-}
+/** The network relays this process started: other test files run theirs at the same time. */
+const ownNetRelays = (): number[] => childrenNaming('net-relay.cjs')
 
 async function containerOf(agent: Agent): Promise<string> {
   const [info] = await containersOf(agent.session.id)
