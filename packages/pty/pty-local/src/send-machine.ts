@@ -739,16 +739,20 @@ function onOutput(s: In<'waiting'>, now: number, out: SendEffect[]): void {
     checkForeground(s, out)
     return
   }
-  // A shell at its own prompt announces its next prompt itself: probing on its output (the
-  // echo of the input) would be wasted; the poll timer from exactProbeAfterMs covers a program
-  // the command starts. Otherwise output is the moment to look — at once when its open line
-  // looks like a prompt (only the open line: scanning back for the last non-blank line on every
-  // chunk would cost more than the probe it schedules).
-  if (spec.exact && s.write.baseline.kind !== 'shell') {
-    const line = spec.view.promptLine()
-    if (line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })) s.wait.pacer = eager(s.wait.pacer, s.outputCount)
-    requestProbe(s, now, out)
-  }
+  // Output is the moment to look — at once when its open line looks like a prompt (only the open
+  // line: scanning back for the last non-blank line on every chunk would cost more than the probe
+  // it schedules). A shell at its own prompt announces its next prompt itself, so there only a
+  // prompt-shaped line after the echo's line break (a program the command started, asking) is a
+  // moment to look, at most once per `pollIntervalMs` (a flood's or a progress bar's open line
+  // looks like one too); the poll timer from exactProbeAfterMs covers a program that prints none.
+  if (!spec.exact) return
+  const shell = s.write.baseline.kind === 'shell'
+  if (shell && (spec.view.lastLine() === '' || now - s.wait.pacer.lastAt < spec.pollIntervalMs)) return
+  const line = spec.view.promptLine()
+  const shaped = line.trim() !== '' && promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: line, lastNonBlankLine: () => line, inputText: spec.inputText })
+  if (shell && !shaped) return
+  if (shaped && !shell) s.wait.pacer = eager(s.wait.pacer, s.outputCount)
+  requestProbe(s, now, out)
 }
 
 function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: number, out: SendEffect[]): void {

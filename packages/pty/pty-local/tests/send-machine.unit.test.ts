@@ -26,8 +26,9 @@ class View implements OutputView {
   lastNonBlankLine() {
     return this.line
   }
+  committed = ''
   lastLine() {
-    return ''
+    return this.committed
   }
   owed = 0
   written = 0
@@ -302,6 +303,20 @@ describe('a send, step by step', () => {
     shell.feed({ type: 'written', gen: typed, now: 1 })
     shell.view.line = '$ echo'
     expect(shell.feed({ type: 'output', now: 1.1 })).toEqual([])
+  })
+
+  it('at the shell\'s prompt, looks at once when a program the command started shows a prompt after the echo\'s line; not on the echo or a finished line', () => {
+    const view = new View()
+    const machine = written(view)
+    const probes = (effects: SendEffect[]) => effects.filter((effect) => effect.type === 'probe')
+    // The echo, still open or already committed, and a finished line of output: no look.
+    expect(probes(machine.feed({ type: 'output', now: 2 }))).toEqual([])
+    view.committed = '$ echo hi'
+    view.line = ''
+    expect(probes(machine.feed({ type: 'output', now: 3 }))).toEqual([])
+    // The program's prompt on the open line: a look now, not at the poll timer.
+    view.line = '>>> '
+    expect(probes(machine.feed({ type: 'output', now: 4 }))).toEqual([{ type: 'probe', gen: expect.any(Number), purpose: 'look' }])
   })
 
   it('settles stdin_read on the controlled prompt once the kernel shows the shell in front and reading', () => {
