@@ -184,6 +184,30 @@ describe.runIf(hasBwrap)("the host's git after a confined process wrote the repo
     expect(existsSync(join(workspace, '.git/commondir'))).toBe(false)
   })
 
+  it('runs no hook or config that core.hooksPath and include.path name inside the workspace (a hook manager\'s)', async () => {
+    execFileSync('git', ['init', '-q', workspace])
+    mkdirSync(join(workspace, 'hooks'))
+    writeFileSync(join(workspace, 'hooks', 'pre-commit'), '#!/bin/sh\nexit 0\n', { mode: 0o755 })
+    execFileSync('git', ['-C', workspace, 'config', 'core.hooksPath', 'hooks'])
+    execFileSync('git', ['-C', workspace, 'config', 'include.path', '../project.gitconfig'])
+    box = await harness(workspace)
+    const marker = join(workspace, 'hook-ran')
+    const result = await box.run(
+      `printf '#!/bin/sh\\ntouch ${marker}\\n' > hooks/pre-commit 2>/dev/null && echo "wrote the hook"
+       printf '#!/bin/sh\\ntouch ${marker}\\n' > hooks/post-commit 2>/dev/null && echo "added a hook"
+       ${evilConfig(marker)} > project.gitconfig 2>/dev/null && echo "wrote the included config"
+       echo done`,
+    )
+    expect(result.stdout).toBe('done\n')
+    // The included file was missing: an empty file holds it, which the host's git reads as an empty config.
+    expect(readFileSync(join(workspace, 'project.gitconfig'), 'utf8')).toBe('')
+    execFileSync('git', ['-C', workspace, 'commit', '-q', '--allow-empty', '-m', 'host'], { env: { PATH: process.env['PATH'], HOME: tmpdir(), GIT_AUTHOR_NAME: 'h', GIT_AUTHOR_EMAIL: 'h@h', GIT_COMMITTER_NAME: 'h', GIT_COMMITTER_EMAIL: 'h@h' } })
+    expect(existsSync(marker)).toBe(false)
+    await box.dispose()
+    box = undefined
+    expect(existsSync(join(workspace, 'project.gitconfig'))).toBe(false)
+  })
+
   it("runs no program named by a config a rewritten .git file (a linked worktree's) leads to", async () => {
     const main = realpathSync(mkdtempSync(join(tmpdir(), 'conch-deny-main-')))
     try {

@@ -3,7 +3,9 @@
  * may not write, create, remove or rename, relative to each writable root. Shared so that each
  * provider's config has the same entries with the same defaults, and refuses the same shapes.
  */
-import { isAbsolute, join, normalize, relative, sep } from 'node:path'
+import { readFileSync, statSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from 'node:path'
 import { z } from 'zod'
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
 import { protectedPathProblem } from './protected.ts'
@@ -26,6 +28,12 @@ import { SandboxError, type SandboxPolicy } from './types.ts'
  * `Cannot find module`) while a file would show in `git status`: `.yarnrc`, `.yarnrc.yml` and
  * `.pnpmfile.cjs` (add those a project has to `denyWrite`); `.envrc` (direnv runs none it has
  * not been told to allow since its last change) and `.tool-versions` (names versions, no program).
+ * Hook managers' files, which the host's `git commit` runs through its installed hook: `.husky/`,
+ * `.pre-commit-config.yaml`, `.lefthook.yml` (not `lefthook.yml`: a placeholder folder would show
+ * in the workspace; add it where a project has one); other editors' and agents' project folders
+ * that name programs to start: `.cursor/`, `.gemini/`, `.zed/`, `.continue/`, `.devcontainer/`.
+ * Beyond the list, every path the repository's git config names for hooks or more config is held
+ * too (`gitNamedPaths`).
  */
 export const DEFAULT_DENY_WRITE = [
   '.bashrc',
@@ -42,6 +50,14 @@ export const DEFAULT_DENY_WRITE = [
   '.idea/',
   '.claude/',
   '.codex/',
+  '.cursor/',
+  '.gemini/',
+  '.zed/',
+  '.continue/',
+  '.devcontainer/',
+  '.husky/',
+  '.pre-commit-config.yaml',
+  '.lefthook.yml',
   '.git/hooks/',
   '.git/config',
   '.git/commondir',
@@ -60,8 +76,95 @@ export const DEFAULT_DENY_WRITE = [
  */
 export function placeholderContent(path: string): string | undefined {
   if (path.endsWith('/.git/commondir')) return '.\n'
-  if (path.endsWith('/.git/config.worktree')) return ''
+  if (path.endsWith('/.git/config.worktree') || includedConfigs.has(path)) return ''
   return undefined
+}
+
+/** Config files git config includes (`gitNamedPaths`), held by an empty file: git stops on a folder named by `include.path`. */
+const includedConfigs = new Set<string>()
+
+/** Largest git config read for `gitNamedPaths`, bytes. */
+const MAX_GIT_CONFIG_BYTES = 1 << 20
+
+/**
+ * Paths inside `root` that git config names as where the host's git finds hooks or more config:
+ * `core.hooksPath` (relative to the working tree) and `include.path` / `includeIf.<condition>.path`
+ * (relative to the including file's folder; `~/` is the home folder), git-config(1). Read from the
+ * repository's `<root>/.git/config` (when `.git` is a folder; its config is itself held) and the
+ * user's `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config`. A hook manager points git there (husky's
+ * `core.hooksPath = .husky/_`), and the host's next `git commit` runs what is there.
+ */
+export function gitNamedPaths(root: string, home: string = homedir()): string[] {
+  const xdg = process.env['XDG_CONFIG_HOME'] || join(home, '.config')
+  const files = [join(root, '.git', 'config'), join(home, '.gitconfig'), join(xdg, 'git', 'config')]
+  const named: string[] = []
+  for (const file of files) {
+    let text: string
+    try {
+      if (statSync(file).size > MAX_GIT_CONFIG_BYTES) continue
+      text = readFileSync(file, 'utf8')
+    } catch {
+      continue
+    }
+    const at = (value: string, base: string) => (value.startsWith('~/') ? join(home, value.slice(2)) : resolve(base, value))
+    const { hooks, includes } = gitConfigPaths(text)
+    named.push(...hooks.map((value) => at(value, root)))
+    for (const path of includes.map((value) => at(value, dirname(file)))) {
+      includedConfigs.add(path)
+      named.push(path)
+    }
+  }
+  return named.filter((path) => path.startsWith(root + sep))
+}
+
+/**
+ * The values of `core.hooksPath`, `include.path` and `includeIf.*.path` in git config text
+ * (git-config(1): `[section "subsection"]` headers, `key = value` lines, double quotes with `\`
+ * escapes, `#` and `;` comments; names are case-insensitive).
+ */
+export function gitConfigPaths(text: string): { hooks: string[]; includes: string[] } {
+  const hooks: string[] = []
+  const includes: string[] = []
+  let section = ''
+  for (const raw of text.split('\n')) {
+    let line = raw
+    const header = /^\s*\[\s*([A-Za-z0-9.-]+)[^\]]*\](.*)$/.exec(line)
+    if (header !== null) {
+      section = header[1]!.toLowerCase()
+      line = header[2]!
+    }
+    const entry = /^\s*([A-Za-z][A-Za-z0-9-]*)\s*=(.*)$/.exec(line)
+    if (entry === null) continue
+    const key = entry[1]!.toLowerCase()
+    if (section === 'core' && key === 'hookspath') hooks.push(configValue(entry[2]!))
+    else if ((section === 'include' || section === 'includeif') && key === 'path') includes.push(configValue(entry[2]!))
+  }
+  return { hooks: hooks.filter((value) => value !== ''), includes: includes.filter((value) => value !== '') }
+}
+
+/** A git config value as git reads it: quotes removed, escapes applied, a comment and outer blanks cut. */
+function configValue(text: string): string {
+  let out = ''
+  let quoted = false
+  let pending = ''
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i]!
+    if (char === '\\' && i + 1 < text.length) {
+      const next = text[++i]!
+      out += pending + (next === 'n' ? '\n' : next === 't' ? '\t' : next)
+      pending = ''
+    } else if (char === '"') {
+      out += pending
+      pending = ''
+      quoted = !quoted
+    } else if (!quoted && (char === '#' || char === ';')) break
+    else if (!quoted && /\s/.test(char)) pending += out === '' ? '' : char
+    else {
+      out += pending + char
+      pending = ''
+    }
+  }
+  return out
 }
 
 /** One deny-write entry: a path relative to a writable root, inside it (no `..`, not absolute); a trailing `/` is kept. */
@@ -75,7 +178,7 @@ export const denyWriteEntry = z
 
 /**
  * The absolute paths `denyWrite` names for `policy`, beneath the workspace and each of
- * `readWritePaths`, without trailing slashes. An entry beneath a file is that file: where `.git`
+ * `readWritePaths`, without trailing slashes, and those git config names there (`gitNamedPaths`). An entry beneath a file is that file: where `.git`
  * is a file (`gitdir: …`), it is what tells git where its config and hooks are.
  */
 export function denyWritePaths(
@@ -85,7 +188,11 @@ export function denyWritePaths(
 ): string[] {
   if (policy.mode !== 'workspace-write') return []
   const roots = [policy.workspaceRoot, ...(options.readWritePaths ?? [])]
-  return [...new Set(roots.flatMap((root) => options.denyWrite.map((entry) => fileOnTheWay(join(root, entry).replace(/\/+$/, ''), root, fs))))]
+  return [
+    ...new Set(
+      roots.flatMap((root) => [...options.denyWrite.map((entry) => join(root, entry).replace(/\/+$/, '')), ...gitNamedPaths(root)].map((path) => fileOnTheWay(path, root, fs))),
+    ),
+  ]
 }
 
 /** The first regular file on `path` below `root` (lstat(2), the last component excluded), else `path`. */
