@@ -404,8 +404,7 @@ function begin(s: In<'pending'>, event: Extract<SendEvent, { type: 'begin' }>, o
   if (event.aborted) return abortBeforeWrite(s, out, event.reason)
   if (s.spec.kind !== 'startup' && s.spec.exact) {
     become(s, { phase: 'baseline' })
-    s.awaiting.baseline = request(s)
-    out.push({ type: 'baseline', gen: s.awaiting.baseline })
+    out.push({ type: 'baseline', gen: ask(s, 'baseline') })
     return
   }
   // No baseline to take (a startup, or no /proc).
@@ -417,8 +416,10 @@ function keepsWaiting(spec: SendSpec): boolean {
   return spec.kind === 'send' && spec.steps.length === 0
 }
 
-function request(s: SendState): number {
-  return ++s.gen
+/** Starts a request of `kind`: its generation, now awaited. */
+function ask(s: SendState, kind: keyof Shared['awaiting']): number {
+  s.awaiting[kind] = ++s.gen
+  return s.gen
 }
 
 /** Whether `gen` answers the request of `kind` in flight, which it then ends. */
@@ -448,17 +449,15 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
   if (spec.kind === 'send') {
     if (spec.steps.length === 0) return finishWrite(s, write, event.now, out)
     if (spec.checkInput) {
-      const checking = become(s, { phase: 'checking', write })
-      checking.awaiting.check = request(s)
-      out.push({ type: 'checkInput', gen: checking.awaiting.check })
+      become(s, { phase: 'checking', write })
+      out.push({ type: 'checkInput', gen: ask(s, 'check') })
       return
     }
     return writeStep(s, write, 0, out)
   }
   if (spec.kind === 'signal' && spec.signal !== undefined) {
-    const signalling = become(s, { phase: 'signalling', write })
-    signalling.awaiting.signal = request(s)
-    out.push({ type: 'signal', gen: signalling.awaiting.signal, signal: spec.signal })
+    become(s, { phase: 'signalling', write })
+    out.push({ type: 'signal', gen: ask(s, 'signal'), signal: spec.signal })
     return
   }
   return enterWaiting(s, write, event.now, out)
@@ -466,16 +465,15 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
 
 /** Writes step `index`. */
 function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEffect[]): void {
-  const writing = become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, markersAtStep: s.spec.view.markers(), consumeChecks: 0 } })
+  become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, markersAtStep: s.spec.view.markers(), consumeChecks: 0 } })
   // Output counts from when the last write begins: a fast reply can precede the write's completion.
   if (index === s.spec.steps.length - 1) {
     write.outputAtWrite = s.outputCount
     write.markersAtLastWrite = s.spec.view.markers()
   }
-  writing.awaiting.write = request(s)
-  write.bytes += readerBytes(s.spec.steps[index]!.data)
   const step = s.spec.steps[index]!
-  out.push({ type: 'write', gen: writing.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
+  write.bytes += readerBytes(step.data)
+  out.push({ type: 'write', gen: ask(s, 'write'), data: step.data, ...(step.key !== undefined && { key: step.key }) })
 }
 
 /** A step is in the kernel: the next one (after consumption when it asks), or the wait. */
@@ -529,8 +527,7 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
 
 function consumeCheck(s: In<'submitting'>, out: SendEffect[]): void {
   if (!s.spec.exact || s.write.baseline.kind === 'none') return
-  s.awaiting.consume = request(s)
-  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.write.baseline, ...(s.spec.relayed && { inputBytes: s.write.bytes }) })
+  out.push({ type: 'consume', gen: ask(s, 'consume'), baseline: s.write.baseline, ...(s.spec.relayed && { inputBytes: s.write.bytes }) })
 }
 
 /** Whether consumption is checked on the input queue: a reader other than the shell, with the queue readable. */
@@ -735,8 +732,7 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
         s.wait.confirming = undefined
         return failConfirm(s, now, out)
       }
-      s.awaiting.confirm = request(s)
-      out.push({ type: 'probe', gen: s.awaiting.confirm, purpose: 'confirm' })
+      out.push({ type: 'probe', gen: ask(s, 'confirm'), purpose: 'confirm' })
       return
     }
     case 'consume':
@@ -763,9 +759,8 @@ function checkForeground(s: SendState, out: SendEffect[], fresh = false): void {
     if (!promptAnswers(s)) return
     return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
   }
-  s.awaiting.foreground = request(s)
   const proveInput = s.write.promptMayBeStale && s.spec.drainsInput
-  out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
+  out.push({ type: 'foreground', gen: ask(s, 'foreground'), shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
 }
 
 /** Whether the prompt shown answers the input: a marker after the write (the last step, if one was owed). */
@@ -802,8 +797,7 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 /** Asks for a look probe, noting the replies written so far (`repliesAtLook`). */
 function probeLook(s: In<'waiting'>, out: SendEffect[]): void {
   s.wait.repliesAtLook = s.spec.view.repliesWritten()
-  s.awaiting.probe = request(s)
-  out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
+  out.push({ type: 'probe', gen: ask(s, 'probe'), purpose: 'look' })
 }
 
 function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
@@ -901,8 +895,7 @@ function settleProc(s: In<'waiting'>, out: SendEffect[], probe: ReadProbe, sourc
   const reader = probe.reader!
   if (hidden === undefined && spec.kind === 'send' && spec.readsTermios && (reader.syscall === 'read' || reader.syscall === 'readv')) {
     s.wait.afterTermios = { probe, sources, quietMs, how, outputBefore: s.outputCount }
-    s.awaiting.termios = request(s)
-    out.push({ type: 'termios', gen: s.awaiting.termios })
+    out.push({ type: 'termios', gen: ask(s, 'termios') })
     return
   }
   if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: probe.tpgid })
@@ -920,8 +913,7 @@ function settleProc(s: In<'waiting'>, out: SendEffect[], probe: ReadProbe, sourc
 
 function drain(s: In<'waiting'>, out: SendEffect[], after: NonNullable<WaitState['afterDrain']>): void {
   s.wait.afterDrain = after
-  s.awaiting.drain = request(s)
-  out.push({ type: 'drain', gen: s.awaiting.drain })
+  out.push({ type: 'drain', gen: ask(s, 'drain') })
 }
 
 // ─── Silence, cancel, handoff ───────────────────────────────────────────────────────
@@ -1032,8 +1024,7 @@ function startHandoff(s: In<'waiting'>, now: number, out: SendEffect[]): void {
 function look(s: In<'waiting'>, out: SendEffect[]): void {
   if (s.awaiting.handoff !== undefined) return
   const waiting = s.write.baseline.kind === 'probe' && s.write.baseline.probe.verdict === 'reading' ? s.write.baseline.probe.tpgid : undefined
-  s.awaiting.handoff = request(s)
-  out.push({ type: 'handoffLook', gen: s.awaiting.handoff, waiting })
+  out.push({ type: 'handoffLook', gen: ask(s, 'handoff'), waiting })
 }
 
 /**
@@ -1056,7 +1047,7 @@ function handoffDone(s: SendState, out: SendEffect[]): void {
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })
   if (s.cancel.state === 'handoff') {
-    s.cancel = { state: 'signalling', gen: request(s) }
+    s.cancel = { state: 'signalling', gen: ++s.gen }
     out.push({ type: 'signal', gen: s.cancel.gen, signal: 'SIGINT' })
   }
 }
