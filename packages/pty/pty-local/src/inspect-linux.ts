@@ -323,11 +323,7 @@ export async function stoppedWithoutChildren(proc: ProcFs, pid: number): Promise
   const stat = await readStat(proc, `/proc/${pid}/stat`)
   if (stat === undefined) return undefined
   if (stat.state !== 'T' && stat.state !== 't') return false
-  try {
-    return (await proc.readFile(`/proc/${pid}/task/${pid}/children`)).trim() === ''
-  } catch {
-    return undefined
-  }
+  return proc.readFile(`/proc/${pid}/task/${pid}/children`).then((children) => children.trim() === '', () => undefined)
 }
 
 /**
@@ -388,12 +384,8 @@ const NOT_READ = '-'
 const POLLIN = 0x1
 const EPOLLIN = 0x1
 
-async function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefined> {
-  try {
-    return parseProcStat(await proc.readFile(path))
-  } catch {
-    return undefined
-  }
+function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefined> {
+  return proc.readFile(path).then(parseProcStat).catch(() => undefined)
 }
 
 /**
@@ -449,12 +441,8 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
 }
 
 /** The task ids of a process; none when it vanished. */
-async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
-  try {
-    return (await proc.readdir(`/proc/${pid}/task`)).filter((name) => /^\d+$/.test(name)).map(Number)
-  } catch {
-    return []
-  }
+function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
+  return proc.readdir(`/proc/${pid}/task`).then((names) => names.filter((name) => /^\d+$/.test(name)).map(Number), () => [])
 }
 
 /**
@@ -565,12 +553,8 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
 }
 
 /** Bytes task `tid` of `pid` has read in all (`rchar` of its io file, proc(5)); undefined when unreadable. */
-export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
-  try {
-    return parseWakeCounters(undefined, undefined, await proc.readFile(`/proc/${pid}/task/${tid}/io`)).rchar
-  } catch {
-    return undefined
-  }
+export function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
+  return proc.readFile(`/proc/${pid}/task/${tid}/io`).then((io) => parseWakeCounters(undefined, undefined, io).rchar, () => undefined)
 }
 
 /** Sum of the two context-switch counters of a status file (proc(5)); undefined when either is missing. */
@@ -692,12 +676,8 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
 }
 
 /** The descriptor numbers of `pid` (/proc/<pid>/fd), at most MAX_OWN_FDS; none when unreadable. */
-async function fdNames(proc: ProcFs, pid: number): Promise<string[]> {
-  try {
-    return (await proc.readdir(`/proc/${pid}/fd`)).slice(0, MAX_OWN_FDS)
-  } catch {
-    return []
-  }
+function fdNames(proc: ProcFs, pid: number): Promise<string[]> {
+  return proc.readdir(`/proc/${pid}/fd`).then((names) => names.slice(0, MAX_OWN_FDS), () => [])
 }
 
 /** Whether another descriptor of `pid` refers to pipe `target` (a self-pipe); `SelfPipes`' hint first. */

@@ -152,14 +152,8 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
   const clocks = new SchedulerClocks(proc)
   const selfPipes = new SelfPipes()
-  const readStatComm = async (target: number): Promise<string | undefined> => {
-    try {
-      const text = await proc.readFile(`/proc/${target}/stat`)
-      return text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'))
-    } catch {
-      return undefined
-    }
-  }
+  const readStatComm = (target: number): Promise<string | undefined> =>
+    proc.readFile(`/proc/${target}/stat`).then((text) => text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), () => undefined)
   return {
     exact: terminal !== undefined,
     observable: pid > 0,
@@ -173,21 +167,9 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
     async groupName(pgid) {
       return (await readStatComm(pgid)) ?? (await groupMembers(proc, pgid, pid))[0]?.comm
     },
-    async taskSwitches(target) {
-      try {
-        return contextSwitches(await proc.readFile(`/proc/${target}/task/${target}/status`))
-      } catch {
-        return undefined
-      }
-    },
+    taskSwitches: (target) => proc.readFile(`/proc/${target}/task/${target}/status`).then(contextSwitches, () => undefined),
     readBytes: (target, tid) => taskReadBytes(proc, target, tid),
-    async executable(target) {
-      try {
-        return await proc.readlink(`/proc/${target}/exe`)
-      } catch {
-        return undefined
-      }
-    },
+    executable: (target) => proc.readlink(`/proc/${target}/exe`).catch(() => undefined),
     async blockedInRead(target) {
       if (terminal === undefined) return undefined
       return mainTaskReadsTerminal({ proc, terminal, pid: target })

@@ -44,7 +44,6 @@ export interface OutputParserOptions {
   cols?: number
 }
 
-
 /**
  * A query a program wrote to the terminal ("ctlseqs"): DSR 5 and 6 (`?6` = DECXCPR), primary and
  * secondary DA, DECRQM, XTVERSION (`CSI > q`), XTWINOPS 18 and OSC 10/11/12. `terminator` is how
@@ -282,7 +281,6 @@ const TRANSITIONS = (() => {
   }
   return table
 })()
-
 
 /** Length of the UTF-8 sequence that `lead` begins (RFC 3629 §3); 1 for anything but a lead byte. */
 function sequenceLength(lead: number): number {
