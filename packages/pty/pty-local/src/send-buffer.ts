@@ -96,12 +96,13 @@ export class SendBuffer {
   viewport(): SendOutput {
     const parts = this.store.all()
     parts.push(...this.openLines())
-    const { text, cut } = joinTail(parts, this.maxBytes)
+    const whole = parts.join('\n')
+    const text = utf8Suffix(whole, this.maxBytes)
+    const cut = text.length < whole.length
     if (this.head.length === 0) return { text, truncated: cut || this.truncated }
     const headText = this.head.all().join('\n')
     if (this.lost.lines === 0 && this.lost.bytes === 0 && !cut) return { text: text === '' ? headText : `${headText}\n${text}`, truncated: this.truncated }
     // Lines the cut of `text` dropped whole are omitted too.
-    const whole = parts.join('\n')
     const dropped = whole.slice(0, whole.length - text.length)
     const lines = this.lost.lines + (dropped.match(/\n/g)?.length ?? 0)
     return { text: `${headText}\n${text}`, truncated: true, omitted: { headLines: this.head.length, bytes: this.lost.bytes + utf8ByteLength(dropped), lines } }
@@ -264,11 +265,4 @@ export class SendBuffer {
 function continues(open: { text: string; revision: number }, partial: string, revision: number): boolean {
   if (open.revision === revision && revision >= 0) return partial.length >= open.text.length
   return partial.startsWith(open.text)
-}
-
-/** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */
-function joinTail(parts: string[], maxBytes: number): { text: string; cut: boolean } {
-  const text = parts.join('\n')
-  const kept = utf8Suffix(text, maxBytes)
-  return { text: kept, cut: kept.length < text.length }
 }
