@@ -58,8 +58,6 @@ export class TerminalDisplay {
   private readonly disposers: (() => void)[] = []
   private readonly replyAllowed = perSecond(MAX_REPLIES_PER_SECOND, () => this.now())
   private readonly seedAllowed = perSecond(SEEDS_PER_SECOND, () => this.now())
-  /** Replies dropped by the rate bound so far. */
-  droppedReplies = 0
 
   constructor(options: TerminalDisplayOptions) {
     this.parser = options.parser
@@ -81,14 +79,6 @@ export class TerminalDisplay {
     parser.resize(options.rows, options.cols)
     this.disposers.push(parser.onQuery((query) => this.answer(replyTo(query, this.state))))
     this.disposers.push(parser.onScreen((event) => this.onScreen(event)))
-  }
-
-  get rows(): number {
-    return this.state.rows
-  }
-
-  get cols(): number {
-    return this.state.cols
   }
 
   /** Whether a screen is attached (a full-screen or cursor-addressing program is in front). */
@@ -160,9 +150,7 @@ export class TerminalDisplay {
   }
 
   private answer(reply: string | undefined): void {
-    if (reply === undefined) return
-    if (this.replyAllowed()) this.writeReply(reply)
-    else this.droppedReplies++
+    if (reply !== undefined && this.replyAllowed()) this.writeReply(reply)
   }
 
   private onScreen(event: ScreenEvent): void {

@@ -172,11 +172,6 @@ export class Send {
     }
   }
 
-  /** The machine's phase (for tests and diagnostics). */
-  get phase(): SendState['phase'] {
-    return this.state.phase
-  }
-
   /** Starts the send. Never rejects: failures settle `done`. */
   begin(): void {
     this.dispatch({ type: 'begin', now: this.host.now(), ...this.checks() })
