@@ -39,13 +39,9 @@ export class LocalBackend implements PtyBackend {
   }
 
   /**
-   * Starts a shell for `request.owner`:
-   * 1. resolves the owner's sandbox policy (`ctx.sandboxPolicy.resolve`), once — the session
-   *    keeps it for life;
-   * 2. wraps the shell argv once with `ctx.sandbox.confine` unless the mode is
-   *    `danger-full-access` (no mechanism → `SPAWN_FAILED` carrying the sandbox's explanation;
-   *    never a silent downgrade);
-   * 3. spawns it on a PTY with the session environment, and waits for the first ready point.
+   * Starts a shell for `request.owner` under its sandbox policy, resolved once, confined by
+   * `ctx.sandbox.confine` unless `danger-full-access` (never a silent downgrade), and waits for
+   * its first ready point.
    * @throws PtyError `SPAWN_FAILED` (bad cwd, no sandbox, the shell exited or never became
    *   ready), or `request.signal.reason` when the signal aborts.
    */
@@ -58,8 +54,7 @@ export class LocalBackend implements PtyBackend {
     const tag: SessionTag = { name: SESSION_TAG_VARIABLE, value: randomBytes(16).toString('hex') }
     const env = shellEnvironment({ parent: this.options.env ?? process.env, trusted: config.trustedEnv, allow: config.allowEnv, prompt, tag })
     if (program) {
-      // A program has no use for the controlled prompt; the caller's variables go over the
-      // scrubbed environment, and the session tag stays conch's.
+      // No controlled prompt; the caller's variables go over the scrubbed environment, not the tag.
       delete env.PS1
       delete env.PROMPT_COMMAND
       Object.assign(env, request.env ?? {})
@@ -88,8 +83,7 @@ export class LocalBackend implements PtyBackend {
     }
     if (request.signal.aborted) throw request.signal.reason
 
-    // node-pty, and the screen model a program may need at any point of its output: loaded on
-    // the first spawn, so a composition that opens no terminal does not load them at startup.
+    // Loaded on the first spawn, not at startup.
     await Promise.all([loadNodePty(), loadScreenModel()])
     if (request.signal.aborted) throw request.signal.reason
 
@@ -106,9 +100,8 @@ export class LocalBackend implements PtyBackend {
     // The wrapper's start identity, read now, fences every later signal to it.
     const table = defaultProcessTable()
     const wrapper = table.get(terminal.pid)
-    // Behind a relay (a container's exec) the program leads a terminal of its own: readiness,
-    // the foreground group and signals are read there, once the relay has started it. The
-    // session listens to the terminal from the start, so it is made before that is known.
+    // Behind a relay the program leads a terminal of its own, known only once the relay started
+    // it; the session listens from the start, so it is made before.
     let view: TerminalView = terminal
     let inspector = this.options.inspect(terminal)
     const session: LocalSession = new LocalSession({
@@ -128,13 +121,9 @@ export class LocalBackend implements PtyBackend {
       inspector: relayed === undefined ? inspector : lateInspector(() => inspector),
       ...(relayed !== undefined && { writeFarOutput: (bytes: string) => writeTerminal(view, bytes) }),
       ...(this.options.termios !== undefined && terminal.slavePath !== '' && { termios: () => (view.slavePath === '' ? Promise.resolve(undefined) : this.options.termios!.read(view.slavePath)) }),
-      // The whole tree (and anything carrying the session tag) goes: TERM for programs, SIGHUP
-      // for the interactive shell (it ignores TERM; a hangup is how a terminal tells it to go,
-      // and it passes the hangup on to its jobs), then KILL after the grace. Confined, the
-      // sandbox's PID namespace holds the tree: the walk below the wrapper is complete once it
-      // reaches the namespace's init (bubblewrap --unshare-pid), and the tag is swept only if it
-      // does not. Unconfined, the tag sweep finds the daemons that re-parented away, among the
-      // children of init and of conch's own ancestors (where a re-parented process goes).
+      // The whole tree and the session tag go: TERM, SIGHUP for the shell (it ignores TERM and
+      // passes a hangup on to its jobs), KILL after the grace. Confined, the PID namespace holds
+      // the tree; unconfined, the tag sweep finds daemons that re-parented away.
       teardown: async () => {
         const identity = await wrapper
         // Read before the tree goes: the processes conch started the shell through.
@@ -186,9 +175,8 @@ export class LocalBackend implements PtyBackend {
 export type TerminalView = Pick<TerminalProcess, 'pid' | 'slave' | 'slavePath'> & { relayed?: boolean }
 
 /**
- * The terminal a relayed process leads, seen from this host: its pid and its fd 0's device
- * (stat(2) through /proc/<pid>/fd/0, which reaches the container's devpts). When this host
- * cannot see the process (a remote daemon) the view has no slave: the exact tier is off.
+ * The terminal a relayed process leads, by stat(2) of /proc/<pid>/fd/0 (the container's
+ * devpts); without a visible process (a remote daemon) no slave, so no exact tier.
  */
 async function relayedTerminal(relayed: RelayedProcess, signal: AbortSignal): Promise<TerminalView> {
   const pid = await relayed.pid(signal)
@@ -199,10 +187,8 @@ async function relayedTerminal(relayed: RelayedProcess, signal: AbortSignal): Pr
 }
 
 /**
- * Writes `bytes` to the terminal `view` names, as its programs' output: its slave opened without
- * becoming a controlling terminal and without blocking (a full output buffer refuses at once).
- * Only when the path still is that terminal (its devpts instance and device number): a relayed
- * shell may point its fd 0 at another file. Whether all of `bytes` went in.
+ * Writes `bytes` to `view`'s slave as output (O_NOCTTY, O_NONBLOCK), only while the path still
+ * is that terminal (a relayed shell may point fd 0 elsewhere). Whether all of `bytes` went in.
  */
 export async function writeTerminal(view: TerminalView, bytes: string): Promise<boolean> {
   if (view.slavePath === '') return false
@@ -232,9 +218,8 @@ function lateInspector(current: () => TerminalInspector): TerminalInspector {
 }
 
 /**
- * `command` as an executable path: an absolute path as it is, a name with a slash against the
- * host's cwd, otherwise the first executable `PATH` entry holding it (execvp(3)'s search, done
- * here so that a missing program fails the open by name, before any sandbox starts).
+ * `command` as an executable path, by execvp(3)'s search, so a missing program fails by name
+ * before any sandbox starts.
  * @throws PtyError `SPAWN_FAILED` naming the command.
  */
 function resolveCommand(command: string, searchPath: string): string {
@@ -266,10 +251,8 @@ function resolveCwd(cwd: string | undefined, workspaceRoot: string): string {
 }
 
 /**
- * The host pids of the processes conch starts a shell through, which a close does not name: the
- * prompt wrapper at `rootPid`, then, for a shell on this host, its ancestors below the root
- * (bubblewrap and its namespace init); for a relayed terminal (its shell in a container), every
- * process below the root now (the relay).
+ * The host pids conch starts a shell through, which a close does not name: the wrapper at
+ * `rootPid` and the shell's ancestors below it (bubblewrap), or for a relayed shell all below it.
  */
 async function launchersOf(table: ProcessTable, rootPid: number, shell: { relayed: boolean; pid: number | undefined }): Promise<Set<number>> {
   const launchers = new Set([rootPid])

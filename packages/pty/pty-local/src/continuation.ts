@@ -1,12 +1,7 @@
 /**
- * Secondary prompts: the line a reader shows when it waits for the rest of a block, a quoted
- * string or a statement. A send that settles with the reader at one of these reports
- * `inputState: 'continuation'`, so the model can finish the block or abandon it.
- *
- * Each row names the program family, the exact form of its prompt (from that program's manual
- * or default configuration) and whether only the session's own shell shows it. The partial line
- * after the last line break is matched as a whole, so a prompt printed inside ordinary output
- * does not count.
+ * Secondary prompts, where a reader waits for the rest of a block: a send settling at one reports
+ * `inputState: 'continuation'`. Each row's form is from the program's manual; the partial line is
+ * matched whole, so one inside ordinary output does not count.
  */
 export interface ContinuationPrompt {
   /** Who prints it, for documentation and tests. */

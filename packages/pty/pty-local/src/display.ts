@@ -1,18 +1,11 @@
 /**
- * What the terminal shows, beyond the line stream: the answers to the program's terminal queries
- * and the screen model while a program needs one. One per session, wired to its output parser.
- *
- * - Queries (`TerminalQuery`) are answered from the terminal's real state (queries.ts): the
- *   screen's cursor while a screen is attached, else the line model's; the size; the tracked
- *   modes; the configured colours. Replies go to the program's input and never into the output.
- *   At most `MAX_REPLIES_PER_SECOND` are written per second; a program that floods queries gets
- *   no more replies until the next second, so it cannot make conch buffer input it never reads.
- * - A screen (`ScreenModel`) is attached when the parser says one is needed and detached when the
- *   program leaves the alternate screen or its addressed output scrolled out. While attached, a
- *   send's result is the rendered screen instead of its lines.
+ * What the terminal shows beyond the line stream, one per session: answers to the program's
+ * queries from the terminal's real state (queries.ts), at most `MAX_REPLIES_PER_SECOND` so a
+ * flood cannot make conch buffer input nobody reads; and a screen model while a program needs
+ * one, whose rendering is then a send's result.
  */
 import { boundScreenText } from '@conch/pty'
-import { utf8ByteLength, utf8Suffix } from '@conch/session'
+import { utf8ByteLength, utf8Prefix, utf8Suffix } from '@conch/session'
 import type { OutputParser, ScreenEvent } from './output.ts'
 import { replyTo, type QueryState } from './queries.ts'
 import type { Scrollback } from './scrollback.ts'
@@ -20,16 +13,9 @@ import { renderScreen, ScreenModel, type RowRedactor } from './screen.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
 
 export const MAX_REPLIES_PER_SECOND = 100
-/**
- * Most screens seeded with the retained lines per second. A program that addresses the cursor
- * and scrolls it out over and over gets blank screens beyond this, so each cycle costs a few
- * bytes of emulation instead of a screenful.
- */
+/** Most screens seeded with the retained lines per second; beyond it a cycling program gets blank ones. */
 export const SEEDS_PER_SECOND = 20
-/**
- * Rows an attached normal screen keeps above its top, so the rows output scrolled off it during a
- * send can head that send's result (bounded again by `maxBytes` there).
- */
+/** Rows an attached screen keeps above its top, to head a send's result with what scrolled off. */
 export const SCROLLED_ROWS_KEPT = 1000
 /** What a send remembers of the screen when its buffer opens (`point()`), to find the rows that scrolled off since. */
 export interface ScreenPoint {
@@ -70,12 +56,8 @@ export class TerminalDisplay {
   private attachment = 0
   private attachedAt = 0
   private readonly disposers: (() => void)[] = []
-  private windowStart = -Infinity
-  private repliesInWindow = 0
-  private seedWindowStart = -Infinity
-  private seedsInWindow = 0
-  /** Replies dropped by the rate bound so far. */
-  droppedReplies = 0
+  private readonly replyAllowed = perSecond(MAX_REPLIES_PER_SECOND, () => this.now())
+  private readonly seedAllowed = perSecond(SEEDS_PER_SECOND, () => this.now())
 
   constructor(options: TerminalDisplayOptions) {
     this.parser = options.parser
@@ -99,24 +81,12 @@ export class TerminalDisplay {
     this.disposers.push(parser.onScreen((event) => this.onScreen(event)))
   }
 
-  get rows(): number {
-    return this.state.rows
-  }
-
-  get cols(): number {
-    return this.state.cols
-  }
-
   /** Whether a screen is attached (a full-screen or cursor-addressing program is in front). */
   get screenActive(): boolean {
     return this.screen !== undefined
   }
 
-  /**
-   * The text before the cursor on the cursor's row while a screen is attached (what a person
-   * reads as the prompt of a program that draws it with cursor moves, e.g. prompt_toolkit);
-   * `undefined` while the line model alone describes the terminal.
-   */
+  /** The text before the cursor on its row while a screen is attached (a prompt_toolkit prompt), else undefined. */
   cursorLine(): string | undefined {
     if (this.screen === undefined) return undefined
     const snapshot = this.screen.snapshot()
@@ -130,8 +100,7 @@ export class TerminalDisplay {
 
   /**
    * A send's result: while a screen is attached, the rows that scrolled off its top since `since`
-   * (the send's buffer opened; the attach, when that came later) — newest kept within the bound —
-   * then the rendered screen; else the send's lines.
+   * (or the attach), newest kept within the bound, then the rendered screen; else the send's lines.
    */
   resultOf(buffer: SendBuffer, since?: ScreenPoint): SendOutput {
     const screen = this.screen
@@ -146,10 +115,7 @@ export class TerminalDisplay {
     return { text: `${above}\n${rendered.text}`, truncated: rendered.truncated || cut }
   }
 
-  /**
-   * The current screen, rendered: the attached one, or — when the line model alone describes the
-   * terminal — a screen built from the newest retained lines, as a person would see them now.
-   */
+  /** The current screen, rendered: the attached one, else one built from the newest retained lines. */
   screenText(): string {
     if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot(this.redactor))).text
     const screen = this.seededScreen()
@@ -160,13 +126,10 @@ export class TerminalDisplay {
     }
   }
 
-  /**
-   * A rendered screen within `maxBytes`: the header and the cursor row always, then the top rows
-   * as far as they fit (`boundScreenText` of `@conch/pty`).
-   */
+  /** A rendered screen within `maxBytes` (`boundScreenText` of `@conch/pty`). */
   private bounded(text: string): SendOutput {
     if (text.length <= this.maxBytes / 3 || utf8ByteLength(text) <= this.maxBytes) return { text, truncated: false }
-    return boundScreenText(text, this.maxBytes) ?? { text: keepUtf8Head(text, this.maxBytes), truncated: true }
+    return boundScreenText(text, this.maxBytes) ?? { text: utf8Prefix(text, this.maxBytes), truncated: true }
   }
 
   /** New size: the screen follows; later cursor reports and size reports use it. */
@@ -187,40 +150,25 @@ export class TerminalDisplay {
   }
 
   private answer(reply: string | undefined): void {
-    if (reply === undefined) return
-    const now = this.now()
-    if (now - this.windowStart >= 1000) {
-      this.windowStart = now
-      this.repliesInWindow = 0
-    }
-    if (++this.repliesInWindow > MAX_REPLIES_PER_SECOND) {
-      this.droppedReplies++
-      return
-    }
-    this.writeReply(reply)
+    if (reply !== undefined && this.replyAllowed()) this.writeReply(reply)
   }
 
   private onScreen(event: ScreenEvent): void {
     if (event.kind === 'needed') {
-      // One emulator per session, reset and reused: a program that flips screens thousands of
-      // times a second costs a reset each time, not a new terminal.
+      // One emulator per session, reset and reused: flipping screens costs a reset, not a terminal.
       const screen = this.spare ?? new ScreenModel({ rows: this.state.rows, cols: this.state.cols, scrollback: SCROLLED_ROWS_KEPT })
       this.spare = undefined
       // Rows an earlier attachment scrolled off are not this one's.
       screen.write('\x1b[3J')
-      // A soft reset (DECSTR: modes, margins, attributes) instead of a full one, which costs
-      // about a millisecond. The alternate screen starts blank (DECSET 1049 clears it) and is
-      // left before the normal one shows again, so only cursor addressing on the normal screen
-      // needs what the lines show — seeded at most SEEDS_PER_SECOND times a second. A spare
-      // detached at a DECRST 1049 never got it (the parser stops feeding it there) and is still
-      // on the alternate buffer, where a DECSET 1049 does nothing: leave it first.
+      // A soft reset (DECSTR), a full one being slow. Only cursor addressing on the normal screen
+      // needs the lines seeded (the alternate screen starts blank). A spare detached at DECRST
+      // 1049 is still on the alternate buffer, where DECSET 1049 does nothing: leave it first.
       screen.write('\x1b[?1049l\x1b[!p')
       if (event.reason === 'addressing') {
         screen.write('\x1b[H\x1b[2J')
-        if (this.takeSeed()) this.seed(screen)
+        if (this.seedAllowed()) this.seed(screen)
       } else {
-        // The alternate screen opens with the cursor where it was (a program that does not home
-        // it, less on a short file, writes from there).
+        // The alternate screen opens with the cursor where it was (less on a short file writes there).
         const { row, col } = this.parser.cursorPosition()
         screen.write(`\x1b[${row};${col}H`)
       }
@@ -237,15 +185,6 @@ export class TerminalDisplay {
     this.screen = undefined
   }
 
-  private takeSeed(): boolean {
-    const now = this.now()
-    if (now - this.seedWindowStart >= 1000) {
-      this.seedWindowStart = now
-      this.seedsInWindow = 0
-    }
-    return ++this.seedsInWindow <= SEEDS_PER_SECOND
-  }
-
   /** A new screen holding what the lines show now (for a screen read while none is attached). */
   private seededScreen(): ScreenModel {
     const screen = new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
@@ -253,10 +192,7 @@ export class TerminalDisplay {
     return screen
   }
 
-  /**
-   * Writes the newest retained lines, the current line and the lines below it to `screen`, with
-   * the cursor where the line model has it.
-   */
+  /** Writes the newest retained and open lines to `screen`, the cursor where the line model has it. */
   private seed(screen: ScreenModel): void {
     const page = this.scrollback.read({ offset: 0, count: this.state.rows }, Number.MAX_SAFE_INTEGER)
     let text = page.text.replace(/\n/g, '\r\n')
@@ -267,11 +203,16 @@ export class TerminalDisplay {
   }
 }
 
-/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut on a code point. */
-function keepUtf8Head(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text, 'utf8')
-  let end = Math.min(maxBytes, bytes.length)
-  // Back off continuation bytes (10xxxxxx) so the cut lands on a code point.
-  while (end > 0 && end < bytes.length && (bytes[end]! & 0xc0) === 0x80) end--
-  return bytes.subarray(0, end).toString('utf8')
+/** Whether one more event fits within `limit` in the current one-second window of `now`. */
+function perSecond(limit: number, now: () => number): () => boolean {
+  let start = -Infinity
+  let count = 0
+  return () => {
+    const at = now()
+    if (at - start >= 1000) {
+      start = at
+      count = 0
+    }
+    return ++count <= limit
+  }
 }

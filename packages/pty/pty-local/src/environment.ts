@@ -20,9 +20,8 @@ export interface ShellEnvironmentOptions {
  *   except names in `allow`, plus the `trusted` entries;
  * - `PAGER`, `GIT_PAGER` and `MANPAGER` set to `cat`, so output never stops in a pager unasked;
  * - a UTF-8 locale (`LANG=C.UTF-8`) when none of `LC_ALL`, `LC_CTYPE`, `LANG` is set;
- * - `TERM=xterm-256color`; `HISTFILE` and `NODE_REPL_HISTORY` empty: the session's bash and Node
- *   REPL history is never written to disk (an agent's commands stay out of the user's history
- *   files, and the Node REPL has no history-flush timer waking it after every input);
+ * - `TERM=xterm-256color`; `HISTFILE` and `NODE_REPL_HISTORY` empty: no history is written to
+ *   the user's files (and the Node REPL has no flush timer waking it after every input);
  * - the controlled `PS1` and `PROMPT_COMMAND` (see prompt.ts) and the session tag.
  */
 export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {

@@ -1,11 +1,7 @@
 /**
- * What a send writes, as an ordered list of write steps. The send machine (send-machine.ts)
- * writes each step as its own write(2) on the PTY master, in order; a step marked
- * `afterConsumed` is written only once the foreground program consumed everything before it
- * (or a short bound passed), so a raw-mode reader sees it as a separate key press.
- *
- * This is the one entry point for input: any other form (named keys, a secret) becomes a list
- * of `WriteStep`s and goes through the same machine.
+ * What a send writes: ordered write steps, each its own write(2) on the master; one marked
+ * `afterConsumed` waits until the program consumed the ones before, so a raw-mode reader sees a
+ * separate key press. Every form of input (keys, a secret) becomes `WriteStep`s.
  */
 import type { Key } from './keys.ts'
 
@@ -13,22 +9,11 @@ import type { Key } from './keys.ts'
 export interface WriteStep {
   /** The bytes to write, as text (written as UTF-8). Never empty. */
   data: string
-  /**
-   * A named key press (keys.ts): written as the key's encoding for the terminal's modes at the
-   * moment of the write (a program can switch DECCKM between two keys of a send); `data` is its
-   * encoding when the send was planned.
-   */
+  /** A named key (keys.ts), encoded for the modes at the write (DECCKM may change mid-send); `data` as planned. */
   key?: Key
-  /**
-   * Wait, before writing this step, until the foreground program consumed the previous steps:
-   * the kernel shows its reader ran and is blocked reading the terminal again (its input queue
-   * drained), or the echo of the previous step arrived — bounded by `submitWaitMs`.
-   */
+  /** Wait until the program consumed the previous steps (kernel evidence or their echo), at most `submitWaitMs`. */
   afterConsumed: boolean
-  /**
-   * Text whose echo proves this step was consumed: the printable tail a line-editing reader
-   * shows once it read the step (its last line). Empty when the step echoes nothing printable.
-   */
+  /** The printable tail whose echo proves this step was consumed; empty when it echoes nothing. */
   echo: string
 }
 
@@ -39,10 +24,7 @@ export const PASTE_END = '\x1b[201~'
 /** Enter, as a terminal sends it (CR; the line discipline maps it to NL under ICRNL). */
 export const ENTER = '\r'
 
-/**
- * The characters the line discipline turns into signals under ISIG, at their termios(3)
- * defaults: VINTR ^C, VQUIT ^\, VSUSP ^Z.
- */
+/** The ISIG signal characters at their termios(3) defaults: VINTR ^C, VQUIT ^\, VSUSP ^Z. */
 const SIGNAL_CHARACTER = /(?<=[\x03\x1c\x1a])/
 
 /** Whether a write ends in a signal character: the line discipline signals the foreground group once it is written. */
@@ -52,23 +34,14 @@ export function endsInSignal(data: string): boolean {
 
 /**
  * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
- * - A signal character (^C, ^\, ^Z) ends a write: what follows it is written as its own step
- *   once the program consumed it (`afterConsumed`; to the shell at its prompt, once it showed a
- *   new one), as a person types after an interrupt. Written
- *   together, the interrupted reader can lose what came after it: bash's readline takes the next
- *   character before it handles the SIGINT and drops it with the line it discards
- *   (`\x03echo hi` in one write runs `cho hi`).
- * - `submit: false`: the text in one write.
- * - `submit: true`: the text, then Enter as its own write after the text was consumed, so a
- *   raw-mode reader that takes each read as keystrokes sees Enter alone (a chunk `hello\r` reads
- *   as a paste and does not submit). An empty text submits Enter alone. At the shell's own
- *   prompt (`shellPrompt`) one line of printable text goes with its Enter in one write: the
- *   reader is bash's readline, which reads its input one byte per read(2) and knows a paste only
- *   by its brackets, so Enter is its own key press there either way — without a wait for the
- *   text's echo.
- * - A block of text for a line editor is pasted (`pastes`): `ESC [ 200 ~ … ESC [ 201 ~`, so a shell
- *   or a REPL takes it as one input instead of submitting it line by line; its trailing line
- *   breaks, and Enter, follow as key presses. Anything else is typed (each CR submits its line).
+ * - A signal character (^C, ^\, ^Z) ends a write; what follows waits until it was consumed
+ *   (`afterConsumed`), as a person types after an interrupt: readline drops the next character
+ *   with the line it discards (`\x03echo hi` in one write runs `cho hi`).
+ * - `submit: true`: Enter follows as its own write once the text was consumed, so a raw-mode
+ *   reader sees it alone (`hello\r` in one chunk reads as a paste). At the shell's prompt
+ *   (`shellPrompt`) one printable line goes with its Enter: readline reads byte by byte.
+ * - A block of text for a line editor is pasted (`pastes`), its trailing line breaks and Enter
+ *   following as key presses. Anything else is typed (each CR submits its line).
  */
 export function textSteps(input: { text: string; submit: boolean }, modes: PasteModes): WriteStep[] {
   const text = input.text.replace(/\r?\n/g, '\r')
@@ -110,16 +83,9 @@ const CONTROL = /[\x00-\x1f\x7f-\x9f]/
 const KEYSTROKE_CONTROL = /[\x00-\x08\x0a-\x0c\x0e-\x1f\x7f-\x9f]/
 
 /**
- * Whether a piece of text goes to the program as one bracketed paste rather than typed: only a
- * block of text for a line editor — the program asked for bracketed paste (DECSET 2004: bash's
- * readline at every prompt, ipython's prompt_toolkit), it is not on the alternate screen, and the
- * piece holds a line break followed by more text and no control character but Tab and CR.
- * Everything else is typed, as keys: a single line, with or without a trailing CR (`:wq\r`); ESC
- * or another control character (`ihello\x1b`; an ESC inside a paste could also end it early); and
- * anything to a full-screen program, which reads its input as commands — vim inserts a paste as
- * text even in Normal mode, so a pasted `:wq\r` lands in the buffer and saves nothing. python3's
- * REPL (its readline turns bracketed paste off) and the Node REPL never ask for it: their input is
- * always typed.
+ * Whether a piece goes as one bracketed paste: the program asked for it (DECSET 2004), is not on
+ * the alternate screen (vim would insert a pasted `:wq\r` as text), and the piece holds a line
+ * break followed by more text and no control but Tab and CR (an ESC could end a paste early).
  */
 export function pastes(piece: string, modes: PasteModes): boolean {
   return modes.bracketedPaste && !modes.alternateScreen && /\r+[^\r]/.test(piece) && !KEYSTROKE_CONTROL.test(piece)

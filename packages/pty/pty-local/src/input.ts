@@ -1,8 +1,4 @@
-/**
- * What a send types — `text`, `keys` or a `secret` (the `@conch/pty` contract) — as the send
- * machine's ordered write steps (input-steps.ts), plus what must be known before the first of
- * them is written (the steps of each kind: the README, "Input"). Pure.
- */
+/** What a send types (`text`, `keys` or a `secret`) as write steps (input-steps.ts; README, "Input"). Pure. */
 import { MIN_SECRET_BYTES, PtyError, type BackendSendInput, type SecretValue } from '@conch/pty'
 import { ENTER, lastLine, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import { encodeKey, parseKeys, type KeyModes } from './keys.ts'
@@ -11,10 +7,7 @@ export interface InputPlan {
   steps: WriteStep[]
   /** The typed text, for the prompt-shape rule (its echo is not a prompt); '' for keys and secrets. */
   inputText: string
-  /**
-   * The bytes that reach a canonical reader as lines (text, literal key text or a secret value),
-   * for the line-limit check before anything is written.
-   */
+  /** The bytes that reach a canonical reader as lines, for the line-limit check before any write. */
   lines: string
   /** The secret this send types, to be registered for redaction before the write. */
   secret?: SecretValue
@@ -56,9 +49,8 @@ export function planInput(input: BackendSendInput, modes: InputModes): InputPlan
 }
 
 /**
- * A value conch will type and redact: at least `MIN_SECRET_BYTES` bytes (a shorter one would be
- * replaced all over ordinary output), and no control characters (a line break would submit part
- * of it; the terminal would act on the others).
+ * A value conch will type and redact: at least `MIN_SECRET_BYTES` bytes (else it would match
+ * ordinary output), no control characters (a line break would submit part of it).
  * @throws PtyError `INVALID_INPUT` naming the secret, never showing its value.
  */
 export function checkSecretValue(name: string, value: string): void {

@@ -1,14 +1,7 @@
 /**
  * The exact readiness tier on Linux: "is the foreground process group of this terminal blocked
- * reading this terminal?", answered from /proc (proc(5)). The README ("Readiness", /proc) gives
- * the rule and why a descriptor is matched by the slave's device number together with its devpts
- * instance, not by path.
- *
- * One probe: the foreground group is field 8 (`tpgid`) of /proc/<pid>/stat of the process that
- * holds the terminal; every task of every member of that group is examined (state, syscall,
- * context switches); a task blocked in a read-class syscall (syscalls.ts) has its candidate
- * descriptors decoded (`candidateFds`), each resolved through /proc/<pid>/fd/<n> to a device
- * number. Anything that cannot be read is a miss for that task, never a positive.
+ * reading this terminal?", answered from /proc (proc(5)); the rule is in the README
+ * ("Readiness", /proc). Anything that cannot be read is a miss for that task, never a positive.
  */
 import { statSync } from 'node:fs'
 import { open } from 'node:fs/promises'
@@ -30,11 +23,7 @@ export interface ProcReader extends ProcFs {
   readMemory(pid: number, address: bigint, length: number): Promise<Buffer>
 }
 
-/**
- * The real /proc: `nodeProcFs` of `@conch/subprocess` (synchronous reads of in-memory files),
- * plus stat(2) and process memory. Process memory is read asynchronously (`FileHandle.read` at a
- * position), since it takes the target's mmap lock.
- */
+/** The real /proc; process memory is read asynchronously, since it takes the target's mmap lock. */
 export const nodeProcReader: ProcReader = {
   ...nodeProcFs,
   async stat(path) {
@@ -64,26 +53,17 @@ export interface TerminalIdentity {
   /** Device number of the slave (`st_rdev`, in the encoding of stat(2) and proc(5) `tty_nr`). */
   rdev: number
   /**
-   * The devpts instance the slave lives in (`st_dev` of the slave). A descriptor is this terminal
-   * only when both numbers match: a program in a sandbox with its own devpts (bwrap(1) `--dev`)
-   * can open ptys there until one has the same `st_rdev`, and block reading that one.
+   * The slave's devpts instance (`st_dev`). Both numbers must match: a sandbox with its own
+   * devpts (bwrap(1) `--dev`) can open ptys there until one has the same `st_rdev`.
    */
   dev: number
   /** Display path, e.g. `/dev/pts/3`. */
   path: string
-  /**
-   * The terminal's input arrives through a relay (a container's exec TTY, fed by a process on
-   * this host): a write to our end is not yet in this terminal, so a reader proves it took the
-   * input only by the bytes it read (`TaskObservation.readBytes`).
-   */
+  /** Input arrives through a relay: a reader proves it took the input only by bytes read (`readBytes`). */
   relayed?: boolean
 }
 
-/**
- * Identifies the terminal from `/proc/<pid>/fd/0` of the node-pty child, at startup (before the
- * child can have redirected it). Undefined when fd 0 cannot be resolved or is not a device: the
- * exact tier is then off for this session.
- */
+/** The terminal of `/proc/<pid>/fd/0` at startup; undefined (the exact tier off) when it is not a device. */
 export async function identifyTerminal(options: { proc: ProcReader; pid: number }): Promise<TerminalIdentity | undefined> {
   const { proc, pid } = options
   try {
@@ -103,61 +83,33 @@ export interface TaskObservation {
   tid: number
   /** The process's name (its stat `comm`). */
   name: string
-  /**
-   * State letter from the task's stat (`R`, `S`, `D`, `T`, …); `R` also when its syscall file
-   * says `running`; `?` when unreadable; `-` when not read: the task is blocked in a syscall
-   * that is not read-class (so it is not running, and its exact state decides nothing).
-   */
+  /** State letter from stat (`R` also when its syscall file says `running`); `?` unreadable; `-` not read. */
   state: string
-  /**
-   * The syscall: a read-class name, `#<nr>` for another one, `running`, `none` (blocked outside
-   * a syscall), or `unreadable`.
-   */
+  /** A read-class name, `#<nr>` for another syscall, `running`, `none` (blocked outside one), or `unreadable`. */
   syscall: string
   /** Voluntary plus non-voluntary context switches; undefined when unreadable. */
   switches: number | undefined
   /** Bytes the task has read in all (`rchar` of its io file); read on a relayed terminal only (`TerminalIdentity.relayed`). */
   readBytes?: number
-  /**
-   * For a task in a read-class syscall: the wait's own timeout argument in ms (the whole
-   * timeout given when the call began, not what is left of it); undefined when it has none or
-   * it could not be read.
-   */
+  /** In a read-class syscall: its timeout argument in ms (the whole timeout, not what is left). */
   timeoutMs?: number
-  /**
-   * Counters that tell a task's own timer wake-ups from activity (see wait-evidence.ts), read
-   * only for a `reading` probe whose wait holds other wake sources (`ReadProbe.sources`).
-   * Each field is undefined when its file is unreadable (/proc/<pid>/task/<tid>/sched needs a
-   * kernel with CONFIG_SCHED_DEBUG).
-   */
+  /** Counters for wait-evidence.ts, read only when a read needs corroboration (sched needs CONFIG_SCHED_DEBUG). */
   wake?: WakeCounters
   /** Descriptors the task waits to read (decoded from its syscall). */
   fds: number[]
   /** The first of `fds` that is this terminal. */
   terminalFd?: number
-  /**
-   * For a task in a read-class syscall: what else in its wait can wake it without input — other
-   * descriptors that are not the program's own wake-ups, and a timeout due soon (see
-   * `wakeSources`). Empty when the wait holds only the terminal and internal wake-ups.
-   */
+  /** In a read-class syscall: what else can wake it without input (`wakeSources`). */
   sources?: string[]
 }
 
 /**
- * Per-task counters of proc(5), read together:
- * - `voluntary`: `voluntary_ctxt_switches` of /proc/<pid>/task/<tid>/status — how often the
- *   task blocked; a task that sleeps in one wait and wakes from it once adds one;
- * - `execStartMs`: `se.exec_start` of /proc/<pid>/task/<tid>/sched, in ms of the scheduler's
- *   task clock — updated whenever the task stops running, so for a blocked task it is when it
- *   entered its current wait;
- * - `cpu`: the CPU the task last ran on (field 39, `processor`, of its stat): `execStartMs`
- *   is on that CPU's clock. The task clocks of two CPUs differ (each leaves out its own steal
- *   and interrupt time), so two values compare directly only on one CPU;
- * - `execStartMonotonicMs`: `execStartMs` on the monotonic clock of the probing process
- *   (`performance.now()`), through that CPU's offset as `SchedulerClocks` last measured it;
- *   undefined when no recent offset is known for the CPU;
- * - `rchar`, `syscr`: bytes read and read calls (read(2), readv(2), pread(2)) of
- *   /proc/<pid>/task/<tid>/io — recv(2) on a socket is not counted there.
+ * Per-task counters of proc(5):
+ * - `voluntary`: `voluntary_ctxt_switches` of the task's status (how often it blocked);
+ * - `execStartMs`: `se.exec_start` of its sched file, ms on the task clock of CPU `cpu` (field
+ *   39 of stat): for a blocked task, when it entered its wait. CPU clocks differ (steal time);
+ * - `execStartMonotonicMs`: the same on `performance.now()`, via `SchedulerClocks`;
+ * - `rchar`, `syscr`: bytes read and read calls of its io file (recv(2) not counted).
  */
 export interface WakeCounters {
   voluntary: number | undefined
@@ -169,12 +121,9 @@ export interface WakeCounters {
 }
 
 /**
- * The offset of each CPU's scheduler task clock (`se.exec_start` in /proc/<pid>/sched, ms)
- * against the monotonic clock of this process, measured on the probing thread itself: while it
- * runs, its own `se.exec_start` is the current time of the CPU it runs on
- * (/proc/thread-self/sched, with `processor` of /proc/thread-self/stat before and after). Each
- * probe measures the CPU it happens to run on; an offset older than `maxAgeMs` is not used (it
- * drifts by the CPU's steal and interrupt time).
+ * Each CPU's task clock (`se.exec_start`, ms) against this process's monotonic clock, measured
+ * on the probing thread, whose own `se.exec_start` is its CPU's time now. An offset older than
+ * `maxAgeMs` is not used (it drifts by steal and interrupt time).
  */
 export class SchedulerClocks {
   private readonly offsets = new Map<number, { offsetMs: number; atMs: number }>()
@@ -240,11 +189,7 @@ export interface ReadProbe {
   reader: TerminalReader | undefined
   /** One line for evidence and diagnostics, e.g. `python3[4121] pselect6 fd0 /dev/pts/3`. */
   detail: string
-  /**
-   * When `reading`: what else could wake the group without input — the reader's other wait
-   * sources and other tasks of the group waiting on sources (`task 4122 read socket fd 9`). Empty
-   * means the read is proof on its own; otherwise it needs corroboration (send.ts).
-   */
+  /** When `reading`: what else could wake the group (`task 4122 read socket fd 9`); non-empty needs corroboration. */
   sources?: string[]
 }
 
@@ -255,10 +200,7 @@ export interface ProbeOptions {
   arch?: string
   /** Most descriptors decoded per task from a poll array or a select set in its memory. Default 4096. */
   maxPollFds?: number
-  /**
-   * Most tasks one probe examines (all members of the group together). A larger group is
-   * `unknown`: its readiness falls to the silence and timeout tiers. Default 4096.
-   */
+  /** Most tasks one probe examines; a larger group is `unknown`. Default 4096. */
   maxTasks?: number
   /** The CPU clock offsets for `WakeCounters.execStartMonotonicMs`; without it that field stays undefined. */
   clocks?: SchedulerClocks
@@ -267,11 +209,8 @@ export interface ProbeOptions {
 }
 
 /**
- * Where a process's self-pipes were found: for a pipe (`pipe:[inode]`) that a wait holds at one
- * descriptor, the other descriptor of the same process that held the same pipe. A later probe
- * reads that one link first instead of every descriptor of the process; the answer is the same
- * (the link is read now, and a pipe inode at two descriptors is a self-pipe), only found sooner.
- * Bounded: past `maxEntries` it starts over.
+ * Where each self-pipe's other descriptor was found, read first by a later probe (the same
+ * answer, sooner). Past `maxEntries` it starts over.
  */
 export class SelfPipes {
   private readonly other = new Map<string, number>()
@@ -291,14 +230,9 @@ export const DEFAULT_MAX_TASKS = 4096
 /**
  * Examines the terminal's foreground process group once.
  *
- * Verdict `reading` when at least one task of the group is blocked (state `S`) in a read-class
- * syscall on a descriptor that resolves to this terminal's slave **and** no task of the group
- * is running (state `R`, or its syscall file says `running`). Not every task must read: a
- * multi-threaded program such as the Node REPL keeps worker threads parked in futex while its
- * main thread waits in epoll, and in a pipeline (`seq 500 | less`) other members read pipes or
- * have finished; but a running task may still print or consume input, so it vetoes.
- * `not_reading` otherwise; `unknown` when the group could not be examined (no syscall table for
- * the architecture, the terminal's process is gone, no foreground group, or no member found).
+ * Verdict `reading` when a task of the group is blocked (`S`) in a read-class syscall on this
+ * terminal **and** no task runs (a running task may still print or consume input). `not_reading`
+ * otherwise; `unknown` when the group could not be examined.
  */
 export async function probeTerminalReader(options: ProbeOptions): Promise<ReadProbe> {
   const { proc, terminal } = options
@@ -356,8 +290,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
       if (ownTimerThread(task, readerTask)) continue
       for (const source of task.sources ?? []) sources.push(`task ${task.tid} ${task.syscall} ${source}`)
     }
-    // A read that needs corroboration is judged over a window of probes: every task's counters
-    // are needed then — the reader's wake counters, and whether any other task ran.
+    // A read judged over a window needs every task's counters.
     if (sources.length > 0) {
       await options.clocks?.measure()
       await Promise.all(tasks.map((task) => addWakeCounters(proc, task, task === readerTask, options.clocks)))
@@ -371,10 +304,8 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
 }
 
 /**
- * Whether the main task of process `pid` is blocked (state `S`) in a read-class syscall on a
- * descriptor that is this terminal — for a shell at its prompt: it waits for input on the
- * terminal, and its input queue is empty. Undefined when it cannot be told (no syscall table,
- * the process is gone); false when it runs, waits for anything else, or reads something else.
+ * Whether the main task of `pid` is blocked (`S`) in a read-class syscall on this terminal.
+ * Undefined when it cannot be told (no syscall table, the process is gone).
  */
 export async function mainTaskReadsTerminal(options: { proc: ProcReader; terminal: TerminalIdentity; pid: number; arch?: string }): Promise<boolean | undefined> {
   const { proc, terminal, pid } = options
@@ -387,29 +318,17 @@ export async function mainTaskReadsTerminal(options: { proc: ProcReader; termina
   return task.state === 'S' && task.terminalFd !== undefined
 }
 
-/**
- * Whether process `pid` is stopped (stat state `T`, proc(5)) and has no child left
- * (/proc/<pid>/task/<pid>/children is empty) — the wrapper after its shell exited, waiting for
- * its acknowledgement. Undefined when it cannot be read (the process is gone).
- */
+/** Whether `pid` is stopped (`T`) with no child left: the wrapper after its shell exited. Undefined: gone. */
 export async function stoppedWithoutChildren(proc: ProcFs, pid: number): Promise<boolean | undefined> {
   const stat = await readStat(proc, `/proc/${pid}/stat`)
   if (stat === undefined) return undefined
   if (stat.state !== 'T' && stat.state !== 't') return false
-  try {
-    return (await proc.readFile(`/proc/${pid}/task/${pid}/children`)).trim() === ''
-  } catch {
-    return undefined
-  }
+  return proc.readFile(`/proc/${pid}/task/${pid}/children`).then((children) => children.trim() === '', () => undefined)
 }
 
 /**
- * Whether the task `after` found reading provably ran since probe `before` was taken (so its
- * wait is new evidence, not the wait that was there before the write). True when the
- * foreground group changed, or the reading task did not exist at `before`, or it was not
- * blocked reading the terminal then (it entered the wait since), or its context-switch count
- * moved. False when `after` is not `reading`, when `before` could not see the group, or when
- * nothing proves the task ran (same wait, same count, or counts unreadable).
+ * Whether the task `after` found reading provably ran since `before` (its wait is new): the
+ * group changed, the task is new or was not reading the terminal then, or its switches moved.
  */
 export function readerRanBetween(before: ReadProbe, after: ReadProbe): boolean {
   const reader = after.reader
@@ -433,20 +352,13 @@ export interface ForegroundGroup {
   shellIsForeground: boolean
 }
 
-/**
- * The foreground process group of the terminal held by `pid` (field 8, `tpgid`, of its stat):
- * one read. Undefined when `pid` is gone or the terminal has no foreground group.
- */
+/** The foreground group of the terminal held by `pid` (stat field 8); undefined when gone or none. */
 export async function foregroundGroupOf(proc: ProcFs, pid: number): Promise<number | undefined> {
   const tpgid = (await readStat(proc, `/proc/${pid}/stat`))?.tpgid
   return tpgid !== undefined && tpgid > 0 ? tpgid : undefined
 }
 
-/**
- * Reads the foreground group of the terminal held by `pid` (field 8 of its stat) and whether
- * `shellPid`'s group (field 5; default `pid`) is that group. Undefined when `pid` is gone or
- * the terminal has no foreground group.
- */
+/** `foregroundGroupOf`, its leader, and whether `shellPid`'s group (default `pid`'s) is it. */
 export async function readForegroundGroup(options: { proc: ProcFs; pid: number; shellPid?: number }): Promise<ForegroundGroup | undefined> {
   const { proc, pid } = options
   const holder = await readStat(proc, `/proc/${pid}/stat`)
@@ -472,22 +384,13 @@ const NOT_READ = '-'
 const POLLIN = 0x1
 const EPOLLIN = 0x1
 
-async function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefined> {
-  try {
-    return parseProcStat(await proc.readFile(path))
-  } catch {
-    return undefined
-  }
+function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefined> {
+  return proc.readFile(path).then(parseProcStat).catch(() => undefined)
 }
 
 /**
- * Every process whose process group is `pgid`; processes that vanish while listing are skipped.
- * The terminal's foreground group lives in the session of `root` (the node-pty child), so its
- * members are found by walking `root`'s descendants through /proc/<pid>/task/<tid>/children
- * (proc(5)) — a handful of reads instead of one per process on the machine. When that file is
- * unavailable, the walk finds no member (an orphaned group), or a descendant has more than
- * `WALK_MAX_THREADS` threads (each has a children file, and a program with thousands of them
- * would make the walk cost more than listing), every process is listed.
+ * Every process of group `pgid`, found by walking `root`'s descendants (a handful of reads),
+ * else, when the walk cannot tell (see `descendantsInGroup`) or finds none, by listing /proc.
  */
 export async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
   const walked = await descendantsInGroup(proc, pgid, root)
@@ -538,28 +441,19 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
 }
 
 /** The task ids of a process; none when it vanished. */
-async function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
-  try {
-    return (await proc.readdir(`/proc/${pid}/task`)).filter((name) => /^\d+$/.test(name)).map(Number)
-  } catch {
-    return []
-  }
+function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
+  return proc.readdir(`/proc/${pid}/task`).then((names) => names.filter((name) => /^\d+$/.test(name)).map(Number), () => [])
 }
 
 /**
- * One task of `member`. `memberFresh`: `member` was read just now (its main task's state is
- * taken from it). `readOnly`: only whether it reads the terminal is asked — its counters,
- * timeout and other wake sources are left out (`mainTaskReadsTerminal`).
+ * One task of `member`. `memberFresh`: its main task's state is `member`'s. `readOnly`: only
+ * whether it reads the terminal (`mainTaskReadsTerminal`).
  */
 async function examineTask(context: TaskContext, member: ProcStat, tid: number, memberFresh = false, readOnly = false): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
-  // Reads only what the verdict needs, so the cost per task stays small for programs with many
-  // threads: the syscall always — `running` for a task that runs or is runnable (state R), else
-  // where it is blocked (proc(5)); the state only of a task in a read-class syscall (only an
-  // interruptible wait, S, is a read); the context-switch counters (which only the reading
-  // task's evidence uses) of a task in a read-class syscall. The state of a process's main task
-  // is the state in its own stat: when `member` was read just now (`memberFresh`), it is used.
+  // Only what the verdict needs, for programs with many threads: the syscall always; the state
+  // and switches only in a read-class syscall.
   const reused = memberFresh && tid === member.pid
   const observation: TaskObservation = {
     pid: member.pid,
@@ -596,8 +490,7 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number, 
     const status = await proc.readFile(`${base}/status`).catch(() => undefined)
     observation.switches = status === undefined ? undefined : contextSwitches(status)
   }
-  // A select over one descriptor (nfds 1: bash's and Python's readline) can name only fd 0: its
-  // identity is looked up while the set is read from memory on the thread pool.
+  // A select with nfds 1 (readline) names only fd 0: look it up while the set is read.
   const reading = candidateFds(context, member.pid, name, syscall.args)
   const fd0 = (name === 'select' || name === 'pselect6') && syscall.args[0] === 1n ? isTerminal(context, member, 0) : undefined
   observation.fds = await reading
@@ -615,11 +508,7 @@ async function examineTask(context: TaskContext, member: ProcStat, tid: number, 
   return observation
 }
 
-/**
- * Fills in what a corroboration window compares: for every task its context-switch count (read
- * here when `examineTask` skipped it: a task outside a read-class syscall), and for the reader
- * its wake counters.
- */
+/** Fills in what a corroboration window compares: every task's switches, the reader's wake counters. */
 async function addWakeCounters(proc: ProcFs, task: TaskObservation, reader: boolean, clocks: SchedulerClocks | undefined): Promise<void> {
   if (task.switches !== undefined && !reader) return
   const base = `/proc/${task.pid}/task/${task.tid}`
@@ -664,12 +553,8 @@ function describe(syscall: SyscallState, table: ReadonlyMap<number, ReadSyscall>
 }
 
 /** Bytes task `tid` of `pid` has read in all (`rchar` of its io file, proc(5)); undefined when unreadable. */
-export async function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
-  try {
-    return parseWakeCounters(undefined, undefined, await proc.readFile(`/proc/${pid}/task/${tid}/io`)).rchar
-  } catch {
-    return undefined
-  }
+export function taskReadBytes(proc: ProcFs, pid: number, tid: number): Promise<number | undefined> {
+  return proc.readFile(`/proc/${pid}/task/${tid}/io`).then((io) => parseWakeCounters(undefined, undefined, io).rchar, () => undefined)
 }
 
 /** Sum of the two context-switch counters of a status file (proc(5)); undefined when either is missing. */
@@ -686,10 +571,8 @@ function fdOf(value: bigint): number {
 }
 
 /**
- * The descriptors a task blocked in `name` waits to read: read(2)/readv(2) argument 0; poll(2):
- * argument 1 `struct pollfd` (int fd, short events, short revents) at argument 0, with POLLIN;
- * select(2): the read `fd_set` at argument 1 (bit n of little-endian longs) for the first
- * argument-0 descriptors; epoll: the `tfd: N events: X` lines of the instance's fdinfo, EPOLLIN.
+ * The descriptors a task blocked in `name` waits to read: read(2) argument 0; poll(2) `struct
+ * pollfd`s with POLLIN; select(2) the read `fd_set`; epoll the EPOLLIN `tfd:` lines of fdinfo.
  */
 async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number[]> {
   const [a0 = 0n, a1 = 0n] = args
@@ -740,14 +623,9 @@ async function candidateFds(context: TaskContext, pid: number, name: ReadSyscall
 }
 
 /**
- * Whether `task` is a thread of the reader's own process that waits only on the process's own
- * wake-ups and a timer (its sources are timers alone). Such a thread can make the program act
- * only through those internal wake-ups — an eventfd or self-pipe, which `wakeFds` already counts
- * as the program's own for the reader too — so its timer is not a source of its own: V8's
- * delayed-task thread keeps one armed after every Node REPL preview (a 333 ms evaluation
- * timeout), and counting it would make each Node REPL send wait out a corroboration window. A
- * timer in another process of the group, or a thread that also waits on a socket, pipe or other
- * descriptor, still counts.
+ * Whether `task` is a thread of the reader's process waiting on timers alone: it can act only
+ * through the process's own wake-ups, so its timer is no source (V8's delayed-task thread after
+ * every Node REPL preview would otherwise make each send wait out a corroboration window).
  */
 function ownTimerThread(task: TaskObservation, reader: TaskObservation): boolean {
   if (task.pid !== reader.pid) return false
@@ -761,22 +639,15 @@ export const NEAR_TIMEOUT_MS = 1000
 /** Most descriptors of a process resolved to find the other end of a pipe. */
 const MAX_OWN_FDS = 1024
 
-/**
- * What in a task's wait can wake it without input, besides the terminal (`fdSources`, from
- * `wakeFds`) and the wait's own timeout when it ends within NEAR_TIMEOUT_MS.
- */
+/** `fdSources` (`wakeFds`) and the wait's timeout when it ends within NEAR_TIMEOUT_MS. */
 function wakeSources(fdSources: string[], timeoutMs: number | undefined): string[] {
   if (timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS) return [...fdSources, `timer in ${Math.max(0, Math.round(timeoutMs))} ms`]
   return fdSources
 }
 
 /**
- * The descriptors of a task's wait that can wake it without input, besides the terminal:
- * - descriptors of the wait set that are not the program's own wake-ups — an eventfd or signalfd
- *   (anon_inode:[eventfd], [signalfd]) or a pipe whose other end the same process holds (a
- *   self-pipe: the same pipe inode twice among its descriptors, as libuv and gdb use) is
- *   internal; a socket, another pipe, inotify, a timerfd or another terminal is a source.
- * An unreadable descriptor counts as a source (a miss is never proof).
+ * The descriptors of a wait that can wake it without input: all but the program's own wake-ups
+ * (an eventfd, a signalfd, a self-pipe as libuv and gdb use). An unreadable one counts.
  */
 async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]): Promise<string[]> {
   const sources: string[] = []
@@ -805,19 +676,11 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
 }
 
 /** The descriptor numbers of `pid` (/proc/<pid>/fd), at most MAX_OWN_FDS; none when unreadable. */
-async function fdNames(proc: ProcFs, pid: number): Promise<string[]> {
-  try {
-    return (await proc.readdir(`/proc/${pid}/fd`)).slice(0, MAX_OWN_FDS)
-  } catch {
-    return []
-  }
+function fdNames(proc: ProcFs, pid: number): Promise<string[]> {
+  return proc.readdir(`/proc/${pid}/fd`).then((names) => names.slice(0, MAX_OWN_FDS), () => [])
 }
 
-/**
- * Whether another descriptor of `pid` than `fd` refers to pipe `target` (the same `pipe:[inode]`
- * twice: a self-pipe). The descriptor where the other end was found last (`SelfPipes`) is read
- * first; otherwise the descriptors (`names`, listed only then) are read in order until one matches.
- */
+/** Whether another descriptor of `pid` refers to pipe `target` (a self-pipe); `SelfPipes`' hint first. */
 async function selfPipe(context: TaskContext, pid: number, fd: number, target: string, names: () => Promise<string[]>): Promise<boolean> {
   const link = async (other: number | string): Promise<string | undefined> => context.proc.readlink(`/proc/${pid}/fd/${other}`).catch(() => undefined)
   const known = context.selfPipes?.get(pid, target)
@@ -833,10 +696,8 @@ async function selfPipe(context: TaskContext, pid: number, fd: number, target: s
 }
 
 /**
- * The timeout of a read-class wait in ms: epoll_wait/epoll_pwait and poll take an int of ms in
- * argument 3 resp. 2, −1 for none; ppoll, pselect6, select and epoll_pwait2 a pointer to a
- * timespec/timeval, NULL for none, read from memory (epoll_wait(2), poll(2), select(2)).
- * Undefined when it has none (or it cannot be read: then no near deadline is claimed).
+ * The timeout of a read-class wait in ms: an int of ms (poll, epoll_wait), or a timespec/timeval
+ * in memory (epoll_wait(2), poll(2), select(2)). Undefined when none or unreadable.
  */
 async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscall, args: readonly bigint[]): Promise<number | undefined> {
   const asInt = (value: bigint | undefined) => (value === undefined ? -1 : Number(BigInt.asIntN(32, value)))
@@ -874,12 +735,9 @@ async function waitTimeoutMs(context: TaskContext, pid: number, name: ReadSyscal
 }
 
 /**
- * Whether descriptor `fd` of `member` is this terminal: the file it refers to (stat(2) of
- * /proc/<pid>/fd/<n>, which follows to the open file) has the slave's device number *and* lives
- * in the slave's devpts instance (`st_dev`) — the same device number in another instance is
- * another terminal — or it is /dev/tty (tty(4)) and the process's controlling terminal (stat
- * field 7) is the slave: a member of the foreground group is in the terminal's session, whose
- * controlling terminal this is.
+ * Whether descriptor `fd` of `member` is this terminal: the slave's `st_rdev` *and* `st_dev`
+ * (another devpts instance is another terminal), or /dev/tty (tty(4)) with the slave as the
+ * process's controlling terminal (stat field 7).
  */
 async function isTerminal(context: TaskContext, member: ProcStat, fd: number): Promise<boolean> {
   try {

@@ -1,17 +1,7 @@
 /**
- * The terminal's foreground process group on macOS, from ps(1).
- *
- * macOS has no /proc and no per-task syscall view, so there is no exact readiness tier there:
- * this module answers only what signalling and the controlled-prompt tier need — which process
- * group is in the foreground of the terminal, its leader's name, whether the shell's own group
- * is that group, and the group's members.
- *
- * The answers come from the `ProcessTable` of `@conch/subprocess` (`macosProcessTable`, which
- * runs `ps -ww -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm= [-p pid | -A]` and parses it), so
- * there is one ps parser in the project. ps(1) fields used: `pgid` (process group), `tpgid`
- * (process group id of the control terminal's foreground group, 0 or -1 when there is none)
- * and `comm` (on macOS the executable path). Any process whose controlling terminal is the
- * session's terminal reports the same `tpgid`, so one row answers "who is in front".
+ * The terminal's foreground process group on macOS, from ps(1) through the `ProcessTable` of
+ * `@conch/subprocess` (one ps parser): what signalling and the controlled prompt need, as macOS
+ * has no exact tier. Every process on the terminal reports the same `tpgid` (≤ 0: none).
  */
 import { macosProcessTable, type ProcessEntry, type ProcessTable } from '@conch/subprocess'
 import type { ForegroundGroup } from './inspect-linux.ts'
@@ -28,10 +18,8 @@ export function processName(comm: string): string {
 }
 
 /**
- * Reads the foreground group of the terminal held by `pid` (the node-pty child) from its
- * `tpgid`, the leader's name, and whether `shellPid`'s group (default `pid`) is in front. One
- * ps run when the shell itself is in front, two otherwise (three when the terminal is held by
- * a separate runner). Undefined when `pid` is gone or the terminal has no foreground group.
+ * The foreground group of the terminal held by `pid`, its leader's name, and whether
+ * `shellPid`'s group (default `pid`'s) is in front. Undefined when `pid` is gone or none is.
  */
 export async function readForegroundGroupMacos(options: MacosInspectOptions & { pid: number; shellPid?: number }): Promise<ForegroundGroup | undefined> {
   const table = options.table ?? macosProcessTable()

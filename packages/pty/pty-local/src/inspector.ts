@@ -1,7 +1,6 @@
 /**
- * What a local session asks the operating system about its terminal. On Linux the answers come
- * from /proc (the exact tier, inspect-linux.ts); on macOS from `ps` (no exact tier). Sessions
- * talk to this interface only, so every readiness rule is testable with a fake.
+ * What a session asks the OS about its terminal: /proc on Linux (inspect-linux.ts), `ps` on
+ * macOS. Behind this interface every readiness rule is testable with a fake.
  */
 import type { ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
@@ -15,17 +14,9 @@ export type { ReadProbe } from './inspect-linux.ts'
 export interface TerminalInspector {
   /** Whether `probe` can prove a read (Linux /proc); false means only the other tiers apply. */
   readonly exact: boolean
-  /**
-   * Whether this host sees the terminal's processes at all. False for a relayed process this
-   * host's /proc does not show (a remote container daemon's exec): no tier but the controlled
-   * prompt's marker (nonce checked, no kernel check) and silence can settle a send.
-   */
+  /** Whether this host sees the terminal's processes (false: a remote container's); else only marker and silence. */
   readonly observable: boolean
-  /**
-   * Whether input reaches the terminal's reader through a relay (a container's exec TTY): a write
-   * is in the relay's terminal, not yet in the reader's, so a read proves the input was taken only
-   * by the bytes the reader read since (`isNewReadEvidence`).
-   */
+  /** Whether input reaches the reader through a relay: a read proves it only by bytes read (`isNewReadEvidence`). */
   readonly relayed: boolean
   /** The terminal's foreground process group, or undefined when unknown. */
   foregroundGroup(): Promise<number | undefined>
@@ -39,31 +30,18 @@ export interface TerminalInspector {
   taskSwitches(pid: number): Promise<number | undefined>
   /** Bytes task `tid` of process `pid` has read in all (proc(5) `rchar`); undefined when unknown. */
   readBytes(pid: number, tid: number): Promise<number | undefined>
-  /**
-   * Whether a process's main task is blocked (state S) in a read-class syscall on this terminal
-   * — for a shell at its prompt: it waits for input, and its input queue is empty, so
-   * everything written to it was consumed. Undefined when it cannot be told (no exact tier,
-   * unreadable).
-   */
+  /** Whether a process's main task is blocked (S) in a read-class syscall on this terminal; undefined: unknown. */
   blockedInRead(pid: number): Promise<boolean | undefined>
-  /**
-   * Whether a process is stopped with no child left (the wrapper once its shell exited, see
-   * prompt.ts). Undefined when it cannot be told (no /proc, the process is gone).
-   */
+  /** Whether a process is stopped with no child left (the wrapper, prompt.ts); undefined: unknown. */
   stoppedWithoutChildren(pid: number): Promise<boolean | undefined>
   /** The program a process runs (/proc/<pid>/exe), or undefined when unknown. */
   executable(pid: number): Promise<string | undefined>
 }
 
 /**
- * `inspector` with every text it takes from the terminal's processes passed through
- * `rule.redactProcessText` (redact.ts) before it is returned: process and group names, and in a
- * probe each task's name, the reading task's name and descriptor path, the other wake sources (a
- * descriptor's path among them) and the detail line built from them. The processes are the program's: what it names them and what
- * it opens is text it chooses, and evidence, signal and close results carry it (a session wraps
- * its inspector once, session.ts). The rule is applied at every call, so a value registered
- * later applies from then on; while it has no value (`active` false) nothing is copied.
- * `executable` stays as it is: it is compared, never shown.
+ * `inspector` with every text from the terminal's processes (names, paths, wake sources, the
+ * probe's detail) passed through `rule.redactProcessText` (redact.ts): a program chooses those
+ * texts, and results carry them. Applied at every call; `executable` is compared, never shown.
  */
 export function cleanProcessText(inspector: TerminalInspector, rule: Pick<SecretRedactor, 'active' | 'redactProcessText'>): TerminalInspector {
   const clean = (text: string): string => rule.redactProcessText(text)
@@ -97,10 +75,8 @@ function mapDefined(text: string | undefined, clean: (text: string) => string): 
 }
 
 /**
- * `probe` with its process texts cleaned (`cleanProcessText`); the probe itself when none
- * changed. The detail line is built from the same texts (inspect-linux.ts), so each changed one
- * is replaced where it occurs in it, the longest first (a name inside a longer one is then
- * already gone).
+ * `probe` with its process texts cleaned, or itself when none changed. Each changed text is
+ * replaced in the detail line too, the longest first (a name inside a longer one is then gone).
  */
 export function cleanProbe(probe: ReadProbe, clean: (text: string) => string): ReadProbe {
   const changed = new Map<string, string>()
@@ -124,10 +100,8 @@ export function cleanProbe(probe: ReadProbe, clean: (text: string) => string): R
 }
 
 /**
- * What was known about the foreground group just before a send's input was written: a full
- * probe, or — when the shell sat at its own controlled prompt — only the shell's main task
- * counter (the shell is its group's leader, so its pid is its pgid and its main tid), and on a
- * relayed terminal the bytes it had read.
+ * The foreground group just before a send's input was written: a full probe, or, with the shell
+ * at its prompt, its main task's counter (its pid is its pgid) and, relayed, the bytes it read.
  */
 export type Baseline =
   | { kind: 'probe'; probe: ReadProbe }
@@ -135,19 +109,10 @@ export type Baseline =
   | { kind: 'none' }
 
 /**
- * Whether `after` is new evidence that the foreground group waits for input. Evidence from
- * before the write never counts (README, "Readiness"): a wait by the same group counts only when the
- * reading task provably ran since the baseline — a different group, a task not in the
- * baseline, a task that was not waiting then, or a context-switch counter that moved
- * (`readerRanBetween`). Without a baseline nothing counts.
- *
- * `inputBytes`, on a relayed terminal (`TerminalInspector.relayed`): the bytes written since the
- * baseline. The input may still be on its way through the relay while the reader, woken by
- * something else (an earlier step's bytes, a signal), waits again: the same task reading counts
- * only once it has read at least that many bytes since the baseline (proc(5) `rchar`, which
- * the probe reads for every task of a relayed terminal; a line discipline that drops bytes — an
- * erase character — leaves the send to silence). A different group or a task that
- * did not exist at the baseline took the input already: only a program that read it runs another.
+ * Whether `after` is new evidence that the foreground group waits for input (README,
+ * "Readiness"): the reading task provably ran since the baseline (`readerRanBetween`).
+ * `inputBytes`, relayed: the bytes written since; the input may still be in the relay, so the
+ * same task counts only once it read that many (proc(5) `rchar`).
  */
 export function isNewReadEvidence(baseline: Baseline, after: ReadProbe, inputBytes?: number): boolean {
   const reader = after.reader
@@ -179,24 +144,16 @@ function readAtLeast(before: number | undefined, after: number | undefined, byte
 }
 
 /**
- * The /proc inspector of a terminal: `terminal.pid` is the node-pty child (any process whose
- * controlling terminal is the PTY), `terminal.rdev` the slave's device number (stat(2)
- * `st_rdev`, read from the slave when the PTY was opened; negative when unknown, which turns
- * the exact tier off). `proc` defaults to the descriptors this process keeps open (proc-files.ts).
+ * The /proc inspector of a terminal (`identity.rdev` not positive turns the exact tier off).
+ * `proc` defaults to the descriptors this process keeps open (proc-files.ts).
  */
 export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = procFiles): TerminalInspector {
   const pid = identity.pid
   const terminal: TerminalIdentity | undefined = identity.rdev > 0 ? identity : undefined
   const clocks = new SchedulerClocks(proc)
   const selfPipes = new SelfPipes()
-  const readStatComm = async (target: number): Promise<string | undefined> => {
-    try {
-      const text = await proc.readFile(`/proc/${target}/stat`)
-      return text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'))
-    } catch {
-      return undefined
-    }
-  }
+  const readStatComm = (target: number): Promise<string | undefined> =>
+    proc.readFile(`/proc/${target}/stat`).then((text) => text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), () => undefined)
   return {
     exact: terminal !== undefined,
     observable: pid > 0,
@@ -210,21 +167,9 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
     async groupName(pgid) {
       return (await readStatComm(pgid)) ?? (await groupMembers(proc, pgid, pid))[0]?.comm
     },
-    async taskSwitches(target) {
-      try {
-        return contextSwitches(await proc.readFile(`/proc/${target}/task/${target}/status`))
-      } catch {
-        return undefined
-      }
-    },
+    taskSwitches: (target) => proc.readFile(`/proc/${target}/task/${target}/status`).then(contextSwitches, () => undefined),
     readBytes: (target, tid) => taskReadBytes(proc, target, tid),
-    async executable(target) {
-      try {
-        return await proc.readlink(`/proc/${target}/exe`)
-      } catch {
-        return undefined
-      }
-    },
+    executable: (target) => proc.readlink(`/proc/${target}/exe`).catch(() => undefined),
     async blockedInRead(target) {
       if (terminal === undefined) return undefined
       return mainTaskReadsTerminal({ proc, terminal, pid: target })
@@ -233,11 +178,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
   }
 }
 
-/**
- * The macOS inspector: the foreground group and process names come from ps(1); there is no
- * exact tier (no per-task syscall view), so sends settle on the controlled prompt, silence or
- * the timeout.
- */
+/** The macOS inspector: ps(1), no exact tier (no per-task syscall view). */
 export function macosInspector(pid: number, table?: ProcessTable): TerminalInspector {
   const options = table === undefined ? {} : { table }
   return {

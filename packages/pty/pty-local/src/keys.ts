@@ -1,9 +1,7 @@
 /**
- * Named keys: what a person's key press writes to a terminal, for the terminal's current modes.
- * Pure — no I/O. The encodings are xterm's with xterm's defaults (XTerm Control Sequences,
- * "ctlseqs": "PC-Style Function Keys", "VT220-Style Function Keys", the cursor-key and keypad
- * tables); the README's `keys` entry lists them. Names match without regard to case, except a
- * single character, which is typed as itself; prefixes `C-`, `M-` and `S-` combine (`C-M-x`).
+ * Named keys: what a key press writes for the terminal's current modes, with xterm's encodings
+ * and defaults ("ctlseqs": "PC-Style Function Keys", the cursor-key and keypad tables; README,
+ * `keys`). Names match case-blind except a single character; `C-`, `M-`, `S-` combine.
  */
 import { PtyError, type KeyEntry } from '@conch/pty'
 import { distance as editDistance } from 'fastest-levenshtein'
@@ -194,11 +192,9 @@ const MODIFIER_WORDS: Record<string, 'C' | 'M' | 'S'> = {
 }
 
 /**
- * The valid key name nearest to an unknown `entry`, or undefined when none is close. Tried in order: other
- * spellings of the modifiers (`Ctrl-C`, `Ctrl+C`, caret notation `^C` and lower-case `c-c` are `C-c`; `Alt+f`
- * is `M-f`), browser key names (`ArrowUp` is `Up`), a base name with spaces, `-` or `_` in it (`Page Down`), and
- * a named key within edit distance 1 (2 for bases of five or more characters), when exactly one is that near.
- * The result always parses (`parseKey`).
+ * The valid key name nearest to an unknown `entry` (one that parses), or undefined: other modifier
+ * spellings (`Ctrl+C`, `^C`, `Alt+f`), browser names (`ArrowUp`), a spaced base (`Page Down`), or
+ * the one named key within edit distance 1 (2 from five characters).
  */
 export function suggestKey(entry: string): string | undefined {
   let rest = entry.trim()
@@ -283,9 +279,7 @@ export function parseKey(entry: string): Key | undefined {
   return { kind: 'named', name, ctrl, meta, shift }
 }
 
-/**
- * The bytes one key writes, for `modes` as they are now.
- */
+/** The bytes one key writes, for `modes` as they are now. */
 export function encodeKey(key: Key, modes: KeyModes): string {
   switch (key.kind) {
     case 'text':

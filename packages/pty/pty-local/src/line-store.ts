@@ -1,9 +1,6 @@
 /**
- * Lines kept oldest-first with their UTF-8 sizes and whether each was cut: the storage shared by
- * the scrollback and each send's buffer, which differ only in how they bound it.
- *
- * A ring buffer with a power-of-two capacity that doubles when full: pushing and dropping the
- * oldest line are O(1) without shifting or re-slicing arrays.
+ * Lines kept oldest-first with their UTF-8 sizes and whether each was cut, for the scrollback
+ * and send buffers: a power-of-two ring that doubles when full, so push and drop are O(1).
  */
 import { utf8ByteLength, utf8Suffix } from '@conch/session'
 
@@ -22,10 +19,7 @@ export class LineStore {
     return this.count
   }
 
-  /**
-   * Keeps one line; a line longer than `maxLineBytes` keeps its last `maxLineBytes` bytes (cut on
-   * a code point) and is marked cut.
-   */
+  /** Keeps one line; a longer one than `maxLineBytes` keeps its tail and is marked cut. */
   push(text: string, maxLineBytes: number): void {
     let line = text
     let size = utf8ByteLength(line)

@@ -1,13 +1,7 @@
 /**
- * The current line of the line-mode output model: its text and the cursor on it, edited by the
- * parser's actions (print, CR, BS, EL, CHA, ED 0). Committing a line is the parser's job; this
- * class only knows the one open line.
- *
- * Cost: appending at the end of the line (the common case, and the only one in a long
- * unbroken line such as `head -c 50000000 /dev/zero | tr '\0' x`) is O(appended text) and does
- * not change `revision`, so a reader that took a prefix of the line earlier can continue it
- * from its length without comparing the text again. Every other change (overwriting, erasing)
- * bumps `revision`.
+ * The current line of the line-mode output model: its text and cursor, edited by the parser's
+ * actions (print, CR, BS, EL, CHA, ED 0). Appending is O(appended text) and keeps `revision`, so
+ * a reader of a prefix can continue from its length; every other change bumps it.
  */
 
 import { isHighSurrogate, isLowSurrogate } from '@conch/session'
@@ -20,25 +14,16 @@ export function codePoints(text: string, start = 0, end = text.length): number {
 }
 
 /**
- * One line of cells. A cell is one code point: wide (CJK) characters count as one column.
- * Blank cells at the end of the line are not represented, so erasing never leaves trailing
- * spaces, and the cursor may sit past the end of the text (blank cells not yet written).
- *
- * The line wraps into rows of `cols` cells as the terminal shows it, and the controls act on the
- * cursor's row as a terminal's do (CR, CHA, CUF, CUB, EL). Writing the row's last cell leaves the
- * cursor on that row with the wrap pending (DEC autowrap, as tmux keeps it): the cursor's cell
- * is the next row's first, but a CR, EL or cursor move then acts on the row just written, and
- * only the next character wraps.
+ * One line of cells, a cell per code point; trailing blank cells are not represented (the cursor
+ * may sit past the text). It wraps into rows of `cols`, on which CR, CHA, CUF, CUB and EL act;
+ * writing a row's last cell leaves the wrap pending (DEC autowrap, as tmux keeps it).
  */
 export class LineModel {
   /** The line's text. */
   text = ''
   /** UTF-16 index into `text`; beyond `text.length` means blank cells not yet written. */
   cursor = 0
-  /**
-   * Counts changes that altered text already on the line (overwrite, erase); appending at the
-   * end leaves it alone. Never reset, so it also tells lines apart across `clear()`.
-   */
+  /** Counts changes that altered text on the line, not appends; never reset (it tells lines apart too). */
   revision = 0
   /** Cells per row: the terminal's width. */
   cols: number
@@ -87,10 +72,7 @@ export class LineModel {
     this.printed = true
   }
 
-  /**
-   * The cursor's row within the line (0 = its first) and column (0-based; `cols` while a wrap is
-   * pending, as tmux keeps it).
-   */
+  /** The cursor's 0-based row within the line and column (`cols` while a wrap is pending). */
   position(): { row: number; col: number } {
     if (this.cursor < this.cols) return { row: 0, col: this.cursorCells() }
     const cells = this.cursorCells()
@@ -105,11 +87,7 @@ export class LineModel {
     return Math.max(0, rows - 1 - this.position().row)
   }
 
-  /**
-   * LF on a row the line wraps on from: the cursor goes down onto the next row, so the rows down
-   * to the cursor's are no longer one line with the rest. Returns them and keeps the rest as the
-   * line, the cursor in the same column (a pending wrap stays pending there).
-   */
+  /** LF on a row the line wraps on from: returns the rows down to the cursor's and keeps the rest. */
   splitBelowCursor(): string {
     const { row, col } = this.position()
     this.moveToColumn((row + 1) * this.cols)
@@ -127,10 +105,7 @@ export class LineModel {
     this.printed = false
   }
 
-  /**
-   * CHA, CUF, CUB: to 0-based `column` of the cursor's row, held within the row. `column` counts
-   * from where a pending wrap leaves it (`position().col`, `cols`).
-   */
+  /** CHA, CUF, CUB: to 0-based `column` of the cursor's row, held within the row. */
   moveInRow(column: number): void {
     this.moveToColumn(this.position().row * this.cols + Math.max(0, Math.min(column, this.cols - 1)))
   }
@@ -168,10 +143,8 @@ export class LineModel {
   }
 
   /**
-   * EL (ECMA-48 §8.3.41) on the cursor's row: 0 erases from the cursor to the row's end, 1 blanks
-   * the row up to and including the cursor, 2 blanks the row. Cells the line goes on after become
-   * spaces; at the line's end they are dropped. A pending wrap stays pending, its cursor past the
-   * row: mode 0 erases nothing there.
+   * EL (ECMA-48 §8.3.41) on the cursor's row: 0 to its end, 1 up to and including the cursor, 2
+   * the row. Erased cells the line goes on after become spaces. A pending wrap stays pending.
    */
   erase(mode: number): void {
     if (this.cursor < this.cols && this.text.length <= this.cols && mode !== 1) {
@@ -217,11 +190,7 @@ export class LineModel {
     this.revision++
   }
 
-  /**
-   * Cuts the line at UTF-16 index `at` (moved left off a surrogate pair's middle, or right past
-   * it when the pair is the first code point, so a cut always takes at least one): returns the
-   * text before it and keeps the rest as the line, with the cursor moved along.
-   */
+  /** Cuts the line at UTF-16 index `at` (never inside a surrogate pair, never empty); returns the head. */
   splitAt(at: number): string {
     let cut = at
     if (isHighSurrogate(this.text.charCodeAt(cut - 1))) cut = cut > 1 ? cut - 1 : cut + 1

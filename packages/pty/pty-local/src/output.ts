@@ -1,18 +1,10 @@
 /**
- * The terminal output normaliser: raw PTY bytes → what a person would read on that terminal,
- * line by line.
+ * The terminal output normaliser: raw PTY bytes → what a person would read, line by line. One
+ * per session, shared by the scrollback, the send buffer and the prompt detector.
  *
- * One `OutputParser` per session is shared by every consumer of the session's output: the
- * scrollback and the per-send buffer subscribe to committed lines (`onLine`) and read the
- * current partial line (`partial`); the prompt detector subscribes to OSC strings (`onOsc`),
- * records a `mark()` inside its callback, and later asks `textSince(mark)`.
- *
- * The escape grammar follows ECMA-48 (5th edition, §5.3–§5.6 and §8.3.2 C1 introducers) as
- * xterm implements it (XTerm Control Sequences, "ctlseqs"), using the DEC/xterm parser model
- * (states ground → escape → CSI / OSC / string, C0 controls executed inside sequences,
- * CAN/SUB cancel, ESC restarts). Parser state is carried across `feed()` calls at every byte,
- * so a chunk may end anywhere — inside a UTF-8 sequence, after a lone ESC, between the ESC and
- * `\` of a String Terminator, inside a CSI parameter.
+ * The grammar is ECMA-48 (5th edition, §5.3–§5.6, §8.3.2) as xterm implements it ("ctlseqs"),
+ * in the DEC/xterm parser model. State is carried across `feed()` calls at every byte, so a
+ * chunk may end anywhere (inside a UTF-8 sequence, a CSI, between the ESC and `\` of ST).
  */
 
 import { isAscii, isUtf8 } from 'node:buffer'
@@ -27,31 +19,22 @@ function latin1(bytes: Uint8Array): string {
 /** Options of an `OutputParser`. */
 export interface OutputParserOptions {
   /**
-   * Bound on the payload of one OSC, DCS, SOS, PM or APC string (and on the length of one CSI
-   * or escape sequence), in UTF-8 bytes. Default 65536.
-   *
-   * Past the bound the sequence is **abandoned**: its collected payload is discarded (no
-   * `onOsc` call), the parser returns to the ground state, and the character that would have
-   * exceeded the bound and everything after it are parsed as ordinary output. So the rest of
-   * an unterminated string appears as text, escape sequences inside it are parsed normally,
-   * and its eventual terminator (BEL, or the ESC `\` pair) is dropped as a control.
+   * Bound on the payload of one OSC, DCS, SOS, PM or APC string (and on one CSI or escape
+   * sequence), in UTF-8 bytes. Default 65536. Past it the sequence is abandoned: its payload is
+   * discarded and the character that would exceed the bound and all after it are ordinary output.
    */
   maxStringBytes?: number
   /**
-   * Bound on one line, in UTF-16 code units. Default 16384. A line that grows past it is
-   * committed in pieces of at most this length (never splitting a surrogate pair), exactly as
-   * if a line feed had been written there. It bounds what any consumer does with the open line
-   * per chunk (a send buffer continuing it, a prompt check reading it), so output that never
-   * ends a line costs time linear in its length.
+   * Bound on one line, in UTF-16 code units. Default 16384. A longer line is committed in pieces
+   * of at most this length (never splitting a surrogate pair), as if a line feed were there, so
+   * output that never ends a line costs time linear in its length.
    */
   maxLineLength?: number
   /** Bound on the committed lines a mark keeps for `textSince`, in UTF-8 bytes. Default 65536. */
   maxMarkBytes?: number
   /**
-   * A string (OSC, DCS, SOS, PM, APC) still open when output pauses this long, in ms, is
-   * abandoned when the next chunk arrives: the parser returns to the ground state before parsing
-   * that chunk, so the chunk is ordinary output. A program writes a control string in one go; a
-   * pause inside one means it will not be finished. Default 1000.
+   * A string (OSC, DCS, SOS, PM, APC) still open after a pause this long, in ms, is abandoned
+   * before the next chunk is parsed: a program writes a control string in one go. Default 1000.
    */
   stringTimeoutMs?: number
   /** Monotonic clock in ms, for `stringTimeoutMs`. Default `performance.now`. */
@@ -61,13 +44,10 @@ export interface OutputParserOptions {
   cols?: number
 }
 
-
 /**
- * A query a program wrote to the terminal, recognised at its position in the stream (XTerm
- * Control Sequences, "ctlseqs"): DSR 5 (status) and 6 (cursor position, `?6` = DECXCPR), primary
- * and secondary DA, DECRQM (ANSI or DEC private), XTVERSION (`CSI > q`), XTWINOPS 18 (text area
- * size in characters) and the OSC 10/11/12 colour queries. `terminator` is how an OSC query was
- * ended (`\x07` or `\x1b\\`); its reply ends the same way.
+ * A query a program wrote to the terminal ("ctlseqs"): DSR 5 and 6 (`?6` = DECXCPR), primary and
+ * secondary DA, DECRQM, XTVERSION (`CSI > q`), XTWINOPS 18 and OSC 10/11/12. `terminator` is how
+ * an OSC query ended (`\x07` or `\x1b\\`); its reply ends the same way.
  */
 export type TerminalQuery =
   | { kind: 'status' }
@@ -81,11 +61,7 @@ export type TerminalQuery =
 
 export type QueryListener = (query: TerminalQuery) => void
 
-/**
- * A screen (screen.ts) the parser keeps in step with the stream while one is attached: it gets
- * every decoded character, in order, and is brought up to date before a query is answered, so a
- * cursor report says where the text before the query left the cursor.
- */
+/** A screen (screen.ts) kept in step with the stream; brought up to date before a query is answered. */
 export interface ScreenSink {
   write(text: string): void
   /** 1-based cursor position. */
@@ -94,13 +70,11 @@ export interface ScreenSink {
 
 /**
  * What the parser tells the session about screens:
- * - `needed`: a program entered the alternate screen (DECSET 47, 1047, 1049) or addressed the
- *   cursor on the normal screen (CUP, HVP, VPA, DECSTBM, ED 2 or 3) while no screen is attached;
- *   `sequence` is that sequence, which the listener writes to the screen it attaches (the parser
- *   feeds it from just after the sequence on);
- * - `left-alternate`: the program left the alternate screen (DECRST 47, 1047, 1049);
- * - `scrolled-out`: on the normal screen, `rows` line feeds came after the last cursor-addressing
- *   sequence, so everything visible was written as a stream and the line model is exact again.
+ * - `needed`: with no screen attached, the alternate screen was entered (DECSET 47, 1047, 1049)
+ *   or the cursor addressed (CUP, HVP, VPA, DECSTBM, ED 2 or 3); the listener writes `sequence`
+ *   to the screen it attaches, fed from just after it;
+ * - `left-alternate`: DECRST 47, 1047 or 1049;
+ * - `scrolled-out`: `rows` line feeds since the last cursor addressing: the line model is exact again.
  */
 export type ScreenEvent =
   | { kind: 'needed'; reason: 'alternate' | 'addressing'; sequence: string }
@@ -142,18 +116,12 @@ const MAX_CSI_PARAMS = 16
 export type LineListener = (text: string, lineNumber: number) => void
 /** Receives the payload of an OSC string (between `ESC ]` and its terminator, e.g. `0;title`). */
 export type OscListener = (payload: string) => void
-/**
- * Told that committed line `lineNumber` is open again (the cursor moved up into it, see
- * `OutputParser.onRewind`): a consumer forgets it; it is committed again, as it then reads, when
- * the cursor leaves it downwards.
- */
+/** Told that committed line `lineNumber` is open again (`OutputParser.onRewind`). */
 export type RewindListener = (lineNumber: number) => void
 
 /**
- * A position in the output, made by `OutputParser.mark()`. `line` is the 1-based number of the
- * line it is on; `column` is a UTF-16 index into that line. While the mark's line is the current
- * line, text written left of the column (after a CR, BS or CSI G) moves the column left to
- * where that text starts, so `textSince` always covers every character written after the mark.
+ * A position made by `OutputParser.mark()`: 1-based `line`, UTF-16 `column`. Text written left of
+ * the column on the mark's line moves the column there, so `textSince` covers all written after.
  */
 export interface OutputMark {
   readonly line: number
@@ -192,7 +160,7 @@ const DEL = 0x7f
 
 const STATES = 8
 
-// Byte classes (the chunk's bytes; every byte from 0x80 up is K_HIGH, a part of a UTF-8 sequence).
+// Byte classes (every byte from 0x80 up is K_HIGH, part of a UTF-8 sequence).
 const K_C0 = 0 // C0 controls not named below
 const K_TAB = 1
 const K_LF = 2
@@ -258,11 +226,7 @@ const A_STRING_END = 19
 const A_STRING_TERMINATED = 20
 const A_STRING_ABANDONED = 21
 
-/**
- * states × classes → action | next state << 5, built once (the DEC/xterm parser model: C0
- * controls execute inside sequences, CAN and SUB cancel, ESC restarts, DEL is ignored).
- * `next` is used by A_TRANSITION; the other actions name their state themselves.
- */
+/** states × classes → action | next state << 5 (`next` for A_TRANSITION), the DEC/xterm model. */
 const TRANSITIONS = (() => {
   const table = new Uint8Array(STATES * CLASSES)
   const set = (state: number, classes: readonly number[], action: number, next = state) => {
@@ -318,20 +282,12 @@ const TRANSITIONS = (() => {
   return table
 })()
 
-
-/**
- * Length of the UTF-8 sequence that `lead` begins (RFC 3629 §3): 2–4 for a lead byte, 1 for
- * ASCII, a continuation byte or a byte that never begins a sequence.
- */
+/** Length of the UTF-8 sequence that `lead` begins (RFC 3629 §3); 1 for anything but a lead byte. */
 function sequenceLength(lead: number): number {
   return lead < 0xc2 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : lead < 0xf5 ? 4 : 1
 }
 
-/**
- * Whether `byte` may follow `lead` as the second byte of a UTF-8 sequence: the ranges of the
- * WHATWG Encoding Standard's UTF-8 decoder (§9.1.1; no overlong forms, no surrogates, nothing
- * above U+10FFFF).
- */
+/** Whether `byte` may follow `lead` in UTF-8 (WHATWG Encoding §9.1.1: no overlongs, surrogates, > U+10FFFF). */
 function validSecond(lead: number, byte: number): boolean {
   if (lead === 0xe0) return byte >= 0xa0 && byte <= 0xbf
   if (lead === 0xed) return byte >= 0x80 && byte <= 0x9f
@@ -340,10 +296,7 @@ function validSecond(lead: number, byte: number): boolean {
   return byte >= 0x80 && byte <= 0xbf
 }
 
-/**
- * Where an incomplete UTF-8 sequence at the end of `bytes[from, to)` starts (one the decoder
- * would hold for more input: a proper prefix of a valid sequence), or `to` when there is none.
- */
+/** Where a proper prefix of a valid UTF-8 sequence ending `bytes[from, to)` starts, else `to`. */
 function incompleteTail(bytes: Uint8Array, from: number, to: number): number {
   let lead = to - 1
   while (lead > from && lead > to - 4 && (bytes[lead]! & 0xc0) === 0x80) lead--
@@ -419,12 +372,9 @@ class Listeners<L> {
 /**
  * Streaming normaliser of terminal output.
  *
- * Removed: CSI sequences (`ESC [` … final byte 0x40–0x7E, including private ones such as
- * bracketed paste `ESC [ ? 2004 h` / `l`), OSC strings (`ESC ]` … BEL or ST = `ESC \`), DCS,
- * SOS, PM and APC strings (`ESC P`, `ESC X`, `ESC ^`, `ESC _` … ST), other escape sequences
- * (`ESC 7`, `ESC =`, `ESC ( B`, …), C0 controls other than LF, CR, BS and TAB, DEL, and C1
- * controls (U+0080–U+009F, which are removed, not interpreted). Bytes that are not valid UTF-8
- * become U+FFFD; a sequence split across chunks is decoded whole (WHATWG streaming decoder).
+ * Removed: CSI, OSC, DCS, SOS, PM and APC sequences, other escape sequences, C0 controls other
+ * than LF, CR, BS and TAB, DEL, and C1 controls (U+0080–U+009F, not interpreted). Invalid UTF-8
+ * becomes U+FFFD; a sequence split across chunks is decoded whole.
  *
  * Line model (what a person would see, without emulating a screen):
  * - LF commits the current line (whatever the cursor column) and starts an empty one, so CR LF,
@@ -439,25 +389,19 @@ class Listeners<L> {
  *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
  *   parameter 0 erases to the end of the current line and blanks the lines below it that a
  *   cursor moved up from (`linesBelow`; CUU and RI are `cursorUp` below).
- * - Every other cursor movement, scrolling and screen erase is dropped from the line model. The
- *   parser reports what needs a real screen instead (`onScreen`: the alternate screen, cursor
- *   addressing) and keeps an attached screen (`ScreenSink`, screen.ts) in step; while the
- *   alternate screen is in effect with a screen attached, its text is not part of the lines.
- *   It tracks DEC private and ANSI modes (`privateModes`, `ansiModes`) and reports terminal
- *   queries at their position (`onQuery`), for the session to answer (queries.ts).
- * - A cell is one code point: wide (CJK) characters count as one column. Long lines stay whole
- *   up to `maxLineLength`; their rows at `cols` (and a wrap pending after a row's last cell)
- *   only decide where CR, EL, CHA, CUF, CUB and a line feed act. The line itself is a
- *   `LineModel` (line.ts).
+ * - Every other cursor movement, scrolling and screen erase is dropped from the line model; what
+ *   needs a real screen is reported (`onScreen`) and an attached screen kept in step, whose
+ *   alternate-screen text is not part of the lines. Modes and queries: `privateModes`,
+ *   `ansiModes`, `onQuery`.
+ * - A cell is one code point (wide characters count as one column); rows at `cols` only decide
+ *   where CR, EL, CHA, CUF, CUB and a line feed act.
  *
- * Unterminated strings: an OSC, DCS, SOS, PM or APC string never terminated would hide everything
- * after it, so a pending one is abandoned past `maxStringBytes` or after a pause of
- * `stringTimeoutMs`, and a body holding a CR or LF is a string only when properly terminated (the
- * README, "Unterminated control strings", gives the rule and its examples).
+ * An unterminated string would hide everything after it: it is abandoned past `maxStringBytes` or
+ * `stringTimeoutMs`, and a body holding a CR or LF counts only when terminated (README,
+ * "Unterminated control strings").
  *
- * Listeners run synchronously inside `feed()`, at the position of the line feed or OSC in the
- * stream, and must not call `feed()`/`flush()`. A listener that throws does not disturb the
- * parse: the rest of the chunk is still parsed, then `feed()` rethrows the first error.
+ * Listeners run synchronously inside `feed()` at their position in the stream, and must not call
+ * `feed()`/`flush()`. A throwing listener does not stop the parse; `feed()` rethrows the first error.
  */
 export class OutputParser {
   readonly maxStringBytes: number
@@ -468,11 +412,7 @@ export class OutputParser {
   /** When the previous chunk was fed, ms on `now`. */
   private fedAt = 0
 
-  /**
-   * Decodes a chunk's bytes once the parser has cut off an incomplete sequence at its end, so it
-   * never holds bytes between calls. (`stream: true` picks Node's faster converter; with complete
-   * input it returns the same text as a one-shot decode.)
-   */
+  /** Decodes chunks cut before an incomplete sequence (`stream: true` picks Node's faster converter). */
   private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true })
   /** One-shot decodes of short byte ranges (invalid UTF-8, a sequence split across chunks, a shown OSC body). */
   private readonly pieceDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
@@ -499,10 +439,7 @@ export class OutputParser {
   applicationKeypad = false
   /** The program is on the alternate screen. */
   private alternate = false
-  /**
-   * The alternate screen is in effect and a screen is attached: the program's text belongs to
-   * that screen, not to the line stream. (A parser with no screen keeps every text as lines.)
-   */
+  /** The alternate screen is in effect and a screen is attached: text goes to it, not to lines. */
   private suspended = false
   private rows: number
   private cols: number
@@ -527,10 +464,7 @@ export class OutputParser {
 
   private readonly lineListeners = new Listeners<LineListener>()
   private readonly rewindListeners = new Listeners<RewindListener>()
-  /**
-   * The newest committed lines, a ring of a power of two at least `rows` (`recentMask + 1`), the
-   * newest at `recentEnd - 1`, `recentCount` of them kept: a cursor moving up reopens them.
-   */
+  /** The newest committed lines (a cursor moving up reopens them): a power-of-two ring, newest at `recentEnd - 1`. */
   private recent: string[] = []
   private recentMask = 0
   private recentEnd = 0
@@ -583,11 +517,7 @@ export class OutputParser {
     return this.current.text
   }
 
-  /**
-   * The lines below the current one that a cursor moved up from (CUU, RI) and that are still on
-   * the screen, top to bottom, blank ones at the bottom left out: what a person sees below the
-   * cursor. Each is committed, as it then reads, when the cursor moves down onto it and on.
-   */
+  /** The lines below the current one that a cursor moved up from (CUU, RI), top to bottom, trailing blanks left out. */
   linesBelow(): string[] {
     const below = this.below
     let bottom = 0
@@ -606,11 +536,7 @@ export class OutputParser {
     return rows
   }
 
-  /**
-   * Changes when text already on the current line was altered (overwritten, erased) or a line
-   * was committed; appending at the end leaves it alone. A reader that saw a prefix of the
-   * partial line at the same revision may continue from that prefix's length.
-   */
+  /** Changes when text on the current line was altered or a line committed, not on appending. */
   get partialRevision(): number {
     return this.current.revision
   }
@@ -625,10 +551,7 @@ export class OutputParser {
     return this.lineListeners.add(listener)
   }
 
-  /**
-   * Registers a listener for rewinds: a cursor moved up (CUU, RI) into a committed line still on
-   * the screen, which is open again and will be committed again as it then reads. Returns a disposer.
-   */
+  /** Registers a listener for rewinds: a cursor moved up (CUU, RI) into a committed line. Returns a disposer. */
   onRewind(listener: RewindListener): () => void {
     return this.rewindListeners.add(listener)
   }
@@ -658,10 +581,7 @@ export class OutputParser {
     return this.screen
   }
 
-  /**
-   * Keeps `screen` in step with the stream from the current position on (call it inside a
-   * `needed` screen event, after writing the event's sequence to it). One at a time.
-   */
+  /** Keeps `screen` in step from here on (inside a `needed` event, after writing its sequence). One at a time. */
   attachScreen(screen: ScreenSink): void {
     this.screen = screen
     this.screenDecoder = new TextDecoder('utf-8', { ignoreBOM: true })
@@ -684,11 +604,7 @@ export class OutputParser {
     if (this.recentMask + 1 < rows) this.sizeRecent()
   }
 
-  /**
-   * The 1-based cursor position a person would see: the attached screen's (brought up to the
-   * current position), or the line model's — the current line's row (lines and their wraps at
-   * `cols` since the start, up to the bottom row) and its cursor column.
-   */
+  /** The 1-based cursor position: the attached screen's, else the line model's. */
   cursorPosition(): { row: number; col: number } {
     if (this.screen !== undefined) return this.screen.cursor()
     const { row, col } = this.current.position()
@@ -696,13 +612,9 @@ export class OutputParser {
   }
 
   /**
-   * Marks the current position (typically inside an `onOsc` callback, where the position is
-   * just after that OSC). The parser keeps the lines committed after the mark, up to
-   * `maxMarkBytes`, until `mark.release()`; release marks you no longer need.
-   *
-   * With `keepLines: false` the mark only tracks its column while its line is current and is
-   * released automatically when that line is committed (its `column` then stays final). The
-   * per-send buffer uses this to know where the send's text starts on its first line.
+   * Marks the current position; the lines committed after it are kept, up to `maxMarkBytes`,
+   * until `mark.release()`. With `keepLines: false` the mark only tracks its column and is
+   * released when its line is committed.
    */
   mark(options: { keepLines?: boolean } = {}): OutputMark {
     const mark = new Mark(this, this.committed + 1, this.current.cursor, options.keepLines ?? true, (m) => {
@@ -713,9 +625,7 @@ export class OutputParser {
   }
 
   /**
-   * The printable text written after `mark`: the rest of the mark's line from its column, then
-   * each later line, joined by `\n`, ending with the current partial line (so `''` when nothing
-   * was written). Once the mark is released, only a mark on the current line still answers.
+   * The printable text written after `mark`, lines joined by `\n`, ending with the partial line.
    * @throws RangeError for a mark of another parser, or a released mark whose line was committed.
    */
   textSince(mark: OutputMark): string {
@@ -771,9 +681,8 @@ export class OutputParser {
   }
 
   /**
-   * Ends the byte stream: an incomplete UTF-8 sequence left at the end becomes U+FFFD, and a
-   * sequence or string still open is abandoned (its payload is discarded). The current line is
-   * not committed; it stays readable as `partial`. Feeding may continue afterwards.
+   * Ends the byte stream: an incomplete UTF-8 sequence becomes U+FFFD, an open sequence or string
+   * is abandoned. The current line stays `partial`. Feeding may continue afterwards.
    */
   flush(): void {
     if (this.carryLength > 0) {
@@ -790,10 +699,8 @@ export class OutputParser {
   }
 
   /**
-   * Adds the continuation bytes at the start of `chunk` to the carried incomplete sequence and
-   * parses the sequence once it is complete, or once a byte that cannot continue it comes (then
-   * it is U+FFFD, as a streaming decoder would say at that byte). Returns how many bytes of
-   * `chunk` it took.
+   * Completes the carried sequence from the start of `chunk` and parses it once complete or
+   * broken (then U+FFFD). Returns how many bytes of `chunk` it took.
    */
   private continueCarry(chunk: Uint8Array): number {
     const carry = this.carry
@@ -837,25 +744,13 @@ export class OutputParser {
 
   /**
    * The state machine over `bytes[from, to)`, which ends on a UTF-8 sequence boundary. `text` is
-   * those bytes decoded when they are valid UTF-8 (else undefined, and each piece of text is
-   * decoded on its own): a piece of text is a slice of it, found by counting as the bytes go by —
-   * the UTF-16 index of byte `i` (on a sequence boundary) is `i - from - delta`, where `delta`
-   * grows by one per continuation byte and shrinks by one per 4-byte lead (two code units).
-   *
-   * For each byte, its class and the current state pick an action and the next state from
-   * `TRANSITIONS` (built once); hot state lives in locals for the whole range. Fast paths, each the
-   * same as the table's byte-by-byte result:
-   * - printable text (0x20–0x7E, TAB and every UTF-8 sequence but a C1 control): one inner loop per
-   *   run, handed to the line model as one slice; a CR LF after it commits the line at once, and a
-   *   whole line on an empty one is committed without touching the line model;
-   * - `ESC [`: a CSI that is complete in this range and has only a private prefix, digits and
-   *   separators is parsed in locals and dispatched at once (SGR, most of them, needs nothing);
-   *   any other goes through the table from its `[`;
-   * - string payloads (OSC, DCS, SOS, PM, APC): one inner loop per run of payload.
+   * those bytes decoded when valid UTF-8 (else undefined: each piece is decoded on its own); the
+   * UTF-16 index of byte `i` is `i - from - delta`, `delta` counting continuation bytes up and
+   * 4-byte leads down. Fast paths for text runs, `ESC [` CSIs and string payloads give the same
+   * result as the table byte by byte.
    */
   private parse(bytes: Uint8Array, start: number, end: number, text: string | undefined): void {
-    // Small integers for the compiler (`| 0`): without them V8 types the indices as any number
-    // and the loop costs half as much again.
+    // `| 0`: small integers for V8, or the loop costs half as much again.
     const from = start | 0
     const to = end | 0
     const max = this.maxStringBytes
@@ -877,8 +772,7 @@ export class OutputParser {
       switch (entry & 31) {
         case A_PRINT:
         case A_ESCAPE: {
-          // The ground state's common bytes in one loop: runs of text, CR LF and whole CSI
-          // sequences; anything else goes back to the table.
+          // Runs of text, CR LF and whole CSI sequences in one loop; anything else goes to the table.
           const current = this.current
           for (;;) {
             if (c === ESC) {
@@ -887,10 +781,8 @@ export class OutputParser {
                 state = ESCAPE
                 break
               }
-              // ESC [ is by far the commonest escape. A whole CSI in this range with an optional
-              // private prefix, digits and separators only is parsed here in locals and dispatched
-              // at once. Anything else (an intermediate, a control, the range's end, the bound)
-              // goes through the table from the `[` on, which parses it the same way.
+              // A whole CSI of prefix, digits and separators is parsed here; any other goes
+              // through the table from the `[`, which parses it the same way.
               let j = i + 2
               let d = j < to ? bytes[j]! : -1
               let prefix = 0
@@ -931,8 +823,7 @@ export class OutputParser {
                 else this.dispatchMarkedCsi(d, i)
               }
             } else {
-              // A run of printable text: 0x20–0x7E, TAB (kept as a character) and UTF-8 sequences,
-              // up to a control or a C1 control (U+0080–U+009F, C2 80–C2 9F), which is dropped.
+              // Printable text (TAB and UTF-8 included) up to a control or a C1 control (dropped).
               const start = i
               const startDelta = delta
               let c1 = false
@@ -954,11 +845,9 @@ export class OutputParser {
               // CR LF, the commonest line end, at once (`newline`).
               const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
               if (i > start && !this.suspended) {
-                // (`| 0` keeps the indices small integers; without it V8 compiles this slice, and the loop
-                // around it, for any number, and the loop costs half as much again.)
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
                 if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined && this.below.length === 0) {
-                  // A whole line (within the bound) on an empty one: committed as it is, without touching the line model.
+                  // A whole line on an empty one: committed without touching the line model.
                   current.revision++
                   this.emit(piece)
                 } else {
@@ -1020,8 +909,7 @@ export class OutputParser {
           this.sequenceBytes = 1
           break
         case A_TRANSITION:
-          // A complete escape (dropped), or CAN/SUB cancelling a sequence. DECKPAM (`ESC =`) and
-          // DECKPNM (`ESC >`) switch the keypad between application and numeric mode.
+          // A complete escape (dropped), or CAN/SUB cancelling a sequence. DECKPAM / DECKPNM:
           if (state === ESCAPE && (c === 0x3d || c === 0x3e)) this.applicationKeypad = c === 0x3d
           // RI, reverse index: one row up.
           else if (state === ESCAPE && c === 0x4d) this.cursorUp(1)
@@ -1078,8 +966,7 @@ export class OutputParser {
           else if ((this.csiFlags & CSI_INVALID) === 0) this.dispatchMarkedCsi(c, i)
           break
         case A_STRING_PUT: {
-          // A DCS, SOS, PM or APC body is only shown (never dispatched): from its first line break
-          // on it is kept as written, controls and all, in one piece per run.
+          // A DCS, SOS, PM or APC body is only ever shown: from its first line break it is kept as written.
           const osc = state === OSC
           let start = i
           let startDelta = delta
@@ -1165,8 +1052,7 @@ export class OutputParser {
           break
         }
         case A_STRING_TERMINATED: {
-          // After an ESC that ended a string body with a line break, `\` completes ST: an OSC is
-          // dispatched, any other string dropped.
+          // `\` completes ST after a body with a line break: an OSC is dispatched, others dropped.
           i++
           const payload = this.stringPayload
           this.stringPayload = ''
@@ -1178,8 +1064,7 @@ export class OutputParser {
           break
         }
         case A_STRING_ABANDONED:
-          // Anything else after that ESC: the string was never going to end; its body is shown
-          // and the ESC goes on with this byte.
+          // Anything else after that ESC: the body is shown and the ESC goes on with this byte.
           this.state = state
           this.abandonString()
           state = ESCAPE
@@ -1233,7 +1118,7 @@ export class OutputParser {
       if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
         // Everything visible was written as a stream: the cursor is on the bottom row.
         this.lineRow = this.rows
-        this.emitScreen({ kind: 'scrolled-out' })
+        this.call(this.screenListeners, { kind: 'scrolled-out' })
       }
     }
     else if (c === CR) this.current.carriageReturn()
@@ -1265,7 +1150,7 @@ export class OutputParser {
         if (!this.suspended) this.current.moveInRow(Math.max(param, 1) - 1)
         break
       case 0x4a: // J — ED; "erase below" erases the rest of the line and the lines below it, 2 and 3 clear the screen
-        if (param >= 2) this.addressed(final, end)
+        if (param >= 2) this.addressedBy(this.csiText(final), end)
         else if (param <= 0 && !this.suspended) {
           this.current.eraseToEnd()
           this.below.fill('')
@@ -1275,7 +1160,7 @@ export class OutputParser {
       case 0x66: // f — HVP
       case 0x64: // d — VPA
       case 0x72: // r — DECSTBM
-        this.addressed(final, end)
+        this.addressedBy(this.csiText(final), end)
         break
       case 0x6e: // n — DSR
         if (param === 5) this.query({ kind: 'status' }, end)
@@ -1345,16 +1230,12 @@ export class OutputParser {
         // The screen restores the normal screen's cursor: the line model goes on from its row.
         this.syncScreen(end)
         if (this.screen !== undefined) this.lineRow = this.screen.cursor().row
-        this.emitScreen({ kind: 'left-alternate' })
+        this.call(this.screenListeners, { kind: 'left-alternate' })
       }
     }
   }
 
   /** A cursor-addressing sequence: the terminal needs a screen from here on. */
-  private addressed(final: number, end: number): void {
-    this.addressedBy(this.csiText(final), end)
-  }
-
   private addressedBy(sequence: string, end: number): void {
     this.feedsSinceAddressing = 0
     if (this.screen === undefined) this.needScreen('addressing', sequence, end)
@@ -1372,13 +1253,9 @@ export class OutputParser {
   }
 
   private needScreen(reason: 'alternate' | 'addressing', sequence: string, end: number): void {
-    this.emitScreen({ kind: 'needed', reason, sequence })
+    this.call(this.screenListeners, { kind: 'needed', reason, sequence })
     // The listener wrote the sequence itself; the screen is fed from just after it.
     if (this.screen !== undefined) this.screenWritten = end
-  }
-
-  private emitScreen(event: ScreenEvent): void {
-    this.call(this.screenListeners, event)
   }
 
   /** Brings the attached screen up to index `end` of the chunk and hands `query` to the listeners. */
@@ -1431,11 +1308,9 @@ export class OutputParser {
   }
 
   /**
-   * CUU and RI on the normal screen without a screen attached: the cursor moves up `count` rows —
-   * within the current line's wraps at `cols`, then into the committed lines above while they are
-   * on the screen (`lineRow`), each reopened (`onRewind`) with the line it leaves kept below —
-   * keeping its column. A redraw that moves up and rewrites its input (bash's multi-line paste,
-   * prompt_toolkit, JLine) then rewrites those lines instead of appending a second copy.
+   * CUU and RI without a screen: up `count` rows, within the current line's wraps, then into the
+   * committed lines still on the screen, each reopened (`onRewind`), keeping the column. A redraw
+   * (bash's multi-line paste, prompt_toolkit, JLine) then rewrites those lines, not a second copy.
    */
   private cursorUp(count: number): void {
     if (this.suspended || this.screen !== undefined) return

@@ -1,7 +1,4 @@
-/**
- * The `@conch/pty-local` plugin: registers the node-pty backend on ctx.pty. (The fence that
- * refuses sandbox-mode changes while an owner has terminals belongs to ctx.pty itself.)
- */
+/** The `@conch/pty-local` plugin: registers the node-pty backend on ctx.pty. */
 import type { Context } from 'cordis'
 import { LocalBackend } from './backend.ts'
 import { Config } from './config.ts'

@@ -1,18 +1,11 @@
 /**
- * When the next /proc probe of a send may run: a pure pacer over the last probe's time and CPU
- * cost. A probe is followed by `PROBE_DUTY_GAP` × its CPU cost without one, and by at least a
- * floor (`floorMs`, the send's `pollIntervalMs / 5`) — or, while the open line of the newest
- * output is prompt-shaped (`eager`), by at least `EAGER_PROBE_GAP_MS`.
+ * When the next /proc probe of a send may run: after `PROBE_DUTY_GAP` × the last one's CPU cost,
+ * and at least `floorMs` — or `EAGER_PROBE_GAP_MS` while the open line is prompt-shaped (`eager`).
  */
 
 /** A probe is followed by at least this many times its own duration without one (≈ 10 % duty). */
 export const PROBE_DUTY_GAP = 9
-/**
- * The shortest gap between two probes when the open line of the newest output is prompt-shaped
- * (read-evidence.ts, `promptShaped`), ms: a program that printed what looks like its prompt is
- * looked at as soon as the duty cycle allows, not after the floor — a REPL that prints its answer
- * and prompt just after a look that caught it still evaluating.
- */
+/** The shortest gap, ms, after a prompt-shaped line (`promptShaped`): looked at as soon as the duty cycle allows. */
 export const EAGER_PROBE_GAP_MS = 1
 /** Node's timers fire on whole milliseconds of the loop's clock, up to this much early. */
 const TIMER_GRANULARITY_MS = 1
@@ -49,9 +42,8 @@ export function eager(pacer: ProbePacer, outputCount: number): ProbePacer {
 }
 
 /**
- * Whether a probe wanted at `now` is due, else the gap timer to arm (`armMs`, ms): none is armed
- * yet, or the armed one ends later (undefined: the armed one ends in time). A gap timer that just
- * ended (`gapEnded`) may have fired up to `TIMER_GRANULARITY_MS` early: less than that left is due.
+ * Whether a probe wanted at `now` is due, else the gap timer to arm (`armMs`; undefined: the armed
+ * one ends in time). A timer that just ended (`gapEnded`) may fire `TIMER_GRANULARITY_MS` early.
  */
 export function pace(pacer: ProbePacer, asked: { now: number; outputCount: number; floorMs: number; gapEnded: boolean }): { pacer: ProbePacer; due: boolean; armMs?: number } {
   const gap =

@@ -1,17 +1,10 @@
 /**
- * The /proc reads of the exact tier through descriptors kept open: a probe reads the same few
- * files of the same tasks on every send, and opening a /proc file costs several times more than
- * reading it (docs/performance-log/14 has the figures).
- *
- * Why a kept descriptor answers like a fresh open (proc(5), fs/seq_file.c):
- * - the per-task files (`stat`, `status`, `syscall`, `sched`, `io`, `children`, `fdinfo/<n>`)
- *   are seq_files generated at read time: a pread(2) at offset 0 generates them anew;
- * - a descriptor is bound to the task it was opened for, not to its number: once that task is
- *   gone its reads fail (ESRCH) — also when the pid was reused since — and `mem` is bound to
- *   the address space, so after an exec or an exit its reads return nothing. Either way the
- *   descriptor is closed and the path read afresh, so a reused pid is read as the new process.
- *
- * At most `maxOpen` descriptors are kept (least recently used closed first), close-on-exec.
+ * The /proc reads of the exact tier through descriptors kept open: opening a /proc file costs
+ * several times reading it (docs/performance-log/14). A kept descriptor answers like a fresh open
+ * (proc(5), fs/seq_file.c): per-task files are generated anew by a pread(2) at offset 0, and a
+ * descriptor is bound to its task (or `mem` to its address space), so once that is gone its
+ * reads fail and the path is read afresh: a reused pid is read as the new process. At most
+ * `maxOpen` are kept, least recently used closed first.
  */
 import { closeSync, openSync, read, readFileSync, readSync, statSync } from 'node:fs'
 import { nodeProcFs } from '@conch/subprocess'
@@ -73,15 +66,12 @@ export class ProcFileCache implements ProcReader {
   }
 
   /**
-   * Process memory through a kept descriptor of /proc/<pid>/mem, read on the thread pool: the
-   * read takes the target's mmap lock (and may fault its pages in), which must not stall the
-   * event loop. A failed or short read drops the descriptor and reads once more through a fresh
-   * one. A descriptor is never closed while a read of it is on its way (its number could be
-   * reused by another file meanwhile).
+   * Process memory through a kept /proc/<pid>/mem, read on the thread pool (it takes the target's
+   * mmap lock). A failed or short read retries once through a fresh descriptor. A descriptor is
+   * never closed while a read of it is on its way (its number could be reused meanwhile).
    */
   async readMemory(pid: number, address: bigint, length: number): Promise<Buffer> {
-    // A position beyond 2^53 cannot be passed as a number; user-space addresses on x86_64 and
-    // arm64 are below it.
+    // User-space addresses on x86_64 and arm64 are below 2^53, the largest number position.
     if (address > BigInt(Number.MAX_SAFE_INTEGER)) throw new RangeError(`address 0x${address.toString(16)} is beyond 2^53`)
     const path = `/proc/${pid}/mem`
     const buffer = Buffer.alloc(length)

@@ -1,9 +1,7 @@
 /**
- * The controlled prompt: how a local session learns, without waiting, that its shell is back at
- * its own prompt (the marker, its nonce and the kernel checks that make it a hint rather than
- * proof: README, "Readiness"), and that it exited with every byte of output drained (the wrapper
- * below: relying on the master's EOF loses output, as Linux reports EIO while data written just
- * before the last slave holder exited is still queued).
+ * The controlled prompt: how a session learns at once that its shell is back at its prompt (a
+ * hint checked with the kernel: README, "Readiness"), and that it exited with all output drained
+ * (the wrapper: at the master's EOF Linux reports EIO while output may still be queued).
  */
 import { randomBytes } from 'node:crypto'
 import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
@@ -43,21 +41,17 @@ export function createControlledPrompt(): ControlledPrompt {
     `PS1='${CONTROLLED_PS1}'; ` +
     `builtin export -n PROMPT_COMMAND PS1`
   const wrapper = [
-    // Descriptors the wrapper inherited beyond 0–2 — other terminals' PTY masters (node-pty
-    // opens them without close-on-exec), anything the harness itself inherited — must not reach
-    // the shell: through another terminal's master a command could type into that terminal,
-    // past this one's sandbox.
+    // Inherited descriptors beyond 0–2 must not reach the shell: through another terminal's PTY
+    // master (node-pty opens them without close-on-exec) a command could type past its sandbox.
     closeDescriptorsCommand(3),
     // node-pty sets IUTF8 only for string output; with raw output it is off, and canonical-mode
     // programs would erase half a UTF-8 character on backspace.
     'stty iutf8 2>/dev/null',
     '"$@"; __conch_status=$?',
-    // After the exit marker the wrapper waits, stopped, for the session's acknowledgement
-    // (SIGUSR1, then SIGCONT) so it keeps the slave open until the marker has been read. It must
-    // not wait by reading the terminal: a shell in a PID namespace cannot hand the terminal back
-    // to the wrapper's group, and a read from a background, orphaned process group fails at once
-    // (EIO). A hangup (the harness gone: the kernel sends SIGHUP and SIGCONT) or TERM ends the
-    // wait too. The trap is set before the marker is printed.
+    // After the exit marker the wrapper waits, stopped, for the acknowledgement (SIGUSR1, then
+    // SIGCONT), keeping the slave open until the marker was read. Not by reading the terminal: an
+    // orphaned background group's read fails at once (EIO). HUP or TERM end the wait too; the
+    // trap is set before the marker is printed.
     `trap 'exit "\$__conch_status"' USR1 HUP TERM`,
     `printf '\\033]${head}exit;%s\\007' "\$__conch_status"`,
     'while :; do kill -STOP $$; done',

@@ -1,9 +1,8 @@
 /**
- * Replies to terminal queries (`TerminalQuery`, recognised by the output parser), formatted the
- * way xterm formats them (XTerm Control Sequences, "ctlseqs": "Device Status Report",
- * "Send Device Attributes", "Request Mode", "Report xterm name and version", XTWINOPS 18,
- * "Operating System Commands" 10–12). A reply is written to the program's input, never shown.
+ * Replies to terminal queries (`TerminalQuery`) as xterm formats them ("ctlseqs": DSR, DA,
+ * DECRQM, XTVERSION, XTWINOPS 18, OSC 10–12). A reply goes to the program's input, never shown.
  */
+import { unreachable } from '@conch/session'
 import type { TerminalQuery } from './output.ts'
 
 /** The state replies are made from. */
@@ -54,10 +53,8 @@ export function replyTo(query: TerminalQuery, state: QueryState): string | undef
       const color = query.index === 10 ? state.colors.foreground : query.index === 11 ? state.colors.background : state.colors.cursor
       return `\x1b]${query.index};${xColor(color)}${query.terminator}`
     }
-    default: {
-      const never: never = query
-      return never
-    }
+    default:
+      return unreachable(query, 'terminal query')
   }
 }
 

@@ -1,18 +1,10 @@
-/**
- * The evidence rules of the /proc tier for a reader that waits on the terminal: what counts as
- * a new read, and whether the output looks like a prompt. Pure functions of explicit inputs;
- * the send machine (send-machine.ts) calls them with what it observed. Whether a window of
- * probes confirms a read is judged by wait-evidence.ts.
- */
+/** The /proc tier's evidence rules: what counts as a new read, whether output looks like a prompt. Pure. */
 import { isNewReadEvidence, type Baseline, type ReadProbe } from './inspector.ts'
 
 /**
- * Whether `probe` is read evidence for this send: for a startup (`startup`), any reader once the shell
- * printed something; for a send without input (`input: false`, it only keeps waiting), any
- * reader; otherwise a read new since the baseline (`isNewReadEvidence`, which on a relayed
- * terminal also needs the reader to have read the `inputBytes` written since). The
- * wrapper (`wrapperPid`) reads the terminal only for the exit handshake, after the shell
- * exited: that is not a program waiting for input (its exit marker is on its way).
+ * Whether `probe` is read evidence for this send: at startup any reader once the shell printed
+ * something; without input any reader; else a read new since the baseline (`isNewReadEvidence`).
+ * The wrapper's read (`wrapperPid`, the exit handshake) never is.
  */
 export function isReadEvidence(probe: ReadProbe, context: { startup: boolean; input: boolean; baseline: Baseline; wrapperPid: number; sawOutput: boolean; inputBytes?: number }): boolean {
   if (probe.reader?.pid === context.wrapperPid) return false
@@ -22,10 +14,8 @@ export function isReadEvidence(probe: ReadProbe, context: { startup: boolean; in
 }
 
 /**
- * Whether the output since the write ends in what looks like a prompt: a non-blank partial line
- * (no line break after it) that is not the echo of the input's last line. A program that
- * reserves rows below its prompt (prompt_toolkit prints blank lines, then moves the cursor back
- * up) leaves the open line blank: the last non-blank line it wrote is taken instead.
+ * Whether the output since the write ends in a prompt-like line: a non-blank partial line (or,
+ * when blank as prompt_toolkit leaves it, the last non-blank one) that is not the input's echo.
  */
 export function promptShaped(observed: { outputSinceWrite: boolean; promptLine: string; lastNonBlankLine: () => string; inputText: string }): boolean {
   if (!observed.outputSinceWrite) return false
@@ -37,11 +27,8 @@ export function promptShaped(observed: { outputSinceWrite: boolean; promptLine: 
 }
 
 /**
- * The timeout of a timed read when it is the only other thing that can wake the reader (`sources`
- * is exactly the reader's own `timer in N ms`: no descriptor, no other task waiting on one), else
- * undefined. Such a program waits for a key and redraws when its own timer ends (`top -d 1`,
- * `watch`-like loops, a Node REPL with a timer pending): it is ready for input now, and waiting
- * for a window quiet past its timer would never end, since the timer redraws it.
+ * The timeout when `sources` is only the reader's own `timer in N ms`, else undefined. Such a
+ * program (`top -d 1`) is ready for input now; a window quiet past its timer would never come.
  */
 export function timedReadMs(sources: readonly string[]): number | undefined {
   if (sources.length !== 1) return undefined

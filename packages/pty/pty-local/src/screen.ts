@@ -1,11 +1,7 @@
 /**
- * The screen model: a real terminal screen of rows × cols, kept only while a program needs one
- * (the alternate screen, or cursor addressing on the normal screen — see `ScreenEvent` in
- * output.ts). It is @xterm/headless, the emulator behind VS Code's terminal, fed synchronously
- * with the decoded stream so it is exact at every point a query or a result reads it.
- *
- * Rendering (`renderScreen`) is the format of `@conch/pty`'s screen-text.ts; colours and
- * attributes are not rendered.
+ * The screen model, kept while a program needs one (`ScreenEvent`): @xterm/headless fed
+ * synchronously, so it is exact wherever a query or result reads it. `renderScreen` is the
+ * format of `@conch/pty`'s screen-text.ts, without colours or attributes.
  */
 import type { Terminal } from '@xterm/headless'
 import { CURSOR_MARK, screenHeader, type ScreenHeader } from '@conch/pty'
@@ -16,10 +12,7 @@ type Xterm = typeof import('@xterm/headless')
 let xterm: Xterm | undefined
 let loading: Promise<void> | undefined
 
-/**
- * Loads @xterm/headless; every `ScreenModel` needs it first. The backend awaits this before its
- * first terminal starts, so a composition that never opens one does not pay for it at startup.
- */
+/** Loads @xterm/headless; every `ScreenModel` needs it first (the backend awaits it on its first spawn). */
 export function loadScreenModel(): Promise<void> {
   return (loading ??= import('@xterm/headless').then((module) => {
     xterm = ((module as { default?: Xterm }).default ?? module) as Xterm
@@ -76,9 +69,8 @@ export class ScreenModel implements ScreenSink {
   }
 
   /**
-   * The rows that left the top of the normal screen after `since` (a `scrolledRows()` value) and
-   * are still kept, a wrapped row joined to the row it continues, trailing blanks trimmed.
-   * `lost`: some of them are no longer kept (the scrollback's bound, or ED 3 erased them).
+   * The rows still kept that left the normal screen's top after `since` (a `scrolledRows()`),
+   * wrapped rows joined, trailing blanks trimmed. `lost`: some are no longer kept.
    */
   rowsScrolledSince(since: number): { rows: string[]; lost: boolean } {
     const buffer = this.terminal.buffer.normal
@@ -115,14 +107,9 @@ export class ScreenModel implements ScreenSink {
     this.terminal.resize(cols, rows)
   }
 
-
   /**
-   * The viewport's rows and the cursor. With an active `redactor`, the rows are redacted as the
-   * text they show read on from row to row (`redactRows`): a row the emulator wrapped at the
-   * right margin (the next row's `IBufferLine.isWrapped`) is joined to the next, and so is any
-   * other row written up to the margin — a program that draws a long line itself, moving to the
-   * next row, splits a value the same way. A row that ends before the margin ends in blanks, so a
-   * value never runs on from it.
+   * The viewport's rows and the cursor. An active `redactor` reads rows written up to the margin
+   * on into the next (`redactRows`), wrapped by the emulator or drawn so by the program.
    */
   snapshot(redactor?: RowRedactor): ScreenSnapshot {
     const buffer = this.terminal.buffer.active
@@ -144,11 +131,7 @@ export class ScreenModel implements ScreenSink {
     return { buffer: buffer.type, rows: this.terminal.rows, cols, cursorRow: row, cursorCol: col, lines }
   }
 
-  /**
-   * The rendered rows: the viewport, or with `scrollback` every retained row from the oldest.
-   * A wrapped row is joined to the row it continues; trailing blanks and trailing empty rows
-   * are dropped.
-   */
+  /** The viewport's rows, or with `scrollback` all retained; wrapped rows joined, trailing empty rows dropped. */
   renderedRows(scrollback: boolean): string[] {
     const buffer = this.terminal.buffer.active
     const start = scrollback ? 0 : buffer.viewportY

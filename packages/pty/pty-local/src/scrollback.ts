@@ -9,15 +9,9 @@ import { utf8ByteLength, utf8Suffix } from '@conch/session'
 export interface ScrollbackOptions {
   /** Most lines retained (config `scrollbackLines`). */
   maxLines: number
-  /**
-   * Most UTF-8 bytes retained, summed over the retained lines' text (line breaks not counted)
-   * (config `scrollbackMaxBytes`).
-   */
+  /** Most UTF-8 bytes retained, line breaks not counted (config `scrollbackMaxBytes`). */
   maxBytes: number
-  /**
-   * Lines of a flood's beginning kept beyond `maxLines` (config `scrollbackHeadLines`; their bytes
-   * at most a quarter of `maxBytes`). 0 keeps only the newest lines.
-   */
+  /** Lines of a flood's beginning kept beyond `maxLines`, at most a quarter of `maxBytes` (config `scrollbackHeadLines`). */
   headLines?: number
 }
 
@@ -33,21 +27,13 @@ export interface LineSource {
 }
 
 /**
- * Lines are numbered from 1 = the first line ever pushed; numbers keep counting when old lines
- * are dropped. Oldest lines are dropped first, as soon as either bound is exceeded. A single
- * line longer than `maxBytes` is cut to its last `maxBytes` bytes on a code-point boundary and
- * marked, so every page that includes it reports `truncated`.
- *
- * The current partial line of the followed source (the text after the last line feed, e.g. a
- * prompt) is part of every read **when it is non-empty**: it is the newest line, numbered
- * `committed + 1`, and counted in `totalLines`. When it is later committed it keeps that number.
- * So are the lines below it that a cursor moved up from (the partial line then counts even when
- * empty), numbered on from it.
+ * Lines are numbered from 1, the first ever pushed; the oldest go first past either bound. A line
+ * over `maxBytes` keeps its tail and makes every page holding it `truncated`. The non-empty
+ * partial line (and the lines below it a cursor moved up from) are read as the newest lines.
  */
 export class Scrollback {
   readonly maxLines: number
   readonly maxBytes: number
-
   readonly headLines: number
 
   private readonly store = new LineStore()
@@ -70,11 +56,7 @@ export class Scrollback {
     this.headLines = options.headLines ?? 0
   }
 
-  /**
-   * Output from the current line on is a new flood (a send's): its first lines stay when newer
-   * ones push them out, so a read still finds where a long output began. The previous flood's
-   * head is released when the new flood's first line would be dropped.
-   */
+  /** Output from the current line on is a new flood, whose first lines stay when newer ones push them out. */
   markFlood(): void {
     if (this.headLines > 0) this.nextFlood = this.pushed + 1
   }
@@ -103,10 +85,7 @@ export class Scrollback {
     return this.store.bytes
   }
 
-  /**
-   * Retains every line `source` commits from now on and shows its partial line in reads.
-   * One source at a time. Returns a disposer that stops following.
-   */
+  /** Retains every line `source` commits from now on; one source at a time. Returns a disposer. */
   follow(source: LineSource): () => void {
     if (this.source !== undefined) throw new Error('Scrollback already follows a line source')
     this.source = source
@@ -147,23 +126,12 @@ export class Scrollback {
     }
   }
 
-
   /**
-   * One page of scrollback, counted back from the newest line.
-   *
-   * With `N = totalLines` (committed lines plus the non-empty partial line), the page asks for
-   * lines `N - offset - count + 1 … N - offset` (clamped at line 1). Then:
-   * - lines it asks for that were already dropped are not returned, and `truncated` is true;
-   * - the page's text (lines joined by `\n`) is at most `maxReadBytes` UTF-8 bytes: lines are
-   *   taken newest first; the first one that does not fit whole is cut to its tail on a code-point
-   *   boundary (when at least one byte of room is left for it, `cut` says how many bytes of its
-   *   head went) and older ones are left out, and `truncated` is true;
-   * - a line that was cut when it was retained makes `truncated` true;
-   * - `lineBegin … lineEnd` are the lines actually returned, never lines outside those asked for
-   *   (an end inside the gap returns the flood's head only as far as the range asked for reaches
-   *   into it); an empty page (count 0, an offset past the newest line, or only dropped lines) has
-   *   `lineBegin = lineEnd + 1`.
-   *
+   * One page of scrollback: lines `totalLines - offset - count + 1 … totalLines - offset`.
+   * Dropped lines are not returned; the text is at most `maxReadBytes` UTF-8 bytes, newest first,
+   * the first line that does not fit cut to its tail (`cut`); either makes `truncated` true, as
+   * does a line cut when retained. `lineBegin … lineEnd` are the lines returned; an empty page has
+   * `lineBegin = lineEnd + 1`.
    * @throws PtyError `INVALID_INPUT` when `offset` or `count` is not a non-negative safe
    *   integer, or `maxReadBytes` is not a positive safe integer.
    */
@@ -190,8 +158,7 @@ export class Scrollback {
     const headFirst = this.flood?.first ?? storeFirst
     // Without a gap, a head still kept is the start of the newest run.
     const firstRetainedLine = inHead || (gap === undefined && head !== undefined && head.length > 0) ? headFirst : storeFirst
-    // The lines asked for keep their numbers: those inside the gap are not returned, and nothing
-    // outside the range asked for stands in for them.
+    // Lines inside the gap are not returned, and nothing outside the range stands in for them.
     const askedEnd = Math.max(0, totalLines - offset)
     const lineEnd = inHead ? Math.min(gap.first - 1, askedEnd) : askedEnd
     const extra = gap === undefined ? {} : { gap }

@@ -12,16 +12,9 @@ export type SendBufferSource = Pick<OutputParser, 'onLine' | 'onRewind' | 'parti
 export interface SendBufferOptions {
   /** Bound of the buffered text, in UTF-8 bytes (the session passes `maxReadBytes`). */
   maxBytes: number
-  /**
-   * Include the whole line the send started on (e.g. the prompt `$ ` before the echoed
-   * command) instead of only the text written on it after the start. Default false.
-   */
+  /** Include the whole line the send started on (the prompt `$ ` too). Default false. */
   fromLineStart?: boolean
-  /**
-   * Start the first line at this column (UTF-16 index) when the send starts right of it: where
-   * typing on the line began, so text an earlier send typed there without Enter is shown with
-   * what the send types after it (`qecho hi`, as the shell or REPL reads it).
-   */
+  /** Start the first line at this UTF-16 column when the send starts right of it (where typing began). */
   startColumn?: number
 }
 
@@ -33,15 +26,10 @@ export interface SendOutput {
 }
 
 /**
- * Collects the lines a parser commits after creation, and the partial line, bounded to
- * `maxBytes` keeping the newest text, plus the send's first lines (a quarter of `maxBytes`),
- * where errors of a flood often start; text is cut only on code-point boundaries.
- *
- * The first line is the one the send started on, from the column where the send started (text
- * written left of that column afterwards, e.g. after a CR, counts too — see `OutputMark`).
- * The last lines are the open ones: the current line, and the lines below it a cursor moved up
- * from (`OutputParser.linesBelow`), as the screen shows them.
- * `close()` freezes the buffer when the send settles; later output is not the send's.
+ * Collects the lines a parser commits after creation and the open ones (`linesBelow` too),
+ * bounded to `maxBytes` keeping the newest text, plus the send's first lines (a quarter of
+ * `maxBytes`), where a flood's errors often start; cut only on code-point boundaries. The first
+ * line starts at the send's mark (`OutputMark`). `close()` freezes it when the send settles.
  */
 export class SendBuffer {
   readonly maxBytes: number
@@ -67,11 +55,7 @@ export class SendBuffer {
   private takeNext: number
   /** The line the takes so far end inside (without its line break) and the text they returned of it. */
   private taken: { line: number; text: string; revision: number } | undefined
-  /**
-   * Lines the takes returned that a cursor then moved up into, from `line` on, as returned (the
-   * last may be `taken`'s): each is held while open, and returned again only if it is committed
-   * as something else — so a redraw in place is not shown twice.
-   */
+  /** Lines the takes returned that a cursor moved up into, held while open so a redraw is not shown twice. */
   private shown: { line: number; texts: string[] } | undefined
 
   constructor(source: SendBufferSource, options: SendBufferOptions) {
@@ -108,28 +92,23 @@ export class SendBuffer {
     this.start.release()
   }
 
-  /**
-   * Everything the send produced that is still buffered: its lines joined by `\n`, then the
-   * partial line when non-empty. At most `maxBytes` UTF-8 bytes, keeping the newest text.
-   */
+  /** Everything still buffered, lines joined by `\n`; at most `maxBytes` UTF-8 bytes, the newest kept. */
   viewport(): SendOutput {
     const parts = this.store.all()
     parts.push(...this.openLines())
-    const { text, cut } = joinTail(parts, this.maxBytes)
+    const whole = parts.join('\n')
+    const text = utf8Suffix(whole, this.maxBytes)
+    const cut = text.length < whole.length
     if (this.head.length === 0) return { text, truncated: cut || this.truncated }
     const headText = this.head.all().join('\n')
     if (this.lost.lines === 0 && this.lost.bytes === 0 && !cut) return { text: text === '' ? headText : `${headText}\n${text}`, truncated: this.truncated }
     // Lines the cut of `text` dropped whole are omitted too.
-    const whole = parts.join('\n')
     const dropped = whole.slice(0, whole.length - text.length)
     const lines = this.lost.lines + (dropped.match(/\n/g)?.length ?? 0)
     return { text: `${headText}\n${text}`, truncated: true, omitted: { headLines: this.head.length, bytes: this.lost.bytes + utf8ByteLength(dropped), lines } }
   }
 
-  /**
-   * How many of the viewport's lines come before the parser's line `line`; undefined when that
-   * line is not in the viewport or lines were lost to the bound (the count would not hold).
-   */
+  /** How many viewport lines come before the parser's line `line`; undefined if absent or lines were lost. */
   linesBefore(line: number): number | undefined {
     if (this.truncated || this.head.length > 0 || line < this.start.line) return undefined
     return line - this.start.line
@@ -151,16 +130,10 @@ export class SendBuffer {
   }
 
   /**
-   * What the send produced since the previous `take()` (consumed). Each committed line is
-   * followed by `\n`; the open partial line is returned as far as it goes, and the next take
-   * continues it. If that line was rewritten in the meantime (CR, erase), the next take starts a
-   * new line and repeats it whole, so the concatenation of all takes reads like the terminal.
-   * A line a cursor moved back up into after it was returned is held while it is open; committed
-   * again as it was returned it is not returned again, and committed as something else it is
-   * returned again whole on a line of its own, with every line after it. After `close()` the
-   * open lines (the current one and those below it) are final and returned so.
-   * `truncated` says lines produced since the previous take were dropped before being taken, or
-   * the text was cut to `maxBytes`.
+   * What the send produced since the previous `take()`, so all takes joined read like the
+   * terminal: committed lines end in `\n`; the open line goes as far as it goes and the next take
+   * continues it, or repeats it on a new line if it was rewritten. A line reopened by a cursor is
+   * held, and returned again only if it changed. `truncated`: text was dropped or cut.
    */
   take(): SendOutput {
     let text = ''
@@ -236,12 +209,7 @@ export class SendBuffer {
     return text.slice(Math.min(this.start.column, this.startColumn, text.length))
   }
 
-  /**
-   * Line `lineNumber` is open again (a cursor moved up into it): the buffer forgets it, and comes
-   * to hold it again, as it then reads, when it is committed again. A line before the send's
-   * first one becomes its first. What the takes returned of it, and of the line the cursor left
-   * when they end inside that one, is remembered in `shown`.
-   */
+  /** Line `lineNumber` is open again: forgotten until committed again; what takes returned goes to `shown`. */
   private rewind(lineNumber: number): void {
     const store = this.store
     let text: string | undefined
@@ -264,8 +232,7 @@ export class SendBuffer {
     const line = lineNumber === this.start.line && !this.fromLineStart ? text.slice(Math.min(this.start.column, this.startColumn, text.length)) : text
     const store = this.store
     store.push(line, this.maxBytes)
-    // Retained text is the lines joined by `\n`: sizes plus one separator between lines. Over
-    // the bound, the oldest line goes whole, or keeps its tail when only part of it must go.
+    // Over the bound (sizes plus separators), the oldest line goes, or keeps its tail.
     for (;;) {
       const excess = store.bytes + store.length - 1 - this.maxBytes
       if (excess <= 0 || store.length < 2) break
@@ -289,22 +256,13 @@ export class SendBuffer {
       this.firstLine++
     }
   }
-
 }
 
 /**
- * Whether `partial` continues the open line a previous take returned. At the same revision the
- * line only grew at its end, so no comparison is needed: this keeps a long line that arrives in
- * many chunks linear in its length. Otherwise the text decides (bounded by the parser's line cap).
+ * Whether `partial` continues the line a take returned: at the same revision it only grew, so
+ * no comparison is needed (linear in a long line's length); otherwise the text decides.
  */
 function continues(open: { text: string; revision: number }, partial: string, revision: number): boolean {
   if (open.revision === revision && revision >= 0) return partial.length >= open.text.length
   return partial.startsWith(open.text)
-}
-
-/** `parts` joined by `\n`, cut to its last `maxBytes` UTF-8 bytes on a code-point boundary. */
-function joinTail(parts: string[], maxBytes: number): { text: string; cut: boolean } {
-  const text = parts.join('\n')
-  const kept = utf8Suffix(text, maxBytes)
-  return { text: kept, cut: kept.length < text.length }
 }

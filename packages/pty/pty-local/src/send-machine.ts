@@ -1,9 +1,7 @@
 /**
- * The send lifecycle as one pure state machine: `transition(state, event) → [state, effects]`,
- * with no I/O and no clock; the driver (send.ts) executes the effects and feeds their results
- * back as events. Every asynchronous request carries a generation number, so a stale result is
- * dropped by construction. The phases and the transition table are in the package README
- * ("Send lifecycle").
+ * The send lifecycle as one pure state machine, `transition(state, event) → [state, effects]`;
+ * send.ts runs the effects and feeds their results back. Each request carries a generation, so a
+ * stale result is dropped. Phases and transitions: README, "Send lifecycle".
  */
 import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type SessionStatus, type SignalResult, type WaitReason } from '@conch/pty'
 import { describeExit, messageOf, unreachable } from '@conch/session'
@@ -20,9 +18,8 @@ import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, t
  * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
  *   counts as ready).
  * - `send`: writes the input steps, then waits.
- * - `signal`: instead of writing, signals the foreground group, then waits up to
- *   `handoffGraceMs` for the terminal to be ready again — a program resetting its input after a
- *   signal (readline discards typeahead after SIGINT) must not swallow the next send.
+ * - `signal`: signals the foreground group, then waits up to `handoffGraceMs` for readiness, so
+ *   a program resetting its input after it (readline after SIGINT) does not swallow the next send.
  */
 export type SendKind = 'startup' | 'send' | 'signal'
 
@@ -79,16 +76,9 @@ export interface SendSpec {
   checkInput: boolean
   /** The session can read the terminal's termios: a reader in read(2) is asked whether it reads with echo off (`hidden`). */
   readsTermios: boolean
-  /**
-   * The session can read the terminal's input queue after the pending input was moved into it
-   * (send.ts, `inputQueue`): a reader other than the shell is seen to have consumed a step as
-   * soon as its read returned, so a look is also made on the step's first output.
-   */
+  /** The session can read the terminal's input queue (send.ts, `inputQueue`): a step's consumption shows at once. */
   drainsInput: boolean
-  /**
-   * The input ends in ESC (a lone ESC, `Escape`, or `M-Escape`): the send does not settle on
-   * silence while the program may still wait for the rest of an escape sequence (`escapePending`).
-   */
+  /** The input ends in ESC: silence waits while the program may wait for the rest of a sequence (`escapePending`). */
   endsInEscape: boolean
   /** Whether the /proc tier exists (Linux). */
   exact: boolean
@@ -151,9 +141,8 @@ export type SendEffect =
   /** A /proc probe; a `look` may be skipped (undefined) while the shell itself is busy in front, a `confirm` is always taken. */
   | { type: 'probe'; gen: number; purpose: 'look' | 'confirm' }
   /**
-   * Foreground group, and for the shell (or at startup the group in front) whether its main task
-   * is blocked reading. `proveInput`: first, whether the input written was read from the terminal
-   * (its raw-mode input queue empty once everything written was moved into it).
+   * Foreground group, and whether the shell's (at startup the front group's) main task is blocked
+   * reading. `proveInput`: first, whether the input written was read (the input queue empty).
    */
   | { type: 'foreground'; gen: number; shell: 'front' | 'shell'; proveInput?: true }
   /** Read what the terminal holds and let the event loop poll the PTY, until a round brings no more output. */
@@ -166,9 +155,8 @@ export type SendEffect =
   | { type: 'cancelled' }
   | { type: 'learnShell'; pgid: number | undefined }
   /**
-   * `earlier`: the input was typed ahead of the command in front (`program`); its prompt is the
-   * first after `markersAtWrite`. `running`: settled on silence or timeout with a program in front
-   * that the latest probe found not reading.
+   * `earlier`: the input was typed ahead of `program`; its prompt is the first after
+   * `markersAtWrite`. `running`: what the latest probe found in front, not reading.
    */
   | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean; earlier?: { program: string; markersAtWrite: number }; running?: string }
   /** Rejects `done`. `handOn`: the send's buffer opens the next send (nothing was shown); `keepAtPrompt`: the shell is still where it was. */
@@ -209,11 +197,7 @@ export interface WriteRecord {
   /** Bytes written so far that any reader reads (`readerBytes`). */
   bytes: number
   markersAtWrite: number
-  /**
-   * `view.markers()` when the last step was written. A prompt the shell owed from before the
-   * send (`promptMayBeStale`) is printed before it reads the text, so before the echo that lets
-   * Enter go: only a marker after the last step answers the input.
-   */
+  /** `view.markers()` at the last step: a prompt owed from before the send is printed before it. */
   markersAtLastWrite: number
   /** The shell was not known at its prompt at the write: a prompt it owed could be stale. */
   promptMayBeStale: boolean
@@ -240,12 +224,7 @@ export interface WaitState {
   /** When the next probe may run (probe-pacer.ts). */
   pacer: ProbePacer
   promptRechecks: number
-  /**
-   * A send ending in ESC (`escapePending`): what the latest probe showed — whether the reader
-   * read since the write (`read`), and its wait when that ends on its own within
-   * `NEAR_TIMEOUT_MS` (`timed`: an ESC may be pending in it) — the timed wait silence was last
-   * deferred for, and how often it was deferred.
-   */
+  /** For `escapePending`: the latest probe's reader read (`read`) or waits with a near timeout (`timed`). */
   escape: {
     read: boolean
     timed: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
@@ -284,19 +263,14 @@ export type SendState = Shared & PhaseState
 type In<P extends SendPhase> = SendState & { phase: P }
 
 /**
- * How often a missed controlled-prompt check is repeated before the poll tick takes over, and
- * the first gap (ms), doubling up to `pollIntervalMs / 5`: on a loaded machine a shell can take
- * tens of milliseconds from printing its prompt to blocking in its read.
+ * Retries of a missed controlled-prompt check, the first gap in ms doubling up to
+ * `pollIntervalMs / 5`: a loaded shell can take tens of ms from its prompt to its read.
  */
 const PROMPT_RECHECKS = 40
 const PROMPT_RECHECK_MS = 1
 /**
- * Pace of the consumption check while a step waits for the previous one to be consumed: 1 ms,
- * doubling up to 8 ms, so many sessions waiting at once do not crowd the event loop with /proc
- * reads while their echoes are on the way. The first check comes 1 ms after the write; with the
- * input queue readable (`drainsInput`, a reader other than the shell) the retries start at 1 ms
- * (the queue shows a read as soon as it returned), otherwise at 2 ms (the evidence needs the
- * reader to block again).
+ * Pace of the consumption check, ms, doubling, so many waiting sessions do not crowd the event
+ * loop with /proc reads. Retries start at 2 ms unless the input queue is readable (`drainsInput`).
  */
 const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
@@ -331,10 +305,7 @@ function waitState(): WaitState {
   }
 }
 
-/**
- * The next state and the effects to run, in order. `state` is not modified. Events that do not
- * apply to the current phase, and results of a generation no longer awaited, change nothing.
- */
+/** The next state and the effects to run, in order; `state` is not modified. Stale events change nothing. */
 export function transition(state: SendState, event: SendEvent): [SendState, SendEffect[]] {
   if (state.phase === 'settled') return [state, []]
   const s: SendState = { ...state, awaiting: { ...state.awaiting }, timers: [...state.timers], handoff: { ...state.handoff } }
@@ -357,20 +328,17 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       return anyPhase(s, event, out)
     case 'baseline':
       if (event.type !== 'baseline') return anyPhase(s, event, out)
-      if (s.awaiting.baseline !== event.gen) return
-      s.awaiting.baseline = undefined
+      if (!answers(s, 'baseline', event.gen)) return
       return afterBaseline(s, event, out)
     case 'checking':
       if (event.type !== 'inputChecked') return anyPhase(s, event, out)
-      if (s.awaiting.check !== event.gen) return
-      s.awaiting.check = undefined
+      if (!answers(s, 'check', event.gen)) return
       // Refused: nothing was written, and the output it would have shown waits for the next send.
       if (event.refusal !== undefined) return reject(s, out, event.refusal, true, true)
       return writeStep(s, s.write, 0, out)
     case 'writing':
       if (event.type !== 'written') return anyPhase(s, event, out)
-      if (s.awaiting.write !== event.gen) return
-      s.awaiting.write = undefined
+      if (!answers(s, 'write', event.gen)) return
       return afterStep(s, event.now, out)
     case 'submitting':
       return submitting(s, event, out)
@@ -420,8 +388,7 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
       arm(s, out, 'handoff', spec.timeoutMs)
       return
     case 'handoffLook':
-      if (s.awaiting.handoff !== event.gen) return
-      s.awaiting.handoff = undefined
+      if (!answers(s, 'handoff', event.gen)) return
       return onHandoffLook(s, event.look, event.now, out)
     case 'timer':
       if (event.timer !== 'handoff' || !s.handoff.requested) return
@@ -429,7 +396,6 @@ function anyPhase(s: SendState, event: SendEvent, out: SendEffect[]): void {
       if (s.phase !== 'waiting') return handoffDone(s, out)
       return look(s, out)
     default:
-      // Any other event belongs to another phase (or to a request no longer awaited).
       return
   }
 }
@@ -438,24 +404,29 @@ function begin(s: In<'pending'>, event: Extract<SendEvent, { type: 'begin' }>, o
   if (event.aborted) return abortBeforeWrite(s, out, event.reason)
   if (s.spec.kind !== 'startup' && s.spec.exact) {
     become(s, { phase: 'baseline' })
-    s.awaiting.baseline = request(s)
-    out.push({ type: 'baseline', gen: s.awaiting.baseline })
+    out.push({ type: 'baseline', gen: ask(s, 'baseline') })
     return
   }
   // No baseline to take (a startup, or no /proc).
   return afterBaseline(s, { ...event, type: 'baseline', gen: 0, baseline: { kind: 'none' } }, out)
 }
 
-/**
- * A send without input: it only keeps waiting, so nothing it wrote can make earlier evidence
- * stale — the prompt already shown and a reader already blocked count as soon as it begins.
- */
+/** A send without input: earlier evidence (a prompt shown, a reader blocked) counts at once. */
 function keepsWaiting(spec: SendSpec): boolean {
   return spec.kind === 'send' && spec.steps.length === 0
 }
 
-function request(s: SendState): number {
-  return ++s.gen
+/** Starts a request of `kind`: its generation, now awaited. */
+function ask(s: SendState, kind: keyof Shared['awaiting']): number {
+  s.awaiting[kind] = ++s.gen
+  return s.gen
+}
+
+/** Whether `gen` answers the request of `kind` in flight, which it then ends. */
+function answers(s: SendState, kind: keyof Shared['awaiting'], gen: number): boolean {
+  if (s.awaiting[kind] !== gen) return false
+  s.awaiting[kind] = undefined
+  return true
 }
 
 function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, { type: 'baseline' }>, out: SendEffect[]): void {
@@ -478,17 +449,15 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
   if (spec.kind === 'send') {
     if (spec.steps.length === 0) return finishWrite(s, write, event.now, out)
     if (spec.checkInput) {
-      const checking = become(s, { phase: 'checking', write })
-      checking.awaiting.check = request(s)
-      out.push({ type: 'checkInput', gen: checking.awaiting.check })
+      become(s, { phase: 'checking', write })
+      out.push({ type: 'checkInput', gen: ask(s, 'check') })
       return
     }
     return writeStep(s, write, 0, out)
   }
   if (spec.kind === 'signal' && spec.signal !== undefined) {
-    const signalling = become(s, { phase: 'signalling', write })
-    signalling.awaiting.signal = request(s)
-    out.push({ type: 'signal', gen: signalling.awaiting.signal, signal: spec.signal })
+    become(s, { phase: 'signalling', write })
+    out.push({ type: 'signal', gen: ask(s, 'signal'), signal: spec.signal })
     return
   }
   return enterWaiting(s, write, event.now, out)
@@ -496,34 +465,29 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
 
 /** Writes step `index`. */
 function writeStep(s: SendState, write: WriteRecord, index: number, out: SendEffect[]): void {
-  const writing = become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, markersAtStep: s.spec.view.markers(), consumeChecks: 0 } })
-  // Output counts toward the answer from the moment the last write begins: a fast program's
-  // reply can be parsed before the write's completion comes back.
+  become(s, { phase: 'writing', write, steps: { step: index, outputAtStep: s.outputCount, markersAtStep: s.spec.view.markers(), consumeChecks: 0 } })
+  // Output counts from when the last write begins: a fast reply can precede the write's completion.
   if (index === s.spec.steps.length - 1) {
     write.outputAtWrite = s.outputCount
     write.markersAtLastWrite = s.spec.view.markers()
   }
-  writing.awaiting.write = request(s)
-  write.bytes += readerBytes(s.spec.steps[index]!.data)
   const step = s.spec.steps[index]!
-  out.push({ type: 'write', gen: writing.awaiting.write, data: step.data, ...(step.key !== undefined && { key: step.key }) })
+  write.bytes += readerBytes(step.data)
+  out.push({ type: 'write', gen: ask(s, 'write'), data: step.data, ...(step.key !== undefined && { key: step.key }) })
 }
 
 /** A step is in the kernel: the next one (after consumption when it asks), or the wait. */
 function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
   const steps = s.spec.steps
   const next = s.steps.step + 1
-  // Once its first step is written a send's input is written whole, also when it is cancelled
-  // meanwhile: the command it types must run before the SIGINT can interrupt it.
+  // Once begun, input is written whole even if cancelled: its command must run before the SIGINT.
   if (next >= steps.length) return finishWrite(s, s.write, now, out)
   if (!steps[next]!.afterConsumed) return writeStep(s, s.write, next, out)
   const submitting = become(s, { phase: 'submitting', write: s.write, steps: { ...s.steps, step: next } })
   if (echoed(submitting) || promptAgain(submitting)) return writeStep(s, s.write, next, out)
   arm(s, out, 'consume', s.spec.submitWaitMs)
   if (awaitsPrompt(submitting)) return
-  // The echo usually comes first: ask the kernel only if it has not after a moment. (Asking the
-  // input queue at once was measured and made both REPLs' gaps longer on the loaded machine:
-  // docs/performance.md, "Enter after the input queue drained".)
+  // The echo usually comes first: ask the kernel only after a moment (docs/performance.md).
   if (s.spec.exact && s.write.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }
 
@@ -531,8 +495,7 @@ function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
 function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): void {
   switch (event.type) {
     case 'consumed': {
-      if (s.awaiting.consume !== event.gen) return
-      s.awaiting.consume = undefined
+      if (!answers(s, 'consume', event.gen)) return
       if (event.consumed) return writeNext(s, out)
       s.steps.consumeChecks++
       const doublings = drainsFirst(s) ? s.steps.consumeChecks - 1 : s.steps.consumeChecks
@@ -542,9 +505,8 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
     case 'output':
       if (echoed(s) || promptAgain(s)) return writeNext(s, out)
       if (awaitsPrompt(s)) return
-      // The first output since the step that is not its whole echo yet: the reader is running;
-      // look at its queue now (unless a look is on its way), not at the next retry. Later chunks
-      // wait for the retry timer, so a program printing a stream does not drive a look per chunk.
+      // The step's first output, not its whole echo: the reader runs; look at its queue now.
+      // Later chunks wait for the retry timer, so a stream does not drive a look per chunk.
       if (drainsFirst(s) && s.outputCount === s.steps.outputAtStep + 1 && s.awaiting.consume === undefined) {
         clear(s, out, 'consumeRetry')
         consumeCheck(s, out)
@@ -565,8 +527,7 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
 
 function consumeCheck(s: In<'submitting'>, out: SendEffect[]): void {
   if (!s.spec.exact || s.write.baseline.kind === 'none') return
-  s.awaiting.consume = request(s)
-  out.push({ type: 'consume', gen: s.awaiting.consume, baseline: s.write.baseline, ...(s.spec.relayed && { inputBytes: s.write.bytes }) })
+  out.push({ type: 'consume', gen: ask(s, 'consume'), baseline: s.write.baseline, ...(s.spec.relayed && { inputBytes: s.write.bytes }) })
 }
 
 /** Whether consumption is checked on the input queue: a reader other than the shell, with the queue readable. */
@@ -574,11 +535,7 @@ function drainsFirst(s: In<'submitting'>): boolean {
   return s.spec.drainsInput && s.write.baseline.kind === 'probe'
 }
 
-/**
- * Whether the echo of the step just written arrived: output since it, and the open line — or
- * the line just before it, when the program drew something below its input line (the Node
- * REPL previews a result there) — ends with the step's last line.
- */
+/** Whether the open line, or the one before (the Node REPL previews below), ends with the step's echo. */
 function echoed(s: In<'submitting'>): boolean {
   const echo = s.spec.steps[s.steps.step - 1]?.echo ?? ''
   if (echo === '' || s.outputCount === s.steps.outputAtStep) return false
@@ -587,11 +544,9 @@ function echoed(s: In<'submitting'>): boolean {
 }
 
 /**
- * Whether the step waits for a new prompt: the one before ended in a signal character and the
- * shell was reading at its prompt. The kernel's evidence does not tell the interrupted read
- * from the next: readline reads again while bash still handles the SIGINT and discards its line
- * with whatever was typed meanwhile (`cho: command not found`). A person types once the new
- * prompt shows; a program that shows none after a signal (a REPL) keeps the kernel's evidence.
+ * Whether the step waits for a new prompt: the one before ended in a signal character at the
+ * shell's prompt. readline reads again while bash still handles the SIGINT and then discards
+ * what was typed meanwhile (`cho: command not found`), so the kernel's evidence cannot tell.
  */
 function awaitsPrompt(s: In<'submitting'>): boolean {
   return s.write.baseline.kind === 'shell' && endsInSignal(s.spec.steps[s.steps.step - 1]?.data ?? '')
@@ -627,8 +582,7 @@ function enterWaiting(from: SendState, write: WriteRecord, now: number, out: Sen
   // A handoff asked for while writing (a signal, or a cancel) starts now that the input is in.
   if (s.handoff.requested) startHandoff(s, now, out)
   else if (s.cancel.state === 'handoff') cancelAfterWrite(s, now, out)
-  // Output may already be waiting (startup banners arrive before the send begins), and the
-  // prompt may have come while a long input was still being written.
+  // Output may already be waiting (a startup banner, a prompt during a long write).
   if (spec.kind === 'startup' && spec.view.promptLine() !== '') {
     s.outputCount++
     return onOutput(s, now, out)
@@ -646,27 +600,22 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
     case 'output':
       return onOutput(s, event.now, out)
     case 'probed': {
-      if (s.awaiting.confirm === event.gen) {
-        s.awaiting.confirm = undefined
+      if (answers(s, 'confirm', event.gen)) {
         noteWait(s, event.probe)
         return onConfirmProbe(s, event, out)
       }
-      if (s.awaiting.probe !== event.gen) return
-      s.awaiting.probe = undefined
+      if (!answers(s, 'probe', event.gen)) return
       // CPU time, not wall time (the driver measures it).
       s.wait.pacer = probeRan(s.wait.pacer, event.now, event.costMs)
       noteWait(s, event.probe)
       return onProbe(s, event.probe, event.now, out)
     }
     case 'foreground': {
-      if (s.awaiting.foreground !== event.gen) return
-      s.awaiting.foreground = undefined
-      // Not in front: the shell printed its marker before the kernel shows it in the
-      // foreground again, or another program printed one — the poll tick and silence take over.
+      if (!answers(s, 'foreground', event.gen)) return
+      // Not in front yet, or another program printed a marker: the poll tick takes over.
       if (!event.inFront) return
-      // A prompt the shell owed from before the send can be parsed after the last write, and the
-      // shell be blocked in its read before the input reached it (the flip buffer): not until it
-      // read the input and blocked again does a prompt answer it.
+      // A prompt owed from before the send can come with the shell blocked before the input
+      // reached it (the flip buffer): only a read after the input answers.
       if (event.reading === false || event.inputTaken === false) {
         if (s.wait.promptRechecks < PROMPT_RECHECKS) {
           const gap = Math.min(PROMPT_RECHECK_MS * 2 ** Math.min(s.wait.promptRechecks, 16), spec.pollIntervalMs / 5)
@@ -683,32 +632,25 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
       return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     }
     case 'drained': {
-      if (s.awaiting.drain !== event.gen) return
-      s.awaiting.drain = undefined
+      if (!answers(s, 'drain', event.gen)) return
       const after = s.wait.afterDrain
       s.wait.afterDrain = undefined
       if (after === undefined) return
-      // The shell's own read at its controlled prompt, parsed before or during the drain: the
-      // prompt tier settles it, so the result carries the status that prompt reports. Asked
-      // afresh: a look asked earlier may be answered from before the shell was back in front.
+      // The shell reading at its controlled prompt: the prompt tier settles it (with its
+      // status), asked afresh since an earlier look may predate the shell's return.
       if (after.kind === 'proc' && shellAtPrompt(s, after.probe!)) return checkForeground(s, out, true)
       if (after.kind === 'prompt') {
-        // Blocked in its read is not proof that the shell has read the Enter written last (the
-        // byte can still sit in the flip buffer, drivers/tty/tty_buffer.c): a prompt it owed from
-        // before the send, shown before that write, does not answer it; the next one will. (One
-        // parsed only after that write is refused before the drain, by `inputTaken`; where the
-        // input queue cannot be read, this is the only guard.)
+        // Blocked reading does not prove the last Enter was read (drivers/tty/tty_buffer.c): a
+        // prompt owed from before the send does not answer it. Without `inputTaken`, the only guard.
         if (!promptAnswers(s)) return
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
-      // A reader that sent a terminal query waits for its reply, not for input: while a reply is
-      // owed, or one went in since the first look of the window, its read proves nothing.
+      // A reader owed a query reply, or given one since the window's first look, awaits that.
       if (spec.view.repliesOwed() > 0 || spec.view.repliesWritten() !== after.repliesBefore) return requestProbe(s, event.now, out)
       return settleProc(s, out, after.probe!, after.sources!, after.quietMs!, after.how ?? '')
     }
     case 'termios': {
-      if (s.awaiting.termios !== event.gen) return
-      s.awaiting.termios = undefined
+      if (!answers(s, 'termios', event.gen)) return
       const after = s.wait.afterTermios
       s.wait.afterTermios = undefined
       if (after === undefined) return
@@ -739,12 +681,9 @@ function onOutput(s: In<'waiting'>, now: number, out: SendEffect[]): void {
     checkForeground(s, out)
     return
   }
-  // Output is the moment to look — at once when its open line looks like a prompt (only the open
-  // line: scanning back for the last non-blank line on every chunk would cost more than the probe
-  // it schedules). A shell at its own prompt announces its next prompt itself, so there only a
-  // prompt-shaped line after the echo's line break (a program the command started, asking) is a
-  // moment to look, at most once per `pollIntervalMs` (a flood's or a progress bar's open line
-  // looks like one too); the poll timer from exactProbeAfterMs covers a program that prints none.
+  // Output is the moment to look, at once when the open line looks like a prompt. Under the
+  // shell, whose prompts announce themselves, only a prompt-shaped line after the echo counts
+  // (a program asking), at most once per `pollIntervalMs`; the poll timer covers the rest.
   if (!spec.exact) return
   const shell = s.write.baseline.kind === 'shell'
   if (shell && (spec.view.lastLine() === '' || now - s.wait.pacer.lastAt < spec.pollIntervalMs)) return
@@ -793,8 +732,7 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
         s.wait.confirming = undefined
         return failConfirm(s, now, out)
       }
-      s.awaiting.confirm = request(s)
-      out.push({ type: 'probe', gen: s.awaiting.confirm, purpose: 'confirm' })
+      out.push({ type: 'probe', gen: ask(s, 'confirm'), purpose: 'confirm' })
       return
     }
     case 'consume':
@@ -811,30 +749,21 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
 export const UNCHECKED_PROMPT = "controlled prompt (its marker only: this host cannot see the terminal's processes)"
 
 /**
- * The controlled prompt was printed after the write: it settles the send only when the kernel
- * agrees — the shell's group is in front and its main task is blocked reading this terminal. A
- * miss is looked at again shortly (`PROMPT_RECHECKS` times, 1 ms apart doubling up to
- * `pollIntervalMs / 5`), and at the poll tick. `fresh`: a new look, whose answer replaces the
- * one in flight.
+ * The controlled prompt settles the send once the kernel agrees: the shell's group in front,
+ * its main task blocked reading. `fresh`: a new look replaces the one in flight.
  */
 function checkForeground(s: SendState, out: SendEffect[], fresh = false): void {
   if ((s.awaiting.foreground !== undefined && !fresh) || s.phase !== 'waiting') return
   if (!s.spec.observable) {
-    // Nothing to ask (a remote container's terminal): the marker, its nonce checked by the
-    // parser, is all there is; a prompt owed from before the send does not answer it.
+    // Nothing to ask (a remote container's terminal): the marker, nonce checked, is all there is.
     if (!promptAnswers(s)) return
     return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
   }
-  s.awaiting.foreground = request(s)
   const proveInput = s.write.promptMayBeStale && s.spec.drainsInput
-  out.push({ type: 'foreground', gen: s.awaiting.foreground, shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
+  out.push({ type: 'foreground', gen: ask(s, 'foreground'), shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
 }
 
-/**
- * Whether the controlled prompt shown now answers the input: its marker came after the write —
- * after the last step when the shell may have owed a prompt from before the send, which it
- * prints before it reads the input.
- */
+/** Whether the prompt shown answers the input: a marker after the write (the last step, if one was owed). */
 function promptAnswers(s: In<'waiting'>): boolean {
   const write = s.write
   return s.spec.view.promptShown(write.promptMayBeStale ? write.markersAtLastWrite : write.markersAtWrite)
@@ -868,8 +797,7 @@ function requestProbe(s: SendState, now: number, out: SendEffect[], gapEnded = f
 /** Asks for a look probe, noting the replies written so far (`repliesAtLook`). */
 function probeLook(s: In<'waiting'>, out: SendEffect[]): void {
   s.wait.repliesAtLook = s.spec.view.repliesWritten()
-  s.awaiting.probe = request(s)
-  out.push({ type: 'probe', gen: s.awaiting.probe, purpose: 'look' })
+  out.push({ type: 'probe', gen: ask(s, 'probe'), purpose: 'look' })
 }
 
 function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, out: SendEffect[]): void {
@@ -877,13 +805,9 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
   s.wait.running = probe === undefined ? undefined : busyProgram(probe)
   const evidence = probe !== undefined && readEvidence(s, probe)
   const sources = probe?.sources ?? []
-  // A read whose wait also holds other wake sources (sockets, foreign pipes, another thread
-  // waiting on one) proves nothing alone: it counts once the output ends in a prompt-shaped line
-  // and stays quiet over the corroboration window, the group idle but for the reader's own timed
-  // wake-ups (judgeWindow, wait-evidence.ts). A timed read with no other source is confirmed as a
-  // plain read is: the program waits for a key and only its own timer wakes it — but not after
-  // an ESC, where that timer may be the program's wait for the rest of an escape sequence
-  // (`escapePending`).
+  // A read whose wait holds other wake sources counts only with prompt-shaped output, quiet over
+  // the corroboration window (judgeWindow). A timed read alone is a plain read, unless after an
+  // ESC, where the timer may be the wait for the rest of a sequence (`escapePending`).
   const shaped =
     sources.length === 0 ||
     timedKeyRead(spec, sources) ||
@@ -921,10 +845,8 @@ function timedKeyRead(spec: SendSpec, sources: readonly string[]): boolean {
 }
 
 /**
- * The window that confirms a read, ms: without other wake sources a short gap
- * (`pollIntervalMs / 10`); with them (corroboration) at least twice `pollIntervalMs` of quiet,
- * and up to past the wait's own near timeout when it has one (`corroborationCapMs`), at most
- * `idleMs`.
+ * The window that confirms a read, ms: `pollIntervalMs / 10` alone; with other wake sources
+ * twice `pollIntervalMs` of quiet, up to past a near timeout (`corroborationCapMs`), at most `idleMs`.
  */
 function windowRules(spec: SendSpec, sources: readonly string[]): WindowRules {
   const stepMs = spec.pollIntervalMs
@@ -967,17 +889,13 @@ function failConfirm(s: In<'waiting'>, now: number, out: SendEffect[]): void {
   requestProbe(s, now, out)
 }
 
-/**
- * Settles a proved read. A send's reader blocked in read(2)/readv(2) may be asking for a secret
- * (echo off in canonical mode, termios.ts): unless `hidden` is known, the session is asked first.
- */
+/** Settles a proved read; a reader in read(2)/readv(2) may ask for a secret, so termios is asked first. */
 function settleProc(s: In<'waiting'>, out: SendEffect[], probe: ReadProbe, sources: string[], quietMs: number, how: string, hidden?: boolean): void {
   const spec = s.spec
   const reader = probe.reader!
   if (hidden === undefined && spec.kind === 'send' && spec.readsTermios && (reader.syscall === 'read' || reader.syscall === 'readv')) {
     s.wait.afterTermios = { probe, sources, quietMs, how, outputBefore: s.outputCount }
-    s.awaiting.termios = request(s)
-    out.push({ type: 'termios', gen: s.awaiting.termios })
+    out.push({ type: 'termios', gen: ask(s, 'termios') })
     return
   }
   if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: probe.tpgid })
@@ -995,8 +913,7 @@ function settleProc(s: In<'waiting'>, out: SendEffect[], probe: ReadProbe, sourc
 
 function drain(s: In<'waiting'>, out: SendEffect[], after: NonNullable<WaitState['afterDrain']>): void {
   s.wait.afterDrain = after
-  s.awaiting.drain = request(s)
-  out.push({ type: 'drain', gen: s.awaiting.drain })
+  out.push({ type: 'drain', gen: ask(s, 'drain') })
 }
 
 // ─── Silence, cancel, handoff ───────────────────────────────────────────────────────
@@ -1033,18 +950,10 @@ function noteWait(s: In<'waiting'>, probe: ReadProbe | undefined): void {
 const ESCAPE_DEFERRALS = 8
 
 /**
- * A send ending in ESC is about to settle on silence. A program that reads a lone ESC waits a
- * little for the rest of an escape sequence before it takes it as the Escape key (vim's
- * `ttimeoutlen`, readline's `keyseq-timeout`, the Node REPL's 500 ms), and a send written in
- * that wait is read with it (ESC O A is Up, ESC c Meta-c). Silence is deferred, from the
- * latest probe, while:
- * - the reader has not read since the write (the ESC may still be queued, the program busy):
- *   by `pollIntervalMs`;
- * - the reader waits with a timeout of its own due within `NEAR_TIMEOUT_MS` and has not been
- *   seen to wake from that wait (its context-switch counter unchanged): past the timeout, plus
- *   `pollIntervalMs`.
- * At most `ESCAPE_DEFERRALS` times, so a program that always waits with a short timeout
- * (prompt_toolkit) or never reads again still settles.
+ * Whether silence waits after an ESC: a program waits a little for the rest of an escape
+ * sequence (vim's `ttimeoutlen`, readline's `keyseq-timeout`), and a send in that wait would be
+ * read with it. Deferred by `pollIntervalMs` while the reader has not read since the write, or
+ * past its near timeout while it has not woken from it; at most `ESCAPE_DEFERRALS` times.
  */
 function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
   const escape = s.wait.escape
@@ -1064,10 +973,8 @@ function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
 }
 
 /**
- * Cancellation: a cancel (or a send's abort) before anything was written rejects the send;
- * once a step is written the input goes whole, then `handoff` (see `cancelAfterWrite`, and
- * `handoffDone` sends the SIGINT), `signalling` until the signal is sent or failed, `grace`
- * until the program is ready again or `handoffGraceMs` passed (the `deadline` timer).
+ * A cancel before anything was written rejects; after, the input goes whole, then `handoff`,
+ * `signalling` (SIGINT), `grace` until ready or `handoffGraceMs` passed.
  */
 function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | 'abort' | 'signalled' | 'failed' }>, out: SendEffect[]): void {
   const cancel = s.cancel
@@ -1076,10 +983,8 @@ function cancelling(s: SendState, event: Extract<SendEvent, { type: 'cancel' | '
     case 'abort':
       if (cancel.state !== 'none') return
       if (s.phase === 'pending' || s.phase === 'baseline' || s.phase === 'checking') {
-        // Nothing was written and nothing will be; the output it would have shown waits for the next.
         return reject(s, out, new PtyError('SEND_CANCELLED', { reason: 'the send was cancelled before its input was written; nothing was written' }), true, true)
       }
-      // Writing: the rest of the input follows (afterStep), then the handoff wait and the SIGINT.
       s.cancel = { state: 'handoff' }
       if (s.phase === 'waiting') return cancelAfterWrite(s, event.now, out)
       return
@@ -1119,17 +1024,12 @@ function startHandoff(s: In<'waiting'>, now: number, out: SendEffect[]): void {
 function look(s: In<'waiting'>, out: SendEffect[]): void {
   if (s.awaiting.handoff !== undefined) return
   const waiting = s.write.baseline.kind === 'probe' && s.write.baseline.probe.verdict === 'reading' ? s.write.baseline.probe.tpgid : undefined
-  s.awaiting.handoff = request(s)
-  out.push({ type: 'handoffLook', gen: s.awaiting.handoff, waiting })
+  out.push({ type: 'handoffLook', gen: ask(s, 'handoff'), waiting })
 }
 
 /**
- * What the command the input started is doing; done when it has the input:
- * - when the shell received the input: another program than the shell is in front (a freshly
- *   forked child still runs the shell's code, and a signal that lands before its exec is
- *   handled as the shell's and lost);
- * - when a program was waiting for the input (a REPL): it is busy with it, not reading, at two
- *   looks in a row, so a quick first line of a multi-line input does not count as the whole.
+ * Done once the command has the input: another program than the shell in front (a signal before
+ * a fresh child's exec is lost), or a waiting program (a REPL) busy at two looks in a row.
  */
 function onHandoffLook(s: SendState, found: HandoffLook, now: number, out: SendEffect[]): void {
   if (!s.handoff.requested) return
@@ -1147,7 +1047,7 @@ function handoffDone(s: SendState, out: SendEffect[]): void {
   clear(s, out, 'handoff')
   out.push({ type: 'handedOff' })
   if (s.cancel.state === 'handoff') {
-    s.cancel = { state: 'signalling', gen: request(s) }
+    s.cancel = { state: 'signalling', gen: ++s.gen }
     out.push({ type: 'signal', gen: s.cancel.gen, signal: 'SIGINT' })
   }
 }
@@ -1176,10 +1076,7 @@ function finish(s: SendState, out: SendEffect[]): void {
   if (s.cancel.state === 'handoff' || s.cancel.state === 'signalling') out.push({ type: 'cancelled' })
 }
 
-/**
- * Ends the send. Input typed ahead of a busy program stays `not_reading` when a prompt later read
- * it; a continuation or a hidden read, which ask for something now, say so instead.
- */
+/** Ends the send. Typed-ahead input stays `not_reading` unless a continuation or hidden read asks now. */
 function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidence: ReadinessEvidence, inputState?: InputState): void {
   const write = 'write' in s ? s.write : undefined
   const program = write?.typedAheadOf
@@ -1200,10 +1097,7 @@ function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidenc
   })
 }
 
-/**
- * The processes of the foreground group a probe found not reading — `bash, sleep` for a script
- * sleeping — each name once, in pid order; undefined when the probe found a reader or could not tell.
- */
+/** The names of a `not_reading` probe's processes (`bash, sleep`), once each in pid order, else undefined. */
 function busyProgram(probe: ReadProbe): string | undefined {
   if (probe.verdict !== 'not_reading') return undefined
   const names = [...new Set(probe.tasks.map((task) => task.name))]

@@ -1,9 +1,6 @@
 /**
- * The driver of the send machine (send-machine.ts): it feeds events to `transition`, executes
- * the effects against the session through `SendHost` — the small interface it declares of what
- * it needs — and turns the settle effect into the operation's result. Nothing of a send's state
- * lives here: timers are handles of the machine's named timers, and every asynchronous result
- * goes back to the machine with the generation it was asked under.
+ * The driver of the send machine (send-machine.ts): feeds it events, runs its effects against
+ * the session (`SendHost`) and turns the settle effect into the result. No send state lives here.
  */
 import { within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult } from '@conch/pty'
 import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
@@ -37,9 +34,8 @@ export interface SendHost {
   /** The status the latest prompt marker carried (the shell's `$?`, see prompt.ts). */
   readonly promptStatus: number | undefined
   /**
-   * The first prompt marker after the first `count` ones, when it came and is among the newest
-   * kept: the status it carried and, for `buffer`, how many of its viewport's lines came before
-   * the marker's line (undefined when the buffer lost lines or a screen is shown).
+   * The first prompt marker after the first `count` ones, if still kept: its status and how many
+   * of `buffer`'s lines came before it (undefined when the buffer lost lines or a screen is shown).
    */
   promptAfter(count: number, buffer: SendBuffer): { status: number | undefined; lines: number | undefined } | undefined
   /** Replies to the program's terminal queries parsed and not yet written or dropped. */
@@ -64,9 +60,8 @@ export interface SendHost {
   /** Whether the terminal is set for hidden input now (termios.ts); absent when termios cannot be read. */
   readsHiddenInput?: () => Promise<boolean>
   /**
-   * The terminal's input queue now (termios.ts): whether it is in canonical mode, and the bytes
-   * waiting for a reader once everything written before was moved into the queue (FIONREAD
-   * after a poll); undefined when unreadable, absent when termios cannot be read.
+   * The input queue (termios.ts): canonical mode, and the bytes waiting once all written was moved
+   * into it (FIONREAD after a poll); undefined when unreadable, absent without termios.
    */
   inputQueue?: () => Promise<{ canonical: boolean; queued: number } | undefined>
   /** Signals the foreground process group, resolved now. */
@@ -77,16 +72,9 @@ export interface SendHost {
   resultOf(buffer: SendBuffer): SendOutput
   /** The current screen as a result shows it, while one is attached; else undefined. */
   screenNow(): string | undefined
-  /**
-   * A new text pass for one send's live output (redact.ts, `LiveTextRedactor`): each piece with
-   * every typed secret's value replaced by its name, a tail that could begin one held until the
-   * next piece, or until `end` (the send settled).
-   */
+  /** A text pass for one send's live output (redact.ts, `LiveTextRedactor`); `end`: the send settled. */
   liveRedactor(): { push(text: string, end: boolean): string }
-  /**
-   * A relayed terminal's: resolves once everything its programs wrote so far has arrived here
-   * (a sync through the relay, LocalSession.relaySync). Absent on a local terminal.
-   */
+  /** A relayed terminal's: resolves once all its programs wrote has arrived (LocalSession.relaySync). */
   relaySync?: () => Promise<void>
   /** A send is over (see LocalSession.settled). */
   settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void
@@ -98,10 +86,7 @@ export interface SendRequest extends SendLimits {
   submit: boolean
   /** Explicit write steps instead of the text's (the text then only serves the prompt-shape rule). */
   steps?: readonly WriteStep[]
-  /**
-   * Asked once the baseline is taken, before the first write: a refusal (a `PtyError`) rejects
-   * the send with nothing written (the canonical line limit, session.ts); undefined lets it go on.
-   */
+  /** Asked before the first write: a refusal (a `PtyError`) rejects the send with nothing written. */
   inputCheck?: () => Promise<unknown>
   signal?: AbortSignal
 }
@@ -187,11 +172,6 @@ export class Send {
     }
   }
 
-  /** The machine's phase (for tests and diagnostics). */
-  get phase(): SendState['phase'] {
-    return this.state.phase
-  }
-
   /** Starts the send. Never rejects: failures settle `done`. */
   begin(): void {
     this.dispatch({ type: 'begin', now: this.host.now(), ...this.checks() })
@@ -208,11 +188,7 @@ export class Send {
     this.dispatch({ type: 'exit', now: this.host.now(), status })
   }
 
-  /**
-   * Resolves once the program meant to receive the input has it (the machine's handoff wait,
-   * bounded by `handoffGraceMs` after the write), or the send settled. A no-op for startup and
-   * signal watches.
-   */
+  /** Resolves once the program meant for the input has it (at most `handoffGraceMs`), or the send settled. */
   handedOff(): Promise<void> {
     if (this.kind !== 'send' || this.state.phase === 'settled') return Promise.resolve()
     return new Promise<void>((resolve) => {
@@ -308,8 +284,7 @@ export class Send {
       case 'arm': {
         const timer = effect.timer
         const armed = this.timers.get(timer)
-        // Re-arming with the same duration (the silence timer, on every chunk) restarts the
-        // timer in place instead of allocating a new one.
+        // The same duration (the silence timer, on every chunk): restarted in place.
         if (armed !== undefined && armed.ms === effect.ms) {
           armed.handle.refresh()
           return
@@ -392,8 +367,7 @@ export class Send {
     const shell = host.shellPgid
     try {
       if (host.knownAtPrompt && shell !== undefined) {
-        // The shell sits at its own prompt, reading: only its main task's counter is needed.
-        // On a relayed terminal also the bytes it has read (`isNewReadEvidence`).
+        // The shell at its prompt: its main task's counter (and, relayed, the bytes it read).
         const [switches, readBytes] = await Promise.all([inspector.taskSwitches(shell), inspector.relayed ? inspector.readBytes(shell, shell) : undefined])
         if (switches !== undefined) return { kind: 'shell', pgid: shell, switches, ...(readBytes !== undefined && { readBytes }) }
       }
@@ -404,19 +378,14 @@ export class Send {
   }
 
   /**
-   * Whether the foreground program consumed the input written so far.
-   * - The shell at its prompt (baseline `shell`): its main task ran since the baseline and is
-   *   blocked reading the terminal again — blocked in its read means its input queue is empty.
-   * - Another reader (baseline `probe`), the terminal in raw mode: its input queue is empty once
-   *   everything written before was moved into it (`inputQueue`, termios.ts). Exact without the
-   *   reader blocking again: the bytes left the queue by a read (or a flush). A REPL that renders
-   *   a preview before it waits again (the Node REPL) is seen as soon as its read returned.
-   * - Another reader in canonical mode, where an unfinished line never counts as queued: the
-   *   reader ran since the baseline (its context-switch counter moved) and the queue is empty;
-   *   without termios, new read evidence of a probe.
-   * - A relayed terminal (`inputBytes`, the bytes written so far): an empty queue may only mean
-   *   the input is still in the relay, so new read evidence of a probe that also counts the bytes
-   *   the reader read (`isNewReadEvidence`).
+   * Whether the foreground program consumed the input written so far:
+   * - the shell at its prompt: its main task ran since the baseline and blocks reading again;
+   * - another reader in raw mode: its input queue is empty (`inputQueue`), seen as soon as its
+   *   read returned;
+   * - in canonical mode (an unfinished line never counts as queued): its switches moved and the
+   *   queue is empty; without termios, new read evidence of a probe;
+   * - relayed (`inputBytes`): the input may still be in the relay, so new read evidence counting
+   *   the bytes read.
    */
   private async consumed(baseline: Baseline, inputBytes?: number): Promise<boolean> {
     const inspector = this.host.inspector
@@ -456,17 +425,12 @@ export class Send {
     } catch {
       probe = undefined
     }
-    // CPU time, not wall time: on a loaded machine a cheap probe can take long to finish, and
-    // that must not slow readiness down.
+    // CPU time, not wall time: a loaded machine must not slow readiness down.
     const cpu = process.cpuUsage(before)
     return { probe, costMs: (cpu.user + cpu.system) / 1000 }
   }
 
-  /**
-   * Whether a full probe can be skipped because the shell itself is in front and not blocked in
-   * its read (running a builtin, or between commands): then nothing can be waiting for input. Two
-   * small reads instead of a probe's dozens, for sends that started at the shell's prompt.
-   */
+  /** Whether the shell is in front and not blocked reading, so nothing waits for input (two reads, no probe). */
   private async shellBusy(): Promise<boolean> {
     const shell = this.host.shellPgid
     const state = this.state
@@ -477,14 +441,9 @@ export class Send {
   }
 
   /**
-   * The foreground group, and whether the expected group's leader is blocked reading. For the
-   * shell, known in advance, both are asked at once: its read check's memory read (thread pool)
-   * overlaps the foreground group's read.
-   *
-   * `proveInput`: first whether the input written was read (`inputTaken`): the terminal in raw
-   * mode (the shell's line editor) with an empty input queue once everything written was moved
-   * into it (`inputQueue`, which waits for the flip buffer). Asked before the look, so a shell
-   * then seen blocked in its read has read the input and is done with it.
+   * The foreground group, and whether the expected group's leader is blocked reading (for the
+   * shell, both asked at once). `proveInput`: first whether the input was read (`inputTaken`: raw
+   * mode, empty queue), so a shell then seen blocked in its read is done with it.
    */
   private async foreground(shell: 'front' | 'shell', proveInput: boolean): Promise<{ pgid: number | undefined; inFront: boolean; reading: boolean | undefined; inputTaken?: boolean }> {
     const inspector = this.host.inspector
@@ -510,15 +469,10 @@ export class Send {
   }
 
   /**
-   * Proof from /proc can arrive before the output the program wrote just before blocking has
-   * been read from the master — still in the PTY's flip buffer, where polling does not see it.
-   * Each round reads what the terminal holds (`readPending`, which waits for that buffer) and lets
-   * libuv poll (each setImmediate runs after a poll phase), until a round brings no more output,
-   * so that output belongs to this send, not the next one. The read comes after the first wait:
-   * never from within the dispatch that asked for the drain, since what it reads is parsed and
-   * dispatched at once.
-   * On a relayed terminal that output may still be on its way to this PTY (the daemon's stream,
-   * the relay): a sync through the relay brings it first.
+   * Proof from /proc can come before the output written just before blocking left the PTY's flip
+   * buffer. Rounds of `readPending` and libuv polls run until one brings no more output, so that
+   * output belongs to this send. Never read within the dispatch that asked (it is parsed and
+   * dispatched at once). A relayed terminal is synced through the relay first.
    */
   private async drain(): Promise<void> {
     await this.host.relaySync?.()

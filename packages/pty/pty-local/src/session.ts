@@ -1,20 +1,7 @@
 /**
  * One local terminal session: a node-pty process, its output pipeline (normaliser → scrollback,
- * the active send's buffer, the prompt detector), its readiness tiers and its teardown.
- *
- * Readiness, in order of strength (docs/architecture.md, the terminal contract):
- * 1. the controlled prompt — the printable text after the latest marker is exactly the
- *    controlled PS1, the shell is the foreground process group and the kernel shows it blocked
- *    reading this terminal → `stdin_read`;
- * 2. Linux /proc — the foreground group is blocked reading this terminal, proved to be new since
- *    the write (`isNewReadEvidence`) → `stdin_read`;
- * 3. silence — no output for `idleSilenceMs` (+ `handoffGraceMs` when a marker was seen but the
- *    foreground check had not passed yet) → `inferred_idle`;
- * 4. `timeoutMs` → `timeout`;
- * and the shell's exit (after its output is drained) → `session_exit`.
- *
- * Nothing runs while no send is active: timers and probes belong to the send (send-machine.ts,
- * driven by send.ts).
+ * the active send's buffer, the prompt detector), its readiness tiers (docs/architecture.md;
+ * send-machine.ts, driven by send.ts, owns their timers and probes) and its teardown.
  */
 import {
   LiveTextRedactor,
@@ -87,17 +74,11 @@ export interface LocalSessionOptions {
   /** Terminal size the PTY was opened with; default the config's. */
   rows?: number
   cols?: number
-  /**
-   * The session runs a program instead of the shell: no controlled prompt is waited for at
-   * startup, and a full screen model (with `programScrollbackRows` of scrollback) follows the
-   * output for `screenState`.
-   */
+  /** The session runs a program, not the shell: no prompt is waited for; a full screen model serves `screenState`. */
   program?: boolean
   /**
-   * A relayed terminal (a container's, behind a relay): writes `bytes` to its far end as output,
-   * as its programs write (the far terminal's slave, opened from this host); whether all of them
-   * went in. Bytes on a terminal are read in order, so they arrive here behind everything its
-   * programs wrote before. Absent on a local terminal, or when this host cannot reach the far one.
+   * A relayed terminal: writes `bytes` to its far end as output, as its programs do; whether all
+   * went in. They arrive here behind everything written before. Absent when not reachable.
    */
   writeFarOutput?: (bytes: string) => Promise<boolean>
 }
@@ -131,13 +112,9 @@ export class LocalSession implements BackendSession {
   /** Secrets typed into this terminal, replaced in its output from then on (redact.ts). */
   private readonly redactor = new SecretRedactor()
   /**
-   * The input on the current line. `from`: where the first send that typed on it began (a mark,
-   * which moves left with text a program writes left of it — a REPL redrawing its line); a result
-   * that starts on this line starts there, so text an earlier send typed without Enter shows with
-   * what follows, as the program reads it, at any prompt. `text`: what earlier sends typed on it
-   * without ending it (`submit: false`); a reader in canonical mode holds it in its line, so the
-   * canonical limit counts it with the next send's first line. The text is cleared by a line
-   * break, a keys or secret send, and SIGINT (ISIG flushes the queue).
+   * The input on the current line. `from`: where the first send that typed on it began, where a
+   * result on this line starts. `text`: what sends typed on it without Enter, counted against
+   * the canonical limit; cleared by a line break, a keys or secret send, and SIGINT.
    */
   private openLine: { from: OutputMark; text: string } | undefined
   private holdTimer: NodeJS.Timeout | undefined
@@ -150,10 +127,7 @@ export class LocalSession implements BackendSession {
   private current: Send | undefined
   /** The watch of a signal sent while no send was active. */
   private watch: Send | undefined
-  /**
-   * Output since the previous result, not yet shown in one: it opens the next send's viewport
-   * (or a signal's output). Created when a result is given; handed to the next send.
-   */
+  /** Output since the previous result, not yet shown: it opens the next send's viewport. */
   private unseen: SendBuffer | undefined
   private state: SessionStatus = { state: 'running' }
   private readonly exitListeners = new Set<ExitListener>()
@@ -184,9 +158,7 @@ export class LocalSession implements BackendSession {
     this.config = options.config
     this.prompt = options.prompt
     this.terminal = options.terminal
-    // Everything the session learns from its processes — names, paths, probe details — passes
-    // through the process-text rule of the redactor here and in `closed`, before any result,
-    // evidence, meta or error can carry it.
+    // What the session learns from its processes passes the redactor here and in `closed`.
     this.inspector = cleanProcessText(options.inspector, this.redactor)
     this.teardown = options.teardown
     this.signalWrapper = options.signalWrapper
@@ -226,10 +198,8 @@ export class LocalSession implements BackendSession {
     this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
       this.terminal.onExit(({ exitCode, signal }) => {
-        // The wrapper's real wait status. It exits with the shell's status once its exit marker
-        // was acknowledged. While closing, a death by a signal (or a status above 128, how sh(1)
-        // reports one) is the teardown's: reported as the hangup it sends the shell, whichever
-        // process of the launch chain (bubblewrap, a relay) took which signal first.
+        // The wrapper's real wait status. While closing, a death by a signal (or a status above
+        // 128, sh(1)'s way) is the teardown's: reported as its hangup, whoever took which signal.
         if (this.closing !== undefined && (signal || exitCode > 128)) return this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
         if (signal) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(signal) })
         this.markExited({ state: 'exited', exitCode, signal: null })
@@ -241,9 +211,8 @@ export class LocalSession implements BackendSession {
 
   /**
    * Waits for the shell's first ready point and returns what it printed before it (the motd).
-   * Rejects with `signal.reason` when the signal aborts, `PtyError` `SPAWN_FAILED` when the
-   * shell exits first or nothing proves readiness within `timeoutMs` (zero-output silence never
-   * counts at startup).
+   * Rejects with `signal.reason` when aborted, `PtyError` `SPAWN_FAILED` when the shell exits
+   * first or nothing proves readiness within `timeoutMs`.
    */
   async ready(signal: AbortSignal): Promise<string> {
     const send = new Send(this.host, { text: '', submit: false, signal }, 'startup')
@@ -280,16 +249,13 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Starts a send: `text`, `keys` or a `secret`, planned as write steps (input.ts) for the
-   * terminal's modes now (`input.steps`, when given, are written instead). A secret's value is registered for redaction before anything is
-   * written; a plan with a line over the canonical limit is checked against termios first.
-   * One send at a time: the seam (`PtyService`, its `busy` phase) refuses a second with `SEND_ACTIVE`.
+   * Starts a send: `text`, `keys` or a `secret`, planned as write steps (input.ts) for the modes
+   * now (or `input.steps`). A secret is registered for redaction before anything is written; a
+   * line over the canonical limit is checked against termios first. One at a time (the seam).
    * @throws PtyError `SESSION_EXITED`, `UNKNOWN_KEY`, `INVALID_INPUT` — before anything is written.
    */
   startSend(input: SendInput & Pick<SendRequest, 'steps'>): SendOperation {
-    if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; nothing was written` })
-    }
+    this.refuseExited('nothing was written')
     const plan = planInput(input, { ...this.keyModes(), ...this.pasteModes() })
     if (plan.secret !== undefined) this.redactor.add(plan.secret.name, plan.secret.value)
     const openText = this.openLine?.text ?? ''
@@ -298,7 +264,6 @@ export class LocalSession implements BackendSession {
     const request: SendRequest = {
       text: plan.inputText,
       submit: input.submit,
-      // Explicit steps (a bench's baseline) replace the planned ones.
       steps: input.steps ?? plan.steps,
       ...(long !== undefined && { inputCheck: () => this.refuseLines(lines, long, openText.length > 0) }),
       ...(input.timeoutMs !== undefined && { timeoutMs: input.timeoutMs }),
@@ -328,9 +293,8 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * The text around a page of scrollback, for the text pass (redact.ts): the line before it and
-   * the head its first line lost to the byte bound, and the line after it — so a value the parser
-   * cut across two lines (`maxLineLength`) is found when a page holds only one of them.
+   * The text around a page for redact.ts (the line before and the head the first line lost, the
+   * line after), so a value cut across two lines (`maxLineLength`) is found in either.
    */
   private pageContext(page: ReadPage): { before: string; after: string } {
     if (page.lineEnd < page.lineBegin) return { before: '', after: '' }
@@ -343,15 +307,12 @@ export class LocalSession implements BackendSession {
   }
 
   async signal(signal: PtySignal): Promise<SignalResult> {
-    if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; no signal was sent` })
-    }
+    this.refuseExited('no signal was sent')
     if (signal === 'SIGINT' && this.openLine !== undefined) this.openLine.text = ''
     const active = this.current
     if (active !== undefined) {
-      // A signal right after a send is meant for what the send started: wait for the input to
-      // be written and, while the shell itself is still in front, up to handoffGraceMs for the
-      // command to take the foreground (a builtin never does; then the shell is signalled).
+      // A signal right after a send is meant for what it started: wait for the input to be
+      // written and up to handoffGraceMs for the command to take the foreground.
       await active.handedOff()
       const result = await this.signalForeground(signal)
       // Let a send that the signal ends settle first, so the next send is not refused as active.
@@ -395,12 +356,15 @@ export class LocalSession implements BackendSession {
     return this.closing
   }
 
+  /** @throws PtyError `SESSION_EXITED` after the shell exited; the reason ends with `what`. */
+  private refuseExited(what: string): void {
+    if (this.state.state === 'exited') throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; ${what}` })
+  }
+
   // ─── Raw input and the full screen (program sessions) ─────────────────────────────
 
   /**
-   * Writes `data` as it is (no planning, no readiness wait); resolves once it is in the
-   * terminal's input queue.
-   * The seam (`PtyService.write`) refuses it after the shell exited and while a send is active.
+   * Writes `data` as it is (no planning, no readiness wait); resolves once it is in the input queue.
    * @throws PtyError `SEND_ACTIVE` while a signal's watch is active (the seam does not see those).
    */
   write(data: string): Promise<void> {
@@ -410,8 +374,7 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * The full screen model's rows, cursor and the DEC private modes output.ts tracks (2004
-   * bracketed paste among them, from the parser that decides how sends are framed).
+   * The full screen model's rows, cursor and the DEC private modes output.ts tracks.
    * @throws PtyError `INVALID_INPUT` for a shell session (it keeps no full screen model).
    */
   screenState(options: ScreenStateOptions): ScreenState {
@@ -454,14 +417,11 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Resizes the PTY (TIOCSWINSZ; the kernel sends SIGWINCH to the foreground process group) and
-   * the screen model.
+   * Resizes the PTY (TIOCSWINSZ: SIGWINCH to the foreground group) and the screen model.
    * @throws PtyError `SESSION_EXITED` after the shell exited.
    */
   resize(size: { rows: number; cols: number }): void {
-    if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; the terminal was not resized` })
-    }
+    this.refuseExited('the terminal was not resized')
     this.terminal.resize(size.cols, size.rows)
     this.display.resize(size.rows, size.cols)
   }
@@ -546,10 +506,8 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Why the input with these `lines`, whose line `long` is longer than the kernel's canonical
-   * limit (`CANONICAL_LINE_MAX`, termios(3)), must not be written, or undefined. Sent to a reader
-   * in canonical mode it would be cut silently: refused, naming the limit. termios is read only
-   * for such a line.
+   * Why `lines`, whose line `long` is over the canonical limit (`CANONICAL_LINE_MAX`, termios(3)),
+   * must not be written, or undefined: a reader in canonical mode would cut it silently.
    */
   private async refuseLines(lines: string, long: { line: number; bytes: number }, openBefore: boolean): Promise<PtyError | undefined> {
     if (this.termios === undefined) return undefined
@@ -576,11 +534,7 @@ export class LocalSession implements BackendSession {
     return buffer
   }
 
-  /**
-   * A send is over. `atPrompt`: it settled on the controlled prompt. `unconsumed`: its buffer,
-   * when no result showed it (a send cancelled before its write), to open the next one;
-   * otherwise a new buffer starts collecting what comes after this result.
-   */
+  /** A send is over. `unconsumed`: its buffer, when no result showed it, to open the next one. */
   private settled(send: Send, atPrompt: boolean, unconsumed?: SendBuffer): void {
     if (this.current === send) this.current = undefined
     this.atPrompt = atPrompt
@@ -589,11 +543,7 @@ export class LocalSession implements BackendSession {
     this.unseen = unconsumed ?? this.newBuffer()
   }
 
-  /**
-   * A buffer collecting from here on. On a line sends already typed on, it starts where the input
-   * on it begins: where the first of them began typing (`openLine`), after the shell's prompt when
-   * that is on the line — so text typed there without Enter shows with the next input.
-   */
+  /** A buffer collecting from here on; on a line typed on already, from where that input began (`openLine`). */
   private newBuffer(): SendBuffer {
     const line = this.parser.lineCount + 1
     const starts: number[] = []
@@ -620,9 +570,7 @@ export class LocalSession implements BackendSession {
       throw new PtyError('SIGNAL_REFUSED', { reason: 'SIGKILL would kill the shell itself; close the session instead (terminal_close)' })
     }
     const target = (await this.inspector.groupName(pgid)) ?? 'unknown'
-    if (this.state.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `the shell ${describeExit(this.state)}; no signal was sent` })
-    }
+    this.refuseExited('no signal was sent')
     try {
       // kill(2) with a negative pid signals every process of the group.
       process.kill(-pgid, signal)
@@ -653,10 +601,7 @@ export class LocalSession implements BackendSession {
     this.feed(chunk)
   }
 
-  /**
-   * `chunk` without the relay sync on its way, when it holds it whole (which ends the sync). One
-   * split across chunks is parsed as the OSC string it is (`onOsc`), and counts as output then.
-   */
+  /** `chunk` without the relay sync, when it holds it whole; a split one is parsed as its OSC (`onOsc`). */
   private takeSync(sync: { bytes: Buffer; arrived: () => void }, chunk: Buffer): Buffer {
     const at = chunk.indexOf(sync.bytes)
     if (at < 0) return chunk
@@ -672,16 +617,11 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Writes a query's reply (display.ts) unless no program is left to read it: a person never
-   * types after a query, so a reply that reaches a shell back at its prompt is typed into the next
-   * command (`printf 'A\033[6nB\n'` at the prompt: the next send ran as `2Recho …`). Another
-   * program than the shell in front gets its reply at once (vim, ipython). With the shell in front
-   * the query came from the shell or a command already over: once the shell is blocked reading the
-   * terminal (at most `handoffGraceMs`) and its output is drained, the reply is dropped when a
-   * controlled prompt came after the query, and written when none did (`read -d R` after a
-   * `printf '\e[6n'` in a script reads it). Replies keep their order; until one is written or
-   * dropped it is owed (`repliesOwed`): a program blocked reading meanwhile, or since a reply
-   * went in (`repliesWritten`), is not proved waiting for input.
+   * Writes a query's reply (display.ts) unless no program is left to read it: one reaching a
+   * shell back at its prompt is typed into the next command (`2Recho …`). Another program in
+   * front gets it at once; with the shell in front, once it blocks reading and its output is
+   * drained, the reply is dropped if a prompt came after the query. In order; until written or
+   * dropped it is owed (`repliesOwed`), and a read meanwhile proves nothing.
    */
   private reply(text: string): void {
     const markers = this.promptMarkers
@@ -690,8 +630,7 @@ export class LocalSession implements BackendSession {
       try {
         if (this.closing !== undefined || !(await this.replyRead(markers))) return
         await this.terminal.write(text).catch(() => {})
-        // Written is not yet queued: the kernel moves it from the flip buffer to the input queue
-        // later, and the reader sleeps in its read until then. The termios query's poll waits.
+        // Written is not yet queued (the flip buffer): the termios query's poll waits for that.
         await this.termios?.().catch(() => undefined)
         this.repliesWritten++
       } finally {
@@ -710,7 +649,7 @@ export class LocalSession implements BackendSession {
         if (reading === undefined) return true
         if (reading) break
         if (this.now() >= deadline) return false
-        await new Promise((resolve) => setTimeout(resolve, gap))
+        await delay(gap)
       }
       // Blocked in its read: everything it printed before is on its way; let it arrive.
       for (let round = 0; round < 2; round++) await new Promise<void>((resolve) => setImmediate(resolve))
@@ -721,12 +660,9 @@ export class LocalSession implements BackendSession {
   }
 
   /**
-   * Everything the relayed terminal's programs wrote so far has reached this session: a private
-   * OSC string with a fresh random token, written to the far terminal as output, came back through
-   * the relay. Gives up when it cannot be written, or after `idleSilenceMs` (the relay holds its
-   * output: stopped, or the daemon's stream is held). Syncs go one at a time: one asked while
-   * another is on its way follows it, and ends with it when that one did not come back (a send
-   * asks at each proof, and a held relay must bound its wait once, not at every probe).
+   * Waits until everything the relayed terminal's programs wrote has arrived: a private OSC with a
+   * random token, written to the far end as output, came back. Gives up when unwritable or after
+   * `idleSilenceMs`. One at a time; one asked meanwhile ends with a sync that did not come back.
    */
   private relaySync(): Promise<void> {
     const before = this.syncing
@@ -769,20 +705,15 @@ export class LocalSession implements BackendSession {
       if (this.prompts.length > RECENT_PROMPTS) this.prompts.shift()
       return
     }
-    // The wrapper prints the exit marker after the shell exited; everything the shell wrote is
-    // ahead of it in the stream, so the output is drained at this point. Any program can print
-    // the same bytes, so the marker only starts a check with the kernel (see prompt.ts).
+    // The exit marker follows all the shell wrote; any program can print it, so it only starts
+    // a check with the kernel (see prompt.ts).
     void this.onExitMarker()
   }
 
   /**
-   * An exit marker was parsed: when the kernel shows the wrapper stopped with no child left —
-   * the shell really is gone and the wrapper waits for its acknowledgement — acknowledge it; the
-   * wrapper then exits with the shell's status and node-pty reports that real wait status
-   * (the `onExit` listener above). Printed by anything else (the wrapper is not stopped, or
-   * still has the shell as a child), it is ignored. The wrapper stops itself just after printing,
-   * so the check is repeated briefly (every 2 ms, up to `handoffGraceMs`). While closing, the
-   * teardown ends the wrapper itself. Without /proc the marker is trusted (macOS).
+   * Acknowledges an exit marker once the kernel shows the wrapper stopped with no child left; it
+   * then exits with the shell's status. Else it is ignored. Rechecked every 2 ms up to
+   * `handoffGraceMs`, as the wrapper stops just after printing. Without /proc it is trusted.
    */
   private async onExitMarker(): Promise<void> {
     if (this.exitCheck) return
@@ -851,10 +782,6 @@ export class LocalSession implements BackendSession {
 
 // ─── Helpers ──────────────────────────────────────────────────────────────────────
 
-
-
-
-
 function stripPrompt(viewport: string, ps1: string): string {
   return viewport.endsWith(ps1) ? viewport.slice(0, viewport.length - ps1.length).replace(/\n$/, '') : viewport
 }
@@ -862,7 +789,6 @@ function stripPrompt(viewport: string, ps1: string): string {
 function lastLines(text: string): string {
   return text.split('\n').slice(-5).join('\n').trim()
 }
-
 
 /** The name of signal number `signal` on this platform (signal(7)), e.g. 1 → `SIGHUP`. */
 function signalName(signal: number): string {

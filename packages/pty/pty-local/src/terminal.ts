@@ -1,13 +1,8 @@
 /**
- * The one place that touches node-pty. Everything node-pty does after its child exited is
- * guarded here: `write()` after exit silently does nothing, `resize()` throws EBADF, and
- * `kill()` would still signal the old pid number — which may by then belong to an unrelated
- * process. Signals go through the identity-fenced primitives of `@conch/subprocess`.
- *
- * Input is written here, not by node-pty's own queue, so that a caller learns when its input is
- * fully in the kernel (a 1 MiB paste takes seconds while the reader drains the terminal's input
- * queue) and so that a write still queued when the terminal closes is dropped quietly instead
- * of failing with EBADF on a closed descriptor.
+ * The one place that touches node-pty, guarding what it does after its child exited (`resize()`
+ * throws EBADF, `kill()` would signal a possibly reused pid). Input is written here, not by
+ * node-pty's queue, so a caller learns when it is in the kernel and a write queued at the close
+ * is dropped quietly instead of failing with EBADF.
  */
 import { readSync, statSync, write as writeFd, writeSync } from 'node:fs'
 
@@ -34,38 +29,26 @@ export interface TerminalProcess {
   /** Path of the PTY slave as this process sees it, e.g. `/dev/pts/3`. */
   readonly slavePath: string
   /**
-   * The slave's identity, to recognise it behind any descriptor (stat(2)): `rdev` its device
-   * number (`st_rdev`), `dev` the devpts instance it lives in (`st_dev`); both negative when
-   * unknown. A device number alone names a terminal only within one devpts instance: a sandbox
-   * mounts its own (bwrap(1) `--dev`), whose ptys are numbered from 0 again.
+   * The slave's `st_rdev` and devpts instance `st_dev` (stat(2)); negative when unknown. A device
+   * number alone is unique only within one devpts: a sandbox mounts its own (bwrap(1) `--dev`).
    */
   readonly slave: { dev: number; rdev: number }
-  /**
-   * Queues input after everything queued before it. Resolves once every byte is in the
-   * kernel's input queue of the terminal, or when the rest was dropped because the terminal
-   * closed (callers report `SESSION_EXITED` first; a write after the close is dropped quietly).
-   */
+  /** Queues input in order; resolves once all is in the kernel, or the rest was dropped at the close. */
   write(data: string): Promise<void>
   resize(cols: number, rows: number): void
   onData(listener: (chunk: Buffer) => void): () => void
   /**
-   * Reads the output waiting for the master at once, handing it to the `onData` listeners before
-   * it returns; whether any came. What a program writes goes into the PTY's flip buffer, and a
-   * kernel worker moves it to the master's line discipline later (pty_write →
-   * tty_insert_flip_string_and_push_buffer, drivers/tty/pty.c): until then the master does not
-   * poll readable, and a program can already be seen blocked in its next read. A read(2) that
-   * finds nothing available first waits for that work (n_tty_read → tty_buffer_flush_work,
-   * drivers/tty/n_tty.c), so once this returns, everything written before the call has been
-   * delivered. Measured under load (load average 16 on 2 cores): 11 times in 300 the output of
-   * a program seen blocked in its read was not pollable yet; a non-blocking read got it each time.
-   * A no-op (false) where the master descriptor is unknown.
+   * Reads the output waiting for the master at once, handing it to `onData` listeners; whether
+   * any came. Output sits in the flip buffer until a kernel worker moves it (drivers/tty/pty.c),
+   * unpollable while the program may already block reading; a read(2) waits for that work
+   * (n_tty_read → tty_buffer_flush_work), so all written before the call is delivered. False
+   * where the master descriptor is unknown.
    */
   readPending(): boolean
   onExit(listener: (exit: TerminalExit) => void): () => void
   /**
-   * Resolves when node-pty reports the exit — after it reaped the process and read the master
-   * to EOF, which needs every holder of the slave gone. conch never calls node-pty's `kill()` or
-   * `destroy()`: both signal the pid number, which may already be reaped and reused.
+   * Resolves when node-pty reports the exit (reaped, master at EOF). node-pty's `kill()` and
+   * `destroy()` are never called: both signal a pid number that may be reused.
    */
   readonly exit: Promise<TerminalExit>
 }
@@ -104,8 +87,7 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   }
   let exited = false
   let closed = false
-  // The master descriptor, as node-pty's UnixTerminal exposes it (`fd`); undefined elsewhere,
-  // where node-pty's own write is used.
+  // The master descriptor of node-pty's UnixTerminal; elsewhere node-pty's own write is used.
   const masterFd = (child as unknown as { fd?: unknown }).fd
   const fd = typeof masterFd === 'number' && masterFd >= 0 ? masterFd : undefined
   const dataListeners = new Set<(chunk: Buffer) => void>()
@@ -114,8 +96,7 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   }
   child.onData((chunk) => deliver(chunk as unknown as Buffer))
   const writer = new InputWriter((buffer, offset, callback) => writeFd(fd!, buffer, offset, buffer.length - offset, null, callback), () => closed || exited, (buffer, offset) => writeSync(fd!, buffer, offset, buffer.length - offset))
-  // node-pty emits `close` when it closed the master (EOF or EIO on read); nothing may be
-  // written to that descriptor number afterwards, since it can be reused by another file.
+  // After node-pty's `close` the descriptor number may be reused by another file.
   ;(child as unknown as { on?: (event: string, listener: () => void) => void }).on?.('close', () => {
     closed = true
     writer.drop()
@@ -149,8 +130,7 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
       return () => dataListeners.delete(listener)
     },
     readPending() {
-      // After `close` the descriptor number may belong to another file; after the exit node-pty
-      // reads what is left itself. The master is non-blocking (as the writes rely on).
+      // After `close` the number may be another file's; after the exit node-pty reads the rest.
       if (fd === undefined || exited || closed) return false
       const scratch = Buffer.allocUnsafe(PENDING_READ_BYTES)
       let delivered = false
@@ -176,11 +156,7 @@ export function spawnTerminal(options: SpawnTerminalOptions): TerminalProcess {
   }
 }
 
-/**
- * One `readPending` reads at most `PENDING_READS` times `PENDING_READ_BYTES`: more than a PTY can
- * hold for the master (its flip buffer, 64 KiB, and the line discipline's 4 KiB), so a program
- * that stopped writing is read whole, while one that keeps writing cannot hold the event loop.
- */
+/** More than a PTY holds for the master (64 KiB flip buffer, 4 KiB line discipline), but bounded. */
 const PENDING_READS = 16
 const PENDING_READ_BYTES = 16 * 1024
 
@@ -189,15 +165,10 @@ type WriteCall = (buffer: Buffer, offset: number, callback: (error: NodeJS.Errno
 type TryWrite = (buffer: Buffer, offset: number) => number
 
 /**
- * An ordered queue of writes to a non-blocking descriptor (node-pty opens the master with
- * O_NONBLOCK). EAGAIN (the terminal's input queue is full, write(2)) retries: at once for the
- * first few times, then once a millisecond, so a reader slowly draining a large paste does not
- * keep a core spinning. Any other error (EBADF, EIO once the slave side is gone) or `isClosed()`
- * drops what is left; every queued write resolves either way.
- *
- * A write with nothing queued before it is first tried at once (`tryWrite`): the descriptor is
- * non-blocking, so write(2) returns what fit without waiting, and a short send (a command, a
- * key) skips the thread-pool round trip of `writeCall`; whatever did not fit goes the queued way.
+ * An ordered queue of writes to the non-blocking master. EAGAIN (input queue full) retries at
+ * once a few times, then every ms, so a slow reader does not keep a core spinning; any other
+ * error or `isClosed()` drops the rest, resolving every write. With nothing queued a write is
+ * tried at once (`tryWrite`), skipping the thread-pool round trip for short sends.
  */
 class InputWriter {
   private readonly queue: { buffer: Buffer; offset: number; done: () => void }[] = []

@@ -1,10 +1,7 @@
 /**
- * The terminal's line discipline settings, read from the kernel: whether the foreground program
- * reads in canonical mode (termios(3) `c_lflag & ICANON`) and whether the terminal echoes input
- * (`ECHO`). They are a property of the terminal, so reading them through the slave's path sees
- * what the program set. Node has no ioctl(2): one small `perl` helper per backend (its core POSIX
- * module) answers each query (the README says how, and what it costs). Queries are made only when
- * a decision needs them, never on the path of an ordinary send at the shell's prompt.
+ * The terminal's line discipline settings (termios(3) `ICANON`, `ECHO`) and input queue, read
+ * through the slave's path. Node has no ioctl(2): one small `perl` helper per backend answers
+ * (README). Asked only when a decision needs them.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 
@@ -15,11 +12,8 @@ export interface TermiosFlags {
   /** `ECHO`: the terminal echoes input characters. */
   echo: boolean
   /**
-   * Bytes waiting in the terminal's input queue for a reader (FIONREAD, tty_ioctl(4)), read after
-   * every byte written to the master before the query was moved into that queue (see `HELPER`):
-   * 0 in raw mode means everything written before was read (or discarded by a flush). In
-   * canonical mode only the bytes of complete lines count (n_tty's `inq_canon`), so an
-   * unfinished line reads as 0. Absent when it cannot be read.
+   * Bytes waiting in the input queue (FIONREAD, tty_ioctl(4)) once all written before reached it
+   * (see `HELPER`); canonical mode counts complete lines only (n_tty's `inq_canon`). Absent: unreadable.
    */
   queued?: number
 }
@@ -32,20 +26,12 @@ export interface TermiosReader {
 }
 
 /**
- * The longest line, in bytes, a canonical-mode reader receives whole. termios(3), "Canonical and
- * noncanonical mode": "The maximum line length is 4096 chars (including the terminating newline
- * character); lines longer than 4096 chars are truncated. After 4095 characters, … any input
- * data after 4095 characters up to (but not including) any terminating newline is discarded."
- * (N_TTY_BUF_SIZE in the kernel's drivers/tty/n_tty.c; the POSIX `MAX_CANON` of limits.h, 255, is
- * only the guaranteed minimum.)
+ * The longest line, in bytes, a canonical-mode reader receives whole: termios(3), "Canonical and
+ * noncanonical mode" (N_TTY_BUF_SIZE, drivers/tty/n_tty.c; POSIX `MAX_CANON` is only a minimum).
  */
 export const CANONICAL_LINE_MAX = 4095
 
-/**
- * The longest line of `data` as it will be written (lines end at CR or LF), in UTF-8 bytes, with
- * its 1-based number — or undefined when no line is longer than `limit`. Cheap when the text is
- * short: no line can exceed `limit` bytes when the whole text has at most `limit / 3` UTF-16 units.
- */
+/** The longest line of `data` over `limit` UTF-8 bytes (lines end at CR or LF) and its 1-based number. */
 export function overlongLine(data: string, limit = CANONICAL_LINE_MAX): { line: number; bytes: number } | undefined {
   if (data.length * 3 <= limit) return undefined
   let longest: { line: number; bytes: number } | undefined
@@ -60,10 +46,8 @@ export function overlongLine(data: string, limit = CANONICAL_LINE_MAX): { line: 
 }
 
 /**
- * Whether the reader waits for a secret: echo off in canonical mode — what getpass(3) (glibc
- * clears `ECHO` and `ISIG`, keeps `ICANON`), bash's `read -s`, sudo and ssh-keygen's
- * readpassphrase(3) set. A raw-mode program (readline, an editor, a REPL) clears `ICANON` and
- * `ECHO` and echoes itself: that is not hidden input.
+ * Whether the reader waits for a secret: echo off in canonical mode, as getpass(3), `read -s` and
+ * readpassphrase(3) set. A raw-mode program clears `ECHO` too but echoes itself.
  */
 export function isHiddenInput(flags: TermiosFlags | undefined): boolean {
   return flags !== undefined && flags.canonical && !flags.echo
@@ -74,16 +58,10 @@ export function isHiddenInput(flags: TermiosFlags | undefined): boolean {
  * `err <errno>` per line out (`queued` -1 when FIONREAD fails). FIONREAD is 0x541B on Linux
  * (asm-generic/ioctls.h) and 0x4004667F on macOS (sys/filio.h).
  *
- * Before FIONREAD it polls the terminal for input with a zero timeout (select(2)). On Linux a
- * write to the master only appends to the slave's flip buffer and queues `flush_to_ldisc` on a
- * workqueue (pty_write → tty_insert_flip_string_and_push_buffer, drivers/tty/pty.c and
- * tty_buffer.c), which moves the bytes into the line discipline's read queue — the queue
- * FIONREAD counts — later, on a kernel worker thread. So right after a write FIONREAD can read 0
- * for bytes nobody has read yet (measured: 2 of 100 immediate queries on the loaded machine,
- * tests/termios.test.ts). n_tty's poll, finding no input, waits for that pending work
- * (`tty_buffer_flush_work` in n_tty_poll, drivers/tty/n_tty.c) and looks again; with input
- * already in the queue it does not wait, but then FIONREAD is above 0 anyway. Either way a 0
- * after the poll is exact for everything written before the query.
+ * Before FIONREAD it polls with a zero timeout (select(2)): a write to the master reaches the read
+ * queue FIONREAD counts only later, from the flip buffer on a kernel worker (drivers/tty/pty.c),
+ * and n_tty's poll, finding no input, waits for that work (`tty_buffer_flush_work`). So a 0 after
+ * the poll is exact for everything written before the query.
  */
 const HELPER = String.raw`
 use POSIX ();

@@ -1,11 +1,8 @@
 /**
- * Whether a read found by the /proc probe (inspect-linux.ts) proves that the program waits for
- * input: pure rules over probe snapshots, with no clock or I/O of their own, so every rule runs
- * on recorded snapshots. A read whose wait holds only the terminal is proof after one short
- * stability check; one whose wait holds other wake sources is judged over a window of snapshots
- * (`judgeWindow`), each step read from the kernel's counters (proc(5)). The rules, the counters
- * each reads and why, are tabled in the README ("Readiness", the window); a rule whose counter
- * the kernel does not show makes the window ambiguous, never proof.
+ * Whether a read found by the /proc probe proves the program waits for input: pure rules over
+ * probe snapshots. A wait on the terminal alone is proof after one short check; one with other
+ * wake sources is judged over a window (`judgeWindow`; README, "Readiness"). A counter the
+ * kernel does not show makes the window ambiguous, never proof.
  */
 import { NEAR_TIMEOUT_MS, type ReadProbe, type TaskObservation, type WakeCounters } from './inspect-linux.ts'
 
@@ -42,23 +39,18 @@ export function timerToleranceMs(timeoutMs: number): number {
 }
 
 /**
- * Judges a window of samples of one read. `samples[0]` is the probe that found the read; the
- * caller adds one sample every `pendingMs` of a `pending` verdict (dropping the window when
- * output arrives meanwhile). Without corroboration one step after `quietMs` decides: the same
- * task in the same wait, not having run (this rejects a program passing through a read on its
- * way out). With corroboration a read(2)/readv(2) reader may have run — a reader thread that
- * polls the terminal with a termios VTIME timeout (JLine, in jshell) wakes every tenth of a
- * second and reads again — and the same read at both ends carries the window; a poll, select or
- * epoll reader is judged step by step (see the module comment).
+ * Judges a window of samples of one read, `samples[0]` the probe that found it. Without
+ * corroboration one step after `quietMs` decides: the same wait, the task not having run. With
+ * it a read(2) reader may have run (JLine's VTIME polls in jshell), so the same read at both ends
+ * decides; an event-loop reader is judged step by step.
  */
 export function judgeWindow(all: readonly WindowSample[], rules: WindowRules): WindowVerdict {
   const first = all[0]
   const reader = first?.probe.reader
   if (first === undefined || reader === undefined || first.probe.verdict !== 'reading') return { kind: 'refuted', why: 'no read to confirm' }
-  // A sample that caught an event loop's reader in the middle of a wake-up (running, alone) is
-  // left out: the next one shows where the wake-up led. More than MAX_RUNNING_SAMPLES in a row
-  // is a program at work.
-  const eventLoopReader = rules.corroborating && reader.syscall !== 'read' && reader.syscall !== 'readv'
+  // A sample catching an event loop's reader alone mid-wake-up is left out, up to MAX_RUNNING_SAMPLES.
+  const eventLoop = reader.syscall !== 'read' && reader.syscall !== 'readv'
+  const eventLoopReader = rules.corroborating && eventLoop
   let running = 0
   const samples: WindowSample[] = []
   for (const sample of all) {
@@ -77,7 +69,6 @@ export function judgeWindow(all: readonly WindowSample[], rules: WindowRules): W
     if (probe.reader.syscall !== reader.syscall) return { kind: 'refuted', why: `${reader.name}[${reader.pid}] waits in ${probe.reader.syscall} now` }
   }
   const elapsed = last.atMs - first.atMs
-  const eventLoop = reader.syscall !== 'read' && reader.syscall !== 'readv'
 
   if (!rules.corroborating || !eventLoop) {
     if (samples.length < 2) return { kind: 'pending', nextInMs: rules.quietMs }
@@ -118,11 +109,7 @@ type Step =
   | { kind: 'refuted'; why: string }
   | { kind: 'ambiguous'; why: string }
 
-/**
- * One step of an event-loop window: what the group did between two samples. `shortStepMs`: the
- * longest step in which a wake that ended past the timeout's end counts even when the reader
- * blocked more than once in it (see `timedWake`).
- */
+/** What the group did between two samples; in a step up to `shortStepMs` several blocks may count (`timedWake`). */
 export function judgeStep(first: WindowSample, second: WindowSample, readerTid: number, shortStepMs: number): Step {
   const before = first.probe
   const after = second.probe
@@ -144,17 +131,10 @@ export function judgeStep(first: WindowSample, second: WindowSample, readerTid: 
 }
 
 /**
- * The reader ran between `a` and `b`: whether that was a wake on its wait's own timeout that
- * read nothing (see the module comment).
- *
- * One wake (one more voluntary switch) is judged exactly: it entered its next wait no earlier
- * than its timeout after entering this one. An event loop may also block more than once per
- * tick — asyncio waits again for a millisecond when the kernel's timeout ends just before the
- * loop's own deadline — and the waits between two samples are not seen; then a wake counts
- * only in a short step (`short`): the reader was still waiting at the first sample, so its
- * timeout ended inside the step, and the wakes lay in the same short interval around it. (A
- * descriptor wake within that interval before the timeout's end, handled without reading,
- * printing or another task running, is the case this cannot tell apart.)
+ * Whether the reader's run between `a` and `b` was a wake on its own timeout that read nothing.
+ * One wake is judged exactly (its next wait began a timeout after this one); several (asyncio
+ * re-waits a millisecond near its deadline) count only in a `short` step, where the timeout
+ * ended inside it. A descriptor wake handled silently in that interval cannot be told apart.
  */
 function timedWake(a: TaskObservation, b: TaskObservation, short: boolean): Step {
   const wa = a.wake
@@ -174,11 +154,7 @@ function timedWake(a: TaskObservation, b: TaskObservation, short: boolean): Step
   return { kind: 'timer', timeoutMs: a.timeoutMs, rearmedMs: b.timeoutMs }
 }
 
-/**
- * How long after entering wait `a` the task entered wait `b`, ms: on one CPU straight from the
- * two `se.exec_start` values (one clock); across CPUs through each CPU's measured offset to the
- * monotonic clock; undefined when neither applies.
- */
+/** Ms from entering wait `a` to entering wait `b`: one CPU's clock, or both via monotonic offsets. */
 function sleptMs(a: WakeCounters, b: WakeCounters): number | undefined {
   if (a.cpu !== undefined && a.cpu === b.cpu && a.execStartMs !== undefined && b.execStartMs !== undefined) return b.execStartMs - a.execStartMs
   if (a.execStartMonotonicMs !== undefined && b.execStartMonotonicMs !== undefined) return b.execStartMonotonicMs - a.execStartMonotonicMs
@@ -202,11 +178,7 @@ function taskOf(probe: ReadProbe, tid: number): TaskObservation | undefined {
   return probe.tasks.find((task) => task.tid === tid)
 }
 
-/**
- * The longest window that corroborates a read with other wake sources, ms: `quietMs`, and past
- * the wait's own near timeout when it has one (the probe's `timer in N ms` source), so a timer
- * due inside the window is seen to fire; at most `idleMs` (the silence tier decides then).
- */
+/** The longest corroboration window, ms: `quietMs` past any near timer (`timer in N ms`), at most `idleMs`. */
 export function corroborationCapMs(sources: readonly string[], quietMs: number, idleMs: number): number {
   const timers = sources.map((source) => /^timer in (\d+) ms$/.exec(source)?.[1]).filter((ms) => ms !== undefined).map(Number)
   return Math.min(Math.max(quietMs, ...timers.map((ms) => ms + quietMs)), idleMs)
