@@ -325,9 +325,10 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
 }
 
 /**
- * bubblewrap's failure when a mount under `/` goes (a container stops, an agent's netns pin is
- * unmounted) between its recursive bind of `/` and the read-only remount of each mount in it
- * (bubblewrap issue #650): a race with the host's mount table, not a sandbox that cannot work.
+ * bubblewrap's failure when a mount under `/` goes (a container stops) between its recursive bind
+ * of `/` and the read-only remount of each mount in it (bubblewrap issue #650): a race with the
+ * host's mount table, not a sandbox that cannot work. conch's own pins never go that way
+ * (agent-sandbox.ts).
  */
 const MOUNT_TABLE_RACE = /Unable to apply mount flags: remount /
 
