@@ -74,6 +74,13 @@ export interface AgentSandboxOptions {
   onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
+  /**
+   * Whether a holder that ended before it was ready only lost a race with the host's mount table
+   * (its stderr): it is started again, `startAttempts` times in all.
+   */
+  lostRace?(stderr: string): boolean
+  /** How many times the holder is started while it only loses that race (default 1). */
+  startAttempts?: number
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
   /** Told the held folders no agent's sandbox nor process being placed covers any more (their placeholders can go). */
@@ -96,6 +103,8 @@ interface Holder {
   /** The inode of its network namespace when it started. */
   inode: number
   exited: Promise<void>
+  /** The end of what it wrote on stderr (bubblewrap's errors). */
+  stderr(): string
 }
 
 interface Entry {
@@ -320,13 +329,23 @@ export class AgentSandboxes {
         egress = join(entry.sockets, 'egress.sock')
         entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
       }
-      const holder = (entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets))
-      // The pin is made while node starts in the holder; both are settled before any clean-up.
-      const [pinned, ready] = await Promise.allSettled([this.pin(key, holder, slot), untilLine(holder, () => true, key)])
-      if (pinned.status === 'rejected') throw pinned.reason
-      if (ready.status === 'rejected') throw ready.reason
-      entry.netns = { ...pinned.value, slot, nsenter }
-      if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
+      for (let attempt = 1; ; attempt++) {
+        const [pinned, ready] = await this.startPinned(entry, egress, slot)
+        if (pinned.status === 'fulfilled' && ready.status === 'fulfilled') {
+          entry.netns = { ...pinned.value, slot, nsenter }
+          if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
+          break
+        }
+        // bubblewrap reports the holder's pid before it sets up its mounts, so the mount table's race
+        // ends a holder that was reported: nothing ran in it yet, so it is started again.
+        const failure = [pinned, ready].find((result) => result.status === 'rejected')!.reason as Error
+        const stderr = entry.holder?.stderr() ?? failure.message
+        if (attempt >= (this.options.startAttempts ?? 1) || !this.options.lostRace?.(stderr)) throw failure
+        entry.holder?.child.kill('SIGKILL')
+        await entry.holder?.exited
+        delete entry.holder
+        await this.unpin(this.pinPath(slot))
+      }
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
       await entry.proxy?.close().catch(() => {})
@@ -336,6 +355,20 @@ export class AgentSandboxes {
       throw error
     }
     return entry
+  }
+
+  /**
+   * Starts the agent's holder and pins its network namespace in `slot` while node starts in it;
+   * both settled, so that a failure of either is cleaned up after both.
+   */
+  private async startPinned(entry: Entry, egress: string | undefined, slot: number): Promise<[PromiseSettledResult<{ pin: string; inode: number }>, PromiseSettledResult<Record<string, unknown>>]> {
+    let holder: Holder
+    try {
+      holder = entry.holder = await this.startHolder(entry.key, egress === undefined ? {} : { egress }, entry.sockets)
+    } catch (error) {
+      return [{ status: 'rejected', reason: error }, { status: 'rejected', reason: error }]
+    }
+    return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
   }
 
   /** The path of this conch's pin in `slot`. */
@@ -543,7 +576,7 @@ export class AgentSandboxes {
         if (pid === undefined) return
         clearTimeout(timer)
         try {
-          resolve({ child, lines, pid: Number(pid), inode: statSync(`/proc/${pid}/ns/net`).ino, exited })
+          resolve({ child, lines, pid: Number(pid), inode: statSync(`/proc/${pid}/ns/net`).ino, exited, stderr: () => stderr })
         } catch (error) {
           reject(failed(`could not read the namespace of its holder (${(error as Error).message})`))
         }

@@ -170,6 +170,30 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(existsSync(join(base, made[0]!))).toBe(false)
   })
 
+  it("an agent's holder that lost the mount table's race before its program started is started again", async () => {
+    const runtimeDir = ownRuntimeDir()
+    const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-racing-runner-')))
+    runtimeDirs.push(bin)
+    const starts = join(bin, 'holder-starts')
+    const bwrap = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim()
+    // As bubblewrap does when a mount goes between its bind of / and the remount: the pid first
+    // (here conch's own, which lives), then the failure, once, for the holder (`--info-fd`) only.
+    const race = `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/gone": Invalid argument`
+    writeFileSync(
+      join(bin, 'bwrap'),
+      `#!/bin/sh\ncase " $* " in *" --info-fd "*) echo start >> ${starts}; if [ "$(wc -l < ${starts})" -eq 1 ]; then printf '{"child-pid": %s}' "$PPID" >&3; echo ${JSON.stringify(race).replaceAll('`', '')} >&2; exit 1; fi;; esac\nexec ${bwrap} "$@"\n`,
+      { mode: 0o755 },
+    )
+    box = await harness(workspace, { runtimeDir, runnerCommand: join(bin, 'bwrap') })
+    const agent = owner('session-race')
+    const result = await box.run('echo RAN; readlink /proc/self/ns/net', { agent })
+    expect(result.stdout.split('\n')[0]).toBe('RAN')
+    expect(readFileSync(starts, 'utf8')).toBe('start\nstart\n')
+    // It joined the holder that started, not the namespace the lost one reported.
+    expect(result.stdout).not.toContain(readlinkSync('/proc/self/ns/net'))
+    await agent.end()
+  })
+
   it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
     const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
     try {
