@@ -47,7 +47,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
 import { basename, dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -391,7 +391,8 @@ export class AgentSandboxes {
    */
   private ensurePinsMount(): Promise<void> {
     if (this.pinsMounted !== undefined) return this.pinsMounted
-    const folder = pinsFolderPath(this.options.base)
+    // As mountinfo names it: `runtimeDir` may go through a link.
+    const folder = realpathSync(pinsFolderPath(this.options.base))
     const mounting = mountPoints().includes(folder) ? Promise.resolve() : this.runHost('mount', ['--bind', '--make-private', folder, folder])
     this.pinsMounted = mounting
     // A failure is tried again at the next agent's sandbox.
