@@ -27,8 +27,24 @@ beforeEach(() => {
 })
 afterEach(() => {
   ws.remove()
+  // conch keeps the pins folder a mount of its own (one per run that found none: two concurrent
+  // runs may each make one): unmounted here, before the folder goes.
+  while (mountPoints().includes(pinsFolder()) && spawnSync('umount', [pinsFolder()]).status === 0);
   rmSync(runtimeDir, { recursive: true, force: true })
 })
+
+/** The mount points of this process's mount namespace. */
+const mountPoints = (): string[] => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((line) => line.split(' ')[4] ?? '')
+/** The folder of the agents' pins (network namespaces) of this test's runs. */
+const pinsFolder = (): string => join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`, 'pins')
+/** The agents' folders in `agentsFolder`, its pins folder left out. */
+const agentFolders = (agentsFolder: string): string[] => readdirSync(agentsFolder).filter((name) => name !== 'pins')
+/** The pin of the one agent a run made, in the pins folder. */
+const onlyPin = (): string => {
+  const pins = readdirSync(pinsFolder())
+  expect(pins).toHaveLength(1)
+  return join(pinsFolder(), pins[0]!)
+}
 
 /** A `conch run` of `calls` (one model step each) under workspace-write; returns the tool results' texts. */
 async function run(calls: Array<{ name: string; arguments: object }>, name = 'script', sandboxPolicy: Record<string, unknown> = {}): Promise<string[]> {
@@ -82,7 +98,9 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     expect(processesWith(runtimeDir)).toEqual([])
     const agentsFolder = join(runtimeDir, `conch-agents-${process.getuid?.() ?? 0}`)
     expect(existsSync(agentsFolder)).toBe(true)
-    expect(readdirSync(agentsFolder)).toEqual([])
+    expect(agentFolders(agentsFolder)).toEqual([])
+    // The pin's file stays for a later agent (removing it would unmount its copies); no pin is mounted.
+    expect(mountPoints().filter((point) => point.startsWith(`${pinsFolder()}/`))).toEqual([])
   })
 
   it('a second, concurrent run reaches neither the server nor the /tmp of the first', async () => {
@@ -157,7 +175,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
       const left = async (): Promise<string> => {
         for (;;) {
-          const folder = existsSync(agentsFolder) ? readdirSync(agentsFolder)[0] : undefined
+          const folder = existsSync(agentsFolder) ? agentFolders(agentsFolder)[0] : undefined
           if (folder !== undefined && existsSync(join(agentsFolder, folder, 'tmp', 'ready'))) return join(agentsFolder, folder)
           if (conch.child.exitCode !== null) throw new Error(`conch exited before the terminal wrote /tmp: ${conch.stderr()}`)
           await delay(50)
@@ -171,14 +189,15 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
       expect(readFileSync(join(killed, 'held', held!, 'hooks', 'pre-commit'), 'utf8')).toBe('planted\n')
       expect(readdirSync(join(ws.dir, '.git'))).toEqual([]) // the host's: the placeholder
       // Its network namespace stays pinned on the host until a conch sweeps the folder.
-      const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
+      const pin = onlyPin()
+      const pinned = () => mountPoints().includes(pin)
       expect(pinned()).toBe(true)
       // A folder whose maker runs (this test's process) is another conch's, in use.
       const live = join(agentsFolder, `agent-${ownerTag(currentOwner()!)}-0123456789abcdef`)
       mkdirSync(join(live, 'tmp'), { recursive: true, mode: 0o700 })
       const results = await run([open, send('pty-1', 'echo NEXT-RUN; ls -A .git; echo listed')], 'next')
       expect(results[1]).toMatch(/^NEXT-RUN\nlisted$/m)
-      expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+      expect(agentFolders(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
       expect(existsSync(join(ws.dir, '.git'))).toBe(false)
       expect(pinned()).toBe(false)
       expect(readdirSync(host)).toEqual(['keep'])
@@ -196,14 +215,15 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     const conch = startConch(['run', '--config', config, '--output', 'stream-json', 'go'], { cwd: ws.dir })
     let killed: string | undefined
     while (killed === undefined) {
-      const folder = existsSync(agentsFolder) ? readdirSync(agentsFolder)[0] : undefined
+      const folder = existsSync(agentsFolder) ? agentFolders(agentsFolder)[0] : undefined
       if (folder !== undefined && existsSync(join(agentsFolder, folder, 'tmp', 'ready'))) killed = join(agentsFolder, folder)
       else if (conch.child.exitCode !== null) throw new Error(`conch exited before the terminal wrote /tmp: ${conch.stderr()}`)
       else await delay(50)
     }
     conch.child.kill('SIGKILL')
     await conch.exit
-    const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === join(killed, 'netns'))
+    const pin = onlyPin()
+    const pinned = () => mountPoints().includes(pin)
     expect(pinned()).toBe(true)
     // A folder whose maker runs (this test's process) is another conch's, in use.
     const live = join(agentsFolder, `agent-${ownerTag(currentOwner()!)}-0123456789abcdef`)
@@ -211,7 +231,7 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     const gc = await runConch(['gc', '--config', config], { cwd: ws.dir })
     expect(gc.code, gc.stderr).toBe(0)
     expect(gc.stdout).toBe(`removed folder ${killed} (bubblewrap)\nswept: bubblewrap\n`)
-    expect(readdirSync(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
+    expect(agentFolders(agentsFolder)).toEqual([live.slice(agentsFolder.length + 1)])
     expect(pinned()).toBe(false)
     // Nothing left: the output still names the providers that swept, so a user whose Docker
     // containers remain knows this composition has no Docker provider.

@@ -8,9 +8,9 @@
  *   made it: its PID namespace, pid and start time), bound as each process's /tmp.
  * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
  *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
- *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <folder>/netns`, checked against the
- *   inode the namespace had when bubblewrap reported the holder's pid. Every later process without
- *   network enters it with `nsenter --net=<folder>/netns` and keeps a PID namespace of its own, so
+ *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <pins>/pin-<maker>-<slot>`, checked
+ *   against the inode the namespace had when bubblewrap reported the holder's pid. Every later
+ *   process without network enters it with `nsenter --net=<pin>` and keeps a PID namespace of its own, so
  *   closing one terminal ends that terminal's tree only. The pin names the namespace, not a
  *   process, so no pid the kernel gives to another process can lend another namespace. Entering a
  *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
@@ -26,6 +26,18 @@
  *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
  *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
  *   empty placeholder while an agent covers it, removed at the end of the last one) gets nothing.
+ * - pins: every sandbox's mount namespace starts as a copy of the host's, pins included, and
+ *   bubblewrap fails its start when a mount it copied goes before it has remounted it read-only
+ *   (bubblewrap issue #650). So no pin goes away under a sandbox: the pins folder
+ *   `<runtimeDir>/conch-agents-<uid>/pins` is a private mount of its own (`mount --bind
+ *   --make-private`), so unmounting a pin there reaches no other mount namespace, and a pin's file
+ *   is never removed while a namespace made when it was mounted could be starting (removing a
+ *   mount point unmounts it in every namespace): an agent's end unmounts its pin and keeps the
+ *   file for the conch's next agent (its slot); a sweep unmounts the pins of a conch that ended
+ *   and removes their files at a later sweep. A copy stays in the sandboxes made while its pin
+ *   was mounted, covered (the agents' folder is hidden) and useless without CAP_SYS_ADMIN, until
+ *   they end. (`--make-unbindable` would keep pins out of the copies, but a new mount namespace
+ *   does not inherit it.)
  * - teardown: the holder is killed, then every process still in the agent's network namespace
  *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
  *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
@@ -35,13 +47,13 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs'
+import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs'
 import { connect, createServer, type Server, type Socket } from 'node:net'
-import { dirname, join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { currentOwner, ownerEnded, ownerOfTag, ownerTag, proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
-import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, removeTree, type OpenFolder } from '@conch/subprocess'
+import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
 
 export interface AgentSandboxOptions {
@@ -62,6 +74,13 @@ export interface AgentSandboxOptions {
   onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
+  /**
+   * Whether a holder that ended before it was ready only lost a race with the host's mount table
+   * (its stderr): it is started again, `startAttempts` times in all.
+   */
+  lostRace?(stderr: string): boolean
+  /** How many times the holder is started while it only loses that race (default 1). */
+  startAttempts?: number
   /** How many ports one agent may expose (each a host listener until its end). */
   maxExposedPorts: number
   /** Told the held folders no agent's sandbox nor process being placed covers any more (their placeholders can go). */
@@ -84,6 +103,8 @@ interface Holder {
   /** The inode of its network namespace when it started. */
   inode: number
   exited: Promise<void>
+  /** The end of what it wrote on stderr (bubblewrap's errors). */
+  stderr(): string
 }
 
 interface Entry {
@@ -93,8 +114,8 @@ interface Entry {
   tmp: string
   sockets: string
   network: 'none' | 'allow' | 'full'
-  /** The pin of the agent's network namespace (`<folder>/netns`), the namespace's inode, and the nsenter that joins it. */
-  netns?: { pin: string; inode: number; nsenter: string }
+  /** The pin of the agent's network namespace (`<pins>/pin-<maker>-<slot>`), its slot, the namespace's inode, and the nsenter that joins it. */
+  netns?: { pin: string; slot: number; inode: number; nsenter: string }
   holder?: Holder
   proxy?: { close(): Promise<void> }
   /** The port of the holder's relay to the proxy (network `allow`). */
@@ -116,6 +137,8 @@ interface Entry {
  * namespace was kept, `agent-<pid>-<start>-<random>`, is judged as one of this namespace's.
  */
 const MADE_BY = /^agent-(?:(\d+)-)?(\d+)-(\d+)-[0-9a-f]+$/
+/** A pin's name: `pin-<pidns>-<pid>-<start>-<slot>`, its maker's tag then its slot. */
+const PINNED_BY = /^pin-(\d+)-(\d+)-(\d+)-\d+$/
 let maker: ReturnType<typeof currentOwner>
 let agentsMade = 0
 
@@ -124,10 +147,17 @@ const uid = (): number => (typeof process.getuid === 'function' ? process.getuid
 /** The folder the agents' /tmp folders are made in, under `base`. */
 export const agentsFolderPath = (base: string): string => join(base, `conch-agents-${uid()}`)
 
+/** The folder the agents' pins are made in, a private mount of its own (see the top of this file). */
+export const pinsFolderPath = (base: string): string => join(agentsFolderPath(base), 'pins')
+
 export class AgentSandboxes {
   private readonly entries = new Map<string, Promise<Entry>>()
   /** How many covers each held folder has: agents' sandboxes, processes being placed, `cover` calls. */
   private readonly covers = new Map<string, number>()
+  /** The pin slots of this conch's live agents; a free one's file is used again. */
+  private readonly slots = new Set<number>()
+  /** The pins folder made a private mount (once per provider). */
+  private pinsMounted: Promise<void> | undefined
 
   constructor(private readonly options: AgentSandboxOptions) {}
 
@@ -275,14 +305,7 @@ export class AgentSandboxes {
     const pinning = network.mode !== 'full' && this.options.shareNetwork
     try {
       await this.sweep()
-      for (const path of [folder, entry.tmp, entry.sockets]) {
-        const made = ensurePrivateFolder(path, { root: this.options.base })
-        try {
-          if (path === folder && pinning) nodeBeneathFs.close(openFile(made, 'netns', 'create'))
-        } finally {
-          nodeBeneathFs.close(made.fd)
-        }
-      }
+      for (const path of [folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
     } catch (error) {
       if (!(error instanceof BeneathError)) throw error
       throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
@@ -294,27 +317,40 @@ export class AgentSandboxes {
       }
       return entry
     }
+    const slot = this.takeSlot()
     try {
       // Found once: every later process of the agent is started through it.
       const nsenter = this.options.hostCommand('nsenter')
       if (nsenter === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: missing('nsenter') })
+      await this.pinFile(key, slot)
       let egress: string | undefined
       if (network.mode === 'allow') {
         if (this.options.startEgressProxy === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'cannot enforce network: allow: this provider has no egress proxy' })
         egress = join(entry.sockets, 'egress.sock')
         entry.proxy = await this.options.startEgressProxy({ socketPath: egress, allow: network.hosts, onRefused: (host) => this.options.onRefused?.(key, host) })
       }
-      const holder = (entry.holder = await this.startHolder(key, egress === undefined ? {} : { egress }, entry.sockets))
-      // The pin is made while node starts in the holder; both are settled before any clean-up.
-      const [pinned, ready] = await Promise.allSettled([this.pin(key, holder, join(folder, 'netns')), untilLine(holder, () => true, key)])
-      if (pinned.status === 'rejected') throw pinned.reason
-      if (ready.status === 'rejected') throw ready.reason
-      entry.netns = { ...pinned.value, nsenter }
-      if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
+      for (let attempt = 1; ; attempt++) {
+        const [pinned, ready] = await this.startPinned(entry, egress, slot)
+        if (pinned.status === 'fulfilled' && ready.status === 'fulfilled') {
+          entry.netns = { ...pinned.value, slot, nsenter }
+          if (typeof ready.value['proxyPort'] === 'number') entry.proxyPort = ready.value['proxyPort']
+          break
+        }
+        // bubblewrap reports the holder's pid before it sets up its mounts, so the mount table's race
+        // ends a holder that was reported: nothing ran in it yet, so it is started again.
+        const failure = [pinned, ready].find((result) => result.status === 'rejected')!.reason as Error
+        const stderr = entry.holder?.stderr() ?? failure.message
+        if (attempt >= (this.options.startAttempts ?? 1) || !this.options.lostRace?.(stderr)) throw failure
+        entry.holder?.child.kill('SIGKILL')
+        await entry.holder?.exited
+        delete entry.holder
+        await this.unpin(this.pinPath(slot))
+      }
     } catch (error) {
       entry.holder?.child.kill('SIGKILL')
       await entry.proxy?.close().catch(() => {})
-      await this.unpin(folder).catch(() => {})
+      await this.unpin(this.pinPath(slot)).catch(() => {})
+      this.slots.delete(slot)
       removeTree(folder, { root: this.options.base })
       throw error
     }
@@ -322,11 +358,83 @@ export class AgentSandboxes {
   }
 
   /**
-   * Bind-mounts the holder's network namespace on `pin` (made empty with the folder), so that
+   * Starts the agent's holder and pins its network namespace in `slot` while node starts in it;
+   * both settled, so that a failure of either is cleaned up after both.
+   */
+  private async startPinned(entry: Entry, egress: string | undefined, slot: number): Promise<[PromiseSettledResult<{ pin: string; inode: number }>, PromiseSettledResult<Record<string, unknown>>]> {
+    let holder: Holder
+    try {
+      holder = entry.holder = await this.startHolder(entry.key, egress === undefined ? {} : { egress }, entry.sockets)
+    } catch (error) {
+      return [{ status: 'rejected', reason: error }, { status: 'rejected', reason: error }]
+    }
+    return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
+  }
+
+  /** The path of this conch's pin in `slot`. */
+  private pinPath(slot: number): string {
+    return join(pinsFolderPath(this.options.base), `pin-${maker === undefined ? `x${process.pid}` : ownerTag(maker)}-${slot}`)
+  }
+
+  /** The lowest pin slot no live agent of this conch holds, now taken. */
+  private takeSlot(): number {
+    let slot = 0
+    while (this.slots.has(slot)) slot++
+    this.slots.add(slot)
+    return slot
+  }
+
+  /**
+   * Makes the pins folder a private mount of its own unless it is one already (another conch's, or
+   * this one's): a mount of the host's, shared with other mount namespaces, would pass a pin's
+   * unmounting on to every sandbox that copied it. It stays mounted: unmounting it would reach them.
+   */
+  private ensurePinsMount(): Promise<void> {
+    if (this.pinsMounted !== undefined) return this.pinsMounted
+    // As mountinfo names it: `runtimeDir` may go through a link.
+    const folder = realpathSync(pinsFolderPath(this.options.base))
+    const mounting = mountPoints().includes(folder) ? Promise.resolve() : this.runHost('mount', ['--bind', '--make-private', folder, folder])
+    this.pinsMounted = mounting
+    // A failure is tried again at the next agent's sandbox.
+    mounting.catch(() => this.pinsMounted === mounting && (this.pinsMounted = undefined))
+    return mounting
+  }
+
+  /**
+   * Makes the empty file of the pin in `slot` (kept from an earlier agent of this conch's, or made
+   * now) in the pins folder, a private mount.
+   * @throws SandboxError `RUNTIME_DIR_UNSAFE` when a folder on the way is not a private folder of this user's, `AGENT_SANDBOX_FAILED` when the folder cannot be mounted.
+   */
+  private async pinFile(key: string, slot: number): Promise<void> {
+    const name = basename(this.pinPath(slot))
+    try {
+      const pins = ensurePrivateFolder(pinsFolderPath(this.options.base), { root: this.options.base })
+      try {
+        nodeBeneathFs.close(openFile(pins, name, 'create'))
+      } catch (error) {
+        if (!(error instanceof BeneathError && error.code === 'PATH_EXISTS')) throw error
+        nodeBeneathFs.close(openFile(pins, name, 'read'))
+      } finally {
+        nodeBeneathFs.close(pins.fd)
+      }
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+    }
+    try {
+      await this.ensurePinsMount()
+    } catch (error) {
+      throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: `could not make its pins folder a mount of its own: ${(error as Error).message}` })
+    }
+  }
+
+  /**
+   * Bind-mounts the holder's network namespace on the pin in `slot` (an empty file), so that
    * joining it names the namespace and no process; checked against the inode the holder's
    * namespace had when it reported its pid.
    */
-  private async pin(key: string, holder: Holder, pin: string): Promise<{ pin: string; inode: number }> {
+  private async pin(key: string, holder: Holder, slot: number): Promise<{ pin: string; inode: number }> {
+    const pin = this.pinPath(slot)
     try {
       await this.runHost('mount', ['--bind', `/proc/${holder.pid}/ns/net`, pin])
     } catch (error) {
@@ -336,17 +444,17 @@ export class AgentSandboxes {
     return { pin, inode: holder.inode }
   }
 
-  /** Unmounts the pin of the agent's folder `folder` when it is mounted (its file is on another device than the folder). */
-  private async unpin(folder: string): Promise<void> {
-    const pin = join(folder, 'netns')
+  /** Unmounts `pin` when it is mounted (its file is on another device than its folder); whether it was. */
+  private async unpin(pin: string): Promise<boolean> {
     let mounted: boolean
     try {
       mounted = lstatSync(pin).dev !== lstatSync(dirname(pin)).dev
     } catch {
-      return
+      return false
     }
     // Detached at once, even while an nsenter that started before the teardown holds it open.
     if (mounted) await this.runHost('umount', ['--lazy', pin])
+    return mounted
   }
 
   /**
@@ -385,8 +493,39 @@ export class AgentSandboxes {
     } finally {
       nodeBeneathFs.close(agents.fd)
     }
-    const removed = await Promise.all(dead.map(async (path) => ((await this.removeDead(path)) ? [path] : [])))
+    const [removed] = await Promise.all([Promise.all(dead.map(async (path) => ((await this.removeDead(path)) ? [path] : []))), this.sweepPins()])
     return removed.flat()
+  }
+
+  /**
+   * Unmounts the pins of conchs that have ended, and removes the files of those that were not
+   * mounted any more: a pin unmounted by this sweep keeps its file until the next, so no sandbox
+   * that copied it while it was mounted is starting when it goes.
+   */
+  private async sweepPins(): Promise<void> {
+    const folder = pinsFolderPath(this.options.base)
+    let pins: OpenFolder | undefined
+    try {
+      pins = openFolder(folder, { root: this.options.base, create: false })
+    } catch (error) {
+      if (!(error instanceof BeneathError)) throw error
+      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+    }
+    if (pins === undefined) return
+    try {
+      for (const { name } of nodeBeneathFs.readdir(beneath(pins, '.'))) {
+        const made = PINNED_BY.exec(name)
+        if (made === null || !ownerEnded(ownerOfTag(made[1], made[2]!, made[3]!))) continue
+        try {
+          if (await this.unpin(join(folder, name))) continue
+          nodeBeneathFs.unlink(beneath(pins, name))
+        } catch {
+          // another conch sweeps it: the next sweep retries
+        }
+      }
+    } finally {
+      nodeBeneathFs.close(pins.fd)
+    }
   }
 
   /**
@@ -403,10 +542,10 @@ export class AgentSandboxes {
       .map(({ name }) => join(agents.path, name))
   }
 
-  /** Unpins and removes a dead agent's folder; whether it did (one that cannot be removed now stays for the next sweep). */
+  /** Unpins (a pin of before the pins folder: `<folder>/netns`) and removes a dead agent's folder; whether it did (one that cannot be removed now stays for the next sweep). */
   private async removeDead(folder: string): Promise<boolean> {
     try {
-      await this.unpin(folder)
+      await this.unpin(join(folder, 'netns'))
       removeTree(folder, { root: this.options.base })
       return true
     } catch {
@@ -438,7 +577,7 @@ export class AgentSandboxes {
         if (pid === undefined) return
         clearTimeout(timer)
         try {
-          resolve({ child, lines, pid: Number(pid), inode: statSync(`/proc/${pid}/ns/net`).ino, exited })
+          resolve({ child, lines, pid: Number(pid), inode: statSync(`/proc/${pid}/ns/net`).ino, exited, stderr: () => stderr })
         } catch (error) {
           reject(failed(`could not read the namespace of its holder (${(error as Error).message})`))
         }
@@ -498,13 +637,26 @@ export class AgentSandboxes {
     const servers = await Promise.allSettled(entry.exposed.values())
     await Promise.all(servers.map((listening) => listening.status === 'fulfilled' && new Promise((resolve) => listening.value.server.close(resolve))))
     await entry.proxy?.close()
-    await this.unpin(entry.folder)
+    if (netns !== undefined) {
+      // The file stays for this conch's next agent: removing it would unmount its copies.
+      await this.unpin(netns.pin)
+      this.slots.delete(netns.slot)
+    }
     removeTree(entry.folder, { root: this.options.base })
     this.uncover([...entry.held.keys()])
   }
 }
 
 const execFileAsync = promisify(execFile)
+
+/** The mount points of this process's mount namespace (proc(5) mountinfo, field 5, octal escapes undone). */
+function mountPoints(): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4])
+    .filter((point): point is string => point !== undefined)
+    .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
+}
 
 const missing = (name: HostCommand): string => `${name} (util-linux) was not found in an absolute folder of PATH; install it`
 

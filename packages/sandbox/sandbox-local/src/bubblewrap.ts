@@ -325,14 +325,15 @@ export function runnerProblem(command: string, searchPath: readonly string[]): s
 }
 
 /**
- * bubblewrap's failure when a mount under `/` goes (a container stops, an agent's netns pin is
- * unmounted) between its recursive bind of `/` and the read-only remount of each mount in it
- * (bubblewrap issue #650): a race with the host's mount table, not a sandbox that cannot work.
+ * bubblewrap's failure when a mount under `/` goes (a container stops) between its recursive bind
+ * of `/` and the read-only remount of each mount in it (bubblewrap issue #650): a race with the
+ * host's mount table, not a sandbox that cannot work. conch's own pins never go that way
+ * (agent-sandbox.ts).
  */
 const MOUNT_TABLE_RACE = /Unable to apply mount flags: remount /
 
-/** How many times the probe runs while it fails only that race. */
-const PROBE_ATTEMPTS = 3
+/** How many times the probe, and an agent's holder, run while they fail only that race. */
+const START_ATTEMPTS = 3
 
 /**
  * The bubblewrap provider. `probe` writes the host files (the seccomp filter for this
@@ -368,6 +369,8 @@ export function bubblewrapProvider(
     shareNetwork,
     timeoutMs: config.probeTimeoutMs,
     maxExposedPorts: config.maxExposedPorts,
+    lostRace: (stderr) => MOUNT_TABLE_RACE.test(stderr),
+    startAttempts: START_ATTEMPTS,
     onHeldReleased: (paths) => void held.release(paths),
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
@@ -408,7 +411,7 @@ export function bubblewrapProvider(
         return verdict !== true && left > 1 && MOUNT_TABLE_RACE.test(verdict) ? attempt(left - 1) : verdict
       }
       // The launcher execs the runner, so a failure is the runner's: name it, not /bin/sh.
-      return attempt(PROBE_ATTEMPTS).then((verdict) =>
+      return attempt(START_ATTEMPTS).then((verdict) =>
         verdict === true || !verdict.startsWith(`${argv[0]} `) ? verdict : `${config.runnerCommand}${verdict.slice(argv[0].length)}`,
       )
     },

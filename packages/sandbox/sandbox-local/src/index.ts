@@ -41,6 +41,6 @@ export { folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntr
 export { DEFAULT_DENY_READ, DEFAULT_DENY_WRITE, DEFAULT_HOME_READ_ONLY } from './config.ts'
 export { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
 export { RUNTIME_DIRS, RUNTIME_FILES_KEPT, SERVICE_SOCKETS_MASKED } from './service-paths.ts'
-export { AgentSandboxes, agentsFolderPath, inNamespace, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
+export { AgentSandboxes, agentsFolderPath, inNamespace, pinsFolderPath, type AgentSandboxOptions, type StartEgressProxy } from './agent-sandbox.ts'
 export * from './seccomp.ts'
 export { sandboxExecArgv, sandboxExecProvider, seatbeltProfile, SANDBOX_EXEC_GAPS, type SandboxExecOptions, type SeatbeltShape } from './sandbox-exec.ts'

@@ -7,12 +7,12 @@ import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { agentsFolderPath, inNamespace, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
+import { agentsFolderPath, inNamespace, pinsFolderPath, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
 import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
 
 const asRoot = hasBwrap && process.getuid?.() === 0
@@ -28,8 +28,22 @@ const runtimeDirs: string[] = []
 afterEach(async () => {
   await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
   await box?.dispose()
-  for (const dir of runtimeDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+  for (const dir of runtimeDirs.splice(0)) removeRuntimeDir(dir)
 })
+
+/** Removes a runtime folder of a test's own, its pins folder unmounted first (conch keeps it mounted). */
+function removeRuntimeDir(dir: string): void {
+  while (mountPoint(pinsFolderPath(dir)) !== undefined && spawnSync('umount', [pinsFolderPath(dir)]).status === 0);
+  rmSync(dir, { recursive: true, force: true })
+}
+
+/** The line of /proc/<pid>/mountinfo whose mount point is `path`, split into fields; undefined when none. */
+function mountPoint(path: string, pid: number | 'self' = 'self'): string[] | undefined {
+  return readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').map((line) => line.split(' ')).find((fields) => fields[4] === path)
+}
+
+/** The agents' folders in `base` (its pins folder left out). */
+const agentFolders = (base: string): string[] => readdirSync(base).filter((name) => name !== 'pins')
 
 /** A runtime folder of the test's own (removed after it): what it finds there is its own, never another test file's agents. */
 function ownRuntimeDir(): string {
@@ -138,7 +152,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     const [first, second] = [80_000 + Math.floor(Math.random() * 9_999), 90_000 + Math.floor(Math.random() * 9_999)]
     const one = await start(`setsid nohup sleep ${first} >/dev/null 2>&1 & ${SERVER(8768)}`, agent, 'LISTENING')
     await start(`setsid nohup sleep ${second} >/dev/null 2>&1 & ${SERVER(8769)}`, agent, 'LISTENING')
-    const made = readdirSync(base)
+    const made = agentFolders(base)
     expect(made).toHaveLength(1)
     expect(sleeping(first)).toHaveLength(1)
 
@@ -154,6 +168,30 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(inNamespace(inode)).toEqual([])
     expect(sleeping(second)).toEqual([])
     expect(existsSync(join(base, made[0]!))).toBe(false)
+  })
+
+  it("an agent's holder that lost the mount table's race before its program started is started again", async () => {
+    const runtimeDir = ownRuntimeDir()
+    const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-racing-runner-')))
+    runtimeDirs.push(bin)
+    const starts = join(bin, 'holder-starts')
+    const bwrap = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim()
+    // As bubblewrap does when a mount goes between its bind of / and the remount: the pid first
+    // (here conch's own, which lives), then the failure, once, for the holder (`--info-fd`) only.
+    const race = `bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount "/newroot/gone": Invalid argument`
+    writeFileSync(
+      join(bin, 'bwrap'),
+      `#!/bin/sh\ncase " $* " in *" --info-fd "*) echo start >> ${starts}; if [ "$(wc -l < ${starts})" -eq 1 ]; then printf '{"child-pid": %s}' "$PPID" >&3; echo ${JSON.stringify(race).replaceAll('`', '')} >&2; exit 1; fi;; esac\nexec ${bwrap} "$@"\n`,
+      { mode: 0o755 },
+    )
+    box = await harness(workspace, { runtimeDir, runnerCommand: join(bin, 'bwrap') })
+    const agent = owner('session-race')
+    const result = await box.run('echo RAN; readlink /proc/self/ns/net', { agent })
+    expect(result.stdout.split('\n')[0]).toBe('RAN')
+    expect(readFileSync(starts, 'utf8')).toBe('start\nstart\n')
+    // It joined the holder that started, not the namespace the lost one reported.
+    expect(result.stdout).not.toContain(readlinkSync('/proc/self/ns/net'))
+    await agent.end()
   })
 
   it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
@@ -220,22 +258,31 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     await agent.end()
   })
 
-  it("the agent's end unmounts the pin of its network namespace, here and in every other agent's sandbox", async () => {
+  it("the agent's end unmounts its pin here and removes no mount from a sandbox made while it lived", async () => {
     box = await harness(workspace)
     const agent = owner('session-pin')
     const confined = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
     const pin = /'--net=([^']+)'/.exec(confined.argv[2]!)![1]!
+    // The pins folder is a mount of its own, private: unmounting a pin there reaches no other mount namespace.
+    const pins = mountPoint(dirname(pin))!
+    expect(pins.slice(6, pins.indexOf('-'))).toEqual([])
     // Another agent's process made while the pin exists: its mount namespace copies the host's.
     const seconds = 70_000 + Math.floor(Math.random() * 9_999)
     await start(`echo OTHER-READY; sleep ${seconds}`, owner('session-pin-other'), 'OTHER-READY')
-    const [other] = sleeping(seconds)
-    const mounted = (pid: number | 'self') => readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
-    expect(mounted('self')).toBe(true)
-    expect(mounted(other!)).toBe(true)
+    // The sandboxed sleep, not bubblewrap's process on the host.
+    const [other] = sleeping(seconds).filter((pid) => readlinkSync(`/proc/${pid}/ns/mnt`) !== readlinkSync('/proc/self/ns/mnt'))
+    const before = readFileSync(`/proc/${other}/mountinfo`, 'utf8')
+    expect(mountPoint(pin)).toBeDefined()
+    expect(mountPoint(pin, other)).toBeDefined()
     await agent.end()
-    expect(mounted('self')).toBe(false)
-    expect(mounted(other!)).toBe(false)
-    expect(existsSync(pin)).toBe(false)
+    expect(mountPoint(pin)).toBeUndefined()
+    // No mount goes from under a sandbox (one starting would fail: bubblewrap issue #650); the file stays for the next agent.
+    expect(readFileSync(`/proc/${other}/mountinfo`, 'utf8')).toBe(before)
+    expect(existsSync(pin)).toBe(true)
+    const next = owner('session-pin-next')
+    const again = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent: next })
+    expect(/'--net=([^']+)'/.exec(again.argv[2]!)![1]).toBe(pin)
+    await next.end()
   })
 })
 
@@ -338,7 +385,7 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
       // Its placeholders and ledger go with the provider, before their folders do.
       await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
       await box.dispose()
-      rmSync(runtimeDir, { recursive: true, force: true })
+      removeRuntimeDir(runtimeDir)
     }
   })
 
@@ -347,7 +394,7 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     box = await harness(workspace, { runtimeDir })
     const ended = { key: 'session-ended', owner: { onDispose: (): never => { throw new Error('the agent is disposing') } } }
     await expect(box.ctx.sandbox.confine(['true'], { mode: 'read-only', workspaceRoot: workspace, agent: ended })).rejects.toThrow('the agent is disposing')
-    expect(readdirSync(agentsFolderPath(runtimeDir))).toEqual([])
+    expect(agentFolders(agentsFolderPath(runtimeDir))).toEqual([])
   })
 
   it('expose: an agent port is reached from a host loopback port conch reports, and from no other address', async () => {
@@ -405,8 +452,9 @@ describe.runIf(asRoot)("the agents' folders of another PID namespace (bubblewrap
     box = await harness(workspace, { runtimeDir })
     const live = owner('session-live')
     const net = (await box.run('echo live-note > /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout
-    const [folder] = readdirSync(agents)
-    const pin = join(agents, folder!, 'netns')
+    const [folder] = agentFolders(agents)
+    const [pinName] = readdirSync(pinsFolderPath(runtimeDir))
+    const pin = join(pinsFolderPath(runtimeDir), pinName!)
     const pinned = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((line) => line.split(' ')[4] === pin)
     expect(pinned()).toBe(true)
     // There a conch makes an agent's sandbox and is killed with SIGKILL; then another one sweeps.
@@ -419,11 +467,11 @@ describe.runIf(asRoot)("the agents' folders of another PID namespace (bubblewrap
     const answer = await inOwnPidNamespace(`
       const { spawn } = await import('node:child_process')
       const { readdirSync } = await import('node:fs')
-      const before = readdirSync(${JSON.stringify(agents)})
+      const before = readdirSync(${JSON.stringify(agents)}).filter((name) => name !== 'pins')
       const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', 'const HARNESS = ' + JSON.stringify(HARNESS) + ';\\n' + ${JSON.stringify(maker)}], { stdio: ['ignore', 'pipe', 'inherit'] })
       const exited = new Promise((resolve) => child.on('exit', resolve))
       await Promise.race([exited, new Promise((resolve) => child.stdout.setEncoding('utf8').on('data', (text) => text.includes('MADE') && resolve()))])
-      const made = readdirSync(${JSON.stringify(agents)}).filter((name) => !before.includes(name))
+      const made = readdirSync(${JSON.stringify(agents)}).filter((name) => name !== 'pins' && !before.includes(name))
       child.kill('SIGKILL')
       await exited
       const { harness } = await import(HARNESS)
@@ -434,10 +482,10 @@ describe.runIf(asRoot)("the agents' folders of another PID namespace (bubblewrap
     const made = answer['made'] as string[]
     expect(made).toHaveLength(1)
     expect(answer['removed']).toEqual([join(agents, made[0]!)])
-    expect(readdirSync(agents)).toEqual([folder])
+    expect(agentFolders(agents)).toEqual([folder])
     expect(pinned()).toBe(true)
     expect((await box.run('cat /tmp/note; readlink /proc/self/ns/net', { agent: live })).stdout).toBe(`live-note\n${net.trim()}\n`)
     await live.end()
-    expect(readdirSync(agents)).toEqual([])
+    expect(agentFolders(agents)).toEqual([])
   })
 })
