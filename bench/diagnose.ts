@@ -42,6 +42,7 @@ import {
 } from '../packages/pty/pty-local/src/index.ts'
 import { procFiles } from '../packages/pty/pty-local/src/proc-files.ts'
 import { compose } from './compose.ts'
+import { timed } from './harness.ts'
 import { descendantsOf, isGone, rawBash } from './raw.ts'
 import { median, round, tally } from './stats.ts'
 
@@ -279,25 +280,21 @@ async function phases(n: number): Promise<void> {
   try {
     for (let i = -20; i < n; i++) {
       for (const [k, kind] of kinds.entries()) {
-        const before = process.cpuUsage()
         const trace = { stamps: [] as Stamp[], origin: performance.now() }
         tracing = trace
-        const result = await kind.send()
+        const { value: result, cpuMs } = await timed(kind.send)
         trace.stamps.push({ what: 'settled', at: performance.now() - trace.origin })
         tracing = undefined
-        const used = process.cpuUsage(before)
         if (result.evidence.tier !== 'prompt') throw new Error(`${kind.label}: settled by ${result.evidence.tier} (${result.evidence.detail})`)
         if (i < 0) continue
-        cpu[k]! += (used.user + used.system) / 1000
+        cpu[k]! += cpuMs
         const found = phasesOf(trace.stamps)
         if (typeof found === 'string') odd[k]!.push(found)
         else for (const [phase, ms] of found) samples[k]!.set(phase, [...(samples[k]!.get(phase) ?? []), ms])
       }
-      const before = process.cpuUsage()
-      const sent = await raw.send('true')
-      const used = process.cpuUsage(before)
+      const { value: sent, cpuMs } = await timed(() => raw.send('true'))
       if (i < 0) continue
-      rawCpu += (used.user + used.system) / 1000
+      rawCpu += cpuMs
       rawFirst.push(sent.firstOutputMs)
       rawTotal.push(sent.ms)
     }
@@ -400,15 +397,13 @@ async function profileConcurrentSends(): Promise<void> {
   inspector.connect()
   await inspector.post('Profiler.enable')
   await inspector.post('Profiler.start')
-  const cpu = process.cpuUsage()
-  const start = performance.now()
-  await Promise.all(
-    sessions.map(async (session) => {
-      for (let i = 0; i < 50; i++) await session.startSend({ text: 'true', submit: true }).done
-    }),
+  const { ms: wallMs, cpuMs } = await timed(() =>
+    Promise.all(
+      sessions.map(async (session) => {
+        for (let i = 0; i < 50; i++) await session.startSend({ text: 'true', submit: true }).done
+      }),
+    ),
   )
-  const wallMs = performance.now() - start
-  const used = process.cpuUsage(cpu)
   const { profile } = (await inspector.post('Profiler.stop')) as { profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] } }
   inspector.disconnect()
   await Promise.all(sessions.map((session) => session.close()))
@@ -423,7 +418,7 @@ async function profileConcurrentSends(): Promise<void> {
     total += us
   })
   const busy = [...self].filter(([key]) => key !== '(idle)').sort((a, b) => b[1] - a[1])
-  console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round(((used.user + used.system) / 1000 / wallMs) * 100)} % of one core, ${round((used.user + used.system) / 1000 / 1600, 3)} ms per send`)
+  console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round((cpuMs / wallMs) * 100)} % of one core, ${round(cpuMs / 1600, 3)} ms per send`)
   console.log(`  self time of the busiest functions (of ${round(total / 1000)} ms sampled):`)
   for (const [key, us] of busy.slice(0, 15)) console.log(`    ${round(us / 1000).toString().padStart(8)} ms  ${round((us / total) * 100, 1)} %  ${key}`)
 }
