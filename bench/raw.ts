@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { delay } from './harness.ts'
 
 /** The part of node-pty's `IPty` the baselines use (node-pty 1.1.0, `encoding: null`). */
 interface NodePty {
@@ -233,6 +234,6 @@ export async function waitGone(pids: readonly number[], timeoutMs = 10_000): Pro
       const left = pids.filter((pid) => !isGone(pid)).map((pid) => `${pid} (state ${processState(pid)})`)
       throw new Error(`processes ${left.join(', ')} still run after ${timeoutMs} ms`)
     }
-    await new Promise((resolve) => setTimeout(resolve, 1))
+    await delay(1)
   }
 }
