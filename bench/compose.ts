@@ -142,7 +142,7 @@ export async function compose() {
   const directTermiosBackend = new LocalBackend({ ...direct, termios })
   let directCount = 0
   // Held once, as a tool package holds it (tool-pty's kit reads ctx.pty when it loads): reading
-  // ctx.pty goes through Cordis's context proxy (about 20 µs here), which a tool call does not pay.
+  // ctx.pty goes through Cordis's context proxy, which a tool call does not pay.
   const pty = ctx.pty
 
   return {
