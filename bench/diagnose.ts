@@ -53,38 +53,26 @@ type Counted = (typeof counted)[number]
 let totalReads = 0
 const counts = Object.fromEntries(counted.map((name) => [name, 0])) as Record<Counted, number>
 
-/** Replaces `target[name]` by a wrapper that counts calls whose first argument is a /proc path. */
-function count(target: object, name: string, as: Counted): void {
+/** Replaces `target[name]` by a wrapper that counts calls whose first argument is a /proc path (`any`: every call). */
+function count(target: object, name: Counted, any = false): void {
   const functions = target as Record<string, (...args: unknown[]) => unknown>
   const original = functions[name]!
   functions[name] = (...args: unknown[]) => {
-    if (String(args[0]).startsWith('/proc')) {
-      counts[as]++
+    if (any || String(args[0]).startsWith('/proc')) {
+      counts[name]++
       totalReads++
     }
     return original(...args)
   }
 }
-for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'openSync'] as const) count(fs, name, name)
+for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'openSync'] as const) count(fs, name)
 // Reads of the /proc descriptors the inspector keeps open (src/proc-files.ts) take a descriptor,
 // not a path: every one is counted (nothing else in this process reads by descriptor).
-for (const name of ['readSync', 'read'] as const) {
-  const functions = fs as unknown as Record<string, (...args: unknown[]) => unknown>
-  const original = functions[name]!
-  functions[name] = (...args: unknown[]) => {
-    counts[name]++
-    totalReads++
-    return original(...args)
-  }
-}
+for (const name of ['readSync', 'read'] as const) count(fs, name, true)
 // The promise API (the process table of @conch/subprocess reads /proc through it).
-for (const name of ['readFile', 'readdir', 'readlink'] as const) count(fsPromises, name, name)
+for (const name of ['readFile', 'readdir', 'readlink'] as const) count(fsPromises, name)
 // Named imports of node:fs and node:fs/promises in other modules follow the wrappers from here on.
 syncBuiltinESMExports()
-
-function snapshot(): Record<Counted, number> {
-  return { ...counts }
-}
 
 function since(before: Record<Counted, number>, divisor = 1): Record<Counted | 'total', number> {
   const out = {} as Record<Counted | 'total', number>
@@ -149,7 +137,7 @@ async function send(session: LocalSession, text: string): Promise<{ ms: number; 
 // ─── main ───────────────────────────────────────────────────────────────────────────
 
 async function perSend(label: string, session: LocalSession, text: string, n: number) {
-  const before = snapshot()
+  const before = { ...counts }
   const times: number[] = []
   for (let i = 0; i < n; i++) times.push((await send(session, text)).ms)
   console.log(`${label}: p50 ${round(median(times))} ms; /proc reads per send ${JSON.stringify(since(before, n))}`)
@@ -359,7 +347,7 @@ async function procCost(): Promise<void> {
 async function closeTimes(): Promise<void> {
   const opens: number[] = []
   const closes: number[] = []
-  const openReads = snapshot()
+  const openReads = { ...counts }
   const sessions: LocalSession[] = []
   for (let i = 0; i < 5; i++) {
     const start = performance.now()
@@ -368,7 +356,7 @@ async function closeTimes(): Promise<void> {
   }
   console.log(`\nopen: p50 ${round(median(opens))} ms; /proc reads per open ${JSON.stringify(since(openReads, 5))}`)
   for (const session of sessions) await send(session, 'for i in $(seq 10); do sleep 1000 & done')
-  const closeReads = snapshot()
+  const closeReads = { ...counts }
   const gone: number[] = []
   for (const session of sessions) {
     const tree = descendantsOf(session.pid)
