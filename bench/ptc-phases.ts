@@ -79,9 +79,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
       if (i < 3) continue
       for (const [name, from, to] of PHASES) {
         if (marks[from] === undefined || marks[to] === undefined) continue
-        const list = samples.get(name) ?? []
-        list.push(marks[to]! - marks[from]!)
-        samples.set(name, list)
+        samples.set(name, [...(samples.get(name) ?? []), marks[to]! - marks[from]!])
       }
     }
   } finally {
