@@ -3,10 +3,9 @@
  * `true` all at once, against one session alone and against 32 bare bash loops.
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import type { Composition } from './compose.ts'
 import { delay, expectReady, latency, PLAN, progress, timed } from './harness.ts'
-import { descendantsOf, rawBash } from './raw.ts'
+import { descendantsOf, rawBash, statFields } from './raw.ts'
 import type { Bench } from './registry.ts'
 import { collectGarbage, median, percentile, ratio, round, tally } from './stats.ts'
 import { ms, x } from './table.ts'
@@ -33,13 +32,8 @@ const CLOCK_TICKS = (() => {
 function treeCpuMs(pids: readonly number[]): number {
   let ticks = 0
   for (const pid of pids.flatMap((root) => [root, ...descendantsOf(root)])) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      ticks += Number(fields[11]) + Number(fields[12])
-    } catch {
-      // gone
-    }
+    const fields = statFields(pid)
+    if (fields !== undefined) ticks += Number(fields[11]) + Number(fields[12])
   }
   return (ticks * 1000) / CLOCK_TICKS
 }
