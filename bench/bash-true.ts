@@ -3,7 +3,7 @@
  * bare node-pty bash loop, interleaved send by send.
  */
 import type { Composition } from './compose.ts'
-import { expectReady, latency, PLAN, progress } from './harness.ts'
+import { expectReady, latency, PLAN, progress, timed } from './harness.ts'
 import { rawBash } from './raw.ts'
 import type { Bench } from './registry.ts'
 import { median, percentile, ratio, round, tally } from './stats.ts'
@@ -21,31 +21,25 @@ async function benchBashTrue(c: Composition) {
   const rawMs: number[] = []
   const reasons: string[] = []
   const tiers: string[] = []
-  // CPU time of this process during each kind of send (µs), to tell per-send work from waiting.
+  // CPU time of this process during each kind of send (ms), to tell per-send work from waiting.
   const cpu = { conch: 0, raw: 0 }
-  const cpuOf = async <T>(kind: keyof typeof cpu, counted: boolean, run: () => Promise<T>): Promise<T> => {
-    const before = process.cpuUsage()
-    const value = await run()
-    const used = process.cpuUsage(before)
-    if (counted) cpu[kind] += used.user + used.system
-    return value
-  }
   try {
     for (let i = -PLAN.warmup; i < PLAN.bashSends; i++) {
       // One of each per iteration, so drift in the machine's load hits all three alike.
-      const { ms, result } = await cpuOf('conch', i >= 0, () => c.send(c.agent, sessionId, 'true'))
+      const conchSend = await timed(() => c.send(c.agent, sessionId, 'true'))
+      const { ms, result } = conchSend.value
       expectReady('bash_true', result, ['stdin_read', 'inferred_idle'])
-      const directStart = performance.now()
-      const directResult = await direct.startSend({ text: 'true', submit: true }).done
-      const directEnd = performance.now()
-      expectReady('bash_true (direct)', directResult, ['stdin_read', 'inferred_idle'])
-      const rawSend = await cpuOf('raw', i >= 0, () => raw.send('true'))
+      const directSend = await timed(() => direct.startSend({ text: 'true', submit: true }).done)
+      expectReady('bash_true (direct)', directSend.value, ['stdin_read', 'inferred_idle'])
+      const rawSend = await timed(() => raw.send('true'))
       if (i < 0) continue
+      cpu.conch += conchSend.cpuMs
+      cpu.raw += rawSend.cpuMs
       conch.push(ms)
       reasons.push(result.waitReason)
       tiers.push(result.evidence.tier)
-      directMs.push(directEnd - directStart)
-      rawMs.push(rawSend.ms)
+      directMs.push(directSend.ms)
+      rawMs.push(rawSend.value.ms)
       if ((i + 1) % 50 === 0) progress(`bash_true: ${i + 1}/${PLAN.bashSends}`)
     }
   } finally {
@@ -63,8 +57,8 @@ async function benchBashTrue(c: Composition) {
     over_raw_p50_ms: round(figures.p50_ms - rawFigures.p50_ms),
     direct_p50_ms: round(median(directMs)),
     direct_p95_ms: round(percentile(directMs, 95)),
-    cpu_ms_per_send: round(cpu.conch / 1000 / conch.length, 3),
-    raw_cpu_ms_per_send: round(cpu.raw / 1000 / rawMs.length, 3),
+    cpu_ms_per_send: round(cpu.conch / conch.length, 3),
+    raw_cpu_ms_per_send: round(cpu.raw / rawMs.length, 3),
     sends: conch.length,
     wait_reasons: tally(reasons),
     tiers: tally(tiers),

@@ -16,7 +16,6 @@ import SessionService from '../packages/core/session/src/index.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
 import PtyService, { type BackendSession, type SendResult } from '../packages/pty/pty/src/index.ts'
 import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
-import { LocalBackend, type TerminalInspector } from '../packages/pty/pty-local/src/index.ts'
 import { inspectorFor } from '../packages/pty/pty-local/src/plugin.ts'
 import { helperTermiosReader } from '../packages/pty/pty-local/src/termios.ts'
 import SandboxService from '../packages/sandbox/sandbox/src/index.ts'
@@ -41,7 +40,7 @@ export type Composition = Awaited<ReturnType<typeof compose>>
  * controlled prompt, silence (`idleSilenceMs`) or the timeout. The foreground group is still
  * read (signals need it).
  */
-export function silenceOnly(inner: TerminalInspector): TerminalInspector {
+export function silenceOnly(inner: ptyLocal.TerminalInspector): ptyLocal.TerminalInspector {
   return {
     // Every other question (foreground group, names, executables) is answered as before.
     ...inner,
@@ -109,7 +108,7 @@ export async function compose() {
     inject: ['pty', 'sandbox', 'sandboxPolicy'],
     apply: (inner: Context) => {
       inner.pty.registerBackend(
-        new LocalBackend({
+        new ptyLocal.LocalBackend({
           config: ptyLocal.Config.parse({ backendType: SILENCE_TYPE }),
           sandbox: inner.sandbox,
           sandboxPolicy: inner.sandboxPolicy,
@@ -119,7 +118,7 @@ export async function compose() {
       const sandbox = inner.sandbox
       const confineOwn: typeof sandbox.confine = (argv, { agent: _, ...policy }) => sandbox.confine(argv, policy)
       inner.pty.registerBackend(
-        new LocalBackend({
+        new ptyLocal.LocalBackend({
           config: ptyLocal.Config.parse({ backendType: OWN_SANDBOX_TYPE }),
           sandbox: new Proxy(sandbox, { get: (target, key) => (key === 'confine' ? confineOwn : Reflect.get(target, key)) }),
           sandboxPolicy: inner.sandboxPolicy,
@@ -136,13 +135,13 @@ export async function compose() {
   ctx.sandboxPolicy.setMode(sandboxed.session, 'workspace-write')
 
   const direct = { config, sandbox: ctx.sandbox, sandboxPolicy: ctx.sandboxPolicy, inspect: inspectorFor }
-  const directBackend = new LocalBackend(direct)
+  const directBackend = new ptyLocal.LocalBackend(direct)
   // One termios helper for the direct sessions that ask for it, as the plugin keeps one per backend.
   const termios = helperTermiosReader()
-  const directTermiosBackend = new LocalBackend({ ...direct, termios })
+  const directTermiosBackend = new ptyLocal.LocalBackend({ ...direct, termios })
   let directCount = 0
   // Held once, as a tool package holds it (tool-pty's kit reads ctx.pty when it loads): reading
-  // ctx.pty goes through Cordis's context proxy (about 20 µs here), which a tool call does not pay.
+  // ctx.pty goes through Cordis's context proxy, which a tool call does not pay.
   const pty = ctx.pty
 
   return {

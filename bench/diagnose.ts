@@ -42,6 +42,7 @@ import {
 } from '../packages/pty/pty-local/src/index.ts'
 import { procFiles } from '../packages/pty/pty-local/src/proc-files.ts'
 import { compose } from './compose.ts'
+import { timed } from './harness.ts'
 import { descendantsOf, isGone, rawBash } from './raw.ts'
 import { median, round, tally } from './stats.ts'
 
@@ -52,38 +53,26 @@ type Counted = (typeof counted)[number]
 let totalReads = 0
 const counts = Object.fromEntries(counted.map((name) => [name, 0])) as Record<Counted, number>
 
-/** Replaces `target[name]` by a wrapper that counts calls whose first argument is a /proc path. */
-function count(target: object, name: string, as: Counted): void {
+/** Replaces `target[name]` by a wrapper that counts calls whose first argument is a /proc path (`any`: every call). */
+function count(target: object, name: Counted, any = false): void {
   const functions = target as Record<string, (...args: unknown[]) => unknown>
   const original = functions[name]!
   functions[name] = (...args: unknown[]) => {
-    if (String(args[0]).startsWith('/proc')) {
-      counts[as]++
+    if (any || String(args[0]).startsWith('/proc')) {
+      counts[name]++
       totalReads++
     }
     return original(...args)
   }
 }
-for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'openSync'] as const) count(fs, name, name)
+for (const name of ['readFileSync', 'readdirSync', 'readlinkSync', 'statSync', 'openSync'] as const) count(fs, name)
 // Reads of the /proc descriptors the inspector keeps open (src/proc-files.ts) take a descriptor,
 // not a path: every one is counted (nothing else in this process reads by descriptor).
-for (const name of ['readSync', 'read'] as const) {
-  const functions = fs as unknown as Record<string, (...args: unknown[]) => unknown>
-  const original = functions[name]!
-  functions[name] = (...args: unknown[]) => {
-    counts[name]++
-    totalReads++
-    return original(...args)
-  }
-}
+for (const name of ['readSync', 'read'] as const) count(fs, name, true)
 // The promise API (the process table of @conch/subprocess reads /proc through it).
-for (const name of ['readFile', 'readdir', 'readlink'] as const) count(fsPromises, name, name)
+for (const name of ['readFile', 'readdir', 'readlink'] as const) count(fsPromises, name)
 // Named imports of node:fs and node:fs/promises in other modules follow the wrappers from here on.
 syncBuiltinESMExports()
-
-function snapshot(): Record<Counted, number> {
-  return { ...counts }
-}
 
 function since(before: Record<Counted, number>, divisor = 1): Record<Counted | 'total', number> {
   const out = {} as Record<Counted | 'total', number>
@@ -148,7 +137,7 @@ async function send(session: LocalSession, text: string): Promise<{ ms: number; 
 // ─── main ───────────────────────────────────────────────────────────────────────────
 
 async function perSend(label: string, session: LocalSession, text: string, n: number) {
-  const before = snapshot()
+  const before = { ...counts }
   const times: number[] = []
   for (let i = 0; i < n; i++) times.push((await send(session, text)).ms)
   console.log(`${label}: p50 ${round(median(times))} ms; /proc reads per send ${JSON.stringify(since(before, n))}`)
@@ -279,25 +268,21 @@ async function phases(n: number): Promise<void> {
   try {
     for (let i = -20; i < n; i++) {
       for (const [k, kind] of kinds.entries()) {
-        const before = process.cpuUsage()
         const trace = { stamps: [] as Stamp[], origin: performance.now() }
         tracing = trace
-        const result = await kind.send()
+        const { value: result, cpuMs } = await timed(kind.send)
         trace.stamps.push({ what: 'settled', at: performance.now() - trace.origin })
         tracing = undefined
-        const used = process.cpuUsage(before)
         if (result.evidence.tier !== 'prompt') throw new Error(`${kind.label}: settled by ${result.evidence.tier} (${result.evidence.detail})`)
         if (i < 0) continue
-        cpu[k]! += (used.user + used.system) / 1000
+        cpu[k]! += cpuMs
         const found = phasesOf(trace.stamps)
         if (typeof found === 'string') odd[k]!.push(found)
         else for (const [phase, ms] of found) samples[k]!.set(phase, [...(samples[k]!.get(phase) ?? []), ms])
       }
-      const before = process.cpuUsage()
-      const sent = await raw.send('true')
-      const used = process.cpuUsage(before)
+      const { value: sent, cpuMs } = await timed(() => raw.send('true'))
       if (i < 0) continue
-      rawCpu += (used.user + used.system) / 1000
+      rawCpu += cpuMs
       rawFirst.push(sent.firstOutputMs)
       rawTotal.push(sent.ms)
     }
@@ -362,7 +347,7 @@ async function procCost(): Promise<void> {
 async function closeTimes(): Promise<void> {
   const opens: number[] = []
   const closes: number[] = []
-  const openReads = snapshot()
+  const openReads = { ...counts }
   const sessions: LocalSession[] = []
   for (let i = 0; i < 5; i++) {
     const start = performance.now()
@@ -371,7 +356,7 @@ async function closeTimes(): Promise<void> {
   }
   console.log(`\nopen: p50 ${round(median(opens))} ms; /proc reads per open ${JSON.stringify(since(openReads, 5))}`)
   for (const session of sessions) await send(session, 'for i in $(seq 10); do sleep 1000 & done')
-  const closeReads = snapshot()
+  const closeReads = { ...counts }
   const gone: number[] = []
   for (const session of sessions) {
     const tree = descendantsOf(session.pid)
@@ -400,15 +385,13 @@ async function profileConcurrentSends(): Promise<void> {
   inspector.connect()
   await inspector.post('Profiler.enable')
   await inspector.post('Profiler.start')
-  const cpu = process.cpuUsage()
-  const start = performance.now()
-  await Promise.all(
-    sessions.map(async (session) => {
-      for (let i = 0; i < 50; i++) await session.startSend({ text: 'true', submit: true }).done
-    }),
+  const { ms: wallMs, cpuMs } = await timed(() =>
+    Promise.all(
+      sessions.map(async (session) => {
+        for (let i = 0; i < 50; i++) await session.startSend({ text: 'true', submit: true }).done
+      }),
+    ),
   )
-  const wallMs = performance.now() - start
-  const used = process.cpuUsage(cpu)
   const { profile } = (await inspector.post('Profiler.stop')) as { profile: { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[] } }
   inspector.disconnect()
   await Promise.all(sessions.map((session) => session.close()))
@@ -423,7 +406,7 @@ async function profileConcurrentSends(): Promise<void> {
     total += us
   })
   const busy = [...self].filter(([key]) => key !== '(idle)').sort((a, b) => b[1] - a[1])
-  console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round(((used.user + used.system) / 1000 / wallMs) * 100)} % of one core, ${round((used.user + used.system) / 1000 / 1600, 3)} ms per send`)
+  console.log(`\n32 sessions × 50 'true' sends at once: ${round(1600 / (wallMs / 1000))} sends/s, harness CPU ${round((cpuMs / wallMs) * 100)} % of one core, ${round(cpuMs / 1600, 3)} ms per send`)
   console.log(`  self time of the busiest functions (of ${round(total / 1000)} ms sampled):`)
   for (const [key, us] of busy.slice(0, 15)) console.log(`    ${round(us / 1000).toString().padStart(8)} ms  ${round((us / total) * 100, 1)} %  ${key}`)
 }

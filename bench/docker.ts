@@ -13,7 +13,7 @@ import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as sandboxDocker from '../packages/sandbox/sandbox-docker/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { terminalStack } from './compose.ts'
-import { expectReady, progress } from './harness.ts'
+import { delay, expectReady, progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { median, ratio, round } from './stats.ts'
 import { ms, x } from './table.ts'
@@ -22,14 +22,7 @@ import { ms, x } from './table.ts'
 const IMAGE = process.env.CONCH_TEST_IMAGE ?? 'conch-test:bookworm'
 const PLAN = { agents: 10, sends: 100, programs: 10, pauseMs: 3000 }
 
-export interface DockerSide {
-  open_first_p50_ms: number
-  open_later_p50_ms: number
-  bash_true_p50_ms: number
-  python3_p50_ms: number
-  run_code_cold_p50_ms: number
-  run_code_warm_p50_ms: number
-}
+type DockerSide = Awaited<ReturnType<typeof measure>>
 
 export interface DockerFigures {
   host: DockerSide
@@ -46,7 +39,7 @@ const SIDES = [
   { side: 'container', label: 'docker', plugin: sandboxDocker, config: sandboxDocker.Config.parse({ image: IMAGE }) },
 ] as const
 
-async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
+async function measure(side: (typeof SIDES)[number]) {
   const stack = await terminalStack('docker-', 'workspace-write', ptyLocal.Config.parse({}), side)
   const { ctx, workspace, load } = stack
   try {
@@ -62,9 +55,8 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
     const cold: number[] = []
     const warm: number[] = []
     const send = async (owner: Parameters<typeof pty.startSend>[0], id: string, text: string, into?: number[]) => {
-      const start = performance.now()
-      const result = await pty.startSend(owner, id, { text, submit: true }).done
-      into?.push(performance.now() - start)
+      const { value: result, ms } = await timed(() => pty.startSend(owner, id, { text, submit: true }).done)
+      into?.push(ms)
       expectReady(`docker ${side.label} ${JSON.stringify(text)}`, result)
     }
     for (let i = 0; i < PLAN.agents; i++) {
@@ -72,20 +64,20 @@ async function measure(side: (typeof SIDES)[number]): Promise<DockerSide> {
       try {
         const opened: string[] = []
         for (const into of [first, later]) {
-          const start = performance.now()
-          opened.push((await pty.spawn(agent, { type: 'shell' })).sessionId)
-          into.push(performance.now() - start)
+          const { value, ms } = await timed(() => pty.spawn(agent, { type: 'shell' }))
+          opened.push(value.sessionId)
+          into.push(ms)
         }
         const program = async (into: number[]) => {
-          const start = performance.now()
-          const result = await ctx.tools.execute(toolPtc.RUN_CODE, { code: 'return 1' }, { agent, signal: new AbortController().signal, callId: `program-${into.length}` })
-          into.push(performance.now() - start)
+          const callId = `program-${into.length}`
+          const { value: result, ms } = await timed(() => ctx.tools.execute(toolPtc.RUN_CODE, { code: 'return 1' }, { agent, signal: new AbortController().signal, callId }))
+          into.push(ms)
           if (result.isError === true || !result.content[0]?.text.startsWith('1\n')) throw new Error(`docker ${side.label}: run_code answered ${JSON.stringify(result.content[0]?.text)}`)
         }
         await program(cold)
         if (i > 0) continue
         for (let k = 0; k < PLAN.programs; k++) {
-          await new Promise((resolve) => setTimeout(resolve, PLAN.pauseMs))
+          await delay(PLAN.pauseMs)
           await program(warm)
         }
         const [shell, repl] = opened as [string, string]

@@ -3,22 +3,17 @@
  * `true` all at once, against one session alone and against 32 bare bash loops.
  */
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import type { Composition } from './compose.ts'
-import { delay, expectReady, latency, PLAN, progress } from './harness.ts'
-import { descendantsOf, rawBash } from './raw.ts'
+import { delay, expectReady, latency, PLAN, progress, timed } from './harness.ts'
+import { descendantsOf, rawBash, statFields } from './raw.ts'
 import type { Bench } from './registry.ts'
 import { collectGarbage, median, percentile, ratio, round, tally } from './stats.ts'
 import { ms, x } from './table.ts'
 
-/** CPU this process used over `seconds`, as percent of one core (process.cpuUsage). */
+/** CPU this process used over `seconds`, as percent of one core. */
 async function cpuPercent(seconds: number): Promise<number> {
-  const before = process.cpuUsage()
-  const start = performance.now()
-  await delay(seconds * 1000)
-  const used = process.cpuUsage(before)
-  const wallUs = (performance.now() - start) * 1000
-  return ((used.user + used.system) / wallUs) * 100
+  const { ms, cpuMs } = await timed(() => delay(seconds * 1000))
+  return (cpuMs / ms) * 100
 }
 
 export type IdleFigures = Awaited<ReturnType<typeof benchIdleAndScale>>['idle']
@@ -37,13 +32,8 @@ const CLOCK_TICKS = (() => {
 function treeCpuMs(pids: readonly number[]): number {
   let ticks = 0
   for (const pid of pids.flatMap((root) => [root, ...descendantsOf(root)])) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      ticks += Number(fields[11]) + Number(fields[12])
-    } catch {
-      // gone
-    }
+    const fields = statFields(pid)
+    if (fields !== undefined) ticks += Number(fields[11]) + Number(fields[12])
   }
   return (ticks * 1000) / CLOCK_TICKS
 }
@@ -60,16 +50,14 @@ async function sendLoops(
   for (let i = 0; i < PLAN.scaleSingleSends; i++) single.push(await loops[0]!())
   const together: number[] = []
   const shellsBefore = treeCpuMs(shells)
-  const cpuBefore = process.cpuUsage()
-  const wallStart = performance.now()
-  await Promise.all(
-    loops.map(async (send) => {
-      for (let i = 0; i < PLAN.scaleSends; i++) together.push(await send())
-    }),
+  const { ms: wallMs, cpuMs } = await timed(() =>
+    Promise.all(
+      loops.map(async (send) => {
+        for (let i = 0; i < PLAN.scaleSends; i++) together.push(await send())
+      }),
+    ),
   )
-  const wallMs = performance.now() - wallStart
-  const cpu = process.cpuUsage(cpuBefore)
-  return { single, together, wallMs, cpuPercent: ((cpu.user + cpu.system) / 1000 / wallMs) * 100, shellCpuMs: treeCpuMs(shells) - shellsBefore }
+  return { single, together, wallMs, cpuPercent: (cpuMs / wallMs) * 100, shellCpuMs: treeCpuMs(shells) - shellsBefore }
 }
 
 async function benchIdleAndScale(c: Composition) {

@@ -5,7 +5,7 @@
 import type { Agent } from '../packages/core/agent/src/index.ts'
 import * as sandboxLocal from '../packages/sandbox/sandbox-local/src/index.ts'
 import { OWN_SANDBOX_TYPE, type Composition } from './compose.ts'
-import { expectReady, PLAN, progress } from './harness.ts'
+import { expectReady, PLAN, progress, timed } from './harness.ts'
 import { descendantsOf, rawBash, waitGone } from './raw.ts'
 import type { Bench } from './registry.ts'
 import { median, percentile, ratio, round } from './stats.ts'
@@ -30,16 +30,15 @@ async function benchLifecycle(c: Composition) {
     const close: number[] = []
     const stopped: number[] = []
     for (let i = 0; i < PLAN.lifecycleRuns; i++) {
-      const openStart = performance.now()
-      const { sessionId } = await c.ctx.pty.spawn(owner, { type: 'shell' })
-      open.push(performance.now() - openStart)
+      const opened = await timed(() => c.ctx.pty.spawn(owner, { type: 'shell' }))
+      const { sessionId } = opened.value
+      open.push(opened.ms)
       let closed = false
       try {
         const { result } = await c.send(owner, sessionId, SPAWN_DESCENDANTS)
         expectReady(`lifecycle ${label}`, result, ['stdin_read', 'inferred_idle'])
-        const closeStart = performance.now()
-        const report = await c.ctx.pty.close(owner, sessionId)
-        close.push(performance.now() - closeStart)
+        const { value: report, ms } = await timed(() => c.ctx.pty.close(owner, sessionId))
+        close.push(ms)
         closed = true
         stopped.push(report.stopped.length)
         // The jobs were forked before the prompt came back; some may not have exec'd sleep yet.
@@ -90,9 +89,7 @@ async function benchLifecycle(c: Composition) {
         c.ctx.sandboxPolicy.setMode(owner.session, 'workspace-write')
         const then: Array<[number[], string]> = [[later, 'shell'], [own, OWN_SANDBOX_TYPE]]
         for (const [into, type] of [[first, 'shell'], ...(i % 2 === 0 ? then : then.reverse())] as const) {
-          const start = performance.now()
-          await c.ctx.pty.spawn(owner, { type })
-          into.push(performance.now() - start)
+          into.push((await timed(() => c.ctx.pty.spawn(owner, { type }))).ms)
         }
       } finally {
         await c.ctx.agents.dispose(owner)

@@ -7,15 +7,14 @@
 import type { Agent } from '../packages/core/agent/src/index.ts'
 import type { PtyServiceApi, SendResult } from '../packages/pty/pty/src/index.ts'
 import { median, ratio, round } from './stats.ts'
-import { PLAN, progress } from './harness.ts'
+import { PLAN, progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
 export type LongLineFigures = Awaited<ReturnType<typeof benchLongLine>>
 
-async function timedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, text: string): Promise<{ ms: number; cpuMs: number; result: SendResult }> {
-  const cpu = process.cpuUsage()
-  const start = performance.now()
+/** A send whose output is re-read after every parsed chunk, as a streaming caller does. */
+async function streamedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, text: string): Promise<SendResult> {
   const operation = pty.startSend(agent, sessionId, { text, submit: true })
   let streamed = 0
   const stop = operation.onOutput(() => {
@@ -23,9 +22,8 @@ async function timedSend(pty: PtyServiceApi, agent: Agent, sessionId: string, te
   })
   try {
     const result = await operation.done
-    const used = process.cpuUsage(cpu)
     if (streamed === 0) throw new Error('long_line: readOutput() streamed nothing')
-    return { ms: performance.now() - start, cpuMs: (used.user + used.system) / 1000, result }
+    return result
   } finally {
     stop()
   }
@@ -44,7 +42,7 @@ async function benchLongLine(pty: PtyServiceApi, agent: Agent, megabytes: number
   try {
     for (let run = 0; run < runs; run++) {
       for (const [command, wall, cpu] of [[short, shortMs, shortCpu], [long, longMs, longCpu]] as const) {
-        const { ms, cpuMs, result } = await timedSend(pty, agent, sessionId, command)
+        const { ms, cpuMs, value: result } = await timed(() => streamedSend(pty, agent, sessionId, command))
         if (result.waitReason !== 'stdin_read' || !/(^|\n|x)END\n/.test(result.viewport)) {
           throw new Error(`long_line: settled ${result.waitReason} without END: ${JSON.stringify(result.viewport.slice(-200))}`)
         }

@@ -134,11 +134,7 @@ function ratesOf(timings: readonly Timing[], megabytes: number, of: keyof Timing
   return timings.map((timing) => megabytes / (timing[of] / 1000))
 }
 
-/**
- * Passes before the timed runs. Measured here: on the mixed stream the parser's CPU rate reached
- * its steady level on the fourth pass (188, 251, 250, 277, 280, 273 MB/s), its JavaScript path
- * being compiled again as more of it runs hot; three passes leave the timed runs at that level.
- */
+/** Passes before the timed runs: the parser's CPU rate is steady from the fourth pass (V8 recompiles its hot path). */
 const WARM_UP_PASSES = 3
 
 /** Runs of the parser and of a bare decode over `chunks`, interleaved, after the warm-up. */

@@ -32,19 +32,7 @@ import { ms, x } from './table.ts'
 
 type Kind = 'claude' | 'codex'
 
-export interface PoolKindFigures {
-  boot_p50_ms: number
-  warm_invoke_p50_ms: number
-  warm_invoke_p95_ms: number
-  /** Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete sentinel pair on the screen, pair → answer taken, transcript read after a screen settle. */
-  warm_phases_p50_ms: Record<string, number>
-  one_shot_p50_ms: number
-  warm_over_one_shot: number | undefined
-  /** Enter on a warm turn → the fake model received its request, p50 ms. */
-  enter_to_request_p50_ms: number
-  /** The sentinel pair on the screen → the CLI's transcript written last (its mtime), p50 ms. */
-  answer_to_transcript_p50_ms?: number
-}
+type PoolKindFigures = Awaited<ReturnType<typeof benchKind>>
 
 export interface PoolFigures {
   runs: number
@@ -108,7 +96,7 @@ export async function benchPool(options: PoolOptions): Promise<PoolFigures> {
   return figures
 }
 
-async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; owner: Agent | undefined; model: FakeModelServer; workspace: string }): Promise<PoolKindFigures> {
+async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; owner: Agent | undefined; model: FakeModelServer; workspace: string }) {
   const { ctx, owner } = env
   // In a container the CLI reaches the model by a host name its agent's allowlist names, and works in the workspace (mounted there).
   const docker = options.sandbox === 'docker' && owner !== undefined && options.worker === 'in-process'
@@ -185,10 +173,13 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
     boot_p50_ms: round(median(boots)),
     warm_invoke_p50_ms: round(median(warm)),
     warm_invoke_p95_ms: round(percentile(warm, 95)),
+    /** Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete sentinel pair on the screen, pair → answer taken, transcript read after a screen settle. */
     warm_phases_p50_ms: Object.fromEntries(Object.entries(phases).map(([phase, values]) => [phase, round(median(values))])),
     one_shot_p50_ms: round(median(oneShot)),
     warm_over_one_shot: ratio(median(warm), median(oneShot)),
+    /** Enter on a warm turn → the fake model received its request, p50 ms. */
     enter_to_request_p50_ms: round(median(floor)),
+    /** The sentinel pair on the screen → the CLI's transcript written last (its mtime), p50 ms. */
     ...(written.length > 0 && { answer_to_transcript_p50_ms: round(median(written)) }),
   }
 }

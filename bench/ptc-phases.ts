@@ -13,7 +13,7 @@
 import { FrameDecoder, FrameWriter, type HostMessage } from '../packages/ptc/ptc-node/src/channel.ts'
 import { ProgramProcess } from '../packages/ptc/ptc-node/src/process.ts'
 import ToolsService from '../packages/core/tools/src/index.ts'
-import { timed } from './harness.ts'
+import { delay, timed } from './harness.ts'
 import { stack } from './ptc.ts'
 import { median } from './stats.ts'
 
@@ -67,7 +67,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
   const hostCpu: number[] = []
   try {
     for (let i = 0; i < runs + 3; i++) {
-      await new Promise((resolve) => setTimeout(resolve, spare ? 150 : 20))
+      await delay(spare ? 150 : 20)
       for (const key of Object.keys(marks)) delete marks[key]
       const usage = process.cpuUsage()
       mark('call')
@@ -79,9 +79,7 @@ async function measure(label: string, spare: boolean, mode: 'danger-full-access'
       if (i < 3) continue
       for (const [name, from, to] of PHASES) {
         if (marks[from] === undefined || marks[to] === undefined) continue
-        const list = samples.get(name) ?? []
-        list.push(marks[to]! - marks[from]!)
-        samples.set(name, list)
+        samples.set(name, [...(samples.get(name) ?? []), marks[to]! - marks[from]!])
       }
     }
   } finally {
@@ -105,9 +103,9 @@ async function perCall(count: number, rounds: number) {
   const directCpu: number[] = []
   try {
     for (let round = 0; round < rounds + 1; round++) {
-      await new Promise((resolve) => setTimeout(resolve, 200))
+      await delay(200)
       const empty = await timed(() => s.call('run_code', { code: 'return 1' }))
-      await new Promise((resolve) => setTimeout(resolve, 200))
+      await delay(200)
       const run = await timed(() => s.call('run_code', { code }))
       if (run.value.isError) throw new Error(JSON.stringify(run.value))
       const plain = await timed(async () => {
@@ -163,7 +161,7 @@ async function nestedSteps(count: number) {
     }
   }
   try {
-    await new Promise((resolve) => setTimeout(resolve, 200))
+    await delay(200)
     marks.length = 0
     const result = await s.call('run_code', { code: `for (let i = 0; i < ${count}; i++) await tools.terminal_list({})\nreturn 1` })
     if (result.isError) throw new Error(JSON.stringify(result))

@@ -25,7 +25,7 @@ import * as ptyLocal from '../packages/pty/pty-local/src/index.ts'
 import * as toolPty from '../packages/pty/tool-pty/src/index.ts'
 import { terminalStack } from './compose.ts'
 import { median, percentile, ratio, round } from './stats.ts'
-import { progress, timed } from './harness.ts'
+import { delay, progress, timed } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
@@ -72,13 +72,6 @@ async function timedRun(run: () => Promise<ToolResult>, expect: string): Promise
   return ms
 }
 
-/**
- * A run takes the spare and refills it in the background; back to back, the next run would wait
- * for that refill. The spare figure is what a run costs when its spare is booted, so spare runs
- * are spaced by a few bare-spawn times (the bench, not a test: pacing is what it measures).
- */
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
 export async function benchPtc(progress: (message: string) => void) {
   progress(`ptc: ${PTC_PLAN.spawns} bare node -e 0 spawns`)
   const spawns: number[] = []
@@ -100,9 +93,12 @@ export async function benchPtc(progress: (message: string) => void) {
       await runCode(boxed)
     }
     const spawnP50 = median(spawns)
+    // A run refills the spare in the background: spare runs are spaced by a few bare-spawn times
+    // so none waits for that refill (pacing is what the bench measures, not a synchronisation).
+    const pause = () => delay(Math.max(50, spawnP50 * 3))
     for (let i = 0; i < PTC_PLAN.runs; i++) {
       coldMs.push(await runCode(cold))
-      await pause(Math.max(50, spawnP50 * 3))
+      await pause()
       spareMs.push(await runCode(warm))
       boxedMs.push(await runCode(boxed))
     }
@@ -137,20 +133,20 @@ export async function benchPtc(progress: (message: string) => void) {
     const programCpu: number[] = []
     // One unmeasured round of each side first, so that neither pays first-call costs (the
     // binding path, the tools pipeline, the terminal) in a measured round.
-    await pause(Math.max(50, spawnP50 * 3))
+    await pause()
     await runRound(0)
-    await pause(Math.max(50, spawnP50 * 3))
+    await pause()
     await runRound(PTC_PLAN.nestedSends)
-    await pause(Math.max(50, spawnP50 * 3))
+    await pause()
     await directRound()
     for (let i = 0; i < PTC_PLAN.nestedRounds; i++) {
       // Each run's spare refill starts right after its result and blocks this process while it
       // forks (several ms): every figure waits it out first, so none includes it.
-      await pause(Math.max(50, spawnP50 * 3))
+      await pause()
       const none = await runRound(0)
-      await pause(Math.max(50, spawnP50 * 3))
+      await pause()
       const sends = await runRound(PTC_PLAN.nestedSends)
-      await pause(Math.max(50, spawnP50 * 3))
+      await pause()
       const plain = await directRound()
       nested.push(sends.ms)
       fixed.push(none.ms)

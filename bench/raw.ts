@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { delay } from './harness.ts'
 
 /** The part of node-pty's `IPty` the baselines use (node-pty 1.1.0, `encoding: null`). */
 interface NodePty {
@@ -195,12 +196,11 @@ export function childPids(pid: number): number[] {
   }
 }
 
-/** State letter of `pid` (proc(5) stat field 3, read after the last `)`), or undefined when it is gone. */
-function processState(pid: number): string | undefined {
+/** `pid`'s stat fields from field 3 (the state) on (proc(5)), or undefined when it is gone. */
+export function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const end = stat.lastIndexOf(')')
-    return stat.slice(end + 2, end + 3)
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   } catch {
     return undefined
   }
@@ -221,7 +221,7 @@ export function descendantsOf(pid: number): number[] {
 
 /** Whether `pid` is gone or a zombie (state `Z`/`X`: it no longer runs). */
 export function isGone(pid: number): boolean {
-  const state = processState(pid)
+  const state = statFields(pid)?.[0]
   return state === undefined || state === 'Z' || state === 'X'
 }
 
@@ -230,9 +230,9 @@ export async function waitGone(pids: readonly number[], timeoutMs = 10_000): Pro
   const deadline = performance.now() + timeoutMs
   while (!pids.every(isGone)) {
     if (performance.now() > deadline) {
-      const left = pids.filter((pid) => !isGone(pid)).map((pid) => `${pid} (state ${processState(pid)})`)
+      const left = pids.filter((pid) => !isGone(pid)).map((pid) => `${pid} (state ${statFields(pid)?.[0]})`)
       throw new Error(`processes ${left.join(', ')} still run after ${timeoutMs} ms`)
     }
-    await new Promise((resolve) => setTimeout(resolve, 1))
+    await delay(1)
   }
 }

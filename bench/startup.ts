@@ -10,8 +10,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { median, percentile, ratio, round } from './stats.ts'
-import { progress } from './harness.ts'
+import { median, ratio, round } from './stats.ts'
+import { latency, progress } from './harness.ts'
 import type { Bench } from './registry.ts'
 import { ms, x } from './table.ts'
 
@@ -128,8 +128,7 @@ export async function benchStartup(progress: (message: string) => void, options:
     const rss = list.map((sample) => sample.rssMiB).filter((value): value is number => value !== undefined)
     const cpu = list.map((sample) => sample.cpuMs).filter((value): value is number => value !== undefined)
     return {
-      p50_ms: round(median(ms)),
-      p95_ms: round(percentile(ms, 95)),
+      ...latency(ms),
       ...(rss.length ? { peak_rss_mib: round(Math.max(...rss)) } : {}),
       ...(cpu.length ? { cpu_p50_ms: round(median(cpu)) } : {}),
     }

@@ -170,21 +170,18 @@ export async function benchSubagents(progress: (message: string) => void, option
     await setup()
     const c = await composition()
     try {
+      const products = [
+        [codexBinary, 'codex', rawCodex, samples.codexRaw, samples.codexConch],
+        [claudeBinary, 'claude-code', rawClaude, samples.claudeRaw, samples.claudeConch],
+      ] as const
       const oneRound = async (counted: boolean) => {
-        if (codexBinary) {
-          const raw = await rawCodex()
-          const through = await throughConch(c, 'codex')
+        for (const [binary, provider, rawRun, rawInto, conchInto] of products) {
+          if (!binary) continue
+          const raw = await rawRun()
+          const through = await throughConch(c, provider)
           if (counted) {
-            samples.codexRaw.push(raw)
-            samples.codexConch.push(through)
-          }
-        }
-        if (claudeBinary) {
-          const raw = await rawClaude()
-          const through = await throughConch(c, 'claude-code')
-          if (counted) {
-            samples.claudeRaw.push(raw)
-            samples.claudeConch.push(through)
+            rawInto.push(raw)
+            conchInto.push(through)
           }
         }
       }

@@ -33,19 +33,12 @@ export interface WorkflowCost {
 
 export type WorkflowRow = { name: string } & Record<Harness, WorkflowCost>
 
-export interface WorkflowFigures {
-  conch_bytes: number
-  tmux_bytes: number
-  pipe_bytes: number
-  conch_harness_bytes: number
-  tmux_harness_bytes: number
-  pipe_harness_bytes: number
-  conch_calls: number
-  tmux_calls: number
-  pipe_calls: number
-  conch_wall_ms: number
-  tmux_wall_ms: number
-  pipe_wall_ms: number
+const COSTS = ['bytes', 'harness_bytes', 'calls', 'wall_ms'] as const
+
+/** Per way, the totals over the workflows (`conch_bytes`, `tmux_calls`, …). */
+type Totals = Record<`${Harness}_${(typeof COSTS)[number]}`, number>
+
+export type WorkflowFigures = Totals & {
   /** conch over tmux, in total. */
   bytes_ratio: number | undefined
   wall_ratio: number | undefined
@@ -65,18 +58,7 @@ export function workflowCost(runs: readonly Omit<HarnessRun, 'read'>[]): Workflo
 export function summarise(workflows: readonly WorkflowRow[], rounds: number): WorkflowFigures {
   const total = (harness: Harness, key: keyof WorkflowCost) => round(workflows.reduce((sum, row) => sum + row[harness][key], 0))
   return {
-    conch_bytes: total('conch', 'bytes'),
-    tmux_bytes: total('tmux', 'bytes'),
-    pipe_bytes: total('pipe', 'bytes'),
-    conch_harness_bytes: total('conch', 'harness_bytes'),
-    tmux_harness_bytes: total('tmux', 'harness_bytes'),
-    pipe_harness_bytes: total('pipe', 'harness_bytes'),
-    conch_calls: total('conch', 'calls'),
-    tmux_calls: total('tmux', 'calls'),
-    pipe_calls: total('pipe', 'calls'),
-    conch_wall_ms: total('conch', 'wall_ms'),
-    tmux_wall_ms: total('tmux', 'wall_ms'),
-    pipe_wall_ms: total('pipe', 'wall_ms'),
+    ...(Object.fromEntries(COSTS.flatMap((key) => HARNESSES.map((harness) => [`${harness}_${key}`, total(harness, key)]))) as Totals),
     bytes_ratio: ratio(total('conch', 'bytes'), total('tmux', 'bytes')),
     wall_ratio: ratio(total('conch', 'wall_ms'), total('tmux', 'wall_ms')),
     rounds,

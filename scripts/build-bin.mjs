@@ -1,10 +1,7 @@
 #!/usr/bin/env node
 // Builds the JavaScript the `conch` bin runs (packages/cli/dist/), so a start does not
-// transpile the TypeScript sources. The sources stay the truth: the bin runs the build only
-// while every input it was built from is unchanged (packages/cli/dist/manifest.json lists
-// them with their mtimes) and falls back to the sources through tsx otherwise. The README of
-// packages/cli ("The built bin") describes the bundle, its code caches and what stays outside;
-// the reasons for each choice are at the code that makes it below.
+// transpile the TypeScript sources; the bin runs it only while every input listed in
+// dist/manifest.json is unchanged. packages/cli's README ("The built bin") describes it.
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { mkdirSync, mkdtempSync, realpathSync, statSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -119,12 +116,10 @@ const selfLocating = {
 }
 
 /**
- * The compositions this repository ships (the root cordis.yml and the examples'), read while
- * building. packages/cli/src/compose.ts's `parse` of `yaml` becomes, in the bundle, a lookup
- * of a file's exact text among them — its document, parsed now — and the real parser for any
- * other text (bundled, evaluated on first use). `yaml` spends about 20 ms of a start on the
- * root cordis.yml, most of it running its own code for the first time. A document is known
- * only when JSON holds it exactly (no non-finite numbers, no `undefined`).
+ * The compositions this repository ships (the root cordis.yml and the examples'), parsed while
+ * building: in the bundle, compose.ts's `parse` of `yaml` looks a file's exact text up among
+ * them and runs the real parser (bundled, evaluated on first use) for any other text. A
+ * document is known only when JSON holds it exactly (no non-finite numbers, no `undefined`).
  */
 const composeModule = join(cli, 'src', 'compose.ts')
 // The very copy of yaml that compose.ts imports.
@@ -162,12 +157,11 @@ export function parse(text, ...rest) {
 }
 
 /**
- * Cordis wraps every context value it hands out in a Proxy (createTraceable, 1 800 times in a
- * `conch run` of the root cordis.yml), and its build names each trap closure with
- * `__name(fn, "get")`: an Object.defineProperty per closure, about 20 ms of a start. In those
- * three functions the wrapper is dropped: a closure written as the value of a `get`, `set` or
- * `apply` key gets that very name from the language itself, so nothing observable changes.
- * Cordis is pinned exactly; the build fails if the text is not the one this expects.
+ * Cordis wraps every context value it hands out in a Proxy (createTraceable), and its build
+ * names each trap closure with `__name(fn, "get")`, an Object.defineProperty per closure. Here
+ * the wrapper is dropped: a closure written as the value of a `get`, `set` or `apply` key gets
+ * that very name from the language itself, so nothing observable changes. Cordis is pinned
+ * exactly; the build fails if the text is not the one this expects.
  */
 const CORDIS_TRAPS = { from: 'function withProps(', to: '__name(createTraceable, "createTraceable");', wrappers: 6 }
 const cordisTraps = {
@@ -196,8 +190,7 @@ const cordisTraps = {
  * Node's built-in modules that `node -e 0` does not load and a start may never use (a `conch
  * run` without a terminal spawns nothing): the bundle's `require` gives each as a stand-in that
  * requires the module at its first property access (esbuild reads a named import of a built-in
- * as a property of the required module at each use). child_process alone, with the net and
- * dgram modules it loads, is several ms of a start.
+ * as a property of the required module at each use).
  */
 const LAZY_BUILTINS = ['node:child_process', 'node:crypto', 'node:http', 'node:net', 'node:os', 'node:stream', 'node:string_decoder', 'node:timers/promises', 'node:fs/promises', 'node:util']
 

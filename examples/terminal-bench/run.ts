@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { LABEL } from '../../packages/sandbox/sandbox-docker/src/provider.ts'
+import { spine } from '../../packages/test-support/src/composition.ts'
 import { startFakeModel, type FakeModelServer } from '../../packages/test-support/src/fake-model/index.ts'
 import { splitCommands } from './split.ts'
 
@@ -120,14 +121,11 @@ export function tomlNumber(toml: string, section: string, key: string): number |
  * under its WORKDIR (`workingDir`: where the terminal starts), writable as the container's copy
  * (`writableRoot`), where the verifier reads them.
  */
-function composition(options: { baseURL: string; image: string; workingDir: string; memoryMb: number | undefined; cpus: number | undefined }): object[] {
+function composition(options: { baseURL: string; image: string; workingDir: string; memoryMb: number | undefined; cpus: number | undefined }) {
   const limits = { ...(options.memoryMb !== undefined && { memoryMb: options.memoryMb }), ...(options.cpus !== undefined && { cpus: options.cpus }) }
   // A key variable that is never set: no key of the runner's environment goes to the oracle's server.
   const endpoint = { apiKeyEnv: 'CONCH_TBENCH_NO_KEY', baseURL: options.baseURL, model: 'oracle' }
-  return [
-    { id: 'sessions', name: '@conch/session' },
-    { id: 'tools', name: '@conch/tools' },
-    { id: 'llm', name: '@conch/llm' },
+  return spine([
     { id: 'model', name: '@conch/llm-openai', config: { endpoints: [endpoint], baseURL: options.baseURL, model: 'oracle', maxRetries: 0 } },
     { id: 'subprocess', name: '@conch/subprocess' },
     { id: 'sandbox', name: '@conch/sandbox' },
@@ -136,8 +134,7 @@ function composition(options: { baseURL: string; image: string; workingDir: stri
     { id: 'pty', name: '@conch/pty' },
     { id: 'pty-local', name: '@conch/pty-local' },
     { id: 'tool-pty', name: '@conch/tool-pty' },
-    { id: 'agents', name: '@conch/agent' },
-  ]
+  ])
 }
 
 interface StreamLine {

@@ -11,6 +11,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo, Socket } from 'node:net'
+import { text as readBody } from 'node:stream/consumers'
 import { setTimeout as delay } from 'node:timers/promises'
 import { chatEncoder, fakeId, formatSse, messagesEncoder, messagesJson, responsesEncoder, roughTokens, type SseEvent, type StreamEncoder, type ToolCall } from './encode.ts'
 import { parseChatBody, parseMessagesBody, parseResponsesBody } from './parse.ts'
@@ -45,6 +46,15 @@ interface Waiter {
   check(): boolean
   fail(reason: unknown): void
 }
+
+/** Method, path suffix and API of each route, first match wins; anything else is `other`. */
+const ROUTES: readonly (readonly [string, string, FakeApi])[] = [
+  ['POST', '/responses', 'responses'],
+  ['POST', '/chat/completions', 'chat'],
+  ['POST', '/messages/count_tokens', 'count_tokens'],
+  ['POST', '/messages', 'messages'],
+  ['GET', '/models', 'models'],
+]
 
 /** Splits text into deltas of one word each, the whitespace before a word going with it. */
 export function splitWords(text: string): string[] {
@@ -112,18 +122,7 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
 
   function handle(req: IncomingMessage, res: ServerResponse, raw: string): void {
     const path = (req.url ?? '').split('?')[0] ?? ''
-    const api: FakeApi =
-      req.method === 'POST' && path.endsWith('/responses')
-        ? 'responses'
-        : req.method === 'POST' && path.endsWith('/chat/completions')
-          ? 'chat'
-        : req.method === 'POST' && path.endsWith('/messages/count_tokens')
-          ? 'count_tokens'
-          : req.method === 'POST' && path.endsWith('/messages')
-            ? 'messages'
-            : req.method === 'GET' && path.endsWith('/models')
-              ? 'models'
-              : 'other'
+    const api = ROUTES.find(([method, suffix]) => req.method === method && path.endsWith(suffix))?.[2] ?? 'other'
     let body: unknown
     let badJson = false
     if (raw.length > 0) {
@@ -342,13 +341,4 @@ export async function startFakeModel(options: FakeModelOptions = {}): Promise<Fa
         for (const socket of sockets) socket.destroy()
       })),
   }
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = []
-    req.on('data', (part: Buffer) => parts.push(part))
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')))
-    req.on('error', reject)
-  })
 }

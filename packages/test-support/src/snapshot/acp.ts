@@ -150,16 +150,7 @@ export async function runAcpScenario(options: {
     new Promise<T>((resolvePromise, reject) => {
       const timer = setTimeout(() => reject(new Error(`${what}: no answer within ${STEP_BUDGET_MS} ms${describe()}`)), STEP_BUDGET_MS)
       void conch.exit.then((code) => reject(new Error(`${what}: conch exited (${code})${describe()}`)))
-      promise.then(
-        (value) => {
-          clearTimeout(timer)
-          resolvePromise(value)
-        },
-        (error: unknown) => {
-          clearTimeout(timer)
-          reject(error)
-        },
-      )
+      promise.then(resolvePromise, reject).finally(() => clearTimeout(timer))
     })
   const sessionId = (name: string): string => {
     const id = sessions.get(name)

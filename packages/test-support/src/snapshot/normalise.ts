@@ -19,7 +19,7 @@ const DURATION_KEYS: ReadonlySet<string> = new Set(['elapsedMs', 'durationMs'])
 export class Normaliser {
   private readonly kind: RunKind
   private readonly paths: string[]
-  private readonly sessions = new Map<string, string>()
+  private readonly sessionNumber = numbering<string>()
 
   constructor(options: NormaliseOptions) {
     this.kind = options.kind
@@ -45,7 +45,7 @@ export class Normaliser {
   text(text: string): string {
     let out = text
     for (const path of this.paths) out = out.split(path).join('<workspace>')
-    out = out.replace(/\bsession-[0-9a-f]{8}\b/g, (id) => this.sessionId(id))
+    out = out.replace(/\bsession-[0-9a-f]{8}\b/g, (id) => `session-${this.sessionNumber(id)}`)
     out = out.replace(/(\[run_code: [a-z-]+ (?:in|after) )\d+( ms\b)/g, '$1<ms>$2')
     if (this.kind === 'real') {
       out = out
@@ -56,15 +56,6 @@ export class Normaliser {
         .replace(/\/dev\/pts\/\d+/g, '/dev/pts/<n>')
     }
     return out
-  }
-
-  private sessionId(id: string): string {
-    let mapped = this.sessions.get(id)
-    if (mapped === undefined) {
-      mapped = `session-${this.sessions.size + 1}`
-      this.sessions.set(id, mapped)
-    }
-    return mapped
   }
 
   private walk(value: unknown, key: string | undefined): unknown {
@@ -91,16 +82,17 @@ export class Normaliser {
  * how the client numbers its requests.
  */
 export function renumberIds(frames: readonly Record<string, unknown>[]): Record<string, unknown>[] {
-  const ids = new Map<unknown, number>()
-  return frames.map((frame) => {
-    if (!('id' in frame) || frame['id'] === null) return frame
-    let id = ids.get(frame['id'])
-    if (id === undefined) {
-      id = ids.size + 1
-      ids.set(frame['id'], id)
-    }
-    return { ...frame, id }
-  })
+  const id = numbering<unknown>()
+  return frames.map((frame) => (!('id' in frame) || frame['id'] === null ? frame : { ...frame, id: id(frame['id']) }))
+}
+
+/** 1, 2, … for each key in order of its first appearance. */
+function numbering<K>(): (key: K) => number {
+  const numbers = new Map<K, number>()
+  return (key) => {
+    if (!numbers.has(key)) numbers.set(key, numbers.size + 1)
+    return numbers.get(key)!
+  }
 }
 
 /**
