@@ -88,7 +88,7 @@ describe('what a background send notification repeats', () => {
     })
     const taskId = String(started.meta.taskId)
     let shown = ''
-    await until(async () => /^first-1$/m.test((shown += (await harness.call('task_output', { taskId })).text)), 15_000, 'first-1 in task_output', () => shown)
+    await until(async () => /^first-1$/m.test((shown += `${(await harness.call('task_output', { taskId })).text}\n`)), 15_000, 'first-1 in task_output', () => shown)
     // Only now does the task go on: second-2 and the end come after the last read.
     writeFileSync(join(harness.workspace, 'go'), '')
     await until(async () => queued() > 0, 15_000, 'the end notification')
@@ -96,5 +96,13 @@ describe('what a background send notification repeats', () => {
     expect(notification).toMatchObject({ source: taskId, event: 'exited 0' })
     expect(notification!.tail ?? '').not.toMatch(/first-1/)
     expect(notification!.tail).toMatch(/^second-2$/m)
+  })
+
+  it('task_output of a background send leaves out the echo of its text, as its result named the command', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: 'echo out-$((6*7))', run_in_background: true })
+    expect(started.text).toContain(`${sessionId}: echo out-$((6*7))`)
+    const done = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true })
+    expect(done.text).toBe('out-42\n$ \n[status: completed, wait: stdin_read, exit: 0]')
   })
 })
