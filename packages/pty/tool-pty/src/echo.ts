@@ -46,7 +46,7 @@ export class EchoFilter {
       const end = this.held.indexOf('\n', this.at)
       const want = this.expected[this.matched]!
       if (end < 0) return this.held.length - this.at > want.length + MAX_PROMPT ? this.release() : ''
-      if (!echoes(this.held.slice(this.at, end).replace(/\r$/, ''), want)) return this.release()
+      if (!echoes(this.held.slice(this.at, end).replace(/\r$/, ''), want, this.matched === 0)) return this.release()
       this.at = end + 1
       this.matched++
     }
@@ -70,9 +70,14 @@ export class EchoFilter {
   }
 }
 
-/** Whether `line` shows `typed` as typed, alone or after a prompt (which ends in a space). */
-function echoes(line: string, typed: string): boolean {
+/**
+ * Whether `line` shows `typed` as typed, alone or after a prompt (which ends in a space). A bare
+ * Enter shows nothing of its own, so as the `first` line it must be empty: a line that merely ends
+ * in a space is output the model has not seen (a program's late `Press Enter `).
+ */
+function echoes(line: string, typed: string, first: boolean): boolean {
   if (line === typed) return true
+  if (typed === '' && first) return false
   if (!line.endsWith(typed)) return false
   const prompt = line.slice(0, line.length - typed.length)
   return prompt.length <= MAX_PROMPT && /\s$/.test(prompt)

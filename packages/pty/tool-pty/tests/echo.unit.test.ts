@@ -28,6 +28,9 @@ describe('the echo of a send', () => {
     { name: 'a last line not submitted stays', output: 'ls', typed: 'ls', submitted: false, shown: 'ls' },
     { name: 'submitted lines before one that is not', output: 'a\nb', typed: 'a\nb', submitted: false, shown: 'b' },
     { name: 'an empty send', output: 'x\n$ ', typed: '', submitted: false, shown: 'x\n$ ' },
+    { name: 'a bare Enter after its prompt was shown', output: '\n$ ', typed: '', shown: '$ ' },
+    { name: 'a bare Enter after output not yet shown', output: 'Press Enter \nok\n$ ', typed: '', shown: 'Press Enter \nok\n$ ' },
+    { name: 'an empty line closing a block after its continuation prompt', output: 'if x:\n...     y\n... \n>>> ', typed: 'if x:\n    y\n', shown: '>>> ' },
   ]
 
   for (const { name, output, typed, shown, submitted } of cases) {
