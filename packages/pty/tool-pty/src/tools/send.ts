@@ -91,7 +91,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, less the echo of your text when the terminal echoed it unchanged, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
+      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, less the exact echo of your text, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
     kind: 'execute',
     ...limits,
     input: sendInput,
