@@ -41,14 +41,14 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     // The script blocks opening the FIFO, not reading the terminal, until the test opens it.
     writeFileSync(path.join(harness.workspace, 'f.sh'), `echo started\nread go < ${gate}\necho LATE-OUTPUT\nexit 7\n`)
     const started = await harness.call('terminal_send', { sessionId: id, text: 'bash f.sh', idleMs: 1500 })
-    expect(started.text).toBe('bash f.sh\nstarted\n[wait: inferred_idle]\n[note: still running: bash, not reading the terminal; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]')
+    expect(started.text).toBe('started\n[wait: inferred_idle]\n[note: still running: bash, not reading the terminal; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]')
     const second = harness.call('terminal_send', { sessionId: id, text: 'echo second-$((1+1))' })
     // The terminal echoed the typed-ahead line: it is written, and the script still runs.
     await harness.waitForLine(id, 'echo second-$((1+1))')
     writeFileSync(gate, 'go\n')
     // The new command's own status shows when the prompt, not /proc alone, settled the send.
     expect((await second).text.replace('[wait: stdin_read, exit: 0]', '[wait: stdin_read]')).toBe(
-      'echo second-$((1+1))\nLATE-OUTPUT\n[earlier command ended, exit: 7]\n$ echo second-$((1+1))\nsecond-2\n$ \n' +
+      'LATE-OUTPUT\n[earlier command ended, exit: 7]\n$ echo second-$((1+1))\nsecond-2\n$ \n' +
         '[wait: stdin_read]\n[input: not_reading — typed ahead while bash ran]',
     )
   })

@@ -88,7 +88,7 @@ describe('what a background send notification repeats', () => {
     })
     const taskId = String(started.meta.taskId)
     let shown = ''
-    await until(async () => /^first-1$/m.test((shown += (await harness.call('task_output', { taskId })).text)), 15_000, 'first-1 in task_output', () => shown)
+    await until(async () => /^first-1$/m.test((shown += `${(await harness.call('task_output', { taskId })).text}\n`)), 15_000, 'first-1 in task_output', () => shown)
     // Only now does the task go on: second-2 and the end come after the last read.
     writeFileSync(join(harness.workspace, 'go'), '')
     await until(async () => queued() > 0, 15_000, 'the end notification')
@@ -96,5 +96,27 @@ describe('what a background send notification repeats', () => {
     expect(notification).toMatchObject({ source: taskId, event: 'exited 0' })
     expect(notification!.tail ?? '').not.toMatch(/first-1/)
     expect(notification!.tail).toMatch(/^second-2$/m)
+  })
+
+  it('task_kill after a delivered notifyOn match shows only what is new since: not the echo, not the tail', async () => {
+    const sessionId = await harness.open()
+    writeFileSync(join(harness.workspace, 'serve.sh'), 'for i in 1 2 3 4 5 6 7; do echo boot-$i; done\necho Listening on 127.0.0.1:8080\nsleep 600\n')
+    const started = await harness.call('terminal_send', { sessionId, text: 'bash serve.sh', run_in_background: true, notifyOn: 'Listening on \\S+' })
+    await until(async () => queued() > 0, 15_000, 'the notifyOn notification')
+    const [notification] = delivered()
+    expect(notification!.tail).toBe('boot-4\nboot-5\nboot-6\nboot-7\nListening on 127.0.0.1:8080')
+    const killed = await harness.call('task_kill', { taskId: String(started.meta.taskId) })
+    // The three lines before the tail were never shown: counted, not repeated.
+    expect(killed.text).toMatch(/^\[… \d+ bytes \(3 lines\) omitted\]\n/)
+    expect(killed.text).not.toMatch(/bash serve\.sh|boot-|Listening/)
+    expect(killed.text).toMatch(/\n\$ \n\[status: killed\b[^\n]*\]$/)
+  })
+
+  it('task_output of a background send leaves out the echo of its text, as its result named the command', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: 'echo out-$((6*7))', run_in_background: true })
+    expect(started.text).toContain(`${sessionId}: echo out-$((6*7))`)
+    const done = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true })
+    expect(done.text).toBe('out-42\n$ \n[status: completed, wait: stdin_read, exit: 0]')
   })
 })

@@ -22,6 +22,9 @@ export class OutputBuffer {
   private dropped: DroppedOutput | undefined
   /** Whether the last dropped byte ended a line (so the kept text starts one). */
   private droppedAtLineStart = true
+  /** Text appended since the buffer began, and where the unread text starts in it (UTF-16 units). */
+  private written = 0
+  private start = 0
 
   /** @param limitBytes bound on unread output, in UTF-8 bytes (a positive integer). */
   constructor(readonly limitBytes: number) {}
@@ -31,8 +34,14 @@ export class OutputBuffer {
     return this.bytes
   }
 
+  /** Where the text appended so far ends: a position `forget` takes. */
+  get end(): number {
+    return this.written
+  }
+
   append(text: string): void {
     if (!text) return
+    this.written += text.length
     this.chunks.push(text)
     this.bytes += Buffer.byteLength(text, 'utf8')
     if (this.bytes > this.limitBytes) this.dropOldest()
@@ -46,7 +55,25 @@ export class OutputBuffer {
     this.bytes = 0
     this.dropped = undefined
     this.droppedAtLineStart = true
+    this.start = this.written
     return result
+  }
+
+  /**
+   * Forgets the unread text before `position` (an `end`), which the reader saw elsewhere: its last
+   * `seenLines` lines (a notification's tail); lines before those count as dropped.
+   */
+  forget(position: number, seenLines: number): void {
+    const count = position - this.start
+    if (count <= 0) return
+    const text = this.chunks.join('')
+    const gone = text.slice(0, count)
+    this.chunks = [text.slice(count)]
+    this.bytes -= Buffer.byteLength(gone, 'utf8')
+    this.start = position
+    const lines = gone.replace(/\n+$/, '').split('\n')
+    const unseen = lines.slice(0, Math.max(0, lines.length - seenLines))
+    if (unseen.length > 0) this.drop(`${unseen.join('\n')}\n`)
   }
 
   private dropOldest(): void {
@@ -59,6 +86,7 @@ export class OutputBuffer {
       this.drop(first.slice(0, first.length - kept.length))
       if (kept === '') this.chunks.shift()
       else this.chunks[0] = kept
+      this.start += first.length - kept.length
       this.bytes -= size - Buffer.byteLength(kept, 'utf8')
     }
   }

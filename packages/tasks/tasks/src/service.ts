@@ -242,6 +242,8 @@ export default class TasksService extends Service implements TasksServiceApi {
   /**
    * Queues a notification about the task on its owner, with the last lines of its output the
    * owner has not read (a read before delivery leaves them out too: task_output showed them).
+   * Delivered, the tail counts as read: the next read starts after it, and counts the unread
+   * lines before it as omitted.
    */
   private notify(record: TaskRecord, event: string, evidence: string | undefined, wake: boolean, withdrawn?: () => boolean): void {
     const { notifyTailLines, notifyTailBytes } = this.config
@@ -249,12 +251,24 @@ export default class TasksService extends Service implements TasksServiceApi {
     const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).map((line) => line.replace(/\r$/, '')).join('\n')
     const tail = utf8Suffix(lines, notifyTailBytes)
     const reads = record.reads
+    const end = record.output.end
+    // A line cut at its head by the byte bound was not seen whole.
+    const seenLines = tail === '' ? 0 : tail.split('\n').length - (tail === lines ? 0 : 1)
+    // Checked once, at delivery: a tail not read since is delivered then.
+    const tailRead = () => {
+      if (record.reads !== reads) return true
+      const since = record.output.end - end
+      record.output.forget(end, seenLines)
+      // Nor does a later notification's tail repeat it.
+      record.recent = since === 0 ? '' : record.recent.slice(-since)
+      return false
+    }
     record.owner.notify({
       source: record.id,
       event,
       label: record.spec.label,
       ...(evidence !== undefined && { evidence }),
-      ...(tail !== '' && { tail, tailRead: () => record.reads !== reads }),
+      ...(tail !== '' && { tail, tailRead }),
       wake,
       ...(withdrawn && { withdrawn }),
     })

@@ -60,4 +60,28 @@ describe('OutputBuffer', () => {
     buffer.append('x'.repeat(1000))
     expect(buffer.take()).toEqual({ text: 'xxxx', dropped: { bytes: 996, lines: 1 } })
   })
+
+  it('forgets what was read elsewhere up to a position, counting the lines before those seen as dropped', () => {
+    const buffer = new OutputBuffer(1024)
+    buffer.append('old-1\nold-2\nseen-1\n')
+    buffer.append('seen-2\n')
+    const end = buffer.end
+    buffer.append('new-1\n')
+    buffer.forget(end, 2)
+    expect(buffer.take()).toEqual({ text: 'new-1\n', dropped: { bytes: 12, lines: 2 } })
+    // A position already taken forgets nothing.
+    buffer.append('after\n')
+    buffer.forget(end, 2)
+    expect(buffer.take()).toEqual({ text: 'after\n', dropped: undefined })
+  })
+
+  it('forgets from where the oldest unread bytes were dropped, not from where the text began', () => {
+    const buffer = new OutputBuffer(8)
+    buffer.append('aaaa\nbbbb\n')
+    const end = buffer.end
+    buffer.append('cc\n')
+    buffer.forget(end, 1)
+    expect(buffer.take()).toEqual({ text: 'cc\n', dropped: { bytes: 5, lines: 1 } })
+  })
 })
+

@@ -5,6 +5,7 @@ import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, ty
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
+import { EchoFilter, sendWithoutEcho } from '../echo.ts'
 import { renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
 import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
@@ -90,7 +91,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
+      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, less the exact echo of your text, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
     kind: 'execute',
     ...limits,
     input: sendInput,
@@ -125,6 +126,9 @@ export function registerTerminalSend(kit: ToolKit): void {
           return error(caught)
         }
         const label = `${input.sessionId}: ${describeInput(input)}`
+        // The echo of the text is left out of the task's output as of a foreground result.
+        const echo = payload.text === undefined ? undefined : new EchoFilter(payload.text, input.submit)
+        let ended = false
         let taskId: string
         try {
           taskId = tasks.start({
@@ -136,11 +140,14 @@ export function registerTerminalSend(kit: ToolKit): void {
             ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn) }),
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
-              const result = await operation.done.finally(() => stop?.())
+              const result = await operation.done.finally(() => {
+                stop?.()
+                ended = true
+              })
               const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
               return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
-            drain: () => backgroundOutput(operation),
+            drain: () => backgroundOutput(operation, echo, ended),
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
           }).id
         } catch (caught) {
@@ -176,7 +183,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const rendered = renderSend(result, input.maxOutputBytes ?? config.maxOutputBytes, {
+      const shown = input.text === undefined ? result : sendWithoutEcho(result, input.text, input.submit)
+      const rendered = renderSend(shown, input.maxOutputBytes ?? config.maxOutputBytes, {
         interrupted: signal.aborted,
         refused,
         retained: result.omitted && retainedLines(pty, agent, input.sessionId),
@@ -188,14 +196,17 @@ export function registerTerminalSend(kit: ToolKit): void {
 }
 
 /**
- * What a read of a background send's task adds: the lines since the previous read, or — while the
- * program in front draws a screen (`watch`, top, an editor) — that screen as it is now, as a
- * foreground result would show it (its lines are consumed with it).
+ * What a read of a background send's task adds: the lines since the previous read, past the echo
+ * of its text (`echo`; what it holds back is let go once the send `ended`), or — while the program
+ * in front draws a screen (`watch`, top, an editor) — that screen as it is now, as a foreground
+ * result would show it (its lines are consumed with it).
  */
-function backgroundOutput(operation: SendOperation): string {
+function backgroundOutput(operation: SendOperation, echo: EchoFilter | undefined, ended: boolean): string {
   const lines = operation.readOutput()
   const screen = operation.screen?.()
-  return screen === undefined ? lines : `${screen}\n`
+  if (screen !== undefined) return `${screen}\n`
+  if (echo === undefined) return lines
+  return echo.feed(lines) + (ended ? echo.flush() : '')
 }
 
 /** What the send types, for ctx.pty: a secret's value is read here, at call time. */
@@ -250,9 +261,12 @@ function noticeEvidence(evidence: ReadinessEvidence): string {
   return reader === undefined ? evidence.detail : evidence.detail.replace(`${reader.name}[${reader.pid}]`, reader.name)
 }
 
-/** Lines the terminal echoes for what a send types (the task's label names the command; a pattern must not match it). */
+/**
+ * Lines the terminal echoes for the keys a send presses: kept in the task's output (they show what
+ * `Up` recalled), left out of notifications, whose label names the send. A text's echo is left out
+ * of the output itself (`EchoFilter`).
+ */
 function echoLines(payload: SendPayload): number {
-  if (payload.text !== undefined) return payload.text.split('\n').length
   if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
   return 0
 }
