@@ -198,10 +198,7 @@ export class SecretRedactor {
       }
       return out
     }
-    const before = context?.before ?? ''
-    const body = text.replaceAll('\n', '')
-    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
-    return edits.length === 0 ? text : applyEdits(text.split('\n'), edits, before.length).join('\n')
+    return this.redactRows(text.split('\n'), context).join('\n')
   }
 
   /**

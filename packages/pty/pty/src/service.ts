@@ -223,10 +223,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.phase.phase === 'busy') {
       throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again` })
     }
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written. Its scrollback can still be read; open a new session to continue` })
-    }
+    assertRunning(entry, 'nothing was written. Its scrollback can still be read; open a new session to continue')
 
     const token = {}
     entry.phase = { phase: 'busy', send: token }
@@ -304,10 +301,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       throw new PtyError('INVALID_INPUT', { reason: `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}` })
     }
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; no signal was sent` })
-    }
+    assertRunning(entry, 'no signal was sent')
     return entry.backend.signal(signal)
   }
 
@@ -321,10 +315,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.phase.phase === 'busy') {
       throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is running a send; a raw write would interleave with it, so nothing was written. Wait for the send or cancel it first` })
     }
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written` })
-    }
+    assertRunning(entry, 'nothing was written')
     await entry.backend.write(data)
   }
 
@@ -344,12 +335,8 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.onChange(listener)
   }
 
-  close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
-    try {
-      return this.closeEntry(this.entry(owner, sessionId))
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
+    return this.closeEntry(this.entry(owner, sessionId))
   }
 
   list(owner: PtyOwner): SessionInfo[] {
@@ -681,6 +668,11 @@ function disposingError(): PtyError {
   return new PtyError('SERVICE_DISPOSING', {})
 }
 
+function assertRunning(entry: SessionEntry, outcome: string): void {
+  const status = entry.backend.status()
+  if (status.state === 'exited') throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; ${outcome}` })
+}
+
 function closing(sessionId: string): PtyError {
   return new PtyError('SESSION_EXITED', { reason: `PTY session ${sessionId} is being closed; nothing was written. Retry the close if it failed, or open a new session` })
 }
@@ -694,11 +686,10 @@ function aggregate(errors: Error[], doing: string): AggregateError {
 }
 
 function rejections(results: PromiseSettledResult<unknown>[]): Error[] {
-  return results.flatMap((result) => (result.status === 'rejected' ? [asError(result.reason)] : []))
-}
-
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value))
+  return results.flatMap((result) => {
+    if (result.status === 'fulfilled') return []
+    return [result.reason instanceof Error ? result.reason : new Error(String(result.reason))]
+  })
 }
 
 function isCount(value: unknown): value is number {
