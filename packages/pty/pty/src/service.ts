@@ -120,10 +120,8 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   constructor(ctx: Context, public config: PtyService.Config) {
     super(ctx, 'pty')
-    // Every send goes through `ctx.pty`'s proxy, so it is kept cheap: no shadow context per call
-    // (two proxies and a context, 10–20 µs; `this.ctx` in a method is still the caller's context,
-    // so effects stay with the caller), and no lookup of `pty.<name>` properties another plugin
-    // could declare on the context (a new proxy of ctx.reflect per member read; conch declares none).
+    // Every send goes through `ctx.pty`'s proxy: no shadow context per call (`this.ctx` in a method
+    // stays the caller's) and no lookup of `pty.<name>` properties (conch declares none).
     const tracker = (this as unknown as Record<symbol, Tracker>)[Service.tracker]!
     tracker.noShadow = true
     delete tracker.associate
@@ -478,14 +476,11 @@ export default class PtyService extends Service implements PtyServiceApi {
   }
 
   /**
-   * Service disposal: aborts every spawn, closes every session, waits until all of it has
-   * settled, then clears every registry (backends, sessions, spawns, owner hooks) even when a
-   * close failed, and rejects with an `AggregateError` of every failure (close failures and
-   * pending rollback failures). From the first call on, every method refuses with
-   * `SERVICE_DISPOSING`. Idempotent: later calls return the same promise.
-   *
-   * The plugin's own disposal calls it; Cordis only logs what a disposer throws (each inner
-   * error separately), so a host that wants the failures as a value calls it first.
+   * Service disposal: aborts every spawn, closes every session, waits for all of it, then clears
+   * every registry even when a close failed, and rejects with an `AggregateError` of every close
+   * and pending rollback failure. From the first call on, every method refuses with
+   * `SERVICE_DISPOSING`. Idempotent. Cordis only logs what a disposer throws, so a host that wants
+   * the failures as a value calls it before unloading.
    */
   shutdown(): Promise<void> {
     this.state.disposing ??= (async () => {
