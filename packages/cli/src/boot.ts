@@ -5,7 +5,6 @@
  * disposes entries in reverse file order (dependents first: terminals close before the pty
  * service goes) and awaits each one.
  */
-import { realpathSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
@@ -15,7 +14,7 @@ import { entryOf, FIBER_ACTIVE, fiberError as errorOfFiber, serviceProvider } fr
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
 import { recordResolutions, type ClosureRecording, type Resolution } from './closure.ts'
-import { localCodePaths, localPluginPaths, protectedPathsOf } from './protect.ts'
+import { localCodePaths, localPluginPaths, protectedPathsOf, realpathOf } from './protect.ts'
 import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 import { suggestConfigKeys } from './suggest.ts'
 import { visible } from './transcript.ts'
@@ -191,13 +190,7 @@ async function bootRecorded(
   // The local plugins and what they import must also stay out of every writable path (see protect.ts).
   const code = localCodePaths(composition, resolutions)
   if (code.length > 0) sandbox?.protect?.(code, { code: true })
-  const canonicalCode = code.flatMap((path) => {
-    try {
-      return [realpathSync(path)]
-    } catch {
-      return []
-    }
-  })
+  const canonicalCode = code.flatMap((path) => realpathOf(path) ?? [])
   return { ctx, composition, entries: rows.map((row) => row.id), code: canonicalCode, shutdown }
 }
 

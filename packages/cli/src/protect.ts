@@ -164,7 +164,8 @@ function lstatOf(path: string) {
   }
 }
 
-function realpathOf(path: string): string | undefined {
+/** The canonical path of `path`, or undefined when it cannot be resolved. */
+export function realpathOf(path: string): string | undefined {
   try {
     return realpathSync(path)
   } catch {

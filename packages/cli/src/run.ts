@@ -2,7 +2,6 @@
  * `conch run`: boot the composition, create one agent with the workspace root, run the task
  * to completion, print the transcript, dispose the agent and shut everything down.
  */
-import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
@@ -13,6 +12,7 @@ import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
 import { BootError, CliError } from './errors.ts'
 import { checkApiKey, REPLAY_PACKAGE, useScript } from './model.ts'
+import { realpathOf } from './protect.ts'
 import { createTranscript, resultStatus, visible } from './transcript.ts'
 
 export interface CommandIo {
@@ -178,12 +178,8 @@ export function workspaceRefusal(app: App, workspaceRoot: string): { code: 'CWD_
   const problem = workspaceRootProblem(workspaceRoot, { ...conchFolders(app), shared: confined })
   if (problem !== undefined) return { code: 'CWD_REFUSED', reason: `cannot be the workspace${confined ? ` under the sandbox mode ${mode}` : ''}: ${problem}` }
   if (mode !== 'workspace-write' || app.code.length === 0) return undefined
-  let root: string
-  try {
-    root = realpathSync(workspaceRoot)
-  } catch {
-    return undefined
-  }
+  const root = realpathOf(workspaceRoot)
+  if (root === undefined) return undefined
   const named = codeHeldBy(app.code, root)
   if (named === undefined) return undefined
   return {
