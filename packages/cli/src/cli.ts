@@ -50,6 +50,10 @@ export interface MainIo {
 export async function main(argv: readonly string[], io: MainIo): Promise<number> {
   const [command, ...rest] = argv
   const signals = trapSignals(io.stderr)
+  const help = (text: string): number => {
+    io.stdout.write(`${text}\n`)
+    return 0
+  }
   try {
     switch (command) {
       case undefined:
@@ -58,40 +62,27 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
       case '-h':
       case '--help':
       case 'help':
-        io.stdout.write(`${USAGE}\n`)
-        return 0
+        return help(USAGE)
       case 'run': {
         const args = parseRunArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${RUN_USAGE}\n`)
-          return 0
-        }
+        if (args === 'help') return help(RUN_USAGE)
         const code = await runCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
         return signals.exitCode ?? code
       }
       case 'acp': {
         const args = parseAcpArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${ACP_USAGE}\n`)
-          return 0
-        }
+        if (args === 'help') return help(ACP_USAGE)
         // Stopping the server is its normal end: after SIGTERM or SIGINT, as after the client
         // closed stdin, every agent and terminal is disposed and the exit status is 0.
         return await acpCommand(args, { ...io, signal: signals.signal })
       }
       case 'gc': {
         const args = parseGcArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${GC_USAGE}\n`)
-          return 0
-        }
+        if (args === 'help') return help(GC_USAGE)
         return await gcCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
       }
       case 'pool-worker': {
-        if (rest.length > 0 && (rest[0] === '-h' || rest[0] === '--help')) {
-          io.stdout.write(`${POOL_WORKER_USAGE}\n`)
-          return 0
-        }
+        if (rest[0] === '-h' || rest[0] === '--help') return help(POOL_WORKER_USAGE)
         if (rest.length > 0) throw new CliError('USAGE', { reason: `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)` })
         // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
         // (SIGTERM, or the channel closing) closes every session first and is a normal end.
