@@ -94,10 +94,8 @@ async function bootRecorded(
   const ctx = new Context()
   const loaderRef: { loader?: Loader } = {}
   const locate = (fiber: Fiber<Context> | undefined) => (fiber && loaderRef.loader ? loaderRef.loader.locate(fiber) : undefined)
-  // Until the audit, an error logged as the error itself (cordis logs an entry's failed start so)
-  // and an `internal/error` are held back: the audit's BootError reports the errors of entries
-  // that are not active, and printing them here too would say each twice. Held errors the audit
-  // does not report are printed after it.
+  // Until the audit, logged errors and `internal/error`s are held back so the BootError does not
+  // repeat them; those it does not report are printed after it.
   const held: { error: unknown; print: () => void }[] = []
   let holding = true
   const exporter: Exporter = {

@@ -72,8 +72,7 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
       case 'acp': {
         const args = parseAcpArgs(rest)
         if (args === 'help') return help(ACP_USAGE)
-        // Stopping the server is its normal end: after SIGTERM or SIGINT, as after the client
-        // closed stdin, every agent and terminal is disposed and the exit status is 0.
+        // Stopping the server after a signal is a normal end, as after the client closed stdin.
         return await acpCommand(args, { ...io, signal: signals.signal })
       }
       case 'gc': {
@@ -84,9 +83,8 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
       case 'pool-worker': {
         if (rest[0] === '-h' || rest[0] === '--help') return help(POOL_WORKER_USAGE)
         if (rest.length > 0) throw new CliError('USAGE', { reason: `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)` })
-        // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
-        // (SIGTERM, or the channel closing) closes every session first and is a normal end.
-        // Under the pool's `terminal: conch` the worker composes its own confined terminals.
+        // @conch/pty-pool starts this with the protocol on fd 3; under `terminal: conch` the
+        // worker composes its own confined terminals.
         const { runPoolWorker } = await import('@conch/pty-pool')
         const { composeWorkerTerminals } = await import('./pool-worker.ts')
         await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(visible(`conch pool-worker: ${line}\n`)), conchTerminals: composeWorkerTerminals })
@@ -119,15 +117,12 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
       io.stderr.write(visible(`conch: the early initialize answer ${JSON.stringify(answered)} differs from the server's ${JSON.stringify(server)}\n`)),
   })
   try {
-    // The boot below runs mostly as one chain of microtasks, which the reading of stdin would
-    // have to wait behind. A request already in the pipe, as a client's initialize usually is
-    // by now, is read (and answered) first: two check phases of the event loop have a poll
-    // phase between them whatever phase this runs in.
+    // The boot is mostly one chain of microtasks that reading stdin would wait behind: two check
+    // phases have a poll phase between them, so an initialize already in the pipe is answered first.
     if (early) for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
     const app = await bootFor(args, io)
     try {
-      // A session cwd conch run would refuse as its --cwd is refused at session/new, rather than
-      // at each of its terminals (or not at all).
+      // A cwd conch run would refuse is refused at session/new, not at each terminal.
       const workspaceProblem = (cwd: string): string | undefined => {
         const refusal = workspaceRefusal(app, cwd)
         if (refusal === undefined) return undefined
