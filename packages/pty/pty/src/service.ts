@@ -167,10 +167,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const size = validateSize(options, 'open', true)
     const program = validateProgram(options)
     const backend = this.backends.get(type)
-    if (!backend) {
-      const known = this.types()
-      throw new PtyError('NO_BACKEND', { type, known })
-    }
+    if (!backend) throw new PtyError('NO_BACKEND', { type, known: this.types() })
     if (name !== undefined) {
       const holder = this.nameHolder(owner, name)
       if (holder) throw new PtyError('DUPLICATE_NAME', { owner: owner.id, name, holder })
