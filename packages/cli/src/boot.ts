@@ -181,11 +181,10 @@ async function bootRecorded(
     await shutdown()
     throw new BootError(composition.file, failures)
   }
-  // Before any agent runs: the files this composition came from and the code it runs, with what
-  // its local plugins imported, stay read-only in every sandbox, whatever the workspace (see protect.ts).
+  // Before any agent runs (see protect.ts): the composition's files and code stay read-only in every
+  // sandbox, and the local plugins with what they import also stay out of every writable path.
   const sandbox = ctx.get('sandbox') as SandboxServiceApi | undefined
   sandbox?.protect?.(protectedPathsOf(composition, resolutions))
-  // The local plugins and what they import must also stay out of every writable path (see protect.ts).
   const code = localCodePaths(composition, resolutions)
   if (code.length > 0) sandbox?.protect?.(code, { code: true })
   const canonicalCode = code.flatMap((path) => realpathOf(path) ?? [])
