@@ -46,12 +46,9 @@ export async function bootFor(
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
-  let app: App
-  try {
-    app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
-  } catch (error) {
+  const app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel }).catch((error: unknown) => {
     throw options.script === undefined ? error : (scriptError(error) ?? error)
-  }
+  })
   try {
     await checkSandbox(app)
   } catch (error) {
