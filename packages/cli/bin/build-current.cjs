@@ -1,10 +1,5 @@
-// Whether the build in `dist` (a file URL of packages/cli/dist/) may run: its manifest lists
-// every source file it was built from with the file's mtime, and each is unchanged. False
-// with CONCH_FROM_SOURCE=1, and when the manifest is missing or unreadable.
-//
-// CommonJS, so that bin/conch.js loads it (and node:fs) with `require`: every module an ES
-// module imports, a built-in too, costs a start more than a required one. build-current.js
-// gives the same functions to ES modules.
+// Whether the build in `dist` may run: every source file its manifest lists keeps its mtime.
+// CommonJS, so bin/conch.js can `require` it; build-current.js gives it to ES modules.
 'use strict'
 const { readFileSync, statSync } = require('node:fs')
 

@@ -1,16 +1,8 @@
 #!/usr/bin/env node
-// The conch command. Runs the build in ../dist (scripts/build-bin.mjs, run by
-// scripts/setup.sh) while every source file it was built from is unchanged; otherwise — or
-// with CONCH_FROM_SOURCE=1 — runs the TypeScript sources directly, compiled by tsx on import,
-// with no tsconfig.json (see docs/configuration.md, "What the boot protects").
-//
-// The build is one script, compiled here with V8's code cache from the build (Node 20 has no
-// compile cache for ES modules; a `vm.Script` takes `cachedData`), the one made for this
-// command when there is one. CONCH_CODE_CACHE_OUT=FILE compiles without a cache and writes the
-// code cache of everything this process compiled to FILE at exit (the build does).
-//
-// Everything but node:module is loaded with `require`: each module an ES module imports, a
-// built-in too, costs a start more than a required one.
+// The conch command: the build in ../dist while its sources are unchanged, else (or with
+// CONCH_FROM_SOURCE=1) the TypeScript sources through tsx. The build runs as a `vm.Script` with
+// its V8 code cache (Node 20 has no compile cache for ES modules); CONCH_CODE_CACHE_OUT=FILE
+// writes a fresh cache at exit. Modules load with `require`: each ES import costs a start more.
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)

@@ -1,12 +1,13 @@
 /**
  * Command-line parsing (node:util `parseArgs`, strict). Every error names the flag.
  */
-import { existsSync, realpathSync, statSync } from 'node:fs'
+import { existsSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { LogLevel } from './boot.ts'
 import { CliError } from './errors.ts'
+import { realpathOf } from './protect.ts'
 import { nearestName } from './suggest.ts'
 import type { OutputFormat } from './transcript.ts'
 
@@ -214,18 +215,10 @@ function composition(flag: unknown, cwd: string): CompositionArgs {
   const given = stringFlag('--config', flag)
   if (given !== undefined) return { config: resolve(cwd, given) }
   const local = resolve(cwd, 'cordis.yml')
-  const own = realOf(OWN_COMPOSITION)
+  const own = realpathOf(OWN_COMPOSITION)
   if (own === undefined) throw usage(`conch's own composition ${OWN_COMPOSITION} is missing; name one with --config FILE`)
-  if (realOf(local) === own) return { config: local }
+  if (realpathOf(local) === own) return { config: local }
   return { config: OWN_COMPOSITION, ownComposition: true, ...(existsSync(local) ? { ignored: local } : {}) }
-}
-
-function realOf(path: string): string | undefined {
-  try {
-    return realpathSync(path)
-  } catch {
-    return undefined
-  }
 }
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options']

@@ -5,7 +5,6 @@
  * disposes entries in reverse file order (dependents first: terminals close before the pty
  * service goes) and awaits each one.
  */
-import { realpathSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { Context, Logger, type Exporter, type Fiber, type Message } from 'cordis'
@@ -15,7 +14,7 @@ import { entryOf, FIBER_ACTIVE, fiberError as errorOfFiber, serviceProvider } fr
 import { type Composition, type EntryRow } from './compose.ts'
 import { BootError, CliError, type EntryFailure } from './errors.ts'
 import { recordResolutions, type ClosureRecording, type Resolution } from './closure.ts'
-import { localCodePaths, localPluginPaths, protectedPathsOf } from './protect.ts'
+import { localCodePaths, localPluginPaths, protectedPathsOf, realpathOf } from './protect.ts'
 import { enabledRows, importByUrl, preparePlugins } from './resolve.ts'
 import { suggestConfigKeys } from './suggest.ts'
 import { visible } from './transcript.ts'
@@ -95,10 +94,8 @@ async function bootRecorded(
   const ctx = new Context()
   const loaderRef: { loader?: Loader } = {}
   const locate = (fiber: Fiber<Context> | undefined) => (fiber && loaderRef.loader ? loaderRef.loader.locate(fiber) : undefined)
-  // Until the audit, an error logged as the error itself (cordis logs an entry's failed start so)
-  // and an `internal/error` are held back: the audit's BootError reports the errors of entries
-  // that are not active, and printing them here too would say each twice. Held errors the audit
-  // does not report are printed after it.
+  // Until the audit, logged errors and `internal/error`s are held back so the BootError does not
+  // repeat them; those it does not report are printed after it.
   const held: { error: unknown; print: () => void }[] = []
   let holding = true
   const exporter: Exporter = {
@@ -184,20 +181,13 @@ async function bootRecorded(
     await shutdown()
     throw new BootError(composition.file, failures)
   }
-  // Before any agent runs: the files this composition came from and the code it runs, with what
-  // its local plugins imported, stay read-only in every sandbox, whatever the workspace (see protect.ts).
+  // Before any agent runs (see protect.ts): the composition's files and code stay read-only in every
+  // sandbox, and the local plugins with what they import also stay out of every writable path.
   const sandbox = ctx.get('sandbox') as SandboxServiceApi | undefined
   sandbox?.protect?.(protectedPathsOf(composition, resolutions))
-  // The local plugins and what they import must also stay out of every writable path (see protect.ts).
   const code = localCodePaths(composition, resolutions)
   if (code.length > 0) sandbox?.protect?.(code, { code: true })
-  const canonicalCode = code.flatMap((path) => {
-    try {
-      return [realpathSync(path)]
-    } catch {
-      return []
-    }
-  })
+  const canonicalCode = code.flatMap((path) => realpathOf(path) ?? [])
   return { ctx, composition, entries: rows.map((row) => row.id), code: canonicalCode, shutdown }
 }
 

@@ -50,6 +50,10 @@ export interface MainIo {
 export async function main(argv: readonly string[], io: MainIo): Promise<number> {
   const [command, ...rest] = argv
   const signals = trapSignals(io.stderr)
+  const help = (text: string): number => {
+    io.stdout.write(`${text}\n`)
+    return 0
+  }
   try {
     switch (command) {
       case undefined:
@@ -58,44 +62,29 @@ export async function main(argv: readonly string[], io: MainIo): Promise<number>
       case '-h':
       case '--help':
       case 'help':
-        io.stdout.write(`${USAGE}\n`)
-        return 0
+        return help(USAGE)
       case 'run': {
         const args = parseRunArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${RUN_USAGE}\n`)
-          return 0
-        }
+        if (args === 'help') return help(RUN_USAGE)
         const code = await runCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
         return signals.exitCode ?? code
       }
       case 'acp': {
         const args = parseAcpArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${ACP_USAGE}\n`)
-          return 0
-        }
-        // Stopping the server is its normal end: after SIGTERM or SIGINT, as after the client
-        // closed stdin, every agent and terminal is disposed and the exit status is 0.
+        if (args === 'help') return help(ACP_USAGE)
+        // Stopping the server after a signal is a normal end, as after the client closed stdin.
         return await acpCommand(args, { ...io, signal: signals.signal })
       }
       case 'gc': {
         const args = parseGcArgs(rest)
-        if (args === 'help') {
-          io.stdout.write(`${GC_USAGE}\n`)
-          return 0
-        }
+        if (args === 'help') return help(GC_USAGE)
         return await gcCommand(args, { stdout: io.stdout, stderr: io.stderr, env: io.env, signal: signals.signal })
       }
       case 'pool-worker': {
-        if (rest.length > 0 && (rest[0] === '-h' || rest[0] === '--help')) {
-          io.stdout.write(`${POOL_WORKER_USAGE}\n`)
-          return 0
-        }
+        if (rest[0] === '-h' || rest[0] === '--help') return help(POOL_WORKER_USAGE)
         if (rest.length > 0) throw new CliError('USAGE', { reason: `conch pool-worker takes no arguments, got ${JSON.stringify(rest[0])} (see conch pool-worker --help)` })
-        // The supervisor in @conch/pty-pool starts this with the protocol on fd 3; stopping
-        // (SIGTERM, or the channel closing) closes every session first and is a normal end.
-        // Under the pool's `terminal: conch` the worker composes its own confined terminals.
+        // @conch/pty-pool starts this with the protocol on fd 3; under `terminal: conch` the
+        // worker composes its own confined terminals.
         const { runPoolWorker } = await import('@conch/pty-pool')
         const { composeWorkerTerminals } = await import('./pool-worker.ts')
         await runPoolWorker({ signal: signals.signal, log: (line) => io.stderr.write(visible(`conch pool-worker: ${line}\n`)), conchTerminals: composeWorkerTerminals })
@@ -128,15 +117,12 @@ async function acpCommand(args: AcpArgs, io: CommandIo & { stdin: NodeJS.Readabl
       io.stderr.write(visible(`conch: the early initialize answer ${JSON.stringify(answered)} differs from the server's ${JSON.stringify(server)}\n`)),
   })
   try {
-    // The boot below runs mostly as one chain of microtasks, which the reading of stdin would
-    // have to wait behind. A request already in the pipe, as a client's initialize usually is
-    // by now, is read (and answered) first: two check phases of the event loop have a poll
-    // phase between them whatever phase this runs in.
+    // The boot is mostly one chain of microtasks that reading stdin would wait behind: two check
+    // phases have a poll phase between them, so an initialize already in the pipe is answered first.
     if (early) for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
     const app = await bootFor(args, io)
     try {
-      // A session cwd conch run would refuse as its --cwd is refused at session/new, rather than
-      // at each of its terminals (or not at all).
+      // A cwd conch run would refuse is refused at session/new, not at each terminal.
       const workspaceProblem = (cwd: string): string | undefined => {
         const refusal = workspaceRefusal(app, cwd)
         if (refusal === undefined) return undefined

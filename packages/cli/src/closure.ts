@@ -1,9 +1,7 @@
 /**
- * The import closure of the plugin modules a composition loads from files: every module
- * resolution the process makes while it boots (ES module `import`, through a resolve hook of
- * `module.register`; CommonJS `require`, through `Module._resolveFilename`), recorded so that the
- * boot can protect what a local plugin imports — the modules beside it and the packages it
- * resolves from a `node_modules` — and not only the plugin's own file.
+ * The import closure of a composition's local plugins: every module resolution made while it
+ * boots (`import` through a `module.register` resolve hook, `require` through
+ * `Module._resolveFilename`), so the boot protects what a local plugin imports too.
  */
 import { createRequire, register } from 'node:module'
 import { isAbsolute } from 'node:path'

@@ -40,7 +40,7 @@ export interface Composition {
 const ID = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/
 
 const RowSchema = z
-  .object({
+  .strictObject({
     id: z.string().regex(ID, 'ids use letters, digits, "_", "." and "-", and start with a letter, digit or "_"'),
     name: z.string().min(1).optional(),
     config: z.unknown().optional(),
@@ -49,33 +49,27 @@ const RowSchema = z
     inject: z.union([z.array(z.string()), z.record(z.string(), z.unknown())]).nullable().optional(),
     isolate: z.record(z.string(), z.union([z.literal(true), z.string()])).nullable().optional(),
   })
-  .strict()
 
 const InsertSchema = z
-  .object({
+  .strictObject({
     insert: z.unknown(),
     after: z.string().optional(),
     before: z.string().optional(),
   })
-  .strict()
   .refine((patch) => patch.after === undefined || patch.before === undefined, {
     message: 'give either after or before, not both',
   })
 
-const PatchSchema = z
-  .object({
-    patch: z.string(),
-    config: z.unknown().optional(),
-    disabled: z.boolean().optional(),
-  })
-  .strict()
+const PatchSchema = z.strictObject({
+  patch: z.string(),
+  config: z.unknown().optional(),
+  disabled: z.boolean().optional(),
+})
 
-const OverlaySchema = z
-  .object({
-    base: z.string().min(1),
-    patches: z.array(z.unknown()).nullable().optional(),
-  })
-  .strict()
+const OverlaySchema = z.strictObject({
+  base: z.string().min(1),
+  patches: z.array(z.unknown()).nullable().optional(),
+})
 
 /** A patch, as written in an overlay or built by the command line (e.g. `--script`). */
 export type Patch =

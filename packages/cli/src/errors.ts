@@ -61,14 +61,10 @@ export class CliError extends CliErrorBase {
  * Why one enabled entry is not active after loading. `errors`: the errors the message was made
  * from (the config's ValidationError, what its apply threw, the loader's errors), when there are any.
  */
-export type EntryFailure = (
-  | { id: string; name: string; reason: 'import'; message: string }
-  | { id: string; name: string; reason: 'not-a-plugin'; message: string }
-  | { id: string; name: string; reason: 'invalid-config'; message: string }
-  | { id: string; name: string; reason: 'failed'; message: string }
-  | { id: string; name: string; reason: 'missing-services'; message: string; services: string[] }
-  | { id: string; name: string; reason: 'not-started'; message: string }
-) & { errors?: unknown[] }
+export type EntryFailure = { id: string; name: string; message: string; errors?: unknown[] } & (
+  | { reason: 'import' | 'not-a-plugin' | 'invalid-config' | 'failed' | 'not-started' }
+  | { reason: 'missing-services'; services: string[] }
+)
 
 /** The composition did not start: every enabled entry that is not active, in file order. */
 export class BootError extends CliError {

@@ -1,10 +1,7 @@
 /**
- * The terminals of `conch pool-worker`. The worker composes a small Cordis context of its own —
- * ctx.sessions, ctx.sandbox with `@conch/sandbox-local`, ctx.sandboxPolicy, ctx.pty with
- * `@conch/pty-local` — from the config sections of the pool's `workerTerminals` (sent in the
- * worker's `init`), so a pooled CLI in the worker is confined exactly as a terminal of the main
- * process would be. Each CLI then opens under the sandbox policy the main process resolved for
- * its owner, or `danger-full-access` under `terminal: unconfined` (`policyTerminals`).
+ * The terminals of `conch pool-worker`: a Cordis context of its own (sessions, sandbox with
+ * `@conch/sandbox-local`, sandboxPolicy, pty with `@conch/pty-local`) built from the pool's
+ * `workerTerminals` sections, so a pooled CLI is confined exactly as a main-process terminal.
  */
 import type { TerminalSections, WorkerTerminals } from '@conch/pty-pool'
 import { CliError } from './errors.ts'

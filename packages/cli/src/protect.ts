@@ -1,10 +1,8 @@
 /**
- * What a running composition must keep out of its own sandboxes' reach: every file it was
- * composed from (the yml and each base it stacks on), every plugin module it loaded from a file,
- * and conch's installation (the code, dependencies and launch scripts it runs from). The boot
- * registers them with `ctx.sandbox.protect`, so each sandbox binds them read-only whatever the
- * workspace — a confined terminal cannot rewrite `cordis.yml` into `danger-full-access`, nor the
- * code the next run executes unconfined.
+ * What a running composition keeps out of its own sandboxes' reach: its files, the plugin modules
+ * it loaded from a file, and conch's installation. The boot registers them with
+ * `ctx.sandbox.protect`, so a confined terminal cannot rewrite `cordis.yml` into
+ * `danger-full-access`, nor the code the next run executes unconfined.
  */
 import { existsSync, lstatSync, realpathSync } from 'node:fs'
 import { basename, dirname, isAbsolute, join, sep } from 'node:path'
@@ -30,15 +28,10 @@ export function compositionPaths(composition: Composition): string[] {
 }
 
 /**
- * conch's installation, found from this package's own folder (`packages/cli`): installed as a
- * dependency (a `node_modules` folder above it), the outermost such `node_modules` and the
- * `package.json` beside it; otherwise, in a pnpm workspace (a folder above with
- * `pnpm-workspace.yaml`, as in a clone of the repository), the whole checkout: not only the code
- * and the launch scripts but every file a launcher or a tool reads there on the operator's next
- * step — `.npmrc` and `.pnpmfile.cjs` (pnpm runs them), `.git` (hooks, `core.fsmonitor`), the
- * test and CI entry points — including ones that do not exist yet. A workspace inside the
- * checkout is therefore read-only. Also the Node.js binary that runs conch. Only paths that
- * exist are returned.
+ * conch's installation, found from this package's folder, as the paths that exist: the Node.js
+ * binary; installed as a dependency, the outermost `node_modules` above and the `package.json`
+ * beside it; else the whole pnpm workspace checkout, since the operator's next step runs files
+ * anywhere in it (`.npmrc`, `.pnpmfile.cjs`, `.git` hooks), even ones not written yet.
  */
 export function installationPaths(from: string = dirname(fileURLToPath(import.meta.url))): string[] {
   const ancestors: string[] = []
@@ -61,18 +54,11 @@ export function localPluginPaths(composition: Composition, installation: readonl
 }
 
 /**
- * What the import closure of the local plugins adds (`resolutions`: what the boot resolved,
- * see closure.ts), for each resolution to a file outside `installation`:
- *
- * - the file, and the nearest `package.json` above it (its `type` decides how the file loads, its
- *   `imports` what `#name` means);
- * - for a package name (a bare specifier, Node's `node_modules` lookup from the importer's folder,
- *   https://nodejs.org/api/modules.html#loading-from-node_modules-folders): the package folder it
- *   was found in, whole — when that is a symbolic link (as pnpm installs), the folder holding the
- *   link (`node_modules`, or `node_modules/@scope`) so the link cannot be replaced, and the
- *   link's target — and the package root of the file itself when it lies in a `node_modules`.
- *
- * Paths that do not exist are left out.
+ * What the local plugins' import closure (`resolutions`, see closure.ts) adds outside
+ * `installation`, as the paths that exist: each file, its nearest `package.json` (`type`,
+ * `imports`) and its package root inside a `node_modules`; for a bare specifier, the package
+ * folder Node's lookup found (https://nodejs.org/api/modules.html#loading-from-node_modules-folders)
+ * — for a symbolic link, the folder holding the link, so it cannot be replaced, and its target.
  */
 export function closurePaths(resolutions: readonly Resolution[], installation: readonly string[] = installationPaths()): string[] {
   const out: string[] = []
@@ -107,12 +93,10 @@ export function closurePaths(resolutions: readonly Resolution[], installation: r
 }
 
 /**
- * The code the host runs from outside the installation: the local plugin modules and the import
- * closure they add (`closurePaths`). Registered with `protect(paths, {code: true})`: a confined
- * process may write none of its folders, since a read-only mount of these paths does not cover
- * what Node would resolve instead (a `lib.ts` that tsx prefers to the `lib.js` imported, a nearer
- * `node_modules` or `package.json`), what a plugin imports after the boot, nor another hard link
- * to a file inside a protected package folder.
+ * The code the host runs from outside the installation: the local plugins and their closure.
+ * Registered with `protect(paths, {code: true})`, so no folder of it is writable: a read-only
+ * mount would not cover what Node resolves instead (a `lib.ts` tsx prefers, a nearer
+ * `package.json`), later imports, nor hard links into a protected package.
  */
 export function localCodePaths(composition: Composition, resolutions: readonly Resolution[] = []): string[] {
   const installation = installationPaths()
@@ -164,7 +148,8 @@ function lstatOf(path: string) {
   }
 }
 
-function realpathOf(path: string): string | undefined {
+/** The canonical path of `path`, or undefined when it cannot be resolved. */
+export function realpathOf(path: string): string | undefined {
   try {
     return realpathSync(path)
   } catch {

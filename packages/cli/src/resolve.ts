@@ -1,14 +1,8 @@
 /**
- * Turning a row's `name` into what the loader imports. The loader resolves bare names from its
- * own folder, where no `@conch` package is installed, so it gets absolute URLs only:
- *
- * - `@conch/tasks` (a bare name) resolves from this package (`import.meta.resolve`); the cli's
- *   package.json depends on every `@conch` plugin;
- * - `./echo-tool.ts` and `../x.ts` resolve against the folder of the file that wrote the row;
- * - `/abs/path.ts` and `file:` URLs are used as they are; `cordis:group` is the loader's group.
- *
- * Every enabled plugin is imported once here, before anything starts, so an unknown package or
- * a module that is not a plugin is reported against its entry and no process is started.
+ * Turning a row's `name` into what the loader imports, always an absolute URL (the loader's own
+ * folder has no `@conch` package): bare names resolve from this package, `./` paths against the
+ * file that wrote the row, absolute paths and URLs as they are. Every enabled plugin is imported
+ * here first, so a bad one is reported against its entry before any process starts.
  */
 import { isAbsolute } from 'node:path'
 import { pathToFileURL } from 'node:url'

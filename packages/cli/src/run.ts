@@ -2,7 +2,6 @@
  * `conch run`: boot the composition, create one agent with the workspace root, run the task
  * to completion, print the transcript, dispose the agent and shut everything down.
  */
-import { realpathSync } from 'node:fs'
 import type { AgentServiceApi, RunResult } from '@conch/agent'
 import type { LlmServiceApi } from '@conch/llm'
 import { codeHeldBy, workspaceRootProblem, type SandboxServiceApi } from '@conch/sandbox'
@@ -13,6 +12,7 @@ import { display, readComposition, type Composition } from './compose.ts'
 import { interpolateEnv } from './env.ts'
 import { BootError, CliError } from './errors.ts'
 import { checkApiKey, REPLAY_PACKAGE, useScript } from './model.ts'
+import { realpathOf } from './protect.ts'
 import { createTranscript, resultStatus, visible } from './transcript.ts'
 
 export interface CommandIo {
@@ -46,12 +46,9 @@ export async function bootFor(
   const composition = loadComposition({ ...options, env: io.env })
   // Plugins that start another conch (`@conch/subagent-conch`) default to the same composition.
   process.env.CONCH_CONFIG = composition.file
-  let app: App
-  try {
-    app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel })
-  } catch (error) {
+  const app = await boot(composition, { stderr: io.stderr, logLevel: options.logLevel }).catch((error: unknown) => {
     throw options.script === undefined ? error : (scriptError(error) ?? error)
-  }
+  })
   try {
     await checkSandbox(app)
   } catch (error) {
@@ -159,18 +156,12 @@ export async function runCommand(args: RunArgs, io: CommandIo): Promise<number> 
 }
 
 /**
- * Why `workspaceRoot` cannot be the workspace of a new agent, said before the agent starts (the
- * user hears it once, at once): `code` and the reason (`cannot be the workspace …: …`), or
+ * Why `workspaceRoot` cannot be a new agent's workspace, said before the agent starts, or
  * undefined. One rule for `conch run --cwd` and `conch acp`'s `session/new`:
- *
- * - `CWD_REFUSED`: the sandbox's `workspaceRootProblem` — `/` and the system folders, conch's own
- *   folders (`conchFolders`) and, when the session's terminals are confined
- *   (`@conch/sandbox-policy` loaded with a `mode` other than `danger-full-access`; a new session
- *   has no `sandbox/mode` event, so the configured mode is its mode), a temporary folder every
- *   user shares. The sandbox refuses the system and shared ones at every confined spawn too;
- * - `WORKSPACE_HOLDS_CODE`: under `workspace-write`, it holds, or lies inside, code the
- *   composition runs from outside conch's installation (`App.code`), which the sandbox refuses to
- *   let a confined process write (`PROTECTED_CODE_WRITABLE`, at every confined spawn).
+ * - `CWD_REFUSED`: the sandbox's `workspaceRootProblem` (system folders, `conchFolders`, and a
+ *   folder every user shares when the configured mode confines terminals);
+ * - `WORKSPACE_HOLDS_CODE`: under `workspace-write`, it holds or lies inside `App.code`, which a
+ *   confined process may not write (`PROTECTED_CODE_WRITABLE` at every confined spawn).
  */
 export function workspaceRefusal(app: App, workspaceRoot: string): { code: 'CWD_REFUSED' | 'WORKSPACE_HOLDS_CODE'; reason: string } | undefined {
   const mode = (app.ctx.get('sandboxPolicy') as { config?: { mode?: string } } | undefined)?.config?.mode
@@ -178,12 +169,8 @@ export function workspaceRefusal(app: App, workspaceRoot: string): { code: 'CWD_
   const problem = workspaceRootProblem(workspaceRoot, { ...conchFolders(app), shared: confined })
   if (problem !== undefined) return { code: 'CWD_REFUSED', reason: `cannot be the workspace${confined ? ` under the sandbox mode ${mode}` : ''}: ${problem}` }
   if (mode !== 'workspace-write' || app.code.length === 0) return undefined
-  let root: string
-  try {
-    root = realpathSync(workspaceRoot)
-  } catch {
-    return undefined
-  }
+  const root = realpathOf(workspaceRoot)
+  if (root === undefined) return undefined
   const named = codeHeldBy(app.code, root)
   if (named === undefined) return undefined
   return {
@@ -193,12 +180,9 @@ export function workspaceRefusal(app: App, workspaceRoot: string): { code: 'CWD_
 }
 
 /**
- * The folders conch keeps its own state in (`workspaceRootProblem`'s `own`, which a workspace may
- * neither hold nor lie in, and `inside`, which it may hold but not lie in): the state home
- * (`$XDG_STATE_HOME`, else `~/.local/state`: session logs, the pool's homes) and the sessions'
- * configured `dir` (held only when `allowInsideWorkspace` says so); the sandbox's `ownFolders`
- * (its hidden paths, such as the pool's and sub-agents' private homes, and the provider's runtime
- * folder), which every sandbox hides or keeps read-only wherever they lie.
+ * conch's own folders for `workspaceRootProblem`: `own` (a workspace may neither hold nor lie in
+ * them) is the state home and the sessions' `dir`; `inside` (it may hold but not lie in them) is
+ * the sandbox's `ownFolders`, and the `dir` when `allowInsideWorkspace` is set.
  */
 function conchFolders(app: App): { own: string[]; inside: string[] } {
   const sessions = app.ctx.get('sessions') as { dir?: string; config?: { allowInsideWorkspace?: boolean } } | undefined

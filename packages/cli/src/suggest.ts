@@ -72,17 +72,8 @@ function valueAt(value: unknown, path: readonly string[]): unknown {
   return value
 }
 
-/** Wrappers zod 4 puts around a schema (`def.type`), and where the wrapped schema is. */
-const WRAPPED: Record<string, string> = {
-  default: 'innerType',
-  prefault: 'innerType',
-  optional: 'innerType',
-  nullable: 'innerType',
-  readonly: 'innerType',
-  catch: 'innerType',
-  nonoptional: 'innerType',
-  pipe: 'in',
-}
+/** Wrappers zod 4 puts around a schema (`def.type`); the wrapped schema is `innerType` (a pipe's: `in`). */
+const WRAPPERS = new Set(['default', 'prefault', 'optional', 'nullable', 'readonly', 'catch', 'nonoptional', 'pipe'])
 
 /** The keys of the zod object schema at `path` in `schema`, or undefined when there is none. */
 export function objectKeys(schema: unknown, path: readonly (string | number | symbol)[]): string[] | undefined {
@@ -91,9 +82,8 @@ export function objectKeys(schema: unknown, path: readonly (string | number | sy
     const def = (node as { _zod?: { def?: Record<string, unknown> } } | undefined)?._zod?.def
     if (def === undefined) return undefined
     const type = def['type'] as string
-    const inner = WRAPPED[type]
-    if (inner !== undefined) {
-      node = def[inner]
+    if (WRAPPERS.has(type)) {
+      node = def[type === 'pipe' ? 'in' : 'innerType']
       continue
     }
     if (type === 'lazy' && typeof def['getter'] === 'function') {

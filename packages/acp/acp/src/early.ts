@@ -1,14 +1,8 @@
 /**
- * Answering `initialize` while the composition boots. A client spawns `conch acp` and sends
- * `initialize` first (ACP initialization: "Before a Session can be created, Clients MUST
- * initialize the connection"); its answer depends on nothing the composition starts — the
- * protocol version, the capabilities `AcpServer` honours and the agent info, all from
- * `initializeResponse(config)` — so it can go out before the plugins are loaded.
- *
- * The early answer does not bypass the server: every byte of the input, the `initialize` request
- * included, still reaches `runAcp`, whose SDK connection then sees a normal start (it refuses
- * requests before `initialize`). Its own answer to that request is the one frame dropped from
- * the output, after it was compared with the early one.
+ * Answering `initialize` while the composition boots: its answer (`initializeResponse(config)`)
+ * depends on nothing the plugins start. The server is not bypassed: every input byte, the
+ * request included, still reaches `runAcp`, and its own answer to that request is the one frame
+ * dropped from the output, after it was compared with the early one.
  */
 import { PassThrough, Writable } from 'node:stream'
 import { isDeepStrictEqual } from 'node:util'

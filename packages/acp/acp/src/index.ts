@@ -58,9 +58,7 @@ export type AcpSetupError = ErrorOf<typeof ACP_SETUP_ERRORS>
 export async function runAcp(options: RunAcpOptions): Promise<void> {
   const config = Config.parse(options.config)
   const agents = options.ctx.get('agents') as AgentServiceApi | undefined
-  if (agents === undefined) {
-    throw new AcpSetupError('NO_AGENT_SERVICE', {})
-  }
+  if (agents === undefined) throw new AcpSetupError('NO_AGENT_SERVICE', {})
   const logger = options.ctx.logger('acp')
   const server = new AcpServer({ agents, config, logger, ...(options.workspaceProblem && { workspaceProblem: options.workspaceProblem }) })
   if (options.signal?.aborted) return

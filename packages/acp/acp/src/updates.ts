@@ -39,14 +39,12 @@ interface CallState {
 
 /** Maps one turn's events to session updates. Call `finish()` when the turn ends. */
 export class TurnReporter {
-  private readonly options: TurnReporterOptions
   private readonly now: () => number
   private readonly calls = new Map<string, CallState>()
   /** Assistant text streamed as deltas since the last complete assistant message. */
   private streamedText = ''
 
-  constructor(options: TurnReporterOptions) {
-    this.options = options
+  constructor(private readonly options: TurnReporterOptions) {
     this.now = options.now ?? Date.now
   }
 

@@ -28,25 +28,20 @@ export function buildMessages(systemPrompt: string, events: readonly SessionEven
   }
   for (const event of events) {
     switch (event.type) {
-      case 'user/message': {
+      case 'user/message':
         answerPending()
         messages.push({ role: 'user', content: (event.data as UserMessageData).text })
         break
-      }
       case 'assistant/message': {
         answerPending()
         const data = event.data as AssistantMessageData
-        if (data.toolCalls.length > 0) {
-          messages.push({ role: 'assistant', content: data.text, toolCalls: data.toolCalls })
-          pending = data.toolCalls.map((call) => ({ id: call.id, name: call.name }))
-        } else {
-          messages.push({ role: 'assistant', content: data.text })
-        }
+        const calls = data.toolCalls.length > 0 ? { toolCalls: data.toolCalls } : {}
+        messages.push({ role: 'assistant', content: data.text, ...calls })
+        pending = data.toolCalls.map((call) => ({ id: call.id, name: call.name }))
         break
       }
       case 'tool/result': {
         const data = event.data as ToolResultData
-        // A nested call (made by a tool, not the model) is not part of the conversation.
         if (data.parentCallId !== undefined) break
         const index = pending.findIndex((call) => call.id === data.callId)
         // A result for a call that is not open would make the request invalid; the log never
@@ -56,8 +51,6 @@ export function buildMessages(systemPrompt: string, events: readonly SessionEven
         messages.push({ role: 'tool', toolCallId: data.callId, name: data.name, content: data.text })
         break
       }
-      default:
-        break
     }
   }
   answerPending()

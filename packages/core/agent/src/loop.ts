@@ -6,7 +6,7 @@
 import type { Logger } from 'cordis'
 import { collectResponse, type LlmServiceApi, type ModelTool } from '@conch/llm'
 import { messageOf } from '@conch/session'
-import { toolResultText, type ToolDefinition, type ToolResult, type ToolsServiceApi } from '@conch/tools'
+import { errorResult, toolResultText, type ToolDefinition, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { AgentHandle } from './agent.ts'
 import type { AssistantMessageData, ToolCallData, ToolResultData, TurnEndData, TurnStartData, UserMessageData } from './events.ts'
 import { buildMessages } from './history.ts'
@@ -187,10 +187,6 @@ function titleOf(definition: ToolDefinition | undefined, name: string, parsed: A
   }
 }
 
-function errorResult(text: string): ToolResult {
-  return { content: [{ type: 'text', text }], isError: true }
-}
-
 function cancelled(signal: AbortSignal, steps: number): RunResult {
   const reason: unknown = signal.reason
   const why = reason instanceof Error ? reason.message : reason === undefined ? 'the turn was cancelled' : String(reason)
@@ -215,15 +211,6 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort)
-        resolve(value)
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort)
-        reject(error)
-      },
-    )
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
   })
 }

@@ -8,14 +8,11 @@ import { LlmError, type ModelAdapter, type ModelChunk, type ModelRequest } from 
 import { fromWireChunk, toWireMessages, toWireTools } from './convert.ts'
 import { missingKeyMessage, resolveEndpoint, type Config, type ResolvedEndpoint } from './endpoint.ts'
 
-/** The adapter's options: the plugin's parsed config. */
-export type OpenAIAdapterOptions = Config
-
 export class OpenAIAdapter implements ModelAdapter {
   readonly provider: string
   private client: { key: string | undefined; baseURL: string; api: OpenAI } | undefined
 
-  constructor(private readonly options: OpenAIAdapterOptions) {
+  constructor(private readonly options: Config) {
     this.provider = options.provider
   }
 

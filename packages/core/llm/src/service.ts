@@ -40,25 +40,15 @@ class LlmService extends Service implements LlmServiceApi {
 
   resolve(provider?: string): ModelAdapter {
     const wanted = provider ?? this.config.provider
-    if (wanted !== undefined) {
-      const adapter = this.adapters.get(wanted)
-      if (adapter) return adapter
-      throw new LlmError('NO_PROVIDER', { wanted, registered: this.describeRegistered() })
-    }
     const all = [...this.adapters.values()]
-    if (all.length === 1) return all[0]!
-    if (all.length === 0) {
-      throw new LlmError('NO_PROVIDER', { wanted: undefined, registered: '(none)' })
-    }
-    throw new LlmError('AMBIGUOUS_PROVIDER', { providers: this.providers() })
+    const adapter = wanted === undefined ? (all.length === 1 ? all[0] : undefined) : this.adapters.get(wanted)
+    if (adapter) return adapter
+    if (wanted === undefined && all.length > 1) throw new LlmError('AMBIGUOUS_PROVIDER', { providers: this.providers() })
+    throw new LlmError('NO_PROVIDER', { wanted, registered: all.length === 0 ? '(none)' : this.providers().join(', ') })
   }
 
   providers(): string[] {
     return [...this.adapters.keys()]
-  }
-
-  private describeRegistered(): string {
-    return this.adapters.size === 0 ? '(none)' : this.providers().join(', ')
   }
 }
 

@@ -56,16 +56,15 @@ export class LiveRedaction {
 }
 
 /**
- * Cuts the longest strings of `data` (the JSON form, changed in place) until `line(data)` is at
- * most `maxBytes` UTF-8 bytes; each cut string ends with a notice naming the bound. Returns the
- * line and how many bytes of string were cut (0 when it fit). Data with too little string to cut
- * becomes `{cut: notice}`.
+ * Cuts the longest strings of `data` (the JSON form, changed in place) until `line(data, cut
+ * bytes)` is at most `maxBytes` UTF-8 bytes, and returns that line; each cut string ends with a
+ * notice naming the bound. Data with too little string to cut becomes `{cut: notice}`.
  */
-export function boundEvent(data: unknown, line: (data: unknown, omittedBytes: number) => string, maxBytes: number): { line: string; data: unknown; omittedBytes: number } {
+export function boundEvent(data: unknown, line: (data: unknown, omittedBytes: number) => string, maxBytes: number): string {
   let text = line(data, 0)
   const whole = Buffer.byteLength(text, 'utf8')
   let over = whole - maxBytes
-  if (over <= 0) return { line: text, data, omittedBytes: 0 }
+  if (over <= 0) return text
   const notice = (omitted: number) => `\n[… ${omitted} bytes cut: a session event is bounded to maxEventBytes ${maxBytes}]`
   const leaves: { holder: Record<string | number, unknown>; key: string | number; length: number }[] = []
   const walk = (holder: Record<string | number, unknown>, key: string | number): void => {
@@ -89,8 +88,7 @@ export function boundEvent(data: unknown, line: (data: unknown, omittedBytes: nu
     leaf.holder[leaf.key] = keep + notice(cut)
     text = line(root.data, omitted)
     over = Buffer.byteLength(text, 'utf8') - maxBytes
-    if (over <= 0) return { line: text, data: root.data, omittedBytes: omitted }
+    if (over <= 0) return text
   }
-  const replaced = { cut: notice(whole).trim() }
-  return { line: line(replaced, whole), data: replaced, omittedBytes: whole }
+  return line({ cut: notice(whole).trim() }, whole)
 }

@@ -35,28 +35,22 @@ export function retained(event: { data: unknown }): boolean {
 }
 
 export class Session implements SessionLog {
-  private readonly stored: SessionEvent[]
-  /** The last `seq` given (events not kept count too). */
-  private seq: number
   private closed = false
 
   /**
-   * @param events replayed history, the events kept in memory (empty for a new session; its first append must be `session/start`)
-   * @param seq the last `seq` of the history (0 for a new session)
+   * @param stored replayed history, the events kept in memory (empty for a new session; its first append must be `session/start`)
+   * @param seq the last `seq` given, events not kept included (0 for a new session)
    * @param openFile opens `file` for appending (the caller's path checks) and returns its
    *   descriptor, or undefined without persistence
    */
   constructor(
     readonly id: string,
-    events: SessionEvent[],
-    seq: number,
+    private readonly stored: SessionEvent[],
+    private seq: number,
     private readonly hooks: SessionHooks,
     readonly file: string | undefined,
     private readonly openFile: (() => number) | undefined,
-  ) {
-    this.stored = events
-    this.seq = seq
-  }
+  ) {}
 
   redact(text: string): string {
     let out = text
@@ -70,10 +64,6 @@ export class Session implements SessionLog {
 
   get start(): SessionStartData {
     return (this.stored[0]?.data ?? {}) as SessionStartData
-  }
-
-  get isClosed(): boolean {
-    return this.closed
   }
 
   events(): readonly SessionEvent[] {
@@ -97,24 +87,20 @@ export class Session implements SessionLog {
    *   represent (`undefined`, BigInt, cycles).
    */
   append<T>(type: string, data: T): SessionEvent<T> {
-    if (this.closed) {
-      throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
-    }
+    if (this.closed) throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
     if (typeof type !== 'string' || type === '') throw new TypeError(`session ${this.id}: event type must be a non-empty string`)
     if (data === undefined) throw new TypeError(`session ${this.id}: data of ${type} is undefined; use null or an object`)
     const pending: PendingEvent<T> = { sessionId: this.id, type, data }
     for (const interceptor of [...this.hooks.interceptors()]) interceptor(pending, this)
     // An interceptor may have closed the session (for example by disposing its agent).
-    if (this.closed) {
-      throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
-    }
+    if (this.closed) throw new SessionError('SESSION_CLOSED', { sessionId: this.id })
     // The JSON form first (what a replay yields; TypeError for what JSON cannot hold), then the
     // redactors on every string, then the bound.
     let value = JSON.parse(JSON.stringify(data) ?? 'null') as unknown
     if (this.hooks.redactors().length > 0) value = redactJson(value, (text) => this.redact(text))
     const seq = this.seq + 1
     const ts = new Date().toISOString()
-    const { line } = boundEvent(
+    const line = boundEvent(
       value,
       (bounded, omittedBytes) => JSON.stringify({ seq, ts, sessionId: this.id, type, data: bounded, ...(omittedBytes > 0 && { omittedBytes }) }),
       this.hooks.maxEventBytes,

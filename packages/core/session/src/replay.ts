@@ -7,25 +7,12 @@ import { StringDecoder } from 'node:string_decoder'
 import { SessionError, type SessionEvent } from './types.ts'
 
 /**
- * Parses the text of a session file into its events.
- *
- * Every non-blank line must be a JSON object `{seq, ts, sessionId, type, data}` whose `seq` is
- * the previous line's plus one (the first is 1), whose `sessionId` is `id`, and the first event
- * must be `session/start`. Blank lines (such as the empty text after the final newline) are
- * skipped.
- *
- * @throws SessionError `CORRUPT_LOG` naming `file`, the 1-based line number and what is wrong.
- */
-export function parseSessionLog(text: string, id: string, file: string): SessionEvent[] {
-  const parser = new SessionLogParser(id, file, () => true)
-  for (const line of text.split('\n')) parser.line(line)
-  return parser.end().events
-}
-
-/**
  * Reads a session file from `fd` a chunk at a time, keeping only the events `keep` accepts (the
- * whole text is never held), with the rules of `parseSessionLog`.
+ * whole text is never held). Every non-blank line must be a JSON object `{seq, ts, sessionId,
+ * type, data}` whose `seq` is the previous line's plus one (the first is 1), whose `sessionId`
+ * is `id`, and the first event must be `session/start`.
  * @returns the kept events and the last `seq` of the file.
+ * @throws SessionError `CORRUPT_LOG` naming `file`, the 1-based line number and what is wrong.
  */
 export function readSessionLog(fd: number, id: string, file: string, keep: (event: SessionEvent) => boolean): { events: SessionEvent[]; seq: number } {
   const parser = new SessionLogParser(id, file, keep)

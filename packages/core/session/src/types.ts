@@ -7,17 +7,6 @@
  * same policy decisions.
  */
 
-/** Event types the spine itself appends. Other packages may append their own `group/name` types. */
-export type SpineEventType =
-  | 'session/start'
-  | 'user/message'
-  | 'assistant/message'
-  | 'tool/call'
-  | 'tool/result'
-  | 'turn/start'
-  | 'turn/end'
-  | 'sandbox/mode'
-
 /** One persisted event. `seq` starts at 1 and increases by one per appended event of a session. */
 export interface SessionEvent<T = unknown> {
   readonly seq: number

@@ -14,8 +14,8 @@ export function isLowSurrogate(unit: number): boolean {
 }
 
 /**
- * UTF-8 length of `text`, in bytes. Short strings are counted here: a call into Node costs about
- * 100 ns, several times the count of a short line, and every committed terminal line is measured.
+ * UTF-8 length of `text`, in bytes. Short strings are counted here: a call into Node costs more
+ * than counting a short line, and every committed terminal line is measured.
  */
 export function utf8ByteLength(text: string): number {
   const n = text.length

@@ -3,12 +3,10 @@
  * bills); cuts fall on code-point boundaries, so a surrogate pair (an emoji) is never split and
  * no U+FFFD replacement character is ever produced by a cut.
  */
-import { utf8Prefix, utf8Suffix } from '@conch/session'
+import { utf8ByteLength as utf8Bytes, utf8Prefix, utf8Suffix } from '@conch/session'
 
 /** The UTF-8 length of `text` in bytes (a lone surrogate counts as the 3 bytes of U+FFFD). */
-export function utf8Bytes(text: string): number {
-  return Buffer.byteLength(text, 'utf8')
-}
+export { utf8Bytes }
 
 export interface BoundOptions {
   /** Keep the start (`head`, default) or the end (`tail`, for terminal output) of the text. */

@@ -134,8 +134,7 @@ class ToolsService extends Service implements ToolsServiceApi {
   private bound(result: ToolResult, limit: number): ToolResult {
     const text = toolResultText(result)
     if (utf8Bytes(text) <= limit) return result
-    const bounded: ToolResult = { ...result, content: [{ type: 'text', text: boundWithNotice(text, limit).text }] }
-    return bounded
+    return { ...result, content: [{ type: 'text', text: boundWithNotice(text, limit).text }] }
   }
 }
 
@@ -192,7 +191,8 @@ function compactSchema(node: unknown): unknown {
   return out
 }
 
-function errorResult(text: string, meta?: Record<string, unknown>): ToolResult {
+/** An error result with one text item (and `meta` when given). */
+export function errorResult(text: string, meta?: Record<string, unknown>): ToolResult {
   const result: ToolResult = { content: [{ type: 'text', text }], isError: true }
   if (meta) result.meta = meta
   return result

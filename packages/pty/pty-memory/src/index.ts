@@ -10,7 +10,7 @@ import { MemorySession } from './session.ts'
 import { resolvePath } from './shell.ts'
 
 export { MemorySession } from './session.ts'
-export { MemoryShell, SHELL_PGID } from './shell.ts'
+export { MemoryShell } from './shell.ts'
 
 export const name = 'pty-memory'
 export const inject = ['pty']
@@ -47,17 +47,7 @@ export class MemoryBackend implements PtyBackend {
   async spawn(request: BackendSpawnRequest): Promise<BackendSession> {
     await Promise.resolve()
     if (request.signal.aborted) throw request.signal.reason
-    return new MemorySession({
-      sessionId: request.sessionId,
-      cwd: resolvePath(this.config.cwd, request.cwd ?? '.'),
-      home: this.config.home,
-      motd: this.config.motd,
-      idleSilenceMs: this.config.idleSilenceMs,
-      timeoutMs: this.config.timeoutMs,
-      yesLines: this.config.yesLines,
-      scrollbackLines: this.config.scrollbackLines,
-      maxReadBytes: this.config.maxReadBytes,
-    })
+    return new MemorySession({ ...this.config, sessionId: request.sessionId, cwd: resolvePath(this.config.cwd, request.cwd ?? '.') })
   }
 }
 

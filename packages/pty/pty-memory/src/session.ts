@@ -164,10 +164,7 @@ class MemorySend {
   write(): void {
     if (this.phase !== 'pending') return
     if (this.shell.status.state === 'exited') {
-      this.phase = 'settled'
-      this.onSettled()
-      this.reject(new PtyError('SESSION_EXITED', { reason: `PTY session ${this.options.sessionId} exited before the input was written; nothing was written` }))
-      return
+      return this.refuse(new PtyError('SESSION_EXITED', { reason: `PTY session ${this.options.sessionId} exited before the input was written; nothing was written` }))
     }
     this.phase = 'waiting'
     this.type(this.typed)
@@ -190,16 +187,20 @@ class MemorySend {
 
   private cancel(): Promise<void> {
     if (this.phase === 'pending') {
-      // Not written yet: it never will be.
-      this.phase = 'settled'
-      this.onSettled()
-      this.reject(new PtyError('SEND_CANCELLED', { reason: `the send to ${this.options.sessionId} was cancelled before its input was written; nothing was written` }))
+      this.refuse(new PtyError('SEND_CANCELLED', { reason: `the send to ${this.options.sessionId} was cancelled before its input was written; nothing was written` }))
     } else if (this.phase === 'waiting') {
       this.interrupted = true
       this.shell.signal('SIGINT')
       this.check()
     }
     return Promise.resolve()
+  }
+
+  /** Settles a send that was never written. */
+  private refuse(error: PtyError): void {
+    this.phase = 'settled'
+    this.onSettled()
+    this.reject(error)
   }
 
   private settle(state: Exclude<ShellState, { waitReason: 'pending' }>): void {

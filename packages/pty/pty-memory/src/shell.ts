@@ -310,7 +310,7 @@ export class MemoryShell {
       case 'help':
         return this.sink.output(`${HELP}\n`)
       case 'jobs':
-        return this.sink.output(this.jobs.map((job, index) => `${jobLine(index + 1, 'Stopped', job.command)}\n`).join(''))
+        return this.sink.output(this.jobs.map((job, index) => `${jobLine(index + 1, job.command)}\n`).join(''))
       case 'exit':
         return this.exitCommand(args)
       case 'seq':
@@ -443,29 +443,14 @@ export class MemoryShell {
     // A list interrupted by a signal is abandoned (bash(1): a child killed by a signal ends the list).
     this.foreground = undefined
     this.rest = undefined
-    switch (signal) {
-      case 'SIGINT':
-        this.lastStatus = 130
-        break
-      case 'SIGTERM':
-        this.lastStatus = 143
-        this.sink.output('Terminated\n')
-        break
-      case 'SIGKILL':
-        this.lastStatus = 137
-        this.sink.output('Killed\n')
-        break
-      case 'SIGHUP':
-        this.lastStatus = 129
-        this.sink.output('Hangup\n')
-        break
-      case 'SIGTSTP':
-        this.lastStatus = 148
-        this.jobs.push(program)
-        this.sink.output(`\n${jobLine(this.jobs.length, 'Stopped', program.command)}\n`)
-        break
-      default:
-        unreachable(signal, 'signal')
+    if (signal === 'SIGTSTP') {
+      this.lastStatus = 148
+      this.jobs.push(program)
+      this.sink.output(`\n${jobLine(this.jobs.length, program.command)}\n`)
+    } else {
+      const [status, message] = SIGNAL_ENDINGS[signal]
+      this.lastStatus = status
+      if (message !== '') this.sink.output(message)
     }
     this.prompt()
   }
@@ -481,10 +466,17 @@ export class MemoryShell {
   }
 }
 
-function jobLine(number: number, state: string, command: string): string {
-  return `[${number}]+  ${state.padEnd(24)}${command}`
-}
+/** A program's `$?` (128 + the signal's number) and what bash prints when a signal ends it. */
+const SIGNAL_ENDINGS = {
+  SIGINT: [130, ''],
+  SIGTERM: [143, 'Terminated\n'],
+  SIGKILL: [137, 'Killed\n'],
+  SIGHUP: [129, 'Hangup\n'],
+} as const
 
+function jobLine(number: number, command: string): string {
+  return `[${number}]+  ${'Stopped'.padEnd(24)}${command}`
+}
 
 /** POSIX path resolution without a filesystem: every directory exists in the memory shell. */
 export function resolvePath(cwd: string, target: string): string {

@@ -17,10 +17,9 @@ import { LiveRedaction } from '@conch/session'
 export const MIN_SECRET_BYTES = 8
 
 /**
- * The shortest piece of a value recognised in text taken from a terminal's processes (a process
- * name, a path), in characters; a value shorter than this counts whole. A process name is cut to
- * 15 bytes (TASK_COMM_LEN 16 with its NUL; prctl(2) `PR_SET_NAME`, proc(5) `comm`), so a longer
- * value reaches a name only in pieces — two processes named with its halves carry it whole.
+ * The shortest piece of a value recognised in a process name or path, in characters (a shorter
+ * value counts whole): a name is cut to 15 bytes (TASK_COMM_LEN, proc(5) `comm`), so a longer
+ * value reaches names only in pieces.
  */
 export const PROCESS_PIECE_CHARS = 6
 
@@ -79,15 +78,11 @@ function piecesOf(value: string): Set<string> {
 }
 
 /**
- * The value as it is written and as conch's own formatting writes it: escaped in a JSON string (a
- * run_code result, `JSON.stringify`), in `util.inspect`'s quotes (`console.log` of an object), and
- * without its line breaks (the text passes read lines joined). A value of several lines also
- * counts line by line, in each of those forms: `util.inspect` writes a long multi-line string
- * inside an object or array as one quoted piece per line joined by ` +`, a line break and an
- * indentation that grows with depth, so each piece is replaced on its own (a line shorter than
- * `MIN_SECRET_BYTES` is not, and stays visible there). Its bytes spelled as `util.inspect` shows
- * them (`byteSpellingsOf`) count too. A form shorter than `MIN_SECRET_BYTES` is left out. A
- * value escaped twice, or by the program itself otherwise, is not recognised.
+ * The value as written and as conch's own formatting writes it: escaped in a JSON string, in
+ * `util.inspect`'s quotes, without its line breaks (the text passes read lines joined), each of
+ * its lines in those forms (`util.inspect` splits a long multi-line string into one quoted piece
+ * per line), and its byte spellings (`byteSpellingsOf`). Forms shorter than `MIN_SECRET_BYTES`
+ * are left out; a value escaped twice, or otherwise by the program, is not recognised.
  */
 function formsOf(value: string): Set<string> {
   const escaped = (text: string) => [text, JSON.stringify(text).slice(1, -1), inspect(text).slice(1, -1)]
@@ -101,12 +96,10 @@ function formsOf(value: string): Set<string> {
 const INSPECT_BYTES = 50
 
 /**
- * The value's UTF-8 bytes as a program that reads its file without an encoding prints them: in
- * hex separated by spaces, as `console.log` of a Buffer shows them (`<Buffer 68 75 …>`), whole
- * and cut to the first `INSPECT_BYTES`; in decimal separated by `, ` (a typed array's
- * `util.inspect` on one line, `join(', ')`) and by `,` (`JSON.stringify` of an array). Not
- * covered: a Buffer whose first 50 bytes cut the value (it does not begin them), and any other
- * encoding (base64, hex without spaces).
+ * The value's UTF-8 bytes as a program printing its file without an encoding shows them: hex
+ * separated by spaces (`<Buffer 68 75 …>`), whole and cut to `INSPECT_BYTES`; decimal separated
+ * by `, ` (`util.inspect` of a typed array) and by `,` (`JSON.stringify`). Other encodings
+ * (base64, bare hex) are not covered.
  */
 function byteSpellingsOf(value: string): string[] {
   const bytes = [...Buffer.from(value, 'utf8')]
@@ -115,11 +108,8 @@ function byteSpellingsOf(value: string): string[] {
 }
 
 /**
- * The decimal spelling with any run of spaces after each comma: `util.inspect` wraps a typed
- * array that does not fit one line into columns, padding each number to align it, and the text
- * passes read its lines joined. Only those passes use it; the byte pass and the held tails know
- * the single-line spellings only. An array cut at util.inspect's 100 items (`... N more items`)
- * inside the value is not matched.
+ * The decimal spelling with any run of spaces after each comma, as `util.inspect` pads a typed
+ * array wrapped into columns. Only the text passes use it.
  */
 function decimalPattern(value: string): RegExp {
   return new RegExp([...Buffer.from(value, 'utf8')].join(', *'), 'g')
@@ -176,17 +166,10 @@ export class SecretRedactor {
 
   /**
    * `text` with every registered value replaced by its label: the second pass, over what the
-   * model reads. The byte pass (`push`) cannot see a value whose pieces arrive more than the hold
-   * apart, or are split by bytes the rendered text drops (an SGR reset, a NUL, a carriage return
-   * that overwrites, a cursor move); the rendered text shows it whole, and this pass finds it.
-   *
-   * A value is also found across line breaks (`redactRows` over the lines): the output parser
-   * cuts a line longer than its `maxLineLength` into several, so a value printed across the cut
-   * arrives as `hun\nter2…`. The text keeps its line count: the label stands where the value
-   * begins and the value's characters on later lines are removed.
-   *
-   * `context`: the text just before and after `text` where it came from (the lines around a
-   * page of scrollback), so a value only partly inside `text` is found and its part removed.
+   * model reads. It finds what the byte pass (`push`) cannot: a value whose pieces arrive more
+   * than the hold apart, or are split by bytes rendering drops (SGR, NUL, an overwriting CR).
+   * Values across line breaks (a long line cut by the parser) are found as `redactRows` finds them.
+   * `context`: the text around `text` where it came from, so a value partly inside is found.
    */
   redactText(text: string, context?: RedactContext): string {
     if (this.secrets.length === 0) return text
@@ -198,19 +181,14 @@ export class SecretRedactor {
       }
       return out
     }
-    const before = context?.before ?? ''
-    const body = text.replaceAll('\n', '')
-    const edits = this.edits(before + body + (context?.after ?? ''), before.length, before.length + body.length)
-    return edits.length === 0 ? text : applyEdits(text.split('\n'), edits, before.length).join('\n')
+    return this.redactRows(text.split('\n'), context).join('\n')
   }
 
   /**
-   * `text` taken from the terminal's processes — a process name (stat `comm`), a path one of them
-   * holds open — as a result may show it: `[secret NAME]` in place of the whole text when it
-   * shares a run of at least `min(PROCESS_PIECE_CHARS, value length)` characters with a
-   * registered value (the first such value, longest first), otherwise the text as it is. A piece
-   * is enough because a name holds at most 15 bytes: a longer value shows there only cut, and
-   * the rest of such a name (or path) is the program's to choose, so none of it is kept.
+   * A process name or a path a process holds open: `[secret NAME]` in place of the whole text
+   * when it shares a run of `min(PROCESS_PIECE_CHARS, value length)` characters with a value
+   * (longest value first), else the text as it is. The program chooses the rest of such a text,
+   * so none of it is kept.
    */
   redactProcessText(text: string): string {
     for (const secret of this.secrets) {
@@ -353,13 +331,10 @@ export class SecretRedactor {
 }
 
 /**
- * The text pass over a live stream — a send's output as it is taken in pieces (`readOutput`,
- * which ACP clients, `conch run`'s live lines and background task output show): each piece is
- * redacted, and a tail of it that could begin a value is held back, without a time bound (it is
- * shorter than the longest value), until a later piece completes or refutes it, or the stream
- * ends (`push(text, true)`), which releases it as it was. So a value the program prints in pieces
- * apart in time — more than `secretHoldMs`, after which the byte pass lets the first piece go — or
- * split by bytes the parser drops, shows as its label here too.
+ * The text pass over a live stream (a send's `readOutput`): each piece is redacted, and a tail
+ * that could begin a value is held, without a time bound, until a later piece decides it or the
+ * stream ends (`push(text, true)`). So a value printed in pieces further apart than the byte
+ * pass's hold shows as its label here too.
  */
 export class LiveTextRedactor extends LiveRedaction {
   constructor(redactor: SecretRedactor) {

@@ -120,10 +120,8 @@ export default class PtyService extends Service implements PtyServiceApi {
 
   constructor(ctx: Context, public config: PtyService.Config) {
     super(ctx, 'pty')
-    // Every send goes through `ctx.pty`'s proxy, so it is kept cheap: no shadow context per call
-    // (two proxies and a context, 10–20 µs; `this.ctx` in a method is still the caller's context,
-    // so effects stay with the caller), and no lookup of `pty.<name>` properties another plugin
-    // could declare on the context (a new proxy of ctx.reflect per member read; conch declares none).
+    // Every send goes through `ctx.pty`'s proxy: no shadow context per call (`this.ctx` in a method
+    // stays the caller's) and no lookup of `pty.<name>` properties (conch declares none).
     const tracker = (this as unknown as Record<symbol, Tracker>)[Service.tracker]!
     tracker.noShadow = true
     delete tracker.associate
@@ -169,10 +167,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     const size = validateSize(options, 'open', true)
     const program = validateProgram(options)
     const backend = this.backends.get(type)
-    if (!backend) {
-      const known = this.types()
-      throw new PtyError('NO_BACKEND', { type, known })
-    }
+    if (!backend) throw new PtyError('NO_BACKEND', { type, known: this.types() })
     if (name !== undefined) {
       const holder = this.nameHolder(owner, name)
       if (holder) throw new PtyError('DUPLICATE_NAME', { owner: owner.id, name, holder })
@@ -223,10 +218,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.phase.phase === 'busy') {
       throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is still running a send; wait for it with task_output or interrupt it with terminal_signal SIGINT, then send again` })
     }
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written. Its scrollback can still be read; open a new session to continue` })
-    }
+    assertRunning(entry, 'nothing was written. Its scrollback can still be read; open a new session to continue')
 
     const token = {}
     entry.phase = { phase: 'busy', send: token }
@@ -304,10 +296,7 @@ export default class PtyService extends Service implements PtyServiceApi {
       throw new PtyError('INVALID_INPUT', { reason: `cannot send ${String(signal)} to ${sessionId}; allowed signals: ${PTY_SIGNALS.join(', ')}` })
     }
     if (entry.phase.phase === 'closing' || entry.phase.phase === 'close-failed') throw closing(entry.id)
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; no signal was sent` })
-    }
+    assertRunning(entry, 'no signal was sent')
     return entry.backend.signal(signal)
   }
 
@@ -321,10 +310,7 @@ export default class PtyService extends Service implements PtyServiceApi {
     if (entry.phase.phase === 'busy') {
       throw new PtyError('SEND_ACTIVE', { reason: `PTY session ${entry.id} is running a send; a raw write would interleave with it, so nothing was written. Wait for the send or cancel it first` })
     }
-    const status = entry.backend.status()
-    if (status.state === 'exited') {
-      throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; nothing was written` })
-    }
+    assertRunning(entry, 'nothing was written')
     await entry.backend.write(data)
   }
 
@@ -344,12 +330,8 @@ export default class PtyService extends Service implements PtyServiceApi {
     return entry.backend.onChange(listener)
   }
 
-  close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
-    try {
-      return this.closeEntry(this.entry(owner, sessionId))
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async close(owner: PtyOwner, sessionId: string): Promise<CloseResult> {
+    return this.closeEntry(this.entry(owner, sessionId))
   }
 
   list(owner: PtyOwner): SessionInfo[] {
@@ -491,14 +473,11 @@ export default class PtyService extends Service implements PtyServiceApi {
   }
 
   /**
-   * Service disposal: aborts every spawn, closes every session, waits until all of it has
-   * settled, then clears every registry (backends, sessions, spawns, owner hooks) even when a
-   * close failed, and rejects with an `AggregateError` of every failure (close failures and
-   * pending rollback failures). From the first call on, every method refuses with
-   * `SERVICE_DISPOSING`. Idempotent: later calls return the same promise.
-   *
-   * The plugin's own disposal calls it; Cordis only logs what a disposer throws (each inner
-   * error separately), so a host that wants the failures as a value calls it first.
+   * Service disposal: aborts every spawn, closes every session, waits for all of it, then clears
+   * every registry even when a close failed, and rejects with an `AggregateError` of every close
+   * and pending rollback failure. From the first call on, every method refuses with
+   * `SERVICE_DISPOSING`. Idempotent. Cordis only logs what a disposer throws, so a host that wants
+   * the failures as a value calls it before unloading.
    */
   shutdown(): Promise<void> {
     this.state.disposing ??= (async () => {
@@ -681,6 +660,11 @@ function disposingError(): PtyError {
   return new PtyError('SERVICE_DISPOSING', {})
 }
 
+function assertRunning(entry: SessionEntry, outcome: string): void {
+  const status = entry.backend.status()
+  if (status.state === 'exited') throw new PtyError('SESSION_EXITED', { reason: `PTY session ${entry.id} ${describeExit(status)}; ${outcome}` })
+}
+
 function closing(sessionId: string): PtyError {
   return new PtyError('SESSION_EXITED', { reason: `PTY session ${sessionId} is being closed; nothing was written. Retry the close if it failed, or open a new session` })
 }
@@ -694,11 +678,10 @@ function aggregate(errors: Error[], doing: string): AggregateError {
 }
 
 function rejections(results: PromiseSettledResult<unknown>[]): Error[] {
-  return results.flatMap((result) => (result.status === 'rejected' ? [asError(result.reason)] : []))
-}
-
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value))
+  return results.flatMap((result) => {
+    if (result.status === 'fulfilled') return []
+    return [result.reason instanceof Error ? result.reason : new Error(String(result.reason))]
+  })
 }
 
 function isCount(value: unknown): value is number {

@@ -8,10 +8,7 @@
  */
 import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
-/**
- * The owner of terminal sessions, as the contract needs it — structural, so the seam does not
- * depend on the agent loop; an Agent of `ctx.agents` is one. Ownership compares the exact object.
- */
+/** The owner of terminal sessions (structural; an Agent is one). Ownership compares the exact object. */
 export interface PtyOwner {
   /** Shown in errors, e.g. `agent-1`. */
   readonly id: string
@@ -23,9 +20,8 @@ export interface PtyOwner {
   /** Registers a cleanup awaited when the owner is disposed (its sessions close); returns a disposer. */
   onDispose(cleanup: () => void | Promise<void>): () => void
   /**
-   * The prefix of this owner's session ids, numbered on their own (default `pty`: `pty-1`, `pty-2`,
-   * …). An owner whose terminals are not the model's (the pool's CLIs: `pool`) takes another, so the
-   * model's ids stay consecutive from `pty-1`. Letters and digits.
+   * The prefix of this owner's session ids, numbered on their own (default `pty`: `pty-1`, …);
+   * lower-case letters and digits. An owner whose terminals are not the model's takes another.
    */
   readonly sessionPrefix?: string
 }
@@ -72,10 +68,8 @@ export interface ReadinessEvidence {
   process?: { name: string; pid: number; tid: number; syscall: string; fd: number; path: string }
   /**
    * For `proc`, when the read alone did not prove the program waits for input: what else could
-   * wake it (`socket fd 21`, `pipe fd 5`, `timer in 200 ms`, `task 4122 read socket fd 9`), and
-   * how the send was decided anyway — the output ended in a prompt-shaped line that stayed quiet
-   * for `quietMs` (ms) while the program's group acted only on its own (the reader not running,
-   * or waking only at the end of its own timeout; `detail` says which).
+   * wake it (`socket fd 21`, `timer in 200 ms`), and for how long (ms) the prompt-shaped last line
+   * stayed quiet while the group acted only on its own (`detail` says how).
    */
   corroborated?: { sources: string[]; quietMs: number }
 }
@@ -101,10 +95,9 @@ export interface SendResult {
    */
   exitStatus?: number
   /**
-   * The input was typed ahead (`inputState` `not_reading`): the command then in front, as the
-   * kernel names its processes (`bash, sleep`), and — when its prompt came during the send — the
-   * `$?` that prompt carried and how many of the viewport's first lines came before it (its late
-   * output, after the terminal's echo of the input; absent when the viewport was cut or is a screen).
+   * The input was typed ahead (`inputState` `not_reading`): the command then in front (`bash,
+   * sleep`), and when its prompt came during the send, the `$?` it carried and how many of the
+   * viewport's first lines were its output (absent when the viewport was cut or is a screen).
    */
   earlier?: { program: string; exitStatus?: number; lines?: number }
   /**
@@ -171,22 +164,16 @@ export interface SendOperation {
   readonly done: Promise<SendResult>
   /** Output produced since the previous call (as viewport lines), consumed. For background sends and live streaming. */
   readOutput(): string
-  /**
-   * Registers a listener called (synchronously, after a chunk is parsed) whenever `readOutput()`
-   * has new text, so callers can stream output without polling. Returns a disposer.
-   */
+  /** Registers a listener called synchronously whenever `readOutput()` has new text. Returns a disposer. */
   onOutput(listener: () => void): () => void
   /**
-   * The terminal's current screen, rendered as a send's result shows it (a header line
-   * `[screen: …]`, then the rows), while the program in front draws one (vim, `watch`, top);
-   * undefined while output is lines. For background sends: what the program shows now, which
-   * `readOutput()` cannot carry. Optional: a backend without a screen model leaves it out.
+   * The current screen as a result shows it (`[screen: …]`, then the rows) while the program in
+   * front draws one (vim, top); undefined while output is lines. Optional.
    */
   screen?(): string | undefined
   /**
-   * Interrupts the send: input not yet written is never written; otherwise a real SIGINT goes
-   * to the foreground process group (never a written `\x03`). Resolves when the signal has been
-   * delivered (or was unnecessary); `done` then settles. The session stays reserved until then.
+   * Interrupts the send: input not yet written never is; otherwise a real SIGINT (never a written
+   * `\x03`) goes to the foreground process group. Resolves once delivered; `done` then settles.
    */
   cancel(): Promise<void>
 }
@@ -202,10 +189,9 @@ export interface SpawnOptions {
   rows?: number
   cols?: number
   /**
-   * A program to run in place of the backend's shell: an absolute path, or a name looked up on
-   * the session environment's PATH. The session then has no shell prompt: the open returns once
-   * the program is started (its `motd` is empty), and readiness of later sends rests on the
-   * kernel and silence tiers. The backend keeps a full screen model for it (`screenState`).
+   * A program to run in place of the shell: an absolute path, or a name looked up on the
+   * session's PATH. No shell prompt then: the open returns once it started (`motd` empty), sends
+   * settle on the kernel and silence tiers, and the backend keeps a full screen model.
    */
   command?: string
   /** Arguments of `command` (argv[1…]). */
@@ -231,17 +217,13 @@ export interface SpawnOptions {
    */
   expose?: number[]
   /**
-   * Secret values the backend replaces with `[secret NAME]` in everything the session outputs,
-   * from the start — not only once a send types them (`tool-pty` passes the deployment's
-   * configured secrets, so a terminal that reads a secret's file shows only its name).
+   * Secret values replaced with `[secret NAME]` in everything the session outputs from the
+   * start, not only once a send types them (so a terminal reading a secret's file shows its name).
    */
   redact?: SecretValue[]
 }
 
-/**
- * Most characters (UTF-16 code units) of a session's display `name`: it is repeated in every
- * list of the owner's sessions (tool-pty's terminal_list), so it is bounded like any other input.
- */
+/** Most UTF-16 code units of a session's `name` (repeated in every list of sessions). */
 export const MAX_SESSION_NAME_CHARS = 64
 
 /** Bounds of a terminal size (`rows`, `cols` of spawn and resize). */
@@ -306,9 +288,8 @@ export interface ReadPage {
   /** Whether *this* page lost data: lines it reaches for were dropped, or a line or the page was cut to the byte bound. */
   truncated: boolean
   /**
-   * Lines dropped between a flood's first lines (still retained) and the newest ones. A page comes
-   * from one side: asking for an end inside the gap returns those of the flood's first lines that
-   * the range asked for reaches, if any.
+   * Lines dropped between a flood's retained first lines and the newest ones. A page comes from
+   * one side: a range ending inside the gap returns the first lines it reaches, if any.
    */
   gap?: { first: number; last: number }
   /** The oldest line returned was cut to the page's byte bound: its first `bytes` UTF-8 bytes are left out. */
@@ -320,10 +301,7 @@ export interface SignalResult {
   delivered: boolean
   /** The foreground process group signalled. */
   targetPgid: number
-  /**
-   * Name of the group leader, e.g. `sleep`. The program chooses it: a backend that redacts
-   * secrets shows a name holding a value (or a piece of one) as `[secret NAME]`.
-   */
+  /** Name of the group leader, e.g. `sleep`; one holding a secret (or a piece) shows as `[secret NAME]`. */
   target: string
   /**
    * When no send was active: what the terminal printed since the previous result, up to the
@@ -336,9 +314,8 @@ export interface SignalResult {
   /** What a flood dropped between the head and the tail of `output` (as `SendResult.omitted`). */
   outputOmitted?: SendResult['omitted']
   /**
-   * When no send was active: how the terminal was after the signal — `stdin_read` when it was
-   * ready for input again (the shell's prompt, or a reader the kernel shows) within the
-   * backend's wait, else the reason that wait ended. Absent when a send was active.
+   * When no send was active: `stdin_read` when the terminal was ready for input again within
+   * the backend's wait, else the reason that wait ended.
    */
   waitReason?: WaitReason
   /** The session's status once the signal's effect was seen (`exited` when it ended the shell). */
@@ -361,11 +338,7 @@ export interface CloseResult {
   survivors: ClosedProcess[]
 }
 
-/**
- * The codes of `PtyError`, each with its details and its message. A code whose refusals share one
- * shape carries the ids and numbers it names; the rest carry the sentence that says what was
- * wrong and what to do (`reason`).
- */
+/** The codes of `PtyError`, each with its details (the ids it names, or the whole `reason`) and its message. */
 const PTY_ERRORS = {
   DUPLICATE_BACKEND: (d: { type: string }) => `a PTY backend for type "${d.type}" is already registered; unload it first or give this one another type`,
   NO_BACKEND: (d: { type: string; known: string[] }) => `no PTY backend for type "${d.type}"; registered types: ${d.known.length ? d.known.join(', ') : '(none)'}`,
@@ -450,10 +423,7 @@ export interface BackendSession {
   read(options: { offset: number; count: number }): ReadPage
   /** @throws PtyError `SESSION_EXITED`, `SIGNAL_REFUSED` (SIGKILL to the shell), `NO_FOREGROUND`. */
   signal(signal: PtySignal): Promise<SignalResult>
-  /**
-   * The current screen as the model sees it (a header line `[screen: …]`, then the rows).
-   * Optional: a backend without a screen model leaves it out.
-   */
+  /** The current screen as the model sees it (`[screen: …]`, then the rows). Optional. */
   screen?(): string
   /**
    * Resizes the terminal (the foreground program gets SIGWINCH). Optional.
@@ -461,19 +431,14 @@ export interface BackendSession {
    */
   resize?(size: TerminalSize): void
   /**
-   * Writes `data` as it is, with no readiness wait and no planning (no Enter added, no
-   * bracketed paste): for a caller that frames its own input for a full-screen program.
-   * Resolves once every byte is in the terminal's input queue. Optional; the service calls it
-   * only while no send is active.
+   * Writes `data` as it is (no readiness wait, no Enter, no bracketed paste); resolves once every
+   * byte is in the terminal's input queue. Optional; called only while no send is active.
    * @throws PtyError `SESSION_EXITED`.
    */
   write?(data: string): Promise<void>
   /** The full screen model's state (see `ScreenState`). Optional: a backend keeps one only for some sessions. */
   screenState?(options: ScreenStateOptions): ScreenState
-  /**
-   * Registers a listener called after each chunk of output has reached the screen model, and
-   * once when the program exited. Optional. Returns a disposer.
-   */
+  /** Registers a listener called after each chunk reached the screen model, and on exit. Optional; returns a disposer. */
   onChange?(listener: () => void): () => void
   /**
    * Stops the whole process tree and resolves with what it stopped. Idempotent while a close is
@@ -496,9 +461,7 @@ export interface PtyBackend {
 /** The public surface of `ctx.pty` (implemented by the default-exported `PtyService`). */
 export interface PtyServiceApi {
   /**
-   * Registers a backend; the disposer is tied to the caller's plugin scope.
-   * Unregistering a backend does not close its sessions; they stay owned by the service until
-   * their owner or the service is disposed.
+   * Registers a backend; the disposer, tied to the caller's plugin scope, leaves its sessions open.
    * @throws PtyError `DUPLICATE_BACKEND`.
    */
   registerBackend(backend: PtyBackend): () => void
@@ -544,8 +507,7 @@ export interface PtyServiceApi {
    */
   screenState(owner: PtyOwner, sessionId: string, options?: ScreenStateOptions): ScreenState
   /**
-   * Calls `listener` after each chunk of the session's output reached its screen model, and
-   * when it exited. Returns a disposer; closing the session ends the calls.
+   * `BackendSession.onChange` of the session; closing the session ends the calls.
    * @throws PtyError `NO_SESSION`, `FOREIGN_SESSION`, `INVALID_INPUT` for a backend that cannot report it.
    */
   onChange(owner: PtyOwner, sessionId: string, listener: () => void): () => void
