@@ -214,7 +214,6 @@ export const PoolConfig = z.strictObject({
   status: StatusConfig.optional(),
 })
 export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: Record<string, KindConfig> }
-export type PoolConfigInput = z.input<typeof PoolConfig>
 
 /** Resolves a command on PATH (execvp(3) semantics for names without a slash). */
 export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
@@ -237,30 +236,20 @@ export function resolveCommand(command: string, path = process.env.PATH ?? ''): 
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
 export function loadPoolConfig(input: unknown, env: Readonly<Record<string, string | undefined>> = process.env, builtins: Record<string, KindInput> = {}): PoolConfig {
-  const parsed = PoolConfig.safeParse(input ?? {})
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', { field: `pool config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
-  }
+  const parsed = parseField(PoolConfig, input ?? {}, (path) => `pool config: ${path || '(root)'}`)
   const kinds: Record<string, KindConfig> = {}
-  for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.data.kinds)])) {
-    const given = parsed.data.kinds[name]
+  for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.kinds)])) {
+    const given = parsed.kinds[name]
     const found = builtins[name] !== undefined && given?.command === undefined ? findBuiltinCommand(name, env) : undefined
-    const kind = KindConfig.safeParse({ ...builtins[name], ...(found !== undefined && { command: found }), ...given })
-    if (!kind.success) {
-      const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
-    }
+    const kind = parseField(KindConfig, { ...builtins[name], ...(found !== undefined && { command: found }), ...given }, (path) => `pool config: kinds.${name}.${path}`)
     // A configured kind's binary must exist now; a built-in one only when an agent routes to it.
-    if (given && !resolveCommand(kind.data.command)) {
-      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.command`, problem: `"${kind.data.command}" is not an executable file${isAbsolute(kind.data.command) ? '' : ' on PATH'}` })
-    }
-    kinds[name] = kind.data
+    if (given) assertExecutable(kind.command, `pool config: kinds.${name}.command`)
+    kinds[name] = kind
   }
-  const config: PoolConfig = { ...parsed.data, kinds }
+  const config: PoolConfig = { ...parsed, kinds }
   if (config.worker === 'managed') {
     const command = config.supervisor.command
-    if (command && !resolveCommand(command[0]!)) throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `"${command[0]}" is not an executable file${isAbsolute(command[0]!) ? '' : ' on PATH'}` })
+    if (command) assertExecutable(command[0]!, 'pool config: supervisor.command')
     if (!command && !/^conch(\.m?js)?$/.test(basename(process.argv[1] ?? ''))) {
       throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]` })
     }
@@ -298,19 +287,21 @@ export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runt
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
 export function parseWorkerConfig(input: unknown): PoolConfig {
-  const parsed = PoolConfig.safeParse(input)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', { field: `worker config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
-  }
+  const parsed = parseField(PoolConfig, input, (path) => `worker config: ${path || '(root)'}`)
   const kinds: Record<string, KindConfig> = {}
-  for (const [name, raw] of Object.entries(parsed.data.kinds)) {
-    const kind = KindConfig.safeParse(raw)
-    if (!kind.success) {
-      const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', { field: `worker config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
-    }
-    kinds[name] = kind.data
-  }
-  return { ...parsed.data, kinds }
+  for (const [name, raw] of Object.entries(parsed.kinds)) kinds[name] = parseField(KindConfig, raw, (path) => `worker config: kinds.${name}.${path}`)
+  return { ...parsed, kinds }
+}
+
+/** @throws PoolError `CONFIG_INVALID` at the first issue, its path rendered as a field by `field`. */
+function parseField<T extends z.ZodType>(schema: T, input: unknown, field: (path: string) => string): z.output<T> {
+  const parsed = schema.safeParse(input)
+  if (parsed.success) return parsed.data
+  const issue = parsed.error.issues[0]!
+  throw new PoolError('CONFIG_INVALID', { field: field(issue.path.join('.')), problem: issue.message })
+}
+
+/** @throws PoolError `CONFIG_INVALID` for `field` when `command` does not resolve to an executable file. */
+function assertExecutable(command: string, field: string): void {
+  if (!resolveCommand(command)) throw new PoolError('CONFIG_INVALID', { field, problem: `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}` })
 }
