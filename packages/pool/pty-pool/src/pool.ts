@@ -1,13 +1,8 @@
 /**
- * The pool's front: admission and graceful shutdown, the kill switch, the routing of an agent's
- * invoke, metrics, and the fallback chain to the fresh-spawn path. The warm sessions behind it
- * (by key, one invoke per session at a time, health and eviction) are a `SessionBackend`:
- * in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`).
- *
- * Every pooled failure (boot, stall, hard cap, no sentinel, spawn, unhealthy) is recoverable:
- * the same prompt runs through the fallback (the CLI's one-shot mode, through its sub-agent
- * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
- * never makes an invoke less reliable than a fresh spawn.
+ * The pool's front: admission and shutdown, the kill switch, routing, metrics, and the fallback
+ * to the fresh-spawn path. The warm sessions behind it are a `SessionBackend`: in-process
+ * (`WarmSessions`) or in a supervised worker (`WorkerSupervisor`). Every pooled failure falls
+ * back and is logged to `pool-failures.jsonl`, so the pool never answers less than a fresh spawn.
  */
 import { isAbsolute, join } from 'node:path'
 import type { PtyOwner } from '@conch/pty'

@@ -1,25 +1,8 @@
 /**
- * The managed worker's protocol: line-delimited JSON (one UTF-8 JSON object per `\n`-ended
- * line) on a private channel — fd 3 of the worker, never its stdout or stderr, which carry
- * only logs.
- *
- * The main process treats the worker as a hostile peer: every inbound line is bounded
- * (`maxMessageBytes`, counted before a line is complete, so unfinished bytes are bounded too),
- * must be JSON, and must match one of the shapes below exactly (zod strict objects; strings
- * and lists bounded). Anything else is a `PoolError` `PROTOCOL_VIOLATION`, after which the supervisor stops
- * the worker and starts a new one.
- *
- * main → worker:
- *   `init {config, env, terminal?}` once, first (the pool config, the server environment the pool
- *   reads passEnv and account variables from — sent over the pipe, not in the worker's environ —
- *   and under `terminal: conch` the config sections the worker composes its own terminals from);
- *   `invoke {id, key, prompt, capMs, stallMs, cwd, oneShot, policy?}` (`policy`: the owner's
- *   resolved sandbox policy, required under `terminal: conch`); `cancel {id}`; `ping {id}`;
- *   `evict_tick`; `set_evict_every {ms}`.
- * worker → main:
- *   `ready {pid}` after init; `pong {id}`; `result {id, ok: true, text, source, path, bootMs?}`
- *   or `result {id, ok: false, reason, message, midTask, elapsedMs, bootMs?}` — exactly one per
- *   invoke; `count {name}` (a pool counter went up); `sessions {sessions}` (the current set).
+ * The managed worker's protocol: line-delimited JSON on the worker's fd 3 (never its stdout or
+ * stderr). The main process treats the worker as hostile: every inbound line is bounded
+ * (`maxMessageBytes`, counted before a line is complete), must be JSON and must match a strict
+ * shape below, else it is a `PoolError` `PROTOCOL_VIOLATION`.
  */
 import { z } from 'zod'
 import { FAILURE_REASONS, PoolError } from './errors.ts'

@@ -1,15 +1,8 @@
 /**
- * `PoolTerminal` over `ctx.pty`: a pooled CLI runs in a conch terminal, opened with a `command`
- * for its owner agent, so it gets that owner's sandbox policy (`ctx.sandboxPolicy` resolved from the
- * owner's session log; `@conch/pty-local` confines it with `ctx.sandbox`), the backend's
- * scrubbed environment with the pool's variables over it, the backend's teardown with proof and
- * its screen model. Two per-terminal settings come from the pool: `network` (the kind's; on by
- * default, since the CLI must reach its model API) and the private home, writable inside the
- * sandbox (`writablePaths`), where the seeded config and the transcript live.
- *
- * Writes are raw (`ctx.pty.write`: no readiness wait), the screen is the backend's full screen
- * model (`ctx.pty.screenState`, with scrollback and the DEC private modes), and changes come
- * from `ctx.pty.onChange`.
+ * `PoolTerminal` over `ctx.pty`: a pooled CLI runs as a conch terminal of its owner agent, under
+ * that owner's sandbox policy, with the kind's `network` and its private home writable
+ * (`writablePaths`). Writes are raw, the screen is `ctx.pty.screenState`, changes come from
+ * `ctx.pty.onChange`.
  */
 import { realpathSync } from 'node:fs'
 import { constants } from 'node:os'

@@ -1,26 +1,8 @@
 /**
- * The supervisor of a managed worker: the warm side of the pool in a separate `conch
- * pool-worker` process, spawned through `ctx.subprocess` (its own session and process group,
- * a tree owned and torn down by the subprocess service), with the protocol of `protocol.ts`
- * on the worker's fd 3.
- *
- * The worker is a hostile peer: each line it sends is bounded and validated, a result must
- * answer an invoke that is waiting for one, and any violation, a crash, or `maxMisses` health
- * pings in a row without a pong stop it — its whole tree, including every CLI it started, which
- * carry the subprocess service's tag — fail its in-flight invokes (the pool's fallback chain
- * answers them), and start a new worker after a backoff.
- *
- * Lifecycle (one state machine; every change goes through `to`):
- *
- *     starting ──ready──▶ ready
- *        │                  │ exit / violation / missed pings / ready timeout
- *        └────────┬─────────┘
- *                 ▼
- *              backoff ──delay──▶ starting
- *     any ──close──▶ stopping ──worker gone──▶ stopped
- *
- * Shutdown (`close`): SIGTERM the worker (it closes its sessions and exits) → SIGKILL after
- * `termGraceMs` → the tree and every process carrying the worker's tag verified gone.
+ * The supervisor of a managed worker (`conch pool-worker`, spawned through `ctx.subprocess`), a
+ * hostile peer: any protocol violation, crash or run of missed pings stops its whole tree, fails
+ * its in-flight invokes and restarts it after a backoff. Lifecycle and shutdown: the README's
+ * "The managed worker".
  */
 import type { Duplex } from 'node:stream'
 import { describeExit } from '@conch/errors'

@@ -1,9 +1,6 @@
 /**
- * The warm side of the pool: sessions by key, one invoke per session at a time, boot, health
- * and eviction. It answers a prompt or throws an `InvokeFailure`; the fallback chain, the kill
- * switch, routing and the failure log live in front of it (`PtyPool`), so the same front drives
- * this in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`, which
- * runs a `WarmSessions` inside `conch pool-worker`).
+ * The warm side of the pool: sessions by key, one invoke per session at a time, boot, health and
+ * eviction. It answers or throws an `InvokeFailure`; everything else lives in `PtyPool`.
  */
 import { rmSync } from 'node:fs'
 import { defaultProcessTable, isEnded } from '@conch/subprocess'

@@ -1,19 +1,8 @@
 /**
- * The managed worker's side (`conch pool-worker`): hosts the warm sessions of the pool and
- * speaks the protocol of `protocol.ts` on a private channel (fd 3). The main process keeps
- * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
- * only answers prompts from warm sessions or reports why it could not.
- *
- * The worker composes its own conch terminals from the config sections in `init`
- * (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs each
- * CLI under the `policy` its invoke carries — the one the main process resolved for the owner, or
- * `danger-full-access` under `terminal: unconfined`; an invoke without one is refused.
- *
- * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
- * process's subprocess service finds and stops them even after the worker died with SIGKILL.
- *
- * The worker stops (closing every session and its tree) when `signal` aborts (the CLI aborts
- * it on SIGTERM or SIGINT) or the channel ends; it then resolves.
+ * The managed worker's side (`conch pool-worker`): hosts the warm sessions and speaks the
+ * protocol of `protocol.ts` on fd 3; the main process keeps everything else. Each CLI runs under
+ * the `policy` its invoke carries (an invoke without one is refused) and carries the worker's
+ * `CONCH_SUBPROCESS_TAG`, so the main process stops it even after the worker died with SIGKILL.
  */
 import { fstatSync } from 'node:fs'
 import { Socket } from 'node:net'
