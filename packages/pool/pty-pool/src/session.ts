@@ -1,14 +1,7 @@
 /**
  * One warm CLI session: a real terminal running an interactive agent CLI, booted once and
- * invoked turn after turn with sentinel framing.
- *
- * Lifecycle (one state machine; every change goes through `to`):
- *
- *     booting ──ready──▶ idle ──invoke──▶ busy ──answer──▶ idle
- *        │                 │                │
- *        └──fail──▶ unhealthy ◀──cancel / stall / cap / exit / no sentinel
- *                      │
- *     any ──close──▶ closing ──tree gone──▶ closed
+ * invoked turn after turn with sentinel framing. One state machine (`TRANSITIONS`, changed only
+ * through `to`).
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node:fs'
@@ -112,10 +105,9 @@ export function render(template: string, vars: Record<string, string>): string {
 }
 
 /**
- * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
- * (mkdtemp(3)) in the checked state folder (in the owner agent's folder of `agentHomes`, when
- * given); its `tmp` folder and the kind's seeded `files` are made through `home-fs.ts` (no link
- * followed, every file created `O_EXCL`).
+ * Builds the private home (mkdtemp(3) in the checked state folder, or the owner agent's folder of
+ * `agentHomes`), the argv and the environment of a kind; `tmp` and the seeded `files` are made
+ * through `home-fs.ts`.
  * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
  *   (absolute, `..`) or something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
@@ -307,19 +299,16 @@ export class PoolSession {
     }
     this.bootMs = Date.now() - started
     this.to('idle')
-    // A CLI that goes away between turns (it crashed; its owner was disposed, which closes the
-    // owner's terminals) leaves an unhealthy session: the tick evicts it, the next invoke replaces it.
+    // A CLI gone between turns (a crash, its owner disposed) leaves an unhealthy session for the tick.
     void terminal.exited.then(() => {
       if (this.state === 'idle') this.markUnhealthy('the CLI exited between turns')
     })
   }
 
   /**
-   * One turn. Clears the input line, types the prompt (a bracketed paste when it spans lines or
-   * the kind's `paste` is `always`,
-   * a file the prompt names when it is longer than the kind's paste-collapse size), waits for
-   * its echo, presses Enter as its own write, then waits for the last complete sentinel pair
-   * after the echo while the CLI is idle and the screen quiet.
+   * One turn: clear the input line, type the prompt (see the README's "The sentinel protocol"),
+   * wait for its echo, press Enter as its own write, then wait for the last complete sentinel
+   * pair after the echo while the CLI is idle and the screen quiet.
    * @throws InvokeFailure — the session is then unhealthy.
    */
   async invoke(prompt: string, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
@@ -363,8 +352,7 @@ export class PoolSession {
 
   private promptText(prompt: string): string {
     if (prompt.length <= this.kind.pasteCollapseChars) return typeableText(prompt)
-    // The CLI writes its home: the file gets a fresh name and is created through a handle of the
-    // folder that followed no link (home-fs.ts), so nothing the CLI planted is written through.
+    // The CLI writes its home: a fresh name, created through home-fs.ts, so no planted link is followed.
     assertStateDirUnchanged(this.environment.stateDir)
     const file = join(this.home, 'prompts', `prompt-${this.turns + 1}-${randomBytes(6).toString('hex')}.md`)
     createHomeFile(this.environment.stateDir, file, prompt, 0o600)
@@ -390,8 +378,7 @@ export class PoolSession {
     const entered = Date.now()
     let pairAt = 0
     let transcriptCheckedAt = 0
-    // Written to since the last check: the CLI's transcript folder changed (inotify), so the
-    // next check reads it at once instead of at the next tick.
+    // The transcript folder changed (inotify) since the last check: read it at once.
     let transcriptWritten = false
     let transcriptWatch: FSWatcher | undefined
     const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
@@ -428,9 +415,7 @@ export class PoolSession {
       if (echoRow < 0 || busy) return undefined
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
       if (extraction && pairAt === 0) pairAt = now
-      // The CLI's own transcript holding the same pair proves the turn is over: no need to wait
-      // out the quiet time (checked when its folder is written to, else at most every 15 ms; it
-      // lands 5–140 ms after the screen).
+      // The CLI's transcript holding the same pair proves the turn is over without the quiet time.
       if (extraction && this.transcript && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
         transcriptCheckedAt = now
         transcriptWritten = false
@@ -461,10 +446,8 @@ export class PoolSession {
   }
 
   /**
-   * Calls `written` when the folder of the transcript read last changes (inotify), or returns
-   * undefined when there is none yet or it cannot be watched: the ticks then find the answer.
-   * The watch only wakes a check; what is read still goes through the reader, which follows no
-   * link, so a folder the CLI swaps for a link tells it nothing.
+   * Calls `written` when the last transcript's folder changes (inotify); undefined when it cannot
+   * be watched (the ticks then find the answer). It only wakes a check: reading still follows no link.
    */
   private watchTranscript(written: () => void): FSWatcher | undefined {
     const path = this.transcript?.path
@@ -483,7 +466,7 @@ export class PoolSession {
     return answer !== undefined && looseText(answer) === looseText(screenAnswer) ? answer : undefined
   }
 
-  /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands 10–140 ms after the screen). */
+  /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands after the screen). */
   private async readTranscript(screenAnswer: string): Promise<string | undefined> {
     if (!this.transcript) return undefined
     const deadline = Date.now() + 400
