@@ -1,9 +1,6 @@
 /**
- * `@conch/pty-pool` — ctx.ptyPool: warm interactive agent CLIs in real terminals.
- *
- * Mount it with a config (see the README's table); `ctx.ptyPool.pool` is the `PtyPool`.
- * A fresh-spawn runner is set by whoever owns the one-shot path (`setFallback`), normally
- * `@conch/subagent-cli-pool`, which routes it through the CLI's sub-agent provider.
+ * `@conch/pty-pool` — ctx.ptyPool: warm interactive agent CLIs in real terminals;
+ * `ctx.ptyPool.pool` is the `PtyPool`, its fresh-spawn runner set through `setFallback`.
  */
 import { realpathSync } from 'node:fs'
 import { dirname } from 'node:path'

@@ -1,11 +1,7 @@
 /**
- * The SDK's `spawnClaudeCodeProcess` hook, routed through `ctx.subprocess`: conch owns the
- * process tree (own session and process group, tagged environment, teardown on dispose), and
- * the SDK gets the `SpawnedProcess` shape it expects (stdin, stdout, `killed`, `exitCode`,
- * `kill()`, `exit` / `error` events — see the SDK's `SpawnedProcess` type).
- *
- * `kill(signal)` never signals one pid: it runs the tree-scoped teardown (SIGTERM, grace,
- * SIGKILL) of `ctx.subprocess`, so nothing the CLI started outlives it.
+ * The SDK's `spawnClaudeCodeProcess` hook through `ctx.subprocess`, which owns the process tree;
+ * the SDK gets its `SpawnedProcess` shape. `kill()` runs the tree-scoped teardown, never a
+ * signal to one pid, so nothing the CLI started outlives it.
  */
 import { EventEmitter } from 'node:events'
 import { Writable, type Readable } from 'node:stream'

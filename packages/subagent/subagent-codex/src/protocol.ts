@@ -1,11 +1,7 @@
 /**
- * The part of the `codex app-server` protocol this provider speaks, written by hand from the
- * protocol Codex prints about itself (`codex app-server generate-ts --out DIR`, and
- * `generate-json-schema`) for the pinned version (@openai/codex 0.171.0). Only the fields
- * conch reads or sends are listed; everything else on the wire is ignored.
- *
- * Framing: JSON Lines over stdio, JSON-RPC 2.0 messages **without** the `"jsonrpc"` field.
- * stdout carries only protocol; Codex logs to stderr.
+ * The part of the `codex app-server` protocol conch reads or sends, written by hand from
+ * `codex app-server generate-ts` of the pinned version; everything else on the wire is ignored.
+ * JSON Lines over stdio, JSON-RPC 2.0 without the `"jsonrpc"` field.
  */
 
 export type RequestId = string | number

@@ -1,10 +1,6 @@
 /**
- * One Codex run over an app-server connection, as one state machine:
- *
- *     handshake ──thread/start answered──▶ thread ──turn/start answered──▶ turn ──▶ ended
- *
- * Ownership of server messages (held until the thread and turn ids are known, then replayed),
- * the answers to server requests and the stop reasons are in the README.
+ * One Codex run over an app-server connection, one state machine:
+ * handshake → thread → turn → ended (the README gives message ownership and stop reasons).
  */
 import type { ProviderOutcome, SubagentUpdate } from '@conch/subagent'
 import type { IncomingRequest, JsonLinesConnection } from './connection.ts'

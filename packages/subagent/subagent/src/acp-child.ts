@@ -1,13 +1,7 @@
 /**
- * Driving a child process that speaks the Agent Client Protocol, shared by every provider
- * whose child is an ACP agent (`@conch/subagent-acp` for any agent, `@conch/subagent-conch`
- * for `conch acp`). Exported as `@conch/subagent/acp`, so the seam itself loads no SDK.
- *
- * Start (ACP initialization and session setup): spawn → `initialize` → `session/new {cwd,
- * mcpServers: []}` → publish. Run (ACP prompt turn): `session/prompt`, collecting
- * `agent_message_chunk` text and the child's `tool_call` / `tool_call_update`s;
- * `session/request_permission` is answered by policy and never shown to a person.
- * Cancel: `session/cancel` (best-effort), then the teardown ladder.
+ * Driving a child that speaks the Agent Client Protocol (`@conch/subagent-acp`,
+ * `@conch/subagent-conch`): initialize → session/new → publish → session/prompt; permission
+ * requests are answered by policy. Exported as `@conch/subagent/acp`, so the seam loads no SDK.
  */
 import {
   PROTOCOL_VERSION,

@@ -1,13 +1,7 @@
 /**
- * `ctx.subagents`: the provider registry and the run lifecycle every provider shares — the
- * capability check before a provider runs, the publish boundary, local settlement on
- * cancellation, the session-log events, and teardown after the result.
- *
- * A run moves through one state machine:
- *
- *     running ──outcome / cancel──▶ settled ──teardown──▶ disposed
- *                                      │  ▲
- *                                      └──┘ a failed teardown stays `settled` and may be retried
+ * `ctx.subagents`: the provider registry and the run lifecycle every provider shares (capability
+ * check, publish boundary, cancellation, session-log events, teardown). A run is
+ * running → settled → disposed; a failed teardown stays `settled` and may be retried.
  */
 import { setMaxListeners } from 'node:events'
 import { Service, type Context } from 'cordis'
