@@ -69,8 +69,7 @@ export class PtyPoolService extends Service {
       : Promise.resolve()
     this.ready.catch((error: unknown) => ctx.logger.warn('pool: the status listener did not start', error))
     ctx.effect(() => () => this.stop(), 'ptyPool.dispose')
-    // The private homes are hidden in every sandbox (a pooled CLI gets its own home back as its
-    // writable path): no terminal reads or rewrites another owner's CLI config or transcripts.
+    // Hidden in every sandbox: no terminal reads or rewrites another owner's CLI config or transcripts.
     const stateDir = this.pool.stateDir
     ctx.inject(['sandbox'], (scope) => {
       const sandbox = scope.get('sandbox') as Pick<SandboxServiceApi, 'hide' | 'provision'> | undefined
@@ -79,8 +78,7 @@ export class PtyPoolService extends Service {
         return
       }
       sandbox.hide([stateDir])
-      // An agent sandbox whose mounts are fixed at its first process (a container) gets the CLIs'
-      // installations and the agent's own folder of homes then, for a CLI opened later.
+      // A sandbox with mounts fixed at its first process (a container) gets them up front.
       const homes = this.pool.agentHomes
       if (homes !== undefined) sandbox.provision?.({ programs: installations(config, process.env), homes: [homes] })
     })
@@ -107,13 +105,8 @@ export class PtyPoolService extends Service {
 }
 
 /**
- * The terminals the pool needs from the composition, all through `ctx.pty`. In-process under
- * `terminal: conch`: each CLI a terminal of its owner agent (found by id in `ctx.agents` when the
- * invoke names none); under `unconfined`: a terminal under `danger-full-access` of a stand-in
- * owner (`policyTerminals` over `ctx.sessions` and `ctx.sandboxPolicy`). Managed under `conch`:
- * the owner's policy from `ctx.sandboxPolicy` (with `ctx.sandbox`'s protected paths); the worker
- * composes its own ctx.pty from the config's `workerTerminals`. Missing services fail in
- * `PtyPool`'s constructor (conch) or at spawn (unconfined), naming `terminal`.
+ * The terminals the pool needs from the composition, all through `ctx.pty` (see `PoolDeps`).
+ * Missing services fail in `PtyPool`'s constructor (conch) or at spawn (unconfined).
  */
 function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
   const sandbox = ctx.get('sandbox') as Pick<SandboxServiceApi, 'protect' | 'protectedPaths' | 'hiddenPaths' | 'fixedMounts'> | undefined
