@@ -166,13 +166,7 @@ class PtyTerminal implements PoolTerminal {
   }
 
   bracketedPaste(): boolean {
-    if (this.closing === undefined) {
-      try {
-        this.last = this.pty.screenState(this.owner, this.sessionId)
-      } catch {
-        // closed meanwhile
-      }
-    }
+    this.screen()
     return this.last.decModes[2004] === true
   }
 
