@@ -127,41 +127,27 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
         return
       }
       case 'invoke': {
-        if (!warm || stopping) {
-          send({ type: 'result', id: message.id, ok: false, reason: 'unhealthy', message: 'the pool worker is stopping', midTask: false, elapsedMs: 0 })
-          return
-        }
-        if (confined && !message.policy) {
-          // A CLI runs only under the policy the main process sent, never a default one.
-          send({ type: 'result', id: message.id, ok: false, reason: 'spawn', message: `an invoke for ${message.key.owner} without its owner's sandbox policy`, midTask: false, elapsedMs: 0 })
-          return
-        }
+        const refuse = (reason: 'unhealthy' | 'spawn', text: string) => send({ type: 'result', id: message.id, ok: false, reason, message: text, midTask: false, elapsedMs: 0 })
+        if (!warm || stopping) return refuse('unhealthy', 'the pool worker is stopping')
+        // A CLI runs only under the policy the main process sent, never a default one.
+        if (confined && !message.policy) return refuse('spawn', `an invoke for ${message.key.owner} without its owner's sandbox policy`)
         const controller = new AbortController()
         controllers.set(message.id, controller)
         const owner = { id: message.key.owner, ...(message.policy && { policy: message.policy }) }
         const attempt = { signal: controller.signal, capMs: message.capMs, stallMs: message.stallMs, cwd: message.cwd, owner }
         const work = message.oneShot ? warm.oneShot(message.key, message.prompt, attempt) : warm.invoke(message.key, message.prompt, attempt)
         const current = warm
+        const settled = (result: WorkerMessage) => {
+          controllers.delete(message.id)
+          send({ type: 'sessions', sessions: current.sessionStates() })
+          send(result)
+        }
         void work.then(
-          (answer) => {
-            controllers.delete(message.id)
-            send({ type: 'sessions', sessions: current.sessionStates() })
-            send({ type: 'result', id: message.id, ok: true, ...answer })
-          },
+          (answer) => settled({ type: 'result', id: message.id, ok: true, ...answer }),
           (error: unknown) => {
-            controllers.delete(message.id)
             const failure = error instanceof InvokeFailure ? error : new InvokeFailure('unhealthy', (error as Error).message, false)
-            send({ type: 'sessions', sessions: current.sessionStates() })
-            send({
-              type: 'result',
-              id: message.id,
-              ok: false,
-              reason: failure.reason,
-              message: failure.message,
-              midTask: failure.midTask,
-              elapsedMs: failure.elapsedMs,
-              ...(failure.bootMs !== undefined && { bootMs: failure.bootMs }),
-            })
+            const { reason, midTask, elapsedMs, bootMs } = failure
+            settled({ type: 'result', id: message.id, ok: false, reason, message: failure.message, midTask, elapsedMs, ...(bootMs !== undefined && { bootMs }) })
           },
         )
         return
