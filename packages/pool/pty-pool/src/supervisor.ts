@@ -321,38 +321,29 @@ export class WorkerSupervisor implements SessionBackend {
     const worker = await this.readyWorker(options.signal)
     const id = this.nextId++
     const capMs = Number.isFinite(options.capMs) ? options.capMs : this.config.hardCapMs
-    return new Promise<WarmAnswer>((resolve, reject) => {
-      let cancelTimer: NodeJS.Timeout | undefined
-      const onAbort = () => {
-        if (!worker.pending.has(id)) return
-        this.send(worker, { type: 'cancel', id })
-        // A worker that does not confirm the cancel in time is stopped (its sessions with it).
-        cancelTimer = setTimeout(() => {
-          if (!worker.pending.has(id)) return
-          const pending = worker.pending.get(id)!
-          worker.pending.delete(id)
-          this.fail(worker, `did not confirm a cancel within ${this.limits.cancelGraceMs} ms`)
-          pending.reject(new InvokeFailure('cancelled', 'the invoke was cancelled', true))
-        }, this.limits.cancelGraceMs)
-      }
-      const settle = () => {
-        clearTimeout(cancelTimer)
-        options.signal?.removeEventListener('abort', onAbort)
-      }
-      worker.pending.set(id, {
-        resolve: (answer) => {
-          settle()
-          resolve(answer)
-        },
-        reject: (failure) => {
-          settle()
-          reject(failure)
-        },
-      })
-      this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot, ...(options.owner?.policy && { policy: options.owner.policy }) })
-      if (options.signal?.aborted) onAbort()
-      else options.signal?.addEventListener('abort', onAbort, { once: true })
-    })
+    let cancelTimer: NodeJS.Timeout | undefined
+    const onAbort = () => {
+      if (!worker.pending.has(id)) return
+      this.send(worker, { type: 'cancel', id })
+      // A worker that does not confirm the cancel in time is stopped (its sessions with it).
+      cancelTimer = setTimeout(() => {
+        const pending = worker.pending.get(id)
+        if (!pending) return
+        worker.pending.delete(id)
+        this.fail(worker, `did not confirm a cancel within ${this.limits.cancelGraceMs} ms`)
+        pending.reject(new InvokeFailure('cancelled', 'the invoke was cancelled', true))
+      }, this.limits.cancelGraceMs)
+    }
+    const answer = new Promise<WarmAnswer>((resolve, reject) => worker.pending.set(id, { resolve, reject }))
+    this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot, ...(options.owner?.policy && { policy: options.owner.policy }) })
+    if (options.signal?.aborted) onAbort()
+    else options.signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await answer
+    } finally {
+      clearTimeout(cancelTimer)
+      options.signal?.removeEventListener('abort', onAbort)
+    }
   }
 
   async evictTick(): Promise<void> {
