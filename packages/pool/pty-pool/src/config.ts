@@ -1,8 +1,4 @@
-/**
- * The pool's configuration: CLI kinds (config, not code), accounts, per-agent routing and the
- * pool's limits. zod 4 schemas; defaults live in the schemas; a mistake fails at load naming
- * the field.
- */
+/** The pool's configuration: CLI kinds, accounts, per-agent routing and limits; a mistake fails at load naming the field. */
 import { accessSync, constants, statSync } from 'node:fs'
 import { basename, delimiter, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
@@ -66,10 +62,8 @@ export const KindConfig = z.strictObject({
   /** Screen text that marks a dialog the boot must not meet (any match fails the boot with the screen's text). */
   dialogPattern: Pattern.optional(),
   /**
-   * How the prompt is typed: `multi-line` sends it as a bracketed paste (`ESC[200~ … ESC[201~`,
-   * xterm's DECSET 2004) only when it spans lines and types a single line as keys; `always` sends
-   * every prompt as a bracketed paste while the CLI has DECSET 2004 on (a CLI that holds fast typed
-   * keys back as a possible unbracketed paste shows a paste at once).
+   * `multi-line`: a bracketed paste (xterm DECSET 2004) only for a prompt that spans lines; `always`:
+   * every prompt while the CLI has DECSET 2004 on (for a CLI that holds fast keys back as a paste).
    */
   paste: z.enum(['multi-line', 'always']).default('multi-line'),
   /** Prompts longer than this (characters) go through a file the prompt names. */
@@ -172,17 +166,11 @@ export const PoolConfig = z.strictObject({
   /** The managed worker's supervisor. */
   supervisor: SupervisorConfig.default(() => SupervisorConfig.parse({})),
   /**
-   * Where the CLIs run; each is a conch terminal (`ctx.pty`) in both worker modes. `conch`: a
-   * terminal of its owner agent, under that owner's sandbox policy. `unconfined`: a terminal under
-   * `danger-full-access`, with no sandbox — the CLI can then read and write whatever conch can;
-   * only its own permission mode limits its tools.
+   * `conch`: each CLI a terminal of its owner agent, under its sandbox policy; `unconfined`: under
+   * `danger-full-access` — the CLI reads and writes whatever conch can.
    */
   terminal: z.enum(['conch', 'unconfined']).default('conch'),
-  /**
-   * `worker: managed`: the config sections of `@conch/sandbox-local` and `@conch/pty-local` the
-   * worker composes its own ctx.pty from — give the ones those plugins are mounted with (a YAML
-   * anchor shares them). The worker checks each with its plugin's schema.
-   */
+  /** `worker: managed`: the `@conch/sandbox-local` and `@conch/pty-local` config the worker composes its ctx.pty from. */
   workerTerminals: z
     .strictObject({ sandboxLocal: z.record(z.string(), z.unknown()).default({}), ptyLocal: z.record(z.string(), z.unknown()).default({}) })
     .default({ sandboxLocal: {}, ptyLocal: {} }),
@@ -202,7 +190,7 @@ export const PoolConfig = z.strictObject({
   echoTimeoutMs: z.number().int().positive().default(5_000),
   /** Grace between TERM and KILL when the managed worker's tree is stopped, ms (a session closes with the terminal backend's grace). */
   closeGraceMs: z.number().int().positive().default(2_000),
-  /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
+  /** Where private homes are made (absolute); default `<state home>/conch/pool`. */
   stateDir: z.string().optional(),
   /** The session's working directory when the caller gives none. */
   cwd: z.string().optional(),
@@ -271,10 +259,7 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
   return config
 }
 
-/**
- * The route of one agent. A missing or malformed setting is `fresh-spawn` (never an error), so
- * the pool can only ever be opted into.
- */
+/** The route of one agent; a missing or malformed setting is `fresh-spawn`, so the pool is only ever opted into. */
 export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runtime: 'fresh-spawn' } {
   const parsed = AgentRoute.safeParse(config.agents[agent])
   if (!parsed.success) return { runtime: 'fresh-spawn' }
@@ -282,8 +267,7 @@ export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runt
 }
 
 /**
- * The config as a managed worker receives it from the main process, which already ran
- * `loadPoolConfig` (env overrides, binary checks, routes): only the shapes are checked again.
+ * The config as a managed worker receives it (the main process already ran `loadPoolConfig`): shapes only.
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
 export function parseWorkerConfig(input: unknown): PoolConfig {

@@ -64,11 +64,7 @@ export interface InvokeOptions {
   cwd?: string
   /** The fresh-spawn path for this invoke (default: the pool's). */
   fallback?: FallbackRunner
-  /**
-   * The owner agent (an agent of `ctx.agents`; its id must be the key's `owner`). Under
-   * `terminal: conch` its CLI runs as a conch terminal of this owner, under its sandbox policy.
-   * Default: `PoolDeps.owners(key.owner)`.
-   */
+  /** The owner agent (its id must be the key's `owner`); default: `PoolDeps.owners(key.owner)`. */
   owner?: PtyOwner
 }
 
@@ -78,28 +74,17 @@ export interface PoolDeps {
   /** Spawns the managed worker (required for `worker: managed`). */
   subprocess?: SubprocessServiceApi | undefined
   /**
-   * The in-process terminal factory over ctx.pty: `ptyTerminals` under `terminal: conch` (without
-   * one the constructor throws `CONFIG_INVALID`), `policyTerminals` under `terminal: unconfined`
-   * (without one each spawn fails, and the invoke falls back).
+   * The in-process terminal factory: `ptyTerminals` under `terminal: conch` (required: else
+   * `CONFIG_INVALID`), `policyTerminals` under `unconfined` (else each spawn fails and falls back).
    */
   terminals?: TerminalFactory
   /** Finds an owner agent by id when an invoke names none (the plugin: `ctx.agents.get`). */
   owners?: (id: string) => PtyOwner | undefined
-  /**
-   * Managed worker under `terminal: conch`: the owner's sandbox policy, resolved in this process
-   * (`ctx.sandboxPolicy` and `ctx.sandbox.protectedPaths()`) and sent with each invoke.
-   */
+  /** Managed worker under `terminal: conch`: the owner's sandbox policy, sent with each invoke. */
   policyOf?: (owner: PtyOwner) => OwnerPolicy
-  /**
-   * Workspace roots (canonical) a configured `stateDir` must stay out of (the plugin: the sandbox
-   * policy's configured `workspaceRoot`).
-   */
+  /** Workspace roots (canonical) a configured `stateDir` must stay out of. */
   workspaces?: readonly string[]
-  /**
-   * In-process under `terminal: conch`: whether the sandbox binds each agent a folder of its own
-   * when the agent's sandbox is made (`fixedMounts`, a container), so that an owner agent's homes
-   * are made in it (see `agentHomes`). The plugin: `ctx.sandbox.fixedMounts()`.
-   */
+  /** In-process under `terminal: conch`: the sandbox has fixed mounts (a container), so homes go in `agentHomes`. */
   agentHomes?: boolean
   fallback?: FallbackRunner
   metrics?: PoolMetrics
@@ -153,16 +138,9 @@ export class PtyPool {
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
-  /**
-   * Where the private homes are made: the configured `stateDir`, else `<state home>/conch/pool`,
-   * checked and created at construction (see state-dir.ts). Hide it in every sandbox
-   * (`ctx.sandbox.hide`; the plugin does).
-   */
+  /** Where the private homes are made, checked and created at construction (state-dir.ts); hide it in every sandbox. */
   readonly stateDir: string
-  /**
-   * The folder in `stateDir` of the owner agents' folders of homes (`PoolDeps.agentHomes`), made at
-   * construction; provision it to the sandbox (the plugin does). Undefined: homes lie in `stateDir`.
-   */
+  /** The folder in `stateDir` of each owner agent's folder of homes (`PoolDeps.agentHomes`), else undefined. */
   readonly agentHomes: string | undefined
 
   constructor(readonly config: PoolConfig, private readonly deps: PoolDeps = {}) {
@@ -299,9 +277,8 @@ export class PtyPool {
   }
 
   /**
-   * The owner the key's CLI runs for: in-process the agent object; in a managed worker its
-   * resolved policy (the agent cannot cross the process boundary). Under `unconfined`, in both
-   * worker modes: `danger-full-access` in the CLI's working directory (`cwd`).
+   * The owner the key's CLI runs for: in-process the agent object, in a managed worker its resolved
+   * policy; under `unconfined` `danger-full-access` in `cwd`.
    * @throws InvokeFailure `spawn` when a managed worker needs the policy of an owner not found.
    */
   private terminalOwner(key: PoolKey, options: InvokeOptions, cwd: string): TerminalOwner | undefined {
@@ -369,7 +346,7 @@ export class PtyPool {
   private appendFailure(line: FailureLine): void {
     const file = this.failuresFile()
     try {
-      // In the state folder, which no sandbox shows; appended to without following a link all the same.
+      // No sandbox shows the state folder; no link is followed all the same.
       appendNoFollow(file, `${JSON.stringify(line)}\n`)
     } catch (error) {
       this.warn(`pool: could not append to ${file}: ${(error as Error).message}`)
@@ -397,11 +374,7 @@ export class PtyPool {
     }
   }
 
-  /**
-   * The CLI's working directory: the invoke's `cwd`, else its owner agent's workspace (the root of
-   * its session: under `conch acp` the ACP session's cwd, under `conch run` its `--cwd`), as the
-   * fresh-spawn path uses; else the pool's `cwd`, else the server's.
-   */
+  /** The CLI's working directory: the invoke's `cwd`, its owner agent's workspace root, the pool's `cwd`, the server's. */
   private cwdOf(key: PoolKey, options: InvokeOptions): string {
     if (options.cwd !== undefined) return options.cwd
     const owner = options.owner ?? this.deps.owners?.(key.owner)
@@ -409,12 +382,7 @@ export class PtyPool {
     return workspace !== undefined && isAbsolute(workspace) ? workspace : (this.config.cwd ?? process.cwd())
   }
 
-  /**
-   * Graceful shutdown: stop admitting invokes → let in-flight ones finish within `drainMs`
-   * (default: the config's) → close the warm side: every session's whole tree, with proof; in
-   * managed mode the worker then gets SIGTERM, SIGKILL after the supervisor's grace, and its
-   * tree is verified gone. Idempotent.
-   */
+  /** Graceful shutdown: stop admitting invokes, let in-flight ones finish within `drainMs`, close the warm side. Idempotent. */
   shutdown(drainMs = this.config.drainMs): Promise<void> {
     this.closing ??= this.drainAndClose(drainMs)
     return this.closing
