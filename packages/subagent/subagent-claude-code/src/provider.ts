@@ -265,6 +265,8 @@ class ClaudeRun {
   private handle(message: SDKMessage): void {
     const json = message as unknown as Json
     const mainThread = json.parent_tool_use_id === null || json.parent_tool_use_id === undefined
+    const inner = json.message as Json
+    const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
     switch (message.type) {
       case 'stream_event': {
         if (!mainThread) return
@@ -277,8 +279,6 @@ class ClaudeRun {
         return
       }
       case 'assistant': {
-        const inner = json.message as Json
-        const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
         if (json.error !== undefined) {
           // A synthetic message reporting a failed model call: a diagnostic, not answer text.
           this.apiError = `${String(json.error)}: ${content.map((block) => (typeof block.text === 'string' ? block.text : '')).join(' ').trim()}`
@@ -295,8 +295,6 @@ class ClaudeRun {
         return
       }
       case 'user': {
-        const inner = json.message as Json
-        const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
         for (const block of content) {
           if (block.type === 'tool_result') this.request.update({ type: 'tool', callId: String(block.tool_use_id), title: '', status: block.is_error === true ? 'failed' : 'completed' })
         }
