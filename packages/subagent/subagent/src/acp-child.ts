@@ -190,9 +190,12 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
 
   const outcome = (async (): Promise<ProviderOutcome> => {
     prompting = true
-    const exited = child.done.then((exit) => {
+    const exitError = (exit: Parameters<typeof describeExit>[0]) => {
       const tail = stderr.tail()
-      throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+      return new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+    }
+    const exited = child.done.then((exit) => {
+      throw exitError(exit)
     })
     exited.catch(() => {})
     try {
@@ -206,11 +209,7 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
     } catch (error) {
       // A closed connection usually means the child died: prefer its exit as the reason.
       const exit = await Promise.race([child.done, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_WINDOW_MS))])
-      if (exit !== undefined) {
-        const tail = stderr.tail()
-        throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
-      }
-      throw error
+      throw exit === undefined ? error : exitError(exit)
     } finally {
       prompting = false
     }
