@@ -6,12 +6,6 @@
 
 export type RequestId = string | number
 
-/** `initialize` params (InitializeParams.ts, ClientInfo.ts). */
-export interface InitializeParams {
-  clientInfo: { name: string; title: string | null; version: string }
-  capabilities: null
-}
-
 /** v2/AskForApproval.ts (the granular variant is not used). `untrusted` is refused by 0.171.0. */
 export type AskForApproval = 'on-request' | 'never'
 
@@ -32,19 +26,6 @@ export interface ThreadStartParams {
 export interface ThreadStartResponse {
   thread: { id: string }
   sandbox?: { type: string }
-}
-
-/** v2/UserInput.ts, the text variant. */
-export interface TextUserInput {
-  type: 'text'
-  text: string
-  text_elements: []
-}
-
-/** `turn/start` params (v2/TurnStartParams.ts). */
-export interface TurnStartParams {
-  threadId: string
-  input: TextUserInput[]
 }
 
 /** v2/TurnStatus.ts */
@@ -71,12 +52,6 @@ export interface Turn {
 /** `turn/start` result (v2/TurnStartResponse.ts). */
 export interface TurnStartResponse {
   turn: Turn
-}
-
-/** `turn/interrupt` params (v2/TurnInterruptParams.ts); the result is `{}`. */
-export interface TurnInterruptParams {
-  threadId: string
-  turnId: string
 }
 
 /** MessagePhase.ts: providers do not always send it; null is "unknown". */
@@ -133,8 +108,6 @@ export const APPROVAL_REQUESTS = {
   /** ApplyPatchApprovalResponse.ts (v1): ReviewDecision. */
   applyPatchApproval: { decision: { denied: { rejection: 'declined by the parent agent: sub-agents get no approvals' } } },
 } as const satisfies Record<string, unknown>
-
-export type ApprovalMethod = keyof typeof APPROVAL_REQUESTS
 
 /** `item/tool/requestUserInput` (v2/ToolRequestUserInputParams.ts): answered with an error — no person is there. */
 export const USER_INPUT_REQUEST = 'item/tool/requestUserInput'
