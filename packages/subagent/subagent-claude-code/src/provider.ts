@@ -1,10 +1,6 @@
 /**
- * The Claude Code provider: each run is one `query()` of the official Claude Agent SDK, whose
- * CLI spawn goes through `ctx.subprocess` (spawn.ts):
- *
- *     starting ──system/init──▶ running ──result / iterator end / throw──▶ ended
- *
- * The unattended options, the publish boundary and the stop reasons are in the README.
+ * The Claude Code provider: each run is one `query()` of the Claude Agent SDK, its CLI spawned
+ * through `ctx.subprocess` (spawn.ts); a run is starting → running → ended (see the README).
  */
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -50,12 +46,8 @@ export interface ClaudeCodeProviderDeps {
 export const WRITE_TOOLS = ['Edit', 'Write', 'NotebookEdit'] as const
 
 /**
- * The parent's sandbox mode as Claude Code settings (read-only when the composition has no
- * policy): `read-only` removes the file-writing tools and sandboxes Bash with writes denied in
- * the cwd; `workspace-write` sandboxes Bash (Claude Code's own sandbox: writes inside the cwd
- * only); `danger-full-access` leaves Claude Code's sandbox off. Commands may never leave the
- * sandbox (`allowUnsandboxedCommands: false`), and a missing sandbox fails instead of running
- * unconfined (`failIfUnavailable`).
+ * The parent's sandbox mode (read-only without a policy) as Claude Code settings (the README's
+ * "Sandbox"); a missing sandbox fails rather than run unconfined, and no command may leave it.
  */
 export function projectSandbox(mode: SandboxMode | undefined, cwd: string): Pick<Options, 'sandbox' | 'disallowedTools'> {
   switch (mode ?? 'read-only') {
