@@ -137,15 +137,11 @@ export class WarmSessions implements SessionBackend {
       try {
         if (this.closed) throw new InvokeFailure('unhealthy', 'the pool is closed', false)
         let session = this.sessions.get(id)
-        if (session && session.state !== 'idle') {
-          // A half-finished answer must never reach the next turn: replace it.
-          await this.evict(id, session, 'unhealthy')
-          session = undefined
-        }
-        if (session && !sameOwner(session.owner, options.owner)) {
-          // A CLI keeps the sandbox it started under for life: an owner whose policy changed (or
-          // another agent object under the same id) gets a new session under the new one.
-          this.deps.warn(`pool: the ${key.kind} session of ${key.owner} was started under another owner policy; replacing it`)
+        // A half-finished answer must never reach the next turn, and a CLI keeps the sandbox it
+        // started under for life (an owner whose policy changed gets a new session): replace it.
+        const foreign = session?.state === 'idle' && !sameOwner(session.owner, options.owner)
+        if (foreign) this.deps.warn(`pool: the ${key.kind} session of ${key.owner} was started under another owner policy; replacing it`)
+        if (session && (session.state !== 'idle' || foreign)) {
           await this.evict(id, session, 'unhealthy')
           session = undefined
         }
