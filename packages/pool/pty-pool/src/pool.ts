@@ -216,11 +216,7 @@ export class PtyPool {
     const route = routeFor(this.config, agent)
     if (route.runtime !== 'pty-pool') {
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
-      return this.track(async () => {
-        const started = Date.now()
-        const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
-        return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
-      })
+      return this.track(() => this.bypass(key, prompt, options, 'fresh-spawn-route'))
     }
     const key: PoolKey = { owner: agent, conversation, kind: route.kind, model: route.model, account: route.account, bare: route.bare }
     const oneShot = Boolean(route.account && this.config.accounts[route.account]?.type === 'api-key' && this.config.kinds[route.kind]?.oneShotArgs)
@@ -247,12 +243,9 @@ export class PtyPool {
   }
 
   private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions, oneShot: boolean): Promise<InvokeResult> {
+    if (this.killSwitchOn) return this.bypass(key, prompt, options, 'kill-switch')
     const started = Date.now()
     const cwd = this.cwdOf(key, options)
-    if (this.killSwitchOn) {
-      const text = await this.runFallback(key, prompt, options, cwd)
-      return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
-    }
     if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'unknown_kind', known: Object.keys(this.config.kinds) })
     if (options.owner && options.owner.id !== key.owner) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'foreign_owner', owner: options.owner.id, keyOwner: key.owner })
     const end = this.metrics.invokeDuration.startTimer()
@@ -335,6 +328,13 @@ export class PtyPool {
       this.warn(`${poolNote(result)}; every fallback is logged in ${this.failuresFile()}`)
     }
     return result
+  }
+
+  /** The invoke straight through the fresh-spawn path. */
+  private async bypass(key: PoolKey, prompt: string, options: InvokeOptions, why: NonNullable<InvokeResult['bypass']>): Promise<InvokeResult> {
+    const started = Date.now()
+    const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
+    return { text, path: 'fresh-spawn', bypass: why, durationMs: Date.now() - started }
   }
 
   private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
