@@ -48,20 +48,13 @@ export interface AcpChildOptions {
   onSpawn?: (child: ChildHandle) => void
 }
 
-/** ACP `StopReason` → the seam's stop reason. `max_turn_requests` has no peer: the task is not done. */
+const STOP_REASONS: Partial<Record<StopReason, SubagentStopReason>> = {
+  end_turn: 'completed', max_tokens: 'max-tokens', refusal: 'refusal', cancelled: 'aborted',
+}
+
+/** ACP `StopReason` → the seam's stop reason; any other (`max_turn_requests`: the task is not done) is `error`. */
 export function stopReasonOf(reason: StopReason | string): SubagentStopReason {
-  switch (reason) {
-    case 'end_turn':
-      return 'completed'
-    case 'max_tokens':
-      return 'max-tokens'
-    case 'refusal':
-      return 'refusal'
-    case 'cancelled':
-      return 'aborted'
-    default:
-      return 'error'
-  }
+  return (Object.hasOwn(STOP_REASONS, reason) && STOP_REASONS[reason as StopReason]) || 'error'
 }
 
 /** The answer to `session/request_permission` under `policy` (ACP tool-calls, "Requesting Permission"). */
@@ -143,15 +136,6 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
   )
   connection.closed.catch(() => {})
 
-  const teardown = (shutdown?: () => Promise<void>) =>
-    disposeProcess({
-      child,
-      ...(shutdown ? { shutdown } : {}),
-      eofGraceMs: options.timing.disposeEofGraceMs,
-      graceMs: options.timing.disposeGraceMs,
-      provider,
-    }).finally(() => connection.close())
-
   try {
     sessionId = await raceStart({
       handshake: Promise.race([
@@ -219,7 +203,8 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
     childId: id,
     outcome,
     dispose: async () => {
-      await teardown(cancel)
+      const { disposeEofGraceMs: eofGraceMs, disposeGraceMs: graceMs } = options.timing
+      await disposeProcess({ child, shutdown: cancel, eofGraceMs, graceMs, provider }).finally(() => connection.close())
     },
   }
 }
