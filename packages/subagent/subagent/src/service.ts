@@ -21,6 +21,7 @@ import {
   type SubagentRun,
   type SubagentServiceApi,
   type SubagentStartData,
+  type SubagentStopReason,
   type SubagentUpdate,
 } from './types.ts'
 import { PROVIDER_NAME } from './out-of-process.ts'
@@ -134,32 +135,22 @@ class Run implements SubagentRun {
   /** Publishes the provider's run: from now on its outcome, a cancellation or the deadline settles the result. */
   publish(providerRun: ProviderRun): void {
     this.providerRun = providerRun
-    this.deadline = setTimeout(
-      () =>
-        this.settle(
-          this.withTruncation({
-            output: this.partial(),
-            stopReason: 'timeout',
-            diagnostic: `the "${this.provider}" sub-agent did not finish within ${this.timeoutMs} ms (its deadline) and was stopped`,
-          }),
-        ),
-      Math.max(0, this.startedAt + this.timeoutMs - Date.now()),
-    )
+    const late = `the "${this.provider}" sub-agent did not finish within ${this.timeoutMs} ms (its deadline) and was stopped`
+    const left = Math.max(0, this.startedAt + this.timeoutMs - Date.now())
+    this.deadline = setTimeout(() => this.settle(this.partialResult('timeout', late)), left)
     const signal = this.controller.signal
-    const onAbort = (): void =>
-      this.settle(this.withTruncation({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) }))
+    const onAbort = (): void => this.settle(this.partialResult('aborted', abortDiagnostic(signal.reason)))
     if (signal.aborted) onAbort()
     else signal.addEventListener('abort', onAbort, { once: true })
     providerRun.outcome.then(
       (outcome) => this.settle(this.fromOutcome(outcome)),
-      (error: unknown) =>
-        this.settle(this.withTruncation({ output: this.partial(), stopReason: 'error', diagnostic: messageOf(error) })),
+      (error: unknown) => this.settle(this.partialResult('error', messageOf(error))),
     )
   }
 
-  private withTruncation(result: SubagentResult): SubagentResult {
-    if (this.truncated) result.truncated = true
-    return result
+  /** The output reported so far, as a result that ended with `stopReason`. */
+  private partialResult(stopReason: SubagentStopReason, diagnostic: string): SubagentResult {
+    return { output: this.partial(), stopReason, diagnostic, ...(this.truncated && { truncated: true as const }) }
   }
 
   private fromOutcome(outcome: ProviderOutcome): SubagentResult {
