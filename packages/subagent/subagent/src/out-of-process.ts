@@ -5,14 +5,13 @@ import { isAbsolute, join } from 'node:path'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import { describeExit, messageOf } from '@conch/session'
-import { scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
+import { isExecutableFile, scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { SubagentError } from './types.ts'
 
+const AbsolutePath = z.string().refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+
 /** A directory the server can enter: absolute, existing, a directory, searchable (access(2) X_OK). */
-export const AbsoluteDirectory = z
-  .string()
-  .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-  .refine(
+export const AbsoluteDirectory = AbsolutePath.refine(
     (path) => {
       try {
         if (!statSync(path).isDirectory()) return false
@@ -35,10 +34,12 @@ export function providerName(fallback: string, description = 'Provider name the 
 
 /** An absolute folder that defaults to `$XDG_CACHE_HOME/conch/<folder>` (`~/.cache/conch/<folder>`). */
 export function cacheFolder(folder: string) {
-  return z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', folder))
+  return AbsolutePath.default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', folder))
+}
+
+/** A provider's optional `executable` field: the absolute path of an executable file, `binary` naming which. */
+export function executableFile(binary: string) {
+  return AbsolutePath.refine((path) => isExecutableFile(path), { message: `must be an executable file (${binary})` }).optional()
 }
 
 /** An environment variable name (POSIX: letters, digits, underscore, not starting with a digit). */
