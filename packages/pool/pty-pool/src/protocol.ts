@@ -71,11 +71,7 @@ const AbsolutePath = z
   .max(4096)
   .refine((path) => path.startsWith('/') && !path.includes('\0') && !path.split('/').includes('..'), 'must be an absolute path without NUL or ".." segments')
 
-/**
- * The owner's sandbox policy as the main process resolved it (`ctx.sandboxPolicy.resolve` of the
- * owner's session log, plus `ctx.sandbox.protectedPaths()`): plain data, so it can cross the
- * process boundary. The worker opens the owner's CLIs under exactly this.
- */
+/** The owner's sandbox policy as the main process resolved it, as data; the worker opens the owner's CLIs under exactly this. */
 export const OwnerPolicySchema = z.strictObject({
   mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
   workspaceRoot: AbsolutePath,
@@ -85,11 +81,7 @@ export const OwnerPolicySchema = z.strictObject({
 })
 export type OwnerPolicy = z.output<typeof OwnerPolicySchema>
 
-/**
- * The config sections a worker composes its terminals from under `terminal: conch`: those of the
- * main process's `@conch/sandbox-local` and `@conch/pty-local` (checked again by their own
- * schemas in the worker).
- */
+/** The `@conch/sandbox-local` and `@conch/pty-local` config a worker composes its terminals from (checked by their schemas there). */
 export const TerminalSectionsSchema = z.strictObject({
   sandboxLocal: z.unknown(),
   ptyLocal: z.unknown(),
@@ -117,10 +109,9 @@ export const MainMessageSchema = z.discriminatedUnion('type', [
 export type MainMessage = z.output<typeof MainMessageSchema>
 
 /**
- * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (the newline not
- * counted) and parses each as JSON. `feed` returns the parsed values in order, then the first
- * violation; after a violation it returns nothing more. Bytes are decoded as UTF-8 per complete
- * line, so a character split across chunks is never mangled.
+ * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (newline not counted),
+ * each decoded as UTF-8 once complete and parsed as JSON. `feed` returns the values, then the
+ * first violation, after which it returns nothing more.
  */
 export class LineDecoder {
   private pending: Buffer[] = []

@@ -76,10 +76,8 @@ export interface AnswerOfTurn {
 }
 
 /**
- * Where one turn's time went, ms: `echo` first write → the prompt echoed; `answer` Enter → a
- * complete sentinel pair below the echo; `settle` that pair → the answer taken (the CLI idle and
- * the screen quiet, or its transcript confirming the pair); `transcript` the transcript read
- * after a settled screen answer (0 when the transcript confirmed it).
+ * Where one turn's time went, ms: `echo` first write → echo; `answer` Enter → a sentinel pair;
+ * `settle` pair → answer taken; `transcript` its read after a settled screen answer (else 0).
  */
 export interface TurnPhases {
   echo: number
@@ -89,11 +87,9 @@ export interface TurnPhases {
 }
 
 /**
- * The prompt as it may be typed into a terminal: CR LF and lone CR become LF, and every other
- * control character — C0 except TAB and LF, DEL, and C1 (ECMA-48 § 5) — is removed. A prompt can
- * therefore neither press a key of its own (CR submits, ETX is the line's SIGINT) nor start a
- * control sequence (ESC, or the 8-bit CSI 0x9B): in particular it cannot close a bracketed paste
- * early with `ESC[201~` (xterm ctlseqs, "Bracketed Paste Mode") and type the rest as keys.
+ * The prompt as it may be typed: CR LF and CR become LF, every other C0 but TAB, DEL and C1
+ * (ECMA-48 § 5) is removed, so a prompt can neither press a key of its own (CR, ETX) nor start a
+ * control sequence — in particular not end a bracketed paste early with `ESC[201~` and type keys.
  */
 export function typeableText(prompt: string): string {
   return prompt.replace(/\r\n?/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '')
