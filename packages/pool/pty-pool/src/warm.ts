@@ -193,10 +193,8 @@ export class WarmSessions implements SessionBackend {
   }
 
   private accountEnv(account: string): Record<string, string> {
-    const spec = this.config.accounts[account]
     const env: Record<string, string> = {}
-    if (!spec) return env
-    for (const [name, source] of Object.entries(spec.env)) {
+    for (const [name, source] of Object.entries(this.config.accounts[account]?.env ?? {})) {
       const value = this.deps.env[source]
       if (value !== undefined) env[name] = value
     }
