@@ -203,7 +203,7 @@ export class PtyPool {
 
   /** The pids of every live session's CLI (for tests and teardown checks). */
   pids(): number[] {
-    return this.backend.pids()
+    return this.backend.sessionStates().flatMap((session) => (session.pid === undefined ? [] : [session.pid]))
   }
 
   /**

@@ -360,10 +360,6 @@ export class WorkerSupervisor implements SessionBackend {
     return this.worker && !this.worker.failed ? this.worker.sessions : []
   }
 
-  pids(): number[] {
-    return this.sessionStates().map((session) => session.pid).filter((pid): pid is number => pid !== undefined)
-  }
-
   /** SIGTERM the worker → SIGKILL after `termGraceMs` → its tree and tagged processes verified gone. */
   close(): Promise<void> {
     this.closing ??= (async () => {

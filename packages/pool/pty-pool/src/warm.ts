@@ -49,7 +49,6 @@ export interface SessionBackend {
   evictTick(): Promise<void>
   setEvictEvery(ms: number): void
   sessionStates(): SessionInfo[]
-  pids(): number[]
   /** Closes every session (counted as shutdown evictions) and stops the backend. */
   close(): Promise<void>
 }
@@ -124,10 +123,6 @@ export class WarmSessions implements SessionBackend {
 
   sessionStates(): SessionInfo[] {
     return [...this.sessions.values()].map((session) => ({ key: redactKey(session.key), state: session.state, turns: session.turns, ...(session.pid !== undefined && { pid: session.pid }) }))
-  }
-
-  pids(): number[] {
-    return [...this.sessions.values()].map((session) => session.pid).filter((pid): pid is number => pid !== undefined)
   }
 
   async invoke(key: PoolKey, prompt: string, options: AttemptOptions): Promise<WarmAnswer> {
