@@ -32,8 +32,6 @@ export interface SupervisorDeps {
   env: Readonly<Record<string, string | undefined>>
   metrics: PoolMetrics
   warn: (message: string) => void
-  /** Observes state changes (tests, status). */
-  onState?: (state: SupervisorState) => void
   /** The config sections the worker composes its terminals (ctx.pty) from; sent in `init`. */
   terminal?: TerminalSections
 }
@@ -98,7 +96,6 @@ export class WorkerSupervisor implements SessionBackend {
     if (!TRANSITIONS[this.state].includes(next)) throw new Error(`pool supervisor: no transition ${this.state} → ${next}`)
     this.state = next
     this.deps.metrics.managedWorkerActive.set(next === 'ready' ? 1 : 0)
-    this.deps.onState?.(next)
     for (const wake of [...this.waiters]) wake()
   }
 
