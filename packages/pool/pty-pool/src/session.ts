@@ -101,11 +101,9 @@ export function render(template: string, vars: Record<string, string>): string {
 }
 
 /**
- * Builds the private home (mkdtemp(3) in the checked state folder, or the owner agent's folder of
- * `agentHomes`), the argv and the environment of a kind; `tmp` and the seeded `files` are made
- * through `home-fs.ts`.
- * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
- *   (absolute, `..`) or something already stands in its place.
+ * Builds a kind's private home (mkdtemp(3), its files made through `home-fs.ts`), argv and environment.
+ * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home or
+ *   something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {

@@ -52,11 +52,7 @@ export interface TerminalSpawnOptions {
   owner?: TerminalOwner
 }
 
-/**
- * The owner of a pooled CLI, as the terminal factory needs it. In-process the factory opens the
- * terminal for `agent` (ctx.pty resolves its sandbox policy); in a managed worker, where the
- * agent object does not exist, it runs under `policy`, resolved by the main process.
- */
+/** The owner of a pooled CLI: in-process its `agent`; in a managed worker its `policy`, resolved by the main process. */
 export interface TerminalOwner {
   /** The owner agent's id (the key's `owner`). */
   id: string

@@ -69,19 +69,13 @@ export interface WarmDeps {
   agentHomes?: string
 }
 
-/**
- * Whether a session started for `before` may serve `after`: the same agent object (in-process)
- * and the same resolved policy (managed), compared as data.
- */
+/** Whether a session started for `before` may serve `after`: the same agent object and the same policy data. */
 function sameOwner(before: TerminalOwner | undefined, after: TerminalOwner | undefined): boolean {
   if (before === undefined || after === undefined) return before === after
   return before.id === after.id && before.agent === after.agent && JSON.stringify(before.policy ?? null) === JSON.stringify(after.policy ?? null)
 }
 
-/**
- * The reported survivors of a close that are still running (not gone, not a zombie): a terminal
- * closed meanwhile by its owner's disposal reports its CLI without knowing whether it is left.
- */
+/** The reported survivors still running: a terminal closed by its owner's disposal reports its CLI unchecked. */
 async function stillRunning(pids: readonly number[]): Promise<number[]> {
   const table = defaultProcessTable()
   const entries = await Promise.all(pids.map((pid) => table.get(pid)))
