@@ -1,10 +1,7 @@
 /**
- * Reading a CLI's own transcript (`claude-jsonl`, `codex-rollout`) for the exact text of its last
- * answer. The CLI writes it, so it may be huge, hold a line without end, or be a link to a host
- * file: the newest file is found without following links over a bounded walk, read
- * incrementally through `O_NOFOLLOW` (at most `maxReadBytes` per call), and an unfinished line
- * longer than `maxLineBytes` is skipped with a warning. Memory stays within
- * `maxLineBytes + maxReadBytes`.
+ * Reading a CLI's own transcript for the exact text of its last answer. The CLI writes it, so it
+ * may be huge, hold a line without end, or be a link: it is found and read without following
+ * links, at most `maxReadBytes` a call, skipping a line over `maxLineBytes` (memory stays bounded).
  */
 import type { TranscriptConfig } from './config.ts'
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'

@@ -73,10 +73,8 @@ function writableTo(child: ChildHandle): WritableStream<Uint8Array> {
 }
 
 /**
- * Starts an ACP child and publishes it as a `ProviderRun`. Rejects — after the child's tree is
- * gone — when it exits or closes before answering (a clean exit never counts as a start),
- * does not answer within `startTimeoutMs`, fails `initialize` / `session/new`, or the run is
- * cancelled meanwhile.
+ * Starts an ACP child and publishes it as a `ProviderRun`. Rejects, once the child's tree is gone,
+ * when it exits (even cleanly) or fails before answering, times out, or the run is cancelled.
  */
 export async function startAcpChild(options: AcpChildOptions): Promise<ProviderRun> {
   const { request, provider } = options
