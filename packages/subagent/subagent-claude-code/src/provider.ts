@@ -138,14 +138,6 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
     throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${(error as Error).message}` }, { cause: error })
   }
 
-  const teardown = async () => {
-    abortController.abort()
-    if (child !== undefined) {
-      const handle = child
-      await disposeProcess({ child: handle, shutdown: async () => void (await q.interrupt().catch(() => undefined)), eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs, provider })
-    }
-  }
-
   let sessionId: string
   try {
     sessionId = await run.untilInit(q, config.startTimeoutMs, provider)
@@ -167,7 +159,9 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
     async dispose() {
       request.signal.removeEventListener('abort', onAbort)
       try {
-        await teardown()
+        abortController.abort()
+        const shutdown = async () => void (await q.interrupt().catch(() => undefined))
+        if (child !== undefined) await disposeProcess({ child, shutdown, eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs, provider })
       } finally {
         removeState()
         deps.track?.(request, false)
