@@ -319,8 +319,7 @@ class SubagentService extends Service implements SubagentServiceApi {
     run.addCleanup(release)
 
     // Cancellation sources: the caller's signal and the parent agent's disposal.
-    const abort = (reason: unknown): void => controller.abort(reason)
-    const onCallerAbort = (): void => abort(request.signal?.reason)
+    const onCallerAbort = (): void => controller.abort(request.signal?.reason)
     request.signal?.addEventListener('abort', onCallerAbort, { once: true })
     run.addCleanup(() => request.signal?.removeEventListener('abort', onCallerAbort))
     let unregisterParent: () => void
