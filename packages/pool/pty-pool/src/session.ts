@@ -139,14 +139,13 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
   env.TMPDIR = join(home, 'tmp')
   Object.assign(env, environment.extraEnv)
-  const base = environment.stateDir
-  makeHomeDir(base, join(home, 'tmp'))
+  makeHomeDir(environment.stateDir, join(home, 'tmp'))
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
     if (path.startsWith('/') || !target.startsWith(home + '/')) {
       throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
     }
-    createHomeFile(base, target, render(template, vars), 0o600)
+    createHomeFile(environment.stateDir, target, render(template, vars), 0o600)
   }
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
