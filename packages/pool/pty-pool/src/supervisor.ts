@@ -143,8 +143,7 @@ export class WorkerSupervisor implements SessionBackend {
       if (!worker.ready) this.fail(worker, `did not say ready within ${this.limits.readyTimeoutMs} ms`)
     }, this.limits.readyTimeoutMs)
     readyTimer.unref()
-    const env: Record<string, string> = {}
-    for (const [name, value] of Object.entries(this.deps.env)) if (value !== undefined) env[name] = value
+    const env = Object.fromEntries(Object.entries(this.deps.env).filter(([, value]) => value !== undefined)) as Record<string, string>
     this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? defaultStateDir(this.deps.env) }, env, ...(this.deps.terminal && { terminal: this.deps.terminal }) })
   }
 

@@ -16,8 +16,7 @@ export interface SpawnedChild {
 }
 
 export function spawnThroughSubprocess(subprocess: SubprocessServiceApi, options: SpawnOptions, graceMs: number): SpawnedChild {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(options.env)) if (value !== undefined) env[name] = value
+  const env = Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>
   const handle = subprocess.spawn({
     argv: [options.command, ...options.args],
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
