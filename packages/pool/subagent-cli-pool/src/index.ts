@@ -49,8 +49,7 @@ export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, co
     async start(request) {
       if (request.signal.aborted) throw request.signal.reason
       const key = { owner: request.parent.id, conversation: request.parent.session.id, kind: config.kind, model: config.model, account: config.account, bare: config.bare }
-      // The parent agent owns the CLI: under the pool's `terminal: conch` it runs as a conch
-      // terminal of the parent, under the parent's sandbox policy.
+      // The parent agent owns the CLI (under `terminal: conch`, its terminal and sandbox policy).
       const work = pool.acquireAndInvoke(key, textOf(request.prompt, '\n'), { signal: request.signal, owner: request.parent, fallback: subagentFallback(subagents, fallbackProvider, request) })
       const outcome: Promise<ProviderOutcome> = work.then(
         (result) => {

@@ -51,9 +51,7 @@ export type Config = z.output<typeof Config>
 
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  // A child started under one mode keeps it: refuse a mode change while the session has runs.
   const fence = modeFence<CodexSandboxMode>(ctx, config.name)
-  // The per-run homes are nobody's terminal's business: hidden in every sandbox.
   hidePrivateRoot(ctx, config.homeRoot, `${config.name} sub-agents`)
   subagents.registerProvider(codexProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as CodexProviderConfig))
 }
