@@ -12,8 +12,7 @@ const claude: KindInput = {
   args: ['--permission-mode', 'dontAsk', '--strict-mcp-config', '--setting-sources', ''],
   instructionFlag: '--append-system-prompt',
   modelFlag: '--model',
-  // Minimal mode: no hooks, LSP, plugin sync, auto-memory, background prefetches or CLAUDE.md
-  // discovery; API-key auth only (claude --help, 2.1.332).
+  // Minimal mode: no hooks, plugins, memory or CLAUDE.md discovery; API-key auth only (claude --help).
   bareArgs: ['--bare'],
   files: {
     '.claude/.claude.json': '{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["{apiKeyTail}"],"rejected":[]},"projects":{{cwdJson}:{"hasTrustDialogAccepted":true}}}',

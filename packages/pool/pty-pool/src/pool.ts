@@ -117,7 +117,6 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
     case 'boot':
       return 'the CLI did not boot'
     case 'spawn':
-      // What was missing or refused, e.g. `claude was not found on PATH or in .products/`.
       return detail.detail.split('\n')[0]!.slice(0, 200) || 'the CLI could not be spawned'
     case 'no_sentinel':
       return 'no sentinel in the answer'

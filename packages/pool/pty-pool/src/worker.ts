@@ -26,11 +26,7 @@ export interface PoolWorkerOptions {
   log?: (line: string) => void
   /** A fixed terminal factory (tests); otherwise `conchTerminals`. */
   terminals?: TerminalFactory
-  /**
-   * Composes the worker's own conch terminals — `conch pool-worker` builds ctx.pty with
-   * `@conch/pty-local` and the sandbox from the main process's config sections. The factory opens
-   * each CLI under the `policy` of its spawn's owner. Absent (and no `terminals`): the init fails.
-   */
+  /** Composes the worker's conch terminals from the main process's config sections; absent (and no `terminals`): init fails. */
   conchTerminals?: (sections: TerminalSections) => Promise<WorkerTerminals>
   /** Largest line the main process may send, bytes (prompts are bounded by it). */
   maxMessageBytes?: number

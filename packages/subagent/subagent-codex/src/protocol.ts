@@ -31,11 +31,7 @@ export interface ThreadStartResponse {
 /** v2/TurnStatus.ts */
 export type TurnStatus = 'completed' | 'interrupted' | 'failed' | 'inProgress'
 
-/**
- * v2/TurnError.ts. `codexErrorInfo` (v2/CodexErrorInfo.ts) is a string such as
- * `contextWindowExceeded`, `usageLimitExceeded`, `unauthorized`, or an object such as
- * `{responseStreamDisconnected: {httpStatusCode}}`.
- */
+/** v2/TurnError.ts; `codexErrorInfo` (v2/CodexErrorInfo.ts) is a string (`contextWindowExceeded`, …) or an object. */
 export interface TurnError {
   message: string
   codexErrorInfo: unknown
@@ -90,10 +86,7 @@ export interface ErrorNotification {
   turnId: string
 }
 
-/**
- * Server → client requests (ServerRequest.ts) and how an unattended client answers them.
- * Approvals are declined, never granted; a question for a person gets an error.
- */
+/** Server → client approval requests (ServerRequest.ts) and their answers: declined, never granted. */
 export const APPROVAL_REQUESTS = {
   /** v2/CommandExecutionRequestApprovalResponse.ts: CommandExecutionApprovalDecision. */
   'item/commandExecution/requestApproval': { decision: 'decline' },

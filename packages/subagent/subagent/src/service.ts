@@ -86,8 +86,7 @@ class Run implements SubagentRun {
     if (this.state !== 'running') return
     if (update.type === 'text') {
       if (update.text === '') return
-      // Text after one of the child's tool calls is its next message: a blank line between them,
-      // in the output and in the update passed on (a background task's output is made of those).
+      // Text after a child tool call is its next message: a blank line before it, also in the update.
       const separator = this.messageEnded ? this.separateMessage() : ''
       this.messageEnded = false
       this.append(update.text)
