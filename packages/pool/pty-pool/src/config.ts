@@ -1,8 +1,4 @@
-/**
- * The pool's configuration: CLI kinds (config, not code), accounts, per-agent routing and the
- * pool's limits. zod 4 schemas; defaults live in the schemas; a mistake fails at load naming
- * the field.
- */
+/** The pool's configuration: CLI kinds, accounts, per-agent routing and limits; a mistake fails at load naming the field. */
 import { accessSync, constants, statSync } from 'node:fs'
 import { basename, delimiter, isAbsolute, join } from 'node:path'
 import { isIP } from 'node:net'
@@ -66,10 +62,8 @@ export const KindConfig = z.strictObject({
   /** Screen text that marks a dialog the boot must not meet (any match fails the boot with the screen's text). */
   dialogPattern: Pattern.optional(),
   /**
-   * How the prompt is typed: `multi-line` sends it as a bracketed paste (`ESC[200~ … ESC[201~`,
-   * xterm's DECSET 2004) only when it spans lines and types a single line as keys; `always` sends
-   * every prompt as a bracketed paste while the CLI has DECSET 2004 on (a CLI that holds fast typed
-   * keys back as a possible unbracketed paste shows a paste at once).
+   * `multi-line`: a bracketed paste (xterm DECSET 2004) only for a prompt that spans lines; `always`:
+   * every prompt while the CLI has DECSET 2004 on (for a CLI that holds fast keys back as a paste).
    */
   paste: z.enum(['multi-line', 'always']).default('multi-line'),
   /** Prompts longer than this (characters) go through a file the prompt names. */
@@ -172,17 +166,11 @@ export const PoolConfig = z.strictObject({
   /** The managed worker's supervisor. */
   supervisor: SupervisorConfig.default(() => SupervisorConfig.parse({})),
   /**
-   * Where the CLIs run; each is a conch terminal (`ctx.pty`) in both worker modes. `conch`: a
-   * terminal of its owner agent, under that owner's sandbox policy. `unconfined`: a terminal under
-   * `danger-full-access`, with no sandbox — the CLI can then read and write whatever conch can;
-   * only its own permission mode limits its tools.
+   * `conch`: each CLI a terminal of its owner agent, under its sandbox policy; `unconfined`: under
+   * `danger-full-access` — the CLI reads and writes whatever conch can.
    */
   terminal: z.enum(['conch', 'unconfined']).default('conch'),
-  /**
-   * `worker: managed`: the config sections of `@conch/sandbox-local` and `@conch/pty-local` the
-   * worker composes its own ctx.pty from — give the ones those plugins are mounted with (a YAML
-   * anchor shares them). The worker checks each with its plugin's schema.
-   */
+  /** `worker: managed`: the `@conch/sandbox-local` and `@conch/pty-local` config the worker composes its ctx.pty from. */
   workerTerminals: z
     .strictObject({ sandboxLocal: z.record(z.string(), z.unknown()).default({}), ptyLocal: z.record(z.string(), z.unknown()).default({}) })
     .default({ sandboxLocal: {}, ptyLocal: {} }),
@@ -202,7 +190,7 @@ export const PoolConfig = z.strictObject({
   echoTimeoutMs: z.number().int().positive().default(5_000),
   /** Grace between TERM and KILL when the managed worker's tree is stopped, ms (a session closes with the terminal backend's grace). */
   closeGraceMs: z.number().int().positive().default(2_000),
-  /** Where private homes are made (absolute); default `<tmpdir>/conch-pool`. */
+  /** Where private homes are made (absolute); default `<state home>/conch/pool`. */
   stateDir: z.string().optional(),
   /** The session's working directory when the caller gives none. */
   cwd: z.string().optional(),
@@ -214,7 +202,6 @@ export const PoolConfig = z.strictObject({
   status: StatusConfig.optional(),
 })
 export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: Record<string, KindConfig> }
-export type PoolConfigInput = z.input<typeof PoolConfig>
 
 /** Resolves a command on PATH (execvp(3) semantics for names without a slash). */
 export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
@@ -237,30 +224,20 @@ export function resolveCommand(command: string, path = process.env.PATH ?? ''): 
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
 export function loadPoolConfig(input: unknown, env: Readonly<Record<string, string | undefined>> = process.env, builtins: Record<string, KindInput> = {}): PoolConfig {
-  const parsed = PoolConfig.safeParse(input ?? {})
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', { field: `pool config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
-  }
+  const parsed = parseField(PoolConfig, input ?? {}, (path) => `pool config: ${path || '(root)'}`)
   const kinds: Record<string, KindConfig> = {}
-  for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.data.kinds)])) {
-    const given = parsed.data.kinds[name]
+  for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.kinds)])) {
+    const given = parsed.kinds[name]
     const found = builtins[name] !== undefined && given?.command === undefined ? findBuiltinCommand(name, env) : undefined
-    const kind = KindConfig.safeParse({ ...builtins[name], ...(found !== undefined && { command: found }), ...given })
-    if (!kind.success) {
-      const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
-    }
+    const kind = parseField(KindConfig, { ...builtins[name], ...(found !== undefined && { command: found }), ...given }, (path) => `pool config: kinds.${name}.${path}`)
     // A configured kind's binary must exist now; a built-in one only when an agent routes to it.
-    if (given && !resolveCommand(kind.data.command)) {
-      throw new PoolError('CONFIG_INVALID', { field: `pool config: kinds.${name}.command`, problem: `"${kind.data.command}" is not an executable file${isAbsolute(kind.data.command) ? '' : ' on PATH'}` })
-    }
-    kinds[name] = kind.data
+    if (given) assertExecutable(kind.command, `pool config: kinds.${name}.command`)
+    kinds[name] = kind
   }
-  const config: PoolConfig = { ...parsed.data, kinds }
+  const config: PoolConfig = { ...parsed, kinds }
   if (config.worker === 'managed') {
     const command = config.supervisor.command
-    if (command && !resolveCommand(command[0]!)) throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `"${command[0]}" is not an executable file${isAbsolute(command[0]!) ? '' : ' on PATH'}` })
+    if (command) assertExecutable(command[0]!, 'pool config: supervisor.command')
     if (!command && !/^conch(\.m?js)?$/.test(basename(process.argv[1] ?? ''))) {
       throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]` })
     }
@@ -282,10 +259,7 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
   return config
 }
 
-/**
- * The route of one agent. A missing or malformed setting is `fresh-spawn` (never an error), so
- * the pool can only ever be opted into.
- */
+/** The route of one agent; a missing or malformed setting is `fresh-spawn`, so the pool is only ever opted into. */
 export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runtime: 'fresh-spawn' } {
   const parsed = AgentRoute.safeParse(config.agents[agent])
   if (!parsed.success) return { runtime: 'fresh-spawn' }
@@ -293,24 +267,25 @@ export function routeFor(config: PoolConfig, agent: string): AgentRoute | { runt
 }
 
 /**
- * The config as a managed worker receives it from the main process, which already ran
- * `loadPoolConfig` (env overrides, binary checks, routes): only the shapes are checked again.
+ * The config as a managed worker receives it (the main process already ran `loadPoolConfig`): shapes only.
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
 export function parseWorkerConfig(input: unknown): PoolConfig {
-  const parsed = PoolConfig.safeParse(input)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!
-    throw new PoolError('CONFIG_INVALID', { field: `worker config: ${issue.path.join('.') || '(root)'}`, problem: issue.message })
-  }
+  const parsed = parseField(PoolConfig, input, (path) => `worker config: ${path || '(root)'}`)
   const kinds: Record<string, KindConfig> = {}
-  for (const [name, raw] of Object.entries(parsed.data.kinds)) {
-    const kind = KindConfig.safeParse(raw)
-    if (!kind.success) {
-      const issue = kind.error.issues[0]!
-      throw new PoolError('CONFIG_INVALID', { field: `worker config: kinds.${name}.${issue.path.join('.')}`, problem: issue.message })
-    }
-    kinds[name] = kind.data
-  }
-  return { ...parsed.data, kinds }
+  for (const [name, raw] of Object.entries(parsed.kinds)) kinds[name] = parseField(KindConfig, raw, (path) => `worker config: kinds.${name}.${path}`)
+  return { ...parsed, kinds }
+}
+
+/** @throws PoolError `CONFIG_INVALID` at the first issue, its path rendered as a field by `field`. */
+function parseField<T extends z.ZodType>(schema: T, input: unknown, field: (path: string) => string): z.output<T> {
+  const parsed = schema.safeParse(input)
+  if (parsed.success) return parsed.data
+  const issue = parsed.error.issues[0]!
+  throw new PoolError('CONFIG_INVALID', { field: field(issue.path.join('.')), problem: issue.message })
+}
+
+/** @throws PoolError `CONFIG_INVALID` for `field` when `command` does not resolve to an executable file. */
+function assertExecutable(command: string, field: string): void {
+  if (!resolveCommand(command)) throw new PoolError('CONFIG_INVALID', { field, problem: `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}` })
 }

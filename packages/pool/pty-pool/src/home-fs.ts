@@ -1,12 +1,7 @@
 /**
- * The host's reads and writes inside a pooled CLI's home, made so that nothing the CLI planted
- * there is followed. A CLI may write its own home (its one writable path in the state folder), so
- * any name in it may be a symbolic link to a host file, and any folder in it may have been
- * replaced by a link, by the time the host (often root) touches it. Every path is reached from a
- * trusted folder — the pool's state folder, which must still be the one checked at load
- * (`state-dir.ts`), or `/` — by `@conch/subprocess`'s beneath module (no link followed, a file
- * created only `O_EXCL`, only a regular file with a single link appended to); this module
- * restates its refusals as `PoolError` `HOME_PATH_UNSAFE`.
+ * The host's reads and writes inside a pooled CLI's home. The CLI may have replaced any name in
+ * it by a link, so every path is reached from a trusted folder (the checked state folder, or `/`)
+ * through `@conch/subprocess`'s beneath module; its refusals become `HOME_PATH_UNSAFE`.
  */
 import { appendFile, BeneathError, createFile, newestFile, nodeBeneathFs, openFolder, readFile, type BeneathFs, type BeneathOptions, type OpenFile } from '@conch/subprocess'
 import { PoolError } from './errors.ts'

@@ -1,9 +1,6 @@
 /**
- * `@conch/pty-pool` — ctx.ptyPool: warm interactive agent CLIs in real terminals.
- *
- * Mount it with a config (see the README's table); `ctx.ptyPool.pool` is the `PtyPool`.
- * A fresh-spawn runner is set by whoever owns the one-shot path (`setFallback`), normally
- * `@conch/subagent-cli-pool`, which routes it through the CLI's sub-agent provider.
+ * `@conch/pty-pool` — ctx.ptyPool: warm interactive agent CLIs in real terminals;
+ * `ctx.ptyPool.pool` is the `PtyPool`, its fresh-spawn runner set through `setFallback`.
  */
 import { realpathSync } from 'node:fs'
 import { dirname } from 'node:path'
@@ -72,8 +69,7 @@ export class PtyPoolService extends Service {
       : Promise.resolve()
     this.ready.catch((error: unknown) => ctx.logger.warn('pool: the status listener did not start', error))
     ctx.effect(() => () => this.stop(), 'ptyPool.dispose')
-    // The private homes are hidden in every sandbox (a pooled CLI gets its own home back as its
-    // writable path): no terminal reads or rewrites another owner's CLI config or transcripts.
+    // Hidden in every sandbox: no terminal reads or rewrites another owner's CLI config or transcripts.
     const stateDir = this.pool.stateDir
     ctx.inject(['sandbox'], (scope) => {
       const sandbox = scope.get('sandbox') as Pick<SandboxServiceApi, 'hide' | 'provision'> | undefined
@@ -82,8 +78,7 @@ export class PtyPoolService extends Service {
         return
       }
       sandbox.hide([stateDir])
-      // An agent sandbox whose mounts are fixed at its first process (a container) gets the CLIs'
-      // installations and the agent's own folder of homes then, for a CLI opened later.
+      // A sandbox with mounts fixed at its first process (a container) gets them up front.
       const homes = this.pool.agentHomes
       if (homes !== undefined) sandbox.provision?.({ programs: installations(config, process.env), homes: [homes] })
     })
@@ -110,13 +105,8 @@ export class PtyPoolService extends Service {
 }
 
 /**
- * The terminals the pool needs from the composition, all through `ctx.pty`. In-process under
- * `terminal: conch`: each CLI a terminal of its owner agent (found by id in `ctx.agents` when the
- * invoke names none); under `unconfined`: a terminal under `danger-full-access` of a stand-in
- * owner (`policyTerminals` over `ctx.sessions` and `ctx.sandboxPolicy`). Managed under `conch`:
- * the owner's policy from `ctx.sandboxPolicy` (with `ctx.sandbox`'s protected paths); the worker
- * composes its own ctx.pty from the config's `workerTerminals`. Missing services fail in
- * `PtyPool`'s constructor (conch) or at spawn (unconfined), naming `terminal`.
+ * The terminals the pool needs from the composition, all through `ctx.pty` (see `PoolDeps`).
+ * Missing services fail in `PtyPool`'s constructor (conch) or at spawn (unconfined).
  */
 function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
   const sandbox = ctx.get('sandbox') as Pick<SandboxServiceApi, 'protect' | 'protectedPaths' | 'hiddenPaths' | 'fixedMounts'> | undefined

@@ -1,22 +1,8 @@
 /**
- * The built-in CLI kinds. They are config like any other (`kinds.<name>` in the pool's config
- * overrides single fields, e.g. `command`); nothing about a CLI is code.
- *
- * Facts behind them (Claude Code 2.1.332, Codex 0.171.0, measured on Linux):
- * - Claude Code boots straight to its input box only with a seeded `.claude.json`
- *   (`hasCompletedOnboarding`, the API key's last 20 characters approved, the workspace
- *   trusted); the trust and API-key dialogs default to "No", and the onboarding connectivity
- *   check exits offline. The sentinel instruction rides `--append-system-prompt`. Its answers
- *   are also written to `$CLAUDE_CONFIG_DIR/projects/<cwd-slug>/<uuid>.jsonl`.
- * - Codex needs `--no-daemon` (otherwise a background app-server outlives the TUI), a trusted
- *   project entry, and a model without a pending migration notice; the sentinel instruction
- *   rides `developer_instructions` in `config.toml`. Rollouts go to `$CODEX_HOME/sessions`.
- * - Both submit only when Enter arrives as its own write after the text; both show
- *   "esc to interrupt" while they work.
- * - Codex turns DECSET 2004 on and holds keys that arrive faster than 8 ms apart as a possible
- *   unbracketed paste (codex-rs/tui/src/bottom_pane/paste_burst.rs): a typed prompt shows only
- *   once that burst is flushed, 60–90 ms after the write, while a bracketed paste is one paste
- *   event drawn in the next frame (10–20 ms). Hence `paste: always` for Codex.
+ * The built-in CLI kinds, config like any other (`kinds.<name>` overrides single fields). Both
+ * CLIs submit only when Enter arrives as its own write and show "esc to interrupt" while they
+ * work. Codex holds keys typed faster than 8 ms apart as a possible unbracketed paste
+ * (codex-rs/tui/src/bottom_pane/paste_burst.rs), hence `paste: always` for it.
  */
 import { productsEnv, resolveClaudeExecutable, resolveCodexExecutable } from '@conch/subagent'
 import type { KindInput } from './config.ts'
@@ -26,8 +12,7 @@ const claude: KindInput = {
   args: ['--permission-mode', 'dontAsk', '--strict-mcp-config', '--setting-sources', ''],
   instructionFlag: '--append-system-prompt',
   modelFlag: '--model',
-  // Minimal mode: no hooks, LSP, plugin sync, auto-memory, background prefetches or CLAUDE.md
-  // discovery; API-key auth only (claude --help, 2.1.332).
+  // Minimal mode: no hooks, plugins, memory or CLAUDE.md discovery; API-key auth only (claude --help).
   bareArgs: ['--bare'],
   files: {
     '.claude/.claude.json': '{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["{apiKeyTail}"],"rejected":[]},"projects":{{cwdJson}:{"hasTrustDialogAccepted":true}}}',

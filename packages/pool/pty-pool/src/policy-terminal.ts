@@ -1,15 +1,7 @@
 /**
- * The managed worker's conch terminals: a `TerminalFactory` over the worker's own `ctx.pty` that
- * opens each CLI under the sandbox policy the main process resolved for its owner
- * (`TerminalOwner.policy`). The owner agent lives in the main process; here each (owner id,
- * policy) gets a stand-in owner whose session log carries that policy — its `session/start`
- * names the workspace root and a `sandbox/mode` event the mode — so the worker's
- * `ctx.sandboxPolicy` resolves exactly the main process's answer and the terminal backend
- * confines the CLI with it, as it confines any terminal.
- *
- * The composition behind it (ctx.sessions, ctx.sandbox with its provider, ctx.sandboxPolicy,
- * ctx.pty with its backend) is built by `conch pool-worker` from the main process's config
- * sections.
+ * The managed worker's conch terminals: a `TerminalFactory` over the worker's own `ctx.pty`. Each
+ * (owner id, policy) gets a stand-in owner whose session log carries that policy, so the worker's
+ * `ctx.sandboxPolicy` resolves exactly the main process's answer.
  */
 import type { PtyOwner, PtyServiceApi } from '@conch/pty'
 import type { OwnerPolicy } from './protocol.ts'

@@ -1,13 +1,8 @@
 /**
- * The pool's front: admission and graceful shutdown, the kill switch, the routing of an agent's
- * invoke, metrics, and the fallback chain to the fresh-spawn path. The warm sessions behind it
- * (by key, one invoke per session at a time, health and eviction) are a `SessionBackend`:
- * in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`).
- *
- * Every pooled failure (boot, stall, hard cap, no sentinel, spawn, unhealthy) is recoverable:
- * the same prompt runs through the fallback (the CLI's one-shot mode, through its sub-agent
- * provider) and one line is appended to `pool-failures.jsonl`. Enabling the pool therefore
- * never makes an invoke less reliable than a fresh spawn.
+ * The pool's front: admission and shutdown, the kill switch, routing, metrics, and the fallback
+ * to the fresh-spawn path. The warm sessions behind it are a `SessionBackend`: in-process
+ * (`WarmSessions`) or in a supervised worker (`WorkerSupervisor`). Every pooled failure falls
+ * back and is logged to `pool-failures.jsonl`, so the pool never answers less than a fresh spawn.
  */
 import { isAbsolute, join } from 'node:path'
 import type { PtyOwner } from '@conch/pty'
@@ -69,11 +64,7 @@ export interface InvokeOptions {
   cwd?: string
   /** The fresh-spawn path for this invoke (default: the pool's). */
   fallback?: FallbackRunner
-  /**
-   * The owner agent (an agent of `ctx.agents`; its id must be the key's `owner`). Under
-   * `terminal: conch` its CLI runs as a conch terminal of this owner, under its sandbox policy.
-   * Default: `PoolDeps.owners(key.owner)`.
-   */
+  /** The owner agent (its id must be the key's `owner`); default: `PoolDeps.owners(key.owner)`. */
   owner?: PtyOwner
 }
 
@@ -83,28 +74,17 @@ export interface PoolDeps {
   /** Spawns the managed worker (required for `worker: managed`). */
   subprocess?: SubprocessServiceApi | undefined
   /**
-   * The in-process terminal factory over ctx.pty: `ptyTerminals` under `terminal: conch` (without
-   * one the constructor throws `CONFIG_INVALID`), `policyTerminals` under `terminal: unconfined`
-   * (without one each spawn fails, and the invoke falls back).
+   * The in-process terminal factory: `ptyTerminals` under `terminal: conch` (required: else
+   * `CONFIG_INVALID`), `policyTerminals` under `unconfined` (else each spawn fails and falls back).
    */
   terminals?: TerminalFactory
   /** Finds an owner agent by id when an invoke names none (the plugin: `ctx.agents.get`). */
   owners?: (id: string) => PtyOwner | undefined
-  /**
-   * Managed worker under `terminal: conch`: the owner's sandbox policy, resolved in this process
-   * (`ctx.sandboxPolicy` and `ctx.sandbox.protectedPaths()`) and sent with each invoke.
-   */
+  /** Managed worker under `terminal: conch`: the owner's sandbox policy, sent with each invoke. */
   policyOf?: (owner: PtyOwner) => OwnerPolicy
-  /**
-   * Workspace roots (canonical) a configured `stateDir` must stay out of (the plugin: the sandbox
-   * policy's configured `workspaceRoot`).
-   */
+  /** Workspace roots (canonical) a configured `stateDir` must stay out of. */
   workspaces?: readonly string[]
-  /**
-   * In-process under `terminal: conch`: whether the sandbox binds each agent a folder of its own
-   * when the agent's sandbox is made (`fixedMounts`, a container), so that an owner agent's homes
-   * are made in it (see `agentHomes`). The plugin: `ctx.sandbox.fixedMounts()`.
-   */
+  /** In-process under `terminal: conch`: the sandbox has fixed mounts (a container), so homes go in `agentHomes`. */
   agentHomes?: boolean
   fallback?: FallbackRunner
   metrics?: PoolMetrics
@@ -137,7 +117,6 @@ function describeFailure(reason: FailureReason, detail: { afterMs: number; detai
     case 'boot':
       return 'the CLI did not boot'
     case 'spawn':
-      // What was missing or refused, e.g. `claude was not found on PATH or in .products/`.
       return detail.detail.split('\n')[0]!.slice(0, 200) || 'the CLI could not be spawned'
     case 'no_sentinel':
       return 'no sentinel in the answer'
@@ -158,16 +137,9 @@ export class PtyPool {
   private killSwitchOn: boolean
   private closing: Promise<void> | undefined
   state: PoolState = 'running'
-  /**
-   * Where the private homes are made: the configured `stateDir`, else `<state home>/conch/pool`,
-   * checked and created at construction (see state-dir.ts). Hide it in every sandbox
-   * (`ctx.sandbox.hide`; the plugin does).
-   */
+  /** Where the private homes are made, checked and created at construction (state-dir.ts); hide it in every sandbox. */
   readonly stateDir: string
-  /**
-   * The folder in `stateDir` of the owner agents' folders of homes (`PoolDeps.agentHomes`), made at
-   * construction; provision it to the sandbox (the plugin does). Undefined: homes lie in `stateDir`.
-   */
+  /** The folder in `stateDir` of each owner agent's folder of homes (`PoolDeps.agentHomes`), else undefined. */
   readonly agentHomes: string | undefined
 
   constructor(readonly config: PoolConfig, private readonly deps: PoolDeps = {}) {
@@ -230,7 +202,7 @@ export class PtyPool {
 
   /** The pids of every live session's CLI (for tests and teardown checks). */
   pids(): number[] {
-    return this.backend.pids()
+    return this.backend.sessionStates().flatMap((session) => (session.pid === undefined ? [] : [session.pid]))
   }
 
   /**
@@ -243,11 +215,7 @@ export class PtyPool {
     const route = routeFor(this.config, agent)
     if (route.runtime !== 'pty-pool') {
       const key: PoolKey = { owner: agent, conversation, kind: '', model: '', account: '', bare: false }
-      return this.track(async () => {
-        const started = Date.now()
-        const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
-        return { text, path: 'fresh-spawn', bypass: 'fresh-spawn-route', durationMs: Date.now() - started }
-      })
+      return this.track(() => this.bypass(key, prompt, options, 'fresh-spawn-route'))
     }
     const key: PoolKey = { owner: agent, conversation, kind: route.kind, model: route.model, account: route.account, bare: route.bare }
     const oneShot = Boolean(route.account && this.config.accounts[route.account]?.type === 'api-key' && this.config.kinds[route.kind]?.oneShotArgs)
@@ -274,12 +242,9 @@ export class PtyPool {
   }
 
   private async invokeTracked(key: PoolKey, prompt: string, options: InvokeOptions, oneShot: boolean): Promise<InvokeResult> {
+    if (this.killSwitchOn) return this.bypass(key, prompt, options, 'kill-switch')
     const started = Date.now()
     const cwd = this.cwdOf(key, options)
-    if (this.killSwitchOn) {
-      const text = await this.runFallback(key, prompt, options, cwd)
-      return { text, path: 'fresh-spawn', bypass: 'kill-switch', durationMs: Date.now() - started }
-    }
     if (!this.config.kinds[key.kind]) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'unknown_kind', known: Object.keys(this.config.kinds) })
     if (options.owner && options.owner.id !== key.owner) throw new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'foreign_owner', owner: options.owner.id, keyOwner: key.owner })
     const end = this.metrics.invokeDuration.startTimer()
@@ -304,9 +269,8 @@ export class PtyPool {
   }
 
   /**
-   * The owner the key's CLI runs for: in-process the agent object; in a managed worker its
-   * resolved policy (the agent cannot cross the process boundary). Under `unconfined`, in both
-   * worker modes: `danger-full-access` in the CLI's working directory (`cwd`).
+   * The owner the key's CLI runs for: in-process the agent object, in a managed worker its resolved
+   * policy; under `unconfined` `danger-full-access` in `cwd`.
    * @throws InvokeFailure `spawn` when a managed worker needs the policy of an owner not found.
    */
   private terminalOwner(key: PoolKey, options: InvokeOptions, cwd: string): TerminalOwner | undefined {
@@ -365,6 +329,13 @@ export class PtyPool {
     return result
   }
 
+  /** The invoke straight through the fresh-spawn path. */
+  private async bypass(key: PoolKey, prompt: string, options: InvokeOptions, why: NonNullable<InvokeResult['bypass']>): Promise<InvokeResult> {
+    const started = Date.now()
+    const text = await this.runFallback(key, prompt, options, this.cwdOf(key, options))
+    return { text, path: 'fresh-spawn', bypass: why, durationMs: Date.now() - started }
+  }
+
   private runFallback(key: PoolKey, prompt: string, options: InvokeOptions, cwd: string): Promise<string> {
     const fallback = options.fallback ?? this.deps.fallback
     if (!fallback) return Promise.reject(new PoolError('INVOKE_FAILED', { kind: key.kind, problem: 'no_fallback' }))
@@ -374,7 +345,7 @@ export class PtyPool {
   private appendFailure(line: FailureLine): void {
     const file = this.failuresFile()
     try {
-      // In the state folder, which no sandbox shows; appended to without following a link all the same.
+      // No sandbox shows the state folder; no link is followed all the same.
       appendNoFollow(file, `${JSON.stringify(line)}\n`)
     } catch (error) {
       this.warn(`pool: could not append to ${file}: ${(error as Error).message}`)
@@ -402,11 +373,7 @@ export class PtyPool {
     }
   }
 
-  /**
-   * The CLI's working directory: the invoke's `cwd`, else its owner agent's workspace (the root of
-   * its session: under `conch acp` the ACP session's cwd, under `conch run` its `--cwd`), as the
-   * fresh-spawn path uses; else the pool's `cwd`, else the server's.
-   */
+  /** The CLI's working directory: the invoke's `cwd`, its owner agent's workspace root, the pool's `cwd`, the server's. */
   private cwdOf(key: PoolKey, options: InvokeOptions): string {
     if (options.cwd !== undefined) return options.cwd
     const owner = options.owner ?? this.deps.owners?.(key.owner)
@@ -414,12 +381,7 @@ export class PtyPool {
     return workspace !== undefined && isAbsolute(workspace) ? workspace : (this.config.cwd ?? process.cwd())
   }
 
-  /**
-   * Graceful shutdown: stop admitting invokes → let in-flight ones finish within `drainMs`
-   * (default: the config's) → close the warm side: every session's whole tree, with proof; in
-   * managed mode the worker then gets SIGTERM, SIGKILL after the supervisor's grace, and its
-   * tree is verified gone. Idempotent.
-   */
+  /** Graceful shutdown: stop admitting invokes, let in-flight ones finish within `drainMs`, close the warm side. Idempotent. */
   shutdown(drainMs = this.config.drainMs): Promise<void> {
     this.closing ??= this.drainAndClose(drainMs)
     return this.closing

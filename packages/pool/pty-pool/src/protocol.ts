@@ -1,25 +1,8 @@
 /**
- * The managed worker's protocol: line-delimited JSON (one UTF-8 JSON object per `\n`-ended
- * line) on a private channel — fd 3 of the worker, never its stdout or stderr, which carry
- * only logs.
- *
- * The main process treats the worker as a hostile peer: every inbound line is bounded
- * (`maxMessageBytes`, counted before a line is complete, so unfinished bytes are bounded too),
- * must be JSON, and must match one of the shapes below exactly (zod strict objects; strings
- * and lists bounded). Anything else is a `PoolError` `PROTOCOL_VIOLATION`, after which the supervisor stops
- * the worker and starts a new one.
- *
- * main → worker:
- *   `init {config, env, terminal?}` once, first (the pool config, the server environment the pool
- *   reads passEnv and account variables from — sent over the pipe, not in the worker's environ —
- *   and under `terminal: conch` the config sections the worker composes its own terminals from);
- *   `invoke {id, key, prompt, capMs, stallMs, cwd, oneShot, policy?}` (`policy`: the owner's
- *   resolved sandbox policy, required under `terminal: conch`); `cancel {id}`; `ping {id}`;
- *   `evict_tick`; `set_evict_every {ms}`.
- * worker → main:
- *   `ready {pid}` after init; `pong {id}`; `result {id, ok: true, text, source, path, bootMs?}`
- *   or `result {id, ok: false, reason, message, midTask, elapsedMs, bootMs?}` — exactly one per
- *   invoke; `count {name}` (a pool counter went up); `sessions {sessions}` (the current set).
+ * The managed worker's protocol: line-delimited JSON on the worker's fd 3 (never its stdout or
+ * stderr). The main process treats the worker as hostile: every inbound line is bounded
+ * (`maxMessageBytes`, counted before a line is complete), must be JSON and must match a strict
+ * shape below, else it is a `PoolError` `PROTOCOL_VIOLATION`.
  */
 import { z } from 'zod'
 import { FAILURE_REASONS, PoolError } from './errors.ts'
@@ -88,11 +71,7 @@ const AbsolutePath = z
   .max(4096)
   .refine((path) => path.startsWith('/') && !path.includes('\0') && !path.split('/').includes('..'), 'must be an absolute path without NUL or ".." segments')
 
-/**
- * The owner's sandbox policy as the main process resolved it (`ctx.sandboxPolicy.resolve` of the
- * owner's session log, plus `ctx.sandbox.protectedPaths()`): plain data, so it can cross the
- * process boundary. The worker opens the owner's CLIs under exactly this.
- */
+/** The owner's sandbox policy as the main process resolved it, as data; the worker opens the owner's CLIs under exactly this. */
 export const OwnerPolicySchema = z.strictObject({
   mode: z.enum(['read-only', 'workspace-write', 'danger-full-access']),
   workspaceRoot: AbsolutePath,
@@ -102,11 +81,7 @@ export const OwnerPolicySchema = z.strictObject({
 })
 export type OwnerPolicy = z.output<typeof OwnerPolicySchema>
 
-/**
- * The config sections a worker composes its terminals from under `terminal: conch`: those of the
- * main process's `@conch/sandbox-local` and `@conch/pty-local` (checked again by their own
- * schemas in the worker).
- */
+/** The `@conch/sandbox-local` and `@conch/pty-local` config a worker composes its terminals from (checked by their schemas there). */
 export const TerminalSectionsSchema = z.strictObject({
   sandboxLocal: z.unknown(),
   ptyLocal: z.unknown(),
@@ -134,10 +109,9 @@ export const MainMessageSchema = z.discriminatedUnion('type', [
 export type MainMessage = z.output<typeof MainMessageSchema>
 
 /**
- * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (the newline not
- * counted) and parses each as JSON. `feed` returns the parsed values in order, then the first
- * violation; after a violation it returns nothing more. Bytes are decoded as UTF-8 per complete
- * line, so a character split across chunks is never mangled.
+ * Splits a byte stream into `\n`-ended lines of at most `maxBytes` bytes (newline not counted),
+ * each decoded as UTF-8 once complete and parsed as JSON. `feed` returns the values, then the
+ * first violation, after which it returns nothing more.
  */
 export class LineDecoder {
   private pending: Buffer[] = []

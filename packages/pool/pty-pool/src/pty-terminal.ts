@@ -1,15 +1,8 @@
 /**
- * `PoolTerminal` over `ctx.pty`: a pooled CLI runs in a conch terminal, opened with a `command`
- * for its owner agent, so it gets that owner's sandbox policy (`ctx.sandboxPolicy` resolved from the
- * owner's session log; `@conch/pty-local` confines it with `ctx.sandbox`), the backend's
- * scrubbed environment with the pool's variables over it, the backend's teardown with proof and
- * its screen model. Two per-terminal settings come from the pool: `network` (the kind's; on by
- * default, since the CLI must reach its model API) and the private home, writable inside the
- * sandbox (`writablePaths`), where the seeded config and the transcript live.
- *
- * Writes are raw (`ctx.pty.write`: no readiness wait), the screen is the backend's full screen
- * model (`ctx.pty.screenState`, with scrollback and the DEC private modes), and changes come
- * from `ctx.pty.onChange`.
+ * `PoolTerminal` over `ctx.pty`: a pooled CLI runs as a conch terminal of its owner agent, under
+ * that owner's sandbox policy, with the kind's `network` and its private home writable
+ * (`writablePaths`). Writes are raw, the screen is `ctx.pty.screenState`, changes come from
+ * `ctx.pty.onChange`.
  */
 import { realpathSync } from 'node:fs'
 import { constants } from 'node:os'
@@ -20,29 +13,24 @@ import type { PoolTerminal, TerminalCloseReport, TerminalExit, TerminalFactory, 
 export interface PtyTerminalOptions {
   pty: PtyServiceApi
   /**
-   * The owner of terminals whose spawn names none (`TerminalSpawnOptions.owner`), or names this
-   * one's id without an agent object. A spawn that names an owner agent runs as that agent; one
-   * that names another id and no agent is refused, so no CLI ever runs as somebody else.
+   * The owner of a spawn that names none, or names this one's id without an agent; a spawn naming
+   * another id and no agent is refused, so no CLI ever runs as somebody else.
    */
   owner?: PtyOwner
   /** The backend type that runs programs (`@conch/pty-local`: `shell`). Default `shell`. */
   type?: string
   /**
-   * The sandbox service (`ctx.sandbox`). When given, the folder of each CLI executable is
-   * protected with it: bound read-only into every sandbox, so a CLI installed under /tmp or a
-   * home — which the sandbox replaces with private ones — is still found, and a confined CLI
-   * cannot change the binary the fresh-spawn path later runs unconfined.
+   * `ctx.sandbox`: each CLI executable's folder is protected (read-only in every sandbox), so a CLI
+   * under /tmp or a home is still found and no confined CLI changes the binary the fresh-spawn
+   * path later runs unconfined.
    */
   sandbox?: { protect?(paths: readonly string[]): () => void }
 }
 
 /**
- * The owner of an agent's pooled CLIs in `ctx.pty`: it carries the agent's id and session log, so
- * the CLI runs under exactly the agent's sandbox policy (and holds the agent's mode fence while
- * open), but it is another owner object. The agent's terminal tools (which act as the agent) do
- * not list its terminals and get `FOREIGN_SESSION` for them: the model can neither see, type into,
- * read nor close its own pooled CLI. The agent's disposal disposes it (closing its terminals).
- * The managed worker makes one per (owner id, policy) over a session log carrying that policy.
+ * The owner of an agent's pooled CLIs in `ctx.pty`: the agent's id and session log (so its sandbox
+ * policy and mode fence), but another owner object, so the agent's terminal tools get
+ * `FOREIGN_SESSION` for its pooled CLIs. The agent's disposal disposes it.
  */
 export class PoolOwner implements PtyOwner {
   state: PtyOwner['state'] = 'live'
@@ -159,8 +147,7 @@ class PtyTerminal implements PoolTerminal {
 
   write(data: string): void {
     if (this.exit !== undefined || this.closing !== undefined) return
-    // Checked and queued synchronously, so writes stay in call order; a write that meets an
-    // exit is dropped like a write to a hung-up line.
+    // Queued synchronously, so writes stay in order; one that meets an exit is dropped.
     this.pty.write(this.owner, this.sessionId, data).catch(() => {})
   }
 
@@ -179,13 +166,7 @@ class PtyTerminal implements PoolTerminal {
   }
 
   bracketedPaste(): boolean {
-    if (this.closing === undefined) {
-      try {
-        this.last = this.pty.screenState(this.owner, this.sessionId)
-      } catch {
-        // closed meanwhile
-      }
-    }
+    this.screen()
     return this.last.decModes[2004] === true
   }
 

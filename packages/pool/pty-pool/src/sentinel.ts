@@ -1,9 +1,6 @@
 /**
- * The sentinel protocol. At boot the CLI is told to open and close every answer with a line
- * holding only the session's sentinel `<<<CONCH-xxxxxxxx>>>`. The sentinel is fixed per
- * session (TUIs mangle long random lines, and it is instructed once); the answer of a turn is
- * the text of the **last complete pair** after the prompt's echo — the last pair, because a
- * TUI may draw its own decoration on the opening sentinel's row.
+ * The sentinel protocol (the README's "The sentinel protocol"): a turn's answer is the text of the
+ * last complete pair of the session's sentinel lines after the prompt's echo.
  */
 import { randomBytes } from 'node:crypto'
 

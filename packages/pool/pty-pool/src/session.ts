@@ -1,14 +1,7 @@
 /**
  * One warm CLI session: a real terminal running an interactive agent CLI, booted once and
- * invoked turn after turn with sentinel framing.
- *
- * Lifecycle (one state machine; every change goes through `to`):
- *
- *     booting ──ready──▶ idle ──invoke──▶ busy ──answer──▶ idle
- *        │                 │                │
- *        └──fail──▶ unhealthy ◀──cancel / stall / cap / exit / no sentinel
- *                      │
- *     any ──close──▶ closing ──tree gone──▶ closed
+ * invoked turn after turn with sentinel framing. One state machine (`TRANSITIONS`, changed only
+ * through `to`).
  */
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node:fs'
@@ -83,10 +76,8 @@ export interface AnswerOfTurn {
 }
 
 /**
- * Where one turn's time went, ms: `echo` first write → the prompt echoed; `answer` Enter → a
- * complete sentinel pair below the echo; `settle` that pair → the answer taken (the CLI idle and
- * the screen quiet, or its transcript confirming the pair); `transcript` the transcript read
- * after a settled screen answer (0 when the transcript confirmed it).
+ * Where one turn's time went, ms: `echo` first write → echo; `answer` Enter → a sentinel pair;
+ * `settle` pair → answer taken; `transcript` its read after a settled screen answer (else 0).
  */
 export interface TurnPhases {
   echo: number
@@ -96,11 +87,9 @@ export interface TurnPhases {
 }
 
 /**
- * The prompt as it may be typed into a terminal: CR LF and lone CR become LF, and every other
- * control character — C0 except TAB and LF, DEL, and C1 (ECMA-48 § 5) — is removed. A prompt can
- * therefore neither press a key of its own (CR submits, ETX is the line's SIGINT) nor start a
- * control sequence (ESC, or the 8-bit CSI 0x9B): in particular it cannot close a bracketed paste
- * early with `ESC[201~` (xterm ctlseqs, "Bracketed Paste Mode") and type the rest as keys.
+ * The prompt as it may be typed: CR LF and CR become LF, every other C0 but TAB, DEL and C1
+ * (ECMA-48 § 5) is removed, so a prompt can neither press a key of its own (CR, ETX) nor start a
+ * control sequence — in particular not end a bracketed paste early with `ESC[201~` and type keys.
  */
 export function typeableText(prompt: string): string {
   return prompt.replace(/\r\n?/g, '\n').replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '')
@@ -112,12 +101,9 @@ export function render(template: string, vars: Record<string, string>): string {
 }
 
 /**
- * Builds the private home, the argv and the environment of a kind. The home is a fresh folder
- * (mkdtemp(3)) in the checked state folder (in the owner agent's folder of `agentHomes`, when
- * given); its `tmp` folder and the kind's seeded `files` are made through `home-fs.ts` (no link
- * followed, every file created `O_EXCL`).
- * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home
- *   (absolute, `..`) or something already stands in its place.
+ * Builds a kind's private home (mkdtemp(3), its files made through `home-fs.ts`), argv and environment.
+ * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home or
+ *   something already stands in its place.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
@@ -153,14 +139,13 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   for (const [name, template] of Object.entries(kind.env)) env[name] = render(template, vars)
   env.TMPDIR = join(home, 'tmp')
   Object.assign(env, environment.extraEnv)
-  const base = environment.stateDir
-  makeHomeDir(base, join(home, 'tmp'))
+  makeHomeDir(environment.stateDir, join(home, 'tmp'))
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
     if (path.startsWith('/') || !target.startsWith(home + '/')) {
       throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
     }
-    createHomeFile(base, target, render(template, vars), 0o600)
+    createHomeFile(environment.stateDir, target, render(template, vars), 0o600)
   }
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
@@ -307,19 +292,16 @@ export class PoolSession {
     }
     this.bootMs = Date.now() - started
     this.to('idle')
-    // A CLI that goes away between turns (it crashed; its owner was disposed, which closes the
-    // owner's terminals) leaves an unhealthy session: the tick evicts it, the next invoke replaces it.
+    // A CLI gone between turns (a crash, its owner disposed) leaves an unhealthy session for the tick.
     void terminal.exited.then(() => {
       if (this.state === 'idle') this.markUnhealthy('the CLI exited between turns')
     })
   }
 
   /**
-   * One turn. Clears the input line, types the prompt (a bracketed paste when it spans lines or
-   * the kind's `paste` is `always`,
-   * a file the prompt names when it is longer than the kind's paste-collapse size), waits for
-   * its echo, presses Enter as its own write, then waits for the last complete sentinel pair
-   * after the echo while the CLI is idle and the screen quiet.
+   * One turn: clear the input line, type the prompt (see the README's "The sentinel protocol"),
+   * wait for its echo, press Enter as its own write, then wait for the last complete sentinel
+   * pair after the echo while the CLI is idle and the screen quiet.
    * @throws InvokeFailure — the session is then unhealthy.
    */
   async invoke(prompt: string, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
@@ -363,8 +345,7 @@ export class PoolSession {
 
   private promptText(prompt: string): string {
     if (prompt.length <= this.kind.pasteCollapseChars) return typeableText(prompt)
-    // The CLI writes its home: the file gets a fresh name and is created through a handle of the
-    // folder that followed no link (home-fs.ts), so nothing the CLI planted is written through.
+    // The CLI writes its home: a fresh name, created through home-fs.ts, so no planted link is followed.
     assertStateDirUnchanged(this.environment.stateDir)
     const file = join(this.home, 'prompts', `prompt-${this.turns + 1}-${randomBytes(6).toString('hex')}.md`)
     createHomeFile(this.environment.stateDir, file, prompt, 0o600)
@@ -390,8 +371,7 @@ export class PoolSession {
     const entered = Date.now()
     let pairAt = 0
     let transcriptCheckedAt = 0
-    // Written to since the last check: the CLI's transcript folder changed (inotify), so the
-    // next check reads it at once instead of at the next tick.
+    // The transcript folder changed (inotify) since the last check: read it at once.
     let transcriptWritten = false
     let transcriptWatch: FSWatcher | undefined
     const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
@@ -428,9 +408,7 @@ export class PoolSession {
       if (echoRow < 0 || busy) return undefined
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
       if (extraction && pairAt === 0) pairAt = now
-      // The CLI's own transcript holding the same pair proves the turn is over: no need to wait
-      // out the quiet time (checked when its folder is written to, else at most every 15 ms; it
-      // lands 5–140 ms after the screen).
+      // The CLI's transcript holding the same pair proves the turn is over without the quiet time.
       if (extraction && this.transcript && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
         transcriptCheckedAt = now
         transcriptWritten = false
@@ -461,10 +439,8 @@ export class PoolSession {
   }
 
   /**
-   * Calls `written` when the folder of the transcript read last changes (inotify), or returns
-   * undefined when there is none yet or it cannot be watched: the ticks then find the answer.
-   * The watch only wakes a check; what is read still goes through the reader, which follows no
-   * link, so a folder the CLI swaps for a link tells it nothing.
+   * Calls `written` when the last transcript's folder changes (inotify); undefined when it cannot
+   * be watched (the ticks then find the answer). It only wakes a check: reading still follows no link.
    */
   private watchTranscript(written: () => void): FSWatcher | undefined {
     const path = this.transcript?.path
@@ -483,7 +459,7 @@ export class PoolSession {
     return answer !== undefined && looseText(answer) === looseText(screenAnswer) ? answer : undefined
   }
 
-  /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands 10–140 ms after the screen). */
+  /** The exact answer from the CLI's transcript when it matches the screen's (polled briefly: it lands after the screen). */
   private async readTranscript(screenAnswer: string): Promise<string | undefined> {
     if (!this.transcript) return undefined
     const deadline = Date.now() + 400

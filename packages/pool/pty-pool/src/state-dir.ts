@@ -1,25 +1,9 @@
 /**
- * Where the pool keeps the private homes of its CLIs (`stateDir`): each home holds a CLI's seeded
- * configuration (Claude Code's `.claude/settings.json`, whose hooks it runs) and its transcripts, so
- * whoever can write one can run code in another owner's CLI, and whoever can read one reads
- * another owner's conversation. The folder therefore lies where no terminal's sandbox can reach
- * and no other user can read:
- *
- * - default: `<state home>/conch/pool`, the state home being `$XDG_STATE_HOME` when it is set to an
- *   absolute path, else `$HOME/.local/state` (XDG Base Directory Specification 0.8) — beside the
- *   session logs (`@conch/session`), outside every workspace;
- * - it is opened from `/` one component at a time (`ensurePrivateFolder`, @conch/subprocess): a
- *   symbolic link anywhere is refused (conch never follows a link to the homes); missing
- *   components are created one at a time with mkdir(2) mode 0700;
- * - a folder directly inside one every user may write (mode `o+w`: `/tmp`, `/var/tmp`, `/dev/shm`)
- *   is refused — anyone could have made it, or could replace it — and below such a folder every
- *   component must belong to this user and be closed to group and others' writes;
- * - the folder itself must be a directory of this user with mode 0700 (no group or other bits);
- * - it must not lie inside a workspace the caller names (the pool's `cwd`, the sandbox policy's
- *   configured `workspaceRoot`), where terminals may write.
- *
- * The pool then hides the folder in every sandbox (`ctx.sandbox.hide`), and a pooled CLI's own
- * sandbox gets its own home, and nothing else of the folder, back (`writablePaths`).
+ * Where the pool keeps its CLIs' private homes (`stateDir`). A home holds a CLI's seeded config
+ * (whose hooks it runs) and its transcripts, so whoever can write one runs code in another
+ * owner's CLI: the folder is opened from `/` without following a link, refused directly inside a
+ * world-writable folder or inside a named workspace, and must be this user's with mode 0700.
+ * The README's "Where the homes live" gives the rules in full.
  */
 import { BeneathError, ensurePrivateFolder, nodeBeneathFs, type BeneathFs, type FolderIdentity } from '@conch/subprocess'
 import { homedir } from 'node:os'

@@ -1,11 +1,7 @@
 /**
- * The loopback status listener: `GET /api/runtime/status` (JSON: kill switch, counters,
- * sessions) and `GET /metrics` (Prometheus text format). The loopback boundary is the
- * authentication: a peer that is not a loopback address gets 403, and the listener refuses to
- * bind anything but a loopback address. Every pooled CLI and every terminal with network access
- * is such a peer, so the body names no owner, conversation or process, and the listener bounds
- * what it holds: `maxConnections` at once, and timeouts for headers, requests and idle
- * keep-alive connections.
+ * The loopback status listener: `GET /api/runtime/status` (JSON) and `GET /metrics` (Prometheus).
+ * Loopback is the authentication (any other peer gets 403), and every pooled CLI is such a peer:
+ * the body names no owner, conversation or process, and connections and their times are bounded.
  */
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'

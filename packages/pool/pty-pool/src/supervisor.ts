@@ -1,26 +1,8 @@
 /**
- * The supervisor of a managed worker: the warm side of the pool in a separate `conch
- * pool-worker` process, spawned through `ctx.subprocess` (its own session and process group,
- * a tree owned and torn down by the subprocess service), with the protocol of `protocol.ts`
- * on the worker's fd 3.
- *
- * The worker is a hostile peer: each line it sends is bounded and validated, a result must
- * answer an invoke that is waiting for one, and any violation, a crash, or `maxMisses` health
- * pings in a row without a pong stop it — its whole tree, including every CLI it started, which
- * carry the subprocess service's tag — fail its in-flight invokes (the pool's fallback chain
- * answers them), and start a new worker after a backoff.
- *
- * Lifecycle (one state machine; every change goes through `to`):
- *
- *     starting ──ready──▶ ready
- *        │                  │ exit / violation / missed pings / ready timeout
- *        └────────┬─────────┘
- *                 ▼
- *              backoff ──delay──▶ starting
- *     any ──close──▶ stopping ──worker gone──▶ stopped
- *
- * Shutdown (`close`): SIGTERM the worker (it closes its sessions and exits) → SIGKILL after
- * `termGraceMs` → the tree and every process carrying the worker's tag verified gone.
+ * The supervisor of a managed worker (`conch pool-worker`, spawned through `ctx.subprocess`), a
+ * hostile peer: any protocol violation, crash or run of missed pings stops its whole tree, fails
+ * its in-flight invokes and restarts it after a backoff. Lifecycle and shutdown: the README's
+ * "The managed worker".
  */
 import type { Duplex } from 'node:stream'
 import { describeExit } from '@conch/errors'
@@ -50,8 +32,6 @@ export interface SupervisorDeps {
   env: Readonly<Record<string, string | undefined>>
   metrics: PoolMetrics
   warn: (message: string) => void
-  /** Observes state changes (tests, status). */
-  onState?: (state: SupervisorState) => void
   /** The config sections the worker composes its terminals (ctx.pty) from; sent in `init`. */
   terminal?: TerminalSections
 }
@@ -116,7 +96,6 @@ export class WorkerSupervisor implements SessionBackend {
     if (!TRANSITIONS[this.state].includes(next)) throw new Error(`pool supervisor: no transition ${this.state} → ${next}`)
     this.state = next
     this.deps.metrics.managedWorkerActive.set(next === 'ready' ? 1 : 0)
-    this.deps.onState?.(next)
     for (const wake of [...this.waiters]) wake()
   }
 
@@ -164,8 +143,7 @@ export class WorkerSupervisor implements SessionBackend {
       if (!worker.ready) this.fail(worker, `did not say ready within ${this.limits.readyTimeoutMs} ms`)
     }, this.limits.readyTimeoutMs)
     readyTimer.unref()
-    const env: Record<string, string> = {}
-    for (const [name, value] of Object.entries(this.deps.env)) if (value !== undefined) env[name] = value
+    const env = Object.fromEntries(Object.entries(this.deps.env).filter(([, value]) => value !== undefined)) as Record<string, string>
     this.send(worker, { type: 'init', config: { ...this.config, stateDir: this.config.stateDir ?? defaultStateDir(this.deps.env) }, env, ...(this.deps.terminal && { terminal: this.deps.terminal }) })
   }
 
@@ -339,38 +317,29 @@ export class WorkerSupervisor implements SessionBackend {
     const worker = await this.readyWorker(options.signal)
     const id = this.nextId++
     const capMs = Number.isFinite(options.capMs) ? options.capMs : this.config.hardCapMs
-    return new Promise<WarmAnswer>((resolve, reject) => {
-      let cancelTimer: NodeJS.Timeout | undefined
-      const onAbort = () => {
-        if (!worker.pending.has(id)) return
-        this.send(worker, { type: 'cancel', id })
-        // A worker that does not confirm the cancel in time is stopped (its sessions with it).
-        cancelTimer = setTimeout(() => {
-          if (!worker.pending.has(id)) return
-          const pending = worker.pending.get(id)!
-          worker.pending.delete(id)
-          this.fail(worker, `did not confirm a cancel within ${this.limits.cancelGraceMs} ms`)
-          pending.reject(new InvokeFailure('cancelled', 'the invoke was cancelled', true))
-        }, this.limits.cancelGraceMs)
-      }
-      const settle = () => {
-        clearTimeout(cancelTimer)
-        options.signal?.removeEventListener('abort', onAbort)
-      }
-      worker.pending.set(id, {
-        resolve: (answer) => {
-          settle()
-          resolve(answer)
-        },
-        reject: (failure) => {
-          settle()
-          reject(failure)
-        },
-      })
-      this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot, ...(options.owner?.policy && { policy: options.owner.policy }) })
-      if (options.signal?.aborted) onAbort()
-      else options.signal?.addEventListener('abort', onAbort, { once: true })
-    })
+    let cancelTimer: NodeJS.Timeout | undefined
+    const onAbort = () => {
+      if (!worker.pending.has(id)) return
+      this.send(worker, { type: 'cancel', id })
+      // A worker that does not confirm the cancel in time is stopped (its sessions with it).
+      cancelTimer = setTimeout(() => {
+        const pending = worker.pending.get(id)
+        if (!pending) return
+        worker.pending.delete(id)
+        this.fail(worker, `did not confirm a cancel within ${this.limits.cancelGraceMs} ms`)
+        pending.reject(new InvokeFailure('cancelled', 'the invoke was cancelled', true))
+      }, this.limits.cancelGraceMs)
+    }
+    const answer = new Promise<WarmAnswer>((resolve, reject) => worker.pending.set(id, { resolve, reject }))
+    this.send(worker, { type: 'invoke', id, key, prompt, capMs, stallMs: options.stallMs, cwd: options.cwd, oneShot, ...(options.owner?.policy && { policy: options.owner.policy }) })
+    if (options.signal?.aborted) onAbort()
+    else options.signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      return await answer
+    } finally {
+      clearTimeout(cancelTimer)
+      options.signal?.removeEventListener('abort', onAbort)
+    }
   }
 
   async evictTick(): Promise<void> {
@@ -385,10 +354,6 @@ export class WorkerSupervisor implements SessionBackend {
   /** Sessions as the worker last reported them (its word, for display only). */
   sessionStates(): SessionInfo[] {
     return this.worker && !this.worker.failed ? this.worker.sessions : []
-  }
-
-  pids(): number[] {
-    return this.sessionStates().map((session) => session.pid).filter((pid): pid is number => pid !== undefined)
   }
 
   /** SIGTERM the worker → SIGKILL after `termGraceMs` → its tree and tagged processes verified gone. */

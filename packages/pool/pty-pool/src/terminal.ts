@@ -1,12 +1,8 @@
 /**
  * The terminal a pooled CLI runs in, reduced to what the pool needs: write keys, read the
- * rendered screen, learn about exits, and tear the whole process tree down with proof.
- *
- * `PoolTerminal` is the narrow seam; every pooled CLI is a conch terminal (`ctx.pty`). Under
- * `terminal: conch` it is a terminal of the CLI's owner (`ptyTerminals`, pty-terminal.ts); in a
- * managed worker, and under `terminal: unconfined` in both worker modes, it runs under a policy
- * (`policyTerminals`, policy-terminal.ts) — the owner's, or `danger-full-access`
- * (`unconfinedPolicy`).
+ * screen, learn about exits, and tear the process tree down with proof. Under `terminal: conch`
+ * it is an owner's terminal (`ptyTerminals`); in a managed worker or under `unconfined` it runs
+ * under a policy (`policyTerminals`).
  */
 import type { PtyOwner } from '@conch/pty'
 import type { OwnerPolicy } from './protocol.ts'
@@ -56,11 +52,7 @@ export interface TerminalSpawnOptions {
   owner?: TerminalOwner
 }
 
-/**
- * The owner of a pooled CLI, as the terminal factory needs it. In-process the factory opens the
- * terminal for `agent` (ctx.pty resolves its sandbox policy); in a managed worker, where the
- * agent object does not exist, it runs under `policy`, resolved by the main process.
- */
+/** The owner of a pooled CLI: in-process its `agent`; in a managed worker its `policy`, resolved by the main process. */
 export interface TerminalOwner {
   /** The owner agent's id (the key's `owner`). */
   id: string

@@ -1,19 +1,7 @@
 /**
- * Reading a CLI's own transcript (`claude-jsonl`, `codex-rollout`) for the exact text of its last
- * answer. The transcript lives in the CLI's home, which the CLI writes: it may be huge (a sparse
- * file of any size costs the CLI nothing), hold a line without end, hold millions of entries, or
- * be a link to a host file. So the reader
- *
- * - finds the newest file without following links (`newestFileBeneath`), over at most
- *   `TRANSCRIPT_WALK_ENTRIES` directory entries and `TRANSCRIPT_WALK_DEPTH` folders deep;
- * - reads it incrementally: each call reads at most `maxReadBytes` from where the last call
- *   stopped (positional read(2) on a descriptor opened with `O_NOFOLLOW`), and parses only the
- *   complete lines it got; a different file (device and inode) or a shorter one starts over;
- * - keeps at most `maxLineBytes` of one unfinished line: a longer line is skipped to its end,
- *   and the warning names the file and the bound (`transcript.maxLineBytes`).
- *
- * Memory is therefore bounded by `maxLineBytes + maxReadBytes`, and one call's work by
- * `maxReadBytes`, whatever the CLI wrote.
+ * Reading a CLI's own transcript for the exact text of its last answer. The CLI writes it, so it
+ * may be huge, hold a line without end, or be a link: it is found and read without following
+ * links, at most `maxReadBytes` a call, skipping a line over `maxLineBytes` (memory stays bounded).
  */
 import type { TranscriptConfig } from './config.ts'
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'

@@ -1,9 +1,6 @@
 /**
- * The warm side of the pool: sessions by key, one invoke per session at a time, boot, health
- * and eviction. It answers a prompt or throws an `InvokeFailure`; the fallback chain, the kill
- * switch, routing and the failure log live in front of it (`PtyPool`), so the same front drives
- * this in-process (`WarmSessions`) or in a supervised worker process (`WorkerSupervisor`, which
- * runs a `WarmSessions` inside `conch pool-worker`).
+ * The warm side of the pool: sessions by key, one invoke per session at a time, boot, health and
+ * eviction. It answers or throws an `InvokeFailure`; everything else lives in `PtyPool`.
  */
 import { rmSync } from 'node:fs'
 import { defaultProcessTable, isEnded } from '@conch/subprocess'
@@ -52,7 +49,6 @@ export interface SessionBackend {
   evictTick(): Promise<void>
   setEvictEvery(ms: number): void
   sessionStates(): SessionInfo[]
-  pids(): number[]
   /** Closes every session (counted as shutdown evictions) and stops the backend. */
   close(): Promise<void>
 }
@@ -73,19 +69,13 @@ export interface WarmDeps {
   agentHomes?: string
 }
 
-/**
- * Whether a session started for `before` may serve `after`: the same agent object (in-process)
- * and the same resolved policy (managed), compared as data.
- */
+/** Whether a session started for `before` may serve `after`: the same agent object and the same policy data. */
 function sameOwner(before: TerminalOwner | undefined, after: TerminalOwner | undefined): boolean {
   if (before === undefined || after === undefined) return before === after
   return before.id === after.id && before.agent === after.agent && JSON.stringify(before.policy ?? null) === JSON.stringify(after.policy ?? null)
 }
 
-/**
- * The reported survivors of a close that are still running (not gone, not a zombie): a terminal
- * closed meanwhile by its owner's disposal reports its CLI without knowing whether it is left.
- */
+/** The reported survivors still running: a terminal closed by its owner's disposal reports its CLI unchecked. */
 async function stillRunning(pids: readonly number[]): Promise<number[]> {
   const table = defaultProcessTable()
   const entries = await Promise.all(pids.map((pid) => table.get(pid)))
@@ -129,10 +119,6 @@ export class WarmSessions implements SessionBackend {
     return [...this.sessions.values()].map((session) => ({ key: redactKey(session.key), state: session.state, turns: session.turns, ...(session.pid !== undefined && { pid: session.pid }) }))
   }
 
-  pids(): number[] {
-    return [...this.sessions.values()].map((session) => session.pid).filter((pid): pid is number => pid !== undefined)
-  }
-
   async invoke(key: PoolKey, prompt: string, options: AttemptOptions): Promise<WarmAnswer> {
     const id = keyString(key)
     return this.locks.run(id, async () => {
@@ -140,15 +126,11 @@ export class WarmSessions implements SessionBackend {
       try {
         if (this.closed) throw new InvokeFailure('unhealthy', 'the pool is closed', false)
         let session = this.sessions.get(id)
-        if (session && session.state !== 'idle') {
-          // A half-finished answer must never reach the next turn: replace it.
-          await this.evict(id, session, 'unhealthy')
-          session = undefined
-        }
-        if (session && !sameOwner(session.owner, options.owner)) {
-          // A CLI keeps the sandbox it started under for life: an owner whose policy changed (or
-          // another agent object under the same id) gets a new session under the new one.
-          this.deps.warn(`pool: the ${key.kind} session of ${key.owner} was started under another owner policy; replacing it`)
+        // A half-finished answer must never reach the next turn, and a CLI keeps the sandbox it
+        // started under for life (an owner whose policy changed gets a new session): replace it.
+        const foreign = session?.state === 'idle' && !sameOwner(session.owner, options.owner)
+        if (foreign) this.deps.warn(`pool: the ${key.kind} session of ${key.owner} was started under another owner policy; replacing it`)
+        if (session && (session.state !== 'idle' || foreign)) {
           await this.evict(id, session, 'unhealthy')
           session = undefined
         }
@@ -200,10 +182,8 @@ export class WarmSessions implements SessionBackend {
   }
 
   private accountEnv(account: string): Record<string, string> {
-    const spec = this.config.accounts[account]
     const env: Record<string, string> = {}
-    if (!spec) return env
-    for (const [name, source] of Object.entries(spec.env)) {
+    for (const [name, source] of Object.entries(this.config.accounts[account]?.env ?? {})) {
       const value = this.deps.env[source]
       if (value !== undefined) env[name] = value
     }

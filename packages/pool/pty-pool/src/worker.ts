@@ -1,19 +1,8 @@
 /**
- * The managed worker's side (`conch pool-worker`): hosts the warm sessions of the pool and
- * speaks the protocol of `protocol.ts` on a private channel (fd 3). The main process keeps
- * the kill switch, routing, the fallback chain, the failure log and the metrics; the worker
- * only answers prompts from warm sessions or reports why it could not.
- *
- * The worker composes its own conch terminals from the config sections in `init`
- * (`conchTerminals`; `conch pool-worker` builds ctx.pty + pty-local + the sandbox) and runs each
- * CLI under the `policy` its invoke carries — the one the main process resolved for the owner, or
- * `danger-full-access` under `terminal: unconfined`; an invoke without one is refused.
- *
- * Every CLI the worker starts carries the worker's own `CONCH_SUBPROCESS_TAG`, so the main
- * process's subprocess service finds and stops them even after the worker died with SIGKILL.
- *
- * The worker stops (closing every session and its tree) when `signal` aborts (the CLI aborts
- * it on SIGTERM or SIGINT) or the channel ends; it then resolves.
+ * The managed worker's side (`conch pool-worker`): hosts the warm sessions and speaks the
+ * protocol of `protocol.ts` on fd 3; the main process keeps everything else. Each CLI runs under
+ * the `policy` its invoke carries (an invoke without one is refused) and carries the worker's
+ * `CONCH_SUBPROCESS_TAG`, so the main process stops it even after the worker died with SIGKILL.
  */
 import { fstatSync } from 'node:fs'
 import { Socket } from 'node:net'
@@ -37,11 +26,7 @@ export interface PoolWorkerOptions {
   log?: (line: string) => void
   /** A fixed terminal factory (tests); otherwise `conchTerminals`. */
   terminals?: TerminalFactory
-  /**
-   * Composes the worker's own conch terminals — `conch pool-worker` builds ctx.pty with
-   * `@conch/pty-local` and the sandbox from the main process's config sections. The factory opens
-   * each CLI under the `policy` of its spawn's owner. Absent (and no `terminals`): the init fails.
-   */
+  /** Composes the worker's conch terminals from the main process's config sections; absent (and no `terminals`): init fails. */
   conchTerminals?: (sections: TerminalSections) => Promise<WorkerTerminals>
   /** Largest line the main process may send, bytes (prompts are bounded by it). */
   maxMessageBytes?: number
@@ -138,41 +123,27 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
         return
       }
       case 'invoke': {
-        if (!warm || stopping) {
-          send({ type: 'result', id: message.id, ok: false, reason: 'unhealthy', message: 'the pool worker is stopping', midTask: false, elapsedMs: 0 })
-          return
-        }
-        if (confined && !message.policy) {
-          // A CLI runs only under the policy the main process sent, never a default one.
-          send({ type: 'result', id: message.id, ok: false, reason: 'spawn', message: `an invoke for ${message.key.owner} without its owner's sandbox policy`, midTask: false, elapsedMs: 0 })
-          return
-        }
+        const refuse = (reason: 'unhealthy' | 'spawn', text: string) => send({ type: 'result', id: message.id, ok: false, reason, message: text, midTask: false, elapsedMs: 0 })
+        if (!warm || stopping) return refuse('unhealthy', 'the pool worker is stopping')
+        // A CLI runs only under the policy the main process sent, never a default one.
+        if (confined && !message.policy) return refuse('spawn', `an invoke for ${message.key.owner} without its owner's sandbox policy`)
         const controller = new AbortController()
         controllers.set(message.id, controller)
         const owner = { id: message.key.owner, ...(message.policy && { policy: message.policy }) }
         const attempt = { signal: controller.signal, capMs: message.capMs, stallMs: message.stallMs, cwd: message.cwd, owner }
         const work = message.oneShot ? warm.oneShot(message.key, message.prompt, attempt) : warm.invoke(message.key, message.prompt, attempt)
         const current = warm
+        const settled = (result: WorkerMessage) => {
+          controllers.delete(message.id)
+          send({ type: 'sessions', sessions: current.sessionStates() })
+          send(result)
+        }
         void work.then(
-          (answer) => {
-            controllers.delete(message.id)
-            send({ type: 'sessions', sessions: current.sessionStates() })
-            send({ type: 'result', id: message.id, ok: true, ...answer })
-          },
+          (answer) => settled({ type: 'result', id: message.id, ok: true, ...answer }),
           (error: unknown) => {
-            controllers.delete(message.id)
             const failure = error instanceof InvokeFailure ? error : new InvokeFailure('unhealthy', (error as Error).message, false)
-            send({ type: 'sessions', sessions: current.sessionStates() })
-            send({
-              type: 'result',
-              id: message.id,
-              ok: false,
-              reason: failure.reason,
-              message: failure.message,
-              midTask: failure.midTask,
-              elapsedMs: failure.elapsedMs,
-              ...(failure.bootMs !== undefined && { bootMs: failure.bootMs }),
-            })
+            const { reason, midTask, elapsedMs, bootMs } = failure
+            settled({ type: 'result', id: message.id, ok: false, reason, message: failure.message, midTask, elapsedMs, ...(bootMs !== undefined && { bootMs }) })
           },
         )
         return

@@ -1,12 +1,7 @@
 /**
- * `@conch/subagent-cli-pool`: a `ctx.subagents` provider whose runs go through `ctx.ptyPool`.
- * The key is (parent agent, the parent's session = the conversation, kind, model, account,
- * bare), so each conversation has its own warm CLI. When the pool fails, the same prompt runs
- * through the kind's one-shot provider (`claude-code`, `codex`) on the same `ctx.subagents`.
- *
- * The answer the parent sees ends with the pool's note on its own line, e.g.
- * `[pool: warm session reused]` or `[pool: fell back to a fresh spawn — stall after 120 s]`.
- * A namespace plugin (no default export).
+ * `@conch/subagent-cli-pool`: a `ctx.subagents` provider whose runs go through `ctx.ptyPool`,
+ * one warm CLI per conversation, falling back to the kind's one-shot provider. A namespace
+ * plugin (no default export).
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
@@ -54,8 +49,7 @@ export function cliPoolProvider(pool: PtyPool, subagents: SubagentServiceApi, co
     async start(request) {
       if (request.signal.aborted) throw request.signal.reason
       const key = { owner: request.parent.id, conversation: request.parent.session.id, kind: config.kind, model: config.model, account: config.account, bare: config.bare }
-      // The parent agent owns the CLI: under the pool's `terminal: conch` it runs as a conch
-      // terminal of the parent, under the parent's sandbox policy.
+      // The parent agent owns the CLI (under `terminal: conch`, its terminal and sandbox policy).
       const work = pool.acquireAndInvoke(key, textOf(request.prompt, '\n'), { signal: request.signal, owner: request.parent, fallback: subagentFallback(subagents, fallbackProvider, request) })
       const outcome: Promise<ProviderOutcome> = work.then(
         (result) => {

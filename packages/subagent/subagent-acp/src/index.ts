@@ -1,8 +1,6 @@
 /**
- * `@conch/subagent-acp`: a sub-agent provider for any agent that speaks the Agent Client
- * Protocol over stdio. Each run spawns `command args…` through `ctx.subprocess` in the child
- * cwd, drives it as an ACP client (initialize → session/new → session/prompt) and answers its
- * permission requests by the configured policy.
+ * `@conch/subagent-acp`: a sub-agent provider for any agent that speaks the Agent Client Protocol
+ * over stdio (`startAcpChild` of `@conch/subagent/acp`), answering its permission requests by policy.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

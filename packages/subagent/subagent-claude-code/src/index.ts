@@ -2,12 +2,10 @@
  * `@conch/subagent-claude-code`: Claude Code as a `ctx.subagents` provider, through the
  * official Claude Agent SDK's `query()`.
  */
-import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { cacheFolder, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
 import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
-import { isExecutableFile } from './resolve.ts'
 
 export { claudeCodeProvider, projectSandbox, WRITE_TOOLS, type ClaudeCodeProviderConfig, type ClaudeCodeProviderDeps, type SandboxMode } from './provider.ts'
 export { resolveClaudeExecutable, findProductsDir, platformPackage, NOT_FOUND_HINT } from './resolve.ts'
@@ -21,12 +19,7 @@ const ToolName = z.string().min(1)
 
 export const Config = z.strictObject({
   name: providerName('claude-code'),
-  executable: z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .refine((path) => isExecutableFile(path), { message: 'must be an executable file (the claude binary)' })
-    .optional()
-    .describe("The claude binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), the SDK's platform package, then `claude` on PATH."),
+  executable: executableFile('the claude binary').describe("The claude binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), the SDK's platform package, then `claude` on PATH."),
   model: z.string().min(1).optional().describe("Model for the child; unset: Claude Code's default."),
   allowedTools: z
     .array(ToolName)
@@ -52,9 +45,7 @@ export type Config = z.output<typeof Config>
 
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  // A child started under one mode keeps it: refuse a mode change while the session has runs.
   const fence = modeFence<SandboxMode>(ctx, config.name)
-  // The per-run homes are nobody's terminal's business: hidden in every sandbox.
   hidePrivateRoot(ctx, config.stateRoot, `${config.name} sub-agents`)
   subagents.registerProvider(claudeCodeProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as ClaudeCodeProviderConfig))
 }

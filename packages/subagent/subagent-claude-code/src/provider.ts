@@ -1,10 +1,6 @@
 /**
- * The Claude Code provider: each run is one `query()` of the official Claude Agent SDK, whose
- * CLI spawn goes through `ctx.subprocess` (spawn.ts):
- *
- *     starting ──system/init──▶ running ──result / iterator end / throw──▶ ended
- *
- * The unattended options, the publish boundary and the stop reasons are in the README.
+ * The Claude Code provider: each run is one `query()` of the Claude Agent SDK, its CLI spawned
+ * through `ctx.subprocess` (spawn.ts); a run is starting → running → ended (see the README).
  */
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -50,12 +46,8 @@ export interface ClaudeCodeProviderDeps {
 export const WRITE_TOOLS = ['Edit', 'Write', 'NotebookEdit'] as const
 
 /**
- * The parent's sandbox mode as Claude Code settings (read-only when the composition has no
- * policy): `read-only` removes the file-writing tools and sandboxes Bash with writes denied in
- * the cwd; `workspace-write` sandboxes Bash (Claude Code's own sandbox: writes inside the cwd
- * only); `danger-full-access` leaves Claude Code's sandbox off. Commands may never leave the
- * sandbox (`allowUnsandboxedCommands: false`), and a missing sandbox fails instead of running
- * unconfined (`failIfUnavailable`).
+ * The parent's sandbox mode (read-only without a policy) as Claude Code settings (the README's
+ * "Sandbox"); a missing sandbox fails rather than run unconfined, and no command may leave it.
  */
 export function projectSandbox(mode: SandboxMode | undefined, cwd: string): Pick<Options, 'sandbox' | 'disallowedTools'> {
   switch (mode ?? 'read-only') {
@@ -146,14 +138,6 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
     throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${(error as Error).message}` }, { cause: error })
   }
 
-  const teardown = async () => {
-    abortController.abort()
-    if (child !== undefined) {
-      const handle = child
-      await disposeProcess({ child: handle, shutdown: async () => void (await q.interrupt().catch(() => undefined)), eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs, provider })
-    }
-  }
-
   let sessionId: string
   try {
     sessionId = await run.untilInit(q, config.startTimeoutMs, provider)
@@ -175,7 +159,9 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
     async dispose() {
       request.signal.removeEventListener('abort', onAbort)
       try {
-        await teardown()
+        abortController.abort()
+        const shutdown = async () => void (await q.interrupt().catch(() => undefined))
+        if (child !== undefined) await disposeProcess({ child, shutdown, eofGraceMs: config.disposeEofGraceMs, graceMs: config.disposeGraceMs, provider })
       } finally {
         removeState()
         deps.track?.(request, false)
@@ -265,6 +251,8 @@ class ClaudeRun {
   private handle(message: SDKMessage): void {
     const json = message as unknown as Json
     const mainThread = json.parent_tool_use_id === null || json.parent_tool_use_id === undefined
+    const inner = json.message as Json
+    const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
     switch (message.type) {
       case 'stream_event': {
         if (!mainThread) return
@@ -277,8 +265,6 @@ class ClaudeRun {
         return
       }
       case 'assistant': {
-        const inner = json.message as Json
-        const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
         if (json.error !== undefined) {
           // A synthetic message reporting a failed model call: a diagnostic, not answer text.
           this.apiError = `${String(json.error)}: ${content.map((block) => (typeof block.text === 'string' ? block.text : '')).join(' ').trim()}`
@@ -295,8 +281,6 @@ class ClaudeRun {
         return
       }
       case 'user': {
-        const inner = json.message as Json
-        const content = Array.isArray(inner?.content) ? inner.content.filter(isObject) : []
         for (const block of content) {
           if (block.type === 'tool_result') this.request.update({ type: 'tool', callId: String(block.tool_use_id), title: '', status: block.is_error === true ? 'failed' : 'completed' })
         }

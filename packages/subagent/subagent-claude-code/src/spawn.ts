@@ -1,11 +1,7 @@
 /**
- * The SDK's `spawnClaudeCodeProcess` hook, routed through `ctx.subprocess`: conch owns the
- * process tree (own session and process group, tagged environment, teardown on dispose), and
- * the SDK gets the `SpawnedProcess` shape it expects (stdin, stdout, `killed`, `exitCode`,
- * `kill()`, `exit` / `error` events — see the SDK's `SpawnedProcess` type).
- *
- * `kill(signal)` never signals one pid: it runs the tree-scoped teardown (SIGTERM, grace,
- * SIGKILL) of `ctx.subprocess`, so nothing the CLI started outlives it.
+ * The SDK's `spawnClaudeCodeProcess` hook through `ctx.subprocess`, which owns the process tree;
+ * the SDK gets its `SpawnedProcess` shape. `kill()` runs the tree-scoped teardown, never a
+ * signal to one pid, so nothing the CLI started outlives it.
  */
 import { EventEmitter } from 'node:events'
 import { Writable, type Readable } from 'node:stream'
@@ -20,8 +16,7 @@ export interface SpawnedChild {
 }
 
 export function spawnThroughSubprocess(subprocess: SubprocessServiceApi, options: SpawnOptions, graceMs: number): SpawnedChild {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(options.env)) if (value !== undefined) env[name] = value
+  const env = Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>
   const handle = subprocess.spawn({
     argv: [options.command, ...options.args],
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),

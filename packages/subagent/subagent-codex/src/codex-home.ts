@@ -1,10 +1,7 @@
 /**
- * Each run's private `CODEX_HOME`: a fresh directory holding the `config.toml` conch writes,
- * removed when the run is disposed. Codex keeps its state databases and logs there, so runs
- * never share state with each other or with the user's own `~/.codex`.
- *
- * It must not lie under the child's temporary directory (`TMPDIR`, else /tmp): Codex refuses
- * to install its sandbox helper there and every sandboxed command then fails.
+ * Each run's private `CODEX_HOME` (its `config.toml`, state databases and logs), removed at
+ * disposal. It must not lie under the child's `TMPDIR`: Codex refuses to install its sandbox
+ * helper there, and every sandboxed command then fails.
  */
 import { mkdtempSync, realpathSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { join, relative, isAbsolute } from 'node:path'

@@ -1,12 +1,7 @@
 /**
- * JSON-RPC 2.0 over JSON Lines, as `codex app-server` speaks it: one JSON object per line,
- * without the `"jsonrpc"` member. A message with `method` and `id` is a request, with
- * `method` only a notification, with `id` and `result` or `error` a response (JSON-RPC 2.0
- * § 4–5).
- *
- * The child is not trusted: a line that is not a JSON object, a response to no request, or a
- * line longer than `maxLineBytes` is a protocol violation, reported once through `onViolation`
- * and ending the connection's usefulness (pending requests reject).
+ * JSON-RPC 2.0 over JSON Lines, as `codex app-server` speaks it (no `"jsonrpc"` member). The
+ * child is not trusted: a line that is not a JSON object, a response to no request, or a line
+ * over `maxLineBytes` is a violation, reported once through `onViolation`; pending requests reject.
  */
 import { SubagentError } from '@conch/subagent'
 import type { RequestId } from './protocol.ts'

@@ -2,13 +2,11 @@
  * `@conch/subagent-codex`: OpenAI Codex as a `ctx.subagents` provider, driven through
  * `codex app-server` over stdio.
  */
-import { isAbsolute } from 'node:path'
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { cacheFolder, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
 import type { CodexSandboxMode } from './protocol.ts'
 import { codexProvider, type CodexProviderConfig } from './provider.ts'
-import { isExecutableFile } from './resolve.ts'
 
 export { codexProvider, projectSandbox, type CodexProviderConfig, type CodexProviderDeps, type SandboxSetting } from './provider.ts'
 export { resolveCodexExecutable, findProductsDir, NOT_FOUND_HINT } from './resolve.ts'
@@ -29,12 +27,7 @@ const TomlValue: z.ZodType<unknown> = z.lazy(() =>
 
 export const Config = z.strictObject({
   name: providerName('codex'),
-  executable: z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .refine((path) => isExecutableFile(path), { message: 'must be an executable file (the native codex binary)' })
-    .optional()
-    .describe('The native codex binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), then `codex` on PATH (an npm wrapper is followed to its binary).'),
+  executable: executableFile('the native codex binary').describe('The native codex binary. Unset: the products folder (.products/, or CONCH_PRODUCTS_DIR), then `codex` on PATH (an npm wrapper is followed to its binary).'),
   model: z.string().min(1).optional().describe('Model slug for thread/start; unset: the model in `config`, else Codex\'s default.'),
   approvalPolicy: z
     .enum(['on-request', 'never'])
@@ -58,9 +51,7 @@ export type Config = z.output<typeof Config>
 
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  // A child started under one mode keeps it: refuse a mode change while the session has runs.
   const fence = modeFence<CodexSandboxMode>(ctx, config.name)
-  // The per-run homes are nobody's terminal's business: hidden in every sandbox.
   hidePrivateRoot(ctx, config.homeRoot, `${config.name} sub-agents`)
   subagents.registerProvider(codexProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as CodexProviderConfig))
 }

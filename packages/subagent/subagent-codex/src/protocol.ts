@@ -1,20 +1,10 @@
 /**
- * The part of the `codex app-server` protocol this provider speaks, written by hand from the
- * protocol Codex prints about itself (`codex app-server generate-ts --out DIR`, and
- * `generate-json-schema`) for the pinned version (@openai/codex 0.171.0). Only the fields
- * conch reads or sends are listed; everything else on the wire is ignored.
- *
- * Framing: JSON Lines over stdio, JSON-RPC 2.0 messages **without** the `"jsonrpc"` field.
- * stdout carries only protocol; Codex logs to stderr.
+ * The part of the `codex app-server` protocol conch reads or sends, written by hand from
+ * `codex app-server generate-ts` of the pinned version; everything else on the wire is ignored.
+ * JSON Lines over stdio, JSON-RPC 2.0 without the `"jsonrpc"` field.
  */
 
 export type RequestId = string | number
-
-/** `initialize` params (InitializeParams.ts, ClientInfo.ts). */
-export interface InitializeParams {
-  clientInfo: { name: string; title: string | null; version: string }
-  capabilities: null
-}
 
 /** v2/AskForApproval.ts (the granular variant is not used). `untrusted` is refused by 0.171.0. */
 export type AskForApproval = 'on-request' | 'never'
@@ -38,27 +28,10 @@ export interface ThreadStartResponse {
   sandbox?: { type: string }
 }
 
-/** v2/UserInput.ts, the text variant. */
-export interface TextUserInput {
-  type: 'text'
-  text: string
-  text_elements: []
-}
-
-/** `turn/start` params (v2/TurnStartParams.ts). */
-export interface TurnStartParams {
-  threadId: string
-  input: TextUserInput[]
-}
-
 /** v2/TurnStatus.ts */
 export type TurnStatus = 'completed' | 'interrupted' | 'failed' | 'inProgress'
 
-/**
- * v2/TurnError.ts. `codexErrorInfo` (v2/CodexErrorInfo.ts) is a string such as
- * `contextWindowExceeded`, `usageLimitExceeded`, `unauthorized`, or an object such as
- * `{responseStreamDisconnected: {httpStatusCode}}`.
- */
+/** v2/TurnError.ts; `codexErrorInfo` (v2/CodexErrorInfo.ts) is a string (`contextWindowExceeded`, …) or an object. */
 export interface TurnError {
   message: string
   codexErrorInfo: unknown
@@ -75,12 +48,6 @@ export interface Turn {
 /** `turn/start` result (v2/TurnStartResponse.ts). */
 export interface TurnStartResponse {
   turn: Turn
-}
-
-/** `turn/interrupt` params (v2/TurnInterruptParams.ts); the result is `{}`. */
-export interface TurnInterruptParams {
-  threadId: string
-  turnId: string
 }
 
 /** MessagePhase.ts: providers do not always send it; null is "unknown". */
@@ -119,10 +86,7 @@ export interface ErrorNotification {
   turnId: string
 }
 
-/**
- * Server → client requests (ServerRequest.ts) and how an unattended client answers them.
- * Approvals are declined, never granted; a question for a person gets an error.
- */
+/** Server → client approval requests (ServerRequest.ts) and their answers: declined, never granted. */
 export const APPROVAL_REQUESTS = {
   /** v2/CommandExecutionRequestApprovalResponse.ts: CommandExecutionApprovalDecision. */
   'item/commandExecution/requestApproval': { decision: 'decline' },
@@ -137,8 +101,6 @@ export const APPROVAL_REQUESTS = {
   /** ApplyPatchApprovalResponse.ts (v1): ReviewDecision. */
   applyPatchApproval: { decision: { denied: { rejection: 'declined by the parent agent: sub-agents get no approvals' } } },
 } as const satisfies Record<string, unknown>
-
-export type ApprovalMethod = keyof typeof APPROVAL_REQUESTS
 
 /** `item/tool/requestUserInput` (v2/ToolRequestUserInputParams.ts): answered with an error — no person is there. */
 export const USER_INPUT_REQUEST = 'item/tool/requestUserInput'

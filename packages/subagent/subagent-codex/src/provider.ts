@@ -1,9 +1,7 @@
 /**
- * The Codex provider: each run spawns the native `codex app-server` through `ctx.subprocess`
- * with a private `CODEX_HOME`, starts one ephemeral thread in the child cwd under a sandbox
- * projected from the parent's policy, runs one turn with the prompt and gives back the last
- * agent message. Teardown is the seam's ladder: `turn/interrupt`, close stdin, wait, then
- * SIGTERM/SIGKILL of the tree.
+ * The Codex provider: each run spawns `codex app-server` through `ctx.subprocess` with a private
+ * `CODEX_HOME`, runs one turn on an ephemeral thread under the projected sandbox, and tears down
+ * with the seam's ladder (`turn/interrupt` first).
  */
 import { tmpdir } from 'node:os'
 import {
@@ -43,11 +41,7 @@ export interface CodexProviderConfig extends OutOfProcessConfig {
 
 const WIDTH: Record<CodexSandboxMode, number> = { 'read-only': 0, 'workspace-write': 1, 'danger-full-access': 2 }
 
-/**
- * Codex's sandbox for a run: the parent's mode (read-only when the composition has no
- * sandbox policy), narrowed to the configured one — a config can tighten the child, never
- * widen it past its parent.
- */
+/** Codex's sandbox for a run: the parent's mode (read-only without a policy), narrowed to the configured one, never widened. */
 export function projectSandbox(setting: SandboxSetting, parentMode: CodexSandboxMode | undefined): CodexSandboxMode {
   const parent = parentMode ?? 'read-only'
   if (setting === 'inherit') return parent

@@ -1,10 +1,6 @@
 /**
- * One Codex run over an app-server connection, as one state machine:
- *
- *     handshake ──thread/start answered──▶ thread ──turn/start answered──▶ turn ──▶ ended
- *
- * Ownership of server messages (held until the thread and turn ids are known, then replayed),
- * the answers to server requests and the stop reasons are in the README.
+ * One Codex run over an app-server connection, one state machine:
+ * handshake → thread → turn → ended (the README gives message ownership and stop reasons).
  */
 import type { ProviderOutcome, SubagentUpdate } from '@conch/subagent'
 import type { IncomingRequest, JsonLinesConnection } from './connection.ts'
@@ -39,6 +35,15 @@ const NO_PERSON = -32000
 
 type Json = Record<string, unknown>
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/** The title of each kind of the child's tool calls that is reported; other items are not tool calls. */
+const TOOL_TITLES: Record<string, (item: Json) => string> = {
+  commandExecution: (item) => `$ ${String(item.command ?? '')}`,
+  fileChange: () => 'file change',
+  mcpToolCall: (item) => `${String(item.server ?? 'mcp')}: ${String(item.tool ?? 'tool')}`,
+  webSearch: (item) => `web search ${String(item.query ?? '')}`.trim(),
+  dynamicToolCall: (item) => String(item.tool ?? 'tool'),
+}
 
 export interface CodexSessionOptions {
   connection: JsonLinesConnection
@@ -202,29 +207,9 @@ export class CodexSession {
 
   /** The child's own tool calls, reported for progress displays. */
   private tool(item: unknown, phase: 'running' | undefined): void {
-    if (!isObject(item) || typeof item.id !== 'string') return
-    let title: string
-    switch (item.type) {
-      case 'commandExecution':
-        title = `$ ${String(item.command ?? '')}`
-        break
-      case 'fileChange':
-        title = 'file change'
-        break
-      case 'mcpToolCall':
-        title = `${String(item.server ?? 'mcp')}: ${String(item.tool ?? 'tool')}`
-        break
-      case 'webSearch':
-        title = `web search ${String(item.query ?? '')}`.trim()
-        break
-      case 'dynamicToolCall':
-        title = String(item.tool ?? 'tool')
-        break
-      default:
-        return
-    }
+    if (!isObject(item) || typeof item.id !== 'string' || !Object.hasOwn(TOOL_TITLES, String(item.type))) return
     const status = phase ?? (item.status === 'completed' ? 'completed' : 'failed')
-    this.options.update({ type: 'tool', callId: item.id, title, status })
+    this.options.update({ type: 'tool', callId: item.id, title: TOOL_TITLES[String(item.type)]!(item), status })
   }
 
   private answer(request: IncomingRequest): void {

@@ -1,12 +1,8 @@
 /**
- * `@conch/subagent-conch`: a second conch as a sub-agent. Each run spawns `conch acp` with its
- * own composition (default: the one the parent booted) and drives it over ACP, so the child
- * has its own terminals, sandbox and event log. Its tool calls stream back as progress.
- *
- * Delegation depth is enforced: the process learns its own depth from
- * `CONCH_SUBAGENT_DEPTH` (0 when unset: a conch nobody spawned) and the inherited limit from
- * `CONCH_SUBAGENT_MAX_DEPTH`, both set by the parent's provider on the spawn. A conch at the
- * limit refuses to start another with `DEPTH_EXCEEDED`.
+ * `@conch/subagent-conch`: a second conch (`conch acp`, its own composition) as a sub-agent.
+ * Depth is enforced: a conch reads its depth from `CONCH_SUBAGENT_DEPTH` and the chain's limit
+ * from `CONCH_SUBAGENT_MAX_DEPTH` (both set by the parent on the spawn) and refuses to start
+ * another at the limit (`DEPTH_EXCEEDED`).
  */
 import { existsSync } from 'node:fs'
 import { basename, resolve } from 'node:path'

@@ -1,13 +1,7 @@
 /**
- * Driving a child process that speaks the Agent Client Protocol, shared by every provider
- * whose child is an ACP agent (`@conch/subagent-acp` for any agent, `@conch/subagent-conch`
- * for `conch acp`). Exported as `@conch/subagent/acp`, so the seam itself loads no SDK.
- *
- * Start (ACP initialization and session setup): spawn → `initialize` → `session/new {cwd,
- * mcpServers: []}` → publish. Run (ACP prompt turn): `session/prompt`, collecting
- * `agent_message_chunk` text and the child's `tool_call` / `tool_call_update`s;
- * `session/request_permission` is answered by policy and never shown to a person.
- * Cancel: `session/cancel` (best-effort), then the teardown ladder.
+ * Driving a child that speaks the Agent Client Protocol (`@conch/subagent-acp`,
+ * `@conch/subagent-conch`): initialize → session/new → publish → session/prompt; permission
+ * requests are answered by policy. Exported as `@conch/subagent/acp`, so the seam loads no SDK.
  */
 import {
   PROTOCOL_VERSION,
@@ -54,20 +48,13 @@ export interface AcpChildOptions {
   onSpawn?: (child: ChildHandle) => void
 }
 
-/** ACP `StopReason` → the seam's stop reason. `max_turn_requests` has no peer: the task is not done. */
+const STOP_REASONS: Partial<Record<StopReason, SubagentStopReason>> = {
+  end_turn: 'completed', max_tokens: 'max-tokens', refusal: 'refusal', cancelled: 'aborted',
+}
+
+/** ACP `StopReason` → the seam's stop reason; any other (`max_turn_requests`: the task is not done) is `error`. */
 export function stopReasonOf(reason: StopReason | string): SubagentStopReason {
-  switch (reason) {
-    case 'end_turn':
-      return 'completed'
-    case 'max_tokens':
-      return 'max-tokens'
-    case 'refusal':
-      return 'refusal'
-    case 'cancelled':
-      return 'aborted'
-    default:
-      return 'error'
-  }
+  return (Object.hasOwn(STOP_REASONS, reason) && STOP_REASONS[reason as StopReason]) || 'error'
 }
 
 /** The answer to `session/request_permission` under `policy` (ACP tool-calls, "Requesting Permission"). */
@@ -86,10 +73,8 @@ function writableTo(child: ChildHandle): WritableStream<Uint8Array> {
 }
 
 /**
- * Starts an ACP child and publishes it as a `ProviderRun`. Rejects — after the child's tree is
- * gone — when it exits or closes before answering (a clean exit never counts as a start),
- * does not answer within `startTimeoutMs`, fails `initialize` / `session/new`, or the run is
- * cancelled meanwhile.
+ * Starts an ACP child and publishes it as a `ProviderRun`. Rejects, once the child's tree is gone,
+ * when it exits (even cleanly) or fails before answering, times out, or the run is cancelled.
  */
 export async function startAcpChild(options: AcpChildOptions): Promise<ProviderRun> {
   const { request, provider } = options
@@ -149,15 +134,6 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
   )
   connection.closed.catch(() => {})
 
-  const teardown = (shutdown?: () => Promise<void>) =>
-    disposeProcess({
-      child,
-      ...(shutdown ? { shutdown } : {}),
-      eofGraceMs: options.timing.disposeEofGraceMs,
-      graceMs: options.timing.disposeGraceMs,
-      provider,
-    }).finally(() => connection.close())
-
   try {
     sessionId = await raceStart({
       handshake: Promise.race([
@@ -196,9 +172,12 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
 
   const outcome = (async (): Promise<ProviderOutcome> => {
     prompting = true
-    const exited = child.done.then((exit) => {
+    const exitError = (exit: Parameters<typeof describeExit>[0]) => {
       const tail = stderr.tail()
-      throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+      return new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
+    }
+    const exited = child.done.then((exit) => {
+      throw exitError(exit)
     })
     exited.catch(() => {})
     try {
@@ -212,11 +191,7 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
     } catch (error) {
       // A closed connection usually means the child died: prefer its exit as the reason.
       const exit = await Promise.race([child.done, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), EXIT_WINDOW_MS))])
-      if (exit !== undefined) {
-        const tail = stderr.tail()
-        throw new Error(`the "${provider}" sub-agent ${describeExit(exit)} before it answered${tail === '' ? '' : `; its stderr ends with: ${tail}`}`)
-      }
-      throw error
+      throw exit === undefined ? error : exitError(exit)
     } finally {
       prompting = false
     }
@@ -226,7 +201,8 @@ export async function startAcpChild(options: AcpChildOptions): Promise<ProviderR
     childId: id,
     outcome,
     dispose: async () => {
-      await teardown(cancel)
+      const { disposeEofGraceMs: eofGraceMs, disposeGraceMs: graceMs } = options.timing
+      await disposeProcess({ child, shutdown: cancel, eofGraceMs, graceMs, provider }).finally(() => connection.close())
     },
   }
 }

@@ -9,6 +9,7 @@ export {
   PROVIDER_NAME,
   providerName,
   cacheFolder,
+  executableFile,
   outOfProcessConfig,
   acpChildConfig,
   childCwd,

@@ -1,8 +1,6 @@
 /**
- * The parent's sandbox mode for a child agent, and the fence that keeps it: a child started
- * under one mode keeps it for life, so `ctx.sandboxPolicy` refuses a mode change for a session
- * while that session has runs of the provider (as it does for open terminals). Used by the
- * providers that project the parent's mode onto a child's own sandbox (Codex, Claude Code).
+ * The parent's sandbox mode for a child agent, and the fence that keeps it: a child keeps its
+ * mode for life, so `ctx.sandboxPolicy` refuses a session's mode change while it has runs.
  */
 import type { Context } from 'cordis'
 import type { ProviderRequest } from './types.ts'

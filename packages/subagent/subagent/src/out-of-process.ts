@@ -1,22 +1,17 @@
-/**
- * What every provider whose child is a separate process shares: its config fields, where the
- * child runs, what environment it gets, how its start is raced against its death, and the
- * teardown ladder.
- */
+/** What every provider whose child is a separate process shares (the README's "Writing a provider"). */
 import { accessSync, constants, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import { describeExit, messageOf } from '@conch/session'
-import { scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
+import { isExecutableFile, scrubbedEnv, type ChildHandle, type SubprocessServiceApi, type TerminateReport } from '@conch/subprocess'
 import { SubagentError } from './types.ts'
 
+const AbsolutePath = z.string().refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
+
 /** A directory the server can enter: absolute, existing, a directory, searchable (access(2) X_OK). */
-export const AbsoluteDirectory = z
-  .string()
-  .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-  .refine(
+export const AbsoluteDirectory = AbsolutePath.refine(
     (path) => {
       try {
         if (!statSync(path).isDirectory()) return false
@@ -39,19 +34,18 @@ export function providerName(fallback: string, description = 'Provider name the 
 
 /** An absolute folder that defaults to `$XDG_CACHE_HOME/conch/<folder>` (`~/.cache/conch/<folder>`). */
 export function cacheFolder(folder: string) {
-  return z
-    .string()
-    .refine((path) => isAbsolute(path), { message: 'must be an absolute path' })
-    .default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', folder))
+  return AbsolutePath.default(() => join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'conch', folder))
+}
+
+/** A provider's optional `executable` field: the absolute path of an executable file, `binary` naming which. */
+export function executableFile(binary: string) {
+  return AbsolutePath.refine((path) => isExecutableFile(path), { message: `must be an executable file (${binary})` }).optional()
 }
 
 /** An environment variable name (POSIX: letters, digits, underscore, not starting with a digit). */
 const VariableName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name')
 
-/**
- * Config fields of every out-of-process provider (spread into a provider's own `z.object`).
- * Defaults live here so every provider documents and behaves the same.
- */
+/** Config fields of every out-of-process provider, spread into its own `z.object`. */
 export const outOfProcessConfig = {
   cwd: AbsoluteDirectory.optional().describe(
     "The child's working directory; unset: the parent session's workspace root. Never the server's own cwd.",
@@ -112,11 +106,7 @@ export function childCwd(configured: string | undefined, parent: Agent, provider
   })
 }
 
-/**
- * The child's environment: `scrubbedEnv(source)` (no secret-looking names, no `CONCH_*`), plus
- * each variable named in `passThrough` that is set in `source`, plus `extra` (set by the
- * provider itself; wins).
- */
+/** The child's environment: `scrubbedEnv(source)`, plus the set variables named in `passThrough`, plus `extra` (wins). */
 export function childEnv(
   passThrough: readonly string[],
   extra: Readonly<Record<string, string>> = {},
@@ -138,8 +128,7 @@ export interface SpawnChildOptions {
 }
 
 /**
- * Spawns the child through `ctx.subprocess` (its own session and process group, a tag in its
- * environment, owned by the service).
+ * Spawns the child through `ctx.subprocess` (own session and process group, tagged, owned).
  * @throws SubagentError `START_FAILED` naming the program, with the `SubprocessError` as cause.
  */
 export function spawnChild(subprocess: SubprocessServiceApi, options: SpawnChildOptions): ChildHandle {
@@ -169,10 +158,7 @@ export class StreamTail {
   }
 }
 
-/**
- * After a pipe to the child broke, how long to look for the child's exit so a diagnostic can
- * name it (the exit is reported after the pipe closes), in ms.
- */
+/** After a pipe to the child broke, how long to wait for its exit so a diagnostic can name it, in ms. */
 export const EXIT_WINDOW_MS = 250
 
 export interface RaceStartOptions<T> {
@@ -187,9 +173,8 @@ export interface RaceStartOptions<T> {
 }
 
 /**
- * Races a child's handshake against its exit, the caller's signal and a timeout. Only the
- * handshake can win: a child that exits — even cleanly, with code 0 — before answering fails
- * the start.
+ * Races a child's handshake against its exit (even with code 0), the caller's signal and a
+ * timeout; only the handshake can win.
  * @throws SubagentError `START_FAILED` naming what happened.
  */
 export async function raceStart<T>(options: RaceStartOptions<T>): Promise<T> {
@@ -245,13 +230,9 @@ export interface DisposeProcessOptions {
 }
 
 /**
- * The teardown ladder of every process-backed provider:
- * 1. the protocol-level cancel or shutdown (bounded by the EOF grace, errors ignored);
- * 2. close the child's stdin, so it can flush and stop by itself;
- * 3. wait up to `eofGraceMs` for it to exit;
- * 4. terminate its tree through `ctx.subprocess` (SIGTERM, `graceMs`, SIGKILL) — also after a
- *    clean exit, which sweeps descendants that outlived it (found by the subprocess tag);
- * 5. proof: the report lists no survivors.
+ * The teardown ladder: `shutdown` (bounded by the EOF grace) → close stdin → wait `eofGraceMs`
+ * → terminate the tree (SIGTERM, `graceMs`, SIGKILL; also after a clean exit, which sweeps tagged
+ * descendants) → no survivors.
  * @throws SubagentError `TEARDOWN_FAILED` listing the survivors (call again to retry).
  */
 export async function disposeProcess(options: DisposeProcessOptions): Promise<TerminateReport> {

@@ -1,9 +1,7 @@
 /**
- * A provider's private state folder (the per-run homes of a Codex or Claude Code child: their
- * config, and whatever credentials a run is given), made mode 0700 and hidden from every conch
- * sandbox while the provider is loaded (`ctx.sandbox.hide`, @conch/sandbox), so that no
- * confined terminal of any agent reads or rewrites another run's home. The child itself is not
- * confined by ctx.sandbox (it runs in its own sandbox), so hiding does not take it from it.
+ * A provider's private state folder (the per-run homes of Codex or Claude Code children), mode
+ * 0700 and hidden in every conch sandbox, so no confined terminal reads or rewrites a run's home.
+ * The child runs in its own sandbox, so hiding does not take the folder from it.
  */
 import { BeneathError, ensurePrivateFolder } from '@conch/subprocess'
 import { closeSync, mkdirSync } from 'node:fs'
@@ -17,12 +15,9 @@ interface Hiding {
 }
 
 /**
- * Makes `root` (recursive, mode 0700), closes it to everyone else and hides it in every sandbox
- * whenever `ctx.sandbox` is loaded; `name` names the provider in the warning a seam that cannot
- * hide gets. The folder above it is made as it is (recursive mkdir(2)); the folder itself is
- * opened from there without following a link and set to mode 0700 with fchmod(2) on that
- * descriptor (`ensurePrivateFolder` with `repair`, @conch/subprocess), as an older
- * `~/.cache/conch/codex` made 0755 would otherwise stay 0755.
+ * Makes `root` and hides it in every sandbox whenever `ctx.sandbox` is loaded (`name` names the
+ * provider in a warning). The folder itself is opened without following a link and set to 0700
+ * through that descriptor (`ensurePrivateFolder` with `repair`), so an older one made 0755 is fixed.
  * @throws SubagentError `PRIVATE_ROOT_UNSAFE` naming `root` when it is a symbolic link or not a
  *   folder, or not this user's; Error from mkdir(2) or fchmod(2) when the folder cannot be made or closed.
  */

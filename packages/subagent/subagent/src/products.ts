@@ -1,19 +1,9 @@
 /**
- * Finding the native `claude` and `codex` binaries, for every part of conch that runs them (the
- * one-shot sub-agent providers and the pool's warm CLIs) — one search, so they find the same one.
- * scripts/install-products.sh installs the pinned versions under `.products/`.
- *
- * - claude: the Claude Agent SDK ships it as one npm package per platform
- *   (`@anthropic-ai/claude-agent-sdk-<platform>`, an optional dependency the workspace does not
- *   install). Order: the products folder; the platform package beside the SDK, for a caller that
- *   can resolve the SDK (`besideSdk`); `claude` on `PATH`.
- * - codex: the npm package `@openai/codex` is a Node wrapper (`bin/codex.js`) around a platform
- *   package (`@openai/codex-<platform>`) holding the static binary at
- *   `vendor/<target triple>/bin/codex`. On Node 20 the wrapper keeps an extra Node process alive
- *   for the child's whole life, so the binary is spawned directly. Order: the products folder;
- *   `codex` on `PATH`, following an npm wrapper to its binary.
- *
- * The products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
+ * Finding the native `claude` and `codex` binaries: one search for every part of conch that runs
+ * them. Order, claude: the products folder, the SDK's platform package (`besideSdk`), `PATH`;
+ * codex: the products folder, `PATH` (an npm wrapper followed to its binary, which is spawned
+ * directly: on Node 20 the wrapper keeps a Node process alive for the child's whole life). The
+ * products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
  */
 import { existsSync, realpathSync } from 'node:fs'
 import { delimiter, dirname, join } from 'node:path'

@@ -1,13 +1,7 @@
 /**
- * `ctx.subagents`: the provider registry and the run lifecycle every provider shares — the
- * capability check before a provider runs, the publish boundary, local settlement on
- * cancellation, the session-log events, and teardown after the result.
- *
- * A run moves through one state machine:
- *
- *     running ──outcome / cancel──▶ settled ──teardown──▶ disposed
- *                                      │  ▲
- *                                      └──┘ a failed teardown stays `settled` and may be retried
+ * `ctx.subagents`: the provider registry and the run lifecycle every provider shares (capability
+ * check, publish boundary, cancellation, session-log events, teardown). A run is
+ * running → settled → disposed; a failed teardown stays `settled` and may be retried.
  */
 import { setMaxListeners } from 'node:events'
 import { Service, type Context } from 'cordis'
@@ -27,6 +21,7 @@ import {
   type SubagentRun,
   type SubagentServiceApi,
   type SubagentStartData,
+  type SubagentStopReason,
   type SubagentUpdate,
 } from './types.ts'
 import { PROVIDER_NAME } from './out-of-process.ts'
@@ -91,8 +86,7 @@ class Run implements SubagentRun {
     if (this.state !== 'running') return
     if (update.type === 'text') {
       if (update.text === '') return
-      // Text after one of the child's tool calls is its next message: a blank line between them,
-      // in the output and in the update passed on (a background task's output is made of those).
+      // Text after a child tool call is its next message: a blank line before it, also in the update.
       const separator = this.messageEnded ? this.separateMessage() : ''
       this.messageEnded = false
       this.append(update.text)
@@ -140,32 +134,22 @@ class Run implements SubagentRun {
   /** Publishes the provider's run: from now on its outcome, a cancellation or the deadline settles the result. */
   publish(providerRun: ProviderRun): void {
     this.providerRun = providerRun
-    this.deadline = setTimeout(
-      () =>
-        this.settle(
-          this.withTruncation({
-            output: this.partial(),
-            stopReason: 'timeout',
-            diagnostic: `the "${this.provider}" sub-agent did not finish within ${this.timeoutMs} ms (its deadline) and was stopped`,
-          }),
-        ),
-      Math.max(0, this.startedAt + this.timeoutMs - Date.now()),
-    )
+    const late = `the "${this.provider}" sub-agent did not finish within ${this.timeoutMs} ms (its deadline) and was stopped`
+    const left = Math.max(0, this.startedAt + this.timeoutMs - Date.now())
+    this.deadline = setTimeout(() => this.settle(this.partialResult('timeout', late)), left)
     const signal = this.controller.signal
-    const onAbort = (): void =>
-      this.settle(this.withTruncation({ output: this.partial(), stopReason: 'aborted', diagnostic: abortDiagnostic(signal.reason) }))
+    const onAbort = (): void => this.settle(this.partialResult('aborted', abortDiagnostic(signal.reason)))
     if (signal.aborted) onAbort()
     else signal.addEventListener('abort', onAbort, { once: true })
     providerRun.outcome.then(
       (outcome) => this.settle(this.fromOutcome(outcome)),
-      (error: unknown) =>
-        this.settle(this.withTruncation({ output: this.partial(), stopReason: 'error', diagnostic: messageOf(error) })),
+      (error: unknown) => this.settle(this.partialResult('error', messageOf(error))),
     )
   }
 
-  private withTruncation(result: SubagentResult): SubagentResult {
-    if (this.truncated) result.truncated = true
-    return result
+  /** The output reported so far, as a result that ended with `stopReason`. */
+  private partialResult(stopReason: SubagentStopReason, diagnostic: string): SubagentResult {
+    return { output: this.partial(), stopReason, diagnostic, ...(this.truncated && { truncated: true as const }) }
   }
 
   private fromOutcome(outcome: ProviderOutcome): SubagentResult {
@@ -334,8 +318,7 @@ class SubagentService extends Service implements SubagentServiceApi {
     run.addCleanup(release)
 
     // Cancellation sources: the caller's signal and the parent agent's disposal.
-    const abort = (reason: unknown): void => controller.abort(reason)
-    const onCallerAbort = (): void => abort(request.signal?.reason)
+    const onCallerAbort = (): void => controller.abort(request.signal?.reason)
     request.signal?.addEventListener('abort', onCallerAbort, { once: true })
     run.addCleanup(() => request.signal?.removeEventListener('abort', onCallerAbort))
     let unregisterParent: () => void

@@ -1,11 +1,7 @@
 /**
- * The sub-agent contract behind `ctx.subagents`: a registry of named providers, each able to
- * hand a task to another agent (usually in another process) and give back its answer, the
- * partial output it produced when it failed, and a stop reason the parent can act on.
- *
- * The publish boundary: before `start` fulfils, a failure rejects and the provider has cleaned
- * up everything it started. After it fulfils, `result` never rejects — a child that crashes,
- * is cancelled or misbehaves resolves to a `stopReason` with the output collected so far.
+ * The sub-agent contract behind `ctx.subagents`. The publish boundary: before `start` fulfils, a
+ * failure rejects and the provider has cleaned up; after it, `result` never rejects — any end
+ * resolves to a `stopReason` with the output collected so far.
  */
 import type { Agent } from '@conch/agent'
 import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
@@ -73,11 +69,7 @@ export interface SubagentResult {
 
 /** Live information about a running child, for progress displays (ACP tool_call content). */
 export type SubagentUpdate =
-  /**
-   * Answer text the child streamed (appended to the run's output). Text after a `tool` update
-   * starts the child's next message: the output puts a blank line (`\n\n`) between messages,
-   * and the update `onUpdate` receives starts with the line breaks that took.
-   */
+  /** Answer text the child streamed; after a `tool` update it starts a next message, a blank line before it. */
   | { type: 'text'; text: string }
   /** The child started or finished one of its own tool calls. */
   | {
@@ -121,11 +113,7 @@ export interface ProviderRequest extends Readonly<Pick<SubagentRequest, 'prompt'
   readonly runId: string
   /** Aborted when the caller cancels, the run is disposed or the service goes. */
   readonly signal: AbortSignal
-  /**
-   * Reports answer text or a child tool call. Text is appended to the run's output, so a run
-   * that is cancelled or crashes still returns what was reported before. Calls after the run
-   * settled are ignored.
-   */
+  /** Reports answer text (kept in the output, also on failure) or a child tool call; ignored once settled. */
   update(update: SubagentUpdate): void
 }
 
@@ -141,15 +129,11 @@ export interface ProviderOutcome {
 export interface ProviderRun {
   /** The child's own id (an ACP session id, a Codex thread id, a pid …), for logs. */
   readonly childId: string
-  /**
-   * Settles when the child's work ends. A rejection is turned into `error` with the
-   * rejection's message as the diagnostic; it never reaches the caller.
-   */
+  /** Settles when the child's work ends; a rejection becomes `error` with its message as the diagnostic. */
   readonly outcome: Promise<ProviderOutcome>
   /**
-   * Tears the child down and resolves when its process tree is gone. Called exactly once by
-   * the service, after the caller cancelled or the outcome settled. Rejects with a
-   * `SubagentError` `TEARDOWN_FAILED` when processes survive.
+   * Tears the child down, resolving when its tree is gone; called once by the service.
+   * @throws SubagentError `TEARDOWN_FAILED` when processes survive.
    */
   dispose(): Promise<void>
 }

@@ -1,9 +1,6 @@
 /**
- * `@conch/tool-subagent`: the tool the model calls to hand a task to a `ctx.subagents`
- * provider. Mount one row per provider; each registers one tool (`toolName`, default
- * `subagent`). In the foreground the call waits for the child's answer (streaming it as
- * progress, which ACP clients see as the tool call's content); with `run_in_background` it
- * returns a task id at once and the answer is read with `task_output`.
+ * `@conch/tool-subagent`: the tool the model calls to hand a task to a `ctx.subagents` provider,
+ * one tool per row; foreground (the answer streamed as progress) or `run_in_background`.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

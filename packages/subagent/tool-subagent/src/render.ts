@@ -1,13 +1,4 @@
-/**
- * The text the model sees for a sub-agent call. Stable, because snapshot runs compare it:
- *
- * ```
- * <the child's answer, or "(no output)">
- * [subagent: conch, stop: completed, 3.4 s]
- * [output truncated: 812 bytes omitted]      (the answer did not fit the bound)
- * [diagnostic: the "conch" sub-agent exited with code 3 before it answered]   (not completed)
- * ```
- */
+/** The text the model sees for a sub-agent call (the README's "What the model sees"); snapshot runs compare it. */
 import { textOf, type SubagentResult, type SubagentUpdate } from '@conch/subagent'
 import { boundUtf8, truncationNotice, utf8Bytes } from '@conch/tools'
 
