@@ -1,8 +1,7 @@
 'use strict'
 /**
- * The network relay of an agent's container: started by the provider inside the container's
- * network namespace (nsenter --net; only the network namespace is entered, so paths are the
- * host's), it takes one JSON request a line on stdin and answers one JSON line on stdout:
+ * The network relay of an agent's container, run in its network namespace only (paths are the
+ * host's): one JSON request a line on stdin, one JSON answer a line on stdout:
  *
  * - `{"egress": "<socket>"}`: listen on a port of the container's 127.0.0.1 and carry each
  *   connection to the egress proxy's unix socket on the host → `{"egress": <port>}`;

@@ -1,13 +1,9 @@
 /**
- * The container's seccomp profile (`seccomp=<JSON>` in `HostConfig.SecurityOpt`), rendered from
- * the same rules as bubblewrap's BPF filter (`DENIED_SYSCALLS`, `NOSYS_SYSCALLS`,
- * `ARGUMENT_RULES` of `@conch/sandbox`): every call allowed but those, which fail with EPERM
- * (ENOSYS for `NOSYS_SYSCALLS`). It replaces Docker's default profile, whose dangerous calls the
- * list denies too (mounts, namespaces, modules, kexec, BPF, perf, keyrings, userfaultfd, the
- * clock, file handles, io_uring), most of which the capabilities the container lacks refuse as
- * well. The runtime (runc) builds it for its native architecture, whose calls alone it allows:
- * another ABI (i386, x32) gets the runtime's bad-architecture action; a name its libseccomp does
- * not know (`fchmodat2` on an older one) is skipped, and the call is allowed.
+ * The container's seccomp profile (`seccomp=<JSON>` in `HostConfig.SecurityOpt`), from the rules
+ * of bubblewrap's filter (`@conch/sandbox`): every call allowed but those, which fail with EPERM
+ * (ENOSYS for `NOSYS_SYSCALLS`). It replaces Docker's default, whose dangerous calls the list
+ * denies too. runc builds it for the native architecture only (another ABI gets its
+ * bad-architecture action); a name its libseccomp does not know is skipped, so allowed.
  */
 import { ARGUMENT_RULES, DENIED_SYSCALLS, NOSYS_SYSCALLS } from '@conch/sandbox'
 
