@@ -16,10 +16,8 @@ import type { Config } from './config.ts'
 export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
 /**
- * undici's package folder (canonical: resolution follows pnpm's links), which the bootstrap loads
- * by this path to send fetch through the network proxy; undefined when it is not installed. Passed
- * as an argument, so that it is one of the program's own files the sandbox keeps visible: a
- * bootstrap under /tmp would not find its node_modules behind the sandbox's private /tmp.
+ * undici's package folder (canonical), which the bootstrap loads to send fetch through the network
+ * proxy; undefined when not installed. Passed as an argument, so the sandbox keeps it visible.
  */
 export const UNDICI_FOLDER = ((): string | undefined => {
   try {
@@ -79,9 +77,8 @@ export async function confine(
   if (sandbox === undefined) {
     throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
-  // The program's own files — the node executable, the bootstrap and undici — stay visible, read-only,
-  // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
-  // private /tmp.
+  // The program's own files (node, the bootstrap, undici) stay visible, read-only, wherever they
+  // live: under /tmp they would otherwise be hidden by the sandbox's private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
   const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own, ...(agent && { agent }) })
   return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider, ...(confined.relayed !== undefined && { relayed: true }) }

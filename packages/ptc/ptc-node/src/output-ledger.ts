@@ -30,10 +30,6 @@ export class OutputLedger {
     return !this.over && this.used + valueBytes <= this.maxBytes
   }
 
-  get exceeded(): boolean {
-    return this.over
-  }
-
   get logs(): string {
     return this.parts.join('')
   }

@@ -95,9 +95,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
             try {
               process.send({ t: 'reply', id: message.id, ok: false, message: `${message.ns}.${message.fn} returned more than maxMessageBytes ${config.maxMessageBytes}` })
               return
-            } catch {
-              // The queue itself is full: the program is not reading.
-            }
+            } catch {} // the queue itself is full: the program is not reading
           }
           fail('protocol', messageOf(error))
         }
@@ -190,9 +188,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
           fail('protocol', (error as Error).message)
         }
       },
-      () => {
-        // The exit or protocol event that rejected `ready` settles the run.
-      },
+      () => {}, // the exit or protocol event that rejected `ready` settles the run
     )
   })
 }
