@@ -69,7 +69,6 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         .describe('How long to wait for KILLed processes to disappear before reporting them as survivors, in ms.'),
       allowEnv: z
         .array(z.string().min(1))
-        // Optional rather than defaulted, so configs written before it (tests build them literally) stay valid.
         .optional()
         .describe('Parent variables (names, or `*` patterns) a child spawned without `env` keeps although the scrubbing policy drops them.'),
     })
@@ -114,14 +113,15 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       return owned.handle.terminate().then(() => undefined)
     }, 'subprocess.child')
 
+    const refuse = (problem: string, cause?: { cause: unknown }): SubprocessError => {
+      released = true
+      void disposeEffect()
+      return new SubprocessError('SPAWN_FAILED', { program, problem }, cause)
+    }
     // The program is looked up here, as execvp(3) would, because the shell below always starts:
     // a missing program must still fail at once, not as the shell's exit 127.
     const problem = spawnProblem(options.cwd, env.PATH, program)
-    if (problem !== undefined) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem })
-    }
+    if (problem !== undefined) throw refuse(problem)
     let child: ChildProcess
     try {
       // Descriptors conch inherited or a native module left open (not close-on-exec) are closed
@@ -135,17 +135,11 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         windowsHide: true,
       })
     } catch (error) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem: messageOf(error) }, { cause: error })
+      throw refuse(messageOf(error), { cause: error })
     }
     // Node reports ENOENT/EACCES asynchronously, but leaves `pid` unset at once.
     child.on('error', () => {})
-    if (child.pid === undefined) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem: spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start' })
-    }
+    if (child.pid === undefined) throw refuse(spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start')
     const pid = child.pid
     child.stdin?.on('error', () => {})
     const unwatch = options.supervised === true ? tagSupervisor().watch(tag) : () => {}
