@@ -73,27 +73,21 @@ export interface ProcessTable {
    */
   environ(pid: number, name: string): Promise<string | undefined>
   /**
-   * The pids of `pid`'s children, read from the process itself rather than from a listing of
-   * every process: on Linux `/proc/<pid>/task/<tid>/children` of each of its threads (proc(5);
-   * a child is listed under the thread that forked it). `[]` when the process is gone;
-   * undefined when this kernel or platform cannot list children this way (a caller then scans
-   * with `snapshot`). Optional: tables without it are always scanned.
+   * The pids of `pid`'s children, read from the process itself: on Linux
+   * `/proc/<pid>/task/<tid>/children` of each thread (proc(5)). `[]` when the process is gone;
+   * undefined when this kernel or platform cannot list children this way (callers then scan).
    */
   children?(pid: number): Promise<number[] | undefined>
   /**
    * The children a re-parented process would be listed under in `pid`: the kernel adopts an
-   * orphan into the first thread of its new parent that is not exiting (kernel/exit.c,
-   * `find_alive_thread`) — the thread group leader while it runs — so on Linux this reads
-   * `/proc/<pid>/task/<pid>/children` alone, and every thread's list (`children`) once the
-   * leader has exited (a zombie leader of a live process). Children that another thread forked
-   * itself are not listed. Optional: `children` is used without it.
+   * orphan into the first live thread (kernel/exit.c, `find_alive_thread`), so on Linux this
+   * reads the leader's list alone while it runs, every thread's once it has exited.
    */
   adoptedChildren?(pid: number): Promise<number[] | undefined>
   /**
-   * Whether `pid` is the first process (pid 1, the "init") of a PID namespace nested below the
-   * one this table reads — on Linux the `NSpid` line of `/proc/<pid>/status` (proc(5)) lists more
-   * than one pid and ends in 1. False when it is not, or when the process is gone or unreadable.
-   * Optional: tables without it never prove a tree complete through a namespace.
+   * Whether `pid` is the init of a PID namespace nested below the one this table reads (Linux:
+   * the `NSpid` line of `/proc/<pid>/status` lists more than one pid and ends in 1). False when
+   * not, or when gone or unreadable.
    */
   namespaceInit?(pid: number): Promise<boolean>
 }
@@ -110,10 +104,9 @@ export interface TerminateTreeOptions {
   /** The root of the tree (for a terminal, the shell or the sandbox runner). */
   rootPid: number
   /**
-   * The root's start identity (`ProcessEntry.startTime`) when it was started. Given, a process on
-   * `rootPid` with another start time is a stranger on a recycled pid (treated as a gone root),
-   * and the tag sweep skips the environment of processes older than the root (none of them can
-   * have inherited the tag). Without it the root is taken as listed and every environment read.
+   * The root's start identity (`ProcessEntry.startTime`) when it was started: a process on
+   * `rootPid` with another is a stranger on a recycled pid (a gone root), and the tag sweep skips
+   * processes older than the root. Without it the root is taken as listed.
    */
   rootStartTime?: string
   /** Also stop the root after its descendants. */
@@ -128,47 +121,27 @@ export interface TerminateTreeOptions {
   graceMs: number
   /**
    * Also capture (and stop) every process whose environment carries this tag. Needs `discovery`
-   * `'scan'` or `'orphans'` (or `'namespace'`, which sweeps it only when it falls back to a scan). Only processes
-   * that started no earlier than the root inherit it, so the environment of older processes is
-   * not read (see `rootStartTime`).
+   * `'scan'` or `'orphans'` (`'namespace'` sweeps it only when it falls back to a scan).
    */
   tag?: SessionTag
   /**
-   * How the tree is found (default `scan`):
-   * - `scan`: one `snapshot` of every process per discovery, descendants by ppid, plus the tag
-   *   sweep — finds `setsid`/`nohup` daemons that re-parented to init while they keep the tag;
-   * - `children`: only the root's descendants, walked through `ProcessTable.children` (the
-   *   kernel's per-thread children lists), so a teardown reads a few files per member instead of
-   *   every process's. Complete when every process of the tree stays a descendant of the root,
-   *   as in a PID namespace whose init is in the tree (bubblewrap `--unshare-pid`: an orphan
-   *   re-parents to that init, and when the init exits the kernel kills the rest —
-   *   pid_namespaces(7)). Elsewhere a daemon that re-parents away escapes, as it does from a
-   *   scan when it carries no tag. A table without `children` is scanned (without a tag).
-   * - `namespace`: the `children` walk, proven complete by a PID namespace: the walk looks for
-   *   the first descendant that is a namespace's init (`ProcessTable.namespaceInit`; bubblewrap
-   *   `--unshare-pid` starts one), and everything below it lives in its namespace, cannot leave
-   *   it, and is gone once the init is gone (the kernel kills and reaps the rest of a namespace
-   *   before its init becomes a zombie — pid_namespaces(7)). The processes between the root and
-   *   that init (the sandbox's launcher) are trusted not to start daemons of their own. When no
-   *   running descendant is a namespace's init, nothing proves the walk complete and the
-   *   teardown scans, with `tag` when given.
-   * - `orphans`: the `children` walk for the tree, and the tag sweep over the processes a
-   *   re-parented process can hang from instead of every process: the children of init, of this
-   *   process and of its ancestors (a process whose parent exits goes to its nearest child
-   *   subreaper ancestor, else to init — prctl(2) PR_SET_CHILD_SUBREAPER), each one that started
-   *   no earlier than the root and carries the tag taken with everything below it. It misses a
-   *   process started with the tag put back into an environment that had dropped it (one that
-   *   clears its environment escapes every sweep anyway). A table without `children` is scanned.
+   * How the tree is found (default `scan`; README "Discovery"). A table without `children` is
+   * always scanned.
+   * - `scan`: a `snapshot` of every process per discovery, descendants by ppid, plus the tag
+   *   sweep (finds `setsid`/`nohup` daemons that re-parented to init with the tag);
+   * - `children`: only the root's descendants, through `ProcessTable.children`. Complete only
+   *   when the tree cannot leave the root, as under a PID namespace whose init is in it;
+   * - `namespace`: the `children` walk, proven complete by the first descendant that is a PID
+   *   namespace's init: all below it is gone once it is (pid_namespaces(7)). Without one, a scan;
+   * - `orphans`: the `children` walk, and the tag sweep over the children of init, this process
+   *   and its ancestors, where an orphan is re-parented (prctl(2) PR_SET_CHILD_SUBREAPER).
    */
   discovery?: 'scan' | 'children' | 'namespace' | 'orphans'
   /**
-   * Also treat every member of the root's session as tagged, when the root leads one (its
-   * session id, stat field 6, is its pid: node-pty's forkpty and Node's `detached` spawn call
-   * setsid(2)): a process that dropped or overwrote the tag in its environment but never called
-   * setsid itself keeps the session id of the terminal it came from (credentials(7)). Taken
-   * where the tag sweep looks (`discovery` `'scan'` or `'orphans'`; with or without `tag`), only
-   * for processes that started no earlier than the root (needs `rootStartTime`), and only while
-   * the root's pid is not the leader of another session (a recycled pid).
+   * Also treat every member of the root's session as tagged when the root leads one: a process
+   * that dropped the tag but never called setsid keeps the session id (credentials(7)). Where the
+   * tag sweep looks (`scan`, `orphans`), for processes no older than the root (needs
+   * `rootStartTime`), while the root's pid leads no other session.
    */
   session?: boolean
   /**
@@ -178,11 +151,7 @@ export interface TerminateTreeOptions {
   rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /**
-   * Longest poll interval while waiting for processes to go, in ms (default 5). The first look
-   * comes right after the signals (in the same turn of the event loop's check phase), then after
-   * 1, 2, 4 ms.
-   */
+  /** Longest poll interval while waiting for processes to go, in ms (default 5; 1, 2, 4 ms before). */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
@@ -240,19 +209,13 @@ export interface SpawnOptions {
   extraPipes?: number
   /**
    * How the child's tree is found when it is terminated (default `tagged`):
-   * - `tagged`: the root's descendants plus every process carrying the child's tag (a scan of
-   *   every process, see `TerminateTreeOptions.discovery`); the child stays owned after it
-   *   exited while a tagged process is left;
-   * - `descendants`: only the root's descendants, through the kernel's children lists (no scan);
-   *   the child is let go of when it exits. For a child whose tree cannot leave it — a sandbox
-   *   with its own PID namespace — or whose descendants cannot carry the tag anyway (a program
-   *   that empties its environment before it starts anything);
-   * - `session`: the root's descendants through the children lists, plus every process of the
-   *   child's session (the service starts it with setsid(2)) that left the tree, looked for
-   *   among the children of init and of this process's ancestors, where an orphan is re-parented
-   *   (`TerminateTreeOptions.session`, discovery `orphans`). For a child whose descendants carry
-   *   no tag and are not held by a PID namespace (an unconfined program that empties its
-   *   environment); it misses only a process that also called setsid. Ownership as `descendants`.
+   * - `tagged`: the root's descendants plus every process carrying the child's tag (a scan); the
+   *   child stays owned after it exited while a tagged process is left;
+   * - `descendants`: only the root's descendants (discovery `children`); let go of at exit. For a
+   *   tree that cannot leave it (a PID namespace) or cannot carry the tag;
+   * - `session`: as `descendants`, plus the child's session members that left the tree (discovery
+   *   `orphans`, `session`): for an unconfined program that empties its environment; it misses
+   *   only a process that also called setsid.
    */
   tree?: 'tagged' | 'descendants' | 'session'
   /**
