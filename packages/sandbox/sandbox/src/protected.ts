@@ -1,9 +1,7 @@
 /**
  * What a protected path must look like for its protection to hold. A provider binds the
  * canonical path read-only (a mount covers the file, not a name of it), so another hard link of
- * a file, or a symbolic link on the way to it, in a writable path escapes it (the README's
- * `PROTECTED_PATH_LINKED` and `PROTECTED_PATH_SYMLINK` say how). `protectedPathProblem` names the
- * first such path; `ctx.sandbox.confine` refuses with it.
+ * a file, or a symbolic link on the way to it, in a writable path escapes it.
  */
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
 import type { Stats } from 'node:fs'

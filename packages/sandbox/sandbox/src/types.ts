@@ -46,12 +46,10 @@ export interface SandboxPolicy {
    */
   hiddenPaths?: string[]
   /**
-   * The agent the process belongs to. Every process confined for one agent (the same `key`)
-   * lives in one sandbox with it: one loopback and one /tmp, made at the first such
-   * confinement and torn down — every process in it killed, the /tmp removed — when each
-   * owner that confined a process for it has ended. Without it the process has a sandbox of
-   * its own. `network: true` on such a process leaves it the host's network, with the
-   * agent's /tmp.
+   * The agent the process belongs to: every process confined for one `key` shares its sandbox
+   * (one loopback, one /tmp), made at the first and torn down when each owner that confined a
+   * process for it has ended. Without it the process has a sandbox of its own. `network: true`
+   * leaves such a process the host's network, with the agent's /tmp.
    */
   agent?: SandboxAgent
 }
@@ -143,10 +141,8 @@ export interface ConfineResult {
   gaps?: string[]
   /**
    * Set when `argv` is a relay to a process that runs elsewhere (a container's exec), no
-   * descendant of the relay on this host: on a terminal (an exec with a TTY) the terminal the
-   * caller gives `argv` carries its bytes, but readiness, the foreground group and the teardown
-   * belong to the relayed process's terminal; without one, its processes are found by a tag in
-   * the environment the relay passes on.
+   * descendant of the relay on this host: readiness, the foreground group and the teardown
+   * belong to the relayed process; without a terminal, its processes are found by a tag.
    */
   relayed?: RelayedProcess
 }
@@ -264,14 +260,10 @@ export interface SandboxServiceApi {
    * Wraps `argv` with the first registered provider for this platform whose probe succeeds (each
    * provider is probed at most once; the verdict is cached).
    * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown mode,
-   * an empty argv); `SANDBOX_UNAVAILABLE` with a message that names each provider's probe
-   * failure, how to install one (e.g. `apt-get install bubblewrap`), and how to choose
-   * `danger-full-access` explicitly; `PROTECTED_PATH_LINKED` for a protected regular file with
-   * more than one hard link (st_nlink) on the device of a path the sandbox may write;
-   * `PROTECTED_PATH_SYMLINK` for a protected path, as given, that goes through a symbolic link
-   * whose directory entry lies in a path the sandbox may write (each names the path, the link
-   * count or the link and its target, and what to do); `PROTECTED_CODE_WRITABLE` for a path the
-   * sandbox may write that holds code registered with `protect(paths, {code: true})`.
+   * an empty argv); `SANDBOX_UNAVAILABLE` naming each provider's probe failure and the fix;
+   * `PROTECTED_PATH_LINKED` (a protected file with another hard link on a writable device),
+   * `PROTECTED_PATH_SYMLINK` (a protected path through a symbolic link in a writable path) and
+   * `PROTECTED_CODE_WRITABLE` (a writable path holding code registered with `{code: true}`).
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
@@ -284,48 +276,33 @@ export interface SandboxServiceApi {
   probe?(): Promise<boolean>
   /**
    * Keeps `paths` read-only inside every sandbox confined from now on, whatever the mode and the
-   * workspace — for the files a running harness was composed from and the code it runs, so a
-   * confined process cannot rewrite the configuration that confines it. Paths must be absolute;
-   * they are made canonical (realpath(3)), and paths that do not exist are ignored. The disposer,
-   * tied to the caller's plugin scope, removes them again. Each path is also kept as given, for
-   * the checks `confine` makes of its shape (hard links, symbolic links on the way).
+   * workspace, so a confined process cannot rewrite the configuration that confines it. Paths are
+   * made canonical (missing ones ignored) and also kept as given for `confine`'s link checks. The
+   * disposer, tied to the caller's plugin scope, removes them.
    *
-   * With `code: true` the paths are code the host runs that lives outside the installation (a
-   * composition's local plugins and what they import): besides being read-only, none may lie
-   * inside a path a sandbox may write. Node's resolution looks for files that need not exist yet
-   * (a `lib.ts` tsx prefers to `lib.js`, a nearer `node_modules` or `package.json`), a plugin may
-   * import more after the boot, and a file inside a protected folder may have another name in the
-   * writable path: none of that a read-only mount of the paths covers, so `confine` refuses such a
-   * sandbox (`PROTECTED_CODE_WRITABLE`) instead.
+   * With `code: true` the paths are code the host runs from outside its installation: none may
+   * lie inside a writable path either (`PROTECTED_CODE_WRITABLE`), since Node's resolution may
+   * pick up new files there that no read-only mount covers.
    * @throws SandboxError `INVALID_POLICY` for a relative path.
    */
   protect?(paths: readonly string[], options?: { code?: boolean }): () => void
   /** The canonical paths registered with `protect`, in registration order, without duplicates. */
   protectedPaths?(): string[]
   /**
-   * Hides `paths` inside every sandbox confined from now on, whatever the mode and the workspace:
-   * a confined process can neither read nor write them (a folder looks empty and read-only) —
-   * for host state no terminal may touch, such as the private homes of pooled agent CLIs. A
-   * confinement's own `writablePaths` inside a hidden path stay visible and writable (a pooled
-   * CLI keeps its own home, and sees no other). Paths must be absolute; they are made canonical,
-   * and paths that do not exist are ignored (hide a folder that exists, and what is created in
-   * it later is hidden too). The disposer, tied to the caller's plugin scope, removes them.
-   * Each path's identity (device and inode, lstat(2)) is kept: a folder moved away or replaced
-   * since — a confined process whose workspace holds it can rename it or a folder above it —
-   * makes every later `confine` fail with `HIDDEN_PATH_MOVED` naming it, instead of hiding an
-   * empty place while the folder sits readable elsewhere.
+   * Hides `paths` inside every sandbox confined from now on: a confined process can neither read
+   * nor write them (a folder looks empty and read-only), except a confinement's own
+   * `writablePaths` inside one. Paths are made canonical (missing ones ignored); the disposer,
+   * tied to the caller's plugin scope, removes them. Each one's identity (lstat(2)) is kept: one
+   * moved or replaced since makes every later `confine` fail with `HIDDEN_PATH_MOVED`.
    * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
    */
   hide?(paths: readonly string[]): () => void
   /** The canonical paths registered with `hide`, in registration order, without duplicates. */
   hiddenPaths?(): string[]
   /**
-   * Declares what programs started later in an agent's sandbox need there (see `AgentProvisions`),
-   * for every agent sandbox made from now on: a provider whose mounts are fixed when an agent's
-   * sandbox is made (`fixedMounts`, a container) binds them then; one that shows the host's files
-   * and takes `writablePaths` per process (bubblewrap) needs none of it. Paths must be absolute;
-   * they are made canonical, and paths that do not exist are ignored. The disposer, tied to the
-   * caller's plugin scope, removes them.
+   * Declares what programs started later in an agent's sandbox need there (`AgentProvisions`), for
+   * every agent sandbox made from now on (bound by `fixedMounts` providers). Paths are made
+   * canonical (missing ones ignored); the disposer, tied to the caller's plugin scope, removes them.
    * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
    */
   provision?(provisions: Partial<AgentProvisions>): () => void
