@@ -1,11 +1,8 @@
 /**
  * Files and folders beneath a trusted root, reached without following anything a less trusted
- * process could have planted: the one place conch opens host paths a sandbox may write near.
- * Every folder below the root is opened one component at a time relative to the descriptor of
- * the folder above (`/proc/self/fd/<fd>/<name>`, `O_DIRECTORY | O_NOFOLLOW`), every file through
- * its folder's handle (`O_NOFOLLOW | O_NONBLOCK`, then fstat(2)); the rules of each call, and
- * the weaker check without `/proc/self/fd` (macOS), are in the README ("Paths beneath a trusted
- * root").
+ * process could have planted: each folder opened one component at a time relative to the one
+ * above (`/proc/self/fd/<fd>/<name>`, `O_DIRECTORY | O_NOFOLLOW`), each file through its folder
+ * (`O_NOFOLLOW | O_NONBLOCK`, then fstat(2)). README: "Paths beneath a trusted root".
  */
 import {
   closeSync,
@@ -117,12 +114,15 @@ export interface FolderIdentity {
   ino: number
 }
 
-/** A folder open by descriptor, its path (for messages) and its fstat(2). The caller closes `fd`. */
+/** A folder or file open by descriptor, its path (for messages) and its fstat(2). The caller closes `fd`. */
 export interface OpenFolder {
   fd: number
   path: string
   stats: Stats
 }
+
+/** A regular file open for reading, as `OpenFolder`. */
+export type OpenFile = OpenFolder
 
 export interface BeneathOptions {
   /** The trusted folder the walk starts from (absolute); `/` by default, and when `path` is not inside it. */
@@ -130,9 +130,9 @@ export interface BeneathOptions {
   /** Device and inode `root` must still have. */
   rootIdentity?: FolderIdentity
   /**
-   * Below a folder every user may write (mode `o+w`, such as `/tmp`), other than the root, refuse
-   * (`PATH_SHARED`) the target lying directly in it, and a folder on the way that is not this
-   * user's or is open to others' writes: anyone could have made it, or could replace it.
+   * Below a folder every user may write (`o+w`, such as `/tmp`) other than the root, refuse
+   * (`PATH_SHARED`) the target directly in it, and a folder on the way not this user's or open to
+   * others' writes: anyone could have made or could replace it.
    */
   checkShared?: boolean
   fs?: BeneathFs
@@ -370,13 +370,11 @@ export function readOpen(fd: number, maxBytes: number, fs: BeneathFs = nodeBenea
 const REMOVE_DEPTH = 64
 
 /**
- * Removes `path` (absolute) and, when it is a folder, everything below it, reached from the root
- * as `openFolder` does. Each folder is opened without following a link and emptied through its
- * descriptor; any other entry (a link, a file, a hard link to a host file) is unlinked, never
- * followed: a name swapped for a link between the listing and the open is unlinked as a link.
- * What lies deeper than `REMOVE_DEPTH` folders is renamed into the top folder and removed from
- * there, so a tree of any depth takes bounded descriptors and stack. Nothing happens when `path`
- * is missing.
+ * Removes `path` (absolute) and everything below it, reached as `openFolder` does. Each folder is
+ * opened without following a link and emptied through its descriptor; anything else is unlinked,
+ * never followed (a name swapped for a link meanwhile is unlinked as a link). What lies deeper
+ * than `REMOVE_DEPTH` is moved up into the top folder first, bounding descriptors and stack.
+ * Nothing happens when `path` is missing.
  * @throws BeneathError as `openFolder`, for a folder above `path`; Error from unlink(2), rmdir(2) or rename(2) otherwise.
  */
 export function removeTree(path: string, options: BeneathOptions = {}): void {
@@ -431,13 +429,6 @@ export function removeTree(path: string, options: BeneathOptions = {}): void {
   }
   const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
   inFolder(trimmed, { ...options, create: false }, (folder) => remove(folder, basename(trimmed)))
-}
-
-/** A regular file open for reading, with its fstat(2). The caller closes `fd`. */
-export interface OpenFile {
-  fd: number
-  path: string
-  stats: Stats
 }
 
 /**

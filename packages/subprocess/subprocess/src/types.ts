@@ -1,11 +1,7 @@
 /**
- * Process-tree primitives shared by every package that starts processes (the PTY backend,
- * one-shot children, later providers), and the `ctx.subprocess` contract.
- *
- * Identity: a pid alone is never enough to signal a process, because pids are recycled. A
- * process is identified by its pid plus its start time — on Linux field 22 (`starttime`, in
- * clock ticks since boot) of /proc/<pid>/stat (proc(5)); on macOS `ps -o lstart`. Every
- * signal is sent only after re-reading the identity and finding it unchanged.
+ * Process-tree primitives shared by every package that starts processes, and the
+ * `ctx.subprocess` contract. Pids are recycled, so a process is its pid plus its start time
+ * (Linux: /proc/<pid>/stat field 22, proc(5); macOS: `ps -o lstart`), re-read before each signal.
  */
 import type { Duplex } from 'node:stream'
 import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
@@ -18,10 +14,7 @@ export interface ProcFs {
   readlink(path: string): Promise<string>
 }
 
-/**
- * Fields of /proc/<pid>/stat (proc(5)), parsed after the *last* `)` so a `comm` containing
- * spaces or parentheses cannot shift them.
- */
+/** Fields of /proc/<pid>/stat (proc(5)), parsed after the *last* `)` so no `comm` can shift them. */
 export interface ProcStat {
   pid: number
   /** Executable name as the kernel reports it (at most 15 bytes). */
@@ -67,10 +60,7 @@ export interface ProcessTable {
   snapshot(): Promise<ProcessEntry[]>
   /** One process, or undefined when it is gone (or its stat cannot be read). */
   get(pid: number): Promise<ProcessEntry | undefined>
-  /**
-   * The value of environment variable `name` in the process's initial environment
-   * (Linux /proc/<pid>/environ; macOS `ps -E`), or undefined when absent or unreadable.
-   */
+  /** Variable `name` of the process's initial environment (/proc/<pid>/environ, `ps -E`); undefined when absent or unreadable. */
   environ(pid: number, name: string): Promise<string | undefined>
   /**
    * The pids of `pid`'s children, read from the process itself: on Linux
@@ -112,9 +102,8 @@ export interface TerminateTreeOptions {
   /** Also stop the root after its descendants. */
   includeRoot: boolean
   /**
-   * Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals
-   * use SIGHUP). SIGKILL skips the root's grace, and the root's children are read again right
-   * after it, so a child forked after the capture is ended too (see `terminateTree`).
+   * Signal sent to the root first (default SIGTERM; terminals use SIGHUP). SIGKILL skips the
+   * root's grace, and its children are read again right after it (see `terminateTree`).
    */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
@@ -144,10 +133,7 @@ export interface TerminateTreeOptions {
    * `rootStartTime`), while the root's pid leads no other session.
    */
   session?: boolean
-  /**
-   * Settles when the root has exited — e.g. the `exit` event of a child this process started
-   * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.
-   */
+  /** Settles when the root has exited (a child's `exit` event): a wait then looks again at once. */
   rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
@@ -155,20 +141,13 @@ export interface TerminateTreeOptions {
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
-  /**
-   * The first signal for a captured descendant; default SIGTERM. Interactive shells ignore
-   * SIGTERM (bash(1), SIGNALS), so a terminal's teardown hangs its shell up with SIGHUP instead.
-   */
+  /** The first signal for a captured descendant; default SIGTERM (interactive shells ignore it: bash(1) SIGNALS). */
   signalFor?: (record: ProcessRecord) => NodeJS.Signals | undefined
   /** Sends a signal; defaults to `process.kill`. Injectable so the identity fence is testable on fixtures. */
   kill?: (pid: number, signal: NodeJS.Signals) => void
 }
 
-/**
- * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
- * `survivors` lists those still present after KILL — a non-empty list is a failed teardown
- * that the caller may retry.
- */
+/** Result of a teardown: captured processes gone (zombies included), and those left after KILL (a failure to retry). */
 export interface TerminateReport {
   stopped: ProcessRecord[]
   survivors: ProcessRecord[]
@@ -179,10 +158,7 @@ export interface ChildHandle {
   readonly pid: number
   readonly stdout: NodeJS.ReadableStream
   readonly stderr: NodeJS.ReadableStream
-  /**
-   * The extra pipes asked for with `SpawnOptions.extraPipes`: `extra[0]` is the child's fd 3,
-   * `extra[1]` its fd 4, … (duplex sockets; empty when none were asked for).
-   */
+  /** The pipes of `SpawnOptions.extraPipes` (duplex sockets): `extra[0]` is the child's fd 3, … */
   readonly extra: readonly Duplex[]
   write(data: string | Uint8Array): void
   end(): void
@@ -202,10 +178,7 @@ export interface SpawnOptions {
   env?: Record<string, string>
   /** Aborting terminates the child's tree. */
   signal?: AbortSignal
-  /**
-   * How many pipes to open beyond stdin, stdout and stderr (default 0): the child sees them as
-   * fd 3, 4, … (a control channel that is neither stdout nor stderr). At most 4.
-   */
+  /** How many pipes beyond stdio to open, seen as fd 3, 4, … (default 0, at most 4). */
   extraPipes?: number
   /**
    * How the child's tree is found when it is terminated (default `tagged`):
@@ -219,9 +192,8 @@ export interface SpawnOptions {
    */
   tree?: 'tagged' | 'descendants' | 'session'
   /**
-   * Whether the tag supervisor (see `tagSupervisor`) watches the child's tag while the child is
-   * owned (default false): if conch dies, even by SIGKILL, every process still carrying the tag
-   * is killed. For an unconfined child, whose daemons no PID namespace ends.
+   * Whether the tag supervisor watches the child's tag while it is owned (default false): if
+   * conch dies, even by SIGKILL, what carries the tag is killed. For an unconfined child.
    */
   supervised?: boolean
 }
@@ -242,13 +214,11 @@ export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode>
 /** The public surface of `ctx.subprocess` (implemented by the default-exported `SubprocessService`). */
 export interface SubprocessServiceApi {
   /**
-   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group,
-   * owned by the service and (through the tracker) by the caller's plugin scope: disposing either
-   * terminates its tree and awaits it, as does aborting `signal` (an already aborted signal throws
-   * its reason). Without `env` the environment is `scrubbedEnv(process.env, {allow: allowEnv})`;
-   * the service adds `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they
-   * re-parent. It stays owned until it has exited and no process carrying its tag is left
-   * (`tree`: how its tree is found, and when ownership ends).
+   * Starts `argv` with piped stdio in its own session and process group, owned by the service
+   * and the caller's plugin scope: disposing either, or aborting `signal`, terminates its tree and
+   * awaits it (an already aborted signal throws its reason). Without `env` the environment is
+   * `scrubbedEnv(process.env, {allow: allowEnv})`; `CONCH_SUBPROCESS_TAG` is added. It stays owned
+   * until it has exited and (with `tree: 'tagged'`) no tagged process is left.
    * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
    *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
    */
