@@ -218,9 +218,8 @@ function jsonProblem(value) {
       case 'bigint':
         return `${path} is a BigInt`
       case 'function':
-        return `${path} is a function`
       case 'symbol':
-        return `${path} is a symbol`
+        return `${path} is a ${typeof item}`
       default: {
         if (item === null) return undefined
         if (stack.has(item)) return `${path} is a cycle`

@@ -21,9 +21,8 @@ export function isLosslessJson(value: unknown): string | undefined {
       case 'bigint':
         return `${path} is a BigInt`
       case 'function':
-        return `${path} is a function`
       case 'symbol':
-        return `${path} is a symbol`
+        return `${path} is a ${typeof item}`
       case 'object': {
         if (item === null) return undefined
         if (stack.has(item)) return `${path} is a cycle`
