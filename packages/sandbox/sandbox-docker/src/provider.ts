@@ -10,7 +10,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, SYSTEM_ROOTS, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
+import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, systemRootOf, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { seccompProfile } from './seccomp.ts'
 import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
@@ -514,10 +514,7 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   return list
 }
 
-/**
- * The provisioned folders outside the workspace (inside it they are there already): each program
- * folder read-only, and the agent's own folder of each homes folder (made here, mode 0700) writable.
- */
+/** The provisioned mounts: each program folder read-only, the agent's own folder of each homes folder (made here, 0700) writable. */
 function provisioned(policy: ConfinePolicy, key: string): Docker.MountSettings[] {
   const programs = programFolders(policy).map((path): Docker.MountSettings => ({ Type: 'bind', Source: path, Target: path, ReadOnly: true }))
   const homes = (policy.provisions?.homes ?? []).filter((path) => !overlaps(path, policy.workspaceRoot)).map((folder): Docker.MountSettings => {
@@ -537,14 +534,8 @@ const overlaps = (path: string, other: string) => path === other || path.startsW
  */
 function programFolders(policy: ConfinePolicy): string[] {
   return (policy.provisions?.programs ?? []).filter(
-    (path) => !overlaps(path, policy.workspaceRoot) && !systemFolder(path) && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
+    (path) => !overlaps(path, policy.workspaceRoot) && systemRootOf(path) === undefined && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
   )
-}
-
-/** Whether `path` is `/` or in one of the system's folders (`SYSTEM_ROOTS`, `/lib*` any top-level folder named lib…). */
-function systemFolder(path: string): boolean {
-  const top = `/${path.split('/')[1] ?? ''}`
-  return path === '/' || SYSTEM_ROOTS.some((root) => (root.endsWith('*') ? top.startsWith(root.slice(0, -1)) : top === root))
 }
 
 /** The `conch.held` label: a JSON array of absolute paths (anything else reads as none). */

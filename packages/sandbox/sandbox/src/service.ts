@@ -167,8 +167,8 @@ export function workspaceRootProblem(path: string, options: { own?: readonly str
   )
 }
 
-/** The entry of `SYSTEM_ROOTS` (or `/`) that `path` (absolute, normalized) is or lies below. */
-function systemRootOf(path: string): string | undefined {
+/** The entry of `SYSTEM_ROOTS` (or `/`, or the `/lib…` folder) that `path` (absolute, normalized) is or lies below. */
+export function systemRootOf(path: string): string | undefined {
   if (path === '/') return '/'
   const top = `/${path.split('/')[1]}`
   if (top.startsWith('/lib')) return top
