@@ -1,10 +1,7 @@
 /**
- * The egress proxy: the one way out of a sandbox whose network policy is an allowlist. It listens
- * on a unix socket (bind-mounted into the sandbox) and serves HTTP CONNECT (RFC 9110 §9.3.6) and
- * plain HTTP requests in absolute form (RFC 9112 §3.2.2), for hosts an allowlist pattern names.
- * Hostile by default: how a host is matched, why a wildcard never reaches the host's own
- * addresses, the single resolution, the allowed ports and the bounds are tabled in @conch/sandbox-local's README
- * (the egress proxy section), which every provider's proxy follows.
+ * The egress proxy: the one way out of a sandbox whose network is an allowlist. On a unix socket
+ * it serves HTTP CONNECT (RFC 9110 §9.3.6) and absolute-form HTTP (RFC 9112 §3.2.2) for the hosts
+ * a pattern names. Its matching, resolution, ports and bounds: @conch/sandbox-local's README ("Egress proxy").
  */
 import { lookup } from 'node:dns/promises'
 import { chmodSync, lstatSync, rmSync } from 'node:fs'

@@ -1,12 +1,8 @@
 /**
- * The conch process that made something a provider leaves on the host when conch is killed (a
- * folder, a container, a deny-write placeholder), as that thing records it, so that a later
- * conch can tell whether its maker has ended and remove it (`SandboxProvider.sweep`).
- *
- * A pid names a process only in its PID namespace (pid_namespaces(7)): a conch in another one —
- * a container that shares the folder, `unshare --pid` — reads there another process or none. So
- * the record keeps the namespace with the pid and its start time (proc(5) stat field 22, which a
- * reused pid does not repeat), and a maker of another namespace is never judged ended.
+ * The conch process that made something a provider leaves on the host when conch is killed, as
+ * that thing records it, so a later conch can tell whether its maker has ended (`sweep`). A pid
+ * names a process only in its PID namespace (pid_namespaces(7)), so the record keeps the
+ * namespace, pid and start time, and a maker of another namespace is never judged ended.
  */
 import { readFileSync, readlinkSync } from 'node:fs'
 import { parseProcStat } from '@conch/subprocess'

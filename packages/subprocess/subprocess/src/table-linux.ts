@@ -1,11 +1,7 @@
-/**
- * The Linux process table, read from procfs (proc(5)): `/proc/<pid>/stat` for the tree and the
- * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags,
- * `/proc/<pid>/task/<tid>/children` for one process's children, the `NSpid` line of
- * `/proc/<pid>/status` for the init of a nested PID namespace.
- */
+/** The Linux process table, read from procfs (proc(5)). */
 import { nodeProcFs } from './proc-fs.ts'
 import { parseProcStat } from './proc-stat.ts'
+import { isEnded } from './signal.ts'
 import type { ProcessEntry, ProcessTable, ProcFs } from './types.ts'
 
 /**
@@ -63,9 +59,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     async adoptedChildren(pid) {
       const leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`).catch(() => undefined)
       if (leader === undefined) return []
-      // The leader's state (after the last `)`): a zombie or dead leader adopts nothing itself.
-      const state = leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3)
-      if (state === 'Z' || state === 'X' || state === 'x') return children(pid)
+      // A zombie or dead leader adopts nothing itself.
+      if (isEnded(leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3))) return children(pid)
       const own = await fs.readFile(`/proc/${pid}/task/${pid}/children`).catch(() => undefined)
       return own === undefined ? children(pid) : listed(own)
     },
