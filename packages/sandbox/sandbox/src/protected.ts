@@ -43,16 +43,11 @@ export function isWithin(path: string, root: string): boolean {
 }
 
 /**
- * The first protected path whose protection a process confined with `writable` (canonical,
- * absolute folders it may write) could get around, or undefined when there is none:
- *
- * - `PROTECTED_PATH_SYMLINK`: a component of the path as given is a symbolic link whose own
- *   directory entry lies inside a writable path;
- * - `PROTECTED_PATH_LINKED`: the canonical path is a regular file with `st_nlink` > 1 on the
- *   device of a writable path.
- *
- * Folders are not looked into: the files inside a protected folder are not checked for other
- * names (a pnpm install hard-links them from its store).
+ * The first protected path whose protection a process that may write `writable` (canonical
+ * folders) could get around, or undefined: `PROTECTED_PATH_SYMLINK` when a component of the path
+ * as given is a symbolic link whose entry lies in a writable path; `PROTECTED_PATH_LINKED` when
+ * the canonical path is a regular file with `st_nlink` > 1 on a writable path's device. Files
+ * inside a protected folder are not looked at (a pnpm install hard-links them from its store).
  */
 export function protectedPathProblem(
   paths: readonly ProtectedPath[],

@@ -1,10 +1,8 @@
 /**
- * Closing the descriptors a child would inherit. Node opens its own descriptors close-on-exec,
- * but not those the process itself inherited (`conch run 200<~/.ssh/key 201>>../out`) nor those
- * native modules open without the flag (node-pty's PTY masters): every child gets them, and
- * through `/proc/self/fd/<n>` a confined program would read a masked file, append outside its
- * sandbox, or type into another terminal. Node has no fcntl(2) and libuv closes nothing in the
- * child, so a small shell closes them between fork and the program's exec.
+ * Closing the descriptors a child would inherit: those conch itself inherited
+ * (`conch run 200<~/.ssh/key`) and those native modules open without close-on-exec (node-pty's
+ * masters) would let a confined program read a masked file or type into another terminal. Node
+ * has no fcntl(2), so a small shell closes them between fork and the program's exec.
  */
 import { existsSync } from 'node:fs'
 

@@ -67,10 +67,9 @@ const sweep = () => {
   }
   return found
 }
-// Where a tagged orphan hangs: init and this process's ancestors (after conch died this process
-// was re-parented where conch's orphans went). Each look reads their children newest first, and
-// only pids it has not passed over before: a process that keeps forking and leaving (a new pid
-// each time) outruns full sweeps of /proc.
+// Where a tagged orphan hangs: init and this process's ancestors. Each look reads their children
+// newest first, skipping pids passed over before: a process that keeps forking and leaving
+// outruns full sweeps of /proc.
 const passed = new Set()
 const hosts = () => {
   const found = [1]
