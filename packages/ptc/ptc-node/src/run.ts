@@ -1,12 +1,8 @@
 /**
- * One program run on one process, as a state machine:
- *
- *   waiting (for the process to be ready) → running (program sent) → settling (outcome chosen,
- *   tree being ended) → settled (result returned)
- *
- * The first outcome wins — the terminal frame, the deadline, the caller's abort, a protocol
- * violation, an exit, the output budget — and every later event is ignored. The result is
- * returned only after the process tree is gone.
+ * One program run on one process, as a state machine: waiting (for ready) → running (program
+ * sent) → settling (outcome chosen, tree being ended) → settled. The first outcome wins (done
+ * frame, deadline, abort, protocol violation, exit, output budget); the result comes only after
+ * the process tree is gone.
  */
 import { isLosslessJson, type PtcBinding, type PtcFailure, type PtcFailureKind, type PtcResult, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
 import { messageOf } from '@conch/errors'

@@ -164,9 +164,8 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 }
 
 /**
- * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
- * one loopback among an agent's processes here, default true; `rootWritable`: whether
- * workspace-write may write the system's files, a container's own copy, default false), e.g.
+ * The one-line system-prompt section for a policy (`loopbackShared`: an agent's processes share
+ * one loopback; `rootWritable`: workspace-write may write a container's system files), e.g.
  * `Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (…); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
 export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, rootWritable = false): string {

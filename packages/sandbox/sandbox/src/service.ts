@@ -83,9 +83,8 @@ export const maxExposedPorts = z
   .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED.")
 
 /**
- * The temporary roots every user of a machine shares, refused as workspace roots even where they
- * are not world-writable (FHS 3.0 §3.18 `/tmp`, §5.15 `/var/tmp`; `/dev/shm` is the POSIX shared
- * memory folder; macOS keeps them under `/private`). A folder of one's own inside one is accepted.
+ * The temporary roots every user shares (FHS 3.0 §3.18, §5.15; POSIX shared memory; macOS's
+ * `/private`), refused as workspace roots even where not world-writable; a folder inside one is not.
  */
 export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', '/run/shm', '/run/lock', '/var/lock', '/private/tmp', '/private/var/tmp']
 
@@ -96,11 +95,7 @@ export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', 
  */
 export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var', '/run']
 
-/**
- * Folders that hold other people's or other programs' folders (FHS 3.0 §3.8 `/home`, §3.13 `/opt`,
- * §3.17 `/srv`, §3.11 `/mnt`, §3.10 `/media`): refused themselves; a project below one
- * (`/home/u/p`, `/srv/app`) is accepted.
- */
+/** Folders that hold others' folders (FHS 3.0 §3.8, 3.10, 3.11, 3.13, 3.17): refused themselves, not what is below. */
 export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt', '/media']
 
 /**

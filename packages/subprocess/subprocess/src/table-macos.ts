@@ -56,11 +56,9 @@ export function environFromPsLine(line: string, name: string): string | undefine
 }
 
 /**
- * A `ProcessTable` over `ps` (default: runs /bin/ps through `execFile`; inject `run` to test
- * with recorded output). Identity is `lstart`, which has a resolution of one second: a pid
- * recycled within the same second is not detected. `environ` answers from one `ps -E` listing
- * taken after the latest `snapshot()` (one ps run per teardown scan instead of one per process);
- * ps shows other users' environments only to root.
+ * A `ProcessTable` over `ps` (`run` injectable for recorded output). Identity is `lstart`, to the
+ * second: a pid recycled within one second is not detected. `environ` answers from one `ps -E`
+ * listing per `snapshot()`; ps shows other users' environments only to root.
  */
 export function macosProcessTable(run: PsRunner = runPs): ProcessTable {
   let environListing: Promise<Map<number, string>> | undefined

@@ -439,15 +439,12 @@ async function protectedPids(table: ProcessTable, entries?: readonly ProcessEntr
 }
 
 /**
- * Stops the process tree under `rootPid` and proves it is gone: capture (with `tag`, tagged
- * processes too) before any signal → TERM children-first, SIGCONT the stopped → wait up to
- * `graceMs` → rescan, freeze (SIGSTOP), rescan until nothing new → KILL → verify; with
- * `includeRoot`, the same for the root (`rootSignal`). The README ("The teardown ladder") gives
- * each rung and its reasons; the `Teardown` methods above carry them in code.
- *
- * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
- * teardown (e.g. EPERM, or uninterruptible sleep); call again to retry — nothing is cached.
- * Init, this process and its ancestors are never signalled.
+ * Stops the process tree under `rootPid` and proves it is gone: capture before any signal → TERM
+ * children-first, SIGCONT the stopped → wait up to `graceMs` → rescan, freeze (SIGSTOP), rescan
+ * until nothing new → KILL → verify; with `includeRoot`, the same for the root (`rootSignal`).
+ * README: "The teardown ladder". Resolves with every captured process as `stopped` or `survivors`
+ * (a failed teardown, e.g. EPERM: call again to retry). Init, this process and its ancestors are
+ * never signalled.
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
