@@ -260,13 +260,9 @@ function log(stream, args) {
  * when the program first touches it rather than up front.
  */
 function installOutput() {
-  const shim = {
-    log: (...args) => log('out', args),
-    info: (...args) => log('out', args),
-    debug: (...args) => log('out', args),
-    warn: (...args) => log('err', args),
-    error: (...args) => log('err', args),
-  }
+  const shim = {}
+  for (const method of ['log', 'info', 'debug']) shim[method] = (...args) => log('out', args)
+  for (const method of ['warn', 'error']) shim[method] = (...args) => log('err', args)
   Object.defineProperty(globalThis, 'console', { value: Object.freeze(shim), writable: true, configurable: true })
   const writer = (stream) =>
     function write(chunk, encoding, callback) {

@@ -4,7 +4,7 @@
  * a pattern names. Its matching, resolution, ports and bounds: @conch/sandbox-local's README ("Egress proxy").
  */
 import { lookup } from 'node:dns/promises'
-import { chmodSync, lstatSync, rmSync } from 'node:fs'
+import { chmodSync, lstatSync, rmSync, type Stats } from 'node:fs'
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { networkInterfaces } from 'node:os'
@@ -295,22 +295,18 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
 /** Checks that the socket's folder is a real directory of this user's with no access for others, and clears a stale socket. */
 function privateFolder(socketPath: string): void {
-  const folder = dirname(socketPath)
   const uid = typeof process.getuid === 'function' ? process.getuid() : 0
-  let stats
-  try {
-    stats = lstatSync(folder)
-  } catch {
-    stats = undefined
-  }
+  const stats = lstatOf(dirname(socketPath))
   if (!stats?.isDirectory() || stats.uid !== uid || (stats.mode & 0o077) !== 0) throw new SandboxError('EGRESS_SOCKET_UNSAFE', { path: socketPath, uid })
-  let existing
+  if (lstatOf(socketPath)?.isSocket()) rmSync(socketPath)
+}
+
+function lstatOf(path: string): Stats | undefined {
   try {
-    existing = lstatSync(socketPath)
+    return lstatSync(path)
   } catch {
-    return
+    return undefined
   }
-  if (existing.isSocket()) rmSync(socketPath)
 }
 
 /** The variables that send a process's HTTP and HTTPS through a relay to the proxy, listening on `port` of its loopback. */

@@ -26,21 +26,17 @@ export interface OwnerProc {
   pidNamespace(): string | undefined
 }
 
+const tried = <T>(read: () => T): T | undefined => {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
+}
+
 export const nodeOwnerProc: OwnerProc = {
-  stat(pid) {
-    try {
-      return readFileSync(`/proc/${pid}/stat`, 'utf8')
-    } catch {
-      return undefined
-    }
-  },
-  pidNamespace() {
-    try {
-      return readlinkSync('/proc/self/ns/pid')
-    } catch {
-      return undefined
-    }
-  },
+  stat: (pid) => tried(() => readFileSync(`/proc/${pid}/stat`, 'utf8')),
+  pidNamespace: () => tried(() => readlinkSync('/proc/self/ns/pid')),
 }
 
 /** The inode in a namespace link (`pid:[4026531836]`), or undefined for any other text. */
