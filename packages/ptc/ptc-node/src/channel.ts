@@ -96,9 +96,8 @@ export class FrameDecoder {
   }
 
   /**
-   * What of an unfinished frame is buffered: `have` bytes (prefix included) of `announced`
-   * (4 + the prefix's length, or undefined while the prefix itself is incomplete); undefined
-   * when every byte fed belongs to a complete frame, or after a violation.
+   * What of an unfinished frame is buffered: `have` bytes of `announced` (4 + the prefix's length;
+   * undefined while the prefix is incomplete). Undefined when none is, or after a violation.
    */
   get unfinished(): { have: number; announced: number | undefined } | undefined {
     if (this.broken) return undefined
@@ -179,10 +178,7 @@ export function parseChildMessage(value: unknown): ChildMessage {
   }
 }
 
-/**
- * Writes frames to the child with the queue bounded: a write that would leave more than
- * `maxMessageBytes` unflushed (the child is not reading) throws instead of buffering.
- */
+/** Writes frames to the child; a write that would leave more than `maxMessageBytes` queued throws. */
 export class FrameWriter {
   constructor(
     private readonly stream: Duplex,

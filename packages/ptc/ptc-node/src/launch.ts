@@ -9,10 +9,7 @@ import type { PtcPolicy } from '@conch/ptc'
 import { SandboxError, type ConfineResult, type SandboxAgent, type SandboxServiceApi } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
-/**
- * The bootstrap shipped with this package: plain CommonJS, so the child needs no loader and does
- * not start Node's ES module loader.
- */
+/** The bootstrap shipped with this package (plain CommonJS: no loader). */
 export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
 /**
@@ -31,10 +28,9 @@ export const UNDICI_FOLDER = ((): string | undefined => {
 export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
 
 /**
- * The node argv: the heap cap as `--max-old-space-size` (MiB), experimental warnings of the
- * bootstrap's own vm loader and of undici's env-proxy agent (bootstrap.cjs, `routeFetch`)
- * silenced, the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing from the host's `execArgv` or
- * `NODE_OPTIONS` (loaders, `--require`, `--import`, inspector flags) is passed on.
+ * The node argv: the heap cap (MiB), the vm loader's and undici's experimental warnings silenced,
+ * the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing of the host's `execArgv` or
+ * `NODE_OPTIONS` is passed on.
  */
 export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
   return [
@@ -62,9 +58,7 @@ export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 
 
 /**
  * Wraps `argv` for `policy`: unchanged under `danger-full-access`, else through `ctx.sandbox`.
- * @throws SandboxError `SANDBOX_UNAVAILABLE` when a confined mode is asked for and there is no
- *   sandbox service or no provider works (the sandbox's own explanation is the message); other
- *   errors as thrown.
+ * @throws SandboxError `SANDBOX_UNAVAILABLE` when no sandbox service or provider works; others as thrown.
  */
 export async function confine(
   argv: [string, ...string[]],

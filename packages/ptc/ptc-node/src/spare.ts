@@ -38,10 +38,7 @@ export class SparePool {
     return process
   }
 
-  /**
-   * Starts a spare for `key` unless one exists. `start` is called at once; a failure to start
-   * is dropped (the next run starts cold and reports the problem itself).
-   */
+  /** Starts a spare for `key` unless one exists; a failure is dropped (the next run starts cold and reports it). */
   refill(owner: PtcOwner, key: string, start: () => Promise<ProgramProcess>): void {
     if (this.disposed || owner.state !== 'live') return
     if (!this.watched.has(owner)) {

@@ -27,9 +27,8 @@ export interface SeccompProfile {
 const bitsOf = (mask: number): number[] => Array.from({ length: 32 }, (_, bit) => 2 ** bit).filter((bit) => (mask & bit) !== 0)
 
 /**
- * The profile. A rule's arguments are compared on 64 bits by libseccomp, so each test masks the
- * low 32 bits the kernel reads: one rule per bit of `anyBit` (the argument has that bit), one per
- * value of `oneOf` (its low 32 bits are that value); rules of one call are alternatives.
+ * The profile. libseccomp compares on 64 bits, so each test masks the low 32 the kernel reads: one
+ * rule per bit of `anyBit`, one per value of `oneOf`; rules of one call are alternatives.
  */
 export function seccompProfile(): SeccompProfile {
   const syscalls: ProfileRule[] = [

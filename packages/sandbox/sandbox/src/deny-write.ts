@@ -1,7 +1,6 @@
 /**
  * The deny-write list every provider enforces inside a writable workspace: what a confined process
- * may not write, create, remove or rename, relative to each writable root. Shared so that each
- * provider's config has the same entries with the same defaults, and refuses the same shapes.
+ * may not write, create, remove or rename, relative to each writable root.
  */
 import { readFileSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
@@ -210,10 +209,9 @@ export function symlinkBeneath(path: string, root: string, fs: BeneathFs = nodeB
 }
 
 /**
- * Refuses (`PROTECTED_PATH_SYMLINK`) a deny-write path reached through a symbolic link at or
- * below its writable root — a mount covers the link's target, not the link, which a confined
- * process could replace; a container engine binds the target itself, wherever it is on the host —
- * and (`PROTECTED_PATH_LINKED`) a file with another hard link there.
+ * Refuses a deny-write path reached through a symbolic link below its writable root
+ * (`PROTECTED_PATH_SYMLINK`: a mount covers the target, not the link a confined process could
+ * replace) and a file with another hard link there (`PROTECTED_PATH_LINKED`).
  */
 export function checkDenyWritePaths(paths: readonly string[], roots: readonly string[], fs: BeneathFs = nodeBeneathFs): void {
   for (const path of paths) {

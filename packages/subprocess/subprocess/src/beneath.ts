@@ -63,10 +63,7 @@ export const nodeBeneathFs: BeneathFs = {
   uid: () => (typeof process.getuid === 'function' ? process.getuid() : 0),
 }
 
-/**
- * `fs` with `before(call, path)` run before each call that names a path, for tests that change
- * the file system between two steps (a folder swapped for a link, a file for a FIFO).
- */
+/** `fs` with `before(call, path)` run before each call that names a path, for tests of races. */
 export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readdir' | 'rename' | 'unlink' | 'rmdir', path: string) => void, fs: BeneathFs = nodeBeneathFs): BeneathFs {
   return {
     ...fs,
@@ -232,8 +229,7 @@ function openStep(fs: BeneathFs, open: string, named: string): number {
 
 /**
  * Opens (creating what is missing, mode 0700) the folder `path` as `openFolder` does, and makes
- * sure it is private: this user's, with no group or other bits. `repair` sets mode 0700 with
- * fchmod(2) on the open descriptor instead of refusing another mode.
+ * sure it is this user's with no group or other bits; `repair` fchmod(2)s it to 0700 instead.
  * @throws BeneathError `PATH_NOT_PRIVATE`, or as `openFolder`.
  */
 export function ensurePrivateFolder(path: string, options: BeneathOptions & { repair?: boolean }): OpenFolder {
