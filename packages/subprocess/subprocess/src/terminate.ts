@@ -22,11 +22,9 @@ const FREEZE_ROUNDS = 8
 /** Empty tag sweeps in a row that end the last look (`finalSweep`). */
 const FINAL_EMPTY_LOOKS = 3
 
-type Kill = (pid: number, signal: NodeJS.Signals) => void
-
 interface Ladder {
   table: ProcessTable
-  kill: Kill
+  kill: (pid: number, signal: NodeJS.Signals) => void
   pollMs: number
   graceMs: number
   killWaitMs: number
@@ -46,8 +44,6 @@ class Teardown {
   readonly inits = new Set<string>()
   /** For each captured process below a namespace init, that init's key: it is gone once the init is. */
   private readonly within = new Map<string, string>()
-  /** Whether discovery lists every process rather than walking the children lists only. */
-  scanning: boolean
   /** Settles once, when the root has exited; dropped after that so waits go back to polling. */
   private wake: Promise<void> | undefined
   /**
@@ -62,21 +58,15 @@ class Teardown {
     private readonly ladder: Ladder,
     /** Never captured through the tree or the tag: init, this process, its ancestors, and the root. */
     private readonly excluded: ReadonlySet<number>,
-    scanning: boolean,
+    /** Whether discovery lists every process rather than walking the children lists only. */
+    public scanning: boolean,
     /** The root's start identity: no process that started before it can carry the tag. */
     private readonly since?: string,
-    /**
-     * With `discovery: 'orphans'`: the processes a re-parented process can hang from (init, this
-     * process and its ancestors); the tag sweep reads their children instead of every process.
-     */
-    private hosts?: readonly number[],
-    /**
-     * The root's session id when its members count as tagged (`TerminateTreeOptions.session`):
-     * the root's pid, the root being that session's leader, with `since` its start identity.
-     */
+    /** With `discovery: 'orphans'`: where a re-parented process can hang (init, this process, its ancestors). */
+    private readonly hosts?: readonly number[],
+    /** The root's pid when its session's members count as tagged (`TerminateTreeOptions.session`). */
     private readonly session?: number,
   ) {
-    this.scanning = scanning
     if (ladder.rootExited) {
       const clear = (): void => {
         if (this.wake === wake) this.wake = undefined
