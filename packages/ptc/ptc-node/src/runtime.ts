@@ -1,7 +1,6 @@
 /**
- * The node runtime behind `ctx.ptc`: strips the program's types on the host (amaro, strip-only:
- * positions kept, non-erasable syntax refused), takes the owner's spare or starts a fresh
- * process, runs the program on it, and then refills the spare in the background.
+ * The node runtime behind `ctx.ptc`: strips the program's types on the host, takes the owner's
+ * spare or starts a fresh process, runs the program on it, then refills the spare.
  */
 import { createRequire } from 'node:module'
 import { dirname, sep } from 'node:path'
