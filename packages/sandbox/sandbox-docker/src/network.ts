@@ -32,10 +32,7 @@ export interface NetRelay {
   readonly folder: string
   /** A port of the container's loopback carried to the unix socket `socketPath` on the host. */
   egress(socketPath: string): Promise<number>
-  /**
-   * A host listener on 127.0.0.1 (never another address) carried to the container's
-   * 127.0.0.1:`port`, one per port; undefined when `limit` other ports are exposed already.
-   */
+  /** A host listener on 127.0.0.1 carried to the container's 127.0.0.1:`port`; undefined past `limit` ports. */
   expose(port: number, limit: number): Promise<ExposedPort> | undefined
   /** Ends the relay (resolving once it has exited), closes the listeners and their connections, removes the folder. */
   close(): Promise<void>
@@ -43,8 +40,7 @@ export interface NetRelay {
 
 /**
  * Starts the relay in the network namespace of host pid `pid` (the container's init). A request
- * it does not answer within `answerTimeoutMs` fails, and ends the relay (a later answer would be
- * taken for the next request).
+ * not answered within `answerTimeoutMs` fails and ends the relay (a late answer would be misread).
  */
 export function startNetRelay(pid: number, answerTimeoutMs: number): NetRelay {
   const folder = ownedFolder('net')

@@ -18,11 +18,7 @@ import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './netwo
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 const SHIM = fileURLToPath(new URL('./shim.cjs', import.meta.url))
 
-/**
- * Where the container sees the agent's `run` folder, read-only: the host's node executable (`node`),
- * the shim that hands a program its control channel (`shim.cjs`), the channels' sockets
- * (`<token>.sock`) and copies of the programs' own files (`files/`).
- */
+/** Where the container sees the agent's `run` folder, read-only: `node`, `shim.cjs`, `<token>.sock`, `files/`. */
 export const RUN_DIR = '/run/conch'
 
 /** The PATH of processes in the container (Debian's default for root). */

@@ -1,11 +1,9 @@
 'use strict'
 /**
  * The relay of one confined process: runs `argv` as an exec in the agent's container and carries
- * its bytes. On a terminal the exec gets a TTY, this one goes raw (one line discipline) and
- * resizes follow; without one, stdin carries its end of file, the daemon's stream is split onto
- * stdout and stderr, and an open fd 3 (the control channel) is served on `<token>.sock` in the
- * agent's folder for `shim.cjs` in the container to connect to.
- *
+ * its bytes. On a terminal the exec gets a TTY and this one goes raw; without one, the daemon's
+ * stream is split onto stdout and stderr, and an open fd 3 (the control channel) is served on
+ * `<token>.sock` in the agent's folder for `shim.cjs` to connect to.
  * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard,
  * env, folder? (local daemon only), runDir}. The exec runs `sh -c '<guard> exec "$@"' <token> …`:
  * `token` as `$0` lets the provider find its host pid. Exits with the exec's code once its output
