@@ -128,10 +128,6 @@ export class ProgramProcess {
     return new ProgramProcess(handle, confinement, deps.config)
   }
 
-  get pid(): number {
-    return this.handle.pid
-  }
-
   /** Whether the process is still there and has not been given a program. */
   get available(): boolean {
     return this.state === 'booting' || this.state === 'ready'
