@@ -295,15 +295,14 @@ class SandboxService extends Service implements SandboxServiceApi {
       }
       // A protected file with another name, or reached through a link, in a path this sandbox
       // may write is not protected by a read-only mount of it: refuse (see protected.ts).
-      const writable = [
+      const writable = canonicalPaths([
         ...(valid.mode === 'workspace-write' ? [valid.workspaceRoot, ...(provider.readWritePaths ?? [])] : []),
         ...(valid.writablePaths ?? []),
-      ]
-      const writableCanonical = canonicalPaths(writable)
-      const problem = protectedPathProblem([...this.protections.flatMap((entry) => entry.paths), ...requested], writableCanonical)
+      ])
+      const problem = protectedPathProblem([...this.protections.flatMap((entry) => entry.paths), ...requested], writable)
       if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
       const registered = this.protections.filter((entry) => entry.code).flatMap((entry) => entry.paths.map((path) => path.canonical))
-      const code = writableCode(registered, writableCanonical)
+      const code = writableCode(registered, writable)
       if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', { reason: code })
       const result = await provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
