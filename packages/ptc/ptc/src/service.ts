@@ -6,6 +6,7 @@
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { SANDBOX_MODES } from '@conch/sandbox'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import { checkBindings } from './bindings.ts'
 import {
@@ -26,8 +27,6 @@ declare module 'cordis' {
     ptc: PtcService
   }
 }
-
-const SANDBOX_MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const
 
 /** The shape `run` accepts: everything resolved, nothing left to default. */
 const Spec = z.object({

@@ -14,7 +14,7 @@ import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@c
  */
 export type SandboxMode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
-export const SANDBOX_MODES: readonly SandboxMode[] = ['read-only', 'workspace-write', 'danger-full-access']
+export const SANDBOX_MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const satisfies readonly SandboxMode[]
 
 /** What a caller asks `confine` for. */
 export interface SandboxPolicy {
