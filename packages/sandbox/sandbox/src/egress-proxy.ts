@@ -153,7 +153,6 @@ const defaultResolve = async (host: string): Promise<string[]> => (await lookup(
 /**
  * Serves HTTP CONNECT and plain absolute-URI HTTP over the unix socket; a refused host gets `403`
  * with body `blocked <host> — not in the allowlist`.
- *
  * @throws SandboxError `INVALID_POLICY` naming the first pattern `hostPatternProblem` refuses;
  *   `EGRESS_SOCKET_UNSAFE` when the socket's folder is not a directory of this user's closed to others.
  */

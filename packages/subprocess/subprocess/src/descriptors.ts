@@ -26,10 +26,9 @@ export function closeDescriptorsCommand(keep: number): string {
 }
 
 /**
- * `argv` started through the shell that first closes every descriptor from `keep` up, then
- * execs it through env(1) (no extra process remains). The shell adds `PWD`, `SHLVL` and `_` to
- * what it execs; env(1) takes them out again and puts back the values `env` (the child's
- * environment) has, so the program gets exactly `env`.
+ * `argv` started through the shell that first closes every descriptor from `keep` up, then execs
+ * it through env(1), which takes out the `PWD`, `SHLVL` and `_` the shell adds, so the program
+ * gets exactly `env`.
  */
 export function withDescriptorsClosed(
   argv: readonly [string, ...string[]],

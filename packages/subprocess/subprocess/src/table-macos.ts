@@ -20,10 +20,9 @@ const runPs: PsRunner = (args) =>
   })
 
 /**
- * Parses one line of `ps -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm=`: five numbers, the
- * state letters, `lstart` as five words (`Mon Nov  3 01:27:03 2025`, kept with single spaces
- * as the start identity) and the command path (which may contain spaces). Returns undefined for
- * a line of another shape. macOS ps has no session id keyword, so `sid` is -1.
+ * Parses one line of `ps -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm=` (`lstart`, five words,
+ * kept with single spaces as the start identity); undefined for another shape. macOS ps has no
+ * session id keyword, so `sid` is -1.
  */
 export function parsePsLine(line: string): ProcessEntry | undefined {
   const match = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(\S+)\s+(\S+\s+\S+\s+\d+\s+\d+:\d+:\d+\s+\d+)\s+(.*)$/.exec(line)
