@@ -1,18 +1,11 @@
-// The program's side of @conch/ptc-node: runs in a fresh `node` process, started by the host
-// with the control channel on fd 3 (the frames: channel.ts and the README's control channel
-// table; after the terminal `done` frame nothing more is sent and replies are ignored). Plain
-// CommonJS, so it runs on any Node 20 without a loader and without starting the ES module
-// loader (about 10 ms of a cold start).
+// The program's side of @conch/ptc-node, in a fresh `node` process with the control channel on
+// fd 3 (frames: channel.ts and the README). Plain CommonJS: no loader, no ES module loader.
 //
-// The channel starts synchronous: fd 3 is the child's end of a socketpair, in blocking mode, so
-// `ready` is one write(2) and the wait for the first frame one read(2), with nothing loaded
-// for it. Replies to binding calls and the host closing the channel need asynchronous reads,
-// which only a net.Socket gives (fs reads would occupy a thread-pool thread, and a process
-// cannot exit while one is blocked); loading net costs several ms, so the socket opens only
-// when it is needed: on `prepare` (a spare, while it waits anyway), at the program's first
-// binding call, or at the first turn of the event loop after the program started — which a
-// program that returns at once, such as `return 1+1`, finishes before. The socket makes the
-// descriptor non-blocking, so from then on every frame goes through it.
+// The channel starts synchronous (fd 3 is a blocking socketpair end): `ready` is one write(2),
+// the first frame one read(2). Asynchronous reads (replies, the host closing) need a net.Socket
+// (an fs read would hold a pool thread and keep the process from exiting), whose loading costs
+// milliseconds, so it opens only on `prepare`, the first binding call, or the event loop's next
+// turn after the program started. It makes the descriptor non-blocking: every later frame uses it.
 'use strict'
 const fs = require('node:fs')
 const { createRequire } = require('node:module')
@@ -23,13 +16,9 @@ const CONTROL_FD = 3
 const FILENAME = 'program.ts'
 const PREFIX = '(async function () {'
 
-// The program starts with an empty environment object; the OS environment the host gave this
-// process (the executable search path, temp paths, the subprocess tag) is cleared with it — but
-// for the one variable `CONCH_PTC_KEEP` names: unconfined, the subprocess tag, so that what the
-// program starts carries it and the tag supervisor ends it if conch is killed; behind a relay (a
-// container's exec), the same tag, by which the teardown finds what the program started.
-// Under network `allow` the sandbox also sets its egress proxy's variables (HTTP_PROXY and kin):
-// they stay, for what the program starts (curl, npm), and `routeFetch` sends fetch through them.
+// The program starts with an empty environment but for the variable `CONCH_PTC_KEEP` names (the
+// subprocess tag, by which the supervisor and the teardown find what it starts) and the egress
+// proxy's variables, for what it starts and for `routeFetch`.
 const kept = process.env.CONCH_PTC_KEEP
 const PROXY_VARIABLES = new Set(['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy'])
 for (const name of Object.keys(process.env)) if (name !== kept && !PROXY_VARIABLES.has(name)) delete process.env[name]
@@ -61,18 +50,16 @@ function send(message) {
 }
 
 /**
- * Puts `bytes` on the channel, in order. Before the socket exists: one blocking write. After:
- * while the socket holds nothing queued, straight to the descriptor (one write(2), without the
- * stream's bookkeeping and its callback a turn later); what the kernel does not take now, and
- * everything while something is queued, goes through the socket behind the queue. Returns
- * whether all of `bytes` is in the kernel; else `written` runs once it is.
+ * Puts `bytes` on the channel, in order: straight to the descriptor while the socket is absent or
+ * has nothing queued, the rest behind the socket's queue. Returns whether all of `bytes` is in
+ * the kernel; else `written` runs once it is.
  */
 function out(bytes, written) {
   if (socket === undefined) {
-    writeSync(bytes, 0)
+    write(bytes, true)
     return true
   }
-  const sent = socket.writableLength === 0 ? writeNow(bytes) : 0
+  const sent = socket.writableLength === 0 ? write(bytes, false) : 0
   if (sent === bytes.length) return true
   socket.write(sent === 0 ? bytes : bytes.subarray(sent), written)
   return false
@@ -101,7 +88,11 @@ function readFrame() {
   const head = readExactly(4)
   if (head === undefined) return undefined
   const body = readExactly(head.readUInt32BE(0))
-  if (body === undefined) return undefined
+  return body === undefined ? undefined : parse(body)
+}
+
+/** A frame's JSON body; a malformed one ends the process. */
+function parse(body) {
   try {
     return JSON.parse(body.toString('utf8'))
   } catch {
@@ -130,13 +121,7 @@ function readFrames(buffer) {
     if (buffer.length < 4 + length) break
     const body = buffer.subarray(4, 4 + length)
     buffer = buffer.subarray(4 + length)
-    let message
-    try {
-      message = JSON.parse(body.toString('utf8'))
-    } catch {
-      process.exit(72)
-    }
-    receive(message)
+    receive(parse(body))
   }
   return buffer
 }
@@ -147,9 +132,7 @@ function finish(message) {
   state.finished = true
   for (const { reject } of pending.values()) reject(new Error('the program has finished'))
   pending.clear()
-  // With nothing queued the frame is in the kernel now and the process leaves in the same
-  // turn if it has no children (looked at after the frame is out, while the host reads it);
-  // else the frame follows the queue and the process leaves once it is written.
+  // The children are looked at once the frame is in the kernel, while the host reads it.
   if (out(bytes, leaveIfChildless)) leaveIfChildless()
 }
 
@@ -157,26 +140,18 @@ function leaveIfChildless() {
   if (childless()) die()
 }
 
-/** Writes `bytes` from `offset` on the blocking descriptor; a failed channel ends the process. */
-function writeSync(bytes, offset) {
-  while (offset < bytes.length) {
-    try {
-      offset += fs.writeSync(CONTROL_FD, bytes, offset)
-    } catch (error) {
-      if (error.code === 'EINTR' || error.code === 'EAGAIN') continue
-      process.exit(70)
-    }
-  }
-}
-
-/** Writes what the non-blocking descriptor takes now; returns the byte count written. */
-function writeNow(bytes) {
+/**
+ * Writes `bytes` to the descriptor; returns the byte count written. `blocking`: all of it, a
+ * failed channel ending the process; else what the non-blocking descriptor takes now.
+ */
+function write(bytes, blocking) {
   let offset = 0
   while (offset < bytes.length) {
     try {
       offset += fs.writeSync(CONTROL_FD, bytes, offset)
     } catch (error) {
-      if (error.code === 'EINTR') continue
+      if (error.code === 'EINTR' || (blocking && error.code === 'EAGAIN')) continue
+      if (blocking) process.exit(70)
       return offset
     }
   }
@@ -184,18 +159,10 @@ function writeNow(bytes) {
 }
 
 /**
- * After the terminal frame, a process that has no children leaves at once rather than wait for
- * the host's SIGKILL, so the host's teardown often finds it gone (a zombie or reaped) instead
- * of signalling it (on a busy machine the host, woken by the frame, may still get there first
- * and find it running or exiting). Nothing can be lost: the frame is in the kernel's socket
- * buffer, which the host still reads after the exit, and the host walks the tree from this
- * process, and without children there is no tree below it. The children are looked at after
- * the frame is out, so the frame does not wait for the look; a process with children keeps
- * running, and the host captures them while it still holds them. It leaves by SIGKILL to itself, the kernel's
- * exit without Node's own (exit handlers, the V8 platform's worker threads joined), which costs
- * milliseconds the result would wait for. A process with children (any thread's
- * `/proc/self/task/<tid>/children`, proc(5), not empty) or that cannot tell keeps running: the
- * host captures its descendants while it still holds them, then ends them all.
+ * Whether no thread of this process has children (`/proc/self/task/<tid>/children`, proc(5));
+ * false when it cannot tell. After the terminal frame, a childless process leaves at once by
+ * SIGKILL to itself (skipping Node's exit) rather than wait for the host's: the frame is in the
+ * kernel already, and without children there is no tree for the host to capture.
  */
 function childless() {
   let tids
@@ -251,9 +218,8 @@ function jsonProblem(value) {
       case 'bigint':
         return `${path} is a BigInt`
       case 'function':
-        return `${path} is a function`
       case 'symbol':
-        return `${path} is a symbol`
+        return `${path} is a ${typeof item}`
       default: {
         if (item === null) return undefined
         if (stack.has(item)) return `${path} is a cycle`
@@ -294,13 +260,9 @@ function log(stream, args) {
  * when the program first touches it rather than up front.
  */
 function installOutput() {
-  const shim = {
-    log: (...args) => log('out', args),
-    info: (...args) => log('out', args),
-    debug: (...args) => log('out', args),
-    warn: (...args) => log('err', args),
-    error: (...args) => log('err', args),
-  }
+  const shim = {}
+  for (const method of ['log', 'info', 'debug']) shim[method] = (...args) => log('out', args)
+  for (const method of ['warn', 'error']) shim[method] = (...args) => log('err', args)
   Object.defineProperty(globalThis, 'console', { value: Object.freeze(shim), writable: true, configurable: true })
   const writer = (stream) =>
     function write(chunk, encoding, callback) {
@@ -416,14 +378,10 @@ function completion(value, maxOutputBytes) {
 }
 
 /**
- * Node 20's fetch ignores HTTP_PROXY and kin (NODE_USE_ENV_PROXY came later), so with the proxy's
- * variables set fetch would resolve hosts itself, in a network namespace that has none. Instead
- * its first call sets undici's env-proxy agent (the npm package, of the undici line Node 20
- * bundles) as the dispatcher Node's fetch takes from `Symbol.for('undici.globalDispatcher.1')`:
- * allowed hosts go through the proxy, a refused one gets the proxy's 403. Loaded on first use:
- * it costs some 60 ms, which a program that does not fetch does not pay. Where undici cannot be
- * loaded, fetch rejects saying so rather than going direct. undici is required by the folder the
- * host names as this script's argument (`UNDICI_FOLDER`, launch.ts), else by name.
+ * Node 20's fetch ignores HTTP_PROXY and kin, and the network namespace resolves no host: fetch's
+ * first call sets undici's env-proxy agent as the global dispatcher (loaded on first use), or
+ * rejects saying why rather than go direct. undici comes from the folder the host names as this
+ * script's argument (`UNDICI_FOLDER`, launch.ts), else by name.
  */
 const UNDICI = process.argv[2] ?? 'undici'
 

@@ -1,13 +1,10 @@
 /**
- * The control channel between the host and the program's process: frames of a 4-byte
- * big-endian byte length followed by that many bytes of UTF-8 JSON, on a dedicated descriptor
- * (fd 3 of the child), never on stdout or stderr.
+ * The control channel between the host and the program's process on the child's fd 3: frames of
+ * a 4-byte big-endian byte length, then that many bytes of UTF-8 JSON.
  *
- * The peer is hostile: every inbound frame is bounded (`maxMessageBytes`, and what is left of the
- * run's `maxChannelBytes`, checked on the length prefix before any body byte is kept, so
- * unfinished bytes are bounded too) and must be valid
- * JSON of a known shape; queued outbound bytes are bounded the same way. Any violation is a
- * `ChannelError`, which ends the run as `protocol`.
+ * The peer is hostile: every inbound frame is bounded (`maxMessageBytes`, and the rest of the
+ * run's `maxChannelBytes`, checked on the length prefix before any body byte is kept) and must be
+ * JSON of a known shape; queued outbound bytes are bounded too. A violation is a `ChannelError`.
  */
 import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
 import type { Duplex } from 'node:stream'
@@ -52,13 +49,10 @@ export function encodeFrame(message: HostMessage | ChildMessage): Buffer {
 }
 
 /**
- * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON,
- * in order, and the first violation after them (frames before a violation still count: a
- * terminal frame followed by garbage is a terminal frame). After a violation it returns nothing.
- *
- * Linear in the bytes fed: chunks are kept as they arrive and joined once, when the frame they
- * belong to is complete. Each frame is charged against `maxTotalBytes` (the whole channel's
- * budget) at its length prefix, so a frame over either bound is refused before its body is kept.
+ * Splits bytes into frames: `feed(chunk)` returns the complete frames' bodies parsed as JSON, in
+ * order, and the first violation after them (frames before it still count); after a violation,
+ * nothing. Chunks are joined once, when their frame is complete. Each frame is charged against
+ * `maxTotalBytes` (the channel's budget) at its length prefix, before its body is kept.
  */
 export class FrameDecoder {
   private chunks: Buffer[] = []
@@ -102,9 +96,8 @@ export class FrameDecoder {
   }
 
   /**
-   * What of an unfinished frame is buffered: `have` bytes (prefix included) of `announced`
-   * (4 + the prefix's length, or undefined while the prefix itself is incomplete); undefined
-   * when every byte fed belongs to a complete frame, or after a violation.
+   * What of an unfinished frame is buffered: `have` bytes of `announced` (4 + the prefix's length;
+   * undefined while the prefix is incomplete). Undefined when none is, or after a violation.
    */
   get unfinished(): { have: number; announced: number | undefined } | undefined {
     if (this.broken) return undefined
@@ -185,10 +178,7 @@ export function parseChildMessage(value: unknown): ChildMessage {
   }
 }
 
-/**
- * Writes frames to the child with the queue bounded: a write that would leave more than
- * `maxMessageBytes` unflushed (the child is not reading) throws instead of buffering.
- */
+/** Writes frames to the child; a write that would leave more than `maxMessageBytes` queued throws. */
 export class FrameWriter {
   constructor(
     private readonly stream: Duplex,

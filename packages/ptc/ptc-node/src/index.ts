@@ -1,7 +1,6 @@
 /**
- * `@conch/ptc-node`: the runtime of `ctx.ptc` — every program in a fresh `node` process,
- * started through `ctx.subprocess` and confined through `ctx.sandbox` under the owner's
- * policy, with a length-prefixed JSON control channel on fd 3.
+ * `@conch/ptc-node`: the runtime of `ctx.ptc` — every program in a fresh `node` process, confined
+ * under the owner's policy, with a length-prefixed JSON control channel on fd 3.
  */
 import type { Context } from 'cordis'
 import type { PtcServiceApi } from '@conch/ptc'

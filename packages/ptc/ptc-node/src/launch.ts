@@ -9,17 +9,12 @@ import type { PtcPolicy } from '@conch/ptc'
 import { SandboxError, type ConfineResult, type SandboxAgent, type SandboxServiceApi } from '@conch/sandbox'
 import type { Config } from './config.ts'
 
-/**
- * The bootstrap shipped with this package: plain CommonJS, so the child needs no loader and does
- * not start Node's ES module loader.
- */
+/** The bootstrap shipped with this package (plain CommonJS: no loader). */
 export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
 /**
- * undici's package folder (canonical: resolution follows pnpm's links), which the bootstrap loads
- * by this path to send fetch through the network proxy; undefined when it is not installed. Passed
- * as an argument, so that it is one of the program's own files the sandbox keeps visible: a
- * bootstrap under /tmp would not find its node_modules behind the sandbox's private /tmp.
+ * undici's package folder (canonical), which the bootstrap loads to send fetch through the network
+ * proxy; undefined when not installed. Passed as an argument, so the sandbox keeps it visible.
  */
 export const UNDICI_FOLDER = ((): string | undefined => {
   try {
@@ -33,10 +28,9 @@ export const UNDICI_FOLDER = ((): string | undefined => {
 export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
 
 /**
- * The node argv: the heap cap as `--max-old-space-size` (MiB), experimental warnings of the
- * bootstrap's own vm loader and of undici's env-proxy agent (bootstrap.cjs, `routeFetch`)
- * silenced, the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing from the host's `execArgv` or
- * `NODE_OPTIONS` (loaders, `--require`, `--import`, inspector flags) is passed on.
+ * The node argv: the heap cap (MiB), the vm loader's and undici's experimental warnings silenced,
+ * the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing of the host's `execArgv` or
+ * `NODE_OPTIONS` is passed on.
  */
 export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
   return [
@@ -64,9 +58,7 @@ export type Confinement = Pick<ConfineResult, 'argv'> & { enforcement: 'full' | 
 
 /**
  * Wraps `argv` for `policy`: unchanged under `danger-full-access`, else through `ctx.sandbox`.
- * @throws SandboxError `SANDBOX_UNAVAILABLE` when a confined mode is asked for and there is no
- *   sandbox service or no provider works (the sandbox's own explanation is the message); other
- *   errors as thrown.
+ * @throws SandboxError `SANDBOX_UNAVAILABLE` when no sandbox service or provider works; others as thrown.
  */
 export async function confine(
   argv: [string, ...string[]],
@@ -79,9 +71,8 @@ export async function confine(
   if (sandbox === undefined) {
     throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
-  // The program's own files — the node executable, the bootstrap and undici — stay visible, read-only,
-  // wherever they live: an installation under /tmp would otherwise be hidden by the sandbox's
-  // private /tmp.
+  // The program's own files (node, the bootstrap, undici) stay visible, read-only, wherever they
+  // live: under /tmp they would otherwise be hidden by the sandbox's private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
   const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own, ...(agent && { agent }) })
   return { argv: confined.argv, enforcement: confined.enforcement, provider: confined.provider, ...(confined.relayed !== undefined && { relayed: true }) }

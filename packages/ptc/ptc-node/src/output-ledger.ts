@@ -1,7 +1,6 @@
 /**
- * The output budget of one run: captured log text plus the completion value's JSON, in UTF-8
- * bytes, at most `maxOutputBytes`. When a log chunk does not fit, the prefix that fits is kept
- * (cut on a code-point boundary) and the ledger is over.
+ * The output budget of one run: log text plus the completion value's JSON, at most `maxBytes`
+ * UTF-8 bytes. A log chunk that does not fit keeps the prefix that does, and the ledger is over.
  */
 export class OutputLedger {
   private readonly parts: string[] = []
@@ -28,10 +27,6 @@ export class OutputLedger {
   /** Whether a value of `valueBytes` JSON bytes still fits after the logs. */
   fits(valueBytes: number): boolean {
     return !this.over && this.used + valueBytes <= this.maxBytes
-  }
-
-  get exceeded(): boolean {
-    return this.over
   }
 
   get logs(): string {

@@ -110,14 +110,10 @@ export class ProgramProcess {
     const confinement = await confine(nodeArgv(deps.config), spec.policy, spec.cwd, deps.sandbox, spec.agent)
     // Confinement can take a while (the first probe); a run cancelled meanwhile starts nothing.
     signal?.throwIfAborted()
-    // The tree is walked, not scanned for the tag: under bubblewrap the sandbox's PID namespace
-    // keeps every process a descendant of its init. Unconfined, a process that leaves the tree is
-    // re-parented out of it; unless it also called setsid it is still in the program's session,
-    // which the teardown then sweeps. If conch itself is killed, nothing ends an unconfined
-    // program's processes but the tag supervisor: the bootstrap then keeps the tag (and only it)
-    // in the program's environment, so what the program starts carries it. Behind a relay (a
-    // container's exec) the program is no descendant of the relay on this host: its processes are
-    // found by the tag, which the bootstrap keeps for them.
+    // Confined, the sandbox's PID namespace keeps every process a descendant: the tree is walked.
+    // Unconfined, one that leaves the tree stays in the program's session (unless it calls setsid),
+    // and the tag, which the bootstrap keeps, lets the supervisor end it if conch is killed. Behind
+    // a relay the program is no descendant on this host: its processes are found by the tag.
     const unconfined = confinement.enforcement === 'none'
     const relayed = confinement.relayed === true
     const handle = deps.subprocess.spawn({
@@ -130,10 +126,6 @@ export class ProgramProcess {
     })
     handle.end()
     return new ProgramProcess(handle, confinement, deps.config)
-  }
-
-  get pid(): number {
-    return this.handle.pid
   }
 
   /** Whether the process is still there and has not been given a program. */
@@ -156,9 +148,7 @@ export class ProgramProcess {
 
   /**
    * Ends the process tree, then closes the channel; waits for both. The program's descendants get
-   * TERM and KILL after `graceMs`; the node process itself, whose run is over, gets SIGKILL at
-   * once (no grace, and its children are read again right after the kill), and the tree is
-   * ended when it is gone.
+   * TERM and KILL after `graceMs`; the node process itself, whose run is over, SIGKILL at once.
    */
   terminate(graceMs: number): Promise<TerminateReport> {
     // The channel closes only after the tree was captured: the bootstrap exits when it closes,

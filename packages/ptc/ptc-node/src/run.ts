@@ -1,12 +1,8 @@
 /**
- * One program run on one process, as a state machine:
- *
- *   waiting (for the process to be ready) → running (program sent) → settling (outcome chosen,
- *   tree being ended) → settled (result returned)
- *
- * The first outcome wins — the terminal frame, the deadline, the caller's abort, a protocol
- * violation, an exit, the output budget — and every later event is ignored. The result is
- * returned only after the process tree is gone.
+ * One program run on one process, as a state machine: waiting (for ready) → running (program
+ * sent) → settling (outcome chosen, tree being ended) → settled. The first outcome wins (done
+ * frame, deadline, abort, protocol violation, exit, output budget); the result comes only after
+ * the process tree is gone.
  */
 import { isLosslessJson, type PtcBinding, type PtcFailure, type PtcFailureKind, type PtcResult, type PtcSandboxReport, type PtcSpec } from '@conch/ptc'
 import { messageOf } from '@conch/errors'
@@ -95,9 +91,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
             try {
               process.send({ t: 'reply', id: message.id, ok: false, message: `${message.ns}.${message.fn} returned more than maxMessageBytes ${config.maxMessageBytes}` })
               return
-            } catch {
-              // The queue itself is full: the program is not reading.
-            }
+            } catch {} // the queue itself is full: the program is not reading
           }
           fail('protocol', messageOf(error))
         }
@@ -190,9 +184,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
           fail('protocol', (error as Error).message)
         }
       },
-      () => {
-        // The exit or protocol event that rejected `ready` settles the run.
-      },
+      () => {}, // the exit or protocol event that rejected `ready` settles the run
     )
   })
 }

@@ -1,7 +1,6 @@
 /**
- * The node runtime behind `ctx.ptc`: strips the program's types on the host (amaro, strip-only:
- * positions kept, non-erasable syntax refused), takes the owner's spare or starts a fresh
- * process, runs the program on it, and then refills the spare in the background.
+ * The node runtime behind `ctx.ptc`: strips the program's types on the host, takes the owner's
+ * spare or starts a fresh process, runs the program on it, then refills the spare.
  */
 import { createRequire } from 'node:module'
 import { dirname, sep } from 'node:path'
@@ -71,17 +70,15 @@ export class NodeRuntime implements PtcRuntime {
       }
     }
     const input = { spec, code: stripped.code, bindings: options.bindings, startedAt, ...(options.signal && { signal: options.signal }) }
-    // Hosts the agent's proxy refuses while the program runs are named in its result, as a
-    // terminal's are: the program sees only a 403 or a failed fetch.
+    // Hosts the agent's proxy refuses meanwhile are named in the result: the program sees only a 403.
     const refused = new Set<string>()
     const stopWatching = this.deps.sandbox()?.onRefused?.((refusal) => {
       if (refusal.agent === launch.agent?.key) refused.add(refusal.host)
     })
     const result = await runOnProcess(process, input, this.config).finally(() => stopWatching?.())
     if (refused.size > 0) result.sandbox.refused = [...refused]
-    // The next spare boots after this run, not beside it: on a small machine the two would share
-    // the cores, and a run that comes before the spare is ready takes it while it boots. Starting
-    // a process blocks for a few ms (fork and exec), so it waits until the result is delivered.
+    // The next spare boots after the result is delivered, not beside the run: both would share
+    // the cores, and starting a process blocks (fork and exec).
     if (this.config.spare && !this.disposed) {
       setImmediate(() => {
         if (!this.disposed) this.spares.refill(spec.owner, key, () => this.start(launch))
@@ -104,19 +101,13 @@ export class NodeRuntime implements PtcRuntime {
 type Stripped = { ok: true; code: string } | { ok: false; message: string }
 
 /**
- * amaro's module, required on the first program: it instantiates a WebAssembly build of swc
- * (about 3.7 MB of JavaScript and 60 ms of CPU), which a composition that never runs a program
- * should not pay at startup. A failure other than a diagnostic (the wasm stack overflowing, a
- * trap) can leave the instance's memory corrupt, so the module is then dropped from the require
- * cache and the next program gets a fresh instance.
+ * amaro's module (a WebAssembly swc), required on the first program rather than at startup. A
+ * failure other than a diagnostic (a wasm trap) can leave its memory corrupt: `dropStripper`
+ * then clears it from the require cache, so the next program gets a fresh instance.
  */
 let amaro: typeof import('amaro') | undefined
 /** CommonJS loading from this file's folder (in the built bin too: the URL points at the source tree). */
 const load = createRequire(new URL('./runtime.ts', import.meta.url))
-
-function stripper(): typeof import('amaro') {
-  return (amaro ??= load('amaro') as typeof import('amaro'))
-}
 
 function dropStripper(): void {
   amaro = undefined
@@ -125,10 +116,8 @@ function dropStripper(): void {
 }
 
 /**
- * Programs stripped lately, by text, most recent last: the stripper is a pure function of the
- * text and costs 0.2–0.4 ms of CPU per program, which a program run again (a retry, a loop of
- * the same program) need not pay twice. At most `STRIPPED_ENTRIES` programs of at most
- * `STRIPPED_MAX_CHARS` characters each are kept.
+ * Programs stripped lately, by text, most recent last (stripping is a pure function of the text):
+ * at most `STRIPPED_ENTRIES` programs of at most `STRIPPED_MAX_CHARS` characters each.
  */
 const stripped = new Map<string, Stripped>()
 export const STRIPPED_ENTRIES = 64
@@ -136,11 +125,9 @@ export const STRIPPED_MAX_CHARS = 16_384
 
 /**
  * Erases the program's types with amaro in strip-only mode (Node's own stripper): types become
- * whitespace, so every line and column stays where it was written. Non-erasable syntax (enum,
- * namespace, parameter properties, `import =`) and syntax errors are refused with the construct
- * and its line; so is a program whose brackets nest deeper than `maxNestingDepth` (the parser
- * recurses once per level), before the stripper sees it. A text stripped lately is answered from
- * `stripped`.
+ * whitespace, so lines and columns stay as written. Non-erasable syntax (enum, namespace,
+ * parameter properties, `import =`) and syntax errors are refused with their line; so is nesting
+ * deeper than `maxNestingDepth` (the parser recurses once per level).
  */
 export async function strip(code: string, maxNestingDepth: number): Promise<Stripped> {
   const depth = nestingDepth(code, maxNestingDepth)
@@ -166,7 +153,7 @@ export async function strip(code: string, maxNestingDepth: number): Promise<Stri
 
 function stripNow(code: string): Stripped {
   try {
-    const out = stripper().transformSync(`${WRAPPER}${code}\n}`, { mode: 'strip-only' }).code
+    const out = (amaro ??= load('amaro') as typeof import('amaro')).transformSync(`${WRAPPER}${code}\n}`, { mode: 'strip-only' }).code
     return { ok: true, code: out.slice(WRAPPER.length, out.lastIndexOf('}')).replace(/\n$/, '') }
   } catch (error) {
     const details = error as { code?: unknown; message?: string; startLine?: number; startColumn?: number }

@@ -1,9 +1,7 @@
 /**
  * Spares: at most one booted process per key — (owner, mode, workspace root, cwd, heap) —
- * waiting for its program, so a run skips the cold start. A spare runs one program and is
- * gone; it expires after `spareIdleMs`; it belongs to its owner (closed when the owner is
- * disposed) and to the runtime (closed on dispose); it is never handed to another owner, and a
- * different policy is a different key.
+ * waiting for its program, so a run skips the cold start. A spare runs one program; it expires
+ * after `spareIdleMs`, and closes with its owner or the runtime; it is never handed to another owner.
  */
 import type { PtcOwner } from '@conch/ptc'
 import type { ProgramProcess } from './process.ts'
@@ -40,10 +38,7 @@ export class SparePool {
     return process
   }
 
-  /**
-   * Starts a spare for `key` unless one exists. `start` is called at once; a failure to start
-   * is dropped (the next run starts cold and reports the problem itself).
-   */
+  /** Starts a spare for `key` unless one exists; a failure is dropped (the next run starts cold and reports it). */
   refill(owner: PtcOwner, key: string, start: () => Promise<ProgramProcess>): void {
     if (this.disposed || owner.state !== 'live') return
     if (!this.watched.has(owner)) {

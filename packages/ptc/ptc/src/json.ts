@@ -1,8 +1,7 @@
 /**
- * Lossless JSON: a value that `JSON.stringify` → `JSON.parse` gives back unchanged. Plain
- * objects (prototype `Object.prototype` or null) with string keys, dense arrays, strings,
- * finite numbers, booleans and null. NaN, ±Infinity, undefined, BigInt, functions, symbols,
- * cycles and other objects (Date, Map, class instances, typed arrays) are not.
+ * Lossless JSON: a value `JSON.stringify` → `JSON.parse` gives back unchanged — plain objects
+ * (prototype `Object.prototype` or null) with string keys, dense arrays, strings, finite numbers,
+ * booleans and null.
  */
 import type { JsonValue } from './types.ts'
 
@@ -21,9 +20,8 @@ export function isLosslessJson(value: unknown): string | undefined {
       case 'bigint':
         return `${path} is a BigInt`
       case 'function':
-        return `${path} is a function`
       case 'symbol':
-        return `${path} is a symbol`
+        return `${path} is a ${typeof item}`
       case 'object': {
         if (item === null) return undefined
         if (stack.has(item)) return `${path} is a cycle`

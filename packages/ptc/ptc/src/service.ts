@@ -1,12 +1,12 @@
 /**
- * `ctx.ptc`: the seam between callers of programmatic tool calling (the `run_code` tool, service
- * callers) and the runtime that executes programs (`@conch/ptc-node`). It owns the rules every
- * runtime shares: how a request is resolved against its owner, which binding names are legal,
- * and that a call after disposal is refused.
+ * `ctx.ptc`: the seam between callers of programmatic tool calling (`run_code`, services) and
+ * the runtime (`@conch/ptc-node`), owning the rules every runtime shares: resolving a request
+ * against its owner, legal binding names, refusal after disposal.
  */
 import { isAbsolute } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
+import { SANDBOX_MODES } from '@conch/sandbox'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import { checkBindings } from './bindings.ts'
 import {
@@ -28,8 +28,6 @@ declare module 'cordis' {
   }
 }
 
-const SANDBOX_MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const
-
 /** The shape `run` accepts: everything resolved, nothing left to default. */
 const Spec = z.object({
   owner: z.custom<PtcOwner>((value) => typeof value === 'object' && value !== null, 'owner must be the Agent the program runs for'),
@@ -48,10 +46,7 @@ class PtcService extends Service implements PtcServiceApi {
 
   static Config = z
     .strictObject({
-      /**
-       * Bound on a program's text, in UTF-8 bytes (default 1 MiB): a longer one is refused by
-       * `resolve` before anything starts (data belongs in a file the program reads).
-       */
+      /** Bound on a program's text, in UTF-8 bytes: a longer one is refused by `resolve`. */
       maxCodeBytes: z.number().int().positive().default(1_048_576),
     })
     .prefault({})
@@ -128,8 +123,7 @@ class PtcService extends Service implements PtcServiceApi {
 }
 
 /**
- * The deadline of a request: omitted → `timeoutMs`; a positive integer (ms) → itself, capped at
- * `maxTimeoutMs`; null → no deadline.
+ * The deadline of a request (see `PtcRequest.timeoutMs`).
  * @throws PtcError `INVALID_OPTIONS` for anything else (0, negative, fractional, NaN, a string).
  */
 function deadline(requested: number | null | undefined, timeouts: PtcTimeouts): number | null {

@@ -1,10 +1,7 @@
 /**
- * The programmatic-tool-calling contract behind `ctx.ptc`: a caller hands a short program and
- * a set of host functions (bindings) to a runtime, and gets back exactly one result per outcome
- * of the program — a lossless JSON value with the captured logs, or a failure of a named kind.
- *
- * `resolve(request, owner)` fills every option the caller left out; `run(spec, options)` takes
- * only resolved input and adds nothing.
+ * The programmatic-tool-calling contract behind `ctx.ptc`: a short program and host functions
+ * (bindings) go to a runtime, and one result comes back — a lossless JSON value with the logs, or
+ * a failure of a named kind. `resolve` fills what the caller left out; `run` adds nothing.
  */
 import type { Agent } from '@conch/agent'
 import type { AgentNetwork, SandboxMode } from '@conch/sandbox'
@@ -23,9 +20,8 @@ export interface PtcRequest {
   /** Working directory of the program; default the owner's workspace root. Absolute. */
   cwd?: string
   /**
-   * Wall-clock deadline in ms, covering preparation and execution (nested calls included).
-   * Omitted → the runtime's `timeoutMs`; a number is validated and capped at `maxTimeoutMs`;
-   * `null` (service callers only) → no deadline.
+   * Wall-clock deadline in ms, nested calls included. Omitted → the runtime's `timeoutMs`; a
+   * number is capped at `maxTimeoutMs`; `null` (service callers only) → none.
    */
   timeoutMs?: number | null
 }
@@ -173,8 +169,8 @@ export interface PtcServiceApi {
   resolve(request: PtcRequest, owner: PtcOwner): PtcSpec
   /**
    * Runs `spec` on the runtime. Resolves for every outcome of the program; rejects only for
-   * misuse: `INVALID_OPTIONS` (a spec that is not resolved, a binding name that is not a
-   * portable identifier or shadows a built-in global, duplicate names), `NO_RUNTIME`, `DISPOSED`.
+   * misuse: `INVALID_OPTIONS` (an unresolved spec, an illegal or duplicate binding name),
+   * `NO_RUNTIME`, `DISPOSED`.
    */
   run(spec: PtcSpec, options?: PtcRunOptions): Promise<PtcResult>
 }

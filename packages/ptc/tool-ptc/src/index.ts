@@ -1,9 +1,7 @@
 /**
- * `@conch/tool-ptc`: the `run_code` tool. The model writes one short TypeScript program (the
- * body of an async function); every other tool it can see is bound as `tools.<name>(args)`,
- * and each such call goes back through the full `ctx.tools.execute` pipeline with the outer
- * call as its parent and is logged as a nested `tool/call` / `tool/result` pair. The program
- * runs through `ctx.ptc` under the agent's sandbox policy; the model gets one bounded result.
+ * `@conch/tool-ptc`: the `run_code` tool. The model's program runs through `ctx.ptc` under the
+ * agent's sandbox policy, with every other tool bound as `tools.<name>(args)`: each call goes
+ * through `ctx.tools.execute` and is logged as a nested `tool/call` / `tool/result` pair.
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'

@@ -1,17 +1,12 @@
 'use strict'
 /**
- * The network relay of an agent's container: started by the provider inside the container's
- * network namespace (nsenter --net; only the network namespace is entered, so paths are the
- * host's), it takes one JSON request a line on stdin and answers one JSON line on stdout:
- *
- * - `{"egress": "<socket>"}`: listen on a port of the container's 127.0.0.1 and carry each
- *   connection to the egress proxy's unix socket on the host → `{"egress": <port>}`;
- * - `{"expose": <port>, "socket": "<socket>"}`: listen on a unix socket (the host's listener for
- *   that port connects to it) and carry each connection to the container's 127.0.0.1:<port>
- *   → `{"exposed": <port>}`.
- *
- * A failure answers `{"error": "<message>"}`. It exits when its stdin closes, so it never
- * outlives the conch that started it.
+ * The network relay of an agent's container, run in its network namespace only (paths are the
+ * host's): one JSON request a line on stdin, one JSON answer a line on stdout.
+ * - `{"egress": "<socket>"}`: a port of the container's 127.0.0.1 carried to the host's unix
+ *   socket → `{"egress": <port>}`;
+ * - `{"expose": <port>, "socket": "<socket>"}`: a unix socket carried to the container's
+ *   127.0.0.1:<port> → `{"exposed": <port>}`.
+ * A failure answers `{"error": "<message>"}`. It exits when its stdin closes.
  */
 const net = require('node:net')
 const readline = require('node:readline')

@@ -1,10 +1,7 @@
 /**
- * An agent container's network relay, seen from the host: net-relay.cjs started inside the
- * container's network namespace (`nsenter --net=/proc/<pid>/ns/net`, so it needs no program in the
- * image and CAP_SYS_ADMIN here), with a private host folder for its unix sockets. It carries a port
- * of the container's loopback to the egress proxy (network `allow`), and host listeners on
- * 127.0.0.1 to ports of the container's loopback (`expose`). It ends when conch does (its stdin
- * closes) or at `close`.
+ * An agent container's network relay, seen from the host: net-relay.cjs started in the
+ * container's network namespace (`nsenter --net`: no program needed in the image; CAP_SYS_ADMIN
+ * here), with a private host folder for its unix sockets. It ends with conch (stdin) or at `close`.
  */
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -18,11 +15,9 @@ import { currentOwner, OWNER_TAG, ownerTag, type ExposedPort } from '@conch/sand
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
 /**
- * A private host folder (mode 0700) of an agent's container records the conch that made it:
- * `conch-docker-<kind>-<pidns>-<pid>-<start>-<random>` (`ownerTag`, @conch/sandbox), so that one
- * whose conch is gone can be removed by a conch of the same PID namespace. Kinds: `net` (the
- * network relay's sockets), `run` (what the container's processes are given: the control
- * channels' sockets, the shim, program files).
+ * A private host folder (mode 0700) named after the conch that made it,
+ * `conch-docker-<kind>-<pidns>-<pid>-<start>-<random>` (`ownerTag`), so that one whose conch is
+ * gone can be removed. Kinds: `net` (the relay's sockets), `run` (channels, shim, program files).
  */
 export const OWNED_FOLDER = new RegExp(`^conch-docker-(?:net|run)-${OWNER_TAG}-[A-Za-z0-9]+$`)
 
@@ -37,10 +32,7 @@ export interface NetRelay {
   readonly folder: string
   /** A port of the container's loopback carried to the unix socket `socketPath` on the host. */
   egress(socketPath: string): Promise<number>
-  /**
-   * A host listener on 127.0.0.1 (never another address) carried to the container's
-   * 127.0.0.1:`port`, one per port; undefined when `limit` other ports are exposed already.
-   */
+  /** A host listener on 127.0.0.1 carried to the container's 127.0.0.1:`port`; undefined past `limit` ports. */
   expose(port: number, limit: number): Promise<ExposedPort> | undefined
   /** Ends the relay (resolving once it has exited), closes the listeners and their connections, removes the folder. */
   close(): Promise<void>
@@ -48,14 +40,12 @@ export interface NetRelay {
 
 /**
  * Starts the relay in the network namespace of host pid `pid` (the container's init). A request
- * it does not answer within `answerTimeoutMs` fails, and ends the relay (a later answer would be
- * taken for the next request).
+ * not answered within `answerTimeoutMs` fails and ends the relay (a late answer would be misread).
  */
 export function startNetRelay(pid: number, answerTimeoutMs: number): NetRelay {
   const folder = ownedFolder('net')
   const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
-  // A relay that cannot start (no nsenter) or has ended closes its stdout: a request then says it
-  // exited, and writing to it fails quietly.
+  // A relay that cannot start or has ended closes its stdout: a request then says it exited.
   child.on('error', () => {})
   child.stdin.on('error', () => {})
   const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]()

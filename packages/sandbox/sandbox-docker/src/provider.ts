@@ -1,29 +1,7 @@
 /**
  * The Docker provider: one container per agent (`SandboxPolicy.agent.key`), each confined
- * process an exec in it started by the relay (relay.cjs) that the PTY backend runs on its
- * terminal, or `ctx.subprocess` on pipes (a run_code program, its control channel carried).
- *
- * - made at the agent's first confined process, from `image`, running `sleep infinity` under
- *   Docker's init (which reaps what re-parents to it), with the limits (memory, pids, CPUs), the
- *   labels `conch.agent`, `conch.owner-pid`, `conch.owner-start`, `conch.owner-host`, `conch.owner-pidns` and `conch.held`, and the
- *   mounts its mode decides: the workspace at the same path (read-only under `read-only`), each
- *   deny-write entry and protected path inside it read-only over itself, each hidden path inside
- *   it covered by an empty read-only tmpfs, a missing deny-write entry held by one (by a writable
- *   one of the container's own on its topmost missing folder when its folder is missing), each folder
- *   between the workspace and a read-only path bound onto itself (a rename fence), the policy's
- *   `writablePaths` writable, `/tmp` a tmpfs all the agent's processes share, the root filesystem
- *   (the container's own copy) read-only unless `writableRoot` under `workspace-write`, and
- *   (a local daemon) the agent's private `run` folder read-only at `RUN_DIR`, the host's node in it;
- * - network `none`: Docker's `none` network (loopback only); `full`: the default bridge; `allow`:
- *   `none`, plus the egress proxy of `@conch/sandbox` on a unix socket in a private host folder
- *   and a relay to it listening on the container's loopback (net-relay.cjs, started in the
- *   container's network namespace), named to every process by `proxyEnvironment`;
- * - `expose`: a host listener on 127.0.0.1 per port, carried by the same relay to the
- *   container's 127.0.0.1:<port>;
- * - removed (force: its processes are killed) when the last owner that confined a process for it
- *   ends, and proven gone by an inspect that answers 404;
- * - a container whose conch is gone (its owner pid no longer runs with that start time, on this
- *   host and in this PID namespace: `ownerEnded`, @conch/sandbox) is removed when a conch next makes one.
+ * process an exec in it started by the relay (relay.cjs) on its terminal or pipes. The README
+ * ("How it works") gives its mounts, limits, labels, network and removal.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, statSync, unlinkSync, writeFileSync, type Stats } from 'node:fs'
@@ -32,7 +10,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, SYSTEM_ROOTS, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
+import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, systemRootOf, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { seccompProfile } from './seccomp.ts'
 import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
@@ -40,32 +18,24 @@ import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './netwo
 export const RELAY = fileURLToPath(new URL('./relay.cjs', import.meta.url))
 const SHIM = fileURLToPath(new URL('./shim.cjs', import.meta.url))
 
-/**
- * Where the container sees the agent's `run` folder, read-only: the host's node executable (`node`),
- * the shim that hands a program its control channel (`shim.cjs`), the channels' sockets
- * (`<token>.sock`) and copies of the programs' own files (`files/`).
- */
+/** Where the container sees the agent's `run` folder, read-only: `node`, `shim.cjs`, `<token>.sock`, `files/`. */
 export const RUN_DIR = '/run/conch'
 
 /** The PATH of processes in the container (Debian's default for root). */
 const CONTAINER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
 /**
- * Capabilities of Docker's default set the container drops: MKNOD (device files in the
- * workspace, which host users could open), SETFCAP (file capabilities, a set-user-ID by another
- * name), FSETID (keeping set-ID bits on a write or chown), NET_RAW (raw packets on the bridge),
- * AUDIT_WRITE (the kernel's audit log). Those left (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID,
- * SETPCAP, KILL, NET_BIND_SERVICE, SYS_CHROOT) are what package managers and `su` use.
+ * Capabilities of Docker's default set the container drops: MKNOD (device files host users could
+ * open), SETFCAP (set-user-ID by another name), FSETID (set-ID bits kept on write or chown),
+ * NET_RAW (raw packets), AUDIT_WRITE. Those left are what package managers and `su` use.
  */
 export const DROPPED_CAPABILITIES = ['MKNOD', 'SETFCAP', 'FSETID', 'NET_RAW', 'AUDIT_WRITE']
 
 export const LABEL = { agent: 'conch.agent', pid: 'conch.owner-pid', start: 'conch.owner-start', host: 'conch.owner-host', pidns: 'conch.owner-pidns', held: 'conch.held' } as const
 
 /**
- * The conch a container's owner labels name: its pid, start time and PID namespace (read as
- * `pid:[inode]`; none on a container made before that label, judged as this namespace's). A
- * conch of another namespace of the same host sees other pids: it neither sweeps this one's
- * containers nor has its own swept from here (`ownerEnded`).
+ * The conch a container's owner labels name: pid, start time and PID namespace (`pid:[inode]`;
+ * none on an older container, judged as this namespace's). See `ownerEnded`.
  */
 function labelledOwner(labels: Record<string, string>): ProcessOwner {
   const pidns = namespaceInode(labels[LABEL.pidns])
@@ -136,10 +106,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     return new SandboxError('CONTAINER_ENGINE_UNAVAILABLE', { engine: 'Docker', reason }, { cause: error })
   }
 
-  /**
-   * Removes the containers, and the private folders (network relays', `run`), of conch processes on this host that
-   * are gone (killed before their teardown); resolves to what it removed.
-   */
+  /** Removes the containers and private folders of conch processes on this host that are gone; returns them. */
   async function sweep(): Promise<SweptItem[]> {
     const removed: SweptItem[] = []
     for (const name of readdirSync(tmpdir())) {
@@ -240,11 +207,9 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
   }
 
   /**
-   * The daemon resolves each bind's source when it makes the container, after `mounts` checked it:
-   * a folder swapped for a link meanwhile is mounted from the link's host target. Before anything
-   * runs in the container, each bind must be the file or folder that was checked (device and
-   * inode, through the container's root). A local daemon only, and a conch that may read the
-   * container's root (root); elsewhere the check before is all there is.
+   * The daemon resolves each bind's source after `mounts` checked it, following a link swapped in
+   * meanwhile: before anything runs, each bind must be what was checked (device and inode, through
+   * the container's root). Only where the container's root is readable (a local daemon, as root).
    */
   async function mountedAsChecked(entry: Entry, bound: Array<{ path: string; stat: Stats }>): Promise<void> {
     if (bound.length === 0) return
@@ -339,25 +304,19 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
       return place(agent, policy)
     }
     if (entry.mode !== policy.mode) throw new SandboxError('AGENT_SANDBOX_MODE_FIXED', { agent: agent.key, mode: entry.mode, asked: policy.mode })
-    if (!entry.owners.has(agent.owner)) {
-      const owner = agent.owner
+    const owner = agent.owner
+    if (!entry.owners.has(owner)) {
       entry.owners.add(owner)
-      try {
-        entry.disposers.push(
-          owner.onDispose(async () => {
-            entry.owners.delete(owner)
-            if (entry.owners.size === 0) {
-              if (entries.get(agent.key) === made) entries.delete(agent.key)
-              await close(entry)
-            }
-          }),
-        )
-      } catch (error) {
+      const leave = async (): Promise<void> => {
         entry.owners.delete(owner)
-        if (entry.owners.size === 0) {
-          entries.delete(agent.key)
-          await close(entry)
-        }
+        if (entry.owners.size > 0) return
+        if (entries.get(agent.key) === made) entries.delete(agent.key)
+        await close(entry)
+      }
+      try {
+        entry.disposers.push(owner.onDispose(leave))
+      } catch (error) {
+        await leave()
         throw error
       }
     }
@@ -452,10 +411,9 @@ function runFolder(): string {
 }
 
 /**
- * How the container names an argument: a file of a provisioned program by its canonical path (where
- * it is bound); the host's node executable is `RUN_DIR/node`; a program's own file outside the
- * workspace (a protected path, which bubblewrap binds read-only where it is) is copied into the
- * agent's folder once per content and named there; anything else as it is.
+ * How the container names an argument: a provisioned program's file by its canonical path; the
+ * host's node as `RUN_DIR/node`; a protected file outside the workspace by its copy in the
+ * agent's folder (one per content); anything else as it is.
  */
 function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
   if (entry.folder !== undefined && arg === process.execPath) return `${RUN_DIR}/node`
@@ -481,13 +439,10 @@ function inContainer(entry: Entry, policy: ConfinePolicy, arg: string): string {
 }
 
 /**
- * The container's mounts: the workspace (read-only under read-only), then what stays read-only or
- * hidden inside it. Each folder between a writable root and a read-only path inside it is bound
- * onto itself, still writable (a rename fence): a mount point cannot be renamed or removed, so
- * `mv .git .git-old; mkdir -p .git/hooks` cannot put new hooks where the host's git reads them.
- * The daemon mounts parents before children, and resolves each bind's source on the host: a mount
- * beneath the workspace reached through a symbolic link (`.git -> /root`) is refused
- * (`PROTECTED_PATH_SYMLINK`), the deny-write entries as bubblewrap refuses them.
+ * The container's mounts: the workspace, then what stays read-only or hidden inside it. Each
+ * folder between a writable root and a read-only path is bound onto itself (a rename fence: a
+ * mount point cannot be renamed, so `mv .git .git-old; mkdir -p .git/hooks` plants no hooks).
+ * The daemon follows links on the host: a mount reached through one is `PROTECTED_PATH_SYMLINK`.
  */
 function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: string[]): Docker.MountSettings[] {
   const root = policy.workspaceRoot
@@ -517,9 +472,8 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
       } else unplaced.push(path)
     }
     for (const path of unplaced) {
-      // Its folder is missing too (`.git/hooks/` with no `.git`): the topmost missing folder is the
-      // container's own, a writable tmpfs, so what is made beneath it (`git init`, a hook) never
-      // reaches the host, and `git init` still works in the container.
+      // Its folder is missing too: the topmost missing folder is a writable tmpfs of the container's
+      // own, so what is made beneath it (`git init`, a hook) never reaches the host.
       let top = dirname(path)
       while (!present(dirname(top))) top = dirname(top)
       if (present(top) || !isFolder(dirname(top)) || guarded.some((mount) => mount.Target === top)) continue // a file on the way (a gitfile), or held already
@@ -556,10 +510,7 @@ function mounts(policy: ConfinePolicy, denyWrite: readonly string[], held: strin
   return list
 }
 
-/**
- * The provisioned folders outside the workspace (inside it they are there already): each program
- * folder read-only, and the agent's own folder of each homes folder (made here, mode 0700) writable.
- */
+/** The provisioned mounts: each program folder read-only, the agent's own folder of each homes folder (made here, 0700) writable. */
 function provisioned(policy: ConfinePolicy, key: string): Docker.MountSettings[] {
   const programs = programFolders(policy).map((path): Docker.MountSettings => ({ Type: 'bind', Source: path, Target: path, ReadOnly: true }))
   const homes = (policy.provisions?.homes ?? []).filter((path) => !overlaps(path, policy.workspaceRoot)).map((folder): Docker.MountSettings => {
@@ -579,14 +530,8 @@ const overlaps = (path: string, other: string) => path === other || path.startsW
  */
 function programFolders(policy: ConfinePolicy): string[] {
   return (policy.provisions?.programs ?? []).filter(
-    (path) => !overlaps(path, policy.workspaceRoot) && !systemFolder(path) && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
+    (path) => !overlaps(path, policy.workspaceRoot) && systemRootOf(path) === undefined && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
   )
-}
-
-/** Whether `path` is `/` or in one of the system's folders (`SYSTEM_ROOTS`, `/lib*` any top-level folder named lib…). */
-function systemFolder(path: string): boolean {
-  const top = `/${path.split('/')[1] ?? ''}`
-  return path === '/' || SYSTEM_ROOTS.some((root) => (root.endsWith('*') ? top.startsWith(root.slice(0, -1)) : top === root))
 }
 
 /** The `conch.held` label: a JSON array of absolute paths (anything else reads as none). */
@@ -599,23 +544,18 @@ function heldOf(label: string | undefined): string[] {
   }
 }
 
-/** Whether anything is at `path`, a link included (not followed). */
-function present(path: string): boolean {
+/** lstat(2) of `path`, undefined when it cannot be read. */
+function lstatOf(path: string): Stats | undefined {
   try {
-    lstatSync(path)
-    return true
+    return lstatSync(path)
   } catch {
-    return false
+    return undefined
   }
 }
 
-function isFolder(path: string): boolean {
-  try {
-    return lstatSync(path).isDirectory()
-  } catch {
-    return false
-  }
-}
+/** Whether anything is at `path`, a link included (not followed). */
+const present = (path: string): boolean => lstatOf(path) !== undefined
+const isFolder = (path: string): boolean => lstatOf(path)?.isDirectory() === true
 
 /** Whether host pid `pid` is a process of container `id` (its cgroup names the container): false for a remote daemon's pid. */
 function inThisHost(pid: number, id: string): boolean {
@@ -628,12 +568,8 @@ function inThisHost(pid: number, id: string): boolean {
 
 /** Whether `path` is a folder (not a link) of this user's. */
 function ownFolder(path: string): boolean {
-  try {
-    const stat = lstatSync(path)
-    return stat.isDirectory() && stat.uid === process.getuid?.()
-  } catch {
-    return false
-  }
+  const stat = lstatOf(path)
+  return stat?.isDirectory() === true && stat.uid === process.getuid?.()
 }
 
 /**
@@ -653,7 +589,6 @@ function removeEmptyFolder(path: string): boolean {
     rmdirSync(path)
     return true
   } catch {
-    // Gone already.
-    return false
+    return false // gone already
   }
 }

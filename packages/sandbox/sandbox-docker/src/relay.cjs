@@ -1,25 +1,13 @@
 'use strict'
 /**
- * The relay of one confined process: runs `argv` as an exec in the agent's container through the
- * Engine API and carries its bytes.
- *
- * - On a terminal (the PTY backend's): the exec gets a TTY of its own in the container, this
- *   terminal is put in raw mode so the container's line discipline is the only one, and size
- *   changes follow (SIGWINCH → exec resize).
- * - Without one (a run_code program): the exec has no TTY; stdin is carried with its end of file,
- *   and the daemon's multiplexed stream is split back onto stdout and stderr. When fd 3 is open
- *   (the run_code control channel) it is carried too: the relay listens on `<token>.sock` in the
- *   agent's folder (bind-mounted read-only at `runDir` in the container), accepts one connection,
- *   removes the socket and pumps bytes both ways; in the container `shim.cjs` connects and hands
- *   the connection to the program as its fd 3.
- *
+ * The relay of one confined process: runs `argv` as an exec in the agent's container and carries
+ * its bytes. On a terminal the exec gets a TTY and this one goes raw; without one, the daemon's
+ * stream is split onto stdout and stderr, and an open fd 3 (the control channel) is served on
+ * `<token>.sock` in the agent's folder for `shim.cjs` to connect to.
  * argv: relay.cjs <spec JSON> <program> [args…]; spec: {daemon, container, token, cwd, path, guard,
- * env, folder?, runDir} (`folder`: the agent's folder on this host, given with a local daemon only).
- * The exec runs `sh -c '<guard> exec "$@"' <token> <program> [args…]` with this process's
- * environment (PATH replaced by the container's `path`) and the agent's `env` (the egress proxy's
- * variables): `token` is its `$0`, which the provider finds in the exec's inspect to learn its host
- * pid. Exits with the exec's exit code, after every byte of its output was written; 125
- * (and a line on stderr) when it cannot start.
+ * env, folder? (local daemon only), runDir}. The exec runs `sh -c '<guard> exec "$@"' <token> …`:
+ * `token` as `$0` lets the provider find its host pid. Exits with the exec's code once its output
+ * is written; 125 (and a line on stderr) when it cannot start.
  */
 const { fstatSync, rmSync } = require('node:fs')
 const { createServer, Socket } = require('node:net')

@@ -1,13 +1,9 @@
 /**
- * The container's seccomp profile (`seccomp=<JSON>` in `HostConfig.SecurityOpt`), rendered from
- * the same rules as bubblewrap's BPF filter (`DENIED_SYSCALLS`, `NOSYS_SYSCALLS`,
- * `ARGUMENT_RULES` of `@conch/sandbox`): every call allowed but those, which fail with EPERM
- * (ENOSYS for `NOSYS_SYSCALLS`). It replaces Docker's default profile, whose dangerous calls the
- * list denies too (mounts, namespaces, modules, kexec, BPF, perf, keyrings, userfaultfd, the
- * clock, file handles, io_uring), most of which the capabilities the container lacks refuse as
- * well. The runtime (runc) builds it for its native architecture, whose calls alone it allows:
- * another ABI (i386, x32) gets the runtime's bad-architecture action; a name its libseccomp does
- * not know (`fchmodat2` on an older one) is skipped, and the call is allowed.
+ * The container's seccomp profile (`seccomp=<JSON>` in `HostConfig.SecurityOpt`), from the rules
+ * of bubblewrap's filter (`@conch/sandbox`): every call allowed but those, which fail with EPERM
+ * (ENOSYS for `NOSYS_SYSCALLS`). It replaces Docker's default, whose dangerous calls the list
+ * denies too. runc builds it for the native architecture only (another ABI gets its
+ * bad-architecture action); a name its libseccomp does not know is skipped, so allowed.
  */
 import { ARGUMENT_RULES, DENIED_SYSCALLS, NOSYS_SYSCALLS } from '@conch/sandbox'
 
@@ -31,9 +27,8 @@ export interface SeccompProfile {
 const bitsOf = (mask: number): number[] => Array.from({ length: 32 }, (_, bit) => 2 ** bit).filter((bit) => (mask & bit) !== 0)
 
 /**
- * The profile. A rule's arguments are compared on 64 bits by libseccomp, so each test masks the
- * low 32 bits the kernel reads: one rule per bit of `anyBit` (the argument has that bit), one per
- * value of `oneOf` (its low 32 bits are that value); rules of one call are alternatives.
+ * The profile. libseccomp compares on 64 bits, so each test masks the low 32 the kernel reads: one
+ * rule per bit of `anyBit`, one per value of `oneOf`; rules of one call are alternatives.
  */
 export function seccompProfile(): SeccompProfile {
   const syscalls: ProfileRule[] = [

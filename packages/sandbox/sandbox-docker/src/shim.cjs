@@ -1,9 +1,7 @@
 'use strict'
 /**
- * In the container, for a program whose control channel the relay carries (relay.cjs): connects
- * to the relay's socket and starts the program with that connection as its fd 3, then exits as the
- * program does. Run by the host's node, bind-mounted into the container read-only.
- *
+ * In the container (run by the host's node): connects to the relay's socket and starts the
+ * program with that connection as its fd 3, then exits as it does.
  * argv: shim.cjs <socket path> <program> [args…]
  */
 const { spawn } = require('node:child_process')

@@ -9,7 +9,7 @@ import { resolve as resolvePath } from 'node:path'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import type { AgentServiceApi } from '@conch/agent'
-import type { SandboxMode, SandboxServiceApi } from '@conch/sandbox'
+import { SANDBOX_MODES, type SandboxMode, type SandboxServiceApi } from '@conch/sandbox'
 import { messageOf, registerListed, type PendingEvent, type SessionLog } from '@conch/session'
 import {
   SandboxPolicyError,
@@ -28,9 +28,7 @@ declare module 'cordis' {
 /** The session event type that records a mode change. */
 export const SANDBOX_MODE_EVENT = 'sandbox/mode'
 
-const MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const satisfies readonly SandboxMode[]
-
-const isMode = (value: unknown): value is SandboxMode => (MODES as readonly unknown[]).includes(value)
+const isMode = (value: unknown): value is SandboxMode => (SANDBOX_MODES as readonly unknown[]).includes(value)
 
 /** An absolute, canonical path (realpath(3)); undefined when it does not exist. */
 function canonical(path: string): string | undefined {
@@ -47,7 +45,7 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
   static Config = z
     .strictObject({
       mode: z
-        .enum(MODES)
+        .enum(SANDBOX_MODES)
         .default('read-only')
         .describe('The mode of a session that has no sandbox/mode event: read-only, workspace-write or danger-full-access.'),
       workspaceRoot: z
@@ -160,13 +158,12 @@ class SandboxPolicyService extends Service implements SandboxPolicyServiceApi {
 }
 
 function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
-  return new SandboxPolicyError('INVALID_MODE', { mode, sessionId, modes: MODES })
+  return new SandboxPolicyError('INVALID_MODE', { mode, sessionId, modes: SANDBOX_MODES })
 }
 
 /**
- * The one-line system-prompt section for a policy (`loopbackShared`: whether the sandbox shares
- * one loopback among an agent's processes here, default true; `rootWritable`: whether
- * workspace-write may write the system's files, a container's own copy, default false), e.g.
+ * The one-line system-prompt section for a policy (`loopbackShared`: an agent's processes share
+ * one loopback; `rootWritable`: workspace-write may write a container's system files), e.g.
  * `Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (…); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
 export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, rootWritable = false): string {

@@ -1,8 +1,4 @@
-/**
- * Per-session sandbox modes behind `ctx.sandboxPolicy`. A session's mode is event-sourced:
- * the latest `sandbox/mode` event in its log wins, else the configured default, so a
- * restarted harness replays the same policy.
- */
+/** The contract of `ctx.sandboxPolicy`: per-session sandbox modes, event-sourced (service.ts). */
 import type { AgentNetwork, SandboxMode } from '@conch/sandbox'
 import { errorClass, type ErrorMessages, type ErrorOf, type SessionLog } from '@conch/session'
 
@@ -50,10 +46,8 @@ export interface SandboxPolicyServiceApi {
   resolve(options: { session: SessionLog }): ResolvedPolicy
   /**
    * Appends a `sandbox/mode` event. A change of the effective mode while any fence is busy is
-   * vetoed before the append with `SandboxPolicyError` `MODE_CHANGE_REFUSED`, whose message
-   * names the reason and says to close the terminals first; a change that keeps the effective
-   * mode is allowed. The same veto applies to `sandbox/mode` events appended directly.
-   * @throws SandboxPolicyError `INVALID_MODE` for an unknown mode; `MODE_CHANGE_REFUSED`.
+   * vetoed before the append (as is such an event appended directly).
+   * @throws SandboxPolicyError `INVALID_MODE` for an unknown mode; `MODE_CHANGE_REFUSED` naming the busy fences.
    */
   setMode(session: SessionLog, mode: SandboxMode): void
   /** Registers a fence; the disposer is tied to the caller's plugin scope. */

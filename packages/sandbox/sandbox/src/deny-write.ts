@@ -1,7 +1,6 @@
 /**
  * The deny-write list every provider enforces inside a writable workspace: what a confined process
- * may not write, create, remove or rename, relative to each writable root. Shared so that each
- * provider's config has the same entries with the same defaults, and refuses the same shapes.
+ * may not write, create, remove or rename, relative to each writable root.
  */
 import { readFileSync, statSync } from 'node:fs'
 import { homedir } from 'node:os'
@@ -13,27 +12,11 @@ import { SandboxError, type SandboxPolicy } from './types.ts'
 
 /**
  * The default list (a trailing `/` marks a folder): shell and tool startup files, editors' and
- * agents' project configuration, git's hooks and config, and every file by which git finds its
- * config or hooks elsewhere (gitrepository-layout(5)): `commondir` (config, hooks, objects and
- * refs come from the folder it names), `config.worktree` (read with `extensions.worktreeConfig`),
- * `modules/` (each submodule's own repository, config and hooks included, which `git status` in
- * the workspace runs git in) and `worktrees/` (each linked worktree's `commondir` and
- * `config.worktree`). A `.git` that is a file (a linked worktree's or a submodule's `gitdir:`
- * line) is held itself: an entry beneath a file holds that file (`denyWritePaths`). Not held,
- * as they run nothing: `info/` (excludes; attributes name drivers only config defines), `objects/`
- * (`objects/info/alternates` adds object stores, no program), refs, `HEAD` and the index.
- * `.npmrc` names programs npm and pnpm run on the host (`script-shell`, `node-options`, `git`);
- * both read on past a folder there. Not listed, as an empty folder in their place stops the tool
- * that reads them on the host (`.yarnrc`: `EISDIR`; `.yarnrc.yml`: `Parse error`; `.pnpmfile.cjs`:
- * `Cannot find module`) while a file would show in `git status`: `.yarnrc`, `.yarnrc.yml` and
- * `.pnpmfile.cjs` (add those a project has to `denyWrite`); `.envrc` (direnv runs none it has
- * not been told to allow since its last change) and `.tool-versions` (names versions, no program).
- * Hook managers' files, which the host's `git commit` runs through its installed hook: `.husky/`,
- * `.pre-commit-config.yaml`, `.lefthook.yml` (not `lefthook.yml`: a placeholder folder would show
- * in the workspace; add it where a project has one); other editors' and agents' project folders
- * that name programs to start: `.cursor/`, `.gemini/`, `.zed/`, `.continue/`, `.devcontainer/`.
- * Beyond the list, every path the repository's git config names for hooks or more config is held
- * too (`gitNamedPaths`).
+ * agents' project configuration, hook managers' files, git's hooks and config, and every file by
+ * which git finds a config or hooks elsewhere (gitrepository-layout(5)). A `.git` that is a file is
+ * held itself (`denyWritePaths`), as is every path the repository's git config names for hooks or
+ * more config (`gitNamedPaths`). Why each entry is in or out: @conch/sandbox-local's README
+ * ("Deny-write list").
  */
 export const DEFAULT_DENY_WRITE = [
   '.bashrc',
@@ -68,11 +51,8 @@ export const DEFAULT_DENY_WRITE = [
 
 /**
  * What a missing entry's placeholder file holds where an empty folder would disturb the host's
- * git, else undefined (an empty folder, which git shows nowhere): git stops on a `commondir` it
- * cannot read (`fatal: failed to read .git/commondir`), and one naming `.` is the repository's own
- * folder, where git looks without one; a folder at `config.worktree` makes every git command warn
- * where `extensions.worktreeConfig` is set, and an empty file is an empty config. Inside `.git`,
- * git shows neither.
+ * git, else undefined (an empty folder): git stops on a folder at `commondir` (one naming `.` is
+ * the repository itself) and warns about one at `config.worktree` (an empty file is an empty config).
  */
 export function placeholderContent(path: string): string | undefined {
   if (path.endsWith('/.git/commondir')) return '.\n'
@@ -229,10 +209,9 @@ export function symlinkBeneath(path: string, root: string, fs: BeneathFs = nodeB
 }
 
 /**
- * Refuses (`PROTECTED_PATH_SYMLINK`) a deny-write path reached through a symbolic link at or
- * below its writable root — a mount covers the link's target, not the link, which a confined
- * process could replace; a container engine binds the target itself, wherever it is on the host —
- * and (`PROTECTED_PATH_LINKED`) a file with another hard link there.
+ * Refuses a deny-write path reached through a symbolic link below its writable root
+ * (`PROTECTED_PATH_SYMLINK`: a mount covers the target, not the link a confined process could
+ * replace) and a file with another hard link there (`PROTECTED_PATH_LINKED`).
  */
 export function checkDenyWritePaths(paths: readonly string[], roots: readonly string[], fs: BeneathFs = nodeBeneathFs): void {
   for (const path of paths) {

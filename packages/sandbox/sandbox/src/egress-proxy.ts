@@ -1,13 +1,10 @@
 /**
- * The egress proxy: the one way out of a sandbox whose network policy is an allowlist. It listens
- * on a unix socket (bind-mounted into the sandbox) and serves HTTP CONNECT (RFC 9110 §9.3.6) and
- * plain HTTP requests in absolute form (RFC 9112 §3.2.2), for hosts an allowlist pattern names.
- * Hostile by default: how a host is matched, why a wildcard never reaches the host's own
- * addresses, the single resolution, the allowed ports and the bounds are tabled in @conch/sandbox-local's README
- * (the egress proxy section), which every provider's proxy follows.
+ * The egress proxy: the one way out of a sandbox whose network is an allowlist. On a unix socket
+ * it serves HTTP CONNECT (RFC 9110 §9.3.6) and absolute-form HTTP (RFC 9112 §3.2.2) for the hosts
+ * a pattern names. Its matching, resolution, ports and bounds: @conch/sandbox-local's README ("Egress proxy").
  */
 import { lookup } from 'node:dns/promises'
-import { chmodSync, lstatSync, rmSync } from 'node:fs'
+import { chmodSync, lstatSync, rmSync, type Stats } from 'node:fs'
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { networkInterfaces } from 'node:os'
@@ -156,7 +153,6 @@ const defaultResolve = async (host: string): Promise<string[]> => (await lookup(
 /**
  * Serves HTTP CONNECT and plain absolute-URI HTTP over the unix socket; a refused host gets `403`
  * with body `blocked <host> — not in the allowlist`.
- *
  * @throws SandboxError `INVALID_POLICY` naming the first pattern `hostPatternProblem` refuses;
  *   `EGRESS_SOCKET_UNSAFE` when the socket's folder is not a directory of this user's closed to others.
  */
@@ -298,22 +294,18 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
 /** Checks that the socket's folder is a real directory of this user's with no access for others, and clears a stale socket. */
 function privateFolder(socketPath: string): void {
-  const folder = dirname(socketPath)
   const uid = typeof process.getuid === 'function' ? process.getuid() : 0
-  let stats
-  try {
-    stats = lstatSync(folder)
-  } catch {
-    stats = undefined
-  }
+  const stats = lstatOf(dirname(socketPath))
   if (!stats?.isDirectory() || stats.uid !== uid || (stats.mode & 0o077) !== 0) throw new SandboxError('EGRESS_SOCKET_UNSAFE', { path: socketPath, uid })
-  let existing
+  if (lstatOf(socketPath)?.isSocket()) rmSync(socketPath)
+}
+
+function lstatOf(path: string): Stats | undefined {
   try {
-    existing = lstatSync(socketPath)
+    return lstatSync(path)
   } catch {
-    return
+    return undefined
   }
-  if (existing.isSocket()) rmSync(socketPath)
 }
 
 /** The variables that send a process's HTTP and HTTPS through a relay to the proxy, listening on `port` of its loopback. */

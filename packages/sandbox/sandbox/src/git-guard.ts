@@ -1,10 +1,8 @@
 /**
- * git inside a sandbox must not be turned against the agent by the repository it works in: a
- * repository's `.git/config` can name programs git runs on its own (a hooks folder, an fsmonitor
- * command, a credential helper, an ssh command). Every confined process starts with these keys
- * set through git's environment configuration (git-config(1), `GIT_CONFIG_COUNT`,
- * `GIT_CONFIG_KEY_<n>`, `GIT_CONFIG_VALUE_<n>`): the command scope, which wins over the system,
- * global, repository and worktree files.
+ * A repository's `.git/config` can name programs git runs on its own (hooks, fsmonitor, a
+ * credential helper, an ssh command). Every confined process starts with these keys set through
+ * git's environment configuration (git-config(1) `GIT_CONFIG_COUNT`), whose command scope wins
+ * over every config file.
  */
 
 /** A failing `core.sshCommand` that says why (git appends the ssh arguments; `#` makes them a comment). */
@@ -23,11 +21,9 @@ export const GIT_NEUTRALISED: ReadonlyArray<readonly [key: string, value: string
 const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
 
 /**
- * POSIX sh commands that append `GIT_NEUTRALISED` after the caller's own `GIT_CONFIG_*` entries
- * and set `GIT_TERMINAL_PROMPT=0`, for a provider's launcher to run before it execs the
- * sandboxed program. Appended, not replacing: a caller's `GIT_CONFIG_KEY_0=user.name` is kept,
- * and for each neutralised key the last entry is the one git uses, which is ours. A count that
- * is not a plain decimal number is restarted at 0 (git itself would refuse it).
+ * POSIX sh commands, for a provider's launcher, that append `GIT_NEUTRALISED` after the caller's
+ * own `GIT_CONFIG_*` entries (git uses the last entry of a key: ours) and set
+ * `GIT_TERMINAL_PROMPT=0`. A count that is not a plain decimal number restarts at 0.
  */
 export function gitGuardScript(): string {
   const entries = GIT_NEUTRALISED.map(

@@ -1,5 +1,5 @@
 export * from './types.ts'
-export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, maxExposedPorts, SHARED_ROOTS, SYSTEM_ROOTS, workspaceRootProblem } from './service.ts'
+export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, maxExposedPorts, SHARED_ROOTS, SYSTEM_ROOTS, systemRootOf, workspaceRootProblem } from './service.ts'
 export { isWithin, protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { checkDenyWritePaths, DEFAULT_DENY_WRITE, denyWriteEntry, denyWritePaths, gitConfigPaths, gitNamedPaths, placeholderContent, symlinkBeneath } from './deny-write.ts'

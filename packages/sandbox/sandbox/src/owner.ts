@@ -1,12 +1,8 @@
 /**
- * The conch process that made something a provider leaves on the host when conch is killed (a
- * folder, a container, a deny-write placeholder), as that thing records it, so that a later
- * conch can tell whether its maker has ended and remove it (`SandboxProvider.sweep`).
- *
- * A pid names a process only in its PID namespace (pid_namespaces(7)): a conch in another one —
- * a container that shares the folder, `unshare --pid` — reads there another process or none. So
- * the record keeps the namespace with the pid and its start time (proc(5) stat field 22, which a
- * reused pid does not repeat), and a maker of another namespace is never judged ended.
+ * The conch process that made something a provider leaves on the host when conch is killed, as
+ * that thing records it, so a later conch can tell whether its maker has ended (`sweep`). A pid
+ * names a process only in its PID namespace (pid_namespaces(7)), so the record keeps the
+ * namespace, pid and start time, and a maker of another namespace is never judged ended.
  */
 import { readFileSync, readlinkSync } from 'node:fs'
 import { parseProcStat } from '@conch/subprocess'
@@ -30,21 +26,17 @@ export interface OwnerProc {
   pidNamespace(): string | undefined
 }
 
+const tried = <T>(read: () => T): T | undefined => {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
+}
+
 export const nodeOwnerProc: OwnerProc = {
-  stat(pid) {
-    try {
-      return readFileSync(`/proc/${pid}/stat`, 'utf8')
-    } catch {
-      return undefined
-    }
-  },
-  pidNamespace() {
-    try {
-      return readlinkSync('/proc/self/ns/pid')
-    } catch {
-      return undefined
-    }
-  },
+  stat: (pid) => tried(() => readFileSync(`/proc/${pid}/stat`, 'utf8')),
+  pidNamespace: () => tried(() => readlinkSync('/proc/self/ns/pid')),
 }
 
 /** The inode in a namespace link (`pid:[4026531836]`), or undefined for any other text. */

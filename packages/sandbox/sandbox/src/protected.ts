@@ -1,9 +1,7 @@
 /**
  * What a protected path must look like for its protection to hold. A provider binds the
  * canonical path read-only (a mount covers the file, not a name of it), so another hard link of
- * a file, or a symbolic link on the way to it, in a writable path escapes it (the README's
- * `PROTECTED_PATH_LINKED` and `PROTECTED_PATH_SYMLINK` say how). `protectedPathProblem` names the
- * first such path; `ctx.sandbox.confine` refuses with it.
+ * a file, or a symbolic link on the way to it, in a writable path escapes it.
  */
 import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
 import type { Stats } from 'node:fs'
@@ -45,16 +43,11 @@ export function isWithin(path: string, root: string): boolean {
 }
 
 /**
- * The first protected path whose protection a process confined with `writable` (canonical,
- * absolute folders it may write) could get around, or undefined when there is none:
- *
- * - `PROTECTED_PATH_SYMLINK`: a component of the path as given is a symbolic link whose own
- *   directory entry lies inside a writable path;
- * - `PROTECTED_PATH_LINKED`: the canonical path is a regular file with `st_nlink` > 1 on the
- *   device of a writable path.
- *
- * Folders are not looked into: the files inside a protected folder are not checked for other
- * names (a pnpm install hard-links them from its store).
+ * The first protected path whose protection a process that may write `writable` (canonical
+ * folders) could get around, or undefined: `PROTECTED_PATH_SYMLINK` when a component of the path
+ * as given is a symbolic link whose entry lies in a writable path; `PROTECTED_PATH_LINKED` when
+ * the canonical path is a regular file with `st_nlink` > 1 on a writable path's device. Files
+ * inside a protected folder are not looked at (a pnpm install hard-links them from its store).
  */
 export function protectedPathProblem(
   paths: readonly ProtectedPath[],

@@ -83,55 +83,39 @@ export const maxExposedPorts = z
   .describe("How many of an agent's ports may be exposed on host listeners at once (`expose`); more fail with AGENT_SANDBOX_FAILED.")
 
 /**
- * The temporary roots every user of a machine shares, refused as workspace roots even where they
- * are not world-writable (FHS 3.0 §3.18 `/tmp`, §5.15 `/var/tmp`; `/dev/shm` is the POSIX shared
- * memory folder; macOS keeps them under `/private`). A folder of one's own inside one is accepted.
+ * The temporary roots every user shares (FHS 3.0 §3.18, §5.15; POSIX shared memory; macOS's
+ * `/private`), refused as workspace roots even where not world-writable; a folder inside one is not.
  */
 export const SHARED_ROOTS: readonly string[] = ['/tmp', '/var/tmp', '/dev/shm', '/run/shm', '/run/lock', '/var/lock', '/private/tmp', '/private/var/tmp']
 
 /**
- * The system's own folders (FHS 3.0 ch. 3 and 6: the kernel's `/proc` and `/sys`, devices,
- * configuration, programs, libraries, boot files, variable data, and `/run`'s runtime data — the
- * host's service sockets such as Docker's), refused as workspace roots with everything below
- * them; `/` itself too. `/lib*` is every top-level folder whose name begins with `lib` (`/lib64`,
- * `/libx32`, `/libexec`). Below `/var`, a folder inside the home of the user conch runs as (a
- * service user's home such as `/var/lib/jenkins`) is accepted when that home is a folder of its
- * own (not `/var` nor a folder directly in it, such as `/var/lib`); below `/var` and `/run`, one of
- * one's own inside a shared root (`/var/tmp/x`, `/run/lock/x`).
+ * The system's own folders (FHS 3.0 ch. 3 and 6; `/run` holds the host's service sockets),
+ * refused as workspace roots with everything below them, as is `/`. `/lib*` is every top-level
+ * folder named `lib…`. Exceptions below `/var` and `/run`: README "Workspace roots".
  */
 export const SYSTEM_ROOTS: readonly string[] = ['/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib*', '/var', '/run']
 
-/**
- * Folders that hold other people's or other programs' folders (FHS 3.0 §3.8 `/home`, §3.13 `/opt`,
- * §3.17 `/srv`, §3.11 `/mnt`, §3.10 `/media`): refused themselves; a project below one
- * (`/home/u/p`, `/srv/app`) is accepted.
- */
+/** Folders that hold others' folders (FHS 3.0 §3.8, 3.10, 3.11, 3.13, 3.17): refused themselves, not what is below. */
 export const HOLDING_ROOTS: readonly string[] = ['/home', '/opt', '/srv', '/mnt', '/media']
 
 /**
- * Why `path` cannot be the workspace root of an agent (where its terminals write), or undefined
- * when it can. Judged on the path as given (made absolute) and made canonical (realpath(3), so a
- * link to `/etc` is `/etc`), by the rules the README lists under "Workspace roots", in this
+ * Why `path` cannot be the workspace root of an agent, or undefined when it can. Judged on the
+ * path as given and made canonical (realpath(3)) by the rules of README "Workspace roots", in
  * order: shared folders (unless `shared` is false), `/` and `SYSTEM_ROOTS`, `HOLDING_ROOTS`, a
- * home folder, a dot-folder in a home folder, and conch's own folders (`own`, `inside`). The
- * reason names the rule and the fix.
+ * home folder, a dot-folder in a home, conch's own folders (`own`, `inside`).
  */
 export function workspaceRootProblem(path: string, options: { own?: readonly string[]; inside?: readonly string[]; shared?: boolean } = {}): string | undefined {
   const given = resolve(path)
   let canonical = given
   try {
     canonical = realpathSync(given)
-  } catch {
-    // missing: judged by its name
-  }
+  } catch {} // missing: judged by its name
   const named = canonical === given ? given : `${given} (${canonical})`
   let worldWritable = false
   try {
     const stats = statSync(canonical)
     worldWritable = stats.isDirectory() && (stats.mode & 0o002) !== 0
-  } catch {
-    // missing: nothing to judge by
-  }
+  } catch {} // missing: nothing to judge by
   if (options.shared !== false && (SHARED_ROOTS.includes(given) || SHARED_ROOTS.includes(canonical) || worldWritable)) {
     return (
       `${named} is a temporary folder every user shares${worldWritable ? ' (world-writable)' : ''}, not a workspace: a confined process there ` +
@@ -178,8 +162,8 @@ export function workspaceRootProblem(path: string, options: { own?: readonly str
   )
 }
 
-/** The entry of `SYSTEM_ROOTS` (or `/`) that `path` (absolute, normalized) is or lies below. */
-function systemRootOf(path: string): string | undefined {
+/** The entry of `SYSTEM_ROOTS` (or `/`, or the `/lib…` folder) that `path` (absolute, normalized) is or lies below. */
+export function systemRootOf(path: string): string | undefined {
   if (path === '/') return '/'
   const top = `/${path.split('/')[1]}`
   if (top.startsWith('/lib')) return top
@@ -191,11 +175,7 @@ function homesOf(path: string, home: string): string[] {
   return [home, '/root', `/home/${path.split('/')[2] ?? ''}`].filter((folder) => folder !== '/' && folder !== '/home/')
 }
 
-/**
- * Whether `home` is a home of its own below `/var` (`/var/lib/jenkins`), so that a project in it
- * may be a workspace: not `/var` itself nor a folder directly in it (`/var/lib`, `/var/spool`),
- * which hold the host's own files (`/var/lib/docker`, `/var/spool/cron`).
- */
+/** Whether `home` below `/var` is a home of its own (`/var/lib/jenkins`), not `/var` or a folder directly in it. */
 function ownHome(home: string): boolean {
   return home.split('/').length > 3
 }
@@ -225,20 +205,13 @@ const INSTALL_HINT =
   '@conch/sandbox-local, or run unconfined on purpose by setting `mode: danger-full-access` in the ' +
   'sandbox-policy entry of cordis.yml.'
 
-/**
- * A provider's probe failure: `install` when the mechanism is missing or cannot run here (a
- * string verdict, or an unexpected throw), not when it threw a `SandboxError`, whose message
- * names a setting to fix (an unsafe `runtimeDir`).
- */
+/** A provider's probe failure: `install` unless it threw a `SandboxError`, which names a setting to fix. */
 interface ProbeFailure {
   reason: string
   install: boolean
 }
 
-/**
- * `SANDBOX_UNAVAILABLE`: each provider's failure (or that none is registered here) and the fix,
- * with the install hint only when some failure is a missing or unusable mechanism.
- */
+/** `SANDBOX_UNAVAILABLE`: each provider's failure, with the install hint when one is a missing mechanism. */
 function unavailable(candidates: number, failures: readonly ProbeFailure[]): SandboxError {
   const reasons =
     candidates === 0
@@ -253,9 +226,7 @@ class SandboxService extends Service implements SandboxServiceApi {
 
   private readonly providers: SandboxProvider[] = []
   /** One entry per `protect` call (each path as given and made canonical), in registration order. */
-  private readonly protections: ProtectedPath[][] = []
-  /** The canonical paths of `protect(…, {code: true})` calls, one entry per call. */
-  private readonly code: string[][] = []
+  private readonly protections: Array<{ paths: ProtectedPath[]; code: boolean }> = []
   /** One entry per `hide` call (canonical paths with their identity then), in registration order. */
   private readonly hidings: HiddenPath[][] = []
   /** One entry per `provision` call (canonical paths), in registration order. */
@@ -280,6 +251,11 @@ class SandboxService extends Service implements SandboxServiceApi {
         this.verdicts.delete(provider)
       }
     }, 'sandbox.register')
+  }
+
+  /** The providers registered for this platform, in registration order. */
+  private here(): SandboxProvider[] {
+    return this.providers.filter((provider) => provider.platforms.includes(process.platform))
   }
 
   async confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult> {
@@ -309,7 +285,7 @@ class SandboxService extends Service implements SandboxServiceApi {
     const homes = unique(this.provisioned.flatMap((entry) => entry.homes))
     if (programs.length + homes.length > 0) valid.provisions = { programs, homes }
 
-    const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
+    const candidates = this.here()
     const failures: ProbeFailure[] = []
     for (const provider of candidates) {
       const verdict = await this.verdict(provider)
@@ -319,14 +295,14 @@ class SandboxService extends Service implements SandboxServiceApi {
       }
       // A protected file with another name, or reached through a link, in a path this sandbox
       // may write is not protected by a read-only mount of it: refuse (see protected.ts).
-      const writable = [
+      const writable = canonicalPaths([
         ...(valid.mode === 'workspace-write' ? [valid.workspaceRoot, ...(provider.readWritePaths ?? [])] : []),
         ...(valid.writablePaths ?? []),
-      ]
-      const writableCanonical = canonicalPaths(writable)
-      const problem = protectedPathProblem([...this.protections.flat(), ...requested], writableCanonical)
+      ])
+      const problem = protectedPathProblem([...this.protections.flatMap((entry) => entry.paths), ...requested], writable)
       if (problem !== undefined) throw new SandboxError(problem.code, { reason: problem.message })
-      const code = writableCode(this.code.flat(), writableCanonical)
+      const registered = this.protections.filter((entry) => entry.code).flatMap((entry) => entry.paths.map((path) => path.canonical))
+      const code = writableCode(registered, writable)
       if (code !== undefined) throw new SandboxError('PROTECTED_CODE_WRITABLE', { reason: code })
       const result = await provider.confine(argv, valid)
       if (result.argv.length <= argv.length) {
@@ -340,7 +316,7 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   async probe(): Promise<boolean> {
-    const candidates = this.providers.filter((provider) => provider.platforms.includes(process.platform))
+    const candidates = this.here()
     const failures: ProbeFailure[] = []
     for (const provider of candidates) {
       const verdict = await this.verdict(provider)
@@ -352,35 +328,17 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   protect(paths: readonly string[], options: { code?: boolean } = {}): () => void {
-    for (const path of paths) {
-      if (typeof path !== 'string' || !isAbsolute(path)) {
-        throw new SandboxError('INVALID_POLICY', { reason: `a protected path must be absolute: ${JSON.stringify(path)}` })
-      }
-    }
-    const entry = protectedEntries(paths)
-    const code = options.code === true ? entry.map((path) => path.canonical) : undefined
-    return this.ctx.effect(() => {
-      this.protections.push(entry)
-      if (code !== undefined) this.code.push(code)
-      return () => {
-        const index = this.protections.indexOf(entry)
-        if (index >= 0) this.protections.splice(index, 1)
-        const at = code === undefined ? -1 : this.code.indexOf(code)
-        if (at >= 0) this.code.splice(at, 1)
-      }
-    }, 'sandbox.protect')
+    checkAbsolute(paths, 'protected', false)
+    const entry = { paths: protectedEntries(paths), code: options.code === true }
+    return registerListed(this.ctx, this.protections, entry, 'sandbox.protect')
   }
 
   protectedPaths(): string[] {
-    return unique(this.protections.flat().map((path) => path.canonical))
+    return unique(this.protections.flatMap((entry) => entry.paths.map((path) => path.canonical)))
   }
 
   hide(paths: readonly string[]): () => void {
-    for (const path of paths) {
-      if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
-        throw new SandboxError('INVALID_POLICY', { reason: `a hidden path must be absolute and not /: ${JSON.stringify(path)}` })
-      }
-    }
+    checkAbsolute(paths, 'hidden', true)
     const entry = canonicalPaths(paths)
       .filter((path) => path !== '/')
       .flatMap((path): HiddenPath[] => {
@@ -400,23 +358,13 @@ class SandboxService extends Service implements SandboxServiceApi {
    * @throws SandboxError `INVALID_POLICY` naming a relative path, or `/`.
    */
   provision(provisions: Partial<AgentProvisions>): () => void {
-    for (const path of [...(provisions.programs ?? []), ...(provisions.homes ?? [])]) {
-      if (typeof path !== 'string' || !isAbsolute(path) || path === '/') {
-        throw new SandboxError('INVALID_POLICY', { reason: `a provisioned path must be absolute and not /: ${JSON.stringify(path)}` })
-      }
-    }
+    checkAbsolute([...(provisions.programs ?? []), ...(provisions.homes ?? [])], 'provisioned', true)
     const entry: AgentProvisions = { programs: canonicalPaths(provisions.programs ?? []), homes: canonicalPaths(provisions.homes ?? []) }
-    return this.ctx.effect(() => {
-      this.provisioned.push(entry)
-      return () => {
-        const index = this.provisioned.indexOf(entry)
-        if (index >= 0) this.provisioned.splice(index, 1)
-      }
-    }, 'sandbox.provision')
+    return registerListed(this.ctx, this.provisioned, entry, 'sandbox.provision')
   }
 
   fixedMounts(): boolean | undefined {
-    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.fixedMounts
+    return this.here()[0]?.fixedMounts
   }
 
   /** @throws SandboxError `HIDDEN_PATH_MOVED` for a hidden path that is gone or another file now. */
@@ -445,13 +393,13 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   sharesLoopback(): boolean | undefined {
-    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.sharesLoopback
+    return this.here()[0]?.sharesLoopback
   }
 
   async sweep(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }> {
     const swept: string[] = []
     const removed: Array<SweptItem & { provider: string }> = []
-    for (const provider of this.providers.filter((provider) => provider.platforms.includes(process.platform))) {
+    for (const provider of this.here()) {
       if (provider.sweep === undefined) continue
       swept.push(provider.name)
       for (const item of await provider.sweep()) removed.push({ provider: provider.name, ...item })
@@ -460,11 +408,11 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 
   rootWritable(): boolean | undefined {
-    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.rootWritable
+    return this.here()[0]?.rootWritable
   }
 
   networkAllowed(): boolean | undefined {
-    return this.providers.find((provider) => provider.platforms.includes(process.platform))?.network
+    return this.here()[0]?.network
   }
 
   private verdict(provider: SandboxProvider): Promise<true | ProbeFailure> {
@@ -483,17 +431,23 @@ class SandboxService extends Service implements SandboxServiceApi {
   }
 }
 
-/** realpath(3) of each path; paths that do not exist (or cannot be resolved) are left out. */
-function canonicalPaths(paths: readonly string[]): string[] {
-  const out: string[] = []
+/** @throws SandboxError `INVALID_POLICY` naming a path that is not absolute (or is `/`, with `notRoot`). */
+function checkAbsolute(paths: readonly string[], kind: string, notRoot: boolean): void {
   for (const path of paths) {
-    try {
-      out.push(realpathSync(path))
-    } catch {
-      // A protected path that does not exist has nothing to protect.
-    }
+    if (typeof path === 'string' && isAbsolute(path) && !(notRoot && path === '/')) continue
+    throw new SandboxError('INVALID_POLICY', { reason: `a ${kind} path must be absolute${notRoot ? ' and not /' : ''}: ${JSON.stringify(path)}` })
   }
-  return out
+}
+
+/** realpath(3) of each path; paths that do not exist (nothing to protect) are left out. */
+function canonicalPaths(paths: readonly string[]): string[] {
+  return paths.flatMap((path) => {
+    try {
+      return [realpathSync(path)]
+    } catch {
+      return []
+    }
+  })
 }
 
 /**

@@ -101,12 +101,10 @@ export interface ArgumentRule {
 }
 
 /**
- * The argument rules. A set-user-ID file in the workspace is run by the host's users with its
- * owner's rights (the owner is root when the sandbox runs as root): no mode a confined process
- * gives a file, by chmod or at creation, may carry S_ISUID or S_ISGID. The mode is the argument
- * the kernel reads for each call (open(2), chmod(2), mknod(2)); a call missing on an architecture
- * (`open`, `chmod`, `creat`, `mknod` on aarch64) needs no rule there. glibc passes a mode of 0
- * to open without O_CREAT, so reading the mode without the flags refuses nothing real.
+ * The argument rules. A set-user-ID file in the workspace runs for the host's users with its
+ * owner's rights (root when the sandbox runs as root), so no mode a confined process gives a file
+ * may carry S_ISUID or S_ISGID. glibc passes mode 0 to open without O_CREAT, so testing the mode
+ * alone refuses nothing real.
  */
 export const ARGUMENT_RULES: readonly ArgumentRule[] = [
   { name: 'clone', arg: 0, anyBit: CLONE_NAMESPACE_MASK, reason: 'new namespaces (the kernel reads the low 32 bits of legacy clone\'s flags)' },

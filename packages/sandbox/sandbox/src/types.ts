@@ -14,7 +14,7 @@ import { type DetailsOf, errorClass, type ErrorMessages, type ErrorOf } from '@c
  */
 export type SandboxMode = 'read-only' | 'workspace-write' | 'danger-full-access'
 
-export const SANDBOX_MODES: readonly SandboxMode[] = ['read-only', 'workspace-write', 'danger-full-access']
+export const SANDBOX_MODES = ['read-only', 'workspace-write', 'danger-full-access'] as const satisfies readonly SandboxMode[]
 
 /** What a caller asks `confine` for. */
 export interface SandboxPolicy {
@@ -23,35 +23,19 @@ export interface SandboxPolicy {
   workspaceRoot: string
   /** Working directory inside the sandbox; defaults to `workspaceRoot`. */
   cwd?: string
-  /**
-   * Network access for this one confinement, overriding the provider's configured default:
-   * `true` for a caller that must reach a service (a sub-agent calling its model API), `false`
-   * to cut off a provider configured with the network on. Undefined: the provider's default.
-   */
+  /** Network access for this one confinement, overriding the provider's default (a sub-agent calling its API). */
   network?: boolean
-  /**
-   * Extra absolute paths writable inside this one sandbox, in either mode — a private folder the
-   * caller made for the confined program (a CLI's home and config). Protected paths inside
-   * them stay read-only.
-   */
+  /** Extra absolute paths writable inside this one sandbox, in either mode; protected paths inside stay read-only. */
   writablePaths?: string[]
-  /**
-   * Extra absolute paths that stay read-only inside this sandbox whatever the mode and the
-   * workspace (added to the paths registered with `protect`).
-   */
+  /** Extra absolute paths read-only inside this sandbox whatever the mode (added to those of `protect`). */
   protectedPaths?: string[]
-  /**
-   * Extra absolute paths hidden inside this sandbox (added to those registered with `hide`): see
-   * `SandboxServiceApi.hide`.
-   */
+  /** Extra absolute paths hidden inside this sandbox (added to those of `SandboxServiceApi.hide`). */
   hiddenPaths?: string[]
   /**
-   * The agent the process belongs to. Every process confined for one agent (the same `key`)
-   * lives in one sandbox with it: one loopback and one /tmp, made at the first such
-   * confinement and torn down — every process in it killed, the /tmp removed — when each
-   * owner that confined a process for it has ended. Without it the process has a sandbox of
-   * its own. `network: true` on such a process leaves it the host's network, with the
-   * agent's /tmp.
+   * The agent the process belongs to: every process confined for one `key` shares its sandbox
+   * (one loopback, one /tmp), made at the first and torn down when each owner that confined a
+   * process for it has ended. Without it the process has a sandbox of its own. `network: true`
+   * leaves such a process the host's network, with the agent's /tmp.
    */
   agent?: SandboxAgent
 }
@@ -67,17 +51,11 @@ export type AgentNetwork = { mode: 'none' } | { mode: 'allow'; hosts: string[] }
 export interface SandboxAgent {
   /** Processes confined with the same key share one sandbox: the agent's session id. */
   key: string
-  /**
-   * The agent's network, fixed when its sandbox is made (its first process); default
-   * `{mode: 'none'}`. A process's own `SandboxPolicy.network: true` still gives it the host's network.
-   */
+  /** The agent's network, fixed when its sandbox is made; default `{mode: 'none'}`. */
   network?: AgentNetwork
   /** Ports of the agent's loopback made reachable on host loopback ports (fixed when its sandbox is made). */
   expose?: number[]
-  /**
-   * The owner the process is started for (an Agent, a pool's owner). The sandbox registers its
-   * teardown with each distinct owner once, and is torn down when the last of them ends.
-   */
+  /** The owner the process is started for (an Agent, a pool's owner): the sandbox ends with the last one. */
   owner: SandboxOwner
 }
 
@@ -87,18 +65,15 @@ export interface SandboxOwner {
 }
 
 /**
- * The policy a provider receives from `confine`: validated, with `protectedPaths` the canonical
- * union of the registered and the requested ones. Providers must keep every protected path that
- * exists read-only inside the sandbox, even when a writable path contains it, and keep its place
- * in the tree from being renamed away.
+ * The policy a provider receives from `confine`: validated, `protectedPaths` the canonical union of
+ * the registered and requested ones, each of which must stay read-only (even inside a writable
+ * path) and in its place (not renamed away).
  */
 export interface ConfinePolicy extends SandboxPolicy {
   protectedPaths: string[]
   /**
-   * The canonical union of the registered and the requested hidden paths that exist; absent when
-   * there are none. A provider must make each one unreadable and unwritable inside the sandbox
-   * (covered by something empty), except the policy's own `writablePaths` that lie inside one:
-   * those stay visible and writable, and nothing else of the hidden path does.
+   * The canonical union of the registered and requested hidden paths that exist (absent when none):
+   * each covered by something empty, except the policy's own `writablePaths` inside one.
    */
   hiddenPaths?: string[]
   /** What programs started later in an agent's sandbox need there (`SandboxServiceApi.provision`); absent when nothing is declared. */
@@ -106,21 +81,16 @@ export interface ConfinePolicy extends SandboxPolicy {
 }
 
 /**
- * What programs started later in an agent's sandbox need there (a pool's CLIs), declared before the
- * agent's first process: `programs`, host folders (canonical) of their installations, read-only at
- * their own paths; `homes`, host folders (canonical) in each of which every agent gets a folder of
- * its own (`agentHome(folder, key)`), writable at its own path, no agent seeing another's.
+ * What programs started later in an agent's sandbox need there (a pool's CLIs): `programs`, host
+ * folders (canonical) read-only at their own paths; `homes`, host folders (canonical) in each of
+ * which every agent gets its own writable folder (`agentHome(folder, key)`), seeing no other's.
  */
 export interface AgentProvisions {
   programs: string[]
   homes: string[]
 }
 
-/**
- * The folder of agent `key` in a provisioned `homes` folder: `agent-<24 hex digits of its SHA-256>`
- * (a session id may hold any character). The provider makes it; the program's owner makes its
- * homes in it.
- */
+/** The folder of agent `key` in a provisioned `homes` folder: `agent-<24 hex digits of its SHA-256>`. */
 export function agentHome(folder: string, key: string): string {
   return join(folder, `agent-${createHash('sha256').update(key).digest('hex').slice(0, 24)}`)
 }
@@ -143,10 +113,8 @@ export interface ConfineResult {
   gaps?: string[]
   /**
    * Set when `argv` is a relay to a process that runs elsewhere (a container's exec), no
-   * descendant of the relay on this host: on a terminal (an exec with a TTY) the terminal the
-   * caller gives `argv` carries its bytes, but readiness, the foreground group and the teardown
-   * belong to the relayed process's terminal; without one, its processes are found by a tag in
-   * the environment the relay passes on.
+   * descendant of the relay on this host: readiness, the foreground group and the teardown
+   * belong to the relayed process; without a terminal, its processes are found by a tag.
    */
   relayed?: RelayedProcess
 }
@@ -154,9 +122,8 @@ export interface ConfineResult {
 /** The process behind a relay (`ConfineResult.relayed`). */
 export interface RelayedProcess {
   /**
-   * The relayed process's pid as this host's /proc shows it, once the relay has started it (on a
-   * terminal it leads its own: fd 0 is that terminal); undefined when this host cannot see it (a
-   * remote daemon). Its environment is the relay's, so a tag set there finds it and its children.
+   * The relayed process's pid as this host's /proc shows it, once started (on a terminal it leads
+   * its own); undefined when this host cannot see it (a remote daemon). It carries the relay's environment.
    * @throws SandboxError `AGENT_SANDBOX_FAILED` when it did not start; `signal.reason` on abort.
    */
   pid(signal: AbortSignal): Promise<number | undefined>
@@ -171,40 +138,25 @@ export interface SandboxProvider {
   readonly network?: boolean
   /** Whether the processes of one agent share its loopback here (bubblewrap: only as root), when the provider knows. */
   readonly sharesLoopback?: boolean
-  /**
-   * Whether processes may write the system's files outside the workspace under workspace-write:
-   * a container's own copy of them, gone with the container (not the host's). Default false.
-   */
+  /** Whether workspace-write may write the system's files outside the workspace (a container's copy). Default false. */
   readonly rootWritable?: boolean
-  /**
-   * Host folders it makes writable under workspace-write besides the workspace root (absolute),
-   * so that `confine` can check the protected paths against every writable path.
-   */
+  /** Host folders it makes writable under workspace-write besides the workspace root (for `confine`'s checks). */
   readonly readWritePaths?: readonly string[]
-  /**
-   * Host folders the provider keeps its own files in (absolute; bubblewrap: its runtime folder),
-   * which no workspace may lie in (`ownFolders`).
-   */
+  /** Host folders it keeps its own files in (bubblewrap: its runtime folder), which no workspace may lie in. */
   readonly ownPaths?: readonly string[]
   /**
-   * Whether an agent's sandbox is made once, at its first process, with its mounts fixed (a
-   * container): a later program of the agent finds there only what was provisioned
-   * (`SandboxServiceApi.provision`), and a process of another conch cannot join it. Default false.
+   * Whether an agent's sandbox is made at its first process with its mounts fixed (a container):
+   * a later program finds there only what was provisioned (`provision`). Default false.
    */
   readonly fixedMounts?: boolean
   /**
-   * Whether the mechanism works on this machine. Called at most once per provider; the verdict
-   * is cached. Returns `true`, or a reason it cannot run (shown to users with the install hint);
-   * rejects with a `SandboxError` for a setting to fix (its message is shown without the hint).
+   * Whether the mechanism works on this machine (called once; cached): `true`, or a reason it
+   * cannot run (shown with the install hint); rejects with a `SandboxError` for a setting to fix.
    */
   probe(): Promise<true | string>
   /** Wraps `argv`; a provider that makes the agent's sandbox at its first process (`policy.agent`) answers asynchronously. */
   confine(argv: [string, ...string[]], policy: ConfinePolicy): ConfineResult | Promise<ConfineResult>
-  /**
-   * Removes what conch processes that are gone left of their agents' sandboxes (a conch killed
-   * with SIGKILL: its containers, its agents' folders), never what a running conch holds; the
-   * same sweep the provider runs before it makes an agent's sandbox. Resolves to what it removed.
-   */
+  /** Removes what conch processes that are gone (killed) left of their agents' sandboxes; resolves to what it removed. */
   sweep?(): Promise<SweptItem[]>
 }
 
@@ -264,99 +216,59 @@ export interface SandboxServiceApi {
    * Wraps `argv` with the first registered provider for this platform whose probe succeeds (each
    * provider is probed at most once; the verdict is cached).
    * @throws SandboxError `INVALID_POLICY` (a relative path, `danger-full-access`, an unknown mode,
-   * an empty argv); `SANDBOX_UNAVAILABLE` with a message that names each provider's probe
-   * failure, how to install one (e.g. `apt-get install bubblewrap`), and how to choose
-   * `danger-full-access` explicitly; `PROTECTED_PATH_LINKED` for a protected regular file with
-   * more than one hard link (st_nlink) on the device of a path the sandbox may write;
-   * `PROTECTED_PATH_SYMLINK` for a protected path, as given, that goes through a symbolic link
-   * whose directory entry lies in a path the sandbox may write (each names the path, the link
-   * count or the link and its target, and what to do); `PROTECTED_CODE_WRITABLE` for a path the
-   * sandbox may write that holds code registered with `protect(paths, {code: true})`.
+   * an empty argv); `SANDBOX_UNAVAILABLE` naming each provider's probe failure and the fix;
+   * `PROTECTED_PATH_LINKED` (a protected file with another hard link on a writable device),
+   * `PROTECTED_PATH_SYMLINK` (a protected path through a symbolic link in a writable path) and
+   * `PROTECTED_CODE_WRITABLE` (a writable path holding code registered with `{code: true}`).
    */
   confine(argv: [string, ...string[]], policy: SandboxPolicy): Promise<ConfineResult>
   /**
-   * Probes the registered providers for this platform now (the verdicts `confine` reuses), so a
-   * harness can refuse to start where the providers it loaded cannot confine a process.
-   * @returns true when one works; false when none is registered for this platform (a composition
-   *   whose terminals are in memory loads none).
+   * Probes the registered providers for this platform now (the verdicts `confine` reuses).
+   * @returns true when one works; false when none is registered for this platform.
    * @throws SandboxError `SANDBOX_UNAVAILABLE` with the message `confine` would give, when every one fails.
    */
   probe?(): Promise<boolean>
   /**
    * Keeps `paths` read-only inside every sandbox confined from now on, whatever the mode and the
-   * workspace — for the files a running harness was composed from and the code it runs, so a
-   * confined process cannot rewrite the configuration that confines it. Paths must be absolute;
-   * they are made canonical (realpath(3)), and paths that do not exist are ignored. The disposer,
-   * tied to the caller's plugin scope, removes them again. Each path is also kept as given, for
-   * the checks `confine` makes of its shape (hard links, symbolic links on the way).
+   * workspace, so a confined process cannot rewrite the configuration that confines it. Paths are
+   * made canonical (missing ones ignored) and also kept as given for `confine`'s link checks. The
+   * disposer, tied to the caller's plugin scope, removes them.
    *
-   * With `code: true` the paths are code the host runs that lives outside the installation (a
-   * composition's local plugins and what they import): besides being read-only, none may lie
-   * inside a path a sandbox may write. Node's resolution looks for files that need not exist yet
-   * (a `lib.ts` tsx prefers to `lib.js`, a nearer `node_modules` or `package.json`), a plugin may
-   * import more after the boot, and a file inside a protected folder may have another name in the
-   * writable path: none of that a read-only mount of the paths covers, so `confine` refuses such a
-   * sandbox (`PROTECTED_CODE_WRITABLE`) instead.
+   * With `code: true` the paths are code the host runs from outside its installation: none may
+   * lie inside a writable path either (`PROTECTED_CODE_WRITABLE`), since Node's resolution may
+   * pick up new files there that no read-only mount covers.
    * @throws SandboxError `INVALID_POLICY` for a relative path.
    */
   protect?(paths: readonly string[], options?: { code?: boolean }): () => void
   /** The canonical paths registered with `protect`, in registration order, without duplicates. */
   protectedPaths?(): string[]
   /**
-   * Hides `paths` inside every sandbox confined from now on, whatever the mode and the workspace:
-   * a confined process can neither read nor write them (a folder looks empty and read-only) —
-   * for host state no terminal may touch, such as the private homes of pooled agent CLIs. A
-   * confinement's own `writablePaths` inside a hidden path stay visible and writable (a pooled
-   * CLI keeps its own home, and sees no other). Paths must be absolute; they are made canonical,
-   * and paths that do not exist are ignored (hide a folder that exists, and what is created in
-   * it later is hidden too). The disposer, tied to the caller's plugin scope, removes them.
-   * Each path's identity (device and inode, lstat(2)) is kept: a folder moved away or replaced
-   * since — a confined process whose workspace holds it can rename it or a folder above it —
-   * makes every later `confine` fail with `HIDDEN_PATH_MOVED` naming it, instead of hiding an
-   * empty place while the folder sits readable elsewhere.
+   * Hides `paths` inside every sandbox confined from now on: a confined process can neither read
+   * nor write them (a folder looks empty and read-only), except a confinement's own
+   * `writablePaths` inside one. Paths are made canonical (missing ones ignored); the disposer,
+   * tied to the caller's plugin scope, removes them. Each one's identity (lstat(2)) is kept: one
+   * moved or replaced since makes every later `confine` fail with `HIDDEN_PATH_MOVED`.
    * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
    */
   hide?(paths: readonly string[]): () => void
   /** The canonical paths registered with `hide`, in registration order, without duplicates. */
   hiddenPaths?(): string[]
   /**
-   * Declares what programs started later in an agent's sandbox need there (see `AgentProvisions`),
-   * for every agent sandbox made from now on: a provider whose mounts are fixed when an agent's
-   * sandbox is made (`fixedMounts`, a container) binds them then; one that shows the host's files
-   * and takes `writablePaths` per process (bubblewrap) needs none of it. Paths must be absolute;
-   * they are made canonical, and paths that do not exist are ignored. The disposer, tied to the
-   * caller's plugin scope, removes them.
+   * Declares what programs started later in an agent's sandbox need there (`AgentProvisions`), for
+   * every agent sandbox made from now on (bound by `fixedMounts` providers). Paths are made
+   * canonical (missing ones ignored); the disposer, tied to the caller's plugin scope, removes them.
    * @throws SandboxError `INVALID_POLICY` for a relative path, or `/`.
    */
   provision?(provisions: Partial<AgentProvisions>): () => void
-  /**
-   * Whether an agent's sandbox on this platform has its mounts fixed at its first process (the
-   * `fixedMounts` of the first registered provider for `process.platform`).
-   */
+  /** The `fixedMounts` of the first registered provider for `process.platform`. */
   fixedMounts?(): boolean | undefined
-  /**
-   * The folders conch keeps for itself, which no workspace may lie in (`workspaceRootProblem`'s
-   * `inside`; a workspace that holds one has it hidden or read-only): the hidden paths and each
-   * registered provider's `ownPaths` that exist, canonical, without duplicates.
-   */
+  /** The folders conch keeps for itself, which no workspace may lie in: hidden paths and providers' `ownPaths`. */
   ownFolders?(): string[]
-  /**
-   * Whether processes confined on this platform may use the network: the `network` of the first
-   * registered provider for `process.platform`, or undefined when there is none or it does not
-   * say. For describing the sandbox (e.g. in a system prompt); it does not probe.
-   */
+  /** The `network` of the first registered provider for `process.platform` (for describing; no probe). */
   networkAllowed?(): boolean | undefined
-  /**
-   * Whether an agent's processes share one loopback on this platform: the `sharesLoopback` of the
-   * first registered provider for `process.platform`, or undefined when it does not say. For
-   * describing the sandbox; it does not probe.
-   */
+  /** The `sharesLoopback` of the first registered provider for `process.platform` (no probe). */
   sharesLoopback?(): boolean | undefined
-  /**
-   * Whether workspace-write processes on this platform may write the system's files outside the
-   * workspace (a container's own copy): the `rootWritable` of the first registered provider for
-   * `process.platform`. For describing the sandbox; it does not probe.
-   */
+  /** The `rootWritable` of the first registered provider for `process.platform` (no probe). */
   rootWritable?(): boolean | undefined
   /**
    * Subscribes to the hosts an agent's egress proxy refused (network `allow`), so what the model
@@ -365,10 +277,7 @@ export interface SandboxServiceApi {
   onRefused?(listener: (refusal: NetworkRefusal) => void): () => void
   /** Called by a provider for each refused host: tells every `onRefused` listener. */
   refused?(refusal: NetworkRefusal): void
-  /**
-   * Runs the `sweep` of each registered provider for this platform, one after the other; resolves
-   * to the names of the providers that swept (those with a `sweep`) and what each removed.
-   */
+  /** Runs each registered provider's `sweep` in turn; resolves to those that swept and what each removed. */
   sweep?(): Promise<{ swept: string[]; removed: Array<SweptItem & { provider: string }> }>
 }
 

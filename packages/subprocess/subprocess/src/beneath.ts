@@ -1,11 +1,8 @@
 /**
  * Files and folders beneath a trusted root, reached without following anything a less trusted
- * process could have planted: the one place conch opens host paths a sandbox may write near.
- * Every folder below the root is opened one component at a time relative to the descriptor of
- * the folder above (`/proc/self/fd/<fd>/<name>`, `O_DIRECTORY | O_NOFOLLOW`), every file through
- * its folder's handle (`O_NOFOLLOW | O_NONBLOCK`, then fstat(2)); the rules of each call, and
- * the weaker check without `/proc/self/fd` (macOS), are in the README ("Paths beneath a trusted
- * root").
+ * process could have planted: each folder opened one component at a time relative to the one
+ * above (`/proc/self/fd/<fd>/<name>`, `O_DIRECTORY | O_NOFOLLOW`), each file through its folder
+ * (`O_NOFOLLOW | O_NONBLOCK`, then fstat(2)). README: "Paths beneath a trusted root".
  */
 import {
   closeSync,
@@ -66,10 +63,7 @@ export const nodeBeneathFs: BeneathFs = {
   uid: () => (typeof process.getuid === 'function' ? process.getuid() : 0),
 }
 
-/**
- * `fs` with `before(call, path)` run before each call that names a path, for tests that change
- * the file system between two steps (a folder swapped for a link, a file for a FIFO).
- */
+/** `fs` with `before(call, path)` run before each call that names a path, for tests of races. */
 export function interceptedFs(before: (call: 'open' | 'lstat' | 'mkdir' | 'readdir' | 'rename' | 'unlink' | 'rmdir', path: string) => void, fs: BeneathFs = nodeBeneathFs): BeneathFs {
   return {
     ...fs,
@@ -117,12 +111,15 @@ export interface FolderIdentity {
   ino: number
 }
 
-/** A folder open by descriptor, its path (for messages) and its fstat(2). The caller closes `fd`. */
+/** A folder or file open by descriptor, its path (for messages) and its fstat(2). The caller closes `fd`. */
 export interface OpenFolder {
   fd: number
   path: string
   stats: Stats
 }
+
+/** A regular file open for reading, as `OpenFolder`. */
+export type OpenFile = OpenFolder
 
 export interface BeneathOptions {
   /** The trusted folder the walk starts from (absolute); `/` by default, and when `path` is not inside it. */
@@ -130,9 +127,9 @@ export interface BeneathOptions {
   /** Device and inode `root` must still have. */
   rootIdentity?: FolderIdentity
   /**
-   * Below a folder every user may write (mode `o+w`, such as `/tmp`), other than the root, refuse
-   * (`PATH_SHARED`) the target lying directly in it, and a folder on the way that is not this
-   * user's or is open to others' writes: anyone could have made it, or could replace it.
+   * Below a folder every user may write (`o+w`, such as `/tmp`) other than the root, refuse
+   * (`PATH_SHARED`) the target directly in it, and a folder on the way not this user's or open to
+   * others' writes: anyone could have made or could replace it.
    */
   checkShared?: boolean
   fs?: BeneathFs
@@ -232,8 +229,7 @@ function openStep(fs: BeneathFs, open: string, named: string): number {
 
 /**
  * Opens (creating what is missing, mode 0700) the folder `path` as `openFolder` does, and makes
- * sure it is private: this user's, with no group or other bits. `repair` sets mode 0700 with
- * fchmod(2) on the open descriptor instead of refusing another mode.
+ * sure it is this user's with no group or other bits; `repair` fchmod(2)s it to 0700 instead.
  * @throws BeneathError `PATH_NOT_PRIVATE`, or as `openFolder`.
  */
 export function ensurePrivateFolder(path: string, options: BeneathOptions & { repair?: boolean }): OpenFolder {
@@ -370,13 +366,11 @@ export function readOpen(fd: number, maxBytes: number, fs: BeneathFs = nodeBenea
 const REMOVE_DEPTH = 64
 
 /**
- * Removes `path` (absolute) and, when it is a folder, everything below it, reached from the root
- * as `openFolder` does. Each folder is opened without following a link and emptied through its
- * descriptor; any other entry (a link, a file, a hard link to a host file) is unlinked, never
- * followed: a name swapped for a link between the listing and the open is unlinked as a link.
- * What lies deeper than `REMOVE_DEPTH` folders is renamed into the top folder and removed from
- * there, so a tree of any depth takes bounded descriptors and stack. Nothing happens when `path`
- * is missing.
+ * Removes `path` (absolute) and everything below it, reached as `openFolder` does. Each folder is
+ * opened without following a link and emptied through its descriptor; anything else is unlinked,
+ * never followed (a name swapped for a link meanwhile is unlinked as a link). What lies deeper
+ * than `REMOVE_DEPTH` is moved up into the top folder first, bounding descriptors and stack.
+ * Nothing happens when `path` is missing.
  * @throws BeneathError as `openFolder`, for a folder above `path`; Error from unlink(2), rmdir(2) or rename(2) otherwise.
  */
 export function removeTree(path: string, options: BeneathOptions = {}): void {
@@ -431,13 +425,6 @@ export function removeTree(path: string, options: BeneathOptions = {}): void {
   }
   const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path
   inFolder(trimmed, { ...options, create: false }, (folder) => remove(folder, basename(trimmed)))
-}
-
-/** A regular file open for reading, with its fstat(2). The caller closes `fd`. */
-export interface OpenFile {
-  fd: number
-  path: string
-  stats: Stats
 }
 
 /**

@@ -1,10 +1,8 @@
 /**
- * Closing the descriptors a child would inherit. Node opens its own descriptors close-on-exec,
- * but not those the process itself inherited (`conch run 200<~/.ssh/key 201>>../out`) nor those
- * native modules open without the flag (node-pty's PTY masters): every child gets them, and
- * through `/proc/self/fd/<n>` a confined program would read a masked file, append outside its
- * sandbox, or type into another terminal. Node has no fcntl(2) and libuv closes nothing in the
- * child, so a small shell closes them between fork and the program's exec.
+ * Closing the descriptors a child would inherit: those conch itself inherited
+ * (`conch run 200<~/.ssh/key`) and those native modules open without close-on-exec (node-pty's
+ * masters) would let a confined program read a masked file or type into another terminal. Node
+ * has no fcntl(2), so a small shell closes them between fork and the program's exec.
  */
 import { existsSync } from 'node:fs'
 
@@ -28,10 +26,9 @@ export function closeDescriptorsCommand(keep: number): string {
 }
 
 /**
- * `argv` started through the shell that first closes every descriptor from `keep` up, then
- * execs it through env(1) (no extra process remains). The shell adds `PWD`, `SHLVL` and `_` to
- * what it execs; env(1) takes them out again and puts back the values `env` (the child's
- * environment) has, so the program gets exactly `env`.
+ * `argv` started through the shell that first closes every descriptor from `keep` up, then execs
+ * it through env(1), which takes out the `PWD`, `SHLVL` and `_` the shell adds, so the program
+ * gets exactly `env`.
  */
 export function withDescriptorsClosed(
   argv: readonly [string, ...string[]],

@@ -1,11 +1,8 @@
 /**
- * The environment a confined child starts with. Every conch package that starts a program for
- * the model — terminals, `run_code`, sub-agents, one-shot children — derives it with
- * `scrubbedEnv`, so one policy decides what crosses the trust boundary. The rules (a variable is
- * dropped for its name or its value) are the constants below; the README tabulates them.
- * They are heuristics: they drop some harmless variables and cannot see a secret under an
- * innocent name with an innocent-looking value. `allow` passes named variables through from the
- * parent on purpose; `trusted` adds explicit values last.
+ * The environment a confined child starts with: every package that starts a program for the
+ * model derives it with `scrubbedEnv`, so one policy decides what crosses the trust boundary. The
+ * rules (by name or by value) are heuristics, tabulated in the README: they cannot see a secret
+ * under an innocent name with an innocent-looking value.
  */
 import { randomBytes } from 'node:crypto'
 import type { SessionTag } from './types.ts'
@@ -195,10 +192,9 @@ export function scrubEnv(
 }
 
 /**
- * The environment for a child derived from `parent` under the default policy (module comment):
- * secrets by name and by value, credential pointers, package-manager launch variables and
- * conch's own `CONCH_*` variables are dropped; names matching `allow` pass through from the
- * parent; `trusted` entries are added last and win. Returns a new object.
+ * The environment for a child derived from `parent`: secrets by name and value, credential
+ * pointers, package-manager launch variables and `CONCH_*` dropped; names matching `allow` pass
+ * through; `trusted` entries are added last and win. Returns a new object.
  *
  * ```ts
  * const env = scrubbedEnv(process.env, { allow: config.allowEnv, trusted: { LANG: 'C.UTF-8' } })

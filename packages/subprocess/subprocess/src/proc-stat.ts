@@ -1,11 +1,8 @@
 import type { ProcStat } from './types.ts'
 
 /**
- * Parses the text of /proc/<pid>/stat (proc(5)).
- *
- * Field 2 (`comm`) is wrapped in parentheses and may itself contain spaces and `)`, so the
- * remaining fields are split from after the *last* `)`. Returns undefined for text that does
- * not have the expected shape (a miss, never a guess).
+ * Parses the text of /proc/<pid>/stat (proc(5)): `comm` may hold spaces and `)`, so the other
+ * fields are split after the *last* `)`. Undefined for text of another shape (never a guess).
  */
 export function parseProcStat(text: string): ProcStat | undefined {
   const open = text.indexOf('(')

@@ -1,8 +1,7 @@
 /**
- * `ctx.subprocess`: one-shot children with process-tree ownership. Every child runs in its own
- * session and process group (setsid(2), Node's `detached`), carries a tag in its environment,
- * and belongs to the service and to the calling plugin: disposing either terminates its tree
- * (tagged daemons included) and awaits it.
+ * `ctx.subprocess`: one-shot children with process-tree ownership, each in its own session
+ * (setsid(2)) with a tag in its environment; disposing the service or the calling plugin
+ * terminates its tree and awaits it.
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -69,7 +68,6 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         .describe('How long to wait for KILLed processes to disappear before reporting them as survivors, in ms.'),
       allowEnv: z
         .array(z.string().min(1))
-        // Optional rather than defaulted, so configs written before it (tests build them literally) stay valid.
         .optional()
         .describe('Parent variables (names, or `*` patterns) a child spawned without `env` keeps although the scrubbing policy drops them.'),
     })
@@ -105,8 +103,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     const tag = createSessionTag(SUBPROCESS_TAG_VARIABLE)
     const env = { ...(options.env ?? scrubbedEnv(process.env, { allow: this.config.allowEnv ?? [] })), [tag.name]: tag.value }
 
-    // Register the ownership effect before starting anything, so an inactive caller scope
-    // throws before a process exists.
+    // Registered before anything starts, so an inactive caller scope throws before a process exists.
     let owned: Owned | undefined
     let released = false
     const disposeEffect = this.ctx.effect(() => () => {
@@ -114,18 +111,18 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       return owned.handle.terminate().then(() => undefined)
     }, 'subprocess.child')
 
+    const refuse = (problem: string, cause?: { cause: unknown }): SubprocessError => {
+      released = true
+      void disposeEffect()
+      return new SubprocessError('SPAWN_FAILED', { program, problem }, cause)
+    }
     // The program is looked up here, as execvp(3) would, because the shell below always starts:
     // a missing program must still fail at once, not as the shell's exit 127.
     const problem = spawnProblem(options.cwd, env.PATH, program)
-    if (problem !== undefined) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem })
-    }
+    if (problem !== undefined) throw refuse(problem)
     let child: ChildProcess
     try {
-      // Descriptors conch inherited or a native module left open (not close-on-exec) are closed
-      // before the program runs: only stdio and the extra pipes reach it (see descriptors.ts).
+      // Only stdio and the extra pipes reach the program (descriptors.ts).
       const [shell, ...wrapped] = withDescriptorsClosed([program, ...args], 3 + extraPipes, env)
       child = spawnChild(shell, wrapped, {
         cwd: options.cwd,
@@ -135,17 +132,11 @@ class SubprocessService extends Service implements SubprocessServiceApi {
         windowsHide: true,
       })
     } catch (error) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem: messageOf(error) }, { cause: error })
+      throw refuse(messageOf(error), { cause: error })
     }
     // Node reports ENOENT/EACCES asynchronously, but leaves `pid` unset at once.
     child.on('error', () => {})
-    if (child.pid === undefined) {
-      released = true
-      void disposeEffect()
-      throw new SubprocessError('SPAWN_FAILED', { program, problem: spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start' })
-    }
+    if (child.pid === undefined) throw refuse(spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start')
     const pid = child.pid
     child.stdin?.on('error', () => {})
     const unwatch = options.supervised === true ? tagSupervisor().watch(tag) : () => {}
@@ -153,12 +144,10 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     const done = new Promise<Exit>((resolve) => {
       child.once('close', (exitCode: number | null, signal: NodeJS.Signals | null) => resolve({ exitCode, signal }))
     })
-    // `exit` comes when the child is reaped, before its pipes close: a teardown waiting for the
-    // root looks again at once.
+    // `exit` comes when the child is reaped, before its pipes close: a waiting teardown looks at once.
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     const tree = options.tree ?? 'tagged'
-    // The child's start identity, read while it is surely unreaped (it has just been spawned):
-    // it bounds the sweep of its session at teardown, after the pid may have been recycled.
+    // Its start identity, read while surely unreaped: it bounds the teardown's sweep after pid reuse.
     const rootStartTime = tree !== 'descendants' ? defaultProcessTable().get(pid).then((entry) => entry?.startTime, () => undefined) : undefined
 
     let terminating: Promise<TerminateReport> | undefined

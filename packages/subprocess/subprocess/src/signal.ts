@@ -15,11 +15,9 @@ export function isEnded(state: string): boolean {
 }
 
 /**
- * Sends `signal` to `identity.pid` only if that pid still belongs to the same process: re-reads
- * the entry and compares the start time first. Returns `gone` when the process no longer exists,
- * is a zombie, or the kernel answers ESRCH (kill(2)); `recycled` when the pid now belongs to a
- * different process (never signalled). A pid recycled in the microseconds between the re-read
- * and kill(2) cannot be excluded without pidfds, which Node does not expose.
+ * Sends `signal` to `identity.pid` only if its start time is unchanged. Returns `gone` (no such
+ * process, a zombie, or ESRCH from kill(2)) or `recycled` (another process, never signalled). A
+ * pid recycled between the re-read and kill(2) cannot be excluded without pidfds, which Node lacks.
  * @throws the kill error for anything but ESRCH (EPERM: the process belongs to another user).
  */
 export async function signalIfSame(

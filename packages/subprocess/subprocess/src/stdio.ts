@@ -1,8 +1,7 @@
 /**
- * Node streams as the web streams a line protocol (ACP's `ndJsonStream`) reads and writes,
- * for a process's own stdio (`conch acp`) and a child's pipes (`@conch/subagent`'s ACP
- * children). The output is never ended (it is usually the process's stdout, which outlives
- * the connection); the input is paused and released when the connection stops reading it.
+ * Node streams as the web streams a line protocol (ACP's `ndJsonStream`) reads and writes. The
+ * output is never ended (it usually is stdout, which outlives the connection); the input is
+ * paused and released when the connection stops reading it.
  */
 
 export interface ReadableFromOptions {

@@ -1,10 +1,9 @@
 /**
- * The tag supervisor: a small detached process that outlives conch only to end what conch's
- * unconfined processes left behind (a conch killed with SIGKILL runs no teardown). It holds the
- * read end of a pipe from conch and, when the pipe closes, sweeps and KILLs every process that
- * carries a registered tag, then exits; the sweep, its bounds and its limits are in the README
- * ("The tag supervisor"). Protocol on its stdin, one line each: `+<name>=<value>` registers a
- * tag, `-<name>=<value>` releases it. Linux only (it reads /proc); elsewhere `watch` is a no-op.
+ * The tag supervisor: a small detached process that outlives conch only to end what its
+ * unconfined processes left behind (a conch killed with SIGKILL runs no teardown). When the pipe
+ * from conch closes it KILLs every process carrying a registered tag, then exits (README: "The tag
+ * supervisor"). Stdin lines: `+<name>=<value>` registers a tag, `-<name>=<value>` releases it.
+ * Linux only (it reads /proc); elsewhere `watch` is a no-op.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import type { Writable } from 'node:stream'
@@ -34,13 +33,24 @@ process.stdin.on('data', (chunk) => {
     else if (line.startsWith('-')) tags.delete(line.slice(1))
   }
 })
-const startTime = (pid) => {
+const read = (path, encoding) => {
   try {
-    const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+    return fs.readFileSync(path, encoding)
   } catch {
     return undefined
   }
+}
+/** The fields of /proc/<pid>/stat after the command name (state first), or undefined. */
+const statOf = (pid) => {
+  const stat = read('/proc/' + pid + '/stat', 'utf8')
+  return stat === undefined ? undefined : stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+const startTime = (pid) => statOf(pid)?.[19]
+const environOf = (pid) => read('/proc/' + pid + '/environ', 'latin1')?.split('\0')
+const kill = (pid) => {
+  try {
+    process.kill(pid, 'SIGKILL')
+  } catch {}
 }
 const sweep = () => {
   let found = 0
@@ -50,69 +60,44 @@ const sweep = () => {
     if (pid === process.pid) continue
     const before = startTime(pid)
     if (before === undefined) continue
-    let environ
-    try {
-      environ = fs.readFileSync('/proc/' + pid + '/environ', 'latin1').split('\0')
-    } catch {
-      continue
-    }
-    if (!environ.some((variable) => tags.has(variable))) continue
+    const environ = environOf(pid)
+    if (environ === undefined || !environ.some((variable) => tags.has(variable))) continue
     found++
-    if (startTime(pid) !== before) continue
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {}
+    if (startTime(pid) === before) kill(pid)
   }
   return found
 }
-// Where a tagged orphan hangs: init and this process's ancestors (after conch died this process
-// was re-parented where conch's orphans went). Each look reads their children newest first, and
-// only pids it has not passed over before: a process that keeps forking and leaving (a new pid
-// each time) outruns full sweeps of /proc.
+// Where a tagged orphan hangs: init and this process's ancestors. Each look reads their children
+// newest first, skipping pids passed over before: a process that keeps forking and leaving
+// outruns full sweeps of /proc.
 const passed = new Set()
 const hosts = () => {
   const found = [1]
   let pid = process.ppid
   while (pid > 1 && !found.includes(pid)) {
     found.push(pid)
-    try {
-      const stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
-      pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-    } catch {
-      break
-    }
+    const fields = statOf(pid)
+    if (fields === undefined) break
+    pid = Number(fields[1])
   }
   return found
 }
 const orphans = (from) => {
   let looked = 0
   for (const host of from) {
-    let listed
-    try {
-      listed = fs.readFileSync('/proc/' + host + '/task/' + host + '/children', 'utf8').trim().split(' ').filter(Boolean).map(Number).reverse()
-    } catch {
-      continue
-    }
-    for (const pid of listed) {
+    const listed = read('/proc/' + host + '/task/' + host + '/children', 'utf8')
+    if (listed === undefined) continue
+    for (const pid of listed.trim().split(' ').filter(Boolean).map(Number).reverse()) {
       if (pid === process.pid || passed.has(pid)) continue
       looked++
-      let stat
-      try {
-        stat = fs.readFileSync('/proc/' + pid + '/stat', 'utf8')
-      } catch {
-        continue
-      }
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      const fields = statOf(pid)
+      if (fields === undefined) continue
       if (fields[0] === 'Z' || fields[0] === 'X') {
         passed.add(pid)
         continue
       }
-      let environ
-      try {
-        environ = fs.readFileSync('/proc/' + pid + '/environ', 'latin1').split('\0')
-      } catch {
-        continue
-      }
+      const environ = environOf(pid)
+      if (environ === undefined) continue
       if (!environ.some((variable) => tags.has(variable))) {
         // Mid-execve the environment reads empty until the new image lays it out (stat field
         // 51, env_end, still 0): look at this pid again next round instead of passing it over.
@@ -120,10 +105,7 @@ const orphans = (from) => {
         passed.add(pid)
         continue
       }
-      if (startTime(pid) !== fields[19]) continue
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {}
+      if (startTime(pid) === fields[19]) kill(pid)
     }
   }
   return looked

@@ -1,18 +1,12 @@
-/**
- * The Linux process table, read from procfs (proc(5)): `/proc/<pid>/stat` for the tree and the
- * start identity (field 22, `starttime`), `/proc/<pid>/environ` for session tags,
- * `/proc/<pid>/task/<tid>/children` for one process's children, the `NSpid` line of
- * `/proc/<pid>/status` for the init of a nested PID namespace.
- */
+/** The Linux process table, read from procfs (proc(5)). */
 import { nodeProcFs } from './proc-fs.ts'
 import { parseProcStat } from './proc-stat.ts'
+import { isEnded } from './signal.ts'
 import type { ProcessEntry, ProcessTable, ProcFs } from './types.ts'
 
 /**
- * A `ProcessTable` over `fs` (default: the real /proc). Processes that vanish or cannot be
- * read while listing are skipped; `get` returns undefined for them. `environ` reads the
- * process's initial environment (`/proc/<pid>/environ`, NUL-separated `NAME=value` entries),
- * which needs the same user or root; a zombie's is empty.
+ * A `ProcessTable` over `fs` (default: the real /proc). Processes that vanish or cannot be read
+ * are skipped (`get`: undefined). `environ` needs the same user or root; a zombie's is empty.
  */
 export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
   // Whether this kernel has the children files (CONFIG_PROC_CHILDREN): asked once, of this process.
@@ -63,9 +57,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     async adoptedChildren(pid) {
       const leader = await fs.readFile(`/proc/${pid}/task/${pid}/stat`).catch(() => undefined)
       if (leader === undefined) return []
-      // The leader's state (after the last `)`): a zombie or dead leader adopts nothing itself.
-      const state = leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3)
-      if (state === 'Z' || state === 'X' || state === 'x') return children(pid)
+      // A zombie or dead leader adopts nothing itself.
+      if (isEnded(leader.slice(leader.lastIndexOf(')') + 2, leader.lastIndexOf(')') + 3))) return children(pid)
       const own = await fs.readFile(`/proc/${pid}/task/${pid}/children`).catch(() => undefined)
       return own === undefined ? children(pid) : listed(own)
     },
@@ -81,9 +74,8 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       let text: string
       try {
         text = await fs.readFile(`/proc/${pid}/environ`)
-        // execve(2) installs the new image before it lays out the environment on its stack;
-        // in between, /proc/<pid>/environ reads empty. An empty read is an answer only once
-        // stat shows the layout done (it may finish between the two reads: read once more).
+        // Mid-execve(2) the environment reads empty: an empty read counts only once stat shows
+        // the layout done (it may finish between the two reads: read once more).
         for (let attempt = 0; text === '' && attempt < EXEC_RETRIES; attempt++) {
           const during = await midExec(fs, pid)
           if (during === undefined) break
@@ -111,9 +103,8 @@ const PF_KTHREAD = 0x00200000
 
 /**
  * Whether `pid` is between installing a new image and laying out its environment: a live user
- * task whose /proc/<pid>/stat field 51 (`env_end`, proc(5), Linux 3.5+) is still 0. After the
- * exec it is an address even for an empty environment; kernel threads (PF_KTHREAD) and
- * zombies have no memory map and read 0 there for good: undefined, as for an unreadable stat.
+ * task whose stat field 51 (`env_end`, proc(5), Linux 3.5+) is still 0. Undefined for kernel
+ * threads and zombies (0 there for good) and an unreadable stat.
  */
 async function midExec(fs: ProcFs, pid: number): Promise<boolean | undefined> {
   const text = await fs.readFile(`/proc/${pid}/stat`).catch(() => undefined)

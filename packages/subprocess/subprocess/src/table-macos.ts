@@ -20,10 +20,9 @@ const runPs: PsRunner = (args) =>
   })
 
 /**
- * Parses one line of `ps -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm=`: five numbers, the
- * state letters, `lstart` as five words (`Mon Nov  3 01:27:03 2025`, kept with single spaces
- * as the start identity) and the command path (which may contain spaces). Returns undefined for
- * a line of another shape. macOS ps has no session id keyword, so `sid` is -1.
+ * Parses one line of `ps -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm=` (`lstart`, five words,
+ * kept with single spaces as the start identity); undefined for another shape. macOS ps has no
+ * session id keyword, so `sid` is -1.
  */
 export function parsePsLine(line: string): ProcessEntry | undefined {
   const match = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(-?\d+)\s+(\S+)\s+(\S+\s+\S+\s+\d+\s+\d+:\d+:\d+\s+\d+)\s+(.*)$/.exec(line)
@@ -56,11 +55,9 @@ export function environFromPsLine(line: string, name: string): string | undefine
 }
 
 /**
- * A `ProcessTable` over `ps` (default: runs /bin/ps through `execFile`; inject `run` to test
- * with recorded output). Identity is `lstart`, which has a resolution of one second: a pid
- * recycled within the same second is not detected. `environ` answers from one `ps -E` listing
- * taken after the latest `snapshot()` (one ps run per teardown scan instead of one per process);
- * ps shows other users' environments only to root.
+ * A `ProcessTable` over `ps` (`run` injectable for recorded output). Identity is `lstart`, to the
+ * second: a pid recycled within one second is not detected. `environ` answers from one `ps -E`
+ * listing per `snapshot()`; ps shows other users' environments only to root.
  */
 export function macosProcessTable(run: PsRunner = runPs): ProcessTable {
   let environListing: Promise<Map<number, string>> | undefined

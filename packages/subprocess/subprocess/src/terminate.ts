@@ -15,21 +15,16 @@ import type {
   TerminateTreeOptions,
 } from './types.ts'
 
-// Waiting polls a handful of pids with synchronous /proc reads: a short interval costs little and
-// lets a close finish as soon as the tree is gone.
 const DEFAULT_POLL_MS = 5
 const DEFAULT_KILL_WAIT_MS = 2000
 /** Rescans after freezing; each round can only find processes forked before the previous STOP landed. */
 const FREEZE_ROUNDS = 8
-
 /** Empty tag sweeps in a row that end the last look (`finalSweep`). */
 const FINAL_EMPTY_LOOKS = 3
 
-type Kill = (pid: number, signal: NodeJS.Signals) => void
-
 interface Ladder {
   table: ProcessTable
-  kill: Kill
+  kill: (pid: number, signal: NodeJS.Signals) => void
   pollMs: number
   graceMs: number
   killWaitMs: number
@@ -49,19 +44,11 @@ class Teardown {
   readonly inits = new Set<string>()
   /** For each captured process below a namespace init, that init's key: it is gone once the init is. */
   private readonly within = new Map<string, string>()
-  /**
-   * Whether discovery lists every process (descendants by ppid and, with a tag, the tag sweep)
-   * rather than walking the children lists only. A scan still walks for a rescan that needs no
-   * tag sweep.
-   */
-  scanning: boolean
   /** Settles once, when the root has exited; dropped after that so waits go back to polling. */
   private wake: Promise<void> | undefined
   /**
-   * Children of the hosts the tag sweep looked at and passed over (ended, untagged, started
-   * before the root): a later sweep reads only new pids. A host that reaps its children late
-   * (init in a container) lists every ended one for a while, and a process that keeps forking
-   * and leaving adds hundreds; reading each of them again would let it stay ahead of the sweep.
+   * Host children the tag sweep passed over (ended, untagged, older than the root), never read
+   * again: a process that keeps forking and leaving could otherwise stay ahead of the sweep.
    */
   private readonly passedOver = new Set<number>()
   /** Host children the tag sweep has read (not passed over unread): counts what a look saw. */
@@ -71,21 +58,15 @@ class Teardown {
     private readonly ladder: Ladder,
     /** Never captured through the tree or the tag: init, this process, its ancestors, and the root. */
     private readonly excluded: ReadonlySet<number>,
-    scanning: boolean,
+    /** Whether discovery lists every process rather than walking the children lists only. */
+    public scanning: boolean,
     /** The root's start identity: no process that started before it can carry the tag. */
     private readonly since?: string,
-    /**
-     * With `discovery: 'orphans'`: the processes a re-parented process can hang from (init, this
-     * process and its ancestors); the tag sweep reads their children instead of every process.
-     */
-    private hosts?: readonly number[],
-    /**
-     * The root's session id when its members count as tagged (`TerminateTreeOptions.session`):
-     * the root's pid, the root being that session's leader, with `since` its start identity.
-     */
+    /** With `discovery: 'orphans'`: where a re-parented process can hang (init, this process, its ancestors). */
+    private readonly hosts?: readonly number[],
+    /** The root's pid when its session's members count as tagged (`TerminateTreeOptions.session`). */
     private readonly session?: number,
   ) {
-    this.scanning = scanning
     if (ladder.rootExited) {
       const clear = (): void => {
         if (this.wake === wake) this.wake = undefined
@@ -112,10 +93,8 @@ class Teardown {
 
   /**
    * Captures what is new: descendants of each anchor that still has its identity (a recycled
-   * anchor's children are strangers), and, when scanning with `sweep`, every process carrying
-   * the tag plus its descendants. A rescan without the sweep walks the children lists when the
-   * table has them, so it reads the tree only. Returns the newly captured records, children
-   * first within each tree.
+   * anchor's children are strangers), and, with `sweep`, every tagged process and its
+   * descendants. Returns the new records, children first within each tree.
    */
   async discover(anchors: readonly ProcessRecord[], sweep: boolean, listed?: ProcessEntry[]): Promise<ProcessRecord[]> {
     const sweeping = sweep && this.sweeps()
@@ -161,13 +140,10 @@ class Teardown {
   }
 
   /**
-   * `discover` through the children lists: each anchor that still has its identity (checked
-   * before and after its lists are read, so the lists are its own), then depth-first through
-   * each child listed, children before their parents. A listed pid whose stat names another
-   * parent was recycled between the two reads and is skipped. With `namespace`, the first
-   * process on each path that is a PID namespace's init is noted in `inits` (below it, every
-   * process is in its namespace). Undefined when the table cannot list children (the caller
-   * scans instead).
+   * `discover` through the children lists, depth-first, children before parents. An anchor's
+   * identity is checked before and after its list is read, so the list is its own; a listed pid
+   * whose stat names another parent was recycled and is skipped. With `namespace`, the first
+   * PID namespace init on each path goes to `inits`. Undefined when the table cannot list children.
    */
   private async walk(anchors: readonly ProcessRecord[]): Promise<ProcessRecord[] | undefined> {
     const table = this.ladder.table
@@ -208,12 +184,9 @@ class Teardown {
   }
 
   /**
-   * The tag sweep of `discovery: 'orphans'`: each child of a host that started no earlier than
-   * the root and carries the tag, with everything below it (children first). A process whose
-   * parent exits is re-parented to the nearest ancestor that is a child subreaper, else to init
-   * (prctl(2), PR_SET_CHILD_SUBREAPER), so a tagged process that left the tree hangs from a host
-   * or from another tagged process that does — unless it was started with the tag put back
-   * into an environment that had dropped it.
+   * The tag sweep of `discovery: 'orphans'`: each tagged child of a host that started no earlier
+   * than the root, with everything below it. An orphan is re-parented to the nearest child
+   * subreaper, else to init (prctl(2), PR_SET_CHILD_SUBREAPER), so it hangs from a host.
    */
   private async sweepHosts(tag: SessionTag | undefined): Promise<ProcessRecord[]> {
     const table = this.ladder.table
@@ -261,11 +234,9 @@ class Teardown {
   }
 
   /**
-   * The records still alive. A namespace's init is read first: once it is gone, so is every
-   * process of its namespace (pid_namespaces(7)), and those are not read. With `settled` false
-   * (a wait that goes on while anything runs) the look stops at the first record that is
-   * alive — the later ones are kept as pending without being read — and members of a namespace
-   * whose init still runs count as alive unread.
+   * The records still alive. Once a namespace's init is gone, so is every process of its
+   * namespace (pid_namespaces(7)), unread. With `settled` false the look stops at the first
+   * record alive, keeping the rest unread, and members of a running init's namespace count alive.
    */
   async aliveOf(records: readonly ProcessRecord[], settled = true): Promise<ProcessRecord[]> {
     const initAlive = new Map<string, boolean>()
@@ -308,9 +279,8 @@ class Teardown {
 
   /**
    * Polls until every record is gone (zombies count) or `ms` passed; returns those still alive.
-   * The first look comes right after the call, the next in the event loop's next check phase,
-   * then after 1 ms and twice as long each time up to `pollMs`: a process that was signalled
-   * usually dies within a millisecond, and a look costs one stat read per record.
+   * Looks at once, on the next turn, then after 1 ms doubling up to `pollMs`: a signalled
+   * process usually dies within a millisecond.
    */
   async waitGone(records: readonly ProcessRecord[], ms: number): Promise<ProcessRecord[]> {
     const deadline = Date.now() + ms
@@ -346,28 +316,19 @@ class Teardown {
     }
   }
 
-  /**
-   * Signals each record in order, identity-fenced; `signal` may choose per record. A refused
-   * signal (EPERM) leaves the process to be reported as a survivor.
-   */
+  /** Signals each record in order, identity-fenced; a refused signal (EPERM) leaves a survivor. */
   async send(records: readonly ProcessRecord[], signal: NodeJS.Signals | ((record: ProcessRecord) => NodeJS.Signals)): Promise<void> {
     for (const record of records) {
       try {
         await signalIfSame(this.ladder.table, record, typeof signal === 'function' ? signal(record) : signal, { kill: this.ladder.kill })
-      } catch {
-        // Not ours to signal; it stays alive and shows up in `survivors`.
-      }
+      } catch {}
     }
   }
 
   /**
-   * One rung of the ladder for `members`: `signal`, wait up to the grace for them to go, then
-   * rescan for processes forked meanwhile (children of `anchors` and of surviving members, and,
-   * with `sweep`, tagged ones). Anything left is frozen with SIGSTOP — so it cannot fork while it
-   * is looked at — rescanned (with the tag sweep) until nothing new appears, and KILLed.
-   *
-   * `sweep` may be false only when a later rung sweeps the tag: a process forked meanwhile that
-   * re-parented away is then caught there, frozen and KILLed like one caught here.
+   * One rung for `members`: `signal`, wait up to the grace, rescan for processes forked
+   * meanwhile; freeze what is left with SIGSTOP (so it cannot fork while looked at), rescan
+   * until nothing new appears, and KILL. `sweep` may be false only when a later rung sweeps.
    */
   async stage(
     members: readonly ProcessRecord[],
@@ -397,22 +358,17 @@ class Teardown {
   }
 
   /**
-   * The root's rung when its first signal is SIGKILL: no grace, and its children lists are read
-   * again right after the kill, while it still holds them. SIGKILL cannot be caught or ignored
-   * (signal(7)), and once kill(2) has returned no thread of the root can complete a fork
-   * (copy_process refuses one with a fatal signal pending, kernel/fork.c): no child appears after
-   * the kill, and the read, made at once, usually comes before the root's threads reach their
-   * exit, which re-parents their children. So it finds a child forked after the capture that a
-   * walk after the root's exit (the SIGTERM rung's) cannot. Such a child is KILLed as in
-   * `stage`; then the root is waited for until it is gone (a zombie counts).
+   * The root's rung when its signal is SIGKILL: its children are read again at once, before its
+   * exit re-parents them. After kill(2) returns no thread of it can complete a fork (copy_process
+   * refuses with a fatal signal pending, kernel/fork.c), so this finds every child forked after
+   * the capture; they are KILLed as in `stage`, then the root is waited for.
    */
   async killRoot(root: ProcessRecord): Promise<void> {
     let outcome: SignalOutcome
     try {
       outcome = await signalIfSame(this.ladder.table, root, 'SIGKILL', { kill: this.ladder.kill })
     } catch {
-      // Not ours to signal (EPERM): the report names it as a survivor.
-      return
+      return // EPERM: reported as a survivor
     }
     if (outcome === 'sent') {
       const forked = await this.discover([root], true)
@@ -422,19 +378,14 @@ class Teardown {
   }
 
   /**
-   * The last look before the report, with the tag sweep: a tagged process that keeps changing
-   * its pid (forking, the parent leaving at once) can be gone from each pid a rung signals.
-   * Whatever a look finds is KILLed at once, until a look finds nothing or `killWaitMs` has
-   * passed; what still runs then was captured, so the report names it as a survivor instead of
-   * claiming the tree is gone. Finds nothing when there is no tag to sweep.
+   * The last tag sweep: a tagged process that keeps changing its pid (forking, the parent
+   * leaving) can escape each rung. What a look finds is KILLed at once, until FINAL_EMPTY_LOOKS
+   * looks a millisecond apart find nothing and read no new pid (a look can miss a process
+   * between two pids), or `killWaitMs` has passed; what still runs is then a survivor.
    */
   async finalSweep(): Promise<void> {
     if (!this.sweeps()) return
     const until = Date.now() + this.ladder.killWaitMs
-    // A look can miss a process caught between two pids (the one listed has just left, its child
-    // is not re-parented yet). A look counts as empty only when it found nothing and read no new
-    // pid — a process that keeps changing pids leaves new ones each time — and only
-    // FINAL_EMPTY_LOOKS empty looks a millisecond apart end it.
     let empty = 0
     while (empty < FINAL_EMPTY_LOOKS && Date.now() < until) {
       const before = this.lookedAt
@@ -457,19 +408,6 @@ class Teardown {
   }
 }
 
-function ladderOf(options: TerminateTreeOptions, tag: SessionTag | undefined): Ladder {
-  return {
-    namespace: options.discovery === 'namespace',
-    rootExited: options.rootExited,
-    table: options.table ?? defaultProcessTable(),
-    kill: options.kill ?? ((pid, signal) => process.kill(pid, signal)),
-    pollMs: options.pollMs ?? DEFAULT_POLL_MS,
-    graceMs: options.graceMs,
-    killWaitMs: options.killWaitMs ?? DEFAULT_KILL_WAIT_MS,
-    tag,
-  }
-}
-
 /**
  * Whether start identity `a` is earlier than `b`: both Linux start times (clock ticks since
  * boot, decimal). False when either is another platform's text, whose order is not read here.
@@ -479,72 +417,62 @@ function startedBefore(a: string, b: string): boolean {
 }
 
 /** Pids a teardown never signals on its own: the kernel's roots, init, this process and its ancestors. */
-function protectedPids(entries: readonly ProcessEntry[]): Set<number> {
+async function protectedPids(table: ProcessTable, entries?: readonly ProcessEntry[]): Promise<Set<number>> {
   const excluded = new Set<number>([0, 1, process.pid])
-  const byPid = new Map(entries.map((entry) => [entry.pid, entry]))
+  const byPid = entries && new Map(entries.map((entry) => [entry.pid, entry]))
   let pid = process.ppid
   while (pid > 1 && !excluded.has(pid)) {
     excluded.add(pid)
-    pid = byPid.get(pid)?.ppid ?? 0
-  }
-  return excluded
-}
-
-/** `protectedPids` without a snapshot: init, this process and its ancestors, read one by one. */
-async function protectedAncestors(table: ProcessTable): Promise<Set<number>> {
-  const excluded = new Set<number>([0, 1, process.pid])
-  let pid = process.ppid
-  while (pid > 1 && !excluded.has(pid)) {
-    excluded.add(pid)
-    pid = (await table.get(pid))?.ppid ?? 0
+    pid = (byPid ? byPid.get(pid) : await table.get(pid))?.ppid ?? 0
   }
   return excluded
 }
 
 /**
- * Stops the process tree under `rootPid` and proves it is gone: capture (with `tag`, tagged
- * processes too) before any signal → TERM children-first, SIGCONT the stopped → wait up to
- * `graceMs` → rescan, freeze (SIGSTOP), rescan until nothing new → KILL → verify; with
- * `includeRoot`, the same for the root (`rootSignal`). The README ("The teardown ladder") gives
- * each rung and its reasons; the `Teardown` methods above carry them in code.
- *
- * Resolves with every captured process as `stopped` or `survivors`. Survivors mean a failed
- * teardown (e.g. EPERM, or uninterruptible sleep); call again to retry — nothing is cached.
- * Init, this process and its ancestors are never signalled.
+ * Stops the process tree under `rootPid` and proves it is gone: capture before any signal → TERM
+ * children-first, SIGCONT the stopped → wait up to `graceMs` → rescan, freeze (SIGSTOP), rescan
+ * until nothing new → KILL → verify; with `includeRoot`, the same for the root (`rootSignal`).
+ * README: "The teardown ladder". Resolves with every captured process as `stopped` or `survivors`
+ * (a failed teardown, e.g. EPERM: call again to retry). Init, this process and its ancestors are
+ * never signalled.
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
-  if (options.discovery === 'children' && options.tag) throw new TypeError("terminateTree: discovery 'children' sweeps no tag; use 'scan' or 'orphans'")
-  const ladder = ladderOf(options, options.tag)
-  const table = ladder.table
+  if (options.discovery === 'children' && (options.tag || options.session)) {
+    throw new TypeError(`terminateTree: discovery 'children' sweeps no ${options.tag ? 'tag' : 'session'}; use 'scan' or 'orphans'`)
+  }
+  const table = options.table ?? defaultProcessTable()
+  const ladder: Ladder = {
+    namespace: options.discovery === 'namespace',
+    rootExited: options.rootExited,
+    table,
+    kill: options.kill ?? ((pid, signal) => process.kill(pid, signal)),
+    pollMs: options.pollMs ?? DEFAULT_POLL_MS,
+    graceMs: options.graceMs,
+    killWaitMs: options.killWaitMs ?? DEFAULT_KILL_WAIT_MS,
+    tag: options.tag,
+  }
   const walking = options.discovery !== undefined && options.discovery !== 'scan' && table.children !== undefined
   // A walk reads only the root, its members and this process's ancestors; a scan lists everything once.
   let entries = walking ? undefined : await table.snapshot()
   const listedRoot = entries ? entries.find((entry) => entry.pid === options.rootPid) : await table.get(options.rootPid)
-  // A `children` walk from a child of this process reads only that child's descendants, and none
-  // of them can be an ancestor of this process: the ancestors need not be read. (A namespace walk
-  // may fall back to a scan and the orphan sweep reads the ancestors' children: both need them.)
+  // No descendant of this process's own child can be an ancestor of this process.
   const ownChild = walking && options.discovery === 'children' && listedRoot?.ppid === process.pid
-  const protectedSet = entries ? protectedPids(entries) : ownChild ? new Set([0, 1, process.pid]) : await protectedAncestors(table)
+  const protectedSet = ownChild ? new Set([0, 1, process.pid]) : await protectedPids(table, entries)
   const excluded = new Set(protectedSet).add(options.rootPid)
 
   // A root with another start identity than the caller's is a stranger on a recycled pid.
   const rootEntry = options.rootStartTime === undefined || listedRoot?.startTime === options.rootStartTime ? listedRoot : undefined
-  // Only the caller's identity of the root bounds the sweep: a listed root may be a stranger that started later.
   // Where a re-parented process can hang from: init, this process and its ancestors.
   const hosts = options.discovery === 'orphans' && walking ? [...protectedSet].filter((pid) => pid > 0) : undefined
-  // The root's session counts as tagged when the root's start identity is known and the root,
-  // if it still runs, leads that session. Linux allocates no pid still in use as a session id
-  // (kernel/pid.c), so members with the root's pid as their session id are the root's session
-  // unless another process now on that pid leads a session of its own (`sessionOf`).
-  if (options.discovery === 'children' && options.session) throw new TypeError("terminateTree: discovery 'children' sweeps no session; use 'scan' or 'orphans'")
+  // The root's session counts as tagged when its start identity is known and it, if running, leads
+  // it. Linux allocates no pid in use as a session id (kernel/pid.c); `sessionOf` handles reuse.
   const session = options.session && options.rootStartTime !== undefined && (rootEntry === undefined || rootEntry.sid === rootEntry.pid) ? options.rootPid : undefined
   const teardown = new Teardown(ladder, excluded, !walking, options.rootStartTime, hosts, session)
   const anchors = rootEntry && !isEnded(rootEntry.state) ? [recordOf(rootEntry)] : []
   const members = await teardown.discover(anchors, true, entries)
   if (options.discovery === 'namespace' && walking && teardown.inits.size === 0) {
-    // No namespace holds the tree (not confined, or the root and its sandbox are gone already):
-    // nothing proves the walk complete, so list every process as a scan would.
+    // No namespace holds the tree: nothing proves the walk complete, so scan.
     teardown.scanning = true
     entries = await table.snapshot()
     members.push(...(await teardown.discover(anchors, true, entries)))

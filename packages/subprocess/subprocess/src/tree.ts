@@ -1,11 +1,9 @@
 import type { ProcessEntry } from './types.ts'
 
 /**
- * The descendants of `rootPid` in `entries`, children before their parents (post-order), so a
- * caller that signals in this order stops leaves first while their parents can still reap
- * them. Descendancy follows `ppid` as listed in this one snapshot; processes re-parented
- * elsewhere (to init or a subreaper, e.g. by `setsid` or `nohup … &`) are not included — find
- * those by session tag. With `includeRoot`, the root entry (when listed) comes last.
+ * The descendants of `rootPid` in `entries` by `ppid`, children before their parents, so leaves
+ * stop first while their parents can still reap them; re-parented processes are not included
+ * (find those by tag). With `includeRoot`, the root entry (when listed) comes last.
  */
 export function treeOf(entries: readonly ProcessEntry[], rootPid: number, options: { includeRoot: boolean }): ProcessEntry[] {
   const children = new Map<number, ProcessEntry[]>()

@@ -1,11 +1,7 @@
 /**
- * Process-tree primitives shared by every package that starts processes (the PTY backend,
- * one-shot children, later providers), and the `ctx.subprocess` contract.
- *
- * Identity: a pid alone is never enough to signal a process, because pids are recycled. A
- * process is identified by its pid plus its start time — on Linux field 22 (`starttime`, in
- * clock ticks since boot) of /proc/<pid>/stat (proc(5)); on macOS `ps -o lstart`. Every
- * signal is sent only after re-reading the identity and finding it unchanged.
+ * Process-tree primitives shared by every package that starts processes, and the
+ * `ctx.subprocess` contract. Pids are recycled, so a process is its pid plus its start time
+ * (Linux: /proc/<pid>/stat field 22, proc(5); macOS: `ps -o lstart`), re-read before each signal.
  */
 import type { Duplex } from 'node:stream'
 import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/errors'
@@ -18,10 +14,7 @@ export interface ProcFs {
   readlink(path: string): Promise<string>
 }
 
-/**
- * Fields of /proc/<pid>/stat (proc(5)), parsed after the *last* `)` so a `comm` containing
- * spaces or parentheses cannot shift them.
- */
+/** Fields of /proc/<pid>/stat (proc(5)), parsed after the *last* `)` so no `comm` can shift them. */
 export interface ProcStat {
   pid: number
   /** Executable name as the kernel reports it (at most 15 bytes). */
@@ -67,33 +60,24 @@ export interface ProcessTable {
   snapshot(): Promise<ProcessEntry[]>
   /** One process, or undefined when it is gone (or its stat cannot be read). */
   get(pid: number): Promise<ProcessEntry | undefined>
-  /**
-   * The value of environment variable `name` in the process's initial environment
-   * (Linux /proc/<pid>/environ; macOS `ps -E`), or undefined when absent or unreadable.
-   */
+  /** Variable `name` of the process's initial environment (/proc/<pid>/environ, `ps -E`); undefined when absent or unreadable. */
   environ(pid: number, name: string): Promise<string | undefined>
   /**
-   * The pids of `pid`'s children, read from the process itself rather than from a listing of
-   * every process: on Linux `/proc/<pid>/task/<tid>/children` of each of its threads (proc(5);
-   * a child is listed under the thread that forked it). `[]` when the process is gone;
-   * undefined when this kernel or platform cannot list children this way (a caller then scans
-   * with `snapshot`). Optional: tables without it are always scanned.
+   * The pids of `pid`'s children, read from the process itself: on Linux
+   * `/proc/<pid>/task/<tid>/children` of each thread (proc(5)). `[]` when the process is gone;
+   * undefined when this kernel or platform cannot list children this way (callers then scan).
    */
   children?(pid: number): Promise<number[] | undefined>
   /**
    * The children a re-parented process would be listed under in `pid`: the kernel adopts an
-   * orphan into the first thread of its new parent that is not exiting (kernel/exit.c,
-   * `find_alive_thread`) — the thread group leader while it runs — so on Linux this reads
-   * `/proc/<pid>/task/<pid>/children` alone, and every thread's list (`children`) once the
-   * leader has exited (a zombie leader of a live process). Children that another thread forked
-   * itself are not listed. Optional: `children` is used without it.
+   * orphan into the first live thread (kernel/exit.c, `find_alive_thread`), so on Linux this
+   * reads the leader's list alone while it runs, every thread's once it has exited.
    */
   adoptedChildren?(pid: number): Promise<number[] | undefined>
   /**
-   * Whether `pid` is the first process (pid 1, the "init") of a PID namespace nested below the
-   * one this table reads — on Linux the `NSpid` line of `/proc/<pid>/status` (proc(5)) lists more
-   * than one pid and ends in 1. False when it is not, or when the process is gone or unreadable.
-   * Optional: tables without it never prove a tree complete through a namespace.
+   * Whether `pid` is the init of a PID namespace nested below the one this table reads (Linux:
+   * the `NSpid` line of `/proc/<pid>/status` lists more than one pid and ends in 1). False when
+   * not, or when gone or unreadable.
    */
   namespaceInit?(pid: number): Promise<boolean>
 }
@@ -110,96 +94,60 @@ export interface TerminateTreeOptions {
   /** The root of the tree (for a terminal, the shell or the sandbox runner). */
   rootPid: number
   /**
-   * The root's start identity (`ProcessEntry.startTime`) when it was started. Given, a process on
-   * `rootPid` with another start time is a stranger on a recycled pid (treated as a gone root),
-   * and the tag sweep skips the environment of processes older than the root (none of them can
-   * have inherited the tag). Without it the root is taken as listed and every environment read.
+   * The root's start identity (`ProcessEntry.startTime`) when it was started: a process on
+   * `rootPid` with another is a stranger on a recycled pid (a gone root), and the tag sweep skips
+   * processes older than the root. Without it the root is taken as listed.
    */
   rootStartTime?: string
   /** Also stop the root after its descendants. */
   includeRoot: boolean
   /**
-   * Signal sent to the root first (default SIGTERM; interactive shells ignore TERM, so terminals
-   * use SIGHUP). SIGKILL skips the root's grace, and the root's children are read again right
-   * after it, so a child forked after the capture is ended too (see `terminateTree`).
+   * Signal sent to the root first (default SIGTERM; terminals use SIGHUP). SIGKILL skips the
+   * root's grace, and its children are read again right after it (see `terminateTree`).
    */
   rootSignal?: NodeJS.Signals
   /** How long to wait after TERM before KILL, in ms. */
   graceMs: number
   /**
    * Also capture (and stop) every process whose environment carries this tag. Needs `discovery`
-   * `'scan'` or `'orphans'` (or `'namespace'`, which sweeps it only when it falls back to a scan). Only processes
-   * that started no earlier than the root inherit it, so the environment of older processes is
-   * not read (see `rootStartTime`).
+   * `'scan'` or `'orphans'` (`'namespace'` sweeps it only when it falls back to a scan).
    */
   tag?: SessionTag
   /**
-   * How the tree is found (default `scan`):
-   * - `scan`: one `snapshot` of every process per discovery, descendants by ppid, plus the tag
-   *   sweep — finds `setsid`/`nohup` daemons that re-parented to init while they keep the tag;
-   * - `children`: only the root's descendants, walked through `ProcessTable.children` (the
-   *   kernel's per-thread children lists), so a teardown reads a few files per member instead of
-   *   every process's. Complete when every process of the tree stays a descendant of the root,
-   *   as in a PID namespace whose init is in the tree (bubblewrap `--unshare-pid`: an orphan
-   *   re-parents to that init, and when the init exits the kernel kills the rest —
-   *   pid_namespaces(7)). Elsewhere a daemon that re-parents away escapes, as it does from a
-   *   scan when it carries no tag. A table without `children` is scanned (without a tag).
-   * - `namespace`: the `children` walk, proven complete by a PID namespace: the walk looks for
-   *   the first descendant that is a namespace's init (`ProcessTable.namespaceInit`; bubblewrap
-   *   `--unshare-pid` starts one), and everything below it lives in its namespace, cannot leave
-   *   it, and is gone once the init is gone (the kernel kills and reaps the rest of a namespace
-   *   before its init becomes a zombie — pid_namespaces(7)). The processes between the root and
-   *   that init (the sandbox's launcher) are trusted not to start daemons of their own. When no
-   *   running descendant is a namespace's init, nothing proves the walk complete and the
-   *   teardown scans, with `tag` when given.
-   * - `orphans`: the `children` walk for the tree, and the tag sweep over the processes a
-   *   re-parented process can hang from instead of every process: the children of init, of this
-   *   process and of its ancestors (a process whose parent exits goes to its nearest child
-   *   subreaper ancestor, else to init — prctl(2) PR_SET_CHILD_SUBREAPER), each one that started
-   *   no earlier than the root and carries the tag taken with everything below it. It misses a
-   *   process started with the tag put back into an environment that had dropped it (one that
-   *   clears its environment escapes every sweep anyway). A table without `children` is scanned.
+   * How the tree is found (default `scan`; README "Discovery"). A table without `children` is
+   * always scanned.
+   * - `scan`: a `snapshot` of every process per discovery, descendants by ppid, plus the tag
+   *   sweep (finds `setsid`/`nohup` daemons that re-parented to init with the tag);
+   * - `children`: only the root's descendants, through `ProcessTable.children`. Complete only
+   *   when the tree cannot leave the root, as under a PID namespace whose init is in it;
+   * - `namespace`: the `children` walk, proven complete by the first descendant that is a PID
+   *   namespace's init: all below it is gone once it is (pid_namespaces(7)). Without one, a scan;
+   * - `orphans`: the `children` walk, and the tag sweep over the children of init, this process
+   *   and its ancestors, where an orphan is re-parented (prctl(2) PR_SET_CHILD_SUBREAPER).
    */
   discovery?: 'scan' | 'children' | 'namespace' | 'orphans'
   /**
-   * Also treat every member of the root's session as tagged, when the root leads one (its
-   * session id, stat field 6, is its pid: node-pty's forkpty and Node's `detached` spawn call
-   * setsid(2)): a process that dropped or overwrote the tag in its environment but never called
-   * setsid itself keeps the session id of the terminal it came from (credentials(7)). Taken
-   * where the tag sweep looks (`discovery` `'scan'` or `'orphans'`; with or without `tag`), only
-   * for processes that started no earlier than the root (needs `rootStartTime`), and only while
-   * the root's pid is not the leader of another session (a recycled pid).
+   * Also treat every member of the root's session as tagged when the root leads one: a process
+   * that dropped the tag but never called setsid keeps the session id (credentials(7)). Where the
+   * tag sweep looks (`scan`, `orphans`), for processes no older than the root (needs
+   * `rootStartTime`), while the root's pid leads no other session.
    */
   session?: boolean
-  /**
-   * Settles when the root has exited — e.g. the `exit` event of a child this process started
-   * and reaps. A wait for the tree to go then looks again at once instead of at the next poll.
-   */
+  /** Settles when the root has exited (a child's `exit` event): a wait then looks again at once. */
   rootExited?: PromiseLike<unknown>
   /** Defaults to the platform table. */
   table?: ProcessTable
-  /**
-   * Longest poll interval while waiting for processes to go, in ms (default 5). The first look
-   * comes right after the signals (in the same turn of the event loop's check phase), then after
-   * 1, 2, 4 ms.
-   */
+  /** Longest poll interval while waiting for processes to go, in ms (default 5; 1, 2, 4 ms before). */
   pollMs?: number
   /** How long to wait for KILLed processes to be gone before reporting them as survivors, in ms (default 2000). */
   killWaitMs?: number
-  /**
-   * The first signal for a captured descendant; default SIGTERM. Interactive shells ignore
-   * SIGTERM (bash(1), SIGNALS), so a terminal's teardown hangs its shell up with SIGHUP instead.
-   */
+  /** The first signal for a captured descendant; default SIGTERM (interactive shells ignore it: bash(1) SIGNALS). */
   signalFor?: (record: ProcessRecord) => NodeJS.Signals | undefined
   /** Sends a signal; defaults to `process.kill`. Injectable so the identity fence is testable on fixtures. */
   kill?: (pid: number, signal: NodeJS.Signals) => void
 }
 
-/**
- * Result of a teardown. `stopped` lists captured processes that are gone (zombies included);
- * `survivors` lists those still present after KILL — a non-empty list is a failed teardown
- * that the caller may retry.
- */
+/** Result of a teardown: captured processes gone (zombies included), and those left after KILL (a failure to retry). */
 export interface TerminateReport {
   stopped: ProcessRecord[]
   survivors: ProcessRecord[]
@@ -210,10 +158,7 @@ export interface ChildHandle {
   readonly pid: number
   readonly stdout: NodeJS.ReadableStream
   readonly stderr: NodeJS.ReadableStream
-  /**
-   * The extra pipes asked for with `SpawnOptions.extraPipes`: `extra[0]` is the child's fd 3,
-   * `extra[1]` its fd 4, … (duplex sockets; empty when none were asked for).
-   */
+  /** The pipes of `SpawnOptions.extraPipes` (duplex sockets): `extra[0]` is the child's fd 3, … */
   readonly extra: readonly Duplex[]
   write(data: string | Uint8Array): void
   end(): void
@@ -233,32 +178,22 @@ export interface SpawnOptions {
   env?: Record<string, string>
   /** Aborting terminates the child's tree. */
   signal?: AbortSignal
-  /**
-   * How many pipes to open beyond stdin, stdout and stderr (default 0): the child sees them as
-   * fd 3, 4, … (a control channel that is neither stdout nor stderr). At most 4.
-   */
+  /** How many pipes beyond stdio to open, seen as fd 3, 4, … (default 0, at most 4). */
   extraPipes?: number
   /**
    * How the child's tree is found when it is terminated (default `tagged`):
-   * - `tagged`: the root's descendants plus every process carrying the child's tag (a scan of
-   *   every process, see `TerminateTreeOptions.discovery`); the child stays owned after it
-   *   exited while a tagged process is left;
-   * - `descendants`: only the root's descendants, through the kernel's children lists (no scan);
-   *   the child is let go of when it exits. For a child whose tree cannot leave it — a sandbox
-   *   with its own PID namespace — or whose descendants cannot carry the tag anyway (a program
-   *   that empties its environment before it starts anything);
-   * - `session`: the root's descendants through the children lists, plus every process of the
-   *   child's session (the service starts it with setsid(2)) that left the tree, looked for
-   *   among the children of init and of this process's ancestors, where an orphan is re-parented
-   *   (`TerminateTreeOptions.session`, discovery `orphans`). For a child whose descendants carry
-   *   no tag and are not held by a PID namespace (an unconfined program that empties its
-   *   environment); it misses only a process that also called setsid. Ownership as `descendants`.
+   * - `tagged`: the root's descendants plus every process carrying the child's tag (a scan); the
+   *   child stays owned after it exited while a tagged process is left;
+   * - `descendants`: only the root's descendants (discovery `children`); let go of at exit. For a
+   *   tree that cannot leave it (a PID namespace) or cannot carry the tag;
+   * - `session`: as `descendants`, plus the child's session members that left the tree (discovery
+   *   `orphans`, `session`): for an unconfined program that empties its environment; it misses
+   *   only a process that also called setsid.
    */
   tree?: 'tagged' | 'descendants' | 'session'
   /**
-   * Whether the tag supervisor (see `tagSupervisor`) watches the child's tag while the child is
-   * owned (default false): if conch dies, even by SIGKILL, every process still carrying the tag
-   * is killed. For an unconfined child, whose daemons no PID namespace ends.
+   * Whether the tag supervisor watches the child's tag while it is owned (default false): if
+   * conch dies, even by SIGKILL, what carries the tag is killed. For an unconfined child.
    */
   supervised?: boolean
 }
@@ -279,13 +214,11 @@ export type SubprocessError<C extends SubprocessErrorCode = SubprocessErrorCode>
 /** The public surface of `ctx.subprocess` (implemented by the default-exported `SubprocessService`). */
 export interface SubprocessServiceApi {
   /**
-   * Starts `argv` with pipes for stdin, stdout and stderr, in its own session and process group,
-   * owned by the service and (through the tracker) by the caller's plugin scope: disposing either
-   * terminates its tree and awaits it, as does aborting `signal` (an already aborted signal throws
-   * its reason). Without `env` the environment is `scrubbedEnv(process.env, {allow: allowEnv})`;
-   * the service adds `CONCH_SUBPROCESS_TAG` so daemons the child starts can be found after they
-   * re-parent. It stays owned until it has exited and no process carrying its tag is left
-   * (`tree`: how its tree is found, and when ownership ends).
+   * Starts `argv` with piped stdio in its own session and process group, owned by the service
+   * and the caller's plugin scope: disposing either, or aborting `signal`, terminates its tree and
+   * awaits it (an already aborted signal throws its reason). Without `env` the environment is
+   * `scrubbedEnv(process.env, {allow: allowEnv})`; `CONCH_SUBPROCESS_TAG` is added. It stays owned
+   * until it has exited and (with `tree: 'tagged'`) no tagged process is left.
    * @throws SubprocessError `INVALID_ARGV` (empty program, NUL byte), `SPAWN_FAILED` naming the
    *   program and the likely cause (missing program or working directory), `SERVICE_DISPOSING`.
    */
