@@ -51,6 +51,14 @@ describe.each(MODES)('the echo of a send (%s)', (mode) => {
     expect(changed.text).toBe('echo "qzw"\nqzw\n$ \n[wait: stdin_read, exit: 0]')
   })
 
+  it('text sent to a reader with echo off is not echoed: output that begins with it is kept whole', async () => {
+    const id = await harness.open()
+    expect((await harness.send(id, 'read -s x; echo "$x"; echo "Saved as: $x"')).text).toMatch(/\[input: hidden/)
+    expect((await harness.send(id, 'abc')).text).toBe('abc\nSaved as: abc\n$ \n[wait: stdin_read, exit: 0]')
+    // Echo is on again at the prompt: the next send's echo is left out as before.
+    expect((await harness.send(id, 'echo again')).text).toBe('again\n$ \n[wait: stdin_read, exit: 0]')
+  })
+
   it('text sent without Enter is shown as the line being edited', async () => {
     const id = await harness.open()
     expect((await harness.send(id, 'echo typed-$((1+1))', { submit: false })).text).toMatch(/^echo typed-\$\(\(1\+1\)\)\n\[wait: /)

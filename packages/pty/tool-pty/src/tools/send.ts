@@ -13,6 +13,13 @@ import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
 export function registerTerminalSend(kit: ToolKit): void {
   const { ctx, pty, tools, config, limits, error, text } = kit
   const names = secretNames(config.secrets)
+  // Sessions whose last send ended at a reader with echo off (`[input: hidden]`): the next text
+  // is not echoed, so output that begins with it is the program's own and is kept whole.
+  const echoOff = new Set<string>()
+  const noteInput = (sessionId: string, result: SendResult) => {
+    if (result.inputState === 'hidden') echoOff.add(sessionId)
+    else echoOff.delete(sessionId)
+  }
   const sendShape = {
     sessionId,
     text: z
@@ -127,7 +134,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         }
         const label = `${input.sessionId}: ${describeInput(input)}`
         // The echo of the text is left out of the task's output as of a foreground result.
-        const echo = payload.text === undefined ? undefined : new EchoFilter(payload.text, input.submit)
+        const echo = payload.text === undefined || echoOff.has(input.sessionId) ? undefined : new EchoFilter(payload.text, input.submit)
         let ended = false
         let taskId: string
         try {
@@ -144,6 +151,7 @@ export function registerTerminalSend(kit: ToolKit): void {
                 stop?.()
                 ended = true
               })
+              noteInput(input.sessionId, result)
               const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
               return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
@@ -183,7 +191,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const shown = input.text === undefined ? result : sendWithoutEcho(result, input.text, input.submit)
+      const shown = input.text === undefined || echoOff.has(input.sessionId) ? result : sendWithoutEcho(result, input.text, input.submit)
+      noteInput(input.sessionId, result)
       const rendered = renderSend(shown, input.maxOutputBytes ?? config.maxOutputBytes, {
         interrupted: signal.aborted,
         refused,
