@@ -66,19 +66,28 @@ const includedConfigs = new Set<string>()
 /** Largest git config read for `gitNamedPaths`, bytes. */
 const MAX_GIT_CONFIG_BYTES = 1 << 20
 
+/** How deep git follows `include` directives (its config.c, `MAX_INCLUDE_DEPTH`). */
+const MAX_INCLUDE_DEPTH = 10
+
 /**
  * Paths inside `root` that git config names as where the host's git finds hooks or more config:
  * `core.hooksPath` (relative to the working tree) and `include.path` / `includeIf.<condition>.path`
  * (relative to the including file's folder; `~/` is the home folder), git-config(1). Read from the
- * repository's `<root>/.git/config` (when `.git` is a folder; its config is itself held) and the
- * user's `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config`. A hook manager points git there (husky's
- * `core.hooksPath = .husky/_`), and the host's next `git commit` runs what is there.
+ * repository's `<root>/.git/config` (when `.git` is a folder; its config is itself held), the
+ * user's `~/.gitconfig` and `$XDG_CONFIG_HOME/git/config`, and every file they include, as deep as
+ * git follows. A hook manager points git there (husky's `core.hooksPath = .husky/_`), and the
+ * host's next `git commit` runs what is there.
  */
 export function gitNamedPaths(root: string, home: string = homedir()): string[] {
   const xdg = process.env['XDG_CONFIG_HOME'] || join(home, '.config')
-  const files = [join(root, '.git', 'config'), join(home, '.gitconfig'), join(xdg, 'git', 'config')]
+  const queue = [join(root, '.git', 'config'), join(home, '.gitconfig'), join(xdg, 'git', 'config')].map((file) => ({ file, depth: 0 }))
+  const seen = new Set<string>()
   const named: string[] = []
-  for (const file of files) {
+  const at = (value: string, base: string) => (value.startsWith('~/') ? join(home, value.slice(2)) : resolve(base, value))
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    const { file, depth } = next
+    if (seen.has(file)) continue
+    seen.add(file)
     let text: string
     try {
       if (statSync(file).size > MAX_GIT_CONFIG_BYTES) continue
@@ -86,12 +95,12 @@ export function gitNamedPaths(root: string, home: string = homedir()): string[] 
     } catch {
       continue
     }
-    const at = (value: string, base: string) => (value.startsWith('~/') ? join(home, value.slice(2)) : resolve(base, value))
     const { hooks, includes } = gitConfigPaths(text)
     named.push(...hooks.map((value) => at(value, root)))
     for (const path of includes.map((value) => at(value, dirname(file)))) {
-      includedConfigs.add(path)
       named.push(path)
+      if (path.startsWith(root + sep)) includedConfigs.add(path)
+      if (depth + 1 < MAX_INCLUDE_DEPTH) queue.push({ file: path, depth: depth + 1 })
     }
   }
   return named.filter((path) => path.startsWith(root + sep))
@@ -100,13 +109,14 @@ export function gitNamedPaths(root: string, home: string = homedir()): string[] 
 /**
  * The values of `core.hooksPath`, `include.path` and `includeIf.*.path` in git config text
  * (git-config(1): `[section "subsection"]` headers, `key = value` lines, double quotes with `\`
- * escapes, `#` and `;` comments; names are case-insensitive).
+ * escapes, a `\` ending a line to continue it, `#` and `;` comments; names are case-insensitive).
  */
 export function gitConfigPaths(text: string): { hooks: string[]; includes: string[] } {
   const hooks: string[] = []
   const includes: string[] = []
   let section = ''
-  for (const raw of text.split('\n')) {
+  // A backslash at the end of a line continues the value on the next one.
+  for (const raw of text.replace(/\\\r?\n/g, '').split('\n')) {
     let line = raw
     const header = /^\s*\[\s*([A-Za-z0-9.-]+)[^\]]*\](.*)$/.exec(line)
     if (header !== null) {

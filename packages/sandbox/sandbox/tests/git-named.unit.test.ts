@@ -46,6 +46,21 @@ describe('gitNamedPaths', () => {
     expect(gitNamedPaths(root, home).sort()).toEqual([join(root, '.hooks'), join(root, 'ci/hooks'), join(root, 'project.gitconfig')])
   })
 
+  it('follows included files, as deep as git does: the hooks folder and the includes they name are held too', () => {
+    const root = folder()
+    const home = folder()
+    mkdirSync(join(root, '.git'))
+    mkdirSync(join(root, 'team'))
+    writeFileSync(join(root, '.git', 'config'), '[include]\n\tpath = ../team/team.gitconfig\n')
+    writeFileSync(join(root, 'team', 'team.gitconfig'), '[core]\n\thooksPath = tools/hooks\n[include]\n\tpath = local.gitconfig\n')
+    expect(gitNamedPaths(root, home).sort()).toEqual([join(root, 'team/local.gitconfig'), join(root, 'team/team.gitconfig'), join(root, 'tools/hooks')])
+    expect(placeholderContent(join(root, 'team/local.gitconfig'))).toBe('')
+  })
+
+  it('reads a value continued on the next line as git does', () => {
+    expect(gitConfigPaths('[core]\n\thooksPath = .gith\\\nooks2\n').hooks).toEqual(['.githooks2'])
+  })
+
   it('puts them on the deny-write list, an included file held by an empty file where it is missing', () => {
     const root = folder()
     mkdirSync(join(root, '.git'))
