@@ -57,7 +57,10 @@ export interface Notification {
   wake: boolean
   /** Checked at delivery: true drops it, because the model has seen what it says (it read the task's final status). */
   withdrawn?: () => boolean
-  /** Checked at delivery: true leaves out `tail`, because the model has read those lines since (task_output). */
+  /**
+   * Called once, at delivery: true leaves out `tail`, because the model has read those lines since
+   * (task_output); false delivers it, and the producer counts those lines as read from then on.
+   */
   tailRead?: () => boolean
 }
 
