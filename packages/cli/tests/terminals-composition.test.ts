@@ -81,7 +81,9 @@ describe('the terminal trio from a cordis.yml', () => {
     for (const result of results) expect(result.isError, result.text).toBe(false)
     const [open, , greeting, , background, signal, output, status, read, list, close] = results as ToolResultLine[]
 
-    expect(open!.text).toContain(`[opened: pty-1, cwd ${realpathSync(ws.dir)}]`)
+    // The system prompt's sandbox section names the workspace, so the open does not repeat it.
+    expect(open!.text).toBe('[opened: pty-1]')
+    expect(open!.meta).toMatchObject({ cwd: realpathSync(ws.dir) })
     // State persists between sends: the directory and the exported variable.
     expect(greeting!.text.split('\n')).toContain('composed in sub')
     expect(greeting!.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)

@@ -164,7 +164,7 @@ export function registerTerminalSend(kit: ToolKit): void {
           await operation.done.catch(() => undefined)
           throw caught
         }
-        return text(renderBackground(taskId, label, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
+        return text(renderBackground(taskId, input.sessionId, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
       }
 
       let operation: SendOperation
@@ -197,7 +197,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         interrupted: signal.aborted,
         refused,
         retained: result.omitted && retainedLines(pty, agent, input.sessionId),
-        networkNone: kit.networkNone(agent),
+        networkNone: kit.policy(agent)?.network.mode === 'none',
       })
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
