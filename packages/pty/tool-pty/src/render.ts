@@ -169,6 +169,17 @@ function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine
   }
 }
 
+/**
+ * Why the terminal is ready, as fields: `{exit}` alone when a command ended at the shell prompt
+ * (the shell reads its next command, so `stdin_read` goes unsaid beside it), else `{wait}` with
+ * `exit` when one is known. exit is shown for 0 too: a missing field would mean both "succeeded"
+ * and "unknown".
+ */
+export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus'>): { wait?: WaitReason; exit?: string } {
+  const exit = result.exitStatus === undefined ? {} : { exit: String(result.exitStatus) }
+  return result.waitReason === 'stdin_read' && result.exitStatus !== undefined ? exit : { wait: result.waitReason, ...exit }
+}
+
 /** Share of a cut send's room kept from its end; a failing command (`exit: N`, N ≠ 0) keeps more. */
 const TAIL_SHARE = 0.6
 const FAILING_TAIL_SHARE = 0.8
@@ -214,8 +225,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const { interrupted = false, refused = [], retained, networkNone = false } = context
   const earlier = earlierLine(result.earlier)
   const meta: MetaLine[] = [
-    // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
-    { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
+    { text: `[${Object.entries(readyFields(result)).map(([key, value]) => `${key}: ${value}`).join(', ')}]` },
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
     ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),

@@ -117,6 +117,6 @@ describe('what a background send notification repeats', () => {
     const started = await harness.call('terminal_send', { sessionId, text: 'echo out-$((6*7))', run_in_background: true })
     expect(started.text).toBe(`[task: ${String(started.meta.taskId)} started in ${sessionId}]`)
     const done = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true })
-    expect(done.text).toBe('out-42\n$ \n[status: completed, wait: stdin_read, exit: 0]')
+    expect(done.text).toBe('out-42\n$ \n[status: completed, exit: 0]')
   })
 })
