@@ -38,9 +38,9 @@ describe('what each harness writes itself', () => {
   const own = (harness: keyof typeof OWN, text: string) => text.match(OWN[harness]) ?? []
 
   it("conch's status lines, not the program's output", () => {
-    expect(own('conch', 'make\nmake: *** [all] Error 2\n[wait: stdin_read, exit: 2]\n[session: exited code=1]')).toEqual(['[wait: stdin_read, exit: 2]', '[session: exited code=1]'])
+    expect(own('conch', 'make\nmake: *** [all] Error 2\n[exit: 2]\n[session: exited code=1]')).toEqual(['[exit: 2]', '[session: exited code=1]'])
     expect(own('conch', '[screen: alternate 40x160, cursor 1,14]\nAdd a greeting  ← cursor')).toEqual(['[screen: alternate 40x160, cursor 1,14]', '  ← cursor'])
-    const started = '[task: task-1 started — pty-1: make]\n[you are notified when it ends or waits for input; task_output reads it, task_kill stops it]'
+    const started = '[task: task-1 started in pty-1; also notified on a line matching "Listening"]'
     expect(own('conch', `${started}\n[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]\nBUILD OK`)).toEqual([...started.split('\n'), '[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]'])
   })
 

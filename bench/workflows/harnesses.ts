@@ -33,12 +33,12 @@ const PIPE_TIMEOUT_MS = 60_000
 const RUN_END_MS = 15_000
 
 /**
- * What each harness writes itself: conch's status lines (`[wait: …]`, `[session: …]`, the open,
- * task, notification and screen headers, the background send's hint); the tmux harness's headers and
- * the `; tmux wait -S` it appends to a command (echoed back); the pipe tool's exit and empty notes.
+ * What each harness writes itself: conch's status lines (`[exit: …]`, `[wait: …]`, `[session: …]`,
+ * the open, task, notification and screen headers); the tmux harness's headers and the
+ * `; tmux wait -S` it appends to a command (echoed back); the pipe tool's exit and empty notes.
  */
 export const OWN: Record<'conch' | 'tmux' | 'pipe', RegExp> = {
-  conch: /^\[(?:(?:wait|session|opened|task|status|screen|input|note|notification): |earlier command |you are notified ).*$| {2}← cursor$/gm,
+  conch: /^\[(?:(?:wait|exit|session|opened|task|status|screen|input|note|notification): |earlier command ).*$| {2}← cursor$/gm,
   tmux: /^(?:New Terminal Output|Current Terminal Screen):$|; tmux wait -S [\w-]+/gm,
   pipe: /^Exit code \d+$|^\(no output\)$/gm,
 }

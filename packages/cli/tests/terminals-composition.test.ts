@@ -81,10 +81,12 @@ describe('the terminal trio from a cordis.yml', () => {
     for (const result of results) expect(result.isError, result.text).toBe(false)
     const [open, , greeting, , background, signal, output, status, read, list, close] = results as ToolResultLine[]
 
-    expect(open!.text).toContain(`[opened: pty-1, cwd ${realpathSync(ws.dir)}]`)
+    // The system prompt's sandbox section names the workspace, so the open does not repeat it.
+    expect(open!.text).toBe('[opened: pty-1]')
+    expect(open!.meta).toMatchObject({ cwd: realpathSync(ws.dir) })
     // State persists between sends: the directory and the exported variable.
     expect(greeting!.text.split('\n')).toContain('composed in sub')
-    expect(greeting!.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
+    expect(greeting!.text).toMatch(/\n\[exit: 0\]$/)
     expect(background!.meta).toMatchObject({ taskId: 'task-1', sessionId: 'pty-1' })
     // The interrupted background send ended: its notification rides on this result when the task
     // settled first (else task_output below reads the end and withdraws it).
@@ -92,7 +94,7 @@ describe('the terminal trio from a cordis.yml', () => {
     expect(signalled).toMatch(/^\[signal: SIGINT delivered to sleep in pty-1\]$/)
     // Its label names the command; its tail does not repeat the echo.
     if (notified !== undefined) expect(notified).toMatch(/^\[notification: task-1 exited 130 — pty-1: sleep 45\.\d+; evidence: controlled prompt\](?:$|\n(?!sleep 45))/)
-    expect(output!.text).toContain('[status: completed, wait: stdin_read, exit: 130]')
+    expect(output!.text).toContain('[status: completed, exit: 130]')
     expect(status!.text.split('\n')).toContain('status=130')
     expect(read!.text.split('\n')).toContain('composed in sub')
     expect(read!.text.split('\n')).toContain('status=130')

@@ -169,6 +169,17 @@ function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine
   }
 }
 
+/**
+ * Why the terminal is ready, as fields: `{exit}` alone when a command ended at the shell prompt
+ * (the shell reads its next command, so `stdin_read` goes unsaid beside it), else `{wait}` with
+ * `exit` when one is known. exit is shown for 0 too: a missing field would mean both "succeeded"
+ * and "unknown".
+ */
+export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus'>): { wait?: WaitReason; exit?: string } {
+  const exit = result.exitStatus === undefined ? {} : { exit: String(result.exitStatus) }
+  return result.waitReason === 'stdin_read' && result.exitStatus !== undefined ? exit : { wait: result.waitReason, ...exit }
+}
+
 /** Share of a cut send's room kept from its end; a failing command (`exit: N`, N ≠ 0) keeps more. */
 const TAIL_SHARE = 0.6
 const FAILING_TAIL_SHARE = 0.8
@@ -214,8 +225,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const { interrupted = false, refused = [], retained, networkNone = false } = context
   const earlier = earlierLine(result.earlier)
   const meta: MetaLine[] = [
-    // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
-    { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
+    { text: `[${Object.entries(readyFields(result)).map(([key, value]) => `${key}: ${value}`).join(', ')}]` },
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
     ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),
@@ -249,24 +259,22 @@ function withEarlier(result: SendResult, line: string | undefined): string {
   return lines.join('\n')
 }
 
-/** A background send that was handed to a task; `notifyOn`, the pattern it also wakes on. */
-export function renderBackground(taskId: string, label: string, maxBytes: number, notifyOn?: string): string {
-  const when = notifyOn === undefined ? 'ends or waits for input' : `ends, waits for input or prints a line matching ${JSON.stringify(notifyOn)}`
-  return fit({
-    body: '',
-    meta: [
-      { text: `[task: ${taskId} started — ${label}]`, short: `[task: ${taskId}]` },
-      { text: `[you are notified when it ${when}; task_output reads it, task_kill stops it]`, short: '' },
-    ],
-    noticeAt: 2,
-    truncated: false,
-    maxBytes,
-  }).text
+/**
+ * A background send that was handed to a task, in one line: the task and its terminal. The model
+ * sent the command just now, and the send's description says how it is notified, so neither is
+ * repeated; only a `notifyOn` pattern, the extra event the model chose, is named.
+ */
+export function renderBackground(taskId: string, sessionId: string, maxBytes: number, notifyOn?: string): string {
+  const also = notifyOn === undefined ? '' : `; also notified on a line matching ${JSON.stringify(notifyOn)}`
+  return fit({ body: '', meta: [{ text: `[task: ${taskId} started in ${sessionId}${also}]`, short: `[task: ${taskId}]` }], noticeAt: 1, truncated: false, maxBytes }).text
 }
 
-/** An opened terminal: its id and the directory it started in; the type and name the call gave are not repeated. */
-export function renderOpen(opened: SpawnResult, maxBytes: number): string {
-  const cwd = opened.cwd === undefined ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
+/**
+ * An opened terminal: its id, and the directory it started in unless that is `workspaceRoot` (the
+ * workspace the system prompt names); the type and name the call gave are not repeated.
+ */
+export function renderOpen(opened: SpawnResult, maxBytes: number, workspaceRoot?: string): string {
+  const cwd = opened.cwd === undefined || opened.cwd === workspaceRoot ? '' : `, cwd ${displayName(opened.cwd, 1024)}`
   const head = [{ text: `[opened: ${opened.sessionId}${cwd}]`, short: `[opened: ${opened.sessionId}]` }, ...endedLine(opened.status)]
   return fit({
     body: opened.motd,

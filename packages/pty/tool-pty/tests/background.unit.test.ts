@@ -19,10 +19,7 @@ describe('run_in_background with the memory backend', () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold building', run_in_background: true })
-    expect(result.content[0]!.text).toBe(
-      '[task: task-1 started — pty-1: hold building]\n' +
-        '[you are notified when it ends or waits for input; task_output reads it, task_kill stops it]',
-    )
+    expect(result.content[0]!.text).toBe('[task: task-1 started in pty-1]')
     expect(result.meta).toEqual({ taskId: 'task-1', sessionId: 'pty-1' })
     expect(await harness.text('task_list', {})).toBe('task-1 running pty-send "pty-1: hold building"')
     expect(await harness.text('task_output', { taskId: 'task-1' })).toBe('building\n[status: running]')
@@ -33,10 +30,7 @@ describe('run_in_background with the memory backend', () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold serving', run_in_background: true, notifyOn: 'Listening on' })
-    expect(result.content[0]!.text).toBe(
-      '[task: task-1 started — pty-1: hold serving]\n' +
-        '[you are notified when it ends, waits for input or prints a line matching "Listening on"; task_output reads it, task_kill stops it]',
-    )
+    expect(result.content[0]!.text).toBe('[task: task-1 started in pty-1; also notified on a line matching "Listening on"]')
   })
 
   it('interrupts the send with a real SIGINT when the task is killed', async () => {

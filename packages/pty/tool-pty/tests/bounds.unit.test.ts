@@ -15,7 +15,7 @@ const roundTrips = (text: string) => Buffer.from(text, 'utf8').toString('utf8') 
 
 /** The output part of a rendered send: everything before the first metadata line. */
 function body(text: string): string {
-  const index = text.search(/(^|\n)\[wait: /)
+  const index = text.search(/(^|\n)\[(?:wait|exit): /)
   return index <= 0 ? '' : text.slice(0, index)
 }
 
@@ -188,8 +188,8 @@ describe('fit', () => {
       evidence: { tier: 'fixed' as const, detail: '' },
       elapsedMs: 0,
     }
-    expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading — typed ahead while bash ran]\n[earlier command ended, exit: 7]`)
-    expect(renderSend(result, 110).text).toBe(`${TRUNCATED}\nx\n[wait: stdin_read, exit: 0]\n[input: not_reading]\n[earlier command ended, exit: 7]`)
+    expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[exit: 0]\n[input: not_reading — typed ahead while bash ran]\n[earlier command ended, exit: 7]`)
+    expect(renderSend(result, 92).text).toBe(`${TRUNCATED}\nx\n[exit: 0]\n[input: not_reading]\n[earlier command ended, exit: 7]`)
   })
 
   it('cuts a screen result to its header, its cursor row and its top rows, not its tail', () => {

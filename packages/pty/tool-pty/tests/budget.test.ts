@@ -32,7 +32,7 @@ describe('result budget', () => {
     // The head is 1, 2, 3, … (the echo of the command is left out); the tail ends with 200000 and the prompt's metadata.
     expect(lines.slice(0, 4)).toEqual(['1', '2', '3', '4'])
     expect(seen.text).toMatch(/\n199999\n200000\n/)
-    expect(seen.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
+    expect(seen.text).toMatch(/\n\[exit: 0\]$/)
     const [, , omittedLines, offset, count, last, gone] = MARKER_PART.exec(lines[at]!)!
     const plain = (digits: string) => Number(digits.replace(/,/g, ''))
     const lastHead = Number(lines[at - 1])
@@ -70,7 +70,7 @@ describe('result budget', () => {
       expect(Buffer.byteLength(seen.text)).toBeLessThanOrEqual(4000)
       expect(seen.text).toMatch(MARKER)
     }
-    expect(failing.text).toMatch(/\n\[wait: stdin_read, exit: 1\]$/)
+    expect(failing.text).toMatch(/\n\[exit: 1\]$/)
     const tailLines = (text: string) => Number(MARKER.exec(text)![3])
     expect(tailLines(failing.text)).toBeGreaterThan(tailLines(passing.text))
   })
@@ -98,7 +98,7 @@ describe('result budget', () => {
     expect(Buffer.byteLength(done.text)).toBeLessThanOrEqual(30_000)
     expect(done.text).toMatch(/^\[… [\d,]+ bytes \([\d,]+ lines\) omitted\]$/m)
     expect(done.text).toMatch(/\n199999\n200000\n/)
-    expect(done.text).toMatch(/\[status: completed, wait: stdin_read, exit: 0\]$/)
+    expect(done.text).toMatch(/\[status: completed, exit: 0\]$/)
   })
 
   it('summarises binary output instead of dumping it', async () => {

@@ -23,15 +23,15 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
   it('shows the status of what ran at the prompt, zero included, and none in a REPL', async () => {
     const id = await harness.open()
     const ok = await harness.send(id, 'true')
-    expect(ok.text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
+    expect(ok.text).toMatch(/\n\[exit: 0\]$/)
     expect(ok.meta.exitStatus).toBe(0)
-    expect((await harness.send(id, '(exit 17)')).text).toMatch(/\n\[wait: stdin_read, exit: 17\]$/)
-    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toMatch(/\n\[wait: stdin_read, exit: 143\]$/)
+    expect((await harness.send(id, '(exit 17)')).text).toMatch(/\n\[exit: 17\]$/)
+    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toMatch(/\n\[exit: 143\]$/)
     const python = await harness.send(id, 'python3 -q')
     expect(python.meta.waitReason).toBe('stdin_read')
     expect(python.text).not.toContain('[exit:')
     expect((await harness.send(id, '1 + 1')).text).not.toContain('[exit:')
-    expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
+    expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[exit: 0\]$/)
   })
 
   it('marks the late output and status of a script the next input was typed ahead of', async () => {
@@ -47,7 +47,7 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     await harness.waitForLine(id, 'echo second-$((1+1))')
     writeFileSync(gate, 'go\n')
     // The new command's own status shows when the prompt, not /proc alone, settled the send.
-    expect((await second).text.replace('[wait: stdin_read, exit: 0]', '[wait: stdin_read]')).toBe(
+    expect((await second).text.replace('[exit: 0]', '[wait: stdin_read]')).toBe(
       'LATE-OUTPUT\n[earlier command ended, exit: 7]\n$ echo second-$((1+1))\nsecond-2\n$ \n' +
         '[wait: stdin_read]\n[input: not_reading — typed ahead while bash ran]',
     )

@@ -28,7 +28,7 @@ describe.each(MODES.filter((mode) => mode === 'danger-full-access' || hasBwrap))
     const sessionId = await harness.open()
     const sent = await harness.call('terminal_send', { sessionId, text: QUIET, timeoutMs: 60_000 })
     expect(sent.text).toMatch(/^woke-42$/m)
-    expect(sent.text).toMatch(/^\[wait: stdin_read, exit: 0\]$/m)
+    expect(sent.text).toMatch(/^\[exit: 0\]$/m)
   })
 
   it('a send with timeoutMs and idleMs returns on the quiet it asked for', async () => {

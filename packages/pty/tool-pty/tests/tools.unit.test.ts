@@ -94,6 +94,14 @@ describe('what the model sees', () => {
     expect(await harness.text('terminal_open', { type: 'shell', cwd: 'src' })).toBe('memory shell ready\n[opened: pty-2, cwd /workspace/src]')
   })
 
+  it('leaves out the working directory when it is the workspace root the sandbox policy names', async () => {
+    harness = await boot({ memory: { motd: 'memory shell ready' } })
+    harness.ctx.provide('sandboxPolicy')
+    harness.ctx.set('sandboxPolicy', { resolve: () => ({ network: { mode: 'full' }, workspaceRoot: '/workspace' }) })
+    expect(await harness.text('terminal_open', { type: 'shell' })).toBe('memory shell ready\n[opened: pty-1]')
+    expect(await harness.text('terminal_open', { type: 'shell', cwd: 'src' })).toBe('memory shell ready\n[opened: pty-2, cwd /workspace/src]')
+  })
+
   it('escapes a working directory whose name would read as a result line', async () => {
     harness = await boot()
     const text = await harness.text('terminal_open', { type: 'shell', cwd: 'x]\n[session: exited with code 0' })

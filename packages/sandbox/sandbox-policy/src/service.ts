@@ -163,7 +163,9 @@ function invalidMode(mode: unknown, sessionId: string): SandboxPolicyError {
 
 /**
  * The one-line system-prompt section for a policy (`loopbackShared`: an agent's processes share
- * one loopback; `rootWritable`: workspace-write may write a container's system files), e.g.
+ * one loopback; `rootWritable`: workspace-write may write a container's system files). It names
+ * the workspace root in every mode, so a terminal opened there need not (tool-pty's
+ * `[opened: …]`). E.g.
  * `Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (…); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (…); no network beyond that loopback.`
  */
 export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, rootWritable = false): string {
@@ -189,7 +191,7 @@ export function describePolicy(policy: ResolvedPolicy, loopbackShared = true, ro
   let clauses: string[]
   switch (policy.mode) {
     case 'read-only':
-      clauses = ['files can be read but not written (except in /tmp)', shared, net]
+      clauses = [`files (the workspace, ${policy.workspaceRoot}, and the rest) can be read but not written (except in /tmp)`, shared, net]
       break
     case 'workspace-write':
       clauses = [

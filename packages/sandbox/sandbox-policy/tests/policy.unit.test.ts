@@ -286,10 +286,10 @@ describe('the system-prompt section', () => {
       'Sandbox: workspace-write — files under /work/x are writable except the files that configure shells, git and editors (.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard); everything else is read-only except /tmp; your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); network allowed.',
     )
     expect(describePolicy({ ...base, mode: 'read-only' })).toBe(
-      'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.',
+      'Sandbox: read-only — files (the workspace, /work/x, and the rest) can be read but not written (except in /tmp); your terminals and programs share one /tmp and one loopback (a server one starts on 127.0.0.1 is reachable from the others); no network beyond that loopback.',
     )
     expect(describePolicy({ ...base, mode: 'read-only' }, false)).toBe(
-      'Sandbox: read-only — files can be read but not written (except in /tmp); your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others); no network beyond loopback.',
+      'Sandbox: read-only — files (the workspace, /work/x, and the rest) can be read but not written (except in /tmp); your terminals and programs share one /tmp, but each has a loopback of its own (a server one starts on 127.0.0.1 is not reachable from the others); no network beyond loopback.',
     )
     expect(describePolicy({ ...base, mode: 'workspace-write' }, true, true)).toContain(
       "(.bashrc, .git/hooks, .git/config, .vscode, .mcp.json and the like; an empty folder with such a name is a guard); the rest of the system's files are a container's own copy, writable too and gone when you end; ",

@@ -164,7 +164,7 @@ export const apply = (ctx: Context, config: Config) => {
       content: [
         {
           type: 'text',
-          text: `Started the "${provider}" sub-agent in the background as ${id}. You are notified when it ends; task_output reads its answer, task_kill stops it.`,
+          text: `[task: ${id} started: the "${provider}" sub-agent]`,
         },
       ],
       meta: { taskId: id, subagent: { runId: run.id, provider, childId: run.childId } },

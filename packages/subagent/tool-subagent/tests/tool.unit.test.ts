@@ -159,7 +159,7 @@ describe('the background call', () => {
     const { ctx, agent, child } = await boot()
     const started = await call(ctx, agent, { prompt: 'go', run_in_background: true })
     expect(started.content[0]!.text).toBe(
-      'Started the "codex" sub-agent in the background as task-1. You are notified when it ends; task_output reads its answer, task_kill stops it.',
+      '[task: task-1 started: the "codex" sub-agent]',
     )
     child.requests[0]!.update({ type: 'text', text: 'first ' })
     const early = await ctx.tools.execute('task_output', { taskId: 'task-1' }, { agent, signal: new AbortController().signal, callId: 'c2' })

@@ -26,8 +26,11 @@ export interface ToolKit {
    * is `agent`; `stop` ends it and returns them, each once, in order.
    */
   refusals(agent: string): { stop(): string[] }
-  /** Whether the agent's network is `none` (ctx.sandboxPolicy; false without it). */
-  networkNone(agent: { session: SessionLog }): boolean
+  /**
+   * The agent's policy as ctx.sandboxPolicy resolves it (undefined without it): its network
+   * mode, and the workspace root its system-prompt section names.
+   */
+  policy(agent: { session: SessionLog }): { network: { mode: string }; workspaceRoot: string } | undefined
   /**
    * Terminals the owner itself closed (`terminal_close`), keyed by owner: a background send ended
    * by that close was stopped by the model, so its task ends `killed` and wakes no one.
@@ -40,9 +43,9 @@ interface RefusalFeed {
   onRefused?(listener: (refusal: { agent: string; host: string }) => void): () => void
 }
 
-/** What tool-pty uses of `ctx.sandboxPolicy` (optional): the agent's network (`SandboxPolicyServiceApi.resolve`). */
-interface NetworkPolicy {
-  resolve(options: { session: SessionLog }): { network: { mode: string } }
+/** What tool-pty uses of `ctx.sandboxPolicy` (optional): `SandboxPolicyServiceApi.resolve`. */
+interface AgentPolicy {
+  resolve(options: { session: SessionLog }): { network: { mode: string }; workspaceRoot: string }
 }
 
 export function toolKit(ctx: Context, config: Config): ToolKit {
@@ -64,10 +67,7 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
         },
       }
     },
-    networkNone(agent) {
-      const policy = ctx.get('sandboxPolicy') as NetworkPolicy | undefined
-      return policy?.resolve({ session: agent.session }).network.mode === 'none'
-    },
+    policy: (agent) => (ctx.get('sandboxPolicy') as AgentPolicy | undefined)?.resolve({ session: agent.session }),
     ctx,
     pty: ctx.pty,
     tools: ctx.tools,

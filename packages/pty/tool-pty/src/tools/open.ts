@@ -10,7 +10,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1, cwd DIR].',
+      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1] (and cwd DIR when not the workspace).',
     kind: 'execute',
     ...limits,
     input: z.object({
@@ -36,7 +36,7 @@ export function registerTerminalOpen(kit: ToolKit): void {
           { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }), ...(input.expose !== undefined && { expose: input.expose }) },
           signal,
         )
-        return text(renderOpen(opened, config.maxOutputBytes), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })
+        return text(renderOpen(opened, config.maxOutputBytes, kit.policy(agent)?.workspaceRoot), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })
       } catch (caught) {
         return error(caught)
       }

@@ -6,7 +6,7 @@ import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
 import { EchoFilter, sendWithoutEcho } from '../echo.ts'
-import { renderBackground, renderSend, statusText } from '../render.ts'
+import { readyFields, renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
 import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
 
@@ -98,7 +98,7 @@ export function registerTerminalSend(kit: ToolKit): void {
   tools.register({
     name: 'terminal_send',
     description:
-      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, less the exact echo of your text, then [wait: R, exit: N]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows); exit: N when it ended at the shell prompt. [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
+      'Type into a terminal and wait until it is ready for more; one send at a time per terminal. Returns the new output, less the exact echo of your text, then [exit: N] when a command ended at the shell prompt, else [wait: R]: R is stdin_read (waiting for input), inferred_idle (output went quiet: the command may still run), timeout (still running) or session_exit (the shell ended; [session: exited …] follows). [input: continuation]: send the rest of the block or SIGINT. [input: hidden]: a password prompt, answer with secret.',
     kind: 'execute',
     ...limits,
     input: sendInput,
@@ -164,7 +164,7 @@ export function registerTerminalSend(kit: ToolKit): void {
           await operation.done.catch(() => undefined)
           throw caught
         }
-        return text(renderBackground(taskId, label, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
+        return text(renderBackground(taskId, input.sessionId, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
       }
 
       let operation: SendOperation
@@ -197,7 +197,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         interrupted: signal.aborted,
         refused,
         retained: result.omitted && retainedLines(pty, agent, input.sessionId),
-        networkNone: kit.networkNone(agent),
+        networkNone: kit.policy(agent)?.network.mode === 'none',
       })
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
@@ -232,11 +232,10 @@ export function describeInput(input: { text?: string | undefined; keys?: KeyEntr
   return firstLine(input.text ?? '')
 }
 
-/** Outcome fields of a background send's task: `{wait, exit?}`, `session` when the shell ended, and `input` when not at a primary prompt. */
+/** Outcome fields of a background send's task: those of `readyFields`, `session` when the shell ended, and `input` when not at a primary prompt. */
 function outcomeFields(result: SendResult): Record<string, string> {
   return {
-    wait: result.waitReason,
-    ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
+    ...readyFields(result),
     ...(result.sessionStatus.state !== 'running' && { session: statusText(result.sessionStatus) }),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
   }

@@ -65,7 +65,7 @@ describe.each(MODES)('C2 UTF-8 across chunks, calls and cuts (%s)', (mode) => {
       expect(seen.isError).toBe(false)
       expectClean(seen.text)
     }
-    expect(final.text).toContain('[status: completed, wait: stdin_read, exit: 0]')
+    expect(final.text).toContain('[status: completed, exit: 0]')
     const taskLines = reads.flatMap((seen) => outputLines(seen.text))
     expect(count(taskLines, '中')).toBe(1)
     expect(taskLines.indexOf('END')).toBeGreaterThan(taskLines.indexOf('中'))

@@ -196,7 +196,7 @@ export async function bootCase(options: CaseOptions): Promise<CaseHarness> {
 
 // ─── Reading results ────────────────────────────────────────────────────────────────
 
-const METADATA_LINE = /^\[(wait|session|input|note|interrupted|lines|older|dropped|opened|closed|signal|task|status|error|still running)\b.*\]$|^\[… .* omitted\b.*\]$/
+const METADATA_LINE = /^\[(wait|exit|session|input|note|interrupted|lines|older|dropped|opened|closed|signal|task|status|error|still running)\b.*\]$|^\[… .* omitted\b.*\]$/
 const EMPTY_MARKERS = new Set(['(no new output)', '(no lines)'])
 
 /**
