@@ -34,6 +34,14 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
   })
 
+  it('shows the status at the prompt after a program that left the alternate screen on, as a screen result', async () => {
+    const id = await harness.open()
+    const left = await harness.send(id, `(printf '\\033[?1049h'; exit 3)`)
+    expect(left.text).toMatch(/^\[screen: alternate /)
+    expect(left.text).toMatch(/\n\[wait: stdin_read, exit: 3\]$/)
+    expect((await harness.send(id, 'true')).text).toMatch(/\n\[wait: stdin_read, exit: 0\]$/)
+  })
+
   it('marks the late output and status of a script the next input was typed ahead of', async () => {
     const id = await harness.open()
     const gate = path.join(harness.workspace, `gate-${mode}`)
