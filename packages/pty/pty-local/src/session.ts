@@ -341,6 +341,7 @@ export class LocalSession implements BackendSession {
         ...(settled.omitted !== undefined && { outputOmitted: settled.omitted }),
         waitReason: settled.waitReason,
         sessionStatus: settled.sessionStatus,
+        ...(settled.stopped !== undefined && { stopped: settled.stopped }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
@@ -455,6 +456,7 @@ export class LocalSession implements BackendSession {
       get promptStatus() {
         return session.prompts.at(-1)?.status
       },
+      reportedStops: new Set<number>(),
       promptAfter: (count, buffer) => {
         const prompt = this.prompts[this.prompts.length - (this.promptMarkers - count)]
         if (count >= this.promptMarkers || prompt === undefined) return undefined

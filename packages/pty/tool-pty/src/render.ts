@@ -5,7 +5,7 @@
  * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
  * short forms before anything else is lost.
  */
-import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
@@ -105,6 +105,23 @@ export function statusText(status: SessionStatus): string {
   const code = status.exitCode
   const signal = code === null || code === undefined ? undefined : SIGNAL_NAMES.get(code - 128)
   return `exited code=${code ?? 'unknown'}${signal === undefined ? '' : ` (128+${signal})`}`
+}
+
+/**
+ * How a send that settled at the shell's prompt came out, as every result names it: `exit` and
+ * the status (`0` too), or `stopped` and the signal for a job stopped rather than ended (the
+ * backend's `stopped`: the kernel's word, not the 128+N status alone). Undefined elsewhere.
+ */
+export function outcomeOf(result: Pick<SendResult, 'exitStatus' | 'stopped'>): { field: 'exit' | 'stopped'; value: string } | undefined {
+  if (result.stopped !== undefined) return { field: 'stopped', value: result.stopped.signal }
+  return result.exitStatus === undefined ? undefined : { field: 'exit', value: String(result.exitStatus) }
+}
+
+/** A stopped job's line: it is still there, and bash's `fg` is the way back to it. */
+function stoppedLine(job: StoppedJob | undefined): MetaLine[] {
+  if (job === undefined) return []
+  const program = displayName(job.program)
+  return [{ text: `[note: ${program} is stopped (${job.signal}), not ended; the shell keeps it as a job: send "fg" to resume it]`, short: `[note: ${program} stopped; fg resumes it]` }]
 }
 
 /** `[session: exited …]` when the shell ended; a running session is the default and goes unsaid. */
@@ -213,9 +230,11 @@ export interface SendContext {
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean } {
   const { interrupted = false, refused = [], retained, networkNone = false } = context
   const earlier = earlierLine(result.earlier)
+  const outcome = outcomeOf(result)
   const meta: MetaLine[] = [
     // exit is shown for 0 too: without it, a missing field would mean both "succeeded" and "unknown".
-    { text: `[wait: ${result.waitReason}${result.exitStatus === undefined ? '' : `, exit: ${result.exitStatus}`}]` },
+    { text: `[wait: ${result.waitReason}${outcome === undefined ? '' : `, ${outcome.field}: ${outcome.value}`}]` },
+    ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
     ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),
@@ -386,13 +405,13 @@ function plural(count: number, noun: string): string {
   return `${count.toLocaleString('en-US')} ${noun}${count === 1 ? '' : 's'}`
 }
 
-/** A signal; `[session: exited …]` follows when it ended the shell. */
+/** A signal; a note follows when it stopped a job, `[session: exited …]` when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...stoppedLine(result.stopped), ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

@@ -6,7 +6,7 @@ import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
 import { EchoFilter, sendWithoutEcho } from '../echo.ts'
-import { renderBackground, renderSend, statusText } from '../render.ts'
+import { outcomeOf, renderBackground, renderSend, statusText } from '../render.ts'
 import { readSecret, secretNames } from '../secrets.ts'
 import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
 
@@ -232,19 +232,22 @@ export function describeInput(input: { text?: string | undefined; keys?: KeyEntr
   return firstLine(input.text ?? '')
 }
 
-/** Outcome fields of a background send's task: `{wait, exit?}`, `session` when the shell ended, and `input` when not at a primary prompt. */
+/** Outcome fields of a background send's task: `{wait, exit? | stopped?}`, `session` when the shell ended, and `input` when not at a primary prompt. */
 function outcomeFields(result: SendResult): Record<string, string> {
+  const outcome = outcomeOf(result)
   return {
     wait: result.waitReason,
-    ...(result.exitStatus !== undefined && { exit: String(result.exitStatus) }),
+    ...(outcome !== undefined && { [outcome.field]: outcome.value }),
     ...(result.sessionStatus.state !== 'running' && { session: statusText(result.sessionStatus) }),
     ...(result.inputState !== undefined && result.inputState !== 'prompt' && { input: result.inputState }),
   }
 }
 
-/** What a background send's notification says happened: `exited 2`, `waiting for input: Password:`, … */
+/** What a background send's notification says happened: `exited 2`, `stopped (SIGTSTP); fg resumes it`, `waiting for input: Password:`, … */
 function eventOf(result: SendResult): string {
-  if (result.exitStatus !== undefined) return `exited ${result.exitStatus}`
+  const outcome = outcomeOf(result)
+  if (outcome?.field === 'stopped') return `stopped (${outcome.value}); fg resumes it`
+  if (outcome?.field === 'exit') return `exited ${outcome.value}`
   switch (result.waitReason) {
     case 'stdin_read':
       return `waiting for input: ${firstLine(result.viewport.replace(/\n+$/, '').split('\n').at(-1) ?? '')}`
@@ -307,6 +310,7 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
     evidence: result.evidence,
     ...(result.inputState !== undefined && { inputState: result.inputState }),
     ...(result.exitStatus !== undefined && { exitStatus: result.exitStatus }),
+    ...(result.stopped !== undefined && { stopped: result.stopped }),
     elapsedMs: result.elapsedMs,
     truncated: result.truncated,
   }
