@@ -904,6 +904,9 @@ function decide(s: In<'waiting'>, now: number, out: SendEffect[], verdict: Exclu
   s.wait.confirming = undefined
   const first = confirming.samples[0]!.probe
   if (verdict.kind === 'proven') {
+    // A drain in flight settles on the read it proved, as when it answers first: a window that
+    // output during it opened (the relay's, behind a sync) must not overtake it with another.
+    if (s.awaiting.drain !== undefined) return
     return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail, repliesBefore: confirming.repliesBefore })
   }
   s.wait.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.wait.ambiguousRead

@@ -382,6 +382,26 @@ describe('the /proc tier', () => {
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
   })
 
+  it('a read proved again by a look that output during the drain started does not overtake the drain in flight', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '>>> '
+    const probe = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 21, probe: reading(CHILD, CHILD, 9), costMs: 0.2 })
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 26 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
+    // Output the drain brought (a relay's, ahead of its sync) starts a look, whose window closes before the drain answers.
+    view.line = '42'
+    view.committed = '42'
+    const look = Machine.gen(machine.feed({ type: 'output', now: 200 }), 'probe')
+    view.line = '>>> '
+    machine.feed({ type: 'probed', gen: look, now: 201, probe: reading(CHILD, CHILD, 11), costMs: 0.2 })
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 206 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: again, now: 207, probe: reading(CHILD, CHILD, 11), costMs: 0.2 }).filter((effect) => effect.type === 'drain')).toEqual([])
+    const effects = machine.feed({ type: 'drained', gen: drain, now: 208 })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc' } })
+  })
+
   it('hands a proved read of the shell at a controlled prompt to the prompt tier, with a look that replaces the one out', () => {
     const view = new View()
     const machine = toRepl(view)
