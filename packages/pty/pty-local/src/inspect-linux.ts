@@ -390,10 +390,10 @@ function readStat(proc: ProcFs, path: string): Promise<ProcStat | undefined> {
 
 /**
  * Every process of group `pgid`, found by walking `root`'s descendants (a handful of reads),
- * else, when the walk cannot tell (see `descendantsInGroup`) or finds none, by listing /proc.
+ * else, when the walk cannot tell (see `descendants`) or finds none, by listing /proc.
  */
 export async function groupMembers(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[]> {
-  const walked = await descendantsInGroup(proc, pgid, root)
+  const walked = await descendants(proc, root, (stat) => stat.pgrp === pgid)
   if (walked !== undefined && walked.length > 0) return walked
   const entries = await proc.readdir('/proc')
   const pids = entries.filter((name) => /^\d+$/.test(name))
@@ -401,15 +401,49 @@ export async function groupMembers(proc: ProcFs, pgid: number, root: number): Pr
   return stats.filter((s): s is ProcStat => s !== undefined && s.pgrp === pgid)
 }
 
-/** Above this many threads in one descendant, `groupMembers` lists every process instead of walking. */
+/** A job the shell keeps stopped: its process group, its leader's name, and how long ago (ms) the leader started. */
+export interface StoppedGroup {
+  pgid: number
+  name: string
+  ageMs: number
+}
+
+/** Clock ticks per second of proc(5) times (`USER_HZ`, 100 on every Linux architecture Node runs on). */
+const USER_HZ = 100
+
+/**
+ * The process groups among `shell`'s descendants, other than its own, whose every member is
+ * stopped (`T`, proc(5); not `t`, a tracing stop): the jobs bash lists as `Stopped`. Ages are
+ * against /proc/uptime, the clock of the start times (10 ms steps). Undefined when the walk
+ * cannot tell (see `descendants`).
+ */
+export async function stoppedJobs(proc: ProcFs, shell: number): Promise<StoppedGroup[] | undefined> {
+  const [all, uptime] = await Promise.all([descendants(proc, shell, () => true), proc.readFile('/proc/uptime')])
+  const nowTicks = Math.round(Number.parseFloat(uptime) * USER_HZ)
+  if (all === undefined || !Number.isFinite(nowTicks)) return undefined
+  const own = all.find((stat) => stat.pid === shell)?.pgrp ?? shell
+  const groups = new Map<number, ProcStat[]>()
+  for (const stat of all) {
+    if (stat.pgrp !== own) groups.set(stat.pgrp, [...(groups.get(stat.pgrp) ?? []), stat])
+  }
+  const jobs: StoppedGroup[] = []
+  for (const [pgid, members] of groups) {
+    if (!members.every((member) => member.state === 'T')) continue
+    const leader = members.find((member) => member.pid === pgid) ?? members[0]!
+    jobs.push({ pgid, name: leader.comm, ageMs: Math.max(0, (nowTicks - Number(leader.startTime)) * (1000 / USER_HZ)) })
+  }
+  return jobs
+}
+
+/** Above this many threads in one descendant, `descendants` gives up (`groupMembers` then lists every process). */
 export const WALK_MAX_THREADS = 64
 
 /**
- * Members of `pgid` among `root` and its descendants; undefined when the children files cannot
- * be read or a descendant has more than `WALK_MAX_THREADS` threads.
+ * `root` and its descendants that `keep` accepts; undefined when the children files cannot be
+ * read or a descendant has more than `WALK_MAX_THREADS` threads.
  */
-async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Promise<ProcStat[] | undefined> {
-  const members: ProcStat[] = []
+async function descendants(proc: ProcFs, root: number, keep: (stat: ProcStat) => boolean): Promise<ProcStat[] | undefined> {
+  const kept: ProcStat[] = []
   const seen = new Set<number>()
   const queue = [root]
   while (queue.length > 0) {
@@ -418,7 +452,7 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
     seen.add(pid)
     const stat = await readStat(proc, `/proc/${pid}/stat`)
     if (stat === undefined) continue // it exited while we walked
-    if (stat.pgrp === pgid) members.push(stat)
+    if (keep(stat)) kept.push(stat)
     if (stat.threads > WALK_MAX_THREADS) return undefined
     let tids: string[]
     try {
@@ -437,7 +471,7 @@ async function descendantsInGroup(proc: ProcFs, pgid: number, root: number): Pro
       for (const child of children.split(/\s+/)) if (/^\d+$/.test(child)) queue.push(Number(child))
     }
   }
-  return members
+  return kept
 }
 
 /** The task ids of a process; none when it vanished. */

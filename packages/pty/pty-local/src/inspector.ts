@@ -6,10 +6,10 @@ import type { ProcessTable } from '@conch/subprocess'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from './inspect-macos.ts'
 import { procFiles } from './proc-files.ts'
 import type { SecretRedactor } from '@conch/pty'
-import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedWithoutChildren, taskReadBytes, type ProcReader, type ReadProbe, type TerminalIdentity } from './inspect-linux.ts'
+import { contextSwitches, foregroundGroupOf, groupMembers, mainTaskReadsTerminal, probeTerminalReader, readerRanBetween, SchedulerClocks, SelfPipes, stoppedJobs, stoppedWithoutChildren, taskReadBytes, type ProcReader, type ReadProbe, type StoppedGroup, type TerminalIdentity } from './inspect-linux.ts'
 import { unreachable } from '@conch/session'
 
-export type { ReadProbe } from './inspect-linux.ts'
+export type { ReadProbe, StoppedGroup } from './inspect-linux.ts'
 
 export interface TerminalInspector {
   /** Whether `probe` can prove a read (Linux /proc); false means only the other tiers apply. */
@@ -34,6 +34,8 @@ export interface TerminalInspector {
   blockedInRead(pid: number): Promise<boolean | undefined>
   /** Whether a process is stopped with no child left (the wrapper, prompt.ts); undefined: unknown. */
   stoppedWithoutChildren(pid: number): Promise<boolean | undefined>
+  /** The shell's jobs whose processes are all stopped (`T`); undefined: unknown. */
+  stoppedJobs(shell: number): Promise<StoppedGroup[] | undefined>
   /** The program a process runs (/proc/<pid>/exe), or undefined when unknown. */
   executable(pid: number): Promise<string | undefined>
 }
@@ -66,6 +68,7 @@ export function cleanProcessText(inspector: TerminalInspector, rule: Pick<Secret
     readBytes: (pid, tid) => inspector.readBytes(pid, tid),
     blockedInRead: (pid) => inspector.blockedInRead(pid),
     stoppedWithoutChildren: (pid) => inspector.stoppedWithoutChildren(pid),
+    stoppedJobs: async (shell) => (await inspector.stoppedJobs(shell))?.map((job) => ({ ...job, name: clean(job.name) })),
     executable: (pid) => inspector.executable(pid),
   }
 }
@@ -175,6 +178,7 @@ export function linuxInspector(identity: TerminalIdentity, proc: ProcReader = pr
       return mainTaskReadsTerminal({ proc, terminal, pid: target })
     },
     stoppedWithoutChildren: (target) => stoppedWithoutChildren(proc, target),
+    stoppedJobs: (shell) => stoppedJobs(proc, shell),
   }
 }
 
@@ -202,6 +206,7 @@ export function macosInspector(pid: number, table?: ProcessTable): TerminalInspe
     readBytes: async () => undefined,
     blockedInRead: async () => undefined,
     stoppedWithoutChildren: async () => undefined,
+    stoppedJobs: async () => undefined,
     executable: async () => undefined,
   }
 }

@@ -1279,6 +1279,8 @@ export class OutputParser {
       const index = payload.charCodeAt(1) - 0x30 + 10
       if (index === 10 || index === 11 || index === 12) this.query({ kind: 'color', index, terminator }, end)
     }
+    // Listeners read the cursor where the OSC stands (a prompt marker on a screen).
+    if (this.oscListeners.list.length > 0) this.syncScreen(end)
     this.call(this.oscListeners, payload)
   }
 

@@ -156,9 +156,11 @@ export type SendEffect =
   | { type: 'learnShell'; pgid: number | undefined }
   /**
    * `earlier`: the input was typed ahead of `program`; its prompt is the first after
-   * `markersAtWrite`. `running`: what the latest probe found in front, not reading.
+   * `markersAtWrite`. `running`: what the latest probe found in front, not reading. `job`, at
+   * the prompt, for a stop status: the latest group other than the shell's seen in front, and
+   * when the write began (a job started since is the send's).
    */
-  | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean; earlier?: { program: string; markersAtWrite: number }; running?: string }
+  | { type: 'settle'; waitReason: WaitReason; evidence: ReadinessEvidence; inputState: InputState | undefined; writtenAt: number; atPrompt: boolean; earlier?: { program: string; markersAtWrite: number }; running?: string; job?: { since: number; pgid?: number } }
   /** Rejects `done`. `handOn`: the send's buffer opens the next send (nothing was shown); `keepAtPrompt`: the shell is still where it was. */
   | { type: 'reject'; error: unknown; handOn: boolean; keepAtPrompt: boolean }
 
@@ -179,6 +181,8 @@ interface Shared {
   cancel: Cancellation
   /** A handoff wait: requested (also while writing), and its progress. */
   handoff: { requested: boolean; deadline: number; busy: number }
+  /** The latest foreground group other than the shell's that an answer showed (`frontOf`). */
+  job: number | undefined
 }
 
 /**
@@ -190,6 +194,8 @@ type Cancellation = { state: 'none' } | { state: 'handoff' } | { state: 'signall
 /** What the write is measured against, from the baseline on. */
 export interface WriteRecord {
   baseline: Baseline
+  /** When the baseline came: the first write began after it. */
+  begunAt: number
   /** When the input was written whole (until then, when the baseline came). */
   writtenAt: number
   /** The input is written whole (a send's `written` effect went out). */
@@ -276,7 +282,7 @@ const CONSUME_RETRY_MS = 1
 const CONSUME_RETRY_MAX_MS = 8
 
 export function initialState(spec: SendSpec): SendState {
-  return { spec, phase: 'pending', gen: 0, awaiting: {}, timers: [], outputCount: 0, cancel: { state: 'none' }, handoff: { requested: false, deadline: 0, busy: 0 } }
+  return { spec, phase: 'pending', gen: 0, awaiting: {}, timers: [], outputCount: 0, cancel: { state: 'none' }, handoff: { requested: false, deadline: 0, busy: 0 }, job: undefined }
 }
 
 /** Moves `s` to another phase, with that phase's data (and none of the one it leaves). */
@@ -322,6 +328,8 @@ export function transition(state: SendState, event: SendEvent): [SendState, Send
 function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
   if (event.type === 'output') s.outputCount++
   else if (event.type === 'timer') s.timers = s.timers.filter((name) => name !== event.timer)
+  const front = frontOf(event)
+  if (front !== undefined && front > 0 && front !== s.spec.shellPgid && front !== s.spec.wrapperPid) s.job = front
   switch (s.phase) {
     case 'pending':
       if (event.type === 'begin') return begin(s, event, out)
@@ -352,6 +360,24 @@ function step(s: SendState, event: SendEvent, out: SendEffect[]): void {
       return
     default:
       return unreachable(s, 'send phase')
+  }
+}
+
+/** The foreground group an answer shows, if any: a probe's, a look's, the signalled one. */
+function frontOf(event: SendEvent): number | undefined {
+  switch (event.type) {
+    case 'baseline':
+      return event.baseline.kind === 'probe' ? event.baseline.probe.tpgid : undefined
+    case 'probed':
+      return event.probe?.tpgid
+    case 'foreground':
+      return event.pgid
+    case 'handoffLook':
+      return event.look.pgid
+    case 'signalled':
+      return event.result.targetPgid
+    default:
+      return undefined
   }
 }
 
@@ -437,6 +463,7 @@ function afterBaseline(s: In<'pending' | 'baseline'>, event: Extract<SendEvent, 
   const markersAtWrite = keepsWaiting(spec) ? 0 : spec.view.markers()
   const write: WriteRecord = {
     baseline: event.baseline,
+    begunAt: event.now,
     writtenAt: event.now,
     written: false,
     bytes: 0,
@@ -877,6 +904,9 @@ function decide(s: In<'waiting'>, now: number, out: SendEffect[], verdict: Exclu
   s.wait.confirming = undefined
   const first = confirming.samples[0]!.probe
   if (verdict.kind === 'proven') {
+    // A drain in flight settles on the read it proved, as when it answers first: a window that
+    // output during it opened (the relay's, behind a sync) must not overtake it with another.
+    if (s.awaiting.drain !== undefined) return
     return drain(s, out, { kind: 'proc', probe: first, sources: confirming.sources, quietMs: verdict.quietMs, how: verdict.detail, repliesBefore: confirming.repliesBefore })
   }
   s.wait.ambiguousRead = verdict.kind === 'ambiguous' ? `${first.detail}; also waits on ${confirming.sources.join(', ')}; ${verdict.why}` : s.wait.ambiguousRead
@@ -1094,6 +1124,7 @@ function settle(s: SendState, out: SendEffect[], waitReason: WaitReason, evidenc
     atPrompt: evidence.tier === 'prompt',
     ...(program !== undefined && { earlier: { program, markersAtWrite: write!.markersAtWrite } }),
     ...(running !== undefined && { running }),
+    ...(evidence.tier === 'prompt' && write !== undefined && { job: { since: write.begunAt, ...(s.job !== undefined && { pgid: s.job }) } }),
   })
 }
 

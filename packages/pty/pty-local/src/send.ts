@@ -2,8 +2,9 @@
  * The driver of the send machine (send-machine.ts): feeds it events, runs its effects against
  * the session (`SendHost`) and turns the settle effect into the result. No send state lives here.
  */
-import { within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult } from '@conch/pty'
-import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
+import { constants } from 'node:os'
+import { STOP_SIGNALS, within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult, type StopSignal } from '@conch/pty'
+import { isNewReadEvidence, type Baseline, type ReadProbe, type StoppedGroup, type TerminalInspector } from './inspector.ts'
 import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
@@ -33,6 +34,8 @@ export interface SendHost {
   readonly promptMarkerCount: number
   /** The status the latest prompt marker carried (the shell's `$?`, see prompt.ts). */
   readonly promptStatus: number | undefined
+  /** Process groups a result reported stopped that may still be (`Send.stoppedJob`). */
+  readonly reportedStops: Set<number>
   /**
    * The first prompt marker after the first `count` ones, if still kept: its status and how many
    * of `buffer`'s lines came before it (undefined when the buffer lost lines or a screen is shown).
@@ -326,14 +329,22 @@ export class Send {
           elapsedMs: Math.max(0, Math.round(host.now() - effect.writtenAt)),
         }
         if (effect.inputState !== undefined) result.inputState = effect.inputState
-        if (effect.atPrompt && this.kind === 'send' && host.promptStatus !== undefined) result.exitStatus = host.promptStatus
+        const status = effect.atPrompt ? host.promptStatus : undefined
         if (effect.earlier !== undefined) {
           const ended = host.promptAfter(effect.earlier.markersAtWrite, this.buffer)
           result.earlier = { program: effect.earlier.program, ...(ended?.status !== undefined && { exitStatus: ended.status }), ...(ended?.lines !== undefined && { lines: ended.lines }) }
         }
         if (effect.running !== undefined) result.running = effect.running
         host.settled(this, effect.atPrompt)
-        this.resolve(result)
+        const resolve = (stopped?: SendResult['stopped']) => {
+          if (stopped !== undefined) result.stopped = stopped
+          else if (status !== undefined && this.kind === 'send') result.exitStatus = status
+          this.resolve(result)
+        }
+        const signal = stopSignalOf(status)
+        if (signal === undefined) return resolve()
+        // A stop status is a stop only when the kernel shows the job stopped (an `exit 148` is none).
+        void this.stoppedJob(effect.job).then((program) => resolve(program === undefined ? undefined : { signal, program }))
         return
       }
       case 'reject': {
@@ -360,6 +371,34 @@ export class Send {
   }
 
   // ─── What the effects ask the kernel ─────────────────────────────────────────────
+
+  /**
+   * The name of the job a stop status at the prompt is about, when the kernel shows it stopped:
+   * `job.pgid`, the group last seen in front; with none seen, the newest stopped job started
+   * since the write began and not reported stopped before (an older one proves nothing of an
+   * `exit 148`). Undefined when there is none, or the kernel cannot tell.
+   */
+  private async stoppedJob(job: { since: number; pgid?: number } | undefined): Promise<string | undefined> {
+    const shell = this.host.shellPgid
+    if (shell === undefined || job === undefined) return undefined
+    let stopped: StoppedGroup[] | undefined
+    try {
+      stopped = await this.host.inspector.stoppedJobs(shell)
+    } catch {
+      return undefined
+    }
+    if (stopped === undefined) return undefined
+    const reported = this.host.reportedStops
+    // A job no longer stopped was resumed: a later stop of it is news.
+    for (const pgid of reported) if (!stopped.some((group) => group.pgid === pgid)) reported.delete(pgid)
+    // Start times come in 10 ms steps (proc(5)): a job started just after the write may look older by one.
+    const sinceMs = this.host.now() - job.since + START_TIME_STEP_MS
+    const found = job.pgid !== undefined
+      ? stopped.find((group) => group.pgid === job.pgid)
+      : stopped.filter((group) => group.ageMs <= sinceMs && !reported.has(group.pgid)).sort((a, b) => a.ageMs - b.ageMs)[0]
+    if (found !== undefined) reported.add(found.pgid)
+    return found?.name
+  }
 
   private async takeBaseline(): Promise<Baseline> {
     const host = this.host
@@ -506,3 +545,12 @@ export class Send {
 }
 
 function noop(): void {}
+
+/** The step of the kernel's process start times, ms (proc(5) `starttime`, USER_HZ). */
+const START_TIME_STEP_MS = 10
+
+/** The stop signal a shell's `$?` names (128+N, bash(1) EXIT STATUS), if it names one. */
+function stopSignalOf(status: number | undefined): StopSignal | undefined {
+  if (status === undefined || status <= 128) return undefined
+  return STOP_SIGNALS.find((name) => constants.signals[name] === status - 128)
+}

@@ -134,6 +134,11 @@ export class LocalSession implements BackendSession {
 
   /** Mark just after the latest prompt marker, and how many prompt markers were seen. */
   private promptMark: OutputMark | undefined
+  /**
+   * Where the latest prompt marker left the cursor when it came on the alternate screen with a
+   * screen attached: the line model rests there (output.ts), so the prompt is read off the screen.
+   */
+  private promptOnScreen: { row: number; col: number } | undefined
   /** Where the screen stood when each send buffer opened (display.ts, `ScreenPoint`). */
   private readonly bufferPoints = new WeakMap<SendBuffer, ScreenPoint>()
   private promptMarkers = 0
@@ -336,6 +341,7 @@ export class LocalSession implements BackendSession {
         ...(settled.omitted !== undefined && { outputOmitted: settled.omitted }),
         waitReason: settled.waitReason,
         sessionStatus: settled.sessionStatus,
+        ...(settled.stopped !== undefined && { stopped: settled.stopped }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
@@ -450,6 +456,7 @@ export class LocalSession implements BackendSession {
       get promptStatus() {
         return session.prompts.at(-1)?.status
       },
+      reportedStops: new Set<number>(),
       promptAfter: (count, buffer) => {
         const prompt = this.prompts[this.prompts.length - (this.promptMarkers - count)]
         if (count >= this.promptMarkers || prompt === undefined) return undefined
@@ -523,8 +530,23 @@ export class LocalSession implements BackendSession {
   private promptShown(sinceMarkers: number): boolean {
     const mark = this.promptMark
     if (mark === undefined || this.promptMarkers <= sinceMarkers) return false
+    if (this.promptOnScreen !== undefined) return this.promptShownOnScreen(this.promptOnScreen)
     if (mark.line !== this.parser.lineCount + 1) return false
     return this.parser.textSince(mark) === this.prompt.ps1
+  }
+
+  /**
+   * Whether the screen's cursor row holds exactly the controlled PS1 from where the marker left the
+   * cursor (`at`), with the cursor just after it: a program that exited leaving the alternate screen on.
+   */
+  private promptShownOnScreen(at: { row: number; col: number }): boolean {
+    const ps1 = this.prompt.ps1
+    const cursor = this.parser.cursorPosition()
+    if (!this.parser.onAlternateScreen || cursor.row !== at.row || cursor.col !== at.col + ps1.length) return false
+    // The row as shown has its trailing blanks trimmed: PS1's own trailing space is put back.
+    const before = [...(this.display.cursorLine() ?? '')]
+    while (before.length < cursor.col - 1) before.push(' ')
+    return before.slice(at.col - 1).join('') === ps1
   }
 
   /** The buffer a send or signal watch starts with: the output nobody has seen yet. */
@@ -700,6 +722,7 @@ export class LocalSession implements BackendSession {
     if (marker.kind === 'prompt') {
       this.promptMark?.release()
       this.promptMark = this.parser.mark({ keepLines: false })
+      this.promptOnScreen = this.parser.onAlternateScreen && this.display.screenActive ? this.parser.cursorPosition() : undefined
       this.promptMarkers++
       this.prompts.push({ status: marker.status, line: this.promptMark.line })
       if (this.prompts.length > RECENT_PROMPTS) this.prompts.shift()

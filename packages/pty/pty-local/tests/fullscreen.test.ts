@@ -191,3 +191,21 @@ describe('top or htop, dialog and less as screens', () => {
     await send(session, 'q', false)
   }, 30_000)
 })
+
+describe('a program that exits leaving the alternate screen on', () => {
+  it('each later result at the shell prompt, shown as a screen, carries the exit status the prompt reported', async () => {
+    const session = await openSession({ idleSilenceMs: 5000 })
+    const left = await send(session, `(printf '\\033[?1049h'; exit 3)`)
+    expectPlainScreen(left, 'alternate')
+    expect(left).toMatchObject({ waitReason: 'stdin_read', exitStatus: 3, evidence: { tier: 'prompt' } })
+    expect(await send(session, 'true')).toMatchObject({ exitStatus: 0, evidence: { tier: 'prompt' } })
+    // A program killed on its screen (a crash) leaves it on too.
+    const killed = await send(session, `sh -c 'printf "\\033[?1049hdrawn"; kill -KILL $$'`)
+    expectPlainScreen(killed, 'alternate')
+    expect(killed).toMatchObject({ waitReason: 'stdin_read', exitStatus: 137, evidence: { tier: 'prompt' } })
+    // Output after the prompt is not a prompt: a program printing `$ ` and waiting is not the shell.
+    const asks = await send(session, `printf 'x\\n$ '; read -r answer`)
+    expect(asks.exitStatus).toBeUndefined()
+    expect((await send(session, 'yes')).exitStatus).toBe(0)
+  }, 30_000)
+})

@@ -331,10 +331,24 @@ describe('a send, step by step', () => {
     const again = Machine.gen(machine.feed({ type: 'timer', timer: 'promptRecheck', now: 3.1 }), 'foreground')
     const effects = machine.feed({ type: 'foreground', gen: again, now: 3.2, pgid: SHELL, inFront: true, reading: true })
     expect(effects.filter((effect) => effect.type === 'clear').map((effect) => (effect as { timer: string }).timer).sort()).toEqual(['deadline', 'poll', 'silence'])
-    expect(effects.at(-1)).toEqual({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: 'controlled prompt' }, inputState: 'prompt', writtenAt: 1.3, atPrompt: true })
+    // No group but the shell's was seen in front: the job a stop status may be about is told by its start only.
+    expect(effects.at(-1)).toEqual({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'prompt', detail: 'controlled prompt' }, inputState: 'prompt', writtenAt: 1.3, atPrompt: true, job: { since: 0 } })
     expect(machine.state.phase).toBe('settled')
     expect(machine.feed({ type: 'output', now: 4 })).toEqual([])
     expect(machine.feed({ type: 'exit', now: 4, status: { state: 'exited', exitCode: 0, signal: null } })).toEqual([])
+  })
+
+  it('a prompt settle names the latest group other than the shell seen in front: the job a stop status is about', () => {
+    const view = new View()
+    const machine = written(view)
+    const probe = Machine.gen(machine.feed({ type: 'timer', timer: 'poll', now: 150 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 151, probe: { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }, costMs: 0 })
+    view.markerCount = 1
+    view.prompt = true
+    view.line = '$ '
+    const look = Machine.gen(machine.feed({ type: 'output', now: 160 }), 'foreground')
+    const effects = machine.feed({ type: 'foreground', gen: look, now: 161, pgid: SHELL, inFront: true, reading: true })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', atPrompt: true, job: { since: 0, pgid: CHILD } })
   })
 
   it('drops a probe result of a generation it no longer waits for', () => {
@@ -366,6 +380,26 @@ describe('the /proc tier', () => {
     const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
     const effects = machine.feed({ type: 'drained', gen: drain, now: 27.5 })
     expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc', detail: `prog[${CHILD}] read fd0 /dev/pts/42` }, inputState: 'prompt' })
+  })
+
+  it('a read proved again by a look that output during the drain started does not overtake the drain in flight', () => {
+    const view = new View()
+    const machine = toRepl(view)
+    view.line = '>>> '
+    const probe = Machine.gen(machine.feed({ type: 'output', now: 20 }), 'probe')
+    machine.feed({ type: 'probed', gen: probe, now: 21, probe: reading(CHILD, CHILD, 9), costMs: 0.2 })
+    const confirm = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 26 }), 'probe')
+    const drain = Machine.gen(machine.feed({ type: 'probed', gen: confirm, now: 27, probe: reading(CHILD, CHILD, 9), costMs: 0.2 }), 'drain')
+    // Output the drain brought (a relay's, ahead of its sync) starts a look, whose window closes before the drain answers.
+    view.line = '42'
+    view.committed = '42'
+    const look = Machine.gen(machine.feed({ type: 'output', now: 200 }), 'probe')
+    view.line = '>>> '
+    machine.feed({ type: 'probed', gen: look, now: 201, probe: reading(CHILD, CHILD, 11), costMs: 0.2 })
+    const again = Machine.gen(machine.feed({ type: 'timer', timer: 'confirm', now: 206 }), 'probe')
+    expect(machine.feed({ type: 'probed', gen: again, now: 207, probe: reading(CHILD, CHILD, 11), costMs: 0.2 }).filter((effect) => effect.type === 'drain')).toEqual([])
+    const effects = machine.feed({ type: 'drained', gen: drain, now: 208 })
+    expect(effects.at(-1)).toMatchObject({ type: 'settle', waitReason: 'stdin_read', evidence: { tier: 'proc' } })
   })
 
   it('hands a proved read of the shell at a controlled prompt to the prompt tier, with a look that replaces the one out', () => {

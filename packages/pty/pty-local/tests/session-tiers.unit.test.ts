@@ -118,6 +118,11 @@ class FakeInspector implements TerminalInspector {
   async stoppedWithoutChildren() {
     return this.wrapperStopped
   }
+  /** The shell's jobs the kernel shows stopped. */
+  stopped: { pgid: number; name: string; ageMs: number }[] = []
+  async stoppedJobs() {
+    return this.stopped
+  }
   async executable() {
     return undefined
   }

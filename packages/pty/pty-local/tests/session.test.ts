@@ -388,6 +388,45 @@ describe('signals and cancellation', () => {
   })
 })
 
+describe('a job stopped, not ended', () => {
+  it('a foreground command stopped with SIGTSTP settles its send as stopped, not with exit status 148', async () => {
+    const session = await openSession()
+    const running = session.startSend({ text: 'sleep 100', submit: true })
+    await waitForForeground(session, 'sleep')
+    await session.signal('SIGTSTP')
+    const result = await running.done
+    expect(result).toMatchObject({ waitReason: 'stdin_read', stopped: { signal: 'SIGTSTP', program: 'sleep' } })
+    expect(result.exitStatus).toBeUndefined()
+    // The shell keeps it: fg brings it back, and SIGINT then ends it.
+    const resumed = session.startSend({ text: 'fg', submit: true })
+    await waitForForeground(session, 'sleep')
+    await session.signal('SIGINT')
+    expect((await resumed.done).exitStatus).toBe(130)
+  })
+
+  it('a signal with no send active says which job it stopped', async () => {
+    const session = await openSession({ idleSilenceMs: 500 })
+    expect((await send(session, 'sleep 100')).waitReason).toBe('inferred_idle')
+    const signalled = await session.signal('SIGTSTP')
+    expect(signalled).toMatchObject({ waitReason: 'stdin_read', stopped: { signal: 'SIGTSTP', program: 'sleep' } })
+  })
+
+  it('a job that stops itself at once is stopped too, by the signal that stopped it', async () => {
+    const session = await openSession()
+    const result = await send(session, `sh -c 'kill -STOP $$'`)
+    expect(result).toMatchObject({ waitReason: 'stdin_read', stopped: { signal: 'SIGSTOP', program: 'sh' } })
+    expect(result.exitStatus).toBeUndefined()
+  })
+
+  it('exit status 148 with no job stopped by the send is an exit, even while an older job is stopped', async () => {
+    const session = await openSession()
+    expect((await send(session, `sh -c 'kill -TSTP $$'`)).stopped).toMatchObject({ signal: 'SIGTSTP' })
+    const exited = await send(session, '(exit 148)')
+    expect(exited.exitStatus).toBe(148)
+    expect(exited.stopped).toBeUndefined()
+  })
+})
+
 describe('startup', () => {
   it('a program that prints nothing is never published on silence; the startup timeout rejects the spawn', async () => {
     const backend = unconfinedBackend({ shellPath: '/bin/cat', shellArgs: [], idleSilenceMs: 100, handoffGraceMs: 100, timeoutMs: 700 })

@@ -44,6 +44,21 @@ export type SessionStatus =
   | { state: 'running' }
   | { state: 'exited'; exitCode: number | null; signal: string | null }
 
+/** The signals that stop a job instead of ending it (signal(7)): Ctrl-Z's SIGTSTP, SIGSTOP, and the background read and write stops. */
+export const STOP_SIGNALS = ['SIGTSTP', 'SIGSTOP', 'SIGTTIN', 'SIGTTOU'] as const
+export type StopSignal = (typeof STOP_SIGNALS)[number]
+
+/**
+ * A job the shell reported stopped, not ended: bash keeps it in its job table (`jobs`), and `fg`
+ * resumes it in front, `bg` in the background.
+ */
+export interface StoppedJob {
+  /** The signal that stopped it: from the shell's `$?` (128+N, bash(1) EXIT STATUS). */
+  signal: StopSignal
+  /** Its process group's leader (`sleep`), redacted like `SignalResult.target`. */
+  program: string
+}
+
 /**
  * What the terminal is waiting for after a send, when known.
  * - `prompt`: a primary prompt (bash's controlled PS1, or a reader the backend has no reason to doubt).
@@ -94,6 +109,12 @@ export interface SendResult {
    * REPL, a program still running, a prompt proved only by /proc).
    */
   exitStatus?: number
+  /**
+   * When the send settled at the shell's prompt because the job in front was stopped (Ctrl-Z,
+   * `kill -STOP`), not ended: the shell's `$?` names the signal and the kernel shows the job's
+   * processes stopped (state `T`, proc(5)). `exitStatus` is then absent: nothing exited.
+   */
+  stopped?: StoppedJob
   /**
    * The input was typed ahead (`inputState` `not_reading`): the command then in front (`bash,
    * sleep`), and when its prompt came during the send, the `$?` it carried and how many of the
@@ -320,6 +341,8 @@ export interface SignalResult {
   waitReason?: WaitReason
   /** The session's status once the signal's effect was seen (`exited` when it ended the shell). */
   sessionStatus?: SessionStatus
+  /** When no send was active: the job the signal stopped (`SendResult.stopped`), once the shell reported it. */
+  stopped?: StoppedJob
 }
 
 /** A process a close stopped or could not stop. */

@@ -5,7 +5,7 @@
  * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
  * short forms before anything else is lost.
  */
-import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type WaitReason } from '@conch/pty'
+import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
@@ -107,6 +107,13 @@ export function statusText(status: SessionStatus): string {
   return `exited code=${code ?? 'unknown'}${signal === undefined ? '' : ` (128+${signal})`}`
 }
 
+/** A stopped job's line: it is still there, and bash's `fg` is the way back to it. */
+function stoppedLine(job: StoppedJob | undefined): MetaLine[] {
+  if (job === undefined) return []
+  const program = displayName(job.program)
+  return [{ text: `[note: ${program} is stopped (${job.signal}), not ended; the shell keeps it as a job: send "fg" to resume it]`, short: `[note: ${program} stopped; fg resumes it]` }]
+}
+
 /** `[session: exited …]` when the shell ended; a running session is the default and goes unsaid. */
 function endedLine(status: SessionStatus): MetaLine[] {
   return status.state === 'running' ? [] : [{ text: `[session: ${statusText(status)}]` }]
@@ -170,12 +177,14 @@ function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine
 }
 
 /**
- * Why the terminal is ready, as fields: `{exit}` alone when a command ended at the shell prompt
- * (the shell reads its next command, so `stdin_read` goes unsaid beside it), else `{wait}` with
- * `exit` when one is known. exit is shown for 0 too: a missing field would mean both "succeeded"
- * and "unknown".
+ * Why the terminal is ready and how the send came out, as fields: `{exit}` alone when a command
+ * ended at the shell prompt (the shell reads its next command, so `stdin_read` goes unsaid beside
+ * it); `{wait, stopped}` for a job stopped rather than ended (the backend's `stopped`: the kernel's
+ * word, not the 128+N status alone); else `{wait}`, with `exit` when one is known. exit is shown
+ * for 0 too: a missing field would mean both "succeeded" and "unknown".
  */
-export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus'>): { wait?: WaitReason; exit?: string } {
+export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus' | 'stopped'>): { wait?: WaitReason; exit?: string; stopped?: string } {
+  if (result.stopped !== undefined) return { wait: result.waitReason, stopped: result.stopped.signal }
   const exit = result.exitStatus === undefined ? {} : { exit: String(result.exitStatus) }
   return result.waitReason === 'stdin_read' && result.exitStatus !== undefined ? exit : { wait: result.waitReason, ...exit }
 }
@@ -226,6 +235,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const earlier = earlierLine(result.earlier)
   const meta: MetaLine[] = [
     { text: `[${Object.entries(readyFields(result)).map(([key, value]) => `${key}: ${value}`).join(', ')}]` },
+    ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
     ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),
@@ -394,13 +404,13 @@ function plural(count: number, noun: string): string {
   return `${count.toLocaleString('en-US')} ${noun}${count === 1 ? '' : 's'}`
 }
 
-/** A signal; `[session: exited …]` follows when it ended the shell. */
+/** A signal; a note follows when it stopped a job, `[session: exited …]` when it ended the shell. */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...stoppedLine(result.stopped), ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

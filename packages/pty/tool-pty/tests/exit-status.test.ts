@@ -1,16 +1,21 @@
 /**
  * Results that name the outcome, through the tools on real bash: a send that settles at the
- * shell's prompt carries the exit status of what ran, and a signal that ends the shell says so in
- * its own result.
+ * shell's prompt carries the exit status of what ran, or says its job was stopped, and a signal
+ * that ends the shell says so in its own result.
  */
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { bootCase, MODES, type CaseHarness } from './cases/harness.ts'
+import { type Notification } from '@conch/agent'
+import { until } from '@conch/test-support/wait'
+import { bootCase, MODES, processes, type CaseHarness } from './cases/harness.ts'
 
 describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
   let harness: CaseHarness
+  /** What the agent loop delivers after the next tool call, and how many wait for it. */
+  const delivered = () => (harness.agent as unknown as { deliver(): Notification[] }).deliver()
+  const queued = () => (harness.agent as unknown as { inbox: Notification[] }).inbox.length
 
   beforeAll(async () => {
     harness = await bootCase({ mode })
@@ -32,6 +37,36 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     expect(python.text).not.toContain('[exit:')
     expect((await harness.send(id, '1 + 1')).text).not.toContain('[exit:')
     expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[exit: 0\]$/)
+  })
+
+  it('shows the status at the prompt after a program that left the alternate screen on, as a screen result', async () => {
+    const id = await harness.open()
+    const left = await harness.send(id, `(printf '\\033[?1049h'; exit 3)`)
+    expect(left.text).toMatch(/^\[screen: alternate /)
+    expect(left.text).toMatch(/\n\[exit: 3\]$/)
+    expect((await harness.send(id, 'true')).text).toMatch(/\n\[exit: 0\]$/)
+  })
+
+  it('says a job was stopped, not ended, with fg as the way back: in a send result, a signal result and a notification', async () => {
+    const id = await harness.open()
+    const stopped = await harness.send(id, `sh -c 'kill -TSTP $$'`)
+    expect(stopped.text).toMatch(/\n\[wait: stdin_read, stopped: SIGTSTP\]\n\[note: sh is stopped \(SIGTSTP\), not ended; the shell keeps it as a job: send "fg" to resume it\]$/)
+    expect(stopped.meta).toMatchObject({ stopped: { signal: 'SIGTSTP', program: 'sh' } })
+    expect(stopped.meta.exitStatus).toBeUndefined()
+    // The status alone is no stop: an exit with it is an exit.
+    expect((await harness.send(id, '(exit 148)')).text).toMatch(/\n\[exit: 148\]$/)
+
+    expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 101', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    const signalled = await harness.signal(id, 'SIGTSTP')
+    expect(signalled.text).toMatch(/\[signal: SIGTSTP delivered to sleep in pty-\d+\]\n\[note: sleep is stopped \(SIGTSTP\), not ended; .*"fg".*\]$/)
+
+    const started = await harness.call('terminal_send', { sessionId: id, text: 'sleep 102', run_in_background: true, notify: true })
+    let sleeping: number | undefined
+    await until(async () => (sleeping = processes().find((entry) => entry.cmdline === 'sleep 102')?.pid) !== undefined, 15_000, 'sleep 102 to start')
+    process.kill(sleeping!, 'SIGSTOP')
+    await until(async () => queued() > 0, 15_000, 'the notification of the stopped job')
+    expect(delivered()).toMatchObject([{ source: started.meta.taskId, event: 'stopped (SIGSTOP); fg resumes it' }])
+    expect((await harness.taskDone(String(started.meta.taskId))).text).toMatch(/\[status: completed, wait: stdin_read, stopped: SIGSTOP\]$/)
   })
 
   it('marks the late output and status of a script the next input was typed ahead of', async () => {

@@ -241,9 +241,11 @@ function outcomeFields(result: SendResult): Record<string, string> {
   }
 }
 
-/** What a background send's notification says happened: `exited 2`, `waiting for input: Password:`, … */
+/** What a background send's notification says happened: `exited 2`, `stopped (SIGTSTP); fg resumes it`, `waiting for input: Password:`, … */
 function eventOf(result: SendResult): string {
-  if (result.exitStatus !== undefined) return `exited ${result.exitStatus}`
+  const { stopped, exit } = readyFields(result)
+  if (stopped !== undefined) return `stopped (${stopped}); fg resumes it`
+  if (exit !== undefined) return `exited ${exit}`
   switch (result.waitReason) {
     case 'stdin_read':
       return `waiting for input: ${firstLine(result.viewport.replace(/\n+$/, '').split('\n').at(-1) ?? '')}`
@@ -306,6 +308,7 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
     evidence: result.evidence,
     ...(result.inputState !== undefined && { inputState: result.inputState }),
     ...(result.exitStatus !== undefined && { exitStatus: result.exitStatus }),
+    ...(result.stopped !== undefined && { stopped: result.stopped }),
     elapsedMs: result.elapsedMs,
     truncated: result.truncated,
   }
