@@ -8,10 +8,10 @@ import { linesEqual, openSession, send } from './local-harness.ts'
 
 /**
  * Defines `forge KIND` in the session's shell: it prints the marker of kind `prompt` or `exit`
- * exactly as the shell's own PROMPT_COMMAND would, taken from the shell's initial environment
- * (/proc/$$/environ) — whatever secret that holds, the forger has it too.
+ * exactly as the shell's own PROMPT_COMMAND would, taken from the shell itself — whatever secret
+ * that holds, the forger has it too (as a program that reads the shell's memory would).
  */
-const FORGE = String.raw`forge() { local pc; pc=$(tr '\0' '\n' </proc/$$/environ | sed -n 's/^PROMPT_COMMAND=//p'); pc=\${pc//;prompt;/;$1;}; pc=\${pc%%; PS1=*}; eval "$pc"; }`.replace(/\\\$/g, '$')
+const FORGE = String.raw`forge() { local pc="$PROMPT_COMMAND"; pc=\${pc//;prompt;/;$1;}; pc=\${pc%%; PS1=*}; eval "$pc"; }`.replace(/\\\$/g, '$')
 
 async function forgerSession() {
   const session = await openSession({ idleSilenceMs: 10000 })
