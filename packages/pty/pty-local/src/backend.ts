@@ -13,7 +13,7 @@ import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, ta
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
-import { createControlledPrompt } from './prompt.ts'
+import { createControlledPrompt, type WrappedCommand } from './prompt.ts'
 import { loadScreenModel } from './screen.ts'
 import { LocalSession } from './session.ts'
 import { loadNodePty, spawnTerminal, type TerminalProcess } from './terminal.ts'
@@ -89,7 +89,12 @@ export class LocalBackend implements PtyBackend {
     // Loaded on the first spawn, not at startup.
     await Promise.all([loadNodePty(), loadScreenModel()])
     if (request.signal.aborted) throw request.signal.reason
-    const wrapped = await prompt.wrap(argv, { handOver: !program && relayed === undefined })
+    let wrapped: WrappedCommand
+    try {
+      wrapped = prompt.wrap(argv, { handOver: !program && relayed === undefined })
+    } catch (error) {
+      throw new PtyError('SPAWN_FAILED', { reason: `cannot write the session's key file: ${(error as Error).message}` }, { cause: error })
+    }
 
     // Unconfined, no PID namespace ends the session's daemons if conch itself is killed: the
     // tag supervisor of @conch/subprocess sweeps the tag then.

@@ -9,7 +9,8 @@
  * which the shell reads and closes at its first prompt (README, "Readiness").
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
@@ -54,9 +55,11 @@ export interface ControlledPrompt {
    * Writes the session's key file (the nonce and the marker's command, mode 0600 in a fresh
    * mkdtemp(3) folder, mode 0700) and returns argv that runs `argv` under the wrapper: it reads
    * the file, sets IUTF8, runs `argv` — with the marker's command on descriptor 3 (a pipe) when
-   * `handOver` — and prints the exit marker afterwards.
+   * `handOver` — and prints the exit marker afterwards. Synchronous: two small file-system calls
+   * on the way to every open.
+   * @throws the file system's error when the folder or the file cannot be made.
    */
-  wrap(argv: readonly string[], options: { handOver: boolean }): Promise<WrappedCommand>
+  wrap(argv: readonly string[], options: { handOver: boolean }): WrappedCommand
   /** Parses an OSC payload (the text between `ESC ]` and the terminator); undefined when it is not a marker. */
   parse(payload: string): Marker | undefined
   /** The signals, in order, that tell the (stopped) wrapper its exit marker was read, so it exits. */
@@ -91,17 +94,19 @@ export function createControlledPrompt(): ControlledPrompt {
     nonce,
     promptCommand: BOOTSTRAP,
     markerCommand: CAPTURE_STATUS + marker,
-    async wrap(argv, { handOver }) {
-      const folder = await mkdtemp(path.join(tmpdir(), 'conch-prompt-'))
-      const release = () => rm(folder, { recursive: true, force: true })
+    wrap(argv, { handOver }) {
+      const folder = mkdtempSync(path.join(tmpdir(), 'conch-prompt-'))
       const key = path.join(folder, 'key')
       try {
-        await writeFile(key, `${nonce}\n${marker}\n`, { mode: 0o600 })
+        writeFileSync(key, `${nonce}\n${marker}\n`, { mode: 0o600 })
       } catch (error) {
-        await release()
+        rmSync(folder, { recursive: true, force: true })
         throw error
       }
-      return { argv: [descriptorShell(), '-c', wrapper(handOver), 'conch-shell', key, ...argv], release }
+      return {
+        argv: [descriptorShell(), '-c', wrapper(handOver), 'conch-shell', key, ...argv],
+        release: () => rm(folder, { recursive: true, force: true }),
+      }
     },
     exitAcknowledgement: ['SIGUSR1', 'SIGCONT'],
     parse(payload) {
