@@ -13,7 +13,7 @@ import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, ta
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
-import { createControlledPrompt } from './prompt.ts'
+import { createControlledPrompt, type WrappedCommand } from './prompt.ts'
 import { loadScreenModel } from './screen.ts'
 import { LocalSession } from './session.ts'
 import { loadNodePty, spawnTerminal, type TerminalProcess } from './terminal.ts'
@@ -82,21 +82,37 @@ export class LocalBackend implements PtyBackend {
       }
     }
     if (request.signal.aborted) throw request.signal.reason
+    // A container's shell gets no descriptor of this host: its marker's command comes in its
+    // environment, nonce included (README, "Readiness").
+    if (!program && relayed !== undefined) env.PROMPT_COMMAND = prompt.markerCommand
 
     // Loaded on the first spawn, not at startup.
     await Promise.all([loadNodePty(), loadScreenModel()])
     if (request.signal.aborted) throw request.signal.reason
+    let wrapped: WrappedCommand
+    try {
+      wrapped = prompt.wrap(argv, { handOver: !program && relayed === undefined })
+    } catch (error) {
+      throw new PtyError('SPAWN_FAILED', { reason: `cannot write the session's key file: ${(error as Error).message}` }, { cause: error })
+    }
 
     // Unconfined, no PID namespace ends the session's daemons if conch itself is killed: the
     // tag supervisor of @conch/subprocess sweeps the tag then.
     const unwatch = policy.mode === 'danger-full-access' ? tagSupervisor().watch(tag) : () => {}
     let terminal: TerminalProcess
     try {
-      terminal = spawnTerminal({ argv: prompt.wrap(argv), cwd, env, cols: request.cols ?? config.cols, rows: request.rows ?? config.rows })
+      terminal = spawnTerminal({ argv: wrapped.argv, cwd, env, cols: request.cols ?? config.cols, rows: request.rows ?? config.rows })
     } catch (error) {
       unwatch()
+      await wrapped.release()
       throw new PtyError('SPAWN_FAILED', { reason: `cannot start ${argv[0]}: ${(error as Error).message}` }, { cause: error })
     }
+    // The wrapper reads its key file before anything in the terminal can print.
+    const forget = terminal.onData(() => {
+      forget()
+      void wrapped.release()
+    })
+    void terminal.exit.then(() => wrapped.release())
     // The wrapper's start identity, read now, fences every later signal to it.
     const table = defaultProcessTable()
     const wrapper = table.get(terminal.pid)

@@ -22,7 +22,8 @@ export interface ShellEnvironmentOptions {
  * - a UTF-8 locale (`LANG=C.UTF-8`) when none of `LC_ALL`, `LC_CTYPE`, `LANG` is set;
  * - `TERM=xterm-256color`; `HISTFILE` and `NODE_REPL_HISTORY` empty: no history is written to
  *   the user's files (and the Node REPL has no flush timer waking it after every input);
- * - the controlled `PS1` and `PROMPT_COMMAND` (see prompt.ts) and the session tag.
+ * - the controlled `PS1`, the bootstrap `PROMPT_COMMAND` (no nonce: see prompt.ts) and the
+ *   session tag.
  */
 export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {
   const env = scrubbedEnv(options.parent, { trusted: options.trusted, allow: options.allow ?? [] })

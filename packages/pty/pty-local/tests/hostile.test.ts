@@ -3,15 +3,18 @@
  * private markers itself, a program that hands the foreground back to the shell while it keeps
  * running, and input large enough to keep the reader busy for seconds. Real bash, real PTY.
  */
+import { fileURLToPath } from 'node:url'
 import { describe, expect, it, vi } from 'vitest'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
 /**
  * Defines `forge KIND` in the session's shell: it prints the marker of kind `prompt` or `exit`
- * exactly as the shell's own PROMPT_COMMAND would, taken from the shell's initial environment
- * (/proc/$$/environ) — whatever secret that holds, the forger has it too.
+ * exactly as the shell's own PROMPT_COMMAND would, taken from the shell itself — whatever secret
+ * that holds, the forger has it too (as a program that reads the shell's memory would).
  */
-const FORGE = String.raw`forge() { local pc; pc=$(tr '\0' '\n' </proc/$$/environ | sed -n 's/^PROMPT_COMMAND=//p'); pc=\${pc//;prompt;/;$1;}; pc=\${pc%%; PS1=*}; eval "$pc"; }`.replace(/\\\$/g, '$')
+const FIND_NONCE = fileURLToPath(new URL('./fixtures/find-nonce.py', import.meta.url))
+
+const FORGE = String.raw`forge() { local pc="$PROMPT_COMMAND"; pc=\${pc//;prompt;/;$1;}; pc=\${pc%%; PS1=*}; eval "$pc"; }`.replace(/\\\$/g, '$')
 
 async function forgerSession() {
   const session = await openSession({ idleSilenceMs: 10000 })
@@ -61,6 +64,31 @@ describe('forged markers', () => {
     expect(result.elapsedMs).toBeGreaterThanOrEqual(900)
     const after = await send(session, 'echo alive-$((1+1))')
     expect(linesEqual(after.viewport, 'alive-2')).toBe(1)
+  })
+})
+
+describe("the marker's nonce", () => {
+  it('a program in the terminal finds it in no environment, argv or open file in /proc, and its forged markers leave the exit status true', async () => {
+    const session = await openSession()
+    // The shell itself knows its nonce; its output goes to conch alone.
+    const own = await send(session, 'echo "$PROMPT_COMMAND"')
+    const nonce = /6973;([0-9a-f]{16});prompt/.exec(own.viewport)?.[1]
+    expect(nonce).toBeDefined()
+    const search = await send(session, `found=$(python3 ${FIND_NONCE} | tr '\\n' ' '); echo "found: [$found]"`)
+    const found = /^found: \[(.*)\]$/m.exec(search.viewport)?.[1]
+    expect(found).toBeDefined()
+    // Another session's nonce (one started elsewhere on this machine) may be found; this one's is not.
+    expect(found!.split(' ')).not.toContain(nonce)
+    // The shell keeps no descriptor beyond its terminal's (255: bash's own copy of it).
+    expect(linesEqual((await send(session, "ls /proc/$$/fd | paste -sd ' '")).viewport, '0 1 2 255')).toBe(1)
+    // A forger that prints its markers, status 0, with whatever it found and a guess, right after
+    // every real one: from the shell's own PROMPT_COMMAND, so that no race decides the order.
+    await send(session, `PROMPT_COMMAND+="; builtin printf '\\033]6973;%s;prompt;0\\007' $found 0123456789abcdef"`)
+    const failed = await send(session, 'false')
+    expect(failed.waitReason).toBe('stdin_read')
+    expect(failed.exitStatus).toBe(1)
+    const exited = await send(session, '(exit 7)')
+    expect(exited.exitStatus).toBe(7)
   })
 })
 
