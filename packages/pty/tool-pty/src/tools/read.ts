@@ -4,7 +4,7 @@ import { renderRead, renderScreen } from '../render.ts'
 import { outputBudget, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalRead(kit: ToolKit): void {
-  const { pty, tools, config, limits, error, text } = kit
+  const { pty, tools, config, limits, error, text, screens } = kit
   tools.register({
     name: 'terminal_read',
     description:
@@ -21,6 +21,8 @@ export function registerTerminalRead(kit: ToolKit): void {
     title: (input) => `read ${input.sessionId}`,
     async execute(input, { agent }) {
       const maxBytes = input.maxOutputBytes ?? config.maxOutputBytes
+      // What terminal_send shows next is compared with what it showed, not with this.
+      screens.forget(agent, input.sessionId)
       try {
         if (input.screen === true) {
           const rendered = renderScreen(pty.screen(agent, input.sessionId), maxBytes)
