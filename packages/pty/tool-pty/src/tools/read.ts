@@ -15,7 +15,7 @@ export function registerTerminalRead(kit: ToolKit): void {
       sessionId,
       offset: z.number().int().min(0).default(0).describe('Lines back from the newest'),
       count: z.number().int().min(1).default(500),
-      screen: z.boolean().optional().describe('The current screen instead (cursor row marked), for a full-screen program'),
+      screen: z.boolean().optional().describe('The whole current screen instead (cursor row marked)'),
       maxOutputBytes: outputBudget(config),
     }),
     title: (input) => `read ${input.sessionId}`,
