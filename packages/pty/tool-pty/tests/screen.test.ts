@@ -165,7 +165,7 @@ describe.skipIf(!hasTmux)('a screen like the one the last send showed', () => {
     await type(':q!')
   }, 60_000)
 
-  it.skipIf(!onPath('less'))('shows only less\'s changed status row; a cut screen and a resize make the next screen whole', async () => {
+  it.skipIf(!onPath('less'))('shows only less\'s changed status row; a cut screen, a resize and a signal make the next screen whole', async () => {
     const { id, type } = await pair()
     writeFileSync(join(harness!.workspace, 'long.txt'), Array.from({ length: 100 }, (_, index) => `line ${index + 1}`).join('\n'))
     expect(await type('less long.txt')).not.toContain('unchanged')
@@ -186,6 +186,11 @@ describe.skipIf(!hasTmux)('a screen like the one the last send showed', () => {
     const resized = await harness!.call('terminal_send', { sessionId: id, text: '=', submit: false })
     expect(resized.text).toMatch(/^\[screen: alternate 12x60, /)
     expect(resized.text).not.toContain('unchanged')
+    // So is the screen after a signal (less stays on SIGINT).
+    expect((await harness!.call('terminal_signal', { sessionId: id, signal: 'SIGINT' })).isError).toBe(false)
+    const signalled = await harness!.call('terminal_send', { sessionId: id, text: '=', submit: false })
+    expect(signalled.text).toMatch(/^\[screen: alternate 12x60, /)
+    expect(signalled.text).not.toContain('unchanged')
   }, 60_000)
 
   it.skipIf(!onPath('less'))('leaves terminal_read\'s screen whole, and the send after it shows its screen whole', async () => {
