@@ -50,7 +50,7 @@ export const apply = (ctx: Context, config: Config) => {
   registerTerminalSignal(kit)
   registerTerminalClose(kit)
   registerTerminalList(kit)
-  registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, error: kit.error })
+  registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, error: kit.error, screens: kit.screens })
 
   // A secret's value is redacted wherever a session records or shows text, not only in
   // terminals: a program that reads its file, a sub-agent that prints it.

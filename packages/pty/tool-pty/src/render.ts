@@ -223,6 +223,8 @@ export interface SendContext {
   retained?: number | undefined
   /** The agent's network is `none`: a failed name lookup in the output is the policy's doing. */
   networkNone?: boolean
+  /** The screen the model was last shown whole for this session (`screenChanges`). */
+  shown?: string | undefined
 }
 
 /**
@@ -230,8 +232,8 @@ export interface SendContext {
  * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`;
  * output that shows a failed name lookup under network `none` adds `[network: none — …]`.
  */
-export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean } {
-  const { interrupted = false, refused = [], retained, networkNone = false } = context
+export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean; shown?: string } {
+  const { interrupted = false, refused = [], retained, networkNone = false, shown } = context
   const earlier = earlierLine(result.earlier)
   const meta: MetaLine[] = [
     { text: `[${Object.entries(readyFields(result)).map(([key, value]) => `${key}: ${value}`).join(', ')}]` },
@@ -248,7 +250,16 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = result.exitStatus !== undefined && result.exitStatus !== 0 ? FAILING_TAIL_SHARE : TAIL_SHARE
   const page = (range: { lines: number; tailLines: number }) => pageHint(range, retained)
-  return fit({ body: withEarlier(result, earlier), empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) })
+  const options = { body: withEarlier(result, earlier), empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
+  // A whole screen is remembered (`shown`); one like the screen shown before it says only what changed.
+  const whole = screen && !result.truncated && options.body === result.viewport
+  const changes = whole && shown !== undefined ? screenChanges(result.viewport, shown) : undefined
+  if (changes !== undefined) {
+    const rendered = fit({ ...options, body: changes })
+    if (!rendered.truncated) return { text: rendered.text, truncated: false, shown: result.viewport }
+  }
+  const rendered = fit(options)
+  return { text: rendered.text, truncated: rendered.truncated, ...(whole && !rendered.truncated && { shown: result.viewport }) }
 }
 
 /**
@@ -306,6 +317,40 @@ export function renderScreen(screen: string, maxBytes: number): { text: string; 
   const kept = boundScreenText(screen, budget) ?? boundUtf8(screen, budget, { keep: 'head' })
   return { text: `${kept.text}\n${TRUNCATED}`, truncated: true }
 }
+
+/**
+ * `screen` (a rendered screen) with each run of at least three rows equal to those of `shown` —
+ * the screen the model was last shown whole — as one `[rows a-b unchanged]` line; the header and
+ * the cursor row are always kept, and a row that became empty is an empty line. Undefined when
+ * the two differ in size or buffer (alternate, normal), or either is not a screen.
+ */
+export function screenChanges(screen: string, shown: string): string | undefined {
+  const header = parseScreenHeader(screen)
+  const before = parseScreenHeader(shown)
+  if (header === undefined || before === undefined || header.buffer !== before.buffer || header.rows !== before.rows || header.cols !== before.cols) return undefined
+  const [head, ...rows] = screen.split('\n')
+  const old = shown.split('\n').slice(1)
+  const out = [head!]
+  let first = 1
+  /** Ends the run of equal rows `first`…`row - 1`: one line for three or more, else the rows. */
+  const close = (row: number) => {
+    if (row - first >= MIN_UNCHANGED_RUN) out.push(`[rows ${first}-${row - 1} unchanged]`)
+    else for (let at = first; at < row; at++) out.push(rows[at - 1] ?? '')
+  }
+  const count = Math.max(rows.length, old.length)
+  for (let row = 1; row <= count; row++) {
+    const text = rows[row - 1] ?? ''
+    if (text === (old[row - 1] ?? '') && row !== header.cursorRow) continue
+    close(row)
+    out.push(text)
+    first = row + 1
+  }
+  close(count + 1)
+  return out.join('\n')
+}
+
+/** The fewest equal rows a screen says are unchanged rather than shows (fewer cost about as much as the line). */
+const MIN_UNCHANGED_RUN = 3
 
 /**
  * A scrollback page. When it must be cut, whole lines go from the oldest side and the line

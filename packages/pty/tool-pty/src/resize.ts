@@ -8,6 +8,7 @@
 import { z } from 'zod'
 import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, type PtyServiceApi } from '@conch/pty'
 import type { ToolResult, ToolsServiceApi } from '@conch/tools'
+import type { ShownScreens } from './tools/kit.ts'
 
 export interface ResizeToolOptions {
   tools: ToolsServiceApi
@@ -16,6 +17,8 @@ export interface ResizeToolOptions {
   sessionId: z.ZodType<string>
   /** Renders a PtyError as the tool's error result (rethrows anything else). */
   error: (caught: unknown) => ToolResult
+  /** Forgets the screen terminal_send showed: the next is shown whole at the new size. */
+  screens: ShownScreens
 }
 
 /** Registers `terminal_resize`; returns the registry's disposer. */
@@ -34,6 +37,7 @@ export function registerResize(options: ResizeToolOptions): () => void {
     }),
     title: (input) => `resize ${input.sessionId} ${input.rows}x${input.cols}`,
     async execute(input, { agent }) {
+      options.screens.forget(agent, input.sessionId)
       try {
         pty.resize(agent, input.sessionId, { rows: input.rows, cols: input.cols })
         return { content: [{ type: 'text', text: `[resized: ${input.sessionId} to ${input.rows}x${input.cols}]` }], meta: { sessionId: input.sessionId, rows: input.rows, cols: input.cols } }

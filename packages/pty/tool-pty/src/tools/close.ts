@@ -4,7 +4,7 @@ import { renderClose } from '../render.ts'
 import { sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalClose(kit: ToolKit): void {
-  const { pty, tools, config, limits, error, text, closedByOwner } = kit
+  const { pty, tools, config, limits, error, text, closedByOwner, screens } = kit
   tools.register({
     name: 'terminal_close',
     description: 'Close a terminal: stop its shell and everything it started. Returns what was stopped.',
@@ -16,6 +16,7 @@ export function registerTerminalClose(kit: ToolKit): void {
       try {
         const closed = closedByOwner.get(agent) ?? closedByOwner.set(agent, new Set()).get(agent)!
         closed.add(input.sessionId)
+        screens.forget(agent, input.sessionId)
         const result = await pty.close(agent, input.sessionId)
         return text(renderClose(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
       } catch (caught) {

@@ -36,6 +36,32 @@ export interface ToolKit {
    * by that close was stopped by the model, so its task ends `killed` and wakes no one.
    */
   closedByOwner: WeakMap<object, Set<string>>
+  /**
+   * Per owner and terminal, the screen a foreground terminal_send last showed the model whole
+   * (`renderSend`'s `shown`), which the next one's screen is compared with. Every other result
+   * about the terminal forgets it (`forget`), so the screen after it is shown whole.
+   */
+  screens: ShownScreens
+}
+
+export class ShownScreens {
+  private readonly byOwner = new WeakMap<object, Map<string, string>>()
+
+  /** The screen last shown, and forgets it: a result that shows none leaves nothing to compare with. */
+  take(owner: object, sessionId: string): string | undefined {
+    const shown = this.byOwner.get(owner)?.get(sessionId)
+    this.forget(owner, sessionId)
+    return shown
+  }
+
+  remember(owner: object, sessionId: string, screen: string): void {
+    const screens = this.byOwner.get(owner) ?? this.byOwner.set(owner, new Map()).get(owner)!
+    screens.set(sessionId, screen)
+  }
+
+  forget(owner: object, sessionId: string): void {
+    this.byOwner.get(owner)?.delete(sessionId)
+  }
 }
 
 /** What tool-pty uses of `ctx.sandbox` (optional): its refusal feed (`SandboxServiceApi.onRefused`). */
@@ -57,6 +83,7 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
   })
   return {
     closedByOwner: new WeakMap(),
+    screens: new ShownScreens(),
     refusals(agent) {
       const watcher = { agent, hosts: new Set<string>() }
       watchers.add(watcher)

@@ -4,7 +4,7 @@ import { renderRead, renderScreen } from '../render.ts'
 import { outputBudget, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalRead(kit: ToolKit): void {
-  const { pty, tools, config, limits, error, text } = kit
+  const { pty, tools, config, limits, error, text, screens } = kit
   tools.register({
     name: 'terminal_read',
     description:
@@ -15,12 +15,14 @@ export function registerTerminalRead(kit: ToolKit): void {
       sessionId,
       offset: z.number().int().min(0).default(0).describe('Lines back from the newest'),
       count: z.number().int().min(1).default(500),
-      screen: z.boolean().optional().describe('The current screen instead (cursor row marked), for a full-screen program'),
+      screen: z.boolean().optional().describe('The whole current screen instead (cursor row marked)'),
       maxOutputBytes: outputBudget(config),
     }),
     title: (input) => `read ${input.sessionId}`,
     async execute(input, { agent }) {
       const maxBytes = input.maxOutputBytes ?? config.maxOutputBytes
+      // What terminal_send shows next is compared with what it showed, not with this.
+      screens.forget(agent, input.sessionId)
       try {
         if (input.screen === true) {
           const rendered = renderScreen(pty.screen(agent, input.sessionId), maxBytes)

@@ -11,7 +11,7 @@ import { readSecret, secretNames } from '../secrets.ts'
 import { firstLine, outputBudget, sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalSend(kit: ToolKit): void {
-  const { ctx, pty, tools, config, limits, error, text } = kit
+  const { ctx, pty, tools, config, limits, error, text, screens } = kit
   const names = secretNames(config.secrets)
   // Sessions whose last send ended at a reader with echo off (`[input: hidden]`): the next text
   // is not echoed, so output that begins with it is the program's own and is kept whole.
@@ -115,6 +115,8 @@ export function registerTerminalSend(kit: ToolKit): void {
           }),
         )
       }
+      // Taken now: any result but a screen shown whole leaves nothing to compare the next one with.
+      const lastScreen = screens.take(agent, input.sessionId)
       // A secret's value is read now, and goes only to ctx.pty; the call and its log name it.
       let payload: SendPayload
       try {
@@ -155,7 +157,12 @@ export function registerTerminalSend(kit: ToolKit): void {
               const closed = kit.closedByOwner.get(agent)?.has(input.sessionId) === true
               return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
-            drain: () => backgroundOutput(operation, echo, ended),
+            drain: () => {
+              const screen = operation.screen?.()
+              // A screen the task shows is the model's latest view of it, not the last send's.
+              if (screen !== undefined) screens.forget(agent, input.sessionId)
+              return backgroundOutput(operation, screen, echo, ended)
+            },
             cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
           }).id
         } catch (caught) {
@@ -198,7 +205,10 @@ export function registerTerminalSend(kit: ToolKit): void {
         refused,
         retained: result.omitted && retainedLines(pty, agent, input.sessionId),
         networkNone: kit.policy(agent)?.network.mode === 'none',
+        // A cancelled turn's result may never reach the model.
+        shown: signal.aborted ? undefined : lastScreen,
       })
+      if (rendered.shown !== undefined && !signal.aborted) screens.remember(agent, input.sessionId, rendered.shown)
       return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
@@ -207,12 +217,11 @@ export function registerTerminalSend(kit: ToolKit): void {
 /**
  * What a read of a background send's task adds: the lines since the previous read, past the echo
  * of its text (`echo`; what it holds back is let go once the send `ended`), or — while the program
- * in front draws a screen (`watch`, top, an editor) — that screen as it is now, as a foreground
+ * in front draws a screen (`watch`, top, an editor) — that `screen` as it is now, as a foreground
  * result would show it (its lines are consumed with it).
  */
-function backgroundOutput(operation: SendOperation, echo: EchoFilter | undefined, ended: boolean): string {
+function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean): string {
   const lines = operation.readOutput()
-  const screen = operation.screen?.()
   if (screen !== undefined) return `${screen}\n`
   if (echo === undefined) return lines
   return echo.feed(lines) + (ended ? echo.flush() : '')

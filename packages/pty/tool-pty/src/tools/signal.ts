@@ -5,7 +5,7 @@ import { renderSignal } from '../render.ts'
 import { sessionId, type ToolKit } from './kit.ts'
 
 export function registerTerminalSignal(kit: ToolKit): void {
-  const { pty, tools, config, limits, error, text } = kit
+  const { pty, tools, config, limits, error, text, screens } = kit
   tools.register({
     name: 'terminal_signal',
     description:
@@ -15,6 +15,7 @@ export function registerTerminalSignal(kit: ToolKit): void {
     input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS) }),
     title: (input) => `${input.sessionId}: ${input.signal}`,
     async execute(input, { agent }) {
+      screens.forget(agent, input.sessionId)
       try {
         const result = await pty.signal(agent, input.sessionId, input.signal)
         return text(renderSignal(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
