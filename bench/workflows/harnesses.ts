@@ -34,11 +34,12 @@ const RUN_END_MS = 15_000
 
 /**
  * What each harness writes itself: conch's status lines (`[exit: …]`, `[wait: …]`, `[session: …]`,
- * the open, task, notification and screen headers); the tmux harness's headers and the
- * `; tmux wait -S` it appends to a command (echoed back); the pipe tool's exit and empty notes.
+ * the open, task, notification and screen headers, a screen's `[rows a-b unchanged]`); the tmux
+ * harness's headers and the `; tmux wait -S` it appends to a command (echoed back); the pipe
+ * tool's exit and empty notes.
  */
 export const OWN: Record<'conch' | 'tmux' | 'pipe', RegExp> = {
-  conch: /^\[(?:(?:wait|exit|session|opened|task|status|screen|input|note|notification): |earlier command ).*$| {2}← cursor$/gm,
+  conch: /^\[(?:(?:wait|exit|session|opened|task|status|screen|input|note|notification): |earlier command |rows \d+-\d+ unchanged\]).*$| {2}← cursor$/gm,
   tmux: /^(?:New Terminal Output|Current Terminal Screen):$|; tmux wait -S [\w-]+/gm,
   pipe: /^Exit code \d+$|^\(no output\)$/gm,
 }
