@@ -9,7 +9,7 @@
 
 import { isAscii, isUtf8 } from 'node:buffer'
 import { utf8ByteLength, utf8Suffix } from '@conch/session'
-import { LineModel } from './line.ts'
+import { LineModel, rowsOf } from './line.ts'
 
 /** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
 function latin1(bytes: Uint8Array): string {
@@ -393,8 +393,8 @@ class Listeners<L> {
  *   needs a real screen is reported (`onScreen`) and an attached screen kept in step, whose
  *   alternate-screen text is not part of the lines. Modes and queries: `privateModes`,
  *   `ansiModes`, `onQuery`.
- * - A cell is one code point (wide characters count as one column); rows at `cols` only decide
- *   where CR, EL, CHA, CUF, CUB and a line feed act.
+ * - A character takes the cells a terminal gives it (`cellWidth`: 2 for wide ones, 0 for marks);
+ *   rows at `cols` only decide where CR, EL, CHA, CUF, CUB, a line feed and a cursor move up act.
  *
  * An unterminated string would hide everything after it: it is abandoned past `maxStringBytes` or
  * `stringTimeoutMs`, and a body holding a CR or LF counts only when terminated (README,
@@ -530,9 +530,8 @@ export class OutputParser {
     const lines = this.linesBelow()
     if (lines.length === 0) return 0
     const cols = this.cols
-    const rowsOf = (text: string) => (text.length <= cols ? 1 : Math.ceil(text.length / cols))
-    let rows = Math.max(0, rowsOf(this.current.text) - 1 - this.current.position().row)
-    for (const line of lines) rows += rowsOf(line)
+    let rows = Math.max(0, rowsOf(this.current.text, cols) - 1 - this.current.position().row)
+    for (const line of lines) rows += rowsOf(line, cols)
     return rows
   }
 
@@ -1103,7 +1102,7 @@ export class OutputParser {
 
   /** CR LF: the CR only picks the row a line feed leaves on a line that wraps (a shorter one has one row). */
   private newline(): void {
-    if (this.current.text.length > this.cols) this.execute(CR)
+    if (this.current.text.length * 2 > this.cols && rowsOf(this.current.text, this.cols) > 1) this.execute(CR)
     this.execute(LF)
   }
 
@@ -1113,7 +1112,7 @@ export class OutputParser {
     if (c === LF) {
       // Down a row: within the current line when it wraps on below the cursor, else onto the next line.
       const current = this.current
-      if (current.text.length > this.cols && current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
+      if (current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
       else this.commit()
       if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
         // Everything visible was written as a stream: the cursor is on the bottom row.
@@ -1327,7 +1326,7 @@ export class OutputParser {
       const text = this.recent[--this.recentEnd & this.recentMask]!
       current.reopen(text)
       const lineNumber = this.committed--
-      const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
+      const lineRows = rowsOf(text, cols)
       this.lineRow = Math.max(1, this.lineRow - lineRows)
       row = lineRows - 1
       for (const mark of this.marks) if (mark.keepLines && mark.line <= lineNumber) mark.forgetNewest()
@@ -1357,7 +1356,7 @@ export class OutputParser {
     const lineNumber = ++this.committed
     this.remember(text)
     // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
-    const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
+    const next = this.lineRow + rowsOf(text, this.cols)
     this.lineRow = next < this.rows ? next : this.rows
     if (this.marks.length > 0) {
       for (const mark of this.marks) {
