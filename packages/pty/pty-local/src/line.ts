@@ -62,14 +62,17 @@ export function advance(text: string, from: number, to: number, cell: number, co
   return cell
 }
 
-/** Rows `text` takes written from column 0 in rows of `cols` (at least 1). */
-export function rowsOf(text: string, cols: number): number {
+/** Rows `text` takes written from column 0 in rows of `cols` (at least 1); `narrow`: it is known to be one cell a code unit. */
+export function rowsOf(text: string, cols: number, narrow = false): number {
   const length = text.length
   // A code unit is at most two cells: short text is one row without counting.
   if (length * 2 <= cols) return 1
-  const cells = advance(text, 0, length, 0, cols)
+  const cells = narrow ? length : advance(text, 0, length, 0, cols)
   return cells <= cols ? 1 : Math.ceil(cells / cols)
 }
+
+/** A code unit that is not one narrow cell by itself (see `narrow`). */
+const NOT_NARROW = /[^\0-\xac\xae-\u02ff]/
 
 /** Where a line cell falls in a line's text (`LineModel.locate`). */
 interface Place {
@@ -100,6 +103,8 @@ export class LineModel {
    * right half (a terminal keeps the character until a write lands on it). Else 0.
    */
   private inside = 0
+  /** The text may hold characters that are not one narrow cell (else cells are code units, counted without a walk). */
+  private wide = false
   /** Counts changes that altered text on the line, not appends; never reset (it tells lines apart too). */
   revision = 0
   /** Cells per row: the terminal's width. */
@@ -116,6 +121,7 @@ export class LineModel {
     this.text = ''
     this.cursor = 0
     this.inside = 0
+    this.wide = false
     this.printed = false
     this.revision++
   }
@@ -125,15 +131,23 @@ export class LineModel {
     this.text = text
     this.cursor = 0
     this.inside = 0
+    this.wide = NOT_NARROW.test(text)
     this.printed = false
     this.revision++
   }
 
+  /** Rows the line takes (at least 1). */
+  rows(): number {
+    return rowsOf(this.text, this.cols, !this.wide)
+  }
+
   /**
    * Writes printable `text` at the cursor, over the cells it covers: a wide character it covers
-   * in part leaves its other half blank, as a terminal does.
+   * in part leaves its other half blank, as a terminal does. `ascii`: the text is known to be
+   * ASCII (the parser saw its bytes), so nothing in it is counted.
    */
-  print(text: string): void {
+  print(text: string, ascii = false): void {
+    if (!ascii && !this.wide) this.wide = NOT_NARROW.test(text)
     const cursor = this.cursor
     if (cursor === this.text.length) {
       this.text += text
@@ -148,6 +162,14 @@ export class LineModel {
   }
 
   private overwrite(text: string): void {
+    if (!this.wide) {
+      const line = this.text
+      const cursor = this.cursor
+      this.text = line.slice(0, cursor) + text + line.slice(cursor + text.length)
+      this.cursor = cursor + text.length
+      this.revision++
+      return
+    }
     if (this.inside > 0) this.splitInside()
     const line = this.text
     const cursor = this.cursor
@@ -190,8 +212,8 @@ export class LineModel {
 
   /** Rows of the line below the cursor's row (the line's text wraps onto them). */
   rowsBelow(): number {
-    if (this.text.length * 2 <= this.cols) return 0
-    return Math.max(0, rowsOf(this.text, this.cols) - 1 - this.position().row)
+    if (this.text.length * (this.wide ? 2 : 1) <= this.cols) return 0
+    return Math.max(0, this.rows() - 1 - this.position().row)
   }
 
   /** LF on a row the line wraps on from: returns the rows down to the cursor's and keeps the rest. */
@@ -207,7 +229,7 @@ export class LineModel {
 
   /** CR: column 0 of the cursor's row. */
   carriageReturn(): void {
-    if (this.cursor * 2 < this.cols && this.inside === 0) this.cursor = 0
+    if (this.cursor * (this.wide ? 2 : 1) < this.cols && this.inside === 0) this.cursor = 0
     else this.moveToColumn(this.position().row * this.cols)
     this.printed = false
   }
@@ -246,6 +268,7 @@ export class LineModel {
   cursorCells(): number {
     const line = this.text
     const cursor = this.cursor
+    if (!this.wide) return cursor
     if (cursor > line.length) return advance(line, 0, line.length, 0, this.cols) + (cursor - line.length)
     return advance(line, 0, cursor, 0, this.cols) + this.inside
   }
@@ -257,6 +280,10 @@ export class LineModel {
    */
   private locate(cell: number): Place {
     const line = this.text
+    if (!this.wide) {
+      const index = Math.min(cell, line.length)
+      return { index, before: index, start: index, next: Math.min(index + 1, line.length) }
+    }
     const cols = this.cols
     let at = 0
     let i = 0
@@ -293,7 +320,8 @@ export class LineModel {
    * the row. Erased cells the line goes on after become spaces. A pending wrap stays pending.
    */
   erase(mode: number): void {
-    if (this.text.length * 2 <= this.cols && this.cursor * 2 < this.cols && mode !== 1) {
+    const unit = this.wide ? 2 : 1
+    if (this.text.length * unit <= this.cols && this.cursor * unit < this.cols && mode !== 1) {
       // The commonest: on a line of one row (a progress bar's `CR EL`, readline's redraw).
       if (mode === 0) this.eraseToEnd()
       else if (mode === 2 && this.text !== '') {

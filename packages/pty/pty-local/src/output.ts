@@ -845,12 +845,14 @@ export class OutputParser {
               const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
               if (i > start && !this.suspended) {
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
+                // In valid UTF-8 only non-ASCII bytes move `delta`.
+                const ascii = delta === startDelta && text !== undefined
                 if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined && this.below.length === 0) {
                   // A whole line on an empty one: committed without touching the line model.
                   current.revision++
-                  this.emit(piece)
+                  this.emit(piece, rowsOf(piece, this.cols, ascii))
                 } else {
-                  this.print(piece)
+                  this.print(piece, ascii)
                   if (lineEnd) this.newline()
                 }
               } else if (lineEnd) {
@@ -1102,7 +1104,7 @@ export class OutputParser {
 
   /** CR LF: the CR only picks the row a line feed leaves on a line that wraps (a shorter one has one row). */
   private newline(): void {
-    if (this.current.text.length * 2 > this.cols && rowsOf(this.current.text, this.cols) > 1) this.execute(CR)
+    if (this.current.text.length * 2 > this.cols && this.current.rows() > 1) this.execute(CR)
     this.execute(LF)
   }
 
@@ -1281,7 +1283,7 @@ export class OutputParser {
     this.call(this.oscListeners, payload)
   }
 
-  private print(text: string): void {
+  private print(text: string, ascii: boolean): void {
     const current = this.current
     if (this.marks.length > 0) {
       // Text written left of a mark on this line was written after it: the mark's text starts there.
@@ -1293,15 +1295,16 @@ export class OutputParser {
         }
       }
     }
-    current.print(text)
+    current.print(text, ascii)
     // A line past the cap is committed in pieces, as if a line feed had been written there.
     while (current.text.length > this.maxLineLength) this.emit(current.splitAt(this.maxLineLength))
   }
 
   private commit(): void {
     const text = this.current.text
+    const rows = this.current.rows()
     this.current.clear()
-    this.emit(text)
+    this.emit(text, rows)
     // The line below was on the screen already: the cursor is on it now.
     if (this.below.length > 0) this.current.reopen(this.below.pop()!)
   }
@@ -1352,11 +1355,11 @@ export class OutputParser {
   }
 
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
-  private emit(text: string): void {
+  private emit(text: string, rows = rowsOf(text, this.cols)): void {
     const lineNumber = ++this.committed
     this.remember(text)
     // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
-    const next = this.lineRow + rowsOf(text, this.cols)
+    const next = this.lineRow + rows
     this.lineRow = next < this.rows ? next : this.rows
     if (this.marks.length > 0) {
       for (const mark of this.marks) {
