@@ -131,6 +131,17 @@ export class ScreenModel implements ScreenSink {
     this.terminal.resize(cols, rows)
   }
 
+  /** The cursor's row up to the cursor's cell (a wide character takes two), without the blanks that end the row. */
+  textBeforeCursor(): string {
+    const buffer = this.terminal.buffer.active
+    const line = buffer.getLine(buffer.viewportY + buffer.cursorY)
+    if (line === undefined) return ''
+    // Both are prefixes of the row's text: the shorter one.
+    const before = line.translateToString(false, 0, Math.min(buffer.cursorX, this.terminal.cols))
+    const row = line.translateToString(true).replace(/ +$/, '')
+    return before.length <= row.length ? before : row
+  }
+
   /**
    * The viewport's rows and the cursor. An active `redactor` reads rows written up to the margin
    * on into the next (`redactRows`), wrapped by the emulator or drawn so by the program.
