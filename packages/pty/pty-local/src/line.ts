@@ -41,12 +41,15 @@ function narrow(unit: number): boolean {
   return unit < 0x300 && unit !== 0xad
 }
 
+/** A code unit that is not one narrow cell by itself (see `narrow`). */
+const NOT_NARROW = /[^\0-\xac\xae-\u02ff]/
+
 /**
  * The line cell (row × `cols` + column) just after `text[from, to)` written from line cell
  * `cell` in rows of `cols`: a wide character that would start in a row's last column starts
  * the next row, as a terminal wraps it (the last column stays blank).
  */
-export function advance(text: string, from: number, to: number, cell: number, cols: number): number {
+function advance(text: string, from: number, to: number, cell: number, cols: number): number {
   for (let i = from; i < to; i++) {
     const unit = text.charCodeAt(i)
     if (narrow(unit)) {
@@ -62,17 +65,14 @@ export function advance(text: string, from: number, to: number, cell: number, co
   return cell
 }
 
-/** Rows `text` takes written from column 0 in rows of `cols` (at least 1); `narrow`: it is known to be one cell a code unit. */
-export function rowsOf(text: string, cols: number, narrow = false): number {
+/** Rows `text` takes written from column 0 in rows of `cols` (at least 1); `oneCellEach`: its code units are known to be one cell each. */
+export function rowsOf(text: string, cols: number, oneCellEach = false): number {
   const length = text.length
   // A code unit is at most two cells: short text is one row without counting.
   if (length * 2 <= cols) return 1
-  const cells = narrow ? length : advance(text, 0, length, 0, cols)
+  const cells = oneCellEach ? length : advance(text, 0, length, 0, cols)
   return cells <= cols ? 1 : Math.ceil(cells / cols)
 }
-
-/** A code unit that is not one narrow cell by itself (see `narrow`). */
-const NOT_NARROW = /[^\0-\xac\xae-\u02ff]/
 
 /** Where a line cell falls in a line's text (`LineModel.locate`). */
 interface Place {
