@@ -88,9 +88,7 @@ export class TerminalDisplay {
 
   /** The text before the cursor on its row while a screen is attached (a prompt_toolkit prompt), else undefined. */
   cursorLine(): string | undefined {
-    if (this.screen === undefined) return undefined
-    const snapshot = this.screen.snapshot()
-    return [...(snapshot.lines[snapshot.cursorRow - 1] ?? '')].slice(0, snapshot.cursorCol - 1).join('')
+    return this.screen?.textBeforeCursor()
   }
 
   /** Where the screen stands now, for a later `resultOf` (see `ScreenPoint`). */

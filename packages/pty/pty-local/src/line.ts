@@ -4,25 +4,107 @@
  * a reader of a prefix can continue from its length; every other change bumps it.
  */
 
+import { eastAsianWidth } from 'get-east-asian-width'
 import { isHighSurrogate, isLowSurrogate } from '@conch/session'
 
-/** Number of code points in `text[start, end)`. */
-export function codePoints(text: string, start = 0, end = text.length): number {
-  let count = end - start
-  for (let i = start; i < end; i++) if (isLowSurrogate(text.charCodeAt(i))) count--
-  return count
+/** Marks, enclosing marks and format characters (ZWJ, ZWSP, variation selectors, soft hyphen) take no cell. */
+const ZERO_WIDTH = /^[\p{Mn}\p{Me}\p{Cf}]$/u
+/** `cellWidth` of each BMP code point once asked, plus one (0: not yet asked). */
+const bmpWidths = new Uint8Array(0x10000)
+
+/**
+ * The cells a code point takes on a terminal row, as wcwidth(3) gives them: 2 for East Asian
+ * Wide and Fullwidth (UAX #11, which includes the emoji of emoji presentation; Ambiguous is
+ * narrow), 0 for marks, format characters and Hangul medial and final jamo (they join the cell
+ * before), 1 otherwise. The screen model (screen.ts) takes its widths from here too.
+ */
+export function cellWidth(codePoint: number): 0 | 1 | 2 {
+  if (codePoint < 0x300) return codePoint === 0xad ? 0 : 1
+  if (codePoint < 0x10000) {
+    const known = bmpWidths[codePoint]!
+    if (known !== 0) return (known - 1) as 0 | 1 | 2
+    const width = widthOf(codePoint)
+    bmpWidths[codePoint] = width + 1
+    return width
+  }
+  return widthOf(codePoint)
+}
+
+function widthOf(codePoint: number): 0 | 1 | 2 {
+  if ((codePoint >= 0x1160 && codePoint <= 0x11ff) || (codePoint >= 0xd7b0 && codePoint <= 0xd7ff)) return 0
+  if (ZERO_WIDTH.test(String.fromCodePoint(codePoint))) return 0
+  return eastAsianWidth(codePoint) === 2 ? 2 : 1
+}
+
+/** A code unit that is one narrow cell by itself (most text): no lookup needed. */
+function narrow(unit: number): boolean {
+  return unit < 0x300 && unit !== 0xad
+}
+
+/** A code unit that is not one narrow cell by itself (see `narrow`). */
+const NOT_NARROW = /[^\0-\xac\xae-\u02ff]/
+
+/**
+ * The line cell (row × `cols` + column) just after `text[from, to)` written from line cell
+ * `cell` in rows of `cols`: a wide character that would start in a row's last column starts
+ * the next row, as a terminal wraps it (the last column stays blank).
+ */
+function advance(text: string, from: number, to: number, cell: number, cols: number): number {
+  for (let i = from; i < to; i++) {
+    const unit = text.charCodeAt(i)
+    if (narrow(unit)) {
+      cell++
+      continue
+    }
+    let codePoint = unit
+    if (isHighSurrogate(unit) && i + 1 < to && isLowSurrogate(text.charCodeAt(i + 1))) codePoint = text.codePointAt(i++)!
+    const width = cellWidth(codePoint)
+    if (width === 2 && cols > 1 && cell % cols === cols - 1) cell++
+    cell += width
+  }
+  return cell
+}
+
+/** Rows `text` takes written from column 0 in rows of `cols` (at least 1); `oneCellEach`: its code units are known to be one cell each. */
+export function rowsOf(text: string, cols: number, oneCellEach = false): number {
+  const length = text.length
+  // A code unit is at most two cells: short text is one row without counting.
+  if (length * 2 <= cols) return 1
+  const cells = oneCellEach ? length : advance(text, 0, length, 0, cols)
+  return cells <= cols ? 1 : Math.ceil(cells / cols)
+}
+
+/** Where a line cell falls in a line's text (`LineModel.locate`). */
+interface Place {
+  /** UTF-16 index of the first character (not a mark) whose cells reach past the target, else the text's length. */
+  index: number
+  /** The line cell just after the text before `index` (where that character would start without a wrap). */
+  before: number
+  /** The line cell the character at `index` starts at (`before`, or one more when it wrapped whole). */
+  start: number
+  /** Index after that character and the marks that join it. */
+  next: number
 }
 
 /**
- * One line of cells, a cell per code point; trailing blank cells are not represented (the cursor
- * may sit past the text). It wraps into rows of `cols`, on which CR, CHA, CUF, CUB and EL act;
- * writing a row's last cell leaves the wrap pending (DEC autowrap, as tmux keeps it).
+ * One line of cells; trailing blank cells are not represented (the cursor may sit past the
+ * text). A character takes `cellWidth` cells. The line wraps into rows of `cols`, on which CR,
+ * CHA, CUF, CUB and EL act; writing a row's last cell leaves the wrap pending (DEC autowrap, as
+ * tmux keeps it). A wide character that does not fit in a row's last column starts the next row.
  */
 export class LineModel {
   /** The line's text. */
   text = ''
   /** UTF-16 index into `text`; beyond `text.length` means blank cells not yet written. */
   cursor = 0
+  /**
+   * Cells between the end of `text[0, cursor)` and the cursor, when the cursor is inside the
+   * character at `cursor`: the blank cell before a wide character that wrapped whole, or its
+   * right half (a terminal keeps the character until a write lands on it). Else 0.
+   */
+  private inside = 0
+  /** The text may hold characters that are not one narrow cell (else cells are code units, counted without a walk). */
+  private wide = false
   /** Counts changes that altered text on the line, not appends; never reset (it tells lines apart too). */
   revision = 0
   /** Cells per row: the terminal's width. */
@@ -38,6 +120,8 @@ export class LineModel {
   clear(): void {
     this.text = ''
     this.cursor = 0
+    this.inside = 0
+    this.wide = false
     this.printed = false
     this.revision++
   }
@@ -46,45 +130,90 @@ export class LineModel {
   reopen(text: string): void {
     this.text = text
     this.cursor = 0
+    this.inside = 0
+    this.wide = NOT_NARROW.test(text)
     this.printed = false
     this.revision++
   }
 
-  /** Writes printable `text` at the cursor, overwriting as many cells as it has code points. */
-  print(text: string): void {
-    const line = this.text
+  /** Rows the line takes (at least 1). */
+  rows(): number {
+    return rowsOf(this.text, this.cols, !this.wide)
+  }
+
+  /**
+   * Writes printable `text` at the cursor, over the cells it covers: a wide character it covers
+   * in part leaves its other half blank, as a terminal does. `ascii`: the text is known to be
+   * ASCII (the parser saw its bytes), so nothing in it is counted.
+   */
+  print(text: string, ascii = false): void {
+    if (!ascii && !this.wide) this.wide = NOT_NARROW.test(text)
     const cursor = this.cursor
-    if (cursor === line.length) {
-      this.text = line + text
+    if (cursor === this.text.length) {
+      this.text += text
       this.cursor = cursor + text.length
-    } else if (cursor > line.length) {
-      this.text = line + ' '.repeat(cursor - line.length) + text
+    } else if (cursor > this.text.length) {
+      this.text += ' '.repeat(cursor - this.text.length) + text
       this.cursor = this.text.length
     } else {
-      let end = cursor
-      for (let left = codePoints(text); left > 0 && end < line.length; left--) {
-        end += isHighSurrogate(line.charCodeAt(end)) && isLowSurrogate(line.charCodeAt(end + 1)) ? 2 : 1
-      }
-      this.text = line.slice(0, cursor) + text + line.slice(end)
-      this.cursor = cursor + text.length
-      this.revision++
+      this.overwrite(text)
     }
     this.printed = true
   }
 
+  private overwrite(text: string): void {
+    if (!this.wide) {
+      const line = this.text
+      const cursor = this.cursor
+      this.text = line.slice(0, cursor) + text + line.slice(cursor + text.length)
+      this.cursor = cursor + text.length
+      this.revision++
+      return
+    }
+    if (this.inside > 0) this.splitInside()
+    const line = this.text
+    const cursor = this.cursor
+    const cols = this.cols
+    const from = advance(line, 0, cursor, 0, cols)
+    const to = advance(text, 0, text.length, from, cols)
+    // Every character that starts before the new text's end goes; cells of it past that end stay blank.
+    const place = this.locate(to)
+    let end = place.index
+    let blanks = 0
+    if (place.index < line.length && place.start < to) {
+      end = place.next
+      // Not at the end of the text, where blank cells are not represented.
+      if (end < line.length) blanks = advance(line, place.index, place.next, place.before, cols) - to
+    }
+    this.text = line.slice(0, cursor) + text + ' '.repeat(blanks) + line.slice(end)
+    this.cursor = cursor + text.length
+    this.revision++
+  }
+
+  /** The cursor is inside a character (see `inside`): that character becomes blanks, so the cursor is on a cell of its own. */
+  private splitInside(): void {
+    const line = this.text
+    const cursor = this.cursor
+    const place = this.locate(advance(line, 0, cursor, 0, this.cols))
+    const cells = advance(line, cursor, place.next, place.before, this.cols) - place.before
+    this.text = line.slice(0, cursor) + ' '.repeat(cells) + line.slice(place.next)
+    this.cursor = cursor + this.inside
+    this.inside = 0
+    this.revision++
+  }
+
   /** The cursor's 0-based row within the line and column (`cols` while a wrap is pending). */
   position(): { row: number; col: number } {
-    if (this.cursor < this.cols) return { row: 0, col: this.cursorCells() }
     const cells = this.cursorCells()
+    if (cells < this.cols) return { row: 0, col: cells }
     const row = Math.floor(cells / this.cols)
     return this.printed && row > 0 && cells % this.cols === 0 ? { row: row - 1, col: this.cols } : { row, col: cells % this.cols }
   }
 
   /** Rows of the line below the cursor's row (the line's text wraps onto them). */
   rowsBelow(): number {
-    if (this.text.length <= this.cols) return 0
-    const rows = Math.ceil(codePoints(this.text) / this.cols)
-    return Math.max(0, rows - 1 - this.position().row)
+    if (this.text.length * (this.wide ? 2 : 1) <= this.cols) return 0
+    return Math.max(0, this.rows() - 1 - this.position().row)
   }
 
   /** LF on a row the line wraps on from: returns the rows down to the cursor's and keeps the rest. */
@@ -100,7 +229,7 @@ export class LineModel {
 
   /** CR: column 0 of the cursor's row. */
   carriageReturn(): void {
-    if (this.cursor < this.cols) this.cursor = 0
+    if (this.cursor * (this.wide ? 2 : 1) < this.cols && this.inside === 0) this.cursor = 0
     else this.moveToColumn(this.position().row * this.cols)
     this.printed = false
   }
@@ -114,32 +243,76 @@ export class LineModel {
   backspace(): void {
     this.printed = false
     const cursor = this.cursor
-    if (cursor === 0) return
-    if (cursor > this.text.length) {
+    if (cursor === 0 && this.inside === 0) return
+    if (cursor > this.text.length || (this.inside === 0 && narrow(this.text.charCodeAt(cursor - 1)))) {
       this.cursor = cursor - 1
       return
     }
-    const pair = cursor >= 2 && isLowSurrogate(this.text.charCodeAt(cursor - 1)) && isHighSurrogate(this.text.charCodeAt(cursor - 2))
-    this.cursor = cursor - (pair ? 2 : 1)
+    this.moveToColumn(this.cursorCells() - 1)
   }
 
   /** Moves to 0-based cell `column` of the line, counted over its rows (cells past the end are blank). */
   moveToColumn(column: number): void {
     this.printed = false
-    const line = this.text
-    let index = 0
-    let cells = 0
-    while (cells < column && index < line.length) {
-      index += isHighSurrogate(line.charCodeAt(index)) && isLowSurrogate(line.charCodeAt(index + 1)) ? 2 : 1
-      cells++
+    const place = this.locate(column)
+    if (place.index === this.text.length) {
+      this.cursor = place.index + (column - place.before)
+      this.inside = 0
+    } else {
+      this.cursor = place.index
+      this.inside = column - place.before
     }
-    this.cursor = index + (column - cells)
   }
 
-  /** The cursor as a cell count (code points before it, plus blank cells past the end). */
+  /** The cursor as a line cell (cells before it over the rows, plus blank cells past the end). */
   cursorCells(): number {
     const line = this.text
-    return this.cursor > line.length ? codePoints(line) + (this.cursor - line.length) : codePoints(line, 0, this.cursor)
+    const cursor = this.cursor
+    if (!this.wide) return cursor
+    if (cursor > line.length) return advance(line, 0, line.length, 0, this.cols) + (cursor - line.length)
+    return advance(line, 0, cursor, 0, this.cols) + this.inside
+  }
+
+  /**
+   * The first character, not a mark, whose cells reach past line cell `cell` (the one on it, or
+   * the next after a blank cell before it), with the cells around it; the end of the text when
+   * none does.
+   */
+  private locate(cell: number): Place {
+    const line = this.text
+    if (!this.wide) {
+      const index = Math.min(cell, line.length)
+      return { index, before: index, start: index, next: Math.min(index + 1, line.length) }
+    }
+    const cols = this.cols
+    let at = 0
+    let i = 0
+    while (i < line.length) {
+      const unit = line.charCodeAt(i)
+      let length = 1
+      let width: number = 1
+      if (!narrow(unit)) {
+        let codePoint = unit
+        if (isHighSurrogate(unit) && isLowSurrogate(line.charCodeAt(i + 1))) {
+          codePoint = line.codePointAt(i)!
+          length = 2
+        }
+        width = cellWidth(codePoint)
+        if (width === 0) {
+          i += length
+          continue
+        }
+      }
+      const start = width === 2 && cols > 1 && at % cols === cols - 1 ? at + 1 : at
+      if (start + width > cell) {
+        let next = i + length
+        while (next < line.length && !narrow(line.charCodeAt(next)) && cellWidth(line.codePointAt(next)!) === 0) next += line.codePointAt(next)! > 0xffff ? 2 : 1
+        return { index: i, before: at, start, next }
+      }
+      at = start + width
+      i += length
+    }
+    return { index: line.length, before: at, start: at, next: line.length }
   }
 
   /**
@@ -147,11 +320,13 @@ export class LineModel {
    * the row. Erased cells the line goes on after become spaces. A pending wrap stays pending.
    */
   erase(mode: number): void {
-    if (this.cursor < this.cols && this.text.length <= this.cols && mode !== 1) {
+    const unit = this.wide ? 2 : 1
+    if (this.text.length * unit <= this.cols && this.cursor * unit < this.cols && mode !== 1) {
       // The commonest: on a line of one row (a progress bar's `CR EL`, readline's redraw).
       if (mode === 0) this.eraseToEnd()
       else if (mode === 2 && this.text !== '') {
         this.cursor = this.cursorCells()
+        this.inside = 0
         this.text = ''
         this.revision++
       }
@@ -169,24 +344,48 @@ export class LineModel {
     this.printed = pending
   }
 
-  /** ED 0 on the line: erases from the cursor to the end of the line, every row after it too. */
+  /**
+   * ED 0 on the line: erases from the cursor to the end of the line, every row after it too. A
+   * wide character the cursor is on the right half of stays (tmux keeps it).
+   */
   eraseToEnd(): void {
-    if (this.cursor < this.text.length) {
-      this.text = this.text.slice(0, this.cursor)
-      this.revision++
+    let end = this.cursor
+    if (end >= this.text.length) return
+    if (this.inside > 0) {
+      const cell = this.cursorCells()
+      const place = this.locate(cell)
+      if (place.start < cell) end = place.next
     }
+    this.text = this.text.slice(0, end)
+    this.revision++
   }
 
-  /** Blanks cells `[from, to)`: the text ends at `from` when nothing is left after `to`. */
+  /**
+   * Blanks cells `[from, to)`: the characters that start there (a wide one the range ends on the
+   * left half of, whole); the text ends at `from` when nothing is left after `to`.
+   */
   private blank(from: number, to: number): void {
     if (from >= to) return
     const line = this.text
-    this.moveToColumn(from)
-    const start = this.cursor
-    if (start >= line.length) return
-    this.moveToColumn(to)
-    const end = this.cursor
-    this.text = end >= line.length ? line.slice(0, start) : line.slice(0, start) + ' '.repeat(to - from) + line.slice(end)
+    const cols = this.cols
+    const first = this.locate(from)
+    if (first.index >= line.length) return
+    let start = first.index
+    let startCell = first.before
+    // A wide character the range starts on the right half of stays, as tmux keeps it.
+    if (first.start < from) {
+      start = first.next
+      startCell = advance(line, first.index, first.next, first.before, cols)
+    }
+    const last = this.locate(to)
+    let end = last.index
+    let endCell = last.before
+    if (last.index < line.length && last.start < to) {
+      end = last.next
+      endCell = advance(line, last.index, last.next, last.before, cols)
+    }
+    if (end <= start) return
+    this.text = end >= line.length ? line.slice(0, start) : line.slice(0, start) + ' '.repeat(endCell - startCell) + line.slice(end)
     this.revision++
   }
 
@@ -196,6 +395,7 @@ export class LineModel {
     if (isHighSurrogate(this.text.charCodeAt(cut - 1))) cut = cut > 1 ? cut - 1 : cut + 1
     const head = this.text.slice(0, cut)
     this.text = this.text.slice(cut)
+    if (this.cursor < cut) this.inside = 0
     this.cursor = Math.max(0, this.cursor - cut)
     this.printed = false
     this.revision++

@@ -9,7 +9,7 @@
 
 import { isAscii, isUtf8 } from 'node:buffer'
 import { utf8ByteLength, utf8Suffix } from '@conch/session'
-import { LineModel } from './line.ts'
+import { LineModel, rowsOf } from './line.ts'
 
 /** `bytes` (all below 0x80) as a string, without a UTF-8 decode. */
 function latin1(bytes: Uint8Array): string {
@@ -393,8 +393,8 @@ class Listeners<L> {
  *   needs a real screen is reported (`onScreen`) and an attached screen kept in step, whose
  *   alternate-screen text is not part of the lines. Modes and queries: `privateModes`,
  *   `ansiModes`, `onQuery`.
- * - A cell is one code point (wide characters count as one column); rows at `cols` only decide
- *   where CR, EL, CHA, CUF, CUB and a line feed act.
+ * - A character takes the cells a terminal gives it (`cellWidth`: 2 for wide ones, 0 for marks);
+ *   rows at `cols` only decide where CR, EL, CHA, CUF, CUB, a line feed and a cursor move up act.
  *
  * An unterminated string would hide everything after it: it is abandoned past `maxStringBytes` or
  * `stringTimeoutMs`, and a body holding a CR or LF counts only when terminated (README,
@@ -530,9 +530,8 @@ export class OutputParser {
     const lines = this.linesBelow()
     if (lines.length === 0) return 0
     const cols = this.cols
-    const rowsOf = (text: string) => (text.length <= cols ? 1 : Math.ceil(text.length / cols))
-    let rows = Math.max(0, rowsOf(this.current.text) - 1 - this.current.position().row)
-    for (const line of lines) rows += rowsOf(line)
+    let rows = Math.max(0, rowsOf(this.current.text, cols) - 1 - this.current.position().row)
+    for (const line of lines) rows += rowsOf(line, cols)
     return rows
   }
 
@@ -846,12 +845,14 @@ export class OutputParser {
               const lineEnd = c === CR && i + 1 < to && bytes[i + 1]! === LF
               if (i > start && !this.suspended) {
                 const piece = text === undefined ? this.decodePiece(bytes, start, i) : text.slice((start - from - startDelta) | 0, (i - from - delta) | 0)
+                // In valid UTF-8 only non-ASCII bytes move `delta`.
+                const ascii = delta === startDelta && text !== undefined
                 if (lineEnd && current.cursor === 0 && current.text.length === 0 && piece.length <= this.maxLineLength && this.marks.length === 0 && this.screen === undefined && this.below.length === 0) {
                   // A whole line on an empty one: committed without touching the line model.
                   current.revision++
-                  this.emit(piece)
+                  this.emit(piece, rowsOf(piece, this.cols, ascii))
                 } else {
-                  this.print(piece)
+                  this.print(piece, ascii)
                   if (lineEnd) this.newline()
                 }
               } else if (lineEnd) {
@@ -1103,7 +1104,7 @@ export class OutputParser {
 
   /** CR LF: the CR only picks the row a line feed leaves on a line that wraps (a shorter one has one row). */
   private newline(): void {
-    if (this.current.text.length > this.cols) this.execute(CR)
+    if (this.current.text.length * 2 > this.cols && this.current.rows() > 1) this.execute(CR)
     this.execute(LF)
   }
 
@@ -1113,7 +1114,7 @@ export class OutputParser {
     if (c === LF) {
       // Down a row: within the current line when it wraps on below the cursor, else onto the next line.
       const current = this.current
-      if (current.text.length > this.cols && current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
+      if (current.rowsBelow() > 0) this.emit(current.splitBelowCursor())
       else this.commit()
       if (this.screen !== undefined && ++this.feedsSinceAddressing >= this.rows) {
         // Everything visible was written as a stream: the cursor is on the bottom row.
@@ -1284,7 +1285,7 @@ export class OutputParser {
     this.call(this.oscListeners, payload)
   }
 
-  private print(text: string): void {
+  private print(text: string, ascii: boolean): void {
     const current = this.current
     if (this.marks.length > 0) {
       // Text written left of a mark on this line was written after it: the mark's text starts there.
@@ -1296,15 +1297,16 @@ export class OutputParser {
         }
       }
     }
-    current.print(text)
+    current.print(text, ascii)
     // A line past the cap is committed in pieces, as if a line feed had been written there.
     while (current.text.length > this.maxLineLength) this.emit(current.splitAt(this.maxLineLength))
   }
 
   private commit(): void {
     const text = this.current.text
+    const rows = this.current.rows()
     this.current.clear()
-    this.emit(text)
+    this.emit(text, rows)
     // The line below was on the screen already: the cursor is on it now.
     if (this.below.length > 0) this.current.reopen(this.below.pop()!)
   }
@@ -1329,7 +1331,7 @@ export class OutputParser {
       const text = this.recent[--this.recentEnd & this.recentMask]!
       current.reopen(text)
       const lineNumber = this.committed--
-      const lineRows = text.length <= cols ? 1 : Math.ceil(text.length / cols)
+      const lineRows = rowsOf(text, cols)
       this.lineRow = Math.max(1, this.lineRow - lineRows)
       row = lineRows - 1
       for (const mark of this.marks) if (mark.keepLines && mark.line <= lineNumber) mark.forgetNewest()
@@ -1355,11 +1357,11 @@ export class OutputParser {
   }
 
   /** Numbers `text` as the next committed line and hands it to the marks and listeners. */
-  private emit(text: string): void {
+  private emit(text: string, rows = rowsOf(text, this.cols)): void {
     const lineNumber = ++this.committed
     this.remember(text)
     // The next line starts below this one and its wraps at the terminal width, at most at the bottom row.
-    const next = this.lineRow + (text.length <= this.cols ? 1 : Math.ceil(text.length / this.cols))
+    const next = this.lineRow + rows
     this.lineRow = next < this.rows ? next : this.rows
     if (this.marks.length > 0) {
       for (const mark of this.marks) {

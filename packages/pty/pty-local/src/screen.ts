@@ -3,8 +3,9 @@
  * synchronously, so it is exact wherever a query or result reads it. `renderScreen` is the
  * format of `@conch/pty`'s screen-text.ts, without colours or attributes.
  */
-import type { Terminal } from '@xterm/headless'
+import type { IUnicodeVersionProvider, Terminal } from '@xterm/headless'
 import { CURSOR_MARK, screenHeader, type ScreenHeader } from '@conch/pty'
+import { cellWidth } from './line.ts'
 import type { ScreenSink } from './output.ts'
 
 type Xterm = typeof import('@xterm/headless')
@@ -38,6 +39,27 @@ export interface RowRedactor {
   redactRows(rows: readonly string[]): string[]
 }
 
+/**
+ * The line model's widths (line.ts, `cellWidth`) as the emulator's Unicode version, so both
+ * models give a character the same cells. `charProperties` packs as xterm.js 6.0.0's
+ * `UnicodeService.createPropertyValue` (width in bits 1–2, bit 0: joins the cell before, as a
+ * mark does) and joins as its built-in versions do.
+ */
+const CELL_WIDTHS: IUnicodeVersionProvider = {
+  version: 'conch',
+  wcwidth: cellWidth,
+  charProperties(codePoint, preceding) {
+    let width: number = cellWidth(codePoint)
+    let join = width === 0 && preceding !== 0
+    if (join) {
+      const before = (preceding >> 1) & 3
+      if (before === 0) join = false
+      else if (before > width) width = before
+    }
+    return (width << 1) | (join ? 1 : 0)
+  },
+}
+
 export class ScreenModel implements ScreenSink {
   private readonly terminal: Terminal
   private readonly core: SyncCore
@@ -57,6 +79,8 @@ export class ScreenModel implements ScreenSink {
       allowProposedApi: true,
       logLevel: 'off',
     })
+    this.terminal.unicode.register(CELL_WIDTHS)
+    this.terminal.unicode.activeVersion = CELL_WIDTHS.version
     this.core = (this.terminal as unknown as { _core: SyncCore })._core
     this.core.buffers.normal.lines.onTrim((amount) => {
       this.trimmed += amount
@@ -105,6 +129,17 @@ export class ScreenModel implements ScreenSink {
 
   resize(rows: number, cols: number): void {
     this.terminal.resize(cols, rows)
+  }
+
+  /** The cursor's row up to the cursor's cell (a wide character takes two), without the blanks that end the row. */
+  textBeforeCursor(): string {
+    const buffer = this.terminal.buffer.active
+    const line = buffer.getLine(buffer.viewportY + buffer.cursorY)
+    if (line === undefined) return ''
+    // Both are prefixes of the row's text: the shorter one.
+    const before = line.translateToString(false, 0, Math.min(buffer.cursorX, this.terminal.cols))
+    const row = line.translateToString(true).replace(/ +$/, '')
+    return before.length <= row.length ? before : row
   }
 
   /**

@@ -167,9 +167,9 @@ describe('text and controls at every split point', () => {
     expect(lines(trace)).toEqual(['abcdef\tgh31mij'])
   })
 
-  it('moves one cell left on BS, stepping over a whole emoji', () => {
-    const trace = everySplit('abc\b\bX\na😀\bY\nab\b\b\bZ\n')
-    expect(lines(trace)).toEqual(['aXc', 'aY', 'Zb'])
+  it('moves one cell left on BS: one BS after a wide emoji is on its right half, which a write there blanks', () => {
+    const trace = everySplit('abc\b\bX\na😀\bY\na😀\b\bY\nab\b\b\bZ\n')
+    expect(lines(trace)).toEqual(['aXc', 'a Y', 'aY', 'Zb'])
   })
 
   it('erases to the end of the line, to the cursor, or the whole line on CSI K 0, 1 and 2', () => {
@@ -250,6 +250,53 @@ describe('a cursor that moves up rewrites the lines it reaches', () => {
       const trace = right('abcdefghijklmnopqrstuvwxyz\x1b[2A\x1b[3GX\r\n\n')
       expect(shown(trace)).toEqual(['abXdefghij', 'klmnopqrst'])
       expect(trace.partial).toBe('uvwxyz')
+    })
+  })
+
+  describe('wide characters take two cells and marks none, as tmux shows them', () => {
+    // Each case was checked against tmux 3.3a (`capture-pane -p`) fed the same bytes at 10 columns.
+    const narrow = (input: string) => everySplit(input, { cols: 10 })
+
+    it('wraps a wide character that would start in the last column whole onto the next row', () => {
+      // Z is written over the left half of 中 on the second row; the last cell of the first stays blank.
+      expect(shown(narrow('012345678中x\r\nY\x1b[A\rZ\r\n\n'))).toEqual(['012345678 Z x', 'Y'])
+    })
+
+    it('counts the rows of a line of wide characters when the cursor moves up into it', () => {
+      // The line feed goes down onto the row `文`, which stays the current line (as for narrow text).
+      expect(shown(narrow('top\r\n中文中文中文\x1b[AZ\r\n\n'))).toEqual(['top', '中Z 中文中', '文'])
+    })
+
+    it('returns to a row of wide characters just filled on CR and keeps the wrap pending over EL', () => {
+      expect(shown(narrow('中文中文中\rX\r\n'))).toEqual(['X 文中文中'])
+      expect(shown(narrow('中文中文中\x1b[KZ\r\n'))).toEqual(['中文中文中Z'])
+      expect(shown(narrow('中文中文中文\rX\r\n'))).toEqual(['中文中文中X'])
+      expect(shown(narrow('中文中文中\x1b[Dx\n'))).toEqual(['中文中文 x'])
+    })
+
+    it('blanks the other half of a wide character a write or an erase covers in part', () => {
+      expect(shown(narrow('0123中\x1b[5GZ\n'))).toEqual(['0123Z'])
+      expect(shown(narrow('ab😀\u0301c\x1b[3GX\n'))).toEqual(['abX c'])
+      expect(shown(narrow('ab中cd\x1b[4G\x1b[1K\n'))).toEqual(['    cd'])
+      // EL 0 from the right half keeps the character (tmux does).
+      expect(shown(narrow('ab中cd\x1b[4G\x1b[K\n'))).toEqual(['ab中'])
+      expect(shown(narrow('$ 中文abc\b\b\b\b\b\x1b[K\r\n'))).toEqual(['$ 中'])
+    })
+
+    it('gives combining marks and zero-width characters no cell', () => {
+      expect(shown(narrow('e\u0301te\u0301\x1b[2DZ\n'))).toEqual(['e\u0301Ze\u0301'])
+      // A mark belongs to the cell before it: it goes when that cell is written over.
+      expect(shown(narrow('a\u200bb\u200dc\x1b[2DZ\n'))).toEqual(['a\u200bZc'])
+    })
+
+    it('reports the cursor after wide characters in cells', () => {
+      const parser = new OutputParser({ rows: 5, cols: 10 })
+      parser.feed(Buffer.from('中文'))
+      expect(parser.cursorPosition()).toEqual({ row: 1, col: 5 })
+      parser.feed(Buffer.from('中文中文'))
+      expect(parser.cursorPosition()).toEqual({ row: 2, col: 3 })
+      parser.feed(Buffer.from('\r\n012345678😀'))
+      expect(parser.cursorPosition()).toEqual({ row: 4, col: 3 })
     })
   })
 

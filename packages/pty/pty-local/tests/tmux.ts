@@ -56,6 +56,11 @@ export class TmuxPane {
     return trimTail(this.tmux('capture-pane', '-p').replace(/\n$/, '').split('\n'))
   }
 
+  /** The pane's lines as `capture-pane -p -J` prints them: rows the terminal wrapped joined, trailing blanks trimmed. */
+  joinedRows(): string[] {
+    return trimTail(this.tmux('capture-pane', '-p', '-J').replace(/\n$/, '').split('\n'))
+  }
+
   /** Polls the pane until `ready(rows)` holds, and returns those rows; fails showing the last rows after `timeoutMs`. */
   async waitFor(ready: (rows: string[]) => boolean, timeoutMs = 15_000): Promise<string[]> {
     let rows: string[] = []
