@@ -197,7 +197,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
     const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
     try {
-      for (const name of ['nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
+      for (const name of ['busybox', 'nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
       box = await harness(planted)
       const agent = owner('session-planted')
       await box.run('true', { agent }) // the holder starts
@@ -226,8 +226,8 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     const show = 'env | grep -E "^(LC_ALL|LANG|GIT_CONFIG_COUNT)=" | sort'
     const env = { ...scrubbedEnv(process.env), LANG: 'C.UTF-8' }
     expect((await box.run(show, {}, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
-    // nsenter runs in the C locale; what the program sees is the caller's.
-    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*nsenter' '--net=/)
+    // nsenter (util-linux's, or busybox's applet) runs in the C locale; what the program sees is the caller's.
+    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*(nsenter|busybox' 'nsenter)' '--net=/)
     expect((await box.run(show, { agent }, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
     for (const value of ['C.UTF-8', '', "it's --unsetenv LANG"]) {
       expect((await box.run(show, { agent }, { ...env, LC_ALL: value })).stdout).toBe(`GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\nLC_ALL=${value}\n`)
