@@ -220,6 +220,26 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     }
   })
 
+  it("joins the agent's loopback through util-linux's nsenter when the busybox on PATH has no nsenter applet", async () => {
+    const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-busybox-')))
+    writeFileSync(join(bin, 'busybox'), '#!/bin/sh\n[ "$1" = --list ] && { echo sh; echo true; exit 0; }\necho "busybox $1: applet not found" >&2\nexit 127\n', { mode: 0o755 })
+    const path = process.env['PATH']
+    process.env['PATH'] = `${bin}:${path}`
+    try {
+      box = await harness(workspace)
+      const agent = owner('session-no-applet')
+      await start(`echo shared-note > /tmp/note; ${SERVER(8768)}`, agent, 'LISTENING')
+      const sibling = await box.run(`${CURL(8768)}; cat /tmp/note`, { agent })
+      expect(sibling.stderr).not.toMatch(/applet not found/)
+      expect(sibling.stdout).toContain('code=200')
+      expect(sibling.stdout).toContain('shared-note')
+      await agent.end()
+    } finally {
+      process.env['PATH'] = path
+      rmSync(bin, { recursive: true, force: true })
+    }
+  })
+
   it("a process that joins the agent's loopback gets the caller's environment, LC_ALL as it was or none", async () => {
     box = await harness(workspace)
     const agent = owner('session-environment')
