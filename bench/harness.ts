@@ -22,6 +22,7 @@ export const PLAN = {
   scaleSends: 50,
   scaleSingleSends: 100,
   lifecycleRuns: 15,
+  laterPairs: 3,
   descendants: 10,
   warmup: 5,
   submitSends: 100,

@@ -75,10 +75,11 @@ async function benchLifecycle(c: Composition) {
     progress(`lifecycle ${label}: open p50 ${round(median(open))} ms, close p50 ${round(median(close))} ms`)
     return { open, close }
   }
-  // Opens in an agent's sandbox: the first terminal of a fresh agent (its sandbox made on the way)
-  // and a later one, each agent ended after its terminals; after the first, in alternating order
-  // with the later one, a terminal of the same agent in a sandbox of its own (same policy, no
-  // agent: every open before the agent sandbox), the later terminal's baseline.
+  // Opens in an agent's sandbox: the first terminal of a fresh agent (its sandbox made on the way),
+  // then pairs of a later one and, its baseline, a terminal of the same agent in a sandbox of its
+  // own (same policy, no agent: every open before the agent sandbox), in alternating order; each
+  // agent ended after its terminals. A pair's difference (later − own) is measured under the same
+  // load, so its median does not hinge on two medians of noisy runs.
   const agentOpens = async () => {
     const first: number[] = []
     const later: number[] = []
@@ -87,16 +88,21 @@ async function benchLifecycle(c: Composition) {
       const owner = await c.ctx.agents.create({ workspaceRoot: c.workspace })
       try {
         c.ctx.sandboxPolicy.setMode(owner.session, 'workspace-write')
-        const then: Array<[number[], string]> = [[later, 'shell'], [own, OWN_SANDBOX_TYPE]]
-        for (const [into, type] of [[first, 'shell'], ...(i % 2 === 0 ? then : then.reverse())] as const) {
-          into.push((await timed(() => c.ctx.pty.spawn(owner, { type }))).ms)
+        first.push((await timed(() => c.ctx.pty.spawn(owner, { type: 'shell' }))).ms)
+        for (let pair = 0; pair < PLAN.laterPairs; pair++) {
+          const then: Array<[number[], string]> = [[later, 'shell'], [own, OWN_SANDBOX_TYPE]]
+          for (const [into, type] of (i + pair) % 2 === 0 ? then : then.reverse()) into.push((await timed(() => c.ctx.pty.spawn(owner, { type }))).ms)
         }
       } finally {
         await c.ctx.agents.dispose(owner)
       }
     }
-    progress(`lifecycle agent: first terminal open p50 ${round(median(first))} ms, later terminal ${round(median(later))} ms, own sandbox ${round(median(own))} ms`)
-    return { first, later, own }
+    const difference = later.map((ms, pair) => ms - own[pair]!)
+    progress(
+      `lifecycle agent: first terminal open p50 ${round(median(first))} ms, later terminal ${round(median(later))} ms, own sandbox ${round(median(own))} ms, ` +
+        `paired later − own p50 ${round(median(difference))} ms (later ≤ own in ${difference.filter((ms) => ms <= 0).length} of ${difference.length})`,
+    )
+    return { first, later, own, difference }
   }
 
   const policy = { mode: 'workspace-write' as const, workspaceRoot: c.workspace }
@@ -132,6 +138,8 @@ async function benchLifecycle(c: Composition) {
     open_agent_first_p50_ms: round(median(agentOpen.first)),
     open_agent_later_p50_ms: round(median(agentOpen.later)),
     open_own_sandbox_p50_ms: round(median(agentOpen.own)),
+    open_agent_later_minus_own_p50_ms: round(median(agentOpen.difference)),
+    later_own_pairs: agentOpen.difference.length,
     raw_open_agent_p50_ms: round(median(joinedRaw.open)),
     stopped_p50: median(plain.stopped),
     stopped_sandbox_p50: median(boxed.stopped),
@@ -157,7 +165,8 @@ export const lifecycleBench: Bench = {
       rows.push(['open p50, bubblewrap', ms(l.open_sandbox_p50_ms), `raw ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.open_sandbox_p50_ms, l.raw_open_sandbox_p50_ms)), ''])
       rows.push(['close p50, bubblewrap', ms(l.close_sandbox_p50_ms), `raw ${ms(l.raw_close_sandbox_p50_ms)}`, x(ratio(l.close_sandbox_p50_ms, l.raw_close_sandbox_p50_ms)), ''])
       rows.push(["open p50, an agent's first terminal (its sandbox made)", ms(l.open_agent_first_p50_ms), `later ${ms(l.open_agent_later_p50_ms)}`, x(ratio(l.open_agent_first_p50_ms, l.open_agent_later_p50_ms)), ''])
-      rows.push(["open p50, an agent's later terminal", ms(l.open_agent_later_p50_ms), `own sandbox ${ms(l.open_own_sandbox_p50_ms)}`, x(ratio(l.open_agent_later_p50_ms, l.open_own_sandbox_p50_ms)), verdict('lifecycle.open_agent_later_p50_ms')])
+      rows.push(["open p50, an agent's later terminal", ms(l.open_agent_later_p50_ms), `own sandbox ${ms(l.open_own_sandbox_p50_ms)}`, x(ratio(l.open_agent_later_p50_ms, l.open_own_sandbox_p50_ms)), ''])
+      rows.push([`later − own sandbox, p50 of ${l.later_own_pairs} pairs`, ms(l.open_agent_later_minus_own_p50_ms), '', '', verdict('lifecycle.open_agent_later_minus_own_p50_ms')])
       rows.push(['raw open p50, joining an agent sandbox', ms(l.raw_open_agent_p50_ms), `own sandbox ${ms(l.raw_open_sandbox_p50_ms)}`, x(ratio(l.raw_open_agent_p50_ms, l.raw_open_sandbox_p50_ms)), verdict('lifecycle.raw_open_agent_p50_ms')])
     }
     return rows

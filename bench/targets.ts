@@ -47,7 +47,8 @@ export const TARGETS: readonly TargetSpec[] = [
   { bench: 'lifecycle', figure: 'close_p50_ms', op: '≤', target: 10 },
   { bench: 'lifecycle', figure: 'close_sandbox_p50_ms', op: '≤', target: 10 },
   { bench: 'lifecycle', figure: 'raw_open_agent_p50_ms', op: '≤', target: 0, baseline: ['raw_open_sandbox_p50_ms'], times: 1.1, text: '1.1 × raw_open_sandbox_p50_ms' },
-  { bench: 'lifecycle', figure: 'open_agent_later_p50_ms', op: '≤', target: 0, baseline: ['open_own_sandbox_p50_ms'], text: 'open_own_sandbox_p50_ms' },
+  // Paired: each later terminal against a terminal in a sandbox of its own opened beside it.
+  { bench: 'lifecycle', figure: 'open_agent_later_minus_own_p50_ms', op: '≤', target: 0 },
   { bench: 'ptc', figure: 'cold_p50_ms', op: '≤', target: 15, baseline: ['node_spawn_p50_ms'], text: 'node_spawn_p50_ms + 15' },
   { bench: 'ptc', figure: 'spare_p50_ms', op: '≤', target: 10 },
   { bench: 'ptc', figure: 'nested_overhead_per_call_ms', op: '≤', target: 0.5 },

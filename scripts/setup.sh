@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a clone for conch: pnpm 10.34.9 (under .tools/ unless that exact version is on
 # PATH), the workspace dependencies (node-pty builds natively against Node's headers), and
-# bubblewrap for sandboxed terminals (apt-get, when running as root on Debian or Ubuntu).
+# bubblewrap for sandboxed terminals and, as root, busybox-static (apt-get, when running as root
+# on Debian or Ubuntu).
 # Safe to run again: every step is skipped when already done.
 #
 # Source it (`. scripts/setup.sh`) to get `pnpm` on PATH afterwards.
@@ -24,11 +25,18 @@ if [ "$(pnpm --version 2>/dev/null || true)" != "$pnpm_version" ]; then
   export PATH="$conch_root/.tools/node_modules/.bin:$PATH"
 fi
 
-if ! command -v bwrap >/dev/null 2>&1 && [ "$(uname -s)" = Linux ]; then
+# As root, an agent's later processes join its network namespace through busybox-static's nsenter
+# (a static program: it starts in about half the time of util-linux's, which stays the fallback).
+sandbox_packages=()
+if [ "$(uname -s)" = Linux ]; then
+  command -v bwrap >/dev/null 2>&1 || sandbox_packages+=(bubblewrap)
+  [ "$(id -u)" != 0 ] || command -v busybox >/dev/null 2>&1 || sandbox_packages+=(busybox-static)
+fi
+if [ "${#sandbox_packages[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing bubblewrap (apt-get)" >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) >&2
-  else
+    echo "== installing ${sandbox_packages[*]} (apt-get)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${sandbox_packages[@]}") >&2
+  elif ! command -v bwrap >/dev/null 2>&1; then
     echo "note: bubblewrap (bwrap) is not installed; sandboxed terminals will refuse to open." >&2
     echo "      install it (sudo apt-get install bubblewrap), or choose danger-full-access in cordis.yml." >&2
   fi

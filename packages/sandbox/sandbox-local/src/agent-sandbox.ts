@@ -15,7 +15,10 @@
  *   process, so no pid the kernel gives to another process can lend another namespace. Entering a
  *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
  *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
- *   is made and each process keeps a loopback of its own (the /tmp is still shared).
+ *   is made and each process keeps a loopback of its own (the /tmp is still shared). nsenter is
+ *   busybox's applet when a busybox on PATH has one (Debian's busybox-static: a static program,
+ *   whose start costs about half of util-linux's nsenter, which loads libselinux and pcre2), else
+ *   util-linux's, on hosts without busybox-static.
  * - network `allow`: the host runs an egress proxy for the agent on a unix socket in the agent's
  *   private sockets folder (bound into the holder only); the holder relays a port of its
  *   loopback to it, and each process gets `HTTP_PROXY` and its kin pointing there.
@@ -66,7 +69,7 @@ export interface AgentSandboxOptions {
    * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
    */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
-  /** The absolute path of a host program (`mount`, `umount`, `nsenter`) on PATH; undefined when there is none. */
+  /** The absolute path of a host program (`mount`, `umount`, `busybox`, `nsenter`) on PATH; undefined when there is none. */
   hostCommand(name: HostCommand): string | undefined
   /** Starts the host's egress proxy for an agent whose network is `allow`; absent, such an agent fails. */
   startEgressProxy?: StartEgressProxy
@@ -87,8 +90,8 @@ export interface AgentSandboxOptions {
   onHeldReleased?(paths: string[]): void
 }
 
-/** The util-linux programs the host runs for an agent's sandbox. */
-type HostCommand = 'mount' | 'umount' | 'nsenter'
+/** The programs the host runs for an agent's sandbox. */
+type HostCommand = 'mount' | 'umount' | 'busybox' | 'nsenter'
 
 /** The shape of `startEgressProxy` (egress-proxy.ts). */
 export type StartEgressProxy = (options: { socketPath: string; allow: readonly string[]; onRefused?: (host: string) => void }) => Promise<{ close(): Promise<void> }>
@@ -114,8 +117,8 @@ interface Entry {
   tmp: string
   sockets: string
   network: 'none' | 'allow' | 'full'
-  /** The pin of the agent's network namespace (`<pins>/pin-<maker>-<slot>`), its slot, the namespace's inode, and the nsenter that joins it. */
-  netns?: { pin: string; slot: number; inode: number; nsenter: string }
+  /** The pin of the agent's network namespace (`<pins>/pin-<maker>-<slot>`), its slot, the namespace's inode, and the argv of the nsenter that joins it. */
+  netns?: { pin: string; slot: number; inode: number; nsenter: string[] }
   holder?: Holder
   proxy?: { close(): Promise<void> }
   /** The port of the holder's relay to the proxy (network `allow`). */
@@ -158,6 +161,8 @@ export class AgentSandboxes {
   private readonly slots = new Set<number>()
   /** The pins folder made a private mount (once per provider). */
   private pinsMounted: Promise<void> | undefined
+  /** The argv of the nsenter later processes run (`joinCommand`), found at the first agent's sandbox that pins. */
+  private joining: Promise<string[] | undefined> | undefined
 
   constructor(private readonly options: AgentSandboxOptions) {}
 
@@ -319,9 +324,13 @@ export class AgentSandboxes {
     }
     const slot = this.takeSlot()
     try {
-      // Found once: every later process of the agent is started through it.
-      const nsenter = this.options.hostCommand('nsenter')
-      if (nsenter === undefined) throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: missing('nsenter') })
+      // Found once: every later process is started through it.
+      this.joining ??= this.joinCommand()
+      const nsenter = await this.joining
+      if (nsenter === undefined) {
+        this.joining = undefined
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'nsenter was not found in an absolute folder of PATH, neither as an applet of busybox nor from util-linux; install busybox-static' })
+      }
       await this.pinFile(key, slot)
       let egress: string | undefined
       if (network.mode === 'allow') {
@@ -369,6 +378,23 @@ export class AgentSandboxes {
       return [{ status: 'rejected', reason: error }, { status: 'rejected', reason: error }]
     }
     return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
+  }
+
+  /**
+   * The argv that runs nsenter(1): busybox's applet when the busybox on PATH lists one
+   * (`busybox --list`), else util-linux's nsenter; undefined when there is neither.
+   */
+  private async joinCommand(): Promise<string[] | undefined> {
+    const busybox = this.options.hostCommand('busybox')
+    if (busybox !== undefined) {
+      const applets = await execFileAsync(busybox, ['--list'], { timeout: this.options.timeoutMs, killSignal: 'SIGKILL' }).then(
+        ({ stdout }) => stdout.split('\n'),
+        (): string[] => [],
+      )
+      if (applets.includes('nsenter')) return [busybox, 'nsenter']
+    }
+    const nsenter = this.options.hostCommand('nsenter')
+    return nsenter === undefined ? undefined : [nsenter]
   }
 
   /** The path of this conch's pin in `slot`. */
@@ -658,7 +684,7 @@ function mountPoints(): string[] {
     .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
 }
 
-const missing = (name: HostCommand): string => `${name} (util-linux) was not found in an absolute folder of PATH; install it`
+const missing = (name: 'mount' | 'umount'): string => `${name} (util-linux) was not found in an absolute folder of PATH; install it`
 
 /** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
 export function inNamespace(inode: number): number[] {

@@ -93,13 +93,14 @@ const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
 /**
  * The launcher of a process that joins its agent's network namespace: `/bin/sh -c <this>
  * conch-sandbox <filter> <bwrap options…>`. It does what `SECCOMP_LAUNCHER` does, then becomes
- * `nsenter --net=<pin> -- <runner>` in the C locale, so that nsenter(1) loads no locale files
- * (its `setlocale`); bubblewrap's first options put the caller's `LC_ALL` back (`--setenv`, or
- * `--unsetenv` when it had none), so the sandboxed program gets the caller's environment.
+ * `nsenter --net=<pin> -- <runner>` (`join.nsenter`: its argv) in the C locale, so that
+ * util-linux's nsenter(1) loads no locale files (its `setlocale`); bubblewrap's first options put
+ * the caller's `LC_ALL` back (`--setenv`, or `--unsetenv` when it had none), so the sandboxed
+ * program gets the caller's environment.
  */
-export function joinLauncher(join: { nsenter: string; pin: string }, runner: string): string {
+export function joinLauncher(join: { nsenter: readonly string[]; pin: string }, runner: string): string {
   const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
-  return `${launcherStart()}${restore}LC_ALL=C exec ${quote(join.nsenter)} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+  return `${launcherStart()}${restore}LC_ALL=C exec ${join.nsenter.map(quote).join(' ')} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
 }
 
 type Flag = '--bind' | '--ro-bind'
@@ -114,9 +115,10 @@ export interface AgentPlace {
   /**
    * The agent's network namespace, joined with nsenter(1) when the process has no network: its
    * pin (a file it is bind-mounted on), which names the namespace, not a process, so no reused
-   * pid can lend another one; and nsenter's absolute path, found when the sandbox was made.
+   * pid can lend another one; and the argv that runs nsenter (its absolute path first), found
+   * when the first agent's sandbox was made.
    */
-  netns?: { pin: string; nsenter: string }
+  netns?: { pin: string; nsenter: readonly string[] }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */

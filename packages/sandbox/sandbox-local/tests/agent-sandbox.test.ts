@@ -197,7 +197,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
     const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
     try {
-      for (const name of ['nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
+      for (const name of ['busybox', 'nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
       box = await harness(planted)
       const agent = owner('session-planted')
       await box.run('true', { agent }) // the holder starts
@@ -220,14 +220,34 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     }
   })
 
+  it("joins the agent's loopback through util-linux's nsenter when the busybox on PATH has no nsenter applet", async () => {
+    const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-busybox-')))
+    writeFileSync(join(bin, 'busybox'), '#!/bin/sh\n[ "$1" = --list ] && { echo sh; echo true; exit 0; }\necho "busybox $1: applet not found" >&2\nexit 127\n', { mode: 0o755 })
+    const path = process.env['PATH']
+    process.env['PATH'] = `${bin}:${path}`
+    try {
+      box = await harness(workspace)
+      const agent = owner('session-no-applet')
+      await start(`echo shared-note > /tmp/note; ${SERVER(8768)}`, agent, 'LISTENING')
+      const sibling = await box.run(`${CURL(8768)}; cat /tmp/note`, { agent })
+      expect(sibling.stderr).not.toMatch(/applet not found/)
+      expect(sibling.stdout).toContain('code=200')
+      expect(sibling.stdout).toContain('shared-note')
+      await agent.end()
+    } finally {
+      process.env['PATH'] = path
+      rmSync(bin, { recursive: true, force: true })
+    }
+  })
+
   it("a process that joins the agent's loopback gets the caller's environment, LC_ALL as it was or none", async () => {
     box = await harness(workspace)
     const agent = owner('session-environment')
     const show = 'env | grep -E "^(LC_ALL|LANG|GIT_CONFIG_COUNT)=" | sort'
     const env = { ...scrubbedEnv(process.env), LANG: 'C.UTF-8' }
     expect((await box.run(show, {}, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
-    // nsenter runs in the C locale; what the program sees is the caller's.
-    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*nsenter' '--net=/)
+    // nsenter (util-linux's, or busybox's applet) runs in the C locale; what the program sees is the caller's.
+    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*(nsenter|busybox' 'nsenter)' '--net=/)
     expect((await box.run(show, { agent }, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
     for (const value of ['C.UTF-8', '', "it's --unsetenv LANG"]) {
       expect((await box.run(show, { agent }, { ...env, LC_ALL: value })).stdout).toBe(`GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\nLC_ALL=${value}\n`)

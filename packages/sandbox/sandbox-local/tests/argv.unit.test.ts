@@ -90,13 +90,17 @@ describe('bubblewrapArgv', () => {
   })
 
   it("joins an agent's network namespace through the join launcher, which becomes nsenter and then bwrap, with no --unshare-net", () => {
-    const netns = { pin: "/run/x/agent-1/net'ns", nsenter: '/usr/bin/nsenter' }
+    const netns = { pin: "/run/x/agent-1/net'ns", nsenter: ['/usr/bin/nsenter'] }
     const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x', network: false }, base, files, emptyHost, { tmp: '/run/x/agent-1/tmp', netns })
     expect(argv.slice(0, 6)).toEqual(['/bin/sh', '-c', joinLauncher(netns, 'bwrap'), 'conch-sandbox', files.seccompFilter, '--ro-bind'])
     expect(argv[2]).toMatch(/^exec 9<"\$1" \|\| exit 126; shift; /)
     expect(argv[2]).toContain(`LC_ALL=C exec '/usr/bin/nsenter' '--net=/run/x/agent-1/net'\\''ns' -- 'bwrap' "$@"`)
     expect(argv).not.toContain('--unshare-net')
     expect(argv.slice(argv.indexOf('--unshare-pid'), argv.indexOf('--chdir'))).toEqual(['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL', '--seccomp', '9'])
+  })
+
+  it("runs busybox's nsenter applet through busybox itself, each argument quoted", () => {
+    expect(joinLauncher({ pin: '/run/x/pin', nsenter: ['/usr/bin/busybox', 'nsenter'] }, 'bwrap')).toContain(`LC_ALL=C exec '/usr/bin/busybox' 'nsenter' '--net=/run/x/pin' -- 'bwrap' "$@"`)
   })
 
   it("covers each held folder after the workspace: with the agent's own folder, or a tmpfs of the process's own", () => {
