@@ -2,7 +2,8 @@
  * The real Claude Code TUI (the pinned binary from .products/) warm in the pool, against the
  * fake model server on 127.0.0.1.
  */
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { alive } from '@conch/test-support/procs'
@@ -31,6 +32,11 @@ function makePool(overrides: Record<string, unknown> = {}) {
   })
 }
 
+/** Files named `name` below `dir`. */
+function findFiles(dir: string, name: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true }).filter((entry) => entry.isFile() && entry.name === name).map((entry) => join(entry.parentPath, entry.name))
+}
+
 const key = (conversation: string): PoolKey => ({ owner: 'agent-1', conversation, kind: 'claude', model: '', account: '', bare: false })
 
 beforeAll(async () => {
@@ -57,11 +63,27 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
     }
   })
 
+  it('takes each answer from the Stop hook\'s record of its turn, one record a turn in the private home', async () => {
+    const pool = makePool()
+    try {
+      const results = []
+      for (let n = 1; n <= 3; n++) results.push(await pool.acquireAndInvoke(key('stop'), `Q${n}: recorded at the turn's end`))
+      expect(results.map((result) => [result.text, result.source])).toEqual([1, 2, 3].map((n) => [`answer ${n}: recorded at the turn's end`, 'transcript']))
+      // Taken from the record, before any sentinel pair was read from the screen.
+      expect(results.map((result) => result.phases?.settle)).toEqual([0, 0, 0])
+      const records = findFiles(pool.stateDir, 'stop.jsonl').flatMap((file) => readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== ''))
+      expect(records.map((line) => JSON.parse(line))).toMatchObject([1, 2, 3].map((n) => ({ hook_event_name: 'Stop', last_assistant_message: expect.stringContaining(`answer ${n}: recorded at the turn's end`) })))
+    } finally {
+      await pool.shutdown()
+    }
+  })
+
   it('bare mode is its own session, started with the kind\'s bareArgs (Claude Code --bare), and answers the same', async () => {
     const pool = makePool()
     try {
       const bare = { ...key('b'), bare: true }
-      expect(await pool.acquireAndInvoke(bare, 'Q1: in bare mode')).toMatchObject({ path: 'booted', text: 'answer 1: in bare mode' })
+      // --bare runs no hook of --settings: the exact text comes from the CLI's transcript.
+      expect(await pool.acquireAndInvoke(bare, 'Q1: in bare mode')).toMatchObject({ path: 'booted', text: 'answer 1: in bare mode', source: 'transcript' })
       expect(await pool.acquireAndInvoke(key('b'), 'Q2: not bare')).toMatchObject({ path: 'booted', text: 'answer 2: not bare' })
       const argvOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
       const sessions = pool.sessionStates()

@@ -36,6 +36,30 @@ done
   return path
 }
 
+/**
+ * Never draws an answer: each turn shows a busy row, appends a Claude Code `Stop` record of
+ * `echo: <line>` to `$T` (the second turn only after 0.3 s, so the first turn's record is the
+ * newest meanwhile), stays busy 0.3 s more, as Claude Code does while its hook runs, then clears
+ * the screen to a prompt.
+ */
+function stopRepl(): string {
+  const path = `${dir}/stop-repl.sh`
+  writeFileSync(path, `#!/bin/sh
+printf '> '
+turn=0
+while IFS= read -r line; do
+  turn=$((turn + 1))
+  printf 'working (esc to interrupt)\\n'
+  if [ "$turn" = 2 ]; then sleep 0.3; fi
+  printf '{"hook_event_name":"Stop","last_assistant_message":"%s\\\\n%s\\\\n%s"}\\n' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL" >> "$T"
+  sleep 0.3
+  printf '\\033[2J\\033[H> '
+done
+`)
+  chmodSync(path, 0o755)
+  return path
+}
+
 const key: PoolKey = { owner: 'a', conversation: 'c', kind: 'generic', model: '', account: '', bare: false }
 
 afterEach(() => {
@@ -72,6 +96,37 @@ describe('the transcript wakes the answer check', { timeout: 30_000 }, () => {
       expect(pool.readFailures()).toEqual([])
     } finally {
       vi.useRealTimers()
+      await pool.shutdown()
+    }
+  })
+
+  it('takes the answer from a turn-end record (claude-stop) with no pair on the screen, never an earlier turn\'s', async () => {
+    const pool = new PtyPool(
+      loadPoolConfig({
+        terminal: 'unconfined',
+        settleMs: 600_000,
+        kinds: {
+          generic: {
+            command: stopRepl(),
+            env: { POOL_SENTINEL: '{sentinel}', T: '{home}/stop/stop.jsonl' },
+            files: { 'stop/stop.jsonl': '' },
+            readyPattern: '^> ',
+            busyPattern: 'esc to interrupt',
+            transcript: { format: 'claude-stop', dir: '{home}/stop' },
+          },
+        },
+        stateDir: `${dir}/stop-state`,
+        cwd: dir,
+      }, {}, BUILTIN_KINDS),
+      { terminals, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, fallback: async ({ prompt }) => `fresh: ${prompt}` },
+    )
+    try {
+      const first = await pool.acquireAndInvoke(key, 'Q1: the first turn')
+      const second = await pool.acquireAndInvoke(key, 'Q2: recorded late')
+      expect([first.path, second.path]).toEqual(['booted', 'warm'])
+      expect([first, second].map((result) => [result.text, result.source])).toEqual([['echo: Q1: the first turn', 'transcript'], ['echo: Q2: recorded late', 'transcript']])
+      expect(pool.readFailures()).toEqual([])
+    } finally {
       await pool.shutdown()
     }
   })
