@@ -316,15 +316,6 @@ export class PoolSession {
     let submitted = false
     try {
       const text = this.promptText(prompt)
-      // The last turn's answer can precede the CLI's idle screen (a turn-end record): keys typed while it is busy would be queued.
-      await watch(terminal, () => {
-        this.checkAlive(terminal, false, options.signal)
-        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `${this.kind.command} stayed busy for ${this.config.echoTimeoutMs} ms before the prompt`, false, Date.now() - started)
-        return terminal.screen().some((row) => this.patterns.busy.test(row)) ? undefined : true
-      }).result
-      // Records up to here belong to earlier turns (an idle CLI has run its hooks).
-      this.transcript?.read()
-      const stopsBefore = this.transcript?.stops ?? 0
       const probe = echoProbe(text)
       const countEcho = () => terminal.screen({ scrollback: true }).filter((row) => collapse(row).includes(probe)).length
       const before = countEcho()
@@ -334,10 +325,14 @@ export class PoolSession {
       else terminal.write(multiLine ? text.replace(/\s*\n\s*/g, ' ') : text)
       const echo = watch(terminal, () => {
         this.checkAlive(terminal, false, options.signal)
-        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `the prompt was not echoed within ${this.config.echoTimeoutMs} ms`, false, Date.now() - started)
-        return countEcho() > before ? true : undefined
+        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `the prompt was not echoed on an idle screen within ${this.config.echoTimeoutMs} ms`, false, Date.now() - started)
+        // The last answer can precede the CLI's idle screen (a turn-end record): Enter while it is busy would queue the prompt.
+        return countEcho() > before && !terminal.screen().some((row) => this.patterns.busy.test(row)) ? true : undefined
       })
       await echo.result
+      // Records read up to here belong to earlier turns (an idle CLI has run its hooks).
+      this.transcript?.read()
+      const stopsBefore = this.transcript?.stops ?? 0
       const echoMs = Date.now() - started
       terminal.write('\r')
       submitted = true

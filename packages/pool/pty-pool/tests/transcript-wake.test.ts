@@ -37,23 +37,29 @@ done
 }
 
 /**
- * Never draws an answer: each turn shows a busy row, appends a Claude Code `Stop` record of
- * `echo: <line>` to `$T` (the second turn only after 0.3 s, so the first turn's record is the
- * newest meanwhile), stays busy 0.3 s more, as Claude Code does while its hook runs, then clears
- * the screen to a prompt.
+ * Never draws an answer: each turn shows a busy row on the first row, appends a Claude Code `Stop`
+ * record of `echo: <line>` to `$T` (the second turn only after 0.3 s, so the first turn's record is
+ * the newest meanwhile), stays busy 0.3 s more, as Claude Code does while its hook runs, then
+ * clears the busy row and shows a prompt. A line whose Enter came while it was busy is recorded
+ * as `early: <line>`.
  */
 function stopRepl(): string {
   const path = `${dir}/stop-repl.sh`
-  writeFileSync(path, `#!/bin/sh
-printf '> '
+  writeFileSync(path, `#!/bin/bash
+printf '\\n> '
 turn=0
+early=0
 while IFS= read -r line; do
   turn=$((turn + 1))
-  printf 'working (esc to interrupt)\\n'
+  printf '\\0337\\033[1;1H\\033[2Kworking (esc to interrupt)\\0338'
   if [ "$turn" = 2 ]; then sleep 0.3; fi
-  printf '{"hook_event_name":"Stop","last_assistant_message":"%s\\\\n%s\\\\n%s"}\\n' "$POOL_SENTINEL" "echo: $line" "$POOL_SENTINEL" >> "$T"
+  tag=echo
+  if [ "$early" = 1 ]; then tag=early; fi
+  printf '{"hook_event_name":"Stop","last_assistant_message":"%s\\\\n%s\\\\n%s"}\\n' "$POOL_SENTINEL" "$tag: $line" "$POOL_SENTINEL" >> "$T"
   sleep 0.3
-  printf '\\033[2J\\033[H> '
+  early=0
+  if read -t 0; then early=1; fi
+  printf '\\0337\\033[1;1H\\033[2K\\0338\\n> '
 done
 `)
   chmodSync(path, 0o755)
@@ -100,7 +106,7 @@ describe('the transcript wakes the answer check', { timeout: 30_000 }, () => {
     }
   })
 
-  it('takes the answer from a turn-end record (claude-stop) with no pair on the screen, never an earlier turn\'s', async () => {
+  it('takes the answer from a turn-end record (claude-stop) with no pair on the screen, never an earlier turn\'s, and presses Enter only on an idle screen', async () => {
     const pool = new PtyPool(
       loadPoolConfig({
         terminal: 'unconfined',
