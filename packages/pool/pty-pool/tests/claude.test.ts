@@ -82,8 +82,7 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
     const pool = makePool()
     try {
       const bare = { ...key('b'), bare: true }
-      // --bare runs no hook of --settings: the exact text comes from the CLI's transcript.
-      expect(await pool.acquireAndInvoke(bare, 'Q1: in bare mode')).toMatchObject({ path: 'booted', text: 'answer 1: in bare mode', source: 'transcript' })
+      expect(await pool.acquireAndInvoke(bare, 'Q1: in bare mode')).toMatchObject({ path: 'booted', text: 'answer 1: in bare mode' })
       expect(await pool.acquireAndInvoke(key('b'), 'Q2: not bare')).toMatchObject({ path: 'booted', text: 'answer 2: not bare' })
       const argvOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
       const sessions = pool.sessionStates()
