@@ -155,7 +155,7 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
       if (turn === undefined || request === undefined) throw new Error(`warm invoke ${run} of ${kind}: no phases or no request of its own reached the model`)
       floor.push(request.receivedAt - (ended - turn.answer - turn.settle - turn.transcript))
       const transcript = newestTranscript(join(dir, 'state'))
-      if (transcript !== undefined) written.push(transcript - (ended - turn.settle - turn.transcript))
+      if (transcript !== undefined) written.push(transcript - (ended - turn.answer - turn.settle - turn.transcript))
       if (run <= Math.ceil(options.runs / 2)) {
         const started = performance.now()
         const fresh = await pool.invokeForAgent(ownerId, `one-${run}`, prompt)
@@ -173,14 +173,14 @@ async function benchKind(kind: Kind, options: PoolOptions, env: { ctx: Context; 
     boot_p50_ms: round(median(boots)),
     warm_invoke_p50_ms: round(median(warm)),
     warm_invoke_p95_ms: round(percentile(warm, 95)),
-    /** Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete sentinel pair on the screen, pair → answer taken, transcript read after a screen settle. */
+    /** Where a warm turn's time goes (p50 per phase, ms): typed → echoed, Enter → a complete sentinel pair on the screen (or the answer's record read), pair → answer taken, transcript read after a screen settle. */
     warm_phases_p50_ms: Object.fromEntries(Object.entries(phases).map(([phase, values]) => [phase, round(median(values))])),
     one_shot_p50_ms: round(median(oneShot)),
     warm_over_one_shot: ratio(median(warm), median(oneShot)),
     /** Enter on a warm turn → the fake model received its request, p50 ms. */
     enter_to_request_p50_ms: round(median(floor)),
-    /** The sentinel pair on the screen → the CLI's transcript written last (its mtime), p50 ms. */
-    ...(written.length > 0 && { answer_to_transcript_p50_ms: round(median(written)) }),
+    /** Enter on a warm turn → the answer's record (the newest `.jsonl` of the homes: a transcript, Claude Code's Stop record) written (its mtime), p50 ms. */
+    ...(written.length > 0 && { enter_to_record_p50_ms: round(median(written)) }),
   }
 }
 
@@ -221,7 +221,7 @@ export const poolBench: Bench = {
       const phases = k.warm_phases_p50_ms
       rows.push([`  ${kind} phases p50: echo, answer, settle`, `${ms(phases['echo'] ?? 0)}, ${ms(phases['answer'] ?? 0)}, ${ms(phases['settle'] ?? 0)}`, '', '', ''])
       rows.push([`  ${kind} Enter → request p50 (its own floor)`, ms(k.enter_to_request_p50_ms), '', '', kind === 'codex' ? verdict('pool.codex.warm_invoke_p50_ms') : ''])
-      rows.push([`  ${kind} answer → transcript written p50 (its own floor)`, ms(k.answer_to_transcript_p50_ms), '', '', ''])
+      rows.push([`  ${kind} Enter → answer record written p50 (its own floor)`, ms(k.enter_to_record_p50_ms), '', '', ''])
     }
     for (const note of r.pool?.skipped ?? []) rows.push([`pool: skipped ${note}`, '', '', '', ''])
     return rows

@@ -18,8 +18,13 @@ const Pattern = z.string().min(1).refine((source) => {
 
 /** How a transcript file is read (where the kind names one). */
 export const TranscriptConfig = z.strictObject({
-  /** `claude-jsonl`: `<dir>/**\/*.jsonl`, assistant `message.content[].text`; `codex-rollout`: `<dir>/**\/rollout-*.jsonl`, `response_item` assistant `output_text`. */
-  format: z.enum(['claude-jsonl', 'codex-rollout']),
+  /**
+   * `claude-jsonl`: `<dir>/**\/*.jsonl`, assistant `message.content[].text`; `claude-stop`:
+   * `<dir>/**\/*.jsonl`, one Claude Code `Stop` hook input a line (`last_assistant_message`),
+   * written as the turn ends, so a new line ends the turn; `codex-rollout`:
+   * `<dir>/**\/rollout-*.jsonl`, `response_item` assistant `output_text`.
+   */
+  format: z.enum(['claude-jsonl', 'claude-stop', 'codex-rollout']),
   /** Directory template ({home}, {cwd}). */
   dir: z.string().min(1),
   /** Bytes one check reads at most from where the last one stopped (the CLI writes its transcript; it may be of any size). */
@@ -74,6 +79,8 @@ export const KindConfig = z.strictObject({
   interruptKeys: z.string().default('\u001b'),
   /** Where an exact transcript can be read. */
   transcript: TranscriptConfig.optional(),
+  /** Where it is read under `bareArgs`, when that differs (Claude Code's `--bare` runs no hook of `--settings`). */
+  bareTranscript: TranscriptConfig.optional(),
   /** Arguments of the one-shot mode for API-key accounts; `{prompt}` is the prompt. */
   oneShotArgs: z.array(z.string()).optional(),
   /** The sub-agent provider that runs the same prompt fresh when the pool fails (`claude-code`, `codex`). */

@@ -7,14 +7,24 @@
 import { productsEnv, resolveClaudeExecutable, resolveCodexExecutable } from '@conch/subagent'
 import type { KindInput } from './config.ts'
 
+/**
+ * A `Stop` hook that appends its input, one JSON line holding the turn's final text, to a file of
+ * the private home. Claude Code writes its transcript on a 100 ms flush timer, but flushes it at
+ * once before it runs a `Stop` hook, so the hook's line is the turn's earliest exact answer.
+ */
+const claudeStopHook = JSON.stringify({
+  hooks: { Stop: [{ hooks: [{ type: 'command', command: 'f="$CLAUDE_CONFIG_DIR/stop/stop.jsonl"; cat >> "$f"; echo >> "$f"' }] }] },
+})
+
 const claude: KindInput = {
   command: 'claude',
-  args: ['--permission-mode', 'dontAsk', '--strict-mcp-config', '--setting-sources', ''],
+  args: ['--permission-mode', 'dontAsk', '--strict-mcp-config', '--setting-sources', '', '--settings', claudeStopHook],
   instructionFlag: '--append-system-prompt',
   modelFlag: '--model',
   // Minimal mode: no hooks, plugins, memory or CLAUDE.md discovery; API-key auth only (claude --help).
   bareArgs: ['--bare'],
   files: {
+    '.claude/stop/stop.jsonl': '',
     '.claude/.claude.json': '{"hasCompletedOnboarding":true,"customApiKeyResponses":{"approved":["{apiKeyTail}"],"rejected":[]},"projects":{{cwdJson}:{"hasTrustDialogAccepted":true}}}',
   },
   env: {
@@ -30,7 +40,8 @@ const claude: KindInput = {
   answerPrefix: '^\\s*[●⏺]\\s?',
   dialogPattern: 'Do you trust|Yes, proceed|Detected a custom API key|Select login method|Choose the text style',
   pasteCollapseChars: 800,
-  transcript: { format: 'claude-jsonl', dir: '{home}/.claude/projects' },
+  transcript: { format: 'claude-stop', dir: '{home}/.claude/stop' },
+  bareTranscript: { format: 'claude-jsonl', dir: '{home}/.claude/projects' },
   oneShotArgs: ['-p', '{prompt}', '--permission-mode', 'dontAsk', '--setting-sources', ''],
   fallbackProvider: 'claude-code',
 }

@@ -194,6 +194,8 @@ export class PoolSession {
   private terminal: PoolTerminal | undefined
   private home = ''
   private transcript: TranscriptReader | undefined
+  /** The transcript gains a record as each turn ends (`claude-stop`): that record is the answer. */
+  private turnEnds = false
   private closing: Promise<TerminalCloseReport> | undefined
   private readonly patterns: {
     ready: RegExp
@@ -252,8 +254,9 @@ export class PoolSession {
     const started = Date.now()
     const launch = prepareLaunch(this.kind, this.key, this.environment, { sentinel: this.sentinel })
     this.home = launch.home
-    const spec = this.kind.transcript
+    const spec = (this.key.bare && this.kind.bareTranscript) || this.kind.transcript
     if (spec) {
+      this.turnEnds = spec.format === 'claude-stop'
       this.transcript = new TranscriptReader({
         base: this.environment.stateDir,
         dir: render(spec.dir, { home: this.home, cwd: this.environment.cwd }),
@@ -322,14 +325,18 @@ export class PoolSession {
       else terminal.write(multiLine ? text.replace(/\s*\n\s*/g, ' ') : text)
       const echo = watch(terminal, () => {
         this.checkAlive(terminal, false, options.signal)
-        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `the prompt was not echoed within ${this.config.echoTimeoutMs} ms`, false, Date.now() - started)
-        return countEcho() > before ? true : undefined
+        if (Date.now() - started > this.config.echoTimeoutMs) throw new InvokeFailure('stall', `the prompt was not echoed on an idle screen within ${this.config.echoTimeoutMs} ms`, false, Date.now() - started)
+        // The last answer can precede the CLI's idle screen (a turn-end record): Enter while it is busy would queue the prompt.
+        return countEcho() > before && !terminal.screen().some((row) => this.patterns.busy.test(row)) ? true : undefined
       })
       await echo.result
+      // Records read up to here belong to earlier turns (an idle CLI has run its hooks).
+      this.transcript?.read()
+      const stopsBefore = this.transcript?.stops ?? 0
       const echoMs = Date.now() - started
       terminal.write('\r')
       submitted = true
-      const answer = await this.awaitAnswer(terminal, text, started, options)
+      const answer = await this.awaitAnswer(terminal, text, started, stopsBefore, options)
       answer.phases.echo = echoMs
       this.turns++
       this.lastUsedAt = Date.now()
@@ -358,7 +365,7 @@ export class PoolSession {
     if (signal?.aborted) throw new InvokeFailure('cancelled', 'the invoke was cancelled', midTask)
   }
 
-  private async awaitAnswer(terminal: PoolTerminal, text: string, started: number, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
+  private async awaitAnswer(terminal: PoolTerminal, text: string, started: number, stopsBefore: number, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
     const probe = echoProbe(text)
     let lastChange = Date.now()
     let lastProgress = Date.now()
@@ -374,9 +381,21 @@ export class PoolSession {
     // The transcript folder changed (inotify) since the last check: read it at once.
     let transcriptWritten = false
     let transcriptWatch: FSWatcher | undefined
-    const watcher = watch(terminal, (): { extraction: { text: string }; transcript?: string } | undefined => {
+    const watcher = watch(terminal, (): { extraction?: { text: string }; transcript?: string } | undefined => {
       this.checkAlive(terminal, true, options.signal)
       const now = Date.now()
+      // A turn-end record after the prompt holding a complete pair is the answer, before the screen shows it.
+      if (this.turnEnds && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
+        transcriptCheckedAt = now
+        transcriptWritten = false
+        const text = this.transcript!.read()
+        const answer = text !== undefined && this.transcript!.stops > stopsBefore ? extractFromText(text, this.sentinel) : undefined
+        if (answer !== undefined) return { transcript: answer }
+        transcriptWatch ??= this.watchTranscript(() => {
+          transcriptWritten = true
+          watcher.check()
+        })
+      }
       const rows = terminal.screen({ scrollback: true })
       let echoRow = -1
       for (let row = rows.length - 1; row >= 0; row--) {
@@ -409,7 +428,7 @@ export class PoolSession {
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
       if (extraction && pairAt === 0) pairAt = now
       // The CLI's transcript holding the same pair proves the turn is over without the quiet time.
-      if (extraction && this.transcript && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
+      if (extraction && this.transcript && !this.turnEnds && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
         transcriptCheckedAt = now
         transcriptWritten = false
         const transcript = this.transcriptAnswer(extraction.text)
@@ -429,9 +448,9 @@ export class PoolSession {
       const settled = Date.now()
       const phases: TurnPhases = { echo: 0, answer: (pairAt || settled) - entered, settle: settled - (pairAt || settled), transcript: 0 }
       if (found.transcript !== undefined) return { text: found.transcript, source: 'transcript', phases }
-      const transcript = await this.readTranscript(found.extraction.text)
+      const transcript = await this.readTranscript(found.extraction!.text)
       phases.transcript = Date.now() - settled
-      return transcript !== undefined ? { text: transcript, source: 'transcript', phases } : { text: found.extraction.text, source: 'screen', phases }
+      return transcript !== undefined ? { text: transcript, source: 'transcript', phases } : { text: found.extraction!.text, source: 'screen', phases }
     } finally {
       offChange()
       transcriptWatch?.close()

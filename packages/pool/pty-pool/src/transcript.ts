@@ -17,6 +17,8 @@ export type TranscriptFormat = TranscriptConfig['format']
 /** The last assistant answer of a transcript, fed one line at a time. */
 class AnswerParser {
   last: string | undefined
+  /** Stop records read (`claude-stop`). */
+  stops = 0
   private current: string[] = []
   constructor(private readonly format: TranscriptFormat) {}
 
@@ -28,7 +30,12 @@ class AnswerParser {
     } catch {
       return
     }
-    if (this.format === 'claude-jsonl') {
+    if (this.format === 'claude-stop') {
+      if (entry?.hook_event_name === 'Stop' && typeof entry.last_assistant_message === 'string') {
+        this.last = entry.last_assistant_message
+        this.stops++
+      }
+    } else if (this.format === 'claude-jsonl') {
       if (entry?.type === 'user' && !isToolResult(entry)) this.current = []
       if (entry?.type === 'assistant' && Array.isArray(entry.message?.content)) {
         for (const block of entry.message.content) if (block?.type === 'text' && typeof block.text === 'string') this.current.push(block.text)
@@ -73,12 +80,18 @@ export class TranscriptReader {
   private warnedLine = false
   private warnedWalk = false
   private warnedPath = false
+  private stopsBefore = 0
   private parser: AnswerParser
   private readonly fs: BeneathFs
 
   constructor(private readonly options: TranscriptReaderOptions) {
     this.parser = new AnswerParser(options.format)
     this.fs = options.fs ?? nodeBeneathFs
+  }
+
+  /** Stop records read so far, over every file read (`claude-stop`): a rise means a turn ended. */
+  get stops(): number {
+    return this.stopsBefore + this.parser.stops
   }
 
   /** The path of the transcript the last `read()` read from, once there is one. */
@@ -94,7 +107,7 @@ export class TranscriptReader {
     const { format } = this.options
     let found
     try {
-      found = newestFileBeneath(this.options.base, this.options.dir, (name) => name.endsWith('.jsonl') && (format === 'claude-jsonl' || name.startsWith('rollout-')), { maxDepth: TRANSCRIPT_WALK_DEPTH, maxEntries: TRANSCRIPT_WALK_ENTRIES }, this.fs)
+      found = newestFileBeneath(this.options.base, this.options.dir, (name) => name.endsWith('.jsonl') && (format !== 'codex-rollout' || name.startsWith('rollout-')), { maxDepth: TRANSCRIPT_WALK_DEPTH, maxEntries: TRANSCRIPT_WALK_ENTRIES }, this.fs)
     } catch (error) {
       // A link (or a file) where a folder of the transcript's path should be: nothing is read.
       if (!this.warnedPath) {
@@ -131,6 +144,7 @@ export class TranscriptReader {
   }
 
   private restart(file: { dev: number; ino: number; path: string }): void {
+    this.stopsBefore += this.parser.stops
     this.file = file
     this.offset = 0
     this.pending = []

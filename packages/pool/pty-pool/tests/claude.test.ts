@@ -2,7 +2,8 @@
  * The real Claude Code TUI (the pinned binary from .products/) warm in the pool, against the
  * fake model server on 127.0.0.1.
  */
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FakeModelServer } from '@conch/test-support/fake-model'
 import { alive } from '@conch/test-support/procs'
@@ -31,6 +32,11 @@ function makePool(overrides: Record<string, unknown> = {}) {
   })
 }
 
+/** Files named `name` below `dir`. */
+function findFiles(dir: string, name: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true }).filter((entry) => entry.isFile() && entry.name === name).map((entry) => join(entry.parentPath, entry.name))
+}
+
 const key = (conversation: string): PoolKey => ({ owner: 'agent-1', conversation, kind: 'claude', model: '', account: '', bare: false })
 
 beforeAll(async () => {
@@ -52,6 +58,21 @@ describe('claude in the pool', { timeout: 60_000 }, () => {
       expect(results.some((result) => result.source === 'transcript')).toBe(true)
       const snapshot = await pool.metrics.snapshot()
       expect(snapshot).toMatchObject({ acquires_cache_hit_total: 4, acquires_spawn_total: 1, invokes_ok_total: 5 })
+    } finally {
+      await pool.shutdown()
+    }
+  })
+
+  it('takes each answer from the Stop hook\'s record of its turn, one record a turn in the private home', async () => {
+    const pool = makePool()
+    try {
+      const results = []
+      for (let n = 1; n <= 3; n++) results.push(await pool.acquireAndInvoke(key('stop'), `Q${n}: recorded at the turn's end`))
+      expect(results.map((result) => [result.text, result.source])).toEqual([1, 2, 3].map((n) => [`answer ${n}: recorded at the turn's end`, 'transcript']))
+      // Taken from the record, before any sentinel pair was read from the screen.
+      expect(results.map((result) => result.phases?.settle)).toEqual([0, 0, 0])
+      const records = findFiles(pool.stateDir, 'stop.jsonl').flatMap((file) => readFileSync(file, 'utf8').split('\n').filter((line) => line.trim() !== ''))
+      expect(records.map((line) => JSON.parse(line))).toMatchObject([1, 2, 3].map((n) => ({ hook_event_name: 'Stop', last_assistant_message: expect.stringContaining(`answer ${n}: recorded at the turn's end`) })))
     } finally {
       await pool.shutdown()
     }
