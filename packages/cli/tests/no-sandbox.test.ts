@@ -28,7 +28,7 @@ afterEach(() => {
 
 /** The one stderr paragraph: what is confined, why nothing can confine it here, and both fixes. */
 function expectSandboxParagraph(stderr: string, mode: string) {
-  expect(stderr).toMatch(new RegExp(`^conch: cordis\\.yml confines terminals \\(sandbox mode ${mode}\\), but cannot start a confined process: no sandbox provider works on this machine \\(bubblewrap: bwrap was not found on PATH\\)\\. `))
+  expect(stderr).toMatch(new RegExp(`^conch: cordis\\.yml confines terminals \\(sandbox mode ${mode}\\), but cannot start a confined process: no sandbox provider works on this machine \\(bubblewrap: bwrap was not found on PATH's system folders \\([^)]*\\)\\)\\. `))
   expect(stderr).toContain('apt-get install bubblewrap')
   expect(stderr).toContain('mode: danger-full-access')
   expect(stderr.trimEnd().split('\n')).toHaveLength(1)

@@ -329,7 +329,7 @@ export class AgentSandboxes {
       const nsenter = await this.joining
       if (nsenter === undefined) {
         this.joining = undefined
-        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'nsenter was not found in an absolute folder of PATH, neither as an applet of busybox nor from util-linux; install busybox-static' })
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'nsenter was not found in a system folder of PATH, neither as an applet of busybox nor from util-linux; install busybox-static' })
       }
       await this.pinFile(key, slot)
       let egress: string | undefined
@@ -484,8 +484,8 @@ export class AgentSandboxes {
   }
 
   /**
-   * Runs the host program `name`, found in an absolute folder of PATH (never searched for by its
-   * bare name: an empty or relative PATH entry names the working directory); rejects with its
+   * Runs the host program `name`, found in a system folder of PATH (bubblewrap.ts,
+   * `SYSTEM_FOLDERS`: never in one a sandbox may write); rejects with its
    * stderr when it fails or outlives `timeoutMs`.
    */
   private async runHost(name: 'mount' | 'umount', args: string[]): Promise<void> {
@@ -684,7 +684,7 @@ function mountPoints(): string[] {
     .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
 }
 
-const missing = (name: 'mount' | 'umount'): string => `${name} (util-linux) was not found in an absolute folder of PATH; install it`
+const missing = (name: 'mount' | 'umount'): string => `${name} (util-linux) was not found in a system folder of PATH; install it`
 
 /** The pids of the processes in the network namespace with `inode` (proc(5) `ns/net` links read `net:[<inode>]`). */
 export function inNamespace(inode: number): number[] {

@@ -33,6 +33,11 @@ export interface HostPaths {
   realpath(path: string): string | undefined
   /** The absolute folders of the PATH confined programs inherit (default: this process's PATH). */
   searchPath(): string[]
+  /**
+   * The folders host programs conch runs outside any sandbox are looked up in (default: the
+   * `SYSTEM_FOLDERS` on this process's PATH, in its order).
+   */
+  programFolders(): string[]
 }
 
 export const nodeHostPaths: HostPaths = {
@@ -51,6 +56,7 @@ export const nodeHostPaths: HostPaths = {
     }
   },
   searchPath: () => (process.env['PATH'] ?? '').split(delimiter).filter((dir) => isAbsolute(dir)),
+  programFolders: () => (process.env['PATH'] ?? '').split(delimiter).filter((dir) => SYSTEM_FOLDERS.includes(dir)),
 }
 
 /** The host files the argv refers to (see runtime-dir.ts). */
@@ -304,26 +310,36 @@ export function bubblewrapArgv(
   for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
-  // The host runs the launcher's programs by absolute path: an empty or relative PATH entry would
-  // name the spawn's working directory, the workspace, where a planted `bwrap` would run unconfined.
-  const runner = executableOnPath(options.runnerCommand, host.searchPath()) ?? options.runnerCommand
+  // The host runs the launcher's programs by absolute path, found in the system's folders only: a
+  // relative PATH entry names the workspace, and others may be writable from a sandbox.
+  const runner = executableOnPath(options.runnerCommand, host.programFolders()) ?? options.runnerCommand
   if (network || place.netns === undefined) return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, runner, ...out]
   return ['/bin/sh', '-c', joinLauncher(place.netns, runner), 'conch-sandbox', files.seccompFilter, ...out]
 }
 
 /**
- * `command` as an executable file: itself when it has a `/`, else its first match in the absolute
- * folders of `searchPath` (execvp(3)'s search without the working directory); undefined when none.
+ * The folders a host program conch runs outside any sandbox (bwrap, busybox, nsenter, mount,
+ * umount) is looked up in: the system's own, as PATH orders them. Any other folder on PATH (a
+ * project's node_modules/.bin or .venv/bin, ~/bin) may be one a confined process can write, and a
+ * program planted there would run on the host as conch's user. A program elsewhere is named by
+ * its absolute path (`runnerCommand`).
  */
-export function executableOnPath(command: string, searchPath: readonly string[]): string | undefined {
+export const SYSTEM_FOLDERS: readonly string[] = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
+
+/**
+ * `command` as an executable file: itself when it has a `/`, else its first match in the absolute
+ * `folders` (`HostPaths.programFolders`: execvp(3)'s search without the working directory);
+ * undefined when none.
+ */
+export function executableOnPath(command: string, folders: readonly string[]): string | undefined {
   if (command.includes('/')) return isExecutableFile(command) ? command : undefined
-  return findExecutable(command, searchPath.filter((dir) => isAbsolute(dir)))
+  return findExecutable(command, folders.filter((dir) => isAbsolute(dir)))
 }
 
 /** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */
-export function runnerProblem(command: string, searchPath: readonly string[]): string | undefined {
-  if (executableOnPath(command, searchPath) !== undefined) return undefined
-  return command.includes('/') ? `${command} was not found` : `${command} was not found on PATH`
+export function runnerProblem(command: string, folders: readonly string[]): string | undefined {
+  if (executableOnPath(command, folders) !== undefined) return undefined
+  return command.includes('/') ? `${command} was not found` : `${command} was not found on PATH's system folders (${SYSTEM_FOLDERS.join(':')})`
 }
 
 /**
@@ -377,7 +393,7 @@ export function bubblewrapProvider(
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
-    hostCommand: (name) => executableOnPath(name, host.searchPath()),
+    hostCommand: (name) => executableOnPath(name, host.programFolders()),
     holderArgv: (infoFd, spec, sockets) =>
       bubblewrapArgv(
         [process.execPath, HOLDER, JSON.stringify(spec)],
@@ -396,7 +412,7 @@ export function bubblewrapProvider(
     readWritePaths: config.readWritePaths,
     ownPaths: [runtimeDirPath(config.runtimeDir), agentsFolderPath(config.runtimeDir)],
     probe: () => {
-      const problem = runnerProblem(config.runnerCommand, host.searchPath())
+      const problem = runnerProblem(config.runnerCommand, host.programFolders())
       if (problem !== undefined) return Promise.resolve(problem)
       let prepared: HostFiles
       try {

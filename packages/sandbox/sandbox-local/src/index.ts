@@ -5,7 +5,7 @@
  */
 import type { Context } from 'cordis'
 import { startEgressProxy } from '@conch/sandbox'
-import { bubblewrapProvider } from './bubblewrap.ts'
+import { bubblewrapProvider, type HostPaths } from './bubblewrap.ts'
 import { Config } from './config.ts'
 import { sandboxExecProvider } from './sandbox-exec.ts'
 
@@ -14,9 +14,10 @@ export const inject = ['sandbox']
 export { Config }
 
 /** `egress`: the agents' egress proxy under network `allow`, and who is told of a refused host. */
-export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[5] = { startEgressProxy }): void => {
+export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bubblewrapProvider>[5] & { host?: HostPaths } = { startEgressProxy }): void => {
   const refused = (agent: string, host: string) => ctx.sandbox.refused({ agent, host })
-  const bubblewrap = bubblewrapProvider(config, undefined, undefined, undefined, undefined, { onRefused: refused, ...egress })
+  const { host, ...rest } = egress
+  const bubblewrap = bubblewrapProvider(config, undefined, host, undefined, undefined, { onRefused: refused, ...rest })
   ctx.sandbox.register(bubblewrap)
   ctx.effect(() => () => void bubblewrap.release(), 'sandbox-local.placeholders')
   ctx.effect(() => () => bubblewrap.close(), 'sandbox-local.agents')

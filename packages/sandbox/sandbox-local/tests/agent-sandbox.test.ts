@@ -12,7 +12,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { agentsFolderPath, inNamespace, pinsFolderPath, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
+import { agentsFolderPath, inNamespace, nodeHostPaths, pinsFolderPath, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
 import { harness, hasBwrap, readOnly, type Harness } from './harness.ts'
 
 const asRoot = hasBwrap && process.getuid?.() === 0
@@ -194,10 +194,13 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     await agent.end()
   })
 
-  it('runs no launcher program planted in the working directory when PATH has an empty entry', async () => {
+  it('runs no launcher program planted in the working directory, named by PATH as an empty entry or by its absolute path', async () => {
     const planted = realpathSync(mkdtempSync(join(tmpdir(), 'conch-planted-')))
+    const path = process.env['PATH']
     try {
       for (const name of ['busybox', 'nsenter', 'bwrap', 'stat', 'readlink']) writeFileSync(join(planted, name), `#!/bin/sh\necho "planted ${name} ran" >&2\nexit 1\n`, { mode: 0o755 })
+      // conch's own PATH holds the workspace first, as `$PWD/node_modules/.bin` or a `.venv/bin` would.
+      process.env['PATH'] = `${planted}:${path}`
       box = await harness(planted)
       const agent = owner('session-planted')
       await box.run('true', { agent }) // the holder starts
@@ -211,8 +214,10 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
       await child.done
       expect(stderr).not.toMatch(/planted/)
       expect(stdout).toBe('inside\n')
+      expect(confined.argv.join(' ')).not.toMatch(new RegExp(`${planted}/(?:bwrap|busybox|nsenter)`))
       await agent.end()
     } finally {
+      process.env['PATH'] = path
       // Its placeholders and ledger go with the provider, before their folders do.
       await Promise.all(children.splice(0).map((child) => child.terminate({ graceMs: 0, rootSignal: 'SIGKILL' })))
       await box.dispose()
@@ -223,10 +228,9 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   it("joins the agent's loopback through util-linux's nsenter when the busybox on PATH has no nsenter applet", async () => {
     const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-busybox-')))
     writeFileSync(join(bin, 'busybox'), '#!/bin/sh\n[ "$1" = --list ] && { echo sh; echo true; exit 0; }\necho "busybox $1: applet not found" >&2\nexit 127\n', { mode: 0o755 })
-    const path = process.env['PATH']
-    process.env['PATH'] = `${bin}:${path}`
     try {
-      box = await harness(workspace)
+      // A host whose program folders find that busybox first.
+      box = await harness(workspace, {}, { startEgressProxy, host: { ...nodeHostPaths, programFolders: () => [bin, ...nodeHostPaths.programFolders()] } })
       const agent = owner('session-no-applet')
       await start(`echo shared-note > /tmp/note; ${SERVER(8768)}`, agent, 'LISTENING')
       const sibling = await box.run(`${CURL(8768)}; cat /tmp/note`, { agent })
@@ -235,7 +239,6 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
       expect(sibling.stdout).toContain('shared-note')
       await agent.end()
     } finally {
-      process.env['PATH'] = path
       rmSync(bin, { recursive: true, force: true })
     }
   })

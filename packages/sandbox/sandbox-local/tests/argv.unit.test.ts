@@ -61,6 +61,7 @@ function hostWith(entries: Record<string, 'file' | 'directory' | { link: string 
     },
     realpath: resolve,
     searchPath: () => searchPath,
+    programFolders: () => searchPath,
   }
 }
 let searchPath: string[] = []
@@ -327,14 +328,14 @@ describe('bubblewrapArgv', () => {
 
   it('fails the probe naming a runner that is missing, and names the runner (not the launcher) when it fails', async () => {
     expect(await bubblewrapProvider({ ...base, runnerCommand: '/nonexistent/bwrap' }, async () => true).probe()).toBe('/nonexistent/bwrap was not found')
-    expect(await bubblewrapProvider({ ...base, runnerCommand: 'no-such-bwrap' }, async () => true, { ...emptyHost, searchPath: () => ['/usr/bin'] }).probe()).toBe(
-      'no-such-bwrap was not found on PATH',
+    expect(await bubblewrapProvider({ ...base, runnerCommand: 'no-such-bwrap' }, async () => true, { ...emptyHost, programFolders: () => ['/usr/bin'] }).probe()).toBe(
+      "no-such-bwrap was not found on PATH's system folders (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)",
     )
     const runtimeDir = realpathSync(mkdtempSync(join(tmpdir(), 'conch-sandbox-runtime-')))
     try {
       const failing = bubblewrapProvider({ ...base, runtimeDir, runnerCommand: 'sh' }, async () => '/bin/sh failed (exit 1): bwrap: No permissions to create new namespace', {
         ...emptyHost,
-        searchPath: () => ['/bin', '/usr/bin'],
+        programFolders: () => ['/bin', '/usr/bin'],
       })
       expect(await failing.probe()).toBe('sh failed (exit 1): bwrap: No permissions to create new namespace')
     } finally {
@@ -351,7 +352,7 @@ describe('bubblewrapArgv', () => {
         return { runs, run: async () => (runs.push(runs.length), queued.shift() ?? true) }
       }
       const options = { ...base, runtimeDir, runnerCommand: 'sh' }
-      const host = { ...emptyHost, searchPath: () => ['/bin', '/usr/bin'] }
+      const host = { ...emptyHost, programFolders: () => ['/bin', '/usr/bin'] }
       const once = verdicts(raced, true)
       expect(await bubblewrapProvider(options, once.run, host).probe()).toBe(true)
       expect(once.runs).toHaveLength(2)
