@@ -210,9 +210,13 @@ export const PoolConfig = z.strictObject({
 })
 export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: Record<string, KindConfig> }
 
-/** Resolves a command on PATH (execvp(3) semantics for names without a slash). */
+/**
+ * Resolves a command on PATH (execvp(3) semantics for names without a slash), in its absolute
+ * folders only: a relative entry names conch's working directory, the workspace, where a
+ * repository could carry a program of that name.
+ */
 export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
-  const candidates = command.includes('/') ? [command] : path.split(delimiter).filter(Boolean).map((dir) => join(dir, command))
+  const candidates = command.includes('/') ? [command] : path.split(delimiter).filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command))
   for (const candidate of candidates) {
     try {
       if (!statSync(candidate).isFile()) continue

@@ -1,5 +1,5 @@
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { Config, platformPackage, projectSandbox, resolveClaudeExecutable } from '../src/index.ts'
 
@@ -45,6 +45,8 @@ describe('executable resolution', () => {
     writeFileSync(join(bin, 'claude'), '#!/bin/sh\n')
     chmodSync(join(bin, 'claude'), 0o755)
     expect(resolveClaudeExecutable(undefined, { ...where({ CONCH_PRODUCTS_DIR: join(scratch, 'none'), PATH: bin }), arch: 'ia32' })).toBe(join(bin, 'claude'))
+    // A relative PATH entry names the working directory (the workspace): never searched.
+    expect(resolveClaudeExecutable(undefined, { ...where({ CONCH_PRODUCTS_DIR: join(scratch, 'none'), PATH: relative(process.cwd(), bin) }), arch: 'ia32' })).toBeUndefined()
   })
 })
 

@@ -6,7 +6,7 @@
  * products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
  */
 import { existsSync, realpathSync } from 'node:fs'
-import { delimiter, dirname, join } from 'node:path'
+import { delimiter, dirname, isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { findExecutable, isExecutableFile } from '@conch/subprocess'
 
@@ -69,7 +69,8 @@ export function resolveClaudeExecutable(where: ProductsEnv = productsEnv(), besi
     const sdk = besideSdk(pkg)
     if (sdk) return sdk
   }
-  return findExecutable('claude', (where.env.PATH ?? '').split(delimiter).filter((dir) => dir !== ''))
+  // Absolute PATH folders only: a relative one names the working directory, the workspace.
+  return findExecutable('claude', (where.env.PATH ?? '').split(delimiter).filter((dir) => isAbsolute(dir)))
 }
 
 /** `@openai/codex-<platform>` and the target triple of its `vendor/` folder, per Node platform and arch. */
@@ -91,7 +92,7 @@ function codexIn(nodeModules: string, where: ProductsEnv): string | undefined {
 /** `codex` on PATH: the binary itself, or the binary an npm wrapper (`…/@openai/codex/bin/codex.js`) would start. */
 function codexOnPath(where: ProductsEnv): string | undefined {
   for (const dir of (where.env.PATH ?? '').split(delimiter)) {
-    if (dir === '') continue
+    if (!isAbsolute(dir)) continue
     const candidate = join(dir, 'codex')
     if (!isExecutableFile(candidate)) continue
     let real: string
