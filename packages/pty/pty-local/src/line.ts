@@ -1,7 +1,7 @@
 /**
  * The current line of the line-mode output model: its text and cursor, edited by the parser's
- * actions (print, CR, BS, EL, CHA, ED 0). Appending is O(appended text) and keeps `revision`, so
- * a reader of a prefix can continue from its length; every other change bumps it.
+ * actions (print, CR, BS, EL, CHA, ED 0, DCH, ICH). Appending is O(appended text) and keeps
+ * `revision`, so a reader of a prefix can continue from its length; every other change bumps it.
  */
 
 import { eastAsianWidth } from 'get-east-asian-width'
@@ -89,8 +89,8 @@ interface Place {
 /**
  * One line of cells; trailing blank cells are not represented (the cursor may sit past the
  * text). A character takes `cellWidth` cells. The line wraps into rows of `cols`, on which CR,
- * CHA, CUF, CUB and EL act; writing a row's last cell leaves the wrap pending (DEC autowrap, as
- * tmux keeps it). A wide character that does not fit in a row's last column starts the next row.
+ * CHA, CUF, CUB, EL, DCH and ICH act; writing a row's last cell leaves the wrap pending (DEC
+ * autowrap, as tmux keeps it). A wide character that does not fit in a row's last column starts the next row.
  */
 export class LineModel {
   /** The line's text. */
@@ -342,6 +342,68 @@ export class LineModel {
     // Where the cursor was (blanks past the end of the text count as cells).
     this.moveToColumn(pending ? end : start + col)
     this.printed = pending
+  }
+
+  /** DCH (ECMA-48 §8.3.26): deletes `count` cells at the cursor; the rest of its row shifts left, blanks fill the row's end. */
+  deleteCells(count: number): void {
+    this.editRow((cells, col) => {
+      if (col < cells.length) cells.splice(col, count)
+    })
+  }
+
+  /** ICH (ECMA-48 §8.3.64): inserts `count` blank cells at the cursor; the rest of its row shifts right, cells past the row's end are lost. */
+  insertCells(count: number): void {
+    this.editRow((cells, col) => {
+      if (col < cells.length) cells.splice(col, 0, ...Array<string>(Math.min(count, this.cols - col)).fill(' '))
+    })
+  }
+
+  /**
+   * Applies `edit` to the cells of the cursor's row (one string per cell: a character with its
+   * marks, '' for a wide character's right half; the row's blank end not included on the line's
+   * last row) at the cursor's column. A wide character the edit split leaves its other half
+   * blank, as xterm.js does (tmux keeps the lone half); the cursor stays, a pending wrap pending.
+   */
+  private editRow(edit: (cells: string[], col: number) => void): void {
+    const { row, col } = this.position()
+    const cols = this.cols
+    const rowStart = row * cols
+    const line = this.text
+    const cells: string[] = []
+    let lead = ''
+    const first = this.locate(rowStart).index
+    let i = first
+    let at = rowStart
+    while (i < line.length) {
+      const codePoint = line.codePointAt(i)!
+      const length = codePoint > 0xffff ? 2 : 1
+      const width = cellWidth(codePoint)
+      const character = line.slice(i, i + length)
+      if (width === 0) {
+        if (cells.length > 0) cells[cells.length - 1] += character
+        else lead += character
+      } else {
+        if (at + width > rowStart + cols) break
+        cells.push(character)
+        if (width === 2) cells.push('')
+        at += width
+      }
+      i += length
+    }
+    const last = i >= line.length
+    if (!last) while (cells.length < cols) cells.push(' ')
+    edit(cells, Math.min(col, cols - 1))
+    cells.length = Math.min(cells.length, cols)
+    for (let k = 0; k < cells.length; k++) {
+      const wide = cells[k] !== '' && cellWidth(cells[k]!.codePointAt(0)!) === 2
+      if (wide && cells[k + 1] !== '') cells[k] = last && k === cells.length - 1 ? '' : ' '
+      else if (cells[k] === '' && (k === 0 || cells[k - 1] === '' || cellWidth(cells[k - 1]!.codePointAt(0)!) !== 2)) cells[k] = ' '
+    }
+    if (!last) while (cells.length < cols) cells.push(' ')
+    this.text = line.slice(0, first) + lead + cells.join('') + line.slice(i)
+    this.moveToColumn(rowStart + col)
+    this.printed = col === cols
+    this.revision++
   }
 
   /**

@@ -1134,6 +1134,12 @@ export class OutputParser {
       case 0x4b: // K — EL, erase in line
         if (!this.suspended) this.current.erase(param < 0 ? 0 : param)
         break
+      case 0x50: // P — DCH, delete characters
+        if (!this.suspended) this.current.deleteCells(Math.max(param, 1))
+        break
+      case 0x40: // @ — ICH, insert blank characters
+        if (!this.suspended) this.current.insertCells(Math.max(param, 1))
+        break
       case 0x41: // A — CUU, cursor up
         this.cursorUp(Math.max(param, 1))
         break

@@ -596,7 +596,8 @@ function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEff
   if (s.spec.steps.length === 0) write.outputAtWrite = s.outputCount
   write.written = true
   out.push({ type: 'written' })
-  if (write.baseline.kind === 'probe') write.typedAheadOf = busyProgram(write.baseline.probe)
+  // A send without input typed nothing: no input is ahead of anyone, and no command is earlier than it.
+  if (write.baseline.kind === 'probe' && !keepsWaiting(s.spec)) write.typedAheadOf = busyProgram(write.baseline.probe)
   return enterWaiting(s, write, now, out)
 }
 

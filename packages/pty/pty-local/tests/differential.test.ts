@@ -134,6 +134,55 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
     }, 30_000)
   })
 
+  describe('line editing that deletes and inserts characters (DCH, ICH) at 160 columns', () => {
+    /** Types `command` without Enter in both, then each step's keys; compares the screens once tmux shows `$ ` and the step's line. */
+    async function editLine(command: string, steps: { keys: string[]; tmuxKeys: string[]; line: string }[]) {
+      const { session, pane } = await pair(40, 160)
+      await session.startSend({ text: command, submit: false }).done
+      pane.type(command, false)
+      for (const step of steps) {
+        await session.startSend({ keys: step.keys, submit: false }).done
+        pane.keys(...step.tmuxKeys)
+        const expected = await pane.waitFor((rows) => rows.at(-1) === `$ ${step.line}`.trimEnd())
+        expect(screenRows(session.screen())).toEqual(expected)
+      }
+      const result = await session.startSend({ keys: ['Enter'], submit: false }).done
+      expect(result.waitReason).toBe('stdin_read')
+      pane.keys('Enter')
+      expect(screenRows(session.screen())).toEqual(await pane.waitForPrompt(2))
+      expect(result.viewport.split('\n')[0]).toBe(steps.at(-1)!.line)
+    }
+
+    it('Backspace in the middle of the line deletes the character before the cursor', async () => {
+      await editLine('echo abcde', [{ keys: ['Left', 'Left', 'Backspace'], tmuxKeys: ['Left', 'Left', 'BSpace'], line: 'echo abde' }])
+    }, 30_000)
+
+    it('Backspace in the middle of a line of wide characters deletes one of them', async () => {
+      await editLine('echo 文件一二三', [{ keys: ['Left', 'Left', 'Backspace'], tmuxKeys: ['Left', 'Left', 'BSpace'], line: 'echo 文件二三' }])
+    }, 30_000)
+
+    it('Delete at the start of the line and C-w at its end delete what the terminal shows deleted', async () => {
+      await editLine('echo abcdXYef', [
+        { keys: ['Home', 'Delete', 'Delete'], tmuxKeys: ['Home', 'DC', 'DC'], line: 'ho abcdXYef' },
+        { keys: ['C-e', 'C-w'], tmuxKeys: ['C-e', 'C-w'], line: 'ho ' },
+      ])
+    }, 30_000)
+
+    for (const [edit, command, shown] of [
+      ['DCH', "printf 'abcdef\\e[3D\\e[2Pxy\\n'", 'abcxy'],
+      ['ICH', "printf 'abcdef\\e[3D\\e[@Z\\n'", 'abcZdef'],
+    ]) {
+      it(`${edit} from a program shifts the rest of the row as the terminal does`, async () => {
+        const { session, pane } = await pair(40, 160)
+        const result = await send(session, command!)
+        expect(result.waitReason).toBe('stdin_read')
+        pane.type(command!)
+        expect(screenRows(session.screen())).toEqual(await pane.waitFor((rows) => rows.at(-1) === '$' && rows.at(-2) === shown))
+        expect(result.viewport.split('\n')[1]).toBe(shown)
+      }, 30_000)
+    }
+  })
+
   describe('real programs with the same keys', () => {
     it('reset leaves a clean screen with the prompt', async () => {
       const { session, pane } = await pair()

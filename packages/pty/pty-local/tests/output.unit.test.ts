@@ -177,6 +177,11 @@ describe('text and controls at every split point', () => {
     expect(lines(trace)).toEqual(['abx', '   def', '  xdef', '   xy', 'z'])
   })
 
+  it('deletes cells at the cursor on CSI P and inserts blank cells on CSI @, shifting the rest of the line', () => {
+    const trace = everySplit('abcdef\x1b[3D\x1b[2Pxy\nabcdef\x1b[3D\x1b[@Z\nabcdef\x1b[3D\x1b[PX\nabc\x1b[9D\x1b[9@\nabc\x1b[5P\n')
+    expect(lines(trace)).toEqual(['abcxy', 'abcZdef', 'abcXf', '         abc', 'abc'])
+  })
+
   it('follows the Node REPL redraw with CSI G and CSI J', () => {
     const trace = everySplit('\x1b[1G\x1b[0J> \x1b[3G1+\x1b[1G\x1b[0J> 1+1\x1b[6G\r\r\n\x1b[33m2\x1b[39m\r\n\x1b[1G\x1b[0J> \x1b[3G')
     expect(lines(trace)).toEqual(['> 1+1', '2'])
@@ -251,6 +256,12 @@ describe('a cursor that moves up rewrites the lines it reaches', () => {
       expect(shown(trace)).toEqual(['abXdefghij', 'klmnopqrst'])
       expect(trace.partial).toBe('uvwxyz')
     })
+
+    it('deletes and inserts cells on the cursor row only: blanks fill its end, cells past its end are lost', () => {
+      expect(right('0123456789abcdefghij\x1b[A\x1b[3G\x1b[2P').partial).toBe('01456789  abcdefghij')
+      expect(right('0123456789abcdefghij\x1b[A\x1b[3G\x1b[2@').partial).toBe('01  234567abcdefghij')
+      expect(shown(right('0123456789abc\x1b[2D\x1b[P\r\n'))).toEqual(['0123456789ac'])
+    })
   })
 
   describe('wide characters take two cells and marks none, as tmux shows them', () => {
@@ -281,6 +292,15 @@ describe('a cursor that moves up rewrites the lines it reaches', () => {
       // EL 0 from the right half keeps the character (tmux does).
       expect(shown(narrow('ab中cd\x1b[4G\x1b[K\n'))).toEqual(['ab中'])
       expect(shown(narrow('$ 中文abc\b\b\b\b\b\x1b[K\r\n'))).toEqual(['$ 中'])
+    })
+
+    it('shifts wide characters whole on DCH and ICH, and blanks the half of one they split', () => {
+      expect(shown(narrow('中文字yz\x1b[6D\x1b[2P\n'))).toEqual(['中字yz'])
+      expect(shown(narrow('中文字yz\x1b[6D\x1b[2@\n'))).toEqual(['中  文字yz'])
+      // xterm.js, the screen model, does the same; tmux keeps the lone half in its grid.
+      expect(shown(narrow('中文字yz\x1b[5D\x1b[P\n'))).toEqual(['中 字yz'])
+      expect(shown(narrow('中文字yz\x1b[5D\x1b[@\n'))).toEqual(['中   字yz'])
+      expect(shown(narrow('xxxxxxxx中\r\x1b[@\n'))).toEqual([' xxxxxxxx'])
     })
 
     it('gives combining marks and zero-width characters no cell', () => {

@@ -247,6 +247,20 @@ describe('readiness of programs that read the terminal', () => {
     expect(repl.evidence.process?.name).toBe('python3')
   })
 
+  it('a send without input types nothing ahead and names no earlier command, while the command runs and once it ends', async () => {
+    const session = await openSession({ idleSilenceMs: 10_000, handoffGraceMs: 100 })
+    await send(session, '(exit 2)')
+    const started = await session.startSend({ text: 'sleep 1; echo mid; sleep 1.5; (exit 3)', submit: true, idleMs: 300 }).done
+    expect(started.waitReason).toBe('inferred_idle')
+    const running = await session.startSend({ text: '', submit: false, idleMs: 700 }).done
+    expect(running.inputState).not.toBe('not_reading')
+    expect(running.earlier).toBeUndefined()
+    const ended = await session.startSend({ text: '', submit: false, idleMs: 3000 }).done
+    expect(ended.waitReason).toBe('stdin_read')
+    expect(ended.exitStatus).toBe(3)
+    expect(ended.earlier).toBeUndefined()
+  })
+
   it('settles timeout when output never stops, and says the command may still run', async () => {
     const session = await openSession({ timeoutMs: 800, idleSilenceMs: 5000 })
     const result = await send(session, 'while true; do echo tick; sleep 0.05; done')
