@@ -247,12 +247,9 @@ export class AgentSandboxes {
     let source = entry.held.get(target)
     if (source !== undefined) return source
     source = join(entry.folder, 'held', createHash('sha256').update(target).digest('hex').slice(0, 32))
-    try {
+    privately(() => {
       for (const path of [dirname(source), source]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     entry.held.set(target, source)
     this.cover([target])
     return source
@@ -308,13 +305,10 @@ export class AgentSandboxes {
     const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? randomBytes(8).toString('hex') : `${ownerTag(maker)}-${++agentsMade}`}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), held: new Map(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
-    try {
+    await privately(async () => {
       await this.sweep()
       for (const path of [folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     if (!pinning) {
       if (network.mode === 'allow') {
         removeTree(folder, { root: this.options.base })
@@ -433,7 +427,7 @@ export class AgentSandboxes {
    */
   private async pinFile(key: string, slot: number): Promise<void> {
     const name = basename(this.pinPath(slot))
-    try {
+    privately(() => {
       const pins = ensurePrivateFolder(pinsFolderPath(this.options.base), { root: this.options.base })
       try {
         nodeBeneathFs.close(openFile(pins, name, 'create'))
@@ -443,10 +437,7 @@ export class AgentSandboxes {
       } finally {
         nodeBeneathFs.close(pins.fd)
       }
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     try {
       await this.ensurePinsMount()
     } catch (error) {
@@ -506,13 +497,7 @@ export class AgentSandboxes {
    * @throws SandboxError `RUNTIME_DIR_UNSAFE` when the agents' folder is not a private folder of this user's.
    */
   async sweep(): Promise<string[]> {
-    let agents: OpenFolder
-    try {
-      agents = ensurePrivateFolder(agentsFolderPath(this.options.base), { root: this.options.base })
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    const agents = privately(() => ensurePrivateFolder(agentsFolderPath(this.options.base), { root: this.options.base }))
     let dead: string[]
     try {
       dead = this.deadFolders(agents)
@@ -530,13 +515,7 @@ export class AgentSandboxes {
    */
   private async sweepPins(): Promise<void> {
     const folder = pinsFolderPath(this.options.base)
-    let pins: OpenFolder | undefined
-    try {
-      pins = openFolder(folder, { root: this.options.base, create: false })
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    const pins = privately(() => openFolder(folder, { root: this.options.base, create: false }))
     if (pins === undefined) return
     try {
       for (const { name } of nodeBeneathFs.readdir(beneath(pins, '.'))) {
@@ -682,6 +661,23 @@ function mountPoints(): string[] {
     .map((line) => line.split(' ')[4])
     .filter((point): point is string => point !== undefined)
     .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
+}
+
+/**
+ * `run()`, with a BeneathError (a folder on the way is not a private folder of this user's) as
+ * SandboxError `RUNTIME_DIR_UNSAFE`; a promise's rejection too.
+ */
+function privately<T>(run: () => T): T {
+  const unsafe = (error: unknown): never => {
+    if (!(error instanceof BeneathError)) throw error
+    throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+  }
+  try {
+    const result = run()
+    return (result instanceof Promise ? result.catch(unsafe) : result) as T
+  } catch (error) {
+    return unsafe(error)
+  }
 }
 
 const missing = (name: 'mount' | 'umount'): string => `${name} (util-linux) was not found in a system folder of PATH; install it`
