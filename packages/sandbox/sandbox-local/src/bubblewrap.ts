@@ -8,7 +8,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import { findExecutable, isExecutableFile } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
@@ -134,12 +134,6 @@ export interface AgentPlace {
    * (`source`), or a tmpfs of this process's own for a process of no agent.
    */
   held?: Array<{ target: string; source?: string }>
-}
-
-/** `child` is `parent` or lies under it. */
-export function isWithin(child: string, parent: string): boolean {
-  if (parent === '/') return child.startsWith('/')
-  return child === parent || child.startsWith(parent + sep)
 }
 
 /**
