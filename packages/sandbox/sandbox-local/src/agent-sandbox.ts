@@ -1,53 +1,24 @@
 /**
- * The agent's sandbox on Linux: what every process confined for one agent (`SandboxPolicy.agent`,
- * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
+ * The agent's sandbox on Linux (the README's "The agent sandbox (Linux)"): what every process
+ * confined for one agent shares — one /tmp and one loopback — made at its first confined process
  * and torn down when the last owner that confined a process for it ends.
  *
- * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`
- *   (mode 0700, made beneath the base without following a link; its name records the conch that
- *   made it: its PID namespace, pid and start time), bound as each process's /tmp.
- * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
- *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
- *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <pins>/pin-<maker>-<slot>`, checked
- *   against the inode the namespace had when bubblewrap reported the holder's pid. Every later
- *   process without network enters it with `nsenter --net=<pin>` and keeps a PID namespace of its own, so
- *   closing one terminal ends that terminal's tree only. The pin names the namespace, not a
- *   process, so no pid the kernel gives to another process can lend another namespace. Entering a
- *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
- *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
- *   is made and each process keeps a loopback of its own (the /tmp is still shared). nsenter is
- *   busybox's applet when a busybox on PATH has one (Debian's busybox-static: a static program,
- *   whose start costs about half of util-linux's nsenter, which loads libselinux and pcre2), else
- *   util-linux's, on hosts without busybox-static.
- * - network `allow`: the host runs an egress proxy for the agent on a unix socket in the agent's
- *   private sockets folder (bound into the holder only); the holder relays a port of its
- *   loopback to it, and each process gets `HTTP_PROXY` and its kin pointing there.
- * - `expose`: the host listens on 127.0.0.1 (never another address) at a port the kernel picks,
- *   and relays each connection through a unix socket the holder listens on to the agent's
- *   127.0.0.1:<port>.
- * - held folders (deny-write.ts): a deny-write entry's topmost missing folder (`.git` in a workspace
- *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
- *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
- *   empty placeholder while an agent covers it, removed at the end of the last one) gets nothing.
- * - pins: every sandbox's mount namespace starts as a copy of the host's, pins included, and
- *   bubblewrap fails its start when a mount it copied goes before it has remounted it read-only
- *   (bubblewrap issue #650). So no pin goes away under a sandbox: the pins folder
- *   `<runtimeDir>/conch-agents-<uid>/pins` is a private mount of its own (`mount --bind
- *   --make-private`), so unmounting a pin there reaches no other mount namespace, and a pin's file
- *   is never removed while a namespace made when it was mounted could be starting (removing a
- *   mount point unmounts it in every namespace): an agent's end unmounts its pin and keeps the
- *   file for the conch's next agent (its slot); a sweep unmounts the pins of a conch that ended
- *   and removes their files at a later sweep. A copy stays in the sandboxes made while its pin
- *   was mounted, covered (the agents' folder is hidden) and useless without CAP_SYS_ADMIN, until
- *   they end. (`--make-unbindable` would keep pins out of the copies, but a new mount namespace
- *   does not inherit it.)
- * - teardown: the holder is killed, then every process still in the agent's network namespace
- *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
- *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
- *   agent may have planted links in its /tmp. A folder whose maker has ended (a conch that was
- *   killed) is unpinned and removed when a conch of its PID namespace next makes an agent's
- *   sandbox; a conch of another namespace, where its pid names another process, leaves it alone.
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`.
+ * - loopback (as root: entering a namespace takes CAP_SYS_ADMIN over it): a **holder** under
+ *   bubblewrap makes the agent's network namespace, **pinned** by a bind mount of
+ *   `/proc/<holder>/ns/net` on `<pins>/pin-<maker>-<slot>`, checked against its inode. Later
+ *   processes join it with `nsenter --net=<pin>` (busybox's static applet when there is one, else
+ *   util-linux's): the pin names the namespace, not a process, so no reused pid can lend another.
+ * - pins: a sandbox's mount namespace copies the host's, pins included, and bubblewrap fails when
+ *   a copied mount goes before it remounts it (bubblewrap issue #650). So the pins folder is a
+ *   private mount, and a pin's file is never removed while a namespace that copied it could be
+ *   starting (removing a mount point unmounts it everywhere): only unmounted, removed a sweep later.
+ * - teardown: the holder, then every process left in the namespace, is killed; the folder is
+ *   removed through descriptors (`removeTree`): the agent may have planted links in its /tmp. A
+ *   dead conch's folders are swept only by a conch of its PID namespace (elsewhere its pid names
+ *   another process).
  */
+
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs'
