@@ -3,7 +3,7 @@ import { z } from 'zod'
 import { RE2JS } from 're2js'
 import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
-import { messageOf } from '@conch/session'
+import { messageOf, unreachable } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
 import { EchoFilter, sendWithoutEcho } from '../echo.ts'
 import { readyFields, renderBackground, renderSend, statusText } from '../render.ts'
@@ -264,10 +264,8 @@ function eventOf(result: SendResult): string {
       return 'went quiet (inferred_idle; it may still run)'
     case 'timeout':
       return 'still running at the send timeout'
-    default: {
-      const never: never = result.waitReason
-      return String(never)
-    }
+    default:
+      return unreachable(result.waitReason, 'wait reason')
   }
 }
 
@@ -286,8 +284,7 @@ function noticeEvidence(evidence: ReadinessEvidence): string {
  * of the output itself (`EchoFilter`).
  */
 function echoLines(payload: SendPayload): number {
-  if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
-  return 0
+  return payload.keys?.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length ?? 0
 }
 
 /**
@@ -335,7 +332,6 @@ function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | und
     ...(idleMs !== undefined && { idleMs }),
   }
 }
-
 
 /**
  * Stops a background send for task_kill: SIGINT first (the send's own cancel), then each signal
