@@ -1,9 +1,7 @@
 /**
  * The text the model sees for terminal tools (every shape: the README, "What the model sees").
  * Compact and stable — scripts and snapshot runs compare it byte for byte — and always within the
- * byte bound: output that does not fit keeps its head and its tail around one marker saying what
- * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
- * short forms before anything else is lost.
+ * byte bound (`fit`).
  */
 import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
@@ -264,9 +262,8 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
 
 /**
  * `[earlier command ended, exit: N]`: the command the input was typed ahead of ended during the
- * send. In the viewport after the lines that came before the prompt that ended it — its late
- * output, not the new command's; among the metadata where the backend could not place it (a
- * cut viewport, a screen).
+ * send. Placed in the viewport after that command's late output; among the metadata where the
+ * backend could not place it (a cut viewport, a screen).
  */
 function earlierLine(earlier: SendResult['earlier']): string | undefined {
   return earlier?.exitStatus === undefined ? undefined : `[earlier command ended, exit: ${earlier.exitStatus}]`
@@ -306,11 +303,7 @@ export function renderOpen(opened: SpawnResult, maxBytes: number, workspaceRoot?
   }).text
 }
 
-/**
- * A screen (`[screen: …]` header, then rows). Within the bound it is shown whole; otherwise it
- * keeps its header, its cursor row and its top rows (`boundScreenText`), and the notice says it
- * was cut.
- */
+/** A screen (`[screen: …]` header, then rows), cut as `fit` cuts one when it must be. */
 export function renderScreen(screen: string, maxBytes: number): { text: string; truncated: boolean } {
   if (utf8Bytes(screen) <= maxBytes) return { text: screen, truncated: false }
   const budget = Math.max(0, maxBytes - utf8Bytes(TRUNCATED) - 1)
