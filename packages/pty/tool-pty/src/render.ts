@@ -175,11 +175,10 @@ function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine
 }
 
 /**
- * Why the terminal is ready and how the send came out, as fields: `{exit}` alone when a command
- * ended at the shell prompt (the shell reads its next command, so `stdin_read` goes unsaid beside
- * it); `{wait, stopped}` for a job stopped rather than ended (the backend's `stopped`: the kernel's
- * word, not the 128+N status alone); else `{wait}`, with `exit` when one is known. exit is shown
- * for 0 too: a missing field would mean both "succeeded" and "unknown".
+ * Why the terminal is ready and how the send came out: `{exit}` alone when a command ended at the
+ * shell prompt (`stdin_read` goes unsaid); `{wait, stopped}` for a stopped job (the kernel's word,
+ * not the 128+N status alone); else `{wait}`, with `exit` when known — 0 too, since a missing
+ * field would mean both "succeeded" and "unknown".
  */
 export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus' | 'stopped'>): { wait?: WaitReason; exit?: string; stopped?: string } {
   if (result.stopped !== undefined) return { wait: result.waitReason, stopped: result.stopped.signal }
@@ -226,9 +225,8 @@ export interface SendContext {
 }
 
 /**
- * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
- * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`;
- * output that shows a failed name lookup under network `none` adds `[network: none — …]`.
+ * A settled foreground send, with a line for a cancelled turn, for each host the agent's network
+ * refused meanwhile, and for a failed name lookup under network `none`.
  */
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean; shown?: string } {
   const { interrupted = false, refused = [], retained, networkNone = false, shown } = context
