@@ -331,10 +331,7 @@ export class AgentSandboxes {
     return entry
   }
 
-  /**
-   * Starts the agent's holder and pins its network namespace in `slot` while node starts in it;
-   * both settled, so that a failure of either is cleaned up after both.
-   */
+  /** Starts the agent's holder and pins its namespace in `slot`; both settled, so a failure is cleaned up after both. */
   private async startPinned(entry: Entry, egress: string | undefined, slot: number): Promise<[PromiseSettledResult<{ pin: string; inode: number }>, PromiseSettledResult<Record<string, unknown>>]> {
     let holder: Holder
     try {
@@ -345,10 +342,7 @@ export class AgentSandboxes {
     return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
   }
 
-  /**
-   * The argv that runs nsenter(1): busybox's applet when the busybox on PATH lists one
-   * (`busybox --list`), else util-linux's nsenter; undefined when there is neither.
-   */
+  /** The argv that runs nsenter(1): busybox's applet when `busybox --list` has it, else util-linux's; or undefined. */
   private async joinCommand(): Promise<string[] | undefined> {
     const busybox = this.options.hostCommand('busybox')
     if (busybox !== undefined) {
@@ -376,9 +370,8 @@ export class AgentSandboxes {
   }
 
   /**
-   * Makes the pins folder a private mount of its own unless it is one already (another conch's, or
-   * this one's): a mount of the host's, shared with other mount namespaces, would pass a pin's
-   * unmounting on to every sandbox that copied it. It stays mounted: unmounting it would reach them.
+   * Makes the pins folder a private mount of its own unless it is one already (see the top of this
+   * file). It stays mounted: unmounting it would reach the sandboxes that copied it.
    */
   private ensurePinsMount(): Promise<void> {
     if (this.pinsMounted !== undefined) return this.pinsMounted
@@ -392,8 +385,7 @@ export class AgentSandboxes {
   }
 
   /**
-   * Makes the empty file of the pin in `slot` (kept from an earlier agent of this conch's, or made
-   * now) in the pins folder, a private mount.
+   * Makes the empty file of the pin in `slot` (or keeps an earlier agent's) in the pins folder.
    * @throws SandboxError `RUNTIME_DIR_UNSAFE` when a folder on the way is not a private folder of this user's, `AGENT_SANDBOX_FAILED` when the folder cannot be mounted.
    */
   private async pinFile(key: string, slot: number): Promise<void> {
@@ -417,9 +409,8 @@ export class AgentSandboxes {
   }
 
   /**
-   * Bind-mounts the holder's network namespace on the pin in `slot` (an empty file), so that
-   * joining it names the namespace and no process; checked against the inode the holder's
-   * namespace had when it reported its pid.
+   * Bind-mounts the holder's network namespace on the pin in `slot` (an empty file), checked
+   * against the inode the holder's namespace had when it reported its pid.
    */
   private async pin(key: string, holder: Holder, slot: number): Promise<{ pin: string; inode: number }> {
     const pin = this.pinPath(slot)
@@ -481,8 +472,7 @@ export class AgentSandboxes {
 
   /**
    * Unmounts the pins of conchs that have ended, and removes the files of those that were not
-   * mounted any more: a pin unmounted by this sweep keeps its file until the next, so no sandbox
-   * that copied it while it was mounted is starting when it goes.
+   * mounted any more (a pin unmounted now keeps its file until the next sweep).
    */
   private async sweepPins(): Promise<void> {
     const folder = pinsFolderPath(this.options.base)
