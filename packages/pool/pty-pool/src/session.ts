@@ -11,7 +11,7 @@ import { dirname, isAbsolute, join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
-import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
+import { collapse, echoProbe, extractAnswer, extractFromText, findEcho, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
 import { createHomeFile, makeHomeDir } from './home-fs.ts'
 import { TranscriptReader } from './transcript.ts'
@@ -142,9 +142,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   makeHomeDir(environment.stateDir, join(home, 'tmp'))
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
-    if (path.startsWith('/') || !target.startsWith(home + '/')) {
-      throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
-    }
+    if (path.startsWith('/') || !target.startsWith(home + '/')) throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
     createHomeFile(environment.stateDir, target, render(template, vars), 0o600)
   }
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
@@ -366,7 +364,6 @@ export class PoolSession {
   }
 
   private async awaitAnswer(terminal: PoolTerminal, text: string, started: number, stopsBefore: number, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
-    const probe = echoProbe(text)
     let lastChange = Date.now()
     let lastProgress = Date.now()
     let fingerprint = ''
@@ -405,13 +402,7 @@ export class PoolSession {
       }) : undefined
       if (ended !== undefined) return { transcript: ended }
       const rows = terminal.screen({ scrollback: true })
-      let echoRow = -1
-      for (let row = rows.length - 1; row >= 0; row--) {
-        if (this.patterns.ready.test(rows[row]!) && collapse(rows[row]!).includes(probe)) {
-          echoRow = row
-          break
-        }
-      }
+      const echoRow = findEcho(rows, text, (row) => this.patterns.ready.test(row))
       const busy = rows.some((row) => this.patterns.busy.test(row))
       if (busy) sawBusy = true
       // Progress: new answer text (status rows excluded) or a rising token count.
