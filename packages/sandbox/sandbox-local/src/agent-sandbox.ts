@@ -245,15 +245,13 @@ export class AgentSandboxes {
       listening = (async () => {
         await untilLine(holder, (line) => line['exposed'] === port, entry.key, `${JSON.stringify({ port, socket })}\n`)
         const server = createServer((client) => {
-          entry.connections.add(client)
-          client.on('close', () => entry.connections.delete(client))
           const inside = connect(socket)
-          entry.connections.add(inside)
-          inside.on('close', () => entry.connections.delete(inside))
-          client.pipe(inside).on('error', () => client.destroy())
-          inside.pipe(client).on('error', () => inside.destroy())
-          client.on('error', () => inside.destroy()).on('close', () => inside.destroy())
-          inside.on('error', () => client.destroy()).on('close', () => client.destroy())
+          for (const [a, b] of [[client, inside], [inside, client]] as const) {
+            entry.connections.add(a)
+            a.on('close', () => entry.connections.delete(a))
+            a.pipe(b).on('error', () => a.destroy())
+            a.on('error', () => b.destroy()).on('close', () => b.destroy())
+          }
         })
         // Host loopback only: never another address.
         await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
