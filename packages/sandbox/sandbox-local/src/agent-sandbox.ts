@@ -35,10 +35,7 @@ export interface AgentSandboxOptions {
   base: string
   /** Whether processes can enter the agent's network namespace (root). */
   shareNetwork: boolean
-  /**
-   * The argv of a holder (holder.cjs with `spec` as its argument) that reports its namespace pid
-   * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
-   */
+  /** The argv of a holder (holder.cjs with `spec`) that reports its pid on `infoFd` (`--info-fd`) and can write in `sockets`. */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
   /** The absolute path of a host program (`mount`, `umount`, `busybox`, `nsenter`) on PATH; undefined when there is none. */
   hostCommand(name: HostCommand): string | undefined
@@ -48,10 +45,7 @@ export interface AgentSandboxOptions {
   onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
-  /**
-   * Whether a holder that ended before it was ready only lost a race with the host's mount table
-   * (its stderr): it is started again, `startAttempts` times in all.
-   */
+  /** Whether a holder that ended before it was ready only lost the host's mount-table race (its stderr): then it starts again. */
   lostRace?(stderr: string): boolean
   /** How many times the holder is started while it only loses that race (default 1). */
   startAttempts?: number
@@ -138,9 +132,8 @@ export class AgentSandboxes {
   constructor(private readonly options: AgentSandboxOptions) {}
 
   /**
-   * Counts a cover of each of `targets` (held folders, deny-write.ts) whose placeholder must stay:
-   * `onHeldReleased` is told a held folder only once no cover is left. A process of no agent
-   * covers its held folders for good (the provider's end removes their placeholders).
+   * Counts a cover of each of `targets` (held folders, deny-write.ts): `onHeldReleased` is told one
+   * only once no cover is left. A process of no agent covers its held folders for good.
    */
   cover(targets: readonly string[]): void {
     for (const target of targets) this.covers.set(target, (this.covers.get(target) ?? 0) + 1)

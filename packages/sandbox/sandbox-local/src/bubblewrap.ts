@@ -162,8 +162,7 @@ export function bubblewrapArgv(
   // 2. The runtime folders: private and empty but for the files programs read through them.
   const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
   for (const dir of runtimeDirs) out.push('--tmpfs', dir)
-  // The user's runtime folder ($XDG_RUNTIME_DIR) stays there, private and empty, for the sockets
-  // and locks programs keep in it.
+  // $XDG_RUNTIME_DIR stays there, private and empty, for the sockets and locks programs keep in it.
   const userRuntime = host.realpath(join('/run/user', String(process.getuid?.() ?? 0)))
   if (userRuntime !== undefined && host.kind(userRuntime) === 'directory' && runtimeDirs.some((dir) => isWithin(userRuntime, dir))) {
     out.push('--perms', '0700', '--dir', userRuntime)
@@ -240,10 +239,9 @@ export function bubblewrapArgv(
       }
     }
   }
-  // Hidden paths (`ConfinePolicy.hiddenPaths` that exist; outer ones first) and what of them stays
-  // visible: the policy's own writable paths inside one (one that is the hidden path itself wins,
-  // and that path is not hidden). Any other mount inside a hidden path is left out — it would show
-  // what the hidden path covers.
+  // Hidden paths that exist (outer ones first) and the policy's own writable paths inside one,
+  // which stay visible (one that is the hidden path itself wins). Any other mount inside a hidden
+  // path is left out: it would show what the hidden path covers.
   const agents = files.agentsFolder !== undefined && !ownMounts.some((mount) => isWithin(files.agentsFolder!, mount)) ? [files.agentsFolder] : []
   const hiddenPaths = [...((policy as Partial<ConfinePolicy>).hiddenPaths ?? []), ...agents]
     .filter((path) => !own.includes(path))
