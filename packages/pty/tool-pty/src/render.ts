@@ -192,9 +192,8 @@ const FAILING_TAIL_SHARE = 0.8
 
 /**
  * How the model pages what a cut send left out: the lines before the kept tail, counted back from
- * the newest. `retained`, when known, is how many of the newest lines the scrollback still keeps
- * (terminal_read's `totalLines - firstRetainedLine + 1`): lines before those are gone, and the
- * hint says so rather than offer a page that no longer exists.
+ * the newest. Lines older than the `retained` newest are gone, and the hint says so rather than
+ * offer a page that no longer exists.
  */
 export function pageHint(range: { lines: number; tailLines: number }, retained?: number): string {
   const pageable = retained === undefined ? range.lines : Math.max(0, Math.min(range.lines, retained - range.tailLines))
@@ -344,12 +343,10 @@ export function screenChanges(screen: string, shown: string): string | undefined
 const MIN_UNCHANGED_RUN = 3
 
 /**
- * A scrollback page. When it must be cut, whole lines go from the oldest side and the line
- * numbers say exactly what is shown; only a single newest line too long for the bound is cut
- * inside (keeping its tail). Every omission is counted: lines of the page left out, bytes cut
- * from a line's head, and — given the range `asked` (terminal_read's offset and count) — which
- * of the lines asked for are no longer retained and which are. `lineBegin` is the first line the
- * text shows (the page's own when nothing was left out).
+ * A scrollback page. When it must be cut, whole lines go from the oldest side (a single newest
+ * line too long for the bound keeps its tail), and every omission is counted: lines left out,
+ * bytes cut from a line's head, and which lines of the range `asked` (terminal_read's offset and
+ * count) are no longer retained. `lineBegin` is the first line the text shows.
  */
 export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: number; count: number }): { text: string; truncated: boolean; lineBegin: number } {
   // A binary line is summarised on its own, so every line keeps its number.
@@ -412,9 +409,8 @@ export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: n
 }
 
 /**
- * `[dropped: …]` for the lines of the range asked for (offset and count back from the newest
- * line) that are no longer retained, with the lines that are; undefined when none was dropped,
- * and for a page of the newest lines after a gap, whose own note names the gap.
+ * `[dropped: …]` for the lines asked for that are no longer retained, with those that are;
+ * undefined when none was, and for a page of the newest lines after a gap (its note names it).
  */
 function droppedOfAsked(page: ReadPage, asked: { offset: number; count: number }): string | undefined {
   const last = page.totalLines - asked.offset
