@@ -1,8 +1,8 @@
 /** The pool's configuration: CLI kinds, accounts, per-agent routing and limits; a mistake fails at load naming the field. */
-import { accessSync, constants, statSync } from 'node:fs'
-import { basename, delimiter, isAbsolute, join } from 'node:path'
+import { basename, delimiter, isAbsolute } from 'node:path'
 import { isIP } from 'node:net'
 import { z } from 'zod'
+import { findExecutable, isExecutableFile } from '@conch/subprocess'
 import { PoolError } from './errors.ts'
 import { findBuiltinCommand } from './kinds.ts'
 
@@ -216,17 +216,8 @@ export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: R
  * repository could carry a program of that name.
  */
 export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
-  const candidates = command.includes('/') ? [command] : path.split(delimiter).filter((dir) => isAbsolute(dir)).map((dir) => join(dir, command))
-  for (const candidate of candidates) {
-    try {
-      if (!statSync(candidate).isFile()) continue
-      accessSync(candidate, constants.X_OK)
-      return candidate
-    } catch {
-      // not here
-    }
-  }
-  return undefined
+  if (command.includes('/')) return isExecutableFile(command) ? command : undefined
+  return findExecutable(command, path.split(delimiter).filter((dir) => isAbsolute(dir)))
 }
 
 /**

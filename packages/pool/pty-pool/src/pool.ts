@@ -12,7 +12,7 @@ import { appendNoFollow, makeHomeDir, readNoFollow } from './home-fs.ts'
 import { type FailureReason, InvokeFailure, PoolError } from './errors.ts'
 import { PoolMetrics } from './metrics.ts'
 import type { OwnerPolicy, SessionInfo } from './protocol.ts'
-import { redactKey, type PoolKey, type TurnPhases } from './session.ts'
+import { redactKey, type PoolKey } from './session.ts'
 import { agentHomes, defaultStateDir, openStateDir } from './state-dir.ts'
 import { WorkerSupervisor } from './supervisor.ts'
 import { unconfinedPolicy, type TerminalFactory, type TerminalOwner } from './terminal.ts'
@@ -27,19 +27,14 @@ export type FallbackRunner = (request: { key: PoolKey; prompt: string; signal?: 
 /** How an answer was produced. */
 export type InvokePath = 'warm' | 'booted' | 'one-shot-pty' | 'fresh-spawn'
 
-export interface InvokeResult {
+/** An answer; `source`, `bootMs` and `phases` as a pooled answer (`WarmAnswer`) has them. */
+export interface InvokeResult extends Partial<Pick<WarmAnswer, 'source' | 'bootMs' | 'phases'>> {
   text: string
   path: InvokePath
   /** Set when the pool failed and the fresh-spawn path answered. */
   fallback?: { reason: FailureReason; detail: string; midTask: boolean; afterMs: number }
   /** Set when the kill switch or the route sent the invoke straight to the fresh-spawn path. */
   bypass?: 'kill-switch' | 'fresh-spawn-route'
-  /** For `booted`: spawn → input prompt, ms. */
-  bootMs?: number
-  /** `screen` or `transcript` for pooled answers. */
-  source?: 'screen' | 'transcript'
-  /** For warm and booted answers: where the turn's time went (see `TurnPhases`). */
-  phases?: TurnPhases
   durationMs: number
 }
 

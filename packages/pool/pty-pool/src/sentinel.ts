@@ -23,13 +23,10 @@ export interface Extraction {
   closingRow: number
 }
 
-/** The row of the prompt's echo: the last row (above `before`) that holds the prompt's first line. */
-export function findEcho(rows: readonly string[], prompt: string, before = rows.length): number {
+/** The row of the prompt's echo: the last row `isPrompt` accepts that holds the prompt's first line; -1 when none. */
+export function findEcho(rows: readonly string[], prompt: string, isPrompt: (row: string) => boolean = () => true): number {
   const probe = echoProbe(prompt)
-  for (let row = Math.min(before, rows.length) - 1; row >= 0; row--) {
-    if (collapse(rows[row]!).includes(probe)) return row
-  }
-  return -1
+  return rows.findLastIndex((row) => isPrompt(row) && collapse(row).includes(probe))
 }
 
 /** What identifies a prompt on screen: its first non-empty line, whitespace collapsed, at most 40 characters. */

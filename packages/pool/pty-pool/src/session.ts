@@ -11,7 +11,7 @@ import { dirname, isAbsolute, join } from 'node:path'
 import { scrubbedEnv } from '@conch/subprocess'
 import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
-import { collapse, echoProbe, extractAnswer, extractFromText, newSentinel, sentinelInstruction } from './sentinel.ts'
+import { collapse, echoProbe, extractAnswer, extractFromText, findEcho, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
 import { createHomeFile, makeHomeDir } from './home-fs.ts'
 import { TranscriptReader } from './transcript.ts'
@@ -142,9 +142,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   makeHomeDir(environment.stateDir, join(home, 'tmp'))
   for (const [path, template] of Object.entries(kind.files)) {
     const target = join(home, path)
-    if (path.startsWith('/') || !target.startsWith(home + '/')) {
-      throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
-    }
+    if (path.startsWith('/') || !target.startsWith(home + '/')) throw new PoolError('HOME_PATH_UNSAFE', { seed: path })
     createHomeFile(environment.stateDir, target, render(template, vars), 0o600)
   }
   const args = (extra.args ?? kind.args).map((arg) => render(arg, vars))
@@ -366,7 +364,6 @@ export class PoolSession {
   }
 
   private async awaitAnswer(terminal: PoolTerminal, text: string, started: number, stopsBefore: number, options: { signal?: AbortSignal; capMs: number; stallMs: number }): Promise<AnswerOfTurn> {
-    const probe = echoProbe(text)
     let lastChange = Date.now()
     let lastProgress = Date.now()
     let fingerprint = ''
@@ -381,29 +378,31 @@ export class PoolSession {
     // The transcript folder changed (inotify) since the last check: read it at once.
     let transcriptWritten = false
     let transcriptWatch: FSWatcher | undefined
-    const watcher = watch(terminal, (): { extraction?: { text: string }; transcript?: string } | undefined => {
-      this.checkAlive(terminal, true, options.signal)
-      const now = Date.now()
-      // A turn-end record after the prompt holding a complete pair is the answer, before the screen shows it.
-      if (this.turnEnds && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
-        transcriptCheckedAt = now
-        transcriptWritten = false
-        const text = this.transcript!.read()
-        const answer = text !== undefined && this.transcript!.stops > stopsBefore ? extractFromText(text, this.sentinel) : undefined
-        if (answer !== undefined) return { transcript: answer }
+    /** `answer()` when the transcript was written or 15 ms passed since the last check; else, or when none, undefined. */
+    const fromTranscript = (now: number, answer: () => string | undefined): string | undefined => {
+      if (!transcriptWritten && now - transcriptCheckedAt < 15) return undefined
+      transcriptCheckedAt = now
+      transcriptWritten = false
+      const found = answer()
+      if (found === undefined) {
         transcriptWatch ??= this.watchTranscript(() => {
           transcriptWritten = true
           watcher.check()
         })
       }
+      return found
+    }
+    const watcher = watch(terminal, (): { extraction?: { text: string }; transcript?: string } | undefined => {
+      this.checkAlive(terminal, true, options.signal)
+      const now = Date.now()
+      // A turn-end record after the prompt holding a complete pair is the answer, before the screen shows it.
+      const ended = this.turnEnds ? fromTranscript(now, () => {
+        const text = this.transcript!.read()
+        return text !== undefined && this.transcript!.stops > stopsBefore ? extractFromText(text, this.sentinel) : undefined
+      }) : undefined
+      if (ended !== undefined) return { transcript: ended }
       const rows = terminal.screen({ scrollback: true })
-      let echoRow = -1
-      for (let row = rows.length - 1; row >= 0; row--) {
-        if (this.patterns.ready.test(rows[row]!) && collapse(rows[row]!).includes(probe)) {
-          echoRow = row
-          break
-        }
-      }
+      const echoRow = findEcho(rows, text, (row) => this.patterns.ready.test(row))
       const busy = rows.some((row) => this.patterns.busy.test(row))
       if (busy) sawBusy = true
       // Progress: new answer text (status rows excluded) or a rising token count.
@@ -428,16 +427,8 @@ export class PoolSession {
       const extraction = extractAnswer(rows, this.sentinel, echoRow + 1, this.patterns.prefix)
       if (extraction && pairAt === 0) pairAt = now
       // The CLI's transcript holding the same pair proves the turn is over without the quiet time.
-      if (extraction && this.transcript && !this.turnEnds && (transcriptWritten || now - transcriptCheckedAt >= 15)) {
-        transcriptCheckedAt = now
-        transcriptWritten = false
-        const transcript = this.transcriptAnswer(extraction.text)
-        if (transcript !== undefined) return { extraction, transcript }
-        transcriptWatch ??= this.watchTranscript(() => {
-          transcriptWritten = true
-          watcher.check()
-        })
-      }
+      const transcript = extraction && this.transcript && !this.turnEnds ? fromTranscript(now, () => this.transcriptAnswer(extraction.text)) : undefined
+      if (transcript !== undefined) return { transcript }
       if (now - lastChange < this.config.settleMs) return undefined
       if (extraction) return { extraction }
       if (sawBusy && now - lastChange >= Math.max(1000, this.config.settleMs)) throw new InvokeFailure('no_sentinel', `${this.kind.command} went idle without a complete sentinel pair`, true, now - started)

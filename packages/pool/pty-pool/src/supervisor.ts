@@ -5,7 +5,7 @@
  * "The managed worker".
  */
 import type { Duplex } from 'node:stream'
-import { describeExit } from '@conch/errors'
+import { describeExit, unreachable } from '@conch/errors'
 import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
 import { defaultProcessTable, signalIfSame, type ProcessIdentity } from '@conch/subprocess'
 import type { PoolConfig } from './config.ts'
@@ -216,10 +216,8 @@ export class WorkerSupervisor implements SessionBackend {
         }
         return
       }
-      default: {
-        const never: never = message
-        return never
-      }
+      default:
+        return unreachable(message, 'worker message')
     }
   }
 

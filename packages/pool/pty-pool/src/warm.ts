@@ -7,13 +7,11 @@ import { defaultProcessTable, isEnded } from '@conch/subprocess'
 import type { PoolConfig } from './config.ts'
 import { InvokeFailure } from './errors.ts'
 import type { SessionInfo, WorkerCounter } from './protocol.ts'
-import { keyString, PoolSession, prepareLaunch, redactKey, type PoolKey, type TurnPhases } from './session.ts'
+import { keyString, PoolSession, prepareLaunch, redactKey, type AnswerOfTurn, type PoolKey, type TurnPhases } from './session.ts'
 import type { TerminalFactory, TerminalOwner } from './terminal.ts'
 
 /** A pooled answer. */
-export interface WarmAnswer {
-  text: string
-  source: 'screen' | 'transcript'
+export interface WarmAnswer extends Omit<AnswerOfTurn, 'phases'> {
   /** `warm`: a session was reused; `booted`: one was booted for this turn; `one-shot-pty`: a one-shot run in a terminal. */
   path: 'warm' | 'booted' | 'one-shot-pty'
   /** For `booted`: spawn → input prompt, ms. */

@@ -7,6 +7,7 @@
 import { fstatSync } from 'node:fs'
 import { Socket } from 'node:net'
 import type { Duplex } from 'node:stream'
+import { unreachable } from '@conch/errors'
 import { SUBPROCESS_TAG_VARIABLE } from '@conch/subprocess'
 import { parseWorkerConfig } from './config.ts'
 import { openStateDir } from './state-dir.ts'
@@ -160,10 +161,8 @@ export async function runPoolWorker(options: PoolWorkerOptions = {}): Promise<vo
       case 'set_evict_every':
         warm?.setEvictEvery(message.ms)
         return
-      default: {
-        const never: never = message
-        return never
-      }
+      default:
+        return unreachable(message, 'main message')
     }
   }
 

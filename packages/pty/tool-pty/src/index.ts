@@ -1,8 +1,7 @@
 /**
- * `@conch/tool-pty`: the model-facing terminal tools over `ctx.pty` — terminal_open,
- * terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list, terminal_resize
- * (resize.ts) — and the
- * system-prompt section that says when to use them. Background sends run as `ctx.tasks` tasks.
+ * `@conch/tool-pty`: the model-facing terminal tools over `ctx.pty` (terminal_open, _send, _read,
+ * _signal, _close, _list, _resize) and the system-prompt section that says when to use them.
+ * Background sends run as `ctx.tasks` tasks.
  */
 import type { Context } from 'cordis'
 import type { AgentServiceApi } from '@conch/agent'

@@ -1,9 +1,7 @@
 /**
  * The text the model sees for terminal tools (every shape: the README, "What the model sees").
  * Compact and stable — scripts and snapshot runs compare it byte for byte — and always within the
- * byte bound: output that does not fit keeps its head and its tail around one marker saying what
- * was dropped and how to page it, metadata lines are kept, long explanatory lines fall back to
- * short forms before anything else is lost.
+ * byte bound (`fit`).
  */
 import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
@@ -177,11 +175,10 @@ function noteLine(waitReason: WaitReason, running: string | undefined): MetaLine
 }
 
 /**
- * Why the terminal is ready and how the send came out, as fields: `{exit}` alone when a command
- * ended at the shell prompt (the shell reads its next command, so `stdin_read` goes unsaid beside
- * it); `{wait, stopped}` for a job stopped rather than ended (the backend's `stopped`: the kernel's
- * word, not the 128+N status alone); else `{wait}`, with `exit` when one is known. exit is shown
- * for 0 too: a missing field would mean both "succeeded" and "unknown".
+ * Why the terminal is ready and how the send came out: `{exit}` alone when a command ended at the
+ * shell prompt (`stdin_read` goes unsaid); `{wait, stopped}` for a stopped job (the kernel's word,
+ * not the 128+N status alone); else `{wait}`, with `exit` when known — 0 too, since a missing
+ * field would mean both "succeeded" and "unknown".
  */
 export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus' | 'stopped'>): { wait?: WaitReason; exit?: string; stopped?: string } {
   if (result.stopped !== undefined) return { wait: result.waitReason, stopped: result.stopped.signal }
@@ -195,9 +192,8 @@ const FAILING_TAIL_SHARE = 0.8
 
 /**
  * How the model pages what a cut send left out: the lines before the kept tail, counted back from
- * the newest. `retained`, when known, is how many of the newest lines the scrollback still keeps
- * (terminal_read's `totalLines - firstRetainedLine + 1`): lines before those are gone, and the
- * hint says so rather than offer a page that no longer exists.
+ * the newest. Lines older than the `retained` newest are gone, and the hint says so rather than
+ * offer a page that no longer exists.
  */
 export function pageHint(range: { lines: number; tailLines: number }, retained?: number): string {
   const pageable = retained === undefined ? range.lines : Math.max(0, Math.min(range.lines, retained - range.tailLines))
@@ -228,9 +224,8 @@ export interface SendContext {
 }
 
 /**
- * A settled foreground send. `interrupted` adds a line when the turn was cancelled; each host
- * the agent's network refused while it ran (`refused`) adds `[network: blocked <host> — not in the allowlist]`;
- * output that shows a failed name lookup under network `none` adds `[network: none — …]`.
+ * A settled foreground send, with a line for a cancelled turn, for each host the agent's network
+ * refused meanwhile, and for a failed name lookup under network `none`.
  */
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean; shown?: string } {
   const { interrupted = false, refused = [], retained, networkNone = false, shown } = context
@@ -264,9 +259,8 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
 
 /**
  * `[earlier command ended, exit: N]`: the command the input was typed ahead of ended during the
- * send. In the viewport after the lines that came before the prompt that ended it — its late
- * output, not the new command's; among the metadata where the backend could not place it (a
- * cut viewport, a screen).
+ * send. Placed in the viewport after that command's late output; among the metadata where the
+ * backend could not place it (a cut viewport, a screen).
  */
 function earlierLine(earlier: SendResult['earlier']): string | undefined {
   return earlier?.exitStatus === undefined ? undefined : `[earlier command ended, exit: ${earlier.exitStatus}]`
@@ -306,11 +300,7 @@ export function renderOpen(opened: SpawnResult, maxBytes: number, workspaceRoot?
   }).text
 }
 
-/**
- * A screen (`[screen: …]` header, then rows). Within the bound it is shown whole; otherwise it
- * keeps its header, its cursor row and its top rows (`boundScreenText`), and the notice says it
- * was cut.
- */
+/** A screen (`[screen: …]` header, then rows), cut as `fit` cuts one when it must be. */
 export function renderScreen(screen: string, maxBytes: number): { text: string; truncated: boolean } {
   if (utf8Bytes(screen) <= maxBytes) return { text: screen, truncated: false }
   const budget = Math.max(0, maxBytes - utf8Bytes(TRUNCATED) - 1)
@@ -353,12 +343,10 @@ export function screenChanges(screen: string, shown: string): string | undefined
 const MIN_UNCHANGED_RUN = 3
 
 /**
- * A scrollback page. When it must be cut, whole lines go from the oldest side and the line
- * numbers say exactly what is shown; only a single newest line too long for the bound is cut
- * inside (keeping its tail). Every omission is counted: lines of the page left out, bytes cut
- * from a line's head, and — given the range `asked` (terminal_read's offset and count) — which
- * of the lines asked for are no longer retained and which are. `lineBegin` is the first line the
- * text shows (the page's own when nothing was left out).
+ * A scrollback page. When it must be cut, whole lines go from the oldest side (a single newest
+ * line too long for the bound keeps its tail), and every omission is counted: lines left out,
+ * bytes cut from a line's head, and which lines of the range `asked` (terminal_read's offset and
+ * count) are no longer retained. `lineBegin` is the first line the text shows.
  */
 export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: number; count: number }): { text: string; truncated: boolean; lineBegin: number } {
   // A binary line is summarised on its own, so every line keeps its number.
@@ -421,9 +409,8 @@ export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: n
 }
 
 /**
- * `[dropped: …]` for the lines of the range asked for (offset and count back from the newest
- * line) that are no longer retained, with the lines that are; undefined when none was dropped,
- * and for a page of the newest lines after a gap, whose own note names the gap.
+ * `[dropped: …]` for the lines asked for that are no longer retained, with those that are;
+ * undefined when none was, and for a page of the newest lines after a gap (its note names it).
  */
 function droppedOfAsked(page: ReadPage, asked: { offset: number; count: number }): string | undefined {
   const last = page.totalLines - asked.offset

@@ -2,8 +2,6 @@
  * `terminal_resize`: sets a terminal's size in character cells. The PTY's window size changes
  * (TIOCSWINSZ) and the kernel sends SIGWINCH to the foreground process group, so a full-screen
  * program redraws for the new size; the screen model follows.
- *
- * What the model sees: `[resized: pty-1 to 50x200]` (rows x cols).
  */
 import { z } from 'zod'
 import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, type PtyServiceApi } from '@conch/pty'

@@ -21,9 +21,7 @@ export function secretNames(secrets: Record<string, SecretSource>): string {
  */
 export function readSecret(secrets: Record<string, SecretSource>, name: string, env: NodeJS.ProcessEnv = process.env): SecretValue {
   const source = Object.hasOwn(secrets, name) ? secrets[name] : undefined
-  if (source === undefined) {
-    throw new PtyError('UNKNOWN_SECRET', { name, configured: secretNames(secrets) })
-  }
+  if (source === undefined) throw new PtyError('UNKNOWN_SECRET', { name, configured: secretNames(secrets) })
   if ('env' in source) {
     const value = env[source.env]
     if (value === undefined || value === '') {

@@ -1,53 +1,24 @@
 /**
- * The agent's sandbox on Linux: what every process confined for one agent (`SandboxPolicy.agent`,
- * keyed by its session id) shares — one /tmp and one loopback — made at its first confined process
+ * The agent's sandbox on Linux (the README's "The agent sandbox (Linux)"): what every process
+ * confined for one agent shares — one /tmp and one loopback — made at its first confined process
  * and torn down when the last owner that confined a process for it ends.
  *
- * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`
- *   (mode 0700, made beneath the base without following a link; its name records the conch that
- *   made it: its PID namespace, pid and start time), bound as each process's /tmp.
- * - loopback: a **holder**, a small node program under bubblewrap with its own network and PID
- *   namespaces (`--unshare-net`, `--die-with-parent`), makes the agent's network namespace, which
- *   is then **pinned**: `mount --bind /proc/<holder>/ns/net <pins>/pin-<maker>-<slot>`, checked
- *   against the inode the namespace had when bubblewrap reported the holder's pid. Every later
- *   process without network enters it with `nsenter --net=<pin>` and keeps a PID namespace of its own, so
- *   closing one terminal ends that terminal's tree only. The pin names the namespace, not a
- *   process, so no pid the kernel gives to another process can lend another namespace. Entering a
- *   namespace takes CAP_SYS_ADMIN over it: as root (conch's CI and containers) the loopback is
- *   shared; as another user bubblewrap's namespaces belong to its own user namespace, no holder
- *   is made and each process keeps a loopback of its own (the /tmp is still shared). nsenter is
- *   busybox's applet when a busybox on PATH has one (Debian's busybox-static: a static program,
- *   whose start costs about half of util-linux's nsenter, which loads libselinux and pcre2), else
- *   util-linux's, on hosts without busybox-static.
- * - network `allow`: the host runs an egress proxy for the agent on a unix socket in the agent's
- *   private sockets folder (bound into the holder only); the holder relays a port of its
- *   loopback to it, and each process gets `HTTP_PROXY` and its kin pointing there.
- * - `expose`: the host listens on 127.0.0.1 (never another address) at a port the kernel picks,
- *   and relays each connection through a unix socket the holder listens on to the agent's
- *   127.0.0.1:<port>.
- * - held folders (deny-write.ts): a deny-write entry's topmost missing folder (`.git` in a workspace
- *   that has no `.git`) is the agent's own, `<folder>/held/<hash of its path>`, bound there in each
- *   of its writable processes, so all its terminals see one repository and the host's `.git` (an
- *   empty placeholder while an agent covers it, removed at the end of the last one) gets nothing.
- * - pins: every sandbox's mount namespace starts as a copy of the host's, pins included, and
- *   bubblewrap fails its start when a mount it copied goes before it has remounted it read-only
- *   (bubblewrap issue #650). So no pin goes away under a sandbox: the pins folder
- *   `<runtimeDir>/conch-agents-<uid>/pins` is a private mount of its own (`mount --bind
- *   --make-private`), so unmounting a pin there reaches no other mount namespace, and a pin's file
- *   is never removed while a namespace made when it was mounted could be starting (removing a
- *   mount point unmounts it in every namespace): an agent's end unmounts its pin and keeps the
- *   file for the conch's next agent (its slot); a sweep unmounts the pins of a conch that ended
- *   and removes their files at a later sweep. A copy stays in the sandboxes made while its pin
- *   was mounted, covered (the agents' folder is hidden) and useless without CAP_SYS_ADMIN, until
- *   they end. (`--make-unbindable` would keep pins out of the copies, but a new mount namespace
- *   does not inherit it.)
- * - teardown: the holder is killed, then every process still in the agent's network namespace
- *   (a terminal's daemon included), until none is left; the proxy and the exposed ports close, the
- *   pin is unmounted and the agent's folder is removed, through descriptors (`removeTree`): the
- *   agent may have planted links in its /tmp. A folder whose maker has ended (a conch that was
- *   killed) is unpinned and removed when a conch of its PID namespace next makes an agent's
- *   sandbox; a conch of another namespace, where its pid names another process, leaves it alone.
+ * - /tmp: a private host folder `<runtimeDir>/conch-agents-<uid>/agent-<pidns>-<pid>-<start>-<n>`.
+ * - loopback (as root: entering a namespace takes CAP_SYS_ADMIN over it): a **holder** under
+ *   bubblewrap makes the agent's network namespace, **pinned** by a bind mount of
+ *   `/proc/<holder>/ns/net` on `<pins>/pin-<maker>-<slot>`, checked against its inode. Later
+ *   processes join it with `nsenter --net=<pin>` (busybox's static applet when there is one, else
+ *   util-linux's): the pin names the namespace, not a process, so no reused pid can lend another.
+ * - pins: a sandbox's mount namespace copies the host's, pins included, and bubblewrap fails when
+ *   a copied mount goes before it remounts it (bubblewrap issue #650). So the pins folder is a
+ *   private mount, and a pin's file is never removed while a namespace that copied it could be
+ *   starting (removing a mount point unmounts it everywhere): only unmounted, removed a sweep later.
+ * - teardown: the holder, then every process left in the namespace, is killed; the folder is
+ *   removed through descriptors (`removeTree`): the agent may have planted links in its /tmp. A
+ *   dead conch's folders are swept only by a conch of its PID namespace (elsewhere its pid names
+ *   another process).
  */
+
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { lstatSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs'
@@ -64,10 +35,7 @@ export interface AgentSandboxOptions {
   base: string
   /** Whether processes can enter the agent's network namespace (root). */
   shareNetwork: boolean
-  /**
-   * The argv of a holder (holder.cjs with `spec` as its argument) that reports its namespace pid
-   * on `infoFd` (bubblewrap's `--info-fd`) and can write in `sockets`.
-   */
+  /** The argv of a holder (holder.cjs with `spec`) that reports its pid on `infoFd` (`--info-fd`) and can write in `sockets`. */
   holderArgv(infoFd: number, spec: { egress?: string }, sockets: string): [string, ...string[]]
   /** The absolute path of a host program (`mount`, `umount`, `busybox`, `nsenter`) on PATH; undefined when there is none. */
   hostCommand(name: HostCommand): string | undefined
@@ -77,10 +45,7 @@ export interface AgentSandboxOptions {
   onRefused?(key: string, host: string): void
   /** How long the holder may take to start, and the teardown to empty the namespace, in ms. */
   timeoutMs: number
-  /**
-   * Whether a holder that ended before it was ready only lost a race with the host's mount table
-   * (its stderr): it is started again, `startAttempts` times in all.
-   */
+  /** Whether a holder that ended before it was ready only lost the host's mount-table race (its stderr): then it starts again. */
   lostRace?(stderr: string): boolean
   /** How many times the holder is started while it only loses that race (default 1). */
   startAttempts?: number
@@ -167,9 +132,8 @@ export class AgentSandboxes {
   constructor(private readonly options: AgentSandboxOptions) {}
 
   /**
-   * Counts a cover of each of `targets` (held folders, deny-write.ts) whose placeholder must stay:
-   * `onHeldReleased` is told a held folder only once no cover is left. A process of no agent
-   * covers its held folders for good (the provider's end removes their placeholders).
+   * Counts a cover of each of `targets` (held folders, deny-write.ts): `onHeldReleased` is told one
+   * only once no cover is left. A process of no agent covers its held folders for good.
    */
   cover(targets: readonly string[]): void {
     for (const target of targets) this.covers.set(target, (this.covers.get(target) ?? 0) + 1)
@@ -247,12 +211,9 @@ export class AgentSandboxes {
     let source = entry.held.get(target)
     if (source !== undefined) return source
     source = join(entry.folder, 'held', createHash('sha256').update(target).digest('hex').slice(0, 32))
-    try {
+    privately(() => {
       for (const path of [dirname(source), source]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     entry.held.set(target, source)
     this.cover([target])
     return source
@@ -277,15 +238,13 @@ export class AgentSandboxes {
       listening = (async () => {
         await untilLine(holder, (line) => line['exposed'] === port, entry.key, `${JSON.stringify({ port, socket })}\n`)
         const server = createServer((client) => {
-          entry.connections.add(client)
-          client.on('close', () => entry.connections.delete(client))
           const inside = connect(socket)
-          entry.connections.add(inside)
-          inside.on('close', () => entry.connections.delete(inside))
-          client.pipe(inside).on('error', () => client.destroy())
-          inside.pipe(client).on('error', () => inside.destroy())
-          client.on('error', () => inside.destroy()).on('close', () => inside.destroy())
-          inside.on('error', () => client.destroy()).on('close', () => client.destroy())
+          for (const [a, b] of [[client, inside], [inside, client]] as const) {
+            entry.connections.add(a)
+            a.on('close', () => entry.connections.delete(a))
+            a.pipe(b).on('error', () => a.destroy())
+            a.on('error', () => b.destroy()).on('close', () => b.destroy())
+          }
         })
         // Host loopback only: never another address.
         await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
@@ -308,13 +267,10 @@ export class AgentSandboxes {
     const folder = join(agentsFolderPath(this.options.base), `agent-${maker === undefined ? randomBytes(8).toString('hex') : `${ownerTag(maker)}-${++agentsMade}`}`)
     const entry: Entry = { key, folder, tmp: join(folder, 'tmp'), sockets: join(folder, 'sockets'), network: network.mode, exposed: new Map(), connections: new Set(), held: new Map(), owners: new Set(), disposers: [] }
     const pinning = network.mode !== 'full' && this.options.shareNetwork
-    try {
+    await privately(async () => {
       await this.sweep()
       for (const path of [folder, entry.tmp, entry.sockets]) nodeBeneathFs.close(ensurePrivateFolder(path, { root: this.options.base }).fd)
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     if (!pinning) {
       if (network.mode === 'allow') {
         removeTree(folder, { root: this.options.base })
@@ -366,10 +322,7 @@ export class AgentSandboxes {
     return entry
   }
 
-  /**
-   * Starts the agent's holder and pins its network namespace in `slot` while node starts in it;
-   * both settled, so that a failure of either is cleaned up after both.
-   */
+  /** Starts the agent's holder and pins its namespace in `slot`; both settled, so a failure is cleaned up after both. */
   private async startPinned(entry: Entry, egress: string | undefined, slot: number): Promise<[PromiseSettledResult<{ pin: string; inode: number }>, PromiseSettledResult<Record<string, unknown>>]> {
     let holder: Holder
     try {
@@ -380,10 +333,7 @@ export class AgentSandboxes {
     return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
   }
 
-  /**
-   * The argv that runs nsenter(1): busybox's applet when the busybox on PATH lists one
-   * (`busybox --list`), else util-linux's nsenter; undefined when there is neither.
-   */
+  /** The argv that runs nsenter(1): busybox's applet when `busybox --list` has it, else util-linux's; or undefined. */
   private async joinCommand(): Promise<string[] | undefined> {
     const busybox = this.options.hostCommand('busybox')
     if (busybox !== undefined) {
@@ -411,9 +361,8 @@ export class AgentSandboxes {
   }
 
   /**
-   * Makes the pins folder a private mount of its own unless it is one already (another conch's, or
-   * this one's): a mount of the host's, shared with other mount namespaces, would pass a pin's
-   * unmounting on to every sandbox that copied it. It stays mounted: unmounting it would reach them.
+   * Makes the pins folder a private mount of its own unless it is one already (see the top of this
+   * file). It stays mounted: unmounting it would reach the sandboxes that copied it.
    */
   private ensurePinsMount(): Promise<void> {
     if (this.pinsMounted !== undefined) return this.pinsMounted
@@ -427,13 +376,12 @@ export class AgentSandboxes {
   }
 
   /**
-   * Makes the empty file of the pin in `slot` (kept from an earlier agent of this conch's, or made
-   * now) in the pins folder, a private mount.
+   * Makes the empty file of the pin in `slot` (or keeps an earlier agent's) in the pins folder.
    * @throws SandboxError `RUNTIME_DIR_UNSAFE` when a folder on the way is not a private folder of this user's, `AGENT_SANDBOX_FAILED` when the folder cannot be mounted.
    */
   private async pinFile(key: string, slot: number): Promise<void> {
     const name = basename(this.pinPath(slot))
-    try {
+    privately(() => {
       const pins = ensurePrivateFolder(pinsFolderPath(this.options.base), { root: this.options.base })
       try {
         nodeBeneathFs.close(openFile(pins, name, 'create'))
@@ -443,10 +391,7 @@ export class AgentSandboxes {
       } finally {
         nodeBeneathFs.close(pins.fd)
       }
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    })
     try {
       await this.ensurePinsMount()
     } catch (error) {
@@ -455,9 +400,8 @@ export class AgentSandboxes {
   }
 
   /**
-   * Bind-mounts the holder's network namespace on the pin in `slot` (an empty file), so that
-   * joining it names the namespace and no process; checked against the inode the holder's
-   * namespace had when it reported its pid.
+   * Bind-mounts the holder's network namespace on the pin in `slot` (an empty file), checked
+   * against the inode the holder's namespace had when it reported its pid.
    */
   private async pin(key: string, holder: Holder, slot: number): Promise<{ pin: string; inode: number }> {
     const pin = this.pinPath(slot)
@@ -506,13 +450,7 @@ export class AgentSandboxes {
    * @throws SandboxError `RUNTIME_DIR_UNSAFE` when the agents' folder is not a private folder of this user's.
    */
   async sweep(): Promise<string[]> {
-    let agents: OpenFolder
-    try {
-      agents = ensurePrivateFolder(agentsFolderPath(this.options.base), { root: this.options.base })
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    const agents = privately(() => ensurePrivateFolder(agentsFolderPath(this.options.base), { root: this.options.base }))
     let dead: string[]
     try {
       dead = this.deadFolders(agents)
@@ -525,18 +463,11 @@ export class AgentSandboxes {
 
   /**
    * Unmounts the pins of conchs that have ended, and removes the files of those that were not
-   * mounted any more: a pin unmounted by this sweep keeps its file until the next, so no sandbox
-   * that copied it while it was mounted is starting when it goes.
+   * mounted any more (a pin unmounted now keeps its file until the next sweep).
    */
   private async sweepPins(): Promise<void> {
     const folder = pinsFolderPath(this.options.base)
-    let pins: OpenFolder | undefined
-    try {
-      pins = openFolder(folder, { root: this.options.base, create: false })
-    } catch (error) {
-      if (!(error instanceof BeneathError)) throw error
-      throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
-    }
+    const pins = privately(() => openFolder(folder, { root: this.options.base, create: false }))
     if (pins === undefined) return
     try {
       for (const { name } of nodeBeneathFs.readdir(beneath(pins, '.'))) {
@@ -682,6 +613,23 @@ function mountPoints(): string[] {
     .map((line) => line.split(' ')[4])
     .filter((point): point is string => point !== undefined)
     .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(Number.parseInt(octal, 8))))
+}
+
+/**
+ * `run()`, with a BeneathError (a folder on the way is not a private folder of this user's) as
+ * SandboxError `RUNTIME_DIR_UNSAFE`; a promise's rejection too.
+ */
+function privately<T>(run: () => T): T {
+  const unsafe = (error: unknown): never => {
+    if (!(error instanceof BeneathError)) throw error
+    throw new SandboxError('RUNTIME_DIR_UNSAFE', { path: error.details.path, uid: uid() })
+  }
+  try {
+    const result = run()
+    return (result instanceof Promise ? result.catch(unsafe) : result) as T
+  } catch (error) {
+    return unsafe(error)
+  }
 }
 
 const missing = (name: 'mount' | 'umount'): string => `${name} (util-linux) was not found in a system folder of PATH; install it`

@@ -8,7 +8,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import { findExecutable, isExecutableFile } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
@@ -97,12 +97,10 @@ function launcherStart(): string {
 const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
 
 /**
- * The launcher of a process that joins its agent's network namespace: `/bin/sh -c <this>
- * conch-sandbox <filter> <bwrap options…>`. It does what `SECCOMP_LAUNCHER` does, then becomes
- * `nsenter --net=<pin> -- <runner>` (`join.nsenter`: its argv) in the C locale, so that
- * util-linux's nsenter(1) loads no locale files (its `setlocale`); bubblewrap's first options put
- * the caller's `LC_ALL` back (`--setenv`, or `--unsetenv` when it had none), so the sandboxed
- * program gets the caller's environment.
+ * The launcher of a process that joins its agent's network namespace: `SECCOMP_LAUNCHER`'s work,
+ * then `nsenter --net=<pin> -- <runner>` (`join.nsenter`: its argv) in the C locale, so that
+ * util-linux's nsenter(1) loads no locale files; bubblewrap's first options put the caller's
+ * `LC_ALL` back (`--setenv`, or `--unsetenv` when it had none).
  */
 export function joinLauncher(join: { nsenter: readonly string[]; pin: string }, runner: string): string {
   const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
@@ -119,10 +117,8 @@ export interface AgentPlace {
   /** The agent's private host folder, bound as /tmp instead of a tmpfs. */
   tmp?: string
   /**
-   * The agent's network namespace, joined with nsenter(1) when the process has no network: its
-   * pin (a file it is bind-mounted on), which names the namespace, not a process, so no reused
-   * pid can lend another one; and the argv that runs nsenter (its absolute path first), found
-   * when the first agent's sandbox was made.
+   * The agent's network namespace, joined when the process has no network: its pin (a file it is
+   * bind-mounted on; agent-sandbox.ts) and the argv that runs nsenter (its absolute path first).
    */
   netns?: { pin: string; nsenter: readonly string[] }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
@@ -136,26 +132,14 @@ export interface AgentPlace {
   held?: Array<{ target: string; source?: string }>
 }
 
-/** `child` is `parent` or lies under it. */
-export function isWithin(child: string, parent: string): boolean {
-  if (parent === '/') return child.startsWith('/')
-  return child === parent || child.startsWith(parent + sep)
-}
-
 /**
  * The argv that runs `argv` under `policy`, in mount order (a later mount covers an earlier one;
- * the README's "Linux: bubblewrap" shows the whole): the root read-only; a fresh /dev and /proc,
- * a private /tmp, runtime folders covered; the private home; the writable paths; rename fences
- * (each folder between a writable path and a protected path inside it bound onto itself, since
- * a mount point cannot be renamed away: otherwise `mv conf conf.old; mkdir conf` would put a new
- * file where the host reads the protected one); read-only and protected paths; hidden paths
- * (covered, with the policy's own `writablePaths` inside bound back); `denyRead`; kernel paths;
- * namespaces, capabilities, network and seccomp.
- *
- * No `--new-session`: an interactive shell needs the controlling terminal it inherited. In an
- * agent's sandbox (`place`), /tmp is the agent's, and a process without network joins the
- * agent's network namespace (`joinLauncher`: `nsenter --net=<pin> -- bwrap …`) instead of
- * `--unshare-net`; everything else, its PID namespace included, is its own.
+ * the README's "Linux: bubblewrap" shows the whole). Rename fences bind each folder between a
+ * writable path and a protected path inside it onto itself: a mount point cannot be renamed
+ * away, so `mv conf conf.old; mkdir conf` cannot put a new file where the host reads the
+ * protected one. No `--new-session`: an interactive shell needs its controlling terminal. In an
+ * agent's sandbox (`place`), /tmp is the agent's and a process without network joins the agent's
+ * namespace (`joinLauncher`) instead of `--unshare-net`.
  */
 export function bubblewrapArgv(
   argv: readonly string[],
@@ -178,8 +162,7 @@ export function bubblewrapArgv(
   // 2. The runtime folders: private and empty but for the files programs read through them.
   const runtimeDirs = [...new Set(RUNTIME_DIRS.filter((dir) => host.kind(dir) === 'directory').map((dir) => host.realpath(dir) ?? dir))]
   for (const dir of runtimeDirs) out.push('--tmpfs', dir)
-  // The user's runtime folder ($XDG_RUNTIME_DIR) stays there, private and empty, for the sockets
-  // and locks programs keep in it.
+  // $XDG_RUNTIME_DIR stays there, private and empty, for the sockets and locks programs keep in it.
   const userRuntime = host.realpath(join('/run/user', String(process.getuid?.() ?? 0)))
   if (userRuntime !== undefined && host.kind(userRuntime) === 'directory' && runtimeDirs.some((dir) => isWithin(userRuntime, dir))) {
     out.push('--perms', '0700', '--dir', userRuntime)
@@ -256,10 +239,9 @@ export function bubblewrapArgv(
       }
     }
   }
-  // Hidden paths (`ConfinePolicy.hiddenPaths` that exist; outer ones first) and what of them stays
-  // visible: the policy's own writable paths inside one (one that is the hidden path itself wins,
-  // and that path is not hidden). Any other mount inside a hidden path is left out — it would show
-  // what the hidden path covers.
+  // Hidden paths that exist (outer ones first) and the policy's own writable paths inside one,
+  // which stay visible (one that is the hidden path itself wins). Any other mount inside a hidden
+  // path is left out: it would show what the hidden path covers.
   const agents = files.agentsFolder !== undefined && !ownMounts.some((mount) => isWithin(files.agentsFolder!, mount)) ? [files.agentsFolder] : []
   const hiddenPaths = [...((policy as Partial<ConfinePolicy>).hiddenPaths ?? []), ...agents]
     .filter((path) => !own.includes(path))
@@ -354,12 +336,10 @@ const MOUNT_TABLE_RACE = /Unable to apply mount flags: remount /
 const START_ATTEMPTS = 3
 
 /**
- * The bubblewrap provider. `probe` writes the host files (the seccomp filter for this
- * architecture, the masks) and runs the runner once with every flag conch uses (on a read-only
- * policy rooted at `/`) and `true` as the command, so a runner that cannot create the namespaces
- * or load the filter here — an unprivileged container, a kernel without seccomp filters, a
- * missing binary — fails the probe rather than the first terminal. Each `confine` checks the
- * filter file again (rewriting it when it is not exactly what conch wrote).
+ * The bubblewrap provider. `probe` writes the host files and runs `true` once with every flag
+ * conch uses, so a runner that cannot create the namespaces or load the filter here (an
+ * unprivileged container, a kernel without seccomp filters) fails the probe rather than the
+ * first terminal. Each `confine` checks the filter file again.
  */
 export function bubblewrapProvider(
   config: BubblewrapOptions & Pick<Config, 'probeTimeoutMs' | 'runtimeDir' | 'maxExposedPorts'>,

@@ -1,32 +1,13 @@
 /**
- * The deny-write list (`denyWritePaths`, `checkDenyWritePaths` of `@conch/sandbox`): files and
- * folders a confined process may not write, create, remove or rename even inside a writable workspace — what the host reads and runs on its own (shell and
- * tool startup files, editors' and agents' project configuration, git's hooks and config).
- *
- * Entries are relative to the workspace root and to each `readWritePaths` entry (the paths
- * writable like the workspace), under workspace-write only (read-only has nothing writable to
- * guard). The policy's own `writablePaths` are not covered: a private folder conch made for one
- * program (a pooled CLI's home) holds that program's own configuration, which it must write.
- *
- * An entry that exists is bound read-only onto itself, with the folders between the writable path
- * and it bound onto themselves (a mount point cannot be renamed), as protected paths are. An entry
- * that does not exist cannot be bound: bubblewrap would create the mount point on the host itself,
- * and leave it there. conch makes that mount point itself — an **empty folder**, for file entries
- * too: git does not track empty folders, so a placeholder never shows in `git status` nor is
- * committed by `git add -A`, and inside the sandbox the name can neither be written (`Is a
- * directory`), filled (`Read-only file system`) nor removed (`Device or resource busy`). An entry
- * whose parent folder is missing too (`.git/hooks` in a folder that has no `.git`) is not held
- * itself: its topmost missing folder (`.git`) is made instead, a **held folder**, which each
- * sandbox covers with a writable folder of its own (the agent's, agent-sandbox.ts), so `git init`
- * works inside and what is made there (hooks, config) never reaches the host's `.git`. A held
- * folder stays one while it is still the empty folder conch made; once the host fills it (`git
- * init` on the host), it is the host's repository and its entries are held inside it. `release`
- * removes the placeholders when the provider goes (a held one also once no agent's sandbox covers it), each
- * one that is still the empty folder conch made and is
- * a mount point in no mount namespace (removing one while a sandbox still mounts it would unmount
- * it there, proc(5) mountinfo, Linux ≥ 3.18). A ledger in the runtime folder lists them with the
- * process that made them, so the next conch of its PID namespace to stop removes those a conch
- * that has ended left (it was killed, or its sandboxes outlived it).
+ * The deny-write list (`denyWritePaths` of `@conch/sandbox`) on the host: the README's "Deny-write
+ * list" gives the whole design. An entry that exists is bound read-only as a protected path. A
+ * missing one cannot be bound (bubblewrap would create the mount point on the host and leave it),
+ * so conch makes a **placeholder**, an empty folder (git tracks none, and inside it can be neither
+ * written, filled nor removed). A missing entry whose parent is missing too is covered by its
+ * topmost missing folder, a **held folder**, which each sandbox covers with a writable folder of
+ * its own (agent-sandbox.ts). `release` removes a placeholder only while it is still conch's empty
+ * folder and a mount point in no mount namespace (proc(5) mountinfo: removing it would unmount
+ * it there); a ledger in the runtime folder lets a later conch remove those an ended one left.
  */
 import { createHash } from 'node:crypto'
 import { readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, unlinkSync } from 'node:fs'

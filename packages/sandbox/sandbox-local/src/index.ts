@@ -27,7 +27,6 @@ export const apply = (ctx: Context, config: Config, egress: Parameters<typeof bu
 export {
   bubblewrapArgv,
   bubblewrapProvider,
-  isWithin,
   joinLauncher,
   nodeHostPaths,
   SECCOMP_FD,

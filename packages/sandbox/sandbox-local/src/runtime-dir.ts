@@ -1,16 +1,10 @@
 /**
  * The host-owned directory whose files bubblewrap reads while it builds a sandbox: the compiled
- * seccomp filter (opened on a descriptor by the argv's first process, see `bubblewrapArgv`), and
- * an empty file and an empty directory that mask paths. Every sandbox binds it read-only, and it
- * lives outside the sandbox's private /tmp, so no confined process can change what the next
- * sandbox loads.
- *
- * The directory is `<base>/conch-sandbox-<uid>`, mode 0700, made and opened beneath `base`
- * without following a link (`ensurePrivateFolder`, @conch/subprocess): it must be a real
- * directory owned by this user and closed to everyone else, or nothing is used. Files are
- * written through its descriptor under a unique temporary name with `O_CREAT | O_EXCL |
- * O_NOFOLLOW` and renamed into place, and read back the same way before each use: a file that is
- * not exactly what conch wrote is replaced.
+ * seccomp filter and an empty file and directory that mask paths. Every sandbox binds it
+ * read-only, outside its private /tmp, so no confined process can change what the next sandbox
+ * loads. `<base>/conch-sandbox-<uid>`, mode 0700, opened beneath `base` without following a link;
+ * files are written through its descriptor (`O_CREAT | O_EXCL | O_NOFOLLOW`, then renamed) and
+ * read back before each use: one that is not exactly what conch wrote is replaced.
  */
 import { createHash, randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'

@@ -40,14 +40,9 @@ const params = (prefix: string, count: number): string[] =>
   Array.from({ length: count }, (_, index) => `(subpath (param "${prefix}_${index}"))`)
 
 /**
- * The SBPL profile text. Seatbelt applies the *last* matching rule, so the order is: allow by
- * default; deny every file write; allow writes to terminals, the null devices and the system
- * temporary folders; allow writes under `WRITABLE_<i>`; deny reads and writes under `HIDDEN_<i>`
- * and allow both again under `REVEALED_<i>` (the policy's own writable paths inside a hidden
- * one); deny writes again under `READONLY_<i>` and
- * `PROTECTED_<i>`; deny reads and writes under `DENYREAD_<i>`; deny all network operations
- * unless `network`; deny sending Apple events (which would let a sandboxed process drive an
- * unconfined application).
+ * The SBPL profile text. Seatbelt applies the *last* matching rule, so each later line narrows
+ * or reopens the ones before it. Apple events are denied: they would let a sandboxed process
+ * drive an unconfined application.
  */
 export function seatbeltProfile(shape: SeatbeltShape): string {
   const lines = [
@@ -72,15 +67,12 @@ export function seatbeltProfile(shape: SeatbeltShape): string {
 }
 
 /**
- * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… -D READONLY_0=… -D
- * PROTECTED_0=… -D DENYREAD_0=… -- /bin/sh -c '<git guard> cd -- "$1" && shift && exec "$@"' sh
- * <cwd> <argv…>`. sandbox-exec has no option for the working directory, so a shell changes into
- * it, sets git's neutralised keys (`gitGuardScript`, @conch/sandbox) and execs the argv (no extra
- * process remains). Under workspace-write the workspace and
- * `readWritePaths` are writable; under read-only none is. The policy's `writablePaths` are
- * writable in both. Protected paths stay unwritable, and
- * `denyRead` paths (`~/` expanded with `homeDir`) unreadable, in both. The network follows
- * `policy.network`, else `options.network`.
+ * The sandbox-exec argv: `sandbox-exec -p <profile> -D WRITABLE_0=… … -- /bin/sh -c '<git guard>
+ * cd -- "$1" && shift && exec "$@"' sh <cwd> <argv…>`. sandbox-exec has no option for the working
+ * directory, so a shell changes into it, sets git's neutralised keys (`gitGuardScript`) and execs
+ * the argv. Writable: the workspace and `readWritePaths` under workspace-write, the policy's
+ * `writablePaths` always; protected paths stay unwritable and `denyRead` (`~/` is `homeDir`)
+ * unreadable. The network follows `policy.network`, else `options.network`.
  */
 export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, options: SandboxExecOptions): [string, ...string[]] {
   const writable = [...(policy.mode === 'workspace-write' ? [policy.workspaceRoot, ...options.readWritePaths] : []), ...(policy.writablePaths ?? [])]
@@ -103,12 +95,8 @@ export function sandboxExecArgv(argv: readonly string[], policy: SandboxPolicy, 
     options.sandboxExecCommand,
     '-p',
     profile,
-    ...writable.flatMap((path, index) => ['-D', `WRITABLE_${index}=${path}`]),
-    ...readOnly.flatMap((path, index) => ['-D', `READONLY_${index}=${path}`]),
-    ...protectedPaths.flatMap((path, index) => ['-D', `PROTECTED_${index}=${path}`]),
-    ...denyRead.flatMap((path, index) => ['-D', `DENYREAD_${index}=${path}`]),
-    ...hidden.flatMap((path, index) => ['-D', `HIDDEN_${index}=${path}`]),
-    ...revealed.flatMap((path, index) => ['-D', `REVEALED_${index}=${path}`]),
+    ...Object.entries({ WRITABLE: writable, READONLY: readOnly, PROTECTED: protectedPaths, DENYREAD: denyRead, HIDDEN: hidden, REVEALED: revealed })
+      .flatMap(([name, paths]) => paths.flatMap((path, index) => ['-D', `${name}_${index}=${path}`])),
     '--',
     '/bin/sh',
     '-c',

@@ -1,36 +1,11 @@
 /**
- * The seccomp filter of a bubblewrap sandbox: a classic BPF program (seccomp(2),
- * `SECCOMP_SET_MODE_FILTER`) that bubblewrap loads from a descriptor (`--seccomp FD`, bwrap(1))
- * right before it executes the sandboxed command. It denies the system calls a confined terminal
- * never needs and that reach the kernel's global state: mounts, namespaces, modules, kexec, BPF,
- * perf, keyrings, userfaultfd, swap, reboot, the clock, accounting, quotas, file handles, I/O
- * ports, the host name, the kernel log and io_uring; and the file modes with S_ISUID or S_ISGID,
- * which would leave a program in the workspace that runs as its owner for any host user.
- *
- * The program, in order (the layout of `struct seccomp_data`: `nr` at offset 0, `arch` at 4,
- * `args[i]` at 16 + 8·i, little-endian on both supported architectures):
- *
- * 1. a foreign `arch` (an i386 `int 0x80` call on x86_64, an AArch32 call on aarch64) is killed
- *    (`SECCOMP_RET_KILL_PROCESS`): its numbers mean other calls, so the table would not apply;
- * 2. on x86_64, an x32 call (`nr` with `__X32_SYSCALL_BIT` 0x40000000 set) is denied: the same
- *    calls exist there under other numbers;
- * 3. each denied call returns `EPERM` (`SECCOMP_RET_ERRNO`);
- * 4. `clone3` and `openat2` return `ENOSYS` (`NOSYS_SYSCALLS`): their arguments live in memory
- *    the filter cannot read, and callers fall back to `clone` and `openat`;
- * 5. each call of `ARGUMENT_RULES` (`@conch/sandbox`, the list the Docker provider renders as
- *    its seccomp profile too) returns `EPERM` for the values it names, on the low 32 bits of one
- *    argument: `clone` with any namespace flag (`CLONE_NEWNS`, `CLONE_NEWUSER`, …); `ioctl` with
- *    the request `TIOCSTI` (push a byte into a terminal's input as if typed) or `TIOCLINUX` (the
- *    console's selection paste, among others), how a confined program would type into a reader
- *    outside its sandbox (tty_ioctl(4), ioctl_console(2)); and `chmod`, `fchmod`, `fchmodat`,
- *    `fchmodat2`, `open`, `openat`, `creat`, `mknod`, `mknodat` with S_ISUID or S_ISGID in the
- *    mode: a set-ID file left in the workspace runs with its owner's rights for any host user;
- * 6. everything else is allowed — `ptrace` included: inside its own PID namespace a sandboxed
- *    process can name no process outside it, and debuggers (gdb, strace) must work inside.
- *
- * Numbers come from the kernel's UAPI headers (`asm/unistd_64.h` for x86_64, the generic
- * `asm-generic/unistd.h` that aarch64 uses); tests/seccomp.test.ts checks them against the
- * headers installed on the machine when they are there.
+ * The seccomp filter of a bubblewrap sandbox: a classic BPF program (seccomp(2)) that bubblewrap
+ * loads from a descriptor (`--seccomp FD`) before it executes the sandboxed command. It denies
+ * the calls a confined terminal never needs that reach the kernel's global state, namespace
+ * flags of `clone`, `TIOCSTI`/`TIOCLINUX` (typing into another terminal), and S_ISUID/S_ISGID
+ * modes (a set-ID file in the workspace runs as its owner for any host user). The README's "The
+ * seccomp filter" lists every rule in order and why. `struct seccomp_data`: `nr` at offset 0,
+ * `arch` at 4, `args[i]` at 16 + 8·i, little-endian on both architectures.
  */
 
 /** An architecture the filter has a syscall table for (`uname -m` names). */

@@ -94,9 +94,7 @@ export default class TasksService extends Service implements TasksServiceApi {
   }
 
   start(spec: TaskSpec): { id: string } {
-    if (this.lifecycle.disposing) {
-      throw new TaskError('SERVICE_DISPOSING', { kind: spec.kind })
-    }
+    if (this.lifecycle.disposing) throw new TaskError('SERVICE_DISPOSING', { kind: spec.kind })
     if (spec.owner.state !== 'live') {
       throw new TaskError('OWNER_NOT_LIVE', { kind: spec.kind, owner: spec.owner.id, state: spec.owner.state })
     }
@@ -171,10 +169,9 @@ export default class TasksService extends Service implements TasksServiceApi {
   }
 
   list(owner: Agent): TaskInfo[] {
-    const infos: TaskInfo[] = []
-    for (const record of this.records.values()) {
-      if (record.owner !== owner) continue
-      infos.push({
+    return [...this.records.values()]
+      .filter((record) => record.owner === owner)
+      .map((record) => ({
         id: record.id,
         kind: record.spec.kind,
         label: record.spec.label,
@@ -182,9 +179,7 @@ export default class TasksService extends Service implements TasksServiceApi {
         fields: { ...record.fields },
         startedAt: record.startedAt,
         ...(record.endedAt === undefined ? {} : { endedAt: record.endedAt }),
-      })
-    }
-    return infos
+      }))
   }
 
   /** Runs the producer and records how it ended. Never rejects. */

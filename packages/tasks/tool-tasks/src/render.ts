@@ -1,13 +1,6 @@
 /**
- * The text the model sees for task tools. Compact and stable, because scripts and snapshot
- * runs compare it byte for byte:
- *
- * ```
- * <new output, or "(no new output)">   over the budget: its head, [… N bytes (L lines) omitted], its tail
- * [status: completed, wait: stdin_read]
- * [error: disk full]                 (for failed)
- * [still running after 30000 ms]     (a wait that timed out)
- * ```
+ * The text the model sees for task tools (every shape: the README, "What the model sees").
+ * Compact and stable, because scripts and snapshot runs compare it byte for byte.
  */
 import type { TaskInfo, TaskSnapshot } from '@conch/tasks'
 import { budgetOutput, utf8Bytes } from '@conch/tools'
@@ -25,11 +18,14 @@ export interface RenderSnapshotOptions {
   redact?: (text: string) => string
 }
 
-/** `[status: <status>, <key>: <value>, …]` — fields in insertion order, each kept on one line. */
+/** `[status: <status>, <key>: <value>, …]`. */
 export function statusLine(status: string, fields: Record<string, string>): string {
-  const parts = [`status: ${status}`]
-  for (const [key, value] of Object.entries(fields)) parts.push(`${key}: ${oneLine(value)}`)
-  return `[${parts.join(', ')}]`
+  return `[${[`status: ${status}`, ...fieldList(fields)].join(', ')}]`
+}
+
+/** `<key>: <value>` — fields in insertion order, each kept on one line. */
+function fieldList(fields: Record<string, string>): string[] {
+  return Object.entries(fields).map(([key, value]) => `${key}: ${oneLine(value)}`)
 }
 
 /** Renders one read of a task (task_output, task_kill). */
@@ -54,7 +50,7 @@ export function renderList(tasks: readonly TaskInfo[]): string {
   if (tasks.length === 0) return '(no tasks)'
   return tasks
     .map((task) => {
-      const fields = Object.entries(task.fields).map(([key, value]) => `${key}: ${oneLine(value)}`)
+      const fields = fieldList(task.fields)
       const line = `${task.id} ${task.status} ${task.kind} ${JSON.stringify(task.label)}`
       return fields.length ? `${line} [${fields.join(', ')}]` : line
     })

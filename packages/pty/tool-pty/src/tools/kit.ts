@@ -36,14 +36,14 @@ export interface ToolKit {
    * by that close was stopped by the model, so its task ends `killed` and wakes no one.
    */
   closedByOwner: WeakMap<object, Set<string>>
-  /**
-   * Per owner and terminal, the screen a foreground terminal_send last showed the model whole
-   * (`renderSend`'s `shown`), which the next one's screen is compared with. Every other result
-   * about the terminal forgets it (`forget`), so the screen after it is shown whole.
-   */
   screens: ShownScreens
 }
 
+/**
+ * Per owner and terminal, the screen a foreground terminal_send last showed the model whole
+ * (`renderSend`'s `shown`), which the next one's screen is compared with. Every other result
+ * about the terminal forgets it, so the screen after it is shown whole.
+ */
 export class ShownScreens {
   private readonly byOwner = new WeakMap<object, Map<string, string>>()
 

@@ -3,7 +3,7 @@ import { z } from 'zod'
 import { RE2JS } from 're2js'
 import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
-import { messageOf } from '@conch/session'
+import { messageOf, unreachable } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
 import { EchoFilter, sendWithoutEcho } from '../echo.ts'
 import { readyFields, renderBackground, renderSend, statusText } from '../render.ts'
@@ -216,9 +216,8 @@ export function registerTerminalSend(kit: ToolKit): void {
 
 /**
  * What a read of a background send's task adds: the lines since the previous read, past the echo
- * of its text (`echo`; what it holds back is let go once the send `ended`), or — while the program
- * in front draws a screen (`watch`, top, an editor) — that `screen` as it is now, as a foreground
- * result would show it (its lines are consumed with it).
+ * of its text (let go once the send `ended`), or the program's `screen` as it is now (its lines
+ * are consumed with it).
  */
 function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean): string {
   const lines = operation.readOutput()
@@ -264,10 +263,8 @@ function eventOf(result: SendResult): string {
       return 'went quiet (inferred_idle; it may still run)'
     case 'timeout':
       return 'still running at the send timeout'
-    default: {
-      const never: never = result.waitReason
-      return String(never)
-    }
+    default:
+      return unreachable(result.waitReason, 'wait reason')
   }
 }
 
@@ -286,8 +283,7 @@ function noticeEvidence(evidence: ReadinessEvidence): string {
  * of the output itself (`EchoFilter`).
  */
 function echoLines(payload: SendPayload): number {
-  if (payload.keys !== undefined) return payload.keys.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length
-  return 0
+  return payload.keys?.filter((key) => key === 'Enter' || key === 'C-m' || key === 'C-j').length ?? 0
 }
 
 /**
@@ -324,9 +320,8 @@ function sendMeta(sessionId: string, result: SendResult): Record<string, unknown
 }
 
 /**
- * The per-send limits, as ctx.pty takes them (absent ones are the backend's). A caller that gives
- * how long to wait asks to wait that long for proof (a prompt, a read, the exit): quiet output
- * ends the wait first only when it gives `idleMs` too, so `idleMs` defaults to `timeoutMs`.
+ * The per-send limits for ctx.pty (absent: the backend's). `idleMs` defaults to `timeoutMs`: a
+ * caller that says how long to wait waits that long for proof unless it gives `idleMs` too.
  */
 function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | undefined }, timeoutMs = input.timeoutMs): { timeoutMs?: number; idleMs?: number } {
   const idleMs = input.idleMs ?? timeoutMs
@@ -336,13 +331,10 @@ function limitsOf(input: { timeoutMs?: number | undefined; idleMs?: number | und
   }
 }
 
-
 /**
- * Stops a background send for task_kill: SIGINT first (the send's own cancel), then each signal
- * of `escalation` to the foreground process group while the terminal is not ready for input
- * again. A program that ignores SIGINT (`trap '' INT`, a raw-mode program) would otherwise keep
- * running under a task reported `killed`. Reports the signals it needed, and says so when the
- * program survived all of them.
+ * Stops a background send for task_kill: SIGINT (the send's own cancel), then each signal of
+ * `escalation` while the terminal is not ready again, so a program that ignores SIGINT does not
+ * run on under a task reported `killed`. Reports the signals it took, or that it survived them.
  */
 async function stopBackground(
   pty: PtyServiceApi,
