@@ -246,9 +246,11 @@ export interface WaitState {
   /** The silence timer fired with a probe to run first: settle `inferred_idle` once it is decided. */
   silenceDue: boolean
   /** What a drain in flight settles on. */
-  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string; repliesBefore?: number } | undefined
+  afterDrain: { kind: Pending; probe?: ReadProbe; sources?: string[]; quietMs?: number; how?: string; repliesBefore?: number; markersAtLook?: number } | undefined
   /** `view.repliesWritten()` when the latest look was asked for: a read it finds is proved only if no reply went in since. */
   repliesAtLook: number
+  /** `view.markers()` when the latest foreground look was asked: a marker after it is not confirmed by its answer. */
+  markersAtLook: number
   /** A proved read waiting for the termios answer before it settles (and the output count then). */
   afterTermios: { probe: ReadProbe; sources: string[]; quietMs: number; how: string; outputBefore: number } | undefined
 }
@@ -307,6 +309,7 @@ function waitState(): WaitState {
     silenceDue: false,
     afterDrain: undefined,
     repliesAtLook: 0,
+    markersAtLook: 0,
     afterTermios: undefined,
   }
 }
@@ -655,7 +658,7 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
       if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
       if (s.write.promptMayBeStale) {
         // Everything the shell printed before blocking is on its way: drain it, then look again.
-        return drain(s, out, { kind: 'prompt' })
+        return drain(s, out, { kind: 'prompt', markersAtLook: s.wait.markersAtLook })
       }
       return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     }
@@ -671,6 +674,9 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
         // Blocked reading does not prove the last Enter was read (drivers/tty/tty_buffer.c): a
         // prompt owed from before the send does not answer it. Without `inputTaken`, the only guard.
         if (!promptAnswers(s)) return
+        // A marker read since the look (printed by the command once the shell read the line) is
+        // confirmed only by a look after it: the one in flight, or a new one.
+        if (spec.view.markers() !== after.markersAtLook) return checkForeground(s, out)
         return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
       }
       // A reader owed a query reply, or given one since the window's first look, awaits that.
@@ -788,6 +794,7 @@ function checkForeground(s: SendState, out: SendEffect[], fresh = false): void {
     return settle(s, out, 'stdin_read', { tier: 'prompt', detail: UNCHECKED_PROMPT }, 'prompt')
   }
   const proveInput = s.write.promptMayBeStale && s.spec.drainsInput
+  s.wait.markersAtLook = s.spec.view.markers()
   out.push({ type: 'foreground', gen: ask(s, 'foreground'), shell: s.spec.kind === 'startup' ? 'front' : 'shell', ...(proveInput && { proveInput }) })
 }
 

@@ -146,6 +146,44 @@ describe('a prompt the shell owed from before the send', () => {
     const settled = machine.feed({ type: 'drained', gen: drain2, now: 2.2 })
     expect(settled).toContainEqual(expect.objectContaining({ type: 'settle', waitReason: 'stdin_read' }))
   })
+
+  for (const forgedDuring of ['the look', 'the drain'] as const) {
+    it(`a marker printed while the command runs, during ${forgedDuring} the owed prompt started, does not settle the send: only a look made after it`, () => {
+      const view = new View()
+      const machine = new Machine(view, { drainsInput: true })
+      const base = Machine.gen(machine.feed({ type: 'begin', now: 0, aborted: false, exited: false, knownAtPrompt: false }), 'baseline')
+      const write = Machine.gen(machine.feed({ ...(baseline(base) as Extract<SendEvent, { type: 'baseline' }>), knownAtPrompt: false }), 'write')
+      machine.feed({ type: 'written', gen: write, now: 1 })
+      // The owed prompt arrives before the echo; the kernel shows the text consumed: Enter goes.
+      view.markerCount = 1
+      view.prompt = true
+      view.line = '$ '
+      expect(machine.feed({ type: 'output', now: 1.1 })).toEqual([])
+      const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 1.2 }), 'consume')
+      const enter = Machine.gen(machine.feed({ type: 'consumed', gen: consume, now: 1.3, consumed: true }), 'write')
+      // The owed prompt starts a look; bash still reads the line (Enter in the flip buffer).
+      const look = Machine.gen(machine.feed({ type: 'written', gen: enter, now: 1.4 }), 'foreground')
+      // The command runs and prints the marker and `$ `, read during the look or the drain after it.
+      const forge = () => {
+        view.markerCount = 2
+        return machine.feed({ type: 'output', now: 1.6 })
+      }
+      const forged = forgedDuring === 'the look' ? forge() : []
+      const drain = Machine.gen(machine.feed({ type: 'foreground', gen: look, now: 1.5, inFront: true, reading: true, inputTaken: true, pgid: SHELL }), 'drain')
+      if (forgedDuring === 'the drain') forged.push(...forge())
+      const drained = machine.feed({ type: 'drained', gen: drain, now: 1.7 })
+      expect([...forged, ...drained]).not.toContainEqual(expect.objectContaining({ type: 'settle' }))
+      // A look made after the marker shows the command in front: no settle.
+      const after = Machine.gen([...forged, ...drained], 'foreground')
+      expect(machine.feed({ type: 'foreground', gen: after, now: 1.8, inFront: false, reading: undefined, pgid: CHILD })).toEqual([])
+      expect(machine.state.phase).toBe('waiting')
+      // The command ends; the shell's own prompt settles the send.
+      view.markerCount = 3
+      const last = Machine.gen(machine.feed({ type: 'output', now: 1000 }), 'foreground')
+      const drainLast = Machine.gen(machine.feed({ type: 'foreground', gen: last, now: 1001, inFront: true, reading: true, inputTaken: true, pgid: SHELL }), 'drain')
+      expect(machine.feed({ type: 'drained', gen: drainLast, now: 1002 })).toContainEqual(expect.objectContaining({ type: 'settle', waitReason: 'stdin_read' }))
+    })
+  }
 })
 
 describe('text after a signal character', () => {
