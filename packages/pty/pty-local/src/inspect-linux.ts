@@ -258,7 +258,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
     // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
     return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
   }
-  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   if (terminal.relayed === true) {
     await Promise.all(
@@ -313,7 +313,7 @@ export async function mainTaskReadsTerminal(options: { proc: ProcReader; termina
   if (table === undefined) return undefined
   const member = await readStat(proc, `/proc/${pid}/stat`)
   if (member === undefined) return undefined
-  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true, true)
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true)
   if (task.syscall === 'unreadable') return undefined
   return task.state === 'S' && task.terminalFd !== undefined
 }
@@ -454,18 +454,12 @@ async function descendants(proc: ProcFs, root: number, keep: (stat: ProcStat) =>
     if (stat === undefined) continue // it exited while we walked
     if (keep(stat)) kept.push(stat)
     if (stat.threads > WALK_MAX_THREADS) return undefined
-    let tids: string[]
-    try {
-      tids = await proc.readdir(`/proc/${pid}/task`)
-    } catch {
-      continue
-    }
-    for (const tid of tids) {
+    for (const tid of await taskIds(proc, pid)) {
       let children: string
       try {
         children = await proc.readFile(`/proc/${pid}/task/${tid}/children`)
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === String(pid) && pid === root) return undefined
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === pid && pid === root) return undefined
         continue
       }
       for (const child of children.split(/\s+/)) if (/^\d+$/.test(child)) queue.push(Number(child))
@@ -480,15 +474,15 @@ function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
 }
 
 /**
- * One task of `member`. `memberFresh`: its main task's state is `member`'s. `readOnly`: only
- * whether it reads the terminal (`mainTaskReadsTerminal`).
+ * One task of `member`, whose stat was just read (its main task's state is `member`'s).
+ * `readOnly`: only whether it reads the terminal (`mainTaskReadsTerminal`).
  */
-async function examineTask(context: TaskContext, member: ProcStat, tid: number, memberFresh = false, readOnly = false): Promise<TaskObservation> {
+async function examineTask(context: TaskContext, member: ProcStat, tid: number, readOnly = false): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
   // Only what the verdict needs, for programs with many threads: the syscall always; the state
   // and switches only in a read-class syscall.
-  const reused = memberFresh && tid === member.pid
+  const reused = tid === member.pid
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
