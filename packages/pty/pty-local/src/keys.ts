@@ -241,27 +241,20 @@ function suggestBase(rest: string, ctrl: boolean): string | undefined {
 /** One key name, or undefined when it names no key. */
 export function parseKey(entry: string): Key | undefined {
   if ([...entry].length === 1) return isTypable(entry) ? { kind: 'char', char: entry, ctrl: false, meta: false } : undefined
-  let ctrl = false
-  let meta = false
-  let shift = false
+  const prefixes = new Set<string>()
   let rest = entry
   // Prefixes, each at most once: `C-`, `M-` (also `A-`, Alt), `S-`. The base after them is at least one character.
   for (;;) {
     const match = /^([CMAS])-(.+)$/su.exec(rest)
     if (match === null) break
-    const prefix = match[1]!.toUpperCase()
-    if (prefix === 'C') {
-      if (ctrl) return undefined
-      ctrl = true
-    } else if (prefix === 'S') {
-      if (shift) return undefined
-      shift = true
-    } else {
-      if (meta) return undefined
-      meta = true
-    }
+    const prefix = match[1] === 'A' ? 'M' : match[1]!
+    if (prefixes.has(prefix)) return undefined
+    prefixes.add(prefix)
     rest = match[2]!
   }
+  const ctrl = prefixes.has('C')
+  const meta = prefixes.has('M')
+  const shift = prefixes.has('S')
   if ([...rest].length === 1 && (ctrl || meta || shift)) {
     if (shift || !isTypable(rest)) return undefined
     if (ctrl && ctrlChar(rest) === undefined) return undefined
