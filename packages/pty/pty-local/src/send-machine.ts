@@ -730,17 +730,12 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
     case 'silence': {
       // A startup that printed nothing is never published on silence.
       if (spec.kind === 'startup' && s.outputCount === 0) return
-      if (spec.exact && s.awaiting.probe === undefined && s.wait.confirming === undefined) {
-        // One last look first.
-        s.wait.silenceDue = true
-        probeLook(s, out)
-        return
-      }
-      if (s.wait.confirming !== undefined) {
-        s.wait.silenceDue = true
-        return
-      }
-      return settleSilence(s, out)
+      const looks = spec.exact && s.awaiting.probe === undefined
+      if (!looks && s.wait.confirming === undefined) return settleSilence(s, out)
+      // One last look first, or the open window's verdict.
+      s.wait.silenceDue = true
+      if (s.wait.confirming === undefined) probeLook(s, out)
+      return
     }
     case 'poll':
       if (s.wait.markerSeen && spec.view.promptShown(s.write.markersAtWrite)) checkForeground(s, out)
@@ -841,11 +836,9 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
     promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
-    if (s.wait.confirming === undefined) {
-      s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount, repliesBefore: s.wait.repliesAtLook }
-      return judge(s, now, out)
-    }
-    return
+    if (s.wait.confirming !== undefined) return
+    s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount, repliesBefore: s.wait.repliesAtLook }
+    return judge(s, now, out)
   }
   if (s.wait.silenceDue) return settleSilence(s, out)
   if (s.wait.probeAgain || evidence) {
