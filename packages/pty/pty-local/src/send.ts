@@ -4,7 +4,7 @@
  */
 import { constants } from 'node:os'
 import { STOP_SIGNALS, within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult, type StopSignal } from '@conch/pty'
-import { isNewReadEvidence, type Baseline, type ReadProbe, type StoppedGroup, type TerminalInspector } from './inspector.ts'
+import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
 import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
@@ -381,12 +381,7 @@ export class Send {
   private async stoppedJob(job: { since: number; pgid?: number } | undefined): Promise<string | undefined> {
     const shell = this.host.shellPgid
     if (shell === undefined || job === undefined) return undefined
-    let stopped: StoppedGroup[] | undefined
-    try {
-      stopped = await this.host.inspector.stoppedJobs(shell)
-    } catch {
-      return undefined
-    }
+    const stopped = await this.host.inspector.stoppedJobs(shell).catch(() => undefined)
     if (stopped === undefined) return undefined
     const reported = this.host.reportedStops
     // A job no longer stopped was resumed: a later stop of it is news.

@@ -480,8 +480,8 @@ export class LocalSession implements BackendSession {
         return this.terminal.write(data)
       },
       encodeKey: (key) => encodeKey(key, this.keyModes()),
-      ...(this.termios !== undefined && { readsHiddenInput: async () => isHiddenInput(await this.termios!()) }),
       ...(this.termios !== undefined && {
+        readsHiddenInput: async () => isHiddenInput(await this.termios!()),
         inputQueue: async () => {
           const flags = await this.termios!()
           return flags?.queued === undefined ? undefined : { canonical: flags.canonical, queued: flags.queued }
