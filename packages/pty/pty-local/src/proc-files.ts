@@ -40,12 +40,8 @@ export class ProcFileCache implements ProcReader {
     return this.kept.size
   }
 
-  readFile(path: string): Promise<string> {
-    try {
-      return Promise.resolve(this.readText(path))
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async readFile(path: string): Promise<string> {
+    return this.readText(path)
   }
 
   readdir(path: string): Promise<string[]> {
@@ -56,13 +52,9 @@ export class ProcFileCache implements ProcReader {
     return nodeProcFs.readlink(path)
   }
 
-  stat(path: string): Promise<{ dev: number; rdev: number }> {
-    try {
-      const { dev, rdev } = statSync(path)
-      return Promise.resolve({ dev, rdev })
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async stat(path: string): Promise<{ dev: number; rdev: number }> {
+    const { dev, rdev } = statSync(path)
+    return { dev, rdev }
   }
 
   /**
