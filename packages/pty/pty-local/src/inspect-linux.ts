@@ -3,9 +3,7 @@
  * reading this terminal?", answered from /proc (proc(5)); the rule is in the README
  * ("Readiness", /proc). Anything that cannot be read is a miss for that task, never a positive.
  */
-import { statSync } from 'node:fs'
-import { open } from 'node:fs/promises'
-import { nodeProcFs, parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
+import { parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
 import { parseSyscallFile, type ReadSyscall, readSyscallTable, type SyscallState } from './syscalls.ts'
 import { unreachable } from '@conch/session'
 
@@ -21,29 +19,6 @@ export interface ProcReader extends ProcFs {
    * ptrace access to the process). Rejects when unreadable or short.
    */
   readMemory(pid: number, address: bigint, length: number): Promise<Buffer>
-}
-
-/** The real /proc; process memory is read asynchronously, since it takes the target's mmap lock. */
-export const nodeProcReader: ProcReader = {
-  ...nodeProcFs,
-  async stat(path) {
-    const { dev, rdev } = statSync(path)
-    return { dev, rdev }
-  },
-  async readMemory(pid, address, length) {
-    // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a
-    // number works; user-space addresses on x86_64 and arm64 are below 2^53.
-    if (address > BigInt(Number.MAX_SAFE_INTEGER)) throw new RangeError(`address 0x${address.toString(16)} is beyond 2^53`)
-    const handle = await open(`/proc/${pid}/mem`, 'r')
-    try {
-      const buffer = Buffer.alloc(length)
-      const { bytesRead } = await handle.read(buffer, 0, length, Number(address))
-      if (bytesRead !== length) throw new Error(`short read of /proc/${pid}/mem at 0x${address.toString(16)}: ${bytesRead} of ${length} bytes`)
-      return buffer
-    } finally {
-      await handle.close()
-    }
-  },
 }
 
 /** The PTY slave of one session. */
