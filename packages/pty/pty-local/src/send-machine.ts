@@ -15,24 +15,13 @@ import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
 /**
- * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
- *   counts as ready).
- * - `send`: writes the input steps, then waits.
- * - `signal`: signals the foreground group, then waits up to `handoffGraceMs` for readiness, so
- *   a program resetting its input after it (readline after SIGINT) does not swallow the next send.
+ * `startup` waits for the shell's first ready point (zero output never counts); `send` writes its
+ * steps, then waits; `signal` signals the foreground group, then waits up to `handoffGraceMs`, so
+ * a program resetting its input after it (readline after SIGINT) does not swallow the next send.
  */
 export type SendKind = 'startup' | 'send' | 'signal'
 
-/**
- * - `pending`: created, nothing asked yet;
- * - `baseline`: the /proc baseline is being taken (nothing written);
- * - `checking`: the session checks the input may be written (the canonical line limit; nothing written);
- * - `writing`: a write step is on its way into the kernel;
- * - `submitting`: a step was written and the next waits until the program consumed it;
- * - `signalling`: a signal watch sends its signal;
- * - `waiting`: everything is written; the readiness tiers run;
- * - `settled`: resolved or rejected; every event is ignored.
- */
+/** README, "Send lifecycle": `checking` asks whether the input may be written, `submitting` waits for a step's consumption. */
 export type SendPhase = 'pending' | 'baseline' | 'checking' | 'writing' | 'submitting' | 'signalling' | 'waiting' | 'settled'
 
 /** Timers a send owns; each is armed and cleared by effects, and all are cleared when it settles. */
