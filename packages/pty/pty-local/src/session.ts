@@ -19,7 +19,6 @@ import {
   type SendInput,
   type SendOperation,
   type ExposedPort,
-  type SendResult,
   type SessionStatus,
   type SignalResult,
 } from '@conch/pty'
@@ -223,13 +222,9 @@ export class LocalSession implements BackendSession {
     const send = new Send(this.host, { text: '', submit: false, signal }, 'startup')
     this.current = send
     send.begin()
-    let result: SendResult
-    try {
-      result = await send.done
-    } catch (error) {
-      if (signal.aborted) throw signal.reason
-      throw error
-    }
+    const result = await send.done.catch((error: unknown) => {
+      throw signal.aborted ? signal.reason : error
+    })
     if (signal.aborted) throw signal.reason
     if (result.waitReason === 'session_exit') {
       throw new PtyError('SPAWN_FAILED', { reason: `the shell ${describeExit(result.sessionStatus)} during startup: ${lastLines(result.viewport)}` })
