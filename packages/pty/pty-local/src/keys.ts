@@ -144,20 +144,11 @@ export function parseKeys(entries: readonly KeyEntry[]): Key[] {
 }
 
 /** Modifier spellings of other programs and keyboards (`Ctrl-C`, `Ctrl+C`, `Alt+F`, `shift-tab`), as conch's prefixes. */
-const MODIFIER_WORDS: Record<string, 'C' | 'M' | 'S'> = {
-  c: 'C',
-  ctrl: 'C',
-  ctl: 'C',
-  control: 'C',
-  m: 'M',
-  meta: 'M',
-  a: 'M',
-  alt: 'M',
-  opt: 'M',
-  option: 'M',
-  s: 'S',
-  shift: 'S',
-}
+const MODIFIER_WORDS = new Map<string, 'C' | 'M' | 'S'>([
+  ...['c', 'ctrl', 'ctl', 'control'].map((word) => [word, 'C'] as const),
+  ...['m', 'meta', 'a', 'alt', 'opt', 'option'].map((word) => [word, 'M'] as const),
+  ...['s', 'shift'].map((word) => [word, 'S'] as const),
+])
 
 /**
  * The valid key name nearest to an unknown `entry` (one that parses), or undefined: other modifier
@@ -174,7 +165,7 @@ export function suggestKey(entry: string): string | undefined {
   }
   for (;;) {
     const match = /^([a-z]+)\s*[-+_ ]\s*(.+)$/isu.exec(rest)
-    const prefix = match === null ? undefined : MODIFIER_WORDS[match[1]!.toLowerCase()]
+    const prefix = match === null ? undefined : MODIFIER_WORDS.get(match[1]!.toLowerCase())
     if (prefix === undefined || prefixes.has(prefix)) break
     prefixes.add(prefix)
     rest = match![2]!
