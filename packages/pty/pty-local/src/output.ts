@@ -209,22 +209,21 @@ const A_EXECUTE = 2
 const A_IGNORE = 3
 const A_ESCAPE = 4
 const A_CSI_START = 5
-const A_OSC_START = 6
-const A_STRING_START = 7
-const A_INTERMEDIATE_START = 8
-const A_TRANSITION = 9
-const A_REPROCESS = 10
-const A_INTERMEDIATE = 11
-const A_CSI_PARAM = 12
-const A_CSI_SEPARATOR = 13
-const A_CSI_PREFIX = 14
-const A_CSI_INTERMEDIATE = 15
-const A_CSI_INVALID = 16
-const A_CSI_DISPATCH = 17
-const A_STRING_PUT = 18
-const A_STRING_END = 19
-const A_STRING_TERMINATED = 20
-const A_STRING_ABANDONED = 21
+const A_STRING_START = 6
+const A_INTERMEDIATE_START = 7
+const A_TRANSITION = 8
+const A_REPROCESS = 9
+const A_INTERMEDIATE = 10
+const A_CSI_PARAM = 11
+const A_CSI_SEPARATOR = 12
+const A_CSI_PREFIX = 13
+const A_CSI_INTERMEDIATE = 14
+const A_CSI_INVALID = 15
+const A_CSI_DISPATCH = 16
+const A_STRING_PUT = 17
+const A_STRING_END = 18
+const A_STRING_TERMINATED = 19
+const A_STRING_ABANDONED = 20
 
 /** states × classes → action | next state << 5 (`next` for A_TRANSITION), the DEC/xterm model. */
 const TRANSITIONS = (() => {
@@ -246,8 +245,8 @@ const TRANSITIONS = (() => {
   set(ESCAPE, [K_ESC, K_DEL], A_IGNORE)
   set(ESCAPE, [K_CAN_SUB], A_TRANSITION, GROUND)
   set(ESCAPE, [K_LEFT_BRACKET], A_CSI_START)
-  set(ESCAPE, [K_RIGHT_BRACKET], A_OSC_START)
-  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START)
+  set(ESCAPE, [K_RIGHT_BRACKET], A_STRING_START, OSC)
+  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START, IGNORED_STRING)
   set(ESCAPE, [K_INTERMEDIATE], A_INTERMEDIATE_START)
   set(ESCAPE, [K_DIGIT, K_SEPARATOR, K_PREFIX, K_BACKSLASH, K_FINAL], A_TRANSITION, GROUND)
 
@@ -877,15 +876,10 @@ export class OutputParser {
           state = CSI
           this.startCsi()
           break
-        case A_OSC_START:
-          i++
-          state = OSC
-          this.stringPayload = ''
-          this.sequenceBytes = 0
-          break
         case A_STRING_START:
+          // OSC, or DCS, SOS, PM, APC (the table's next state).
           i++
-          state = IGNORED_STRING
+          state = next
           this.stringPayload = ''
           this.sequenceBytes = 0
           break
