@@ -1005,15 +1005,12 @@ export class OutputParser {
           // BEL, ESC, CAN or SUB inside a string.
           i++
           const collect = state === OSC
-          if (c === BEL && !collect) {
-            // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
-            break
-          }
+          // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
+          if (c === BEL && !collect) break
           if (this.stringRaw !== undefined && c !== BEL) {
             // A body with a line break counts only when properly terminated: an ESC must be ST.
-            if (c === ESC) {
-              state = collect ? OSC_ESCAPE : STRING_ESCAPE
-            } else {
+            if (c === ESC) state = collect ? OSC_ESCAPE : STRING_ESCAPE
+            else {
               this.state = state
               this.abandonString()
               state = this.state

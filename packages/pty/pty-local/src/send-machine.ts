@@ -641,10 +641,8 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
         return
       }
       if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
-      if (s.write.promptMayBeStale) {
-        // Everything the shell printed before blocking is on its way: drain it, then look again.
-        return drain(s, out, { kind: 'prompt' })
-      }
+      // Everything the shell printed before blocking is on its way: drain it, then look again.
+      if (s.write.promptMayBeStale) return drain(s, out, { kind: 'prompt' })
       return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     }
     case 'drained': {
