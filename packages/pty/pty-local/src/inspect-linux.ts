@@ -251,14 +251,8 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (readerTask?.terminalFd !== undefined && running === undefined) {
     const fd = readerTask.terminalFd
     const path = await proc.readlink(`/proc/${readerTask.pid}/fd/${fd}`).catch(() => terminal.path)
-    const reader: TerminalReader = {
-      name: readerTask.name,
-      pid: readerTask.pid,
-      tid: readerTask.tid,
-      syscall: readerTask.syscall as ReadSyscall,
-      fd,
-      path,
-    }
+    const { name, pid, tid } = readerTask
+    const reader: TerminalReader = { name, pid, tid, syscall: readerTask.syscall as ReadSyscall, fd, path }
     const sources = [...(readerTask.sources ?? [])]
     for (const task of tasks) {
       if (task === readerTask || task.terminalFd !== undefined) continue

@@ -198,9 +198,9 @@ export class LocalSession implements BackendSession {
       this.disposers.push(() => model.dispose())
     }
     this.host = this.sendHost()
-    this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
-    this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
+      this.parser.onOsc((payload) => this.onOsc(payload)),
+      this.terminal.onData((chunk) => this.onData(chunk)),
       this.terminal.onExit(({ exitCode, signal }) => {
         // The wrapper's real wait status. While closing, a death by a signal (or a status above
         // 128, sh(1)'s way) is the teardown's: reported as its hangup, whoever took which signal.
