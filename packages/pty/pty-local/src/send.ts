@@ -453,12 +453,8 @@ export class Send {
   /** A probe and its CPU cost, ms. A `look` is skipped while the shell itself is busy in front. */
   private async probe(purpose: 'look' | 'confirm'): Promise<{ probe: ReadProbe | undefined; costMs: number }> {
     const before = process.cpuUsage()
-    let probe: ReadProbe | undefined
-    try {
-      probe = purpose === 'look' && (await this.shellBusy()) ? undefined : await this.host.inspector.probe()
-    } catch {
-      probe = undefined
-    }
+    const busy = purpose === 'look' && (await this.shellBusy().catch(() => true))
+    const probe = busy ? undefined : await this.host.inspector.probe().catch(() => undefined)
     // CPU time, not wall time: a loaded machine must not slow readiness down.
     const cpu = process.cpuUsage(before)
     return { probe, costMs: (cpu.user + cpu.system) / 1000 }
