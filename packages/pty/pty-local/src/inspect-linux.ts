@@ -651,20 +651,12 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
   let names: Promise<string[]> | undefined
   const allNames = () => (names ??= fdNames(context.proc, pid))
   for (const fd of fds) {
-    let target: string
-    try {
-      target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`)
-    } catch {
-      sources.push(`fd ${fd} (unreadable)`)
-      continue
-    }
-    if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
-    if (target.startsWith('pipe:[')) {
-      if (await selfPipe(context, pid, fd, target, allNames)) continue
-      sources.push(`pipe fd ${fd}`)
-      continue
-    }
-    if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
+    const target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
+    if (target === undefined) sources.push(`fd ${fd} (unreadable)`)
+    else if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
+    else if (target.startsWith('pipe:[')) {
+      if (!(await selfPipe(context, pid, fd, target, allNames))) sources.push(`pipe fd ${fd}`)
+    } else if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
     else if (target === 'anon_inode:inotify' || target === 'anon_inode:[inotify]') sources.push(`inotify fd ${fd}`)
     else if (target === 'anon_inode:[timerfd]') sources.push(`timer fd ${fd}`)
     else sources.push(`${target} fd ${fd}`)
