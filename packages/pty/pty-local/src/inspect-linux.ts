@@ -199,9 +199,6 @@ export class SelfPipes {
   }
 }
 
-/** Default of `ProbeOptions.maxTasks`. */
-export const DEFAULT_MAX_TASKS = 4096
-
 /**
  * Examines the terminal's foreground process group once.
  *
@@ -226,7 +223,7 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
   const context: TaskContext = { proc, terminal, table, maxPollFds, ...(options.selfPipes !== undefined && { selfPipes: options.selfPipes }) }
-  const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
+  const maxTasks = options.maxTasks ?? 4096
   const tidsOf = await Promise.all(members.map((member) => taskIds(proc, member.pid)))
   const taskCount = tidsOf.reduce((sum, tids) => sum + tids.length, 0)
   if (taskCount > maxTasks) {

@@ -16,9 +16,6 @@ const KEPT = /^\/proc\/(?:\d+\/(?:task\/\d+\/)?|thread-self\/)(?:stat|status|sys
 /** Files that may legitimately be empty (a task without children): an empty read is an answer there. */
 const MAY_BE_EMPTY = /\/children$/
 
-/** Default of `maxOpen`: enough for the probes of a few dozen sessions at once. */
-export const DEFAULT_MAX_OPEN = 256
-
 /** A read into the shared buffer this long may be cut short: the file is read whole instead. */
 const BUFFER_BYTES = 64 * 1024
 
@@ -33,7 +30,8 @@ export class ProcFileCache implements ProcReader {
   private readonly kept = new Map<string, Kept>()
   private readonly buffer = Buffer.allocUnsafe(BUFFER_BYTES)
 
-  constructor(private readonly maxOpen = DEFAULT_MAX_OPEN) {}
+  /** `maxOpen`: the default is enough for the probes of a few dozen sessions at once. */
+  constructor(private readonly maxOpen = 256) {}
 
   /** Descriptors held now (for tests and diagnostics). */
   get size(): number {
