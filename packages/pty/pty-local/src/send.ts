@@ -347,7 +347,7 @@ export class Send {
         void this.stoppedJob(effect.job).then((program) => resolve(program === undefined ? undefined : { signal, program }))
         return
       }
-      case 'reject': {
+      case 'reject':
         this.release()
         if (effect.handOn) host.settled(this, effect.keepAtPrompt && host.knownAtPrompt, this.buffer)
         else {
@@ -356,7 +356,6 @@ export class Send {
         }
         this.reject(effect.error)
         return
-      }
       default:
         return unreachable(effect, 'send effect')
     }
