@@ -4,6 +4,7 @@
  */
 import { constants } from 'node:os'
 import { STOP_SIGNALS, within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult, type StopSignal } from '@conch/pty'
+import type { Config } from './config.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
 import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
@@ -17,14 +18,10 @@ export type { SendKind } from './send-machine.ts'
 export interface SendHost {
   /** pid of the wrapper (the node-pty child). */
   readonly pid: number
-  readonly limits: {
-    timeoutMs: number
-    idleSilenceMs: number
-    handoffGraceMs: number
-    pollIntervalMs: number
-    exactProbeAfterMs: number
-    submitWaitMs: number
-  }
+  readonly limits: Pick<
+    Config,
+    'timeoutMs' | 'idleSilenceMs' | 'handoffGraceMs' | 'pollIntervalMs' | 'exactProbeAfterMs' | 'submitWaitMs'
+  >
   readonly inspector: TerminalInspector
   /** The shell's process group, learned at startup. */
   shellPgid: number | undefined
