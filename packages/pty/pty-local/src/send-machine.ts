@@ -277,9 +277,7 @@ export function initialState(spec: SendSpec): SendState {
 /** Moves `s` to another phase, with that phase's data (and none of the one it leaves). */
 function become<P extends PhaseState>(s: SendState, next: P): Shared & P {
   const data = s as Partial<Record<'write' | 'steps' | 'wait', unknown>>
-  if (!('steps' in next)) delete data.steps
-  if (!('wait' in next)) delete data.wait
-  if (!('write' in next)) delete data.write
+  for (const key of ['steps', 'wait', 'write'] as const) if (!(key in next)) delete data[key]
   return Object.assign(s, next)
 }
 
