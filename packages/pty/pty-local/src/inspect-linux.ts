@@ -389,9 +389,7 @@ export async function stoppedJobs(proc: ProcFs, shell: number): Promise<StoppedG
   if (all === undefined || !Number.isFinite(nowTicks)) return undefined
   const own = all.find((stat) => stat.pid === shell)?.pgrp ?? shell
   const groups = new Map<number, ProcStat[]>()
-  for (const stat of all) {
-    if (stat.pgrp !== own) groups.set(stat.pgrp, [...(groups.get(stat.pgrp) ?? []), stat])
-  }
+  for (const stat of all) if (stat.pgrp !== own) groups.set(stat.pgrp, [...(groups.get(stat.pgrp) ?? []), stat])
   const jobs: StoppedGroup[] = []
   for (const [pgid, members] of groups) {
     if (!members.every((member) => member.state === 'T')) continue
