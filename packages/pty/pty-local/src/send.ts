@@ -285,10 +285,7 @@ export class Send {
         const timer = effect.timer
         const armed = this.timers.get(timer)
         // The same duration (the silence timer, on every chunk): restarted in place.
-        if (armed !== undefined && armed.ms === effect.ms) {
-          armed.handle.refresh()
-          return
-        }
+        if (armed !== undefined && armed.ms === effect.ms) return void armed.handle.refresh()
         if (armed !== undefined) clearTimeout(armed.handle)
         const handle = setTimeout(() => {
           this.timers.delete(timer)

@@ -707,10 +707,7 @@ export class LocalSession implements BackendSession {
   }
 
   private onOsc(payload: string): void {
-    if (payload === this.sync?.payload) {
-      this.sync.arrived()
-      return
-    }
+    if (payload === this.sync?.payload) return this.sync.arrived()
     const marker: Marker | undefined = this.prompt.parse(payload)
     if (marker === undefined) return
     if (marker.kind === 'prompt') {
