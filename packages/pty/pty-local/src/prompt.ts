@@ -112,8 +112,7 @@ export function createControlledPrompt(): ControlledPrompt {
       const [kind, status, ...rest] = payload.slice(head.length).split(';')
       const code = Number(status)
       if (rest.length || !Number.isSafeInteger(code)) return undefined
-      if (kind === 'prompt' || kind === 'exit') return { kind, status: code }
-      return undefined
+      return kind === 'prompt' || kind === 'exit' ? { kind, status: code } : undefined
     },
   }
 }
