@@ -29,6 +29,8 @@ interface Kept {
 export class ProcFileCache implements ProcReader {
   private readonly kept = new Map<string, Kept>()
   private readonly buffer = Buffer.allocUnsafe(BUFFER_BYTES)
+  readonly readdir = nodeProcFs.readdir
+  readonly readlink = nodeProcFs.readlink
 
   /** `maxOpen`: the default is enough for the probes of a few dozen sessions at once. */
   constructor(private readonly maxOpen = 256) {}
@@ -40,14 +42,6 @@ export class ProcFileCache implements ProcReader {
 
   async readFile(path: string): Promise<string> {
     return this.readText(path)
-  }
-
-  readdir(path: string): Promise<string[]> {
-    return nodeProcFs.readdir(path)
-  }
-
-  readlink(path: string): Promise<string> {
-    return nodeProcFs.readlink(path)
   }
 
   async stat(path: string): Promise<{ dev: number; rdev: number }> {
