@@ -9,7 +9,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, tagSupervisor, terminateTree, type ProcessTable, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, tagSupervisor, terminateTree, treeOf, type ProcessTable, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -271,19 +271,7 @@ function resolveCwd(cwd: string | undefined, workspaceRoot: string): string {
  * `rootPid` and the shell's ancestors below it (bubblewrap), or for a relayed shell all below it.
  */
 async function launchersOf(table: ProcessTable, rootPid: number, shell: { relayed: boolean; pid: number | undefined }): Promise<Set<number>> {
-  const launchers = new Set([rootPid])
-  if (shell.relayed) {
-    const all = await table.snapshot()
-    for (let added = true; added; ) {
-      added = false
-      for (const entry of all) {
-        if (launchers.has(entry.pid) || !launchers.has(entry.ppid)) continue
-        launchers.add(entry.pid)
-        added = true
-      }
-    }
-    return launchers
-  }
+  if (shell.relayed) return new Set([rootPid, ...treeOf(await table.snapshot(), rootPid, { includeRoot: false }).map((entry) => entry.pid)])
   const chain: number[] = []
   for (let pid = shell.pid === undefined ? undefined : (await table.get(shell.pid))?.ppid; pid !== undefined && pid > 1 && chain.length < 64; ) {
     if (pid === rootPid) return new Set([rootPid, ...chain])
@@ -291,5 +279,5 @@ async function launchersOf(table: ProcessTable, rootPid: number, shell: { relaye
     pid = (await table.get(pid))?.ppid
   }
   // The shell is not seen below the root: only the root is known to be conch's.
-  return launchers
+  return new Set([rootPid])
 }

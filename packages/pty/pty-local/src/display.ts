@@ -116,8 +116,9 @@ export class TerminalDisplay {
   /** The current screen, rendered: the attached one, else one built from the newest retained lines. */
   screenText(): string {
     if (this.screen !== undefined) return this.bounded(renderScreen(this.screen.snapshot(this.redactor))).text
-    const screen = this.seededScreen()
+    const screen = new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
     try {
+      this.seed(screen)
       return this.bounded(renderScreen(screen.snapshot(this.redactor))).text
     } finally {
       screen.dispose()
@@ -181,13 +182,6 @@ export class TerminalDisplay {
     this.parser.detachScreen()
     this.spare = this.screen
     this.screen = undefined
-  }
-
-  /** A new screen holding what the lines show now (for a screen read while none is attached). */
-  private seededScreen(): ScreenModel {
-    const screen = new ScreenModel({ rows: this.state.rows, cols: this.state.cols })
-    this.seed(screen)
-    return screen
   }
 
   /** Writes the newest retained and open lines to `screen`, the cursor where the line model has it. */

@@ -27,9 +27,7 @@ export interface ShellEnvironmentOptions {
  */
 export function shellEnvironment(options: ShellEnvironmentOptions): Record<string, string> {
   const env = scrubbedEnv(options.parent, { trusted: options.trusted, allow: options.allow ?? [] })
-  env.PAGER = 'cat'
-  env.GIT_PAGER = 'cat'
-  env.MANPAGER = 'cat'
+  Object.assign(env, { PAGER: 'cat', GIT_PAGER: 'cat', MANPAGER: 'cat' })
   if (!env.LC_ALL && !env.LC_CTYPE && !env.LANG) env.LANG = 'C.UTF-8'
   env.TERM = 'xterm-256color'
   env.HISTFILE = ''

@@ -3,9 +3,7 @@
  * reading this terminal?", answered from /proc (proc(5)); the rule is in the README
  * ("Readiness", /proc). Anything that cannot be read is a miss for that task, never a positive.
  */
-import { statSync } from 'node:fs'
-import { open } from 'node:fs/promises'
-import { nodeProcFs, parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
+import { parseProcStat, type ProcFs, type ProcStat } from '@conch/subprocess'
 import { parseSyscallFile, type ReadSyscall, readSyscallTable, type SyscallState } from './syscalls.ts'
 import { unreachable } from '@conch/session'
 
@@ -21,29 +19,6 @@ export interface ProcReader extends ProcFs {
    * ptrace access to the process). Rejects when unreadable or short.
    */
   readMemory(pid: number, address: bigint, length: number): Promise<Buffer>
-}
-
-/** The real /proc; process memory is read asynchronously, since it takes the target's mmap lock. */
-export const nodeProcReader: ProcReader = {
-  ...nodeProcFs,
-  async stat(path) {
-    const { dev, rdev } = statSync(path)
-    return { dev, rdev }
-  },
-  async readMemory(pid, address, length) {
-    // FileHandle.read with a bigint position fails with EIO on Node 20 (measured here) while a
-    // number works; user-space addresses on x86_64 and arm64 are below 2^53.
-    if (address > BigInt(Number.MAX_SAFE_INTEGER)) throw new RangeError(`address 0x${address.toString(16)} is beyond 2^53`)
-    const handle = await open(`/proc/${pid}/mem`, 'r')
-    try {
-      const buffer = Buffer.alloc(length)
-      const { bytesRead } = await handle.read(buffer, 0, length, Number(address))
-      if (bytesRead !== length) throw new Error(`short read of /proc/${pid}/mem at 0x${address.toString(16)}: ${bytesRead} of ${length} bytes`)
-      return buffer
-    } finally {
-      await handle.close()
-    }
-  },
 }
 
 /** The PTY slave of one session. */
@@ -224,9 +199,6 @@ export class SelfPipes {
   }
 }
 
-/** Default of `ProbeOptions.maxTasks`. */
-export const DEFAULT_MAX_TASKS = 4096
-
 /**
  * Examines the terminal's foreground process group once.
  *
@@ -251,14 +223,14 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (members.length === 0) return unknown(tpgid, `foreground process group ${tpgid} has no processes`)
 
   const context: TaskContext = { proc, terminal, table, maxPollFds, ...(options.selfPipes !== undefined && { selfPipes: options.selfPipes }) }
-  const maxTasks = options.maxTasks ?? DEFAULT_MAX_TASKS
+  const maxTasks = options.maxTasks ?? 4096
   const tidsOf = await Promise.all(members.map((member) => taskIds(proc, member.pid)))
   const taskCount = tidsOf.reduce((sum, tids) => sum + tids.length, 0)
   if (taskCount > maxTasks) {
     // A verdict needs every task (one running task vetoes), and a partial look proves nothing.
     return unknown(tpgid, `foreground process group ${tpgid} has ${taskCount} tasks, more than the ${maxTasks} one probe examines`)
   }
-  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid, true)))))
+  const perMember = await Promise.all(members.map((member, index) => Promise.all(tidsOf[index]!.map((tid) => examineTask(context, member, tid)))))
   const tasks = perMember.flat().sort((a, b) => a.pid - b.pid || a.tid - b.tid)
   if (terminal.relayed === true) {
     await Promise.all(
@@ -276,14 +248,8 @@ export async function probeTerminalReader(options: ProbeOptions): Promise<ReadPr
   if (readerTask?.terminalFd !== undefined && running === undefined) {
     const fd = readerTask.terminalFd
     const path = await proc.readlink(`/proc/${readerTask.pid}/fd/${fd}`).catch(() => terminal.path)
-    const reader: TerminalReader = {
-      name: readerTask.name,
-      pid: readerTask.pid,
-      tid: readerTask.tid,
-      syscall: readerTask.syscall as ReadSyscall,
-      fd,
-      path,
-    }
+    const { name, pid, tid } = readerTask
+    const reader: TerminalReader = { name, pid, tid, syscall: readerTask.syscall as ReadSyscall, fd, path }
     const sources = [...(readerTask.sources ?? [])]
     for (const task of tasks) {
       if (task === readerTask || task.terminalFd !== undefined) continue
@@ -313,7 +279,7 @@ export async function mainTaskReadsTerminal(options: { proc: ProcReader; termina
   if (table === undefined) return undefined
   const member = await readStat(proc, `/proc/${pid}/stat`)
   if (member === undefined) return undefined
-  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true, true)
+  const task = await examineTask({ proc, terminal, table, maxPollFds: 4096 }, member, pid, true)
   if (task.syscall === 'unreadable') return undefined
   return task.state === 'S' && task.terminalFd !== undefined
 }
@@ -423,9 +389,7 @@ export async function stoppedJobs(proc: ProcFs, shell: number): Promise<StoppedG
   if (all === undefined || !Number.isFinite(nowTicks)) return undefined
   const own = all.find((stat) => stat.pid === shell)?.pgrp ?? shell
   const groups = new Map<number, ProcStat[]>()
-  for (const stat of all) {
-    if (stat.pgrp !== own) groups.set(stat.pgrp, [...(groups.get(stat.pgrp) ?? []), stat])
-  }
+  for (const stat of all) if (stat.pgrp !== own) groups.set(stat.pgrp, [...(groups.get(stat.pgrp) ?? []), stat])
   const jobs: StoppedGroup[] = []
   for (const [pgid, members] of groups) {
     if (!members.every((member) => member.state === 'T')) continue
@@ -454,18 +418,12 @@ async function descendants(proc: ProcFs, root: number, keep: (stat: ProcStat) =>
     if (stat === undefined) continue // it exited while we walked
     if (keep(stat)) kept.push(stat)
     if (stat.threads > WALK_MAX_THREADS) return undefined
-    let tids: string[]
-    try {
-      tids = await proc.readdir(`/proc/${pid}/task`)
-    } catch {
-      continue
-    }
-    for (const tid of tids) {
+    for (const tid of await taskIds(proc, pid)) {
       let children: string
       try {
         children = await proc.readFile(`/proc/${pid}/task/${tid}/children`)
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === String(pid) && pid === root) return undefined
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT' && tid === pid && pid === root) return undefined
         continue
       }
       for (const child of children.split(/\s+/)) if (/^\d+$/.test(child)) queue.push(Number(child))
@@ -480,15 +438,15 @@ function taskIds(proc: ProcFs, pid: number): Promise<number[]> {
 }
 
 /**
- * One task of `member`. `memberFresh`: its main task's state is `member`'s. `readOnly`: only
- * whether it reads the terminal (`mainTaskReadsTerminal`).
+ * One task of `member`, whose stat was just read (its main task's state is `member`'s).
+ * `readOnly`: only whether it reads the terminal (`mainTaskReadsTerminal`).
  */
-async function examineTask(context: TaskContext, member: ProcStat, tid: number, memberFresh = false, readOnly = false): Promise<TaskObservation> {
+async function examineTask(context: TaskContext, member: ProcStat, tid: number, readOnly = false): Promise<TaskObservation> {
   const { proc } = context
   const base = `/proc/${member.pid}/task/${tid}`
   // Only what the verdict needs, for programs with many threads: the syscall always; the state
   // and switches only in a read-class syscall.
-  const reused = memberFresh && tid === member.pid
+  const reused = tid === member.pid
   const observation: TaskObservation = {
     pid: member.pid,
     tid,
@@ -688,20 +646,12 @@ async function wakeFds(context: TaskContext, pid: number, fds: readonly number[]
   let names: Promise<string[]> | undefined
   const allNames = () => (names ??= fdNames(context.proc, pid))
   for (const fd of fds) {
-    let target: string
-    try {
-      target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`)
-    } catch {
-      sources.push(`fd ${fd} (unreadable)`)
-      continue
-    }
-    if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
-    if (target.startsWith('pipe:[')) {
-      if (await selfPipe(context, pid, fd, target, allNames)) continue
-      sources.push(`pipe fd ${fd}`)
-      continue
-    }
-    if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
+    const target = await context.proc.readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
+    if (target === undefined) sources.push(`fd ${fd} (unreadable)`)
+    else if (target === 'anon_inode:[eventfd]' || target === 'anon_inode:[signalfd]') continue
+    else if (target.startsWith('pipe:[')) {
+      if (!(await selfPipe(context, pid, fd, target, allNames))) sources.push(`pipe fd ${fd}`)
+    } else if (target.startsWith('socket:[')) sources.push(`socket fd ${fd}`)
     else if (target === 'anon_inode:inotify' || target === 'anon_inode:[inotify]') sources.push(`inotify fd ${fd}`)
     else if (target === 'anon_inode:[timerfd]') sources.push(`timer fd ${fd}`)
     else sources.push(`${target} fd ${fd}`)

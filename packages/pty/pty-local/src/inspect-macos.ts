@@ -36,8 +36,7 @@ export async function readForegroundGroupMacos(options: MacosInspectOptions & { 
 
 /** The members of process group `pgid` from one listing, ordered by pid (zombies excluded). */
 export async function listProcessGroupMacos(options: MacosInspectOptions & { pgid: number }): Promise<ProcessEntry[]> {
-  const table = options.table ?? macosProcessTable()
-  const rows = await table.snapshot()
+  const rows = await (options.table ?? macosProcessTable()).snapshot()
   return rows.filter((row) => row.pgid === options.pgid && row.state !== 'Z').sort((a, b) => a.pid - b.pid)
 }
 

@@ -21,53 +21,61 @@ export type Key =
   | { kind: 'char'; char: string; ctrl: boolean; meta: boolean }
   | { kind: 'named'; name: NamedKey; ctrl: boolean; meta: boolean; shift: boolean }
 
-type NamedKey = (typeof NAMED_KEYS)[number]
+/** Keys that are one C0 character (or space) in every mode; Meta puts ESC before them. */
+const PLAIN_BYTES = { Enter: '\r', Tab: '\t', Escape: '\x1b', Backspace: '\x7f', Space: ' ' } as const
+/** Cursor keys: final byte, after `CSI` or (DECCKM) `SS3`. */
+const CURSOR_FINALS = { Up: 'A', Down: 'B', Right: 'C', Left: 'D', Home: 'H', End: 'F' } as const
+/** Editing and F5–F12 keys: the number of `CSI n ~`. */
+const TILDE_NUMBERS = {
+  Insert: 2,
+  Delete: 3,
+  PageUp: 5,
+  PageDown: 6,
+  F5: 15,
+  F6: 17,
+  F7: 18,
+  F8: 19,
+  F9: 20,
+  F10: 21,
+  F11: 23,
+  F12: 24,
+} as const
+/** F1–F4: final byte after `SS3` (or `CSI 1 ; m` with modifiers). */
+const PF_FINALS = { F1: 'P', F2: 'Q', F3: 'R', F4: 'S' } as const
+/** Keypad keys: [numeric-mode character, application-mode final after SS3]. */
+const KEYPAD_BYTES = {
+  KP0: ['0', 'p'],
+  KP1: ['1', 'q'],
+  KP2: ['2', 'r'],
+  KP3: ['3', 's'],
+  KP4: ['4', 't'],
+  KP5: ['5', 'u'],
+  KP6: ['6', 'v'],
+  KP7: ['7', 'w'],
+  KP8: ['8', 'x'],
+  KP9: ['9', 'y'],
+  KPEnter: ['\r', 'M'],
+  KPPlus: ['+', 'k'],
+  KPMinus: ['-', 'm'],
+  KPMultiply: ['*', 'j'],
+  KPDivide: ['/', 'o'],
+  KPDecimal: ['.', 'n'],
+} as const
 
-const NAMED_KEYS = [
-  'Enter',
-  'Tab',
-  'Escape',
-  'Backspace',
-  'Space',
-  'Insert',
-  'Delete',
-  'Up',
-  'Down',
-  'Left',
-  'Right',
-  'Home',
-  'End',
-  'PageUp',
-  'PageDown',
-  'F1',
-  'F2',
-  'F3',
-  'F4',
-  'F5',
-  'F6',
-  'F7',
-  'F8',
-  'F9',
-  'F10',
-  'F11',
-  'F12',
-  'KP0',
-  'KP1',
-  'KP2',
-  'KP3',
-  'KP4',
-  'KP5',
-  'KP6',
-  'KP7',
-  'KP8',
-  'KP9',
-  'KPEnter',
-  'KPPlus',
-  'KPMinus',
-  'KPMultiply',
-  'KPDivide',
-  'KPDecimal',
-] as const
+/** A key with a name: a key of one of the encoding tables. */
+type NamedKey =
+  | keyof typeof PLAIN_BYTES
+  | keyof typeof CURSOR_FINALS
+  | keyof typeof TILDE_NUMBERS
+  | keyof typeof PF_FINALS
+  | keyof typeof KEYPAD_BYTES
+
+const NAMED_KEYS = [PLAIN_BYTES, CURSOR_FINALS, TILDE_NUMBERS, PF_FINALS, KEYPAD_BYTES].flatMap(Object.keys) as NamedKey[]
+const PLAIN: Partial<Record<NamedKey, string>> = PLAIN_BYTES
+const CURSOR: Partial<Record<NamedKey, string>> = CURSOR_FINALS
+const TILDE: Partial<Record<NamedKey, number>> = TILDE_NUMBERS
+const PF: Partial<Record<NamedKey, string>> = PF_FINALS
+const KEYPAD: Partial<Record<NamedKey, readonly [string, string]>> = KEYPAD_BYTES
 
 /** Other spellings a model is likely to use. */
 const ALIASES: Record<string, NamedKey> = {
@@ -86,46 +94,6 @@ const BY_LOWER = new Map<string, NamedKey>([
   ...Object.entries(ALIASES),
 ])
 
-/** Cursor keys: final byte, after `CSI` or (DECCKM) `SS3`. */
-const CURSOR: Partial<Record<NamedKey, string>> = { Up: 'A', Down: 'B', Right: 'C', Left: 'D', Home: 'H', End: 'F' }
-/** Editing and F5–F12 keys: the number of `CSI n ~`. */
-const TILDE: Partial<Record<NamedKey, number>> = {
-  Insert: 2,
-  Delete: 3,
-  PageUp: 5,
-  PageDown: 6,
-  F5: 15,
-  F6: 17,
-  F7: 18,
-  F8: 19,
-  F9: 20,
-  F10: 21,
-  F11: 23,
-  F12: 24,
-}
-/** F1–F4: final byte after `SS3` (or `CSI 1 ; m` with modifiers). */
-const PF: Partial<Record<NamedKey, string>> = { F1: 'P', F2: 'Q', F3: 'R', F4: 'S' }
-/** Keypad keys: [numeric-mode character, application-mode final after SS3]. */
-const KEYPAD: Partial<Record<NamedKey, [string, string]>> = {
-  KP0: ['0', 'p'],
-  KP1: ['1', 'q'],
-  KP2: ['2', 'r'],
-  KP3: ['3', 's'],
-  KP4: ['4', 't'],
-  KP5: ['5', 'u'],
-  KP6: ['6', 'v'],
-  KP7: ['7', 'w'],
-  KP8: ['8', 'x'],
-  KP9: ['9', 'y'],
-  KPEnter: ['\r', 'M'],
-  KPPlus: ['+', 'k'],
-  KPMinus: ['-', 'm'],
-  KPMultiply: ['*', 'j'],
-  KPDivide: ['/', 'o'],
-  KPDecimal: ['.', 'n'],
-}
-/** Keys that are one C0 character (or space) in every mode; Meta puts ESC before them. */
-const PLAIN: Partial<Record<NamedKey, string>> = { Enter: '\r', Tab: '\t', Escape: '\x1b', Backspace: '\x7f', Space: ' ' }
 /** Ctrl with a character other than a letter (the VT100's table). */
 const CTRL_SYMBOLS: Record<string, string> = { '@': '\x00', ' ': '\x00', '[': '\x1b', '\\': '\x1c', ']': '\x1d', '^': '\x1e', _: '\x1f', '?': '\x7f' }
 
@@ -176,20 +144,11 @@ export function parseKeys(entries: readonly KeyEntry[]): Key[] {
 }
 
 /** Modifier spellings of other programs and keyboards (`Ctrl-C`, `Ctrl+C`, `Alt+F`, `shift-tab`), as conch's prefixes. */
-const MODIFIER_WORDS: Record<string, 'C' | 'M' | 'S'> = {
-  c: 'C',
-  ctrl: 'C',
-  ctl: 'C',
-  control: 'C',
-  m: 'M',
-  meta: 'M',
-  a: 'M',
-  alt: 'M',
-  opt: 'M',
-  option: 'M',
-  s: 'S',
-  shift: 'S',
-}
+const MODIFIER_WORDS = new Map<string, 'C' | 'M' | 'S'>([
+  ...['c', 'ctrl', 'ctl', 'control'].map((word) => [word, 'C'] as const),
+  ...['m', 'meta', 'a', 'alt', 'opt', 'option'].map((word) => [word, 'M'] as const),
+  ...['s', 'shift'].map((word) => [word, 'S'] as const),
+])
 
 /**
  * The valid key name nearest to an unknown `entry` (one that parses), or undefined: other modifier
@@ -206,7 +165,7 @@ export function suggestKey(entry: string): string | undefined {
   }
   for (;;) {
     const match = /^([a-z]+)\s*[-+_ ]\s*(.+)$/isu.exec(rest)
-    const prefix = match === null ? undefined : MODIFIER_WORDS[match[1]!.toLowerCase()]
+    const prefix = match === null ? undefined : MODIFIER_WORDS.get(match[1]!.toLowerCase())
     if (prefix === undefined || prefixes.has(prefix)) break
     prefixes.add(prefix)
     rest = match![2]!
@@ -241,27 +200,20 @@ function suggestBase(rest: string, ctrl: boolean): string | undefined {
 /** One key name, or undefined when it names no key. */
 export function parseKey(entry: string): Key | undefined {
   if ([...entry].length === 1) return isTypable(entry) ? { kind: 'char', char: entry, ctrl: false, meta: false } : undefined
-  let ctrl = false
-  let meta = false
-  let shift = false
+  const prefixes = new Set<string>()
   let rest = entry
   // Prefixes, each at most once: `C-`, `M-` (also `A-`, Alt), `S-`. The base after them is at least one character.
   for (;;) {
     const match = /^([CMAS])-(.+)$/su.exec(rest)
     if (match === null) break
-    const prefix = match[1]!.toUpperCase()
-    if (prefix === 'C') {
-      if (ctrl) return undefined
-      ctrl = true
-    } else if (prefix === 'S') {
-      if (shift) return undefined
-      shift = true
-    } else {
-      if (meta) return undefined
-      meta = true
-    }
+    const prefix = match[1] === 'A' ? 'M' : match[1]!
+    if (prefixes.has(prefix)) return undefined
+    prefixes.add(prefix)
     rest = match[2]!
   }
+  const ctrl = prefixes.has('C')
+  const meta = prefixes.has('M')
+  const shift = prefixes.has('S')
   if ([...rest].length === 1 && (ctrl || meta || shift)) {
     if (shift || !isTypable(rest)) return undefined
     if (ctrl && ctrlChar(rest) === undefined) return undefined

@@ -59,9 +59,7 @@ export class LineStore {
 
   /** The kept lines, oldest first. */
   all(): string[] {
-    const lines = new Array<string>(this.count)
-    for (let index = 0; index < this.count; index++) lines[index] = this.text(index)
-    return lines
+    return Array.from({ length: this.count }, (_, index) => this.text(index))
   }
 
   /** Drops the oldest line. */

@@ -162,28 +162,18 @@ export class LineModel {
   }
 
   private overwrite(text: string): void {
-    if (!this.wide) {
-      const line = this.text
-      const cursor = this.cursor
-      this.text = line.slice(0, cursor) + text + line.slice(cursor + text.length)
-      this.cursor = cursor + text.length
-      this.revision++
-      return
-    }
     if (this.inside > 0) this.splitInside()
     const line = this.text
     const cursor = this.cursor
-    const cols = this.cols
-    const from = advance(line, 0, cursor, 0, cols)
-    const to = advance(text, 0, text.length, from, cols)
-    // Every character that starts before the new text's end goes; cells of it past that end stay blank.
-    const place = this.locate(to)
-    let end = place.index
+    let end = cursor + text.length
     let blanks = 0
-    if (place.index < line.length && place.start < to) {
-      end = place.next
-      // Not at the end of the text, where blank cells are not represented.
-      if (end < line.length) blanks = advance(line, place.index, place.next, place.before, cols) - to
+    if (this.wide) {
+      const to = advance(text, 0, text.length, this.cursorCells(), this.cols)
+      // Every character that starts before the new text's end goes; cells of it past that end stay
+      // blank, except at the end of the text, where blank cells are not represented.
+      const after = this.endBefore(to)
+      end = after.index
+      if (end < line.length) blanks = Math.max(0, after.cell - to)
     }
     this.text = line.slice(0, cursor) + text + ' '.repeat(blanks) + line.slice(end)
     this.cursor = cursor + text.length
@@ -429,26 +419,21 @@ export class LineModel {
   private blank(from: number, to: number): void {
     if (from >= to) return
     const line = this.text
-    const cols = this.cols
-    const first = this.locate(from)
-    if (first.index >= line.length) return
-    let start = first.index
-    let startCell = first.before
     // A wide character the range starts on the right half of stays, as tmux keeps it.
-    if (first.start < from) {
-      start = first.next
-      startCell = advance(line, first.index, first.next, first.before, cols)
-    }
-    const last = this.locate(to)
-    let end = last.index
-    let endCell = last.before
-    if (last.index < line.length && last.start < to) {
-      end = last.next
-      endCell = advance(line, last.index, last.next, last.before, cols)
-    }
-    if (end <= start) return
-    this.text = end >= line.length ? line.slice(0, start) : line.slice(0, start) + ' '.repeat(endCell - startCell) + line.slice(end)
+    const start = this.endBefore(from)
+    if (start.index >= line.length) return
+    const end = this.endBefore(to)
+    if (end.index <= start.index) return
+    const blanks = end.index >= line.length ? '' : ' '.repeat(end.cell - start.cell) + line.slice(end.index)
+    this.text = line.slice(0, start.index) + blanks
     this.revision++
+  }
+
+  /** UTF-16 index and line cell just after the characters that start before line cell `cell` (one it cuts, whole). */
+  private endBefore(cell: number): { index: number; cell: number } {
+    const place = this.locate(cell)
+    if (place.index === this.text.length || place.start >= cell) return { index: place.index, cell: place.before }
+    return { index: place.next, cell: advance(this.text, place.index, place.next, place.before, this.cols) }
   }
 
   /** Cuts the line at UTF-16 index `at` (never inside a surrogate pair, never empty); returns the head. */

@@ -209,22 +209,21 @@ const A_EXECUTE = 2
 const A_IGNORE = 3
 const A_ESCAPE = 4
 const A_CSI_START = 5
-const A_OSC_START = 6
-const A_STRING_START = 7
-const A_INTERMEDIATE_START = 8
-const A_TRANSITION = 9
-const A_REPROCESS = 10
-const A_INTERMEDIATE = 11
-const A_CSI_PARAM = 12
-const A_CSI_SEPARATOR = 13
-const A_CSI_PREFIX = 14
-const A_CSI_INTERMEDIATE = 15
-const A_CSI_INVALID = 16
-const A_CSI_DISPATCH = 17
-const A_STRING_PUT = 18
-const A_STRING_END = 19
-const A_STRING_TERMINATED = 20
-const A_STRING_ABANDONED = 21
+const A_STRING_START = 6
+const A_INTERMEDIATE_START = 7
+const A_TRANSITION = 8
+const A_REPROCESS = 9
+const A_INTERMEDIATE = 10
+const A_CSI_PARAM = 11
+const A_CSI_SEPARATOR = 12
+const A_CSI_PREFIX = 13
+const A_CSI_INTERMEDIATE = 14
+const A_CSI_INVALID = 15
+const A_CSI_DISPATCH = 16
+const A_STRING_PUT = 17
+const A_STRING_END = 18
+const A_STRING_TERMINATED = 19
+const A_STRING_ABANDONED = 20
 
 /** states × classes → action | next state << 5 (`next` for A_TRANSITION), the DEC/xterm model. */
 const TRANSITIONS = (() => {
@@ -246,8 +245,8 @@ const TRANSITIONS = (() => {
   set(ESCAPE, [K_ESC, K_DEL], A_IGNORE)
   set(ESCAPE, [K_CAN_SUB], A_TRANSITION, GROUND)
   set(ESCAPE, [K_LEFT_BRACKET], A_CSI_START)
-  set(ESCAPE, [K_RIGHT_BRACKET], A_OSC_START)
-  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START)
+  set(ESCAPE, [K_RIGHT_BRACKET], A_STRING_START, OSC)
+  set(ESCAPE, [K_STRING_INTRODUCER], A_STRING_START, IGNORED_STRING)
   set(ESCAPE, [K_INTERMEDIATE], A_INTERMEDIATE_START)
   set(ESCAPE, [K_DIGIT, K_SEPARATOR, K_PREFIX, K_BACKSLASH, K_FINAL], A_TRANSITION, GROUND)
 
@@ -370,35 +369,20 @@ class Listeners<L> {
 }
 
 /**
- * Streaming normaliser of terminal output.
+ * Streaming normaliser of terminal output (README, "Output").
  *
  * Removed: CSI, OSC, DCS, SOS, PM and APC sequences, other escape sequences, C0 controls other
  * than LF, CR, BS and TAB, DEL, and C1 controls (U+0080–U+009F, not interpreted). Invalid UTF-8
  * becomes U+FFFD; a sequence split across chunks is decoded whole.
  *
- * Line model (what a person would see, without emulating a screen):
- * - LF commits the current line (whatever the cursor column) and starts an empty one, so CR LF,
- *   CR CR LF and a CR at a chunk end followed by LF in the next chunk are one line break.
- * - CR moves to column 0 of the cursor's row; later text overwrites, so `10%\r20%\r100%\n`
- *   commits `100%`. A line feed on a row the current line goes on from (it wraps at `cols`)
- *   commits the rows down to the cursor's and keeps the rest (`LineModel.splitBelowCursor`).
- * - BS moves one cell left; TAB is kept as a tab character.
- * - CSI K (EL, ECMA-48 §8.3.41) on the cursor's row: 0 erases to its end, 1 blanks it up to
- *   and including the cursor, 2 blanks the whole row.
- * - Two line-local extensions, because readline-style editors (the Node REPL) redraw with them:
- *   CSI G (CHA, §8.3.9) moves to a column of the current line, and CSI J (ED, §8.3.39) with
- *   parameter 0 erases to the end of the current line and blanks the lines below it that a
- *   cursor moved up from (`linesBelow`; CUU and RI are `cursorUp` below).
- * - Every other cursor movement, scrolling and screen erase is dropped from the line model; what
- *   needs a real screen is reported (`onScreen`) and an attached screen kept in step, whose
- *   alternate-screen text is not part of the lines. Modes and queries: `privateModes`,
- *   `ansiModes`, `onQuery`.
- * - A character takes the cells a terminal gives it (`cellWidth`: 2 for wide ones, 0 for marks);
- *   rows at `cols` only decide where CR, EL, CHA, CUF, CUB, a line feed and a cursor move up act.
+ * The current line (`LineModel`, line.ts) honours LF, CR, BS, EL (ECMA-48 §8.3.41), CHA (§8.3.9),
+ * CUF, CUB and ED 0 (§8.3.39, also blanking the lines below that a cursor moved up from:
+ * `linesBelow`); CUU and RI reopen lines above (`cursorUp`). What needs a real screen is reported
+ * (`onScreen`) and an attached screen kept in step, whose alternate-screen text is not part of the
+ * lines. Modes and queries: `privateModes`, `ansiModes`, `onQuery`.
  *
- * An unterminated string would hide everything after it: it is abandoned past `maxStringBytes` or
- * `stringTimeoutMs`, and a body holding a CR or LF counts only when terminated (README,
- * "Unterminated control strings").
+ * An unterminated string is abandoned past `maxStringBytes` or `stringTimeoutMs`, and a body
+ * holding a CR or LF counts only when terminated (README, "Unterminated control strings").
  *
  * Listeners run synchronously inside `feed()` at their position in the stream, and must not call
  * `feed()`/`flush()`. A throwing listener does not stop the parse; `feed()` rethrows the first error.
@@ -892,15 +876,10 @@ export class OutputParser {
           state = CSI
           this.startCsi()
           break
-        case A_OSC_START:
-          i++
-          state = OSC
-          this.stringPayload = ''
-          this.sequenceBytes = 0
-          break
         case A_STRING_START:
+          // OSC, or DCS, SOS, PM, APC (the table's next state).
           i++
-          state = IGNORED_STRING
+          state = next
           this.stringPayload = ''
           this.sequenceBytes = 0
           break
@@ -1026,15 +1005,12 @@ export class OutputParser {
           // BEL, ESC, CAN or SUB inside a string.
           i++
           const collect = state === OSC
-          if (c === BEL && !collect) {
-            // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
-            break
-          }
+          // BEL terminates only OSC (an xterm convention); inside DCS/SOS/PM/APC it is ignored.
+          if (c === BEL && !collect) break
           if (this.stringRaw !== undefined && c !== BEL) {
             // A body with a line break counts only when properly terminated: an ESC must be ST.
-            if (c === ESC) {
-              state = collect ? OSC_ESCAPE : STRING_ESCAPE
-            } else {
+            if (c === ESC) state = collect ? OSC_ESCAPE : STRING_ESCAPE
+            else {
               this.state = state
               this.abandonString()
               state = this.state

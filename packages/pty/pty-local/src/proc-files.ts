@@ -16,9 +16,6 @@ const KEPT = /^\/proc\/(?:\d+\/(?:task\/\d+\/)?|thread-self\/)(?:stat|status|sys
 /** Files that may legitimately be empty (a task without children): an empty read is an answer there. */
 const MAY_BE_EMPTY = /\/children$/
 
-/** Default of `maxOpen`: enough for the probes of a few dozen sessions at once. */
-export const DEFAULT_MAX_OPEN = 256
-
 /** A read into the shared buffer this long may be cut short: the file is read whole instead. */
 const BUFFER_BYTES = 64 * 1024
 
@@ -32,37 +29,24 @@ interface Kept {
 export class ProcFileCache implements ProcReader {
   private readonly kept = new Map<string, Kept>()
   private readonly buffer = Buffer.allocUnsafe(BUFFER_BYTES)
+  readonly readdir = nodeProcFs.readdir
+  readonly readlink = nodeProcFs.readlink
 
-  constructor(private readonly maxOpen = DEFAULT_MAX_OPEN) {}
+  /** `maxOpen`: the default is enough for the probes of a few dozen sessions at once. */
+  constructor(private readonly maxOpen = 256) {}
 
   /** Descriptors held now (for tests and diagnostics). */
   get size(): number {
     return this.kept.size
   }
 
-  readFile(path: string): Promise<string> {
-    try {
-      return Promise.resolve(this.readText(path))
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async readFile(path: string): Promise<string> {
+    return this.readText(path)
   }
 
-  readdir(path: string): Promise<string[]> {
-    return nodeProcFs.readdir(path)
-  }
-
-  readlink(path: string): Promise<string> {
-    return nodeProcFs.readlink(path)
-  }
-
-  stat(path: string): Promise<{ dev: number; rdev: number }> {
-    try {
-      const { dev, rdev } = statSync(path)
-      return Promise.resolve({ dev, rdev })
-    } catch (error) {
-      return Promise.reject(error)
-    }
+  async stat(path: string): Promise<{ dev: number; rdev: number }> {
+    const { dev, rdev } = statSync(path)
+    return { dev, rdev }
   }
 
   /**

@@ -3,10 +3,8 @@
  * hint checked with the kernel: README, "Readiness"), and that it exited with all output drained
  * (the wrapper: at the master's EOF Linux reports EIO while output may still be queued).
  *
- * The nonce reaches no process's environment or argv, which every process of the user (argv:
- * of any user) can read in /proc: conch writes it to a file in a private folder, the wrapper
- * reads it before anything else runs, and hands the shell its prompt command on descriptor 3,
- * which the shell reads and closes at its first prompt (README, "Readiness").
+ * The nonce reaches no environment or argv, which other processes can read in /proc: it goes
+ * through a private key file and descriptor 3 (`wrap`; README, "Readiness").
  */
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -114,8 +112,7 @@ export function createControlledPrompt(): ControlledPrompt {
       const [kind, status, ...rest] = payload.slice(head.length).split(';')
       const code = Number(status)
       if (rest.length || !Number.isSafeInteger(code)) return undefined
-      if (kind === 'prompt' || kind === 'exit') return { kind, status: code }
-      return undefined
+      return kind === 'prompt' || kind === 'exit' ? { kind, status: code } : undefined
     },
   }
 }

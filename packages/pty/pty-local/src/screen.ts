@@ -3,7 +3,7 @@
  * synchronously, so it is exact wherever a query or result reads it. `renderScreen` is the
  * format of `@conch/pty`'s screen-text.ts, without colours or attributes.
  */
-import type { IUnicodeVersionProvider, Terminal } from '@xterm/headless'
+import type { IBuffer, IUnicodeVersionProvider, Terminal } from '@xterm/headless'
 import { CURSOR_MARK, screenHeader, type ScreenHeader } from '@conch/pty'
 import { cellWidth } from './line.ts'
 import type { ScreenSink } from './output.ts'
@@ -98,15 +98,8 @@ export class ScreenModel implements ScreenSink {
    */
   rowsScrolledSince(since: number): { rows: string[]; lost: boolean } {
     const buffer = this.terminal.buffer.normal
-    const rows: string[] = []
     const from = Math.max(since, this.trimmed)
-    for (let y = from - this.trimmed; y < buffer.baseY; y++) {
-      const line = buffer.getLine(y)
-      const text = (line?.translateToString(true) ?? '').replace(/ +$/, '')
-      if (line?.isWrapped === true && rows.length > 0) rows[rows.length - 1] += text
-      else rows.push(text)
-    }
-    return { rows, lost: from > since }
+    return { rows: joinedRows(buffer, from - this.trimmed, buffer.baseY, true), lost: from > since }
   }
 
   get rows(): number {
@@ -170,14 +163,7 @@ export class ScreenModel implements ScreenSink {
   renderedRows(scrollback: boolean): string[] {
     const buffer = this.terminal.buffer.active
     const start = scrollback ? 0 : buffer.viewportY
-    const end = scrollback ? buffer.length : buffer.viewportY + this.terminal.rows
-    const rows: string[] = []
-    for (let y = start; y < end; y++) {
-      const line = buffer.getLine(y)
-      const text = line?.translateToString(true) ?? ''
-      if (line?.isWrapped === true && rows.length > 0) rows[rows.length - 1] += text
-      else rows.push(text)
-    }
+    const rows = joinedRows(buffer, start, scrollback ? buffer.length : buffer.viewportY + this.terminal.rows, false)
     while (rows.length > 0 && rows[rows.length - 1] === '') rows.pop()
     return rows
   }
@@ -185,6 +171,19 @@ export class ScreenModel implements ScreenSink {
   dispose(): void {
     this.terminal.dispose()
   }
+}
+
+/** Rows `[start, end)` of `buffer`, a wrapped row joined to the one before; `trim`: each row's written trailing spaces dropped too. */
+function joinedRows(buffer: IBuffer, start: number, end: number, trim: boolean): string[] {
+  const rows: string[] = []
+  for (let y = start; y < end; y++) {
+    const line = buffer.getLine(y)
+    const text = line?.translateToString(true) ?? ''
+    const row = trim ? text.replace(/ +$/, '') : text
+    if (line?.isWrapped === true && rows.length > 0) rows[rows.length - 1] += row
+    else rows.push(row)
+  }
+  return rows
 }
 
 /** The text the model sees for a screen (see the module docs). */

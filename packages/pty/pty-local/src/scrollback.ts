@@ -164,16 +164,12 @@ export class Scrollback {
     const extra = gap === undefined ? {} : { gap }
     let lineBegin = Math.max(1, askedEnd - count + 1)
     let truncated = lineEnd < askedEnd
-    if (count === 0 || lineEnd === 0 || lineBegin > lineEnd) {
-      return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
-    }
-    if (lineBegin < firstRetainedLine) {
+    const none = count === 0 || lineEnd === 0 || lineBegin > lineEnd
+    if (!none && lineBegin < firstRetainedLine) {
       truncated = true
       lineBegin = firstRetainedLine
-      if (lineBegin > lineEnd) {
-        return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
-      }
     }
+    if (none || lineBegin > lineEnd) return { text: '', totalLines, firstRetainedLine, lineBegin: lineEnd + 1, lineEnd, truncated, ...extra }
 
     const taken: string[] = []
     let used = 0

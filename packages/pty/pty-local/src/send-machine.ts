@@ -15,24 +15,13 @@ import { isReadEvidence, promptShaped, timedReadMs } from './read-evidence.ts'
 import { corroborationCapMs, judgeWindow, type WindowRules, type WindowSample, type WindowVerdict } from './wait-evidence.ts'
 
 /**
- * - `startup`: nothing is written; waits for the shell's first ready point (zero output never
- *   counts as ready).
- * - `send`: writes the input steps, then waits.
- * - `signal`: signals the foreground group, then waits up to `handoffGraceMs` for readiness, so
- *   a program resetting its input after it (readline after SIGINT) does not swallow the next send.
+ * `startup` waits for the shell's first ready point (zero output never counts); `send` writes its
+ * steps, then waits; `signal` signals the foreground group, then waits up to `handoffGraceMs`, so
+ * a program resetting its input after it (readline after SIGINT) does not swallow the next send.
  */
 export type SendKind = 'startup' | 'send' | 'signal'
 
-/**
- * - `pending`: created, nothing asked yet;
- * - `baseline`: the /proc baseline is being taken (nothing written);
- * - `checking`: the session checks the input may be written (the canonical line limit; nothing written);
- * - `writing`: a write step is on its way into the kernel;
- * - `submitting`: a step was written and the next waits until the program consumed it;
- * - `signalling`: a signal watch sends its signal;
- * - `waiting`: everything is written; the readiness tiers run;
- * - `settled`: resolved or rejected; every event is ignored.
- */
+/** README, "Send lifecycle": `checking` asks whether the input may be written, `submitting` waits for a step's consumption. */
 export type SendPhase = 'pending' | 'baseline' | 'checking' | 'writing' | 'submitting' | 'signalling' | 'waiting' | 'settled'
 
 /** Timers a send owns; each is armed and cleared by effects, and all are cleared when it settles. */
@@ -290,9 +279,7 @@ export function initialState(spec: SendSpec): SendState {
 /** Moves `s` to another phase, with that phase's data (and none of the one it leaves). */
 function become<P extends PhaseState>(s: SendState, next: P): Shared & P {
   const data = s as Partial<Record<'write' | 'steps' | 'wait', unknown>>
-  if (!('steps' in next)) delete data.steps
-  if (!('wait' in next)) delete data.wait
-  if (!('write' in next)) delete data.write
+  for (const key of ['steps', 'wait', 'write'] as const) if (!(key in next)) delete data[key]
   return Object.assign(s, next)
 }
 
@@ -656,10 +643,8 @@ function waiting(s: In<'waiting'>, event: SendEvent, out: SendEffect[]): void {
         return
       }
       if (spec.kind === 'startup') out.push({ type: 'learnShell', pgid: event.pgid })
-      if (s.write.promptMayBeStale) {
-        // Everything the shell printed before blocking is on its way: drain it, then look again.
-        return drain(s, out, { kind: 'prompt', markersAtLook: s.wait.markersAtLook })
-      }
+      // Everything the shell printed before blocking is on its way: drain it, then look again.
+      if (s.write.promptMayBeStale) return drain(s, out, { kind: 'prompt', markersAtLook: s.wait.markersAtLook })
       return settle(s, out, 'stdin_read', { tier: 'prompt', detail: 'controlled prompt' }, 'prompt')
     }
     case 'drained': {
@@ -737,17 +722,12 @@ function onTimer(s: In<'waiting'>, timer: Exclude<SendTimer, 'handoff'>, now: nu
     case 'silence': {
       // A startup that printed nothing is never published on silence.
       if (spec.kind === 'startup' && s.outputCount === 0) return
-      if (spec.exact && s.awaiting.probe === undefined && s.wait.confirming === undefined) {
-        // One last look first.
-        s.wait.silenceDue = true
-        probeLook(s, out)
-        return
-      }
-      if (s.wait.confirming !== undefined) {
-        s.wait.silenceDue = true
-        return
-      }
-      return settleSilence(s, out)
+      const looks = spec.exact && s.awaiting.probe === undefined
+      if (!looks && s.wait.confirming === undefined) return settleSilence(s, out)
+      // One last look first, or the open window's verdict.
+      s.wait.silenceDue = true
+      if (s.wait.confirming === undefined) probeLook(s, out)
+      return
     }
     case 'poll':
       if (s.wait.markerSeen && spec.view.promptShown(s.write.markersAtWrite)) checkForeground(s, out)
@@ -849,11 +829,9 @@ function onProbe(s: In<'waiting'>, probe: ReadProbe | undefined, now: number, ou
     promptShaped({ outputSinceWrite: s.outputCount !== s.write.outputAtWrite, promptLine: spec.view.promptLine(), lastNonBlankLine: () => spec.view.lastNonBlankLine(), inputText: spec.inputText })
   if (probe !== undefined && evidence && shaped) {
     // Confirm over a window of samples; one window at a time.
-    if (s.wait.confirming === undefined) {
-      s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount, repliesBefore: s.wait.repliesAtLook }
-      return judge(s, now, out)
-    }
-    return
+    if (s.wait.confirming !== undefined) return
+    s.wait.confirming = { samples: [{ atMs: now, probe }], rules: windowRules(spec, sources), sources, outputBefore: s.outputCount, repliesBefore: s.wait.repliesAtLook }
+    return judge(s, now, out)
   }
   if (s.wait.silenceDue) return settleSilence(s, out)
   if (s.wait.probeAgain || evidence) {

@@ -4,7 +4,8 @@
  */
 import { constants } from 'node:os'
 import { STOP_SIGNALS, within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult, type StopSignal } from '@conch/pty'
-import { isNewReadEvidence, type Baseline, type ReadProbe, type StoppedGroup, type TerminalInspector } from './inspector.ts'
+import type { Config } from './config.ts'
+import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
 import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
@@ -17,14 +18,10 @@ export type { SendKind } from './send-machine.ts'
 export interface SendHost {
   /** pid of the wrapper (the node-pty child). */
   readonly pid: number
-  readonly limits: {
-    timeoutMs: number
-    idleSilenceMs: number
-    handoffGraceMs: number
-    pollIntervalMs: number
-    exactProbeAfterMs: number
-    submitWaitMs: number
-  }
+  readonly limits: Pick<
+    Config,
+    'timeoutMs' | 'idleSilenceMs' | 'handoffGraceMs' | 'pollIntervalMs' | 'exactProbeAfterMs' | 'submitWaitMs'
+  >
   readonly inspector: TerminalInspector
   /** The shell's process group, learned at startup. */
   shellPgid: number | undefined
@@ -288,10 +285,7 @@ export class Send {
         const timer = effect.timer
         const armed = this.timers.get(timer)
         // The same duration (the silence timer, on every chunk): restarted in place.
-        if (armed !== undefined && armed.ms === effect.ms) {
-          armed.handle.refresh()
-          return
-        }
+        if (armed !== undefined && armed.ms === effect.ms) return void armed.handle.refresh()
         if (armed !== undefined) clearTimeout(armed.handle)
         const handle = setTimeout(() => {
           this.timers.delete(timer)
@@ -347,7 +341,7 @@ export class Send {
         void this.stoppedJob(effect.job).then((program) => resolve(program === undefined ? undefined : { signal, program }))
         return
       }
-      case 'reject': {
+      case 'reject':
         this.release()
         if (effect.handOn) host.settled(this, effect.keepAtPrompt && host.knownAtPrompt, this.buffer)
         else {
@@ -356,7 +350,6 @@ export class Send {
         }
         this.reject(effect.error)
         return
-      }
       default:
         return unreachable(effect, 'send effect')
     }
@@ -381,12 +374,7 @@ export class Send {
   private async stoppedJob(job: { since: number; pgid?: number } | undefined): Promise<string | undefined> {
     const shell = this.host.shellPgid
     if (shell === undefined || job === undefined) return undefined
-    let stopped: StoppedGroup[] | undefined
-    try {
-      stopped = await this.host.inspector.stoppedJobs(shell)
-    } catch {
-      return undefined
-    }
+    const stopped = await this.host.inspector.stoppedJobs(shell).catch(() => undefined)
     if (stopped === undefined) return undefined
     const reported = this.host.reportedStops
     // A job no longer stopped was resumed: a later stop of it is news.
@@ -458,12 +446,8 @@ export class Send {
   /** A probe and its CPU cost, ms. A `look` is skipped while the shell itself is busy in front. */
   private async probe(purpose: 'look' | 'confirm'): Promise<{ probe: ReadProbe | undefined; costMs: number }> {
     const before = process.cpuUsage()
-    let probe: ReadProbe | undefined
-    try {
-      probe = purpose === 'look' && (await this.shellBusy()) ? undefined : await this.host.inspector.probe()
-    } catch {
-      probe = undefined
-    }
+    const busy = purpose === 'look' && (await this.shellBusy().catch(() => true))
+    const probe = busy ? undefined : await this.host.inspector.probe().catch(() => undefined)
     // CPU time, not wall time: a loaded machine must not slow readiness down.
     const cpu = process.cpuUsage(before)
     return { probe, costMs: (cpu.user + cpu.system) / 1000 }

@@ -19,7 +19,6 @@ import {
   type SendInput,
   type SendOperation,
   type ExposedPort,
-  type SendResult,
   type SessionStatus,
   type SignalResult,
 } from '@conch/pty'
@@ -41,7 +40,7 @@ import { planInput } from './input.ts'
 import type { PasteModes } from './input-steps.ts'
 import { encodeKey, type KeyModes } from './keys.ts'
 import { CANONICAL_LINE_MAX, isHiddenInput, overlongLine, type TermiosFlags } from './termios.ts'
-import type { TerminalProcess } from './terminal.ts'
+import type { TerminalExit, TerminalProcess } from './terminal.ts'
 
 /** Prompt markers kept for `promptAfter`: a send typed ahead asks for the first one after its write. */
 const RECENT_PROMPTS = 8
@@ -199,15 +198,14 @@ export class LocalSession implements BackendSession {
       this.disposers.push(() => model.dispose())
     }
     this.host = this.sendHost()
-    this.disposers.push(this.parser.onOsc((payload) => this.onOsc(payload)))
-    this.disposers.push(this.terminal.onData((chunk) => this.onData(chunk)))
     this.disposers.push(
-      this.terminal.onExit(({ exitCode, signal }) => {
+      this.parser.onOsc((payload) => this.onOsc(payload)),
+      this.terminal.onData((chunk) => this.onData(chunk)),
+      this.terminal.onExit((exit) => {
         // The wrapper's real wait status. While closing, a death by a signal (or a status above
         // 128, sh(1)'s way) is the teardown's: reported as its hangup, whoever took which signal.
-        if (this.closing !== undefined && (signal || exitCode > 128)) return this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
-        if (signal) return this.markExited({ state: 'exited', exitCode: null, signal: signalName(signal) })
-        this.markExited({ state: 'exited', exitCode, signal: null })
+        if (this.closing !== undefined && (exit.signal || exit.exitCode > 128)) return this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
+        this.markExited(exitStatus(exit))
       }),
     )
   }
@@ -223,13 +221,9 @@ export class LocalSession implements BackendSession {
     const send = new Send(this.host, { text: '', submit: false, signal }, 'startup')
     this.current = send
     send.begin()
-    let result: SendResult
-    try {
-      result = await send.done
-    } catch (error) {
-      if (signal.aborted) throw signal.reason
-      throw error
-    }
+    const result = await send.done.catch((error: unknown) => {
+      throw signal.aborted ? signal.reason : error
+    })
     if (signal.aborted) throw signal.reason
     if (result.waitReason === 'session_exit') {
       throw new PtyError('SPAWN_FAILED', { reason: `the shell ${describeExit(result.sessionStatus)} during startup: ${lastLines(result.viewport)}` })
@@ -480,8 +474,8 @@ export class LocalSession implements BackendSession {
         return this.terminal.write(data)
       },
       encodeKey: (key) => encodeKey(key, this.keyModes()),
-      ...(this.termios !== undefined && { readsHiddenInput: async () => isHiddenInput(await this.termios!()) }),
       ...(this.termios !== undefined && {
+        readsHiddenInput: async () => isHiddenInput(await this.termios!()),
         inputQueue: async () => {
           const flags = await this.termios!()
           return flags?.queued === undefined ? undefined : { canonical: flags.canonical, queued: flags.queued }
@@ -713,10 +707,7 @@ export class LocalSession implements BackendSession {
   }
 
   private onOsc(payload: string): void {
-    if (payload === this.sync?.payload) {
-      this.sync.arrived()
-      return
-    }
+    if (payload === this.sync?.payload) return this.sync.arrived()
     const marker: Marker | undefined = this.prompt.parse(payload)
     if (marker === undefined) return
     if (marker.kind === 'prompt') {
@@ -789,9 +780,7 @@ export class LocalSession implements BackendSession {
     if (survivors.length) return { status: this.state, stopped, survivors }
     // Everything that held the slave is gone: node-pty reaches EOF and reports the exit.
     const exit = await within(this.terminal.exit, this.config.disposeGraceMs)
-    if (exit !== undefined && this.state.state === 'running') {
-      this.markExited({ state: 'exited', exitCode: exit.signal ? null : exit.exitCode, signal: exit.signal ? signalName(exit.signal) : null })
-    }
+    if (exit !== undefined && this.state.state === 'running') this.markExited(exitStatus(exit))
     this.markExited({ state: 'exited', exitCode: null, signal: 'SIGHUP' })
     for (const dispose of this.disposers.splice(0)) dispose()
     this.changeListeners.clear()
@@ -813,8 +802,9 @@ function lastLines(text: string): string {
   return text.split('\n').slice(-5).join('\n').trim()
 }
 
-/** The name of signal number `signal` on this platform (signal(7)), e.g. 1 → `SIGHUP`. */
-function signalName(signal: number): string {
-  const entry = Object.entries(constants.signals).find(([, number]) => number === signal)
-  return entry?.[0] ?? `signal ${signal}`
+/** A terminal's exit as a session status, a signal by its name on this platform (signal(7)), e.g. 1 → `SIGHUP`. */
+function exitStatus({ exitCode, signal }: TerminalExit): SessionStatus {
+  if (!signal) return { state: 'exited', exitCode, signal: null }
+  const name = Object.entries(constants.signals).find(([, number]) => number === signal)?.[0]
+  return { state: 'exited', exitCode: null, signal: name ?? `signal ${signal}` }
 }

@@ -5,19 +5,7 @@
  * generic include/uapi/asm-generic/unistd.h, which has no poll, select or epoll_wait.
  */
 
-export const READ_SYSCALL_NAMES = [
-  'read',
-  'readv',
-  'poll',
-  'ppoll',
-  'select',
-  'pselect6',
-  'epoll_wait',
-  'epoll_pwait',
-  'epoll_pwait2',
-] as const
-
-export type ReadSyscall = (typeof READ_SYSCALL_NAMES)[number]
+export type ReadSyscall = 'read' | 'readv' | 'poll' | 'ppoll' | 'select' | 'pselect6' | 'epoll_wait' | 'epoll_pwait' | 'epoll_pwait2'
 
 /** Architectures with a table, by Node's `process.arch` name. */
 export type SyscallArch = 'x64' | 'arm64'
@@ -72,7 +60,6 @@ export function parseSyscallFile(text: string): SyscallState | undefined {
   if (!hex.every((word) => /^0x[0-9a-f]+$/i.test(word))) return undefined
   if (nr === -1) return hex.length === 2 ? { kind: 'blocked' } : undefined
   if (nr < 0 || hex.length !== 8) return undefined
-  const values = hex.map((word) => BigInt(word))
-  const [a0, a1, a2, a3, a4, a5] = values as [bigint, bigint, bigint, bigint, bigint, bigint]
-  return { kind: 'syscall', nr, args: [a0, a1, a2, a3, a4, a5] }
+  const args = hex.slice(0, 6).map((word) => BigInt(word)) as [bigint, bigint, bigint, bigint, bigint, bigint]
+  return { kind: 'syscall', nr, args }
 }

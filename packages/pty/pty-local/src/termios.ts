@@ -115,12 +115,6 @@ export function helperTermiosReader(options: HelperTermiosOptions = {}): Termios
   let pending: { resolve: (flags: TermiosFlags | undefined) => void; timer: NodeJS.Timeout }[] = []
   let buffered = ''
 
-  const failAll = () => {
-    for (const waiter of pending.splice(0)) {
-      clearTimeout(waiter.timer)
-      waiter.resolve(undefined)
-    }
-  }
   const stop = () => {
     const current = child
     child = undefined
@@ -130,7 +124,10 @@ export function helperTermiosReader(options: HelperTermiosOptions = {}): Termios
       current.stdout?.destroy()
       if (current.exitCode === null && current.signalCode === null) current.kill('SIGKILL')
     }
-    failAll()
+    for (const waiter of pending.splice(0)) {
+      clearTimeout(waiter.timer)
+      waiter.resolve(undefined)
+    }
   }
   const ensure = (): ChildProcess | undefined => {
     if (child !== undefined) return child
@@ -141,12 +138,10 @@ export function helperTermiosReader(options: HelperTermiosOptions = {}): Termios
       return undefined
     }
     child = started
-    started.on('error', () => {
+    const ended = () => {
       if (child === started) stop()
-    })
-    started.on('exit', () => {
-      if (child === started) stop()
-    })
+    }
+    started.on('error', ended).on('exit', ended)
     started.stdin?.on('error', () => {})
     started.stdout?.setEncoding('utf8')
     started.stdout?.on('data', (data: string) => {

@@ -7,7 +7,6 @@ import {
   contextSwitches,
   groupMembers,
   identifyTerminal,
-  nodeProcReader,
   parseWakeCounters,
   probeTerminalReader,
   readerRanBetween,
@@ -18,6 +17,7 @@ import {
   WALK_MAX_THREADS,
 } from '../src/inspect-linux.ts'
 import { isNewReadEvidence } from '../src/inspector.ts'
+import { procFiles } from '../src/proc-files.ts'
 import { OutputParser } from '../src/output.ts'
 import { parseSyscallFile, READ_SYSCALLS } from '../src/syscalls.ts'
 import { DEV_TTY, epollInfo, FakeProc, type FakeProcess, fdSet, HOST_DEVPTS, makedev, pollfds, PTS3, PTS4, syscall } from './fixtures/fake-proc.ts'
@@ -497,7 +497,7 @@ const started: pty.IPty[] = []
 afterEach(async () => {
   for (const child of started.splice(0)) {
     const exited = new Promise<void>((resolve) => child.onExit(() => resolve()))
-    const group = await readForegroundGroup({ proc: nodeProcReader, pid: child.pid })
+    const group = await readForegroundGroup({ proc: procFiles, pid: child.pid })
     if (group !== undefined && group.tpgid !== child.pid) {
       try {
         process.kill(-group.tpgid, 'SIGKILL')
@@ -542,10 +542,10 @@ async function startShell(): Promise<Shell> {
         check()
       })
     },
-    probe: () => probeTerminalReader({ proc: nodeProcReader, terminal: shell.terminal }),
+    probe: () => probeTerminalReader({ proc: procFiles, terminal: shell.terminal }),
   }
   await shell.waitFor('READY> ')
-  const terminal = await identifyTerminal({ proc: nodeProcReader, pid: child.pid })
+  const terminal = await identifyTerminal({ proc: procFiles, pid: child.pid })
   if (terminal === undefined) throw new Error(`cannot identify the terminal of bash ${child.pid}`)
   shell.terminal = terminal
   return shell

@@ -2,8 +2,9 @@ import { execFileSync } from 'node:child_process'
 import { macosProcessTable, type PsRunner } from '@conch/subprocess'
 import pty from 'node-pty'
 import { afterEach, describe, expect, it } from 'vitest'
-import { nodeProcReader, readForegroundGroup } from '../src/inspect-linux.ts'
+import { readForegroundGroup } from '../src/inspect-linux.ts'
 import { listProcessGroupMacos, processName, processNameMacos, readForegroundGroupMacos } from '../src/inspect-macos.ts'
+import { procFiles } from '../src/proc-files.ts'
 
 /**
  * Recorded `ps -A -ww -o pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm=` output from a macOS
@@ -112,7 +113,7 @@ const children: pty.IPty[] = []
 afterEach(async () => {
   for (const child of children.splice(0)) {
     const exited = new Promise<void>((resolve) => child.onExit(() => resolve()))
-    const group = await readForegroundGroup({ proc: nodeProcReader, pid: child.pid })
+    const group = await readForegroundGroup({ proc: procFiles, pid: child.pid })
     if (group !== undefined && group.tpgid !== child.pid) {
       try {
         process.kill(-group.tpgid, 'SIGKILL')
@@ -138,8 +139,8 @@ describe.skipIf(!hasPs)('the real ps', () => {
     )
     await ready
     child.write('sleep 30\r')
-    await expect.poll(async () => (await readForegroundGroup({ proc: nodeProcReader, pid: child.pid }))?.leader, { timeout: 20_000, interval: 50 }).toBe('sleep')
-    const fromProc = await readForegroundGroup({ proc: nodeProcReader, pid: child.pid })
+    await expect.poll(async () => (await readForegroundGroup({ proc: procFiles, pid: child.pid }))?.leader, { timeout: 20_000, interval: 50 }).toBe('sleep')
+    const fromProc = await readForegroundGroup({ proc: procFiles, pid: child.pid })
     expect(await readForegroundGroupMacos({ pid: child.pid })).toEqual(fromProc)
     expect(await readForegroundGroupMacos({ pid: 999_999_999 })).toBeUndefined()
   })
