@@ -348,6 +348,13 @@ export class LineModel {
     })
   }
 
+  /** ECH (ECMA-48 §8.3.38): erases `count` cells from the cursor, within its row; nothing shifts. */
+  eraseCells(count: number): void {
+    this.editRow((cells, col) => {
+      for (let k = col; k < Math.min(col + count, cells.length); k++) cells[k] = ' '
+    })
+  }
+
   /**
    * Applies `edit` to the cells of the cursor's row (one string per cell: a character with its
    * marks, '' for a wide character's right half; the row's blank end not included on the line's

@@ -1116,6 +1116,9 @@ export class OutputParser {
       case 0x40: // @ — ICH, insert blank characters
         if (!this.suspended) this.current.insertCells(Math.max(param, 1))
         break
+      case 0x58: // X — ECH, erase characters
+        if (!this.suspended) this.current.eraseCells(Math.max(param, 1))
+        break
       case 0x41: // A — CUU, cursor up
         this.cursorUp(Math.max(param, 1))
         break

@@ -134,7 +134,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
     }, 30_000)
   })
 
-  describe('line editing that deletes and inserts characters (DCH, ICH) at 160 columns', () => {
+  describe('line editing that deletes and inserts characters (DCH, ICH, ECH) at 160 columns', () => {
     /** Types `command` without Enter in both, then each step's keys; compares the screens once tmux shows `$ ` and the step's line. */
     async function editLine(command: string, steps: { keys: string[]; tmuxKeys: string[]; line: string }[]) {
       const { session, pane } = await pair(40, 160)
@@ -171,8 +171,9 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
     for (const [edit, command, shown] of [
       ['DCH', "printf 'abcdef\\e[3D\\e[2Pxy\\n'", 'abcxy'],
       ['ICH', "printf 'abcdef\\e[3D\\e[@Z\\n'", 'abcZdef'],
+      ['ECH', "printf 'abcdefghij\\r\\e[3C\\e[4X\\n'", 'abc    hij'],
     ]) {
-      it(`${edit} from a program shifts the rest of the row as the terminal does`, async () => {
+      it(`${edit} from a program edits the row as the terminal does`, async () => {
         const { session, pane } = await pair(40, 160)
         const result = await send(session, command!)
         expect(result.waitReason).toBe('stdin_read')

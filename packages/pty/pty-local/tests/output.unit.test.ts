@@ -182,6 +182,11 @@ describe('text and controls at every split point', () => {
     expect(lines(trace)).toEqual(['abcxy', 'abcZdef', 'abcXf', '         abc', 'abc'])
   })
 
+  it('erases cells from the cursor on CSI X without shifting the rest of the line', () => {
+    const trace = everySplit('abcdefghij\r\x1b[3C\x1b[4X\nabcdefghij\x1b[7D\x1b[2Xz\nabc\r\x1b[X\n你好世界abc\r\x1b[1C\x1b[2X\n')
+    expect(lines(trace)).toEqual(['abc    hij', 'abcz fghij', ' bc', '    世界abc'])
+  })
+
   it('follows the Node REPL redraw with CSI G and CSI J', () => {
     const trace = everySplit('\x1b[1G\x1b[0J> \x1b[3G1+\x1b[1G\x1b[0J> 1+1\x1b[6G\r\r\n\x1b[33m2\x1b[39m\r\n\x1b[1G\x1b[0J> \x1b[3G')
     expect(lines(trace)).toEqual(['> 1+1', '2'])
