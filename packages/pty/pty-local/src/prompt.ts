@@ -7,7 +7,7 @@
  * through a private key file and descriptor 3 (`wrap`; README, "Readiness").
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -78,6 +78,39 @@ const BOOTSTRAP =
   'builtin eval "$PROMPT_COMMAND"; ' +
   `PROMPT_COMMAND="${CAPTURE_STATUS.replace('$', '\\$')}$PROMPT_COMMAND"`
 
+/** A key folder's name: `conch-prompt-<pid of the conch that made it>-XXXXXX` (mkdtemp(3)). */
+const KEY_FOLDER = /^conch-prompt-(\d+)-/
+
+/** Whether this process swept `tmpdir()` already (once per process: its first key). */
+let swept = false
+
+/**
+ * Removes the key folders in `dir` that a conch no longer running left (killed between writing a
+ * key and its terminal's first output). A folder of a live process stays, a reused pid's too.
+ */
+export function sweepKeyFolders(dir: string): void {
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const pid = Number(KEY_FOLDER.exec(name)?.[1] ?? 0)
+    if (pid > 0 && pid !== process.pid && !running(pid)) rmSync(path.join(dir, name), { recursive: true, force: true })
+  }
+}
+
+/** kill(2) with signal 0: ESRCH is the only answer that means no such process. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH'
+  }
+}
+
 /** Creates the controlled prompt of a session. */
 export function createControlledPrompt(): ControlledPrompt {
   const nonce = randomBytes(8).toString('hex')
@@ -93,7 +126,11 @@ export function createControlledPrompt(): ControlledPrompt {
     promptCommand: BOOTSTRAP,
     markerCommand: CAPTURE_STATUS + marker,
     wrap(argv, { handOver }) {
-      const folder = mkdtempSync(path.join(tmpdir(), 'conch-prompt-'))
+      if (!swept) {
+        swept = true
+        sweepKeyFolders(tmpdir())
+      }
+      const folder = mkdtempSync(path.join(tmpdir(), `conch-prompt-${process.pid}-`))
       const key = path.join(folder, 'key')
       try {
         writeFileSync(key, `${nonce}\n${marker}\n`, { mode: 0o600 })

@@ -3,8 +3,13 @@
  * private markers itself, a program that hands the foreground back to the shell while it keeps
  * running, and input large enough to keep the reader busy for seconds. Real bash, real PTY.
  */
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it, vi } from 'vitest'
+import { sweepKeyFolders } from '../src/prompt.ts'
 import { linesEqual, openSession, send } from './local-harness.ts'
 
 /**
@@ -68,6 +73,20 @@ describe('forged markers', () => {
 })
 
 describe("the marker's nonce", () => {
+  it('a key folder a conch no longer running left behind is removed; a running one keeps its own', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'conch-sweep-'))
+    try {
+      // A pid that was a process and has ended (and nothing else was started in between here).
+      const gone = spawnSync('true').pid!
+      const names = [`conch-prompt-${gone}-dead01`, `conch-prompt-${process.ppid}-live01`, `conch-prompt-${process.pid}-mine01`, 'conch-prompt-other']
+      for (const name of names) mkdirSync(join(dir, name))
+      sweepKeyFolders(dir)
+      expect(names.map((name) => existsSync(join(dir, name)))).toEqual([false, true, true, true])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it('a program in the terminal finds it in no environment, argv or open file in /proc, and its forged markers leave the exit status true', async () => {
     const session = await openSession()
     // The shell itself knows its nonce; its output goes to conch alone.
