@@ -67,8 +67,16 @@ export interface OmittedRange {
   lines: number
 }
 
+/**
+ * Share of a cut output's room kept from its end (`BudgetOptions.tailShare`): 0.8 for a failing
+ * command (an exit status other than 0, where the error is at the end), else 0.6.
+ */
+export function tailShareOf(exitStatus: number | string | undefined): number {
+  return exitStatus !== undefined && String(exitStatus) !== '0' ? 0.8 : 0.6
+}
+
 export interface BudgetOptions {
-  /** Share of the room kept from the end of the text (0…1; default 0.6). */
+  /** Share of the room kept from the end of the text (0…1; default `tailShareOf(undefined)`, 0.6). */
   tailShare?: number
   /** What a backend already left out between the head and the tail of `text`. */
   omitted?: OmittedRange
@@ -110,7 +118,7 @@ export function budgetOutput(input: string, maxBytes: number, options: BudgetOpt
   // A hint may word a tail that leaves lines pageable differently from one that does not: the longer.
   const room = maxBytes - Math.max(...[mostLines, 0].map((tailLines) => utf8Bytes(omissionMarker(mostBytes, mostLines, hint(mostLines, tailLines))))) - 2
   if (room < 0) throw new RangeError(`maxBytes ${maxBytes} is too small to hold the omission marker`)
-  const tailShare = options.tailShare ?? 0.6
+  const tailShare = options.tailShare ?? tailShareOf(undefined)
   // A short head (or tail) gives its unused room to the other side.
   const headRoom = Math.min(utf8Bytes(headSource), Math.floor(room * (1 - tailShare)))
   const tailRoom = Math.min(utf8Bytes(tailSource), room - headRoom)

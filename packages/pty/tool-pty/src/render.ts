@@ -5,7 +5,7 @@
  */
 import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
-import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
+import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, tailShareOf, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
 
 export const NO_OUTPUT = '(no new output)'
@@ -186,10 +186,6 @@ export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus'
   return result.waitReason === 'stdin_read' && result.exitStatus !== undefined ? exit : { wait: result.waitReason, ...exit }
 }
 
-/** Share of a cut send's room kept from its end; a failing command (`exit: N`, N ≠ 0) keeps more. */
-const TAIL_SHARE = 0.6
-const FAILING_TAIL_SHARE = 0.8
-
 /**
  * How the model pages what a cut send left out: the lines before the kept tail, counted back from
  * the newest. Lines older than the `retained` newest are gone, and the hint says so rather than
@@ -243,7 +239,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   meta.push(...noteLine(result.waitReason, result.running))
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
-  const tailShare = result.exitStatus !== undefined && result.exitStatus !== 0 ? FAILING_TAIL_SHARE : TAIL_SHARE
+  const tailShare = tailShareOf(result.exitStatus)
   const page = (range: { lines: number; tailLines: number }) => pageHint(range, retained)
   const options = { body: withEarlier(result, earlier), empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
   // A whole screen is remembered (`shown`); one like the screen shown before it says only what changed.

@@ -29,6 +29,7 @@ import { promisify } from 'node:util'
 import { currentOwner, ownerEnded, ownerOfTag, ownerTag, proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, removeTree, type OpenFolder } from '@conch/subprocess'
 import type { AgentPlace } from './bubblewrap.ts'
+import { uid } from './runtime-dir.ts'
 
 export interface AgentSandboxOptions {
   /** Where the agents' folders are made (`runtimeDir`). */
@@ -109,8 +110,6 @@ const MADE_BY = /^agent-(?:(\d+)-)?(\d+)-(\d+)-[0-9a-f]+$/
 const PINNED_BY = /^pin-(\d+)-(\d+)-(\d+)-\d+$/
 let maker: ReturnType<typeof currentOwner>
 let agentsMade = 0
-
-const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
 /** The folder the agents' /tmp folders are made in, under `base`. */
 export const agentsFolderPath = (base: string): string => join(base, `conch-agents-${uid()}`)

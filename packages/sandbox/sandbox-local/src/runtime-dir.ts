@@ -23,7 +23,8 @@ export interface RuntimeDir {
   emptyDir(): string
 }
 
-const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
+/** This process's uid (0 where there are none). */
+export const uid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0)
 
 /** The runtime directory's path under `base`: `<base>/conch-sandbox-<uid>`. */
 export const runtimeDirPath = (base: string): string => join(base, `conch-sandbox-${uid()}`)

@@ -3,7 +3,7 @@
  * Compact and stable, because scripts and snapshot runs compare it byte for byte.
  */
 import type { TaskInfo, TaskSnapshot } from '@conch/tasks'
-import { budgetOutput, utf8Bytes } from '@conch/tools'
+import { budgetOutput, tailShareOf, utf8Bytes } from '@conch/tools'
 
 export const NO_OUTPUT = '(no new output)'
 export interface RenderSnapshotOptions {
@@ -37,11 +37,10 @@ export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOp
   const redacted = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
   // Room for the output: the budget minus the trailer and its line break. A failing command keeps more tail.
   const room = Math.max(0, options.maxBytes - utf8Bytes(trailer.join('\n')) - 1)
-  const failing = snapshot.fields['exit'] !== undefined && snapshot.fields['exit'] !== '0'
   // What the task's buffer dropped unread comes before the output: one marker counts it with what the budget cuts.
   const omitted = snapshot.omitted && { headLines: 0, ...snapshot.omitted }
   const kept =
-    redacted === '' && omitted === undefined ? NO_OUTPUT : budgetOutput(redacted, room, { tailShare: failing ? 0.8 : 0.6, ...(omitted && { omitted }) }).text
+    redacted === '' && omitted === undefined ? NO_OUTPUT : budgetOutput(redacted, room, { tailShare: tailShareOf(snapshot.fields['exit']), ...(omitted && { omitted }) }).text
   return `${kept.endsWith('\n') ? kept : `${kept}\n`}${trailer.join('\n')}`
 }
 
