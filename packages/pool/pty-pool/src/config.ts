@@ -2,7 +2,7 @@
 import { basename, delimiter, isAbsolute } from 'node:path'
 import { isIP } from 'node:net'
 import { z } from 'zod'
-import { findExecutable, isExecutableFile } from '@conch/subprocess'
+import { resolveExecutable } from '@conch/subprocess'
 import { PoolError } from './errors.ts'
 import { findBuiltinCommand } from './kinds.ts'
 
@@ -210,15 +210,6 @@ export const PoolConfig = z.strictObject({
 })
 export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: Record<string, KindConfig> }
 
-/**
- * Resolves a command on PATH (execvp(3) semantics for names without a slash), in its absolute
- * folders only: a relative entry names conch's working directory, the workspace, where a
- * repository could carry a program of that name.
- */
-export function resolveCommand(command: string, path = process.env.PATH ?? ''): string | undefined {
-  if (command.includes('/')) return isExecutableFile(command) ? command : undefined
-  return findExecutable(command, path.split(delimiter).filter((dir) => isAbsolute(dir)))
-}
 
 /**
  * Loads the pool's config: applies the env overrides, checks every configured kind's binary,
@@ -255,7 +246,7 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
     const route = AgentRoute.safeParse(raw)
     if (!route.success || route.data.runtime !== 'pty-pool') continue
     if (!(route.data.kind in config.kinds)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `unknown kind "${route.data.kind}"; known: ${Object.keys(config.kinds).join(', ')}` })
-    if (!resolveCommand(config.kinds[route.data.kind]!.command)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing` })
+    if (!resolveExecutable(config.kinds[route.data.kind]!.command, process.env['PATH'] ?? '')) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing` })
     if (route.data.account && !(route.data.account in config.accounts)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.account`, problem: `unknown account "${route.data.account}"` })
   }
   return config
@@ -289,5 +280,5 @@ function parseField<T extends z.ZodType>(schema: T, input: unknown, field: (path
 
 /** @throws PoolError `CONFIG_INVALID` for `field` when `command` does not resolve to an executable file. */
 function assertExecutable(command: string, field: string): void {
-  if (!resolveCommand(command)) throw new PoolError('CONFIG_INVALID', { field, problem: `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}` })
+  if (!resolveExecutable(command, process.env['PATH'] ?? '')) throw new PoolError('CONFIG_INVALID', { field, problem: `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}` })
 }

@@ -7,7 +7,8 @@ import { dirname } from 'node:path'
 import { type Context, Service } from 'cordis'
 import { z } from 'zod'
 import type { SandboxServiceApi } from '@conch/sandbox'
-import { loadPoolConfig, resolveCommand, type PoolConfig } from './config.ts'
+import { resolveExecutable } from '@conch/subprocess'
+import { loadPoolConfig, type PoolConfig } from './config.ts'
 import { PoolError } from './errors.ts'
 import { BUILTIN_KINDS } from './kinds.ts'
 import type { PtyOwner, PtyServiceApi } from '@conch/pty'
@@ -147,7 +148,7 @@ function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
 /** The folder of each kind's binary (canonical) that is there. */
 function installations(config: PoolConfig, env: NodeJS.ProcessEnv): string[] {
   return Object.values(config.kinds).flatMap((kind) => {
-    const command = resolveCommand(kind.command, env.PATH ?? '')
+    const command = resolveExecutable(kind.command, env.PATH ?? '')
     try {
       return command === undefined ? [] : [dirname(realpathSync(command))]
     } catch {

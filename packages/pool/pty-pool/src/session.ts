@@ -8,8 +8,8 @@ import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node
 import { agentHome } from '@conch/sandbox'
 import { assertStateDirUnchanged } from './state-dir.ts'
 import { dirname, isAbsolute, join } from 'node:path'
-import { scrubbedEnv } from '@conch/subprocess'
-import { type KindConfig, type PoolConfig, resolveCommand } from './config.ts'
+import { resolveExecutable, scrubbedEnv } from '@conch/subprocess'
+import type { KindConfig, PoolConfig } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, findEcho, newSentinel, sentinelInstruction } from './sentinel.ts'
 import type { PoolTerminal, TerminalCloseReport, TerminalFactory, TerminalOwner } from './terminal.ts'
@@ -107,7 +107,7 @@ export function render(template: string, vars: Record<string, string>): string {
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
-  if (resolveCommand(kind.command, environment.parentEnv.PATH ?? '') === undefined) throw new InvokeFailure('spawn', `${kind.command} was not found on PATH or in .products/`, false)
+  if (resolveExecutable(kind.command, environment.parentEnv.PATH ?? '') === undefined) throw new InvokeFailure('spawn', `${kind.command} was not found on PATH or in .products/`, false)
   assertStateDirUnchanged(environment.stateDir)
   mkdirSync(environment.stateDir, { recursive: true, mode: 0o700 })
   // An owner agent's homes lie in its own folder where a sandbox with fixed mounts (a container) binds it.

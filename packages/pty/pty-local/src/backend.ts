@@ -9,7 +9,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, findExecutable, isExecutableFile, signalIfSame, tagSupervisor, terminateTree, treeOf, type ProcessTable, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, isExecutableFile, resolveExecutable, signalIfSame, tagSupervisor, terminateTree, treeOf, type ProcessTable, type SessionTag } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -244,7 +244,7 @@ function resolveCommand(command: string, searchPath: string): string {
     if (isExecutableFile(resolved)) return resolved
     throw new PtyError('SPAWN_FAILED', { reason: `command ${resolved} is not an executable file` })
   }
-  const found = findExecutable(command, searchPath.split(':').filter((folder) => path.isAbsolute(folder)))
+  const found = resolveExecutable(command, searchPath)
   if (found !== undefined) return found
   throw new PtyError('SPAWN_FAILED', { reason: `command ${command} was not found on the session's PATH (${searchPath || 'empty'})` })
 }

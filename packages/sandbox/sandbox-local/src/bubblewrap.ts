@@ -9,7 +9,7 @@ import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
-import { findExecutable, isExecutableFile } from '@conch/subprocess'
+import { resolveExecutable } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
@@ -294,7 +294,7 @@ export function bubblewrapArgv(
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
   // The host runs the launcher's programs by absolute path, found in the system's folders only: a
   // relative PATH entry names the workspace, and others may be writable from a sandbox.
-  const runner = executableOnPath(options.runnerCommand, host.programFolders()) ?? options.runnerCommand
+  const runner = resolveExecutable(options.runnerCommand, host.programFolders()) ?? options.runnerCommand
   if (network || place.netns === undefined) return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, runner, ...out]
   return ['/bin/sh', '-c', joinLauncher(place.netns, runner), 'conch-sandbox', files.seccompFilter, ...out]
 }
@@ -308,19 +308,9 @@ export function bubblewrapArgv(
  */
 export const SYSTEM_FOLDERS: readonly string[] = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
 
-/**
- * `command` as an executable file: itself when it has a `/`, else its first match in the absolute
- * `folders` (`HostPaths.programFolders`: execvp(3)'s search without the working directory);
- * undefined when none.
- */
-export function executableOnPath(command: string, folders: readonly string[]): string | undefined {
-  if (command.includes('/')) return isExecutableFile(command) ? command : undefined
-  return findExecutable(command, folders.filter((dir) => isAbsolute(dir)))
-}
-
-/** Why `command` cannot be executed (see `executableOnPath`), or undefined when it can. */
+/** Why `command` cannot be executed from `folders` (`resolveExecutable`), or undefined when it can. */
 export function runnerProblem(command: string, folders: readonly string[]): string | undefined {
-  if (executableOnPath(command, folders) !== undefined) return undefined
+  if (resolveExecutable(command, folders) !== undefined) return undefined
   return command.includes('/') ? `${command} was not found` : `${command} was not found on PATH's system folders (${SYSTEM_FOLDERS.join(':')})`
 }
 
@@ -373,7 +363,7 @@ export function bubblewrapProvider(
     // The holder idles in its own namespaces until it is killed, or conch goes (--die-with-parent).
     ...(egress.startEgressProxy !== undefined && { startEgressProxy: egress.startEgressProxy }),
     ...(egress.onRefused !== undefined && { onRefused: egress.onRefused }),
-    hostCommand: (name) => executableOnPath(name, host.programFolders()),
+    hostCommand: (name) => resolveExecutable(name, host.programFolders()),
     holderArgv: (infoFd, spec, sockets) =>
       bubblewrapArgv(
         [process.execPath, HOLDER, JSON.stringify(spec)],

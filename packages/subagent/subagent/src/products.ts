@@ -8,7 +8,7 @@
 import { existsSync, realpathSync } from 'node:fs'
 import { delimiter, dirname, isAbsolute, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { findExecutable, isExecutableFile } from '@conch/subprocess'
+import { isExecutableFile, resolveExecutable } from '@conch/subprocess'
 
 export interface ProductsEnv {
   platform: string
@@ -69,8 +69,7 @@ export function resolveClaudeExecutable(where: ProductsEnv = productsEnv(), besi
     const sdk = besideSdk(pkg)
     if (sdk) return sdk
   }
-  // Absolute PATH folders only: a relative one names the working directory, the workspace.
-  return findExecutable('claude', (where.env.PATH ?? '').split(delimiter).filter((dir) => isAbsolute(dir)))
+  return resolveExecutable('claude', where.env.PATH ?? '')
 }
 
 /** `@openai/codex-<platform>` and the target triple of its `vendor/` folder, per Node platform and arch. */
