@@ -70,7 +70,7 @@ describe('notifications through conch run', () => {
     const notification = lines.find((line) => line['type'] === 'notification')
     expect(notification).toMatchObject({ type: 'notification', source: 'task-1', event: 'exited 3', evidence: 'controlled prompt', wake: true })
     expect(notification!['tail']).toContain('built-ok')
-    expect(notification!['text']).toMatch(/^\[notification: task-1 exited 3 — pty-1: while .*; evidence: controlled prompt\]\n/)
+    expect(notification!['text']).toMatch(/^\[notification: task-1 exited 3; evidence: controlled prompt\]\n/)
     // The notification came before the turn it started, and the run completed with that turn's answer.
     const types = lines.map((line) => line['type'])
     expect(types.slice(types.indexOf('notification'))).toEqual(['notification', 'assistant', 'result'])
@@ -188,7 +188,7 @@ describe('notifications through conch acp', () => {
     const all = updates()
     const notification = all.find((update) => update['sessionUpdate'] === 'user_message_chunk')
     expect(notification).toMatchObject({
-      content: { type: 'text', text: expect.stringMatching(/^\[notification: task-1 exited 3 — pty-1: .*; evidence: controlled prompt\]\n/) },
+      content: { type: 'text', text: expect.stringMatching(/^\[notification: task-1 exited 3; evidence: controlled prompt\]\n/) },
       _meta: { conch: { notification: { source: 'task-1', event: 'exited 3', evidence: 'controlled prompt', wake: true } } },
     })
     // The woken turn's answer follows the notification.
