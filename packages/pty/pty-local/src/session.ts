@@ -337,6 +337,7 @@ export class LocalSession implements BackendSession {
         waitReason: settled.waitReason,
         sessionStatus: settled.sessionStatus,
         ...(settled.stopped !== undefined && { stopped: settled.stopped }),
+        ...(settled.exitStatus !== undefined && { exitStatus: settled.exitStatus }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
