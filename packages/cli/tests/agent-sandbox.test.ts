@@ -126,10 +126,14 @@ describe.runIf(asRoot)('one sandbox per agent, in conch run', () => {
     expect(secondResults[2]).toContain('8771:ECONNREFUSED note:ENOENT')
   })
 
-  it('under network allow, a refused host is named in the send result', async () => {
-    const results = await run([open, send('pty-1', 'curl -s -w " code=%{http_code}\\n" http://blocked.example/')], 'allow', { network: 'allow', allow: ['allowed.example'] })
+  it("under network allow, a refused host is named in the send result, for curl and for node's fetch", async () => {
+    const node = `node -e "fetch('http://blocked.example/').then((r) => console.log('reached', r.status), (e) => console.log('fetch:', e.cause?.message))"`
+    const results = await run([open, send('pty-1', 'curl -s -w " code=%{http_code}\\n" http://blocked.example/'), send('pty-1', node)], 'allow', { network: 'allow', allow: ['allowed.example'] })
     expect(results[1]).toMatch(/^blocked blocked\.example — not in the allowlist code=403$/m)
     expect(results[1]).toMatch(/^\[network: blocked blocked\.example — not in the allowlist\]$/m)
+    // Node 20's fetch goes through the proxy too (the sandbox's Node preload), which refuses the host.
+    expect(results[2]).toMatch(/^fetch: Request was cancelled\.$/m)
+    expect(results[2]).toMatch(/^\[network: blocked blocked\.example — not in the allowlist\]$/m)
   })
 
   it('a port opened with expose is reached from the host loopback port the open reports', async () => {

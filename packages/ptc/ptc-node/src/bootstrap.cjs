@@ -18,15 +18,11 @@ const PREFIX = '(async function () {'
 
 // The program starts with an empty environment but for the variable `CONCH_PTC_KEEP` names (the
 // subprocess tag, by which the supervisor and the teardown find what it starts) and the egress
-// proxy's variables, for what it starts and for `routeFetch`.
+// proxy's variables (`proxyEnvironment` of @conch/sandbox: the Node preload that routes fetch,
+// loaded before this script, among them), for what it starts.
 const kept = process.env.CONCH_PTC_KEEP
-const PROXY_VARIABLES = new Set(['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy'])
+const PROXY_VARIABLES = new Set(['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'no_proxy', 'NODE_USE_ENV_PROXY', 'NODE_OPTIONS', 'NODE_PROXY_UNDICI'])
 for (const name of Object.keys(process.env)) if (name !== kept && !PROXY_VARIABLES.has(name)) delete process.env[name]
-const proxy = {
-  httpProxy: process.env.HTTP_PROXY ?? process.env.http_proxy,
-  httpsProxy: process.env.HTTPS_PROXY ?? process.env.https_proxy,
-  noProxy: process.env.NO_PROXY ?? process.env.no_proxy ?? '',
-}
 
 const state = { phase: 'booting', nextId: 1, finished: false, installed: false }
 const pending = new Map()
@@ -377,47 +373,12 @@ function completion(value, maxOutputBytes) {
   return { t: 'done', ok: true, value }
 }
 
-/**
- * Node 20's fetch ignores HTTP_PROXY and kin, and the network namespace resolves no host: fetch's
- * first call sets undici's env-proxy agent as the global dispatcher (loaded on first use), or
- * rejects saying why rather than go direct. undici comes from the folder the host names as this
- * script's argument (`UNDICI_FOLDER`, launch.ts), else by name.
- */
-const UNDICI = process.argv[2] ?? 'undici'
-
-function routeFetch() {
-  if (proxy.httpProxy === undefined && proxy.httpsProxy === undefined) return
-  const builtin = globalThis.fetch
-  let routed
-  const route = () => {
-    if (routed !== undefined) return routed
-    try {
-      const { EnvHttpProxyAgent, setGlobalDispatcher } = require(UNDICI)
-      setGlobalDispatcher(new EnvHttpProxyAgent({ ...proxy }))
-      routed = { ok: true }
-    } catch (error) {
-      routed = { ok: false, message: `fetch cannot go through the network proxy (${proxy.httpsProxy ?? proxy.httpProxy}): undici is not loadable here: ${error.message}` }
-    }
-    return routed
-  }
-  Object.defineProperty(globalThis, 'fetch', {
-    configurable: true,
-    enumerable: true,
-    writable: true,
-    value: function fetch(input, init) {
-      const { ok, message } = route()
-      return ok ? builtin(input, init) : Promise.reject(new TypeError(message))
-    },
-  })
-}
-
-/** `console`, the output streams, `require` and fetch: the same for every program of this process. */
+/** `console`, the output streams and `require`: the same for every program of this process. */
 function installGlobals() {
   if (state.installed) return
   state.installed = true
   installOutput()
   installRequire()
-  routeFetch()
 }
 
 /**

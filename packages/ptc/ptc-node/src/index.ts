@@ -7,12 +7,11 @@ import type { PtcServiceApi } from '@conch/ptc'
 import type { SandboxServiceApi } from '@conch/sandbox'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 import { Config } from './config.ts'
-import { UNDICI_FOLDER } from './launch.ts'
 import { NodeRuntime } from './runtime.ts'
 
 export { Config } from './config.ts'
 export { NodeRuntime, strip } from './runtime.ts'
-export { nodeArgv, programEnv, KEPT_VARIABLES, DEFAULT_BOOTSTRAP, UNDICI_FOLDER } from './launch.ts'
+export { nodeArgv, programEnv, KEPT_VARIABLES, DEFAULT_BOOTSTRAP } from './launch.ts'
 export { FrameDecoder, FrameWriter, encodeFrame, parseChildMessage, ChannelError } from './channel.ts'
 
 export const name = 'ptc-node'
@@ -24,10 +23,4 @@ export const apply = (ctx: Context, config: Config) => {
   const runtime = new NodeRuntime({ subprocess, sandbox: () => ctx.get('sandbox') as SandboxServiceApi | undefined }, config)
   ctx.effect(() => () => runtime.dispose(), 'ptc-node.spares')
   ptc.register(runtime)
-  // A sandbox whose mounts are fixed when it is made (a container) gets undici then, so that a
-  // program's fetch goes through the network proxy there as under bubblewrap.
-  ctx.inject(['sandbox'], (scope) => {
-    const sandbox = scope.get('sandbox') as Pick<SandboxServiceApi, 'fixedMounts' | 'provision'> | undefined
-    if (UNDICI_FOLDER !== undefined && sandbox?.fixedMounts?.() === true) sandbox.provision?.({ programs: [UNDICI_FOLDER] })
-  })
 }

@@ -2,8 +2,7 @@
  * How the program's process is started: the node argv, its environment, and confinement under
  * the owner's policy through `ctx.sandbox`.
  */
-import { createRequire } from 'node:module'
-import { dirname, isAbsolute } from 'node:path'
+import { isAbsolute } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { PtcPolicy } from '@conch/ptc'
 import { SandboxError, type ConfineResult, type SandboxAgent, type SandboxServiceApi } from '@conch/sandbox'
@@ -12,34 +11,19 @@ import type { Config } from './config.ts'
 /** The bootstrap shipped with this package (plain CommonJS: no loader). */
 export const DEFAULT_BOOTSTRAP = fileURLToPath(new URL('./bootstrap.cjs', import.meta.url))
 
-/**
- * undici's package folder (canonical), which the bootstrap loads to send fetch through the network
- * proxy; undefined when not installed. Passed as an argument, so the sandbox keeps it visible.
- */
-export const UNDICI_FOLDER = ((): string | undefined => {
-  try {
-    return dirname(createRequire(import.meta.url).resolve('undici/package.json'))
-  } catch {
-    return undefined
-  }
-})()
-
 /** Host variables the program's process keeps: the executable search path and temp paths. */
 export const KEPT_VARIABLES = ['PATH', 'TMPDIR', 'TMP', 'TEMP'] as const
 
 /**
- * The node argv: the heap cap (MiB), the vm loader's and undici's experimental warnings silenced,
- * the bootstrap, and `UNDICI_FOLDER` when there is one. Nothing of the host's `execArgv` or
- * `NODE_OPTIONS` is passed on.
+ * The node argv: the heap cap (MiB), the vm loader's experimental warning silenced, and the
+ * bootstrap. Nothing of the host's `execArgv` or `NODE_OPTIONS` is passed on.
  */
 export function nodeArgv(config: Pick<Config, 'nodeExecutable' | 'bootstrapPath' | 'maxOldGenerationSizeMb'>): [string, ...string[]] {
   return [
     config.nodeExecutable,
     `--max-old-space-size=${config.maxOldGenerationSizeMb}`,
     '--disable-warning=ExperimentalWarning',
-    '--disable-warning=UNDICI-EHPA',
     config.bootstrapPath ?? DEFAULT_BOOTSTRAP,
-    ...(UNDICI_FOLDER === undefined ? [] : [UNDICI_FOLDER]),
   ]
 }
 
@@ -71,7 +55,7 @@ export async function confine(
   if (sandbox === undefined) {
     throw new SandboxError('SANDBOX_UNAVAILABLE', { reason: `cannot run a program under ${policy.mode}: no sandbox service (@conch/sandbox) is loaded` })
   }
-  // The program's own files (node, the bootstrap, undici) stay visible, read-only, wherever they
+  // The program's own files (node, the bootstrap) stay visible, read-only, wherever they
   // live: under /tmp they would otherwise be hidden by the sandbox's private /tmp.
   const own = argv.filter((arg) => isAbsolute(arg))
   const confined = await sandbox.confine(argv, { mode: policy.mode, workspaceRoot: policy.workspaceRoot, cwd, protectedPaths: own, ...(agent && { agent }) })

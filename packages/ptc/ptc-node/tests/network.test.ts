@@ -1,7 +1,8 @@
 /**
- * A program under network `allow`, under real bubblewrap as root: its fetch goes through the
- * agent's egress proxy (Node 20's fetch ignores HTTP_PROXY by itself), an allowed host answers,
- * and a refused one gets the proxy's 403 and is named in the result.
+ * A program under network `allow`, under real bubblewrap as root: its fetch, and that of a node it
+ * starts, goes through the agent's egress proxy (Node 20's fetch ignores HTTP_PROXY by itself; the
+ * sandbox's Node preload routes it), an allowed host answers, and a refused one gets the proxy's
+ * 403 and is named in the result.
  */
 import { spawnSync } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
@@ -34,10 +35,12 @@ describe.runIf(asRoot)('fetch under network allow (bubblewrap, as root)', () => 
     const result = await h.run(`
       const allowed = await fetch('http://allowed.test:${port}/')
       const refused = await fetch('http://refused.test:${port}/').then((r) => r.status, (e) => e.message + ': ' + e.cause?.message)
-      return { allowed: [allowed.status, await allowed.text()], refused }
+      const child = require('node:child_process').execFileSync(process.execPath, ['-e', "fetch('http://allowed.test:${port}/').then((r) => r.text()).then(console.log)"], { encoding: 'utf8' }).trim()
+      return { allowed: [allowed.status, await allowed.text()], refused, child }
     `)
     expect(result.ok ? result.value : result.failure).toEqual({
       allowed: [200, `SITE-REACHED allowed.test:${port}`],
+      child: `SITE-REACHED allowed.test:${port}`,
       // undici tunnels http:// through the proxy too (CONNECT): the refused host's 403 fails the
       // tunnel, and undici words it as a cancelled request; the result names the host instead.
       refused: expect.stringMatching(/^fetch failed: /),

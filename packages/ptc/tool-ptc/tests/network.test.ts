@@ -1,7 +1,8 @@
 /**
- * run_code under network `allow`, under real bubblewrap as root: the program's fetch reaches an
- * allowed host through the agent's egress proxy, and a host the proxy refuses is named in the
- * result as a terminal's would be.
+ * run_code and a terminal's node under network `allow`, under real bubblewrap as root: fetch
+ * reaches an allowed host through the agent's egress proxy (Node 20's own fetch ignores the proxy
+ * variables: the sandbox's Node preload routes it, for both), and a host the proxy refuses is
+ * named in the result.
  */
 import { spawnSync } from 'node:child_process'
 import { createServer, type Server } from 'node:http'
@@ -21,6 +22,7 @@ describe.runIf(asRoot)('run_code under network allow (bubblewrap, as root)', () 
     await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve))
     port = (site.address() as { port: number }).port
     h = await boot({
+      terminals: 'local',
       network: { network: 'allow', allow: [`allowed.test:${port}`] },
       // Names ending in .test resolve to the host's loopback, where the site listens: no real network.
       egress: { startEgressProxy: (options) => startEgressProxy({ ...options, resolve: async (host) => [host.endsWith('.test') ? '127.0.0.1' : host] }) },
@@ -41,5 +43,18 @@ describe.runIf(asRoot)('run_code under network allow (bubblewrap, as root)', () 
     const text = result.content.map((part) => ('text' in part ? part.text : '')).join('')
     expect(text).toMatch(new RegExp(`^SITE-REACHED allowed\\.test:${port}\\nrefused: fetch failed\\nnull\\n\\[network: blocked refused\\.test — not in the allowlist\\]\\n\\[run_code: ok in \\d+ ms, 0 tool calls\\]$`))
     expect(result.meta).toMatchObject({ status: 'ok', networkRefused: ['refused.test'] })
+  })
+
+  it("a terminal's node fetches the allowed host through the proxy; the refused one fails with the proxy's refusal named", async () => {
+    const opened = await h.call('terminal_open', { type: 'shell' })
+    const sessionId = String((opened.meta as { sessionId: string }).sessionId)
+    const fetched = (host: string) => `fetch('http://${host}:${port}/').then((r) => r.text()).then((t) => console.log('BODY', t), (e) => console.log('FAILED', e.cause?.message ?? e.message))`
+    const allowed = await h.text('terminal_send', { sessionId, text: `node -e "${fetched('allowed.test')}"`, timeoutMs: 30_000 })
+    expect(allowed).toMatch(new RegExp(`^BODY SITE-REACHED allowed\\.test:${port}$`, 'm'))
+    const refused = await h.text('terminal_send', { sessionId, text: `node -e "${fetched('refused.test')}"`, timeoutMs: 30_000 })
+    // undici tunnels http:// through the proxy too (CONNECT) and words the 403 as a cancelled
+    // request; the send's result names the host the proxy refused.
+    expect(refused).toMatch(/^FAILED Request was cancelled\.$/m)
+    expect(refused).toMatch(/^\[network: blocked refused\.test — not in the allowlist\]$/m)
   })
 })

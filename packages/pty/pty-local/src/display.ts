@@ -86,9 +86,9 @@ export class TerminalDisplay {
     return this.screen !== undefined
   }
 
-  /** The text before the cursor on its row while a screen is attached (a prompt_toolkit prompt), else undefined. */
-  cursorLine(): string | undefined {
-    return this.screen?.textBeforeCursor()
+  /** The text before the cursor on its row, from cell `from`, while a screen is attached (a prompt_toolkit prompt), else undefined. */
+  cursorLine(from?: number): string | undefined {
+    return this.screen?.textBeforeCursor(from)
   }
 
   /** Where the screen stands now, for a later `resultOf` (see `ScreenPoint`). */

@@ -65,6 +65,11 @@ function advance(text: string, from: number, to: number, cell: number, cols: num
   return cell
 }
 
+/** The cells `text` takes on one row (`cellWidth` of each code point). */
+export function textCells(text: string): number {
+  return advance(text, 0, text.length, 0, Infinity)
+}
+
 /** Rows `text` takes written from column 0 in rows of `cols` (at least 1); `oneCellEach`: its code units are known to be one cell each. */
 export function rowsOf(text: string, cols: number, oneCellEach = false): number {
   const length = text.length

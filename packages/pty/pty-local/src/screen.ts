@@ -124,14 +124,17 @@ export class ScreenModel implements ScreenSink {
     this.terminal.resize(cols, rows)
   }
 
-  /** The cursor's row up to the cursor's cell (a wide character takes two), without the blanks that end the row. */
-  textBeforeCursor(): string {
+  /**
+   * The cursor's row from cell `from` (1-based, as `cursor()`) up to the cursor's cell (a wide
+   * character takes two), without the blanks that end the row.
+   */
+  textBeforeCursor(from = 1): string {
     const buffer = this.terminal.buffer.active
     const line = buffer.getLine(buffer.viewportY + buffer.cursorY)
     if (line === undefined) return ''
-    // Both are prefixes of the row's text: the shorter one.
-    const before = line.translateToString(false, 0, Math.min(buffer.cursorX, this.terminal.cols))
-    const row = line.translateToString(true).replace(/ +$/, '')
+    // Both are prefixes of the row's text from `from`: the shorter one.
+    const before = line.translateToString(false, from - 1, Math.min(buffer.cursorX, this.terminal.cols))
+    const row = line.translateToString(true, from - 1).replace(/ +$/, '')
     return before.length <= row.length ? before : row
   }
 

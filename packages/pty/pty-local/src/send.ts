@@ -332,7 +332,7 @@ export class Send {
         host.settled(this, effect.atPrompt)
         const resolve = (stopped?: SendResult['stopped']) => {
           if (stopped !== undefined) result.stopped = stopped
-          else if (status !== undefined && this.kind === 'send') result.exitStatus = status
+          else if (status !== undefined && this.kind !== 'startup') result.exitStatus = status
           this.resolve(result)
         }
         const signal = stopSignalOf(status)

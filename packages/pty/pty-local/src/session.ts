@@ -36,6 +36,7 @@ import { Scrollback } from './scrollback.ts'
 import { Send, type SendHost, type SendKind, type SendRequest } from './send.ts'
 import { SendBuffer } from './send-buffer.ts'
 import { TerminalDisplay, type ScreenPoint } from './display.ts'
+import { textCells } from './line.ts'
 import { ScreenModel } from './screen.ts'
 import { planInput } from './input.ts'
 import type { PasteModes } from './input-steps.ts'
@@ -337,6 +338,7 @@ export class LocalSession implements BackendSession {
         waitReason: settled.waitReason,
         sessionStatus: settled.sessionStatus,
         ...(settled.stopped !== undefined && { stopped: settled.stopped }),
+        ...(settled.exitStatus !== undefined && { exitStatus: settled.exitStatus }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
@@ -532,16 +534,15 @@ export class LocalSession implements BackendSession {
 
   /**
    * Whether the screen's cursor row holds exactly the controlled PS1 from where the marker left the
-   * cursor (`at`), with the cursor just after it: a program that exited leaving the alternate screen on.
+   * cursor (`at`), with the cursor just after it: a program that exited leaving the alternate screen
+   * on. Positions and widths in cells, whatever wide characters stand before the prompt.
    */
   private promptShownOnScreen(at: { row: number; col: number }): boolean {
     const ps1 = this.prompt.ps1
     const cursor = this.parser.cursorPosition()
-    if (!this.parser.onAlternateScreen || cursor.row !== at.row || cursor.col !== at.col + ps1.length) return false
-    // The row as shown has its trailing blanks trimmed: PS1's own trailing space is put back.
-    const before = [...(this.display.cursorLine() ?? '')]
-    while (before.length < cursor.col - 1) before.push(' ')
-    return before.slice(at.col - 1).join('') === ps1
+    if (!this.parser.onAlternateScreen || cursor.row !== at.row || cursor.col !== at.col + textCells(ps1)) return false
+    // The row as shown has its trailing blanks trimmed, PS1's own trailing space with them.
+    return this.display.cursorLine(at.col)?.replace(/ +$/, '') === ps1.replace(/ +$/, '')
   }
 
   /** The buffer a send or signal watch starts with: the output nobody has seen yet. */

@@ -208,4 +208,14 @@ describe('a program that exits leaving the alternate screen on', () => {
     expect(asks.exitStatus).toBeUndefined()
     expect((await send(session, 'yes')).exitStatus).toBe(0)
   }, 30_000)
+
+  it('finds the prompt by cells after wide characters and emoji on its row', async () => {
+    const session = await openSession({ idleSilenceMs: 5000 })
+    for (const [text, status] of [['中文 ', 3], ['😀x', 4], ['e\u0301界', 5]] as const) {
+      const left = await send(session, `(printf '\\033[?1049h${text}'; exit ${status})`)
+      expectPlainScreen(left, 'alternate')
+      expect(left.viewport, text).toContain(`${text}$`)
+      expect(left, text).toMatchObject({ waitReason: 'stdin_read', exitStatus: status, evidence: { tier: 'prompt' } })
+    }
+  }, 30_000)
 })

@@ -24,6 +24,7 @@ describe('the screen model counts cells as the line model does', () => {
     expect(screen.textBeforeCursor()).toBe('中文> ')
     screen.write('\x1b[2C   ')
     expect(screen.textBeforeCursor()).toBe('中文> ab')
+    expect(screen.textBeforeCursor(5)).toBe('> ab')
     screen.dispose()
   })
 })

@@ -330,6 +330,12 @@ describe('signals and cancellation', () => {
     expect(linesEqual((await send(session, 'print("alive-" + "now")')).viewport, 'alive-now')).toBe(1)
   })
 
+  it('a signal with no send active reports the status the shell reported at its next prompt', async () => {
+    const session = await openSession({ idleSilenceMs: 500 })
+    expect((await send(session, 'sleep 100')).waitReason).toBe('inferred_idle')
+    expect(await session.signal('SIGINT')).toMatchObject({ target: 'sleep', waitReason: 'stdin_read', exitStatus: 130 })
+  })
+
   it('SIGINT at a bash continuation prompt returns to the primary prompt without eating the next input', async () => {
     const session = await openSession()
     await send(session, 'echo "abc')

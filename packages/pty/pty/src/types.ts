@@ -339,6 +339,11 @@ export interface SignalResult {
    * the backend's wait, else the reason that wait ended.
    */
   waitReason?: WaitReason
+  /**
+   * When no send was active and the terminal was ready again at the shell's own prompt: the `$?`
+   * it reported there, as `SendResult.exitStatus` (130 after SIGINT ended a command).
+   */
+  exitStatus?: number
   /** The session's status once the signal's effect was seen (`exited` when it ended the shell). */
   sessionStatus?: SessionStatus
   /** When no send was active: the job the signal stopped (`SendResult.stopped`), once the shell reported it. */

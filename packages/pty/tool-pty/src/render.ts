@@ -186,6 +186,13 @@ export function readyFields(result: Pick<SendResult, 'waitReason' | 'exitStatus'
   return result.waitReason === 'stdin_read' && result.exitStatus !== undefined ? exit : { wait: result.waitReason, ...exit }
 }
 
+/** `readyFields` as a line (`[exit: 0]`, `[wait: stdin_read, stopped: SIGTSTP]`); none for a signal sent while a send was active (that send's result says it). */
+function readyLine(result: Pick<SignalResult, 'waitReason' | 'exitStatus' | 'stopped'>): MetaLine[] {
+  const { waitReason } = result
+  if (waitReason === undefined) return []
+  return [{ text: `[${Object.entries(readyFields({ ...result, waitReason })).map(([key, value]) => `${key}: ${value}`).join(', ')}]` }]
+}
+
 /**
  * How the model pages what a cut send left out: the lines before the kept tail, counted back from
  * the newest. Lines older than the `retained` newest are gone, and the hint says so rather than
@@ -230,7 +237,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const earlier = earlierLine(result.earlier)
   const ready = readyFields(result)
   const meta: MetaLine[] = [
-    { text: `[${Object.entries(ready).map(([key, value]) => `${key}: ${value}`).join(', ')}]` },
+    ...readyLine(result),
     ...(opened === undefined ? [] : [{ text: `[opened: ${opened.sessionId}; your shell ${opened.replaced} had exited]`, short: `[opened: ${opened.sessionId}]` }]),
     ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
@@ -441,13 +448,16 @@ function plural(count: number, noun: string): string {
   return `${count.toLocaleString('en-US')} ${noun}${count === 1 ? '' : 's'}`
 }
 
-/** A signal; a note follows when it stopped a job, `[session: exited …]` when it ended the shell. */
+/**
+ * A signal, then why the terminal is ready after it as a send says it (`[exit: 130]`), a note when
+ * it stopped a job, and `[session: exited …]` when it ended the shell.
+ */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   return fit({
     body: result.output ?? '',
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...stoppedLine(result.stopped), ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...readyLine(result), ...stoppedLine(result.stopped), ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

@@ -1,7 +1,8 @@
 /**
  * Results that name the outcome, through the tools on real bash: a send that settles at the
- * shell's prompt carries the exit status of what ran, or says its job was stopped, and a signal
- * that ends the shell says so in its own result.
+ * shell's prompt carries the exit status of what ran, or says its job was stopped (a background
+ * send's task ends `stopped`), and a signal result says why the terminal is ready again, or that
+ * the signal ended the shell.
  */
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
@@ -57,7 +58,7 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     expect((await harness.send(id, 'true')).text).toMatch(/\n\[exit: 0\]$/)
   })
 
-  it('says a job was stopped, not ended, with fg as the way back: in a send result, a signal result and a notification', async () => {
+  it('says a job was stopped, not ended, with fg as the way back: in a send result, a signal result, a notification and the task status', async () => {
     const id = await harness.open()
     const stopped = await harness.send(id, `sh -c 'kill -TSTP $$'`)
     expect(stopped.text).toMatch(/\n\[wait: stdin_read, stopped: SIGTSTP\]\n\[note: sh is stopped \(SIGTSTP\), not ended; the shell keeps it as a job: send "fg" to resume it\]$/)
@@ -68,7 +69,7 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
 
     expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 101', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
     const signalled = await harness.signal(id, 'SIGTSTP')
-    expect(signalled.text).toMatch(/\[signal: SIGTSTP delivered to sleep in pty-\d+\]\n\[note: sleep is stopped \(SIGTSTP\), not ended; .*"fg".*\]$/)
+    expect(signalled.text).toMatch(/\[signal: SIGTSTP delivered to sleep in pty-\d+\]\n\[wait: stdin_read, stopped: SIGTSTP\]\n\[note: sleep is stopped \(SIGTSTP\), not ended; .*"fg".*\]$/)
 
     const started = await harness.call('terminal_send', { sessionId: id, text: 'sleep 102', run_in_background: true, notify: true })
     let sleeping: number | undefined
@@ -76,7 +77,24 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     process.kill(sleeping!, 'SIGSTOP')
     await until(async () => queued() > 0, 15_000, 'the notification of the stopped job')
     expect(delivered()).toMatchObject([{ source: started.meta.taskId, event: 'stopped (SIGSTOP); fg resumes it' }])
-    expect((await harness.taskDone(String(started.meta.taskId))).text).toMatch(/\[status: completed, wait: stdin_read, stopped: SIGSTOP\]$/)
+    // The task is over, the job is not: its status says stopped, with the send's own fields.
+    const ended = await harness.taskDone(String(started.meta.taskId))
+    expect(ended.text).toMatch(/\n\[status: stopped, wait: stdin_read, stopped: SIGSTOP\]$/)
+    expect((await harness.call('task_list', {})).text).toContain(`${started.meta.taskId} stopped pty-send "${id}: sleep 102" [wait: stdin_read, stopped: SIGSTOP]`)
+  })
+
+  it('says in a signal result why the terminal is ready again: the status at the prompt, the wait in a REPL', async () => {
+    const id = await harness.open()
+    expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 300', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    const interrupted = await harness.signal(id, 'SIGINT')
+    expect(interrupted.text).toMatch(/\[signal: SIGINT delivered to sleep in pty-\d+\]\n\[exit: 130\]$/)
+    expect(interrupted.meta).toMatchObject({ waitReason: 'stdin_read', exitStatus: 130 })
+
+    expect((await harness.send(id, 'python3 -q')).meta.waitReason).toBe('stdin_read')
+    expect((await harness.call('terminal_send', { sessionId: id, text: 'import time; time.sleep(300)', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    const traceback = await harness.signal(id, 'SIGINT')
+    expect(traceback.text).toMatch(/KeyboardInterrupt\n>>> \n\[signal: SIGINT delivered to python3 in pty-\d+\]\n\[wait: stdin_read\]$/)
+    expect(traceback.meta.exitStatus).toBeUndefined()
   })
 
   it('marks the late output and status of a script the next input was typed ahead of', async () => {
@@ -103,7 +121,7 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     const id = await harness.open()
     const signalled = await harness.signal(id, 'SIGHUP')
     expect(signalled.isError).toBe(false)
-    expect(signalled.text).toMatch(/^\[signal: SIGHUP delivered to bash .*\]\n\[session: exited code=129 \(128\+SIGHUP\)\]$/m)
+    expect(signalled.text).toMatch(/^\[signal: SIGHUP delivered to bash .*\]\n\[wait: session_exit\]\n\[session: exited code=129 \(128\+SIGHUP\)\]$/m)
     expect(signalled.meta.sessionStatus).toMatchObject({ state: 'exited', exitCode: 129 })
   })
 })

@@ -10,7 +10,7 @@ import { basename, dirname, isAbsolute, join, relative } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import Docker from 'dockerode'
-import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, placeholderContent, proxyEnvironment, SandboxError, symlinkBeneath, startEgressProxy, systemRootOf, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
+import { agentHome, checkDenyWritePaths, currentOwner, denyWritePaths, namespaceInode, ownerEnded, ownerOfTag, gitGuardScript, NODE_PROXY_PRELOAD, placeholderContent, proxyEnvironment, SandboxError, UNDICI_FOLDER, symlinkBeneath, startEgressProxy, systemRootOf, type EgressProxy, type ExposedPort, type ConfinePolicy, type ConfineResult, type SandboxAgent, type SandboxOwner, type SandboxProvider, type SweptItem, type ProcessOwner } from '@conch/sandbox'
 import type { Config } from './config.ts'
 import { seccompProfile } from './seccomp.ts'
 import { OWNED_FOLDER, ownedFolder, startNetRelay, type NetRelay } from './network.ts'
@@ -60,6 +60,8 @@ interface Entry {
   folder: string | undefined
   /** Variables every process of the agent gets (network `allow`: the proxy's). */
   env: Record<string, string>
+  /** Whether the container has the Node preload and undici (`nodeProxyMounts`): its processes get `NODE_OPTIONS` then. */
+  nodeProxy: boolean
   /** The relay in the container's network namespace (network `allow`, `expose`), and the egress proxy. */
   net?: Promise<NetRelay>
   proxy?: EgressProxy
@@ -156,6 +158,8 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const bound = Mounts.flatMap((mount) => (mount.Type === 'bind' && mount.Source!.startsWith(`${policy.workspaceRoot}/`) ? [{ path: mount.Target!, stat: lstatSync(mount.Source!) }] : []))
     const owner = currentOwner()
     Mounts.push(...provisioned(policy, agent.key))
+    const nodeProxy = network === 'allow' ? nodeProxyMounts(policy) : undefined
+    Mounts.push(...(nodeProxy ?? []))
     // Programs without a terminal get their channel and files from this host: a local daemon only.
     const folder = 'socketPath' in daemon ? runFolder() : undefined
     if (folder !== undefined) {
@@ -193,7 +197,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
         for (const path of held) removeEmptyFolder(path)
         throw engineError(error)
       })
-    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, owners: new Set(), disposers: [] }
+    const entry: Entry = { key: agent.key, id: container.id, mode: policy.mode, held, folder, env: {}, nodeProxy: nodeProxy !== undefined, owners: new Set(), disposers: [] }
     try {
       await container.start()
       await mountedAsChecked(entry, bound)
@@ -248,7 +252,7 @@ export function dockerProvider(config: Config, options: DockerProviderOptions = 
     const net = await netRelay(entry, 'network allow')
     const socketPath = join(net.folder, 'egress.sock')
     entry.proxy = await startProxy({ socketPath, allow: hosts, onRefused: (host) => options.onRefused?.(entry.key, host) })
-    entry.env = proxyEnvironment(await net.egress(socketPath))
+    entry.env = proxyEnvironment(await net.egress(socketPath), entry.nodeProxy)
   }
 
   /** One of the agent's ports on a host listener, at most `maxExposedPorts` of them. */
@@ -532,6 +536,20 @@ function programFolders(policy: ConfinePolicy): string[] {
   return (policy.provisions?.programs ?? []).filter(
     (path) => !overlaps(path, policy.workspaceRoot) && systemRootOf(path) === undefined && !(policy.hiddenPaths ?? []).some((hidden) => overlaps(path, hidden)),
   )
+}
+
+/**
+ * Network `allow`: the Node preload that routes fetch (`NODE_PROXY_PRELOAD` of @conch/sandbox) and
+ * the undici it loads, read-only at their own paths (none for what a provisioned folder holds
+ * already); undefined when the container cannot have them by `programFolders`' rule (one lies in
+ * the workspace, a system folder or a hidden path) or undici is not installed.
+ */
+function nodeProxyMounts(policy: ConfinePolicy): Docker.MountSettings[] | undefined {
+  if (UNDICI_FOLDER === undefined) return undefined
+  const bound = programFolders(policy)
+  const fresh = [realpathSync(NODE_PROXY_PRELOAD), UNDICI_FOLDER].filter((path) => !bound.some((folder) => path === folder || path.startsWith(`${folder}/`)))
+  if (programFolders({ ...policy, provisions: { programs: fresh, homes: [] } }).length < fresh.length) return undefined
+  return fresh.map((path): Docker.MountSettings => ({ Type: 'bind', Source: path, Target: path, ReadOnly: true }))
 }
 
 /** The `conch.held` label: a JSON array of absolute paths (anything else reads as none). */

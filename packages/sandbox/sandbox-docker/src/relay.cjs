@@ -58,10 +58,11 @@ async function carryChannel() {
 }
 
 async function main() {
-  const env = Object.entries(process.env)
-    .filter(([name]) => name !== 'PATH')
-    .map(([name, value]) => `${name}=${value}`)
-  env.push(`PATH=${spec.path}`, ...Object.entries(spec.env).map(([name, value]) => `${name}=${value}`))
+  // The agent's variables win, but NODE_OPTIONS (the Node preload's) is appended to the process's own.
+  const own = process.env.NODE_OPTIONS
+  const added = spec.env.NODE_OPTIONS
+  const variables = { ...process.env, PATH: spec.path, ...spec.env, ...(added !== undefined && own && own.trim() !== '' && { NODE_OPTIONS: `${own} ${added}` }) }
+  const env = Object.entries(variables).map(([name, value]) => `${name}=${value}`)
   const program = !tty && hasChannel() ? [`${spec.runDir}/node`, `${spec.runDir}/shim.cjs`, await carryChannel(), ...argv] : argv
   const exec = await docker.getContainer(spec.container).exec({
     Cmd: ['/bin/sh', '-c', `${spec.guard}exec "$@"`, spec.token, ...program],

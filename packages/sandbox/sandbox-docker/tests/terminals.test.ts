@@ -239,6 +239,12 @@ describe.skipIf(dockerSkip)('terminals in an agent container (Docker, as root)',
       // a program that ignores HTTP_PROXY straight out).
       expect(result.viewport).toContain('ifaces=lo,')
       expect(refused).toEqual(['refused.test'])
+      // The image's own node (Debian's Node 18) gets the Node preload and undici, read-only at their host paths.
+      // The prompt's return settles the send: undici's first load can be silent for seconds.
+      const text = `timeout 30 node -e "fetch('http://allowed.test:${port}/').then((r) => r.text()).then((t) => console.log('NODE', t.trim()))"; echo planted > "$NODE_PROXY_UNDICI/index.js"; echo "undici=$?"`
+      const node = await box.ctx.pty.startSend(agent, id, { text, submit: true, idleMs: 60_000, timeoutMs: 60_000 }).done
+      expect(node.viewport, JSON.stringify(node)).toMatch(/^NODE upstream-page$/m)
+      expect(node.viewport).toMatch(/^undici=[12]$/m)
       expect(ownNetRelays()).toHaveLength(1)
       await box.agents.dispose(agent)
       expect(ownNetRelays()).toEqual([])

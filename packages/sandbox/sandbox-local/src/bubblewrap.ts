@@ -8,7 +8,7 @@
 import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, SandboxError, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
+import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, NODE_PROXY_PRELOAD, SandboxError, UNDICI_FOLDER, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
 import { resolveExecutable } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
@@ -89,9 +89,13 @@ export const SECCOMP_FD = 9
  */
 export const SECCOMP_LAUNCHER = `${launcherStart()}exec "$@"`
 
-/** What every launcher does first: open the filter named by `$1` on `SECCOMP_FD`, and set git's keys. */
-function launcherStart(): string {
-  return `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}`
+/**
+ * What every launcher does first: open the filter named by `$1` on `SECCOMP_FD`, set git's keys,
+ * and append `nodeOptions` to the `NODE_OPTIONS` bubblewrap passes on (after a space, when set).
+ */
+function launcherStart(nodeOptions?: string): string {
+  const node = nodeOptions === undefined ? '' : `export NODE_OPTIONS="\${NODE_OPTIONS:+\$NODE_OPTIONS }"${quote(nodeOptions)}; `
+  return `exec ${SECCOMP_FD}<"$1" || exit 126; shift; ${gitGuardScript()}${node}`
 }
 
 const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
@@ -102,9 +106,9 @@ const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
  * util-linux's nsenter(1) loads no locale files; bubblewrap's first options put the caller's
  * `LC_ALL` back (`--setenv`, or `--unsetenv` when it had none).
  */
-export function joinLauncher(join: { nsenter: readonly string[]; pin: string }, runner: string): string {
+export function joinLauncher(join: { nsenter: readonly string[]; pin: string }, runner: string, nodeOptions?: string): string {
   const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
-  return `${launcherStart()}${restore}LC_ALL=C exec ${join.nsenter.map(quote).join(' ')} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+  return `${launcherStart(nodeOptions)}${restore}LC_ALL=C exec ${join.nsenter.map(quote).join(' ')} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
 }
 
 type Flag = '--bind' | '--ro-bind'
@@ -123,7 +127,11 @@ export interface AgentPlace {
   netns?: { pin: string; nsenter: readonly string[] }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
-  /** Variables set inside (`--setenv`): the proxy's, under network `allow`. */
+  /**
+   * Variables set inside (`--setenv`): the proxy's, under network `allow`; a `NODE_OPTIONS` among
+   * them is appended to the process's own by the launcher, and the Node preload it names
+   * (`NODE_PROXY_PRELOAD`) and undici's folder are kept readable and read-only as protected paths.
+   */
   env?: Record<string, string>
   /**
    * The held folders (deny-write.ts) and what covers each, writable: the agent's own folder
@@ -150,6 +158,9 @@ export function bubblewrapArgv(
   place: AgentPlace = {},
 ): [string, ...string[]] {
   const writableMode = policy.mode === 'workspace-write'
+  const { NODE_OPTIONS: nodeOptions, ...setenv } = place.env ?? {}
+  const preload = nodeOptions === undefined ? [] : [NODE_PROXY_PRELOAD, ...(UNDICI_FOLDER === undefined ? [] : [UNDICI_FOLDER])].map((path) => host.realpath(path) ?? path)
+  const policyProtected = [...((policy as Partial<ConfinePolicy>).protectedPaths ?? []), ...preload]
   const own = policy.writablePaths ?? []
   const writable = [...(writableMode ? [policy.workspaceRoot, ...options.readWritePaths] : []), ...own]
   const visible: Array<[Flag, string]> = [
@@ -202,7 +213,7 @@ export function bubblewrapArgv(
   for (const { target, source } of place.held ?? []) out.push(...(source === undefined ? ['--tmpfs', target] : ['--bind', source, target]))
 
   // 5–6. Protected paths, with their rename fences.
-  const protectedPaths = [...new Set([...((policy as Partial<ConfinePolicy>).protectedPaths ?? []), files.runtimeDir])]
+  const protectedPaths = [...new Set([...policyProtected, files.runtimeDir])]
   // What to bind read-only again: a protected path inside a writable one, and a writable path
   // inside a protected one (binding the protected folder itself could cover /tmp, /proc or the
   // private home; outside the writable paths everything is read-only already).
@@ -217,7 +228,7 @@ export function bubblewrapArgv(
   // and in no visible path would vanish under that mount: bind it back, read-only, so the files a
   // confined program runs from (an installation under /tmp or the home) stay there to be read.
   const visibleRoots = visible.map(([, path]) => path)
-  for (const path of (policy as Partial<ConfinePolicy>).protectedPaths ?? []) {
+  for (const path of policyProtected) {
     const hidden = ownMounts.some(
       (mount) => mount !== '/dev' && mount !== '/proc' && isWithin(path, mount) && !visibleRoots.some((root) => isWithin(root, mount) && isWithin(path, root)),
     )
@@ -289,14 +300,14 @@ export function bubblewrapArgv(
   const network = policy.network ?? options.network
   if (!network && place.netns === undefined) out.push('--unshare-net')
   if (place.infoFd !== undefined) out.push('--info-fd', String(place.infoFd))
-  for (const [name, value] of Object.entries(place.env ?? {})) out.push('--setenv', name, value)
+  for (const [name, value] of Object.entries(setenv)) out.push('--setenv', name, value)
   out.push('--seccomp', String(SECCOMP_FD))
   out.push('--chdir', policy.cwd ?? policy.workspaceRoot, '--', ...argv)
   // The host runs the launcher's programs by absolute path, found in the system's folders only: a
   // relative PATH entry names the workspace, and others may be writable from a sandbox.
   const runner = resolveExecutable(options.runnerCommand, host.programFolders()) ?? options.runnerCommand
-  if (network || place.netns === undefined) return ['/bin/sh', '-c', SECCOMP_LAUNCHER, 'conch-sandbox', files.seccompFilter, runner, ...out]
-  return ['/bin/sh', '-c', joinLauncher(place.netns, runner), 'conch-sandbox', files.seccompFilter, ...out]
+  if (network || place.netns === undefined) return ['/bin/sh', '-c', `${launcherStart(nodeOptions)}exec "$@"`, 'conch-sandbox', files.seccompFilter, runner, ...out]
+  return ['/bin/sh', '-c', joinLauncher(place.netns, runner, nodeOptions), 'conch-sandbox', files.seccompFilter, ...out]
 }
 
 /**

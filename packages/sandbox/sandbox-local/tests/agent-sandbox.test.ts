@@ -9,7 +9,7 @@ import { createServer as createHttpServer, type Server } from 'node:http'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
-import type { SandboxAgent } from '@conch/sandbox'
+import { NODE_PROXY_PRELOAD, type SandboxAgent } from '@conch/sandbox'
 import { scrubbedEnv, type ChildHandle } from '@conch/subprocess'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { agentsFolderPath, inNamespace, nodeHostPaths, pinsFolderPath, startEgressProxy, type StartEgressProxy } from '../src/index.ts'
@@ -348,6 +348,63 @@ describe.runIf(asRoot)('the network of an agent (bubblewrap, as root)', () => {
     expect(result.stdout).toMatch(/^proxy=http:\/\/127\.0\.0\.1:\d+ no=localhost,127\.0\.0\.1,::1$/m)
     expect(refused).toEqual(['refused.test'])
     await agent.end()
+  })
+
+  it("allow: node's fetch goes through the proxy, after the process's own NODE_OPTIONS; node:http, not routed, stays inside", async () => {
+    const refused: string[] = []
+    box = await harness(workspace, {}, { startEgressProxy: testProxy, onRefused: (_, host) => void refused.push(host) })
+    const agent = { ...owner('session-node'), network: { mode: 'allow' as const, hosts: [`allowed.test:${sitePort}`] } }
+    const fetched = (host: string) => `fetch('http://${host}:${sitePort}/').then((r) => r.text()).then((t) => console.log('BODY', t.trim()), (e) => console.log('FAILED', e.cause?.message ?? e.message))`
+    const got = (url: string) => `require('node:http').get('${url}', (r) => console.log('HTTP', r.statusCode)).on('error', (e) => console.log('HTTP', e.code))`
+    const result = await box.run(
+      [
+        `node -e "${fetched('allowed.test')}"`,
+        `node -e "${fetched('refused.test')}"`,
+        `node -e "${got(`http://allowed.test:${sitePort}/`)}"`,
+        `node -e "${got(`http://127.0.0.1:${sitePort}/`)}"`,
+        `node -e "console.log('OPTIONS', process.env.NODE_OPTIONS, v8.getHeapStatistics().heap_size_limit < 200 * 2 ** 20)"`,
+      ].join('; '),
+      { agent },
+      { ...scrubbedEnv(process.env), NODE_OPTIONS: '--max-old-space-size=99' },
+    )
+    expect(result.stdout.split('\n')).toEqual([
+      'BODY SITE-REACHED',
+      // undici tunnels http:// too (CONNECT), and words the proxy's 403 as a cancelled request.
+      'FAILED Request was cancelled.',
+      expect.stringMatching(/^HTTP (EAI_AGAIN|ENOTFOUND)$/),
+      'HTTP ECONNREFUSED',
+      `OPTIONS --max-old-space-size=99 --require "${NODE_PROXY_PRELOAD}" true`,
+      '',
+    ])
+    expect(result.stderr).toBe('')
+    expect(refused).toEqual(['refused.test'])
+    await agent.end()
+  })
+
+  it('allow: a workspace-write agent whose workspace holds the Node preload can neither rewrite nor replace it, nor undici', async () => {
+    const folder = dirname(NODE_PROXY_PRELOAD)
+    const before = readFileSync(NODE_PROXY_PRELOAD)
+    box = await harness(folder, {}, { startEgressProxy: testProxy })
+    const agent = { ...owner('session-preload'), network: { mode: 'allow' as const, hosts: [`allowed.test:${sitePort}`] } }
+    try {
+      const result = await box.run(
+        [
+          'echo planted > node-proxy.cjs; echo "rewrite=$?"',
+          'echo planted > .planted-$$ && mv -f .planted-$$ node-proxy.cjs; echo "replace=$?"; rm -f .planted-$$',
+          'echo planted > "$NODE_PROXY_UNDICI/index.js"; echo "undici=$?"',
+          'touch .written-$$ && rm .written-$$ && echo workspace=writable',
+          `node -e "fetch('http://allowed.test:${sitePort}/').then((r) => r.text()).then((t) => console.log('BODY', t.trim()))"`,
+        ].join('; '),
+        { agent },
+      )
+      expect(result.stdout).toMatch(/^rewrite=1\nreplace=1\nundici=1\nworkspace=writable\nBODY SITE-REACHED\n$/)
+    } finally {
+      await agent.end()
+      if (!readFileSync(NODE_PROXY_PRELOAD).equals(before)) {
+        writeFileSync(NODE_PROXY_PRELOAD, before)
+        expect.unreachable('a confined process rewrote the Node preload')
+      }
+    }
   })
 
   it('none: the host loopback is out of reach; full: it is the host network', async () => {

@@ -1,8 +1,8 @@
 import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { Context } from 'cordis'
-import SandboxService, { gitGuardScript } from '@conch/sandbox'
+import SandboxService, { gitGuardScript, NODE_PROXY_PRELOAD, UNDICI_FOLDER } from '@conch/sandbox'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as local from '../src/index.ts'
 import {
@@ -98,6 +98,24 @@ describe('bubblewrapArgv', () => {
     expect(argv[2]).toContain(`LC_ALL=C exec '/usr/bin/nsenter' '--net=/run/x/agent-1/net'\\''ns' -- 'bwrap' "$@"`)
     expect(argv).not.toContain('--unshare-net')
     expect(argv.slice(argv.indexOf('--unshare-pid'), argv.indexOf('--chdir'))).toEqual(['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--die-with-parent', '--cap-drop', 'ALL', '--seccomp', '9'])
+  })
+
+  it("appends the proxy's NODE_OPTIONS to the process's own in the launcher, and keeps the Node preload and undici read-only in a writable workspace", () => {
+    const workspace = dirname(NODE_PROXY_PRELOAD)
+    const host = hostWith({ [workspace]: 'directory', [NODE_PROXY_PRELOAD]: 'file', [UNDICI_FOLDER!]: 'directory' })
+    const env = { HTTP_PROXY: 'http://127.0.0.1:9', NODE_OPTIONS: `--require "${NODE_PROXY_PRELOAD}"` }
+    const netns = { pin: '/run/x/agent-1/pin', nsenter: ['/usr/bin/nsenter'] }
+    const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: workspace, network: false }, base, files, host, { netns, env })
+    expect(argv[2]).toBe(joinLauncher(netns, 'bwrap', env.NODE_OPTIONS))
+    expect(argv[2]).toContain(`export NODE_OPTIONS="\${NODE_OPTIONS:+\$NODE_OPTIONS }"'--require "${NODE_PROXY_PRELOAD}"'; `)
+    expect(argv.join('\0')).toContain(['--setenv', 'HTTP_PROXY', 'http://127.0.0.1:9'].join('\0'))
+    expect(argv).not.toContain('NODE_OPTIONS')
+    const options = triples(mounts(argv))
+    expect(options.slice(options.findIndex((option) => option[0] === '--bind' && option[1] === workspace))).toContainEqual(['--ro-bind', NODE_PROXY_PRELOAD, NODE_PROXY_PRELOAD])
+    // Without the proxy's NODE_OPTIONS, the workspace's files are the policy's business alone.
+    const plain = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: workspace, network: false }, base, files, host, { netns, env: { HTTP_PROXY: 'http://127.0.0.1:9' } })
+    expect(triples(mounts(plain))).not.toContainEqual(['--ro-bind', NODE_PROXY_PRELOAD, NODE_PROXY_PRELOAD])
+    expect(plain[2]).toBe(joinLauncher(netns, 'bwrap'))
   })
 
   it("runs busybox's nsenter applet through busybox itself, each argument quoted", () => {

@@ -8,7 +8,9 @@ import { chmodSync, lstatSync, rmSync, type Stats } from 'node:fs'
 import { createServer, request, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http'
 import { connect, isIP, type Socket } from 'node:net'
 import { networkInterfaces } from 'node:os'
+import { createRequire } from 'node:module'
 import { dirname } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import type { Duplex } from 'node:stream'
 import { SandboxError } from './types.ts'
 
@@ -308,9 +310,37 @@ function lstatOf(path: string): Stats | undefined {
   }
 }
 
-/** The variables that send a process's HTTP and HTTPS through a relay to the proxy, listening on `port` of its loopback. */
-export function proxyEnvironment(port: number): Record<string, string> {
+/**
+ * The preload that sends Node's `fetch` through the proxy on a Node without env-proxy support
+ * (before 22.21 and 24): loaded by `NODE_OPTIONS=--require`, it reads the variables below and
+ * loads undici from `UNDICI_FOLDER`. A sandbox keeps both readable and unwritable where it sets them.
+ */
+export const NODE_PROXY_PRELOAD = fileURLToPath(new URL('./node-proxy.cjs', import.meta.url))
+
+/** undici's package folder (canonical), which the preload loads; undefined when it is not installed. */
+export const UNDICI_FOLDER = ((): string | undefined => {
+  try {
+    return dirname(createRequire(NODE_PROXY_PRELOAD).resolve('undici/package.json'))
+  } catch {
+    return undefined
+  }
+})()
+
+/**
+ * The variables that send a process's HTTP and HTTPS through a relay to the proxy, listening on
+ * `port` of its loopback: the `HTTP_PROXY` family, `NODE_USE_ENV_PROXY=1` (Node 22.21 and 24 on),
+ * and, with `preload` (default: when undici is installed), `NODE_OPTIONS` naming `NODE_PROXY_PRELOAD`
+ * and `NODE_PROXY_UNDICI` naming `UNDICI_FOLDER`. `NODE_OPTIONS` is appended to the process's own
+ * (after a space), never put in its place, so what the process is given keeps working.
+ */
+export function proxyEnvironment(port: number, preload: boolean = UNDICI_FOLDER !== undefined): Record<string, string> {
   const url = `http://127.0.0.1:${port}`
   const none = 'localhost,127.0.0.1,::1'
-  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1' }
+  const node = preload && UNDICI_FOLDER !== undefined ? { NODE_OPTIONS: `--require ${nodeOptionQuoted(NODE_PROXY_PRELOAD)}`, NODE_PROXY_UNDICI: UNDICI_FOLDER } : {}
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, ALL_PROXY: url, http_proxy: url, https_proxy: url, all_proxy: url, NO_PROXY: none, no_proxy: none, NODE_USE_ENV_PROXY: '1', ...node }
+}
+
+/** `value` as one word of `NODE_OPTIONS`: in double quotes, `"` and `\` escaped (Node's `ParseNodeOptionsEnvVar`). */
+function nodeOptionQuoted(value: string): string {
+  return `"${value.replace(/["\\]/g, '\\$&')}"`
 }

@@ -3,6 +3,6 @@ export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, maxExpos
 export { isWithin, protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { checkDenyWritePaths, DEFAULT_DENY_WRITE, denyWriteEntry, denyWritePaths, gitConfigPaths, gitNamedPaths, placeholderContent, symlinkBeneath } from './deny-write.ts'
-export { DEFAULT_PORTS, hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
+export { DEFAULT_PORTS, hostPatternProblem, isHostOwnAddress, NODE_PROXY_PRELOAD, proxyEnvironment, startEgressProxy, UNDICI_FOLDER, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'
 export { currentOwner, namespaceInode, nodeOwnerProc, OWNER_TAG, ownerEnded, ownerOfTag, ownerTag, type OwnerProc, type ProcessOwner } from './owner.ts'
 export { ARGUMENT_RULES, CLONE_NAMESPACE_FLAGS, CLONE_NAMESPACE_MASK, DENIED_SYSCALLS, INJECTING_IOCTLS, NOSYS_SYSCALLS, SETID_MODE_BITS, type ArgumentRule } from './syscall-rules.ts'

@@ -1,10 +1,10 @@
 /**
  * `ctx.tasks`: background work owned by an agent. See `types.ts` for the contract.
  *
- * A task lives `running → completed | failed | killed`. Its `run` is called synchronously by
- * `start`; whatever `run` does, the task ends exactly once, when `run` settles. `kill` only
- * asks (the `cancel` hook, then the abort signal) and waits for that settling, so a task is
- * never reported ended while its producer still runs.
+ * A task lives `running → completed | stopped | failed | killed`. Its `run` is called
+ * synchronously by `start`; whatever `run` does, the task ends exactly once, when `run` settles.
+ * `kill` only asks (the `cancel` hook, then the abort signal) and waits for that settling, so a
+ * task is never reported ended while its producer still runs.
  */
 import { Service, type Context, type Logger } from 'cordis'
 import { z } from 'zod'

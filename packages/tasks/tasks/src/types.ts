@@ -7,7 +7,11 @@
 import type { Agent } from '@conch/agent'
 import { errorClass, type ErrorMessages, type ErrorOf } from '@conch/session'
 
-export type TaskStatus = 'running' | 'completed' | 'failed' | 'killed'
+/**
+ * `stopped`: the task is over but its work was suspended, not ended (a terminal job stopped by
+ * SIGTSTP, which its shell keeps): it can be resumed outside the task.
+ */
+export type TaskStatus = 'running' | 'completed' | 'stopped' | 'failed' | 'killed'
 
 /** Given to a task's `run`. */
 export interface TaskController {
@@ -22,7 +26,7 @@ export interface TaskController {
 /** How a task ended, as returned by `run`. */
 export interface TaskOutcome {
   /** Defaults to `completed`. `killed`: the owner stopped it some other way (closed its terminal); no notification. */
-  status?: 'completed' | 'failed' | 'killed'
+  status?: Exclude<TaskStatus, 'running'>
   /** Status fields rendered after the status, e.g. `{ wait: 'stdin_read', session: 'running' }`. */
   fields?: Record<string, string>
   /** Structured data for clients (not rendered to the model). */

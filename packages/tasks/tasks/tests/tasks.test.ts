@@ -100,10 +100,12 @@ describe('starting and reading', () => {
     expect(snapshot.error).toBeUndefined()
   })
 
-  it('a run that reports status failed ends the task failed', async () => {
+  it('a run that reports status failed or stopped ends the task so', async () => {
     const owner = fakeAgent('agent-1')
-    const { id } = tasks.start({ kind: 'test', label: 'x', owner, run: async () => ({ status: 'failed' }) })
-    expect((await tasks.wait(owner, id, { timeoutMs: 60_000 })).status).toBe('failed')
+    for (const status of ['failed', 'stopped'] as const) {
+      const { id } = tasks.start({ kind: 'test', label: 'x', owner, run: async () => ({ status }) })
+      expect((await tasks.wait(owner, id, { timeoutMs: 60_000 })).status).toBe(status)
+    }
   })
 
   it('a run that rejects ends the task failed with the error message', async () => {

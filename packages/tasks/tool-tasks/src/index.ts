@@ -96,7 +96,7 @@ export const apply = (ctx: Context, config: Config) => {
   tools.register({
     name: 'task_list',
     description:
-      'List your background tasks: id, status (running, completed, failed, killed), kind, label.',
+      'List your tasks: id, status (running, completed, stopped, failed, killed), kind, label.',
     kind: 'read',
     ...limits,
     input: z.object({}),

@@ -159,8 +159,9 @@ export function registerTerminalSend(kit: ToolKit): void {
                 ended = true
               })
               noteInput(sessionId, result)
-              const closed = kit.closedByOwner.get(agent)?.has(sessionId) === true
-              return { ...(closed && { status: 'killed' as const }), fields: outcomeFields(result), meta: sendMeta(sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
+              // A job stopped, not ended, is what the task's status says too: the shell keeps it.
+              const status = kit.closedByOwner.get(agent)?.has(sessionId) === true ? 'killed' : result.stopped === undefined ? undefined : 'stopped'
+              return { ...(status && { status }), fields: outcomeFields(result), meta: sendMeta(sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
             drain: () => {
               const screen = operation.screen?.()
