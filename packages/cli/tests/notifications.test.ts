@@ -85,7 +85,7 @@ describe('notifications through conch run', () => {
     expect(await run.conch.exit, run.conch.stderr()).toBe(0)
     const out = run.conch.stdout()
     expect(out.match(/\[notification: task-1 exited 3/g)).toHaveLength(1)
-    expect(out).toMatch(/Waiting for it\.\n\n\[waiting up to 600 s for the task the model asked to be woken by\]\n\n\[notification: task-1 exited 3 — [^\n]*\]\n[\s\S]*built-ok[\s\S]*\n\nWoken\.\n$/)
+    expect(out).toMatch(/Waiting for it\.\n\n\[waiting up to 600 s for the task the model asked to be woken by\]\n\n\[notification: task-1 exited 3; evidence: controlled prompt\]\n[\s\S]*built-ok[\s\S]*\n\nWoken\.\n$/)
   })
 
   it('wakes the run at the first output line matching notifyOn, then stops the task when the run ends', async () => {
