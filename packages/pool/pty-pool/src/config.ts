@@ -2,7 +2,7 @@
 import { basename, delimiter, isAbsolute } from 'node:path'
 import { isIP } from 'node:net'
 import { z } from 'zod'
-import { resolveExecutable } from '@conch/subprocess'
+import { resolveExecutable, skippedExecutables } from '@conch/subprocess'
 import { PoolError } from './errors.ts'
 import { findBuiltinCommand } from './kinds.ts'
 
@@ -213,24 +213,25 @@ export type PoolConfig = Omit<z.output<typeof PoolConfig>, 'kinds'> & { kinds: R
 
 /**
  * Loads the pool's config: applies the env overrides, checks every configured kind's binary,
- * and checks that every well-formed agent route names a known kind and account.
+ * and checks that every well-formed agent route names a known kind and account. A binary named
+ * without a path is never taken from a PATH folder inside `writable` (folders agents may write).
  * @throws PoolError `CONFIG_INVALID` naming the field.
  */
-export function loadPoolConfig(input: unknown, env: Readonly<Record<string, string | undefined>> = process.env, builtins: Record<string, KindInput> = {}): PoolConfig {
+export function loadPoolConfig(input: unknown, env: Readonly<Record<string, string | undefined>> = process.env, builtins: Record<string, KindInput> = {}, writable: readonly string[] = []): PoolConfig {
   const parsed = parseField(PoolConfig, input ?? {}, (path) => `pool config: ${path || '(root)'}`)
   const kinds: Record<string, KindConfig> = {}
   for (const name of new Set([...Object.keys(builtins), ...Object.keys(parsed.kinds)])) {
     const given = parsed.kinds[name]
-    const found = builtins[name] !== undefined && given?.command === undefined ? findBuiltinCommand(name, env) : undefined
+    const found = builtins[name] !== undefined && given?.command === undefined ? findBuiltinCommand(name, env, writable) : undefined
     const kind = parseField(KindConfig, { ...builtins[name], ...(found !== undefined && { command: found }), ...given }, (path) => `pool config: kinds.${name}.${path}`)
     // A configured kind's binary must exist now; a built-in one only when an agent routes to it.
-    if (given) assertExecutable(kind.command, `pool config: kinds.${name}.command`)
+    if (given) assertExecutable(kind.command, `pool config: kinds.${name}.command`, writable)
     kinds[name] = kind
   }
   const config: PoolConfig = { ...parsed, kinds }
   if (config.worker === 'managed') {
     const command = config.supervisor.command
-    if (command) assertExecutable(command[0]!, 'pool config: supervisor.command')
+    if (command) assertExecutable(command[0]!, 'pool config: supervisor.command', writable)
     if (!command && !/^conch(\.m?js)?$/.test(basename(process.argv[1] ?? ''))) {
       throw new PoolError('CONFIG_INVALID', { field: 'pool config: supervisor.command', problem: `this process (${process.argv[1] ?? process.argv0}) is not the conch bin, so worker: "managed" needs the worker's argv, e.g. ["node", "/path/to/conch.js", "pool-worker"]` })
     }
@@ -246,7 +247,7 @@ export function loadPoolConfig(input: unknown, env: Readonly<Record<string, stri
     const route = AgentRoute.safeParse(raw)
     if (!route.success || route.data.runtime !== 'pty-pool') continue
     if (!(route.data.kind in config.kinds)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `unknown kind "${route.data.kind}"; known: ${Object.keys(config.kinds).join(', ')}` })
-    if (!resolveExecutable(config.kinds[route.data.kind]!.command, process.env['PATH'] ?? '')) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.kind`, problem: `the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing` })
+    assertExecutable(config.kinds[route.data.kind]!.command, `pool config: agents.${agent}.kind`, writable, `the "${route.data.kind}" binary "${config.kinds[route.data.kind]!.command}" is missing`)
     if (route.data.account && !(route.data.account in config.accounts)) throw new PoolError('CONFIG_INVALID', { field: `pool config: agents.${agent}.account`, problem: `unknown account "${route.data.account}"` })
   }
   return config
@@ -278,7 +279,9 @@ function parseField<T extends z.ZodType>(schema: T, input: unknown, field: (path
   throw new PoolError('CONFIG_INVALID', { field: field(issue.path.join('.')), problem: issue.message })
 }
 
-/** @throws PoolError `CONFIG_INVALID` for `field` when `command` does not resolve to an executable file. */
-function assertExecutable(command: string, field: string): void {
-  if (!resolveExecutable(command, process.env['PATH'] ?? '')) throw new PoolError('CONFIG_INVALID', { field, problem: `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}` })
+/** @throws PoolError `CONFIG_INVALID` for `field` when `command` does not resolve to an executable file outside `writable` (`resolveExecutable`). */
+function assertExecutable(command: string, field: string, writable: readonly string[], missing = `"${command}" is not an executable file${isAbsolute(command) ? '' : ' on PATH'}`): void {
+  const path = process.env['PATH'] ?? ''
+  if (resolveExecutable(command, path, writable)) return
+  throw new PoolError('CONFIG_INVALID', { field, problem: skippedExecutables(command, path, writable) ?? missing })
 }

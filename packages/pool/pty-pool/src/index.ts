@@ -52,13 +52,14 @@ export class PtyPoolService extends Service {
 
   constructor(ctx: Context, input: unknown) {
     super(ctx, 'ptyPool')
-    const config: PoolConfig = loadPoolConfig(input, process.env, BUILTIN_KINDS)
+    const workspaces = workspacesOf(ctx)
+    const config: PoolConfig = loadPoolConfig(input, process.env, BUILTIN_KINDS, workspaces)
     const holder = this.holder
     this.pool = new PtyPool(config, {
       // `ctx.subprocess` spawns the managed worker; only `worker: managed` needs it.
       ...(config.worker === 'managed' && { subprocess: ctx.get('subprocess') }),
       ...terminalDeps(ctx, config),
-      ...workspacesOf(ctx),
+      workspaces,
       fallback: (request) => (holder.fallback ? holder.fallback(request) : Promise.reject(new Error('no fresh-spawn path is registered (mount @conch/subagent-cli-pool)'))),
       warn: (message) => ctx.logger.warn(message),
     })
@@ -81,7 +82,7 @@ export class PtyPoolService extends Service {
       sandbox.hide([stateDir])
       // A sandbox with mounts fixed at its first process (a container) gets them up front.
       const homes = this.pool.agentHomes
-      if (homes !== undefined) sandbox.provision?.({ programs: installations(config, process.env), homes: [homes] })
+      if (homes !== undefined) sandbox.provision?.({ programs: installations(config, process.env, workspaces), homes: [homes] })
     })
   }
 
@@ -145,10 +146,10 @@ function terminalDeps(ctx: Context, config: PoolConfig): Partial<PoolDeps> {
   return { terminals: policyTerminals({ pty, sessions, sandboxPolicy: policies }).terminals }
 }
 
-/** The folder of each kind's binary (canonical) that is there. */
-function installations(config: PoolConfig, env: NodeJS.ProcessEnv): string[] {
+/** The folder of each kind's binary (canonical) that is there, outside `writable`. */
+function installations(config: PoolConfig, env: NodeJS.ProcessEnv, writable: readonly string[]): string[] {
   return Object.values(config.kinds).flatMap((kind) => {
-    const command = resolveExecutable(kind.command, env.PATH ?? '')
+    const command = resolveExecutable(kind.command, env.PATH ?? '', writable)
     try {
       return command === undefined ? [] : [dirname(realpathSync(command))]
     } catch {
@@ -157,10 +158,11 @@ function installations(config: PoolConfig, env: NodeJS.ProcessEnv): string[] {
   })
 }
 
-/** The workspace a configured `stateDir` must stay out of: the sandbox policy's configured root, when mounted. */
-function workspacesOf(ctx: Context): Partial<PoolDeps> {
+/** `PoolDeps.workspaces`: the sandbox policy's configured root and the sandbox's `readWritePaths`, of those mounted. */
+function workspacesOf(ctx: Context): string[] {
   const root = (ctx.get('sandboxPolicy') as { config?: { workspaceRoot?: unknown } } | undefined)?.config?.workspaceRoot
-  return typeof root === 'string' ? { workspaces: [root] } : {}
+  const sandbox = ctx.get('sandbox') as Pick<SandboxServiceApi, 'readWritePaths'> | undefined
+  return [...(typeof root === 'string' ? [root] : []), ...(sandbox?.readWritePaths?.() ?? [])]
 }
 
 export const name = 'pty-pool'

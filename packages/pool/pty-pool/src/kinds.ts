@@ -92,10 +92,11 @@ export const BUILTIN_KINDS: Record<string, KindInput> = { claude, codex, generic
 
 /**
  * Where a built-in kind's binary is when its `command` is not configured: the search the sub-agent
- * providers use (`.products/`, then `PATH`), so the pool runs the binary its fresh-spawn path runs.
+ * providers use (`.products/`, then `PATH` outside the folders agents may write, `writable`), so
+ * the pool runs the binary its fresh-spawn path runs.
  */
-export function findBuiltinCommand(kind: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
-  if (kind === 'claude') return resolveClaudeExecutable(productsEnv({ env }))
-  if (kind === 'codex') return resolveCodexExecutable(productsEnv({ env }))
+export function findBuiltinCommand(kind: string, env: Readonly<Record<string, string | undefined>>, writable: readonly string[] = []): string | undefined {
+  if (kind === 'claude') return resolveClaudeExecutable(productsEnv({ env, writable }))
+  if (kind === 'codex') return resolveCodexExecutable(productsEnv({ env, writable }))
   return undefined
 }

@@ -77,7 +77,11 @@ export interface PoolDeps {
   owners?: (id: string) => PtyOwner | undefined
   /** Managed worker under `terminal: conch`: the owner's sandbox policy, sent with each invoke. */
   policyOf?: (owner: PtyOwner) => OwnerPolicy
-  /** Workspace roots (canonical) a configured `stateDir` must stay out of. */
+  /**
+   * Folders agents may write besides an owner's own workspace root (the plugin: the sandbox
+   * policy's configured root and the sandbox's `readWritePaths`): a configured `stateDir` stays out
+   * of them, and no CLI (nor the managed worker) is taken from a PATH folder inside one.
+   */
   workspaces?: readonly string[]
   /** In-process under `terminal: conch`: the sandbox has fixed mounts (a container), so homes go in `agentHomes`. */
   agentHomes?: boolean
@@ -157,7 +161,7 @@ export class PtyPool {
           problem: '"conch" (the default) runs each CLI under its owner\'s sandbox policy, which the managed worker gets from ctx.sandboxPolicy: mount @conch/sandbox-policy (and @conch/sandbox with @conch/sandbox-local), or set terminal: "unconfined" to run the CLIs with no sandbox',
         })
       }
-      this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, terminal: config.workerTerminals })
+      this.backend = new WorkerSupervisor({ ...config, stateDir: this.stateDir }, { subprocess: deps.subprocess, env, metrics: this.metrics, warn: this.warn, terminal: config.workerTerminals, ...(deps.workspaces && { workspaces: deps.workspaces }) })
     } else {
       const metrics = this.metrics
       let terminals = deps.terminals
@@ -176,6 +180,7 @@ export class PtyPool {
         warn: this.warn,
         stateDir: this.stateDir,
         ...(this.agentHomes !== undefined && { agentHomes: this.agentHomes }),
+        ...(deps.workspaces && { workspaces: deps.workspaces }),
         count: (name) => metrics[name].inc(),
       })
     }

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, watch as watchPath, type FSWatcher } from 'node
 import { agentHome } from '@conch/sandbox'
 import { assertStateDirUnchanged } from './state-dir.ts'
 import { dirname, isAbsolute, join } from 'node:path'
-import { resolveExecutable, scrubbedEnv } from '@conch/subprocess'
+import { resolveExecutable, scrubbedEnv, skippedExecutables } from '@conch/subprocess'
 import type { KindConfig, PoolConfig } from './config.ts'
 import { InvokeFailure, PoolError } from './errors.ts'
 import { collapse, echoProbe, extractAnswer, extractFromText, findEcho, newSentinel, sentinelInstruction } from './sentinel.ts'
@@ -63,6 +63,8 @@ export interface SessionEnvironment {
   extraEnv?: Record<string, string>
   /** Whose CLI this is; passed to the terminal factory, which confines it under the owner's policy. */
   owner?: TerminalOwner
+  /** Folders agents may write besides the owner's workspace root (`PoolDeps.workspaces`). */
+  workspaces?: readonly string[]
   /** Told about a transcript line or folder past its bound. */
   warn?: (message: string) => void
 }
@@ -104,10 +106,17 @@ export function render(template: string, vars: Record<string, string>): string {
  * Builds a kind's private home (mkdtemp(3), its files made through `home-fs.ts`), argv and environment.
  * @throws PoolError `HOME_PATH_UNSAFE` when a seeded path is not a plain path inside the home or
  *   something already stands in its place.
+ * The binary is the kind's `command` when it is a path, else found on PATH outside the folders the
+ * owner may write (its workspace root, `workspaces`): the argv names it by its path.
  * @throws InvokeFailure `spawn` when the kind's binary is not there (no home is made).
  */
 export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'bare'>, environment: SessionEnvironment, extra: { sentinel?: string; prompt?: string; args?: readonly string[] }) {
-  if (resolveExecutable(kind.command, environment.parentEnv.PATH ?? '') === undefined) throw new InvokeFailure('spawn', `${kind.command} was not found on PATH or in .products/`, false)
+  const owner = environment.owner
+  const root = owner?.policy?.workspaceRoot ?? owner?.agent?.session.start.workspaceRoot
+  const writable = [...(environment.workspaces ?? []), ...(root === undefined ? [] : [root])]
+  const path = environment.parentEnv.PATH ?? ''
+  const command = resolveExecutable(kind.command, path, writable)
+  if (command === undefined) throw new InvokeFailure('spawn', skippedExecutables(kind.command, path, writable) ?? `${kind.command} was not found on PATH or in .products/`, false)
   assertStateDirUnchanged(environment.stateDir)
   mkdirSync(environment.stateDir, { recursive: true, mode: 0o700 })
   // An owner agent's homes lie in its own folder where a sandbox with fixed mounts (a container) binds it.
@@ -149,7 +158,7 @@ export function prepareLaunch(kind: KindConfig, key: Pick<PoolKey, 'model' | 'ba
   if (extra.sentinel && kind.instructionFlag) args.push(kind.instructionFlag, instruction)
   if (key.model && kind.modelFlag) args.push(kind.modelFlag, key.model)
   if (key.bare) args.push(...kind.bareArgs.map((arg) => render(arg, vars)))
-  return { home, env, argv: [kind.command, ...args] as [string, ...string[]] }
+  return { home, env, argv: [command, ...args] as [string, ...string[]] }
 }
 
 /** Waits for `probe` to return a value, re-checking on every screen change, every `tickMs` and each `check()`. */

@@ -34,6 +34,8 @@ export interface SupervisorDeps {
   warn: (message: string) => void
   /** The config sections the worker composes its terminals (ctx.pty) from; sent in `init`. */
   terminal?: TerminalSections
+  /** Folders agents may write (`PoolDeps.workspaces`): a worker command named without a path is never found there. */
+  workspaces?: readonly string[]
 }
 
 interface Pending {
@@ -108,7 +110,7 @@ export class WorkerSupervisor implements SessionBackend {
   private spawn(): void {
     let handle: ChildHandle
     try {
-      handle = this.deps.subprocess.spawn({ argv: this.command(), extraPipes: 1, ...(this.config.cwd && { cwd: this.config.cwd }) })
+      handle = this.deps.subprocess.spawn({ argv: this.command(), extraPipes: 1, ...(this.config.cwd && { cwd: this.config.cwd }), ...(this.deps.workspaces && { agentWritable: this.deps.workspaces }) })
     } catch (error) {
       this.deps.warn(`pool: the worker could not be spawned: ${(error as Error).message}`)
       this.scheduleRestart()

@@ -65,6 +65,8 @@ export interface WarmDeps {
   stateDir: string
   /** The folder of the owner agents' folders of homes, when the sandbox binds each agent its own (`PtyPool.agentHomes`). */
   agentHomes?: string
+  /** Folders agents may write besides an owner's workspace root (`PoolDeps.workspaces`): no CLI is taken from PATH there. */
+  workspaces?: readonly string[]
 }
 
 /** Whether a session started for `before` may serve `after`: the same agent object and the same policy data. */
@@ -176,7 +178,7 @@ export class WarmSessions implements SessionBackend {
   }
 
   private environment(key: PoolKey, cwd: string, owner: TerminalOwner | undefined) {
-    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.agentHomes !== undefined && { agentHomes: this.deps.agentHomes }), warn: this.deps.warn, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(owner && { owner }) }
+    return { parentEnv: this.deps.env, accountEnv: this.accountEnv(key.account), cwd, stateDir: this.deps.stateDir, ...(this.deps.agentHomes !== undefined && { agentHomes: this.deps.agentHomes }), warn: this.deps.warn, ...(this.deps.extraEnv && { extraEnv: this.deps.extraEnv }), ...(this.deps.workspaces && { workspaces: this.deps.workspaces }), ...(owner && { owner }) }
   }
 
   private accountEnv(account: string): Record<string, string> {

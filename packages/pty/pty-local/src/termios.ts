@@ -4,6 +4,7 @@
  * (README). Asked only when a decision needs them.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
+import { resolveExecutable, systemFolders } from '@conch/subprocess'
 
 /** The local-mode flags conch decides on (termios(3), `c_lflag`). */
 export interface TermiosFlags {
@@ -94,7 +95,7 @@ export function parseTermiosReply(line: string): TermiosFlags | undefined {
 }
 
 export interface HelperTermiosOptions {
-  /** The perl executable. Default `perl` from PATH. */
+  /** The perl executable. Default `perl` from PATH's system folders (`SYSTEM_FOLDERS` of @conch/subprocess): it runs unconfined. */
   perl?: string
   /** A query not answered within this many ms reads as unknown (and restarts the helper). Default 2000. */
   timeoutMs?: number
@@ -108,7 +109,7 @@ export interface HelperTermiosOptions {
  * dead helper makes every read answer undefined and is replaced on the next read.
  */
 export function helperTermiosReader(options: HelperTermiosOptions = {}): TermiosReader {
-  const perl = options.perl ?? 'perl'
+  const perl = options.perl ?? resolveExecutable('perl', systemFolders(process.env['PATH'] ?? '')) ?? '/usr/bin/perl'
   const timeoutMs = options.timeoutMs ?? 2000
   const start = options.spawnHelper ?? ((program: string, script: string) => spawn(program, ['-e', script], { stdio: ['pipe', 'pipe', 'ignore'] }))
   let child: ChildProcess | undefined

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import { currentOwner, OWNER_TAG, ownerTag, type ExposedPort } from '@conch/sandbox'
+import { resolveExecutable, systemFolders } from '@conch/subprocess'
 
 const NET_RELAY = fileURLToPath(new URL('./net-relay.cjs', import.meta.url))
 
@@ -44,7 +45,9 @@ export interface NetRelay {
  */
 export function startNetRelay(pid: number, answerTimeoutMs: number): NetRelay {
   const folder = ownedFolder('net')
-  const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
+  // A host program: taken from the system's folders only, never from a PATH folder a sandbox may write.
+  const nsenter = resolveExecutable('nsenter', systemFolders(process.env['PATH'] ?? '')) ?? '/usr/bin/nsenter'
+  const child = spawn(nsenter, [`--net=/proc/${pid}/ns/net`, '--', process.execPath, NET_RELAY], { stdio: ['pipe', 'pipe', 'inherit'] })
   // A relay that cannot start or has ended closes its stdout: a request then says it exited.
   child.on('error', () => {})
   child.stdin.on('error', () => {})

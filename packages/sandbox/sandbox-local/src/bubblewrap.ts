@@ -9,7 +9,7 @@ import { realpathSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { checkDenyWritePaths, denyWritePaths, gitGuardScript, isWithin, NODE_PROXY_PRELOAD, SandboxError, UNDICI_FOLDER, type ConfinePolicy, type ConfineResult, type ExposedPort, type SandboxPolicy, type SandboxProvider } from '@conch/sandbox'
-import { resolveExecutable } from '@conch/subprocess'
+import { resolveExecutable, SYSTEM_FOLDERS, systemFolders } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { folderLedger, placeholders, type Placeholders } from './deny-write.ts'
 import { KERNEL_MASKED_PATHS, KERNEL_READ_ONLY_PATHS } from './kernel-paths.ts'
@@ -56,7 +56,7 @@ export const nodeHostPaths: HostPaths = {
     }
   },
   searchPath: () => (process.env['PATH'] ?? '').split(delimiter).filter((dir) => isAbsolute(dir)),
-  programFolders: () => (process.env['PATH'] ?? '').split(delimiter).filter((dir) => SYSTEM_FOLDERS.includes(dir)),
+  programFolders: () => systemFolders(process.env['PATH'] ?? ''),
 }
 
 /** The host files the argv refers to (see runtime-dir.ts). */
@@ -309,15 +309,6 @@ export function bubblewrapArgv(
   if (network || place.netns === undefined) return ['/bin/sh', '-c', `${launcherStart(nodeOptions)}exec "$@"`, 'conch-sandbox', files.seccompFilter, runner, ...out]
   return ['/bin/sh', '-c', joinLauncher(place.netns, runner, nodeOptions), 'conch-sandbox', files.seccompFilter, ...out]
 }
-
-/**
- * The folders a host program conch runs outside any sandbox (bwrap, busybox, nsenter, mount,
- * umount) is looked up in: the system's own, as PATH orders them. Any other folder on PATH (a
- * project's node_modules/.bin or .venv/bin, ~/bin) may be one a confined process can write, and a
- * program planted there would run on the host as conch's user. A program elsewhere is named by
- * its absolute path (`runnerCommand`).
- */
-export const SYSTEM_FOLDERS: readonly string[] = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
 
 /** Why `command` cannot be executed from `folders` (`resolveExecutable`), or undefined when it can. */
 export function runnerProblem(command: string, folders: readonly string[]): string | undefined {

@@ -1,6 +1,7 @@
 export * from './types.ts'
 export { codeHeldBy, default, default as SandboxService, HOLDING_ROOTS, maxExposedPorts, SHARED_ROOTS, SYSTEM_ROOTS, systemRootOf, workspaceRootProblem } from './service.ts'
-export { isWithin, protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
+export { isWithin } from '@conch/subprocess'
+export { protectedPathProblem, type ProtectedPath, type ProtectedPathProblem } from './protected.ts'
 export { GIT_NEUTRALISED, gitGuardScript } from './git-guard.ts'
 export { checkDenyWritePaths, DEFAULT_DENY_WRITE, denyWriteEntry, denyWritePaths, gitConfigPaths, gitNamedPaths, placeholderContent, symlinkBeneath } from './deny-write.ts'
 export { DEFAULT_PORTS, hostPatternProblem, isHostOwnAddress, NODE_PROXY_PRELOAD, proxyEnvironment, startEgressProxy, UNDICI_FOLDER, type EgressProxy, type EgressProxyOptions } from './egress-proxy.ts'

@@ -3,9 +3,9 @@
  * canonical path read-only (a mount covers the file, not a name of it), so another hard link of
  * a file, or a symbolic link on the way to it, in a writable path escapes it.
  */
-import { nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
+import { isWithin, nodeBeneathFs, type BeneathFs } from '@conch/subprocess'
 import type { Stats } from 'node:fs'
-import { dirname, isAbsolute, join, relative, sep } from 'node:path'
+import { dirname, join, sep } from 'node:path'
 import type { SandboxErrorCode } from './types.ts'
 
 /** A path registered with `protect`: as it was given, and made canonical then. */
@@ -33,13 +33,6 @@ function reads(fs: BeneathFs): Reads {
 export interface ProtectedPathProblem {
   code: Extract<SandboxErrorCode, 'PROTECTED_PATH_LINKED' | 'PROTECTED_PATH_SYMLINK'>
   message: string
-}
-
-/** Whether `path` is `root` or inside it, by their names (both absolute; nothing is resolved). */
-export function isWithin(path: string, root: string): boolean {
-  if (root === '/') return true
-  const rest = relative(root, path)
-  return rest === '' || (!rest.startsWith(`..${sep}`) && rest !== '..' && !isAbsolute(rest))
 }
 
 /**

@@ -377,6 +377,10 @@ class SandboxService extends Service implements SandboxServiceApi {
     }
   }
 
+  readWritePaths(): string[] {
+    return unique(canonicalPaths(this.here().flatMap((provider) => provider.readWritePaths ?? [])))
+  }
+
   ownFolders(): string[] {
     return unique([...this.hiddenPaths(), ...canonicalPaths(this.providers.flatMap((provider) => provider.ownPaths ?? []))])
   }

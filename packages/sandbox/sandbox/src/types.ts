@@ -262,6 +262,11 @@ export interface SandboxServiceApi {
   provision?(provisions: Partial<AgentProvisions>): () => void
   /** The `fixedMounts` of the first registered provider for `process.platform`. */
   fixedMounts?(): boolean | undefined
+  /**
+   * The canonical `readWritePaths` of the providers for `process.platform`: host folders an agent
+   * may write besides its workspace root, which no program conch runs outside a sandbox is taken from.
+   */
+  readWritePaths?(): string[]
   /** The folders conch keeps for itself, which no workspace may lie in: hidden paths and providers' `ownPaths`. */
   ownFolders?(): string[]
   /** The `network` of the first registered provider for `process.platform` (for describing; no probe). */

@@ -4,7 +4,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, acpChildConfig, providerName, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
+import { NO_CAPABILITIES, childCwd, childEnv, outOfProcessConfig, acpChildConfig, parentWritable, providerName, type ProviderRequest, type SubagentProvider, type SubagentServiceApi } from '@conch/subagent'
 import type { SubprocessServiceApi } from '@conch/subprocess'
 
 export const name = 'subagent-acp'
@@ -27,8 +27,11 @@ export const Config = z
 
 export type Config = z.output<typeof Config>
 
-/** The provider, for tests and compositions that register it by hand. */
-export function acpProvider(subprocess: SubprocessServiceApi, config: Config): SubagentProvider {
+/**
+ * The provider, for tests and compositions that register it by hand. `writable`: the folders the
+ * run's parent may write (`parentWritable`), where a bare `command` is never found.
+ */
+export function acpProvider(subprocess: SubprocessServiceApi, config: Config, writable: (request: ProviderRequest) => readonly string[] = () => []): SubagentProvider {
   return {
     name: config.name,
     capabilities: NO_CAPABILITIES,
@@ -42,6 +45,7 @@ export function acpProvider(subprocess: SubprocessServiceApi, config: Config): S
         argv: [config.command, ...config.args],
         cwd,
         env: childEnv(config.env),
+        agentWritable: writable(request),
         permission: config.permission,
         timing: config,
         request,
@@ -52,5 +56,5 @@ export function acpProvider(subprocess: SubprocessServiceApi, config: Config): S
 
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  subagents.registerProvider(acpProvider(ctx.subprocess, config))
+  subagents.registerProvider(acpProvider(ctx.subprocess, config, (request) => parentWritable(ctx, request.parent)))
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, realpathSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
@@ -260,6 +260,33 @@ describe('start failures', () => {
   it('a missing program fails the start naming it', async () => {
     await setup({ command: '/no/such/acp-agent', args: [] })
     await expect(run('text')).rejects.toMatchObject({ code: 'START_FAILED', message: expect.stringContaining('/no/such/acp-agent') })
+  })
+
+  it("a command named without a path is never taken from the parent's workspace, where a confined agent could have put it", async () => {
+    // `pnpm exec` and `npx` put <workspace>/node_modules/.bin first on PATH; the agent can write there.
+    const bin = join(workspace, 'node_modules', '.bin')
+    const elsewhere = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-acp-bin-')))
+    const ran = join(elsewhere, 'planted-ran')
+    mkdirSync(bin, { recursive: true })
+    writeFileSync(join(bin, 'acp-agent'), `#!/bin/sh\ntouch ${ran}\n`, { mode: 0o755 })
+    const saved = process.env.PATH
+    try {
+      process.env.PATH = `${bin}:${saved}`
+      await setup({ command: 'acp-agent', args: [] })
+      await expect(run('text')).rejects.toMatchObject({
+        code: 'START_FAILED',
+        message: `cannot start the "acp" sub-agent: cannot spawn acp-agent: acp-agent was found only in ${bin} (inside ${workspace}), which an agent may write; a program conch starts is never taken from there: give its absolute path`,
+      })
+      // The next folder on PATH has one: that is the one started.
+      writeFileSync(join(elsewhere, 'acp-agent'), `#!/bin/sh\nexec ${process.execPath} ${ACP_AGENT} "$@"\n`, { mode: 0o755 })
+      process.env.PATH = `${bin}:${elsewhere}:${saved}`
+      expect(await (await run('text')).result).toMatchObject({ stopReason: 'completed' })
+      expect(existsSync(ran)).toBe(false)
+    } finally {
+      process.env.PATH = saved
+      rmSync(join(workspace, 'node_modules'), { recursive: true, force: true })
+      rmSync(elsewhere, { recursive: true, force: true })
+    }
   })
 
   it('a cancel during the start rejects it and leaves nothing running', async () => {

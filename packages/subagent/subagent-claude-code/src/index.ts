@@ -4,7 +4,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, parentWritable, providerName, type SubagentServiceApi } from '@conch/subagent'
 import { claudeCodeProvider, type ClaudeCodeProviderConfig, type SandboxMode } from './provider.ts'
 
 export { claudeCodeProvider, projectSandbox, WRITE_TOOLS, type ClaudeCodeProviderConfig, type ClaudeCodeProviderDeps, type SandboxMode } from './provider.ts'
@@ -47,5 +47,5 @@ export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
   const fence = modeFence<SandboxMode>(ctx, config.name)
   hidePrivateRoot(ctx, config.stateRoot, `${config.name} sub-agents`)
-  subagents.registerProvider(claudeCodeProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as ClaudeCodeProviderConfig))
+  subagents.registerProvider(claudeCodeProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track, parentWritable: (request) => parentWritable(ctx, request.parent) }, config as ClaudeCodeProviderConfig))
 }

@@ -10,6 +10,7 @@ import {
   SubagentError,
   childCwd,
   childEnv,
+  productsEnv,
   disposeProcess,
   textOf,
   type OutOfProcessConfig,
@@ -18,7 +19,7 @@ import {
   type ProviderRun,
   type SubagentProvider,
 } from '@conch/subagent'
-import type { ChildHandle, SubprocessServiceApi } from '@conch/subprocess'
+import { skippedExecutables, type ChildHandle, type SubprocessServiceApi } from '@conch/subprocess'
 import { NOT_FOUND_HINT, resolveClaudeExecutable } from './resolve.ts'
 import { spawnThroughSubprocess } from './spawn.ts'
 
@@ -40,6 +41,8 @@ export interface ClaudeCodeProviderDeps {
   subprocess: SubprocessServiceApi
   parentMode(request: ProviderRequest): SandboxMode | undefined
   track?(request: ProviderRequest, live: boolean): void
+  /** The folders the parent may write (`parentWritable`): no binary is taken from PATH folders there. */
+  parentWritable?(request: ProviderRequest): readonly string[]
 }
 
 /** Tools that write files; removed from the child under a read-only parent. */
@@ -77,8 +80,12 @@ const isObject = (value: unknown): value is Json => typeof value === 'object' &&
 async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProviderConfig, request: ProviderRequest): Promise<ProviderRun> {
   const provider = config.name
   const cwd = childCwd(config.cwd, request.parent, provider)
-  const executable = resolveClaudeExecutable(config.executable)
-  if (executable === undefined) throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: no claude binary found; ${NOT_FOUND_HINT}` })
+  const writable = deps.parentWritable?.(request) ?? []
+  const executable = resolveClaudeExecutable(config.executable, productsEnv({ writable }))
+  if (executable === undefined) {
+    const found = skippedExecutables('claude', process.env.PATH ?? '', writable) ?? 'no claude binary found'
+    throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${found}; ${NOT_FOUND_HINT}` })
+  }
   const projection = projectSandbox(deps.parentMode(request), cwd)
 
   let stateDir: string | undefined

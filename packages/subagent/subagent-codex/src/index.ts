@@ -4,7 +4,7 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, providerName, type SubagentServiceApi } from '@conch/subagent'
+import { cacheFolder, executableFile, hidePrivateRoot, modeFence, outOfProcessConfig, parentWritable, providerName, type SubagentServiceApi } from '@conch/subagent'
 import type { CodexSandboxMode } from './protocol.ts'
 import { codexProvider, type CodexProviderConfig } from './provider.ts'
 
@@ -53,5 +53,5 @@ export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
   const fence = modeFence<CodexSandboxMode>(ctx, config.name)
   hidePrivateRoot(ctx, config.homeRoot, `${config.name} sub-agents`)
-  subagents.registerProvider(codexProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track }, config as CodexProviderConfig))
+  subagents.registerProvider(codexProvider({ subprocess: ctx.subprocess, parentMode: fence.parentMode, track: fence.track, parentWritable: (request) => parentWritable(ctx, request.parent) }, config as CodexProviderConfig))
 }

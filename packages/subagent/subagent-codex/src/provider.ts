@@ -10,6 +10,7 @@ import {
   StreamTail,
   childCwd,
   childEnv,
+  productsEnv,
   disposeProcess,
   raceStart,
   spawnChild,
@@ -19,7 +20,7 @@ import {
   type ProviderRun,
   type SubagentProvider,
 } from '@conch/subagent'
-import type { SubprocessServiceApi } from '@conch/subprocess'
+import { skippedExecutables, type SubprocessServiceApi } from '@conch/subprocess'
 import { describeExit } from '@conch/session'
 import { createCodexHome, type CodexHome, type TomlTable } from './codex-home.ts'
 import { JsonLinesConnection } from './connection.ts'
@@ -55,6 +56,8 @@ export interface CodexProviderDeps {
   parentMode(request: ProviderRequest): CodexSandboxMode | undefined
   /** Called when a run starts and when it is gone, so mode changes can be fenced meanwhile. */
   track?(request: ProviderRequest, live: boolean): void
+  /** The folders the parent may write (`parentWritable`): no binary is taken from PATH folders there. */
+  parentWritable?(request: ProviderRequest): readonly string[]
 }
 
 export function codexProvider(deps: CodexProviderDeps, config: CodexProviderConfig): SubagentProvider {
@@ -68,8 +71,12 @@ export function codexProvider(deps: CodexProviderDeps, config: CodexProviderConf
 async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, request: ProviderRequest): Promise<ProviderRun> {
   const provider = config.name
   const cwd = childCwd(config.cwd, request.parent, provider)
-  const executable = resolveCodexExecutable(config.executable)
-  if (executable === undefined) throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: no codex binary found; ${NOT_FOUND_HINT}` })
+  const writable = deps.parentWritable?.(request) ?? []
+  const executable = resolveCodexExecutable(config.executable, productsEnv({ writable }))
+  if (executable === undefined) {
+    const found = skippedExecutables('codex', process.env.PATH ?? '', writable) ?? 'no codex binary found'
+    throw new SubagentError('START_FAILED', { reason: `cannot start the "${provider}" sub-agent: ${found}; ${NOT_FOUND_HINT}` })
+  }
   const sandbox = projectSandbox(config.sandbox, deps.parentMode(request))
 
   const baseEnv = childEnv(config.env)

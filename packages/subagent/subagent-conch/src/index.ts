@@ -13,9 +13,11 @@ import {
   childCwd,
   childEnv,
   outOfProcessConfig,
+  parentWritable,
   acpChildConfig,
   providerName,
   type SubagentCapabilities,
+  type ProviderRequest,
   type SubagentProvider,
   type SubagentServiceApi,
 } from '@conch/subagent'
@@ -99,7 +101,8 @@ export function defaultCommand(argv: readonly string[] = process.argv, execPath 
   return ['conch']
 }
 
-export function conchProvider(subprocess: SubprocessServiceApi, config: Config, where: DepthInfo): SubagentProvider {
+/** `writable`: the folders the run's parent may write (`parentWritable`), where a bare `command[0]` is never found. */
+export function conchProvider(subprocess: SubprocessServiceApi, config: Config, where: DepthInfo, writable: (request: ProviderRequest) => readonly string[] = () => []): SubagentProvider {
   const command = (config.command as [string, ...string[]] | undefined) ?? defaultCommand()
   const composition = resolve(config.config ?? process.env[CONFIG_VARIABLE] ?? 'cordis.yml')
   const script = config.script === undefined ? undefined : resolve(config.script)
@@ -130,6 +133,7 @@ export function conchProvider(subprocess: SubprocessServiceApi, config: Config, 
         argv,
         cwd: childCwd(config.cwd, request.parent, config.name),
         env: childEnv(config.env, { [DEPTH_VARIABLE]: String(childDepth), [MAX_DEPTH_VARIABLE]: String(max) }),
+        agentWritable: writable(request),
         permission: config.permission,
         timing: config,
         request,
@@ -141,5 +145,5 @@ export function conchProvider(subprocess: SubprocessServiceApi, config: Config, 
 
 export const apply = (ctx: Context, config: Config) => {
   const subagents: SubagentServiceApi = ctx.subagents
-  subagents.registerProvider(conchProvider(ctx.subprocess, config, depthFromEnv(process.env)))
+  subagents.registerProvider(conchProvider(ctx.subprocess, config, depthFromEnv(process.env), (request) => parentWritable(ctx, request.parent)))
 }

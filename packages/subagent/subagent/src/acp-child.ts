@@ -39,6 +39,8 @@ export interface AcpChildOptions {
   argv: [string, ...string[]]
   cwd: string
   env: Record<string, string>
+  /** The parent's writable folders (`parentWritable`): a bare `argv[0]` is never taken from PATH there. */
+  agentWritable?: readonly string[]
   permission: PermissionPolicy
   timing: Pick<OutOfProcessConfig, 'startTimeoutMs' | 'disposeEofGraceMs' | 'disposeGraceMs'> & AcpChildConfig
   request: ProviderRequest
@@ -78,7 +80,7 @@ function writableTo(child: ChildHandle): WritableStream<Uint8Array> {
  */
 export async function startAcpChild(options: AcpChildOptions): Promise<ProviderRun> {
   const { request, provider } = options
-  const child = spawnChild(options.subprocess, { argv: options.argv, cwd: options.cwd, env: options.env, provider })
+  const child = spawnChild(options.subprocess, { argv: options.argv, cwd: options.cwd, env: options.env, provider, ...(options.agentWritable && { agentWritable: options.agentWritable }) })
   options.onSpawn?.(child)
   const stderr = new StreamTail(child.stderr)
   let sessionId: string | undefined

@@ -14,6 +14,7 @@ export {
   acpChildConfig,
   childCwd,
   childEnv,
+  parentWritable,
   spawnChild,
   raceStart,
   disposeProcess,

@@ -2,6 +2,7 @@
 import { accessSync, constants, statSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { isAbsolute, join } from 'node:path'
+import type { Context } from 'cordis'
 import { z } from 'zod'
 import type { Agent } from '@conch/agent'
 import { describeExit, messageOf } from '@conch/session'
@@ -106,6 +107,19 @@ export function childCwd(configured: string | undefined, parent: Agent, provider
   })
 }
 
+/**
+ * The host folders the parent agent may write, whatever its mode now (what it wrote under a wider
+ * one stays): its workspace root as `ctx.sandboxPolicy` resolves it (else its session's), and
+ * `ctx.sandbox`'s `readWritePaths`. A provider's program is never taken from a PATH folder there
+ * (`SpawnOptions.agentWritable`, `ProductsEnv.writable`): the child runs outside the parent's sandbox.
+ */
+export function parentWritable(ctx: Context, parent: Agent): string[] {
+  const policy = ctx.get('sandboxPolicy') as { resolve(options: { session: Agent['session'] }): { workspaceRoot: string } } | undefined
+  const sandbox = ctx.get('sandbox') as { readWritePaths?(): string[] } | undefined
+  const root = policy?.resolve({ session: parent.session }).workspaceRoot ?? parent.session.start.workspaceRoot
+  return [...(root === undefined ? [] : [root]), ...(sandbox?.readWritePaths?.() ?? [])]
+}
+
 /** The child's environment: `scrubbedEnv(source)`, plus the set variables named in `passThrough`, plus `extra` (wins). */
 export function childEnv(
   passThrough: readonly string[],
@@ -125,6 +139,8 @@ export interface SpawnChildOptions {
   cwd: string
   env: Record<string, string>
   provider: string
+  /** `parentWritable`: a bare `argv[0]` found only in a PATH folder there is refused. */
+  agentWritable?: readonly string[]
 }
 
 /**
@@ -133,7 +149,7 @@ export interface SpawnChildOptions {
  */
 export function spawnChild(subprocess: SubprocessServiceApi, options: SpawnChildOptions): ChildHandle {
   try {
-    return subprocess.spawn({ argv: options.argv, cwd: options.cwd, env: options.env })
+    return subprocess.spawn({ argv: options.argv, cwd: options.cwd, env: options.env, ...(options.agentWritable && { agentWritable: options.agentWritable }) })
   } catch (error) {
     throw new SubagentError('START_FAILED', { reason: `cannot start the "${options.provider}" sub-agent: ${(error as Error).message}` }, {
       cause: error,

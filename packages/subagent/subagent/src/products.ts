@@ -3,10 +3,12 @@
  * them. Order, claude: the products folder, the SDK's platform package (`besideSdk`), `PATH`;
  * codex: the products folder, `PATH` (an npm wrapper followed to its binary, which is spawned
  * directly: on Node 20 the wrapper keeps a Node process alive for the child's whole life). The
- * products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`.
+ * products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`. `PATH` is
+ * searched as `resolveExecutable` of @conch/subprocess does: absolute folders only, none inside
+ * `writable` (a folder an agent may write could hold a program it put there).
  */
 import { existsSync, realpathSync } from 'node:fs'
-import { delimiter, dirname, isAbsolute, join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isExecutableFile, resolveExecutable } from '@conch/subprocess'
 
@@ -18,6 +20,8 @@ export interface ProductsEnv {
   env: Readonly<Record<string, string | undefined>>
   /** Where the search for `.products/` starts. */
   from: string
+  /** Folders an agent may write (its workspace root, …): no binary is taken from PATH folders there. */
+  writable?: readonly string[]
 }
 
 function detectLibc(): 'glibc' | 'musl' {
@@ -69,7 +73,7 @@ export function resolveClaudeExecutable(where: ProductsEnv = productsEnv(), besi
     const sdk = besideSdk(pkg)
     if (sdk) return sdk
   }
-  return resolveExecutable('claude', where.env.PATH ?? '')
+  return resolveExecutable('claude', where.env.PATH ?? '', where.writable)
 }
 
 /** `@openai/codex-<platform>` and the target triple of its `vendor/` folder, per Node platform and arch. */
@@ -90,22 +94,18 @@ function codexIn(nodeModules: string, where: ProductsEnv): string | undefined {
 
 /** `codex` on PATH: the binary itself, or the binary an npm wrapper (`…/@openai/codex/bin/codex.js`) would start. */
 function codexOnPath(where: ProductsEnv): string | undefined {
-  for (const dir of (where.env.PATH ?? '').split(delimiter)) {
-    if (!isAbsolute(dir)) continue
-    const candidate = join(dir, 'codex')
-    if (!isExecutableFile(candidate)) continue
-    let real: string
-    try {
-      real = realpathSync(candidate)
-    } catch {
-      continue
-    }
-    if (!real.endsWith('.js')) return candidate
-    // …/node_modules/@openai/codex/bin/codex.js: the platform package is nested or a sibling.
-    const wrapper = dirname(dirname(real))
-    return codexIn(join(wrapper, 'node_modules'), where) ?? codexIn(dirname(dirname(wrapper)), where)
+  const candidate = resolveExecutable('codex', where.env.PATH ?? '', where.writable)
+  if (candidate === undefined) return undefined
+  let real: string
+  try {
+    real = realpathSync(candidate)
+  } catch {
+    return undefined // gone since it was found
   }
-  return undefined
+  if (!real.endsWith('.js')) return candidate
+  // …/node_modules/@openai/codex/bin/codex.js: the platform package is nested or a sibling.
+  const wrapper = dirname(dirname(real))
+  return codexIn(join(wrapper, 'node_modules'), where) ?? codexIn(dirname(dirname(wrapper)), where)
 }
 
 /** The native codex binary, or undefined when none is found. */

@@ -1,6 +1,6 @@
 /** Finding a program as execvp(3) does, so that a missing one fails by name before anything starts. */
-import { accessSync, constants, statSync } from 'node:fs'
-import { delimiter, isAbsolute, join } from 'node:path'
+import { accessSync, constants, realpathSync, statSync } from 'node:fs'
+import { delimiter, isAbsolute, join, relative, resolve, sep } from 'node:path'
 
 /** Whether `file` is a regular file this process may execute (access(2) `X_OK`). */
 export function isExecutableFile(file: string): boolean {
@@ -13,19 +13,74 @@ export function isExecutableFile(file: string): boolean {
   }
 }
 
-/** The first `<dir>/<name>` of `dirs` that is an executable file, or undefined. */
-export function findExecutable(name: string, dirs: readonly string[]): string | undefined {
-  return dirs.map((dir) => join(dir, name)).find(isExecutableFile)
+/** Whether `path` is `root` or inside it, by their names (both absolute; nothing is resolved). */
+export function isWithin(path: string, root: string): boolean {
+  if (root === '/') return true
+  const rest = relative(root, path)
+  return rest === '' || (!rest.startsWith(`..${sep}`) && rest !== '..' && !isAbsolute(rest))
 }
 
 /**
- * `command` as an executable file: itself when it names one by a path (a `/` in it), else its
- * first match in the absolute folders of `path` (a PATH string, or its folders). execvp(3)'s
- * search without the relative and empty entries, which name the working directory: the
- * workspace, where a repository could carry a program of that name. Undefined when none.
+ * The system's folders: a program conch runs for itself outside any sandbox (bwrap, busybox,
+ * nsenter, mount, umount, perl) is looked up only in these, as PATH orders them (`systemFolders`).
+ * Any other folder on PATH (a project's node_modules/.bin or .venv/bin, ~/bin) may be one a
+ * confined process can write, and a program planted there would run on the host as conch's user.
+ * A program elsewhere is named by its absolute path.
  */
-export function resolveExecutable(command: string, path: string | readonly string[]): string | undefined {
+export const SYSTEM_FOLDERS: readonly string[] = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin']
+
+/** The folders of `path` (a PATH string) that are `SYSTEM_FOLDERS`, in its order. */
+export function systemFolders(path: string): string[] {
+  return path.split(delimiter).filter((folder) => SYSTEM_FOLDERS.includes(folder))
+}
+
+/**
+ * `command` as an executable file: itself when it names one by a path (a `/` in it: the caller
+ * chose it), else its first match in the absolute folders of `path` (a PATH string, or its
+ * folders) that an agent cannot write. execvp(3)'s search without
+ * - the relative and empty entries, which name the working directory: the workspace;
+ * - a match in a folder inside `writable` (the folders an agent may write: its workspace root and
+ *   writable paths), or whose file (links followed) lies there: a confined agent could have put it
+ *   there (`npm exec` puts `<repo>/node_modules/.bin` first on PATH) for conch to run unconfined.
+ * Undefined when none is left (`skippedExecutables` names what this skipped).
+ */
+export function resolveExecutable(command: string, path: string | readonly string[], writable: readonly string[] = []): string | undefined {
   if (command.includes('/')) return isExecutableFile(command) ? command : undefined
-  const folders = typeof path === 'string' ? path.split(delimiter) : path
-  return findExecutable(command, folders.filter((folder) => isAbsolute(folder)))
+  return candidates(command, path, writable).find((candidate) => candidate.skipped === undefined)?.file
+}
+
+/**
+ * Why `resolveExecutable` found no `command` although PATH has one: e.g. `claude was found only in
+ * /w/node_modules/.bin (inside /w), which an agent may write; …: give its absolute path`.
+ * Undefined when it skipped none (or found one).
+ */
+export function skippedExecutables(command: string, path: string | readonly string[], writable: readonly string[]): string | undefined {
+  if (command.includes('/')) return undefined
+  const found = candidates(command, path, writable)
+  if (found.length === 0 || found.some((candidate) => candidate.skipped === undefined)) return undefined
+  return `${command} was found only in ${found.map((candidate) => candidate.skipped).join(', ')}, which an agent may write; a program conch starts is never taken from there: give its absolute path`
+}
+
+/** Each executable `<folder>/<command>` of the absolute folders of `path`, with where it lies when that is inside `writable`. */
+function candidates(command: string, path: string | readonly string[], writable: readonly string[]): { file: string; skipped?: string }[] {
+  const folders = (typeof path === 'string' ? path.split(delimiter) : path).filter((folder) => isAbsolute(folder))
+  const roots = writable.map((root) => realpathOf(root) ?? resolve(root))
+  const rootOf = (real: string | undefined) => (real === undefined ? undefined : roots.find((root) => isWithin(real, root)))
+  return folders.flatMap((folder) => {
+    const file = join(folder, command)
+    if (!isExecutableFile(file)) return []
+    const holder = rootOf(realpathOf(folder))
+    if (holder !== undefined) return [{ file, skipped: `${folder} (inside ${holder})` }]
+    const target = rootOf(realpathOf(file))
+    return [target === undefined ? { file } : { file, skipped: `${file} (a link into ${target})` }]
+  })
+}
+
+/** realpath(3) of `path`, or undefined when it cannot be resolved. */
+function realpathOf(path: string): string | undefined {
+  try {
+    return realpathSync(path)
+  } catch {
+    return undefined
+  }
 }

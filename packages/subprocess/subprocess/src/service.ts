@@ -5,13 +5,13 @@
  */
 import { spawn as spawnChild, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { delimiter, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import type { Duplex } from 'node:stream'
 import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { messageOf } from '@conch/errors'
 import { withDescriptorsClosed } from './descriptors.ts'
-import { findExecutable, isExecutableFile } from './executable.ts'
+import { isExecutableFile, resolveExecutable, skippedExecutables } from './executable.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
 import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
@@ -116,14 +116,14 @@ class SubprocessService extends Service implements SubprocessServiceApi {
       void disposeEffect()
       return new SubprocessError('SPAWN_FAILED', { program, problem }, cause)
     }
-    // The program is looked up here, as execvp(3) would, because the shell below always starts:
-    // a missing program must still fail at once, not as the shell's exit 127.
-    const problem = spawnProblem(options.cwd, env.PATH, program)
-    if (problem !== undefined) throw refuse(problem)
+    // The program is looked up here, because the shell below always starts: a missing program must
+    // still fail at once, not as the shell's exit 127; and env(1) gets the file, not a name to search.
+    const located = locate(options.cwd, env.PATH, program, options.agentWritable ?? [])
+    if (typeof located !== 'string') throw refuse(located.problem)
     let child: ChildProcess
     try {
       // Only stdio and the extra pipes reach the program (descriptors.ts).
-      const [shell, ...wrapped] = withDescriptorsClosed([program, ...args], 3 + extraPipes, env)
+      const [shell, ...wrapped] = withDescriptorsClosed([located, ...args], 3 + extraPipes, env)
       child = spawnChild(shell, wrapped, {
         cwd: options.cwd,
         env,
@@ -136,7 +136,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     }
     // Node reports ENOENT/EACCES asynchronously, but leaves `pid` unset at once.
     child.on('error', () => {})
-    if (child.pid === undefined) throw refuse(spawnProblem(options.cwd, env.PATH, program) ?? 'it did not start')
+    if (child.pid === undefined) throw refuse('it did not start')
     const pid = child.pid
     child.stdin?.on('error', () => {})
     const unwatch = options.supervised === true ? tagSupervisor().watch(tag) : () => {}
@@ -237,20 +237,23 @@ class SubprocessService extends Service implements SubprocessServiceApi {
 }
 
 /**
- * Why `program` cannot be executed from `cwd` with `path` as PATH, as execvp(3) searches, or
- * undefined when it can: a missing working directory, a name with a `/` (relative to `cwd`) that
- * is not an executable file, a bare name in no folder of PATH.
+ * The file `program` names from `cwd` with `path` as PATH, or why it cannot be executed: a missing
+ * working directory; a name with a `/` (relative to `cwd`) that is not an executable file; a bare
+ * name in no absolute folder of PATH outside `agentWritable` (`resolveExecutable`: relative entries
+ * name the working directory, and a folder an agent may write may hold a program it put there).
  */
-function spawnProblem(cwd: string | undefined, path: string | undefined, program: string): string | undefined {
-  if (cwd !== undefined && !existsSync(cwd)) return `the working directory ${cwd} does not exist`
+function locate(cwd: string | undefined, path: string | undefined, program: string, agentWritable: readonly string[]): string | { problem: string } {
+  if (cwd !== undefined && !existsSync(cwd)) return { problem: `the working directory ${cwd} does not exist` }
   if (program.includes('/')) {
     const file = resolve(cwd ?? '.', program)
-    if (!existsSync(file)) return 'no such file'
-    return isExecutableFile(file) ? undefined : 'it is not executable'
+    if (!existsSync(file)) return { problem: 'no such file' }
+    return isExecutableFile(file) ? program : { problem: 'it is not executable' }
   }
   // Without PATH, execvp(3) searches the system default (confstr _CS_PATH).
-  const dirs = (path ?? '/bin:/usr/bin').split(delimiter).filter((dir) => dir !== '').map((dir) => resolve(cwd ?? '.', dir))
-  return findExecutable(program, dirs) === undefined ? `not found (or not executable) on PATH=${path ?? ''}` : undefined
+  const folders = path ?? '/bin:/usr/bin'
+  const found = resolveExecutable(program, folders, agentWritable)
+  if (found !== undefined) return found
+  return { problem: skippedExecutables(program, folders, agentWritable) ?? `not found (or not executable) in the absolute folders of PATH=${path ?? ''}` }
 }
 
 namespace SubprocessService {

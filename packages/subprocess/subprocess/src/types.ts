@@ -196,6 +196,12 @@ export interface SpawnOptions {
    * conch dies, even by SIGKILL, what carries the tag is killed. For an unconfined child.
    */
   supervised?: boolean
+  /**
+   * Folders an agent may write (its workspace root and writable paths), for a program run outside
+   * its sandbox: a bare `argv[0]` is never taken from a PATH folder inside one (`resolveExecutable`);
+   * found only there, the spawn fails with `SPAWN_FAILED` naming it. A path in `argv[0]` is run as given.
+   */
+  agentWritable?: readonly string[]
 }
 
 /** The codes of `SubprocessError`, each with its details and its message. */

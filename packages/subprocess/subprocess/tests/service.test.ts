@@ -1,4 +1,6 @@
 import { Context, type EffectMeta, type Message } from 'cordis'
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import SubprocessService, {
   linuxProcessTable,
@@ -278,6 +280,29 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     expectCode(() => subprocess.spawn({ argv: ['/nonexistent/prog'] }), 'SPAWN_FAILED', /\/nonexistent\/prog: no such file/)
     expectCode(() => subprocess.spawn({ argv: ['no-such-program-anywhere'] }), 'SPAWN_FAILED', /no-such-program-anywhere: not found .*PATH=/)
     expectCode(() => subprocess.spawn({ argv: ['true'], cwd: '/nonexistent/dir' }), 'SPAWN_FAILED', /working directory \/nonexistent\/dir does not exist/)
+  })
+
+  it('never runs a bare program from a relative PATH entry or a folder an agent may write, and says what it skipped', async () => {
+    const subprocess = await boot()
+    const workspace = realpathSync(mkdtempSync('/var/tmp/conch-spawn-path-'))
+    try {
+      const bin = join(workspace, 'node_modules', '.bin')
+      const marker = join(workspace, 'ran')
+      mkdirSync(bin, { recursive: true })
+      writeFileSync(join(bin, 'planted-cli'), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 })
+      expectCode(
+        () => subprocess.spawn({ argv: ['planted-cli'], env: { PATH: `${bin}:/usr/bin:/bin` }, agentWritable: [workspace] }),
+        'SPAWN_FAILED',
+        new RegExp(`planted-cli was found only in ${bin} \\(inside ${workspace}\\), which an agent may write; .*give its absolute path`),
+      )
+      expectCode(() => subprocess.spawn({ argv: ['planted-cli'], cwd: workspace, env: { PATH: 'node_modules/.bin:/usr/bin' } }), 'SPAWN_FAILED', /planted-cli: not found/)
+      // Named by its path, it is the caller's choice.
+      const chosen = subprocess.spawn({ argv: [join(bin, 'planted-cli')], env: {}, agentWritable: [workspace] })
+      expect(await chosen.done).toEqual({ exitCode: 0, signal: null })
+      expect(existsSync(marker)).toBe(true)
+    } finally {
+      rmSync(workspace, { recursive: true, force: true })
+    }
   })
 
   it('rejects an empty program or a NUL byte with INVALID_ARGV', async () => {
