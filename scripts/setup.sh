@@ -25,8 +25,8 @@ if [ "$(pnpm --version 2>/dev/null || true)" != "$pnpm_version" ]; then
   export PATH="$conch_root/.tools/node_modules/.bin:$PATH"
 fi
 
-# As root, an agent's later processes join its network namespace through busybox-static's nsenter
-# (a static program: it starts in about half the time of util-linux's, which stays the fallback).
+# As root, an agent's later processes join its network namespace through busybox-static's sh and
+# nsenter (static programs: no shared library loaded on the way; util-linux's stays the fallback).
 sandbox_packages=()
 if [ "$(uname -s)" = Linux ]; then
   command -v bwrap >/dev/null 2>&1 || sandbox_packages+=(bubblewrap)

@@ -7,8 +7,9 @@
  * - loopback (as root: entering a namespace takes CAP_SYS_ADMIN over it): a **holder** under
  *   bubblewrap makes the agent's network namespace, **pinned** by a bind mount of
  *   `/proc/<holder>/ns/net` on `<pins>/pin-<maker>-<slot>`, checked against its inode. Later
- *   processes join it with `nsenter --net=<pin>` (busybox's static applet when there is one, else
- *   util-linux's): the pin names the namespace, not a process, so no reused pid can lend another.
+ *   processes join it with `nsenter --net=<pin>` (busybox's static sh and applet when there are
+ *   both, else /bin/sh and util-linux's): the pin names the namespace, not a process, so no reused
+ *   pid can lend another.
  * - pins: a sandbox's mount namespace copies the host's, pins included, and bubblewrap fails when
  *   a copied mount goes before it remounts it (bubblewrap issue #650). So the pins folder is a
  *   private mount, and a pin's file is never removed while a namespace that copied it could be
@@ -28,7 +29,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { currentOwner, ownerEnded, ownerOfTag, ownerTag, proxyEnvironment, SandboxError, type ExposedPort, type SandboxAgent, type SandboxOwner } from '@conch/sandbox'
 import { beneath, BeneathError, ensurePrivateFolder, nodeBeneathFs, openFile, openFolder, removeTree, type OpenFolder } from '@conch/subprocess'
-import type { AgentPlace } from './bubblewrap.ts'
+import type { AgentPlace, Nsenter } from './bubblewrap.ts'
 import { uid } from './runtime-dir.ts'
 
 export interface AgentSandboxOptions {
@@ -83,8 +84,8 @@ interface Entry {
   tmp: string
   sockets: string
   network: 'none' | 'allow' | 'full'
-  /** The pin of the agent's network namespace (`<pins>/pin-<maker>-<slot>`), its slot, the namespace's inode, and the argv of the nsenter that joins it. */
-  netns?: { pin: string; slot: number; inode: number; nsenter: string[] }
+  /** The pin of the agent's network namespace (`<pins>/pin-<maker>-<slot>`), its slot, the namespace's inode, and the programs that join it. */
+  netns?: { pin: string; slot: number; inode: number; nsenter: Nsenter }
   holder?: Holder
   proxy?: { close(): Promise<void> }
   /** The port of the holder's relay to the proxy (network `allow`). */
@@ -125,8 +126,8 @@ export class AgentSandboxes {
   private readonly slots = new Set<number>()
   /** The pins folder made a private mount (once per provider). */
   private pinsMounted: Promise<void> | undefined
-  /** The argv of the nsenter later processes run (`joinCommand`), found at the first agent's sandbox that pins. */
-  private joining: Promise<string[] | undefined> | undefined
+  /** The programs later processes join through (`joinCommand`), found at the first agent's sandbox that pins. */
+  private joining: Promise<Nsenter | undefined> | undefined
 
   constructor(private readonly options: AgentSandboxOptions) {}
 
@@ -284,7 +285,7 @@ export class AgentSandboxes {
       const nsenter = await this.joining
       if (nsenter === undefined) {
         this.joining = undefined
-        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'nsenter was not found in a system folder of PATH, neither as an applet of busybox nor from util-linux; install busybox-static' })
+        throw new SandboxError('AGENT_SANDBOX_FAILED', { agent: key, reason: 'nsenter was not found in a system folder of PATH, neither as an applet of a busybox that has sh too nor from util-linux; install busybox-static' })
       }
       await this.pinFile(key, slot)
       let egress: string | undefined
@@ -332,18 +333,18 @@ export class AgentSandboxes {
     return Promise.allSettled([this.pin(entry.key, holder, slot), untilLine(holder, () => true, entry.key)])
   }
 
-  /** The argv that runs nsenter(1): busybox's applet when `busybox --list` has it, else util-linux's; or undefined. */
-  private async joinCommand(): Promise<string[] | undefined> {
+  /** The programs that join: busybox's when `busybox --list` has `sh` and `nsenter`, else util-linux's nsenter(1) (bubblewrap.ts, `Nsenter`); or undefined. */
+  private async joinCommand(): Promise<Nsenter | undefined> {
     const busybox = this.options.hostCommand('busybox')
     if (busybox !== undefined) {
       const applets = await execFileAsync(busybox, ['--list'], { timeout: this.options.timeoutMs, killSignal: 'SIGKILL' }).then(
         ({ stdout }) => stdout.split('\n'),
         (): string[] => [],
       )
-      if (applets.includes('nsenter')) return [busybox, 'nsenter']
+      if (applets.includes('sh') && applets.includes('nsenter')) return { busybox }
     }
-    const nsenter = this.options.hostCommand('nsenter')
-    return nsenter === undefined ? undefined : [nsenter]
+    const utilLinux = this.options.hostCommand('nsenter')
+    return utilLinux === undefined ? undefined : { utilLinux }
   }
 
   /** The path of this conch's pin in `slot`. */

@@ -101,14 +101,28 @@ function launcherStart(nodeOptions?: string): string {
 const quote = (text: string): string => `'${text.replaceAll("'", `'\\''`)}'`
 
 /**
- * The launcher of a process that joins its agent's network namespace: `SECCOMP_LAUNCHER`'s work,
- * then `nsenter --net=<pin> -- <runner>` (`join.nsenter`: its argv) in the C locale, so that
- * util-linux's nsenter(1) loads no locale files; bubblewrap's first options put the caller's
+ * The programs that join an agent's network namespace: busybox's `sh` and `nsenter` applets when
+ * its `busybox` has both (Debian's busybox-static: static, so neither exec loads a shared library
+ * or a locale), else /bin/sh and util-linux's nsenter(1), each by absolute path.
+ */
+export type Nsenter = { busybox: string } | { utilLinux: string }
+
+/**
+ * The launcher of a process that joins its agent's network namespace, `[shell…, '-c', script]`:
+ * `SECCOMP_LAUNCHER`'s work, then `nsenter --net=<pin> -- <runner>`. busybox's sh exports `SHLVL`
+ * as one more than the caller's (1 for none), which the script takes back: a positive `SHLVL`
+ * comes back, a missing, zero or malformed one stays unset. util-linux's nsenter runs in the C
+ * locale, so that it loads no locale files, and bubblewrap's first options put the caller's
  * `LC_ALL` back (`--setenv`, or `--unsetenv` when it had none).
  */
-export function joinLauncher(join: { nsenter: readonly string[]; pin: string }, runner: string, nodeOptions?: string): string {
+export function joinLauncher(join: { nsenter: Nsenter; pin: string }, runner: string, nodeOptions?: string): [string, ...string[]] {
+  const tail = `${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+  if ('busybox' in join.nsenter) {
+    const shlvl = 'case $SHLVL in 1) unset SHLVL;; *) SHLVL=$((SHLVL - 1));; esac; '
+    return [join.nsenter.busybox, 'sh', '-c', `${launcherStart(nodeOptions)}${shlvl}exec ${quote(join.nsenter.busybox)} nsenter ${tail}`]
+  }
   const restore = 'if [ "${LC_ALL+set}" ]; then set -- --setenv LC_ALL "$LC_ALL" "$@"; else set -- --unsetenv LC_ALL "$@"; fi; '
-  return `${launcherStart(nodeOptions)}${restore}LC_ALL=C exec ${join.nsenter.map(quote).join(' ')} ${quote(`--net=${join.pin}`)} -- ${quote(runner)} "$@"`
+  return ['/bin/sh', '-c', `${launcherStart(nodeOptions)}${restore}LC_ALL=C exec ${quote(join.nsenter.utilLinux)} ${tail}`]
 }
 
 type Flag = '--bind' | '--ro-bind'
@@ -122,9 +136,9 @@ export interface AgentPlace {
   tmp?: string
   /**
    * The agent's network namespace, joined when the process has no network: its pin (a file it is
-   * bind-mounted on; agent-sandbox.ts) and the argv that runs nsenter (its absolute path first).
+   * bind-mounted on; agent-sandbox.ts) and the programs that enter it.
    */
-  netns?: { pin: string; nsenter: readonly string[] }
+  netns?: { pin: string; nsenter: Nsenter }
   /** A descriptor bubblewrap writes its `{"child-pid": …}` to (`--info-fd`). */
   infoFd?: number
   /**
@@ -307,7 +321,7 @@ export function bubblewrapArgv(
   // relative PATH entry names the workspace, and others may be writable from a sandbox.
   const runner = resolveExecutable(options.runnerCommand, host.programFolders()) ?? options.runnerCommand
   if (network || place.netns === undefined) return ['/bin/sh', '-c', `${launcherStart(nodeOptions)}exec "$@"`, 'conch-sandbox', files.seccompFilter, runner, ...out]
-  return ['/bin/sh', '-c', joinLauncher(place.netns, runner, nodeOptions), 'conch-sandbox', files.seccompFilter, ...out]
+  return [...joinLauncher(place.netns, runner, nodeOptions), 'conch-sandbox', files.seccompFilter, ...out]
 }
 
 /** Why `command` cannot be executed from `folders` (`resolveExecutable`), or undefined when it can. */

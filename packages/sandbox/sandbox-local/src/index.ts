@@ -35,6 +35,7 @@ export {
   type BubblewrapOptions,
   type HostFiles,
   type HostPaths,
+  type Nsenter,
 } from './bubblewrap.ts'
 export { hostPatternProblem, isHostOwnAddress, proxyEnvironment, startEgressProxy, type EgressProxy, type EgressProxyOptions } from '@conch/sandbox'
 export { folderLedger, mountPointsEverywhere, placeholders, type PlaceholderEntry, type PlaceholderLedger, type PlaceholderOptions, type Placeholders } from './deny-write.ts'

@@ -90,6 +90,24 @@ s.serve_forever()"`
 
 const CURL = (port: number) => `curl -s -o /dev/null -w 'code=%{http_code}\\n' http://127.0.0.1:${port}/; echo "curl=$?"`
 
+/**
+ * A host whose program folders find first, in `bin`, a busybox with sh but no nsenter applet:
+ * later processes join through /bin/sh and util-linux's nsenter.
+ */
+function withoutNsenterApplet(bin: string): typeof nodeHostPaths {
+  writeFileSync(join(bin, 'busybox'), '#!/bin/sh\n[ "$1" = --list ] && { echo sh; echo true; exit 0; }\necho "busybox $1: applet not found" >&2\nexit 127\n', { mode: 0o755 })
+  return { ...nodeHostPaths, programFolders: () => [bin, ...nodeHostPaths.programFolders()] }
+}
+
+/** The pin a joining launcher enters (`'--net=<pin>'` in its script). */
+const pinOf = (argv: readonly string[]): string => /'--net=([^']+)'/.exec(argv[argv.indexOf('-c') + 1]!)![1]!
+
+/** The two ways a later process joins, and the start of its argv. */
+const JOINERS: Array<[string, unknown[]]> = [
+  ['busybox', [expect.stringMatching(/^\/.*\/busybox$/), 'sh', '-c']],
+  ['util-linux', ['/bin/sh', '-c', expect.stringMatching(/LC_ALL=C exec '\/[^']*\/nsenter' '--net=/)]],
+]
+
 describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
   it('processes of one agent share its loopback and /tmp; another agent reaches neither', async () => {
     box = await harness(workspace)
@@ -227,35 +245,71 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
 
   it("joins the agent's loopback through util-linux's nsenter when the busybox on PATH has no nsenter applet", async () => {
     const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-busybox-')))
-    writeFileSync(join(bin, 'busybox'), '#!/bin/sh\n[ "$1" = --list ] && { echo sh; echo true; exit 0; }\necho "busybox $1: applet not found" >&2\nexit 127\n', { mode: 0o755 })
-    try {
-      // A host whose program folders find that busybox first.
-      box = await harness(workspace, {}, { startEgressProxy, host: { ...nodeHostPaths, programFolders: () => [bin, ...nodeHostPaths.programFolders()] } })
-      const agent = owner('session-no-applet')
-      await start(`echo shared-note > /tmp/note; ${SERVER(8768)}`, agent, 'LISTENING')
-      const sibling = await box.run(`${CURL(8768)}; cat /tmp/note`, { agent })
-      expect(sibling.stderr).not.toMatch(/applet not found/)
-      expect(sibling.stdout).toContain('code=200')
-      expect(sibling.stdout).toContain('shared-note')
-      await agent.end()
-    } finally {
-      rmSync(bin, { recursive: true, force: true })
-    }
+    runtimeDirs.push(bin)
+    box = await harness(workspace, {}, { startEgressProxy, host: withoutNsenterApplet(bin) })
+    const agent = owner('session-no-applet')
+    await start(`echo shared-note > /tmp/note; ${SERVER(8768)}`, agent, 'LISTENING')
+    const sibling = await box.run(`${CURL(8768)}; cat /tmp/note`, { agent })
+    expect(sibling.stderr).not.toMatch(/applet not found/)
+    expect(sibling.stdout).toContain('code=200')
+    expect(sibling.stdout).toContain('shared-note')
+    await agent.end()
   })
 
-  it("a process that joins the agent's loopback gets the caller's environment, LC_ALL as it was or none", async () => {
-    box = await harness(workspace)
-    const agent = owner('session-environment')
-    const show = 'env | grep -E "^(LC_ALL|LANG|GIT_CONFIG_COUNT)=" | sort'
-    const env = { ...scrubbedEnv(process.env), LANG: 'C.UTF-8' }
-    expect((await box.run(show, {}, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
-    // nsenter (util-linux's, or busybox's applet) runs in the C locale; what the program sees is the caller's.
-    expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv[2]).toMatch(/LC_ALL=C exec '[^']*(nsenter|busybox' 'nsenter)' '--net=/)
-    expect((await box.run(show, { agent }, env)).stdout).toBe('GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\n')
-    for (const value of ['C.UTF-8', '', "it's --unsetenv LANG"]) {
-      expect((await box.run(show, { agent }, { ...env, LC_ALL: value })).stdout).toBe(`GIT_CONFIG_COUNT=4\nLANG=C.UTF-8\nLC_ALL=${value}\n`)
-    }
-    await agent.end()
+  describe.each(JOINERS)("a process that joins the agent's loopback through %s", (joiner, launcher) => {
+    it('gets the environment a process in a sandbox of its own gets: LC_ALL and SHLVL as the caller had them or none', async () => {
+      const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-busybox-')))
+      runtimeDirs.push(bin)
+      box = await harness(workspace, {}, joiner === 'busybox' ? undefined : { startEgressProxy, host: withoutNsenterApplet(bin) })
+      const agent = owner(`session-environment-${joiner}`)
+      expect((await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })).argv.slice(0, 3)).toEqual(launcher)
+      const env: Record<string, string> = { ...scrubbedEnv(process.env), LANG: 'C.UTF-8' }
+      delete env['LC_ALL']
+      delete env['SHLVL']
+      for (const more of [{}, { LC_ALL: 'C.UTF-8' }, { LC_ALL: '' }, { LC_ALL: "it's --unsetenv LANG" }, { SHLVL: '1' }, { SHLVL: '3' }]) {
+        // Each process carries a tag of its own (@conch/subprocess).
+        const show = 'env | grep -v "^CONCH_SUBPROCESS_TAG=" | sort'
+        const own = await box.run(show, {}, { ...env, ...more })
+        expect(own.stdout).toMatch(/^GIT_CONFIG_COUNT=4$/m)
+        if ('LC_ALL' in more) expect(own.stdout).toContain(`\nLC_ALL=${more.LC_ALL}\n`)
+        // bash counts itself: one more than the caller's, or 1.
+        expect(own.stdout).toContain(`\nSHLVL=${Number('SHLVL' in more ? more.SHLVL : 0) + 1}\n`)
+        expect((await box.run(show, { agent }, { ...env, ...more })).stdout).toBe(own.stdout)
+      }
+      await agent.end()
+    })
+
+    it('ends before bubblewrap runs when its filter cannot be opened', async () => {
+      const bin = realpathSync(mkdtempSync(join(tmpdir(), 'conch-counting-runner-')))
+      runtimeDirs.push(bin)
+      const ran = join(bin, 'ran')
+      const bwrap = spawnSync('sh', ['-c', 'command -v bwrap'], { encoding: 'utf8' }).stdout.trim()
+      // The runner notes the command it was given (its last argument), then becomes bubblewrap.
+      writeFileSync(join(bin, 'bwrap'), `#!/bin/sh\nfor arg; do last=$arg; done\necho "$last" >> ${ran}\nexec ${bwrap} "$@"\n`, { mode: 0o755 })
+      box = await harness(workspace, { runnerCommand: join(bin, 'bwrap') }, joiner === 'busybox' ? undefined : { startEgressProxy, host: withoutNsenterApplet(bin) })
+      const agent = owner(`session-no-filter-${joiner}`)
+      const { argv } = await box.ctx.sandbox.confine(['bash', '-c', 'echo confined-ran'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
+      expect(argv.slice(0, 3)).toEqual(launcher)
+      const filter = argv.indexOf('conch-sandbox') + 1
+      const run = async (args: string[]) => {
+        const child = box.ctx.subprocess.spawn({ argv: args as [string, ...string[]], env: scrubbedEnv(process.env) })
+        let stdout = ''
+        let stderr = ''
+        child.stdout.setEncoding('utf8').on('data', (text: string) => void (stdout += text))
+        child.stderr.setEncoding('utf8').on('data', (text: string) => void (stderr += text))
+        return { ...(await child.done), stdout, stderr }
+      }
+      const missing = join(bin, 'no-such-filter.bpf')
+      const failed = await run(argv.map((arg, at) => (at === filter ? missing : arg)))
+      expect(failed.exitCode).not.toBe(0)
+      expect(failed.stdout).toBe('')
+      expect(failed.stderr).toContain(missing)
+      expect(readFileSync(ran, 'utf8')).not.toContain('echo confined-ran')
+      // The same argv with its filter runs.
+      expect((await run(argv)).stdout).toBe('confined-ran\n')
+      expect(readFileSync(ran, 'utf8')).toContain('echo confined-ran')
+      await agent.end()
+    })
   })
 
   it("a process confined before its holder ended joins the agent's namespace, never the one a reused pid names", async () => {
@@ -285,7 +339,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     box = await harness(workspace)
     const agent = owner('session-pin')
     const confined = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent })
-    const pin = /'--net=([^']+)'/.exec(confined.argv[2]!)![1]!
+    const pin = pinOf(confined.argv)
     // The pins folder is a mount of its own, private: unmounting a pin there reaches no other mount namespace.
     const pins = mountPoint(dirname(pin))!
     expect(pins.slice(6, pins.indexOf('-'))).toEqual([])
@@ -304,7 +358,7 @@ describe.runIf(asRoot)('one sandbox per agent (bubblewrap, as root)', () => {
     expect(existsSync(pin)).toBe(true)
     const next = owner('session-pin-next')
     const again = await box.ctx.sandbox.confine(['true'], { mode: 'workspace-write', workspaceRoot: workspace, agent: next })
-    expect(/'--net=([^']+)'/.exec(again.argv[2]!)![1]).toBe(pin)
+    expect(pinOf(again.argv)).toBe(pin)
     await next.end()
   })
 })

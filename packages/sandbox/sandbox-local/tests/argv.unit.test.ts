@@ -91,9 +91,10 @@ describe('bubblewrapArgv', () => {
   })
 
   it("joins an agent's network namespace through the join launcher, which becomes nsenter and then bwrap, with no --unshare-net", () => {
-    const netns = { pin: "/run/x/agent-1/net'ns", nsenter: ['/usr/bin/nsenter'] }
+    const netns = { pin: "/run/x/agent-1/net'ns", nsenter: { utilLinux: '/usr/bin/nsenter' } }
     const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: '/work/x', network: false }, base, files, emptyHost, { tmp: '/run/x/agent-1/tmp', netns })
-    expect(argv.slice(0, 6)).toEqual(['/bin/sh', '-c', joinLauncher(netns, 'bwrap'), 'conch-sandbox', files.seccompFilter, '--ro-bind'])
+    expect(argv.slice(0, 6)).toEqual([...joinLauncher(netns, 'bwrap'), 'conch-sandbox', files.seccompFilter, '--ro-bind'])
+    expect(argv.slice(0, 2)).toEqual(['/bin/sh', '-c'])
     expect(argv[2]).toMatch(/^exec 9<"\$1" \|\| exit 126; shift; /)
     expect(argv[2]).toContain(`LC_ALL=C exec '/usr/bin/nsenter' '--net=/run/x/agent-1/net'\\''ns' -- 'bwrap' "$@"`)
     expect(argv).not.toContain('--unshare-net')
@@ -104,9 +105,9 @@ describe('bubblewrapArgv', () => {
     const workspace = dirname(NODE_PROXY_PRELOAD)
     const host = hostWith({ [workspace]: 'directory', [NODE_PROXY_PRELOAD]: 'file', [UNDICI_FOLDER!]: 'directory' })
     const env = { HTTP_PROXY: 'http://127.0.0.1:9', NODE_OPTIONS: `--require "${NODE_PROXY_PRELOAD}"` }
-    const netns = { pin: '/run/x/agent-1/pin', nsenter: ['/usr/bin/nsenter'] }
+    const netns = { pin: '/run/x/agent-1/pin', nsenter: { utilLinux: '/usr/bin/nsenter' } }
     const argv = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: workspace, network: false }, base, files, host, { netns, env })
-    expect(argv[2]).toBe(joinLauncher(netns, 'bwrap', env.NODE_OPTIONS))
+    expect(argv.slice(0, 3)).toEqual(joinLauncher(netns, 'bwrap', env.NODE_OPTIONS))
     expect(argv[2]).toContain(`export NODE_OPTIONS="\${NODE_OPTIONS:+\$NODE_OPTIONS }"'--require "${NODE_PROXY_PRELOAD}"'; `)
     expect(argv.join('\0')).toContain(['--setenv', 'HTTP_PROXY', 'http://127.0.0.1:9'].join('\0'))
     expect(argv).not.toContain('NODE_OPTIONS')
@@ -115,11 +116,15 @@ describe('bubblewrapArgv', () => {
     // Without the proxy's NODE_OPTIONS, the workspace's files are the policy's business alone.
     const plain = bubblewrapArgv(['bash', '-i'], { mode: 'workspace-write', workspaceRoot: workspace, network: false }, base, files, host, { netns, env: { HTTP_PROXY: 'http://127.0.0.1:9' } })
     expect(triples(mounts(plain))).not.toContainEqual(['--ro-bind', NODE_PROXY_PRELOAD, NODE_PROXY_PRELOAD])
-    expect(plain[2]).toBe(joinLauncher(netns, 'bwrap'))
+    expect(plain.slice(0, 3)).toEqual(joinLauncher(netns, 'bwrap'))
   })
 
-  it("runs busybox's nsenter applet through busybox itself, each argument quoted", () => {
-    expect(joinLauncher({ pin: '/run/x/pin', nsenter: ['/usr/bin/busybox', 'nsenter'] }, 'bwrap')).toContain(`LC_ALL=C exec '/usr/bin/busybox' 'nsenter' '--net=/run/x/pin' -- 'bwrap' "$@"`)
+  it("runs the launcher in busybox's sh and becomes its nsenter applet, each argument quoted, SHLVL taken back and the locale left alone", () => {
+    const [shell, sh, c, script] = joinLauncher({ pin: "/run/x/p'in", nsenter: { busybox: '/usr/bin/busybox' } }, 'bwrap')
+    expect([shell, sh, c]).toEqual(['/usr/bin/busybox', 'sh', '-c'])
+    expect(script).toMatch(/^exec 9<"\$1" \|\| exit 126; shift; /)
+    expect(script).toContain(`${gitGuardScript()}case $SHLVL in 1) unset SHLVL;; *) SHLVL=$((SHLVL - 1));; esac; exec '/usr/bin/busybox' nsenter '--net=/run/x/p'\\''in' -- 'bwrap' "$@"`)
+    expect(script).not.toContain('LC_ALL')
   })
 
   it("covers each held folder after the workspace: with the agent's own folder, or a tmpfs of the process's own", () => {
