@@ -10,10 +10,8 @@ export const PORT = 20_000 + (process.pid % 20_000)
 
 /** What a conch script can do: the tool calls a model makes, and ending its turn to be woken. */
 export interface ConchDriver {
-  /** terminal_open of a shell; the session id from its result. */
-  open(): Promise<string>
-  /** terminal_send; `text` alone is a submitted line. Returns the result text. */
-  send(sessionId: string, input: string | Record<string, unknown>): Promise<string>
+  /** terminal_send to the agent's shell (no sessionId); `text` alone is a submitted line. Returns the result text. */
+  send(input: string | Record<string, unknown>): Promise<string>
   /** Any tool call; returns the result text. */
   call(name: string, input: Record<string, unknown>): Promise<string>
   /** Ends the turn until a text the model read (a result, a notification) matches `pattern`. */
@@ -124,10 +122,9 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'build-and-fix C',
     files: { 'hello.c': HELLO_C },
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, build)
-      await t.send(a, fix)
-      await t.send(a, `${build} && ./hello`)
+      await t.send(build)
+      await t.send(fix)
+      await t.send(`${build} && ./hello`)
     },
     tmux: [shell(build), shell(fix), shell(`${build} && ./hello`)],
     pipe: [build, fix, `${build} && ./hello`],
@@ -137,14 +134,13 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'Python REPL session',
     files: {},
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, 'python3 -q')
-      await t.send(a, 'x = [i * i for i in range(10)]')
-      await t.send(a, 'sum(x)')
-      await t.send(a, 'def f(n): return n * 2\n')
-      await t.send(a, 'f(sum(x))')
-      await t.send(a, "open('answer.txt', 'w').write(str(f(sum(x))))")
-      await t.send(a, 'exit()')
+      await t.send('python3 -q')
+      await t.send('x = [i * i for i in range(10)]')
+      await t.send('sum(x)')
+      await t.send('def f(n): return n * 2\n')
+      await t.send('f(sum(x))')
+      await t.send("open('answer.txt', 'w').write(str(f(sum(x))))")
+      await t.send('exit()')
     },
     tmux: [
       typed('python3 -q', 1000),
@@ -166,9 +162,8 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'heredoc file write',
     files: {},
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, `cat > stats.py <<'EOF'\n${STATS_PY}EOF`)
-      await t.send(a, 'python3 stats.py')
+      await t.send(`cat > stats.py <<'EOF'\n${STATS_PY}EOF`)
+      await t.send('python3 stats.py')
     },
     tmux: [typed(`cat > stats.py <<'EOF'\n${STATS_PY}EOF`, 100), shell('python3 stats.py')],
     pipe: [`cat > stats.py <<'EOF'\n${STATS_PY}EOF`, 'python3 stats.py'],
@@ -178,13 +173,12 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'dev server + curl',
     files: { 'page.html': PAGE_HTML },
     async conch(t) {
-      const server = await t.open()
-      const started = await t.send(server, { text: `python3 -m http.server ${PORT} --bind 127.0.0.1`, run_in_background: true, notifyOn: 'Serving HTTP' })
+      // A background send without sessionId runs in a shell of its own; the agent's shell stays free.
+      const started = await t.send({ text: `python3 -m http.server ${PORT} --bind 127.0.0.1`, run_in_background: true, notifyOn: 'Serving HTTP' })
       const task = /\[task: (task-\d+)/.exec(started)?.[1]
       if (task === undefined) throw new Error(`the server's send did not start a task: ${started}`)
-      const client = await t.open()
       await t.waitFor(/matched "Serving HTTP"/)
-      await t.send(client, runCurl)
+      await t.send(runCurl)
       await t.call('task_kill', { taskId: task })
     },
     tmux: [typed(`python3 -m http.server ${PORT} --bind 127.0.0.1 &`, 1000), shell(runCurl), shell('kill %1')],
@@ -199,15 +193,14 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'gdb session',
     files: { 'crash.c': CRASH_C },
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, 'gcc -g -O0 -o crash crash.c')
-      await t.send(a, 'gdb -q ./crash')
-      await t.send(a, 'run')
-      await t.send(a, 'bt')
-      await t.send(a, 'print i')
-      await t.send(a, 'print sum')
-      await t.send(a, 'quit')
-      await t.send(a, 'y')
+      await t.send('gcc -g -O0 -o crash crash.c')
+      await t.send('gdb -q ./crash')
+      await t.send('run')
+      await t.send('bt')
+      await t.send('print i')
+      await t.send('print sum')
+      await t.send('quit')
+      await t.send('y')
     },
     tmux: [
       shell('gcc -g -O0 -o crash crash.c'),
@@ -227,10 +220,9 @@ export const WORKFLOWS: readonly Workflow[] = [
     files: { 'README.md': '# bench\n' },
     setup: gitSetup,
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, 'git commit')
-      await t.send(a, { text: 'iAdd a greeting\u001b', submit: false })
-      await t.send(a, ':wq')
+      await t.send('git commit')
+      await t.send({ text: 'iAdd a greeting\u001b', submit: false })
+      await t.send(':wq')
     },
     tmux: [typed('git commit', 1000), typed('iAdd a greeting', 100, false), { keys: 'Escape', key: true, waitMs: 100 }, typed(':wq', 1000)],
     pipe: ["git commit -m 'Add a greeting'"],
@@ -241,10 +233,8 @@ export const WORKFLOWS: readonly Workflow[] = [
     files: { 'build.sh': BUILD_SH },
     setup: 'chmod +x build.sh',
     async conch(t) {
-      const builder = await t.open()
-      await t.send(builder, { text: './build.sh', run_in_background: true, notify: true })
-      const other = await t.open()
-      await t.send(other, "printf 'notes\\n' > side.txt && wc -l build.sh")
+      await t.send({ text: './build.sh', run_in_background: true, notify: true })
+      await t.send("printf 'notes\\n' > side.txt && wc -l build.sh")
       await t.waitFor(/task-\d+ exited 0/)
     },
     tmux: [typed('./build.sh > build.log 2>&1 &', 100), shell("printf 'notes\\n' > side.txt && wc -l build.sh"), shell('wait; tail -n 2 build.log')],
@@ -259,10 +249,9 @@ export const WORKFLOWS: readonly Workflow[] = [
     name: 'full-screen program (less)',
     files: { 'app.log': APP_LOG },
     async conch(t) {
-      const a = await t.open()
-      await t.send(a, 'less app.log')
-      await t.send(a, '/ERROR')
-      await t.send(a, { text: 'q', submit: false })
+      await t.send('less app.log')
+      await t.send('/ERROR')
+      await t.send({ text: 'q', submit: false })
     },
     tmux: [typed('less app.log', 100), typed('/ERROR', 100), typed('q', 100, false)],
     pipe: ['grep -n ERROR app.log'],

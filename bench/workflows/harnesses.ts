@@ -110,13 +110,7 @@ export async function runConch(c: Composition, workflow: Workflow, dir: string):
     return read({ type: 'call', name, input })
   }
   const driver: ConchDriver = {
-    async open() {
-      const text = await call('terminal_open', { type: 'shell' })
-      const id = /\[opened: (pty-\d+)/.exec(text)?.[1]
-      if (id === undefined) throw new Error(`workflows: terminal_open answered ${text}`)
-      return id
-    },
-    send: (sessionId, input) => call('terminal_send', { sessionId, ...(typeof input === 'string' ? { text: input } : input) }),
+    send: (input) => call('terminal_send', typeof input === 'string' ? { text: input } : input),
     call,
     async waitFor(pattern) {
       while (!texts.some((text) => pattern.test(text))) await read({ type: 'end' })

@@ -87,7 +87,7 @@ describe('live output of conch run', () => {
     expect(live).toEqual(['for f in a b; do', '  echo "file $f"', 'done', 'file a', 'file b', '$ '])
     // The result, after the live lines, leaves the echo of the typed block out: the model wrote it.
     expect(run.stdout.match(/^ {2}for f in a b; do$/gm)).toBeNull()
-    expect(run.stdout).toMatch(/^ {2}file a\n {2}file b\n {2}\$ \n {2}\[exit: 0\]$/m)
+    expect(run.stdout).toMatch(/^ {2}file a\n {2}file b\n {2}\[exit: 0\]$/m)
   })
 
   it("an ACP client's live content shows a multi-line paste once, though bash writes it again in place", async () => {

@@ -70,7 +70,7 @@ describe('notifications through conch run', () => {
     const notification = lines.find((line) => line['type'] === 'notification')
     expect(notification).toMatchObject({ type: 'notification', source: 'task-1', event: 'exited 3', evidence: 'controlled prompt', wake: true })
     expect(notification!['tail']).toContain('built-ok')
-    expect(notification!['text']).toMatch(/^\[notification: task-1 exited 3 — pty-1: while .*; evidence: controlled prompt\]\n/)
+    expect(notification!['text']).toMatch(/^\[notification: task-1 exited 3; evidence: controlled prompt\]\n/)
     // The notification came before the turn it started, and the run completed with that turn's answer.
     const types = lines.map((line) => line['type'])
     expect(types.slice(types.indexOf('notification'))).toEqual(['notification', 'assistant', 'result'])
@@ -85,7 +85,7 @@ describe('notifications through conch run', () => {
     expect(await run.conch.exit, run.conch.stderr()).toBe(0)
     const out = run.conch.stdout()
     expect(out.match(/\[notification: task-1 exited 3/g)).toHaveLength(1)
-    expect(out).toMatch(/Waiting for it\.\n\n\[waiting up to 600 s for the task the model asked to be woken by\]\n\n\[notification: task-1 exited 3 — [^\n]*\]\n[\s\S]*built-ok[\s\S]*\n\nWoken\.\n$/)
+    expect(out).toMatch(/Waiting for it\.\n\n\[waiting up to 600 s for the task the model asked to be woken by\]\n\n\[notification: task-1 exited 3; evidence: controlled prompt\]\n[\s\S]*built-ok[\s\S]*\n\nWoken\.\n$/)
   })
 
   it('wakes the run at the first output line matching notifyOn, then stops the task when the run ends', async () => {
@@ -188,7 +188,7 @@ describe('notifications through conch acp', () => {
     const all = updates()
     const notification = all.find((update) => update['sessionUpdate'] === 'user_message_chunk')
     expect(notification).toMatchObject({
-      content: { type: 'text', text: expect.stringMatching(/^\[notification: task-1 exited 3 — pty-1: .*; evidence: controlled prompt\]\n/) },
+      content: { type: 'text', text: expect.stringMatching(/^\[notification: task-1 exited 3; evidence: controlled prompt\]\n/) },
       _meta: { conch: { notification: { source: 'task-1', event: 'exited 3', evidence: 'controlled prompt', wake: true } } },
     })
     // The woken turn's answer follows the notification.

@@ -71,7 +71,7 @@ describe('sub-agents from a cordis.yml', () => {
     expect(results[0]!.text).toMatch(/^child conch here, listing first\.\n\nfrom my own script\n\[subagent: conch, stop: completed, \d+\.\d s\]$/)
     // The ACP agent's two messages, before and after its tool call, a blank line apart.
     expect(results[1]!.text).toMatch(/^hello\n\nworld\n\[subagent: acp, stop: completed, \d+\.\d s\]$/)
-    expect(results[2]!.text).toBe('[task: task-1 started: the "conch" sub-agent]')
+    expect(results[2]!.text).toBe('[task: task-1 started]')
     // In the background, the same blank line between the child's messages.
     expect(results[3]!.text).toMatch(/^child conch here, listing first\.\n\nfrom my own script\n\[status: completed, stop: completed, duration: \d+\.\d s\]$/)
     // The children: conch acp processes booted from this workspace's yml, the ACP agent with its token.

@@ -92,8 +92,8 @@ describe('the terminal trio from a cordis.yml', () => {
     // settled first (else task_output below reads the end and withdraws it).
     const [signalled, notified] = signal!.text.split('\n\n')
     expect(signalled).toMatch(/^\[signal: SIGINT delivered to sleep in pty-1\]$/)
-    // Its label names the command; its tail does not repeat the echo.
-    if (notified !== undefined) expect(notified).toMatch(/^\[notification: task-1 exited 130 — pty-1: sleep 45\.\d+; evidence: controlled prompt\](?:$|\n(?!sleep 45))/)
+    // It does not repeat the command: no label, and its tail leaves out the echo.
+    if (notified !== undefined) expect(notified).toMatch(/^\[notification: task-1 exited 130; evidence: controlled prompt\](?:$|\n(?!sleep 45))/)
     expect(output!.text).toContain('[status: completed, exit: 130]')
     expect(status!.text.split('\n')).toContain('status=130')
     expect(read!.text.split('\n')).toContain('composed in sub')

@@ -36,11 +36,11 @@ describe('TurnReporter', () => {
   it('shows a delivered notification as a user message chunk carrying its fields in _meta', () => {
     const { sent, turn } = reporter()
     const notification = { source: 'task-1', event: 'exited 0', label: 'pty-1: make', evidence: 'controlled prompt', wake: true }
-    turn.onEvent({ type: 'notification', notification, text: '[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]' })
+    turn.onEvent({ type: 'notification', notification, text: '[notification: task-1 exited 0; evidence: controlled prompt]' })
     expect(sent).toEqual([
       {
         sessionUpdate: 'user_message_chunk',
-        content: { type: 'text', text: '[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]' },
+        content: { type: 'text', text: '[notification: task-1 exited 0; evidence: controlled prompt]' },
         _meta: { conch: { notification } },
       },
     ])

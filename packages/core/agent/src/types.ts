@@ -47,7 +47,7 @@ export interface Notification {
   source: string
   /** What happened: `exited 0`, `matched "Listening on"`, `waiting for input: Password:`. */
   event: string
-  /** One line naming the work, e.g. `pty-1: make`. */
+  /** One line naming the work, e.g. `pty-1: make`, for clients (the model's text leaves it out: it started the work). */
   label?: string
   /** How conch knows, one line (`controlled prompt`, `python3[41] read fd0 /dev/pts/3`). */
   evidence?: string

@@ -316,14 +316,14 @@ describe('notifications', () => {
 
   it('does not repeat evidence that is a line of the output it shows', () => {
     const matched = { source: 'task-3', event: 'matched "Listening on \\S+"', label: 'pty-3: bash serve.sh', evidence: 'Listening on 127.0.0.1:8080', wake: true }
-    expect(renderNotification({ ...matched, tail: 'booting\nListening on 127.0.0.1:8080\n' })).toBe('[notification: task-3 matched "Listening on \\S+" — pty-3: bash serve.sh]\nbooting\nListening on 127.0.0.1:8080')
-    expect(renderNotification({ ...matched, tail: 'Listening on 127.0.0.1:8080 (ready)' })).toBe('[notification: task-3 matched "Listening on \\S+" — pty-3: bash serve.sh; evidence: Listening on 127.0.0.1:8080]\nListening on 127.0.0.1:8080 (ready)')
+    expect(renderNotification({ ...matched, tail: 'booting\nListening on 127.0.0.1:8080\n' })).toBe('[notification: task-3 matched "Listening on \\S+"]\nbooting\nListening on 127.0.0.1:8080')
+    expect(renderNotification({ ...matched, tail: 'Listening on 127.0.0.1:8080 (ready)' })).toBe('[notification: task-3 matched "Listening on \\S+"; evidence: Listening on 127.0.0.1:8080]\nListening on 127.0.0.1:8080 (ready)')
   })
 
   it('does not repeat a last line of output that the event quotes', () => {
     const waiting = { source: 'task-2', event: 'waiting for input: Password:', label: "pty-2: read -r -s -p 'Password: ' pw", evidence: 'bash read fd0', wake: false }
-    expect(renderNotification({ ...waiting, tail: 'Password: ' })).toBe("[notification: task-2 waiting for input: Password: — pty-2: read -r -s -p 'Password: ' pw; evidence: bash read fd0]")
-    expect(renderNotification({ ...waiting, tail: 'login ok\nPassword: ' })).toBe("[notification: task-2 waiting for input: Password: — pty-2: read -r -s -p 'Password: ' pw; evidence: bash read fd0]\nlogin ok")
+    expect(renderNotification({ ...waiting, tail: 'Password: ' })).toBe('[notification: task-2 waiting for input: Password:; evidence: bash read fd0]')
+    expect(renderNotification({ ...waiting, tail: 'login ok\nPassword: ' })).toBe('[notification: task-2 waiting for input: Password:; evidence: bash read fd0]\nlogin ok')
     expect(renderNotification({ ...waiting, event: 'waiting for input: Name?', tail: 'Password: ' })).toMatch(/\nPassword: $/)
   })
 
@@ -339,7 +339,8 @@ describe('notifications', () => {
     harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
     const events: AgentRunEvent[] = []
     await ctx.agents.run(agent, { prompt: 'go', onEvent: (event) => void events.push(event) })
-    const text = '[notification: task-1 exited 0 — pty-1: make; evidence: controlled prompt]\nbuilt'
+    // The label, which names work the model started, is for clients: the text leaves it out.
+    const text = '[notification: task-1 exited 0; evidence: controlled prompt]\nbuilt'
     expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe(`noted a\n\n${text}`)
     expect(events.filter((event) => event.type === 'notification')).toEqual([{ type: 'notification', notification: done, text }])
   })

@@ -11,13 +11,12 @@ import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
+import { CONTROLLED_PS1 } from '@conch/pty'
 import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
 export const MARKER_OSC = '6973'
 
-/** The controlled primary prompt. */
-export const CONTROLLED_PS1 = '$ '
 
 /** What a parsed marker says. */
 export type Marker =

@@ -7,6 +7,7 @@ import {
   LiveTextRedactor,
   SecretRedactor,
   delay,
+  beforePrompt,
   PtyError,
   within,
   type BackendSession,
@@ -232,7 +233,7 @@ export class LocalSession implements BackendSession {
     if (result.waitReason === 'timeout') {
       throw new PtyError('SPAWN_FAILED', { reason: `the shell did not become ready within ${this.config.timeoutMs} ms; output so far: ${lastLines(result.viewport) || '(none)'}` })
     }
-    this.motd = stripPrompt(result.viewport, this.prompt.ps1)
+    this.motd = beforePrompt(result.viewport)
     this.shellPgid ??= await this.inspector.foregroundGroup()
     return this.motd
   }
@@ -794,10 +795,6 @@ export class LocalSession implements BackendSession {
 }
 
 // ─── Helpers ──────────────────────────────────────────────────────────────────────
-
-function stripPrompt(viewport: string, ps1: string): string {
-  return viewport.endsWith(ps1) ? viewport.slice(0, viewport.length - ps1.length).replace(/\n$/, '') : viewport
-}
 
 function lastLines(text: string): string {
   return text.split('\n').slice(-5).join('\n').trim()

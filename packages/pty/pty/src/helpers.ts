@@ -62,3 +62,18 @@ function escapeChar(char: string): string {
   if (code === 0x2028 || code === 0x2029) return `\\u${code.toString(16)}`
   return char
 }
+
+/**
+ * The shell prompt a send that settled at the shell's own prompt ends with (`SendResult.exitStatus`
+ * set): the PS1 a backend's controlled prompt sets (pty-local, "Readiness").
+ */
+export const CONTROLLED_PS1 = '$ '
+
+/**
+ * `viewport` without the controlled prompt ending it, and the line break before it: `foo` for
+ * `foo$ ` (after `printf foo`), `a\nb` for `a\nb\n$ `. A viewport that does not end with it is
+ * returned as it is.
+ */
+export function beforePrompt(viewport: string): string {
+  return viewport.endsWith(CONTROLLED_PS1) ? viewport.slice(0, viewport.length - CONTROLLED_PS1.length).replace(/\n$/, '') : viewport
+}

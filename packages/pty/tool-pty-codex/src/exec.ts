@@ -8,7 +8,7 @@
 import { constants } from 'node:os'
 import { performance } from 'node:perf_hooks'
 import { z } from 'zod'
-import { PtyError, type PtyOwner, type PtyServiceApi, type SendResult } from '@conch/pty'
+import { beforePrompt, PtyError, type PtyOwner, type PtyServiceApi, type SendResult } from '@conch/pty'
 import { boundUtf8, utf8Bytes, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { Config } from './config.ts'
 import { renderExec, type ExecOutcome } from './render.ts'
@@ -93,8 +93,8 @@ export function registerExecTools(pty: PtyServiceApi, tools: ToolsServiceApi, co
       return errorResult(caught, config.maxResultBytes)
     }
     const exitCode = exitCodeOf(result)
-    // Settled at the controlled prompt: its last line is the prompt itself, not output.
-    const shown = result.exitStatus === undefined ? result.viewport : result.viewport.slice(0, Math.max(0, result.viewport.lastIndexOf('\n')))
+    // Settled at the controlled prompt: the prompt ending it is not output.
+    const shown = result.exitStatus === undefined ? result.viewport : beforePrompt(result.viewport)
     const echoed = submit ? echoLines(shown, text) : 0
     const output = shown.split('\n').slice(echoed).join('\n')
     const omitted = result.omitted && { ...result.omitted, headLines: Math.max(0, result.omitted.headLines - echoed) }

@@ -134,6 +134,12 @@ describe('the output of a multi-line command', () => {
     expect(seen.meta.exit_code).toBe(0)
     expect(outputOf(seen)).toBe('line 1\nline 2')
   })
+
+  it('keeps output that ended without a line break, on the prompt\'s row', async () => {
+    const seen = await call('exec_command', { cmd: 'printf "no-newline-%s" $((6*7))' })
+    expect(seen.meta.exit_code).toBe(0)
+    expect(outputOf(seen)).toBe('no-newline-42')
+  })
 })
 
 describe('sessions of another agent', () => {

@@ -33,7 +33,7 @@ export const PROMPT_SECTION_ORDER = 50
 /** The system-prompt section (a few lines; background guidance only when it is enabled). */
 export function promptSection(config: Pick<Config, 'enableRunInBackground'>): string {
   return [
-    'Use terminals for REPLs (python3, node), debuggers and interactive programs as well as shell commands. inferred_idle and timeout do not prove a command finished: check before relying on the result.',
+    'Use terminals for REPLs (python3, node), debuggers and interactive programs as well as shell commands. Omit sessionId to use your shell: terminal_send opens it, and it keeps its directory, variables and programs. inferred_idle and timeout do not prove a command finished: check before relying on the result.',
     config.enableRunInBackground ? 'Run long commands with run_in_background: true; you are notified when they end.' : undefined,
   ]
     .filter((line) => line !== undefined)
@@ -49,7 +49,7 @@ export const apply = (ctx: Context, config: Config) => {
   registerTerminalSignal(kit)
   registerTerminalClose(kit)
   registerTerminalList(kit)
-  registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, error: kit.error, screens: kit.screens })
+  registerResize({ tools: kit.tools, pty: kit.pty, maxResultBytes: config.maxResultBytes, sessionId, terminal: kit.terminal, error: kit.error, screens: kit.screens })
 
   // A secret's value is redacted wherever a session records or shows text, not only in
   // terminals: a program that reads its file, a sub-agent that prints it.

@@ -3,7 +3,7 @@
  * Compact and stable — scripts and snapshot runs compare it byte for byte — and always within the
  * byte bound (`fit`).
  */
-import { boundScreenText, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
+import { beforePrompt, boundScreenText, CONTROLLED_PS1, displayName, parseScreenHeader, processNames, PtyError, type CloseResult, type InputState, type ReadPage, type SendResult, type SessionInfo, type SessionStatus, type SignalResult, type SpawnResult, type StoppedJob, type WaitReason } from '@conch/pty'
 import { constants } from 'node:os'
 import { boundUtf8, budgetOutput, omissionMarker, summariseBinary, tailShareOf, utf8Bytes, type BudgetOptions, type OmittedRange } from '@conch/tools'
 import { unreachable } from '@conch/session'
@@ -224,6 +224,8 @@ export interface SendContext {
   networkNone?: boolean
   /** The screen the model was last shown whole for this session (`screenChanges`). */
   shown?: string | undefined
+  /** The shell this send opened (`sessionId`) because the agent's shell (`replaced`) had exited. */
+  opened?: { sessionId: string; replaced: string }
 }
 
 /**
@@ -231,10 +233,12 @@ export interface SendContext {
  * refused meanwhile, and for a failed name lookup under network `none`.
  */
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean; shown?: string } {
-  const { interrupted = false, refused = [], retained, networkNone = false, shown } = context
+  const { interrupted = false, refused = [], retained, networkNone = false, shown, opened } = context
   const earlier = earlierLine(result.earlier)
+  const ready = readyFields(result)
   const meta: MetaLine[] = [
     ...readyLine(result),
+    ...(opened === undefined ? [] : [{ text: `[opened: ${opened.sessionId}; your shell ${opened.replaced} had exited]`, short: `[opened: ${opened.sessionId}]` }]),
     ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
@@ -247,8 +251,13 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = tailShareOf(result.exitStatus)
-  const page = (range: { lines: number; tailLines: number }) => pageHint(range, retained)
-  const options = { body: withEarlier(result, earlier), empty: NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
+  // At the shell's prompt ([exit: N]) the prompt row says nothing more: lines lose it, screens keep it.
+  const atPrompt = ready.wait === undefined && !screen
+  const body = withEarlier(result, earlier)
+  // A prompt alone on its row is still the scrollback's newest line, which a page hint counts back over.
+  const promptRow = atPrompt && (body === CONTROLLED_PS1 || body.endsWith(`\n${CONTROLLED_PS1}`)) ? 1 : 0
+  const page = (range: { lines: number; tailLines: number }) => pageHint({ ...range, tailLines: range.tailLines + promptRow }, retained)
+  const options = { body: atPrompt ? beforePrompt(body) : body, empty: atPrompt ? '' : NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
   // A whole screen is remembered (`shown`); one like the screen shown before it says only what changed.
   const whole = screen && !result.truncated && options.body === result.viewport
   const changes = whole && shown !== undefined ? screenChanges(result.viewport, shown) : undefined
@@ -278,13 +287,13 @@ function withEarlier(result: SendResult, line: string | undefined): string {
 }
 
 /**
- * A background send that was handed to a task, in one line: the task and its terminal. The model
- * sent the command just now, and the send's description says how it is notified, so neither is
- * repeated; only a `notifyOn` pattern, the extra event the model chose, is named.
+ * A background send that was handed to a task, in one line: the task, and its terminal when conch
+ * chose it (`openedIn`: a send without a sessionId). The model gave the rest (the terminal, the
+ * command, notifyOn), and the send's description says how it is notified.
  */
-export function renderBackground(taskId: string, sessionId: string, maxBytes: number, notifyOn?: string): string {
-  const also = notifyOn === undefined ? '' : `; also notified on a line matching ${JSON.stringify(notifyOn)}`
-  return fit({ body: '', meta: [{ text: `[task: ${taskId} started in ${sessionId}${also}]`, short: `[task: ${taskId}]` }], noticeAt: 1, truncated: false, maxBytes }).text
+export function renderBackground(taskId: string, openedIn: string | undefined, maxBytes: number): string {
+  const where = openedIn === undefined ? '' : ` in ${openedIn}`
+  return fit({ body: '', meta: [{ text: `[task: ${taskId} started${where}]`, short: `[task: ${taskId}]` }], noticeAt: 1, truncated: false, maxBytes }).text
 }
 
 /**

@@ -6,13 +6,15 @@
 import { z } from 'zod'
 import { MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS, type PtyServiceApi } from '@conch/pty'
 import type { ToolResult, ToolsServiceApi } from '@conch/tools'
-import type { ShownScreens } from './tools/kit.ts'
+import type { ShownScreens, ToolKit } from './tools/kit.ts'
 
 export interface ResizeToolOptions {
   tools: ToolsServiceApi
   pty: PtyServiceApi
   maxResultBytes: number
-  sessionId: z.ZodType<string>
+  sessionId: z.ZodType<string | undefined>
+  /** The terminal a call means (an omitted id: the agent's shell). */
+  terminal: ToolKit['terminal']
   /** Renders a PtyError as the tool's error result (rethrows anything else). */
   error: (caught: unknown) => ToolResult
   /** Forgets the screen terminal_send showed: the next is shown whole at the new size. */
@@ -33,12 +35,13 @@ export function registerResize(options: ResizeToolOptions): () => void {
       rows: z.number().int().min(1).max(MAX_TERMINAL_ROWS),
       cols: z.number().int().min(1).max(MAX_TERMINAL_COLS),
     }),
-    title: (input) => `resize ${input.sessionId} ${input.rows}x${input.cols}`,
+    title: (input) => `resize ${input.sessionId ?? 'shell'} ${input.rows}x${input.cols}`,
     async execute(input, { agent }) {
-      options.screens.forget(agent, input.sessionId)
       try {
-        pty.resize(agent, input.sessionId, { rows: input.rows, cols: input.cols })
-        return { content: [{ type: 'text', text: `[resized: ${input.sessionId} to ${input.rows}x${input.cols}]` }], meta: { sessionId: input.sessionId, rows: input.rows, cols: input.cols } }
+        const { sessionId } = await options.terminal(agent, input.sessionId)
+        options.screens.forget(agent, sessionId)
+        pty.resize(agent, sessionId, { rows: input.rows, cols: input.cols })
+        return { content: [{ type: 'text', text: `[resized: ${sessionId} to ${input.rows}x${input.cols}]` }], meta: { sessionId, rows: input.rows, cols: input.cols } }
       } catch (caught) {
         return error(caught)
       }

@@ -15,22 +15,25 @@ afterEach(async () => {
 const tick = () => new Promise((resolve) => setImmediate(resolve))
 
 describe('run_in_background with the memory backend', () => {
-  it('returns a task id at once and tells the model how to collect it', async () => {
+  it('returns a task id at once, naming no terminal the model named itself', async () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold building', run_in_background: true })
-    expect(result.content[0]!.text).toBe('[task: task-1 started in pty-1]')
+    expect(result.content[0]!.text).toBe('[task: task-1 started]')
     expect(result.meta).toEqual({ taskId: 'task-1', sessionId: 'pty-1' })
     expect(await harness.text('task_list', {})).toBe('task-1 running pty-send "pty-1: hold building"')
     expect(await harness.text('task_output', { taskId: 'task-1' })).toBe('building\n[status: running]')
     expect(await harness.text('terminal_list', {})).toBe('pty-1 shell running busy')
   })
 
-  it('says a notifyOn pattern wakes the model too', async () => {
+  it('does not repeat the notifyOn pattern the model gave, and names the terminal it opened for a send without sessionId', async () => {
     harness = await boot()
     await harness.call('terminal_open', { type: 'shell' })
     const result = await harness.call('terminal_send', { sessionId: 'pty-1', text: 'hold serving', run_in_background: true, notifyOn: 'Listening on' })
-    expect(result.content[0]!.text).toBe('[task: task-1 started in pty-1; also notified on a line matching "Listening on"]')
+    expect(result.content[0]!.text).toBe('[task: task-1 started]')
+    const own = await harness.call('terminal_send', { text: 'hold serving', run_in_background: true })
+    expect(own.content[0]!.text).toBe('[task: task-2 started in pty-2]')
+    expect(own.meta).toEqual({ taskId: 'task-2', sessionId: 'pty-2' })
   })
 
   it('interrupts the send with a real SIGINT when the task is killed', async () => {

@@ -23,7 +23,7 @@ describe.each(MODES)('the echo of a send (%s)', (mode) => {
     const id = await harness.open()
     const heredoc = "cat > notes.txt <<'EOF'\nalpha line\n  beta line\n\nEOF"
     const written = await harness.send(id, heredoc)
-    expect(written.text).toBe('$ \n[exit: 0]')
+    expect(written.text).toBe('[exit: 0]')
     expect(readFileSync(path.join(harness.workspace, 'notes.txt'), 'utf8')).toBe('alpha line\n  beta line\n\n')
     const page = await harness.read(id, { count: 20 })
     expect(page.text).toContain('alpha line\n  beta line\n')
@@ -34,34 +34,34 @@ describe.each(MODES)('the echo of a send (%s)', (mode) => {
     expect((await harness.send(id, 'python3 -q')).text).toBe('>>> \n[wait: stdin_read]')
     expect((await harness.send(id, '6 * 7')).text).toBe('42\n>>> \n[wait: stdin_read]')
     expect((await harness.send(id, 'for i in range(2):\n    print(i * 10)\n')).text).toBe('0\n10\n>>> \n[wait: stdin_read]')
-    expect((await harness.send(id, 'exit()')).text).toBe('$ \n[exit: 0]')
+    expect((await harness.send(id, 'exit()')).text).toBe('[exit: 0]')
   })
 
   it('keys Up and Enter keep the echo: it is how the model learns what ran', async () => {
     const id = await harness.open()
-    expect((await harness.send(id, 'echo REPEAT-$((40+2))')).text).toBe('REPEAT-42\n$ \n[exit: 0]')
+    expect((await harness.send(id, 'echo REPEAT-$((40+2))')).text).toBe('REPEAT-42\n[exit: 0]')
     const again = await harness.call('terminal_send', { sessionId: id, keys: ['Up', 'Enter'] })
-    expect(again.text).toBe('echo REPEAT-$((40+2))\nREPEAT-42\n$ \n[exit: 0]')
+    expect(again.text).toBe('echo REPEAT-$((40+2))\nREPEAT-42\n[exit: 0]')
   })
 
   it('an echo the shell changed is kept: a Tab readline took as completion', async () => {
     const id = await harness.open()
     // No file starts with qz, so readline completes nothing and the Tab never reaches the line.
     const changed = await harness.send(id, 'echo "qz\tw"')
-    expect(changed.text).toBe('echo "qzw"\nqzw\n$ \n[exit: 0]')
+    expect(changed.text).toBe('echo "qzw"\nqzw\n[exit: 0]')
   })
 
   it('text sent to a reader with echo off is not echoed: output that begins with it is kept whole', async () => {
     const id = await harness.open()
     expect((await harness.send(id, 'read -s x; echo "$x"; echo "Saved as: $x"')).text).toMatch(/\[input: hidden/)
-    expect((await harness.send(id, 'abc')).text).toBe('abc\nSaved as: abc\n$ \n[exit: 0]')
+    expect((await harness.send(id, 'abc')).text).toBe('abc\nSaved as: abc\n[exit: 0]')
     // Echo is on again at the prompt: the next send's echo is left out as before.
-    expect((await harness.send(id, 'echo again')).text).toBe('again\n$ \n[exit: 0]')
+    expect((await harness.send(id, 'echo again')).text).toBe('again\n[exit: 0]')
   })
 
   it('text sent without Enter is shown as the line being edited', async () => {
     const id = await harness.open()
     expect((await harness.send(id, 'echo typed-$((1+1))', { submit: false })).text).toMatch(/^echo typed-\$\(\(1\+1\)\)\n\[wait: /)
-    expect((await harness.send(id, '')).text).toBe('echo typed-$((1+1))\ntyped-2\n$ \n[exit: 0]')
+    expect((await harness.send(id, '')).text).toBe('echo typed-$((1+1))\ntyped-2\n[exit: 0]')
   })
 })

@@ -29,15 +29,25 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
   it('shows the status of what ran at the prompt, zero included, and none in a REPL', async () => {
     const id = await harness.open()
     const ok = await harness.send(id, 'true')
-    expect(ok.text).toMatch(/\n\[exit: 0\]$/)
+    expect(ok.text).toMatch(/^\[exit: 0\]$/)
     expect(ok.meta.exitStatus).toBe(0)
-    expect((await harness.send(id, '(exit 17)')).text).toMatch(/\n\[exit: 17\]$/)
-    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toMatch(/\n\[exit: 143\]$/)
+    expect((await harness.send(id, '(exit 17)')).text).toMatch(/(?:^|\n)\[exit: 17\]$/)
+    expect((await harness.send(id, "sh -c 'kill -TERM $$'")).text).toMatch(/(?:^|\n)\[exit: 143\]$/)
     const python = await harness.send(id, 'python3 -q')
     expect(python.meta.waitReason).toBe('stdin_read')
     expect(python.text).not.toContain('[exit:')
     expect((await harness.send(id, '1 + 1')).text).not.toContain('[exit:')
-    expect((await harness.send(id, 'exit()')).text).toMatch(/\n\[exit: 0\]$/)
+    expect((await harness.send(id, 'exit()')).text).toMatch(/^\[exit: 0\]$/)
+  })
+
+  it('leaves out the shell\'s own prompt row at [exit: N], and keeps a program\'s prompt', async () => {
+    const id = await harness.open()
+    expect((await harness.send(id, 'echo A; echo B')).text).toBe('A\nB\n[exit: 0]')
+    expect((await harness.send(id, 'true')).text).toBe('[exit: 0]')
+    // Output without a final line break shares the prompt's row: the output stays.
+    expect((await harness.send(id, 'printf foo')).text).toBe('foo\n[exit: 0]')
+    expect((await harness.send(id, 'python3 -q')).text).toBe('>>> \n[wait: stdin_read]')
+    expect((await harness.send(id, 'exit()')).text).toBe('[exit: 0]')
   })
 
   it('shows the status at the prompt after a program that left the alternate screen on, as a screen result', async () => {
@@ -55,7 +65,7 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     expect(stopped.meta).toMatchObject({ stopped: { signal: 'SIGTSTP', program: 'sh' } })
     expect(stopped.meta.exitStatus).toBeUndefined()
     // The status alone is no stop: an exit with it is an exit.
-    expect((await harness.send(id, '(exit 148)')).text).toMatch(/\n\[exit: 148\]$/)
+    expect((await harness.send(id, '(exit 148)')).text).toMatch(/^\[exit: 148\]$/)
 
     expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 101', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
     const signalled = await harness.signal(id, 'SIGTSTP')
@@ -100,7 +110,8 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     await harness.waitForLine(id, 'echo second-$((1+1))')
     writeFileSync(gate, 'go\n')
     // The new command's own status shows when the prompt, not /proc alone, settled the send.
-    expect((await second).text.replace('[exit: 0]', '[wait: stdin_read]')).toBe(
+    // At [exit: 0] the prompt row goes: put back as /proc would have left it.
+    expect((await second).text.replace('[exit: 0]', '$ \n[wait: stdin_read]')).toBe(
       'LATE-OUTPUT\n[earlier command ended, exit: 7]\n$ echo second-$((1+1))\nsecond-2\n$ \n' +
         '[wait: stdin_read]\n[input: not_reading — typed ahead while bash ran]',
     )

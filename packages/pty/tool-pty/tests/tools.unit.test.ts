@@ -37,11 +37,10 @@ describe('tool definitions', () => {
     expect(Object.keys(parameters['terminal_open']!['properties'] as object)).toEqual(['type', 'name', 'cwd', 'rows', 'cols', 'expose'])
     expect(parameters['terminal_open']!['required']).toEqual(['type'])
     expect(Object.keys(parameters['terminal_send']!['properties'] as object)).toEqual(['sessionId', 'text', 'keys', 'secret', 'submit', 'timeoutMs', 'idleMs', 'maxOutputBytes', 'run_in_background', 'notify', 'notifyOn'])
-    // One of text, keys or secret: checked when called (see the send tests).
-    expect(parameters['terminal_send']!['required']).toEqual(['sessionId'])
-    expect(parameters['terminal_read']!['required']).toEqual(['sessionId'])
+    // One of text, keys or secret: checked when called (see the send tests). No sessionId: the agent's shell.
+    for (const name of ['terminal_send', 'terminal_read', 'terminal_signal', 'terminal_close']) expect(parameters[name]!['required'] ?? [], name).not.toContain('sessionId')
     expect(Object.keys(parameters['terminal_read']!['properties'] as object)).toEqual(['sessionId', 'offset', 'count', 'screen', 'maxOutputBytes'])
-    expect(parameters['terminal_resize']!['required']).toEqual(['sessionId', 'rows', 'cols'])
+    expect(parameters['terminal_resize']!['required']).toEqual(['rows', 'cols'])
     expect((parameters['terminal_signal']!['properties'] as Record<string, { enum?: string[] }>)['signal']!.enum).toEqual(['SIGINT', 'SIGTERM', 'SIGKILL', 'SIGTSTP', 'SIGHUP'])
     expect(parameters['terminal_list']!['properties']).toEqual({})
   })

@@ -161,12 +161,8 @@ export const apply = (ctx: Context, config: Config) => {
       throw error
     }
     return {
-      content: [
-        {
-          type: 'text',
-          text: `[task: ${id} started: the "${provider}" sub-agent]`,
-        },
-      ],
+      // The model called this provider's tool, so the line names only the task.
+      content: [{ type: 'text', text: `[task: ${id} started]` }],
       meta: { taskId: id, subagent: { runId: run.id, provider, childId: run.childId } },
     }
   }

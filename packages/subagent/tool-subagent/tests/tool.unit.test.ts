@@ -158,9 +158,7 @@ describe('the background call', () => {
   it('returns a task id at once; task_output streams the text and ends with the stop', async () => {
     const { ctx, agent, child } = await boot()
     const started = await call(ctx, agent, { prompt: 'go', run_in_background: true })
-    expect(started.content[0]!.text).toBe(
-      '[task: task-1 started: the "codex" sub-agent]',
-    )
+    expect(started.content[0]!.text).toBe('[task: task-1 started]')
     child.requests[0]!.update({ type: 'text', text: 'first ' })
     const early = await ctx.tools.execute('task_output', { taskId: 'task-1' }, { agent, signal: new AbortController().signal, callId: 'c2' })
     expect(early.content[0]!.text).toBe('first \n[status: running]')
@@ -193,7 +191,7 @@ describe('the background call', () => {
       },
     })
     expect(await ctx.agents.run(agent, { prompt: 'delegate' })).toMatchObject({ status: 'completed', text: 'got it', steps: 3 })
-    expect(requests[2]).toBe('[notification: task-1 answered (stop: completed) — codex: go]\nthe answer')
+    expect(requests[2]).toBe('[notification: task-1 answered (stop: completed)]\nthe answer')
   })
 
   it('task_kill cancels the child: the run ends aborted', async () => {

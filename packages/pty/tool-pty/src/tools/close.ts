@@ -11,14 +11,15 @@ export function registerTerminalClose(kit: ToolKit): void {
     kind: 'delete',
     ...limits,
     input: z.object({ sessionId }),
-    title: (input) => `close ${input.sessionId}`,
+    title: (input) => `close ${input.sessionId ?? 'shell'}`,
     async execute(input, { agent }) {
       try {
+        const { sessionId } = await kit.terminal(agent, input.sessionId)
         const closed = closedByOwner.get(agent) ?? closedByOwner.set(agent, new Set()).get(agent)!
-        closed.add(input.sessionId)
-        screens.forget(agent, input.sessionId)
-        const result = await pty.close(agent, input.sessionId)
-        return text(renderClose(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
+        closed.add(sessionId)
+        screens.forget(agent, sessionId)
+        const result = await pty.close(agent, sessionId)
+        return text(renderClose(sessionId, result, config.maxOutputBytes), { sessionId, ...result })
       } catch (caught) {
         return error(caught)
       }

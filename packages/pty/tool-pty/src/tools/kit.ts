@@ -4,11 +4,12 @@
  */
 import type { Context } from 'cordis'
 import { z } from 'zod'
-import { PtyError, type PtyServiceApi } from '@conch/pty'
+import { PtyError, type PtyOwner, type PtyServiceApi, type SpawnOptions, type SpawnResult } from '@conch/pty'
 import type { SessionLog } from '@conch/session'
 import { MIN_RESULT_BYTES, type ToolResult, type ToolsServiceApi } from '@conch/tools'
 import type { Config } from '../config.ts'
 import { renderError } from '../render.ts'
+import { readableSecrets } from '../secrets.ts'
 
 export interface ToolKit {
   ctx: Context
@@ -37,6 +38,18 @@ export interface ToolKit {
    */
   closedByOwner: WeakMap<object, Set<string>>
   screens: ShownScreens
+  /** Opens a terminal as terminal_open does (the configured secrets redacted in it). */
+  open(agent: PtyOwner, options: Omit<SpawnOptions, 'redact'>, signal?: AbortSignal): Promise<SpawnResult>
+  /**
+   * The terminal a call means: `sessionId` when given; omitted, the agent's shell — the shell an
+   * earlier id-less send opened. `open` says what an id-less call does without a running one:
+   * `shell` (a foreground send) opens a new shell as the agent's shell, `own` (a background send)
+   * opens a shell of its own every time, and without `open` the agent's last shell is meant, exited
+   * or not. `replaced` names the agent's shell that had exited when `shell` opened another.
+   * @throws PtyError `INVALID_INPUT` without `open` when the agent never opened a shell this way;
+   * what terminal_open throws.
+   */
+  terminal(agent: PtyOwner, sessionId: string | undefined, options?: { open?: 'shell' | 'own'; signal?: AbortSignal }): Promise<{ sessionId: string; opened?: SpawnResult; replaced?: string }>
 }
 
 /**
@@ -81,7 +94,38 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
       for (const watcher of watchers) if (watcher.agent === refusal.agent) watcher.hosts.add(refusal.host)
     })
   })
+  // Per agent, its shell's id: one an id-less send opened (while opening, the open in flight).
+  const shells = new WeakMap<PtyOwner, Promise<string>>()
+  const open: ToolKit['open'] = (agent, options, signal) => {
+    const redact = readableSecrets(config.secrets)
+    return ctx.pty.spawn(agent, { ...options, ...(redact.length > 0 && { redact }) }, signal)
+  }
   return {
+    open,
+    async terminal(agent, sessionId, options = {}) {
+      if (sessionId !== undefined) return { sessionId }
+      if (options.open === 'own') {
+        const opened = await open(agent, { type: 'shell' }, options.signal)
+        return { sessionId: opened.sessionId, opened }
+      }
+      const previous = shells.get(agent)?.catch(() => undefined)
+      if (options.open === undefined) {
+        const held = await previous
+        if (held === undefined) throw new PtyError('INVALID_INPUT', { reason: 'no sessionId given, and you have no shell yet (terminal_send without sessionId opens one)' })
+        return { sessionId: held }
+      }
+      // Chained at once, so calls made together share one shell.
+      let outcome: { opened?: SpawnResult; replaced?: string } = {}
+      const next = (async () => {
+        const held = await previous
+        if (held !== undefined && ctx.pty.list(agent).some((session) => session.sessionId === held && session.status.state === 'running')) return held
+        const opened = await open(agent, { type: 'shell' }, options.signal)
+        outcome = { opened, ...(held !== undefined && { replaced: held }) }
+        return opened.sessionId
+      })()
+      shells.set(agent, next)
+      return { sessionId: await next, ...outcome }
+    },
     closedByOwner: new WeakMap(),
     screens: new ShownScreens(),
     refusals(agent) {
@@ -108,7 +152,8 @@ export function toolKit(ctx: Context, config: Config): ToolKit {
   }
 }
 
-export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"')
+/** A terminal's id; omitted, the agent's shell (`ToolKit.terminal`). */
+export const sessionId = z.string().min(1, 'sessionId must name a terminal, e.g. "pty-1"').optional()
 
 /** The per-call result budget (`maxOutputBytes`), up to the configured `maxResultBytes`. */
 export function outputBudget(config: Config) {

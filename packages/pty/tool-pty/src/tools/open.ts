@@ -2,15 +2,14 @@
 import { z } from 'zod'
 import { MAX_SESSION_NAME_CHARS, MAX_TERMINAL_COLS, MAX_TERMINAL_ROWS } from '@conch/pty'
 import { renderOpen } from '../render.ts'
-import { readableSecrets } from '../secrets.ts'
 import type { ToolKit } from './kit.ts'
 
 export function registerTerminalOpen(kit: ToolKit): void {
-  const { pty, tools, config, limits, error, text } = kit
+  const { tools, config, limits, error, text } = kit
   tools.register({
     name: 'terminal_open',
     description:
-      'Open a terminal (a real shell); its directory, variables and programs persist between calls until terminal_close. Returns its start output, then [opened: pty-1] (and cwd DIR when not the workspace).',
+      'Open another terminal (a second shell, another type, cwd, size, ports); it persists until terminal_close. Returns its start output, then [opened: pty-1] (and cwd DIR when not the workspace).',
     kind: 'execute',
     ...limits,
     input: z.object({
@@ -30,10 +29,9 @@ export function registerTerminalOpen(kit: ToolKit): void {
     async execute(input, { agent, signal }) {
       try {
         const size = { ...(input.rows !== undefined && { rows: input.rows }), ...(input.cols !== undefined && { cols: input.cols }) }
-        const redact = readableSecrets(config.secrets)
-        const opened = await pty.spawn(
+        const opened = await kit.open(
           agent,
-          { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(redact.length > 0 && { redact }), ...(input.expose !== undefined && { expose: input.expose }) },
+          { type: input.type, ...(input.name !== undefined && { name: input.name }), ...(input.cwd !== undefined && { cwd: input.cwd }), ...size, ...(input.expose !== undefined && { expose: input.expose }) },
           signal,
         )
         return text(renderOpen(opened, config.maxOutputBytes, kit.policy(agent)?.workspaceRoot), { sessionId: opened.sessionId, type: opened.type, status: opened.status, ...(opened.name !== undefined && { name: opened.name }), ...(opened.cwd !== undefined && { cwd: opened.cwd }), ...(opened.exposed !== undefined && { exposed: opened.exposed }) })

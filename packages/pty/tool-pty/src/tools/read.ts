@@ -18,19 +18,20 @@ export function registerTerminalRead(kit: ToolKit): void {
       screen: z.boolean().optional().describe('The whole current screen instead (cursor row marked)'),
       maxOutputBytes: outputBudget(config),
     }),
-    title: (input) => `read ${input.sessionId}`,
+    title: (input) => `read ${input.sessionId ?? 'shell'}`,
     async execute(input, { agent }) {
       const maxBytes = input.maxOutputBytes ?? config.maxOutputBytes
-      // What terminal_send shows next is compared with what it showed, not with this.
-      screens.forget(agent, input.sessionId)
       try {
+        const { sessionId } = await kit.terminal(agent, input.sessionId)
+        // What terminal_send shows next is compared with what it showed, not with this.
+        screens.forget(agent, sessionId)
         if (input.screen === true) {
-          const rendered = renderScreen(pty.screen(agent, input.sessionId), maxBytes)
-          return text(rendered.text, { sessionId: input.sessionId, screen: true, truncated: rendered.truncated })
+          const rendered = renderScreen(pty.screen(agent, sessionId), maxBytes)
+          return text(rendered.text, { sessionId, screen: true, truncated: rendered.truncated })
         }
-        const page = pty.read(agent, input.sessionId, { offset: input.offset, count: input.count })
+        const page = pty.read(agent, sessionId, { offset: input.offset, count: input.count })
         const rendered = renderRead(page, maxBytes, { offset: input.offset, count: input.count })
-        return text(rendered.text, { sessionId: input.sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: rendered.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
+        return text(rendered.text, { sessionId, totalLines: page.totalLines, firstRetainedLine: page.firstRetainedLine, lineBegin: rendered.lineBegin, lineEnd: page.lineEnd, truncated: rendered.truncated })
       } catch (caught) {
         return error(caught)
       }

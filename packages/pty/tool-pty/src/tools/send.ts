@@ -102,7 +102,7 @@ export function registerTerminalSend(kit: ToolKit): void {
     kind: 'execute',
     ...limits,
     input: sendInput,
-    title: (input) => `${input.sessionId}: ${describeInput(input)}`,
+    title: (input) => `${input.sessionId ?? 'shell'}: ${describeInput(input)}`,
     async execute(input, { agent, signal, progress }) {
       const background = 'run_in_background' in input && input.run_in_background === true
       // Only the background schema has them (and requires run_in_background with them).
@@ -115,28 +115,33 @@ export function registerTerminalSend(kit: ToolKit): void {
           }),
         )
       }
-      // Taken now: any result but a screen shown whole leaves nothing to compare the next one with.
-      const lastScreen = screens.take(agent, input.sessionId)
       // A secret's value is read now, and goes only to ctx.pty; the call and its log name it.
       let payload: SendPayload
+      let target: Awaited<ReturnType<typeof kit.terminal>>
+      // Refused before a terminal is opened for it.
+      const tasks = background ? tasksOf(ctx, 'terminal_send') : undefined
       try {
         payload = payloadOf(input, config.secrets)
+        target = await kit.terminal(agent, input.sessionId, { open: background ? 'own' : 'shell', signal })
       } catch (caught) {
         return error(caught)
       }
-      if (background) {
-        const tasks = tasksOf(ctx, 'terminal_send')
+      const { sessionId } = target
+      // Taken now: any result but a screen shown whole leaves nothing to compare the next one with.
+      const lastScreen = screens.take(agent, sessionId)
+      if (tasks !== undefined) {
         let operation: SendOperation
         try {
           // A background send waits for proof (a prompt, a read, the exit), not for quiet: a job
           // that is silent for a while has not ended. Its timeoutMs defaults to maxTimeoutMs.
-          operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, ...limitsOf(input, input.timeoutMs ?? config.maxTimeoutMs) })
+          operation = pty.startSend(agent, sessionId, { ...payload, submit: input.submit, ...limitsOf(input, input.timeoutMs ?? config.maxTimeoutMs) })
         } catch (caught) {
+          if (target.opened !== undefined) await pty.close(agent, sessionId).catch(() => undefined)
           return error(caught)
         }
-        const label = `${input.sessionId}: ${describeInput(input)}`
+        const label = `${sessionId}: ${describeInput(input)}`
         // The echo of the text is left out of the task's output as of a foreground result.
-        const echo = payload.text === undefined || echoOff.has(input.sessionId) ? undefined : new EchoFilter(payload.text, input.submit)
+        const echo = payload.text === undefined || echoOff.has(sessionId) ? undefined : new EchoFilter(payload.text, input.submit)
         let ended = false
         let taskId: string
         try {
@@ -153,32 +158,33 @@ export function registerTerminalSend(kit: ToolKit): void {
                 stop?.()
                 ended = true
               })
-              noteInput(input.sessionId, result)
+              noteInput(sessionId, result)
               // A job stopped, not ended, is what the task's status says too: the shell keeps it.
-              const status = kit.closedByOwner.get(agent)?.has(input.sessionId) === true ? 'killed' : result.stopped === undefined ? undefined : 'stopped'
-              return { ...(status && { status }), fields: outcomeFields(result), meta: sendMeta(input.sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
+              const status = kit.closedByOwner.get(agent)?.has(sessionId) === true ? 'killed' : result.stopped === undefined ? undefined : 'stopped'
+              return { ...(status && { status }), fields: outcomeFields(result), meta: sendMeta(sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
             drain: () => {
               const screen = operation.screen?.()
               // A screen the task shows is the model's latest view of it, not the last send's.
-              if (screen !== undefined) screens.forget(agent, input.sessionId)
+              if (screen !== undefined) screens.forget(agent, sessionId)
               return backgroundOutput(operation, screen, echo, ended)
             },
-            cancel: () => stopBackground(pty, agent, input.sessionId, operation, config.killEscalation),
+            cancel: () => stopBackground(pty, agent, sessionId, operation, config.killEscalation),
           }).id
         } catch (caught) {
-          // No task took the send: take it back before anything is written.
+          // No task took the send: take it back before anything is written, and the shell opened for it.
           await operation.cancel()
           await operation.done.catch(() => undefined)
+          if (target.opened !== undefined) await pty.close(agent, sessionId).catch(() => undefined)
           throw caught
         }
-        return text(renderBackground(taskId, input.sessionId, config.maxOutputBytes, notifyOn), { taskId, sessionId: input.sessionId })
+        return text(renderBackground(taskId, target.opened && sessionId, config.maxOutputBytes), { taskId, sessionId })
       }
 
       let operation: SendOperation
       const refusals = kit.refusals(agent.session.id)
       try {
-        operation = pty.startSend(agent, input.sessionId, { ...payload, submit: input.submit, signal, ...limitsOf(input) })
+        operation = pty.startSend(agent, sessionId, { ...payload, submit: input.submit, signal, ...limitsOf(input) })
       } catch (caught) {
         refusals.stop()
         return error(caught)
@@ -199,18 +205,19 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const shown = input.text === undefined || echoOff.has(input.sessionId) ? result : sendWithoutEcho(result, input.text, input.submit)
-      noteInput(input.sessionId, result)
+      const shown = input.text === undefined || echoOff.has(sessionId) ? result : sendWithoutEcho(result, input.text, input.submit)
+      noteInput(sessionId, result)
       const rendered = renderSend(shown, input.maxOutputBytes ?? config.maxOutputBytes, {
         interrupted: signal.aborted,
         refused,
-        retained: result.omitted && retainedLines(pty, agent, input.sessionId),
+        retained: result.omitted && retainedLines(pty, agent, sessionId),
         networkNone: kit.policy(agent)?.network.mode === 'none',
+        ...(target.replaced !== undefined && { opened: { sessionId, replaced: target.replaced } }),
         // A cancelled turn's result may never reach the model.
         shown: signal.aborted ? undefined : lastScreen,
       })
-      if (rendered.shown !== undefined && !signal.aborted) screens.remember(agent, input.sessionId, rendered.shown)
-      return text(rendered.text, { ...sendMeta(input.sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
+      if (rendered.shown !== undefined && !signal.aborted) screens.remember(agent, sessionId, rendered.shown)
+      return text(rendered.text, { ...sendMeta(sessionId, result), truncated: rendered.truncated, ...(refused.length > 0 && { networkRefused: refused }) })
     },
   })
 }

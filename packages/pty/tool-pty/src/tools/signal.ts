@@ -13,12 +13,13 @@ export function registerTerminalSignal(kit: ToolKit): void {
     kind: 'execute',
     ...limits,
     input: z.object({ sessionId, signal: z.enum(PTY_SIGNALS) }),
-    title: (input) => `${input.sessionId}: ${input.signal}`,
+    title: (input) => `${input.sessionId ?? 'shell'}: ${input.signal}`,
     async execute(input, { agent }) {
-      screens.forget(agent, input.sessionId)
       try {
-        const result = await pty.signal(agent, input.sessionId, input.signal)
-        return text(renderSignal(input.sessionId, result, config.maxOutputBytes), { sessionId: input.sessionId, ...result })
+        const { sessionId } = await kit.terminal(agent, input.sessionId)
+        screens.forget(agent, sessionId)
+        const result = await pty.signal(agent, sessionId, input.signal)
+        return text(renderSignal(sessionId, result, config.maxOutputBytes), { sessionId, ...result })
       } catch (caught) {
         return error(caught)
       }
