@@ -51,7 +51,10 @@ describe('Terminal-Bench tasks through conch in containers', () => {
       const task = join(dir, 'leak')
       cpSync(join(TASKS, 'heredoc-files'), task, { recursive: true })
       // Closing the terminal ends what carries its session tag, a `setsid` one included; `env -i` drops the tag.
-      writeFileSync(join(task, 'solution', 'solve.sh'), 'cd /app\n(setsid sleep 301 &)\n(env -i /usr/bin/setsid /bin/sleep 302 &)\n')
+      // The escape is complete once sleep 302 runs (after setsid, with the emptied environment):
+      // its send waits for that, or the close could find it still tagged, before its exec.
+      const escaped = `(env -i /usr/bin/setsid /bin/sleep 302 & until read -rd '' program < /proc/$!/cmdline && [ "$program" = /bin/sleep ]; do :; done)`
+      writeFileSync(join(task, 'solution', 'solve.sh'), `cd /app\n(setsid sleep 301 &)\n${escaped}\n`)
       const report = await runTask(task, { baseImage })
       expect(report.sends.map((send) => send.waitReason)).toEqual(['stdin_read', 'stdin_read', 'stdin_read'])
       expect(report.leftoverProcesses).toBe(1)

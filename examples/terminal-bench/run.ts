@@ -201,7 +201,10 @@ async function containersOf(pid: number): Promise<string[]> {
   return (await docker(['ps', '-aq', '--no-trunc', '--filter', `label=${LABEL.pid}=${pid}`])).split('\n').filter(Boolean)
 }
 
-/** How many processes run in container `id` (host pids whose cgroup names it) besides its init and the init's `sleep infinity`. */
+/**
+ * How many processes run in container `id` (host pids whose cgroup names it) besides its init and
+ * the init's `sleep infinity`. A zombie is not counted: it has ended, and the init has yet to reap it.
+ */
 async function processesIn(id: string): Promise<number> {
   const init = Number((await docker(['inspect', '--format', '{{.State.Pid}}', id])).trim())
   const read = (pid: string, file: string) => {
@@ -214,8 +217,10 @@ async function processesIn(id: string): Promise<number> {
   return readdirSync('/proc').filter((pid) => {
     if (!/^\d+$/.test(pid) || Number(pid) === init || !read(pid, 'cgroup').includes(id)) return false
     const stat = read(pid, 'stat')
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-    return !(ppid === init && read(pid, 'cmdline') === 'sleep\0infinity\0')
+    // proc(5): the state and the ppid are the first fields after the command name's closing `)`.
+    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    if (stat === '' || state === 'Z') return false
+    return !(Number(ppid) === init && read(pid, 'cmdline') === 'sleep\0infinity\0')
   }).length
 }
 

@@ -27,7 +27,7 @@ export const Config = z
       .default(256)
       .describe("Deepest nesting of brackets a program may write; deeper ones are refused before the type stripper, whose parser recurses once per level."),
     maxPendingCalls: z.number().int().positive().default(128).describe('Binding calls a program may have in flight at once; one more ends the run as protocol.'),
-    graceMs: z.number().int().nonnegative().default(3000).describe('Time between SIGTERM and SIGKILL when the process tree is ended, in ms.'),
+    graceMs: z.number().int().nonnegative().default(3000).describe('Time between SIGTERM and SIGKILL when the process tree of a run whose program was sent is ended, in ms.'),
     nodeExecutable: z
       .string()
       .min(1)

@@ -38,12 +38,14 @@ export class ProgramProcess {
   private readonly writer: FrameWriter
   private state: 'booting' | 'ready' | 'attached' | 'gone' = 'booting'
   private readySeen = false
+  /** Whether a program was sent: only then does the tree get `graceMs` (see `terminate`). */
+  private programSent = false
   private settleReady!: { resolve: () => void; reject: (error: Error) => void }
 
   private constructor(
     private readonly handle: ChildHandle,
     readonly confinement: Confinement,
-    config: Config,
+    private readonly config: Config,
   ) {
     this.ready = new Promise<void>((resolve, reject) => {
       this.settleReady = { resolve, reject }
@@ -144,16 +146,21 @@ export class ProgramProcess {
   /** @throws ChannelError when the frame or the queue exceeds `maxMessageBytes`. */
   send(message: HostMessage): void {
     this.writer.write(message)
+    if (message.t === 'run') this.programSent = true
   }
 
   /**
    * Ends the process tree, then closes the channel; waits for both. The program's descendants get
-   * TERM and KILL after `graceMs`; the node process itself, whose run is over, SIGKILL at once.
+   * TERM and KILL after the config's `graceMs`; the node process itself, whose run is over,
+   * SIGKILL at once. A process that was sent no program (a spare, a run that ended first) runs
+   * nothing that could clean up: its tree gets no grace. Under bubblewrap its namespace's init
+   * may not have started node yet, and it ignores the TERM (pid_namespaces(7)), so a grace would
+   * be waited out in full.
    */
-  terminate(graceMs: number): Promise<TerminateReport> {
+  terminate(): Promise<TerminateReport> {
     // The channel closes only after the tree was captured: the bootstrap exits when it closes,
     // and descendants of an exited process could no longer be found by walking the tree.
-    const report = this.handle.terminate({ graceMs, rootSignal: 'SIGKILL' })
+    const report = this.handle.terminate({ graceMs: this.programSent ? this.config.graceMs : 0, rootSignal: 'SIGKILL' })
     void report.finally(() => this.handle.extra[0]?.destroy())
     return report
   }

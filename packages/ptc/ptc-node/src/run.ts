@@ -42,7 +42,7 @@ export function runOnProcess(process: ProgramProcess, input: RunInput, config: C
       if (timer) clearTimeout(timer)
       input.signal?.removeEventListener('abort', onAbort)
       stop.abort()
-      void process.terminate(config.graceMs).then(
+      void process.terminate().then(
         (report) => finish(outcome, report.survivors.length === 0 ? undefined : report.survivors.map((p) => `${p.comm}[${p.pid}]`).join(', ')),
         (error: unknown) => finish(outcome, String(error)),
       )

@@ -33,7 +33,7 @@ export class NodeRuntime implements PtcRuntime {
     private readonly config: Config,
   ) {
     this.timeouts = { timeoutMs: config.timeoutMs, maxTimeoutMs: config.maxTimeoutMs }
-    this.spares = new SparePool(config.spareIdleMs, config.graceMs)
+    this.spares = new SparePool(config.spareIdleMs)
   }
 
   /** Spares alive now (for tests and metrics). */

@@ -17,10 +17,7 @@ export class SparePool {
   private readonly closing = new Set<Promise<unknown>>()
   private disposed = false
 
-  constructor(
-    private readonly idleMs: number,
-    private readonly graceMs: number,
-  ) {}
+  constructor(private readonly idleMs: number) {}
 
   /** The owner's spare for `key` (booted or booting), removed from the pool; undefined when there is none. */
   async take(owner: PtcOwner, key: string): Promise<ProgramProcess | undefined> {
@@ -95,7 +92,7 @@ export class SparePool {
   }
 
   private close(process: Promise<ProgramProcess>): Promise<unknown> {
-    const closing = process.then((started) => started.terminate(this.graceMs), () => undefined)
+    const closing = process.then((started) => started.terminate(), () => undefined)
     this.closing.add(closing)
     void closing.finally(() => this.closing.delete(closing))
     return closing

@@ -2,11 +2,13 @@
  * The program is hostile: what it can reach (files, environment, host flags), how it is stopped
  * (deadline, cancel, memory, escaping descendants) and the spare. Real bubblewrap, real node.
  */
-import { mkdirSync, mkdtempSync, existsSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { until } from '@conch/test-support/wait'
+import { Config } from '../src/config.ts'
+import { ProgramProcess } from '../src/process.ts'
 import { boot, privateBootstrap, processesWith, sleepToken, type Harness } from './harness.ts'
 
 // Every test starts real node processes (and bubblewrap); on a loaded 2-core machine one can take seconds.
@@ -21,6 +23,16 @@ afterAll(async () => {
   await h.dispose()
   expect(processesWith(bootstrapPath)).toEqual([])
 })
+
+/** The parent pid of `pid` (/proc/<pid>/stat field 4, read after the last `)`); 0 once it is gone. */
+function parentOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  } catch {
+    return 0
+  }
+}
 
 describe('filesystem under workspace-write (bubblewrap)', () => {
   it('writes inside the workspace; a write outside is denied and reported as a denial', async () => {
@@ -266,6 +278,24 @@ describe('the spare', () => {
     } finally {
       await warm.dispose()
     }
+  })
+
+  it("a process given no program is ended without the grace, even while its sandbox's init has not started node yet", async () => {
+    // A grace far beyond the test's timeout: only an end without it lets this return. The
+    // namespace's init ignores TERM (pid_namespaces(7)) and would start node during a grace.
+    const config = Config.parse({ bootstrapPath, graceMs: 600_000 })
+    const spec = h.ctx.ptc.resolve({ code: 'return 1' }, h.agent)
+    const launch = { policy: spec.policy, cwd: spec.cwd }
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const started = await ProgramProcess.start({ subprocess: h.ctx.subprocess, sandbox: h.ctx.sandbox, config }, launch)
+      // The root (bubblewrap, once exec'd) is this process's child; its first child is the
+      // namespace's init. Looked for without pause: the init starts node within milliseconds.
+      let root: number | undefined
+      while ((root = processesWith(bootstrapPath).find((pid) => parentOf(pid) === process.pid)) === undefined);
+      while (parentOf(root) === process.pid && readFileSync(`/proc/${root}/task/${root}/children`, 'utf8') === '');
+      expect((await started.terminate()).survivors).toEqual([])
+    }
+    expect(processesWith(bootstrapPath)).toEqual([])
   })
 
   it('a spare never runs two programs: state from one run is not seen by the next', async () => {

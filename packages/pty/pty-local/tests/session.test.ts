@@ -194,6 +194,9 @@ describe('readiness of programs that read the terminal', () => {
       const session = await openSession({ idleSilenceMs: 500, handoffGraceMs: 100 })
       const first = await send(session, `bash ${dir}/f.sh`)
       expect(first.waitReason).toBe('inferred_idle')
+      // Silence can come before the script runs (a loaded machine): the input is typed ahead of
+      // the script only once it printed, so leads the foreground group.
+      await waitForScrollback(session, 'started')
       const second = session.startSend({ text: 'echo second-$((1+1))', submit: true }).done
       // The terminal echoed the typed-ahead line: it is written, and the script still runs.
       await waitForScrollback(session, 'echo second-$((1+1))')

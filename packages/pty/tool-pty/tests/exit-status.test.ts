@@ -10,7 +10,7 @@ import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Notification } from '@conch/agent'
 import { until } from '@conch/test-support/wait'
-import { bootCase, MODES, processes, type CaseHarness } from './cases/harness.ts'
+import { bootCase, MODES, processes, waitForForeground, type CaseHarness } from './cases/harness.ts'
 
 describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
   let harness: CaseHarness
@@ -68,6 +68,8 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     expect((await harness.send(id, '(exit 148)')).text).toMatch(/^\[exit: 148\]$/)
 
     expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 101', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    // Silence can come before bash started sleep (a loaded machine): the signal is for sleep.
+    await waitForForeground(await harness.sessionPid(id), 'sleep 101')
     const signalled = await harness.signal(id, 'SIGTSTP')
     expect(signalled.text).toMatch(/\[signal: SIGTSTP delivered to sleep in pty-\d+\]\n\[wait: stdin_read, stopped: SIGTSTP\]\n\[note: sleep is stopped \(SIGTSTP\), not ended; .*"fg".*\]$/)
 
