@@ -56,9 +56,19 @@ export class EchoFilter {
     return rest
   }
 
-  /** The end of the output: whatever is still held back was not the whole echo. */
+  /**
+   * The end of the output. Output that ends with the last submitted line is its echo too: the
+   * cursor waits on the next row (a command still running), which leaves no newline to end it.
+   * Whatever else is still held back was not the whole echo.
+   */
   flush(): string {
-    return this.expected.length === 0 ? '' : this.release()
+    if (this.expected.length === 0) return ''
+    const last = this.matched === this.expected.length - 1 && echoes(this.held.slice(this.at).replace(/\r$/, ''), this.expected[this.matched]!, this.matched === 0)
+    if (!last) return this.release()
+    this.matched++
+    this.held = ''
+    this.expected = []
+    return ''
   }
 
   private release(): string {

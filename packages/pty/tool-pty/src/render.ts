@@ -251,13 +251,9 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   if (interrupted) meta.push({ text: '[interrupted: the turn was cancelled, so SIGINT was sent to the foreground]', short: '[interrupted]' })
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = tailShareOf(result.exitStatus)
-  // At the shell's prompt ([exit: N]) the prompt row says nothing more: lines lose it, screens keep it.
   const atPrompt = ready.wait === undefined && !screen
-  const body = withEarlier(result, earlier)
-  // A prompt alone on its row is still the scrollback's newest line, which a page hint counts back over.
-  const promptRow = atPrompt && (body === CONTROLLED_PS1 || body.endsWith(`\n${CONTROLLED_PS1}`)) ? 1 : 0
-  const page = (range: { lines: number; tailLines: number }) => pageHint({ ...range, tailLines: range.tailLines + promptRow }, retained)
-  const options = { body: atPrompt ? beforePrompt(body) : body, empty: atPrompt ? '' : NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
+  const { body, page } = promptless(withEarlier(result, earlier), atPrompt, retained)
+  const options = { body, empty: atPrompt ? '' : NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
   // A whole screen is remembered (`shown`); one like the screen shown before it says only what changed.
   const whole = screen && !result.truncated && options.body === result.viewport
   const changes = whole && shown !== undefined ? screenChanges(result.viewport, shown) : undefined
@@ -452,16 +448,30 @@ function plural(count: number, noun: string): string {
  * A signal, then why the terminal is ready after it as a send says it (`[exit: 130]`), a note when
  * it stopped a job, and `[session: exited …]` when it ended the shell.
  */
+/**
+ * A line result's body at the shell's prompt (`[exit: N]`, which says it already) without the
+ * prompt row (`beforePrompt`), and its page hint, which still counts that row: it is the
+ * scrollback's newest line. Elsewhere (a screen, another wait) both are as they were.
+ */
+function promptless(body: string, atPrompt: boolean, retained?: number): { body: string; page: (range: { lines: number; tailLines: number }) => string } {
+  const promptRow = atPrompt && (body === CONTROLLED_PS1 || body.endsWith(`\n${CONTROLLED_PS1}`)) ? 1 : 0
+  return { body: atPrompt ? beforePrompt(body) : body, page: (range) => pageHint({ ...range, tailLines: range.tailLines + promptRow }, retained) }
+}
+
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
+  const output = result.output ?? ''
+  const { waitReason } = result
+  const atPrompt = waitReason !== undefined && readyFields({ ...result, waitReason }).wait === undefined && parseScreenHeader(output) === undefined
+  const { body, page } = promptless(output, atPrompt)
   return fit({
-    body: result.output ?? '',
+    body,
     meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...readyLine(result), ...stoppedLine(result.stopped), ...ended],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,
-    page: pageHint,
+    page,
     ...(result.outputOmitted !== undefined && { omitted: result.outputOmitted }),
   }).text
 }

@@ -37,6 +37,14 @@ describe.each(MODES)('the echo of a send (%s)', (mode) => {
     expect((await harness.send(id, 'exit()')).text).toBe('[exit: 0]')
   })
 
+  it("a command still running when the send returns shows no echo: its output so far, then why", async () => {
+    const id = await harness.open()
+    const running = await harness.call('terminal_send', { sessionId: id, text: 'sleep 300', idleMs: 300 })
+    expect(running.text).toMatch(/^\(no new output\)\n\[wait: inferred_idle\]\n\[note: still running: sleep,/)
+    const interrupted = await harness.signal(id, 'SIGINT')
+    expect(interrupted.text).toMatch(/^\[signal: SIGINT delivered to sleep in pty-\d+\]\n\[exit: 130\]$/)
+  })
+
   it('keys Up and Enter keep the echo: it is how the model learns what ran', async () => {
     const id = await harness.open()
     expect((await harness.send(id, 'echo REPEAT-$((40+2))')).text).toBe('REPEAT-42\n[exit: 0]')
