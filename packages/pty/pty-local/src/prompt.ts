@@ -7,7 +7,7 @@
  * through a private key file and descriptor 3 (`wrap`; README, "Readiness").
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -85,7 +85,9 @@ let swept = false
 
 /**
  * Removes the key folders in `dir` that a conch no longer running left (killed between writing a
- * key and its terminal's first output). A folder of a live process stays, a reused pid's too.
+ * key and its terminal's first output). A folder of a live process stays, a reused pid's too, and
+ * so does anything but a folder of this process's uid (lstat(2)): /tmp is shared, and another user
+ * could name a folder of theirs so, and swap what is in it for links while root removes it.
  */
 export function sweepKeyFolders(dir: string): void {
   let names: string[]
@@ -96,7 +98,17 @@ export function sweepKeyFolders(dir: string): void {
   }
   for (const name of names) {
     const pid = Number(KEY_FOLDER.exec(name)?.[1] ?? 0)
-    if (pid > 0 && pid !== process.pid && !running(pid)) rmSync(path.join(dir, name), { recursive: true, force: true })
+    if (pid > 0 && pid !== process.pid && !running(pid) && ownFolder(path.join(dir, name))) rmSync(path.join(dir, name), { recursive: true, force: true })
+  }
+}
+
+/** Whether `file` is a folder (not a link to one) owned by this process's uid. */
+function ownFolder(file: string): boolean {
+  try {
+    const stats = lstatSync(file)
+    return stats.isDirectory() && stats.uid === (process.getuid?.() ?? stats.uid)
+  } catch {
+    return false
   }
 }
 

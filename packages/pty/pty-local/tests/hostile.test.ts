@@ -4,7 +4,7 @@
  * running, and input large enough to keep the reader busy for seconds. Real bash, real PTY.
  */
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -78,10 +78,15 @@ describe("the marker's nonce", () => {
     try {
       // A pid that was a process and has ended (and nothing else was started in between here).
       const gone = spawnSync('true').pid!
-      const names = [`conch-prompt-${gone}-dead01`, `conch-prompt-${process.ppid}-live01`, `conch-prompt-${process.pid}-mine01`, 'conch-prompt-other']
+      const names = [`conch-prompt-${gone}-dead01`, `conch-prompt-${process.ppid}-live01`, `conch-prompt-${process.pid}-mine01`, 'conch-prompt-other', `conch-prompt-${gone}-theirs`]
       for (const name of names) mkdirSync(join(dir, name))
+      // Another user's folder named as a dead conch's (as root, as CI runs, it is made so here):
+      // root removing it could be led through links they swap in.
+      chownSync(join(dir, names[4]!), 65534, 65534)
+      symlinkSync(join(dir, names[1]!), join(dir, `conch-prompt-${gone}-link`))
       sweepKeyFolders(dir)
-      expect(names.map((name) => existsSync(join(dir, name)))).toEqual([false, true, true, true])
+      expect(names.map((name) => existsSync(join(dir, name)))).toEqual([false, true, true, true, true])
+      expect(lstatSync(join(dir, `conch-prompt-${gone}-link`)).isSymbolicLink()).toBe(true)
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

@@ -126,7 +126,7 @@ async function startRun(deps: ClaudeCodeProviderDeps, config: ClaudeCodeProvider
       if (stderr.length > 200) stderr.splice(0, stderr.length - 200)
     },
     spawnClaudeCodeProcess: (spawnOptions) => {
-      const spawned = spawnThroughSubprocess(deps.subprocess, spawnOptions, config.disposeGraceMs)
+      const spawned = spawnThroughSubprocess(deps.subprocess, spawnOptions, config.disposeGraceMs, writable)
       child = spawned.handle
       return spawned.process
     },

@@ -15,12 +15,14 @@ export interface SpawnedChild {
   handle: ChildHandle
 }
 
-export function spawnThroughSubprocess(subprocess: SubprocessServiceApi, options: SpawnOptions, graceMs: number): SpawnedChild {
+/** `agentWritable`: the folders the parent may write, kept off the CLI's PATH (`SpawnOptions.agentWritable`, @conch/subprocess). */
+export function spawnThroughSubprocess(subprocess: SubprocessServiceApi, options: SpawnOptions, graceMs: number, agentWritable: readonly string[]): SpawnedChild {
   const env = Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>
   const handle = subprocess.spawn({
     argv: [options.command, ...options.args],
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     env,
+    agentWritable,
   })
   const events = new EventEmitter()
   let killed = false

@@ -89,7 +89,7 @@ async function startRun(deps: CodexProviderDeps, config: CodexProviderConfig, re
   deps.track?.(request, true)
   let child
   try {
-    child = spawnChild(deps.subprocess, { argv: [executable, 'app-server'], cwd, env: { ...baseEnv, CODEX_HOME: home.path }, provider })
+    child = spawnChild(deps.subprocess, { argv: [executable, 'app-server'], cwd, env: { ...baseEnv, CODEX_HOME: home.path }, provider, agentWritable: writable })
   } catch (error) {
     home.remove()
     deps.track?.(request, false)

@@ -61,17 +61,32 @@ export function skippedExecutables(command: string, path: string | readonly stri
   return `${command} was found only in ${found.map((candidate) => candidate.skipped).join(', ')}, which an agent may write; a program conch starts is never taken from there: give its absolute path`
 }
 
+/**
+ * `path` (a PATH string) as a program run outside an agent's sandbox gets it: only the absolute
+ * folders `resolveExecutable` searches with `writable` (relative and empty entries, and folders
+ * whose real path lies inside `writable`, dropped), else `/bin:/usr/bin` (execvp(3)'s default;
+ * an empty PATH would name the working directory). What that program starts by name in turn —
+ * `node` for an npm CLI's `#!/usr/bin/env node`, `npx`'s packages — is not the agent's either.
+ */
+export function pathOutside(path: string, writable: readonly string[]): string {
+  const roots = realRoots(writable)
+  const kept = path.split(delimiter).filter((folder) => isAbsolute(folder) && rootOf(roots, realpathOf(folder)) === undefined)
+  return kept.length > 0 ? kept.join(delimiter) : '/bin:/usr/bin'
+}
+
+const realRoots = (writable: readonly string[]): string[] => writable.map((root) => realpathOf(root) ?? resolve(root))
+const rootOf = (roots: readonly string[], real: string | undefined): string | undefined => (real === undefined ? undefined : roots.find((root) => isWithin(real, root)))
+
 /** Each executable `<folder>/<command>` of the absolute folders of `path`, with where it lies when that is inside `writable`. */
 function candidates(command: string, path: string | readonly string[], writable: readonly string[]): { file: string; skipped?: string }[] {
   const folders = (typeof path === 'string' ? path.split(delimiter) : path).filter((folder) => isAbsolute(folder))
-  const roots = writable.map((root) => realpathOf(root) ?? resolve(root))
-  const rootOf = (real: string | undefined) => (real === undefined ? undefined : roots.find((root) => isWithin(real, root)))
+  const roots = realRoots(writable)
   return folders.flatMap((folder) => {
     const file = join(folder, command)
     if (!isExecutableFile(file)) return []
-    const holder = rootOf(realpathOf(folder))
+    const holder = rootOf(roots, realpathOf(folder))
     if (holder !== undefined) return [{ file, skipped: `${folder} (inside ${holder})` }]
-    const target = rootOf(realpathOf(file))
+    const target = rootOf(roots, realpathOf(file))
     return [target === undefined ? { file } : { file, skipped: `${file} (a link into ${target})` }]
   })
 }

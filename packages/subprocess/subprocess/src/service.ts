@@ -11,7 +11,7 @@ import { Service, type Context } from 'cordis'
 import { z } from 'zod'
 import { messageOf } from '@conch/errors'
 import { withDescriptorsClosed } from './descriptors.ts'
-import { isExecutableFile, resolveExecutable, skippedExecutables } from './executable.ts'
+import { isExecutableFile, pathOutside, resolveExecutable, skippedExecutables } from './executable.ts'
 import { createSessionTag, scrubbedEnv } from './env.ts'
 import { tagSupervisor } from './supervisor.ts'
 import { defaultProcessTable } from './table.ts'
@@ -120,6 +120,7 @@ class SubprocessService extends Service implements SubprocessServiceApi {
     // still fail at once, not as the shell's exit 127; and env(1) gets the file, not a name to search.
     const located = locate(options.cwd, env.PATH, program, options.agentWritable ?? [])
     if (typeof located !== 'string') throw refuse(located.problem)
+    if (options.agentWritable !== undefined && env.PATH !== undefined) env.PATH = pathOutside(env.PATH, options.agentWritable)
     let child: ChildProcess
     try {
       // Only stdio and the extra pipes reach the program (descriptors.ts).

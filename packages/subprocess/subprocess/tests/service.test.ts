@@ -305,6 +305,27 @@ describe.runIf(process.platform === 'linux')('ctx.subprocess', () => {
     }
   })
 
+  it("gives a child run outside an agent's sandbox a PATH without the agent's folders, so what it starts by name is not the agent's", async () => {
+    const subprocess = await boot()
+    const workspace = realpathSync(mkdtempSync('/var/tmp/conch-spawn-path-'))
+    try {
+      // `#!/usr/bin/env node` in an npm-installed CLI looks `node` up on the child's own PATH.
+      const bin = join(workspace, 'node_modules', '.bin')
+      const marker = join(workspace, 'ran')
+      mkdirSync(bin, { recursive: true })
+      writeFileSync(join(bin, 'planted-interpreter'), `#!/bin/sh\ntouch ${marker}\n`, { mode: 0o755 })
+      const child = subprocess.spawn({ argv: ['env', 'planted-interpreter'], cwd: workspace, env: { PATH: `${bin}:node_modules/.bin::/usr/bin:/bin` }, agentWritable: [workspace] })
+      expect(await child.done).toEqual({ exitCode: 127, signal: null })
+      expect(existsSync(marker)).toBe(false)
+      const path = subprocess.spawn({ argv: ['sh', '-c', 'echo "PATH=$PATH"'], env: { PATH: `${bin}:node_modules/.bin::/usr/bin:/bin` }, agentWritable: [workspace] })
+      const printed = new LineReader(path.stdout).line(/^PATH=.*/)
+      expect((await printed)[0]).toBe('PATH=/usr/bin:/bin')
+      await path.done
+    } finally {
+      rmSync(workspace, { recursive: true, force: true })
+    }
+  })
+
   it('rejects an empty program or a NUL byte with INVALID_ARGV', async () => {
     const subprocess = await boot()
     expectCode(() => subprocess.spawn({ argv: [''] }), 'INVALID_ARGV', /program \(argv\[0\]\) is empty/)
