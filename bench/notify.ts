@@ -51,13 +51,15 @@ async function benchNotify(c: Composition) {
   try {
     for (let run = 0; run < RUNS; run++) {
       const files = JOBS.map((job) => `notify-${run}-${job.kind}`)
+      // Each job's task id, from its start line: an id-less background send opens a shell of its own.
+      let tasks: string[] = []
       const steps: ((request: ModelRequest) => AsyncIterable<ModelChunk>)[] = [
-        () => response(JOBS.map(() => ({ name: 'terminal_open', arguments: { type: 'shell' } }))),
+        () => response(JOBS.map((job, k) => ({ name: 'terminal_send', arguments: { text: job.text(files[k]!), run_in_background: true, ...job.options } }))),
         (request) => {
-          const ids = request.messages.flatMap((message) => (message.role === 'tool' ? [...message.content.matchAll(/\[opened: (pty-\d+)/g)].map((m) => m[1]!) : []))
-          return response(JOBS.map((job, k) => ({ name: 'terminal_send', arguments: { sessionId: ids[k], text: job.text(files[k]!), run_in_background: true, ...job.options } })))
+          tasks = request.messages.flatMap((message) => (message.role === 'tool' ? [...message.content.matchAll(/^\[task: (task-\d+) started/gm)].map((m) => m[1]!) : []))
+          if (tasks.length !== JOBS.length) throw new Error(`notify: ${tasks.length} of the ${JOBS.length} background sends started a task`)
+          return response([], 'Waiting for the three jobs.')
         },
-        () => response([], 'Waiting for the three jobs.'),
       ]
       const seen = new Set<string>()
       const adapter: ModelAdapter = {
@@ -71,9 +73,9 @@ async function benchNotify(c: Composition) {
           const last = request.messages.at(-1)
           const text = last?.role === 'user' ? last.content : ''
           for (const [k, job] of JOBS.entries()) {
-            const header = text.split('\n').find((line) => line.startsWith('[notification: ') && line.includes(files[k]!))
+            const header = text.split('\n').find((line) => line.startsWith(`[notification: ${tasks[k]} `))
             if (header === undefined || seen.has(job.kind)) continue
-            const event = /^\[notification: task-\d+ (.*?) — /.exec(header)?.[1] ?? ''
+            const event = /^\[notification: task-\d+ (.*?)(?:; evidence: .*)?\]$/.exec(header)?.[1] ?? ''
             if (!job.event.test(event)) throw new Error(`notify: the ${job.kind} job's notification says ${JSON.stringify(event)}`)
             seen.add(job.kind)
             const eventAt = Number(readFileSync(join(c.workspace, files[k]!), 'utf8').trim()) / 1e6
@@ -105,7 +107,7 @@ async function benchNotify(c: Composition) {
   const figures = {
     /** `task_output` / `task_list` calls the model made, all runs. */
     polling_calls: polling,
-    /** Open, start, end turn, and one per wake. */
+    /** Start, end turn, and one per wake. */
     model_calls_per_run: round(modelCalls / RUNS, 1),
     /** Event → the model request carrying its notification, ms. */
     latency_p50_ms: round(median(all)),

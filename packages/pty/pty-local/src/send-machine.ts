@@ -502,8 +502,10 @@ function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
   if (!steps[next]!.afterConsumed) return writeStep(s, s.write, next, out)
   const submitting = become(s, { phase: 'submitting', write: s.write, steps: { ...s.steps, step: next } })
   if (echoed(submitting) || promptAgain(submitting)) return writeStep(s, s.write, next, out)
+  // The shell's new prompt after a signal comes once bash handled the SIGINT, which under load takes
+  // longer than an echo: it is given the wait of a signal's readiness (`handoffGraceMs`).
+  if (awaitsPrompt(submitting)) return arm(s, out, 'consume', s.spec.handoffGraceMs)
   arm(s, out, 'consume', s.spec.submitWaitMs)
-  if (awaitsPrompt(submitting)) return
   // The echo usually comes first: ask the kernel only after a moment (docs/performance.md).
   if (s.spec.exact && s.write.baseline.kind !== 'none') arm(s, out, 'consumeRetry', CONSUME_RETRY_MS)
 }

@@ -195,8 +195,9 @@ describe('text after a signal character', () => {
     view.prompt = true
     const machine = new Machine(view, { steps, inputText: '\x03echo hi' })
     const interrupt = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
-    // No kernel look: the shell reads again before it discarded its line.
-    expect(machine.feed({ type: 'written', gen: interrupt, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 50 }])
+    // No kernel look: the shell reads again before it discarded its line. The bound is a signal's
+    // wait for readiness (handoffGraceMs), not an echo's (submitWaitMs): bash handles SIGINT first.
+    expect(machine.feed({ type: 'written', gen: interrupt, now: 1 })).toEqual([{ type: 'arm', timer: 'consume', ms: 500 }])
     // The ^C, and the prompt from before it, are no new prompt.
     view.line = '$ ^C'
     expect(machine.feed({ type: 'output', now: 2 })).toEqual([])
@@ -217,7 +218,7 @@ describe('text after a signal character', () => {
     const machine = new Machine(new View(), { steps, inputText: '\x03echo hi' })
     const interrupt = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'))), 'write')
     machine.feed({ type: 'written', gen: interrupt, now: 1 })
-    expect(machine.feed({ type: 'timer', timer: 'consume', now: 51 })).toEqual([{ type: 'write', gen: interrupt + 1, data: 'echo hi' }])
+    expect(machine.feed({ type: 'timer', timer: 'consume', now: 501 })).toEqual([{ type: 'write', gen: interrupt + 1, data: 'echo hi' }])
   })
 
   it('to another reader (a REPL shows no prompt marker), is written on the kernel evidence', () => {

@@ -34,7 +34,7 @@ export const PROMPT_SECTION_ORDER = 50
 export function promptSection(config: Pick<Config, 'enableRunInBackground'>): string {
   return [
     'Use terminals for REPLs (python3, node), debuggers and interactive programs as well as shell commands. Omit sessionId to use your shell: terminal_send opens it, and it keeps its directory, variables and programs. inferred_idle and timeout do not prove a command finished: check before relying on the result.',
-    config.enableRunInBackground ? 'Run long commands with run_in_background: true; you are notified when they end.' : undefined,
+    config.enableRunInBackground ? 'Run long commands with run_in_background: true.' : undefined,
   ]
     .filter((line) => line !== undefined)
     .join('\n')

@@ -61,7 +61,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         run_in_background: z
           .boolean()
           .optional()
-          .describe('Return a task id at once; you are notified when it ends or waits for input (task_output reads output, task_kill interrupts)'),
+          .describe('Return a task id at once, notified when it ends or waits for input (task_output reads, task_kill interrupts); without sessionId it runs in a new shell at the workspace root'),
         notify: z.boolean().optional().describe('Background: wake me when it ends, even after my turn ended'),
         notifyOn: z
           .string()
