@@ -38,7 +38,7 @@ Options:
                        line), whatever the composition says; no API key needed
   --output FORMAT      text (default): a readable transcript, with terminal output shown live
                        as it arrives; stream-json: one JSON object per line (tool_call,
-                       tool_result, assistant, then result)
+                       tool_result, assistant, notification, waiting, then result)
   --partial            with stream-json: also emit {"type":"tool_output","id","text"} lines
                        with a tool's live output before its tool_result
   --cwd DIR            the agent's workspace root (default: the current directory)
