@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { RE2JS } from 're2js'
-import { PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
+import { beforePrompt, PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf, unreachable } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
@@ -143,6 +143,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         // The echo of the text is left out of the task's output as of a foreground result.
         const echo = payload.text === undefined || echoOff.has(sessionId) ? undefined : new EchoFilter(payload.text, input.submit)
         let ended = false
+        // Ended at the shell's prompt ([exit: N] in its status): the output's last row is that prompt.
+        let atPrompt = false
         let taskId: string
         try {
           taskId = tasks.start({
@@ -154,7 +156,7 @@ export function registerTerminalSend(kit: ToolKit): void {
             ...(notifyOn !== undefined && { notifyOn: linePattern(notifyOn) }),
             run: async (controller) => {
               const stop = notifyOn !== undefined ? operation.onOutput(() => controller.changed()) : undefined
-              const result = await operation.done.finally(() => {
+              const result = await operation.done.then((settled) => ((atPrompt = readyFields(settled).wait === undefined), settled)).finally(() => {
                 stop?.()
                 ended = true
               })
@@ -167,7 +169,7 @@ export function registerTerminalSend(kit: ToolKit): void {
               const screen = operation.screen?.()
               // A screen the task shows is the model's latest view of it, not the last send's.
               if (screen !== undefined) screens.forget(agent, sessionId)
-              return backgroundOutput(operation, screen, echo, ended)
+              return backgroundOutput(operation, screen, echo, ended, atPrompt)
             },
             cancel: () => stopBackground(pty, agent, sessionId, operation, config.killEscalation),
           }).id
@@ -227,11 +229,12 @@ export function registerTerminalSend(kit: ToolKit): void {
  * of its text (let go once the send `ended`), or the program's `screen` as it is now (its lines
  * are consumed with it).
  */
-function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean): string {
+function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean, atPrompt: boolean): string {
   const lines = operation.readOutput()
   if (screen !== undefined) return `${screen}\n`
-  if (echo === undefined) return lines
-  return echo.feed(lines) + (ended ? echo.flush() : '')
+  const shown = echo === undefined ? lines : echo.feed(lines) + (ended ? echo.flush() : '')
+  // As in a foreground result, the status says the shell is back at its prompt: its row goes.
+  return atPrompt ? beforePrompt(shown) : shown
 }
 
 /** What the send types, for ctx.pty: a secret's value is read here, at call time. */
