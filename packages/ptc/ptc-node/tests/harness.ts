@@ -8,6 +8,7 @@ import { copyFileSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmS
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
+import { afterAll } from 'vitest'
 import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
 import PtcService, { type PtcBinding, type PtcRequest, type PtcResult } from '@conch/ptc'
@@ -103,10 +104,17 @@ export function processesWith(token: string): number[] {
   return found
 }
 
+/** The folders `privateBootstrap` made in this test file, removed after its last test. */
+const bootstrapFolders: string[] = []
+afterAll(() => {
+  for (const dir of bootstrapFolders.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
 /** A copy of the bootstrap at a unique path, so this file's program processes can be counted by their argv. */
 export function privateBootstrap(): string {
   // Not under /tmp: the sandbox mounts a private /tmp, where the copy would not exist.
   const dir = mkdtempSync('/var/tmp/conch-ptc-bootstrap-')
+  bootstrapFolders.push(dir)
   const path = join(dir, `bootstrap-${randomBytes(6).toString('hex')}.cjs`)
   copyFileSync(DEFAULT_BOOTSTRAP, path)
   return path
