@@ -1,16 +1,23 @@
 /**
  * The bin runs the build only while it matches the sources (bin/build-current.js).
  */
-import { mkdtempSync, mkdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 // @ts-expect-error -- a plain JavaScript module of the bin, without declarations
 import { buildIsCurrent, currentBuild } from '../bin/build-current.js'
 
+/** The fixtures' folders, removed after the file's last test. */
+const folders: string[] = []
+afterAll(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true })
+})
+
 function fixture(): { dist: URL; source: string; bundle: string; writeManifest(inputs: Record<string, number>, extra?: object): void } {
   const dir = mkdtempSync(join(tmpdir(), 'conch-build-'))
+  folders.push(dir)
   const dist = join(dir, 'dist')
   mkdirSync(dist)
   const source = join(dir, 'main.ts')

@@ -71,8 +71,7 @@ afterAll(async () => {
   await ctx.agents.dispose(other)
   for (const fiber of fibers.reverse()) await fiber.dispose()
   await model.close()
-  rmSync(codexHomes, { recursive: true, force: true })
-  rmSync(poolState, { recursive: true, force: true })
+  for (const folder of [codexHomes, poolState, dir]) rmSync(folder, { recursive: true, force: true })
 }, 60_000)
 
 async function ask(agent: Agent, text: string) {
