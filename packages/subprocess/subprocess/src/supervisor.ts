@@ -137,6 +137,12 @@ export interface TagSupervisorOptions {
   watchedPid?: number
   /** Sweeps at most this many rounds (20 ms apart) after the pipe closes. Default 50. */
   maxRounds?: number
+  /**
+   * How long the supervisor stays after its last tag is released, ms, so that the next watch
+   * (a terminal opened after one closed) does not start another: a start is a Node start, some
+   * 40 ms on the way to every such open. Default 30 000; 0 ends it at once.
+   */
+  lingerMs?: number
   /** Starts the supervisor; injectable for tests. Default: `node -e` detached, stdin a pipe. */
   start?: (program: string, args: string[], env: Record<string, string>) => ChildProcess
 }
@@ -144,8 +150,8 @@ export interface TagSupervisorOptions {
 export interface TagSupervisor {
   /**
    * Registers `tag` so that processes carrying it are killed if this process dies before
-   * `release` runs. Starts the supervisor on first use. Returns `release`, idempotent; releasing
-   * the last tag lets the supervisor exit.
+   * `release` runs. Starts the supervisor on first use. Returns `release`, idempotent; once the
+   * last tag is released the supervisor exits after `lingerMs` unless another watch comes first.
    */
   watch(tag: SessionTag): () => void
 }
@@ -154,6 +160,13 @@ export interface TagSupervisor {
 export function createTagSupervisor(options: TagSupervisorOptions = {}): TagSupervisor {
   const watched = new Set<string>()
   let stdin: Writable | undefined
+  // Ends the pipe once the supervisor has lingered with no tag; cleared by the next watch.
+  let lingering: NodeJS.Timeout | undefined
+  const end = () => {
+    lingering = undefined
+    stdin?.end()
+    stdin = undefined
+  }
   const start =
     options.start ??
     ((program, args, env) =>
@@ -184,6 +197,8 @@ export function createTagSupervisor(options: TagSupervisorOptions = {}): TagSupe
     watch(tag) {
       if (process.platform !== 'linux') return () => {}
       const line = `${tag.name}=${tag.value}`
+      clearTimeout(lingering)
+      lingering = undefined
       const fresh = stdin === undefined
       watched.add(line)
       const pipe = ensure()
@@ -195,10 +210,11 @@ export function createTagSupervisor(options: TagSupervisorOptions = {}): TagSupe
         watched.delete(line)
         if (!stdin) return
         stdin.write(`-${line}\n`)
-        if (watched.size === 0) {
-          stdin.end()
-          stdin = undefined
-        }
+        if (watched.size > 0) return
+        const lingerMs = options.lingerMs ?? 30_000
+        if (lingerMs <= 0) return end()
+        // Never keeps this process alive; its exit closes the pipe, and with no tag left the supervisor exits at once.
+        lingering = setTimeout(end, lingerMs).unref()
       }
     },
   }

@@ -83,9 +83,9 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     expect(markedProcesses(tag.name, tag.value)).toEqual([])
   }, 30_000)
 
-  it('exits at once when its last tag is released, and a later watch starts a new one', async () => {
+  it('with no linger, exits at once when its last tag is released, and a later watch starts a new one', async () => {
     const watchedPid = 900000 + randomInt(0, 99999)
-    const supervisors = createTagSupervisor({ watchedPid })
+    const supervisors = createTagSupervisor({ watchedPid, lingerMs: 0 })
     const release = supervisors.watch(createSessionTag('CONCH_SESSION_TAG'))
     expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
     release()
@@ -95,5 +95,23 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 1, 5000)).toBe(true)
     again()
     expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid)).length === 0, 10_000)).toBe(true)
+  })
+
+  it('lingers after its last tag is released: a watch meanwhile reuses it, and it exits when the linger ends', async () => {
+    const watchedPid = 900000 + randomInt(0, 99999)
+    const running = () => markedProcesses(SUPERVISOR_VARIABLE, String(watchedPid))
+    const supervisors = createTagSupervisor({ watchedPid, lingerMs: 60_000 })
+    supervisors.watch(createSessionTag('CONCH_SESSION_TAG'))()
+    expect(await eventually(() => running().length === 1, 5000)).toBe(true)
+    const [first] = running()
+    started.push(first!)
+    supervisors.watch(createSessionTag('CONCH_SESSION_TAG'))()
+    expect(running()).toEqual([first])
+
+    const briefPid = watchedPid + 1
+    const brief = createTagSupervisor({ watchedPid: briefPid, lingerMs: 200 })
+    brief.watch(createSessionTag('CONCH_SESSION_TAG'))()
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(briefPid)).length === 1, 5000)).toBe(true)
+    expect(await eventually(() => markedProcesses(SUPERVISOR_VARIABLE, String(briefPid)).length === 0, 10_000)).toBe(true)
   })
 })
