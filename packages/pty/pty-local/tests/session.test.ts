@@ -8,7 +8,8 @@ import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { parseScreenHeader, PtyError } from '@conch/pty'
+import { PtyError } from '@conch/pty'
+import { untilEnterEchoed } from '@conch/test-support/screen'
 import { until } from '@conch/test-support/wait'
 import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
 
@@ -198,13 +199,8 @@ describe('readiness of programs that read the terminal', () => {
       // the script only once it printed, so leads the foreground group.
       await waitForScrollback(session, 'started')
       const second = session.startSend({ text: 'echo second-$((1+1))', submit: true }).done
-      // The terminal echoed the typed-ahead line and its Enter (the cursor at the start of the next
-      // row: the line's text alone is shown before the Enter is written), and the script still runs.
-      await until(() => {
-        const screen = session.screen()
-        const header = parseScreenHeader(screen)
-        return header !== undefined && header.cursorCol === 1 && screen.split('\n')[header.cursorRow - 1]?.endsWith('echo second-$((1+1))') === true
-      }, 15_000, 'the typed-ahead line and its Enter echoed')
+      // The terminal echoed the typed-ahead line and its Enter, and the script still runs.
+      await untilEnterEchoed(() => session.screen(), 'echo second-$((1+1))')
       writeFileSync(gate, 'go\n')
       const result = await second
       expect(result.waitReason).toBe('stdin_read')

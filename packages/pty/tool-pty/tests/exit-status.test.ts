@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Notification } from '@conch/agent'
-import { parseScreenHeader } from '@conch/pty'
+import { untilEnterEchoed } from '@conch/test-support/screen'
 import { until } from '@conch/test-support/wait'
 import { bootCase, MODES, processes, waitForForeground, type CaseHarness } from './cases/harness.ts'
 
@@ -109,13 +109,8 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     const started = await harness.call('terminal_send', { sessionId: id, text: 'bash f.sh', idleMs: 1500 })
     expect(started.text).toBe('started\n[wait: inferred_idle]\n[note: still running: bash, not reading the terminal; to keep waiting send {"text":"","submit":false,"idleMs":N}; terminal_signal SIGINT interrupts it]')
     const second = harness.call('terminal_send', { sessionId: id, text: 'echo second-$((1+1))' })
-    // The terminal echoed the typed-ahead line and its Enter (the cursor at the start of the next
-    // row: the line's text alone is shown before the Enter is written), and the script still runs.
-    await until(async () => {
-      const screen = (await harness.call('terminal_read', { sessionId: id, screen: true })).text
-      const header = parseScreenHeader(screen)
-      return header !== undefined && header.cursorCol === 1 && screen.split('\n')[header.cursorRow - 1]?.endsWith('echo second-$((1+1))') === true
-    }, 15_000, 'the typed-ahead line and its Enter echoed')
+    // The terminal echoed the typed-ahead line and its Enter, and the script still runs.
+    await untilEnterEchoed(async () => (await harness.call('terminal_read', { sessionId: id, screen: true })).text, 'echo second-$((1+1))')
     writeFileSync(gate, 'go\n')
     // The new command's own status shows when the prompt, not /proc alone, settled the send.
     // At [exit: 0] the prompt row goes: put back as /proc would have left it.

@@ -4,8 +4,8 @@
  * codex: the products folder, `PATH` (an npm wrapper followed to its binary, which is spawned
  * directly: on Node 20 the wrapper keeps a Node process alive for the child's whole life). The
  * products folder is `CONCH_PRODUCTS_DIR`, else the nearest `.products/` above `from`. `PATH` is
- * searched as `resolveExecutable` of @conch/subprocess does: absolute folders only, none inside
- * `writable` (a folder an agent may write could hold a program it put there).
+ * searched as `resolveExecutable` of @conch/subprocess does: absolute folders only, no match
+ * reached through `writable` (a folder an agent may write could hold a program or a link it put there).
  */
 import { existsSync, realpathSync } from 'node:fs'
 import { dirname, join } from 'node:path'

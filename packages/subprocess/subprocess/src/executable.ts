@@ -1,6 +1,6 @@
 /** Finding a program as execvp(3) does, so that a missing one fails by name before anything starts. */
-import { accessSync, constants, realpathSync, statSync } from 'node:fs'
-import { delimiter, isAbsolute, join, relative, resolve, sep } from 'node:path'
+import { accessSync, constants, readlinkSync, realpathSync, statSync } from 'node:fs'
+import { delimiter, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path'
 
 /** Whether `file` is a regular file this process may execute (access(2) `X_OK`). */
 export function isExecutableFile(file: string): boolean {
@@ -39,9 +39,11 @@ export function systemFolders(path: string): string[] {
  * chose it), else its first match in the absolute folders of `path` (a PATH string, or its
  * folders) that an agent cannot write. execvp(3)'s search without
  * - the relative and empty entries, which name the working directory: the workspace;
- * - a match in a folder inside `writable` (the folders an agent may write: its workspace root and
- *   writable paths), or whose file (links followed) lies there: a confined agent could have put it
- *   there (`npm exec` puts `<repo>/node_modules/.bin` first on PATH) for conch to run unconfined.
+ * - a match whose folder or file is reached through a folder inside `writable` (the folders an
+ *   agent may write: its workspace root and writable paths) at any hop (`hops`): the folder itself,
+ *   a link's own location, or any link target on the way. A confined agent could have put the
+ *   program there (`npm exec` puts `<repo>/node_modules/.bin` first on PATH), or repoint a link
+ *   there at any time, for conch to run its program unconfined.
  * Undefined when none is left (`skippedExecutables` names what this skipped).
  */
 export function resolveExecutable(command: string, path: string | readonly string[], writable: readonly string[] = []): string | undefined {
@@ -64,31 +66,73 @@ export function skippedExecutables(command: string, path: string | readonly stri
 /**
  * `path` (a PATH string) as a program run outside an agent's sandbox gets it: only the absolute
  * folders `resolveExecutable` searches with `writable` (relative and empty entries, and folders
- * whose real path lies inside `writable`, dropped), else `/bin:/usr/bin` (execvp(3)'s default;
+ * reached through `writable` at any hop, dropped), else `/bin:/usr/bin` (execvp(3)'s default;
  * an empty PATH would name the working directory). What that program starts by name in turn —
  * `node` for an npm CLI's `#!/usr/bin/env node`, `npx`'s packages — is not the agent's either.
  */
 export function pathOutside(path: string, writable: readonly string[]): string {
   const roots = realRoots(writable)
-  const kept = path.split(delimiter).filter((folder) => isAbsolute(folder) && rootOf(roots, realpathOf(folder)) === undefined)
+  const kept = path.split(delimiter).filter((folder) => isAbsolute(folder) && writableHop(roots, folder) === undefined)
   return kept.length > 0 ? kept.join(delimiter) : '/bin:/usr/bin'
 }
 
 const realRoots = (writable: readonly string[]): string[] => writable.map((root) => realpathOf(root) ?? resolve(root))
-const rootOf = (roots: readonly string[], real: string | undefined): string | undefined => (real === undefined ? undefined : roots.find((root) => isWithin(real, root)))
+/** The first of `roots` (real paths) that a hop of resolving `path` lies in (`hops`), if any. */
+function writableHop(roots: readonly string[], path: string): string | undefined {
+  if (roots.length > 0) for (const hop of hops(path)) for (const root of roots) if (isWithin(hop, root)) return root
+  return undefined
+}
 
-/** Each executable `<folder>/<command>` of the absolute folders of `path`, with where it lies when that is inside `writable`. */
+/** Each executable `<folder>/<command>` of the absolute folders of `path`, with the folder of `writable` it is reached through, if any. */
 function candidates(command: string, path: string | readonly string[], writable: readonly string[]): { file: string; skipped?: string }[] {
   const folders = (typeof path === 'string' ? path.split(delimiter) : path).filter((folder) => isAbsolute(folder))
   const roots = realRoots(writable)
   return folders.flatMap((folder) => {
     const file = join(folder, command)
     if (!isExecutableFile(file)) return []
-    const holder = rootOf(roots, realpathOf(folder))
+    const holder = writableHop(roots, folder)
     if (holder !== undefined) return [{ file, skipped: `${folder} (inside ${holder})` }]
-    const target = rootOf(roots, realpathOf(file))
+    const target = writableHop(roots, file)
     return [target === undefined ? { file } : { file, skipped: `${file} (a link into ${target})` }]
   })
+}
+
+/** Links one resolution may follow before it fails with ELOOP (Linux's MAXSYMLINKS, path_resolution(7)). */
+const MAX_LINKS = 40
+
+/**
+ * Every path resolving the absolute `path` looks up, in order, as path_resolution(7) walks it:
+ * each component under its parent as resolved so far — so a link's own location — then, for a
+ * link, each component of its target (a relative one from the link's folder). It stops at a
+ * component that is missing or unreadable, or after `MAX_LINKS` links (a loop), with what it
+ * looked up until then: the kernel's walk would fail there too.
+ */
+function hops(path: string): string[] {
+  const parts = (text: string) => text.split('/').filter((part) => part !== '' && part !== '.')
+  const looked: string[] = []
+  const rest = parts(path)
+  let at = '/'
+  let links = 0
+  for (let name = rest.shift(); name !== undefined; name = rest.shift()) {
+    if (name === '..') {
+      at = dirname(at)
+      continue
+    }
+    const next = join(at, name)
+    looked.push(next)
+    let target: string
+    try {
+      target = readlinkSync(next)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EINVAL') return looked
+      at = next // not a link
+      continue
+    }
+    if (++links > MAX_LINKS) return looked
+    if (isAbsolute(target)) at = '/'
+    rest.unshift(...parts(target))
+  }
+  return looked
 }
 
 /** realpath(3) of `path`, or undefined when it cannot be resolved. */

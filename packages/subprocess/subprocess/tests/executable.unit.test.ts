@@ -1,12 +1,13 @@
 /**
  * The one PATH lookup of conch (`resolveExecutable`): execvp(3)'s search without relative entries,
- * and without a match in a folder an agent may write (or a link there) — so a program a confined
- * agent put in `<workspace>/node_modules/.bin` is never what conch runs outside the sandbox.
+ * and without a match reached through a folder an agent may write at any hop of its links — so a
+ * program a confined agent put in `<workspace>/node_modules/.bin`, or one a link the agent can
+ * repoint leads to, is never what conch runs outside the sandbox.
  */
 import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { isWithin, resolveExecutable, skippedExecutables, systemFolders } from '../src/index.ts'
+import { isWithin, pathOutside, resolveExecutable, skippedExecutables, systemFolders } from '../src/index.ts'
 
 const scratch = realpathSync(mkdtempSync('/var/tmp/conch-executable-'))
 afterAll(() => rmSync(scratch, { recursive: true, force: true }))
@@ -51,6 +52,58 @@ describe('resolveExecutable', () => {
     expect(resolveExecutable('cli', alias, [workspace])).toBeUndefined()
   })
 
+  it('skips a link outside the writable folder whose chain passes through a link inside it, though the chain ends outside', () => {
+    // The middle link points at a trusted program now; the agent can repoint it at any time.
+    const relay = join(workspace, 'relay')
+    symlinkSync(trusted, relay)
+    const chain = join(scratch, 'chain')
+    mkdirSync(chain)
+    symlinkSync(relay, join(chain, 'cli'))
+    expect(resolveExecutable('cli', chain)).toBe(join(chain, 'cli'))
+    expect(resolveExecutable('cli', chain, [workspace])).toBeUndefined()
+    expect(skippedExecutables('cli', chain, [workspace])).toBe(
+      `cli was found only in ${join(chain, 'cli')} (a link into ${workspace}), which an agent may write; a program conch starts is never taken from there: give its absolute path`,
+    )
+    expect(resolveExecutable('cli', `${chain}:${join(scratch, 'opt', 'bin')}`, [workspace])).toBe(trusted)
+  })
+
+  it('follows relative links from their own folder: through the writable folder is skipped, beside it is taken', () => {
+    const outside = join(scratch, 'relative-outside')
+    mkdirSync(outside)
+    symlinkSync('../opt/bin/cli', join(outside, 'cli'))
+    expect(resolveExecutable('cli', outside, [workspace])).toBe(join(outside, 'cli'))
+    // ../w/relay-relative → ../opt/bin/cli, resolved from inside w: the trusted program, through w.
+    symlinkSync('../opt/bin/cli', join(workspace, 'relay-relative'))
+    const through = join(scratch, 'relative-through')
+    mkdirSync(through)
+    symlinkSync('../w/relay-relative', join(through, 'cli'))
+    expect(realpathSync(join(through, 'cli'))).toBe(trusted)
+    expect(resolveExecutable('cli', through, [workspace])).toBeUndefined()
+    // A ".." that climbs out of a folder reached through w: the agent could make that folder a link.
+    const climbs = join(scratch, 'relative-climbs')
+    mkdirSync(climbs)
+    symlinkSync('../w/node_modules/../../opt/bin/cli', join(climbs, 'cli'))
+    expect(resolveExecutable('cli', climbs, [workspace])).toBeUndefined()
+  })
+
+  it('skips a PATH folder reached through a link inside the writable folder, though its real path is outside', () => {
+    symlinkSync(join(scratch, 'opt', 'bin'), join(workspace, 'bin-relay'))
+    const via = join(scratch, 'via-bin')
+    symlinkSync(join(workspace, 'bin-relay'), via)
+    expect(resolveExecutable('cli', via, [workspace])).toBeUndefined()
+    expect(skippedExecutables('cli', via, [workspace])).toBe(
+      `cli was found only in ${via} (inside ${workspace}), which an agent may write; a program conch starts is never taken from there: give its absolute path`,
+    )
+  })
+
+  it('takes no program from a link loop and goes on to the next folder, without hanging', () => {
+    const loop = join(scratch, 'loop')
+    mkdirSync(loop)
+    symlinkSync('cli-again', join(loop, 'cli'))
+    symlinkSync('cli', join(loop, 'cli-again'))
+    expect(resolveExecutable('cli', `${loop}:${join(scratch, 'opt', 'bin')}`, [workspace])).toBe(trusted)
+  })
+
   it('never searches a relative or empty PATH entry (the working directory)', () => {
     expect(resolveExecutable('cli', `${relative(process.cwd(), join(scratch, 'opt', 'bin'))}::.`)).toBeUndefined()
   })
@@ -69,6 +122,27 @@ describe('skippedExecutables', () => {
     expect(skippedExecutables('cli', `${bin}:${join(scratch, 'opt', 'bin')}`, [workspace])).toBeUndefined()
     expect(skippedExecutables('absent', bin, [workspace])).toBeUndefined()
     expect(skippedExecutables(planted, bin, [workspace])).toBeUndefined()
+  })
+})
+
+describe('pathOutside', () => {
+  it('drops a folder reached through the writable folder at any hop, a missing one too, and keeps a link loop elsewhere', () => {
+    symlinkSync(join(scratch, 'opt', 'bin'), join(workspace, 'opt-relay'))
+    const via = join(scratch, 'via-opt')
+    symlinkSync(join(workspace, 'opt-relay'), via)
+    // Not made yet: the agent can make it, and put any program in it.
+    const later = join(workspace, '.venv', 'bin')
+    // A loop outside w: the kernel fails to resolve it (ELOOP), so nothing runs from it.
+    const loop = join(scratch, 'folder-loop')
+    symlinkSync(`${loop}-again`, loop)
+    symlinkSync(loop, `${loop}-again`)
+    // A loop through w: the agent can break it into a folder of its own.
+    const agentLoop = join(scratch, 'agent-loop')
+    symlinkSync(join(workspace, 'loop-relay'), agentLoop)
+    symlinkSync(agentLoop, join(workspace, 'loop-relay'))
+    const path = [bin, via, later, loop, agentLoop, join(scratch, 'opt', 'bin'), 'relative', ''].join(':')
+    expect(pathOutside(path, [workspace])).toBe(`${loop}:${join(scratch, 'opt', 'bin')}`)
+    expect(pathOutside(`${bin}:${later}`, [workspace])).toBe('/bin:/usr/bin')
   })
 })
 
