@@ -371,14 +371,17 @@ export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: n
     const leftNote = older > 0 && (page.truncated || left !== undefined)
     if (leftNote) counted.push(`[… ${plural(older, 'older line')} left out to fit the byte bound: terminal_read offset=${page.totalLines - lineBegin + 1} shows ${older === 1 ? 'it' : 'them'}]`)
     if (headCut !== undefined && headCut.line >= lineBegin) counted.push(`[… line ${headCut.line}: its first ${headCut.bytes} bytes omitted]`)
-    // A page of the newest lines names the gap, which holds any line asked for that is gone, and
-    // how to read the flood's first lines before it; any other page names the lines asked for that are gone.
+    // Lines asked for that are gone are named. Otherwise a page that reaches back to the dropped
+    // lines (its first line is the oldest of its run, or it asked for lines before that) names
+    // them: the gap before the newest lines, with how to read the flood's first lines before it,
+    // or all before the oldest retained line; a page that does not gets `[older: …]` instead.
     const gap = page.gap !== undefined && page.firstRetainedLine > page.gap.last ? page.gap : undefined
-    if (gap !== undefined) {
-      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
-    } else if (dropped !== undefined) {
+    const reaches = lineBegin === page.firstRetainedLine || (asked !== undefined && page.totalLines - asked.offset - asked.count < page.firstRetainedLine)
+    if (dropped !== undefined) {
       counted.push(dropped)
-    } else if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
+    } else if (reaches && gap !== undefined) {
+      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
+    } else if (reaches && page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
     // A cut nothing here accounts for (a line cut when it was retained) keeps the plain marker.
     if (page.truncated && counted.length === 0 && (gap === undefined || dropped === undefined)) out.splice(1, 0, TRUNCATED)
     out.splice(1, 0, ...counted)
