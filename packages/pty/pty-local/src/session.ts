@@ -339,6 +339,7 @@ export class LocalSession implements BackendSession {
         sessionStatus: settled.sessionStatus,
         ...(settled.stopped !== undefined && { stopped: settled.stopped }),
         ...(settled.exitStatus !== undefined && { exitStatus: settled.exitStatus }),
+        ...(settled.earlier !== undefined && { earlier: settled.earlier }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
@@ -454,6 +455,7 @@ export class LocalSession implements BackendSession {
         return session.prompts.at(-1)?.status
       },
       reportedStops: new Set<number>(),
+      typedAhead: undefined,
       promptAfter: (count, buffer) => {
         const prompt = this.prompts[this.prompts.length - (this.promptMarkers - count)]
         if (count >= this.promptMarkers || prompt === undefined) return undefined

@@ -119,6 +119,8 @@ export interface SendResult {
    * The input was typed ahead (`inputState` `not_reading`): the command then in front (`bash,
    * sleep`), and when its prompt came during the send, the `$?` it carried and how many of the
    * viewport's first lines were its output (absent when the viewport was cut or is a screen).
+   * Also, with its status, on the next result once that command's prompt came, when it had not
+   * by this one's end.
    */
   earlier?: { program: string; exitStatus?: number; lines?: number }
   /**
@@ -348,6 +350,8 @@ export interface SignalResult {
   sessionStatus?: SessionStatus
   /** When no send was active: the job the signal stopped (`SendResult.stopped`), once the shell reported it. */
   stopped?: StoppedJob
+  /** When no send was active: the command earlier input was typed ahead of, ended meanwhile (`SendResult.earlier`; its lines count in `output`). */
+  earlier?: SendResult['earlier']
 }
 
 /** A process a close stopped or could not stop. */
