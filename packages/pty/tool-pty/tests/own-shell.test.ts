@@ -72,7 +72,8 @@ describe.each(MODES)('the own shell of a background send (%s)', (mode) => {
       const { taskId, sessionId } = await background({ text })
       expect((await harness.taskDone(taskId)).text).toMatch(/\[status: completed, exit: 0\]$/)
       expect(await listed()).toContain(sessionId)
-      expect(processes().some((entry) => entry.cmdline === program && entry.state !== 'Z')).toBe(true)
+      // Forked before the prompt came back, it may not have exec'd sleep yet.
+      await until(async () => processes().some((entry) => entry.cmdline === program && entry.state !== 'Z'), 15_000, `${program} to run`)
       expect((await harness.close(sessionId)).text).toMatch(/^\[closed: pty-\d+ — stopped 2 processes: (sleep, bash|bash, sleep)\]/)
     }
   })
