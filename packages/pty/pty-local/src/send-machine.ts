@@ -588,8 +588,9 @@ function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEff
   if (s.spec.steps.length === 0) write.outputAtWrite = s.outputCount
   write.written = true
   out.push({ type: 'written' })
-  // A send without input typed nothing: no input is ahead of anyone, and no command is earlier than it.
-  if (write.baseline.kind === 'probe' && !keepsWaiting(s.spec)) write.typedAheadOf = busyProgram(write.baseline.probe)
+  // Input no reader reads (none; only signal characters, which ISIG turns into signals) is ahead
+  // of no one, and no command is earlier than it.
+  if (write.baseline.kind === 'probe' && write.bytes > 0) write.typedAheadOf = busyProgram(write.baseline.probe)
   return enterWaiting(s, write, now, out)
 }
 

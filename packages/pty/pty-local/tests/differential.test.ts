@@ -197,6 +197,17 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(expected)
     }, 30_000)
 
+    it('^C at the prompt: readline discards the line and shows a fresh prompt, no Enter after it', async () => {
+      const { session, pane } = await pair()
+      await send(session, 'echo half', false)
+      pane.type('echo half', false)
+      const result = await send(session, '\x03')
+      expect(result.waitReason).toBe('stdin_read')
+      pane.keys('C-c')
+      const expected = await pane.waitFor((rows) => rows.at(-2) === '$ echo half^C' && rows.at(-1) === '$')
+      expect(screenRows(session.screen())).toEqual(expected)
+    }, 30_000)
+
     it('bash 5.2 redraws a multi-line paste in place', async () => {
       const { session, pane } = await pair()
       const loop = 'for f in a b; do\n  echo "file $f"\ndone'

@@ -186,6 +186,30 @@ describe('a prompt the shell owed from before the send', () => {
   }
 })
 
+describe('input of only signal characters', () => {
+  const busy: ReadProbe = { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }
+
+  /** The settle of a send of `text` to a program busy at the write, ended by the shell's exit. */
+  function settleOf(text: string): SendEffect | undefined {
+    const machine = new Machine(new View(), { steps: textSteps({ text, submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: text })
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, busy)), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    if (machine.state.phase === 'submitting') machine.feed({ type: 'written', gen: Machine.gen(machine.feed({ type: 'timer', timer: 'consume', now: 51 }), 'write'), now: 52 })
+    return machine.feed({ type: 'exit', now: 60, status: { state: 'exited', exitCode: 0, signal: null } }).find((effect) => effect.type === 'settle')
+  }
+
+  it('is typed ahead of no one: ISIG turns it into signals, and no earlier command is named', () => {
+    for (const text of ['\x03', '\x1a', '\x1c']) {
+      const settled = settleOf(text)
+      expect(settled).toMatchObject({ type: 'settle', waitReason: 'session_exit' })
+      expect(settled).not.toHaveProperty('earlier')
+      expect(settled).toHaveProperty('inputState', undefined)
+    }
+    // Anything a reader reads is typed ahead of the busy program.
+    expect(settleOf('ls')).toMatchObject({ inputState: 'not_reading', earlier: { program: 'prog', markersAtWrite: 0 } })
+  })
+})
+
 describe('text after a signal character', () => {
   const steps = textSteps({ text: '\x03echo hi', submit: true }, { bracketedPaste: false, alternateScreen: false })
 
