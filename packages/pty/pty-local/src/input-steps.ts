@@ -33,6 +33,11 @@ export function endsInSignal(data: string): boolean {
   return /[\x03\x1c\x1a]$/.test(data)
 }
 
+/** Whether a write ends in ESC: the program may wait a little for the rest of an escape sequence (vim's `ttimeoutlen`). */
+export function endsInEscape(data: string): boolean {
+  return data.endsWith('\x1b')
+}
+
 /**
  * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
  * - A signal character (^C, ^\, ^Z) ends a write; what follows waits until it was consumed
@@ -40,8 +45,9 @@ export function endsInSignal(data: string): boolean {
  *   with the line it discards (`\x03echo hi` in one write runs `cho hi`).
  * - `submit: true` (`entersAfter`: not after a text of only signal characters): Enter follows as
  *   its own write once the text was consumed, so a raw-mode reader sees it alone (`hello\r` in
- *   one chunk reads as a paste). At the shell's prompt (`shellPrompt`) one printable line goes
- *   with its Enter: readline reads byte by byte.
+ *   one chunk reads as a paste), after an ESC once the program took it as the Escape key (the send
+ *   machine's escape wait). At the shell's prompt (`shellPrompt`) one printable line goes with
+ *   its Enter: readline reads byte by byte.
  * - A block of text for a line editor is pasted (`pastes`), its trailing line breaks and Enter
  *   following as key presses. Anything else is typed (each CR submits its line).
  */
