@@ -3,6 +3,7 @@
  * `afterConsumed` waits until the program consumed the ones before, so a raw-mode reader sees a
  * separate key press. Every form of input (keys, a secret) becomes `WriteStep`s.
  */
+import { entersAfter } from '@conch/pty'
 import type { Key } from './keys.ts'
 
 /** One write of a send. */
@@ -32,14 +33,21 @@ export function endsInSignal(data: string): boolean {
   return /[\x03\x1c\x1a]$/.test(data)
 }
 
+/** Whether a write ends in ESC: the program may wait a little for the rest of an escape sequence (vim's `ttimeoutlen`). */
+export function endsInEscape(data: string): boolean {
+  return data.endsWith('\x1b')
+}
+
 /**
  * The write steps of a text send. Line breaks (`\n`, `\r\n`) become CR, as typed.
  * - A signal character (^C, ^\, ^Z) ends a write; what follows waits until it was consumed
  *   (`afterConsumed`), as a person types after an interrupt: readline drops the next character
  *   with the line it discards (`\x03echo hi` in one write runs `cho hi`).
- * - `submit: true`: Enter follows as its own write once the text was consumed, so a raw-mode
- *   reader sees it alone (`hello\r` in one chunk reads as a paste). At the shell's prompt
- *   (`shellPrompt`) one printable line goes with its Enter: readline reads byte by byte.
+ * - `submit: true` (`entersAfter`: not after a text of only signal characters): Enter follows as
+ *   its own write once the text was consumed, so a raw-mode reader sees it alone (`hello\r` in
+ *   one chunk reads as a paste), after an ESC once the program took it as the Escape key (the send
+ *   machine's escape wait). At the shell's prompt (`shellPrompt`) one printable line goes with
+ *   its Enter: readline reads byte by byte.
  * - A block of text for a line editor is pasted (`pastes`), its trailing line breaks and Enter
  *   following as key presses. Anything else is typed (each CR submits its line).
  */
@@ -59,8 +67,9 @@ export function textSteps(input: { text: string; submit: boolean }, modes: Paste
     for (let enter = block.length; enter < piece.length; enter++) steps.push({ data: ENTER, afterConsumed: true, echo: '' })
   })
   const [line] = steps
-  if (input.submit && modes.shellPrompt === true && steps.length === 1 && !CONTROL.test(line!.data)) steps[0] = { ...line!, data: line!.data + ENTER }
-  else if (input.submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
+  const submit = entersAfter(input.text, input.submit)
+  if (submit && modes.shellPrompt === true && steps.length === 1 && !CONTROL.test(line!.data)) steps[0] = { ...line!, data: line!.data + ENTER }
+  else if (submit) steps.push({ data: ENTER, afterConsumed: steps.length > 0, echo: '' })
   return steps
 }
 

@@ -7,7 +7,7 @@ import { PtyError, type InputState, type PtySignal, type ReadinessEvidence, type
 import { describeExit, messageOf, unreachable } from '@conch/session'
 import { isContinuation } from './continuation.ts'
 import type { Baseline, ReadProbe } from './inspector.ts'
-import { endsInSignal, type WriteStep } from './input-steps.ts'
+import { endsInEscape, endsInSignal, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { NEAR_TIMEOUT_MS } from './inspect-linux.ts'
 import { eager, endGap, IDLE_PACER, pace, probeRan, type ProbePacer } from './probe-pacer.ts'
@@ -210,6 +210,19 @@ export interface StepProgress {
   markersAtStep: number
   /** Consumption checks that found the step not consumed yet (paces the next). */
   consumeChecks: number
+  /** The step before ended in ESC and was consumed: the wait for the program to take it as the Escape key (`escapeDelay`). */
+  escape?: EscapeWait
+}
+
+/** Whether a program took an ESC as the Escape key yet, from the probes since the write (`escapeDelay`). */
+export interface EscapeWait {
+  /** The latest probe's reader read since the write. */
+  read: boolean
+  /** The latest probe's reader waits with its own timeout within `NEAR_TIMEOUT_MS`. */
+  timed: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
+  /** The timed wait the last deferral waited out. */
+  deferredFor: { tid: number; switches: number | undefined } | undefined
+  deferrals: number
 }
 
 /** The readiness tiers at work (`waiting`). */
@@ -219,13 +232,8 @@ export interface WaitState {
   /** When the next probe may run (probe-pacer.ts). */
   pacer: ProbePacer
   promptRechecks: number
-  /** For `escapePending`: the latest probe's reader read (`read`) or waits with a near timeout (`timed`). */
-  escape: {
-    read: boolean
-    timed: { tid: number; switches: number | undefined; timeoutMs: number } | undefined
-    deferredFor: { tid: number; switches: number | undefined } | undefined
-    deferrals: number
-  }
+  /** For `escapePending`: the wait after a send ending in ESC. */
+  escape: EscapeWait
   /** A read under confirmation. */
   confirming: { samples: WindowSample[]; rules: WindowRules; sources: string[]; outputBefore: number; repliesBefore: number } | undefined
   /** The foreground processes the latest probe found not reading (`busyProgram`). */
@@ -289,7 +297,7 @@ function waitState(): WaitState {
     probeAgain: false,
     pacer: IDLE_PACER,
     promptRechecks: 0,
-    escape: { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 },
+    escape: ESCAPE_WAIT,
     confirming: undefined,
     running: undefined,
     ambiguousRead: undefined,
@@ -501,7 +509,7 @@ function afterStep(s: In<'writing'>, now: number, out: SendEffect[]): void {
   if (next >= steps.length) return finishWrite(s, s.write, now, out)
   if (!steps[next]!.afterConsumed) return writeStep(s, s.write, next, out)
   const submitting = become(s, { phase: 'submitting', write: s.write, steps: { ...s.steps, step: next } })
-  if (echoed(submitting) || promptAgain(submitting)) return writeStep(s, s.write, next, out)
+  if (echoed(submitting) || promptAgain(submitting)) return writeNext(submitting, out)
   // The shell's new prompt after a signal comes once bash handled the SIGINT, which under load takes
   // longer than an echo: it is given the wait of a signal's readiness (`handoffGraceMs`).
   if (awaitsPrompt(submitting)) return arm(s, out, 'consume', s.spec.handoffGraceMs)
@@ -521,7 +529,15 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
       arm(s, out, 'consumeRetry', Math.min(CONSUME_RETRY_MS * 2 ** Math.min(doublings, 8), CONSUME_RETRY_MAX_MS))
       return
     }
+    case 'probed': {
+      if (!answers(s, 'probe', event.gen) || s.steps.escape === undefined) return
+      const delay = escapeDelay(escapeSeen(s, s.steps.escape, event.probe), s.spec.pollIntervalMs)
+      if (delay === undefined) return writeStep(s, s.write, s.steps.step, out)
+      s.steps.escape = delay.escape
+      return arm(s, out, 'consumeRetry', delay.ms)
+    }
     case 'output':
+      if (s.steps.escape !== undefined) return
       if (echoed(s) || promptAgain(s)) return writeNext(s, out)
       if (awaitsPrompt(s)) return
       // The step's first output, not its whole echo: the reader runs; look at its queue now.
@@ -535,6 +551,7 @@ function submitting(s: In<'submitting'>, event: SendEvent, out: SendEffect[]): v
       // The bound passed without evidence either way: write the next step.
       if (event.timer === 'consume') return writeNext(s, out)
       if (event.timer === 'consumeRetry') {
+        if (s.steps.escape !== undefined) return escapeLook(s, out)
         if (s.awaiting.consume !== undefined) return
         return consumeCheck(s, out)
       }
@@ -576,11 +593,31 @@ function promptAgain(s: In<'submitting'>): boolean {
   return awaitsPrompt(s) && s.spec.view.promptShown(s.steps.markersAtStep)
 }
 
+/** The step before was consumed (or the bound passed): write the next, after an ESC once the program took it as the Escape key. */
 function writeNext(s: In<'submitting'>, out: SendEffect[]): void {
   clear(s, out, 'consume')
   clear(s, out, 'consumeRetry')
   s.awaiting.consume = undefined
+  if (afterEscape(s)) {
+    s.steps.escape = ESCAPE_WAIT
+    return escapeLook(s, out)
+  }
   return writeStep(s, s.write, s.steps.step, out)
+}
+
+/**
+ * Whether the step waits for an ESC before it to be taken as the Escape key: written in the
+ * program's wait for the rest of an escape sequence (vim's `ttimeoutlen`), Enter would be read
+ * with it (`ESC CR`). Needs the /proc tier and a baseline to tell a read since the write.
+ */
+function afterEscape(s: In<'submitting'>): boolean {
+  return s.steps.escape === undefined && s.spec.exact && s.write.baseline.kind !== 'none' && endsInEscape(s.spec.steps[s.steps.step - 1]?.data ?? '')
+}
+
+/** A probe for the escape wait of a step (`escapeDelay`), unless one is out. */
+function escapeLook(s: In<'submitting'>, out: SendEffect[]): void {
+  if (s.awaiting.probe !== undefined) return
+  out.push({ type: 'probe', gen: ask(s, 'probe'), purpose: 'look' })
 }
 
 function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEffect[]): void {
@@ -588,8 +625,9 @@ function finishWrite(s: SendState, write: WriteRecord, now: number, out: SendEff
   if (s.spec.steps.length === 0) write.outputAtWrite = s.outputCount
   write.written = true
   out.push({ type: 'written' })
-  // A send without input typed nothing: no input is ahead of anyone, and no command is earlier than it.
-  if (write.baseline.kind === 'probe' && !keepsWaiting(s.spec)) write.typedAheadOf = busyProgram(write.baseline.probe)
+  // Input no reader reads (none; only signal characters, which ISIG turns into signals) is ahead
+  // of no one, and no command is earlier than it.
+  if (write.baseline.kind === 'probe' && write.bytes > 0) write.typedAheadOf = busyProgram(write.baseline.probe)
   return enterWaiting(s, write, now, out)
 }
 
@@ -849,7 +887,7 @@ function readerBytes(data: string): number {
 }
 
 /** Whether `probe` is read evidence for this send (`isReadEvidence`). */
-function readEvidence(s: In<'waiting'>, probe: ReadProbe): boolean {
+function readEvidence(s: In<'waiting' | 'submitting'>, probe: ReadProbe): boolean {
   const spec = s.spec
   return isReadEvidence(probe, { startup: spec.kind === 'startup', input: !keepsWaiting(spec), baseline: s.write.baseline, wrapperPid: spec.wrapperPid, sawOutput: s.outputCount > 0, ...(spec.relayed && { inputBytes: s.write.bytes }) })
 }
@@ -952,41 +990,55 @@ function settleSilence(s: In<'waiting'>, out: SendEffect[]): void {
   settle(s, out, 'inferred_idle', { tier: 'silence', detail: `no output for ${silenceMs(s)} ms${ambiguous}` })
 }
 
-/** For a send ending in ESC: whether the probe's reader read since the write, and whether its wait ends on its own within `NEAR_TIMEOUT_MS`. */
+/** For a send ending in ESC: what the probe shows of its escape wait (`escapeSeen`). */
 function noteWait(s: In<'waiting'>, probe: ReadProbe | undefined): void {
-  const spec = s.spec
-  if (!spec.endsInEscape) return
+  if (s.spec.endsInEscape) s.wait.escape = escapeSeen(s, s.wait.escape, probe)
+}
+
+/** No probe seen yet of a wait after an ESC. */
+const ESCAPE_WAIT: EscapeWait = { read: false, timed: undefined, deferredFor: undefined, deferrals: 0 }
+
+/** `escape` with what `probe` shows: whether its reader read since the write, and whether its wait ends on its own within `NEAR_TIMEOUT_MS`. */
+function escapeSeen(s: In<'waiting' | 'submitting'>, escape: EscapeWait, probe: ReadProbe | undefined): EscapeWait {
   const read = probe !== undefined && readEvidence(s, probe)
   const reader = read ? probe!.reader : undefined
   const task = reader === undefined ? undefined : probe!.tasks.find((candidate) => candidate.tid === reader.tid)
   const timeoutMs = task?.timeoutMs
   const timed = task !== undefined && timeoutMs !== undefined && timeoutMs <= NEAR_TIMEOUT_MS ? { tid: task.tid, switches: task.switches, timeoutMs } : undefined
-  s.wait.escape = { ...s.wait.escape, read, timed }
+  return { ...escape, read, timed }
 }
 
-/** How often silence is deferred for an ESC at most (`escapePending`). */
+/** How often an ESC is waited for at most (`escapeDelay`). */
 const ESCAPE_DEFERRALS = 8
 
 /**
- * Whether silence waits after an ESC: a program waits a little for the rest of an escape
- * sequence (vim's `ttimeoutlen`, readline's `keyseq-timeout`), and a send in that wait would be
- * read with it. Deferred by `pollIntervalMs` while the reader has not read since the write, or
+ * How much longer, ms, to wait for the program to take an ESC as the Escape key, and the wait
+ * with that deferral noted; undefined once it did. A program waits a little for the rest of an
+ * escape sequence (vim's `ttimeoutlen`, readline's `keyseq-timeout`), and input written in that
+ * wait would be read with it. `pollIntervalMs` while the reader has not read since the write, or
  * past its near timeout while it has not woken from it; at most `ESCAPE_DEFERRALS` times.
  */
-function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
-  const escape = s.wait.escape
-  if (!s.spec.endsInEscape || !s.spec.exact || escape.deferrals >= ESCAPE_DEFERRALS) return false
+function escapeDelay(escape: EscapeWait, pollIntervalMs: number): { ms: number; escape: EscapeWait } | undefined {
+  if (escape.deferrals >= ESCAPE_DEFERRALS) return undefined
   const wait = escape.timed
   const before = escape.deferredFor
   let ms: number
   let deferredFor = before
-  if (!escape.read) ms = s.spec.pollIntervalMs
+  if (!escape.read) ms = pollIntervalMs
   else if (wait !== undefined && !(before !== undefined && before.tid === wait.tid && (wait.switches === undefined || wait.switches !== before.switches))) {
     deferredFor = { tid: wait.tid, switches: wait.switches }
-    ms = wait.timeoutMs + s.spec.pollIntervalMs
-  } else return false
-  s.wait.escape = { ...escape, deferredFor, deferrals: escape.deferrals + 1 }
-  arm(s, out, 'silence', ms)
+    ms = wait.timeoutMs + pollIntervalMs
+  } else return undefined
+  return { ms, escape: { ...escape, deferredFor, deferrals: escape.deferrals + 1 } }
+}
+
+/** Whether silence waits after a send ending in ESC (`escapeDelay`): a send in that wait would be read with it. */
+function escapePending(s: In<'waiting'>, out: SendEffect[]): boolean {
+  if (!s.spec.endsInEscape || !s.spec.exact) return false
+  const delay = escapeDelay(s.wait.escape, s.spec.pollIntervalMs)
+  if (delay === undefined) return false
+  s.wait.escape = delay.escape
+  arm(s, out, 'silence', delay.ms)
   return true
 }
 

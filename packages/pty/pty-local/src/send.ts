@@ -6,7 +6,7 @@ import { constants } from 'node:os'
 import { STOP_SIGNALS, within, type PtySignal, type SendLimits, type SendOperation, type SendResult, type SessionStatus, type SignalResult, type StopSignal } from '@conch/pty'
 import type { Config } from './config.ts'
 import { isNewReadEvidence, type Baseline, type ReadProbe, type TerminalInspector } from './inspector.ts'
-import { textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
+import { endsInEscape, textSteps, type PasteModes, type WriteStep } from './input-steps.ts'
 import type { Key } from './keys.ts'
 import { initialState, transition, type HandoffLook, type SendEffect, type SendEvent, type SendKind, type SendState, type SendTimer } from './send-machine.ts'
 import type { SendBuffer, SendOutput } from './send-buffer.ts'
@@ -125,7 +125,7 @@ export class Send {
     this.state = initialState({
       kind,
       steps,
-      endsInEscape: steps.at(-1)?.data.endsWith('\x1b') === true,
+      endsInEscape: endsInEscape(steps.at(-1)?.data ?? ''),
       inputText: input.text,
       ...(signalToSend !== undefined && { signal: signalToSend }),
       timeoutMs: input.timeoutMs ?? limits.timeoutMs,

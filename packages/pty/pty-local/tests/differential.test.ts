@@ -197,6 +197,17 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect(screenRows(session.screen())).toEqual(expected)
     }, 30_000)
 
+    it('^C at the prompt: readline discards the line and shows a fresh prompt, no Enter after it', async () => {
+      const { session, pane } = await pair()
+      await send(session, 'echo half', false)
+      pane.type('echo half', false)
+      const result = await send(session, '\x03')
+      expect(result.waitReason).toBe('stdin_read')
+      pane.keys('C-c')
+      const expected = await pane.waitFor((rows) => rows.at(-2) === '$ echo half^C' && rows.at(-1) === '$')
+      expect(screenRows(session.screen())).toEqual(expected)
+    }, 30_000)
+
     it('bash 5.2 redraws a multi-line paste in place', async () => {
       const { session, pane } = await pair()
       const loop = 'for f in a b; do\n  echo "file $f"\ndone'
@@ -310,6 +321,26 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
     it.skipIf(!onPath('vim'))('vim shows the same screen, and the same lines after it quits', async () => {
       const { session, pane } = await pair()
       await vimThenQuit(session, pane)
+    }, 60_000)
+
+    it.skipIf(!onPath('vim'))('a text ending in ESC, then Enter: the send returns the screen vim settles on once it took the ESC as the Escape key', async () => {
+      const { session, pane } = await pair()
+      writeFileSync(join(dir, 'e.txt'), 'alpha\nbeta\n')
+      // defaults.vim: `ttimeoutlen` 100 ms, the ruler and showcmd on.
+      const command = 'vim -u DEFAULTS -i NONE -n e.txt'
+      expect((await send(session, command)).waitReason).toBe('stdin_read')
+      pane.type(command)
+      await pane.waitFor((rows) => rows.at(-1)?.startsWith('"e.txt"') === true && rows.includes('beta'))
+      // Enter read within vim's wait for the rest of a key code after the ESC would be read with it (`^[^M`).
+      const result = await send(session, 'iHello\x1b')
+      expect(result.waitReason).toBe('stdin_read')
+      // A person: the keys, then Enter once INSERT is gone, which moves to the next line.
+      pane.type('iHello', false)
+      pane.keys('Escape')
+      await pane.waitFor((rows) => rows[0] === 'Helloalpha' && rows.at(-1)?.includes('INSERT') === false)
+      pane.keys('Enter')
+      const settled = await pane.waitFor((rows) => /\b2,1\b/.test(rows.at(-1) ?? ''))
+      expect(screenRows(result.viewport)).toEqual(settled)
     }, 60_000)
 
     /** less on a file shorter than the screen writes its lines from the row the cursor was on. */

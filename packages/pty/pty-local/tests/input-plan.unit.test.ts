@@ -36,6 +36,13 @@ describe('input plans', () => {
     expect(planInput({ text: '\x1c\x03', submit: false }, normal).steps.map((step) => step.data)).toEqual(['\x1c', '\x03'])
   })
 
+  it('a text of only signal characters is pressed without Enter, even with submit, at the shell’s prompt too', () => {
+    for (const modes of [normal, { ...normal, bracketedPaste: true, shellPrompt: true }]) {
+      expect(planInput({ text: '\x03', submit: true }, modes).steps).toEqual([{ data: '\x03', afterConsumed: false, echo: '' }])
+      expect(planInput({ text: '\x1c\x1a', submit: true }, modes).steps.map((step) => step.data)).toEqual(['\x1c', '\x1a'])
+    }
+  })
+
   it('keys are one step each, every one after the previous was consumed, named keys carried for encoding at write time', () => {
     const plan = planInput({ keys: ['Up', { text: 'ls' }, 'q', 'Enter'], submit: true }, { ...normal, applicationCursor: true })
     expect(plan.steps.map((step) => [step.data, step.afterConsumed, step.echo])).toEqual([

@@ -186,6 +186,30 @@ describe('a prompt the shell owed from before the send', () => {
   }
 })
 
+describe('input of only signal characters', () => {
+  const busy: ReadProbe = { ...reading(CHILD, CHILD, 9), verdict: 'not_reading', reader: undefined }
+
+  /** The settle of a send of `text` to a program busy at the write, ended by the shell's exit. */
+  function settleOf(text: string): SendEffect | undefined {
+    const machine = new Machine(new View(), { steps: textSteps({ text, submit: true }, { bracketedPaste: false, alternateScreen: false }), inputText: text })
+    const write = Machine.gen(machine.feed(baseline(Machine.gen(machine.feed(begin()), 'baseline'), 0, busy)), 'write')
+    machine.feed({ type: 'written', gen: write, now: 1 })
+    if (machine.state.phase === 'submitting') machine.feed({ type: 'written', gen: Machine.gen(machine.feed({ type: 'timer', timer: 'consume', now: 51 }), 'write'), now: 52 })
+    return machine.feed({ type: 'exit', now: 60, status: { state: 'exited', exitCode: 0, signal: null } }).find((effect) => effect.type === 'settle')
+  }
+
+  it('is typed ahead of no one: ISIG turns it into signals, and no earlier command is named', () => {
+    for (const text of ['\x03', '\x1a', '\x1c']) {
+      const settled = settleOf(text)
+      expect(settled).toMatchObject({ type: 'settle', waitReason: 'session_exit' })
+      expect(settled).not.toHaveProperty('earlier')
+      expect(settled).toHaveProperty('inputState', undefined)
+    }
+    // Anything a reader reads is typed ahead of the busy program.
+    expect(settleOf('ls')).toMatchObject({ inputState: 'not_reading', earlier: { program: 'prog', markersAtWrite: 0 } })
+  })
+})
+
 describe('text after a signal character', () => {
   const steps = textSteps({ text: '\x03echo hi', submit: true }, { bracketedPaste: false, alternateScreen: false })
 
@@ -759,6 +783,51 @@ describe('a send ending in ESC', () => {
     }
     const last = Machine.gen(machine.feed({ type: 'timer', timer: 'silence', now }), 'probe')
     expect(machine.feed({ type: 'probed', gen: last, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 }).at(-1)).toMatchObject({ type: 'settle', waitReason: 'inferred_idle' })
+  })
+
+  it('Enter after a text ending in ESC is written once the program took the ESC as the Escape key, not in its wait for the rest of a sequence', () => {
+    const steps = textSteps({ text: 'ihello\x1b', submit: true }, { bracketedPaste: false, alternateScreen: true })
+    expect(steps.map((step) => step.data)).toEqual(['ihello\x1b', '\r'])
+    const machine = new Machine(new View(), { steps, inputText: 'ihello\x1b' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const text = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: text, now: 1 })
+    const consume = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 2 }), 'consume')
+    // Consumed: not Enter yet, but a look at the reader's wait.
+    const look = Machine.gen(machine.feed({ type: 'consumed', gen: consume, now: 3, consumed: true }), 'probe')
+    // Still busy with the text (no read since the write): look again after pollIntervalMs.
+    expect(machine.feed({ type: 'probed', gen: look, now: 4, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 50 }])
+    // Output meanwhile (vim redraws) writes nothing.
+    expect(machine.feed({ type: 'output', now: 20 })).toEqual([])
+    const second = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 54 }), 'probe')
+    // In vim's 100 ms ttimeoutlen wait: Enter there would be read with the ESC as one sequence.
+    expect(machine.feed({ type: 'probed', gen: second, now: 55, probe: timed(9, 100), costMs: 0 })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 150 }])
+    const third = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now: 205 }), 'probe')
+    // Woken from it and waiting again: the ESC was taken as a key; Enter goes, and is the last step.
+    const enter = machine.feed({ type: 'probed', gen: third, now: 206, probe: timed(11, 100), costMs: 0 })
+    expect(enter).toEqual([{ type: 'write', gen: third + 1, data: '\r' }])
+    machine.feed({ type: 'written', gen: third + 1, now: 207 })
+    expect(machine.state.phase).toBe('waiting')
+  })
+
+  it('Enter after a key ending in ESC goes at the latest after eight looks at a reader that never takes it', () => {
+    const steps = [
+      { data: '\x1b', key: { kind: 'named', name: 'escape' }, afterConsumed: false, echo: '' },
+      { data: '\r', afterConsumed: true, echo: '' },
+    ] as SendSpec['steps']
+    const machine = new Machine(new View(), { steps, inputText: '' })
+    const base = Machine.gen(machine.feed(begin()), 'baseline')
+    const key = Machine.gen(machine.feed(baseline(base, 0, reading(CHILD, CHILD, 7))), 'write')
+    machine.feed({ type: 'written', gen: key, now: 1 })
+    // The bound passes without evidence of consumption: the escape wait decides.
+    let look = Machine.gen(machine.feed({ type: 'timer', timer: 'consume', now: 51 }), 'probe')
+    let now = 52
+    for (let deferral = 0; deferral < 8; deferral++) {
+      expect(machine.feed({ type: 'probed', gen: look, now, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toEqual([{ type: 'arm', timer: 'consumeRetry', ms: 50 }])
+      now += 50
+      look = Machine.gen(machine.feed({ type: 'timer', timer: 'consumeRetry', now }), 'probe')
+    }
+    expect(machine.feed({ type: 'probed', gen: look, now: now + 1, probe: reading(CHILD, CHILD, 7), costMs: 0 })).toEqual([{ type: 'write', gen: look + 1, data: '\r' }])
   })
 
   it('does not defer for an escape wait when the input does not end in ESC: a timed key read is confirmed as a read', () => {

@@ -12,6 +12,7 @@ import { PtyError, type SendResult, type SignalResult } from '@conch/pty'
 import { untilEnterEchoed } from '@conch/test-support/screen'
 import { until } from '@conch/test-support/wait'
 import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
+import { screenRows } from './tmux.ts'
 
 describe('a local bash session', () => {
   it('keeps shell state across sends: the working directory, exported variables and functions', async () => {
@@ -446,6 +447,53 @@ describe('signals and cancellation', () => {
     controller.abort(new Error('turn cancelled'))
     await operation.done
     expect(linesEqual((await send(session, 'echo "rc=$?"')).viewport, 'rc=130')).toBe(1)
+  })
+})
+
+describe('signal characters typed to a running program, as a person presses the key', () => {
+  // Only ^C, ^\ or ^Z: no Enter follows, even with submit, and nothing is typed ahead of the
+  // program: the line discipline turns them into signals for the foreground group (ISIG).
+  it('^C or ^\\ ends the command: its status is the send’s own, with no earlier command and no Enter after it', async () => {
+    const session = await openSession({ idleSilenceMs: 400, handoffGraceMs: 100 })
+    const inputs = [
+      [{ text: '\x03', submit: true }, 130],
+      [{ text: '\x03', submit: false }, 130],
+      [{ keys: ['C-c'], submit: true }, 130],
+      [{ text: '\x1c', submit: true }, 131],
+    ] as const
+    for (const [input, status] of inputs) {
+      expect((await send(session, 'sleep 30')).waitReason).toBe('inferred_idle')
+      await waitForForeground(session, 'sleep')
+      const result = await session.startSend(input).done
+      expect(result, JSON.stringify(input)).toMatchObject({ waitReason: 'stdin_read', exitStatus: status, inputState: 'prompt' })
+      expect(result.earlier).toBeUndefined()
+      // An Enter after it would have shown a prompt of its own before the next command.
+      expect(linesEqual((await send(session, 'echo next-$((1+1))')).viewport, 'next-2')).toBe(1)
+      const rows = screenRows(session.screen())
+      expect(rows.slice(rows.lastIndexOf('$ sleep 30') + 2)).toEqual(['$ echo next-$((1+1))', 'next-2', '$'])
+    }
+  })
+
+  it('^Z stops the command: the send settles as stopped, nothing typed ahead', async () => {
+    const session = await openSession({ idleSilenceMs: 400, handoffGraceMs: 100 })
+    expect((await send(session, 'sleep 30')).waitReason).toBe('inferred_idle')
+    await waitForForeground(session, 'sleep')
+    const result = await send(session, '\x1a')
+    expect(result).toMatchObject({ waitReason: 'stdin_read', stopped: { signal: 'SIGTSTP', program: 'sleep' }, inputState: 'prompt' })
+    expect(result.earlier).toBeUndefined()
+    expect(result.viewport.split('\n').filter((line) => line.startsWith('$'))).toEqual(['$ '])
+  })
+
+  it('^C to python3 running a loop raises KeyboardInterrupt and settles at >>>, nothing typed ahead', async () => {
+    const session = await openSession({ idleSilenceMs: 400, handoffGraceMs: 100 })
+    await send(session, 'python3 -q')
+    expect((await send(session, 'exec("print(\'spin-\' + \'now\')\\nwhile True: pass")')).waitReason).toBe('inferred_idle')
+    await waitForScrollback(session, 'spin-now')
+    const result = await send(session, '\x03')
+    expect(result).toMatchObject({ waitReason: 'stdin_read', inputState: 'prompt' })
+    expect(result.earlier).toBeUndefined()
+    expect(result.viewport.split('\n').slice(-2)).toEqual(['KeyboardInterrupt', '>>> '])
+    expect(linesEqual((await send(session, 'print(6 * 7)')).viewport, '42')).toBe(1)
   })
 })
 

@@ -9,6 +9,7 @@ import {
   type BackendSession,
   type BackendSendInput,
   type CloseResult,
+  entersAfter,
   PtyError,
   type PtySignal,
   type ReadPage,
@@ -241,7 +242,7 @@ function typedText(input: BackendSendInput): string {
     }
     return typed.join('')
   }
-  return input.text + (input.submit ? '\n' : '')
+  return input.text + (entersAfter(input.text, input.submit) ? '\n' : '')
 }
 
 const MEMORY_KEYS: Record<string, string> = { enter: '\n', tab: '\t', space: ' ' }

@@ -1,6 +1,6 @@
 /**
- * Small helpers every terminal backend and tool shares: waiting with a bound, and a process name
- * and a list of processes as the model may see them.
+ * Small helpers every terminal backend and tool shares: waiting with a bound, a process name and
+ * a list of processes as the model may see them, and whether Enter follows a text.
  */
 /** Resolves after `ms` milliseconds. */
 export function delay(ms: number): Promise<undefined> {
@@ -61,6 +61,15 @@ function escapeChar(char: string): string {
   if (code < 0x20 || (code >= 0x7f && code < 0xa0)) return `\\x${code.toString(16).padStart(2, '0')}`
   if (code === 0x2028 || code === 0x2029) return `\\u${code.toString(16)}`
   return char
+}
+
+/**
+ * Whether Enter follows a send's `text` (`SendPayload`): with `submit`, unless the text is only
+ * signal characters (^C, ^\, ^Z: VINTR, VQUIT, VSUSP at their termios(3) defaults), which a
+ * person presses alone; the line discipline turns them into signals (ISIG).
+ */
+export function entersAfter(text: string, submit: boolean): boolean {
+  return submit && !/^[\x03\x1c\x1a]+$/.test(text)
 }
 
 /**

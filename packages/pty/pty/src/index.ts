@@ -1,5 +1,5 @@
 export * from './types.ts'
-export { beforePrompt, CONTROLLED_PS1, delay, displayName, processNames, within } from './helpers.ts'
+export { beforePrompt, CONTROLLED_PS1, delay, displayName, entersAfter, processNames, within } from './helpers.ts'
 export { default, default as PtyService } from './service.ts'
 export { boundScreenText, CURSOR_MARK, omittedRows, parseScreenHeader, screenHeader, type ScreenHeader } from './screen-text.ts'
 export { LiveTextRedactor, MIN_SECRET_BYTES, PROCESS_PIECE_CHARS, SecretRedactor, type RedactContext } from './redact.ts'

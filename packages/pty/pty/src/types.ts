@@ -162,7 +162,8 @@ export interface SecretValue {
 
 /**
  * What to type — exactly one of:
- * - `text`: typed as given (line breaks as Enter); with `submit`, Enter follows;
+ * - `text`: typed as given (line breaks as Enter); with `submit`, Enter follows, unless the text
+ *   is only signal characters such as ^C (`entersAfter`);
  * - `keys`: each entry its own key press, encoded for the terminal's current modes; `submit` is
  *   ignored (name `Enter` where it belongs);
  * - `secret`: the secret's value, then Enter.
@@ -172,7 +173,7 @@ export type SendPayload =
   | { keys: readonly KeyEntry[]; text?: undefined; secret?: undefined }
   | { secret: SecretValue; text?: undefined; keys?: undefined }
 
-/** What a backend is asked to type (see `SendPayload`). `submit`: Enter follows a `text`. */
+/** What a backend is asked to type (see `SendPayload`). `submit`: Enter follows a `text` (`entersAfter`). */
 export type BackendSendInput = SendLimits & SendPayload & { submit: boolean }
 
 /** What a caller of `ctx.pty.startSend` asks for; `signal` cancels the send (SIGINT after the write). */

@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { RE2JS } from 're2js'
-import { beforePrompt, PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
+import { beforePrompt, entersAfter, PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf, unreachable } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
@@ -25,7 +25,7 @@ export function registerTerminalSend(kit: ToolKit): void {
     text: z
       .string()
       .optional()
-      .describe('Typed as given, then Enter (see submit); lines run one after another; control characters too ("\\u0003" is ^C)'),
+      .describe('Typed as given, then Enter; lines run one after another; control characters too ("\\u0003" is ^C)'),
     keys: z
       .array(z.union([z.string(), z.strictObject({ text: z.string() })]))
       .min(1)
@@ -38,7 +38,7 @@ export function registerTerminalSend(kit: ToolKit): void {
       .string()
       .optional()
       .describe(`Instead of text: a secret to type, then Enter, for [input: hidden]; you see only [secret NAME]. Configured: ${names}`),
-    submit: z.boolean().default(true).describe('false: no Enter after the text'),
+    submit: z.boolean().default(true).describe('false: no Enter; never after only ^C, ^\\, ^Z'),
     timeoutMs: z
       .number()
       .int()
@@ -141,7 +141,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         }
         const label = `${sessionId}: ${describeInput(input)}`
         // The echo of the text is left out of the task's output as of a foreground result.
-        const echo = payload.text === undefined || echoOff.has(sessionId) ? undefined : new EchoFilter(payload.text, input.submit)
+        const echo = payload.text === undefined || echoOff.has(sessionId) ? undefined : new EchoFilter(payload.text, entersAfter(payload.text, input.submit))
         let ended = false
         // Ended at the shell's prompt ([exit: N] in its status): the output's last row is that prompt.
         let atPrompt = false
@@ -209,7 +209,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         stop?.()
       }
       const refused = refusals.stop()
-      const shown = input.text === undefined || echoOff.has(sessionId) ? result : sendWithoutEcho(result, input.text, input.submit)
+      const shown = input.text === undefined || echoOff.has(sessionId) ? result : sendWithoutEcho(result, input.text, entersAfter(input.text, input.submit))
       noteInput(sessionId, result)
       const rendered = renderSend(shown, input.maxOutputBytes ?? config.maxOutputBytes, {
         interrupted: signal.aborted,
