@@ -169,6 +169,15 @@ describe('validating a script at load', () => {
     expect((await loadError(['[1, 2]'])).message).toMatch(/script\.jsonl:1: the line: .*expected object/)
   })
 
+  it('names every wrong line, the first three in the message', async () => {
+    const two = await loadError(['{"txt": "a"}', '{"txt": "b"}', '{"text": "ok"}'])
+    expect(two.message).toMatch(/^.*script\.jsonl:1: .*"txt".*; also .*script\.jsonl:2: .*"txt"/)
+    const five = await loadError(['{', '{', '{"text": "ok"}', '{', '{', '{'])
+    expect(five.message.match(/; also /g)).toHaveLength(3)
+    expect(five.message).toMatch(/jsonl:5: not valid JSON .*; and 1 more line$/)
+    expect((five as unknown as { details: { also: { line: number }[] } }).details.also.map((wrong) => wrong.line)).toEqual([2, 4, 5, 6])
+  })
+
   it('refuses a missing or empty script', async () => {
     expect((await loadError(undefined, join(dir, 'nope.jsonl'))).message).toMatch(/cannot read the model script .*nope\.jsonl: ENOENT/)
     expect((await loadError(['', '  '])).message).toMatch(/script\.jsonl: the script has no lines/)

@@ -80,9 +80,9 @@ const LLM_ERRORS = {
   AMBIGUOUS_PROVIDER: (d: { providers: string[] }) => `several model adapters are registered (${d.providers.join(', ')}); set the llm "provider" config to choose one`,
   MODEL_ERROR: (d: { reason: string }) => d.reason,
   NO_API_KEY: (d: { reason: string }) => d.reason,
-  /** The model script `file` cannot be read (`unreadable`: the system's error), or its `line` (1-based; none: the whole file) is not a model reply (`problem`). */
-  SCRIPT_ERROR: (d: { file: string; line?: number; problem: string } | { file: string; unreadable: string }) =>
-    'unreadable' in d ? `cannot read the model script ${d.file}: ${d.unreadable}` : `${d.file}${d.line === undefined ? '' : `:${d.line}`}: ${d.problem}`,
+  /** The model script `file` cannot be read (`unreadable`: the system's error), or its `line` (1-based; none: the whole file) is not a model reply (`problem`; `also`: the other lines that are not). */
+  SCRIPT_ERROR: (d: { file: string; line?: number; problem: string; also?: { line: number; problem: string }[] } | { file: string; unreadable: string }) =>
+    'unreadable' in d ? `cannot read the model script ${d.file}: ${d.unreadable}` : `${d.file}${d.line === undefined ? '' : `:${d.line}`}: ${d.problem}${alsoWrong(d.file, d.also)}`,
   /** Model call `call` (1-based) found no line left in the script `file` of `lines` lines. */
   SCRIPT_EXHAUSTED: (d: { file: string; call: number; lines: number }) =>
     `the model script ${d.file} has no line for model call ${d.call}: ${d.lines === 1 ? 'its one line was used' : `all ${d.lines} lines were used`}; add lines or shorten the task`,
@@ -109,4 +109,11 @@ export interface LlmServiceApi {
   resolve(provider?: string): ModelAdapter
   /** Registered provider names. */
   providers(): string[]
+}
+
+/** The other wrong lines of a script, the first three named: `; also s.jsonl:4: …; and 2 more lines`. */
+function alsoWrong(file: string, also: { line: number; problem: string }[] = []): string {
+  const named = also.slice(0, 3).map((wrong) => `; also ${file}:${wrong.line}: ${wrong.problem}`).join('')
+  const more = also.length - 3
+  return more > 0 ? `${named}; and ${more} more line${more === 1 ? '' : 's'}` : named
 }

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { PtyError, type BackendSpawnRequest, type ExposedPort, type PtyBackend } from '@conch/pty'
 import type { SandboxPolicyServiceApi } from '@conch/sandbox-policy'
 import type { RelayedProcess, SandboxServiceApi } from '@conch/sandbox'
-import { defaultProcessTable, isExecutableFile, resolveExecutable, signalIfSame, tagSupervisor, terminateTree, treeOf, type ProcessTable, type SessionTag } from '@conch/subprocess'
+import { defaultProcessTable, isExecutableFile, resolveExecutable, signalIfSame, tagSupervisor, terminateTree, treeMembers, treeOf, type ProcessTable, type SessionTag, type TerminateTreeOptions } from '@conch/subprocess'
 import type { Config } from './config.ts'
 import { SESSION_TAG_VARIABLE, shellEnvironment } from './environment.ts'
 import type { TerminalInspector } from './inspector.ts'
@@ -120,6 +120,24 @@ export class LocalBackend implements PtyBackend {
     // it; the session listens from the start, so it is made before.
     let view: TerminalView = terminal
     let inspector = this.options.inspect(terminal)
+    const tree = async (): Promise<TerminateTreeOptions> => {
+      const identity = await wrapper
+      return {
+        rootPid: terminal.pid,
+        ...(identity !== undefined && { rootStartTime: identity.startTime }),
+        includeRoot: true,
+        rootSignal: 'SIGHUP',
+        graceMs: config.disposeGraceMs,
+        tag,
+        // The shell leads the terminal's session: a daemon that wiped its environment but never
+        // called setsid still has that session id.
+        session: true,
+        discovery: policy.mode === 'danger-full-access' ? 'orphans' : 'namespace',
+        // node-pty reaps the wrapper: its exit ends the wait for the root at once.
+        rootExited: terminal.exit,
+        signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
+      }
+    }
     const session: LocalSession = new LocalSession({
       config,
       cwd,
@@ -141,27 +159,20 @@ export class LocalBackend implements PtyBackend {
       // passes a hangup on to its jobs), KILL after the grace. Confined, the PID namespace holds
       // the tree; unconfined, the tag sweep finds daemons that re-parented away.
       teardown: async () => {
-        const identity = await wrapper
         // Read before the tree goes: the processes conch started the shell through.
         const launchers = await launchersOf(table, terminal.pid, { relayed: relayed !== undefined, pid: session.shellPgid })
-        const report = await terminateTree({
-          rootPid: terminal.pid,
-          ...(identity !== undefined && { rootStartTime: identity.startTime }),
-          includeRoot: true,
-          rootSignal: 'SIGHUP',
-          graceMs: config.disposeGraceMs,
-          tag,
-          // The shell leads the terminal's session: a daemon that wiped its environment but never
-          // called setsid still has that session id.
-          session: true,
-          discovery: policy.mode === 'danger-full-access' ? 'orphans' : 'namespace',
-          // node-pty reaps the wrapper: its exit ends the wait for the root at once.
-          rootExited: terminal.exit,
-          signalFor: (record) => (record.pid === session.shellPgid ? 'SIGHUP' : undefined),
-        })
+        const report = await terminateTree(await tree())
         if (report.survivors.length === 0) unwatch()
         // What the close names is the model's: its shell and what that started.
         return { ...report, stopped: report.stopped.filter((record) => !launchers.has(record.pid)) }
+      },
+      // What the teardown's first look finds besides the shell and its launchers. A relayed
+      // shell's processes are the far side's, and not seen here.
+      leftRunning: async () => {
+        const shell = session.shellPgid
+        if (relayed !== undefined || shell === undefined) return undefined
+        const launchers = await launchersOf(table, terminal.pid, { relayed: false, pid: shell })
+        return (await treeMembers(await tree())).filter((record) => record.pid !== shell && !launchers.has(record.pid))
       },
     })
     if (relayed !== undefined) {

@@ -12,7 +12,7 @@ import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { CONTROLLED_PS1 } from '@conch/pty'
-import { closeDescriptorsCommand, descriptorShell } from '@conch/subprocess'
+import { closeDescriptorsCommand, descriptorShell, resolveExecutable, SYSTEM_FOLDERS, systemFolders } from '@conch/subprocess'
 
 /** OSC number of conch's private markers (an otherwise unused private-use number). */
 export const MARKER_OSC = '6973'
@@ -165,6 +165,15 @@ export function createControlledPrompt(): ControlledPrompt {
   }
 }
 
+/** The system's stty, found once: `SYSTEM_FOLDERS` in conch's PATH order, then in theirs; '' without one. */
+let stty: string | undefined
+
+/** `stty iutf8` by stty's absolute path (`stty`); `:` where the system has none. */
+function sttyCommand(): string {
+  stty ??= resolveExecutable('stty', [...systemFolders(process.env['PATH'] ?? ''), ...SYSTEM_FOLDERS]) ?? ''
+  return stty === '' ? ':' : `${stty} iutf8 2>/dev/null`
+}
+
 /**
  * The wrapper's script (`$1`: the key file, then the argv to run); it holds no nonce, so its
  * argv (readable by every user in /proc) gives none away.
@@ -176,8 +185,10 @@ function wrapper(handOver: boolean): string {
     `${closeDescriptorsCommand(3)}; ` +
       `{ IFS= read -r __conch_nonce && IFS= read -r __conch_marker; } <"$1" || exit 125; shift`,
     // node-pty sets IUTF8 only for string output; with raw output it is off, and canonical-mode
-    // programs would erase half a UTF-8 character on backspace.
-    'stty iutf8 2>/dev/null',
+    // programs would erase half a UTF-8 character on backspace. The wrapper runs on the host,
+    // outside any sandbox, with the shell's PATH: stty is named by its path in a system folder,
+    // never looked up there (a workspace's node_modules/.bin or a relative entry could hold one).
+    sttyCommand(),
     // The here-document is a pipe (or an unlinked file) made in the child: the wrapper keeps no
     // descriptor of it.
     handOver ? '"$@" 3<<__conch_marker_end\n$__conch_marker\n__conch_marker_end\n__conch_status=$?' : '"$@"; __conch_status=$?',

@@ -38,6 +38,8 @@ export interface SendHost {
    * of `buffer`'s lines came before it (undefined when the buffer lost lines or a screen is shown).
    */
   promptAfter(count: number, buffer: SendBuffer): { status: number | undefined; lines: number | undefined } | undefined
+  /** Input a result named typed ahead of a command whose prompt had not come yet: the next result to see that prompt names it. */
+  typedAhead: { program: string; markersAtWrite: number } | undefined
   /** Replies to the program's terminal queries parsed and not yet written or dropped. */
   readonly repliesOwed: number
   /** Replies written to the program so far. */
@@ -324,10 +326,13 @@ export class Send {
         }
         if (effect.inputState !== undefined) result.inputState = effect.inputState
         const status = effect.atPrompt ? host.promptStatus : undefined
-        if (effect.earlier !== undefined) {
-          const ended = host.promptAfter(effect.earlier.markersAtWrite, this.buffer)
-          result.earlier = { program: effect.earlier.program, ...(ended?.status !== undefined && { exitStatus: ended.status }), ...(ended?.lines !== undefined && { lines: ended.lines }) }
+        // This send's input typed ahead, else an earlier result's whose command has ended since.
+        const earlier = effect.earlier ?? host.typedAhead
+        const ended = earlier === undefined ? undefined : host.promptAfter(earlier.markersAtWrite, this.buffer)
+        if (earlier !== undefined && (earlier === effect.earlier || ended !== undefined)) {
+          result.earlier = { program: earlier.program, ...(ended?.status !== undefined && { exitStatus: ended.status }), ...(ended?.lines !== undefined && { lines: ended.lines }) }
         }
+        host.typedAhead = earlier !== undefined && host.promptMarkerCount <= earlier.markersAtWrite ? earlier : undefined
         if (effect.running !== undefined) result.running = effect.running
         host.settled(this, effect.atPrompt)
         const resolve = (stopped?: SendResult['stopped']) => {

@@ -21,6 +21,7 @@ import {
   type SendOperation,
   type ExposedPort,
   type SessionStatus,
+  type ClosedProcess,
   type SignalResult,
 } from '@conch/pty'
 import { randomBytes } from 'node:crypto'
@@ -54,6 +55,8 @@ export interface LocalSessionOptions {
   inspector: TerminalInspector
   /** Stops the session's whole process tree (see `teardown` in backend.ts). */
   teardown: () => Promise<TerminateReport>
+  /** What `teardown` would stop besides the shell and what conch started it through, without stopping it; undefined: unknown. Absent: never known. */
+  leftRunning?: () => Promise<ProcessRecord[] | undefined>
   /** Signals the wrapper (the node-pty child), identity-fenced; used to acknowledge its exit marker. */
   signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   /** Monotonic clock in ms. */
@@ -97,6 +100,7 @@ export class LocalSession implements BackendSession {
   private readonly terminal: TerminalProcess
   private readonly inspector: TerminalInspector
   private readonly teardown: () => Promise<TerminateReport>
+  private readonly leftInTree: (() => Promise<ProcessRecord[] | undefined>) | undefined
   private readonly signalWrapper: (signal: NodeJS.Signals) => Promise<void>
   private readonly now: () => number
 
@@ -167,6 +171,7 @@ export class LocalSession implements BackendSession {
     // What the session learns from its processes passes the redactor here and in `closed`.
     this.inspector = cleanProcessText(options.inspector, this.redactor)
     this.teardown = options.teardown
+    this.leftInTree = options.leftRunning
     this.signalWrapper = options.signalWrapper
     this.now = options.now ?? (() => performance.now())
     for (const secret of options.redact ?? []) {
@@ -339,10 +344,17 @@ export class LocalSession implements BackendSession {
         sessionStatus: settled.sessionStatus,
         ...(settled.stopped !== undefined && { stopped: settled.stopped }),
         ...(settled.exitStatus !== undefined && { exitStatus: settled.exitStatus }),
+        ...(settled.earlier !== undefined && { earlier: settled.earlier }),
       }
     } finally {
       if (this.watch === watch) this.watch = undefined
     }
+  }
+
+  /** What a close would stop besides the shell (`BackendSession.leftRunning`), named as the close names them. */
+  async leftRunning(): Promise<ClosedProcess[] | undefined> {
+    if (this.state.state !== 'running' || this.closing !== undefined || this.leftInTree === undefined) return undefined
+    return (await this.leftInTree().catch(() => undefined))?.map((record) => this.closed(record))
   }
 
   close(): Promise<CloseResult> {
@@ -454,6 +466,7 @@ export class LocalSession implements BackendSession {
         return session.prompts.at(-1)?.status
       },
       reportedStops: new Set<number>(),
+      typedAhead: undefined,
       promptAfter: (count, buffer) => {
         const prompt = this.prompts[this.prompts.length - (this.promptMarkers - count)]
         if (count >= this.promptMarkers || prompt === undefined) return undefined

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { PtyError } from '@conch/pty'
+import { PtyError, type SendResult, type SignalResult } from '@conch/pty'
 import { untilEnterEchoed } from '@conch/test-support/screen'
 import { until } from '@conch/test-support/wait'
 import { linesEqual, openSession, owner, send, unconfinedBackend } from './local-harness.ts'
@@ -230,6 +230,43 @@ describe('readiness of programs that read the terminal', () => {
     expect(ahead.earlier).toEqual({ program: 'sleep' })
     expect(ahead.running).toBe('sleep')
     await session.signal('SIGINT')
+  })
+
+  it('the next result after input typed ahead of a command still running names that command\'s status once it ended: a signal\'s, a send without input\'s', async () => {
+    const session = await openSession({ idleSilenceMs: 400, handoffGraceMs: 100 })
+    /** Sends `echo typed-ahead` while `program` runs; then `next` sees the command end and the shell read the line. */
+    const typedAhead = async (program: string, next: () => Promise<SendResult | SignalResult>) => {
+      expect((await send(session, 'echo typed-ahead')).earlier).toEqual({ program })
+      // The line and its Enter are in the input queue, echoed, before the command ends.
+      await untilEnterEchoed(() => session.screen(), 'echo typed-ahead')
+      const result = await next()
+      const output = ('viewport' in result ? result.viewport : result.output!).split('\n')
+      // The earlier command's prompt is the line the shell read the typed-ahead line on.
+      expect(output[result.earlier!.lines!]).toMatch(/echo typed-ahead$/)
+      return result
+    }
+    expect((await send(session, 'sleep 30')).waitReason).toBe('inferred_idle')
+    await waitForForeground(session, 'sleep')
+    const signalled = await typedAhead('sleep', () => session.signal('SIGINT'))
+    expect(signalled).toMatchObject({ waitReason: 'stdin_read', exitStatus: 0, earlier: { program: 'sleep', exitStatus: 130 } })
+
+    const dir = mkdtempSync(path.join(tmpdir(), 'conch-ahead-'))
+    try {
+      const gate = path.join(dir, 'gate')
+      execFileSync('mkfifo', [gate])
+      // Blocked opening the FIFO, not reading the terminal, until the test opens it.
+      writeFileSync(path.join(dir, 'f.sh'), `echo started\nread go < ${gate}\nexit 3\n`)
+      expect((await send(session, `bash ${dir}/f.sh`)).waitReason).toBe('inferred_idle')
+      await waitForScrollback(session, 'started')
+      const waited = await typedAhead('bash', async () => {
+        const done = session.startSend({ text: '', submit: false, idleMs: 10_000 }).done
+        writeFileSync(gate, 'go\n')
+        return done
+      })
+      expect(waited).toMatchObject({ waitReason: 'stdin_read', exitStatus: 0, earlier: { program: 'bash', exitStatus: 3 } })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('a send without input settles on the prompt or the read already there, and keeps waiting for a command still running', async () => {

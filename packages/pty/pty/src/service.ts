@@ -111,6 +111,8 @@ export default class PtyService extends Service implements PtyServiceApi {
   private readonly sessions = new Map<string, SessionEntry>()
   private readonly spawns = new Map<string, SpawnEntry>()
   private readonly failures: CleanupFailure[] = []
+  /** Per owner, the sessions a close took away, with what `closeIfIdle` said: `NO_SESSION` names them. */
+  private readonly closed = new WeakMap<PtyOwner, Map<string, { reason?: string }>>()
   /** Owners whose disposal hook is installed, with the hook's disposer. */
   private readonly owners = new Map<PtyOwner, () => void>()
   /** The next session number per id prefix (`PtyOwner.sessionPrefix`, default `pty`). */
@@ -334,6 +336,16 @@ export default class PtyService extends Service implements PtyServiceApi {
     return this.closeEntry(this.entry(owner, sessionId))
   }
 
+  async closeIfIdle(owner: PtyOwner, sessionId: string, reason: string): Promise<CloseResult | undefined> {
+    const entry = this.entry(owner, sessionId)
+    const { phase } = entry
+    if (phase.phase !== 'open' || entry.backend.leftRunning === undefined || entry.backend.status().state !== 'running') return undefined
+    const left = await entry.backend.leftRunning()
+    // A send that began (or ran and ended) while the backend looked replaced the phase.
+    if (left === undefined || left.length > 0 || entry.phase !== phase || this.state.disposing) return undefined
+    return this.closeEntry(entry, reason)
+  }
+
   list(owner: PtyOwner): SessionInfo[] {
     return [...this.sessions.values()]
       .filter((entry) => entry.owner === owner)
@@ -428,8 +440,11 @@ export default class PtyService extends Service implements PtyServiceApi {
     return failure
   }
 
-  /** Closes a published session; concurrent callers share one attempt, a failed attempt is not cached. */
-  private closeEntry(entry: SessionEntry): Promise<CloseResult> {
+  /**
+   * Closes a published session; concurrent callers share one attempt, a failed attempt is not
+   * cached. A session it closed is remembered for its owner, with `reason`.
+   */
+  private closeEntry(entry: SessionEntry, reason?: string): Promise<CloseResult> {
     if (entry.phase.phase === 'closing') return entry.phase.attempt
     const attempt = (async () => {
       let result: CloseResult
@@ -440,6 +455,8 @@ export default class PtyService extends Service implements PtyServiceApi {
       }
       if (result.survivors.length > 0) throw survivorsError(entry.id, result.survivors, 'closing')
       if (this.sessions.get(entry.id) === entry) this.sessions.delete(entry.id)
+      const closed = this.closed.get(entry.owner) ?? this.closed.set(entry.owner, new Map()).get(entry.owner)!
+      closed.set(entry.id, reason === undefined ? {} : { reason })
       return result
     })()
     entry.phase = { phase: 'closing', attempt }
@@ -514,7 +531,10 @@ export default class PtyService extends Service implements PtyServiceApi {
     this.assertOpen()
     assertLive(owner)
     const entry = typeof sessionId === 'string' ? this.sessions.get(sessionId) : undefined
-    if (!entry) throw new PtyError('NO_SESSION', { sessionId: String(sessionId) })
+    if (!entry) {
+      const closed = this.closed.get(owner)?.get(sessionId)
+      throw new PtyError('NO_SESSION', { sessionId: String(sessionId), ...(closed !== undefined && { closed }) })
+    }
     if (entry.owner !== owner) throw new PtyError('FOREIGN_SESSION', { sessionId: entry.id })
     return entry
   }

@@ -119,6 +119,8 @@ export interface SendResult {
    * The input was typed ahead (`inputState` `not_reading`): the command then in front (`bash,
    * sleep`), and when its prompt came during the send, the `$?` it carried and how many of the
    * viewport's first lines were its output (absent when the viewport was cut or is a screen).
+   * Also, with its status, on the next result once that command's prompt came, when it had not
+   * by this one's end.
    */
   earlier?: { program: string; exitStatus?: number; lines?: number }
   /**
@@ -348,6 +350,8 @@ export interface SignalResult {
   sessionStatus?: SessionStatus
   /** When no send was active: the job the signal stopped (`SendResult.stopped`), once the shell reported it. */
   stopped?: StoppedJob
+  /** When no send was active: the command earlier input was typed ahead of, ended meanwhile (`SendResult.earlier`; its lines count in `output`). */
+  earlier?: SendResult['earlier']
 }
 
 /** A process a close stopped or could not stop. */
@@ -372,7 +376,9 @@ const PTY_ERRORS = {
   NO_BACKEND: (d: { type: string; known: string[] }) => `no PTY backend for type "${d.type}"; registered types: ${d.known.length ? d.known.join(', ') : '(none)'}`,
   SEND_ACTIVE: (d: { reason: string }) => d.reason,
   SEND_CANCELLED: (d: { reason: string }) => d.reason,
-  NO_SESSION: (d: { sessionId: string }) => `unknown PTY session ${d.sessionId}`,
+  /** `closed`: the caller's own session, closed (`reason`: what `closeIfIdle` was given); absent, an id it never had. */
+  NO_SESSION: (d: { sessionId: string; closed?: { reason?: string } }) =>
+    d.closed === undefined ? `unknown PTY session ${d.sessionId}` : `PTY session ${d.sessionId} was closed${d.closed.reason === undefined ? '' : ` ${d.closed.reason}`}`,
   FOREIGN_SESSION: (d: { sessionId: string }) => `PTY session ${d.sessionId} belongs to another agent`,
   OWNER_NOT_LIVE: (d: { owner: string; state: string }) => `agent ${d.owner} is ${d.state === 'live' ? 'being disposed' : d.state}; its PTY sessions are closed with it`,
   SERVICE_DISPOSING: (_: Record<string, never>) => 'the PTY service is shutting down; no new work is accepted',
@@ -469,6 +475,13 @@ export interface BackendSession {
   /** Registers a listener called after each chunk reached the screen model, and on exit. Optional; returns a disposer. */
   onChange?(listener: () => void): () => void
   /**
+   * What a close would stop besides the shell itself, by the close's own look: what the shell's
+   * commands left running or stopped (`sleep 300 &`, a job stopped with Ctrl-Z), daemons that left
+   * its process tree included; named as `CloseResult.stopped`. Undefined when the backend cannot
+   * tell. Optional.
+   */
+  leftRunning?(): Promise<ClosedProcess[] | undefined>
+  /**
    * Stops the whole process tree and resolves with what it stopped. Idempotent while a close is
    * in flight; a close that left survivors may be retried.
    */
@@ -544,6 +557,15 @@ export interface PtyServiceApi {
    * @throws PtyError `CLOSE_FAILED` listing survivors (the session stays listed; retry later).
    */
   close(owner: PtyOwner, sessionId: string): Promise<CloseResult>
+  /**
+   * Closes the session only while it is idle: running, no send active, and nothing left in it but
+   * the shell (`BackendSession.leftRunning` reports none: no job running or stopped). A later call
+   * naming it is `NO_SESSION` saying it `was closed <reason>` (`when its task task-2 ended`).
+   * Resolves with the close's result, or undefined when the session stays open (busy, a job, a
+   * backend that cannot tell).
+   * @throws what `close` throws; `NO_SESSION`, `FOREIGN_SESSION`.
+   */
+  closeIfIdle(owner: PtyOwner, sessionId: string, reason: string): Promise<CloseResult | undefined>
   /** The owner's sessions (running and exited-but-not-closed), in creation order. */
   list(owner: PtyOwner): SessionInfo[]
   /** True while the owner has sessions, spawns in flight, or unreported cleanup failures. */

@@ -7,6 +7,7 @@ import { type Agent, AgentError, type AgentState } from '@conch/agent'
 import type {
   BackendSession,
   BackendSpawnRequest,
+  ClosedProcess,
   CloseResult,
   PtyBackend,
   PtySignal,
@@ -176,6 +177,8 @@ export class FakeSession implements BackendSession {
   /** When set, `close()` settles at once with this outcome instead of waiting for the test. */
   autoClose: CloseResult | Error | undefined = CLOSED
   startSendError: Error | undefined
+  /** What `leftRunning` answers: each look takes the next (the test resolves it). */
+  readonly looks: Deferred<ClosedProcess[] | undefined>[] = []
 
   status(): SessionStatus {
     return this.current
@@ -199,6 +202,12 @@ export class FakeSession implements BackendSession {
   async signal(signal: PtySignal): Promise<SignalResult> {
     this.signals.push(signal)
     return { signal, delivered: true, targetPgid: 4300, target: 'sleep' }
+  }
+
+  leftRunning(): Promise<ClosedProcess[] | undefined> {
+    const look = deferred<ClosedProcess[] | undefined>()
+    this.looks.push(look)
+    return look.promise
   }
 
   close(): Promise<CloseResult> {

@@ -550,6 +550,45 @@ describe('kill', () => {
     await expect(Promise.all([first, second])).resolves.toEqual([CLOSED, CLOSED])
   })
 
+  it('says a session the owner closed was closed, with the reason closeIfIdle gave; to another agent it stays unknown', async () => {
+    const first = await root.pty.spawn(alice, { type: 'shell' })
+    await root.pty.close(alice, first.sessionId)
+    expect(thrown(() => root.pty.read(alice, first.sessionId))).toMatchObject({ code: 'NO_SESSION', details: { sessionId: 'pty-1', closed: {} }, message: 'PTY session pty-1 was closed' })
+    const second = await root.pty.spawn(alice, { type: 'shell' })
+    const closing = root.pty.closeIfIdle(alice, second.sessionId, 'when its task task-3 ended')
+    backend.last.session.looks[0]!.resolve([])
+    await expect(closing).resolves.toEqual(CLOSED)
+    expect(thrown(() => root.pty.startSend(alice, second.sessionId, { text: 'x', submit: true }))).toMatchObject({
+      code: 'NO_SESSION',
+      details: { sessionId: 'pty-2', closed: { reason: 'when its task task-3 ended' } },
+      message: 'PTY session pty-2 was closed when its task task-3 ended',
+    })
+    expect(thrown(() => root.pty.read(bob, second.sessionId))).toMatchObject({ code: 'NO_SESSION', message: 'unknown PTY session pty-2' })
+  })
+
+  it('closeIfIdle keeps a session that is busy, holds a process besides the shell, cannot tell, or took a send while it looked', async () => {
+    const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
+    const session = backend.last.session
+    const send = root.pty.startSend(alice, sessionId, { text: 'x', submit: true })
+    await expect(root.pty.closeIfIdle(alice, sessionId, 'now')).resolves.toBeUndefined()
+    expect(session.looks).toHaveLength(0)
+    session.lastSend.done.resolve(result())
+    await send.done
+    for (const answer of [[{ pid: 4300, name: 'sleep' }], undefined]) {
+      const kept = root.pty.closeIfIdle(alice, sessionId, 'now')
+      session.looks.at(-1)!.resolve(answer)
+      await expect(kept).resolves.toBeUndefined()
+    }
+    const raced = root.pty.closeIfIdle(alice, sessionId, 'now')
+    const late = root.pty.startSend(alice, sessionId, { text: 'y', submit: true })
+    session.looks.at(-1)!.resolve([])
+    await expect(raced).resolves.toBeUndefined()
+    session.lastSend.done.resolve(result())
+    await late.done
+    expect(session.closes).toHaveLength(0)
+    expect(root.pty.list(alice).map((info) => info.sessionId)).toEqual([sessionId])
+  })
+
   it('refuses sends and signals while a close is in flight or after it failed', async () => {
     const { sessionId } = await root.pty.spawn(alice, { type: 'shell' })
     const session = backend.last.session

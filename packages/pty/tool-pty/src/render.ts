@@ -234,7 +234,7 @@ export interface SendContext {
  */
 export function renderSend(result: SendResult, maxBytes: number, context: SendContext = {}): { text: string; truncated: boolean; shown?: string } {
   const { interrupted = false, refused = [], retained, networkNone = false, shown, opened } = context
-  const earlier = earlierLine(result.earlier)
+  const earlier = withEarlier(result.viewport, result.earlier)
   const ready = readyFields(result)
   const meta: MetaLine[] = [
     ...readyLine(result),
@@ -242,7 +242,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
     ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
     ...inputLine(result.inputState, result.earlier),
-    ...(earlier !== undefined && result.earlier?.lines === undefined ? [{ text: earlier }] : []),
+    ...earlier.meta,
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
     ...(networkNone && OFFLINE_FAILURE.test(result.viewport) ? [{ text: '[network: none — this sandbox has no network beyond loopback, so no host name resolves]', short: '[network: none]' }] : []),
   ]
@@ -252,7 +252,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
   const screen = parseScreenHeader(result.viewport) !== undefined
   const tailShare = tailShareOf(result.exitStatus)
   const atPrompt = ready.wait === undefined && !screen
-  const { body, page } = promptless(withEarlier(result, earlier), atPrompt, retained)
+  const { body, page } = promptless(earlier.body, atPrompt, retained)
   const options = { body, empty: atPrompt ? '' : NO_OUTPUT, meta, noticeAt, truncated: result.truncated, maxBytes, screen, tailShare, page, ...(result.omitted && { omitted: result.omitted }) }
   // A whole screen is remembered (`shown`); one like the screen shown before it says only what changed.
   const whole = screen && !result.truncated && options.body === result.viewport
@@ -267,19 +267,17 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
 
 /**
  * `[earlier command ended, exit: N]`: the command the input was typed ahead of ended during the
- * send. Placed in the viewport after that command's late output; among the metadata where the
- * backend could not place it (a cut viewport, a screen).
+ * send (or the signal's wait). Placed in the output after that command's late output (`body`);
+ * among the metadata (`meta`) where the backend could not place it (a cut output, a screen).
  */
-function earlierLine(earlier: SendResult['earlier']): string | undefined {
-  return earlier?.exitStatus === undefined ? undefined : `[earlier command ended, exit: ${earlier.exitStatus}]`
-}
-
-function withEarlier(result: SendResult, line: string | undefined): string {
-  if (line === undefined || result.earlier?.lines === undefined) return result.viewport
-  if (result.viewport === '') return line
-  const lines = result.viewport.split('\n')
-  lines.splice(result.earlier.lines, 0, line)
-  return lines.join('\n')
+function withEarlier(output: string, earlier: SendResult['earlier']): { body: string; meta: MetaLine[] } {
+  if (earlier?.exitStatus === undefined) return { body: output, meta: [] }
+  const line = `[earlier command ended, exit: ${earlier.exitStatus}]`
+  if (earlier.lines === undefined) return { body: output, meta: [{ text: line }] }
+  if (output === '') return { body: line, meta: [] }
+  const lines = output.split('\n')
+  lines.splice(earlier.lines, 0, line)
+  return { body: lines.join('\n'), meta: [] }
 }
 
 /**
@@ -371,14 +369,17 @@ export function renderRead(page: ReadPage, maxBytes: number, asked?: { offset: n
     const leftNote = older > 0 && (page.truncated || left !== undefined)
     if (leftNote) counted.push(`[… ${plural(older, 'older line')} left out to fit the byte bound: terminal_read offset=${page.totalLines - lineBegin + 1} shows ${older === 1 ? 'it' : 'them'}]`)
     if (headCut !== undefined && headCut.line >= lineBegin) counted.push(`[… line ${headCut.line}: its first ${headCut.bytes} bytes omitted]`)
-    // A page of the newest lines names the gap, which holds any line asked for that is gone, and
-    // how to read the flood's first lines before it; any other page names the lines asked for that are gone.
+    // Lines asked for that are gone are named. Otherwise a page that reaches back to the dropped
+    // lines (its first line is the oldest of its run, or it asked for lines before that) names
+    // them: the gap before the newest lines, with how to read the flood's first lines before it,
+    // or all before the oldest retained line; a page that does not gets `[older: …]` instead.
     const gap = page.gap !== undefined && page.firstRetainedLine > page.gap.last ? page.gap : undefined
-    if (gap !== undefined) {
-      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
-    } else if (dropped !== undefined) {
+    const reaches = lineBegin === page.firstRetainedLine || (asked !== undefined && page.totalLines - asked.offset - asked.count < page.firstRetainedLine)
+    if (dropped !== undefined) {
       counted.push(dropped)
-    } else if (page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
+    } else if (reaches && gap !== undefined) {
+      out.push(`[dropped: lines ${gap.first}-${gap.last} are no longer retained; terminal_read with offset=${page.totalLines - gap.first + 1} shows the lines before them]`)
+    } else if (reaches && page.firstRetainedLine > 1) out.push(`[dropped: lines before ${page.firstRetainedLine} are no longer retained]`)
     // A cut nothing here accounts for (a line cut when it was retained) keeps the plain marker.
     if (page.truncated && counted.length === 0 && (gap === undefined || dropped === undefined)) out.splice(1, 0, TRUNCATED)
     out.splice(1, 0, ...counted)
@@ -445,10 +446,6 @@ function plural(count: number, noun: string): string {
 }
 
 /**
- * A signal, then why the terminal is ready after it as a send says it (`[exit: 130]`), a note when
- * it stopped a job, and `[session: exited …]` when it ended the shell.
- */
-/**
  * A line result's body at the shell's prompt (`[exit: N]`, which says it already) without the
  * prompt row (`beforePrompt`), and its page hint, which still counts that row: it is the
  * scrollback's newest line. Elsewhere (a screen, another wait) both are as they were.
@@ -458,16 +455,22 @@ function promptless(body: string, atPrompt: boolean, retained?: number): { body:
   return { body: atPrompt ? beforePrompt(body) : body, page: (range) => pageHint({ ...range, tailLines: range.tailLines + promptRow }, retained) }
 }
 
+/**
+ * A signal, then why the terminal is ready after it as a send says it (`[exit: 130]`), a note when
+ * it stopped a job, `[session: exited …]` when it ended the shell, and the end of a command input
+ * was typed ahead of as a send marks it (`withEarlier`).
+ */
 export function renderSignal(sessionId: string, result: SignalResult, maxBytes: number): string {
   const verb = result.delivered ? 'delivered to' : 'not delivered to'
   const ended = result.sessionStatus === undefined ? [] : endedLine(result.sessionStatus)
   const output = result.output ?? ''
   const { waitReason } = result
   const atPrompt = waitReason !== undefined && readyFields({ ...result, waitReason }).wait === undefined && parseScreenHeader(output) === undefined
-  const { body, page } = promptless(output, atPrompt)
+  const earlier = withEarlier(output, result.earlier)
+  const { body, page } = promptless(earlier.body, atPrompt)
   return fit({
     body,
-    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...readyLine(result), ...stoppedLine(result.stopped), ...ended],
+    meta: [{ text: `[signal: ${result.signal} ${verb} ${displayName(result.target)} in ${sessionId}]`, short: `[signal: ${result.signal} ${result.delivered ? 'delivered' : 'not delivered'}]` }, ...readyLine(result), ...stoppedLine(result.stopped), ...ended, ...earlier.meta],
     noticeAt: 1,
     truncated: result.outputTruncated === true,
     maxBytes,

@@ -120,6 +120,21 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     )
   })
 
+  it('names in a signal result the status of the command the input was typed ahead of, as a send result does', async () => {
+    const id = await harness.open()
+    expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 300', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    // Silence can come before bash started sleep (a loaded machine): the input is typed ahead of sleep.
+    await waitForForeground(await harness.sessionPid(id), 'sleep 300')
+    const ahead = await harness.call('terminal_send', { sessionId: id, text: 'echo ahead-$((1+1))', idleMs: 500 })
+    expect(ahead.text).toContain('[input: not_reading — typed ahead while sleep runs; whatever reads the terminal next gets it]')
+    // The line and its Enter are in the input queue, echoed, before the command ends.
+    await untilEnterEchoed(async () => (await harness.call('terminal_read', { sessionId: id, screen: true })).text, 'echo ahead-$((1+1))')
+    // SIGINT ends sleep (bash prints a line break for it); bash reads the typed-ahead line at its next prompt.
+    const interrupted = await harness.signal(id, 'SIGINT')
+    expect(interrupted.text).toMatch(/^\n\[earlier command ended, exit: 130\]\n\$ echo ahead-\$\(\(1\+1\)\)\nahead-2\n\[signal: SIGINT delivered to sleep in pty-\d+\]\n\[exit: 0\]$/)
+    expect(interrupted.meta).toMatchObject({ waitReason: 'stdin_read', exitStatus: 0, earlier: { program: 'sleep', exitStatus: 130 } })
+  })
+
   it('says in a signal result that the signal ended the shell', async () => {
     const id = await harness.open()
     const signalled = await harness.signal(id, 'SIGHUP')

@@ -36,6 +36,36 @@ describe('terminal_read paging (real bash)', () => {
     expect(newestFirst).toBe(total - 100)
   })
 
+  it('names the gap a flood left only on a page that reaches back to it', async () => {
+    const sessionId = await harness.open()
+    await harness.send(sessionId, 'seq 1 3000')
+    for (const n of [1, 2, 3, 4, 5]) await harness.send(sessionId, `echo after-$((${n}*11))`)
+    const GAP = /^\[dropped: lines (\d+)-(\d+) are no longer retained; terminal_read with offset=(\d+) shows the lines before them\]$/m
+    // The newest lines, far past the gap: the pointer to older lines, and no note of the gap.
+    const newest = await harness.read(sessionId, { offset: 0, count: 5 })
+    expect(newest.text).toMatch(/^after-55$/m)
+    expect(newest.text).not.toContain('[dropped:')
+    const total = newest.meta.totalLines as number
+    const first = newest.meta.firstRetainedLine as number
+    expect(newest.text).toMatch(new RegExp(`^\\[older: terminal_read with offset=5 shows the lines before ${total - 4}\\]$`, 'm'))
+    // A page that begins with the first line after the gap names it (and has nothing older to point to) …
+    const oldest = await harness.read(sessionId, { offset: total - first - 4, count: 5 })
+    expect(oldest.meta).toMatchObject({ lineBegin: first, lineEnd: first + 4 })
+    const gap = GAP.exec(oldest.text)
+    expect(gap, oldest.text).not.toBeNull()
+    expect(Number(gap![2])).toBe(first - 1)
+    expect(oldest.text).not.toContain('[older:')
+    // … as does one that asked for lines inside it; one that begins a line later does not.
+    expect((await harness.read(sessionId, { offset: total - first - 1, count: 5 })).text).toMatch(GAP)
+    const later = await harness.read(sessionId, { offset: total - first - 5, count: 5 })
+    expect(later.meta).toMatchObject({ lineBegin: first + 1 })
+    expect(later.text).not.toContain('[dropped:')
+    expect(later.text).toMatch(new RegExp(`^\\[older: terminal_read with offset=${total - first} shows the lines before ${first + 1}\\]$`, 'm'))
+    // The gap's offset pages the flood's first lines, up to the line before the gap.
+    const head = await harness.read(sessionId, { offset: Number(gap![3]), count: 3 })
+    expect(head.meta).toMatchObject({ lineEnd: Number(gap![1]) - 1 })
+  })
+
   it('a page cut to the bound counts the lines and bytes it left out, and its meta agrees with its text', async () => {
     const sessionId = await harness.open()
     // Eighteen lines of 1500 characters and one of 273, then the prompt; the page asks for the ten

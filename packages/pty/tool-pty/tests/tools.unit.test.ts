@@ -214,6 +214,9 @@ describe('what the model sees', () => {
     expect(await harness.text('terminal_read', { sessionId: 'pty-1', count: 5 })).toBe(
       '8\n9\n10\n[lines: 9-11 of 11]\n[dropped: 2 lines asked for (7-8) no longer retained; retained: 9-11]',
     )
+    // A page that reaches back to the oldest retained line says older ones are gone; a newer page points to older lines instead.
+    expect(await harness.text('terminal_read', { sessionId: 'pty-1', count: 3 })).toBe('8\n9\n10\n[lines: 9-11 of 11]\n[dropped: lines before 9 are no longer retained]')
+    expect(await harness.text('terminal_read', { sessionId: 'pty-1', count: 2 })).toBe('9\n10\n[lines: 10-11 of 11]\n[older: terminal_read with offset=2 shows the lines before 10]')
   })
 
   it('renders a delivered signal with its target', async () => {

@@ -8,7 +8,7 @@ export { macosProcessTable, parsePsLine, environFromPsLine, type PsRunner } from
 export { defaultProcessTable } from './table.ts'
 export { treeOf } from './tree.ts'
 export { signalIfSame, isEnded, type SignalOutcome, type ProcessIdentity } from './signal.ts'
-export { terminateTree } from './terminate.ts'
+export { terminateTree, treeMembers } from './terminate.ts'
 export { scrubbedEnv, scrubEnv, dropReason, withholdVariables, createSessionTag, type ScrubOptions, type DroppedVariable } from './env.ts'
 export { readableFrom, writableTo, HEAD_BYTES, type ReadableFromOptions } from './stdio.ts'
 export { tagSupervisor, createTagSupervisor, SUPERVISOR_VARIABLE, type TagSupervisor, type TagSupervisorOptions } from './supervisor.ts'

@@ -438,6 +438,32 @@ async function protectedPids(table: ProcessTable, entries?: readonly ProcessEntr
  * @throws whatever the process table throws when it cannot list processes at all.
  */
 export async function terminateTree(options: TerminateTreeOptions): Promise<TerminateReport> {
+  const { teardown, members, anchors, rootEntry, protectedSet } = await capture(options)
+  const rootRung = options.includeRoot && anchors.length > 0 && !protectedSet.has(options.rootPid)
+  const signalFor = options.signalFor
+  await teardown.stage(members, signalFor ? (record) => signalFor(record) ?? 'SIGTERM' : 'SIGTERM', anchors, !rootRung)
+
+  if (rootRung) {
+    const root = teardown.capture(rootEntry!, true)
+    if (root && options.rootSignal === 'SIGKILL') await teardown.killRoot(root)
+    else if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
+  }
+  await teardown.finalSweep()
+  return teardown.report()
+}
+
+/**
+ * What `terminateTree(options)` would capture before its first signal, without signalling: the
+ * root's descendants and, where it sweeps, the tagged processes and session members that left the
+ * tree (the root itself is not among them). A look at one moment: a process forked later is not in it.
+ * @throws whatever the process table throws when it cannot list processes at all.
+ */
+export async function treeMembers(options: TerminateTreeOptions): Promise<ProcessRecord[]> {
+  return (await capture(options)).members
+}
+
+/** The first look of a teardown: its ladder, the root as listed, and every member found. */
+async function capture(options: TerminateTreeOptions) {
   if (options.discovery === 'children' && (options.tag || options.session)) {
     throw new TypeError(`terminateTree: discovery 'children' sweeps no ${options.tag ? 'tag' : 'session'}; use 'scan' or 'orphans'`)
   }
@@ -477,15 +503,5 @@ export async function terminateTree(options: TerminateTreeOptions): Promise<Term
     entries = await table.snapshot()
     members.push(...(await teardown.discover(anchors, true, entries)))
   }
-  const rootRung = options.includeRoot && anchors.length > 0 && !protectedSet.has(options.rootPid)
-  const signalFor = options.signalFor
-  await teardown.stage(members, signalFor ? (record) => signalFor(record) ?? 'SIGTERM' : 'SIGTERM', anchors, !rootRung)
-
-  if (rootRung) {
-    const root = teardown.capture(rootEntry!, true)
-    if (root && options.rootSignal === 'SIGKILL') await teardown.killRoot(root)
-    else if (root) await teardown.stage([root], options.rootSignal ?? 'SIGTERM', [], true)
-  }
-  await teardown.finalSweep()
-  return teardown.report()
+  return { teardown, members, anchors, rootEntry, protectedSet }
 }

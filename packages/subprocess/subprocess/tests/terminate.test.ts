@@ -9,11 +9,13 @@ import {
   linuxProcessTable,
   signalIfSame,
   terminateTree,
+  treeMembers,
   type ProcessEntry,
   type ProcessRecord,
   type ProcessTable,
   type SessionTag,
 } from '../src/index.ts'
+import { until } from '@conch/test-support/wait'
 import { LineReader } from './lines.ts'
 
 /** A process that keeps changing its pid (see the file). */
@@ -223,6 +225,25 @@ time.sleep(300)
     expect(report.survivors).toEqual([])
     expect(report.stopped.map((r) => r.pid)).toEqual([daemons[0]!.pid])
     expect(await tagged(tag)).toEqual([])
+  })
+
+  it('treeMembers finds what terminateTree would capture, a tagged daemon that left the tree included, and signals nothing', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { child, out } = bash('sleep 334 & echo "child $!"; setsid -f sleep 335; echo ready; wait', tag)
+    const sleeper = await identity(Number((await out.line(/^child (\d+)/))[1]))
+    await out.line(/^ready/)
+    let daemons: ProcessEntry[] = []
+    await until(async () => (daemons = await running('sleep', '335')).length === 1, 10_000, 'the setsid sleep')
+    const root = await identity(child.pid!)
+    expect(daemons[0]!.ppid).not.toBe(root.pid)
+    const calls: Array<[number, NodeJS.Signals]> = []
+    const options = { rootPid: root.pid, rootStartTime: root.startTime, includeRoot: true, graceMs: 5_000, tag, discovery: 'orphans' as const, kill: recordingKill(calls) }
+    const members = await treeMembers(options)
+    expect(calls).toEqual([])
+    expect(members.map((r) => r.pid).sort()).toEqual([sleeper.pid, daemons[0]!.pid].sort())
+    for (const record of [sleeper, root]) expect(await alive(record)).toBe(true)
+    const report = await terminateTree(options)
+    expect(report.stopped.map((r) => r.pid).sort()).toEqual([...members.map((r) => r.pid), root.pid].sort())
   })
 
   it('stops a tagged process that keeps changing its pid (it forks, the parent leaves at once), unconfined', async () => {

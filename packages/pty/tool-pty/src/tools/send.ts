@@ -61,7 +61,7 @@ export function registerTerminalSend(kit: ToolKit): void {
         run_in_background: z
           .boolean()
           .optional()
-          .describe('Return a task id at once, notified when it ends or waits for input (task_output reads, task_kill interrupts); without sessionId it runs in a new shell at the workspace root'),
+          .describe('Return a task id at once, notified when it ends or waits for input; without sessionId it runs in a new shell at the workspace root, closed when it ends leaving nothing running'),
         notify: z.boolean().optional().describe('Background: wake me when it ends, even after my turn ended'),
         notifyOn: z
           .string()
@@ -163,6 +163,8 @@ export function registerTerminalSend(kit: ToolKit): void {
               noteInput(sessionId, result)
               // A job stopped, not ended, is what the task's status says too: the shell keeps it.
               const status = kit.closedByOwner.get(agent)?.has(sessionId) === true ? 'killed' : result.stopped === undefined ? undefined : 'stopped'
+              // The job's own shell goes once the job ended at its prompt and left nothing in it.
+              if (target.opened !== undefined && result.exitStatus !== undefined) await pty.closeIfIdle(agent, sessionId, `when its task ${taskId} ended`).catch(() => undefined)
               return { ...(status && { status }), fields: outcomeFields(result), meta: sendMeta(sessionId, result), event: eventOf(result), evidence: noticeEvidence(result.evidence) }
             },
             drain: () => {
