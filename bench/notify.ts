@@ -1,7 +1,9 @@
 /**
  * `notify`: push, not poll (the scenario: docs/performance.md). Each job writes the time
  * (`date +%s%N`) just before its event; the latency is from there to the model request that
- * carries the notification. Polling calls are counted from the model's responses.
+ * carries the notification. Polling calls are counted from the model's responses. In the same
+ * run, the pattern job again, waited for in the same turn (`task_output {wait: true}`): from
+ * its event to the model request carrying the wait's result.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -46,6 +48,7 @@ async function benchNotify(c: Composition) {
     await c.ctx.plugin(toolTasks, toolTasks.Config.parse({})),
   ]
   const latencies: Record<string, number[]> = { exit: [], tty_read: [], pattern: [] }
+  const waited: number[] = []
   let polling = 0
   let modelCalls = 0
   try {
@@ -99,6 +102,7 @@ async function benchNotify(c: Composition) {
         await c.ctx.agents.dispose(agent)
         unregister()
       }
+      waited.push(await waitedPattern(c, `notify-${run}-waited`))
     }
   } finally {
     for (const fiber of fibers.reverse()) await fiber.dispose()
@@ -115,10 +119,47 @@ async function benchNotify(c: Composition) {
     exit_p50_ms: round(median(latencies['exit']!)),
     tty_read_p50_ms: round(median(latencies['tty_read']!)),
     pattern_p50_ms: round(median(latencies['pattern']!)),
+    /** The pattern job's event → the model request carrying `task_output {wait: true}`'s result (the same turn), ms. */
+    waited_pattern_p50_ms: round(median(waited)),
+    waited_pattern_max_ms: round(Math.max(...waited)),
     runs: RUNS,
   }
   progress(`notify: ${polling} polling calls, latency p50 ${figures.latency_p50_ms} ms, max ${figures.latency_max_ms} ms`)
   return figures
+}
+
+/** The pattern job, waited for by `task_output {wait: true}` in the turn that started it: its event → the next model request, ms. */
+async function waitedPattern(c: Composition, file: string): Promise<number> {
+  const job = JOBS.find((candidate) => candidate.kind === 'pattern')!
+  let latency: number | undefined
+  const toolText = (request: ModelRequest) => {
+    const last = request.messages.at(-1)
+    return last?.role === 'tool' ? last.content : ''
+  }
+  const steps: ((request: ModelRequest) => AsyncIterable<ModelChunk>)[] = [
+    () => response([{ name: 'terminal_send', arguments: { text: job.text(file), run_in_background: true, ...job.options } }]),
+    (request) => {
+      const taskId = /^\[task: (task-\d+) started/m.exec(toolText(request))?.[1]
+      if (taskId === undefined) throw new Error('notify: the waited background send started no task')
+      return response([{ name: 'task_output', arguments: { taskId, wait: true } }])
+    },
+    (request) => {
+      const at = nowMs()
+      if (!/\[status: running, matched "/.test(toolText(request))) throw new Error(`notify: the wait returned ${JSON.stringify(toolText(request))}, not at the match`)
+      latency = at - Number(readFileSync(join(c.workspace, file), 'utf8').trim()) / 1e6
+      return response([], 'Ready.')
+    },
+  ]
+  const unregister = c.ctx.llm.register({ provider: 'bench-notify-wait', stream: (request) => steps.shift()!(request) })
+  const agent = await c.ctx.agents.create({ workspaceRoot: c.workspace })
+  try {
+    const result = await c.ctx.agents.run(agent, { prompt: 'start a server and wait until it is ready' })
+    if (result.status !== 'completed' || latency === undefined) throw new Error(`notify: the waited run ended ${result.status}: ${result.text}`)
+    return latency
+  } finally {
+    await c.ctx.agents.dispose(agent)
+    unregister()
+  }
 }
 
 export const notifyBench: Bench = {
@@ -138,6 +179,7 @@ export const notifyBench: Bench = {
         '',
         verdict('notify.latency_max_ms'),
       ],
+      ['notify: pattern → task_output wait result', ms(n.waited_pattern_max_ms), `p50 ${ms(n.waited_pattern_p50_ms)} (same turn; woken: ${ms(n.pattern_p50_ms)})`, '', ''],
     ]
   },
 }

@@ -63,20 +63,11 @@ export class AgentHandle implements Agent {
     this.changed()
   }
 
-  /**
-   * Takes the notifications still to deliver, oldest first: withdrawn ones are dropped, and a
-   * tail read since is left out, with the evidence when that is one of its lines (a matched line).
-   */
+  /** Takes the notifications still to deliver, oldest first, without the withdrawn ones, and tells each producer it was delivered. */
   deliver(): Notification[] {
-    return this.inbox
-      .splice(0)
-      .filter((notification) => notification.withdrawn?.() !== true)
-      .map((notification) => {
-        if (notification.tail === undefined || notification.tailRead?.() !== true) return notification
-        const { tail, evidence, ...rest } = notification
-        const said = evidence !== undefined && tail.replace(/\n+$/, '').split('\n').includes(evidence)
-        return evidence === undefined || said ? rest : { ...rest, evidence }
-      })
+    const delivered = this.inbox.splice(0).filter((notification) => notification.withdrawn?.() !== true)
+    for (const notification of delivered) notification.delivered?.()
+    return delivered
   }
 
   holdWake(): () => void {

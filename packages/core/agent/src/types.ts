@@ -55,13 +55,10 @@ export interface Notification {
   tail?: string
   /** Whether it may wake the agent after its turn ended. */
   wake: boolean
-  /** Checked at delivery: true drops it, because the model has seen what it says (it read the task's final status). */
+  /** Checked at delivery (and before waking): true drops it, because the model has seen what it says (task_output showed the event). */
   withdrawn?: () => boolean
-  /**
-   * Called once, at delivery: true leaves out `tail`, because the model has read those lines since
-   * (task_output); false delivers it, and the producer counts those lines as read from then on.
-   */
-  tailRead?: () => boolean
+  /** Called once, when it is delivered: the producer counts the event and the tail as seen from then on. */
+  delivered?: () => void
 }
 
 declare module '@conch/tools' {

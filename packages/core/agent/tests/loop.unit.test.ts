@@ -362,18 +362,21 @@ describe('notifications', () => {
     expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a')
   })
 
-  it('leaves out a tail read since the notification was queued, with the evidence that is one of its lines', async () => {
+  it('tells the producer of each notification it delivers, and not of a withdrawn one', async () => {
     harness = await boot()
     const { ctx } = harness
     const agent = await ctx.agents.create()
     const calls: string[] = []
+    const delivered: string[] = []
     ctx.tools.register(recordTool(calls, { execute: async (input: { text: string }) => {
-      agent.notify({ source: 'task-1', event: 'matched "READY"', evidence: 'READY on 8080', tail: 'compiling\nREADY on 8080', wake: false, tailRead: () => true })
+      agent.notify({ ...done, delivered: () => void delivered.push('exited') })
+      agent.notify({ ...done, event: 'matched "READY"', withdrawn: () => true, delivered: () => void delivered.push('matched') })
       return { content: [{ type: 'text' as const, text: `noted ${input.text}` }] }
     } }))
     harness.steps.push({ calls: [{ name: 'note', arguments: '{"text":"a"}' }] }, { text: 'ok' })
     await ctx.agents.run(agent, { prompt: 'go' })
-    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a\n\n[notification: task-1 matched "READY"]')
+    expect(delivered).toEqual(['exited'])
+    expect(agent.session.last<ToolResultData>('tool/result')?.data.text).toBe('noted a\n\n[notification: task-1 exited 0; evidence: controlled prompt]\nbuilt')
   })
 
   it('wakes a run whose model ended its turn when a waking notification arrives, as a new turn', async () => {

@@ -24,7 +24,7 @@ describe('what a background send notification repeats', () => {
     await harness?.dispose()
   })
 
-  it('a notifyOn match read through task_output before delivery repeats neither the matched line nor the tail', async () => {
+  it('a notifyOn match read through task_output before delivery is named by that read and not notified again', async () => {
     const sessionId = await harness.open()
     const started = await harness.call('terminal_send', {
       sessionId,
@@ -35,12 +35,8 @@ describe('what a background send notification repeats', () => {
     const taskId = String(started.meta.taskId)
     await until(async () => queued() > 0, 15_000, 'the notifyOn notification')
     const read = await harness.call('task_output', { taskId })
-    expect(read.text).toMatch(/^server READY on 8080$/m)
-    const [notification, ...more] = delivered()
-    expect(more).toEqual([])
-    expect(notification).toMatchObject({ source: taskId, event: 'matched "READY on 8080"' })
-    expect(notification!.tail).toBeUndefined()
-    expect(notification!.evidence).toBeUndefined()
+    expect(read.text).toMatch(/^server READY on 8080\n\[status: running, matched "READY on 8080"\]$/m)
+    expect(delivered()).toEqual([])
     await harness.call('task_kill', { taskId })
   })
 
@@ -120,5 +116,53 @@ describe('what a background send notification repeats', () => {
     expect(started.text).toBe(`[task: ${String(started.meta.taskId)} started]`)
     const done = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true })
     expect(done.text).toBe('out-42\n[status: completed, exit: 0]')
+    // The read showed the end: its notification is not delivered after it.
+    expect(delivered()).toEqual([])
+  })
+})
+
+describe('task_output {wait: true} returns at the news a notification would bring', () => {
+  let harness: CaseHarness
+  const delivered = () => (harness.agent as unknown as { deliver(): Notification[] }).deliver()
+
+  beforeAll(async () => {
+    harness = await bootCase({ mode: 'danger-full-access' })
+  })
+
+  afterAll(async () => {
+    await harness?.dispose()
+  })
+
+  it('a dev server sent with notifyOn: the wait returns at the match, which no notification repeats, and a second wait waits', async () => {
+    const started = await harness.call('terminal_send', { text: 'python3 -m http.server 0 --bind 127.0.0.1', run_in_background: true, notifyOn: 'Serving HTTP' })
+    const taskId = String(started.meta.taskId)
+    // A timeout past the test's own: only the match can end this wait in time.
+    const matched = await harness.call('task_output', { taskId, wait: true, timeoutMs: 600_000 })
+    // The pattern is tried on a line still being printed too: the rest of it may come later.
+    expect(matched.text).toMatch(/^Serving HTTP[^\n]*\n\[status: running, matched "Serving HTTP"\]$/)
+    expect(matched.meta['timedOut']).toBeUndefined()
+    expect(delivered()).toEqual([])
+    // Nothing new: the second wait lasts its timeoutMs.
+    const again = await harness.call('task_output', { taskId, wait: true, timeoutMs: 200 })
+    expect(again.text).toMatch(/\n\[status: running, waited 200 ms\]$/)
+    expect(again.meta['timedOut']).toBe(true)
+    expect(delivered()).toEqual([])
+    await harness.call('task_kill', { taskId })
+  })
+
+  it('a send that blocks reading its terminal: the wait returns with the prompt and the input wait, not notified again', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: `read -r -s -p "Pass""word: " secret`, run_in_background: true })
+    const waiting = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true, timeoutMs: 600_000 })
+    expect(waiting.text).toBe('Password: \n[status: completed, wait: stdin_read, input: hidden]')
+    expect(delivered()).toEqual([])
+  })
+
+  it('a task that ends after printing: the wait returns with its end', async () => {
+    const sessionId = await harness.open()
+    const started = await harness.call('terminal_send', { sessionId, text: 'echo built-$((1+1)); exit_with() { return $1; }; exit_with 3', run_in_background: true })
+    const ended = await harness.call('task_output', { taskId: String(started.meta.taskId), wait: true, timeoutMs: 600_000 })
+    expect(ended.text).toBe('built-2\n[status: completed, exit: 3]')
+    expect(delivered()).toEqual([])
   })
 })

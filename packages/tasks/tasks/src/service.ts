@@ -63,16 +63,22 @@ interface TaskRecord {
   unregister: () => void
   /** The newest output not yet read, for notifications (about `TAIL_KEEP_BYTES`; trimmed past twice that). */
   recent: string
-  /** Reads of the task so far: a notification's tail read since it was queued is left out. */
-  reads: number
+  /** Events notified that the owner has not seen (neither delivered nor shown by a read), oldest first. */
+  unseen: TaskEvent[]
+  /** Called when an event is notified (`wait` listens). */
+  readonly waiters: Set<() => void>
   /** Lines of the input's echo still to come (`echoLines`): the task's output keeps them; notifications do not. */
   echo: number
   /** The pattern not yet matched, and the incomplete last line it is tried on. */
   watch?: { pattern: LinePattern; partial: string } | undefined
-  /** Whether the owner has read the task's final status (its end notification is then withdrawn). */
-  seenEnd: boolean
   /** Releases the owner's wake hold (`notify`, `notifyOn`). */
   release: () => void
+}
+
+/** What a notification says happened (`matched "Listening on"`, `exited 2`); `end` when it is the task's end, which a read's status says. */
+interface TaskEvent {
+  readonly event: string
+  readonly end: boolean
 }
 
 /** Newest output kept per task for notifications, and longest partial line a pattern is tried on (bytes / characters). */
@@ -117,8 +123,8 @@ export default class TasksService extends Service implements TasksServiceApi {
       settled: Promise.resolve(),
       unregister: () => {},
       recent: '',
-      reads: 0,
-      seenEnd: false,
+      unseen: [],
+      waiters: new Set(),
       echo: spec.echoLines ?? 0,
       ...(spec.notifyOn && { watch: { pattern: spec.notifyOn, partial: '' } }),
       release: spec.notify || spec.notifyOn ? spec.owner.holdWake() : () => {},
@@ -146,20 +152,23 @@ export default class TasksService extends Service implements TasksServiceApi {
     options: { timeoutMs: number; signal?: AbortSignal },
   ): Promise<TaskSnapshot & { timedOut: boolean }> {
     const record = this.lookup(owner, id)
-    if (record.status === 'running' && !options.signal?.aborted) {
+    // An event the owner has not seen is news at once; one delivered or read before is not.
+    if (record.status === 'running' && record.unseen.length === 0 && !options.signal?.aborted) {
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer)
           options.signal?.removeEventListener('abort', done)
+          record.waiters.delete(done)
           resolve()
         }
         const timer = setTimeout(done, Math.max(0, options.timeoutMs))
         options.signal?.addEventListener('abort', done, { once: true })
+        record.waiters.add(done)
         void record.settled.then(done)
       })
     }
     const snapshot = this.snapshot(record)
-    return { ...snapshot, timedOut: snapshot.status === 'running' }
+    return { ...snapshot, timedOut: snapshot.status === 'running' && snapshot.events.length === 0 }
   }
 
   async kill(owner: Agent, id: string): Promise<TaskSnapshot> {
@@ -209,7 +218,7 @@ export default class TasksService extends Service implements TasksServiceApi {
     record.unregister()
     if (record.status !== 'killed') {
       const event = outcome?.event ?? (record.status === 'failed' ? `failed: ${record.error ?? 'no reason given'}` : record.status)
-      this.notify(record, event, outcome?.evidence, Boolean(record.spec.notify || record.spec.notifyOn), () => record.seenEnd)
+      this.notify(record, { event, end: true }, outcome?.evidence, Boolean(record.spec.notify || record.spec.notifyOn))
     }
     record.release()
   }
@@ -230,43 +239,45 @@ export default class TasksService extends Service implements TasksServiceApi {
     const line = lines.find((candidate) => watch.pattern.test(candidate.replace(/\r$/, '')))
     if (line === undefined) return
     record.watch = undefined
-    this.notify(record, `matched ${JSON.stringify(watch.pattern.source)}`, line.replace(/\r$/, '').slice(0, 200), true)
+    this.notify(record, { event: `matched ${JSON.stringify(watch.pattern.source)}`, end: false }, line.replace(/\r$/, '').slice(0, 200), true)
     record.release()
   }
 
   /**
    * Queues a notification about the task on its owner, with the last lines of its output the
-   * owner has not read (a read before delivery leaves them out too: task_output showed them).
-   * Delivered, the tail counts as read: the next read starts after it, and counts the unread
-   * lines before it as omitted.
+   * owner has not read, and ends a `wait` for news. A read before delivery shows the event (and
+   * those lines), which withdraws it. Delivered, the event is seen and the tail counts as read:
+   * the next read starts after it, and counts the unread lines before it as omitted.
    */
-  private notify(record: TaskRecord, event: string, evidence: string | undefined, wake: boolean, withdrawn?: () => boolean): void {
+  private notify(record: TaskRecord, news: TaskEvent, evidence: string | undefined, wake: boolean): void {
     const { notifyTailLines, notifyTailBytes } = this.config
     // Lines as the evidence of a match is: without the carriage return a terminal ends them with.
     const lines = notifyTailLines === 0 ? '' : record.recent.replace(/\n+$/, '').split('\n').slice(-notifyTailLines).map((line) => line.replace(/\r$/, '')).join('\n')
     const tail = utf8Suffix(lines, notifyTailBytes)
-    const reads = record.reads
     const end = record.output.end
     // A line cut at its head by the byte bound was not seen whole.
     const seenLines = tail === '' ? 0 : tail.split('\n').length - (tail === lines ? 0 : 1)
-    // Checked once, at delivery: a tail not read since is delivered then.
-    const tailRead = () => {
-      if (record.reads !== reads) return true
+    // Delivered only when no read came since (a read takes every unseen event, which withdraws it).
+    const delivered = () => {
+      record.unseen = record.unseen.filter((unseen) => unseen !== news)
+      if (tail === '') return
       const since = record.output.end - end
       record.output.forget(end, seenLines)
       // Nor does a later notification's tail repeat it.
       record.recent = since === 0 ? '' : record.recent.slice(-since)
-      return false
     }
+    record.unseen.push(news)
     record.owner.notify({
       source: record.id,
-      event,
+      event: news.event,
       label: record.spec.label,
       ...(evidence !== undefined && { evidence }),
-      ...(tail !== '' && { tail, tailRead }),
+      ...(tail !== '' && { tail }),
       wake,
-      ...(withdrawn && { withdrawn }),
+      withdrawn: () => !record.unseen.includes(news),
+      delivered,
     })
+    for (const waiter of [...record.waiters]) waiter()
   }
 
   /** Asks a running task to stop and waits until its `run` has settled. */
@@ -325,10 +336,10 @@ export default class TasksService extends Service implements TasksServiceApi {
   private snapshot(record: TaskRecord): TaskSnapshot {
     if (record.status === 'running') this.drain(record)
     const { text, dropped } = record.output.take()
-    // What the model reads now is not repeated in a notification's tail.
+    // What the model reads now is not repeated in a notification's tail, nor are the events it shows.
     record.recent = ''
-    record.reads++
-    if (record.status !== 'running') record.seenEnd = true
+    const events = record.unseen.filter((unseen) => !unseen.end).map((unseen) => unseen.event)
+    record.unseen = []
     return {
       id: record.id,
       kind: record.spec.kind,
@@ -336,6 +347,7 @@ export default class TasksService extends Service implements TasksServiceApi {
       status: record.status,
       output: text,
       omitted: dropped,
+      events,
       fields: { ...record.fields },
       meta: { ...record.meta },
       ...(record.error === undefined ? {} : { error: record.error }),

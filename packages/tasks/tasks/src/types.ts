@@ -99,6 +99,11 @@ export interface TaskSnapshot extends TaskInfo {
    * UTF-8 bytes and lines (a line cut in two counts once); undefined when none was.
    */
   omitted: { bytes: number; lines: number } | undefined
+  /**
+   * Events this read is the first to show, as their notifications say them (`matched "Listening
+   * on"`): their notifications are withdrawn. The task's end is not listed: `status` says it.
+   */
+  events: string[]
   meta: Record<string, unknown>
   /** Failure message for `failed`. */
   error?: string
@@ -142,8 +147,10 @@ export interface TasksServiceApi {
    */
   read(owner: Agent, id: string): TaskSnapshot
   /**
-   * Waits until the task ends, `timeoutMs` passes or `signal` aborts, then reads it.
-   * `timedOut` is true when it was still running.
+   * Waits until the task has news — an event it notifies (it ends, its `notifyOn` matches) — or
+   * `timeoutMs` passes or `signal` aborts, then reads it. An event the owner has not seen (neither
+   * delivered nor read) returns at once; one already seen does not. `timedOut` is true when it
+   * was still running without news.
    */
   wait(owner: Agent, id: string, options: { timeoutMs: number; signal?: AbortSignal }): Promise<TaskSnapshot & { timedOut: boolean }>
   /**

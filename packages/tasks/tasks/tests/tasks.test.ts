@@ -260,6 +260,34 @@ describe('wait', () => {
     expect(await waiting).toMatchObject({ status: 'running', timedOut: true })
   })
 
+  it('returns at a notifyOn match, naming it, and a second wait waits for new news', async () => {
+    const owner = fakeAgent('agent-1')
+    let write = (_text: string) => {}
+    const { id } = tasks.start({ kind: 'test', label: 'x', owner, notifyOn: /READY/, run: (c) => ((write = c.write), untilAborted(c.signal)) })
+    write('booting\n')
+    const waiting = tasks.wait(owner, id, { timeoutMs: 600_000 })
+    write('READY on 8080\n')
+    expect(await waiting).toMatchObject({ status: 'running', output: 'booting\nREADY on 8080\n', events: ['matched "READY"'], timedOut: false })
+    // Its notification is withdrawn: the read showed the match.
+    expect(owner.notifications[0]!.withdrawn!()).toBe(true)
+    write('GET /\n')
+    expect(await tasks.wait(owner, id, { timeoutMs: 5 })).toMatchObject({ status: 'running', output: 'GET /\n', events: [], timedOut: true })
+  })
+
+  it('returns at once for an event not yet delivered, and not for one delivered', async () => {
+    const owner = fakeAgent('agent-1')
+    const writes: ((text: string) => void)[] = []
+    const start = () => tasks.start({ kind: 'test', label: 'x', owner, notifyOn: /READY/, run: (c) => (writes.push(c.write), untilAborted(c.signal)) }).id
+    const undelivered = start()
+    const delivered = start()
+    for (const write of writes) write('READY\n')
+    expect(owner.notifications.map((n) => n.source)).toEqual([undelivered, delivered])
+    expect(await tasks.wait(owner, undelivered, { timeoutMs: 600_000 })).toMatchObject({ events: ['matched "READY"'], timedOut: false })
+    owner.notifications[1]!.delivered!()
+    // The delivered tail counts as read: not shown again.
+    expect(await tasks.wait(owner, delivered, { timeoutMs: 5 })).toMatchObject({ output: '', events: [], timedOut: true })
+  })
+
   it('waits for a real child process and returns its output', async () => {
     const owner = fakeAgent('agent-1')
     const { id } = tasks.start({
@@ -551,14 +579,12 @@ describe('notifications', () => {
       tail: 'line 4\nline 5\nline 6\nline 7\nline 8',
       wake: false,
       withdrawn: expect.any(Function),
-      tailRead: expect.any(Function),
+      delivered: expect.any(Function),
     })
-    expect(notification!.tailRead!()).toBe(false)
     expect(notification!.withdrawn!()).toBe(false)
     // Reading the final status withdraws it: the model has seen the end.
-    expect(tasks.read(owner, id).status).toBe('completed')
+    expect(tasks.read(owner, id)).toMatchObject({ status: 'completed', events: [] })
     expect(notification!.withdrawn!()).toBe(true)
-    expect(notification!.tailRead!()).toBe(true)
   })
 
   it('names the status and error when the outcome has no event', async () => {
@@ -615,11 +641,24 @@ describe('notifications', () => {
     pending = 'ing on :3000\r\nListening on :3001\n'
     changed()
     expect(owner.notifications).toEqual([
-      { source: id, event: 'matched "Listening on"', label: 'pty-1: npm run dev', evidence: 'Listening on :3000', tail: 'compiling\nListening on :3000\nListening on :3001', wake: true, tailRead: expect.any(Function) },
+      {
+        source: id,
+        event: 'matched "Listening on"',
+        label: 'pty-1: npm run dev',
+        evidence: 'Listening on :3000',
+        tail: 'compiling\nListening on :3000\nListening on :3001',
+        wake: true,
+        withdrawn: expect.any(Function),
+        delivered: expect.any(Function),
+      },
     ])
     expect(owner.holds).toBe(0)
-    // The model still reads everything.
-    expect(tasks.read(owner, id).output).toBe('npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001\n')
+    // The model still reads everything; the read names the match and withdraws its notification.
+    expect(tasks.read(owner, id)).toMatchObject({
+      output: 'npm run dev # Listening on\ncompiling\nListening on :3000\r\nListening on :3001\n',
+      events: ['matched "Listening on"'],
+    })
+    expect(owner.notifications[0]!.withdrawn!()).toBe(true)
     finish.resolve()
     await tasks.wait(owner, id, { timeoutMs: 60_000 })
     expect(owner.notifications.map((n) => n.event)).toEqual(['matched "Listening on"', 'completed'])

@@ -58,8 +58,8 @@ export const apply = (ctx: Context, config: Config) => {
   tools.register({
     name: 'task_output',
     description:
-      'Read a background task: its output since your previous read, then its status line ' +
-      '(e.g. [status: completed, wait: stdin_read]). You need not poll: a notification comes with a later result when a task ends; wait: true blocks until it ends or timeoutMs passes.',
+      "Read a background task's new output, then its status line (e.g. [status: completed, exit: 0]). " +
+      'No need to poll: a task that ends or matches notifyOn notifies you with a later result; wait: true returns then, or at timeoutMs.',
     kind: 'read',
     ...limits,
     input: z.object({

@@ -9,7 +9,7 @@ export const NO_OUTPUT = '(no new output)'
 export interface RenderSnapshotOptions {
   /** Budget of the whole text in UTF-8 bytes; output over it keeps its head and its tail around a marker (`budgetOutput`). */
   maxBytes: number
-  /** Set when the call waited and the task was still running afterwards: the wait in ms. */
+  /** Set when the call waited and the task was still running afterwards without news: the wait in ms. */
   waitedMs?: number
   /**
    * The reading session's redaction (`SessionLog.redact`), applied to the output before the cut: a
@@ -18,9 +18,9 @@ export interface RenderSnapshotOptions {
   redact?: (text: string) => string
 }
 
-/** `[status: <status>, <key>: <value>, …]`. */
-export function statusLine(status: string, fields: Record<string, string>): string {
-  return `[${[`status: ${status}`, ...fieldList(fields)].join(', ')}]`
+/** `[status: <status>, <key>: <value>, …, <note>, …]`: the fields, then notes such as an event (`matched "Listening on"`). */
+export function statusLine(status: string, fields: Record<string, string>, notes: readonly string[] = []): string {
+  return `[${[`status: ${status}`, ...fieldList(fields), ...notes.map(oneLine)].join(', ')}]`
 }
 
 /** `<key>: <value>` — fields in insertion order, each kept on one line. */
@@ -30,9 +30,9 @@ function fieldList(fields: Record<string, string>): string[] {
 
 /** Renders one read of a task (task_output, task_kill). */
 export function renderSnapshot(snapshot: TaskSnapshot, options: RenderSnapshotOptions): string {
-  const trailer = [statusLine(snapshot.status, snapshot.fields)]
+  const waited = options.waitedMs === undefined ? [] : [`waited ${options.waitedMs} ms`]
+  const trailer = [statusLine(snapshot.status, snapshot.fields, [...snapshot.events, ...waited])]
   if (snapshot.error !== undefined) trailer.push(`[error: ${oneLine(snapshot.error)}]`)
-  if (options.waitedMs !== undefined) trailer.push(`[still running after ${options.waitedMs} ms]`)
 
   const redacted = options.redact === undefined ? snapshot.output : options.redact(snapshot.output)
   // Room for the output: the budget minus the trailer and its line break. A failing command keeps more tail.

@@ -10,6 +10,7 @@ function snapshot(overrides: Partial<TaskSnapshot> = {}): TaskSnapshot {
     status: 'running',
     output: '',
     omitted: undefined,
+    events: [],
     fields: {},
     meta: {},
     startedAt: '2025-01-01T00:00:00.000Z',
@@ -28,6 +29,10 @@ describe('statusLine', () => {
 
   it('keeps a multi-line field value on one line', () => {
     expect(statusLine('failed', { reason: 'first\n  second\r\n' })).toBe('[status: failed, reason: first second]')
+  })
+
+  it('puts notes after the fields', () => {
+    expect(statusLine('completed', { exit: '1' }, ['matched "Listening on"'])).toBe('[status: completed, exit: 1, matched "Listening on"]')
   })
 })
 
@@ -66,9 +71,13 @@ describe('renderSnapshot', () => {
     ).toBe('(no new output)\n[status: failed]\n[error: spawn bash ENOENT at …]')
   })
 
-  it('says how long a wait lasted when the task is still running', () => {
-    expect(renderSnapshot(snapshot({ output: '50%\n' }), { maxBytes: 4096, waitedMs: 30000 })).toBe(
-      '50%\n[status: running]\n[still running after 30000 ms]',
+  it('says how long a wait lasted when the task is still running, in its status line', () => {
+    expect(renderSnapshot(snapshot({ output: '50%\n' }), { maxBytes: 4096, waitedMs: 30000 })).toBe('50%\n[status: running, waited 30000 ms]')
+  })
+
+  it('names the events the read is the first to show', () => {
+    expect(renderSnapshot(snapshot({ output: 'Listening on :8080\n', events: ['matched "Listening on"'] }), { maxBytes: 4096 })).toBe(
+      'Listening on :8080\n[status: running, matched "Listening on"]',
     )
   })
 

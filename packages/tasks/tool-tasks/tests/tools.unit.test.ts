@@ -143,7 +143,7 @@ describe('task_output', () => {
       run: (c) => new Promise<void>((resolve) => c.signal.addEventListener('abort', () => resolve())),
     })
     const result = await call('task_output', { taskId: id, wait: true, timeoutMs: 20 })
-    expect(result.text).toBe('(no new output)\n[status: running]\n[still running after 20 ms]')
+    expect(result.text).toBe('(no new output)\n[status: running, waited 20 ms]')
     expect(result.meta).toMatchObject({ timedOut: true })
   })
 
