@@ -45,6 +45,17 @@ describe.each(MODES)('the own shell of a background send (%s)', (mode) => {
     expect((await harness.send(opened, 'true')).text).toMatch(new RegExp(`^NO_SESSION: PTY session ${opened} was closed — `))
   })
 
+  it('leaves the prompt row out of the output of a job watched for a pattern, as of one that is not', async () => {
+    // A notifyOn task reads its output as it comes, the prompt row included.
+    for (const notifyOn of [undefined, 'NEVER-PRINTED']) {
+      const { taskId } = await background({ text: 'sleep 0.2; echo watched-$((6*7))', ...(notifyOn && { notifyOn }) })
+      await until(async () => queued() > 0, 15_000, `the notification of the job (notifyOn ${notifyOn})`)
+      const [notice] = delivered()
+      expect(notice).toMatchObject({ source: taskId, event: 'exited 0', tail: 'watched-42' })
+      expect((await harness.call('task_output', { taskId })).text).toBe('(no new output)\n[status: completed, exit: 0]')
+    }
+  })
+
   it('notifies with the same tail as a job in a shell the model named, which stays open', async () => {
     const named = await harness.open()
     const kept = await background({ sessionId: named, text: 'seq 3' })

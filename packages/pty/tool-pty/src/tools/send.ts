@@ -1,7 +1,7 @@
 /** terminal_send: type into a terminal and wait until it is ready, in the foreground or as a task. */
 import { z } from 'zod'
 import { RE2JS } from 're2js'
-import { beforePrompt, entersAfter, PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
+import { beforePrompt, CONTROLLED_PS1, entersAfter, PtyError, type KeyEntry, type PtyServiceApi, type ReadinessEvidence, type SendOperation, type SendPayload, type SendResult, type SignalResult } from '@conch/pty'
 import { tasksOf, type KillReport, type LinePattern } from '@conch/tasks'
 import { messageOf, unreachable } from '@conch/session'
 import { utf8Bytes } from '@conch/tools'
@@ -145,6 +145,8 @@ export function registerTerminalSend(kit: ToolKit): void {
         let ended = false
         // Ended at the shell's prompt ([exit: N] in its status): the output's last row is that prompt.
         let atPrompt = false
+        // A last row that reads as the shell's prompt, held back until the send's end says whether it is.
+        const held = { row: '' }
         let taskId: string
         try {
           taskId = tasks.start({
@@ -171,7 +173,7 @@ export function registerTerminalSend(kit: ToolKit): void {
               const screen = operation.screen?.()
               // A screen the task shows is the model's latest view of it, not the last send's.
               if (screen !== undefined) screens.forget(agent, sessionId)
-              return backgroundOutput(operation, screen, echo, ended, atPrompt)
+              return backgroundOutput(operation, screen, echo, ended, atPrompt, held)
             },
             cancel: () => stopBackground(pty, agent, sessionId, operation, config.killEscalation),
           }).id
@@ -229,14 +231,20 @@ export function registerTerminalSend(kit: ToolKit): void {
 /**
  * What a read of a background send's task adds: the lines since the previous read, past the echo
  * of its text (let go once the send `ended`), or the program's `screen` as it is now (its lines
- * are consumed with it).
+ * are consumed with it). While the send runs, a last row ending in the shell's prompt stays in
+ * `held` for the next read: a read taken as the prompt came (a `notifyOn` task reads at every
+ * output) must not show the row the end leaves out.
  */
-function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean, atPrompt: boolean): string {
+function backgroundOutput(operation: SendOperation, screen: string | undefined, echo: EchoFilter | undefined, ended: boolean, atPrompt: boolean, held: { row: string }): string {
   const lines = operation.readOutput()
   if (screen !== undefined) return `${screen}\n`
-  const shown = echo === undefined ? lines : echo.feed(lines) + (ended ? echo.flush() : '')
+  const shown = held.row + (echo === undefined ? lines : echo.feed(lines) + (ended ? echo.flush() : ''))
+  held.row = ''
   // As in a foreground result, the status says the shell is back at its prompt: its row goes.
-  return atPrompt ? beforePrompt(shown) : shown
+  if (ended) return atPrompt ? beforePrompt(shown) : shown
+  if (!shown.endsWith(CONTROLLED_PS1)) return shown
+  held.row = shown.slice(shown.endsWith(`\n${CONTROLLED_PS1}`) ? -CONTROLLED_PS1.length - 1 : -CONTROLLED_PS1.length)
+  return shown.slice(0, shown.length - held.row.length)
 }
 
 /** What the send types, for ctx.pty: a secret's value is read here, at call time. */
