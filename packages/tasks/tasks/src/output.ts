@@ -22,6 +22,8 @@ export class OutputBuffer {
   private dropped: DroppedOutput | undefined
   /** Whether the last dropped byte ended a line (so the kept text starts one). */
   private droppedAtLineStart = true
+  /** Whether the text the reader last saw (a take, a forgotten tail) ended mid-line. */
+  private openLine = false
   /** Text appended since the buffer began, and where the unread text starts in it (UTF-16 units). */
   private written = 0
   private start = 0
@@ -47,10 +49,17 @@ export class OutputBuffer {
     if (this.bytes > this.limitBytes) this.dropOldest()
   }
 
-  /** Returns and forgets the unread text, and what was dropped since the previous take (undefined: nothing). */
+  /**
+   * Returns and forgets the unread text, and what was dropped since the previous take (undefined:
+   * nothing). A line break that ends the line the reader last saw open is not shown again as a
+   * blank line first.
+   */
   take(): { text: string; dropped: DroppedOutput | undefined } {
     const dropped = this.dropped && { bytes: this.dropped.bytes, lines: this.dropped.lines + (this.droppedAtLineStart ? 0 : 1) }
-    const result = { text: this.chunks.join(''), dropped }
+    const unread = this.chunks.join('')
+    const text = this.openLine && dropped === undefined ? unread.replace(/^\r?\n/, '') : unread
+    if (unread !== '') this.openLine = !unread.endsWith('\n')
+    const result = { text, dropped }
     this.chunks = []
     this.bytes = 0
     this.dropped = undefined
@@ -71,6 +80,7 @@ export class OutputBuffer {
     this.chunks = [text.slice(count)]
     this.bytes -= Buffer.byteLength(gone, 'utf8')
     this.start = position
+    this.openLine = !gone.endsWith('\n')
     const lines = gone.replace(/\n+$/, '').split('\n')
     const unseen = lines.slice(0, Math.max(0, lines.length - seenLines))
     if (unseen.length > 0) this.drop(`${unseen.join('\n')}\n`)

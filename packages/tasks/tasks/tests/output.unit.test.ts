@@ -83,5 +83,21 @@ describe('OutputBuffer', () => {
     buffer.forget(end, 1)
     expect(buffer.take()).toEqual({ text: 'cc\n', dropped: { bytes: 5, lines: 1 } })
   })
-})
 
+  it('shows no blank line for the break that ends a line the reader saw open', () => {
+    const buffer = new OutputBuffer(1024)
+    buffer.append('Serving HTTP on 127.0.0.1')
+    expect(buffer.take().text).toBe('Serving HTTP on 127.0.0.1')
+    buffer.append('\nGET / 200\n')
+    expect(buffer.take().text).toBe('GET / 200\n')
+    // A line that ended stays ended: the next break is a blank line of its own.
+    buffer.append('\nafter a blank line\n')
+    expect(buffer.take().text).toBe('\nafter a blank line\n')
+    // A tail seen in a notification that ended mid-line, then the rest of that line.
+    buffer.append('Listening on 8080')
+    const end = buffer.end
+    buffer.append('\r\nready\n')
+    buffer.forget(end, 1)
+    expect(buffer.take()).toEqual({ text: 'ready\n', dropped: undefined })
+  })
+})
