@@ -323,7 +323,7 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       await vimThenQuit(session, pane)
     }, 60_000)
 
-    it.skipIf(!onPath('vim'))('a text ending in ESC, then Enter: the send returns the screen vim settles on once it took the ESC as the Escape key', async () => {
+    it.skipIf(!onPath('vim'))('a text ending in ESC gets no Enter, and Enter after Escape waits until vim took it: the screens vim settles on', async () => {
       const { session, pane } = await pair()
       writeFileSync(join(dir, 'e.txt'), 'alpha\nbeta\n')
       // defaults.vim: `ttimeoutlen` 100 ms, the ruler and showcmd on.
@@ -331,13 +331,20 @@ describe.skipIf(!hasTmux)('conch and tmux show the same screen', () => {
       expect((await send(session, command)).waitReason).toBe('stdin_read')
       pane.type(command)
       await pane.waitFor((rows) => rows.at(-1)?.startsWith('"e.txt"') === true && rows.includes('beta'))
-      // Enter read within vim's wait for the rest of a key code after the ESC would be read with it (`^[^M`).
-      const result = await send(session, 'iHello\x1b')
-      expect(result.waitReason).toBe('stdin_read')
-      // A person: the keys, then Enter once INSERT is gone, which moves to the next line.
+      // Submitted, a text ending in ESC is pressed as typed, with no Enter: the cursor stays on the edited line.
+      const left = await send(session, 'iHello\x1b')
+      expect(left.waitReason).toBe('stdin_read')
       pane.type('iHello', false)
       pane.keys('Escape')
-      await pane.waitFor((rows) => rows[0] === 'Helloalpha' && rows.at(-1)?.includes('INSERT') === false)
+      const edited = await pane.waitFor((rows) => rows[0] === 'Helloalpha' && rows.at(-1)?.includes('INSERT') === false && /\b1,5\b/.test(rows.at(-1) ?? ''))
+      expect(screenRows(left.viewport)).toEqual(edited)
+      // Enter read within vim's wait for the rest of a key code after the ESC would be read with it (`^[^M`).
+      const result = await session.startSend({ keys: ['A', { text: '!' }, 'Escape', 'Enter'], submit: false }).done
+      expect(result.waitReason).toBe('stdin_read')
+      // A person: the keys, then Enter once INSERT is gone, which moves to the next line.
+      pane.type('A!', false)
+      pane.keys('Escape')
+      await pane.waitFor((rows) => rows[0] === 'Helloalpha!' && rows.at(-1)?.includes('INSERT') === false)
       pane.keys('Enter')
       const settled = await pane.waitFor((rows) => /\b2,1\b/.test(rows.at(-1) ?? ''))
       expect(screenRows(result.viewport)).toEqual(settled)

@@ -21,7 +21,9 @@ describe('input plans', () => {
     expect(planInput({ text: 'echo hi', submit: false }, prompt).steps).toEqual([{ data: 'echo hi', afterConsumed: false, echo: 'echo hi' }])
     expect(planInput({ text: '', submit: true }, prompt).steps).toEqual([{ data: '\r', afterConsumed: false, echo: '' }])
     // An ESC would begin a key sequence with the Enter after it; a line break, a Tab or a signal character is not one plain line.
-    for (const text of ['vi\x1b', 'a\nb', 'ls\t', 'x\x03echo hi']) expect(planInput({ text, submit: true }, prompt).steps.at(-1)).toEqual({ data: '\r', afterConsumed: true, echo: '' })
+    for (const text of ['a\nb', 'ls\t', 'x\x03echo hi']) expect(planInput({ text, submit: true }, prompt).steps.at(-1)).toEqual({ data: '\r', afterConsumed: true, echo: '' })
+    // A text ending in ESC gets no Enter at all (entersAfter).
+    expect(planInput({ text: 'vi\x1b', submit: true }, prompt).steps.map((step) => step.data)).toEqual(['vi\x1b'])
     // Anywhere else (a program the shell started reads), Enter stays its own write.
     expect(planInput({ text: 'echo hi', submit: true }, { ...prompt, shellPrompt: false }).steps).toHaveLength(2)
   })

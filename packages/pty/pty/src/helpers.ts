@@ -66,10 +66,11 @@ function escapeChar(char: string): string {
 /**
  * Whether Enter follows a send's `text` (`SendPayload`): with `submit`, unless the text is only
  * signal characters (^C, ^\, ^Z: VINTR, VQUIT, VSUSP at their termios(3) defaults), which a
- * person presses alone; the line discipline turns them into signals (ISIG).
+ * person presses alone and the line discipline turns into signals (ISIG), or ends in ESC, which
+ * leaves an editor's insert mode: an Enter after it would move vim's cursor a line down.
  */
 export function entersAfter(text: string, submit: boolean): boolean {
-  return submit && !/^[\x03\x1c\x1a]+$/.test(text)
+  return submit && !/^[\x03\x1c\x1a]+$/.test(text) && !text.endsWith('\x1b')
 }
 
 /**

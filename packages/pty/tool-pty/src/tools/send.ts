@@ -38,7 +38,7 @@ export function registerTerminalSend(kit: ToolKit): void {
       .string()
       .optional()
       .describe(`Instead of text: a secret to type, then Enter, for [input: hidden]; you see only [secret NAME]. Configured: ${names}`),
-    submit: z.boolean().default(true).describe('false: no Enter; never after only ^C, ^\\, ^Z'),
+    submit: z.boolean().default(true).describe('false: no Enter; never after a final ESC or only ^C, ^\\, ^Z'),
     timeoutMs: z
       .number()
       .int()
