@@ -332,7 +332,9 @@ export class Send {
         if (earlier !== undefined && (earlier === effect.earlier || ended !== undefined)) {
           result.earlier = { program: earlier.program, ...(ended?.status !== undefined && { exitStatus: ended.status }), ...(ended?.lines !== undefined && { lines: ended.lines }) }
         }
-        host.typedAhead = earlier !== undefined && host.promptMarkerCount <= earlier.markersAtWrite ? earlier : undefined
+        // Kept for the next result while its command runs on: not once a read settled this one (a
+        // REPL, which prints no marker, read the input; a reader blocked in read(2) has none queued).
+        host.typedAhead = earlier !== undefined && effect.waitReason !== 'stdin_read' && host.promptMarkerCount <= earlier.markersAtWrite ? earlier : undefined
         if (effect.running !== undefined) result.running = effect.running
         host.settled(this, effect.atPrompt)
         const resolve = (stopped?: SendResult['stopped']) => {

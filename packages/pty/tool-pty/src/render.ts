@@ -136,9 +136,11 @@ const INPUT_LINES: Record<Exclude<InputState, 'prompt'>, MetaLine> = {
 
 /**
  * The input state's line. Input typed ahead of a command the backend named (`earlier`) says
- * which, and whether the shell read it once that ended or it waits for that still.
+ * which, and whether the shell read it once that ended or it waits for that still. Settled at a
+ * read (`stdin_read`) with no end seen (a REPL prints no prompt marker), the program was busy and
+ * is reading again: a reader blocked in read(2) has nothing queued, so the input was read since.
  */
-function inputLine(state: InputState | undefined, earlier: SendResult['earlier']): MetaLine[] {
+function inputLine(state: InputState | undefined, earlier: SendResult['earlier'], waitReason: WaitReason): MetaLine[] {
   switch (state) {
     case undefined:
     case 'prompt':
@@ -146,7 +148,8 @@ function inputLine(state: InputState | undefined, earlier: SendResult['earlier']
     case 'not_reading': {
       if (earlier === undefined) return [INPUT_LINES[state]]
       const program = displayName(earlier.program)
-      const text = earlier.exitStatus === undefined ? `typed ahead while ${program} runs; whatever reads the terminal next gets it` : `typed ahead while ${program} ran`
+      const text =
+        earlier.exitStatus !== undefined ? `typed ahead while ${program} ran` : waitReason === 'stdin_read' ? `typed ahead while ${program} was busy; read since` : `typed ahead while ${program} runs; whatever reads the terminal next gets it`
       return [{ text: `[input: not_reading — ${text}]`, short: '[input: not_reading]' }]
     }
     case 'continuation':
@@ -241,7 +244,7 @@ export function renderSend(result: SendResult, maxBytes: number, context: SendCo
     ...(opened === undefined ? [] : [{ text: `[opened: ${opened.sessionId}; your shell ${opened.replaced} had exited]`, short: `[opened: ${opened.sessionId}]` }]),
     ...stoppedLine(result.stopped),
     ...endedLine(result.sessionStatus),
-    ...inputLine(result.inputState, result.earlier),
+    ...inputLine(result.inputState, result.earlier, result.waitReason),
     ...earlier.meta,
     ...refused.map((host) => ({ text: `[network: blocked ${displayName(host, 256)} — not in the allowlist]`, short: '[network: blocked]' })),
     ...(networkNone && OFFLINE_FAILURE.test(result.viewport) ? [{ text: '[network: none — this sandbox has no network beyond loopback, so no host name resolves]', short: '[network: none]' }] : []),

@@ -190,6 +190,11 @@ describe('fit', () => {
     }
     expect(renderSend(result, 1000).text).toBe(`${TRUNCATED}\nx\n[exit: 0]\n[input: not_reading — typed ahead while bash ran]\n[earlier command ended, exit: 7]`)
     expect(renderSend(result, 92).text).toBe(`${TRUNCATED}\nx\n[exit: 0]\n[input: not_reading]\n[earlier command ended, exit: 7]`)
+    // A REPL prints no prompt marker: settled at its read again, the input typed ahead was read.
+    const { exitStatus: _, ...unended } = result
+    const repl = { ...unended, viewport: 'woke\n>>> f(5)\n10\n>>> ', truncated: false, earlier: { program: 'python3' } }
+    expect(renderSend(repl, 1000).text).toBe('woke\n>>> f(5)\n10\n>>> \n[wait: stdin_read]\n[input: not_reading — typed ahead while python3 was busy; read since]')
+    expect(renderSend({ ...repl, waitReason: 'inferred_idle' }, 1000).text).toContain('[input: not_reading — typed ahead while python3 runs; whatever reads the terminal next gets it]')
   })
 
   it('cuts a screen result to its header, its cursor row and its top rows, not its tail', () => {

@@ -120,6 +120,21 @@ describe.each(MODES)('exit statuses in send results (%s)', (mode) => {
     )
   })
 
+  it('says a line typed ahead of a busy REPL was read once the REPL reads again, and forgets it', async () => {
+    const id = await harness.open()
+    const gate = path.join(harness.workspace, `repl-gate-${mode}`)
+    execFileSync('mkfifo', [gate])
+    expect((await harness.send(id, 'python3 -q')).meta.waitReason).toBe('stdin_read')
+    // Busy opening the FIFO, not reading the terminal, until the test opens it.
+    expect((await harness.call('terminal_send', { sessionId: id, text: `_ = open(${JSON.stringify(gate)}).read(); print('wo' + 'ke')`, idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
+    const ahead = harness.call('terminal_send', { sessionId: id, text: 'print(5 * 2)' })
+    await untilEnterEchoed(async () => (await harness.call('terminal_read', { sessionId: id, screen: true })).text, 'print(5 * 2)')
+    writeFileSync(gate, 'go\n')
+    expect((await ahead).text).toBe('woke\n>>> print(5 * 2)\n10\n>>> \n[wait: stdin_read]\n[input: not_reading — typed ahead while python3 was busy; read since]')
+    // Read, it is not the next result's earlier command.
+    expect((await harness.send(id, 'exit()')).text).toBe('[exit: 0]')
+  })
+
   it('names in a signal result the status of the command the input was typed ahead of, as a send result does', async () => {
     const id = await harness.open()
     expect((await harness.call('terminal_send', { sessionId: id, text: 'sleep 300', idleMs: 500 })).meta.waitReason).toBe('inferred_idle')
