@@ -46,7 +46,21 @@ const statOf = (pid) => {
   return stat === undefined ? undefined : stat.slice(stat.lastIndexOf(')') + 2).split(' ')
 }
 const startTime = (pid) => statOf(pid)?.[19]
-const environOf = (pid) => read('/proc/' + pid + '/environ', 'latin1')?.split('\0')
+/** A zombie leader whose other threads still run (pthread_exit(3) in main): the process lives in them. */
+const leaderGone = (fields) => fields[0] === 'Z' && Number(fields[17]) > 1
+const environOf = (pid) => {
+  const own = read('/proc/' + pid + '/environ', 'latin1')
+  if (own || !leaderGone(statOf(pid) ?? [])) return own?.split('\0')
+  let tids = []
+  try {
+    tids = fs.readdirSync('/proc/' + pid + '/task')
+  } catch {}
+  for (const tid of tids) {
+    const environ = Number(tid) === pid ? undefined : read('/proc/' + pid + '/task/' + tid + '/environ', 'latin1')
+    if (environ) return environ.split('\0')
+  }
+  return own?.split('\0')
+}
 const kill = (pid) => {
   try {
     process.kill(pid, 'SIGKILL')
@@ -92,7 +106,7 @@ const orphans = (from) => {
       looked++
       const fields = statOf(pid)
       if (fields === undefined) continue
-      if (fields[0] === 'Z' || fields[0] === 'X') {
+      if ((fields[0] === 'Z' && !leaderGone(fields)) || fields[0] === 'X') {
         passed.add(pid)
         continue
       }

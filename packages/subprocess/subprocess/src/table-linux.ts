@@ -15,13 +15,16 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     const text = await fs.readFile(`/proc/${pid}/stat`).catch(() => undefined)
     const stat = text === undefined ? undefined : parseProcStat(text)
     if (stat === undefined || stat.pid !== pid) return undefined
+    // A leader that left with pthread_exit(3) while its other threads run reads `Z`, yet the
+    // process lives on in them, and a signal to its pid reaches them: its state is theirs.
+    const living = leaderGone(stat) ? await livingThread(fs, pid) : undefined
     return {
       pid: stat.pid,
       ppid: stat.ppid,
       pgid: stat.pgrp,
       sid: stat.session,
       tpgid: stat.tpgid,
-      state: stat.state,
+      state: living?.state ?? stat.state,
       comm: stat.comm,
       startTime: stat.startTime,
     }
@@ -73,7 +76,7 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
     async environ(pid, name) {
       let text: string
       try {
-        text = await fs.readFile(`/proc/${pid}/environ`)
+        text = await fs.readFile(`/proc/${pid}/environ`).catch(() => '')
         // Mid-execve(2) the environment reads empty: an empty read counts only once stat shows
         // the layout done (it may finish between the two reads: read once more).
         for (let attempt = 0; text === '' && attempt < EXEC_RETRIES; attempt++) {
@@ -82,6 +85,11 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
           if (during) await new Promise((resolve) => setTimeout(resolve, EXEC_RETRY_MS))
           text = await fs.readFile(`/proc/${pid}/environ`)
           if (!during) break
+        }
+        // A leader gone with its threads left (`get`) has no environment; a living thread has the process's.
+        if (text === '' && (await threadsLeft(fs, pid))) {
+          const living = await livingThread(fs, pid)
+          if (living !== undefined) text = await fs.readFile(`/proc/${pid}/task/${living.tid}/environ`)
         }
       } catch {
         return undefined
@@ -93,6 +101,29 @@ export function linuxProcessTable(fs: ProcFs = nodeProcFs): ProcessTable {
       return undefined
     },
   }
+}
+
+/** A zombie whose thread count still counts others than its leader (a plain zombie's is 1). */
+function leaderGone(stat: { state: string; threads: number }): boolean {
+  return stat.state === 'Z' && stat.threads > 1
+}
+
+/** Whether `pid` reads as a leader gone with threads left (`leaderGone`). */
+async function threadsLeft(fs: ProcFs, pid: number): Promise<boolean> {
+  const text = await fs.readFile(`/proc/${pid}/stat`).catch(() => undefined)
+  const stat = text === undefined ? undefined : parseProcStat(text)
+  return stat !== undefined && leaderGone(stat)
+}
+
+/** A thread of `pid` other than its leader that has not exited, with its state; undefined when none is left. */
+async function livingThread(fs: ProcFs, pid: number): Promise<{ tid: number; state: string } | undefined> {
+  const tids = await fs.readdir(`/proc/${pid}/task`).catch(() => [] as string[])
+  for (const tid of tids.filter((name) => /^\d+$/.test(name) && Number(name) !== pid)) {
+    const text = await fs.readFile(`/proc/${pid}/task/${tid}/stat`).catch(() => undefined)
+    const state = text === undefined ? undefined : parseProcStat(text)?.state
+    if (state !== undefined && !isEnded(state)) return { tid: Number(tid), state }
+  }
+  return undefined
 }
 
 /** Bound on re-reading an environment that reads empty mid-execve: 20 × 1 ms. */

@@ -13,6 +13,8 @@ import { createSessionTag, createTagSupervisor, SUPERVISOR_VARIABLE } from '../s
 
 /** A process that keeps changing its pid (see the file). */
 const HOPPER = fileURLToPath(new URL('./fixtures/hopper.py', import.meta.url))
+/** A process whose main thread left while another runs on (see the file). */
+const LEADERLESS = fileURLToPath(new URL('./fixtures/leaderless.py', import.meta.url))
 
 const started: number[] = []
 
@@ -58,6 +60,31 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     expect(markedProcesses(released.name, released.value)).toEqual([spared])
     expect(victim).not.toBe(spared)
   })
+
+  it('kills a tagged process whose main thread left while another runs on (its leader reads Z)', async () => {
+    let supervisor: ChildProcess | undefined
+    const tag = createSessionTag('CONCH_SESSION_TAG')
+    const watching = createTagSupervisor({
+      watchedPid: 900000 + randomInt(0, 99999),
+      start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
+    })
+    watching.watch(tag)
+    const child = spawn('python3', [LEADERLESS], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
+    child.unref()
+    started.push(child.pid!)
+    const leaderGone = () => {
+      try {
+        const fields = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+        return fields[0] === 'Z' && Number(fields[17]) > 1
+      } catch {
+        return false
+      }
+    }
+    expect(await eventually(leaderGone, 10_000)).toBe(true)
+    // As when this process dies: the write end of the pipe closes with the tag registered.
+    supervisor!.stdin!.destroy()
+    expect(await eventually(() => !leaderGone(), 10_000), 'the process lived on in its thread').toBe(true)
+  }, 30_000)
 
   it('kills a tagged process that keeps changing its pid (it forks, the parent leaves at once)', async () => {
     let supervisor: ChildProcess | undefined

@@ -20,6 +20,8 @@ import { LineReader } from './lines.ts'
 
 /** A process that keeps changing its pid (see the file). */
 const HOPPER = fileURLToPath(new URL('./fixtures/hopper.py', import.meta.url))
+/** A process whose main thread left while another runs on (see the file). */
+const LEADERLESS = fileURLToPath(new URL('./fixtures/leaderless.py', import.meta.url))
 
 const linux = process.platform === 'linux'
 const table = linuxProcessTable()
@@ -245,6 +247,22 @@ time.sleep(300)
     const report = await terminateTree(options)
     expect(report.stopped.map((r) => r.pid).sort()).toEqual([...members.map((r) => r.pid), root.pid].sort())
   })
+
+  it('finds and stops a tagged daemon whose main thread left while another runs on (its leader reads Z)', async () => {
+    const tag = createSessionTag('CONCH_TEST_TAG')
+    const { child, out } = bash(`setsid -f python3 ${LEADERLESS}; wait`, tag)
+    const pid = Number((await out.line(/^leaderless (\d+)/))[1])
+    await until(async () => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('Z'), 10_000, 'the leader to leave')
+    // Its leader is a zombie, yet the process lives: the table says so, and finds its tag.
+    expect((await table.get(pid))?.state).not.toBe('Z')
+    expect(await table.environ(pid, tag.name)).toBe(tag.value)
+    const options = { rootPid: child.pid!, includeRoot: true, graceMs: 1_000, tag, discovery: 'orphans' as const }
+    expect((await treeMembers(options)).map((record) => record.pid)).toContain(pid)
+    const report = await terminateTree(options)
+    expect(report.stopped.map((record) => record.pid)).toContain(pid)
+    expect(report.survivors).toEqual([])
+    await until(async () => (await table.get(pid))?.state === undefined || (await table.get(pid))?.state === 'Z', 10_000, 'the daemon to be gone')
+  }, 30_000)
 
   it('stops a tagged process that keeps changing its pid (it forks, the parent leaves at once), unconfined', async () => {
     const tag = createSessionTag('CONCH_TEST_TAG')
