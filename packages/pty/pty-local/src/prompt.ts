@@ -150,7 +150,7 @@ export function createControlledPrompt(): ControlledPrompt {
         throw error
       }
       return {
-        argv: [descriptorShell(), '-c', wrapper(handOver), 'conch-shell', key, ...argv],
+        argv: [...descriptorShell(), '-c', wrapper(handOver), 'conch-shell', key, ...argv],
         release: () => rm(folder, { recursive: true, force: true }),
       }
     },

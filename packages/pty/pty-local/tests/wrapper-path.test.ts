@@ -1,7 +1,8 @@
 /**
  * The wrapper every shell starts through runs on the host, outside any sandbox, with the shell's
- * PATH: a program planted where that PATH looks (a workspace's node_modules/.bin, a relative or
- * an empty entry) must never run there. Real bash under the real sandbox, as root.
+ * environment: a program planted where its PATH looks (a workspace's node_modules/.bin, a relative
+ * or an empty entry), or a file its BASH_ENV names, must never run there. Real bash under the real
+ * sandbox, as root.
  */
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -34,10 +35,14 @@ beforeAll(() => {
   }
   // An absolute folder in the workspace, a relative entry and an empty one (the working directory) first.
   process.env.PATH = `${path.join(workspace, 'node_modules/.bin')}:bin::${originalPath}`
+  // A relative BASH_ENV names a file in the working directory: a non-interactive bash sources it.
+  writeFileSync(path.join(workspace, '.bashenv'), `echo "BASH_ENV $$" >> ${host}/ran\n`)
+  process.env.BASH_ENV = '.bashenv'
 })
 
 afterAll(() => {
   process.env.PATH = originalPath
+  delete process.env.BASH_ENV
   rmSync(workspace, { recursive: true, force: true })
   rmSync(host, { recursive: true, force: true })
 })
@@ -64,12 +69,12 @@ async function compose(mode: 'read-only' | 'workspace-write') {
 
 describe.runIf(process.platform === 'linux')('the wrapper a shell starts through', () => {
   for (const mode of ['workspace-write', 'read-only'] as const) {
-    it(`runs no stty planted on PATH in the workspace (${mode}), and still sets IUTF8`, async () => {
+    it(`runs no stty planted on PATH in the workspace and sources no BASH_ENV (${mode}), and still sets IUTF8`, async () => {
       const { pty, agent, dispose } = await compose(mode)
       try {
         const { sessionId } = await pty.spawn(agent, { type: 'shell' })
         const opened = await pty.spawn(agent, { type: 'shell', cwd: path.join(workspace, 'bin') })
-        expect(existsSync(path.join(host, 'ran')), 'a planted stty ran on the host').toBe(false)
+        expect(existsSync(path.join(host, 'ran')), 'a planted stty or BASH_ENV ran on the host').toBe(false)
         for (const id of [sessionId, opened.sessionId]) {
           // The system's stty, inside the sandbox: the flag the wrapper set on the host.
           const result = await pty.startSend(agent, id, { text: '/bin/stty -a | tr " " "\\n" | grep -x -- "-\\?iutf8"', submit: true }).done

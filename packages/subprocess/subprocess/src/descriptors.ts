@@ -6,9 +6,16 @@
  */
 import { existsSync } from 'node:fs'
 
-/** bash when it is there (it can close descriptors above 9), else the POSIX sh (dash redirects single-digit descriptors only). */
-export function descriptorShell(): string {
-  return existsSync('/bin/bash') ? '/bin/bash' : '/bin/sh'
+/**
+ * The shell, with its flags, that runs a `-c` script on the host: bash when it is there (it can
+ * close descriptors above 9), else the POSIX sh (dash redirects single-digit descriptors only).
+ * bash reads no startup file so: not ~/.bashrc (Debian's bash sources it when stdin is a socket,
+ * as Node's pipes are), not $BASH_ENV (ignored in POSIX mode; a relative one names a file in the
+ * working directory, a workspace), and a function cannot stand in for `exec` (a special builtin,
+ * in POSIX mode).
+ */
+export function descriptorShell(): [string, ...string[]] {
+  return existsSync('/bin/bash') ? ['/bin/bash', '--norc', '--noprofile', '--posix'] : ['/bin/sh']
 }
 
 /**
@@ -37,12 +44,7 @@ export function withDescriptorsClosed(
 ): [string, ...string[]] {
   const restored = SHELL_VARIABLES.flatMap((name) => (env[name] === undefined ? [] : [`${name}=${env[name]}`]))
   const unset = SHELL_VARIABLES.map((name) => `-u ${name}`).join(' ')
-  // bash reads no startup file here: not ~/.bashrc (Debian's bash sources it when stdin is a
-  // socket, as Node's pipes are), not $BASH_ENV (ignored in POSIX mode), and a function cannot
-  // stand in for `exec` (a special builtin, in POSIX mode).
-  const shell = descriptorShell()
-  const flags = shell === '/bin/bash' ? ['--norc', '--noprofile', '--posix'] : []
-  return [shell, ...flags, '-c', `${closeDescriptorsCommand(keep)}; exec /usr/bin/env ${unset} "$@"`, 'conch-spawn', ...restored, ...argv]
+  return [...descriptorShell(), '-c', `${closeDescriptorsCommand(keep)}; exec /usr/bin/env ${unset} "$@"`, 'conch-spawn', ...restored, ...argv]
 }
 
 /** What bash (and dash, `PWD`) export to a program they exec although its environment lacked them. */

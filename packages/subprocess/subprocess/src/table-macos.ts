@@ -6,14 +6,18 @@
 import { execFile } from 'node:child_process'
 import type { ProcessEntry, ProcessTable } from './types.ts'
 
-/** Runs `ps` with `args` and resolves its standard output; an exit status of 1 (no match) is not an error. */
+/**
+ * Runs `ps` with `args` and resolves its standard output; an exit status of 1 (no match) is not
+ * an error. The default runs /bin/ps by its path: a `ps` on conch's PATH may be one a workspace
+ * holds (`npm exec` puts `<repo>/node_modules/.bin` first).
+ */
 export type PsRunner = (args: string[]) => Promise<string>
 
 const LIST_FIELDS = 'pid=,ppid=,pgid=,tpgid=,stat=,lstart=,comm='
 
 const runPs: PsRunner = (args) =>
   new Promise((resolve, reject) => {
-    execFile('ps', args, { maxBuffer: 256 * 1024 * 1024 }, (error, stdout) => {
+    execFile('/bin/ps', args, { maxBuffer: 256 * 1024 * 1024 }, (error, stdout) => {
       if (error && typeof error.code !== 'number') reject(error)
       else resolve(stdout)
     })
