@@ -37,6 +37,16 @@ async function daemon(tag: { name: string; value: string }): Promise<number> {
   return child.pid!
 }
 
+/** `tag` watched by a supervisor of its own, started as the default one is; returns its process. */
+function watchedBySupervisor(tag: { name: string; value: string }): () => ChildProcess {
+  let supervisor: ChildProcess | undefined
+  createTagSupervisor({
+    watchedPid: 900000 + randomInt(0, 99999),
+    start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
+  }).watch(tag)
+  return () => supervisor!
+}
+
 describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
   it('kills the processes of every tag still registered when its pipe closes, then exits', async () => {
     const watchedPid = 900000 + randomInt(0, 99999)
@@ -62,13 +72,8 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
   })
 
   it('kills a tagged process whose main thread left while another runs on (its leader reads Z)', async () => {
-    let supervisor: ChildProcess | undefined
     const tag = createSessionTag('CONCH_SESSION_TAG')
-    const watching = createTagSupervisor({
-      watchedPid: 900000 + randomInt(0, 99999),
-      start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
-    })
-    watching.watch(tag)
+    const supervisor = watchedBySupervisor(tag)
     const child = spawn('python3', [LEADERLESS], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
     child.unref()
     started.push(child.pid!)
@@ -82,18 +87,13 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
     }
     expect(await eventually(leaderGone, 10_000)).toBe(true)
     // As when this process dies: the write end of the pipe closes with the tag registered.
-    supervisor!.stdin!.destroy()
+    supervisor().stdin!.destroy()
     expect(await eventually(() => !leaderGone(), 10_000), 'the process lived on in its thread').toBe(true)
   }, 30_000)
 
   it('kills a tagged process that keeps changing its pid (it forks, the parent leaves at once)', async () => {
-    let supervisor: ChildProcess | undefined
     const tag = createSessionTag('CONCH_SESSION_TAG')
-    const watching = createTagSupervisor({
-      watchedPid: 900000 + randomInt(0, 99999),
-      start: (program, args, env) => (supervisor = spawn(process.execPath, ['-e', program, ...args], { detached: true, stdio: ['pipe', 'ignore', 'ignore'], env })),
-    })
-    watching.watch(tag)
+    const supervisor = watchedBySupervisor(tag)
     // Its stdout is this test's pipe: its end is the proof that the hopper is gone.
     const hopper = spawn('python3', [HOPPER], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', [tag.name]: tag.value } })
     let seen = ''
@@ -105,7 +105,7 @@ describe.runIf(process.platform === 'linux')('the tag supervisor', () => {
       })
     })
     // As when this process dies: the write end of the pipe closes with the tag registered.
-    supervisor!.stdin!.destroy()
+    supervisor().stdin!.destroy()
     await ended
     expect(markedProcesses(tag.name, tag.value)).toEqual([])
   }, 30_000)
