@@ -11,9 +11,10 @@
  *   for the fresh-spawn path (no sentinel instruction), `fresh answer`
  * - `SLOW` → one word every 300 ms
  */
-import { existsSync, mkdtempSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+import { afterAll, onTestFinished } from 'vitest'
 import { pairFrame, startFakeModel, type FakeAnswer, type FakeModelServer, type FakeRequest } from './fake-model/index.ts'
 
 const root = resolve(import.meta.dirname, '../../..')
@@ -63,8 +64,20 @@ export async function startModel(): Promise<FakeModelServer> {
   return startFakeModel({ respond: ruleAnswer, frame: pairFrame })
 }
 
+/**
+ * A fresh folder under the system's temporary folder (`prefix` then six characters), removed
+ * with everything in it after the test that made it, or after the file when made at its top
+ * level. Made in a hook, it is the caller's to remove (vitest takes no afterAll there).
+ */
 export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), prefix))
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  const remove = () => rmSync(dir, { recursive: true, force: true })
+  try {
+    onTestFinished(remove)
+  } catch {
+    afterAll(remove)
+  }
+  return dir
 }
 
 /** The Claude kind against the fake model. */

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import type { SubagentRun, SubagentUpdate } from '@conch/subagent'
 import * as toolSubagent from '@conch/tool-subagent'
 import { ACP_AGENT } from '@conch/test-support/products'
@@ -12,6 +12,7 @@ import { MARK_VARIABLE, boot, freshMark, marked, type Harness } from './harness.
 vi.setConfig({ testTimeout: 30_000, hookTimeout: 30_000 })
 
 const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-acp-')))
+afterAll(() => rmSync(workspace, { recursive: true, force: true }))
 
 let harness: Harness | undefined
 let mark = ''

@@ -3,12 +3,12 @@
  * from tests/fixtures/child.cordis.yml.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Context } from 'cordis'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest'
 import AgentService, { type Agent } from '@conch/agent'
 import LlmService from '@conch/llm'
 import SessionService from '@conch/session'
@@ -24,6 +24,7 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 30_000 })
 const bin = fileURLToPath(new URL('../../../cli/bin/conch.js', import.meta.url))
 const composition = fileURLToPath(new URL('./fixtures/child.cordis.yml', import.meta.url))
 const workspace = realpathSync(mkdtempSync(join(tmpdir(), 'subagent-conch-')))
+afterAll(() => rmSync(workspace, { recursive: true, force: true }))
 const MARK = 'SUBAGENT_TEST_MARK'
 
 function script(name: string, lines: unknown[]): string {

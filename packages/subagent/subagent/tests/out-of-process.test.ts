@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Context } from 'cordis'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest'
 import SubprocessService, { SUBPROCESS_TAG_VARIABLE, defaultProcessTable, type ChildHandle } from '@conch/subprocess'
 import { AbsoluteDirectory, childCwd, childEnv, disposeProcess, raceStart, spawnChild } from '../src/index.ts'
 
@@ -62,7 +62,9 @@ describe('the child working directory', () => {
   })
 
   it('refuses a relative, missing or non-directory cwd at load', () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'subagent-cwd-')), 'file')
+    const dir = mkdtempSync(join(tmpdir(), 'subagent-cwd-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const file = join(dir, 'file')
     writeFileSync(file, '')
     expect(AbsoluteDirectory.safeParse('relative/dir').error?.issues[0]?.message).toBe('must be an absolute path')
     expect(AbsoluteDirectory.safeParse('/no/such/dir').error?.issues[0]?.message).toBe(

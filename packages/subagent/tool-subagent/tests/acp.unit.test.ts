@@ -2,13 +2,13 @@
  * What an ACP client sees of a sub-agent call: a tool_call whose content streams the child's
  * text while it runs, then the rendered result.
  */
-import { mkdtempSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { PROTOCOL_VERSION, client, methods, ndJsonStream, type SessionNotification } from '@agentclientprotocol/sdk'
 import { Context } from 'cordis'
-import { afterEach, expect, it } from 'vitest'
+import { afterEach, expect, it, onTestFinished } from 'vitest'
 import { readableFrom, runAcp, writableTo } from '@conch/acp'
 import AgentService from '@conch/agent'
 import LlmService from '@conch/llm'
@@ -27,6 +27,7 @@ afterEach(async () => {
 
 it("streams the child's text as the tool call's content while the sub-agent runs", async () => {
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'tool-subagent-acp-')))
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
   const script = join(dir, 'script.jsonl')
   writeFileSync(
     script,
